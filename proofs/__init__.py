@@ -1,0 +1,1 @@
+"""The paper's items (definitions, hypotheses, claims, literature), one module per section."""

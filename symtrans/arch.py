@@ -1,0 +1,428 @@
+"""Immutable architecture descriptions: presets, Hugging Face configs, symbols.
+
+An :class:`Architecture` records every size and structural choice that a
+formula, a group or a numeric check needs. Any size may be an ``int`` or the
+canonical SymPy symbol of that size (see :mod:`symtrans.symbols`), so one
+description serves for exact numbers and for symbolic derivations.
+
+Examples
+--------
+>>> arch = get_arch("bert-base")
+>>> arch.H, arch.d_k, arch.d_model, arch.n
+(12, 64, 768, 512)
+>>> get_arch("bert-base", n=128).n
+128
+>>> get_arch("symbolic").d_k
+d_k
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import sympy as sp
+
+from symtrans.errors import SymtransError, suggest
+from symtrans.symbols import SIZE_NAMES, SYMBOLS
+
+__all__ = ["Architecture", "Size", "PRESETS", "get_arch", "from_config", "preset_names"]
+
+Size = Union[int, sp.Symbol]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "norm_placement": ("post", "pre"),
+    "norm": ("layernorm", "rmsnorm"),
+    "activation": ("gelu", "gelu_new", "relu", "silu"),
+    "ffn": ("mlp", "gated"),
+    "attention": ("bidirectional", "causal"),
+    "positional": ("learned", "sinusoidal", "rotary", "none"),
+}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One Transformer architecture, sizes exact or symbolic, immutable.
+
+    ``n`` is the sequence length the formulas are evaluated at; it defaults to
+    ``max_positions``. ``position_table`` is the number of rows of a learned
+    position-embedding table (RoBERTa keeps two extra rows, so it has 514 rows
+    for 512 usable positions). ``head_dim_tied`` records that the family's
+    config derives the head width as ``d_model / H``, so ``H * d_k == d_model``
+    must hold.
+
+    Examples
+    --------
+    >>> a = Architecture(name="toy", family="custom", n=8, L=2, H=2, H_kv=2,
+    ...                  d_model=8, d_k=4, d_v=4, d_ff=32, vocab_size=100, max_positions=16)
+    >>> a.sizes()["d_ff"]
+    32
+    >>> a.with_sizes(n=4).n
+    4
+    """
+
+    name: str
+    family: str
+    n: Size
+    L: Size
+    H: Size
+    H_kv: Size
+    d_model: Size
+    d_k: Size
+    d_v: Size
+    d_ff: Size
+    vocab_size: Size
+    max_positions: Size
+    norm_placement: str = "post"
+    norm: str = "layernorm"
+    activation: str = "gelu"
+    ffn: str = "mlp"
+    bias: bool = True
+    attention: str = "bidirectional"
+    positional: str = "learned"
+    position_table: Size | None = None
+    type_vocab_size: int = 0
+    pooler: bool = False
+    embedding_norm: bool = False
+    final_norm: bool = False
+    tied_lm_head: bool = True
+    ln_eps: float = 1e-12
+    head_dim_tied: bool = True
+    source: str = "preset"
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in SIZE_NAMES:
+            value = getattr(self, name)
+            _check_size(name, value)
+        if self.position_table is not None:
+            _check_size("position_table", self.position_table)
+        for attr, choices in _CHOICES.items():
+            if getattr(self, attr) not in choices:
+                raise SymtransError(suggest(str(getattr(self, attr)), choices, attr.replace("_", " ")))
+        H, H_kv = self.H, self.H_kv
+        if _concrete(H, H_kv) and H % H_kv != 0:
+            raise SymtransError(
+                f"inconsistent sizes: H={H} query heads must be a multiple of H_kv={H_kv} key/value heads"
+            )
+        if self.head_dim_tied and _concrete(self.H, self.d_k, self.d_model):
+            if self.H * self.d_k != self.d_model:
+                raise SymtransError(
+                    f"inconsistent sizes: {self.name} requires H*d_k == d_model, but "
+                    f"H*d_k = {self.H}*{self.d_k} = {self.H * self.d_k} != d_model = {self.d_model}"
+                    " (set d_k, H and d_model together)"
+                )
+        if self.head_dim_tied and _concrete(self.d_k, self.d_v) and self.d_k != self.d_v:
+            raise SymtransError(
+                f"inconsistent sizes: {self.name} uses one head width, but d_k={self.d_k} != d_v={self.d_v}"
+            )
+        if self.positional in ("learned", "sinusoidal") and _concrete(self.n, self.max_positions):
+            if self.n > self.max_positions:
+                raise SymtransError(
+                    f"sequence length n={self.n} exceeds the {self.max_positions} positions of {self.name}"
+                )
+
+    # ------------------------------------------------------------------ views
+    def sizes(self) -> dict[str, Size]:
+        """Return the sizes by canonical name (ints or symbols).
+
+        Examples
+        --------
+        >>> get_arch("gpt2").sizes()["max_positions"]
+        1024
+        """
+        return {name: getattr(self, name) for name in SIZE_NAMES}
+
+    def substitutions(self) -> dict[sp.Symbol, int]:
+        """Return ``{symbol: value}`` for every size that is a concrete integer.
+
+        Examples
+        --------
+        >>> subs = get_arch("bert-base").substitutions()
+        >>> subs[SYMBOLS["H"]], subs[SYMBOLS["n"]]
+        (12, 512)
+        >>> get_arch("symbolic").substitutions()
+        {}
+        """
+        return {SYMBOLS[k]: v for k, v in self.sizes().items() if isinstance(v, int)}
+
+    @property
+    def is_symbolic(self) -> bool:
+        """True when at least one size is a symbol.
+
+        Examples
+        --------
+        >>> get_arch("symbolic").is_symbolic, get_arch("bert-base").is_symbolic
+        (True, False)
+        """
+        return any(not isinstance(v, int) for v in self.sizes().values())
+
+    def with_sizes(self, **sizes: Size) -> Architecture:
+        """Return a copy with some sizes replaced, validated again.
+
+        ``d_k``/``d_v`` follow ``d_model / H`` only if given explicitly; a
+        change that breaks ``H * d_k == d_model`` for a tied family is refused.
+
+        Examples
+        --------
+        >>> get_arch("bert-base").with_sizes(n=128).n
+        128
+        >>> get_arch("bert-base").with_sizes(H=16)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: inconsistent sizes: bert-base requires H*d_k == d_model, but H*d_k = 16*64 = 1024 != d_model = 768 (set d_k, H and d_model together)
+        """
+        unknown = [k for k in sizes if k not in SIZE_NAMES]
+        if unknown:
+            raise SymtransError(suggest(unknown[0], SIZE_NAMES, "size"))
+        if "H" in sizes and "H_kv" not in sizes and self.H_kv == self.H:
+            sizes["H_kv"] = sizes["H"]  # no grouped-query attention: keep it that way
+        return dataclasses.replace(self, **sizes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dictionary (symbols as their names).
+
+        Examples
+        --------
+        >>> d = get_arch("minilm-l6-h384").to_dict()
+        >>> d["d_model"], d["norm_placement"], d["H_kv"]
+        (384, 'post', 12)
+        """
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, sp.Basic):
+                v = str(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+
+def _concrete(*values: Size) -> bool:
+    return all(isinstance(v, int) for v in values)
+
+
+def _check_size(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, sp.Symbol)):
+        raise SymtransError(f"size {name} must be a positive integer or a symbol, got {value!r}")
+    if isinstance(value, int) and value < 1:
+        raise SymtransError(f"size {name} must be a positive integer, got {value}")
+    if isinstance(value, sp.Symbol) and not (value.is_integer and value.is_positive):
+        raise SymtransError(f"symbol {value} for {name} must be declared a positive integer")
+
+
+# ---------------------------------------------------------------- presets
+def _bert_like(name: str, *, L: int, H: int, d_model: int, d_ff: int, vocab: int = 30522,
+               positions: int = 512, table: int | None = None, type_vocab: int = 2,
+               family: str = "bert", pooler: bool = True) -> Architecture:
+    return Architecture(
+        name=name, family=family, n=positions, L=L, H=H, H_kv=H, d_model=d_model,
+        d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab,
+        max_positions=positions, position_table=table or positions,
+        norm_placement="post", activation="gelu", attention="bidirectional",
+        positional="learned", type_vocab_size=type_vocab, pooler=pooler,
+        embedding_norm=True, ln_eps=1e-12,
+    )
+
+
+def _gpt2(name: str, *, L: int, H: int, d_model: int) -> Architecture:
+    return Architecture(
+        name=name, family="gpt2", n=1024, L=L, H=H, H_kv=H, d_model=d_model,
+        d_k=d_model // H, d_v=d_model // H, d_ff=4 * d_model, vocab_size=50257,
+        max_positions=1024, position_table=1024, norm_placement="pre",
+        activation="gelu_new", attention="causal", positional="learned",
+        final_norm=True, ln_eps=1e-5,
+    )
+
+
+def _symbolic() -> Architecture:
+    S = SYMBOLS
+    return Architecture(
+        name="symbolic", family="symbolic", n=S["n"], L=S["L"], H=S["H"], H_kv=S["H"],
+        d_model=S["d_model"], d_k=S["d_k"], d_v=S["d_v"], d_ff=S["d_ff"],
+        vocab_size=S["vocab_size"], max_positions=S["max_positions"],
+        position_table=S["max_positions"], head_dim_tied=False, positional="learned",
+        notes=("all sizes are free symbols; d_k, d_v and d_model are independent",),
+    )
+
+
+PRESETS: dict[str, Any] = {
+    "bert-base": lambda: _bert_like("bert-base", L=12, H=12, d_model=768, d_ff=3072),
+    "bert-large": lambda: _bert_like("bert-large", L=24, H=16, d_model=1024, d_ff=4096),
+    "minilm-l6-h384": lambda: _bert_like("minilm-l6-h384", L=6, H=12, d_model=384, d_ff=1536),
+    "distilbert-base": lambda: dataclasses.replace(
+        _bert_like("distilbert-base", L=6, H=12, d_model=768, d_ff=3072, type_vocab=0,
+                   family="distilbert", pooler=False)),
+    "roberta-base": lambda: _bert_like("roberta-base", L=12, H=12, d_model=768, d_ff=3072,
+                                       vocab=50265, table=514, type_vocab=1, family="roberta"),
+    "gpt2": lambda: _gpt2("gpt2", L=12, H=12, d_model=768),
+    "gpt2-medium": lambda: _gpt2("gpt2-medium", L=24, H=16, d_model=1024),
+    "symbolic": _symbolic,
+}
+
+
+def preset_names() -> list[str]:
+    """Return the names of the built-in presets.
+
+    Examples
+    --------
+    >>> "bert-base" in preset_names() and "symbolic" in preset_names()
+    True
+    """
+    return sorted(PRESETS)
+
+
+# ---------------------------------------------------------------- configs
+_FAMILY_KEYS = {
+    # family: (L, H, d_model, d_ff, positions)
+    "bert": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+             "max_position_embeddings"),
+    "roberta": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                "max_position_embeddings"),
+    "distilbert": ("n_layers", "n_heads", "dim", "hidden_dim", "max_position_embeddings"),
+    "gpt2": ("n_layer", "n_head", "n_embd", "n_inner", "n_positions"),
+    "llama": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+              "max_position_embeddings"),
+}
+_FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "qwen2": "llama"}
+
+
+def _int_key(cfg: dict[str, Any], key: str, path: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise SymtransError(f"{path}: missing required key {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SymtransError(f"{path}: key {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architecture:
+    """Build an architecture from a Hugging Face ``config.json`` (or its directory).
+
+    Supported ``model_type``: bert, roberta (and xlm-roberta, camembert),
+    distilbert, gpt2, llama (and mistral, qwen2: grouped-query attention,
+    rotary positions, RMSNorm, gated SiLU feed-forward, no biases).
+
+    Examples
+    --------
+    >>> import json, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...        "hidden_size": 64, "intermediate_size": 256, "max_position_embeddings": 128,
+    ...        "vocab_size": 1000, "type_vocab_size": 2}
+    >>> with open(os.path.join(d, "config.json"), "w") as fh:
+    ...     json.dump(cfg, fh)
+    >>> a = from_config(d)
+    >>> a.L, a.H, a.d_k, a.n
+    (2, 4, 16, 128)
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    shown = str(p)
+    if not p.exists():
+        raise SymtransError(f"{shown}: no such config file")
+    try:
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise SymtransError(f"{shown}: cannot read config: {err}") from None
+    except json.JSONDecodeError as err:
+        raise SymtransError(f"{shown}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    if not isinstance(cfg, dict):
+        raise SymtransError(f"{shown}: a config must be a JSON object, not {type(cfg).__name__}")
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str):
+        raise SymtransError(f"{shown}: missing 'model_type'; cannot tell the architecture family")
+    family = _FAMILY_ALIASES.get(model_type, model_type)
+    if family not in _FAMILY_KEYS:
+        raise SymtransError(
+            f"{shown}: unsupported model_type {model_type!r}; supported: "
+            + ", ".join(sorted(set(_FAMILY_KEYS) | set(_FAMILY_ALIASES)))
+        )
+    kL, kH, kD, kF, kP = _FAMILY_KEYS[family]
+    L = _int_key(cfg, kL, shown)
+    H = _int_key(cfg, kH, shown)
+    d_model = _int_key(cfg, kD, shown)
+    d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
+    positions = _int_key(cfg, kP, shown)
+    vocab = _int_key(cfg, "vocab_size", shown)
+    if d_model % H:
+        raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
+    name = str(cfg.get("_name_or_path") or p.parent.name or model_type)
+    common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
+                                  d_ff=d_ff, vocab_size=vocab, source=shown)
+    if family in ("bert", "roberta"):
+        if cfg.get("position_embedding_type", "absolute") != "absolute":
+            raise SymtransError(
+                f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"
+                " (only 'absolute')")
+        usable = positions - 2 if family == "roberta" else positions
+        arch = Architecture(
+            **common, n=usable, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            max_positions=usable, position_table=positions,
+            activation=_activation(cfg.get("hidden_act", "gelu"), shown),
+            type_vocab_size=int(cfg.get("type_vocab_size", 2)), pooler=True,
+            embedding_norm=True, ln_eps=float(cfg.get("layer_norm_eps", 1e-12)))
+    elif family == "distilbert":
+        arch = Architecture(
+            **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            max_positions=positions, position_table=positions,
+            activation=_activation(cfg.get("activation", "gelu"), shown),
+            positional="sinusoidal" if cfg.get("sinusoidal_pos_embds") else "learned",
+            embedding_norm=True, ln_eps=1e-12)
+    elif family == "gpt2":
+        arch = Architecture(
+            **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            max_positions=positions, position_table=positions, norm_placement="pre",
+            activation=_activation(cfg.get("activation_function", "gelu_new"), shown),
+            attention="causal", final_norm=True,
+            ln_eps=float(cfg.get("layer_norm_epsilon", 1e-5)))
+    else:  # llama-like
+        H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
+        head_dim = cfg.get("head_dim") or d_model // H
+        arch = Architecture(
+            **common, n=positions, H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
+            max_positions=positions, position_table=None, norm_placement="pre",
+            norm="rmsnorm", activation=_activation(cfg.get("hidden_act", "silu"), shown),
+            ffn="gated", bias=bool(cfg.get("attention_bias", False)), attention="causal",
+            positional="rotary", final_norm=True,
+            tied_lm_head=bool(cfg.get("tie_word_embeddings", False)),
+            ln_eps=float(cfg.get("rms_norm_eps", 1e-6)), head_dim_tied=False)
+    return arch.with_sizes(n=n) if n is not None else arch
+
+
+def _activation(name: Any, path: str) -> str:
+    mapping = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new",
+               "relu": "relu", "silu": "silu", "swish": "silu"}
+    if name not in mapping:
+        raise SymtransError(f"{path}: activation {name!r} is not modelled; supported: "
+                            + ", ".join(sorted(mapping)))
+    return mapping[name]
+
+
+def get_arch(spec: str | os.PathLike[str] | Architecture, **sizes: Size) -> Architecture:
+    """Resolve a preset name, a ``config.json`` path or an architecture, then apply sizes.
+
+    Examples
+    --------
+    >>> get_arch("bert-large").d_model
+    1024
+    >>> get_arch("bert-bsae")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown preset 'bert-bsae'; did you mean 'bert-base' or 'roberta-base' or 'bert-large'?
+    """
+    if isinstance(spec, Architecture):
+        arch = spec
+    elif str(spec) in PRESETS:
+        arch = PRESETS[str(spec)]()
+    elif os.path.exists(spec) or str(spec).endswith(".json"):
+        arch = from_config(spec)
+    else:
+        raise SymtransError(suggest(str(spec), PRESETS, "preset"))
+    return arch.with_sizes(**sizes) if sizes else arch

@@ -1,0 +1,123 @@
+"""Sub-commands ``formulas``, ``formula`` and ``arch``: the formula registry at the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+from symtrans.errors import SymtransError
+from symtrans.symbols import SYMBOLS
+
+__all__ = ["register", "parse_sets"]
+
+_SET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([0-9]+)$")
+
+
+def parse_sets(items: list[str] | None) -> dict[str, int]:
+    """Parse ``--set NAME=INT`` items against the whitelist of symbol names.
+
+    Examples
+    --------
+    >>> parse_sets(["n=128", "H=16"])
+    {'n': 128, 'H': 16}
+    >>> parse_sets(["n=0"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --set n=0: the value must be a positive integer
+    >>> parse_sets(["dk=4"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --set dk=4: unknown symbol 'dk'; did you mean 'd_k'?
+    """
+    from symtrans.errors import suggest
+
+    out: dict[str, int] = {}
+    for item in items or []:
+        m = _SET.match(item.strip())
+        if not m:
+            name = item.split("=", 1)[0].strip()
+            if name in SYMBOLS:
+                raise SymtransError(f"--set {item}: the value must be a positive integer")
+            raise SymtransError(f"--set {item}: expected NAME=INTEGER with NAME one of "
+                                + ", ".join(SYMBOLS))
+        name, value = m.group(1), int(m.group(2))
+        if name not in SYMBOLS:
+            raise SymtransError(f"--set {item}: " + suggest(name, SYMBOLS, "symbol"))
+        if value < 1:
+            raise SymtransError(f"--set {item}: the value must be a positive integer")
+        out[name] = value
+    return out
+
+
+def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    """Add one of this module's sub-commands to the parser.
+
+    Examples
+    --------
+    >>> from symtrans.cli import build_parser
+    >>> build_parser("arch").parse_args(["arch", "gpt2"]).format
+    'text'
+    """
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    if name == "formulas":
+        p.add_argument("--format", choices=("text", "json"), default="text")
+        p.set_defaults(func=_cmd_formulas)
+    elif name == "formula":
+        p.add_argument("name", help="formula name (see `symtrans formulas`)")
+        p.add_argument("--arch", default="bert-base", help="preset name or path to a config.json")
+        p.add_argument("--set", action="append", metavar="NAME=INT",
+                       help="override a size or an auxiliary rank, e.g. --set n=128")
+        p.add_argument("--format", choices=("text", "latex", "json"), default="text")
+        p.set_defaults(func=_cmd_formula)
+    else:
+        p.add_argument("spec", help="preset name or path to a config.json")
+        p.add_argument("--set", action="append", metavar="NAME=INT", help="override a size")
+        p.add_argument("--format", choices=("text", "json"), default="text")
+        p.set_defaults(func=_cmd_arch)
+
+
+def _cmd_formulas(args: argparse.Namespace) -> int:
+    from symtrans.formulas import FORMULAS
+
+    if args.format == "json":
+        print(json.dumps([{"name": f.name, "kind": f.kind, "summary": f.summary,
+                           "provenance": f.provenance.to_dict()} for f in FORMULAS.values()], indent=2))
+        return 0
+    width = max(len(n) for n in FORMULAS)
+    for f in FORMULAS.values():
+        origin = "paper  " if f.provenance.origin == "paper" else "toolkit"
+        print(f"{f.name:<{width}}  {origin}  {f.summary}")
+    return 0
+
+
+def _cmd_formula(args: argparse.Namespace) -> int:
+    from symtrans.formulas import formula
+
+    value = formula(args.name, arch=args.arch, **parse_sets(args.set))
+    if args.format == "json":
+        print(json.dumps(value.to_json(), indent=2))
+    elif args.format == "latex":
+        print(value.latex())
+    else:
+        print(value.text())
+    return 0
+
+
+def _cmd_arch(args: argparse.Namespace) -> int:
+    from symtrans.arch import get_arch
+    from symtrans.symbols import AUX_NAMES
+
+    sizes = parse_sets(args.set)
+    aux = [k for k in sizes if k in AUX_NAMES]
+    if aux:
+        raise SymtransError(f"--set {aux[0]}: not a size of the architecture (use it with `symtrans formula`)")
+    arch = get_arch(args.spec, **sizes)
+    data = arch.to_dict()
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        print(f"{key:<{width}}  {value}")
+    return 0

@@ -1,0 +1,634 @@
+"""The formula registry: every derived quantity, defined once, with provenance.
+
+A :class:`Formula` builds a SymPy expression in the canonical dimension symbols
+(:mod:`symtrans.symbols`), says what it counts (for a dimension: which map's
+fibre, which group, which subspace), where it comes from (a claim of the paper,
+or the toolkit's own formalisation and why), and under which assumptions.
+Evaluating it for an architecture substitutes the sizes and gives an exact
+integer or rational; floats appear only for display.
+
+Counting conventions used throughout:
+
+* parameters: every trainable tensor entry, biases included where the
+  architecture has them;
+* FLOPs: matrix multiplications only, one multiply-accumulate = 2 FLOPs, per
+  token per layer; biases, softmax, norms and activations are not counted;
+  attention scores are counted densely over all ``n`` keys (a causal mask
+  saves nothing in this convention).
+
+Examples
+--------
+>>> formula("recovery-ambiguity", arch="bert-base").value
+360448
+>>> formula("ffn-flop-share", arch="bert-base", n=512).value
+3/5
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import sympy as sp
+
+from symtrans.arch import Architecture, get_arch
+from symtrans.errors import SymtransError, suggest
+from symtrans.symbols import AUX_NAMES, LATEX_NAMES, SIZE_NAMES, SYMBOLS
+
+__all__ = [
+    "Formula", "FormulaValue", "Provenance", "FORMULAS", "register", "get_formula",
+    "formula", "formula_names", "aux_defaults", "FLOP_CONVENTION",
+]
+
+FLOP_CONVENTION = (
+    "matrix multiplications only; one multiply-accumulate = 2 FLOPs; per token per layer; "
+    "biases, softmax, norms and activations not counted; attention scores counted densely over n keys"
+)
+
+S = SimpleNamespace(**SYMBOLS)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a formula comes from: a claim of the paper, or the toolkit's formalisation.
+
+    Examples
+    --------
+    >>> Provenance("paper", claim="thm-recovery", section="§7.3").describe()
+    'paper: thm-recovery (§7.3)'
+    >>> Provenance("toolkit", claim="pgop", reason="parametrisation not in the text we hold").describe()
+    'toolkit formalisation of pgop: parametrisation not in the text we hold'
+    """
+
+    origin: str  # "paper" | "toolkit"
+    claim: str | None = None
+    section: str | None = None
+    reason: str | None = None
+
+    def describe(self) -> str:
+        """Return a one-line description.
+
+        Examples
+        --------
+        >>> Provenance("toolkit", reason="counting convention").describe()
+        'toolkit formalisation: counting convention'
+        """
+        if self.origin == "paper":
+            where = f" ({self.section})" if self.section else ""
+            return f"paper: {self.claim}{where}"
+        about = f" of {self.claim}" if self.claim else ""
+        return f"toolkit formalisation{about}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict.
+
+        Examples
+        --------
+        >>> Provenance("paper", claim="prop-6.3", section="§6.1").to_dict()["claim"]
+        'prop-6.3'
+        """
+        return {"origin": self.origin, "claim": self.claim, "section": self.section,
+                "reason": self.reason, "text": self.describe()}
+
+
+Builder = Callable[[SimpleNamespace, Architecture], sp.Expr]
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A named derived quantity: expression builder, meaning, provenance, assumptions.
+
+    Examples
+    --------
+    >>> f = get_formula("recovery-ambiguity-per-token")
+    >>> f.expression()
+    d_v*(H - 1)
+    """
+
+    name: str
+    summary: str
+    kind: str  # dimension | count | ratio | flops | parameters | order
+    counts: str
+    provenance: Provenance
+    builder: Builder
+    assumptions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def expression(self, arch: Architecture | str = "symbolic") -> sp.Expr:
+        """Return the expression in the canonical symbols for ``arch``'s structure.
+
+        The architecture's flags (biases, grouped-query attention, gated FFN)
+        shape the expression; its sizes are not substituted.
+
+        Examples
+        --------
+        >>> get_formula("params-ffn").expression("bert-base")
+        2*d_ff*d_model + d_ff + d_model
+        >>> get_formula("params-ffn").expression("minilm-l6-h384") == get_formula("params-ffn").expression()
+        True
+        """
+        return sp.sympify(self.builder(S, get_arch(arch)))
+
+    def evaluate(self, arch: Architecture | str, **sizes: int) -> FormulaValue:
+        """Evaluate for an architecture; ``sizes`` override sizes or set aux ranks.
+
+        Examples
+        --------
+        >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=700).value
+        34816
+        """
+        aux = {k: v for k, v in sizes.items() if k in AUX_NAMES}
+        arch_sizes = {k: v for k, v in sizes.items() if k not in AUX_NAMES}
+        for key, value in sizes.items():
+            if key not in SYMBOLS:
+                raise SymtransError(suggest(key, SYMBOLS, "symbol"))
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SymtransError(f"{key} must be a positive integer, got {value!r}")
+        a = get_arch(arch, **arch_sizes)
+        expr = self.expression(a)
+        arch_subs = a.substitutions()
+        defaults = aux_defaults(a)
+        aux_values: dict[sp.Symbol, sp.Expr] = {}
+        sources: dict[str, str] = {}
+        for name in AUX_NAMES:  # rank_X first: the dim_sumR default refers to it
+            sym = SYMBOLS[name]
+            if name in aux:
+                aux_values[sym] = sp.Integer(aux[name])
+                sources[name] = "set by user"
+            else:
+                aux_values[sym] = defaults[name][0].subs(aux_values)
+                sources[name] = f"generic default: {defaults[name][1]}"
+        used = {str(x) for x in expr.free_symbols}
+        if "dim_sumR" in used and "dim_sumR" not in aux:
+            used.add("rank_X")
+        subs: dict[str, dict[str, Any]] = {}
+        for name in AUX_NAMES:
+            if name in used:
+                v = aux_values[SYMBOLS[name]].subs(arch_subs)
+                subs[name] = {"value": int(v) if v.is_Integer else str(v), "source": sources[name]}
+        for sym, value in arch_subs.items():
+            if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
+                subs[str(sym)] = {"value": value, "source": f"architecture {a.name}"}
+        substituted = expr.subs(aux_values).subs(arch_subs)
+        value = substituted if not substituted.free_symbols else None
+        return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,
+                            value=value, substitutions=subs)
+
+
+def aux_defaults(arch: Architecture) -> dict[str, tuple[sp.Expr, str]]:
+    """Return the generic default of each auxiliary rank, with the reason.
+
+    Examples
+    --------
+    >>> aux_defaults(get_arch("symbolic"))["rank_WO"][0]
+    Min(d_model, H*d_v)
+    """
+    r_x = sp.Min(S.n, S.d_model)
+    return {
+        "rank_X": (r_x, "full rank min(n, d_model) for a generic input"),
+        "rank_WO": (sp.Min(S.H * S.d_v, S.d_model), "full rank min(H d_v, d_model) for generic weights"),
+        "dim_sumR": (sp.Min(S.d_model, S.H * sp.Min(S.rank_X, S.d_v)),
+                     "head subspaces in general position: min(d_model, H min(rank X, d_v))"),
+    }
+
+
+@dataclass(frozen=True)
+class FormulaValue:
+    """A formula evaluated for one architecture: expression, substitutions, exact value.
+
+    Examples
+    --------
+    >>> v = formula("recovery-ambiguity", arch="bert-base")
+    >>> v.value, v.substitutions["n"]["value"]
+    (360448, 512)
+    >>> v.to_json()["value"]
+    360448
+    >>> formula("pgop-overhead", arch="bert-base").to_json()["value"]  # params-pgop / params-wo
+    '9228/589824'
+    >>> formula("pgop-overhead", arch="bert-base").value
+    769/49152
+    """
+
+    formula: Formula
+    arch: Architecture
+    expression: sp.Expr
+    substituted: sp.Expr
+    value: sp.Expr | None
+    substitutions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def json_value(self) -> int | str | None:
+        """Return the value as JSON: an int, a ``"p/q"`` string, or None if symbolic.
+
+        Examples
+        --------
+        >>> formula("ffn-flop-share", arch="bert-base", n=128).json_value()  # flops-ffn / flops-layer
+        '9437184/14548992'
+        """
+        if self.value is None:
+            return None
+        if self.value.is_Integer:
+            return int(self.value)
+        if self.value.is_Rational:
+            return _ratio_str(self.formula, self.arch, self.value)
+        return str(self.value)
+
+    def approx(self) -> float | None:
+        """Return a float for display only, or None if symbolic.
+
+        Examples
+        --------
+        >>> round(formula("ffn-flop-share", arch="bert-base", n=128).approx(), 4)
+        0.6486
+        """
+        return None if self.value is None else float(self.value)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON object printed by ``symtrans formula --format json``.
+
+        Examples
+        --------
+        >>> sorted(formula("head-permutations", arch="gpt2").to_json())[:4]
+        ['approx', 'arch', 'assumptions', 'counts']
+        """
+        f = self.formula
+        return {
+            "name": f.name,
+            "arch": self.arch.name,
+            "expression": str(self.expression),
+            "latex": sp.latex(self.expression, symbol_names=_LATEX_SYMBOLS),
+            "substituted": str(self.substituted),
+            "value": self.json_value(),
+            "approx": self.approx(),
+            "kind": f.kind,
+            "summary": f.summary,
+            "counts": f.counts,
+            "provenance": f.provenance.to_dict(),
+            "assumptions": list(f.assumptions),
+            "notes": list(f.notes),
+            "substitutions": self.substitutions,
+        }
+
+    def latex(self) -> str:
+        """Return ``expression = value`` as LaTeX.
+
+        Examples
+        --------
+        >>> formula("recovery-ambiguity-per-token", arch="bert-base").latex()
+        'd_{v} \\\\left(H - 1\\\\right) = 704'
+        """
+        lhs = sp.latex(self.expression, symbol_names=_LATEX_SYMBOLS)
+        rhs = sp.latex(self.value if self.value is not None else self.substituted,
+                       symbol_names=_LATEX_SYMBOLS)
+        return lhs if lhs == rhs else f"{lhs} = {rhs}"
+
+    def _repr_latex_(self) -> str:
+        return f"${self.latex()}$"
+
+    def text(self) -> str:
+        """Return the human-readable block printed by ``symtrans formula``.
+
+        Examples
+        --------
+        >>> print(formula("mha-rank-bound", arch="bert-base").text().splitlines()[0])
+        mha-rank-bound  [bert-base]
+        """
+        f = self.formula
+        lines = [f"{f.name}  [{self.arch.name}]", f"  {f.summary}",
+                 f"  expression:    {self.expression}"]
+        if self.substitutions:
+            subs = ", ".join(f"{k}={v['value']}" for k, v in self.substitutions.items())
+            lines.append(f"  substitutions: {subs}")
+        if self.value is None:
+            lines.append(f"  value:         {self.substituted}  (symbolic: free sizes remain)")
+        else:
+            approx = ""
+            shown = _long_str(self.json_value())
+            if not self.value.is_Integer:
+                approx = f"  (~ {float(self.value):.6g})"
+            elif len(shown) > 24:
+                approx = f"  (~ {shown[0]}.{shown[1:6]}e+{len(shown) - 1}; {len(shown)} digits)"
+            if len(shown) > 60:
+                shown = shown[:24] + "..." + shown[-12:]
+            lines.append(f"  value:         {shown}{approx}")
+        lines.append(f"  counts:        {f.counts}")
+        lines.append(f"  provenance:    {f.provenance.describe()}")
+        for a in f.assumptions:
+            lines.append(f"  assumes:       {a}")
+        for note in f.notes:
+            lines.append(f"  note:          {note}")
+        return "\n".join(lines)
+
+
+_LATEX_SYMBOLS = {SYMBOLS[k]: v for k, v in LATEX_NAMES.items()}
+
+
+def _long_str(value: Any) -> str:
+    """str() that also works for integers beyond Python's 4300-digit conversion limit."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return str(value)
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def _ratio_str(f: Formula, arch: Architecture, value: sp.Rational) -> str:
+    """Shares are shown as unreduced part/whole when the formula provides both."""
+    parts = _RATIO_PARTS.get(f.name)
+    if parts is not None:
+        num, den = (get_formula(p).evaluate(arch).value for p in parts)
+        if num is not None and den is not None and sp.Rational(num, den) == value:
+            return f"{int(num)}/{int(den)}"
+    return f"{value.p}/{value.q}"
+
+
+# --------------------------------------------------------------------------- registry
+FORMULAS: dict[str, Formula] = {}
+_RATIO_PARTS: dict[str, tuple[str, str]] = {}
+
+
+def register(f: Formula, ratio_of: tuple[str, str] | None = None) -> Formula:
+    """Add a formula to the registry; a duplicate name is an error.
+
+    Examples
+    --------
+    >>> register(get_formula("mha-rank-bound"))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: formula 'mha-rank-bound' is already registered
+    """
+    if f.name in FORMULAS:
+        raise SymtransError(f"formula {f.name!r} is already registered")
+    FORMULAS[f.name] = f
+    if ratio_of:
+        _RATIO_PARTS[f.name] = ratio_of
+    return f
+
+
+def get_formula(name: str) -> Formula:
+    """Return the registered formula called ``name`` (with suggestions if unknown).
+
+    Examples
+    --------
+    >>> get_formula("wo-fibre").kind
+    'dimension'
+    >>> get_formula("recovery")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown formula 'recovery'; did you mean 'recovery-ambiguity' or 'recovery-ambiguity-model'?
+    """
+    try:
+        return FORMULAS[name]
+    except KeyError:
+        raise SymtransError(suggest(name, FORMULAS, "formula")) from None
+
+
+def formula_names() -> list[str]:
+    """Return the registered names in registration order.
+
+    Examples
+    --------
+    >>> formula_names()[0]
+    'recovery-ambiguity'
+    """
+    return list(FORMULAS)
+
+
+def formula(name: str, arch: Architecture | str = "bert-base", **sizes: int) -> FormulaValue:
+    """Evaluate the formula ``name`` for ``arch`` with optional size overrides.
+
+    Examples
+    --------
+    >>> formula("recovery-ambiguity-model", arch="bert-base").value
+    4325376
+    >>> formula("gauge-dimension-model", arch="bert-base").value
+    1179648
+    >>> formula("recovery-ambiguity", arch="symbolic").value is None
+    True
+    """
+    return get_formula(name).evaluate(arch, **sizes)
+
+
+# --------------------------------------------------------------------------- helpers
+def _kv(s: SimpleNamespace, a: Architecture) -> sp.Expr:
+    """Key/value head count: H itself unless grouped-query attention is present."""
+    return s.H if a.H_kv == a.H else s.H_kv
+
+
+def _bias(a: Architecture) -> int:
+    return 1 if a.bias else 0
+
+
+def _norm_params(s: SimpleNamespace, a: Architecture) -> sp.Expr:
+    return 2 * s.d_model if a.norm == "layernorm" else s.d_model
+
+
+def _params_attention(s, a):
+    b, kv = _bias(a), _kv(s, a)
+    q = s.d_model * s.H * s.d_k + b * s.H * s.d_k
+    k = s.d_model * kv * s.d_k + b * kv * s.d_k
+    v = s.d_model * kv * s.d_v + b * kv * s.d_v
+    o = s.H * s.d_v * s.d_model + b * s.d_model
+    return q + k + v + o
+
+
+def _params_ffn(s, a):
+    b = _bias(a)
+    if a.ffn == "gated":
+        return 3 * s.d_model * s.d_ff + b * (2 * s.d_ff + s.d_model)
+    return 2 * s.d_model * s.d_ff + b * (s.d_ff + s.d_model)
+
+
+def _params_layernorm(s, a):
+    return 2 * _norm_params(s, a)
+
+
+def _params_layer(s, a):
+    return _params_attention(s, a) + _params_ffn(s, a) + _params_layernorm(s, a)
+
+
+def _params_embeddings(s, a):
+    total = s.vocab_size * s.d_model + a.type_vocab_size * s.d_model
+    if a.positional == "learned":
+        offset = 0
+        if isinstance(a.position_table, int) and isinstance(a.max_positions, int):
+            offset = a.position_table - a.max_positions
+        total += (s.max_positions + offset) * s.d_model
+    if a.embedding_norm:
+        total += _norm_params(s, a)
+    return total
+
+
+def _params_model(s, a):
+    total = _params_embeddings(s, a) + s.L * _params_layer(s, a)
+    if a.pooler:
+        total += s.d_model * s.d_model + s.d_model
+    if a.final_norm:
+        total += _norm_params(s, a)
+    return total
+
+
+def _flops_attention(s, a):
+    kv = _kv(s, a)
+    projections = 2 * s.d_model * (s.H * s.d_k + kv * s.d_k + kv * s.d_v) + 2 * s.H * s.d_v * s.d_model
+    scores_and_mix = 2 * s.n * s.H * (s.d_k + s.d_v)
+    return projections + scores_and_mix
+
+
+def _flops_ffn(s, a):
+    return (6 if a.ffn == "gated" else 4) * s.d_model * s.d_ff
+
+
+def _gauge_layer(s, a):
+    kv = _kv(s, a)
+    qk = s.d_k if a.positional == "rotary" else s.d_k**2
+    return kv * (qk + s.d_v**2)
+
+
+def _head_permutations(s, a):
+    if a.H_kv == a.H:
+        return sp.factorial(s.H)
+    group = s.H / s.H_kv
+    return sp.factorial(s.H_kv) * sp.factorial(group) ** s.H_kv
+
+
+def _pgop_params(s, a):
+    return s.H * (s.d_model + 1)
+
+
+def _contracted(s, a):
+    return s.H * sp.Min(s.rank_X, s.d_v) - s.dim_sumR
+
+
+_SUM_MAP = "the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H"
+_RECOVERY_NOTE = ("the paper writes d_k; head outputs Y^h = A^h X W_V^h have width d_v, so the "
+                  "toolkit counts in d_v (identical wherever d_k = d_v, as in every preset)")
+_GENERIC_W = "generic weights (a proper algebraic subset of weight space is excluded)"
+
+_P = Provenance
+_ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
+    (Formula("recovery-ambiguity", "head-channel recovery ambiguity per layer per sequence", "dimension",
+             f"dimension of the fibre of {_SUM_MAP}: given the sum, the H head outputs are free up to "
+             "n(H-1)d_v coordinates", _P("paper", "thm-recovery", "§7.3"),
+             lambda s, a: s.n * (s.H - 1) * s.d_v,
+             ("heads write into one shared channel of width d_v before W_O is applied",),
+             (_RECOVERY_NOTE, "with W_O known and invertible the fibre of Z -> Z W_O is 0: see wo-fibre")), None),
+    (Formula("recovery-ambiguity-per-token", "head-channel recovery ambiguity per token per layer",
+             "dimension", f"fibre dimension of {_SUM_MAP}, per row (token)",
+             _P("paper", "thm-recovery", "§7.3"), lambda s, a: (s.H - 1) * s.d_v,
+             ("heads write into one shared channel of width d_v",), (_RECOVERY_NOTE,)), None),
+    (Formula("recovery-ambiguity-model", "head-channel recovery ambiguity over all layers", "dimension",
+             f"sum over the L layers of the fibre dimension of {_SUM_MAP}",
+             _P("toolkit", "thm-recovery", reason="the paper states the count per layer; the model total "
+                "is L times it since the layers' fibres are independent"),
+             lambda s, a: s.L * s.n * (s.H - 1) * s.d_v, (), (_RECOVERY_NOTE,)), None),
+    (Formula("wo-fibre", "dimension of the fibre of Z -> Z W_O", "dimension",
+             "fibre dimension of the linear map Z -> Z W_O from R^{n x H d_v} (concatenated head outputs) "
+             "to R^{n x d_model}: n (H d_v - rank W_O)",
+             _P("toolkit", "thm-recovery", reason="claims.md: with W_O known the recovery problem is the "
+                "fibre of Z -> Z W_O, not of the head sum"),
+             lambda s, a: s.n * (s.H * s.d_v - s.rank_WO),
+             ("rank W_O defaults to min(H d_v, d_model), its generic value",),
+             ("0 when the stacked W_O is invertible, as it generically is in BERT",)), None),
+    (Formula("gauge-dimension", "continuous gauge dimension of one attention layer", "dimension",
+             "dimension of the per-head GL(d_k) x GL(d_v) factors of G acting on (W_Q, W_K) and (W_V, W_O), "
+             "one factor per key/value head; rotary positions shrink GL(d_k) to the commutant of the "
+             "rotations (dimension d_k)",
+             _P("toolkit", "framework-9", reason="the paper's definition of G is not in the text we hold; "
+                "claims.md lists the factors"),
+             _gauge_layer, (_GENERIC_W + ": the stabiliser of a generic point is trivial",),
+             ("agrees with the maximal gauge group of MHA, ((GL(d_k))^H x (GL(d_v))^H) x S_H, "
+              "on a generic stratum",)), None),
+    (Formula("gauge-dimension-model", "continuous gauge dimension over all layers", "dimension",
+             "L times gauge-dimension: the layers' gauge factors act independently",
+             _P("toolkit", "framework-9", reason="the paper's definition of G is not in the text we hold"),
+             lambda s, a: s.L * _gauge_layer(s, a), (_GENERIC_W,)), None),
+    (Formula("head-permutations", "order of the head-relabelling factor S_H", "order",
+             "order of the group of head permutations acting on Q, K, V, O blocks together "
+             "(with grouped-query attention: permutations that respect the key/value groups)",
+             _P("toolkit", "framework-9", reason="discrete factor of G listed in claims.md"),
+             _head_permutations), None),
+    (Formula("ffn-permutations", "order of the hidden-unit permutation factor S_{d_ff}", "order",
+             "order of the permutations of the feed-forward hidden units",
+             _P("toolkit", "framework-9", reason="discrete factor of G listed in claims.md"),
+             lambda s, a: sp.factorial(s.d_ff), (),
+             ("ReLU adds positive per-unit scalings (continuous); GeLU does not",)), None),
+    (Formula("params-attention", "parameters of one attention block", "parameters",
+             "entries of W_Q, W_K, W_V, W_O and their biases in one layer",
+             _P("toolkit", reason="parameter count of the architecture"), _params_attention), None),
+    (Formula("params-wo", "parameters of one layer's output projection weight", "parameters",
+             "entries of the stacked W_O (H d_v x d_model), bias excluded",
+             _P("toolkit", "pgop", reason="denominator of the PG-OP overhead"),
+             lambda s, a: s.H * s.d_v * s.d_model), None),
+    (Formula("params-ffn", "parameters of one feed-forward block", "parameters",
+             "entries of the FFN weight matrices and their biases in one layer",
+             _P("toolkit", reason="parameter count of the architecture"), _params_ffn), None),
+    (Formula("params-layernorm", "parameters of one layer's norms", "parameters",
+             "scale (and, for LayerNorm, shift) vectors of the two norms of one layer",
+             _P("toolkit", reason="parameter count of the architecture"), _params_layernorm), None),
+    (Formula("params-layer", "parameters of one layer", "parameters",
+             "params-attention + params-ffn + params-layernorm",
+             _P("toolkit", reason="parameter count of the architecture"), _params_layer), None),
+    (Formula("params-embeddings", "parameters of the embedding block", "parameters",
+             "token, learned-position and token-type tables plus the embedding norm",
+             _P("toolkit", reason="parameter count of the architecture"), _params_embeddings), None),
+    (Formula("params-model", "parameters of the base model", "parameters",
+             "embeddings + L layers + pooler (BERT, RoBERTa) + final norm (pre-LN models); no LM head",
+             _P("toolkit", reason="parameter count of the architecture, as Hugging Face's base model class"),
+             _params_model), None),
+    (Formula("flops-attention", "attention FLOPs per token per layer", "flops",
+             "2 x multiply-accumulates of the Q, K, V, O projections and of the n x n scores and mixing; "
+             + FLOP_CONVENTION, _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"),
+             _flops_attention), None),
+    (Formula("flops-ffn", "feed-forward FLOPs per token per layer", "flops",
+             "2 x multiply-accumulates of the FFN matrices; " + FLOP_CONVENTION,
+             _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"), _flops_ffn), None),
+    (Formula("flops-layer", "FLOPs per token per layer", "flops", "flops-attention + flops-ffn",
+             _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"),
+             lambda s, a: _flops_attention(s, a) + _flops_ffn(s, a)), None),
+    (Formula("ffn-flop-share", "feed-forward share of a layer's FLOPs, as a function of n", "ratio",
+             "flops-ffn / flops-layer, exact; " + FLOP_CONVENTION,
+             _P("paper", "cor-dff", "§5.3, §6, Appendix A"),
+             lambda s, a: _flops_ffn(s, a) / (_flops_attention(s, a) + _flops_ffn(s, a)),
+             ("the paper quotes 64.8% for BertBase without stating n; this count gives that near n = 128",)),
+     ("flops-ffn", "flops-layer")),
+    (Formula("mha-rank-bound", "upper bound on rank MHA(X)", "dimension",
+             "min(n, H d_v, d_model): MHA(X) is n x d_model and a sum of H terms of rank <= d_v",
+             _P("paper", "prop-6.2", "§6.1"), lambda s, a: sp.Min(s.n, s.H * s.d_v, s.d_model),
+             ("subadditivity of rank",),
+             ("the paper writes H d_k = d_model, true for BERT-style sizes",)), None),
+    (Formula("head-subspace-dim", "dimension of one head's output subspace R_h", "dimension",
+             "dim R_h, R_h = row space of Y^h W_O^h in R^{d_model}",
+             _P("paper", "prop-6.3", "§6.1"), lambda s, a: sp.Min(s.rank_X, s.d_v),
+             (_GENERIC_W + " W_V^h, W_O^h of full rank", "n > d_v and A^h invertible (generic)",
+              "rank X defaults to min(n, d_model)"),
+             ("the paper writes d_k; the subspace is the image of the d_v-wide value channel",)), None),
+    (Formula("pgop-params", "parameters of a position-gated output projection (reconstruction)",
+             "parameters", "per-(position, head) scalar gates g_h(i) = sigmoid(u_h . p_i + b_h): H (d_model + 1)",
+             _P("toolkit", "pgop", reason="the paper's parametrisation is not in the text we hold; this is "
+                "the reconstruction in claims.md that fits its 1.6% bound"), _pgop_params), None),
+    (Formula("pgop-overhead", "PG-OP parameters relative to W_O (reconstruction)", "ratio",
+             "pgop-params / params-wo",
+             _P("toolkit", "pgop", reason="reconstruction in claims.md; the paper states < 1.6%"),
+             lambda s, a: _pgop_params(s, a) / (s.H * s.d_v * s.d_model)), ("pgop-params", "params-wo")),
+    (Formula("contracted-dim", "contracted dimension kappa of the head subspaces", "dimension",
+             "kappa = sum_h dim R_h - dim(R_1 + ... + R_H) = H min(rank X, d_v) - dim(sum_h R_h)",
+             _P("toolkit", "thm-rank-contraction", reason="the Rank Contraction Theorem's statement is not in "
+                "the text we hold; claims.md's formalisation"), _contracted,
+             ("dim(sum_h R_h) defaults to its generic value min(d_model, H min(rank X, d_v))",),
+             ("generically kappa = 0 when H d_v <= d_model: contraction needs aligned heads, which real "
+              "weights may show; measure it",
+              "dim(sum_h R_h) is not rank MHA(X) in general: the row space of a sum lies inside the sum "
+              "of the row spaces, and rank MHA(X) <= n while dim(sum_h R_h) can reach d_model")), None),
+    (Formula("dff-lower-bound", "lower bound on d_ff from rank contraction", "dimension",
+             "d_ff >= kappa: the FFN must re-expand the contracted directions (worst case over layers and "
+             "inputs; this entry gives kappa at the chosen ranks)",
+             _P("toolkit", "thm-rank-contraction", reason="claims.md's formalisation of the paper's bound"),
+             _contracted, ("the bound is only as large as the measured contraction",)), None),
+]
+for _f, _ratio in _ENTRIES:
+    register(_f, ratio_of=_ratio)
+del _f, _ratio
