@@ -1,0 +1,395 @@
+"""Evidence records and verdicts: the only way a claim's status can change.
+
+A producer (a symbolic derivation, an exact certificate, a numeric check)
+returns :class:`Evidence`. The paper's own status of a claim is a separate
+field (:class:`PaperStatus`); the toolkit's :class:`Verdict` is set only from
+evidence that actually ran.
+
+Producers are registered against claim ids with :func:`producer` and run by
+:func:`run_producers`; they receive a :class:`Context` saying which model,
+sequence length, seed, device and dtype to use.
+
+Examples
+--------
+>>> ev = Evidence(claim="lem-rank-sum", producer="demo", kind="symbolic",
+...               verdict=Verdict.CERTIFIED, summary="exact check")
+>>> ev.verdict.positive
+True
+>>> Evidence.from_dict(ev.to_dict()) == ev
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Verdict", "PaperStatus", "Tolerance", "Evidence", "Context", "Producer",
+    "producer", "PRODUCERS", "producers_for", "run_producers", "combine_verdicts",
+]
+
+
+class Verdict(str, enum.Enum):
+    """The toolkit's verdict on a claim, set only by evidence that ran.
+
+    Examples
+    --------
+    >>> Verdict("fails").label
+    'fails'
+    >>> [v.value for v in Verdict if v.positive]
+    ['certified', 'supported']
+    """
+
+    CERTIFIED = "certified"  # exact symbolic or exact-arithmetic certificate
+    SUPPORTED = "supported"  # numeric evidence holds with a margin
+    FAILS = "fails"  # a counterexample, or a check that failed
+    NOT_APPLICABLE = "not-applicable"  # a hypothesis is violated (which, by how much)
+    INCONCLUSIVE = "inconclusive"  # inside the tolerance band
+    NOT_RUN = "not-run"
+
+    @property
+    def label(self) -> str:
+        """The verdict as printed.
+
+        Examples
+        --------
+        >>> Verdict.NOT_APPLICABLE.label
+        'not-applicable'
+        """
+        return self.value
+
+    @property
+    def positive(self) -> bool:
+        """True for ``certified`` and ``supported``.
+
+        Examples
+        --------
+        >>> Verdict.SUPPORTED.positive, Verdict.INCONCLUSIVE.positive
+        (True, False)
+        """
+        return self in (Verdict.CERTIFIED, Verdict.SUPPORTED)
+
+
+class PaperStatus(str, enum.Enum):
+    """What the paper itself says of an item (never changed by the toolkit).
+
+    Examples
+    --------
+    >>> PaperStatus("partially-proved") is PaperStatus.PARTIALLY_PROVED
+    True
+    """
+
+    PROVED = "proved"
+    SKETCH = "sketch"
+    PARTIALLY_PROVED = "partially-proved"
+    CONJECTURED = "conjectured"
+    PREDICTION = "prediction"
+    EXTERNAL = "external"
+    DEFINITION = "definition"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A numeric decision threshold with the reason for it.
+
+    Examples
+    --------
+    >>> t = Tolerance(1e-10, "float64 rank cut: 1e-10 relative to sigma_max")
+    >>> t.to_dict()["value"]
+    1e-10
+    """
+
+    value: float
+    reason: str
+    relative_to: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict.
+
+        Examples
+        --------
+        >>> Tolerance(0.5, "why").to_dict()
+        {'value': 0.5, 'reason': 'why', 'relative_to': ''}
+        """
+        return dataclasses.asdict(self)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One piece of evidence about one claim, from one producer run.
+
+    ``margin`` is how far the measured quantity sits from the decision
+    threshold, on the side that decided the verdict (positive = safely
+    decided; its meaning is stated in ``margin_meaning``). ``details`` holds
+    producer-specific data (singular values at the cut, witnesses,
+    counterexample matrices as nested lists of strings for exact rationals).
+
+    Examples
+    --------
+    >>> e = Evidence(claim="thm-4.2", producer="p", kind="numeric", verdict=Verdict.FAILS,
+    ...              summary="counterexample", dtype="float64",
+    ...              tolerance=Tolerance(1e-9, "float64 rank cut"), margin=3.2,
+    ...              margin_meaning="log10 gap between singular values at the cut")
+    >>> e.to_dict()["tolerance"]["value"]
+    1e-09
+    """
+
+    claim: str
+    producer: str
+    kind: str  # "symbolic" | "numeric"
+    verdict: Verdict
+    summary: str
+    margin: float | None = None
+    margin_meaning: str = ""
+    tolerance: Tolerance | None = None
+    dtype: str | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    weights_hash: str | None = None
+    seed: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    toolkit_version: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    counterexample: dict[str, Any] | None = None
+    violated_hypothesis: str | None = None
+    seconds: float | None = None
+    timestamp: str = field(default_factory=_now)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("symbolic", "numeric"):
+            raise ValueError(f"evidence kind must be 'symbolic' or 'numeric', got {self.kind!r}")
+        if not isinstance(self.verdict, Verdict):
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict is Verdict.CERTIFIED and self.kind != "symbolic":
+            raise ValueError("only symbolic (exact) evidence can certify a claim")
+        if self.verdict is Verdict.NOT_APPLICABLE and not self.violated_hypothesis:
+            raise ValueError("not-applicable evidence must name the violated hypothesis")
+        if not self.toolkit_version:
+            from symtrans import __version__
+
+            object.__setattr__(self, "toolkit_version", __version__)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (the ``evidence`` entries of ``report.json``).
+
+        Examples
+        --------
+        >>> Evidence(claim="c", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED,
+        ...          summary="s").to_dict()["verdict"]
+        'certified'
+        """
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["verdict"] = self.verdict.value
+        out["tolerance"] = self.tolerance.to_dict() if self.tolerance else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evidence:
+        """Rebuild evidence from :meth:`to_dict` output.
+
+        Examples
+        --------
+        >>> e = Evidence(claim="c", producer="p", kind="numeric", verdict="supported", summary="s",
+        ...              tolerance=Tolerance(1e-3, "r"))
+        >>> Evidence.from_dict(e.to_dict()).tolerance.value
+        0.001
+        """
+        data = dict(data)
+        tol = data.get("tolerance")
+        data["tolerance"] = Tolerance(**tol) if tol else None
+        data["verdict"] = Verdict(data["verdict"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def stale(self, *, weights_hash: str | None, toolkit_version: str) -> bool:
+        """True when the evidence was produced from other weights or another toolkit version.
+
+        Examples
+        --------
+        >>> e = Evidence(claim="c", producer="p", kind="numeric", verdict="supported", summary="s",
+        ...              weights_hash="abc", toolkit_version="0.1.0")
+        >>> e.stale(weights_hash="abc", toolkit_version="0.1.0"), e.stale(weights_hash="xyz", toolkit_version="0.1.0")
+        (False, True)
+        """
+        if self.toolkit_version != toolkit_version:
+            return True
+        return self.weights_hash is not None and self.weights_hash != weights_hash
+
+
+_ORDER = [Verdict.FAILS, Verdict.INCONCLUSIVE, Verdict.SUPPORTED, Verdict.CERTIFIED,
+          Verdict.NOT_APPLICABLE, Verdict.NOT_RUN]
+
+
+def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
+    """Combine the verdicts of several evidence records about one claim.
+
+    Any failure wins; then inconclusive; a certificate beats numeric support;
+    not-applicable only if nothing applicable ran; ``not-run`` if nothing ran.
+
+    Examples
+    --------
+    >>> combine_verdicts([Verdict.SUPPORTED, Verdict.CERTIFIED])
+    <Verdict.CERTIFIED: 'certified'>
+    >>> combine_verdicts([Verdict.CERTIFIED, Verdict.FAILS]).label
+    'fails'
+    >>> combine_verdicts([Verdict.NOT_APPLICABLE, Verdict.SUPPORTED]).label
+    'supported'
+    >>> combine_verdicts([]).label
+    'not-run'
+    """
+    present = set(verdicts)
+    for v in _ORDER:
+        if v in present:
+            if v is Verdict.SUPPORTED and Verdict.CERTIFIED in present:
+                return Verdict.CERTIFIED
+            return v
+    return Verdict.NOT_RUN
+
+
+# ----------------------------------------------------------------- producers
+@dataclass
+class Context:
+    """What a producer may use: the model spec, sizes, seed, device, dtype, progress.
+
+    ``model`` is ``None`` for symbolic-only runs, else a spec that
+    :func:`symtrans.numeric.load_model` accepts ("default", a directory).
+    Loaded objects are cached in ``cache`` so producers share one load.
+
+    Examples
+    --------
+    >>> Context(model=None).numeric
+    False
+    """
+
+    model: str | None = "default"
+    n: int = 64
+    seed: int = 0
+    device: str | None = None
+    dtype: str = "float64"
+    progress: bool = False
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def numeric(self) -> bool:
+        """True when numeric producers can run (a model was given).
+
+        Examples
+        --------
+        >>> Context(model="default").numeric
+        True
+        """
+        return self.model is not None
+
+
+@dataclass(frozen=True)
+class Producer:
+    """A registered evidence producer for one claim.
+
+    Examples
+    --------
+    >>> p = Producer(claim="c", name="demo", kind="symbolic", func=lambda ctx: [])
+    >>> p.needs_model
+    False
+    """
+
+    claim: str
+    name: str
+    kind: str  # "symbolic" | "numeric"
+    func: Callable[[Context], list[Evidence]]
+    needs_model: bool = False
+    description: str = ""
+
+
+#: claim id -> producers, filled by modules that call :func:`producer`.
+PRODUCERS: dict[str, list[Producer]] = {}
+
+#: modules that register producers when imported (checks, certificates).
+PRODUCER_MODULES: list[str] = []
+
+
+def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
+             description: str = "") -> Callable[[Callable[[Context], list[Evidence]]],
+                                                Callable[[Context], list[Evidence]]]:
+    """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim``.
+
+    Examples
+    --------
+    >>> @producer("demo-claim", kind="symbolic", name="demo-producer")
+    ... def _demo(ctx):
+    ...     return [Evidence(claim="demo-claim", producer="demo-producer", kind="symbolic",
+    ...                      verdict=Verdict.CERTIFIED, summary="1 + 1 == 2 exactly")]
+    >>> [p.name for p in producers_for("demo-claim")]
+    ['demo-producer']
+    >>> _ = PRODUCERS.pop("demo-claim")
+    """
+    if kind not in ("symbolic", "numeric"):
+        raise ValueError(f"producer kind must be 'symbolic' or 'numeric', got {kind!r}")
+
+    def wrap(func: Callable[[Context], list[Evidence]]) -> Callable[[Context], list[Evidence]]:
+        pname = name or func.__name__
+        existing = PRODUCERS.setdefault(claim, [])
+        if any(p.name == pname for p in existing):
+            raise ValueError(f"producer {pname!r} already registered for {claim!r}")
+        doc = (func.__doc__ or "").strip().splitlines()
+        existing.append(Producer(claim, pname, kind, func, needs_model,
+                                 description or (doc[0] if doc else "")))
+        return func
+
+    return wrap
+
+
+def _import_producer_modules() -> None:
+    import importlib
+
+    for module in PRODUCER_MODULES:
+        importlib.import_module(module)
+
+
+def producers_for(claim: str) -> list[Producer]:
+    """Return the producers registered for ``claim`` (importing producer modules first).
+
+    Examples
+    --------
+    >>> producers_for("no-such-claim")
+    []
+    """
+    _import_producer_modules()
+    return list(PRODUCERS.get(claim, []))
+
+
+def run_producers(claim: str, ctx: Context) -> list[Evidence]:
+    """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
+
+    A numeric producer with no model yields one ``not-run`` record saying so,
+    so that a report lists it honestly rather than omitting it.
+
+    Examples
+    --------
+    >>> run_producers("no-such-claim", Context(model=None))
+    []
+    """
+    import time
+
+    out: list[Evidence] = []
+    for p in producers_for(claim):
+        if p.needs_model and not ctx.numeric:
+            out.append(Evidence(claim=claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                                summary=f"not run: {p.description or p.name} needs a model (--model)"))
+            continue
+        start = time.perf_counter()
+        produced = p.func(ctx)
+        elapsed = time.perf_counter() - start
+        for ev in produced:
+            if ev.seconds is None:
+                ev = dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
+            out.append(ev)
+    return out

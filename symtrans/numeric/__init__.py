@@ -1,0 +1,29 @@
+"""The numeric backend (torch): real weights, a per-head forward pass, measurements.
+
+Importing :mod:`symtrans` does not import this package; torch loads on first use.
+
+Per-head tensor layout (one table, used everywhere):
+
+=========  ==================================  =====================================
+name       shape                               meaning
+=========  ==================================  =====================================
+W_Q, W_K   [layer, head, d_model, d_k]         query/key projections, x @ W_Q[l, h]
+W_V        [layer, head, d_model, d_v]         value projection
+W_O        [layer, head, d_v, d_model]         output projection block of head h
+b_Q, b_K   [layer, head, d_k]                  query/key biases
+b_V        [layer, head, d_v]                  value bias
+b_O        [layer, d_model]                    output projection bias
+ln1_w/_b   [layer, d_model]                    LayerNorm after attention (post-LN)
+W_in       [layer, d_model, d_ff]              FFN first matrix (x @ W_in)
+b_in       [layer, d_ff]
+W_out      [layer, d_ff, d_model]              FFN second matrix
+b_out      [layer, d_model]
+ln2_w/_b   [layer, d_model]                    LayerNorm after the FFN (post-LN)
+=========  ==================================  =====================================
+"""
+
+from symtrans.numeric.weights import ModelWeights, load_model, resolve_device, resolve_dtype
+from symtrans.numeric.forward import LayerTrace, Trace, embed, encode, tokenize
+
+__all__ = ["ModelWeights", "load_model", "resolve_device", "resolve_dtype", "LayerTrace", "Trace",
+           "embed", "encode", "tokenize"]
