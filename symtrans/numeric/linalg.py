@@ -1,0 +1,177 @@
+"""Rank decisions with their records: the one place a numeric rank is decided.
+
+A rank of a real float matrix means nothing without the cut that decided it.
+:func:`numerical_rank` returns a :class:`RankRecord` with the dtype, the
+tolerance and why, the singular values on both sides of the cut, and the
+margin: how many decades the nearest singular value sits from the cut.
+
+Examples
+--------
+>>> import torch
+>>> M = torch.tensor([[1.0, 2.0], [2.0, 4.0], [0.0, 0.0]], dtype=torch.float64)
+>>> rec = numerical_rank(M)
+>>> rec.rank, rec.dtype
+(1, 'float64')
+>>> rec.margin > 10
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
+           "rank_from_singular_values"]
+
+
+def default_rtol(dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
+    """The default relative cut ``max(m, n) * eps``, with the reason.
+
+    Examples
+    --------
+    >>> import torch
+    >>> rtol, why = default_rtol(torch.float64, (10, 4))
+    >>> rtol == 10 * torch.finfo(torch.float64).eps
+    True
+    """
+    import torch
+
+    eps = torch.finfo(dtype).eps
+    m = max(shape)
+    reason = (f"max(m, n) * eps({str(dtype).replace('torch.', '')}) = {m} * {eps:.3g} relative to sigma_max "
+              "(the LAPACK/numpy matrix_rank convention): singular values below it are within the "
+              "rounding error of an SVD in this dtype")
+    return m * eps, reason
+
+
+@dataclass(frozen=True)
+class RankRecord:
+    """A numerical rank with everything needed to judge it.
+
+    ``margin`` is ``min(log10(sigma_r / cut), log10(cut / sigma_{r+1}))``: how
+    many decades the singular values on either side sit from the cut (the
+    missing side is ignored). A margin below 1 means the decision is fragile.
+
+    Examples
+    --------
+    >>> import torch
+    >>> rec = numerical_rank(torch.eye(3, dtype=torch.float64))
+    >>> rec.rank, rec.sigma_below
+    (3, None)
+    >>> sorted(rec.to_dict())[:3]
+    ['cut', 'dtype', 'margin']
+    """
+
+    rank: int
+    shape: tuple[int, int]
+    dtype: str
+    cut: float  # absolute threshold on singular values
+    rtol: float
+    tolerance_reason: str
+    sigma_max: float
+    sigma_above: float | None  # smallest kept singular value, sigma_r
+    sigma_below: float | None  # largest dropped singular value, sigma_{r+1}
+    margin: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict.
+
+        Examples
+        --------
+        >>> import torch
+        >>> numerical_rank(torch.ones(2, 2, dtype=torch.float64)).to_dict()["rank"]
+        1
+        """
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+
+def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: float | None = None,
+                              reason: str | None = None) -> RankRecord:
+    """Decide the rank from singular values ``s`` (descending) of a matrix of ``shape``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> s = torch.tensor([3.0, 1.0, 1e-20], dtype=torch.float64)
+    >>> rank_from_singular_values(s, (3, 3), torch.float64).rank
+    2
+    """
+    if rtol is None:
+        rtol, why = default_rtol(dtype, shape)
+    else:
+        why = reason or f"relative cut {rtol:.3g} x sigma_max set by the caller"
+    vals = [float(v) for v in s]
+    smax = vals[0] if vals else 0.0
+    cut = rtol * smax
+    r = sum(v > cut for v in vals) if smax > 0 else 0
+    above = vals[r - 1] if r >= 1 else None
+    below = vals[r] if r < len(vals) else None
+    sides = []
+    if above is not None and cut > 0:
+        sides.append(math.log10(above / cut))
+    if below is not None and cut > 0:
+        sides.append(math.log10(cut / below) if below > 0 else math.inf)
+    margin = min(sides) if sides else math.inf
+    return RankRecord(rank=r, shape=(int(shape[0]), int(shape[1])), dtype=str(dtype).replace("torch.", ""),
+                      cut=cut, rtol=rtol, tolerance_reason=why, sigma_max=smax, sigma_above=above,
+                      sigma_below=below, margin=margin)
+
+
+def numerical_rank(M: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:
+    """Numerical rank of a matrix with its :class:`RankRecord` (SVD in the matrix's dtype).
+
+    Examples
+    --------
+    >>> import torch
+    >>> numerical_rank(torch.zeros(3, 2, dtype=torch.float64)).rank
+    0
+    """
+    import torch
+
+    M = torch.as_tensor(M)
+    s = torch.linalg.svdvals(M)
+    return rank_from_singular_values(s, tuple(M.shape), M.dtype, rtol, reason)
+
+
+def numerical_ranks(batch: Any, *, rtol: float | None = None, reason: str | None = None) -> list[RankRecord]:
+    """Rank records for a batch ``[..., m, n]`` of matrices, one batched SVD.
+
+    Examples
+    --------
+    >>> import torch
+    >>> b = torch.stack([torch.eye(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)])
+    >>> [r.rank for r in numerical_ranks(b)]
+    [3, 0]
+    """
+    import torch
+
+    batch = torch.as_tensor(batch)
+    shape = tuple(batch.shape[-2:])
+    svals = torch.linalg.svdvals(batch).reshape(-1, min(shape)).cpu()
+    return [rank_from_singular_values(s, shape, batch.dtype, rtol, reason) for s in svals]
+
+
+def affine_rank(X: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:
+    """Affine rank of the rows of ``X`` (dimension of their affine hull), via the centred matrix.
+
+    ``arank(X) = rank(X - 1 x_1^T) = rank(X - 1 mean^T)``: subtracting the mean
+    row instead of the first row spans the same difference space and is better
+    conditioned.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]], dtype=torch.float64)
+    >>> affine_rank(X).rank, numerical_rank(X).rank
+    (1, 1)
+    >>> affine_rank(X + torch.tensor([0.0, 5.0], dtype=torch.float64)).rank
+    1
+    """
+    import torch
+
+    X = torch.as_tensor(X)
+    return numerical_rank(X - X.mean(0, keepdim=True), rtol=rtol, reason=reason)
