@@ -225,15 +225,17 @@ class Evidence:
         return self.weights_hash is not None and self.weights_hash != weights_hash
 
 
-_ORDER = [Verdict.FAILS, Verdict.INCONCLUSIVE, Verdict.SUPPORTED, Verdict.CERTIFIED,
+_ORDER = [Verdict.FAILS, Verdict.CERTIFIED, Verdict.INCONCLUSIVE, Verdict.SUPPORTED,
           Verdict.NOT_APPLICABLE, Verdict.NOT_RUN]
 
 
 def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     """Combine the verdicts of several evidence records about one claim.
 
-    Any failure wins; then inconclusive; a certificate beats numeric support;
-    not-applicable only if nothing applicable ran; ``not-run`` if nothing ran.
+    Any failure wins; then an exact certificate (a numeric check inside its
+    tolerance band cannot undo a proof); then inconclusive, which beats
+    numeric support; not-applicable only if nothing applicable ran;
+    ``not-run`` if nothing ran.
 
     Examples
     --------
@@ -241,18 +243,19 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     <Verdict.CERTIFIED: 'certified'>
     >>> combine_verdicts([Verdict.CERTIFIED, Verdict.FAILS]).label
     'fails'
+    >>> combine_verdicts([Verdict.CERTIFIED, Verdict.INCONCLUSIVE]).label
+    'certified'
+    >>> combine_verdicts([Verdict.SUPPORTED, Verdict.INCONCLUSIVE]).label
+    'inconclusive'
     >>> combine_verdicts([Verdict.NOT_APPLICABLE, Verdict.SUPPORTED]).label
     'supported'
+    >>> combine_verdicts([Verdict.NOT_RUN, Verdict.NOT_APPLICABLE]).label
+    'not-applicable'
     >>> combine_verdicts([]).label
     'not-run'
     """
     present = set(verdicts)
-    for v in _ORDER:
-        if v in present:
-            if v is Verdict.SUPPORTED and Verdict.CERTIFIED in present:
-                return Verdict.CERTIFIED
-            return v
-    return Verdict.NOT_RUN
+    return next((v for v in _ORDER if v in present), Verdict.NOT_RUN)
 
 
 # ----------------------------------------------------------------- producers
@@ -277,6 +280,30 @@ class Context:
     dtype: str = "float64"
     progress: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
+
+    def weights(self) -> Any:
+        """Load the model once (cached in ``cache``) and return its :class:`~symtrans.numeric.ModelWeights`.
+
+        Raises :class:`~symtrans.errors.SymtransError` when no model was given
+        or the model cannot be loaded.
+
+        Examples
+        --------
+        >>> Context(model=None).weights()
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: no model given (this needs --model default or a model directory)
+        """
+        if self.model is None:
+            from symtrans.errors import SymtransError
+
+            raise SymtransError("no model given (this needs --model default or a model directory)")
+        key = ("weights", self.model, self.dtype, self.device)
+        if key not in self.cache:
+            from symtrans.numeric import load_model
+
+            self.cache[key] = load_model(self.model, dtype=self.dtype, device=self.device)
+        return self.cache[key]
 
     @property
     def numeric(self) -> bool:

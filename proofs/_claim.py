@@ -1,0 +1,278 @@
+"""The claim record and the claim registry.
+
+A :class:`Claim` is one formal item of the paper: a definition, a hypothesis,
+a lemma, a theorem, a literature result. It carries the paper's own numbering
+and status, its statement in plain text and LaTeX, and its dependencies as two
+kinds of edge: *statement* dependencies (what is needed to state it:
+definitions, hypotheses) and *proof* dependencies (what its proof uses).
+Where the paper's exact statement is unavailable or imprecise, the claim
+carries the toolkit's own formalisation (``formalisation="toolkit"``) and
+says precisely what it is and why.
+
+The claim never records a verdict: the toolkit's verdict comes only from
+evidence that ran (:mod:`symtrans.evidence`), and is derived in
+:mod:`symtrans.graph`.
+
+Examples
+--------
+>>> c = Claim(id="demo-lemma", kind="lemma", title="demo", paper_ref="none", section="§0",
+...           statement="1 + 1 = 2", latex="1 + 1 = 2", paper_status="proved")
+>>> c.paper_status.value, c.depends_on
+('proved', ())
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from symtrans.errors import SymtransError, suggest
+from symtrans.evidence import PaperStatus
+
+__all__ = ["Claim", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
+           "CLAIM_MODULES", "REGISTRY"]
+
+#: The kinds of item, in the order the report lists them.
+KINDS: tuple[str, ...] = ("definition", "hypothesis", "lemma", "proposition", "theorem", "corollary",
+                          "claim", "construction", "literature", "framework")
+
+#: Kinds that state no proposition of their own: they never block what rests on them
+#: (unless evidence shows them failing, e.g. a definition's stated equivalence).
+GIVEN_KINDS: frozenset[str] = frozenset({"definition", "hypothesis"})
+
+_ID = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*$")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One formal item of the paper, with its dependencies and the paper's status.
+
+    ``formalisation`` is ``"paper"`` when the statement is the paper's own
+    (as far as the text we hold shows it) and ``"toolkit"`` when the toolkit
+    had to state its own precise version; ``formalisation_note`` then says
+    exactly what was formalised and why the two part.
+
+    Examples
+    --------
+    >>> Claim(id="x", kind="theorem", title="t", paper_ref="r", section="§1", statement="s",
+    ...       latex="s", paper_status="proved", formalisation="toolkit")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: claim 'x': a toolkit formalisation needs a formalisation_note saying what was formalised and why
+    >>> Claim(id="x", kind="thm", title="t", paper_ref="r", section="§1", statement="s",
+    ...       latex="s", paper_status="proved")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: claim 'x': unknown kind 'thm'; did you mean 'theorem'?
+    """
+
+    id: str
+    kind: str
+    title: str
+    paper_ref: str  # the paper's own number or place, e.g. "Theorem 4.2, Rank-Neutrality"
+    section: str  # e.g. "§4"
+    statement: str  # plain text
+    latex: str
+    paper_status: PaperStatus
+    hypotheses: tuple[str, ...] = ()  # ids of hypothesis items; also statement dependencies
+    statement_deps: tuple[str, ...] = ()
+    proof_deps: tuple[str, ...] = ()
+    formalisation: str = "paper"  # "paper" | "toolkit"
+    formalisation_note: str = ""
+    source: str = "text"  # "text": read in the seed; "abstract": known only from the abstract
+    notes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.id):
+            raise SymtransError(f"claim id {self.id!r}: use letters, digits, '.' and '-'")
+        if self.kind not in KINDS:
+            raise SymtransError(f"claim {self.id!r}: " + suggest(self.kind, KINDS, "kind"))
+        if not isinstance(self.paper_status, PaperStatus):
+            try:
+                object.__setattr__(self, "paper_status", PaperStatus(self.paper_status))
+            except ValueError:
+                raise SymtransError(f"claim {self.id!r}: " + suggest(
+                    str(self.paper_status), [s.value for s in PaperStatus], "paper status")) from None
+        if self.formalisation not in ("paper", "toolkit"):
+            raise SymtransError(f"claim {self.id!r}: formalisation must be 'paper' or 'toolkit'")
+        if self.formalisation == "toolkit" and not self.formalisation_note:
+            raise SymtransError(f"claim {self.id!r}: a toolkit formalisation needs a formalisation_note "
+                                "saying what was formalised and why")
+        if self.source not in ("text", "abstract"):
+            raise SymtransError(f"claim {self.id!r}: source must be 'text' or 'abstract'")
+        for name in ("hypotheses", "statement_deps", "proof_deps", "notes"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise SymtransError(f"claim {self.id!r}: {name} must be a tuple of strings, not a string")
+            object.__setattr__(self, name, tuple(value))
+        if self.id in self.depends_on:
+            raise SymtransError(f"claim {self.id!r} depends on itself")
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """All direct dependencies (hypotheses, statement, proof), without repeats.
+
+        Examples
+        --------
+        >>> get_claim("thm-4.2").depends_on[:3]
+        ('H1', 'H2', 'H3')
+        """
+        seen: dict[str, None] = {}
+        for dep in (*self.hypotheses, *self.statement_deps, *self.proof_deps):
+            seen.setdefault(dep, None)
+        return tuple(seen)
+
+    def edges(self) -> list[tuple[str, str]]:
+        """Return ``(dependency, kind)`` pairs, kind ``"statement"`` or ``"proof"``.
+
+        A dependency needed to state the claim is a statement edge even if the
+        proof also uses it.
+
+        Examples
+        --------
+        >>> get_claim("prop-5.1").edges()
+        [('lem-variety', 'proof'), ('lem-rank-sum', 'proof')]
+        """
+        statement = {*self.hypotheses, *self.statement_deps}
+        return [(d, "statement" if d in statement else "proof") for d in self.depends_on]
+
+    @property
+    def given(self) -> bool:
+        """True for definitions and hypotheses (items that state no proposition of their own).
+
+        Examples
+        --------
+        >>> get_claim("H4").given, get_claim("thm-4.2").given
+        (True, False)
+        """
+        return self.kind in GIVEN_KINDS
+
+    @property
+    def external(self) -> bool:
+        """True for results the paper takes from outside (literature, standard facts).
+
+        Examples
+        --------
+        >>> get_claim("lit-dong").external, get_claim("lem-rank-sum").external, get_claim("thm-5.3").external
+        (True, True, False)
+        """
+        return self.kind == "literature" or self.paper_status is PaperStatus.EXTERNAL
+
+    @property
+    def formulas(self) -> tuple[str, ...]:
+        """Names of the registered formulas whose provenance is this claim.
+
+        Read from :data:`symtrans.formulas.FORMULAS` (one source of truth), never stored here.
+
+        Examples
+        --------
+        >>> get_claim("thm-recovery").formulas[:2]
+        ('recovery-ambiguity', 'recovery-ambiguity-per-token')
+        """
+        from symtrans.formulas import FORMULAS
+
+        return tuple(name for name, f in FORMULAS.items() if f.provenance.claim == self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the claim's description as JSON-ready data (no verdict: that needs evidence).
+
+        Examples
+        --------
+        >>> get_claim("def-ln").to_dict()["paper_status"]
+        'definition'
+        """
+        return {
+            "id": self.id, "kind": self.kind, "title": self.title, "paper_ref": self.paper_ref,
+            "section": self.section, "paper_status": self.paper_status.value,
+            "formalisation": self.formalisation, "formalisation_note": self.formalisation_note,
+            "source": self.source, "statement": self.statement, "latex": self.latex,
+            "hypotheses": list(self.hypotheses), "statement_deps": list(self.statement_deps),
+            "proof_deps": list(self.proof_deps), "depends_on": list(self.depends_on),
+            "formulas": list(self.formulas), "notes": list(self.notes),
+        }
+
+
+# --------------------------------------------------------------------------- registry
+#: The section modules, imported (in paper order) by :func:`all_claims`.
+CLAIM_MODULES: tuple[str, ...] = (
+    "proofs.sec2_notation", "proofs.sec4_layernorm", "proofs.sec5_residual", "proofs.sec6_contraction",
+    "proofs.sec7_identifiability", "proofs.sec8_pgop", "proofs.literature", "proofs.sec9_symmetry",
+)
+
+#: id -> claim, in registration order.
+REGISTRY: dict[str, Claim] = {}
+_RANK: dict[str, tuple[int, int]] = {}  # id -> (position of its module in CLAIM_MODULES, registration number)
+
+
+def register(claim: Claim) -> Claim:
+    """Add ``claim`` to the registry; a duplicate id is an error.
+
+    Examples
+    --------
+    >>> register(get_claim("thm-4.2"))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: duplicate claim id 'thm-4.2' (registered as Theorem 4.2, Rank-Neutrality)
+    """
+    if claim.id in REGISTRY:
+        raise SymtransError(f"duplicate claim id {claim.id!r} (registered as {REGISTRY[claim.id].paper_ref})")
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    rank = CLAIM_MODULES.index(module) if module in CLAIM_MODULES else len(CLAIM_MODULES)
+    REGISTRY[claim.id] = claim
+    _RANK[claim.id] = (rank, len(_RANK))
+    return claim
+
+
+def _load() -> None:
+    import importlib
+
+    from symtrans.evidence import PRODUCER_MODULES
+
+    for module in (*CLAIM_MODULES, *PRODUCER_MODULES):  # producer modules may add corrected claims
+        importlib.import_module(module)
+
+
+def all_claims() -> list[Claim]:
+    """Return every registered claim, in paper order.
+
+    Examples
+    --------
+    >>> ids = [c.id for c in all_claims()]
+    >>> ids[0], "thm-4.2" in ids, "framework-9" in ids
+    ('def-notation', True, True)
+    """
+    _load()
+    return sorted(REGISTRY.values(), key=lambda c: _RANK[c.id])
+
+
+def claim_ids() -> list[str]:
+    """Return every registered claim id, in paper order.
+
+    Examples
+    --------
+    >>> "thm-recovery" in claim_ids()
+    True
+    """
+    return [c.id for c in all_claims()]
+
+
+def get_claim(claim_id: str) -> Claim:
+    """Return the claim with id ``claim_id``; an unknown id suggests close ones.
+
+    Examples
+    --------
+    >>> get_claim("thm-5.3").paper_ref
+    'Theorem 5.3, Residual Rank Obstruction'
+    >>> get_claim("thm-4.3")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown claim 'thm-4.3'; did you mean 'thm-7.3' or 'thm-5.3' or 'thm-4.2'?
+    """
+    _load()
+    try:
+        return REGISTRY[claim_id]
+    except KeyError:
+        raise SymtransError(suggest(claim_id, REGISTRY, "claim")) from None

@@ -1,0 +1,55 @@
+"""§7 Head-channel non-identifiability: Theorem 7.3 and the Recovery Ambiguity Theorem.
+
+Every ambiguity count names the map whose fibre it counts (see ``claims.md``,
+"Counting head-channel ambiguity: name the map").
+
+Examples
+--------
+>>> from proofs import get_claim
+>>> "wo-fibre" in get_claim("thm-recovery").formulas
+True
+"""
+
+from proofs._claim import Claim, register
+
+_MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H (heads in one shared channel); "
+         "(b) Z -> Z W_O on the concatenated head outputs Z in R^{n x H d_v}, with W_O the stacked output "
+         "projection; (c) (Y^1, ..., Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) with X fixed, what the MLP receives "
+         "in a post-LN layer")
+
+NON_IDENTIFIABILITY = register(Claim(
+    id="thm-7.3", kind="theorem", section="§7", paper_ref="Theorem 7.3, Head-Channel Non-Identifiability",
+    title="head-channel non-identifiability", source="abstract",
+    statement=("Paper: once MHA sums the per-head outputs through W_O, the per-head contributions cannot be "
+               "canonically attributed to heads from the sum; the MLP, which sees only the mixed signal, "
+               "cannot undo it. Toolkit formalisation: the per-head outputs are non-identifiable from the "
+               "value of a map when the fibre of that map through them has positive dimension; stated "
+               "separately for each of the maps " + _MAPS + "."),
+    latex=(r"\text{non-identifiable w.r.t. } \phi \iff \dim\phi^{-1}\big(\phi(Y^1,\dots,Y^H)\big)>0,\quad "
+           r"\phi\in\{\textstyle\sum_h,\ Z\mapsto ZW_O,\ \operatorname{LN}(X+\sum_h Y^hW_O^h+b_O)\}"),
+    paper_status="proved", statement_deps=("def-notation",), formalisation="toolkit",
+    formalisation_note=("The theorem's statement is not in the text we hold. 'Cannot be attributed from the "
+                        "sum' depends on which map is meant: for the summation map (a) the fibre is "
+                        "positive-dimensional; with W_O known and invertible, map (b) is injective; map (c) "
+                        "mixes the heads with the residual stream. The toolkit states the claim per map and "
+                        "reports where the paper's statement applies."),
+))
+
+RECOVERY = register(Claim(
+    id="thm-recovery", kind="theorem", section="§7.3", paper_ref="Recovery Ambiguity Theorem, §7.3",
+    title="recovery ambiguity count", source="abstract",
+    statement=("Paper: the recovery ambiguity of head-channel non-identifiability has exactly n (H-1) d_k "
+               "degrees of freedom per layer; for BertBase 360,448 per sequence (or 704 per token) per layer. "
+               "Toolkit formalisation: n (H-1) d_v is the dimension of the fibre of the summation map "
+               "(Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H; the fibre of Z -> Z W_O has dimension "
+               "n (H d_v - rank W_O)."),
+    latex=(r"\dim\Big(\textstyle\sum_h\Big)^{-1}(S)=n\,(H-1)\,d_v,\qquad "
+           r"\dim\{Z: ZW_O=M\}=n\,(Hd_v-\operatorname{rank}W_O)"),
+    paper_status="proved", statement_deps=("def-notation",), proof_deps=("thm-7.3",), formalisation="toolkit",
+    formalisation_note=("The paper does not say (in the text we hold) which map's fibre n (H-1) d_k counts. "
+                        "It is the fibre of the summation map in a shared channel (formula "
+                        "recovery-ambiguity, in d_v: the head output width); BertBase's 360,448 takes "
+                        "n = 512. With W_O known the recovery problem is the fibre of Z -> Z W_O (formula "
+                        "wo-fibre), which is 0 when the stacked W_O is invertible, as it generically is in "
+                        "BERT: the paper's count does not apply to that map."),
+))
