@@ -285,9 +285,10 @@ class EvidenceEntry:
     evidence: Evidence
     stale: bool = False
     stale_reason: str = ""
+    origin: str = "this run"  # or "previous report PATH" for evidence carried from an earlier report.json
 
     def to_dict(self) -> dict[str, Any]:
-        """Return :meth:`Evidence.to_dict` plus ``stale`` and ``stale_reason``.
+        """Return :meth:`Evidence.to_dict` plus ``stale``, ``stale_reason`` and ``origin``.
 
         Examples
         --------
@@ -295,7 +296,8 @@ class EvidenceEntry:
         >>> Evidence.from_dict(EvidenceEntry(e, True, "old").to_dict()) == e
         True
         """
-        return {**self.evidence.to_dict(), "stale": self.stale, "stale_reason": self.stale_reason}
+        return {**self.evidence.to_dict(), "stale": self.stale, "stale_reason": self.stale_reason,
+                "origin": self.origin}
 
 
 def mark_stale(evidence: Evidence, *, weights_hash: str | None, toolkit_version: str) -> EvidenceEntry:

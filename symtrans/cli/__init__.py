@@ -24,6 +24,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "formulas": ("symtrans.cli.formulas", "list the registered formulas"),
     "formula": ("symtrans.cli.formulas", "evaluate one formula for an architecture"),
     "arch": ("symtrans.cli.formulas", "show a resolved architecture description"),
+    "claims": ("symtrans.cli.claims", "list the paper's claims and query the proof graph"),
+    "report": ("symtrans.cli.report", "write the proof-status report (md, json, html, dot)"),
 }
 
 

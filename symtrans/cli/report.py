@@ -1,0 +1,77 @@
+"""Sub-command ``report``: run every claim's evidence producers and write the proof-status report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from symtrans.errors import SymtransError
+
+__all__ = ["register", "context_from_args"]
+
+
+def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    """Add the ``report`` sub-command to the parser.
+
+    Examples
+    --------
+    >>> from symtrans.cli import build_parser
+    >>> args = build_parser("report").parse_args(["report", "--model", "none", "--format", "md"])
+    >>> args.model, args.out, args.format
+    ('none', 'symtrans-report', 'md')
+    """
+    p = sub.add_parser(name, help=help_text, description=help_text + ". Writes report.md, report.json, "
+                       "report.html and report.dot into DIR, atomically (all of them, or none).")
+    p.add_argument("--model", default="default", metavar="default|PATH|none",
+                   help="model for the numeric producers: the bundled 'default', a model directory, or "
+                        "'none' for symbolic producers only (numeric ones are then listed as not-run)")
+    p.add_argument("--out", default="symtrans-report", metavar="DIR",
+                   help="output directory (new, empty, or holding only an earlier report)")
+    p.add_argument("--format", default="md,json,html,dot", help="comma-separated: md, json, html, dot")
+    p.add_argument("--n", type=int, default=64, help="sequence length for numeric checks (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="random seed for numeric checks (default 0)")
+    p.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: CUDA if available)")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="dtype for numeric checks (default float64: rank decisions need it)")
+    p.add_argument("--previous", metavar="REPORT_JSON", default=None,
+                   help="an earlier report.json whose evidence is carried over (marked stale if the weights "
+                        "or the toolkit version changed)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_report)
+
+
+def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Build the evidence :class:`~symtrans.evidence.Context` from the command-line options.
+
+    Examples
+    --------
+    >>> ns = argparse.Namespace(model="none", n=32, seed=1, device=None, dtype="float64", quiet=True)
+    >>> ctx = context_from_args(ns)
+    >>> ctx.model, ctx.n, ctx.numeric
+    (None, 32, False)
+    """
+    from symtrans.evidence import Context
+
+    if args.n < 1:
+        raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
+    model = None if args.model == "none" else args.model
+    return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
+                   progress=not args.quiet)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from symtrans.report import build_report, check_output_dir, parse_formats, write_report
+
+    formats = parse_formats(args.format)
+    check_output_dir(args.out)  # fail before minutes of checks, not after
+    ctx = context_from_args(args)
+    report = build_report(ctx, previous=args.previous, progress=not args.quiet and sys.stderr.isatty())
+    paths = write_report(report, args.out, formats)
+    counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    print(f"{len(report.statuses)} items: {counts}; fully certified {len(report.to_json()['summary']['fully_certified'])}")
+    dis = report.disagreements()
+    print(f"disagreements with the paper: {', '.join(c.id for c, _ in dis) if dis else 'none so far'}")
+    for err in report.errors:
+        print(f"symtrans: warning: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
