@@ -1,0 +1,166 @@
+"""ClaimGraph construction errors, queries, and every status-propagation rule, on hand-built graphs."""
+
+from __future__ import annotations
+
+import pytest
+
+from proofs import Claim
+from symtrans.errors import SymtransError
+from symtrans.evidence import Evidence, Verdict, combine_verdicts
+from symtrans.graph import ClaimGraph, Standing, assess, mark_stale
+
+
+def C(cid: str, kind: str = "theorem", status: str = "proved", stmt: tuple = (), proof: tuple = ()) -> Claim:
+    return Claim(id=cid, kind=kind, title=cid, paper_ref=cid, section="§0", statement=f"{cid} holds",
+                 latex=cid, paper_status=status, statement_deps=stmt, proof_deps=proof)
+
+
+def E(cid: str, verdict: Verdict, kind: str | None = None, **kw) -> Evidence:
+    kind = kind or ("symbolic" if verdict is Verdict.CERTIFIED else "numeric")
+    if verdict is Verdict.NOT_APPLICABLE:
+        kw.setdefault("violated_hypothesis", "H1")
+    return Evidence(claim=cid, producer=f"p-{cid}-{verdict.value}", kind=kind, verdict=verdict,
+                    summary="test", **kw)
+
+
+def chain() -> ClaimGraph:
+    """d (definition) -> a (lemma) -> b (theorem) -> c (corollary); x (literature) -> b."""
+    return ClaimGraph([C("d", "definition", "definition"), C("a", "lemma", stmt=("d",)),
+                       C("x", "literature", "external"), C("b", proof=("a", "x")),
+                       C("c", "corollary", proof=("b",))])
+
+
+# --------------------------------------------------------------------------- construction
+def test_cycle_is_refused_and_named() -> None:
+    with pytest.raises(SymtransError) as err:
+        ClaimGraph([C("p", proof=("r",)), C("q", proof=("p",)), C("r", proof=("q",)), C("s")])
+    msg = str(err.value)
+    assert msg.startswith("dependency cycle: ") and "\n" not in msg
+    nodes = msg.split(": ", 1)[1].split(" (")[0].split(" -> ")
+    assert nodes[0] == nodes[-1] and set(nodes) == {"p", "q", "r"}
+
+
+def test_dangling_reference_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(SymtransError, match=r"claim 'b' depends on unknown claim 'lem-ranksum'; did you mean 'lem-rank-sum'"):
+        ClaimGraph([C("lem-rank-sum", "lemma"), C("b", proof=("lem-ranksum",))])
+
+
+def test_duplicate_ids_are_refused() -> None:
+    with pytest.raises(SymtransError, match="duplicate claim id 'a'"):
+        ClaimGraph([C("a"), C("b"), C("a", "lemma")])
+
+
+def test_queries_return_plain_lists_in_topological_order() -> None:
+    g = chain()
+    assert g.rests_on("c") == ["d", "a", "x", "b"]
+    assert g.rests_on("c", depth=1) == ["b"] and g.rests_on("c", depth=2) == ["a", "x", "b"]
+    assert g.rests_on("c", depth=0) == []
+    assert g.impact("d") == ["a", "b", "c"] and g.impact("c") == []
+    order = g.topological_order()
+    assert all(order.index(u) < order.index(v) for u, v, _ in g.edges())
+    assert ("d", "a", "statement") in g.edges() and ("a", "b", "proof") in g.edges()
+    with pytest.raises(SymtransError, match="unknown claim 'e'"):
+        g.rests_on("e")
+
+
+def test_statement_edge_wins_when_a_dependency_is_both() -> None:
+    g = ClaimGraph([C("d", "definition", "definition"), C("t", stmt=("d",), proof=("d",))])
+    assert g.edges() == [("d", "t", "statement")]
+
+
+# --------------------------------------------------------------------------- propagation
+def test_fully_certified_needs_every_blocking_ancestor_positive() -> None:
+    g = chain()
+    st = assess(g, {"a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.SUPPORTED)],
+                    "c": [E("c", Verdict.CERTIFIED)]})
+    assert st["c"].fully_certified and st["c"].standing is Standing.FULLY_CERTIFIED
+    assert st["c"].external_ancestors == ("x",)  # reported: certified modulo an external result
+    # the lemma not run: b and c are positive themselves but blocked by a
+    st = assess(g, {"b": [E("b", Verdict.SUPPORTED)], "c": [E("c", Verdict.CERTIFIED)]})
+    assert st["c"].standing is Standing.BLOCKED and st["c"].blocked_by == ("a",)
+    assert g.blocks("c", {"b": Verdict.SUPPORTED}) == ["a"]
+
+
+def test_inconclusive_or_not_applicable_ancestor_blocks() -> None:
+    g = chain()
+    for v in (Verdict.INCONCLUSIVE, Verdict.NOT_APPLICABLE, Verdict.NOT_RUN):
+        ev = {"a": [E("a", v)], "b": [E("b", Verdict.CERTIFIED)], "c": [E("c", Verdict.CERTIFIED)]}
+        st = assess(g, ev)
+        assert not st["c"].fully_certified and st["c"].blocked_by == ("a",), v
+
+
+def test_failed_ancestor_propagates_to_every_descendant() -> None:
+    g = chain()
+    st = assess(g, {"a": [E("a", Verdict.FAILS)], "b": [E("b", Verdict.CERTIFIED)]})
+    assert st["a"].standing is Standing.FAILS
+    assert st["b"].standing is Standing.RESTS_ON_FAILED and st["b"].failed_ancestors == ("a",)
+    assert st["c"].standing is Standing.RESTS_ON_FAILED and st["c"].failed_ancestors == ("a",)
+    assert "rests on a, which fail" in st["b"].disagreement
+    assert not st["b"].fully_certified
+
+
+def test_definitions_and_hypotheses_do_not_block_unless_they_fail() -> None:
+    g = ClaimGraph([C("d", "definition", "definition"), C("h", "hypothesis", "definition"),
+                    C("t", stmt=("d", "h"))])
+    st = assess(g, {"t": [E("t", Verdict.CERTIFIED)]})
+    assert st["t"].fully_certified and st["d"].standing is Standing.GIVEN and st["h"].standing is Standing.GIVEN
+    st = assess(g, {"d": [E("d", Verdict.FAILS)], "t": [E("t", Verdict.CERTIFIED)]})
+    assert st["t"].standing is Standing.RESTS_ON_FAILED and st["t"].blocked_by == ("d",)
+    st = assess(g, {"d": [E("d", Verdict.CERTIFIED)]})  # a definition's stated equivalence, certified
+    assert st["d"].standing is Standing.FULLY_CERTIFIED
+
+
+def test_external_results_are_never_reported_certified() -> None:
+    g = chain()
+    st = assess(g, {"x": [E("x", Verdict.SUPPORTED)]})
+    assert st["x"].standing is Standing.EXTERNAL and not st["x"].fully_certified
+    assert st["x"].verdict is Verdict.SUPPORTED  # the verdict itself is shown as the evidence says
+    st = assess(g, {"x": [E("x", Verdict.FAILS)], "a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.CERTIFIED)]})
+    assert st["b"].standing is Standing.RESTS_ON_FAILED and st["b"].failed_ancestors == ("x",)
+    assert "external" in st["x"].disagreement
+
+
+def test_stale_evidence_is_shown_but_does_not_count() -> None:
+    g = chain()
+    old = E("a", Verdict.SUPPORTED, weights_hash="abc", toolkit_version="0.0.1")
+    st = assess(g, {"a": [old]}, weights_hash="abc", toolkit_version="0.1.0")
+    assert st["a"].stale and st["a"].verdict is Verdict.NOT_RUN
+    assert st["a"].evidence[0].stale and "0.0.1" in st["a"].evidence[0].stale_reason
+    other = E("a", Verdict.FAILS, weights_hash="abc", toolkit_version="0.1.0")
+    st = assess(g, {"a": [other]}, weights_hash="xyz", toolkit_version="0.1.0")
+    assert st["a"].verdict is Verdict.NOT_RUN and st["b"].standing is not Standing.RESTS_ON_FAILED
+    st = assess(g, {"a": [other]}, weights_hash="abc", toolkit_version="0.1.0")
+    assert st["a"].verdict is Verdict.FAILS and not st["a"].stale
+    fresh = E("a", Verdict.CERTIFIED)  # symbolic evidence has no weights: never stale by weights
+    assert not mark_stale(fresh, weights_hash="xyz", toolkit_version=fresh.toolkit_version).stale
+
+
+def test_disagreement_rules() -> None:
+    g = ClaimGraph([C("p", status="prediction"), C("q", status="conjectured"), C("r", status="proved")])
+    st = assess(g, {"p": [E("p", Verdict.SUPPORTED)], "r": [E("r", Verdict.NOT_APPLICABLE)]})
+    assert st["p"].disagreement == "the paper's status is 'prediction'; the toolkit's evidence is 'supported'"
+    assert st["q"].disagreement is None and st["r"].disagreement is None  # not-run, not-applicable: no dispute
+    st = assess(g, {"r": [E("r", Verdict.FAILS), E("r", Verdict.CERTIFIED)]})
+    assert st["r"].verdict is Verdict.FAILS and "'proved'" in st["r"].disagreement
+
+
+def test_evidence_must_be_about_its_claim() -> None:
+    with pytest.raises(SymtransError, match="is about 'b', filed under 'a'"):
+        assess(chain(), {"a": [E("b", Verdict.CERTIFIED)]})
+
+
+def test_combine_verdicts_rules() -> None:
+    V = Verdict
+    assert combine_verdicts([V.CERTIFIED, V.INCONCLUSIVE, V.SUPPORTED]) is V.CERTIFIED
+    assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE]) is V.INCONCLUSIVE
+    assert combine_verdicts([V.SUPPORTED, V.NOT_APPLICABLE, V.NOT_RUN]) is V.SUPPORTED
+    assert combine_verdicts([V.NOT_APPLICABLE, V.NOT_RUN]) is V.NOT_APPLICABLE
+    assert combine_verdicts([V.CERTIFIED, V.FAILS]) is V.FAILS
+    assert combine_verdicts([V.NOT_RUN]) is V.NOT_RUN
+
+
+def test_the_paper_graph_builds_and_framework_rests_on_everything() -> None:
+    g = ClaimGraph()
+    others = set(g.claims) - {"framework-9"}
+    assert set(g.rests_on("framework-9")) == others
+    assert g.impact("framework-9") == []

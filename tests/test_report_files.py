@@ -1,0 +1,255 @@
+"""Report contents, the report.json round trip, stale evidence from an earlier report, atomic writing, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from proofs import Claim
+from symtrans.cli import main
+from symtrans.errors import SymtransError
+from symtrans.evidence import PRODUCERS, Context, Evidence, Tolerance, Verdict, producer
+from symtrans.graph import ClaimGraph
+from symtrans.report import FILES, build_report, render, write_report
+
+
+def _claim(cid: str, kind: str, status: str, stmt: tuple = (), proof: tuple = ()) -> Claim:
+    return Claim(id=cid, kind=kind, title=f"test item {cid}", paper_ref=f"ref {cid}", section="§0",
+                 statement=f"{cid} holds", latex=cid, paper_status=status, statement_deps=stmt, proof_deps=proof)
+
+
+@pytest.fixture
+def mini() -> ClaimGraph:
+    """A small hand-built graph with ids no real producer uses."""
+    return ClaimGraph([
+        _claim("tst-def", "definition", "definition"),
+        _claim("tst-lemma", "lemma", "proved", stmt=("tst-def",)),
+        _claim("tst-lit", "literature", "external"),
+        _claim("tst-thm", "theorem", "proved", proof=("tst-lemma", "tst-lit")),
+        _claim("tst-cor", "corollary", "proved", proof=("tst-thm",)),
+        _claim("tst-pred", "construction", "prediction", proof=("tst-thm",)),
+    ])
+
+
+@pytest.fixture
+def producers():
+    """Register test producers for one test, then remove exactly those."""
+    added: list[tuple[str, str]] = []
+
+    def add(claim: str, verdict: Verdict, kind: str = "symbolic", needs_model: bool = False, **kw):
+        name = f"test-{claim}-{verdict.value}-{len(added)}"
+
+        @producer(claim, kind=kind, name=name, needs_model=needs_model)
+        def _p(ctx: Context) -> list[Evidence]:
+            if verdict is Verdict.NOT_APPLICABLE:
+                kw.setdefault("violated_hypothesis", "H4")
+            return [Evidence(claim=claim, producer=name, kind=kind, verdict=verdict,
+                             summary=f"test evidence for {claim}", **kw)]
+
+        added.append((claim, name))
+        return name
+
+    def remove(claim: str, name: str) -> None:
+        PRODUCERS[claim] = [p for p in PRODUCERS.get(claim, []) if p.name != name]
+        if not PRODUCERS[claim]:
+            del PRODUCERS[claim]
+
+    add.remove = remove  # type: ignore[attr-defined]
+    yield add
+    for claim, name in added:
+        remove(claim, name)
+
+
+def test_report_json_round_trips_evidence_and_follows_the_schema(mini, producers, tmp_path: Path) -> None:
+    producers("tst-lemma", Verdict.SUPPORTED, kind="numeric", margin=4.5, margin_meaning="decades",
+              dtype="float64", tolerance=Tolerance(1e-10, "float64 rank cut", "sigma_max"), seed=3)
+    producers("tst-thm", Verdict.FAILS, counterexample={"X": [["1", "0"], ["2", "0"]]})
+    producers("tst-pred", Verdict.NOT_APPLICABLE)
+    report = build_report(Context(model=None), graph=mini)
+    write_report(report, tmp_path / "r", ["json"])
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {"toolkit_version", "model", "claims", "summary", "schema"} <= set(doc)
+    assert doc["model"] is None and [c["id"] for c in doc["claims"]] == list(mini.claims)
+    for entry in doc["claims"]:
+        assert {"id", "kind", "paper_ref", "paper_status", "formalisation", "verdict", "fully_certified",
+                "depends_on", "evidence"} <= set(entry)
+        originals = [x.evidence for x in report.statuses[entry["id"]].evidence]
+        assert [Evidence.from_dict(e) for e in entry["evidence"]] == originals
+    by_id = {c["id"]: c for c in doc["claims"]}
+    assert by_id["tst-lemma"]["evidence"][0]["tolerance"] == {"value": 1e-10, "reason": "float64 rank cut",
+                                                              "relative_to": "sigma_max"}
+    assert by_id["tst-thm"]["evidence"][0]["counterexample"] == {"X": [["1", "0"], ["2", "0"]]}
+    assert by_id["tst-thm"]["verdict"] == "fails" and by_id["tst-cor"]["standing"] == "rests-on-failed"
+    assert by_id["tst-cor"]["rests_on_failed"] == ["tst-thm"] and by_id["tst-lemma"]["fully_certified"]
+    assert by_id["tst-pred"]["verdict"] == "not-applicable"
+    assert by_id["tst-thm"]["depends_on"] == ["tst-lemma", "tst-lit"]
+    assert [d["id"] for d in doc["summary"]["disagreements"]] == ["tst-thm", "tst-cor"]  # tst-pred: a prediction, not asserted
+    assert doc["summary"]["verdicts"] == {"certified": 0, "supported": 1, "fails": 1, "not-applicable": 1,
+                                          "inconclusive": 0, "not-run": 3}
+
+
+def test_the_paper_report_has_every_claim_and_links_formulas() -> None:
+    report = build_report(Context(model=None))
+    doc = report.to_json()
+    assert [c["id"] for c in doc["claims"]] == list(report.graph.claims)
+    rec = next(c for c in doc["claims"] if c["id"] == "thm-recovery")
+    assert rec["formalisation"] == "toolkit" and rec["formula_values"][0]["name"] == "recovery-ambiguity"
+    lit = next(c for c in doc["claims"] if c["id"] == "lit-dong")
+    assert lit["standing"] == "external" and not lit["fully_certified"]
+
+
+def test_markdown_lists_disagreements_first_with_margins_and_tolerances(mini, producers) -> None:
+    producers("tst-lemma", Verdict.SUPPORTED, kind="numeric", margin=4.5, margin_meaning="decades at the cut",
+              dtype="float64", tolerance=Tolerance(1e-10, "float64 rank cut"))
+    producers("tst-thm", Verdict.FAILS)
+    md = render(build_report(Context(model=None), graph=mini), ["md"])["report.md"]
+    head = md[: md.index("## Counts by verdict")]
+    assert "[tst-thm](#claim-tst-thm)" in head and "'proved'; the toolkit's evidence fails" in head
+    section = md[md.index("### tst-lemma"):md.index("### tst-lit")]
+    assert "4.5 (decades at the cut)" in section and "1e-10: float64 rank cut" in section
+    assert "| float64 |" in section
+    assert md.count("\n### ") == len(mini)
+
+
+def test_numeric_producers_are_listed_as_not_run_without_a_model(mini, producers) -> None:
+    name = producers("tst-thm", Verdict.SUPPORTED, kind="numeric", needs_model=True)
+    report = build_report(Context(model=None), graph=mini)
+    (entry,) = report.statuses["tst-thm"].evidence
+    assert entry.evidence.producer == name and entry.evidence.verdict is Verdict.NOT_RUN
+    assert report.statuses["tst-thm"].verdict is Verdict.NOT_RUN
+
+
+def test_a_raising_producer_is_recorded_not_fatal(mini, producers) -> None:
+    @producer("tst-lemma", kind="symbolic", name="test-raises")
+    def _boom(ctx: Context) -> list[Evidence]:
+        raise RuntimeError("boom")
+
+    try:
+        report = build_report(Context(model=None), graph=mini)
+    finally:
+        producers.remove("tst-lemma", "test-raises")
+    assert report.errors == ["tst-lemma: a producer raised RuntimeError: boom"]
+    assert report.statuses["tst-lemma"].verdict is Verdict.NOT_RUN
+
+
+def test_evidence_from_an_earlier_report_is_carried_and_marked_stale(mini, producers, tmp_path: Path) -> None:
+    numeric = producers("tst-thm", Verdict.SUPPORTED, kind="numeric", weights_hash="0" * 64)
+    symbolic = producers("tst-lemma", Verdict.CERTIFIED)
+    write_report(build_report(Context(model=None), graph=mini), tmp_path / "old", ["json"])
+    producers.remove("tst-thm", numeric)  # the producers are gone in the new run
+    producers.remove("tst-lemma", symbolic)
+    report = build_report(Context(model=None), previous=tmp_path / "old" / "report.json", graph=mini)
+    (num,) = report.statuses["tst-thm"].evidence
+    assert num.stale and "no model is loaded" in num.stale_reason and num.origin.startswith("previous")
+    assert report.statuses["tst-thm"].verdict is Verdict.NOT_RUN  # stale evidence does not count
+    (sym,) = report.statuses["tst-lemma"].evidence
+    assert not sym.stale and report.statuses["tst-lemma"].verdict is Verdict.CERTIFIED
+    entry = next(c for c in report.to_json()["claims"] if c["id"] == "tst-thm")
+    assert entry["stale"] and entry["evidence"][0]["stale"]
+    (tmp_path / "bad.json").write_text('{"claims": 3}')
+    with pytest.raises(SymtransError, match="not a symtrans report.json"):
+        build_report(Context(model=None), previous=tmp_path / "bad.json", graph=mini)
+
+
+def test_dot_has_every_node_and_edge() -> None:
+    report = build_report(Context(model=None))
+    dot = render(report, ["dot"])["report.dot"]
+    nodes = re.findall(r'^  "([^"]+)" \[label=', dot, flags=re.M)
+    edges = re.findall(r'^  "([^"]+)" -> "([^"]+)" \[style=(solid|dashed)', dot, flags=re.M)
+    assert sorted(nodes) == sorted(report.graph.claims)
+    kinds = {"statement": "solid", "proof": "dashed"}
+    assert sorted(edges) == sorted((u, v, kinds[k]) for u, v, k in report.graph.edges())
+
+
+# --------------------------------------------------------------------------- atomic writing
+def test_rewrite_replaces_an_earlier_report_and_leaves_no_temporaries(tmp_path: Path) -> None:
+    report = build_report(Context(model=None))
+    out = tmp_path / "r"
+    write_report(report, out, ["md", "json"])
+    write_report(report, out, ["dot"])
+    assert sorted(p.name for p in out.iterdir()) == ["report.dot"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_a_failing_render_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    report = build_report(Context(model=None))
+    out = tmp_path / "r"
+    write_report(report, out, ["md"])
+    before = (out / "report.md").read_text()
+
+    def broken(_report):
+        raise RuntimeError("renderer broke")
+
+    monkeypatch.setattr("symtrans.report.html.render_html", broken)
+    with pytest.raises(RuntimeError):
+        write_report(report, out, ["md", "html"])
+    assert (out / "report.md").read_text() == before and sorted(os.listdir(tmp_path)) == ["r"]
+
+
+def test_output_directory_problems_are_one_line_errors(tmp_path: Path) -> None:
+    report = build_report(Context(model=None))
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    cases = {tmp_path / "file": "a file is in the way", tmp_path / "file" / "r": "a file is in the way",
+             tmp_path / "busy": "holds other files (notes.txt)", tmp_path / "no" / "r": "no such directory"}
+    for out, message in cases.items():
+        with pytest.raises(SymtransError, match=re.escape(message)):
+            write_report(report, out, ["md"])
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["busy", "file"]
+
+
+def test_unwritable_parent(tmp_path: Path) -> None:
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        if os.access(parent, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root): the permission check cannot fail")
+        with pytest.raises(SymtransError, match="not writable"):
+            write_report(build_report(Context(model=None)), parent / "r", ["md"])
+    finally:
+        parent.chmod(0o755)
+
+
+# --------------------------------------------------------------------------- command line
+def test_cli_report_and_claims(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rep"
+    assert main(["report", "--model", "none", "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES.values())
+    assert "disagreements with the paper" in capsys.readouterr().out
+    assert main(["claims", "thm-5.3", "--rests-on", "--depth", "1", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["claims"] == ["def-notation", "lem-variety", "lem-analytic-set", "prop-5.1"]
+    assert main(["claims", "thm-7.3", "--impact"]) == 0
+    assert capsys.readouterr().out.split("\n")[0].startswith("thm-recovery")
+    assert main(["claims", "cor-mlp-role", "--blocks", "--format", "json"]) == 0
+    assert "thm-5.3" in json.loads(capsys.readouterr().out)["claims"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["claims", "thm-4.3"], "unknown claim 'thm-4.3'; did you mean"),
+    (["report", "--model", "/no/such/model", "--out", "{tmp}/r"], "/no/such/model: no such model directory"),
+    (["report", "--model", "none", "--out", "{tmp}/f"], "a file is in the way"),
+    (["report", "--model", "none", "--out", "{tmp}/r", "--format", "md,pdf"], "unknown format 'pdf'"),
+    (["report", "--model", "none", "--out", "{tmp}/r", "--previous", "{tmp}/nope.json"], "no such file"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(argv, message, tmp_path: Path, capsys) -> None:
+    (tmp_path / "f").write_text("x")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("symtrans: error: ") and message in err
+    assert sorted(os.listdir(tmp_path)) == ["f"]  # nothing half-written
+
+
+def test_a_directory_the_kernel_refuses_gives_one_line(tmp_path: Path) -> None:
+    if not Path("/proc/self").exists():
+        pytest.skip("no /proc on this system")
+    with pytest.raises(SymtransError, match=r"^/proc/symtrans-report: cannot write the report \("):
+        write_report(build_report(Context(model=None)), "/proc/symtrans-report", ["md"])
