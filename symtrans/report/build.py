@@ -1,0 +1,285 @@
+"""Build a proof-status report: run every claim's producers, merge earlier evidence, derive statuses.
+
+Evidence comes only from :func:`symtrans.evidence.run_producers`, or from an
+earlier ``report.json`` passed as ``previous`` (each carried record is marked
+stale when its weights hash or toolkit version differs from this run's, and
+then does not count towards the verdict).
+
+Examples
+--------
+>>> from symtrans.evidence import Context
+>>> r = build_report(Context(model=None))
+>>> len(r.claims) == len(r.graph), r.model is None
+(True, True)
+>>> r.to_json()["claims"][0]["id"]
+'def-notation'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from symtrans.errors import SymtransError, suggest
+from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, producers_for, run_producers
+from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
+
+if TYPE_CHECKING:
+    from proofs import Claim
+
+__all__ = ["Report", "build_report", "load_previous", "formula_rows", "SCHEMA"]
+
+#: The ``schema`` field of ``report.json``.
+SCHEMA = "symtrans-report/1"
+
+
+@dataclass
+class Report:
+    """Everything a report file shows: claims, statuses, evidence, model and run context.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> r = build_report(Context(model=None))
+    >>> r.verdict_counts()["not-run"] > 0
+    True
+    """
+
+    toolkit_version: str
+    generated: str
+    model: dict[str, Any] | None
+    context: dict[str, Any]
+    graph: ClaimGraph
+    statuses: dict[str, ClaimStatus]
+    errors: list[str] = field(default_factory=list)
+    previous: str | None = None
+    seconds: float = 0.0
+    arch: Any = None  # the model's Architecture, when a model was loaded
+    _formulas: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    def formulas(self, claim: Claim) -> list[dict[str, Any]]:
+        """The claim's formula rows (see :func:`formula_rows`), computed once per report."""
+        if claim.id not in self._formulas:
+            self._formulas[claim.id] = formula_rows(claim, self.arch)
+        return self._formulas[claim.id]
+
+    @property
+    def claims(self) -> list[Claim]:
+        """The claims in paper order."""
+        return list(self.graph.claims.values())
+
+    def items(self) -> Iterator[tuple[Claim, ClaimStatus]]:
+        """``(claim, status)`` pairs in paper order."""
+        for claim in self.claims:
+            yield claim, self.statuses[claim.id]
+
+    def verdict_counts(self) -> dict[str, int]:
+        """Number of claims per verdict (every verdict listed, zeros included)."""
+        counts = Counter(s.verdict for s in self.statuses.values())
+        return {v.value: counts.get(v, 0) for v in Verdict}
+
+    def standing_counts(self) -> dict[str, int]:
+        """Number of claims per standing (every standing listed, zeros included)."""
+        counts = Counter(s.standing for s in self.statuses.values())
+        return {s.value: counts.get(s, 0) for s in Standing}
+
+    def disagreements(self) -> list[tuple[Claim, ClaimStatus]]:
+        """Claims whose toolkit status disagrees with the paper's, in paper order."""
+        return [(c, s) for c, s in self.items() if s.disagreement]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the ``report.json`` document (schema in the README).
+
+        Examples
+        --------
+        >>> from symtrans.evidence import Context
+        >>> doc = build_report(Context(model=None)).to_json()
+        >>> sorted(doc)[:4]
+        ['claims', 'context', 'edges', 'errors']
+        """
+        claims = []
+        for claim, status in self.items():
+            entry = claim.to_dict()
+            entry.update(status.to_dict())
+            entry["rests_on"] = self.graph.rests_on(claim.id)
+            entry["impact"] = self.graph.impact(claim.id)
+            entry["formula_values"] = self.formulas(claim)
+            entry["producers"] = [{"name": p.name, "kind": p.kind, "needs_model": p.needs_model,
+                                   "description": p.description} for p in producers_for(claim.id)]
+            claims.append(entry)
+        return {
+            "schema": SCHEMA, "toolkit_version": self.toolkit_version, "generated": self.generated,
+            "model": self.model, "context": self.context, "previous": self.previous,
+            "seconds": round(self.seconds, 3),
+            "summary": {"verdicts": self.verdict_counts(), "standing": self.standing_counts(),
+                        "fully_certified": sorted(c.id for c, s in self.items() if s.fully_certified),
+                        "disagreements": [{"id": c.id, "paper_status": c.paper_status.value,
+                                           "verdict": s.verdict.value, "reason": s.disagreement}
+                                          for c, s in self.disagreements()]},
+            "errors": list(self.errors),
+            "edges": [{"from": u, "to": v, "kind": k} for u, v, k in self.graph.edges()],
+            "claims": claims,
+        }
+
+
+def formula_rows(claim: Claim, arch: Any = None) -> list[dict[str, Any]]:
+    """Evaluate the claim's formulas for BertBase (the paper's sizes) and, if given, the model's architecture.
+
+    Values are read from :mod:`symtrans.formulas`; nothing is retyped.
+
+    Examples
+    --------
+    >>> from proofs import get_claim
+    >>> row = formula_rows(get_claim("thm-recovery"))[0]
+    >>> row["name"], row["values"]["bert-base"]["value"]
+    ('recovery-ambiguity', 360448)
+    """
+    from symtrans.formulas import get_formula
+
+    rows = []
+    archs: list[Any] = ["bert-base"] + ([arch] if arch is not None else [])
+    for name in claim.formulas:
+        f = get_formula(name)
+        values: dict[str, Any] = {}
+        for a in archs:
+            fv = f.evaluate(a)
+            at = {k: v["value"] for k, v in fv.substitutions.items() if k == "n"}
+            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv), **at}
+        rows.append({"name": name, "summary": f.summary, "expression": str(f.expression()),
+                     "counts": f.counts, "provenance": f.provenance.describe(), "values": values})
+    return rows
+
+
+def _short(value: Any) -> Any:
+    from symtrans.formulas import _long_str
+
+    if isinstance(value, int) and value.bit_length() > 200:
+        text = _long_str(value)
+        return f"{text[:6]}... ({len(text)} digits)"
+    return value
+
+
+def _approx(fv: Any) -> float | None:
+    if fv.value is None or fv.value.is_Integer:
+        return None
+    try:
+        return round(float(fv.value), 6)
+    except (OverflowError, TypeError):
+        return None
+
+
+def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
+    """Read the evidence of an earlier ``report.json``: claim id -> records.
+
+    Examples
+    --------
+    >>> load_previous("/no/such/report.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    if not p.is_file():
+        raise SymtransError(f"{path}: no such file (pass an earlier report.json)")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        out: dict[str, list[Evidence]] = {}
+        for c in doc["claims"]:
+            out[c["id"]] = [Evidence.from_dict(e) for e in c.get("evidence", [])]
+        return out
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise SymtransError(f"{p}: not a symtrans report.json ({type(err).__name__}: "
+                            f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
+
+
+def _check_producers(graph: ClaimGraph) -> None:
+    """Every registered producer must target a registered claim."""
+    producers_for("")  # imports the producer modules
+    for cid, prods in PRODUCERS.items():
+        if cid not in graph:
+            names = ", ".join(p.name for p in prods)
+            raise SymtransError(f"producer {names} is registered for " + suggest(cid, graph.claims, "claim"))
+
+
+def build_report(ctx: Context, *, previous: str | Path | None = None, progress: bool = False,
+                 graph: ClaimGraph | None = None) -> Report:
+    """Run every claim's producers under ``ctx`` and derive the statuses.
+
+    ``graph`` defaults to the paper's registry; a hand-built graph runs the
+    producers of its own claims only.
+
+    A producer that raises is recorded as a ``not-run`` record naming the
+    error (and listed in ``errors``); the other claims still run.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> r = build_report(Context(model=None))
+    >>> r.statuses["lit-dong"].standing.value
+    'external'
+    """
+    from symtrans import __version__
+
+    start = time.perf_counter()
+    if graph is None:  # the paper's registry: every producer must target one of its claims
+        graph = ClaimGraph()
+        _check_producers(graph)
+    earlier = load_previous(previous) if previous is not None else {}
+    model_info: dict[str, Any] | None = None
+    arch = None
+    weights_hash = None
+    if ctx.numeric:
+        w = ctx.weights()
+        weights_hash, arch = w.weights_hash, w.arch
+        model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
+                      "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
+                      "device": str(w.device)}
+    errors: list[str] = []
+    for cid in earlier:
+        if cid not in graph:
+            errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
+    evidence: dict[str, list[EvidenceEntry]] = {}
+    order = graph.topological_order()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(order, desc="claims", unit="claim", file=sys.stderr, leave=False)
+    for cid in bar if bar is not None else order:
+        if bar is not None:
+            bar.set_postfix_str(cid)
+        try:
+            fresh = run_producers(cid, ctx)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - one broken producer must not sink the report
+            msg = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+            errors.append(f"{cid}: a producer raised {msg}")
+            fresh = [Evidence(claim=cid, producer="(error)", kind="symbolic", verdict=Verdict.NOT_RUN,
+                              summary=f"not run: a producer raised {msg}", details={"error": msg})]
+        ran = {e.producer for e in fresh if e.verdict is not Verdict.NOT_RUN}
+        carried = [e for e in earlier.get(cid, []) if e.producer not in ran and e.verdict is not Verdict.NOT_RUN]
+        carried_names = {e.producer for e in carried}
+        entries = [mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
+                   for e in fresh if not (e.verdict is Verdict.NOT_RUN and e.producer in carried_names)]
+        for e in carried:
+            entry = mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
+            entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
+        evidence[cid] = entries
+    if bar is not None:
+        bar.close()
+    statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__)
+    context = {"n": ctx.n, "seed": ctx.seed, "device": ctx.device, "dtype": ctx.dtype}
+    return Report(__version__, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  model_info, context, graph, statuses, errors,
+                  str(previous) if previous is not None else None, time.perf_counter() - start, arch)

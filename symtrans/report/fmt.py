@@ -1,0 +1,82 @@
+"""Plain-text cells shared by the Markdown and HTML writers (one formatting of each evidence field).
+
+Examples
+--------
+>>> from symtrans.evidence import Evidence, Tolerance
+>>> e = Evidence(claim="c", producer="p", kind="numeric", verdict="supported", summary="s", margin=3.25,
+...              margin_meaning="decades between sigma_r and sigma_r+1", dtype="float64",
+...              tolerance=Tolerance(1e-10, "float64 rank cut", "sigma_max"))
+>>> cells = evidence_cells(e)
+>>> cells["margin"], cells["tolerance"]
+('3.25 (decades between sigma_r and sigma_r+1)', '1e-10 relative to sigma_max: float64 rank cut')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symtrans.evidence import Evidence
+
+__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS"]
+
+#: column key -> header, in table order
+EVIDENCE_COLUMNS: dict[str, str] = {
+    "producer": "producer", "kind": "kind", "verdict": "verdict", "summary": "summary", "margin": "margin",
+    "tolerance": "tolerance (reason)", "dtype": "dtype", "inputs": "inputs", "run": "run",
+}
+
+
+def number(x: Any) -> str:
+    """Format a number compactly (4 significant digits for floats).
+
+    Examples
+    --------
+    >>> number(0.000123456), number(12), number(None)
+    ('0.0001235', '12', '')
+    """
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", origin: str = "this run"
+                   ) -> dict[str, str]:
+    """Return the evidence table's cells for one record, as plain strings.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Evidence
+    >>> e = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="exact")
+    >>> evidence_cells(e, stale=True, stale_reason="old weights")["verdict"]
+    'certified (stale: old weights)'
+    """
+    margin = number(e.margin)
+    if margin and e.margin_meaning:
+        margin += f" ({e.margin_meaning})"
+    tol = ""
+    if e.tolerance is not None:
+        rel = f" relative to {e.tolerance.relative_to}" if e.tolerance.relative_to else ""
+        tol = f"{number(e.tolerance.value)}{rel}: {e.tolerance.reason}"
+    verdict = e.verdict.value + (f" (stale: {stale_reason})" if stale else "")
+    summary = e.summary
+    if e.violated_hypothesis:
+        summary += f" [violated: {e.violated_hypothesis}]"
+    if e.counterexample:
+        summary += " [counterexample in report.json]"
+    inputs = ", ".join(f"{k}={v}" for k, v in e.inputs.items())
+    run = []
+    if e.model:
+        run.append(f"model {e.model}")
+    if e.weights_hash:
+        run.append(f"weights {e.weights_hash[:10]}")
+    if e.seed is not None:
+        run.append(f"seed {e.seed}")
+    if e.seconds is not None:
+        run.append(f"{e.seconds:.2f} s")
+    if origin != "this run":
+        run.append(origin)
+    run.append(e.timestamp)
+    return {"producer": e.producer, "kind": e.kind, "verdict": verdict, "summary": summary, "margin": margin,
+            "tolerance": tol, "dtype": e.dtype or "", "inputs": inputs, "run": "; ".join(run)}

@@ -1,0 +1,361 @@
+"""``report.html``: one self-contained page (no network) with the proof graph as inline SVG.
+
+The graph shows the toolkit's verdict as the node fill and the paper's status
+as the node border (colour and dash), statement and proof dependencies as
+solid and dashed edges, and the standing as a corner glyph; the legend is
+generated from the same tables (:mod:`symtrans.report.style`). Hovering a
+node shows its statement and evidence and highlights what it rests on and
+what rests on it; clicking jumps to its section below.
+
+Examples
+--------
+>>> from symtrans.evidence import Context
+>>> from symtrans.report import build_report
+>>> page = render_html(build_report(Context(model=None)))
+>>> page.count('<g class="node"') == 34, 'id="legend"' in page, "http://" in page.replace("http://www.w3.org", "")
+(True, True, False)
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import TYPE_CHECKING
+
+from symtrans.evidence import PaperStatus, Verdict
+from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
+from symtrans.report.build import Report
+from symtrans.report.fmt import EVIDENCE_COLUMNS, evidence_cells, number
+from symtrans.report.layout import layout
+from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
+
+if TYPE_CHECKING:
+    from proofs import Claim
+
+__all__ = ["render_html", "render_svg", "render_legend"]
+
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --panel:#f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
+       margin: 0; background: #fff; }
+main { max-width: 1400px; margin: 0 auto; padding: 20px 24px 60px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 28px 0 10px;
+     border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 0 0 6px; }
+.sub { color: var(--muted); margin: 0 0 12px; }
+.run { color: var(--muted); font-size: 13px; margin: 0; padding-left: 18px; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: var(--panel); }
+.summary { display: flex; gap: 28px; flex-wrap: wrap; align-items: flex-start; }
+.swatch { display: inline-block; width: 22px; height: 14px; border-radius: 4px; vertical-align: -2px;
+          margin-right: 6px; }
+#legend { display: flex; gap: 26px; flex-wrap: wrap; background: var(--panel); border: 1px solid var(--line);
+          border-radius: 8px; padding: 10px 14px; margin: 10px 0; font-size: 12.5px; }
+#legend h4 { margin: 0 0 4px; font-size: 12.5px; text-transform: uppercase; letter-spacing: .04em;
+             color: var(--muted); }
+#legend ul { list-style: none; margin: 0; padding: 0; } #legend li { margin: 2px 0; white-space: nowrap; }
+#legend svg { vertical-align: middle; margin-right: 6px; }
+.graph { border: 1px solid var(--line); border-radius: 8px; background: #fbfcfd; }
+.graph svg { display: block; width: 100%; height: auto; }
+.node rect { transition: filter .15s; } .node text { pointer-events: none; }
+.node-link:hover rect, .node.hl rect { filter: drop-shadow(0 0 4px rgba(9,105,218,.65)); }
+svg.focus .node { opacity: .25; } svg.focus .node.hl { opacity: 1; }
+svg.focus .edge { opacity: .08; } svg.focus .edge.hl { opacity: 1; stroke-width: 2; }
+.nid { font: 600 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
+.ntitle { font-size: 10.5px; } .glyph { font-size: 13px; } .tk { font: 600 8.5px sans-serif; }
+.claim { border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin: 14px 0; }
+.claim:target { box-shadow: 0 0 0 3px rgba(9,105,218,.35); }
+.badges span { display: inline-block; font-size: 12px; border-radius: 10px; padding: 0 8px; margin: 0 4px 4px 0;
+               border: 1px solid var(--line); background: var(--panel); }
+.statement { border-left: 3px solid var(--line); margin: 8px 0; padding: 2px 12px; }
+pre { background: var(--panel); padding: 8px 10px; border-radius: 6px; overflow-x: auto; font-size: 12px;
+      white-space: pre-wrap; }
+.formal { background: #fff8c5; border: 1px solid #eac54f; border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
+.disagree { background: #ffebe9; border: 1px solid #ff8182; border-radius: 6px; padding: 6px 10px; }
+.deps { margin: 6px 0; padding-left: 18px; } .muted { color: var(--muted); }
+a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underline; }
+"""
+
+_JS = """
+(function () {
+  var svg = document.getElementById('proof-graph');
+  if (!svg) return;
+  var up = JSON.parse(svg.getAttribute('data-up')), down = JSON.parse(svg.getAttribute('data-down'));
+  function closure(id, adj) { var seen = {}, stack = [id];
+    while (stack.length) { var v = stack.pop(); (adj[v] || []).forEach(function (u) {
+      if (!seen[u]) { seen[u] = 1; stack.push(u); } }); } return seen; }
+  function clear() { svg.classList.remove('focus');
+    svg.querySelectorAll('.hl').forEach(function (e) { e.classList.remove('hl'); }); }
+  svg.querySelectorAll('.node').forEach(function (n) {
+    n.addEventListener('mouseenter', function () {
+      var id = n.getAttribute('data-id'), keep = Object.assign({}, closure(id, up), closure(id, down));
+      keep[id] = 1; svg.classList.add('focus');
+      svg.querySelectorAll('.node').forEach(function (m) {
+        if (keep[m.getAttribute('data-id')]) m.classList.add('hl'); });
+      svg.querySelectorAll('.edge').forEach(function (e) {
+        var a = e.getAttribute('data-from'), b = e.getAttribute('data-to');
+        if (keep[a] && keep[b]) e.classList.add('hl'); });
+    });
+    n.addEventListener('mouseleave', clear);
+  });
+})();
+"""
+
+
+_DOT = "\u00b7"
+
+
+def _esc(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def _trim(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
+
+
+def _tooltip(claim: Claim, status: ClaimStatus) -> str:
+    lines = [f"{claim.id} \u2014 {claim.title}", f"{claim.paper_ref} ({claim.kind})",
+             f"paper: {claim.paper_status.value} | toolkit verdict: {status.verdict.value} | "
+             f"standing: {status.standing.value}"
+             + (" | toolkit formalisation" if claim.formalisation == "toolkit" else ""), "", claim.statement]
+    if status.disagreement:
+        lines += ["", f"DISAGREEMENT: {status.disagreement}"]
+    if status.failed_ancestors:
+        lines += [f"rests on failed: {', '.join(status.failed_ancestors)}"]
+    lines += ["", "evidence:" if status.evidence else "evidence: none registered"]
+    for e in status.evidence:
+        ev = e.evidence
+        margin = f", margin {number(ev.margin)}" if ev.margin is not None else ""
+        stale = " [stale]" if e.stale else ""
+        lines.append(f"  {ev.producer} ({ev.kind}): {ev.verdict.value}{margin}{stale} \u2014 {_trim(ev.summary, 160)}")
+    return "\n".join(lines)
+
+
+def _dash(dash: str) -> str:
+    return f' stroke-dasharray="{dash}"' if dash else ""
+
+
+def render_svg(report: Report) -> str:
+    """Return the proof graph as an inline ``<svg>`` element.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> svg = render_svg(build_report(Context(model=None)))
+    >>> svg.startswith('<svg id="proof-graph"'), svg.count('class="edge"') > 30
+    (True, True)
+    """
+    g = report.graph
+    lay = layout(g)
+    w, h = lay.node_w, lay.node_h
+    up = {v: sorted(g.graph.predecessors(v)) for v in g.claims}
+    down = {v: sorted(g.graph.successors(v)) for v in g.claims}
+    out = [f'<svg id="proof-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width:.0f} '
+           f'{lay.height:.0f}" role="img" aria-label="proof graph" data-up=\'{_esc(json.dumps(up))}\' '
+           f'data-down=\'{_esc(json.dumps(down))}\'>',
+           "<defs>"]
+    for kind in EDGE_KINDS:
+        colour = EDGE_STYLE[kind][0]
+        out.append(f'<marker id="arrow-{kind}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+                   f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>'
+                   "</marker>")
+    out.append("</defs>")
+    out.append('<g class="edges">')
+    for u, v, kind in g.edges():
+        (x1, y1), (x2, y2) = lay.pos[u], lay.pos[v]
+        sx, sy, tx, ty = x1 + w / 2, y1 + h, x2 + w / 2, y2
+        if ty <= sy:  # same layer: should not happen in a layered DAG, but draw sideways if it does
+            sy, ty = y1 + h / 2, y2 + h / 2
+        bend = max(28.0, (ty - sy) * 0.45)
+        colour, dash, _ = EDGE_STYLE[kind]
+        out.append(f'<path class="edge" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
+                   f'd="M{sx:.1f},{sy:.1f} C{sx:.1f},{sy + bend:.1f} {tx:.1f},{ty - bend:.1f} {tx:.1f},{ty - 1:.1f}" '
+                   f'fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)} '
+                   f'marker-end="url(#arrow-{kind})"/>')
+    out.append("</g>")
+    out.append('<g class="nodes">')
+    for claim, status in report.items():
+        x, y = lay.pos[claim.id]
+        fill, border = VERDICT_FILL[status.verdict], BORDER[claim.paper_status]
+        glyph = STANDING_GLYPH[status.standing]
+        room = w - 20 - (16 if glyph else 0)  # monospace id: about 7.3 px a character at 12 px
+        fit = (f' textLength="{room:.0f}" lengthAdjust="spacingAndGlyphs"'
+               if len(claim.id) * 7.3 > room else "")
+        out.append(f'<a class="node-link" href="#claim-{_esc(claim.id)}">'
+                   f'<g class="node" id="node-{_esc(claim.id)}" data-id="{_esc(claim.id)}" '
+                   f'data-verdict="{status.verdict.value}" data-paper-status="{claim.paper_status.value}">'
+                   f"<title>{_esc(_tooltip(claim, status))}</title>"
+                   f'<rect x="{x:.1f}" y="{y:.1f}" width="{w}" height="{h}" rx="9" fill="{fill.fill}" '
+                   f'stroke="{border.colour}" stroke-width="{border.width}"{_dash(border.dash)}/>'
+                   f'<text class="nid" x="{x + 10:.1f}" y="{y + 19:.1f}" fill="{fill.text}"{fit}>'
+                   f"{_esc(claim.id)}</text>"
+                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}">'
+                   f"{_esc(_trim(claim.title, 22 if claim.formalisation == 'toolkit' else 26))}</text>")
+        if glyph:
+            out.append(f'<text class="glyph" x="{x + w - 9:.1f}" y="{y + 18:.1f}" text-anchor="end" '
+                       f'fill="{fill.text}">{glyph}</text>')
+        if claim.formalisation == "toolkit":
+            out.append(f'<text class="tk" x="{x + w - 8:.1f}" y="{y + h - 7:.1f}" text-anchor="end" '
+                       f'fill="{fill.text}" opacity="0.8">TK</text>')
+        out.append("</g></a>")
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+def _swatch_svg(fill: str, stroke: str, width: float, dash: str) -> str:
+    return (f'<svg width="34" height="18"><rect x="2" y="2" width="30" height="14" rx="4" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="{width}"{_dash(dash)}/></svg>')
+
+
+def render_legend() -> str:
+    """Return the legend, generated from the verdict, paper-status, standing and edge-kind tables.
+
+    Examples
+    --------
+    >>> legend = render_legend()
+    >>> all(v.value in legend for v in Verdict) and all(s.value in legend for s in PaperStatus)
+    True
+    """
+    verdicts = "".join(f"<li>{_swatch_svg(f.fill, '#8c959f', 1, '')}{v.value}</li>"
+                       for v, f in VERDICT_FILL.items())
+    statuses = "".join(f"<li>{_swatch_svg('#ffffff', b.colour, b.width, b.dash)}{s.value}</li>"
+                       for s, b in BORDER.items())
+    standings = "".join(f'<li><b style="display:inline-block;width:22px">{STANDING_GLYPH[s] or _DOT}</b>'
+                        f"{s.value}</li>" for s in Standing)
+    edges = "".join(f'<li><svg width="40" height="12"><line x1="2" y1="6" x2="38" y2="6" stroke="{c}" '
+                    f'stroke-width="1.6"{_dash(d)}/></svg>{k} dependency</li>' for k, (c, d, _) in EDGE_STYLE.items())
+    return ('<div id="legend">'
+            f"<div><h4>Fill: toolkit verdict</h4><ul>{verdicts}</ul></div>"
+            f"<div><h4>Border: paper status</h4><ul>{statuses}</ul></div>"
+            f"<div><h4>Corner: standing</h4><ul>{standings}</ul></div>"
+            f"<div><h4>Edges (dependency \u2192 user)</h4><ul>{edges}</ul>"
+            "<h4 style=\"margin-top:8px\">Marks</h4><ul><li><b>TK</b> toolkit formalisation</li>"
+            "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section</li></ul></div>"
+            "</div>")
+
+
+def _links(ids: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(f'<a href="#claim-{_esc(i)}">{_esc(i)}</a>' for i in ids) if ids else '<span class="muted">none</span>'
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
+    g = report.graph
+    fill = VERDICT_FILL[status.verdict]
+    badges = [f'<span style="background:{fill.fill};color:{fill.text}">verdict: {status.verdict.value}</span>',
+              f'<span style="border:2px {"dashed" if BORDER[claim.paper_status].dash else "solid"} '
+              f'{BORDER[claim.paper_status].colour}">paper: {claim.paper_status.value}</span>',
+              f"<span>standing: {status.standing.value}</span>", f"<span>{_esc(claim.kind)}</span>",
+              f"<span>{'toolkit formalisation' if claim.formalisation == 'toolkit' else 'paper statement'}</span>"]
+    if claim.source == "abstract":
+        badges.append("<span>known only from the abstract</span>")
+    parts = [f'<section class="claim" id="claim-{_esc(claim.id)}">',
+             f"<h3>{_esc(claim.id)}: {_esc(claim.title)} "
+             f'<span class="muted">\u2014 {_esc(claim.paper_ref)} ({_esc(claim.section)})</span></h3>',
+             f'<div class="badges">{"".join(badges)}</div>',
+             f'<p class="statement">{_esc(claim.statement)}</p>', f"<pre>{_esc(claim.latex)}</pre>"]
+    if claim.formalisation == "toolkit":
+        parts.append(f'<div class="formal"><b>Toolkit formalisation.</b> {_esc(claim.formalisation_note)}</div>')
+    if status.disagreement:
+        parts.append(f'<p class="disagree"><b>Disagreement:</b> {_esc(status.disagreement)}.</p>')
+    deps = []
+    if claim.hypotheses:
+        deps.append(f"<li>hypotheses: {_links(claim.hypotheses)}</li>")
+    if claim.statement_deps:
+        deps.append(f"<li>statement uses: {_links(claim.statement_deps)}</li>")
+    if claim.proof_deps:
+        deps.append(f"<li>proof uses: {_links(claim.proof_deps)}</li>")
+    deps.append(f"<li>rests on (all ancestors): {_links(g.rests_on(claim.id))}</li>")
+    deps.append(f"<li>what rests on it: {_links(g.impact(claim.id))}</li>")
+    if status.blocked_by:
+        deps.append(f"<li>blocked by (no positive verdict): {_links(status.blocked_by)}</li>")
+    if status.failed_ancestors:
+        deps.append(f"<li><b>rests on failed:</b> {_links(status.failed_ancestors)}</li>")
+    if status.external_ancestors:
+        deps.append(f"<li>assumes external results: {_links(status.external_ancestors)}</li>")
+    parts.append(f'<ul class="deps">{"".join(deps)}</ul>')
+    rows = report.formulas(claim)
+    if rows:
+        archs = list(rows[0]["values"])
+
+        def value(v: dict) -> str:
+            text = "symbolic" if v["value"] is None else str(v["value"])
+            if v.get("approx") is not None:
+                text += f" (~{number(v['approx'])})"
+            return _esc(text + (f" at n = {v['n']}" if "n" in v else ""))
+
+        parts.append(_table(["formula", "expression", *archs, "counts"],
+                            [[f"<code>{_esc(r['name'])}</code>", f"<code>{_esc(r['expression'])}</code>",
+                              *[value(r["values"][a]) for a in archs], _esc(r["counts"])] for r in rows]))
+    if status.evidence:
+        keys = list(EVIDENCE_COLUMNS)
+        parts.append(_table(list(EVIDENCE_COLUMNS.values()),
+                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason,
+                                                  origin=e.origin)[k]) for k in keys] for e in status.evidence]))
+    else:
+        parts.append('<p class="muted">No evidence producer is registered for this item.</p>')
+    if claim.notes:
+        parts.append("<ul>" + "".join(f"<li><i>Note:</i> {_esc(n)}</li>" for n in claim.notes) + "</ul>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_html(report: Report) -> str:
+    """Return ``report.html``: summary, legend, graph, then one section per claim.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> render_html(build_report(Context(model=None))).startswith("<!DOCTYPE html>")
+    True
+    """
+    m = report.model
+    model = ("none (symbolic producers only; numeric producers listed as not-run)" if m is None else
+             f"{m['spec']}: {m['arch']}, weights sha256 {m['weights_hash'][:16]}\u2026, {m['dtype']} on {m['device']}")
+    c = report.context
+    dis = report.disagreements()
+    if dis:
+        dis_html = _table(["claim", "paper", "paper status", "toolkit verdict", "why"],
+                          [[f'<a href="#claim-{_esc(cl.id)}">{_esc(cl.id)}</a>', _esc(cl.paper_ref),
+                            _esc(cl.paper_status.value), _esc(s.verdict.value), _esc(s.disagreement)]
+                           for cl, s in dis])
+    else:
+        dis_html = ("<p>None so far: no evidence that ran contradicts the paper's status of any claim. This says "
+                    "nothing about claims whose checks have not run.</p>")
+    verdict_rows = [[f'<span class="swatch" style="background:{VERDICT_FILL[Verdict(v)].fill};'
+                     f'border:1px solid #8c959f"></span>{_esc(v)}', str(n)]
+                    for v, n in report.verdict_counts().items()]
+    standing_rows = [[f"{STANDING_GLYPH[Standing(s)] or _DOT} {_esc(s)}", str(n),
+                      _esc(Standing(s).description)] for s, n in report.standing_counts().items()]
+    errors = ""
+    if report.errors:
+        errors = "<h2>Producer errors</h2><ul>" + "".join(f"<li>{_esc(e)}</li>" for e in report.errors) + "</ul>"
+    sections = "".join(_claim_section(report, cl, s) for cl, s in report.items())
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>symtrans proof-status report</title><style>{_CSS}</style></head><body><main>"
+        "<h1>symtrans proof-status report</h1>"
+        '<p class="sub">Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): '
+        "every item, the paper's status beside the toolkit's verdict. A verdict is set only by evidence "
+        "that ran.</p>"
+        f'<ul class="run"><li>symtrans {_esc(report.toolkit_version)}, generated {_esc(report.generated)} in '
+        f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
+        f"dtype = {_esc(c['dtype'])}, device = {_esc(c['device'] or 'auto')}</li></ul>"
+        f"<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
+        '<div class="summary"><div><h2>Counts by verdict</h2>'
+        f"{_table(['verdict', 'claims'], verdict_rows)}</div>"
+        f"<div><h2>Counts by standing</h2>{_table(['standing', 'claims', 'meaning'], standing_rows)}</div></div>"
+        f"{errors}<h2>Proof graph</h2>{render_legend()}"
+        f'<div class="graph">{render_svg(report)}</div>'
+        f"<h2>Claims</h2>{sections}"
+        f"<script>{_JS}</script></main></body></html>\n")

@@ -1,0 +1,160 @@
+"""``report.md``: the proof-status report as GitHub-readable Markdown.
+
+Order: run details; where the toolkit and the paper disagree (first); counts
+by verdict and by standing; then one section per claim in paper order.
+
+Examples
+--------
+>>> from symtrans.evidence import Context
+>>> from symtrans.report import build_report
+>>> md = render_markdown(build_report(Context(model=None)))
+>>> md.index("Where the toolkit and the paper disagree") < md.index("Counts by verdict")
+True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from symtrans.evidence import Verdict
+from symtrans.graph import ClaimStatus, Standing
+from symtrans.report.build import Report
+from symtrans.report.fmt import EVIDENCE_COLUMNS, evidence_cells, number
+
+if TYPE_CHECKING:
+    from proofs import Claim
+
+__all__ = ["render_markdown"]
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _links(ids: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(f"[{i}](#claim-{i})" for i in ids) if ids else "none"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _run_lines(report: Report) -> list[str]:
+    m = report.model
+    model = ("none (symbolic producers only; numeric producers are listed as not-run)" if m is None else
+             f"`{m['spec']}`: {m['arch']} from `{m['source']}`, weights sha256 `{m['weights_hash'][:16]}...`, "
+             f"{m['dtype']} on {m['device']}")
+    c = report.context
+    lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
+             f"in {report.seconds:.1f} s",
+             f"- model: {model}",
+             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {c['device'] or 'auto'}"]
+    if report.previous:
+        lines.append(f"- evidence carried from an earlier report: `{report.previous}`")
+    return lines
+
+
+def _summary(report: Report) -> list[str]:
+    out = ["## Where the toolkit and the paper disagree", ""]
+    dis = report.disagreements()
+    if dis:
+        out += _table(["claim", "paper", "paper status", "toolkit verdict", "standing", "why"],
+                      [[f"[{c.id}](#claim-{c.id})", c.paper_ref, c.paper_status.value, s.verdict.value,
+                        s.standing.value, s.disagreement or ""] for c, s in dis])
+    else:
+        out.append("None so far: no evidence that ran contradicts the paper's status of any claim. "
+                   "This says nothing about the claims whose checks have not run (below).")
+    out += ["", "## Counts by verdict", ""]
+    total = len(report.statuses)
+    out += _table(["verdict", "claims"], [[v, str(n)] for v, n in report.verdict_counts().items()])
+    out += [f"", f"{total} items in all (definitions and hypotheses included).", "", "## Counts by standing", ""]
+    out += _table(["standing", "claims", "meaning"],
+                  [[s.value, str(report.standing_counts()[s.value]), s.description] for s in Standing])
+    full = [c.id for c, s in report.items() if s.fully_certified]
+    out += ["", f"Fully certified: {_links(full)}."]
+    waiting = [c.id for c, s in report.items() if s.verdict is Verdict.NOT_RUN and not (c.given or c.external)]
+    out += ["", f"No evidence yet ({len(waiting)}): {_links(waiting)}."]
+    if report.errors:
+        out += ["", "### Producer errors", ""] + [f"- {e}" for e in report.errors]
+    return out
+
+
+def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[str]:
+    g = report.graph
+    out = [f'<a id="claim-{claim.id}"></a>', "", f"### {claim.id}: {claim.title}", ""]
+    form = "paper's statement" if claim.formalisation == "paper" else "**toolkit formalisation**"
+    out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
+               f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
+               + (" · known only from the abstract" if claim.source == "abstract" else ""))
+    out += ["", "> " + claim.statement, "", "```latex", claim.latex, "```", ""]
+    if claim.formalisation == "toolkit":
+        out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
+    if status.disagreement:
+        out += [f"**Disagreement:** {status.disagreement}.", ""]
+    deps = []
+    if claim.hypotheses:
+        deps.append(f"- hypotheses: {_links(claim.hypotheses)}")
+    if claim.statement_deps:
+        deps.append(f"- statement uses: {_links(claim.statement_deps)}")
+    if claim.proof_deps:
+        deps.append(f"- proof uses: {_links(claim.proof_deps)}")
+    deps.append(f"- rests on (all ancestors): {_links(g.rests_on(claim.id))}")
+    deps.append(f"- what rests on it: {_links(g.impact(claim.id))}")
+    if status.blocked_by:
+        deps.append(f"- blocked by (no positive verdict): {_links(status.blocked_by)}")
+    if status.failed_ancestors:
+        deps.append(f"- **rests on failed:** {_links(status.failed_ancestors)}")
+    if status.external_ancestors:
+        deps.append(f"- assumes external results: {_links(status.external_ancestors)}")
+    out += deps + [""]
+    rows = report.formulas(claim)
+    if rows:
+        archs = list(rows[0]["values"])
+        out += _table(["formula", "expression", *archs, "counts"],
+                      [[f"`{r['name']}`", f"`{r['expression']}`",
+                        *[_value(r["values"][a]) for a in archs], r["counts"]] for r in rows])
+        out.append("")
+    if status.evidence:
+        keys = list(EVIDENCE_COLUMNS)
+        out += _table(list(EVIDENCE_COLUMNS.values()),
+                      [[evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason,
+                                       origin=e.origin)[k] for k in keys] for e in status.evidence])
+    else:
+        out.append("*No evidence producer is registered for this item.*")
+    out.append("")
+    for note in claim.notes:
+        out.append(f"- *Note:* {note}")
+    if claim.notes:
+        out.append("")
+    return out
+
+
+def _value(v: dict) -> str:
+    text = str(v["value"]) if v["value"] is not None else "symbolic"
+    if v.get("approx") is not None:
+        text += f" (~{number(v['approx'])})"
+    if "n" in v:
+        text += f" at n = {v['n']}"
+    return text
+
+
+def render_markdown(report: Report) -> str:
+    """Return ``report.md`` as text.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> "### thm-4.2: LayerNorm rank neutrality" in render_markdown(build_report(Context(model=None)))
+    True
+    """
+    lines = ["# symtrans proof-status report", "",
+             "Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): every item, "
+             "the paper's status beside the toolkit's verdict. A verdict is set only by evidence that ran.", ""]
+    lines += _run_lines(report) + [""]
+    lines += _summary(report) + ["", "## Claims", ""]
+    for claim, status in report.items():
+        lines += _claim_section(report, claim, status)
+    return "\n".join(lines).rstrip() + "\n"
