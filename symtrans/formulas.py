@@ -139,6 +139,10 @@ class Formula:
         --------
         >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=700).value
         34816
+        >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=769)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: rank_WO=769 exceeds its largest possible value Min(d_model, H*d_v) = 768 for bert-base
         """
         aux = {k: v for k, v in sizes.items() if k in AUX_NAMES}
         arch_sizes = {k: v for k, v in sizes.items() if k not in AUX_NAMES}
@@ -156,6 +160,10 @@ class Formula:
         for name in AUX_NAMES:  # rank_X first: the dim_sumR default refers to it
             sym = SYMBOLS[name]
             if name in aux:
+                bound = defaults[name][0].subs(aux_values).subs(arch_subs)
+                if bound.is_Integer and aux[name] > bound:  # the generic value is the largest possible
+                    raise SymtransError(f"{name}={aux[name]} exceeds its largest possible value "
+                                        f"{defaults[name][0]} = {bound} for {a.name}")
                 aux_values[sym] = sp.Integer(aux[name])
                 sources[name] = "set by user"
             else:
