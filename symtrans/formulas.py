@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -194,13 +195,18 @@ def aux_defaults(arch: Architecture) -> dict[str, tuple[sp.Expr, str]]:
     >>> aux_defaults(get_arch("symbolic"))["rank_WO"][0]
     Min(d_model, H*d_v)
     """
-    r_x = sp.Min(S.n, S.d_model)
-    return {
-        "rank_X": (r_x, "full rank min(n, d_model) for a generic input"),
-        "rank_WO": (sp.Min(S.H * S.d_v, S.d_model), "full rank min(H d_v, d_model) for generic weights"),
-        "dim_sumR": (sp.Min(S.d_model, S.H * sp.Min(S.rank_X, S.d_v)),
-                     "head subspaces in general position: min(d_model, H min(rank X, d_v))"),
-    }
+    return dict(_aux_default_exprs())
+
+
+@functools.cache
+def _aux_default_exprs() -> tuple[tuple[str, tuple[sp.Expr, str]], ...]:
+    """The defaults do not depend on the architecture; building SymPy Min terms is slow, so once."""
+    return (
+        ("rank_X", (sp.Min(S.n, S.d_model), "full rank min(n, d_model) for a generic input")),
+        ("rank_WO", (sp.Min(S.H * S.d_v, S.d_model), "full rank min(H d_v, d_model) for generic weights")),
+        ("dim_sumR", (sp.Min(S.d_model, S.H * sp.Min(S.rank_X, S.d_v)),
+                      "head subspaces in general position: min(d_model, H min(rank X, d_v))")),
+    )
 
 
 @dataclass(frozen=True)
