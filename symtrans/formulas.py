@@ -180,7 +180,8 @@ class Formula:
                 subs[name] = {"value": int(v) if v.is_Integer else str(v), "source": sources[name]}
         for sym, value in arch_subs.items():
             if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
-                subs[str(sym)] = {"value": value, "source": f"architecture {a.name}"}
+                subs[str(sym)] = {"value": value, "source": "set by user" if str(sym) in arch_sizes
+                                  else f"architecture {a.name}"}
         substituted = expr.subs(aux_values).subs(arch_subs)
         value = substituted if not substituted.free_symbols else None
         return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,

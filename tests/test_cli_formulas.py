@@ -89,7 +89,8 @@ def test_formula_json_rational_value_is_part_over_whole(capsys: Any) -> None:
     assert isinstance(share["value"], str) and share["value"] == f"{ffn}/{layer}"
     num, den = (int(x) for x in share["value"].split("/"))
     assert Fraction(num, den) == Fraction(str(formula("ffn-flop-share", arch="bert-base", n=128).value))
-    assert share["substitutions"]["n"]["source"] == "set by user" or share["substitutions"]["n"]["value"] == 128
+    assert share["substitutions"]["n"] == {"value": 128, "source": "set by user"}
+    assert share["substitutions"]["H"] == {"value": 12, "source": "architecture bert-base"}
 
 
 def test_formula_json_symbolic_value_is_null(capsys: Any) -> None:
