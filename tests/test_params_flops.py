@@ -54,15 +54,14 @@ def hf_config(arch: Architecture, attn: str = "eager") -> Any:
     raise AssertionError(f"no transformers config for family {arch.family}")
 
 
-def hf_model(config: Any, pooler: bool = True) -> Any:
-    """The base model for ``config`` on the meta device (shapes only)."""
+def hf_model(config: Any, pooler: bool = True, device: str = "meta") -> Any:
+    """The base model for ``config``; on the meta device (the default) only shapes exist."""
     t = transformers
-    with torch.device("meta"):
-        kind = config.model_type
-        if kind == "bert":
-            return t.BertModel(config, add_pooling_layer=pooler)
-        if kind == "roberta":
-            return t.RobertaModel(config, add_pooling_layer=pooler)
+    kind = config.model_type
+    with torch.device(device):
+        if kind in ("bert", "roberta"):
+            cls = t.BertModel if kind == "bert" else t.RobertaModel
+            return cls(config, add_pooling_layer=pooler)
         return {"distilbert": t.DistilBertModel, "gpt2": t.GPT2Model, "llama": t.LlamaModel}[kind](config)
 
 
@@ -171,12 +170,9 @@ def test_sinusoidal_distilbert_counts_no_position_table(tmp_path: Any) -> None:
 # ------------------------------------------------------------------------------------ FLOPs
 def flop_counts(config: Any, n: int, device: str = "meta") -> dict[str, int]:
     """FlopCounterMode's totals per module for one forward pass over n tokens."""
-    with torch.device(device):
-        model = hf_model(config) if device == "meta" else None
-        if model is None:
-            torch.manual_seed(0)
-            model = type(hf_model(config))(config)
-        ids = torch.ones(1, n, dtype=torch.long)
+    torch.manual_seed(0)
+    model = hf_model(config, device=device)
+    ids = torch.ones(1, n, dtype=torch.long, device=device)
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model.eval()(input_ids=ids)
