@@ -101,6 +101,9 @@ class Architecture:
             _check_size(name, value)
         if self.position_table is not None:
             _check_size("position_table", self.position_table)
+        if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
+                or self.type_vocab_size < 0:
+            raise SymtransError(f"type_vocab_size must be an integer >= 0, got {self.type_vocab_size!r}")
         for attr, choices in _CHOICES.items():
             if getattr(self, attr) not in choices:
                 raise SymtransError(suggest(str(getattr(self, attr)), choices, attr.replace("_", " ")))
@@ -219,14 +222,14 @@ def _check_size(name: str, value: Any) -> None:
 # ---------------------------------------------------------------- presets
 def _bert_like(name: str, *, L: int, H: int, d_model: int, d_ff: int, vocab: int = 30522,
                positions: int = 512, table: int | None = None, type_vocab: int = 2,
-               family: str = "bert", pooler: bool = True) -> Architecture:
+               family: str = "bert", pooler: bool = True, ln_eps: float = 1e-12) -> Architecture:
     return Architecture(
         name=name, family=family, n=positions, L=L, H=H, H_kv=H, d_model=d_model,
         d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab,
         max_positions=positions, position_table=table or positions,
         norm_placement="post", activation="gelu", attention="bidirectional",
         positional="learned", type_vocab_size=type_vocab, pooler=pooler,
-        embedding_norm=True, ln_eps=1e-12,
+        embedding_norm=True, ln_eps=ln_eps,
     )
 
 
@@ -259,7 +262,8 @@ PRESETS: dict[str, Any] = {
         _bert_like("distilbert-base", L=6, H=12, d_model=768, d_ff=3072, type_vocab=0,
                    family="distilbert", pooler=False)),
     "roberta-base": lambda: _bert_like("roberta-base", L=12, H=12, d_model=768, d_ff=3072,
-                                       vocab=50265, table=514, type_vocab=1, family="roberta"),
+                                       vocab=50265, table=514, type_vocab=1, family="roberta",
+                                       ln_eps=1e-5),
     "gpt2": lambda: _gpt2("gpt2", L=12, H=12, d_model=768),
     "gpt2-medium": lambda: _gpt2("gpt2-medium", L=24, H=16, d_model=1024),
     "symbolic": _symbolic,
@@ -289,15 +293,38 @@ _FAMILY_KEYS = {
     "llama": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
               "max_position_embeddings"),
 }
-_FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "qwen2": "llama"}
+# qwen2 is not an alias: it biases Q, K, V but not O, which one bias flag cannot describe.
+_FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama"}
 
 
-def _int_key(cfg: dict[str, Any], key: str, path: str, default: int | None = None) -> int:
-    value = cfg.get(key, default)
+def _int_key(cfg: dict[str, Any], key: str, path: str, default: int | None = None,
+             minimum: int = 1) -> int:
+    value = cfg.get(key)
+    if value is None:  # absent, or written as null by transformers (GPT-2's n_inner)
+        value = default
     if value is None:
         raise SymtransError(f"{path}: missing required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SymtransError(f"{path}: key {key!r} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise SymtransError(f"{path}: key {key!r} must be {what}, got {value!r}")
+    return value
+
+
+def _float_key(cfg: dict[str, Any], key: str, path: str, default: float) -> float:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise SymtransError(f"{path}: key {key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _bool_key(cfg: dict[str, Any], key: str, path: str, default: bool = False) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise SymtransError(f"{path}: key {key!r} must be true or false, got {value!r}")
     return value
 
 
@@ -305,7 +332,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     """Build an architecture from a Hugging Face ``config.json`` (or its directory).
 
     Supported ``model_type``: bert, roberta (and xlm-roberta, camembert),
-    distilbert, gpt2, llama (and mistral, qwen2: grouped-query attention,
+    distilbert, gpt2, llama (and mistral: grouped-query attention,
     rotary positions, RMSNorm, gated SiLU feed-forward, no biases).
 
     Examples
@@ -351,13 +378,16 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    if d_model % H:
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family == "llama" else 0
+    if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
+    if _bool_key(cfg, "add_cross_attention", shown):
+        raise SymtransError(f"{shown}: cross-attention (add_cross_attention) is not modelled")
     name = str(cfg.get("_name_or_path") or p.parent.name or model_type)
     common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
                                   d_ff=d_ff, vocab_size=vocab, source=shown)
     if family in ("bert", "roberta"):
-        if cfg.get("position_embedding_type", "absolute") != "absolute":
+        if cfg.get("position_embedding_type") not in (None, "absolute"):
             raise SymtransError(
                 f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"
                 " (only 'absolute')")
@@ -366,14 +396,14 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             **common, n=usable, H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=usable, position_table=positions,
             activation=_activation(cfg.get("hidden_act", "gelu"), shown),
-            type_vocab_size=int(cfg.get("type_vocab_size", 2)), pooler=True,
-            embedding_norm=True, ln_eps=float(cfg.get("layer_norm_eps", 1e-12)))
+            type_vocab_size=_int_key(cfg, "type_vocab_size", shown, default=2, minimum=0), pooler=True,
+            embedding_norm=True, ln_eps=_float_key(cfg, "layer_norm_eps", shown, 1e-12))
     elif family == "distilbert":
         arch = Architecture(
             **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions,
             activation=_activation(cfg.get("activation", "gelu"), shown),
-            positional="sinusoidal" if cfg.get("sinusoidal_pos_embds") else "learned",
+            positional="sinusoidal" if _bool_key(cfg, "sinusoidal_pos_embds", shown) else "learned",
             embedding_norm=True, ln_eps=1e-12)
     elif family == "gpt2":
         arch = Architecture(
@@ -381,25 +411,30 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             max_positions=positions, position_table=positions, norm_placement="pre",
             activation=_activation(cfg.get("activation_function", "gelu_new"), shown),
             attention="causal", final_norm=True,
-            ln_eps=float(cfg.get("layer_norm_epsilon", 1e-5)))
+            ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
-        head_dim = cfg.get("head_dim") or d_model // H
+        head_dim = head_dim or d_model // H
+        bias = _bool_key(cfg, "attention_bias", shown)
+        if _bool_key(cfg, "mlp_bias", shown) != bias:
+            raise SymtransError(
+                f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
+                " (one bias flag covers attention and feed-forward)")
         arch = Architecture(
             **common, n=positions, H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
             max_positions=positions, position_table=None, norm_placement="pre",
             norm="rmsnorm", activation=_activation(cfg.get("hidden_act", "silu"), shown),
-            ffn="gated", bias=bool(cfg.get("attention_bias", False)), attention="causal",
+            ffn="gated", bias=bias, attention="causal",
             positional="rotary", final_norm=True,
-            tied_lm_head=bool(cfg.get("tie_word_embeddings", False)),
-            ln_eps=float(cfg.get("rms_norm_eps", 1e-6)), head_dim_tied=False)
+            tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
+            ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False)
     return arch.with_sizes(n=n) if n is not None else arch
 
 
 def _activation(name: Any, path: str) -> str:
     mapping = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new",
                "relu": "relu", "silu": "silu", "swish": "silu"}
-    if name not in mapping:
+    if not isinstance(name, str) or name not in mapping:
         raise SymtransError(f"{path}: activation {name!r} is not modelled; supported: "
                             + ", ".join(sorted(mapping)))
     return mapping[name]

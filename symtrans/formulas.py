@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,6 +140,10 @@ class Formula:
         --------
         >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=700).value
         34816
+        >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=769)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: rank_WO=769 exceeds its largest possible value Min(d_model, H*d_v) = 768 for bert-base
         """
         aux = {k: v for k, v in sizes.items() if k in AUX_NAMES}
         arch_sizes = {k: v for k, v in sizes.items() if k not in AUX_NAMES}
@@ -156,6 +161,10 @@ class Formula:
         for name in AUX_NAMES:  # rank_X first: the dim_sumR default refers to it
             sym = SYMBOLS[name]
             if name in aux:
+                bound = defaults[name][0].subs(aux_values).subs(arch_subs)
+                if bound.is_Integer and aux[name] > bound:  # the generic value is the largest possible
+                    raise SymtransError(f"{name}={aux[name]} exceeds its largest possible value "
+                                        f"{defaults[name][0]} = {bound} for {a.name}")
                 aux_values[sym] = sp.Integer(aux[name])
                 sources[name] = "set by user"
             else:
@@ -171,7 +180,8 @@ class Formula:
                 subs[name] = {"value": int(v) if v.is_Integer else str(v), "source": sources[name]}
         for sym, value in arch_subs.items():
             if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
-                subs[str(sym)] = {"value": value, "source": f"architecture {a.name}"}
+                subs[str(sym)] = {"value": value, "source": "set by user" if str(sym) in arch_sizes
+                                  else f"architecture {a.name}"}
         substituted = expr.subs(aux_values).subs(arch_subs)
         value = substituted if not substituted.free_symbols else None
         return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,
@@ -186,13 +196,18 @@ def aux_defaults(arch: Architecture) -> dict[str, tuple[sp.Expr, str]]:
     >>> aux_defaults(get_arch("symbolic"))["rank_WO"][0]
     Min(d_model, H*d_v)
     """
-    r_x = sp.Min(S.n, S.d_model)
-    return {
-        "rank_X": (r_x, "full rank min(n, d_model) for a generic input"),
-        "rank_WO": (sp.Min(S.H * S.d_v, S.d_model), "full rank min(H d_v, d_model) for generic weights"),
-        "dim_sumR": (sp.Min(S.d_model, S.H * sp.Min(S.rank_X, S.d_v)),
-                     "head subspaces in general position: min(d_model, H min(rank X, d_v))"),
-    }
+    return dict(_aux_default_exprs())
+
+
+@functools.cache
+def _aux_default_exprs() -> tuple[tuple[str, tuple[sp.Expr, str]], ...]:
+    """The defaults do not depend on the architecture; building SymPy Min terms is slow, so once."""
+    return (
+        ("rank_X", (sp.Min(S.n, S.d_model), "full rank min(n, d_model) for a generic input")),
+        ("rank_WO", (sp.Min(S.H * S.d_v, S.d_model), "full rank min(H d_v, d_model) for generic weights")),
+        ("dim_sumR", (sp.Min(S.d_model, S.H * sp.Min(S.rank_X, S.d_v)),
+                      "head subspaces in general position: min(d_model, H min(rank X, d_v))")),
+    )
 
 
 @dataclass(frozen=True)

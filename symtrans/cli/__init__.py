@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SymtransError(f"{self.prog}: {message}")
+        raise SymtransError(f"{self.prog}: error: {message}")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -46,6 +46,8 @@ def parse_sets(items: list[str] | None) -> dict[str, int]:
             raise SymtransError(f"--set {item}: " + suggest(name, SYMBOLS, "symbol"))
         if value < 1:
             raise SymtransError(f"--set {item}: the value must be a positive integer")
+        if name in out:
+            raise SymtransError(f"--set {item}: {name} is set twice")
         out[name] = value
     return out
 
