@@ -377,10 +377,10 @@ def to_mod_p(M: Any, p: int = P) -> Any:
         ints = (mant * 2.0**53).astype(np.int64)  # exact: |mant| < 1, 53-bit significand
         shift = exp.astype(np.int64) - 53
         out = np.mod(ints, p)
-        table = {int(e): pow(2, int(e), p) if e >= 0 else pow(pow(2, -int(e), p), -1, p)
-                 for e in np.unique(shift)}
-        factors = np.vectorize(table.__getitem__, otypes=[np.int64])(shift) if shift.size else shift
-        return (out * factors) % p
+        uniq, inv = np.unique(shift, return_inverse=True)
+        table = np.array([pow(2, int(e), p) if e >= 0 else pow(pow(2, -int(e), p), -1, p) for e in uniq],
+                         dtype=np.int64)
+        return (out * table[inv].reshape(shift.shape)) % p
     if arr is not None and arr.dtype.kind in "iu":
         return np.mod(arr.astype(np.int64), p)
     rows = qmatrix(M)

@@ -27,7 +27,7 @@ from symtrans.certify.exact import P, kron, nonzero_minor, rank_mod_p, rank_q
 from symtrans.certify.search import Check, Family
 
 __all__ = [
-    "GenericRankCertificate", "certify_generic_rank", "random_int_matrix", "low_rank_int_matrix",
+    "GenericRankCertificate", "certify_generic_rank", "random_int_matrix", "random_int_array", "low_rank_int_matrix",
     "canonical", "prop51_witness", "head_subspace_rank", "block_head_witness_rank", "matmul_mod_p",
     "summation_fibre", "wo_fibre", "kron_rank_rule_holds", "check_rank_sum", "rank_sum_families",
     "stratum_dimension",
@@ -97,7 +97,7 @@ def certify_generic_rank(statement: str, build: Callable[[Any], Any], bound: int
 
 
 def random_int_matrix(m: int, n: int, rng: random.Random, lo: int = -3, hi: int = 3) -> list[list[int]]:
-    """A pseudo-random integer matrix with entries in [lo, hi].
+    """A pseudo-random integer matrix with entries in [lo, hi] (nested lists; small sizes).
 
     Examples
     --------
@@ -107,19 +107,28 @@ def random_int_matrix(m: int, n: int, rng: random.Random, lo: int = -3, hi: int 
     return [[rng.randint(lo, hi) for _ in range(n)] for _ in range(m)]
 
 
-def low_rank_int_matrix(m: int, n: int, r: int, rng: random.Random) -> list[list[int]]:
-    """U V with U m x r, V r x n random integers: rank <= r by construction (= r generically).
+def random_int_array(m: int, n: int, rng: random.Random, lo: int = -3, hi: int = 3) -> Any:
+    """A pseudo-random int64 numpy matrix with entries in [lo, hi], seeded from ``rng`` (large sizes).
 
     Examples
     --------
-    >>> rank_q(low_rank_int_matrix(4, 5, 2, random.Random(1)))
-    2
+    >>> random_int_array(2, 3, random.Random(0)).shape
+    (2, 3)
     """
     import numpy as np
 
-    U = np.array(random_int_matrix(m, r, rng), dtype=np.int64)
-    V = np.array(random_int_matrix(r, n, rng), dtype=np.int64)
-    return (U @ V).tolist()
+    return np.random.default_rng(rng.getrandbits(63)).integers(lo, hi + 1, size=(m, n), dtype=np.int64)
+
+
+def low_rank_int_matrix(m: int, n: int, r: int, rng: random.Random) -> Any:
+    """U V with U m x r, V r x n random integers (int64 array): rank <= r by construction (= r generically).
+
+    Examples
+    --------
+    >>> rank_q(low_rank_int_matrix(4, 5, 2, random.Random(1)).tolist())
+    2
+    """
+    return random_int_array(m, r, rng) @ random_int_array(r, n, rng)
 
 
 def canonical(m: int, n: int, r: int) -> list[list[int]]:
@@ -185,9 +194,12 @@ def head_subspace_rank(W_V: Any, W_O: Any, r: int) -> int:
 
     import numpy as np
 
-    Wv = to_mod_p(np.asarray(W_V, dtype=np.float64) if not isinstance(W_V, list) else W_V)
-    Wo = to_mod_p(np.asarray(W_O, dtype=np.float64) if not isinstance(W_O, list) else W_O)
-    return rank_mod_p(matmul_mod_p(Wv[:r], Wo))
+    def red(W: Any) -> Any:
+        if isinstance(W, np.ndarray) and W.dtype == np.int64 and W.min(initial=0) >= 0 and W.max(initial=0) < P:
+            return W  # already reduced
+        return to_mod_p(np.asarray(W) if not isinstance(W, list) else W)
+
+    return rank_mod_p(matmul_mod_p(red(W_V)[:r], red(W_O)))
 
 
 def block_head_witness_rank(n: int, d_model: int, d_k: int, r: int) -> int:
@@ -260,7 +272,7 @@ def wo_fibre(n: int, W_O: Any, *, explicit: bool = False) -> tuple[int, int]:
         Wt = [list(c) for c in zip(*W_O)]
         rk = rank_q(kron(Wt, canonical(n, n, n)))
         return rk // n, n * rows - rk
-    rk = rank_q(W_O) if rows <= 40 else rank_mod_p(W_O)
+    rk = rank_q(W_O if isinstance(W_O, list) else W_O.tolist()) if rows <= 40 else rank_mod_p(W_O)
     return rk, n * (rows - rk)
 
 
@@ -321,11 +333,11 @@ def rank_sum_families(seed: int = 0, count: int = 200) -> list[Family]:
     def low() -> Iterable[tuple[Any, ...]]:
         for k in range(count):
             ra, rb = k % 4, (k // 4) % 4
-            A = low_rank_int_matrix(3, 4, ra, rng) if ra else [[0] * 4 for _ in range(3)]
-            if rb and k % 3 == 0:  # B sharing A's column space: cancellation is possible
-                B = [[-v for v in row] for row in A] if k % 2 else low_rank_int_matrix(3, 4, rb, rng)
+            A = low_rank_int_matrix(3, 4, ra, rng).tolist() if ra else [[0] * 4 for _ in range(3)]
+            if rb and k % 3 == 0 and k % 2:  # B = -A: full cancellation
+                B = [[-v for v in row] for row in A]
             else:
-                B = low_rank_int_matrix(3, 4, rb, rng) if rb else [[0] * 4 for _ in range(3)]
+                B = low_rank_int_matrix(3, 4, rb, rng).tolist() if rb else [[0] * 4 for _ in range(3)]
             yield (A, B)
 
     return [Family("2x2 {-1,0,1}", "all 6561 pairs of 2x2 matrices with entries in {-1,0,1}",
