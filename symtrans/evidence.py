@@ -340,7 +340,9 @@ class Producer:
 PRODUCERS: dict[str, list[Producer]] = {}
 
 #: modules that register producers when imported (checks, certificates).
-PRODUCER_MODULES: list[str] = []
+PRODUCER_MODULES: list[str] = [
+    "symtrans.certify.producers",
+]
 
 
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,

@@ -1,0 +1,14 @@
+"""Certificates: exact witnesses for the paper's generic claims, exact counterexamples for universal ones.
+
+A *generic* claim ("for almost every X, P(X)") whose bad set is the zero set of
+a polynomial or real-analytic function on a connected domain is certified by
+one exact witness outside the bad set (:mod:`symtrans.certify.linear`,
+:mod:`symtrans.certify.softmax`). A *universal* claim ("under H, P") is searched
+for counterexamples over structured families, each candidate decided in exact
+arithmetic (:mod:`symtrans.certify.layernorm`, :mod:`symtrans.certify.search`).
+:mod:`symtrans.certify.producers` turns both into :class:`symtrans.evidence.Evidence`
+of kind ``symbolic``; only exact computations may yield ``certified``.
+
+Nothing here imports torch unless a certificate on the bundled model's real
+weights runs.
+"""

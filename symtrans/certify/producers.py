@@ -1,0 +1,497 @@
+"""Certificate producers: exact witnesses and exact counterexamples as ``symbolic`` evidence.
+
+Each producer is registered against a claim id with :func:`symtrans.evidence.producer`
+and returns :class:`~symtrans.evidence.Evidence` of kind ``symbolic``. Only an
+exact computation (rational arithmetic, rank mod p as a certified lower bound,
+or rigorous interval enclosures) may yield ``certified``; a counterexample
+search that finds nothing yields ``supported`` with the families searched.
+Sizes are read from :mod:`symtrans.arch` presets and expected values from
+:mod:`symtrans.formulas`, never typed in.
+
+Examples
+--------
+>>> [p.name for p in producers_for("prop-5.1")]
+['prop51-witness']
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from symtrans.certify import layernorm as lnmod
+from symtrans.certify.exact import P, as_strings, rank_mod_p, rank_q, to_mod_p
+from symtrans.certify.linear import (block_head_witness_rank, certify_generic_rank, check_rank_sum,
+                                     head_subspace_rank, kron_rank_rule_holds, low_rank_int_matrix, random_int_array,
+                                     prop51_witness, random_int_matrix, rank_sum_families,
+                                     stratum_dimension, summation_fibre, wo_fibre)
+from symtrans.certify.search import search_universal
+from symtrans.evidence import Context, Evidence, Verdict, producer, producers_for
+
+__all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "run_certificates"]
+
+#: (n, d) grid on which size-independent block witnesses are re-checked exactly.
+SMALL_SIZES = [(n, d) for n in range(2, 7) for d in range(2, 7)]
+#: (n, d_model, H, d_k) for the softmax certificates with random rational weights.
+SOFTMAX_SIZES = [(4, 6, 2, 3), (6, 4, 2, 2), (5, 5, 3, 2)]
+MOD_P_NOTE = (f"rank mod p = {P} of the exact integer/dyadic matrix: reduction mod p maps each minor over Q to the "
+              "same minor over GF(p), so a non-zero minor mod p is non-zero over Q and rank_Q >= rank_p")
+
+
+def _ev(claim: str, name: str, verdict: Verdict, summary: str, **kw: Any) -> Evidence:
+    return Evidence(claim=claim, producer=name, kind="symbolic", verdict=verdict, summary=summary,
+                    dtype="exact", **kw)
+
+
+def _arch(name: str) -> Any:
+    from symtrans.arch import get_arch
+
+    return get_arch(name)
+
+
+def _weights(ctx: Context) -> Any:
+    if "weights:float64" not in ctx.cache:
+        from symtrans.numeric import load_model
+
+        ctx.cache["weights:float64"] = load_model(ctx.model, dtype="float64", device="cpu")
+    return ctx.cache["weights:float64"]
+
+
+# ------------------------------------------------------------- lem-rank-sum
+@producer("lem-rank-sum", kind="symbolic", name="rank-sum-search",
+          description="exact counterexample search for |rank A - rank B| <= rank(A+B) <= rank A + rank B")
+def rank_sum_search(ctx: Context) -> list[Evidence]:
+    """Exhaustive and random exact search for a counterexample to lem-rank-sum."""
+    res = search_universal("|rank A - rank B| <= rank(A + B) <= rank A + rank B",
+                           rank_sum_families(seed=ctx.seed), check_rank_sum)
+    if res.counterexample:  # pragma: no cover - would contradict linear algebra
+        A, B = res.counterexample
+        return [_ev("lem-rank-sum", "rank-sum-search", Verdict.FAILS, "exact counterexample found",
+                    counterexample={"A": as_strings(A), "B": as_strings(B), **res.counterexample_check.details},
+                    details={"search": res.to_dict()})]
+    return [_ev("lem-rank-sum", "rank-sum-search", Verdict.SUPPORTED,
+                f"no counterexample among {res.checked} exact candidates (a finite search, not a proof; the "
+                "textbook proof: rowspace(A+B) lies in rowspace A + rowspace B, and A = (A+B) + (-B))",
+                seed=ctx.seed, details={"search": res.to_dict(), "computation": "exact rank over Q of A, B, A+B"})]
+
+
+# ------------------------------------------------------------------ prop-5.1
+def _prop51_sizes() -> list[tuple[str, int, int, list[int]]]:
+    bert, mini = _arch("bert-base"), _arch("minilm-l6-h384")
+    return [("small", 6, 5, [1, 2, 3, 4]),
+            ("bert-base", int(bert.n), int(bert.d_model), [1, int(bert.d_k), 256]),
+            ("minilm-l6-h384 (n=128)", 128, int(mini.d_model), [1, int(mini.d_k), 127])]
+
+
+@producer("prop-5.1", kind="symbolic", name="prop51-witness",
+          description="exact witness B* with rank(A + B*) > rank A = r")
+def prop51(ctx: Context) -> list[Evidence]:
+    """Certify prop-5.1 by exact witnesses: a block witness at every size and random ones at named sizes."""
+    import numpy as np
+
+    grid = [(n, d, r) for n, d in SMALL_SIZES for r in range(min(n, d))]
+    block_ok = all(prop51_witness(n, d, r) == r + 1 for n, d, r in grid)
+    rng = random.Random(ctx.seed)
+    rows, ok = [], block_ok
+    for label, n, d, ranks in _prop51_sizes():
+        for r in ranks:
+            A = low_rank_int_matrix(n, d, r, rng)  # rank <= r by construction
+            rank_A = rank_q(A.tolist()) if max(n, d) <= 40 else rank_mod_p(A[:r, :r])  # >= r certified
+            k = r + 1
+
+            def build(B: Any, A: Any = A, k: int = k) -> Any:
+                M = A[:k, :k] + B  # leading (r+1) x (r+1) block of A + B
+                return M.tolist() if k <= 40 else M
+
+            cands = (random_int_array(k, k, rng) for _ in range(3))
+            cert = certify_generic_rank(f"rank(A + B) > {r}", build, r, cands)
+            good = cert.certified and rank_A == r
+            ok &= good
+            rows.append({"sizes": label, "n": n, "d": d, "r": r, "rank_A": rank_A, "certified": good,
+                         "witness": "B* = random integers in [-3, 3] (seeded); the leading (r+1) x (r+1) block of "
+                                    "A + B* is non-singular", "method": cert.method,
+                         "minor": cert.minor,
+                         "witness_B_block": as_strings(cert.witness.tolist()) if k <= 6 else None})
+    verdict = Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE
+    return [_ev("prop-5.1", "prop51-witness", verdict,
+                "bad set {B : rank(A + B) <= r} is a proper algebraic subset (one exact witness), hence null: "
+                f"all sizes via the block witness (checked on {len(grid)} (n, d, r) with n, d <= 6), and random "
+                "witnesses at small, BertBase and MiniLM sizes" if ok else "some witness could not be certified",
+                seed=ctx.seed, inputs={"sizes": [s[:4] for s in _prop51_sizes()]},
+                details={"argument": "rank(A + B) <= r is the common zero set of the (r+1)-minors of A + B, polynomials "
+                                     "in B; a polynomial not identically zero vanishes on a Lebesgue-null set, so "
+                                     "P[rank(A + B) > r] = 1 for any absolutely continuous law of B",
+                         "all_sizes": "A = U E_r V (U, V invertible); B* = U e_{r+1} e_{r+1}^T V gives "
+                                      "A + B* = U E_{r+1} V of rank r + 1, for every n, d and r < min(n, d)",
+                         "block_witness_checked": {"grid": "2 <= n, d <= 6, every r < min(n, d)", "ok": block_ok},
+                         "witnesses": rows, "mod_p": MOD_P_NOTE})]
+
+
+# ------------------------------------------------------------------ prop-6.3
+@producer("prop-6.3", kind="symbolic", name="prop63-witness",
+          description="exact witness for dim R_h = min(rank X, d_k) at BertBase, MiniLM and small sizes")
+def prop63(ctx: Context) -> list[Evidence]:
+    """Certify dim R_h = min(rank X, d_k) for generic W_V, W_O by exact witnesses; compare with the registry."""
+    from symtrans.formulas import formula
+
+    grid = [(n, d, k, r) for n, d in SMALL_SIZES for k in range(1, d + 1) for r in range(1, min(n, d) + 1)]
+    block_ok = all(block_head_witness_rank(n, d, k, r) == min(r, k) for n, d, k, r in grid)
+    rng = random.Random(ctx.seed)
+    rows, ok = [], block_ok
+    for preset in ("bert-base", "minilm-l6-h384"):
+        a = _arch(preset)
+        d, k = int(a.d_model), int(a.d_k)
+        for r in (1, k // 2, k, 2 * k):
+            W_V = random_int_array(d, k, rng)
+            W_O = random_int_array(k, d, rng)
+            got = head_subspace_rank(W_V, W_O, r)
+            want = formula("head-subspace-dim", arch=preset, rank_X=r).value
+            ok &= got == want
+            rows.append({"arch": preset, "d_model": d, "d_k": k, "rank_X": r, "certified_rank": got,
+                         "registry_value": int(want), "agree": got == want})
+    return [_ev("prop-6.3", "prop63-witness", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+                "dim R_h = min(rank X, d_k) for generic W_V, W_O (given A^h invertible, the paper's hypothesis): "
+                "exact witnesses at BertBase and MiniLM sizes agree with formula head-subspace-dim; all sizes via "
+                "the block witness" if ok else "a witness disagreed with head-subspace-dim",
+                seed=ctx.seed,
+                details={"argument": "rank(A X W_V W_O) = rank(X W_V W_O) for invertible A; X = U E_r V with U, V "
+                                     "invertible and W_V -> V W_V a linear automorphism of weight space, so it suffices "
+                                     "to take X = E_r; {(W_V, W_O) : rank(E_r W_V W_O) < min(r, d_k)} is algebraic, and "
+                                     "one witness makes it proper, hence null",
+                         "all_sizes": "W_V = [I_{d_k}; 0], W_O = [I_{d_k} 0] give E_r W_V W_O = E_{min(r, d_k)} for "
+                                      "every n, d_model >= d_k, r",
+                         "block_witness_checked": {"grid": "2 <= n, d_model <= 6, 1 <= d_k <= d_model, "
+                                                           "1 <= r <= min(n, d_model)", "cases": len(grid),
+                                                   "ok": block_ok},
+                         "witnesses": rows,
+                         "witness_entries": "W_V, W_O random integers in [-3, 3] (seeded with the context seed)",
+                         "computation": "rank of W_V[:r] W_O mod p (the rows of E_r W_V W_O); " + MOD_P_NOTE})]
+
+
+@producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
+          description="exact rank of E_r W_V^h W_O^h for every head of the bundled model's real weights")
+def prop63_real(ctx: Context) -> list[Evidence]:
+    """Certify dim R_h = min(r, d_k) for generic X of rank r at every real head (exact dyadic weights)."""
+    w = _weights(ctx)
+    k = int(w.W_V.shape[-1])
+    rows, ok = [], True
+    for layer in range(w.W_V.shape[0]):
+        for h in range(w.W_V.shape[1]):
+            W_V, W_O = to_mod_p(w.W_V[layer, h].numpy()), to_mod_p(w.W_O[layer, h].numpy())
+            for r in (1, k):
+                got = head_subspace_rank(W_V, W_O, r)
+                ok &= got == min(r, k)
+                if got != min(r, k):
+                    rows.append({"layer": layer, "head": h, "r": r, "rank": got})
+    heads = int(w.W_V.shape[0] * w.W_V.shape[1])
+    return [_ev("prop-6.3", "prop63-real-weights", Verdict.CERTIFIED if ok else Verdict.FAILS,
+                f"all {heads} real heads: rank(E_r W_V^h W_O^h) = min(r, d_k) exactly for r = 1 and r = d_k = {k}, "
+                "so dim R_h = min(rank X, d_k) for almost every X of rank r (rank-r stratum), given A^h invertible"
+                if ok else "some real head has a rank-deficient W_V W_O", model=str(ctx.model),
+                weights_hash=w.weights_hash,
+                details={"computation": "exact weights (float32 values are dyadic rationals; no rounding); "
+                                        + MOD_P_NOTE, "deficient": rows})]
+
+
+# -------------------------------------------------------------- thm-recovery
+@producer("thm-recovery", kind="symbolic", name="recovery-fibres",
+          description="exact fibre dimensions of the head-summation map and of Z -> Z W_O")
+def recovery(ctx: Context) -> list[Evidence]:
+    """Fibre dimensions by the Kronecker rank rule with the small factor ranked exactly; registry comparison."""
+    import numpy as np
+
+    from symtrans.formulas import formula
+
+    rng = random.Random(ctx.seed)
+    small = [(2, 3, 2), (3, 2, 3), (2, 4, 1)]
+    explicit_ok = all(summation_fibre(n, H, v) == summation_fibre(n, H, v, explicit=True)
+                      == formula("recovery-ambiguity", arch="bert-base", n=n, H=H, d_v=v, d_k=v, d_model=H * v).value
+                      for n, H, v in small)
+    kron_ok = all(kron_rank_rule_holds(low_rank_int_matrix(3, 4, ra, rng).tolist() if ra else [[0] * 4] * 3,
+                                       low_rank_int_matrix(2, 3, rb, rng).tolist() if rb else [[0] * 3] * 2)
+                  for ra in range(4) for rb in range(3))
+    rows = []
+    for preset in ("bert-base", "minilm-l6-h384"):
+        a = _arch(preset)
+        n, H, v, d = int(a.n), int(a.H), int(a.d_v), int(a.d_model)
+        fib = summation_fibre(n, H, v)
+        want = formula("recovery-ambiguity", arch=preset).value
+        rk, wo = wo_fibre(n, np.eye(H * v, d, dtype=np.int64))  # identity witness
+        want_wo = formula("wo-fibre", arch=preset).value
+        rows.append({"arch": preset, "n": n, "H": H, "d_v": v, "summation_fibre": fib, "registry": int(want),
+                     "generic_rank_WO": rk, "wo_fibre": wo, "registry_wo_fibre": int(want_wo),
+                     "agree": fib == want and wo == want_wo})
+    ok = explicit_ok and kron_ok and all(r["agree"] for r in rows)
+    return [_ev("thm-recovery", "recovery-fibres", Verdict.CERTIFIED if ok else Verdict.FAILS,
+                "n (H-1) d_v is exactly the fibre dimension of the summation map (Y^1..Y^H) -> sum_h Y^h "
+                f"({', '.join(str(r['arch']) + ': ' + str(r['summation_fibre']) for r in rows)}); the fibre of Z -> Z W_O is "
+                "0 for generic (invertible) W_O", seed=ctx.seed,
+                details={"maps": {"summation": "vec: 1_H^T (x) I_{n d_v}; rank = rank(1_H^T) n d_v = n d_v",
+                                  "Z -> Z W_O": "vec: W_O^T (x) I_n; rank = n rank(W_O)"},
+                         "kronecker_rule": {"statement": "rank(A (x) B) = rank(A) rank(B)",
+                                            "checked_exactly": "3x4 and 2x3 integer pairs of every rank",
+                                            "ok": kron_ok},
+                         "explicit_small_sizes": {"(n, H, d_v)": small, "ok": explicit_ok},
+                         "generic_W_O_witness": "the identity: det = 1, so {det W_O = 0} is a proper algebraic "
+                                                "subset at every size", "rows": rows})]
+
+
+@producer("thm-recovery", kind="symbolic", name="recovery-wo-real", needs_model=True,
+          description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
+def recovery_real(ctx: Context) -> list[Evidence]:
+    """Certify rank W_O = H d_v for every layer of the bundled model (exact dyadic weights, rank mod p)."""
+    from symtrans.formulas import formula
+
+    w = _weights(ctx)
+    L, H, v, d = (int(x) for x in w.W_O.shape)
+    rows = []
+    for layer in range(L):
+        rk, fib = wo_fibre(ctx.n, w.W_O[layer].reshape(H * v, d).numpy())
+        rows.append({"layer": layer, "rank_WO": rk, "wo_fibre": fib,
+                     "registry_wo_fibre": int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
+    ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
+    return [_ev("thm-recovery", "recovery-wo-real", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+                f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
+                f"Z -> Z W_O is 0 at n = {ctx.n}, so with W_O known the head outputs are recoverable; the paper's "
+                "n (H-1) d_k counts the fibre of the head sum, not of Z -> Z W_O" if ok else
+                "full rank not certified mod p for some layer (rank mod p is only a lower bound)",
+                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n},
+                details={"rows": rows, "computation": MOD_P_NOTE})]
+
+
+# ------------------------------------------------------------------- thm-5.3
+_MEASURE = ("'almost every rank-deficient X' is read on each rank-r stratum M_r = {X : rank X = r}, r < min(n, d): "
+            "a connected real-analytic submanifold of R^{n x d} of dimension r (n + d - r); the measure is its "
+            "Riemannian volume (equivalently Lebesgue measure in analytic charts). The bad set B_r = {X in M_r : "
+            "rank F(X) <= r} is the zero set on M_r of the sum of squares of the (r+1)-minors of F, real-analytic; "
+            "not identically zero (one witness) => null in M_r. Jointly in (weights, X) the same witness makes the "
+            "bad set null for almost every weight setting (Fubini).")
+
+
+@producer("thm-5.3", kind="symbolic", name="thm53-small",
+          description="interval-certified (r+1)-minor of F(X*_r) at small sizes, every stratum r")
+def thm53_small(ctx: Context) -> list[Evidence]:
+    """Certify rank F(X*_r) > r for every r < min(n, d) at small sizes with random rational weights."""
+    from symtrans.certify.softmax import certify_residual_rank, random_heads, witness_X
+
+    rng = random.Random(ctx.seed)
+    rows, ok = [], True
+    for n, d, H, k in SOFTMAX_SIZES:
+        heads = random_heads(d, H, k, rng)
+        for r in range(1, min(n, d)):
+            c = certify_residual_rank(witness_X(n, d, r), heads)
+            dim = stratum_dimension(n, d, r, seed=ctx.seed)
+            ok &= c.certified and dim == r * (n + d - r)
+            rows.append({"n": n, "d_model": d, "H": H, "d_k": k, **c.to_dict(), "stratum_dim": dim,
+                         "stratum_dim_formula": r * (n + d - r)})
+    return [_ev("thm-5.3", "thm53-small", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+                "rank F(X*_r) = r + 1 > r certified by an interval-enclosed non-zero (r+1)-minor for every r from 1 "
+                f"to min(n, d) - 1 at (n, d_model, H, d_k) in {SOFTMAX_SIZES} (random rational weights, entries in "
+                "{-1, -1/2, 0, 1/2, 1}); the increase at X*_r is exactly one (rows r+1..n coincide)" if ok else
+                "some minor could not be separated from 0",
+                seed=ctx.seed, tolerance=None,
+                details={"measure": _MEASURE, "witness": "X*_r = sum_{i<=r} e_i f_i^T (the paper's)",
+                         "form": "F(X) = X + sum_h softmax(X W_Q^h W_K^h^T X^T / sqrt(d_k)) X W_V^h W_O^h (no biases)",
+                         "computation": "scores exact over Q; exp, sqrt, normalisation and the determinant in mpmath "
+                                        "interval arithmetic (rigorous enclosure); certified iff 0 is outside",
+                         "stratum_dimension": "exact rank of the Jacobian of (U, V) -> U V^T at an integer point",
+                         "rows": rows})]
+
+
+@producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
+          description="interval-certified (r+1)-minor of F(X*_r) with the bundled model's real weights")
+def thm53_real(ctx: Context) -> list[Evidence]:
+    """Certify rank F(X*_r) > r at the bundled model's sizes with its exact layer-0 weights, r = 1, 2."""
+    from symtrans.certify.softmax import certify_residual_rank, heads_from_model, witness_X
+
+    w = _weights(ctx)
+    d = int(w.W_Q.shape[2])
+    rows, ok = [], True
+    heads = heads_from_model(w, 0)
+    for r in (1, 2):
+        c = certify_residual_rank(witness_X(ctx.n, d, r), heads)
+        ok &= c.certified
+        rows.append({"layer": 0, **c.to_dict()})
+    return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+                f"layer 0 of the bundled model (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
+                "paper): rank F(X*_r) > r certified for r = 1, 2, so for these weights the bad set is null on the "
+                "rank-1 and rank-2 strata" if ok else "a minor could not be separated from 0",
+                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "layer": 0, "r": [1, 2]},
+                details={"measure": _MEASURE, "rows": rows,
+                         "not_covered": "strata r >= 3 at these sizes (run benchmarks/bench_certify.py for r up to 8 "
+                                        "and all layers); the biases b_Q, b_K, b_V, b_O and the post-LN of the real "
+                                        "model are outside the paper's F"})]
+
+
+# ------------------------------------------------------------------- prop-6.2
+@producer("prop-6.2", kind="symbolic", name="prop62-counterexample",
+          description="exact counterexample to rank(MHA X) = dim(R_1 + ... + R_H) when n < dim sum R_h")
+def prop62(ctx: Context) -> list[Evidence]:
+    """Exhibit rank MHA(X) <= n < dim(sum_h R_h) exactly (A^h invertibility by interval arithmetic)."""
+    from symtrans.certify.softmax import certify_attention_invertible, random_heads, sum_of_head_subspaces
+
+    rng = random.Random(ctx.seed)
+    n, d, H, k = 2, 4, 2, 2
+    for _ in range(10):
+        heads = random_heads(d, H, k, rng)
+        X = random_int_matrix(n, d, rng, -2, 2)
+        inv = [certify_attention_invertible(X, h) for h in heads]
+        dim = sum_of_head_subspaces(X, heads)
+        if all(ok for ok, _ in inv) and dim > n:
+            return [_ev("prop-6.2", "prop62-counterexample", Verdict.FAILS,
+                        f"rank MHA(X) <= n = {n} < dim(R_1 + R_2) = {dim}: the identity rank MHA(X) = dim(sum_h R_h) "
+                        "fails (the row space of a sum lies inside the sum of the row spaces); the bound "
+                        "rank MHA(X) <= min(n, H d_k, d_model) is unaffected", seed=ctx.seed,
+                        counterexample={"X": as_strings(X),
+                                        "heads": [{m: as_strings([getattr(h, m).row(i)
+                                                                  for i in range(getattr(h, m).shape[0])])
+                                                   for m in ("W_Q", "W_K", "W_V", "W_O")} for h in heads],
+                                        "dim_sum_R": dim, "rank_MHA_upper_bound": n,
+                                        "det_A_intervals": [s for _, s in inv]},
+                        details={"computation": "A^h invertible certified by an interval determinant excluding 0; "
+                                                "then R_h = rowspace(X W_V^h W_O^h), and dim(sum R_h) is the exact rank "
+                                                "of the stacked rational matrices; rank MHA(X) <= n rows"})]
+    return [_ev("prop-6.2", "prop62-counterexample", Verdict.INCONCLUSIVE, "no counterexample found in 10 tries",
+                seed=ctx.seed)]
+
+
+# ------------------------------------------------------------------- thm-4.2
+def _verify_counterexample(X: Any) -> dict[str, Any]:
+    """Three independent exact routes on a thm-4.2 counterexample."""
+    beta, gamma = [1, 2, 3, 4][:len(X[0])], [1, -2, 3, 5][:len(X[0])]
+    alg = lnmod.ln_ranks_sympy(X, gamma, beta)
+    return {"hypotheses": lnmod.hypotheses(X), "rank_X": rank_q(X), "arank_X": lnmod.arank_q(X),
+            "arank_LN_X_reduction": lnmod.arank_ln(X), "sigma": [str(s) for s in lnmod.sigmas(X)],
+            "sympy_algebraic": {"gamma": gamma, "beta": beta, "arank_LN_X": alg["arank"], "field": alg["field"],
+                                "LN_X": alg["LN"]}}
+
+
+@producer("thm-4.2", kind="symbolic", name="ln-affine-search",
+          description="exact counterexample search for arank(LN X) = arank(X) under H1-H4")
+def thm42_affine(ctx: Context) -> list[Evidence]:
+    """Search the affine-rank statement exhaustively in increasing size; minimal exact counterexample."""
+    res = search_universal("H1-H4 => arank(LN X) = arank(X)", lnmod.minimal_counterexample_families(3, 3),
+                           lnmod.check_thm42_affine)
+    if res.counterexample is None:  # pragma: no cover
+        return [_ev("thm-4.2", "ln-affine-search", Verdict.SUPPORTED,
+                    f"no counterexample among {res.checked} exact candidates", details={"search": res.to_dict()})]
+    X = res.counterexample[0]
+    Xr = lnmod.RATIONAL_COUNTEREXAMPLE
+    rat = lnmod.layer_norm_q(Xr, [1, -2, 3, 5], [1, 2, 3, 4])
+    ce = {"X": as_strings(X), **_verify_counterexample(X),
+          "rational_instance": {"X": as_strings(Xr), "hypotheses": lnmod.hypotheses(Xr), "arank_X": lnmod.arank_q(Xr),
+                                "gamma": [1, -2, 3, 5], "beta": [1, 2, 3, 4], "LN_X": as_strings(rat),
+                                "arank_LN_X": lnmod.arank_q(rat)}}
+    agree = (ce["arank_LN_X_reduction"] == ce["sympy_algebraic"]["arank_LN_X"] == ce["arank_X"] + 1
+             and ce["rational_instance"]["arank_LN_X"] == ce["rational_instance"]["arank_X"] + 1)
+    return [_ev("thm-4.2", "ln-affine-search", Verdict.FAILS if agree else Verdict.INCONCLUSIVE,
+                f"counterexample X = {X}: H1-H4 hold exactly, arank(X) = {ce['arank_X']} but arank(LN X) = "
+                f"{ce['arank_LN_X_reduction']} (three collinear rows on a line missing the origin; LN's division by "
+                "sigma_i bends the line). Minimal: n = 3 and d = 3 are the smallest sizes where it can happen, "
+                "entries in {-1, 0, 1}",
+                counterexample=ce, violated_hypothesis=None,
+                details={"search": res.to_dict(),
+                         "verified_by": ["reduction arank(LN X) = rank[XP | sigma] - 1 with sigma decided in "
+                                         "Q(sqrt m) (linear independence of square roots)",
+                                         "LN(X) built in exact algebraic numbers, rank over the algebraic field (SymPy)",
+                                         "a 3 x 4 instance with rational sigma: LN(X) over Q, ranks over Q"],
+                         "why_minimal": "n = 2: arank(X) = 0 forces equal rows, hence equal LN rows; d = 2: centred "
+                                        "rows lie on one line through 0, so arank(LN X) <= 1 and equality needs "
+                                        "arank(X) = 0; the exhaustive families for n, d <= 3 below confirm it",
+                         "paper_gap": "Step 2 of the proof only considers a decrease of affine rank under "
+                                      "D = diag(1/sigma_i); it can increase it by one",
+                         "correction": "thm-4.2-corrected"})]
+
+
+@producer("thm-4.2", kind="symbolic", name="ln-zero-beta",
+          description="matrix-rank part: rank(LN X) = rank X under H1-H3 with beta = 0 (proof + exact search)")
+def thm42_zero_beta(ctx: Context) -> list[Evidence]:
+    """Certify the zero-beta part by its proof (symbolically checked identity) and an exact search."""
+    res = search_universal("H1-H3, beta = 0 => rank(LN X) = rank(X)", lnmod.rational_norm_families(ctx.seed),
+                           lambda X, g, b: lnmod.check_zero_beta(X, g), stop_at_first=False)
+    ident = lnmod.verify_symbolic_identity(3) and lnmod.verify_symbolic_identity(4)
+    ok = res.counterexample is None and ident
+    return [_ev("thm-4.2", "ln-zero-beta", Verdict.CERTIFIED if ok else Verdict.FAILS,
+                "part (beta = 0) holds: LN(X) = D XP G with D = diag(1/sigma_i) (H1) and G = diag(gamma) (H3) "
+                "invertible, and rank(XP) = rank(X) by H2; identity checked in SymPy, no counterexample among "
+                f"{res.checked} exact candidates ({res.applicable} satisfying H1-H3); H4 is not needed" if ok else
+                "the zero-beta part failed a check", seed=ctx.seed,
+                counterexample=None if res.counterexample is None else {"X": as_strings(res.counterexample[0])},
+                details={"search": res.to_dict(), "symbolic_identity_checked": ident,
+                         "note": "this certifies only the beta = 0 part; the affine part fails (ln-affine-search)"})]
+
+
+@producer("thm-4.2", kind="symbolic", name="ln-remark",
+          description="Remark: rank(LN X) <= rank X + 1 for any beta (proof + exact search)")
+def thm42_remark(ctx: Context) -> list[Evidence]:
+    """Certify the Remark's bound; show an increase with a zero-mean beta (the parenthetical is not necessary)."""
+    res = search_universal("H1-H3 => rank(LN X) <= rank(X) + 1", lnmod.rational_norm_families(ctx.seed + 1),
+                           lnmod.check_remark_bound, stop_at_first=False)
+    X, g, b = [[1, 1, -1, -1], [-1, -1, 1, 1]], [1, 1, 1, 1], [1, -1, 0, 0]
+    ex = lnmod.check_remark_bound(X, g, b)
+    ok = res.counterexample is None and ex.details["rank_LN_X"] == ex.details["rank_X"] + 1
+    return [_ev("thm-4.2", "ln-remark", Verdict.CERTIFIED if ok else Verdict.FAILS,
+                "rank(LN X) <= rank(X) + 1 for every beta (LN X = D XP G + 1 beta^T is a rank-one update of a "
+                f"matrix of rank rank(X)); no counterexample among {res.checked} exact candidates. The increase also "
+                f"happens with a zero-mean beta: X = {X}, beta = {b} gives rank {ex.details['rank_LN_X']} > "
+                f"{ex.details['rank_X']}, so 'when beta has a non-zero mean component' is not a necessary condition",
+                seed=ctx.seed, details={"search": res.to_dict(), "zero_mean_beta_example":
+                                        {"X": X, "gamma": g, "beta": b, **ex.details}})]
+
+
+@producer("thm-4.2-corrected", kind="symbolic", name="ln-corrected",
+          description="corrected LayerNorm rank theorem: arank(LN X) = rank(XP) = rank(X) under H1-H4")
+def thm42_corrected(ctx: Context) -> list[Evidence]:
+    """Certify the corrected statement: checked proof, cross-checked reduction, exact search."""
+    res = search_universal(lnmod.CORRECTED_STATEMENT, lnmod.rational_norm_families(ctx.seed + 2),
+                           lnmod.check_corrected, stop_at_first=False)
+    ident = lnmod.verify_symbolic_identity(3) and lnmod.verify_symbolic_identity(4)
+    rng = random.Random(ctx.seed)
+    cross = []
+    for _ in range(12):  # the fast reduction against LN(X) in exact algebraic numbers, irrational sigma
+        X = random_int_matrix(3, 3, rng, -2, 2)
+        if all(v > 0 for v in lnmod.variances(X)):
+            cross.append(lnmod.arank_ln(X) == lnmod.ln_ranks_sympy(X, [1, 2, -1], [1, 0, 2])["arank"])
+    ok = res.counterexample is None and ident and all(cross)
+    return [_ev("thm-4.2-corrected", "ln-corrected", Verdict.CERTIFIED if ok else Verdict.FAILS,
+                "under H1-H4, arank(LN X) = rank(XP) = rank(X) (= arank(X) + [1_n in colspace X]); under H1, H3: "
+                "arank(LN X) = rank[XP | sigma] - 1. Proof steps checked in SymPy; no counterexample among "
+                f"{res.checked} exact candidates with LN(X) computed over Q; reduction agrees with exact algebraic "
+                f"LN on {len(cross)} irrational-sigma inputs" if ok else "a check of the corrected statement failed",
+                seed=ctx.seed,
+                details={"statement": lnmod.CORRECTED_STATEMENT, "latex": lnmod.CORRECTED_LATEX,
+                         "proof": lnmod.CORRECTED_PROOF, "symbolic_identity_checked": ident,
+                         "search": res.to_dict(), "cross_checks": {"count": len(cross), "all_agree": all(cross)}})]
+
+
+def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[Evidence]]:
+    """Run the certificate producers (those of this module) for ``claims`` (all when None).
+
+    Examples
+    --------
+    >>> out = run_certificates(["prop-5.1"], Context(model=None))
+    >>> out["prop-5.1"][0].verdict.label
+    'certified'
+    """
+    from symtrans.evidence import PRODUCERS
+    import time
+
+    import dataclasses
+
+    producers_for("")  # import producer modules
+    ours = {c: [p for p in ps if p.func.__module__ == __name__] for c, ps in PRODUCERS.items()}
+    ids = [c for c in ours if ours[c]] if claims is None else claims
+    out: dict[str, list[Evidence]] = {}
+    for cid in ids:
+        evs: list[Evidence] = []
+        for p in ours.get(cid, []):
+            if p.needs_model and not ctx.numeric:
+                evs.append(Evidence(claim=cid, producer=p.name, kind="symbolic", verdict=Verdict.NOT_RUN,
+                                    summary=f"not run: {p.description} needs a model"))
+                continue
+            start = time.perf_counter()
+            produced = p.func(ctx)
+            secs = (time.perf_counter() - start) / max(len(produced), 1)
+            evs += [dataclasses.replace(e, seconds=secs) for e in produced]
+        out[cid] = evs
+    return out

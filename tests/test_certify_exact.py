@@ -1,0 +1,59 @@
+"""The exact core against SymPy: rank over Q, rank mod p, non-zero minors, exact float conversion."""
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from symtrans.certify.exact import P, nonzero_minor, rank_mod_p, rank_q, to_mod_p
+
+
+def _random_rational(rng, m, n, r):
+    """An m x n rational matrix of rank <= r (product of random rational factors)."""
+    U = sp.Matrix(m, r, lambda i, j: sp.Rational(rng.randint(-4, 4), rng.randint(1, 5)))
+    V = sp.Matrix(r, n, lambda i, j: sp.Rational(rng.randint(-4, 4), rng.randint(1, 5)))
+    return U * V if r else sp.zeros(m, n)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranks_agree_with_sympy(seed):
+    rng = random.Random(seed)
+    for _ in range(25):
+        m, n = rng.randint(1, 6), rng.randint(1, 6)
+        M = _random_rational(rng, m, n, rng.randint(0, min(m, n)))
+        rows = [[str(v) for v in M.row(i)] for i in range(m)]
+        expected = M.rank()
+        assert rank_q(rows) == expected
+        assert rank_mod_p(rows) == expected  # equality expected: p is huge, the entries small
+        if expected:
+            minor = nonzero_minor(rows)
+            sub = M.extract(list(minor.rows), list(minor.cols))
+            assert len(minor.rows) == expected and sub.det() == sp.Rational(str(minor.det)) != 0
+
+
+def test_singular_matrix_is_not_full_rank():
+    M = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]  # row 3 = 2 row 2 - row 1
+    assert sp.Matrix(M).det() == 0
+    assert rank_q(M) == rank_mod_p(M) == 2
+
+
+def test_rank_mod_p_is_only_a_lower_bound():
+    M = [[1, 0], [0, 7]]
+    assert rank_q(M) == 2 and rank_mod_p(M, 7) == 1  # the drop is possible, never a rise
+    with pytest.raises(ArithmeticError):
+        to_mod_p([["1/7"]], 7)
+
+
+def test_float_reduction_is_exact():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5, 4)).astype(np.float32).astype(np.float64)
+    red = to_mod_p(X)
+    for i in range(5):
+        for j in range(4):
+            q = Fraction(float(X[i, j]))  # the float's exact dyadic value
+            assert red[i, j] == q.numerator % P * pow(q.denominator, -1, P) % P
+    Y = X.copy()
+    Y[:, 3] = 2 * Y[:, 0] - Y[:, 1]  # exactly representable: dependent over Q as stored
+    assert rank_mod_p(Y) == rank_q(Y.tolist()) == 3

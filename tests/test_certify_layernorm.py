@@ -1,0 +1,89 @@
+"""LayerNorm certificates: thm-4.2's counterexample, the zero-beta part, the corrected statement."""
+
+import random
+
+import pytest
+
+from symtrans.certify import layernorm as ln
+from symtrans.certify.exact import left_nullspace, rank_q
+from symtrans.certify.linear import check_rank_sum, rank_sum_families
+from symtrans.certify.search import search_universal
+
+
+@pytest.fixture(scope="module")
+def counterexample():
+    res = search_universal("thm-4.2", ln.minimal_counterexample_families(3, 3), ln.check_thm42_affine)
+    assert res.counterexample is not None
+    return res
+
+
+def test_thm42_counterexample_is_minimal_and_exact(counterexample):
+    X = counterexample.counterexample[0]
+    assert len(X) == 3 and len(X[0]) == 3 and all(abs(v) <= 1 for row in X for v in row)
+    assert all(f["checked"] > 0 for f in counterexample.families[:-1])  # n = 2 and d = 2 searched, none found
+    h = ln.hypotheses(X)
+    assert h == {"H1": True, "H2": True, "H3": True, "H4": True, "all": True}
+    assert ln.arank_q(X) == 1
+    # independent route: LN(X) entry by entry in exact algebraic numbers, rank over Q(sqrt ...)
+    alg = ln.ln_ranks_sympy(X, gamma=[2, -1, 3], beta=[1, 5, -2])
+    assert alg["arank"] == ln.arank_ln(X) == 2
+
+
+def test_counterexample_against_float_layernorm():
+    """The bundled forward's LayerNorm (float64, eps = 0) separates the affine ranks by many decades."""
+    import torch
+
+    from symtrans.numeric.forward import layer_norm
+    from symtrans.numeric.linalg import affine_rank
+
+    X = torch.tensor(ln.RATIONAL_COUNTEREXAMPLE, dtype=torch.float64)
+    Y = layer_norm(X, torch.tensor([1.0, -2, 3, 5], dtype=torch.float64),
+                   torch.tensor([1.0, 2, 3, 4], dtype=torch.float64), 0.0)
+    exact = ln.layer_norm_q(ln.RATIONAL_COUNTEREXAMPLE, [1, -2, 3, 5], [1, 2, 3, 4])
+    assert torch.allclose(Y, torch.tensor([[float(v) for v in r] for r in exact], dtype=torch.float64))
+    assert affine_rank(X).rank == 1 and affine_rank(Y).rank == 2 == ln.arank_q(exact)
+
+
+def test_sigma_in_colspace_matches_left_nullspace_route():
+    rng = random.Random(5)
+    for _ in range(60):
+        d = rng.randint(2, 4)
+        X = [[rng.randint(-2, 2) for _ in range(d)] for _ in range(3)]
+        if not all(v > 0 for v in ln.variances(X)):
+            continue
+        s = ln.sigmas(X)
+        other = all(ln.surd_sum_is_zero(w, s) for w in left_nullspace(ln.centred(X)))
+        assert ln.sigma_in_colspace(X) == other
+
+
+def test_reduction_agrees_with_algebraic_layernorm():
+    rng = random.Random(7)
+    seen = 0
+    for _ in range(15):
+        X = [[rng.randint(-2, 2) for _ in range(3)] for _ in range(3)]
+        if all(v > 0 for v in ln.variances(X)):
+            assert ln.arank_ln(X) == ln.ln_ranks_sympy(X, [1, 3, -2], [0, 1, 1])["arank"]
+            seen += 1
+    assert seen >= 5
+
+
+def test_true_universal_statements_have_no_counterexample():
+    zero_beta = search_universal("zero beta", ln.rational_norm_families(seed=3, count=30),
+                                 lambda X, g, b: ln.check_zero_beta(X, g), stop_at_first=False)
+    assert zero_beta.counterexample is None and zero_beta.applicable > 100
+    rank_sum = search_universal("lem-rank-sum", rank_sum_families(count=40), check_rank_sum)
+    assert rank_sum.counterexample is None and rank_sum.checked == 6561 + 40
+
+
+def test_corrected_statement_and_its_proof():
+    assert ln.verify_symbolic_identity(3)
+    res = search_universal("corrected", ln.rational_norm_families(seed=4, count=30), ln.check_corrected,
+                           stop_at_first=False)
+    assert res.counterexample is None
+    c = ln.check_corrected(ln.RATIONAL_COUNTEREXAMPLE)
+    assert c.details["H1-H4"] and c.details["arank_LN_X"] == rank_q(ln.RATIONAL_COUNTEREXAMPLE) == 2
+
+
+def test_zero_mean_beta_still_raises_matrix_rank():
+    c = ln.check_remark_bound([[1, 1, -1, -1], [-1, -1, 1, 1]], [1, 1, 1, 1], [1, -1, 0, 0])
+    assert c.holds and c.details["beta_mean"] == "0" and c.details["rank_LN_X"] == c.details["rank_X"] + 1
