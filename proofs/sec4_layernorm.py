@@ -12,6 +12,7 @@ Examples
 """
 
 from proofs._claim import Claim, register
+from symtrans.certify.layernorm import CORRECTED_LATEX, CORRECTED_PROOF, CORRECTED_STATEMENT
 
 AFFINE_RANK = register(Claim(
     id="def-arank", kind="definition", section="§4", paper_ref="§4, affine rank", title="affine rank",
@@ -85,4 +86,17 @@ RANK_NEUTRALITY = register(Claim(
         "The zero-beta matrix-rank statement uses only H1-H3 (rank(XP) = rank(X) by H2, then invertible "
         "row and column scalings).",
     ),
+))
+
+RANK_NEUTRALITY_CORRECTED = register(Claim(
+    id="thm-4.2-corrected", kind="theorem", section="§4",
+    paper_ref="none: the toolkit's correction of Theorem 4.2", title="LayerNorm affine rank, corrected",
+    statement=CORRECTED_STATEMENT, latex=CORRECTED_LATEX,
+    paper_status="not-in-paper", hypotheses=("H1", "H2", "H3", "H4"), statement_deps=("def-arank", "def-ln"),
+    formalisation="toolkit",
+    formalisation_note=("Proposed by the toolkit after its exact counterexample to thm-4.2's affine-rank "
+                        "statement; reported beside thm-4.2, which it corrects. Step 2 of the paper's proof "
+                        "misses that row rescaling can raise the affine rank: [D^{-1} XP | 1_n] = "
+                        "D^{-1} [XP | sigma], so arank(LN X) = rank[XP | sigma] - 1 = rank(XP) under H4."),
+    notes=(CORRECTED_PROOF,),
 ))

@@ -91,6 +91,7 @@ class PaperStatus(str, enum.Enum):
     PREDICTION = "prediction"
     EXTERNAL = "external"
     DEFINITION = "definition"
+    NOT_IN_PAPER = "not-in-paper"  # a statement the toolkit proposes (e.g. a certified correction)
 
 
 @dataclass(frozen=True)

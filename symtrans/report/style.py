@@ -70,6 +70,7 @@ BORDER: dict[PaperStatus, Border] = {
     PaperStatus.PREDICTION: Border("#0969da", "2 3", "dotted", 2.4),
     PaperStatus.EXTERNAL: Border("#1b7c83", "", "solid", 2.0),
     PaperStatus.DEFINITION: Border("#8c959f", "", "solid", 1.2),
+    PaperStatus.NOT_IN_PAPER: Border("#8250df", "1 3", "dotted", 2.4),
 }
 
 #: A glyph drawn in the node's corner for each standing ('' = none).
