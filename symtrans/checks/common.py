@@ -93,6 +93,10 @@ GAP_TOLERANCE = Tolerance(DECISIVE_GAP, "a rank counts only when sigma_r / sigma
 def gap(rec: Any) -> float:
     """Decades between the singular values on the two sides of a rank record's cut.
 
+    With no singular value below the cut (full rank) it is the decades from
+    ``sigma_r`` down to the cut; with none above (rank 0), from the cut down to
+    ``sigma_1``; an exact zero below the cut gives ``inf``.
+
     Examples
     --------
     >>> import torch
@@ -100,10 +104,12 @@ def gap(rec: Any) -> float:
     >>> rec = rank_from_singular_values(torch.tensor([1.0, 1e-9, 1e-20], dtype=torch.float64), (3, 3), torch.float64)
     >>> rec.rank, round(gap(rec), 6)
     (2, 11.0)
+    >>> round(gap(rank_from_singular_values(torch.tensor([1.0, 1.0], dtype=torch.float64), (2, 2), torch.float64)), 2)
+    15.35
     """
     above, below = rec.sigma_above, rec.sigma_below
     if above is None or below is None:
-        return math.inf
+        return rec.margin
     if below <= 0:
         return math.inf
     return math.log10(above / below)
