@@ -314,6 +314,8 @@ PRODUCERS: dict[str, list[Producer]] = {}
 
 #: modules that register producers when imported (checks, certificates).
 PRODUCER_MODULES: list[str] = []
+PRODUCER_MODULES += ["symtrans.checks.sec4", "symtrans.checks.sec5", "symtrans.checks.sec6",
+                     "symtrans.checks.sec7", "symtrans.checks.sec8"]
 
 
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,

@@ -36,69 +36,10 @@ from typing import Any
 from symtrans.checks.common import GAP_TOLERANCE, decisive, gap, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["Hypothesis", "LNCase", "ln_case", "search_case", "search", "FAMILIES",
-           "hypothesis_tolerance"]
+__all__ = ["LNCase", "ln_case", "search_case", "search", "FAMILIES"]
 
 
 FAMILIES = ("lowrank", "lowrank+offset", "near-degenerate", "collinear-line")
-
-
-def hypothesis_tolerance(dtype: Any) -> Tolerance:
-    """The threshold below which a hypothesis distance counts as zero, with the reason.
-
-    Examples
-    --------
-    >>> import torch
-    >>> round(hypothesis_tolerance(torch.float64).value, 10)
-    1.49e-08
-    """
-    import torch
-
-    eps = torch.finfo(dtype).eps
-    return Tolerance(math.sqrt(eps), f"sqrt(eps) of {str(dtype).replace('torch.', '')}: a relative "
-                     "distance to a subspace computed from an SVD basis carries errors up to about "
-                     "sqrt(eps) for nearly-contained vectors; below it the hypothesis counts as violated",
-                     "the scale of the quantity tested (unit vectors, or the rms of the rows)")
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """One tested hypothesis: its measured value against the zero threshold.
-
-    Examples
-    --------
-    >>> Hypothesis("H1", "min sigma_i / rms(X)", 0.5, 1e-8).holds
-    True
-    """
-
-    name: str
-    measure: str
-    value: float
-    threshold: float
-
-    @property
-    def holds(self) -> bool:
-        """True when the measured distance is above the zero threshold."""
-        return self.value > self.threshold
-
-    @property
-    def margin(self) -> float:
-        """Decades between the value and the threshold (sign: + holds, - violated)."""
-        if self.value <= 0:
-            return -math.inf
-        return math.log10(self.value / self.threshold)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"name": self.name, "measure": self.measure, "value": self.value,
-                "threshold": self.threshold, "holds": self.holds, "margin_decades": self.margin}
-
-
-def _dist_to_span(v: Any, basis: Any) -> float:
-    """Distance of unit vector ``v`` to the column span of orthonormal ``basis``."""
-    if basis.shape[1] == 0:
-        return float(v.norm())
-    return float((v - basis @ (basis.T @ v)).norm())
 
 
 @dataclass(frozen=True)
@@ -116,7 +57,7 @@ class LNCase:
     """
 
     shape: tuple[int, int]
-    hypotheses: tuple[Hypothesis, ...]
+    hypotheses: tuple[Any, ...]  # HypothesisRecord H1-H4 from symtrans.numeric.measure.ln_hypotheses
     arank_x: Any
     arank_ln: Any
     rank_x: Any
@@ -130,7 +71,7 @@ class LNCase:
         return all(h.holds for h in self.hypotheses)
 
     @property
-    def violated(self) -> list[Hypothesis]:
+    def violated(self) -> list[Any]:
         """The hypotheses that fail."""
         return [h for h in self.hypotheses if not h.holds]
 
@@ -173,28 +114,14 @@ def ln_case(X: Any, gamma: Any, beta: Any, eps: float = 0.0) -> LNCase:
     import torch
 
     from symtrans.numeric.forward import layer_norm
-    from symtrans.numeric.linalg import affine_rank, numerical_rank, rank_from_singular_values
+    from symtrans.numeric.linalg import affine_rank, numerical_rank
+    from symtrans.numeric.measure import ln_hypotheses
 
     X = torch.as_tensor(X)
     n, d = X.shape
-    tol = hypothesis_tolerance(X.dtype).value
-    centred = X - X.mean(1, keepdim=True)  # X P
-    sigma = centred.pow(2).mean(1).sqrt()
-    rms = float(X.pow(2).mean().sqrt()) or 1.0
-    _, s_x, Vh = torch.linalg.svd(X, full_matrices=False)
-    rec_x = rank_from_singular_values(s_x, (n, d), X.dtype)
-    U, s_xp, _ = torch.linalg.svd(centred, full_matrices=False)
-    rec_xp = rank_from_singular_values(s_xp, (n, d), X.dtype)
-    ones = torch.ones(d, dtype=X.dtype) / math.sqrt(d)
-    snorm = float(sigma.norm())
-    h4 = _dist_to_span(sigma / snorm, U[:, :rec_xp.rank]) if snorm > 0 else 0.0
-    hyps = (
-        Hypothesis("H1", "min_i sigma_i / rms(X)", float(sigma.min()) / rms, tol),
-        Hypothesis("H2", "distance of 1/sqrt(d) to rowspace(X)", _dist_to_span(ones, Vh[:rec_x.rank].T), tol),
-        Hypothesis("H3", "min_j |gamma_j| / max_j |gamma_j|",
-                   float(gamma.abs().min() / gamma.abs().max()) if float(gamma.abs().max()) > 0 else 0.0, tol),
-        Hypothesis("H4", "distance of sigma/|sigma| to colspace(X P)", h4, tol),
-    )
+    hyp = ln_hypotheses(X, gamma)
+    rec_x = hyp.rank_X
+    hyps = tuple(hyp.hypotheses)
     ln = layer_norm(X, gamma, beta, eps)
     ln0 = layer_norm(X, gamma, None, eps)
     return LNCase(shape=(n, d), hypotheses=hyps, arank_x=affine_rank(X), arank_ln=affine_rank(ln),
@@ -297,7 +224,8 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
               "families": list(FAMILIES), "seeds": list(SEARCH_SEEDS), "layernorm": "paper's, eps = 0",
               "measure": "Gaussian factors U (n x r), V (d x r); Gaussian offset row, gamma, beta"}
     details = {"cases": len(cases), "verdict_counts": counts, "by_family": by_family,
-               "hypothesis_tolerance": hypothesis_tolerance(torch.float64).to_dict()}
+               "hypothesis_thresholds": "symtrans.numeric.measure.ln_hypotheses (H1: d*eps; H2, H4: Wedin "
+                                        "sin-theta bound of the SVD subspace; H3: exact zero)"}
     if fails:
         fails.sort(key=lambda kc: (kc[0]["n"] * kc[0]["d"], kc[0]["family"] != "collinear-line"))
         key, case = fails[0]
@@ -388,12 +316,12 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                       f"{len(decided) - len(fails)} (rank, arank X, arank LN X): {ranks}",
                       margin=margin, margin_meaning="smallest spectral gap at the rank cut (decades)",
                       tolerance=tol, inputs=inputs, details={"cases": rows})
-    viol: dict[str, list[float]] = {}
+    viol: dict[str, list[tuple[float, float]]] = {}
     for _, c in cases:
         for h in c.violated:
-            viol.setdefault(h.name, []).append(h.value)
-    which = ", ".join(f"{k} on {len(v)}/{len(cases)} inputs (largest distance {max(v):.2g}, "
-                      f"threshold {cases[0][1].hypotheses[0].threshold:.2g})" for k, v in sorted(viol.items()))
+            viol.setdefault(h.name, []).append((h.value, h.threshold))
+    which = ", ".join(f"{k} on {len(v)}/{len(cases)} inputs (largest value {max(x for x, _ in v):.2g} against "
+                      f"thresholds up to {max(t for _, t in v):.2g})" for k, v in sorted(viol.items()))
     why = ("rank(X P) = n, so colspace(X P) = R^n contains sigma" if n < d
            else "rank(X) = d, so rowspace(X) = R^d contains 1")
     held = all(c.arank_x.rank == c.arank_ln.rank for _, c in cases)

@@ -4,7 +4,8 @@ Forms used (each evidence record repeats which):
 
 * the paper's ``MHA(X) = sum_h softmax(X W_Q^h W_K^hT X^T / sqrt(d_k)) X W_V^h W_O^h``:
   the real layer's weight matrices with every bias set to zero, no ``b_O``, no LN
-  (:func:`mha_paper`), for Proposition 5.1, Theorem 5.3 and the depth sweep;
+  (:func:`mha_paper`), for Theorem 5.3's rank test;
+* the variants of :mod:`symtrans.numeric.variants` (biases kept) for the depth sweep;
 * the real attention (Q/K/V biases kept) plus residual plus ``b_O``, no LN, no MLP,
   for the Jacobian of Proposition 5.4 (``b_O`` does not change a Jacobian).
 
@@ -30,7 +31,7 @@ from typing import Any
 from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases", "residual_ratio",
+__all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases",
            "depth_sweep", "mha_jvp", "jacobian_check", "MEASURE", "COLLAPSED"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
@@ -214,28 +215,18 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
     return [_rank_evidence(ctx, "thm-5.3", "residual-rank", cases, "rank(X + MHA(X)) > rank(X)", inputs)]
 
 
-def residual_ratio(X: Any) -> float:
-    """Dong's residual ratio ``||X - 1 mean^T||_F / ||X||_F`` (0 exactly for identical rows).
-
-    Examples
-    --------
-    >>> import torch
-    >>> residual_ratio(torch.ones(3, 2, dtype=torch.float64))
-    0.0
-    """
-    nrm = float(X.norm())
-    return float((X - X.mean(0, keepdim=True)).norm()) / nrm if nrm > 0 else 0.0
+#: the depth-sweep variants: name -> (symtrans.numeric.variants name, ln)
+VARIANTS = {"pure-attention": ("pure-attention", False), "attention+residual": ("residual", False),
+            "attention+residual+LN": ("residual", True), "full-block": ("full", True)}
 
 
-VARIANTS = ("pure-attention", "attention+residual", "attention+residual+LN", "full-block")
+def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict[str, list[float]]:
+    """Dong's residual ratio per depth for each variant, cycling through the model's real layers.
 
-
-def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = VARIANTS) -> dict[str, list[float]]:
-    """Residual ratio per depth for each variant, cycling through the model's real layers.
-
-    ``pure-attention``: X <- MHA(X) (paper form); ``attention+residual``: X <- X + MHA(X);
-    ``attention+residual+LN``: X <- LN1(X + MHA(X) + b_O) (post-LN, no MLP);
-    ``full-block``: the real encoder layer.
+    The variants are :func:`symtrans.numeric.variants.run_stack`'s (biases kept:
+    ``b_V`` and ``b_O`` add rows ``1 x^T``): ``pure-attention`` X <- MHA(X) + b_O;
+    ``attention+residual`` X <- X + MHA(X) + b_O; ``attention+residual+LN`` the
+    same then LN1 (no MLP); ``full-block`` the real post-LN encoder layer.
 
     Examples
     --------
@@ -247,25 +238,14 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = VARIANTS
     """
     import torch
 
-    from symtrans.numeric.forward import encoder_layer, layer_norm
+    from symtrans.numeric.measure import residual_ratio
+    from symtrans.numeric.variants import run_stack
 
     out = {}
-    eps, act = float(w.arch.ln_eps), w.arch.activation
-    with torch.no_grad():
-        for v in variants:
-            h, ratios = X, [residual_ratio(X)]
-            for k in range(depth):
-                lay = w.layer(k % w.n_layers)
-                if v == "pure-attention":
-                    h = mha_paper(h, lay)
-                elif v == "attention+residual":
-                    h = h + mha_paper(h, lay)
-                elif v == "attention+residual+LN":
-                    h = layer_norm(h + mha_paper(h, lay) + lay["b_O"], lay["ln1_w"], lay["ln1_b"], eps)
-                else:
-                    h = encoder_layer(h, lay, eps, act).out
-                ratios.append(residual_ratio(h) if torch.isfinite(h).all() else math.nan)
-            out[v] = ratios
+    for v in variants:
+        name, ln = VARIANTS[v]
+        states = run_stack(w, X, name, depth=depth, ln=ln)
+        out[v] = [residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan for h in states]
     return out
 
 
@@ -320,8 +300,9 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     fits = {v: _fit_rate(r) for v, r in ratios.items()}
     inputs = {"n": n, "depth": SWEEP_DEPTH, "layers": "the model's layers cycled 0..L-1",
               "input": f"embedding output of the first {n} seeded random tokens",
-              "variants": {"pure-attention": "X <- MHA(X), paper form (no biases, no b_O, no LN)",
-                           "attention+residual": "X <- X + MHA(X)",
+              "ratio": "Dong's residual ratio ||X - 1 mean^T||_F / ||X||_F (symtrans.numeric.measure)",
+              "variants": {"pure-attention": "X <- MHA(X) + b_O (real Q/K/V biases), no residual, no LN",
+                           "attention+residual": "X <- X + MHA(X) + b_O, no LN, no MLP",
                            "attention+residual+LN": "X <- LN1(X + MHA(X) + b_O), no MLP",
                            "full-block": "real post-LN encoder layer"}}
     details = {"ratios": ratios, "fits": fits}
@@ -345,7 +326,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                       margin=math.log10(COLLAPSED / final) if final > 0 else math.inf,
                       margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
                       tolerance=tol, inputs=inputs, details=details)
-    resid = {v: ratios[v] for v in VARIANTS if v != "pure-attention"}
+    resid = {v: ratios[v] for v in VARIANTS if v != "pure-attention"}  # noqa: C416
     worst = min(min(r) for r in resid.values())
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
@@ -448,6 +429,7 @@ def jacobian_check(w: Any, X: Any, layers: int = 2, directions: int = 6, seed: i
 
 
 JACOBIAN_TOL = 1e-9
+JACOBIAN_DIRECTIONS = 4
 
 
 @producer("prop-5.4", kind="numeric", name="residual-jacobian", needs_model=True)
@@ -460,7 +442,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n = min(ctx.n, 8)
     X = embed(w, random_ids(w, n, ctx.seed))
-    res = jacobian_check(w, X, layers=2, directions=6, seed=ctx.seed)
+    res = jacobian_check(w, X, layers=2, directions=JACOBIAN_DIRECTIONS, seed=ctx.seed)
     eps = torch.finfo(X.dtype).eps
     tol = Tolerance(JACOBIAN_TOL if X.dtype == torch.float64 else 1e-3,
                     f"both sides are float{'64' if X.dtype == torch.float64 else '32'} evaluations of the same "
@@ -468,12 +450,12 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                     "stay far below this; a wrong formula gives errors of order 1e-2 to 1", "||autograd JVP||")
     err = res["max_rel_error"]
     v = Verdict.SUPPORTED if err < tol.value else Verdict.FAILS
-    inputs = {"n": n, "layers": 2, "directions": 6, "input": "embedding output of seeded random tokens",
+    inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP",
               "reference": "torch.func.jvp (forward-mode autograd) of the stack"}
     return [record(ctx, "prop-5.4", "residual-jacobian", v,
                    f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
-                   f"{err:.2g} over 6 random directions (tolerance {tol.value:g}); second-order remainder "
+                   f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); second-order remainder "
                    f"shrinks {res['remainder_ratio']:.3g}x when t shrinks 10x (quadratic: the map is not affine)",
                    margin=math.log10(tol.value / err) if err > 0 else math.inf,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",

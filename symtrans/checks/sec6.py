@@ -17,8 +17,8 @@ Examples
 --------
 >>> from symtrans.evidence import Context
 >>> s = layer_subspaces(Context(model="default", n=8), 0)
->>> s["rank_X"], s["dim_R"][:3]
-(8, [8, 8, 8])
+>>> s["rank_X"], s["dim_R"][:3], s["kappa"]
+(8, [8, 8, 8], 0)
 """
 
 from __future__ import annotations
@@ -26,72 +26,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import (DECISIVE_GAP, GAP_TOLERANCE, decisive, gap, record, trace,
-                                    weights)
+from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["asymmetry", "subspace_stats", "layer_subspaces", "spearman_test", "count_flops",
+__all__ = ["layer_subspaces", "spearman_test", "alignment_verdict", "count_flops",
            "count_flops_bert_layer", "ALPHA_LEVEL"]
-
-
-def asymmetry(W_Q: Any, W_K: Any) -> Any:
-    """alpha_h = ||M_a||_F / ||M||_F for M = W_Q W_K^T, per head, via d_k x d_k traces.
-
-    ``||M||^2 = tr((W_Q^T W_Q)(W_K^T W_K))`` and ``tr(M M) = tr((W_K^T W_Q)^2)``,
-    so ``alpha^2 = (||M||^2 - tr(M M)) / (2 ||M||^2)``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> W = torch.randn(1, 5, 2, dtype=torch.float64)
-    >>> float(asymmetry(W, W)[0])  # M = W W^T is symmetric
-    0.0
-    >>> M = W[0] @ (2 * W[0]).T
-    >>> W2 = torch.randn(1, 5, 2, dtype=torch.float64)
-    >>> M = W[0] @ W2[0].T
-    >>> abs(float(asymmetry(W, W2)[0]) - float(((M - M.T) / 2).norm() / M.norm())) < 1e-12
-    True
-    """
-    import torch
-
-    gq = W_Q.transpose(-1, -2) @ W_Q
-    gk = W_K.transpose(-1, -2) @ W_K
-    kq = W_K.transpose(-1, -2) @ W_Q
-    norm2 = (gq * gk.transpose(-1, -2)).sum((-1, -2))
-    trmm = (kq * kq.transpose(-1, -2)).sum((-1, -2))
-    return torch.sqrt(torch.clamp((norm2 - trmm) / (2 * norm2), min=0.0))
-
-
-def subspace_stats(YO: Any) -> dict[str, Any]:
-    """Per-head dim R_h, orthonormal bases, dim of the sum, and mean principal-angle cosines.
-
-    Examples
-    --------
-    >>> import torch
-    >>> YO = torch.zeros(2, 4, 3, dtype=torch.float64)
-    >>> YO[0, :, 0] = 1.0; YO[1, :, 0] = 2.0  # two heads writing into the same line
-    >>> s = subspace_stats(YO)
-    >>> s["dim_R"], s["dim_sum"].rank, round(float(s["cosines"][0, 1]), 6)
-    ([1, 1], 1, 1.0)
-    """
-    import torch
-
-    from symtrans.numeric.linalg import numerical_rank, rank_from_singular_values
-
-    H = YO.shape[0]
-    _, S, Vh = torch.linalg.svd(YO, full_matrices=False)
-    recs = [rank_from_singular_values(S[h], tuple(YO.shape[-2:]), YO.dtype) for h in range(H)]
-    bases = [Vh[h, :recs[h].rank] for h in range(H)]
-    stacked = torch.cat(bases, 0) if bases else YO.new_zeros(0, YO.shape[-1])
-    dim_sum = numerical_rank(stacked, reason="orthonormal bases of the R_h stacked; rank = dim(sum R_h); "
-                             "cut max(m, n) * eps relative to sigma_max")
-    cos = torch.eye(H, dtype=YO.dtype)
-    for a in range(H):
-        for b in range(a + 1, H):
-            if len(bases[a]) and len(bases[b]):
-                c = float(torch.linalg.svdvals(bases[a] @ bases[b].T).mean())
-                cos[a, b] = cos[b, a] = c
-    return {"dim_R": [r.rank for r in recs], "records": recs, "dim_sum": dim_sum, "cosines": cos}
 
 
 def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any]:
@@ -104,6 +43,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
     6
     """
     from symtrans.numeric.linalg import numerical_rank, numerical_ranks
+    from symtrans.numeric.measure import asymmetry, head_subspaces
 
     n = ctx.n if n is None else n
     key = ("sec6-layer", i, n)
@@ -111,13 +51,15 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         w = weights(ctx)
         lt = trace(ctx, n=n, layers=None if n == ctx.n else i + 1).layers[i]
         lay = w.layer(i)
-        st = subspace_stats(lt.YO)
-        rx, rm = numerical_rank(lt.X), numerical_rank(lt.mha)
-        st.update(rank_X=rx.rank, rank_X_record=rx, rank_MHA=rm.rank, rank_MHA_record=rm,
-                  rank_WV=[r.rank for r in numerical_ranks(lay["W_V"])],
-                  rank_WO=[r.rank for r in numerical_ranks(lay["W_O"])],
-                  alpha=[float(a) for a in asymmetry(lay["W_Q"], lay["W_K"])], n=n)
-        ctx.cache[key] = st
+        rec = head_subspaces(lt, layer=i)
+        rx = numerical_rank(lt.X)
+        ctx.cache[key] = {
+            "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
+            "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
+            "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
+            "rank_WV": [r.rank for r in numerical_ranks(lay["W_V"])],
+            "rank_WO": [r.rank for r in numerical_ranks(lay["W_O"])],
+            "alpha": asymmetry(lay).alpha[0]}
     return ctx.cache[key]
 
 
@@ -229,10 +171,10 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     d_ff = int(w.W_in.shape[-1])
     rows = []
     for i, st in enumerate(layers):
-        kappa = sum(st["dim_R"]) - st["dim_sum"].rank
+        kappa = st["kappa"]
         f = formula("contracted-dim", arch=w.arch, n=n, rank_X=max(st["rank_X"], 1),
                     dim_sumR=max(st["dim_sum"].rank, 1))
-        alpha_mha = 1 - st["rank_MHA"] / (w.n_heads * max(st["dim_R"])) if max(st["dim_R"]) else None
+        alpha_mha = st["alpha_MHA"]
         rows.append({"layer": i, "kappa": kappa, "kappa_formula": int(f.value), "sum_dim_R": sum(st["dim_R"]),
                      "dim_sum_R": st["dim_sum"].rank, "rank_MHA": st["rank_MHA"], "alpha_MHA": alpha_mha,
                      "gap_sum": gap(st["dim_sum"])})
@@ -338,10 +280,10 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     H = len(layers[0]["dim_R"])
     alpha, align, group = [], [], []
     for i, st in enumerate(layers):
-        cos = st["cosines"].numpy()
+        ov = st["overlap"]
         for h in range(H):
             alpha.append(st["alpha"][h])
-            align.append(float((cos[h].sum() - 1.0) / (H - 1)))
+            align.append(sum(ov[h][g] for g in range(H) if g != h) / (H - 1))
             group.append(i)
     test = spearman_test(alpha, align, group, seed=ctx.seed)
     v = alignment_verdict(test)
@@ -350,14 +292,15 @@ def check_alignment(ctx: Context) -> list[Evidence]:
                     "(alpha_h shuffled among the heads of each layer, 2000 permutations)", "p-value")
     n = layers[0]["n"]
     return [record(ctx, "claim-align", "alpha-vs-alignment", v,
-                   f"Spearman rho(alpha_h, mean principal-angle cosine to the other heads) = {test['rho']:.3f} "
+                   f"Spearman rho(alpha_h, mean subspace overlap with the other heads) = {test['rho']:.3f} "
                    f"over {len(alpha)} heads, bootstrap 95% [{test['bootstrap_95'][0]:.2f}, "
                    f"{test['bootstrap_95'][1]:.2f}], one-sided permutation p = {p:.3g} "
                    f"({'significant' if p < ALPHA_LEVEL else 'not significant'} at {ALPHA_LEVEL})",
                    margin=math.log10(ALPHA_LEVEL / p), tolerance=tol,
                    margin_meaning="decades of the one-sided p-value below the 0.05 level (negative: above)",
-                   inputs=_inputs(ctx, n, "alpha_h = ||M_a||_F/||M||_F, M = W_Q W_K^T; alignment = mean over other "
-                                  "heads of the mean cosine of the principal angles between R_h and R_g"),
+                   inputs=_inputs(ctx, n, "alpha_h = ||M_a||_F/||M||_F, M = W_Q W_K^T; alignment of head h = mean over "
+                                  "the other heads g of overlap(R_h, R_g), the mean squared cosine of their "
+                                  "principal angles (symtrans.numeric.measure.head_subspaces)"),
                    details=dict(test, alpha=alpha, alignment=align, layer=group,
                                 per_layer_rho=[float(np.corrcoef(np.argsort(np.argsort(alpha[i*H:(i+1)*H])),
                                                                  np.argsort(np.argsort(align[i*H:(i+1)*H])))[0, 1])

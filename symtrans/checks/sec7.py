@@ -261,7 +261,7 @@ def _ln(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n = ctx.n
     tr = trace(ctx)
-    rows_sel = sorted({0, n // 2, n - 1})
+    rows_sel = sorted({0, n - 1})
     out = []
     for i, lt in enumerate(tr.layers):
         Z = lt.Y.transpose(0, 1).reshape(n, -1)
