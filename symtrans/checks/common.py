@@ -160,6 +160,7 @@ def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summ
     Examples
     --------
     >>> ctx = Context(model="default", n=4)
+    >>> _ = weights(ctx)
     >>> e = record(ctx, "thm-4.2", "demo", "supported", "s", inputs={"n": 4})
     >>> e.model, len(e.weights_hash), e.dtype
     ('default', 64, 'float64')

@@ -46,7 +46,7 @@ def numeric_producers(claims: list[str] | None = None) -> list[Any]:
     >>> numeric_producers(["thm-42"])
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2'?
+    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or ...?
     """
     import importlib
 
