@@ -233,7 +233,7 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
         a, b = pair(case)
         margin = min(min(gap(pair(c)[0]), gap(pair(c)[1])) for _, c in fails)
         fam_fail = sorted({k["family"] for k, _ in fails})
-        summary = (f"fails: {len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
+        summary = (f"{len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
                    f"{statement}; smallest: family {key['family']}, n={key['n']}, d={key['d']}, "
                    f"r={key['r']}, seed {key['seed']}: {a.rank} before, {b.rank} after LayerNorm "
                    f"(failing families: {', '.join(fam_fail)})")
