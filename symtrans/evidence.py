@@ -346,6 +346,11 @@ PRODUCERS: dict[str, list[Producer]] = {}
 #: modules that register producers when imported (checks, certificates).
 PRODUCER_MODULES: list[str] = [
     "symtrans.certify.producers",
+    "symtrans.checks.sec4",
+    "symtrans.checks.sec5",
+    "symtrans.checks.sec6",
+    "symtrans.checks.sec7",
+    "symtrans.checks.sec8",
 ]
 
 

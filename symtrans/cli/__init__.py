@@ -26,8 +26,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "arch": ("symtrans.cli.formulas", "show a resolved architecture description"),
     "claims": ("symtrans.cli.claims", "list the paper's claims and query the proof graph"),
     "report": ("symtrans.cli.report", "write the proof-status report (md, json, html, dot)"),
-
     "certify": ("symtrans.cli.certify", "run exact certificates and counterexample searches"),
+    "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
 }
 
 

@@ -29,8 +29,8 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.numeric.weights import ModelWeights, default_model_path, load_model  # noqa: F401 (doctests)
 
-__all__ = ["LayerTrace", "Trace", "encode", "embed", "tokenize", "layer_norm", "attention",
-           "encoder_layer"]
+__all__ = ["LayerTrace", "Trace", "encode", "embed", "embed_input", "tokenize", "layer_norm", "attention",
+           "encoder_layer", "random_ids"]
 
 
 @dataclass
@@ -229,16 +229,17 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     return torch.randint(low, int(weights.arch.vocab_size), (n,), generator=g)
 
 
-def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
-           n: int | None = None, seed: int = 0, layers: int | None = None) -> Trace:
-    """Run the encoder on text, token ids, a given embedding matrix ``X``, or ``n`` random tokens.
+def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
+                n: int | None = None, seed: int = 0) -> tuple[Any, Any]:
+    """Return ``(X, ids)``: the first layer's input from exactly one of text, ids, ``X`` or ``n``.
+
+    ``ids`` is ``None`` when ``X`` was given directly.
 
     Examples
     --------
-    >>> w = load_model("default")
-    >>> tr = encode(w, input_ids=[101, 7592, 2088, 102])
-    >>> tuple(tr.layers[-1].out.shape)
-    (4, 384)
+    >>> X, ids = embed_input(load_model("default"), text="hello world")
+    >>> tuple(X.shape), ids.tolist()
+    ((4, 384), [101, 7592, 2088, 102])
     """
     import torch
 
@@ -252,15 +253,31 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
             raise SymtransError(f"n must be at least 2, got {n}")
         input_ids = random_ids(weights, n, seed)
     if X is None:
-        X = embed(weights, input_ids)
-        ids = torch.as_tensor(input_ids)
-    else:
-        X = torch.as_tensor(X, dtype=weights.dtype, device=weights.device)
-        if X.ndim != 2 or X.shape[1] != weights.d_model:
-            raise SymtransError(f"X must be n x {weights.d_model}, got {tuple(X.shape)}")
-        if X.shape[0] < 2:
-            raise SymtransError("X needs at least 2 rows")
-        ids = None
+        return embed(weights, input_ids), torch.as_tensor(input_ids)
+    X = torch.as_tensor(X, dtype=weights.dtype, device=weights.device)
+    if X.ndim != 2 or X.shape[1] != weights.d_model:
+        raise SymtransError(f"X must be n x {weights.d_model}, got {tuple(X.shape)}")
+    if X.shape[0] < 2:
+        raise SymtransError("X needs at least 2 rows")
+    if not bool(torch.isfinite(X).all()):
+        raise SymtransError("X contains NaN or Inf")
+    return X, None
+
+
+def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
+           n: int | None = None, seed: int = 0, layers: int | None = None) -> Trace:
+    """Run the encoder on text, token ids, a given embedding matrix ``X``, or ``n`` random tokens.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> tr = encode(w, input_ids=[101, 7592, 2088, 102])
+    >>> tuple(tr.layers[-1].out.shape)
+    (4, 384)
+    """
+    import torch
+
+    X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
     count = weights.n_layers if layers is None else layers
     traces = []
     h = X

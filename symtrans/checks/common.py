@@ -1,0 +1,197 @@
+"""Shared plumbing for the numeric checks: one model load, one forward, evidence records.
+
+Every check module asks this module for the model weights and the forward
+trace of the context, so a whole ``symtrans check`` run loads the model once
+and runs one forward pass at ``ctx.n`` (cached in ``ctx.cache``). A test can
+put a deliberately broken :class:`~symtrans.numeric.ModelWeights` into
+``ctx.cache["weights"]`` to see a check fail.
+
+Examples
+--------
+>>> from symtrans.evidence import Context
+>>> ctx = Context(model="default", n=8)
+>>> weights(ctx) is weights(ctx)
+True
+>>> tuple(trace(ctx).layers[0].X.shape)
+(8, 384)
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from typing import Any
+
+from symtrans.evidence import Context, Evidence, Tolerance, Verdict
+
+__all__ = ["weights", "trace", "record", "rank_tolerance", "versions", "log_margin",
+           "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
+
+FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
+
+
+def weights(ctx: Context) -> Any:
+    """The context's model weights, loaded once and cached in ``ctx.cache["weights"]``.
+
+    Examples
+    --------
+    >>> weights(Context(model="default")).n_heads
+    12
+    """
+    if "weights" not in ctx.cache:
+        from symtrans.numeric import load_model
+
+        ctx.cache["weights"] = load_model(ctx.model or "default", dtype=ctx.dtype,
+                                          device=ctx.device or "cpu")
+    return ctx.cache["weights"]
+
+
+def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
+    """The forward trace on ``n`` seeded random tokens (default ``ctx.n``), cached per (n, layers).
+
+    Examples
+    --------
+    >>> ctx = Context(model="default", n=6)
+    >>> trace(ctx) is trace(ctx), len(trace(ctx, n=5, layers=1).layers)
+    (True, 1)
+    """
+    from symtrans.numeric import encode
+
+    n = ctx.n if n is None else n
+    key = ("trace", n, layers, ctx.seed)
+    if key not in ctx.cache:
+        full = ctx.cache.get(("trace", n, None, ctx.seed))
+        if full is not None:  # a full trace also serves a shorter one
+            ctx.cache[key] = full
+        else:
+            ctx.cache[key] = encode(weights(ctx), n=n, seed=ctx.seed, layers=layers)
+    return ctx.cache[key]
+
+
+def versions() -> dict[str, str]:
+    """Versions of the software a numeric verdict depends on.
+
+    Examples
+    --------
+    >>> sorted(versions())
+    ['python', 'torch']
+    """
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__}
+
+
+#: a rank decision counts (as support or as a counterexample) only when the singular
+#: values on the two sides of the cut are at least this many decades apart.
+DECISIVE_GAP = 3.0
+
+GAP_TOLERANCE = Tolerance(DECISIVE_GAP, "a rank counts only when sigma_r / sigma_{r+1} >= 1e3 at the "
+                          "cut max(m, n) * eps * sigma_max: then the rank does not depend on where in "
+                          "the gap the cut sits; smaller gaps are reported as inconclusive", "decades")
+
+
+def gap(rec: Any) -> float:
+    """Decades between the singular values on the two sides of a rank record's cut.
+
+    With no singular value below the cut (full rank) it is the decades from
+    ``sigma_r`` down to the cut; with none above (rank 0), from the cut down to
+    ``sigma_1``; an exact zero below the cut gives ``inf``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.linalg import rank_from_singular_values
+    >>> rec = rank_from_singular_values(torch.tensor([1.0, 1e-9, 1e-20], dtype=torch.float64), (3, 3), torch.float64)
+    >>> rec.rank, round(gap(rec), 6)
+    (2, 11.0)
+    >>> round(gap(rank_from_singular_values(torch.tensor([1.0, 1.0], dtype=torch.float64), (2, 2), torch.float64)), 2)
+    15.35
+    """
+    above, below = rec.sigma_above, rec.sigma_below
+    if above is None or below is None:
+        return rec.margin
+    if below <= 0:
+        return math.inf
+    return math.log10(above / below)
+
+
+def decisive(*recs: Any) -> bool:
+    """True when every record's spectral gap at the cut is at least :data:`DECISIVE_GAP`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.linalg import numerical_rank
+    >>> decisive(numerical_rank(torch.eye(3, dtype=torch.float64)))
+    True
+    """
+    return all(gap(r) >= DECISIVE_GAP for r in recs)
+
+
+def rank_tolerance(rec: Any) -> Tolerance:
+    """A :class:`Tolerance` from a :class:`~symtrans.numeric.linalg.RankRecord`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.linalg import numerical_rank
+    >>> rank_tolerance(numerical_rank(torch.eye(2, dtype=torch.float64))).relative_to
+    'sigma_max'
+    """
+    return Tolerance(rec.rtol, rec.tolerance_reason, "sigma_max")
+
+
+def log_margin(value: float, threshold: float) -> float:
+    """Decades between a measured ``value`` and its ``threshold`` (``inf`` when value is 0).
+
+    Examples
+    --------
+    >>> round(log_margin(1e-12, 1e-9), 6)
+    3.0
+    """
+    if value <= 0:
+        return math.inf
+    return abs(math.log10(threshold / value))
+
+
+def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summary: str, **fields: Any) -> Evidence:
+    """Build numeric :class:`Evidence` carrying the model, weights hash, seed, dtype and versions.
+
+    Examples
+    --------
+    >>> ctx = Context(model="default", n=4)
+    >>> _ = weights(ctx)
+    >>> e = record(ctx, "thm-4.2", "demo", "supported", "s", inputs={"n": 4})
+    >>> e.model, len(e.weights_hash), e.dtype
+    ('default', 64, 'float64')
+    """
+    w = ctx.cache.get("weights")
+    fields.setdefault("dtype", str(w.dtype).replace("torch.", "") if w is not None else ctx.dtype)
+    fields.setdefault("model", ctx.model)
+    fields.setdefault("weights_hash", w.weights_hash if w is not None else None)
+    fields.setdefault("seed", ctx.seed)
+    fields.setdefault("versions", versions())
+    return Evidence(claim=claim, producer=producer, kind="numeric", verdict=Verdict(verdict),
+                    summary=summary, **fields)
+
+
+def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O",)) -> dict[str, Any]:
+    """Seeded Gaussian weights of a preset's shapes (per-head layout, one layer), float64.
+
+    Used where only shapes matter (fibre dimensions at BertBase sizes): no
+    download, and the sizes come from :func:`symtrans.arch.get_arch`.
+
+    Examples
+    --------
+    >>> tuple(random_weights("bert-base")["W_O"].shape)
+    (12, 64, 768)
+    """
+    import torch
+
+    from symtrans.arch import get_arch
+
+    a = get_arch(arch_name)
+    H, d, dk, dv = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v)
+    shapes = {"W_Q": (H, d, dk), "W_K": (H, d, dk), "W_V": (H, d, dv), "W_O": (H, dv, d)}
+    g = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(shapes[k], generator=g, dtype=torch.float64) / math.sqrt(d) for k in names}

@@ -1,0 +1,348 @@
+"""Numeric checks for §4: LayerNorm rank neutrality (Theorem 4.2).
+
+For an input ``X`` (n x d) and LayerNorm parameters ``gamma, beta`` the check
+first tests the hypotheses
+
+* H1 every row is non-constant (``sigma_i > 0``),
+* H2 ``1_d`` is not in rowspace(X),
+* H3 every ``gamma_j != 0``,
+* H4 ``sigma`` is not in colspace(X P), ``P = I - 11^T/d``,
+
+each as a distance with a margin, and only then the conclusions
+``arank(LN X) = arank(X)`` and, with ``beta = 0``, ``rank(LN X) = rank(X)``.
+LayerNorm here is the paper's (no epsilon) for constructed inputs and the
+model's own (eps = 1e-12) for its pre-LN sums.
+
+:func:`search_case` rebuilds any searched input from (family, n, d, r, seed),
+so a reported counterexample can be reproduced exactly.
+
+Examples
+--------
+>>> import torch
+>>> X = torch.tensor([[1.0, 0, 0], [1, 1, 0], [1, 2, 0]], dtype=torch.float64)
+>>> c = ln_case(X, torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+>>> c.all_hypotheses_hold, c.arank_x.rank, c.arank_ln.rank
+(True, 1, 2)
+>>> c.verdict_arank().label
+'fails'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from symtrans.checks.common import GAP_TOLERANCE, decisive, gap, record, trace, weights
+from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+
+__all__ = ["LNCase", "ln_case", "search_case", "search", "FAMILIES"]
+
+
+FAMILIES = ("lowrank", "lowrank+offset", "near-degenerate", "collinear-line")
+
+
+@dataclass(frozen=True)
+class LNCase:
+    """Theorem 4.2 tested on one input: hypotheses, ranks before and after LayerNorm.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> c = ln_case(X[:, :2] @ torch.randn(2, 4, dtype=torch.float64), torch.ones(4, dtype=torch.float64),
+    ...             torch.zeros(4, dtype=torch.float64))
+    >>> c.rank_x.rank, c.rank_ln0.rank
+    (2, 2)
+    """
+
+    shape: tuple[int, int]
+    hypotheses: tuple[Any, ...]  # HypothesisRecord H1-H4 from symtrans.numeric.measure.ln_hypotheses
+    arank_x: Any
+    arank_ln: Any
+    rank_x: Any
+    rank_ln0: Any  # rank(LN X) with beta = 0
+    eps: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def all_hypotheses_hold(self) -> bool:
+        """True when H1-H4 all hold."""
+        return all(h.holds for h in self.hypotheses)
+
+    @property
+    def violated(self) -> list[Any]:
+        """The hypotheses that fail."""
+        return [h for h in self.hypotheses if not h.holds]
+
+    def _verdict(self, a: Any, b: Any, need: tuple[str, ...]) -> Verdict:
+        if any(not h.holds for h in self.hypotheses if h.name in need):
+            return Verdict.NOT_APPLICABLE
+        if not decisive(a, b):
+            return Verdict.INCONCLUSIVE
+        return Verdict.SUPPORTED if a.rank == b.rank else Verdict.FAILS
+
+    def verdict_arank(self) -> Verdict:
+        """Verdict on ``arank(LN X) = arank(X)`` under H1-H4."""
+        return self._verdict(self.arank_x, self.arank_ln, ("H1", "H2", "H3", "H4"))
+
+    def verdict_rank0(self) -> Verdict:
+        """Verdict on ``rank(LN X) = rank(X)`` for ``beta = 0`` under H1-H4."""
+        return self._verdict(self.rank_x, self.rank_ln0, ("H1", "H2", "H3", "H4"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (ranks with their margins)."""
+        return {"shape": list(self.shape), "eps": self.eps,
+                "hypotheses": [h.to_dict() for h in self.hypotheses],
+                "arank_X": self.arank_x.rank, "arank_LN_X": self.arank_ln.rank,
+                "arank_gaps": [gap(self.arank_x), gap(self.arank_ln)],
+                "rank_X": self.rank_x.rank, "rank_LN_X_beta0": self.rank_ln0.rank,
+                "rank_gaps": [gap(self.rank_x), gap(self.rank_ln0)], **self.info}
+
+
+def ln_case(X: Any, gamma: Any, beta: Any, eps: float = 0.0) -> LNCase:
+    """Test Theorem 4.2's hypotheses and conclusions on one input ``X``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 2, 3], [2, 4, 6]], dtype=torch.float64)  # 1 in rowspace? no; rank 1
+    >>> c = ln_case(X, torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+    >>> [h.name for h in c.violated]  # sigma = (s, 2s) lies in colspace(XP) = span((1, 2))
+    ['H4']
+    """
+    import torch
+
+    from symtrans.numeric.forward import layer_norm
+    from symtrans.numeric.linalg import affine_rank, numerical_rank
+    from symtrans.numeric.measure import ln_hypotheses
+
+    X = torch.as_tensor(X)
+    n, d = X.shape
+    hyp = ln_hypotheses(X, gamma)
+    rec_x = hyp.rank_X
+    hyps = tuple(hyp.hypotheses)
+    ln = layer_norm(X, gamma, beta, eps)
+    ln0 = layer_norm(X, gamma, None, eps)
+    return LNCase(shape=(n, d), hypotheses=hyps, arank_x=affine_rank(X), arank_ln=affine_rank(ln),
+                  rank_x=rec_x, rank_ln0=numerical_rank(ln0), eps=eps)
+
+
+def search_case(family: str, n: int, d: int, r: int, seed: int) -> tuple[Any, Any, Any]:
+    """Rebuild one searched input ``(X, gamma, beta)`` from its family, sizes, rank and seed.
+
+    Families: ``lowrank`` X = U V^T with Gaussian U (n x r), V (d x r);
+    ``lowrank+offset`` the same plus a common Gaussian row c added to every row;
+    ``near-degenerate`` lowrank with row 1 moved onto the segment from row 0 to
+    row 2, 1e-6 from row 0 (a near-coincident pair, collinear with row 2); ``collinear-line`` rows p + t_i q, t_i = 0..n-1, with
+    p = e_1, q = e_2 (exact small integers; r is ignored). gamma, beta are
+    Gaussian (gamma = 1, beta = 0 for ``collinear-line``).
+
+    Examples
+    --------
+    >>> X, g, b = search_case("collinear-line", 3, 3, 1, 0)
+    >>> X.tolist()
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 2.0, 0.0]]
+    """
+    import torch
+
+    if family not in FAMILIES:
+        from symtrans.errors import SymtransError, suggest
+
+        raise SymtransError(suggest(family, FAMILIES, "input family"))
+    dt = torch.float64
+    if family == "collinear-line":
+        t = torch.arange(n, dtype=dt)[:, None]
+        p = torch.zeros(d, dtype=dt)
+        q = torch.zeros(d, dtype=dt)
+        p[0], q[1] = 1.0, 1.0
+        return p + t * q, torch.ones(d, dtype=dt), torch.zeros(d, dtype=dt)
+    g = torch.Generator().manual_seed(seed * 7919 + n * 101 + d * 13 + r)
+    X = torch.randn(n, r, generator=g, dtype=dt) @ torch.randn(r, d, generator=g, dtype=dt)
+    if family == "lowrank+offset":
+        X = X + torch.randn(1, d, generator=g, dtype=dt)
+    if family == "near-degenerate" and n >= 3:
+        X[1] = X[0] + 1e-6 * (X[2] - X[0])
+    gamma = torch.randn(d, generator=g, dtype=dt)
+    beta = torch.randn(d, generator=g, dtype=dt)
+    return X, gamma, beta
+
+
+#: the stated search grid: (n, d) pairs; every rank r = 1..d-1 with r <= n, every family, two seeds
+SEARCH_SIZES = ((3, 3), (4, 4), (5, 4), (6, 6), (10, 6), (8, 8), (12, 8))
+SEARCH_SEEDS = (0, 1)
+
+
+def search(sizes: tuple[tuple[int, int], ...] = SEARCH_SIZES, seeds: tuple[int, ...] = SEARCH_SEEDS,
+           families: tuple[str, ...] = FAMILIES) -> list[tuple[dict[str, Any], LNCase]]:
+    """Run :func:`ln_case` over the search grid; return ``(key, case)`` pairs.
+
+    Examples
+    --------
+    >>> out = search(sizes=((3, 3),), seeds=(0,), families=("collinear-line",))
+    >>> [(k["family"], c.verdict_arank().label) for k, c in out]
+    [('collinear-line', 'fails')]
+    """
+    out = []
+    for n, d in sizes:
+        for family in families:
+            ranks = [1] if family == "collinear-line" else [r for r in range(1, d) if r <= n]
+            for r in ranks:
+                for seed in (seeds[:1] if family == "collinear-line" else seeds):
+                    X, gamma, beta = search_case(family, n, d, r, seed)
+                    key = {"family": family, "n": n, "d": d, "r": r, "seed": seed}
+                    out.append((key, ln_case(X, gamma, beta, 0.0)))
+    return out
+
+
+def _counts(cases: list[tuple[dict[str, Any], LNCase]], which: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, c in cases:
+        v = (c.verdict_arank() if which == "arank" else c.verdict_rank0()).label
+        counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any], LNCase]]) -> Evidence:
+    import torch
+
+    name = "ln-search-arank" if which == "arank" else "ln-search-rank-beta0"
+    statement = ("arank(LN X) = arank(X) under H1-H4" if which == "arank"
+                 else "rank(LN X) = rank(X) for beta = 0 under H1-H4")
+    verdict_of = (lambda c: c.verdict_arank()) if which == "arank" else (lambda c: c.verdict_rank0())
+    fails = [(k, c) for k, c in cases if verdict_of(c) is Verdict.FAILS]
+    applicable = [(k, c) for k, c in cases if verdict_of(c) in (Verdict.SUPPORTED, Verdict.FAILS)]
+    counts = _counts(cases, which)
+    by_family: dict[str, dict[str, int]] = {}
+    for k, c in cases:
+        fam = by_family.setdefault(k["family"], {})
+        v = verdict_of(c).label
+        fam[v] = fam.get(v, 0) + 1
+    pair = (lambda c: (c.arank_x, c.arank_ln)) if which == "arank" else (lambda c: (c.rank_x, c.rank_ln0))
+    tol = GAP_TOLERANCE
+    inputs = {"grid_sizes": [list(s) for s in SEARCH_SIZES], "ranks": "every r = 1..d-1 with r <= n",
+              "families": list(FAMILIES), "seeds": list(SEARCH_SEEDS), "layernorm": "paper's, eps = 0",
+              "measure": "Gaussian factors U (n x r), V (d x r); Gaussian offset row, gamma, beta"}
+    details = {"cases": len(cases), "verdict_counts": counts, "by_family": by_family,
+               "hypothesis_thresholds": "symtrans.numeric.measure.ln_hypotheses (H1: d*eps; H2, H4: Wedin "
+                                        "sin-theta bound of the SVD subspace; H3: exact zero)"}
+    if fails:
+        fails.sort(key=lambda kc: (kc[0]["n"] * kc[0]["d"], kc[0]["family"] != "collinear-line"))
+        key, case = fails[0]
+        X, gamma, beta = search_case(**key)
+        a, b = pair(case)
+        margin = min(min(gap(pair(c)[0]), gap(pair(c)[1])) for _, c in fails)
+        fam_fail = sorted({k["family"] for k, _ in fails})
+        summary = (f"{len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
+                   f"{statement}; smallest: family {key['family']}, n={key['n']}, d={key['d']}, "
+                   f"r={key['r']}, seed {key['seed']}: {a.rank} before, {b.rank} after LayerNorm "
+                   f"(failing families: {', '.join(fam_fail)})")
+        cex = {"family": key["family"], "n": key["n"], "d": key["d"], "r": key["r"], "seed": key["seed"],
+               "reproduce": f"symtrans.checks.sec4.search_case({key['family']!r}, {key['n']}, {key['d']}, "
+                            f"{key['r']}, {key['seed']}) then ln_case(X, gamma, beta, eps=0.0)",
+               "X": [[repr(float(v)) for v in row] for row in X],
+               "gamma": [repr(float(v)) for v in gamma], "beta": [repr(float(v)) for v in beta],
+               "before": a.to_dict(), "after": b.to_dict(), "case": case.to_dict(),
+               "all_failures": [dict(k, before=pair(c)[0].rank, after=pair(c)[1].rank) for k, c in fails[:40]]}
+        return record(ctx, "thm-4.2", name, Verdict.FAILS, summary, margin=margin,
+                      margin_meaning="smallest spectral gap at the rank cut (decades) among the failing inputs",
+                      tolerance=tol, dtype="float64", inputs=inputs, details=details, counterexample=cex,
+                      model=None, weights_hash=None)
+    if not applicable:
+        return record(ctx, "thm-4.2", name, Verdict.INCONCLUSIVE,
+                      f"no searched input satisfied H1-H4 with a decisive rank margin ({counts})",
+                      tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None,
+                      weights_hash=None)
+    margin = min(min(gap(pair(c)[0]), gap(pair(c)[1])) for _, c in applicable)
+    return record(ctx, "thm-4.2", name, Verdict.SUPPORTED,
+                  f"{statement} on all {len(applicable)} applicable searched inputs ({counts})",
+                  margin=margin, margin_meaning="smallest spectral gap at the rank cut (decades)", tolerance=tol,
+                  dtype="float64", inputs=inputs, details=details, model=None, weights_hash=None)
+
+
+@producer("thm-4.2", kind="numeric", name="ln-search-arank", needs_model=False)
+def check_ln_search_arank(ctx: Context) -> list[Evidence]:
+    """Search constructed inputs for violations of arank(LN X) = arank(X) under H1-H4."""
+    return [_search_evidence(ctx, "arank", _cached_search(ctx))]
+
+
+@producer("thm-4.2", kind="numeric", name="ln-search-rank-beta0", needs_model=False)
+def check_ln_search_rank(ctx: Context) -> list[Evidence]:
+    """Search constructed inputs for violations of rank(LN X) = rank(X) with beta = 0."""
+    return [_search_evidence(ctx, "rank0", _cached_search(ctx))]
+
+
+def _cached_search(ctx: Context) -> list[tuple[dict[str, Any], LNCase]]:
+    if "sec4-search" not in ctx.cache:
+        ctx.cache["sec4-search"] = search()
+    return ctx.cache["sec4-search"]
+
+
+def real_cases(ctx: Context, n: int | None = None, layers: int | None = None) -> list[tuple[str, LNCase]]:
+    """Theorem 4.2 cases on the model's pre-LN sums (pre_ln1, pre_ln2) at each layer.
+
+    Examples
+    --------
+    >>> cases = real_cases(Context(model="default", n=6), layers=1)
+    >>> [(name, [h.name for h in c.violated]) for name, c in cases]
+    [('layer 0 pre_ln1', ['H4']), ('layer 0 pre_ln2', ['H4'])]
+    """
+    w = weights(ctx)
+    tr = trace(ctx, n=n, layers=layers)
+    eps = float(w.arch.ln_eps)
+    out = []
+    for i, lt in enumerate(tr.layers):
+        lay = w.layer(i)
+        out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
+        out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
+    return out
+
+
+def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evidence:
+    d = cases[0][1].shape[1]
+    verdicts = [(name, c, c.verdict_arank()) for name, c in cases]
+    rows = {name: c.to_dict() for name, c in cases}
+    decided = [(nm, c, v) for nm, c, v in verdicts if v in (Verdict.SUPPORTED, Verdict.FAILS)]
+    tol = GAP_TOLERANCE
+    inputs = {"n": n, "d_model": d, "inputs": "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer",
+              "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": "model's, eps = 1e-12"}
+    ranks = sorted({(c.rank_x.rank, c.arank_x.rank, c.arank_ln.rank) for _, c in cases})
+    if decided:
+        fails = [x for x in decided if x[2] is Verdict.FAILS]
+        v = Verdict.FAILS if fails else Verdict.SUPPORTED
+        margin = min(min(gap(c.arank_x), gap(c.arank_ln)) for _, c, _ in decided)
+        return record(ctx, "thm-4.2", f"ln-real-n{n}", v,
+                      f"{len(decided)} of {len(cases)} real pre-LN sums satisfy H1-H4; arank preserved on "
+                      f"{len(decided) - len(fails)} (rank, arank X, arank LN X): {ranks}",
+                      margin=margin, margin_meaning="smallest spectral gap at the rank cut (decades)",
+                      tolerance=tol, inputs=inputs, details={"cases": rows})
+    viol: dict[str, list[tuple[float, float]]] = {}
+    for _, c in cases:
+        for h in c.violated:
+            viol.setdefault(h.name, []).append((h.value, h.threshold))
+    which = ", ".join(f"{k} on {len(v)}/{len(cases)} inputs (largest value {max(x for x, _ in v):.2g} against "
+                      f"thresholds up to {max(t for _, t in v):.2g})" for k, v in sorted(viol.items()))
+    why = ("rank(X P) = n, so colspace(X P) = R^n contains sigma" if n < d
+           else "rank(X) = d, so rowspace(X) = R^d contains 1")
+    held = all(c.arank_x.rank == c.arank_ln.rank for _, c in cases)
+    return record(ctx, "thm-4.2", f"ln-real-n{n}", Verdict.NOT_APPLICABLE,
+                  f"not applicable to the real pre-LN sums at n={n}, d={d}: {which}; {why}. "
+                  f"Real sums are full rank, so H2 and H4 together (which need rank X < min(n, d)) "
+                  f"exclude them; arank was {'nevertheless preserved' if held else 'NOT preserved'} "
+                  f"(rank, arank X, arank LN X): {ranks}",
+                  violated_hypothesis=which, inputs=inputs, tolerance=tol,
+                  margin=min(min(gap(c.arank_x), gap(c.arank_ln)) for _, c in cases),
+                  margin_meaning="smallest spectral gap at the rank cut (decades) of the measured aranks",
+                  details={"cases": rows})
+
+
+@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True)
+def check_ln_real(ctx: Context) -> list[Evidence]:
+    """Theorem 4.2 on the real pre-LN sums at n = ctx.n (all layers) and at n > d_model (layer 0)."""
+    w = weights(ctx)
+    d = w.d_model
+    out = [_real_evidence(ctx, real_cases(ctx), ctx.n)]
+    big = min(d + 64, int(w.arch.max_positions))
+    if big > d and ctx.n <= d:
+        out.append(_real_evidence(ctx, real_cases(ctx, n=big, layers=1), big))
+    return out

@@ -1,0 +1,145 @@
+"""Sub-command ``check``: run the numeric checks on a model and print a verdict table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from symtrans.errors import SymtransError
+
+__all__ = ["register", "numeric_producers", "run_checks"]
+
+
+def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    """Add the ``check`` sub-command.
+
+    Examples
+    --------
+    >>> from symtrans.cli import build_parser
+    >>> a = build_parser("check").parse_args(["check", "--claims", "thm-4.2", "--n", "16"])
+    >>> a.claims, a.n, a.model
+    (['thm-4.2'], 16, 'default')
+    """
+    p = sub.add_parser(name, help=help_text, description=help_text + ": every claim a computation can "
+                       "test, on the model's real weights (float64 by default)")
+    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2) or a model directory')
+    p.add_argument("--claims", nargs="+", metavar="ID", help="only these claim ids (default: all checked claims)")
+    p.add_argument("--n", type=int, default=128, help="sequence length of the real inputs (default 128)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random tokens and inputs (default 0)")
+    p.add_argument("--device", default=None, help="torch device (default cpu)")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="dtype of weights and forward pass (rank decisions want float64)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_check)
+
+
+def numeric_producers(claims: list[str] | None = None) -> list[Any]:
+    """The producers registered by :mod:`symtrans.checks`, optionally for some claims only.
+
+    Examples
+    --------
+    >>> sorted({p.claim for p in numeric_producers(["thm-4.2"])})
+    ['thm-4.2']
+    >>> numeric_producers(["thm-42"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or ...?
+    """
+    import importlib
+
+    from symtrans.checks import MODULES
+    from symtrans.errors import suggest
+    from symtrans.evidence import PRODUCERS
+
+    for m in MODULES:
+        importlib.import_module(m)
+    mine = [p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in MODULES]
+    known = sorted({p.claim for p in mine})
+    for c in claims or []:
+        if c not in known:
+            raise SymtransError(suggest(c, known, "claim"))
+    return [p for p in mine if not claims or p.claim in claims]
+
+
+def run_checks(ctx: Any, claims: list[str] | None = None, progress: bool = False) -> list[Any]:
+    """Run the numeric checks in ``ctx``; return their evidence (each with its seconds).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> ev = run_checks(Context(model="default", n=8), ["prop-5.4"])
+    >>> [(e.claim, e.verdict.label) for e in ev]
+    [('prop-5.4', 'supported')]
+    """
+    import dataclasses
+
+    from tqdm import tqdm
+
+    prods = numeric_producers(claims)
+    out = []
+    bar = tqdm(prods, disable=not progress, file=sys.stderr, unit="check", leave=False)
+    for p in bar:
+        bar.set_description(f"{p.claim}: {p.name}")
+        start = time.perf_counter()
+        produced = p.func(ctx)
+        spent = time.perf_counter() - start
+        out.extend(dataclasses.replace(e, seconds=spent / max(len(produced), 1)) for e in produced)
+    return out
+
+
+def _fmt_margin(m: float | None) -> str:
+    if m is None:
+        return "-"
+    if m != m or abs(m) == float("inf"):
+        return str(m)
+    return f"{m:.3g}"
+
+
+def _table(evidence: list[Any]) -> str:
+    rows = [("claim", "check", "verdict", "margin", "s", "summary")]
+    for e in evidence:
+        summ = e.summary if len(e.summary) <= 110 else e.summary[:107] + "..."
+        rows.append((e.claim, e.producer, e.verdict.label, _fmt_margin(e.margin), f"{e.seconds or 0:.2f}", summ))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
+    lines.insert(1, "-" * min(200, len(lines[0])))
+    return "\n".join(lines)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from symtrans.evidence import Context
+
+    if args.n < 2:
+        raise SymtransError(f"--n must be at least 2, got {args.n}")
+    ctx = Context(model=args.model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
+                  progress=args.format == "text")
+    from symtrans.checks.common import weights
+
+    w = weights(ctx)
+    if args.n > int(w.arch.max_positions):
+        raise SymtransError(f"--n {args.n} exceeds the model's {w.arch.max_positions} positions")
+    start = time.perf_counter()
+    evidence = run_checks(ctx, args.claims, progress=args.format == "text" and sys.stderr.isatty())
+    total = time.perf_counter() - start
+    if args.format == "json":
+        print(json.dumps({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
+                          "dtype": args.dtype, "seconds": total,
+                          "evidence": [e.to_dict() for e in evidence]}, indent=2, default=str))
+        return 0
+    print(f"symtrans check: model {args.model} ({w.arch.name}, weights {w.weights_hash[:12]}), n = {args.n}, "
+          f"seed {args.seed}, {args.dtype}")
+    print(_table(evidence))
+    notable = [e for e in evidence if e.verdict.label in ("fails", "not-applicable", "inconclusive")]
+    if notable:
+        print("\nFindings (fails, not-applicable, inconclusive):")
+        for e in notable:
+            print(f"- {e.claim} [{e.producer}] {e.verdict.label}: {e.summary}")
+            if e.violated_hypothesis:
+                print(f"    violated hypothesis: {e.violated_hypothesis}")
+            if e.counterexample and "reproduce" in e.counterexample:
+                print(f"    reproduce: {e.counterexample['reproduce']}")
+    print(f"\n{len(evidence)} evidence records from {len({e.claim for e in evidence})} claims in {total:.1f} s")
+    return 0

@@ -1,0 +1,730 @@
+"""Measurements on real weights and hidden states, each returned as a record.
+
+Every record carries the dtype it was computed in, the tolerance behind any
+decision and why, and (for ranks) the singular values on both sides of the
+cut, through :class:`symtrans.numeric.linalg.RankRecord`. Records are plain
+dataclasses with ``to_dict()``; they decide nothing about the paper's claims
+(the checks do that).
+
+=====================  ==================================================================
+function               what it measures
+=====================  ==================================================================
+rank_profile           per hidden state: numerical rank, affine rank, stable rank,
+                       entropy effective rank, Dong's residual ratio
+residual_ratio         ``||X - 1 x^T|| / ||X||`` (Frobenius, ``x`` = column mean)
+asymmetry              ``alpha_h = ||(M - M^T)/2||_F / ||M||_F``, ``M = W_Q^h W_K^h^T``
+head_subspaces         ``dim R_h``, ``rank MHA(X)``, ``dim sum R_h``, ``alpha_MHA``,
+                       ``kappa``, principal angles between the ``R_h``
+wo_conditioning        rank and condition number of each layer's stacked ``W_O``
+ln_hypotheses          H1-H4 of Theorem 4.2 for one LayerNorm input, with margins
+measure_all            all of the above in one pass, one layer in memory at a time
+=====================  ==================================================================
+
+Examples
+--------
+>>> w = load_model("default")
+>>> rep = measure_all(w, n=8, seed=0)
+>>> [r.rank.rank for r in rep.profiles["full"].layers]
+[8, 8, 8, 8, 8, 8, 8]
+>>> rep.heads[0].kappa >= 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.numeric.forward import embed_input, encode, encoder_layer  # noqa: F401 (doctests)
+from symtrans.numeric.linalg import RankRecord, numerical_rank, rank_from_singular_values
+from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
+from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
+
+__all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
+           "WOConditioningRecord", "HypothesisRecord", "LNHypothesesRecord", "MeasureReport",
+           "rank_profile", "residual_ratio", "asymmetry", "head_subspaces", "wo_conditioning",
+           "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory"]
+
+
+def _plain(value: Any) -> Any:
+    """Recursively turn records, tuples and floats into JSON-ready values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+class _Record:
+    """Mixin: ``to_dict()`` for the measurement dataclasses."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of this record (nested records included)."""
+        return _plain(self)
+
+
+def _dtype_name(t: Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+# ------------------------------------------------------------------ spectra of hidden states
+def stable_rank(s: Sequence[float]) -> float:
+    """Stable rank ``||X||_F^2 / ||X||_2^2`` from singular values ``s``.
+
+    Examples
+    --------
+    >>> stable_rank([2.0, 2.0, 0.0])
+    2.0
+    """
+    s = [float(v) for v in s]
+    return sum(v * v for v in s) / (s[0] * s[0]) if s and s[0] > 0 else 0.0
+
+
+def effective_rank(s: Sequence[float]) -> float:
+    """Entropy effective rank ``exp(-sum p_i log p_i)``, ``p_i = s_i / sum s`` (Roy and Vetterli 2007).
+
+    Examples
+    --------
+    >>> round(effective_rank([1.0, 1.0, 1.0, 0.0]), 6)
+    3.0
+    """
+    s = [float(v) for v in s]
+    total = sum(s)
+    if total <= 0:
+        return 0.0
+    return math.exp(-sum((v / total) * math.log(v / total) for v in s if v > 0))
+
+
+@dataclass
+class ResidualRecord(_Record):
+    """Dong et al.'s residual ratio ``||X - 1 x^T|| / ||X||`` with the norm and the minimiser stated.
+
+    ``ratio`` uses the Frobenius norm with ``x`` the column mean, which is the
+    exact minimiser of ``||X - 1 x^T||_F``. ``composite_ratio`` evaluates
+    Dong's ``||M||_{1,inf} = sqrt(||M||_1 ||M||_inf)`` at the same ``x``; that
+    ``x`` is feasible but not optimal for this norm, so it is an upper bound
+    on Dong's ``min_x`` ratio.
+
+    Examples
+    --------
+    >>> import torch
+    >>> residual_ratio(torch.ones(3, 2, dtype=torch.float64)).ratio
+    0.0
+    """
+
+    ratio: float
+    composite_ratio: float
+    norm: str = "frobenius"
+    minimiser: str = "x = column mean of X (the exact argmin of ||X - 1 x^T||_F)"
+    composite_norm: str = ("sqrt(||.||_1 ||.||_inf) (Dong et al. 2021) at the same x: an upper bound on "
+                           "Dong's min over x")
+    dtype: str = "float64"
+
+
+def residual_ratio(X: Any) -> ResidualRecord:
+    """Dong's residual ratio of one matrix ``X`` (n x d): how far its rows are from one row.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+    >>> rec = residual_ratio(X)
+    >>> rec.ratio, rec.composite_ratio
+    (1.0, 1.0)
+    """
+    R = X - X.mean(0, keepdim=True)
+
+    def composite(M: Any) -> float:
+        a = M.abs()
+        return math.sqrt(float(a.sum(0).max()) * float(a.sum(1).max()))
+
+    fx = float(X.norm())
+    ratio = float(R.norm()) / fx if fx > 0 else 0.0
+    cx = composite(X)
+    return ResidualRecord(ratio=ratio, composite_ratio=composite(R) / cx if cx > 0 else 0.0,
+                          dtype=_dtype_name(X))
+
+
+@dataclass
+class LayerRankRecord(_Record):
+    """One hidden state's rank measurements (index 0 is the first layer's input).
+
+    Examples
+    --------
+    >>> import torch
+    >>> rec = rank_profile([torch.eye(3, dtype=torch.float64)]).layers[0]
+    >>> rec.rank.rank, rec.affine.rank, rec.stable_rank
+    (3, 2, 3.0)
+    """
+
+    index: int
+    rank: RankRecord
+    affine: RankRecord
+    stable_rank: float
+    effective_rank: float
+    residual: ResidualRecord
+    singular_values: list[float]
+
+
+@dataclass
+class RankProfile(_Record):
+    """Rank measurements of a stack of hidden states ``[X_0, X_1, ..., X_depth]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = rank_profile([torch.eye(2, dtype=torch.float64)] * 2, variant="demo")
+    >>> p.ranks, p.variant
+    ([2, 2], 'demo')
+    """
+
+    variant: str
+    ln: bool | None
+    layer_index: int | None
+    layers: list[LayerRankRecord]
+    definitions: dict[str, str] = field(default_factory=lambda: {
+        "rank": "numerical rank of X (see the record's cut and reason)",
+        "affine": "rank of X - 1 mean^T = dimension of the affine hull of the rows",
+        "stable_rank": "||X||_F^2 / ||X||_2^2",
+        "effective_rank": "exp(entropy of s / sum s) (Roy and Vetterli 2007)",
+    })
+
+    @property
+    def ranks(self) -> list[int]:
+        """Numerical rank per hidden state."""
+        return [r.rank.rank for r in self.layers]
+
+    @property
+    def affine_ranks(self) -> list[int]:
+        """Affine rank per hidden state."""
+        return [r.affine.rank for r in self.layers]
+
+
+def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
+                 layer_index: int | None = None) -> RankProfile:
+    """Rank, affine rank, stable and effective rank, residual of each hidden state (one batched SVD).
+
+    ``trace`` is a :class:`~symtrans.numeric.forward.Trace` (its hidden states)
+    or a list of n x d matrices.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> p = rank_profile(encode(w, n=6, seed=0))
+    >>> p.ranks, p.affine_ranks
+    ([6, 6, 6, 6, 6, 6, 6], [5, 5, 5, 5, 5, 5, 5])
+    """
+    import torch
+
+    states = trace.hidden_states if hasattr(trace, "hidden_states") else list(trace)
+    if not states:
+        raise SymtransError("rank_profile needs at least one hidden state")
+    S = torch.stack([torch.as_tensor(x) for x in states])
+    shape = tuple(S.shape[-2:])
+    both = torch.cat([S, S - S.mean(-2, keepdim=True)])
+    sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+    k = len(states)
+    rows = []
+    for i in range(k):
+        s, sc = sv[i], sv[k + i]
+        rows.append(LayerRankRecord(
+            index=i, rank=rank_from_singular_values(s, shape, S.dtype),
+            affine=rank_from_singular_values(sc, shape, S.dtype), stable_rank=stable_rank(s),
+            effective_rank=effective_rank(s), residual=residual_ratio(S[i]),
+            singular_values=[float(v) for v in s]))
+    return RankProfile(variant=variant, ln=ln, layer_index=layer_index, layers=rows)
+
+
+# ------------------------------------------------------------------ weights-only measurements
+def _layers(weights: Any) -> list[tuple[int, dict[str, Any]]]:
+    """``[(i, layer dict)]`` for a ModelWeights-like object, or ``[(0, d)]`` for a single layer dict."""
+    if isinstance(weights, dict):
+        return [(0, weights)]
+    return [(i, weights.layer(i)) for i in range(weights.n_layers)]
+
+
+@dataclass
+class AsymmetryRecord(_Record):
+    """``alpha_h`` for every layer and head: ``alpha[l][h]``.
+
+    Examples
+    --------
+    >>> rec = asymmetry(load_model("default"))
+    >>> len(rec.alpha), len(rec.alpha[0])
+    (6, 12)
+    """
+
+    alpha: list[list[float]]
+    dtype: str
+    definition: str = ("alpha_h = ||M_a||_F / ||M||_F, M = W_Q^h (W_K^h)^T (d_model x d_model), "
+                       "M_a = (M - M^T) / 2; query/key biases are not part of M")
+    method: str = "M formed explicitly, batched over heads; error about eps relative (no cancellation)"
+
+
+def _alpha(W_Q: Any, W_K: Any) -> Any:
+    """``alpha`` for per-head ``W_Q, W_K`` of shape ``[..., d_model, d_k]`` (explicit ``M``)."""
+    M = W_Q @ W_K.transpose(-1, -2)
+    Ma = (M - M.transpose(-1, -2)) / 2
+    return Ma.flatten(-2).norm(dim=-1) / M.flatten(-2).norm(dim=-1)
+
+
+def asymmetry(weights: Any) -> AsymmetryRecord:
+    """Directional asymmetry ``alpha_h`` of every head, batched over heads, one layer at a time.
+
+    ``weights`` is a :class:`~symtrans.numeric.weights.ModelWeights` (or a
+    streamed model) or one layer's dict.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> a = asymmetry(w).alpha
+    >>> all(0.0 <= x <= 1.0 for row in a for x in row)
+    True
+    """
+    rows, dtype = [], "float64"
+    for _, layer in _layers(weights):
+        rows.append([float(v) for v in _alpha(layer["W_Q"], layer["W_K"]).cpu()])
+        dtype = _dtype_name(layer["W_Q"])
+    return AsymmetryRecord(alpha=rows, dtype=dtype)
+
+
+@dataclass
+class WOConditioningRecord(_Record):
+    """Rank and condition number of each layer's stacked ``W_O`` (``H d_v x d_model``).
+
+    Examples
+    --------
+    >>> rec = wo_conditioning(load_model("default"))
+    >>> rec.ranks, rec.shape
+    ([384, 384, 384, 384, 384, 384], [384, 384])
+    """
+
+    ranks_records: list[RankRecord]
+    condition: list[float]
+    shape: list[int]
+    dtype: str
+    definition: str = ("W_O stacked over heads: rows h*d_v..(h+1)*d_v-1 are W_O^h; condition = "
+                       "sigma_max / sigma_min over its min(H d_v, d_model) singular values")
+
+    @property
+    def ranks(self) -> list[int]:
+        """Numerical rank per layer."""
+        return [r.rank for r in self.ranks_records]
+
+
+def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
+    import torch
+
+    stacked = W_O.reshape(-1, W_O.shape[-1])
+    s = torch.linalg.svdvals(stacked).cpu()
+    cond = float(s[0] / s[-1]) if float(s[-1]) > 0 else math.inf
+    return rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype), cond
+
+
+def wo_conditioning(weights: Any) -> WOConditioningRecord:
+    """Rank and condition number of the stacked ``W_O`` of every layer.
+
+    Examples
+    --------
+    >>> rec = wo_conditioning(load_model("default"))
+    >>> all(c > 1 for c in rec.condition), rec.ranks_records[0].dtype
+    (True, 'float64')
+    """
+    recs, conds, shape, dtype = [], [], [0, 0], "float64"
+    for _, layer in _layers(weights):
+        rec, cond = _wo_layer(layer["W_O"])
+        recs.append(rec)
+        conds.append(cond)
+        shape, dtype = list(rec.shape), rec.dtype
+    return WOConditioningRecord(ranks_records=recs, condition=conds, shape=shape, dtype=dtype)
+
+
+# ------------------------------------------------------------------ per-layer head geometry
+@dataclass
+class HeadSubspaceRecord(_Record):
+    """Head output subspaces ``R_h = rowspace(Y^h W_O^h)`` of one layer, and how they add up.
+
+    ``kappa = sum_h dim R_h - dim(sum_h R_h)``; ``alpha_MHA = 1 - rank MHA(X) /
+    (H max_h dim R_h)``. ``MHA(X) = sum_h Y^h W_O^h`` without ``b_O``.
+    ``min_angle_deg[h][g]`` is the smallest principal angle between ``R_h``
+    and ``R_g`` (degrees); ``overlap[h][g]`` the mean squared cosine of all
+    principal angles (1: one contains the other, 0: orthogonal).
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> rec = head_subspaces(encode(w, n=40, seed=0).layers[0])
+    >>> rec.dim_R, rec.rank_mha.rank, rec.dim_sum.rank
+    ([32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32], 40, 384)
+    >>> rec.kappa, rec.n
+    (0, 40)
+    """
+
+    layer: int
+    n: int
+    dim_R_records: list[RankRecord]
+    rank_mha: RankRecord
+    dim_sum: RankRecord
+    alpha_mha: float
+    kappa: int
+    min_angle_deg: list[list[float]]
+    overlap: list[list[float]]
+    notes: str = ("R_h from the SVD of K_h = U_h^T Y^h W_O^h, U_h the left singular vectors of Y^h (same "
+                  "singular values and row space as Y^h W_O^h); "
+                  "dim(sum R_h) from the stacked orthonormal bases; angles via arccos of the singular "
+                  "values of B_h B_g^T, accurate to about sqrt(eps) rad near 0 degrees")
+
+    @property
+    def dim_R(self) -> list[int]:
+        """``dim R_h`` per head."""
+        return [r.rank for r in self.dim_R_records]
+
+
+def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
+    """``dim R_h``, ``rank MHA(X)``, ``dim sum R_h``, ``alpha_MHA``, ``kappa`` and principal angles.
+
+    Needs a :class:`~symtrans.numeric.forward.LayerTrace` (``Y``, ``YO`` and
+    ``mha``). With the thin SVD ``Y^h = U_h S_h V_h^T``, ``Y^h W_O^h = U_h K_h``
+    where ``K_h = U_h^T (Y^h W_O^h)`` is only ``d_v x d_model``: its SVD gives
+    the singular values of ``Y^h W_O^h`` and an orthonormal basis of ``R_h``
+    without an ``n x d_model`` SVD per head. All SVDs are batched over heads.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> rec = head_subspaces(encode(w, n=6, seed=0).layers[2], layer=2)
+    >>> rec.dim_R[:3], rec.rank_mha.rank, rec.dim_sum.rank, rec.kappa
+    ([6, 6, 6], 6, 72, 0)
+    """
+    import torch
+
+    Y, YO, mha = layer_trace.Y, layer_trace.YO, layer_trace.mha
+    H, n, dv = Y.shape
+    D = YO.shape[-1]
+    U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
+    K = U.transpose(-1, -2) @ YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
+    _, sk, Bk = torch.linalg.svd(K, full_matrices=False)  # singular values of Y^h W_O^h; bases of R_h
+    dims = [rank_from_singular_values(s, (n, D), Y.dtype) for s in sk.cpu()]
+    r = torch.tensor([d.rank for d in dims], device=Y.device)
+    mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
+    B = Bk * mask[..., None]  # [H, m, D], rows beyond dim R_h zeroed
+    stacked = B.reshape(-1, D)
+    s_sum = torch.linalg.svdvals(stacked).cpu()
+    dim_sum = rank_from_singular_values(s_sum, (int(r.sum()), D), Y.dtype)
+    rank_mha = numerical_rank(mha)
+    cos = torch.linalg.svdvals(torch.einsum("hid,gjd->hgij", B, B)).clamp(0, 1)  # [H, H, m]
+    angle = torch.rad2deg(torch.arccos(cos[..., 0]))
+    denom = torch.minimum(r[:, None], r[None, :]).clamp(min=1).to(cos.dtype)
+    overlap = (cos * cos).sum(-1) / denom
+    max_dim = max(d.rank for d in dims)
+    alpha_mha = 1.0 - rank_mha.rank / (H * max_dim) if max_dim else 0.0
+    return HeadSubspaceRecord(
+        layer=layer, n=int(n), dim_R_records=dims, rank_mha=rank_mha, dim_sum=dim_sum,
+        alpha_mha=alpha_mha, kappa=int(r.sum()) - dim_sum.rank,
+        min_angle_deg=[[float(v) for v in row] for row in angle.cpu()],
+        overlap=[[float(v) for v in row] for row in overlap.cpu()])
+
+
+# ------------------------------------------------------------------ LayerNorm hypotheses
+@dataclass
+class HypothesisRecord(_Record):
+    """One hypothesis of Theorem 4.2: its measured value, the threshold, and the margin in decades.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> ln_hypotheses(X, torch.ones(3, dtype=torch.float64)).H3.holds
+    True
+    """
+
+    name: str
+    statement: str
+    value: float
+    threshold: float
+    tolerance_reason: str
+    holds: bool
+    margin: float  # log10(value / threshold): > 0 holds, < 0 fails, |margin| < 1 fragile
+
+
+def _hyp(name: str, statement: str, value: float, threshold: float, reason: str) -> HypothesisRecord:
+    if threshold <= 0:
+        margin = math.inf if value > 0 else -math.inf
+    elif value <= 0:
+        margin = -math.inf
+    else:
+        margin = math.log10(value / threshold)
+    return HypothesisRecord(name=name, statement=statement, value=value, threshold=threshold,
+                            tolerance_reason=reason, holds=value > threshold, margin=margin)
+
+
+@dataclass
+class LNHypothesesRecord(_Record):
+    """H1-H4 of Theorem 4.2 for one LayerNorm input ``X``, plus ``rank X`` and ``rank XP``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> rec = ln_hypotheses(X, torch.ones(3, dtype=torch.float64))
+    >>> [h.holds for h in rec.hypotheses], rec.rank_X.rank, rec.rank_XP.rank
+    ([True, True, True, False], 2, 2)
+    """
+
+    where: str
+    H1: HypothesisRecord
+    H2: HypothesisRecord
+    H3: HypothesisRecord
+    H4: HypothesisRecord
+    rank_X: RankRecord
+    rank_XP: RankRecord
+    dtype: str
+
+    @property
+    def hypotheses(self) -> list[HypothesisRecord]:
+        """``[H1, H2, H3, H4]``."""
+        return [self.H1, self.H2, self.H3, self.H4]
+
+    @property
+    def all_hold(self) -> bool:
+        """True when H1-H4 all hold."""
+        return all(h.holds for h in self.hypotheses)
+
+
+def _distance_from_span(v: Any, basis: Any, rec: RankRecord) -> tuple[float, float, str]:
+    """Relative distance of ``v`` from the span of ``basis``' first ``rec.rank`` columns, and its threshold."""
+    Q = basis[:, : rec.rank]
+    resid = v - Q @ (Q.T @ v)
+    dist = float(resid.norm() / v.norm()) if float(v.norm()) > 0 else 0.0
+    if rec.rank == 0 or rec.sigma_above is None:
+        return dist, 0.0, "the subspace is {0}"
+    eps = rec.rtol / max(rec.shape)
+    thr = max(rec.shape) * eps * rec.sigma_max / rec.sigma_above
+    why = (f"Wedin's sin-theta bound: an SVD backward error of max(n, d)*eps*sigma_max moves the "
+           f"rank-{rec.rank} subspace by at most that over sigma_r (= {rec.sigma_above:.3g}); smaller "
+           "distances are indistinguishable from 0")
+    return dist, thr, why
+
+
+def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
+    """Measure H1-H4 of Theorem 4.2 for LayerNorm input ``X`` (n x d) and gain ``gamma``, with margins.
+
+    H1: every row non-constant (``min_i sigma_i / rms(x_i)``); H2: ``1_d`` not in
+    rowspace(X) (relative distance); H3: every ``gamma_j != 0``
+    (``min |gamma_j| / max |gamma_j|``); H4: ``sigma`` not in colspace(X P)
+    (relative distance), ``P = I - 11^T/d``. Uses the paper's LN (no epsilon).
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]], dtype=torch.float64)
+    >>> rec = ln_hypotheses(X, torch.ones(3, dtype=torch.float64))
+    >>> rec.H1.holds, rec.H1.value
+    (False, 0.0)
+    """
+    import torch
+
+    X = torch.as_tensor(X)
+    n, d = X.shape
+    eps = torch.finfo(X.dtype).eps
+    XP = X - X.mean(-1, keepdim=True)
+    sigma = XP.pow(2).mean(-1).sqrt()
+    rms = X.pow(2).mean(-1).sqrt().clamp(min=torch.finfo(X.dtype).tiny)
+    h1 = _hyp("H1", "every row of X is non-constant: sigma_i > 0", float((sigma / rms).min()), d * eps,
+              "min_i sigma_i / rms(x_i) against d*eps: the rounding error of a constant row's "
+              "computed standard deviation, relative to its size, is about d*eps")
+    Ux, sx, Vhx = torch.linalg.svd(X, full_matrices=False)
+    rank_X = rank_from_singular_values(sx.cpu(), (n, d), X.dtype)
+    ones = torch.ones(d, dtype=X.dtype, device=X.device)
+    dist2, thr2, why2 = _distance_from_span(ones, Vhx.T, rank_X)
+    h2 = _hyp("H2", "1_d is not in rowspace(X)", dist2, thr2, "relative distance ||(I - Pi_row) 1|| / ||1||; "
+              + why2)
+    g = torch.as_tensor(gamma).abs()
+    h3 = _hyp("H3", "every gamma_j != 0", float(g.min() / g.max()) if float(g.max()) > 0 else 0.0, 0.0,
+              "min |gamma_j| / max |gamma_j|; exact zero test (a stored gain is either 0 or not)")
+    Up, sp, _ = torch.linalg.svd(XP, full_matrices=False)
+    rank_XP = rank_from_singular_values(sp.cpu(), (n, d), X.dtype)
+    dist4, thr4, why4 = _distance_from_span(sigma, Up, rank_XP)
+    h4 = _hyp("H4", "sigma (row standard deviations) is not in colspace(X P)", dist4, thr4,
+              "relative distance ||(I - Pi_col) sigma|| / ||sigma||; " + why4)
+    return LNHypothesesRecord(where=where, H1=h1, H2=h2, H3=h3, H4=h4, rank_X=rank_X, rank_XP=rank_XP,
+                              dtype=_dtype_name(X))
+
+
+# ------------------------------------------------------------------ everything at once
+def peak_memory() -> dict[str, Any]:
+    """The process's resident-set peak (VmHWM) and current size in MiB, from /proc or getrusage.
+
+    Examples
+    --------
+    >>> peak_memory()["peak_rss_mib"] > 0
+    True
+    """
+    info: dict[str, Any] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    info["peak_rss_mib" if key == "VmHWM" else "rss_mib"] = int(rest.split()[0]) / 1024
+    except OSError:
+        import resource
+
+        info["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return info
+
+
+def reset_peak_memory() -> bool:
+    """Reset the kernel's resident-set peak for this process (Linux ``clear_refs``); True if it worked.
+
+    Examples
+    --------
+    >>> isinstance(reset_peak_memory(), bool)
+    True
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class MeasureReport(_Record):
+    """Everything :func:`measure_all` measured, with provenance.
+
+    Examples
+    --------
+    >>> rep = measure_all(load_model("default"), n=4, seed=0)
+    >>> sorted(rep.to_dict())[:4]
+    ['arch', 'asymmetry', 'depth', 'device']
+    """
+
+    model: str
+    arch: str
+    weights_hash: str
+    dtype: str
+    device: str
+    n: int
+    seed: int | None
+    input: str
+    depth: int
+    profiles: dict[str, RankProfile]
+    asymmetry: AsymmetryRecord
+    heads: list[HeadSubspaceRecord]
+    wo: WOConditioningRecord
+    ln: list[dict[str, LNHypothesesRecord]]
+    timings_s: dict[str, float]
+    memory: dict[str, Any]
+    form: str = ("post-LN BERT: X1 = LN1(X + MHA(X) + b_O), out = LN2(X1 + FFN(X1)); MHA(X) = sum_h "
+                 "Y^h W_O^h without b_O; LN hypotheses measured on the inputs of LN1 and LN2")
+
+
+class _Progress:
+    """A tqdm bar on stderr when asked for, else a no-op with the same calls."""
+
+    def __init__(self, total: int, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="step", leave=False)
+
+    def step(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(label)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None, X: Any = None,
+                n: int | None = None, seed: int = 0, variants: Sequence[str] = ("full",),
+                depth: int | None = None, layer_index: int | None = None, ln: bool | None = None,
+                progress: bool = False) -> MeasureReport:
+    """Run every measurement once: the real forward layer by layer, then the variant stacks.
+
+    The real (full, post-LN) forward runs one layer at a time; each layer's
+    per-head internals are measured and dropped before the next layer, so with
+    a streamed model (:func:`symtrans.numeric.weights.stream_model`) memory
+    stays about one layer's weights plus one layer's activations. Variant
+    stacks other than the real model (``variants``, ``depth``, ``layer_index``,
+    ``ln``) are then run from the same first-layer input; the real model's
+    profile reuses the hidden states already computed.
+
+    Examples
+    --------
+    >>> rep = measure_all(load_model("default"), n=5, seed=0, variants=("full", "pure-attention"), depth=3)
+    >>> rep.profiles["pure-attention"].ranks
+    [5, 5, 5, 5]
+    """
+    import torch
+
+    for v in variants:
+        if v not in VARIANTS:
+            from symtrans.errors import suggest
+
+            raise SymtransError(suggest(v, VARIANTS, "variant"))
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    X0, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
+    L = weights.n_layers
+    bar = _Progress(L + len(variants), progress, "measure")
+    states, heads, lns, alphas = [X0], [], [], []
+    wo_recs, wo_cond = [], []
+    arch = weights.arch
+    with torch.no_grad():
+        for i in range(L):
+            layer = weights.layer(i)
+            t = encoder_layer(states[-1], layer, arch.ln_eps, arch.activation)
+            heads.append(head_subspaces(t, layer=i))
+            lns.append({"ln1": ln_hypotheses(t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
+                        "ln2": ln_hypotheses(t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input")})
+            alphas.append([float(v) for v in _alpha(layer["W_Q"], layer["W_K"]).cpu()])
+            rec, cond = _wo_layer(layer["W_O"])
+            wo_recs.append(rec)
+            wo_cond.append(cond)
+            states.append(t.out)
+            del t, layer
+            bar.step(f"layer {i}")
+        timings["forward_and_layer_measurements"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        profiles: dict[str, RankProfile] = {}
+        for v in variants:
+            use_ln = default_ln(v) if ln is None else ln
+            if v == "full" and use_ln and layer_index is None and depth in (None, L):
+                stack = states
+            else:
+                stack = run_stack(weights, X0, v, depth=depth, layer_index=layer_index, ln=use_ln)
+            profiles[v] = rank_profile(stack, variant=v, ln=use_ln,
+                                       layer_index=layer_index)
+            bar.step(v)
+        timings["rank_profiles"] = time.perf_counter() - t1
+    bar.close()
+    timings["total"] = time.perf_counter() - t0
+    dt = _dtype_name(X0)
+    if ids is not None:
+        source = "text" if text is not None else ("random ids" if n is not None else "token ids")
+    else:
+        source = "given X"
+    wo = WOConditioningRecord(ranks_records=wo_recs, condition=wo_cond,
+                              shape=list(wo_recs[0].shape), dtype=dt)
+    mem = peak_memory()
+    if X0.device.type == "cuda":
+        mem["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return MeasureReport(
+        model=str(weights.source), arch=str(arch.name), weights_hash=str(weights.weights_hash), dtype=dt,
+        device=str(X0.device), n=int(X0.shape[0]), seed=seed if n is not None else None, input=source,
+        depth=depth or L, profiles=profiles, asymmetry=AsymmetryRecord(alpha=alphas, dtype=dt),
+        heads=heads, wo=wo, ln=lns, timings_s=timings, memory=mem)

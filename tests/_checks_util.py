@@ -1,0 +1,24 @@
+"""Shared fixtures for the numeric-check tests: the real model once, and broken copies of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symtrans.evidence import Context
+
+
+def context(w: Any, n: int = 16) -> Context:
+    """A context whose cache already holds the weights ``w`` (real or broken)."""
+    ctx = Context(model="default", n=n, seed=0)
+    ctx.cache["weights"] = w
+    return ctx
+
+
+def broken(w: Any, **changes: Any) -> Any:
+    """A copy of ``w`` with some tensors replaced (a deliberately broken model)."""
+    from symtrans.numeric.weights import ModelWeights
+
+    tensors = dict(w.tensors)
+    tensors.update(changes)
+    return ModelWeights(w.arch, tensors, w.source, w.weights_hash + "-broken", w.dtype, w.device,
+                        w.family, w.config)

@@ -1,0 +1,66 @@
+"""Theorem 4.2 checks: the search finds the collinear counterexample; real sums are out of scope."""
+
+import pytest
+import torch
+
+from _checks_util import context
+from symtrans.checks import sec4
+from symtrans.evidence import Verdict
+
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def w():
+    from symtrans.numeric import load_model
+
+    return load_model("default")
+
+
+def test_collinear_rows_break_affine_rank_with_hypotheses_holding():
+    # rows (1,0,0), (1,1,0), (1,2,0): collinear, centred line misses the origin
+    X, gamma, beta = sec4.search_case("collinear-line", 3, 3, 1, 0)
+    case = sec4.ln_case(X, gamma, beta)
+    assert case.all_hypotheses_hold
+    assert (case.arank_x.rank, case.arank_ln.rank) == (1, 2)
+    # independent route: the LN rows are three distinct points of a circle, so not collinear
+    Y = (X - X.mean(1, keepdim=True)) / (X - X.mean(1, keepdim=True)).pow(2).mean(1, keepdim=True).sqrt()
+    d1, d2 = Y[1] - Y[0], Y[2] - Y[0]
+    assert torch.linalg.cross(d1, d2).norm() > 0.1
+    assert case.verdict_arank() is Verdict.FAILS
+
+
+def test_search_evidence_fails_with_a_reproducible_counterexample(w):
+    ctx = context(w)
+    ev = sec4.check_ln_search_arank(ctx)[0]
+    assert ev.verdict is Verdict.FAILS and ev.counterexample["family"] == "collinear-line"
+    cx = ev.counterexample
+    X, g, b = sec4.search_case(cx["family"], cx["n"], cx["d"], cx["r"], cx["seed"])
+    assert sec4.ln_case(X, g, b).verdict_arank() is Verdict.FAILS
+    # the offset family fails too: an affine r-flat missing the origin gains one dimension
+    assert ev.details["by_family"]["lowrank+offset"].get("fails", 0) > 0
+
+
+def test_matrix_rank_statement_holds_for_beta_zero_but_a_nonzero_beta_breaks_it(w):
+    ev = sec4.check_ln_search_rank(context(w))[0]
+    assert ev.verdict is Verdict.SUPPORTED
+    # a false variant of the statement (beta with non-zero mean) must be caught by the same decision
+    from symtrans.numeric.forward import layer_norm
+    from symtrans.numeric.linalg import numerical_rank
+
+    u = torch.tensor([[1.0], [-2.0], [3.0], [-1.5]], dtype=F64)
+    v = torch.tensor([[1.0, 3.0, -2.0, 0.5]], dtype=F64)
+    X = u @ v
+    gamma, beta = torch.ones(4, dtype=F64), torch.ones(4, dtype=F64)
+    case = sec4.ln_case(X, gamma, beta)
+    with_beta = numerical_rank(layer_norm(X, gamma, beta, 0.0))
+    assert case.rank_x.rank == 1 and with_beta.rank == 2
+    assert case._verdict(case.rank_x, with_beta, ()) is Verdict.FAILS
+
+
+def test_real_pre_ln_sums_violate_h4_below_d_model(w):
+    cases = sec4.real_cases(context(w, n=12), layers=1)
+    assert all(c.verdict_arank() is Verdict.NOT_APPLICABLE for _, c in cases)
+    assert all([h.name for h in c.violated] == ["H4"] for _, c in cases)
+    # n < d: the rows are affinely independent and stay so after LN
+    assert all(c.arank_x.rank == c.arank_ln.rank == 11 for _, c in cases)

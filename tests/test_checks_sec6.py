@@ -1,0 +1,71 @@
+"""§6 checks: head subspaces, MHA rank vs sum of subspaces, contraction bound, alignment, FLOP share."""
+
+import pytest
+import torch
+
+from _checks_util import broken, context
+from symtrans.checks import sec6
+from symtrans.evidence import Verdict
+
+
+@pytest.fixture(scope="module")
+def w():
+    from symtrans.numeric import load_model
+
+    return load_model("default")
+
+
+def test_prop_6_3_real_supported_and_uniform_attention_fails(w):
+    n = 40  # n > d_k = 32
+    assert sec6.check_prop_6_3(context(w, n=n))[0].verdict is Verdict.SUPPORTED
+    # W_Q = W_K = 0 with zero biases: A^h = 11^T/n has rank 1, so dim R_h = 1 < min(rank X, d_k)
+    z = broken(w, W_Q=torch.zeros_like(w.W_Q), W_K=torch.zeros_like(w.W_K), b_Q=torch.zeros_like(w.b_Q),
+               b_K=torch.zeros_like(w.b_K))
+    ev = sec6.check_prop_6_3(context(z, n=n))[0]
+    assert ev.verdict is Verdict.FAILS and ev.counterexample["dim_R"] == 1
+
+
+def test_prop_6_3_not_applicable_when_n_at_most_d_k(w):
+    ev = sec6.check_prop_6_3(context(w, n=16))[0]
+    assert ev.verdict is Verdict.NOT_APPLICABLE and "n > d_k" in ev.violated_hypothesis
+
+
+def test_prop_6_2_identity_fails_below_d_model(w):
+    ev = sec6._prop_6_2_evidence(context(w, n=16), [sec6.layer_subspaces(context(w, n=16), 0)], "t")
+    assert ev.verdict is Verdict.FAILS
+    cx = ev.counterexample
+    assert cx["rank_MHA"] == 16 and cx["dim_sum_R"] == w.n_heads * 16  # hand-checkable: n heads x n rows
+
+
+def test_contraction_bound_fails_for_narrow_ffn_with_aligned_heads(w):
+    ctx = context(w, n=40)
+    assert sec6.check_rank_contraction(ctx)[0].verdict is Verdict.SUPPORTED
+    same = torch.zeros_like(w.W_O)  # every head writes into the same 32 coordinates: R_h all equal
+    same[..., :, : w.d_head] = torch.eye(w.d_head, dtype=w.W_O.dtype)
+    narrow = broken(w, W_O=same, W_in=w.W_in[..., :8].clone(), b_in=w.b_in[..., :8].clone(),
+                    W_out=w.W_out[:, :8].clone())
+    ev = sec6.check_rank_contraction(context(narrow, n=40))[0]
+    assert ev.verdict is Verdict.FAILS and "d_ff = 8" in ev.summary
+
+
+def test_alignment_statistic_fails_on_anti_aligned_heads_and_runs_on_real(w):
+    import numpy as np
+
+    alpha = np.linspace(0, 1, 24)
+    t = sec6.spearman_test(alpha, 1 - alpha + 0.01 * np.sin(np.arange(24)), np.repeat([0, 1], 12), 300)
+    assert sec6.alignment_verdict(t) is Verdict.FAILS
+    t0 = sec6.spearman_test(alpha, np.random.default_rng(0).random(24), np.repeat([0, 1], 12), 300)
+    assert sec6.alignment_verdict(t0) is Verdict.INCONCLUSIVE
+    ev = sec6.check_alignment(context(w, n=40))[0]
+    assert ev.verdict in (Verdict.SUPPORTED, Verdict.FAILS, Verdict.INCONCLUSIVE)
+    assert -1 <= ev.details["rho"] <= 1 and ev.tolerance.value == 0.05
+
+
+def test_flop_share_counts_match_formula_and_wrong_width_fails(w):
+    ctx = context(w, n=32)
+    ev = sec6.check_cor_dff(ctx)
+    assert [e.verdict for e in ev] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
+    assert 128 not in ev[1].details["n_range"]  # 64.86% rounds to 64.9%
+    assert 512 in sec6.paper_share_range(target="0.600")
+    narrow = broken(w, W_in=w.W_in[..., :8].clone(), b_in=w.b_in[..., :8].clone(), W_out=w.W_out[:, :8].clone())
+    assert sec6.check_cor_dff(context(narrow, n=32))[0].verdict is Verdict.FAILS

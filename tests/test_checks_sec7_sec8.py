@@ -1,0 +1,51 @@
+"""§7 and §8 checks: fibres of the named maps, identifiability, PG-OP (reconstruction)."""
+
+import pytest
+import torch
+
+from _checks_util import broken, context
+from symtrans.checks import sec7, sec8
+from symtrans.evidence import Verdict
+
+
+@pytest.fixture(scope="module")
+def w():
+    from symtrans.numeric import load_model
+
+    return load_model("default")
+
+
+def test_structured_fibre_agrees_with_dense_svd_and_concatenation_has_none():
+    for n, H, dv in [(2, 3, 2), (3, 2, 3), (1, 5, 1)]:
+        assert sec7.summation_fibre(n, H, dv)["fibre"] == sec7.dense_summation_fibre(n, H, dv) == n * (H - 1) * dv
+    assert sec7.summation_fibre(4, 3, 2, coefficients=torch.eye(3, dtype=torch.float64))["fibre"] == 0
+
+
+def test_recovery_counts_per_map_on_real_weights(w):
+    ctx = context(w, n=12)
+    ev = {e.producer: e for e in sec7.check_recovery(ctx)}
+    assert ev["fibre-summation"].verdict is Verdict.SUPPORTED
+    assert ev["fibre-summation"].details["bert_base_n512"]["fibre"] == 360448
+    assert ev["fibre-wo"].verdict is Verdict.FAILS and ev["fibre-wo"].counterexample["fibre"] == [0]
+    assert ev["fibre-ln"].verdict is Verdict.FAILS and ev["fibre-ln"].counterexample["per_token"] == [2]
+
+
+def test_identifiability_fails_with_invertible_w_o_and_holds_with_shared_heads(w):
+    ev = {e.producer: e for e in sec7.check_nonidentifiability(context(w, n=12))}
+    assert ev["nonidentifiable-wo"].verdict is Verdict.FAILS  # W_O invertible: heads recoverable
+    shared = w.W_O.clone()
+    shared[:, 1] = shared[:, 0]  # heads 0 and 1 write through the same block: Z W_O loses 32 dims per row
+    ev2 = {e.producer: e for e in sec7.check_nonidentifiability(context(broken(w, W_O=shared), n=12))}
+    assert ev2["nonidentifiable-wo"].verdict is Verdict.SUPPORTED
+    assert sec7.wo_fibre(12, shared[0])["fibre"] == 12 * 32
+
+
+def test_pgop_overhead_and_fibre(w):
+    ctx = context(w, n=12)
+    ev = {e.producer: e for e in sec8.check_pgop_overhead(ctx)}
+    assert ev["pgop-overhead-model"].verdict is Verdict.FAILS  # 4620 / 147456 = 3.13% > 1.6%
+    assert ev["pgop-overhead-bert-base"].verdict is Verdict.SUPPORTED
+    assert ev["pgop-overhead-model"].details["model"]["params"] == 12 * (384 + 1)
+    fib = sec8.check_pgop_fibre(ctx)[0]
+    assert fib.verdict is Verdict.FAILS  # positive gates do not shrink the fibre
+    assert fib.details["all_gates_one_rel_error_vs_layer_mha"] < 1e-12
