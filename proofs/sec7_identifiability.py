@@ -51,5 +51,7 @@ RECOVERY = register(Claim(
                         "recovery-ambiguity, in d_v: the head output width); BertBase's 360,448 takes "
                         "n = 512. With W_O known the recovery problem is the fibre of Z -> Z W_O (formula "
                         "wo-fibre), which is 0 when the stacked W_O is invertible, as it generically is in "
-                        "BERT: the paper's count does not apply to that map."),
+                        "BERT: the paper's count does not apply to that map. Verdict rule: the count is "
+                        "certified as the fibre of the summation map, and the claim fails as a statement "
+                        "about recovering BERT's heads, where W_O is known and invertible."),
 ))

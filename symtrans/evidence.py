@@ -285,11 +285,12 @@ class Context:
     cache: dict[str, Any] = field(default_factory=dict)
     reuse: bool = True  # reuse evidence produced earlier in this process for the same inputs
 
-    def weights(self) -> Any:
-        """Load the model once (cached in ``cache``) and return its :class:`~symtrans.numeric.ModelWeights`.
+    def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
+        """Load the model once per (dtype, device), cached in ``cache``; return its weights.
 
-        Raises :class:`~symtrans.errors.SymtransError` when no model was given
-        or the model cannot be loaded.
+        ``dtype`` and ``device`` default to the context's own. Raises
+        :class:`~symtrans.errors.SymtransError` when no model was given or the
+        model cannot be loaded.
 
         Examples
         --------
@@ -302,12 +303,40 @@ class Context:
             from symtrans.errors import SymtransError
 
             raise SymtransError("no model given (this needs --model default or a model directory)")
-        key = ("weights", self.model, self.dtype, self.device)
+        key = self._weights_key(dtype, device)
         if key not in self.cache:
             from symtrans.numeric import load_model
 
-            self.cache[key] = load_model(self.model, dtype=self.dtype, device=self.device)
+            self.cache[key] = load_model(self.model, dtype=key[2], device=key[3])
         return self.cache[key]
+
+    def preload(self, weights: Any) -> Context:
+        """Use ``weights`` (e.g. a deliberately broken copy) as this context's model; returns self.
+
+        Evidence reuse is switched off: the records must come from these weights.
+
+        Examples
+        --------
+        >>> ctx = Context(model="default").preload("stand-in")
+        >>> ctx.loaded_weights(), ctx.reuse
+        ('stand-in', False)
+        """
+        self.cache[self._weights_key(None, None)] = weights
+        self.reuse = False
+        return self
+
+    def loaded_weights(self) -> Any | None:
+        """The weights in the context's own dtype and device if already loaded, else None.
+
+        Examples
+        --------
+        >>> Context(model="default").loaded_weights() is None
+        True
+        """
+        return self.cache.get(self._weights_key(None, None))
+
+    def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
+        return ("weights", self.model, dtype or self.dtype, device if device is not None else self.device)
 
     @property
     def numeric(self) -> bool:

@@ -9,9 +9,7 @@ from symtrans.evidence import Context
 
 def context(w: Any, n: int = 16) -> Context:
     """A context whose cache already holds the weights ``w`` (real or broken)."""
-    ctx = Context(model="default", n=n, seed=0)
-    ctx.cache["weights"] = w
-    return ctx
+    return Context(model="default", n=n, seed=0).preload(w)
 
 
 def broken(w: Any, **changes: Any) -> Any:

@@ -43,9 +43,12 @@ def test_identifiability_fails_with_invertible_w_o_and_holds_with_shared_heads(w
 def test_pgop_overhead_and_fibre(w):
     ctx = context(w, n=12)
     ev = {e.producer: e for e in sec8.check_pgop_overhead(ctx)}
-    assert ev["pgop-overhead-model"].verdict is Verdict.FAILS  # 4620 / 147456 = 3.13% > 1.6%
+    # 4620 / 147456 = 3.13% > 1.6%, but the bound is stated for BertBase's d_v = 64: not applicable here
+    assert ev["pgop-overhead-model"].verdict is Verdict.NOT_APPLICABLE
+    assert "d_v = 32" in ev["pgop-overhead-model"].violated_hypothesis
     assert ev["pgop-overhead-bert-base"].verdict is Verdict.SUPPORTED
     assert ev["pgop-overhead-model"].details["model"]["params"] == 12 * (384 + 1)
     fib = sec8.check_pgop_fibre(ctx)[0]
-    assert fib.verdict is Verdict.FAILS  # positive gates do not shrink the fibre
+    # positive gates do not shrink the fibre; that cannot refute the paper's (unavailable) construction
+    assert fib.verdict is Verdict.INCONCLUSIVE and fib.details["summation_fibre_gated"] == fib.details["summation_fibre_plain"]
     assert fib.details["all_gates_one_rel_error_vs_layer_mha"] < 1e-12

@@ -50,11 +50,7 @@ def _arch(name: str) -> Any:
 
 
 def _weights(ctx: Context) -> Any:
-    if "weights:float64" not in ctx.cache:
-        from symtrans.numeric import load_model
-
-        ctx.cache["weights:float64"] = load_model(ctx.model, dtype="float64", device="cpu")
-    return ctx.cache["weights:float64"]
+    return ctx.weights(dtype="float64", device="cpu")  # exact conversion needs float64 values
 
 
 # ------------------------------------------------------------- lem-rank-sum

@@ -3,8 +3,8 @@
 Every check module asks this module for the model weights and the forward
 trace of the context, so a whole ``symtrans check`` run loads the model once
 and runs one forward pass at ``ctx.n`` (cached in ``ctx.cache``). A test can
-put a deliberately broken :class:`~symtrans.numeric.ModelWeights` into
-``ctx.cache["weights"]`` to see a check fail.
+preload a deliberately broken :class:`~symtrans.numeric.ModelWeights`
+(``Context.preload``) to see a check fail.
 
 Examples
 --------
@@ -31,19 +31,14 @@ FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from th
 
 
 def weights(ctx: Context) -> Any:
-    """The context's model weights, loaded once and cached in ``ctx.cache["weights"]``.
+    """The context's model weights, loaded once per context (see :meth:`Context.weights`).
 
     Examples
     --------
     >>> weights(Context(model="default")).n_heads
     12
     """
-    if "weights" not in ctx.cache:
-        from symtrans.numeric import load_model
-
-        ctx.cache["weights"] = load_model(ctx.model or "default", dtype=ctx.dtype,
-                                          device=ctx.device or "cpu")
-    return ctx.cache["weights"]
+    return ctx.weights()
 
 
 def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
@@ -165,7 +160,7 @@ def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summ
     >>> e.model, len(e.weights_hash), e.dtype
     ('default', 64, 'float64')
     """
-    w = ctx.cache.get("weights")
+    w = ctx.loaded_weights()
     fields.setdefault("dtype", str(w.dtype).replace("torch.", "") if w is not None else ctx.dtype)
     fields.setdefault("model", ctx.model)
     fields.setdefault("weights_hash", w.weights_hash if w is not None else None)

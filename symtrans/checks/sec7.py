@@ -295,7 +295,7 @@ def _ln(ctx: Context) -> list[Evidence]:
     return ev
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres", needs_model=True)
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True)
 def check_recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimension of each named map (summation, Z -> Z W_O, the LN map) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
