@@ -237,7 +237,7 @@ def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
         s, sc = sv[i], sv[k + i]
         rows.append(LayerRankRecord(
             index=i, rank=rank_from_singular_values(s, shape, S.dtype),
-            affine=rank_from_singular_values(sc, shape, S.dtype), stable_rank=stable_rank(s),
+            affine=rank_from_singular_values(sc, shape, S.dtype, scale=float(s[0])), stable_rank=stable_rank(s),
             effective_rank=effective_rank(s), residual=residual_ratio(S[i]),
             singular_values=[float(v) for v in s]))
     return RankProfile(variant=variant, ln=ln, layer_index=layer_index, layers=rows)
@@ -411,7 +411,8 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     D = YO.shape[-1]
     U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
     K = U.transpose(-1, -2) @ YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
-    _, sk, Bk = torch.linalg.svd(K, full_matrices=False)  # singular values of Y^h W_O^h; bases of R_h
+    Bt, sk, _ = torch.linalg.svd(K.transpose(-1, -2), full_matrices=False)  # tall: faster than K
+    Bk = Bt.transpose(-1, -2)  # [H, m, D]: rows = orthonormal basis of R_h (by singular value)
     dims = [rank_from_singular_values(s, (n, D), Y.dtype) for s in sk.cpu()]
     r = torch.tensor([d.rank for d in dims], device=Y.device)
     mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
@@ -468,15 +469,15 @@ def _hyp(name: str, statement: str, value: float, threshold: float, reason: str)
 
 @dataclass
 class LNHypothesesRecord(_Record):
-    """H1-H4 of Theorem 4.2 for one LayerNorm input ``X``, plus ``rank X`` and ``rank XP``.
+    """H1-H4 of Theorem 4.2 for one LayerNorm input ``X``, plus ``rank X`` (from the same SVD).
 
     Examples
     --------
     >>> import torch
     >>> X = torch.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
     >>> rec = ln_hypotheses(X, torch.ones(3, dtype=torch.float64))
-    >>> [h.holds for h in rec.hypotheses], rec.rank_X.rank, rec.rank_XP.rank
-    ([True, True, True, False], 2, 2)
+    >>> [h.holds for h in rec.hypotheses], rec.rank_X.rank
+    ([True, True, True, False], 2)
     """
 
     where: str
@@ -485,7 +486,6 @@ class LNHypothesesRecord(_Record):
     H3: HypothesisRecord
     H4: HypothesisRecord
     rank_X: RankRecord
-    rank_XP: RankRecord
     dtype: str
 
     @property
@@ -499,19 +499,15 @@ class LNHypothesesRecord(_Record):
         return all(h.holds for h in self.hypotheses)
 
 
-def _distance_from_span(v: Any, basis: Any, rec: RankRecord) -> tuple[float, float, str]:
-    """Relative distance of ``v`` from the span of ``basis``' first ``rec.rank`` columns, and its threshold."""
-    Q = basis[:, : rec.rank]
-    resid = v - Q @ (Q.T @ v)
-    dist = float(resid.norm() / v.norm()) if float(v.norm()) > 0 else 0.0
+def _subspace_threshold(rec: RankRecord) -> tuple[float, str]:
+    """Distances from the rank-r singular subspace of a matrix below this are indistinguishable from 0."""
     if rec.rank == 0 or rec.sigma_above is None:
-        return dist, 0.0, "the subspace is {0}"
+        return 0.0, "the subspace is {0}"
     eps = rec.rtol / max(rec.shape)
     thr = max(rec.shape) * eps * rec.sigma_max / rec.sigma_above
-    why = (f"Wedin's sin-theta bound: an SVD backward error of max(n, d)*eps*sigma_max moves the "
-           f"rank-{rec.rank} subspace by at most that over sigma_r (= {rec.sigma_above:.3g}); smaller "
-           "distances are indistinguishable from 0")
-    return dist, thr, why
+    return thr, (f"Wedin's sin-theta bound: an SVD backward error of max(n, d)*eps*sigma_max moves the "
+                 f"rank-{rec.rank} singular subspace of X by at most that over sigma_r (= {rec.sigma_above:.3g}); "
+                 "smaller distances are indistinguishable from 0")
 
 
 def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
@@ -521,6 +517,11 @@ def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     rowspace(X) (relative distance); H3: every ``gamma_j != 0``
     (``min |gamma_j| / max |gamma_j|``); H4: ``sigma`` not in colspace(X P)
     (relative distance), ``P = I - 11^T/d``. Uses the paper's LN (no epsilon).
+
+    One SVD ``X = U_r S_r V_r^T`` serves both H2 and H4: ``colspace(X P) =
+    U_r range(S_r V_r^T P)``, which is ``span(U_r)`` when H2 holds and otherwise
+    ``U_r (S_r^{-1} a)^perp`` with ``a = V_r^T 1_d`` (the kernel of
+    ``P V_r S_r``).
 
     Examples
     --------
@@ -541,22 +542,29 @@ def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     h1 = _hyp("H1", "every row of X is non-constant: sigma_i > 0", float((sigma / rms).min()), d * eps,
               "min_i sigma_i / rms(x_i) against d*eps: the rounding error of a constant row's "
               "computed standard deviation, relative to its size, is about d*eps")
-    Ux, sx, Vhx = torch.linalg.svd(X, full_matrices=False)
+    U, sx, Vh = torch.linalg.svd(X, full_matrices=False)
     rank_X = rank_from_singular_values(sx.cpu(), (n, d), X.dtype)
+    r = rank_X.rank
+    thr, why = _subspace_threshold(rank_X)
+    Ur, Vr = U[:, :r], Vh[:r].T
     ones = torch.ones(d, dtype=X.dtype, device=X.device)
-    dist2, thr2, why2 = _distance_from_span(ones, Vhx.T, rank_X)
-    h2 = _hyp("H2", "1_d is not in rowspace(X)", dist2, thr2, "relative distance ||(I - Pi_row) 1|| / ||1||; "
-              + why2)
+    a = Vr.T @ ones
+    dist2 = float((ones - Vr @ a).norm()) / math.sqrt(d)
+    h2 = _hyp("H2", "1_d is not in rowspace(X)", dist2, thr,
+              "relative distance ||(I - Pi_row) 1|| / ||1||; " + why)
     g = torch.as_tensor(gamma).abs()
     h3 = _hyp("H3", "every gamma_j != 0", float(g.min() / g.max()) if float(g.max()) > 0 else 0.0, 0.0,
               "min |gamma_j| / max |gamma_j|; exact zero test (a stored gain is either 0 or not)")
-    Up, sp, _ = torch.linalg.svd(XP, full_matrices=False)
-    rank_XP = rank_from_singular_values(sp.cpu(), (n, d), X.dtype)
-    dist4, thr4, why4 = _distance_from_span(sigma, Up, rank_XP)
-    h4 = _hyp("H4", "sigma (row standard deviations) is not in colspace(X P)", dist4, thr4,
-              "relative distance ||(I - Pi_col) sigma|| / ||sigma||; " + why4)
-    return LNHypothesesRecord(where=where, H1=h1, H2=h2, H3=h3, H4=h4, rank_X=rank_X, rank_XP=rank_XP,
-                              dtype=_dtype_name(X))
+    c = Ur.T @ sigma
+    gap2 = float((sigma - Ur @ c).pow(2).sum())
+    if not h2.holds and r > 0:  # 1_d in rowspace(X): colspace(XP) loses the direction U_r S_r^{-1} a
+        w = a / sx[:r]
+        gap2 += float((w @ c) ** 2 / (w @ w))
+    snorm = float(sigma.norm())
+    dist4 = math.sqrt(gap2) / snorm if snorm > 0 else 0.0
+    h4 = _hyp("H4", "sigma (row standard deviations) is not in colspace(X P)", dist4, thr,
+              "relative distance ||(I - Pi_col) sigma|| / ||sigma||; " + why)
+    return LNHypothesesRecord(where=where, H1=h1, H2=h2, H3=h3, H4=h4, rank_X=rank_X, dtype=_dtype_name(X))
 
 
 # ------------------------------------------------------------------ everything at once
