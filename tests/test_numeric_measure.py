@@ -38,6 +38,9 @@ def test_alpha_matches_the_gram_trace_formula(w):
     gram = ((1 - trm2 / m2) / 2).sqrt()
     got = torch.tensor(asymmetry(w).alpha, dtype=D64)
     assert float((got - gram).abs().max()) < 1e-10
+    M = w.W_Q[2] @ w.W_K[2].mT  # the definition, M formed explicitly for one layer
+    explicit = ((M - M.mT) / 2).flatten(-2).norm(dim=-1) / M.flatten(-2).norm(dim=-1)
+    assert float((got[2] - explicit).abs().max()) < 1e-13
 
 
 def test_alpha_extremes():
@@ -190,7 +193,7 @@ def test_measure_all_reuses_the_real_forward(w):
     rep = measure_all(w, n=10, seed=2, variants=("full", "residual"))
     tr = encode(w, n=10, seed=2)
     assert rep.profiles["full"].ranks == [numerical_rank(h).rank for h in tr.hidden_states]
-    assert rep.asymmetry.alpha == asymmetry(w).alpha
+    assert np.allclose(rep.asymmetry.alpha, asymmetry(w).alpha, rtol=1e-13, atol=0)
     assert rep.wo.ranks == wo_conditioning(w).ranks
     assert rep.heads[4].dim_sum.rank == head_subspaces(tr.layers[4]).dim_sum.rank
     assert rep.ln[1]["ln2"].H2.value == ln_hypotheses(tr.layers[1].pre_ln2, w.ln2_w[1]).H2.value

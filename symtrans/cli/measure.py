@@ -177,7 +177,7 @@ def render_text(report: Any) -> str:
                        "eff.rank", "res(F)", "res(Dong)"], rows)
     out += ["", "res(F): ||X - 1 mean^T||_F / ||X||_F (the column mean is the exact minimiser); "
             "res(Dong): sqrt(||.||_1 ||.||_inf) at the same x (an upper bound on Dong's min over x)"]
-    out += ["", f"alpha_h = ||(M - M^T)/2||_F / ||M||_F, M = W_Q^h W_K^h^T  ({r.asymmetry.dtype}, explicit M)"]
+    out += ["", f"alpha_h = ||(M - M^T)/2||_F / ||M||_F, M = W_Q^h W_K^h^T  ({r.asymmetry.dtype}; via QR of [W_Q W_K], no cancellation)"]
     H = len(r.asymmetry.alpha[0])
     out += _table(["layer"] + [f"h{h}" for h in range(H)],
                   [[str(i)] + [f"{a:.2f}" for a in row] for i, row in enumerate(r.asymmetry.alpha)])
@@ -277,13 +277,13 @@ def write_plots(report: Any, directory: str | Path) -> list[Path]:
     cmap = plt.get_cmap("plasma")
     for x in prof.layers:
         s = [v for v in x.singular_values if v > 0]
-        ax.semilogy(range(1, len(s) + 1), s, color=cmap(x.index / max(1, len(prof.layers) - 1)),
-                    label=f"state {x.index} (rank {x.rank.rank})")
-        ax.axhline(x.rank.cut, color=cmap(x.index / max(1, len(prof.layers) - 1)), lw=0.5, ls=":")
+        colour = cmap(0.85 * x.index / max(1, len(prof.layers) - 1))
+        ax.semilogy(range(1, len(s) + 1), s, color=colour, label=f"state {x.index} (rank {x.rank.rank})")
+        ax.axhline(x.rank.cut, color=colour, lw=0.6, ls=":")
     ax.set_xlabel("index i")
     ax.set_ylabel("sigma_i")
-    ax.set_title(f"Singular spectra of hidden states, variant {name} ({title}); dotted: rank cuts")
-    ax.title.set_fontsize(9)
+    ax.set_title(f"Singular spectra of hidden states, variant {name}\n({title}; dotted lines: rank cuts)",
+                 fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -32,9 +32,12 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
@@ -47,7 +50,8 @@ from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
            "WOConditioningRecord", "HypothesisRecord", "LNHypothesesRecord", "MeasureReport",
            "rank_profile", "residual_ratio", "asymmetry", "head_subspaces", "wo_conditioning",
-           "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory"]
+           "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory", "reset_peak_memory",
+           "single_threaded"]
 
 
 def _plain(value: Any) -> Any:
@@ -209,11 +213,12 @@ class RankProfile(_Record):
 
 
 def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
-                 layer_index: int | None = None) -> RankProfile:
+                 layer_index: int | None = None, pool: Any = None) -> RankProfile:
     """Rank, affine rank, stable and effective rank, residual of each hidden state (one batched SVD).
 
     ``trace`` is a :class:`~symtrans.numeric.forward.Trace` (its hidden states)
-    or a list of n x d matrices.
+    or a list of n x d matrices. ``pool`` (an executor) splits the SVDs
+    over its threads.
 
     Examples
     --------
@@ -230,7 +235,11 @@ def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
     S = torch.stack([torch.as_tensor(x) for x in states])
     shape = tuple(S.shape[-2:])
     both = torch.cat([S, S - S.mean(-2, keepdim=True)])
-    sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+    if pool is None:
+        sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+    else:
+        chunks = both.chunk(max(1, min(len(both), _workers())))
+        sv = torch.cat([f.result() for f in [pool.submit(torch.linalg.svdvals, c) for c in chunks]]).cpu()
     k = len(states)
     rows = []
     for i in range(k):
@@ -266,14 +275,25 @@ class AsymmetryRecord(_Record):
     dtype: str
     definition: str = ("alpha_h = ||M_a||_F / ||M||_F, M = W_Q^h (W_K^h)^T (d_model x d_model), "
                        "M_a = (M - M^T) / 2; query/key biases are not part of M")
-    method: str = "M formed explicitly, batched over heads; error about eps relative (no cancellation)"
+    method: str = ("QR of [W_Q W_K] = Q [R_q R_k]: ||M||_F = ||R_q R_k^T||_F and ||M_a||_F likewise "
+                   "(Q orthonormal), batched over heads; backward stable, no cancellation: error about eps relative")
 
 
 def _alpha(W_Q: Any, W_K: Any) -> Any:
-    """``alpha`` for per-head ``W_Q, W_K`` of shape ``[..., d_model, d_k]`` (explicit ``M``)."""
-    M = W_Q @ W_K.transpose(-1, -2)
-    Ma = (M - M.transpose(-1, -2)) / 2
-    return Ma.flatten(-2).norm(dim=-1) / M.flatten(-2).norm(dim=-1)
+    """``alpha`` for per-head ``W_Q, W_K`` of shape ``[..., d_model, d_k]``, without forming ``M``.
+
+    With the thin QR ``[W_Q W_K] = Q [R_q R_k]``, ``M = Q R_q R_k^T Q^T`` and
+    ``M^T = Q R_k R_q^T Q^T``; ``Q`` has orthonormal columns, so both Frobenius
+    norms are those of ``2 d_k x 2 d_k`` matrices, computed directly (no
+    cancellation, no ``d_model x d_model`` products).
+    """
+    import torch
+
+    dk = W_Q.shape[-1]
+    R = torch.linalg.qr(torch.cat([W_Q, W_K], -1), mode="r")[1]
+    small = R[..., :dk] @ R[..., dk:].transpose(-1, -2)  # R_q R_k^T
+    anti = (small - small.transpose(-1, -2)) / 2
+    return anti.flatten(-2).norm(dim=-1) / small.flatten(-2).norm(dim=-1)
 
 
 def asymmetry(weights: Any) -> AsymmetryRecord:
@@ -637,6 +657,40 @@ class MeasureReport(_Record):
                  "Y^h W_O^h without b_O; LN hypotheses measured on the inputs of LN1 and LN2")
 
 
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run torch CPU kernels on one thread inside the block, then restore the setting.
+
+    MKL's multi-threaded SVD of a few-hundred-wide matrix gains little on an
+    idle machine but slows down by up to ~100x when the cores are
+    oversubscribed (measured here: 7.7 s against 0.1 s for a 512 x 384
+    ``svdvals`` at load 4.6 on 2 cores), so :func:`measure_all` runs single-threaded.
+
+    Examples
+    --------
+    >>> import torch
+    >>> before = torch.get_num_threads()
+    >>> with single_threaded():
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _workers() -> int:
+    """Threads for independent factorisations: the CPU count, at most 4 (each runs single-threaded)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 class _Progress:
     """A tqdm bar on stderr when asked for, else a no-op with the same calls."""
 
@@ -662,6 +716,9 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
                 depth: int | None = None, layer_index: int | None = None, ln: bool | None = None,
                 progress: bool = False) -> MeasureReport:
     """Run every measurement once: the real forward layer by layer, then the variant stacks.
+
+    Each layer's measurements run on a thread pool (single-threaded torch
+    kernels, one per core) while the main thread computes the next layer.
 
     The real (full, post-LN) forward runs one layer at a time; each layer's
     per-head internals are measured and dropped before the next layer, so with
@@ -689,23 +746,31 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
     X0, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
     L = weights.n_layers
     bar = _Progress(L + len(variants), progress, "measure")
-    states, heads, lns, alphas = [X0], [], [], []
-    wo_recs, wo_cond = [], []
+    states = [X0]
     arch = weights.arch
-    with torch.no_grad():
+    results: list[dict[str, Any]] = []
+
+    def collect(futures: dict[str, Any]) -> None:
+        results.append({k: f.result() for k, f in futures.items()})
+        bar.step(f"layer {len(results) - 1}")
+
+    with torch.no_grad(), single_threaded(), ThreadPoolExecutor(_workers()) as pool:
+        pending: list[dict[str, Any]] = []
         for i in range(L):
             layer = weights.layer(i)
             t = encoder_layer(states[-1], layer, arch.ln_eps, arch.activation)
-            heads.append(head_subspaces(t, layer=i))
-            lns.append({"ln1": ln_hypotheses(t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
-                        "ln2": ln_hypotheses(t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input")})
-            alphas.append([float(v) for v in _alpha(layer["W_Q"], layer["W_K"]).cpu()])
-            rec, cond = _wo_layer(layer["W_O"])
-            wo_recs.append(rec)
-            wo_cond.append(cond)
+            pending.append({
+                "heads": pool.submit(head_subspaces, t, layer=i),
+                "ln1": pool.submit(ln_hypotheses, t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
+                "ln2": pool.submit(ln_hypotheses, t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input"),
+                "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
+                "wo": pool.submit(_wo_layer, layer["W_O"])})
             states.append(t.out)
             del t, layer
-            bar.step(f"layer {i}")
+            if len(pending) > 1:  # at most two layers' internals alive: the one measured, the next
+                collect(pending.pop(0))
+        for futures in pending:
+            collect(futures)
         timings["forward_and_layer_measurements"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         profiles: dict[str, RankProfile] = {}
@@ -715,10 +780,14 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
                 stack = states
             else:
                 stack = run_stack(weights, X0, v, depth=depth, layer_index=layer_index, ln=use_ln)
-            profiles[v] = rank_profile(stack, variant=v, ln=use_ln,
-                                       layer_index=layer_index)
+            profiles[v] = rank_profile(stack, variant=v, ln=use_ln, layer_index=layer_index, pool=pool)
             bar.step(v)
         timings["rank_profiles"] = time.perf_counter() - t1
+    heads = [r["heads"] for r in results]
+    lns = [{"ln1": r["ln1"], "ln2": r["ln2"]} for r in results]
+    alphas = [[float(v) for v in r["alpha"].cpu()] for r in results]
+    wo_recs = [r["wo"][0] for r in results]
+    wo_cond = [r["wo"][1] for r in results]
     bar.close()
     timings["total"] = time.perf_counter() - t0
     dt = _dtype_name(X0)

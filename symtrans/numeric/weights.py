@@ -225,37 +225,51 @@ _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "
 
 # ------------------------------------------------------------------ file reading
 class _Reader:
-    """Uniform access to the tensors of safetensors files (single or sharded)."""
+    """Uniform access to the tensors of safetensors files (single or sharded).
 
-    def __init__(self, files: list[Path]):
+    ``transient=True`` (streaming) opens the file for each read and closes it
+    afterwards, so memory-mapped pages of layers already read do not stay
+    resident.
+    """
+
+    def __init__(self, files: list[Path], transient: bool = False):
+        self.files, self.transient = files, transient
+        self.where: dict[str, Any] = {}  # key -> open handle, or the file when transient
+        for f in files:
+            h = self._open(f)
+            for k in h.keys():
+                self.where[k] = f if transient else h
+
+    @staticmethod
+    def _open(f: Path) -> Any:
         from safetensors import safe_open
 
-        self.files = files
-        self.handles = []
-        self.where: dict[str, Any] = {}
-        for f in files:
-            try:
-                h = safe_open(str(f), framework="pt")
-            except Exception as err:  # safetensors raises its own error types
-                raise SymtransError(f"{f}: not a readable safetensors file ({_short(err)})") from None
-            self.handles.append(h)
-            for k in h.keys():
-                self.where[k] = h
+        try:
+            return safe_open(str(f), framework="pt")
+        except Exception as err:  # safetensors raises its own error types
+            raise SymtransError(f"{f}: not a readable safetensors file ({_short(err)})") from None
+
+    def _handle(self, key: str) -> Any:
+        return self._open(self.where[key]) if self.transient else self.where[key]
 
     def keys(self) -> list[str]:
         return list(self.where)
 
     def get(self, key: str) -> Any:
         try:
-            return self.where[key].get_tensor(key)
+            return self._handle(key).get_tensor(key)
+        except SymtransError:
+            raise
         except Exception as err:
             raise SymtransError(f"{key}: cannot read tensor ({_short(err)})") from None
 
     def rows(self, key: str, start: int | None = None, stop: int | None = None) -> Any:
         """The shape of ``key`` (no bounds), or rows ``start:stop`` read without the rest."""
         try:
-            sl = self.where[key].get_slice(key)
+            sl = self._handle(key).get_slice(key)
             return sl.get_shape() if start is None else sl[start:stop]
+        except SymtransError:
+            raise
         except Exception as err:
             raise SymtransError(f"{key}: cannot read tensor ({_short(err)})") from None
 
@@ -327,7 +341,8 @@ def _resolve_directory(spec: str, allow_pickle: bool) -> Path:
     return directory
 
 
-def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool) -> tuple[_Checkpoint, list[Path]]:
+def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
+          transient: bool = False) -> tuple[_Checkpoint, list[Path]]:
     """Open a directory spec as a :class:`_Checkpoint` (nothing per-layer is read yet)."""
     import torch
 
@@ -346,7 +361,7 @@ def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool) -> tuple[_Checkpoint
         get, keys = state.__getitem__, list(state)
         slicer = None
     else:
-        reader = _Reader(files)
+        reader = _Reader(files, transient=transient)
         get, keys, slicer = reader.get, reader.keys(), reader.rows
     return _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory)), files
 
@@ -375,14 +390,16 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
         return _LOADED[stamp].copy()  # fresh tensors: callers may modify their weights in place
     weights = ModelWeights(ckpt.arch, ckpt.all_tensors(), ckpt.where, _hash_files(files), dt, dev,
                            ckpt.arch.family, ckpt.config)
-    if small:
-        _LOADED.clear()  # keep one small model: repeated loads of "default" (tests, doctests) copy it
+    if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
+        _LOADED.clear()
         _LOADED[stamp] = weights.copy()
+    _SEEN.add(stamp)
     return weights
 
 
 _CACHE_MAX_BYTES = 256 << 20
 _LOADED: dict[Any, ModelWeights] = {}
+_SEEN: set[Any] = set()
 
 
 def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
@@ -401,7 +418,7 @@ def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device:
     True
     """
     dt, dev = resolve_dtype(dtype), resolve_device(device)
-    ckpt, files = _open(spec, dt, dev, allow_pickle=False)
+    ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
     return StreamedWeights(ckpt, _hash_files(files) if hash_weights else "not computed")
 
 
