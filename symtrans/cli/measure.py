@@ -82,7 +82,7 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
     >>> rep.n, rep.profiles["full"].ranks[0], rep.memory["streamed"]
     (6, 6, False)
     """
-    from symtrans.numeric.measure import measure_all, peak_memory, reset_peak_memory
+    from symtrans.numeric.measure import measure_all, peak_memory, reset_peak_memory, single_threaded
     from symtrans.numeric.weights import load_model, resolve_device, stream_model
 
     if depth is not None and depth < 1:
@@ -94,10 +94,11 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
     reset = reset_peak_memory()
     t0 = time.perf_counter()
     streamed = stream == "on" or (stream == "auto" and _checkpoint_bytes(model) > _STREAM_ABOVE_BYTES)
-    if streamed:
-        weights = stream_model(model, dtype=dtype, device=str(dev))
-    else:
-        weights = load_model(model, dtype=dtype, device=str(dev), allow_pickle=allow_pickle)
+    with single_threaded():  # see single_threaded: parallel kernels stall on a busy machine
+        if streamed:
+            weights = stream_model(model, dtype=dtype, device=str(dev))
+        else:
+            weights = load_model(model, dtype=dtype, device=str(dev), allow_pickle=allow_pickle)
     load_s = time.perf_counter() - t0
     variants = _VARIANT_CHOICES if variant == "all" else (variant,)
     use_ln = None if ln == "auto" else ln == "on"

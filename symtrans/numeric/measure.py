@@ -79,6 +79,35 @@ def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run torch CPU kernels on one thread inside the block, then restore the setting.
+
+    MKL's multi-threaded SVD of a few-hundred-wide matrix gains little on an
+    idle machine but slows down by up to ~100x when the cores are
+    oversubscribed (measured here: 7.7 s against 0.1 s for a 512 x 384
+    ``svdvals`` at load 4.6 on 2 cores), so :func:`measure_all` runs single-threaded.
+
+    Examples
+    --------
+    >>> import torch
+    >>> before = torch.get_num_threads()
+    >>> with single_threaded():
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 # ------------------------------------------------------------------ spectra of hidden states
 def stable_rank(s: Sequence[float]) -> float:
     """Stable rank ``||X||_F^2 / ||X||_2^2`` from singular values ``s``.
@@ -212,6 +241,7 @@ class RankProfile(_Record):
         return [r.affine.rank for r in self.layers]
 
 
+@single_threaded()
 def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
                  layer_index: int | None = None, pool: Any = None) -> RankProfile:
     """Rank, affine rank, stable and effective rank, residual of each hidden state (one batched SVD).
@@ -296,6 +326,7 @@ def _alpha(W_Q: Any, W_K: Any) -> Any:
     return anti.flatten(-2).norm(dim=-1) / small.flatten(-2).norm(dim=-1)
 
 
+@single_threaded()
 def asymmetry(weights: Any) -> AsymmetryRecord:
     """Directional asymmetry ``alpha_h`` of every head, batched over heads, one layer at a time.
 
@@ -349,6 +380,7 @@ def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
     return rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype), cond
 
 
+@single_threaded()
 def wo_conditioning(weights: Any) -> WOConditioningRecord:
     """Rank and condition number of the stacked ``W_O`` of every layer.
 
@@ -408,6 +440,7 @@ class HeadSubspaceRecord(_Record):
         return [r.rank for r in self.dim_R_records]
 
 
+@single_threaded()
 def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     """``dim R_h``, ``rank MHA(X)``, ``dim sum R_h``, ``alpha_MHA``, ``kappa`` and principal angles.
 
@@ -530,6 +563,7 @@ def _subspace_threshold(rec: RankRecord) -> tuple[float, str]:
                  "smaller distances are indistinguishable from 0")
 
 
+@single_threaded()
 def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     """Measure H1-H4 of Theorem 4.2 for LayerNorm input ``X`` (n x d) and gain ``gamma``, with margins.
 
@@ -655,35 +689,6 @@ class MeasureReport(_Record):
     memory: dict[str, Any]
     form: str = ("post-LN BERT: X1 = LN1(X + MHA(X) + b_O), out = LN2(X1 + FFN(X1)); MHA(X) = sum_h "
                  "Y^h W_O^h without b_O; LN hypotheses measured on the inputs of LN1 and LN2")
-
-
-@contextlib.contextmanager
-def single_threaded() -> Iterator[None]:
-    """Run torch CPU kernels on one thread inside the block, then restore the setting.
-
-    MKL's multi-threaded SVD of a few-hundred-wide matrix gains little on an
-    idle machine but slows down by up to ~100x when the cores are
-    oversubscribed (measured here: 7.7 s against 0.1 s for a 512 x 384
-    ``svdvals`` at load 4.6 on 2 cores), so :func:`measure_all` runs single-threaded.
-
-    Examples
-    --------
-    >>> import torch
-    >>> before = torch.get_num_threads()
-    >>> with single_threaded():
-    ...     torch.get_num_threads()
-    1
-    >>> torch.get_num_threads() == before
-    True
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _workers() -> int:
