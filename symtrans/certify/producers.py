@@ -10,7 +10,7 @@ Sizes are read from :mod:`symtrans.arch` presets and expected values from
 
 Examples
 --------
->>> [p.name for p in producers_for("prop-5.1")]
+>>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
 ['prop51-witness']
 """
 
