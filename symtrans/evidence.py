@@ -461,7 +461,13 @@ def run_producers(claim: str, ctx: Context) -> list[Evidence]:
             out.extend(_MEMO[key])
             continue
         start = time.perf_counter()
-        produced = p.func(ctx)
+        if p.needs_model or p.kind == "numeric":
+            from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
+
+            with single_threaded():  # small factorisations: threads only add contention
+                produced = p.func(ctx)
+        else:
+            produced = p.func(ctx)
         elapsed = time.perf_counter() - start
         done = [ev if ev.seconds is not None else dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
                 for ev in produced]
