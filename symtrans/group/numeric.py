@@ -108,11 +108,13 @@ def tolerance(dtype: Any, d_model: int, layers: int, kappa: float) -> tuple[floa
 
 
 # --------------------------------------------------------------------------- samplers
-def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0) -> tuple[Any, float]:
+def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0, count: int | None = None) -> tuple[Any, float]:
     """A random well-conditioned k x k matrix ``U diag(s) V^T`` (QR-based), and its condition number.
 
     ``U``, ``V`` are Haar-random orthogonal (QR of a Gaussian with the sign
     fix), ``s`` log-uniform in ``[1/spread, spread]``, so ``kappa <= spread^2``.
+    With ``count`` it returns ``(matrices, inverses, kappa)`` for a batch, the
+    inverses exact from the factors (``V diag(1/s) U^T``).
 
     Examples
     --------
@@ -120,16 +122,26 @@ def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0) -> tuple[Any, f
     >>> M, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64)
     >>> abs(float(torch.linalg.cond(M)) - kappa) < 1e-9
     True
+    >>> Ms, invs, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64, count=2)
+    >>> float((Ms[1] @ invs[1] - torch.eye(3, dtype=torch.float64)).abs().max()) < 1e-14
+    True
     """
     import torch
 
-    def haar() -> Any:
-        Q, R = torch.linalg.qr(torch.randn(k, k, generator=gen, dtype=torch.float64))
-        return Q * torch.sign(torch.diagonal(R))
+    b = count or 1
 
-    s = torch.exp((torch.rand(k, generator=gen, dtype=torch.float64) * 2 - 1) * math.log(spread))
-    M = haar() @ torch.diag(s) @ haar().T
-    return M.to(dtype), float(s.max() / s.min())
+    def haar() -> Any:
+        Q, R = torch.linalg.qr(torch.randn(b, k, k, generator=gen, dtype=torch.float64))
+        return Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+    s = torch.exp((torch.rand(b, k, generator=gen, dtype=torch.float64) * 2 - 1) * math.log(spread))
+    U, V = haar(), haar()
+    M = U @ torch.diag_embed(s) @ V.transpose(-1, -2)
+    Minv = V @ torch.diag_embed(1 / s) @ U.transpose(-1, -2)
+    kappa = float((s.max(-1).values / s.min(-1).values).max())
+    if count is None:
+        return M[0].to(dtype), kappa
+    return list(M.to(dtype).unbind(0)), list(Minv.to(dtype).unbind(0)), kappa  # type: ignore[return-value]
 
 
 def _perm(k: int, gen: Any) -> list[int]:
@@ -164,21 +176,19 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
     H, kv, d_k, d_v, d_ff, d = int(a.H), int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.d_model)
     if factor in ("qk-gauge", "vo-gauge"):
         k = d_k if factor == "qk-gauge" else d_v
+        if not (factor == "qk-gauge" and a.positional == "rotary"):
+            mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
+            return {"g": mats, "g_inv": invs}, kappa
         mats, kappas = [], []
-        for _ in range(kv):
-            if factor == "qk-gauge" and a.positional == "rotary":
-                M = torch.zeros(k, k, dtype=torch.float64)
-                scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
-                angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
-                for b in range(k // 2):  # r (cos t I + sin t J): the commutant of the rotations
-                    c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
-                    M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
-                mats.append(M.to(dtype))
-                kappas.append(float(scale.max() / scale.min()))
-            else:
-                M, kappa = sample_gl(k, gen, dtype)
-                mats.append(M)
-                kappas.append(kappa)
+        for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
+            M = torch.zeros(k, k, dtype=torch.float64)
+            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
+            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
+            for b in range(k // 2):
+                c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
+                M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
+            mats.append(M.to(dtype))
+            kappas.append(float(scale.max() / scale.min()))
         return {"g": mats}, max(kappas)
     if factor == "key-bias-shift":
         return {"u": [torch.randn(1, d_k, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
@@ -193,12 +203,13 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
             pi += [g * group + i for i in inner]
         return {"pi": pi, "kappa": kappa_perm}, 1.0
     if factor == "S_dff":
-        return {"P": _perm_matrix(_perm(d_ff, gen), dtype)}, 1.0
+        P = _perm_matrix(_perm(d_ff, gen), dtype)
+        return {"P": P, "P_inv": P.T}, 1.0
     if factor == "ffn-scaling":
         s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
         if a.ffn == "gated":
             s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-        return {"D": torch.diag(s).to(dtype)}, float(s.abs().max() / s.abs().min())
+        return {"D": torch.diag(s).to(dtype), "D_inv": torch.diag(1 / s).to(dtype)}, float(s.abs().max() / s.abs().min())
     if factor == "S_n":
         return {"P": _perm(int(a.n), gen)}, 1.0
     if factor == "residual-permutation":
@@ -207,7 +218,8 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
             signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
         else:
             signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0, dtype=torch.float64)
-        return {"Q": (torch.diag(signs) @ P).to(dtype)}, 1.0
+        Q = (torch.diag(signs) @ P).to(dtype)
+        return {"Q": Q, "Q_inv": Q.T}, 1.0
     raise SymtransError(f"no sampler for factor {factor!r}")
 
 

@@ -735,13 +735,14 @@ def _block_axis(tag: AxisTag) -> int:
     return 1 if len(inner) == 1 else pos
 
 
-def _apply_block(block: Any, tag: AxisTag, g: Any, cache: dict[int, Any], original: dict[str, Any],
-                 which: int | None) -> Any:
+def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
+                 which: Any) -> Any:
     how = tag.how
     if how == "translate":
         return block + g
+    inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
     if how == "conjugate_diagonal":
-        return _diagonal_row(_cached_inverse(g, cache) @ _diag(block) @ g)
+        return _diagonal_row(inverse() @ _diag(block) @ g)
     if how == "translate_image":
         via = original[tag.via]
         image = None
@@ -749,7 +750,7 @@ def _apply_block(block: Any, tag: AxisTag, g: Any, cache: dict[int, Any], origin
             term = g[which(h)] @ W
             image = term if image is None else image + term
         return block - image
-    R = g if how == "element" else _cached_inverse(g, cache)
+    R = g if how == "element" else inverse()
     if how == "inverse_transpose":
         R = R.T
     bax = _block_axis(tag)
@@ -769,26 +770,26 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
     if tag.component not in element:
         raise SymtransError(f"element of {tag.factor} lacks component {tag.component!r}")
     g = element[tag.component]
+    ginv = element.get(tag.component + "_inv")  # an exact inverse the sampler may supply
     value = params[tag.tensor]
-    to_kv = (lambda h: h // group)
+
+    def to_kv(h: int) -> int:
+        return h // group
+
     if tag.how == "permutation":
-        if tag.index is None and tag.tensor == "X":
-            rows = value
-            params[tag.tensor] = _take_rows(rows, g)
-            return
         params[tag.tensor] = [value[i] for i in g]
         return
     if tag.index is None:
-        which = to_kv if tag.how == "translate_image" else None
-        params[tag.tensor] = _apply_block(value, tag, g, cache, original, which)
+        params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
         return
     out = []
     for h, block in enumerate(value):
         if isinstance(g, (list, tuple)):  # one element per key/value head
-            gh = g[to_kv(h)] if tag.index == "head" else g[h]
+            i = to_kv(h) if tag.index == "head" else h
+            gh, ghinv = g[i], (ginv[i] if ginv is not None else None)
         else:  # one element for all heads (a residual-stream map)
-            gh = g
-        out.append(_apply_block(block, tag, gh, cache, original, None))
+            gh, ghinv = g, ginv
+        out.append(_apply_block(block, tag, gh, ghinv, cache, original, None))
     params[tag.tensor] = out
 
 
