@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "formulas": ("symtrans.cli.formulas", "list the registered formulas"),
     "formula": ("symtrans.cli.formulas", "evaluate one formula for an architecture"),
     "arch": ("symtrans.cli.formulas", "show a resolved architecture description"),
+    "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
 }
 
 

@@ -379,7 +379,7 @@ PAIRING: list[dict[str, str]] = [
             "grows is convergence of A^h to this fixed point",
      "symmetry_to_break": "S_n on the scores (positions, content-dependent queries/keys)"},
     {"phenomenon": "head-channel non-identifiability",
-     "object": "fibre (with the orbit as its parameter-space shadow)",
+     "object": "fibre",
      "precise_object": "the fibre of F: (Y^1..Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) (what the FFN receives); "
                        "in parameters, the orbit of GL(d_v)^H x S_H x value-bias-shift on (W_V, b_V, W_O, b_O)",
      "why": "the MLP sees only F's value: per-head contributions are determined only up to F's fibre "
