@@ -139,8 +139,11 @@ class SympyBackend:
         if func == "relu":
             if not arg.free_symbols:
                 return sp.Max(0, arg)
-            pos = [f for f in sp.Mul.make_args(sp.factor_terms(arg)) if f.is_positive]
-            if pos:  # positive homogeneity of relu
+            content, primitive = arg.as_content_primitive()
+            if content != 1 and content.is_positive:  # positive homogeneity of relu, rational factor
+                return content * self.apply("relu", primitive)
+            pos = [f for f in sp.Mul.make_args(sp.factor_terms(arg)) if f.is_positive and f.free_symbols]
+            if pos:  # positive homogeneity of relu, positive symbolic factor
                 scale = sp.Mul(*pos)
                 return scale * self.apply("relu", arg / scale)
         return self._atom(func, arg, lambda: self._FUNCS[func](arg))
@@ -373,7 +376,9 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
 
     inp = norm(X, "ln1") if pre else X
     mha = _attention(p, inp, feat, be)
-    X1 = X + mha + (_bias(be, n, g("b_O")) if g("b_O") is not None else 0)
+    X1 = X + mha
+    if g("b_O") is not None:
+        X1 = X1 + _bias(be, n, g("b_O"))
     X1 = be.canon(X1)
     if not pre:
         X1 = norm(X1, "ln1")
