@@ -620,7 +620,9 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
         if f.status != "broken":
             out.append(certify_factor(spec.arch, f.name))
         else:  # certify the factor where the breaking features are absent
-            out.append(certify_factor(_unbroken(spec.arch, f.name), f.name))
+            c = certify_factor(_unbroken(spec.arch, f.name), f.name)
+            gone = ", ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")
+            out.append(dataclasses.replace(c, element=f"{c.element}; on a variant without {gone}"))
         if witnesses:
             out += [witness(spec.arch, f.name, b.feature) for b in f.broken_by]
     if lemmas:

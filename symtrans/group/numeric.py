@@ -144,19 +144,69 @@ def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0, count: int | No
     return list(M.to(dtype).unbind(0)), list(Minv.to(dtype).unbind(0)), kappa  # type: ignore[return-value]
 
 
+class MonomialMatrix:
+    """A k x k matrix with one non-zero per row and column, applied by indexing instead of a dense product.
+
+    Column ``j`` has the value ``vals[j]`` in row ``perm[j]``; so ``X @ M`` is
+    ``X[:, perm] * vals`` and ``M @ Y`` is ``(Y * vals[:, None])[inv]``.
+    Permutations (vals = 1), positive diagonals (perm = id) and signed
+    permutations are the elements of S_dff, ffn-scaling and the residual
+    factor; :func:`symtrans.group.spec.act` uses them through ``@``, ``.T`` and
+    ``inverse()`` like any matrix.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = MonomialMatrix([2, 0, 1], torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64))
+    >>> X = torch.randn(4, 3, dtype=torch.float64)
+    >>> ok_apply = bool(torch.allclose(X @ M, X @ M.dense()))
+    >>> ok_inverse = bool(torch.allclose(M.inverse().dense() @ M.dense(), torch.eye(3, dtype=torch.float64)))
+    >>> ok_apply, ok_inverse
+    (True, True)
+    """
+
+    def __init__(self, perm: list[int], vals: Any) -> None:
+        import torch
+
+        self.perm = torch.as_tensor(perm, dtype=torch.long)
+        self.vals = vals
+        self.inv = torch.argsort(self.perm)
+
+    def dense(self) -> Any:
+        """The matrix as a dense tensor."""
+        import torch
+
+        k = self.perm.numel()
+        M = torch.zeros(k, k, dtype=self.vals.dtype)
+        M[self.perm, torch.arange(k)] = self.vals
+        return M
+
+    def __rmatmul__(self, X: Any) -> Any:
+        return X[..., self.perm] * self.vals
+
+    def __matmul__(self, Y: Any) -> Any:
+        if isinstance(Y, MonomialMatrix):
+            return MonomialMatrix(self.perm[Y.perm].tolist(), self.vals[Y.perm] * Y.vals)
+        return (Y * self.vals[:, None])[self.inv]
+
+    @property
+    def T(self) -> MonomialMatrix:  # noqa: N802 (matrix convention)
+        """The transpose."""
+        return MonomialMatrix(self.inv.tolist(), self.vals[self.inv])
+
+    def inverse(self) -> MonomialMatrix:
+        """The inverse (exact)."""
+        return MonomialMatrix(self.inv.tolist(), 1 / self.vals[self.inv])
+
+    def to(self, dtype: Any) -> MonomialMatrix:
+        """A copy with values in ``dtype``."""
+        return MonomialMatrix(self.perm.tolist(), self.vals.to(dtype))
+
+
 def _perm(k: int, gen: Any) -> list[int]:
     import torch
 
     return torch.randperm(k, generator=gen).tolist()
-
-
-def _perm_matrix(perm: list[int], dtype: Any) -> Any:
-    import torch
-
-    k = len(perm)
-    P = torch.zeros(k, k, dtype=dtype)
-    P[perm, torch.arange(k)] = 1.0  # x P = x[perm]
-    return P
 
 
 def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[dict[str, Any], float]:
@@ -203,23 +253,20 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
             pi += [g * group + i for i in inner]
         return {"pi": pi, "kappa": kappa_perm}, 1.0
     if factor == "S_dff":
-        P = _perm_matrix(_perm(d_ff, gen), dtype)
-        return {"P": P, "P_inv": P.T}, 1.0
+        return {"P": MonomialMatrix(_perm(d_ff, gen), torch.ones(d_ff, dtype=dtype))}, 1.0
     if factor == "ffn-scaling":
         s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
         if a.ffn == "gated":
             s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-        return {"D": torch.diag(s).to(dtype), "D_inv": torch.diag(1 / s).to(dtype)}, float(s.abs().max() / s.abs().min())
+        return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.abs().max() / s.abs().min())
     if factor == "S_n":
         return {"P": _perm(int(a.n), gen)}, 1.0
     if factor == "residual-permutation":
-        P = _perm_matrix(_perm(d, gen), torch.float64)
         if a.norm == "rmsnorm":
-            signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0)
         else:
-            signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0, dtype=torch.float64)
-        Q = (torch.diag(signs) @ P).to(dtype)
-        return {"Q": Q, "Q_inv": Q.T}, 1.0
+            signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
+        return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
     raise SymtransError(f"no sampler for factor {factor!r}")
 
 

@@ -252,7 +252,8 @@ class Factor:
 
         Examples
         --------
-        >>> d = GroupSpec.from_arch("bert-base").factor("S_H").to_dict()
+        >>> spec = GroupSpec.from_arch("bert-base")
+        >>> d = spec.factor("S_H").to_dict(spec.arch)
         >>> d["kind"], d["order"]["expression"], d["order"]["value"]
         ('discrete', 'factorial(H)', 479001600)
         """
@@ -282,13 +283,13 @@ def _size_json(expr: sp.Expr, arch: Architecture | None) -> dict[str, Any]:
 
 
 def _big(value: sp.Expr) -> str:
-    """A huge integer such as d_ff! as its digit count and leading digits."""
+    """A huge integer such as d_ff! as its leading digits and digit count (no decimal string needed)."""
     import math
 
-    n = int(value)
-    digits = int(math.floor(sp.log(value, 10).evalf(30))) + 1 if n > 0 else 1
-    lead = str(sp.Float(value, 6))
-    return f"~{lead} ({digits} digits)"
+    log = sp.N(sp.log(value, 10), 50)
+    exponent = int(math.floor(log))
+    mantissa = float(sp.N(10 ** (log - exponent), 10))
+    return f"~{mantissa:.5f}e+{exponent} ({exponent + 1} digits)"
 
 
 # --------------------------------------------------------------------------- building G
@@ -409,7 +410,7 @@ class GroupSpec:
         >>> GroupSpec.from_arch("bert-base").factor("S_ff")
         Traceback (most recent call last):
         ...
-        symtrans.errors.SymtransError: unknown factor 'S_ff'; did you mean 'S_dff'?
+        symtrans.errors.SymtransError: unknown factor 'S_ff'; did you mean 'S_dff' or 'S_n' or 'S_H'?
         """
         for f in self.factors:
             if f.name == name:
@@ -723,6 +724,8 @@ def _diag(v: Any) -> Any:
 
 
 def _diagonal_row(M: Any) -> Any:
+    if not _is_sympy(M) and hasattr(M, "dense"):
+        M = M.dense()
     if _is_sympy(M):
         return sp.Matrix([[M[i, i] for i in range(M.rows)]])
     return M.diagonal().reshape(1, -1)
