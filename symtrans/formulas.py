@@ -497,17 +497,18 @@ def _flops_ffn(s, a):
     return (6 if a.ffn == "gated" else 4) * s.d_model * s.d_ff
 
 
+def _group(a):
+    from symtrans.group.spec import GroupSpec  # no torch: the group spec is symbolic only
+
+    return GroupSpec.from_arch(a, strict=False)
+
+
 def _gauge_layer(s, a):
-    kv = _kv(s, a)
-    qk = s.d_k if a.positional == "rotary" else s.d_k**2
-    return kv * (qk + s.d_v**2)
+    return _group(a).gauge_expression()
 
 
 def _head_permutations(s, a):
-    if a.H_kv == a.H:
-        return sp.factorial(s.H)
-    group = s.H / s.H_kv
-    return sp.factorial(s.H_kv) * sp.factorial(group) ** s.H_kv
+    return _group(a).factor("S_H").order
 
 
 def _pgop_params(s, a):
@@ -569,7 +570,7 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
     (Formula("ffn-permutations", "order of the hidden-unit permutation factor S_{d_ff}", "order",
              "order of the permutations of the feed-forward hidden units",
              _P("toolkit", "framework-9", reason="discrete factor of G listed in claims.md"),
-             lambda s, a: sp.factorial(s.d_ff), (),
+             lambda s, a: _group(a).factor("S_dff").order, (),
              ("ReLU adds positive per-unit scalings (continuous); GeLU does not",)), None),
     (Formula("params-attention", "parameters of one attention block", "parameters",
              "entries of W_Q, W_K, W_V, W_O and their biases in one layer",

@@ -30,6 +30,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
 
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
+
+    "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
 }
 
 

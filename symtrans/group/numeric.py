@@ -1,0 +1,536 @@
+"""Numeric counterparts (torch): sample group elements, act on real weights, check invariance.
+
+Every transform goes through :func:`symtrans.group.spec.act` (the tag table).
+On the bundled real model the forward pass is :func:`symtrans.numeric.encode`
+(matches ``transformers`` to ~4e-6 in float32); random architectures of other
+shapes (d_k != d_model / H, grouped-query attention, rotary, RMSNorm, ReLU)
+use :func:`symtrans.group.forward.model_forward` with the torch backend.
+
+Tolerance of an invariance check (why): the transformed weights carry a
+relative rounding error of about ``u * kappa`` (``u`` the dtype's unit
+roundoff, ``kappa`` the largest condition number of the sampled elements:
+applying ``g`` and ``g^-1`` loses that much), and each of the ``L`` layers adds
+dot products of length ``d_model`` (error growing like ``sqrt(d_model) u``)
+passed through softmax and norms of modest gain. So
+``tol = 10 * sqrt(d_model) * L * kappa * u`` relative to ``max |output|``, with
+a factor 10 of headroom. A check holds below ``tol``, fails above ``100 tol``
+and is inconclusive in between; a breaking feature is confirmed when the
+change exceeds ``100 tol``.
+
+Examples
+--------
+>>> import torch
+>>> g = torch.Generator().manual_seed(0)
+>>> M, kappa = sample_gl(4, g, torch.float64)
+>>> 1.0 <= kappa <= 4.0 + 1e-9
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from symtrans.arch import Architecture
+from symtrans.errors import SymtransError
+from symtrans.group.spec import GroupSpec, act
+
+__all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
+           "transform_weights", "verify_model", "random_blocks", "verify_random", "tolerance"]
+
+
+@dataclass(frozen=True)
+class InvarianceCheck:
+    """One numeric check: factor, dtype, achieved relative change, tolerance and why, verdict.
+
+    Examples
+    --------
+    >>> c = InvarianceCheck("S_H", "float64", "invariant", 1e-16, 1e-12, "why", "holds", 1.0, "model")
+    >>> c.to_dict()["verdict"]
+    'holds'
+    """
+
+    factor: str
+    dtype: str
+    expect: str  # invariant | changes
+    max_rel_change: float
+    tolerance: float
+    tolerance_reason: str
+    verdict: str  # holds | fails | inconclusive
+    condition_number: float
+    model: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict.
+
+        Examples
+        --------
+        >>> sorted(InvarianceCheck("f", "float32", "invariant", 0.0, 1.0, "r", "holds", 1.0, "m").to_dict())[:3]
+        ['condition_number', 'detail', 'dtype']
+        """
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        """One line for the terminal.
+
+        Examples
+        --------
+        >>> InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m").line().split()[0]
+        'holds'
+        """
+        rel = "<=" if self.max_rel_change <= self.tolerance else ">"
+        return (f"{self.verdict:<12} {self.factor:<34} {self.dtype}  expect {self.expect:<9} "
+                f"rel change {self.max_rel_change:.2e} {rel} tol {self.tolerance:.2e}  (kappa {self.condition_number:.2f})"
+                + (f"  {self.detail}" if self.detail else ""))
+
+
+def tolerance(dtype: Any, d_model: int, layers: int, kappa: float) -> tuple[float, str]:
+    """The tolerance of an invariance check and its reason (see the module docstring).
+
+    Examples
+    --------
+    >>> import torch
+    >>> tol, why = tolerance(torch.float64, 384, 6, 2.0)
+    >>> 1e-13 < tol < 1e-11
+    True
+    """
+    import torch
+
+    u = torch.finfo(dtype).eps
+    tol = 10 * math.sqrt(d_model) * layers * kappa * u
+    why = (f"10 * sqrt(d_model={d_model}) * L={layers} * kappa={kappa:.3g} * eps({str(dtype).replace('torch.', '')})"
+           f"={u:.3g}: the element and its inverse lose kappa*eps, each layer's length-d_model dot products "
+           "add ~sqrt(d_model)*eps; x10 headroom")
+    return tol, why
+
+
+# --------------------------------------------------------------------------- samplers
+def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0, count: int | None = None) -> tuple[Any, float]:
+    """A random well-conditioned k x k matrix ``U diag(s) V^T`` (QR-based), and its condition number.
+
+    ``U``, ``V`` are Haar-random orthogonal (QR of a Gaussian with the sign
+    fix), ``s`` log-uniform in ``[1/spread, spread]``, so ``kappa <= spread^2``.
+    With ``count`` it returns ``(matrices, inverses, kappa)`` for a batch, the
+    inverses exact from the factors (``V diag(1/s) U^T``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> M, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64)
+    >>> abs(float(torch.linalg.cond(M)) - kappa) < 1e-9
+    True
+    >>> Ms, invs, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64, count=2)
+    >>> float((Ms[1] @ invs[1] - torch.eye(3, dtype=torch.float64)).abs().max()) < 1e-14
+    True
+    """
+    import torch
+
+    b = count or 1
+
+    def haar() -> Any:
+        Q, R = torch.linalg.qr(torch.randn(b, k, k, generator=gen, dtype=torch.float64))
+        return Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+    s = torch.exp((torch.rand(b, k, generator=gen, dtype=torch.float64) * 2 - 1) * math.log(spread))
+    U, V = haar(), haar()
+    M = U @ torch.diag_embed(s) @ V.transpose(-1, -2)
+    Minv = V @ torch.diag_embed(1 / s) @ U.transpose(-1, -2)
+    kappa = float((s.max(-1).values / s.min(-1).values).max())
+    if count is None:
+        return M[0].to(dtype), kappa
+    return list(M.to(dtype).unbind(0)), list(Minv.to(dtype).unbind(0)), kappa  # type: ignore[return-value]
+
+
+class MonomialMatrix:
+    """A k x k matrix with one non-zero per row and column, applied by indexing instead of a dense product.
+
+    Column ``j`` has the value ``vals[j]`` in row ``perm[j]``; so ``X @ M`` is
+    ``X[:, perm] * vals`` and ``M @ Y`` is ``(Y * vals[:, None])[inv]``.
+    Permutations (vals = 1), positive diagonals (perm = id) and signed
+    permutations are the elements of S_dff, ffn-scaling and the residual
+    factor; :func:`symtrans.group.spec.act` uses them through ``@``, ``.T`` and
+    ``inverse()`` like any matrix.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = MonomialMatrix([2, 0, 1], torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64))
+    >>> X = torch.randn(4, 3, dtype=torch.float64)
+    >>> ok_apply = bool(torch.allclose(X @ M, X @ M.dense()))
+    >>> ok_inverse = bool(torch.allclose(M.inverse().dense() @ M.dense(), torch.eye(3, dtype=torch.float64)))
+    >>> ok_apply, ok_inverse
+    (True, True)
+    """
+
+    def __init__(self, perm: list[int], vals: Any) -> None:
+        import torch
+
+        self.perm = torch.as_tensor(perm, dtype=torch.long)
+        self.vals = vals
+        self.inv = torch.argsort(self.perm)
+
+    def dense(self) -> Any:
+        """The matrix as a dense tensor."""
+        import torch
+
+        k = self.perm.numel()
+        M = torch.zeros(k, k, dtype=self.vals.dtype)
+        M[self.perm, torch.arange(k)] = self.vals
+        return M
+
+    def __rmatmul__(self, X: Any) -> Any:
+        return X[..., self.perm] * self.vals
+
+    def __matmul__(self, Y: Any) -> Any:
+        if isinstance(Y, MonomialMatrix):
+            return MonomialMatrix(self.perm[Y.perm].tolist(), self.vals[Y.perm] * Y.vals)
+        return (Y * self.vals[:, None])[self.inv]
+
+    @property
+    def T(self) -> MonomialMatrix:  # noqa: N802 (matrix convention)
+        """The transpose."""
+        return MonomialMatrix(self.inv.tolist(), self.vals[self.inv])
+
+    def inverse(self) -> MonomialMatrix:
+        """The inverse (exact)."""
+        return MonomialMatrix(self.inv.tolist(), 1 / self.vals[self.inv])
+
+    def to(self, dtype: Any) -> MonomialMatrix:
+        """A copy with values in ``dtype``."""
+        return MonomialMatrix(self.perm.tolist(), self.vals.to(dtype))
+
+
+def _perm(k: int, gen: Any) -> list[int]:
+    import torch
+
+    return torch.randperm(k, generator=gen).tolist()
+
+
+def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[dict[str, Any], float]:
+    """A random element of ``factor`` (torch, in ``dtype``) and its condition number (1 for permutations).
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("minilm-l6-h384")
+    >>> el, kappa = sample_element(spec, "S_H", torch.Generator().manual_seed(0), torch.float64)
+    >>> sorted(el["pi"]) == list(range(12)), kappa
+    (True, 1.0)
+    """
+    import torch
+
+    a = spec.arch
+    H, kv, d_k, d_v, d_ff, d = int(a.H), int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.d_model)
+    if factor in ("qk-gauge", "vo-gauge"):
+        k = d_k if factor == "qk-gauge" else d_v
+        if not (factor == "qk-gauge" and a.positional == "rotary"):
+            mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
+            return {"g": mats, "g_inv": invs}, kappa
+        mats, kappas = [], []
+        for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
+            M = torch.zeros(k, k, dtype=torch.float64)
+            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
+            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
+            for b in range(k // 2):
+                c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
+                M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
+            mats.append(M.to(dtype))
+            kappas.append(float(scale.max() / scale.min()))
+        return {"g": mats}, max(kappas)
+    if factor == "key-bias-shift":
+        return {"u": [torch.randn(1, d_k, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
+    if factor == "value-bias-shift":
+        return {"v": [torch.randn(1, d_v, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
+    if factor == "S_H":
+        group = H // kv
+        kappa_perm = _perm(kv, gen)
+        pi = []
+        for g in kappa_perm:
+            inner = _perm(group, gen)
+            pi += [g * group + i for i in inner]
+        return {"pi": pi, "kappa": kappa_perm}, 1.0
+    if factor == "S_dff":
+        return {"P": MonomialMatrix(_perm(d_ff, gen), torch.ones(d_ff, dtype=dtype))}, 1.0
+    if factor == "ffn-scaling":
+        s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
+        if a.ffn == "gated":
+            s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+        return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.abs().max() / s.abs().min())
+    if factor == "S_n":
+        return {"P": _perm(int(a.n), gen)}, 1.0
+    if factor == "residual-permutation":
+        if a.norm == "rmsnorm":
+            signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0)
+        else:
+            signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
+        return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
+    raise SymtransError(f"no sampler for factor {factor!r}")
+
+
+# --------------------------------------------------------------------------- block form
+_HEAD_TENSORS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O")
+
+
+def layer_blocks(layer: dict[str, Any]) -> dict[str, Any]:
+    """One layer of :meth:`ModelWeights.layer` in block form (head lists, vectors as 1 x m).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> b = layer_blocks(load_model("default").layer(0))
+    >>> len(b["W_Q"]), tuple(b["b_Q"][0].shape), tuple(b["b_O"].shape)
+    (12, (1, 32), (1, 384))
+    """
+    out: dict[str, Any] = {}
+    for name, value in layer.items():
+        if value is None:
+            continue
+        if name in _HEAD_TENSORS:
+            out[name] = [v.reshape(1, -1) if v.ndim == 1 else v for v in value.unbind(0)]
+        else:
+            out[name] = value.reshape(1, -1) if value.ndim == 1 else value
+    return out
+
+
+def from_blocks(blocks: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`layer_blocks`: stacked per-head tensors, 1-D biases.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> L0 = load_model("default").layer(0)
+    >>> back = from_blocks(layer_blocks(L0))
+    >>> all(bool((back[k] == L0[k]).all()) for k in L0)
+    True
+    """
+    import torch
+
+    out: dict[str, Any] = {}
+    for name, value in blocks.items():
+        if isinstance(value, list):
+            stacked = torch.stack(value)
+            out[name] = stacked.squeeze(1) if stacked.shape[1] == 1 and name.startswith("b_") else stacked
+        else:
+            out[name] = value.reshape(-1) if value.shape[0] == 1 and name not in ("word", "pos", "type") else value
+    return out
+
+
+_MODEL_TENSORS = {"word": "word", "pos": "pos", "type": "type", "emb_ln_w": "emb_ln_w", "emb_ln_b": "emb_ln_b"}
+
+
+def transform_weights(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags: Any = None) -> Any:
+    """A copy of ``weights`` (:class:`ModelWeights`) with ``element`` of ``factor`` applied through the tag table.
+
+    For a per-layer factor ``element`` is a list with one element per layer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> spec = GroupSpec.from_arch(w.arch)
+    >>> els = [sample_element(spec, "S_H", torch.Generator().manual_seed(i), w.dtype)[0] for i in range(6)]
+    >>> w2 = transform_weights(w, spec, "S_H", els)
+    >>> bool((w2.W_Q[0, 0] == w.W_Q[0, els[0]["pi"][0]]).all())
+    True
+    """
+    import torch
+
+    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
+
+    layers = [layer_blocks(weights.layer(i)) for i in range(weights.n_layers)]
+    model: dict[str, Any] = {"layers": layers}
+    for t in _MODEL_TENSORS:
+        v = weights.tensors.get(t)
+        if v is not None:
+            model[t] = v.reshape(1, -1) if v.ndim == 1 else v
+    if weights.tensors.get("type") is not None and weights.tensors["type"].ndim == 1:
+        model["type"] = weights.tensors["type"].reshape(1, -1)
+    moved = act(spec, model, factor, element, tags=tags)
+    tensors = dict(weights.tensors)
+    per_layer = [from_blocks(lp) for lp in moved["layers"]]
+    for name in _PER_LAYER:
+        if name in per_layer[0]:
+            tensors[name] = torch.stack([lp[name] for lp in per_layer])
+    for t in _MODEL_TENSORS:
+        if t in moved and weights.tensors.get(t) is not None:
+            tensors[t] = moved[t].reshape(weights.tensors[t].shape)
+    return ModelWeights(weights.arch, tensors, weights.source, weights.weights_hash + "+" + factor,
+                        weights.dtype, weights.device, weights.family, weights.config)
+
+
+def _verdict(change: float, tol: float, expect: str) -> str:
+    if expect == "invariant":
+        return "holds" if change <= tol else ("inconclusive" if change <= 100 * tol else "fails")
+    return "holds" if change > 100 * tol else ("inconclusive" if change > tol else "fails")
+
+
+def _rel(a: Any, b: Any) -> float:
+    return float((a - b).abs().max() / b.abs().max())
+
+
+# --------------------------------------------------------------------------- the real model
+def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32"), n: int = 12,
+                 seed: int = 0, factors: list[str] | None = None) -> list[InvarianceCheck]:
+    """Apply a random element of every factor of G to real weights; check the output, per dtype.
+
+    Per-layer factors get an independent element in every layer. S_n is
+    checked twice: on the embeddings (layers only; equivariance expected) and on
+    token ids with the learned positions (a change expected). The residual
+    factor is an equivariance: the output must become ``out Q``. A factor that a
+    present feature breaks (e.g. ``ffn-scaling`` under GeLU) must change it.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> cs = verify_model(load_model("default"), dtypes=("float64",), n=6, factors=["S_H"])
+    >>> cs[0].verdict, cs[0].max_rel_change < cs[0].tolerance
+    ('holds', True)
+    """
+    import torch
+
+    from symtrans.numeric.forward import encode, random_ids
+
+    spec = GroupSpec.from_arch(weights.arch)
+    names = factors or [f.name for f in spec.factors]
+    out: list[InvarianceCheck] = []
+    for dt_name in dtypes:
+        w = weights.to(dtype=dt_name)
+        dt = w.dtype
+        ids = random_ids(w, n, seed)
+        base = encode(w, input_ids=ids)
+        ref = base.layers[-1].out
+        L, d = w.n_layers, w.d_model
+        for name in names:
+            f = spec.factor(name)
+            gen = torch.Generator().manual_seed(seed + 1)
+            expect = "changes" if f.status == "broken" else "invariant"
+            if f.scope == "data":
+                el, kappa = sample_element(dataclasses.replace(spec, arch=spec.arch.with_sizes(n=n)), name, gen, dt)
+                P = el["P"]
+                moved = encode(w, X=base.embeddings[P]).layers[-1].out
+                tol, why = tolerance(dt, d, L, kappa)
+                ch = _rel(moved, ref[P])
+                out.append(InvarianceCheck(f"{name} (layers, on embeddings)", dt_name, "invariant", ch, tol, why,
+                                           _verdict(ch, tol, "invariant"), kappa, w.arch.name,
+                                           "Layers(P X) = P Layers(X)"))
+                moved = encode(w, input_ids=ids[P]).layers[-1].out
+                ch = _rel(moved, ref[P])
+                exp2 = "changes" if f.status == "broken" else "invariant"
+                out.append(InvarianceCheck(f"{name} (token ids, {spec.arch.positional} positions)", dt_name, exp2,
+                                           ch, tol, why, _verdict(ch, tol, exp2), kappa, w.arch.name,
+                                           "Model(P ids) vs P Model(ids)"))
+                continue
+            if f.scope == "layer":
+                pairs = [sample_element(spec, name, gen, dt) for _ in range(L)]
+                element, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
+                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+                target = ref
+            else:
+                element, kappa = sample_element(spec, name, gen, dt)
+                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+                target = ref @ element["Q"]
+            tol, why = tolerance(dt, d, L, kappa)
+            ch = _rel(moved, target)
+            detail = "; ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")
+            out.append(InvarianceCheck(name, dt_name, expect, ch, tol, why, _verdict(ch, tol, expect), kappa,
+                                       w.arch.name, f"broken by {detail}" if detail else ""))
+    return out
+
+
+# --------------------------------------------------------------------------- random architectures
+def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[str, Any]:
+    """Random torch weights (block form, model dict with data ``X``) for any modelled architecture.
+
+    Weights are Gaussian with variance 1/fan-in; gains are 1 + N(0, 0.1^2).
+
+    Examples
+    --------
+    >>> from symtrans.group.certify import tiny_arch
+    >>> p = random_blocks(tiny_arch("bert-base", d_model=6, d_k=4, d_v=3, H=2))
+    >>> tuple(p["layers"][0]["W_O"][0].shape)
+    (3, 6)
+    """
+    import torch
+
+    from symtrans.group.spec import LAYER_AXES, MODEL_AXES, layer_tensor_names, model_tensor_names
+
+    dtype = dtype or torch.float64
+    gen = torch.Generator().manual_seed(seed)
+    sz = {"head": arch.H, "kv": arch.H_kv, "model": arch.d_model, "qk": arch.d_k, "v": arch.d_v,
+          "ff": arch.d_ff, "position": arch.n}
+
+    def mat(rows: int, cols: int, name: str) -> Any:
+        if name.endswith("_w"):
+            return (1 + 0.1 * torch.randn(rows, cols, generator=gen, dtype=torch.float64)).to(dtype)
+        scale = 1.0 if rows == 1 else rows ** -0.5
+        return (scale * torch.randn(rows, cols, generator=gen, dtype=torch.float64)).to(dtype)
+
+    def tensor(name: str, axes: tuple[str, ...]) -> Any:
+        if axes[0] in ("head", "kv"):
+            inner = axes[1:]
+            shape = (1, sz[inner[0]]) if len(inner) == 1 else (sz[inner[0]], sz[inner[1]])
+            return [mat(*shape, name) for _ in range(sz[axes[0]])]
+        shape = (1, sz[axes[0]]) if len(axes) == 1 else (sz[axes[0]], sz[axes[1]])
+        return mat(*shape, name)
+
+    params: dict[str, Any] = {"layers": [{t: tensor(t, LAYER_AXES[t]) for t in layer_tensor_names(arch)}
+                                         for _ in range(arch.L)]}
+    for t in model_tensor_names(arch):
+        if t not in ("word", "type"):
+            params[t] = tensor(t, MODEL_AXES[t])
+    params["X"] = mat(arch.n, arch.d_model, "X") * arch.d_model ** 0.5
+    return params
+
+
+def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
+                  factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
+    """Invariance of every factor on random weights of ``arch`` (any modelled shape), torch forward.
+
+    Examples
+    --------
+    >>> from symtrans.group.certify import tiny_arch
+    >>> a = tiny_arch("bert-base", d_model=6, d_k=4, d_v=3, H=2, d_ff=5, n=4, L=2)
+    >>> [c.verdict for c in verify_random(a, factors=["qk-gauge", "vo-gauge"])]
+    ['holds', 'holds']
+    """
+    import torch
+
+    from symtrans.group.forward import Features, TorchBackend, model_forward
+    from symtrans.numeric.weights import resolve_dtype
+
+    dt = resolve_dtype(dtype)
+    spec = GroupSpec.from_arch(arch)
+    feat = Features.of(arch)
+    be = TorchBackend(dtype=dt)
+    params = random_blocks(arch, seed, dt)
+    ref = model_forward(params, feat, be)
+    out = []
+    for f in spec.factors:
+        if factors is not None and f.name not in factors:
+            continue
+        gen = torch.Generator().manual_seed(seed + 7)
+        expect = "changes" if f.status == "broken" else "invariant"
+        the_tags = (tags or {}).get(f.name)
+        if f.scope == "layer":
+            pairs = [sample_element(spec, f.name, gen, dt) for _ in range(int(arch.L))]
+            el, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
+            moved = model_forward(act(spec, params, f.name, el, tags=the_tags), feat, be)
+            target = ref
+        elif f.scope == "data":
+            el, kappa = sample_element(spec, f.name, gen, dt)
+            moved = model_forward(act(spec, params, f.name, el), feat, be)
+            target = ref[el["P"]]
+        else:
+            el, kappa = sample_element(spec, f.name, gen, dt)
+            moved_params = act(spec, params, f.name, el, tags=the_tags)
+            moved_params["X"] = params["X"] @ el["Q"]
+            moved = model_forward(moved_params, feat, be)
+            target = ref @ el["Q"]
+        tol, why = tolerance(dt, int(arch.d_model), int(arch.L), kappa)
+        ch = _rel(moved, target)
+        out.append(InvarianceCheck(f.name, dtype, expect, ch, tol, why, _verdict(ch, tol, expect), kappa, arch.name))
+    return out

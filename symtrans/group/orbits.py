@@ -1,0 +1,411 @@
+"""Orbits of G's continuous factors, fibres of named maps, and the collapse pairing.
+
+*Orbit dimension* at a weight point = group dimension - stabiliser dimension.
+Per key/value head ``g`` (heads ``h`` of its group), the stabiliser algebra of
+(qk-gauge x key-bias-shift) is ``{(A, u): [W_Q^h; b_Q^h] A = 0 for all h,
+W_K^g A^T = 0, u = b_K^g A^T}``, of dimension ``(d_k - r_Q)(d_k - r_K)`` with
+``r_Q = rank [W_Q^h; b_Q^h]_h`` and ``r_K = rank W_K^g``; that of
+(vo-gauge x value-bias-shift) is ``{(B, v): W_V^g B = 0, B W_O^h = 0 for all h,
+v = -b_V^g B}``, of dimension ``(d_v - r_V)(d_v - r_O)``. Generically every rank
+is full and the orbit has the full dimension of the group
+(:meth:`GroupSpec.layer_dimension`). Numerically the orbit dimension is the
+rank of the infinitesimal action (the Jacobian of ``g -> g . w`` at the
+identity), assembled per key/value head from QR factors of the blocks (same
+singular values as the full Jacobian's rows it replaces), decided by
+:func:`symtrans.numeric.linalg.numerical_rank` in float64.
+
+*Fibres* (dimension of the preimage of a point): the head sum
+``(Y^1..Y^H) -> sum_h Y^h``; ``Z -> Z W_O``; and
+``F(Y) = LN(X + sum_h Y^h W_O^h + b_O)``, what the FFN receives.
+
+Examples
+--------
+>>> orbit_dimension_formula("bert-base")["generic_value"]
+99840
+>>> fibre_formula("sum", "bert-base", n=512)["value"]
+360448
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from symtrans.arch import Architecture, get_arch
+from symtrans.errors import SymtransError
+from symtrans.group.spec import GroupSpec
+from symtrans.symbols import SYMBOLS
+
+__all__ = ["orbit_dimension_formula", "OrbitRecord", "orbit_dimension_numeric", "fibre_formula",
+           "fibre_sum_numeric", "fibre_wo_numeric", "fibre_ffn_input_numeric", "PAIRING", "pairing_table"]
+
+S = SYMBOLS
+r_Q, r_K, r_V, r_O = sp.symbols("r_Q r_K r_V r_O", integer=True, nonnegative=True)
+
+
+def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
+    """Orbit dimension of one layer under the continuous per-layer factors: group dim - stabiliser dim.
+
+    ``r_Q, r_K, r_V, r_O`` are the per-head ranks named in the module docstring
+    (the formula sums the stabiliser over key/value heads, shown for equal ranks).
+
+    Examples
+    --------
+    >>> f = orbit_dimension_formula("bert-base")
+    >>> f["expression"]
+    H*d_k**2 + H*d_k + H*d_v**2 + H*d_v - H*(d_k - r_K)*(d_k - r_Q) - H*(d_v - r_O)*(d_v - r_V)
+    >>> f["generic_value"] == GroupSpec.from_arch("bert-base").layer_dimension()
+    True
+    """
+    spec = GroupSpec.from_arch(arch, strict=False)
+    a = spec.arch
+    if a.positional == "rotary":
+        raise SymtransError("orbit dimensions under rotary positions are not modelled (commutant action)")
+    kv = S["H"] if a.H_kv == a.H else S["H_kv"]
+    group = spec.layer_expression()
+    stab = kv * (S["d_k"] - r_Q) * (S["d_k"] - r_K) + kv * (S["d_v"] - r_V) * (S["d_v"] - r_O)
+    generic = {r_Q: S["d_k"], r_K: S["d_k"], r_V: S["d_v"], r_O: S["d_v"]}
+    expr = group - stab
+    return {"expression": expr, "group_dimension": group, "stabiliser": stab,
+            "generic_value": expr.subs(generic).subs(a.substitutions()),
+            "generic_ranks": "r_Q = r_K = d_k, r_V = r_O = d_v (full-rank blocks)"}
+
+
+@dataclass(frozen=True)
+class OrbitRecord:
+    """Orbit dimension of one layer: Jacobian rank vs the formula at the measured block ranks.
+
+    Examples
+    --------
+    >>> OrbitRecord(0, 10, 10, 10, 2.5, {}).agrees
+    True
+    """
+
+    layer: int
+    jacobian_rank: int
+    formula_at_measured_ranks: int
+    symbolic_generic: int
+    min_margin: float  # decades between the rank cut and the nearest singular value (worst head)
+    details: dict[str, Any]
+
+    @property
+    def agrees(self) -> bool:
+        """Jacobian rank equals the formula at the measured ranks and the generic symbolic value."""
+        return self.jacobian_rank == self.formula_at_measured_ranks == self.symbolic_generic
+
+
+def _qk_jacobian(WQs: list[Any], bQs: list[Any] | None, WK: Any, bK: Any | None) -> Any:
+    """Reduced Jacobian of (A, u) -> (W_Q A, b_Q A, -W_K A^T, -b_K A^T + u) for one key/value head."""
+    import torch
+
+    k = WK.shape[1]
+    I = torch.eye(k, dtype=torch.float64)
+    tall = torch.cat([torch.cat([W, b]) if bQs is not None else W for W, b in zip(WQs, bQs or WQs)])
+    RQ = torch.linalg.qr(tall, mode="r").R.contiguous()
+    RK = torch.linalg.qr(WK, mode="r").R.contiguous()
+    blocks = [torch.kron(RQ, I), -torch.einsum("ib,ja->ijab", RK, I).reshape(k * k, k * k)]
+    if bK is None:
+        return torch.cat(blocks)
+    J = torch.cat(blocks + [-torch.einsum("b,ja->jab", bK.reshape(-1), I).reshape(k, k * k)])
+    u_cols = torch.zeros(J.shape[0], k, dtype=torch.float64)
+    u_cols[-k:] = I
+    return torch.cat([J, u_cols], dim=1)
+
+
+def _vo_jacobian(WV: Any, bV: Any | None, WOs: list[Any]) -> Any:
+    """Reduced Jacobian of (B, v) -> (W_V B, b_V B + v, -B W_O^h) for one key/value head (b_O rows left out)."""
+    import torch
+
+    k = WV.shape[1]
+    I = torch.eye(k, dtype=torch.float64)
+    RV = torch.linalg.qr(WV, mode="r").R.contiguous()
+    RO = torch.linalg.qr(torch.cat(WOs, dim=1).T, mode="r").R.contiguous()
+    blocks = [torch.kron(RV, I), -torch.kron(I, RO)]
+    if bV is None:
+        return torch.cat(blocks)
+    J = torch.cat(blocks + [torch.einsum("l,ja->jla", bV.reshape(-1), I).reshape(k, k * k)])
+    v_cols = torch.zeros(J.shape[0], k, dtype=torch.float64)
+    v_cols[-k:] = I
+    return torch.cat([J, v_cols], dim=1)
+
+
+def _kron_sum_singular_values(left: Any, right: Any, k: int, extra: int) -> Any:
+    """Singular values of [kron(R_1, I); kron(I, R_2)] (up to the transpose permutation) plus ``extra`` ones.
+
+    Its Gram matrix is kron(G_1, I) + kron(I, G_2), a Kronecker sum, so the
+    singular values are sqrt(sigma_i(R_1)^2 + sigma_j(R_2)^2) over all pairs;
+    the translation columns, after the unipotent change of coordinates
+    u -> u - b A^T (or v -> v + b B), contribute ``extra`` singular values 1.
+    """
+    import torch
+
+    def sv(M: Any) -> Any:
+        s = torch.linalg.svdvals(M)
+        return torch.cat([s, torch.zeros(k - s.numel(), dtype=s.dtype)]) if s.numel() < k else s
+
+    a, b = sv(left), sv(right)
+    vals = torch.sqrt(a[:, None] ** 2 + b[None, :] ** 2).reshape(-1)
+    vals = torch.cat([vals, torch.ones(extra, dtype=vals.dtype)])
+    return torch.sort(vals, descending=True).values
+
+
+def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: int = 0, *,
+                            dense: bool = False) -> OrbitRecord:
+    """Orbit dimension of one layer's weights (block form, torch): Jacobian rank and formula at measured ranks.
+
+    Per key/value head the Jacobian of the action splits into a (Q, K) and a
+    (V, O) part acting on disjoint weights. ``dense=True`` builds each part
+    (QR-reduced) and takes :func:`numerical_rank`; the default uses the exact
+    structure (a Kronecker sum, see :func:`_kron_sum_singular_values`) to get
+    the same singular values from two small SVDs, then decides the rank with
+    the same cut. The value-bias-shift rows of ``b_O`` are shared by all heads
+    and left out: the per-head parts then sit in disjoint rows, so full column
+    rank of each gives full column rank of the whole (exact, as it meets the
+    column count).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.group.numeric import layer_blocks
+    >>> w = load_model("default")
+    >>> rec = orbit_dimension_numeric(layer_blocks(w.layer(0)), w.arch)
+    >>> rec.jacobian_rank, rec.agrees
+    (25344, True)
+    """
+    import torch
+
+    from symtrans.numeric.linalg import numerical_rank, rank_from_singular_values
+
+    spec = GroupSpec.from_arch(arch, strict=False)
+    a = spec.arch
+    f = orbit_dimension_formula(a)
+    H, kv = int(a.H), int(a.H_kv)
+    d_k, d_v = int(a.d_k), int(a.d_v)
+    group = H // kv
+    dbl = {k: ([x.to(torch.float64) for x in v] if isinstance(v, list) else v.to(torch.float64))
+           for k, v in blocks.items()}
+    bQ, bK, bV = dbl.get("b_Q"), dbl.get("b_K"), dbl.get("b_V")
+    extra_k, extra_v = (d_k, d_v) if a.bias else (0, 0)
+    total, measured, margins = 0, 0, []
+    ranks: dict[str, list[int]] = {"r_Q": [], "r_K": [], "r_V": [], "r_O": []}
+    for g in range(kv):
+        hs = list(range(g * group, (g + 1) * group))
+        tall_Q = torch.cat([torch.cat([dbl["W_Q"][h], bQ[h]]) if bQ else dbl["W_Q"][h] for h in hs])
+        wide_O = torch.cat([dbl["W_O"][h] for h in hs], dim=1)
+        if dense:
+            Jqk = _qk_jacobian([dbl["W_Q"][h] for h in hs], [bQ[h] for h in hs] if bQ else None,
+                               dbl["W_K"][g], bK[g] if bK else None)
+            Jvo = _vo_jacobian(dbl["W_V"][g], bV[g] if bV else None, [dbl["W_O"][h] for h in hs])
+            recs = [numerical_rank(Jqk), numerical_rank(Jvo)]
+        else:
+            recs = [rank_from_singular_values(_kron_sum_singular_values(tall_Q, dbl["W_K"][g], d_k, extra_k),
+                                              (2 * d_k * d_k + extra_k, d_k * d_k + extra_k), torch.float64),
+                    rank_from_singular_values(_kron_sum_singular_values(dbl["W_V"][g], wide_O.T, d_v, extra_v),
+                                              (2 * d_v * d_v + extra_v, d_v * d_v + extra_v), torch.float64)]
+        for rec in recs:
+            total += rec.rank
+            margins.append(rec.margin)
+        rq, rk = numerical_rank(tall_Q).rank, numerical_rank(dbl["W_K"][g]).rank
+        rv, ro = numerical_rank(dbl["W_V"][g]).rank, numerical_rank(wide_O).rank
+        for name, r in zip(ranks, (rq, rk, rv, ro)):
+            ranks[name].append(r)
+        measured += (d_k * d_k + extra_k + d_v * d_v + extra_v
+                     - (d_k - rq) * (d_k - rk) - (d_v - rv) * (d_v - ro))
+    scaling = spec.factor("ffn-scaling")
+    if scaling.status != "broken":  # per-unit scalings touch disjoint (W_in column, W_out row) pairs
+        units = int(((dbl["W_in"].norm(dim=0) + dbl["W_out"].norm(dim=1)) > 0).sum())
+        total += units
+        measured += units
+    return OrbitRecord(layer=layer, jacobian_rank=total, formula_at_measured_ranks=measured,
+                       symbolic_generic=int(f["generic_value"]), min_margin=min(margins),
+                       details={"ranks": {k: sorted(set(v)) for k, v in ranks.items()},
+                                "method": "dense QR-reduced Jacobian" if dense else
+                                "Kronecker-sum singular values of the per-head Jacobian",
+                                "dtype": "float64"})
+
+
+# --------------------------------------------------------------------------- fibres
+_MAPS = {
+    "sum": ("(Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H", lambda s: s["n"] * (s["H"] - 1) * s["d_v"]),
+    "wo": ("Z -> Z W_O, Z in R^{n x H d_v} (concatenated head outputs)",
+           lambda s: s["n"] * (s["H"] * s["d_v"] - S["rank_WO"])),
+    "ffn-input": ("Y -> LN(X + sum_h Y^h W_O^h + b_O), what the FFN receives (X fixed)",
+                  lambda s: s["n"] * (s["H"] * s["d_v"] - S["rank_WO"]) + s["n"] * sp.Symbol("c_LN")),
+}
+
+
+def fibre_formula(name: str, arch: Architecture | str = "symbolic", **sizes: int) -> dict[str, Any]:
+    """Fibre dimension of a named map, symbolically (and its value for ``arch``'s sizes).
+
+    For ``ffn-input``: per row, LN's Jacobian kills the direction ``1`` exactly
+    and, when eps = 0, also the row itself (scale invariance); so ``c_LN = 1``
+    for eps > 0 and ``2`` for eps = 0, given ``W_O`` of full rank d_model
+    (its image then meets both directions).
+
+    Examples
+    --------
+    >>> fibre_formula("wo", "bert-base", n=512)["value"]
+    0
+    >>> fibre_formula("ffn-input", "bert-base", n=4)["value"]
+    4
+    """
+    if name not in _MAPS:
+        from symtrans.errors import suggest
+
+        raise SymtransError(suggest(name, _MAPS, "map"))
+    a = get_arch(arch, **sizes)
+    what, build = _MAPS[name]
+    expr = build(S)
+    subs: dict[Any, Any] = dict(a.substitutions())
+    if isinstance(a.H, int) and isinstance(a.d_v, int) and isinstance(a.d_model, int):
+        subs[S["rank_WO"]] = min(a.H * a.d_v, a.d_model)
+    subs[sp.Symbol("c_LN")] = 1 if a.ln_eps > 0 else 2
+    value = expr.subs(subs)
+    return {"map": what, "expression": expr, "value": int(value) if value.is_Integer else None,
+            "assumes": "rank W_O = min(H d_v, d_model) (generic); c_LN = 1 for eps > 0, 2 for eps = 0"}
+
+
+def fibre_sum_numeric(n: int, H: int, d_v: int) -> dict[str, Any]:
+    """Fibre of the head sum from the rank of its matrix ``[I I ... I]`` (float64).
+
+    Examples
+    --------
+    >>> fibre_sum_numeric(3, 4, 2)["fibre"]
+    18
+    """
+    import torch
+
+    from symtrans.numeric.linalg import numerical_rank
+
+    M = torch.cat([torch.eye(n * d_v, dtype=torch.float64)] * H, dim=1)
+    rec = numerical_rank(M)
+    return {"fibre": H * n * d_v - rec.rank, "rank": rec.to_dict(), "domain": H * n * d_v}
+
+
+def fibre_wo_numeric(weights: Any, layer: int, n: int) -> dict[str, Any]:
+    """Fibre of ``Z -> Z W_O`` at a real layer: ``n (H d_v - rank W_O)``, with the rank record and condition number.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> r = fibre_wo_numeric(load_model("default"), 0, 4)
+    >>> r["fibre"], r["rank"]["rank"]
+    (0, 384)
+    """
+    import torch
+
+    from symtrans.numeric.linalg import numerical_rank
+
+    W = weights.W_O[layer].to(torch.float64)
+    stacked = W.reshape(-1, W.shape[-1])
+    rec = numerical_rank(stacked)
+    s = torch.linalg.svdvals(stacked)
+    cond = float(s[0] / s[-1]) if float(s[-1]) > 0 else float("inf")
+    return {"fibre": n * (stacked.shape[0] - rec.rank), "rank": rec.to_dict(), "condition_number": cond}
+
+
+def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0) -> dict[str, Any]:
+    """Fibre of ``Y -> LN(X + sum_h Y^h W_O^h + b_O)`` at the real per-head outputs: domain - Jacobian rank.
+
+    The map acts row by row (token i's output depends only on token i's head
+    outputs), so its Jacobian is block-diagonal: one d_model x H d_v block per
+    token, each from autograd; the singular values of the whole are the union.
+    Two cuts are reported: float64's conventional cut (``max(m, n) eps``), at
+    which LN's eps-scaled radial directions already look flat, and ``10 eps``,
+    which separates them from the exact kernel (rounding level).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> r = fibre_ffn_input_numeric(load_model("default"), 0, n=3)
+    >>> r["fibre"], r["expected"], r["numerically_flat_fibre"], r["expected_flat"]
+    (3, 3, 6, 6)
+    """
+    import torch
+
+    from symtrans.numeric.forward import encode, layer_norm
+    from symtrans.numeric.linalg import rank_from_singular_values
+
+    w = weights.to(dtype="float64")
+    t = encode(w, n=n, seed=seed, layers=layer + 1).layers[layer]
+    L = w.layer(layer)
+    eps = w.arch.ln_eps
+    W = L["W_O"].reshape(-1, w.d_model)  # stacked H d_v x d_model
+    Y = t.Y.permute(1, 0, 2).reshape(n, -1)  # row i = (Y^1_i, ..., Y^H_i)
+    svals = []
+    for i in range(n):
+        def row(y: Any, i: int = i) -> Any:
+            return layer_norm((t.X[i] + y @ W + L["b_O"])[None], L["ln1_w"], L["ln1_b"], eps)[0]
+        svals.append(torch.linalg.svdvals(torch.autograd.functional.jacobian(row, Y[i].clone(), vectorize=True)))
+    s = torch.sort(torch.cat(svals), descending=True).values
+    shape = (n * w.d_model, Y.numel())
+    domain = shape[1]
+    conventional = rank_from_singular_values(s, shape, torch.float64)
+    u = torch.finfo(torch.float64).eps
+    separating = rank_from_singular_values(s, shape, torch.float64, rtol=10 * u, reason=(
+        "relative cut 10 eps(float64): the exact kernel (LN's direction 1) sits at rounding level ~eps sigma_max; "
+        "the row directions that LN scales by ~eps_LN/var sit above it"))
+    var = ((t.pre_ln1 - t.pre_ln1.mean(-1, keepdim=True)) ** 2).mean(-1)
+    wo = fibre_wo_numeric(w, layer, n)
+    return {"fibre": domain - separating.rank, "expected": fibre_formula("ffn-input", w.arch, n=n)["value"],
+            "rank": separating.to_dict(),
+            "numerically_flat_fibre": domain - conventional.rank,
+            "expected_flat": fibre_formula("ffn-input", dataclasses.replace(w.arch, ln_eps=0.0), n=n)["value"],
+            "rank_default_cut": conventional.to_dict(), "domain": domain,
+            "eps_over_var": [float(eps / v) for v in var],
+            "smallest_singular_values": [float(x) for x in s[-2 * n - 2:]], "wo_rank": wo["rank"]["rank"],
+            "note": "per row, LN flattens the direction 1 exactly and scales the row's own direction by "
+                    "~eps/var: at float64's conventional cut that direction looks flat too, so the fibre is "
+                    "n(H d_v - rank W_O) + n exactly (eps > 0) and n(H d_v - rank W_O) + 2n numerically"}
+
+
+# --------------------------------------------------------------------------- pairing
+PAIRING: list[dict[str, str]] = [
+    {"phenomenon": "rank collapse in depth",
+     "object": "fixed-point set",
+     "precise_object": "Fix(S_n) = {1 x^T : x in R^{d_model}} in R^{n x d_model} (all tokens equal), "
+                       "the fixed points of the data-side token permutations",
+     "why": "a row-stochastic A maps 1 x^T to itself and every other step acts row by row, so each layer maps "
+            "Fix(S_n) into itself; Dong et al.'s collapse is convergence of X^(l) to this set (rank <= 1)",
+     "symmetry_to_break": "S_n, through residual connections and the MLP (thm-5.3: residuals make the bad set null)"},
+    {"phenomenon": "rank collapse in width",
+     "object": "fixed-point set",
+     "precise_object": "Fix of S_n acting on attention matrices by A -> P A P^T within the row-stochastic ones: "
+                       "{a I + (1-a)/n 1 1^T}; collapse = A^h approaching its uniform member (1/n) 1 1^T",
+     "why": "a uniform A^h sends X to 1 (mean row) (rank 1): Nait Saada et al.'s spectral-gap collapse as width "
+            "grows is convergence of A^h to this fixed point",
+     "symmetry_to_break": "S_n on the scores (positions, content-dependent queries/keys)"},
+    {"phenomenon": "head-channel non-identifiability",
+     "object": "fibre",
+     "precise_object": "the fibre of F: (Y^1..Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) (what the FFN receives); "
+                       "in parameters, the orbit of GL(d_v)^H x S_H x value-bias-shift on (W_V, b_V, W_O, b_O)",
+     "why": "the MLP sees only F's value: per-head contributions are determined only up to F's fibre "
+            "(dimension n(H d_v - rank W_O) + n c_LN); the head-sum fibre n(H-1)d_v is the paper's count and "
+            "applies when W_O is unknown",
+     "symmetry_to_break": "GL(d_v)^H and S_H, e.g. by position-gated output projections (PG-OP)"},
+    {"phenomenon": "entropy collapse",
+     "object": "orbit",
+     "precise_object": "the orbits {S + c 1^T} of the softmax shift on score rows (key-bias-shift acts along "
+                       "them); entropy is constant on each orbit, and collapse is the orbit-space coordinate "
+                       "(the row-centred scores) diverging, A^h tending to one-hot rows",
+     "why": "softmax factors through the quotient by row constants; Zhai et al.'s entropy collapse is "
+            "||centred scores|| -> infinity, i.e. growth of W_Q^h W_K^h^T, the invariant of the qk-gauge orbit",
+     "symmetry_to_break": "none is broken; the remedy bounds the qk-orbit invariant W_Q W_K^T (e.g. sigma-reparam)"},
+]
+
+
+def pairing_table() -> list[dict[str, str]]:
+    """The toolkit's formalisation pairing each collapse phenomenon with a fixed-point set, orbit or fibre.
+
+    Labelled as the toolkit's, not the paper's: the paper's §9 is not in the text we hold.
+
+    Examples
+    --------
+    >>> [row["object"] for row in pairing_table()][:2]
+    ['fixed-point set', 'fixed-point set']
+    """
+    return [dict(row, provenance="toolkit formalisation of framework-9 (the paper's §9 is not in the text we hold)")
+            for row in PAIRING]

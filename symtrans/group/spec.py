@@ -1,0 +1,857 @@
+"""The invariance group G of an architecture: factors, tag tables, the generic action.
+
+:meth:`GroupSpec.from_arch` lists the factors of G for one architecture. Each
+:class:`Factor` carries its dimension (continuous, a SymPy expression in the
+canonical symbols of :mod:`symtrans.symbols`) or its order (discrete), the
+features that break or shrink it (each with the reason and whether this
+architecture has it), and a *tag table*: for every axis of every weight tensor
+it acts on, the side and whether it acts by the element, its inverse or its
+inverse transpose. The action is fully determined by that table:
+:func:`act` reads nothing else, and both the exact certificates
+(:mod:`symtrans.group.certify`) and the numeric checks
+(:mod:`symtrans.group.numeric`) transform weights only through it.
+
+Weight layout (per layer; the leading ``head``/``kv`` axis indexes per-head
+blocks, as in :mod:`symtrans.numeric`): ``W_Q[h]`` d_model x d_k, ``b_Q[h]``,
+``W_K[g]``, ``b_K[g]``, ``W_V[g]`` d_model x d_v, ``b_V[g]``, ``W_O[h]``
+d_v x d_model, ``b_O``, ``ln1_w``, ``ln1_b``, ``W_gate`` and ``b_gate`` (gated
+FFN only), ``W_in`` d_model x d_ff, ``b_in``, ``W_out`` d_ff x d_model,
+``b_out``, ``ln2_w``, ``ln2_b``; ``g`` is the key/value head of query head
+``h`` (``g = h`` without grouped-query attention). Model tensors: ``word``,
+``pos``, ``type``, ``emb_ln_w``, ``emb_ln_b``, ``final_ln_w``, ``final_ln_b``.
+Data: ``X`` (tokens x d_model), the layer or model input.
+
+This module never imports torch: :func:`act` works on SymPy matrices and on
+torch tensors alike (block form: per-head tensors are lists of 2-D blocks,
+vectors are 1 x m rows).
+
+Examples
+--------
+>>> spec = GroupSpec.from_arch("bert-base")
+>>> [f.name for f in spec.factors]  # doctest: +NORMALIZE_WHITESPACE
+['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
+ 'S_n', 'residual-permutation']
+>>> spec.total_dimension()
+1198080
+>>> spec.gauge_dimension_model()
+1179648
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from symtrans.arch import Architecture, get_arch
+from symtrans.errors import SymtransError, suggest
+from symtrans.symbols import SYMBOLS
+
+__all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
+           "AXIS_SIZES", "layer_tensor_names", "model_tensor_names"]
+
+S = SYMBOLS
+
+#: per-layer tensors and the names of their axes (leading head/kv axis = list of blocks)
+LAYER_AXES: dict[str, tuple[str, ...]] = {
+    "W_Q": ("head", "model", "qk"), "b_Q": ("head", "qk"),
+    "W_K": ("kv", "model", "qk"), "b_K": ("kv", "qk"),
+    "W_V": ("kv", "model", "v"), "b_V": ("kv", "v"),
+    "W_O": ("head", "v", "model"), "b_O": ("model",),
+    "ln1_w": ("model",), "ln1_b": ("model",),
+    "W_gate": ("model", "ff"), "b_gate": ("ff",),
+    "W_in": ("model", "ff"), "b_in": ("ff",),
+    "W_out": ("ff", "model"), "b_out": ("model",),
+    "ln2_w": ("model",), "ln2_b": ("model",),
+}
+#: model-level tensors (embeddings and norms outside the layers) and data
+MODEL_AXES: dict[str, tuple[str, ...]] = {
+    "word": ("vocab", "model"), "pos": ("position", "model"), "type": ("type", "model"),
+    "emb_ln_w": ("model",), "emb_ln_b": ("model",),
+    "final_ln_w": ("model",), "final_ln_b": ("model",),
+    "X": ("token", "model"),
+}
+#: axis name -> size symbol name
+AXIS_SIZES: dict[str, str] = {"head": "H", "kv": "H_kv", "model": "d_model", "qk": "d_k", "v": "d_v",
+                              "ff": "d_ff", "vocab": "vocab_size", "position": "max_positions",
+                              "type": "type_vocab_size", "token": "n"}
+
+_HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
+         "conjugate_diagonal")
+
+
+@dataclass(frozen=True)
+class AxisTag:
+    """One row of a factor's tag table: how its element acts on one axis of one tensor.
+
+    ``side`` is ``right`` (``T -> T R``: the axis is the block's column axis),
+    ``left`` (``T -> R T``: the row axis), ``index`` (the head/kv/token axis is
+    reordered) or ``add`` (a translation). ``how`` says what ``R`` is: the
+    element, its inverse, its inverse transpose, a permutation, a translation by
+    the element (``translate``) or by minus its image under the tensor ``via``
+    (``translate_image``), or the conjugation ``diag(R^-1 diag(t) R)`` of a
+    gain vector (``conjugate_diagonal``). ``component`` names the part of the
+    element used; ``index`` says whether the blocks are indexed by query head
+    or key/value head (the element's per-head list is indexed by kv head).
+
+    Examples
+    --------
+    >>> t = AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head")
+    >>> t.describe()
+    'W_O[h] axis d_v: left by g^-1'
+    """
+
+    tensor: str
+    axis: int
+    factor: str
+    side: str
+    how: str
+    component: str = "g"
+    index: str | None = None  # "head" | "kv" | None
+    via: str | None = None
+    scope: str = "layer"  # "layer" | "model"
+
+    def __post_init__(self) -> None:
+        if self.how not in _HOWS:
+            raise SymtransError(f"unknown action kind {self.how!r}")
+        if self.side not in ("left", "right", "index", "add"):
+            raise SymtransError(f"unknown side {self.side!r}")
+
+    @property
+    def axis_name(self) -> str:
+        """The axis's name (``model``, ``qk``, ``head``, ...).
+
+        Examples
+        --------
+        >>> AxisTag("W_Q", 2, "qk-gauge", "right", "element", index="head").axis_name
+        'qk'
+        """
+        return _axes(self.tensor)[self.axis]
+
+    def describe(self) -> str:
+        """A one-line description, e.g. ``W_Q[h] axis d_k: right by g``.
+
+        Examples
+        --------
+        >>> AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv").describe()
+        'b_K[g] axis d_k: add u'
+        """
+        head = {"head": "[h]", "kv": "[g]", None: ""}[self.index]
+        size = AXIS_SIZES[self.axis_name]
+        what = {"element": self.component, "inverse": f"{self.component}^-1",
+                "inverse_transpose": f"{self.component}^-T", "permutation": f"permutation {self.component}",
+                "translate": self.component, "translate_image": f"-sum_h {self.component}_h {self.via}[h]",
+                "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})"}[self.how]
+        side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
+        return f"{self.tensor}{head} axis {size}: {side} {what}"
+
+
+def _axes(tensor: str) -> tuple[str, ...]:
+    if tensor in LAYER_AXES:
+        return LAYER_AXES[tensor]
+    if tensor in MODEL_AXES:
+        return MODEL_AXES[tensor]
+    raise SymtransError(suggest(tensor, list(LAYER_AXES) + list(MODEL_AXES), "tensor"))
+
+
+@dataclass(frozen=True)
+class Breaking:
+    """A feature that breaks (no non-trivial element survives) or shrinks a factor.
+
+    Examples
+    --------
+    >>> b = Breaking("learned positions", "breaks", "P X + E != P (X + E)", present=True)
+    >>> b.to_dict()["present"]
+    True
+    """
+
+    feature: str
+    effect: str  # "breaks" | "shrinks"
+    reason: str
+    present: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict.
+
+        Examples
+        --------
+        >>> sorted(Breaking("f", "breaks", "r", False).to_dict())
+        ['effect', 'feature', 'present', 'reason']
+        """
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One factor of G: kind, size, tag table, breaking features, the identity it rests on.
+
+    ``dimension`` (continuous) or ``order`` (discrete) is the size on this
+    architecture, already shrunk by present shrinking features; a factor that
+    a present feature breaks has ``status == "broken"`` and does not count.
+
+    Examples
+    --------
+    >>> f = GroupSpec.from_arch("bert-base").factor("vo-gauge")
+    >>> f.kind, f.dimension, f.status
+    ('continuous', H*d_v**2, 'exact')
+    """
+
+    name: str
+    kind: str  # "continuous" | "discrete"
+    scope: str  # "layer" | "model" | "data"
+    group: str  # the group, in words
+    dimension: sp.Expr | None
+    order: sp.Expr | None
+    tags: tuple[AxisTag, ...]
+    broken_by: tuple[Breaking, ...]
+    identity: str
+    element: str  # what an element is (its components)
+    data_tags: tuple[str, ...] = ()  # how it acts on data / outputs (equivariance)
+
+    @property
+    def status(self) -> str:
+        """``broken``, ``shrunk`` or ``exact`` on this architecture.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").factor("S_n").status
+        'broken'
+        """
+        present = [b for b in self.broken_by if b.present]
+        if any(b.effect == "breaks" for b in present):
+            return "broken"
+        return "shrunk" if present else "exact"
+
+    @property
+    def effective_dimension(self) -> sp.Expr:
+        """The dimension that counts (0 when broken or discrete).
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").factor("ffn-scaling").effective_dimension
+        0
+        """
+        if self.kind != "continuous" or self.status == "broken":
+            return sp.Integer(0)
+        return self.dimension
+
+    def acts_on(self) -> list[str]:
+        """The tag table as lines (weights), followed by the action on data/outputs.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").factor("key-bias-shift").acts_on()
+        ['b_K[g] axis d_k: add u']
+        """
+        return [t.describe() for t in self.tags] + list(self.data_tags)
+
+    def to_dict(self, arch: Architecture | None = None) -> dict[str, Any]:
+        """JSON-ready dict (``dimension`` for continuous factors, ``order`` for discrete).
+
+        Examples
+        --------
+        >>> spec = GroupSpec.from_arch("bert-base")
+        >>> d = spec.factor("S_H").to_dict(spec.arch)
+        >>> d["kind"], d["order"]["expression"], d["order"]["value"]
+        ('discrete', 'factorial(H)', 479001600)
+        """
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "scope": self.scope,
+                               "group": self.group, "status": self.status}
+        size = self.dimension if self.kind == "continuous" else self.order
+        key = "dimension" if self.kind == "continuous" else "order"
+        out[key] = _size_json(size, arch)
+        out["acts_on"] = self.acts_on()
+        out["broken_by"] = [b.to_dict() for b in self.broken_by]
+        out["identity"] = self.identity
+        out["element"] = self.element
+        return out
+
+
+def _size_json(expr: sp.Expr, arch: Architecture | None) -> dict[str, Any]:
+    value = expr.subs(arch.substitutions()) if arch is not None else expr
+    value = sp.sympify(value)
+    shown: Any
+    if value.free_symbols:
+        shown = None
+    elif value.is_Integer and len(str(int(value)) if int(value) < 10**4000 else "x" * 61) <= 60:
+        shown = int(value)
+    else:
+        shown = _big(value)
+    return {"expression": str(expr), "value": shown}
+
+
+def _big(value: sp.Expr) -> str:
+    """A huge integer such as d_ff! as its leading digits and digit count (no decimal string needed)."""
+    import math
+
+    log = sp.N(sp.log(value, 10), 50)
+    exponent = int(math.floor(log))
+    mantissa = float(sp.N(10 ** (log - exponent), 10))
+    return f"~{mantissa:.5f}e+{exponent} ({exponent + 1} digits)"
+
+
+# --------------------------------------------------------------------------- building G
+def _kv(a: Architecture) -> sp.Expr:
+    return S["H"] if a.H_kv == a.H else S["H_kv"]
+
+
+def layer_tensor_names(arch: Architecture) -> list[str]:
+    """The per-layer tensors this architecture has (biases, gated FFN, RMSNorm decide).
+
+    Examples
+    --------
+    >>> layer_tensor_names(get_arch("bert-base"))[:4]
+    ['W_Q', 'b_Q', 'W_K', 'b_K']
+    >>> "ln1_b" in layer_tensor_names(get_arch("bert-base").__class__(**{**get_arch("bert-base").__dict__, "norm": "rmsnorm"}))
+    False
+    """
+    names = []
+    for t in LAYER_AXES:
+        if t.startswith("b_") and not arch.bias:
+            continue
+        if t in ("ln1_b", "ln2_b") and arch.norm == "rmsnorm":
+            continue
+        if t in ("W_gate", "b_gate") and arch.ffn != "gated":
+            continue
+        names.append(t)
+    return names
+
+
+def model_tensor_names(arch: Architecture) -> list[str]:
+    """The model-level parameter tensors (embeddings, embedding and final norms).
+
+    Examples
+    --------
+    >>> model_tensor_names(get_arch("bert-base"))
+    ['word', 'pos', 'type', 'emb_ln_w', 'emb_ln_b']
+    >>> model_tensor_names(get_arch("gpt2"))
+    ['word', 'pos', 'final_ln_w', 'final_ln_b']
+    """
+    names = ["word"]
+    if arch.positional == "learned":
+        names.append("pos")
+    if arch.type_vocab_size:
+        names.append("type")
+    rms = arch.norm == "rmsnorm"
+    if arch.embedding_norm:
+        names += ["emb_ln_w"] + ([] if rms else ["emb_ln_b"])
+    if arch.final_norm:
+        names += ["final_ln_w"] + ([] if rms else ["final_ln_b"])
+    return names
+
+
+def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
+    """Features whose effect on G the toolkit does not model (G would be silently wrong)."""
+    out = []
+    if a.norm_placement == "pre":
+        out.append(("pre-LN residual stream",
+                    "a pre-LN residual stream is read only through norms, so it carries continuous "
+                    "symmetries (orthogonal maps of the norm's invariant subspace, folded through the "
+                    "norm gains into the next weights) that this toolkit does not model"))
+    if a.ln_eps == 0:
+        out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
+                    "exact scaling symmetry that this toolkit does not model"))
+    return out
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """The factors of G for one architecture (per layer, model-wide and data-side).
+
+    Build it with :meth:`from_arch`; ``strict=False`` also accepts
+    architectures with unmodelled features and then lists only the per-layer
+    and data-side factors (``unmodelled`` says what is missing).
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("minilm-l6-h384")
+    >>> spec.layer_dimension()
+    25344
+    >>> GroupSpec.from_arch("gpt2")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: gpt2: the group of a model with pre-LN residual stream is not modelled: a pre-LN residual stream is read only through norms, so it carries continuous symmetries (orthogonal maps of the norm's invariant subspace, folded through the norm gains into the next weights) that this toolkit does not model
+    >>> [f.name for f in GroupSpec.from_arch("gpt2", strict=False).factors][:3]
+    ['qk-gauge', 'vo-gauge', 'key-bias-shift']
+    """
+
+    arch: Architecture
+    factors: tuple[Factor, ...]
+    unmodelled: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_arch(cls, arch: Architecture | str, *, strict: bool = True) -> GroupSpec:
+        """Build G's factors for a preset name, a config path or an :class:`Architecture`.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").factor("qk-gauge").dimension
+        H*d_k**2
+        """
+        a = get_arch(arch)
+        missing = _unmodelled(a)
+        if missing and strict:
+            feature, reason = missing[0]
+            raise SymtransError(f"{a.name}: the group of a model with {feature} is not modelled: {reason}")
+        factors = _layer_factors(a) + _data_factors(a)
+        if not missing:
+            factors += _model_factors(a)
+        return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
+
+    def factor(self, name: str) -> Factor:
+        """Return the factor called ``name``.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").factor("S_dff").order
+        factorial(d_ff)
+        >>> GroupSpec.from_arch("bert-base").factor("S_ff")
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: unknown factor 'S_ff'; did you mean 'S_dff' or 'S_n' or 'S_H'?
+        """
+        for f in self.factors:
+            if f.name == name:
+                return f
+        raise SymtransError(suggest(name, [f.name for f in self.factors], "factor"))
+
+    def names(self, kind: str | None = None, scope: str | None = None) -> list[str]:
+        """Factor names, optionally of one kind and scope.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").names("continuous", "layer")
+        ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling']
+        """
+        return [f.name for f in self.factors
+                if (kind is None or f.kind == kind) and (scope is None or f.scope == scope)]
+
+    def layer_expression(self) -> sp.Expr:
+        """Continuous dimension per layer, as an expression in the canonical symbols.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").layer_expression()
+        H*d_k**2 + H*d_k + H*d_v**2 + H*d_v
+        """
+        return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "layer"])
+
+    def gauge_expression(self) -> sp.Expr:
+        """Dimension of the per-head GL factors on (Q, K) and (V, O) of one layer.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("symbolic").gauge_expression()
+        H*d_k**2 + H*d_v**2
+        """
+        return sp.Add(*[self.factor(n).effective_dimension for n in ("qk-gauge", "vo-gauge")])
+
+    def total_expression(self) -> sp.Expr:
+        """Continuous dimension of G over all layers plus model-wide factors.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("symbolic").total_expression()
+        L*(H*d_k**2 + H*d_k + H*d_v**2 + H*d_v)
+        """
+        model = sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "model"])
+        return S["L"] * self.layer_expression() + model
+
+    def _value(self, expr: sp.Expr) -> sp.Expr:
+        return sp.sympify(expr).subs(self.arch.substitutions())
+
+    def layer_dimension(self) -> sp.Expr:
+        """Continuous dimension per layer for this architecture's sizes.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").layer_dimension()
+        99840
+        """
+        return self._value(self.layer_expression())
+
+    def gauge_dimension_model(self) -> sp.Expr:
+        """L times the GL-factor dimension (the maximal gauge group of MHA, summed over layers).
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-large").gauge_dimension_model()
+        3145728
+        """
+        return self._value(S["L"] * self.gauge_expression())
+
+    def total_dimension(self) -> sp.Expr:
+        """Continuous dimension of G for this architecture.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("minilm-l6-h384").total_dimension()
+        152064
+        """
+        return self._value(self.total_expression())
+
+    def tag_table(self) -> list[dict[str, Any]]:
+        """Every axis of every tensor of this architecture, with the factors acting on it.
+
+        Examples
+        --------
+        >>> rows = GroupSpec.from_arch("bert-base").tag_table()
+        >>> [r["factors"] for r in rows if r["tensor"] == "W_O" and r["axis"] == "v"][0]
+        ['vo-gauge: left by g^-1']
+        >>> [r["factors"] for r in rows if r["tensor"] == "b_Q"][1]
+        ['qk-gauge: right by g']
+        """
+        rows = []
+        names = layer_tensor_names(self.arch) + [m for m in model_tensor_names(self.arch)]
+        for tensor in names:
+            for axis, axis_name in enumerate(_axes(tensor)):
+                acting = []
+                for f in self.factors:
+                    for t in f.tags:
+                        if t.tensor == tensor and t.axis == axis:
+                            acting.append(f"{f.name}: " + t.describe().split(": ", 1)[1])
+                rows.append({"tensor": tensor, "axis": axis_name, "size": AXIS_SIZES[axis_name],
+                             "factors": acting})
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON printed by ``symtrans group --arch ... --format json``.
+
+        Examples
+        --------
+        >>> d = GroupSpec.from_arch("bert-base").to_dict()
+        >>> d["total_dimension"], d["gauge_dimension"]
+        (1198080, 1179648)
+        """
+        a = self.arch
+        return {
+            "arch": a.name,
+            "factors": [f.to_dict(a) for f in self.factors],
+            "total_dimension": _size_json(self.total_expression(), a)["value"],
+            "total_dimension_expression": str(self.total_expression()),
+            "layer_dimension": _size_json(self.layer_expression(), a)["value"],
+            "gauge_dimension": _size_json(S["L"] * self.gauge_expression(), a)["value"],
+            "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
+            "layers": _size_json(S["L"], a)["value"],
+            "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
+        }
+
+
+def _layer_factors(a: Architecture) -> list[Factor]:
+    kv = _kv(a)
+    gqa = a.H_kv != a.H
+    rotary = a.positional == "rotary"
+    if rotary and isinstance(a.d_k, int) and a.d_k % 2:
+        raise SymtransError(f"{a.name}: rotary positions need an even head width, got d_k={a.d_k}")
+    gqa_shrink = Breaking("grouped-query attention", "shrinks",
+                          "K/V of key/value head g are shared by the H/H_kv query heads of its group, so one "
+                          "matrix acts on the whole group: one factor per key/value head", gqa)
+    B = a.bias
+    f: list[Factor] = []
+    qk_tags = [AxisTag("W_Q", 2, "qk-gauge", "right", "element", index="head"),
+               AxisTag("W_K", 2, "qk-gauge", "right", "inverse_transpose", index="kv")]
+    if B:
+        qk_tags[1:1] = [AxisTag("b_Q", 1, "qk-gauge", "right", "element", index="head")]
+        qk_tags.append(AxisTag("b_K", 1, "qk-gauge", "right", "inverse_transpose", index="kv"))
+    f.append(Factor(
+        "qk-gauge", "continuous", "layer",
+        "GL(d_k) per key/value head" + (", shrunk to the commutant of the rotary rotations" if rotary else ""),
+        kv * (S["d_k"] if rotary else S["d_k"] ** 2), None, tuple(qk_tags),
+        (Breaking("rotary positions", "shrinks",
+                  "queries and keys are rotated by R_i, R_j after projection, so M must commute with every "
+                  "R_{j-i}: with distinct frequencies the commutant is one complex scalar a I + b J per 2x2 "
+                  "block, dimension d_k per head instead of d_k^2", rotary), gqa_shrink),
+        "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
+        "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
+    vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
+    if B:
+        vo_tags.append(AxisTag("b_V", 1, "vo-gauge", "right", "element", index="kv"))
+    vo_tags.append(AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head"))
+    f.append(Factor(
+        "vo-gauge", "continuous", "layer", "GL(d_v) per key/value head", kv * S["d_v"] ** 2, None,
+        tuple(vo_tags), (gqa_shrink,),
+        "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
+        "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)"))
+    if B:
+        f.append(Factor(
+            "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)",
+            kv * S["d_k"], None, (AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv"),),
+            (Breaking("rotary positions", "breaks",
+                      "the key bias is rotated by R_j before the dot product, so q_i R_{j-i} b_K^T varies with j",
+                      rotary),),
+            "s_ij = q_i (k_j + u)^T = q_i k_j^T + q_i u^T: the added term is constant along the key index j, "
+            "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable",
+            "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}"))
+        f.append(Factor(
+            "value-bias-shift", "continuous", "layer", "translations of b_V absorbed by b_O",
+            kv * S["d_v"], None,
+            (AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv"),
+             AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O")),
+            (),
+            "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
+            "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
+            "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}"))
+    head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
+                 for t in ("W_Q", "b_Q", "W_O") if B or not t.startswith("b_")]
+    head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
+                  for t in ("W_K", "b_K", "W_V", "b_V") if B or not t.startswith("b_")]
+    order = sp.factorial(S["H"]) if not gqa else sp.factorial(S["H_kv"]) * sp.factorial(S["H"] / S["H_kv"]) ** S["H_kv"]
+    f.append(Factor(
+        "S_H", "discrete", "layer", "head relabelling" + (" respecting key/value groups" if gqa else ""),
+        None, order, tuple(head_tags),
+        (Breaking("grouped-query attention", "shrinks",
+                  "a query head can only move with its key/value head: S_{H/H_kv} wr S_{H_kv}, "
+                  "order H_kv! ((H/H_kv)!)^H_kv", gqa),),
+        "sum_h Y^{pi(h)} W_O^{pi(h)} = sum_h Y^h W_O^h: MHA sums over heads",
+        "pi a permutation of the query heads that maps key/value groups to groups; kappa the induced "
+        "permutation of the key/value heads"))
+    ffn_ins = ["W_in", "b_in"] + (["W_gate", "b_gate"] if a.ffn == "gated" else [])
+    ff_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "S_dff", "right", "element", "P")
+               for t in ffn_ins if B or not t.startswith("b_")]
+    ff_tags.append(AxisTag("W_out", 0, "S_dff", "left", "inverse", "P"))
+    f.append(Factor(
+        "S_dff", "discrete", "layer", "permutations of the FFN hidden units", None, sp.factorial(S["d_ff"]),
+        tuple(ff_tags), (),
+        "act(x W_in P + b_in P) P^-1 W_out = act(x W_in + b_in) W_out for a permutation matrix P "
+        "(the activation acts entry-wise)" + ("; the gate is permuted with the up projection" if a.ffn == "gated" else ""),
+        "P a d_ff x d_ff permutation matrix"))
+    homog = a.activation == "relu" or a.ffn == "gated"
+    sc_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "ffn-scaling", "right", "element", "D")
+               for t in ("W_in", "b_in") if B or not t.startswith("b_")]
+    sc_tags.append(AxisTag("W_out", 0, "ffn-scaling", "left", "inverse", "D"))
+    if a.ffn == "gated":
+        group = "non-zero scalings of the up-projection units ((R^*)^d_ff)"
+        ident = "(act(x W_gate) * (x W_in D)) D^-1 W_out = (act(x W_gate) * (x W_in)) W_out: the up branch is linear"
+        el = "D = diag(d), d_j != 0"
+    else:
+        group = "positive scalings of the FFN hidden units ((R_>0)^d_ff)"
+        ident = "relu(x W_in D + b_in D) D^-1 W_out = relu(x W_in + b_in) W_out since relu(d t) = d relu(t) for d > 0"
+        el = "D = diag(d), d_j > 0"
+    f.append(Factor(
+        "ffn-scaling", "continuous", "layer", group, S["d_ff"], None, tuple(sc_tags),
+        (Breaking(f"{a.activation} activation" if not homog else "non-homogeneous activation", "breaks",
+                  "the activation is not positively homogeneous: act(d t) != d act(t) for d > 0, d != 1 "
+                  "(e.g. gelu(2) != 2 gelu(1))", not homog),),
+        ident, el))
+    return f
+
+
+def _data_factors(a: Architecture) -> list[Factor]:
+    pos = a.positional != "none"
+    causal = a.attention == "causal"
+    return [Factor(
+        "S_n", "discrete", "data", "token permutations (an equivariance of the layers)", None,
+        sp.factorial(S["n"]), (),
+        (Breaking(f"{a.positional} positions" if pos else "positional information", "breaks",
+                  "position information is tied to the slot, not the token: (P X) + E != P (X + E) for a "
+                  "position table E with distinct rows" if a.positional != "rotary" else
+                  "rotary positions rotate query i and key j by R_i, R_j, so scores depend on the slots", pos),
+         Breaking("causal mask", "breaks", "the mask j <= i is not invariant under relabelling the tokens: "
+                  "P M P^T != M for the lower-triangular mask M unless P = I", causal)),
+        "Layer(P X) = P Layer(X) for a permutation matrix P: softmax(P S P^T) = P softmax(S) P^T and "
+        "every other step acts row by row",
+        "P an n x n permutation matrix acting on the tokens (data, not weights)",
+        data_tags=("X axis n: left by P (tokens reordered)", "output axis n: left by P (equivariance)"))]
+
+
+def _model_factors(a: Architecture) -> list[Factor]:
+    rms = a.norm == "rmsnorm"
+    readers = [("W_Q", 1, "head"), ("W_K", 1, "kv"), ("W_V", 1, "kv"), ("W_in", 0, None)]
+    if a.ffn == "gated":
+        readers.append(("W_gate", 0, None))
+    tags = [AxisTag(t, ax, "residual-permutation", "left", "inverse", "Q", index=ix) for t, ax, ix in readers]
+    writers = [("W_O", 2, "head"), ("b_O", 0, None), ("W_out", 1, None), ("b_out", 0, None)]
+    tags += [AxisTag(t, ax, "residual-permutation", "right", "element", "Q", index=ix)
+             for t, ax, ix in writers if a.bias or not t.startswith("b_")]
+    for ln in ("ln1", "ln2"):
+        tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
+        if not rms:
+            tags.append(AxisTag(f"{ln}_b", 0, "residual-permutation", "right", "element", "Q"))
+    for t in model_tensor_names(a):
+        if t.endswith("_w"):
+            tags.append(AxisTag(t, 0, "residual-permutation", "right", "conjugate_diagonal", "Q", scope="model"))
+        else:
+            ax = 0 if t.endswith("_b") else 1
+            tags.append(AxisTag(t, ax, "residual-permutation", "right", "element", "Q", scope="model"))
+    d = S["d_model"]
+    if rms:
+        group, order = "signed permutations of the residual coordinates (hyperoctahedral group)", 2 ** d * sp.factorial(d)
+        el = "Q = D P, D diagonal with entries +-1, P a permutation matrix"
+    else:
+        group, order = "permutations of the residual coordinates, times +-1", 2 * sp.factorial(d)
+        el = "Q = s P, s = +-1, P a permutation matrix"
+    breaking = (
+        Breaking("LayerNorm centring", "shrinks",
+                 "centring x -> x - mean(x) 1 commutes with Q only if Q 1 is a multiple of 1: a signed "
+                 "permutation with mixed signs does not (RMSNorm has no centring and keeps them)", not rms),
+        Breaking("learned norm gains", "shrinks",
+                 "diag(gamma) Q = Q diag(gamma') for generic gamma forces Q monomial: orthogonal maps that "
+                 "commute with the norm without gains (O(d_model) for RMSNorm) reduce to signed permutations",
+                 True),
+        Breaking("norm epsilon > 0", "shrinks",
+                 "Norm(c z) = sign(c) Norm(z) holds only at eps = 0, so residual scalings c reduce to c = +-1",
+                 a.ln_eps > 0),
+        Breaking("sinusoidal positions", "breaks",
+                 "the sinusoidal position table is fixed, not a parameter, so it cannot absorb E -> E Q",
+                 a.positional == "sinusoidal"),
+    )
+    return [Factor(
+        "residual-permutation", "discrete", "model", group, None, order, tuple(tags), breaking,
+        "Norm(x Q) = Norm(x) Q with the gains permuted (gamma -> diag(Q^-1 diag(gamma) Q), beta -> beta Q): "
+        "readers absorb Q^-1, writers and embeddings Q, so every hidden state becomes X Q",
+        el, data_tags=("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",))]
+
+
+# --------------------------------------------------------------------------- the generic action
+def _is_sympy(x: Any) -> bool:
+    return isinstance(x, sp.MatrixBase)
+
+
+def _inverse(g: Any) -> Any:
+    return g.inv() if _is_sympy(g) else g.inverse()
+
+
+def _cached_inverse(g: Any, cache: dict[int, Any]) -> Any:
+    if id(g) not in cache:
+        cache[id(g)] = (g, _inverse(g))  # keep g alive so its id is not reused
+    return cache[id(g)][1]
+
+
+def _diag(v: Any) -> Any:
+    return sp.diag(*list(v)) if _is_sympy(v) else v.reshape(-1).diag()
+
+
+def _diagonal_row(M: Any) -> Any:
+    if not _is_sympy(M) and hasattr(M, "dense"):
+        M = M.dense()
+    if _is_sympy(M):
+        return sp.Matrix([[M[i, i] for i in range(M.rows)]])
+    return M.diagonal().reshape(1, -1)
+
+
+def _block_axis(tag: AxisTag) -> int:
+    axes = _axes(tag.tensor)
+    inner = axes[1:] if tag.index is not None else axes
+    pos = tag.axis - (1 if tag.index is not None else 0)
+    return 1 if len(inner) == 1 else pos
+
+
+def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
+                 which: Any) -> Any:
+    how = tag.how
+    if how == "translate":
+        return block + g
+    inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
+    if how == "conjugate_diagonal":
+        return _diagonal_row(inverse() @ _diag(block) @ g)
+    if how == "translate_image":
+        via = original[tag.via]
+        image = None
+        for h, W in enumerate(via):
+            term = g[which(h)] @ W
+            image = term if image is None else image + term
+        return block - image
+    R = g if how == "element" else inverse()
+    if how == "inverse_transpose":
+        R = R.T
+    bax = _block_axis(tag)
+    if tag.side == "right":
+        if bax != 1:
+            raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
+        return block @ R
+    if bax != 0:
+        raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
+    return R @ block
+
+
+def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], original: dict[str, Any],
+               cache: dict[int, Any], group: int) -> None:
+    if tag.tensor not in params or params[tag.tensor] is None:
+        return
+    if tag.component not in element:
+        raise SymtransError(f"element of {tag.factor} lacks component {tag.component!r}")
+    g = element[tag.component]
+    ginv = element.get(tag.component + "_inv")  # an exact inverse the sampler may supply
+    value = params[tag.tensor]
+
+    def to_kv(h: int) -> int:
+        return h // group
+
+    if tag.how == "permutation":
+        params[tag.tensor] = [value[i] for i in g]
+        return
+    if tag.index is None:
+        params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
+        return
+    out = []
+    for h, block in enumerate(value):
+        if isinstance(g, (list, tuple)):  # one element per key/value head
+            i = to_kv(h) if tag.index == "head" else h
+            gh, ghinv = g[i], (ginv[i] if ginv is not None else None)
+        else:  # one element for all heads (a residual-stream map)
+            gh, ghinv = g, ginv
+        out.append(_apply_block(block, tag, gh, ghinv, cache, original, None))
+    params[tag.tensor] = out
+
+
+def _take_rows(M: Any, perm: list[int]) -> Any:
+    if _is_sympy(M):
+        return M.extract(list(perm), list(range(M.cols)))
+    return M[list(perm)]
+
+
+def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
+        tags: tuple[AxisTag, ...] | None = None) -> dict[str, Any]:
+    """Return new parameters: ``element`` of ``factor`` acting through the tag table only.
+
+    ``params`` is one layer (a dict of tensors in block form) or a model
+    (``{"layers": [...], "word": ..., ...}``). For a per-layer factor on a
+    model, ``element`` is a list with one element per layer. An element is a
+    dict from component name (``g``, ``u``, ``v``, ``pi``, ``kappa``, ``P``,
+    ``D``, ``Q``) to its value; per-head components are lists indexed by
+    key/value head. ``tags`` replaces the factor's table (to test a wrong
+    action). Data-side factors act on the entry ``X``.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=1, H_kv=1, d_model=64))
+    >>> W_O = [sp.Matrix([[1, 2], [3, 4]])]
+    >>> new = act(spec, {"W_O": W_O}, "vo-gauge", {"g": [sp.diag(2, 1)]})
+    >>> new["W_O"][0]
+    Matrix([
+    [1/2, 1],
+    [  3, 4]])
+    """
+    f = spec.factor(factor)
+    tags = f.tags if tags is None else tags
+    group = 1
+    if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
+        group = spec.arch.H // spec.arch.H_kv
+    if f.scope == "data":
+        out = dict(params)
+        if "X" in out:
+            out["X"] = _take_rows(out["X"], element["P"])
+        return out
+    if "layers" in params:
+        out = dict(params)
+        if f.scope == "layer":
+            if len(element) != len(params["layers"]):
+                raise SymtransError(f"{factor}: give one element per layer ({len(params['layers'])})")
+            out["layers"] = [act(spec, lp, factor, el, tags=tags) for lp, el in zip(params["layers"], element)]
+            return out
+        layer_tags = tuple(t for t in tags if t.scope == "layer")
+        out["layers"] = [act(spec, lp, factor, element, tags=layer_tags) for lp in params["layers"]]
+        cache: dict[int, Any] = {}
+        for t in tags:
+            if t.scope == "model":
+                _apply_tag(out, t, element, params, cache, group)
+        return out
+    out = dict(params)
+    cache = {}
+    for t in tags:
+        if t.scope == "layer":
+            _apply_tag(out, t, element, params, cache, group)
+    return out

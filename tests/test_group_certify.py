@@ -1,0 +1,70 @@
+"""Exact SymPy certificates: every factor holds, every breaking feature breaks, a wrong action is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from symtrans.arch import get_arch
+from symtrans.errors import SymtransError
+from symtrans.group.certify import certify_all, certify_factor, tiny_arch, witness
+from symtrans.group.spec import GroupSpec
+
+rep = dataclasses.replace
+
+# a post-LN architecture with every other modelled feature: RMSNorm, gated SiLU FFN, rotary, GQA, causal, no biases
+LLAMA_LIKE = rep(get_arch("bert-base"), norm="rmsnorm", ffn="gated", activation="silu", positional="rotary",
+                 attention="causal", bias=False, H_kv=6, embedding_norm=False)
+
+
+def test_bert_base_every_factor_certified_every_breaking_feature_witnessed():
+    certs = certify_all("bert-base")
+    bad = [c.line() for c in certs if not c.ok]
+    assert not bad, bad
+    spec = GroupSpec.from_arch("bert-base")
+    assert {c.factor for c in certs if c.kind == "invariance"} == set(spec.names())
+    wanted = {(f.name, b.feature) for f in spec.factors for b in f.broken_by}
+    assert {(c.factor, c.feature) for c in certs if c.kind == "breaking"} == wanted
+    for c in certs:
+        if c.kind == "invariance":
+            assert c.shapes["d_model"] == 4 and c.shapes["n"] == 3 and c.identity
+
+
+def test_llama_like_post_ln_factors_certified():
+    spec = GroupSpec.from_arch(LLAMA_LIKE)
+    assert spec.arch.H_kv != spec.arch.H
+    for name in spec.names():
+        if spec.factor(name).status == "broken":  # S_n: rotary and causal, witnessed above
+            continue
+        c = certify_factor(LLAMA_LIKE, name)
+        assert c.ok, c.line()
+
+
+def test_wrong_vo_action_is_refused():
+    spec = GroupSpec.from_arch(tiny_arch("bert-base"))
+    wrong = tuple(rep(t, how="element") if t.tensor == "W_O" else t for t in spec.factor("vo-gauge").tags)
+    c = certify_factor("bert-base", "vo-gauge", tags=wrong)  # W_O -> N W_O instead of N^-1 W_O
+    assert c.outcome == "refuted" and not c.ok
+    assert "changes by" in c.witness
+
+
+def test_wrong_residual_action_is_refused():
+    spec = GroupSpec.from_arch(tiny_arch("bert-base"))
+    wrong = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != "ln1_w")  # gain not permuted
+    c = certify_factor("bert-base", "residual-permutation", tags=wrong)
+    assert c.outcome == "refuted"
+
+
+def test_relu_scaling_certified_but_negative_scale_refused():
+    import sympy as sp
+
+    relu = rep(get_arch("bert-base"), activation="relu")
+    assert certify_factor(relu, "ffn-scaling").ok
+    c = certify_factor(relu, "ffn-scaling", elements=[("D = diag(-1, 1)", {"D": sp.diag(-1, 1)})])
+    assert c.outcome == "refuted"  # relu(-t) != -relu(t): only positive scalings
+
+
+def test_unknown_breaking_feature_is_an_error():
+    with pytest.raises(SymtransError, match="no breaking feature"):
+        witness("bert-base", "S_H", "causal mask")

@@ -1,0 +1,35 @@
+"""The ``symtrans group`` command: factor table, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from symtrans.cli import main
+from symtrans.group import GroupSpec
+
+
+def test_bert_base_text_shows_the_computed_gauge_dimension(capsys):
+    assert main(["group", "--arch", "bert-base"]) == 0
+    out = capsys.readouterr().out
+    spec = GroupSpec.from_arch("bert-base")
+    assert f"{int(spec.gauge_dimension_model()):,}" in out and "over 12 layers" in out
+    assert "rank collapse in depth" in out and "entropy collapse" in out
+
+
+def test_json_schema(capsys):
+    assert main(["group", "--arch", "minilm-l6-h384", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    spec = GroupSpec.from_arch("minilm-l6-h384")
+    assert data["total_dimension"] == spec.total_dimension()
+    for f in data["factors"]:
+        assert {"name", "kind", "acts_on", "broken_by"} <= set(f)
+        assert ("dimension" in f) == (f["kind"] == "continuous") and ("order" in f) == (f["kind"] == "discrete")
+    assert len(data["pairing"]) == 4
+
+
+def test_errors_are_one_line_exit_2(capsys):
+    for argv in (["group"], ["group", "--arch", "gpt2"], ["group", "--arch", "bert-bsae"],
+                 ["group", "--arch", "bert-base", "--verify"], ["group", "--model", "default", "--verify", "--n", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("symtrans: error:") and err.count("\n") == 1
