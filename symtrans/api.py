@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "measure", "check", "certify", "graph", "report",
+__all__ = ["formula", "architecture", "load", "measure", "check_claims", "certify_claims", "proof_graph", "proof_report",
            "EvidenceList", "Measurement", "ProofGraph", "NotebookReport", "FormulaValue"]
 
 ALL_FORMATS = ("md", "json", "html", "dot")
