@@ -115,5 +115,9 @@ MLP_ROLE = register(Claim(
         "generation' is not defined in the text we hold.",
         "The 'not necessary against rank collapse' half is Theorem 5.3; the FLOP share is the formula "
         "ffn-flop-share (see cor-dff), which depends on n.",
+        "The checks test two readings of 'non-linear feature generation': the paper's parenthesis (directions "
+        "outside the linear span of the token embeddings, which attention + residual already reach through "
+        "W_V W_O), and linearity at fixed attention (without the MLP the stack is linear in X once every "
+        "A^h is frozen).",
     ),
 ))

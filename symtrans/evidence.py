@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "Verdict", "PaperStatus", "Tolerance", "Evidence", "Context", "Producer",
+    "Verdict", "PaperStatus", "Tolerance", "Evidence", "Context", "Producer", "DEFAULT_N",
     "producer", "PRODUCERS", "producers_for", "run_producers", "combine_verdicts",
 ]
 
@@ -260,6 +260,10 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 # ----------------------------------------------------------------- producers
+#: The sequence length numeric producers use unless told otherwise (report, check, certify).
+DEFAULT_N = 128
+
+
 @dataclass
 class Context:
     """What a producer may use: the model spec, sizes, seed, device, dtype, progress.
@@ -277,7 +281,7 @@ class Context:
     """
 
     model: str | None = "default"
-    n: int = 64
+    n: int = DEFAULT_N
     seed: int = 0
     device: str | None = None
     dtype: str = "float64"

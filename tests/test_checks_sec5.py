@@ -70,3 +70,17 @@ def test_jacobian_formula_matches_autograd_and_misses_layernorm(w):
     assert bad["max_rel_error"] > 1e-3
     assert sec5.check_prop_5_4(context(w, n=6))[0].verdict is Verdict.SUPPORTED
     assert math.isfinite(sec5.check_prop_5_4(context(w, n=6))[0].margin)
+
+
+def test_mlp_role_span_and_linearity_on_real_and_broken_weights(w):
+    span, lin = sec5.check_mlp_role(context(w, n=16))
+    # real weights: attention + residual alone leave the span of the embeddings (W_V W_O maps out of it)
+    assert span.verdict is Verdict.FAILS and span.details["new_directions"] > 0
+    assert lin.verdict is Verdict.SUPPORTED
+    assert lin.details["superposition_error_no_mlp"] < 1e-12 < lin.details["superposition_error_mlp"]
+    # with W_O zeroed, MHA adds nothing: the stack stays in the span, and the check reports it
+    still, _ = sec5.check_mlp_role(context(broken(w, W_O=torch.zeros_like(w.W_O)), n=16))
+    assert still.verdict is Verdict.SUPPORTED and still.details["new_directions"] == 0
+    # with the FFN's first matrix zeroed the "MLP" adds nothing, so it cannot add non-linearity: fails
+    _, flat = sec5.check_mlp_role(context(broken(w, W_in=torch.zeros_like(w.W_in)), n=16))
+    assert flat.verdict is Verdict.FAILS

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, trace, weights
+from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, decisive, gap, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases",
@@ -460,3 +460,105 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    margin=math.log10(tol.value / err) if err > 0 else math.inf,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
                    tolerance=tol, inputs=inputs, details=res)]
+
+
+# ------------------------------------------------------------------ cor-mlp-role
+MLP_SPAN_N = 32  # n < d_model, so the span of the token embeddings is a proper subspace
+LINEARITY_TOL = Tolerance(1e-12, "float64 evaluation of a linear map: relative superposition error of a few "
+                          "hundred roundings of size 1.1e-16 stays below 1e-12", "relative to ||g(Z)||")
+
+
+def _frozen_stack(w: Any, X0: Any, layers: int, mlp: bool) -> tuple[Any, Any]:
+    """The attention (+ MLP) + residual stack with every A^h frozen at its value along X0's trajectory.
+
+    Returns ``(g, out)``: the map Z -> stack(Z) with frozen attention (biases off, no LN), and g(X0).
+    """
+    import torch
+
+    from symtrans.numeric.forward import _gelu, attention
+
+    frozen = []
+    h = X0
+    for i in range(layers):
+        lay = _paper_layer(w.layer(i))
+        A, _, _ = attention(h, lay)
+        frozen.append((A, lay))
+        h = _frozen_layer(h, A, lay, mlp, _gelu, w.arch.activation)
+
+    def g(Z: Any) -> Any:
+        for A, lay in frozen:
+            Z = _frozen_layer(Z, A, lay, mlp, _gelu, w.arch.activation)
+        return Z
+
+    with torch.no_grad():
+        return g, g(X0)
+
+
+def _frozen_layer(Z: Any, A: Any, lay: dict[str, Any], mlp: bool, gelu: Any, act: str) -> Any:
+    import torch
+
+    V = torch.einsum("nd,hdk->hnk", Z, lay["W_V"])
+    Z = Z + ((A @ V) @ lay["W_O"]).sum(0)
+    if mlp:
+        Z = Z + gelu(Z @ lay["W_in"], act) @ lay["W_out"]  # no FFN biases: a bias alone is affine
+    return Z
+
+
+@producer("cor-mlp-role", kind="numeric", name="mlp-role", needs_model=True)
+def check_mlp_role(ctx: Context) -> list[Evidence]:
+    """Without an MLP, do attention + residual leave the span of the token embeddings? Are they linear at fixed A?"""
+    import torch
+
+    from symtrans.numeric.linalg import numerical_rank
+
+    w = weights(ctx)
+    n, L = min(ctx.n, MLP_SPAN_N), w.n_layers
+    X0 = trace(ctx, n=n, layers=0).embeddings
+    with torch.no_grad():
+        h = X0
+        for i in range(L):
+            h = h + mha_paper(h, w.layer(i))
+    r0, rj = numerical_rank(X0), numerical_rank(torch.cat([X0, h]))
+    Q, _ = torch.linalg.qr(X0.T)  # orthonormal basis of rowspace(X0) (X0 has full row rank n < d)
+    outside = float((h - (h @ Q) @ Q.T).norm() / h.norm())
+    decided = decisive(r0, rj)
+    new_dirs = rj.rank - r0.rank
+    inputs = {"n": n, "layers": L, "form": "X <- X + MHA(X) with the paper's MHA (real weights, biases zero), "
+              "no MLP, no LN", "X0": f"embedding output of {n} seeded random tokens"}
+    details = {"rank_X0": r0.to_dict(), "rank_X0_and_XL": rj.to_dict(), "new_directions": new_dirs,
+               "energy_outside_span": outside,
+               "reading": "'non-linear feature generation (directions outside the linear span of the original "
+                          "token embeddings)': the span is rowspace(X0)"}
+    span_verdict = (Verdict.INCONCLUSIVE if not decided
+                    else Verdict.FAILS if new_dirs > 0 else Verdict.SUPPORTED)
+    span = record(ctx, "cor-mlp-role", "span-without-mlp", span_verdict,
+                  (f"attention + residual alone (no MLP) leave the span of the token embeddings: rank "
+                   f"[X0; X_L] = {rj.rank} > rank X0 = {r0.rank}, {outside:.1%} of X_L's energy outside; so "
+                   "the MLP is not necessary for directions outside that span (W_V W_O maps out of it)")
+                  if new_dirs > 0 else f"X_L stays in the span of the token embeddings ({outside:.2e} outside)",
+                  margin=min(gap(r0), gap(rj)), margin_meaning="smallest spectral gap at the two rank cuts "
+                  "(decades)", tolerance=GAP_TOLERANCE, inputs=inputs, details=details)
+    # second reading: at frozen attention the no-MLP stack is linear in X; the MLP makes it non-linear
+    gen = torch.Generator().manual_seed(ctx.seed + 5)
+    Z1, Z2 = (torch.randn(X0.shape, generator=gen, dtype=X0.dtype) * X0.std() for _ in range(2))
+    errs = {}
+    for mlp in (False, True):
+        g, _ = _frozen_stack(w, X0, L, mlp)
+        with torch.no_grad():
+            lhs, rhs = g(0.7 * Z1 - 1.3 * Z2), 0.7 * g(Z1) - 1.3 * g(Z2)
+        errs[mlp] = float((lhs - rhs).norm() / lhs.norm())
+    tol = LINEARITY_TOL.value
+    linear_ok = errs[False] < tol < errs[True]
+    lin = record(ctx, "cor-mlp-role", "linear-at-fixed-attention",
+                 Verdict.SUPPORTED if linear_ok else Verdict.FAILS,
+                 (f"with every A^h frozen, the {L}-layer attention + residual stack is linear in X (superposition "
+                  f"error {errs[False]:.1e}) and becomes non-linear only with the MLP (error {errs[True]:.1e}): "
+                  "at fixed attention the MLP is what adds non-linearity")
+                 if linear_ok else f"superposition errors without / with MLP: {errs[False]:.1e} / {errs[True]:.1e}",
+                 margin=math.log10(min(tol / max(errs[False], 1e-300), errs[True] / tol)),
+                 margin_meaning="decades between the tolerance and the nearer of the two superposition errors",
+                 tolerance=LINEARITY_TOL,
+                 inputs=dict(inputs, test="g(0.7 Z1 - 1.3 Z2) vs 0.7 g(Z1) - 1.3 g(Z2), Z Gaussian, A^h frozen "
+                             "along X0's trajectory; FFN without biases"),
+                 details={"superposition_error_no_mlp": errs[False], "superposition_error_mlp": errs[True]})
+    return [span, lin]

@@ -28,6 +28,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "report": ("symtrans.cli.report", "write the proof-status report (md, json, html, dot)"),
     "certify": ("symtrans.cli.certify", "run exact certificates and counterexample searches"),
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
+
+    "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
 }
 
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "certify_claims"]
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
     p.add_argument("--model", default="default",
                    help="model for certificates on real weights ('default' = bundled MiniLM; 'none' to skip them)")
-    p.add_argument("--n", type=int, default=128, help="sequence length for real-weight certificates (default 128)")
+    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for real-weight certificates (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random witnesses (default 0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_certify)

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "numeric_producers", "run_checks"]
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                        "test, on the model's real weights (float64 by default)")
     p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2) or a model directory')
     p.add_argument("--claims", nargs="+", metavar="ID", help="only these claim ids (default: all checked claims)")
-    p.add_argument("--n", type=int, default=128, help="sequence length of the real inputs (default 128)")
+    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the real inputs (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random tokens and inputs (default 0)")
     p.add_argument("--device", default=None, help="torch device (default cpu)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),

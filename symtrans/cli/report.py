@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from symtrans.errors import SymtransError
+from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--out", default="symtrans-report", metavar="DIR",
                    help="output directory (new, empty, or holding only an earlier report)")
     p.add_argument("--format", default="md,json,html,dot", help="comma-separated: md, json, html, dot")
-    p.add_argument("--n", type=int, default=64, help="sequence length for numeric checks (default 64)")
+    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for numeric checks (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed for numeric checks (default 0)")
     p.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: CUDA if available)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),

@@ -19,11 +19,22 @@ b_in       [layer, d_ff]
 W_out      [layer, d_ff, d_model]              FFN second matrix
 b_out      [layer, d_model]
 ln2_w/_b   [layer, d_model]                    LayerNorm after the FFN (post-LN)
+word       [vocab, d_model]                    token embeddings
+pos        [positions, d_model]                learned positions (RoBERTa: from padding_idx + 1)
+type       [type_vocab, d_model]               token-type rows (row 0 used; None for DistilBERT)
+emb_ln_*   [d_model]                           embedding LayerNorm weight and bias
 =========  ==================================  =====================================
+
+Modules: :mod:`~symtrans.numeric.weights` (loading, streaming one layer at a
+time), :mod:`~symtrans.numeric.forward` (the per-head encoder),
+:mod:`~symtrans.numeric.variants` (pure attention, +residual, +MLP, full; with
+or without LN), :mod:`~symtrans.numeric.measure` (records),
+:mod:`~symtrans.numeric.linalg` (rank decisions).
 """
 
-from symtrans.numeric.weights import ModelWeights, load_model, resolve_device, resolve_dtype
+from symtrans.numeric.weights import (ModelWeights, StreamedWeights, iter_layers, load_model, resolve_device,
+                                      resolve_dtype, stream_model)
 from symtrans.numeric.forward import LayerTrace, Trace, embed, encode, tokenize
 
-__all__ = ["ModelWeights", "load_model", "resolve_device", "resolve_dtype", "LayerTrace", "Trace",
-           "embed", "encode", "tokenize"]
+__all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
+           "resolve_dtype", "LayerTrace", "Trace", "embed", "encode", "tokenize"]

@@ -30,7 +30,7 @@ from symtrans.errors import SymtransError
 from symtrans.numeric.weights import ModelWeights, default_model_path, load_model  # noqa: F401 (doctests)
 
 __all__ = ["LayerTrace", "Trace", "encode", "embed", "embed_input", "tokenize", "layer_norm", "attention",
-           "encoder_layer", "random_ids"]
+           "encoder_layer", "random_ids", "position_ids"]
 
 
 @dataclass
@@ -200,18 +200,38 @@ def embed(weights: ModelWeights, input_ids: Any) -> Any:
     arch = weights.arch
     if n < 2:
         raise SymtransError(f"a sequence needs at least 2 tokens for rank questions, got n={n}")
-    if n > int(arch.max_positions):
-        raise SymtransError(f"sequence of {n} tokens exceeds the model's {arch.max_positions} positions")
+    if weights.pos is not None and n > weights.pos.shape[0] - weights.position_offset:
+        raise SymtransError(f"sequence of {n} tokens exceeds the model's "
+                            f"{weights.pos.shape[0] - weights.position_offset} positions")
     if int(ids.min()) < 0 or int(ids.max()) >= int(arch.vocab_size):
         raise SymtransError(f"token id out of range [0, {arch.vocab_size})")
     x = weights.word[ids]
     if weights.pos is not None:
-        offset = int(arch.position_table or arch.max_positions) - int(arch.max_positions)
-        start = offset  # RoBERTa's positions start after the padding rows
-        x = x + weights.pos[start:start + n]
+        x = x + weights.pos[position_ids(weights, ids)]
     if weights.type is not None:
         x = x + weights.type[0]
     return layer_norm(x, weights.emb_ln_w, weights.emb_ln_b, arch.ln_eps)
+
+
+def position_ids(weights: ModelWeights, ids: Any) -> Any:
+    """Position-table rows for token ids, as ``transformers`` numbers them.
+
+    BERT and DistilBERT use ``0..n-1``. RoBERTa uses ``padding_idx + 1 + k``
+    for the k-th non-padding token and ``padding_idx`` for padding tokens.
+
+    Examples
+    --------
+    >>> position_ids(load_model("default"), [101, 7592, 102]).tolist()
+    [0, 1, 2]
+    """
+    import torch
+
+    ids = torch.as_tensor(ids, device=weights.device).reshape(-1)
+    if weights.family != "roberta":
+        return torch.arange(ids.numel(), device=ids.device)
+    pad = weights.position_offset - 1
+    keep = (ids != pad).long()
+    return torch.cumsum(keep, 0) * keep + pad
 
 
 def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:

@@ -90,8 +90,12 @@ class RankRecord:
 
 
 def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: float | None = None,
-                              reason: str | None = None) -> RankRecord:
+                              reason: str | None = None, scale: float | None = None) -> RankRecord:
     """Decide the rank from singular values ``s`` (descending) of a matrix of ``shape``.
+
+    The cut is ``rtol * scale``; ``scale`` defaults to ``s[0]`` (sigma_max).
+    Pass a larger ``scale`` when the matrix was computed from a bigger one
+    (a centred matrix: its rounding error is relative to the uncentred one).
 
     Examples
     --------
@@ -99,6 +103,9 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
     >>> s = torch.tensor([3.0, 1.0, 1e-20], dtype=torch.float64)
     >>> rank_from_singular_values(s, (3, 3), torch.float64).rank
     2
+    >>> rank_from_singular_values(torch.tensor([1e-15], dtype=torch.float64), (3, 3), torch.float64,
+    ...                           scale=10.0).rank
+    0
     """
     if rtol is None:
         rtol, why = default_rtol(dtype, shape)
@@ -106,6 +113,9 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
         why = reason or f"relative cut {rtol:.3g} x sigma_max set by the caller"
     vals = [float(v) for v in s]
     smax = vals[0] if vals else 0.0
+    if scale is not None and scale > smax:
+        why += f"; the cut is relative to {scale:.3g}, sigma_max of the matrix this one was computed from"
+        smax = float(scale)
     cut = rtol * smax
     r = sum(v > cut for v in vals) if smax > 0 else 0
     above = vals[r - 1] if r >= 1 else None
@@ -160,7 +170,9 @@ def affine_rank(X: Any, *, rtol: float | None = None, reason: str | None = None)
 
     ``arank(X) = rank(X - 1 x_1^T) = rank(X - 1 mean^T)``: subtracting the mean
     row instead of the first row spans the same difference space and is better
-    conditioned.
+    conditioned. The cut is relative to sigma_max of ``X`` itself, not of the
+    centred matrix: centring leaves a rounding error of about ``eps ||X||``, so
+    rows equal up to rounding have affine rank 0, not a rank read from noise.
 
     Examples
     --------
@@ -170,8 +182,13 @@ def affine_rank(X: Any, *, rtol: float | None = None, reason: str | None = None)
     (1, 1)
     >>> affine_rank(X + torch.tensor([0.0, 5.0], dtype=torch.float64)).rank
     1
+    >>> row = torch.tensor([[0.1, 0.2, 0.3]], dtype=torch.float64)
+    >>> affine_rank(torch.cat([row, row * 3 / 3, row + 0.1 - 0.1])).rank  # equal up to rounding
+    0
     """
     import torch
 
     X = torch.as_tensor(X)
-    return numerical_rank(X - X.mean(0, keepdim=True), rtol=rtol, reason=reason)
+    C = X - X.mean(0, keepdim=True)
+    s = torch.linalg.svdvals(torch.stack([X, C])).cpu()
+    return rank_from_singular_values(s[1], tuple(C.shape), C.dtype, rtol, reason, scale=float(s[0][0]))

@@ -32,9 +32,12 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
@@ -47,7 +50,8 @@ from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
            "WOConditioningRecord", "HypothesisRecord", "LNHypothesesRecord", "MeasureReport",
            "rank_profile", "residual_ratio", "asymmetry", "head_subspaces", "wo_conditioning",
-           "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory"]
+           "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory", "reset_peak_memory",
+           "single_threaded"]
 
 
 def _plain(value: Any) -> Any:
@@ -73,6 +77,35 @@ class _Record:
 
 def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run torch CPU kernels on one thread inside the block, then restore the setting.
+
+    MKL's multi-threaded SVD of a few-hundred-wide matrix gains little on an
+    idle machine but slows down by up to ~100x when the cores are
+    oversubscribed (measured here: 7.7 s against 0.1 s for a 512 x 384
+    ``svdvals`` at load 4.6 on 2 cores), so :func:`measure_all` runs single-threaded.
+
+    Examples
+    --------
+    >>> import torch
+    >>> before = torch.get_num_threads()
+    >>> with single_threaded():
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------ spectra of hidden states
@@ -208,12 +241,14 @@ class RankProfile(_Record):
         return [r.affine.rank for r in self.layers]
 
 
+@single_threaded()
 def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
-                 layer_index: int | None = None) -> RankProfile:
+                 layer_index: int | None = None, pool: Any = None) -> RankProfile:
     """Rank, affine rank, stable and effective rank, residual of each hidden state (one batched SVD).
 
     ``trace`` is a :class:`~symtrans.numeric.forward.Trace` (its hidden states)
-    or a list of n x d matrices.
+    or a list of n x d matrices. ``pool`` (an executor) splits the SVDs
+    over its threads.
 
     Examples
     --------
@@ -230,14 +265,18 @@ def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
     S = torch.stack([torch.as_tensor(x) for x in states])
     shape = tuple(S.shape[-2:])
     both = torch.cat([S, S - S.mean(-2, keepdim=True)])
-    sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+    if pool is None:
+        sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+    else:
+        chunks = both.chunk(max(1, min(len(both), _workers())))
+        sv = torch.cat([f.result() for f in [pool.submit(torch.linalg.svdvals, c) for c in chunks]]).cpu()
     k = len(states)
     rows = []
     for i in range(k):
         s, sc = sv[i], sv[k + i]
         rows.append(LayerRankRecord(
             index=i, rank=rank_from_singular_values(s, shape, S.dtype),
-            affine=rank_from_singular_values(sc, shape, S.dtype), stable_rank=stable_rank(s),
+            affine=rank_from_singular_values(sc, shape, S.dtype, scale=float(s[0])), stable_rank=stable_rank(s),
             effective_rank=effective_rank(s), residual=residual_ratio(S[i]),
             singular_values=[float(v) for v in s]))
     return RankProfile(variant=variant, ln=ln, layer_index=layer_index, layers=rows)
@@ -266,16 +305,28 @@ class AsymmetryRecord(_Record):
     dtype: str
     definition: str = ("alpha_h = ||M_a||_F / ||M||_F, M = W_Q^h (W_K^h)^T (d_model x d_model), "
                        "M_a = (M - M^T) / 2; query/key biases are not part of M")
-    method: str = "M formed explicitly, batched over heads; error about eps relative (no cancellation)"
+    method: str = ("QR of [W_Q W_K] = Q [R_q R_k]: ||M||_F = ||R_q R_k^T||_F and ||M_a||_F likewise "
+                   "(Q orthonormal), batched over heads; backward stable, no cancellation: error about eps relative")
 
 
 def _alpha(W_Q: Any, W_K: Any) -> Any:
-    """``alpha`` for per-head ``W_Q, W_K`` of shape ``[..., d_model, d_k]`` (explicit ``M``)."""
-    M = W_Q @ W_K.transpose(-1, -2)
-    Ma = (M - M.transpose(-1, -2)) / 2
-    return Ma.flatten(-2).norm(dim=-1) / M.flatten(-2).norm(dim=-1)
+    """``alpha`` for per-head ``W_Q, W_K`` of shape ``[..., d_model, d_k]``, without forming ``M``.
+
+    With the thin QR ``[W_Q W_K] = Q [R_q R_k]``, ``M = Q R_q R_k^T Q^T`` and
+    ``M^T = Q R_k R_q^T Q^T``; ``Q`` has orthonormal columns, so both Frobenius
+    norms are those of ``2 d_k x 2 d_k`` matrices, computed directly (no
+    cancellation, no ``d_model x d_model`` products).
+    """
+    import torch
+
+    dk = W_Q.shape[-1]
+    R = torch.linalg.qr(torch.cat([W_Q, W_K], -1), mode="r")[1]
+    small = R[..., :dk] @ R[..., dk:].transpose(-1, -2)  # R_q R_k^T
+    anti = (small - small.transpose(-1, -2)) / 2
+    return anti.flatten(-2).norm(dim=-1) / small.flatten(-2).norm(dim=-1)
 
 
+@single_threaded()
 def asymmetry(weights: Any) -> AsymmetryRecord:
     """Directional asymmetry ``alpha_h`` of every head, batched over heads, one layer at a time.
 
@@ -329,6 +380,7 @@ def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
     return rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype), cond
 
 
+@single_threaded()
 def wo_conditioning(weights: Any) -> WOConditioningRecord:
     """Rank and condition number of the stacked ``W_O`` of every layer.
 
@@ -388,6 +440,7 @@ class HeadSubspaceRecord(_Record):
         return [r.rank for r in self.dim_R_records]
 
 
+@single_threaded()
 def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     """``dim R_h``, ``rank MHA(X)``, ``dim sum R_h``, ``alpha_MHA``, ``kappa`` and principal angles.
 
@@ -411,7 +464,8 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     D = YO.shape[-1]
     U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
     K = U.transpose(-1, -2) @ YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
-    _, sk, Bk = torch.linalg.svd(K, full_matrices=False)  # singular values of Y^h W_O^h; bases of R_h
+    Bt, sk, _ = torch.linalg.svd(K.transpose(-1, -2), full_matrices=False)  # tall: faster than K
+    Bk = Bt.transpose(-1, -2)  # [H, m, D]: rows = orthonormal basis of R_h (by singular value)
     dims = [rank_from_singular_values(s, (n, D), Y.dtype) for s in sk.cpu()]
     r = torch.tensor([d.rank for d in dims], device=Y.device)
     mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
@@ -468,15 +522,15 @@ def _hyp(name: str, statement: str, value: float, threshold: float, reason: str)
 
 @dataclass
 class LNHypothesesRecord(_Record):
-    """H1-H4 of Theorem 4.2 for one LayerNorm input ``X``, plus ``rank X`` and ``rank XP``.
+    """H1-H4 of Theorem 4.2 for one LayerNorm input ``X``, plus ``rank X`` (from the same SVD).
 
     Examples
     --------
     >>> import torch
     >>> X = torch.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
     >>> rec = ln_hypotheses(X, torch.ones(3, dtype=torch.float64))
-    >>> [h.holds for h in rec.hypotheses], rec.rank_X.rank, rec.rank_XP.rank
-    ([True, True, True, False], 2, 2)
+    >>> [h.holds for h in rec.hypotheses], rec.rank_X.rank
+    ([True, True, True, False], 2)
     """
 
     where: str
@@ -485,7 +539,6 @@ class LNHypothesesRecord(_Record):
     H3: HypothesisRecord
     H4: HypothesisRecord
     rank_X: RankRecord
-    rank_XP: RankRecord
     dtype: str
 
     @property
@@ -499,21 +552,18 @@ class LNHypothesesRecord(_Record):
         return all(h.holds for h in self.hypotheses)
 
 
-def _distance_from_span(v: Any, basis: Any, rec: RankRecord) -> tuple[float, float, str]:
-    """Relative distance of ``v`` from the span of ``basis``' first ``rec.rank`` columns, and its threshold."""
-    Q = basis[:, : rec.rank]
-    resid = v - Q @ (Q.T @ v)
-    dist = float(resid.norm() / v.norm()) if float(v.norm()) > 0 else 0.0
+def _subspace_threshold(rec: RankRecord) -> tuple[float, str]:
+    """Distances from the rank-r singular subspace of a matrix below this are indistinguishable from 0."""
     if rec.rank == 0 or rec.sigma_above is None:
-        return dist, 0.0, "the subspace is {0}"
+        return 0.0, "the subspace is {0}"
     eps = rec.rtol / max(rec.shape)
     thr = max(rec.shape) * eps * rec.sigma_max / rec.sigma_above
-    why = (f"Wedin's sin-theta bound: an SVD backward error of max(n, d)*eps*sigma_max moves the "
-           f"rank-{rec.rank} subspace by at most that over sigma_r (= {rec.sigma_above:.3g}); smaller "
-           "distances are indistinguishable from 0")
-    return dist, thr, why
+    return thr, (f"Wedin's sin-theta bound: an SVD backward error of max(n, d)*eps*sigma_max moves the "
+                 f"rank-{rec.rank} singular subspace of X by at most that over sigma_r (= {rec.sigma_above:.3g}); "
+                 "smaller distances are indistinguishable from 0")
 
 
+@single_threaded()
 def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     """Measure H1-H4 of Theorem 4.2 for LayerNorm input ``X`` (n x d) and gain ``gamma``, with margins.
 
@@ -521,6 +571,11 @@ def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     rowspace(X) (relative distance); H3: every ``gamma_j != 0``
     (``min |gamma_j| / max |gamma_j|``); H4: ``sigma`` not in colspace(X P)
     (relative distance), ``P = I - 11^T/d``. Uses the paper's LN (no epsilon).
+
+    One SVD ``X = U_r S_r V_r^T`` serves both H2 and H4: ``colspace(X P) =
+    U_r range(S_r V_r^T P)``, which is ``span(U_r)`` when H2 holds and otherwise
+    ``U_r (S_r^{-1} a)^perp`` with ``a = V_r^T 1_d`` (the kernel of
+    ``P V_r S_r``).
 
     Examples
     --------
@@ -541,22 +596,29 @@ def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
     h1 = _hyp("H1", "every row of X is non-constant: sigma_i > 0", float((sigma / rms).min()), d * eps,
               "min_i sigma_i / rms(x_i) against d*eps: the rounding error of a constant row's "
               "computed standard deviation, relative to its size, is about d*eps")
-    Ux, sx, Vhx = torch.linalg.svd(X, full_matrices=False)
+    U, sx, Vh = torch.linalg.svd(X, full_matrices=False)
     rank_X = rank_from_singular_values(sx.cpu(), (n, d), X.dtype)
+    r = rank_X.rank
+    thr, why = _subspace_threshold(rank_X)
+    Ur, Vr = U[:, :r], Vh[:r].T
     ones = torch.ones(d, dtype=X.dtype, device=X.device)
-    dist2, thr2, why2 = _distance_from_span(ones, Vhx.T, rank_X)
-    h2 = _hyp("H2", "1_d is not in rowspace(X)", dist2, thr2, "relative distance ||(I - Pi_row) 1|| / ||1||; "
-              + why2)
+    a = Vr.T @ ones
+    dist2 = float((ones - Vr @ a).norm()) / math.sqrt(d)
+    h2 = _hyp("H2", "1_d is not in rowspace(X)", dist2, thr,
+              "relative distance ||(I - Pi_row) 1|| / ||1||; " + why)
     g = torch.as_tensor(gamma).abs()
     h3 = _hyp("H3", "every gamma_j != 0", float(g.min() / g.max()) if float(g.max()) > 0 else 0.0, 0.0,
               "min |gamma_j| / max |gamma_j|; exact zero test (a stored gain is either 0 or not)")
-    Up, sp, _ = torch.linalg.svd(XP, full_matrices=False)
-    rank_XP = rank_from_singular_values(sp.cpu(), (n, d), X.dtype)
-    dist4, thr4, why4 = _distance_from_span(sigma, Up, rank_XP)
-    h4 = _hyp("H4", "sigma (row standard deviations) is not in colspace(X P)", dist4, thr4,
-              "relative distance ||(I - Pi_col) sigma|| / ||sigma||; " + why4)
-    return LNHypothesesRecord(where=where, H1=h1, H2=h2, H3=h3, H4=h4, rank_X=rank_X, rank_XP=rank_XP,
-                              dtype=_dtype_name(X))
+    c = Ur.T @ sigma
+    gap2 = float((sigma - Ur @ c).pow(2).sum())
+    if not h2.holds and r > 0:  # 1_d in rowspace(X): colspace(XP) loses the direction U_r S_r^{-1} a
+        w = a / sx[:r]
+        gap2 += float((w @ c) ** 2 / (w @ w))
+    snorm = float(sigma.norm())
+    dist4 = math.sqrt(gap2) / snorm if snorm > 0 else 0.0
+    h4 = _hyp("H4", "sigma (row standard deviations) is not in colspace(X P)", dist4, thr,
+              "relative distance ||(I - Pi_col) sigma|| / ||sigma||; " + why)
+    return LNHypothesesRecord(where=where, H1=h1, H2=h2, H3=h3, H4=h4, rank_X=rank_X, dtype=_dtype_name(X))
 
 
 # ------------------------------------------------------------------ everything at once
@@ -629,6 +691,11 @@ class MeasureReport(_Record):
                  "Y^h W_O^h without b_O; LN hypotheses measured on the inputs of LN1 and LN2")
 
 
+def _workers() -> int:
+    """Threads for independent factorisations: the CPU count, at most 4 (each runs single-threaded)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 class _Progress:
     """A tqdm bar on stderr when asked for, else a no-op with the same calls."""
 
@@ -654,6 +721,9 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
                 depth: int | None = None, layer_index: int | None = None, ln: bool | None = None,
                 progress: bool = False) -> MeasureReport:
     """Run every measurement once: the real forward layer by layer, then the variant stacks.
+
+    Each layer's measurements run on a thread pool (single-threaded torch
+    kernels, one per core) while the main thread computes the next layer.
 
     The real (full, post-LN) forward runs one layer at a time; each layer's
     per-head internals are measured and dropped before the next layer, so with
@@ -681,23 +751,31 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
     X0, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
     L = weights.n_layers
     bar = _Progress(L + len(variants), progress, "measure")
-    states, heads, lns, alphas = [X0], [], [], []
-    wo_recs, wo_cond = [], []
+    states = [X0]
     arch = weights.arch
-    with torch.no_grad():
+    results: list[dict[str, Any]] = []
+
+    def collect(futures: dict[str, Any]) -> None:
+        results.append({k: f.result() for k, f in futures.items()})
+        bar.step(f"layer {len(results) - 1}")
+
+    with torch.no_grad(), single_threaded(), ThreadPoolExecutor(_workers()) as pool:
+        pending: list[dict[str, Any]] = []
         for i in range(L):
             layer = weights.layer(i)
             t = encoder_layer(states[-1], layer, arch.ln_eps, arch.activation)
-            heads.append(head_subspaces(t, layer=i))
-            lns.append({"ln1": ln_hypotheses(t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
-                        "ln2": ln_hypotheses(t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input")})
-            alphas.append([float(v) for v in _alpha(layer["W_Q"], layer["W_K"]).cpu()])
-            rec, cond = _wo_layer(layer["W_O"])
-            wo_recs.append(rec)
-            wo_cond.append(cond)
+            pending.append({
+                "heads": pool.submit(head_subspaces, t, layer=i),
+                "ln1": pool.submit(ln_hypotheses, t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
+                "ln2": pool.submit(ln_hypotheses, t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input"),
+                "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
+                "wo": pool.submit(_wo_layer, layer["W_O"])})
             states.append(t.out)
             del t, layer
-            bar.step(f"layer {i}")
+            if len(pending) > 1:  # at most two layers' internals alive: the one measured, the next
+                collect(pending.pop(0))
+        for futures in pending:
+            collect(futures)
         timings["forward_and_layer_measurements"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         profiles: dict[str, RankProfile] = {}
@@ -707,10 +785,14 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
                 stack = states
             else:
                 stack = run_stack(weights, X0, v, depth=depth, layer_index=layer_index, ln=use_ln)
-            profiles[v] = rank_profile(stack, variant=v, ln=use_ln,
-                                       layer_index=layer_index)
+            profiles[v] = rank_profile(stack, variant=v, ln=use_ln, layer_index=layer_index, pool=pool)
             bar.step(v)
         timings["rank_profiles"] = time.perf_counter() - t1
+    heads = [r["heads"] for r in results]
+    lns = [{"ln1": r["ln1"], "ln2": r["ln2"]} for r in results]
+    alphas = [[float(v) for v in r["alpha"].cpu()] for r in results]
+    wo_recs = [r["wo"][0] for r in results]
+    wo_cond = [r["wo"][1] for r in results]
     bar.close()
     timings["total"] = time.perf_counter() - t0
     dt = _dtype_name(X0)

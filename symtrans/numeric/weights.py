@@ -22,12 +22,14 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
 
-__all__ = ["ModelWeights", "load_model", "resolve_device", "resolve_dtype", "default_model_path"]
+__all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
+           "resolve_dtype", "default_model_path"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -161,6 +163,17 @@ class ModelWeights:
         p = Path(self.source)
         return p if p.is_dir() else None
 
+    @property
+    def position_offset(self) -> int:
+        """Index of the first position-embedding row used (RoBERTa: ``padding_idx + 1``).
+
+        Examples
+        --------
+        >>> load_model("default").position_offset
+        0
+        """
+        return _position_offset(self.family, self.config)
+
     def to(self, dtype: str | Any = None, device: str | Any = None) -> ModelWeights:
         """Return a copy in another dtype and/or on another device.
 
@@ -177,6 +190,21 @@ class ModelWeights:
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
                             self.family, self.config)
+
+    def copy(self) -> ModelWeights:
+        """Return a copy with its own tensors (safe to modify in place).
+
+        Examples
+        --------
+        >>> w = load_model("default")
+        >>> c = w.copy()
+        >>> _ = c.W_Q.zero_()
+        >>> float(w.W_Q.abs().max()) > 0
+        True
+        """
+        tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
+        return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
+                            self.family, dict(self.config))
 
     def layer(self, i: int) -> dict[str, Any]:
         """Return layer ``i``'s tensors (per-layer views, leading axis dropped).
@@ -197,29 +225,51 @@ _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "
 
 # ------------------------------------------------------------------ file reading
 class _Reader:
-    """Uniform access to the tensors of safetensors files (single or sharded)."""
+    """Uniform access to the tensors of safetensors files (single or sharded).
 
-    def __init__(self, files: list[Path]):
+    ``transient=True`` (streaming) opens the file for each read and closes it
+    afterwards, so memory-mapped pages of layers already read do not stay
+    resident.
+    """
+
+    def __init__(self, files: list[Path], transient: bool = False):
+        self.files, self.transient = files, transient
+        self.where: dict[str, Any] = {}  # key -> open handle, or the file when transient
+        for f in files:
+            h = self._open(f)
+            for k in h.keys():
+                self.where[k] = f if transient else h
+
+    @staticmethod
+    def _open(f: Path) -> Any:
         from safetensors import safe_open
 
-        self.files = files
-        self.handles = []
-        self.where: dict[str, Any] = {}
-        for f in files:
-            try:
-                h = safe_open(str(f), framework="pt")
-            except Exception as err:  # safetensors raises its own error types
-                raise SymtransError(f"{f}: not a readable safetensors file ({_short(err)})") from None
-            self.handles.append(h)
-            for k in h.keys():
-                self.where[k] = h
+        try:
+            return safe_open(str(f), framework="pt")
+        except Exception as err:  # safetensors raises its own error types
+            raise SymtransError(f"{f}: not a readable safetensors file ({_short(err)})") from None
+
+    def _handle(self, key: str) -> Any:
+        return self._open(self.where[key]) if self.transient else self.where[key]
 
     def keys(self) -> list[str]:
         return list(self.where)
 
     def get(self, key: str) -> Any:
         try:
-            return self.where[key].get_tensor(key)
+            return self._handle(key).get_tensor(key)
+        except SymtransError:
+            raise
+        except Exception as err:
+            raise SymtransError(f"{key}: cannot read tensor ({_short(err)})") from None
+
+    def rows(self, key: str, start: int | None = None, stop: int | None = None) -> Any:
+        """The shape of ``key`` (no bounds), or rows ``start:stop`` read without the rest."""
+        try:
+            sl = self._handle(key).get_slice(key)
+            return sl.get_shape() if start is None else sl[start:stop]
+        except SymtransError:
+            raise
         except Exception as err:
             raise SymtransError(f"{key}: cannot read tensor ({_short(err)})") from None
 
@@ -269,6 +319,53 @@ def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]
     raise SymtransError(f"{directory}: no model.safetensors (or shard index) found")
 
 
+def _resolve_directory(spec: str, allow_pickle: bool) -> Path:
+    """The model directory for a spec: "default", a directory, a config.json path, or a hub id."""
+    if spec == "default":
+        return default_model_path()
+    directory = Path(spec)
+    if directory.is_file() and directory.name == "config.json":
+        directory = directory.parent
+    if not directory.exists():
+        if _looks_like_hub_id(spec):
+            return _from_hub(spec)
+        raise SymtransError(f"{spec}: no such model directory (pass a local directory with "
+                            'config.json and model.safetensors, or "default")')
+    if directory.is_file():
+        if directory.suffix in (".bin", ".pt", ".pth", ".ckpt") and not allow_pickle:
+            raise SymtransError(f"{directory}: pickled checkpoint refused (it can run code); "
+                                "convert it to safetensors or pass --allow-pickle")
+        raise SymtransError(f"{directory}: pass the model directory (with config.json), not a file")
+    if not (directory / "config.json").exists():
+        raise SymtransError(f"{directory}: no config.json in the model directory")
+    return directory
+
+
+def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
+          transient: bool = False) -> tuple[_Checkpoint, list[Path]]:
+    """Open a directory spec as a :class:`_Checkpoint` (nothing per-layer is read yet)."""
+    import torch
+
+    directory = _resolve_directory(str(spec), allow_pickle)
+    arch = from_config(directory)
+    config = json.loads((directory / "config.json").read_text())
+    files, fmt = _weight_files(directory, allow_pickle)
+    if fmt == "pickle":
+        try:
+            state = torch.load(files[0], map_location="cpu", weights_only=True)
+        except Exception as err:
+            raise SymtransError(f"{files[0]}: cannot load pickled checkpoint with weights_only=True "
+                                f"({_short(err)})") from None
+        if not isinstance(state, dict) or not all(hasattr(v, "shape") for v in state.values()):
+            raise SymtransError(f"{files[0]}: not a state dict of tensors")
+        get, keys = state.__getitem__, list(state)
+        slicer = None
+    else:
+        reader = _Reader(files, transient=transient)
+        get, keys, slicer = reader.get, reader.keys(), reader.rows
+    return _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory)), files
+
+
 def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
                allow_pickle: bool = False) -> ModelWeights:
     """Load weights into the per-head layout from a directory, ``"default"``, a hub id or a model.
@@ -283,44 +380,60 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
     ...
     symtrans.errors.SymtransError: /no/such/dir: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
     """
-    import torch
-
     dt, dev = resolve_dtype(dtype), resolve_device(device)
     if hasattr(spec, "state_dict") and hasattr(spec, "config"):
         return _from_module(spec, dt, dev)
-    spec = str(spec)
-    if spec == "default":
-        directory = default_model_path()
-    else:
-        directory = Path(spec)
-        if directory.is_file() and directory.name == "config.json":
-            directory = directory.parent
-        if not directory.exists():
-            if _looks_like_hub_id(spec):
-                directory = _from_hub(spec)
-            else:
-                raise SymtransError(f"{spec}: no such model directory (pass a local directory with "
-                                    'config.json and model.safetensors, or "default")')
-        elif directory.is_file():
-            if directory.suffix in (".bin", ".pt", ".pth", ".ckpt"):
-                if not allow_pickle:
-                    raise SymtransError(f"{directory}: pickled checkpoint refused (it can run code); "
-                                        "convert it to safetensors or pass --allow-pickle")
-            raise SymtransError(f"{directory}: pass the model directory (with config.json), not a file")
-    if not (directory / "config.json").exists():
-        raise SymtransError(f"{directory}: no config.json in the model directory")
-    arch = from_config(directory)
-    config = json.loads((directory / "config.json").read_text())
-    files, fmt = _weight_files(directory, allow_pickle)
-    if fmt == "pickle":
-        state = torch.load(files[0], map_location="cpu", weights_only=True)
-        get = state.__getitem__
-        keys = list(state)
-    else:
-        reader = _Reader(files)
-        get, keys = reader.get, reader.keys()
-    tensors = _per_head(arch, keys, get, dt, dev, str(directory))
-    return ModelWeights(arch, tensors, str(directory), _hash_files(files), dt, dev, arch.family, config)
+    ckpt, files = _open(spec, dt, dev, allow_pickle)
+    stamp = (ckpt.where, str(dt), str(dev), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    small = sum(f.stat().st_size for f in files) <= _CACHE_MAX_BYTES
+    if small and stamp in _LOADED:
+        return _LOADED[stamp].copy()  # fresh tensors: callers may modify their weights in place
+    weights = ModelWeights(ckpt.arch, ckpt.all_tensors(), ckpt.where, _hash_files(files), dt, dev,
+                           ckpt.arch.family, ckpt.config)
+    if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
+        _LOADED.clear()
+        _LOADED[stamp] = weights.copy()
+    _SEEN.add(stamp)
+    return weights
+
+
+_CACHE_MAX_BYTES = 256 << 20
+_LOADED: dict[Any, ModelWeights] = {}
+_SEEN: set[Any] = set()
+
+
+def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
+                 hash_weights: bool = True) -> StreamedWeights:
+    """Open a safetensors checkpoint lazily: each ``layer(i)`` is read from disk when asked for.
+
+    Memory stays about one layer's weights (plus the small embedding
+    LayerNorm; word and position rows are read only for the tokens used).
+
+    Examples
+    --------
+    >>> s = stream_model("default")
+    >>> s.n_layers, tuple(s.layer(5)["W_O"].shape)
+    (6, (12, 32, 384))
+    >>> bool((s.layer(5)["W_O"] == load_model("default").W_O[5]).all())
+    True
+    """
+    dt, dev = resolve_dtype(dtype), resolve_device(device)
+    ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
+    return StreamedWeights(ckpt, _hash_files(files) if hash_weights else "not computed")
+
+
+def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
+                device: str | None = "cpu") -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(i, layer dict)`` one layer at a time, read from the safetensors files on demand.
+
+    Examples
+    --------
+    >>> [i for i, layer in iter_layers("default")]
+    [0, 1, 2, 3, 4, 5]
+    """
+    s = stream_model(spec, dtype=dtype, device=device, hash_weights=False)
+    for i in range(s.n_layers):
+        yield i, s.layer(i)
 
 
 def _looks_like_hub_id(spec: str) -> bool:
@@ -338,69 +451,188 @@ def _from_hub(repo_id: str) -> Path:
         path = snapshot_download(repo_id, allow_patterns=["config.json", "*.safetensors",
                                                           "*.safetensors.index.json", "tokenizer.json"])
     except Exception as err:
-        raise SymtransError(f"{repo_id}: not a local directory, and the Hugging Face hub could not be "
-                            f"reached ({type(err).__name__}); download the model elsewhere and pass its "
-                            "local directory") from None
+        raise SymtransError(f"{repo_id}: not a local directory, and fetching it from the Hugging Face hub "
+                            f"failed ({type(err).__name__}: the hub is unreachable or has no such model); "
+                            "download it where the hub is reachable (e.g. save_pretrained) and pass "
+                            "that local directory") from None
     return Path(path)
 
 
-def _per_head(arch: Architecture, keys: list[str], get: Any, dt: Any, dev: Any, where: str) -> dict[str, Any]:
-    import torch
+class _Checkpoint:
+    """One checkpoint's tensors in the per-head layout, read on demand and validated.
 
-    layout = _LAYOUTS.get(arch.family)
-    if layout is None:
-        raise SymtransError(f"{where}: model type {arch.family!r} is not supported by the numeric "
-                            "backend (supported: bert, roberta, distilbert)")
-    keyset = set(keys)
-    prefix = next((p for p in layout["prefixes"] if f"{p}{layout['word']}" in keyset), None)
-    if prefix is None:
-        raise SymtransError(f"{where}: missing tensor {layout['word']!r} (not a {arch.family} checkpoint?)")
-    L, H, D = int(arch.L), int(arch.H), int(arch.d_model)
-    dk, dv, F = int(arch.d_k), int(arch.d_v), int(arch.d_ff)
+    Every tensor read is checked for presence, shape, floating type and
+    finiteness; errors name the tensor and the file or directory.
+    """
 
-    def fetch(name: str, shape: tuple[int, ...]) -> Any:
-        key = prefix + name
-        if key not in keyset:
+    def __init__(self, arch: Architecture, config: dict[str, Any], keys: list[str], get: Any,
+                 slicer: Any, dt: Any, dev: Any, where: str):
+        layout = _LAYOUTS.get(arch.family)
+        if layout is None:
+            raise SymtransError(f"{where}: model type {arch.family!r} is not supported by the numeric "
+                                "backend (supported: bert, roberta, distilbert)")
+        self.arch, self.config, self.layout, self.where = arch, config, layout, where
+        self.get, self.slicer, self.dt, self.dev = get, slicer, dt, dev
+        self.keyset = set(keys)
+        self.prefix = next((p for p in layout["prefixes"] if f"{p}{layout['word']}" in self.keyset), None)
+        if self.prefix is None:
+            raise SymtransError(f"{where}: missing tensor {layout['word']!r} (not a {arch.family} checkpoint?)")
+
+    def key(self, name: str) -> str:
+        key = self.prefix + name
+        if key not in self.keyset:
             alt = key.replace(".weight", ".gamma").replace(".bias", ".beta")  # old LayerNorm names
-            if alt in keyset:
-                key = alt
-            else:
-                raise SymtransError(f"{where}: missing tensor {key!r}")
-        t = get(key)
-        if tuple(t.shape) != shape:
-            raise SymtransError(f"{where}: tensor {key!r} has shape {tuple(t.shape)}, expected {shape}")
-        if not t.is_floating_point():
-            raise SymtransError(f"{where}: tensor {key!r} is not floating point ({t.dtype})")
-        if not torch.isfinite(t).all():
-            raise SymtransError(f"{where}: tensor {key!r} contains NaN or Inf")
-        return t.to(device=dev, dtype=dt)
+            if alt in self.keyset:
+                return alt
+            raise SymtransError(f"{self.where}: missing tensor {key!r}")
+        return key
 
-    per: dict[str, list[Any]] = {k: [] for k in _PER_LAYER}
-    for i in range(L):
-        lp = layout["layer"].format(i=i)
+    def _check(self, key: str, t: Any, shape: tuple[int, ...] | None) -> Any:
+        import torch
+
+        if shape is not None and tuple(t.shape) != shape:
+            raise SymtransError(f"{self.where}: tensor {key!r} has shape {tuple(t.shape)}, expected {shape}")
+        if not t.is_floating_point():
+            raise SymtransError(f"{self.where}: tensor {key!r} is not floating point ({t.dtype})")
+        # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure
+        if not torch.isfinite(t.sum(dtype=torch.float64)) and not bool(torch.isfinite(t).all()):
+            raise SymtransError(f"{self.where}: tensor {key!r} contains NaN or Inf")
+        return t.to(device=self.dev, dtype=self.dt)
+
+    def fetch(self, name: str, shape: tuple[int, ...]) -> Any:
+        key = self.key(name)
+        return self._check(key, self.get(key), shape)
+
+    def has(self, name: str | None) -> bool:
+        return bool(name) and (self.prefix + name) in self.keyset
+
+    def layer(self, i: int) -> dict[str, Any]:
+        """Layer ``i``'s tensors in the per-head layout."""
+        a, lay = self.arch, self.layout
+        H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
+        lp = lay["layer"].format(i=i)
+        out: dict[str, Any] = {}
         for tag, wname, bname, width in (("q", "W_Q", "b_Q", dk), ("k", "W_K", "b_K", dk), ("v", "W_V", "b_V", dv)):
-            w = fetch(f"{lp}{layout[tag]}.weight", (H * width, D))  # nn.Linear: [out, in]
-            per[wname].append(w.T.reshape(D, H, width).permute(1, 0, 2))
-            per[bname].append(fetch(f"{lp}{layout[tag]}.bias", (H * width,)).reshape(H, width))
-        per["W_O"].append(fetch(f"{lp}{layout['o']}.weight", (D, H * dv)).T.reshape(H, dv, D))
-        per["b_O"].append(fetch(f"{lp}{layout['o']}.bias", (D,)))
-        per["ln1_w"].append(fetch(f"{lp}{layout['ln1']}.weight", (D,)))
-        per["ln1_b"].append(fetch(f"{lp}{layout['ln1']}.bias", (D,)))
-        per["W_in"].append(fetch(f"{lp}{layout['fin']}.weight", (F, D)).T)
-        per["b_in"].append(fetch(f"{lp}{layout['fin']}.bias", (F,)))
-        per["W_out"].append(fetch(f"{lp}{layout['fout']}.weight", (D, F)).T)
-        per["b_out"].append(fetch(f"{lp}{layout['fout']}.bias", (D,)))
-        per["ln2_w"].append(fetch(f"{lp}{layout['ln2']}.weight", (D,)))
-        per["ln2_b"].append(fetch(f"{lp}{layout['ln2']}.bias", (D,)))
-    tensors: dict[str, Any] = {k: torch.stack(v).contiguous() for k, v in per.items()}
-    vocab, table = int(arch.vocab_size), int(arch.position_table or arch.max_positions)
-    tensors["word"] = fetch(layout["word"], (vocab, D))
-    tensors["pos"] = fetch(layout["pos"], (table, D)) if arch.positional == "learned" else None
-    tensors["type"] = (fetch(layout["type"], (arch.type_vocab_size, D))
-                       if layout["type"] and arch.type_vocab_size else None)
-    tensors["emb_ln_w"] = fetch(layout["emb_ln"] + ".weight", (D,))
-    tensors["emb_ln_b"] = fetch(layout["emb_ln"] + ".bias", (D,))
-    return tensors
+            w = self.fetch(f"{lp}{lay[tag]}.weight", (H * width, D))  # nn.Linear: [out, in]
+            out[wname] = w.T.reshape(D, H, width).permute(1, 0, 2)
+            out[bname] = self.fetch(f"{lp}{lay[tag]}.bias", (H * width,)).reshape(H, width)
+        out["W_O"] = self.fetch(f"{lp}{lay['o']}.weight", (D, H * dv)).T.reshape(H, dv, D)
+        out["b_O"] = self.fetch(f"{lp}{lay['o']}.bias", (D,))
+        out["ln1_w"] = self.fetch(f"{lp}{lay['ln1']}.weight", (D,))
+        out["ln1_b"] = self.fetch(f"{lp}{lay['ln1']}.bias", (D,))
+        out["W_in"] = self.fetch(f"{lp}{lay['fin']}.weight", (F, D)).T
+        out["b_in"] = self.fetch(f"{lp}{lay['fin']}.bias", (F,))
+        out["W_out"] = self.fetch(f"{lp}{lay['fout']}.weight", (D, F)).T
+        out["b_out"] = self.fetch(f"{lp}{lay['fout']}.bias", (D,))
+        out["ln2_w"] = self.fetch(f"{lp}{lay['ln2']}.weight", (D,))
+        out["ln2_b"] = self.fetch(f"{lp}{lay['ln2']}.bias", (D,))
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
+        a, lay, D = self.arch, self.layout, int(self.arch.d_model)
+        return {
+            "word": (int(a.vocab_size), D),
+            "pos": ((int(a.position_table or a.max_positions), D)
+                    if a.positional == "learned" or self.has(lay["pos"]) else None),
+            "type": (int(a.type_vocab_size), D) if self.has(lay["type"]) and a.type_vocab_size else None,
+        }
+
+    def embeddings(self, lazy_tables: bool = False) -> dict[str, Any]:
+        """Embedding tensors; with ``lazy_tables`` the word/position tables read rows on demand."""
+        lay, D = self.layout, int(self.arch.d_model)
+        out: dict[str, Any] = {}
+        for name, shape in self.table_shapes().items():
+            if shape is None:
+                out[name] = None
+            elif lazy_tables and self.slicer is not None:
+                out[name] = _LazyRows(self, self.key(lay[name]), shape)
+            else:
+                out[name] = self.fetch(lay[name], shape)
+        out["emb_ln_w"] = self.fetch(lay["emb_ln"] + ".weight", (D,))
+        out["emb_ln_b"] = self.fetch(lay["emb_ln"] + ".bias", (D,))
+        return out
+
+    def all_tensors(self) -> dict[str, Any]:
+        import torch
+
+        layers = [self.layer(i) for i in range(int(self.arch.L))]
+        tensors = {k: torch.stack([lay[k] for lay in layers]).contiguous() for k in _PER_LAYER}
+        del layers
+        tensors.update(self.embeddings())
+        return tensors
+
+
+class _LazyRows:
+    """A word/position table read row by row from safetensors (``t[ids]``, ``t[a:b]``)."""
+
+    def __init__(self, ckpt: _Checkpoint, key: str, shape: tuple[int, ...]):
+        self.ckpt, self.key, self.shape = ckpt, key, shape
+        stored = tuple(ckpt.slicer(key))
+        if stored != shape:
+            raise SymtransError(f"{ckpt.where}: tensor {key!r} has shape {stored}, expected {shape}")
+
+    def __getitem__(self, index: Any) -> Any:
+        import torch
+
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self.shape[0])
+            rows = self.ckpt.slicer(self.key, start, stop)
+        else:
+            ids = torch.as_tensor(index).reshape(-1)
+            uniq, inverse = torch.unique(ids, return_inverse=True)
+            rows = torch.cat([self.ckpt.slicer(self.key, int(i), int(i) + 1) for i in uniq])[inverse]
+        return self.ckpt._check(self.key, rows, None)
+
+
+class StreamedWeights:
+    """A checkpoint read one layer at a time: the same interface as :class:`ModelWeights`.
+
+    ``layer(i)`` reads that layer from disk on every call (nothing is cached),
+    so the caller decides how many layers are alive at once.
+
+    Examples
+    --------
+    >>> s = stream_model("default")
+    >>> s.n_heads, s.d_head, s.d_model, s.position_offset
+    (12, 32, 384, 0)
+    """
+
+    def __init__(self, ckpt: _Checkpoint, weights_hash: str):
+        self._ckpt = ckpt
+        self.arch, self.config, self.source = ckpt.arch, ckpt.config, ckpt.where
+        self.family, self.dtype, self.device = ckpt.arch.family, ckpt.dt, ckpt.dev
+        self.weights_hash = weights_hash
+        emb = ckpt.embeddings(lazy_tables=True)
+        self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
+        self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
+
+    n_layers = property(lambda self: int(self.arch.L), doc="Number of layers.")
+    n_heads = property(lambda self: int(self.arch.H), doc="Number of heads.")
+    d_head = property(lambda self: int(self.arch.d_k), doc="Head width.")
+    d_model = property(lambda self: int(self.arch.d_model), doc="Residual-stream width.")
+    model_dir = property(lambda self: Path(self.source), doc="The checkpoint directory.")
+    position_offset = property(lambda self: _position_offset(self.family, self.config),
+                               doc="Index of the first position row used.")
+
+    def layer(self, i: int) -> dict[str, Any]:
+        """Read layer ``i`` from disk in the per-head layout.
+
+        Examples
+        --------
+        >>> tuple(stream_model("default").layer(0)["W_in"].shape)
+        (384, 1536)
+        """
+        if not 0 <= i < self.n_layers:
+            raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
+        return self._ckpt.layer(i)
+
+
+def _position_offset(family: str, config: dict[str, Any]) -> int:
+    """RoBERTa numbers positions from ``padding_idx + 1``; BERT and DistilBERT from 0."""
+    if family == "roberta":
+        pad = config.get("pad_token_id")
+        return int(pad if pad is not None else 1) + 1
+    return 0
 
 
 def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
@@ -409,13 +641,13 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
 
     cfg = model.config.to_dict()
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(cfg))
+        Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
     state = {k: v.detach() for k, v in model.state_dict().items()}
-    tensors = _per_head(arch, list(state), state.__getitem__, dt, dev, type(model).__name__)
+    where = type(model).__name__
+    tensors = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where).all_tensors()
     h = hashlib.sha256()
     for k in sorted(state):
         h.update(k.encode())
         h.update(state[k].to("cpu").contiguous().numpy().tobytes())
-    return ModelWeights(arch, tensors, f"<in-memory {type(model).__name__}>", h.hexdigest(), dt, dev,
-                        arch.family, cfg)
+    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg)
