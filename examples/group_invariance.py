@@ -21,7 +21,8 @@ ARCHS = ["bert-base", "minilm-l6-h384", "gpt2"]
 
 def random_invertible(k: int, gen: torch.Generator, batch: int) -> torch.Tensor:
     """Well-conditioned random matrices: I + a small Gaussian perturbation."""
-    return torch.eye(k, dtype=torch.float64) + 0.3 * torch.randn(batch, k, k, generator=gen, dtype=torch.float64) / k**0.5
+    noise = torch.randn(batch, k, k, generator=gen, dtype=torch.float64)
+    return torch.eye(k, dtype=torch.float64) + 0.3 * noise / k**0.5
 
 
 def act(tensors: dict, seed: int, *, only_v: bool = False) -> dict:

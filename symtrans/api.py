@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "measure", "check_claims", "certify_claims", "proof_graph", "proof_report",
-           "EvidenceList", "Measurement", "ProofGraph", "NotebookReport", "FormulaValue"]
+__all__ = ["formula", "architecture", "load", "measure", "check_claims", "certify_claims", "proof_graph",
+           "proof_report", "EvidenceList", "Measurement", "ProofGraph", "NotebookReport", "FormulaValue"]
 
 ALL_FORMATS = ("md", "json", "html", "dot")
 
