@@ -85,7 +85,8 @@ def formalisations(doc: dict[str, Any]) -> str:
             continue
         source = "known only from the abstract" if c["source"] == "abstract" else "read in the paper's text"
         parts += [f"### `{c['id']}`: {c['title']}", "",
-                  f"{c['paper_ref']} ({c['section']}), {source}.", "",
+                  f"{c['paper_ref']}{'' if c['section'] in c['paper_ref'] else ' (' + c['section'] + ')'}, {source}.",
+                  "",
                   f"> {c['statement']}", "", c["formalisation_note"] or "(no note)", ""]
     return "\n".join(parts).rstrip() + "\n"
 
