@@ -1,7 +1,7 @@
 """Generate the README's claim table and docs/formalisations.md from a proof-status report.
 
 The claim table lists every item of the paper with its paper status and the toolkit's verdict and
-standing on the bundled model, exactly as ``symtrans report --model default`` (n = 64, seed 0,
+standing on the bundled model, exactly as ``symtrans report --model default`` (n = 128, seed 0,
 float64) derives them; docs/formalisations.md lists, from the claims' ``formalisation_note``
 fields, how each toolkit formalisation departs from the paper's wording and why.
 

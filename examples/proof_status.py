@@ -1,6 +1,6 @@
 """The proof-status report on the bundled model: write it, then read the summary back.
 
-Same as `symtrans report --model default --out DIR` (n = 64, seed 0, float64): every claim of the
+Same as `symtrans report --model default --out DIR` (n = 128, seed 0, float64): every claim of the
 paper with the paper's own status beside the toolkit's verdict, its evidence and what it rests on.
 
 Run:  python examples/proof_status.py [OUT_DIR]     (default: $SYMTRANS_EXAMPLES_OUT/report or a temp dir)

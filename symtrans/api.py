@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
+from symtrans.evidence import DEFAULT_N
 from symtrans.formulas import FormulaValue, formula
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class Measurement:
         return caption + _html_table(header, cells)
 
 
-def measure(model: Any = "default", *, n: int = 64, seed: int = 0, text: str | None = None,
+def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
             dtype: str = "float64", device: str | None = "cpu") -> Measurement:
     """Measure ranks, residual ratios, ``alpha_h``, head subspaces, W_O and LN hypotheses on a model.
@@ -233,8 +234,8 @@ class EvidenceList(list):  # type: ignore[type-arg]
                            rows)
 
 
-def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = 128, seed: int = 0,
-          dtype: str = "float64", device: str | None = None) -> EvidenceList:
+def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
+                 seed: int = 0, dtype: str = "float64", device: str | None = None) -> EvidenceList:
     """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
 
     Examples
@@ -252,7 +253,7 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
     return EvidenceList(run_checks(_context(model, n, seed, dtype, device), list(claims) if claims else None))
 
 
-def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = 128,
+def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
             seed: int = 0) -> EvidenceList:
     """Run the exact certificates and counterexample searches (all, or those of ``claims``).
 
@@ -328,7 +329,7 @@ class ProofGraph:
                 + _html_table(["id", "kind", "paper", "toolkit", "standing", "title"], rows))
 
 
-def proof_graph(model: Any = None, *, run: bool = True, n: int = 64, seed: int = 0, dtype: str = "float64",
+def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
           device: str | None = None) -> ProofGraph:
     """Build the proof graph; with ``run`` its statuses come from running every producer.
 
@@ -404,12 +405,12 @@ class NotebookReport:
 
 
 def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
-           formats: Sequence[str] = ALL_FORMATS, n: int = 64, seed: int = 0, dtype: str = "float64",
+           formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
            device: str | None = None, previous: str | os.PathLike[str] | None = None,
            run: bool = True) -> NotebookReport:
     """Build the proof-status report (every claim, its evidence and standing); write it into ``out`` if given.
 
-    Same defaults as ``symtrans report`` (``n = 64``, seed 0, float64).
+    Same defaults as ``symtrans report`` (``n = DEFAULT_N``, seed 0, float64).
     ``model=None`` runs the symbolic producers only; ``run=False`` runs no
     producer at all (a quick look at the graph and the paper's statuses).
 
