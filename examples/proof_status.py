@@ -26,11 +26,11 @@ def main() -> None:
     print("wrote", ", ".join(str(p) for p in report.paths))
     print(report.summary())
     print()
-    print(f"{'claim':<22}{'paper':<18}{'toolkit':<16}standing")
+    print(f"{'claim':<26}{'paper':<18}{'toolkit':<16}standing")
     for claim, status in report.items():
         if claim.kind in ("definition", "hypothesis"):
             continue
-        print(f"{claim.id:<22}{claim.paper_status.value:<18}{status.verdict.value:<16}{status.standing.value}")
+        print(f"{claim.id:<26}{claim.paper_status.value:<18}{status.verdict.value:<16}{status.standing.value}")
     print()
     print("fully certified (the claim and everything it rests on):",
           ", ".join(c.id for c, s in report.items() if s.fully_certified))
