@@ -30,7 +30,7 @@ from typing import Any
 
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Evidence", "Context", "Producer", "DEFAULT_N",
-    "producer", "PRODUCERS", "producers_for", "run_producers", "combine_verdicts",
+    "producer", "PRODUCERS", "producers_for", "run_producers", "run_producer", "combine_verdicts",
 ]
 
 
@@ -440,35 +440,52 @@ def producers_for(claim: str) -> list[Producer]:
 def run_producers(claim: str, ctx: Context) -> list[Evidence]:
     """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
 
-    A numeric producer with no model yields one ``not-run`` record saying so,
-    so that a report lists it honestly rather than omitting it.
+    A producer that needs a model, run without one, yields one ``not-run``
+    record saying so, so that a report lists it honestly rather than omitting it.
 
     Examples
     --------
     >>> run_producers("no-such-claim", Context(model=None))
     []
     """
-    import time
-
     out: list[Evidence] = []
     for p in producers_for(claim):
-        if p.needs_model and not ctx.numeric:
-            out.append(Evidence(claim=claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-                                summary=f"not run: {p.description or p.name} needs a model (--model)"))
-            continue
-        key = _memo_key(p, ctx)
-        if key is not None and key in _MEMO:
-            out.extend(_MEMO[key])
-            continue
-        start = time.perf_counter()
-        produced = p.func(ctx)
-        elapsed = time.perf_counter() - start
-        done = [ev if ev.seconds is not None else dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
-                for ev in produced]
-        if key is not None:
-            _MEMO[key] = done
-        out.extend(done)
+        out.extend(run_producer(p, ctx))
     return out
+
+
+def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
+    """Run one producer in ``ctx``: reuse, single-threaded torch for model work, seconds recorded.
+
+    Examples
+    --------
+    >>> demo = Producer(claim="c", name="needs-a-model", kind="numeric", func=lambda ctx: [],
+    ...                 needs_model=True, description="a demo check")
+    >>> run_producer(demo, Context(model=None))[0].summary
+    'not run: a demo check needs a model (--model)'
+    """
+    import time
+
+    if p.needs_model and not ctx.numeric:
+        return [Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                         summary=f"not run: {p.description or p.name} needs a model (--model)")]
+    key = _memo_key(p, ctx)
+    if key is not None and key in _MEMO:
+        return list(_MEMO[key])
+    start = time.perf_counter()
+    if p.needs_model or p.kind == "numeric":
+        from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
+
+        with single_threaded():  # small factorisations: threads only add contention
+            produced = p.func(ctx)
+    else:
+        produced = p.func(ctx)
+    elapsed = time.perf_counter() - start
+    done = [ev if ev.seconds is not None else dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
+            for ev in produced]
+    if key is not None:
+        _MEMO[key] = done
+    return list(done)
 
 
 #: Evidence already produced in this process, by producer and the context's inputs. Producers are

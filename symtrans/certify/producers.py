@@ -10,7 +10,7 @@ Sizes are read from :mod:`symtrans.arch` presets and expected values from
 
 Examples
 --------
->>> [p.name for p in producers_for("prop-5.1")]
+>>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
 ['prop51-witness']
 """
 
@@ -469,10 +469,7 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
     >>> out["prop-5.1"][0].verdict.label
     'certified'
     """
-    from symtrans.evidence import PRODUCERS
-    import time
-
-    import dataclasses
+    from symtrans.evidence import PRODUCERS, run_producer
 
     producers_for("")  # import producer modules
     ours = {c: [p for p in ps if p.func.__module__ == __name__] for c, ps in PRODUCERS.items()}
@@ -481,13 +478,6 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
     for cid in ids:
         evs: list[Evidence] = []
         for p in ours.get(cid, []):
-            if p.needs_model and not ctx.numeric:
-                evs.append(Evidence(claim=cid, producer=p.name, kind="symbolic", verdict=Verdict.NOT_RUN,
-                                    summary=f"not run: {p.description} needs a model"))
-                continue
-            start = time.perf_counter()
-            produced = p.func(ctx)
-            secs = (time.perf_counter() - start) / max(len(produced), 1)
-            evs += [dataclasses.replace(e, seconds=secs) for e in produced]
+            evs += run_producer(p, ctx)
         out[cid] = evs
     return out

@@ -75,19 +75,16 @@ def run_checks(ctx: Any, claims: list[str] | None = None, progress: bool = False
     >>> [(e.claim, e.verdict.label) for e in ev]
     [('prop-5.4', 'supported')]
     """
-    import dataclasses
-
     from tqdm import tqdm
+
+    from symtrans.evidence import run_producer
 
     prods = numeric_producers(claims)
     out = []
     bar = tqdm(prods, disable=not progress, file=sys.stderr, unit="check", leave=False)
     for p in bar:
         bar.set_description(f"{p.claim}: {p.name}")
-        start = time.perf_counter()
-        produced = p.func(ctx)
-        spent = time.perf_counter() - start
-        out.extend(dataclasses.replace(e, seconds=spent / max(len(produced), 1)) for e in produced)
+        out.extend(run_producer(p, ctx))
     return out
 
 
