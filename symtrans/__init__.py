@@ -2,24 +2,59 @@
 
 The package is layered so that formula queries stay light: importing
 ``symtrans`` imports neither torch nor networkx; those load when a numeric or
-graph function is first used.
+graph function is first used. The Python API (:mod:`symtrans.api`) is
+re-exported here; :data:`__all__` lists every public name.
 
 Examples
 --------
 >>> import symtrans
 >>> symtrans.formula("recovery-ambiguity", arch="bert-base", n=512).value
 360448
+>>> symtrans.architecture("bert-large").H
+16
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import Any
+
 from symtrans.arch import Architecture, from_config, get_arch, preset_names
 from symtrans.errors import SymtransError
 from symtrans.formulas import FORMULAS, Formula, FormulaValue, formula, formula_names, get_formula
 
+#: Public names loaded on first access (module-level ``__getattr__``), so that ``import symtrans``
+#: stays light: name -> module.
+_LAZY: dict[str, str] = {
+    "architecture": "symtrans.api", "load": "symtrans.api", "measure": "symtrans.api",
+    "check_claims": "symtrans.api", "certify_claims": "symtrans.api", "proof_graph": "symtrans.api",
+    "proof_report": "symtrans.api",
+    "EvidenceList": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",
+    "NotebookReport": "symtrans.api",
+    "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
+    "Context": "symtrans.evidence",
+    "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",
+}
+
 __all__ = [
     "__version__", "Architecture", "from_config", "get_arch", "preset_names", "SymtransError",
     "FORMULAS", "Formula", "FormulaValue", "formula", "formula_names", "get_formula",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a heavy public name (see ``_LAZY``) on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'symtrans' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

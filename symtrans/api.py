@@ -1,0 +1,433 @@
+"""The Python API: one function per CLI command, with results that display in a notebook.
+
+=====================================  ========================================  ===================
+function                               returns                                   CLI
+=====================================  ========================================  ===================
+``formula(name, arch, **sizes)``       :class:`~symtrans.formulas.FormulaValue`  ``symtrans formula``
+                                       (LaTeX in a notebook)
+``architecture(spec, **sizes)``        :class:`~symtrans.arch.Architecture`      ``symtrans arch``
+``load(model)``                        :class:`~symtrans.numeric.ModelWeights`   --
+``measure(model, n=...)``              :class:`Measurement` (HTML table)         ``symtrans measure``
+``check_claims(model, claims, n=...)`` :class:`EvidenceList` (HTML table)        ``symtrans check``
+``certify_claims(claims)``             :class:`EvidenceList` (HTML table)        ``symtrans certify``
+``proof_graph(model)``                 :class:`ProofGraph` (SVG graph + table)   ``symtrans claims``
+``proof_report(model, out=...)``       :class:`NotebookReport` (the HTML page)   ``symtrans report``
+=====================================  ========================================  ===================
+
+The names avoid the sub-packages ``symtrans.graph``, ``symtrans.report`` and
+``symtrans.certify``: importing a sub-package sets the attribute of that name
+on :mod:`symtrans`, which would shadow a function called ``report``.
+
+``model`` is ``"default"`` (the bundled all-MiniLM-L6-v2), a model directory, a
+loaded :class:`~symtrans.numeric.ModelWeights`, or ``None`` (symbolic only,
+where that makes sense). Everything here is re-exported from :mod:`symtrans`;
+torch and networkx load only when a function that needs them runs.
+
+Examples
+--------
+>>> import symtrans
+>>> symtrans.formula("recovery-ambiguity", arch="bert-base", n=512).value
+360448
+>>> symtrans.architecture("gpt2").attention
+'causal'
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from symtrans.arch import Architecture, get_arch
+from symtrans.errors import SymtransError
+from symtrans.evidence import DEFAULT_N
+from symtrans.formulas import FormulaValue, formula
+
+if TYPE_CHECKING:
+    from symtrans.evidence import Evidence, Verdict
+    from symtrans.graph import ClaimGraph, ClaimStatus
+    from symtrans.numeric.measure import MeasureReport
+    from symtrans.numeric.weights import ModelWeights
+    from symtrans.report.build import Report
+
+__all__ = ["formula", "architecture", "load", "measure", "check_claims", "certify_claims", "proof_graph",
+           "proof_report", "EvidenceList", "Measurement", "ProofGraph", "NotebookReport", "FormulaValue"]
+
+ALL_FORMATS = ("md", "json", "html", "dot")
+
+
+# ----------------------------------------------------------------- helpers
+def _esc(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    head = "".join(f"<th style='text-align:left'>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{_esc(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> Any:
+    """An evidence Context; a loaded ModelWeights is preloaded (so nothing is loaded twice)."""
+    from symtrans.evidence import Context
+
+    if n < 1:
+        raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
+    if model is None or isinstance(model, (str, os.PathLike)):
+        return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
+    ctx = Context(model=str(getattr(model, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
+    return ctx.preload(model)  # evidence from these weights only: reuse across calls is switched off
+
+
+# ----------------------------------------------------------------- architecture and model
+def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **sizes: int) -> Architecture:
+    """Resolve a preset name, a Hugging Face ``config.json`` path or an architecture; apply sizes.
+
+    Examples
+    --------
+    >>> a = architecture("minilm-l6-h384", n=128)
+    >>> a.d_model, a.n
+    (384, 128)
+    """
+    return get_arch(spec, **sizes)
+
+
+def load(model: str | os.PathLike[str] = "default", *, dtype: str = "float64",
+         device: str | None = "cpu") -> ModelWeights:
+    """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
+
+    Examples
+    --------
+    >>> w = load()
+    >>> tuple(w.W_O.shape), w.arch.name
+    ((6, 12, 32, 384), 'nreimers/MiniLM-L6-H384-uncased')
+    """
+    from symtrans.numeric import load_model
+
+    return load_model(model, dtype=dtype, device=device)
+
+
+# ----------------------------------------------------------------- measurements
+@dataclass
+class Measurement:
+    """A :class:`~symtrans.numeric.measure.MeasureReport` with a per-layer table for notebooks.
+
+    ``record`` holds everything measured (rank records with their cuts and
+    reasons, ``alpha_h``, head subspaces, W_O conditioning, LN hypotheses);
+    :meth:`rows` is the per-layer summary shown by ``_repr_html_``.
+
+    Examples
+    --------
+    >>> m = measure(n=8)
+    >>> m.rows()[0]["rank"], len(m.rows())
+    (8, 6)
+    """
+
+    record: MeasureReport
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One summary row per layer: rank and residual ratio of its output, heads, W_O, LN hypotheses."""
+        rec = self.record
+        out = []
+        full = rec.profiles.get("full")
+        for i, head in enumerate(rec.heads):
+            state = full.layers[i + 1] if full is not None else None
+            alpha = rec.asymmetry.alpha[i]
+            out.append({
+                "layer": i,
+                "rank": state.rank.rank if state else None,
+                "residual_ratio": state.residual.ratio if state else None,
+                "mean_alpha": sum(alpha) / len(alpha),
+                "rank_mha": head.rank_mha.rank,
+                "dim_sum_R": head.dim_sum.rank,
+                "kappa": head.kappa,
+                "W_O_rank": rec.wo.ranks[i],
+                "LN_hypotheses_hold": all(r.all_hold for r in rec.ln[i].values()),
+            })
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The full record as JSON-ready data (what ``symtrans measure --format json`` prints)."""
+        return self.record.to_dict()
+
+    def _repr_html_(self) -> str:
+        rec = self.record
+        caption = (f"<p><b>measure</b>: {_esc(rec.model)} ({_esc(rec.arch)}, weights {_esc(rec.weights_hash[:12])}), "
+                   f"n = {rec.n}, seed {rec.seed}, {_esc(rec.dtype)}; input: {_esc(rec.input)}</p>")
+        rows = self.rows()
+        header = list(rows[0]) if rows else []
+        cells = [[_num(v) if isinstance(v, float) else v for v in r.values()] for r in rows]
+        return caption + _html_table(header, cells)
+
+
+def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
+            variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
+            dtype: str = "float64", device: str | None = "cpu") -> Measurement:
+    """Measure ranks, residual ratios, ``alpha_h``, head subspaces, W_O and LN hypotheses on a model.
+
+    The input is ``text`` when given, else ``n`` random token ids drawn with
+    ``seed``. ``variants`` (``full``, ``pure-attention``, ``residual``,
+    ``mlp``) adds rank profiles of those stacks, ``depth`` deep, optionally
+    repeating one layer (``layer_index``).
+
+    Examples
+    --------
+    >>> m = measure(n=6, variants=("full", "pure-attention"), depth=3)
+    >>> m.record.profiles["pure-attention"].ranks
+    [6, 6, 6, 6]
+    """
+    from symtrans.numeric.measure import measure_all
+
+    if n < 1:
+        raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
+    weights = model if not isinstance(model, (str, os.PathLike)) else load(model, dtype=dtype, device=device)
+    return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,
+                                   variants=tuple(variants), depth=depth, layer_index=layer_index))
+
+
+# ----------------------------------------------------------------- evidence
+class EvidenceList(list):  # type: ignore[type-arg]
+    """A list of :class:`~symtrans.evidence.Evidence` that shows as a table in a notebook.
+
+    Examples
+    --------
+    >>> ev = certify_claims(["prop-5.1"])
+    >>> ev.verdicts()
+    {'prop-5.1': 'certified'}
+    >>> "<table>" in ev._repr_html_()
+    True
+    """
+
+    def verdicts(self) -> dict[str, str]:
+        """Each claim's combined verdict over these records (any failure wins, then a certificate, ...)."""
+        from symtrans.evidence import combine_verdicts
+
+        claims = dict.fromkeys(e.claim for e in self)
+        return {c: combine_verdicts(e.verdict for e in self if e.claim == c).value for c in claims}
+
+    def by_claim(self) -> dict[str, list[Evidence]]:
+        """The records grouped by claim id, in order of appearance."""
+        out: dict[str, list[Evidence]] = {}
+        for e in self:
+            out.setdefault(e.claim, []).append(e)
+        return out
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Every record as JSON-ready data (``Evidence.to_dict``)."""
+        return [e.to_dict() for e in self]
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for e in self:
+            tol = f"{e.tolerance.value:.3g} ({e.tolerance.reason})" if e.tolerance is not None else "-"
+            rows.append([e.claim, e.producer, e.kind, e.verdict.value, _num(e.margin), tol, e.dtype or "-",
+                         e.summary])
+        return _html_table(["claim", "producer", "kind", "verdict", "margin", "tolerance", "dtype", "summary"],
+                           rows)
+
+
+def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
+                 seed: int = 0, dtype: str = "float64", device: str | None = None) -> EvidenceList:
+    """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
+
+    Examples
+    --------
+    >>> ev = check_claims(claims=["prop-5.4"], n=8)
+    >>> [(e.claim, e.verdict.value) for e in ev]
+    [('prop-5.4', 'supported')]
+    """
+    from symtrans.cli.check import run_checks
+
+    if model is None:
+        raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
+    if n < 2:
+        raise SymtransError(f"n must be at least 2, got {n}")
+    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), list(claims) if claims else None))
+
+
+def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
+            seed: int = 0) -> EvidenceList:
+    """Run the exact certificates and counterexample searches (all, or those of ``claims``).
+
+    ``model=None`` runs the certificates that need no weights; ``"default"``
+    adds those on the real weights (exact rational arithmetic on them).
+
+    Examples
+    --------
+    >>> [e.verdict.value for e in certify_claims(["prop-6.2"])]
+    ['fails']
+    """
+    from symtrans.cli.certify import certify_claims as _certify_dicts
+    from symtrans.evidence import Evidence
+
+    if model is not None and not isinstance(model, (str, os.PathLike)):
+        raise SymtransError("certify takes a model spec ('default' or a directory), not loaded weights")
+    doc = _certify_dicts(list(claims) if claims else None, model=None if model is None else str(model),
+                         n=n, seed=seed)
+    return EvidenceList(Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"])
+
+
+# ----------------------------------------------------------------- graph and report
+@dataclass
+class ProofGraph:
+    """The proof graph with every claim's derived status; shows as the SVG graph and a table.
+
+    ``graph`` is the :class:`~symtrans.graph.ClaimGraph` (networkx inside:
+    ``graph.graph``), ``statuses`` maps claim id to
+    :class:`~symtrans.graph.ClaimStatus`.
+
+    Examples
+    --------
+    >>> g = proof_graph(run=False)
+    >>> g.status("thm-4.2").verdict.value, g.rests_on("thm-recovery")
+    ('not-run', ['def-notation', 'thm-7.3'])
+    """
+
+    report: Report
+
+    @property
+    def graph(self) -> ClaimGraph:
+        """The underlying :class:`~symtrans.graph.ClaimGraph`."""
+        return self.report.graph
+
+    @property
+    def statuses(self) -> dict[str, ClaimStatus]:
+        """Claim id -> derived status, in topological order."""
+        return self.report.statuses
+
+    def status(self, claim_id: str) -> ClaimStatus:
+        """One claim's status (a one-line error naming the nearest id if unknown)."""
+        self.graph.claim(claim_id)
+        return self.statuses[claim_id]
+
+    def rests_on(self, claim_id: str, depth: int | None = None) -> list[str]:
+        """Every item ``claim_id`` rests on (``symtrans claims ID --rests-on``)."""
+        return self.graph.rests_on(claim_id, depth)
+
+    def impact(self, claim_id: str, depth: int | None = None) -> list[str]:
+        """Every item that rests on ``claim_id`` (``symtrans claims ID --impact``)."""
+        return self.graph.impact(claim_id, depth)
+
+    def disagreements(self) -> list[tuple[Any, ClaimStatus]]:
+        """``(claim, status)`` where the toolkit's verdict differs from the paper's status."""
+        return self.report.disagreements()
+
+    def _repr_html_(self) -> str:
+        from symtrans.report.html import render_legend, render_svg
+
+        rows = [[c.id, c.kind, c.paper_status.value, s.verdict.value, s.standing.value, c.title]
+                for c, s in self.report.items()]
+        return (render_svg(self.report) + render_legend()
+                + _html_table(["id", "kind", "paper", "toolkit", "standing", "title"], rows))
+
+
+def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
+          device: str | None = None) -> ProofGraph:
+    """Build the proof graph; with ``run`` its statuses come from running every producer.
+
+    ``model=None`` runs the symbolic producers only (numeric ones are
+    ``not-run``); ``run=False`` runs nothing (every verdict ``not-run``).
+
+    Examples
+    --------
+    >>> g = proof_graph(run=False)
+    >>> len(g.graph) == len(g.statuses), g.status("lit-dong").standing.value
+    (True, 'external')
+    """
+    if run:
+        return ProofGraph(_build(model, n, seed, dtype, device))
+    import datetime as _dt
+
+    from symtrans import __version__
+    from symtrans.graph import ClaimGraph, assess
+    from symtrans.report.build import Report
+
+    g = ClaimGraph()
+    return ProofGraph(Report(__version__, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                             None, {"n": n, "seed": seed, "device": device, "dtype": dtype}, g, assess(g, {})))
+
+
+def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None) -> Report:
+    from symtrans.report import build_report
+
+    return build_report(_context(model, n, seed, dtype, device), previous=previous)
+
+
+@dataclass
+class NotebookReport:
+    """A proof-status :class:`~symtrans.report.Report` that shows as its HTML page in a notebook.
+
+    Every attribute and method of the report is available on this object
+    (``statuses``, ``items()``, ``disagreements()``, ``verdict_counts()``,
+    ``to_json()``, ...); ``paths`` lists the files written, if any.
+
+    Examples
+    --------
+    >>> r = proof_report(model=None, run=False)
+    >>> r.verdict_counts()["not-run"] == len(r.statuses), r.paths
+    (True, [])
+    """
+
+    report: Report
+    paths: list[Path]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.report, name)
+
+    def summary(self) -> str:
+        """The two lines ``symtrans report`` prints: counts by verdict, and the disagreements."""
+        counts = ", ".join(f"{v} {k}" for v, k in self.report.verdict_counts().items() if k)
+        certified = sum(1 for _, s in self.report.items() if s.fully_certified)
+        dis = [c.id for c, _ in self.report.disagreements()]
+        return (f"{len(self.report.statuses)} items: {counts}; fully certified {certified}\n"
+                f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
+
+    def html(self) -> str:
+        """The self-contained HTML page (``report.html``)."""
+        from symtrans.report.html import render_html
+
+        return render_html(self.report)
+
+    def _repr_html_(self) -> str:
+        # the page is a whole document with its own styles: an iframe keeps them out of the notebook's
+        return (f'<iframe srcdoc="{_esc(self.html())}" style="width:100%;height:720px;border:1px solid #ccc">'
+                "</iframe>")
+
+
+def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
+           formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
+           device: str | None = None, previous: str | os.PathLike[str] | None = None,
+           run: bool = True) -> NotebookReport:
+    """Build the proof-status report (every claim, its evidence and standing); write it into ``out`` if given.
+
+    Same defaults as ``symtrans report`` (``n = DEFAULT_N``, seed 0, float64).
+    ``model=None`` runs the symbolic producers only; ``run=False`` runs no
+    producer at all (a quick look at the graph and the paper's statuses).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     r = proof_report(model=None, out=Path(d) / "rep", formats=["md", "json"], run=False)
+    ...     sorted(p.name for p in r.paths)
+    ['report.json', 'report.md']
+    """
+    from symtrans.report import check_output_dir, parse_formats, write_report
+
+    fmts = parse_formats(",".join(formats))
+    if out is not None:
+        check_output_dir(out)  # fail before minutes of checks, not after
+    rep = _build(model, n, seed, dtype, device, previous) if run else proof_graph(run=False, n=n, seed=seed,
+                                                                          dtype=dtype, device=device).report
+    paths = list(write_report(rep, out, fmts)) if out is not None else []
+    return NotebookReport(rep, paths)
