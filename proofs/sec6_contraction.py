@@ -82,7 +82,8 @@ RANK_CONTRACTION = register(Claim(
     title="rank contraction and a lower bound on d_ff", source="abstract",
     statement=("Paper (contribution list): head specialisation contracts rank(MHA(X)); the MLP must re-expand "
                "exactly the contracted directions, which gives a principled lower bound on d_ff. Toolkit "
-               "formalisation: with kappa(X) = sum_h dim R_h - dim(R_1 + ... + R_H), d_ff >= kappa(X) for "
+               "formalisation: with kappa(X) = sum_h dim R_h - dim(R_1 + ... + R_H), (i) real specialised "
+               "heads contract: kappa(X) > 0 at some layer for real inputs, and (ii) d_ff >= kappa(X) for "
                "every layer and input (the worst case over layers and inputs)."),
     latex=(r"\kappa(X)=\sum_h\dim\mathcal R_h-\dim\Big(\sum_h\mathcal R_h\Big),\qquad "
            r"d_{\mathrm{ff}}\ \ge\ \max_{l,X}\kappa(X^{(l)})"),
