@@ -28,9 +28,10 @@ from symtrans.formulas import FORMULAS, Formula, FormulaValue, formula, formula_
 #: stays light: name -> module.
 _LAZY: dict[str, str] = {
     "architecture": "symtrans.api", "load": "symtrans.api", "measure": "symtrans.api",
+    "invariance_group": "symtrans.api", "verify_invariance": "symtrans.api",
     "check_claims": "symtrans.api", "certify_claims": "symtrans.api", "proof_graph": "symtrans.api",
     "proof_report": "symtrans.api",
-    "EvidenceList": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",
+    "EvidenceList": "symtrans.api", "InvarianceChecks": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",
     "NotebookReport": "symtrans.api",
     "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
     "Context": "symtrans.evidence",

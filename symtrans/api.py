@@ -53,8 +53,9 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "measure", "check_claims", "certify_claims", "proof_graph",
-           "proof_report", "EvidenceList", "Measurement", "ProofGraph", "NotebookReport", "FormulaValue"]
+__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "measure", "check_claims",
+           "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
+           "ProofGraph", "NotebookReport", "FormulaValue"]
 
 ALL_FORMATS = ("md", "json", "html", "dot")
 
@@ -113,6 +114,56 @@ def load(model: str | os.PathLike[str] = "default", *, dtype: str = "float64",
     from symtrans.numeric import load_model
 
     return load_model(model, dtype=dtype, device=device)
+
+
+# ----------------------------------------------------------------- the invariance group G
+def invariance_group(arch: str | os.PathLike[str] | Architecture = "bert-base", *, strict: bool = True) -> Any:
+    """The invariance group G of an architecture as a :class:`~symtrans.group.spec.GroupSpec` (its factors).
+
+    Examples
+    --------
+    >>> G = invariance_group("bert-base")
+    >>> G.to_dict()["gauge_dimension"], [f.name for f in G.factors][:2]
+    (1179648, ['qk-gauge', 'vo-gauge'])
+    """
+    from symtrans.group.spec import GroupSpec
+
+    return GroupSpec.from_arch(arch, strict=strict)
+
+
+def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None = None,
+                      dtypes: Sequence[str] = ("float64", "float32"), n: int = 12, seed: int = 0) -> InvarianceChecks:
+    """Apply a random element of each factor of G to real weights and check the output (per dtype).
+
+    Examples
+    --------
+    >>> checks = verify_invariance(factors=["S_H"], dtypes=["float64"], n=6)
+    >>> [(c.factor, c.verdict) for c in checks]
+    [('S_H', 'holds')]
+    """
+    from symtrans.group.numeric import verify_model
+
+    weights = model if hasattr(model, "tensors") else load(model, dtype="float64")
+    checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
+                          factors=list(factors) if factors else None)
+    return InvarianceChecks(checks)
+
+
+class InvarianceChecks(list):  # type: ignore[type-arg]
+    """A list of group-invariance checks that renders as an HTML table in a notebook.
+
+    Examples
+    --------
+    >>> from symtrans.group.numeric import InvarianceCheck
+    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m")])
+    >>> "<table" in t._repr_html_()
+    True
+    """
+
+    def _repr_html_(self) -> str:
+        return _html_table(["factor", "dtype", "expect", "max rel change", "tolerance", "verdict", "why"],
+                           [(c.factor, c.dtype, c.expect, f"{c.max_rel_change:.2e}", f"{c.tolerance:.2e}",
+                             c.verdict, c.tolerance_reason) for c in self])
 
 
 # ----------------------------------------------------------------- measurements

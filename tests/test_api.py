@@ -31,7 +31,10 @@ def test_api_functions_survive_importing_the_subpackages():
     import symtrans.graph  # noqa: F401
     import symtrans.report  # noqa: F401
 
-    for name in ("check_claims", "certify_claims", "proof_graph", "proof_report", "measure", "load"):
+    import symtrans.group  # noqa: F401
+
+    for name in ("check_claims", "certify_claims", "proof_graph", "proof_report", "measure", "load",
+                 "invariance_group", "verify_invariance"):
         assert callable(getattr(symtrans, name)), name
     with pytest.raises(AttributeError):
         symtrans.no_such_name  # noqa: B018
