@@ -116,3 +116,13 @@ def test_cli_json_schemas(capsys):
     assert documented("evidence") == set(cert["claims"][0]["evidence"][0])
     assert documented("check") == set(cli_json(capsys, "check", "--claims", "prop-5.4", "--n", "4"))
     assert documented("measure") == set(cli_json(capsys, "measure", "--n", "4"))
+
+
+def test_readme_report_excerpt_is_in_a_fresh_report(example_report):
+    _, _, path = example_report
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Proof-status report", 1)[1]
+    excerpt = section.split("````markdown\n", 1)[1].split("````\n", 1)[0]
+    assert "## Where the toolkit and the paper disagree" in excerpt
+    assert excerpt in (path.parent / "report.md").read_text(encoding="utf-8"), \
+        "the README's report.md excerpt is stale: paste the same section of a fresh report"
