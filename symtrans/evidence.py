@@ -471,7 +471,7 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
                          summary=f"not run: {p.description or p.name} needs a model (--model)")]
     key = _memo_key(p, ctx)
     if key is not None and key in _MEMO:
-        return list(_MEMO[key])
+        return list(_MEMO[key][1])
     start = time.perf_counter()
     if p.needs_model or p.kind == "numeric":
         from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
@@ -484,14 +484,14 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     done = [ev if ev.seconds is not None else dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
             for ev in produced]
     if key is not None:
-        _MEMO[key] = done
+        _MEMO[key] = (p.func, done)  # holding func keeps its id (part of the key) from being reused
     return list(done)
 
 
 #: Evidence already produced in this process, by producer and the context's inputs. Producers are
 #: deterministic in (model, n, seed, dtype, device), so a second report in one process (a notebook,
 #: the test suite) reuses the records, whose timestamps say when they actually ran.
-_MEMO: dict[tuple[Any, ...], list[Evidence]] = {}
+_MEMO: dict[tuple[Any, ...], tuple[Any, list[Evidence]]] = {}
 
 
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
