@@ -17,7 +17,7 @@ from typing import Any
 
 from symtrans.evidence import Evidence
 
-__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS"]
+__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows"]
 
 #: column key -> header, in table order
 EVIDENCE_COLUMNS: dict[str, str] = {
@@ -80,3 +80,27 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
     run.append(e.timestamp)
     return {"producer": e.producer, "kind": e.kind, "verdict": verdict, "summary": summary, "margin": margin,
             "tolerance": tol, "dtype": e.dtype or "", "inputs": inputs, "run": "; ".join(run)}
+
+
+def dependency_rows(claim: Any, status: Any, graph: Any) -> list[tuple[str, list[str], bool]]:
+    """The dependency lines of a claim's section: ``(label, claim ids, emphasised)``, empty ones left out.
+
+    Examples
+    --------
+    >>> from proofs import get_claim
+    >>> from symtrans.graph import ClaimGraph, assess
+    >>> g = ClaimGraph()
+    >>> rows = dependency_rows(get_claim("thm-4.2"), assess(g, {})["thm-4.2"], g)
+    >>> [label for label, _, _ in rows][:2]
+    ['hypotheses', 'statement uses']
+    """
+    optional = [("hypotheses", list(claim.hypotheses), False),
+                ("statement uses", list(claim.statement_deps), False),
+                ("proof uses", list(claim.proof_deps), False)]
+    rows = [r for r in optional if r[1]]
+    rows += [("rests on (all ancestors)", list(graph.rests_on(claim.id)), False),
+             ("what rests on it", list(graph.impact(claim.id)), False)]
+    later = [("blocked by (no positive verdict)", list(status.blocked_by), False),
+             ("rests on failed", list(status.failed_ancestors), True),
+             ("assumes external results", list(status.external_ancestors), False)]
+    return rows + [r for r in later if r[1]]

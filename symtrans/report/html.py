@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import PaperStatus, Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
 from symtrans.report.layout import layout
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
 
@@ -267,21 +267,8 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
         parts.append(f'<div class="formal"><b>Toolkit formalisation.</b> {_esc(claim.formalisation_note)}</div>')
     if status.disagreement:
         parts.append(f'<p class="disagree"><b>Disagreement:</b> {_esc(status.disagreement)}.</p>')
-    deps = []
-    if claim.hypotheses:
-        deps.append(f"<li>hypotheses: {_links(claim.hypotheses)}</li>")
-    if claim.statement_deps:
-        deps.append(f"<li>statement uses: {_links(claim.statement_deps)}</li>")
-    if claim.proof_deps:
-        deps.append(f"<li>proof uses: {_links(claim.proof_deps)}</li>")
-    deps.append(f"<li>rests on (all ancestors): {_links(g.rests_on(claim.id))}</li>")
-    deps.append(f"<li>what rests on it: {_links(g.impact(claim.id))}</li>")
-    if status.blocked_by:
-        deps.append(f"<li>blocked by (no positive verdict): {_links(status.blocked_by)}</li>")
-    if status.failed_ancestors:
-        deps.append(f"<li><b>rests on failed:</b> {_links(status.failed_ancestors)}</li>")
-    if status.external_ancestors:
-        deps.append(f"<li>assumes external results: {_links(status.external_ancestors)}</li>")
+    deps = [f"<li><b>{label}:</b> {_links(ids)}</li>" if strong else f"<li>{label}: {_links(ids)}</li>"
+            for label, ids, strong in dependency_rows(claim, status, g)]
     parts.append(f'<ul class="deps">{"".join(deps)}</ul>')
     rows = report.formulas(claim)
     if rows:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -93,21 +93,8 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:
         out += [f"**Disagreement:** {status.disagreement}.", ""]
-    deps = []
-    if claim.hypotheses:
-        deps.append(f"- hypotheses: {_links(claim.hypotheses)}")
-    if claim.statement_deps:
-        deps.append(f"- statement uses: {_links(claim.statement_deps)}")
-    if claim.proof_deps:
-        deps.append(f"- proof uses: {_links(claim.proof_deps)}")
-    deps.append(f"- rests on (all ancestors): {_links(g.rests_on(claim.id))}")
-    deps.append(f"- what rests on it: {_links(g.impact(claim.id))}")
-    if status.blocked_by:
-        deps.append(f"- blocked by (no positive verdict): {_links(status.blocked_by)}")
-    if status.failed_ancestors:
-        deps.append(f"- **rests on failed:** {_links(status.failed_ancestors)}")
-    if status.external_ancestors:
-        deps.append(f"- assumes external results: {_links(status.external_ancestors)}")
+    deps = [f"- **{label}:** {_links(ids)}" if strong else f"- {label}: {_links(ids)}"
+            for label, ids, strong in dependency_rows(claim, status, g)]
     out += deps + [""]
     rows = report.formulas(claim)
     if rows:
