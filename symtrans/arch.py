@@ -243,6 +243,18 @@ def _gpt2(name: str, *, L: int, H: int, d_model: int) -> Architecture:
     )
 
 
+def _llama_like(name: str, *, L: int, H: int, H_kv: int, d_model: int, d_ff: int, vocab: int,
+                positions: int, family: str = "llama", ln_eps: float = 1e-5) -> Architecture:
+    """Llama-style decoder: pre-RMSNorm, rotary positions, gated SiLU FFN, no biases, untied head."""
+    return Architecture(
+        name=name, family=family, n=positions, L=L, H=H, H_kv=H_kv, d_model=d_model,
+        d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab, max_positions=positions,
+        position_table=None, norm_placement="pre", norm="rmsnorm", activation="silu", ffn="gated",
+        bias=False, attention="causal", positional="rotary", final_norm=True, tied_lm_head=False,
+        ln_eps=ln_eps, head_dim_tied=False,
+    )
+
+
 def _symbolic() -> Architecture:
     S = SYMBOLS
     return Architecture(
@@ -266,6 +278,11 @@ PRESETS: dict[str, Any] = {
                                        ln_eps=1e-5),
     "gpt2": lambda: _gpt2("gpt2", L=12, H=12, d_model=768),
     "gpt2-medium": lambda: _gpt2("gpt2-medium", L=24, H=16, d_model=1024),
+    # Llama-2-7B's published sizes (no grouped-query attention) and Mistral-7B's (8 key/value heads)
+    "llama2-7b": lambda: _llama_like("llama2-7b", L=32, H=32, H_kv=32, d_model=4096, d_ff=11008,
+                                     vocab=32000, positions=4096),
+    "mistral-7b": lambda: _llama_like("mistral-7b", L=32, H=32, H_kv=8, d_model=4096, d_ff=14336,
+                                      vocab=32000, positions=32768, family="mistral"),
     "symbolic": _symbolic,
 }
 

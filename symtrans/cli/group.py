@@ -4,7 +4,11 @@
 ``--certify`` adds the exact SymPy certificates and breaking witnesses.
 ``symtrans group --model default|PATH --verify`` applies an element of every
 factor to the real weights (float64 and float32), and measures orbit and fibre
-dimensions.
+dimensions. ``symtrans group --arch X --complete`` measures the dimension of
+the continuous stabiliser on a small random instance of the family
+(:mod:`symtrans.group.complete`) and compares it with G's, on 1, 2 and 3 layers.
+Every output names its scope: ``layers`` (hidden states in, last hidden state
+out) or ``model`` (token ids in).
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--model", help="'default' (bundled all-MiniLM-L6-v2) or a model directory")
     p.add_argument("--verify", action="store_true", help="numeric invariance, orbit and fibre checks on the weights")
     p.add_argument("--certify", action="store_true", help="exact SymPy certificates and breaking witnesses")
+    p.add_argument("--complete", action="store_true",
+                   help="measure the continuous stabiliser's dimension on small random instances and compare with G")
+    p.add_argument("--scope", choices=("layers", "model"), default="layers",
+                   help="scope of --complete: layers (hidden states in) or model (token ids in); default layers")
+    p.add_argument("--layers", default="1,2,3", help="layer counts of --complete (default 1,2,3)")
     p.add_argument("--n", type=int, default=12, help="sequence length of the numeric checks (default 12)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -66,10 +75,16 @@ def factor_lines(data: dict[str, Any]) -> list[str]:
         for b in f["broken_by"]:
             mark = "PRESENT" if b["present"] else "absent "
             lines.append(f"    {b['effect']:<8}  {mark}  {b['feature']}: {b['reason']}")
-    lines += ["", f"continuous dimension per layer:            {data['layer_dimension']:,}",
-              f"GL factors over {data['layers']} layers (qk + vo gauge):   {data['gauge_dimension']:,}",
-              f"total continuous dimension of G:           {data['total_dimension']:,}"
+    def num(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) else str(v)
+
+    lines += ["", f"continuous dimension per layer:            {num(data['layer_dimension'])}",
+              f"GL factors over {data['layers']} layers (qk + vo gauge):   {num(data['gauge_dimension'])}",
+              f"total continuous dimension of G (scope layers): {num(data['total_dimension'])}"
               f"   ({data['total_dimension_expression']})"]
+    for name, sc in data.get("scopes", {}).items():
+        lines.append(f"scope {name:<7} dim {_fmt(sc)}")
+        lines.append(f"              {sc['covers']}")
     for u in data.get("unmodelled", []):
         lines.append(f"not modelled: {u['feature']}: {u['reason']}")
     return lines
@@ -89,8 +104,12 @@ def _cmd_group(args: argparse.Namespace) -> int:
         raise SymtransError("--verify needs --model default|PATH (real weights to check)")
     if args.n < 2:
         raise SymtransError(f"--n must be at least 2, got {args.n}")
+    if args.complete and not args.arch:
+        raise SymtransError("--complete needs --arch PRESET|CONFIG.json (it builds small random instances)")
     if args.model and args.verify:
         return _verify(args)
+    if args.complete:
+        return _complete(args)
     from symtrans.group import GroupSpec
     from symtrans.group.orbits import pairing_table
 
@@ -164,3 +183,60 @@ def _verify(args: argparse.Namespace) -> int:
                  f"cut {ffn['numerically_flat_fibre']} (expected {ffn['expected_flat']})")
     print("\n".join(lines))
     return 0 if ok else 1
+
+
+def _layer_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(c < 1 or c > 6 for c in counts):
+        raise SymtransError(f"--layers must be a comma-separated list of layer counts from 1 to 6, got {text!r}")
+    return counts
+
+
+def completeness_lines(data: dict[str, Any]) -> list[str]:
+    """Text lines of a ``--complete`` run (one line per layer count, then the unexplained directions).
+
+    Examples
+    --------
+    >>> run = {"sizes": {"L": 1, "n": 5}, "parameters": 10, "measured_dimension": 3, "group_dimension": 3,
+    ...        "tangent_rank": 3, "record": {"gap_decades": 9.5, "cut_above": 0.01, "cut_below": 1e-16},
+    ...        "agrees": True, "unexplained": []}
+    >>> completeness_lines({"scope": "layers", "arch": "x", "runs": [run]})[-1]
+    '  L=1: 10 parameters, measured 3 = G 3 (tangent rank 3); rank cut 1e-02 | 1e-16 (9.5 decades)  agrees'
+    """
+    lines = [f"measured completeness of G on {data['arch']} (scope {data['scope']}; small random instances, "
+             "float64 Jacobian null space):"]
+    first = data["runs"][0]["sizes"]
+    lines.append("  sizes: " + ", ".join(f"{k}={v}" for k, v in first.items() if k != "L"))
+    for r in data["runs"]:
+        rec = r["record"]
+        below = f"{rec['cut_below']:.0e}" if rec["cut_below"] is not None else "none"
+        lines.append(f"  L={r['sizes']['L']}: {r['parameters']} parameters, measured {r['measured_dimension']} "
+                     f"{'=' if r['measured_dimension'] == r['group_dimension'] else '!='} G {r['group_dimension']} "
+                     f"(tangent rank {r['tangent_rank']}); rank cut {rec['cut_above']:.0e} | {below} "
+                     f"({rec['gap_decades']:.1f} decades)  {'agrees' if r['agrees'] else 'DISAGREES'}")
+        for u in r["unexplained"]:
+            moves = ", ".join(f"{m['tensor']} {m['share']:.2f}" for m in u["moves"])
+            lines.append(f"      unexplained direction moves: {moves}")
+    return lines
+
+
+def _complete(args: argparse.Namespace) -> int:
+    from symtrans.group import GroupSpec
+    from symtrans.group.complete import measure
+
+    spec = GroupSpec.from_arch(args.arch)
+    runs = [measure(spec.arch, layers=L, scope=args.scope, seed=args.seed) for L in _layer_counts(args.layers)]
+    last = runs[-1]
+    keys = ("measured_dimension", "group_dimension", "sizes", "record", "unexplained")
+    completeness = {"scope": args.scope, "arch": spec.arch.name, **{k: last[k] for k in keys},
+                    "agrees": all(r["agrees"] for r in runs), "runs": runs}
+    if args.format == "json":
+        data = spec.to_dict()
+        data["completeness"] = completeness
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print("\n".join(completeness_lines(completeness)))
+    return 0 if completeness["agrees"] else 1

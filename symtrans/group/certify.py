@@ -257,6 +257,13 @@ def _elements(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
         else:
             out.append(("generator: -I", {"Q": -sp.eye(d)}))
         return out
+    f = spec.factor(factor)
+    if f.kind == "continuous" and f.scope in ("layer", "stack"):  # the norm factors
+        from symtrans.group.spec import generic_element
+
+        el = generic_element(spec, factor)
+        what = "generic diagonal D (symbolic, non-zero)" if "D" in el else "generic translation (all coordinates symbolic)"
+        return [(what, el)]
     raise SymtransError(f"no certificate elements for factor {factor!r}")
 
 
@@ -308,7 +315,22 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     if f.scope == "layer":
         before = layer_forward(lp, X, feat, be)
         after = layer_forward(act(spec, lp, factor, element, tags=tags), X, feat, be)
+        if spec.arch.norm_placement == "pre" and spec.arch.final_norm and factor == "centring-shift":
+            # pre-LN: the residual is read only through norms; the final norm stands for all of them
+            def final(Z: sp.Matrix) -> sp.Matrix:
+                return be.norm(Z, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
+
+            return [("layer + final norm", final(before), final(after))]
         return [("layer", before, after)]
+    if f.scope == "stack":  # one boundary: the layer before reaches the next only through its LN2
+        moved = act(spec, {"layers": params["layers"][:2]}, factor, [element], tags=tags)["layers"]
+
+        def ln2(p: dict[str, Any]) -> sp.Matrix:
+            return be.norm(X, feat.norm, p.get("ln2_w"), p.get("ln2_b"), feat.eps)
+
+        before = layer_forward(params["layers"][1], ln2(lp), feat, be)
+        after = layer_forward(moved[1], ln2(moved[0]), feat, be)
+        return [("LN2 of a layer, then the next layer", before, after)]
     if f.scope == "data":
         P = list(element["P"])
 
@@ -365,6 +387,9 @@ def certify_factor(arch: Architecture | str, factor: str, *, tags: tuple[AxisTag
     """
     t0 = time.perf_counter()
     a = tiny_arch(arch, **(sizes or {}))
+    f = GroupSpec.from_arch(a).factor(factor)
+    if f.scope == "stack" and a.L < 2:  # a between-layer factor needs the layers on both sides
+        a = tiny_arch(arch, **{**(sizes or {}), "L": 2})
     spec = GroupSpec.from_arch(a)
     f = spec.factor(factor)
     elements = elements if elements is not None else _elements(spec, factor)

@@ -267,6 +267,20 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
         else:
             signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
         return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
+    f = spec.factor(factor)
+    if f.kind == "continuous" and f.scope in ("layer", "stack"):  # the norm factors: translations, gain scalings
+        from symtrans.group.spec import lie_element
+
+        sizes = spec.factor_sizes(factor)
+        pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
+        el = lie_element(spec, factor, lambda: next(pieces))
+        kappa = 1.0
+        if "D" in el:  # a gain scaling: exp of the coordinates, random signs
+            raw = el["D"].diagonal() - 1
+            s = torch.exp(raw) * torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            el["D"] = torch.diag(s)
+            kappa = float(s.abs().max() / s.abs().min())
+        return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
     raise SymtransError(f"no sampler for factor {factor!r}")
 
 
@@ -424,8 +438,9 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
                                            ch, tol, why, _verdict(ch, tol, exp2), kappa, w.arch.name,
                                            "Model(P ids) vs P Model(ids)"))
                 continue
-            if f.scope == "layer":
-                pairs = [sample_element(spec, name, gen, dt) for _ in range(L)]
+            if f.scope in ("layer", "stack"):  # between-layer factors: the embedding norm is the first boundary
+                pairs = [sample_element(spec, name, gen, dt) for _ in range(L if f.scope == "layer" else
+                                                                       int(spec.boundaries("model")))]
                 element, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
                 moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
                 target = ref

@@ -50,7 +50,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
-           "AXIS_SIZES", "layer_tensor_names", "model_tensor_names"]
+           "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "lie_element", "generic_element"]
 
 S = SYMBOLS
 
@@ -78,8 +78,15 @@ AXIS_SIZES: dict[str, str] = {"head": "H", "kv": "H_kv", "model": "d_model", "qk
                               "ff": "d_ff", "vocab": "vocab_size", "position": "max_positions",
                               "type": "type_vocab_size", "token": "n"}
 
+#: what each scope's map is (the parameters it has, what goes in and what comes out)
+SCOPE_TEXT: dict[str, str] = {
+    "layers": "the layer stack and the final norm, if any: hidden states in, last hidden state out",
+    "model": "embeddings, layers, final norm and (causal language models) the output head: token ids in, "
+             "last hidden state (encoders) or logits (decoders) out",
+}
+
 _HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
-         "conjugate_diagonal")
+         "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias")
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,7 @@ class AxisTag:
     component: str = "g"
     index: str | None = None  # "head" | "kv" | None
     via: str | None = None
-    scope: str = "layer"  # "layer" | "model"
+    scope: str = "layer"  # "layer" | "model" | "prev" | "next" (the two layers around a boundary)
 
     def __post_init__(self) -> None:
         if self.how not in _HOWS:
@@ -139,11 +146,18 @@ class AxisTag:
         'b_K[g] axis d_k: add u'
         """
         head = {"head": "[h]", "kv": "[g]", None: ""}[self.index]
+        if self.scope in ("prev", "next"):
+            head += " (layer before the boundary)" if self.scope == "prev" else " (layer after the boundary)"
         size = AXIS_SIZES[self.axis_name]
+        vias = (self.via or "").split(",")
         what = {"element": self.component, "inverse": f"{self.component}^-1",
                 "inverse_transpose": f"{self.component}^-T", "permutation": f"permutation {self.component}",
                 "translate": self.component, "translate_image": f"-sum_h {self.component}_h {self.via}[h]",
-                "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})"}[self.how]
+                "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})",
+                "translate_ones": f"{self.component} 1^T (a multiple of the all-ones row)",
+                "translate_neg": f"-{self.component}",
+                "hyperplane_weight": f"(1/{self.via})^T {self.component}",
+                "hyperplane_bias": f"-<{vias[-1]}, 1/{vias[0]}> {self.component}"}[self.how]
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
         return f"{self.tensor}{head} axis {size}: {side} {what}"
 
@@ -236,6 +250,23 @@ class Factor:
         if self.kind != "continuous" or self.status == "broken":
             return sp.Integer(0)
         return self.dimension
+
+    def in_scope(self, scope: str) -> bool:
+        """Whether this factor acts on the parameters of ``scope`` (``layers`` or ``model``).
+
+        Per-layer and between-layer factors act on both scopes; model-wide
+        factors (embeddings, output head) only on ``model``; the data-side
+        factor on neither (it moves inputs, not weights).
+
+        Examples
+        --------
+        >>> spec = GroupSpec.from_arch("bert-base")
+        >>> spec.factor("qk-gauge").in_scope("layers"), spec.factor("residual-permutation").in_scope("layers")
+        (True, False)
+        """
+        if self.scope in ("layer", "stack"):
+            return True
+        return self.scope == "model" and scope == "model"
 
     def acts_on(self) -> list[str]:
         """The tag table as lines (weights), followed by the action on data/outputs.
@@ -345,11 +376,6 @@ def model_tensor_names(arch: Architecture) -> list[str]:
 def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     """Features whose effect on G the toolkit does not model (G would be silently wrong)."""
     out = []
-    if a.norm_placement == "pre":
-        out.append(("pre-LN residual stream",
-                    "a pre-LN residual stream is read only through norms, so it carries continuous "
-                    "symmetries (orthogonal maps of the norm's invariant subspace, folded through the "
-                    "norm gains into the next weights) that this toolkit does not model"))
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))
@@ -395,7 +421,7 @@ class GroupSpec:
         if missing and strict:
             feature, reason = missing[0]
             raise SymtransError(f"{a.name}: the group of a model with {feature} is not modelled: {reason}")
-        factors = _layer_factors(a) + _data_factors(a)
+        factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
         if not missing:
             factors += _model_factors(a)
         return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
@@ -448,16 +474,111 @@ class GroupSpec:
         """
         return sp.Add(*[self.factor(n).effective_dimension for n in ("qk-gauge", "vo-gauge")])
 
+    def stack_expression(self) -> sp.Expr:
+        """Continuous dimension per boundary between two consecutive layers (between-layer factors).
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("symbolic").stack_expression()
+        2*H*d_k + H*d_v + d_model
+        """
+        return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "stack"])
+
+    def boundaries(self, scope: str = "layers") -> sp.Expr:
+        """How many boundaries the between-layer factors act on: L - 1, plus the embedding norm on ``model``.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").boundaries("model")
+        12
+        """
+        b = S["L"] - 1
+        if scope == "model" and self.arch.norm_placement == "post" and self.arch.embedding_norm:
+            b = b + 1
+        return self._value(b)
+
+    def scope_expression(self, scope: str = "layers") -> sp.Expr:
+        """Continuous dimension of G on ``scope`` (``layers`` or ``model``), in the canonical symbols.
+
+        ``layers``: L per-layer blocks plus the between-layer factors at the
+        L - 1 boundaries; ``model`` adds the model-wide factors and, after an
+        embedding norm, one more boundary.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("symbolic").scope_expression("layers") == GroupSpec.from_arch("symbolic").total_expression()
+        True
+        """
+        if scope not in ("layers", "model"):
+            raise SymtransError(suggest(scope, ("layers", "model"), "scope"))
+        expr = S["L"] * self.layer_expression()
+        b = S["L"] - 1
+        if scope == "model":
+            expr = expr + sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "model"])
+            if self.arch.norm_placement == "post" and self.arch.embedding_norm:
+                b = S["L"]
+        return sp.expand(expr + b * self.stack_expression())
+
+    def scope_dimension(self, scope: str = "layers") -> sp.Expr:
+        """:meth:`scope_expression` at this architecture's sizes.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").scope_dimension("layers") == GroupSpec.from_arch("bert-base").total_dimension()
+        True
+        """
+        return self._value(self.scope_expression(scope))
+
     def total_expression(self) -> sp.Expr:
-        """Continuous dimension of G over all layers plus model-wide factors.
+        """Continuous dimension of G on the ``layers`` scope (the layer stack and the final norm).
 
         Examples
         --------
         >>> GroupSpec.from_arch("symbolic").total_expression()
         L*(H*d_k**2 + H*d_k + H*d_v**2 + H*d_v)
         """
-        model = sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "model"])
-        return S["L"] * self.layer_expression() + model
+        return self.scope_expression("layers")
+
+    def factor_sizes(self, name: str) -> list[int]:
+        """Lie-algebra coordinates of one element of ``name``, piece by piece (concrete sizes only).
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384)).factor_sizes("key-bias-shift")
+        [384, 384]
+        """
+        f = self.factor(name)
+        a = self.arch
+        kv, d_k, d_v = int(a.H_kv), int(a.d_k), int(a.d_v)
+        if name == "qk-gauge":
+            return [d_k if a.positional == "rotary" else d_k * d_k] * kv
+        if name == "vo-gauge":
+            return [d_v * d_v] * kv
+        if name == "key-bias-shift":
+            return [d_k] * kv
+        if name == "value-bias-shift":
+            return [d_v] * kv
+        if name == "ffn-scaling":
+            return [int(a.d_ff)]
+        if f.scope in ("layer", "stack") and f.kind == "continuous":
+            return [shape[0] if comp == "D" else shape[0] * shape[1]
+                    for comp, count, shape in _pieces(self, name) for _ in range(count)]
+        return [int(self._value(f.dimension))]
+
+    def element_count(self, name: str, scope: str, layers: int) -> int:
+        """How many independent elements of ``name`` act on ``scope`` of a ``layers``-layer model.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").element_count("qk-gauge", "layers", 3)
+        3
+        """
+        f = self.factor(name)
+        if f.scope == "layer":
+            return layers
+        if f.scope == "stack":
+            return int(self.boundaries(scope).subs(S["L"], layers))
+        return 1 if f.in_scope(scope) else 0
 
     def _value(self, expr: sp.Expr) -> sp.Expr:
         return sp.sympify(expr).subs(self.arch.substitutions())
@@ -531,6 +652,9 @@ class GroupSpec:
             "factors": [f.to_dict(a) for f in self.factors],
             "total_dimension": _size_json(self.total_expression(), a)["value"],
             "total_dimension_expression": str(self.total_expression()),
+            "total_dimension_scope": "layers",
+            "scopes": {name: {**_size_json(self.scope_expression(name), a), "covers": SCOPE_TEXT[name]}
+                       for name in ("layers", "model")},
             "layer_dimension": _size_json(self.layer_expression(), a)["value"],
             "gauge_dimension": _size_json(S["L"] * self.gauge_expression(), a)["value"],
             "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
@@ -638,6 +762,143 @@ def _layer_factors(a: Architecture) -> list[Factor]:
     return f
 
 
+def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:
+    """(weight, bias, head index) of the affine maps that read a norm's output: attention or FFN inputs."""
+    if which == "attention":
+        return [("W_Q", "b_Q", "head"), ("W_K", "b_K", "kv"), ("W_V", "b_V", "kv")]
+    out = [("W_in", "b_in", None)]
+    if a.ffn == "gated":
+        out.append(("W_gate", "b_gate", None))
+    return out
+
+
+def _reader_width(a: Architecture, which: str) -> sp.Expr:
+    kv = _kv(a)
+    if which == "attention":
+        return S["H"] * S["d_k"] + kv * S["d_k"] + kv * S["d_v"]
+    return S["d_ff"] * (2 if a.ffn == "gated" else 1)
+
+
+def _norm_factors(a: Architecture) -> list[Factor]:
+    """The symmetries the norms create: centring shifts, bias transfers, reader hyperplanes, gain scalings.
+
+    Post-LN: each norm's output is read by affine maps *and* carried by the
+    residual, which only the next norm (or the output) sees. Pre-LN: each
+    norm's output is read only by affine maps, and the residual stream is
+    read only through norms.
+    """
+    ln = a.norm == "layernorm"
+    post = a.norm_placement == "post"
+    B = a.bias
+    d = S["d_model"]
+    f: list[Factor] = []
+    no_centring = Breaking("RMSNorm (no centring)", "breaks",
+                           "RMSNorm does not subtract the mean: a write along the all-ones row changes its output", not ln)
+    no_bias = Breaking("no biases", "breaks", "without biases nothing absorbs the constant a shift leaves behind",
+                       not B)
+    # 1. centring shifts: every write into the residual reaches the output only through a centring norm
+    reaches_norm = post or a.final_norm
+    tags = [AxisTag("W_O", 2, "centring-shift", "add", "translate_ones", "w_O", index="head"),
+            AxisTag("W_out", 1, "centring-shift", "add", "translate_ones", "w_out")]
+    if B:
+        tags += [AxisTag("b_O", 0, "centring-shift", "add", "translate_ones", "c_O"),
+                 AxisTag("b_out", 0, "centring-shift", "add", "translate_ones", "c_out")]
+    f.append(Factor(
+        "centring-shift", "continuous", "layer", "translations of the residual writes along the all-ones row",
+        S["H"] * S["d_v"] + S["d_ff"] + (2 if B else 0), None, tuple(tags),
+        (no_centring,
+         Breaking("no final norm (pre-LN)", "breaks", "the last residual state is the output itself, so its "
+                  "all-ones component is visible", not reaches_norm)),
+        "LN(z + c 1) = LN(z): LayerNorm subtracts the row mean. "
+        + ("Post-LN: W_O^h, b_O write into LN1 and W_out, b_out into LN2" if post else
+           "Pre-LN: the residual stream is read only by LayerNorms (the next layers' and the final one)")
+        + ", so (W_O^h + w_h 1^T, W_out + w 1^T, b_O + c_O 1, b_out + c_out 1) leaves every norm input's "
+        "centred part unchanged",
+        "(w_1..w_H in R^{d_v}, w in R^{d_ff}, c_O, c_out in R)"))
+    if post:
+        # 2. post-LN: LN1's bias passes through the FFN (b_in) and the residual (b_out)
+        tags = [AxisTag("ln1_b", 0, "ffn-bias-transfer", "add", "translate", "t")]
+        tags += [AxisTag(b, 0, "ffn-bias-transfer", "add", "translate_image", "t", via=w)
+                 for w, b, _ in _readers(a, "ffn")]
+        tags.append(AxisTag("b_out", 0, "ffn-bias-transfer", "add", "translate_neg", "t"))
+        f.append(Factor(
+            "ffn-bias-transfer", "continuous", "layer", "translations of LN1's bias, undone by b_in and b_out",
+            d, None, tuple(tags) if B else (), (no_bias,),
+            "X1 = LN1(.) + t feeds the FFN and the residual: (beta1 + t, b_in - t W_in, b_out - t) gives "
+            "X1 + t + act(X1 W_in + b_in) W_out + b_out - t, the same input of LN2",
+            "t in R^{d_model}"))
+        # 3. post-LN: the FFN reads LN1's output, which lies on a hyperplane
+        f.append(_hyperplane(a, "ffn", "layer", "ln1", "ffn-input-hyperplane", ln and B))
+        # between layers: LN2 of layer l feeds layer l+1 (attention and residual)
+        tags = [AxisTag("ln2_b", 0, "attention-bias-transfer", "add", "translate", "t", scope="prev")]
+        tags += [AxisTag(b, 1, "attention-bias-transfer", "add", "translate_image", "t", via=w, index=ix, scope="next")
+                 for w, b, ix in _readers(a, "attention")]
+        tags.append(AxisTag("b_O", 0, "attention-bias-transfer", "add", "translate_neg", "t", scope="next"))
+        f.append(Factor(
+            "attention-bias-transfer", "continuous", "stack",
+            "translations of LN2's bias (or the embedding norm's), undone by the next layer's b_Q, b_K, b_V, b_O",
+            d, None, tuple(tags) if B else (), (no_bias,),
+            "the next layer reads X + t through X W + b (Q, K, V) and the residual X + t + MHA + b_O: "
+            "(beta2 + t, b_Q - t W_Q, b_K - t W_K, b_V - t W_V, b_O - t) leaves its LN1 input unchanged",
+            "t in R^{d_model}, one per boundary between layers"))
+        f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane", ln and B))
+    else:
+        for which, norm in (("attention", "ln1"), ("ffn", "ln2")):
+            readers = _readers(a, which)
+            sc = [AxisTag(f"{norm}_w", 0, f"{norm}-scaling", "right", "element", "D")]
+            if ln:
+                sc.append(AxisTag(f"{norm}_b", 0, f"{norm}-scaling", "right", "element", "D"))
+            sc += [AxisTag(w, 1 if ix else 0, f"{norm}-scaling", "left", "inverse", "D", index=ix)
+                   for w, _, ix in readers]
+            f.append(Factor(
+                f"{norm}-scaling", "continuous", "layer",
+                f"diagonal rescalings of {norm.upper()}'s gain" + (" and bias" if ln else "") + ", undone by its readers",
+                d, None, tuple(sc), (),
+                f"pre-LN: {norm.upper()}'s output is read only by affine maps: (gamma D, beta D, D^-1 W) gives "
+                "(z gamma D + beta D) D^-1 W = (z gamma + beta) W",
+                "D = diag(s), s_i != 0"))
+            tr = [AxisTag(f"{norm}_b", 0, f"{norm}-bias-transfer", "add", "translate", "t")]
+            tr += [AxisTag(b, 1 if ix else 0, f"{norm}-bias-transfer", "add", "translate_image", "t", via=w, index=ix)
+                   for w, b, ix in readers]
+            f.append(Factor(
+                f"{norm}-bias-transfer", "continuous", "layer",
+                f"translations of {norm.upper()}'s bias, undone by its readers' biases",
+                d, None, tuple(tr) if ln and B else (),
+                (Breaking("RMSNorm (no bias)", "breaks", "RMSNorm has no bias to translate", not ln), no_bias),
+                f"(beta + t, b - t W) for every reader of {norm.upper()}: (y + t) W + b - t W = y W + b",
+                "t in R^{d_model}"))
+            f.append(_hyperplane(a, which, "layer", norm, f"{'attention' if which == 'attention' else 'ffn'}-input-hyperplane",
+                                 ln and B))
+    return f
+
+
+def _hyperplane(a: Architecture, which: str, scope: str, norm: str, name: str, ok: bool) -> Factor:
+    """Readers of a LayerNorm output see only the hyperplane <y - beta, 1/gamma> = 0."""
+    readers = _readers(a, which)
+    read = "next" if scope == "stack" else "layer"
+    tags = []
+    if ok:
+        for w, b, ix in readers:
+            tags.append(AxisTag(w, 1 if ix else 0, name, "add", "hyperplane_weight", "v_" + w, via=f"{norm}_w",
+                                index=ix, scope=read))
+            tags.append(AxisTag(b, 1 if ix else 0, name, "add", "hyperplane_bias", "v_" + w,
+                                via=f"{norm}_w,{norm}_b", index=ix, scope=read))
+    reason_absent = not ok
+    src = f"{norm.upper()}" + (" of the layer before (or the embedding norm)" if scope == "stack" else "")
+    return Factor(
+        name, "continuous", scope,
+        f"moves of the {'attention' if which == 'attention' else 'FFN'} input maps along the normal of the "
+        f"hyperplane that {src}'s output lies on",
+        _reader_width(a, which), None, tuple(tags),
+        (Breaking("no centring or no biases", "breaks",
+                  "RMSNorm's output is not confined to a hyperplane, and without a bias the constant "
+                  "<beta, 1/gamma> v cannot be absorbed", reason_absent),),
+        "y = gamma * z + beta with z centred (z 1 = 0), so every output row satisfies <y - beta, 1/gamma> = 0: "
+        "(W + (1/gamma)^T v, b - <beta, 1/gamma> v) gives y W + b + <y - beta, 1/gamma> v = y W + b"
+        + (" for each reader" if len(readers) > 1 else ""),
+        "one row v_W per reader W (width = its output width)" + ("; one per boundary between layers" if scope == "stack" else ""))
+
+
 def _data_factors(a: Architecture) -> list[Factor]:
     pos = a.positional != "none"
     causal = a.attention == "causal"
@@ -738,16 +999,47 @@ def _block_axis(tag: AxisTag) -> int:
     return 1 if len(inner) == 1 else pos
 
 
+def _ones_like_row(block: Any) -> Any:
+    cols = block.shape[1]
+    if _is_sympy(block):
+        return sp.ones(1, cols)
+    return block.new_ones(1, cols)
+
+
+def _reciprocal(row: Any) -> Any:
+    return row.applyfunc(lambda x: 1 / x) if _is_sympy(row) else 1 / row
+
+
+def _dot(a: Any, b: Any) -> Any:
+    if _is_sympy(a):
+        return (a * b.T)[0, 0]
+    return (a * b).sum()
+
+
 def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
-                 which: Any) -> Any:
+                 which: Any, head: int | None = None) -> Any:
     how = tag.how
     if how == "translate":
         return block + g
+    if how == "translate_neg":
+        return block - g
+    if how == "translate_ones":
+        return block + g @ _ones_like_row(block)
+    if how in ("hyperplane_weight", "hyperplane_bias"):
+        names = tag.via.split(",")
+        inv_gain = _reciprocal(original[names[0]])
+        if how == "hyperplane_weight":
+            return block + inv_gain.T @ g
+        return block - _dot(original[names[1]], inv_gain) * g
     inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
     if how == "conjugate_diagonal":
         return _diagonal_row(inverse() @ _diag(block) @ g)
     if how == "translate_image":
         via = original[tag.via]
+        if not isinstance(via, list):
+            return block - g @ via
+        if head is not None:
+            return block - g @ via[head]
         image = None
         for h, W in enumerate(via):
             term = g[which(h)] @ W
@@ -787,12 +1079,12 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
         return
     out = []
     for h, block in enumerate(value):
-        if isinstance(g, (list, tuple)):  # one element per key/value head
-            i = to_kv(h) if tag.index == "head" else h
+        if isinstance(g, (list, tuple)):  # one element per key/value head (or per block, if as many)
+            i = to_kv(h) if tag.index == "head" and len(g) != len(value) else h
             gh, ghinv = g[i], (ginv[i] if ginv is not None else None)
         else:  # one element for all heads (a residual-stream map)
             gh, ghinv = g, ginv
-        out.append(_apply_block(block, tag, gh, ghinv, cache, original, None))
+        out.append(_apply_block(block, tag, gh, ghinv, cache, original, None, h))
     params[tag.tensor] = out
 
 
@@ -835,6 +1127,8 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
         if "X" in out:
             out["X"] = _take_rows(out["X"], element["P"])
         return out
+    if f.scope == "stack":
+        return _act_stack(spec, params, f, element, tags)
     if "layers" in params:
         out = dict(params)
         if f.scope == "layer":
@@ -854,4 +1148,116 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     for t in tags:
         if t.scope == "layer":
             _apply_tag(out, t, element, params, cache, group)
+    return out
+
+
+def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list[Any],
+               tags: tuple[AxisTag, ...]) -> dict[str, Any]:
+    """A between-layer factor: one element per boundary (L - 1, or L with the embedding norm first)."""
+    layers = [dict(lp) for lp in params["layers"]]
+    out = dict(params)
+    L = len(layers)
+    if len(element) not in (L - 1, L):
+        raise SymtransError(f"{f.name}: give one element per boundary between layers ({L - 1}, or {L} "
+                            "with the embedding norm)")
+    first = L - len(element)  # 1: boundaries (0,1), (1,2), ...; 0: the embedding norm comes first
+    group = 1
+    if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
+        group = spec.arch.H // spec.arch.H_kv
+    for k, el in enumerate(element):
+        nxt = first + k
+        if nxt == 0:  # the embedding norm plays LN2 of the layer before
+            prev_orig = {"ln2_w": params.get("emb_ln_w"), "ln2_b": params.get("emb_ln_b")}
+        else:
+            prev_orig = params["layers"][nxt - 1]
+        next_orig = dict(layers[nxt])
+        for t in tags:
+            if t.scope == "prev":
+                target = dict(prev_orig)
+                _apply_tag(target, dataclasses.replace(t, scope="layer"), el, dict(prev_orig), {}, group)
+                if nxt == 0:
+                    out["emb_ln_b" if t.tensor == "ln2_b" else "emb_ln_w"] = target[t.tensor]
+                else:
+                    layers[nxt - 1] = {**layers[nxt - 1], t.tensor: target[t.tensor]}
+            elif t.scope == "next":
+                original = {**next_orig, **{n: v for n, v in prev_orig.items() if n in ("ln2_w", "ln2_b")}}
+                target = dict(layers[nxt])
+                _apply_tag(target, dataclasses.replace(t, scope="layer"), el, original, {}, group)
+                layers[nxt] = target
+    out["layers"] = layers
+    return out
+
+
+def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]]:
+    """(component, count, block shape) of a translation or scaling factor's element, in coordinate order."""
+    a = spec.arch
+    H, kv, d, d_k, d_v, d_ff = (int(x) for x in (a.H, a.H_kv, a.d_model, a.d_k, a.d_v, a.d_ff))
+    f = spec.factor(name)
+    if name == "centring-shift":
+        out = [("w_O", H, (d_v, 1)), ("w_out", 1, (d_ff, 1))]
+        if a.bias:
+            out += [("c_O", 1, (1, 1)), ("c_out", 1, (1, 1))]
+        return out
+    if name.endswith("bias-transfer"):
+        return [("t", 1, (1, d))]
+    if name.endswith("-scaling") and name.startswith("ln"):
+        return [("D", 1, (d, d))]
+    if name.endswith("input-hyperplane"):
+        widths = {"W_Q": (H, d_k), "W_K": (kv, d_k), "W_V": (kv, d_v), "W_in": (1, d_ff), "W_gate": (1, d_ff)}
+        comps = []
+        for t in f.tags:
+            if t.how == "hyperplane_weight":
+                count, w = widths[t.tensor]
+                comps.append((t.component, count, (1, w)))
+        return comps
+    raise SymtransError(f"no coordinates for factor {name!r}")
+
+
+def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
+    """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
+
+    ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
+    :meth:`GroupSpec.factor_sizes`). Translation factors are abelian: the
+    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384, d_ff=5))
+    >>> it = iter([torch.zeros(n) for n in spec.factor_sizes("ffn-bias-transfer")])
+    >>> sorted(lie_element(spec, "ffn-bias-transfer", lambda: next(it)))
+    ['t']
+    """
+    import torch
+
+    out: dict[str, Any] = {}
+    for comp, count, shape in _pieces(spec, factor):
+        if comp == "D":
+            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
+            continue
+        blocks = [nxt().reshape(shape) for _ in range(count)]
+        out[comp] = blocks if count > 1 else blocks[0]
+    return out
+
+
+def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:
+    """A generic symbolic element of a norm factor (every coordinate a SymPy symbol; scalings non-zero).
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_model=4, d_k=2, d_v=2, d_ff=2))
+    >>> generic_element(spec, "ffn-bias-transfer")["t"]
+    Matrix([[t_0, t_1, t_2, t_3]])
+    """
+    out: dict[str, Any] = {}
+    for comp, count, shape in _pieces(spec, factor):
+        if comp == "D":
+            out["D"] = sp.diag(*sp.symbols(f"s_:{shape[0]}", nonzero=True))
+            continue
+        blocks = []
+        for i in range(count):
+            tag = f"{comp}{i}_" if count > 1 else f"{comp}_"
+            syms = sp.symbols(f"{tag}:{shape[0] * shape[1]}")
+            blocks.append(sp.Matrix(shape[0], shape[1], list(syms)))
+        out[comp] = blocks if count > 1 else blocks[0]
     return out

@@ -1,0 +1,459 @@
+"""Measured completeness of G: the dimension of the continuous stabiliser, from a Jacobian's null space.
+
+For a small random instance of an architecture's family (the same structural
+flags: norm placement and kind, biases, grouped-query ratio, rotary positions,
+activation, FFN kind; reduced sizes, stated in the record) the map of a *scope*
+is differentiated with respect to all its parameters, over enough random
+inputs, in float64 (``torch.func.jacfwd`` over a ``vmap`` of the inputs):
+
+* ``layers`` -- the layer stack and the final norm, if any: hidden states in,
+  last hidden state out;
+* ``model`` -- embeddings included: token ids (and token types) in, the last
+  hidden state out, or the logits of the output head for causal language
+  models (tied to the word embeddings where the architecture ties them).
+
+At generic weights the null space of that Jacobian is the tangent space of the
+fibre of the parameter-to-function map, i.e. of the continuous stabiliser of
+the function; its dimension (the *measured dimension*) is compared with G's
+continuous dimension at the same sizes. G's own tangent directions are
+computed from the tag table (the derivative of :func:`symtrans.group.spec.act`
+at the identity), so the record also checks that (a) each of them is in the
+null space (first-order invariance) and (b) they are independent (the action
+is locally free), and lists every null direction G does not explain, by the
+weight tensors it moves.
+
+Examples
+--------
+>>> r = measure("bert-base", layers=1)
+>>> r["measured_dimension"] == r["group_dimension"], r["unexplained"]
+(True, [])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from symtrans.arch import Architecture, get_arch
+from symtrans.errors import SymtransError
+
+__all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES"]
+
+SCOPES = ("layers", "model")
+
+#: reduced sizes of the measured instance (d_k even for rotary positions)
+MEASURE_SIZES: dict[str, int] = {"n": 5, "H": 2, "d_model": 6, "d_k": 2, "d_v": 2, "d_ff": 3}
+#: the smallest norm epsilon used in a measurement (see :func:`small_arch`)
+MIN_EPS = 1e-2
+#: the rank cut needs this many decades between the last kept and the first dropped singular value
+MIN_GAP_DECADES = 6.0
+
+
+def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Architecture:
+    """A small copy of ``arch`` for measurement: same structure, reduced sizes, eps at least 1e-2.
+
+    Grouped-query attention keeps a ratio H/H_kv = 2 (one key/value head for
+    two query heads). The norm epsilon is raised to at least ``MIN_EPS``: at
+    eps = 0 every residual segment between two norms has a scaling symmetry,
+    which eps > 0 breaks only at order eps; with BERT's eps = 1e-12 that
+    broken direction would sit at a singular value ~1e-12 and blur the rank
+    cut, at 1e-2 it is clearly not null. The symmetries counted do not depend
+    on the value of eps > 0.
+
+    Examples
+    --------
+    >>> a = small_arch("bert-base", layers=2)
+    >>> a.L, a.d_model, a.H, a.d_ff, a.ln_eps
+    (2, 6, 2, 3, 0.01)
+    >>> small_arch(get_arch("bert-base").with_sizes(H_kv=6)).H_kv
+    1
+    """
+    a = get_arch(arch)
+    if not isinstance(layers, int) or layers < 1:
+        raise SymtransError(f"layers must be a positive integer, got {layers!r}")
+    s = {**MEASURE_SIZES, **sizes}
+    if "H_kv" not in s:
+        s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
+    vocab = s.pop("vocab_size", 7)
+    return dataclasses.replace(
+        a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"], position_table=s["n"],
+        vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
+        **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
+
+
+# --------------------------------------------------------------------------- flat parameters
+def _entries(params: dict[str, Any], scope: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """(path, tensor) for every parameter of the scope, in a fixed order."""
+    out = []
+    for i, lp in enumerate(params["layers"]):
+        for name, value in lp.items():
+            if isinstance(value, list):
+                out += [(("layers", i, name, h), b) for h, b in enumerate(value)]
+            elif value is not None:
+                out.append((("layers", i, name), value))
+    for name in ("final_ln_w", "final_ln_b"):
+        if params.get(name) is not None:
+            out.append(((name,), params[name]))
+    if scope == "model":
+        for name in ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "lm_head"):
+            if params.get(name) is not None:
+                out.append(((name,), params[name]))
+    return out
+
+
+def _flatten(params: dict[str, Any], paths: list[tuple[Any, ...]]) -> Any:
+    import torch
+
+    return torch.cat([_get(params, p).reshape(-1) for p in paths])
+
+
+def _get(params: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    if path[0] == "layers":
+        v = params["layers"][path[1]][path[2]]
+        return v[path[3]] if len(path) == 4 else v
+    return params[path[0]]
+
+
+def _unflatten(vec: Any, template: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v for k, v in template.items() if k != "layers"}
+    layers = [dict(lp) for lp in template["layers"]]
+    for lp in layers:
+        for k, v in lp.items():
+            if isinstance(v, list):
+                lp[k] = list(v)
+    pos = 0
+    for p in paths:
+        t = _get(template, p)
+        piece = vec[pos:pos + t.numel()].reshape(t.shape)
+        pos += t.numel()
+        if p[0] == "layers":
+            if len(p) == 4:
+                layers[p[1]][p[2]][p[3]] = piece
+            else:
+                layers[p[1]][p[2]] = piece
+        else:
+            out[p[0]] = piece
+    out["layers"] = layers
+    return out
+
+
+def _label(path: tuple[Any, ...]) -> str:
+    if path[0] == "layers":
+        return f"layer{path[1]}.{path[2]}" + (f"[{path[3]}]" if len(path) == 4 else "")
+    return path[0]
+
+
+def _tensor_label(path: tuple[Any, ...]) -> str:
+    return f"layer{path[1]}.{path[2]}" if path[0] == "layers" else path[0]
+
+
+# --------------------------------------------------------------------------- the scope maps
+def random_instance(arch: Architecture, scope: str, seed: int = 0) -> dict[str, Any]:
+    """Random float64 weights for every parameter of ``scope`` (block form), gains near 1.
+
+    Examples
+    --------
+    >>> p = random_instance(small_arch("gpt2"), "model")
+    >>> tuple(p["word"].shape), tuple(p["final_ln_w"].shape)
+    ((7, 6), (1, 6))
+    """
+    import torch
+
+    from symtrans.group.numeric import random_blocks
+
+    params = random_blocks(arch, seed, torch.float64)
+    params.pop("X", None)
+    if arch.positional == "sinusoidal":
+        params.pop("pos", None)  # a fixed table, not a parameter: built in the forward
+    gen = torch.Generator().manual_seed(seed + 101)
+    d = int(arch.d_model)
+    if scope == "model":
+        params["word"] = torch.randn(int(arch.vocab_size), d, generator=gen, dtype=torch.float64)
+        if arch.type_vocab_size:
+            params["type"] = torch.randn(int(arch.type_vocab_size), d, generator=gen, dtype=torch.float64)
+        if _has_head(arch) and not arch.tied_lm_head:
+            params["lm_head"] = torch.randn(d, int(arch.vocab_size), generator=gen, dtype=torch.float64) * d ** -0.5
+    else:
+        for name in ("pos", "emb_ln_w", "emb_ln_b"):
+            params.pop(name, None)
+    return params
+
+
+def _has_head(arch: Architecture) -> bool:
+    """Causal language models end in an output head on the ``model`` scope."""
+    return arch.attention == "causal"
+
+
+def _inputs(arch: Architecture, scope: str, count: int, seed: int) -> list[dict[str, Any]]:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 202)
+    n, d = int(arch.n), int(arch.d_model)
+    out = []
+    for _ in range(count):
+        if scope == "layers":
+            out.append({"X": torch.randn(n, d, generator=gen, dtype=torch.float64)})
+        else:
+            item = {"ids": torch.randint(0, int(arch.vocab_size), (n,), generator=gen)}
+            if arch.type_vocab_size:
+                item["types"] = torch.randint(0, int(arch.type_vocab_size), (n,), generator=gen)
+            out.append(item)
+    return out
+
+
+def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architecture, scope: str) -> Any:
+    """The scope's map on one input: hidden states (``layers``) or token ids (``model``) in.
+
+    Examples
+    --------
+    >>> import torch
+    >>> a = small_arch("bert-base")
+    >>> p = random_instance(a, "layers")
+    >>> scope_forward(p, {"X": torch.zeros(5, 6, dtype=torch.float64)}, a, "layers").shape
+    torch.Size([5, 6])
+    """
+    import torch
+
+    from symtrans.group.forward import Features, TorchBackend, layer_forward
+
+    feat = Features.of(arch)
+    be = TorchBackend(dtype=torch.float64)
+    if scope == "layers":
+        X = inp["X"]
+    else:
+        ids = inp["ids"]
+        X = params["word"][ids]
+        if params.get("type") is not None:
+            X = X + params["type"][inp["types"]]
+        n = X.shape[0]
+        if arch.positional == "learned":
+            X = X + params["pos"][:n]
+        elif arch.positional == "sinusoidal":
+            X = X + _sinusoidal(n, int(arch.d_model))
+        if feat.embedding_norm:
+            X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
+    for lp in params["layers"]:
+        X = layer_forward(lp, X, feat, be)
+    if feat.final_norm:
+        X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
+    if scope == "model" and _has_head(arch):
+        X = X @ (params["word"].T if arch.tied_lm_head else params["lm_head"])
+    return X
+
+
+def _sinusoidal(n: int, d: int) -> Any:
+    import torch
+
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    i = torch.arange(d, dtype=torch.float64)[None, :]
+    angle = pos / 10000 ** (2 * (i // 2) / d)
+    return torch.where(i % 2 == 0, torch.sin(angle), torch.cos(angle))
+
+
+# --------------------------------------------------------------------------- rank
+def rank_record(singular_values: Any, *, min_gap: float = MIN_GAP_DECADES) -> dict[str, Any]:
+    """Numerical rank at the widest gap of the singular values (relative to the largest), with its record.
+
+    The cut is placed at the largest drop, in decades, between consecutive
+    singular values; ``clear`` says whether that drop is at least ``min_gap``
+    decades and the values below it are at float64 rounding level (< 1e-9
+    relative). A full-rank matrix has its cut at the end (``below`` is None).
+
+    Examples
+    --------
+    >>> import torch
+    >>> r = rank_record(torch.tensor([3.0, 1.0, 0.5, 1e-15, 1e-16], dtype=torch.float64))
+    >>> r["rank"], r["clear"], round(r["gap_decades"], 1)
+    (3, True, 14.7)
+    >>> rank_record(torch.tensor([1.0, 1e-3, 1e-6], dtype=torch.float64))["clear"]
+    False
+    """
+    import math
+
+    s = [float(x) for x in singular_values]
+    if not s or s[0] == 0:
+        return {"rank": 0, "above": None, "below": None, "gap_decades": math.inf, "clear": True, "size": len(s)}
+    rel = [max(x / s[0], 1e-300) for x in s]
+    gaps = [math.log10(rel[i]) - math.log10(rel[i + 1]) for i in range(len(rel) - 1)]
+    # the full-rank alternative: the smallest value is itself far above rounding
+    if not gaps or (rel[-1] > 1e-9 and max(gaps) < min_gap):
+        return {"rank": len(s), "above": rel[-1], "below": None, "gap_decades": math.inf,
+                "clear": rel[-1] > 1e-9, "size": len(s)}
+    cut = max(range(len(gaps)), key=lambda i: gaps[i])
+    above, below = rel[cut], rel[cut + 1]
+    return {"rank": cut + 1, "above": above, "below": below, "gap_decades": gaps[cut],
+            "clear": gaps[cut] >= min_gap and below < 1e-9, "size": len(s)}
+
+
+# --------------------------------------------------------------------------- G's tangent directions
+def _lie_element(spec: Any, factor: str, theta: Any) -> Any:
+    """An element of ``factor`` near the identity, linear in ``theta`` (its Lie algebra coordinates)."""
+    import torch
+
+    a = spec.arch
+    kv, d_k, d_v, d_ff, H, d = int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.H), int(a.d_model)
+    eye = lambda k: torch.eye(k, dtype=torch.float64)  # noqa: E731
+    pieces = iter(_split(theta, spec.factor_sizes(factor)))
+    nxt = lambda: next(pieces)  # noqa: E731
+    if factor in ("qk-gauge", "vo-gauge"):
+        k = d_k if factor == "qk-gauge" else d_v
+        if factor == "qk-gauge" and a.positional == "rotary":
+            J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+            mats = []
+            for _ in range(kv):
+                t = nxt()
+                blocks = [t[2 * b] * eye(2) + t[2 * b + 1] * J for b in range(k // 2)]
+                mats.append(eye(k) + torch.block_diag(*blocks))
+            return {"g": mats}
+        return {"g": [eye(k) + nxt().reshape(k, k) for _ in range(kv)]}
+    if factor in ("key-bias-shift", "value-bias-shift"):
+        key = "u" if factor == "key-bias-shift" else "v"
+        return {key: [nxt().reshape(1, -1) for _ in range(kv)]}
+    if factor == "ffn-scaling":
+        return {"D": eye(d_ff) + torch.diag(nxt())}
+    from symtrans.group.spec import lie_element
+
+    return lie_element(spec, factor, nxt, H=H, kv=kv, d=d, d_ff=d_ff, d_k=d_k, d_v=d_v)
+
+
+def _split(theta: Any, sizes: list[int]) -> list[Any]:
+    out, pos = [], 0
+    for k in sizes:
+        out.append(theta[pos:pos + k])
+        pos += k
+    return out
+
+
+def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], scope: str) -> tuple[Any, list[str]]:
+    """Columns: G's tangent directions at ``params`` (derivative of the tag-table action at the identity)."""
+    import torch
+    from torch.func import jacfwd
+
+    from symtrans.group.spec import act
+
+    cols, names = [], []
+    L = len(params["layers"])
+    for f in spec.factors:
+        if f.kind != "continuous" or f.status == "broken" or not f.in_scope(scope):
+            continue
+        count = spec.element_count(f.name, scope, L)
+        per = sum(spec.factor_sizes(f.name))
+        if per == 0 or count == 0:
+            continue
+
+        def moved(theta: Any, f: Any = f, count: int = count, per: int = per) -> Any:
+            els = [_lie_element(spec, f.name, theta[i * per:(i + 1) * per]) for i in range(count)]
+            element = els if f.scope in ("layer", "stack") else els[0]
+            return _flatten(act(spec, params, f.name, element), paths)
+
+        J = jacfwd(moved)(torch.zeros(count * per, dtype=torch.float64))
+        cols.append(J)
+        names += [f.name] * J.shape[1]
+    if not cols:
+        return torch.zeros(len(_flatten(params, paths)), 0, dtype=torch.float64), []
+    return torch.cat(cols, dim=1), names
+
+
+# --------------------------------------------------------------------------- the measurement
+def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers", seed: int = 0,
+            sizes: dict[str, int] | None = None) -> dict[str, Any]:
+    """Measure the continuous stabiliser's dimension on a small instance and compare it with G's.
+
+    Returns the ``completeness`` record: ``measured_dimension`` (nullity of the
+    Jacobian), ``group_dimension`` (G's continuous dimension on ``scope`` at
+    the same sizes, from the GroupSpec formulas), ``tangent_rank`` (rank of
+    G's tangent directions from the tag table), ``sizes``, the rank ``record``
+    and ``unexplained`` (null directions outside G's tangent space, each with
+    the weight tensors it moves most).
+
+    Examples
+    --------
+    >>> r = measure("bert-base", layers=2)
+    >>> r["measured_dimension"], r["group_dimension"], r["record"]["clear"]
+    (150, 150, True)
+    """
+    import torch
+    from torch.func import jacfwd, vmap
+
+    from symtrans.group.spec import GroupSpec
+
+    if scope not in SCOPES:
+        from symtrans.errors import suggest
+
+        raise SymtransError(suggest(scope, SCOPES, "scope"))
+    a = small_arch(arch, layers, **(sizes or {}))
+    spec = GroupSpec.from_arch(a)
+    params = random_instance(a, scope, seed)
+    entries = _entries(params, scope)
+    paths = [p for p, _ in entries]
+    theta0 = _flatten(params, paths)
+    P = theta0.numel()
+    out_size = int(a.n) * (int(a.vocab_size) if scope == "model" and _has_head(a) else int(a.d_model))
+    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P Jacobian rows
+    inputs = _inputs(a, scope, count, seed)
+    batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
+
+    def outputs(theta: Any) -> Any:
+        p = _unflatten(theta, params, paths)
+        return vmap(lambda x: scope_forward(p, x, a, scope))(batch).reshape(-1)
+
+    J = jacfwd(outputs)(theta0)
+    scale = J.abs().max()
+    U, s, Vh = torch.linalg.svd(J, full_matrices=True)
+    rec = rank_record(s)
+    rank = rec["rank"]
+    measured = P - rank
+    null = Vh[rank:].T  # P x measured, orthonormal
+    T, tnames = _tangents(spec, params, paths, scope)
+    t_rank = rank_record(torch.linalg.svdvals(T))["rank"] if T.shape[1] else 0
+    # first-order invariance of G's directions: |J t| relative to |J| |t|
+    inv = float((J @ T).abs().max() / (scale * max(float(T.abs().max()), 1e-300))) if T.shape[1] else 0.0
+    unexplained = _unexplained(null, T, paths, entries)
+    group_dim = int(spec.scope_dimension(scope))
+    return {
+        "scope": scope, "arch": get_arch(arch).name, "instance": a.name,
+        "sizes": {"L": layers, "n": int(a.n), "H": int(a.H), "H_kv": int(a.H_kv), "d_model": int(a.d_model),
+                  "d_k": int(a.d_k), "d_v": int(a.d_v), "d_ff": int(a.d_ff),
+                  **({"vocab_size": int(a.vocab_size)} if scope == "model" else {}),
+                  "eps": a.ln_eps},
+        "parameters": P, "inputs": count, "jacobian_rows": int(J.shape[0]), "dtype": "float64",
+        "measured_dimension": measured, "group_dimension": group_dim, "tangent_rank": t_rank,
+        "tangent_columns": int(T.shape[1]), "tangent_invariance": inv,
+        "record": {"rank": rank, "cut_above": rec["above"], "cut_below": rec["below"],
+                   "gap_decades": rec["gap_decades"], "clear": rec["clear"],
+                   "rule": f"cut at the widest drop of the singular values (relative to the largest); clear if "
+                           f">= {MIN_GAP_DECADES:g} decades and the values below are < 1e-9"},
+        "unexplained": unexplained,
+        "agrees": bool(rec["clear"] and measured == group_dim == t_rank and not unexplained and inv < 1e-9),
+    }
+
+
+def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[Any]) -> list[dict[str, Any]]:
+    """Null directions orthogonal to G's tangent space, each described by the tensors it moves."""
+    import torch
+
+    if null.shape[1] == 0:
+        return []
+    if T.shape[1]:
+        Qt, R = torch.linalg.qr(T)
+        keep = R.diagonal().abs() > 1e-9 * R.diagonal().abs().max()
+        Qt = Qt[:, keep]
+        rest = null - Qt @ (Qt.T @ null)
+    else:
+        rest = null
+    U, s, _ = torch.linalg.svd(rest, full_matrices=False)
+    dirs = U[:, s > 1e-6]
+    sizes = [t.numel() for _, t in entries]
+    out = []
+    for k in range(dirs.shape[1]):
+        v = dirs[:, k]
+        weights: dict[str, float] = {}
+        pos = 0
+        for p, sz in zip(paths, sizes):
+            w = float((v[pos:pos + sz] ** 2).sum())
+            pos += sz
+            lab = _tensor_label(p)
+            weights[lab] = weights.get(lab, 0.0) + w
+        moved = sorted(((t, w) for t, w in weights.items() if w > 1e-6), key=lambda x: -x[1])
+        out.append({"moves": [{"tensor": t, "share": round(w, 4)} for t, w in moved[:6]]})
+    return out
