@@ -265,7 +265,7 @@ def rank_record(singular_values: Any, *, min_gap: float = MIN_GAP_DECADES) -> di
     >>> r = rank_record(torch.tensor([3.0, 1.0, 0.5, 1e-15, 1e-16], dtype=torch.float64))
     >>> r["rank"], r["clear"], round(r["gap_decades"], 1)
     (3, True, 14.7)
-    >>> rank_record(torch.tensor([1.0, 1e-3, 1e-6], dtype=torch.float64))["clear"]
+    >>> rank_record(torch.tensor([1.0, 1e-4, 1e-8, 1e-12], dtype=torch.float64))["clear"]  # no clear gap
     False
     """
     import math
@@ -368,9 +368,9 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
 
     Examples
     --------
-    >>> r = measure("bert-base", layers=2)
+    >>> r = measure("llama2-7b", layers=1)
     >>> r["measured_dimension"], r["group_dimension"], r["record"]["clear"]
-    (150, 150, True)
+    (27, 27, True)
     """
     import torch
     from torch.func import jacfwd, vmap

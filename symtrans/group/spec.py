@@ -30,9 +30,10 @@ Examples
 >>> spec = GroupSpec.from_arch("bert-base")
 >>> [f.name for f in spec.factors]  # doctest: +NORMALIZE_WHITESPACE
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
- 'S_n', 'residual-permutation']
+ 'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
+ 'attention-input-hyperplane', 'S_n', 'residual-permutation']
 >>> spec.total_dimension()
-1198080
+1324056
 >>> spec.gauge_dimension_model()
 1179648
 """
@@ -152,7 +153,9 @@ class AxisTag:
         vias = (self.via or "").split(",")
         what = {"element": self.component, "inverse": f"{self.component}^-1",
                 "inverse_transpose": f"{self.component}^-T", "permutation": f"permutation {self.component}",
-                "translate": self.component, "translate_image": f"-sum_h {self.component}_h {self.via}[h]",
+                "translate": self.component, "translate_image": (f"-{self.component} {self.via}[{'h' if self.index == 'head' else 'g'}]" if self.index
+                                    else f"-sum_h {self.component}_h {self.via}[h]" if self.via == "W_O"
+                                    else f"-{self.component} {self.via}"),
                 "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})",
                 "translate_ones": f"{self.component} 1^T (a multiple of the all-ones row)",
                 "translate_neg": f"-{self.component}",
@@ -394,13 +397,14 @@ class GroupSpec:
     --------
     >>> spec = GroupSpec.from_arch("minilm-l6-h384")
     >>> spec.layer_dimension()
-    25344
-    >>> GroupSpec.from_arch("gpt2")
+    29186
+    >>> GroupSpec.from_arch("gpt2").names("continuous", "layer")[-6:]  # doctest: +NORMALIZE_WHITESPACE
+    ['ln1-scaling', 'ln1-bias-transfer', 'attention-input-hyperplane', 'ln2-scaling', 'ln2-bias-transfer',
+     'ffn-input-hyperplane']
+    >>> GroupSpec.from_arch(get_arch("gpt2").__class__(**{**get_arch("gpt2").__dict__, "ln_eps": 0.0}))
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: gpt2: the group of a model with pre-LN residual stream is not modelled: a pre-LN residual stream is read only through norms, so it carries continuous symmetries (orthogonal maps of the norm's invariant subspace, folded through the norm gains into the next weights) that this toolkit does not model
-    >>> [f.name for f in GroupSpec.from_arch("gpt2", strict=False).factors][:3]
-    ['qk-gauge', 'vo-gauge', 'key-bias-shift']
+    symtrans.errors.SymtransError: gpt2: the group of a model with norm epsilon = 0 is not modelled: with eps = 0 each residual segment between two norms has an exact scaling symmetry that this toolkit does not model
     """
 
     arch: Architecture
@@ -448,8 +452,9 @@ class GroupSpec:
 
         Examples
         --------
-        >>> GroupSpec.from_arch("bert-base").names("continuous", "layer")
-        ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling']
+        >>> GroupSpec.from_arch("bert-base").names("continuous", "layer")  # doctest: +NORMALIZE_WHITESPACE
+        ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling', 'centring-shift',
+         'ffn-bias-transfer', 'ffn-input-hyperplane']
         """
         return [f.name for f in self.factors
                 if (kind is None or f.kind == kind) and (scope is None or f.scope == scope)]
@@ -460,7 +465,7 @@ class GroupSpec:
         Examples
         --------
         >>> GroupSpec.from_arch("bert-base").layer_expression()
-        H*d_k**2 + H*d_k + H*d_v**2 + H*d_v
+        H*d_k**2 + H*d_k + H*d_v**2 + 2*H*d_v + 2*d_ff + d_model + 2
         """
         return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "layer"])
 
@@ -534,8 +539,9 @@ class GroupSpec:
 
         Examples
         --------
-        >>> GroupSpec.from_arch("symbolic").total_expression()
-        L*(H*d_k**2 + H*d_k + H*d_v**2 + H*d_v)
+        >>> e = GroupSpec.from_arch("symbolic").total_expression()
+        >>> e.subs(SYMBOLS["L"], 1)
+        H*d_k**2 + H*d_k + H*d_v**2 + 2*H*d_v + 2*d_ff + d_model + 2
         """
         return self.scope_expression("layers")
 
@@ -589,7 +595,7 @@ class GroupSpec:
         Examples
         --------
         >>> GroupSpec.from_arch("bert-base").layer_dimension()
-        99840
+        107522
         """
         return self._value(self.layer_expression())
 
@@ -609,7 +615,7 @@ class GroupSpec:
         Examples
         --------
         >>> GroupSpec.from_arch("minilm-l6-h384").total_dimension()
-        152064
+        182796
         """
         return self._value(self.total_expression())
 
@@ -621,8 +627,9 @@ class GroupSpec:
         >>> rows = GroupSpec.from_arch("bert-base").tag_table()
         >>> [r["factors"] for r in rows if r["tensor"] == "W_O" and r["axis"] == "v"][0]
         ['vo-gauge: left by g^-1']
-        >>> [r["factors"] for r in rows if r["tensor"] == "b_Q"][1]
-        ['qk-gauge: right by g']
+        >>> [r["factors"] for r in rows if r["tensor"] == "b_Q"][1]  # doctest: +NORMALIZE_WHITESPACE
+        ['qk-gauge: right by g', 'attention-bias-transfer: add -t W_Q[h]',
+         'attention-input-hyperplane: add -<ln2_b, 1/ln2_w> v_W_Q']
         """
         rows = []
         names = layer_tensor_names(self.arch) + [m for m in model_tensor_names(self.arch)]
@@ -643,8 +650,8 @@ class GroupSpec:
         Examples
         --------
         >>> d = GroupSpec.from_arch("bert-base").to_dict()
-        >>> d["total_dimension"], d["gauge_dimension"]
-        (1198080, 1179648)
+        >>> d["total_dimension"], d["gauge_dimension"], d["scopes"]["model"]["value"]
+        (1324056, 1179648, 1327128)
         """
         a = self.arch
         return {
