@@ -28,7 +28,8 @@ def test_json_schema(capsys):
 
 
 def test_errors_are_one_line_exit_2(capsys):
-    for argv in (["group"], ["group", "--arch", "gpt2"], ["group", "--arch", "bert-bsae"],
+    for argv in (["group"], ["group", "--arch", "bert-bsae"], ["group", "--arch", "gpt2", "--complete", "--layers", "0"],
+                 ["group", "--model", "default", "--complete"],
                  ["group", "--arch", "bert-base", "--verify"], ["group", "--model", "default", "--verify", "--n", "1"]):
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -26,7 +26,14 @@ def test_bert_base_gauge_dimension_from_independent_count():
     assert spec.gauge_dimension_model() == entries
     assert formula("gauge-dimension-model", arch="bert-base").value == entries
     # bias translations: every entry of b_K and of b_V is a free direction
-    assert spec.total_dimension() == entries + a.L * a.H * (a.d_k + a.d_v)
+    biases = a.L * a.H * (a.d_k + a.d_v)
+    # post-LN norm factors, counted per tensor entry: centring shifts (one per row of W_O^h and W_out, b_O, b_out),
+    # LN1's bias into the FFN (d_model), W_in's hyperplane (one per column), and at each of the L-1 boundaries
+    # LN2's bias (d_model) and the hyperplane of every column of W_Q, W_K, W_V
+    centring = a.L * (a.H * a.d_v + a.d_ff + 2)
+    ffn = a.L * (a.d_model + a.d_ff)
+    boundary = (a.L - 1) * (a.d_model + a.H * a.d_k + a.H * a.d_k + a.H * a.d_v)
+    assert spec.total_dimension() == entries + biases + centring + ffn + boundary
 
 
 def test_registry_reads_the_group_spec():
@@ -99,18 +106,20 @@ def test_rmsnorm_residual_factor_is_the_hyperoctahedral_group():
 
 
 def test_unmodelled_features_are_refused():
-    with pytest.raises(SymtransError, match="pre-LN residual stream"):
-        GroupSpec.from_arch("gpt2")
     with pytest.raises(SymtransError, match="norm epsilon = 0"):
         GroupSpec.from_arch(rep(get_arch("bert-base"), ln_eps=0.0))
-    loose = GroupSpec.from_arch("gpt2", strict=False)
+    loose = GroupSpec.from_arch(rep(get_arch("gpt2"), ln_eps=0.0), strict=False)
     assert loose.unmodelled and "residual-permutation" not in loose.names()
+    assert not GroupSpec.from_arch("gpt2").unmodelled  # pre-LN is modelled now
 
 
 def test_symbolic_total_is_an_expression():
     spec = GroupSpec.from_arch("symbolic")
     S = {str(s): s for s in spec.total_expression().free_symbols}
-    assert sp.expand(spec.total_expression() - S["L"] * S["H"] * (S["d_k"] ** 2 + S["d_k"] + S["d_v"] ** 2 + S["d_v"])) == 0
+    L, H, d_k, d_v, d_ff, d = (S[k] for k in ("L", "H", "d_k", "d_v", "d_ff", "d_model"))
+    per_layer = H * (d_k ** 2 + d_k + d_v ** 2 + d_v) + H * d_v + d_ff + 2 + d + d_ff
+    per_boundary = d + 2 * H * d_k + H * d_v
+    assert sp.expand(spec.total_expression() - L * per_layer - (L - 1) * per_boundary) == 0
 
 
 def test_group_spec_does_not_import_torch():

@@ -356,7 +356,7 @@ def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], s
 
 # --------------------------------------------------------------------------- the measurement
 def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers", seed: int = 0,
-            sizes: dict[str, int] | None = None) -> dict[str, Any]:
+            sizes: dict[str, int] | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """Measure the continuous stabiliser's dimension on a small instance and compare it with G's.
 
     Returns the ``completeness`` record: ``measured_dimension`` (nullity of the
@@ -364,7 +364,8 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     the same sizes, from the GroupSpec formulas), ``tangent_rank`` (rank of
     G's tangent directions from the tag table), ``sizes``, the rank ``record``
     and ``unexplained`` (null directions outside G's tangent space, each with
-    the weight tensors it moves most).
+    the weight tensors it moves most). ``exclude`` drops factors from G (to
+    measure what a smaller group, such as the paper's, leaves unexplained).
 
     Examples
     --------
@@ -383,6 +384,10 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
         raise SymtransError(suggest(scope, SCOPES, "scope"))
     a = small_arch(arch, layers, **(sizes or {}))
     spec = GroupSpec.from_arch(a)
+    if exclude:
+        for name in exclude:
+            spec.factor(name)  # unknown names are an error, not a silent no-op
+        spec = dataclasses.replace(spec, factors=tuple(f for f in spec.factors if f.name not in exclude))
     params = random_instance(a, scope, seed)
     entries = _entries(params, scope)
     paths = [p for p, _ in entries]
@@ -411,7 +416,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     unexplained = _unexplained(null, T, paths, entries)
     group_dim = int(spec.scope_dimension(scope))
     return {
-        "scope": scope, "arch": get_arch(arch).name, "instance": a.name,
+        "scope": scope, "arch": get_arch(arch).name, "instance": a.name, "excluded": list(exclude),
         "sizes": {"L": layers, "n": int(a.n), "H": int(a.H), "H_kv": int(a.H_kv), "d_model": int(a.d_model),
                   "d_k": int(a.d_k), "d_v": int(a.d_v), "d_ff": int(a.d_ff),
                   **({"vocab_size": int(a.vocab_size)} if scope == "model" else {}),

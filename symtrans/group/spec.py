@@ -801,6 +801,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
     f: list[Factor] = []
     no_centring = Breaking("RMSNorm (no centring)", "breaks",
                            "RMSNorm does not subtract the mean: a write along the all-ones row changes its output", not ln)
+    no_norm_bias = Breaking("RMSNorm (no bias)", "breaks", "RMSNorm has no bias to translate", not ln)
     no_bias = Breaking("no biases", "breaks", "without biases nothing absorbs the constant a shift leaves behind",
                        not B)
     # 1. centring shifts: every write into the residual reaches the output only through a centring norm
@@ -830,7 +831,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
         tags.append(AxisTag("b_out", 0, "ffn-bias-transfer", "add", "translate_neg", "t"))
         f.append(Factor(
             "ffn-bias-transfer", "continuous", "layer", "translations of LN1's bias, undone by b_in and b_out",
-            d, None, tuple(tags) if B else (), (no_bias,),
+            d, None, tuple(tags) if B and ln else (), (no_norm_bias, no_bias),
             "X1 = LN1(.) + t feeds the FFN and the residual: (beta1 + t, b_in - t W_in, b_out - t) gives "
             "X1 + t + act(X1 W_in + b_in) W_out + b_out - t, the same input of LN2",
             "t in R^{d_model}"))
@@ -844,7 +845,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
         f.append(Factor(
             "attention-bias-transfer", "continuous", "stack",
             "translations of LN2's bias (or the embedding norm's), undone by the next layer's b_Q, b_K, b_V, b_O",
-            d, None, tuple(tags) if B else (), (no_bias,),
+            d, None, tuple(tags) if B and ln else (), (no_norm_bias, no_bias),
             "the next layer reads X + t through X W + b (Q, K, V) and the residual X + t + MHA + b_O: "
             "(beta2 + t, b_Q - t W_Q, b_K - t W_K, b_V - t W_V, b_O - t) leaves its LN1 input unchanged",
             "t in R^{d_model}, one per boundary between layers"))
@@ -871,7 +872,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
                 f"{norm}-bias-transfer", "continuous", "layer",
                 f"translations of {norm.upper()}'s bias, undone by its readers' biases",
                 d, None, tuple(tr) if ln and B else (),
-                (Breaking("RMSNorm (no bias)", "breaks", "RMSNorm has no bias to translate", not ln), no_bias),
+                (no_norm_bias, no_bias),
                 f"(beta + t, b - t W) for every reader of {norm.upper()}: (y + t) W + b - t W = y W + b",
                 "t in R^{d_model}"))
             f.append(_hyperplane(a, which, "layer", norm, f"{'attention' if which == 'attention' else 'ffn'}-input-hyperplane",
