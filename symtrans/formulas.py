@@ -507,6 +507,20 @@ def _gauge_layer(s, a):
     return _group(a).gauge_expression()
 
 
+def _group_scope(scope):
+    def build(s, a):
+        return _group(a).scope_expression(scope)
+
+    return build
+
+
+def _norm_symmetries(s, a):
+    spec = _group(a)
+    paper = spec.gauge_expression() + sp.Add(*[spec.factor(n).effective_dimension for n in spec.names()
+                                               if n in ("key-bias-shift", "value-bias-shift", "ffn-scaling")])
+    return sp.expand(spec.scope_expression("layers") - s.L * paper)
+
+
 def _head_permutations(s, a):
     return _group(a).factor("S_H").order
 
@@ -562,6 +576,31 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              "L times gauge-dimension: the layers' gauge factors act independently",
              _P("toolkit", "framework-9", reason="the paper's definition of G is not in the text we hold"),
              lambda s, a: s.L * _gauge_layer(s, a), (_GENERIC_W,)), None),
+    (Formula("group-dimension", "continuous dimension of G on the layers scope", "dimension",
+             "dimension of every continuous factor of G acting on the layer stack and final norm (hidden states "
+             "in, last hidden state out): per-layer factors times L plus between-layer factors times L - 1; "
+             "equals the measured null space of the Jacobian of that map on small random instances "
+             "(symtrans group --complete)",
+             _P("toolkit", "framework-9", reason="the paper's G is not in the text we hold; the toolkit's G is "
+                "completed until it matches the measured stabiliser"),
+             _group_scope("layers"), (_GENERIC_W + ": the stabiliser of a generic point is G's identity component",),
+             ("includes the norm factors (centring shifts, bias transfers, reader hyperplanes, gain scalings) "
+              "that the per-head gauges leave out; see norm-symmetry-dimension",)), None),
+    (Formula("group-dimension-model", "continuous dimension of G on the model scope", "dimension",
+             "as group-dimension, with the embeddings (and the output head of a causal language model) "
+             "included: token ids in; after an embedding norm the between-layer factors act at L boundaries",
+             _P("toolkit", "framework-9", reason="the paper's G is not in the text we hold"),
+             _group_scope("model"), (_GENERIC_W,),
+             ("measured equal on small random instances of every preset family (bert, gpt2, llama2-7b, "
+              "mistral-7b); not modelled: unused rows of a position table (RoBERTa's two padding rows) and the "
+              "O(d_model - 1) residual rotations of a pre-LayerNorm model with an untied head",)), None),
+    (Formula("norm-symmetry-dimension", "continuous dimension of G beyond the per-head gauges and bias shifts",
+             "dimension",
+             "group-dimension minus L times (qk-gauge + vo-gauge + key-bias-shift + value-bias-shift + "
+             "ffn-scaling): the symmetries that the norms create and that a gauge-only G leaves out",
+             _P("toolkit", "framework-9", reason="measured: a G without them misses null directions of the "
+                "Jacobian (symtrans group --complete)"),
+             _norm_symmetries, (_GENERIC_W,)), None),
     (Formula("head-permutations", "order of the head-relabelling factor S_H", "order",
              "order of the group of head permutations acting on Q, K, V, O blocks together "
              "(with grouped-query attention: permutations that respect the key/value groups)",

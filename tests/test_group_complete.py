@@ -105,3 +105,28 @@ def test_bad_scope_and_layers():
         measure("gpt2", scope="modle")
     with pytest.raises(SymtransError, match="layers"):
         small_arch("gpt2", layers=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch,layers,sizes", [("bert-base", 1, {}), ("bert-base", 2, {}), ("gpt2", 1, {"n": 7}),
+                                               ("llama2-7b", 1, {}), ("mistral-7b", 2, {})])
+def test_model_scope_measured_equals_G(arch, layers, sizes):
+    _agree(measure(arch, layers=layers, scope="model", sizes=sizes))
+
+
+def test_model_scope_counts_from_an_independent_count():
+    # BERT: every row of word, pos, type may move along 1 (embedding LayerNorm), and a constant may move between
+    # the position table and each of word and type (d_model - 1 new directions each); the embedding norm is one
+    # more boundary for the between-layer factors
+    a = get_arch("bert-base")
+    spec = GroupSpec.from_arch(a)
+    boundary = a.d_model + 2 * a.H * a.d_k + a.H * a.d_v
+    extra = a.vocab_size + a.max_positions + a.type_vocab_size + 2 * (a.d_model - 1) + boundary
+    assert spec.scope_dimension("model") - spec.scope_dimension("layers") == extra
+    # Llama: O(d_model) on the residual stream and the final norm's gains folded into the untied head
+    a = get_arch("llama2-7b")
+    spec = GroupSpec.from_arch(a)
+    assert spec.scope_dimension("model") - spec.scope_dimension("layers") == a.d_model * (a.d_model - 1) // 2 + a.d_model
+    # GPT-2: the tied head reads the word table, so only the position rows move along 1
+    spec = GroupSpec.from_arch("gpt2")
+    assert spec.scope_dimension("model") - spec.scope_dimension("layers") == get_arch("gpt2").max_positions

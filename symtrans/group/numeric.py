@@ -268,7 +268,7 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
             signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
         return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
     f = spec.factor(factor)
-    if f.kind == "continuous" and f.scope in ("layer", "stack"):  # the norm factors: translations, gain scalings
+    if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # norm and embedding factors: translations, gain scalings
         from symtrans.group.spec import lie_element
 
         sizes = spec.factor_sizes(factor)
@@ -420,6 +420,8 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
         L, d = w.n_layers, w.d_model
         for name in names:
             f = spec.factor(name)
+            if not f.tags and f.scope != "data":
+                continue  # structurally absent on this architecture: no tensor to move
             gen = torch.Generator().manual_seed(seed + 1)
             expect = "changes" if f.status == "broken" else "invariant"
             if f.scope == "data":
@@ -442,6 +444,10 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
                 pairs = [sample_element(spec, name, gen, dt) for _ in range(L if f.scope == "layer" else
                                                                        int(spec.boundaries("model")))]
                 element, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
+                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+                target = ref
+            elif f.kind == "continuous":  # embedding factors: the output is unchanged
+                element, kappa = sample_element(spec, name, gen, dt)
                 moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
                 target = ref
             else:

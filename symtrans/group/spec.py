@@ -71,7 +71,7 @@ LAYER_AXES: dict[str, tuple[str, ...]] = {
 MODEL_AXES: dict[str, tuple[str, ...]] = {
     "word": ("vocab", "model"), "pos": ("position", "model"), "type": ("type", "model"),
     "emb_ln_w": ("model",), "emb_ln_b": ("model",),
-    "final_ln_w": ("model",), "final_ln_b": ("model",),
+    "final_ln_w": ("model",), "final_ln_b": ("model",), "lm_head": ("model", "vocab"),
     "X": ("token", "model"),
 }
 #: axis name -> size symbol name
@@ -87,7 +87,8 @@ SCOPE_TEXT: dict[str, str] = {
 }
 
 _HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
-         "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias")
+         "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias",
+         "translate_rows", "translate_rows_neg", "conjugate_gain")
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,9 @@ class AxisTag:
                 "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})",
                 "translate_ones": f"{self.component} 1^T (a multiple of the all-ones row)",
                 "translate_neg": f"-{self.component}",
+                "translate_rows": f"{self.component} to every row",
+                "translate_rows_neg": f"-{self.component} to every row",
+                "conjugate_gain": f"left by diag({self.via})^-1 {self.component}^-1 diag({self.via})",
                 "hyperplane_weight": f"(1/{self.via})^T {self.component}",
                 "hyperplane_bias": f"-<{vias[-1]}, 1/{vias[0]}> {self.component}"}[self.how]
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
@@ -427,7 +431,7 @@ class GroupSpec:
             raise SymtransError(f"{a.name}: the group of a model with {feature} is not modelled: {reason}")
         factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
         if not missing:
-            factors += _model_factors(a)
+            factors += _model_factors(a) + _embedding_factors(a)
         return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
 
     def factor(self, name: str) -> Factor:
@@ -566,7 +570,9 @@ class GroupSpec:
             return [d_v] * kv
         if name == "ffn-scaling":
             return [int(a.d_ff)]
-        if f.scope in ("layer", "stack") and f.kind == "continuous":
+        if name == "residual-rotation":
+            return [int(a.d_model) * (int(a.d_model) - 1) // 2]
+        if f.scope in ("layer", "stack", "model") and f.kind == "continuous":
             return [shape[0] if comp == "D" else shape[0] * shape[1]
                     for comp, count, shape in _pieces(self, name) for _ in range(count)]
         return [int(self._value(f.dimension))]
@@ -907,6 +913,89 @@ def _hyperplane(a: Architecture, which: str, scope: str, norm: str, name: str, o
         "one row v_W per reader W (width = its output width)" + ("; one per boundary between layers" if scope == "stack" else ""))
 
 
+def _has_head(a: Architecture) -> bool:
+    """Causal language models end in an output head on the ``model`` scope."""
+    return a.attention == "causal"
+
+
+def _embedding_factors(a: Architecture) -> list[Factor]:
+    """Continuous symmetries that only the ``model`` scope has (embedding tables, output head)."""
+    ln = a.norm == "layernorm"
+    post = a.norm_placement == "post"
+    head = _has_head(a)
+    tied = head and a.tied_lm_head
+    tables = [t for t in ("word", "pos", "type") if t in model_tensor_names(a)]
+    # a write along the all-ones row is invisible when every reader of the first hidden state is a LayerNorm
+    centred = ln and (a.embedding_norm if post else a.final_norm or a.embedding_norm)
+    free = [t for t in tables if not (t == "word" and tied)]
+    sizes = {"word": S["vocab_size"], "pos": S["max_positions"], "type": sp.Integer(a.type_vocab_size)}
+    f: list[Factor] = []
+    tags = tuple(AxisTag(t, 1, "embedding-centring-shift", "add", "translate_ones", f"c_{t}", scope="model")
+                 for t in free) if centred else ()
+    f.append(Factor(
+        "embedding-centring-shift", "continuous", "model",
+        "per-row translations of the embedding tables along the all-ones row",
+        sp.Add(*[sizes[t] for t in free]) if free else sp.Integer(0), None, tags,
+        (Breaking("no centring norm reads the embeddings", "breaks",
+                  "only a LayerNorm (mean subtracted) makes a write along the all-ones row invisible", not centred),),
+        "LN(x + c 1) = LN(x): every row of a table read only through LayerNorms may move along 1"
+        + ("; the word table is also the tied output head, whose logits would move" if tied else ""),
+        "one scalar per row of " + ", ".join(free)))
+    pairs = [t for t in free if t != "pos"] if "pos" in tables else []
+    dim = sp.Integer(0)
+    ttags: list[AxisTag] = []
+    for t in pairs:
+        dim += S["d_model"] - (1 if centred else 0)
+        ttags += [AxisTag(t, 1, "embedding-translation", "add", "translate_rows", f"a_{t}", scope="model"),
+                  AxisTag("pos", 1, "embedding-translation", "add", "translate_rows_neg", f"a_{t}", scope="model")]
+    f.append(Factor(
+        "embedding-translation", "continuous", "model",
+        "translations moved between the position table and the other embedding tables",
+        dim, None, tuple(ttags),
+        (Breaking("no second table to trade with", "breaks",
+                  "the sum word[t] + pos[i] (+ type[s]) is all that is read: a constant moves between tables only "
+                  "when there is a learned position table and another table that no output head reads",
+                  not pairs),),
+        "word[t] + a + pos[i] - a = word[t] + pos[i]" + (" (a along 1 is already an embedding-centring shift, so "
+                                                         "d_model - 1 new directions per table)" if centred else ""),
+        "a_t in R^{d_model} per table traded with the position table"))
+    untied = head and not a.tied_lm_head and a.final_norm and a.norm_placement == "pre"
+    sc = [AxisTag("final_ln_w", 0, "final-norm-scaling", "right", "element", "D", scope="model"),
+          AxisTag("lm_head", 0, "final-norm-scaling", "left", "inverse", "D", scope="model")]
+    if ln:
+        sc.insert(1, AxisTag("final_ln_b", 0, "final-norm-scaling", "right", "element", "D", scope="model"))
+    f.append(Factor(
+        "final-norm-scaling", "continuous", "model", "diagonal rescalings of the final norm, undone by the output head",
+        S["d_model"], None, tuple(sc) if untied else (),
+        (Breaking("no untied output head after a final norm", "breaks",
+                  "the final norm's output is the scope's output (encoders) or is read by the tied word table",
+                  not untied),),
+        "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
+        "D = diag(s), s_i != 0"))
+    rot_ok = untied and a.norm == "rmsnorm" and a.positional in ("rotary", "none") and not a.type_vocab_size
+    rtags: list[AxisTag] = [AxisTag("word", 1, "residual-rotation", "right", "element", "Q", scope="model")]
+    for t, ax, ix in (("W_O", 2, "head"), ("W_out", 1, None)):
+        rtags.append(AxisTag(t, ax, "residual-rotation", "right", "element", "Q", index=ix))
+    readers = [("W_Q", 1, "head", "ln1_w"), ("W_K", 1, "kv", "ln1_w"), ("W_V", 1, "kv", "ln1_w"),
+               ("W_in", 0, None, "ln2_w")] + ([("W_gate", 0, None, "ln2_w")] if a.ffn == "gated" else [])
+    for t, ax, ix, g in readers:
+        rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+    rtags.append(AxisTag("lm_head", 0, "residual-rotation", "left", "conjugate_gain", "Q", via="final_ln_w",
+                         scope="model"))
+    f.append(Factor(
+        "residual-rotation", "continuous", "model", "orthogonal maps of the residual stream (O(d_model))",
+        S["d_model"] * (S["d_model"] - 1) / 2, None, tuple(rtags) if rot_ok else (),
+        (Breaking("not a pre-RMSNorm model with an untied head and no position table", "breaks",
+                  "RMSNorm(x Q) = RMSNorm(x) Q needs Q orthogonal and no centring; the gains are folded into "
+                  "the readers (W -> diag(gamma)^-1 Q^-1 diag(gamma) W), which a tied head, a post-norm "
+                  "residual or an added position table cannot absorb", not rot_ok),),
+        "RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q: writers (word, W_O, W_out) take Q, every reader "
+        "diag(gamma)^-1 Q^-1 diag(gamma), so every hidden state becomes X Q and every norm output is unchanged "
+        "after its reader",
+        "Q in O(d_model)"))
+    return f
+
+
 def _data_factors(a: Architecture) -> list[Factor]:
     pos = a.positional != "none"
     causal = a.attention == "causal"
@@ -1027,19 +1116,25 @@ def _dot(a: Any, b: Any) -> Any:
 def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
                  which: Any, head: int | None = None) -> Any:
     how = tag.how
+    inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
     if how == "translate":
         return block + g
     if how == "translate_neg":
         return block - g
     if how == "translate_ones":
         return block + g @ _ones_like_row(block)
+    if how in ("translate_rows", "translate_rows_neg"):
+        ones = sp.ones(block.shape[0], 1) if _is_sympy(block) else block.new_ones(block.shape[0], 1)
+        return block + (1 if how == "translate_rows" else -1) * (ones @ g)
+    if how == "conjugate_gain":
+        gain = original[tag.via]
+        return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
     if how in ("hyperplane_weight", "hyperplane_bias"):
         names = tag.via.split(",")
         inv_gain = _reciprocal(original[names[0]])
         if how == "hyperplane_weight":
             return block + inv_gain.T @ g
         return block - _dot(original[names[1]], inv_gain) * g
-    inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
     if how == "conjugate_diagonal":
         return _diagonal_row(inverse() @ _diag(block) @ g)
     if how == "translate_image":
@@ -1208,6 +1303,16 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         return out
     if name.endswith("bias-transfer"):
         return [("t", 1, (1, d))]
+    if name == "embedding-centring-shift":
+        rows = {"word": int(a.vocab_size), "pos": int(a.position_table or a.max_positions),
+                "type": int(a.type_vocab_size)}
+        return [(t.component, 1, (rows[t.tensor], 1)) for t in f.tags]
+    if name == "embedding-translation":
+        return [(t.component, 1, (1, d)) for t in f.tags if t.how == "translate_rows"]
+    if name == "final-norm-scaling":
+        return [("D", 1, (d, d))]
+    if name == "residual-rotation":
+        return [("A", 1, (d, d))]
     if name.endswith("-scaling") and name.startswith("ln"):
         return [("D", 1, (d, d))]
     if name.endswith("input-hyperplane"):
@@ -1242,6 +1347,13 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[st
     for comp, count, shape in _pieces(spec, factor):
         if comp == "D":
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
+            continue
+        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
+            k = shape[0]
+            A = torch.zeros(k, k, dtype=torch.float64)
+            iu = torch.triu_indices(k, k, 1)
+            A = A.index_put((iu[0], iu[1]), nxt())
+            out["Q"] = torch.linalg.matrix_exp(A - A.T)
             continue
         blocks = [nxt().reshape(shape) for _ in range(count)]
         out[comp] = blocks if count > 1 else blocks[0]
