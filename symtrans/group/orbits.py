@@ -7,8 +7,9 @@ W_K^g A^T = 0, u = b_K^g A^T}``, of dimension ``(d_k - r_Q)(d_k - r_K)`` with
 ``r_Q = rank [W_Q^h; b_Q^h]_h`` and ``r_K = rank W_K^g``; that of
 (vo-gauge x value-bias-shift) is ``{(B, v): W_V^g B = 0, B W_O^h = 0 for all h,
 v = -b_V^g B}``, of dimension ``(d_v - r_V)(d_v - r_O)``. Generically every rank
-is full and the orbit has the full dimension of the group
-(:meth:`GroupSpec.layer_dimension`). Numerically the orbit dimension is the
+is full and the orbit has the full dimension of these factors (the norm
+factors act on other tensors; their dimension is measured on a whole scope by
+:mod:`symtrans.group.complete`). Numerically the orbit dimension is the
 rank of the infinitesimal action (the Jacobian of ``g -> g . w`` at the
 identity), assembled per key/value head from QR factors of the blocks (same
 singular values as the full Jacobian's rows it replaces), decided by
@@ -46,8 +47,11 @@ S = SYMBOLS
 r_Q, r_K, r_V, r_O = sp.symbols("r_Q r_K r_V r_O", integer=True, nonnegative=True)
 
 
+_ORBIT_FACTORS = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "ffn-scaling")
+
+
 def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
-    """Orbit dimension of one layer under the continuous per-layer factors: group dim - stabiliser dim.
+    """Orbit dimension of one layer under the attention gauges and bias shifts: group dim - stabiliser dim.
 
     ``r_Q, r_K, r_V, r_O`` are the per-head ranks named in the module docstring
     (the formula sums the stabiliser over key/value heads, shown for equal ranks).
@@ -57,15 +61,17 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     >>> f = orbit_dimension_formula("bert-base")
     >>> f["expression"]
     H*d_k**2 + H*d_k + H*d_v**2 + H*d_v - H*(d_k - r_K)*(d_k - r_Q) - H*(d_v - r_O)*(d_v - r_V)
-    >>> f["generic_value"] == GroupSpec.from_arch("bert-base").layer_dimension()
-    True
+    >>> f["generic_value"]
+    99840
     """
     spec = GroupSpec.from_arch(arch, strict=False)
     a = spec.arch
     if a.positional == "rotary":
         raise SymtransError("orbit dimensions under rotary positions are not modelled (commutant action)")
     kv = S["H"] if a.H_kv == a.H else S["H_kv"]
-    group = spec.layer_expression()
+    # the attention gauges and bias shifts (and FFN scalings where unbroken); the norm factors act on other
+    # tensors and are measured by symtrans.group.complete
+    group = sp.Add(*[spec.factor(n).effective_dimension for n in _ORBIT_FACTORS if n in spec.names()])
     stab = kv * (S["d_k"] - r_Q) * (S["d_k"] - r_K) + kv * (S["d_v"] - r_V) * (S["d_v"] - r_O)
     generic = {r_Q: S["d_k"], r_K: S["d_k"], r_V: S["d_v"], r_O: S["d_v"]}
     expr = group - stab
