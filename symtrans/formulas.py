@@ -583,7 +583,11 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              "(symtrans group --complete)",
              _P("toolkit", "framework-9", reason="the paper's G is not in the text we hold; the toolkit's G is "
                 "completed until it matches the measured stabiliser"),
-             _group_scope("layers"), (_GENERIC_W + ": the stabiliser of a generic point is G's identity component",),
+             _group_scope("layers"), (_GENERIC_W + ": the stabiliser of a generic point is G's identity component",
+                                      "d_v < d_model (as in every model with H >= 2 and H d_v = d_model): with "
+                                      "d_v >= d_model a head's W_O reaches the all-ones row and, at each boundary "
+                                      "between post-LN layers, one W_V hyperplane move is also a gauge plus "
+                                      "centring move, so the count is one too high per head and boundary"),
              ("includes the norm factors (centring shifts, bias transfers, reader hyperplanes, gain scalings) "
               "that the per-head gauges leave out; see norm-symmetry-dimension",)), None),
     (Formula("group-dimension-model", "continuous dimension of G on the model scope", "dimension",

@@ -47,11 +47,22 @@ def test_every_family_one_to_three_layers(arch, layers):
     ("gpt2", dict(d_model=5, H=2, d_k=3, d_v=2, d_ff=4, n=6)),
     ("llama2-7b", dict(d_model=8, H=2, d_k=4, d_v=4, d_ff=3, n=6)),  # two rotary frequencies per head
     ("mistral-7b", dict(d_model=7, H=4, H_kv=2, d_k=4, d_v=3, d_ff=3, n=6)),
-    ("bert-base", dict(d_model=5, H=1, d_k=4, d_v=5, d_ff=2, n=7)),
+    ("bert-base", dict(d_model=6, H=1, d_k=4, d_v=5, d_ff=2, n=7)),
 ])
 def test_random_small_configs(arch, sizes):
     for layers in (1, 2):
         _agree(measure(arch, layers=layers, sizes=sizes))
+
+
+@pytest.mark.slow
+def test_count_assumes_heads_narrower_than_the_residual():
+    """Boundary of the formula: with d_v = d_model a head's W_O reaches the all-ones row, and at each boundary
+    the W_V hyperplane move equals a vo-gauge plus centring and value-bias moves: G counts one direction twice."""
+    sizes = dict(d_model=5, H=1, d_k=4, d_v=5, d_ff=2, n=7)
+    for layers in (1, 2):
+        r = measure("bert-base", layers=layers, sizes=sizes)
+        assert r["record"]["clear"] and r["unexplained"] == [] and r["tangent_invariance"] < 1e-12
+        assert r["measured_dimension"] == r["tangent_rank"] == r["group_dimension"] - (layers - 1)
 
 
 def test_the_paper_group_leaves_directions_unexplained():
