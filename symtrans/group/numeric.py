@@ -533,11 +533,14 @@ def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
     for f in spec.factors:
         if factors is not None and f.name not in factors:
             continue
+        if (not f.tags and f.scope != "data") or (f.scope == "model" and f.kind == "continuous"):
+            continue  # absent here, or acting on embedding tables this forward (token rows X in) does not have
         gen = torch.Generator().manual_seed(seed + 7)
         expect = "changes" if f.status == "broken" else "invariant"
         the_tags = (tags or {}).get(f.name)
-        if f.scope == "layer":
-            pairs = [sample_element(spec, f.name, gen, dt) for _ in range(int(arch.L))]
+        if f.scope in ("layer", "stack"):
+            count = int(arch.L) if f.scope == "layer" else int(spec.boundaries("model"))
+            pairs = [sample_element(spec, f.name, gen, dt) for _ in range(count)]
             el, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
             moved = model_forward(act(spec, params, f.name, el, tags=the_tags), feat, be)
             target = ref
