@@ -34,3 +34,12 @@ def test_errors_are_one_line_exit_2(capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("symtrans: error:") and err.count("\n") == 1
+
+
+def test_pre_ln_and_llama_style_groups_print_both_scopes(capsys):
+    for arch in ("gpt2", "llama2-7b"):
+        assert main(["group", "--arch", arch]) == 0
+        out = capsys.readouterr().out
+        spec = GroupSpec.from_arch(arch)
+        assert f"(scope layers): {int(spec.total_dimension()):,}" in out
+        assert f"= {int(spec.scope_dimension('model')):,}" in out and "token ids in" in out
