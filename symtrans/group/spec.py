@@ -221,7 +221,7 @@ class Factor:
 
     name: str
     kind: str  # "continuous" | "discrete"
-    scope: str  # "layer" | "model" | "data"
+    scope: str  # "layer" | "stack" (between consecutive layers) | "model" | "data"
     group: str  # the group, in words
     dimension: sp.Expr | None
     order: sp.Expr | None
