@@ -72,3 +72,12 @@ def test_relu_scaling_certified_but_negative_scale_refused():
 def test_unknown_breaking_feature_is_an_error():
     with pytest.raises(SymtransError, match="no breaking feature"):
         witness("bert-base", "S_H", "causal mask")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["gpt2", "mistral-7b"])
+def test_pre_norm_families_every_factor_certified(arch):
+    certs = certify_all(arch, lemmas=False)
+    assert certs and all(c.ok for c in certs), [c.line() for c in certs if not c.ok]
+    names = {c.factor for c in certs if c.kind == "invariance"}
+    assert {"ln1-scaling", "ln2-scaling"} <= names

@@ -476,7 +476,7 @@ def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Arch
 
     if feature == "grouped-query attention":
         if factor == "S_H":
-            a = small(H=4, H_kv=2, d_k=1, d_v=1)
+            a = small(H=4, H_kv=2, d_k=2 if base.positional == "rotary" else 1, d_v=1)  # rotary: even d_k
             return a, ("a query-head swap across key/value groups (pi = (1 2), kappa = id)",
                        {"pi": [0, 2, 1, 3], "kappa": [0, 1]}), _loose(a)
         a = small(H=2, H_kv=1)
