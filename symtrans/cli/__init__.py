@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from symtrans import __version__
 from symtrans.errors import SymtransError
@@ -75,23 +76,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits
+    if argv == ["--version"]:  # at once: nothing else is imported
+        print(f"symtrans {__version__}")
+        return 0
+    sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
     command = next((a for a in argv if not a.startswith("-")), None)
+    stdout = sys.stdout
+    sys.stdout = _TerminalSafe(stdout)  # names from config files cannot drive the terminal
     try:
         parser = build_parser(command if command in COMMAND_MODULES else None)
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 0
+        from symtrans.validate import check_args
+
+        check_args(args)  # every argument, before heavy imports or computation
         return int(args.func(args) or 0)
     except SymtransError as err:
+        from symtrans.validate import terminal_safe
+
         msg = str(err)
         if not msg.startswith("symtrans"):
             msg = f"symtrans: error: {msg}"
-        print(msg.splitlines()[0] if msg else "symtrans: error", file=sys.stderr)
+        line = msg.splitlines()[0] if msg else "symtrans: error"
+        print(terminal_safe(line[:2000]), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("symtrans: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        sys.stdout = stdout
+
+
+class _TerminalSafe:
+    """A text stream wrapper escaping control characters (ANSI escapes, C1, bidi overrides) in writes."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from symtrans.validate import terminal_safe
+
+        self._stream.write(terminal_safe(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

@@ -61,6 +61,13 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from symtrans.outdir import DirLock
+
+    with DirLock(args.out):  # held from the first check to the last write: a second run into DIR is refused
+        return _report_locked(args)
+
+
+def _report_locked(args: argparse.Namespace) -> int:
     from symtrans.report import build_report, check_output_dir, parse_formats, write_report
 
     formats = parse_formats(args.format)

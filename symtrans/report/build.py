@@ -186,20 +186,17 @@ def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
     ...
     symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
     """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "report.json"
-    if not p.is_file():
-        raise SymtransError(f"{path}: no such file (pass an earlier report.json)")
+    from symtrans.validate import read_previous
+
+    records = read_previous(path)  # bounded, strict JSON, field types checked before any producer runs
+    out: dict[str, list[Evidence]] = {}
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-        out: dict[str, list[Evidence]] = {}
-        for c in doc["claims"]:
-            out[c["id"]] = [Evidence.from_dict(e) for e in c.get("evidence", [])]
-        return out
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise SymtransError(f"{p}: not a symtrans report.json ({type(err).__name__}: "
+        for cid, evs in records:
+            out[cid] = [Evidence.from_dict(e) for e in evs]
+    except (KeyError, TypeError, ValueError) as err:
+        raise SymtransError(f"{path}: not a symtrans report.json ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
+    return out
 
 
 def _check_producers(graph: ClaimGraph) -> None:
