@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "certify_claims"]
@@ -71,7 +72,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
     out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed)
     if args.format == "json":
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps_strict(out, indent=2, default=str))
         return 0
     for claim in out["claims"]:
         print(f"{claim['id']}: {claim['verdict']}")

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "numeric_producers", "run_checks"]
@@ -123,7 +124,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     evidence = run_checks(ctx, args.claims, progress=args.format == "text" and sys.stderr.isatty())
     total = time.perf_counter() - start
     if args.format == "json":
-        print(json.dumps({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
+        print(dumps_strict({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
                           "dtype": args.dtype, "seconds": total,
                           "evidence": [e.to_dict() for e in evidence]}, indent=2, default=str))
         return 0

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 
 __all__ = ["register", "factor_lines"]
 
@@ -110,7 +111,7 @@ def _cmd_group(args: argparse.Namespace) -> int:
         certs = certify_all(spec.arch)
         data["certificates"] = [c.to_dict() for c in certs]
     if args.format == "json":
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps_strict(data, indent=2, default=str))
     else:
         lines = factor_lines(data) + _pairing_lines(data["pairing"])
         if certs:
@@ -144,7 +145,7 @@ def _verify(args: argparse.Namespace) -> int:
                        | {"n": n_fib, "margin_decades": ffn["rank"]["margin"],
                           "margin_default_cut": ffn["rank_default_cut"]["margin"]}}}
     if args.format == "json":
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps_strict(data, indent=2, default=str))
         return 0 if ok else 1
     lines = [f"numeric checks of G on {w.arch.name} (weights {w.weights_hash[:12]}, n={args.n}); "
              "the output is the last hidden state; max_rel_change = max|out' - target| / max|out|", ""]

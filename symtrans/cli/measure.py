@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 
 __all__ = ["register", "run_measure", "render_text", "write_plots"]
 
@@ -121,7 +122,7 @@ def _cmd_measure(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = report.to_dict()
         data["plots"] = [str(p) for p in written]
-        print(json.dumps(data, indent=1))
+        print(dumps_strict(data, indent=1))
     else:
         print(render_text(report))
         for p in written:
