@@ -371,7 +371,8 @@ def confined_file(directory: str | os.PathLike[str], name: Any, what: str) -> Pa
     """``directory / name`` if ``name`` is a relative path that stays inside ``directory``.
 
     Refused: non-strings, empty names, absolute paths, ``..`` components, NUL
-    bytes, and symbolic links that resolve outside the directory.
+    bytes, and symbolic links that resolve outside the directory (except, in a
+    Hugging Face cache snapshot, into that repository's ``blobs/``).
 
     Examples
     --------
@@ -394,7 +395,10 @@ def confined_file(directory: str | os.PathLike[str], name: Any, what: str) -> Pa
     base = Path(directory)
     path = base / name
     real, root = os.path.realpath(path), os.path.realpath(base)
-    if os.path.commonpath([real, root]) != root:
+    roots = [root]
+    if Path(root).parent.name == "snapshots":  # Hugging Face cache: snapshot files link into the repo's blobs/
+        roots.append(str(Path(root).parent.parent / "blobs"))
+    if not any(os.path.commonpath([real, r]) == r for r in roots):
         raise SymtransError(f"{what} {terminal_safe(repr(name))[:120]}: resolves outside the model directory "
                             "(a symbolic link?)")
     return path
