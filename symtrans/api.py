@@ -411,6 +411,7 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
     """
     if run:
         return ProofGraph(_build(model, n, seed, dtype, device))
+    _context(None, n, seed, dtype, device)  # the same argument checks when nothing runs
     import datetime as _dt
 
     from symtrans import __version__

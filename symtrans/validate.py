@@ -457,8 +457,20 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
         raise SymtransError(f"{shown}: no config.json in the model directory")
     _regular_file(cfg, "config", CONFIG_MAX_BYTES)
     names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.pt", "model.bin")
-    if not any((p / n).exists() for n in names):
+    if not any((p / n).exists() or (p / n).is_symlink() for n in names):
         raise SymtransError(f"{shown}: no model.safetensors (or shard index) found")
+    single, index = p / names[0], p / names[1]
+    if single.exists() or single.is_symlink():
+        confined_file(p, single.name, "shard")
+    elif index.exists() or index.is_symlink():  # the shard list: read now, so a bad one is refused at once
+        confined_file(p, index.name, "shard index")
+        doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
+        wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+            raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "
+                                "non-empty object mapping tensor names to file names)")
+        for shard in sorted(set(wmap.values())):
+            confined_file(p, shard, "shard")
     return spec
 
 
