@@ -397,3 +397,20 @@ def test_report_json_is_strict(tmp_path):
     (tmp_path / "report.json").write_text(text)
     back = load_previous(tmp_path / "report.json")[cid]
     assert back[0].margin == math.inf and math.isnan(back[0].seconds)
+
+
+# ------------------------------------------------------------------ the cheap claim-id lists
+def test_cheap_claim_lists_match_the_registry():
+    """validate's constant id lists (used to refuse unknown claims before any import) equal the registry's."""
+    from proofs import claim_ids
+
+    from symtrans.cli.check import numeric_producers
+    from symtrans.evidence import PRODUCERS, producers_for
+    from symtrans.validate import ALL_CLAIMS, CERTIFIED_CLAIMS, CHECKED_CLAIMS
+
+    assert tuple(claim_ids()) == ALL_CLAIMS
+    assert tuple(sorted({p.claim for p in numeric_producers()})) == CHECKED_CLAIMS
+    producers_for("")
+    certified = sorted(c for c, ps in PRODUCERS.items()
+                       if any(p.func.__module__ == "symtrans.certify.producers" for p in ps))
+    assert tuple(certified) == CERTIFIED_CLAIMS
