@@ -173,21 +173,19 @@ def check_dtype(dtype: Any, name: str = "dtype") -> str:
 
 
 def check_text(text: Any, name: str = "--text") -> str | None:
-    """A non-empty string of at most :data:`MAX_TEXT_CHARS` characters, or ``None``.
+    """A string of at most :data:`MAX_TEXT_CHARS` characters, or ``None`` (its tokens are checked later).
 
     Examples
     --------
-    >>> check_text("")
+    >>> check_text(b"hi")
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: --text: empty text
+    symtrans.errors.SymtransError: --text: expected a string, got bytes
     """
     if text is None:
         return None
     if not isinstance(text, str):
         raise SymtransError(f"{name}: expected a string, got {type(text).__name__}")
-    if not text.strip():
-        raise SymtransError(f"{name}: empty text")
     if len(text) > MAX_TEXT_CHARS:
         raise SymtransError(f"{name}: {len(text)} characters; at most {MAX_TEXT_CHARS} are accepted")
     return text

@@ -217,7 +217,7 @@ ARG_CASES = [
     (["measure", "--depth", "100000000"], "at most 1024"),
     (["measure", "--depth", "1024", "--n", "512", "--variant", "all"], "GiB"),
     (["measure", "--layer-index", "6"], "6 layers"),
-    (["measure", "--text", ""], "empty text"),
+    (["measure", "--text", "x" * (1 << 20 + 1)], "characters; at most"),
     (["report", "--model", "none", "--n", "1000000000"], "at most"),
     (["report", "--model", "default", "--n", "1000000000"], "at most"),
     (["report", "--device", "<script>"], "expected cpu, cuda"),

@@ -147,9 +147,9 @@ def test_bad_sequences(ckpt):
 @pytest.mark.parametrize("argv,needle", [
     (["--model", "/no/such/dir"], "no such model directory"),
     (["--n", "1"], "n must be at least 2"),
-    (["--n", "600"], "exceeds the model's 512 positions"),
+    (["--n", "600"], "the model has 512 positions"),
     (["--text", " \t "], "tokenizes to no content tokens"),
-    (["--depth", "0"], "--depth must be at least 1"),
+    (["--depth", "0"], "--depth 0: must be at least 1"),
 ])
 def test_cli_errors_are_one_line_exit_2(capsys, argv, needle):
     assert main(["measure", *argv]) == 2
