@@ -727,7 +727,9 @@ def check_args(args: Any) -> None:
         check_dtype(get("dtype"), "--dtype")
     if get("text") is not None:
         check_text(get("text"))
-    if get("depth") is not None:
+    if get("depth") is not None and command == "claims":  # edges of the proof graph
+        check_int(get("depth"), "--depth", 0, MAX_SIZE)
+    elif get("depth") is not None:
         check_int(get("depth"), "--depth", 1, MAX_DEPTH, "every state of the stack is kept")
     if get("layer_index") is not None:
         check_int(get("layer_index"), "--layer-index", 0)
