@@ -766,3 +766,9 @@ def check_args(args: Any) -> None:
                                     f"(at most {MAX_STATE_BYTES >> 30} GiB; lower --depth or --n)")
     if get("previous") is not None:
         read_previous(get("previous"))
+    if get("plots") is not None:  # measure --plots DIR: refused now, not after the measurement
+        plots = Path(get("plots"))
+        if plots.exists() and not plots.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: a file is in the way (pass a directory)")
+        if not plots.exists() and not plots.absolute().parent.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: its parent directory does not exist")
