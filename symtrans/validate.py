@@ -551,17 +551,19 @@ def terminal_safe(text: str, keep_newlines: bool = True) -> str:
 
 
 def finite_json(obj: Any) -> Any:
-    """Map non-finite floats to the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"`` (recursively).
+    """Map non-finite floats to the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (recursively).
+
+    The spelling of :func:`symtrans.evidence.strict_float`, so every output uses one.
 
     Examples
     --------
     >>> finite_json({"m": float("inf"), "l": [float("nan"), 1.5, -float("inf")]})
-    {'m': 'Infinity', 'l': ['NaN', 1.5, '-Infinity']}
+    {'m': 'inf', 'l': ['nan', 1.5, '-inf']}
     """
     if isinstance(obj, float):
         if math.isfinite(obj):
             return obj
-        return "NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")
+        return "nan" if obj != obj else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, dict):
         return {k: finite_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -575,7 +577,7 @@ def dumps_strict(obj: Any, **kwargs: Any) -> str:
     Examples
     --------
     >>> dumps_strict({"margin": float("inf")})
-    '{"margin": "Infinity"}'
+    '{"margin": "inf"}'
     """
     default = kwargs.pop("default", None)
     if default is not None:  # resolve non-JSON values first, so their floats are mapped too
@@ -584,7 +586,7 @@ def dumps_strict(obj: Any, **kwargs: Any) -> str:
 
 
 # ----------------------------------------------------------------- an earlier report.json
-_NONFINITE = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+_NONFINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
 _STR, _OPT_STR, _DICT = (str,), (str, type(None)), (dict,)
 _NUM = (int, float, type(None))
 #: field -> accepted JSON types of an evidence record in report.json (docs/json-schemas.md)
@@ -593,7 +595,8 @@ _EVIDENCE_TYPES: dict[str, tuple[type, ...]] = {
     "margin_meaning": _STR, "tolerance": (dict, type(None)), "dtype": _OPT_STR, "inputs": _DICT,
     "model": _OPT_STR, "weights_hash": _OPT_STR, "seed": (int, type(None)), "versions": _DICT,
     "toolkit_version": _STR, "details": _DICT, "counterexample": (dict, type(None)),
-    "violated_hypothesis": _OPT_STR, "seconds": _NUM, "timestamp": _STR,
+    "violated_hypothesis": _OPT_STR, "seconds": _NUM, "timestamp": _STR, "reading": _OPT_STR,
+    "scope": (dict, type(None)), "hypothesis_checks": (list, type(None)), "context": (dict, type(None)),
 }
 
 
@@ -604,13 +607,13 @@ def _number_field(value: Any) -> Any:
 def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]]]:
     """Check the shape and field types of a parsed ``report.json``; return ``(claim id, evidence dicts)``.
 
-    Numbers written as ``"Infinity"``, ``"-Infinity"`` or ``"NaN"`` (strict
-    JSON, see :func:`finite_json`) are turned back into floats.
+    Numbers written as ``"inf"``, ``"-inf"`` or ``"nan"`` (strict JSON, see
+    :func:`finite_json`) are turned back into floats.
 
     Examples
     --------
     >>> ev = {"claim": "c", "producer": "p", "kind": "numeric", "verdict": "supported", "summary": "s",
-    ...       "margin": "Infinity"}
+    ...       "margin": "inf"}
     >>> check_previous({"claims": [{"id": "c", "evidence": [ev]}]}, "r.json")[0][1][0]["margin"]
     inf
     >>> check_previous({"claims": [{"id": "c", "evidence": [dict(ev, seed="0")]}]}, "r.json")
@@ -653,6 +656,18 @@ def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]
                         or not isinstance(tol.get("relative_to", ""), (str, type(None)))):
                     raise bad(f"claims[{i}].evidence[{j}].tolerance: expected {{value, reason, relative_to}}")
                 e["tolerance"] = tol
+            scope = e.get("scope")
+            if scope is not None and not (isinstance(scope.get("kind"), str)
+                                          and isinstance(scope.get("description", ""), str)
+                                          and isinstance(scope.get("instances") or [], list)):
+                raise bad(f"claims[{i}].evidence[{j}].scope: expected {{kind, description, instances}}")
+            for h, hc in enumerate(e.get("hypothesis_checks") or []):
+                if (not isinstance(hc, dict) or not isinstance(hc.get("name"), str)
+                        or not isinstance(hc.get("holds"), (bool, type(None)))
+                        or not isinstance(_number_field(hc.get("margin")), _NUM) or isinstance(hc.get("margin"), bool)
+                        or not isinstance(hc.get("detail", ""), str)):
+                    raise bad(f"claims[{i}].evidence[{j}].hypothesis_checks[{h}]: expected {{name, holds, margin, "
+                              "detail}")
             if e["kind"] not in ("symbolic", "numeric"):
                 raise bad(f"claims[{i}].evidence[{j}].kind: expected 'symbolic' or 'numeric'")
             records.append(e)

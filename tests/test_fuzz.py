@@ -135,7 +135,8 @@ evidence_fields = st.fixed_dictionaries(
      "verdict": st.sampled_from(["supported", "fails", "inconclusive", "not-run"]), "summary": st.just("s")},
     optional={k: json_values for k in ("margin", "tolerance", "seed", "inputs", "model", "weights_hash",
                                        "seconds", "details", "counterexample", "violated_hypothesis", "timestamp",
-                                       "dtype", "versions", "toolkit_version", "margin_meaning")})
+                                       "dtype", "versions", "toolkit_version", "margin_meaning", "reading",
+                                       "scope", "hypothesis_checks", "context")})
 reports = st.one_of(json_values, st.builds(lambda evs: {"claims": [{"id": "thm-4.2", "evidence": evs}]},
                                            st.lists(evidence_fields, max_size=3)))
 

@@ -393,7 +393,7 @@ def test_report_json_is_strict(tmp_path):
     rep.statuses[cid] = dataclasses.replace(rep.statuses[cid], evidence=(EvidenceEntry(ev),))
     text = render(rep, ["json"])["report.json"]
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
-    assert '"margin": "Infinity"' in text and '"seconds": "NaN"' in text
+    assert '"margin": "inf"' in text and '"seconds": "nan"' in text
     (tmp_path / "report.json").write_text(text)
     back = load_previous(tmp_path / "report.json")[cid]
     assert back[0].margin == math.inf and math.isnan(back[0].seconds)
