@@ -113,10 +113,14 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     if not parent.is_dir():
         raise SymtransError(f"{terminal_safe(str(parent))}: no such directory to hold the report")
     try:  # a real probe: os.access says yes to root even on /proc
-        os.rmdir(tempfile.mkdtemp(prefix=f".{path.name}.probe-", dir=parent))
+        probe = tempfile.mkdtemp(prefix=f".{path.name}.probe-", dir=parent)
     except OSError as err:
         raise SymtransError(f"{terminal_safe(str(parent))}: cannot create the report there "
                             f"({err.strerror or type(err).__name__})") from None
+    try:
+        os.rmdir(probe)
+    except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
+        pass
     return path
 
 
@@ -224,6 +228,12 @@ def recover(path: str | os.PathLike[str]) -> list[str]:
             shutil.rmtree(p, ignore_errors=True)
             if not p.exists():
                 done.append(f"removed {p.name}")
+    for p in _siblings(path, "probe"):  # empty directories only: a probe is never anything else
+        try:
+            os.rmdir(p)
+            done.append(f"removed {p.name}")
+        except OSError:
+            pass
     return done
 
 
