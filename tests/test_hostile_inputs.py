@@ -414,3 +414,15 @@ def test_cheap_claim_lists_match_the_registry():
     certified = sorted(c for c, ps in PRODUCERS.items()
                        if any(p.func.__module__ == "symtrans.certify.producers" for p in ps))
     assert tuple(certified) == CERTIFIED_CLAIMS
+
+
+def test_tokenizer_from_dev_zero_refused(tmp_path, capsys):
+    """measure --text reads the model's tokenizer.json through the bounded reader too."""
+    d = _model(tmp_path)
+    try:
+        os.link(_bundled() / "model.safetensors", d / "model.safetensors")
+    except OSError:
+        shutil.copy(_bundled() / "model.safetensors", d / "model.safetensors")
+    os.symlink("/dev/zero", d / "tokenizer.json")
+    err = _refused(capsys, ["measure", "--model", str(d), "--text", "hello world"], seconds=60)
+    assert "not a regular file" in err or "outside the model directory" in err, err
