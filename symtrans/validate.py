@@ -749,8 +749,8 @@ def check_args(args: Any) -> None:
     if get("layer_index") is not None:
         check_int(get("layer_index"), "--layer-index", 0)
     n = get("n")
-    if n is not None:
-        check_int(n, "--n", 2 if command == "check" else 1, MAX_N)
+    if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
+        check_int(n, "--n", 2 if command == "check" else 1)
     if command == "check" and get("claims"):
         check_claim_ids(get("claims"), CHECKED_CLAIMS)
     if command == "certify" and get("ids"):
@@ -767,9 +767,11 @@ def check_args(args: Any) -> None:
         check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
         if n is not None or get("layer_index") is not None or get("depth") is not None:
             arch = _model_arch(model)
+    if arch is not None and n is not None and isinstance(arch.max_positions, int):
+        check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
+    elif n is not None:
+        check_int(n, "--n", None, MAX_N, "no model has more positions")
     if arch is not None:
-        if n is not None and isinstance(arch.max_positions, int):
-            check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
         if get("layer_index") is not None:
             check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")
         if get("depth") is not None and isinstance(arch.d_model, int):
