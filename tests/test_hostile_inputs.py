@@ -244,7 +244,6 @@ def test_early_refusals_are_fast_and_light():
                 f"rc = main({argv!r}); heavy = [m for m in ('sympy', 'torch', 'networkx') if m in sys.modules]; "
                 "print(rc, heavy, time.perf_counter() - t, file=sys.stderr)")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-        rc, heavy, seconds = p.stderr.strip().splitlines()[-1].split(" ", 1)[0], None, None
         last = p.stderr.strip().splitlines()[-1]
         assert last.startswith(("0 []", "2 []")), (argv, p.stderr)
         assert float(last.rsplit(" ", 1)[1]) < 2.0, (argv, last)  # under 1 s on an idle machine
@@ -362,6 +361,10 @@ def test_markdown_escapes_model_names_and_errors():
     html = markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
     assert "<script>" not in html
     assert html.count("&lt;script&gt;") >= 4  # spec, arch, source and the error, all visible as text
+    from symtrans.report.html import render_html
+
+    page = render_html(rep)
+    assert "<script>alert" not in page and "&lt;script&gt;alert" in page
 
 
 def test_terminal_output_escapes_ansi_from_config(tmp_path, capsys):
