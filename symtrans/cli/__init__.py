@@ -38,6 +38,8 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if len(message) > 300:  # an invalid value can be megabytes long; the message stays one short line
+            message = message[:297] + "..."
         raise SymtransError(f"{self.prog}: error: {message}")
 
 
@@ -79,7 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv == ["--version"]:  # at once: nothing else is imported
         print(f"symtrans {__version__}")
         return 0
-    sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
     command = next((a for a in argv if not a.startswith("-")), None)
     stdout = sys.stdout
     sys.stdout = _TerminalSafe(stdout)  # names from config files cannot drive the terminal
@@ -92,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from symtrans.validate import check_args
 
         check_args(args)  # every argument, before heavy imports or computation
+        # only now: while parsing, Python's default limit keeps int() of a huge argument cheap
+        sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
         return int(args.func(args) or 0)
     except SymtransError as err:
         from symtrans.validate import terminal_safe

@@ -41,6 +41,8 @@ def parse_sets(items: list[str] | None) -> dict[str, int]:
                 raise SymtransError(f"--set {item}: the value must be a positive integer")
             raise SymtransError(f"--set {item}: expected NAME=INTEGER with NAME one of "
                                 + ", ".join(SYMBOLS))
+        if len(m.group(2).lstrip("0")) > 16:  # before int(): a million digits would take seconds to convert
+            raise SymtransError(f"--set {item[:40]}...: more than 16 digits (sizes above 10^15 are refused)")
         name, value = m.group(1), int(m.group(2))
         if name not in SYMBOLS:
             raise SymtransError(f"--set {item}: " + suggest(name, SYMBOLS, "symbol"))
