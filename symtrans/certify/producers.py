@@ -28,7 +28,31 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
 from symtrans.certify.search import search_universal
 from symtrans.evidence import Context, Evidence, Verdict, producer, producers_for
 
-__all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "run_certificates"]
+try:  # the evidence data model of issue 11
+    from symtrans.evidence import HypothesisCheck, Scope
+except ImportError:  # pragma: no cover - until issue 11 lands on main
+    from dataclasses import asdict, dataclass
+
+    @dataclass(frozen=True)
+    class Scope:  # type: ignore[no-redef]
+        kind: str
+        description: str
+        instances: tuple = ()
+
+        def to_dict(self) -> dict:
+            return asdict(self)
+
+    @dataclass(frozen=True)
+    class HypothesisCheck:  # type: ignore[no-redef]
+        name: str
+        holds: bool | None
+        margin: float | None = None
+        detail: str = ""
+
+        def to_dict(self) -> dict:
+            return asdict(self)
+
+__all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "run_certificates", "certificate"]
 
 #: (n, d) grid on which size-independent block witnesses are re-checked exactly.
 SMALL_SIZES = [(n, d) for n in range(2, 7) for d in range(2, 7)]
@@ -38,9 +62,40 @@ MOD_P_NOTE = (f"rank mod p = {P} of the exact integer/dyadic matrix: reduction m
               "same minor over GF(p), so a non-zero minor mod p is non-zero over Q and rank_Q >= rank_p")
 
 
-def _ev(claim: str, name: str, verdict: Verdict, summary: str, **kw: Any) -> Evidence:
+def _ev(claim: str, name: str, verdict: Verdict, summary: str, *, scope: Scope | None = None,
+        reading: str | None = None, hypothesis_checks: tuple = (), **kw: Any) -> Evidence:
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(Evidence)}
+    extra = {"scope": scope, "reading": reading, "hypothesis_checks": tuple(hypothesis_checks)}
+    if "scope" in names:
+        kw.update({k: v for k, v in extra.items() if k in names})
+    else:  # pragma: no cover - before issue 11's fields exist
+        kw.setdefault("details", {})["scope"] = scope.to_dict() if scope else None
     return Evidence(claim=claim, producer=name, kind="symbolic", verdict=verdict, summary=summary,
                     dtype="exact", **kw)
+
+
+def certificate(claim: str, reading: str | None, producer_name: str, statement: str, scope: Scope,
+                asserts: dict[str, Any], witness: dict[str, Any], weights_hash: str | None) -> dict[str, Any]:
+    """A certificate dict (schema of :mod:`symtrans.certify.checker`), sealed with its digest.
+
+    Examples
+    --------
+    >>> from symtrans.certify.checker import verify_certificate
+    >>> c = certificate("c", None, "p", "rank 1", Scope("instances", "one matrix"), {"rank": {"M": 1}},
+    ...                 {"method": "exact-rank", "inline": {"M": [["1", "2"], ["2", "4"]]}, "modulus": 7}, None)
+    >>> verify_certificate(c)
+    (True, 'rank M = 1')
+    """
+    from symtrans import __version__
+    from symtrans.certify.checker import SCHEMA, digest
+
+    cert = {"schema": SCHEMA, "claim": claim, "reading": reading, "producer": producer_name,
+            "statement": statement, "scope": scope.to_dict(), "asserts": asserts, "witness": witness,
+            "toolkit_version": __version__, "weights_hash": weights_hash}
+    cert["digest"] = digest(cert)
+    return cert
 
 
 def _arch(name: str) -> Any:
@@ -165,28 +220,75 @@ def prop63(ctx: Context) -> list[Evidence]:
 
 
 @producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
-          description="exact rank of E_r W_V^h W_O^h for every head of the bundled model's real weights")
+          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)")
 def prop63_real(ctx: Context) -> list[Evidence]:
-    """Certify dim R_h = min(r, d_k) for generic X of rank r at every real head (exact dyadic weights)."""
+    """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
+    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, ball_margin, embedding_input, \
+        head_product_minor
+    from symtrans.numeric.forward import random_ids
+
     w = _weights(ctx)
-    k = int(w.W_V.shape[-1])
-    rows, ok = [], True
-    for layer in range(w.W_V.shape[0]):
-        for h in range(w.W_V.shape[1]):
-            W_V, W_O = to_mod_p(w.W_V[layer, h].numpy()), to_mod_p(w.W_O[layer, h].numpy())
-            for r in (1, k):
-                got = head_subspace_rank(W_V, W_O, r)
-                ok &= got == min(r, k)
-                if got != min(r, k):
-                    rows.append({"layer": layer, "head": h, "r": r, "rank": got})
-    heads = int(w.W_V.shape[0] * w.W_V.shape[1])
-    return [_ev("prop-6.3", "prop63-real-weights", Verdict.CERTIFIED if ok else Verdict.FAILS,
-                f"all {heads} real heads: rank(E_r W_V^h W_O^h) = min(r, d_k) exactly for r = 1 and r = d_k = {k}, "
-                "so dim R_h = min(rank X, d_k) for almost every X of rank r (rank-r stratum), given A^h invertible"
-                if ok else "some real head has a rank-deficient W_V W_O", model=str(ctx.model),
-                weights_hash=w.weights_hash,
-                details={"computation": "exact weights (float32 values are dyadic rationals; no rounding); "
-                                        + MOD_P_NOTE, "deficient": rows})]
+    L, H, d, k = (int(x) for x in w.W_V.shape)
+    minors, bad = {}, []
+    for layer in range(L):
+        for h in range(H):
+            m = head_product_minor(w.W_V[layer, h], w.W_O[layer, h])
+            minors[f"layer {layer} head {h}"] = m
+            if m["rank"] != k:
+                bad.append(f"layer {layer} head {h}")
+    ids = [int(i) for i in random_ids(w, ctx.n, ctx.seed)]
+    X = embedding_input(w, ids)
+    dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
+            for layer in range(L) for h in range(H)}
+    undecided = [item for item, det in dets.items() if 0 in det]
+    margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
+    hyp = HypothesisCheck(
+        f"A^h invertible (n = {ctx.n})", None if undecided else True,
+        margin=min(margins.values()) if margins else None,
+        detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) enclosed in arb ({ATTENTION_PRECISION}-bit balls) for all "
+               f"{L * H} heads at X = word[ids] + pos[:n] + type[0] (exact, the embedding sum before its LayerNorm; "
+               f"ids seeded {ctx.seed}); margin = fewest decades by which a ball excludes 0"
+               + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
+    scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
+                  f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {ctx.n}")
+    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: a non-zero d_k x d_k minor (exact determinant "
+                 "over Z of the weights scaled by powers of two) and the inner dimension d_k as upper bound")
+    certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
+                         {"rank": {item: m["rank"] for item, m in minors.items()}},
+                         {"method": "product-minor", "model": str(ctx.model),
+                          "items": {item: {"left": {"tensor": "W_V", "index": list(map(int, item.split()[1::2]))},
+                                           "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
+                                           "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
+                         w.weights_hash)]
+    if not undecided:
+        certs.append(certificate(
+            "prop-6.3", None, "prop63-real-weights",
+            f"A^h(X) invertible for every head at n = {ctx.n}: det exp(S^h / sqrt d_k) != 0 with "
+            "S^h = X W_Q^h (X W_K^h)^T exact, X = word[ids] + pos[:n] + type[0]; A^h = diag(1/row sums) exp(...)",
+            Scope("instances", f"one exact input, n = {ctx.n}, every layer and head", (f"n={ctx.n} seed={ctx.seed}",)),
+            {"det_sign": {item: (1 if det > 0 else -1) for item, det in dets.items()}},
+            {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
+             "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
+             "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
+            w.weights_hash))
+    ok = not bad
+    verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok else Verdict.FAILS)
+    return [_ev("prop-6.3", "prop63-real-weights", verdict,
+                f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
+                f"for almost every X of each rank; A^h invertible certified for all {L * H} heads at n = {ctx.n} "
+                f"(min margin {hyp.margin:.1f} decades)" if ok and not undecided else
+                ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
+                 f"rank-deficient W_V W_O at {', '.join(bad)}"),
+                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
+                scope=scope, hypothesis_checks=(hyp,),
+                details={"argument": "rank(A X W_V W_O) = rank(X W_V W_O) for invertible A; W_V W_O = B C with B "
+                                     "(d x d_k) of full column rank, so rank(X W_V W_O) = rank(X B) = min(rank X, "
+                                     "d_k) for generic X of each rank (one witness: rows of X chosen among the "
+                                     "rows of the minor)",
+                         "computation": "python-flint: fmpz_mat determinant of W_V[rows] W_O[:, cols] on the "
+                                        "float32 weights scaled exactly to integers; arb_mat determinant of the "
+                                        "exponentiated exact scores",
+                         "deficient": bad, "certificates": certs})]
 
 
 # -------------------------------------------------------------- thm-recovery
@@ -235,24 +337,39 @@ def recovery(ctx: Context) -> list[Evidence]:
 @producer("thm-recovery", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
 def recovery_real(ctx: Context) -> list[Evidence]:
-    """Certify rank W_O = H d_v for every layer of the bundled model (exact dyadic weights, rank mod p)."""
+    """Certify rank W_O = H d_v for every layer of the model (exact rank over Q with flint)."""
+    from symtrans.certify.real import MODULUS, stacked_wo_rank
     from symtrans.formulas import formula
 
     w = _weights(ctx)
     L, H, v, d = (int(x) for x in w.W_O.shape)
     rows = []
     for layer in range(L):
-        rk, fib = wo_fibre(ctx.n, w.W_O[layer].reshape(H * v, d).numpy())
-        rows.append({"layer": layer, "rank_WO": rk, "wo_fibre": fib,
+        out = stacked_wo_rank(w.W_O[layer].reshape(H * v, d))
+        rk = out["rank"]
+        rows.append({"layer": layer, "rank_WO": rk, "rank_mod_p": out["rank_mod_p"], "wo_fibre": ctx.n * (H * v - rk),
                      "registry_wo_fibre": int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
     ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
-    return [_ev("thm-recovery", "recovery-wo-real", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+    scope = Scope("model", f"every layer ({L}) of {ctx.model}, at n = {ctx.n} (the fibre is n (H d_v - rank W_O))")
+    statement = (f"each layer's stacked W_O ({H * v} x {d}) has rank {min(H * v, d)} over Q, so Z -> Z W_O has "
+                 "fibre dimension n (H d_v - rank W_O) = 0")
+    cert = certificate("thm-recovery", "thm-recovery/wo", "recovery-wo-real", statement, scope,
+                       {"rank": {f"layer {r['layer']}": r["rank_WO"] for r in rows}},
+                       {"method": "exact-rank", "model": str(ctx.model), "modulus": MODULUS,
+                        "matrices": {f"layer {r['layer']}": {"tensor": "W_O", "index": [r["layer"]],
+                                                             "reshape": [H * v, d]} for r in rows}},
+                       w.weights_hash)
+    return [_ev("thm-recovery", "recovery-wo-real", Verdict.CERTIFIED if ok else Verdict.FAILS,
                 f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
                 f"Z -> Z W_O is 0 at n = {ctx.n}, so with W_O known the head outputs are recoverable; the paper's "
                 "n (H-1) d_k counts the fibre of the head sum, not of Z -> Z W_O" if ok else
-                "full rank not certified mod p for some layer (rank mod p is only a lower bound)",
-                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n},
-                details={"rows": rows, "computation": MOD_P_NOTE})]
+                "some layer's stacked W_O is rank-deficient over Q (exact rank)",
+                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
+                reading="thm-recovery/wo",
+                details={"rows": rows, "computation": "python-flint fmpz_mat.rank of the float32 weights scaled "
+                                                      "exactly to integers (one power of two per matrix); "
+                                                      f"the rank mod p = {MODULUS} is the checker's witness",
+                         "certificate": cert})]
 
 
 # ------------------------------------------------------------------- thm-5.3
@@ -294,29 +411,51 @@ def thm53_small(ctx: Context) -> list[Evidence]:
                          "rows": rows})]
 
 
+#: Strata r = 1..THM53_R certified on every layer of a real model (each costs about R^3 ball operations).
+THM53_R = 24
+
+
 @producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
-          description="interval-certified (r+1)-minor of F(X*_r) with the bundled model's real weights")
+          description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R")
 def thm53_real(ctx: Context) -> list[Evidence]:
-    """Certify rank F(X*_r) > r at the bundled model's sizes with its exact layer-0 weights, r = 1, 2."""
-    from symtrans.certify.softmax import certify_residual_rank, heads_from_model, witness_X
+    """Certify rank F(X*_r) > r on every layer of the model for r = 1..THM53_R (exact weights, arb balls)."""
+    from symtrans.certify.real import PRECISION, LayerResidual, ball_margin
 
     w = _weights(ctx)
-    d = int(w.W_Q.shape[2])
-    rows, ok = [], True
-    heads = heads_from_model(w, 0)
-    for r in (1, 2):
-        c = certify_residual_rank(witness_X(ctx.n, d, r), heads)
-        ok &= c.certified
-        rows.append({"layer": 0, **c.to_dict()})
+    L, d = int(w.W_Q.shape[0]), int(w.W_Q.shape[2])
+    R = min(THM53_R, ctx.n - 1, d - 1)
+    items, signs, failed, margins = {}, {}, [], []
+    for layer in range(L):
+        res = LayerResidual(w.layer(layer), ctx.n, R)
+        for r in range(1, R + 1):
+            cols, det = res.minor(r)
+            key = f"layer {layer} r {r}"
+            if 0 in det:
+                failed.append(key)
+                continue
+            items[key] = {"layer": layer, "r": r, "cols": cols}
+            signs[key] = 1 if det > 0 else -1
+            margins.append(ball_margin(det))
+    ok = not failed
+    scope = Scope("instances", f"every layer ({L}) of {ctx.model} at n = {ctx.n}, strata r = 1..{R} of "
+                  f"min(n, d) - 1 = {min(ctx.n, d) - 1}", tuple(f"layer {l}, r = 1..{R}" for l in range(L)))
+    cert = certificate("thm-5.3", None, "thm53-real-weights",
+                       "rank F(X*_r) >= r + 1 > r = rank X*_r, F(X) = X + sum_h softmax(X W_Q^h W_K^h^T X^T / "
+                       "sqrt d_k) X W_V^h W_O^h (bias-free), X*_r = sum_{i<r} e_i f_i^T: a non-zero (r+1)-minor "
+                       "(rows 0..r, the given columns); by analyticity the bad set is null on the rank-r stratum",
+                       scope, {"minor_sign": signs},
+                       {"method": "residual-minor", "model": str(ctx.model), "n": ctx.n, "precision": PRECISION,
+                        "items": items}, w.weights_hash) if ok else None
     return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
-                f"layer 0 of the bundled model (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
-                "paper): rank F(X*_r) > r certified for r = 1, 2, so for these weights the bad set is null on the "
-                "rank-1 and rank-2 strata" if ok else "a minor could not be separated from 0",
-                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "layer": 0, "r": [1, 2]},
-                details={"measure": _MEASURE, "rows": rows,
-                         "not_covered": "strata r >= 3 at these sizes (run benchmarks/bench_certify.py for r up to 8 "
-                                        "and all layers); the biases b_Q, b_K, b_V, b_O and the post-LN of the real "
-                                        "model are outside the paper's F"})]
+                f"all {L} layers of {ctx.model} (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
+                f"paper): rank F(X*_r) > r certified for every r = 1..{R} ({len(items)} minors, each ball excludes 0 "
+                f"by >= {min(margins):.0f} decades), so for these weights the bad set is null on those strata"
+                if ok else f"minor not separated from 0 at {', '.join(failed)}",
+                model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "R": R}, scope=scope,
+                details={"measure": _MEASURE, "precision_bits": PRECISION,
+                         "not_covered": f"strata r = {R + 1}..{min(ctx.n, d) - 1}; the biases b_Q, b_K, b_V, b_O "
+                                        "and the post-LN of the real model are outside the paper's F",
+                         "certificate": cert})]
 
 
 # ------------------------------------------------------------------- prop-6.2
