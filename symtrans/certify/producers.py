@@ -412,7 +412,7 @@ def thm53_small(ctx: Context) -> list[Evidence]:
 
 
 #: Strata r = 1..THM53_R certified on every layer of a real model (each costs about R^3 ball operations).
-THM53_R = 24
+THM53_R = 32
 
 
 @producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
