@@ -235,6 +235,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
         graph = ClaimGraph()
         _check_producers(graph)
     earlier = load_previous(previous) if previous is not None else {}
+    from symtrans.certify.carry import reverify_carried
     model_info: dict[str, Any] | None = None
     arch = None
     weights_hash = None
@@ -273,6 +274,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
         entries = [mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
                    for e in fresh if not (e.verdict is Verdict.NOT_RUN and e.producer in carried_names)]
         for e in carried:
+            e = reverify_carried(e)  # a carried certificate counts only after it re-verifies
             entry = mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
