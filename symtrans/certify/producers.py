@@ -26,31 +26,7 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      prop51_witness, random_int_matrix, rank_sum_families,
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
-from symtrans.evidence import Context, Evidence, Verdict, producer, producers_for
-
-try:  # the evidence data model of issue 11
-    from symtrans.evidence import HypothesisCheck, Scope
-except ImportError:  # pragma: no cover - until issue 11 lands on main
-    from dataclasses import asdict, dataclass
-
-    @dataclass(frozen=True)
-    class Scope:  # type: ignore[no-redef]
-        kind: str
-        description: str
-        instances: tuple = ()
-
-        def to_dict(self) -> dict:
-            return asdict(self)
-
-    @dataclass(frozen=True)
-    class HypothesisCheck:  # type: ignore[no-redef]
-        name: str
-        holds: bool | None
-        margin: float | None = None
-        detail: str = ""
-
-        def to_dict(self) -> dict:
-            return asdict(self)
+from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer, producers_for
 
 __all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "run_certificates", "certificate"]
 
@@ -62,16 +38,7 @@ MOD_P_NOTE = (f"rank mod p = {P} of the exact integer/dyadic matrix: reduction m
               "same minor over GF(p), so a non-zero minor mod p is non-zero over Q and rank_Q >= rank_p")
 
 
-def _ev(claim: str, name: str, verdict: Verdict, summary: str, *, scope: Scope | None = None,
-        reading: str | None = None, hypothesis_checks: tuple = (), **kw: Any) -> Evidence:
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(Evidence)}
-    extra = {"scope": scope, "reading": reading, "hypothesis_checks": tuple(hypothesis_checks)}
-    if "scope" in names:
-        kw.update({k: v for k, v in extra.items() if k in names})
-    else:  # pragma: no cover - before issue 11's fields exist
-        kw.setdefault("details", {})["scope"] = scope.to_dict() if scope else None
+def _ev(claim: str, name: str, verdict: Verdict, summary: str, **kw: Any) -> Evidence:
     return Evidence(claim=claim, producer=name, kind="symbolic", verdict=verdict, summary=summary,
                     dtype="exact", **kw)
 
@@ -298,7 +265,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
 
 
 # -------------------------------------------------------------- thm-recovery
-@producer("thm-recovery", kind="symbolic", name="recovery-fibres",
+@producer("thm-recovery/sum", kind="symbolic", name="recovery-fibres",
           description="exact fibre dimensions of the head-summation map and of Z -> Z W_O")
 def recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimensions by the Kronecker rank rule with the small factor ranked exactly; registry comparison."""
@@ -332,7 +299,6 @@ def recovery(ctx: Context) -> list[Evidence]:
     return [_ev("thm-recovery", "recovery-fibres", Verdict.CERTIFIED if sum_ok else Verdict.FAILS,
                 "n (H-1) d_v is exactly the fibre dimension of the summation map (Y^1..Y^H) -> sum_h Y^h "
                 f"({', '.join(str(r['arch']) + ': ' + str(r['summation_fibre']) for r in rows)})", seed=ctx.seed,
-                reading="thm-recovery/sum",
                 scope=Scope("all-sizes", "proof: the map is 1_H^T (x) I_{n d_v} and rank(A (x) B) = rank A rank B, so "
                             "the fibre is H n d_v - n d_v at every size; the rule and the explicit matrices are "
                             "checked exactly on instances, the registry values at BertBase and MiniLM"),
@@ -340,17 +306,13 @@ def recovery(ctx: Context) -> list[Evidence]:
                          "kronecker_rule": {"statement": "rank(A (x) B) = rank(A) rank(B)",
                                             "checked_exactly": "3x4 and 2x3 integer pairs of every rank",
                                             "ok": kron_ok},
-                         "explicit_small_sizes": {"(n, H, d_v)": small, "ok": explicit_ok}, "rows": rows}),
-            _ev("thm-recovery", "recovery-fibres", Verdict.CERTIFIED if wo_ok else Verdict.FAILS,
-                "the fibre of Z -> Z W_O is n (H d_v - rank W_O) = 0 for generic W_O (H d_v <= d_model): the "
-                "identity witness has full rank at every size", seed=ctx.seed, reading="thm-recovery/wo",
-                scope=Scope("all-sizes", "generic W_O: {rank W_O < H d_v} is a proper algebraic subset at every size "
-                            "(witness [I 0], full rank); registry values compared at BertBase and MiniLM"),
-                details={"maps": maps, "generic_W_O_witness": "the identity: det = 1, so {det W_O = 0} is a proper "
-                                                              "algebraic subset at every size", "rows": rows})]
+                         "explicit_small_sizes": {"(n, H, d_v)": small, "ok": explicit_ok}, "rows": rows,
+                         "generic_W_O": {"fibre_zero": wo_ok, "witness": "the identity: det = 1, so {det W_O = 0} "
+                                         "is a proper algebraic subset at every size (Z -> Z W_O has fibre 0 for "
+                                         "generic W_O; thm-recovery/wo is decided on the real weights)"}})]
 
 
-@producer("thm-recovery", kind="symbolic", name="recovery-wo-real", needs_model=True,
+@producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
 def recovery_real(ctx: Context) -> list[Evidence]:
     """Certify rank W_O = H d_v for every layer of the model (exact rank over Q with flint)."""
@@ -366,7 +328,8 @@ def recovery_real(ctx: Context) -> list[Evidence]:
         rows.append({"layer": layer, "rank_WO": rk, "rank_mod_p": out["rank_mod_p"], "wo_fibre": ctx.n * (H * v - rk),
                      "registry_wo_fibre": int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
     ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
-    scope = Scope("model", f"every layer ({L}) of {ctx.model}, at n = {ctx.n} (the fibre is n (H d_v - rank W_O))")
+    scope = Scope("model", f"every layer (0..{L - 1}) of the model under test, at n = {ctx.n} (the fibre is "
+                  "n (H d_v - rank W_O))", tuple(f"layer {i}" for i in range(L)))
     statement = (f"each layer's stacked W_O ({H * v} x {d}) has rank {min(H * v, d)} over Q, so Z -> Z W_O has "
                  "fibre dimension n (H d_v - rank W_O) = 0")
     cert = certificate("thm-recovery", "thm-recovery/wo", "recovery-wo-real", statement, scope,
@@ -375,13 +338,15 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                         "matrices": {f"layer {r['layer']}": {"tensor": "W_O", "index": [r["layer"]],
                                                              "reshape": [H * v, d]} for r in rows}},
                        w.weights_hash)
-    return [_ev("thm-recovery", "recovery-wo-real", Verdict.CERTIFIED if ok else Verdict.FAILS,
+    paper = int(formula("recovery-ambiguity", arch=w.arch, n=ctx.n).value)
+    return [_ev("thm-recovery", "recovery-wo-real", Verdict.FAILS if ok else Verdict.INCONCLUSIVE,
                 f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
-                f"Z -> Z W_O is 0 at n = {ctx.n}, so with W_O known the head outputs are recoverable; the paper's "
-                "n (H-1) d_k counts the fibre of the head sum, not of Z -> Z W_O" if ok else
-                "some layer's stacked W_O is rank-deficient over Q (exact rank)",
+                f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
+                "outputs are recoverable; the paper's n (H-1) d_k counts the fibre of the head sum, not of "
+                "Z -> Z W_O" if ok else
+                "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
-                reading="thm-recovery/wo",
+                counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
                 details={"rows": rows, "computation": "python-flint fmpz_mat.rank of the float32 weights scaled "
                                                       "exactly to integers (one power of two per matrix); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",
@@ -478,7 +443,7 @@ def thm53_real(ctx: Context) -> list[Evidence]:
 
 
 # ------------------------------------------------------------------- prop-6.2
-@producer("prop-6.2", kind="symbolic", name="prop62-counterexample",
+@producer("prop-6.2/identity", kind="symbolic", name="prop62-counterexample",
           description="exact counterexample to rank(MHA X) = dim(R_1 + ... + R_H) when n < dim sum R_h")
 def prop62(ctx: Context) -> list[Evidence]:
     """Exhibit rank MHA(X) <= n < dim(sum_h R_h) exactly (A^h invertibility by interval arithmetic)."""
@@ -496,8 +461,9 @@ def prop62(ctx: Context) -> list[Evidence]:
                         f"rank MHA(X) <= n = {n} < dim(R_1 + R_2) = {dim}: the identity rank MHA(X) = dim(sum_h R_h) "
                         "fails (the row space of a sum lies inside the sum of the row spaces); the bound "
                         "rank MHA(X) <= min(n, H d_k, d_model) is unaffected", seed=ctx.seed,
-                        reading="prop-6.2/identity",
-                        scope=Scope("instances", f"one exact counterexample: n = {n}, d_model = {d}, H = {H}, d_k = {k}"),
+                        scope=Scope("open-set", "dim(sum_h R_h) > n is a strict rank excess, so it persists on an "
+                                    "open neighbourhood of this (X, weights); rank MHA(X) <= n everywhere",
+                                    (f"n = {n}, d_model = {d}, H = {H}, d_k = {k}",)),
                         counterexample={"X": as_strings(X),
                                         "heads": [{m: as_strings([getattr(h, m).row(i)
                                                                   for i in range(getattr(h, m).shape[0])])
@@ -508,7 +474,7 @@ def prop62(ctx: Context) -> list[Evidence]:
                                                 "then R_h = rowspace(X W_V^h W_O^h), and dim(sum R_h) is the exact rank "
                                                 "of the stacked rational matrices; rank MHA(X) <= n rows"})]
     return [_ev("prop-6.2", "prop62-counterexample", Verdict.INCONCLUSIVE, "no counterexample found in 10 tries",
-                seed=ctx.seed, reading="prop-6.2/identity")]
+                seed=ctx.seed)]
 
 
 # ------------------------------------------------------------------- thm-4.2
