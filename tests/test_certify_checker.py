@@ -193,3 +193,17 @@ def test_stacked_rank_detects_deficiency(weights):
     out = stacked_wo_rank(W)
     assert out["rank"] == 383 and out["rank_mod_p"] == 383
     assert np.linalg.matrix_rank(W) == 383
+
+
+def test_prop62_refuting_certificate():
+    """The prop-6.2/identity counterexample ships a certificate; a changed weight entry breaks it."""
+    from symtrans.certify.producers import prop62
+    from symtrans.evidence import Context
+
+    (ev,) = prop62(Context(model=None))
+    cert = ev.details["certificate"]
+    assert ev.verdict.label == "fails" and verify_certificate(json.loads(json.dumps(cert)))[0]
+    bad = copy.deepcopy(cert)
+    bad["witness"]["inline"]["h0.W_V"] = [["0"] * len(r) for r in bad["witness"]["inline"]["h0.W_V"]]
+    ok, why = verify_certificate(_reseal(bad))  # head 0 contributes nothing: the sum has lower dimension
+    assert not ok and why.startswith("dim(sum R_h) is")

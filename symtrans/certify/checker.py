@@ -19,6 +19,7 @@ Witness methods:
 ``product-minor``    rank(A B) = k from a non-zero k x k minor of A B and k = inner/outer bound
 ``attention-det``    det exp(X W_Q W_K^T X^T / sqrt d_k) != 0 (A^h invertible), X exact input
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
+``head-sum-rank``    every A^h invertible and dim(R_1 + ... + R_H) > n >= rank MHA(X) (inline weights)
 
 Examples
 --------
@@ -260,8 +261,39 @@ def _residual(cert: dict[str, Any], src: _Source) -> str:
     return f"{len(claimed)} residual minors non-zero"
 
 
+def _head_sum(cert: dict[str, Any], src: _Source) -> str:
+    """head-sum-rank: every A^h invertible (arb), dim(sum_h rowspace X W_V^h W_O^h) exact, > n = rows of X."""
+    from flint import arb, arb_mat, ctx, fmpq_mat
+
+    w, a = cert["witness"], cert["asserts"]
+    Zx, Dx = _int_rows(src.rows(w["X"]))
+    n = Zx.nrows()
+    if a["rows_of_MHA"] != n or not a["dim_sum_R"] > n:
+        raise Invalid(f"asserted n = {a['rows_of_MHA']} (X has {n} rows) and dim {a['dim_sum_R']} do not refute")
+    if set(a["det_sign"]) != {str(i) for i in range(len(w["heads"]))}:
+        raise Invalid("asserted signs and heads differ")
+    stacked = []
+    old = ctx.prec
+    ctx.prec = int(w["precision"])
+    try:
+        for i, head in enumerate(w["heads"]):
+            (Zq, Dq), (Zk, Dk), (Zv, Dv), (Zo, Do) = (_int_rows(src.rows(head[m])) for m in ("W_Q", "W_K", "W_V", "W_O"))
+            S = (Zx * Zq) * (Zx * Zk).transpose()
+            scale = 1 / (arb(Dx) * Dx * Dq * Dk * arb(Zq.ncols()).sqrt())
+            E = arb_mat(n, n, [(arb(v) * scale).exp() for v in S.entries()])
+            if _sign(E.det(), f"head {i}") != a["det_sign"][str(i)]:
+                raise Invalid(f"head {i}: determinant sign differs from the asserted one")
+            stacked += (Zx * Zv * Zo).tolist()  # rowspace of X W_V W_O (positive scale Dx Dv Do dropped)
+    finally:
+        ctx.prec = old
+    dim = int(fmpq_mat(stacked).rank())
+    if dim != a["dim_sum_R"]:
+        raise Invalid(f"dim(sum R_h) is {dim}, not {a['dim_sum_R']}")
+    return f"rank MHA(X) <= {n} < dim(sum R_h) = {dim} with every A^h invertible"
+
+
 _METHODS = {"exact-rank": _rank_items, "product-minor": _product_minor, "attention-det": _attention,
-            "residual-minor": _residual}
+            "residual-minor": _residual, "head-sum-rank": _head_sum}
 
 
 def verify_certificate(data: dict[str, Any]) -> tuple[bool, str]:

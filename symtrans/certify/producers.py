@@ -389,8 +389,8 @@ def thm53_small(ctx: Context) -> list[Evidence]:
                             tuple(f"(n, d_model, H, d_k) = {sz}" for sz in SOFTMAX_SIZES)),
                 details={"measure": _MEASURE, "witness": "X*_r = sum_{i<=r} e_i f_i^T (the paper's)",
                          "form": "F(X) = X + sum_h softmax(X W_Q^h W_K^h^T X^T / sqrt(d_k)) X W_V^h W_O^h (no biases)",
-                         "computation": "scores exact over Q; exp, sqrt, normalisation and the determinant in mpmath "
-                                        "interval arithmetic (rigorous enclosure); certified iff 0 is outside",
+                         "computation": "scores exact over Q; exp, sqrt, normalisation and the determinant in arb "
+                                        "ball arithmetic (python-flint, rigorous enclosure); certified iff 0 is outside",
                          "stratum_dimension": "exact rank of the Jacobian of (U, V) -> U V^T at an integer point",
                          "rows": rows})]
 
@@ -457,24 +457,59 @@ def prop62(ctx: Context) -> list[Evidence]:
         inv = [certify_attention_invertible(X, h) for h in heads]
         dim = sum_of_head_subspaces(X, heads)
         if all(ok for ok, _ in inv) and dim > n:
+            mats = {f"h{i}.{m}": as_strings([getattr(h, m).row(j) for j in range(getattr(h, m).shape[0])])
+                    for i, h in enumerate(heads) for m in ("W_Q", "W_K", "W_V", "W_O")}
+            signs = {str(i): _attention_sign(X, h) for i, h in enumerate(heads)}
+            scope = Scope("open-set", "dim(sum_h R_h) > n is a strict rank excess, so it persists on an open "
+                          "neighbourhood of this (X, weights); rank MHA(X) <= n everywhere",
+                          (f"n = {n}, d_model = {d}, H = {H}, d_k = {k}",))
+            cert = certificate("prop-6.2", "prop-6.2/identity", "prop62-counterexample",
+                               "rank MHA(X) <= n < dim(R_1 + ... + R_H): MHA(X) has n rows; every A^h is invertible "
+                               "(det exp(S^h / sqrt d_k) != 0), so R_h = rowspace(X W_V^h W_O^h), and the stacked "
+                               "rational matrices have exact rank dim(sum R_h)", scope,
+                               {"rows_of_MHA": n, "dim_sum_R": dim, "det_sign": signs},
+                               {"method": "head-sum-rank", "precision": 128, "X": "X",
+                                "inline": {"X": as_strings(X), **mats},
+                                "heads": [{m: f"h{i}.{m}" for m in ("W_Q", "W_K", "W_V", "W_O")}
+                                          for i in range(len(heads))]}, None)
             return [_ev("prop-6.2", "prop62-counterexample", Verdict.FAILS,
                         f"rank MHA(X) <= n = {n} < dim(R_1 + R_2) = {dim}: the identity rank MHA(X) = dim(sum_h R_h) "
                         "fails (the row space of a sum lies inside the sum of the row spaces); the bound "
                         "rank MHA(X) <= min(n, H d_k, d_model) is unaffected", seed=ctx.seed,
-                        scope=Scope("open-set", "dim(sum_h R_h) > n is a strict rank excess, so it persists on an "
-                                    "open neighbourhood of this (X, weights); rank MHA(X) <= n everywhere",
-                                    (f"n = {n}, d_model = {d}, H = {H}, d_k = {k}",)),
+                        scope=scope,
                         counterexample={"X": as_strings(X),
                                         "heads": [{m: as_strings([getattr(h, m).row(i)
                                                                   for i in range(getattr(h, m).shape[0])])
                                                    for m in ("W_Q", "W_K", "W_V", "W_O")} for h in heads],
                                         "dim_sum_R": dim, "rank_MHA_upper_bound": n,
                                         "det_A_intervals": [s for _, s in inv]},
-                        details={"computation": "A^h invertible certified by an interval determinant excluding 0; "
+                        details={"computation": "A^h invertible certified by a ball determinant excluding 0; "
                                                 "then R_h = rowspace(X W_V^h W_O^h), and dim(sum R_h) is the exact rank "
-                                                "of the stacked rational matrices; rank MHA(X) <= n rows"})]
+                                                "of the stacked rational matrices; rank MHA(X) <= n rows",
+                                 "certificate": cert})]
     return [_ev("prop-6.2", "prop62-counterexample", Verdict.INCONCLUSIVE, "no counterexample found in 10 tries",
                 seed=ctx.seed)]
+
+
+def _attention_sign(X: Any, head: Any) -> int:
+    """Sign of det exp(X W_Q W_K^T X^T / sqrt d_k) (= sign det A^h), enclosed in arb; 0 when undecided."""
+    from flint import arb, arb_mat, ctx
+
+    from symtrans.certify.exact import fmpq_matrix
+
+    Wq = fmpq_matrix([list(head.W_Q.row(i)) for i in range(head.W_Q.shape[0])])
+    Wk = fmpq_matrix([list(head.W_K.row(i)) for i in range(head.W_K.shape[0])])
+    Xq = fmpq_matrix(X)
+    S = (Xq * Wq) * (Xq * Wk).transpose()
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        root = arb(head.d_k).sqrt()
+        n = S.nrows()
+        det = arb_mat(n, n, [(arb(v) / root).exp() for v in S.entries()]).det()
+    finally:
+        ctx.prec = old
+    return 0 if 0 in det else (1 if det > 0 else -1)
 
 
 # ------------------------------------------------------------------- thm-4.2
