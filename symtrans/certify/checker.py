@@ -1,6 +1,6 @@
 """A deliberately small, independent checker for certificate files.
 
-It imports only python-flint, :mod:`json`, :mod:`hashlib` and the weight
+It imports only python-flint, :mod:`json`, :mod:`hashlib`, :mod:`fractions` and the weight
 loader (:func:`symtrans.numeric.weights.load_model`), and no producer code: every
 value in a certificate's ``asserts`` is recomputed from its ``witness`` with
 exact integer/rational arithmetic (``fmpz_mat``, ``nmod_mat``) or rigorous ball
