@@ -207,3 +207,18 @@ def test_prop62_refuting_certificate():
     bad["witness"]["inline"]["h0.W_V"] = [["0"] * len(r) for r in bad["witness"]["inline"]["h0.W_V"]]
     ok, why = verify_certificate(_reseal(bad))  # head 0 contributes nothing: the sum has lower dimension
     assert not ok and why.startswith("dim(sum R_h) is")
+
+
+def test_certify_out_then_verify(tmp_path, capsys):
+    """certify --out writes the refuting certificate of prop-6.2; verify accepts it, then refuses an edit."""
+    out = tmp_path / "certs"
+    assert main(["certify", "prop-6.2", "--model", "none", "--out", str(out)]) == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["prop62-counterexample.json"]
+    assert main(["verify", str(out)]) == 0
+    data = json.loads((out / files[0]).read_text())
+    data["asserts"]["rows_of_MHA"] = 3  # n = 3 would not refute dim 3
+    (out / files[0]).write_text(json.dumps(_reseal(data)))
+    capsys.readouterr()
+    assert main(["verify", str(out / files[0])]) == 1
+    assert "INVALID" in capsys.readouterr().out
