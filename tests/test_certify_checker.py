@@ -222,3 +222,20 @@ def test_certify_out_then_verify(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(out / files[0])]) == 1
     assert "INVALID" in capsys.readouterr().out
+
+
+def test_certificates_on_another_checkpoint_verify(tmp_path):
+    """A random DistilBERT checkpoint (no token types, 40 positions): every real-weight certificate checks."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / "m", "distilbert", n_layers=2)
+    out = tmp_path / "certs"
+    assert main(["certify", "prop-6.3", "thm-recovery", "thm-5.3", "--model", str(path), "--n", "40",
+                 "--out", str(out)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["prop63-real-weights-1.json", "prop63-real-weights-2.json", "recovery-wo-real.json",
+                     "thm53-real-weights.json"]
+    assert main(["verify", str(out)]) == 0
+    cert = json.loads((out / "thm53-real-weights.json").read_text())
+    assert any(it["r"] in it["cols"] for it in cert["witness"]["items"].values())  # column r is exercised
+    assert json.loads((out / "prop63-real-weights-2.json").read_text())["witness"]["input"]["ids"].__len__() == 40

@@ -242,7 +242,7 @@ def _residual(cert: dict[str, Any], src: _Source) -> str:
                 cache = {l: [[src.rows({"tensor": t, "index": [l, h]}) for t in ("W_Q", "W_K", "W_V", "W_O")]
                              for h in range(len(src.weights.tensors["W_Q"][l]))]}
             # X*_r = [I_r 0; 0 0] (n x d): X W = the first r rows of W, zero below.
-            F = arb_mat(r + 1, r + 1, [int(i == c) for i in range(r + 1) for c in cols])  # X*_r[0..r, cols]
+            F = arb_mat(r + 1, r + 1, [int(i == c < r) for i in range(r + 1) for c in cols])  # X*_r[0..r, cols]
             for WQ, WK, WV, WO in cache[l]:
                 Q, K = arb_mat(WQ[:r]), arb_mat(WK[:r])
                 S = Q * K.transpose()  # scores among the first r rows; every other score is 0

@@ -209,21 +209,22 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
-    ids = [int(i) for i in random_ids(w, ctx.n, ctx.seed)]
+    n_att = min(ctx.n, int(w.pos.shape[0])) if getattr(w, "pos", None) is not None else ctx.n
+    ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
     X = embedding_input(w, ids)
     dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
             for layer in range(L) for h in range(H)}
     undecided = [item for item, det in dets.items() if 0 in det]
     margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
     hyp = HypothesisCheck(
-        f"A^h invertible (n = {ctx.n})", None if undecided else True,
+        f"A^h invertible (n = {n_att})", None if undecided else True,
         margin=min(margins.values()) if margins else None,
         detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) enclosed in arb ({ATTENTION_PRECISION}-bit balls) for all "
                f"{L * H} heads at X = word[ids] + pos[:n] + type[0] (exact, the embedding sum before its LayerNorm; "
                f"ids seeded {ctx.seed}); margin = fewest decades by which a ball excludes 0"
                + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
     scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
-                  f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {ctx.n}")
+                  f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
     statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: a non-zero d_k x d_k minor (exact determinant "
                  "over Z of the weights scaled by powers of two) and the inner dimension d_k as upper bound")
     certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
@@ -236,9 +237,9 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     if not undecided:
         certs.append(certificate(
             "prop-6.3", None, "prop63-real-weights",
-            f"A^h(X) invertible for every head at n = {ctx.n}: det exp(S^h / sqrt d_k) != 0 with "
+            f"A^h(X) invertible for every head at n = {n_att}: det exp(S^h / sqrt d_k) != 0 with "
             "S^h = X W_Q^h (X W_K^h)^T exact, X = word[ids] + pos[:n] + type[0]; A^h = diag(1/row sums) exp(...)",
-            Scope("instances", f"one exact input, n = {ctx.n}, every layer and head", (f"n={ctx.n} seed={ctx.seed}",)),
+            Scope("instances", f"one exact input, n = {n_att}, every layer and head", (f"n={n_att} seed={ctx.seed}",)),
             {"det_sign": {item: (1 if det > 0 else -1) for item, det in dets.items()}},
             {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
@@ -248,7 +249,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok else Verdict.FAILS)
     return [_ev("prop-6.3", "prop63-real-weights", verdict,
                 f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
-                f"for almost every X of each rank; A^h invertible certified for all {L * H} heads at n = {ctx.n} "
+                f"for almost every X of each rank; A^h invertible certified for all {L * H} heads at n = {n_att} "
                 f"(min margin {hyp.margin:.1f} decades)" if ok and not undecided else
                 ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
                  f"rank-deficient W_V W_O at {', '.join(bad)}"),
