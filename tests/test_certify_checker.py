@@ -239,3 +239,24 @@ def test_certificates_on_another_checkpoint_verify(tmp_path):
     cert = json.loads((out / "thm53-real-weights.json").read_text())
     assert any(it["r"] in it["cols"] for it in cert["witness"]["items"].values())  # column r is exercised
     assert json.loads((out / "prop63-real-weights-2.json").read_text())["witness"]["input"]["ids"].__len__() == 40
+
+
+def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
+    """The arb LayerNorm against the torch forward (float64), then an attention-det-ln certificate and a flip."""
+    from symtrans.certify.real import attention_det_ball, layernorm_ball
+    from symtrans.numeric.forward import embed
+
+    w, ids = weights, list(range(3000, 3016))
+    X = layernorm_ball(embedding_input(w, ids), w.emb_ln_w, w.emb_ln_b, w.arch.ln_eps, 128)
+    ref = embed(w, ids).numpy()
+    assert max(abs(float(X[i, j].mid()) - ref[i, j]) for i in range(16) for j in range(0, 384, 3)) < 1e-13
+    det = attention_det_ball(X, w.W_Q[0, 4], w.W_K[0, 4], 128)
+    cert = certificate("prop-6.3", None, "t", "A invertible", Scope("instances", "n = 16"),
+                       {"det_sign": {"layer 0 head 4": 1 if det > 0 else -1}},
+                       {"method": "attention-det-ln", "model": "default", "precision": 128,
+                        "eps": float(w.arch.ln_eps), "input": {"ids": ids},
+                        "items": {"layer 0 head 4": {"layer": 0, "head": 4}}}, w.weights_hash)
+    assert verify_certificate(json.loads(json.dumps(cert)))[0]
+    cert["asserts"]["det_sign"]["layer 0 head 4"] *= -1
+    ok, why = verify_certificate(_reseal(cert))
+    assert not ok and "sign differs" in why

@@ -19,6 +19,7 @@ Witness methods:
 ``product-minor``    rank(A B) = k from a non-zero k x k minor of A B and k = inner/outer bound
 ``attention-det``    det exp(X W_Q W_K^T X^T / sqrt d_k) != 0 (A^h invertible), X exact input
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
+``attention-det-ln`` the same at X = LayerNorm(word[ids] + pos[:n] + type[0]) (exact mean/variance, ball sqrt)
 ``head-sum-rank``    every A^h invertible and dim(R_1 + ... + R_H) > n >= rank MHA(X) (inline weights)
 
 Examples
@@ -222,6 +223,50 @@ def _attention(cert: dict[str, Any], src: _Source) -> str:
     return f"{len(claimed)} attention matrices invertible"
 
 
+def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
+    """attention-det-ln: X = LayerNorm(word[ids] + pos[:n] + type[0]) in arb (exact mean and variance)."""
+    from flint import arb, arb_mat, ctx
+
+    w, claimed = cert["witness"], cert["asserts"]["det_sign"]
+    ids = [int(i) for i in w["input"]["ids"]]
+    n = len(ids)
+    parts = [src.rows({"tensor": "word", "rows": ids})]
+    if src.weights.tensors.get("pos") is not None:
+        parts.append(src.rows({"tensor": "pos"})[:n])
+    if src.weights.tensors.get("type") is not None:
+        parts.append(src.rows({"tensor": "type", "index": [0]}) * n)
+    gamma = [_q(v) for v in src.rows({"tensor": "emb_ln_w"})[0]]
+    beta = ([_q(v) for v in src.rows({"tensor": "emb_ln_b"})[0]] if src.weights.tensors.get("emb_ln_b") is not None
+            else [Fraction(0)] * len(gamma))
+    eps = _q(float(w["eps"]))
+    if set(w["items"]) != set(claimed):
+        raise Invalid("asserted signs and witness items differ")
+    old = ctx.prec
+    ctx.prec = int(w["precision"])
+    try:
+        rows = []
+        for i in range(n):
+            x = [sum((_q(P[i][j]) for P in parts), Fraction(0)) for j in range(len(gamma))]
+            mean = sum(x, Fraction(0)) / len(x)
+            var = sum(((v - mean) ** 2 for v in x), Fraction(0)) / len(x)
+            root = (arb(var.numerator) / var.denominator + arb(eps.numerator) / eps.denominator).sqrt()
+            rows.append([(arb((v - mean).numerator) / (v - mean).denominator) / root * (arb(g.numerator) / g.denominator)
+                         + arb(b.numerator) / b.denominator for v, g, b in zip(x, gamma, beta)])
+        X = arb_mat(rows)
+        for item, it in w["items"].items():
+            l, h = int(it["layer"]), int(it["head"])
+            Q = X * arb_mat(src.rows({"tensor": "W_Q", "index": [l, h]}))
+            K = X * arb_mat(src.rows({"tensor": "W_K", "index": [l, h]}))
+            S = Q * K.transpose()
+            root = arb(K.ncols()).sqrt()
+            E = arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)])
+            if _sign(E.det(), item) != claimed[item]:
+                raise Invalid(f"{item}: determinant sign differs from the asserted {claimed[item]}")
+    finally:
+        ctx.prec = old
+    return f"{len(claimed)} attention matrices at the LayerNorm input invertible"
+
+
 def _residual(cert: dict[str, Any], src: _Source) -> str:
     """residual-minor: rows 0..r, given columns, of F(X*_r) enclosed in arb from the definition."""
     from flint import arb, arb_mat, ctx
@@ -293,7 +338,8 @@ def _head_sum(cert: dict[str, Any], src: _Source) -> str:
 
 
 _METHODS = {"exact-rank": _rank_items, "product-minor": _product_minor, "attention-det": _attention,
-            "residual-minor": _residual, "head-sum-rank": _head_sum}
+            "residual-minor": _residual, "head-sum-rank": _head_sum,
+            "attention-det-ln": _attention_ln}
 
 
 def verify_certificate(data: dict[str, Any]) -> tuple[bool, str]:

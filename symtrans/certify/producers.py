@@ -196,8 +196,8 @@ def prop63(ctx: Context) -> list[Evidence]:
           description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)")
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
-    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, ball_margin, embedding_input, \
-        head_product_minor
+    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, attention_det_ball, ball_margin, \
+        embedding_input, head_product_minor, layernorm_ball
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
@@ -215,6 +215,13 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
             for layer in range(L) for h in range(H)}
     undecided = [item for item, det in dets.items() if 0 in det]
+    ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
+    ln_dets = {}
+    if getattr(w, "emb_ln_w", None) is not None:  # layer 0 at its real input LN(word + pos + type)
+        X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
+                            float(w.arch.ln_eps), ln_prec)
+        ln_dets = {f"layer 0 head {h}": attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec) for h in range(H)}
+    ln_undecided = [item for item, det in ln_dets.items() if 0 in det]
     margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
     hyp = HypothesisCheck(
         f"A^h invertible (n = {n_att})", None if undecided else True,
@@ -223,6 +230,12 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                f"{L * H} heads at X = word[ids] + pos[:n] + type[0] (exact, the embedding sum before its LayerNorm; "
                f"ids seeded {ctx.seed}); margin = fewest decades by which a ball excludes 0"
                + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
+    hyp_ln = HypothesisCheck(
+        f"A^h invertible at layer 0's real input (n = {n_att})", None if ln_undecided or not ln_dets else True,
+        margin=min(ball_margin(det) for det in ln_dets.values()) if ln_dets and not ln_undecided else None,
+        detail=f"layer 0, all {H} heads, X = LayerNorm(word[ids] + pos[:n] + type[0]) enclosed in arb "
+               f"({ln_prec}-bit balls: exact mean and variance, ball square root), bias-free scores as in the paper"
+               + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
     scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
                   f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
     statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: a non-zero d_k x d_k minor (exact determinant "
@@ -245,6 +258,17 @@ def prop63_real(ctx: Context) -> list[Evidence]:
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
              "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
             w.weights_hash))
+    if ln_dets and not ln_undecided:
+        certs.append(certificate(
+            "prop-6.3", None, "prop63-real-weights",
+            f"A^h(X) invertible for every head of layer 0 at its real input X = LayerNorm(word[ids] + pos[:n] + "
+            f"type[0]) (n = {n_att}): det exp(X W_Q^h (X W_K^h)^T / sqrt d_k) != 0, enclosed through LayerNorm",
+            Scope("instances", f"layer 0 at one real input, n = {n_att}", (f"n={n_att} seed={ctx.seed}",)),
+            {"det_sign": {item: (1 if det > 0 else -1) for item, det in ln_dets.items()}},
+            {"method": "attention-det-ln", "model": str(ctx.model), "precision": ln_prec, "eps": float(w.arch.ln_eps),
+             "input": {"ids": ids, "form": "LayerNorm(word[ids] + pos[:n] + type[0]) with emb_ln_w, emb_ln_b"},
+             "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
+            w.weights_hash))
     ok = not bad
     verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok else Verdict.FAILS)
     return [_ev("prop-6.3", "prop63-real-weights", verdict,
@@ -254,7 +278,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                 ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
                  f"rank-deficient W_V W_O at {', '.join(bad)}"),
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
-                scope=scope, hypothesis_checks=(hyp,),
+                scope=scope, hypothesis_checks=(hyp, hyp_ln),
                 details={"argument": "rank(A X W_V W_O) = rank(X W_V W_O) for invertible A; W_V W_O = B C with B "
                                      "(d x d_k) of full column rank, so rank(X W_V W_O) = rank(X B) = min(rank X, "
                                      "d_k) for generic X of each rank (one witness: rows of X chosen among the "

@@ -34,7 +34,7 @@ from typing import Any
 from symtrans.certify.exact import dyadic_matrix
 
 __all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "embedding_input", "attention_det",
-           "residual_minor", "ball_margin"]
+           "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
 MODULUS = 2**61 - 1
@@ -142,6 +142,70 @@ def embedding_input(weights: Any, ids: list[int]) -> tuple[Any, int]:
     for M, e in mats[1:]:
         Z = Z + M * (2 ** (e - s))
     return Z, s
+
+
+def layernorm_ball(X: tuple[Any, int], gamma: Any, beta: Any, eps: float, prec: int = ATTENTION_PRECISION) -> Any:
+    """Ball enclosure (``arb_mat``) of LayerNorm(X) = (x - mean) / sqrt(var + eps) * gamma + beta, row by row.
+
+    X = Z 2^s is exact; each row's mean and (biased) variance are exact rationals,
+    eps is the stored float's exact value, and only the square root and the
+    division make balls.
+
+    Examples
+    --------
+    >>> from flint import fmpz_mat
+    >>> L = layernorm_ball((fmpz_mat([[1, 3]]), 0), [1.0, 1.0], [0.0, 0.5], 0.0)
+    >>> [float(L[0, j].mid()) for j in range(2)]  # (x - 2) / 1, plus beta
+    [-1.0, 1.5]
+    """
+    from flint import arb, arb_mat, ctx, fmpq
+
+    Z, s = X
+    n, d = Z.nrows(), Z.ncols()
+    g = [fmpq(*float(v).as_integer_ratio()) for v in _np(gamma).ravel()]
+    b = [fmpq(*float(v).as_integer_ratio()) for v in _np(beta).ravel()]
+    unit = fmpq(2) ** s if s >= 0 else fmpq(1, 2 ** (-s))
+    e = fmpq(*float(eps).as_integer_ratio())
+    old = ctx.prec
+    ctx.prec = prec
+    try:
+        rows = []
+        for i in range(n):
+            x = [fmpq(int(Z[i, j])) * unit for j in range(d)]
+            mean = sum(x, fmpq(0)) / d
+            var = sum(((v - mean) ** 2 for v in x), fmpq(0)) / d
+            inv = 1 / arb(var + e).sqrt()
+            rows.append([arb(x[j] - mean) * inv * arb(g[j]) + arb(b[j]) for j in range(d)])
+        return arb_mat(rows)
+    finally:
+        ctx.prec = old
+
+
+def attention_det_ball(X: Any, W_Q: Any, W_K: Any, prec: int = ATTENTION_PRECISION) -> Any:
+    """Ball enclosure of det exp(X W_Q W_K^T X^T / sqrt d_k) for an ``arb_mat`` input X (e.g. a LayerNorm output).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flint import arb_mat
+    >>> d = attention_det_ball(arb_mat([[1, 0], [0, 1]]), np.eye(2), np.eye(2))
+    >>> bool(d > 0)
+    True
+    """
+    from flint import arb, arb_mat, ctx
+
+    old = ctx.prec
+    ctx.prec = prec
+    try:
+        Wq, Wk = _np(W_Q), _np(W_K)
+        Q = X * arb_mat(Wq.tolist())
+        K = X * arb_mat(Wk.tolist())
+        S = Q * K.transpose()
+        root = arb(Wq.shape[1]).sqrt()
+        n = S.nrows()
+        return arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)]).det()
+    finally:
+        ctx.prec = old
 
 
 def ball_margin(x: Any) -> float:
