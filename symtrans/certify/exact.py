@@ -29,7 +29,6 @@ Fraction(1, 1)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction

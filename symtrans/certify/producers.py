@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from symtrans.certify import layernorm as lnmod
-from symtrans.certify.exact import P, as_strings, rank_mod_p, rank_q, to_mod_p
+from symtrans.certify.exact import P, as_strings, rank_mod_p, rank_q
 from symtrans.certify.linear import (block_head_witness_rank, certify_generic_rank, check_rank_sum,
                                      head_subspace_rank, kron_rank_rule_holds, low_rank_int_matrix, random_int_array,
                                      prop51_witness, random_int_matrix, rank_sum_families,
