@@ -233,8 +233,8 @@ def test_certificates_on_another_checkpoint_verify(tmp_path):
     assert main(["certify", "prop-6.3", "thm-recovery", "thm-5.3", "--model", str(path), "--n", "40",
                  "--out", str(out)]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["prop63-real-weights-1.json", "prop63-real-weights-2.json", "recovery-wo-real.json",
-                     "thm53-real-weights.json"]
+    assert names == ["prop63-real-weights-1.json", "prop63-real-weights-2.json", "prop63-real-weights-3.json",
+                     "recovery-wo-real.json", "thm53-real-weights.json"]
     assert main(["verify", str(out)]) == 0
     cert = json.loads((out / "thm53-real-weights.json").read_text())
     assert any(it["r"] in it["cols"] for it in cert["witness"]["items"].values())  # column r is exercised
