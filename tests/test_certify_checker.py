@@ -226,19 +226,23 @@ def test_certify_out_then_verify(tmp_path, capsys):
 
 def test_certificates_on_another_checkpoint_verify(tmp_path):
     """A random DistilBERT checkpoint (no token types, 40 positions): every real-weight certificate checks."""
+    from symtrans.certify.producers import prop63_real, recovery_real, thm53_real
+    from symtrans.cli.certify import write_certificates
+    from symtrans.evidence import Context
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "m", "distilbert", n_layers=2)
+    ctx = Context(model=str(path), n=40)
+    evs = [ev.to_dict() for f in (prop63_real, recovery_real, thm53_real) for ev in f(ctx)]
     out = tmp_path / "certs"
-    assert main(["certify", "prop-6.3", "thm-recovery", "thm-5.3", "--model", str(path), "--n", "40",
-                 "--out", str(out)]) == 0
+    files, _ = write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
     names = sorted(p.name for p in out.iterdir())
     assert names == ["prop63-real-weights-1.json", "prop63-real-weights-2.json", "prop63-real-weights-3.json",
                      "recovery-wo-real.json", "thm53-real-weights.json"]
     assert main(["verify", str(out)]) == 0
     cert = json.loads((out / "thm53-real-weights.json").read_text())
     assert any(it["r"] in it["cols"] for it in cert["witness"]["items"].values())  # column r is exercised
-    assert json.loads((out / "prop63-real-weights-2.json").read_text())["witness"]["input"]["ids"].__len__() == 40
+    assert len(json.loads((out / "prop63-real-weights-2.json").read_text())["witness"]["input"]["ids"]) == 40
 
 
 def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
