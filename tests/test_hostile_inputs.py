@@ -431,3 +431,12 @@ def test_tokenizer_from_dev_zero_refused(tmp_path, capsys):
     os.symlink("/dev/zero", d / "tokenizer.json")
     err = _refused(capsys, ["measure", "--model", str(d), "--text", "hello world"], seconds=60)
     assert "not a regular file" in err or "outside the model directory" in err, err
+
+
+def test_verify_reads_certificates_bounded(tmp_path, capsys):
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    (tmp_path / "nan.json").write_text('{"schema": NaN}')
+    os.symlink("/dev/zero", tmp_path / "zero.json")
+    for name, words in (("deep.json", "nests deeper"), ("nan.json", "NaN"), ("zero.json", "zero.json")):
+        err = _refused(capsys, ["verify", str(tmp_path / name)], seconds=10)
+        assert words in err, err

@@ -158,12 +158,10 @@ def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
             files.append(p)
         else:
             raise SymtransError(f"{spec}: no such file or directory")
-    loaded = []
-    for f in files:
-        try:
-            loaded.append((f, json.loads(f.read_text())))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise SymtransError(f"{f}: not a readable JSON certificate ({type(err).__name__})") from None
+    from symtrans.validate import REPORT_MAX_BYTES, read_json_file
+
+    # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
+    loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
     return [(str(f), *verify_certificate(data)) for f, data in loaded]
 
 
