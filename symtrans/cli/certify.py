@@ -195,9 +195,20 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 print(f"      scope: {scope['kind']}: {scope['description']}")
             for hc in ev.get("hypothesis_checks") or ():
                 print(f"      hypothesis {hc['name']}: {hc['holds']}" +
-                      (f" (margin {hc['margin']:.1f})" if hc.get("margin") is not None else ""))
+                      (f" (margin {_margin(hc['margin'])})" if hc.get("margin") is not None else ""))
     if args.out:
         print(f"wrote {len(files)} certificate files to {args.out}")
         for line in uncovered:
             print(f"  no certificate file (proof or search record, no re-checkable witness): {line}")
     return 0
+
+
+def _margin(value: object) -> str:
+    """A margin as printed: one decimal for a number, the strict-JSON spelling ("inf") as it is.
+
+    Examples
+    --------
+    >>> _margin(2.345), _margin("inf")
+    ('2.3', 'inf')
+    """
+    return f"{value:.1f}" if isinstance(value, (int, float)) else str(value)
