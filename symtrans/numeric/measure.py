@@ -98,8 +98,11 @@ def single_threaded() -> Iterator[None]:
     >>> torch.get_num_threads() == before
     True
     """
-    import torch
-
+    try:
+        import torch
+    except ModuleNotFoundError:  # torch-free install (no [numeric] extra): nothing to limit
+        yield
+        return
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
