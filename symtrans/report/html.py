@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import PaperStatus, Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
 from symtrans.report.layout import layout
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
 
@@ -338,7 +338,7 @@ def render_html(report: Report) -> str:
         "that ran.</p>"
         f'<ul class="run"><li>symtrans {_esc(report.toolkit_version)}, generated {_esc(report.generated)} in '
         f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
-        f"dtype = {_esc(c['dtype'])}, device = {_esc(c['device'] or 'auto')}</li></ul>"
+        f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li></ul>"
         f"<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
         '<div class="summary"><div><h2>Counts by verdict</h2>'
         f"{_table(['verdict', 'claims'], verdict_rows)}</div>"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -50,7 +50,7 @@ def _run_lines(report: Report) -> list[str]:
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
              f"- model: {model}",
-             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {c['device'] or 'auto'}"]
+             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {device_text(c['device'])}"]
     if report.previous:
         lines.append(f"- evidence carried from an earlier report: `{report.previous}`")
     return lines
