@@ -33,6 +33,7 @@ Examples
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
@@ -43,6 +44,13 @@ T = TypeVar("T")
 
 _STATE: dict[str, Any] = {"quiet": False, "stream": None, "clock": None, "announced": None}
 _OPEN: list[Progress] = []
+
+#: Lines for a non-terminal stream are held this long after :func:`announce`, so that a command refusing
+#: its input at once prints only its one error line (:func:`finish` with ``discard``), not "starting".
+HOLD_SECONDS = 0.8
+_HELD: list[str] = []
+_LOCK = threading.Lock()
+_TIMER: list[threading.Timer] = []
 
 
 def configure(*, quiet: bool = False, stream: TextIO | None = None,
@@ -95,9 +103,29 @@ def _line(text: str) -> None:
             _clear_announce()
             stream.write(text + "\n")
         else:
-            stream.write(f"[{_now()}] {text}\n")
+            line = f"[{_now()}] {text}\n"
+            with _LOCK:
+                if _TIMER:  # still within the hold after announce()
+                    _HELD.append(line)
+                    return
+            stream.write(line)
         stream.flush()
     except (OSError, ValueError):  # a closed or broken stderr must not stop the work
+        pass
+
+
+def _release(discard: bool = False) -> None:
+    with _LOCK:
+        for t in _TIMER:
+            t.cancel()
+        _TIMER.clear()
+        lines = [] if discard else list(_HELD)
+        _HELD.clear()
+    try:
+        if lines:
+            _stream().writelines(lines)
+            _stream().flush()
+    except (OSError, ValueError):
         pass
 
 
@@ -117,7 +145,9 @@ def announce(command: str, what: str = "starting") -> None:
     >>> import io
     >>> err = io.StringIO(); configure(stream=err, clock=lambda: "09:00:00")
     >>> announce("report", "loading the model")
-    >>> err.getvalue()
+    >>> err.getvalue()  # held for HOLD_SECONDS: a command that fails at once prints only its error
+    ''
+    >>> finish(); err.getvalue()
     '[09:00:00] symtrans report: loading the model\\n'
     >>> configure()
     """
@@ -130,17 +160,34 @@ def announce(command: str, what: str = "starting") -> None:
             _STATE["announced"] = command
         except (OSError, ValueError):
             pass
+    elif HOLD_SECONDS > 0:
+        with _LOCK:
+            timer = threading.Timer(HOLD_SECONDS, _release)
+            timer.daemon = True
+            _TIMER.append(timer)
+            _HELD.append(f"[{_now()}] symtrans {command}: {what}\n")
+        timer.start()
     else:
         _line(f"symtrans {command}: {what}")
 
 
-def finish() -> None:
-    """Remove a transient :func:`announce` line still on the terminal (before an error message or output).
+def finish(discard: bool = False) -> None:
+    """End the announcement: clear its transient terminal line, and print (or, with ``discard``, drop) held lines.
+
+    The command line calls ``finish(discard=True)`` before an error message, so
+    that input refused within the first :data:`HOLD_SECONDS` shows one line.
 
     Examples
     --------
-    >>> finish()  # nothing announced: nothing to do
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "10:00:00")
+    >>> announce("report"); finish(discard=True); err.getvalue()
+    ''
+    >>> announce("report"); finish(); err.getvalue()
+    '[10:00:00] symtrans report: starting\\n'
+    >>> configure()
     """
+    _release(discard)
     try:
         _clear_announce()
         _stream().flush()

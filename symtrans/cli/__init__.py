@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SymtransError as err:
         from symtrans import progress
 
-        progress.finish()
+        progress.finish(discard=True)
         msg = str(err)
         if not msg.startswith("symtrans"):
             msg = f"symtrans: error: {msg}"
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from symtrans import progress
 
-        progress.finish()
+        progress.finish(discard=True)
         print(f"symtrans: error: {command or 'this command'} {why}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

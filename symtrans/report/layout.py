@@ -238,12 +238,15 @@ def _order(rows: list[list[str]], unit: list[tuple[str, str]], iterations: int =
                 keys[v] = (float(cur[v]) * len(ref) / max(len(rows[k]), 1), float(cur[v]), cur[v])
         rows[k].sort(key=lambda v: keys[v])
 
-    def local(k: int) -> int:
+    def pair(a: str, b: str, pos: dict[str, int]) -> int:
+        """Crossings among a's and b's edges (both sides) with a placed left of b."""
         c = 0
-        if k > 0:
-            c += layer_crossings(rows[k - 1], rows[k], between[k - 1])
-        if k < n - 1:
-            c += layer_crossings(rows[k], rows[k + 1], between[k])
+        for nbrs in (up, down):
+            for x in nbrs[a]:
+                px = pos[x]
+                for y in nbrs[b]:
+                    if px > pos[y]:
+                        c += 1
         return c
 
     def transpose() -> None:
@@ -251,15 +254,15 @@ def _order(rows: list[list[str]], unit: list[tuple[str, str]], iterations: int =
         rounds = 0
         while improved and rounds < 8:
             improved, rounds = False, rounds + 1
+            pos = {v: i for row in rows for i, v in enumerate(row)}
             for k in range(n):
                 row = rows[k]
                 for i in range(len(row) - 1):
-                    before = local(k)
-                    row[i], row[i + 1] = row[i + 1], row[i]
-                    if local(k) < before:
+                    a, b = row[i], row[i + 1]
+                    if pair(b, a, pos) < pair(a, b, pos):
+                        row[i], row[i + 1] = b, a
+                        pos[a], pos[b] = i + 1, i
                         improved = True
-                    else:
-                        row[i], row[i + 1] = row[i + 1], row[i]
 
     best = [list(r) for r in rows]
     best_c = _total_crossings(rows, between)

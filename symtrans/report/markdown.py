@@ -20,6 +20,7 @@ from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
 from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
+from symtrans.report.mathtext import latex_to_text
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -88,7 +89,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
                f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
                + (" · known only from the abstract" if claim.source == "abstract" else ""))
-    out += ["", "> " + claim.statement, "", "```latex", claim.latex, "```", ""]
+    out += ["", "> " + claim.statement, "", f"Formally: `{latex_to_text(claim.latex).replace('`', chr(39))}`", ""]
     if claim.formalisation == "toolkit":
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:
