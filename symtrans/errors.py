@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["SymtransError", "suggest", "EXTRA_OF", "missing_extra"]
+__all__ = ["SymtransError", "suggest", "EXTRA_OF", "missing_extra", "require"]
 
 
 class SymtransError(ValueError):
@@ -79,3 +79,28 @@ def missing_extra(err: BaseException) -> str | None:
         return None
     hint = " (or symtrans[models] for the bundled model)" if extra == "numeric" else ""
     return f"needs {top}, which is not installed: pip install 'symtrans[{extra}]'{hint}"
+
+
+def require(script: str, *modules: str) -> None:
+    """Exit with one line naming the extra to install if any of ``modules`` is missing (for scripts, examples).
+
+    Examples
+    --------
+    >>> require("demo.py", "json")  # present: nothing happens
+    >>> try:
+    ...     require("demo.py", "matplotlib_not_here")
+    ... except SystemExit as stop:
+    ...     print(stop)
+    demo.py needs matplotlib_not_here, which is not installed
+    """
+    import importlib.util
+    import os
+
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            why = missing_extra(ModuleNotFoundError(f"No module named {name!r}", name=name))
+            raise SystemExit(f"{os.path.basename(script)} {why or f'needs {name}, which is not installed'}")
