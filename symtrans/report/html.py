@@ -135,6 +135,8 @@ def _tooltip(claim: Claim, status: ClaimStatus) -> str:
              + (" | toolkit formalisation" if claim.formalisation == "toolkit" else ""), "", claim.statement]
     if status.disagreement:
         lines += ["", f"DISAGREEMENT: {status.disagreement}"]
+    if status.readings:
+        lines += ["", "readings:"] + [f"  {r.id}: {r.verdict.value}" for r in status.readings]
     if status.failed_ancestors:
         lines += [f"rests on failed: {', '.join(status.failed_ancestors)}"]
     lines += ["", "evidence:" if status.evidence else "evidence: none registered"]
@@ -172,7 +174,8 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
     keep = None
     if focus is not None:
         keep = {focus, *g.rests_on(focus), *g.impact(focus)}
-    lay = layout(g, engine=engine, only=keep)
+    lay = layout(g, engine=engine, only=keep, node_h=56 if any(s.readings for s in report.statuses.values())
+                 else 48)
     w, h = lay.node_w, lay.node_h
     ids = [v for v in g.claims if keep is None or v in keep]
     up = {v: sorted(u for u in g.graph.predecessors(v) if u in ids) for v in ids}
@@ -233,6 +236,12 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
         if claim.formalisation == "toolkit":
             out.append(f'<text class="tk" x="{x + w - 8:.1f}" y="{y + h - 7:.1f}" text-anchor="end" '
                        f'font-size="8.5" font-weight="600" fill="{fill.text}" opacity="0.8">TK</text>')
+        for i, r in enumerate(status.readings):  # one pip per reading, filled with that reading's verdict
+            rf = VERDICT_FILL[r.verdict]
+            out.append(f'<rect class="reading" data-reading="{_esc(r.id)}" data-verdict="{r.verdict.value}" '
+                       f'x="{x + 10 + i * 17:.1f}" y="{y + h - 11:.1f}" width="14" height="7" rx="2" '
+                       f'fill="{rf.fill}" stroke="{fill.text}" stroke-width="0.8">'
+                       f"<title>reading {_esc(r.id)}: {r.verdict.value}</title></rect>")
         out.append("</g></a>")
     out.append("</g></svg>")
     return "".join(out)
@@ -266,7 +275,10 @@ def render_legend() -> str:
             f"<div><h4>Corner: standing</h4><ul>{standings}</ul></div>"
             f"<div><h4>Edges (dependency \u2192 user)</h4><ul>{edges}</ul>"
             "<h4 style=\"margin-top:8px\">Marks</h4><ul><li><b>TK</b> toolkit formalisation</li>"
-            "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section</li></ul></div>"
+            '<li><svg width="34" height="10"><rect x="2" y="1" width="14" height="7" rx="2" fill="#aceebb" '
+            'stroke="#24292f" stroke-width="0.8"/><rect x="19" y="1" width="14" height="7" rx="2" fill="#cf222e" '
+            'stroke="#24292f" stroke-width="0.8"/></svg>readings, one pip each, filled by verdict</li>'
+            "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section; its section links to a focus view</li></ul></div>"
             "</div>")
 
 
@@ -332,6 +344,17 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
         parts.append(f'<div class="formal"><b>Toolkit formalisation.</b> {_esc(claim.formalisation_note)}</div>')
     if status.disagreement:
         parts.append(f'<p class="disagree"><b>Disagreement:</b> {_esc(status.disagreement)}.</p>')
+    if status.readings:
+        parts.append(f"<p><b>Readings</b> ({len(status.readings)}; the claim's verdict is theirs when they agree, "
+                     "<code>reading-dependent</code> when some hold and some fail):</p>")
+        parts.append(_table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
+                             "formalisation"],
+                            [[f"<code>{_esc(r.id)}</code>",
+                              f'<span class="swatch" style="background:{VERDICT_FILL[r.verdict].fill};'
+                              f'border:1px solid #8c959f"></span><b>{_esc(r.verdict.value)}</b>',
+                              _esc(r.standing.value), _esc(getattr(r.reading, "quantifier", "")),
+                              _esc(getattr(r.reading, "statement", "")), _esc(getattr(r.reading, "paper_wording", "")),
+                              _esc(getattr(r.reading, "formalisation_note", ""))] for r in status.readings]))
     deps = [f"<li><b>{label}:</b> {_links(ids)}</li>" if strong else f"<li>{label}: {_links(ids)}</li>"
             for label, ids, strong in dependency_rows(claim, status, g)]
     parts.append(f'<ul class="deps">{"".join(deps)}</ul>')
@@ -351,7 +374,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
         parts.append(_table(list(EVIDENCE_COLUMNS.values()),
-                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason,
+                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as, counted_note=e.counted_note,
                                                   origin=e.origin)[k]) for k in keys] for e in status.evidence]))
     else:
         parts.append('<p class="muted">No evidence producer is registered for this item.</p>')
