@@ -506,6 +506,21 @@ def _segments_cross(p1: Point, p2: Point, q1: Point, q2: Point) -> bool:
     return (d1 > 0) != (d2 > 0) and (d3 > 0) != (d4 > 0) and d1 * d2 < 0 and d3 * d4 < 0
 
 
+def _meet(p1: Point, p2: Point, q1: Point, q2: Point, ends: set[Point]) -> bool:
+    """Whether two segments cross, or touch at a point that is not one of ``ends`` (the edges' end points)."""
+    def orient(a: Point, b: Point, c: Point) -> float:
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    d1, d2 = orient(q1, q2, p1), orient(q1, q2, p2)
+    d3, d4 = orient(p1, p2, q1), orient(p1, p2, q2)
+    if d1 * d2 < 0 and d3 * d4 < 0:
+        return True
+    if d1 == d2 == d3 == d4 == 0 or d1 * d2 > 0 or d3 * d4 > 0:
+        return False  # collinear or apart
+    touch = p1 if d1 == 0 else p2 if d2 == 0 else q1 if d3 == 0 else q2
+    return (round(touch[0], 6), round(touch[1], 6)) not in ends
+
+
 def crossings(lay: Layout, steps: int = 16) -> int:
     """Count pairs of drawn edges that cross (curves sampled as polylines; touching at an end does not count).
 
@@ -526,7 +541,8 @@ def crossings(lay: Layout, steps: int = 16) -> int:
             if a[2] < b[0] or b[2] < a[0] or a[3] < b[1] or b[3] < a[1]:
                 continue
             pe, pf = lines[e], lines[f]
-            if any(_segments_cross(pe[s], pe[s + 1], pf[t], pf[t + 1])
+            ends = {(round(p[0], 6), round(p[1], 6)) for p in (pe[0], pe[-1], pf[0], pf[-1])}
+            if any(_meet(pe[s], pe[s + 1], pf[t], pf[t + 1], ends)
                    for s in range(len(pe) - 1) for t in range(len(pf) - 1)):
                 count += 1
     return count
