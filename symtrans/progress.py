@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
-__all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick"]
+__all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick", "without_progress"]
 
 T = TypeVar("T")
 
@@ -319,3 +319,17 @@ def tick(label: str = "", n: int = 1) -> None:
     """
     if _OPEN:
         _OPEN[-1].step(label, n)
+
+
+def without_progress(text: str) -> str:
+    """``text`` (a captured stderr) without the timestamped progress lines, e.g. to find the one error line.
+
+    Examples
+    --------
+    >>> without_progress("[08:00:00] symtrans measure: starting\\nsymtrans: error: bad\\n")
+    'symtrans: error: bad\\n'
+    """
+    import re
+
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", line))

@@ -208,9 +208,11 @@ def test_progress_on_a_terminal_is_a_bar():
     assert text.startswith("symtrans report: starting") and "\r" in text and "0/3" in text and "claim/s" in text
 
 
-def test_an_instant_refusal_stays_one_line():
-    run = _run("check", "--claims", "prop-5.4", "--n", "1")
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("symtrans: error:")
+def test_an_instant_refusal_stays_one_line(capsys):
+    # the "starting" line is held for progress.HOLD_SECONDS, so input refused at once prints only its error
+    assert main(["check", "--claims", "prop-5.4", "--n", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("symtrans: error:"), err
 
 
 # ----------------------------------------------------------------- one vocabulary: --n everywhere
