@@ -70,14 +70,28 @@ def configure(*, quiet: bool = False, stream: TextIO | None = None,
 
 
 def enabled() -> bool:
-    """Whether progress is shown at all (not ``--quiet``).
+    """Whether progress is shown at all: not ``--quiet``, and stderr is a terminal, a file or a pipe.
+
+    An in-memory ``sys.stderr`` (a caller capturing the command's messages, as
+    the test suite does) gets none, unless given explicitly to :func:`configure`.
 
     Examples
     --------
-    >>> configure(); enabled()
+    >>> import io
+    >>> configure(quiet=True); enabled()
+    False
+    >>> configure(stream=io.StringIO()); enabled()
     True
     """
-    return not _STATE["quiet"]
+    if _STATE["quiet"]:
+        return False
+    if _STATE["stream"] is not None:
+        return True
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return False
+    return True
 
 
 def _stream() -> TextIO:
@@ -236,7 +250,7 @@ class Progress:
     def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True):
         self.total, self.desc, self.unit = total, desc, unit
         self.count = 0
-        self.active = enabled and not _STATE["quiet"]
+        self.active = enabled and globals()["enabled"]()
         self._start = time.perf_counter()
         self._bar: Any = None
         self._closed = False
