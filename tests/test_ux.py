@@ -304,3 +304,14 @@ def test_report_md_and_json_agree_on_the_device(symbolic_report):
     md = render_markdown(symbolic_report)
     assert symbolic_report.to_json()["context"]["device"] is None
     assert "device = null (auto" in md
+
+
+@pytest.mark.parametrize("script", ["head_asymmetry.py", "dong_vs_residual.py"])
+def test_plot_examples_name_the_extra_when_matplotlib_is_missing(script, tmp_path):
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = [{script!r}, {str(tmp_path)!r}]; "
+            f"runpy.run_path({str(ROOT / 'examples' / script)!r}, run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.stderr.strip() == f"{script} needs matplotlib, which is not installed: pip install 'symtrans[plots]'"
