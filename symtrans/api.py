@@ -388,12 +388,9 @@ class ProofGraph:
         return self.report.disagreements()
 
     def _repr_html_(self) -> str:
-        from symtrans.report.html import render_legend, render_svg
+        from symtrans.report.html import render_notebook
 
-        rows = [[c.id, c.kind, c.paper_status.value, s.verdict.value, s.standing.value, c.title]
-                for c, s in self.report.items()]
-        return (render_svg(self.report) + render_legend()
-                + _html_table(["id", "kind", "paper", "toolkit", "standing", "title"], rows))
+        return render_notebook(self.report)
 
 
 def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",

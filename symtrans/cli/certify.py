@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: int = 128,
-                   seed: int = 0) -> dict[str, Any]:
+                   seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Run the certificates for ``ids`` (all when empty); return the report-shaped dict.
 
     Examples
@@ -72,8 +72,11 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     for cid in ids or []:
         if cid not in known:
             raise SymtransError(suggest(cid, known, "claim with certificates"))
+    from symtrans.progress import Progress
+
     ctx = Context(model=model, n=n, seed=seed)
-    results = run_certificates(list(ids) if ids else None, ctx)
+    with Progress(None, "certify", unit="certificate", enabled=progress):
+        results = run_certificates(list(ids) if ids else None, ctx)
     return {"claims": [{"id": cid, "verdict": combine_verdicts(e.verdict for e in evs).value,
                         "evidence": [e.to_dict() for e in evs]} for cid, evs in results.items()]}
 
@@ -176,7 +179,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
-    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed)
+    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed, progress=True)
     if args.out:
         files, uncovered = write_certificates(out, args.out)
     if args.format == "json":

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
+from symtrans.report.mathtext import latex_to_text
 from symtrans.validate import terminal_safe
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def _run_lines(report: Report) -> list[str]:
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
              f"- model: {model}",
-             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {_md(c['device'] or 'auto')}"]
+             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {_md(device_text(c['device']))}"]
     if report.previous:
         lines.append(f"- evidence carried from an earlier report: {_code(report.previous)}")
     return lines
@@ -142,7 +143,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
                f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
                + (" · known only from the abstract" if claim.source == "abstract" else ""))
-    out += ["", "> " + claim.statement, "", "```latex", claim.latex, "```", ""]
+    out += ["", "> " + claim.statement, "", f"Formally: `{latex_to_text(claim.latex).replace('`', chr(39))}`", ""]
     if claim.formalisation == "toolkit":
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:
