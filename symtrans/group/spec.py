@@ -31,7 +31,8 @@ Examples
 >>> [f.name for f in spec.factors]  # doctest: +NORMALIZE_WHITESPACE
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
  'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
- 'attention-input-hyperplane', 'S_n', 'residual-permutation']
+ 'attention-input-hyperplane', 'S_n', 'residual-permutation', 'embedding-centring-shift',
+ 'embedding-translation', 'final-norm-scaling', 'residual-rotation']
 >>> spec.total_dimension()
 1324056
 >>> spec.gauge_dimension_model()
@@ -657,7 +658,7 @@ class GroupSpec:
         --------
         >>> d = GroupSpec.from_arch("bert-base").to_dict()
         >>> d["total_dimension"], d["gauge_dimension"], d["scopes"]["model"]["value"]
-        (1324056, 1179648, 1327128)
+        (1324056, 1179648, 1359698)
         """
         a = self.arch
         return {
