@@ -216,3 +216,20 @@ def test_verdicts_identical_for_seeds_0_to_5(w):
         ctx.seed = seed
         seen.add(tuple(ev.verdict for f in funcs for ev in f(ctx)))
     assert len(seen) == 1, seen
+
+
+def test_prop51_witness_certifies_at_the_seed_that_used_to_draw_a_rank_0_matrix():
+    from symtrans.certify.producers import prop51
+    from symtrans.evidence import Context
+
+    ev = prop51(Context(model=None, seed=1))[0]  # seed 1 once drew a rank-0 'rank-1' matrix
+    assert ev.verdict is Verdict.CERTIFIED
+    assert all(r["rank_A"] == r["r"] and r["certified"] for r in ev.details["witnesses"])
+
+
+@pytest.mark.slow
+def test_prop51_witness_certifies_for_seeds_0_to_5():
+    from symtrans.certify.producers import prop51
+    from symtrans.evidence import Context
+
+    assert {prop51(Context(model=None, seed=s))[0].verdict for s in range(6)} == {Verdict.CERTIFIED}
