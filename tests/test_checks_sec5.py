@@ -26,10 +26,8 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def w():
-    from symtrans.numeric import load_model
-
-    return load_model("default")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 def _well_formed(ev):
