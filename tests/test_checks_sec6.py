@@ -82,9 +82,19 @@ def test_torch_only_flop_count_equals_transformers_bert_layer():
     # the report counts bert-base FLOPs on the toolkit's layer (no transformers import); the reference
     # implementation must count the same attention and FFN FLOPs
     for m in (128, 512):
-        ours = sec6.count_flops(sec6.meta_layer("bert-base"), m)
+        ours = sec6.count_matmul_flops(sec6.meta_layer("bert-base"), m)
         ref = sec6.count_flops_bert_layer("bert-base", m)
         assert (ours["attention"], ours["ffn"]) == (ref["attention"], ref["ffn"])
+        assert ours == sec6.count_flops(sec6.meta_layer("bert-base"), m)  # torch's FlopCounterMode
+
+
+def test_cheap_counter_equals_flop_counter_mode_on_real_and_narrowed_layers(w):
+    lay = w.layer(0)
+    narrow = dict(lay, W_in=lay["W_in"][:, :8], b_in=lay["b_in"][:8], W_out=lay["W_out"][:8])
+    for layer in (lay, narrow):
+        for m in (3, 40):
+            assert sec6.count_matmul_flops(layer, m) == sec6.count_flops(layer, m)
+    assert sec6.count_matmul_flops(narrow, 40)["ffn"] != sec6.count_matmul_flops(lay, 40)["ffn"]
 
 
 def test_share_range_polynomial_route_equals_registry_at_every_n():
