@@ -33,7 +33,7 @@ from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Toleran
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
 __all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
-           "depth_sweep", "mha_jvp", "jacobian_check", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
+           "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
            "Frobenius norm of the layer's real input (a smooth positive density on the rank-r manifold)")
@@ -107,7 +107,9 @@ def mha_paper(X: Any, layer: dict[str, Any]) -> Any:
     if X.ndim == 2:
         return one(X)
     flat = X.reshape(-1, *X.shape[-2:])
-    return torch.func.vmap(one)(flat).reshape(X.shape)
+    # a loop, not torch.func.vmap: the batch is a handful of matrices, and functorch costs seconds of
+    # imports (torch._dynamo) on first use
+    return torch.stack([one(x) for x in flat]).reshape(X.shape)
 
 
 def rank_grid(n: int, d: int) -> list[int]:
@@ -574,6 +576,32 @@ def mha_jvp(X: Any, dX: Any, layer: dict[str, Any]) -> Any:
     return (dA @ (X @ WVO) + A @ (dX @ WVO)).sum(0)
 
 
+def autograd_jvp(fn: Any, X: Any, dX: Any) -> tuple[Any, Any]:
+    """``(fn(X), J_fn(X) dX)`` by reverse-mode autograd twice (the double-vjp trick).
+
+    ``g(u) = J^T u`` is linear in ``u``, so the gradient of ``<g(u), dX>`` with
+    respect to ``u`` is ``J dX``. Plain autograd: no functorch transforms or
+    forward-mode decompositions, whose first use imports torch._dynamo
+    (seconds).
+
+    Examples
+    --------
+    >>> import torch
+    >>> X, dX = torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+    >>> autograd_jvp(lambda x: x * x, X, dX)[1].tolist()
+    [2.0, 0.0]
+    """
+    import torch
+
+    with torch.enable_grad():
+        x = X.detach().requires_grad_(True)
+        y = fn(x)
+        u = torch.zeros_like(y, requires_grad=True)
+        (vjp,) = torch.autograd.grad(y, x, u, create_graph=True)
+        (jvp,) = torch.autograd.grad(vjp, u, dX)
+    return y.detach(), jvp.detach()
+
+
 def _layer(w: Any, h: Any, i: int, with_ln: bool) -> Any:
     from symtrans.numeric.forward import attention, layer_norm
 
@@ -613,7 +641,7 @@ def jacobian_check(w: Any, X: Any, layers: int = 2, directions: int = 6, seed: i
     fn = lambda x: _stack(w, x, layers, with_ln)  # noqa: E731
     for _ in range(directions):
         dX = torch.randn(X.shape, generator=g, dtype=X.dtype)
-        _, ref = torch.func.jvp(fn, (X,), (dX,))
+        _, ref = autograd_jvp(fn, X, dX)
         h, dh = X, dX
         with torch.no_grad():
             for i in range(layers):  # chain (I + D[MHA](h_i)) along the stack's own states
@@ -623,8 +651,8 @@ def jacobian_check(w: Any, X: Any, layers: int = 2, directions: int = 6, seed: i
         errors.append(dn / rn if rn > 0 else (0.0 if dn == 0 else math.inf))
     # non-affinity: second-order remainder scales like t^2
     dX = torch.randn(X.shape, generator=g, dtype=X.dtype)
+    _, lin = autograd_jvp(fn, X, dX)
     with torch.no_grad():
-        _, lin = torch.func.jvp(fn, (X,), (dX,))
         rem = [float((fn(X + t * dX) - fn(X) - t * lin).norm()) for t in (1e-2, 1e-3)]
     return {"max_rel_error": max(errors), "errors": errors, "layers": layers, "with_ln": with_ln,
             "remainder_t1e-2": rem[0], "remainder_t1e-3": rem[1],
@@ -664,7 +692,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
         "the second-order remainder is exactly zero (an affine map)")
     inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP",
-              "reference": "torch.func.jvp (forward-mode autograd) of the stack"}
+              "reference": "autograd JVP of the stack (reverse mode twice: grad_u <J^T u, dX> = J dX)"}
     return [record(ctx, "prop-5.4", "residual-jacobian", v,
                    f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
                    f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); {shape}"

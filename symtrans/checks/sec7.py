@@ -10,7 +10,7 @@ Every count names its map (the paper's n(H-1)d_k is the fibre of the first):
 * **LN** ``Z -> LN(X + Z W_O + b_O)`` with X fixed (the paper's LayerNorm, no
   epsilon; real gamma, beta): row-separable, so the fibre's tangent dimension is
   the sum over rows of ``H d_v - rank J_i``; ``J_i`` (d_model x H d_v) is computed
-  by forward-mode autograd at sampled rows.
+  in closed form at sampled rows (tests compare it with forward-mode autograd).
 
 No dense (n H d_v)-square matrix is ever formed.
 
@@ -30,8 +30,8 @@ from typing import Any
 from symtrans.checks.common import GAP_TOLERANCE, gap, random_weights, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "stacked_wo",
-           "recover_heads"]
+__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians",
+           "stacked_wo", "recover_heads"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def recover_heads(Z: Any, W_O: Any) -> float:
 
 
 def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> list[dict[str, Any]]:
-    """Per-row tangent fibre of ``z_i -> LN(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i by jacfwd.
+    """Per-row tangent fibre of ``z_i -> LN(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
 
     Examples
     --------
@@ -143,20 +143,44 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     """
     import torch
 
-    from symtrans.numeric.forward import layer_norm
     from symtrans.numeric.linalg import numerical_ranks
 
     W = stacked_wo(layer["W_O"])
+    recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps))
     out = []
-    jacs = []
-    for i in rows:
-        f = lambda z, i=i: layer_norm((X[i] + z @ W + layer["b_O"])[None], layer["ln1_w"], layer["ln1_b"], eps)[0]  # noqa: E731
-        jacs.append(torch.func.jacfwd(f)(Z[i]))
-    recs = numerical_ranks(torch.stack(jacs))
     for i, rec in zip(rows, recs):
         out.append({"row": i, "rank_J": rec.rank, "fibre": W.shape[0] - rec.rank, "gap": gap(rec),
                     "sigma_above": rec.sigma_above, "sigma_below": rec.sigma_below, "cut": rec.cut})
     return out
+
+
+def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> Any:
+    """``J_i`` (d_model x H d_v) of ``z -> LN(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
+
+    With ``u = x_i + z W_O + b_O``, ``s = sqrt(var(u) + eps)`` and ``y = (u - mean u) / s``
+    (LayerNorm with biased variance), ``d LN = diag(gamma) (1/s) (P - y y^T / d) du`` with
+    ``P = I - 11^T / d``, and ``du = W_O^T dz``. Tests compare it with forward-mode autograd.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(1, 2, 4, dtype=torch.float64)
+    >>> lay = {"W_O": W, "b_O": torch.zeros(4, dtype=torch.float64), "ln1_w": torch.ones(4, dtype=torch.float64)}
+    >>> tuple(ln_row_jacobians(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64),
+    ...                        lay, [0, 2]).shape)
+    (2, 4, 2)
+    """
+    W = stacked_wo(layer["W_O"])  # [H d_v, d]
+    d = W.shape[1]
+    u = X[rows] + Z[rows] @ W + layer["b_O"]  # [r, d]
+    c = u - u.mean(-1, keepdim=True)
+    s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
+    y = c / s
+    Wt = W.T  # [d, H d_v]
+    PWt = Wt - Wt.mean(0, keepdim=True)  # P W_O^T
+    inner = PWt[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T
+    gamma = layer["ln1_w"]
+    return (gamma[None, :, None] / s[:, :, None]) * inner
 
 
 def _formula(name: str, arch: Any, **sizes: int) -> int:
