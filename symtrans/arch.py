@@ -82,6 +82,7 @@ class Architecture:
     activation: str = "gelu"
     ffn: str = "mlp"
     bias: bool = True
+    qkv_bias: bool = False
     attention: str = "bidirectional"
     positional: str = "learned"
     position_table: Size | None = None
@@ -293,7 +294,8 @@ _FAMILY_KEYS = {
     "llama": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
               "max_position_embeddings"),
 }
-# qwen2 is not an alias: it biases Q, K, V but not O, which one bias flag cannot describe.
+# qwen2 is not an alias: it biases Q, K, V but not O or the FFN (``bias=False, qkv_bias=True``).
+_FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama"}
 
 
@@ -333,7 +335,12 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
 
     Supported ``model_type``: bert, roberta (and xlm-roberta, camembert),
     distilbert, gpt2, llama (and mistral: grouped-query attention,
-    rotary positions, RMSNorm, gated SiLU feed-forward, no biases).
+    rotary positions, RMSNorm, gated SiLU feed-forward, no biases), qwen2
+    (llama-like with biases on Q, K and V only: ``qkv_bias``). Structural
+    options the toolkit does not model are refused with the key named:
+    GPT-2's ``scale_attn_by_inverse_layer_idx`` or ``scale_attn_weights=false``,
+    a ``rope_scaling``/``rope_parameters`` type other than ``default``, a
+    ``partial_rotary_factor`` below 1.
 
     Examples
     --------
@@ -378,7 +385,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family == "llama" else 0
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -406,6 +413,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             positional="sinusoidal" if _bool_key(cfg, "sinusoidal_pos_embds", shown) else "learned",
             embedding_norm=True, ln_eps=1e-12)
     elif family == "gpt2":
+        if _bool_key(cfg, "scale_attn_by_inverse_layer_idx", shown):
+            raise SymtransError(f"{shown}: scale_attn_by_inverse_layer_idx=true is not modelled")
+        if not _bool_key(cfg, "scale_attn_weights", shown, default=True):
+            raise SymtransError(f"{shown}: scale_attn_weights=false is not modelled (scores are scaled by "
+                                "1/sqrt(d_k))")
         arch = Architecture(
             **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions, norm_placement="pre",
@@ -415,7 +427,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
+        _check_rope(cfg, shown)
         bias = _bool_key(cfg, "attention_bias", shown)
+        qkv_bias = family == "qwen2"
+        if qkv_bias and bias:
+            raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
         if _bool_key(cfg, "mlp_bias", shown) != bias:
             raise SymtransError(
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
@@ -424,11 +440,29 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             **common, n=positions, H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
             max_positions=positions, position_table=None, norm_placement="pre",
             norm="rmsnorm", activation=_activation(cfg.get("hidden_act", "silu"), shown),
-            ffn="gated", bias=bias, attention="causal",
+            ffn="gated", bias=bias, qkv_bias=qkv_bias, attention="causal",
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False)
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+def _check_rope(cfg: dict[str, Any], path: str) -> None:
+    """Refuse rotary variants the numeric forward does not implement (naming the key)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}")
+        kind = value.get("rope_type", value.get("type", "default"))
+        if kind != "default":
+            raise SymtransError(f"{path}: {key} type {kind!r} is not modelled (only 'default' rotary positions)")
+        if value.get("partial_rotary_factor", 1.0) != 1.0:
+            raise SymtransError(f"{path}: {key}.partial_rotary_factor below 1 is not modelled")
+    if cfg.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
+        raise SymtransError(f"{path}: partial_rotary_factor={cfg['partial_rotary_factor']!r} is not modelled "
+                            "(rotary positions on every head dimension only)")
 
 
 def _activation(name: Any, path: str) -> str:

@@ -53,6 +53,17 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
     },
 }
 _LAYOUTS["roberta"] = _LAYOUTS["bert"]
+# decoders: the per-layer reading is in _Checkpoint._gpt2_layer / _llama_layer
+_LAYOUTS["gpt2"] = {
+    "prefixes": ("", "transformer."), "layer": "h.{i}.",
+    "word": "wte.weight", "pos": "wpe.weight", "type": None, "emb_ln": None, "final_ln": "ln_f",
+}
+_LAYOUTS["llama"] = {
+    "prefixes": ("", "model."), "layer": "layers.{i}.",
+    "word": "embed_tokens.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "norm",
+}
+_LAYOUTS["qwen2"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
 
 
 def default_model_path() -> Path:
@@ -216,11 +227,11 @@ class ModelWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER}
+        return {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER and v is not None}
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
-              "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
 
 
 # ------------------------------------------------------------------ file reading
@@ -470,7 +481,7 @@ class _Checkpoint:
         layout = _LAYOUTS.get(arch.family)
         if layout is None:
             raise SymtransError(f"{where}: model type {arch.family!r} is not supported by the numeric "
-                                "backend (supported: bert, roberta, distilbert)")
+                                f"backend (supported: {', '.join(SUPPORTED_FAMILIES)}, and mistral as llama)")
         self.arch, self.config, self.layout, self.where = arch, config, layout, where
         self.get, self.slicer, self.dt, self.dev = get, slicer, dt, dev
         self.keyset = set(keys)
@@ -508,6 +519,10 @@ class _Checkpoint:
 
     def layer(self, i: int) -> dict[str, Any]:
         """Layer ``i``'s tensors in the per-head layout."""
+        if self.arch.family == "gpt2":
+            return self._gpt2_layer(i)
+        if self.arch.family in ("llama", "qwen2"):
+            return self._llama_layer(i)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
         lp = lay["layer"].format(i=i)
@@ -526,6 +541,68 @@ class _Checkpoint:
         out["b_out"] = self.fetch(f"{lp}{lay['fout']}.bias", (D,))
         out["ln2_w"] = self.fetch(f"{lp}{lay['ln2']}.weight", (D,))
         out["ln2_b"] = self.fetch(f"{lp}{lay['ln2']}.bias", (D,))
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def _zeros(self, *shape: int) -> Any:
+        import torch
+
+        return torch.zeros(shape, dtype=self.dt, device=self.dev)
+
+    def _gpt2_layer(self, i: int) -> dict[str, Any]:
+        """GPT-2: Conv1D stores ``[in, out]`` (x @ W), and ``c_attn`` fuses Q, K, V along ``out``."""
+        a = self.arch
+        H, D, dk, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_ff)
+        lp = f"h.{i}."
+        w = self.fetch(f"{lp}attn.c_attn.weight", (D, 3 * D))
+        b = self.fetch(f"{lp}attn.c_attn.bias", (3 * D,))
+        out: dict[str, Any] = {}
+        for j, (wname, bname) in enumerate((("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"))):
+            out[wname] = w[:, j * D:(j + 1) * D].reshape(D, H, dk).permute(1, 0, 2)
+            out[bname] = b[j * D:(j + 1) * D].reshape(H, dk)
+        out["W_O"] = self.fetch(f"{lp}attn.c_proj.weight", (D, D)).reshape(H, dk, D)
+        out["b_O"] = self.fetch(f"{lp}attn.c_proj.bias", (D,))
+        out["ln1_w"] = self.fetch(f"{lp}ln_1.weight", (D,))
+        out["ln1_b"] = self.fetch(f"{lp}ln_1.bias", (D,))
+        out["W_in"] = self.fetch(f"{lp}mlp.c_fc.weight", (D, F))
+        out["b_in"] = self.fetch(f"{lp}mlp.c_fc.bias", (F,))
+        out["W_out"] = self.fetch(f"{lp}mlp.c_proj.weight", (F, D))
+        out["b_out"] = self.fetch(f"{lp}mlp.c_proj.bias", (D,))
+        out["ln2_w"] = self.fetch(f"{lp}ln_2.weight", (D,))
+        out["ln2_b"] = self.fetch(f"{lp}ln_2.bias", (D,))
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def _llama_layer(self, i: int) -> dict[str, Any]:
+        """Llama/Mistral/Qwen2: ``nn.Linear`` ``[out, in]``; K and V keep their ``H_kv`` heads.
+
+        Absent biases (Llama: all; Qwen2: ``b_O`` and the FFN's) and the
+        RMSNorm's absent shift are stored as zeros, so every family has the
+        same tensor names; :func:`symtrans.numeric.forward.kv_index` maps a
+        query head to the key/value head it shares.
+        """
+        a = self.arch
+        H, Hkv, D, dk, F = int(a.H), int(a.H_kv), int(a.d_model), int(a.d_k), int(a.d_ff)
+        lp = f"layers.{i}."
+        out: dict[str, Any] = {}
+        for tag, wname, bname, heads in (("q", "W_Q", "b_Q", H), ("k", "W_K", "b_K", Hkv), ("v", "W_V", "b_V", Hkv)):
+            w = self.fetch(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
+            out[wname] = w.T.reshape(D, heads, dk).permute(1, 0, 2)
+            bkey = f"{lp}self_attn.{tag}_proj.bias"
+            out[bname] = (self.fetch(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
+                          else self._zeros(heads, dk))
+        out["W_O"] = self.fetch(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
+        okey = f"{lp}self_attn.o_proj.bias"
+        out["b_O"] = self.fetch(okey, (D,)) if self.has(okey) else self._zeros(D)
+        out["ln1_w"] = self.fetch(f"{lp}input_layernorm.weight", (D,))
+        out["ln1_b"] = self._zeros(D)
+        for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
+            out[wname] = self.fetch(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
+            bkey = f"{lp}mlp.{tag}_proj.bias"
+            out[bname] = self.fetch(bkey, (F,)) if self.has(bkey) else self._zeros(F)
+        out["W_out"] = self.fetch(f"{lp}mlp.down_proj.weight", (D, F)).T
+        dkey = f"{lp}mlp.down_proj.bias"
+        out["b_out"] = self.fetch(dkey, (D,)) if self.has(dkey) else self._zeros(D)
+        out["ln2_w"] = self.fetch(f"{lp}post_attention_layernorm.weight", (D,))
+        out["ln2_b"] = self._zeros(D)
         return {k: v.contiguous() for k, v in out.items()}
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
@@ -548,15 +625,21 @@ class _Checkpoint:
                 out[name] = _LazyRows(self, self.key(lay[name]), shape)
             else:
                 out[name] = self.fetch(lay[name], shape)
-        out["emb_ln_w"] = self.fetch(lay["emb_ln"] + ".weight", (D,))
-        out["emb_ln_b"] = self.fetch(lay["emb_ln"] + ".bias", (D,))
+        for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
+            out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if not key:
+                out[f"{tag}_b"] = None
+            elif self.has(key + ".bias"):
+                out[f"{tag}_b"] = self.fetch(key + ".bias", (D,))
+            else:  # RMSNorm: no shift
+                out[f"{tag}_b"] = self._zeros(D) if self.arch.norm == "rmsnorm" else self.fetch(key + ".bias", (D,))
         return out
 
     def all_tensors(self) -> dict[str, Any]:
         import torch
 
         layers = [self.layer(i) for i in range(int(self.arch.L))]
-        tensors = {k: torch.stack([lay[k] for lay in layers]).contiguous() for k in _PER_LAYER}
+        tensors = {k: torch.stack([lay[k] for lay in layers]).contiguous() for k in _PER_LAYER if k in layers[0]}
         del layers
         tensors.update(self.embeddings())
         return tensors
