@@ -201,7 +201,7 @@ class Measurement:
                 "dim_sum_R": head.dim_sum.rank,
                 "kappa": head.kappa,
                 "W_O_rank": rec.wo.ranks[i],
-                "LN_hypotheses_hold": all(r.all_hold for r in rec.ln[i].values()),
+                "LN_hypotheses_hold": all(r.all_hold for r in rec.ln[i].values()) if rec.ln[i] else None,
             })
         return out
 
