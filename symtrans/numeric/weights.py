@@ -217,8 +217,18 @@ class ModelWeights:
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
                             self.family, dict(self.config))
 
-    def layer(self, i: int) -> dict[str, Any]:
-        """Return layer ``i``'s tensors (per-layer views, leading axis dropped).
+    @property
+    def n_kv_heads(self) -> int:
+        """Number of key/value heads as stored (``H_kv < H`` with grouped-query attention)."""
+        return int(self.tensors["W_K"].shape[1])
+
+    def layer(self, i: int, *, shared_kv: bool = False) -> dict[str, Any]:
+        """Return layer ``i``'s tensors (per-layer views, leading axis dropped), one block per query head.
+
+        With grouped-query attention the stored ``H_kv`` key/value heads are
+        repeated so that ``W_K[h]``, ``W_V[h]``, ``b_K[h]``, ``b_V[h]`` are
+        those query head ``h`` reads (``transformers``' ``repeat_kv``);
+        ``shared_kv=True`` returns them as stored (what the group acts on).
 
         Examples
         --------
@@ -227,7 +237,8 @@ class ModelWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER and v is not None}
+        out = {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER and v is not None}
+        return out if shared_kv else expand_kv(out)
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
@@ -697,8 +708,8 @@ class StreamedWeights:
     position_offset = property(lambda self: _position_offset(self.family, self.config),
                                doc="Index of the first position row used.")
 
-    def layer(self, i: int) -> dict[str, Any]:
-        """Read layer ``i`` from disk in the per-head layout.
+    def layer(self, i: int, *, shared_kv: bool = False) -> dict[str, Any]:
+        """Read layer ``i`` from disk in the per-head layout (key/value heads per query head, see ModelWeights).
 
         Examples
         --------
@@ -707,7 +718,29 @@ class StreamedWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return self._ckpt.layer(i)
+        return self._ckpt.layer(i) if shared_kv else expand_kv(self._ckpt.layer(i))
+
+
+def expand_kv(layer: dict[str, Any]) -> dict[str, Any]:
+    """Repeat shared key/value heads so that block ``h`` of ``W_K, W_V, b_K, b_V`` is query head ``h``'s.
+
+    Examples
+    --------
+    >>> import torch
+    >>> lay = {"W_Q": torch.zeros(4, 3, 2), "W_K": torch.arange(2.0)[:, None, None].expand(2, 3, 2)}
+    >>> expand_kv(lay)["W_K"][:, 0, 0].tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    H, Hkv = layer["W_Q"].shape[0], layer["W_K"].shape[0]
+    if H == Hkv:
+        return layer
+    if H % Hkv:
+        raise SymtransError(f"{H} query heads cannot share {Hkv} key/value heads evenly")
+    out = dict(layer)
+    for k in ("W_K", "W_V", "b_K", "b_V"):
+        if k in out:
+            out[k] = out[k].repeat_interleave(H // Hkv, dim=0)
+    return out
 
 
 def _position_offset(family: str, config: dict[str, Any]) -> int:
