@@ -31,7 +31,7 @@ from typing import Any
 from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import PaperStatus
 
-__all__ = ["Claim", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
+__all__ = ["Claim", "Reading", "QUANTIFIERS", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
            "CLAIM_MODULES", "REGISTRY"]
 
 #: The kinds of item, in the order the report lists them.
@@ -43,6 +43,92 @@ KINDS: tuple[str, ...] = ("definition", "hypothesis", "lemma", "proposition", "t
 GIVEN_KINDS: frozenset[str] = frozenset({"definition", "hypothesis"})
 
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*$")
+
+#: How a statement quantifies over instances; decides what evidence can refute or certify it.
+QUANTIFIERS: dict[str, str] = {
+    "universal": "for every instance satisfying the hypotheses: one instance where they hold and the "
+                 "conclusion fails refutes it",
+    "generic": "for almost every weight or input: an instance never refutes it; only evidence over all "
+               "sizes or an open set of instances does",
+    "model-every": "about the model under test, at every layer (and head)",
+    "model-some": "about the model under test, at some layer (or head)",
+    "statistical": "an empirical tendency, decided by a stated statistic and its confidence interval",
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One formalisation of a claim: its own statement, hypotheses and quantifier, and its own verdict.
+
+    A claim whose wording admits several precise statements carries one
+    reading per statement; the report gives each its verdict, and the claim's
+    verdict is ``reading-dependent`` when they disagree. ``paper_wording`` is
+    the paper's text the reading formalises; ``hypotheses`` name what must hold
+    on an instance before its conclusion can be tested.
+
+    Examples
+    --------
+    >>> r = Reading("wo", "the map Z -> Z W_O is not injective", "cannot be attributed to heads",
+    ...             "counts the fibre of Z -> Z W_O", quantifier="model-every")
+    >>> r.with_claim("thm-7.3").id
+    'thm-7.3/wo'
+    >>> Reading("x y", "s", "w", "n")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: reading name 'x y': use letters, digits, '.' and '-'
+    """
+
+    name: str
+    statement: str
+    paper_wording: str
+    formalisation_note: str
+    hypotheses: tuple[str, ...] = ()
+    quantifier: str = "universal"
+    claim: str = ""
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.name):
+            raise SymtransError(f"reading name {self.name!r}: use letters, digits, '.' and '-'")
+        if self.quantifier not in QUANTIFIERS:
+            raise SymtransError(f"reading {self.name!r}: " + suggest(self.quantifier, QUANTIFIERS, "quantifier"))
+        if isinstance(self.hypotheses, str):
+            raise SymtransError(f"reading {self.name!r}: hypotheses must be a tuple of strings, not a string")
+        object.__setattr__(self, "hypotheses", tuple(self.hypotheses))
+
+    @property
+    def id(self) -> str:
+        """``<claim>/<name>``.
+
+        Examples
+        --------
+        >>> get_claim("thm-7.3").readings[0].id
+        'thm-7.3/sum'
+        """
+        return f"{self.claim}/{self.name}"
+
+    def with_claim(self, claim_id: str) -> Reading:
+        """Return this reading attached to claim ``claim_id``.
+
+        Examples
+        --------
+        >>> Reading("a", "s", "w", "n").with_claim("c").claim
+        'c'
+        """
+        from dataclasses import replace
+
+        return replace(self, claim=claim_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the reading's description as JSON-ready data (no verdict).
+
+        Examples
+        --------
+        >>> get_claim("thm-7.3").readings[1].to_dict()["id"]
+        'thm-7.3/wo'
+        """
+        return {"id": self.id, "name": self.name, "statement": self.statement, "paper_wording": self.paper_wording,
+                "formalisation_note": self.formalisation_note, "hypotheses": list(self.hypotheses),
+                "quantifier": self.quantifier}
 
 
 @dataclass(frozen=True)
@@ -84,6 +170,8 @@ class Claim:
     source: str = "text"  # "text": read in the seed; "abstract": known only from the abstract
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    readings: tuple[Reading, ...] = ()  # formalisations, each with its own verdict
+    quantifier: str = "universal"  # how the statement quantifies, when it has no readings
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -110,6 +198,28 @@ class Claim:
             object.__setattr__(self, name, tuple(value))
         if self.id in self.depends_on:
             raise SymtransError(f"claim {self.id!r} depends on itself")
+        if self.quantifier not in QUANTIFIERS:
+            raise SymtransError(f"claim {self.id!r}: " + suggest(self.quantifier, QUANTIFIERS, "quantifier"))
+        readings = tuple(r.with_claim(self.id) for r in self.readings)
+        names = [r.name for r in readings]
+        if len(set(names)) != len(names):
+            raise SymtransError(f"claim {self.id!r}: duplicate reading names {names}")
+        if len(readings) == 1:
+            raise SymtransError(f"claim {self.id!r}: one reading is the claim itself; give two or more, or none")
+        object.__setattr__(self, "readings", readings)
+
+    def reading(self, reading_id: str) -> Reading:
+        """Return the reading with id ``reading_id`` (``<claim>/<name>``); unknown ids suggest close ones.
+
+        Examples
+        --------
+        >>> get_claim("thm-7.3").reading("thm-7.3/wo").quantifier
+        'model-every'
+        """
+        for r in self.readings:
+            if r.id == reading_id:
+                return r
+        raise SymtransError(suggest(reading_id, [r.id for r in self.readings], f"reading of {self.id}"))
 
     @property
     def depends_on(self) -> tuple[str, ...]:
@@ -191,7 +301,7 @@ class Claim:
             "source": self.source, "statement": self.statement, "latex": self.latex,
             "hypotheses": list(self.hypotheses), "statement_deps": list(self.statement_deps),
             "proof_deps": list(self.proof_deps), "depends_on": list(self.depends_on),
-            "formulas": list(self.formulas), "notes": list(self.notes),
+            "formulas": list(self.formulas), "notes": list(self.notes), "quantifier": self.quantifier,
         }
 
 

@@ -7,7 +7,7 @@ Examples
 ('head-subspace-dim',)
 """
 
-from proofs._claim import Claim, register
+from proofs._claim import Claim, Reading, register
 
 ALPHA_MHA = register(Claim(
     id="def-alpha-mha", kind="definition", section="§6.1", paper_ref="§6.1, rank-contraction coefficient",
@@ -42,6 +42,17 @@ MHA_RANK = register(Claim(
         "d_model, so the identity fails whenever n < dim(sum_h R_h), which is generic for BERT at n = 128 "
         "(each R_h has dimension d_k there).",
         "The bound is the formula mha-rank-bound, which also includes n.",
+    ),
+    readings=(
+        Reading("bound", "rank(MHA(X)) <= min(n, H d_k, d_model) and rank(MHA(X)) <= dim(R_1 + ... + R_H) for "
+                "every X and all weights",
+                "rank(MHA(X)) <= H d_k = d_model (subadditivity); rank(MHA(X)) = dim(R_1 + ... + R_H)",
+                "reads the displayed identity as what the subadditivity argument gives: the row space of the "
+                "sum lies inside the sum of the row spaces", quantifier="universal"),
+        Reading("identity", "rank(MHA(X)) = dim(R_1 + ... + R_H) for generic weights and inputs",
+                "rank(MHA(X)) = dim(R_1 + ... + R_H)",
+                "reads the identity as an equality holding generically (the paper's gloss); it fails on an open "
+                "set whenever n < dim(sum_h R_h), since rank MHA(X) <= n", quantifier="generic"),
     ),
 ))
 

@@ -10,7 +10,7 @@ Examples
 True
 """
 
-from proofs._claim import Claim, register
+from proofs._claim import Claim, Reading, register
 
 _MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H (heads in one shared channel); "
          "(b) Z -> Z W_O on the concatenated head outputs Z in R^{n x H d_v}, with W_O the stacked output "
@@ -33,6 +33,25 @@ NON_IDENTIFIABILITY = register(Claim(
                         "positive-dimensional; with W_O known and invertible, map (b) is injective; map (c) "
                         "mixes the heads with the residual stream. The toolkit states the claim per map and "
                         "reports where the paper's statement applies."),
+    readings=(
+        Reading("sum", "the fibre of the head-summation map (Y^1, ..., Y^H) -> sum_h Y^h through any point has "
+                "positive dimension n (H-1) d_v: the heads cannot be told apart from their sum",
+                "the per-head contributions cannot be canonically attributed to heads from the sum",
+                "reads 'the sum' as the sum of the head outputs in one shared d_v-wide channel, before W_O",
+                quantifier="universal"),
+        Reading("wo", "the map Z -> Z W_O from the concatenated head outputs Z in R^{n x H d_v} to MHA(X) has a "
+                "positive-dimensional fibre at every layer of the model: with W_O known the heads cannot be "
+                "recovered from MHA(X)",
+                "once MHA sums the per-head outputs through W_O, the per-head contributions cannot be attributed",
+                "reads 'through W_O' as the real stacked output projection, known to the reader of MHA(X); the "
+                "rank of W_O is decided at the precision its weights were stored in",
+                hypotheses=("W_O known",), quantifier="model-every"),
+        Reading("mlp-input", "the map (Y^1, ..., Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) (X fixed), what the MLP "
+                "receives in a post-LN layer, has a positive-dimensional fibre at every layer of the model",
+                "the MLP, which sees only the mixed signal, cannot undo it",
+                "reads 'the mixed signal' as the post-LN input of the FFN; tangent fibre dimension at sampled rows",
+                hypotheses=("post-LN layer",), quantifier="model-every"),
+    ),
 ))
 
 RECOVERY = register(Claim(
@@ -54,4 +73,18 @@ RECOVERY = register(Claim(
                         "BERT: the paper's count does not apply to that map. Verdict rule: the count is "
                         "certified as the fibre of the summation map, and the claim fails as a statement "
                         "about recovering BERT's heads, where W_O is known and invertible."),
+    readings=(
+        Reading("sum", "the fibre of the head-summation map on (R^{n x d_v})^H has dimension exactly n (H-1) d_v",
+                "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
+                "counts the fibre of the summation map in one shared channel (d_v, the head output width)",
+                quantifier="universal"),
+        Reading("wo", "the fibre of Z -> Z W_O (real stacked W_O, every layer) has dimension n (H-1) d_k",
+                "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
+                "counts the fibre of the recovery map with W_O known: n (H d_v - rank W_O)",
+                hypotheses=("W_O known",), quantifier="model-every"),
+        Reading("mlp-input", "the fibre of (Y^1..Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
+                "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
+                "counts the tangent fibre of the map the MLP sees in a post-LN layer",
+                hypotheses=("post-LN layer",), quantifier="model-every"),
+    ),
 ))

@@ -24,13 +24,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "Verdict", "PaperStatus", "Tolerance", "Evidence", "Context", "Producer", "DEFAULT_N",
-    "producer", "PRODUCERS", "producers_for", "run_producers", "run_producer", "combine_verdicts",
+    "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
+    "Producer", "DEFAULT_N", "producer", "PRODUCERS", "producers_for", "run_producers", "run_producer",
+    "combine_verdicts", "split_reading", "strict_float",
 ]
 
 
@@ -51,6 +53,8 @@ class Verdict(str, enum.Enum):
     NOT_APPLICABLE = "not-applicable"  # a hypothesis is violated (which, by how much)
     INCONCLUSIVE = "inconclusive"  # inside the tolerance band
     NOT_RUN = "not-run"
+    #: derived only, never produced: the claim's readings disagree (some hold, some fail)
+    READING_DEPENDENT = "reading-dependent"
 
     @property
     def label(self) -> str:
@@ -120,6 +124,172 @@ class Tolerance:
         return dataclasses.asdict(self)
 
 
+#: The kinds of scope a record can state, from widest to narrowest.
+SCOPE_KINDS: tuple[str, ...] = ("all-sizes", "open-set", "model", "instances")
+
+_SCOPE_TEXT = {
+    "all-sizes": "a proof or witness family valid for every size",
+    "open-set": "the outcome holds on an open set of instances around the listed ones (a set of positive measure)",
+    "model": "every layer and every head of the model under test",
+    "instances": "only the instances listed",
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a record's conclusion covers: all sizes, an open set, the whole model, or listed instances.
+
+    A certificate's verdict means what it says only over its scope: a witness
+    checked at three toy sizes is an ``instances`` certificate, not a proof for
+    all sizes.
+
+    Examples
+    --------
+    >>> s = Scope("instances", "layer 0 at n = 128", ("layer 0",))
+    >>> Scope.from_dict(s.to_dict()) == s, s.covers_all_sizes
+    (True, False)
+    >>> Scope("everything", "?")
+    Traceback (most recent call last):
+    ...
+    ValueError: scope kind must be one of all-sizes, open-set, model, instances; got 'everything'
+    """
+
+    kind: str
+    description: str
+    instances: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCOPE_KINDS:
+            raise ValueError(f"scope kind must be one of {', '.join(SCOPE_KINDS)}; got {self.kind!r}")
+        if isinstance(self.instances, str):
+            raise ValueError("scope instances must be a sequence of strings, not a string")
+        object.__setattr__(self, "instances", tuple(str(i) for i in self.instances))
+
+    @property
+    def covers_all_sizes(self) -> bool:
+        """True for a proof or witness family valid for every size.
+
+        Examples
+        --------
+        >>> Scope("all-sizes", "block witness").covers_all_sizes
+        True
+        """
+        return self.kind == "all-sizes"
+
+    @property
+    def meaning(self) -> str:
+        """What the scope kind means, in words.
+
+        Examples
+        --------
+        >>> Scope("model", "all 6 layers").meaning
+        'every layer and every head of the model under test'
+        """
+        return _SCOPE_TEXT[self.kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict.
+
+        Examples
+        --------
+        >>> Scope("model", "all layers").to_dict()["kind"]
+        'model'
+        """
+        return {"kind": self.kind, "description": self.description, "instances": list(self.instances)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scope:
+        """Rebuild a scope from :meth:`to_dict` output.
+
+        Examples
+        --------
+        >>> Scope.from_dict({"kind": "all-sizes", "description": "proof"}).kind
+        'all-sizes'
+        """
+        return cls(str(data["kind"]), str(data.get("description", "")), tuple(data.get("instances") or ()))
+
+
+@dataclass(frozen=True)
+class HypothesisCheck:
+    """A hypothesis tested on the instance before the conclusion: holds, is violated, or undecided.
+
+    ``holds`` is ``None`` when the test landed inside its tolerance band.
+    ``margin`` says how far the measured quantity sat from the threshold
+    (its meaning in ``detail``).
+
+    Examples
+    --------
+    >>> h = HypothesisCheck("A^h invertible", False, 0.0, "layer 2 head 5: sigma_min = 0")
+    >>> HypothesisCheck.from_dict(h.to_dict()) == h
+    True
+    """
+
+    name: str
+    holds: bool | None
+    margin: float | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict.
+
+        Examples
+        --------
+        >>> HypothesisCheck("H1", True).to_dict()["holds"]
+        True
+        """
+        return {"name": self.name, "holds": self.holds, "margin": strict_float(self.margin),
+                "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HypothesisCheck:
+        """Rebuild from :meth:`to_dict` output.
+
+        Examples
+        --------
+        >>> HypothesisCheck.from_dict({"name": "H2", "holds": None}).holds is None
+        True
+        """
+        holds = data.get("holds")
+        margin = data.get("margin")
+        return cls(str(data["name"]), None if holds is None else bool(holds),
+                   None if margin is None else float(margin), str(data.get("detail", "")))
+
+
+def strict_float(value: Any) -> Any:
+    """Map a non-finite float to a string ("inf", "-inf", "nan") so JSON stays strict; other values pass.
+
+    Examples
+    --------
+    >>> strict_float(float("inf")), strict_float(2.5), strict_float(None)
+    ('inf', 2.5, None)
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _read_float(value: Any) -> Any:
+    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+        return float(value)
+    return value
+
+
+def split_reading(target: str) -> tuple[str, str | None]:
+    """Split a producer target ``claim`` or ``claim/reading`` into (claim id, reading id or None).
+
+    Examples
+    --------
+    >>> split_reading("thm-7.3/wo"), split_reading("prop-5.1")
+    (('thm-7.3', 'thm-7.3/wo'), ('prop-5.1', None))
+    """
+    if "/" in target:
+        claim, _, name = target.partition("/")
+        if not claim or not name or "/" in name:
+            raise ValueError(f"a reading id is '<claim>/<name>', got {target!r}")
+        return claim, target
+    return target, None
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -164,12 +334,28 @@ class Evidence:
     violated_hypothesis: str | None = None
     seconds: float | None = None
     timestamp: str = field(default_factory=_now)
+    reading: str | None = None  # the reading id '<claim>/<name>' this record is about, if the claim has readings
+    scope: Scope | None = None  # what the conclusion covers; a certificate without one counts as 'instances'
+    hypothesis_checks: tuple[HypothesisCheck, ...] = ()  # hypotheses tested on the instance, before the conclusion
+    context: dict[str, Any] = field(default_factory=dict)  # the run's key (filled by the runner): see Context.key
 
     def __post_init__(self) -> None:
         if self.kind not in ("symbolic", "numeric"):
             raise ValueError(f"evidence kind must be 'symbolic' or 'numeric', got {self.kind!r}")
         if not isinstance(self.verdict, Verdict):
             object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict is Verdict.READING_DEPENDENT:
+            raise ValueError("'reading-dependent' is derived from readings, never produced by one record")
+        if self.reading is not None and split_reading(self.reading)[0] != self.claim:
+            raise ValueError(f"reading {self.reading!r} is not a reading of claim {self.claim!r}")
+        if isinstance(self.scope, dict):
+            object.__setattr__(self, "scope", Scope.from_dict(self.scope))
+        checks = tuple(HypothesisCheck.from_dict(h) if isinstance(h, dict) else h for h in self.hypothesis_checks)
+        object.__setattr__(self, "hypothesis_checks", checks)
+        violated = [h.name for h in checks if h.holds is False]
+        if violated and self.verdict in (Verdict.CERTIFIED, Verdict.SUPPORTED, Verdict.FAILS):
+            raise ValueError(f"hypothesis {violated[0]!r} is violated on this instance: the verdict must be "
+                             f"'not-applicable', not {self.verdict.value!r}")
         if self.verdict is Verdict.CERTIFIED and self.kind != "symbolic":
             raise ValueError("only symbolic (exact) evidence can certify a claim")
         if self.verdict is Verdict.NOT_APPLICABLE and not self.violated_hypothesis:
@@ -191,6 +377,9 @@ class Evidence:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["verdict"] = self.verdict.value
         out["tolerance"] = self.tolerance.to_dict() if self.tolerance else None
+        out["margin"] = strict_float(self.margin)
+        out["scope"] = self.scope.to_dict() if self.scope else None
+        out["hypothesis_checks"] = [h.to_dict() for h in self.hypothesis_checks]
         return out
 
     @classmethod
@@ -208,6 +397,11 @@ class Evidence:
         tol = data.get("tolerance")
         data["tolerance"] = Tolerance(**tol) if tol else None
         data["verdict"] = Verdict(data["verdict"])
+        data["margin"] = _read_float(data.get("margin"))
+        scope = data.get("scope")
+        data["scope"] = Scope.from_dict(scope) if scope else None
+        data["hypothesis_checks"] = tuple(HypothesisCheck.from_dict(h) for h in data.get("hypothesis_checks") or ())
+        data["context"] = dict(data.get("context") or {})
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -339,6 +533,31 @@ class Context:
         """
         return self.cache.get(self._weights_key(None, None))
 
+    def key(self, p: Producer) -> dict[str, Any]:
+        """The context key a record of producer ``p`` is valid under (what ``--previous`` must match).
+
+        It names everything the record depends on: the sizes and seed, the
+        dtype and device, the weights (by hash; ``None`` for symbolic
+        producers, which read no model), the toolkit version and a hash of
+        the producer's own source.
+
+        Examples
+        --------
+        >>> p = Producer(claim="c", name="p", kind="symbolic", func=len)
+        >>> k = Context(model=None, n=16).key(p)
+        >>> k["n"], k["weights_hash"], sorted(k)[:3]
+        (16, None, ['device', 'dtype', 'n'])
+        >>> Context(model=None, n=32).key(p) == k  # another n: a record made at n = 16 does not count
+        False
+        """
+        from symtrans import __version__
+
+        w = self.loaded_weights() if p.needs_model else None
+        return {"producer": p.name, "n": self.n, "seed": self.seed, "dtype": self.dtype,
+                "device": None if self.device in (None, "cpu") else str(self.device),
+                "weights_hash": getattr(w, "weights_hash", None) if p.needs_model else None,
+                "toolkit_version": __version__, "producer_hash": p.source_hash}
+
     def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
         return ("weights", self.model, dtype or self.dtype, device if device is not None else self.device)
 
@@ -371,6 +590,22 @@ class Producer:
     func: Callable[[Context], list[Evidence]]
     needs_model: bool = False
     description: str = ""
+    reading: str | None = None  # the reading id its records are about, when registered against one
+    families: tuple[str, ...] | None = None  # model families it applies to (None: every family)
+    applies_to: str = ""  # the structural reason behind ``families``, said when it does not apply
+
+    @property
+    def source_hash(self) -> str:
+        """SHA-256 (first 16 hex digits) of the source of the producer's module, or its function if unreadable.
+
+        A record carried from an earlier report counts only while this is unchanged.
+
+        Examples
+        --------
+        >>> len(Producer(claim="c", name="p", kind="symbolic", func=producer).source_hash)
+        16
+        """
+        return _source_hash(self.func)
 
 
 #: claim id -> producers, filled by modules that call :func:`producer`.
@@ -387,10 +622,29 @@ PRODUCER_MODULES: list[str] = [
 ]
 
 
+def _source_hash(func: Any) -> str:
+    import hashlib
+    import inspect
+    import sys
+
+    module = sys.modules.get(getattr(func, "__module__", "") or "")
+    try:
+        text = inspect.getsource(module) if module is not None else inspect.getsource(func)
+    except (OSError, TypeError):
+        text = getattr(func, "__qualname__", repr(func))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
-             description: str = "") -> Callable[[Callable[[Context], list[Evidence]]],
-                                                Callable[[Context], list[Evidence]]]:
-    """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim``.
+             description: str = "", families: tuple[str, ...] | None = None,
+             applies_to: str = "") -> Callable[[Callable[[Context], list[Evidence]]],
+                                               Callable[[Context], list[Evidence]]]:
+    """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
+
+    Registered against a reading id (``"thm-7.3/wo"``), the producer belongs to
+    the claim and its records are tagged with that reading. ``families`` lists
+    the model families the check applies to; on another family the runner
+    records ``not-applicable`` naming ``applies_to``, the structural reason.
 
     Examples
     --------
@@ -404,15 +658,19 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     """
     if kind not in ("symbolic", "numeric"):
         raise ValueError(f"producer kind must be 'symbolic' or 'numeric', got {kind!r}")
+    claim_id, reading = split_reading(claim)
+    if families is not None and not applies_to:
+        raise ValueError(f"producer for {claim!r} limited to families {families}: say why (applies_to=...)")
 
     def wrap(func: Callable[[Context], list[Evidence]]) -> Callable[[Context], list[Evidence]]:
         pname = name or func.__name__
-        existing = PRODUCERS.setdefault(claim, [])
+        existing = PRODUCERS.setdefault(claim_id, [])
         if any(p.name == pname for p in existing):
-            raise ValueError(f"producer {pname!r} already registered for {claim!r}")
+            raise ValueError(f"producer {pname!r} already registered for {claim_id!r}")
         doc = (func.__doc__ or "").strip().splitlines()
-        existing.append(Producer(claim, pname, kind, func, needs_model,
-                                 description or (doc[0] if doc else "")))
+        existing.append(Producer(claim_id, pname, kind, func, needs_model,
+                                 description or (doc[0] if doc else ""), reading,
+                                 tuple(families) if families is not None else None, applies_to))
         return func
 
     return wrap
@@ -467,11 +725,18 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     import time
 
     if p.needs_model and not ctx.numeric:
-        return [Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-                         summary=f"not run: {p.description or p.name} needs a model (--model)")]
+        return [_tag(p, ctx, Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                                      summary=f"not run: {p.description or p.name} needs a model (--model)"))]
     key = _memo_key(p, ctx)
     if key is not None and key in _MEMO:
         return list(_MEMO[key][1])
+    if p.families is not None and p.needs_model:
+        family = getattr(ctx.weights(), "family", None)
+        if family not in p.families:
+            return [_tag(p, ctx, Evidence(
+                claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_APPLICABLE,
+                summary=f"not applicable to a {family} model: {p.applies_to}",
+                violated_hypothesis=f"model family in {', '.join(p.families)} ({p.applies_to})"))]
     start = time.perf_counter()
     if p.needs_model or p.kind == "numeric":
         from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
@@ -481,11 +746,21 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     else:
         produced = p.func(ctx)
     elapsed = time.perf_counter() - start
-    done = [ev if ev.seconds is not None else dataclasses.replace(ev, seconds=elapsed / max(len(produced), 1))
-            for ev in produced]
+    done = [_tag(p, ctx, ev if ev.seconds is not None else dataclasses.replace(
+        ev, seconds=elapsed / max(len(produced), 1))) for ev in produced]
     if key is not None:
         _MEMO[key] = (p.func, done)  # holding func keeps its id (part of the key) from being reused
     return list(done)
+
+
+def _tag(p: Producer, ctx: Context, ev: Evidence) -> Evidence:
+    """Fill the record's reading (from the producer's registration) and its context key."""
+    changes: dict[str, Any] = {}
+    if ev.reading is None and p.reading is not None and ev.claim == p.claim:
+        changes["reading"] = p.reading
+    if not ev.context:
+        changes["context"] = ctx.key(p)
+    return dataclasses.replace(ev, **changes) if changes else ev
 
 
 #: Evidence already produced in this process, by producer and the context's inputs. Producers are

@@ -10,8 +10,14 @@ ids, and cycles, each with a one-line :class:`~symtrans.errors.SymtransError`.
 evidence. The rules (each tested on hand-built graphs):
 
 * **verdict**: :func:`~symtrans.evidence.combine_verdicts` of the claim's
-  *fresh* evidence; stale evidence (another weights hash or toolkit version)
-  is shown but does not count; no fresh evidence gives ``not-run``.
+  *fresh* evidence, each record counted as :func:`counted_verdict` says
+  (a ``fails`` on a generic statement from a single instance counts as
+  ``inconclusive``; a certificate short of the statement's full scope counts
+  as ``supported``); stale evidence is shown but does not count; no fresh
+  evidence gives ``not-run``.
+* **readings**: a claim with readings gets one verdict per reading; the
+  claim's verdict is theirs when they agree and ``reading-dependent`` when
+  some fail and others do not (:func:`combine_readings`).
 * **failing ancestors**: a claim with an ancestor whose verdict is ``fails``
   *rests on a failed claim* and says which.
 * **given items**: definitions and hypotheses state no proposition of their
@@ -20,9 +26,13 @@ evidence. The rules (each tested on hand-built graphs):
   from outside (paper status ``external``) are accepted as assumptions: they
   do not block, they are never reported as certified, and every claim lists
   the external results it assumes.
-* **fully certified**: the claim's own verdict is ``certified`` or
-  ``supported`` and no ancestor *blocks* it; an ancestor blocks when it fails,
-  or when it is neither given nor external and has no positive verdict.
+* **fully certified**: the claim's own verdict is ``certified`` (every
+  reading, at its full scope), no producer of it raised, and every ancestor
+  that states something (neither given nor external) is ``certified`` too.
+  A positive claim short of that is ``supported`` (numeric or instance
+  evidence somewhere) or ``blocked`` (an ancestor has no positive verdict);
+  an ancestor blocks when it fails, or when it is neither given nor external
+  and has no positive verdict.
 
 Examples
 --------
@@ -34,10 +44,15 @@ Examples
 >>> g = ClaimGraph([d, t])
 >>> g.rests_on("t"), g.impact("d")
 (['d'], ['t'])
->>> from symtrans.evidence import Evidence, Verdict
->>> ev = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok")
+>>> from symtrans.evidence import Evidence, Scope, Verdict
+>>> ev = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok",
+...               scope=Scope("all-sizes", "a proof"))
 >>> assess(g, {"t": [ev]})["t"].fully_certified
 True
+>>> few = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok",
+...                scope=Scope("instances", "n = 3"))
+>>> assess(g, {"t": [few]})["t"].standing.value  # an instance certificate does not certify the claim
+'supported'
 """
 
 from __future__ import annotations
@@ -51,12 +66,13 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import Evidence, PaperStatus, Verdict, combine_verdicts
+from symtrans.evidence import Evidence, PaperStatus, Scope, Verdict, combine_verdicts
 
 if TYPE_CHECKING:
     from proofs import Claim
 
-__all__ = ["ClaimGraph", "Standing", "EvidenceEntry", "ClaimStatus", "assess", "mark_stale", "EDGE_KINDS"]
+__all__ = ["ClaimGraph", "Standing", "EvidenceEntry", "ClaimStatus", "ReadingStatus", "assess", "mark_stale",
+           "EDGE_KINDS", "counted_verdict", "combine_readings", "full_scope"]
 
 #: The two kinds of dependency edge.
 EDGE_KINDS: tuple[str, ...] = ("statement", "proof")
@@ -78,6 +94,8 @@ class Standing(str, enum.Enum):
     OPEN = "open"
     GIVEN = "given"
     EXTERNAL = "external"
+    SUPPORTED = "supported"
+    READING_DEPENDENT = "reading-dependent"
 
     @property
     def description(self) -> str:
@@ -92,8 +110,12 @@ class Standing(str, enum.Enum):
 
 
 _STANDING_TEXT = {
-    Standing.FULLY_CERTIFIED: "certified or supported, and so is every ancestor that can block it",
+    Standing.FULLY_CERTIFIED: "exact certificates of its full scope, on it and on every ancestor that states "
+                              "something",
+    Standing.SUPPORTED: "positive, and so is every ancestor that can block it, but some evidence is numeric "
+                        "or covers only listed instances",
     Standing.BLOCKED: "certified or supported itself, but an ancestor has no positive verdict yet",
+    Standing.READING_DEPENDENT: "its readings disagree: some hold and some fail",
     Standing.RESTS_ON_FAILED: "an ancestor fails",
     Standing.FAILS: "its own evidence fails",
     Standing.OPEN: "no positive verdict yet (not run, inconclusive or not applicable)",
@@ -286,9 +308,11 @@ class EvidenceEntry:
     stale: bool = False
     stale_reason: str = ""
     origin: str = "this run"  # or "previous report PATH" for evidence carried from an earlier report.json
+    counted_as: Verdict | None = None  # what the record counts as towards its reading (set by assess)
+    counted_note: str = ""  # why it counts as something other than its own verdict
 
     def to_dict(self) -> dict[str, Any]:
-        """Return :meth:`Evidence.to_dict` plus ``stale``, ``stale_reason`` and ``origin``.
+        """Return :meth:`Evidence.to_dict` plus ``stale``, ``stale_reason``, ``origin``, ``counted_as``, ``counted_note``.
 
         Examples
         --------
@@ -296,8 +320,9 @@ class EvidenceEntry:
         >>> Evidence.from_dict(EvidenceEntry(e, True, "old").to_dict()) == e
         True
         """
+        counted = None if self.stale else (self.counted_as or self.evidence.verdict).value
         return {**self.evidence.to_dict(), "stale": self.stale, "stale_reason": self.stale_reason,
-                "origin": self.origin}
+                "origin": self.origin, "counted_as": counted, "counted_note": self.counted_note}
 
 
 def mark_stale(evidence: Evidence, *, weights_hash: str | None, toolkit_version: str) -> EvidenceEntry:
@@ -323,6 +348,116 @@ def mark_stale(evidence: Evidence, *, weights_hash: str | None, toolkit_version:
     return EvidenceEntry(evidence, True, reason)
 
 
+def full_scope(quantifier: str) -> tuple[str, ...]:
+    """The scope kinds that make a certificate cover a statement with this quantifier in full.
+
+    Examples
+    --------
+    >>> full_scope("generic"), full_scope("model-every")
+    (('all-sizes',), ('all-sizes', 'model'))
+    """
+    if quantifier in ("model-every", "model-some"):
+        return ("all-sizes", "model")
+    return ("all-sizes",)
+
+
+def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
+    """What one record counts as towards a statement with this quantifier, and why if it differs.
+
+    * ``fails`` on a generic statement counts only with scope ``all-sizes`` or
+      ``open-set``: a single instance lies, at worst, in the null exceptional
+      set, so it counts as ``inconclusive``.
+    * ``certified`` counts as ``certified`` only with the statement's full
+      scope (:func:`full_scope`); an instance certificate counts as ``supported``.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Scope
+    >>> bad = Evidence(claim="c", producer="p", kind="numeric", verdict="fails", summary="one instance")
+    >>> counted_verdict(bad, "generic")[0].value, counted_verdict(bad, "universal")[0].value
+    ('inconclusive', 'fails')
+    >>> few = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="3 sizes",
+    ...                scope=Scope("instances", "three toy sizes"))
+    >>> counted_verdict(few, "generic")
+    (<Verdict.SUPPORTED: 'supported'>, 'instance certificate: certified on the listed instances only (three toy sizes)')
+    """
+    v = ev.verdict
+    kind = ev.scope.kind if ev.scope is not None else None
+    if v is Verdict.FAILS and quantifier == "generic" and kind not in ("all-sizes", "open-set"):
+        return Verdict.INCONCLUSIVE, ("an instance cannot refute a generic statement (the failure is not shown "
+                                      "on an open set or for all sizes)")
+    if v is Verdict.CERTIFIED and kind not in full_scope(quantifier):
+        what = ev.scope.description if ev.scope is not None else "scope not stated"
+        return Verdict.SUPPORTED, f"instance certificate: certified on the listed instances only ({what})"
+    return v, ""
+
+
+def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
+    """A claim's verdict from its readings' verdicts.
+
+    Readings that did not run are left out. When some readings fail and
+    others do not, the claim is ``reading-dependent``; all failing, it fails.
+    Otherwise a positive verdict needs every ran reading positive (the
+    weakest of them: ``supported`` below ``certified``); an inconclusive
+    reading makes the claim inconclusive; not-applicable readings are left
+    out when any other applies.
+
+    Examples
+    --------
+    >>> V = Verdict
+    >>> combine_readings([V.CERTIFIED, V.FAILS, V.SUPPORTED]).value
+    'reading-dependent'
+    >>> combine_readings([V.FAILS, V.FAILS, V.NOT_RUN]).value
+    'fails'
+    >>> combine_readings([V.CERTIFIED, V.SUPPORTED]).value, combine_readings([V.CERTIFIED, V.NOT_APPLICABLE]).value
+    ('supported', 'certified')
+    >>> combine_readings([V.NOT_RUN, V.NOT_RUN]).value, combine_readings([V.INCONCLUSIVE, V.CERTIFIED]).value
+    ('not-run', 'inconclusive')
+    """
+    ran = [v for v in verdicts if v is not Verdict.NOT_RUN]
+    if not ran:
+        return Verdict.NOT_RUN
+    if Verdict.FAILS in ran:
+        return Verdict.FAILS if all(v is Verdict.FAILS for v in ran) else Verdict.READING_DEPENDENT
+    applicable = [v for v in ran if v is not Verdict.NOT_APPLICABLE]
+    if not applicable:
+        return Verdict.NOT_APPLICABLE
+    if Verdict.INCONCLUSIVE in applicable:
+        return Verdict.INCONCLUSIVE
+    return Verdict.SUPPORTED if Verdict.SUPPORTED in applicable else Verdict.CERTIFIED
+
+
+@dataclass(frozen=True)
+class ReadingStatus:
+    """One reading's verdict and standing, from the records tagged with it.
+
+    Examples
+    --------
+    >>> st = assess(ClaimGraph(), {})["thm-7.3"]
+    >>> [(r.id, r.verdict.value) for r in st.readings][:1]
+    [('thm-7.3/sum', 'not-run')]
+    """
+
+    id: str
+    verdict: Verdict
+    standing: Standing
+    evidence: tuple[EvidenceEntry, ...] = ()
+    reading: Any = None  # the proofs.Reading described
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the reading's description and status as JSON-ready data.
+
+        Examples
+        --------
+        >>> assess(ClaimGraph(), {})["thm-7.3"].readings[1].to_dict()["id"]
+        'thm-7.3/wo'
+        """
+        out = self.reading.to_dict() if self.reading is not None else {"id": self.id}
+        out.update({"verdict": self.verdict.value, "standing": self.standing.value,
+                    "evidence": [e.to_dict() for e in self.evidence]})
+        return out
+
+
 @dataclass(frozen=True)
 class ClaimStatus:
     """A claim's derived status: verdict from its own evidence, standing from its ancestors.
@@ -343,6 +478,8 @@ class ClaimStatus:
     external_ancestors: tuple[str, ...] = ()
     disagreement: str | None = None
     stale: bool = False
+    readings: tuple[ReadingStatus, ...] = ()
+    raised: bool = False  # a producer of this claim raised: it cannot be fully certified
 
     @property
     def fully_certified(self) -> bool:
@@ -367,7 +504,8 @@ class ClaimStatus:
                 "standing": self.standing.value, "blocked_by": list(self.blocked_by),
                 "rests_on_failed": list(self.failed_ancestors),
                 "assumes_external": list(self.external_ancestors), "disagreement": self.disagreement,
-                "stale": self.stale, "evidence": [e.to_dict() for e in self.evidence]}
+                "stale": self.stale, "raised": self.raised, "evidence": [e.to_dict() for e in self.evidence],
+                "readings": [r.to_dict() for r in self.readings]}
 
 
 _ASSERTED = (PaperStatus.PROVED, PaperStatus.SKETCH, PaperStatus.PARTIALLY_PROVED)
@@ -378,6 +516,8 @@ def _disagreement(claim: Claim, verdict: Verdict, failed: Sequence[str]) -> str 
     status = claim.paper_status.value
     if verdict is Verdict.FAILS:
         return f"the paper's status is '{status}'; the toolkit's evidence fails"
+    if verdict is Verdict.READING_DEPENDENT and claim.paper_status in _ASSERTED:
+        return f"the paper's status is '{status}'; the verdict depends on the reading (some hold, some fail)"
     if failed and claim.paper_status in _ASSERTED:
         return f"the paper's status is '{status}'; it rests on {', '.join(failed)}, which fail"
     if verdict.positive and claim.paper_status in _TENTATIVE:
@@ -386,22 +526,25 @@ def _disagreement(claim: Claim, verdict: Verdict, failed: Sequence[str]) -> str 
 
 
 def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | EvidenceEntry]], *,
-           weights_hash: str | None = None, toolkit_version: str | None = None) -> dict[str, ClaimStatus]:
+           weights_hash: str | None = None, toolkit_version: str | None = None,
+           raised: Iterable[str] = ()) -> dict[str, ClaimStatus]:
     """Derive every claim's verdict and standing from ``evidence`` (claim id -> records).
 
     Records that are already :class:`EvidenceEntry` keep their stale mark;
     plain :class:`Evidence` is checked against ``weights_hash`` and
-    ``toolkit_version`` (default: this toolkit's version). Returns statuses in
-    topological order.
+    ``toolkit_version`` (default: this toolkit's version). ``raised`` names
+    claims one of whose producers raised (they cannot be fully certified).
+    Returns statuses in topological order.
 
     Examples
     --------
     >>> from symtrans.evidence import Verdict
     >>> g = ClaimGraph()
-    >>> bad = Evidence(claim="thm-7.3", producer="p", kind="numeric", verdict=Verdict.FAILS, summary="no")
-    >>> st = assess(g, {"thm-7.3": [bad]})
-    >>> st["thm-recovery"].standing.value, st["thm-recovery"].failed_ancestors
-    ('rests-on-failed', ('thm-7.3',))
+    >>> bad = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict=Verdict.FAILS, summary="no",
+    ...                scope=Scope("all-sizes", "proof"))
+    >>> st = assess(g, {"thm-5.3": [bad]})
+    >>> st["cor-mlp-role"].standing.value, st["cor-mlp-role"].failed_ancestors
+    ('rests-on-failed', ('thm-5.3',))
     >>> assess(g, {"nope": [bad]})
     Traceback (most recent call last):
     ...
@@ -410,21 +553,30 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
     from symtrans import __version__
 
     version = toolkit_version or __version__
+    raised = set(raised)
     for cid in evidence:
         if cid not in graph:
             raise SymtransError("evidence for " + suggest(cid, graph.claims, "claim"))
     entries: dict[str, tuple[EvidenceEntry, ...]] = {}
     verdicts: dict[str, Verdict] = {}
+    reading_verdicts: dict[str, list[tuple[str, Verdict, tuple[EvidenceEntry, ...]]]] = {}
     for cid in graph.topological_order():
-        wrapped = tuple(e if isinstance(e, EvidenceEntry)
-                        else mark_stale(e, weights_hash=weights_hash, toolkit_version=version)
-                        for e in evidence.get(cid, ()))
-        for e in wrapped:
-            if e.evidence.claim != cid:
-                raise SymtransError(f"evidence from {e.evidence.producer!r} is about {e.evidence.claim!r}, "
-                                    f"filed under {cid!r}")
-        entries[cid] = wrapped
-        verdicts[cid] = combine_verdicts(e.evidence.verdict for e in wrapped if not e.stale)
+        claim = graph.claims[cid]
+        wrapped = []
+        for e in evidence.get(cid, ()):
+            entry = e if isinstance(e, EvidenceEntry) else mark_stale(e, weights_hash=weights_hash,
+                                                                     toolkit_version=version)
+            wrapped.append(_count(claim, entry))
+        entries[cid] = tuple(wrapped)
+        if claim.readings:
+            per = []
+            for r in claim.readings:
+                mine = tuple(e for e in wrapped if e.evidence.reading == r.id)
+                per.append((r.id, combine_verdicts(e.counted_as for e in mine if not e.stale), mine))
+            reading_verdicts[cid] = per
+            verdicts[cid] = combine_readings([v for _, v, _ in per])
+        else:
+            verdicts[cid] = combine_verdicts(e.counted_as for e in wrapped if not e.stale)
     out: dict[str, ClaimStatus] = {}
     for cid in graph.topological_order():
         claim, verdict = graph.claims[cid], verdicts[cid]
@@ -432,18 +584,54 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
         failed = tuple(a for a in ancestors if verdicts[a] is Verdict.FAILS)
         blockers = tuple(a for a in ancestors if _blocking(graph.claims[a], verdicts[a]))
         external = tuple(a for a in ancestors if graph.claims[a].external)
-        if verdict is Verdict.FAILS:
-            standing = Standing.FAILS
-        elif failed:
-            standing = Standing.RESTS_ON_FAILED
-        elif claim.external:
-            standing = Standing.EXTERNAL
-        elif verdict.positive:
-            standing = Standing.BLOCKED if blockers else Standing.FULLY_CERTIFIED
-        elif claim.given:
-            standing = Standing.GIVEN
-        else:
-            standing = Standing.OPEN
+        inexact = tuple(a for a in ancestors if _states(graph.claims[a]) and verdicts[a] is not Verdict.CERTIFIED)
+
+        def standing_of(v: Verdict) -> Standing:
+            if v is Verdict.FAILS:
+                return Standing.FAILS
+            if failed:
+                return Standing.RESTS_ON_FAILED
+            if v is Verdict.READING_DEPENDENT:
+                return Standing.READING_DEPENDENT
+            if claim.external:
+                return Standing.EXTERNAL
+            if v.positive:
+                if blockers:
+                    return Standing.BLOCKED
+                exact = v is Verdict.CERTIFIED and not inexact and cid not in raised
+                return Standing.FULLY_CERTIFIED if exact else Standing.SUPPORTED
+            return Standing.GIVEN if claim.given else Standing.OPEN
+
+        readings = tuple(ReadingStatus(rid, v, standing_of(v), mine, claim.reading(rid))
+                         for rid, v, mine in reading_verdicts.get(cid, ()))
+        standing = standing_of(verdict)
+        if standing is Standing.FULLY_CERTIFIED and any(r.verdict is not Verdict.CERTIFIED for r in readings):
+            standing = Standing.SUPPORTED  # a claim is fully certified only in every reading
         out[cid] = ClaimStatus(cid, verdict, standing, entries[cid], blockers, failed, external,
-                               _disagreement(claim, verdict, failed), any(e.stale for e in entries[cid]))
+                               _disagreement(claim, verdict, failed), any(e.stale for e in entries[cid]),
+                               readings, cid in raised)
     return out
+
+
+def _states(claim: Claim) -> bool:
+    """True for items that state something to check (not definitions, hypotheses or external results)."""
+    return not (claim.given or claim.external)
+
+
+def _count(claim: Claim, entry: EvidenceEntry) -> EvidenceEntry:
+    """Check the record belongs to the claim (and one of its readings) and set what it counts as."""
+    import dataclasses
+
+    ev = entry.evidence
+    if ev.claim != claim.id:
+        raise SymtransError(f"evidence from {ev.producer!r} is about {ev.claim!r}, filed under {claim.id!r}")
+    quantifier = claim.quantifier
+    if claim.readings and ev.verdict is not Verdict.NOT_RUN:  # a not-run record counts for nothing anyway
+        if ev.reading is None:
+            raise SymtransError(f"evidence from {ev.producer!r} on {claim.id!r} names no reading; the claim has "
+                                f"readings {', '.join(r.id for r in claim.readings)}")
+        quantifier = claim.reading(ev.reading).quantifier
+    elif ev.reading is not None and not claim.readings:
+        raise SymtransError(f"evidence from {ev.producer!r} names reading {ev.reading!r}, but {claim.id!r} has none")
+    counted, note = counted_verdict(ev, quantifier)
+    return dataclasses.replace(entry, counted_as=counted, counted_note=note)

@@ -6,7 +6,7 @@ import pytest
 
 from proofs import Claim
 from symtrans.errors import SymtransError
-from symtrans.evidence import Evidence, Verdict, combine_verdicts
+from symtrans.evidence import Evidence, Scope, Verdict, combine_verdicts
 from symtrans.graph import ClaimGraph, Standing, assess, mark_stale
 
 
@@ -19,6 +19,8 @@ def E(cid: str, verdict: Verdict, kind: str | None = None, **kw) -> Evidence:
     kind = kind or ("symbolic" if verdict is Verdict.CERTIFIED else "numeric")
     if verdict is Verdict.NOT_APPLICABLE:
         kw.setdefault("violated_hypothesis", "H1")
+    if verdict is Verdict.CERTIFIED:
+        kw.setdefault("scope", Scope("all-sizes", "a proof"))
     return Evidence(claim=cid, producer=f"p-{cid}-{verdict.value}", kind=kind, verdict=verdict,
                     summary="test", **kw)
 
@@ -71,10 +73,18 @@ def test_statement_edge_wins_when_a_dependency_is_both() -> None:
 # --------------------------------------------------------------------------- propagation
 def test_fully_certified_needs_every_blocking_ancestor_positive() -> None:
     g = chain()
-    st = assess(g, {"a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.SUPPORTED)],
+    st = assess(g, {"a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.CERTIFIED)],
                     "c": [E("c", Verdict.CERTIFIED)]})
     assert st["c"].fully_certified and st["c"].standing is Standing.FULLY_CERTIFIED
     assert st["c"].external_ancestors == ("x",)  # reported: certified modulo an external result
+    # an ancestor only numerically supported: c holds, but not by exact certificates all the way down
+    st = assess(g, {"a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.SUPPORTED)],
+                    "c": [E("c", Verdict.CERTIFIED)]})
+    assert st["c"].standing is Standing.SUPPORTED and not st["c"].fully_certified
+    # a producer of c raised: never fully certified
+    st = assess(g, {"a": [E("a", Verdict.CERTIFIED)], "b": [E("b", Verdict.CERTIFIED)],
+                    "c": [E("c", Verdict.CERTIFIED)]}, raised={"c"})
+    assert st["c"].standing is Standing.SUPPORTED and st["c"].raised
     # the lemma not run: b and c are positive themselves but blocked by a
     st = assess(g, {"b": [E("b", Verdict.SUPPORTED)], "c": [E("c", Verdict.CERTIFIED)]})
     assert st["c"].standing is Standing.BLOCKED and st["c"].blocked_by == ("a",)

@@ -84,12 +84,13 @@ def test_report_json_round_trips_evidence_and_follows_the_schema(mini, producers
                                                               "relative_to": "sigma_max"}
     assert by_id["tst-thm"]["evidence"][0]["counterexample"] == {"X": [["1", "0"], ["2", "0"]]}
     assert by_id["tst-thm"]["verdict"] == "fails" and by_id["tst-cor"]["standing"] == "rests-on-failed"
-    assert by_id["tst-cor"]["rests_on_failed"] == ["tst-thm"] and by_id["tst-lemma"]["fully_certified"]
+    assert by_id["tst-cor"]["rests_on_failed"] == ["tst-thm"] and by_id["tst-lemma"]["standing"] == "supported"
+    assert not by_id["tst-lemma"]["fully_certified"]  # numeric support is not an exact certificate
     assert by_id["tst-pred"]["verdict"] == "not-applicable"
     assert by_id["tst-thm"]["depends_on"] == ["tst-lemma", "tst-lit"]
     assert [d["id"] for d in doc["summary"]["disagreements"]] == ["tst-thm", "tst-cor"]  # tst-pred: a prediction, not asserted
     assert doc["summary"]["verdicts"] == {"certified": 0, "supported": 1, "fails": 1, "not-applicable": 1,
-                                          "inconclusive": 0, "not-run": 3}
+                                          "inconclusive": 0, "not-run": 3, "reading-dependent": 0}
 
 
 def test_the_paper_report_has_every_claim_and_links_formulas() -> None:
@@ -132,8 +133,8 @@ def test_a_raising_producer_is_recorded_not_fatal(mini, producers) -> None:
         report = build_report(Context(model=None), graph=mini)
     finally:
         producers.remove("tst-lemma", "test-raises")
-    assert report.errors == ["tst-lemma: a producer raised RuntimeError: boom"]
-    assert report.statuses["tst-lemma"].verdict is Verdict.NOT_RUN
+    assert report.errors == ["tst-lemma: producer test-raises raised RuntimeError: boom"]
+    assert report.statuses["tst-lemma"].verdict is Verdict.NOT_RUN and report.statuses["tst-lemma"].raised
 
 
 def test_evidence_from_an_earlier_report_is_carried_and_marked_stale(mini, producers, tmp_path: Path) -> None:
@@ -143,16 +144,59 @@ def test_evidence_from_an_earlier_report_is_carried_and_marked_stale(mini, produ
     producers.remove("tst-thm", numeric)  # the producers are gone in the new run
     producers.remove("tst-lemma", symbolic)
     report = build_report(Context(model=None), previous=tmp_path / "old" / "report.json", graph=mini)
-    (num,) = report.statuses["tst-thm"].evidence
-    assert num.stale and "no model is loaded" in num.stale_reason and num.origin.startswith("previous")
-    assert report.statuses["tst-thm"].verdict is Verdict.NOT_RUN  # stale evidence does not count
-    (sym,) = report.statuses["tst-lemma"].evidence
-    assert not sym.stale and report.statuses["tst-lemma"].verdict is Verdict.CERTIFIED
+    for cid in ("tst-thm", "tst-lemma"):  # a record of an unregistered producer is never trusted
+        (entry,) = report.statuses[cid].evidence
+        assert entry.stale and "is not registered" in entry.stale_reason and entry.origin.startswith("previous")
+        assert report.statuses[cid].verdict is Verdict.NOT_RUN  # stale evidence does not count
     entry = next(c for c in report.to_json()["claims"] if c["id"] == "tst-thm")
     assert entry["stale"] and entry["evidence"][0]["stale"]
     (tmp_path / "bad.json").write_text('{"claims": 3}')
     with pytest.raises(SymtransError, match="not a symtrans report.json"):
         build_report(Context(model=None), previous=tmp_path / "bad.json", graph=mini)
+
+
+def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path: Path) -> None:
+    """A carried record counts only when its registered producer did not run and its context key matches."""
+    state = {"run": True}
+
+    def make(claim: str, verdict: Verdict, kind: str):
+        @producer(claim, kind=kind, name=f"cache-{claim}")
+        def _p(ctx: Context) -> list[Evidence]:
+            if not state["run"]:  # the producer is registered but gives nothing this time
+                return [Evidence(claim=claim, producer=f"cache-{claim}", kind=kind, verdict=Verdict.NOT_RUN,
+                                 summary="skipped")]
+            return [Evidence(claim=claim, producer=f"cache-{claim}", kind=kind, verdict=verdict, summary="ran")]
+
+    make("tst-thm", Verdict.SUPPORTED, "numeric")
+    make("tst-lemma", Verdict.CERTIFIED, "symbolic")
+    try:
+        write_report(build_report(Context(model=None, n=16, reuse=False), graph=mini), tmp_path / "old", ["json"])
+        old = tmp_path / "old" / "report.json"
+        state["run"] = False
+        same = build_report(Context(model=None, n=16, reuse=False), previous=old, graph=mini)
+        (thm,) = same.statuses["tst-thm"].evidence
+        assert not thm.stale and thm.origin.startswith("previous") and same.statuses["tst-thm"].verdict is Verdict.SUPPORTED
+        (lem,) = same.statuses["tst-lemma"].evidence  # a certificate must be re-verified from its witness
+        assert lem.stale and "not re-verified" in lem.stale_reason
+        assert same.statuses["tst-lemma"].verdict is Verdict.NOT_RUN
+        other_n = build_report(Context(model=None, n=32, reuse=False), previous=old, graph=mini)
+        (thm,) = other_n.statuses["tst-thm"].evidence
+        assert thm.stale and "n 16 (now 32)" in thm.stale_reason
+        assert other_n.statuses["tst-thm"].verdict is Verdict.NOT_RUN
+        doc = json.loads(old.read_text())  # forge: another toolkit version and a made-up producer hash
+        for c in doc["claims"]:
+            for e in c["evidence"]:
+                e["context"]["producer_hash"] = "0" * 16
+        forged = tmp_path / "forged.json"
+        forged.write_text(json.dumps(doc))
+        rep = build_report(Context(model=None, n=16, reuse=False), previous=forged, graph=mini)
+        (thm,) = rep.statuses["tst-thm"].evidence
+        assert thm.stale and "producer_hash" in thm.stale_reason and rep.statuses["tst-thm"].verdict is Verdict.NOT_RUN
+    finally:
+        for cid in ("tst-thm", "tst-lemma"):
+            PRODUCERS[cid] = [p for p in PRODUCERS.get(cid, []) if p.name != f"cache-{cid}"]
+            if not PRODUCERS[cid]:
+                del PRODUCERS[cid]
 
 
 def test_dot_has_every_node_and_edge() -> None:

@@ -26,7 +26,7 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      prop51_witness, random_int_matrix, rank_sum_families,
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
-from symtrans.evidence import Context, Evidence, Verdict, producer, producers_for
+from symtrans.evidence import Context, Evidence, Scope, Verdict, producer, producers_for
 
 __all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "run_certificates"]
 
@@ -190,7 +190,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
 
 
 # -------------------------------------------------------------- thm-recovery
-@producer("thm-recovery", kind="symbolic", name="recovery-fibres",
+@producer("thm-recovery/sum", kind="symbolic", name="recovery-fibres",
           description="exact fibre dimensions of the head-summation map and of Z -> Z W_O")
 def recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimensions by the Kronecker rank rule with the small factor ranked exactly; registry comparison."""
@@ -232,7 +232,7 @@ def recovery(ctx: Context) -> list[Evidence]:
                                                 "subset at every size", "rows": rows})]
 
 
-@producer("thm-recovery", kind="symbolic", name="recovery-wo-real", needs_model=True,
+@producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
 def recovery_real(ctx: Context) -> list[Evidence]:
     """Certify rank W_O = H d_v for every layer of the bundled model (exact dyadic weights, rank mod p)."""
@@ -246,12 +246,17 @@ def recovery_real(ctx: Context) -> list[Evidence]:
         rows.append({"layer": layer, "rank_WO": rk, "wo_fibre": fib,
                      "registry_wo_fibre": int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
     ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
-    return [_ev("thm-recovery", "recovery-wo-real", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
+    paper = int(formula("recovery-ambiguity", arch=w.arch, n=ctx.n).value)
+    return [_ev("thm-recovery", "recovery-wo-real", Verdict.FAILS if ok else Verdict.INCONCLUSIVE,
                 f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
-                f"Z -> Z W_O is 0 at n = {ctx.n}, so with W_O known the head outputs are recoverable; the paper's "
-                "n (H-1) d_k counts the fibre of the head sum, not of Z -> Z W_O" if ok else
+                f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
+                "outputs are recoverable; the paper's n (H-1) d_k counts the fibre of the head sum, not of "
+                "Z -> Z W_O" if ok else
                 "full rank not certified mod p for some layer (rank mod p is only a lower bound)",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n},
+                scope=Scope("model", f"every layer (0..{L - 1}) of the model under test",
+                            tuple(f"layer {i}" for i in range(L))),
+                counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
                 details={"rows": rows, "computation": MOD_P_NOTE})]
 
 
@@ -320,7 +325,7 @@ def thm53_real(ctx: Context) -> list[Evidence]:
 
 
 # ------------------------------------------------------------------- prop-6.2
-@producer("prop-6.2", kind="symbolic", name="prop62-counterexample",
+@producer("prop-6.2/identity", kind="symbolic", name="prop62-counterexample",
           description="exact counterexample to rank(MHA X) = dim(R_1 + ... + R_H) when n < dim sum R_h")
 def prop62(ctx: Context) -> list[Evidence]:
     """Exhibit rank MHA(X) <= n < dim(sum_h R_h) exactly (A^h invertibility by interval arithmetic)."""
@@ -344,6 +349,9 @@ def prop62(ctx: Context) -> list[Evidence]:
                                                    for m in ("W_Q", "W_K", "W_V", "W_O")} for h in heads],
                                         "dim_sum_R": dim, "rank_MHA_upper_bound": n,
                                         "det_A_intervals": [s for _, s in inv]},
+                        scope=Scope("open-set", "dim(sum_h R_h) > n is a strict rank excess, so it persists on an "
+                                    "open neighbourhood of this (X, weights); rank MHA(X) <= n everywhere",
+                                    (f"n = {n}, d_model = {d}, H = {H}, d_k = {k}",)),
                         details={"computation": "A^h invertible certified by an interval determinant excluding 0; "
                                                 "then R_h = rowspace(X W_V^h W_O^h), and dim(sum R_h) is the exact rank "
                                                 "of the stacked rational matrices; rank MHA(X) <= n rows"})]

@@ -149,7 +149,7 @@ def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) ->
                   f"(values {sorted({r['rank_MHA'] for r in rows})}); bound {bound} holds", **common)
 
 
-@producer("prop-6.2", kind="numeric", name="mha-rank-vs-sum", needs_model=True)
+@producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True)
 def check_prop_6_2(ctx: Context) -> list[Evidence]:
     """rank MHA(X) = dim(sum_h R_h) at n = ctx.n (all layers) and at n > d_model (layer 0)."""
     w = weights(ctx)

@@ -307,7 +307,16 @@ def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]
 
 
+#: which reading each record is about (the map whose fibre it measures)
+_READINGS = {"fibre-summation": "thm-recovery/sum", "nonidentifiable-summation": "thm-7.3/sum",
+             "fibre-wo": "thm-recovery/wo", "nonidentifiable-wo": "thm-7.3/wo",
+             "fibre-ln": "thm-recovery/mlp-input", "nonidentifiable-ln": "thm-7.3/mlp-input"}
+
+
 def _cached(ctx: Context) -> list[Evidence]:
+    import dataclasses
+
     if "sec7" not in ctx.cache:
-        ctx.cache["sec7"] = _summation(ctx) + _wo(ctx) + _ln(ctx)
+        ctx.cache["sec7"] = [dataclasses.replace(e, reading=_READINGS[e.producer])
+                             for e in _summation(ctx) + _wo(ctx) + _ln(ctx)]
     return ctx.cache["sec7"]

@@ -18,12 +18,17 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
-           "rank_from_singular_values"]
+           "rank_from_singular_values", "storage_rank", "storage_cut", "DECISIVE_MARGIN"]
+
+#: The one decisiveness rule for every rank decision: the singular values on both sides of the
+#: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
+DECISIVE_MARGIN = 1.0
 
 
 def default_rtol(dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
@@ -61,7 +66,7 @@ class RankRecord:
     >>> rec.rank, rec.sigma_below
     (3, None)
     >>> sorted(rec.to_dict())[:3]
-    ['cut', 'dtype', 'margin']
+    ['cut', 'decisive', 'dtype']
     """
 
     rank: int
@@ -74,6 +79,22 @@ class RankRecord:
     sigma_above: float | None  # smallest kept singular value, sigma_r
     sigma_below: float | None  # largest dropped singular value, sigma_{r+1}
     margin: float
+    precision: str = ""  # what the cut models, e.g. "float32 storage rounding" or "float64 computation"
+
+    @property
+    def decisive(self) -> bool:
+        """True when both neighbouring singular values sit at least :data:`DECISIVE_MARGIN` decades from the cut.
+
+        Examples
+        --------
+        >>> import torch
+        >>> s = torch.tensor([1.0, 1e-9], dtype=torch.float64)
+        >>> rank_from_singular_values(s, (2, 2), torch.float64, rtol=1e-8).decisive
+        True
+        >>> rank_from_singular_values(s, (2, 2), torch.float64, rtol=2e-9).decisive  # 1e-9 sits too near 2e-9
+        False
+        """
+        return self.margin >= DECISIVE_MARGIN
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict.
@@ -86,6 +107,10 @@ class RankRecord:
         """
         d = asdict(self)
         d["shape"] = list(self.shape)
+        d["decisive"] = self.decisive
+        for k in ("margin", "cut", "sigma_max", "sigma_above", "sigma_below"):
+            if isinstance(d[k], float) and not math.isfinite(d[k]):
+                d[k] = "inf" if d[k] > 0 else ("-inf" if d[k] < 0 else "nan")
         return d
 
 
@@ -126,9 +151,10 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
     if below is not None and cut > 0:
         sides.append(math.log10(cut / below) if below > 0 else math.inf)
     margin = min(sides) if sides else math.inf
-    return RankRecord(rank=r, shape=(int(shape[0]), int(shape[1])), dtype=str(dtype).replace("torch.", ""),
+    name = str(dtype).replace("torch.", "")
+    return RankRecord(rank=r, shape=(int(shape[0]), int(shape[1])), dtype=name,
                       cut=cut, rtol=rtol, tolerance_reason=why, sigma_max=smax, sigma_above=above,
-                      sigma_below=below, margin=margin)
+                      sigma_below=below, margin=margin, precision=f"{name} computation")
 
 
 def numerical_rank(M: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:
@@ -192,3 +218,83 @@ def affine_rank(X: Any, *, rtol: float | None = None, reason: str | None = None)
     C = X - X.mean(0, keepdim=True)
     s = torch.linalg.svdvals(torch.stack([X, C])).cpu()
     return rank_from_singular_values(s[1], tuple(C.shape), C.dtype, rtol, reason, scale=float(s[0][0]))
+
+
+def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
+    """The singular-value cut at storage precision: the Weyl bound of rounding to ``storage_dtype``.
+
+    Rounding each entry to the storage dtype perturbs the matrix by ``E`` with
+    ``|E_ij| <= u |W_ij|`` (``u = eps/2``, the unit roundoff), so
+    ``||E||_2 <= ||E||_F <= u ||W||_F``, and by Weyl's inequality no singular
+    value moves by more than that. The float64 SVD adds at most
+    ``max(m, n) * eps64 * ||W||_2 <= max(m, n) * eps64 * ||W||_F``. The cut
+    depends on the matrix's size and norm only, never on its condition number.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cut, why = storage_cut(1.0, torch.float32, (4, 4))
+    >>> abs(cut - (2.0 ** -24 + 4 * 2.0 ** -52)) < 1e-30
+    True
+    >>> "Weyl" in why
+    True
+    """
+    import torch
+
+    dt = _torch_dtype(storage_dtype)
+    u = torch.finfo(dt).eps / 2
+    svd = max(shape) * torch.finfo(torch.float64).eps
+    cut = (u + svd) * float(frobenius_norm)
+    name = str(dt).replace("torch.", "")
+    why = (f"rounding to {name} moves every singular value by at most u ||W||_F (Weyl; u = eps/2 = {u:.3g}) "
+           f"plus the float64 SVD error max(m, n) eps64 ||W||_F: cut = {cut:.3g} for ||W||_F = "
+           f"{float(frobenius_norm):.4g}; singular values below it cannot be told from 0 in the stored numbers")
+    return cut, why
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    table = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+             "bfloat16": torch.bfloat16, "F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+             "BF16": torch.bfloat16}
+    name = str(dtype).replace("torch.", "")
+    if name not in table:
+        raise ValueError(f"unknown storage dtype {dtype!r}")
+    return table[name]
+
+
+def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
+    """Rank of a stored weight matrix at the precision it was stored in (SVD in float64).
+
+    Singular values above the cut of :func:`storage_cut` are non-zero for every
+    matrix that rounds to the stored one; those below it cannot be told from
+    zero at storage precision. The record's ``decisive`` applies the one
+    decisiveness rule (:data:`DECISIVE_MARGIN` decades on both sides).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> U, _ = torch.linalg.qr(torch.randn(64, 64, generator=g, dtype=torch.float64))
+    >>> s = torch.logspace(0, -5, 64, dtype=torch.float64)  # condition number 1e5
+    >>> W = (U * s) @ U.T
+    >>> rec = storage_rank(W.to(torch.float32), torch.float32)
+    >>> rec.rank, rec.decisive, rec.precision
+    (64, True, 'float32 storage rounding')
+    >>> s[40:] = 1e-9  # trailing singular values below the float32 rounding bound
+    >>> storage_rank(((U * s) @ U.T).to(torch.float32), torch.float32).rank
+    40
+    """
+    import torch
+
+    W = torch.as_tensor(M).to(torch.float64)
+    shape = (int(W.shape[-2]), int(W.shape[-1]))
+    s = torch.linalg.svdvals(W)
+    cut, why = storage_cut(float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
+    smax = float(s[0]) if s.numel() else 0.0
+    rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
+    name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
+    return dataclasses.replace(rec, precision=f"{name} storage rounding")

@@ -141,6 +141,7 @@ class ModelWeights:
     device: Any
     family: str = "bert"
     config: dict[str, Any] = field(default_factory=dict)
+    storage_dtype: str | None = None  # the dtype of the weights in the checkpoint (rank decisions use it)
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -200,7 +201,7 @@ class ModelWeights:
         tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config)
+                            self.family, self.config, self.storage_dtype)
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -215,7 +216,7 @@ class ModelWeights:
         """
         tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config))
+                            self.family, dict(self.config), self.storage_dtype)
 
     @property
     def n_kv_heads(self) -> int:
@@ -411,7 +412,7 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
     if small and stamp in _LOADED:
         return _LOADED[stamp].copy()  # fresh tensors: callers may modify their weights in place
     weights = ModelWeights(ckpt.arch, ckpt.all_tensors(), ckpt.where, _hash_files(files), dt, dev,
-                           ckpt.arch.family, ckpt.config)
+                           ckpt.arch.family, ckpt.config, _stored_dtype(ckpt))
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -766,4 +767,14 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     for k in sorted(state):
         h.update(k.encode())
         h.update(state[k].to("cpu").contiguous().numpy().tobytes())
-    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg)
+    stored = next((str(v.dtype).replace("torch.", "") for v in state.values() if v.is_floating_point()), None)
+    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg, stored)
+
+
+def _stored_dtype(ckpt: Any) -> str | None:
+    """The dtype of the checkpoint's projection weights as stored on disk (read from one small tensor)."""
+    for key in sorted(ckpt.keyset):
+        if key.endswith("weight") and ("attention" in key or "attn" in key):
+            t = ckpt.get(key)
+            return str(getattr(t, "dtype", "")).replace("torch.", "") or None
+    return None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, producers_for, run_producers
+from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, producers_for, run_producer
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 
 if TYPE_CHECKING:
@@ -202,6 +202,58 @@ def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
                             f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
 
 
+def _carry(ev: Evidence, ctx: Context, graph: ClaimGraph, weights_hash: str | None) -> EvidenceEntry:
+    """Wrap a record from an earlier report: it counts only if its producer and full context key match now.
+
+    ``--previous`` is a cache, not a source of truth: the record's producer must
+    be registered for its claim (and reading), its context key (n, seed, dtype,
+    device, weights hash, toolkit version, producer source hash) must equal the
+    key this run would give it, and a certificate counts only after its witness
+    is re-verified by the independent checker.
+    """
+    def stale(reason: str) -> EvidenceEntry:
+        return EvidenceEntry(ev, True, reason)
+
+    if ev.claim not in graph:
+        return stale(f"claim {ev.claim!r} is not in the registry")
+    key = ev.context or {}
+    name = key.get("producer")
+    registered = {p.name: p for p in producers_for(ev.claim)}
+    if not name or name not in registered:
+        return stale(f"its producer {name or ev.producer!r} is not registered for {ev.claim!r}: a carried record "
+                     "counts only with the full context key of a registered producer")
+    p = registered[name]
+    if (p.reading or None) != (ev.reading or p.reading or None) and p.reading is not None:
+        return stale(f"producer {name!r} writes reading {p.reading!r}, the record says {ev.reading!r}")
+    want = ctx.key(p)
+    if p.needs_model and weights_hash is None:
+        return stale("produced from a model; none is loaded now to confirm the weights")
+    diff = sorted(k for k in set(want) | set(key) if want.get(k) != key.get(k))
+    if diff:
+        shown = ", ".join(f"{k} {key.get(k)!r} (now {want.get(k)!r})" for k in diff[:4])
+        return stale(f"context differs: {shown}")
+    if ev.verdict is Verdict.CERTIFIED:
+        ok, why = _reverify(ev)
+        if not ok:
+            return stale(f"carried certificate not re-verified: {why}")
+    return EvidenceEntry(ev)
+
+
+def _reverify(ev: Evidence) -> tuple[bool, str]:
+    """Re-check a carried certificate from its witness with the independent checker, where one exists."""
+    cert = ev.details.get("certificate") if isinstance(ev.details, dict) else None
+    if not isinstance(cert, dict):
+        return False, "the record carries no certificate witness to re-check"
+    try:
+        from symtrans.certify.checker import verify_certificate  # type: ignore[import-not-found]
+    except ImportError:
+        return False, "no certificate checker is available"
+    try:
+        return verify_certificate(cert)
+    except Exception as err:  # noqa: BLE001 - a malformed witness is a failed check, not a crash
+        return False, f"{type(err).__name__}: {err}"
+
+
 def _check_producers(graph: ClaimGraph) -> None:
     """Every registered producer must target a registered claim."""
     producers_for("")  # imports the producer modules
@@ -245,6 +297,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
                       "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
                       "device": str(w.device)}
     errors: list[str] = []
+    raised: set[str] = set()
     for cid in earlier:
         if cid not in graph:
             errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
@@ -258,27 +311,31 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     for cid in bar if bar is not None else order:
         if bar is not None:
             bar.set_postfix_str(cid)
-        try:
-            fresh = run_producers(cid, ctx)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # noqa: BLE001 - one broken producer must not sink the report
-            msg = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-            errors.append(f"{cid}: a producer raised {msg}")
-            fresh = [Evidence(claim=cid, producer="(error)", kind="symbolic", verdict=Verdict.NOT_RUN,
-                              summary=f"not run: a producer raised {msg}", details={"error": msg})]
+        fresh = []
+        for p in producers_for(cid):
+            try:
+                fresh.extend(run_producer(p, ctx))
+            except KeyboardInterrupt:
+                raise
+            except Exception as err:  # noqa: BLE001 - one broken producer must not sink the report
+                msg = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+                errors.append(f"{cid}: producer {p.name} raised {msg}")
+                raised.add(cid)
+                fresh.append(Evidence(claim=cid, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                                      summary=f"not run: the producer raised {msg}", details={"error": msg},
+                                      reading=p.reading))
         ran = {e.producer for e in fresh if e.verdict is not Verdict.NOT_RUN}
         carried = [e for e in earlier.get(cid, []) if e.producer not in ran and e.verdict is not Verdict.NOT_RUN]
         carried_names = {e.producer for e in carried}
         entries = [mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
                    for e in fresh if not (e.verdict is Verdict.NOT_RUN and e.producer in carried_names)]
         for e in carried:
-            entry = mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
+            entry = _carry(e, ctx, graph, weights_hash)
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
     if bar is not None:
         bar.close()
-    statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__)
+    statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__, raised=raised)
     context = {"n": ctx.n, "seed": ctx.seed, "device": ctx.device, "dtype": ctx.dtype}
     return Report(__version__, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   model_info, context, graph, statuses, errors,

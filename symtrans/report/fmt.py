@@ -41,8 +41,8 @@ def number(x: Any) -> str:
     return str(x)
 
 
-def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", origin: str = "this run"
-                   ) -> dict[str, str]:
+def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", origin: str = "this run",
+                   counted_as: Any = None, counted_note: str = "") -> dict[str, str]:
     """Return the evidence table's cells for one record, as plain strings.
 
     Examples
@@ -60,7 +60,16 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
         rel = f" relative to {e.tolerance.relative_to}" if e.tolerance.relative_to else ""
         tol = f"{number(e.tolerance.value)}{rel}: {e.tolerance.reason}"
     verdict = e.verdict.value + (f" (stale: {stale_reason})" if stale else "")
+    if not stale and counted_as is not None and counted_as != e.verdict:
+        verdict += f" (counts as {counted_as.value}: {counted_note})"
     summary = e.summary
+    if e.reading:
+        summary = f"[{e.reading}] " + summary
+    if e.scope is not None:
+        summary += f" [scope: {e.scope.kind}, {e.scope.description}]"
+    if e.hypothesis_checks:
+        state = {True: "holds", False: "VIOLATED", None: "undecided"}
+        summary += " [hypotheses: " + "; ".join(f"{h.name} {state[h.holds]}" for h in e.hypothesis_checks) + "]"
     if e.violated_hypothesis:
         summary += f" [violated: {e.violated_hypothesis}]"
     if e.counterexample:

@@ -286,7 +286,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
         parts.append(_table(list(EVIDENCE_COLUMNS.values()),
-                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason,
+                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as, counted_note=e.counted_note,
                                                   origin=e.origin)[k]) for k in keys] for e in status.evidence]))
     else:
         parts.append('<p class="muted">No evidence producer is registered for this item.</p>')

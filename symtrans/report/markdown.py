@@ -93,6 +93,15 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:
         out += [f"**Disagreement:** {status.disagreement}.", ""]
+    if status.readings:
+        out += [f"**Readings** ({len(status.readings)}; the claim's verdict is theirs when they agree, "
+                "`reading-dependent` when some hold and some fail):", ""]
+        out += _table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
+                       "formalisation"],
+                      [[f"`{r.id}`", f"**{r.verdict.value}**", r.standing.value, r.reading.quantifier,
+                        r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note]
+                       for r in status.readings])
+        out.append("")
     deps = [f"- **{label}:** {_links(ids)}" if strong else f"- {label}: {_links(ids)}"
             for label, ids, strong in dependency_rows(claim, status, g)]
     out += deps + [""]
@@ -106,7 +115,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
         out += _table(list(EVIDENCE_COLUMNS.values()),
-                      [[evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason,
+                      [[evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as, counted_note=e.counted_note,
                                        origin=e.origin)[k] for k in keys] for e in status.evidence])
     else:
         out.append("*No evidence producer is registered for this item.*")

@@ -60,6 +60,7 @@ VERDICT_FILL: dict[Verdict, Fill] = {
     Verdict.NOT_APPLICABLE: Fill("#d8ccf5", "#2e1f5e"),
     Verdict.INCONCLUSIVE: Fill("#f5d565", "#3d2e00"),
     Verdict.NOT_RUN: Fill("#f0f2f5", "#24292f"),
+    Verdict.READING_DEPENDENT: Fill("#f3a25b", "#3d1d00"),
 }
 
 BORDER: dict[PaperStatus, Border] = {
@@ -82,6 +83,8 @@ STANDING_GLYPH: dict[Standing, str] = {
     Standing.OPEN: "",
     Standing.GIVEN: "",
     Standing.EXTERNAL: "\u2197",  # north-east arrow: points outside the paper
+    Standing.SUPPORTED: "\u2713",  # light check mark: positive, not all exact
+    Standing.READING_DEPENDENT: "\u2195",  # up-down arrow: holds under some readings, fails under others
 }
 
 #: edge kind -> (colour, SVG dash, DOT style)
