@@ -24,8 +24,24 @@ from typing import Any
 
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
-__all__ = ["weights", "trace", "record", "rank_tolerance", "versions", "log_margin",
+__all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
+           "weights", "trace", "record", "rank_tolerance", "versions", "log_margin",
            "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
+
+#: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
+ENCODERS = ("bert", "roberta", "distilbert")
+DECODERS = ("gpt2", "llama", "qwen2")
+LAYERNORM_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses RMSNorm
+LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses rotary positions
+FAMILIES_NOTE = {
+    "layernorm": "the statement is about LayerNorm (centre, then scale); RMSNorm (Llama, Mistral, Qwen2) "
+                 "only scales, so its hypotheses and conclusion do not transfer",
+    "bidirectional": "Dong et al.'s collapse theorem is proved for unmasked self-attention; under a causal mask "
+                     "A^h is lower triangular and the first token attends only to itself (it never mixes), "
+                     "which their bound does not cover (symtrans measure reports res(x_1) for decoders)",
+    "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
+                         "model (Llama, Mistral, Qwen2) has no position table to gate with",
+}
 
 FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
 

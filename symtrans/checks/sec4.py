@@ -33,7 +33,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.checks.common import GAP_TOLERANCE, decisive, gap, record, trace, weights
+from symtrans.checks.common import (FAMILIES_NOTE, GAP_TOLERANCE, LAYERNORM_FAMILIES, decisive, gap, record,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["LNCase", "ln_case", "search_case", "search", "FAMILIES"]
@@ -279,7 +280,7 @@ def _cached_search(ctx: Context) -> list[tuple[dict[str, Any], LNCase]]:
 
 
 def real_cases(ctx: Context, n: int | None = None, layers: int | None = None) -> list[tuple[str, LNCase]]:
-    """Theorem 4.2 cases on the model's pre-LN sums (pre_ln1, pre_ln2) at each layer.
+    """Theorem 4.2 cases on the input of each LayerNorm (post-LN: pre_ln1, pre_ln2; pre-LN: X, pre_ln1).
 
     Examples
     --------
@@ -293,8 +294,12 @@ def real_cases(ctx: Context, n: int | None = None, layers: int | None = None) ->
     out = []
     for i, lt in enumerate(tr.layers):
         lay = w.layer(i)
-        out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
-        out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
+        if lt.form == "post-ln":
+            out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
+            out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
+        else:  # pre-LN (GPT-2): LN1 reads the layer input, LN2 the residual stream after attention
+            for tag, inp in lt.norm_inputs.items():
+                out.append((f"layer {i} {tag} input", ln_case(inp, lay[f"{tag}_w"], lay[f"{tag}_b"], eps)))
     return out
 
 
@@ -336,7 +341,8 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                   details={"cases": rows})
 
 
-@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True)
+@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True, families=LAYERNORM_FAMILIES,
+          applies_to=FAMILIES_NOTE["layernorm"])
 def check_ln_real(ctx: Context) -> list[Evidence]:
     """Theorem 4.2 on the real pre-LN sums at n = ctx.n (all layers) and at n > d_model (layer 0)."""
     w = weights(ctx)

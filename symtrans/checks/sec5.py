@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, decisive, gap, record, trace, weights
+from symtrans.checks.common import (DECISIVE_GAP, ENCODERS, FAMILIES_NOTE, GAP_TOLERANCE, decisive, gap, record,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases",
@@ -270,7 +271,8 @@ def _fit_rate(ratios: list[float]) -> dict[str, Any]:
             "floor": "points at or below 1e-13 (float64 rounding floor of the ratio) are excluded"}
 
 
-@producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True)
+@producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True, families=ENCODERS,
+          applies_to=FAMILIES_NOTE["bidirectional"])
 def check_dong(ctx: Context) -> list[Evidence]:
     """Pure attention (no residual, no MLP, no LN) with repeated real layers collapses to rank one."""
     return [_sweep_evidence(ctx, "lit-dong")]

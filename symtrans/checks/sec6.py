@@ -332,7 +332,7 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from symtrans.numeric.forward import _gelu, attention
+    from symtrans.numeric.forward import attention, ffn
 
     meta = {k: v.to("meta") for k, v in layer.items()}
     X = torch.empty(n, meta["W_Q"].shape[1], device="meta", dtype=meta["W_Q"].dtype)
@@ -340,7 +340,7 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
         _, _, YO = attention(X, meta)
         YO.sum(0)
     with FlopCounterMode(display=False) as ff:
-        _gelu(X @ meta["W_in"] + meta["b_in"], activation) @ meta["W_out"] + meta["b_out"]
+        ffn(X, meta, activation)  # two-matrix, or gated (three matrices) when the layer has W_gate
     return {"attention": int(fa.get_total_flops()), "ffn": int(ff.get_total_flops())}
 
 
@@ -408,7 +408,7 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
 
     w = weights(ctx)
     n = ctx.n
-    c = count_flops(w.layer(0), n, w.arch.activation)
+    c = count_flops(w.layer(0, shared_kv=True), n, w.arch.activation)  # K, V as computed: H_kv heads
     measured = Fraction(c["ffn"], c["ffn"] + c["attention"])
     f = formula("ffn-flop-share", arch=w.arch, n=n).value
     expect = Fraction(int(f.p), int(f.q))

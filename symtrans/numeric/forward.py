@@ -516,6 +516,10 @@ def position_ids(weights: ModelWeights, ids: Any) -> Any:
 def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     """``n`` token ids drawn uniformly (seeded) between [CLS]-like ends, for reproducible inputs.
 
+    A model without a position table (rotary positions) draws ``n`` distinct
+    ids when its vocabulary allows: there a repeated token gives two equal
+    rows of ``X``, a non-generic input for every rank statement.
+
     Examples
     --------
     >>> random_ids(load_model("default"), 5, 0).tolist() == random_ids(load_model("default"), 5, 0).tolist()
@@ -525,7 +529,10 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
 
     g = torch.Generator().manual_seed(seed)
     low = min(1000, int(weights.arch.vocab_size) // 2)  # skip special tokens; tiny vocabularies keep half
-    return torch.randint(low, int(weights.arch.vocab_size), (n,), generator=g)
+    high = int(weights.arch.vocab_size)
+    if weights.pos is None and high - low >= n:
+        return low + torch.randperm(high - low, generator=g)[:n]
+    return torch.randint(low, high, (n,), generator=g)
 
 
 def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
