@@ -19,8 +19,12 @@ The names avoid the sub-packages ``symtrans.graph``, ``symtrans.report`` and
 on :mod:`symtrans`, which would shadow a function called ``report``.
 
 ``model`` is ``"default"`` (the bundled all-MiniLM-L6-v2), a model directory, a
-loaded :class:`~symtrans.numeric.ModelWeights`, or ``None`` (symbolic only,
-where that makes sense). Everything here is re-exported from :mod:`symtrans`;
+hub id found in the local Hugging Face cache, a loaded
+:class:`~symtrans.numeric.ModelWeights`, an in-memory ``transformers`` model
+(base or with a head; BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2),
+a TransformerLens ``TransformerBridge`` (read through its ``original_model``),
+an nnsight wrapper (its ``_module``), or ``None`` (symbolic only, where that
+makes sense). Everything here is re-exported from :mod:`symtrans`;
 torch and networkx load only when a function that needs them runs.
 
 Examples
@@ -84,8 +88,16 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> A
         raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
     if model is None or isinstance(model, (str, os.PathLike)):
         return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
-    ctx = Context(model=str(getattr(model, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
-    return ctx.preload(model)  # evidence from these weights only: reuse across calls is switched off
+    weights = _as_weights(model, dtype, device or "cpu")
+    ctx = Context(model=str(getattr(weights, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
+    return ctx.preload(weights)  # evidence from these weights only: reuse across calls is switched off
+
+
+def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
+    """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
+    if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
+        return model
+    return load(model, dtype=dtype, device=device)
 
 
 # ----------------------------------------------------------------- architecture and model
@@ -101,15 +113,20 @@ def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **si
     return get_arch(spec, **sizes)
 
 
-def load(model: str | os.PathLike[str] = "default", *, dtype: str = "float64",
-         device: str | None = "cpu") -> ModelWeights:
+def load(model: Any = "default", *, dtype: str = "float64", device: str | None = "cpu") -> ModelWeights:
     """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
+
+    ``model`` may also be a hub id in the local cache or a model object (see
+    the module docstring).
 
     Examples
     --------
     >>> w = load()
     >>> tuple(w.W_O.shape), w.arch.name
     ((6, 12, 32, 384), 'nreimers/MiniLM-L6-H384-uncased')
+    >>> from symtrans.numeric.fixtures import random_model
+    >>> load(random_model("llama", head=True)).arch.family
+    'llama'
     """
     from symtrans.numeric import load_model
 
@@ -143,7 +160,7 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     """
     from symtrans.group.numeric import verify_model
 
-    weights = model if hasattr(model, "tensors") else load(model, dtype="float64")
+    weights = _as_weights(model, "float64", "cpu")
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
                           factors=list(factors) if factors else None)
     return InvarianceChecks(checks)
@@ -239,7 +256,7 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
 
     if n < 1:
         raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
-    weights = model if not isinstance(model, (str, os.PathLike)) else load(model, dtype=dtype, device=device)
+    weights = _as_weights(model, dtype, device)
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,
                                    variants=tuple(variants), depth=depth, layer_index=layer_index))
 

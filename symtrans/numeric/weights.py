@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "default_model_path"]
+           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -404,8 +405,8 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
     symtrans.errors.SymtransError: /no/such/dir: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
     """
     dt, dev = resolve_dtype(dtype), resolve_device(device)
-    if hasattr(spec, "state_dict") and hasattr(spec, "config"):
-        return _from_module(spec, dt, dev)
+    if not isinstance(spec, (str, os.PathLike)):
+        return _from_module(unwrap_model(spec), dt, dev)
     ckpt, files = _open(spec, dt, dev, allow_pickle)
     stamp = (ckpt.where, str(dt), str(dev), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
     small = sum(f.stat().st_size for f in files) <= _CACHE_MAX_BYTES
@@ -459,6 +460,60 @@ def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
         yield i, s.layer(i)
 
 
+#: attributes under which wrappers keep the original ``transformers`` model: TransformerLens'
+#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``
+_WRAPPED = ("original_model", "_module")
+
+
+def unwrap_model(obj: Any) -> Any:
+    """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight), or ``obj`` itself.
+
+    Accepted: a ``PreTrainedModel`` (base or with a head), or an object that
+    keeps one as ``original_model`` (TransformerLens ``TransformerBridge``) or
+    ``_module`` (nnsight ``NNsight``/``LanguageModel``), nested up to 4 deep.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import random_model
+    >>> m = random_model("gpt2")
+    >>> class Bridge:
+    ...     def __init__(self, model):
+    ...         self.original_model = model
+    >>> unwrap_model(Bridge(m)) is m
+    True
+    >>> unwrap_model(3.5)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight wrapper
+    """
+    current = obj
+    for _ in range(5):
+        if _is_hf_model(current, strict=True):
+            return current
+        inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
+        if inner is None or inner is current:  # no wrapper left: a duck-typed model, or nothing
+            if _is_hf_model(current, strict=False):
+                return current
+            break
+        current = inner
+    raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
+                        "a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight "
+                        "wrapper")
+
+
+def _is_hf_model(obj: Any, strict: bool) -> bool:
+    """A ``transformers`` ``PreTrainedModel``; unless ``strict``, duck-typed alike (``state_dict()``, ``config.to_dict()``)."""
+    try:
+        from transformers import PreTrainedModel
+
+        if isinstance(obj, PreTrainedModel):
+            return True
+    except ImportError:
+        pass
+    return not strict and callable(getattr(obj, "state_dict", None)) and callable(getattr(getattr(obj, "config", None),
+                                                                          "to_dict", None))
+
+
 def _looks_like_hub_id(spec: str) -> bool:
     parts = spec.split("/")
     return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and not spec.startswith("/")
@@ -470,9 +525,16 @@ def _from_hub(repo_id: str) -> Path:
     except ImportError:
         raise SymtransError(f"{repo_id}: not a local directory, and huggingface_hub is not installed "
                             "to fetch it; pass a local model directory") from None
+    patterns = ["config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json"]
+    try:  # the local cache first (works under HF_HUB_OFFLINE=1 and without a network)
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+    except Exception:
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise SymtransError(f"{repo_id}: not a local directory and not in the local Hugging Face cache "
+                            "(HF_HUB_OFFLINE is set, so it is not fetched)")
     try:
-        path = snapshot_download(repo_id, allow_patterns=["config.json", "*.safetensors",
-                                                          "*.safetensors.index.json", "tokenizer.json"])
+        path = snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as err:
         raise SymtransError(f"{repo_id}: not a local directory, and fetching it from the Hugging Face hub "
                             f"failed ({type(err).__name__}: the hub is unreachable or has no such model); "
@@ -760,13 +822,15 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
-    state = {k: v.detach() for k, v in model.state_dict().items()}
+    import torch
+
+    state = {k: v.detach() for k, v in model.state_dict().items() if torch.is_tensor(v)}
     where = type(model).__name__
     tensors = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where).all_tensors()
     h = hashlib.sha256()
     for k in sorted(state):
         h.update(k.encode())
-        h.update(state[k].to("cpu").contiguous().numpy().tobytes())
+        h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     stored = next((str(v.dtype).replace("torch.", "") for v in state.values() if v.is_floating_point()), None)
     return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg, stored)
 
