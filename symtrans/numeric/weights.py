@@ -443,7 +443,26 @@ def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device:
     """
     dt, dev = resolve_dtype(dtype), resolve_device(device)
     ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
+    _fix_mmap_threshold()
     return StreamedWeights(ckpt, _hash_files(files) if hash_weights else "not computed")
+
+
+def _fix_mmap_threshold(threshold: int = 1 << 20) -> bool:
+    """glibc: serve buffers >= ``threshold`` by mmap, so a freed layer goes back to the OS (best effort).
+
+    By default glibc raises its mmap threshold each time a mmapped buffer is
+    freed (up to 32 MiB), after which layer-sized buffers come from the heap
+    and stay resident when freed: streaming then holds several dead layers.
+    Setting the threshold (``mallopt(M_MMAP_THRESHOLD)``) turns that off.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, threshold))  # M_MMAP_THRESHOLD = -3
+    except (OSError, AttributeError):
+        return False
 
 
 def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
@@ -762,6 +781,7 @@ class StreamedWeights:
         emb = ckpt.embeddings(lazy_tables=True)
         self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
+        self.final_ln_w, self.final_ln_b = emb["final_ln_w"], emb["final_ln_b"]
 
     n_layers = property(lambda self: int(self.arch.L), doc="Number of layers.")
     n_heads = property(lambda self: int(self.arch.H), doc="Number of heads.")
