@@ -25,6 +25,7 @@ from typing import Any
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
+           "family_table",
            "weights", "trace", "record", "rank_tolerance", "versions", "log_margin",
            "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
 
@@ -42,6 +43,35 @@ FAMILIES_NOTE = {
     "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
                          "model (Llama, Mistral, Qwen2) has no position table to gate with",
 }
+
+def family_table() -> list[str]:
+    """Markdown table: each model-based producer, the families it runs on, and why where not all.
+
+    Generated from the registrations (``producer(..., families=...)``); the
+    README pastes it and a test keeps the two identical.
+
+    Examples
+    --------
+    >>> rows = family_table()
+    >>> rows[0].startswith("| claim | producer |"), any("lit-dong" in r and "causal" in r for r in rows)
+    (True, True)
+    """
+    from symtrans.evidence import PRODUCERS, _import_producer_modules
+
+    _import_producer_modules()
+    fams = ENCODERS + DECODERS
+    head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
+    rows = [head, "|" + "---|" * (len(fams) + 3)]
+    for claim in sorted(PRODUCERS):
+        for p in PRODUCERS[claim]:
+            if not p.needs_model:
+                continue
+            ok = [p.families is None or f in p.families for f in fams]
+            why = "" if all(ok) else (p.applies_to or "")
+            rows.append(f"| {claim} | {p.name} | " + " | ".join("yes" if o else "**no**" for o in ok)
+                        + f" | {why} |")
+    return rows
+
 
 FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
 

@@ -208,7 +208,8 @@ class Structure:
         ffn_kind = "gated (SwiGLU-style)" if self.gated else "two-matrix"
         return (f"pre-LN decoder: Z = X + MHA(N1(X)) + b_O, out = Z + FFN(N2(Z)), N = {norm}, {ffn_kind} FFN; "
                 f"causal attention{win}, {pos}; MHA = sum_h Y^h W_O^h without b_O"
-                + ("; final norm on the last hidden state" if self.final_norm else ""))
+                + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
+                   if self.final_norm else ""))
 
 
 def structure(weights: Any) -> Structure:
