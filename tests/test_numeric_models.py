@@ -106,7 +106,7 @@ def test_cli_and_api_resolve_a_hub_id_from_the_offline_cache(tmp_path):
     assert cli.returncode == 0 and "pre-LN decoder" in cli.stdout and "collapse" in cli.stdout, cli.stderr[-2000:]
     missing = subprocess.run([sys.executable, "-m", "symtrans", "measure", "--model", "tiny-org/absent"],
                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert missing.returncode == 2 and "not in the local Hugging Face cache" in missing.stderr
+    assert missing.returncode == 2 and "not in the local Hugging Face hub cache" in missing.stderr
     assert "Traceback" not in missing.stderr
 
 

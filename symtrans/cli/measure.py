@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     'hi there'
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2) or a model directory')
+    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2), a model directory, '
+                   "or a hub id in the local Hugging Face cache")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="input text (tokenized with the model's tokenizer.json)")
     src.add_argument("--n", type=int, help="number of random tokens (default 128)")

@@ -550,8 +550,8 @@ def _from_hub(repo_id: str) -> Path:
     except Exception:
         pass
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise SymtransError(f"{repo_id}: not a local directory and not in the local Hugging Face cache "
-                            "(HF_HUB_OFFLINE is set, so it is not fetched)")
+        raise SymtransError(f"{repo_id}: not a local directory and not in the local Hugging Face hub cache "
+                            "(HF_HUB_OFFLINE is set, so it is not fetched); pass a local model directory")
     try:
         path = snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as err:
