@@ -11,10 +11,8 @@ F64 = torch.float64
 
 
 @pytest.fixture(scope="module")
-def w():
-    from symtrans.numeric import load_model
-
-    return load_model("default")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 def test_collinear_rows_break_affine_rank_with_hypotheses_holding():

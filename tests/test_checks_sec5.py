@@ -11,10 +11,8 @@ from symtrans.evidence import Verdict
 
 
 @pytest.fixture(scope="module")
-def w():
-    from symtrans.numeric import load_model
-
-    return load_model("default")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 def test_thm_5_3_supported_on_real_weights_and_fails_with_w_o_zeroed(w):

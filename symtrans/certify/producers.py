@@ -664,6 +664,7 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
     'certified'
     """
     from symtrans.evidence import PRODUCERS, run_producer
+    from symtrans.progress import tick
 
     producers_for("")  # import producer modules
     ours = {c: [p for p in ps if p.func.__module__ == __name__] for c, ps in PRODUCERS.items()}
@@ -673,5 +674,6 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
         evs: list[Evidence] = []
         for p in ours.get(cid, []):
             evs += run_producer(p, ctx)
+            tick(f"{cid}: {p.name}")
         out[cid] = evs
     return out
