@@ -32,7 +32,7 @@ from typing import Any
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
     "Producer", "DEFAULT_N", "producer", "PRODUCERS", "producers_for", "run_producers", "run_producer",
-    "combine_verdicts", "split_reading", "strict_float",
+    "combine_verdicts", "split_reading", "strict_float", "device_name",
 ]
 
 
@@ -531,6 +531,8 @@ class Context:
         >>> Context(model="default").loaded_weights() is None
         True
         """
+        if not any(isinstance(k, tuple) and k[:1] == ("weights",) for k in self.cache):
+            return None  # nothing loaded: answer without importing torch
         return self.cache.get(self._weights_key(None, None))
 
     def key(self, p: Producer) -> dict[str, Any]:
@@ -559,7 +561,8 @@ class Context:
                 "toolkit_version": __version__, "producer_hash": p.source_hash}
 
     def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
-        return ("weights", self.model, dtype or self.dtype, device if device is not None else self.device)
+        return ("weights", self.model, dtype or self.dtype,
+                device_name(device if device is not None else self.device))
 
     @property
     def numeric(self) -> bool:
@@ -571,6 +574,27 @@ class Context:
         True
         """
         return self.model is not None
+
+
+def device_name(device: str | None) -> str:
+    """The concrete device a spec stands for: ``None`` is CUDA when available, else ``"cpu"``.
+
+    Weights are cached under this name, so ``device=None`` and ``device="cpu"``
+    on a CPU-only machine share one load instead of holding two copies.
+
+    Examples
+    --------
+    >>> device_name("cpu"), device_name("cuda:0")
+    ('cpu', 'cuda')
+    >>> device_name(None) in ("cpu", "cuda")
+    True
+    """
+    if device is None:
+        import torch  # only numeric work asks, and it needs torch anyway
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(device)
+    return "cuda" if device == "cuda:0" else device
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
            "family_table",
-           "weights", "trace", "record", "rank_tolerance", "versions", "log_margin",
+           "weights", "trace", "lean_encode", "record", "rank_tolerance", "versions", "log_margin",
            "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
@@ -96,8 +96,6 @@ def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
     >>> trace(ctx) is trace(ctx), len(trace(ctx, n=5, layers=1).layers)
     (True, 1)
     """
-    from symtrans.numeric import encode
-
     n = ctx.n if n is None else n
     key = ("trace", n, layers, ctx.seed)
     if key not in ctx.cache:
@@ -105,8 +103,72 @@ def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
         if full is not None:  # a full trace also serves a shorter one
             ctx.cache[key] = full
         else:
-            ctx.cache[key] = encode(weights(ctx), n=n, seed=ctx.seed, layers=layers)
+            ctx.cache[key] = lean_encode(weights(ctx), n=n, seed=ctx.seed, layers=layers)
     return ctx.cache[key]
+
+
+def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> Any:
+    """:func:`~symtrans.numeric.forward.encode` on ``n`` seeded random tokens, keeping only what checks read.
+
+    Each layer keeps ``X``, ``Y``, ``mha``, ``pre_ln1``, ``pre_ln2`` and ``out``
+    (``out`` is the next layer's ``X``: one tensor). ``YO`` (``[H, n, d_model]``,
+    the largest internal), ``A``, ``X1`` and ``ffn`` are recomputed from the
+    kept input and the layer's weights when read, with the same operations, so
+    a cached trace costs about a third of the full one. Layers are computed
+    one at a time; no layer's full internals outlive it.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import encode, load_model
+    >>> w = load_model("default")
+    >>> lean, full = lean_encode(w, n=6), encode(w, n=6)
+    >>> all(bool((getattr(lean.layers[i], f) == getattr(full.layers[i], f)).all())
+    ...     for i in range(6) for f in ("A", "Y", "YO", "mha", "X1", "ffn", "out"))
+    True
+    """
+    import torch
+
+    from symtrans.numeric.forward import Trace, embed_input, encoder_layer
+
+    X, ids = embed_input(w, n=n, seed=seed)
+    count = w.n_layers if layers is None else layers
+    out, h = [], X
+    with torch.no_grad():
+        for i in range(count):
+            t = encoder_layer(h, w.layer(i), w.arch.ln_eps, w.arch.activation)
+            out.append(_LeanLayerTrace(w, i, t))
+            h = t.out
+            del t
+    return Trace(embeddings=X, layers=out, input_ids=ids)
+
+
+class _LeanLayerTrace:
+    """A :class:`~symtrans.numeric.forward.LayerTrace` holding the small fields; the rest recomputed on read."""
+
+    _KEPT = ("X", "Y", "mha", "pre_ln1", "pre_ln2", "out")
+
+    def __init__(self, w: Any, i: int, t: Any):
+        self._w, self._i = w, i
+        for f in self._KEPT:
+            setattr(self, f, getattr(t, f))
+
+    def _full(self) -> Any:
+        import torch
+
+        from symtrans.numeric.forward import encoder_layer
+
+        with torch.no_grad():
+            return encoder_layer(self.X, self._w.layer(self._i), self._w.arch.ln_eps, self._w.arch.activation)
+
+    @property
+    def YO(self) -> Any:  # noqa: N802 - the LayerTrace field name
+        """``Y^h W_O^h`` per head, recomputed as in the forward pass."""
+        with __import__("torch").no_grad():
+            return self.Y @ self._w.layer(self._i)["W_O"]
+
+    A = property(lambda self: self._full().A, doc="Attention matrices, recomputed.")
+    X1 = property(lambda self: self._full().X1, doc="LN1 output, recomputed.")
+    ffn = property(lambda self: self._full().ffn, doc="FFN output, recomputed.")
 
 
 def versions() -> dict[str, str]:

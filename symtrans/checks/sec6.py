@@ -30,7 +30,7 @@ from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, tra
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["layer_subspaces", "spearman_test", "alignment_verdict", "count_flops",
-           "count_flops_bert_layer", "ALPHA_LEVEL"]
+           "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range", "ALPHA_LEVEL"]
 
 
 def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any]:
@@ -344,6 +344,88 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
     return {"attention": int(fa.get_total_flops()), "ffn": int(ff.get_total_flops())}
 
 
+def count_matmul_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict[str, int]:
+    """FLOPs of the toolkit's attention and FFN for one layer at length n, counted cheaply (shapes only).
+
+    Runs :func:`~symtrans.numeric.forward.attention` and the FFN on meta tensors
+    under a ``TorchFunctionMode`` that counts every ``einsum`` and ``matmul``
+    (2 FLOPs per multiply-add: ``2 * prod`` of the contraction's index sizes)
+    and answers elementwise ops with an empty meta tensor of the broadcast
+    shape. It counts what ``FlopCounterMode`` counts (tests compare the two),
+    without its dispatch machinery, whose elementwise meta kernels import
+    torch._dynamo (seconds) on first use.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> c = count_matmul_flops(load_model("default").layer(0), 4)
+    >>> c["ffn"] == 2 * 2 * 4 * 384 * 1536
+    True
+    """
+    import torch
+
+    from symtrans.numeric.forward import _gelu, attention
+
+    meta = {k: torch.empty(v.shape, device="meta", dtype=v.dtype) for k, v in layer.items()}
+    X = torch.empty(n, meta["W_Q"].shape[1], device="meta", dtype=meta["W_Q"].dtype)
+    with _MatmulCounter() as fa:
+        _, _, YO = attention(X, meta)
+        YO.sum(0)
+    with _MatmulCounter() as ff:
+        _gelu(X @ meta["W_in"] + meta["b_in"], activation) @ meta["W_out"] + meta["b_out"]
+    return {"attention": fa.flops, "ffn": ff.flops}
+
+
+def _matmul_counter_class() -> Any:
+    import math as _math
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    elementwise = {"add", "__add__", "__radd__", "sub", "__sub__", "__rsub__", "mul", "__mul__", "__rmul__",
+                   "div", "__truediv__", "__rtruediv__", "gelu", "relu", "silu", "softmax", "sqrt", "tanh"}
+
+    class _Counter(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flops = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if name == "einsum":
+                eq, ops = args[0], args[1:]
+                if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+                    ops = ops[0]
+                ins = eq.replace(" ", "").split("->")[0].split(",")
+                sizes = {c: int(t.shape[i]) for spec, t in zip(ins, ops) for i, c in enumerate(spec)}
+                if len(ops) == 2:
+                    self.flops += 2 * _math.prod(sizes.values())
+                return func(*args, **kwargs)
+            if name in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm"):
+                a, b = (args[1], args[0]) if name == "__rmatmul__" else (args[0], args[1])
+                batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+                self.flops += 2 * _math.prod(batch) * int(a.shape[-2]) * int(a.shape[-1]) * int(b.shape[-1])
+                return func(*args, **kwargs)
+            if name in elementwise and tensors and all(t.device.type == "meta" for t in tensors):
+                shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+                return torch.empty(shape, device="meta", dtype=tensors[0].dtype)
+            return func(*args, **kwargs)
+
+    return _Counter
+
+
+def _MatmulCounter() -> Any:  # noqa: N802 - a class built on first use (torch imported lazily)
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = _matmul_counter_class()
+    return _COUNTER()
+
+
+_COUNTER: Any = None
+
+
 def count_flops_bert_layer(arch_name: str, n: int) -> dict[str, int]:
     """FLOPs of transformers' BertLayer of a preset's sizes at length n (meta device, no weights).
 
@@ -377,6 +459,11 @@ def count_flops_bert_layer(arch_name: str, n: int) -> dict[str, int]:
 def paper_share_range(arch_name: str = "bert-base", target: str = "0.648") -> list[int]:
     """The n at which the formula's FFN share rounds to ``target`` (exact rationals, n = 1..max_positions).
 
+    The registry's expression is turned once into a ratio of integer
+    polynomials in n (every other size substituted), evaluated exactly with
+    :class:`~fractions.Fraction` at each n, and checked against the registry's
+    own evaluation at the ends of the range and at both edges of every run.
+
     Examples
     --------
     >>> r = paper_share_range()
@@ -391,12 +478,72 @@ def paper_share_range(arch_name: str = "bert-base", target: str = "0.648") -> li
     a = get_arch(arch_name)
     lo, hi = Fraction(target) - Fraction(5, 10 ** 4), Fraction(target) + Fraction(5, 10 ** 4)
     f = get_formula("ffn-flop-share")
-    out = []
-    for n in range(1, int(a.max_positions) + 1):
+    top = int(a.max_positions)
+
+    def registry(n: int) -> Fraction:
         v = f.evaluate(a, n=n).value
-        if lo <= Fraction(int(v.p), int(v.q)) < hi:
-            out.append(n)
+        return Fraction(int(v.p), int(v.q))
+
+    share = _share_in_n(f, a) or registry
+    out = [n for n in range(1, top + 1) if lo <= share(n) < hi]
+    probes = {1, top} | {m for n in out for m in (n - 1, n, n + 1) if 1 <= m <= top}
+    for n in sorted(probes):  # the fast route must agree with the registry where it decides
+        if share(n) != registry(n):
+            from symtrans.errors import SymtransError
+
+            raise SymtransError(f"ffn-flop-share at n = {n}: polynomial route {share(n)} != registry {registry(n)}")
     return out
+
+
+def _share_in_n(f: Any, a: Any) -> Any:
+    """``n -> Fraction``: the formula as a ratio of integer polynomials in n (None if it is not one)."""
+    from fractions import Fraction
+
+    import sympy as sp
+
+    from symtrans.symbols import SYMBOLS
+
+    n = SYMBOLS["n"]
+    subs = {k: v for k, v in a.substitutions().items() if k != n}
+    expr = sp.together(f.expression(a).subs(subs))
+    if expr.free_symbols - {n}:
+        return None
+    num, den = sp.fraction(expr)
+    try:
+        pn, pd = sp.Poly(num, n), sp.Poly(den, n)
+    except sp.PolynomialError:
+        return None
+    if not all(c.is_Integer for c in pn.all_coeffs() + pd.all_coeffs()):
+        return None
+    cn, cd = [int(c) for c in pn.all_coeffs()], [int(c) for c in pd.all_coeffs()]
+
+    def horner(coeffs: list[int], x: int) -> int:
+        acc = 0
+        for c in coeffs:
+            acc = acc * x + c
+        return acc
+
+    return lambda m: Fraction(horner(cn, m), horner(cd, m))
+
+
+def meta_layer(arch_name: str) -> dict[str, Any]:
+    """One layer's tensors of a preset's sizes on the meta device (shapes only, no memory), per-head layout.
+
+    Examples
+    --------
+    >>> tuple(meta_layer("bert-base")["W_O"].shape), meta_layer("bert-base")["W_O"].device.type
+    ((12, 64, 768), 'meta')
+    """
+    import torch
+
+    from symtrans.arch import get_arch
+
+    a = get_arch(arch_name)
+    H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
+    shapes = {"W_Q": (H, D, dk), "W_K": (H, D, dk), "W_V": (H, D, dv), "W_O": (H, dv, D),
+              "b_Q": (H, dk), "b_K": (H, dk), "b_V": (H, dv), "b_O": (D,), "W_in": (D, F), "b_in": (F,),
+              "W_out": (F, D), "b_out": (D,)}
+    return {k: torch.empty(v, device="meta", dtype=torch.float32) for k, v in shapes.items()}
 
 
 @producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True)
@@ -408,26 +555,30 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
 
     w = weights(ctx)
     n = ctx.n
-    c = count_flops(w.layer(0, shared_kv=True), n, w.arch.activation)  # K, V as computed: H_kv heads
+    c = count_matmul_flops(w.layer(0, shared_kv=True), n, w.arch.activation)  # K, V as computed: H_kv heads
     measured = Fraction(c["ffn"], c["ffn"] + c["attention"])
     f = formula("ffn-flop-share", arch=w.arch, n=n).value
     expect = Fraction(int(f.p), int(f.q))
-    bb = {m: count_flops_bert_layer("bert-base", m) for m in (128, 512)}
+    # bert-base: the same counter on the toolkit's layer at bert-base sizes (meta tensors, torch only);
+    # tests check it against transformers' BertLayer (count_flops_bert_layer), which costs seconds to import
+    bb = {m: count_matmul_flops(meta_layer("bert-base"), m) for m in (128, 512)}
     bb_share = {m: Fraction(v["ffn"], v["ffn"] + v["attention"]) for m, v in bb.items()}
     bb_formula = {m: formula("ffn-flop-share", arch="bert-base", n=m).value for m in (128, 512)}
     agree = measured == expect and all(bb_share[m] == Fraction(int(bb_formula[m].p), int(bb_formula[m].q))
                                        for m in bb)
     tol = Tolerance(0.0, "FLOP counts are integers: measured and formula shares are compared as exact fractions",
                     "exact")
-    inputs = {"n": n, "counter": "torch.utils.flop_counter.FlopCounterMode (matmul FLOPs, 2 per multiply-add)",
+    inputs = {"n": n, "counter": "count_matmul_flops: einsum/matmul FLOPs of the forward on meta tensors, 2 per "
+                                 "multiply-add (equal to torch's FlopCounterMode, see the tests)",
               "passes": {"model": "toolkit attention + FFN of layer 0 at n (meta tensors)",
-                         "bert-base": "transformers BertLayer of bert-base sizes at n = 128 and 512 (meta)"}}
+                         "bert-base": "toolkit attention + FFN at bert-base sizes at n = 128 and 512 (meta "
+                                      "tensors; equal to transformers' BertLayer count, see count_flops_bert_layer)"}}
     details = {"model_counts": c, "model_share": str(measured), "model_formula": str(expect),
                "bert_base_counts": bb, "bert_base_share": {m: str(s) for m, s in bb_share.items()},
                "bert_base_formula": {m: str(v) for m, v in bb_formula.items()}}
     out = [record(ctx, "cor-dff", "ffn-flop-share-count", Verdict.SUPPORTED if agree else Verdict.FAILS,
                   (f"counted FFN share {float(measured):.4f} at n = {n} on this model equals the formula "
-                   f"ffn-flop-share exactly; bert-base (transformers BertLayer): {float(bb_share[128]):.4f} at n = 128, "
+                   f"ffn-flop-share exactly; bert-base (counted layer): {float(bb_share[128]):.4f} at n = 128, "
                    f"{float(bb_share[512]):.4f} at n = 512, equal to the formula") if agree else
                   f"counted FFN share {float(measured):.6f} differs from the formula {float(expect):.6f}",
                   margin=None, margin_meaning="exact comparison", tolerance=tol, inputs=inputs, details=details)]

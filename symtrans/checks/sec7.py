@@ -10,7 +10,7 @@ Every count names its map (the paper's n(H-1)d_k is the fibre of the first):
 * **LN** ``Z -> LN(X + Z W_O + b_O)`` with X fixed (the paper's LayerNorm, no
   epsilon; real gamma, beta): row-separable, so the fibre's tangent dimension is
   the sum over rows of ``H d_v - rank J_i``; ``J_i`` (d_model x H d_v) is computed
-  by forward-mode autograd at sampled rows.
+  in closed form at sampled rows (tests compare it with forward-mode autograd).
 
 No dense (n H d_v)-square matrix is ever formed.
 
@@ -30,8 +30,8 @@ from typing import Any
 from symtrans.checks.common import GAP_TOLERANCE, gap, random_weights, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "stacked_wo",
-           "recover_heads"]
+__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians",
+           "stacked_wo", "recover_heads"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -128,13 +128,8 @@ def recover_heads(Z: Any, W_O: Any) -> float:
     return float((Zr - Z).norm() / Z.norm())
 
 
-def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0,
-                  st: Any = None) -> list[dict[str, Any]]:
-    """Per-row tangent fibre of ``z_i -> LN(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i by jacfwd.
-
-    With a pre-LN :class:`~symtrans.numeric.forward.Structure` ``st`` the map is
-    the one the MLP reads there, ``N2(x_i + z_i W_O + b_O)`` with the model's
-    norm (LayerNorm or RMSNorm) and the second norm's gain.
+def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> list[dict[str, Any]]:
+    """Per-row tangent fibre of ``z_i -> LN(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
 
     Examples
     --------
@@ -148,29 +143,44 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     """
     import torch
 
-    import dataclasses
-
-    from symtrans.numeric.forward import layer_norm, norm
     from symtrans.numeric.linalg import numerical_ranks
 
     W = stacked_wo(layer["W_O"])
+    recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps))
     out = []
-    jacs = []
-    tag = "ln2" if st is not None and st.form == "pre-ln" else "ln1"
-    g, b = layer[f"{tag}_w"], layer[f"{tag}_b"]
-    if st is not None:
-        st = dataclasses.replace(st, eps=eps)
-        nrm = lambda v: norm(v, g, b, st)  # noqa: E731
-    else:
-        nrm = lambda v: layer_norm(v, g, b, eps)  # noqa: E731
-    for i in rows:
-        f = lambda z, i=i: nrm((X[i] + z @ W + layer["b_O"])[None])[0]  # noqa: E731
-        jacs.append(torch.func.jacfwd(f)(Z[i]))
-    recs = numerical_ranks(torch.stack(jacs))
     for i, rec in zip(rows, recs):
         out.append({"row": i, "rank_J": rec.rank, "fibre": W.shape[0] - rec.rank, "gap": gap(rec),
                     "sigma_above": rec.sigma_above, "sigma_below": rec.sigma_below, "cut": rec.cut})
     return out
+
+
+def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> Any:
+    """``J_i`` (d_model x H d_v) of ``z -> LN(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
+
+    With ``u = x_i + z W_O + b_O``, ``s = sqrt(var(u) + eps)`` and ``y = (u - mean u) / s``
+    (LayerNorm with biased variance), ``d LN = diag(gamma) (1/s) (P - y y^T / d) du`` with
+    ``P = I - 11^T / d``, and ``du = W_O^T dz``. Tests compare it with forward-mode autograd.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(1, 2, 4, dtype=torch.float64)
+    >>> lay = {"W_O": W, "b_O": torch.zeros(4, dtype=torch.float64), "ln1_w": torch.ones(4, dtype=torch.float64)}
+    >>> tuple(ln_row_jacobians(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64),
+    ...                        lay, [0, 2]).shape)
+    (2, 4, 2)
+    """
+    W = stacked_wo(layer["W_O"])  # [H d_v, d]
+    d = W.shape[1]
+    u = X[rows] + Z[rows] @ W + layer["b_O"]  # [r, d]
+    c = u - u.mean(-1, keepdim=True)
+    s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
+    y = c / s
+    Wt = W.T  # [d, H d_v]
+    PWt = Wt - Wt.mean(0, keepdim=True)  # P W_O^T
+    inner = PWt[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T
+    gamma = layer["ln1_w"]
+    return (gamma[None, :, None] / s[:, :, None]) * inner
 
 
 def _formula(name: str, arch: Any, **sizes: int) -> int:
@@ -277,25 +287,20 @@ def _wo(ctx: Context) -> list[Evidence]:
 
 
 def _ln(ctx: Context) -> list[Evidence]:
-    from symtrans.numeric.forward import structure
-
     w = weights(ctx)
-    st = structure(w)
-    forgets = "RMSNorm forgets the scale" if st.norm == "rmsnorm" else "LN forgets the mean and the scale"
-    mlp_map = "N2(X + Z W_O + b_O) (pre-LN: the MLP's own norm)" if st.form == "pre-ln" else "LN(X + Z W_O + b_O)"
     n = ctx.n
     tr = trace(ctx)
     rows_sel = sorted({0, n - 1})
     out = []
     for i, lt in enumerate(tr.layers):
         Z = lt.Y.transpose(0, 1).reshape(n, -1)
-        for r in ln_row_fibres(lt.X, Z, w.layer(i), rows_sel, eps=0.0, st=st):
+        for r in ln_row_fibres(lt.X, Z, w.layer(i), rows_sel, eps=0.0):
             out.append(dict(r, layer=i))
         if i == 0:  # the model's own eps: is the scale direction still (numerically) in the kernel?
-            real = ln_row_fibres(lt.X, Z, w.layer(i), rows_sel[:1], eps=float(w.arch.ln_eps), st=st)[0]
+            real = ln_row_fibres(lt.X, Z, w.layer(i), rows_sel[:1], eps=float(w.arch.ln_eps))[0]
     per_row = sorted({r["fibre"] for r in out})
     paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
-    inputs = _inputs(ctx, n, f"Z -> {mlp_map}, X fixed, paper's LN (eps = 0) with real gamma, beta; "
+    inputs = _inputs(ctx, n, "Z -> LN(X + Z W_O + b_O), X fixed, paper's LN (eps = 0) with real gamma, beta; "
                      f"rows {rows_sel} of every layer")
     details = {"rows": out, "paper_per_token": paper_per_token, "model_eps_row0": real,
                "note": "with eps = 1e-12 the scale direction leaves the kernel by a singular value of order "
@@ -303,14 +308,14 @@ def _ln(ctx: Context) -> list[Evidence]:
     common = dict(margin=min(r["gap"] for r in out), tolerance=GAP_TOLERANCE, inputs=inputs, details=details,
                   margin_meaning="smallest spectral gap (decades) at the Jacobian rank cuts")
     ev = [record(ctx, "thm-recovery", "fibre-ln", Verdict.FAILS if paper_per_token not in per_row else Verdict.SUPPORTED,
-                 f"the map the MLP sees, Z -> {mlp_map}, has a per-token fibre of {per_row} "
+                 f"the map the MLP sees, Z -> LN(X + Z W_O + b_O), has a per-token fibre of {per_row} "
                  f"(tangent dimension at {len(out)} sampled rows), so {per_row[0]} * n = {per_row[0] * n} per "
                  f"sequence, not the paper's (H-1)d_k = {paper_per_token} per token",
                  counterexample={"per_token": per_row, "paper_per_token": paper_per_token}, **common)]
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.SUPPORTED if min(per_row) > 0 else Verdict.FAILS,
-                     f"from {mlp_map.split(' (')[0].replace('Z W_O', 'MHA(X)')} with X and W_O known the head outputs are determined only up to "
-                     f"{per_row} directions per token ({forgets}): non-identifiable, "
-                     f"but by {per_row[0]} per token, not (H-1)d_k", **common))
+                     f"from LN(X + MHA(X) + b_O) with X and W_O known the head outputs are determined only up to "
+                     f"{per_row} directions per token (LN forgets the mean and the scale): non-identifiable, "
+                     "but by 2 per token, not (H-1)d_k", **common))
     return ev
 
 

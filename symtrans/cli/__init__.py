@@ -125,7 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from symtrans import progress
 
         progress.configure(quiet="--quiet" in argv)
-        _announce(command, argv)
         parser = build_parser(command if command in COMMAND_MODULES else None)
         args = parser.parse_args(argv)
         if args.command is None:
@@ -134,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from symtrans.validate import check_args
 
         check_args(args)  # every argument, before heavy imports or computation
+        _announce(command, argv)  # after validation: a refused command prints its one error line only
         # only now: while parsing, Python's default limit keeps int() of a huge argument cheap
         sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
         progress.configure(quiet=bool(getattr(args, "quiet", False)))

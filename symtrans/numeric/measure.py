@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -97,6 +98,10 @@ def single_threaded() -> Iterator[None]:
     1
     >>> torch.get_num_threads() == before
     True
+    >>> from threadpoolctl import threadpool_info
+    >>> with single_threaded():
+    ...     all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+    True
     """
     try:
         import torch
@@ -105,10 +110,43 @@ def single_threaded() -> Iterator[None]:
         return
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    blas = _limit_blas()
     try:
         yield
     finally:
+        _restore_blas(blas)
         torch.set_num_threads(before)
+
+
+_BLAS_LOCK = threading.Lock()
+_BLAS_STATE: dict[str, Any] = {"depth": 0, "limiter": None}
+
+
+def _limit_blas() -> bool:
+    """Limit numpy/scipy's BLAS pools to one thread too (threadpoolctl), once for nested blocks.
+
+    numpy's OpenBLAS is a separate pool from torch's: left at one thread per
+    core beside single-threaded torch work it oversubscribed the cores (one
+    routine ran 10x slower under contention). Without threadpoolctl installed
+    only torch is limited.
+    """
+    with _BLAS_LOCK:
+        _BLAS_STATE["depth"] += 1
+        if _BLAS_STATE["depth"] == 1:
+            try:
+                from threadpoolctl import threadpool_limits
+            except ImportError:
+                return True
+            _BLAS_STATE["limiter"] = threadpool_limits(limits=1, user_api="blas")
+    return True
+
+
+def _restore_blas(_: bool) -> None:
+    with _BLAS_LOCK:
+        _BLAS_STATE["depth"] -= 1
+        if _BLAS_STATE["depth"] == 0 and _BLAS_STATE["limiter"] is not None:
+            _BLAS_STATE["limiter"].restore_original_limits()
+            _BLAS_STATE["limiter"] = None
 
 
 # ------------------------------------------------------------------ spectra of hidden states

@@ -742,9 +742,17 @@ class _Checkpoint:
     def all_tensors(self) -> dict[str, Any]:
         import torch
 
-        layers = [self.layer(i) for i in range(int(self.arch.L))]
-        tensors = {k: torch.stack([lay[k] for lay in layers]).contiguous() for k in _PER_LAYER if k in layers[0]}
-        del layers
+        # fill preallocated stacks layer by layer: one layer's converted tensors are alive at a
+        # time, not every layer's plus their stack (which doubled the peak while loading)
+        L = int(self.arch.L)
+        tensors: dict[str, Any] = {}
+        for i in range(L):
+            lay = self.layer(i)
+            for k in (k for k in _PER_LAYER if k in lay):  # W_gate/b_gate: gated FFNs only
+                if i == 0:
+                    tensors[k] = torch.empty((L, *lay[k].shape), dtype=lay[k].dtype, device=lay[k].device)
+                tensors[k][i] = lay[k]
+            del lay
         tensors.update(self.embeddings())
         return tensors
 

@@ -1,0 +1,48 @@
+"""Report infrastructure: one weights load per context, lean traces, no heavy imports in the hot path."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from symtrans.checks import common
+from symtrans.evidence import Context
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="device None means CUDA here")
+def test_device_none_and_cpu_share_one_load():
+    ctx = Context(model="default", n=4)
+    w = ctx.weights()
+    assert ctx.weights(dtype="float64", device="cpu") is w  # the certificates' request: same object
+    assert ctx.weights(dtype="float32", device="cpu") is not w  # a different dtype is a different load
+    assert ctx.loaded_weights() is w
+    assert Context(model="default").loaded_weights() is None
+
+
+def test_lean_trace_equals_full_forward_and_holds_less():
+    from symtrans.numeric import encode, load_model
+
+    w = load_model("default")
+    ctx = Context(model="default", n=12).preload(w)
+    lean, full = common.trace(ctx), encode(w, n=12, seed=0)
+    for a, b in zip(lean.layers, full.layers):
+        for f in ("X", "A", "Y", "YO", "mha", "pre_ln1", "X1", "ffn", "pre_ln2", "out"):
+            assert torch.equal(getattr(a, f), getattr(b, f)), f
+        assert "YO" not in vars(a) and "A" not in vars(a)  # recomputed on read, not held
+    # a trace of broken weights differs: the lean trace reads the context's weights, not a cache
+    broken = w.copy()
+    broken.W_O.mul_(2.0)
+    other = common.trace(Context(model="default", n=12).preload(broken))
+    assert not torch.equal(other.layers[0].YO, lean.layers[0].YO)
+
+
+def test_flop_share_and_jacobian_checks_import_neither_transformers_nor_dynamo():
+    code = ("import sys\n"
+            "from symtrans.evidence import Context\n"
+            "from symtrans.checks import sec5, sec6, sec7\n"
+            "ctx = Context(model='default', n=8)\n"
+            "sec6.check_cor_dff(ctx); sec5.check_prop_5_4(ctx); sec5.check_thm_5_3(ctx); sec7.check_recovery(ctx)\n"
+            "print(sorted(m for m in ('transformers', 'torch._dynamo') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
