@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, trace, weights
+from symtrans.checks.common import (DECISIVE_GAP, FAMILIES_NOTE, GAP_TOLERANCE, LAYERNORM_FAMILIES, gap, record,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["layer_subspaces", "spearman_test", "alignment_verdict", "count_flops",
@@ -546,7 +547,8 @@ def meta_layer(arch_name: str) -> dict[str, Any]:
     return {k: torch.empty(v, device="meta", dtype=torch.float32) for k, v in shapes.items()}
 
 
-@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True)
+@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True, families=LAYERNORM_FAMILIES,
+          applies_to=FAMILIES_NOTE["two-matrix-ffn"])
 def check_cor_dff(ctx: Context) -> list[Evidence]:
     """FFN FLOP share counted on real forward passes against the formula; the n at which 64.8% holds."""
     from fractions import Fraction
