@@ -19,8 +19,12 @@ The names avoid the sub-packages ``symtrans.graph``, ``symtrans.report`` and
 on :mod:`symtrans`, which would shadow a function called ``report``.
 
 ``model`` is ``"default"`` (the bundled all-MiniLM-L6-v2), a model directory, a
-loaded :class:`~symtrans.numeric.ModelWeights`, or ``None`` (symbolic only,
-where that makes sense). Everything here is re-exported from :mod:`symtrans`;
+hub id found in the local Hugging Face cache, a loaded
+:class:`~symtrans.numeric.ModelWeights`, an in-memory ``transformers`` model
+(base or with a head; BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2),
+a TransformerLens ``TransformerBridge`` (read through its ``original_model``),
+an nnsight wrapper (its ``_module``), or ``None`` (symbolic only, where that
+makes sense). Everything here is re-exported from :mod:`symtrans`;
 torch and networkx load only when a function that needs them runs.
 
 Examples
@@ -87,8 +91,16 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> A
     check_device(device, "device")
     if model is None or isinstance(model, (str, os.PathLike)):
         return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
-    ctx = Context(model=str(getattr(model, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
-    return ctx.preload(model)  # evidence from these weights only: reuse across calls is switched off
+    weights = _as_weights(model, dtype, device or "cpu")
+    ctx = Context(model=str(getattr(weights, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
+    return ctx.preload(weights)  # evidence from these weights only: reuse across calls is switched off
+
+
+def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
+    """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
+    if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
+        return model
+    return load(model, dtype=dtype, device=device)
 
 
 # ----------------------------------------------------------------- architecture and model
@@ -104,20 +116,27 @@ def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **si
     return get_arch(spec, **sizes)
 
 
-def load(model: str | os.PathLike[str] = "default", *, dtype: str = "float64",
-         device: str | None = "cpu") -> ModelWeights:
+def load(model: Any = "default", *, dtype: str = "float64", device: str | None = "cpu") -> ModelWeights:
     """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
+
+    ``model`` may also be a hub id in the local cache or a model object (see
+    the module docstring).
 
     Examples
     --------
     >>> w = load()
     >>> tuple(w.W_O.shape), w.arch.name
     ((6, 12, 32, 384), 'nreimers/MiniLM-L6-H384-uncased')
+    >>> from symtrans.numeric.fixtures import random_model
+    >>> load(random_model("llama", head=True)).arch.family
+    'llama'
     """
     from symtrans.numeric import load_model
     from symtrans.validate import check_device, check_dtype, check_model_dir
 
-    check_model_dir(model, name="model")  # None or 123 are not hub ids
+    if model is None or isinstance(model, (str, os.PathLike, int, float)):
+        check_model_dir(model, name="model")  # None or 123 are not hub ids
+    # any other object: a transformers model or a wrapper of one, else load_model names what it got
     return load_model(model, dtype=check_dtype(dtype), device=check_device(device, "device"))
 
 
@@ -148,7 +167,7 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     """
     from symtrans.group.numeric import verify_model
 
-    weights = model if hasattr(model, "tensors") else load(model, dtype="float64")
+    weights = _as_weights(model, "float64", "cpu")
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
                           factors=list(factors) if factors else None)
     return InvarianceChecks(checks)
@@ -206,7 +225,7 @@ class Measurement:
                 "dim_sum_R": head.dim_sum.rank,
                 "kappa": head.kappa,
                 "W_O_rank": rec.wo.ranks[i],
-                "LN_hypotheses_hold": all(r.all_hold for r in rec.ln[i].values()),
+                "LN_hypotheses_hold": all(r.all_hold for r in rec.ln[i].values()) if rec.ln[i] else None,
             })
         return out
 
@@ -252,7 +271,7 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
         check_int(layer_index, "layer_index", 0)
     if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
         raise SymtransError("variants: expected a list of names such as ('full', 'residual')")
-    weights = model if not isinstance(model, (str, os.PathLike)) else load(model, dtype=dtype, device=device)
+    weights = _as_weights(model, dtype, device)
     positions = getattr(getattr(weights, "arch", None), "max_positions", None)
     if text is None and isinstance(positions, int):
         check_int(n, "n", 1, positions, f"the model has {positions} positions")

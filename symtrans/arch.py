@@ -83,6 +83,7 @@ class Architecture:
     activation: str = "gelu"
     ffn: str = "mlp"
     bias: bool = True
+    qkv_bias: bool = False
     attention: str = "bidirectional"
     positional: str = "learned"
     position_table: Size | None = None
@@ -313,7 +314,8 @@ _FAMILY_KEYS = {
     "llama": ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
               "max_position_embeddings"),
 }
-# qwen2 is not an alias: it biases Q, K, V but not O, which one bias flag cannot describe.
+# qwen2 is not an alias: it biases Q, K, V but not O or the FFN (``bias=False, qkv_bias=True``).
+_FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama"}
 
 
@@ -353,7 +355,12 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
 
     Supported ``model_type``: bert, roberta (and xlm-roberta, camembert),
     distilbert, gpt2, llama (and mistral: grouped-query attention,
-    rotary positions, RMSNorm, gated SiLU feed-forward, no biases).
+    rotary positions, RMSNorm, gated SiLU feed-forward, no biases), qwen2
+    (llama-like with biases on Q, K and V only: ``qkv_bias``). Structural
+    options the toolkit does not model are refused with the key named:
+    GPT-2's ``scale_attn_by_inverse_layer_idx`` or ``scale_attn_weights=false``,
+    a ``rope_scaling``/``rope_parameters`` type other than ``default``, a
+    ``partial_rotary_factor`` below 1.
 
     Examples
     --------
@@ -382,10 +389,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         raise SymtransError(f"{shown}: missing 'model_type'; cannot tell the architecture family")
     family = _FAMILY_ALIASES.get(model_type, model_type)
     if family not in _FAMILY_KEYS:
-        raise SymtransError(
-            f"{shown}: unsupported model_type {model_type!r}; supported: "
-            + ", ".join(sorted(set(_FAMILY_KEYS) | set(_FAMILY_ALIASES)))
-        )
+        arch = _from_autoconfig(cfg, model_type, shown, str(cfg.get("_name_or_path") or p.parent.name or model_type))
+        return arch.with_sizes(n=n) if n is not None else arch
     kL, kH, kD, kF, kP = _FAMILY_KEYS[family]
     L = _int_key(cfg, kL, shown)
     H = _int_key(cfg, kH, shown)
@@ -393,7 +398,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family == "llama" else 0
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -421,6 +426,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             positional="sinusoidal" if _bool_key(cfg, "sinusoidal_pos_embds", shown) else "learned",
             embedding_norm=True, ln_eps=1e-12)
     elif family == "gpt2":
+        if _bool_key(cfg, "scale_attn_by_inverse_layer_idx", shown):
+            raise SymtransError(f"{shown}: scale_attn_by_inverse_layer_idx=true is not modelled")
+        if not _bool_key(cfg, "scale_attn_weights", shown, default=True):
+            raise SymtransError(f"{shown}: scale_attn_weights=false is not modelled (scores are scaled by "
+                                "1/sqrt(d_k))")
         arch = Architecture(
             **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions, norm_placement="pre",
@@ -430,7 +440,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
+        _check_rope(cfg, shown)
         bias = _bool_key(cfg, "attention_bias", shown)
+        qkv_bias = family == "qwen2"
+        if qkv_bias and bias:
+            raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
         if _bool_key(cfg, "mlp_bias", shown) != bias:
             raise SymtransError(
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
@@ -439,11 +453,133 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             **common, n=positions, H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
             max_positions=positions, position_table=None, norm_placement="pre",
             norm="rmsnorm", activation=_activation(cfg.get("hidden_act", "silu"), shown),
-            ffn="gated", bias=bias, attention="causal",
+            ffn="gated", bias=bias, qkv_bias=qkv_bias, attention="causal",
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False)
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+#: per-layer modules (with parameters) of a Llama-structured decoder layer in transformers
+_LLAMA_MODULES = frozenset({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+                            "post_attention_layernorm"})
+#: config fields naming structure the toolkit does not model (refused when set)
+_UNMODELLED_FLAGS = ("is_encoder_decoder", "use_parallel_residual", "parallel_attn", "new_decoder_architecture",
+                     "alibi", "multi_query", "add_cross_attention")
+_UNMODELLED_VALUES = ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar")
+
+
+def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str) -> Architecture:
+    """An unknown ``model_type`` through ``transformers.AutoConfig``: mapped if Llama-structured, else refused.
+
+    Sizes are read through the config's standard attribute names. The layer
+    structure is read from the modules ``transformers`` builds for that model
+    type (on the meta device: no memory, no weights): a decoder layer whose
+    modules are exactly Llama's (separate q/k/v/o projections, gate/up/down
+    feed-forward, two norms) with RMSNorm and default rotary positions maps to
+    a pre-LN rotary RMSNorm gated decoder of family ``model_type``. Anything
+    else is refused with the field or module named. The numeric forward does
+    not run such a family (it is parity-tested per family); formulas and the
+    group use the architecture.
+    """
+    def refuse(what: str) -> SymtransError:
+        return SymtransError(f"{shown}: unsupported model_type {model_type!r}: {what} is not modelled")
+
+    try:
+        import transformers
+    except ImportError:
+        raise SymtransError(f"{shown}: unsupported model_type {model_type!r} (and transformers, needed to read "
+                            "other model types, is not installed)") from None
+    fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    try:
+        conf = transformers.AutoConfig.for_model(model_type, **fields)
+    except Exception:
+        raise SymtransError(f"{shown}: unsupported model_type {model_type!r}; supported: "
+                            + ", ".join(sorted(set(_FAMILY_KEYS) | set(_FAMILY_ALIASES)))
+                            + ", and Llama-structured types transformers knows") from None
+    for key in _UNMODELLED_FLAGS:
+        if getattr(conf, key, None):
+            raise refuse(f"field {key!r} = {getattr(conf, key)!r}")
+    for key in _UNMODELLED_VALUES:
+        if getattr(conf, key, None) is not None:
+            raise refuse(f"field {key!r} = {getattr(conf, key)!r}")
+    if getattr(conf, "rms_norm_eps", None) is None:
+        raise refuse("a norm other than RMSNorm (field 'rms_norm_eps' absent)")
+    rope = getattr(conf, "rope_parameters", None) or getattr(conf, "rope_scaling", None)
+    if rope is None and getattr(conf, "rope_theta", None) is None:
+        raise refuse("a position scheme other than rotary (field 'rope_parameters' absent)")
+    _check_rope({"rope_parameters": rope, "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)},
+                shown)
+    if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
+        raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
+    layer = _first_layer(transformers, conf, shown, refuse)
+    own = {n for n, m in layer.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
+    if own - _LLAMA_MODULES:
+        raise refuse(f"module {sorted(own - _LLAMA_MODULES)[0]!r} in the decoder layer")
+    if _LLAMA_MODULES - own:
+        raise refuse(f"a decoder layer without module {sorted(_LLAMA_MODULES - own)[0]!r}")
+    mods = dict(layer.named_modules())
+    biased = {k: getattr(mods[k], "bias", None) is not None for k in _LLAMA_MODULES if k.count("proj")}
+    qkv = all(biased[f"self_attn.{t}_proj"] for t in "qkv")
+    rest = any(biased[k] for k in biased if not k.startswith(("self_attn.q", "self_attn.k", "self_attn.v")))
+    if rest and not all(biased.values()):
+        raise refuse("biases on some of o_proj/gate_proj/up_proj/down_proj only")
+    if not qkv and any(biased[f"self_attn.{t}_proj"] for t in "qkv"):
+        raise refuse("biases on some of q_proj/k_proj/v_proj only")
+    act = getattr(conf, "hidden_activation", None) or getattr(conf, "hidden_act", None)
+    H = _int_key({"v": conf.num_attention_heads}, "v", f"{shown} (num_attention_heads)")
+    D = _int_key({"v": conf.hidden_size}, "v", f"{shown} (hidden_size)")
+    head_dim = getattr(conf, "head_dim", None) or D // H
+    return Architecture(
+        name=name, family=model_type, n=int(conf.max_position_embeddings),
+        L=int(conf.num_hidden_layers), H=H, H_kv=int(getattr(conf, "num_key_value_heads", None) or H),
+        d_model=D, d_k=int(head_dim), d_v=int(head_dim), d_ff=int(conf.intermediate_size),
+        vocab_size=int(conf.vocab_size), max_positions=int(conf.max_position_embeddings), position_table=None,
+        norm_placement="pre", norm="rmsnorm", activation=_activation(act, shown), ffn="gated",
+        bias=rest, qkv_bias=qkv and not rest, attention="causal", positional="rotary", final_norm=True,
+        tied_lm_head=bool(getattr(conf, "tie_word_embeddings", False)), ln_eps=float(conf.rms_norm_eps),
+        head_dim_tied=False, source=shown,
+        notes=(f"model_type {model_type!r} mapped through transformers.AutoConfig and its layer modules "
+               "(Llama-structured); the numeric forward is not verified for it",))
+
+
+def _first_layer(transformers: Any, conf: Any, shown: str, refuse: Any) -> Any:
+    """Layer 0 of the model ``transformers`` builds for ``conf``, on the meta device (no memory)."""
+    import copy
+
+    import torch
+
+    small = copy.deepcopy(conf)
+    small.num_hidden_layers = 1
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModel.from_config(small)
+    except Exception as err:
+        raise refuse(f"a model transformers cannot build here ({type(err).__name__})") from None
+    for mod in model.modules():
+        layers = getattr(mod, "layers", None)
+        if isinstance(layers, torch.nn.ModuleList) and len(layers):
+            return layers[0]
+    raise refuse("a model without a 'layers' list of decoder layers")
+
+
+def _check_rope(cfg: dict[str, Any], path: str) -> None:
+    """Refuse rotary variants the numeric forward does not implement (naming the key)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}")
+        kind = value.get("rope_type", value.get("type", "default"))
+        if kind != "default":
+            raise SymtransError(f"{path}: {key} type {kind!r} is not modelled (only 'default' rotary positions)")
+        if value.get("partial_rotary_factor", 1.0) != 1.0:
+            raise SymtransError(f"{path}: {key}.partial_rotary_factor below 1 is not modelled")
+    if cfg.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
+        raise SymtransError(f"{path}: partial_rotary_factor={cfg['partial_rotary_factor']!r} is not modelled "
+                            "(rotary positions on every head dimension only)")
 
 
 def _activation(name: Any, path: str) -> str:

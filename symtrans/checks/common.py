@@ -24,8 +24,59 @@ from typing import Any
 
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
-__all__ = ["weights", "trace", "lean_encode", "record", "rank_tolerance", "versions", "log_margin",
+__all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
+           "family_table",
+           "weights", "trace", "lean_encode", "record", "rank_tolerance", "versions", "log_margin",
            "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
+
+#: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
+ENCODERS = ("bert", "roberta", "distilbert")
+DECODERS = ("gpt2", "llama", "qwen2")
+LAYERNORM_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses RMSNorm
+LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses rotary positions
+FAMILIES_NOTE = {
+    "layernorm": "the statement is about LayerNorm (centre, then scale); RMSNorm (Llama, Mistral, Qwen2) "
+                 "only scales, so its hypotheses and conclusion do not transfer",
+    "bidirectional": "Dong et al.'s collapse theorem is proved for unmasked self-attention; under a causal mask "
+                     "A^h is lower triangular and the first token attends only to itself (it never mixes), "
+                     "which their bound does not cover (symtrans measure reports res(x_1) for decoders)",
+    "ln-map": "this check's MLP-input map is LayerNorm's (closed-form Jacobian, 2 directions per token); "
+              "RMSNorm, which forgets only the scale, is not implemented in it yet, so it is not run on the "
+              "Llama family rather than reporting LayerNorm's fibre",
+    "two-matrix-ffn": "the FLOP counter counts a two-matrix FFN; the gated three-matrix FFN of the Llama "
+                      "family is not counted yet",
+    "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
+                         "model (Llama, Mistral, Qwen2) has no position table to gate with",
+}
+
+def family_table() -> list[str]:
+    """Markdown table: each model-based producer, the families it runs on, and why where not all.
+
+    Generated from the registrations (``producer(..., families=...)``); the
+    README pastes it and a test keeps the two identical.
+
+    Examples
+    --------
+    >>> rows = family_table()
+    >>> rows[0].startswith("| claim | producer |"), any("lit-dong" in r and "causal" in r for r in rows)
+    (True, True)
+    """
+    from symtrans.evidence import PRODUCERS, _import_producer_modules
+
+    _import_producer_modules()
+    fams = ENCODERS + DECODERS
+    head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
+    rows = [head, "|" + "---|" * (len(fams) + 3)]
+    for claim in sorted(PRODUCERS):
+        for p in PRODUCERS[claim]:
+            if not p.needs_model:
+                continue
+            ok = [p.families is None or f in p.families for f in fams]
+            why = "" if all(ok) else (p.applies_to or "")
+            rows.append(f"| {claim} | {p.name} | " + " | ".join("yes" if o else "**no**" for o in ok)
+                        + f" | {why} |")
+    return rows
+
 
 FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
 
@@ -82,8 +133,10 @@ def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> 
     """
     import torch
 
-    from symtrans.numeric.forward import Trace, embed_input, encoder_layer
+    from symtrans.numeric.forward import Trace, embed_input, encode, encoder_layer, structure
 
+    if structure(w).form == "pre-ln":  # decoders: the full trace of their own (causal, pre-LN) forward
+        return encode(w, n=n, seed=seed, layers=layers)
     X, ids = embed_input(w, n=n, seed=seed)
     count = w.n_layers if layers is None else layers
     out, h = [], X

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.checks.common import record, trace, weights
+from symtrans.checks.common import FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
@@ -417,7 +417,8 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                   details={"cases": rows})
 
 
-@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True)
+@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True, families=LAYERNORM_FAMILIES,
+          applies_to=FAMILIES_NOTE["layernorm"])
 def check_ln_real(ctx: Context) -> list[Evidence]:
     """Theorem 4.2 on the real pre-LN sums at n = ctx.n (all layers) and at n > d_model (layer 0)."""
     w = weights(ctx)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import record, trace, weights
+from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
@@ -433,7 +433,8 @@ def _fit_rate(ratios: list[float]) -> dict[str, Any]:
     return out
 
 
-@producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True)
+@producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True, families=ENCODERS,
+          applies_to=FAMILIES_NOTE["bidirectional"])
 def check_dong(ctx: Context) -> list[Evidence]:
     """Pure attention (no residual, no MLP, no LN) with repeated real layers collapses to rank one."""
     return [_sweep_evidence(ctx, "lit-dong")]

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, gap, record, trace, weights
+from symtrans.checks.common import (DECISIVE_GAP, FAMILIES_NOTE, GAP_TOLERANCE, LAYERNORM_FAMILIES, gap, record,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["layer_subspaces", "spearman_test", "alignment_verdict", "count_flops",
@@ -332,7 +333,7 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from symtrans.numeric.forward import _gelu, attention
+    from symtrans.numeric.forward import attention, ffn
 
     meta = {k: v.to("meta") for k, v in layer.items()}
     X = torch.empty(n, meta["W_Q"].shape[1], device="meta", dtype=meta["W_Q"].dtype)
@@ -340,7 +341,7 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
         _, _, YO = attention(X, meta)
         YO.sum(0)
     with FlopCounterMode(display=False) as ff:
-        _gelu(X @ meta["W_in"] + meta["b_in"], activation) @ meta["W_out"] + meta["b_out"]
+        ffn(X, meta, activation)  # two-matrix, or gated (three matrices) when the layer has W_gate
     return {"attention": int(fa.get_total_flops()), "ffn": int(ff.get_total_flops())}
 
 
@@ -546,7 +547,8 @@ def meta_layer(arch_name: str) -> dict[str, Any]:
     return {k: torch.empty(v, device="meta", dtype=torch.float32) for k, v in shapes.items()}
 
 
-@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True)
+@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True, families=LAYERNORM_FAMILIES,
+          applies_to=FAMILIES_NOTE["two-matrix-ffn"])
 def check_cor_dff(ctx: Context) -> list[Evidence]:
     """FFN FLOP share counted on real forward passes against the formula; the n at which 64.8% holds."""
     from fractions import Fraction
@@ -555,7 +557,7 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
 
     w = weights(ctx)
     n = ctx.n
-    c = count_matmul_flops(w.layer(0), n, w.arch.activation)
+    c = count_matmul_flops(w.layer(0, shared_kv=True), n, w.arch.activation)  # K, V as computed: H_kv heads
     measured = Fraction(c["ffn"], c["ffn"] + c["attention"])
     f = formula("ffn-flop-share", arch=w.arch, n=n).value
     expect = Fraction(int(f.p), int(f.q))

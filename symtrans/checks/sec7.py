@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import GAP_TOLERANCE, gap, random_weights, record, trace, weights
+from symtrans.checks.common import (FAMILIES_NOTE, GAP_TOLERANCE, LAYERNORM_FAMILIES, gap, random_weights, record,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians",
@@ -319,13 +320,15 @@ def _ln(ctx: Context) -> list[Evidence]:
     return ev
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True)
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True,
+          families=LAYERNORM_FAMILIES, applies_to=FAMILIES_NOTE["ln-map"])
 def check_recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimension of each named map (summation, Z -> Z W_O, the LN map) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
 
 
-@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True)
+@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True,
+          families=LAYERNORM_FAMILIES, applies_to=FAMILIES_NOTE["ln-map"])
 def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     """Are per-head outputs identifiable from each named map's output? (fibre > 0 means no)."""
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from symtrans.checks.common import GAP_TOLERANCE, gap, record, trace, weights
+from symtrans.checks.common import (FAMILIES_NOTE, GAP_TOLERANCE, LEARNED_POSITION_FAMILIES, gap, record, trace,
+                                    weights)
 from symtrans.checks.sec7 import summation_fibre, wo_fibre
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
@@ -148,7 +149,8 @@ def check_pgop_overhead(ctx: Context) -> list[Evidence]:
     return ev
 
 
-@producer("pgop", kind="numeric", name="pgop-fibre", needs_model=True)
+@producer("pgop", kind="numeric", name="pgop-fibre", needs_model=True, families=LEARNED_POSITION_FAMILIES,
+          applies_to=FAMILIES_NOTE["learned-positions"])
 def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
     import torch

@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     'hi there'
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2) or a model directory')
+    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2), a model directory, '
+                   "or a hub id in the local Hugging Face cache")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="input text (tokenized with the model's tokenizer.json)")
     src.add_argument("--n", type=int, help="number of random tokens (default 128)")
@@ -165,6 +166,9 @@ def render_text(report: Any) -> str:
     out = [f"model      {r.model}", f"arch       {r.arch}   weights sha256 {r.weights_hash[:16]}...",
            f"input      {r.input}, n = {r.n}" + (f", seed {r.seed}" if r.seed is not None else ""),
            f"numerics   {r.dtype} on {r.device}", f"form       {r.form}"]
+    causal = getattr(r, "attention", "bidirectional").startswith("causal")
+    if causal:
+        out.append(f"collapse   {r.collapse}")
     mem = r.memory
     out.append(f"memory     peak resident set {mem.get('peak_rss_mib', 0):.0f} MiB (before loading "
                f"{_g(mem.get('rss_before_load_mib'))} MiB; streamed: {mem.get('streamed', False)})"
@@ -180,12 +184,16 @@ def render_text(report: Any) -> str:
         rows = [[str(x.index), str(x.rank.rank), _m(x.rank.margin), _g(x.rank.sigma_above),
                  _g(x.rank.sigma_below), str(x.affine.rank), _m(x.affine.margin), f"{x.stable_rank:.2f}",
                  f"{x.effective_rank:.1f}", f"{x.residual.ratio:.3g}", f"{x.residual.composite_ratio:.3g}"]
+                + ([f"{x.residual.first_row_ratio:.3g}"] if causal else [])
                 for x in prof.layers]
         out += _table(["state", "rank", "margin", "sigma_r", "sigma_r+1", "arank", "margin", "stable",
-                       "eff.rank", "res(F)", "res(Dong)"], rows)
+                       "eff.rank", "res(F)", "res(Dong)"] + (["res(x_1)"] if causal else []), rows)
     out += ["", "res(F): ||X - 1 mean^T||_F / ||X||_F (the column mean is the exact minimiser); "
-            "res(Dong): sqrt(||.||_1 ||.||_inf) at the same x (an upper bound on Dong's min over x)"]
+            "res(Dong): sqrt(||.||_1 ||.||_inf) at the same x (an upper bound on Dong's min over x)"
+            + ("; res(x_1): ||X - 1 x_1^T||_F / ||X||_F, distance from the first token's row" if causal else "")]
     out += ["", f"alpha_h = ||(M - M^T)/2||_F / ||M||_F, M = W_Q^h W_K^h^T  ({r.asymmetry.dtype}; via QR of [W_Q W_K], no cancellation)"]
+    if "rotary" in r.asymmetry.positional:
+        out += [f"  {r.asymmetry.positional}"]
     H = len(r.asymmetry.alpha[0])
     out += _table(["layer"] + [f"h{h}" for h in range(H)],
                   [[str(i)] + [f"{a:.2f}" for a in row] for i, row in enumerate(r.asymmetry.alpha)])
@@ -209,6 +217,13 @@ def render_text(report: Any) -> str:
                   [[str(i), str(x.rank), _m(x.margin), _g(x.sigma_max),
                     _g(x.sigma_max / c if math.isfinite(c) else 0.0), _g(c)]
                    for i, (x, c) in enumerate(zip(r.wo.ranks_records, r.wo.condition))])
+    if r.wo_fibre_dim:
+        out += [f"fibre of Z -> Z W_O at n = {r.n}: n (H d_v - rank W_O) = "
+                + ", ".join(str(f) for f in r.wo_fibre_dim) + " (per layer)"]
+    if not any(r.ln):
+        out += ["", "LayerNorm hypotheses of Theorem 4.2: not measured (the model's norm is RMSNorm, which does "
+                "not centre; the hypotheses are about LayerNorm's centring)"]
+        return "\n".join(out)
     out += ["", "LayerNorm hypotheses of Theorem 4.2 on each LN input (holds, margin in decades)"]
     rows = []
     for i, pair in enumerate(r.ln):

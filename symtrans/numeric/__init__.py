@@ -10,20 +10,27 @@ name       shape                               meaning
 W_Q, W_K   [layer, head, d_model, d_k]         query/key projections, x @ W_Q[l, h]
 W_V        [layer, head, d_model, d_v]         value projection
 W_O        [layer, head, d_v, d_model]         output projection block of head h
-b_Q, b_K   [layer, head, d_k]                  query/key biases
+b_Q, b_K   [layer, head, d_k]                  query/key biases (zeros where absent)
 b_V        [layer, head, d_v]                  value bias
 b_O        [layer, d_model]                    output projection bias
-ln1_w/_b   [layer, d_model]                    LayerNorm after attention (post-LN)
-W_in       [layer, d_model, d_ff]              FFN first matrix (x @ W_in)
+ln1_w/_b   [layer, d_model]                    norm after attention (pre-LN: before it)
+W_gate     [layer, d_model, d_ff]              gated FFN only: act(x @ W_gate + b_gate)
+b_gate     [layer, d_ff]
+W_in       [layer, d_model, d_ff]              FFN first matrix (x @ W_in; gated: up)
 b_in       [layer, d_ff]
 W_out      [layer, d_ff, d_model]              FFN second matrix
 b_out      [layer, d_model]
-ln2_w/_b   [layer, d_model]                    LayerNorm after the FFN (post-LN)
+ln2_w/_b   [layer, d_model]                    norm after the FFN (pre-LN: before it)
 word       [vocab, d_model]                    token embeddings
 pos        [positions, d_model]                learned positions (RoBERTa: from padding_idx + 1)
 type       [type_vocab, d_model]               token-type rows (row 0 used; None for DistilBERT)
-emb_ln_*   [d_model]                           embedding LayerNorm weight and bias
+emb_ln_*   [d_model]                           embedding LayerNorm weight and bias (None: decoders)
+final_ln   [d_model]                           final_ln_w/_b: decoders' final norm (RMSNorm: _b zeros)
 =========  ==================================  =====================================
+
+With grouped-query attention (``H_kv < H``) the stored ``W_K, W_V, b_K, b_V``
+have ``H_kv`` heads; ``weights.layer(i)`` repeats them so that block ``h`` is
+the one query head ``h`` reads (``layer(i, shared_kv=True)``: as stored).
 
 Modules: :mod:`~symtrans.numeric.weights` (loading, streaming one layer at a
 time), :mod:`~symtrans.numeric.forward` (the per-head encoder),

@@ -1,4 +1,4 @@
-"""The toolkit's own per-head encoder forward pass (post-LN BERT form).
+"""The toolkit's own per-head forward pass: post-LN encoders and pre-LN decoders.
 
 At each layer ``l`` with input ``X`` (n x d_model) it computes, batched over heads:
 
@@ -11,6 +11,25 @@ At each layer ``l`` with input ``X`` (n x d_model) it computes, batched over hea
 * ``pre_ln2 = X1 + ffn``; ``out = LN(pre_ln2)``
 
 which is exactly Hugging Face's ``BertLayer`` for one unpadded sequence.
+
+Decoders (GPT-2, Llama, Mistral, Qwen2; :class:`Structure` ``form="pre-ln"``)
+normalise before each sub-block and never after it:
+
+* ``attn_in = N1(X)``; ``A``, ``Y``, ``YO`` as above from ``attn_in``, with
+  the causal mask (``A[h][i, j] = 0`` for ``j > i``; Mistral's sliding window
+  also masks ``j <= i - window``), rotary positions applied to the queries and
+  keys (Llama family), and query head ``h`` reading key/value head
+  ``kv_index[h]`` (grouped-query attention);
+* ``pre_ln1 = X + mha + b_O`` (the residual stream after attention);
+* ``X1 = N2(pre_ln1)`` (what the MLP reads); ``ffn = F(X1)``;
+* ``pre_ln2 = out = pre_ln1 + ffn`` (a pre-LN layer does not normalise its output);
+
+``N`` is LayerNorm (GPT-2) or RMSNorm (Llama family); ``F`` is
+``act(Z W_in + b_in) W_out + b_out`` or, gated,
+``(act(Z W_gate + b_gate) * (Z W_in + b_in)) W_out + b_out``. The model's final
+norm applies to the last hidden state only (``Trace.hidden_states[-1]``), as in
+``transformers``' ``output_hidden_states``. :attr:`LayerTrace.norm_inputs`
+names the input of each norm for either form.
 
 Examples
 --------
@@ -29,8 +48,9 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.numeric.weights import ModelWeights, default_model_path, load_model  # noqa: F401 (doctests)
 
-__all__ = ["LayerTrace", "Trace", "encode", "embed", "embed_input", "tokenize", "layer_norm", "attention",
-           "encoder_layer", "random_ids", "position_ids"]
+__all__ = ["LayerTrace", "Trace", "Structure", "structure", "encode", "embed", "embed_input", "tokenize",
+           "layer_norm", "rms_norm", "norm", "attention", "encoder_layer", "decoder_layer", "layer_forward",
+           "random_ids", "position_ids", "kv_index", "rope_tables", "ffn"]
 
 
 @dataclass
@@ -52,8 +72,24 @@ class LayerTrace:
     pre_ln1: Any  # X + mha + b_O
     X1: Any  # LN(pre_ln1)
     ffn: Any  # FFN(X1)
-    pre_ln2: Any  # X1 + ffn
-    out: Any  # LN(pre_ln2)
+    pre_ln2: Any  # X1 + ffn (pre-LN: pre_ln1 + ffn, equal to out)
+    out: Any  # LN(pre_ln2) (pre-LN: pre_ln2)
+    form: str = "post-ln"
+    attn_in: Any = None  # what attention reads: X (post-LN) or N1(X) (pre-LN)
+
+    @property
+    def norm_inputs(self) -> dict[str, Any]:
+        """The input of each of the layer's two norms (``ln1``, ``ln2``), for either form.
+
+        Examples
+        --------
+        >>> t = encode(load_model("default"), n=4, seed=0).layers[0]
+        >>> t.norm_inputs["ln1"] is t.pre_ln1, t.norm_inputs["ln2"] is t.pre_ln2
+        (True, True)
+        """
+        if self.form == "pre-ln":
+            return {"ln1": self.X, "ln2": self.pre_ln1}
+        return {"ln1": self.pre_ln1, "ln2": self.pre_ln2}
 
 
 @dataclass
@@ -73,11 +109,15 @@ class Trace:
     embeddings: Any
     layers: list[LayerTrace]
     input_ids: Any | None = None
+    final: Any = None  # the final norm of the last layer's output (decoders), when every layer ran
 
     @property
     def hidden_states(self) -> list[Any]:
-        """Embeddings plus each layer's output."""
-        return [self.embeddings] + [t.out for t in self.layers]
+        """Embeddings plus each layer's output (the last one through the final norm, if the model has one)."""
+        states = [self.embeddings] + [t.out for t in self.layers]
+        if self.final is not None:
+            states[-1] = self.final
+        return states
 
 
 def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:
@@ -101,6 +141,169 @@ def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:
     return y
 
 
+def rms_norm(x: Any, weight: Any | None, eps: float, float32_internals: bool = False) -> Any:
+    """Row-wise RMSNorm ``x / sqrt(mean(x^2) + eps) * weight``.
+
+    ``float32_internals`` reproduces ``transformers``' Llama/Qwen2/Mistral
+    RMSNorm, which normalises in float32 whatever the model's dtype (used
+    only by the parity tests to reach an exact reference).
+
+    Examples
+    --------
+    >>> import torch
+    >>> y = rms_norm(torch.tensor([[3.0, 4.0]], dtype=torch.float64), None, 0.0)
+    >>> [round(v, 6) for v in y[0].tolist()]
+    [0.848528, 1.131371]
+    """
+    import torch
+
+    dt = x.dtype
+    h = x.to(torch.float32) if float32_internals else x
+    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    y = y.to(dt)
+    return y * weight if weight is not None else y
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The structural choices the forward needs, read from the architecture and config.
+
+    Examples
+    --------
+    >>> st = structure(load_model("default"))
+    >>> st.form, st.norm, st.causal, st.rope_theta
+    ('post-ln', 'layernorm', False, None)
+    """
+
+    form: str = "post-ln"  # or "pre-ln"
+    norm: str = "layernorm"  # or "rmsnorm"
+    eps: float = 1e-12
+    activation: str = "gelu"
+    gated: bool = False
+    causal: bool = False
+    rope_theta: float | None = None
+    sliding_window: int | None = None
+    final_norm: bool = False
+    float32_internals: bool = False  # reproduce transformers' float32 RMSNorm/RoPE/softmax (parity tests)
+
+    @property
+    def decoder(self) -> bool:
+        """True for the causal pre-LN decoders."""
+        return self.form == "pre-ln"
+
+    def describe(self) -> str:
+        """One line: the layer's form as the measurements assume it.
+
+        Examples
+        --------
+        >>> structure(load_model("default")).describe()[:8]
+        'post-LN '
+        """
+        if self.form == "post-ln":
+            return ("post-LN encoder: X1 = LN1(X + MHA(X) + b_O), out = LN2(X1 + FFN(X1)); MHA(X) = sum_h "
+                    "Y^h W_O^h without b_O; bidirectional attention")
+        norm = "RMSNorm" if self.norm == "rmsnorm" else "LayerNorm"
+        pos = f"rotary positions (theta {self.rope_theta:g})" if self.rope_theta else "learned positions"
+        win = f", sliding window {self.sliding_window}" if self.sliding_window else ""
+        ffn_kind = "gated (SwiGLU-style)" if self.gated else "two-matrix"
+        return (f"pre-LN decoder: Z = X + MHA(N1(X)) + b_O, out = Z + FFN(N2(Z)), N = {norm}, {ffn_kind} FFN; "
+                f"causal attention{win}, {pos}; MHA = sum_h Y^h W_O^h without b_O"
+                + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
+                   if self.final_norm else ""))
+
+
+def structure(weights: Any) -> Structure:
+    """The :class:`Structure` of loaded (or streamed) weights.
+
+    Examples
+    --------
+    >>> structure(load_model("default")).eps
+    1e-12
+    """
+    a = getattr(weights, "arch", None)
+    if a is None:
+        return Structure()
+    cfg = getattr(weights, "config", {}) or {}
+    if a.norm_placement == "post":
+        return Structure(eps=float(a.ln_eps), activation=a.activation, gated=a.ffn == "gated",
+                         causal=a.attention == "causal")
+    theta = None
+    if a.positional == "rotary":
+        params = cfg.get("rope_parameters") or {}
+        theta = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)) or 10000.0)
+    window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
+    if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
+        raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")
+    return Structure(form="pre-ln", norm=a.norm, eps=float(a.ln_eps), activation=a.activation,
+                     gated=a.ffn == "gated", causal=a.attention == "causal", rope_theta=theta,
+                     sliding_window=int(window) if window else None, final_norm=bool(a.final_norm))
+
+
+def norm(x: Any, weight: Any | None, bias: Any | None, st: Structure) -> Any:
+    """The structure's norm (LayerNorm or RMSNorm) with its gain and shift.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([[1.0, 3.0]], dtype=torch.float64)
+    >>> norm(x, None, None, Structure(eps=0.0)).tolist()
+    [[-1.0, 1.0]]
+    """
+    if st.norm == "rmsnorm":
+        y = rms_norm(x, weight, st.eps, st.float32_internals)
+        return y + bias if bias is not None else y
+    return layer_norm(x, weight, bias, st.eps)
+
+
+def kv_index(n_heads: int, n_kv_heads: int, device: Any = None) -> Any:
+    """Query head ``h`` reads key/value head ``h // (H / H_kv)`` (``transformers``' ``repeat_kv``).
+
+    Examples
+    --------
+    >>> kv_index(8, 2).tolist()
+    [0, 0, 0, 0, 1, 1, 1, 1]
+    """
+    import torch
+
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise SymtransError(f"{n_heads} query heads cannot share {n_kv_heads} key/value heads evenly")
+    return torch.arange(n_heads, device=device) // (n_heads // n_kv_heads)
+
+
+def rope_tables(n: int, d_head: int, theta: float, dtype: Any, device: Any = None,
+                float32_internals: bool = False) -> tuple[Any, Any]:
+    """``(cos, sin)``, each ``n x d_head``: rotary angles ``p * theta^(-2i/d)`` for positions ``0..n-1``.
+
+    The halves convention of ``transformers`` (``rotate_half``): dimension
+    ``i`` pairs with ``i + d/2``. With ``float32_internals`` the angles are
+    computed in float32 as ``transformers`` does.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cos, sin = rope_tables(3, 4, 10000.0, torch.float64)
+    >>> tuple(cos.shape), float(cos[0].min()), round(float(sin[1, 0]), 6)
+    ((3, 4), 1.0, 0.841471)
+    """
+    import torch
+
+    if d_head % 2:
+        raise SymtransError(f"rotary positions need an even head width, got {d_head}")
+    work = torch.float32 if float32_internals else torch.float64
+    inv = 1.0 / (theta ** (torch.arange(0, d_head, 2, dtype=work, device=device) / d_head))
+    ang = torch.arange(n, device=device).to(work)[:, None] * inv[None, :]
+    emb = torch.cat([ang, ang], -1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate(x: Any, cos: Any, sin: Any) -> Any:
+    import torch
+
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rot * sin
+
+
 def _gelu(x: Any, kind: str) -> Any:
     import torch
 
@@ -115,8 +318,12 @@ def _gelu(x: Any, kind: str) -> Any:
     raise SymtransError(f"activation {kind!r} is not supported by the forward pass")
 
 
-def attention(X: Any, layer: dict[str, Any]) -> tuple[Any, Any, Any]:
+def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tuple[Any, Any, Any]:
     """Return ``(A, Y, YO)`` of one layer for input ``X``, batched over heads.
+
+    With a :class:`Structure` ``st``: the causal mask (and sliding window),
+    rotary positions ``0..n-1`` and grouped-query key/value sharing apply;
+    without it the layer is a bidirectional encoder's.
 
     Examples
     --------
@@ -131,8 +338,24 @@ def attention(X: Any, layer: dict[str, Any]) -> tuple[Any, Any, Any]:
     q = torch.einsum("nd,hdk->hnk", X, layer["W_Q"]) + layer["b_Q"][:, None, :]
     k = torch.einsum("nd,hdk->hnk", X, layer["W_K"]) + layer["b_K"][:, None, :]
     v = torch.einsum("nd,hdk->hnk", X, layer["W_V"]) + layer["b_V"][:, None, :]
+    H, n = q.shape[0], q.shape[1]
+    if k.shape[0] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
+        idx = kv_index(H, k.shape[0], q.device)
+        k, v = k[idx], v[idx]
+    if st is not None and st.rope_theta:
+        cos, sin = rope_tables(n, q.shape[-1], st.rope_theta, q.dtype, q.device, st.float32_internals)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    A = torch.softmax(scores, dim=-1)
+    if st is not None and st.causal:
+        i = torch.arange(n, device=q.device)
+        masked = i[None, :] > i[:, None]
+        if st.sliding_window:
+            masked = masked | (i[None, :] <= i[:, None] - st.sliding_window)
+        scores = scores.masked_fill(masked, float("-inf"))
+    if st is not None and st.float32_internals:
+        A = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    else:
+        A = torch.softmax(scores, dim=-1)
     Y = A @ v
     YO = Y @ layer["W_O"]
     return A, Y, YO
@@ -158,6 +381,61 @@ def encoder_layer(X: Any, layer: dict[str, Any], eps: float, activation: str = "
     out = layer_norm(pre_ln2, layer["ln2_w"], layer["ln2_b"], eps)
     return LayerTrace(X=X, A=A, Y=Y, YO=YO, mha=mha, pre_ln1=pre_ln1, X1=X1, ffn=ffn,
                       pre_ln2=pre_ln2, out=out)
+
+
+def ffn(Z: Any, layer: dict[str, Any], activation: str) -> Any:
+    """The feed-forward block: two-matrix, or gated when the layer has ``W_gate``.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> tuple(ffn(encode(w, n=3).embeddings, w.layer(0), "gelu").shape)
+    (3, 384)
+    """
+    h = Z @ layer["W_in"] + layer["b_in"]
+    if "W_gate" in layer:
+        h = _gelu(Z @ layer["W_gate"] + layer["b_gate"], activation) * h
+    else:
+        h = _gelu(h, activation)
+    return h @ layer["W_out"] + layer["b_out"]
+
+
+def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
+    """Run one pre-LN decoder layer (causal attention) and return all its internals.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("llama")
+    >>> t = encode(w, n=5, seed=0).layers[0]
+    >>> t.form, bool((t.A[:, 0, 1:] == 0).all()), bool((t.out == t.pre_ln2).all())
+    ('pre-ln', True, True)
+    """
+    attn_in = norm(X, layer["ln1_w"], layer["ln1_b"], st)
+    A, Y, YO = attention(attn_in, layer, st)
+    mha = YO.sum(0)
+    pre_ln1 = X + mha + layer["b_O"]
+    X1 = norm(pre_ln1, layer["ln2_w"], layer["ln2_b"], st)
+    f = ffn(X1, layer, st.activation)
+    out = pre_ln1 + f
+    return LayerTrace(X=X, A=A, Y=Y, YO=YO, mha=mha, pre_ln1=pre_ln1, X1=X1, ffn=f, pre_ln2=out, out=out,
+                      form="pre-ln", attn_in=attn_in)
+
+
+def layer_forward(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
+    """One layer of either form, as the structure says.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> X = encode(w, n=4).embeddings
+    >>> bool((layer_forward(X, w.layer(0), structure(w)).out == encode(w, n=4).layers[0].out).all())
+    True
+    """
+    if st.form == "pre-ln":
+        return decoder_layer(X, layer, st)
+    return encoder_layer(X, layer, st.eps, st.activation)
 
 
 def tokenize(weights: ModelWeights | str, text: str) -> list[int]:
@@ -217,6 +495,8 @@ def embed(weights: ModelWeights, input_ids: Any) -> Any:
         x = x + weights.pos[position_ids(weights, ids)]
     if weights.type is not None:
         x = x + weights.type[0]
+    if weights.emb_ln_w is None:  # decoders: no embedding norm
+        return x
     return layer_norm(x, weights.emb_ln_w, weights.emb_ln_b, arch.ln_eps)
 
 
@@ -244,6 +524,10 @@ def position_ids(weights: ModelWeights, ids: Any) -> Any:
 def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     """``n`` token ids drawn uniformly (seeded) between [CLS]-like ends, for reproducible inputs.
 
+    A model without a position table (rotary positions) draws ``n`` distinct
+    ids when its vocabulary allows: there a repeated token gives two equal
+    rows of ``X``, a non-generic input for every rank statement.
+
     Examples
     --------
     >>> random_ids(load_model("default"), 5, 0).tolist() == random_ids(load_model("default"), 5, 0).tolist()
@@ -252,8 +536,11 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    low = min(1000, int(weights.arch.vocab_size) - 1)
-    return torch.randint(low, int(weights.arch.vocab_size), (n,), generator=g)
+    low = min(1000, int(weights.arch.vocab_size) // 2)  # skip special tokens; tiny vocabularies keep half
+    high = int(weights.arch.vocab_size)
+    if weights.pos is None and high - low >= n:
+        return low + torch.randperm(high - low, generator=g)[:n]
+    return torch.randint(low, high, (n,), generator=g)
 
 
 def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
@@ -292,8 +579,13 @@ def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: An
 
 
 def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
-           n: int | None = None, seed: int = 0, layers: int | None = None) -> Trace:
-    """Run the encoder on text, token ids, a given embedding matrix ``X``, or ``n`` random tokens.
+           n: int | None = None, seed: int = 0, layers: int | None = None,
+           float32_internals: bool = False) -> Trace:
+    """Run the model (encoder or decoder) on text, token ids, a given ``X``, or ``n`` random tokens.
+
+    ``float32_internals`` (Llama family only) reproduces the float32 steps
+    ``transformers`` takes inside a float64 model (RMSNorm, rotary angles,
+    softmax): the parity tests use it to compare against an exact reference.
 
     Examples
     --------
@@ -304,13 +596,21 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
     """
     import torch
 
+    import dataclasses
+
     X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
+    st = structure(weights)
+    if float32_internals and st.norm == "rmsnorm":  # GPT-2 in transformers is float64 throughout
+        st = dataclasses.replace(st, float32_internals=True)
     count = weights.n_layers if layers is None else layers
     traces = []
     h = X
     with torch.no_grad():
         for i in range(count):
-            t = encoder_layer(h, weights.layer(i), weights.arch.ln_eps, weights.arch.activation)
+            t = layer_forward(h, weights.layer(i), st)
             traces.append(t)
             h = t.out
-    return Trace(embeddings=X, layers=traces, input_ids=ids)
+        final = None
+        if st.final_norm and count == weights.n_layers and count > 0:
+            final = norm(h, weights.final_ln_w, weights.final_ln_b, st)
+    return Trace(embeddings=X, layers=traces, input_ids=ids, final=final)

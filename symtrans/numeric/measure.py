@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.numeric.forward import embed_input, encode, encoder_layer  # noqa: F401 (doctests)
+from symtrans.numeric.forward import embed_input, encode, encoder_layer, layer_forward, structure  # noqa: F401
 from symtrans.numeric.linalg import RankRecord, numerical_rank, rank_from_singular_values
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
@@ -196,10 +196,14 @@ class ResidualRecord(_Record):
 
     ratio: float
     composite_ratio: float
+    first_row_ratio: float = 0.0
     norm: str = "frobenius"
     minimiser: str = "x = column mean of X (the exact argmin of ||X - 1 x^T||_F)"
     composite_norm: str = ("sqrt(||.||_1 ||.||_inf) (Dong et al. 2021) at the same x: an upper bound on "
                            "Dong's min over x")
+    first_row: str = ("||X - 1 x_1^T||_F / ||X||_F, x_1 the first token's row: under causal attention the "
+                      "first row never mixes (A[0] = e_1), so the only rank-1 limit the rows can collapse to "
+                      "is the first token's own trajectory")
     dtype: str = "float64"
 
 
@@ -223,8 +227,9 @@ def residual_ratio(X: Any) -> ResidualRecord:
     fx = float(X.norm())
     ratio = float(R.norm()) / fx if fx > 0 else 0.0
     cx = composite(X)
+    first = float((X - X[:1]).norm()) / fx if fx > 0 else 0.0
     return ResidualRecord(ratio=ratio, composite_ratio=composite(R) / cx if cx > 0 else 0.0,
-                          dtype=_dtype_name(X))
+                          first_row_ratio=first, dtype=_dtype_name(X))
 
 
 @dataclass
@@ -346,8 +351,25 @@ class AsymmetryRecord(_Record):
     dtype: str
     definition: str = ("alpha_h = ||M_a||_F / ||M||_F, M = W_Q^h (W_K^h)^T (d_model x d_model), "
                        "M_a = (M - M^T) / 2; query/key biases are not part of M")
+    positional: str = ("no rotary positions: M is the whole bilinear form of the scores "
+                       "(up to the biases and 1/sqrt(d_k))")
     method: str = ("QR of [W_Q W_K] = Q [R_q R_k]: ||M||_F = ||R_q R_k^T||_F and ||M_a||_F likewise "
                    "(Q orthonormal), batched over heads; backward stable, no cancellation: error about eps relative")
+
+
+ROPE_ALPHA_NOTE = ("rotary positions: the score of query i on key j is x_i^T W_Q R_(j-i) W_K^T x_j, one bilinear "
+                   "form per offset j - i; alpha_h is that of the offset-0 form M_0 = W_Q^h (W_K^g)^T (g the "
+                   "key/value head query head h shares), i.e. of the content-only part; it does not measure "
+                   "the asymmetry that the rotation itself adds at other offsets")
+
+
+def _expand_kv(W_Q: Any, W_K: Any) -> Any:
+    """``W_K`` with its ``H_kv`` heads repeated to the ``H`` query heads that read them."""
+    if W_K.shape[-3] == W_Q.shape[-3]:
+        return W_K
+    from symtrans.numeric.forward import kv_index
+
+    return W_K[..., kv_index(W_Q.shape[-3], W_K.shape[-3], W_K.device), :, :]
 
 
 def _alpha(W_Q: Any, W_K: Any) -> Any:
@@ -361,6 +383,7 @@ def _alpha(W_Q: Any, W_K: Any) -> Any:
     import torch
 
     dk = W_Q.shape[-1]
+    W_K = _expand_kv(W_Q, W_K)
     R = torch.linalg.qr(torch.cat([W_Q, W_K], -1), mode="r")[1]
     small = R[..., :dk] @ R[..., dk:].transpose(-1, -2)  # R_q R_k^T
     anti = (small - small.transpose(-1, -2)) / 2
@@ -385,6 +408,9 @@ def asymmetry(weights: Any) -> AsymmetryRecord:
     for _, layer in _layers(weights):
         rows.append([float(v) for v in _alpha(layer["W_Q"], layer["W_K"]).cpu()])
         dtype = _dtype_name(layer["W_Q"])
+    rope = not isinstance(weights, dict) and getattr(weights.arch, "positional", "") == "rotary"
+    if rope:
+        return AsymmetryRecord(alpha=rows, dtype=dtype, positional=ROPE_ALPHA_NOTE)
     return AsymmetryRecord(alpha=rows, dtype=dtype)
 
 
@@ -709,7 +735,7 @@ class MeasureReport(_Record):
     --------
     >>> rep = measure_all(load_model("default"), n=4, seed=0)
     >>> sorted(rep.to_dict())[:4]
-    ['arch', 'asymmetry', 'depth', 'device']
+    ['arch', 'asymmetry', 'attention', 'collapse']
     """
 
     model: str
@@ -730,6 +756,11 @@ class MeasureReport(_Record):
     memory: dict[str, Any]
     form: str = ("post-LN BERT: X1 = LN1(X + MHA(X) + b_O), out = LN2(X1 + FFN(X1)); MHA(X) = sum_h "
                  "Y^h W_O^h without b_O; LN hypotheses measured on the inputs of LN1 and LN2")
+    family: str = "bert"
+    attention: str = "bidirectional"
+    collapse: str = ("Dong et al.'s residual ||X - 1 x^T|| / ||X|| (x the column mean, the Frobenius "
+                     "minimiser) of each hidden state")
+    wo_fibre_dim: list[int] = field(default_factory=list)
 
 
 def _workers() -> int:
@@ -750,6 +781,17 @@ class _Progress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+CAUSAL_COLLAPSE = (
+    "causal attention: A^h is lower triangular and row-stochastic, so row 1 is e_1 and the first token never "
+    "mixes (its pure-attention update is x_1 -> x_1 W_V W_O + biases, the same map for every row of a rank-1 X). "
+    "Dong et al.'s bound is proved for full attention; the toolkit reports the same residual ratio "
+    "||X - 1 x^T|| / ||X|| (x the column mean) and, as first_row_ratio, ||X - 1 x_1^T|| / ||X||: the only rank-1 "
+    "state causal rows can collapse to is the first token's trajectory, so collapse shows as both going to 0; "
+    "ranks and affine ranks are measured as for encoders")
+RMSNORM_LN = ("RMSNorm: Theorem 4.2's hypotheses are about LayerNorm's centring (1_d, sigma); they are not "
+              "measured for RMSNorm, which does not centre")
 
 
 def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None, X: Any = None,
@@ -785,6 +827,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     X0, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
+    st = structure(weights)
     L = weights.n_layers
     bar = _Progress(L + len(variants), progress, "measure")
     states = [X0]
@@ -799,13 +842,15 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
         pending: list[dict[str, Any]] = []
         for i in range(L):
             layer = weights.layer(i)
-            t = encoder_layer(states[-1], layer, arch.ln_eps, arch.activation)
-            pending.append({
-                "heads": pool.submit(head_subspaces, t, layer=i),
-                "ln1": pool.submit(ln_hypotheses, t.pre_ln1, layer["ln1_w"], where=f"layer {i} LN1 input"),
-                "ln2": pool.submit(ln_hypotheses, t.pre_ln2, layer["ln2_w"], where=f"layer {i} LN2 input"),
-                "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
-                "wo": pool.submit(_wo_layer, layer["W_O"])})
+            t = layer_forward(states[-1], layer, st)
+            jobs = {"heads": pool.submit(head_subspaces, t, layer=i),
+                    "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
+                    "wo": pool.submit(_wo_layer, layer["W_O"])}
+            if st.norm == "layernorm":
+                for tag, inp in t.norm_inputs.items():
+                    jobs[tag] = pool.submit(ln_hypotheses, inp, layer[f"{tag}_w"],
+                                            where=f"layer {i} {tag.upper()} input")
+            pending.append(jobs)
             states.append(t.out)
             del t, layer
             if len(pending) > 1:  # at most two layers' internals alive: the one measured, the next
@@ -825,7 +870,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
             bar.step(v)
         timings["rank_profiles"] = time.perf_counter() - t1
     heads = [r["heads"] for r in results]
-    lns = [{"ln1": r["ln1"], "ln2": r["ln2"]} for r in results]
+    lns = [{k: r[k] for k in ("ln1", "ln2") if k in r} for r in results]
     alphas = [[float(v) for v in r["alpha"].cpu()] for r in results]
     wo_recs = [r["wo"][0] for r in results]
     wo_cond = [r["wo"][1] for r in results]
@@ -841,8 +886,20 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
     mem = peak_memory()
     if X0.device.type == "cuda":
         mem["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    n_rows = int(X0.shape[0])
+    hdv = int(wo_recs[0].shape[0])
+    extra: dict[str, Any] = {}
+    if st.form == "pre-ln":
+        extra["form"] = st.describe() + ("; LN hypotheses measured on the inputs of N1 and N2" if st.norm ==
+                                         "layernorm" else "; " + RMSNORM_LN)
+    if st.causal:
+        extra["attention"] = "causal" + (f", sliding window {st.sliding_window}" if st.sliding_window else "")
+        extra["collapse"] = CAUSAL_COLLAPSE
+    asym = (AsymmetryRecord(alpha=alphas, dtype=dt, positional=ROPE_ALPHA_NOTE) if st.rope_theta
+            else AsymmetryRecord(alpha=alphas, dtype=dt))
     return MeasureReport(
         model=str(weights.source), arch=str(arch.name), weights_hash=str(weights.weights_hash), dtype=dt,
-        device=str(X0.device), n=int(X0.shape[0]), seed=seed if n is not None else None, input=source,
-        depth=depth or L, profiles=profiles, asymmetry=AsymmetryRecord(alpha=alphas, dtype=dt),
-        heads=heads, wo=wo, ln=lns, timings_s=timings, memory=mem)
+        device=str(X0.device), n=n_rows, seed=seed if n is not None else None, input=source,
+        depth=depth or L, profiles=profiles, asymmetry=asym,
+        heads=heads, wo=wo, ln=lns, timings_s=timings, memory=mem, family=str(arch.family),
+        wo_fibre_dim=[n_rows * (hdv - r.rank) for r in wo_recs], **extra)

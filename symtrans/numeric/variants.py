@@ -17,6 +17,19 @@ full              ``Z + F(Z)``, ``Z = X + MHA(X) + b_O``       the real post-LN 
 where ``F(Z) = act(Z W_in + b_in) W_out + b_out`` and LN1/LN2 are the layer's
 own LayerNorms. ``full`` without LN is the paper's residual recursion
 ``X + Delta``; with LN it is exactly :func:`symtrans.numeric.forward.encoder_layer`.
+
+Decoders (a pre-LN :class:`~symtrans.numeric.forward.Structure`, passed as
+``st``) use causal attention in every variant, and their norms sit where the
+real model has them, before each sub-block (``N`` is LayerNorm or RMSNorm):
+
+================  ===========================================  ==========================================
+name              ``ln=False``                                 ``ln=True``
+================  ===========================================  ==========================================
+pure-attention    ``Z = MHA(X) + b_O`` (causal)                ``MHA(N1(X)) + b_O``
+residual          ``Z = X + MHA(X) + b_O``                     ``X + MHA(N1(X)) + b_O``
+mlp               ``F(MHA(X) + b_O)``                          ``F(N2(MHA(N1(X)) + b_O))``
+full              ``Z + F(Z)``, ``Z = X + MHA(X) + b_O``       the real pre-LN layer
+================  ===========================================  ==========================================
 Biases are kept: ``b_V`` and ``b_O`` add rows of the form ``1 x^T`` (``A`` is
 row-stochastic), which leave Dong's residual unchanged.
 
@@ -35,24 +48,31 @@ from collections.abc import Callable
 from typing import Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.numeric.forward import _gelu, attention, encode, encoder_layer, layer_norm  # noqa: F401 (doctests)
+from symtrans.numeric.forward import (Structure, attention, encode, encoder_layer, ffn, layer_norm,  # noqa: F401
+                                      norm, structure)
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
 __all__ = ["pure_attention", "attention_residual", "attention_mlp", "full_block", "run_stack",
            "VARIANTS", "variant_function", "default_ln"]
 
 
-def _mha(X: Any, layer: dict[str, Any], residual: bool) -> Any:
-    """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order :func:`encoder_layer` uses."""
-    mha = attention(X, layer)[2].sum(0)
+def _pre(st: Structure | None, ln: bool) -> bool:
+    return st is not None and st.form == "pre-ln" and ln
+
+
+def _mha(X: Any, layer: dict[str, Any], residual: bool, st: Structure | None = None, ln: bool = False) -> Any:
+    """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order the forward uses (pre-LN: of ``N1(X)``)."""
+    inp = norm(X, layer["ln1_w"], layer["ln1_b"], st) if _pre(st, ln) else X
+    mha = attention(inp, layer, st)[2].sum(0)
     return (X + mha + layer["b_O"]) if residual else mha + layer["b_O"]
 
 
 def _ffn(Z: Any, layer: dict[str, Any], activation: str) -> Any:
-    return _gelu(Z @ layer["W_in"] + layer["b_in"], activation) @ layer["W_out"] + layer["b_out"]
+    return ffn(Z, layer, activation)
 
 
-def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False) -> Any:
+def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False,
+                   st: Structure | None = None) -> Any:
     """Attention alone, no residual and no MLP: ``MHA(X) + b_O`` (then LN1 if ``ln``).
 
     Examples
@@ -63,11 +83,14 @@ def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: boo
     >>> bool((Z - (encode(w, n=5, seed=0).layers[0].mha + w.layer(0)["b_O"])).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=False)
-    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps) if ln else Z
+    Z = _mha(X, layer, residual=False, st=st, ln=ln)
+    if _pre(st, ln) or not ln:
+        return Z
+    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
 
 
-def attention_residual(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False) -> Any:
+def attention_residual(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False,
+                       st: Structure | None = None) -> Any:
     """Attention plus the skip connection: ``X + MHA(X) + b_O`` (then LN1 if ``ln``).
 
     Examples
@@ -78,12 +101,14 @@ def attention_residual(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln:
     ...       - tr.layers[0].X1).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=True)
-    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps) if ln else Z
+    Z = _mha(X, layer, residual=True, st=st, ln=ln)
+    if _pre(st, ln) or not ln:
+        return Z
+    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
 
 
 def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: str = "gelu", *,
-                  ln: bool = False) -> Any:
+                  ln: bool = False, st: Structure | None = None) -> Any:
     """Attention then the MLP, no skip connections: ``F(MHA(X) + b_O)`` (LN1, LN2 if ``ln``).
 
     Examples
@@ -93,7 +118,9 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
     >>> tuple(attention_mlp(X, w.layer(0), ln=True).shape)
     (5, 384)
     """
-    Z = _mha(X, layer, residual=False)
+    Z = _mha(X, layer, residual=False, st=st, ln=ln)
+    if _pre(st, ln):
+        return _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = _ffn(Z, layer, activation)
@@ -101,7 +128,7 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
 
 
 def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: str = "gelu", *,
-               ln: bool = True) -> Any:
+               ln: bool = True, st: Structure | None = None) -> Any:
     """The whole block: with ``ln`` the real post-LN BERT layer, without it ``X + Delta``.
 
     Examples
@@ -111,7 +138,9 @@ def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: st
     >>> bool((full_block(tr.embeddings, w.layer(0), w.arch.ln_eps) - tr.layers[0].out).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=True)
+    Z = _mha(X, layer, residual=True, st=st, ln=ln)
+    if _pre(st, ln):
+        return Z + _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = Z + _ffn(Z, layer, activation)
@@ -144,8 +173,9 @@ def _check(variant: str) -> str:
     return variant
 
 
-def variant_function(variant: str, eps: float, activation: str, ln: bool | None = None) -> Callable[[Any, Any], Any]:
-    """Return ``step(X, layer)`` for a variant name, with ``eps``, activation and ``ln`` bound.
+def variant_function(variant: str, eps: float, activation: str, ln: bool | None = None,
+                     st: Structure | None = None) -> Callable[[Any, Any], Any]:
+    """Return ``step(X, layer)`` for a variant name, with ``eps``, activation, ``ln`` (and structure) bound.
 
     Examples
     --------
@@ -162,8 +192,8 @@ def variant_function(variant: str, eps: float, activation: str, ln: bool | None 
     func, takes_activation, ln_default = VARIANTS[_check(variant)]
     use_ln = ln_default if ln is None else bool(ln)
     if takes_activation:
-        return lambda X, layer: func(X, layer, eps, activation, ln=use_ln)
-    return lambda X, layer: func(X, layer, eps, ln=use_ln)
+        return lambda X, layer: func(X, layer, eps, activation, ln=use_ln, st=st)
+    return lambda X, layer: func(X, layer, eps, ln=use_ln, st=st)
 
 
 def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = None,
@@ -184,10 +214,17 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
     (7, True)
     >>> len(run_stack(w, tr.embeddings, "residual", depth=10, layer_index=2))
     11
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> d = tiny_decoder("gpt2")
+    >>> dt = encode(d, n=5)
+    >>> bool((run_stack(d, dt.embeddings, "full")[-1] - dt.layers[-1].out).abs().max() == 0)
+    True
     """
     import torch
 
-    step = variant_function(variant, weights.arch.ln_eps, weights.arch.activation, ln)
+    st = structure(weights)
+    step = variant_function(variant, weights.arch.ln_eps, weights.arch.activation, ln,
+                            st=st if st.form == "pre-ln" else None)
     L = weights.n_layers
     depth = L if depth is None else int(depth)
     if depth < 1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import CONFIG_MAX_BYTES, INDEX_MAX_BYTES, check_device, check_model_dir, confined_file, read_json_file
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "default_model_path"]
+           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -54,6 +55,17 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
     },
 }
 _LAYOUTS["roberta"] = _LAYOUTS["bert"]
+# decoders: the per-layer reading is in _Checkpoint._gpt2_layer / _llama_layer
+_LAYOUTS["gpt2"] = {
+    "prefixes": ("", "transformer."), "layer": "h.{i}.",
+    "word": "wte.weight", "pos": "wpe.weight", "type": None, "emb_ln": None, "final_ln": "ln_f",
+}
+_LAYOUTS["llama"] = {
+    "prefixes": ("", "model."), "layer": "layers.{i}.",
+    "word": "embed_tokens.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "norm",
+}
+_LAYOUTS["qwen2"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
 
 
 def default_model_path() -> Path:
@@ -209,8 +221,18 @@ class ModelWeights:
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
                             self.family, dict(self.config), self.storage_dtype)
 
-    def layer(self, i: int) -> dict[str, Any]:
-        """Return layer ``i``'s tensors (per-layer views, leading axis dropped).
+    @property
+    def n_kv_heads(self) -> int:
+        """Number of key/value heads as stored (``H_kv < H`` with grouped-query attention)."""
+        return int(self.tensors["W_K"].shape[1])
+
+    def layer(self, i: int, *, shared_kv: bool = False) -> dict[str, Any]:
+        """Return layer ``i``'s tensors (per-layer views, leading axis dropped), one block per query head.
+
+        With grouped-query attention the stored ``H_kv`` key/value heads are
+        repeated so that ``W_K[h]``, ``W_V[h]``, ``b_K[h]``, ``b_V[h]`` are
+        those query head ``h`` reads (``transformers``' ``repeat_kv``);
+        ``shared_kv=True`` returns them as stored (what the group acts on).
 
         Examples
         --------
@@ -219,11 +241,12 @@ class ModelWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER}
+        out = {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER and v is not None}
+        return out if shared_kv else expand_kv(out)
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
-              "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
 
 
 # ------------------------------------------------------------------ file reading
@@ -393,8 +416,8 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
     symtrans.errors.SymtransError: /no/such/dir: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
     """
     dt, dev = resolve_dtype(dtype), resolve_device(device)
-    if hasattr(spec, "state_dict") and hasattr(spec, "config"):
-        return _from_module(spec, dt, dev)
+    if not isinstance(spec, (str, os.PathLike)):
+        return _from_module(unwrap_model(spec), dt, dev)
     ckpt, files = _open(spec, dt, dev, allow_pickle)
     stamp = (ckpt.where, str(dt), str(dev), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
     small = sum(f.stat().st_size for f in files) <= _CACHE_MAX_BYTES
@@ -431,7 +454,26 @@ def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device:
     """
     dt, dev = resolve_dtype(dtype), resolve_device(device)
     ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
+    _fix_mmap_threshold()
     return StreamedWeights(ckpt, _hash_files(files) if hash_weights else "not computed")
+
+
+def _fix_mmap_threshold(threshold: int = 1 << 20) -> bool:
+    """glibc: serve buffers >= ``threshold`` by mmap, so a freed layer goes back to the OS (best effort).
+
+    By default glibc raises its mmap threshold each time a mmapped buffer is
+    freed (up to 32 MiB), after which layer-sized buffers come from the heap
+    and stay resident when freed: streaming then holds several dead layers.
+    Setting the threshold (``mallopt(M_MMAP_THRESHOLD)``) turns that off.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, threshold))  # M_MMAP_THRESHOLD = -3
+    except (OSError, AttributeError):
+        return False
 
 
 def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
@@ -448,6 +490,60 @@ def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
         yield i, s.layer(i)
 
 
+#: attributes under which wrappers keep the original ``transformers`` model: TransformerLens'
+#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``
+_WRAPPED = ("original_model", "_module")
+
+
+def unwrap_model(obj: Any) -> Any:
+    """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight), or ``obj`` itself.
+
+    Accepted: a ``PreTrainedModel`` (base or with a head), or an object that
+    keeps one as ``original_model`` (TransformerLens ``TransformerBridge``) or
+    ``_module`` (nnsight ``NNsight``/``LanguageModel``), nested up to 4 deep.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import random_model
+    >>> m = random_model("gpt2")
+    >>> class Bridge:
+    ...     def __init__(self, model):
+    ...         self.original_model = model
+    >>> unwrap_model(Bridge(m)) is m
+    True
+    >>> unwrap_model(3.5)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight wrapper
+    """
+    current = obj
+    for _ in range(5):
+        if _is_hf_model(current, strict=True):
+            return current
+        inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
+        if inner is None or inner is current:  # no wrapper left: a duck-typed model, or nothing
+            if _is_hf_model(current, strict=False):
+                return current
+            break
+        current = inner
+    raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
+                        "a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight "
+                        "wrapper")
+
+
+def _is_hf_model(obj: Any, strict: bool) -> bool:
+    """A ``transformers`` ``PreTrainedModel``; unless ``strict``, duck-typed alike (``state_dict()``, ``config.to_dict()``)."""
+    try:
+        from transformers import PreTrainedModel
+
+        if isinstance(obj, PreTrainedModel):
+            return True
+    except ImportError:
+        pass
+    return not strict and callable(getattr(obj, "state_dict", None)) and callable(getattr(getattr(obj, "config", None),
+                                                                          "to_dict", None))
+
+
 def _looks_like_hub_id(spec: str) -> bool:
     parts = spec.split("/")
     return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and not spec.startswith("/")
@@ -459,9 +555,16 @@ def _from_hub(repo_id: str) -> Path:
     except ImportError:
         raise SymtransError(f"{repo_id}: not a local directory, and huggingface_hub is not installed "
                             "to fetch it; pass a local model directory") from None
+    patterns = ["config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json"]
+    try:  # the local cache first (works under HF_HUB_OFFLINE=1 and without a network)
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+    except Exception:
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise SymtransError(f"{repo_id}: not a local directory and not in the local Hugging Face hub cache "
+                            "(HF_HUB_OFFLINE is set, so it is not fetched); pass a local model directory")
     try:
-        path = snapshot_download(repo_id, allow_patterns=["config.json", "*.safetensors",
-                                                          "*.safetensors.index.json", "tokenizer.json"])
+        path = snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as err:
         raise SymtransError(f"{repo_id}: not a local directory, and fetching it from the Hugging Face hub "
                             f"failed ({type(err).__name__}: the hub is unreachable or has no such model); "
@@ -482,7 +585,7 @@ class _Checkpoint:
         layout = _LAYOUTS.get(arch.family)
         if layout is None:
             raise SymtransError(f"{where}: model type {arch.family!r} is not supported by the numeric "
-                                "backend (supported: bert, roberta, distilbert)")
+                                f"backend (supported: {', '.join(SUPPORTED_FAMILIES)}, and mistral as llama)")
         self.arch, self.config, self.layout, self.where = arch, config, layout, where
         self.get, self.slicer, self.dt, self.dev = get, slicer, dt, dev
         self.keyset = set(keys)
@@ -520,6 +623,10 @@ class _Checkpoint:
 
     def layer(self, i: int) -> dict[str, Any]:
         """Layer ``i``'s tensors in the per-head layout."""
+        if self.arch.family == "gpt2":
+            return self._gpt2_layer(i)
+        if self.arch.family in ("llama", "qwen2"):
+            return self._llama_layer(i)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
         lp = lay["layer"].format(i=i)
@@ -538,6 +645,68 @@ class _Checkpoint:
         out["b_out"] = self.fetch(f"{lp}{lay['fout']}.bias", (D,))
         out["ln2_w"] = self.fetch(f"{lp}{lay['ln2']}.weight", (D,))
         out["ln2_b"] = self.fetch(f"{lp}{lay['ln2']}.bias", (D,))
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def _zeros(self, *shape: int) -> Any:
+        import torch
+
+        return torch.zeros(shape, dtype=self.dt, device=self.dev)
+
+    def _gpt2_layer(self, i: int) -> dict[str, Any]:
+        """GPT-2: Conv1D stores ``[in, out]`` (x @ W), and ``c_attn`` fuses Q, K, V along ``out``."""
+        a = self.arch
+        H, D, dk, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_ff)
+        lp = f"h.{i}."
+        w = self.fetch(f"{lp}attn.c_attn.weight", (D, 3 * D))
+        b = self.fetch(f"{lp}attn.c_attn.bias", (3 * D,))
+        out: dict[str, Any] = {}
+        for j, (wname, bname) in enumerate((("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"))):
+            out[wname] = w[:, j * D:(j + 1) * D].reshape(D, H, dk).permute(1, 0, 2)
+            out[bname] = b[j * D:(j + 1) * D].reshape(H, dk)
+        out["W_O"] = self.fetch(f"{lp}attn.c_proj.weight", (D, D)).reshape(H, dk, D)
+        out["b_O"] = self.fetch(f"{lp}attn.c_proj.bias", (D,))
+        out["ln1_w"] = self.fetch(f"{lp}ln_1.weight", (D,))
+        out["ln1_b"] = self.fetch(f"{lp}ln_1.bias", (D,))
+        out["W_in"] = self.fetch(f"{lp}mlp.c_fc.weight", (D, F))
+        out["b_in"] = self.fetch(f"{lp}mlp.c_fc.bias", (F,))
+        out["W_out"] = self.fetch(f"{lp}mlp.c_proj.weight", (F, D))
+        out["b_out"] = self.fetch(f"{lp}mlp.c_proj.bias", (D,))
+        out["ln2_w"] = self.fetch(f"{lp}ln_2.weight", (D,))
+        out["ln2_b"] = self.fetch(f"{lp}ln_2.bias", (D,))
+        return {k: v.contiguous() for k, v in out.items()}
+
+    def _llama_layer(self, i: int) -> dict[str, Any]:
+        """Llama/Mistral/Qwen2: ``nn.Linear`` ``[out, in]``; K and V keep their ``H_kv`` heads.
+
+        Absent biases (Llama: all; Qwen2: ``b_O`` and the FFN's) and the
+        RMSNorm's absent shift are stored as zeros, so every family has the
+        same tensor names; :func:`symtrans.numeric.forward.kv_index` maps a
+        query head to the key/value head it shares.
+        """
+        a = self.arch
+        H, Hkv, D, dk, F = int(a.H), int(a.H_kv), int(a.d_model), int(a.d_k), int(a.d_ff)
+        lp = f"layers.{i}."
+        out: dict[str, Any] = {}
+        for tag, wname, bname, heads in (("q", "W_Q", "b_Q", H), ("k", "W_K", "b_K", Hkv), ("v", "W_V", "b_V", Hkv)):
+            w = self.fetch(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
+            out[wname] = w.T.reshape(D, heads, dk).permute(1, 0, 2)
+            bkey = f"{lp}self_attn.{tag}_proj.bias"
+            out[bname] = (self.fetch(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
+                          else self._zeros(heads, dk))
+        out["W_O"] = self.fetch(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
+        okey = f"{lp}self_attn.o_proj.bias"
+        out["b_O"] = self.fetch(okey, (D,)) if self.has(okey) else self._zeros(D)
+        out["ln1_w"] = self.fetch(f"{lp}input_layernorm.weight", (D,))
+        out["ln1_b"] = self._zeros(D)
+        for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
+            out[wname] = self.fetch(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
+            bkey = f"{lp}mlp.{tag}_proj.bias"
+            out[bname] = self.fetch(bkey, (F,)) if self.has(bkey) else self._zeros(F)
+        out["W_out"] = self.fetch(f"{lp}mlp.down_proj.weight", (D, F)).T
+        dkey = f"{lp}mlp.down_proj.bias"
+        out["b_out"] = self.fetch(dkey, (D,)) if self.has(dkey) else self._zeros(D)
+        out["ln2_w"] = self.fetch(f"{lp}post_attention_layernorm.weight", (D,))
+        out["ln2_b"] = self._zeros(D)
         return {k: v.contiguous() for k, v in out.items()}
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
@@ -560,8 +729,14 @@ class _Checkpoint:
                 out[name] = _LazyRows(self, self.key(lay[name]), shape)
             else:
                 out[name] = self.fetch(lay[name], shape)
-        out["emb_ln_w"] = self.fetch(lay["emb_ln"] + ".weight", (D,))
-        out["emb_ln_b"] = self.fetch(lay["emb_ln"] + ".bias", (D,))
+        for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
+            out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if not key:
+                out[f"{tag}_b"] = None
+            elif self.has(key + ".bias"):
+                out[f"{tag}_b"] = self.fetch(key + ".bias", (D,))
+            else:  # RMSNorm: no shift
+                out[f"{tag}_b"] = self._zeros(D) if self.arch.norm == "rmsnorm" else self.fetch(key + ".bias", (D,))
         return out
 
     def all_tensors(self) -> dict[str, Any]:
@@ -573,7 +748,7 @@ class _Checkpoint:
         tensors: dict[str, Any] = {}
         for i in range(L):
             lay = self.layer(i)
-            for k in _PER_LAYER:
+            for k in (k for k in _PER_LAYER if k in lay):  # W_gate/b_gate: gated FFNs only
                 if i == 0:
                     tensors[k] = torch.empty((L, *lay[k].shape), dtype=lay[k].dtype, device=lay[k].device)
                 tensors[k][i] = lay[k]
@@ -625,6 +800,7 @@ class StreamedWeights:
         emb = ckpt.embeddings(lazy_tables=True)
         self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
+        self.final_ln_w, self.final_ln_b = emb["final_ln_w"], emb["final_ln_b"]
 
     n_layers = property(lambda self: int(self.arch.L), doc="Number of layers.")
     n_heads = property(lambda self: int(self.arch.H), doc="Number of heads.")
@@ -634,8 +810,8 @@ class StreamedWeights:
     position_offset = property(lambda self: _position_offset(self.family, self.config),
                                doc="Index of the first position row used.")
 
-    def layer(self, i: int) -> dict[str, Any]:
-        """Read layer ``i`` from disk in the per-head layout.
+    def layer(self, i: int, *, shared_kv: bool = False) -> dict[str, Any]:
+        """Read layer ``i`` from disk in the per-head layout (key/value heads per query head, see ModelWeights).
 
         Examples
         --------
@@ -644,7 +820,29 @@ class StreamedWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return self._ckpt.layer(i)
+        return self._ckpt.layer(i) if shared_kv else expand_kv(self._ckpt.layer(i))
+
+
+def expand_kv(layer: dict[str, Any]) -> dict[str, Any]:
+    """Repeat shared key/value heads so that block ``h`` of ``W_K, W_V, b_K, b_V`` is query head ``h``'s.
+
+    Examples
+    --------
+    >>> import torch
+    >>> lay = {"W_Q": torch.zeros(4, 3, 2), "W_K": torch.arange(2.0)[:, None, None].expand(2, 3, 2)}
+    >>> expand_kv(lay)["W_K"][:, 0, 0].tolist()
+    [0.0, 0.0, 1.0, 1.0]
+    """
+    H, Hkv = layer["W_Q"].shape[0], layer["W_K"].shape[0]
+    if H == Hkv:
+        return layer
+    if H % Hkv:
+        raise SymtransError(f"{H} query heads cannot share {Hkv} key/value heads evenly")
+    out = dict(layer)
+    for k in ("W_K", "W_V", "b_K", "b_V"):
+        if k in out:
+            out[k] = out[k].repeat_interleave(H // Hkv, dim=0)
+    return out
 
 
 def _position_offset(family: str, config: dict[str, Any]) -> int:
@@ -663,13 +861,15 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
-    state = {k: v.detach() for k, v in model.state_dict().items()}
+    import torch
+
+    state = {k: v.detach() for k, v in model.state_dict().items() if torch.is_tensor(v)}
     where = type(model).__name__
     tensors = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where).all_tensors()
     h = hashlib.sha256()
     for k in sorted(state):
         h.update(k.encode())
-        h.update(state[k].to("cpu").contiguous().numpy().tobytes())
+        h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     stored = next((str(v.dtype).replace("torch.", "") for v in state.values() if v.is_floating_point()), None)
     return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg, stored)
 

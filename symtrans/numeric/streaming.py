@@ -1,0 +1,80 @@
+"""What streaming costs in memory: the float64 budget of a streamed measurement, stated and measured.
+
+``measure_all`` on :func:`~symtrans.numeric.weights.stream_model` weights
+reads one layer from disk at a time and keeps at most two layers' weights and
+per-head internals alive (the layer being measured on the thread pool and the
+next one being computed), plus the hidden states of the rank profile; reading
+a layer converts it to float64 and the per-head layout through one more
+layer-sized copy. So the growth of the resident set over the run is bounded by
+:func:`stream_budget`:
+
+``3 * layer weights + 2 * layer internals + 2 (L + 1) n d_model`` float64 values,
+
+where a layer's internals are ``A`` (H n^2), ``Y`` (H n d_v), ``YO`` (H n
+d_model) and eight n x d_model matrices, and the word/position rows read are
+``n`` rows each. The whole model in float64 is :func:`float64_bytes`; a
+checkpoint larger than memory in float64 can be measured as long as the budget
+fits.
+
+Examples
+--------
+>>> from symtrans.arch import get_arch
+>>> b = stream_budget(get_arch("bert-large"), n=128)
+>>> round(b["layer_weights_bytes"] / 2**20, 1), round(float64_bytes(get_arch("bert-large")) / 2**30, 2)
+(96.1, 2.49)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["layer_float64_bytes", "float64_bytes", "stream_budget"]
+
+
+def layer_float64_bytes(arch: Any) -> int:
+    """Bytes of one layer's weights in float64, in the per-head layout (K/V repeated per query head).
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> layer_float64_bytes(get_arch("bert-base")) // 2**20
+    54
+    """
+    H, D, dk, dv, F = (int(arch.H), int(arch.d_model), int(arch.d_k), int(arch.d_v), int(arch.d_ff))
+    attn = H * D * dk * 2 + H * D * dv + H * dv * D + H * dk * 2 + H * dv + D
+    ffn = (3 if arch.ffn == "gated" else 2) * D * F + (2 if arch.ffn == "gated" else 1) * F + D
+    norms = 4 * D
+    return 8 * (attn + ffn + norms)
+
+
+def float64_bytes(arch: Any) -> int:
+    """Bytes of the whole model in float64: every layer plus the embedding tables.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> float64_bytes(get_arch("bert-base")) > 12 * layer_float64_bytes(get_arch("bert-base"))
+    True
+    """
+    D = int(arch.d_model)
+    tables = int(arch.vocab_size) * D + (int(arch.position_table or arch.max_positions) * D
+                                         if arch.positional == "learned" else 0)
+    return int(arch.L) * layer_float64_bytes(arch) + 8 * (tables + int(arch.type_vocab_size) * D)
+
+
+def stream_budget(arch: Any, n: int) -> dict[str, int]:
+    """The stated bound on the resident-set growth of a streamed float64 measurement at ``n`` tokens.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> b = stream_budget(get_arch("bert-base"), n=64)
+    >>> b["bound_bytes"] == 3 * b["layer_weights_bytes"] + 2 * b["layer_internals_bytes"] + b["states_bytes"]
+    True
+    """
+    H, D, dv, L = int(arch.H), int(arch.d_model), int(arch.d_v), int(arch.L)
+    internals = 8 * (H * n * n + H * n * dv + H * n * D + 8 * n * D)
+    states = 8 * (L + 1) * n * D * 2  # the stack of hidden states, and its centred copy for the affine ranks
+    weights = layer_float64_bytes(arch)
+    return {"layer_weights_bytes": weights, "layer_internals_bytes": internals, "states_bytes": states,
+            "bound_bytes": 3 * weights + 2 * internals + states}
