@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -599,6 +600,7 @@ def count_flops(layer: dict[str, Any], n: int, activation: str = "gelu") -> dict
     return {"attention": int(fa.get_total_flops()), "ffn": int(ff.get_total_flops())}
 
 
+@functools.lru_cache(maxsize=16)
 def count_flops_bert_layer(arch_name: str, n: int) -> dict[str, int]:
     """FLOPs of transformers' BertLayer of a preset's sizes at length n (meta device, no weights).
 
@@ -667,7 +669,7 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
     measured = Fraction(c["ffn"], c["ffn"] + c["attention"])
     f = formula("ffn-flop-share", arch=w.arch, n=n).value
     expect = Fraction(int(f.p), int(f.q))
-    bb = {m: count_flops_bert_layer("bert-base", m) for m in (128, 512)}
+    bb = {m: dict(count_flops_bert_layer("bert-base", m)) for m in (128, 512)}
     bb_share = {m: Fraction(v["ffn"], v["ffn"] + v["attention"]) for m, v in bb.items()}
     bb_formula = {m: formula("ffn-flop-share", arch="bert-base", n=m).value for m in (128, 512)}
     agree = measured == expect and all(bb_share[m] == Fraction(int(bb_formula[m].p), int(bb_formula[m].q))
