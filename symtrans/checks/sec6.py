@@ -125,7 +125,10 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
     """Per head: Proposition 6.3's hypotheses (A^h invertible; W_V^h, W_O^h of rank d_k at storage precision).
 
     Each row says for each hypothesis True (holds, decisively), False
-    (violated, decisively) or None (undecided), with the margins.
+    (violated) or None (undecided), with the margins. A^h counts as singular
+    when its smallest singular value falls below the float64 rank cut (the
+    product then loses rank at the cut the conclusion is decided with); it
+    counts as invertible only at least 1 decade above the cut.
 
     Examples
     --------
@@ -143,7 +146,10 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
         n = st["n"]
         for h in range(len(st["dim_R"])):
             ra, rv, ro = st["A_records"][h], st["WV_records"][h], st["WO_records"][h]
-            a_ok = None if not ra.decisive else ra.rank == n
+            # A^h must be invertible at the precision of the rank decisions: sigma_min(A^h) below the float64
+            # cut means A^h X W_V^h W_O^h loses rank at that same cut, so the conclusion cannot be tested there
+            # (violated); within 1 decade above the cut it is undecided
+            a_ok = False if ra.rank < n else (True if ra.decisive else None)
             wvwo = None if not (rv.decisive and ro.decisive) else (rv.rank == dk and ro.rank == dk)
             if (rv.decisive and rv.rank < dk) or (ro.decisive and ro.rank < dk):
                 wvwo = False
@@ -236,6 +242,9 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                   margin_meaning="smallest distance (decades) of a singular value of Y^h W_O^h from its float64 cut")
     if bad:
         r = bad[0]
+        common["scope"] = Scope("instances", f"the {len(bad)} heads where dim R_h < min(rank X, d_k) at n = {n} (a rank "
+                                "deficiency is a closed condition: it does not persist on an open set)",
+                                tuple(f"layer {b['layer']} head {b['head']}" for b in bad))
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.FAILS,
                           f"fails on {len(bad)} of {len(app)} heads where every hypothesis holds: layer {r['layer']} "
                           f"head {r['head']} has dim R_h = {r['dim_R']} but min(rank X, d_k) = {r['expected']} "
