@@ -124,7 +124,9 @@ def test_prop_6_2_bound_holds_and_a_violating_row_fails(real40):
     rows = ev.details["layers"]
     assert all(r["rank_MHA"] <= min(r["bound_min_n_Hdv_dmodel"], r["dim_sum_R"]) for r in rows)
     assert sec6.bound_verdict([dict(rows[0], rank_MHA=rows[0]["bound_min_n_Hdv_dmodel"] + 1)])[0] is Verdict.FAILS
-    undecided = dict(rows[0], rank_MHA=rows[0]["dim_sum_R"] + 1, sum_decision={"decisive": False})
+    below_sum = dict(rows[0], dim_sum_R=rows[0]["rank_MHA"] - 1)  # rank MHA > dim(sum R_h), both decisive
+    assert sec6.bound_verdict([below_sum])[0] is Verdict.FAILS
+    undecided = dict(below_sum, sum_decision={"decisive": False})
     assert sec6.bound_verdict([undecided])[0] is Verdict.INCONCLUSIVE
 
 

@@ -254,7 +254,8 @@ def exact_rank(M: Any) -> tuple[int, str]:
     power of two gives an integer matrix of the same rank. The rank modulo a
     large prime is a lower bound of the rank over Q (a non-zero minor mod p is
     a non-zero integer minor); when it is not already full, python-flint's
-    exact ``fmpz_mat`` rank decides.
+    exact ``fmpz_mat`` rank decides for small matrices, and larger ones get the
+    modular lower bound, said so in the method.
 
     Examples
     --------
@@ -287,8 +288,15 @@ def exact_rank(M: Any) -> tuple[int, str]:
         best = max(best, flint.nmod_mat(m, n, vals.tolist(), p).rank())
         if best == full:
             return best, f"rank modulo the prime {p} of the matrix scaled to integers (a lower bound, here full)"
+    if m * n > EXACT_RANK_MAX_ENTRIES:  # fraction-free elimination on ~2^100 entries is too slow here
+        return best, (f"at least {best}: rank modulo the primes {_PRIMES} of the matrix scaled to integers (a lower "
+                      "bound of the exact rank; the exact integer rank was not computed at this size)")
     vals = [int(a) << (int(k) - shift) for a, k in zip(ints.flatten().tolist(), e.flatten().tolist())]
     return int(flint.fmpz_mat(m, n, vals).rank()), "exact integer rank (python-flint fmpz_mat) of the matrix scaled to integers"
+
+
+#: largest matrix (entries) whose exact integer rank :func:`exact_rank` computes when the modular rank is not full
+EXACT_RANK_MAX_ENTRIES = 64 * 64
 
 
 def finite(x: Any) -> float | None:

@@ -253,7 +253,8 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
                "recovery_rel_error": finite(err)}
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
             xr, how = exact_rank(stacked[i])
-            row.update(rank_WO_exact=xr, exact_method=how)
+            row.update({"rank_WO_exact" if how.startswith("exact") or "here full" in how else "rank_WO_exact_at_least": xr,
+                        "exact_method": how})
         rows.append(row)
     ctx.cache[key] = rows
     return rows
