@@ -55,12 +55,19 @@ def claims_table(doc: dict[str, Any]) -> str:
              "| id | paper | kind | paper status | toolkit verdict | standing | formalisation | evidence |",
              "|---|---|---|---|---|---|---|---|"]
     for c in doc["claims"]:
-        counts = Counter(e["verdict"] for e in c["evidence"] if not e.get("stale"))
-        ev = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "-"
         verdict = f"**{c['verdict']}**" if c.get("disagreement") else c["verdict"]
         lines.append(f"| `{c['id']}` | {_cell(c['paper_ref'])} | {c['kind']} | {c['paper_status']} | {verdict} | "
-                     f"{c['standing']} | {c['formalisation']} | {ev} |")
+                     f"{c['standing']} | {c['formalisation']} | {_counts(c['evidence'])} |")
+        for r in c.get("readings") or ():
+            lines.append(f"| &nbsp;&nbsp;↳ `{r['id']}` | reading ({r['quantifier']}) | reading | | {r['verdict']} | "
+                         f"{r['standing']} | toolkit | {_counts(r['evidence'])} |")
     return "\n".join(lines)
+
+
+def _counts(evidence: list[dict[str, Any]]) -> str:
+    """Counts of the records by what they count as (their own verdict where that is absent), stale ones left out."""
+    counts = Counter(e.get("counted_as") or e["verdict"] for e in evidence if not e.get("stale"))
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "-"
 
 
 def formalisations(doc: dict[str, Any]) -> str:

@@ -7,7 +7,11 @@ one exact witness outside the bad set (:mod:`symtrans.certify.linear`,
 for counterexamples over structured families, each candidate decided in exact
 arithmetic (:mod:`symtrans.certify.layernorm`, :mod:`symtrans.certify.search`).
 :mod:`symtrans.certify.producers` turns both into :class:`symtrans.evidence.Evidence`
-of kind ``symbolic``; only exact computations may yield ``certified``.
+of kind ``symbolic``; only exact computations may yield ``certified``. The exact
+engine is python-flint (:mod:`symtrans.certify.exact`); :mod:`symtrans.certify.real`
+certifies at real sizes on a checkpoint's weights, and the records carry
+certificate dicts that :mod:`symtrans.certify.checker`, a small independent
+module, re-checks (``symtrans verify``).
 
 Nothing here imports torch unless a certificate on the bundled model's real
 weights runs.

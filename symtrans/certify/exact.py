@@ -1,20 +1,21 @@
-"""Exact linear algebra for certificates: rational matrices, exact rank, non-zero minors, rank mod p.
+"""Exact linear algebra for certificates, on python-flint: rank, determinant, minors and solving over Q and GF(p).
 
-Two engines, one contract (a rank that is *certified*, never estimated):
+One engine, one contract (a rank that is *certified*, never estimated):
 
-* :func:`rank_q` and friends: Gaussian elimination over Q with Python
-  :class:`fractions.Fraction` (exact; for the small and medium sizes of the
-  searches and witnesses);
-* :func:`rank_mod_p`: vectorised elimination over GF(p), p = 2^31 - 1, of a
-  rational matrix reduced mod p. Reduction mod p is a ring homomorphism on the
-  rationals whose denominators p does not divide, so every minor over GF(p) is
-  the image of the same minor over Q: a minor non-zero mod p is non-zero over Q,
-  hence ``rank_mod_p(M) <= rank_q(M)`` always, and ``rank_mod_p(M) = k`` certifies
-  ``rank_q(M) >= k`` (with equality when k = min(m, n): full rank is certified).
-  This is the sound shortcut used at BERT sizes (768 x 768).
+* :func:`rank_q`, :func:`det_q`, :func:`rref`, :func:`nullspace`, :func:`solve_q`
+  run FLINT's exact ``fmpz_mat`` / ``fmpq_mat`` routines (multimodular, fraction-free);
+* :func:`rank_mod_p` runs ``nmod_mat`` over GF(p), p = 2^31 - 1, on a rational
+  matrix reduced mod p. Reduction mod p is a ring homomorphism on the rationals
+  whose denominators p does not divide, so every minor over GF(p) is the image of
+  the same minor over Q: a minor non-zero mod p is non-zero over Q, hence
+  ``rank_mod_p(M) <= rank_q(M)`` always, and ``rank_mod_p(M) = k`` certifies
+  ``rank_q(M) >= k``.
 
-Float inputs are converted *exactly*: every float64 is a dyadic rational
-(``Fraction(x)`` loses nothing), so real model weights need no rounding.
+Float inputs are converted *exactly*: every float64 (hence every float32) is a
+dyadic rational m 2^e, so a float matrix is an integer matrix times one power of
+two (:func:`dyadic_matrix`); real model weights need no rounding.
+The pure-Python eliminations these routines replaced survive only as the
+baseline of ``benchmarks/bench_certify.py``.
 
 Examples
 --------
@@ -28,7 +29,6 @@ Fraction(1, 1)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -38,6 +38,7 @@ __all__ = [
     "P", "Rational", "QMatrix", "frac", "qmatrix", "shape", "matmul", "transpose", "rref",
     "rank_q", "nullspace", "left_nullspace", "in_colspace", "det_q", "Minor", "nonzero_minor",
     "to_mod_p", "rank_mod_p", "kron", "identity", "as_strings", "from_strings",
+    "fmpq_matrix", "dyadic_matrix", "solve_q",
 ]
 
 #: The prime of :func:`rank_mod_p`: 2^31 - 1 (a Mersenne prime), so products of
@@ -136,8 +137,90 @@ def kron(A: Sequence[Sequence[Any]], B: Sequence[Sequence[Any]]) -> list[list[An
     return [[a * b for a in arow for b in brow] for arow in A for brow in B]
 
 
+def fmpq_matrix(M: Any) -> Any:
+    """Return ``M`` (nested lists of exact numbers or floats, numpy or torch array) as a flint ``fmpq_mat``.
+
+    Floats are taken exactly (see :func:`dyadic_matrix`).
+
+    Examples
+    --------
+    >>> fmpq_matrix([[1, "1/2"], [0.25, -3]]).tolist()
+    [[1, 1/2], [1/4, -3]]
+    """
+    from flint import fmpq, fmpq_mat
+
+    if hasattr(M, "detach"):
+        M = M.detach().cpu().double().numpy()
+    if hasattr(M, "dtype") and getattr(M, "ndim", 0) == 2 and M.dtype.kind in "fiu":
+        Z, shift = dyadic_matrix(M)
+        return fmpq_mat(Z) * (fmpq(2) ** shift)
+    rows = [[frac(v) for v in row] for row in M]
+    m, n = len(rows), (len(rows[0]) if rows else 0)
+    return fmpq_mat(m, n, [fmpq(v.numerator, v.denominator) for row in rows for v in row])
+
+
+def dyadic_matrix(A: Any) -> tuple[Any, int]:
+    """Return ``(Z, s)`` with Z an ``fmpz_mat`` and ``A == Z * 2**s`` exactly, for a float (or int) array A.
+
+    Every finite float64 is m 2^e with an integer m of at most 53 bits, so the
+    whole matrix is an integer matrix times 2^s, s the smallest exponent that
+    occurs. Nothing is rounded. Non-finite entries raise ArithmeticError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z, s = dyadic_matrix(np.array([[0.5, -0.75], [3.0, 0.0]]))
+    >>> Z.tolist(), s
+    ([[2, -3], [12, 0]], -2)
+    """
+    import numpy as np
+    from flint import fmpz_mat
+
+    if hasattr(A, "detach"):
+        A = A.detach().cpu().double().numpy()
+    arr = np.asarray(A)
+    if arr.dtype.kind in "iu":
+        return fmpz_mat([[int(v) for v in row] for row in arr.tolist()]), 0
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ArithmeticError("non-finite entry: not a rational matrix")
+    mant, exp = np.frexp(arr)
+    ints = (mant * 2.0**53).astype(np.int64)  # exact: |mant| < 1, 53-bit significand
+    shift = exp.astype(np.int64) - 53
+    nz = ints != 0
+    if not nz.any():
+        return fmpz_mat(arr.shape[0], arr.shape[1]), 0
+    tz = np.zeros_like(ints)  # strip common trailing zero bits so the integers stay small
+    low = ints[nz] & -ints[nz]
+    tz[nz] = np.log2(low.astype(np.float64)).astype(np.int64)
+    ints = ints >> tz  # exact: the bits dropped are zeros
+    shift = shift + tz
+    s = int(shift[nz].min())
+    rel = (shift - s).tolist()
+    return fmpz_mat([[i << e if i else 0 for i, e in zip(r1, r2)]
+                     for r1, r2 in zip(ints.tolist(), rel)]), s
+
+
+def _fraction(x: Any) -> Fraction:
+    return Fraction(int(x.p), int(x.q))
+
+
+def _to_flint(M: Any) -> Any:
+    """An ``fmpz_mat`` (integer or float arrays, integer lists) or ``fmpq_mat`` (anything else) for ``M``."""
+    from flint import fmpq_mat, fmpz_mat
+
+    if isinstance(M, (fmpz_mat, fmpq_mat)):
+        return M
+    if hasattr(M, "dtype") or hasattr(M, "detach"):
+        return dyadic_matrix(M)[0]  # scaling by 2^s changes no rank and no pivot
+    rows = list(M)
+    if rows and all(type(v) is int for row in rows for v in row):
+        return fmpz_mat([list(r) for r in rows])
+    return fmpq_matrix(rows)
+
+
 def rref(M: Any) -> tuple[QMatrix, list[int]]:
-    """Return the reduced row echelon form of ``M`` over Q and its pivot columns.
+    """Return the reduced row echelon form of ``M`` over Q and its pivot columns (flint ``fmpq_mat.rref``).
 
     Examples
     --------
@@ -145,43 +228,17 @@ def rref(M: Any) -> tuple[QMatrix, list[int]]:
     >>> piv, R
     ([0, 1], [[Fraction(1, 1), Fraction(0, 1)], [Fraction(0, 1), Fraction(1, 1)]])
     """
-    R = qmatrix(M)
-    m, n = shape(R)
-    pivots: list[int] = []
-    row = 0
-    for col in range(n):
-        if row == m:
-            break
-        pr = next((i for i in range(row, m) if R[i][col] != 0), None)
-        if pr is None:
-            continue
-        R[row], R[pr] = R[pr], R[row]
-        inv = 1 / R[row][col]
-        R[row] = [v * inv for v in R[row]]
-        for i in range(m):
-            if i != row and R[i][col] != 0:
-                f = R[i][col]
-                R[i] = [a - f * b for a, b in zip(R[i], R[row])]
-        pivots.append(col)
-        row += 1
-    return R, pivots
-
-
-def _integer_rows(M: Any) -> list[list[int]]:
-    """Scale each row of a rational matrix by its common denominator (rank-preserving)."""
-    out = []
-    for row in M:
-        if all(type(v) is int for v in row):
-            out.append(list(row))
-            continue
-        row = [frac(v) for v in row]
-        den = math.lcm(*(v.denominator for v in row)) if row else 1
-        out.append([v.numerator * (den // v.denominator) for v in row])
-    return out
+    m, n = shape(M) if isinstance(M, list) else (None, None)
+    if m == 0 or n == 0:
+        return [list(map(frac, r)) for r in M], []
+    R, rank = fmpq_matrix(M).rref()
+    rows = [[_fraction(v) for v in row] for row in R.tolist()]
+    pivots = [next(j for j, v in enumerate(rows[i]) if v != 0) for i in range(rank)]
+    return rows, pivots
 
 
 def rank_q(M: Any) -> int:
-    """Return the exact rank of ``M`` over Q (fraction-free integer elimination).
+    """Return the exact rank of ``M`` over Q (flint ``fmpz_mat.rank``/``fmpq_mat.rank``).
 
     Examples
     --------
@@ -190,27 +247,9 @@ def rank_q(M: Any) -> int:
     >>> rank_q([["1/3", "2/3"], [1, 2]]), rank_q([])
     (1, 0)
     """
-    A = _integer_rows(M)
-    m = len(A)
-    n = len(A[0]) if m else 0
-    rank = 0
-    for col in range(n):
-        piv = next((i for i in range(rank, m) if A[i][col]), None)
-        if piv is None:
-            continue
-        A[rank], A[piv] = A[piv], A[rank]
-        p_row = A[rank]
-        a = p_row[col]
-        for i in range(rank + 1, m):
-            b = A[i][col]
-            if b:
-                row = [a * x - b * y for x, y in zip(A[i], p_row)]
-                g = math.gcd(*row)
-                A[i] = [x // g for x in row] if g > 1 else row
-        rank += 1
-        if rank == m:
-            break
-    return rank
+    if isinstance(M, list) and (not M or not M[0]):
+        return 0
+    return int(_to_flint(M).rank())
 
 
 def nullspace(M: Any) -> QMatrix:
@@ -259,28 +298,39 @@ def in_colspace(M: Any, v: Sequence[Any]) -> bool:
 
 
 def det_q(M: Any) -> Fraction:
-    """Return the exact determinant of a square matrix over Q (fraction-free Bareiss).
+    """Return the exact determinant of a square matrix over Q (flint ``fmpq_mat.det``).
 
     Examples
     --------
     >>> det_q([[1, 2], [3, 4]])
     Fraction(-2, 1)
+    >>> det_q([])
+    Fraction(1, 1)
     """
-    A = qmatrix(M)
-    n = len(A)
-    sign, prev = 1, Fraction(1)
-    for k in range(n - 1):
-        if A[k][k] == 0:
-            swap = next((i for i in range(k + 1, n) if A[i][k] != 0), None)
-            if swap is None:
-                return Fraction(0)
-            A[k], A[swap] = A[swap], A[k]
-            sign = -sign
-        for i in range(k + 1, n):
-            for j in range(k + 1, n):
-                A[i][j] = (A[i][j] * A[k][k] - A[i][k] * A[k][j]) / prev
-        prev = A[k][k]
-    return sign * A[n - 1][n - 1] if n else Fraction(1)
+    if isinstance(M, list) and not M:
+        return Fraction(1)
+    F = _to_flint(M)
+    if hasattr(M, "dtype") or hasattr(M, "detach"):
+        F = fmpq_matrix(M)  # the scale matters for the value of a determinant
+    d = F.det()
+    return Fraction(int(d)) if not hasattr(d, "q") else _fraction(d)
+
+
+def solve_q(A: Any, b: Any) -> list[Fraction] | None:
+    """Return the unique exact solution x of A x = b over Q, or None when A is singular (flint ``solve``).
+
+    Examples
+    --------
+    >>> solve_q([[2, 0], [0, 4]], [1, 1])
+    [Fraction(1, 2), Fraction(1, 4)]
+    >>> solve_q([[1, 1], [1, 1]], [1, 2]) is None
+    True
+    """
+    A_ = fmpq_matrix(A)
+    if A_.nrows() != A_.ncols() or A_.det() == 0:
+        return None
+    x = A_.solve(fmpq_matrix([[v] for v in b]))
+    return [_fraction(row[0]) for row in x.tolist()]
 
 
 @dataclass(frozen=True)
@@ -394,9 +444,7 @@ def to_mod_p(M: Any, p: int = P) -> Any:
 
 
 def rank_mod_p(M: Any, p: int = P) -> int:
-    """Return the rank over GF(p) of a rational matrix: a certified lower bound on its rank over Q.
-
-    Vectorised int64 elimination; with p < 2^31 no intermediate overflows.
+    """Return the rank over GF(p) of a rational matrix: a certified lower bound on its rank over Q (flint ``nmod_mat``).
 
     Examples
     --------
@@ -407,26 +455,11 @@ def rank_mod_p(M: Any, p: int = P) -> int:
     300
     """
     import numpy as np
+    from flint import nmod_mat
 
-    A = to_mod_p(M, p) if not (isinstance(M, np.ndarray) and M.dtype == np.int64 and M.min(initial=0) >= 0
-                               and M.max(initial=0) < p) else M.copy()
+    A = M if (isinstance(M, np.ndarray) and M.dtype == np.int64 and M.min(initial=0) >= 0
+              and M.max(initial=0) < p) else to_mod_p(M, p)
     m, n = A.shape
-    rank = 0
-    for col in range(n):
-        if rank == m:
-            break
-        nz = np.flatnonzero(A[rank:, col])
-        if nz.size == 0:
-            continue
-        piv = rank + int(nz[0])
-        if piv != rank:
-            A[[rank, piv]] = A[[piv, rank]]
-        inv = pow(int(A[rank, col]), -1, p)
-        A[rank, col:] = A[rank, col:] * inv % p
-        below = A[rank + 1:, col].copy()
-        rows = np.flatnonzero(below)
-        if rows.size:
-            idx = rank + 1 + rows
-            A[idx, col:] = (A[idx, col:] - np.outer(below[rows], A[rank, col:])) % p
-        rank += 1
-    return rank
+    if m == 0 or n == 0:
+        return 0
+    return int(nmod_mat(m, n, A.ravel().tolist(), p).rank())

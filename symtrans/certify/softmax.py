@@ -13,11 +13,11 @@ M_r with a non-zero (r+1)-minor of F(X*) certifies that B_r is null in M_r.
 Jointly in (weights, X), the same witness certifies it for almost every weight
 setting (Fubini), and at the given weights for those weights.
 
-The minor is enclosed with :mod:`mpmath` interval arithmetic: scores are exact
-rationals (weights are exact dyadic rationals, so nothing is rounded before the
-intervals start), ``exp`` and ``sqrt`` are rigorous enclosures, and the
-determinant is enclosed by interval elimination. The minor is certified
-non-zero only if its enclosure excludes 0.
+The minor is enclosed with python-flint's ``arb`` ball arithmetic (at
+:data:`PRECISION` bits): scores are exact rationals (weights are exact dyadic
+rationals, so nothing is rounded before the balls start), ``exp`` and ``sqrt``
+are rigorous enclosures, and ``arb_mat.det`` encloses the determinant. The minor
+is certified non-zero only if its ball excludes 0.
 
 Examples
 --------
@@ -38,9 +38,13 @@ from typing import Any
 
 from symtrans.certify.exact import frac, matmul, qmatrix, rank_q
 
-__all__ = ["ExactMatrix", "Head", "random_heads", "witness_X", "iv_interval", "iv_det", "residual_map_iv",
+__all__ = ["PRECISION", "ExactMatrix", "Head", "random_heads", "witness_X", "ball", "ball_det", "residual_map_ball",
            "ResidualRankCertificate", "certify_residual_rank", "heads_from_model",
            "certify_attention_invertible", "sum_of_head_subspaces"]
+
+
+#: Working precision (bits) of the ball enclosures.
+PRECISION = 128
 
 
 class ExactMatrix:
@@ -166,88 +170,87 @@ def witness_X(n: int, d: int, r: int) -> list[list[int]]:
     return [[int(i == j and i < r) for j in range(d)] for i in range(n)]
 
 
-def iv_interval(x: Any) -> Any:
-    """Rigorous mpmath interval enclosing a rational (exact when it is dyadic).
+def ball(x: Any) -> Any:
+    """Rigorous arb ball enclosing a rational (exact, radius 0, when it is dyadic).
 
     Examples
     --------
-    >>> iv_interval(Fraction(1, 2)).delta == 0
-    True
+    >>> ball(Fraction(1, 2)).rad() == 0, ball(Fraction(1, 3)).contains(ball(Fraction(1, 3)))
+    (True, True)
     """
-    from mpmath import iv
+    from flint import arb, fmpq
 
     q = frac(x)
-    return iv.mpf(q.numerator) / iv.mpf(q.denominator)
+    return arb(fmpq(q.numerator, q.denominator))
 
 
-def iv_det(M: list[list[Any]]) -> Any:
-    """Enclose the determinant of a square interval matrix by interval elimination.
-
-    Pivots are chosen by largest midpoint magnitude; a pivot interval containing
-    0 makes the enclosure the whole line (nothing certified).
+def ball_det(M: list[list[Any]]) -> Any:
+    """Enclose the determinant of a square matrix of balls (flint ``arb_mat.det``, at :data:`PRECISION` bits).
 
     Examples
     --------
-    >>> from mpmath import iv
-    >>> d = iv_det([[iv.mpf(2), iv.mpf(1)], [iv.mpf(1), iv.mpf(3)]])
+    >>> from flint import arb
+    >>> d = ball_det([[arb(2), arb(1)], [arb(1), arb(3)]])
     >>> 5 in d, 0 in d
     (True, False)
     """
-    from mpmath import iv
+    from flint import arb_mat, ctx
 
-    A = [list(r) for r in M]
-    n = len(A)
-    det = iv.mpf(1)
-    for k in range(n):
-        piv = max(range(k, n), key=lambda i: abs(float(A[i][k].mid)))
-        if 0 in A[piv][k]:
-            return iv.mpf([float("-inf"), float("inf")])
-        if piv != k:
-            A[k], A[piv] = A[piv], A[k]
-            det = -det
-        det = det * A[k][k]
-        for i in range(k + 1, n):
-            f = A[i][k] / A[k][k]
-            A[i] = [a - f * b for a, b in zip(A[i], A[k])]
-    return det
+    old = ctx.prec
+    ctx.prec = PRECISION
+    try:
+        return arb_mat([list(r) for r in M]).det()
+    finally:
+        ctx.prec = old
 
 
-def residual_map_iv(X: Any, heads: list[Head], rows: list[int], cols: list[int]) -> list[list[Any]]:
-    """Interval enclosure of F(X)[rows, cols], F(X) = X + sum_h softmax(X W_Q W_K^T X^T / sqrt(d_k)) X W_V W_O.
+def residual_map_ball(X: Any, heads: list[Head], rows: list[int], cols: list[int]) -> list[list[Any]]:
+    """Ball enclosure of F(X)[rows, cols], F(X) = X + sum_h softmax(X W_Q W_K^T X^T / sqrt(d_k)) X W_V W_O.
 
     The paper's bias-free form. Scores are exact rationals; sqrt, exp and the
-    normalisation are interval operations.
+    normalisation are arb ball operations at :data:`PRECISION` bits.
 
     Examples
     --------
     >>> h = Head.from_arrays([[0]], [[0]], [[1]], [[1]])  # uniform attention, W_V W_O = 1
-    >>> float(residual_map_iv([[1], [3]], [h], [0], [0])[0][0].mid)  # 1 + mean(1, 3)
+    >>> float(residual_map_ball([[1], [3]], [h], [0], [0])[0][0].mid())  # 1 + mean(1, 3)
     3.0
     """
-    from mpmath import iv
+    from flint import ctx
+
+    old = ctx.prec
+    ctx.prec = PRECISION
+    try:
+        return _residual_map(X, heads, rows, cols)
+    finally:
+        ctx.prec = old
+
+
+def _residual_map(X: Any, heads: list[Head], rows: list[int], cols: list[int]) -> list[list[Any]]:
+    from flint import arb
 
     Xq = qmatrix(X)
     n = len(Xq)
     Xs = _sparse_rows(Xq)
-    out = [[iv_interval(Xq[i][j]) for j in cols] for i in rows]
+    out = [[ball(Xq[i][j]) for j in cols] for i in rows]
     for h in heads:
         Qm = _sparse_matmul(Xs, h.W_Q)
         Km = _sparse_matmul(Xs, h.W_K)
         XV = _sparse_matmul(Xs, h.W_V)
         live = [k for k in range(n) if XV[k] is not None]  # rows of X W_V that are non-zero
-        VO = {k: [iv_interval(sum(a * h.W_O.entry(t, j) for t, a in enumerate(XV[k]))) for j in cols]
+        VO = {k: [ball(sum(a * h.W_O.entry(t, j) for t, a in enumerate(XV[k]))) for j in cols]
               for k in live}
-        scale = iv.sqrt(iv.mpf(h.d_k))
+        scale = arb(h.d_k).sqrt()
         for a, i in enumerate(rows):
             scores = [_dot(Qm[i], Km[j]) for j in range(n)]
             top = max(scores)  # shift by the exact max: exp arguments <= 0, no overflow
             cache: dict[Fraction, Any] = {}
             for sc in set(scores):
-                cache[sc] = iv.exp(iv_interval(sc - top) / scale)
+                cache[sc] = (ball(sc - top) / scale).exp()
             w = [cache[sc] for sc in scores]
             total = sum(w[1:], w[0])
             for b in range(len(cols)):
-                out[a][b] = out[a][b] + sum((w[k] * VO[k][b] for k in live), iv.mpf(0)) / total
+                out[a][b] = out[a][b] + sum((w[k] * VO[k][b] for k in live), arb(0)) / total
     return out
 
 
@@ -364,8 +367,6 @@ def certify_residual_rank(X: Any, heads: list[Head]) -> ResidualRankCertificate:
     >>> certify_residual_rank(witness_X(3, 2, 1), [zero]).certified
     False
     """
-    from mpmath import iv
-
     Xq = qmatrix(X)
     n, d = len(Xq), len(Xq[0])
     r = rank_q(Xq)
@@ -379,10 +380,10 @@ def certify_residual_rank(X: Any, heads: list[Head]) -> ResidualRankCertificate:
                 "uniform, so their outputs coincide and rank F(X) <= (n - #zero rows) + 1")
     if len(rows) < k:
         return ResidualRankCertificate(r, n, d, k, False, rows, cols, "float minor vanished", note)
-    M = residual_map_iv(Xq, heads, rows, cols)
-    det = iv_det(M)
+    M = residual_map_ball(Xq, heads, rows, cols)
+    det = ball_det(M)
     ok = not (0 in det)
-    return ResidualRankCertificate(r, n, d, k, ok, rows, cols, f"[{iv.nstr(det.a, 8)}, {iv.nstr(det.b, 8)}]", note)
+    return ResidualRankCertificate(r, n, d, k, ok, rows, cols, det.str(8), note)
 
 
 def heads_from_model(weights: Any, layer: int) -> list[Head]:
@@ -399,7 +400,7 @@ def heads_from_model(weights: Any, layer: int) -> list[Head]:
 
 
 def certify_attention_invertible(X: Any, head: Head) -> tuple[bool, str]:
-    """Certify det A^h(X) != 0 (A^h = softmax(X W_Q W_K^T X^T / sqrt d_k)) by interval arithmetic.
+    """Certify det A^h(X) != 0 (A^h = softmax(X W_Q W_K^T X^T / sqrt d_k)) by arb ball arithmetic.
 
     Examples
     --------
@@ -407,23 +408,28 @@ def certify_attention_invertible(X: Any, head: Head) -> tuple[bool, str]:
     >>> certify_attention_invertible([[2, 0], [0, 2]], h)[0]
     True
     """
-    from mpmath import iv
+    from flint import arb, ctx
 
     Xq = qmatrix(X)
     n = len(Xq)
     Xs = _sparse_rows(Xq)
     Qm = _sparse_matmul(Xs, head.W_Q)
     Km = _sparse_matmul(Xs, head.W_K)
-    scale = iv.sqrt(iv.mpf(head.d_k))
-    A = []
-    for i in range(n):
-        s = [_dot(Qm[i], Km[j]) for j in range(n)]
-        top = max(s)
-        w = [iv.exp(iv_interval(v - top) / scale) for v in s]
-        total = sum(w[1:], w[0])
-        A.append([x / total for x in w])
-    det = iv_det(A)
-    return (not (0 in det)), f"[{iv.nstr(det.a, 8)}, {iv.nstr(det.b, 8)}]"
+    old = ctx.prec
+    ctx.prec = PRECISION
+    try:
+        scale = arb(head.d_k).sqrt()
+        A = []
+        for i in range(n):
+            s = [_dot(Qm[i], Km[j]) for j in range(n)]
+            top = max(s)
+            w = [(ball(v - top) / scale).exp() for v in s]
+            total = sum(w[1:], w[0])
+            A.append([x / total for x in w])
+    finally:
+        ctx.prec = old
+    det = ball_det(A)
+    return (not (0 in det)), det.str(8)
 
 
 def sum_of_head_subspaces(X: Any, heads: list[Head]) -> int:

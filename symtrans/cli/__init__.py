@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "claims": ("symtrans.cli.claims", "list the paper's claims and query the proof graph"),
     "report": ("symtrans.cli.report", "write the proof-status report (md, json, html, dot)"),
     "certify": ("symtrans.cli.certify", "run exact certificates and counterexample searches"),
+    "verify": ("symtrans.cli.certify", "re-check certificate files written by certify --out"),
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
     "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),

@@ -1,7 +1,11 @@
-"""Sub-command ``certify``: run the exact certificates and counterexample searches.
+"""Sub-commands ``certify`` (run the exact certificates) and ``verify`` (re-check certificate files).
 
-``symtrans certify [ID ...] [--model default|none|DIR] [--n N] [--seed S] [--format text|json]``.
+``symtrans certify [ID ...] [--model default|none|DIR] [--n N] [--seed S] [--format text|json] [--out DIR]``.
 The JSON has the shape of ``report.json``: ``{"claims": [{"id", "verdict", "evidence": [...]}]}``.
+``--out DIR`` writes one JSON certificate file per certificate a record carries.
+
+``symtrans verify DIR|FILE ...`` re-checks each certificate with :mod:`symtrans.certify.checker`:
+exit 0 when all are valid, 1 (one line per invalid certificate) otherwise, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "certify_claims"]
+__all__ = ["register", "certify_claims", "record_certificates", "write_certificates", "verify_paths"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -25,6 +29,11 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     >>> build_parser("certify").parse_args(["certify", "prop-5.1", "--model", "none"]).ids
     ['prop-5.1']
     """
+    if name == "verify":
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("paths", nargs="+", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.set_defaults(func=_cmd_verify)
+        return
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
     p.add_argument("--model", default="default",
@@ -32,6 +41,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for real-weight certificates (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random witnesses (default 0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--out", metavar="DIR", help="write one JSON certificate file per certificate into DIR")
     p.set_defaults(func=_cmd_certify)
 
 
@@ -67,9 +77,109 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
                         "evidence": [e.to_dict() for e in evs]} for cid, evs in results.items()]}
 
 
+def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """The certificate dicts an evidence record (as a dict) carries: ``details["certificate(s)"]``.
+
+    Examples
+    --------
+    >>> record_certificates({"details": {"certificate": {"schema": "s"}}})
+    [{'schema': 's'}]
+    >>> record_certificates({"details": {}})
+    []
+    """
+    details = ev.get("details") or {}
+    certs = list(details.get("certificates") or [])
+    if details.get("certificate"):
+        certs.append(details["certificate"])
+    return certs
+
+
+def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], list[str]]:
+    """Write each record's certificates to ``directory`` as ``<producer>[-k].json``; return (files, uncovered).
+
+    ``uncovered`` names the certified or refuting records that carry no
+    re-checkable certificate (proofs and searches stated in their details).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     files, rest = write_certificates({"claims": [{"id": "c", "evidence": [
+    ...         {"producer": "p", "verdict": "certified", "details": {"certificate": {"schema": "s"}}},
+    ...         {"producer": "q", "verdict": "fails", "details": {}}]}]}, d)
+    ...     [f.split("/")[-1] for f in files], rest
+    (['p.json'], ['c: q (fails)'])
+    """
+    from pathlib import Path
+
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SymtransError(f"--out {directory}: cannot create the directory ({err.strerror})") from None
+    files, uncovered = [], []
+    for claim in out["claims"]:
+        for ev in claim["evidence"]:
+            certs = record_certificates(ev)
+            if not certs and ev["verdict"] in ("certified", "fails"):
+                uncovered.append(f"{claim['id']}: {ev['producer']} ({ev['verdict']})")
+            for k, cert in enumerate(certs):
+                name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
+                path = target / name
+                path.write_text(json.dumps(cert, indent=1) + "\n")
+                files.append(str(path))
+    return files, uncovered
+
+
+def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
+    """Re-check every certificate file under ``paths``; return (file, valid, reason) per file.
+
+    Examples
+    --------
+    >>> verify_paths(["/no/such/certificate.json"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/certificate.json: no such file or directory
+    """
+    from pathlib import Path
+
+    from symtrans.certify.checker import verify_certificate
+
+    files: list[Path] = []
+    for spec in paths:
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(p.glob("*.json"))
+            if not found:
+                raise SymtransError(f"{spec}: no *.json certificate files in the directory")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SymtransError(f"{spec}: no such file or directory")
+    loaded = []
+    for f in files:
+        try:
+            loaded.append((f, json.loads(f.read_text())))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise SymtransError(f"{f}: not a readable JSON certificate ({type(err).__name__})") from None
+    return [(str(f), *verify_certificate(data)) for f, data in loaded]
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    results = verify_paths(args.paths)
+    for f, ok, why in results:
+        print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
+    bad = sum(not ok for _, ok, _ in results)
+    print(f"{len(results) - bad} of {len(results)} certificates valid")
+    return 1 if bad else 0
+
+
 def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
     out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed)
+    if args.out:
+        files, uncovered = write_certificates(out, args.out)
     if args.format == "json":
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -81,4 +191,14 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             ce = ev.get("counterexample")
             if ce and "X" in ce:
                 print(f"      counterexample X = {ce['X']}")
+            scope = ev.get("scope") or (ev.get("details") or {}).get("scope")
+            if scope:
+                print(f"      scope: {scope['kind']}: {scope['description']}")
+            for hc in ev.get("hypothesis_checks") or ():
+                print(f"      hypothesis {hc['name']}: {hc['holds']}" +
+                      (f" (margin {hc['margin']:.1f})" if hc.get("margin") is not None else ""))
+    if args.out:
+        print(f"wrote {len(files)} certificate files to {args.out}")
+        for line in uncovered:
+            print(f"  no certificate file (proof or search record, no re-checkable witness): {line}")
     return 0

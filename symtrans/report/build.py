@@ -241,15 +241,20 @@ def _carry(ev: Evidence, ctx: Context, graph: ClaimGraph, weights_hash: str | No
 
 def _reverify(ev: Evidence) -> tuple[bool, str]:
     """Re-check a carried certificate from its witness with the independent checker, where one exists."""
-    cert = ev.details.get("certificate") if isinstance(ev.details, dict) else None
-    if not isinstance(cert, dict):
+    details = ev.details if isinstance(ev.details, dict) else {}
+    certs = list(details.get("certificates") or []) + ([details["certificate"]] if details.get("certificate") else [])
+    if not certs or not all(isinstance(c, dict) for c in certs):
         return False, "the record carries no certificate witness to re-check"
     try:
         from symtrans.certify.checker import verify_certificate  # type: ignore[import-not-found]
     except ImportError:
         return False, "no certificate checker is available"
     try:
-        return verify_certificate(cert)
+        for cert in certs:  # every certificate of the record must re-verify
+            ok, why = verify_certificate(cert)
+            if not ok:
+                return False, why
+        return True, f"{len(certs)} certificate(s) re-verified"
     except Exception as err:  # noqa: BLE001 - a malformed witness is a failed check, not a crash
         return False, f"{type(err).__name__}: {err}"
 

@@ -1,0 +1,383 @@
+"""Certificates on a real checkpoint's weights, at real sizes, with python-flint.
+
+Three computations, each for every layer (and head) of the model:
+
+* :func:`stacked_wo_rank`: the exact rank over Q of a layer's stacked W_O
+  (``fmpz_mat.rank`` on the weights scaled to integers by one power of two),
+  with a prime p at which the rank is already full as the re-check witness;
+* :func:`head_product_minor`: rank(W_V^h W_O^h) = d_k exactly, by a non-zero
+  d_k x d_k minor of the product (its determinant is computed exactly) and the
+  upper bound d_k (the inner dimension);
+* :func:`attention_det` and :func:`residual_minor`: ``arb`` ball enclosures of
+  det exp(S^h / sqrt d_k) (A^h = row-normalised exp(S^h / sqrt d_k), so
+  det A^h = det E^h / prod of positive row sums: A^h is invertible iff the
+  enclosure of det E^h excludes 0), and of an (r+1)-minor of
+  F(X*_r) = X*_r + sum_h A^h(X*_r) X*_r W_V^h W_O^h (theorem 5.3's map, the
+  paper's bias-free form).
+
+Floats are never rounded: every stored float is a dyadic rational, and arb
+balls start exact (``arb(float)`` is exact); every later operation widens the
+ball rigorously, so "0 outside the ball" is a proof.
+
+Examples
+--------
+>>> import numpy as np
+>>> stacked_wo_rank(np.array([[1.0, 2.0], [2.0, 4.0]]))["rank"]
+1
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from symtrans.certify.exact import dyadic_matrix
+
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "embedding_input", "attention_det",
+           "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
+
+#: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
+MODULUS = 2**61 - 1
+#: Working precision (bits) of the arb enclosures of theorem 5.3's minors.
+PRECISION = 128
+#: Working precision (bits) of the n x n attention determinants (margins of 6+ decades on the bundled model).
+ATTENTION_PRECISION = 64
+
+
+def _np(t: Any) -> Any:
+    import numpy as np
+
+    if hasattr(t, "detach"):
+        t = t.detach().cpu().double().numpy()
+    return np.asarray(t, dtype=np.float64)
+
+
+def stacked_wo_rank(W: Any, p: int = MODULUS) -> dict[str, Any]:
+    """Exact rank over Q of a float matrix (flint ``fmpz_mat.rank``), and its rank mod p.
+
+    The rank mod p is a lower bound of the rank over Q (a minor non-zero mod p
+    is non-zero over Z); when it equals the exact rank, p is a cheap witness.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = stacked_wo_rank(np.eye(3) * 0.1)
+    >>> out["rank"], out["rank_mod_p"], out["shape"]
+    (3, 3, [3, 3])
+    """
+    from flint import nmod_mat
+
+    Z, s = dyadic_matrix(_np(W))
+    rank = int(Z.rank())
+    rank_p = int(nmod_mat(Z, p).rank())
+    return {"rank": rank, "rank_mod_p": rank_p, "modulus": p, "shape": [Z.nrows(), Z.ncols()], "scale_exponent": s}
+
+
+def _pivots(M: Any, k: int) -> list[int]:
+    """Indices of k columns of a float matrix chosen by QR with column pivoting (a well-conditioned choice)."""
+    import numpy as np
+
+    R = np.array(M, dtype=np.float64)
+    chosen: list[int] = []
+    for _ in range(min(k, R.shape[1])):  # greedy column pivoting (modified Gram-Schmidt)
+        norms = np.einsum("ij,ij->j", R, R)
+        norms[chosen] = -1.0
+        j = int(np.argmax(norms))
+        if norms[j] <= 0:
+            break
+        chosen.append(j)
+        q = R[:, j] / math.sqrt(norms[j])
+        R -= np.outer(q, q @ R)
+    return sorted(chosen)
+
+
+def head_product_minor(W_V: Any, W_O: Any) -> dict[str, Any]:
+    """A non-zero d_k x d_k minor of W_V W_O (d x d_k times d_k x d): rank(W_V W_O) = d_k exactly.
+
+    Rows and columns are chosen in floating point (QR with pivoting), then the
+    minor W_V[rows] W_O[:, cols] is formed and its determinant computed exactly
+    over Z; non-zero gives rank >= d_k, and rank <= d_k (inner dimension).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = head_product_minor(np.array([[1.0], [2.0]]), np.array([[0.0, 0.5]]))
+    >>> out["rank"], out["rows"], out["cols"], out["det_nonzero"]
+    (1, [1], [1], True)
+    """
+    V, O = _np(W_V), _np(W_O)
+    k = V.shape[1]
+    rows, cols = _pivots(V.T, k), _pivots(O, k)
+    Zv, _ = dyadic_matrix(V[rows])
+    Zo, _ = dyadic_matrix(O[:, cols])
+    det = (Zv * Zo).det() if k else 1
+    ok = det != 0
+    return {"rank": k if ok else None, "rows": rows, "cols": cols, "det_nonzero": bool(ok),
+            "det_bits": int(abs(int(det))).bit_length() if ok else 0, "upper_bound": k}
+
+
+def embedding_input(weights: Any, ids: list[int]) -> tuple[Any, int]:
+    """The exact input X = word[ids] + pos[:n] + type[0] as ``(Z, s)`` with X = Z 2^s (no rounding).
+
+    The three float32 tables are summed exactly over Z (a float64 sum could round).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> Z, s = embedding_input(load_model("default"), [101, 102])
+    >>> Z.nrows(), Z.ncols()
+    (2, 384)
+    """
+    import numpy as np
+
+    n = len(ids)
+    parts = [_np(weights.word[list(ids)])]
+    if getattr(weights, "pos", None) is not None:
+        parts.append(_np(weights.pos[:n]))
+    if getattr(weights, "type", None) is not None:
+        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    mats = [dyadic_matrix(P) for P in parts]
+    s = min(e for _, e in mats)
+    Z = mats[0][0] * (2 ** (mats[0][1] - s))
+    for M, e in mats[1:]:
+        Z = Z + M * (2 ** (e - s))
+    return Z, s
+
+
+def layernorm_ball(X: tuple[Any, int], gamma: Any, beta: Any, eps: float, prec: int = ATTENTION_PRECISION) -> Any:
+    """Ball enclosure (``arb_mat``) of LayerNorm(X) = (x - mean) / sqrt(var + eps) * gamma + beta, row by row.
+
+    X = Z 2^s is exact; each row's mean and (biased) variance are exact rationals,
+    eps is the stored float's exact value, and only the square root and the
+    division make balls.
+
+    Examples
+    --------
+    >>> from flint import fmpz_mat
+    >>> L = layernorm_ball((fmpz_mat([[1, 3]]), 0), [1.0, 1.0], [0.0, 0.5], 0.0)
+    >>> [float(L[0, j].mid()) for j in range(2)]  # (x - 2) / 1, plus beta
+    [-1.0, 1.5]
+    """
+    from flint import arb, arb_mat, ctx, fmpq
+
+    Z, s = X
+    n, d = Z.nrows(), Z.ncols()
+    g = [fmpq(*float(v).as_integer_ratio()) for v in _np(gamma).ravel()]
+    b = [fmpq(*float(v).as_integer_ratio()) for v in _np(beta).ravel()]
+    unit = fmpq(2) ** s if s >= 0 else fmpq(1, 2 ** (-s))
+    e = fmpq(*float(eps).as_integer_ratio())
+    old = ctx.prec
+    ctx.prec = prec
+    try:
+        rows = []
+        for i in range(n):
+            x = [fmpq(int(Z[i, j])) * unit for j in range(d)]
+            mean = sum(x, fmpq(0)) / d
+            var = sum(((v - mean) ** 2 for v in x), fmpq(0)) / d
+            inv = 1 / arb(var + e).sqrt()
+            rows.append([arb(x[j] - mean) * inv * arb(g[j]) + arb(b[j]) for j in range(d)])
+        return arb_mat(rows)
+    finally:
+        ctx.prec = old
+
+
+def attention_det_ball(X: Any, W_Q: Any, W_K: Any, prec: int = ATTENTION_PRECISION) -> Any:
+    """Ball enclosure of det exp(X W_Q W_K^T X^T / sqrt d_k) for an ``arb_mat`` input X (e.g. a LayerNorm output).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flint import arb_mat
+    >>> d = attention_det_ball(arb_mat([[1, 0], [0, 1]]), np.eye(2), np.eye(2))
+    >>> bool(d > 0)
+    True
+    """
+    from flint import arb, arb_mat, ctx
+
+    old = ctx.prec
+    ctx.prec = prec
+    try:
+        Wq, Wk = _np(W_Q), _np(W_K)
+        Q = X * arb_mat(Wq.tolist())
+        K = X * arb_mat(Wk.tolist())
+        S = Q * K.transpose()
+        root = arb(Wq.shape[1]).sqrt()
+        n = S.nrows()
+        return arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)]).det()
+    finally:
+        ctx.prec = old
+
+
+def ball_margin(x: Any) -> float:
+    """Decades by which the ball x excludes 0: log10(|mid| / rad) (inf for an exact non-zero ball).
+
+    Examples
+    --------
+    >>> from flint import arb
+    >>> round(ball_margin(arb("2 +/- 0.02")), 3)
+    2.0
+    """
+    from flint import arb
+
+    mid, rad = abs(x.mid()), x.rad()
+    if rad == 0:
+        return math.inf if mid != 0 else -math.inf
+    if mid == 0:
+        return -math.inf
+    return float(((mid / rad).log() / arb(10).log()).mid())  # in arb: determinants leave double range
+
+
+def attention_det(X: tuple[Any, int], W_Q: Any, W_K: Any, prec: int = PRECISION) -> Any:
+    """Ball enclosure of det E, E = exp(X W_Q W_K^T X^T / sqrt d_k) entrywise (the bias-free scores).
+
+    A = diag(1 / row sums) E with positive row sums, so A is invertible iff det E != 0,
+    and sign det A = sign det E. Scores are exact integers times a power of two.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flint import fmpz_mat
+    >>> d = attention_det((fmpz_mat([[1, 0], [0, 1]]), 0), np.eye(2), np.eye(2))
+    >>> bool(d > 0)  # e^(2/sqrt 2) - 1 > 0
+    True
+    """
+    from flint import arb, arb_mat, ctx
+
+    Zx, sx = X
+    Zq, sq = dyadic_matrix(_np(W_Q))
+    Zk, sk = dyadic_matrix(_np(W_K))
+    d_k = _np(W_Q).shape[1]
+    S = (Zx * Zq) * (Zx * Zk).transpose()  # exact integer scores, times 2^(2 sx + sq + sk)
+    old = ctx.prec
+    ctx.prec = prec
+    try:
+        scale = arb(2) ** (2 * sx + sq + sk) / arb(d_k).sqrt()
+        n = S.nrows()
+        ent = S.entries()
+        E = arb_mat(n, n, [(arb(v) * scale).exp() for v in ent])
+        return E.det()
+    finally:
+        ctx.prec = old
+
+
+def _greedy_cols(F: Any, k: int) -> list[int]:
+    """k columns of a float (k x d) matrix with a well-conditioned k x k minor (QR with pivoting)."""
+    return _pivots(F, k)
+
+
+class LayerResidual:
+    """theorem 5.3's map F at the witnesses X*_r for one layer: shared enclosures for r = 1..R.
+
+    At X*_r = sum_{i<r} e_i f_i^T the rows r..n-1 of X are zero: their scores
+    vanish, their attention rows are uniform (1/n), so rows r..n-1 of F coincide
+    and equal (1/n) sum_h sum_{j<r} (W_V^h W_O^h)[j]; rows i < r are
+    e_i + sum_h sum_{j<r} A^h_ij (W_V^h W_O^h)[j], with
+    A^h_ij = exp(s_ij / sqrt d_k) / (sum_{j'<r} exp(s_ij' / sqrt d_k) + n - r),
+    s = W_Q^h[:r] W_K^h[:r]^T. The candidate minor is rows 0..r.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> L = {k: rng.standard_normal((2, 4, 2)) for k in ("W_Q", "W_K", "W_V")}
+    >>> L["W_O"] = rng.standard_normal((2, 2, 4))
+    >>> res = LayerResidual(L, n=6, R=3)
+    >>> all(0 not in res.minor(r)[1] for r in (1, 2, 3))
+    True
+    """
+
+    def __init__(self, layer: dict[str, Any], n: int, R: int, prec: int = PRECISION):
+        from flint import arb, arb_mat, ctx
+
+        self.n, self.R, self.prec = n, R, prec
+        WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
+        self.H, self.d, self.d_k = WQ.shape[0], WQ.shape[1], WQ.shape[2]
+        self.float_VO = [WV[h, :R] @ WO[h] for h in range(self.H)]
+        self.float_S = [WQ[h, :R] @ WK[h, :R].T for h in range(self.H)]
+        old = ctx.prec
+        ctx.prec = prec
+        try:
+            inv_sqrt = 1 / arb(self.d_k).sqrt()
+            self.E, self.VO = [], []
+            for h in range(self.H):
+                S = arb_mat(WQ[h, :R].tolist()) * arb_mat(WK[h, :R].tolist()).transpose()
+                self.E.append([[(S[i, j] * inv_sqrt).exp() for j in range(R)] for i in range(R)])
+                self.VO.append(arb_mat(WV[h, :R].tolist()) * arb_mat(WO[h].tolist()))
+        finally:
+            ctx.prec = old
+
+    def float_rows(self, r: int) -> Any:
+        """Float64 rows 0..r of F(X*_r), only to choose the minor's columns (never to decide)."""
+        import numpy as np
+
+        n = self.n
+        F = np.zeros((r + 1, self.d))
+        F[np.arange(r), np.arange(r)] = 1.0
+        for h in range(self.H):
+            E = np.exp(self.float_S[h][:r, :r] / math.sqrt(self.d_k))
+            P = E / (E.sum(axis=1, keepdims=True) + (n - r))
+            F[:r] += P @ self.float_VO[h][:r]
+            F[r] += self.float_VO[h][:r].sum(axis=0) / n
+        return F
+
+    def minor(self, r: int, cols: list[int] | None = None) -> tuple[list[int], Any]:
+        """(columns, ball enclosure of det F(X*_r)[0..r, cols]) for 1 <= r <= R.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> L = {k: np.zeros((1, 2, 1)) for k in ("W_Q", "W_K", "W_V")}
+        >>> L["W_O"] = np.zeros((1, 1, 2))
+        >>> cols, det = LayerResidual(L, n=3, R=1).minor(1)  # MHA = 0: F = X*_1 has rank 1
+        >>> 0 in det  # nothing certified
+        True
+        """
+        from flint import arb, arb_mat, ctx
+
+        if cols is None:
+            cols = _greedy_cols(self.float_rows(r), r + 1)
+        if len(cols) < r + 1:  # the float rows are already rank-deficient: no candidate minor
+            return list(cols), arb("0 +/- inf")
+        old = ctx.prec
+        ctx.prec = self.prec
+        try:
+            k = r + 1
+            top = arb_mat(r, k, [int(i == c) for i in range(r) for c in cols])
+            last = [arb(0)] * k
+            extra = arb(self.n - r)
+            inv_n = 1 / arb(self.n)
+            for h in range(self.H):
+                E = self.E[h]
+                w = []
+                for i in range(r):
+                    tot = extra
+                    for j in range(r):
+                        tot = tot + E[i][j]
+                    w.extend(E[i][j] / tot for j in range(r))
+                VO = arb_mat(r, k, [self.VO[h][j, c] for j in range(r) for c in cols])
+                top = top + arb_mat(r, r, w) * VO
+                for c in range(k):
+                    acc = arb(0)
+                    for j in range(r):
+                        acc = acc + VO[j, c]
+                    last[c] = last[c] + acc * inv_n
+            M = arb_mat(k, k, [top[i, c] for i in range(r) for c in range(k)] + last)
+            return list(cols), M.det()
+        finally:
+            ctx.prec = old
+
+
+def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION) -> tuple[list[int], Any]:
+    """(columns, ball of det F(X*_r)[0..r, cols]) for one layer's heads at sequence length n.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> L = {k: rng.standard_normal((2, 3, 2)) for k in ("W_Q", "W_K", "W_V")}
+    >>> L["W_O"] = rng.standard_normal((2, 2, 3))
+    >>> cols, det = residual_minor(L, 5, 2)
+    >>> len(cols), 0 in det
+    (3, False)
+    """
+    return LayerResidual(layer, n, r, prec).minor(r)
