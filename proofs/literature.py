@@ -45,6 +45,15 @@ _LITERATURE = (
      r"\text{skips + large weights prevent collapse; non-decrease can fail near } W=0"),
 )
 
+#: how a literature result quantifies, where the toolkit tests it (default: universal)
+_QUANTIFIERS = {
+    # Dong et al. prove a bound that forces collapse only when the weights' norms are small enough relative to
+    # the residual; the toolkit tests the consequence on the model under test (its layers, cycled), so a model
+    # whose pure attention does not collapse is evidence about that model, not a counterexample to the bound.
+    "lit-dong": "model-every",
+}
+
 LITERATURE = [register(Claim(id=cid, kind="literature", title=title, paper_ref=ref, section="§3",
-                             statement=text, latex=latex, paper_status="external"))
+                             statement=text, latex=latex, paper_status="external",
+                             quantifier=_QUANTIFIERS.get(cid, "universal")))
               for cid, title, ref, text, latex in _LITERATURE]

@@ -76,6 +76,7 @@ RANK_NEUTRALITY = register(Claim(
     latex=(r"\text{H1--H4}\implies\operatorname{arank}(\operatorname{LN}(X))=\operatorname{arank}(X);"
            r"\qquad \beta=0\implies\operatorname{rank}(\operatorname{LN}(X))=\operatorname{rank}(X)"),
     paper_status="proved", hypotheses=("H1", "H2", "H3", "H4"), statement_deps=("def-arank", "def-ln"),
+    quantifier="universal",
     notes=(
         "Proof in three steps: centring (X -> X P), row rescaling by 1/sigma_i, then diag(gamma) and "
         "translation by beta.",

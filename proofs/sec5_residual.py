@@ -7,7 +7,7 @@ Examples
 ('toolkit', 'paper')
 """
 
-from proofs._claim import Claim, register
+from proofs._claim import Claim, Reading, register
 
 RANK_SUM = register(Claim(
     id="lem-rank-sum", kind="lemma", section="§5.1", paper_ref="§5.1, unnumbered",
@@ -48,7 +48,7 @@ RANDOM_PERTURBATION = register(Claim(
                "P[rank(A + B) > r] = 1."),
     latex=(r"\operatorname{rank}A=r<\min(n,d_{\mathrm{model}}),\ B\sim\mu\ll\lambda\ \implies\ "
            r"\Pr_{B\sim\mu}\big[\operatorname{rank}(A+B)>r\big]=1"),
-    paper_status="proved", proof_deps=("lem-variety", "lem-rank-sum"),
+    paper_status="proved", proof_deps=("lem-variety", "lem-rank-sum"), quantifier="generic",
     notes=(
         "Asymmetric in A and B: A is held fixed, B is the absolutely continuous perturbation.",
         "Vacuous if A has full rank.",
@@ -68,7 +68,7 @@ RESIDUAL_OBSTRUCTION = register(Claim(
     latex=(r"\forall r<\min(n,d_{\mathrm{model}}):\ \operatorname{rank}\big(X+\operatorname{MHA}(X)\big)>r"
            r"\ \text{for a.e. } X=UV^\top,\ (U,V)\in\mathbb R^{n\times r}\times\mathbb R^{d_{\mathrm{model}}\times r}"),
     paper_status="proved", statement_deps=("def-notation",),
-    proof_deps=("prop-5.1", "lem-variety", "lem-analytic-set"),
+    proof_deps=("prop-5.1", "lem-variety", "lem-analytic-set"), quantifier="generic",
     formalisation="toolkit",
     formalisation_note=(
         "The rank-deficient matrices are themselves Lebesgue-null in R^{n x d_model}, so 'Lebesgue-almost-"
@@ -97,7 +97,7 @@ FIRST_ORDER = register(Claim(
                "is affine; the global map is not."),
     latex=(r"Df_l(X_0)=I+D[\operatorname{MHA}](X_0),\quad D[Y^{h}W_O^{h}](X_0)[\delta X]="
            r"\big(D[A^{h}](X_0)[\delta X]\big)X_0W_V^{h}W_O^{h}+A_0^{h}\,\delta X\,W_V^{h}W_O^{h}"),
-    paper_status="proved", statement_deps=("def-notation",),
+    paper_status="proved", statement_deps=("def-notation",), quantifier="universal",
     notes=("Elementary (chain and product rules). Phi(X^(0)) is read as a linear operator on R^{n x d_model}; "
            "the paper also writes X^(L) ~ X^(0) Phi(X^(0)) + B(X^(0)).",),
 ))
@@ -110,14 +110,43 @@ MLP_ROLE = register(Claim(
                "d_ff = 4 d_model (64.8% of BertBase FLOPs) is justified by the first role."),
     latex=r"\text{MLP: necessary for non-linear features; sufficient, not necessary, against rank collapse}",
     paper_status="sketch", proof_deps=("thm-5.3", "prop-5.4"),
+    readings=(
+        Reading("span",
+                "Without the MLP, the attention + residual stack X <- X + MHA(X) keeps every hidden state in the "
+                "linear span (row space) of the token embeddings X0; so only the MLP can produce directions "
+                "outside it.",
+                "The MLP is necessary for non-linear feature generation (directions outside the linear span of "
+                "the original token embeddings)",
+                "Takes the paper's parenthesis as the definition of 'non-linear feature generation'. Universal: "
+                "one instance (weights and tokens) whose no-MLP stack leaves the span refutes 'necessary'. The "
+                "hypothesis excludes X0 spanning R^d_model, where nothing lies outside the span.",
+                hypotheses=("span of the token embeddings is a proper subspace (rank X0 < d_model)",),
+                quantifier="universal"),
+        Reading("collapse-not-necessary",
+                "Attention with residual connections and no MLP does not collapse to rank one: Dong's residual "
+                "ratio stays above 1e-8 over depth.",
+                "[the MLP is] ... not necessary against rank collapse",
+                "The residual connection alone obstructs collapse (Theorem 5.3's consequence); generic in the "
+                "weights, so one instance that collapses does not refute it.",
+                quantifier="generic"),
+        Reading("collapse-sufficient",
+                "Attention followed by the MLP, without residual connections, does not collapse to rank one "
+                "where pure attention does.",
+                "[the MLP is] sufficient ... against rank collapse",
+                "'Sufficient' read as: the MLP alone (no skip connection) prevents the collapse pure attention "
+                "shows. Generic in the weights: only a failure on an open set of weights refutes it. The MLP acts "
+                "row by row, so it maps equal rows to equal rows: it can slow a collapse, not undo one.",
+                hypotheses=("pure attention collapses on this model (a collapse to prevent)",
+                            "attention is non-degenerate: pure attention does not collapse within one layer",
+                            "the MLP is not identically zero (W_in, W_out != 0 at some layer)"),
+                quantifier="generic"),
+    ),
     notes=(
         "The paper argues it ('precise statement' box) rather than proving it; 'non-linear feature "
         "generation' is not defined in the text we hold.",
         "The 'not necessary against rank collapse' half is Theorem 5.3; the FLOP share is the formula "
         "ffn-flop-share (see cor-dff), which depends on n.",
-        "The checks test two readings of 'non-linear feature generation': the paper's parenthesis (directions "
-        "outside the linear span of the token embeddings, which attention + residual already reach through "
-        "W_V W_O), and linearity at fixed attention (without the MLP the stack is linear in X once every "
-        "A^h is frozen).",
+        "An earlier check of 'linearity at frozen attention' was dropped: with every A^h frozen the no-MLP "
+        "stack is linear by construction, so that test could not fail.",
     ),
 ))

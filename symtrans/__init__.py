@@ -20,13 +20,15 @@ __version__ = "0.1.0"
 
 from typing import Any
 
-from symtrans.arch import Architecture, from_config, get_arch, preset_names
 from symtrans.errors import SymtransError
-from symtrans.formulas import FORMULAS, Formula, FormulaValue, formula, formula_names, get_formula
 
 #: Public names loaded on first access (module-level ``__getattr__``), so that ``import symtrans``
-#: stays light: name -> module.
+#: stays light (not even SymPy: ``symtrans --version`` and argument errors answer at once): name -> module.
 _LAZY: dict[str, str] = {
+    "Architecture": "symtrans.arch", "from_config": "symtrans.arch", "get_arch": "symtrans.arch",
+    "preset_names": "symtrans.arch",
+    "FORMULAS": "symtrans.formulas", "Formula": "symtrans.formulas", "FormulaValue": "symtrans.formulas",
+    "formula": "symtrans.formulas", "formula_names": "symtrans.formulas", "get_formula": "symtrans.formulas",
     "architecture": "symtrans.api", "load": "symtrans.api", "measure": "symtrans.api",
     "invariance_group": "symtrans.api", "verify_invariance": "symtrans.api",
     "check_claims": "symtrans.api", "certify_claims": "symtrans.api", "proof_graph": "symtrans.api",
@@ -38,11 +40,7 @@ _LAZY: dict[str, str] = {
     "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",
 }
 
-__all__ = [
-    "__version__", "Architecture", "from_config", "get_arch", "preset_names", "SymtransError",
-    "FORMULAS", "Formula", "FormulaValue", "formula", "formula_names", "get_formula",
-    *_LAZY,
-]
+__all__ = ["__version__", "SymtransError", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -79,9 +79,12 @@ def _num(x: float | None, digits: int = 3) -> str:
 def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> Any:
     """An evidence Context; a loaded ModelWeights is preloaded (so nothing is loaded twice)."""
     from symtrans.evidence import Context
+    from symtrans.validate import MAX_N, check_device, check_dtype, check_int, check_seed
 
-    if n < 1:
-        raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
+    check_int(n, "n", 1, MAX_N)
+    check_seed(seed, "seed")
+    check_dtype(dtype)
+    check_device(device, "device")
     if model is None or isinstance(model, (str, os.PathLike)):
         return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
     ctx = Context(model=str(getattr(model, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
@@ -112,8 +115,10 @@ def load(model: str | os.PathLike[str] = "default", *, dtype: str = "float64",
     ((6, 12, 32, 384), 'nreimers/MiniLM-L6-H384-uncased')
     """
     from symtrans.numeric import load_model
+    from symtrans.validate import check_device, check_dtype, check_model_dir
 
-    return load_model(model, dtype=dtype, device=device)
+    check_model_dir(model, name="model")  # None or 123 are not hub ids
+    return load_model(model, dtype=check_dtype(dtype), device=check_device(device, "device"))
 
 
 # ----------------------------------------------------------------- the invariance group G
@@ -236,10 +241,21 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     [6, 6, 6, 6]
     """
     from symtrans.numeric.measure import measure_all
+    from symtrans.validate import MAX_DEPTH, MAX_N, check_int, check_seed, check_text
 
-    if n < 1:
-        raise SymtransError(f"n = {n}: the sequence length must be a positive integer")
+    check_int(n, "n", 1, MAX_N)
+    check_seed(seed, "seed")
+    check_text(text, "text")
+    if depth is not None:
+        check_int(depth, "depth", 1, MAX_DEPTH, "every state of the stack is kept")
+    if layer_index is not None:
+        check_int(layer_index, "layer_index", 0)
+    if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
+        raise SymtransError("variants: expected a list of names such as ('full', 'residual')")
     weights = model if not isinstance(model, (str, os.PathLike)) else load(model, dtype=dtype, device=device)
+    positions = getattr(getattr(weights, "arch", None), "max_positions", None)
+    if text is None and isinstance(positions, int):
+        check_int(n, "n", 1, positions, f"the model has {positions} positions")
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,
                                    variants=tuple(variants), depth=depth, layer_index=layer_index))
 
@@ -372,12 +388,9 @@ class ProofGraph:
         return self.report.disagreements()
 
     def _repr_html_(self) -> str:
-        from symtrans.report.html import render_legend, render_svg
+        from symtrans.report.html import render_notebook
 
-        rows = [[c.id, c.kind, c.paper_status.value, s.verdict.value, s.standing.value, c.title]
-                for c, s in self.report.items()]
-        return (render_svg(self.report) + render_legend()
-                + _html_table(["id", "kind", "paper", "toolkit", "standing", "title"], rows))
+        return render_notebook(self.report)
 
 
 def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
@@ -395,6 +408,7 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
     """
     if run:
         return ProofGraph(_build(model, n, seed, dtype, device))
+    _context(None, n, seed, dtype, device)  # the same argument checks when nothing runs
     import datetime as _dt
 
     from symtrans import __version__
@@ -475,7 +489,7 @@ def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = No
     """
     from symtrans.report import check_output_dir, parse_formats, write_report
 
-    fmts = parse_formats(",".join(formats))
+    fmts = parse_formats(formats)  # a string is one comma-separated list ("md" or "md,json"), not letters
     if out is not None:
         check_output_dir(out)  # fail before minutes of checks, not after
     rep = _build(model, n, seed, dtype, device, previous) if run else proof_graph(run=False, n=n, seed=seed,

@@ -29,6 +29,7 @@ import sympy as sp
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
+from symtrans.validate import CONFIG_MAX_BYTES, MAX_SIZE, read_json_file
 
 __all__ = ["Architecture", "Size", "PRESETS", "get_arch", "from_config", "preset_names"]
 
@@ -215,6 +216,8 @@ def _check_size(name: str, value: Any) -> None:
         raise SymtransError(f"size {name} must be a positive integer or a symbol, got {value!r}")
     if isinstance(value, int) and value < 1:
         raise SymtransError(f"size {name} must be a positive integer, got {value}")
+    if isinstance(value, int) and value > MAX_SIZE:
+        raise SymtransError(f"size {name}: sizes above {MAX_SIZE} are refused (no architecture is that large)")
     if isinstance(value, sp.Symbol) and not (value.is_integer and value.is_positive):
         raise SymtransError(f"symbol {value} for {name} must be declared a positive integer")
 
@@ -354,12 +357,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     shown = str(p)
     if not p.exists():
         raise SymtransError(f"{shown}: no such config file")
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise SymtransError(f"{shown}: cannot read config: {err}") from None
-    except json.JSONDecodeError as err:
-        raise SymtransError(f"{shown}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    cfg = read_json_file(p, "config", CONFIG_MAX_BYTES)  # regular file, bounded size and nesting, strict JSON
     if not isinstance(cfg, dict):
         raise SymtransError(f"{shown}: a config must be a JSON object, not {type(cfg).__name__}")
     model_type = cfg.get("model_type")
@@ -452,6 +450,9 @@ def get_arch(spec: str | os.PathLike[str] | Architecture, **sizes: Size) -> Arch
     ...
     symtrans.errors.SymtransError: unknown preset 'bert-bsae'; did you mean 'bert-base' or 'roberta-base' or 'bert-large'?
     """
+    if not isinstance(spec, (str, os.PathLike, Architecture)):
+        raise SymtransError(f"architecture: expected a preset name, a config.json path or an Architecture, "
+                            f"got {type(spec).__name__}")
     if isinstance(spec, Architecture):
         arch = spec
     elif str(spec) in PRESETS:

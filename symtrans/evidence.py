@@ -741,8 +741,17 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     if p.needs_model or p.kind == "numeric":
         from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
 
-        with single_threaded():  # small factorisations: threads only add contention
-            produced = p.func(ctx)
+        try:
+            with single_threaded():  # small factorisations: threads only add contention
+                produced = p.func(ctx)
+        except ModuleNotFoundError as err:  # torch-free install: say which extra, do not fail the report
+            from symtrans.errors import missing_extra
+
+            why = missing_extra(err)
+            if why is None:
+                raise
+            return [Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                             summary=f"not run: {p.description or p.name} {why}")]
     else:
         produced = p.func(ctx)
     elapsed = time.perf_counter() - start

@@ -38,6 +38,7 @@ import sympy as sp
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import AUX_NAMES, LATEX_NAMES, SIZE_NAMES, SYMBOLS
+from symtrans.validate import MAX_SIZE, check_exact_digits
 
 __all__ = [
     "Formula", "FormulaValue", "Provenance", "FORMULAS", "register", "get_formula",
@@ -151,7 +152,9 @@ class Formula:
             if key not in SYMBOLS:
                 raise SymtransError(suggest(key, SYMBOLS, "symbol"))
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SymtransError(f"{key} must be a positive integer, got {value!r}")
+                raise SymtransError(f"{key} must be a positive integer, got {value!r}"[:200])
+            if value > MAX_SIZE:
+                raise SymtransError(f"{key}: sizes above {MAX_SIZE} are refused (no architecture is that large)")
         a = get_arch(arch, **arch_sizes)
         expr = self.expression(a)
         arch_subs = a.substitutions()
@@ -182,6 +185,7 @@ class Formula:
             if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
                 subs[str(sym)] = {"value": value, "source": "set by user" if str(sym) in arch_sizes
                                   else f"architecture {a.name}"}
+        check_exact_digits(expr.subs(aux_values), arch_subs, f"formula {self.name}")  # before SymPy computes it
         substituted = expr.subs(aux_values).subs(arch_subs)
         value = substituted if not substituted.free_symbols else None
         return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,
@@ -424,6 +428,8 @@ def formula(name: str, arch: Architecture | str = "bert-base", **sizes: int) -> 
     >>> formula("recovery-ambiguity", arch="symbolic").value is None
     True
     """
+    if not isinstance(name, str):
+        raise SymtransError(f"formula name: expected a string, got {type(name).__name__}")
     return get_formula(name).evaluate(arch, **sizes)
 
 

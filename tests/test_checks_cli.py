@@ -10,7 +10,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "unknown claim 'thm-4.3'" in err and "thm-4.2" in err
     assert main(["check", "--n", "1"]) == 2
-    assert "--n must be at least 2" in capsys.readouterr().err
+    assert "--n 1: must be at least 2" in capsys.readouterr().err
     assert main(["check", "--model", "/no/such/model"]) == 2
     assert "/no/such/model" in capsys.readouterr().err
 

@@ -10,11 +10,18 @@ from symtrans.evidence import Verdict
 F64 = torch.float64
 
 
-@pytest.fixture(scope="module")
-def w():
-    from symtrans.numeric import load_model
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small factorisations on one thread, as the producer runner does (oversubscribed cores are 100x slower)."""
+    from symtrans.numeric.measure import single_threaded
 
-    return load_model("default")
+    with single_threaded():
+        yield
+
+
+@pytest.fixture(scope="module")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 def test_collinear_rows_break_affine_rank_with_hypotheses_holding():
@@ -64,3 +71,39 @@ def test_real_pre_ln_sums_violate_h4_below_d_model(w):
     assert all([h.name for h in c.violated] == ["H4"] for _, c in cases)
     # n < d: the rows are affinely independent and stay so after LN
     assert all(c.arank_x.rank == c.arank_ln.rank == 11 for _, c in cases)
+
+
+def test_real_evidence_fails_when_fed_a_counterexample_with_hypotheses_holding(w):
+    # the ln-real decision itself can fail: feed it the collinear case as if it were a real sum
+    X, gamma, beta = sec4.search_case("collinear-line", 3, 3, 1, 0)
+    ctx = context(w)
+    ev = sec4._real_evidence(ctx, [("planted collinear", sec4.ln_case(X, gamma, beta))], 3)
+    assert ev.verdict is Verdict.FAILS
+    assert [h.holds for h in ev.hypothesis_checks] == [True, True, True, True]
+    assert ev.dtype == "float64" and ev.tolerance.reason and ev.margin >= 1.0
+
+
+def test_ln_real_is_not_applicable_with_h4_named_and_strict_json(w):
+    import json
+
+    evs = sec4.check_ln_real(context(w, n=12))
+    assert [e.verdict for e in evs] == [Verdict.NOT_APPLICABLE, Verdict.NOT_APPLICABLE]
+    assert "H4" in evs[0].violated_hypothesis and "H2" in evs[1].violated_hypothesis
+    h4 = [h for h in evs[0].hypothesis_checks if h.name == "H4"][0]
+    assert h4.holds is False and h4.margin <= -1.0  # decided a decade below the Wedin threshold
+    for e in evs:
+        json.dumps(e.to_dict(), allow_nan=False)
+
+
+def test_hypothesis_inside_the_band_gives_inconclusive_not_a_verdict():
+    # sigma lies in colspace(XP) exactly; its computed distance sits inside the one-decade band
+    X = torch.tensor([[1.0, 2, 3], [2, 4, 6]], dtype=F64)
+    case = sec4.ln_case(X, torch.ones(3, dtype=F64), torch.zeros(3, dtype=F64))
+    assert sec4.hyp_state(case.hypotheses[3]) is None
+    assert case.verdict_arank() is Verdict.INCONCLUSIVE
+
+
+def test_search_records_carry_hypothesis_checks_and_scope(w):
+    ev = sec4.check_ln_search_arank(context(w))[0]
+    assert ev.scope.kind == "instances" and all(h.holds for h in ev.hypothesis_checks)
+    assert [h.name for h in ev.hypothesis_checks] == ["H1", "H2", "H3", "H4"]

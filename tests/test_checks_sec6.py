@@ -16,10 +16,8 @@ from symtrans.evidence import Verdict
 
 
 @pytest.fixture(scope="module")
-def w():
-    from symtrans.numeric import load_model
-
-    return load_model("default")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 def _strict(evs):

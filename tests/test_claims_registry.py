@@ -14,15 +14,24 @@ from symtrans.evidence import PRODUCERS, PaperStatus, producers_for
 from symtrans.formulas import FORMULAS, formula
 from symtrans.graph import ClaimGraph
 
-CLAIMS_MD = Path(__file__).resolve().parents[2] / "shared" / "paper" / "claims.md"
+#: the paper's claim list, shipped with the tests; test_shipped_claims_md_is_the_shared_one keeps it current
+CLAIMS_MD = Path(__file__).resolve().parent / "data" / "claims.md"
+#: where the project's shared folder sits beside a clone (CI lays it there)
+SHARED_CLAIMS_MD = Path(__file__).resolve().parents[2] / "shared" / "paper" / "claims.md"
 ROW = re.compile(r"^\| ([A-Za-z][\w.\-]*(?:, [\w.\-*]+)?) \| (.*)$")
 
 
 @pytest.fixture(scope="module")
 def claims_md() -> str:
-    if not CLAIMS_MD.is_file():
-        pytest.skip(f"{CLAIMS_MD} not found: the shared paper folder must sit beside the clone")
     return CLAIMS_MD.read_text(encoding="utf-8")
+
+
+def test_shipped_claims_md_is_the_shared_one() -> None:
+    """The copy in tests/data must be the shared paper folder's claims.md wherever that folder is present."""
+    if not SHARED_CLAIMS_MD.is_file():
+        pytest.skip(f"no shared folder beside this clone ({SHARED_CLAIMS_MD}): nothing to compare the copy with")
+    assert CLAIMS_MD.read_text(encoding="utf-8") == SHARED_CLAIMS_MD.read_text(encoding="utf-8"), \
+        f"tests/data/claims.md is stale: cp {SHARED_CLAIMS_MD} tests/data/claims.md"
 
 
 def _rows(text: str) -> dict[str, list[str]]:

@@ -1,7 +1,7 @@
 """The generated docs match a fresh report of the bundled model; the JSON schemas match real outputs.
 
 One full report run (examples/proof_status.py, which is `symtrans report --model default` through the
-API) serves the claim table, docs/formalisations.md, and the proof_status and disagreements examples.
+API; the session fixture ``example_report`` of tests/conftest.py) serves the claim table, docs/formalisations.md, and the proof_status and disagreements examples.
 """
 
 from __future__ import annotations
@@ -31,15 +31,7 @@ def gen() -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="module")
-def example_report(tmp_path_factory) -> tuple[str, dict, Path]:
-    out = tmp_path_factory.mktemp("proof-status") / "report"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / "proof_status.py"), str(out)], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=1200)
-    assert run.returncode == 0, run.stderr[-2000:]
-    path = out / "report.json"
-    return run.stdout, json.loads(path.read_text(encoding="utf-8")), path
+# example_report: tests/conftest.py (examples/proof_status.py, run once per session)
 
 
 def test_the_example_runs_what_the_cli_runs(example_report):

@@ -18,6 +18,7 @@ LLAMA_LIKE = rep(get_arch("bert-base"), norm="rmsnorm", ffn="gated", activation=
                  attention="causal", bias=False, H_kv=6, embedding_norm=False)
 
 
+@pytest.mark.slow  # exhaustive (every factor and breaking feature of BertBase, ~11 s): CI's second command
 def test_bert_base_every_factor_certified_every_breaking_feature_witnessed():
     certs = certify_all("bert-base")
     bad = [c.line() for c in certs if not c.ok]

@@ -13,14 +13,14 @@ from symtrans.group.forward import Features, TorchBackend, model_forward
 from symtrans.group.numeric import (layer_blocks, sample_element, sample_gl, transform_weights, verify_model,
                                     verify_random)
 from symtrans.group.spec import GroupSpec
-from symtrans.numeric import encode, load_model
+from symtrans.numeric import encode
 
 rep = dataclasses.replace
 
 
 @pytest.fixture(scope="module")
-def weights():
-    return load_model("default", dtype="float64")
+def weights(default_model):
+    return default_model  # tests/conftest.py: float64, loaded once per session
 
 
 def test_every_factor_on_the_real_model_float64(weights):

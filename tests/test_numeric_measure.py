@@ -10,7 +10,7 @@ import scipy.linalg
 import scipy.optimize
 import torch
 
-from symtrans.numeric import encode, load_model
+from symtrans.numeric import encode
 from symtrans.numeric.linalg import affine_rank, numerical_rank
 from symtrans.numeric.measure import (asymmetry, head_subspaces, ln_hypotheses, measure_all, rank_profile,
                                       residual_ratio, wo_conditioning)
@@ -20,8 +20,8 @@ D64 = torch.float64
 
 
 @pytest.fixture(scope="module")
-def w():
-    return load_model("default")
+def w(default_model):
+    return default_model  # tests/conftest.py: loaded once per session
 
 
 @pytest.fixture(scope="module")

@@ -115,15 +115,18 @@ def prop51(ctx: Context) -> list[Evidence]:
     rows, ok = [], block_ok
     for label, n, d, ranks in _prop51_sizes():
         for r in ranks:
-            A = low_rank_int_matrix(n, d, r, rng)  # rank <= r by construction
-            rank_A = rank_q(A.tolist()) if max(n, d) <= 40 else rank_mod_p(A[:r, :r])  # >= r certified
+            for _ in range(50):  # redraw until rank A = r is certified: a draw of lower rank is no witness
+                A = low_rank_int_matrix(n, d, r, rng)  # rank <= r by construction
+                rank_A = rank_q(A.tolist()) if max(n, d) <= 40 else rank_mod_p(A[:r, :r])  # >= r certified
+                if rank_A == r:
+                    break
             k = r + 1
 
             def build(B: Any, A: Any = A, k: int = k) -> Any:
                 M = A[:k, :k] + B  # leading (r+1) x (r+1) block of A + B
                 return M.tolist() if k <= 40 else M
 
-            cands = (random_int_array(k, k, rng) for _ in range(3))
+            cands = (random_int_array(k, k, rng) for _ in range(50))  # tried until one certifies
             cert = certify_generic_rank(f"rank(A + B) > {r}", build, r, cands)
             good = cert.certified and rank_A == r
             ok &= good
@@ -664,6 +667,7 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
     'certified'
     """
     from symtrans.evidence import PRODUCERS, run_producer
+    from symtrans.progress import tick
 
     producers_for("")  # import producer modules
     ours = {c: [p for p in ps if p.func.__module__ == __name__] for c, ps in PRODUCERS.items()}
@@ -673,5 +677,6 @@ def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[E
         evs: list[Evidence] = []
         for p in ours.get(cid, []):
             evs += run_producer(p, ctx)
+            tick(f"{cid}: {p.name}")
         out[cid] = evs
     return out

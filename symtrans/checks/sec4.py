@@ -33,8 +33,66 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.checks.common import GAP_TOLERANCE, decisive, gap, record, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.checks.common import record, trace, weights
+from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.numeric.linalg import DECISIVE_MARGIN
+
+#: the one decisiveness rule, as the tolerance of every rank and hypothesis decision here
+RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "float64 computation: rank cut max(m, n) * eps64 * sigma_max (the "
+                           "LAPACK convention; affine rank relative to sigma_max of X itself); a rank or "
+                           f"hypothesis decision counts only when it sits at least {DECISIVE_MARGIN:g} decade from "
+                           "its threshold (RankRecord.decisive), otherwise it is inconclusive", "decades")
+
+
+def hyp_state(h: Any) -> bool | None:
+    """Decide one H1-H4 record with the one band: holds, violated, or None within DECISIVE_MARGIN decades.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.measure import ln_hypotheses
+    >>> X = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]], dtype=torch.float64)
+    >>> hyp_state(ln_hypotheses(X, torch.ones(3, dtype=torch.float64)).H1)  # a constant row
+    False
+    """
+    m = h.margin
+    if m != m:
+        return None
+    if m >= DECISIVE_MARGIN:
+        return True
+    if m <= -DECISIVE_MARGIN:
+        return False
+    return None
+
+
+def _fm(m: float) -> float:
+    return m if math.isfinite(m) else (1e300 if m > 0 else -1e300)
+
+
+def hypothesis_checks(hyps: list[Any], where: str = "") -> tuple[HypothesisCheck, ...]:
+    """H1-H4 records as evidence :class:`HypothesisCheck` s (margins in decades, the one band).
+
+    With several inputs, each hypothesis is summarised by its worst input.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.tensor([[1.0, 0, 0], [1, 1, 0], [1, 2, 0]], dtype=torch.float64)
+    >>> c = ln_case(X, torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+    >>> [(h.name, h.holds) for h in hypothesis_checks([c.hypotheses])]
+    [('H1', True), ('H2', True), ('H3', True), ('H4', True)]
+    """
+    out = []
+    for k, name in enumerate(("H1", "H2", "H3", "H4")):
+        recs = [hs[k] for hs in hyps]
+        worst = min(recs, key=lambda h: h.margin if h.margin == h.margin else -math.inf)
+        states = [hyp_state(h) for h in recs]
+        holds = False if False in states else (None if None in states else True)
+        out.append(HypothesisCheck(name, holds, _fm(worst.margin),
+                                   f"{worst.statement}: worst of {len(recs)} input(s){where}: value "
+                                   f"{worst.value:.3g} against threshold {worst.threshold:.3g} "
+                                   f"({worst.tolerance_reason[:160]}); margin log10(value / threshold)"))
+    return tuple(out)
 
 __all__ = ["LNCase", "ln_case", "search_case", "search", "FAMILIES"]
 
@@ -67,18 +125,19 @@ class LNCase:
 
     @property
     def all_hypotheses_hold(self) -> bool:
-        """True when H1-H4 all hold."""
-        return all(h.holds for h in self.hypotheses)
+        """True when H1-H4 all hold decisively (see :func:`hyp_state`)."""
+        return all(hyp_state(h) is True for h in self.hypotheses)
 
     @property
     def violated(self) -> list[Any]:
-        """The hypotheses that fail."""
-        return [h for h in self.hypotheses if not h.holds]
+        """The hypotheses decisively violated."""
+        return [h for h in self.hypotheses if hyp_state(h) is False]
 
     def _verdict(self, a: Any, b: Any, need: tuple[str, ...]) -> Verdict:
-        if any(not h.holds for h in self.hypotheses if h.name in need):
+        states = [hyp_state(h) for h in self.hypotheses if h.name in need]
+        if False in states:
             return Verdict.NOT_APPLICABLE
-        if not decisive(a, b):
+        if None in states or not (a.decisive and b.decisive):
             return Verdict.INCONCLUSIVE
         return Verdict.SUPPORTED if a.rank == b.rank else Verdict.FAILS
 
@@ -95,9 +154,9 @@ class LNCase:
         return {"shape": list(self.shape), "eps": self.eps,
                 "hypotheses": [h.to_dict() for h in self.hypotheses],
                 "arank_X": self.arank_x.rank, "arank_LN_X": self.arank_ln.rank,
-                "arank_gaps": [gap(self.arank_x), gap(self.arank_ln)],
+                "arank_margins": [_fm(self.arank_x.margin), _fm(self.arank_ln.margin)],
                 "rank_X": self.rank_x.rank, "rank_LN_X_beta0": self.rank_ln0.rank,
-                "rank_gaps": [gap(self.rank_x), gap(self.rank_ln0)], **self.info}
+                "rank_margins": [_fm(self.rank_x.margin), _fm(self.rank_ln0.margin)], **self.info}
 
 
 def ln_case(X: Any, gamma: Any, beta: Any, eps: float = 0.0) -> LNCase:
@@ -108,8 +167,12 @@ def ln_case(X: Any, gamma: Any, beta: Any, eps: float = 0.0) -> LNCase:
     >>> import torch
     >>> X = torch.tensor([[1.0, 2, 3], [2, 4, 6]], dtype=torch.float64)  # 1 in rowspace? no; rank 1
     >>> c = ln_case(X, torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
-    >>> [h.name for h in c.violated]  # sigma = (s, 2s) lies in colspace(XP) = span((1, 2))
-    ['H4']
+    >>> [hyp_state(h) for h in c.hypotheses]  # sigma = (s, 2s) lies in colspace(XP) = span((1, 2)) ...
+    [True, True, True, None]
+    >>> c.hypotheses[3].value < c.hypotheses[3].threshold  # ... but its distance 3e-16 sits inside the band
+    True
+    >>> c.verdict_arank().label
+    'inconclusive'
     """
     import torch
 
@@ -219,7 +282,8 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
         v = verdict_of(c).label
         fam[v] = fam.get(v, 0) + 1
     pair = (lambda c: (c.arank_x, c.arank_ln)) if which == "arank" else (lambda c: (c.rank_x, c.rank_ln0))
-    tol = GAP_TOLERANCE
+    tol = RANK_TOLERANCE
+    scope = Scope("instances", f"the {len(cases)} searched inputs (grid in inputs), paper's LN without epsilon")
     inputs = {"grid_sizes": [list(s) for s in SEARCH_SIZES], "ranks": "every r = 1..d-1 with r <= n",
               "families": list(FAMILIES), "seeds": list(SEARCH_SEEDS), "layernorm": "paper's, eps = 0",
               "measure": "Gaussian factors U (n x r), V (d x r); Gaussian offset row, gamma, beta"}
@@ -231,7 +295,7 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
         key, case = fails[0]
         X, gamma, beta = search_case(**key)
         a, b = pair(case)
-        margin = min(min(gap(pair(c)[0]), gap(pair(c)[1])) for _, c in fails)
+        margin = _fm(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in fails))
         fam_fail = sorted({k["family"] for k, _ in fails})
         summary = (f"{len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
                    f"{statement}; smallest: family {key['family']}, n={key['n']}, d={key['d']}, "
@@ -245,19 +309,23 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
                "before": a.to_dict(), "after": b.to_dict(), "case": case.to_dict(),
                "all_failures": [dict(k, before=pair(c)[0].rank, after=pair(c)[1].rank) for k, c in fails[:40]]}
         return record(ctx, "thm-4.2", name, Verdict.FAILS, summary, margin=margin,
-                      margin_meaning="smallest spectral gap at the rank cut (decades) among the failing inputs",
+                      margin_meaning="smallest distance (decades) of a singular value from its rank cut among the "
+                                     "failing inputs",
                       tolerance=tol, dtype="float64", inputs=inputs, details=details, counterexample=cex,
-                      model=None, weights_hash=None)
+                      model=None, weights_hash=None, scope=scope,
+                      hypothesis_checks=hypothesis_checks([c.hypotheses for _, c in fails], " (failing inputs)"))
     if not applicable:
         return record(ctx, "thm-4.2", name, Verdict.INCONCLUSIVE,
                       f"no searched input satisfied H1-H4 with a decisive rank margin ({counts})",
                       tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None,
-                      weights_hash=None)
-    margin = min(min(gap(pair(c)[0]), gap(pair(c)[1])) for _, c in applicable)
+                      weights_hash=None, scope=scope)
+    margin = _fm(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in applicable))
     return record(ctx, "thm-4.2", name, Verdict.SUPPORTED,
                   f"{statement} on all {len(applicable)} applicable searched inputs ({counts})",
-                  margin=margin, margin_meaning="smallest spectral gap at the rank cut (decades)", tolerance=tol,
-                  dtype="float64", inputs=inputs, details=details, model=None, weights_hash=None)
+                  margin=margin, margin_meaning="smallest distance (decades) of a singular value from its rank cut",
+                  tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None, weights_hash=None,
+                  scope=scope, hypothesis_checks=hypothesis_checks([c.hypotheses for _, c in applicable],
+                                                                   " (applicable inputs)"))
 
 
 @producer("thm-4.2", kind="numeric", name="ln-search-arank", needs_model=False)
@@ -303,36 +371,49 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
     verdicts = [(name, c, c.verdict_arank()) for name, c in cases]
     rows = {name: c.to_dict() for name, c in cases}
     decided = [(nm, c, v) for nm, c, v in verdicts if v in (Verdict.SUPPORTED, Verdict.FAILS)]
-    tol = GAP_TOLERANCE
+    tol = RANK_TOLERANCE
     inputs = {"n": n, "d_model": d, "inputs": "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer",
-              "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": "model's, eps = 1e-12"}
+              "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": "model's, eps = 1e-12",
+              "precision": "activations computed in float64; hypotheses and ranks decided at float64 computation "
+                           "precision with the one band of DECISIVE_MARGIN decades"}
+    scope = Scope("instances", f"the model's {len(cases)} pre-LN sums at n = {n}", tuple(nm for nm, _ in cases))
     ranks = sorted({(c.rank_x.rank, c.arank_x.rank, c.arank_ln.rank) for _, c in cases})
+    name = f"ln-real-n{n}"
     if decided:
         fails = [x for x in decided if x[2] is Verdict.FAILS]
         v = Verdict.FAILS if fails else Verdict.SUPPORTED
-        margin = min(min(gap(c.arank_x), gap(c.arank_ln)) for _, c, _ in decided)
-        return record(ctx, "thm-4.2", f"ln-real-n{n}", v,
+        margin = _fm(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c, _ in decided))
+        return record(ctx, "thm-4.2", name, v,
                       f"{len(decided)} of {len(cases)} real pre-LN sums satisfy H1-H4; arank preserved on "
                       f"{len(decided) - len(fails)} (rank, arank X, arank LN X): {ranks}",
-                      margin=margin, margin_meaning="smallest spectral gap at the rank cut (decades)",
-                      tolerance=tol, inputs=inputs, details={"cases": rows})
+                      margin=margin, margin_meaning="smallest distance (decades) of a singular value from its cut",
+                      tolerance=tol, dtype="float64", inputs=inputs, details={"cases": rows}, scope=scope,
+                      hypothesis_checks=hypothesis_checks([c.hypotheses for _, c, _ in decided],
+                                                          " (inputs that count)"))
+    checks = hypothesis_checks([c.hypotheses for _, c in cases])
     viol: dict[str, list[tuple[float, float]]] = {}
     for _, c in cases:
         for h in c.violated:
             viol.setdefault(h.name, []).append((h.value, h.threshold))
+    measured = (f"arank was {'nevertheless preserved' if all(c.arank_x.rank == c.arank_ln.rank for _, c in cases) else 'NOT preserved'}"
+                f" (rank, arank X, arank LN X): {ranks}")
+    if not viol:  # every input has some hypothesis or rank decision inside the band
+        return record(ctx, "thm-4.2", name, Verdict.INCONCLUSIVE,
+                      f"no real pre-LN sum at n={n} has H1-H4 and its ranks decided outside the "
+                      f"{DECISIVE_MARGIN:g}-decade band; {measured}", tolerance=tol, dtype="float64",
+                      inputs=inputs, details={"cases": rows}, scope=scope, hypothesis_checks=checks)
     which = ", ".join(f"{k} on {len(v)}/{len(cases)} inputs (largest value {max(x for x, _ in v):.2g} against "
                       f"thresholds up to {max(t for _, t in v):.2g})" for k, v in sorted(viol.items()))
     why = ("rank(X P) = n, so colspace(X P) = R^n contains sigma" if n < d
            else "rank(X) = d, so rowspace(X) = R^d contains 1")
-    held = all(c.arank_x.rank == c.arank_ln.rank for _, c in cases)
-    return record(ctx, "thm-4.2", f"ln-real-n{n}", Verdict.NOT_APPLICABLE,
+    return record(ctx, "thm-4.2", name, Verdict.NOT_APPLICABLE,
                   f"not applicable to the real pre-LN sums at n={n}, d={d}: {which}; {why}. "
                   f"Real sums are full rank, so H2 and H4 together (which need rank X < min(n, d)) "
-                  f"exclude them; arank was {'nevertheless preserved' if held else 'NOT preserved'} "
-                  f"(rank, arank X, arank LN X): {ranks}",
-                  violated_hypothesis=which, inputs=inputs, tolerance=tol,
-                  margin=min(min(gap(c.arank_x), gap(c.arank_ln)) for _, c in cases),
-                  margin_meaning="smallest spectral gap at the rank cut (decades) of the measured aranks",
+                  f"exclude them; {measured}",
+                  violated_hypothesis=which, inputs=inputs, tolerance=tol, dtype="float64", scope=scope,
+                  hypothesis_checks=checks,
+                  margin=_fm(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c in cases)),
+                  margin_meaning="smallest distance (decades) of a singular value from its cut, measured aranks",
                   details={"cases": rows})
 
 

@@ -28,17 +28,56 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import DECISIVE_GAP, GAP_TOLERANCE, decisive, gap, record, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.checks.common import record, trace, weights
+from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.numeric.linalg import DECISIVE_MARGIN
 
-__all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases",
-           "depth_sweep", "mha_jvp", "jacobian_check", "MEASURE", "COLLAPSED"]
+__all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
+           "depth_sweep", "mha_jvp", "jacobian_check", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
            "Frobenius norm of the layer's real input (a smooth positive density on the rank-r manifold)")
 
 #: Dong-style collapse: the residual ratio below this is rank one to 8 significant digits.
 COLLAPSED = 1e-8
+
+#: the one decisiveness rule (symtrans.numeric.linalg.DECISIVE_MARGIN) as the tolerance of every rank record here
+RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "float64 computation: rank cut max(m, n) * eps64 * sigma_max (the "
+                           "LAPACK convention); a rank decision counts only when the deciding singular values sit "
+                           f"at least {DECISIVE_MARGIN:g} decade from the cut (RankRecord.decisive), otherwise the "
+                           "check is inconclusive", "decades from the cut")
+
+
+def hypothesis_state(margin: float) -> bool | None:
+    """Decide a hypothesis from its margin in decades: holds, violated, or undecided inside the band.
+
+    The band is the one decisiveness rule of rank decisions, :data:`DECISIVE_MARGIN` decades.
+
+    Examples
+    --------
+    >>> hypothesis_state(2.0), hypothesis_state(-3.0), hypothesis_state(0.4)
+    (True, False, None)
+    """
+    if margin != margin:
+        return None
+    if margin >= DECISIVE_MARGIN:
+        return True
+    if margin <= -DECISIVE_MARGIN:
+        return False
+    return None
+
+
+def _decades(value: float, threshold: float) -> float:
+    """log10(value / threshold) with the zero cases made explicit (no NaN)."""
+    if threshold <= 0:
+        return math.inf if value > 0 else -math.inf
+    if value <= 0:
+        return -math.inf
+    return math.log10(value / threshold)
+
+
+def _finite_margin(m: float | None) -> float | None:
+    return m if m is None or math.isfinite(m) else (1e300 if m > 0 else -1e300)
 
 
 def _paper_layer(layer: dict[str, Any]) -> dict[str, Any]:
@@ -113,16 +152,21 @@ def low_rank_inputs(X: Any, ranks: list[int], seed: int) -> dict[str, Any]:
 
 
 def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int) -> list[dict[str, Any]]:
-    """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``.
+    """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``, hypotheses first.
 
-    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``.
+    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``. For each input the
+    hypothesis "X is rank-deficient" (rank X < min(n, d), decided with
+    :attr:`RankRecord.decisive`) is tested first; the statement
+    ``rank F > rank X`` is decided by ``sigma_{rank X + 1}(F)`` against F's
+    rank cut, counted only when it sits at least :data:`DECISIVE_MARGIN`
+    decade from it. A non-finite ``F`` is undecided, never a statistic.
 
     Examples
     --------
     >>> import torch
-    >>> X = torch.randn(6, 5, dtype=torch.float64)
+    >>> X = torch.randn(6, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     >>> cases = residual_rank_cases(X, lambda B: 0 * B, [1, 2], 0)
-    >>> [(c["rank_X"], c["rank_F"], c["increase"], c["decisive"]) for c in cases][:2]
+    >>> [(c["rank_X"], c["rank_F"], c["increase"], c["decided"]) for c in cases][:2]
     [(1, 1, False, True), (2, 2, False, True)]
     """
     import torch
@@ -132,92 +176,192 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int) -> lis
     out = []
     for family, batch in low_rank_inputs(X, ranks, seed).items():
         F = batch + update(batch)
-        s_x, s_f = torch.linalg.svdvals(batch), torch.linalg.svdvals(F)
+        finite = torch.isfinite(F).flatten(1).all(1).tolist()
+        s_x = torch.linalg.svdvals(batch)
+        s_f = torch.linalg.svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
         shape = tuple(batch.shape[-2:])
-        for r, sx, sf in zip(ranks, s_x, s_f):
+        for r, sx, sf, ok in zip(ranks, s_x, s_f, finite):
             a = rank_from_singular_values(sx, shape, batch.dtype)
             b = rank_from_singular_values(sf, shape, batch.dtype)
+            deficient = a.rank < min(shape)
+            hyp_margin = a.margin if deficient else -a.margin
+            hyp = hypothesis_state(hyp_margin) if a.decisive else None
             nxt = float(sf[a.rank]) if a.rank < len(sf) else 0.0  # sigma_{rank X + 1}(F)
-            increase = nxt > b.cut
-            # the statement's own decision: is sigma_{r+1}(F) clearly above (or below) the cut?
-            stmt_margin = math.log10(nxt / b.cut) if increase else (gap(b) if b.rank <= a.rank else 0.0)
-            out.append({"family": family, "r": r, "rank_X": a.rank, "rank_F": b.rank, "gap_X": gap(a),
-                        "gap_F": gap(b), "sigma_F_next": nxt, "cut_F": b.cut,
-                        "statement_margin": stmt_margin,
-                        "decisive": gap(a) >= DECISIVE_GAP and stmt_margin >= DECISIVE_GAP,
-                        "increase": increase})
+            stmt_margin = _decades(nxt, b.cut)
+            increase = stmt_margin > 0
+            decided = bool(ok) and hyp is True and abs(stmt_margin) >= DECISIVE_MARGIN
+            out.append({"family": family, "r": r, "rank_X": a.rank, "rank_F": b.rank,
+                        "margin_X": _finite_margin(a.margin), "decisive_X": a.decisive,
+                        "sigma_F_next": nxt, "cut_F": b.cut, "statement_margin": _finite_margin(stmt_margin),
+                        "finite": bool(ok), "rank_deficient": hyp, "decided": decided, "increase": increase,
+                        "precision": "float64 computation"})
     return out
 
 
 def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, Any]], statement: str,
-                   inputs: dict[str, Any]) -> Evidence:
-    decided = [c for c in cases if c["decisive"]]
+                   inputs: dict[str, Any], extra_hyp: tuple[HypothesisCheck, ...] = ()) -> Evidence:
+    """One record from rank cases: hypotheses first, then fails / inconclusive / supported with margins."""
+    mm = ("smallest of: the decades between rank(X)'s cut and its nearest singular value, and the decades "
+          "between sigma_{rank X + 1} of the sum and the sum's rank cut")
+    common = dict(tolerance=RANK_TOLERANCE, dtype="float64", inputs=inputs, margin_meaning=mm,
+                  scope=Scope("instances", f"the {len(cases)} inputs listed in details.cases"))
+    details = {"cases": cases, "decisive_margin_decades": DECISIVE_MARGIN}
+    violated_extra = [h for h in extra_hyp if h.holds is False]
+    if violated_extra:
+        h = violated_extra[0]
+        return record(ctx, claim, name, Verdict.NOT_APPLICABLE,
+                      f"not applicable: hypothesis violated: {h.name} ({h.detail})", violated_hypothesis=h.name,
+                      hypothesis_checks=extra_hyp, details=details, **common)
+    applicable = [c for c in cases if c["rank_deficient"] is True]
+    not_deficient = [c for c in cases if c["rank_deficient"] is False]
+    if not applicable:
+        if not_deficient and len(not_deficient) == len(cases):
+            hyp = HypothesisCheck("X rank-deficient (rank X < min(n, d))", False, None,
+                                  f"all {len(cases)} inputs have full rank at float64 precision")
+            return record(ctx, claim, name, Verdict.NOT_APPLICABLE,
+                          "not applicable: no input is rank-deficient", violated_hypothesis=hyp.name,
+                          hypothesis_checks=(hyp, *extra_hyp), details=details, **common)
+        return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+                      f"rank(X) of {len(cases)} inputs could not be decided within {DECISIVE_MARGIN:g} decade "
+                      "of the cut", hypothesis_checks=extra_hyp, details=details, **common)
+    decided = [c for c in applicable if c["decided"]]
+    margins = [min(c["margin_X"], abs(c["statement_margin"])) for c in decided]
+    margin = min(margins) if margins else None
+    hyp = HypothesisCheck("X rank-deficient (rank X < min(n, d))", True,
+                          min(c["margin_X"] for c in applicable),
+                          f"{len(applicable)} of {len(cases)} inputs decisively rank-deficient (only those count); "
+                          "margin: decades of rank(X)'s nearest singular value from its cut")
+    checks = (hyp, *extra_hyp)
     bad = [c for c in decided if not c["increase"]]
-    margin = min((min(c["gap_X"], c["statement_margin"]) for c in decided), default=None)
-    mm = ("smallest of: the spectral gap at rank(X)'s cut, and the decades between sigma_{rank X + 1} of "
-          "the sum and its rank cut (decades)")
-    details = {"cases": cases}
     if bad:
         c = bad[0]
         return record(ctx, claim, name, Verdict.FAILS,
                       f"fails: {len(bad)} of {len(decided)} decided inputs have {statement} violated; "
                       f"first: {c.get('where', '')} family {c['family']}, r={c['r']}: rank {c['rank_X']} -> "
-                      f"{c['rank_F']}", margin=margin, margin_meaning=mm, tolerance=GAP_TOLERANCE,
-                      inputs=inputs, details=details, counterexample=dict(c))
-    if len(decided) < len(cases) or not decided:
+                      f"{c['rank_F']} (sigma_(r+1) of the sum {c['sigma_F_next']:.3g} below its cut "
+                      f"{c['cut_F']:.3g})", margin=min(min(bad[0]["margin_X"], abs(bad[0]["statement_margin"])), 1e300),
+                      hypothesis_checks=checks, details=details, counterexample=dict(c), **common)
+    if len(decided) < len(applicable):
         return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                      f"{len(cases) - len(decided)} of {len(cases)} rank decisions had a spectral gap "
-                      f"below 1e3; the decided ones all show {statement}", margin=margin,
-                      margin_meaning=mm, tolerance=GAP_TOLERANCE, inputs=inputs, details=details)
+                      f"{len(applicable) - len(decided)} of {len(applicable)} applicable inputs had sigma_(r+1) of "
+                      f"the sum within {DECISIVE_MARGIN:g} decade of its cut (or a non-finite sum); the "
+                      f"{len(decided)} decided ones all show {statement}", margin=margin,
+                      hypothesis_checks=checks, details=details, **common)
     return record(ctx, claim, name, Verdict.SUPPORTED,
-                  f"{statement} on all {len(cases)} inputs ({inputs.get('summary', '')})",
-                  margin=margin, margin_meaning=mm, tolerance=GAP_TOLERANCE, inputs=inputs, details=details)
+                  f"{statement} on all {len(decided)} applicable inputs ({inputs.get('summary', '')})"
+                  + (f"; {len(cases) - len(applicable)} inputs not rank-deficient, not counted"
+                     if len(applicable) < len(cases) else ""),
+                  margin=margin, hypothesis_checks=checks, details=details, **common)
 
 
 @producer("prop-5.1", kind="numeric", name="rank-plus-gaussian", needs_model=True)
 def check_prop_5_1(ctx: Context) -> list[Evidence]:
-    """rank(A + B) > rank(A) for real rank-r A (truncated SVD of embeddings) and Gaussian B."""
+    """rank(A + B) > rank(A) for real rank-r A (truncated SVD of embeddings) and Gaussian B.
+
+    The Gaussian draw is seeded by a fixed seed (not ``ctx.seed``): the
+    verdict must not depend on ``--seed`` beyond the tokens.
+    """
     import torch
 
     X = trace(ctx).embeddings
     n, d = X.shape
     ranks = rank_grid(n, d)
-    g = torch.Generator().manual_seed(ctx.seed + 11)
-    scale = 1e-3 * float(X.norm()) / math.sqrt(n * d)
+    g = torch.Generator().manual_seed(11)
+    xnorm = float(X.norm())
+    scale = 1e-3 * xnorm / math.sqrt(n * d) if math.isfinite(xnorm) else 0.0
 
     def gaussian(batch: Any) -> Any:
         return scale * torch.randn(batch.shape, generator=g, dtype=batch.dtype)
 
-    cases = [c for c in residual_rank_cases(X, gaussian, ranks, ctx.seed) if c["family"] == "embedding-svd"]
+    cases = [c for c in residual_rank_cases(X, gaussian, ranks, 0) if c["family"] == "embedding-svd"]
     inputs = {"n": n, "d_model": d, "ranks": ranks, "A": "rank-r truncated SVD of the real embedding output",
               "B": f"i.i.d. Gaussian entries, std {scale:.3g} (1e-3 of the rms entry of A)",
               "summary": f"n={n}, r in {ranks}"}
-    return [_rank_evidence(ctx, "prop-5.1", "rank-plus-gaussian", cases, "rank(A + B) > rank(A)", inputs)]
+    pos = HypothesisCheck("B absolutely continuous (non-degenerate Gaussian)", scale > 0, None,
+                          f"std {scale:.3g}; std 0 (an all-zero embedding) is a point mass")
+    return [_rank_evidence(ctx, "prop-5.1", "rank-plus-gaussian", cases, "rank(A + B) > rank(A)", inputs, (pos,))]
+
+
+def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32") -> HypothesisCheck:
+    """Generic weights, necessary part: the layer's MHA is not identically zero (some W_V^h W_O^h != 0).
+
+    Weights with every W_V^h W_O^h = 0 lie in the null set Theorem 5.3
+    excludes (F(X) = X). Decided against the rounding bound of the product
+    at storage precision, ``u ||W_V||_F ||W_O||_F``, with the one band of
+    :data:`DECISIVE_MARGIN` decades.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> value_output_hypothesis(w.layer(0)).holds
+    True
+    >>> lay = dict(w.layer(0), W_O=0 * w.layer(0)["W_O"])
+    >>> value_output_hypothesis(lay).holds
+    False
+    """
+    import torch
+
+    from symtrans.numeric.linalg import _torch_dtype
+
+    WVO = layer["W_V"] @ layer["W_O"]  # [H, d, d]
+    value = float(WVO.norm())
+    u = torch.finfo(_torch_dtype(storage_dtype or "float64")).eps / 2
+    bound = u * float(layer["W_V"].norm()) * float(layer["W_O"].norm())
+    m = _decades(value, bound)
+    state = hypothesis_state(m)
+    return HypothesisCheck("generic weights: MHA not identically zero (some W_V^h W_O^h != 0)", state,
+                           _finite_margin(m), f"||W_V^h W_O^h||_F over heads = {value:.3g} against the rounding "
+                           f"bound u ||W_V||_F ||W_O||_F = {bound:.3g} (margin in decades)")
 
 
 @producer("thm-5.3", kind="numeric", name="residual-rank", needs_model=True)
 def check_thm_5_3(ctx: Context) -> list[Evidence]:
-    """rank(X + MHA(X)) > rank(X) at every real layer for rank-r inputs on a grid of r."""
+    """rank(X + MHA(X)) > rank(X) at every real layer for rank-r inputs on a grid of r, hypotheses first."""
     w = weights(ctx)
     tr = trace(ctx)
     n, d = tr.embeddings.shape
     ranks = rank_grid(n, d)
-    cases = []
+    cases, layer_hyps, skipped = [], [], []
     for i, lt in enumerate(tr.layers):
         layer = w.layer(i)
-        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, ctx.seed + i):
+        h = value_output_hypothesis(layer, getattr(w, "storage_dtype", None))
+        layer_hyps.append({"layer": i, **h.to_dict()})
+        if h.holds is not True:
+            skipped.append((i, h))
+            continue
+        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i):
             cases.append(dict(c, where=f"layer {i}", layer=i))
     inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",
                            "random-factors": MEASURE},
               "form": "F(X) = X + MHA(X), paper's MHA: real W_Q, W_K, W_V, W_O, all biases zero, no b_O, no LN",
-              "summary": f"{len(tr.layers)} layers x 2 families x r in {ranks}, n={n}"}
-    return [_rank_evidence(ctx, "thm-5.3", "residual-rank", cases, "rank(X + MHA(X)) > rank(X)", inputs)]
+              "summary": f"{len(tr.layers) - len(skipped)} layers x 2 families x r in {ranks}, n={n}",
+              "layer_hypotheses": layer_hyps}
+    if not cases:
+        i, h = skipped[0]
+        hyp = HypothesisCheck(h.name, h.holds, h.margin, f"every layer: e.g. layer {i}: {h.detail}")
+        if any(x.holds is False for _, x in skipped):
+            return [record(ctx, "thm-5.3", "residual-rank", Verdict.NOT_APPLICABLE,
+                           f"not applicable: {h.name} fails at every layer", violated_hypothesis=h.name,
+                           hypothesis_checks=(hyp,), tolerance=RANK_TOLERANCE, dtype="float64", inputs=inputs,
+                           scope=Scope("model", "every layer"), details={"layer_hypotheses": layer_hyps})]
+        return [record(ctx, "thm-5.3", "residual-rank", Verdict.INCONCLUSIVE,
+                       f"{h.name} undecided at every layer", hypothesis_checks=(hyp,), tolerance=RANK_TOLERANCE,
+                       dtype="float64", inputs=inputs, details={"layer_hypotheses": layer_hyps})]
+    held = [x for x in layer_hyps if x["holds"] is True]
+    hyp = HypothesisCheck("generic weights: MHA not identically zero (some W_V^h W_O^h != 0)", True,
+                          min(x["margin"] for x in held),
+                          f"holds at layers {[x['layer'] for x in held]}; other layers are not counted")
+    return [_rank_evidence(ctx, "thm-5.3", "residual-rank", cases, "rank(X + MHA(X)) > rank(X)", inputs, (hyp,))]
 
 
 #: the depth-sweep variants: name -> (symtrans.numeric.variants name, ln)
 VARIANTS = {"pure-attention": ("pure-attention", False), "attention+residual": ("residual", False),
-            "attention+residual+LN": ("residual", True), "full-block": ("full", True)}
+            "attention+residual+LN": ("residual", True), "full-block": ("full", True),
+            "attention+MLP": ("mlp", False)}
+#: the variants with a skip connection (thm-5.3's consequence: no collapse)
+RESIDUAL_VARIANTS = ("attention+residual", "attention+residual+LN", "full-block")
 
 
 def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict[str, list[float]]:
@@ -226,7 +370,9 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     The variants are :func:`symtrans.numeric.variants.run_stack`'s (biases kept:
     ``b_V`` and ``b_O`` add rows ``1 x^T``): ``pure-attention`` X <- MHA(X) + b_O;
     ``attention+residual`` X <- X + MHA(X) + b_O; ``attention+residual+LN`` the
-    same then LN1 (no MLP); ``full-block`` the real post-LN encoder layer.
+    same then LN1 (no MLP); ``full-block`` the real post-LN encoder layer;
+    ``attention+MLP`` X <- MLP(MHA(X) + b_O), no skip connection, no LN.
+    A non-finite state gives ``nan`` (reported, never fitted).
 
     Examples
     --------
@@ -249,25 +395,40 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     return out
 
 
+#: ratios at or below this are the float64 rounding floor of the ratio (never fitted)
+RATIO_FLOOR = 1e-13
+
+
 def _fit_rate(ratios: list[float]) -> dict[str, Any]:
-    """Least-squares slope of log10(ratio) per layer over the points above the rounding floor."""
-    pts = [(k, math.log10(r)) for k, r in enumerate(ratios) if r == r and r > 1e-13]
+    """Least-squares slope of log10(ratio) per layer over the points above the rounding floor.
+
+    Always returns the same keys; a slope that cannot be fitted (fewer than two
+    points above the floor) is ``None``.
+
+    Examples
+    --------
+    >>> _fit_rate([1.0, 1e-20])["log10_slope_per_layer"] is None
+    True
+    >>> round(_fit_rate([1.0, 0.1, 0.01])["log10_slope_per_layer"], 6)
+    -1.0
+    """
+    pts = [(k, math.log10(r)) for k, r in enumerate(ratios) if r == r and r > RATIO_FLOOR]
+    out: dict[str, Any] = {"points": len(pts), "log10_slope_per_layer": None, "loglog_slope_per_layer": None,
+                           "floor": f"points at or below {RATIO_FLOOR:g} (float64 rounding floor of the ratio) "
+                                    "and non-finite points are excluded"}
     if len(pts) < 2:
-        return {"points": len(pts), "log10_slope_per_layer": None}
+        return out
     mx = sum(k for k, _ in pts) / len(pts)
     my = sum(y for _, y in pts) / len(pts)
     sxx = sum((k - mx) ** 2 for k, _ in pts)
-    slope = sum((k - mx) * (y - my) for k, y in pts) / sxx
-    # doubly exponential check: log10(-log10 r) against depth
-    dd = [(k, math.log10(-y)) for k, y in pts if y < 0]
-    dslope = None
+    out["log10_slope_per_layer"] = sum((k - mx) * (y - my) for k, y in pts) / sxx
+    dd = [(k, math.log10(-y)) for k, y in pts if y < 0]  # doubly exponential: log10(-log10 r) against depth
     if len(dd) >= 2:
         mx2 = sum(k for k, _ in dd) / len(dd)
         my2 = sum(y for _, y in dd) / len(dd)
         s2 = sum((k - mx2) ** 2 for k, _ in dd)
-        dslope = sum((k - mx2) * (y - my2) for k, y in dd) / s2 if s2 else None
-    return {"points": len(pts), "log10_slope_per_layer": slope, "loglog_slope_per_layer": dslope,
-            "floor": "points at or below 1e-13 (float64 rounding floor of the ratio) are excluded"}
+        out["loglog_slope_per_layer"] = sum((k - mx2) * (y - my2) for k, y in dd) / s2 if s2 else None
+    return out
 
 
 @producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True)
@@ -292,52 +453,93 @@ def _sweep(ctx: Context) -> dict[str, list[float]]:
     return ctx.cache["sec5-sweep"]
 
 
+SWEEP_TOLERANCE = Tolerance(COLLAPSED, "collapse = residual ratio ||X - 1 mean^T||_F / ||X||_F below 1e-8: the rows "
+                            "agree to 8 significant digits (rank one up to that precision); a ratio counts only "
+                            f"when it sits at least {DECISIVE_MARGIN:g} decade from 1e-8", "||X||_F")
+
+_SWEEP_INPUTS = {"depth": SWEEP_DEPTH, "layers": "the model's layers cycled 0..L-1",
+                 "ratio": "Dong's residual ratio ||X - 1 mean^T||_F / ||X||_F (symtrans.numeric.measure)",
+                 "variants": {"pure-attention": "X <- MHA(X) + b_O (real Q/K/V biases), no residual, no LN",
+                              "attention+residual": "X <- X + MHA(X) + b_O, no LN, no MLP",
+                              "attention+residual+LN": "X <- LN1(X + MHA(X) + b_O), no MLP",
+                              "full-block": "real post-LN encoder layer",
+                              "attention+MLP": "X <- MLP(MHA(X) + b_O), no residual, no LN"}}
+
+
+def _clean(ratios: dict[str, list[float]]) -> dict[str, list[Any]]:
+    """The ratios for JSON: non-finite values as strings (strict JSON)."""
+    from symtrans.evidence import strict_float
+
+    return {k: [strict_float(x) for x in v] for k, v in ratios.items()}
+
+
+def _collapse_depth(series: list[float]) -> int | None:
+    """First depth whose ratio is decisively collapsed (a decade below 1e-8), else None."""
+    return next((k for k, r in enumerate(series) if r == r and r < COLLAPSED / 10 ** DECISIVE_MARGIN), None)
+
+
 def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     ratios = _sweep(ctx)
     n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
-    tol = Tolerance(COLLAPSED, "collapse = residual ratio ||X - 1 mean^T||_F / ||X||_F below 1e-8: the rows "
-                    "agree to 8 significant digits (rank one up to that precision)", "||X||_F")
     fits = {v: _fit_rate(r) for v, r in ratios.items()}
-    inputs = {"n": n, "depth": SWEEP_DEPTH, "layers": "the model's layers cycled 0..L-1",
-              "input": f"embedding output of the first {n} seeded random tokens",
-              "ratio": "Dong's residual ratio ||X - 1 mean^T||_F / ||X||_F (symtrans.numeric.measure)",
-              "variants": {"pure-attention": "X <- MHA(X) + b_O (real Q/K/V biases), no residual, no LN",
-                           "attention+residual": "X <- X + MHA(X) + b_O, no LN, no MLP",
-                           "attention+residual+LN": "X <- LN1(X + MHA(X) + b_O), no MLP",
-                           "full-block": "real post-LN encoder layer"}}
-    details = {"ratios": ratios, "fits": fits}
+    inputs = dict(_SWEEP_INPUTS, n=n, input=f"embedding output of the first {n} seeded random tokens")
+    details = {"ratios": _clean(ratios), "fits": fits}
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs, details=details,
+                  scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if claim == "lit-dong":
-        final = ratios["pure-attention"][-1]
-        if final != final:
-            return record(ctx, claim, "depth-sweep-pure-attention", Verdict.INCONCLUSIVE,
-                          "pure attention overflowed before the end of the sweep", tolerance=tol,
-                          inputs=inputs, details=details)
-        first = next((k for k, r in enumerate(ratios["pure-attention"]) if r < COLLAPSED), None)
-        slope = fits["pure-attention"]["log10_slope_per_layer"]
+        name = "depth-sweep-pure-attention"
+        series = ratios["pure-attention"]
+        if any(r != r for r in series):
+            return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+                          "pure attention overflowed (a non-finite state) before the end of the sweep", **common)
+        first = _collapse_depth(series)
+        fit = fits["pure-attention"]
+        slope, dslope = fit["log10_slope_per_layer"], fit["loglog_slope_per_layer"]
+        final = series[-1]
+        margin = _decades(COLLAPSED, final) if final > 0 else 1e300
+        if first is not None and first <= 1:
+            return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+                          f"degenerate instance: pure attention collapses at depth {first} (ratio "
+                          f"{series[0]:.3g} -> {series[1]:.3g}), so no decay rate can be observed (fewer than two "
+                          "ratios above the rounding floor); e.g. uniform attention (A = 11^T/n) collapses in one "
+                          "step. Dong's claim is about the doubly exponential decay, which this instance cannot show",
+                          margin=_finite_margin(margin),
+                          margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
+                          **common)
+        if abs(_decades(final, COLLAPSED)) < DECISIVE_MARGIN:
+            return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+                          f"final ratio {final:.3g} within {DECISIVE_MARGIN:g} decade of the collapse threshold",
+                          margin=_finite_margin(-abs(margin)), margin_meaning="decades from the threshold", **common)
         v = Verdict.SUPPORTED if final < COLLAPSED else Verdict.FAILS
-        dslope = fits["pure-attention"]["loglog_slope_per_layer"]
         rate = (f"fitted slope of log10 ratio {slope:.3g} per layer; of log10(-log10 ratio) {dslope:.3g} per "
                 f"layer (the exponent grows {10 ** dslope:.3g}x per layer: doubly exponential)"
                 if slope is not None and dslope is not None else "too few points above the float floor to fit")
-        return record(ctx, claim, "depth-sweep-pure-attention", v,
-                      (f"pure attention collapses: ratio {ratios['pure-attention'][0]:.3g} -> {final:.3g} "
+        return record(ctx, claim, name, v,
+                      (f"pure attention collapses: ratio {series[0]:.3g} -> {final:.3g} "
                        f"(below 1e-8 from depth {first}); {rate}" if v is Verdict.SUPPORTED else
                        f"pure attention did not collapse within depth {SWEEP_DEPTH}: ratio {final:.3g}"),
-                      margin=math.log10(COLLAPSED / final) if final > 0 else math.inf,
-                      margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
-                      tolerance=tol, inputs=inputs, details=details)
-    resid = {v: ratios[v] for v in VARIANTS if v != "pure-attention"}  # noqa: C416
+                      margin=_finite_margin(abs(margin)),
+                      margin_meaning="decades of the final pure-attention ratio from the collapse threshold",
+                      **common)
+    resid = {v: ratios[v] for v in RESIDUAL_VARIANTS}
+    if any(r != r for s in resid.values() for r in s):
+        return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
+                      "a residual variant overflowed (a non-finite state) before the end of the sweep", **common)
     worst = min(min(r) for r in resid.values())
+    m = _decades(worst, COLLAPSED)
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
+    if abs(m) < DECISIVE_MARGIN:
+        return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
+                      f"smallest residual-variant ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                      margin=_finite_margin(m), margin_meaning="decades from the threshold", **common)
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
     summary = (f"no collapse with residuals over depth {SWEEP_DEPTH}: smallest ratio {worst:.3g} "
                f"({', '.join(f'{k} ends at {r[-1]:.3g}' for k, r in resid.items())}); pure attention ends at "
                f"{ratios['pure-attention'][-1]:.3g}" if not bad else
                f"residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}")
-    return record(ctx, claim, "depth-sweep-residual", v, summary,
-                  margin=math.log10(worst / COLLAPSED) if worst > 0 else -math.inf,
-                  margin_meaning="decades of the smallest residual-variant ratio above the collapse threshold",
-                  tolerance=tol, inputs=inputs, details=details)
+    return record(ctx, claim, "depth-sweep-residual", v, summary, margin=_finite_margin(abs(m)),
+                  margin_meaning="decades of the smallest residual-variant ratio from the collapse threshold",
+                  **common)
 
 
 # ----------------------------------------------------------------- prop-5.4
@@ -417,7 +619,8 @@ def jacobian_check(w: Any, X: Any, layers: int = 2, directions: int = 6, seed: i
             for i in range(layers):  # chain (I + D[MHA](h_i)) along the stack's own states
                 dh = dh + mha_jvp(h, dh, w.layer(i))
                 h = _layer(w, h, i, with_ln)
-        errors.append(float((dh - ref).norm() / ref.norm()))
+        rn, dn = float(ref.norm()), float((dh - ref).norm())
+        errors.append(dn / rn if rn > 0 else (0.0 if dn == 0 else math.inf))
     # non-affinity: second-order remainder scales like t^2
     dX = torch.randn(X.shape, generator=g, dtype=X.dtype)
     with torch.no_grad():
@@ -425,7 +628,7 @@ def jacobian_check(w: Any, X: Any, layers: int = 2, directions: int = 6, seed: i
         rem = [float((fn(X + t * dX) - fn(X) - t * lin).norm()) for t in (1e-2, 1e-3)]
     return {"max_rel_error": max(errors), "errors": errors, "layers": layers, "with_ln": with_ln,
             "remainder_t1e-2": rem[0], "remainder_t1e-3": rem[1],
-            "remainder_ratio": rem[0] / rem[1] if rem[1] > 0 else math.inf}
+            "remainder_ratio": rem[0] / rem[1] if rem[1] > 0 else None}
 
 
 JACOBIAN_TOL = 1e-9
@@ -442,71 +645,49 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n = min(ctx.n, 8)
     X = embed(w, random_ids(w, n, ctx.seed))
-    res = jacobian_check(w, X, layers=2, directions=JACOBIAN_DIRECTIONS, seed=ctx.seed)
+    res = jacobian_check(w, X, layers=2, directions=JACOBIAN_DIRECTIONS, seed=0)
     eps = torch.finfo(X.dtype).eps
     tol = Tolerance(JACOBIAN_TOL if X.dtype == torch.float64 else 1e-3,
                     f"both sides are float{'64' if X.dtype == torch.float64 else '32'} evaluations of the same "
                     f"derivative; their rounding differences (eps = {eps:.2g} times O(n d) accumulated terms) "
                     "stay far below this; a wrong formula gives errors of order 1e-2 to 1", "||autograd JVP||")
     err = res["max_rel_error"]
-    v = Verdict.SUPPORTED if err < tol.value else Verdict.FAILS
+    finite = math.isfinite(err) and bool(torch.isfinite(X).all())
+    if not finite:
+        res["max_rel_error"] = None
+        res["errors"] = [e if math.isfinite(e) else None for e in res["errors"]]
+    v = (Verdict.INCONCLUSIVE if not finite else Verdict.SUPPORTED if err < tol.value else Verdict.FAILS)
+    ratio = res["remainder_ratio"]
+    shape = ("the second-order remainder shrinks {:.3g}x when t shrinks 10x ({})".format(
+        ratio, "quadratic: the map is not affine" if ratio > 10 ** 1.5 else "not quadratic: on these weights the "
+        "map is affine up to rounding (e.g. constant attention)") if ratio is not None else
+        "the second-order remainder is exactly zero (an affine map)")
     inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP",
               "reference": "torch.func.jvp (forward-mode autograd) of the stack"}
     return [record(ctx, "prop-5.4", "residual-jacobian", v,
                    f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
-                   f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); second-order remainder "
-                   f"shrinks {res['remainder_ratio']:.3g}x when t shrinks 10x (quadratic: the map is not affine)",
-                   margin=math.log10(tol.value / err) if err > 0 else math.inf,
+                   f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); {shape}"
+                   if finite else "non-finite states or derivatives: nothing to compare",
+                   margin=_finite_margin(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
-                   tolerance=tol, inputs=inputs, details=res)]
+                   tolerance=tol, dtype=str(X.dtype).replace("torch.", ""), inputs=inputs, details=res,
+                   scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-1"))]
 
 
 # ------------------------------------------------------------------ cor-mlp-role
 MLP_SPAN_N = 32  # n < d_model, so the span of the token embeddings is a proper subspace
-LINEARITY_TOL = Tolerance(1e-12, "float64 evaluation of a linear map: relative superposition error of a few "
-                          "hundred roundings of size 1.1e-16 stays below 1e-12", "relative to ||g(Z)||")
 
 
-def _frozen_stack(w: Any, X0: Any, layers: int, mlp: bool) -> tuple[Any, Any]:
-    """The attention (+ MLP) + residual stack with every A^h frozen at its value along X0's trajectory.
+@producer("cor-mlp-role/span", kind="numeric", name="span-without-mlp", needs_model=True)
+def check_mlp_span(ctx: Context) -> list[Evidence]:
+    """Without an MLP, do attention + residual leave the span of the token embeddings?
 
-    Returns ``(g, out)``: the map Z -> stack(Z) with frozen attention (biases off, no LN), and g(X0).
+    Reading ``cor-mlp-role/span``: "the MLP is necessary for directions
+    outside the linear span of the original token embeddings". Hypothesis: the
+    span is a proper subspace (rank X0 < d_model). Decided by
+    rank [X0; X_L] > rank X0 with both rank records decisive.
     """
-    import torch
-
-    from symtrans.numeric.forward import _gelu, attention
-
-    frozen = []
-    h = X0
-    for i in range(layers):
-        lay = _paper_layer(w.layer(i))
-        A, _, _ = attention(h, lay)
-        frozen.append((A, lay))
-        h = _frozen_layer(h, A, lay, mlp, _gelu, w.arch.activation)
-
-    def g(Z: Any) -> Any:
-        for A, lay in frozen:
-            Z = _frozen_layer(Z, A, lay, mlp, _gelu, w.arch.activation)
-        return Z
-
-    with torch.no_grad():
-        return g, g(X0)
-
-
-def _frozen_layer(Z: Any, A: Any, lay: dict[str, Any], mlp: bool, gelu: Any, act: str) -> Any:
-    import torch
-
-    V = torch.einsum("nd,hdk->hnk", Z, lay["W_V"])
-    Z = Z + ((A @ V) @ lay["W_O"]).sum(0)
-    if mlp:
-        Z = Z + gelu(Z @ lay["W_in"], act) @ lay["W_out"]  # no FFN biases: a bias alone is affine
-    return Z
-
-
-@producer("cor-mlp-role", kind="numeric", name="mlp-role", needs_model=True)
-def check_mlp_role(ctx: Context) -> list[Evidence]:
-    """Without an MLP, do attention + residual leave the span of the token embeddings? Are they linear at fixed A?"""
     import torch
 
     from symtrans.numeric.linalg import numerical_rank
@@ -514,51 +695,156 @@ def check_mlp_role(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n, L = min(ctx.n, MLP_SPAN_N), w.n_layers
     X0 = trace(ctx, n=n, layers=0).embeddings
+    d = int(X0.shape[1])
     with torch.no_grad():
         h = X0
         for i in range(L):
             h = h + mha_paper(h, w.layer(i))
-    r0, rj = numerical_rank(X0), numerical_rank(torch.cat([X0, h]))
-    Q, _ = torch.linalg.qr(X0.T)  # orthonormal basis of rowspace(X0) (X0 has full row rank n < d)
-    outside = float((h - (h @ Q) @ Q.T).norm() / h.norm())
-    decided = decisive(r0, rj)
-    new_dirs = rj.rank - r0.rank
     inputs = {"n": n, "layers": L, "form": "X <- X + MHA(X) with the paper's MHA (real weights, biases zero), "
               "no MLP, no LN", "X0": f"embedding output of {n} seeded random tokens"}
-    details = {"rank_X0": r0.to_dict(), "rank_X0_and_XL": rj.to_dict(), "new_directions": new_dirs,
-               "energy_outside_span": outside,
-               "reading": "'non-linear feature generation (directions outside the linear span of the original "
-                          "token embeddings)': the span is rowspace(X0)"}
-    span_verdict = (Verdict.INCONCLUSIVE if not decided
-                    else Verdict.FAILS if new_dirs > 0 else Verdict.SUPPORTED)
-    span = record(ctx, "cor-mlp-role", "span-without-mlp", span_verdict,
-                  (f"attention + residual alone (no MLP) leave the span of the token embeddings: rank "
-                   f"[X0; X_L] = {rj.rank} > rank X0 = {r0.rank}, {outside:.1%} of X_L's energy outside; so "
-                   "the MLP is not necessary for directions outside that span (W_V W_O maps out of it)")
-                  if new_dirs > 0 else f"X_L stays in the span of the token embeddings ({outside:.2e} outside)",
-                  margin=min(gap(r0), gap(rj)), margin_meaning="smallest spectral gap at the two rank cuts "
-                  "(decades)", tolerance=GAP_TOLERANCE, inputs=inputs, details=details)
-    # second reading: at frozen attention the no-MLP stack is linear in X; the MLP makes it non-linear
-    gen = torch.Generator().manual_seed(ctx.seed + 5)
-    Z1, Z2 = (torch.randn(X0.shape, generator=gen, dtype=X0.dtype) * X0.std() for _ in range(2))
-    errs = {}
-    for mlp in (False, True):
-        g, _ = _frozen_stack(w, X0, L, mlp)
-        with torch.no_grad():
-            lhs, rhs = g(0.7 * Z1 - 1.3 * Z2), 0.7 * g(Z1) - 1.3 * g(Z2)
-        errs[mlp] = float((lhs - rhs).norm() / lhs.norm())
-    tol = LINEARITY_TOL.value
-    linear_ok = errs[False] < tol < errs[True]
-    lin = record(ctx, "cor-mlp-role", "linear-at-fixed-attention",
-                 Verdict.SUPPORTED if linear_ok else Verdict.FAILS,
-                 (f"with every A^h frozen, the {L}-layer attention + residual stack is linear in X (superposition "
-                  f"error {errs[False]:.1e}) and becomes non-linear only with the MLP (error {errs[True]:.1e}): "
-                  "at fixed attention the MLP is what adds non-linearity")
-                 if linear_ok else f"superposition errors without / with MLP: {errs[False]:.1e} / {errs[True]:.1e}",
-                 margin=math.log10(min(tol / max(errs[False], 1e-300), errs[True] / tol)),
-                 margin_meaning="decades between the tolerance and the nearer of the two superposition errors",
-                 tolerance=LINEARITY_TOL,
-                 inputs=dict(inputs, test="g(0.7 Z1 - 1.3 Z2) vs 0.7 g(Z1) - 1.3 g(Z2), Z Gaussian, A^h frozen "
-                             "along X0's trajectory; FFN without biases"),
-                 details={"superposition_error_no_mlp": errs[False], "superposition_error_mlp": errs[True]})
-    return [span, lin]
+    common = dict(tolerance=RANK_TOLERANCE, dtype="float64", inputs=inputs,
+                  scope=Scope("instances", f"{n} seeded tokens through the model's {L} attention layers"),
+                  margin_meaning="smallest distance (decades) of the singular values next to the two rank cuts")
+    if not bool(torch.isfinite(h).all()):
+        return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.INCONCLUSIVE,
+                       "the attention + residual stack overflowed (non-finite state)", **common)]
+    r0, rj = numerical_rank(X0), numerical_rank(torch.cat([X0, h]))
+    proper = r0.rank < d
+    hyp = HypothesisCheck("span of the token embeddings is a proper subspace (rank X0 < d_model)",
+                          (proper if r0.decisive else None), _finite_margin(r0.margin),
+                          f"rank X0 = {r0.rank} of d_model = {d} ({r0.precision}); margin: decades from the cut")
+    details = {"rank_X0": r0.to_dict(), "rank_X0_and_XL": rj.to_dict(), "new_directions": rj.rank - r0.rank}
+    if hyp.holds is False:
+        return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.NOT_APPLICABLE,
+                       f"not applicable: the embeddings span R^{d} already", violated_hypothesis=hyp.name,
+                       hypothesis_checks=(hyp,), details=details, **common)]
+    Q, _ = torch.linalg.qr(X0.T)
+    hn = float(h.norm())
+    outside = float((h - (h @ Q[:, :r0.rank]) @ Q[:, :r0.rank].T).norm() / hn) if hn > 0 else 0.0
+    details["energy_outside_span"] = outside
+    margin = min(r0.margin, rj.margin)
+    if hyp.holds is None or not (r0.decisive and rj.decisive):
+        return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.INCONCLUSIVE,
+                       f"a rank decision sits within {DECISIVE_MARGIN:g} decade of its cut (rank X0 = {r0.rank}, "
+                       f"rank [X0; X_L] = {rj.rank})", margin=_finite_margin(margin),
+                       hypothesis_checks=(hyp,), details=details, **common)]
+    new_dirs = rj.rank - r0.rank
+    v = Verdict.FAILS if new_dirs > 0 else Verdict.SUPPORTED
+    summary = (f"attention + residual alone (no MLP) leave the span of the token embeddings: rank [X0; X_L] = "
+               f"{rj.rank} > rank X0 = {r0.rank}, a fraction {outside:.3g} of ||X_L||_F outside it; so the MLP is "
+               "not necessary for directions outside that span (W_V W_O maps out of it)" if new_dirs > 0 else
+               f"X_L stays in the span of the token embeddings (rank [X0; X_L] = rank X0 = {r0.rank})")
+    return [record(ctx, "cor-mlp-role", "span-without-mlp", v, summary, margin=_finite_margin(margin),
+                   hypothesis_checks=(hyp,), details=details, **common)]
+
+
+def mlp_nonzero_hypothesis(w: Any) -> HypothesisCheck:
+    """The MLP is not identically zero at some layer (W_in and W_out both non-zero), decided exactly.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> mlp_nonzero_hypothesis(load_model("default")).holds
+    True
+    """
+    vals = [(float(w.W_in[i].norm()) * float(w.W_out[i].norm()), i) for i in range(w.n_layers)]
+    live = [i for v, i in vals if v > 0]
+    return HypothesisCheck("the MLP is not identically zero (W_in, W_out != 0 at some layer)", bool(live),
+                           None, f"layers with a non-zero MLP: {live}")
+
+
+@producer("cor-mlp-role/collapse-not-necessary", kind="numeric", name="no-collapse-without-mlp",
+          needs_model=True)
+def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
+    """Reading ``cor-mlp-role/collapse-not-necessary``: attention + residual, no MLP, does not collapse."""
+    ratios = _sweep(ctx)
+    n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
+    series = ratios["attention+residual"]
+    inputs = dict(_SWEEP_INPUTS, n=n, variant="attention+residual")
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs,
+                  details={"ratios": _clean({"attention+residual": series,
+                                             "pure-attention": ratios["pure-attention"]})},
+                  scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
+    if any(r != r for r in series):
+        return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
+                       "the attention + residual stack overflowed (non-finite state)", **common)]
+    worst = min(series)
+    m = _decades(worst, COLLAPSED)
+    if abs(m) < DECISIVE_MARGIN:
+        return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
+                       f"smallest ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                       margin=_finite_margin(m), margin_meaning="decades from the threshold", **common)]
+    v = Verdict.SUPPORTED if m > 0 else Verdict.FAILS
+    return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", v,
+                   (f"attention + residual without any MLP does not collapse over depth {SWEEP_DEPTH}: smallest "
+                    f"ratio {worst:.3g} (pure attention ends at {ratios['pure-attention'][-1]:.3g}); the MLP is "
+                    "not necessary against collapse" if v is Verdict.SUPPORTED else
+                    f"attention + residual without MLP collapsed: smallest ratio {worst:.3g}"),
+                   margin=_finite_margin(abs(m)),
+                   margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
+
+
+@producer("cor-mlp-role/collapse-sufficient", kind="numeric", name="mlp-prevents-collapse", needs_model=True)
+def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
+    """Reading ``cor-mlp-role/collapse-sufficient``: attention + MLP, no residual, does not collapse.
+
+    Hypotheses: pure attention collapses on this model (there is a collapse to
+    prevent) and the MLP is not identically zero. A collapse decided at a finite
+    depth with a margin is an open condition on the weights (the ratio after k
+    layers is continuous in them), so a failure here has scope ``open-set``.
+    """
+    ratios = _sweep(ctx)
+    w = weights(ctx)
+    n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
+    series, pure = ratios["attention+MLP"], ratios["pure-attention"]
+    inputs = dict(_SWEEP_INPUTS, n=n, variant="attention+MLP")
+    details = {"ratios": _clean({"attention+MLP": series, "pure-attention": pure})}
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs, details=details)
+    inst = Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens")
+    mlp = mlp_nonzero_hypothesis(w)
+    k_pure = _collapse_depth(pure)
+    pure_final = pure[-1]
+    pm = _decades(COLLAPSED, pure_final) if pure_final == pure_final and pure_final > 0 else (
+        1e300 if pure_final == 0 else math.nan)
+    collapse = HypothesisCheck("pure attention collapses on this model (a collapse to prevent)",
+                               hypothesis_state(pm) if pm == pm else None, _finite_margin(pm) if pm == pm else None,
+                               f"pure attention's final ratio {pure_final:.3g}; margin: decades below 1e-8")
+    first = k_pure if k_pure is not None else SWEEP_DEPTH + 1
+    gradual = HypothesisCheck("attention is non-degenerate: pure attention does not collapse within one layer",
+                              first > 1, float(first), f"pure attention collapses at depth {k_pure}: attention that "
+                              "makes the rows equal in one step leaves nothing for a row-wise MLP after it to act on "
+                              "(e.g. uniform attention, W_Q = W_K = 0); margin: the collapse depth")
+    checks = (collapse, gradual, mlp)
+    for h in checks:
+        if h.holds is False:
+            return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.NOT_APPLICABLE,
+                           f"not applicable: {h.name} is violated ({h.detail})", violated_hypothesis=h.name,
+                           hypothesis_checks=checks, scope=inst, **common)]
+    if collapse.holds is None or any(r != r for r in series):
+        return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
+                       "pure attention's collapse is undecided or the attention + MLP stack overflowed",
+                       hypothesis_checks=checks, scope=inst, **common)]
+    k = _collapse_depth(series)
+    worst = min(series)
+    if k is not None:
+        m = _decades(COLLAPSED, series[k]) if series[k] > 0 else 1e300
+        return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.FAILS,
+                       f"attention + MLP without residual collapses too: ratio {series[k]:.3g} at depth {k} "
+                       f"(pure attention: below 1e-9 from depth {k_pure}); the MLP acts row by row, so equal rows "
+                       "stay equal: it can slow the collapse, not undo it",
+                       margin=_finite_margin(m), margin_meaning="decades of the collapsed ratio below 1e-8",
+                       hypothesis_checks=checks,
+                       scope=Scope("open-set", f"the ratio after {k} layers is continuous in the weights and sits "
+                                   f"{m:.3g} decades below 1e-8, so it stays collapsed on a neighbourhood of these "
+                                   "weights (a set of positive measure)", (f"depth {k}",)), **common)]
+    m = _decades(worst, COLLAPSED)
+    if abs(m) < DECISIVE_MARGIN:
+        return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
+                       f"smallest attention + MLP ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                       margin=_finite_margin(m), margin_meaning="decades from the threshold",
+                       hypothesis_checks=checks, scope=inst, **common)]
+    return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.SUPPORTED,
+                   f"attention + MLP without residual does not collapse over depth {SWEEP_DEPTH} (smallest ratio "
+                   f"{worst:.3g}) where pure attention does (from depth {k_pure})", margin=_finite_margin(m),
+                   margin_meaning="decades of the smallest ratio above 1e-8", hypothesis_checks=checks, scope=inst,
+                   **common)]

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "certify_claims", "record_certificates", "write_certificates", "verify_paths"]
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: int = 128,
-                   seed: int = 0) -> dict[str, Any]:
+                   seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Run the certificates for ``ids`` (all when empty); return the report-shaped dict.
 
     Examples
@@ -71,8 +72,11 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     for cid in ids or []:
         if cid not in known:
             raise SymtransError(suggest(cid, known, "claim with certificates"))
+    from symtrans.progress import Progress
+
     ctx = Context(model=model, n=n, seed=seed)
-    results = run_certificates(list(ids) if ids else None, ctx)
+    with Progress(None, "certify", unit="certificate", enabled=progress):
+        results = run_certificates(list(ids) if ids else None, ctx)
     return {"claims": [{"id": cid, "verdict": combine_verdicts(e.verdict for e in evs).value,
                         "evidence": [e.to_dict() for e in evs]} for cid, evs in results.items()]}
 
@@ -157,12 +161,10 @@ def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
             files.append(p)
         else:
             raise SymtransError(f"{spec}: no such file or directory")
-    loaded = []
-    for f in files:
-        try:
-            loaded.append((f, json.loads(f.read_text())))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise SymtransError(f"{f}: not a readable JSON certificate ({type(err).__name__})") from None
+    from symtrans.validate import REPORT_MAX_BYTES, read_json_file
+
+    # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
+    loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
     return [(str(f), *verify_certificate(data)) for f, data in loaded]
 
 
@@ -177,11 +179,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
-    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed)
+    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed, progress=True)
     if args.out:
         files, uncovered = write_certificates(out, args.out)
     if args.format == "json":
-        print(json.dumps(out, indent=2, default=str))
+        print(dumps_strict(out, indent=2, default=str))
         return 0
     for claim in out["claims"]:
         print(f"{claim['id']}: {claim['verdict']}")
@@ -196,9 +198,20 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 print(f"      scope: {scope['kind']}: {scope['description']}")
             for hc in ev.get("hypothesis_checks") or ():
                 print(f"      hypothesis {hc['name']}: {hc['holds']}" +
-                      (f" (margin {hc['margin']:.1f})" if hc.get("margin") is not None else ""))
+                      (f" (margin {_margin(hc['margin'])})" if hc.get("margin") is not None else ""))
     if args.out:
         print(f"wrote {len(files)} certificate files to {args.out}")
         for line in uncovered:
             print(f"  no certificate file (proof or search record, no re-checkable witness): {line}")
     return 0
+
+
+def _margin(value: object) -> str:
+    """A margin as printed: one decimal for a number, the strict-JSON spelling ("inf") as it is.
+
+    Examples
+    --------
+    >>> _margin(2.345), _margin("inf")
+    ('2.3', 'inf')
+    """
+    return f"{value:.1f}" if isinstance(value, (int, float)) else str(value)

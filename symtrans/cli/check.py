@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "numeric_producers", "run_checks"]
@@ -75,15 +75,12 @@ def run_checks(ctx: Any, claims: list[str] | None = None, progress: bool = False
     >>> [(e.claim, e.verdict.label) for e in ev]
     [('prop-5.4', 'supported')]
     """
-    from tqdm import tqdm
-
     from symtrans.evidence import run_producer
+    from symtrans.progress import track
 
     prods = numeric_producers(claims)
     out = []
-    bar = tqdm(prods, disable=not progress, file=sys.stderr, unit="check", leave=False)
-    for p in bar:
-        bar.set_description(f"{p.claim}: {p.name}")
+    for p in track(prods, "check", unit="check", label=lambda p: f"{p.claim}: {p.name}", enabled=progress):
         out.extend(run_producer(p, ctx))
     return out
 
@@ -114,16 +111,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise SymtransError(f"--n must be at least 2, got {args.n}")
     ctx = Context(model=args.model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
                   progress=args.format == "text")
+    from symtrans import progress
     from symtrans.checks.common import weights
 
+    progress.note("check", f"loading the model {args.model!r}")
     w = weights(ctx)
     if args.n > int(w.arch.max_positions):
         raise SymtransError(f"--n {args.n} exceeds the model's {w.arch.max_positions} positions")
     start = time.perf_counter()
-    evidence = run_checks(ctx, args.claims, progress=args.format == "text" and sys.stderr.isatty())
+    evidence = run_checks(ctx, args.claims, progress=True)
     total = time.perf_counter() - start
     if args.format == "json":
-        print(json.dumps({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
+        print(dumps_strict({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
                           "dtype": args.dtype, "seconds": total,
                           "evidence": [e.to_dict() for e in evidence]}, indent=2, default=str))
         return 0

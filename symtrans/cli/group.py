@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 
 __all__ = ["register", "factor_lines"]
 
@@ -107,10 +108,13 @@ def _cmd_group(args: argparse.Namespace) -> int:
     if args.certify:
         from symtrans.group.certify import certify_all
 
-        certs = certify_all(spec.arch)
+        from symtrans.progress import Progress
+
+        with Progress(None, "group --certify", unit="certificate"):
+            certs = certify_all(spec.arch)
         data["certificates"] = [c.to_dict() for c in certs]
     if args.format == "json":
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps_strict(data, indent=2, default=str))
     else:
         lines = factor_lines(data) + _pairing_lines(data["pairing"])
         if certs:
@@ -124,12 +128,21 @@ def _verify(args: argparse.Namespace) -> int:
     from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric, orbit_dimension_numeric
     from symtrans.numeric import load_model
 
-    w = load_model(args.model, dtype="float64")
-    checks = verify_model(w, n=args.n, seed=args.seed)
-    orbits = [orbit_dimension_numeric(layer_blocks(w.layer(i)), w.arch, layer=i) for i in range(w.n_layers)]
-    n_fib = min(args.n, 3)
-    wo = [fibre_wo_numeric(w, i, args.n) for i in range(w.n_layers)]
-    ffn = fibre_ffn_input_numeric(w, 0, n=n_fib, seed=args.seed)
+    from symtrans.progress import Progress
+
+    with Progress(None, "group --verify", unit="check") as bar:
+        w = load_model(args.model, dtype="float64")
+        bar.step("model loaded")
+        checks = verify_model(w, n=args.n, seed=args.seed)
+        orbits = []
+        for i in range(w.n_layers):
+            orbits.append(orbit_dimension_numeric(layer_blocks(w.layer(i)), w.arch, layer=i))
+            bar.step(f"orbit dimension, layer {i}")
+        n_fib = min(args.n, 3)
+        wo = [fibre_wo_numeric(w, i, args.n) for i in range(w.n_layers)]
+        bar.step("W_O fibres")
+        ffn = fibre_ffn_input_numeric(w, 0, n=n_fib, seed=args.seed)
+        bar.step("FFN-input fibre")
     orbit_rows = [{"layer": o.layer, "jacobian_rank": o.jacobian_rank, "formula_at_measured_ranks":
                    o.formula_at_measured_ranks, "symbolic": o.symbolic_generic, "dtype": "float64",
                    "margin_decades": o.min_margin, "verdict": "holds" if o.agrees else "fails"} for o in orbits]
@@ -144,7 +157,7 @@ def _verify(args: argparse.Namespace) -> int:
                        | {"n": n_fib, "margin_decades": ffn["rank"]["margin"],
                           "margin_default_cut": ffn["rank_default_cut"]["margin"]}}}
     if args.format == "json":
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps_strict(data, indent=2, default=str))
         return 0 if ok else 1
     lines = [f"numeric checks of G on {w.arch.name} (weights {w.weights_hash[:12]}, n={args.n}); "
              "the output is the last hidden state; max_rel_change = max|out' - target| / max|out|", ""]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.validate import dumps_strict
 
 __all__ = ["register", "run_measure", "render_text", "write_plots"]
 
@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
                    help="read one layer at a time from safetensors (auto: checkpoints over 1 GiB)")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                   help="progress bar on stderr (auto: when stderr is a terminal)")
+                   help="progress on stderr: a bar on a terminal, timestamped lines otherwise (off = --quiet)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_cmd_measure)
 
 
@@ -93,6 +94,10 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
     before = peak_memory().get("rss_mib")
     reset = reset_peak_memory()
     t0 = time.perf_counter()
+    if progress:
+        from symtrans import progress as _progress
+
+        _progress.note("measure", f"loading the model {model!r}")
     streamed = stream == "on" or (stream == "auto" and _checkpoint_bytes(model) > _STREAM_ABOVE_BYTES)
     with single_threaded():  # see single_threaded: parallel kernels stall on a busy machine
         if streamed:
@@ -105,6 +110,8 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
     report = measure_all(weights, text=text, n=n, seed=seed, variants=variants, depth=depth,
                          layer_index=layer_index, ln=use_ln, progress=progress)
     report.timings_s = {"load": load_s, **report.timings_s}
+    # measure_all's "total" covers its own work only; the command's total includes the load before it
+    report.timings_s["total"] = time.perf_counter() - t0
     report.memory.update({"rss_before_load_mib": before, "peak_reset_at_start": reset, "streamed": streamed,
                           "how": "VmHWM of /proc/self/status (resident-set peak of the whole process, "
                                  "interpreter and libraries included)"})
@@ -112,7 +119,7 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
 
 
 def _cmd_measure(args: argparse.Namespace) -> int:
-    progress = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    progress = args.progress != "off" and not args.quiet  # symtrans.progress: bar or timestamped lines
     report = run_measure(args.model, text=args.text, n=args.n, seed=args.seed, variant=args.variant,
                          depth=args.depth, layer_index=args.layer_index, ln=args.ln, device=args.device,
                          dtype=args.dtype, allow_pickle=args.allow_pickle, stream=args.stream,
@@ -121,7 +128,7 @@ def _cmd_measure(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = report.to_dict()
         data["plots"] = [str(p) for p in written]
-        print(json.dumps(data, indent=1))
+        print(dumps_strict(data, indent=1))
     else:
         print(render_text(report))
         for p in written:

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--previous", metavar="REPORT_JSON", default=None,
                    help="an earlier report.json whose evidence is carried over (marked stale if the weights "
                         "or the toolkit version changed)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (a bar on a terminal, timestamped lines otherwise)")
     p.set_defaults(func=_cmd_report)
 
 
@@ -61,12 +62,19 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from symtrans.outdir import DirLock
+
+    with DirLock(args.out):  # held from the first check to the last write: a second run into DIR is refused
+        return _report_locked(args)
+
+
+def _report_locked(args: argparse.Namespace) -> int:
     from symtrans.report import build_report, check_output_dir, parse_formats, write_report
 
     formats = parse_formats(args.format)
     check_output_dir(args.out)  # fail before minutes of checks, not after
     ctx = context_from_args(args)
-    report = build_report(ctx, previous=args.previous, progress=not args.quiet and sys.stderr.isatty())
+    report = build_report(ctx, previous=args.previous, progress=not args.quiet)
     paths = write_report(report, args.out, formats)
     counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
     print(f"wrote {', '.join(str(p) for p in paths)}")

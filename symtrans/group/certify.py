@@ -614,6 +614,8 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
     >>> all(c.ok for c in cs)  # doctest: +SKIP
     True
     """
+    from symtrans.progress import tick
+
     spec = GroupSpec.from_arch(arch)
     out = []
     for f in spec.factors:
@@ -623,10 +625,15 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
             c = certify_factor(_unbroken(spec.arch, f.name), f.name)
             gone = ", ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")
             out.append(dataclasses.replace(c, element=f"{c.element}; on a variant without {gone}"))
+        tick(f.name)
         if witnesses:
-            out += [witness(spec.arch, f.name, b.feature) for b in f.broken_by]
+            for b in f.broken_by:
+                out.append(witness(spec.arch, f.name, b.feature))
+                tick(f"{f.name} broken by {b.feature}")
     if lemmas:
-        out += [certify_lemma(n) for n in LEMMAS]
+        for name in LEMMAS:
+            out.append(certify_lemma(name))
+            tick(name)
     return out
 
 

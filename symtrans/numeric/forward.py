@@ -175,7 +175,14 @@ def tokenize(weights: ModelWeights | str, text: str) -> list[int]:
     path = directory / "tokenizer.json" if directory is not None else None
     if path is None or not path.exists():
         raise SymtransError(f"{directory}: no tokenizer.json next to the weights; pass token ids instead")
-    tok = Tokenizer.from_file(str(path))
+    from symtrans.validate import confined_file, read_bytes_bounded
+
+    confined_file(directory, "tokenizer.json", "tokenizer")
+    raw = read_bytes_bounded(path, "tokenizer", 64 << 20)  # a regular file of bounded size (not /dev/zero)
+    try:
+        tok = Tokenizer.from_str(raw.decode("utf-8"))
+    except Exception as err:  # tokenizers raises its own exception types
+        raise SymtransError(f"{path}: not a readable tokenizer.json ({str(err).splitlines()[0][:120]})") from None
     tok.no_padding()  # the bundled tokenizer.json pads to a fixed length; we want the real tokens
     tok.no_truncation()
     ids = tok.encode(text).ids

@@ -98,8 +98,11 @@ def single_threaded() -> Iterator[None]:
     >>> torch.get_num_threads() == before
     True
     """
-    import torch
-
+    try:
+        import torch
+    except ModuleNotFoundError:  # torch-free install (no [numeric] extra): nothing to limit
+        yield
+        return
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -697,23 +700,18 @@ def _workers() -> int:
 
 
 class _Progress:
-    """A tqdm bar on stderr when asked for, else a no-op with the same calls."""
+    """Progress (:mod:`symtrans.progress`) when asked for, else a no-op with the same calls."""
 
     def __init__(self, total: int, enabled: bool, desc: str):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
+        from symtrans.progress import Progress
 
-            self.bar = tqdm(total=total, desc=desc, unit="step", leave=False)
+        self.bar = Progress(total, desc, unit="step", enabled=enabled)
 
     def step(self, label: str) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(label)
-            self.bar.update(1)
+        self.bar.step(label)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 
 def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None, X: Any = None,

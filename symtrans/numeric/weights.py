@@ -27,6 +27,7 @@ from typing import Any
 
 from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
+from symtrans.validate import CONFIG_MAX_BYTES, INDEX_MAX_BYTES, check_device, check_model_dir, confined_file, read_json_file
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
            "resolve_dtype", "default_model_path"]
@@ -83,6 +84,7 @@ def resolve_device(device: str | None) -> Any:
 
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    check_device(device, "device")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise SymtransError(f"unknown device {device!r}; use cpu or cuda")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -299,25 +301,33 @@ def _hash_files(files: list[Path]) -> str:
 def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]:
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
-    if single.exists():
-        return [single], "safetensors"
-    if index.exists():
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise SymtransError(f"{index}: malformed shard index ({_short(err)})") from None
-        files = [directory / s for s in shards]
-        missing = [str(f) for f in files if not f.exists()]
-        if missing:
-            raise SymtransError(f"{missing[0]}: shard listed in {index.name} is missing")
-        return files, "safetensors"
+    if single.exists() or single.is_symlink():
+        return [_weight_file(directory, single.name)], "safetensors"
+    if index.exists() or index.is_symlink():
+        confined_file(directory, index.name, "shard index")
+        doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
+        wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+            raise SymtransError(f"{index}: malformed shard index (weight_map must be a non-empty object "
+                                "mapping tensor names to file names)")
+        return [_weight_file(directory, s) for s in sorted(set(wmap.values()))], "safetensors"
     pickled = [directory / n for n in ("pytorch_model.bin", "model.pt", "model.bin") if (directory / n).exists()]
     if pickled:
         if not allow_pickle:
             raise SymtransError(f"{pickled[0]}: pickled checkpoint refused (it can run code); "
                                 "convert it to safetensors or pass --allow-pickle")
-        return pickled[:1], "pickle"
+        return [_weight_file(directory, pickled[0].name)], "pickle"
     raise SymtransError(f"{directory}: no model.safetensors (or shard index) found")
+
+
+def _weight_file(directory: Path, name: str) -> Path:
+    """A weight file inside ``directory`` (no ``..``, absolute path or escaping link), and a regular file."""
+    f = confined_file(directory, name, "shard")
+    if not f.exists():
+        raise SymtransError(f"{f}: shard listed in the model directory is missing")
+    if not f.is_file():
+        raise SymtransError(f"{f}: the weight file is not a regular file")
+    return f
 
 
 def _resolve_directory(spec: str, allow_pickle: bool) -> Path:
@@ -347,9 +357,10 @@ def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
     """Open a directory spec as a :class:`_Checkpoint` (nothing per-layer is read yet)."""
     import torch
 
+    check_model_dir(spec, allow_pickle=allow_pickle, name="model")  # no None/123 read as a hub id
     directory = _resolve_directory(str(spec), allow_pickle)
     arch = from_config(directory)
-    config = json.loads((directory / "config.json").read_text())
+    config = read_json_file(directory / "config.json", "config", CONFIG_MAX_BYTES)
     files, fmt = _weight_files(directory, allow_pickle)
     if fmt == "pickle":
         try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -186,20 +185,17 @@ def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
     ...
     symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
     """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "report.json"
-    if not p.is_file():
-        raise SymtransError(f"{path}: no such file (pass an earlier report.json)")
+    from symtrans.validate import read_previous
+
+    records = read_previous(path)  # bounded, strict JSON, field types checked before any producer runs
+    out: dict[str, list[Evidence]] = {}
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-        out: dict[str, list[Evidence]] = {}
-        for c in doc["claims"]:
-            out[c["id"]] = [Evidence.from_dict(e) for e in c.get("evidence", [])]
-        return out
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise SymtransError(f"{p}: not a symtrans report.json ({type(err).__name__}: "
+        for cid, evs in records:
+            out[cid] = [Evidence.from_dict(e) for e in evs]
+    except (KeyError, TypeError, ValueError) as err:
+        raise SymtransError(f"{path}: not a symtrans report.json ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:100] if str(err) else ''})") from None
+    return out
 
 
 def _carry(ev: Evidence, ctx: Context, graph: ClaimGraph, weights_hash: str | None) -> EvidenceEntry:
@@ -296,6 +292,10 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     arch = None
     weights_hash = None
     if ctx.numeric:
+        if progress:
+            from symtrans import progress as _progress
+
+            _progress.note("report", f"loading the model {ctx.model!r}")
         w = ctx.weights()
         weights_hash, arch = w.weights_hash, w.arch
         model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
@@ -308,14 +308,9 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
     evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from symtrans.progress import track
 
-        bar = tqdm(order, desc="claims", unit="claim", file=sys.stderr, leave=False)
-    for cid in bar if bar is not None else order:
-        if bar is not None:
-            bar.set_postfix_str(cid)
+    for cid in track(order, "report", unit="claim", enabled=progress):
         fresh = []
         for p in producers_for(cid):
             try:
@@ -338,8 +333,6 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             entry = _carry(e, ctx, graph, weights_hash)
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
-    if bar is not None:
-        bar.close()
     statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__, raised=raised)
     context = {"n": ctx.n, "seed": ctx.seed, "device": ctx.device, "dtype": ctx.dtype}
     return Report(__version__, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -17,7 +17,18 @@ from typing import Any
 
 from symtrans.evidence import Evidence
 
-__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows"]
+__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows", "device_text"]
+
+
+def device_text(device: str | None) -> str:
+    """The requested device as report.md and report.html show it, in report.json's words (``null`` = unset).
+
+    Examples
+    --------
+    >>> device_text(None), device_text("cpu")
+    ('null (auto: CUDA if available, else CPU)', 'cpu')
+    """
+    return "null (auto: CUDA if available, else CPU)" if device is None else str(device)
 
 #: column key -> header, in table order
 EVIDENCE_COLUMNS: dict[str, str] = {

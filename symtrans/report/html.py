@@ -26,14 +26,15 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import PaperStatus, Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
 from symtrans.report.layout import layout
+from symtrans.report.mathtext import expression_mathml, latex_to_mathml
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
 
 if TYPE_CHECKING:
     from proofs import Claim
 
-__all__ = ["render_html", "render_svg", "render_legend"]
+__all__ = ["render_html", "render_svg", "render_legend", "render_notebook"]
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --panel:#f6f8fa; }
@@ -59,7 +60,12 @@ th { background: var(--panel); }
 #legend ul { list-style: none; margin: 0; padding: 0; } #legend li { margin: 2px 0; white-space: nowrap; }
 #legend svg { vertical-align: middle; margin-right: 6px; }
 .graph { border: 1px solid var(--line); border-radius: 8px; background: #fbfcfd; }
-.graph svg { display: block; width: 100%; height: auto; }
+.graph svg { display: block; width: 100%; height: auto; margin: 0 auto; }
+.focus-view { display: none; } .focus-view:target { display: block; }
+.graphs:has(.focus-view:target) .main-graph { display: none; }
+.focus-head { background: #ddf4ff; border: 1px solid #54aeff; border-radius: 6px; padding: 6px 10px; margin: 6px 0; }
+.focus-link { font-size: 12.5px; margin: 4px 0; }
+.math { overflow-x: auto; margin: 6px 0 8px; font-size: 15px; } math { font-size: 1.05em; }
 .node rect { transition: filter .15s; } .node text { pointer-events: none; }
 .node-link:hover rect, .node.hl rect { filter: drop-shadow(0 0 4px rgba(9,105,218,.65)); }
 svg.focus .node { opacity: .25; } svg.focus .node.hl { opacity: 1; }
@@ -81,8 +87,13 @@ a { color: #0969da; text-decoration: none; } a:hover { text-decoration: underlin
 
 _JS = """
 (function () {
-  var svg = document.getElementById('proof-graph');
-  if (!svg) return;
+  function focusFromHash() {  /* #focus=ID shows that claim's re-laid-out view (CSS :target does it too) */
+    var main = document.querySelector('.main-graph'), id = decodeURIComponent(location.hash.slice(1));
+    if (main) main.style.display = (id.indexOf('focus=') === 0 && document.getElementById(id)) ? 'none' : '';
+  }
+  window.addEventListener('hashchange', focusFromHash); focusFromHash();
+  document.querySelectorAll('svg.proof-graph').forEach(function (svg) { wire(svg); });
+  function wire(svg) {
   var up = JSON.parse(svg.getAttribute('data-up')), down = JSON.parse(svg.getAttribute('data-down'));
   function closure(id, adj) { var seen = {}, stack = [id];
     while (stack.length) { var v = stack.pop(); (adj[v] || []).forEach(function (u) {
@@ -101,6 +112,7 @@ _JS = """
     });
     n.addEventListener('mouseleave', clear);
   });
+  }
 })();
 """
 
@@ -123,6 +135,8 @@ def _tooltip(claim: Claim, status: ClaimStatus) -> str:
              + (" | toolkit formalisation" if claim.formalisation == "toolkit" else ""), "", claim.statement]
     if status.disagreement:
         lines += ["", f"DISAGREEMENT: {status.disagreement}"]
+    if status.readings:
+        lines += ["", "readings:"] + [f"  {r.id}: {r.verdict.value}" for r in status.readings]
     if status.failed_ancestors:
         lines += [f"rests on failed: {', '.join(status.failed_ancestors)}"]
     lines += ["", "evidence:" if status.evidence else "evidence: none registered"]
@@ -138,69 +152,96 @@ def _dash(dash: str) -> str:
     return f' stroke-dasharray="{dash}"' if dash else ""
 
 
-def render_svg(report: Report) -> str:
-    """Return the proof graph as an inline ``<svg>`` element.
+def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto") -> str:
+    """Return the proof graph as an inline ``<svg>`` element; with ``focus``, one claim's ancestors and descendants.
+
+    The focus view is laid out anew for that part of the graph only, so it is
+    as uncluttered as the part allows; its nodes link to their own focus views.
 
     Examples
     --------
     >>> from symtrans.evidence import Context
     >>> from symtrans.report import build_report
-    >>> svg = render_svg(build_report(Context(model=None)))
+    >>> rep = build_report(Context(model=None))
+    >>> svg = render_svg(rep)
     >>> svg.startswith('<svg id="proof-graph"'), svg.count('class="edge"') > 30
     (True, True)
+    >>> part = render_svg(rep, focus="thm-5.3")
+    >>> part.count('<g class="node focus-node"') == 1 + len(rep.graph.rests_on("thm-5.3")) + len(rep.graph.impact("thm-5.3"))
+    True
     """
     g = report.graph
-    lay = layout(g)
+    keep = None
+    if focus is not None:
+        keep = {focus, *g.rests_on(focus), *g.impact(focus)}
+    lay = layout(g, engine=engine, only=keep, node_h=56 if any(s.readings for s in report.statuses.values())
+                 else 48)
     w, h = lay.node_w, lay.node_h
-    up = {v: sorted(g.graph.predecessors(v)) for v in g.claims}
-    down = {v: sorted(g.graph.successors(v)) for v in g.claims}
-    out = [f'<svg id="proof-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width:.0f} '
-           f'{lay.height:.0f}" role="img" aria-label="proof graph" data-up=\'{_esc(json.dumps(up))}\' '
-           f'data-down=\'{_esc(json.dumps(down))}\'>',
+    ids = [v for v in g.claims if keep is None or v in keep]
+    up = {v: sorted(u for u in g.graph.predecessors(v) if u in ids) for v in ids}
+    down = {v: sorted(u for u in g.graph.successors(v) if u in ids) for v in ids}
+    prefix = "" if focus is None else f"f-{focus}-"
+    svg_id = "proof-graph" if focus is None else f"graph-focus-{focus}"
+    node_class = "node" if focus is None else "node focus-node"
+    out = [f'<svg id="{_esc(svg_id)}" class="proof-graph" xmlns="http://www.w3.org/2000/svg" '
+           f'viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" style="max-width:{lay.width:.0f}px" role="img" '
+           f'aria-label="proof graph{"" if focus is None else " around " + _esc(focus)}" '
+           f'font-family="-apple-system, Segoe UI, Helvetica, Arial, sans-serif" data-layout="{lay.engine}" '
+           f"data-up='{_esc(json.dumps(up))}' data-down='{_esc(json.dumps(down))}'>",
            "<defs>"]
     for kind in EDGE_KINDS:
         colour = EDGE_STYLE[kind][0]
-        out.append(f'<marker id="arrow-{kind}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        out.append(f'<marker id="{_esc(prefix)}arrow-{kind}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
                    f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>'
                    "</marker>")
     out.append("</defs>")
     out.append('<g class="edges">')
     for u, v, kind in g.edges():
-        (x1, y1), (x2, y2) = lay.pos[u], lay.pos[v]
-        sx, sy, tx, ty = x1 + w / 2, y1 + h, x2 + w / 2, y2
-        if ty <= sy:  # same layer: should not happen in a layered DAG, but draw sideways if it does
-            sy, ty = y1 + h / 2, y2 + h / 2
-        bend = max(28.0, (ty - sy) * 0.45)
+        if (u, v) not in lay.routes:
+            continue
         colour, dash, _ = EDGE_STYLE[kind]
         out.append(f'<path class="edge" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
-                   f'd="M{sx:.1f},{sy:.1f} C{sx:.1f},{sy + bend:.1f} {tx:.1f},{ty - bend:.1f} {tx:.1f},{ty - 1:.1f}" '
+                   f'd="{lay.path(u, v)}" '
                    f'fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)} '
-                   f'marker-end="url(#arrow-{kind})"/>')
+                   f'marker-end="url(#{_esc(prefix)}arrow-{kind})"/>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for claim, status in report.items():
+        if claim.id not in lay.pos:
+            continue
         x, y = lay.pos[claim.id]
         fill, border = VERDICT_FILL[status.verdict], BORDER[claim.paper_status]
         glyph = STANDING_GLYPH[status.standing]
         room = w - 20 - (16 if glyph else 0)  # monospace id: about 7.3 px a character at 12 px
         fit = (f' textLength="{room:.0f}" lengthAdjust="spacingAndGlyphs"'
                if len(claim.id) * 7.3 > room else "")
-        out.append(f'<a class="node-link" href="#claim-{_esc(claim.id)}">'
-                   f'<g class="node" id="node-{_esc(claim.id)}" data-id="{_esc(claim.id)}" '
+        target = f"#claim-{claim.id}" if focus is None else f"#focus={claim.id}"
+        node_id = f"node-{claim.id}" if focus is None else f"{prefix}node-{claim.id}"
+        centre = ' font-weight="700"' if claim.id == focus else ""
+        out.append(f'<a class="node-link" href="{_esc(target)}">'
+                   f'<g class="{node_class}" id="{_esc(node_id)}" data-id="{_esc(claim.id)}" '
                    f'data-verdict="{status.verdict.value}" data-paper-status="{claim.paper_status.value}">'
                    f"<title>{_esc(_tooltip(claim, status))}</title>"
                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{w}" height="{h}" rx="9" fill="{fill.fill}" '
-                   f'stroke="{border.colour}" stroke-width="{border.width}"{_dash(border.dash)}/>'
-                   f'<text class="nid" x="{x + 10:.1f}" y="{y + 19:.1f}" fill="{fill.text}"{fit}>'
+                   f'stroke="{border.colour}" stroke-width="{border.width * (1.6 if centre else 1)}"'
+                   f"{_dash(border.dash)}/>"
+                   f'<text class="nid" x="{x + 10:.1f}" y="{y + 19:.1f}" fill="{fill.text}" font-size="12" '
+                   f'font-weight="600" font-family="ui-monospace, SFMono-Regular, Menlo, monospace"{fit}>'
                    f"{_esc(claim.id)}</text>"
-                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}">'
-                   f"{_esc(_trim(claim.title, 22 if claim.formalisation == 'toolkit' else 26))}</text>")
+                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}" font-size="10.5"'
+                   f"{centre}>{_esc(_trim(claim.title, 22 if claim.formalisation == 'toolkit' else 26))}</text>")
         if glyph:
             out.append(f'<text class="glyph" x="{x + w - 9:.1f}" y="{y + 18:.1f}" text-anchor="end" '
-                       f'fill="{fill.text}">{glyph}</text>')
+                       f'font-size="13" fill="{fill.text}">{glyph}</text>')
         if claim.formalisation == "toolkit":
             out.append(f'<text class="tk" x="{x + w - 8:.1f}" y="{y + h - 7:.1f}" text-anchor="end" '
-                       f'fill="{fill.text}" opacity="0.8">TK</text>')
+                       f'font-size="8.5" font-weight="600" fill="{fill.text}" opacity="0.8">TK</text>')
+        for i, r in enumerate(status.readings):  # one pip per reading, filled with that reading's verdict
+            rf = VERDICT_FILL[r.verdict]
+            out.append(f'<rect class="reading" data-reading="{_esc(r.id)}" data-verdict="{r.verdict.value}" '
+                       f'x="{x + 10 + i * 17:.1f}" y="{y + h - 11:.1f}" width="14" height="7" rx="2" '
+                       f'fill="{rf.fill}" stroke="{fill.text}" stroke-width="0.8">'
+                       f"<title>reading {_esc(r.id)}: {r.verdict.value}</title></rect>")
         out.append("</g></a>")
     out.append("</g></svg>")
     return "".join(out)
@@ -234,8 +275,42 @@ def render_legend() -> str:
             f"<div><h4>Corner: standing</h4><ul>{standings}</ul></div>"
             f"<div><h4>Edges (dependency \u2192 user)</h4><ul>{edges}</ul>"
             "<h4 style=\"margin-top:8px\">Marks</h4><ul><li><b>TK</b> toolkit formalisation</li>"
-            "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section</li></ul></div>"
+            '<li><svg width="34" height="10"><rect x="2" y="1" width="14" height="7" rx="2" fill="#aceebb" '
+            'stroke="#24292f" stroke-width="0.8"/><rect x="19" y="1" width="14" height="7" rx="2" fill="#cf222e" '
+            'stroke="#24292f" stroke-width="0.8"/></svg>readings, one pip each, filled by verdict</li>'
+            "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section; its section links to a focus view</li></ul></div>"
             "</div>")
+
+
+def _math_block(latex: str) -> str:
+    """A claim's formal statement as MathML (rendered by the browser, offline); its LaTeX source on hover."""
+    ml = latex_to_mathml(latex, display=True)
+    if ml is None:
+        return f"<pre>{_esc(latex)}</pre>"
+    return f'<div class="math" title="{_esc(latex)}">{ml}</div>'
+
+
+def _formula_math(name: str, expression: str) -> str:
+    try:
+        from symtrans.formulas import get_formula
+
+        ml = expression_mathml(get_formula(name).expression())
+    except Exception:  # noqa: BLE001 - a formula that cannot be printed keeps its text form
+        ml = None
+    return ml if ml is not None else f"<code>{_esc(expression)}</code>"
+
+
+def _focus_views(report: Report) -> str:
+    """One re-laid-out view per claim, shown when the URL fragment is ``#focus=ID`` (CSS :target, no script)."""
+    views = []
+    for claim in report.claims:
+        n = 1 + len(report.graph.rests_on(claim.id)) + len(report.graph.impact(claim.id))
+        views.append(f'<div class="focus-view" id="focus={_esc(claim.id)}"><p class="focus-head">'
+                     f"<b>Focus: {_esc(claim.id)}</b> — {_esc(claim.title)}: what it rests on (above) and what "
+                     f"rests on it (below), {n} items, laid out anew. Click a node to focus on it; "
+                     f'<a href="#claim-{_esc(claim.id)}">its section</a>; <a href="#graph">the whole graph</a>.</p>'
+                     f'<div class="graph">{render_svg(report, focus=claim.id)}</div></div>')
+    return "".join(views)
 
 
 def _links(ids: tuple[str, ...] | list[str]) -> str:
@@ -262,11 +337,24 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
              f"<h3>{_esc(claim.id)}: {_esc(claim.title)} "
              f'<span class="muted">\u2014 {_esc(claim.paper_ref)} ({_esc(claim.section)})</span></h3>',
              f'<div class="badges">{"".join(badges)}</div>',
-             f'<p class="statement">{_esc(claim.statement)}</p>', f"<pre>{_esc(claim.latex)}</pre>"]
+             f'<p class="statement">{_esc(claim.statement)}</p>', _math_block(claim.latex),
+             f'<p class="focus-link"><a href="#focus={_esc(claim.id)}">focus the graph on {_esc(claim.id)}</a> '
+             "(what it rests on and what rests on it)</p>"]
     if claim.formalisation == "toolkit":
         parts.append(f'<div class="formal"><b>Toolkit formalisation.</b> {_esc(claim.formalisation_note)}</div>')
     if status.disagreement:
         parts.append(f'<p class="disagree"><b>Disagreement:</b> {_esc(status.disagreement)}.</p>')
+    if status.readings:
+        parts.append(f"<p><b>Readings</b> ({len(status.readings)}; the claim's verdict is theirs when they agree, "
+                     "<code>reading-dependent</code> when some hold and some fail):</p>")
+        parts.append(_table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
+                             "formalisation"],
+                            [[f"<code>{_esc(r.id)}</code>",
+                              f'<span class="swatch" style="background:{VERDICT_FILL[r.verdict].fill};'
+                              f'border:1px solid #8c959f"></span><b>{_esc(r.verdict.value)}</b>',
+                              _esc(r.standing.value), _esc(getattr(r.reading, "quantifier", "")),
+                              _esc(getattr(r.reading, "statement", "")), _esc(getattr(r.reading, "paper_wording", "")),
+                              _esc(getattr(r.reading, "formalisation_note", ""))] for r in status.readings]))
     deps = [f"<li><b>{label}:</b> {_links(ids)}</li>" if strong else f"<li>{label}: {_links(ids)}</li>"
             for label, ids, strong in dependency_rows(claim, status, g)]
     parts.append(f'<ul class="deps">{"".join(deps)}</ul>')
@@ -281,7 +369,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
             return _esc(text + (f" at n = {v['n']}" if "n" in v else ""))
 
         parts.append(_table(["formula", "expression", *archs, "counts"],
-                            [[f"<code>{_esc(r['name'])}</code>", f"<code>{_esc(r['expression'])}</code>",
+                            [[f"<code>{_esc(r['name'])}</code>", _formula_math(r["name"], r["expression"]),
                               *[value(r["values"][a]) for a in archs], _esc(r["counts"])] for r in rows]))
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
@@ -294,6 +382,42 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
         parts.append("<ul>" + "".join(f"<li><i>Note:</i> {_esc(n)}</li>" for n in claim.notes) + "</ul>")
     parts.append("</section>")
     return "".join(parts)
+
+
+_NB_CSS = """
+.symtrans-nb { font: 13px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; }
+.symtrans-nb .graph { border: 1px solid #d1d9e0; border-radius: 8px; background: #fbfcfd; overflow-x: auto; }
+.symtrans-nb svg.proof-graph { display: block; width: 100%; height: auto; max-width: 100%; }
+.symtrans-nb .node text { pointer-events: none; }
+.symtrans-nb .node-link:hover rect { filter: drop-shadow(0 0 4px rgba(9,105,218,.65)); }
+.symtrans-nb #legend { display: flex; gap: 22px; flex-wrap: wrap; background: #f6f8fa; border: 1px solid #d1d9e0;
+  border-radius: 8px; padding: 8px 12px; margin: 8px 0; font-size: 12px; }
+.symtrans-nb #legend h4 { margin: 0 0 4px; font-size: 12px; text-transform: uppercase; color: #59636e; }
+.symtrans-nb #legend ul { list-style: none; margin: 0; padding: 0; }
+.symtrans-nb #legend li { margin: 2px 0; white-space: nowrap; } .symtrans-nb #legend svg { vertical-align: middle; }
+.symtrans-nb table { border-collapse: collapse; margin: 8px 0; font-size: 12.5px; }
+.symtrans-nb th, .symtrans-nb td { border: 1px solid #d1d9e0; padding: 3px 7px; text-align: left; vertical-align: top; }
+.symtrans-nb th { background: #f6f8fa; }
+"""
+
+
+def render_notebook(report: Report) -> str:
+    """The proof graph for a notebook cell: legend, graph and a claim table with MathML, styles scoped to it.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> cell = render_notebook(build_report(Context(model=None)))
+    >>> cell.startswith('<div class="symtrans-nb"><style>'), cell.count("<math") >= 30
+    (True, True)
+    """
+    rows = [[f"<code>{_esc(c.id)}</code>", _esc(c.kind), _esc(c.paper_status.value), _esc(s.verdict.value),
+             _esc(s.standing.value), _esc(c.title), latex_to_mathml(c.latex) or f"<code>{_esc(c.latex)}</code>"]
+            for c, s in report.items()]
+    return (f'<div class="symtrans-nb"><style>{_NB_CSS}</style>{render_legend()}'
+            f'<div class="graph">{render_svg(report)}</div>'
+            f"{_table(['id', 'kind', 'paper', 'toolkit', 'standing', 'title', 'statement'], rows)}</div>")
 
 
 def render_html(report: Report) -> str:
@@ -338,12 +462,12 @@ def render_html(report: Report) -> str:
         "that ran.</p>"
         f'<ul class="run"><li>symtrans {_esc(report.toolkit_version)}, generated {_esc(report.generated)} in '
         f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
-        f"dtype = {_esc(c['dtype'])}, device = {_esc(c['device'] or 'auto')}</li></ul>"
+        f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li></ul>"
         f"<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
         '<div class="summary"><div><h2>Counts by verdict</h2>'
         f"{_table(['verdict', 'claims'], verdict_rows)}</div>"
         f"<div><h2>Counts by standing</h2>{_table(['standing', 'claims', 'meaning'], standing_rows)}</div></div>"
-        f"{errors}<h2>Proof graph</h2>{render_legend()}"
-        f'<div class="graph">{render_svg(report)}</div>'
+        f'{errors}<h2 id="graph">Proof graph</h2>{render_legend()}'
+        f'<div class="graphs">{_focus_views(report)}<div class="graph main-graph">{render_svg(report)}</div></div>'
         f"<h2>Claims</h2>{sections}"
         f"<script>{_JS}</script></main></body></html>\n")

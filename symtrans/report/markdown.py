@@ -14,12 +14,15 @@ True
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, evidence_cells, number
+from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
+from symtrans.report.mathtext import latex_to_text
+from symtrans.validate import terminal_safe
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -27,8 +30,60 @@ if TYPE_CHECKING:
 __all__ = ["render_markdown"]
 
 
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+
+
+def _md(text: object) -> str:
+    """Text from outside the toolkit (model names, paths, errors) made inert in Markdown.
+
+    HTML is escaped (``<script>`` shows as text), Markdown punctuation that
+    could open links, emphasis or code is backslash-escaped, control
+    characters are shown as ``\\xNN`` and newlines become spaces.
+
+    Examples
+    --------
+    >>> _md("<script>alert(1)</script> *x* [a](b) `c`")
+    '&lt;script&gt;alert(1)&lt;/script&gt; \\\\*x\\\\* \\\\[a\\\\](b) \\\\`c\\\\`'
+    """
+    out = terminal_safe(str(text), keep_newlines=False)
+    out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_\[\]|!#~])", r"\\\1", out)
+
+
+def _code(text: object) -> str:
+    """``text`` as one inline code span, whatever backticks it holds (its content is never HTML).
+
+    Examples
+    --------
+    >>> _code("a`b"), _code("x")
+    ('``a`b``', '`x`')
+    """
+    body = terminal_safe(str(text), keep_newlines=False)
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
 def _cell(text: object) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A table cell: one line, ``|`` escaped, HTML escaped outside code spans.
+
+    Examples
+    --------
+    >>> _cell("model <b>x</b> | `a<b`")
+    'model &lt;b&gt;x&lt;/b&gt; \\\\| `a<b`'
+    """
+    raw = terminal_safe(str(text), keep_newlines=False).replace("\\", "\\\\")
+    parts, last = [], 0
+    for m in _CODE_SPAN.finditer(raw):
+        parts.append(_html_escape(raw[last:m.start()]))
+        parts.append(m.group())
+        last = m.end()
+    parts.append(_html_escape(raw[last:]))
+    return "".join(parts).replace("|", "\\|")
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _links(ids: list[str] | tuple[str, ...]) -> str:
@@ -44,15 +99,15 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _run_lines(report: Report) -> list[str]:
     m = report.model
     model = ("none (symbolic producers only; numeric producers are listed as not-run)" if m is None else
-             f"`{m['spec']}`: {m['arch']} from `{m['source']}`, weights sha256 `{m['weights_hash'][:16]}...`, "
-             f"{m['dtype']} on {m['device']}")
+             f"{_code(m['spec'])}: {_md(m['arch'])} from {_code(m['source'])}, weights sha256 "
+             f"`{m['weights_hash'][:16]}...`, {_md(m['dtype'])} on {_md(m['device'])}")
     c = report.context
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
              f"- model: {model}",
-             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {c['device'] or 'auto'}"]
+             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {_md(device_text(c['device']))}"]
     if report.previous:
-        lines.append(f"- evidence carried from an earlier report: `{report.previous}`")
+        lines.append(f"- evidence carried from an earlier report: {_code(report.previous)}")
     return lines
 
 
@@ -77,7 +132,7 @@ def _summary(report: Report) -> list[str]:
     waiting = [c.id for c, s in report.items() if s.verdict is Verdict.NOT_RUN and not (c.given or c.external)]
     out += ["", f"No evidence yet ({len(waiting)}): {_links(waiting)}."]
     if report.errors:
-        out += ["", "### Producer errors", ""] + [f"- {e}" for e in report.errors]
+        out += ["", "### Producer errors", ""] + [f"- {_md(e)}" for e in report.errors]
     return out
 
 
@@ -88,7 +143,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
                f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
                + (" · known only from the abstract" if claim.source == "abstract" else ""))
-    out += ["", "> " + claim.statement, "", "```latex", claim.latex, "```", ""]
+    out += ["", "> " + claim.statement, "", f"Formally: `{latex_to_text(claim.latex).replace('`', chr(39))}`", ""]
     if claim.formalisation == "toolkit":
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:

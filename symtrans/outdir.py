@@ -1,0 +1,338 @@
+"""Output directories written atomically, under a lock, never lost (light: no SymPy, torch or networkx).
+
+A report directory ``DIR`` is written like this:
+
+1. :func:`check_output_dir` refuses, before any work, a ``DIR`` that is a
+   symbolic link, a file, a directory holding anything but report files, a
+   name too long for the file system, or a parent where nothing can be created.
+2. :class:`DirLock` takes an exclusive ``flock`` on ``.DIR.lock`` beside
+   ``DIR`` for the whole run: a second writer into the same ``DIR`` is refused
+   (exit 2) instead of silently losing its files. The lock dies with its
+   process, so a killed run never blocks later ones.
+3. Under the lock, :func:`recover` cleans up after killed runs: stale
+   ``.DIR.tmp-*`` folders are removed, and if ``DIR`` is missing while a
+   ``.DIR.old-*`` folder holds the previous report, that report is put back.
+4. :func:`replace_dir` writes every file into a fresh ``.DIR.tmp-*`` folder
+   (fsynced), then swaps it with ``DIR`` in one step (Linux ``renameat2``
+   with ``RENAME_EXCHANGE``): at every instant ``DIR`` holds the complete old
+   report or the complete new one. Where the exchange is unavailable the old
+   report is first moved to ``.DIR.old-*/report`` (so a kill at that moment
+   leaves it for step 3 to restore), then the new folder is renamed into place.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "rep"
+>>> with DirLock(d):
+...     _ = replace_dir(d, {"report.md": "# one\\n"}, ("report.md",))
+...     _ = replace_dir(d, {"report.md": "# two\\n"}, ("report.md",))
+>>> (d / "report.md").read_text(), sorted(p.name for p in d.parent.iterdir())
+('# two\\n', ['rep'])
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.validate import terminal_safe
+
+__all__ = ["check_output_dir", "DirLock", "recover", "replace_dir"]
+
+_HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
+
+
+def _name_max(parent: Path) -> int:
+    try:
+        return int(os.pathconf(parent, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def _as_path(out: Any) -> Path:
+    if isinstance(out, os.PathLike):
+        out = os.fspath(out)
+    if not isinstance(out, str) or not out or "\x00" in out:
+        raise SymtransError(f"--out: expected a directory path, got {type(out).__name__ if not isinstance(out, str) else repr(out)[:40]}")
+    path = Path(os.path.abspath(out))
+    if not path.name:
+        raise SymtransError(f"{terminal_safe(out)}: cannot write a report over the root directory")
+    return path
+
+
+def check_output_dir(out: Any, files: Iterable[str]) -> Path:
+    """Check that a report can be written to directory ``out`` (holding only ``files``); return its Path.
+
+    Examples
+    --------
+    >>> check_output_dir("/etc/hostname", ["report.md"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /etc/hostname: a file is in the way (the report is a directory)
+    >>> check_output_dir("/no/such/parent/report", ["report.md"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/parent: no such directory to hold the report
+    >>> check_output_dir("/tmp/" + "x" * 300, ["report.md"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --out: the name has 300 bytes; at most ... fit beside the temporary names
+    """
+    path = _as_path(out)
+    shown = terminal_safe(str(out))
+    allowed = set(files)
+    parent = path.parent
+    limit = _name_max(parent) - len(".tmp-") - 10
+    if len(os.fsencode(path.name)) > limit:
+        raise SymtransError(f"--out: the name has {len(os.fsencode(path.name))} bytes; at most {limit} fit "
+                            "beside the temporary names")
+    if path.is_symlink():
+        raise SymtransError(f"{shown}: is a symbolic link; pass the real directory")
+    if path.exists():
+        if not path.is_dir():
+            raise SymtransError(f"{shown}: a file is in the way (the report is a directory)")
+        try:
+            entries = list(path.iterdir())
+        except OSError as err:
+            raise SymtransError(f"{shown}: cannot list the directory ({err.strerror})") from None
+        foreign = sorted(terminal_safe(p.name) for p in entries
+                         if p.name not in allowed or p.is_symlink() or not p.is_file())
+        if foreign:
+            more = ", ..." if len(foreign) > 3 else ""
+            raise SymtransError(f"{shown}: exists and holds other files ({', '.join(foreign[:3])}{more}); choose "
+                                "a new or empty directory, or one holding only an earlier report")
+    for p in [parent, *parent.parents]:
+        if p.exists() and not p.is_dir():
+            raise SymtransError(f"{terminal_safe(str(p))}: a file is in the way (the report is a directory)")
+    if not parent.is_dir():
+        raise SymtransError(f"{terminal_safe(str(parent))}: no such directory to hold the report")
+    try:  # a real probe: os.access says yes to root even on /proc
+        probe = tempfile.mkdtemp(prefix=f".{path.name}.probe-", dir=parent)
+    except OSError as err:
+        raise SymtransError(f"{terminal_safe(str(parent))}: cannot create the report there "
+                            f"({err.strerror or type(err).__name__})") from None
+    try:
+        os.rmdir(probe)
+    except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
+        pass
+    return path
+
+
+class DirLock:
+    """An exclusive, non-blocking lock on directory ``out`` (``flock`` on ``.NAME.lock`` beside it).
+
+    Re-entrant within one process; a second process is refused with a
+    :class:`SymtransError`. The lock file is removed on release.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "rep"
+    >>> with DirLock(d) as lock:
+    ...     lock.path.name
+    '.rep.lock'
+    >>> list(d.parent.iterdir())
+    []
+    """
+
+    def __init__(self, out: Any):
+        self.out = _as_path(out)
+        self.path = self.out.parent / f".{self.out.name}.lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> DirLock:
+        import fcntl
+
+        key = str(self.path)
+        if key in _HELD:
+            _HELD[key] += 1
+            return self
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0), 0o600)
+            except OSError as err:
+                raise SymtransError(f"{terminal_safe(str(self.out))}: cannot create the report there "
+                                    f"({err.strerror})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise SymtransError(f"{terminal_safe(str(self.out))}: another symtrans run is writing a report "
+                                    "there; wait for it or choose another --out") from None
+            try:  # the holder before us may have unlinked the file we locked: then lock the new one
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                _HELD[key] = 1
+                return self
+            os.close(fd)
+        raise SymtransError(f"{terminal_safe(str(self.out))}: the report lock keeps changing; try again")
+
+    def __exit__(self, *exc: Any) -> None:
+        key = str(self.path)
+        if _HELD.get(key, 0) > 1:
+            _HELD[key] -= 1
+            return
+        _HELD.pop(key, None)
+        if self.fd is not None:
+            try:
+                os.unlink(self.path)  # while still locked: nobody else can hold this inode now
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
+
+
+def _siblings(path: Path, kind: str) -> list[Path]:
+    prefix = f".{path.name}.{kind}-"
+    try:
+        return sorted(p for p in path.parent.iterdir() if p.name.startswith(prefix))
+    except OSError:
+        return []
+
+
+def recover(path: str | os.PathLike[str]) -> list[str]:
+    """Clean up after killed runs (call under :class:`DirLock`); return what was done, in words.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "rep"
+    >>> (d.parent / ".rep.old-x1" / "report").mkdir(parents=True)
+    >>> _ = (d.parent / ".rep.old-x1" / "report" / "report.md").write_text("old")
+    >>> (d.parent / ".rep.tmp-x2").mkdir()
+    >>> recover(d)
+    ['restored the earlier report from .rep.old-x1', 'removed .rep.tmp-x2', 'removed .rep.old-x1']
+    >>> (d / "report.md").read_text(), sorted(p.name for p in d.parent.iterdir())
+    ('old', ['rep'])
+    """
+    path = _as_path(path)
+    done: list[str] = []
+    if not path.exists() and not path.is_symlink():
+        for old in reversed(_siblings(path, "old")):  # newest name last; any holds a complete report
+            if (old / "report").is_dir():
+                os.rename(old / "report", path)
+                done.append(f"restored the earlier report from {old.name}")
+                break
+    for kind in ("tmp", "old"):
+        for p in _siblings(path, kind):
+            shutil.rmtree(p, ignore_errors=True)
+            if not p.exists():
+                done.append(f"removed {p.name}")
+    for p in _siblings(path, "probe"):  # empty directories only: a probe is never anything else
+        try:
+            os.rmdir(p)
+            done.append(f"removed {p.name}")
+        except OSError:
+            pass
+    return done
+
+
+def _libc_renameat2() -> Any:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.renameat2
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        func.restype = ctypes.c_int
+        return func
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+_renameat2: Any = _libc_renameat2()
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories; False where the system cannot."""
+    if _renameat2 is None:
+        return False
+    import ctypes
+
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err))
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_dir(out: str | os.PathLike[str], texts: dict[str, str], files: Iterable[str]) -> list[Path]:
+    """Replace directory ``out`` by one holding ``texts`` (name -> text), never losing the old one.
+
+    Call under :class:`DirLock` (it is taken here too, re-entrantly).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "r"
+    >>> [p.name for p in replace_dir(d, {"report.md": "x"}, ["report.md"])]
+    ['report.md']
+    """
+    path = check_output_dir(out, files)
+    shown = terminal_safe(str(out))
+    with DirLock(path):
+        recover(path)
+        parent = path.parent
+        tmp: Path | None = None
+        old: Path | None = None
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
+            for name, text in texts.items():
+                with open(tmp / name, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)
+            _fsync_dir(tmp)
+            if path.exists():
+                if _exchange(tmp, path):  # DIR is the new report; tmp now holds the old one
+                    _fsync_dir(parent)
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    tmp = None
+                    return [path / name for name in texts]
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=parent))
+                os.rename(path, old / "report")  # a kill from here to the next rename: recover() restores it
+            try:
+                os.rename(tmp, path)
+            except OSError:
+                if old is not None:
+                    os.rename(old / "report", path)
+                raise
+            tmp = None
+            _fsync_dir(parent)
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise SymtransError(f"{shown}: cannot write the report ({reason})") from None
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+    return [path / name for name in texts]

@@ -1,0 +1,349 @@
+"""Progress on stderr for every command that can take more than a moment: one module, used everywhere.
+
+Three modes, chosen once per process by :func:`configure` (the command line
+calls it from ``--quiet``):
+
+* stderr is a terminal: a tqdm bar that disappears when done;
+* stderr is not a terminal (CI, a pipe, ``nohup``): plain lines
+  ``[HH:MM:SS] symtrans report: claims 3/35 thm-4.2``, one per step, so a log
+  shows what ran and when;
+* quiet: nothing.
+
+Library code opens a bar with :class:`Progress` (or iterates with
+:func:`track`); code deeper down that does not know whether anyone is
+watching calls :func:`tick`, which advances the innermost open bar and is a
+no-op when none is open. Nothing here imports tqdm until a bar is drawn on a
+terminal, so :func:`announce` can print the first line before any heavy import.
+
+Examples
+--------
+>>> import io
+>>> err = io.StringIO()
+>>> configure(stream=err, clock=lambda: "12:00:00")
+>>> with Progress(2, "demo", unit="item") as bar:
+...     bar.step("a")
+...     tick("b")
+>>> print(err.getvalue().strip())
+[12:00:00] symtrans demo: 1/2 a
+[12:00:00] symtrans demo: 2/2 b
+[12:00:00] symtrans demo: done, 2 items in 0.0 s
+>>> configure()
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TextIO, TypeVar
+
+__all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick", "without_progress"]
+
+T = TypeVar("T")
+
+_STATE: dict[str, Any] = {"quiet": False, "stream": None, "clock": None, "announced": None}
+_OPEN: list[Progress] = []
+
+#: Lines for a non-terminal stream are held this long after :func:`announce`, so that a command refusing
+#: its input at once prints only its one error line (:func:`finish` with ``discard``), not "starting".
+HOLD_SECONDS = 0.8
+_HELD: list[str] = []
+_LOCK = threading.Lock()
+_TIMER: list[threading.Timer] = []
+
+
+def configure(*, quiet: bool = False, stream: TextIO | None = None,
+              clock: Callable[[], str] | None = None) -> None:
+    """Set the mode for this process: ``quiet``, or the stream (default stderr) and its clock.
+
+    Examples
+    --------
+    >>> configure(quiet=True); enabled()
+    False
+    >>> configure(); enabled()
+    True
+    """
+    if stream is not _STATE["stream"]:
+        _STATE["announced"] = None
+    _STATE.update(quiet=quiet, stream=stream, clock=clock)
+
+
+def enabled() -> bool:
+    """Whether progress is shown at all: not ``--quiet``, and stderr is a terminal, a file or a pipe.
+
+    An in-memory ``sys.stderr`` (a caller capturing the command's messages, as
+    the test suite does) gets none, unless given explicitly to :func:`configure`.
+
+    Examples
+    --------
+    >>> import io
+    >>> configure(quiet=True); enabled()
+    False
+    >>> configure(stream=io.StringIO()); enabled()
+    True
+    """
+    if _STATE["quiet"]:
+        return False
+    if _STATE["stream"] is not None:
+        return True
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return False
+    return True
+
+
+def _stream() -> TextIO:
+    return _STATE["stream"] if _STATE["stream"] is not None else sys.stderr
+
+
+def _is_terminal() -> bool:
+    try:
+        return bool(_stream().isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _now() -> str:
+    clock = _STATE["clock"]
+    return clock() if clock is not None else time.strftime("%H:%M:%S")
+
+
+def _line(text: str) -> None:
+    stream = _stream()
+    try:
+        if _is_terminal():
+            _clear_announce()
+            stream.write(text + "\n")
+        else:
+            line = f"[{_now()}] {text}\n"
+            with _LOCK:
+                if _TIMER:  # still within the hold after announce()
+                    _HELD.append(line)
+                    return
+            stream.write(line)
+        stream.flush()
+    except (OSError, ValueError):  # a closed or broken stderr must not stop the work
+        pass
+
+
+def _release(discard: bool = False) -> None:
+    with _LOCK:
+        for t in _TIMER:
+            t.cancel()
+        _TIMER.clear()
+        lines = [] if discard else list(_HELD)
+        _HELD.clear()
+    try:
+        if lines:
+            _stream().writelines(lines)
+            _stream().flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _clear_announce() -> None:
+    if _STATE["announced"] and _is_terminal():
+        _stream().write("\r\033[K")
+        _STATE["announced"] = None
+
+
+def announce(command: str, what: str = "starting") -> None:
+    """Print the first sign of life of a slow command, before its heavy imports.
+
+    On a terminal the line is transient (the first bar or line replaces it).
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "09:00:00")
+    >>> announce("report", "loading the model")
+    >>> err.getvalue()  # held for HOLD_SECONDS: a command that fails at once prints only its error
+    ''
+    >>> finish(); err.getvalue()
+    '[09:00:00] symtrans report: loading the model\\n'
+    >>> configure()
+    """
+    if not enabled():
+        return
+    if _is_terminal():
+        try:
+            _stream().write(f"symtrans {command}: {what}\u2026")
+            _stream().flush()
+            _STATE["announced"] = command
+        except (OSError, ValueError):
+            pass
+    elif HOLD_SECONDS > 0:
+        with _LOCK:
+            timer = threading.Timer(HOLD_SECONDS, _release)
+            timer.daemon = True
+            _TIMER.append(timer)
+            _HELD.append(f"[{_now()}] symtrans {command}: {what}\n")
+        timer.start()
+    else:
+        _line(f"symtrans {command}: {what}")
+
+
+def finish(discard: bool = False) -> None:
+    """End the announcement: clear its transient terminal line, and print (or, with ``discard``, drop) held lines.
+
+    The command line calls ``finish(discard=True)`` before an error message, so
+    that input refused within the first :data:`HOLD_SECONDS` shows one line.
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "10:00:00")
+    >>> announce("report"); finish(discard=True); err.getvalue()
+    ''
+    >>> announce("report"); finish(); err.getvalue()
+    '[10:00:00] symtrans report: starting\\n'
+    >>> configure()
+    """
+    _release(discard)
+    try:
+        _clear_announce()
+        _stream().flush()
+    except (OSError, ValueError):
+        pass
+
+
+def note(command: str, message: str) -> None:
+    """One progress line outside any bar (a phase: loading the model, writing files).
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "09:00:00")
+    >>> note("check", "model loaded")
+    >>> err.getvalue()
+    '[09:00:00] symtrans check: model loaded\\n'
+    >>> configure(quiet=True); note("check", "silent"); configure()
+    """
+    if not enabled():
+        return
+    if _OPEN and _OPEN[-1]._bar is not None:
+        _OPEN[-1]._bar.write(f"symtrans {command}: {message}", file=_stream())
+        return
+    _line(f"symtrans {command}: {message}")
+
+
+class Progress:
+    """A progress bar (terminal), timestamped lines (other streams), or nothing (quiet).
+
+    ``total`` may be ``None`` when unknown. ``step(label)`` records one
+    finished step; ``show(label)`` names the step now running without
+    counting it. ``enabled=False`` silences this bar only.
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "08:00:00")
+    >>> bar = Progress(None, "group --certify", unit="certificate")
+    >>> bar.step("S_H"); bar.close()
+    >>> err.getvalue().splitlines()
+    ['[08:00:00] symtrans group --certify: 1 S_H', '[08:00:00] symtrans group --certify: done, 1 certificate in 0.0 s']
+    >>> configure()
+    """
+
+    def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True):
+        self.total, self.desc, self.unit = total, desc, unit
+        self.count = 0
+        self.active = enabled and globals()["enabled"]()
+        self._start = time.perf_counter()
+        self._bar: Any = None
+        self._closed = False
+        if self.active and _is_terminal():
+            from tqdm import tqdm
+
+            _clear_announce()
+            self._bar = tqdm(total=total, desc=desc, unit=unit, file=_stream(), leave=False,
+                             dynamic_ncols=True)
+        _OPEN.append(self)
+
+    def show(self, label: str) -> None:
+        """Name the step now running (the bar's postfix; no line on a non-terminal)."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(label, refresh=True)
+
+    def step(self, label: str = "", n: int = 1) -> None:
+        """Count ``n`` finished steps, the last one named ``label``."""
+        self.count += n
+        if not self.active:
+            return
+        if self._bar is not None:
+            if label:
+                self._bar.set_postfix_str(label, refresh=False)
+            self._bar.update(n)
+        else:
+            of = f"/{self.total}" if self.total is not None else ""
+            _line(f"symtrans {self.desc}: {self.count}{of}" + (f" {label}" if label else ""))
+
+    def close(self) -> None:
+        """Finish: remove the bar (terminal) or print a closing line with the time taken."""
+        if self._closed:
+            return
+        self._closed = True
+        if self in _OPEN:
+            _OPEN.remove(self)
+        if not self.active:
+            return
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            unit = self.unit if self.count == 1 else self.unit + "s"
+            _line(f"symtrans {self.desc}: done, {self.count} {unit} in {time.perf_counter() - self._start:.1f} s")
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def track(items: Iterable[T], desc: str, *, unit: str = "step", label: Callable[[T], str] = str,
+          enabled: bool = True) -> Iterator[T]:
+    """Iterate over ``items`` with a :class:`Progress` that names each item as it starts and counts it when done.
+
+    Examples
+    --------
+    >>> import io
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "07:00:00")
+    >>> [x * 2 for x in track([1, 2], "demo", unit="claim")]
+    [2, 4]
+    >>> err.getvalue().splitlines()[0]
+    '[07:00:00] symtrans demo: 1/2 1'
+    >>> configure()
+    """
+    seq = list(items)
+    with Progress(len(seq), desc, unit=unit, enabled=enabled) as bar:
+        for item in seq:
+            bar.show(label(item))
+            yield item
+            bar.step(label(item))
+
+
+def tick(label: str = "", n: int = 1) -> None:
+    """Advance the innermost open :class:`Progress` by ``n`` (no-op when none is open).
+
+    Examples
+    --------
+    >>> tick("nothing open")  # no bar: nothing happens
+    """
+    if _OPEN:
+        _OPEN[-1].step(label, n)
+
+
+def without_progress(text: str) -> str:
+    """``text`` (a captured stderr) without the timestamped progress lines, e.g. to find the one error line.
+
+    Examples
+    --------
+    >>> without_progress("[08:00:00] symtrans measure: starting\\nsymtrans: error: bad\\n")
+    'symtrans: error: bad\\n'
+    """
+    import re
+
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", line))

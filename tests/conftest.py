@@ -1,0 +1,52 @@
+"""Session fixtures shared across test modules: what is expensive is computed once per test run.
+
+* ``default_model``: the bundled all-MiniLM-L6-v2 weights (float64, CPU), loaded once;
+* ``symbolic_report``: the proof-status report without a model (symbolic producers only);
+* ``example_report``: ``examples/proof_status.py`` run once, in this process (the same report as
+  ``symtrans report --model default``): its stdout, the parsed report.json and the path to it. The
+  example runs in-process, so later reports of the same context reuse its evidence records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def default_model() -> Any:
+    from symtrans.numeric import load_model
+
+    return load_model("default")
+
+
+@pytest.fixture(scope="session")
+def symbolic_report() -> Any:
+    from symtrans.evidence import Context
+    from symtrans.report import build_report
+
+    return build_report(Context(model=None))
+
+
+@pytest.fixture(scope="session")
+def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
+    out = tmp_path_factory.mktemp("proof-status") / "report"
+    buf = io.StringIO()
+    argv = sys.argv
+    sys.argv = [str(ROOT / "examples" / "proof_status.py"), str(out)]
+    try:
+        with contextlib.redirect_stdout(buf):
+            runpy.run_path(str(ROOT / "examples" / "proof_status.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    path = out / "report.json"
+    return buf.getvalue(), json.loads(path.read_text(encoding="utf-8")), path

