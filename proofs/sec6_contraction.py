@@ -63,7 +63,7 @@ HEAD_DIM = register(Claim(
                "independent of alpha_h. Specialisation changes the orientation of R_h, not its dimension; "
                "rank contraction comes from alignment of the R_h."),
     latex=r"\dim\mathcal R_h=\min(\operatorname{rank}X,\ d_k)\quad(\text{generic }W_V^{h},W_O^{h};\ n>d_k)",
-    paper_status="proved", statement_deps=("def-Rh", "def-alpha"),
+    paper_status="proved", statement_deps=("def-Rh", "def-alpha"), quantifier="generic",
     notes=(
         "The proof says A^h has rank min(n, d_k) = d_k; what it needs is that left multiplication by A^h "
         "does not lower rank(X W_V^h), which holds when A^h is invertible (the softmax of a generic score "
@@ -86,6 +86,7 @@ ALIGNMENT = register(Claim(
                         "statistic and reports its uncertainty), and dim(sum_h R_h) < H min(rank X, d_k) on "
                         "real inputs."),
     notes=("A heuristic in the paper; the text we hold ends in the middle of this argument.",),
+    quantifier="statistical",
 ))
 
 RANK_CONTRACTION = register(Claim(
@@ -106,6 +107,20 @@ RANK_CONTRACTION = register(Claim(
                         "worst case over layers and inputs."),
     notes=("kappa >= 0 always; generically kappa = 0 when H d_k <= d_model, so the bound has content only "
            "when real weights align their heads.",),
+    readings=(
+        Reading("contracts", "on real inputs, the real model's heads contract: kappa(X) = sum_h dim R_h - "
+                "dim(R_1 + ... + R_H) > 0 at some layer",
+                "head specialisation causes rank contraction in MHA(X)",
+                "reads 'causes rank contraction' as a property of the trained model under test: its specialised "
+                "heads' output subspaces overlap somewhere (kappa > 0 at some layer at the stated n); kappa is "
+                "measured from the real head contributions, each rank decided at float64 computation precision",
+                hypotheses=("heads specialised: every score matrix W_Q^h W_K^h^T non-zero",), quantifier="model-some"),
+        Reading("dff-bound", "d_ff >= kappa(X) at every layer of the model under test",
+                "the MLP must expand exactly the directions the heads contracted; this gives the first principled "
+                "lower bound on d_ff",
+                "reads the bound as d_ff >= the contracted dimension kappa, worst case over the layers; since "
+                "kappa <= H d_v it is vacuous for any d_ff >= H d_v", quantifier="model-every"),
+    ),
 ))
 
 DFF = register(Claim(
@@ -122,4 +137,16 @@ DFF = register(Claim(
                         "scores, so the toolkit derives it as a formula in n (symtrans.formulas' FLOP "
                         "convention) and states the n it uses. 'Task non-linear complexity' is not defined in "
                         "the text we hold and is not checked."),
+    readings=(
+        Reading("share-formula", "the FFN's share of a layer's FLOPs, counted on real forward passes (this model; "
+                "transformers' BertLayer at BertBase sizes), equals the formula ffn-flop-share(n) at the stated n",
+                "the FFN takes 64.8% of BertBase FLOPs",
+                "reads the figure as the output of a FLOP count that depends on n; checks the toolkit's count "
+                "against an independent counter (torch FlopCounterMode)", quantifier="universal"),
+        Reading("share-64.8", "BertBase's FFN share of a layer's FLOPs at n = 512, the sequence length of the "
+                "paper's BertBase counts (§7.3: 360,448 = 512 x 11 x 64), rounds to 64.8%",
+                "d_ff = 4 d_model (64.8% of FLOPs in BertBase)",
+                "the paper gives no n for the figure; the toolkit tests it at the n the paper uses for BertBase "
+                "elsewhere and states the n range where the figure would hold", quantifier="universal"),
+    ),
 ))

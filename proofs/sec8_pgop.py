@@ -7,7 +7,7 @@ Examples
 ('params-wo', 'pgop-params', 'pgop-overhead')
 """
 
-from proofs._claim import Claim, register
+from proofs._claim import Claim, Reading, register
 
 PGOP = register(Claim(
     id="pgop", kind="construction", section="§8", paper_ref="§8, PG-OP",
@@ -24,4 +24,18 @@ PGOP = register(Claim(
                         "hold. The toolkit checks the reconstruction from claims.md that fits the < 1.6% bound "
                         "(formulas pgop-params, pgop-overhead); a verdict on it is a verdict on the "
                         "reconstruction, not on the paper's construction."),
+    readings=(
+        Reading("overhead", "the reconstruction's parameter count H (d_model + 1) is below 1.6% of W_O's "
+                "H d_v d_model at BertBase sizes (and on a model of BertBase's sizes)",
+                "at less than 1.6% of W_O's parameter count",
+                "counts the parameters of the reconstruction (formulas pgop-params, pgop-overhead); the paper states "
+                "the bound for BertBase, so a model with other head widths is outside its hypotheses",
+                hypotheses=("BertBase sizes",), quantifier="universal"),
+        Reading("remedy", "for generic gate parameters, the reconstruction's position gates shrink the fibre of the "
+                "head-channel map (per-position gated summation, and Z -> (Z G_i) W_O)",
+                "a position-gated output projection that partially addresses head-channel non-identifiability",
+                "reads 'partially addresses' as a smaller fibre of the head-channel map; a verdict on the "
+                "reconstruction only (positive scalar gates), not on the paper's construction, which is not in the "
+                "text we hold", hypotheses=("gates positive",), quantifier="generic"),
+    ),
 ))

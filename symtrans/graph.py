@@ -575,6 +575,10 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
                 per.append((r.id, combine_verdicts(e.counted_as for e in mine if not e.stale), mine))
             reading_verdicts[cid] = per
             verdicts[cid] = combine_readings([v for _, v, _ in per])
+            if verdicts[cid] is Verdict.NOT_RUN and any(  # a claim-level producer that does not apply here
+                    e.evidence.reading is None and e.evidence.verdict is Verdict.NOT_APPLICABLE and not e.stale
+                    for e in wrapped):
+                verdicts[cid] = Verdict.NOT_APPLICABLE
         else:
             verdicts[cid] = combine_verdicts(e.counted_as for e in wrapped if not e.stale)
     out: dict[str, ClaimStatus] = {}
@@ -626,7 +630,9 @@ def _count(claim: Claim, entry: EvidenceEntry) -> EvidenceEntry:
     if ev.claim != claim.id:
         raise SymtransError(f"evidence from {ev.producer!r} is about {ev.claim!r}, filed under {claim.id!r}")
     quantifier = claim.quantifier
-    if claim.readings and ev.verdict is not Verdict.NOT_RUN:  # a not-run record counts for nothing anyway
+    if claim.readings and ev.verdict not in (Verdict.NOT_RUN, Verdict.NOT_APPLICABLE):
+        # untagged not-run / not-applicable records (a producer that did not run or does not apply to this
+        # model's family) speak for no single reading
         if ev.reading is None:
             raise SymtransError(f"evidence from {ev.producer!r} on {claim.id!r} names no reading; the claim has "
                                 f"readings {', '.join(r.id for r in claim.readings)}")

@@ -16,7 +16,8 @@ def broken(w: Any, **changes: Any) -> Any:
     """A copy of ``w`` with some tensors replaced (a deliberately broken model)."""
     from symtrans.numeric.weights import ModelWeights
 
+    storage = changes.pop("storage_dtype", getattr(w, "storage_dtype", None))  # kept unless told otherwise
     tensors = dict(w.tensors)
     tensors.update(changes)
     return ModelWeights(w.arch, tensors, w.source, w.weights_hash + "-broken", w.dtype, w.device,
-                        w.family, w.config)
+                        w.family, w.config, storage)

@@ -305,3 +305,127 @@ def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O
     shapes = {"W_Q": (H, d, dk), "W_K": (H, d, dk), "W_V": (H, d, dv), "W_O": (H, dv, d)}
     g = torch.Generator().manual_seed(seed)
     return {k: torch.randn(shapes[k], generator=g, dtype=torch.float64) / math.sqrt(d) for k in names}
+
+
+# ----------------------------------------------------------------- storage precision (additive: checks678)
+def storage_precision(w: Any) -> tuple[str, str]:
+    """The dtype the weights were stored in, and a note saying where it came from.
+
+    Rank decisions on stored weights are made at this precision
+    (:func:`~symtrans.numeric.linalg.storage_rank`). When the weights do not
+    say (a hand-built copy), the in-memory dtype is used and the note says so.
+
+    Examples
+    --------
+    >>> storage_precision(weights(Context(model="default")))[0]
+    'float32'
+    """
+    sd = getattr(w, "storage_dtype", None)
+    if sd:
+        name = str(sd).replace("torch.", "")
+        return name, f"the checkpoint stores these weights as {name}"
+    name = str(w.dtype).replace("torch.", "")
+    return name, f"storage dtype not recorded: the in-memory dtype {name} is taken as the storage precision"
+
+
+def storage_ranks(batch: Any, storage_dtype: Any) -> list[Any]:
+    """:func:`~symtrans.numeric.linalg.storage_rank` of every matrix of a batch ``[..., m, n]`` (one batched SVD).
+
+    Examples
+    --------
+    >>> import torch
+    >>> b = torch.stack([torch.eye(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)])
+    >>> [(r.rank, r.precision) for r in storage_ranks(b, "float32")]
+    [(3, 'float32 storage rounding'), (0, 'float32 storage rounding')]
+    """
+    import dataclasses
+
+    import torch
+
+    from symtrans.numeric.linalg import _torch_dtype, rank_from_singular_values, storage_cut
+
+    W = torch.as_tensor(batch).to(torch.float64)
+    shape = (int(W.shape[-2]), int(W.shape[-1]))
+    W = W.reshape(-1, *shape)
+    svals = torch.linalg.svdvals(W).cpu()
+    norms = torch.linalg.matrix_norm(W).cpu()
+    name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
+    out = []
+    for s, fro in zip(svals, norms):
+        cut, why = storage_cut(float(fro), storage_dtype, shape)
+        smax = float(s[0]) if s.numel() else 0.0
+        rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
+        out.append(dataclasses.replace(rec, precision=f"{name} storage rounding"))
+    return out
+
+
+_PRIMES = (2147483629, 2147483587)
+
+
+def exact_rank(M: Any) -> tuple[int, str]:
+    """Exact rank over Q of the numbers held in ``M`` (every float is a dyadic rational), with the method.
+
+    Each entry is ``m 2^e`` with an integer mantissa ``m``; scaling by a common
+    power of two gives an integer matrix of the same rank. The rank modulo a
+    large prime is a lower bound of the rank over Q (a non-zero minor mod p is
+    a non-zero integer minor); when it is not already full, python-flint's
+    exact ``fmpz_mat`` rank decides for small matrices, and larger ones get the
+    modular lower bound, said so in the method.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = torch.tensor([[1.0, 2.0], [2.0, 4.0 + 2.0 ** -40]], dtype=torch.float64)
+    >>> exact_rank(M)[0], exact_rank(torch.tensor([[1.0, 2.0], [0.5, 1.0]], dtype=torch.float64))[0]
+    (2, 1)
+    """
+    import flint
+    import numpy as np
+    import torch
+
+    A = torch.as_tensor(M).to(torch.float64).cpu()
+    m, n = int(A.shape[0]), int(A.shape[1])
+    mant, expo = torch.frexp(A)  # A = mant * 2^expo, |mant| in [0.5, 1)
+    ints = (mant * 2.0 ** 53).to(torch.int64)  # exact: a float64 mantissa has 53 bits
+    nz = ints != 0
+    if not bool(nz.any()):
+        return 0, "all entries are exactly 0"
+    e = (expo - 53).masked_fill(~nz, 0)
+    shift = int(e[nz].min())
+    full = min(m, n)
+    best = 0
+    for p in _PRIMES:
+        k = (e - shift).flatten().numpy()
+        table = np.ones(int(k.max()) + 1, dtype=np.int64)
+        for j in range(1, len(table)):
+            table[j] = table[j - 1] * 2 % p
+        vals = (ints.flatten().numpy() % p) * table[k] % p  # < 2^62: no int64 overflow
+        best = max(best, flint.nmod_mat(m, n, vals.tolist(), p).rank())
+        if best == full:
+            return best, f"rank modulo the prime {p} of the matrix scaled to integers (a lower bound, here full)"
+    if m * n > EXACT_RANK_MAX_ENTRIES:  # fraction-free elimination on ~2^100 entries is too slow here
+        return best, (f"at least {best}: rank modulo the primes {_PRIMES} of the matrix scaled to integers (a lower "
+                      "bound of the exact rank; the exact integer rank was not computed at this size)")
+    vals = [int(a) << (int(k) - shift) for a, k in zip(ints.flatten().tolist(), e.flatten().tolist())]
+    return int(flint.fmpz_mat(m, n, vals).rank()), "exact integer rank (python-flint fmpz_mat) of the matrix scaled to integers"
+
+
+#: largest matrix (entries) whose exact integer rank :func:`exact_rank` computes when the modular rank is not full
+EXACT_RANK_MAX_ENTRIES = 64 * 64
+
+
+def finite(x: Any) -> float | None:
+    """``float(x)`` when finite, else None: records carry no NaN or Infinity.
+
+    Examples
+    --------
+    >>> finite(2), finite(float("inf")), finite(None)
+    (2.0, None, None)
+    """
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+__all__ += ["storage_precision", "storage_ranks", "exact_rank", "finite"]
