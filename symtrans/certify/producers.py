@@ -353,9 +353,20 @@ def recovery_real(ctx: Context) -> list[Evidence]:
     for layer in range(L):
         out = stacked_wo_rank(w.W_O[layer].reshape(H * v, d))
         rk = out["rank"]
-        rows.append({"layer": layer, "rank_WO": rk, "rank_mod_p": out["rank_mod_p"], "wo_fibre": ctx.n * (H * v - rk),
-                     "registry_wo_fibre": int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
+        rows.append({"layer": layer, "rank_WO": rk, "rank_mod_p": out["rank_mod_p"], "method": out["method"],
+                     "wo_fibre": None if rk is None else ctx.n * (H * v - rk),
+                     "registry_wo_fibre": None if rk is None else
+                     int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
     ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
+    if not ok:  # no certificate of a rank that was not decided exactly
+        unknown = [r["layer"] for r in rows if r["rank_WO"] is None]
+        return [_ev("thm-recovery", "recovery-wo-real", Verdict.INCONCLUSIVE,
+                    "some layer's stacked W_O is rank-deficient mod p" + (
+                        f" (layers {unknown}: exact rank over Q not computed, rank mod p is a lower bound)"
+                        if unknown else " and over Q (exact rank)") + ": its fibre is positive there; the "
+                    "numeric check decides this reading at storage precision",
+                    model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n},
+                    details={"rows": rows})]
     scope = Scope("model", f"every layer (0..{L - 1}) of the model under test, at n = {ctx.n} (the fibre is "
                   "n (H d_v - rank W_O))", tuple(f"layer {i}" for i in range(L)))
     statement = (f"each layer's stacked W_O ({H * v} x {d}) has rank {min(H * v, d)} over Q, so Z -> Z W_O has "
