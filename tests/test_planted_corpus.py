@@ -90,8 +90,7 @@ def verdicts(run):
     return out
 
 
-#: claims checked by the sec6-8 work (feat-checks678) and its certificates: their invariants are asserted in
-#: separate tests marked xfail (non-strict) until that branch lands; remove the marks then
+#: claims checked by the sec6-8 checks and their certificates (asserted in tests of their own)
 SEC678 = frozenset({"prop-6.2", "prop-6.3", "claim-align", "thm-rank-contraction", "cor-dff", "thm-7.3",
                     "thm-recovery", "pgop"})
 
@@ -126,8 +125,6 @@ def test_no_exception_no_nan_no_fails_on_violated_hypotheses(fast, name):
     check_invariants(name, fast[name])
 
 
-@pytest.mark.xfail(reason="needs feat-checks678: sec6-8 checks on degenerate weights (NaN alpha, inf gaps)",
-                   strict=False)
 @pytest.mark.parametrize("name", FAST_MODELS)
 def test_sec678_no_exception_no_nan_no_fails_on_violated_hypotheses(fast, name):
     check_invariants(name, fast[name], sec678=True)
@@ -144,7 +141,6 @@ def test_verdicts_unchanged_under_a_random_element_of_g(fast):
     assert not diff, diff
 
 
-@pytest.mark.xfail(reason="needs feat-checks678: sec6-8 verdicts under G", strict=False)
 def test_sec678_verdicts_unchanged_under_a_random_element_of_g(fast):
     diff = _g_diff(fast["real"], fast["g-applied"], True)
     assert not diff, diff
@@ -210,7 +206,6 @@ def test_slow_verdicts_unchanged_under_head_permutation(slow_runs):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="needs feat-checks678: sec6-8 checks on every planted model", strict=False)
 @pytest.mark.parametrize("name", ("real", *SLOW_MODELS))
 def test_slow_sec678_invariants(slow_runs, name):
     check_invariants(name, slow_runs[name], sec678=True)
@@ -230,11 +225,9 @@ def test_slow_verdicts_identical_for_seeds():
     assert mine[0] == mine[1] == mine[2]
 
 
-# Expectations that need the sec6-8 work (branch feat-checks678) and flint's certificates: rank decisions of
-# stored W_O at storage precision, and prop-6.3's hypotheses checked first. Non-strict xfail until they merge;
-# remove the marks then.
+# Expectations on the sec6-8 checks and the certificates: rank decisions of stored W_O at storage precision,
+# and prop-6.3's hypotheses checked first.
 @pytest.mark.slow
-@pytest.mark.xfail(reason="needs feat-checks678: thm-7.3/wo judged at float32 storage precision", strict=False)
 def test_slow_lowrank_float32_wo_makes_thm73_wo_hold(slow_runs):
     v = verdicts(slow_runs["wo-lowrank-f32"])
     assert v[("thm-7.3/wo", "<reading>")] in ("supported", "certified")
@@ -242,8 +235,6 @@ def test_slow_lowrank_float32_wo_makes_thm73_wo_hold(slow_runs):
     assert v64[("thm-7.3/wo", "<reading>")] in ("supported", "certified")
 
 
-@pytest.mark.xfail(reason="needs feat-checks678/feat-flint: prop-6.3 checks W_V^h W_O^h full rank first",
-                   strict=False)
 def test_silenced_heads_make_prop63_not_applicable(fast):
     v = verdicts(fast["silenced-heads"])
     assert v[("prop-6.3", "<claim>")] == "not-applicable"

@@ -273,15 +273,27 @@ def prop63_real(ctx: Context) -> list[Evidence]:
              "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
             w.weights_hash))
     ok = not bad
-    verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok else Verdict.FAILS)
+    # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
+    # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
+    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), int(item.split()[3])].any()
+                                         and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
+    hyp_rank = HypothesisCheck(
+        f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
+        detail=("exact non-zero d_k x d_k minor at every head" if ok else
+                f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
+                f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
+    verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok or not zero
+               else Verdict.NOT_APPLICABLE)
     return [_ev("prop-6.3", "prop63-real-weights", verdict,
                 f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
                 f"for almost every X of each rank; A^h invertible certified for all {L * H} heads at n = {n_att} "
                 f"(min margin {hyp.margin:.1f} decades)" if ok and not undecided else
                 ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
-                 f"rank-deficient W_V W_O at {', '.join(bad)}"),
+                 f"not applicable: the hypothesis rank(W_V^h W_O^h) = d_k is violated at {', '.join(zero)} (a zero "
+                 "factor)" if zero else f"no certificate of rank(W_V^h W_O^h) = d_k at {', '.join(bad)}"),
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
-                scope=scope, hypothesis_checks=(hyp, hyp_ln),
+                violated_hypothesis=(f"W_V^h W_O^h of rank d_k at {len(zero)} heads" if zero and not ok else None),
+                scope=scope, hypothesis_checks=(hyp, hyp_ln, hyp_rank),
                 details={"argument": "rank(A X W_V W_O) = rank(X W_V W_O) for invertible A; W_V W_O = B C with B "
                                      "(d x d_k) of full column rank, so rank(X W_V W_O) = rank(X B) = min(rank X, "
                                      "d_k) for generic X of each rank (one witness: rows of X chosen among the "

@@ -126,10 +126,14 @@ def head_product_minor(W_V: Any, W_O: Any) -> dict[str, Any]:
     >>> out = head_product_minor(np.array([[1.0], [2.0]]), np.array([[0.0, 0.5]]))
     >>> out["rank"], out["rows"], out["cols"], out["det_nonzero"]
     (1, [1], [1], True)
+    >>> head_product_minor(np.array([[1.0], [2.0]]), np.zeros((1, 2)))["det_nonzero"]  # a silenced head
+    False
     """
     V, O = _np(W_V), _np(W_O)
     k = V.shape[1]
     rows, cols = _pivots(V.T, k), _pivots(O, k)
+    if len(rows) < k or len(cols) < k:  # a factor of rank < k (e.g. a silenced head): no k x k minor to certify
+        return {"rank": None, "rows": rows, "cols": cols, "det_nonzero": False, "det_bits": 0, "upper_bound": k}
     Zv, _ = dyadic_matrix(V[rows])
     Zo, _ = dyadic_matrix(O[:, cols])
     det = (Zv * Zo).det() if k else 1
