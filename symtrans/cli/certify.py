@@ -62,7 +62,7 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     """
     from symtrans.certify.producers import run_certificates
     from symtrans.errors import suggest
-    from symtrans.evidence import PRODUCERS, Context, combine_verdicts, producers_for
+    from symtrans.evidence import PRODUCERS, Context, producers_for
 
     if n < 1:
         raise SymtransError("--n must be a positive integer")
@@ -77,8 +77,16 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     ctx = Context(model=model, n=n, seed=seed)
     with Progress(None, "certify", unit="certificate", enabled=progress):
         results = run_certificates(list(ids) if ids else None, ctx)
-    return {"claims": [{"id": cid, "verdict": combine_verdicts(e.verdict for e in evs).value,
-                        "evidence": [e.to_dict() for e in evs]} for cid, evs in results.items()]}
+    from symtrans.graph import ClaimGraph, assess
+
+    # the report's own counting rules: an instance certificate counts as supported, readings get their own verdicts
+    fresh = next((e.weights_hash for evs in results.values() for e in evs if e.weights_hash), None)
+    statuses = assess(ClaimGraph(), results, weights_hash=fresh)  # every record here ran now, on one model
+    return {"claims": [{"id": cid, "verdict": statuses[cid].verdict.value,
+                        "readings": {r.id: r.verdict.value for r in statuses[cid].readings if r.evidence},
+                        "evidence": [dict(e.to_dict(), counted_as=c.counted_as.value, counted_note=c.counted_note)
+                                     for e, c in zip(evs, statuses[cid].evidence)]}
+                       for cid, evs in results.items()]}
 
 
 def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -186,10 +194,13 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         print(dumps_strict(out, indent=2, default=str))
         return 0
     for claim in out["claims"]:
-        print(f"{claim['id']}: {claim['verdict']}")
+        readings = "".join(f"; {r}: {v}" for r, v in claim.get("readings", {}).items())
+        print(f"{claim['id']}: {claim['verdict']}{readings}")
         for ev in claim["evidence"]:
             secs = f" ({ev['seconds']:.2f} s)" if ev.get("seconds") is not None else ""
-            print(f"  [{ev['verdict']}] {ev['producer']}{secs}: {ev['summary']}")
+            counted = (f" (counts as {ev['counted_as']}: {ev['counted_note']})"
+                       if ev.get("counted_as") and ev["counted_as"] != ev["verdict"] else "")
+            print(f"  [{ev['verdict']}] {ev['producer']}{secs}{counted}: {ev['summary']}")
             ce = ev.get("counterexample")
             if ce and "X" in ce:
                 print(f"      counterexample X = {ce['X']}")
