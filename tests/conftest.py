@@ -22,6 +22,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def one_thread() -> Any:
+    """Small factorisations on one thread, as the producer runner does (oversubscribed cores are 100x slower)."""
+    from symtrans.numeric.measure import single_threaded
+
+    with single_threaded():
+        yield
+
+
 @pytest.fixture(scope="session")
 def default_model() -> Any:
     from symtrans.numeric import load_model

@@ -17,12 +17,8 @@ from symtrans.graph import counted_verdict
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small factorisations on one thread, as the producer runner does (oversubscribed cores are 100x slower)."""
-    from symtrans.numeric.measure import single_threaded
-
-    with single_threaded():
-        yield
+def _one_thread(one_thread):
+    """Every test of this module on one thread (tests/conftest.py)."""
 
 
 @pytest.fixture(scope="module")

@@ -41,11 +41,8 @@ VIOLATES = {
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    from symtrans.numeric.measure import single_threaded
-
-    with single_threaded():
-        yield
+def _one_thread(one_thread):
+    """Every test of this module on one thread (tests/conftest.py)."""
 
 
 def run_planted(name, n=FAST_N, seed=0, skip=FAST_SKIP):
