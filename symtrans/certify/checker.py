@@ -38,8 +38,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -189,6 +191,19 @@ def _sign(x: Any, what: str) -> int:
     return 1 if x > 0 else -1
 
 
+@contextlib.contextmanager
+def _precision(bits: Any) -> Iterator[None]:
+    """Set flint's working precision (bits) for the enclosed ball arithmetic, restoring it afterwards."""
+    from flint import ctx
+
+    old = ctx.prec
+    ctx.prec = int(bits)
+    try:
+        yield
+    finally:
+        ctx.prec = old
+
+
 def _embedding_parts(src: _Source, ids: list[int]) -> list[Any]:
     """The rows whose sum is the embedding input X: word[ids], then pos[:n] and type[0] where the model has them."""
     n = len(ids)
@@ -202,7 +217,7 @@ def _embedding_parts(src: _Source, ids: list[int]) -> list[Any]:
 
 def _attention(cert: dict[str, Any], src: _Source) -> str:
     """attention-det: X = word[ids] + pos[:n] + type[0] exactly; sign det exp(S / sqrt d_k) in arb."""
-    from flint import arb, arb_mat, ctx
+    from flint import arb, arb_mat
 
     w, claimed = cert["witness"], cert["asserts"]["det_sign"]
     ids = [int(i) for i in w["input"]["ids"]]
@@ -215,9 +230,7 @@ def _attention(cert: dict[str, Any], src: _Source) -> str:
         Zx = Zx + Z * (Dx // D)
     if set(w["items"]) != set(claimed):
         raise Invalid("asserted signs and witness items differ")
-    old = ctx.prec
-    ctx.prec = int(w["precision"])
-    try:
+    with _precision(w["precision"]):
         for item, it in w["items"].items():
             l, h = int(it["layer"]), int(it["head"])
             Zq, Dq = _int_rows(src.rows({"tensor": "W_Q", "index": [l, h]}))
@@ -227,14 +240,12 @@ def _attention(cert: dict[str, Any], src: _Source) -> str:
             E = arb_mat(n, n, [(arb(v) * scale).exp() for v in S.entries()])
             if _sign(E.det(), item) != claimed[item]:
                 raise Invalid(f"{item}: determinant sign differs from the asserted {claimed[item]}")
-    finally:
-        ctx.prec = old
     return f"{len(claimed)} attention matrices invertible"
 
 
 def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
     """attention-det-ln: X = LayerNorm(word[ids] + pos[:n] + type[0]) in arb (exact mean and variance)."""
-    from flint import arb, arb_mat, ctx
+    from flint import arb, arb_mat
 
     w, claimed = cert["witness"], cert["asserts"]["det_sign"]
     ids = [int(i) for i in w["input"]["ids"]]
@@ -246,9 +257,7 @@ def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
     eps = _q(float(w["eps"]))
     if set(w["items"]) != set(claimed):
         raise Invalid("asserted signs and witness items differ")
-    old = ctx.prec
-    ctx.prec = int(w["precision"])
-    try:
+    with _precision(w["precision"]):
         rows = []
         for i in range(n):
             x = [sum((_q(P[i][j]) for P in parts), Fraction(0)) for j in range(len(gamma))]
@@ -267,22 +276,18 @@ def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
             E = arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)])
             if _sign(E.det(), item) != claimed[item]:
                 raise Invalid(f"{item}: determinant sign differs from the asserted {claimed[item]}")
-    finally:
-        ctx.prec = old
     return f"{len(claimed)} attention matrices at the LayerNorm input invertible"
 
 
 def _residual(cert: dict[str, Any], src: _Source) -> str:
     """residual-minor: rows 0..r, given columns, of F(X*_r) enclosed in arb from the definition."""
-    from flint import arb, arb_mat, ctx
+    from flint import arb, arb_mat
 
     w, claimed = cert["witness"], cert["asserts"]["minor_sign"]
     n = int(w["n"])
     if set(w["items"]) != set(claimed):
         raise Invalid("asserted signs and witness items differ")
-    old = ctx.prec
-    ctx.prec = int(w["precision"])
-    try:
+    with _precision(w["precision"]):
         cache: dict[int, list[list[Any]]] = {}
         for item, it in w["items"].items():
             l, r, cols = int(it["layer"]), int(it["r"]), [int(c) for c in it["cols"]]
@@ -306,14 +311,12 @@ def _residual(cert: dict[str, Any], src: _Source) -> str:
                 F = F + arb_mat(r + 1, r, P) * VO
             if _sign(F.det(), item) != claimed[item]:
                 raise Invalid(f"{item}: minor sign differs from the asserted {claimed[item]}")
-    finally:
-        ctx.prec = old
     return f"{len(claimed)} residual minors non-zero"
 
 
 def _head_sum(cert: dict[str, Any], src: _Source) -> str:
     """head-sum-rank: every A^h invertible (arb), dim(sum_h rowspace X W_V^h W_O^h) exact, > n = rows of X."""
-    from flint import arb, arb_mat, ctx, fmpq_mat
+    from flint import arb, arb_mat, fmpq_mat
 
     w, a = cert["witness"], cert["asserts"]
     Zx, Dx = _int_rows(src.rows(w["X"]))
@@ -323,9 +326,7 @@ def _head_sum(cert: dict[str, Any], src: _Source) -> str:
     if set(a["det_sign"]) != {str(i) for i in range(len(w["heads"]))}:
         raise Invalid("asserted signs and heads differ")
     stacked = []
-    old = ctx.prec
-    ctx.prec = int(w["precision"])
-    try:
+    with _precision(w["precision"]):
         for i, head in enumerate(w["heads"]):
             (Zq, Dq), (Zk, Dk), (Zv, Dv), (Zo, Do) = (_int_rows(src.rows(head[m])) for m in ("W_Q", "W_K", "W_V", "W_O"))
             S = (Zx * Zq) * (Zx * Zk).transpose()
@@ -334,8 +335,6 @@ def _head_sum(cert: dict[str, Any], src: _Source) -> str:
             if _sign(E.det(), f"head {i}") != a["det_sign"][str(i)]:
                 raise Invalid(f"head {i}: determinant sign differs from the asserted one")
             stacked += (Zx * Zv * Zo).tolist()  # rowspace of X W_V W_O (positive scale Dx Dv Do dropped)
-    finally:
-        ctx.prec = old
     dim = int(fmpq_mat(stacked).rank())
     if dim != a["dim_sum_R"]:
         raise Invalid(f"dim(sum R_h) is {dim}, not {a['dim_sum_R']}")
