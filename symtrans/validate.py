@@ -51,7 +51,7 @@ __all__ = [
     "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS",
     "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
-    "finite_json", "dumps_strict", "check_text", "check_formats",
+    "finite_json", "dumps_strict", "check_text", "check_formats", "shard_names",
 ]
 
 #: seeds go to ``random.Random``, ``torch.Generator.manual_seed`` (unsigned 64-bit) and ``seed + 1``
@@ -461,15 +461,37 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
     if single.exists() or single.is_symlink():
         confined_file(p, single.name, "shard")
     elif index.exists() or index.is_symlink():  # the shard list: read now, so a bad one is refused at once
-        confined_file(p, index.name, "shard index")
-        doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
-        wmap = doc.get("weight_map") if isinstance(doc, dict) else None
-        if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
-            raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "
-                                "non-empty object mapping tensor names to file names)")
-        for shard in sorted(set(wmap.values())):
+        for shard in shard_names(p, index):
             confined_file(p, shard, "shard")
     return spec
+
+
+def shard_names(directory: Path, index: Path) -> list[str]:
+    """The shard file names a ``model.safetensors.index.json`` lists (sorted, unique), its weight_map checked.
+
+    The index itself must lie inside ``directory`` and be a bounded, strict JSON
+    file; each name still has to pass :func:`confined_file` before it is opened.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "i.json").write_text(json.dumps({"weight_map": {"a": "s2", "b": "s1", "c": "s2"}}))
+    >>> shard_names(d, d / "i.json")
+    ['s1', 's2']
+    >>> _ = (d / "i.json").write_text(json.dumps({"weight_map": ["s1"]}))
+    >>> shard_names(d, d / "i.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../i.json: malformed shard index (weight_map must be a non-empty object mapping tensor names to file names)
+    """
+    confined_file(directory, index.name, "shard index")
+    doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
+    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+        raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "
+                            "non-empty object mapping tensor names to file names)")
+    return sorted(set(wmap.values()))
 
 
 # ----------------------------------------------------------------- exact sizes

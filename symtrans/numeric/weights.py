@@ -28,7 +28,8 @@ from typing import Any
 
 from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
-from symtrans.validate import CONFIG_MAX_BYTES, INDEX_MAX_BYTES, check_device, check_model_dir, confined_file, read_json_file
+from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, confined_file, read_json_file,
+                               shard_names)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
            "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES"]
@@ -327,13 +328,7 @@ def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]
     if single.exists() or single.is_symlink():
         return [_weight_file(directory, single.name)], "safetensors"
     if index.exists() or index.is_symlink():
-        confined_file(directory, index.name, "shard index")
-        doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
-        wmap = doc.get("weight_map") if isinstance(doc, dict) else None
-        if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
-            raise SymtransError(f"{index}: malformed shard index (weight_map must be a non-empty object "
-                                "mapping tensor names to file names)")
-        return [_weight_file(directory, s) for s in sorted(set(wmap.values()))], "safetensors"
+        return [_weight_file(directory, s) for s in shard_names(directory, index)], "safetensors"
     pickled = [directory / n for n in ("pytorch_model.bin", "model.pt", "model.bin") if (directory / n).exists()]
     if pickled:
         if not allow_pickle:
