@@ -199,16 +199,15 @@ def prop63(ctx: Context) -> list[Evidence]:
           description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)")
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
-    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, attention_det_ball, ball_margin, \
-        embedding_input, head_product_minor, layernorm_ball
+    from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
+        embedding_input, head_factor_minors, layernorm_ball
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
     L, H, d, k = (int(x) for x in w.W_V.shape)
     minors, bad = {}, []
     for layer in range(L):
-        for h in range(H):
-            m = head_product_minor(w.W_V[layer, h], w.W_O[layer, h])
+        for h, m in enumerate(head_factor_minors(w.W_V[layer], w.W_O[layer])):
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
@@ -241,11 +240,12 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
     scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
                   f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
-    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: a non-zero d_k x d_k minor (exact determinant "
-                 "over Z of the weights scaled by powers of two) and the inner dimension d_k as upper bound")
+    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: non-zero d_k x d_k minors of W_V^h and of W_O^h "
+                 "(determinants mod a prime, else exact over Z, of the weights scaled by powers of two) give "
+                 "rank W_V^h = rank W_O^h = d_k, so d_k >= rank(W_V^h W_O^h) >= d_k + d_k - d_k (Sylvester)")
     certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
                          {"rank": {item: m["rank"] for item, m in minors.items()}},
-                         {"method": "product-minor", "model": str(ctx.model),
+                         {"method": "factor-minors", "model": str(ctx.model), "modulus": MODULUS,
                           "items": {item: {"left": {"tensor": "W_V", "index": list(map(int, item.split()[1::2]))},
                                            "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
                                            "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
@@ -279,7 +279,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                                          and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
     hyp_rank = HypothesisCheck(
         f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
-        detail=("exact non-zero d_k x d_k minor at every head" if ok else
+        detail=("exact non-zero d_k x d_k minors of W_V^h and W_O^h at every head" if ok else
                 f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
                 f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
     verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok or not zero
