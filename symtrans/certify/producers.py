@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -200,7 +201,7 @@ def prop63(ctx: Context) -> list[Evidence]:
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
     from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
-        embedding_input, head_factor_minors, layernorm_ball
+        ball_box, embedding_input, float_input_box, head_factor_minors, layernorm_ball, verified_attention_sign
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
@@ -214,29 +215,51 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     n_att = min(ctx.n, int(w.pos.shape[0])) if getattr(w, "pos", None) is not None else ctx.n
     ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
     X = embedding_input(w, ids)
-    dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
-            for layer in range(L) for h in range(H)}
-    undecided = [item for item, det in dets.items() if 0 in det]
+    Xm, Xr = float_input_box(w, ids)
+
+    def decide(box: tuple[Any, Any], layer: int, h: int, ball: Any) -> tuple[int, float | None, str]:
+        """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
+        sign, beta = verified_attention_sign(box[0], box[1], w.W_Q[layer, h], w.W_K[layer, h])
+        if sign:
+            return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
+        det = ball()
+        if 0 in det:
+            return 0, None, "undecided"
+        return (1 if det > 0 else -1), ball_margin(det), "arb"
+
+    dets = {f"layer {layer} head {h}": decide(
+        (Xm, Xr), layer, h, lambda layer=layer, h=h: attention_det(X, w.W_Q[layer, h], w.W_K[layer, h],
+                                                                     ATTENTION_PRECISION))
+        for layer in range(L) for h in range(H)}
+    undecided = [item for item, (sign, _, _) in dets.items() if not sign]
     ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
     ln_dets = {}
     if getattr(w, "emb_ln_w", None) is not None:  # layer 0 at its real input LN(word + pos + type)
         X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
                             float(w.arch.ln_eps), ln_prec)
-        ln_dets = {f"layer 0 head {h}": attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec) for h in range(H)}
-    ln_undecided = [item for item, det in ln_dets.items() if 0 in det]
-    margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
+        box0 = ball_box(X0)
+        ln_dets = {f"layer 0 head {h}": decide(
+            box0, 0, h, lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec)) for h in range(H)}
+    ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
+    margins = {item: m for item, (sign, m, _) in dets.items() if sign}
+    how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})
+    margin_note = ("margin = fewest decades: log10(1 / beta) for float64-verified heads (beta < 1 the certified bound "
+                   "on ||I - R E^h||_inf, R a float64 inverse: a priori rounding bounds, Higham), and the decades by "
+                   "which the arb ball of det E^h excludes 0 for heads that fell back to arb")
     hyp = HypothesisCheck(
         f"A^h invertible (n = {n_att})", None if undecided else True,
         margin=min(margins.values()) if margins else None,
-        detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) enclosed in arb ({ATTENTION_PRECISION}-bit balls) for all "
-               f"{L * H} heads at X = word[ids] + pos[:n] + type[0] (exact, the embedding sum before its LayerNorm; "
-               f"ids seeded {ctx.seed}); margin = fewest decades by which a ball excludes 0"
+        detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) != 0 for all {L * H} heads at X = word[ids] + pos[:n] + "
+               f"type[0] (the embedding sum before its LayerNorm; ids seeded {ctx.seed}), by {' and '.join(how)} "
+               f"({sum(h == 'float64-verified' for _, _, h in dets.values())} of {len(dets)} float64-verified, the "
+               f"rest by arb {ATTENTION_PRECISION}-bit balls); {margin_note}"
                + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
     hyp_ln = HypothesisCheck(
         f"A^h invertible at layer 0's real input (n = {n_att})", None if ln_undecided or not ln_dets else True,
-        margin=min(ball_margin(det) for det in ln_dets.values()) if ln_dets and not ln_undecided else None,
+        margin=min(m for _, m, _ in ln_dets.values()) if ln_dets and not ln_undecided else None,
         detail=f"layer 0, all {H} heads, X = LayerNorm(word[ids] + pos[:n] + type[0]) enclosed in arb "
-               f"({ln_prec}-bit balls: exact mean and variance, ball square root), bias-free scores as in the paper"
+               f"({ln_prec}-bit balls: exact mean and variance, ball square root), then float64-verified on that "
+               f"box (arb determinants where that cannot decide), bias-free scores as in the paper"
                + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
     scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
                   f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
@@ -256,7 +279,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             f"A^h(X) invertible for every head at n = {n_att}: det exp(S^h / sqrt d_k) != 0 with "
             "S^h = X W_Q^h (X W_K^h)^T exact, X = word[ids] + pos[:n] + type[0]; A^h = diag(1/row sums) exp(...)",
             Scope("instances", f"one exact input, n = {n_att}, every layer and head", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: (1 if det > 0 else -1) for item, det in dets.items()}},
+            {"det_sign": {item: sign for item, (sign, _, _) in dets.items()}},
             {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
              "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
@@ -267,7 +290,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             f"A^h(X) invertible for every head of layer 0 at its real input X = LayerNorm(word[ids] + pos[:n] + "
             f"type[0]) (n = {n_att}): det exp(X W_Q^h (X W_K^h)^T / sqrt d_k) != 0, enclosed through LayerNorm",
             Scope("instances", f"layer 0 at one real input, n = {n_att}", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: (1 if det > 0 else -1) for item, det in ln_dets.items()}},
+            {"det_sign": {item: sign for item, (sign, _, _) in ln_dets.items()}},
             {"method": "attention-det-ln", "model": str(ctx.model), "precision": ln_prec, "eps": float(w.arch.ln_eps),
              "input": {"ids": ids, "form": "LayerNorm(word[ids] + pos[:n] + type[0]) with emb_ln_w, emb_ln_b"},
              "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
@@ -298,9 +321,13 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                                      "(d x d_k) of full column rank, so rank(X W_V W_O) = rank(X B) = min(rank X, "
                                      "d_k) for generic X of each rank (one witness: rows of X chosen among the "
                                      "rows of the minor)",
-                         "computation": "python-flint: fmpz_mat determinant of W_V[rows] W_O[:, cols] on the "
-                                        "float32 weights scaled exactly to integers; arb_mat determinant of the "
-                                        "exponentiated exact scores",
+                         "computation": "python-flint: nmod_mat (else fmpz_mat) determinants of the minors "
+                                        "W_V^h[rows] and W_O^h[:, cols] on the weights scaled exactly to integers; "
+                                        "A^h: float64 verification of E^h = exp(S^h / sqrt d_k) with a priori "
+                                        "rounding bounds (||I - R E^h||_inf < 1), arb_mat determinants of the "
+                                        "exponentiated exact scores where that cannot decide; the certificate "
+                                        "files are re-checked by the checker in arb alone",
+                         "attention_methods": {item: how for item, (_, _, how) in {**dets, **ln_dets}.items()},
                          "deficient": bad, "certificates": certs})]
 
 

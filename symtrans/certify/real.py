@@ -34,7 +34,7 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -481,3 +481,144 @@ def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION)
     (3, False)
     """
     return LayerResidual(layer, n, r, prec).minor(r)
+
+
+#: unit roundoff of float64 (round to nearest)
+_U = 2.0 ** -53
+
+
+def _gamma(m: int) -> float:
+    """Higham's gamma_m = m u / (1 - m u): the relative error bound of an m-term dot product in float64."""
+    return m * _U / (1 - m * _U)
+
+
+def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, float]:
+    """Sign of det exp(X W_Q (X W_K)^T / sqrt d_k) for every X in the box [Xm - Xr, Xm + Xr], by float64 verification.
+
+    Returns ``(sign, beta)``: ``sign`` is +1 or -1 when every matrix within the
+    rounding and input bounds of the float64 E is certified non-singular, else 0
+    (undecided: the caller falls back to ball arithmetic); ``beta`` < 1 is the
+    certified bound on ||I - R E||_inf for the float64 approximate inverse R
+    (by the Neumann series, beta < 1 proves E and R non-singular).
+
+    The bounds are a priori floating-point error bounds (Higham, *Accuracy and
+    Stability*, 2nd ed.: |fl(A B) - A B| <= gamma_k |A| |B| for any summation
+    order, eq. 3.13; LU with partial pivoting: P L U = E + dE with
+    |dE| <= gamma_n P |L| |U|, thm 9.3), each inflated for the rounding of
+    its own evaluation; ``exp`` is taken to 8 units of roundoff. Assumed:
+    IEEE-754 float64 round-to-nearest and a BLAS that forms each entry as a
+    sum of products (no Strassen-type algorithm). Non-finite values, exponents
+    above 700 or entries below 2^-900 give 0. The sign: every matrix in the
+    box E + [-D, D] with D = (bound on |E_exact - E_float|) + gamma_n P |L| |U|
+    satisfies ||I - R M|| < 1, so det is non-zero on the box (convex), and
+    sign det E_exact = sign det (P L U) = sign det P * prod sign U_ii.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.eye(3); W = np.eye(3)
+    >>> sign, beta = verified_attention_sign(X, 0 * X, W, W)
+    >>> sign, beta < 1e-12
+    (1, True)
+    >>> verified_attention_sign(np.ones((2, 3)), np.zeros((2, 3)), W, W)[0]  # two equal rows: singular
+    0
+    """
+    import numpy as np
+    import torch
+
+    Xm, Xr = np.asarray(Xm, dtype=np.float64), np.asarray(Xr, dtype=np.float64)
+    Wq, Wk = _np(W_Q), _np(W_K)
+    n, d = Xm.shape
+    k = Wq.shape[1]
+    N = max(n, d, k) + 8
+    up = 1 + 8 * N * _U  # inflation of each computed bound for the rounding of its own evaluation
+    tiny = N * 2.0 ** -1000  # absolute slack: an underflow in a bound's evaluation loses less than this
+    arrays = (Xm, Xr, Wq, Wk)
+    if not all(np.isfinite(a).all() for a in arrays) or (Xr < 0).any():
+        return 0, math.inf
+    small = [np.abs(a[a != 0]).min() for a in arrays if (a != 0).any()]
+    if small and min(small) < 2.0 ** -900:
+        return 0, math.inf
+    aX, aQ, aK = np.abs(Xm), np.abs(Wq), np.abs(Wk)
+    Qf, Kf = Xm @ Wq, Xm @ Wk
+    dQ = (_gamma(d) * (aX @ aQ) + Xr @ aQ) * up + tiny
+    dK = (_gamma(d) * (aX @ aK) + Xr @ aK) * up + tiny
+    aQf, aKf = np.abs(Qf), np.abs(Kf)
+    Sf = Qf @ Kf.T
+    dS = (_gamma(k) * (aQf @ aKf.T) + dQ @ aKf.T + aQf @ dK.T + dQ @ dK.T) * up + tiny
+    cf = 1.0 / math.sqrt(k)  # |c - cf| <= 2u c: two correctly rounded operations
+    Zf = cf * Sf
+    dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
+    if not (np.isfinite(dZ).all() and (Zf + dZ).max() < 700):
+        return 0, math.inf
+    Ef = np.exp(Zf)
+    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
+    Et = torch.from_numpy(Ef)
+    LU, piv, info = torch.linalg.lu_factor_ex(Et)
+    if int(info) != 0:
+        return 0, math.inf
+    P, L, Uu = torch.lu_unpack(LU, piv)
+    R = np.linalg.inv(Ef)
+    if not np.isfinite(R).all():
+        return 0, math.inf
+    aR = np.abs(R)
+    M = R @ Ef
+    dLU = (P.numpy() @ (_gamma(n) * (np.abs(L.numpy()) @ np.abs(Uu.numpy())))) * up + tiny
+    G = (np.abs(np.eye(n) - M) * (1 + 2 * _U) + _gamma(n) * (aR @ np.abs(Ef)) + aR @ (dE + dLU)) * up
+    beta = float(G.sum(axis=1).max() * up)
+    if not beta < 1:
+        return 0, beta
+    diag = np.diag(Uu.numpy())
+    swaps = int((piv.numpy() != np.arange(1, n + 1)).sum())
+    sign = (-1) ** swaps * (-1) ** int((diag < 0).sum())
+    return int(sign), beta
+
+
+def float_input_box(weights: Any, ids: list[int]) -> tuple[Any, Any]:
+    """(Xm, Xr): float64 midpoints and radii enclosing X = word[ids] + pos[:n] + type[0] (entries summed in float64).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> Xm, Xr = float_input_box(load_model("default"), [101, 102])
+    >>> Xm.shape, bool((Xr <= 1e-15 * (abs(Xm) + 1)).all())
+    ((2, 384), True)
+    """
+    import numpy as np
+
+    n = len(ids)
+    parts = [_np(weights.word[list(ids)])]
+    if getattr(weights, "pos", None) is not None:
+        parts.append(_np(weights.pos[:n]))
+    if getattr(weights, "type", None) is not None:
+        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    Xm = parts[0].copy()
+    for P in parts[1:]:
+        Xm = Xm + P
+    # each float64 addition rounds by at most u |partial sum| <= u sum |parts|
+    Xr = (len(parts) - 1) * _U * sum(np.abs(P) for P in parts) * (1 + 8 * _U)
+    return Xm, Xr
+
+
+def ball_box(B: Any) -> tuple[Any, Any]:
+    """(Xm, Xr): float64 midpoints and radii enclosing every entry of the ``arb_mat`` B (radii rounded outward).
+
+    Examples
+    --------
+    >>> from flint import arb, arb_mat
+    >>> m, r = ball_box(arb_mat([[arb("1 +/- 0.5")]]))
+    >>> float(m[0, 0]), bool(r[0, 0] >= 0.5)
+    (1.0, True)
+    """
+    import numpy as np
+
+    n, d = B.nrows(), B.ncols()
+    mids = np.empty((n, d))
+    rads = np.empty((n, d))
+    for i in range(n):
+        for j in range(d):
+            x = B[i, j]
+            mids[i, j] = float(x.mid())
+            rads[i, j] = float(x.rad())
+    # float(mid) rounds by at most u |mid|; float(rad) may round down by u rad
+    return mids, (rads * (1 + 2 * _U) + _U * np.abs(mids)) * (1 + 2 * _U) + 2.0 ** -1070
