@@ -398,13 +398,33 @@ class LayerResidual:
         ctx.prec = prec
         try:
             inv_sqrt = 1 / arb(self.d_k).sqrt()
-            self.E, self.VO = [], []
+            self.E, self._V = [], []
             for h in range(self.H):
                 S = arb_mat(WQ[h, :R].tolist()) * arb_mat(WK[h, :R].tolist()).transpose()
                 self.E.append([[(S[i, j] * inv_sqrt).exp() for j in range(R)] for i in range(R)])
-                self.VO.append(arb_mat(WV[h, :R].tolist()) * arb_mat(WO[h].tolist()))
+                self._V.append(arb_mat(WV[h, :R].tolist()))
         finally:
             ctx.prec = old
+        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
+        self._WO = WO
+        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+
+    def _vo(self, h: int, cols: list[int]) -> list[list[Any]]:
+        """Enclosures of (W_V^h[:R] W_O^h)[:, c] for c in ``cols`` (computed once per column, at the layer's precision)."""
+        from flint import arb_mat, ctx
+
+        cache = self._VO_cols[h]
+        missing = [c for c in dict.fromkeys(cols) if c not in cache]
+        if missing:
+            old = ctx.prec
+            ctx.prec = self.prec
+            try:
+                M = self._V[h] * arb_mat(self._WO[h][:, missing].tolist())
+            finally:
+                ctx.prec = old
+            for t, c in enumerate(missing):
+                cache[c] = [M[j, t] for j in range(self.R)]
+        return [cache[c] for c in cols]
 
     def float_rows(self, r: int) -> Any:
         """Float64 rows 0..r of F(X*_r), only to choose the minor's columns (never to decide)."""
@@ -454,7 +474,8 @@ class LayerResidual:
                     for j in range(r):
                         tot = tot + E[i][j]
                     w.extend(E[i][j] / tot for j in range(r))
-                VO = arb_mat(r, k, [self.VO[h][j, c] for j in range(r) for c in cols])
+                colv = self._vo(h, list(cols))
+                VO = arb_mat(r, k, [colv[t][j] for j in range(r) for t in range(k)])
                 top = top + arb_mat(r, r, w) * VO
                 for c in range(k):
                     acc = arb(0)
