@@ -70,3 +70,37 @@ def test_real_heads_agree_with_arb():
     m, r = ball_box(X0)
     assert (r > 0).all() and (r < 1e-15 * (abs(m) + 1e-3)).all()  # the 128-bit ball plus rounding mid to float
     assert verified_attention_sign(m, r, w.W_Q[0, 2], w.W_K[0, 2])[0] != 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 7), rad=st.sampled_from([0.0, 1e-12, 1e-3, 0.1]),
+       deficiency=st.integers(0, 2))
+def test_verified_det_sign_holds_on_the_whole_box(seed, n, rad, deficiency):
+    """A decided sign is the exact sign of det at the centre and at random points of the box (fmpq determinants)."""
+    from flint import fmpq_mat
+
+    from symtrans.certify.real import verified_det_sign
+
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((n, n))
+    for t in range(min(deficiency, n - 1)):  # exactly dependent rows: det 0 at the centre
+        M[t + 1] = M[0] * 2.0 ** -(t + 1)  # exact scaling: a true dependency over Q
+    dM = np.full((n, n), rad)
+    sign, beta = verified_det_sign(M, dM)
+
+    def exact_sign(A):
+        det = fmpq_mat(n, n, [fmpq_from(v) for v in A.ravel()]).det()
+        return (det > 0) - (det < 0)
+
+    if sign:
+        assert beta < 1 and exact_sign(M) == sign
+        for _ in range(3):
+            assert exact_sign(M + rng.uniform(-1, 1, (n, n)) * dM) == sign
+    if deficiency and n > 1:
+        assert sign == 0
+
+
+def fmpq_from(v):
+    from flint import fmpq
+
+    return fmpq(*float(v).as_integer_ratio())

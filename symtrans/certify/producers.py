@@ -382,7 +382,7 @@ def recovery(ctx: Context) -> list[Evidence]:
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
 def recovery_real(ctx: Context) -> list[Evidence]:
-    """Certify rank W_O = H d_v for every layer of the model (exact rank over Q with flint)."""
+    """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint)."""
     from symtrans.certify.real import MODULUS, stacked_wo_rank
     from symtrans.formulas import formula
 
@@ -425,8 +425,10 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                 "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
                 counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
-                details={"rows": rows, "computation": "python-flint fmpz_mat.rank of the float32 weights scaled "
-                                                      "exactly to integers (one power of two per matrix); "
+                details={"rows": rows, "computation": "full rank by float64 verification of a square minor "
+                                                      "(||I - R M||_inf < 1 with a priori rounding bounds), else "
+                                                      "python-flint rank mod p / fmpz_mat.rank of the weights "
+                                                      "scaled exactly to integers (each row's method is listed); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",
                          "certificate": cert})]
 

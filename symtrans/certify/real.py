@@ -34,7 +34,7 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_det_sign", "verified_full_rank", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -53,9 +53,13 @@ def _np(t: Any) -> Any:
     return np.asarray(t, dtype=np.float64)
 
 
-def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[str, Any]:
+def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: bool = True) -> dict[str, Any]:
     """Exact rank over Q of a float matrix, certified by its rank mod p where that suffices.
 
+    With ``verified`` (default) a matrix without zero rows or columns is first
+    tried by :func:`verified_full_rank` (float64 verification of a square
+    minor, no per-entry exact arithmetic); where that certifies, the rank is
+    full and ``rank_mod_p`` is ``None`` (the checker's witness is still p).
     The rank mod p is a lower bound of the rank over Q (a minor non-zero mod p
     is non-zero over Z). Zero rows and columns are dropped first (exactly); when
     the rank mod p of what is left equals its smaller side, that is the exact
@@ -69,8 +73,10 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[st
     --------
     >>> import numpy as np
     >>> out = stacked_wo_rank(np.eye(3) * 0.1)
-    >>> out["rank"], out["rank_mod_p"], out["shape"]
-    (3, 3, [3, 3])
+    >>> out["rank"], out["rank_mod_p"], out["shape"], out["method"].split(" (")[0]
+    (3, None, [3, 3], 'float64-verified square minor')
+    >>> stacked_wo_rank(np.eye(3) * 0.1, verified=False)["rank_mod_p"]
+    3
     >>> M = np.zeros((4, 3)); M[:2] = [[1.0, 2.0, 0.5], [0.25, 1.0, 3.0]]  # two zero rows
     >>> stacked_wo_rank(M)["rank"], stacked_wo_rank(np.ones((200, 200)), exact_limit=100)["rank"]
     (2, None)
@@ -84,6 +90,11 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[st
     if not rows or not cols:
         return {"rank": 0, "rank_mod_p": 0, "modulus": p, "shape": shape, "scale_exponent": 0,
                 "method": "zero matrix"}
+    if verified and len(rows) == shape[0] and len(cols) == shape[1]:
+        ok, beta, _, _ = verified_full_rank(A)
+        if ok:
+            return {"rank": min(shape), "rank_mod_p": None, "modulus": p, "shape": shape, "scale_exponent": None,
+                    "method": f"float64-verified square minor (||I - R M||_inf <= {beta:.2g} < 1)"}
     Z, s = dyadic_matrix(A[rows][:, cols])
     rank_p = int(nmod_mat(Z, p).rank())
     if rank_p == min(len(rows), len(cols)):
@@ -545,7 +556,6 @@ def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, 
     0
     """
     import numpy as np
-    import torch
 
     Xm, Xr = np.asarray(Xm, dtype=np.float64), np.asarray(Xr, dtype=np.float64)
     Wq, Wk = _np(W_Q), _np(W_K)
@@ -574,25 +584,92 @@ def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, 
         return 0, math.inf
     Ef = np.exp(Zf)
     dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
-    Et = torch.from_numpy(Ef)
-    LU, piv, info = torch.linalg.lu_factor_ex(Et)
+    return verified_det_sign(Ef, dE)
+
+
+def verified_det_sign(Mf: Any, dM: Any) -> tuple[int, float]:
+    """Sign of det M for every M with |M - Mf| <= dM entrywise, by float64 verification; 0 when undecided.
+
+    Returns ``(sign, beta)`` with beta the certified bound on ||I - R M||_inf
+    (R a float64 inverse of Mf); beta < 1 proves every such M non-singular,
+    and the sign is that of det (P L U), the float LU of Mf, whose backward
+    error gamma_n P |L| |U| is added to dM (Higham, thm 9.3; matrix products
+    bounded by eq. 3.13; each bound inflated for its own rounding). Assumes
+    IEEE-754 float64 round-to-nearest and a BLAS that sums products (no
+    Strassen); non-finite input, or entries below 2^-900, give 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> verified_det_sign(np.array([[0.0, 1.0], [1.0, 0.0]]), np.zeros((2, 2)))[0]  # a swap: det -1
+    -1
+    >>> verified_det_sign(np.array([[1.0, 1.0], [1.0, 1.0]]), np.zeros((2, 2)))[0]  # singular: undecided
+    0
+    >>> verified_det_sign(np.eye(2), np.full((2, 2), 0.6))[0]  # the box holds singular matrices
+    0
+    """
+    import numpy as np
+    import torch
+
+    Mf, dM = np.asarray(Mf, dtype=np.float64), np.asarray(dM, dtype=np.float64)
+    n = Mf.shape[0]
+    if Mf.shape != (n, n) or dM.shape != (n, n):
+        raise ValueError(f"a square matrix and a radius of its shape are needed, got {Mf.shape} and {dM.shape}")
+    if not (np.isfinite(Mf).all() and np.isfinite(dM).all()) or (dM < 0).any():
+        return 0, math.inf
+    nz = np.abs(Mf[Mf != 0])
+    if nz.size and nz.min() < 2.0 ** -900:
+        return 0, math.inf
+    N = n + 8
+    up = 1 + 8 * N * _U
+    tiny = N * 2.0 ** -1000
+    LU, piv, info = torch.linalg.lu_factor_ex(torch.from_numpy(Mf.copy()))
     if int(info) != 0:
         return 0, math.inf
     P, L, Uu = torch.lu_unpack(LU, piv)
-    R = np.linalg.inv(Ef)
+    try:
+        R = np.linalg.inv(Mf)
+    except np.linalg.LinAlgError:
+        return 0, math.inf
     if not np.isfinite(R).all():
         return 0, math.inf
     aR = np.abs(R)
-    M = R @ Ef
+    C = R @ Mf
     dLU = (P.numpy() @ (_gamma(n) * (np.abs(L.numpy()) @ np.abs(Uu.numpy())))) * up + tiny
-    G = (np.abs(np.eye(n) - M) * (1 + 2 * _U) + _gamma(n) * (aR @ np.abs(Ef)) + aR @ (dE + dLU)) * up
+    G = (np.abs(np.eye(n) - C) * (1 + 2 * _U) + _gamma(n) * (aR @ np.abs(Mf)) + aR @ (dM + dLU)) * up
     beta = float(G.sum(axis=1).max() * up)
     if not beta < 1:
         return 0, beta
     diag = np.diag(Uu.numpy())
     swaps = int((piv.numpy() != np.arange(1, n + 1)).sum())
-    sign = (-1) ** swaps * (-1) ** int((diag < 0).sum())
-    return int(sign), beta
+    return int((-1) ** swaps * (-1) ** int((diag < 0).sum())), beta
+
+
+def verified_full_rank(A: Any) -> tuple[bool, float, list[int], list[int]]:
+    """Whether the float matrix A (taken exactly) has full rank min(m, n), by a float64-verified square minor.
+
+    Rows (or columns) of the minor are chosen by LU with partial pivoting;
+    returns ``(certified, beta, rows, cols)``. ``False`` is no proof of
+    deficiency: the caller decides exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> verified_full_rank(np.array([[1.0, 2.0], [3.0, 4.0], [2.0, 4.0]]))[0]
+    True
+    >>> verified_full_rank(np.array([[1.0, 2.0], [2.0, 4.0]]))[0]
+    False
+    """
+    import numpy as np
+
+    A = _np(A)
+    m, n = A.shape
+    if m >= n:
+        rows, cols = [int(i) for i in _lu_rows(A)], list(range(n))
+    else:
+        rows, cols = list(range(m)), [int(j) for j in _lu_rows(A.T)]
+    sign, beta = verified_det_sign(A[np.ix_(rows, cols)], np.zeros((len(rows), len(cols))))
+    return bool(sign), beta, rows, cols
 
 
 def float_input_box(weights: Any, ids: list[int]) -> tuple[Any, Any]:
