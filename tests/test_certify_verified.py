@@ -104,3 +104,28 @@ def fmpq_from(v):
     from flint import fmpq
 
     return fmpq(*float(v).as_integer_ratio())
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), H=st.integers(1, 3), d=st.integers(3, 7), dk=st.integers(1, 3),
+       n=st.integers(4, 40), scale=st.sampled_from([1e-4, 1.0, 4.0]), silence=st.booleans())
+def test_verified_residual_sign_agrees_with_arb(seed, H, d, dk, n, scale, silence):
+    """theorem 5.3's minor: a float64-decided sign equals the 256-bit arb sign; with MHA = 0 nothing is decided."""
+    from symtrans.certify.real import LayerResidual, verified_residual_sign
+
+    rng = np.random.default_rng(seed)
+    L = {k: rng.standard_normal((H, d, dk)) * scale for k in ("W_Q", "W_K", "W_V")}
+    L["W_O"] = rng.standard_normal((H, dk, d)) * (0.0 if silence else 1.0)
+    R = min(d - 1, n - 1)
+    res = LayerResidual(L, n, R, prec=256)
+    for r in range(1, R + 1):
+        if silence:  # F(X*_r) = X*_r has rank r: every (r+1)-minor is exactly 0
+            assert verified_residual_sign(L, n, r, list(range(r + 1)))[0] == 0
+            continue
+        cols = res.columns(r)
+        if len(cols) < r + 1:
+            continue
+        sign, beta = verified_residual_sign(L, n, r, cols)
+        if sign:
+            _, det = res.minor(r, cols)
+            assert 0 not in det and sign == (1 if det > 0 else -1) and beta < 1

@@ -34,7 +34,7 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_det_sign", "verified_full_rank", "float_input_box", "ball_box", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -451,6 +451,20 @@ class LayerResidual:
             F[r] += self.float_VO[h][:r].sum(axis=0) / n
         return F
 
+    def columns(self, r: int) -> list[int]:
+        """The r + 1 columns of the candidate minor, chosen on float64 rows (QR with pivoting).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> L = {k: rng.standard_normal((1, 3, 2)) for k in ("W_Q", "W_K", "W_V")}
+        >>> L["W_O"] = rng.standard_normal((1, 2, 3))
+        >>> len(LayerResidual(L, n=5, R=2).columns(2))
+        3
+        """
+        return _greedy_cols(self.float_rows(r), r + 1)
+
     def minor(self, r: int, cols: list[int] | None = None) -> tuple[list[int], Any]:
         """(columns, ball enclosure of det F(X*_r)[0..r, cols]) for 1 <= r <= R.
 
@@ -466,7 +480,7 @@ class LayerResidual:
         from flint import arb, arb_mat, ctx
 
         if cols is None:
-            cols = _greedy_cols(self.float_rows(r), r + 1)
+            cols = self.columns(r)
         if len(cols) < r + 1:  # the float rows are already rank-deficient: no candidate minor
             return list(cols), arb("0 +/- inf")
         old = ctx.prec
@@ -497,6 +511,70 @@ class LayerResidual:
             return list(cols), M.det()
         finally:
             ctx.prec = old
+
+
+def verified_residual_sign(layer: dict[str, Any], n: int, r: int, cols: list[int]) -> tuple[int, float]:
+    """Sign of det F(X*_r)[0..r, cols] (see :class:`LayerResidual`) by float64 verification; 0 when undecided.
+
+    Every entry of the (r+1)-minor is computed in float64 with an a priori
+    bound on its distance from the exact value (weights taken exactly;
+    products bounded by gamma_k |A| |B|, exp to 8 units of roundoff, the
+    softmax quotient through the bounds of numerator and denominator), then
+    :func:`verified_det_sign` decides. Returns ``(sign, beta)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> L = {k: rng.standard_normal((2, 4, 2)) for k in ("W_Q", "W_K", "W_V")}
+    >>> L["W_O"] = rng.standard_normal((2, 2, 4))
+    >>> cols, det = LayerResidual(L, n=6, R=2).minor(2)
+    >>> verified_residual_sign(L, 6, 2, cols)[0] == (1 if det > 0 else -1)
+    True
+    """
+    import numpy as np
+
+    WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
+    H, _, dk = WQ.shape
+    k = len(cols)
+    N = max(r, dk, H, k) + 8
+    up = 1 + 8 * N * _U
+    tiny = N * 2.0 ** -1000
+    cf = 1.0 / math.sqrt(dk)
+    eye = (np.arange(r)[:, None] == np.array(cols)[None, :]).astype(np.float64)  # X*_r[0..r-1, cols]: exact 0/1
+    Q, K, V = WQ[:, :r], WK[:, :r], WV[:, :r]  # [H, r, d_k]: every head at once
+    O = WO[:, :, cols]  # [H, d_k, k]
+    T = lambda A: np.swapaxes(A, -1, -2)  # noqa: E731
+    Sf = Q @ T(K)
+    dS = _gamma(dk) * (np.abs(Q) @ T(np.abs(K))) * up + tiny
+    Zf = cf * Sf
+    dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
+    if not (np.isfinite(Zf).all() and (Zf + dZ).max(initial=-np.inf) < 700):
+        return 0, math.inf
+    Ef = np.exp(Zf)
+    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
+    Tf = Ef.sum(axis=-1) + (n - r)  # [H, r]
+    dT = (dE.sum(axis=-1) + _gamma(r + 1) * (Ef.sum(axis=-1) + (n - r))) * up + tiny
+    if not (Tf > dT).all():
+        return 0, math.inf
+    Pf = Ef / Tf[..., None]
+    low = (Tf - dT)[..., None]
+    dP = (dE / low + Ef * dT[..., None] / (Tf[..., None] * low) + 2 * _U * Pf) * up + tiny
+    VOf = V @ O  # [H, r, k]
+    dVO = _gamma(dk) * (np.abs(V) @ np.abs(O)) * up + tiny
+    PV = Pf @ VOf
+    aP, aVO = np.abs(Pf), np.abs(VOf)
+    dPV = (dP @ aVO + aP @ dVO + dP @ dVO + _gamma(r) * (aP @ aVO)) * up + tiny
+    cs = VOf.sum(axis=-2) / n  # [H, k]
+    dcs = (dVO.sum(axis=-2) + _gamma(r) * aVO.sum(axis=-2)) * up / n + tiny
+    # summing H + 1 terms per entry (and one more rounding for each cs / n)
+    top = eye + PV.sum(axis=0)
+    dtop = dPV.sum(axis=0) + _gamma(H + 1) * (eye + np.abs(PV).sum(axis=0)) * up + tiny
+    last = cs.sum(axis=0)
+    dlast = dcs.sum(axis=0) + (_gamma(H + 1) + 2 * _U) * np.abs(cs).sum(axis=0) * up + tiny
+    Mf = np.vstack([top, last[None, :]])
+    dM = np.vstack([dtop, dlast[None, :]])
+    return verified_det_sign(Mf, dM)
 
 
 def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION) -> tuple[list[int], Any]:
