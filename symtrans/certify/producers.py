@@ -204,18 +204,20 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
-    L, H, d, k = (int(x) for x in w.W_V.shape)
+    L, Hkv, d, k = (int(x) for x in w.W_V.shape)  # W_K, W_V as stored: H_kv heads (grouped-query attention)
+    H = int(w.W_Q.shape[1])
+    kv = [h // (H // Hkv) for h in range(H)]  # query head h reads key/value head kv[h] (transformers' repeat_kv)
     minors, bad = {}, []
     for layer in range(L):
         for h in range(H):
-            m = head_product_minor(w.W_V[layer, h], w.W_O[layer, h])
+            m = head_product_minor(w.W_V[layer, kv[h]], w.W_O[layer, h])
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
     n_att = min(ctx.n, int(w.pos.shape[0])) if getattr(w, "pos", None) is not None else ctx.n
     ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
     X = embedding_input(w, ids)
-    dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
+    dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, kv[h]], ATTENTION_PRECISION)
             for layer in range(L) for h in range(H)}
     undecided = [item for item, det in dets.items() if 0 in det]
     ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
@@ -223,7 +225,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     if getattr(w, "emb_ln_w", None) is not None:  # layer 0 at its real input LN(word + pos + type)
         X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
                             float(w.arch.ln_eps), ln_prec)
-        ln_dets = {f"layer 0 head {h}": attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec) for h in range(H)}
+        ln_dets = {f"layer 0 head {h}": attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec) for h in range(H)}
     ln_undecided = [item for item, det in ln_dets.items() if 0 in det]
     margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
     hyp = HypothesisCheck(
@@ -246,7 +248,8 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
                          {"rank": {item: m["rank"] for item, m in minors.items()}},
                          {"method": "product-minor", "model": str(ctx.model),
-                          "items": {item: {"left": {"tensor": "W_V", "index": list(map(int, item.split()[1::2]))},
+                          "items": {item: {"left": {"tensor": "W_V", "index": [int(item.split()[1]),
+                                                                               kv[int(item.split()[3])]]},
                                            "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
                                            "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
                          w.weights_hash)]
@@ -275,7 +278,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     ok = not bad
     # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
     # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
-    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), int(item.split()[3])].any()
+    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), kv[int(item.split()[3])]].any()
                                          and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
     hyp_rank = HypothesisCheck(
         f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
