@@ -648,7 +648,7 @@ def _ln(ctx: Context) -> list[Evidence]:
         lost = ("the all-ones shift" + ("" if eps > 0 else " and the scale")) if m["norm"] == "layernorm" \
             else "the scale"
         v, s = Verdict.SUPPORTED, (f"from {N}(X + MHA(X) + b_O) with X and W_O known the head outputs are "
-                                   f"determined only up to {per_row} directions per token at every layer "
+                                   f"determined only up to {per_row} direction(s) per token at every layer "
                                    f"({N} forgets {lost}; {what}): non-identifiable, but by {per_row} per "
                                    "token, not (H-1)d_k")
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, counterexample=(
