@@ -299,3 +299,24 @@ def test_qwen2_flops_match_the_flop_counter(tmp_path: Any) -> None:
     attn, ffn = counts["Qwen2Model.layers.0.self_attn"], counts["Qwen2Model.layers.0.mlp"]
     assert formula("flops-attention", arch=arch, n=n).value * n == attn
     assert formula("flops-ffn", arch=arch, n=n).value * n == ffn == 6 * n * 48 * 40  # three d x d_ff matrices
+
+
+@pytest.mark.parametrize("preset,n", [("llama2-7b", 64), ("mistral-7b", 48)])
+def test_gated_presets_flops_and_share_formula(preset: str, n: int) -> None:
+    """Gated FFN share, symbolically 6 d d_ff / (6 d d_ff + flops-attention), against transformers at full sizes."""
+    from symtrans.formulas import get_formula
+    from symtrans.symbols import SYMBOLS as S
+
+    arch = get_arch(preset)
+    share = get_formula("ffn-flop-share").expression(arch)
+    attention = get_formula("flops-attention").expression(arch)
+    ffn = 6 * S["d_model"] * S["d_ff"]
+    assert sp.simplify(share - ffn / (ffn + attention)) == 0
+    assert sp.simplify(get_formula("flops-ffn").expression(arch) - ffn) == 0
+    two = dataclasses.replace(arch, ffn="mlp")  # the false case: a two-matrix count differs
+    assert formula("ffn-flop-share", arch=two, n=n).value != formula("ffn-flop-share", arch=arch, n=n).value
+    config = transformers.LlamaConfig(vocab_size=int(arch.vocab_size), hidden_size=int(arch.d_model),
+                                      intermediate_size=int(arch.d_ff), num_hidden_layers=1,
+                                      num_attention_heads=int(arch.H), num_key_value_heads=int(arch.H_kv),
+                                      max_position_embeddings=int(arch.max_positions), attn_implementation="eager")
+    check_flops(arch, config, n)  # meta device: shapes only
