@@ -299,3 +299,23 @@ def test_verdicts_unchanged_under_g_and_seed(w, real40):
     from symtrans.evidence import Context
 
     assert _verdicts(Context(model="default", n=40, seed=1).preload(w)) == base
+
+
+def test_alpha_gram_route_against_the_dense_skew_part():
+    """alpha_h from d_k x d_k Gram products equals ||(M - M^T)/2|| / ||M|| formed densely, near-symmetric heads too."""
+    import torch
+
+    from symtrans.checks.sec6 import _alpha_defined
+    from symtrans.numeric import load_model
+
+    lay = dict(load_model("default").layer(3))
+    WQ = lay["W_Q"].double()
+    WK = WQ.clone()
+    WK[1] = WQ[1] + 1e-5 * torch.randn(WQ[1].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    WK[2] = lay["W_K"][2].double()
+    out = _alpha_defined(dict(lay, W_Q=WQ, W_K=WK), "float32")
+    for h in range(3):
+        M = WQ[h] @ WK[h].T
+        dense = float(torch.linalg.matrix_norm((M - M.T) / 2) / torch.linalg.matrix_norm(M))
+        assert abs(out[h]["alpha"] - dense) <= 1e-9 * max(dense, 1e-12), (h, out[h]["alpha"], dense)
+    assert out[0]["alpha"] < 1e-12 < out[1]["alpha"] < 1e-3 < out[2]["alpha"]

@@ -337,12 +337,12 @@ def storage_ranks(batch: Any, storage_dtype: Any) -> list[Any]:
 
     import torch
 
-    from symtrans.numeric.linalg import _torch_dtype, rank_from_singular_values, storage_cut
+    from symtrans.numeric.linalg import _torch_dtype, rank_from_singular_values, storage_cut, svdvals
 
     W = torch.as_tensor(batch).to(torch.float64)
     shape = (int(W.shape[-2]), int(W.shape[-1]))
     W = W.reshape(-1, *shape)
-    svals = torch.linalg.svdvals(W).cpu()
+    svals = svdvals(W).cpu()
     norms = torch.linalg.matrix_norm(W).cpu()
     name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
     out = []

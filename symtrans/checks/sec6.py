@@ -84,16 +84,31 @@ def _alpha_defined(lay: dict[str, Any], storage_dtype: str) -> list[dict[str, An
     from symtrans.numeric.linalg import _torch_dtype
 
     WQ, WK = lay["W_Q"].to(torch.float64), lay["W_K"].to(torch.float64)
+    if WK.shape[0] != WQ.shape[0]:  # grouped-query attention: each key head serves H / H_kv query heads
+        from symtrans.numeric.forward import kv_index
+
+        WK = WK[kv_index(WQ.shape[0], WK.shape[0], WK.device)]
     u = torch.finfo(_torch_dtype(storage_dtype)).eps / 2
-    M = torch.linalg.matrix_norm(WQ @ WK.transpose(-1, -2))
+    # d_k x d_k Gram products instead of the d x d matrix M = W_Q W_K^T:
+    # ||M||_F^2 = tr((W_Q^T W_Q)(W_K^T W_K)) and tr(M^2) = tr(C C), C = W_K^T W_Q
+    sq = ((WQ.transpose(-1, -2) @ WQ) * (WK.transpose(-1, -2) @ WK)).sum((-1, -2))
+    C = WK.transpose(-1, -2) @ WQ
+    trM2 = (C * C.transpose(-1, -2)).sum((-1, -2))
+    M = sq.clamp(min=0).sqrt()
     # rounding W_Q, W_K to storage moves M = W_Q W_K^T by at most about 2u ||W_Q||_F ||W_K||_F (Frobenius)
     bound = 2 * u * torch.linalg.matrix_norm(WQ) * torch.linalg.matrix_norm(WK)
     out = []
     for h in range(WQ.shape[0]):
         m, b = float(M[h]), float(bound[h])
         if m > 10 * b and m > 0:
-            Mh = WQ[h] @ WK[h].T
-            a = float(torch.linalg.matrix_norm((Mh - Mh.T) / 2) / m)
+            # ||(M - M^T) / 2||_F^2 = (||M||_F^2 - tr(M^2)) / 2; where that difference cancels (alpha < 1e-3:
+            # relative error about u / alpha^2) the skew part is formed densely instead
+            a2 = max(float(sq[h] - trM2[h]) / 2, 0.0) / float(sq[h])
+            if a2 < 1e-6:
+                Mh = WQ[h] @ WK[h].T
+                a = float(torch.linalg.matrix_norm((Mh - Mh.T) / 2) / m)
+            else:
+                a = math.sqrt(a2)
             out.append({"alpha": a, "norm_M": m, "bound": b, "defined": True})
         else:
             out.append({"alpha": None, "norm_M": finite(m), "bound": finite(b), "defined": m > 10 * b if b > 0 else False})
