@@ -63,7 +63,7 @@ def family_table() -> list[str]:
     head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
     rows = [head, "|" + "---|" * (len(fams) + 3)]
     for claim in sorted(PRODUCERS):
-        for p in PRODUCERS[claim]:
+        for p in sorted(PRODUCERS[claim], key=lambda p: p.name):  # not registration order: that follows imports
             if not p.needs_model:
                 continue
             ok = [p.families is None or f in p.families for f in fams]
