@@ -301,3 +301,31 @@ def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
     cert["asserts"]["det_sign"]["layer 0 head 4"] *= -1
     ok, why = verify_certificate(_reseal(cert))
     assert not ok and "sign differs" in why
+
+
+def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
+    """Llama with 4 query heads sharing 2 key/value heads: every query head is certified with the K/V head it
+    reads, and the checker (which derives that head from the tensor shapes) accepts the certificates."""
+    import torch
+
+    from symtrans.certify.producers import prop63_real, thm53_real
+    from symtrans.cli.certify import write_certificates
+    from symtrans.evidence import Context
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / "m", "llama", n_layers=2)
+    ctx = Context(model=str(path), n=12)
+    w = ctx.weights()
+    assert (w.n_heads, int(w.W_V.shape[1])) == (4, 2)
+    (ev,) = prop63_real(ctx)
+    certs = ev.details["certificates"]
+    items = certs[0]["witness"]["items"]
+    assert len(items) == 2 * 4 and ev.verdict.value == "certified"
+    assert items["layer 1 head 3"]["left"]["index"] == [1, 1] and items["layer 1 head 1"]["left"]["index"] == [1, 0]
+    # the certified rank is that of the product the forward computes: W_V of the shared head times W_O of head h
+    lay = w.layer(1)
+    assert int(torch.linalg.matrix_rank(lay["W_V"][3] @ lay["W_O"][3])) == certs[0]["asserts"]["rank"]["layer 1 head 3"]
+    evs = [e.to_dict() for f in (prop63_real, thm53_real) for e in f(ctx)]
+    out = tmp_path / "certs"
+    write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
+    assert main(["verify", str(out)]) == 0

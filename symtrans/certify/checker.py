@@ -140,6 +140,14 @@ class _Source:
         return t.tolist()
 
 
+def _kv_head(src: _Source, l: int, h: int) -> int:
+    """The key/value head query head ``h`` of layer ``l`` reads (grouped-query attention), from the tensor shapes."""
+    H, Hkv = len(src.weights.tensors["W_Q"][l]), len(src.weights.tensors["W_K"][l])
+    if Hkv < 1 or H % Hkv or not 0 <= h < H:
+        raise Invalid(f"layer {l} head {h}: not a query head of {H} sharing {Hkv} key/value heads")
+    return h // (H // Hkv)
+
+
 def _rank_items(cert: dict[str, Any], src: _Source) -> str:
     """exact-rank: rank mod p (p prime, a lower bound) equal to min(shape), else the exact rank over Q."""
     from flint import fmpz, nmod_mat
@@ -269,7 +277,7 @@ def _attention(cert: dict[str, Any], src: _Source) -> str:
         for item, it in w["items"].items():
             l, h = int(it["layer"]), int(it["head"])
             Zq, Dq = _int_rows(src.rows({"tensor": "W_Q", "index": [l, h]}))
-            Zk, Dk = _int_rows(src.rows({"tensor": "W_K", "index": [l, h]}))
+            Zk, Dk = _int_rows(src.rows({"tensor": "W_K", "index": [l, _kv_head(src, l, h)]}))
             S = (Zx * Zq) * (Zx * Zk).transpose()  # exact: X W_Q (X W_K)^T times Dx^2 Dq Dk
             scale = 1 / (arb(Dx) * Dx * Dq * Dk * arb(Zq.ncols()).sqrt())
             E = arb_mat(n, n, [(arb(v) * scale).exp() for v in S.entries()])
@@ -305,7 +313,7 @@ def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
         for item, it in w["items"].items():
             l, h = int(it["layer"]), int(it["head"])
             Q = X * arb_mat(src.rows({"tensor": "W_Q", "index": [l, h]}))
-            K = X * arb_mat(src.rows({"tensor": "W_K", "index": [l, h]}))
+            K = X * arb_mat(src.rows({"tensor": "W_K", "index": [l, _kv_head(src, l, h)]}))
             S = Q * K.transpose()
             root = arb(K.ncols()).sqrt()
             E = arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)])
@@ -329,7 +337,8 @@ def _residual(cert: dict[str, Any], src: _Source) -> str:
             if len(cols) != r + 1 or len(set(cols)) != r + 1 or not 1 <= r < n:
                 raise Invalid(f"{item}: need r + 1 distinct columns and 1 <= r < n")
             if l not in cache:
-                cache = {l: [[src.rows({"tensor": t, "index": [l, h]}) for t in ("W_Q", "W_K", "W_V", "W_O")]
+                cache = {l: [[src.rows({"tensor": t, "index": [l, _kv_head(src, l, h) if t in ("W_K", "W_V") else h]})
+                              for t in ("W_Q", "W_K", "W_V", "W_O")]
                              for h in range(len(src.weights.tensors["W_Q"][l]))]}
             # X*_r = [I_r 0; 0 0] (n x d): X W = the first r rows of W, zero below.
             F = arb_mat(r + 1, r + 1, [int(i == c < r) for i in range(r + 1) for c in cols])  # X*_r[0..r, cols]

@@ -205,10 +205,12 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
-    L, H, d, k = (int(x) for x in w.W_V.shape)
+    L, Hkv, d, k = (int(x) for x in w.W_V.shape)  # W_K, W_V as stored: H_kv heads (grouped-query attention)
+    H = int(w.W_Q.shape[1])
+    kv = [h // (H // Hkv) for h in range(H)]  # query head h reads key/value head kv[h] (transformers' repeat_kv)
     minors, bad = {}, []
     for layer in range(L):
-        for h, m in enumerate(head_factor_minors(w.W_V[layer], w.W_O[layer])):
+        for h, m in enumerate(head_factor_minors(w.W_V[layer][kv], w.W_O[layer])):  # W_V of the head h reads
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
@@ -219,7 +221,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
 
     def decide(box: tuple[Any, Any], layer: int, h: int, ball: Any) -> tuple[int, float | None, str]:
         """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
-        sign, beta = verified_attention_sign(box[0], box[1], w.W_Q[layer, h], w.W_K[layer, h])
+        sign, beta = verified_attention_sign(box[0], box[1], w.W_Q[layer, h], w.W_K[layer, kv[h]])
         if sign:
             return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
         det = ball()
@@ -228,7 +230,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
         return (1 if det > 0 else -1), ball_margin(det), "arb"
 
     dets = {f"layer {layer} head {h}": decide(
-        (Xm, Xr), layer, h, lambda layer=layer, h=h: attention_det(X, w.W_Q[layer, h], w.W_K[layer, h],
+        (Xm, Xr), layer, h, lambda layer=layer, h=h: attention_det(X, w.W_Q[layer, h], w.W_K[layer, kv[h]],
                                                                      ATTENTION_PRECISION))
         for layer in range(L) for h in range(H)}
     undecided = [item for item, (sign, _, _) in dets.items() if not sign]
@@ -239,7 +241,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                             float(w.arch.ln_eps), ln_prec)
         box0 = ball_box(X0)
         ln_dets = {f"layer 0 head {h}": decide(
-            box0, 0, h, lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec)) for h in range(H)}
+            box0, 0, h, lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)}
     ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
     margins = {item: m for item, (sign, m, _) in dets.items() if sign}
     how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})
@@ -269,7 +271,8 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
                          {"rank": {item: m["rank"] for item, m in minors.items()}},
                          {"method": "factor-minors", "model": str(ctx.model), "modulus": MODULUS,
-                          "items": {item: {"left": {"tensor": "W_V", "index": list(map(int, item.split()[1::2]))},
+                          "items": {item: {"left": {"tensor": "W_V", "index": [int(item.split()[1]),
+                                                                               kv[int(item.split()[3])]]},
                                            "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
                                            "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
                          w.weights_hash)]
@@ -298,7 +301,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     ok = not bad
     # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
     # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
-    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), int(item.split()[3])].any()
+    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), kv[int(item.split()[3])]].any()
                                          and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
     hyp_rank = HypothesisCheck(
         f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
