@@ -552,7 +552,9 @@ def _ln(ctx: Context) -> list[Evidence]:
         zero_gain = bool((lay[m["gain"]] == 0).any())
         equil = eps > 0 and not zero_gain
         jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil)
-        direct = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"])
+        # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
+        direct = (jac if not equil else
+                  ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
         paper = ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"])
         derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"]) if not zero_gain
                    else [None] * len(rows_sel))
@@ -571,7 +573,8 @@ def _ln(ctx: Context) -> list[Evidence]:
                        derived_fibre=None if dv is None else dv["fibre"],
                        derived_decisive=None if dv is None else dv["decisive"],
                        routes_agree=agree if dv is not None else None,
-                       direct_fibre=direct[j]["fibre"], direct_decisive=direct[j]["decisive"],
+                       direct_fibre=direct[j]["fibre"] if direct else None,
+                       direct_decisive=direct[j]["decisive"] if direct else None,
                        fibre_eps0=paper[j]["fibre"], eps0_decisive=paper[j]["decisive"],
                        scale_shrink_lambda=finite(lam[j]), zero_gain=zero_gain)
             margins = [x for x in (r["margin_decades"], dv and dv.get("margin_decades")) if x is not None]
@@ -584,7 +587,8 @@ def _ln(ctx: Context) -> list[Evidence]:
     generic = norm_map_fibre(m["norm"], eps, H_dv, int(w.d_model))
     paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
     lam_min = min(lambdas) if eps > 0 else None
-    inputs["rows"] = f"rows {rows_sel} of every layer"
+    inputs["rows"] = (f"rows {rows_sel} of every layer (the unequilibrated 'direct' Jacobian SVD, shown only to "
+                      "say why the Jacobian is equilibrated, for layer 0 only)")
     details = {"rows": out, "paper_per_token": paper_per_token, "norm": m, "generic_fibre_formula": generic,
                "per_token_eps0": eps0, "scale_shrink_lambda_min": finite(lam_min),
                "exact_statement": (
