@@ -32,7 +32,7 @@ from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, trace, weigh
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
-__all__ = ["mha_paper", "mha_paper_factored", "low_rank_factors", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
+__all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
@@ -116,8 +116,9 @@ def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any]) -> Any:
     """The paper's MHA(A B) for a rank-r input given by factors A (n x r) and B (r x d), without forming A B.
 
     The same map as :func:`mha_paper` (bias-free, no b_O, grouped key/value heads
-    shared) at cost about r d (3 d_k + d) per head instead of n d (3 d_k + d):
-    X W = A (B W) for every projection and A^h X W_V^h W_O^h = (A^h A)(B W_V^h W_O^h).
+    shared): X W = A (B W) for every projection, and A^h X W_V^h W_O^h is
+    (A^h A)(B W_V^h W_O^h) for r < d_v, else (A^h (A (B W_V^h))) W_O^h, whichever
+    is cheaper; the r d (3 d_k) projection cost replaces n d (3 d_k).
 
     Examples
     --------
@@ -133,16 +134,42 @@ def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any]) -> Any:
 
     from symtrans.numeric.forward import kv_index
 
-    q = A @ torch.einsum("rd,hdk->hrk", B, layer["W_Q"])  # [H, n, d_k]
-    k = A @ torch.einsum("rd,hdk->hrk", B, layer["W_K"])
-    VO = torch.einsum("rd,hdk->hrk", B, layer["W_V"])  # [H_kv, r, d_v]
+    packed = layer.get("_packed_qkv")
+    if packed is None:  # [d, 3 heads x d_k] once per layer (see pack_qkv): one GEMM per input, no weight copies
+        packed = pack_qkv(layer)
+    Hq, Hk = layer["W_Q"].shape[0], layer["W_K"].shape[0]
+    dk, dv = layer["W_Q"].shape[-1], layer["W_V"].shape[-1]
+    P3 = B @ packed  # [r, Hq dk + Hk dk + Hk dv]
+    r = B.shape[0]
+    q = A @ P3[:, :Hq * dk].reshape(r, Hq, dk).transpose(0, 1)  # [H, n, d_k]
+    k = A @ P3[:, Hq * dk:(Hq + Hk) * dk].reshape(r, Hk, dk).transpose(0, 1)
+    VO = P3[:, (Hq + Hk) * dk:].reshape(r, Hk, dv).transpose(0, 1)  # [H_kv, r, d_v]
     H = q.shape[0]
     if k.shape[0] != H:  # grouped-query attention, as in attention()
         idx = kv_index(H, k.shape[0], q.device)
         k, VO = k[idx], VO[idx]
-    VO = VO @ layer["W_O"]  # [H, r, d]
     P = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
-    return torch.einsum("hnr,hrd->nd", P @ A, VO)
+    n, d = A.shape[0], layer["W_O"].shape[-1]
+    if r < dv:  # (A^h A)(B W_V^h W_O^h): n r d per head
+        return torch.einsum("hnr,hrd->nd", P @ A, VO @ layer["W_O"])
+    # A^h (A (B W_V^h)) then one GEMM with the stacked W_O: n d_v d per head, as the dense forward
+    Y = P @ (A @ VO)  # [H, n, d_v]
+    return Y.transpose(0, 1).reshape(n, H * dv) @ layer["W_O"].reshape(H * dv, d)
+
+
+def pack_qkv(layer: dict[str, Any]) -> Any:
+    """W_Q, W_K, W_V side by side as one ``d x (H d_k + H_kv d_k + H_kv d_v)`` matrix (head-major columns).
+
+    Examples
+    --------
+    >>> import torch
+    >>> lay = {k: torch.ones(2, 3, 4, dtype=torch.float64) for k in ("W_Q", "W_K", "W_V")}
+    >>> tuple(pack_qkv(lay).shape)
+    (3, 24)
+    """
+    import torch
+
+    return torch.cat([layer[k].permute(1, 0, 2).reshape(layer[k].shape[1], -1) for k in ("W_Q", "W_K", "W_V")], 1)
 
 
 def rank_grid(n: int, d: int) -> list[int]:
@@ -390,8 +417,9 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
         if h.holds is not True:
             skipped.append((i, h))
             continue
+        packed = dict(layer, _packed_qkv=pack_qkv(layer))
         for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i,
-                                     factored=lambda A, B: mha_paper_factored(A, B, layer)):
+                                     factored=lambda A, B: mha_paper_factored(A, B, packed)):
             cases.append(dict(c, where=f"layer {i}", layer=i))
     inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",
