@@ -296,7 +296,7 @@ def _worker(tasks: list[tuple[int, Any]], ctx: Context, conn: Any) -> None:
 
 
 def parallel_default() -> bool:
-    """Whether reports run their exact producers in a forked worker by default (2+ usable CPUs and ``fork``).
+    """Whether reports run their exact producers in a forked worker by default (Linux, 2+ usable CPUs).
 
     Examples
     --------
@@ -305,12 +305,14 @@ def parallel_default() -> bool:
     """
     import multiprocessing
     import os
+    import sys
 
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
-    return cpus >= 2 and "fork" in multiprocessing.get_all_start_methods()
+    # fork only on Linux: on macOS forking a process that has used Accelerate/Objective-C runtimes is unsafe
+    return cpus >= 2 and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = False,
