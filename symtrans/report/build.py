@@ -151,7 +151,10 @@ def formula_rows(claim: Claim, arch: Any = None) -> list[dict[str, Any]]:
         for a in archs:
             fv = f.evaluate(a)
             at = {k: v["value"] for k, v in fv.substitutions.items() if k == "n"}
-            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv), **at}
+            # each architecture's own expression: its flags (biases, grouped-query attention, a gated FFN)
+            # shape it, so a gated model's row must not show the two-matrix expression
+            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv),
+                                    "expression": str(fv.expression), **at}
         rows.append({"name": name, "summary": f.summary, "expression": str(f.expression()),
                      "counts": f.counts, "provenance": f.provenance.describe(), "values": values})
     return rows
