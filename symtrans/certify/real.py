@@ -398,13 +398,27 @@ class LayerResidual:
     """
 
     def __init__(self, layer: dict[str, Any], n: int, R: int, prec: int = PRECISION):
-        from flint import arb, arb_mat, ctx
+        # python-flint is imported by _enclose, on first use
 
         self.n, self.R, self.prec = n, R, prec
         WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
         self.H, self.d, self.d_k = WQ.shape[0], WQ.shape[1], WQ.shape[2]
         self.float_VO = [WV[h, :R] @ WO[h] for h in range(self.H)]
         self.float_S = [WQ[h, :R] @ WK[h, :R].T for h in range(self.H)]
+        self._W = (WQ, WK, WV, WO)
+        self._ready = False  # the ball enclosures are made on first use (float64 verification may not need them)
+        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
+        self._WO = WO
+        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+
+    def _enclose(self) -> None:
+        """The arb enclosures of exp(S^h / sqrt d_k) and of W_V^h[:R], once."""
+        from flint import arb, arb_mat, ctx
+
+        if self._ready:
+            return
+        WQ, WK, WV, _ = self._W
+        R, prec = self.R, self.prec
         old = ctx.prec
         ctx.prec = prec
         try:
@@ -416,14 +430,13 @@ class LayerResidual:
                 self._V.append(arb_mat(WV[h, :R].tolist()))
         finally:
             ctx.prec = old
-        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
-        self._WO = WO
-        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+        self._ready = True
 
     def _vo(self, h: int, cols: list[int]) -> list[list[Any]]:
         """Enclosures of (W_V^h[:R] W_O^h)[:, c] for c in ``cols`` (computed once per column, at the layer's precision)."""
         from flint import arb_mat, ctx
 
+        self._enclose()
         cache = self._VO_cols[h]
         missing = [c for c in dict.fromkeys(cols) if c not in cache]
         if missing:
@@ -483,6 +496,7 @@ class LayerResidual:
             cols = self.columns(r)
         if len(cols) < r + 1:  # the float rows are already rank-deficient: no candidate minor
             return list(cols), arb("0 +/- inf")
+        self._enclose()
         old = ctx.prec
         ctx.prec = self.prec
         try:
