@@ -767,7 +767,9 @@ def verified_full_rank(A: Any) -> tuple[bool, float, list[int], list[int]]:
 
     A = _np(A)
     m, n = A.shape
-    if m >= n:
+    if m == n:  # square: the minor is A itself
+        rows, cols = list(range(m)), list(range(n))
+    elif m > n:
         rows, cols = [int(i) for i in _lu_rows(A)], list(range(n))
     else:
         rows, cols = list(range(m)), [int(j) for j in _lu_rows(A.T)]
