@@ -58,7 +58,12 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     which eps > 0 breaks only at order eps; with BERT's eps = 1e-12 that
     broken direction would sit at a singular value ~1e-12 and blur the rank
     cut, at 1e-2 it is clearly not null. The symmetries counted do not depend
-    on the value of eps > 0.
+    on the value of eps > 0. The vocabulary (``model`` scope) defaults to
+    ``2 d_model`` tokens: with at most ``d_model + 1`` tokens the first
+    layer's affine readers (with biases, e.g. Qwen2's Q, K, V) can fit any
+    per-token table, so the finite input set would not pin the function down
+    and the null space would overcount (seen: 2 extra directions on a
+    Qwen2-like instance with 7 tokens and d_model = 6).
 
     Examples
     --------
@@ -74,7 +79,7 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     s = {**MEASURE_SIZES, **sizes}
     if "H_kv" not in s:
         s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
-    vocab = s.pop("vocab_size", 7)
+    vocab = s.pop("vocab_size", 2 * s["d_model"])
     return dataclasses.replace(
         a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"], position_table=s["n"],
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
@@ -155,7 +160,7 @@ def random_instance(arch: Architecture, scope: str, seed: int = 0) -> dict[str, 
     --------
     >>> p = random_instance(small_arch("gpt2"), "model")
     >>> tuple(p["word"].shape), tuple(p["final_ln_w"].shape)
-    ((7, 6), (1, 6))
+    ((12, 6), (1, 6))
     """
     import torch
 
@@ -393,8 +398,8 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     paths = [p for p, _ in entries]
     theta0 = _flatten(params, paths)
     P = theta0.numel()
-    out_size = int(a.n) * (int(a.vocab_size) if scope == "model" and _has_head(a) else int(a.d_model))
-    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P Jacobian rows
+    out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
+    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
     inputs = _inputs(a, scope, count, seed)
     batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
 

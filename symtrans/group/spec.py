@@ -348,7 +348,7 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
     """
     names = []
     for t in LAYER_AXES:
-        if t.startswith("b_") and not arch.bias:
+        if t.startswith("b_") and not _has_bias(arch, t):
             continue
         if t in ("ln1_b", "ln2_b") and arch.norm == "rmsnorm":
             continue
@@ -356,6 +356,11 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
             continue
         names.append(t)
     return names
+
+
+def _has_bias(arch: Architecture, tensor: str) -> bool:
+    """Whether the bias ``tensor`` exists: every bias with ``bias``; only b_Q, b_K, b_V with ``qkv_bias`` (Qwen2)."""
+    return bool(arch.bias or (arch.qkv_bias and tensor in ("b_Q", "b_K", "b_V")))
 
 
 def model_tensor_names(arch: Architecture) -> list[str]:
@@ -687,10 +692,11 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                           "K/V of key/value head g are shared by the H/H_kv query heads of its group, so one "
                           "matrix acts on the whole group: one factor per key/value head", gqa)
     B = a.bias
+    QKV = B or a.qkv_bias  # biases on the attention inputs (all of them, or Qwen2's Q, K, V only)
     f: list[Factor] = []
     qk_tags = [AxisTag("W_Q", 2, "qk-gauge", "right", "element", index="head"),
                AxisTag("W_K", 2, "qk-gauge", "right", "inverse_transpose", index="kv")]
-    if B:
+    if QKV:
         qk_tags[1:1] = [AxisTag("b_Q", 1, "qk-gauge", "right", "element", index="head")]
         qk_tags.append(AxisTag("b_K", 1, "qk-gauge", "right", "inverse_transpose", index="kv"))
     f.append(Factor(
@@ -704,7 +710,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
-    if B:
+    if QKV:
         vo_tags.append(AxisTag("b_V", 1, "vo-gauge", "right", "element", index="kv"))
     vo_tags.append(AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head"))
     f.append(Factor(
@@ -712,7 +718,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         tuple(vo_tags), (gqa_shrink,),
         "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
         "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)"))
-    if B:
+    if QKV:
         f.append(Factor(
             "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)",
             kv * S["d_k"], None, (AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv"),),
@@ -722,19 +728,23 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "s_ij = q_i (k_j + u)^T = q_i k_j^T + q_i u^T: the added term is constant along the key index j, "
             "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable",
             "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}"))
+        vb_tags = [AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv")]
+        if B:
+            vb_tags.append(AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O"))
         f.append(Factor(
             "value-bias-shift", "continuous", "layer", "translations of b_V absorbed by b_O",
-            kv * S["d_v"], None,
-            (AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv"),
-             AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O")),
-            (),
+            kv * S["d_v"], None, tuple(vb_tags),
+            (Breaking("no output bias (Q, K, V biases only)", "breaks",
+                      "b_V^g adds the constant row b_V^g W_O^h to the residual stream and nothing else "
+                      "can absorb it: without b_O a change v of b_V moves the output by v W_O^h, which is "
+                      "non-zero for v != 0 when W_O^h is injective (d_v <= d_model, generic)", not B),),
             "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
             "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
             "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}"))
     head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
-                 for t in ("W_Q", "b_Q", "W_O") if B or not t.startswith("b_")]
+                 for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
-                  for t in ("W_K", "b_K", "W_V", "b_V") if B or not t.startswith("b_")]
+                  for t in ("W_K", "b_K", "W_V", "b_V") if QKV or not t.startswith("b_")]
     order = sp.factorial(S["H"]) if not gqa else sp.factorial(S["H_kv"]) * sp.factorial(S["H"] / S["H_kv"]) ** S["H_kv"]
     f.append(Factor(
         "S_H", "discrete", "layer", "head relabelling" + (" respecting key/value groups" if gqa else ""),
@@ -784,6 +794,11 @@ def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | N
     if a.ffn == "gated":
         out.append(("W_gate", "b_gate", None))
     return out
+
+
+def _reader_bias(a: Architecture, which: str) -> bool:
+    """Whether every reader of a norm's output (attention inputs or FFN inputs) has a bias to absorb a constant."""
+    return bool(a.bias or (which == "attention" and a.qkv_bias))
 
 
 def _reader_width(a: Architecture, which: str) -> sp.Expr:
@@ -856,7 +871,8 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             "the next layer reads X + t through X W + b (Q, K, V) and the residual X + t + MHA + b_O: "
             "(beta2 + t, b_Q - t W_Q, b_K - t W_K, b_V - t W_V, b_O - t) leaves its LN1 input unchanged",
             "t in R^{d_model}, one per boundary between layers"))
-        f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane", ln and B))
+        f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane",
+                             ln and _reader_bias(a, "attention")))
     else:
         for which, norm in (("attention", "ln1"), ("ffn", "ln2")):
             readers = _readers(a, which)
@@ -878,12 +894,12 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             f.append(Factor(
                 f"{norm}-bias-transfer", "continuous", "layer",
                 f"translations of {norm.upper()}'s bias, undone by its readers' biases",
-                d, None, tuple(tr) if ln and B else (),
-                (no_norm_bias, no_bias),
+                d, None, tuple(tr) if ln and _reader_bias(a, which) else (),
+                (no_norm_bias, dataclasses.replace(no_bias, present=not _reader_bias(a, which))),
                 f"(beta + t, b - t W) for every reader of {norm.upper()}: (y + t) W + b - t W = y W + b",
                 "t in R^{d_model}"))
             f.append(_hyperplane(a, which, "layer", norm, f"{'attention' if which == 'attention' else 'ffn'}-input-hyperplane",
-                                 ln and B))
+                                 ln and _reader_bias(a, which)))
     return f
 
 
