@@ -392,6 +392,11 @@ def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))
+    if a.qkv_bias and not a.bias and a.norm == "layernorm":
+        out.append(("LayerNorm and biases on Q, K, V only", "a LayerNorm whose output a bias-free FFN reads "
+                    "admits gain and bias moves beyond the modelled factors (measured on small instances: more null "
+                    "directions than G, pre- and post-LN); the family with Q, K, V-only biases known here, Qwen2, "
+                    "uses RMSNorm"))
     return out
 
 
@@ -1197,6 +1202,11 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
     if tag.index is None:
         params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
         return
+    if isinstance(g, (list, tuple)) and len(g) != len(value) and not (tag.index == "head" and len(g) * group == len(value)):
+        raise SymtransError(
+            f"{tag.factor}: {tag.tensor} has {len(value)} {'key/value' if tag.index == 'kv' else 'query'} head "
+            f"blocks but the element's {tag.component!r} has {len(g)} entries; key/value tensors are acted on as "
+            f"stored (one entry per key/value head, shared by the query heads of its group)")
     out = []
     for h, block in enumerate(value):
         if isinstance(g, (list, tuple)):  # one element per key/value head (or per block, if as many)
