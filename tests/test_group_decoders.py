@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,6 +151,9 @@ def test_cli_verify_on_gqa_checkpoints(tmp_path, capsys, family):
     assert all(o["verdict"] == "holds" for o in data["orbits"])
     ffn = data["fibres"]["ffn_input_layer0"]
     assert ffn["fibre"] == ffn["expected"] == 0  # RMSNorm flattens nothing exactly; W_O has full rank
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "json-schemas.md").read_text(encoding="utf-8")
+    table = doc.split("<!-- schema: group-verify -->", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.M)) == set(data)
 
 
 # --------------------------------------------------------------------------- Qwen2's Q, K, V biases in G
