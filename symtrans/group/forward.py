@@ -101,11 +101,15 @@ class SympyBackend:
 
     name = "sympy"
 
-    def __init__(self, watch: set[sp.Symbol] | frozenset[sp.Symbol] = frozenset()) -> None:
+    def __init__(self, watch: set[sp.Symbol] | frozenset[sp.Symbol] = frozenset(), *,
+                 norm_key: str = "multiset") -> None:
         self.atoms: dict[tuple[str, Any], sp.Symbol] = {}
         self.defs: dict[sp.Symbol, sp.Expr] = {}
         self.watch = set(watch)
         self.memos: dict[Any, Any] = {}
+        if norm_key not in ("multiset", "value"):
+            raise SymtransError(f"norm_key must be 'multiset' or 'value', got {norm_key!r}")
+        self.norm_key = norm_key
 
     def memo(self, key: tuple[Any, ...], compute: Any) -> Any:
         """``compute()`` cached by ``key`` (pure functions of equal exact inputs are equal)."""
@@ -219,7 +223,9 @@ class SympyBackend:
 
         The atom of a row is keyed by the multiset of its (centred) entries,
         each taken up to sign: ``var`` is a function of exactly that, so equal
-        keys mean equal values (the key never needs ``var`` expanded).
+        keys mean equal values (the key never needs ``var`` expanded). With
+        ``norm_key="value"`` the key is the canonical form of the sum of
+        squares itself (what a rotation of the row preserves; costlier).
         """
         n, d = Z.shape
         eps = sp.Rational(str(eps)) if eps else sp.Integer(0)
@@ -229,8 +235,11 @@ class SympyBackend:
             if kind == "layernorm":
                 mean = sp.Add(*row) / d
                 row = (row - mean * sp.ones(1, d)).applyfunc(self.simplify)
-            key = tuple(sorted((min(x, self.simplify(-x), key=sp.default_sort_key) for x in row),
-                               key=sp.default_sort_key))
+            if self.norm_key == "value":
+                key = ("sum of squares", self.simplify(sp.Add(*[x**2 for x in row])))
+            else:
+                key = tuple(sorted((min(x, self.simplify(-x), key=sp.default_sort_key) for x in row),
+                                   key=sp.default_sort_key))
             r = self._atom("rsqrt", key, lambda row=row: 1 / sp.sqrt(sp.Add(*[x**2 for x in row]) / d + eps))
             y = row * r
             if w is not None:
