@@ -76,7 +76,7 @@ def test_unknown_breaking_feature_is_an_error():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["gpt2", "mistral-7b"])
+@pytest.mark.parametrize("arch", ["gpt2", "mistral-7b", "qwen2-7b"])
 def test_pre_norm_families_every_factor_certified(arch):
     certs = certify_all(arch, lemmas=False)
     assert certs and all(c.ok for c in certs), [c.line() for c in certs if not c.ok]

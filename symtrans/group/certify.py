@@ -581,6 +581,10 @@ def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Arch
         else:
             a = rep(small(), positional="learned", attention="bidirectional")
         return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
+    if factor == "value-bias-shift" and feature.startswith("Q, K, V-only biases"):
+        a = rep(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
+        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), \
+            _loose(a)
     if factor == "residual-permutation" and feature == "sinusoidal positions":
         a = rep(small(), positional="sinusoidal")
         return a, ("transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0, 2, 3])}), _loose(a)
@@ -757,6 +761,8 @@ def _unbroken(a: Architecture, factor: str) -> Architecture:
         return rep(a, activation="relu")
     if factor == "key-bias-shift":
         return rep(a, positional="learned")
+    if factor == "value-bias-shift" and not a.bias:  # Q, K, V biases only: certify where b_O exists
+        return rep(a, bias=True, qkv_bias=False)
     if factor == "residual-permutation":
         return rep(a, positional="learned")
     return a

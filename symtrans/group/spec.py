@@ -739,7 +739,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         f.append(Factor(
             "value-bias-shift", "continuous", "layer", "translations of b_V absorbed by b_O",
             kv * S["d_v"], None, tuple(vb_tags),
-            (Breaking("no output bias (Q, K, V biases only)", "breaks",
+            (Breaking("Q, K, V-only biases (no b_O)", "breaks",
                       "b_V^g adds the constant row b_V^g W_O^h to the residual stream and nothing else "
                       "can absorb it: without b_O a change v of b_V moves the output by v W_O^h, which is "
                       "non-zero for v != 0 when W_O^h is injective (d_v <= d_model, generic)", not B),),
@@ -1202,7 +1202,11 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
     if tag.index is None:
         params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
         return
-    if isinstance(g, (list, tuple)) and len(g) != len(value) and not (tag.index == "head" and len(g) * group == len(value)):
+    mismatch = isinstance(g, (list, tuple)) and len(g) != len(value) and not (
+        tag.index == "head" and len(g) * group == len(value))
+    # a spec without grouped-query attention may act per query head on shared blocks on purpose (the witness
+    # that GQA shrinks the gauges); with GQA in the spec, a mismatch means the blocks are not as stored
+    if mismatch and (group > 1 or len(g) < len(value)):
         raise SymtransError(
             f"{tag.factor}: {tag.tensor} has {len(value)} {'key/value' if tag.index == 'kv' else 'query'} head "
             f"blocks but the element's {tag.component!r} has {len(g)} entries; key/value tensors are acted on as "
