@@ -88,6 +88,8 @@ def factor_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"              {sc['covers']}")
     for u in data.get("unmodelled", []):
         lines.append(f"not modelled: {u['feature']}: {u['reason']}")
+    for text in data.get("assumes", []):
+        lines.append(f"assumes: {text}")
     return lines
 
 

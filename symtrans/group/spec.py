@@ -684,7 +684,28 @@ class GroupSpec:
             "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
             "layers": _size_json(S["L"], a)["value"],
             "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
+            "assumes": self.assumptions(),
         }
+
+    def assumptions(self) -> list[str]:
+        """Conditions on the sizes under which the factors are independent and the dimension count is exact.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").assumptions()[0][:20]
+        'd_v < d_model (here '
+        """
+        a = self.arch
+        holds = (f"here {a.d_v} < {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
+                 and a.d_v < a.d_model else
+                 f"NOT here: d_v = {a.d_v}, d_model = {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
+                 else "sizes symbolic")
+        return [f"d_v < d_model ({holds}): a head's W_O^h then generically misses the all-ones row; with d_v = "
+                "d_model (post-LN, measured) a hyperplane move of the next layer's W_V equals a vo-gauge plus "
+                "centring and value-bias moves, and the count is one too high per boundary between layers",
+                "generic weights: G acts locally freely (orbit dimension = group dimension) and is the whole "
+                "continuous stabiliser of the function (measured by --complete); at special weights (a dead head, "
+                "a rank-deficient block) a stabiliser appears, and the orbit dimensions of --verify say how large"]
 
 
 def _layer_factors(a: Architecture) -> list[Factor]:
