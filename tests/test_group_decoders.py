@@ -218,3 +218,64 @@ def test_random_qwen2_shape_float32_and_float64():
     for dtype in ("float64", "float32"):
         for c in verify_random(a, dtype=dtype, seed=1):
             assert c.verdict == "holds", c.line()
+
+
+# --------------------------------------------------------------------------- pre-LayerNorm with an untied head
+UNTIED_GPT2 = rep(get_arch("gpt2"), tied_lm_head=False, name="gpt2-untied")
+
+
+def test_untied_pre_layernorm_counts_from_an_independent_count():
+    a = UNTIED_GPT2
+    tied, untied = GroupSpec.from_arch("gpt2"), GroupSpec.from_arch(a)
+    d = a.d_model
+    # O(d - 1) on the residual (rotations fixing 1), the final norm's gains and its bias (through the head's
+    # hyperplane), the word rows along 1 and a constant moved between word and position tables (d - 1 beyond
+    # the shift along 1): the word table is no longer the head
+    extra = (d - 1) * (d - 2) // 2 + d + d + a.vocab_size + (d - 1)
+    assert untied.scope_dimension("model") - tied.scope_dimension("model") == extra
+    assert untied.scope_dimension("layers") == tied.scope_dimension("layers")
+    assert untied.factor("residual-rotation").group.endswith("(O(d_model - 1))")
+
+
+@pytest.mark.parametrize("layers,sizes", [(1, {}), (1, dict(d_model=7, H=2, d_k=3, d_v=2, d_ff=4, n=6))])
+def test_untied_pre_layernorm_measured_equals_G(layers, sizes):
+    r = measure(UNTIED_GPT2, layers=layers, scope="model", sizes=sizes)
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] == r["tangent_rank"], r["unexplained"][:2]
+    # false case: without the two new factors the null space is larger than G by exactly their dimensions
+    d = r["sizes"]["d_model"]
+    less = measure(UNTIED_GPT2, layers=layers, scope="model", sizes=sizes,
+                   exclude=("residual-rotation", "final-norm-bias-transfer"))
+    assert less["measured_dimension"] - less["group_dimension"] == (d - 1) * (d - 2) // 2 + d
+    assert not less["agrees"]
+
+
+def test_untied_pre_layernorm_numeric_and_false_cases():
+    from symtrans.numeric.weights import ModelWeights
+
+    w = tiny_decoder("gpt2")  # the same weights read through an untied head (the identity head of the check)
+    a = rep(w.arch, tied_lm_head=False)
+    gen = torch.Generator().manual_seed(11)
+    tensors = dict(w.tensors)  # the GPT-2 fixture has zero biases and unit gains: make them generic
+    for name in ("ln1_b", "ln2_b", "final_ln_b", "b_in", "b_out", "b_O"):
+        tensors[name] = 0.1 * torch.randn(w.tensors[name].shape, generator=gen, dtype=torch.float64)
+    for name in ("ln1_w", "ln2_w", "final_ln_w"):
+        tensors[name] = 1 + 0.2 * torch.randn(w.tensors[name].shape, generator=gen, dtype=torch.float64)
+    u = ModelWeights(a, tensors, w.source, w.weights_hash, w.dtype, w.device, w.family, w.config)
+    names = ["residual-rotation", "final-norm-bias-transfer", "final-norm-scaling", "embedding-centring-shift"]
+    for c in verify_model(u, dtypes=("float64",), n=6, factors=names):
+        assert c.verdict == "holds" and c.max_rel_change < 1e-13, c.line()
+    spec = GroupSpec.from_arch(a)
+    wrong = {"residual-rotation": tuple(t for t in spec.factor("residual-rotation").tags if t.tensor != "ln2_b"),
+             "final-norm-bias-transfer": tuple(rep(t, how="translate_neg") if t.how == "translate" else t
+                                               for t in spec.factor("final-norm-bias-transfer").tags)}
+    for c in verify_model(u, dtypes=("float64",), n=6, factors=list(wrong), tags=wrong):
+        assert c.verdict == "fails", c.line()
+
+
+@pytest.mark.slow  # ~25 s: the LayerNorm rotation generators and the non-linear bias transfer, exactly
+def test_untied_pre_layernorm_certified():
+    from symtrans.group.certify import certify_factor
+
+    for name in ("residual-rotation", "final-norm-bias-transfer"):
+        c = certify_factor(UNTIED_GPT2, name)
+        assert c.ok, c.line()

@@ -270,10 +270,21 @@ def _elements(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
         # det -1). The action is a group action, so invariance under these is invariance under O(d). The
         # rotation is generic: c = (1 - t^2)/(1 + t^2), s = 2t/(1 + t^2) with t symbolic (angle pi = 2 (pi/2)).
         t = sp.Symbol("t")
-        R = sp.eye(d)
-        R[0, 0] = R[1, 1] = (1 - t**2) / (1 + t**2)
-        R[0, 1], R[1, 0] = -2 * t / (1 + t**2), 2 * t / (1 + t**2)
-        return [("generator: generic rotation of the plane (0, 1) (t symbolic)", {"Q": R}),
+        c, s_ = (1 - t**2) / (1 + t**2), 2 * t / (1 + t**2)
+        if a.norm == "rmsnorm":
+            R = sp.eye(d)
+            R[0, 0] = R[1, 1] = c
+            R[0, 1], R[1, 0] = -s_, s_
+            plane = "(0, 1)"
+        else:  # LayerNorm: O(d-1) on 1^perp; at d = 4, u, v below span a plane of 1^perp, and S_4 acts
+            # irreducibly on the rotations of 1^perp, so the plane's conjugates generate them all
+            if d != 4:
+                raise SymtransError("the LayerNorm residual-rotation certificate is built for d_model = 4")
+            u = sp.Matrix([[1, -1, 1, -1]]) / 2
+            v = sp.Matrix([[1, 1, -1, -1]]) / 2
+            R = sp.eye(d) + (c - 1) * (u.T @ u + v.T @ v) + s_ * (u.T @ v - v.T @ u)
+            plane = "spanned by (1, -1, 1, -1), (1, 1, -1, -1) in 1^perp"
+        return [(f"generator: generic rotation of the plane {plane} (t symbolic)", {"Q": R}),
                 ("generator: transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0] + list(range(2, d)))}),
                 ("generator: cycle of residual coordinates", {"Q": _perm_matrix(list(range(1, d)) + [0])})]
     f = spec.factor(factor)
@@ -367,15 +378,21 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
         Q = element["Q"]
         moved = act(spec, params, factor, element, tags=tags)
         ids = list(range(min(spec.arch.n, params["word"].rows)))
-        tok = params["word"].extract(ids, list(range(params["word"].cols)))
-        tok2 = moved["word"].extract(ids, list(range(params["word"].cols)))
+        cols = list(range(params["word"].cols))
+
+        def embedding(p: dict[str, Any]) -> sp.Matrix:  # word (and type) rows plus the position rows
+            tok = p["word"].extract(ids, cols)
+            if p.get("type") is not None:
+                tok = tok + p["type"].extract([i % p["type"].rows for i in ids], cols)
+            return _embed({**p, "X": tok}, feat, be).applyfunc(be.simplify)
+
         Z = X  # any residual state: the final norm and head read it
 
         def head(p: dict[str, Any], Z: sp.Matrix) -> sp.Matrix:
             out = be.norm(Z, feat.norm, p.get("final_ln_w"), p.get("final_ln_b"), feat.eps)
             return (out @ p["lm_head"]).applyfunc(be.simplify)
 
-        return [("embedding (word rows)", (tok @ Q).applyfunc(be.simplify), tok2.applyfunc(be.simplify)),
+        return [("embedding", (embedding(params) @ Q).applyfunc(be.simplify), embedding(moved)),
                 ("layer", (layer_forward(lp, X, feat, be) @ Q).applyfunc(be.simplify),
                  layer_forward(moved["layers"][0], (X @ Q).applyfunc(be.simplify), feat, be)),
                 ("final norm and head", head(params, Z), head(moved, (Z @ Q).applyfunc(be.simplify)))]

@@ -418,7 +418,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     t_rank = rank_record(torch.linalg.svdvals(T))["rank"] if T.shape[1] else 0
     # first-order invariance of G's directions: |J t| relative to |J| |t|
     inv = float((J @ T).abs().max() / (scale * max(float(T.abs().max()), 1e-300))) if T.shape[1] else 0.0
-    unexplained = _unexplained(null, T, paths, entries)
+    unexplained = _unexplained(null, T, paths, entries, t_rank)
     group_dim = int(spec.scope_dimension(scope))
     return {
         "scope": scope, "arch": get_arch(arch).name, "instance": a.name, "excluded": list(exclude),
@@ -438,16 +438,20 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     }
 
 
-def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[Any]) -> list[dict[str, Any]]:
-    """Null directions orthogonal to G's tangent space, each described by the tensors it moves."""
+def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[Any],
+                 t_rank: int | None = None) -> list[dict[str, Any]]:
+    """Null directions orthogonal to G's tangent space, each described by the tensors it moves.
+
+    G's tangent space is spanned by the leading ``t_rank`` left singular vectors of ``T`` (a rank-revealing
+    basis: an unpivoted QR can keep a nearly dependent column's rounding noise as a direction).
+    """
     import torch
 
     if null.shape[1] == 0:
         return []
     if T.shape[1]:
-        Qt, R = torch.linalg.qr(T)
-        keep = R.diagonal().abs() > 1e-9 * R.diagonal().abs().max()
-        Qt = Qt[:, keep]
+        U, s, _ = torch.linalg.svd(T, full_matrices=False)
+        Qt = U[:, :t_rank] if t_rank is not None else U[:, s > 1e-9 * s[0]]
         rest = null - Qt @ (Qt.T @ null)
     else:
         rest = null

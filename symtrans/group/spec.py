@@ -89,7 +89,7 @@ SCOPE_TEXT: dict[str, str] = {
 
 _HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
          "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias",
-         "translate_rows", "translate_rows_neg", "conjugate_gain")
+         "translate_rows", "translate_rows_neg", "conjugate_gain", "conjugate_gain_row", "hyperplane_head")
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,10 @@ class AxisTag:
                 "translate_neg": f"-{self.component}",
                 "translate_rows": f"{self.component} to every row",
                 "translate_rows_neg": f"-{self.component} to every row",
-                "conjugate_gain": f"left by diag({self.via})^-1 {self.component}^-1 diag({self.via})",
+                "conjugate_gain": f"diag({self.via})^-1 {self.component}^-1 diag({self.via})",
+                "conjugate_gain_row": f"diag({self.via})^-1 {self.component} diag({self.via})",
+                "hyperplane_head": f"(1/{vias[0]})^T v, v = -{self.component} W / <{vias[-1]} + {self.component}, "
+                                   f"1/{vias[0]}>",
                 "hyperplane_weight": f"(1/{self.via})^T {self.component}",
                 "hyperplane_bias": f"-<{vias[-1]}, 1/{vias[0]}> {self.component}"}[self.how]
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
@@ -582,7 +585,8 @@ class GroupSpec:
         if name == "ffn-scaling":
             return [int(a.d_ff)]
         if name == "residual-rotation":
-            return [int(a.d_model) * (int(a.d_model) - 1) // 2]
+            k = int(a.d_model) - (0 if a.norm == "rmsnorm" else 1)  # LayerNorm: rotations of the plane 1^perp
+            return [k * (k - 1) // 2]
         if f.scope in ("layer", "stack", "model") and f.kind == "continuous":
             return [shape[0] if comp == "D" else shape[0] * shape[1]
                     for comp, count, shape in _pieces(self, name) for _ in range(count)]
@@ -1015,27 +1019,61 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   not untied),),
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
         "D = diag(s), s_i != 0"))
-    rot_ok = untied and a.norm == "rmsnorm" and a.positional in ("rotary", "none") and not a.type_vocab_size
-    rtags: list[AxisTag] = [AxisTag("word", 1, "residual-rotation", "right", "element", "Q", scope="model")]
-    for t, ax, ix in (("W_O", 2, "head"), ("W_out", 1, None)):
+    # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
+    ln_head = untied and a.norm == "layernorm"
+    f.append(Factor(
+        "final-norm-bias-transfer", "continuous", "model",
+        "translations of the final LayerNorm's bias, absorbed by the untied head through the norm's hyperplane",
+        S["d_model"], None,
+        (AxisTag("final_ln_b", 0, "final-norm-bias-transfer", "add", "translate", "t", scope="model"),
+         AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
+                 via="final_ln_w,final_ln_b", scope="model")) if ln_head else (),
+        (Breaking("no untied head reading a final LayerNorm", "breaks",
+                  "the head has no bias: only the hyperplane <y - beta, 1/gamma> = 0 of a LayerNorm output lets it "
+                  "absorb a shifted bias, and a tied head is the word table", not ln_head),),
+        "y = z gamma + beta with z centred: (y + t)(W + (1/gamma)^T v) = y W + t W + <beta + t, 1/gamma> v, "
+        "which is y W for v = -t W / <beta + t, 1/gamma> (a non-linear action, defined where <beta + t, "
+        "1/gamma> != 0)",
+        "t in R^{d_model}"))
+    rot_ok = untied and a.positional != "sinusoidal" and not a.embedding_norm
+    rms = a.norm == "rmsnorm"
+    rtags: list[AxisTag] = [AxisTag(t, 1, "residual-rotation", "right", "element", "Q", scope="model")
+                            for t in tables]  # the embedding tables write into the residual
+    writers = [("W_O", 2, "head"), ("W_out", 1, None)] + ([("b_O", 0, None), ("b_out", 0, None)] if a.bias else [])
+    for t, ax, ix in writers:
         rtags.append(AxisTag(t, ax, "residual-rotation", "right", "element", "Q", index=ix))
     readers = [("W_Q", 1, "head", "ln1_w"), ("W_K", 1, "kv", "ln1_w"), ("W_V", 1, "kv", "ln1_w"),
                ("W_in", 0, None, "ln2_w")] + ([("W_gate", 0, None, "ln2_w")] if a.ffn == "gated" else [])
     for t, ax, ix, g in readers:
         rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+    if not rms:  # LayerNorm biases: beta -> beta diag(gamma)^-1 Q diag(gamma)
+        for ln in ("ln1", "ln2"):
+            rtags.append(AxisTag(f"{ln}_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q", via=f"{ln}_w"))
+        rtags.append(AxisTag("final_ln_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q",
+                             via="final_ln_w", scope="model"))
     rtags.append(AxisTag("lm_head", 0, "residual-rotation", "left", "conjugate_gain", "Q", via="final_ln_w",
                          scope="model"))
+    d = S["d_model"]
     f.append(Factor(
-        "residual-rotation", "continuous", "model", "orthogonal maps of the residual stream (O(d_model))",
-        S["d_model"] * (S["d_model"] - 1) / 2, None, tuple(rtags) if rot_ok else (),
-        (Breaking("not a pre-RMSNorm model with an untied head and no position table", "breaks",
-                  "RMSNorm(x Q) = RMSNorm(x) Q needs Q orthogonal and no centring; the gains are folded into "
-                  "the readers (W -> diag(gamma)^-1 Q^-1 diag(gamma) W), which a tied head, a post-norm "
-                  "residual or an added position table cannot absorb", not rot_ok),),
-        "RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q: writers (word, W_O, W_out) take Q, every reader "
-        "diag(gamma)^-1 Q^-1 diag(gamma), so every hidden state becomes X Q and every norm output is unchanged "
-        "after its reader",
-        "Q in O(d_model)"))
+        "residual-rotation", "continuous", "model",
+        "orthogonal maps of the residual stream (O(d_model))" if rms else
+        "orthogonal maps of the residual stream fixing the all-ones direction (O(d_model - 1))",
+        d * (d - 1) / 2 if rms else (d - 1) * (d - 2) / 2, None, tuple(rtags) if rot_ok else (),
+        (Breaking("not a pre-norm model with an untied head", "breaks",
+                  "Norm(x Q) = Norm(x) Q needs Q orthogonal (and Q 1 = 1 under LayerNorm's centring); the gains "
+                  "are folded into the readers (W -> diag(gamma)^-1 Q^-1 diag(gamma) W), which a tied head (the "
+                  "word table would have to be both Q-rotated and unrotated), a post-norm residual or an "
+                  "embedding norm cannot absorb", not untied or a.embedding_norm),
+         Breaking("sinusoidal positions", "breaks",
+                  "the sinusoidal table is fixed, not a parameter, so it cannot absorb E -> E Q",
+                  a.positional == "sinusoidal")),
+        ("RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q" if rms else
+         "LN(X Q) = LN(X) Q for orthogonal Q with Q 1 = 1 (centring commutes with Q, norms kept)")
+        + ": writers (embedding tables, W_O, W_out" + (", b_O, b_out" if a.bias else "") + ") take Q, every "
+        "reader diag(gamma)^-1 Q^-1 diag(gamma)" + ("" if rms else ", every norm bias beta diag(gamma)^-1 Q "
+                                                   "diag(gamma)") + ", so every hidden state becomes X Q and "
+        "every norm output is unchanged after its reader",
+        "Q in O(d_model)" if rms else "Q in O(d_model) with Q 1 = 1"))
     return f
 
 
@@ -1172,6 +1210,14 @@ def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, A
     if how == "conjugate_gain":
         gain = original[tag.via]
         return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
+    if how == "hyperplane_head":  # the head W absorbs a shift t of the final norm's bias through the hyperplane
+        names = tag.via.split(",")
+        inv_gain = _reciprocal(original[names[0]])
+        v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
+        return block + inv_gain.T @ v
+    if how == "conjugate_gain_row":
+        gain = original[tag.via]
+        return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
     if how in ("hyperplane_weight", "hyperplane_bias"):
         names = tag.via.split(",")
         inv_gain = _reciprocal(original[names[0]])
@@ -1401,11 +1447,17 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[st
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
             continue
         if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
-            k = shape[0]
+            d = shape[0]
+            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
             A = torch.zeros(k, k, dtype=torch.float64)
             iu = torch.triu_indices(k, k, 1)
             A = A.index_put((iu[0], iu[1]), nxt())
-            out["Q"] = torch.linalg.matrix_exp(A - A.T)
+            A = A - A.T
+            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
+                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
+                B = torch.linalg.qr(first).Q[:, 1:]
+                A = B @ A @ B.T
+            out["Q"] = torch.linalg.matrix_exp(A)
             continue
         blocks = [nxt().reshape(shape) for _ in range(count)]
         out[comp] = blocks if count > 1 else blocks[0]
