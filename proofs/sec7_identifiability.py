@@ -14,8 +14,9 @@ from proofs._claim import Claim, Reading, register
 
 _MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H (heads in one shared channel); "
          "(b) Z -> Z W_O on the concatenated head outputs Z in R^{n x H d_v}, with W_O the stacked output "
-         "projection; (c) (Y^1, ..., Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) with X fixed, what the MLP receives "
-         "in a post-LN layer")
+         "projection; (c) (Y^1, ..., Y^H) -> N(X + sum_h Y^h W_O^h + b_O) with X fixed, what the MLP receives: "
+         "N is LN1 in a post-LN layer and the second norm (LayerNorm or RMSNorm) in a pre-LN layer, with its "
+         "gain and the checkpoint's eps")
 
 NON_IDENTIFIABILITY = register(Claim(
     id="thm-7.3", kind="theorem", section="§7", paper_ref="Theorem 7.3, Head-Channel Non-Identifiability",
@@ -26,7 +27,7 @@ NON_IDENTIFIABILITY = register(Claim(
                "value of a map when the fibre of that map through them has positive dimension; stated "
                "separately for each of the maps " + _MAPS + "."),
     latex=(r"\text{non-identifiable w.r.t. } \phi \iff \dim\phi^{-1}\big(\phi(Y^1,\dots,Y^H)\big)>0,\quad "
-           r"\phi\in\{\textstyle\sum_h,\ Z\mapsto ZW_O,\ \operatorname{LN}(X+\sum_h Y^hW_O^h+b_O)\}"),
+           r"\phi\in\{\textstyle\sum_h,\ Z\mapsto ZW_O,\ N(X+\sum_h Y^hW_O^h+b_O)\}"),
     paper_status="proved", statement_deps=("def-notation",), formalisation="toolkit",
     formalisation_note=("The theorem's statement is not in the text we hold. 'Cannot be attributed from the "
                         "sum' depends on which map is meant: for the summation map (a) the fibre is "
@@ -46,11 +47,14 @@ NON_IDENTIFIABILITY = register(Claim(
                 "reads 'through W_O' as the real stacked output projection, known to the reader of MHA(X); the "
                 "rank of W_O is decided at the precision its weights were stored in",
                 hypotheses=("W_O known",), quantifier="model-every"),
-        Reading("mlp-input", "the map (Y^1, ..., Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) (X fixed), what the MLP "
-                "receives in a post-LN layer, has a positive-dimensional fibre at every layer of the model",
+        Reading("mlp-input", "the map (Y^1, ..., Y^H) -> N(X + sum_h Y^h W_O^h + b_O) (X fixed), what the MLP "
+                "receives (N: LN1 of a post-LN layer, the second norm of a pre-LN layer), has a "
+                "positive-dimensional fibre at every layer of the model",
                 "the MLP, which sees only the mixed signal, cannot undo it",
-                "reads 'the mixed signal' as the post-LN input of the FFN; tangent fibre dimension at sampled rows",
-                hypotheses=("post-LN layer",), quantifier="model-every"),
+                "reads 'the mixed signal' as the normalised input of the FFN, with the norm's real gain and the "
+                "checkpoint's eps (LayerNorm with eps > 0 forgets the all-ones shift only; RMSNorm with eps > 0 "
+                "is injective); tangent fibre dimension at sampled rows",
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every"),
     ),
 ))
 
@@ -82,9 +86,10 @@ RECOVERY = register(Claim(
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the recovery map with W_O known: n (H d_v - rank W_O)",
                 hypotheses=("W_O known",), quantifier="model-every"),
-        Reading("mlp-input", "the fibre of (Y^1..Y^H) -> LN(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
+        Reading("mlp-input", "the fibre of (Y^1..Y^H) -> N(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
                 "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
-                "counts the tangent fibre of the map the MLP sees in a post-LN layer",
-                hypotheses=("post-LN layer",), quantifier="model-every"),
+                "counts the tangent fibre of the map the MLP sees (N: the norm in front of the MLP, real gain, "
+                "the checkpoint's eps)",
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every"),
     ),
 ))

@@ -449,9 +449,10 @@ def _norm_params(s: SimpleNamespace, a: Architecture) -> sp.Expr:
 
 def _params_attention(s, a):
     b, kv = _bias(a), _kv(s, a)
-    q = s.d_model * s.H * s.d_k + b * s.H * s.d_k
-    k = s.d_model * kv * s.d_k + b * kv * s.d_k
-    v = s.d_model * kv * s.d_v + b * kv * s.d_v
+    qkv = 1 if a.bias or a.qkv_bias else 0  # Qwen2: biases on Q, K and V only (qkv_bias), not on O
+    q = s.d_model * s.H * s.d_k + qkv * s.H * s.d_k
+    k = s.d_model * kv * s.d_k + qkv * kv * s.d_k
+    v = s.d_model * kv * s.d_v + qkv * kv * s.d_v
     o = s.H * s.d_v * s.d_model + b * s.d_model
     return q + k + v + o
 
@@ -649,8 +650,12 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              + FLOP_CONVENTION, _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"),
              _flops_attention), None),
     (Formula("flops-ffn", "feed-forward FLOPs per token per layer", "flops",
-             "2 x multiply-accumulates of the FFN matrices; " + FLOP_CONVENTION,
-             _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"), _flops_ffn), None),
+             "2 x multiply-accumulates of the FFN matrices (W_in, W_out: 4 d_model d_ff; a gated FFN adds "
+             "W_gate: 6 d_model d_ff); " + FLOP_CONVENTION,
+             _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"), _flops_ffn, (),
+             ("a gated FFN's elementwise gate act(x W_gate) * (x W_in) costs d_ff multiplies plus the "
+              "activation per token, outside the matrix-multiplication convention (a relative 1/(6 d_model) "
+              "of the FFN's count per multiply)",)), None),
     (Formula("flops-layer", "FLOPs per token per layer", "flops", "flops-attention + flops-ffn",
              _P("toolkit", "cor-dff", reason="the paper quotes a share, not a count"),
              lambda s, a: _flops_attention(s, a) + _flops_ffn(s, a)), None),
@@ -658,7 +663,10 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              "flops-ffn / flops-layer, exact; " + FLOP_CONVENTION,
              _P("paper", "cor-dff", "§5.3, §6, Appendix A"),
              lambda s, a: _flops_ffn(s, a) / (_flops_attention(s, a) + _flops_ffn(s, a)),
-             ("the paper quotes 64.8% for BertBase without stating n; this count gives that near n = 128",)),
+             ("the paper quotes 64.8% for BertBase without stating n; this count gives that near n = 128",
+              "a gated FFN (Llama, Mistral, Qwen2: W_gate, W_in, W_out) counts 6 d_model d_ff instead of "
+              "4 d_model d_ff, so the share is 6 d_model d_ff / (6 d_model d_ff + flops-attention): the "
+              "BertBase figure does not carry over to gated models")),
      ("flops-ffn", "flops-layer")),
     (Formula("mha-rank-bound", "upper bound on rank MHA(X)", "dimension",
              "min(n, H d_v, d_model): MHA(X) is n x d_model and a sum of H terms of rank <= d_v",

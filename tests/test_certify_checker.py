@@ -10,7 +10,7 @@ import sympy as sp
 from symtrans.certify.checker import digest, verify_certificate
 from symtrans.certify.producers import Scope, certificate
 from symtrans.certify.real import (ATTENTION_PRECISION, MODULUS, LayerResidual, attention_det, embedding_input,
-                                   head_product_minor, stacked_wo_rank)
+                                   head_factor_minors, head_product_minor, stacked_wo_rank)
 from symtrans.cli import main
 from symtrans.numeric import load_model
 
@@ -44,6 +44,14 @@ def certs(weights):
                                                            "right": {"tensor": "W_O", "index": [2, 3]},
                                                            "rows": m["rows"], "cols": m["cols"]}}},
                              w.weights_hash)
+    f = head_factor_minors(w.W_V[2], w.W_O[2])[3]
+    factor_cert = certificate("prop-6.3", None, "t", "rank", Scope("instances", "one head"),
+                              {"rank": {"layer 2 head 3": f["rank"]}},
+                              {"method": "factor-minors", "model": "default", "modulus": MODULUS,
+                               "items": {"layer 2 head 3": {"left": {"tensor": "W_V", "index": [2, 3]},
+                                                            "right": {"tensor": "W_O", "index": [2, 3]},
+                                                            "rows": f["rows"], "cols": f["cols"]}}},
+                              w.weights_hash)
     ids = list(range(2000, 2016))
     det = attention_det(embedding_input(w, ids), w.W_Q[0, 1], w.W_K[0, 1], ATTENTION_PRECISION)
     att_cert = certificate("prop-6.3", None, "t", "A invertible", Scope("instances", "n = 16"),
@@ -60,7 +68,8 @@ def certs(weights):
     res_cert = certificate("thm-5.3", None, "t", "minor", Scope("instances", "layer 4"), {"minor_sign": signs},
                            {"method": "residual-minor", "model": "default", "n": 128, "precision": 128,
                             "items": items}, w.weights_hash)
-    return {"rank": rank_cert, "minor": minor_cert, "attention": att_cert, "residual": res_cert}
+    return {"rank": rank_cert, "minor": minor_cert, "factors": factor_cert, "attention": att_cert,
+            "residual": res_cert}
 
 
 def test_real_certificates_verify(certs):
@@ -78,6 +87,7 @@ def test_digest_catches_any_edit(certs):
 @pytest.mark.parametrize("name,path,value", [
     ("rank", ("asserts", "rank", "layer 1"), 383),
     ("minor", ("asserts", "rank", "layer 2 head 3"), 31),
+    ("factors", ("asserts", "rank", "layer 2 head 3"), 31),
     ("attention", ("asserts", "det_sign", "layer 0 head 1"), None),  # flipped
     ("residual", ("asserts", "minor_sign", "layer 4 r 2"), None),  # flipped
 ])
@@ -100,6 +110,16 @@ def test_altered_witness_is_refused(certs):
     cert["witness"]["items"]["layer 2 head 3"]["right"] = {"tensor": "W_O", "index": [2, 3], "rows": [0] * 32}
     ok, why = verify_certificate(_reseal(cert))  # W_O replaced by 32 copies of its first row: rank 1
     assert not ok and "determinant is 0" in why
+    cert = copy.deepcopy(certs["factors"])
+    cert["witness"]["items"]["layer 2 head 3"]["right"] = {"tensor": "W_O", "index": [2, 3], "rows": [0] * 32}
+    ok, why = verify_certificate(_reseal(cert))  # the right factor of rank 1: its minor is singular
+    assert not ok and "right factor's minor has determinant 0" in why
+    cert = copy.deepcopy(certs["factors"])
+    cert["witness"]["items"]["layer 2 head 3"]["rows"][1] = cert["witness"]["items"]["layer 2 head 3"]["rows"][0]
+    assert not verify_certificate(_reseal(cert))[0]  # a repeated row is no minor
+    cert = copy.deepcopy(certs["factors"])
+    cert["witness"]["modulus"] = 2**61  # not prime: mod-p ranks prove nothing
+    assert "not prime" in verify_certificate(_reseal(cert))[1]
     cert = copy.deepcopy(certs["residual"])
     cert["witness"]["items"]["layer 4 r 3"]["cols"] = [0, 1, 2]  # X*_3 alone: the minor is not certified
     cert["witness"]["n"] = 10**9
@@ -150,6 +170,18 @@ def test_head_minor_against_sympy_route(weights):
     from symtrans.certify.exact import det_q
 
     assert sp.Rational(str(det_q((Vq * Oq).tolist()))) == (Vq * Oq).det()
+
+
+def test_factor_minors_against_numpy_ranks(weights):
+    """Factor minors certify exactly the heads numpy calls full rank, and refuse a head with a rank-deficient W_O."""
+    V, O = weights.W_V[1].double().numpy().copy(), weights.W_O[1].double().numpy().copy()
+    O[4, 7] = 0.5 * O[4, 3] - 0.25 * O[4, 9]  # row 7 of head 4's W_O: an exact dependency over Q
+    out = head_factor_minors(V, O)
+    for h, m in enumerate(out):
+        full = np.linalg.matrix_rank(V[h] @ O[h]) == 32
+        assert (m["rank"] == 32) == full == (h != 4), h
+        assert len(set(m["rows"])) == len(set(m["cols"])) == 32
+    assert out[4]["V_minor_nonzero"] and not out[4]["O_minor_nonzero"]
 
 
 def test_residual_minor_against_float_forward():
@@ -269,3 +301,31 @@ def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
     cert["asserts"]["det_sign"]["layer 0 head 4"] *= -1
     ok, why = verify_certificate(_reseal(cert))
     assert not ok and "sign differs" in why
+
+
+def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
+    """Llama with 4 query heads sharing 2 key/value heads: every query head is certified with the K/V head it
+    reads, and the checker (which derives that head from the tensor shapes) accepts the certificates."""
+    import torch
+
+    from symtrans.certify.producers import prop63_real, thm53_real
+    from symtrans.cli.certify import write_certificates
+    from symtrans.evidence import Context
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / "m", "llama", n_layers=2)
+    ctx = Context(model=str(path), n=12)
+    w = ctx.weights()
+    assert (w.n_heads, int(w.W_V.shape[1])) == (4, 2)
+    (ev,) = prop63_real(ctx)
+    certs = ev.details["certificates"]
+    items = certs[0]["witness"]["items"]
+    assert len(items) == 2 * 4 and ev.verdict.value == "certified"
+    assert items["layer 1 head 3"]["left"]["index"] == [1, 1] and items["layer 1 head 1"]["left"]["index"] == [1, 0]
+    # the certified rank is that of the product the forward computes: W_V of the shared head times W_O of head h
+    lay = w.layer(1)
+    assert int(torch.linalg.matrix_rank(lay["W_V"][3] @ lay["W_O"][3])) == certs[0]["asserts"]["rank"]["layer 1 head 3"]
+    evs = [e.to_dict() for f in (prop63_real, thm53_real) for e in f(ctx)]
+    out = tmp_path / "certs"
+    write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
+    assert main(["verify", str(out)]) == 0

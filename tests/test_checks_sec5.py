@@ -227,3 +227,23 @@ def test_prop51_witness_certifies_for_seeds_0_to_5():
     from symtrans.evidence import Context
 
     assert {prop51(Context(model=None, seed=s))[0].verdict for s in range(6)} == {Verdict.CERTIFIED}
+
+
+def test_factored_mha_equals_the_dense_forward_on_both_routes():
+    """MHA(A B) from the factors equals mha_paper(A B) for r below, at and above d_v (both contraction orders)."""
+    import torch
+
+    from symtrans.checks.sec5 import mha_paper, mha_paper_factored, pack_qkv
+    from symtrans.numeric import load_model
+
+    lay = load_model("default").layer(4)
+    g = torch.Generator().manual_seed(2)
+    for r in (1, 31, 32, 33, 90):
+        A = torch.randn(60, r, generator=g, dtype=torch.float64)
+        B = torch.randn(r, 384, generator=g, dtype=torch.float64)
+        dense = mha_paper(A @ B, lay)
+        for packed in (lay, dict(lay, _packed_qkv=pack_qkv(lay))):
+            got = mha_paper_factored(A, B, packed)
+            assert float((got - dense).norm() / dense.norm()) < 1e-12, r
+    wrong = dict(lay, _packed_qkv=pack_qkv(dict(lay, W_Q=lay["W_K"])))  # a stale packing is caught by this test
+    assert float((mha_paper_factored(A, B, wrong) - dense).norm() / dense.norm()) > 1e-3

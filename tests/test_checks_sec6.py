@@ -206,6 +206,39 @@ def test_cheap_counter_equals_flop_counter_mode_on_real_and_narrowed_layers(w):
     assert sec6.count_matmul_flops(narrow, 40)["ffn"] != sec6.count_matmul_flops(lay, 40)["ffn"]
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_gated_ffn_flops_counted_on_the_real_forward(family):
+    """The cheap counter runs the forward's own gated FFN: equal to FlopCounterMode, the formula and transformers."""
+    from fractions import Fraction
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from symtrans.formulas import formula
+    from symtrans.numeric.fixtures import random_model, tiny_decoder
+
+    w = tiny_decoder(family)
+    lay = w.layer(0, shared_kv=True)
+    D, F = w.d_model, int(w.arch.d_ff)
+    for m in (3, 17):
+        ours = sec6.count_matmul_flops(lay, m, w.arch.activation)
+        assert ours == sec6.count_flops(lay, m, w.arch.activation)  # torch's FlopCounterMode on the same forward
+        assert ours["ffn"] == 6 * m * D * F  # three d_model x d_ff matrices
+        assert ours["attention"] == formula("flops-attention", arch=w.arch, n=m).value * m
+        share = formula("ffn-flop-share", arch=w.arch, n=m).value
+        assert Fraction(ours["ffn"], ours["ffn"] + ours["attention"]) == Fraction(int(share.p), int(share.q))
+    ref = random_model(family).layers[0].mlp  # transformers' own gated MLP (same sizes as tiny_decoder)
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        ref(torch.zeros(1, 17, D))
+    assert fc.get_total_flops() == 6 * 17 * D * F
+    ev = {e.reading: e for e in sec6.check_cor_dff(context(w, n=17))}
+    assert ev["cor-dff/share-formula"].verdict is Verdict.SUPPORTED
+    assert "gated FFN" in ev["cor-dff/share-formula"].summary and "says nothing about" in ev[
+        "cor-dff/share-formula"].summary
+    # the false case: the gate dropped from the weights (a two-matrix forward) no longer matches the gated formula
+    two = broken(w, W_gate=None, b_gate=None)
+    assert sec6.check_cor_dff(context(two, n=17))[0].verdict is Verdict.FAILS
+
+
 def test_share_range_polynomial_route_equals_registry_at_every_n():
     from fractions import Fraction
 
@@ -266,3 +299,23 @@ def test_verdicts_unchanged_under_g_and_seed(w, real40):
     from symtrans.evidence import Context
 
     assert _verdicts(Context(model="default", n=40, seed=1).preload(w)) == base
+
+
+def test_alpha_gram_route_against_the_dense_skew_part():
+    """alpha_h from d_k x d_k Gram products equals ||(M - M^T)/2|| / ||M|| formed densely, near-symmetric heads too."""
+    import torch
+
+    from symtrans.checks.sec6 import _alpha_defined
+    from symtrans.numeric import load_model
+
+    lay = dict(load_model("default").layer(3))
+    WQ = lay["W_Q"].double()
+    WK = WQ.clone()
+    WK[1] = WQ[1] + 1e-5 * torch.randn(WQ[1].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    WK[2] = lay["W_K"][2].double()
+    out = _alpha_defined(dict(lay, W_Q=WQ, W_K=WK), "float32")
+    for h in range(3):
+        M = WQ[h] @ WK[h].T
+        dense = float(torch.linalg.matrix_norm((M - M.T) / 2) / torch.linalg.matrix_norm(M))
+        assert abs(out[h]["alpha"] - dense) <= 1e-9 * max(dense, 1e-12), (h, out[h]["alpha"], dense)
+    assert out[0]["alpha"] < 1e-12 < out[1]["alpha"] < 1e-3 < out[2]["alpha"]

@@ -52,8 +52,19 @@ def test_real_model_readings(w):
     assert wo.tolerance.value == pytest.approx(rows[0]["cut"])  # the Weyl cut, not a multiple of cond(W_O)
     assert ev["thm-recovery/wo"].verdict is Verdict.FAILS
     assert ev["thm-recovery/mlp-input"].verdict is Verdict.FAILS
-    assert ev["thm-recovery/mlp-input"].counterexample["per_token"] == [2]
-    assert ev["thm-7.3/mlp-input"].verdict is Verdict.SUPPORTED
+    # LayerNorm with the checkpoint's eps = 1e-12 forgets the all-ones shift only; the eps-free norm also the scale
+    assert ev["thm-recovery/mlp-input"].counterexample["per_token"] == [1]
+    assert ev["thm-recovery/mlp-input"].counterexample["per_token_eps0"] == [2]
+    ln = ev["thm-7.3/mlp-input"]
+    assert ln.verdict is Verdict.SUPPORTED
+    rows = ln.details["rows"]
+    assert all(r["decided"] and r["routes_agree"] and r["derived_fibre"] == 1 for r in rows)
+    # the scale direction's singular value (lambda ~ 1e-12) is too close to the float64 cut in the direct Jacobian:
+    # undecided there, decided after equilibration (rank-preserving), and the derived count agrees
+    first = [r for r in rows if r["layer"] == 0]  # the direct SVD is computed for layer 0 only (an illustration)
+    assert first and all(r["direct_decisive"] is not None for r in first)
+    assert not all(r["direct_decisive"] for r in first) and ln.details["scale_shrink_lambda_min"] < 1e-10
+    assert all(r["direct_decisive"] is None for r in rows if r["layer"] > 0)
 
 
 def _low_rank_wo(w, keep: int, tail: float, dtype):
@@ -140,6 +151,117 @@ def test_pgop_overhead_and_fibre(w):
     assert fib.verdict is Verdict.FAILS and fib.reading == "pgop/remedy" and fib.scope.kind == "open-set"
     assert fib.details["summation_fibre_gated"] == fib.details["summation_fibre_plain"]
     assert fib.details["all_gates_one_rel_error_vs_layer_mha"] < 1e-12
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-3])
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_norm_jacobian_closed_form_equals_autograd(eps, kind):
+    from symtrans.numeric.forward import layer_norm, rms_norm
+
+    g = torch.Generator().manual_seed(5)
+    H, dv, d, n = 3, 2, 7, 4
+    lay = {"W_O": torch.randn(H, dv, d, generator=g, dtype=torch.float64),
+           "b_O": torch.randn(d, generator=g, dtype=torch.float64),
+           "ln2_w": torch.randn(d, generator=g, dtype=torch.float64)}
+    X, Z = torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(n, H * dv, generator=g, dtype=torch.float64)
+    W = sec7.stacked_wo(lay["W_O"])
+    N = ((lambda u: layer_norm(u, lay["ln2_w"], None, eps)) if kind == "layernorm"
+         else (lambda u: rms_norm(u, lay["ln2_w"], eps)))
+    ours = sec7.ln_row_jacobians(X, Z, lay, [0, 3], eps, norm=kind, gain="ln2_w")
+    for k, i in enumerate([0, 3]):
+        ref = torch.func.jacfwd(lambda z, i=i: N((X[i] + z @ W + lay["b_O"])[None])[0])(Z[i])
+        assert float((ours[k] - ref).abs().max()) < 1e-12 * float(ref.abs().max())
+    if eps > 0:  # equilibration is a left multiplication by an invertible matrix: same rank, and refused at eps = 0
+        eq = sec7.ln_row_jacobians(X, Z, lay, [0, 3], eps, norm=kind, gain="ln2_w", equilibrate=True)
+        assert [int(torch.linalg.matrix_rank(m)) for m in eq] == [int(torch.linalg.matrix_rank(m)) for m in ours]
+    else:
+        from symtrans.errors import SymtransError
+
+        with pytest.raises(SymtransError):
+            sec7.ln_row_jacobians(X, Z, lay, [0], eps, norm=kind, equilibrate=True)
+
+
+def _brute_nullity(X, Z, lay, kind, eps):
+    """Nullity of the Jacobian of the whole map Z -> N(X + Z W_O + b_O) (n d x n H d_v), by autograd and SVD."""
+    from symtrans.numeric.forward import layer_norm, rms_norm
+
+    W = sec7.stacked_wo(lay["W_O"])
+    N = ((lambda u: layer_norm(u, lay["ln1_w"], None, eps)) if kind == "layernorm"
+         else (lambda u: rms_norm(u, lay["ln1_w"], eps)))
+    J = torch.autograd.functional.jacobian(lambda z: N(X + z @ W + lay["b_O"]), Z)
+    J = J.reshape(X.numel(), Z.numel())
+    s = torch.linalg.svdvals(J)
+    cut = max(J.shape) * torch.finfo(torch.float64).eps * float(s[0])
+    assert not bool(((s > cut / 10) & (s < cut * 10)).any())  # 1 decade either side: the brute count is decisive
+    return Z.numel() - int((s > cut).sum())
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_norm_map_fibre_three_routes_agree_at_tiny_sizes(kind):
+    """Closed-form row Jacobians, the derived count and the brute-force Jacobian of the whole map agree."""
+    g = torch.Generator().manual_seed(11)
+    for H, dv, d, n in [(2, 3, 6, 3), (3, 2, 5, 2), (2, 2, 4, 3)]:  # H d_v = d, H d_v > d, H d_v = d
+        lay = {"W_O": torch.randn(H, dv, d, generator=g, dtype=torch.float64),
+               "b_O": torch.randn(d, generator=g, dtype=torch.float64),
+               "ln1_w": torch.rand(d, generator=g, dtype=torch.float64) + 0.5}
+        X, Z = torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(n, H * dv, generator=g,
+                                                                                 dtype=torch.float64)
+        rows = list(range(n))
+        for eps in (0.0, 1e-2):
+            brute = _brute_nullity(X, Z, lay, kind, eps)
+            jac = sec7.ln_row_fibres(X, Z, lay, rows, eps, norm=kind, equilibrate=eps > 0)
+            der = sec7.derived_row_fibres(X, Z, lay, rows, eps, norm=kind)
+            assert sum(r["fibre"] for r in jac) == sum(r["fibre"] for r in der) == brute
+            assert brute == n * sec7.norm_map_fibre(kind, eps, H * dv, d)
+    # exactly: RMSNorm with eps > 0 loses nothing, LayerNorm with eps > 0 only the all-ones shift
+    assert [sec7.norm_map_fibre(k, e, 8, 8) for k in ("rmsnorm", "layernorm") for e in (1e-6, 0)] == [0, 1, 1, 2]
+
+
+def test_count_verdict_false_cases():
+    rows = [{"fibre": 1, "decided": True}, {"fibre": 1, "decided": True}]
+    assert sec7.count_verdict(rows, 1)[0] is Verdict.SUPPORTED
+    assert sec7.count_verdict(rows, 2)[0] is Verdict.FAILS  # a wrong expected value fails
+    assert sec7.count_verdict(rows, 0)[0] is Verdict.FAILS
+    assert sec7.count_verdict([dict(rows[0], decided=False)], 1)[0] is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_mlp_input_readings_on_decoders(family):
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder(family)
+    ev = _by_reading(context(w, n=10))
+    rec, ident = ev["thm-recovery/mlp-input"], ev["thm-7.3/mlp-input"]
+    m = sec7.mlp_norm(w)
+    assert m["gain"] == "ln2_w" and rec.hypothesis_checks[0].holds  # pre-LN: the MLP reads N2(X + MHA + b_O)
+    rows = rec.details["rows"]
+    want = sec7.norm_map_fibre(m["norm"], m["eps"], w.n_heads * w.d_head, w.d_model)
+    assert all(r["decided"] and r["fibre"] == r["derived_fibre"] == want for r in rows)
+    assert rec.verdict is Verdict.FAILS  # never the paper's (H-1) d_k
+    if family == "gpt2":  # LayerNorm, eps = 1e-5: the all-ones shift is lost
+        assert want == 1 and ident.verdict is Verdict.SUPPORTED
+        assert {r["fibre_eps0"] for r in rows} == {2}
+    else:  # RMSNorm with eps > 0 is injective: the MLP's input determines the head outputs
+        assert want == 0 and ident.verdict is Verdict.FAILS and "injective" in ident.summary
+        assert {r["fibre_eps0"] for r in rows} == {1} and 0 < ident.details["scale_shrink_lambda_min"] < 1
+
+
+def test_mlp_input_zero_gain_and_disagreeing_routes(monkeypatch):
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder("llama")
+    gain = w.tensors["ln2_w"].clone()
+    gain[:, :3] = 0.0  # three coordinates the MLP never sees: they add 3 directions to the fibre
+    ev = _by_reading(context(broken(w, ln2_w=gain), n=10))
+    rows = ev["thm-7.3/mlp-input"].details["rows"]
+    assert all(r["zero_gain"] and r["derived_fibre"] is None and r["fibre"] == 3 for r in rows)
+    assert ev["thm-7.3/mlp-input"].verdict is Verdict.SUPPORTED
+    # a wrong derivation (the norm's kernel misstated) disagrees with the Jacobian: no verdict, never support
+    monkeypatch.setattr(sec7, "norm_kernel", lambda u, eps, norm="layernorm": torch.ones(1, u.shape[-1],
+                                                                                       dtype=u.dtype) / u.shape[-1])
+    ev2 = _by_reading(context(w, n=10))
+    assert ev2["thm-7.3/mlp-input"].verdict is Verdict.INCONCLUSIVE
+    assert ev2["thm-recovery/mlp-input"].verdict is Verdict.INCONCLUSIVE
 
 
 @pytest.mark.parametrize("eps", [0.0, 1e-3])

@@ -11,6 +11,7 @@ and feed-forward modules of layer 0 and divided by the sequence length.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -239,3 +240,83 @@ def test_bert_base_ffn_flop_share_from_the_counter() -> None:
 def test_flop_convention_is_stated() -> None:
     text = json.dumps(formula("flops-attention", arch="bert-base").to_json())
     assert "multiply-accumulate = 2 FLOPs" in text and "per token per layer" in text
+
+
+# ------------------------------------------------------- every family, real random-init models
+FAMILY_SIZES = [dict(), dict(d_model=48, n_heads=6, d_ff=40, n_layers=3), dict(d_model=64, n_heads=8, d_ff=96,
+                                                                                n_layers=1)]
+
+
+def _decoder_parts(model: Any) -> dict[str, list[Any]]:
+    if model.config.model_type in ("llama", "mistral", "qwen2"):
+        layer = model.layers[0]
+        return {"layer": [layer], "attention": [layer.self_attn], "ffn": [layer.mlp],
+                "layernorm": [layer.input_layernorm, layer.post_attention_layernorm],
+                "embeddings": [model.embed_tokens], "wo": [layer.self_attn.o_proj.weight]}
+    return parts(model)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2"])
+def test_params_of_every_family_match_a_real_random_model(family: str, tmp_path: Any) -> None:
+    """params-* against the parameters of a real random-init transformers model, at several sizes.
+
+    Qwen2 biases Q, K and V but not O or the FFN (``Architecture.qkv_bias``): those H d_k + 2 H_kv d_k
+    entries per layer are counted, and a formula without them would be short by exactly that.
+    """
+    from symtrans.numeric.fixtures import random_model
+
+    for k, sizes in enumerate(FAMILY_SIZES):
+        model = random_model(family, **sizes)
+        folder = tmp_path / str(k)
+        model.config.save_pretrained(folder)
+        arch = from_config(folder)
+        p = _decoder_parts(model)
+        expected = {"params-attention": p["attention"], "params-ffn": p["ffn"],
+                    "params-layernorm": p["layernorm"], "params-layer": p["layer"], "params-wo": p["wo"],
+                    "params-embeddings": p["embeddings"], "params-model": [model]}
+        got = {name: formula(name, arch=arch).value for name in expected}
+        assert got == {name: count(mods) for name, mods in expected.items()}, (family, sizes)
+        if family == "qwen2":
+            attn = model.layers[0].self_attn
+            biases = sum(getattr(attn, f"{t}_proj").bias.numel() for t in "qkv")
+            assert attn.o_proj.bias is None and biases == arch.H * arch.d_k + 2 * arch.H_kv * arch.d_k
+            no_bias = dataclasses.replace(arch, qkv_bias=False)  # the false case: biases left out
+            assert formula("params-model", arch=no_bias).value == count([model]) - arch.L * biases
+
+
+def test_qwen2_flops_match_the_flop_counter(tmp_path: Any) -> None:
+    """QKV biases are additions: they change the parameter count, not the FLOP count (the convention)."""
+    from symtrans.numeric.fixtures import random_model
+
+    model = random_model("qwen2", d_model=48, n_heads=6, d_ff=40, n_layers=1)
+    model.config.save_pretrained(tmp_path)
+    arch = from_config(tmp_path)
+    n = 12
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(input_ids=torch.ones(1, n, dtype=torch.long))
+    counts = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+    attn, ffn = counts["Qwen2Model.layers.0.self_attn"], counts["Qwen2Model.layers.0.mlp"]
+    assert formula("flops-attention", arch=arch, n=n).value * n == attn
+    assert formula("flops-ffn", arch=arch, n=n).value * n == ffn == 6 * n * 48 * 40  # three d x d_ff matrices
+
+
+@pytest.mark.parametrize("preset,n", [("llama2-7b", 64), ("mistral-7b", 48)])
+def test_gated_presets_flops_and_share_formula(preset: str, n: int) -> None:
+    """Gated FFN share, symbolically 6 d d_ff / (6 d d_ff + flops-attention), against transformers at full sizes."""
+    from symtrans.formulas import get_formula
+    from symtrans.symbols import SYMBOLS as S
+
+    arch = get_arch(preset)
+    share = get_formula("ffn-flop-share").expression(arch)
+    attention = get_formula("flops-attention").expression(arch)
+    ffn = 6 * S["d_model"] * S["d_ff"]
+    assert sp.simplify(share - ffn / (ffn + attention)) == 0
+    assert sp.simplify(get_formula("flops-ffn").expression(arch) - ffn) == 0
+    two = dataclasses.replace(arch, ffn="mlp")  # the false case: a two-matrix count differs
+    assert formula("ffn-flop-share", arch=two, n=n).value != formula("ffn-flop-share", arch=arch, n=n).value
+    config = transformers.LlamaConfig(vocab_size=int(arch.vocab_size), hidden_size=int(arch.d_model),
+                                      intermediate_size=int(arch.d_ff), num_hidden_layers=1,
+                                      num_attention_heads=int(arch.H), num_key_value_heads=int(arch.H_kv),
+                                      max_position_embeddings=int(arch.max_positions), attn_implementation="eager")
+    check_flops(arch, config, n)  # meta device: shapes only

@@ -17,6 +17,7 @@ Witness methods:
 
 ``exact-rank``       rank over Q of weight matrices (mod-p rank, exact fallback)
 ``product-minor``    rank(A B) = k from a non-zero k x k minor of A B and k = inner/outer bound
+``factor-minors``    rank(A B) = k from non-zero k x k minors of A and of B (Sylvester) and k = inner dimension
 ``attention-det``    det exp(X W_Q W_K^T X^T / sqrt d_k) != 0 (A^h invertible), X exact input
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
 ``attention-det-ln`` the same at X = LayerNorm(word[ids] + pos[:n] + type[0]) (exact mean/variance, ball sqrt)
@@ -139,6 +140,14 @@ class _Source:
         return t.tolist()
 
 
+def _kv_head(src: _Source, l: int, h: int) -> int:
+    """The key/value head query head ``h`` of layer ``l`` reads (grouped-query attention), from the tensor shapes."""
+    H, Hkv = len(src.weights.tensors["W_Q"][l]), len(src.weights.tensors["W_K"][l])
+    if Hkv < 1 or H % Hkv or not 0 <= h < H:
+        raise Invalid(f"layer {l} head {h}: not a query head of {H} sharing {Hkv} key/value heads")
+    return h // (H // Hkv)
+
+
 def _rank_items(cert: dict[str, Any], src: _Source) -> str:
     """exact-rank: rank mod p (p prime, a lower bound) equal to min(shape), else the exact rank over Q."""
     from flint import fmpz, nmod_mat
@@ -183,6 +192,40 @@ def _product_minor(cert: dict[str, Any], src: _Source) -> str:
         if (Za * Zb).det() == 0:
             raise Invalid(f"{item}: the minor's determinant is 0")
     return f"{len(items)} ranks from non-zero minors"
+
+
+def _nonzero_det(Z: Any, p: int) -> bool:
+    """det Z != 0 over Z: mod the prime p (non-zero mod p is non-zero), else the exact determinant."""
+    from flint import nmod_mat
+
+    return int(nmod_mat(Z, p).det()) != 0 or Z.det() != 0
+
+
+def _factor_minors(cert: dict[str, Any], src: _Source) -> str:
+    """factor-minors: k x k minors of A (k columns) and B (k rows) non-zero, so rank(A B) = k (Sylvester)."""
+    from flint import fmpz
+
+    w, claimed = cert["witness"], cert["asserts"]["rank"]
+    items, p = w["items"], int(w["modulus"])
+    if not fmpz(p).is_prime():
+        raise Invalid(f"modulus {p} is not prime")
+    if set(items) != set(claimed):
+        raise Invalid("asserted ranks and witness items differ")
+    for item, it in items.items():
+        A, B = src.rows(it["left"]), src.rows(it["right"])
+        rows, cols = [int(i) for i in it["rows"]], [int(j) for j in it["cols"]]
+        k = len(A[0])
+        if len(B) != k:
+            raise Invalid(f"{item}: factors do not multiply")
+        if not (len(rows) == len(set(rows)) == k and len(cols) == len(set(cols)) == k):
+            raise Invalid(f"{item}: minors are not k = {k} distinct rows of the left and columns of the right factor")
+        if claimed[item] != k:
+            raise Invalid(f"{item}: asserted rank {claimed[item]} but the inner dimension is {k}")
+        if not _nonzero_det(_int_rows([A[i] for i in rows])[0], p):
+            raise Invalid(f"{item}: the left factor's minor has determinant 0")
+        if not _nonzero_det(_int_rows([[row[j] for j in cols] for row in B])[0], p):
+            raise Invalid(f"{item}: the right factor's minor has determinant 0")
+    return f"{len(items)} ranks from non-zero factor minors"
 
 
 def _sign(x: Any, what: str) -> int:
@@ -234,7 +277,7 @@ def _attention(cert: dict[str, Any], src: _Source) -> str:
         for item, it in w["items"].items():
             l, h = int(it["layer"]), int(it["head"])
             Zq, Dq = _int_rows(src.rows({"tensor": "W_Q", "index": [l, h]}))
-            Zk, Dk = _int_rows(src.rows({"tensor": "W_K", "index": [l, h]}))
+            Zk, Dk = _int_rows(src.rows({"tensor": "W_K", "index": [l, _kv_head(src, l, h)]}))
             S = (Zx * Zq) * (Zx * Zk).transpose()  # exact: X W_Q (X W_K)^T times Dx^2 Dq Dk
             scale = 1 / (arb(Dx) * Dx * Dq * Dk * arb(Zq.ncols()).sqrt())
             E = arb_mat(n, n, [(arb(v) * scale).exp() for v in S.entries()])
@@ -270,7 +313,7 @@ def _attention_ln(cert: dict[str, Any], src: _Source) -> str:
         for item, it in w["items"].items():
             l, h = int(it["layer"]), int(it["head"])
             Q = X * arb_mat(src.rows({"tensor": "W_Q", "index": [l, h]}))
-            K = X * arb_mat(src.rows({"tensor": "W_K", "index": [l, h]}))
+            K = X * arb_mat(src.rows({"tensor": "W_K", "index": [l, _kv_head(src, l, h)]}))
             S = Q * K.transpose()
             root = arb(K.ncols()).sqrt()
             E = arb_mat(n, n, [(S[i, j] / root).exp() for i in range(n) for j in range(n)])
@@ -294,7 +337,8 @@ def _residual(cert: dict[str, Any], src: _Source) -> str:
             if len(cols) != r + 1 or len(set(cols)) != r + 1 or not 1 <= r < n:
                 raise Invalid(f"{item}: need r + 1 distinct columns and 1 <= r < n")
             if l not in cache:
-                cache = {l: [[src.rows({"tensor": t, "index": [l, h]}) for t in ("W_Q", "W_K", "W_V", "W_O")]
+                cache = {l: [[src.rows({"tensor": t, "index": [l, _kv_head(src, l, h) if t in ("W_K", "W_V") else h]})
+                              for t in ("W_Q", "W_K", "W_V", "W_O")]
                              for h in range(len(src.weights.tensors["W_Q"][l]))]}
             # X*_r = [I_r 0; 0 0] (n x d): X W = the first r rows of W, zero below.
             F = arb_mat(r + 1, r + 1, [int(i == c < r) for i in range(r + 1) for c in cols])  # X*_r[0..r, cols]
@@ -341,7 +385,8 @@ def _head_sum(cert: dict[str, Any], src: _Source) -> str:
     return f"rank MHA(X) <= {n} < dim(sum R_h) = {dim} with every A^h invertible"
 
 
-_METHODS = {"exact-rank": _rank_items, "product-minor": _product_minor, "attention-det": _attention,
+_METHODS = {"exact-rank": _rank_items, "product-minor": _product_minor, "factor-minors": _factor_minors,
+            "attention-det": _attention,
             "residual-minor": _residual, "head-sum-rank": _head_sum,
             "attention-det-ln": _attention_ln}
 

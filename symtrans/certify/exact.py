@@ -196,9 +196,14 @@ def dyadic_matrix(A: Any) -> tuple[Any, int]:
     ints = ints >> tz  # exact: the bits dropped are zeros
     shift = shift + tz
     s = int(shift[nz].min())
-    rel = (shift - s).tolist()
+    rel = np.where(nz, shift - s, 0)
+    # |ints| < 2^53 after stripping; when every shifted entry stays below 2^62 the shift is exact in int64
+    bits = np.zeros_like(ints)
+    bits[nz] = np.frexp(np.abs(ints[nz]).astype(np.float64))[1]  # bit length (exact below 2^53)
+    if int((bits + rel).max()) <= 62:
+        return fmpz_mat((ints << rel).tolist()), s
     return fmpz_mat([[i << e if i else 0 for i, e in zip(r1, r2)]
-                     for r1, r2 in zip(ints.tolist(), rel)]), s
+                     for r1, r2 in zip(ints.tolist(), rel.tolist())]), s
 
 
 def _fraction(x: Any) -> Fraction:

@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -199,54 +200,79 @@ def prop63(ctx: Context) -> list[Evidence]:
           description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)")
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
-    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, attention_det_ball, ball_margin, \
-        embedding_input, head_product_minor, layernorm_ball
+    from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
+        ball_box, embedding_input, float_input_box, head_factor_minors, layernorm_ball, verified_attention_sign
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
-    L, H, d, k = (int(x) for x in w.W_V.shape)
+    L, Hkv, d, k = (int(x) for x in w.W_V.shape)  # W_K, W_V as stored: H_kv heads (grouped-query attention)
+    H = int(w.W_Q.shape[1])
+    kv = [h // (H // Hkv) for h in range(H)]  # query head h reads key/value head kv[h] (transformers' repeat_kv)
     minors, bad = {}, []
     for layer in range(L):
-        for h in range(H):
-            m = head_product_minor(w.W_V[layer, h], w.W_O[layer, h])
+        for h, m in enumerate(head_factor_minors(w.W_V[layer][kv], w.W_O[layer])):  # W_V of the head h reads
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
     n_att = min(ctx.n, int(w.pos.shape[0])) if getattr(w, "pos", None) is not None else ctx.n
     ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
     X = embedding_input(w, ids)
-    dets = {f"layer {layer} head {h}": attention_det(X, w.W_Q[layer, h], w.W_K[layer, h], ATTENTION_PRECISION)
-            for layer in range(L) for h in range(H)}
-    undecided = [item for item, det in dets.items() if 0 in det]
+    Xm, Xr = float_input_box(w, ids)
+
+    def decide(box: tuple[Any, Any], layer: int, h: int, ball: Any) -> tuple[int, float | None, str]:
+        """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
+        sign, beta = verified_attention_sign(box[0], box[1], w.W_Q[layer, h], w.W_K[layer, kv[h]])
+        if sign:
+            return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
+        det = ball()
+        if 0 in det:
+            return 0, None, "undecided"
+        return (1 if det > 0 else -1), ball_margin(det), "arb"
+
+    dets = {f"layer {layer} head {h}": decide(
+        (Xm, Xr), layer, h, lambda layer=layer, h=h: attention_det(X, w.W_Q[layer, h], w.W_K[layer, kv[h]],
+                                                                     ATTENTION_PRECISION))
+        for layer in range(L) for h in range(H)}
+    undecided = [item for item, (sign, _, _) in dets.items() if not sign]
     ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
     ln_dets = {}
     if getattr(w, "emb_ln_w", None) is not None:  # layer 0 at its real input LN(word + pos + type)
         X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
                             float(w.arch.ln_eps), ln_prec)
-        ln_dets = {f"layer 0 head {h}": attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, h], ln_prec) for h in range(H)}
-    ln_undecided = [item for item, det in ln_dets.items() if 0 in det]
-    margins = {item: ball_margin(det) for item, det in dets.items() if item not in undecided}
+        box0 = ball_box(X0)
+        ln_dets = {f"layer 0 head {h}": decide(
+            box0, 0, h, lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)}
+    ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
+    margins = {item: m for item, (sign, m, _) in dets.items() if sign}
+    how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})
+    margin_note = ("margin = fewest decades: log10(1 / beta) for float64-verified heads (beta < 1 the certified bound "
+                   "on ||I - R E^h||_inf, R a float64 inverse: a priori rounding bounds, Higham), and the decades by "
+                   "which the arb ball of det E^h excludes 0 for heads that fell back to arb")
     hyp = HypothesisCheck(
         f"A^h invertible (n = {n_att})", None if undecided else True,
         margin=min(margins.values()) if margins else None,
-        detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) enclosed in arb ({ATTENTION_PRECISION}-bit balls) for all "
-               f"{L * H} heads at X = word[ids] + pos[:n] + type[0] (exact, the embedding sum before its LayerNorm; "
-               f"ids seeded {ctx.seed}); margin = fewest decades by which a ball excludes 0"
+        detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) != 0 for all {L * H} heads at X = word[ids] + pos[:n] + "
+               f"type[0] (the embedding sum before its LayerNorm; ids seeded {ctx.seed}), by {' and '.join(how)} "
+               f"({sum(h == 'float64-verified' for _, _, h in dets.values())} of {len(dets)} float64-verified, the "
+               f"rest by arb {ATTENTION_PRECISION}-bit balls); {margin_note}"
                + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
     hyp_ln = HypothesisCheck(
         f"A^h invertible at layer 0's real input (n = {n_att})", None if ln_undecided or not ln_dets else True,
-        margin=min(ball_margin(det) for det in ln_dets.values()) if ln_dets and not ln_undecided else None,
+        margin=min(m for _, m, _ in ln_dets.values()) if ln_dets and not ln_undecided else None,
         detail=f"layer 0, all {H} heads, X = LayerNorm(word[ids] + pos[:n] + type[0]) enclosed in arb "
-               f"({ln_prec}-bit balls: exact mean and variance, ball square root), bias-free scores as in the paper"
+               f"({ln_prec}-bit balls: exact mean and variance, ball square root), then float64-verified on that "
+               f"box (arb determinants where that cannot decide), bias-free scores as in the paper"
                + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
     scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
                   f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
-    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: a non-zero d_k x d_k minor (exact determinant "
-                 "over Z of the weights scaled by powers of two) and the inner dimension d_k as upper bound")
+    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: non-zero d_k x d_k minors of W_V^h and of W_O^h "
+                 "(determinants mod a prime, else exact over Z, of the weights scaled by powers of two) give "
+                 "rank W_V^h = rank W_O^h = d_k, so d_k >= rank(W_V^h W_O^h) >= d_k + d_k - d_k (Sylvester)")
     certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
                          {"rank": {item: m["rank"] for item, m in minors.items()}},
-                         {"method": "product-minor", "model": str(ctx.model),
-                          "items": {item: {"left": {"tensor": "W_V", "index": list(map(int, item.split()[1::2]))},
+                         {"method": "factor-minors", "model": str(ctx.model), "modulus": MODULUS,
+                          "items": {item: {"left": {"tensor": "W_V", "index": [int(item.split()[1]),
+                                                                               kv[int(item.split()[3])]]},
                                            "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
                                            "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
                          w.weights_hash)]
@@ -256,7 +282,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             f"A^h(X) invertible for every head at n = {n_att}: det exp(S^h / sqrt d_k) != 0 with "
             "S^h = X W_Q^h (X W_K^h)^T exact, X = word[ids] + pos[:n] + type[0]; A^h = diag(1/row sums) exp(...)",
             Scope("instances", f"one exact input, n = {n_att}, every layer and head", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: (1 if det > 0 else -1) for item, det in dets.items()}},
+            {"det_sign": {item: sign for item, (sign, _, _) in dets.items()}},
             {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
              "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
@@ -267,7 +293,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             f"A^h(X) invertible for every head of layer 0 at its real input X = LayerNorm(word[ids] + pos[:n] + "
             f"type[0]) (n = {n_att}): det exp(X W_Q^h (X W_K^h)^T / sqrt d_k) != 0, enclosed through LayerNorm",
             Scope("instances", f"layer 0 at one real input, n = {n_att}", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: (1 if det > 0 else -1) for item, det in ln_dets.items()}},
+            {"det_sign": {item: sign for item, (sign, _, _) in ln_dets.items()}},
             {"method": "attention-det-ln", "model": str(ctx.model), "precision": ln_prec, "eps": float(w.arch.ln_eps),
              "input": {"ids": ids, "form": "LayerNorm(word[ids] + pos[:n] + type[0]) with emb_ln_w, emb_ln_b"},
              "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
@@ -275,11 +301,11 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     ok = not bad
     # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
     # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
-    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), int(item.split()[3])].any()
+    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), kv[int(item.split()[3])]].any()
                                          and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
     hyp_rank = HypothesisCheck(
         f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
-        detail=("exact non-zero d_k x d_k minor at every head" if ok else
+        detail=("exact non-zero d_k x d_k minors of W_V^h and W_O^h at every head" if ok else
                 f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
                 f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
     verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok or not zero
@@ -298,9 +324,13 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                                      "(d x d_k) of full column rank, so rank(X W_V W_O) = rank(X B) = min(rank X, "
                                      "d_k) for generic X of each rank (one witness: rows of X chosen among the "
                                      "rows of the minor)",
-                         "computation": "python-flint: fmpz_mat determinant of W_V[rows] W_O[:, cols] on the "
-                                        "float32 weights scaled exactly to integers; arb_mat determinant of the "
-                                        "exponentiated exact scores",
+                         "computation": "python-flint: nmod_mat (else fmpz_mat) determinants of the minors "
+                                        "W_V^h[rows] and W_O^h[:, cols] on the weights scaled exactly to integers; "
+                                        "A^h: float64 verification of E^h = exp(S^h / sqrt d_k) with a priori "
+                                        "rounding bounds (||I - R E^h||_inf < 1), arb_mat determinants of the "
+                                        "exponentiated exact scores where that cannot decide; the certificate "
+                                        "files are re-checked by the checker in arb alone",
+                         "attention_methods": {item: how for item, (_, _, how) in {**dets, **ln_dets}.items()},
                          "deficient": bad, "certificates": certs})]
 
 
@@ -355,7 +385,7 @@ def recovery(ctx: Context) -> list[Evidence]:
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
 def recovery_real(ctx: Context) -> list[Evidence]:
-    """Certify rank W_O = H d_v for every layer of the model (exact rank over Q with flint)."""
+    """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint)."""
     from symtrans.certify.real import MODULUS, stacked_wo_rank
     from symtrans.formulas import formula
 
@@ -398,8 +428,10 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                 "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
                 counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
-                details={"rows": rows, "computation": "python-flint fmpz_mat.rank of the float32 weights scaled "
-                                                      "exactly to integers (one power of two per matrix); "
+                details={"rows": rows, "computation": "full rank by float64 verification of a square minor "
+                                                      "(||I - R M||_inf < 1 with a priori rounding bounds), else "
+                                                      "python-flint rank mod p / fmpz_mat.rank of the weights "
+                                                      "scaled exactly to integers (each row's method is listed); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",
                          "certificate": cert})]
 
@@ -454,23 +486,32 @@ THM53_R = 32
           description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R")
 def thm53_real(ctx: Context) -> list[Evidence]:
     """Certify rank F(X*_r) > r on every layer of the model for r = 1..THM53_R (exact weights, arb balls)."""
-    from symtrans.certify.real import PRECISION, LayerResidual, ball_margin
+    from symtrans.certify.real import PRECISION, LayerResidual, ball_margin, verified_residual_sign
 
     w = _weights(ctx)
     L, d = int(w.W_Q.shape[0]), int(w.W_Q.shape[2])
     R = min(THM53_R, ctx.n - 1, d - 1)
-    items, signs, failed, margins = {}, {}, [], []
+    items, signs, failed, margins, methods = {}, {}, [], [], {"float64-verified": 0, "arb": 0}
     for layer in range(L):
-        res = LayerResidual(w.layer(layer), ctx.n, R)
+        lay = w.layer(layer)
+        res = LayerResidual(lay, ctx.n, R)
         for r in range(1, R + 1):
-            cols, det = res.minor(r)
             key = f"layer {layer} r {r}"
-            if 0 in det:
-                failed.append(key)
-                continue
+            cols = res.columns(r)
+            sign, beta = verified_residual_sign(lay, ctx.n, r, cols) if len(cols) == r + 1 else (0, math.inf)
+            if sign:
+                methods["float64-verified"] += 1
+                margin = -math.log10(beta) if beta > 0 else math.inf
+            else:  # the float bounds cannot decide: the arb enclosure of the same minor
+                cols, det = res.minor(r, cols)
+                if 0 in det:
+                    failed.append(key)
+                    continue
+                methods["arb"] += 1
+                sign, margin = (1 if det > 0 else -1), ball_margin(det)
             items[key] = {"layer": layer, "r": r, "cols": cols}
-            signs[key] = 1 if det > 0 else -1
-            margins.append(ball_margin(det))
+            signs[key] = sign
+            margins.append(margin)
     ok = not failed
     scope = Scope("instances", f"every layer ({L}) of {ctx.model} at n = {ctx.n}, strata r = 1..{R} of "
                   f"min(n, d) - 1 = {min(ctx.n, d) - 1}", tuple(f"layer {l}, r = 1..{R}" for l in range(L)))
@@ -483,11 +524,15 @@ def thm53_real(ctx: Context) -> list[Evidence]:
                         "items": items}, w.weights_hash) if ok else None
     return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
                 f"all {L} layers of {ctx.model} (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
-                f"paper): rank F(X*_r) > r certified for every r = 1..{R} ({len(items)} minors, each ball excludes 0 "
-                f"by >= {min(margins):.0f} decades), so for these weights the bad set is null on those strata"
+                f"paper): rank F(X*_r) > r certified for every r = 1..{R} ({len(items)} minors, each non-zero with "
+                f"margin >= {min(margins):.1f} decades), so for these weights the bad set is null on those strata"
                 if ok else f"minor not separated from 0 at {', '.join(failed)}",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "R": R}, scope=scope,
-                details={"measure": _MEASURE, "precision_bits": PRECISION,
+                details={"measure": _MEASURE, "precision_bits": PRECISION, "minor_methods": methods,
+                         "margin": "decades: log10(1 / beta) for float64-verified minors (beta < 1 the certified "
+                                   "bound on ||I - R M||_inf: a priori rounding bounds of every entry, Higham), the "
+                                   "decades by which the arb ball excludes 0 for the others; the certificate is "
+                                   "re-checked by the checker in arb alone",
                          "not_covered": f"strata r = {R + 1}..{min(ctx.n, d) - 1}; the biases b_Q, b_K, b_V, b_O "
                                         "and the post-LN of the real model are outside the paper's F",
                          "certificate": cert})]

@@ -5,9 +5,10 @@ Three computations, each for every layer (and head) of the model:
 * :func:`stacked_wo_rank`: the exact rank over Q of a layer's stacked W_O
   (``fmpz_mat.rank`` on the weights scaled to integers by one power of two),
   with a prime p at which the rank is already full as the re-check witness;
-* :func:`head_product_minor`: rank(W_V^h W_O^h) = d_k exactly, by a non-zero
-  d_k x d_k minor of the product (its determinant is computed exactly) and the
-  upper bound d_k (the inner dimension);
+* :func:`head_factor_minors`: rank(W_V^h W_O^h) = d_k exactly, by a non-zero
+  d_k x d_k minor of each factor (Sylvester's inequality) and the upper bound
+  d_k (the inner dimension); :func:`head_product_minor` does it with one minor
+  of the product (slower: the product's entries are large integers);
 * :func:`attention_det` and :func:`residual_minor`: ``arb`` ball enclosures of
   det exp(S^h / sqrt d_k) (A^h = row-normalised exp(S^h / sqrt d_k), so
   det A^h = det E^h / prod of positive row sums: A^h is invertible iff the
@@ -33,7 +34,7 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -52,9 +53,13 @@ def _np(t: Any) -> Any:
     return np.asarray(t, dtype=np.float64)
 
 
-def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[str, Any]:
+def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: bool = True) -> dict[str, Any]:
     """Exact rank over Q of a float matrix, certified by its rank mod p where that suffices.
 
+    With ``verified`` (default) a matrix without zero rows or columns is first
+    tried by :func:`verified_full_rank` (float64 verification of a square
+    minor, no per-entry exact arithmetic); where that certifies, the rank is
+    full and ``rank_mod_p`` is ``None`` (the checker's witness is still p).
     The rank mod p is a lower bound of the rank over Q (a minor non-zero mod p
     is non-zero over Z). Zero rows and columns are dropped first (exactly); when
     the rank mod p of what is left equals its smaller side, that is the exact
@@ -68,8 +73,10 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[st
     --------
     >>> import numpy as np
     >>> out = stacked_wo_rank(np.eye(3) * 0.1)
-    >>> out["rank"], out["rank_mod_p"], out["shape"]
-    (3, 3, [3, 3])
+    >>> out["rank"], out["rank_mod_p"], out["shape"], out["method"].split(" (")[0]
+    (3, None, [3, 3], 'float64-verified square minor')
+    >>> stacked_wo_rank(np.eye(3) * 0.1, verified=False)["rank_mod_p"]
+    3
     >>> M = np.zeros((4, 3)); M[:2] = [[1.0, 2.0, 0.5], [0.25, 1.0, 3.0]]  # two zero rows
     >>> stacked_wo_rank(M)["rank"], stacked_wo_rank(np.ones((200, 200)), exact_limit=100)["rank"]
     (2, None)
@@ -83,6 +90,11 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160) -> dict[st
     if not rows or not cols:
         return {"rank": 0, "rank_mod_p": 0, "modulus": p, "shape": shape, "scale_exponent": 0,
                 "method": "zero matrix"}
+    if verified and len(rows) == shape[0] and len(cols) == shape[1]:
+        ok, beta, _, _ = verified_full_rank(A)
+        if ok:
+            return {"rank": min(shape), "rank_mod_p": None, "modulus": p, "shape": shape, "scale_exponent": None,
+                    "method": f"float64-verified square minor (||I - R M||_inf <= {beta:.2g} < 1)"}
     Z, s = dyadic_matrix(A[rows][:, cols])
     rank_p = int(nmod_mat(Z, p).rank())
     if rank_p == min(len(rows), len(cols)):
@@ -140,6 +152,79 @@ def head_product_minor(W_V: Any, W_O: Any) -> dict[str, Any]:
     ok = det != 0
     return {"rank": k if ok else None, "rows": rows, "cols": cols, "det_nonzero": bool(ok),
             "det_bits": int(abs(int(det))).bit_length() if ok else 0, "upper_bound": k}
+
+
+def _lu_rows(M: Any) -> Any:
+    """For a batch ``[..., m, k]`` (m >= k): the k rows LU with partial pivoting chooses, per matrix, sorted."""
+    import numpy as np
+    import torch
+
+    T = torch.as_tensor(np.asarray(M, dtype=np.float64))
+    _, piv, _ = torch.linalg.lu_factor_ex(T)  # LAPACK getrf (no error on a singular matrix): row i swapped with row piv[i] - 1, in order
+    m, k = T.shape[-2], T.shape[-1]
+    piv = piv.reshape(-1, piv.shape[-1]).tolist()
+    out = []
+    for swaps in piv:
+        perm = list(range(m))
+        for i, j in enumerate(swaps[:k]):
+            perm[i], perm[j - 1] = perm[j - 1], perm[i]
+        out.append(sorted(perm[:k]))
+    return np.array(out, dtype=np.int64).reshape(*T.shape[:-2], k)
+
+
+def _minor_nonzero(A: Any, p: int = MODULUS) -> tuple[bool, str]:
+    """Whether the square float matrix A has det != 0, exactly: mod p first, exact over Z when that is 0."""
+    from flint import nmod_mat
+
+    Z, _ = dyadic_matrix(A)
+    if int(nmod_mat(Z, p).det()) != 0:
+        return True, "det mod p"
+    return Z.det() != 0, "exact det"
+
+
+def head_factor_minors(W_V: Any, W_O: Any, p: int = MODULUS) -> list[dict[str, Any]]:
+    """rank(W_V^h W_O^h) = d_k exactly for a stack of heads, from a non-zero k x k minor of each factor.
+
+    ``W_V`` is ``[H, d, k]`` and ``W_O`` is ``[H, k, d]`` (floats, taken exactly).
+    For each head, k rows of W_V^h and k columns of W_O^h are chosen by LU with
+    partial pivoting in float64; the two k x k minors are exact integer matrices
+    (the floats times a power of two), and a determinant non-zero mod the prime
+    p (else exactly over Z) proves rank W_V^h = rank W_O^h = k, so
+    k >= rank(W_V^h W_O^h) >= rank W_V^h + rank W_O^h - k = k (Sylvester).
+    Only 2 k^2 entries per head enter exact arithmetic.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V = np.array([[[1.0], [2.0]]]); O = np.array([[[0.0, 0.5]]])
+    >>> out = head_factor_minors(V, O)[0]
+    >>> out["rank"], out["rows"], out["cols"]
+    (1, [1], [1])
+    >>> head_factor_minors(V, 0 * O)[0]["rank"] is None  # a silenced head: no certificate
+    True
+    """
+    import numpy as np
+
+    V, O = _np_stack(W_V), _np_stack(W_O)
+    H, _, k = V.shape
+    rows = _lu_rows(V)
+    cols = _lu_rows(np.swapaxes(O, -1, -2))
+    out = []
+    for h in range(H):
+        r, c = [int(i) for i in rows[h]], [int(j) for j in cols[h]]
+        ok_v, how_v = _minor_nonzero(V[h][r])
+        ok_o, how_o = (_minor_nonzero(O[h][:, c]) if ok_v else (False, "not tried"))
+        out.append({"rank": k if ok_v and ok_o else None, "rows": r, "cols": c, "upper_bound": k,
+                    "V_minor_nonzero": ok_v, "O_minor_nonzero": ok_o, "method": f"V: {how_v}, O: {how_o}"})
+    return out
+
+
+def _np_stack(t: Any) -> Any:
+    import numpy as np
+
+    if hasattr(t, "detach"):
+        t = t.detach().cpu().double().numpy()
+    return np.asarray(t, dtype=np.float64)
 
 
 def embedding_input(weights: Any, ids: list[int]) -> tuple[Any, int]:
@@ -324,13 +409,33 @@ class LayerResidual:
         ctx.prec = prec
         try:
             inv_sqrt = 1 / arb(self.d_k).sqrt()
-            self.E, self.VO = [], []
+            self.E, self._V = [], []
             for h in range(self.H):
                 S = arb_mat(WQ[h, :R].tolist()) * arb_mat(WK[h, :R].tolist()).transpose()
                 self.E.append([[(S[i, j] * inv_sqrt).exp() for j in range(R)] for i in range(R)])
-                self.VO.append(arb_mat(WV[h, :R].tolist()) * arb_mat(WO[h].tolist()))
+                self._V.append(arb_mat(WV[h, :R].tolist()))
         finally:
             ctx.prec = old
+        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
+        self._WO = WO
+        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+
+    def _vo(self, h: int, cols: list[int]) -> list[list[Any]]:
+        """Enclosures of (W_V^h[:R] W_O^h)[:, c] for c in ``cols`` (computed once per column, at the layer's precision)."""
+        from flint import arb_mat, ctx
+
+        cache = self._VO_cols[h]
+        missing = [c for c in dict.fromkeys(cols) if c not in cache]
+        if missing:
+            old = ctx.prec
+            ctx.prec = self.prec
+            try:
+                M = self._V[h] * arb_mat(self._WO[h][:, missing].tolist())
+            finally:
+                ctx.prec = old
+            for t, c in enumerate(missing):
+                cache[c] = [M[j, t] for j in range(self.R)]
+        return [cache[c] for c in cols]
 
     def float_rows(self, r: int) -> Any:
         """Float64 rows 0..r of F(X*_r), only to choose the minor's columns (never to decide)."""
@@ -345,6 +450,20 @@ class LayerResidual:
             F[:r] += P @ self.float_VO[h][:r]
             F[r] += self.float_VO[h][:r].sum(axis=0) / n
         return F
+
+    def columns(self, r: int) -> list[int]:
+        """The r + 1 columns of the candidate minor, chosen on float64 rows (QR with pivoting).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> L = {k: rng.standard_normal((1, 3, 2)) for k in ("W_Q", "W_K", "W_V")}
+        >>> L["W_O"] = rng.standard_normal((1, 2, 3))
+        >>> len(LayerResidual(L, n=5, R=2).columns(2))
+        3
+        """
+        return _greedy_cols(self.float_rows(r), r + 1)
 
     def minor(self, r: int, cols: list[int] | None = None) -> tuple[list[int], Any]:
         """(columns, ball enclosure of det F(X*_r)[0..r, cols]) for 1 <= r <= R.
@@ -361,7 +480,7 @@ class LayerResidual:
         from flint import arb, arb_mat, ctx
 
         if cols is None:
-            cols = _greedy_cols(self.float_rows(r), r + 1)
+            cols = self.columns(r)
         if len(cols) < r + 1:  # the float rows are already rank-deficient: no candidate minor
             return list(cols), arb("0 +/- inf")
         old = ctx.prec
@@ -380,7 +499,8 @@ class LayerResidual:
                     for j in range(r):
                         tot = tot + E[i][j]
                     w.extend(E[i][j] / tot for j in range(r))
-                VO = arb_mat(r, k, [self.VO[h][j, c] for j in range(r) for c in cols])
+                colv = self._vo(h, list(cols))
+                VO = arb_mat(r, k, [colv[t][j] for j in range(r) for t in range(k)])
                 top = top + arb_mat(r, r, w) * VO
                 for c in range(k):
                     acc = arb(0)
@@ -391,6 +511,70 @@ class LayerResidual:
             return list(cols), M.det()
         finally:
             ctx.prec = old
+
+
+def verified_residual_sign(layer: dict[str, Any], n: int, r: int, cols: list[int]) -> tuple[int, float]:
+    """Sign of det F(X*_r)[0..r, cols] (see :class:`LayerResidual`) by float64 verification; 0 when undecided.
+
+    Every entry of the (r+1)-minor is computed in float64 with an a priori
+    bound on its distance from the exact value (weights taken exactly;
+    products bounded by gamma_k |A| |B|, exp to 8 units of roundoff, the
+    softmax quotient through the bounds of numerator and denominator), then
+    :func:`verified_det_sign` decides. Returns ``(sign, beta)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> L = {k: rng.standard_normal((2, 4, 2)) for k in ("W_Q", "W_K", "W_V")}
+    >>> L["W_O"] = rng.standard_normal((2, 2, 4))
+    >>> cols, det = LayerResidual(L, n=6, R=2).minor(2)
+    >>> verified_residual_sign(L, 6, 2, cols)[0] == (1 if det > 0 else -1)
+    True
+    """
+    import numpy as np
+
+    WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
+    H, _, dk = WQ.shape
+    k = len(cols)
+    N = max(r, dk, H, k) + 8
+    up = 1 + 8 * N * _U
+    tiny = N * 2.0 ** -1000
+    cf = 1.0 / math.sqrt(dk)
+    eye = (np.arange(r)[:, None] == np.array(cols)[None, :]).astype(np.float64)  # X*_r[0..r-1, cols]: exact 0/1
+    Q, K, V = WQ[:, :r], WK[:, :r], WV[:, :r]  # [H, r, d_k]: every head at once
+    O = WO[:, :, cols]  # [H, d_k, k]
+    T = lambda A: np.swapaxes(A, -1, -2)  # noqa: E731
+    Sf = Q @ T(K)
+    dS = _gamma(dk) * (np.abs(Q) @ T(np.abs(K))) * up + tiny
+    Zf = cf * Sf
+    dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
+    if not (np.isfinite(Zf).all() and (Zf + dZ).max(initial=-np.inf) < 700):
+        return 0, math.inf
+    Ef = np.exp(Zf)
+    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
+    Tf = Ef.sum(axis=-1) + (n - r)  # [H, r]
+    dT = (dE.sum(axis=-1) + _gamma(r + 1) * (Ef.sum(axis=-1) + (n - r))) * up + tiny
+    if not (Tf > dT).all():
+        return 0, math.inf
+    Pf = Ef / Tf[..., None]
+    low = (Tf - dT)[..., None]
+    dP = (dE / low + Ef * dT[..., None] / (Tf[..., None] * low) + 2 * _U * Pf) * up + tiny
+    VOf = V @ O  # [H, r, k]
+    dVO = _gamma(dk) * (np.abs(V) @ np.abs(O)) * up + tiny
+    PV = Pf @ VOf
+    aP, aVO = np.abs(Pf), np.abs(VOf)
+    dPV = (dP @ aVO + aP @ dVO + dP @ dVO + _gamma(r) * (aP @ aVO)) * up + tiny
+    cs = VOf.sum(axis=-2) / n  # [H, k]
+    dcs = (dVO.sum(axis=-2) + _gamma(r) * aVO.sum(axis=-2)) * up / n + tiny
+    # summing H + 1 terms per entry (and one more rounding for each cs / n)
+    top = eye + PV.sum(axis=0)
+    dtop = dPV.sum(axis=0) + _gamma(H + 1) * (eye + np.abs(PV).sum(axis=0)) * up + tiny
+    last = cs.sum(axis=0)
+    dlast = dcs.sum(axis=0) + (_gamma(H + 1) + 2 * _U) * np.abs(cs).sum(axis=0) * up + tiny
+    Mf = np.vstack([top, last[None, :]])
+    dM = np.vstack([dtop, dlast[None, :]])
+    return verified_det_sign(Mf, dM)
 
 
 def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION) -> tuple[list[int], Any]:
@@ -407,3 +591,210 @@ def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION)
     (3, False)
     """
     return LayerResidual(layer, n, r, prec).minor(r)
+
+
+#: unit roundoff of float64 (round to nearest)
+_U = 2.0 ** -53
+
+
+def _gamma(m: int) -> float:
+    """Higham's gamma_m = m u / (1 - m u): the relative error bound of an m-term dot product in float64."""
+    return m * _U / (1 - m * _U)
+
+
+def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, float]:
+    """Sign of det exp(X W_Q (X W_K)^T / sqrt d_k) for every X in the box [Xm - Xr, Xm + Xr], by float64 verification.
+
+    Returns ``(sign, beta)``: ``sign`` is +1 or -1 when every matrix within the
+    rounding and input bounds of the float64 E is certified non-singular, else 0
+    (undecided: the caller falls back to ball arithmetic); ``beta`` < 1 is the
+    certified bound on ||I - R E||_inf for the float64 approximate inverse R
+    (by the Neumann series, beta < 1 proves E and R non-singular).
+
+    The bounds are a priori floating-point error bounds (Higham, *Accuracy and
+    Stability*, 2nd ed.: |fl(A B) - A B| <= gamma_k |A| |B| for any summation
+    order, eq. 3.13; LU with partial pivoting: P L U = E + dE with
+    |dE| <= gamma_n P |L| |U|, thm 9.3), each inflated for the rounding of
+    its own evaluation; ``exp`` is taken to 8 units of roundoff. Assumed:
+    IEEE-754 float64 round-to-nearest and a BLAS that forms each entry as a
+    sum of products (no Strassen-type algorithm). Non-finite values, exponents
+    above 700 or entries below 2^-900 give 0. The sign: every matrix in the
+    box E + [-D, D] with D = (bound on |E_exact - E_float|) + gamma_n P |L| |U|
+    satisfies ||I - R M|| < 1, so det is non-zero on the box (convex), and
+    sign det E_exact = sign det (P L U) = sign det P * prod sign U_ii.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.eye(3); W = np.eye(3)
+    >>> sign, beta = verified_attention_sign(X, 0 * X, W, W)
+    >>> sign, beta < 1e-12
+    (1, True)
+    >>> verified_attention_sign(np.ones((2, 3)), np.zeros((2, 3)), W, W)[0]  # two equal rows: singular
+    0
+    """
+    import numpy as np
+
+    Xm, Xr = np.asarray(Xm, dtype=np.float64), np.asarray(Xr, dtype=np.float64)
+    Wq, Wk = _np(W_Q), _np(W_K)
+    n, d = Xm.shape
+    k = Wq.shape[1]
+    N = max(n, d, k) + 8
+    up = 1 + 8 * N * _U  # inflation of each computed bound for the rounding of its own evaluation
+    tiny = N * 2.0 ** -1000  # absolute slack: an underflow in a bound's evaluation loses less than this
+    arrays = (Xm, Xr, Wq, Wk)
+    if not all(np.isfinite(a).all() for a in arrays) or (Xr < 0).any():
+        return 0, math.inf
+    small = [np.abs(a[a != 0]).min() for a in arrays if (a != 0).any()]
+    if small and min(small) < 2.0 ** -900:
+        return 0, math.inf
+    aX, aQ, aK = np.abs(Xm), np.abs(Wq), np.abs(Wk)
+    Qf, Kf = Xm @ Wq, Xm @ Wk
+    dQ = (_gamma(d) * (aX @ aQ) + Xr @ aQ) * up + tiny
+    dK = (_gamma(d) * (aX @ aK) + Xr @ aK) * up + tiny
+    aQf, aKf = np.abs(Qf), np.abs(Kf)
+    Sf = Qf @ Kf.T
+    dS = (_gamma(k) * (aQf @ aKf.T) + dQ @ aKf.T + aQf @ dK.T + dQ @ dK.T) * up + tiny
+    cf = 1.0 / math.sqrt(k)  # |c - cf| <= 2u c: two correctly rounded operations
+    Zf = cf * Sf
+    dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
+    if not (np.isfinite(dZ).all() and (Zf + dZ).max() < 700):
+        return 0, math.inf
+    Ef = np.exp(Zf)
+    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
+    return verified_det_sign(Ef, dE)
+
+
+def verified_det_sign(Mf: Any, dM: Any) -> tuple[int, float]:
+    """Sign of det M for every M with |M - Mf| <= dM entrywise, by float64 verification; 0 when undecided.
+
+    Returns ``(sign, beta)`` with beta the certified bound on ||I - R M||_inf
+    (R a float64 inverse of Mf); beta < 1 proves every such M non-singular,
+    and the sign is that of det (P L U), the float LU of Mf, whose backward
+    error gamma_n P |L| |U| is added to dM (Higham, thm 9.3; matrix products
+    bounded by eq. 3.13; each bound inflated for its own rounding). Assumes
+    IEEE-754 float64 round-to-nearest and a BLAS that sums products (no
+    Strassen); non-finite input, or entries below 2^-900, give 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> verified_det_sign(np.array([[0.0, 1.0], [1.0, 0.0]]), np.zeros((2, 2)))[0]  # a swap: det -1
+    -1
+    >>> verified_det_sign(np.array([[1.0, 1.0], [1.0, 1.0]]), np.zeros((2, 2)))[0]  # singular: undecided
+    0
+    >>> verified_det_sign(np.eye(2), np.full((2, 2), 0.6))[0]  # the box holds singular matrices
+    0
+    """
+    import numpy as np
+    import torch
+
+    Mf, dM = np.asarray(Mf, dtype=np.float64), np.asarray(dM, dtype=np.float64)
+    n = Mf.shape[0]
+    if Mf.shape != (n, n) or dM.shape != (n, n):
+        raise ValueError(f"a square matrix and a radius of its shape are needed, got {Mf.shape} and {dM.shape}")
+    if not (np.isfinite(Mf).all() and np.isfinite(dM).all()) or (dM < 0).any():
+        return 0, math.inf
+    nz = np.abs(Mf[Mf != 0])
+    if nz.size and nz.min() < 2.0 ** -900:
+        return 0, math.inf
+    N = n + 8
+    up = 1 + 8 * N * _U
+    tiny = N * 2.0 ** -1000
+    LU, piv, info = torch.linalg.lu_factor_ex(torch.from_numpy(Mf.copy()))
+    if int(info) != 0:
+        return 0, math.inf
+    P, L, Uu = torch.lu_unpack(LU, piv)
+    try:
+        R = np.linalg.inv(Mf)
+    except np.linalg.LinAlgError:
+        return 0, math.inf
+    if not np.isfinite(R).all():
+        return 0, math.inf
+    aR = np.abs(R)
+    C = R @ Mf
+    dLU = (P.numpy() @ (_gamma(n) * (np.abs(L.numpy()) @ np.abs(Uu.numpy())))) * up + tiny
+    G = (np.abs(np.eye(n) - C) * (1 + 2 * _U) + _gamma(n) * (aR @ np.abs(Mf)) + aR @ (dM + dLU)) * up
+    beta = float(G.sum(axis=1).max() * up)
+    if not beta < 1:
+        return 0, beta
+    diag = np.diag(Uu.numpy())
+    swaps = int((piv.numpy() != np.arange(1, n + 1)).sum())
+    return int((-1) ** swaps * (-1) ** int((diag < 0).sum())), beta
+
+
+def verified_full_rank(A: Any) -> tuple[bool, float, list[int], list[int]]:
+    """Whether the float matrix A (taken exactly) has full rank min(m, n), by a float64-verified square minor.
+
+    Rows (or columns) of the minor are chosen by LU with partial pivoting;
+    returns ``(certified, beta, rows, cols)``. ``False`` is no proof of
+    deficiency: the caller decides exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> verified_full_rank(np.array([[1.0, 2.0], [3.0, 4.0], [2.0, 4.0]]))[0]
+    True
+    >>> verified_full_rank(np.array([[1.0, 2.0], [2.0, 4.0]]))[0]
+    False
+    """
+    import numpy as np
+
+    A = _np(A)
+    m, n = A.shape
+    if m >= n:
+        rows, cols = [int(i) for i in _lu_rows(A)], list(range(n))
+    else:
+        rows, cols = list(range(m)), [int(j) for j in _lu_rows(A.T)]
+    sign, beta = verified_det_sign(A[np.ix_(rows, cols)], np.zeros((len(rows), len(cols))))
+    return bool(sign), beta, rows, cols
+
+
+def float_input_box(weights: Any, ids: list[int]) -> tuple[Any, Any]:
+    """(Xm, Xr): float64 midpoints and radii enclosing X = word[ids] + pos[:n] + type[0] (entries summed in float64).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> Xm, Xr = float_input_box(load_model("default"), [101, 102])
+    >>> Xm.shape, bool((Xr <= 1e-15 * (abs(Xm) + 1)).all())
+    ((2, 384), True)
+    """
+    import numpy as np
+
+    n = len(ids)
+    parts = [_np(weights.word[list(ids)])]
+    if getattr(weights, "pos", None) is not None:
+        parts.append(_np(weights.pos[:n]))
+    if getattr(weights, "type", None) is not None:
+        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    Xm = parts[0].copy()
+    for P in parts[1:]:
+        Xm = Xm + P
+    # each float64 addition rounds by at most u |partial sum| <= u sum |parts|
+    Xr = (len(parts) - 1) * _U * sum(np.abs(P) for P in parts) * (1 + 8 * _U)
+    return Xm, Xr
+
+
+def ball_box(B: Any) -> tuple[Any, Any]:
+    """(Xm, Xr): float64 midpoints and radii enclosing every entry of the ``arb_mat`` B (radii rounded outward).
+
+    Examples
+    --------
+    >>> from flint import arb, arb_mat
+    >>> m, r = ball_box(arb_mat([[arb("1 +/- 0.5")]]))
+    >>> float(m[0, 0]), bool(r[0, 0] >= 0.5)
+    (1.0, True)
+    """
+    import numpy as np
+
+    n, d = B.nrows(), B.ncols()
+    mids = np.empty((n, d))
+    rads = np.empty((n, d))
+    for i in range(n):
+        for j in range(d):
+            x = B[i, j]
+            mids[i, j] = float(x.mid())
+            rads[i, j] = float(x.rad())
+    # float(mid) rounds by at most u |mid|; float(rad) may round down by u rad
+    return mids, (rads * (1 + 2 * _U) + _U * np.abs(mids)) * (1 + 2 * _U) + 2.0 ** -1070

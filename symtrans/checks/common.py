@@ -40,11 +40,6 @@ FAMILIES_NOTE = {
     "bidirectional": "Dong et al.'s collapse theorem is proved for unmasked self-attention; under a causal mask "
                      "A^h is lower triangular and the first token attends only to itself (it never mixes), "
                      "which their bound does not cover (symtrans measure reports res(x_1) for decoders)",
-    "ln-map": "this check's MLP-input map is LayerNorm's (closed-form Jacobian, 2 directions per token); "
-              "RMSNorm, which forgets only the scale, is not implemented in it yet, so it is not run on the "
-              "Llama family rather than reporting LayerNorm's fibre",
-    "two-matrix-ffn": "the FLOP counter counts a two-matrix FFN; the gated three-matrix FFN of the Llama "
-                      "family is not counted yet",
     "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
                          "model (Llama, Mistral, Qwen2) has no position table to gate with",
 }
@@ -68,7 +63,7 @@ def family_table() -> list[str]:
     head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
     rows = [head, "|" + "---|" * (len(fams) + 3)]
     for claim in sorted(PRODUCERS):
-        for p in PRODUCERS[claim]:
+        for p in sorted(PRODUCERS[claim], key=lambda p: p.name):  # not registration order: that follows imports
             if not p.needs_model:
                 continue
             ok = [p.families is None or f in p.families for f in fams]
@@ -342,12 +337,12 @@ def storage_ranks(batch: Any, storage_dtype: Any) -> list[Any]:
 
     import torch
 
-    from symtrans.numeric.linalg import _torch_dtype, rank_from_singular_values, storage_cut
+    from symtrans.numeric.linalg import _torch_dtype, rank_from_singular_values, storage_cut, svdvals
 
     W = torch.as_tensor(batch).to(torch.float64)
     shape = (int(W.shape[-2]), int(W.shape[-1]))
     W = W.reshape(-1, *shape)
-    svals = torch.linalg.svdvals(W).cpu()
+    svals = svdvals(W).cpu()
     norms = torch.linalg.matrix_norm(W).cpu()
     name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
     out = []

@@ -32,7 +32,7 @@ from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, trace, weigh
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
-__all__ = ["mha_paper", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
+__all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
@@ -112,6 +112,66 @@ def mha_paper(X: Any, layer: dict[str, Any]) -> Any:
     return torch.stack([one(x) for x in flat]).reshape(X.shape)
 
 
+def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any]) -> Any:
+    """The paper's MHA(A B) for a rank-r input given by factors A (n x r) and B (r x d), without forming A B.
+
+    The same map as :func:`mha_paper` (bias-free, no b_O, grouped key/value heads
+    shared): X W = A (B W) for every projection, and A^h X W_V^h W_O^h is
+    (A^h A)(B W_V^h W_O^h) for r < d_v, else (A^h (A (B W_V^h))) W_O^h, whichever
+    is cheaper; the r d (3 d_k) projection cost replaces n d (3 d_k).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> lay = load_model("default").layer(1)
+    >>> g = torch.Generator().manual_seed(0)
+    >>> A = torch.randn(7, 2, generator=g, dtype=torch.float64); B = torch.randn(2, 384, generator=g, dtype=torch.float64)
+    >>> bool(torch.allclose(mha_paper_factored(A, B, lay), mha_paper(A @ B, lay), rtol=1e-10, atol=1e-12))
+    True
+    """
+    import torch
+
+    from symtrans.numeric.forward import kv_index
+
+    packed = layer.get("_packed_qkv")
+    if packed is None:  # [d, 3 heads x d_k] once per layer (see pack_qkv): one GEMM per input, no weight copies
+        packed = pack_qkv(layer)
+    Hq, Hk = layer["W_Q"].shape[0], layer["W_K"].shape[0]
+    dk, dv = layer["W_Q"].shape[-1], layer["W_V"].shape[-1]
+    P3 = B @ packed  # [r, Hq dk + Hk dk + Hk dv]
+    r = B.shape[0]
+    q = A @ P3[:, :Hq * dk].reshape(r, Hq, dk).transpose(0, 1)  # [H, n, d_k]
+    k = A @ P3[:, Hq * dk:(Hq + Hk) * dk].reshape(r, Hk, dk).transpose(0, 1)
+    VO = P3[:, (Hq + Hk) * dk:].reshape(r, Hk, dv).transpose(0, 1)  # [H_kv, r, d_v]
+    H = q.shape[0]
+    if k.shape[0] != H:  # grouped-query attention, as in attention()
+        idx = kv_index(H, k.shape[0], q.device)
+        k, VO = k[idx], VO[idx]
+    P = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+    n, d = A.shape[0], layer["W_O"].shape[-1]
+    if r < dv:  # (A^h A)(B W_V^h W_O^h): n r d per head
+        return torch.einsum("hnr,hrd->nd", P @ A, VO @ layer["W_O"])
+    # A^h (A (B W_V^h)) then one GEMM with the stacked W_O: n d_v d per head, as the dense forward
+    Y = P @ (A @ VO)  # [H, n, d_v]
+    return Y.transpose(0, 1).reshape(n, H * dv) @ layer["W_O"].reshape(H * dv, d)
+
+
+def pack_qkv(layer: dict[str, Any]) -> Any:
+    """W_Q, W_K, W_V side by side as one ``d x (H d_k + H_kv d_k + H_kv d_v)`` matrix (head-major columns).
+
+    Examples
+    --------
+    >>> import torch
+    >>> lay = {k: torch.ones(2, 3, 4, dtype=torch.float64) for k in ("W_Q", "W_K", "W_V")}
+    >>> tuple(pack_qkv(lay).shape)
+    (3, 24)
+    """
+    import torch
+
+    return torch.cat([layer[k].permute(1, 0, 2).reshape(layer[k].shape[1], -1) for k in ("W_Q", "W_K", "W_V")], 1)
+
+
 def rank_grid(n: int, d: int) -> list[int]:
     """The stated grid of ranks r < min(n, d): 1, 2, 3, 8, 32, 64, 128, 256 and the top two.
 
@@ -142,21 +202,39 @@ def low_rank_inputs(X: Any, ranks: list[int], seed: int) -> dict[str, Any]:
     """
     import torch
 
+    return {family: torch.stack([A @ B for A, B in pairs]) for family, pairs in low_rank_factors(X, ranks, seed).items()}
+
+
+def low_rank_factors(X: Any, ranks: list[int], seed: int) -> dict[str, list[tuple[Any, Any]]]:
+    """The factors (A, B), A n x r and B r x d, of :func:`low_rank_inputs`' matrices A B, per family and rank.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.randn(6, 5, dtype=torch.float64)
+    >>> [tuple(A.shape) + tuple(B.shape) for A, B in low_rank_factors(X, [1, 2], 0)["embedding-svd"]]
+    [(6, 1, 1, 5), (6, 2, 2, 5)]
+    """
+    import torch
+
     U, S, Vh = torch.linalg.svd(X, full_matrices=False)
-    svd = torch.stack([(U[:, :r] * S[:r]) @ Vh[:r] for r in ranks])
+    svd = [(U[:, :r] * S[:r], Vh[:r]) for r in ranks]
     g = torch.Generator().manual_seed(seed)
     n, d = X.shape
     rand = []
     for r in ranks:
-        M = torch.randn(n, r, generator=g, dtype=X.dtype) @ torch.randn(r, d, generator=g, dtype=X.dtype)
-        rand.append(M * (X.norm() / M.norm()))
-    return {"embedding-svd": svd, "random-factors": torch.stack(rand)}
+        A, B = torch.randn(n, r, generator=g, dtype=X.dtype), torch.randn(r, d, generator=g, dtype=X.dtype)
+        rand.append((A * (X.norm() / (A @ B).norm()), B))
+    return {"embedding-svd": svd, "random-factors": rand}
 
 
-def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int) -> list[dict[str, Any]]:
+def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
+                        factored: Any = None) -> list[dict[str, Any]]:
     """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``, hypotheses first.
 
-    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``. For each input the
+    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``; ``factored``, when
+    given, computes the same update from one input's factors ``(A, B)`` (see
+    :func:`low_rank_factors`) and is used instead. For each input the
     hypothesis "X is rank-deficient" (rank X < min(n, d), decided with
     :attr:`RankRecord.decisive`) is tested first; the statement
     ``rank F > rank X`` is decided by ``sigma_{rank X + 1}(F)`` against F's
@@ -173,14 +251,15 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int) -> lis
     """
     import torch
 
-    from symtrans.numeric.linalg import rank_from_singular_values
+    from symtrans.numeric.linalg import rank_from_singular_values, svdvals
 
     out = []
-    for family, batch in low_rank_inputs(X, ranks, seed).items():
-        F = batch + update(batch)
+    for family, pairs in low_rank_factors(X, ranks, seed).items():
+        batch = torch.stack([A @ B for A, B in pairs])
+        F = batch + (torch.stack([factored(A, B) for A, B in pairs]) if factored is not None else update(batch))
         finite = torch.isfinite(F).flatten(1).all(1).tolist()
-        s_x = torch.linalg.svdvals(batch)
-        s_f = torch.linalg.svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
+        s_x = svdvals(batch)
+        s_f = svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
         shape = tuple(batch.shape[-2:])
         for r, sx, sf, ok in zip(ranks, s_x, s_f, finite):
             a = rank_from_singular_values(sx, shape, batch.dtype)
@@ -306,8 +385,14 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
 
     from symtrans.numeric.linalg import _torch_dtype
 
-    WVO = layer["W_V"] @ layer["W_O"]  # [H, d, d]
-    value = float(WVO.norm())
+    # ||W_V^h W_O^h||_F^2 = tr((W_V^T W_V)(W_O W_O^T)): d_v x d_v products, never the d x d matrix
+    V, O = layer["W_V"], layer["W_O"]
+    if V.shape[0] != O.shape[0]:  # grouped-query attention: each value head serves H / H_kv query heads
+        from symtrans.numeric.forward import kv_index
+
+        V = V[kv_index(O.shape[0], V.shape[0], V.device)]
+    gram = (V.transpose(-1, -2) @ V) * (O @ O.transpose(-1, -2))  # elementwise: tr(A B) = sum(A * B^T), B symmetric
+    value = math.sqrt(max(float(gram.sum()), 0.0))
     u = torch.finfo(_torch_dtype(storage_dtype or "float64")).eps / 2
     bound = u * float(layer["W_V"].norm()) * float(layer["W_O"].norm())
     m = _decades(value, bound)
@@ -332,7 +417,9 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
         if h.holds is not True:
             skipped.append((i, h))
             continue
-        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i):
+        packed = dict(layer, _packed_qkv=pack_qkv(layer))
+        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i,
+                                     factored=lambda A, B: mha_paper_factored(A, B, packed)):
             cases.append(dict(c, where=f"layer {i}", layer=i))
     inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",

@@ -7,10 +7,15 @@ Every count names its map (the paper's n(H-1)d_k is the fibre of the first):
   by the Kronecker rank identity, with ``rank(1_H^T)`` measured numerically;
 * **W_O** ``Z -> Z W_O`` on ``R^{n x H d_v}`` with the real stacked W_O: the matrix is
   ``I_n (x) W_O^T``, rank ``n rank(W_O)``, fibre ``n (H d_v - rank W_O)``;
-* **LN** ``Z -> LN(X + Z W_O + b_O)`` with X fixed (the paper's LayerNorm, no
-  epsilon; real gamma, beta): row-separable, so the fibre's tangent dimension is
-  the sum over rows of ``H d_v - rank J_i``; ``J_i`` (d_model x H d_v) is computed
-  in closed form at sampled rows (tests compare it with forward-mode autograd).
+* **the MLP's input** ``Z -> N(X + Z W_O + b_O)`` with X fixed, ``N`` the norm in
+  front of the MLP (LN1 of a post-LN layer, the second norm of a pre-LN layer;
+  LayerNorm or RMSNorm, real gain, the checkpoint's eps): row-separable, so the
+  fibre's tangent dimension is the sum over rows of ``H d_v - rank J_i``; ``J_i``
+  (d_model x H d_v) is computed in closed form at sampled rows (tests compare it
+  with forward-mode autograd and with the brute-force Jacobian of the whole map),
+  and counted a second way from the norm's exact kernel (:func:`derived_row_fibres`).
+  Exactly: LayerNorm forgets the all-ones shift, and the scale only at eps = 0;
+  RMSNorm forgets the scale at eps = 0 and nothing at eps > 0 (it is injective).
 
 No dense (n H d_v)-square matrix is ever formed.
 
@@ -26,11 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from symtrans.checks.common import (FAMILIES_NOTE, LAYERNORM_FAMILIES, finite, random_weights, rank_tolerance,
-                                    record, trace, weights)
+from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians",
+           "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
            "stacked_wo", "recover_heads", "wo_rows", "RECOVERY_CROSS_CHECK"]
 
 
@@ -128,8 +133,13 @@ def recover_heads(Z: Any, W_O: Any) -> float:
     return float((Zr - Z).norm() / Z.norm())
 
 
-def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> list[dict[str, Any]]:
-    """Per-row tangent fibre of ``z_i -> LN(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
+def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
+                  norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False) -> list[dict[str, Any]]:
+    """Per-row tangent fibre of ``z_i -> N(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
+
+    ``N`` is LayerNorm or RMSNorm (``norm``) with the gain ``layer[gain]``
+    and ``eps``; ``equilibrate`` measures the rank-equivalent Jacobian of
+    :func:`ln_row_jacobians` (``eps > 0`` only).
 
     Examples
     --------
@@ -137,14 +147,19 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     >>> W = torch.randn(2, 3, 6, dtype=torch.float64)
     >>> lay = {"W_O": W, "b_O": torch.zeros(6, dtype=torch.float64), "ln1_w": torch.ones(6, dtype=torch.float64),
     ...        "ln1_b": torch.zeros(6, dtype=torch.float64)}
-    >>> r = ln_row_fibres(torch.randn(2, 6, dtype=torch.float64), torch.randn(2, 6, dtype=torch.float64), lay, [0])
-    >>> r[0]["fibre"]  # LN forgets the 1-direction and the scale of the centred row
+    >>> X, Z = torch.randn(2, 6, dtype=torch.float64), torch.randn(2, 6, dtype=torch.float64)
+    >>> ln_row_fibres(X, Z, lay, [0])[0]["fibre"]  # LN without eps forgets the 1-direction and the scale
     2
+    >>> ln_row_fibres(X, Z, lay, [0], 1e-5, equilibrate=True)[0]["fibre"]  # with eps > 0 it keeps the scale
+    1
+    >>> ln_row_fibres(X, Z, lay, [0], norm="rmsnorm")[0]["fibre"], ln_row_fibres(X, Z, lay, [0], 1e-6,
+    ...                                        norm="rmsnorm", equilibrate=True)[0]["fibre"]
+    (1, 0)
     """
     from symtrans.numeric.linalg import numerical_ranks
 
     W = stacked_wo(layer["W_O"])
-    recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps))
+    recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain, equilibrate=equilibrate))
     out = []
     for i, rec in zip(rows, recs):
         out.append({"row": i, "rank_J": rec.rank, "fibre": W.shape[0] - rec.rank, "decisive": rec.decisive,
@@ -153,12 +168,27 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     return out
 
 
-def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0) -> Any:
-    """``J_i`` (d_model x H d_v) of ``z -> LN(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
+def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
+                     norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False) -> Any:
+    """``J_i`` (d_model x H d_v) of ``z -> N(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
 
-    With ``u = x_i + z W_O + b_O``, ``s = sqrt(var(u) + eps)`` and ``y = (u - mean u) / s``
-    (LayerNorm with biased variance), ``d LN = diag(gamma) (1/s) (P - y y^T / d) du`` with
-    ``P = I - 11^T / d``, and ``du = W_O^T dz``. Tests compare it with forward-mode autograd.
+    With ``u = x_i + z W_O + b_O`` and ``du = W_O^T dz``:
+
+    * LayerNorm (biased variance): ``c = u - mean u``, ``s = sqrt(mean(c^2) + eps)``,
+      ``y = c / s``; ``d LN = diag(g) (1/s) (P - y y^T / d) du`` with ``P = I - 11^T / d``;
+    * RMSNorm: ``s = sqrt(mean(u^2) + eps)``, ``y = u / s``;
+      ``d RMS = diag(g) (1/s) (I - y y^T / d) du``.
+
+    In both, ``|y|^2 / d = 1 - lambda`` with ``lambda = eps / s^2``, so the middle
+    factor is ``R P`` (LayerNorm) or ``R`` (RMSNorm) with
+    ``R = I - (1 - lambda) yhat yhat^T``, whose eigenvalue along ``yhat`` is
+    ``lambda`` and 1 elsewhere. For ``eps > 0``, ``R`` is invertible, and with
+    every gain non-zero so is ``diag(g) R``: ``equilibrate=True`` returns
+    ``diag(g) (1/s) P W_O^T`` (or ``diag(g) (1/s) W_O^T``), which is ``J_i``
+    left-multiplied by the invertible ``diag(g) R^{-1} diag(g)^{-1}``: the same
+    rank, without the singular value of order ``lambda`` that a float64 SVD
+    cannot separate from zero when ``eps`` is tiny (BERT: 1e-12). Tests compare
+    ``J_i`` with forward-mode autograd.
 
     Examples
     --------
@@ -169,17 +199,141 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     ...                        lay, [0, 2]).shape)
     (2, 4, 2)
     """
+    if norm not in ("layernorm", "rmsnorm"):
+        from symtrans.errors import SymtransError
+
+        raise SymtransError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")
+    if equilibrate and not eps > 0:
+        from symtrans.errors import SymtransError
+
+        raise SymtransError("equilibrate needs eps > 0: at eps = 0 the scale direction is in the kernel")
     W = stacked_wo(layer["W_O"])  # [H d_v, d]
     d = W.shape[1]
     u = X[rows] + Z[rows] @ W + layer["b_O"]  # [r, d]
-    c = u - u.mean(-1, keepdim=True)
-    s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
-    y = c / s
     Wt = W.T  # [d, H d_v]
-    PWt = Wt - Wt.mean(0, keepdim=True)  # P W_O^T
-    inner = PWt[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T
-    gamma = layer["ln1_w"]
-    return (gamma[None, :, None] / s[:, :, None]) * inner
+    if norm == "layernorm":
+        c, base = u - u.mean(-1, keepdim=True), Wt - Wt.mean(0, keepdim=True)  # P W_O^T
+    else:
+        c, base = u, Wt
+    s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
+    if equilibrate:
+        inner = base[None].expand(len(rows), -1, -1)
+    else:
+        y = c / s
+        inner = base[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T; y^T P = y^T
+    return (layer[gain][None, :, None] / s[:, :, None]) * inner
+
+
+def norm_kernel(u: Any, eps: float, norm: str = "layernorm") -> Any:
+    """Orthonormal basis (rows) of the kernel of the norm's derivative at the row ``u``, every gain non-zero.
+
+    Exact, from the eigen-structure in :func:`ln_row_jacobians`: LayerNorm
+    always loses ``1`` (centring), and the centred row ``c`` only at
+    ``eps = 0``; RMSNorm loses ``u`` at ``eps = 0`` and nothing at ``eps > 0``
+    (``r -> r / sqrt(r^2 / d + eps)`` is strictly increasing, so the row map is
+    even injective). None where the norm is not differentiable (``eps = 0`` and
+    ``c = 0``, or ``u = 0``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> u = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+    >>> [tuple(norm_kernel(u, e, k).shape) for k in ("layernorm", "rmsnorm") for e in (0.0, 1e-6)]
+    [(2, 3), (1, 3), (1, 3), (0, 3)]
+    """
+    import torch
+
+    d = u.shape[-1]
+    vecs = []
+    if norm == "layernorm":
+        vecs.append(torch.ones(d, dtype=u.dtype, device=u.device) / d ** 0.5)
+        c = u - u.mean()
+    else:
+        c = u
+    if eps == 0:
+        size = float(c.norm())
+        if size == 0:
+            return None
+        vecs.append(c / size)
+    return torch.stack(vecs) if vecs else torch.zeros(0, d, dtype=u.dtype, device=u.device)
+
+
+def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
+                       norm: str = "layernorm") -> list[dict[str, Any]]:
+    """The same per-row fibre without the Jacobian: ``H d_v + k - rank [W_O; B^T]``, B the norm's kernel (k columns).
+
+    ``ker J_i = {dz : dz W_O in ker N'}``, so its dimension is
+    ``(H d_v - rank W_O) + dim(row W_O cap ker N')``, and
+    ``dim(A cap B) = dim A + dim B - dim(A + B)`` gives
+    ``H d_v + k - rank [W_O; B^T]`` with ``B`` from :func:`norm_kernel` (exact)
+    and one float64 rank of the stacked matrix (``W_O`` scaled to unit norm).
+    Valid when every gain is non-zero (rows with a zero gain get None).
+
+    Examples
+    --------
+    >>> import torch
+    >>> lay = {"W_O": torch.randn(2, 3, 6, dtype=torch.float64), "b_O": torch.zeros(6, dtype=torch.float64),
+    ...        "ln1_w": torch.ones(6, dtype=torch.float64)}
+    >>> X, Z = torch.randn(1, 6, dtype=torch.float64), torch.randn(1, 6, dtype=torch.float64)
+    >>> [derived_row_fibres(X, Z, lay, [0], e, norm=k)[0]["fibre"] for k in ("layernorm", "rmsnorm") for e in (0, 1e-6)]
+    [2, 1, 1, 0]
+    """
+    import torch
+
+    from symtrans.numeric.linalg import numerical_rank
+
+    W = stacked_wo(layer["W_O"])
+    Wn = W / max(float(torch.linalg.matrix_norm(W, 2)), 1e-300)
+    u = X[rows] + Z[rows] @ W + layer["b_O"]
+    out = []
+    for k, i in enumerate(rows):
+        B = norm_kernel(u[k], eps, norm)
+        if B is None:
+            out.append({"row": i, "fibre": None, "decisive": False, "why": "the norm is not differentiable here"})
+            continue
+        rec = numerical_rank(torch.cat([Wn, B]))
+        out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - rec.rank, "kernel_dim": int(B.shape[0]),
+                    "rank_stacked": rec.rank, "decisive": rec.decisive, "margin_decades": finite(rec.margin)})
+    return out
+
+
+def norm_map_fibre(norm: str, eps: float, H_dv: int, d_model: int) -> int:
+    """Per-token fibre of ``z -> N(x + z W_O + b_O)`` when W_O has rank d_model and no gain is zero.
+
+    ``H d_v - d_model`` (the kernel of ``z -> z W_O``) plus what the norm
+    forgets: LayerNorm 2 at ``eps = 0`` (the all-ones shift and the scale),
+    1 at ``eps > 0`` (the shift); RMSNorm 1 at ``eps = 0`` (the scale),
+    0 at ``eps > 0`` (injective). The paper's count is ``(H - 1) d_k``.
+
+    Examples
+    --------
+    >>> [norm_map_fibre(k, e, 384, 384) for k in ("layernorm", "rmsnorm") for e in (0.0, 1e-12)]
+    [2, 1, 1, 0]
+    """
+    lost = (2 if eps == 0 else 1) if norm == "layernorm" else (1 if eps == 0 else 0)
+    return H_dv - d_model + lost
+
+
+def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, list[dict[str, Any]]]:
+    """Compare per-row fibres with an expected per-token count: fails on a decided row that differs.
+
+    A row is decided when its rank record is decisive (and, where a second
+    route measured it, both routes are decisive and agree). Undecided rows
+    alone give ``inconclusive``.
+
+    Examples
+    --------
+    >>> rows = [{"fibre": 1, "decided": True}, {"fibre": 1, "decided": True}]
+    >>> count_verdict(rows, 1)[0].value, count_verdict(rows, 2)[0].value
+    ('supported', 'fails')
+    """
+    decided = [r for r in rows if r.get("decided", r.get("decisive"))]
+    wrong = [r for r in decided if r["fibre"] != expected]
+    if wrong:
+        return Verdict.FAILS, wrong
+    if len(decided) < len(rows) or not rows:
+        return Verdict.INCONCLUSIVE, []
+    return Verdict.SUPPORTED, []
 
 
 def _formula(name: str, arch: Any, **sizes: int) -> int:
@@ -356,83 +510,163 @@ def _wo(ctx: Context) -> list[Evidence]:
     return ev
 
 
+def mlp_norm(w: Any) -> dict[str, Any]:
+    """The norm in front of the MLP: kind, gain tensor name, the checkpoint's eps, and where it sits.
+
+    Post-LN (BERT family): ``LN1`` of ``X + MHA(X) + b_O``; pre-LN (GPT-2,
+    Llama family): the layer's second norm ``N2`` of the same residual sum.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> m = mlp_norm(weights(Context(model="default")))
+    >>> m["norm"], m["gain"], m["eps"]
+    ('layernorm', 'ln1_w', 1e-12)
+    """
+    a = w.arch
+    pre = getattr(a, "norm_placement", "post") == "pre"
+    kind = getattr(a, "norm", "layernorm")
+    name = "RMSNorm" if kind == "rmsnorm" else "LayerNorm"
+    return {"norm": kind, "name": name, "gain": "ln2_w" if pre else "ln1_w", "eps": float(a.ln_eps),
+            "where": (f"the layer's second norm N2 ({name}, pre-LN: the MLP reads N2(X + MHA(X) + b_O))" if pre
+                      else f"LN1 ({name}, post-LN: the MLP reads LN1(X + MHA(X) + b_O))")}
+
+
 def _ln(ctx: Context) -> list[Evidence]:
     from symtrans.evidence import HypothesisCheck, Scope
 
     w = weights(ctx)
     n = ctx.n
-    post = getattr(w.arch, "norm_placement", "post") == "post"
-    hyp = HypothesisCheck("post-LN layer", post, None, f"norm placement of the model: "
-                          f"{getattr(w.arch, 'norm_placement', 'post')} (the MLP sees LN(X + MHA(X) + b_O) only "
-                          "in a post-LN layer)")
-    inputs = _inputs(ctx, n, "Z -> LN(X + Z W_O + b_O), X fixed, paper's LN (eps = 0) with real gamma, beta")
-    if not post:
-        return [record(ctx, c, name, Verdict.NOT_APPLICABLE, "not a post-LN model: the MLP's input is not "
-                       "LN(X + MHA(X) + b_O)", violated_hypothesis="post-LN layer", hypothesis_checks=(hyp,),
-                       inputs=inputs) for c, name in (("thm-recovery", "fibre-ln"), ("thm-7.3", "nonidentifiable-ln"))]
+    m = mlp_norm(w)
+    N, eps = m["name"], m["eps"]
+    hyp = HypothesisCheck("MLP reads norm(X + MHA(X) + b_O)", True, None, f"the MLP's input is {m['where']}")
+    inputs = _inputs(ctx, n, f"Z -> {N}(X + Z W_O + b_O), X fixed: {m['where']}, with its real gain and the "
+                              f"checkpoint's eps = {eps:g}")
     tr = trace(ctx)
     rows_sel = sorted({0, n - 1})
-    out = []
-    real = None
+    H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
+    out, lambdas = [], []
     for i, lt in enumerate(tr.layers):
+        lay = w.layer(i)
         Z = lt.Y.transpose(0, 1).reshape(n, -1)
-        for r in ln_row_fibres(lt.X, Z, w.layer(i), rows_sel, eps=0.0):
-            out.append(dict(r, layer=i))
-        if i == 0:  # the model's own eps: is the scale direction still (numerically) in the kernel?
-            real = ln_row_fibres(lt.X, Z, w.layer(i), rows_sel[:1], eps=float(w.arch.ln_eps))[0]
-    decided = [r for r in out if r["decisive"]]
+        zero_gain = bool((lay[m["gain"]] == 0).any())
+        equil = eps > 0 and not zero_gain
+        jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil)
+        # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
+        direct = (jac if not equil else
+                  ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
+        paper = ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"])
+        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"]) if not zero_gain
+                   else [None] * len(rows_sel))
+        u = lt.X[rows_sel] + Z[rows_sel] @ stacked_wo(lay["W_O"]) + lay["b_O"]
+        c = u - u.mean(-1, keepdim=True) if m["norm"] == "layernorm" else u
+        lam = (eps / ((c * c).mean(-1) + eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
+        lambdas += lam
+        for j, r in enumerate(jac):
+            dv = derived[j]
+            agree = dv is not None and dv["fibre"] == r["fibre"]
+            decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
+            row = dict(r, layer=i, decided=decided,
+                       jacobian=("equilibrated: the row Jacobian left-multiplied by the invertible "
+                                 "diag(g) R^{-1} diag(g)^{-1} (same rank)" if equil else
+                                 "direct" + (" (a gain is exactly 0: no equilibration)" if zero_gain else "")),
+                       derived_fibre=None if dv is None else dv["fibre"],
+                       derived_decisive=None if dv is None else dv["decisive"],
+                       routes_agree=agree if dv is not None else None,
+                       direct_fibre=direct[j]["fibre"] if direct else None,
+                       direct_decisive=direct[j]["decisive"] if direct else None,
+                       fibre_eps0=paper[j]["fibre"], eps0_decisive=paper[j]["decisive"],
+                       scale_shrink_lambda=finite(lam[j]), zero_gain=zero_gain)
+            margins = [x for x in (r["margin_decades"], dv and dv.get("margin_decades")) if x is not None]
+            row["margin_decades"] = min(margins) if margins else None
+            out.append(row)
+    decided = [r for r in out if r["decided"]]
+    disagree = [r for r in out if r["routes_agree"] is False]
     per_row = sorted({r["fibre"] for r in out})
+    eps0 = sorted({r["fibre_eps0"] for r in out})
+    generic = norm_map_fibre(m["norm"], eps, H_dv, int(w.d_model))
     paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
-    inputs["rows"] = f"rows {rows_sel} of every layer"
-    details = {"rows": out, "paper_per_token": paper_per_token, "model_eps_row0": real,
-               "note": "with eps = 1e-12 the scale direction leaves the kernel by a singular value of order "
-                       "eps / sigma^2 relative, see model_eps_row0; the Jacobians are computed in float64 from the "
-                       "stored weights, so their rank is decided at float64 computation precision"}
+    lam_min = min(lambdas) if eps > 0 else None
+    inputs["rows"] = (f"rows {rows_sel} of every layer (the unequilibrated 'direct' Jacobian SVD, shown only to "
+                      "say why the Jacobian is equilibrated, for layer 0 only)")
+    details = {"rows": out, "paper_per_token": paper_per_token, "norm": m, "generic_fibre_formula": generic,
+               "per_token_eps0": eps0, "scale_shrink_lambda_min": finite(lam_min),
+               "exact_statement": (
+                   f"{N} with eps > 0 forgets " + ("only the all-ones shift (centring): "
+                                                   "r -> r / sqrt(r^2/d + eps) is strictly increasing, so the "
+                                                   "scale of the centred row is kept" if m["norm"] == "layernorm"
+                                                   else "nothing: u -> u / sqrt(|u|^2/d + eps) is injective on "
+                                                   "R^d (r -> r / sqrt(r^2/d + eps) is strictly increasing)")
+                   + f"; with every gain non-zero the per-token fibre is H d_v - rank W_O + "
+                     f"dim(row W_O cap ker N') = {generic} when W_O has rank d_model; at eps = 0 (the paper's "
+                     f"norm) the scale is lost too: {eps0} per token"),
+               "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0, a float64 "
+                         "SVD) and the derived count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel; "
+                         "a row is decided when both are decisive and agree",
+               "note": (f"the scale direction is shrunk by lambda = eps / (mean square + eps), smallest "
+                        f"{lam_min:.3g} over the sampled rows: recovering it amplifies errors by up to "
+                        f"{1 / lam_min:.3g}" if lam_min else "eps = 0: the scale direction is in the kernel")}
     margins = [r["margin_decades"] for r in out if r["margin_decades"] is not None]
     scope = Scope("model", f"every layer of the model ({len(tr.layers)}), rows {rows_sel} of each at n = {n}",
                   tuple(f"layer {i}" for i in range(len(tr.layers))))
     common = dict(margin=min(margins) if margins else None, inputs=inputs, details=details, scope=scope,
-                  hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a Jacobian singular "
-                  "value from its cut, over the sampled rows",
+                  hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a singular value from "
+                  "its cut, over the sampled rows and both routes",
                   tolerance=Tolerance(out[0]["cut"] or 0.0, "float64 rank cut max(m, n) eps sigma_max of each row "
-                                      "Jacobian (row 0 of layer 0 shown); a decision counts when the singular values "
-                                      "sit at least 1 decade from the cut", "absolute (singular value)"))
-    undecided = sorted({r["layer"] for r in out if not r["decisive"]})
-    wrong = [r for r in decided if r["fibre"] != paper_per_token]
-    if wrong:
-        v, s = Verdict.FAILS, (f"the map the MLP sees, Z -> LN(X + Z W_O + b_O), has a per-token fibre of {per_row} "
-                               f"(tangent dimension at {len(out)} sampled rows), so {per_row[0]} * n = "
-                               f"{per_row[0] * n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token")
-    elif undecided:
-        v, s = Verdict.INCONCLUSIVE, f"Jacobian ranks undecided at layers {undecided}"
+                                      "Jacobian (row 0 of layer 0 shown) and of each [W_O; B^T]; a decision counts "
+                                      "when the singular values sit at least 1 decade from the cut and the two "
+                                      "routes agree", "absolute (singular value)"))
+    undecided = sorted({r["layer"] for r in out if not r["decided"]})
+    if disagree:
+        bad = sorted({r["layer"] for r in disagree})
+        s = (f"the Jacobian rank and the derived count disagree at layers {bad} (fibres "
+             f"{[(r['fibre'], r['derived_fibre']) for r in disagree][:4]}): no verdict")
+        return [record(ctx, "thm-recovery", "fibre-ln", Verdict.INCONCLUSIVE, s, **common),
+                record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.INCONCLUSIVE, s, **common)]
+    v, wrong = count_verdict(out, paper_per_token)
+    what = f"{N} with the checkpoint's eps = {eps:g}"
+    if v is Verdict.FAILS:
+        s = (f"the map the MLP sees, Z -> {N}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
+             f"(tangent dimension at {len(out)} sampled rows, Jacobian and derived count agree), so "
+             f"{per_row[0] * n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token "
+             f"(the eps-free norm: {eps0})")
+    elif v is Verdict.INCONCLUSIVE:
+        s = f"fibre ranks undecided at layers {undecided}"
     else:
-        v, s = Verdict.SUPPORTED, f"per-token fibre (H-1)d_k = {paper_per_token} at every sampled row"
+        s = f"per-token fibre (H-1)d_k = {paper_per_token} at every sampled row ({what})"
     ev = [record(ctx, "thm-recovery", "fibre-ln", v, s, counterexample=(
-        {"per_token": per_row, "paper_per_token": paper_per_token} if wrong else None), **common)]
+        {"per_token": per_row, "paper_per_token": paper_per_token, "per_token_eps0": eps0} if wrong else None),
+        **common)]
     zero = [r for r in decided if r["fibre"] == 0]
     if zero:
-        v, s = Verdict.FAILS, (f"the MLP's input determines the head outputs at layers "
-                               f"{sorted({r['layer'] for r in zero})}: the Jacobian of Z -> LN(X + Z W_O + b_O) is "
-                               "injective at the sampled rows")
+        v, s = Verdict.FAILS, (
+            f"the MLP's input determines the head outputs at layers {sorted({r['layer'] for r in zero})}: "
+            f"Z -> {N}(X + Z W_O + b_O) has fibre 0 at the sampled rows ({what}: "
+            + ("injective on rows" if m["norm"] == "rmsnorm" else "only the shift is lost, and W_O misses it")
+            + f"; only the eps-free norm would lose {eps0} per token)"
+            + (f"; the scale direction is shrunk by lambda >= {lam_min:.2g}, so recovering it amplifies "
+               f"errors by up to {1 / lam_min:.2g}" if lam_min else ""))
     elif undecided:
-        v, s = Verdict.INCONCLUSIVE, f"Jacobian ranks undecided at layers {undecided}"
+        v, s = Verdict.INCONCLUSIVE, f"fibre ranks undecided at layers {undecided}"
     else:
-        v, s = Verdict.SUPPORTED, (f"from LN(X + MHA(X) + b_O) with X and W_O known the head outputs are determined "
-                                   f"only up to {per_row} directions per token at every layer (LN forgets the mean "
-                                   "and the scale): non-identifiable, but by 2 per token, not (H-1)d_k")
-    ev.append(record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, **common))
+        lost = ("the all-ones shift" + ("" if eps > 0 else " and the scale")) if m["norm"] == "layernorm" \
+            else "the scale"
+        v, s = Verdict.SUPPORTED, (f"from {N}(X + MHA(X) + b_O) with X and W_O known the head outputs are "
+                                   f"determined only up to {per_row} direction(s) per token at every layer "
+                                   f"({N} forgets {lost}; {what}): non-identifiable, but by {per_row} per "
+                                   "token, not (H-1)d_k")
+    ev.append(record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, counterexample=(
+        {"layers": sorted({r["layer"] for r in zero})} if zero else None), **common))
     return ev
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True,
-          families=LAYERNORM_FAMILIES, applies_to=FAMILIES_NOTE["ln-map"])
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True)
 def check_recovery(ctx: Context) -> list[Evidence]:
-    """Fibre dimension of each named map (summation, Z -> Z W_O, the LN map) against the formulas."""
+    """Fibre dimension of each named map (summation, Z -> Z W_O, the map into the MLP) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
 
 
-@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True,
-          families=LAYERNORM_FAMILIES, applies_to=FAMILIES_NOTE["ln-map"])
+@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True)
 def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     """Are per-head outputs identifiable from each named map's output? (fibre > 0 means no)."""
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]

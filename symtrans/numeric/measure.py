@@ -44,7 +44,7 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.numeric.forward import embed_input, encode, encoder_layer, layer_forward, structure  # noqa: F401
-from symtrans.numeric.linalg import RankRecord, numerical_rank, rank_from_singular_values
+from symtrans.numeric.linalg import RankRecord, numerical_rank, rank_from_singular_values, svdvals
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
@@ -312,10 +312,10 @@ def rank_profile(trace: Any, *, variant: str = "full", ln: bool | None = None,
     shape = tuple(S.shape[-2:])
     both = torch.cat([S, S - S.mean(-2, keepdim=True)])
     if pool is None:
-        sv = torch.linalg.svdvals(both).cpu()  # one batched SVD: plain and centred
+        sv = svdvals(both).cpu()  # one batched SVD: plain and centred
     else:
         chunks = both.chunk(max(1, min(len(both), _workers())))
-        sv = torch.cat([f.result() for f in [pool.submit(torch.linalg.svdvals, c) for c in chunks]]).cpu()
+        sv = torch.cat([f.result() for f in [pool.submit(svdvals, c) for c in chunks]]).cpu()
     k = len(states)
     rows = []
     for i in range(k):
@@ -442,7 +442,7 @@ def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
     import torch
 
     stacked = W_O.reshape(-1, W_O.shape[-1])
-    s = torch.linalg.svdvals(stacked).cpu()
+    s = svdvals(stacked).cpu()
     cond = float(s[0] / s[-1]) if float(s[-1]) > 0 else math.inf
     return rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype), cond
 
@@ -538,7 +538,7 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
     B = Bk * mask[..., None]  # [H, m, D], rows beyond dim R_h zeroed
     stacked = B.reshape(-1, D)
-    s_sum = torch.linalg.svdvals(stacked).cpu()
+    s_sum = svdvals(stacked).cpu()
     dim_sum = rank_from_singular_values(s_sum, (int(r.sum()), D), Y.dtype)
     rank_mha = numerical_rank(mha)
     cos = torch.linalg.svdvals(torch.einsum("hid,gjd->hgij", B, B)).clamp(0, 1)  # [H, H, m]

@@ -597,80 +597,98 @@ class _Checkpoint:
             raise SymtransError(f"{self.where}: missing tensor {key!r}")
         return key
 
-    def _check(self, key: str, t: Any, shape: tuple[int, ...] | None) -> Any:
+    def _check(self, key: str, t: Any, shape: tuple[int, ...] | None, convert: bool = True) -> Any:
         import torch
 
         if shape is not None and tuple(t.shape) != shape:
             raise SymtransError(f"{self.where}: tensor {key!r} has shape {tuple(t.shape)}, expected {shape}")
         if not t.is_floating_point():
             raise SymtransError(f"{self.where}: tensor {key!r} is not floating point ({t.dtype})")
-        # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure
-        if not torch.isfinite(t.sum(dtype=torch.float64)) and not bool(torch.isfinite(t).all()):
+        # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure (a float32
+        # accumulator: 30x faster than converting to float64, and an overflow only costs the exact check)
+        acc = torch.float64 if t.dtype == torch.float64 else torch.float32
+        if not torch.isfinite(t.sum(dtype=acc)) and not bool(torch.isfinite(t).all()):
             raise SymtransError(f"{self.where}: tensor {key!r} contains NaN or Inf")
-        return t.to(device=self.dev, dtype=self.dt)
+        return t.to(device=self.dev, dtype=self.dt) if convert else t.to(device=self.dev)
 
     def fetch(self, name: str, shape: tuple[int, ...]) -> Any:
         key = self.key(name)
         return self._check(key, self.get(key), shape)
 
+    def raw(self, name: str, shape: tuple[int, ...]) -> Any:
+        """Like :meth:`fetch`, checked, but in the stored dtype (converted once, after re-layout, by :meth:`_out`)."""
+        key = self.key(name)
+        return self._check(key, self.get(key), shape, convert=False)
+
+    def _out(self, out: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Each tensor contiguous in the working dtype: one strided copy that converts (not a convert, then a copy).
+
+        With ``into`` (preallocated tensors by name), the copies land there.
+        """
+        import torch
+
+        into = into or {}
+        return {k: (into[k] if k in into else torch.empty(v.shape, dtype=self.dt, device=self.dev)).copy_(v)
+                for k, v in out.items()}
+
     def has(self, name: str | None) -> bool:
         return bool(name) and (self.prefix + name) in self.keyset
 
-    def layer(self, i: int) -> dict[str, Any]:
-        """Layer ``i``'s tensors in the per-head layout."""
+    def layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Layer ``i``'s tensors in the per-head layout (copied into the tensors of ``into`` where given)."""
         if self.arch.family == "gpt2":
-            return self._gpt2_layer(i)
+            return self._gpt2_layer(i, into)
         if self.arch.family in ("llama", "qwen2"):
-            return self._llama_layer(i)
+            return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
         lp = lay["layer"].format(i=i)
         out: dict[str, Any] = {}
         for tag, wname, bname, width in (("q", "W_Q", "b_Q", dk), ("k", "W_K", "b_K", dk), ("v", "W_V", "b_V", dv)):
-            w = self.fetch(f"{lp}{lay[tag]}.weight", (H * width, D))  # nn.Linear: [out, in]
+            w = self.raw(f"{lp}{lay[tag]}.weight", (H * width, D))  # nn.Linear: [out, in]
             out[wname] = w.T.reshape(D, H, width).permute(1, 0, 2)
-            out[bname] = self.fetch(f"{lp}{lay[tag]}.bias", (H * width,)).reshape(H, width)
-        out["W_O"] = self.fetch(f"{lp}{lay['o']}.weight", (D, H * dv)).T.reshape(H, dv, D)
-        out["b_O"] = self.fetch(f"{lp}{lay['o']}.bias", (D,))
-        out["ln1_w"] = self.fetch(f"{lp}{lay['ln1']}.weight", (D,))
-        out["ln1_b"] = self.fetch(f"{lp}{lay['ln1']}.bias", (D,))
-        out["W_in"] = self.fetch(f"{lp}{lay['fin']}.weight", (F, D)).T
-        out["b_in"] = self.fetch(f"{lp}{lay['fin']}.bias", (F,))
-        out["W_out"] = self.fetch(f"{lp}{lay['fout']}.weight", (D, F)).T
-        out["b_out"] = self.fetch(f"{lp}{lay['fout']}.bias", (D,))
-        out["ln2_w"] = self.fetch(f"{lp}{lay['ln2']}.weight", (D,))
-        out["ln2_b"] = self.fetch(f"{lp}{lay['ln2']}.bias", (D,))
-        return {k: v.contiguous() for k, v in out.items()}
+            out[bname] = self.raw(f"{lp}{lay[tag]}.bias", (H * width,)).reshape(H, width)
+        out["W_O"] = self.raw(f"{lp}{lay['o']}.weight", (D, H * dv)).T.reshape(H, dv, D)
+        out["b_O"] = self.raw(f"{lp}{lay['o']}.bias", (D,))
+        out["ln1_w"] = self.raw(f"{lp}{lay['ln1']}.weight", (D,))
+        out["ln1_b"] = self.raw(f"{lp}{lay['ln1']}.bias", (D,))
+        out["W_in"] = self.raw(f"{lp}{lay['fin']}.weight", (F, D)).T
+        out["b_in"] = self.raw(f"{lp}{lay['fin']}.bias", (F,))
+        out["W_out"] = self.raw(f"{lp}{lay['fout']}.weight", (D, F)).T
+        out["b_out"] = self.raw(f"{lp}{lay['fout']}.bias", (D,))
+        out["ln2_w"] = self.raw(f"{lp}{lay['ln2']}.weight", (D,))
+        out["ln2_b"] = self.raw(f"{lp}{lay['ln2']}.bias", (D,))
+        return self._out(out, into)
 
     def _zeros(self, *shape: int) -> Any:
         import torch
 
         return torch.zeros(shape, dtype=self.dt, device=self.dev)
 
-    def _gpt2_layer(self, i: int) -> dict[str, Any]:
+    def _gpt2_layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:
         """GPT-2: Conv1D stores ``[in, out]`` (x @ W), and ``c_attn`` fuses Q, K, V along ``out``."""
         a = self.arch
         H, D, dk, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_ff)
         lp = f"h.{i}."
-        w = self.fetch(f"{lp}attn.c_attn.weight", (D, 3 * D))
-        b = self.fetch(f"{lp}attn.c_attn.bias", (3 * D,))
+        w = self.raw(f"{lp}attn.c_attn.weight", (D, 3 * D))
+        b = self.raw(f"{lp}attn.c_attn.bias", (3 * D,))
         out: dict[str, Any] = {}
         for j, (wname, bname) in enumerate((("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"))):
             out[wname] = w[:, j * D:(j + 1) * D].reshape(D, H, dk).permute(1, 0, 2)
             out[bname] = b[j * D:(j + 1) * D].reshape(H, dk)
-        out["W_O"] = self.fetch(f"{lp}attn.c_proj.weight", (D, D)).reshape(H, dk, D)
-        out["b_O"] = self.fetch(f"{lp}attn.c_proj.bias", (D,))
-        out["ln1_w"] = self.fetch(f"{lp}ln_1.weight", (D,))
-        out["ln1_b"] = self.fetch(f"{lp}ln_1.bias", (D,))
-        out["W_in"] = self.fetch(f"{lp}mlp.c_fc.weight", (D, F))
-        out["b_in"] = self.fetch(f"{lp}mlp.c_fc.bias", (F,))
-        out["W_out"] = self.fetch(f"{lp}mlp.c_proj.weight", (F, D))
-        out["b_out"] = self.fetch(f"{lp}mlp.c_proj.bias", (D,))
-        out["ln2_w"] = self.fetch(f"{lp}ln_2.weight", (D,))
-        out["ln2_b"] = self.fetch(f"{lp}ln_2.bias", (D,))
-        return {k: v.contiguous() for k, v in out.items()}
+        out["W_O"] = self.raw(f"{lp}attn.c_proj.weight", (D, D)).reshape(H, dk, D)
+        out["b_O"] = self.raw(f"{lp}attn.c_proj.bias", (D,))
+        out["ln1_w"] = self.raw(f"{lp}ln_1.weight", (D,))
+        out["ln1_b"] = self.raw(f"{lp}ln_1.bias", (D,))
+        out["W_in"] = self.raw(f"{lp}mlp.c_fc.weight", (D, F))
+        out["b_in"] = self.raw(f"{lp}mlp.c_fc.bias", (F,))
+        out["W_out"] = self.raw(f"{lp}mlp.c_proj.weight", (F, D))
+        out["b_out"] = self.raw(f"{lp}mlp.c_proj.bias", (D,))
+        out["ln2_w"] = self.raw(f"{lp}ln_2.weight", (D,))
+        out["ln2_b"] = self.raw(f"{lp}ln_2.bias", (D,))
+        return self._out(out, into)
 
-    def _llama_layer(self, i: int) -> dict[str, Any]:
+    def _llama_layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:
         """Llama/Mistral/Qwen2: ``nn.Linear`` ``[out, in]``; K and V keep their ``H_kv`` heads.
 
         Absent biases (Llama: all; Qwen2: ``b_O`` and the FFN's) and the
@@ -683,26 +701,26 @@ class _Checkpoint:
         lp = f"layers.{i}."
         out: dict[str, Any] = {}
         for tag, wname, bname, heads in (("q", "W_Q", "b_Q", H), ("k", "W_K", "b_K", Hkv), ("v", "W_V", "b_V", Hkv)):
-            w = self.fetch(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
+            w = self.raw(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
             out[wname] = w.T.reshape(D, heads, dk).permute(1, 0, 2)
             bkey = f"{lp}self_attn.{tag}_proj.bias"
-            out[bname] = (self.fetch(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
+            out[bname] = (self.raw(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
                           else self._zeros(heads, dk))
-        out["W_O"] = self.fetch(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
+        out["W_O"] = self.raw(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
         okey = f"{lp}self_attn.o_proj.bias"
-        out["b_O"] = self.fetch(okey, (D,)) if self.has(okey) else self._zeros(D)
-        out["ln1_w"] = self.fetch(f"{lp}input_layernorm.weight", (D,))
+        out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
+        out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
         out["ln1_b"] = self._zeros(D)
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
-            out[wname] = self.fetch(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
+            out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
-            out[bname] = self.fetch(bkey, (F,)) if self.has(bkey) else self._zeros(F)
-        out["W_out"] = self.fetch(f"{lp}mlp.down_proj.weight", (D, F)).T
+            out[bname] = self.raw(bkey, (F,)) if self.has(bkey) else self._zeros(F)
+        out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
-        out["b_out"] = self.fetch(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.fetch(f"{lp}post_attention_layernorm.weight", (D,))
+        out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
+        out["ln2_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
         out["ln2_b"] = self._zeros(D)
-        return {k: v.contiguous() for k, v in out.items()}
+        return self._out(out, into)
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
         a, lay, D = self.arch, self.layout, int(self.arch.d_model)
@@ -742,11 +760,12 @@ class _Checkpoint:
         L = int(self.arch.L)
         tensors: dict[str, Any] = {}
         for i in range(L):
-            lay = self.layer(i)
-            for k in (k for k in _PER_LAYER if k in lay):  # W_gate/b_gate: gated FFNs only
-                if i == 0:
+            # layer 0 sizes the stacks; later layers are converted straight into their slice
+            lay = self.layer(i, {k: tensors[k][i] for k in tensors} if i else None)
+            if i == 0:
+                for k in (k for k in _PER_LAYER if k in lay):  # W_gate/b_gate: gated FFNs only
                     tensors[k] = torch.empty((L, *lay[k].shape), dtype=lay[k].dtype, device=lay[k].device)
-                tensors[k][i] = lay[k]
+                    tensors[k][0] = lay[k]
             del lay
         tensors.update(self.embeddings())
         return tensors
