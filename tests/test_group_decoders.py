@@ -279,3 +279,15 @@ def test_untied_pre_layernorm_certified():
     for name in ("residual-rotation", "final-norm-bias-transfer"):
         c = certify_factor(UNTIED_GPT2, name)
         assert c.ok, c.line()
+
+
+def test_rmsnorm_rotation_with_position_and_type_tables_measured():
+    """The position and type tables are writers like the word table: O(d_model) survives them (measured)."""
+    a = rep(get_arch("llama2-7b"), positional="learned", position_table=4096, type_vocab_size=2, name="llama-tables")
+    spec = GroupSpec.from_arch(a)
+    assert spec.factor("residual-rotation").status == "exact"
+    assert {"pos axis d_model: right by Q", "type axis d_model: right by Q"} <= set(spec.factor("residual-rotation").acts_on())
+    r = measure(a, layers=1, scope="model")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"], r["unexplained"][:2]
+    sinus = GroupSpec.from_arch(rep(a, positional="sinusoidal", type_vocab_size=0))
+    assert sinus.factor("residual-rotation").status == "broken"  # a fixed table cannot absorb E -> E Q
