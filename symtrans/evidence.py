@@ -802,6 +802,23 @@ def _tag(p: Producer, ctx: Context, ev: Evidence) -> Evidence:
 _MEMO: dict[tuple[Any, ...], tuple[Any, list[Evidence]]] = {}
 
 
+def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
+    """Keep evidence that ``p`` produced elsewhere (a worker process) as if :func:`run_producer` had run here.
+
+    Examples
+    --------
+    >>> demo = Producer(claim="c", name="remembered", kind="symbolic", func=lambda ctx: [], description="demo")
+    >>> ctx = Context(model=None)
+    >>> remember(demo, ctx, [Evidence(claim="c", producer="remembered", kind="symbolic", verdict=Verdict.SUPPORTED,
+    ...                               summary="from a worker")])
+    >>> run_producer(demo, ctx)[0].summary
+    'from a worker'
+    """
+    key = _memo_key(p, ctx)
+    if key is not None:
+        _MEMO[key] = (p.func, list(evidence))
+
+
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
         return None

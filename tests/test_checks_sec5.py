@@ -245,5 +245,8 @@ def test_factored_mha_equals_the_dense_forward_on_both_routes():
         for packed in (lay, dict(lay, _packed_qkv=pack_qkv(lay))):
             got = mha_paper_factored(A, B, packed)
             assert float((got - dense).norm() / dense.norm()) < 1e-12, r
+        top = torch.cat([B, torch.randn(5, 384, generator=g, dtype=torch.float64)])  # B nested in a larger draw
+        sliced = mha_paper_factored(A, B, lay, P3=(top @ pack_qkv(lay))[:r])
+        assert float((sliced - dense).norm() / dense.norm()) < 1e-12, r
     wrong = dict(lay, _packed_qkv=pack_qkv(dict(lay, W_Q=lay["W_K"])))  # a stale packing is caught by this test
     assert float((mha_paper_factored(A, B, wrong) - dense).norm() / dense.norm()) > 1e-3

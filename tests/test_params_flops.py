@@ -320,3 +320,15 @@ def test_gated_presets_flops_and_share_formula(preset: str, n: int) -> None:
                                       num_attention_heads=int(arch.H), num_key_value_heads=int(arch.H_kv),
                                       max_position_embeddings=int(arch.max_positions), attn_implementation="eager")
     check_flops(arch, config, n)  # meta device: shapes only
+
+
+def test_report_formula_rows_show_each_architectures_own_expression():
+    """A gated model's FFN FLOPs row carries its own expression (three matrices), not the two-matrix one."""
+    from proofs import get_claim
+    from symtrans.arch import get_arch
+    from symtrans.report.build import formula_rows
+
+    rows = {r["name"]: r for r in formula_rows(get_claim("cor-dff"), arch=get_arch("llama2-7b"))}
+    row = rows["flops-ffn"]
+    gated, plain = row["values"]["llama2-7b"]["expression"], row["values"]["bert-base"]["expression"]
+    assert gated != plain and "6" in gated and plain == row["expression"]

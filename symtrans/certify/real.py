@@ -398,13 +398,27 @@ class LayerResidual:
     """
 
     def __init__(self, layer: dict[str, Any], n: int, R: int, prec: int = PRECISION):
-        from flint import arb, arb_mat, ctx
+        # python-flint is imported by _enclose, on first use
 
         self.n, self.R, self.prec = n, R, prec
         WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
         self.H, self.d, self.d_k = WQ.shape[0], WQ.shape[1], WQ.shape[2]
         self.float_VO = [WV[h, :R] @ WO[h] for h in range(self.H)]
         self.float_S = [WQ[h, :R] @ WK[h, :R].T for h in range(self.H)]
+        self._W = (WQ, WK, WV, WO)
+        self._ready = False  # the ball enclosures are made on first use (float64 verification may not need them)
+        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
+        self._WO = WO
+        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+
+    def _enclose(self) -> None:
+        """The arb enclosures of exp(S^h / sqrt d_k) and of W_V^h[:R], once."""
+        from flint import arb, arb_mat, ctx
+
+        if self._ready:
+            return
+        WQ, WK, WV, _ = self._W
+        R, prec = self.R, self.prec
         old = ctx.prec
         ctx.prec = prec
         try:
@@ -416,14 +430,13 @@ class LayerResidual:
                 self._V.append(arb_mat(WV[h, :R].tolist()))
         finally:
             ctx.prec = old
-        # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
-        self._WO = WO
-        self._VO_cols: list[dict[int, list[Any]]] = [{} for _ in range(self.H)]
+        self._ready = True
 
     def _vo(self, h: int, cols: list[int]) -> list[list[Any]]:
         """Enclosures of (W_V^h[:R] W_O^h)[:, c] for c in ``cols`` (computed once per column, at the layer's precision)."""
         from flint import arb_mat, ctx
 
+        self._enclose()
         cache = self._VO_cols[h]
         missing = [c for c in dict.fromkeys(cols) if c not in cache]
         if missing:
@@ -483,6 +496,7 @@ class LayerResidual:
             cols = self.columns(r)
         if len(cols) < r + 1:  # the float rows are already rank-deficient: no candidate minor
             return list(cols), arb("0 +/- inf")
+        self._enclose()
         old = ctx.prec
         ctx.prec = self.prec
         try:
@@ -665,8 +679,11 @@ def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, 
     return verified_det_sign(Ef, dE)
 
 
-def verified_det_sign(Mf: Any, dM: Any) -> tuple[int, float]:
+def verified_det_sign(Mf: Any, dM: Any, need_sign: bool = True) -> tuple[int, float]:
     """Sign of det M for every M with |M - Mf| <= dM entrywise, by float64 verification; 0 when undecided.
+
+    With ``need_sign=False`` only non-singularity is certified (no LU) and the
+    returned sign is 1 whenever it is.
 
     Returns ``(sign, beta)`` with beta the certified bound on ||I - R M||_inf
     (R a float64 inverse of Mf); beta < 1 proves every such M non-singular,
@@ -701,26 +718,34 @@ def verified_det_sign(Mf: Any, dM: Any) -> tuple[int, float]:
     N = n + 8
     up = 1 + 8 * N * _U
     tiny = N * 2.0 ** -1000
-    LU, piv, info = torch.linalg.lu_factor_ex(torch.from_numpy(Mf.copy()))
-    if int(info) != 0:
-        return 0, math.inf
-    P, L, Uu = torch.lu_unpack(LU, piv)
+    extra = _gamma(n) * np.abs(Mf) + dM  # |R| (gamma_n |M| + dM): the product's rounding and the radius, one GEMM
+    if need_sign:
+        LU, piv, info = torch.linalg.lu_factor_ex(torch.from_numpy(Mf.copy()))
+        if int(info) != 0:
+            return 0, math.inf
+        LUn, pv = LU.numpy(), piv.numpy()
+        T = _gamma(n) * (np.abs(np.tril(LUn, -1) + np.eye(n)) @ np.abs(np.triu(LUn)))
+        perm = np.arange(n)
+        for i, j in enumerate(pv):  # LAPACK swaps row i with row piv[i] - 1, in order: P^T M = M[perm]
+            perm[i], perm[j - 1] = perm[j - 1], perm[i]
+        dLU = np.empty_like(T)
+        dLU[perm] = T  # P (gamma_n |L| |U|) without a dense permutation product
+        extra = extra + dLU * up + tiny
     try:
         R = np.linalg.inv(Mf)
     except np.linalg.LinAlgError:
         return 0, math.inf
     if not np.isfinite(R).all():
         return 0, math.inf
-    aR = np.abs(R)
     C = R @ Mf
-    dLU = (P.numpy() @ (_gamma(n) * (np.abs(L.numpy()) @ np.abs(Uu.numpy())))) * up + tiny
-    G = (np.abs(np.eye(n) - C) * (1 + 2 * _U) + _gamma(n) * (aR @ np.abs(Mf)) + aR @ (dM + dLU)) * up
+    G = (np.abs(np.eye(n) - C) * (1 + 2 * _U) + np.abs(R) @ extra) * up
     beta = float(G.sum(axis=1).max() * up)
     if not beta < 1:
         return 0, beta
-    diag = np.diag(Uu.numpy())
-    swaps = int((piv.numpy() != np.arange(1, n + 1)).sum())
-    return int((-1) ** swaps * (-1) ** int((diag < 0).sum())), beta
+    if not need_sign:
+        return 1, beta
+    swaps = int((pv != np.arange(1, n + 1)).sum())
+    return int((-1) ** swaps * (-1) ** int((np.diag(LUn) < 0).sum())), beta
 
 
 def verified_full_rank(A: Any) -> tuple[bool, float, list[int], list[int]]:
@@ -746,7 +771,7 @@ def verified_full_rank(A: Any) -> tuple[bool, float, list[int], list[int]]:
         rows, cols = [int(i) for i in _lu_rows(A)], list(range(n))
     else:
         rows, cols = list(range(m)), [int(j) for j in _lu_rows(A.T)]
-    sign, beta = verified_det_sign(A[np.ix_(rows, cols)], np.zeros((len(rows), len(cols))))
+    sign, beta = verified_det_sign(A[np.ix_(rows, cols)], np.zeros((len(rows), len(cols))), need_sign=False)
     return bool(sign), beta, rows, cols
 
 

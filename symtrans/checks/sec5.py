@@ -112,13 +112,15 @@ def mha_paper(X: Any, layer: dict[str, Any]) -> Any:
     return torch.stack([one(x) for x in flat]).reshape(X.shape)
 
 
-def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any]) -> Any:
+def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any], P3: Any = None) -> Any:
     """The paper's MHA(A B) for a rank-r input given by factors A (n x r) and B (r x d), without forming A B.
 
     The same map as :func:`mha_paper` (bias-free, no b_O, grouped key/value heads
     shared): X W = A (B W) for every projection, and A^h X W_V^h W_O^h is
     (A^h A)(B W_V^h W_O^h) for r < d_v, else (A^h (A (B W_V^h))) W_O^h, whichever
-    is cheaper; the r d (3 d_k) projection cost replaces n d (3 d_k).
+    is cheaper; the r d (3 d_k) projection cost replaces n d (3 d_k). ``P3``,
+    when given, is ``B @ pack_qkv(layer)`` already formed (e.g. sliced from a
+    larger nested B's product).
 
     Examples
     --------
@@ -134,12 +136,13 @@ def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any]) -> Any:
 
     from symtrans.numeric.forward import kv_index
 
-    packed = layer.get("_packed_qkv")
-    if packed is None:  # [d, 3 heads x d_k] once per layer (see pack_qkv): one GEMM per input, no weight copies
-        packed = pack_qkv(layer)
     Hq, Hk = layer["W_Q"].shape[0], layer["W_K"].shape[0]
     dk, dv = layer["W_Q"].shape[-1], layer["W_V"].shape[-1]
-    P3 = B @ packed  # [r, Hq dk + Hk dk + Hk dv]
+    if P3 is None:
+        packed = layer.get("_packed_qkv")
+        if packed is None:  # [d, 3 heads x d_k] once per layer (see pack_qkv): one GEMM per input, no weight copies
+            packed = pack_qkv(layer)
+        P3 = B @ packed  # [r, Hq dk + Hk dk + Hk dv]
     r = B.shape[0]
     q = A @ P3[:, :Hq * dk].reshape(r, Hq, dk).transpose(0, 1)  # [H, n, d_k]
     k = A @ P3[:, Hq * dk:(Hq + Hk) * dk].reshape(r, Hk, dk).transpose(0, 1)
@@ -208,6 +211,10 @@ def low_rank_inputs(X: Any, ranks: list[int], seed: int) -> dict[str, Any]:
 def low_rank_factors(X: Any, ranks: list[int], seed: int) -> dict[str, list[tuple[Any, Any]]]:
     """The factors (A, B), A n x r and B r x d, of :func:`low_rank_inputs`' matrices A B, per family and rank.
 
+    In each family the B's are nested: B_r is the first r rows of B for the
+    largest rank (right singular vectors of X; one Gaussian draw), so products
+    B W can be formed once for the largest rank and sliced.
+
     Examples
     --------
     >>> import torch
@@ -221,20 +228,24 @@ def low_rank_factors(X: Any, ranks: list[int], seed: int) -> dict[str, list[tupl
     svd = [(U[:, :r] * S[:r], Vh[:r]) for r in ranks]
     g = torch.Generator().manual_seed(seed)
     n, d = X.shape
+    top = max(ranks, default=0)
+    GA, GB = torch.randn(n, top, generator=g, dtype=X.dtype), torch.randn(top, d, generator=g, dtype=X.dtype)
     rand = []
-    for r in ranks:
-        A, B = torch.randn(n, r, generator=g, dtype=X.dtype), torch.randn(r, d, generator=g, dtype=X.dtype)
+    for r in ranks:  # nested Gaussian factors: B_r is the first r rows of one draw (its products are shared)
+        A, B = GA[:, :r], GB[:r]
         rand.append((A * (X.norm() / (A @ B).norm()), B))
     return {"embedding-svd": svd, "random-factors": rand}
 
 
 def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
-                        factored: Any = None) -> list[dict[str, Any]]:
+                        factored: Any = None, prefixed: Any = None) -> list[dict[str, Any]]:
     """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``, hypotheses first.
 
     ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``; ``factored``, when
     given, computes the same update from one input's factors ``(A, B)`` (see
-    :func:`low_rank_factors`) and is used instead. For each input the
+    :func:`low_rank_factors`) and is used instead; ``prefixed``, when given,
+    maps a family's largest B to such a function (to share work across the
+    nested B's). For each input the
     hypothesis "X is rank-deficient" (rank X < min(n, d), decided with
     :attr:`RankRecord.decisive`) is tested first; the statement
     ``rank F > rank X`` is decided by ``sigma_{rank X + 1}(F)`` against F's
@@ -256,7 +267,13 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
     out = []
     for family, pairs in low_rank_factors(X, ranks, seed).items():
         batch = torch.stack([A @ B for A, B in pairs])
-        F = batch + (torch.stack([factored(A, B) for A, B in pairs]) if factored is not None else update(batch))
+        fn = factored
+        if prefixed is not None and pairs:
+            top = max((B for _, B in pairs), key=len)
+            if not all(torch.equal(B, top[:len(B)]) for _, B in pairs):
+                raise ValueError("prefixed needs nested factors: every B the first rows of the largest")
+            fn = prefixed(top)
+        F = batch + (torch.stack([fn(A, B) for A, B in pairs]) if fn is not None else update(batch))
         finite = torch.isfinite(F).flatten(1).all(1).tolist()
         s_x = svdvals(batch)
         s_f = svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
@@ -417,9 +434,13 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
         if h.holds is not True:
             skipped.append((i, h))
             continue
-        packed = dict(layer, _packed_qkv=pack_qkv(layer))
-        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i,
-                                     factored=lambda A, B: mha_paper_factored(A, B, packed)):
+        packed = pack_qkv(layer)
+
+        def prefixed(B_top: Any, layer: Any = layer, packed: Any = packed) -> Any:
+            top = B_top @ packed  # the nested B's share this product: slice it per rank
+            return lambda A, B: mha_paper_factored(A, B, layer, P3=top[:B.shape[0]])
+
+        for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i, prefixed=prefixed):
             cases.append(dict(c, where=f"layer {i}", layer=i))
     inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",

@@ -266,7 +266,8 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     ``(H d_v - rank W_O) + dim(row W_O cap ker N')``, and
     ``dim(A cap B) = dim A + dim B - dim(A + B)`` gives
     ``H d_v + k - rank [W_O; B^T]`` with ``B`` from :func:`norm_kernel` (exact)
-    and one float64 rank of the stacked matrix (``W_O`` scaled to unit norm).
+    and one float64 rank of the stacked matrix (``W_O`` scaled to unit Frobenius norm; rows with the same
+    kernel share it).
     Valid when every gain is non-zero (rows with a zero gain get None).
 
     Examples
@@ -283,15 +284,21 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     from symtrans.numeric.linalg import numerical_rank
 
     W = stacked_wo(layer["W_O"])
-    Wn = W / max(float(torch.linalg.matrix_norm(W, 2)), 1e-300)
+    # any positive scale keeps the rank; the Frobenius norm (not the spectral norm: a d x d SVD) puts W_O's
+    # singular values in [1/sqrt(rank), 1], comparable with B's unit rows
+    Wn = W / max(float(torch.linalg.matrix_norm(W)), 1e-300)
     u = X[rows] + Z[rows] @ W + layer["b_O"]
     out = []
+    seen: list[tuple[Any, Any]] = []  # (B, record): with eps > 0 LayerNorm's kernel is the same 1-direction for every row
     for k, i in enumerate(rows):
         B = norm_kernel(u[k], eps, norm)
         if B is None:
             out.append({"row": i, "fibre": None, "decisive": False, "why": "the norm is not differentiable here"})
             continue
-        rec = numerical_rank(torch.cat([Wn, B]))
+        rec = next((r for b, r in seen if b.shape == B.shape and torch.equal(b, B)), None)
+        if rec is None:
+            rec = numerical_rank(torch.cat([Wn, B]))
+            seen.append((B, rec))
         out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - rec.rank, "kernel_dim": int(B.shape[0]),
                     "rank_stacked": rec.rank, "decisive": rec.decisive, "margin_decades": finite(rec.margin)})
     return out
@@ -555,7 +562,10 @@ def _ln(ctx: Context) -> list[Evidence]:
         # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
         direct = (jac if not equil else
                   ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
-        paper = ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"])
+        # the eps-free (paper's) count is reported beside the verdict, not part of it: layer 0's rows (the
+        # same Jacobian as the verdict's when the checkpoint's eps is 0)
+        paper = (jac if eps == 0 else
+                 ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
         derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"]) if not zero_gain
                    else [None] * len(rows_sel))
         u = lt.X[rows_sel] + Z[rows_sel] @ stacked_wo(lay["W_O"]) + lay["b_O"]
@@ -575,7 +585,8 @@ def _ln(ctx: Context) -> list[Evidence]:
                        routes_agree=agree if dv is not None else None,
                        direct_fibre=direct[j]["fibre"] if direct else None,
                        direct_decisive=direct[j]["decisive"] if direct else None,
-                       fibre_eps0=paper[j]["fibre"], eps0_decisive=paper[j]["decisive"],
+                       fibre_eps0=paper[j]["fibre"] if paper else None,
+                       eps0_decisive=paper[j]["decisive"] if paper else None,
                        scale_shrink_lambda=finite(lam[j]), zero_gain=zero_gain)
             margins = [x for x in (r["margin_decades"], dv and dv.get("margin_decades")) if x is not None]
             row["margin_decades"] = min(margins) if margins else None
@@ -583,12 +594,12 @@ def _ln(ctx: Context) -> list[Evidence]:
     decided = [r for r in out if r["decided"]]
     disagree = [r for r in out if r["routes_agree"] is False]
     per_row = sorted({r["fibre"] for r in out})
-    eps0 = sorted({r["fibre_eps0"] for r in out})
+    eps0 = sorted({r["fibre_eps0"] for r in out if r["fibre_eps0"] is not None})
     generic = norm_map_fibre(m["norm"], eps, H_dv, int(w.d_model))
     paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
     lam_min = min(lambdas) if eps > 0 else None
     inputs["rows"] = (f"rows {rows_sel} of every layer (the unequilibrated 'direct' Jacobian SVD, shown only to "
-                      "say why the Jacobian is equilibrated, for layer 0 only)")
+                      "say why the Jacobian is equilibrated, and the eps-free count, for layer 0 only)")
     details = {"rows": out, "paper_per_token": paper_per_token, "norm": m, "generic_fibre_formula": generic,
                "per_token_eps0": eps0, "scale_shrink_lambda_min": finite(lam_min),
                "exact_statement": (

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--previous", metavar="REPORT_JSON", default=None,
                    help="an earlier report.json whose evidence is carried over (marked stale if the weights "
                         "or the toolkit version changed)")
+    p.add_argument("--serial", action="store_true",
+                   help="run every producer in this process (default: with 2+ CPUs, the exact producers run in "
+                        "one forked worker beside the numeric ones; the records are the same)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (a bar on a terminal, timestamped lines otherwise)")
     p.set_defaults(func=_cmd_report)
@@ -74,7 +77,8 @@ def _report_locked(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     check_output_dir(args.out)  # fail before minutes of checks, not after
     ctx = context_from_args(args)
-    report = build_report(ctx, previous=args.previous, progress=not args.quiet)
+    report = build_report(ctx, previous=args.previous, progress=not args.quiet,
+                          parallel=False if getattr(args, "serial", False) else None)
     paths = write_report(report, args.out, formats)
     counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
     print(f"wrote {', '.join(str(p) for p in paths)}")

@@ -34,7 +34,7 @@ from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, ass
 if TYPE_CHECKING:
     from proofs import Claim
 
-__all__ = ["Report", "build_report", "load_previous", "formula_rows", "SCHEMA"]
+__all__ = ["Report", "build_report", "run_tasks", "parallel_default", "load_previous", "formula_rows", "SCHEMA"]
 
 #: The ``schema`` field of ``report.json``.
 SCHEMA = "symtrans-report/1"
@@ -151,7 +151,10 @@ def formula_rows(claim: Claim, arch: Any = None) -> list[dict[str, Any]]:
         for a in archs:
             fv = f.evaluate(a)
             at = {k: v["value"] for k, v in fv.substitutions.items() if k == "n"}
-            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv), **at}
+            # each architecture's own expression: its flags (biases, grouped-query attention, a gated FFN)
+            # shape it, so a gated model's row must not show the two-matrix expression
+            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv),
+                                    "expression": str(fv.expression), **at}
         rows.append({"name": name, "summary": f.summary, "expression": str(f.expression()),
                      "counts": f.counts, "provenance": f.provenance.describe(), "values": values})
     return rows
@@ -264,12 +267,140 @@ def _check_producers(graph: ClaimGraph) -> None:
             raise SymtransError(f"producer {names} is registered for " + suggest(cid, graph.claims, "claim"))
 
 
+def _error_message(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+def _run_here(p: Any, ctx: Context) -> list[Evidence] | str:
+    """One producer in this process: its evidence, or the message of what it raised."""
+    try:
+        return run_producer(p, ctx)
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # noqa: BLE001 - reported as a not-run record by the caller
+        return _error_message(err)
+
+
+def _worker(tasks: list[tuple[int, Any]], ctx: Context, conn: Any) -> None:
+    """Forked worker: run each task, send ``(index, result)``; a result that cannot be pickled is re-run by the parent."""
+    from symtrans import progress as _progress
+
+    _progress.configure(quiet=True)  # the parent draws the progress
+    try:
+        for i, p in tasks:
+            res = _run_here(p, ctx)
+            try:
+                conn.send((i, res))
+            except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
+                conn.send((i, None))
+        conn.send(None)
+    finally:
+        conn.close()
+
+
+def parallel_default() -> bool:
+    """Whether reports run their exact producers in a forked worker by default (Linux, 2+ usable CPUs).
+
+    Examples
+    --------
+    >>> isinstance(parallel_default(), bool)
+    True
+    """
+    import multiprocessing
+    import os
+    import sys
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    # fork only on Linux: on macOS forking a process that has used Accelerate/Objective-C runtimes is unsafe
+    return cpus >= 2 and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = False,
+              parallel: bool | None = None) -> list[list[Evidence] | str]:
+    """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
+
+    With ``parallel`` (and a model in ``ctx``), the symbolic producers run in
+    one forked child process (which shares the loaded weights copy-on-write)
+    while this process runs the numeric ones; results come back pickled and
+    are memoised here as if run here. If the child dies, its unfinished tasks
+    run here. The results are in task order and do not depend on ``parallel``.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import producers_for
+    >>> tasks = [("prop-5.1", p) for p in producers_for("prop-5.1")]
+    >>> [type(r).__name__ for r in run_tasks(tasks, Context(model=None), parallel=False)]
+    ['list', 'list']
+    """
+    import multiprocessing
+
+    from symtrans.evidence import remember
+    from symtrans.progress import Progress
+
+    if parallel is None:
+        parallel = parallel_default()
+    results: list[Any] = [None] * len(tasks)
+    side = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind == "symbolic"]
+    main = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind != "symbolic"]
+    if not (parallel and ctx.numeric and side and main and "fork" in multiprocessing.get_all_start_methods()):
+        side, main = [], list(enumerate(p for _, p in tasks))
+    with Progress(len(tasks), "report", unit="producer", enabled=progress) as bar:
+        proc = conn = None
+        if side:
+            mp = multiprocessing.get_context("fork")
+            conn, child = mp.Pipe(duplex=False)
+            proc = mp.Process(target=_worker, args=(side, ctx, child), daemon=True)
+            proc.start()
+            child.close()
+        pending = {i for i, _ in side}
+
+        def drain(block: bool) -> None:
+            while pending and conn is not None and (block or conn.poll()):
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):  # the child died: what it did not finish runs here
+                    break
+                if msg is None:
+                    break
+                i, res = msg
+                pending.discard(i)
+                p = tasks[i][1]
+                if res is None:
+                    res = _run_here(p, ctx)
+                elif isinstance(res, list):
+                    remember(p, ctx, res)
+                results[i] = res
+                bar.step(f"{tasks[i][0]} / {p.name}")
+
+        try:
+            for i, p in main:
+                results[i] = _run_here(p, ctx)
+                bar.step(f"{tasks[i][0]} / {p.name}")
+                drain(block=False)
+            drain(block=True)
+            for i in sorted(pending):  # a worker that died: finish here
+                results[i] = _run_here(tasks[i][1], ctx)
+                bar.step(f"{tasks[i][0]} / {tasks[i][1].name}")
+        finally:
+            if proc is not None:
+                if proc.is_alive():
+                    proc.kill()
+                proc.join()
+                conn.close()
+    return results
+
+
 def build_report(ctx: Context, *, previous: str | Path | None = None, progress: bool = False,
-                 graph: ClaimGraph | None = None) -> Report:
+                 graph: ClaimGraph | None = None, parallel: bool | None = None) -> Report:
     """Run every claim's producers under ``ctx`` and derive the statuses.
 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
-    producers of its own claims only.
+    producers of its own claims only. ``parallel`` (default: where two CPUs
+    are usable and ``fork`` exists) runs the exact (symbolic) producers in one
+    forked worker beside the numeric ones; the records are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.
@@ -308,22 +439,22 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
     evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
-    from symtrans.progress import track
-
-    for cid in track(order, "report", unit="claim", enabled=progress):
+    tasks = [(cid, p) for cid in order for p in producers_for(cid)]
+    results = run_tasks(tasks, ctx, progress=progress, parallel=parallel)
+    by_claim: dict[str, list[Any]] = {}
+    for (cid, p), res in zip(tasks, results):
+        by_claim.setdefault(cid, []).append((p, res))
+    for cid in order:
         fresh = []
-        for p in producers_for(cid):
-            try:
-                fresh.extend(run_producer(p, ctx))
-            except KeyboardInterrupt:
-                raise
-            except Exception as err:  # noqa: BLE001 - one broken producer must not sink the report
-                msg = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-                errors.append(f"{cid}: producer {p.name} raised {msg}")
+        for p, res in by_claim.get(cid, []):
+            if isinstance(res, str):  # the producer raised: one broken producer must not sink the report
+                errors.append(f"{cid}: producer {p.name} raised {res}")
                 raised.add(cid)
                 fresh.append(Evidence(claim=cid, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-                                      summary=f"not run: the producer raised {msg}", details={"error": msg},
+                                      summary=f"not run: the producer raised {res}", details={"error": res},
                                       reading=p.reading))
+            else:
+                fresh.extend(res)
         ran = {e.producer for e in fresh if e.verdict is not Verdict.NOT_RUN}
         carried = [e for e in earlier.get(cid, []) if e.producer not in ran and e.verdict is not Verdict.NOT_RUN]
         carried_names = {e.producer for e in carried}

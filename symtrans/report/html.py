@@ -370,7 +370,10 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
 
         parts.append(_table(["formula", "expression", *archs, "counts"],
                             [[f"<code>{_esc(r['name'])}</code>", _formula_math(r["name"], r["expression"]),
-                              *[value(r["values"][a]) for a in archs], _esc(r["counts"])] for r in rows]))
+                              *[value(r["values"][a]) + (f" (of <code>{_esc(r['values'][a]['expression'])}</code>)"
+                                                          if r["values"][a].get("expression", r["expression"])
+                                                          != r["expression"] else "") for a in archs],
+                              _esc(r["counts"])] for r in rows]))
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
         parts.append(_table(list(EVIDENCE_COLUMNS.values()),

@@ -165,7 +165,8 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
         archs = list(rows[0]["values"])
         out += _table(["formula", "expression", *archs, "counts"],
                       [[f"`{r['name']}`", f"`{r['expression']}`",
-                        *[_value(r["values"][a]) for a in archs], r["counts"]] for r in rows])
+                        *[_value(r["values"][a]) + _own_expression(r, r["values"][a]) for a in archs],
+                        r["counts"]] for r in rows])
         out.append("")
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
@@ -180,6 +181,12 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     if claim.notes:
         out.append("")
     return out
+
+
+def _own_expression(row: dict, value: dict) -> str:
+    """`` (of `expr`)`` when an architecture's flags (a gated FFN, biases) change the formula's expression."""
+    own = value.get("expression")
+    return f" (of `{own}`)" if own and own != row["expression"] else ""
 
 
 def _value(v: dict) -> str:

@@ -1,0 +1,61 @@
+"""The report's forked worker: the same records as serial runs, and every failure of the worker handled."""
+
+import os
+
+import pytest
+
+from symtrans.evidence import Context, Evidence, Producer, Verdict, producers_for
+from symtrans.report.build import parallel_default, run_tasks
+
+PARENT = os.getpid()
+
+
+def _view(results):
+    return [r if isinstance(r, str) else [(e.producer, e.verdict, e.summary, repr(e.details)) for e in r]
+            for r in results]
+
+
+def _ev(name, summary, **details):
+    return [Evidence(claim="c", producer=name, kind="symbolic", verdict=Verdict.SUPPORTED, summary=summary,
+                     details=details)]
+
+
+def _raises(ctx):
+    raise ValueError("planted failure")
+
+
+def _dies_in_worker(ctx):
+    if os.getpid() != PARENT:
+        os._exit(3)  # a crash of the worker process (not an exception)
+    return _ev("dies", "ran in the parent")
+
+
+def _unpicklable(ctx):
+    return _ev("unpicklable", "has a lambda", f=lambda x: x)
+
+
+def _sym(name, func):
+    return Producer(claim="c", name=name, kind="symbolic", func=func, description=name)
+
+
+@pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
+def test_parallel_records_equal_serial_records():
+    tasks = [(c, p) for c in ("prop-5.1", "lem-rank-sum", "thm-5.3", "prop-6.3") for p in producers_for(c)]
+    assert {p.kind for _, p in tasks} == {"symbolic", "numeric"}  # both streams are exercised
+    serial = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=False)
+    parallel = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=True)
+    assert _view(serial) == _view(parallel)
+
+
+@pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
+def test_worker_failures_are_handled():
+    numeric = [("prop-5.1", p) for p in producers_for("prop-5.1") if p.kind == "numeric"]
+    tasks = numeric + [("c", _sym("raises", _raises)), ("c", _sym("unpicklable", _unpicklable)),
+                       ("c", _sym("dies", _dies_in_worker))]
+    ctx = Context(model="default", n=8, reuse=False)
+    out = run_tasks(tasks, ctx, parallel=True)
+    k = len(numeric)
+    assert out[k] == "ValueError: planted failure"  # the same message a serial run records
+    assert out[k + 1][0].summary == "has a lambda"  # not picklable: sent back as "run it here"
+    assert out[k + 2][0].summary == "ran in the parent"  # the worker died: its unfinished task ran here
+    assert run_tasks(tasks[k:k + 1], ctx, parallel=False) == ["ValueError: planted failure"]
