@@ -291,3 +291,39 @@ def test_rmsnorm_rotation_with_position_and_type_tables_measured():
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"], r["unexplained"][:2]
     sinus = GroupSpec.from_arch(rep(a, positional="sinusoidal", type_vocab_size=0))
     assert sinus.factor("residual-rotation").status == "broken"  # a fixed table cannot absorb E -> E Q
+
+
+# --------------------------------------------------------------------------- RoBERTa's unused position rows
+def test_roberta_unused_position_rows_measured_and_counted():
+    spec = GroupSpec.from_arch("roberta-base")
+    a = spec.arch
+    assert a.position_table - a.max_positions == 2  # positions start at padding_idx + 1 = 2
+    f = spec.factor("unused-position-rows")
+    assert f.status == "exact" and spec._value(f.dimension) == 2 * a.d_model
+    assert GroupSpec.from_arch("bert-base").factor("unused-position-rows").status == "broken"
+    r = measure("roberta-base", layers=1, scope="model")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"]
+    less = measure("roberta-base", layers=1, scope="model", exclude=("unused-position-rows",))
+    assert less["measured_dimension"] - less["group_dimension"] == 2 * less["sizes"]["d_model"]
+
+
+def test_roberta_unused_rows_numeric_and_false_case(tmp_path):
+    from symtrans.numeric import load_model
+
+    random_checkpoint(tmp_path / "rb", "roberta")
+    w = load_model(tmp_path / "rb")
+    assert w.position_offset == 2
+    [c] = verify_model(w, dtypes=("float64",), n=6, factors=["unused-position-rows"])
+    assert c.verdict == "holds", c.line()
+    ref = encode(w, n=6, seed=1).hidden_states[-1]
+    for rows, unread in ((slice(0, 2), True), (slice(2, 4), False)):  # false case: the first two rows used
+        moved = w.copy()
+        moved.pos[rows] += torch.randn(2, w.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        change = _rel(encode(moved, n=6, seed=1).hidden_states[-1], ref)
+        assert (change == 0.0) if unread else (change > 1e-3), (rows, change)
+
+
+def test_roberta_unused_rows_certified():
+    from symtrans.group.certify import certify_factor
+
+    assert certify_factor("roberta-base", "unused-position-rows").ok

@@ -46,7 +46,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
-from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward
+from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward, unused_position_rows
 from symtrans.group.spec import LAYER_AXES, MODEL_AXES, AxisTag, GroupSpec, act, layer_tensor_names, model_tensor_names
 
 __all__ = ["Certificate", "certify_factor", "certify_all", "witness", "certify_lemma", "tiny_arch",
@@ -132,14 +132,14 @@ def tiny_arch(arch: Architecture | str, **sizes: int) -> Architecture:
     if "H_kv" not in sizes:
         s["H_kv"] = max(1, s["H"] // 2) if gqa else s["H"]
     return dataclasses.replace(a, name=f"tiny-{a.name}", head_dim_tied=False, max_positions=s["n"],
-                               position_table=s["n"], vocab_size=8,
+                               position_table=s["n"] + unused_position_rows(a), vocab_size=8,
                                **{k: v for k, v in s.items() if k in ("n", "L", "H", "H_kv", "d_model", "d_k",
                                                                         "d_v", "d_ff")})
 
 
 def _sizes(a: Architecture) -> dict[str, int]:
     return {"head": a.H, "kv": a.H_kv, "model": a.d_model, "qk": a.d_k, "v": a.d_v, "ff": a.d_ff,
-            "position": a.n, "token": a.n}
+            "position": a.n + unused_position_rows(a), "token": a.n}
 
 
 def random_params(arch: Architecture, seed: int = 0) -> dict[str, Any]:

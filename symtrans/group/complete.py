@@ -36,6 +36,7 @@ from typing import Any
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
+from symtrans.group.forward import unused_position_rows
 
 __all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES"]
 
@@ -81,7 +82,8 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
         s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
     vocab = s.pop("vocab_size", 2 * s["d_model"])
     return dataclasses.replace(
-        a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"], position_table=s["n"],
+        a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"],
+        position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
         **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
 
@@ -232,7 +234,8 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
             X = X + params["type"][inp["types"]]
         n = X.shape[0]
         if arch.positional == "learned":
-            X = X + params["pos"][:n]
+            k = feat.pos_offset  # RoBERTa: positions start after the unused rows
+            X = X + params["pos"][k:k + n]
         elif arch.positional == "sinusoidal":
             X = X + _sinusoidal(n, int(arch.d_model))
         if feat.embedding_norm:

@@ -55,6 +55,7 @@ class Features:
     eps: float = 1e-12
     embedding_norm: bool = True
     final_norm: bool = False
+    pos_offset: int = 0  # unused leading rows of the position table (RoBERTa: padding_idx + 1)
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -67,7 +68,7 @@ class Features:
         'causal'
         """
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
-                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm)
+                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch))
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -356,6 +357,21 @@ class TorchBackend:
         return self.torch.einsum("nk,nkj->nj", Q, self.torch.stack(rots))
 
 
+def unused_position_rows(arch: Architecture) -> int:
+    """Leading rows of a learned position table that no input reads (RoBERTa: 2, positions start at padding_idx + 1).
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> unused_position_rows(get_arch("roberta-base")), unused_position_rows(get_arch("bert-base"))
+    (2, 0)
+    """
+    t, m = arch.position_table, arch.max_positions
+    if arch.positional != "learned" or not isinstance(t, int) or not isinstance(m, int):
+        return 0
+    return max(t - m, 0)
+
+
 def _bias(be: Any, n: int, b: Any) -> Any:
     return be.ones(n, 1) @ b
 
@@ -460,8 +476,8 @@ def model_forward(params: dict[str, Any], feat: Features, be: Any) -> Any:
     X = params["X"]
     n = X.shape[0]
     if params.get("pos") is not None:
-        pos = params["pos"]
-        X = X + (pos[:n, :] if hasattr(pos, "extract") else pos[:n])
+        pos, k = params["pos"], feat.pos_offset
+        X = X + (pos[k:k + n, :] if hasattr(pos, "extract") else pos[k:k + n])
     if feat.embedding_norm:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
     for lp in params["layers"]:

@@ -526,12 +526,13 @@ def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[
     """
     import torch
 
+    from symtrans.group.forward import unused_position_rows
     from symtrans.group.spec import LAYER_AXES, MODEL_AXES, layer_tensor_names, model_tensor_names
 
     dtype = dtype or torch.float64
     gen = torch.Generator().manual_seed(seed)
     sz = {"head": arch.H, "kv": arch.H_kv, "model": arch.d_model, "qk": arch.d_k, "v": arch.d_v,
-          "ff": arch.d_ff, "position": arch.n}
+          "ff": arch.d_ff, "position": arch.n + unused_position_rows(arch)}
 
     def mat(rows: int, cols: int, name: str) -> Any:
         if name.endswith("_w"):

@@ -32,7 +32,8 @@ Examples
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
  'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
  'attention-input-hyperplane', 'S_n', 'residual-permutation', 'embedding-centring-shift',
- 'embedding-translation', 'final-norm-scaling', 'final-norm-bias-transfer', 'residual-rotation']
+ 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'final-norm-bias-transfer',
+ 'residual-rotation']
 >>> spec.total_dimension()
 1324056
 >>> spec.gauge_dimension_model()
@@ -89,7 +90,8 @@ SCOPE_TEXT: dict[str, str] = {
 
 _HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
          "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias",
-         "translate_rows", "translate_rows_neg", "conjugate_gain", "conjugate_gain_row", "hyperplane_head")
+         "translate_rows", "translate_rows_neg", "conjugate_gain", "conjugate_gain_row", "hyperplane_head",
+         "translate_leading_rows")
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,7 @@ class AxisTag:
                 "translate_rows_neg": f"-{self.component} to every row",
                 "conjugate_gain": f"diag({self.via})^-1 {self.component}^-1 diag({self.via})",
                 "conjugate_gain_row": f"diag({self.via})^-1 {self.component} diag({self.via})",
+                "translate_leading_rows": f"{self.component} to the leading (unused) rows",
                 "hyperplane_head": f"(1/{vias[0]})^T v, v = -{self.component} W / <{vias[-1]} + {self.component}, "
                                    f"1/{vias[0]}>",
                 "hyperplane_weight": f"(1/{self.via})^T {self.component}",
@@ -1020,6 +1023,19 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
         "D = diag(s), s_i != 0"))
     # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
+    from symtrans.group.forward import unused_position_rows
+
+    k = unused_position_rows(a)
+    f.append(Factor(
+        "unused-position-rows", "continuous", "model", "arbitrary moves of the position rows no input reads",
+        k * S["d_model"], None,
+        (AxisTag("pos", 1, "unused-position-rows", "add", "translate_leading_rows", "r", scope="model"),) if k else (),
+        (Breaking("every position row is read", "breaks",
+                  "only a table with rows before the first position used (RoBERTa numbers positions from "
+                  "padding_idx + 1) has rows that no input reaches", not k),),
+        "positions run from the first used row on (symtrans.numeric reads pos[offset + i] for unpadded input), so "
+        "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
+        "r in R^{k x d_model}, k = position_table - max_positions leading rows"))
     ln_head = untied and a.norm == "layernorm"
     f.append(Factor(
         "final-norm-bias-transfer", "continuous", "model",
@@ -1215,6 +1231,11 @@ def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, A
         inv_gain = _reciprocal(original[names[0]])
         v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
         return block + inv_gain.T @ v
+    if how == "translate_leading_rows":
+        k = g.shape[0]
+        if _is_sympy(block):
+            return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
+        return block + __import__("torch").cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])
     if how == "conjugate_gain_row":
         gain = original[tag.via]
         return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
@@ -1401,6 +1422,10 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         return out
     if name.endswith("bias-transfer"):
         return [("t", 1, (1, d))]
+    if name == "unused-position-rows":
+        from symtrans.group.forward import unused_position_rows
+
+        return [("r", 1, (unused_position_rows(a), d))]
     if name == "embedding-centring-shift":
         rows = {"word": int(a.vocab_size), "pos": int(a.position_table or a.max_positions),
                 "type": int(a.type_vocab_size)}
