@@ -363,7 +363,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
                     msg = conn.recv()
                 except (EOFError, OSError):  # the child died: what it did not finish runs here
                     break
-                if msg is None:
+                if msg is None:  # the worker is done: reap it now rather than leave a zombie until the end
+                    proc.join()
                     break
                 i, res = msg
                 pending.discard(i)
