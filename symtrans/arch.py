@@ -248,14 +248,14 @@ def _gpt2(name: str, *, L: int, H: int, d_model: int) -> Architecture:
 
 
 def _llama_like(name: str, *, L: int, H: int, H_kv: int, d_model: int, d_ff: int, vocab: int,
-                positions: int, family: str = "llama", ln_eps: float = 1e-5) -> Architecture:
-    """Llama-style decoder: pre-RMSNorm, rotary positions, gated SiLU FFN, no biases, untied head."""
+                positions: int, family: str = "llama", ln_eps: float = 1e-5, qkv_bias: bool = False) -> Architecture:
+    """Llama-style decoder: pre-RMSNorm, rotary positions, gated SiLU FFN, no biases (Qwen2: Q, K, V biases), untied head."""
     return Architecture(
         name=name, family=family, n=positions, L=L, H=H, H_kv=H_kv, d_model=d_model,
         d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab, max_positions=positions,
         position_table=None, norm_placement="pre", norm="rmsnorm", activation="silu", ffn="gated",
-        bias=False, attention="causal", positional="rotary", final_norm=True, tied_lm_head=False,
-        ln_eps=ln_eps, head_dim_tied=False,
+        bias=False, qkv_bias=qkv_bias, attention="causal", positional="rotary", final_norm=True,
+        tied_lm_head=False, ln_eps=ln_eps, head_dim_tied=False,
     )
 
 
@@ -287,6 +287,9 @@ PRESETS: dict[str, Any] = {
                                      vocab=32000, positions=4096),
     "mistral-7b": lambda: _llama_like("mistral-7b", L=32, H=32, H_kv=8, d_model=4096, d_ff=14336,
                                       vocab=32000, positions=32768, family="mistral"),
+    # Qwen2-7B's published config: biases on Q, K, V only, 4 key/value heads, untied head, eps 1e-6
+    "qwen2-7b": lambda: _llama_like("qwen2-7b", L=28, H=28, H_kv=4, d_model=3584, d_ff=18944, vocab=152064,
+                                    positions=131072, family="qwen2", ln_eps=1e-6, qkv_bias=True),
     "symbolic": _symbolic,
 }
 

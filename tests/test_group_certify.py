@@ -24,11 +24,11 @@ def test_bert_base_every_factor_certified_every_breaking_feature_witnessed():
     bad = [c.line() for c in certs if not c.ok]
     assert not bad, bad
     spec = GroupSpec.from_arch("bert-base")
-    # every factor with tensors to move is certified, except the embedding factors (model scope: measured)
-    certified = {f.name for f in spec.factors if (f.tags or f.scope == "data")
-                 and not (f.scope == "model" and f.kind == "continuous")}
+    # every factor with tensors to move is certified, the model-scope embedding factors included
+    certified = {f.name for f in spec.factors if f.tags or f.scope == "data"}
     assert {c.factor for c in certs if c.kind == "invariance"} == certified
-    assert {"centring-shift", "attention-input-hyperplane"} <= certified
+    assert {"centring-shift", "attention-input-hyperplane", "embedding-centring-shift",
+            "embedding-translation"} <= certified
     wanted = {(f.name, b.feature) for f in spec.factors for b in f.broken_by if f.name in _WITNESSED}
     assert {(c.factor, c.feature) for c in certs if c.kind == "breaking"} == wanted
     for c in certs:
@@ -76,9 +76,45 @@ def test_unknown_breaking_feature_is_an_error():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["gpt2", "mistral-7b"])
+@pytest.mark.parametrize("arch", ["gpt2", "mistral-7b", "qwen2-7b"])
 def test_pre_norm_families_every_factor_certified(arch):
     certs = certify_all(arch, lemmas=False)
     assert certs and all(c.ok for c in certs), [c.line() for c in certs if not c.ok]
     names = {c.factor for c in certs if c.kind == "invariance"}
     assert {"ln1-scaling", "ln2-scaling"} <= names
+    spec = GroupSpec.from_arch(arch)
+    # every factor with tensors to move (model scope included); a broken one only if it has a witnessed variant
+    assert names == {f.name for f in spec.factors
+                     if (f.tags or f.scope == "data") and (f.status != "broken" or f.name in _WITNESSED)}
+
+
+# --------------------------------------------------------------------------- model-scope factors
+@pytest.mark.parametrize("arch,factor", [("bert-base", "embedding-centring-shift"), ("bert-base", "embedding-translation"),
+                                         ("gpt2", "embedding-centring-shift"), ("qwen2-7b", "final-norm-scaling")])
+def test_model_scope_factor_certified_from_token_ids(arch, factor):
+    c = certify_factor(arch, factor)
+    assert c.ok and c.outcome == "certified", c.line()
+    assert c.shapes["d_model"] == 4 and "generic" in c.element
+
+
+@pytest.mark.slow  # ~15 s: a generic plane rotation (t symbolic) through the layer, final norm and head
+@pytest.mark.parametrize("arch", ["llama2-7b", "qwen2-7b"])
+def test_residual_rotation_certified_on_generators_of_O_d(arch):
+    c = certify_factor(arch, "residual-rotation")
+    assert c.ok, c.line()
+    assert "generic rotation of the plane (0, 1)" in c.element and "transposition" in c.element
+
+
+@pytest.mark.parametrize("arch,factor,wrong", [
+    # a constant added to both the position table and the word table instead of moved between them
+    ("bert-base", "embedding-translation", lambda t: rep(t, how="translate_rows") if t.how == "translate_rows_neg" else t),
+    ("qwen2-7b", "final-norm-scaling", lambda t: None if t.tensor == "lm_head" else t),  # the head does not absorb D
+    ("llama2-7b", "residual-rotation", lambda t: rep(t, how="inverse") if t.tensor == "lm_head" else t),  # no gains
+    ("llama2-7b", "residual-rotation", lambda t: None if t.tensor == "W_out" else t),  # one writer not rotated
+])
+def test_perturbed_model_scope_action_is_refuted(arch, factor, wrong):
+    spec = GroupSpec.from_arch(tiny_arch(arch))
+    tags = tuple(x for x in (wrong(t) for t in spec.factor(factor).tags) if x is not None)
+    assert tags != spec.factor(factor).tags
+    c = certify_factor(arch, factor, tags=tags)
+    assert c.outcome == "refuted" and not c.ok and "changes by" in c.witness, c.line()

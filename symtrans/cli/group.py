@@ -88,6 +88,8 @@ def factor_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"              {sc['covers']}")
     for u in data.get("unmodelled", []):
         lines.append(f"not modelled: {u['feature']}: {u['reason']}")
+    for text in data.get("assumes", []):
+        lines.append(f"assumes: {text}")
     return lines
 
 
@@ -155,7 +157,9 @@ def _verify(args: argparse.Namespace) -> int:
         checks = verify_model(w, n=args.n, seed=args.seed)
         orbits = []
         for i in range(w.n_layers):
-            orbits.append(orbit_dimension_numeric(layer_blocks(w.layer(i)), w.arch, layer=i))
+            # key/value heads as stored (one gauge per shared head); transformers' rotate_half planes
+            orbits.append(orbit_dimension_numeric(layer_blocks(w.layer(i, shared_kv=True)), w.arch, layer=i,
+                                                  rotary_pairs="halves"))
             bar.step(f"orbit dimension, layer {i}")
         n_fib = min(args.n, 3)
         wo = [fibre_wo_numeric(w, i, args.n) for i in range(w.n_layers)]
@@ -172,14 +176,17 @@ def _verify(args: argparse.Namespace) -> int:
                                "condition_number": r["condition_number"], "margin_decades": r["rank"]["margin"]}
                               for i, r in enumerate(wo)],
                        "ffn_input_layer0": {k: ffn[k] for k in ("fibre", "expected", "numerically_flat_fibre",
-                                                                 "expected_flat", "domain", "note")}
+                                                                 "expected_flat", "domain", "note", "eps_over_var")}
                        | {"n": n_fib, "margin_decades": ffn["rank"]["margin"],
                           "margin_default_cut": ffn["rank_default_cut"]["margin"]}}}
     if args.format == "json":
         print(dumps_strict(data, indent=2, default=str))
         return 0 if ok else 1
+    out_text = "the last hidden state" + (" through the final norm" if w.arch.final_norm else "")
+    if w.arch.attention == "causal" and not w.arch.tied_lm_head:
+        out_text += " times the output head's part of the action (logits for any untied head)"
     lines = [f"numeric checks of G on {w.arch.name} (weights {w.weights_hash[:12]}, n={args.n}); "
-             "the output is the last hidden state; max_rel_change = max|out' - target| / max|out|", ""]
+             f"the output is {out_text}; max_rel_change = max|out' - target| / max|out|", ""]
     lines += [c.line() for c in checks]
     lines.append("")
     lines.append("tolerance: " + checks[0].tolerance_reason)
@@ -191,9 +198,11 @@ def _verify(args: argparse.Namespace) -> int:
     for i, r in enumerate(wo):
         lines.append(f"  Z -> Z W_O, layer {i}: rank W_O {r['rank']['rank']}, cond {r['condition_number']:.3g}, "
                      f"fibre n(H d_v - rank) = {r['fibre']}")
-    lines.append(f"  Y -> LN(X + sum_h Y^h W_O^h + b_O), layer 0, n={n_fib}: fibre {ffn['fibre']} (expected "
+    nname = "LN1" if w.arch.norm_placement == "post" else "N2"
+    lines.append(f"  Y -> {nname}(X + sum_h Y^h W_O^h + b_O) [{w.arch.norm}], layer 0, n={n_fib}: fibre {ffn['fibre']} (expected "
                  f"{ffn['expected']}, margin {ffn['rank']['margin']:.2f} decades); at float64's conventional "
-                 f"cut {ffn['numerically_flat_fibre']} (expected {ffn['expected_flat']})")
+                 f"cut {ffn['numerically_flat_fibre']} (eps = 0 would give {ffn['expected_flat']}; "
+                 f"eps/var {min(ffn['eps_over_var']):.1e}..{max(ffn['eps_over_var']):.1e})")
     print("\n".join(lines))
     return 0 if ok else 1
 

@@ -12,7 +12,14 @@ rational weights, transforms the weights with :func:`symtrans.group.spec.act`
   plus the sign where the factor has one): the action is a group action, so
   invariance on generators gives invariance on the whole group;
 * data-side S_n as an equivariance ``Layer(P X) = P Layer(X)``; the residual
-  factor as ``Model'(X Q) = Model(X) Q``.
+  factor as ``Model'(X Q) = Model(X) Q``;
+* the ``model``-scope factors (embedding-centring-shift, embedding-translation,
+  final-norm-scaling) through the whole one-layer model from fixed token ids
+  (word, type and position tables, final norm, and the head of a causal LM);
+  residual-rotation stage by stage (word rows, ``Layer'(X Q) = Layer(X) Q``,
+  final norm and head) on generators of O(d_model): a generic rotation of one
+  plane (rational in a symbol ``t``) and the permutation matrices, with the
+  norm's atom keyed by the row's sum of squares (which a rotation keeps).
 
 Outcomes: ``certified`` (every entry of the difference simplifies to 0),
 ``refuted`` (an entry is non-zero; the witness is its value at a rational
@@ -39,7 +46,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
-from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward
+from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward, unused_position_rows
 from symtrans.group.spec import LAYER_AXES, MODEL_AXES, AxisTag, GroupSpec, act, layer_tensor_names, model_tensor_names
 
 __all__ = ["Certificate", "certify_factor", "certify_all", "witness", "certify_lemma", "tiny_arch",
@@ -125,14 +132,14 @@ def tiny_arch(arch: Architecture | str, **sizes: int) -> Architecture:
     if "H_kv" not in sizes:
         s["H_kv"] = max(1, s["H"] // 2) if gqa else s["H"]
     return dataclasses.replace(a, name=f"tiny-{a.name}", head_dim_tied=False, max_positions=s["n"],
-                               position_table=s["n"], vocab_size=8,
+                               position_table=s["n"] + unused_position_rows(a), vocab_size=8,
                                **{k: v for k, v in s.items() if k in ("n", "L", "H", "H_kv", "d_model", "d_k",
                                                                         "d_v", "d_ff")})
 
 
 def _sizes(a: Architecture) -> dict[str, int]:
     return {"head": a.H, "kv": a.H_kv, "model": a.d_model, "qk": a.d_k, "v": a.d_v, "ff": a.d_ff,
-            "position": a.n, "token": a.n}
+            "position": a.n + unused_position_rows(a), "token": a.n}
 
 
 def random_params(arch: Architecture, seed: int = 0) -> dict[str, Any]:
@@ -257,8 +264,31 @@ def _elements(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
         else:
             out.append(("generator: -I", {"Q": -sp.eye(d)}))
         return out
+    if factor == "residual-rotation":
+        # generators of O(d): the rotations of one plane, SO(2) in (0, 1), and the permutation matrices (their
+        # conjugates P R_01 P^T are the rotations of every plane, which generate SO(d); a transposition has
+        # det -1). The action is a group action, so invariance under these is invariance under O(d). The
+        # rotation is generic: c = (1 - t^2)/(1 + t^2), s = 2t/(1 + t^2) with t symbolic (angle pi = 2 (pi/2)).
+        t = sp.Symbol("t")
+        c, s_ = (1 - t**2) / (1 + t**2), 2 * t / (1 + t**2)
+        if a.norm == "rmsnorm":
+            R = sp.eye(d)
+            R[0, 0] = R[1, 1] = c
+            R[0, 1], R[1, 0] = -s_, s_
+            plane = "(0, 1)"
+        else:  # LayerNorm: O(d-1) on 1^perp; at d = 4, u, v below span a plane of 1^perp, and S_4 acts
+            # irreducibly on the rotations of 1^perp, so the plane's conjugates generate them all
+            if d != 4:
+                raise SymtransError("the LayerNorm residual-rotation certificate is built for d_model = 4")
+            u = sp.Matrix([[1, -1, 1, -1]]) / 2
+            v = sp.Matrix([[1, 1, -1, -1]]) / 2
+            R = sp.eye(d) + (c - 1) * (u.T @ u + v.T @ v) + s_ * (u.T @ v - v.T @ u)
+            plane = "spanned by (1, -1, 1, -1), (1, 1, -1, -1) in 1^perp"
+        return [(f"generator: generic rotation of the plane {plane} (t symbolic)", {"Q": R}),
+                ("generator: transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0] + list(range(2, d)))}),
+                ("generator: cycle of residual coordinates", {"Q": _perm_matrix(list(range(1, d)) + [0])})]
     f = spec.factor(factor)
-    if f.kind == "continuous" and f.scope in ("layer", "stack"):  # the norm factors
+    if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # the norm and embedding factors
         from symtrans.group.spec import generic_element
 
         el = generic_element(spec, factor)
@@ -301,6 +331,38 @@ def _embed(params: dict[str, Any], feat: Features, be: SympyBackend) -> sp.Matri
     return model_forward({**params, "layers": []}, dataclasses.replace(feat, final_norm=False), be)
 
 
+def _token_model(spec: GroupSpec, params: dict[str, Any], be: SympyBackend) -> sp.Matrix:
+    """The ``model`` scope's map on fixed token ids: embeddings, the layers, final norm and head (causal LMs)."""
+    a = spec.arch
+    n = a.n
+    ids = [(3 * i + 1) % int(a.vocab_size) for i in range(n)]
+    word = params["word"]
+    X = word.extract(ids, list(range(word.cols)))
+    if params.get("type") is not None:
+        types = [i % params["type"].rows for i in range(n)]
+        X = X + params["type"].extract(types, list(range(word.cols)))
+    out = model_forward({**params, "X": X}, Features.of(a), be)
+    if a.attention == "causal":
+        out = out @ (word.T if a.tied_lm_head else params["lm_head"])
+    return out.applyfunc(be.simplify)
+
+
+def _model_params(a: Architecture, seed: int) -> dict[str, Any]:
+    """:func:`random_params` plus the tables the ``model`` scope reads: word, type, an untied head."""
+    rng = random.Random(seed + 17)
+    params = random_params(a, seed)
+
+    def mat(rows: int, cols: int) -> sp.Matrix:
+        return sp.Matrix(rows, cols, lambda i, j: sp.Rational(rng.randint(-3, 3), rng.randint(1, 2)))
+
+    params["word"] = mat(int(a.vocab_size), a.d_model)
+    if a.type_vocab_size:
+        params["type"] = mat(min(a.type_vocab_size, 2), a.d_model)
+    if a.attention == "causal" and not a.tied_lm_head:
+        params["lm_head"] = mat(a.d_model, int(a.vocab_size))
+    return params
+
+
 def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, be: SympyBackend,
              tags: tuple[AxisTag, ...] | None) -> list[tuple[str, sp.Matrix, sp.Matrix]]:
     """(stage, expected, actual) per stage: unchanged, equivariant under S_n, or times Q (residual factor).
@@ -312,6 +374,31 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     f = spec.factor(factor)
     feat = Features.of(spec.arch)
     lp, X = params["layers"][0], params["X"]
+    if factor == "residual-rotation":  # stage by stage, like the residual permutation: each stage equivariant
+        Q = element["Q"]
+        moved = act(spec, params, factor, element, tags=tags)
+        ids = list(range(min(spec.arch.n, params["word"].rows)))
+        cols = list(range(params["word"].cols))
+
+        def embedding(p: dict[str, Any]) -> sp.Matrix:  # word (and type) rows plus the position rows
+            tok = p["word"].extract(ids, cols)
+            if p.get("type") is not None:
+                tok = tok + p["type"].extract([i % p["type"].rows for i in ids], cols)
+            return _embed({**p, "X": tok}, feat, be).applyfunc(be.simplify)
+
+        Z = X  # any residual state: the final norm and head read it
+
+        def head(p: dict[str, Any], Z: sp.Matrix) -> sp.Matrix:
+            out = be.norm(Z, feat.norm, p.get("final_ln_w"), p.get("final_ln_b"), feat.eps)
+            return (out @ p["lm_head"]).applyfunc(be.simplify)
+
+        return [("embedding", (embedding(params) @ Q).applyfunc(be.simplify), embedding(moved)),
+                ("layer", (layer_forward(lp, X, feat, be) @ Q).applyfunc(be.simplify),
+                 layer_forward(moved["layers"][0], (X @ Q).applyfunc(be.simplify), feat, be)),
+                ("final norm and head", head(params, Z), head(moved, (Z @ Q).applyfunc(be.simplify)))]
+    if f.scope == "model" and f.kind == "continuous":  # embeddings and head: token ids in, the scope's output out
+        return [("model from token ids", _token_model(spec, params, be),
+                 _token_model(spec, act(spec, params, factor, element, tags=tags), be))]
     if f.scope == "layer":
         before = layer_forward(lp, X, feat, be)
         after = layer_forward(act(spec, lp, factor, element, tags=tags), X, feat, be)
@@ -390,10 +477,17 @@ def certify_factor(arch: Architecture | str, factor: str, *, tags: tuple[AxisTag
     f = GroupSpec.from_arch(a).factor(factor)
     if f.scope == "stack" and a.L < 2:  # a between-layer factor needs the layers on both sides
         a = tiny_arch(arch, **{**(sizes or {}), "L": 2})
+    if f.scope == "model" and f.kind == "continuous":
+        a = dataclasses.replace(a, type_vocab_size=min(a.type_vocab_size, 2))
     spec = GroupSpec.from_arch(a)
     f = spec.factor(factor)
     elements = elements if elements is not None else _elements(spec, factor)
-    params, be = _setup(a, seed)
+    if f.scope == "model" and f.kind == "continuous":
+        # RMSNorm(X Q) = RMSNorm(X) Q needs the norm's atom keyed by the row's sum of squares, not its entries
+        params, be = _model_params(a, seed), SympyBackend(norm_key="value" if factor == "residual-rotation"
+                                                           else "multiset")
+    else:
+        params, be = _setup(a, seed)
     syms = set().union(*[_symbols_of(el) for _, el in elements]) if elements else set()
     be.watch |= syms
     outcome, witness, details = "certified", None, {}
@@ -504,6 +598,10 @@ def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Arch
         else:
             a = rep(small(), positional="learned", attention="bidirectional")
         return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
+    if factor == "value-bias-shift" and feature.startswith("Q, K, V-only biases"):
+        a = rep(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
+        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), \
+            _loose(a)
     if factor == "residual-permutation" and feature == "sinusoidal positions":
         a = rep(small(), positional="sinusoidal")
         return a, ("transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0, 2, 3])}), _loose(a)
@@ -635,7 +733,7 @@ _WITNESSED = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "S_H
 
 
 def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: bool = True) -> list[Certificate]:
-    """Certificates for every factor of ``arch``'s G, witnesses for every breaking feature, the lemmas.
+    """Certificates for every factor of ``arch``'s G (both scopes), witnesses for every breaking feature, the lemmas.
 
     Examples
     --------
@@ -650,8 +748,6 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
     for f in spec.factors:
         if not f.tags and f.scope != "data":
             continue  # structurally absent here (e.g. no bias to translate): nothing to certify or break
-        if f.scope == "model" and f.kind == "continuous":
-            continue  # embedding/head factors: numeric checks and measured completeness only (model scope)
         if f.name not in _WITNESSED:  # the norm factors: certified where present; absent ones have no tags
             if f.status != "broken":
                 out.append(certify_factor(spec.arch, f.name))
@@ -682,6 +778,8 @@ def _unbroken(a: Architecture, factor: str) -> Architecture:
         return rep(a, activation="relu")
     if factor == "key-bias-shift":
         return rep(a, positional="learned")
+    if factor == "value-bias-shift" and not a.bias:  # Q, K, V biases only: certify where b_O exists
+        return rep(a, bias=True, qkv_bias=False)
     if factor == "residual-permutation":
         return rep(a, positional="learned")
     return a

@@ -36,6 +36,7 @@ from typing import Any
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
+from symtrans.group.forward import unused_position_rows
 
 __all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES"]
 
@@ -58,7 +59,12 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     which eps > 0 breaks only at order eps; with BERT's eps = 1e-12 that
     broken direction would sit at a singular value ~1e-12 and blur the rank
     cut, at 1e-2 it is clearly not null. The symmetries counted do not depend
-    on the value of eps > 0.
+    on the value of eps > 0. The vocabulary (``model`` scope) defaults to
+    ``2 d_model`` tokens: with at most ``d_model + 1`` tokens the first
+    layer's affine readers (with biases, e.g. Qwen2's Q, K, V) can fit any
+    per-token table, so the finite input set would not pin the function down
+    and the null space would overcount (seen: 2 extra directions on a
+    Qwen2-like instance with 7 tokens and d_model = 6).
 
     Examples
     --------
@@ -74,9 +80,10 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     s = {**MEASURE_SIZES, **sizes}
     if "H_kv" not in s:
         s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
-    vocab = s.pop("vocab_size", 7)
+    vocab = s.pop("vocab_size", 2 * s["d_model"])
     return dataclasses.replace(
-        a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"], position_table=s["n"],
+        a, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"],
+        position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
         **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
 
@@ -155,7 +162,7 @@ def random_instance(arch: Architecture, scope: str, seed: int = 0) -> dict[str, 
     --------
     >>> p = random_instance(small_arch("gpt2"), "model")
     >>> tuple(p["word"].shape), tuple(p["final_ln_w"].shape)
-    ((7, 6), (1, 6))
+    ((12, 6), (1, 6))
     """
     import torch
 
@@ -227,7 +234,8 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
             X = X + params["type"][inp["types"]]
         n = X.shape[0]
         if arch.positional == "learned":
-            X = X + params["pos"][:n]
+            k = feat.pos_offset  # RoBERTa: positions start after the unused rows
+            X = X + params["pos"][k:k + n]
         elif arch.positional == "sinusoidal":
             X = X + _sinusoidal(n, int(arch.d_model))
         if feat.embedding_norm:
@@ -393,8 +401,8 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     paths = [p for p, _ in entries]
     theta0 = _flatten(params, paths)
     P = theta0.numel()
-    out_size = int(a.n) * (int(a.vocab_size) if scope == "model" and _has_head(a) else int(a.d_model))
-    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P Jacobian rows
+    out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
+    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
     inputs = _inputs(a, scope, count, seed)
     batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
 
@@ -413,7 +421,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     t_rank = rank_record(torch.linalg.svdvals(T))["rank"] if T.shape[1] else 0
     # first-order invariance of G's directions: |J t| relative to |J| |t|
     inv = float((J @ T).abs().max() / (scale * max(float(T.abs().max()), 1e-300))) if T.shape[1] else 0.0
-    unexplained = _unexplained(null, T, paths, entries)
+    unexplained = _unexplained(null, T, paths, entries, t_rank)
     group_dim = int(spec.scope_dimension(scope))
     return {
         "scope": scope, "arch": get_arch(arch).name, "instance": a.name, "excluded": list(exclude),
@@ -433,16 +441,20 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     }
 
 
-def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[Any]) -> list[dict[str, Any]]:
-    """Null directions orthogonal to G's tangent space, each described by the tensors it moves."""
+def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[Any],
+                 t_rank: int | None = None) -> list[dict[str, Any]]:
+    """Null directions orthogonal to G's tangent space, each described by the tensors it moves.
+
+    G's tangent space is spanned by the leading ``t_rank`` left singular vectors of ``T`` (a rank-revealing
+    basis: an unpivoted QR can keep a nearly dependent column's rounding noise as a direction).
+    """
     import torch
 
     if null.shape[1] == 0:
         return []
     if T.shape[1]:
-        Qt, R = torch.linalg.qr(T)
-        keep = R.diagonal().abs() > 1e-9 * R.diagonal().abs().max()
-        Qt = Qt[:, keep]
+        U, s, _ = torch.linalg.svd(T, full_matrices=False)
+        Qt = U[:, :t_rank] if t_rank is not None else U[:, s > 1e-9 * s[0]]
         rest = null - Qt @ (Qt.T @ null)
     else:
         rest = null

@@ -55,6 +55,7 @@ class Features:
     eps: float = 1e-12
     embedding_norm: bool = True
     final_norm: bool = False
+    pos_offset: int = 0  # unused leading rows of the position table (RoBERTa: padding_idx + 1)
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -67,7 +68,7 @@ class Features:
         'causal'
         """
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
-                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm)
+                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch))
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -101,11 +102,15 @@ class SympyBackend:
 
     name = "sympy"
 
-    def __init__(self, watch: set[sp.Symbol] | frozenset[sp.Symbol] = frozenset()) -> None:
+    def __init__(self, watch: set[sp.Symbol] | frozenset[sp.Symbol] = frozenset(), *,
+                 norm_key: str = "multiset") -> None:
         self.atoms: dict[tuple[str, Any], sp.Symbol] = {}
         self.defs: dict[sp.Symbol, sp.Expr] = {}
         self.watch = set(watch)
         self.memos: dict[Any, Any] = {}
+        if norm_key not in ("multiset", "value"):
+            raise SymtransError(f"norm_key must be 'multiset' or 'value', got {norm_key!r}")
+        self.norm_key = norm_key
 
     def memo(self, key: tuple[Any, ...], compute: Any) -> Any:
         """``compute()`` cached by ``key`` (pure functions of equal exact inputs are equal)."""
@@ -219,7 +224,9 @@ class SympyBackend:
 
         The atom of a row is keyed by the multiset of its (centred) entries,
         each taken up to sign: ``var`` is a function of exactly that, so equal
-        keys mean equal values (the key never needs ``var`` expanded).
+        keys mean equal values (the key never needs ``var`` expanded). With
+        ``norm_key="value"`` the key is the canonical form of the sum of
+        squares itself (what a rotation of the row preserves; costlier).
         """
         n, d = Z.shape
         eps = sp.Rational(str(eps)) if eps else sp.Integer(0)
@@ -229,8 +236,11 @@ class SympyBackend:
             if kind == "layernorm":
                 mean = sp.Add(*row) / d
                 row = (row - mean * sp.ones(1, d)).applyfunc(self.simplify)
-            key = tuple(sorted((min(x, self.simplify(-x), key=sp.default_sort_key) for x in row),
-                               key=sp.default_sort_key))
+            if self.norm_key == "value":
+                key = ("sum of squares", self.simplify(sp.Add(*[x**2 for x in row])))
+            else:
+                key = tuple(sorted((min(x, self.simplify(-x), key=sp.default_sort_key) for x in row),
+                                   key=sp.default_sort_key))
             r = self._atom("rsqrt", key, lambda row=row: 1 / sp.sqrt(sp.Add(*[x**2 for x in row]) / d + eps))
             y = row * r
             if w is not None:
@@ -347,6 +357,21 @@ class TorchBackend:
         return self.torch.einsum("nk,nkj->nj", Q, self.torch.stack(rots))
 
 
+def unused_position_rows(arch: Architecture) -> int:
+    """Leading rows of a learned position table that no input reads (RoBERTa: 2, positions start at padding_idx + 1).
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> unused_position_rows(get_arch("roberta-base")), unused_position_rows(get_arch("bert-base"))
+    (2, 0)
+    """
+    t, m = arch.position_table, arch.max_positions
+    if arch.positional != "learned" or not isinstance(t, int) or not isinstance(m, int):
+        return 0
+    return max(t - m, 0)
+
+
 def _bias(be: Any, n: int, b: Any) -> Any:
     return be.ones(n, 1) @ b
 
@@ -451,8 +476,8 @@ def model_forward(params: dict[str, Any], feat: Features, be: Any) -> Any:
     X = params["X"]
     n = X.shape[0]
     if params.get("pos") is not None:
-        pos = params["pos"]
-        X = X + (pos[:n, :] if hasattr(pos, "extract") else pos[:n])
+        pos, k = params["pos"], feat.pos_offset
+        X = X + (pos[k:k + n, :] if hasattr(pos, "extract") else pos[k:k + n])
     if feat.embedding_norm:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
     for lp in params["layers"]:

@@ -209,8 +209,15 @@ def _perm(k: int, gen: Any) -> list[int]:
     return torch.randperm(k, generator=gen).tolist()
 
 
-def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[dict[str, Any], float]:
+def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
+                   rotary_pairs: str = "adjacent") -> tuple[dict[str, Any], float]:
     """A random element of ``factor`` (torch, in ``dtype``) and its condition number (1 for permutations).
+
+    ``rotary_pairs`` says which coordinates the rotary positions rotate
+    together, and so what the commutant of the qk-gauge looks like:
+    ``adjacent`` (2b, 2b+1), as :mod:`symtrans.group.forward` does, or
+    ``halves`` (b, b + d_k/2), the ``rotate_half`` convention of
+    ``transformers`` and :mod:`symtrans.numeric.forward` (real checkpoints).
 
     Examples
     --------
@@ -229,6 +236,10 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
         if not (factor == "qk-gauge" and a.positional == "rotary"):
             mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
             return {"g": mats, "g_inv": invs}, kappa
+        if rotary_pairs not in ("adjacent", "halves"):
+            raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {rotary_pairs!r}")
+        # coordinate order that takes the adjacent layout to the halves layout: (0, 2, 4, ..., 1, 3, 5, ...)
+        order = list(range(0, k, 2)) + list(range(1, k, 2))
         mats, kappas = [], []
         for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
             M = torch.zeros(k, k, dtype=torch.float64)
@@ -237,6 +248,8 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any) -> tuple[
             for b in range(k // 2):
                 c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
                 M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
+            if rotary_pairs == "halves":
+                M = M[order][:, order]
             mats.append(M.to(dtype))
             kappas.append(float(scale.max() / scale.min()))
         return {"g": mats}, max(kappas)
@@ -332,13 +345,21 @@ def from_blocks(blocks: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_MODEL_TENSORS = {"word": "word", "pos": "pos", "type": "type", "emb_ln_w": "emb_ln_w", "emb_ln_b": "emb_ln_b"}
+_MODEL_TENSORS = ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b")
+
+
+def _untied_head(arch: Architecture) -> bool:
+    """A causal language model whose output head is a separate matrix (not the word table)."""
+    return arch.attention == "causal" and not arch.tied_lm_head
 
 
 def transform_weights(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags: Any = None) -> Any:
     """A copy of ``weights`` (:class:`ModelWeights`) with ``element`` of ``factor`` applied through the tag table.
 
     For a per-layer factor ``element`` is a list with one element per layer.
+    Key/value tensors are acted on as stored (``H_kv`` heads with
+    grouped-query attention), so one element of a key/value head's gauge acts
+    on the K/V block that all query heads of its group share.
 
     Examples
     --------
@@ -351,18 +372,30 @@ def transform_weights(weights: Any, spec: GroupSpec, factor: str, element: Any, 
     >>> bool((w2.W_Q[0, 0] == w.W_Q[0, els[0]["pi"][0]]).all())
     True
     """
+    return _transform(weights, spec, factor, element, tags=tags)[0]
+
+
+def _transform(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags: Any = None) -> tuple[Any, Any]:
+    """:func:`transform_weights`, and what the action does to an identity output head (None without an untied head).
+
+    The loaded weights stop at the last hidden state; a model with an untied
+    head ``W`` maps it to logits ``h W``. An action that moves the head sends
+    ``W`` to ``M W`` (every head tag acts on its rows), so acting on ``W = I``
+    gives ``M``, and ``h' M = h`` is invariance of the logits for every head.
+    """
     import torch
 
     from symtrans.numeric.weights import ModelWeights, _PER_LAYER
 
-    layers = [layer_blocks(weights.layer(i)) for i in range(weights.n_layers)]
+    layers = [layer_blocks(weights.layer(i, shared_kv=True)) for i in range(weights.n_layers)]
     model: dict[str, Any] = {"layers": layers}
     for t in _MODEL_TENSORS:
         v = weights.tensors.get(t)
         if v is not None:
             model[t] = v.reshape(1, -1) if v.ndim == 1 else v
-    if weights.tensors.get("type") is not None and weights.tensors["type"].ndim == 1:
-        model["type"] = weights.tensors["type"].reshape(1, -1)
+    head = _untied_head(weights.arch)
+    if head:
+        model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
     moved = act(spec, model, factor, element, tags=tags)
     tensors = dict(weights.tensors)
     per_layer = [from_blocks(lp) for lp in moved["layers"]]
@@ -372,8 +405,9 @@ def transform_weights(weights: Any, spec: GroupSpec, factor: str, element: Any, 
     for t in _MODEL_TENSORS:
         if t in moved and weights.tensors.get(t) is not None:
             tensors[t] = moved[t].reshape(weights.tensors[t].shape)
-    return ModelWeights(weights.arch, tensors, weights.source, weights.weights_hash + "+" + factor,
-                        weights.dtype, weights.device, weights.family, weights.config)
+    return (ModelWeights(weights.arch, tensors, weights.source, weights.weights_hash + "+" + factor,
+                         weights.dtype, weights.device, weights.family, weights.config),
+            moved["lm_head"] if head else None)
 
 
 def _verdict(change: float, tol: float, expect: str) -> str:
@@ -388,14 +422,21 @@ def _rel(a: Any, b: Any) -> float:
 
 # --------------------------------------------------------------------------- the real model
 def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32"), n: int = 12,
-                 seed: int = 0, factors: list[str] | None = None) -> list[InvarianceCheck]:
+                 seed: int = 0, factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
     """Apply a random element of every factor of G to real weights; check the output, per dtype.
 
-    Per-layer factors get an independent element in every layer. S_n is
-    checked twice: on the embeddings (layers only; equivariance expected) and on
-    token ids with the learned positions (a change expected). The residual
-    factor is an equivariance: the output must become ``out Q``. A factor that a
-    present feature breaks (e.g. ``ffn-scaling`` under GeLU) must change it.
+    The output is the last hidden state through the final norm, if the model
+    has one, and for a causal language model with an untied head the logits
+    (the head's part of the action is applied to an identity head, see
+    :func:`_transform`). Per-layer factors get an independent element in
+    every layer; key/value factors act on the stored key/value heads (one
+    element per key/value head with grouped-query attention). S_n is checked
+    twice: on the embeddings (layers only; an equivariance, unless a causal
+    mask or rotary positions inside the layers break it) and on token ids with
+    the model's positions (a change expected where positions are used). The
+    residual factor is an equivariance: the output must become ``out Q``. A
+    factor that a present feature breaks (e.g. ``ffn-scaling`` under GeLU)
+    must change it. ``tags`` replaces factors' tag tables (to test a wrong action).
 
     Examples
     --------
@@ -410,13 +451,20 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
 
     spec = GroupSpec.from_arch(weights.arch)
     names = factors or [f.name for f in spec.factors]
+    # real checkpoints follow transformers' rotate_half convention (symtrans.numeric.forward.rope_tables)
+    pairs = "halves"
+
+    def output(w: Any, head: Any = None, **inp: Any) -> Any:
+        h = encode(w, **inp).hidden_states[-1]
+        return h if head is None else h @ head
+
     out: list[InvarianceCheck] = []
     for dt_name in dtypes:
         w = weights.to(dtype=dt_name)
         dt = w.dtype
         ids = random_ids(w, n, seed)
         base = encode(w, input_ids=ids)
-        ref = base.layers[-1].out
+        ref = base.hidden_states[-1]
         L, d = w.n_layers, w.d_model
         for name in names:
             f = spec.factor(name)
@@ -424,36 +472,37 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
                 continue  # structurally absent on this architecture: no tensor to move
             gen = torch.Generator().manual_seed(seed + 1)
             expect = "changes" if f.status == "broken" else "invariant"
+            the_tags = (tags or {}).get(name)
             if f.scope == "data":
                 el, kappa = sample_element(dataclasses.replace(spec, arch=spec.arch.with_sizes(n=n)), name, gen, dt)
                 P = el["P"]
-                moved = encode(w, X=base.embeddings[P]).layers[-1].out
                 tol, why = tolerance(dt, d, L, kappa)
-                ch = _rel(moved, ref[P])
-                out.append(InvarianceCheck(f"{name} (layers, on embeddings)", dt_name, "invariant", ch, tol, why,
-                                           _verdict(ch, tol, "invariant"), kappa, w.arch.name,
-                                           "Layers(P X) = P Layers(X)"))
-                moved = encode(w, input_ids=ids[P]).layers[-1].out
-                ch = _rel(moved, ref[P])
-                exp2 = "changes" if f.status == "broken" else "invariant"
-                out.append(InvarianceCheck(f"{name} (token ids, {spec.arch.positional} positions)", dt_name, exp2,
-                                           ch, tol, why, _verdict(ch, tol, exp2), kappa, w.arch.name,
+                inside = [b.feature for b in f.broken_by
+                          if b.present and (b.feature == "causal mask" or b.feature.startswith("rotary"))]
+                exp1 = "changes" if inside else "invariant"
+                ch = _rel(output(w, X=base.embeddings[P]), ref[P])
+                out.append(InvarianceCheck(f"{name} (layers, on embeddings)", dt_name, exp1, ch, tol, why,
+                                           _verdict(ch, tol, exp1), kappa, w.arch.name,
+                                           "Layers(P X) vs P Layers(X)" + (f"; broken by {', '.join(inside)}"
+                                                                           if inside else "")))
+                ch = _rel(output(w, input_ids=ids[P]), ref[P])
+                out.append(InvarianceCheck(f"{name} (token ids, {spec.arch.positional} positions)", dt_name, expect,
+                                           ch, tol, why, _verdict(ch, tol, expect), kappa, w.arch.name,
                                            "Model(P ids) vs P Model(ids)"))
                 continue
             if f.scope in ("layer", "stack"):  # between-layer factors: the embedding norm is the first boundary
-                pairs = [sample_element(spec, name, gen, dt) for _ in range(L if f.scope == "layer" else
-                                                                       int(spec.boundaries("model")))]
-                element, kappa = [p[0] for p in pairs], max(p[1] for p in pairs)
-                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+                pairs_ = [sample_element(spec, name, gen, dt, rotary_pairs=pairs)
+                          for _ in range(L if f.scope == "layer" else int(spec.boundaries("model")))]
+                element, kappa = [p[0] for p in pairs_], max(p[1] for p in pairs_)
                 target = ref
-            elif f.kind == "continuous":  # embedding factors: the output is unchanged
-                element, kappa = sample_element(spec, name, gen, dt)
-                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+            elif f.kind == "continuous":  # embedding and head factors: the output is unchanged
+                element, kappa = sample_element(spec, name, gen, dt, rotary_pairs=pairs)
                 target = ref
-            else:
-                element, kappa = sample_element(spec, name, gen, dt)
-                moved = encode(transform_weights(w, spec, name, element), input_ids=ids).layers[-1].out
+            else:  # the residual factor: an equivariance
+                element, kappa = sample_element(spec, name, gen, dt, rotary_pairs=pairs)
                 target = ref @ element["Q"]
+            moved_w, head = _transform(w, spec, name, element, tags=the_tags)
+            moved = output(moved_w, head, input_ids=ids)
             tol, why = tolerance(dt, d, L, kappa)
             ch = _rel(moved, target)
             detail = "; ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")
@@ -477,12 +526,13 @@ def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[
     """
     import torch
 
+    from symtrans.group.forward import unused_position_rows
     from symtrans.group.spec import LAYER_AXES, MODEL_AXES, layer_tensor_names, model_tensor_names
 
     dtype = dtype or torch.float64
     gen = torch.Generator().manual_seed(seed)
     sz = {"head": arch.H, "kv": arch.H_kv, "model": arch.d_model, "qk": arch.d_k, "v": arch.d_v,
-          "ff": arch.d_ff, "position": arch.n}
+          "ff": arch.d_ff, "position": arch.n + unused_position_rows(arch)}
 
     def mat(rows: int, cols: int, name: str) -> Any:
         if name.endswith("_w"):

@@ -45,6 +45,7 @@ __all__ = ["orbit_dimension_formula", "OrbitRecord", "orbit_dimension_numeric", 
 
 S = SYMBOLS
 r_Q, r_K, r_V, r_O = sp.symbols("r_Q r_K r_V r_O", integer=True, nonnegative=True)
+z_QK = sp.Symbol("z_QK", integer=True, nonnegative=True)
 
 
 _ORBIT_FACTORS = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "ffn-scaling")
@@ -55,6 +56,12 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
 
     ``r_Q, r_K, r_V, r_O`` are the per-head ranks named in the module docstring
     (the formula sums the stabiliser over key/value heads, shown for equal ranks).
+    Under rotary positions the qk-gauge is the commutant of the rotations (one
+    complex scalar ``a I + b J`` per rotary plane, invertible unless zero), so
+    its stabiliser at a key/value head is ``z_QK``: twice the number of planes
+    on which every query block of the group and the key block (biases
+    included) vanish; generically 0. Where b_V exists but no b_O absorbs a
+    value-bias shift (Qwen2), ``r_V`` is the rank of ``[W_V; b_V]``.
 
     Examples
     --------
@@ -63,21 +70,26 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     H*d_k**2 + H*d_k + H*d_v**2 + H*d_v - H*(d_k - r_K)*(d_k - r_Q) - H*(d_v - r_O)*(d_v - r_V)
     >>> f["generic_value"]
     99840
+    >>> orbit_dimension_formula("qwen2-7b")["expression"]
+    H_kv*d_k + H_kv*d_v**2 - H_kv*z_QK - H_kv*(d_v - r_O)*(d_v - r_V) + d_ff
     """
     spec = GroupSpec.from_arch(arch, strict=False)
     a = spec.arch
-    if a.positional == "rotary":
-        raise SymtransError("orbit dimensions under rotary positions are not modelled (commutant action)")
     kv = S["H"] if a.H_kv == a.H else S["H_kv"]
     # the attention gauges and bias shifts (and FFN scalings where unbroken); the norm factors act on other
     # tensors and are measured by symtrans.group.complete
     group = sp.Add(*[spec.factor(n).effective_dimension for n in _ORBIT_FACTORS if n in spec.names()])
-    stab = kv * (S["d_k"] - r_Q) * (S["d_k"] - r_K) + kv * (S["d_v"] - r_V) * (S["d_v"] - r_O)
-    generic = {r_Q: S["d_k"], r_K: S["d_k"], r_V: S["d_v"], r_O: S["d_v"]}
+    if a.positional == "rotary":
+        stab_qk = kv * z_QK
+    else:
+        stab_qk = kv * (S["d_k"] - r_Q) * (S["d_k"] - r_K)
+    stab = stab_qk + kv * (S["d_v"] - r_V) * (S["d_v"] - r_O)
+    generic = {r_Q: S["d_k"], r_K: S["d_k"], r_V: S["d_v"], r_O: S["d_v"], z_QK: 0}
     expr = group - stab
     return {"expression": expr, "group_dimension": group, "stabiliser": stab,
             "generic_value": expr.subs(generic).subs(a.substitutions()),
-            "generic_ranks": "r_Q = r_K = d_k, r_V = r_O = d_v (full-rank blocks)"}
+            "generic_ranks": "r_Q = r_K = d_k, r_V = r_O = d_v (full-rank blocks)"
+                             + ("; z_QK = 0 (no rotary plane dead in both Q and K)" if a.positional == "rotary" else "")}
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,32 @@ def _vo_jacobian(WV: Any, bV: Any | None, WOs: list[Any]) -> Any:
     return torch.cat([J, v_cols], dim=1)
 
 
+def _rotary_planes(k: int, pairs: str) -> list[tuple[int, int]]:
+    """The coordinate pairs that rotary positions rotate together: adjacent (2b, 2b+1) or halves (b, b + k/2)."""
+    if pairs == "adjacent":
+        return [(2 * b, 2 * b + 1) for b in range(k // 2)]
+    if pairs == "halves":
+        return [(b, b + k // 2) for b in range(k // 2)]
+    raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {pairs!r}")
+
+
+def _rotary_qk_jacobian(tall_Q: Any, tall_K: Any, planes: list[tuple[int, int]]) -> Any:
+    """Jacobian of the commutant qk-gauge at the identity: a I + b J per plane -> (Q E, -K E^T), one column each."""
+    import torch
+
+    k = tall_Q.shape[1]
+    cols = []
+    for i, j in planes:
+        for rot in (False, True):
+            E = torch.zeros(k, k, dtype=torch.float64)
+            if rot:
+                E[i, j], E[j, i] = 1.0, -1.0
+            else:
+                E[i, i], E[j, j] = 1.0, 1.0
+            cols.append(torch.cat([(tall_Q @ E).reshape(-1), -(tall_K @ E.T).reshape(-1)]))
+    return torch.stack(cols, dim=1)
+
+
 def _kron_sum_singular_values(left: Any, right: Any, k: int, extra: int) -> Any:
     """Singular values of [kron(R_1, I); kron(I, R_2)] (up to the transpose permutation) plus ``extra`` ones.
 
@@ -159,7 +197,7 @@ def _kron_sum_singular_values(left: Any, right: Any, k: int, extra: int) -> Any:
 
 
 def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: int = 0, *,
-                            dense: bool = False) -> OrbitRecord:
+                            dense: bool = False, rotary_pairs: str = "adjacent") -> OrbitRecord:
     """Orbit dimension of one layer's weights (block form, torch): Jacobian rank and formula at measured ranks.
 
     Per key/value head the Jacobian of the action splits into a (Q, K) and a
@@ -170,7 +208,11 @@ def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: i
     the same cut. The value-bias-shift rows of ``b_O`` are shared by all heads
     and left out: the per-head parts then sit in disjoint rows, so full column
     rank of each gives full column rank of the whole (exact, as it meets the
-    column count).
+    column count). ``blocks`` holds the key/value heads as stored (``H_kv``
+    of them with grouped-query attention: ``layer(i, shared_kv=True)``).
+    Under rotary positions the (Q, K) part is the commutant's Jacobian, one
+    column per plane coordinate, dense; ``rotary_pairs`` names the planes
+    (``halves`` for ``transformers`` checkpoints, see :func:`sample_element`).
 
     Examples
     --------
@@ -194,32 +236,51 @@ def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: i
     dbl = {k: ([x.to(torch.float64) for x in v] if isinstance(v, list) else v.to(torch.float64))
            for k, v in blocks.items()}
     bQ, bK, bV = dbl.get("b_Q"), dbl.get("b_K"), dbl.get("b_V")
-    extra_k, extra_v = (d_k, d_v) if a.bias else (0, 0)
+    if len(dbl["W_K"]) != kv:
+        raise SymtransError(f"orbit dimension: give the {kv} key/value heads as stored "
+                            f"(layer(i, shared_kv=True)), got {len(dbl['W_K'])}")
+    rotary = a.positional == "rotary"
+
+    def unbroken(name: str) -> bool:
+        return name in spec.names() and spec.factor(name).status != "broken"
+
+    # a bias shift absorbs its bias's rows; without it the bias is one more row the gauge must fix
+    kshift, vshift = unbroken("key-bias-shift"), unbroken("value-bias-shift")
+    extra_k, extra_v = (d_k if kshift else 0), (d_v if vshift else 0)
+    planes = _rotary_planes(d_k, rotary_pairs) if rotary else []
     total, measured, margins = 0, 0, []
-    ranks: dict[str, list[int]] = {"r_Q": [], "r_K": [], "r_V": [], "r_O": []}
+    ranks: dict[str, list[int]] = {"r_Q": [], "r_K": [], "r_V": [], "r_O": [], "z_QK": []}
     for g in range(kv):
         hs = list(range(g * group, (g + 1) * group))
         tall_Q = torch.cat([torch.cat([dbl["W_Q"][h], bQ[h]]) if bQ else dbl["W_Q"][h] for h in hs])
+        tall_K = torch.cat([dbl["W_K"][g], bK[g]]) if bK and not kshift else dbl["W_K"][g]
+        tall_V = torch.cat([dbl["W_V"][g], bV[g]]) if bV and not vshift else dbl["W_V"][g]
         wide_O = torch.cat([dbl["W_O"][h] for h in hs], dim=1)
         if dense:
-            Jqk = _qk_jacobian([dbl["W_Q"][h] for h in hs], [bQ[h] for h in hs] if bQ else None,
-                               dbl["W_K"][g], bK[g] if bK else None)
-            Jvo = _vo_jacobian(dbl["W_V"][g], bV[g] if bV else None, [dbl["W_O"][h] for h in hs])
-            recs = [numerical_rank(Jqk), numerical_rank(Jvo)]
+            Jvo = _vo_jacobian(tall_V, bV[g] if bV and vshift else None, [dbl["W_O"][h] for h in hs])
+            rec_vo = numerical_rank(Jvo)
         else:
-            recs = [rank_from_singular_values(_kron_sum_singular_values(tall_Q, dbl["W_K"][g], d_k, extra_k),
-                                              (2 * d_k * d_k + extra_k, d_k * d_k + extra_k), torch.float64),
-                    rank_from_singular_values(_kron_sum_singular_values(dbl["W_V"][g], wide_O.T, d_v, extra_v),
-                                              (2 * d_v * d_v + extra_v, d_v * d_v + extra_v), torch.float64)]
-        for rec in recs:
+            rec_vo = rank_from_singular_values(_kron_sum_singular_values(tall_V, wide_O.T, d_v, extra_v),
+                                               (2 * d_v * d_v + extra_v, d_v * d_v + extra_v), torch.float64)
+        if rotary:
+            rec_qk = numerical_rank(_rotary_qk_jacobian(tall_Q, tall_K, planes))
+        elif dense:
+            rec_qk = numerical_rank(_qk_jacobian([dbl["W_Q"][h] for h in hs], [bQ[h] for h in hs] if bQ else None,
+                                                 tall_K, bK[g] if bK and kshift else None))
+        else:
+            rec_qk = rank_from_singular_values(_kron_sum_singular_values(tall_Q, tall_K, d_k, extra_k),
+                                               (2 * d_k * d_k + extra_k, d_k * d_k + extra_k), torch.float64)
+        for rec in (rec_qk, rec_vo):
             total += rec.rank
             margins.append(rec.margin)
-        rq, rk = numerical_rank(tall_Q).rank, numerical_rank(dbl["W_K"][g]).rank
-        rv, ro = numerical_rank(dbl["W_V"][g]).rank, numerical_rank(wide_O).rank
-        for name, r in zip(ranks, (rq, rk, rv, ro)):
+        rq, rk = numerical_rank(tall_Q).rank, numerical_rank(tall_K).rank
+        rv, ro = numerical_rank(tall_V).rank, numerical_rank(wide_O).rank
+        z = 2 * sum(1 for i, j in planes
+                    if numerical_rank(torch.cat([tall_Q[:, [i, j]], tall_K[:, [i, j]]])).rank == 0)
+        for name, r in zip(ranks, (rq, rk, rv, ro, z)):
             ranks[name].append(r)
-        measured += (d_k * d_k + extra_k + d_v * d_v + extra_v
-                     - (d_k - rq) * (d_k - rk) - (d_v - rv) * (d_v - ro))
+        qk = d_k - z if rotary else d_k * d_k + extra_k - (d_k - rq) * (d_k - rk)
+        measured += qk + d_v * d_v + extra_v - (d_v - rv) * (d_v - ro)
     scaling = spec.factor("ffn-scaling")
     if scaling.status != "broken":  # per-unit scalings touch disjoint (W_in column, W_out row) pairs
         units = int(((dbl["W_in"].norm(dim=0) + dbl["W_out"].norm(dim=1)) > 0).sum())
@@ -238,7 +299,7 @@ _MAPS = {
     "sum": ("(Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H", lambda s: s["n"] * (s["H"] - 1) * s["d_v"]),
     "wo": ("Z -> Z W_O, Z in R^{n x H d_v} (concatenated head outputs)",
            lambda s: s["n"] * (s["H"] * s["d_v"] - S["rank_WO"])),
-    "ffn-input": ("Y -> LN(X + sum_h Y^h W_O^h + b_O), what the FFN receives (X fixed)",
+    "ffn-input": ("Y -> N(X + sum_h Y^h W_O^h + b_O), what the FFN receives (X fixed; N = LN1 post-LN, LN2 pre-LN)",
                   lambda s: s["n"] * (s["H"] * s["d_v"] - S["rank_WO"]) + s["n"] * sp.Symbol("c_LN")),
 }
 
@@ -246,10 +307,11 @@ _MAPS = {
 def fibre_formula(name: str, arch: Architecture | str = "symbolic", **sizes: int) -> dict[str, Any]:
     """Fibre dimension of a named map, symbolically (and its value for ``arch``'s sizes).
 
-    For ``ffn-input``: per row, LN's Jacobian kills the direction ``1`` exactly
-    and, when eps = 0, also the row itself (scale invariance); so ``c_LN = 1``
-    for eps > 0 and ``2`` for eps = 0, given ``W_O`` of full rank d_model
-    (its image then meets both directions).
+    For ``ffn-input``: per row, LayerNorm's Jacobian kills the direction ``1``
+    exactly and, when eps = 0, also the row itself (scale invariance); so
+    ``c_LN = 1`` for eps > 0 and ``2`` for eps = 0, given ``W_O`` of full rank
+    d_model (its image then meets both directions). RMSNorm does not centre:
+    ``c_LN = 0`` for eps > 0 and ``1`` for eps = 0.
 
     Examples
     --------
@@ -257,6 +319,8 @@ def fibre_formula(name: str, arch: Architecture | str = "symbolic", **sizes: int
     0
     >>> fibre_formula("ffn-input", "bert-base", n=4)["value"]
     4
+    >>> fibre_formula("ffn-input", "llama2-7b", n=4)["value"]
+    0
     """
     if name not in _MAPS:
         from symtrans.errors import suggest
@@ -268,10 +332,11 @@ def fibre_formula(name: str, arch: Architecture | str = "symbolic", **sizes: int
     subs: dict[Any, Any] = dict(a.substitutions())
     if isinstance(a.H, int) and isinstance(a.d_v, int) and isinstance(a.d_model, int):
         subs[S["rank_WO"]] = min(a.H * a.d_v, a.d_model)
-    subs[sp.Symbol("c_LN")] = 1 if a.ln_eps > 0 else 2
+    subs[sp.Symbol("c_LN")] = (1 if a.norm == "layernorm" else 0) + (1 if a.ln_eps == 0 else 0)
     value = expr.subs(subs)
     return {"map": what, "expression": expr, "value": int(value) if value.is_Integer else None,
-            "assumes": "rank W_O = min(H d_v, d_model) (generic); c_LN = 1 for eps > 0, 2 for eps = 0"}
+            "assumes": "rank W_O = min(H d_v, d_model) (generic); c_LN = 1 for eps > 0, 2 for eps = 0 "
+                       "(LayerNorm), 0 and 1 (RMSNorm)"}
 
 
 def fibre_sum_numeric(n: int, H: int, d_v: int) -> dict[str, Any]:
@@ -314,7 +379,10 @@ def fibre_wo_numeric(weights: Any, layer: int, n: int) -> dict[str, Any]:
 
 
 def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0) -> dict[str, Any]:
-    """Fibre of ``Y -> LN(X + sum_h Y^h W_O^h + b_O)`` at the real per-head outputs: domain - Jacobian rank.
+    """Fibre of ``Y -> N(X + sum_h Y^h W_O^h + b_O)`` at the real per-head outputs: domain - Jacobian rank.
+
+    ``N`` is the norm the FFN reads through: LN1 after the attention sum
+    (post-LN), LN2 of the residual stream (pre-LN), LayerNorm or RMSNorm.
 
     The map acts row by row (token i's output depends only on token i's head
     outputs), so its Jacobian is block-diagonal: one d_model x H d_v block per
@@ -332,19 +400,23 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     """
     import torch
 
-    from symtrans.numeric.forward import encode, layer_norm
+    from symtrans.numeric.forward import encode, norm, structure
     from symtrans.numeric.linalg import rank_from_singular_values
 
     w = weights.to(dtype="float64")
     t = encode(w, n=n, seed=seed, layers=layer + 1).layers[layer]
     L = w.layer(layer)
+    st = structure(w)
     eps = w.arch.ln_eps
+    which = "ln1" if w.arch.norm_placement == "post" else "ln2"
+    gain, shift = L.get(f"{which}_w"), (L.get(f"{which}_b") if w.arch.norm == "layernorm" else None)
+    b_O = L["b_O"] if L.get("b_O") is not None else 0.0
     W = L["W_O"].reshape(-1, w.d_model)  # stacked H d_v x d_model
     Y = t.Y.permute(1, 0, 2).reshape(n, -1)  # row i = (Y^1_i, ..., Y^H_i)
     svals = []
     for i in range(n):
         def row(y: Any, i: int = i) -> Any:
-            return layer_norm((t.X[i] + y @ W + L["b_O"])[None], L["ln1_w"], L["ln1_b"], eps)[0]
+            return norm((t.X[i] + y @ W + b_O)[None], gain, shift, st)[0]
         svals.append(torch.linalg.svdvals(torch.autograd.functional.jacobian(row, Y[i].clone(), vectorize=True)))
     s = torch.sort(torch.cat(svals), descending=True).values
     shape = (n * w.d_model, Y.numel())
@@ -354,7 +426,8 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     separating = rank_from_singular_values(s, shape, torch.float64, rtol=10 * u, reason=(
         "relative cut 10 eps(float64): the exact kernel (LN's direction 1) sits at rounding level ~eps sigma_max; "
         "the row directions that LN scales by ~eps_LN/var sit above it"))
-    var = ((t.pre_ln1 - t.pre_ln1.mean(-1, keepdim=True)) ** 2).mean(-1)
+    z = t.pre_ln1
+    var = ((z - z.mean(-1, keepdim=True)) ** 2).mean(-1) if w.arch.norm == "layernorm" else (z ** 2).mean(-1)
     wo = fibre_wo_numeric(w, layer, n)
     return {"fibre": domain - separating.rank, "expected": fibre_formula("ffn-input", w.arch, n=n)["value"],
             "rank": separating.to_dict(),
@@ -363,9 +436,13 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
             "rank_default_cut": conventional.to_dict(), "domain": domain,
             "eps_over_var": [float(eps / v) for v in var],
             "smallest_singular_values": [float(x) for x in s[-2 * n - 2:]], "wo_rank": wo["rank"]["rank"],
-            "note": "per row, LN flattens the direction 1 exactly and scales the row's own direction by "
-                    "~eps/var: at float64's conventional cut that direction looks flat too, so the fibre is "
-                    "n(H d_v - rank W_O) + n exactly (eps > 0) and n(H d_v - rank W_O) + 2n numerically"}
+            "note": ("per row, LN flattens the direction 1 exactly and scales the row's own direction by "
+                     "~eps/var: at float64's conventional cut that direction looks flat too, so the fibre is "
+                     "n(H d_v - rank W_O) + n exactly (eps > 0) and n(H d_v - rank W_O) + 2n numerically"
+                     if w.arch.norm == "layernorm" else
+                     "per row, RMSNorm flattens nothing exactly (no centring) and scales the row's own direction "
+                     "by ~eps/mean square: the fibre is n(H d_v - rank W_O) exactly (eps > 0), plus n where that "
+                     "direction falls below float64's conventional cut")}
 
 
 # --------------------------------------------------------------------------- pairing

@@ -32,7 +32,8 @@ Examples
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
  'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
  'attention-input-hyperplane', 'S_n', 'residual-permutation', 'embedding-centring-shift',
- 'embedding-translation', 'final-norm-scaling', 'residual-rotation']
+ 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'final-norm-bias-transfer',
+ 'residual-rotation']
 >>> spec.total_dimension()
 1324056
 >>> spec.gauge_dimension_model()
@@ -89,7 +90,8 @@ SCOPE_TEXT: dict[str, str] = {
 
 _HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
          "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias",
-         "translate_rows", "translate_rows_neg", "conjugate_gain")
+         "translate_rows", "translate_rows_neg", "conjugate_gain", "conjugate_gain_row", "hyperplane_head",
+         "translate_leading_rows")
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,11 @@ class AxisTag:
                 "translate_neg": f"-{self.component}",
                 "translate_rows": f"{self.component} to every row",
                 "translate_rows_neg": f"-{self.component} to every row",
-                "conjugate_gain": f"left by diag({self.via})^-1 {self.component}^-1 diag({self.via})",
+                "conjugate_gain": f"diag({self.via})^-1 {self.component}^-1 diag({self.via})",
+                "conjugate_gain_row": f"diag({self.via})^-1 {self.component} diag({self.via})",
+                "translate_leading_rows": f"{self.component} to the leading (unused) rows",
+                "hyperplane_head": f"(1/{vias[0]})^T v, v = -{self.component} W / <{vias[-1]} + {self.component}, "
+                                   f"1/{vias[0]}>",
                 "hyperplane_weight": f"(1/{self.via})^T {self.component}",
                 "hyperplane_bias": f"-<{vias[-1]}, 1/{vias[0]}> {self.component}"}[self.how]
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
@@ -348,7 +354,7 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
     """
     names = []
     for t in LAYER_AXES:
-        if t.startswith("b_") and not arch.bias:
+        if t.startswith("b_") and not _has_bias(arch, t):
             continue
         if t in ("ln1_b", "ln2_b") and arch.norm == "rmsnorm":
             continue
@@ -356,6 +362,11 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
             continue
         names.append(t)
     return names
+
+
+def _has_bias(arch: Architecture, tensor: str) -> bool:
+    """Whether the bias ``tensor`` exists: every bias with ``bias``; only b_Q, b_K, b_V with ``qkv_bias`` (Qwen2)."""
+    return bool(arch.bias or (arch.qkv_bias and tensor in ("b_Q", "b_K", "b_V")))
 
 
 def model_tensor_names(arch: Architecture) -> list[str]:
@@ -387,6 +398,11 @@ def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))
+    if a.qkv_bias and not a.bias and a.norm == "layernorm":
+        out.append(("LayerNorm and biases on Q, K, V only", "a LayerNorm whose output a bias-free FFN reads "
+                    "admits gain and bias moves beyond the modelled factors (measured on small instances: more null "
+                    "directions than G, pre- and post-LN); the family with Q, K, V-only biases known here, Qwen2, "
+                    "uses RMSNorm"))
     return out
 
 
@@ -572,7 +588,8 @@ class GroupSpec:
         if name == "ffn-scaling":
             return [int(a.d_ff)]
         if name == "residual-rotation":
-            return [int(a.d_model) * (int(a.d_model) - 1) // 2]
+            k = int(a.d_model) - (0 if a.norm == "rmsnorm" else 1)  # LayerNorm: rotations of the plane 1^perp
+            return [k * (k - 1) // 2]
         if f.scope in ("layer", "stack", "model") and f.kind == "continuous":
             return [shape[0] if comp == "D" else shape[0] * shape[1]
                     for comp, count, shape in _pieces(self, name) for _ in range(count)]
@@ -674,7 +691,28 @@ class GroupSpec:
             "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
             "layers": _size_json(S["L"], a)["value"],
             "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
+            "assumes": self.assumptions(),
         }
+
+    def assumptions(self) -> list[str]:
+        """Conditions on the sizes under which the factors are independent and the dimension count is exact.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").assumptions()[0][:20]
+        'd_v < d_model (here '
+        """
+        a = self.arch
+        holds = (f"here {a.d_v} < {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
+                 and a.d_v < a.d_model else
+                 f"NOT here: d_v = {a.d_v}, d_model = {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
+                 else "sizes symbolic")
+        return [f"d_v < d_model ({holds}): a head's W_O^h then generically misses the all-ones row; with d_v = "
+                "d_model (post-LN, measured) a hyperplane move of the next layer's W_V equals a vo-gauge plus "
+                "centring and value-bias moves, and the count is one too high per boundary between layers",
+                "generic weights: G acts locally freely (orbit dimension = group dimension) and is the whole "
+                "continuous stabiliser of the function (measured by --complete); at special weights (a dead head, "
+                "a rank-deficient block) a stabiliser appears, and the orbit dimensions of --verify say how large"]
 
 
 def _layer_factors(a: Architecture) -> list[Factor]:
@@ -687,10 +725,11 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                           "K/V of key/value head g are shared by the H/H_kv query heads of its group, so one "
                           "matrix acts on the whole group: one factor per key/value head", gqa)
     B = a.bias
+    QKV = B or a.qkv_bias  # biases on the attention inputs (all of them, or Qwen2's Q, K, V only)
     f: list[Factor] = []
     qk_tags = [AxisTag("W_Q", 2, "qk-gauge", "right", "element", index="head"),
                AxisTag("W_K", 2, "qk-gauge", "right", "inverse_transpose", index="kv")]
-    if B:
+    if QKV:
         qk_tags[1:1] = [AxisTag("b_Q", 1, "qk-gauge", "right", "element", index="head")]
         qk_tags.append(AxisTag("b_K", 1, "qk-gauge", "right", "inverse_transpose", index="kv"))
     f.append(Factor(
@@ -704,7 +743,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
-    if B:
+    if QKV:
         vo_tags.append(AxisTag("b_V", 1, "vo-gauge", "right", "element", index="kv"))
     vo_tags.append(AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head"))
     f.append(Factor(
@@ -712,7 +751,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         tuple(vo_tags), (gqa_shrink,),
         "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
         "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)"))
-    if B:
+    if QKV:
         f.append(Factor(
             "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)",
             kv * S["d_k"], None, (AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv"),),
@@ -722,19 +761,23 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "s_ij = q_i (k_j + u)^T = q_i k_j^T + q_i u^T: the added term is constant along the key index j, "
             "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable",
             "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}"))
+        vb_tags = [AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv")]
+        if B:
+            vb_tags.append(AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O"))
         f.append(Factor(
             "value-bias-shift", "continuous", "layer", "translations of b_V absorbed by b_O",
-            kv * S["d_v"], None,
-            (AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv"),
-             AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O")),
-            (),
+            kv * S["d_v"], None, tuple(vb_tags),
+            (Breaking("Q, K, V-only biases (no b_O)", "breaks",
+                      "b_V^g adds the constant row b_V^g W_O^h to the residual stream and nothing else "
+                      "can absorb it: without b_O a change v of b_V moves the output by v W_O^h, which is "
+                      "non-zero for v != 0 when W_O^h is injective (d_v <= d_model, generic)", not B),),
             "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
             "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
             "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}"))
     head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
-                 for t in ("W_Q", "b_Q", "W_O") if B or not t.startswith("b_")]
+                 for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
-                  for t in ("W_K", "b_K", "W_V", "b_V") if B or not t.startswith("b_")]
+                  for t in ("W_K", "b_K", "W_V", "b_V") if QKV or not t.startswith("b_")]
     order = sp.factorial(S["H"]) if not gqa else sp.factorial(S["H_kv"]) * sp.factorial(S["H"] / S["H_kv"]) ** S["H_kv"]
     f.append(Factor(
         "S_H", "discrete", "layer", "head relabelling" + (" respecting key/value groups" if gqa else ""),
@@ -784,6 +827,11 @@ def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | N
     if a.ffn == "gated":
         out.append(("W_gate", "b_gate", None))
     return out
+
+
+def _reader_bias(a: Architecture, which: str) -> bool:
+    """Whether every reader of a norm's output (attention inputs or FFN inputs) has a bias to absorb a constant."""
+    return bool(a.bias or (which == "attention" and a.qkv_bias))
 
 
 def _reader_width(a: Architecture, which: str) -> sp.Expr:
@@ -856,7 +904,8 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             "the next layer reads X + t through X W + b (Q, K, V) and the residual X + t + MHA + b_O: "
             "(beta2 + t, b_Q - t W_Q, b_K - t W_K, b_V - t W_V, b_O - t) leaves its LN1 input unchanged",
             "t in R^{d_model}, one per boundary between layers"))
-        f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane", ln and B))
+        f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane",
+                             ln and _reader_bias(a, "attention")))
     else:
         for which, norm in (("attention", "ln1"), ("ffn", "ln2")):
             readers = _readers(a, which)
@@ -878,12 +927,12 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             f.append(Factor(
                 f"{norm}-bias-transfer", "continuous", "layer",
                 f"translations of {norm.upper()}'s bias, undone by its readers' biases",
-                d, None, tuple(tr) if ln and B else (),
-                (no_norm_bias, no_bias),
+                d, None, tuple(tr) if ln and _reader_bias(a, which) else (),
+                (no_norm_bias, dataclasses.replace(no_bias, present=not _reader_bias(a, which))),
                 f"(beta + t, b - t W) for every reader of {norm.upper()}: (y + t) W + b - t W = y W + b",
                 "t in R^{d_model}"))
             f.append(_hyperplane(a, which, "layer", norm, f"{'attention' if which == 'attention' else 'ffn'}-input-hyperplane",
-                                 ln and B))
+                                 ln and _reader_bias(a, which)))
     return f
 
 
@@ -973,27 +1022,74 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   not untied),),
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
         "D = diag(s), s_i != 0"))
-    rot_ok = untied and a.norm == "rmsnorm" and a.positional in ("rotary", "none") and not a.type_vocab_size
-    rtags: list[AxisTag] = [AxisTag("word", 1, "residual-rotation", "right", "element", "Q", scope="model")]
-    for t, ax, ix in (("W_O", 2, "head"), ("W_out", 1, None)):
+    # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
+    from symtrans.group.forward import unused_position_rows
+
+    k = unused_position_rows(a)
+    f.append(Factor(
+        "unused-position-rows", "continuous", "model", "arbitrary moves of the position rows no input reads",
+        k * S["d_model"], None,
+        (AxisTag("pos", 1, "unused-position-rows", "add", "translate_leading_rows", "r", scope="model"),) if k else (),
+        (Breaking("every position row is read", "breaks",
+                  "only a table with rows before the first position used (RoBERTa numbers positions from "
+                  "padding_idx + 1) has rows that no input reaches", not k),),
+        "positions run from the first used row on (symtrans.numeric reads pos[offset + i] for unpadded input), so "
+        "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
+        "r in R^{k x d_model}, k = position_table - max_positions leading rows"))
+    ln_head = untied and a.norm == "layernorm"
+    f.append(Factor(
+        "final-norm-bias-transfer", "continuous", "model",
+        "translations of the final LayerNorm's bias, absorbed by the untied head through the norm's hyperplane",
+        S["d_model"], None,
+        (AxisTag("final_ln_b", 0, "final-norm-bias-transfer", "add", "translate", "t", scope="model"),
+         AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
+                 via="final_ln_w,final_ln_b", scope="model")) if ln_head else (),
+        (Breaking("no untied head reading a final LayerNorm", "breaks",
+                  "the head has no bias: only the hyperplane <y - beta, 1/gamma> = 0 of a LayerNorm output lets it "
+                  "absorb a shifted bias, and a tied head is the word table", not ln_head),),
+        "y = z gamma + beta with z centred: (y + t)(W + (1/gamma)^T v) = y W + t W + <beta + t, 1/gamma> v, "
+        "which is y W for v = -t W / <beta + t, 1/gamma> (a non-linear action, defined where <beta + t, "
+        "1/gamma> != 0)",
+        "t in R^{d_model}"))
+    rot_ok = untied and a.positional != "sinusoidal" and not a.embedding_norm
+    rms = a.norm == "rmsnorm"
+    rtags: list[AxisTag] = [AxisTag(t, 1, "residual-rotation", "right", "element", "Q", scope="model")
+                            for t in tables]  # the embedding tables write into the residual
+    writers = [("W_O", 2, "head"), ("W_out", 1, None)] + ([("b_O", 0, None), ("b_out", 0, None)] if a.bias else [])
+    for t, ax, ix in writers:
         rtags.append(AxisTag(t, ax, "residual-rotation", "right", "element", "Q", index=ix))
     readers = [("W_Q", 1, "head", "ln1_w"), ("W_K", 1, "kv", "ln1_w"), ("W_V", 1, "kv", "ln1_w"),
                ("W_in", 0, None, "ln2_w")] + ([("W_gate", 0, None, "ln2_w")] if a.ffn == "gated" else [])
     for t, ax, ix, g in readers:
         rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+    if not rms:  # LayerNorm biases: beta -> beta diag(gamma)^-1 Q diag(gamma)
+        for ln in ("ln1", "ln2"):
+            rtags.append(AxisTag(f"{ln}_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q", via=f"{ln}_w"))
+        rtags.append(AxisTag("final_ln_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q",
+                             via="final_ln_w", scope="model"))
     rtags.append(AxisTag("lm_head", 0, "residual-rotation", "left", "conjugate_gain", "Q", via="final_ln_w",
                          scope="model"))
+    d = S["d_model"]
     f.append(Factor(
-        "residual-rotation", "continuous", "model", "orthogonal maps of the residual stream (O(d_model))",
-        S["d_model"] * (S["d_model"] - 1) / 2, None, tuple(rtags) if rot_ok else (),
-        (Breaking("not a pre-RMSNorm model with an untied head and no position table", "breaks",
-                  "RMSNorm(x Q) = RMSNorm(x) Q needs Q orthogonal and no centring; the gains are folded into "
-                  "the readers (W -> diag(gamma)^-1 Q^-1 diag(gamma) W), which a tied head, a post-norm "
-                  "residual or an added position table cannot absorb", not rot_ok),),
-        "RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q: writers (word, W_O, W_out) take Q, every reader "
-        "diag(gamma)^-1 Q^-1 diag(gamma), so every hidden state becomes X Q and every norm output is unchanged "
-        "after its reader",
-        "Q in O(d_model)"))
+        "residual-rotation", "continuous", "model",
+        "orthogonal maps of the residual stream (O(d_model))" if rms else
+        "orthogonal maps of the residual stream fixing the all-ones direction (O(d_model - 1))",
+        d * (d - 1) / 2 if rms else (d - 1) * (d - 2) / 2, None, tuple(rtags) if rot_ok else (),
+        (Breaking("not a pre-norm model with an untied head", "breaks",
+                  "Norm(x Q) = Norm(x) Q needs Q orthogonal (and Q 1 = 1 under LayerNorm's centring); the gains "
+                  "are folded into the readers (W -> diag(gamma)^-1 Q^-1 diag(gamma) W), which a tied head (the "
+                  "word table would have to be both Q-rotated and unrotated), a post-norm residual or an "
+                  "embedding norm cannot absorb", not untied or a.embedding_norm),
+         Breaking("sinusoidal positions", "breaks",
+                  "the sinusoidal table is fixed, not a parameter, so it cannot absorb E -> E Q",
+                  a.positional == "sinusoidal")),
+        ("RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q" if rms else
+         "LN(X Q) = LN(X) Q for orthogonal Q with Q 1 = 1 (centring commutes with Q, norms kept)")
+        + ": writers (embedding tables, W_O, W_out" + (", b_O, b_out" if a.bias else "") + ") take Q, every "
+        "reader diag(gamma)^-1 Q^-1 diag(gamma)" + ("" if rms else ", every norm bias beta diag(gamma)^-1 Q "
+                                                   "diag(gamma)") + ", so every hidden state becomes X Q and "
+        "every norm output is unchanged after its reader",
+        "Q in O(d_model)" if rms else "Q in O(d_model) with Q 1 = 1"))
     return f
 
 
@@ -1130,6 +1226,19 @@ def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, A
     if how == "conjugate_gain":
         gain = original[tag.via]
         return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
+    if how == "hyperplane_head":  # the head W absorbs a shift t of the final norm's bias through the hyperplane
+        names = tag.via.split(",")
+        inv_gain = _reciprocal(original[names[0]])
+        v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
+        return block + inv_gain.T @ v
+    if how == "translate_leading_rows":
+        k = g.shape[0]
+        if _is_sympy(block):
+            return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
+        return block + __import__("torch").cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])
+    if how == "conjugate_gain_row":
+        gain = original[tag.via]
+        return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
     if how in ("hyperplane_weight", "hyperplane_bias"):
         names = tag.via.split(",")
         inv_gain = _reciprocal(original[names[0]])
@@ -1181,6 +1290,15 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
     if tag.index is None:
         params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
         return
+    mismatch = isinstance(g, (list, tuple)) and len(g) != len(value) and not (
+        tag.index == "head" and len(g) * group == len(value))
+    # a spec without grouped-query attention may act per query head on shared blocks on purpose (the witness
+    # that GQA shrinks the gauges); with GQA in the spec, a mismatch means the blocks are not as stored
+    if mismatch and (group > 1 or len(g) < len(value)):
+        raise SymtransError(
+            f"{tag.factor}: {tag.tensor} has {len(value)} {'key/value' if tag.index == 'kv' else 'query'} head "
+            f"blocks but the element's {tag.component!r} has {len(g)} entries; key/value tensors are acted on as "
+            f"stored (one entry per key/value head, shared by the query heads of its group)")
     out = []
     for h, block in enumerate(value):
         if isinstance(g, (list, tuple)):  # one element per key/value head (or per block, if as many)
@@ -1304,6 +1422,10 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         return out
     if name.endswith("bias-transfer"):
         return [("t", 1, (1, d))]
+    if name == "unused-position-rows":
+        from symtrans.group.forward import unused_position_rows
+
+        return [("r", 1, (unused_position_rows(a), d))]
     if name == "embedding-centring-shift":
         rows = {"word": int(a.vocab_size), "pos": int(a.position_table or a.max_positions),
                 "type": int(a.type_vocab_size)}
@@ -1350,11 +1472,17 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[st
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
             continue
         if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
-            k = shape[0]
+            d = shape[0]
+            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
             A = torch.zeros(k, k, dtype=torch.float64)
             iu = torch.triu_indices(k, k, 1)
             A = A.index_put((iu[0], iu[1]), nxt())
-            out["Q"] = torch.linalg.matrix_exp(A - A.T)
+            A = A - A.T
+            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
+                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
+                B = torch.linalg.qr(first).Q[:, 1:]
+                A = B @ A @ B.T
+            out["Q"] = torch.linalg.matrix_exp(A)
             continue
         blocks = [nxt().reshape(shape) for _ in range(count)]
         out[comp] = blocks if count > 1 else blocks[0]
