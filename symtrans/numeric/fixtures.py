@@ -32,18 +32,19 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
     if family == "gpt2":
         cfg = T.GPT2Config(vocab_size=vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_inner=d_ff,
                            n_positions=positions, attn_implementation="eager", **extra)
-        return (T.GPT2LMHeadModel if head else T.GPT2Model)(cfg).eval()
-    classes = {"llama": (T.LlamaConfig, T.LlamaModel, T.LlamaForCausalLM),
-               "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
-               "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM)}
-    config_cls, base, lm = classes[family]
-    extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
-    if family == "mistral":
-        extra.setdefault("sliding_window", positions)
-    cfg = config_cls(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
-                     num_attention_heads=n_heads, intermediate_size=d_ff, max_position_embeddings=positions,
-                     attn_implementation="eager", **extra)
-    model = (lm if head else base)(cfg).eval()
+        model = (T.GPT2LMHeadModel if head else T.GPT2Model)(cfg).eval()
+    else:
+        classes = {"llama": (T.LlamaConfig, T.LlamaModel, T.LlamaForCausalLM),
+                   "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
+                   "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM)}
+        config_cls, base, lm = classes[family]
+        extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
+        if family == "mistral":
+            extra.setdefault("sliding_window", positions)
+        cfg = config_cls(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
+                         num_attention_heads=n_heads, intermediate_size=d_ff, max_position_embeddings=positions,
+                         attn_implementation="eager", **extra)
+        model = (lm if head else base)(cfg).eval()
     import torch
 
     with torch.no_grad():  # random norm gains and biases, so that a transposed or dropped one shows
