@@ -617,6 +617,7 @@ class Producer:
     reading: str | None = None  # the reading id its records are about, when registered against one
     families: tuple[str, ...] | None = None  # model families it applies to (None: every family)
     applies_to: str = ""  # the structural reason behind ``families``, said when it does not apply
+    worker: bool = False  # a report may run it in its forked worker (with every producer sharing its caches)
 
     @property
     def source_hash(self) -> str:
@@ -661,7 +662,7 @@ def _source_hash(func: Any) -> str:
 
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
-             applies_to: str = "") -> Callable[[Callable[[Context], list[Evidence]]],
+             applies_to: str = "", worker: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
     """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
 
@@ -669,6 +670,10 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     the claim and its records are tagged with that reading. ``families`` lists
     the model families the check applies to; on another family the runner
     records ``not-applicable`` naming ``applies_to``, the structural reason.
+    ``worker=True`` marks a numeric producer that a report may run in its
+    forked worker beside the symbolic ones: it must share no context cache
+    with a producer that runs in the main process (only the weights and the
+    trace, which the report builds before forking).
 
     Examples
     --------
@@ -694,7 +699,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
         doc = (func.__doc__ or "").strip().splitlines()
         existing.append(Producer(claim_id, pname, kind, func, needs_model,
                                  description or (doc[0] if doc else ""), reading,
-                                 tuple(families) if families is not None else None, applies_to))
+                                 tuple(families) if families is not None else None, applies_to, worker))
         return func
 
     return wrap

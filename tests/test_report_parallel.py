@@ -40,8 +40,9 @@ def _sym(name, func):
 
 @pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
 def test_parallel_records_equal_serial_records():
-    tasks = [(c, p) for c in ("prop-5.1", "lem-rank-sum", "thm-5.3", "prop-6.3") for p in producers_for(c)]
+    tasks = [(c, p) for c in ("prop-5.1", "lem-rank-sum", "thm-5.3", "prop-6.3", "thm-7.3") for p in producers_for(c)]
     assert {p.kind for _, p in tasks} == {"symbolic", "numeric"}  # both streams are exercised
+    assert any(p.worker and p.kind == "numeric" for _, p in tasks)  # and a numeric producer in the worker
     serial = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=False)
     parallel = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=True)
     assert _view(serial) == _view(parallel)

@@ -322,9 +322,10 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
               parallel: bool | None = None) -> list[list[Evidence] | str]:
     """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
 
-    With ``parallel`` (and a model in ``ctx``), the symbolic producers run in
-    one forked child process (which shares the loaded weights copy-on-write)
-    while this process runs the numeric ones; results come back pickled and
+    With ``parallel`` (and a model in ``ctx``), the symbolic producers and the
+    numeric ones marked ``worker`` run in one forked child process (which
+    shares the loaded weights and the trace copy-on-write) while this process
+    runs the other numeric ones; results come back pickled and
     are memoised here as if run here. If the child dies, its unfinished tasks
     run here. The results are in task order and do not depend on ``parallel``.
 
@@ -343,10 +344,17 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     if parallel is None:
         parallel = parallel_default()
     results: list[Any] = [None] * len(tasks)
-    side = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind == "symbolic"]
-    main = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind != "symbolic"]
+    side = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind == "symbolic" or p.worker]
+    main = [(i, p) for i, (_, p) in enumerate(tasks) if not (p.kind == "symbolic" or p.worker)]
     if not (parallel and ctx.numeric and side and main and "fork" in multiprocessing.get_all_start_methods()):
         side, main = [], list(enumerate(p for _, p in tasks))
+    if side and any(p.needs_model for _, p in side):  # what both processes read: built once, before forking
+        from symtrans.checks.common import trace
+
+        try:
+            trace(ctx)
+        except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
+            pass
     with Progress(len(tasks), "report", unit="producer", enabled=progress) as bar:
         proc = conn = None
         if side:
