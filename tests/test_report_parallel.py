@@ -1,6 +1,7 @@
 """The report's forked worker: the same records as serial runs, and every failure of the worker handled."""
 
 import os
+import re
 
 import pytest
 
@@ -11,8 +12,36 @@ PARENT = os.getpid()
 
 
 def _view(results):
-    return [r if isinstance(r, str) else [(e.producer, e.verdict, e.summary, repr(e.details)) for e in r]
+    """What must not depend on the process: verdicts, readings, scopes, summaries and details.
+
+    Numbers are compared to rounding level: a float64 BLAS result may differ in its last bits with the
+    alignment of its buffers, so a printed rounding-level number (e.g. a least-squares residual of
+    3e-16) is masked in summaries, and floats in details are compared to 1e-12.
+    """
+    mask = lambda text: re.sub(r"\d\.?\d*e-1\d", "#", text)  # noqa: E731
+    return [r if isinstance(r, str) else
+            [(e.producer, e.verdict, e.reading, e.scope and e.scope.kind, mask(e.summary), e.details) for e in r]
             for r in results]
+
+
+def _diffs(a, b, path=""):
+    """Paths where a and b differ (floats beyond 1e-12), for the failure message."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diffs(x, y, f"{path}[{i}]")]
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [d for k in a for d in _diffs(a[k], b[k], f"{path}.{k}")]
+    return [] if _same(a, b) else [f"{path}: {a!r} != {b!r}"[:300]]
+
+
+def _same(a, b):
+    """Equal, floats to 1e-12 absolute (BLAS results at rounding level may depend on data alignment)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= 1e-12 or (a != a and b != b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def _ev(name, summary, **details):
@@ -45,7 +74,8 @@ def test_parallel_records_equal_serial_records():
     assert any(p.worker and p.kind == "numeric" for _, p in tasks)  # and a numeric producer in the worker
     serial = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=False)
     parallel = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=True)
-    assert _view(serial) == _view(parallel)
+    assert _same(_view(serial), _view(parallel)), _diffs(_view(serial), _view(parallel))[:10]
+    assert not _same(_view(serial), _view(parallel[:-1] + [[]]))  # the comparison can fail
 
 
 @pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")

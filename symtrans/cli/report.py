@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                         "or the toolkit version changed)")
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, the exact producers run in "
-                        "one forked worker beside the numeric ones; the records are the same)")
+                        "one forked worker beside the numeric ones; the verdicts are the same)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (a bar on a terminal, timestamped lines otherwise)")
     p.set_defaults(func=_cmd_report)

@@ -327,7 +327,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     shares the loaded weights and the trace copy-on-write) while this process
     runs the other numeric ones; results come back pickled and
     are memoised here as if run here. If the child dies, its unfinished tasks
-    run here. The results are in task order and do not depend on ``parallel``.
+    run here. The results are in task order; verdicts do not depend on
+    ``parallel`` (rounding-level numbers may, as between any two processes).
 
     Examples
     --------
@@ -409,7 +410,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
     producers of its own claims only. ``parallel`` (default: where two CPUs
     are usable and ``fork`` exists) runs the exact (symbolic) producers in one
-    forked worker beside the numeric ones; the records are the same either way.
+    forked worker beside the numeric ones; the verdicts are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.
