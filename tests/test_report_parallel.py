@@ -90,3 +90,16 @@ def test_worker_failures_are_handled():
     assert out[k + 1][0].summary == "has a lambda"  # not picklable: sent back as "run it here"
     assert out[k + 2][0].summary == "ran in the parent"  # the worker died: its unfinished task ran here
     assert run_tasks(tasks[k:k + 1], ctx, parallel=False) == ["ValueError: planted failure"]
+
+
+def test_no_fork_with_weights_off_the_cpu():
+    """A forked child cannot use CUDA: weights on another device (or CUDA initialised) keep the report serial."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from symtrans.report.build import _cuda_in_use
+
+    on = lambda dev: SimpleNamespace(numeric=True, weights=lambda: SimpleNamespace(device=torch.device(dev)))  # noqa: E731
+    assert _cuda_in_use(on("meta")) and not _cuda_in_use(on("cpu"))
+    assert not _cuda_in_use(SimpleNamespace(numeric=False))

@@ -298,6 +298,19 @@ def _worker(tasks: list[tuple[int, Any]], ctx: Context, conn: Any) -> None:
         conn.close()
 
 
+def _cuda_in_use(ctx: Context) -> bool:
+    """Whether this process has initialised CUDA or holds its weights on a GPU (a forked child cannot use CUDA)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return True
+    device = getattr(ctx.weights(), "device", None) if ctx.numeric else None
+    return device is not None and getattr(device, "type", "cpu") != "cpu"
+
+
 def parallel_default() -> bool:
     """Whether reports run their exact producers in a forked worker by default (Linux, 2+ usable CPUs).
 
@@ -322,7 +335,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
               parallel: bool | None = None) -> list[list[Evidence] | str]:
     """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
 
-    With ``parallel`` (and a model in ``ctx``), the symbolic producers and the
+    With ``parallel`` (and a model in ``ctx`` on the CPU, CUDA not initialised:
+    a forked child cannot use CUDA), the symbolic producers and the
     numeric ones marked ``worker`` run in one forked child process (which
     shares the loaded weights and the trace copy-on-write) while this process
     runs the other numeric ones; results come back pickled and
@@ -347,7 +361,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     results: list[Any] = [None] * len(tasks)
     side = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind == "symbolic" or p.worker]
     main = [(i, p) for i, (_, p) in enumerate(tasks) if not (p.kind == "symbolic" or p.worker)]
-    if not (parallel and ctx.numeric and side and main and "fork" in multiprocessing.get_all_start_methods()):
+    if not (parallel and ctx.numeric and side and main and "fork" in multiprocessing.get_all_start_methods()
+            and not _cuda_in_use(ctx)):
         side, main = [], list(enumerate(p for _, p in tasks))
     if side and any(p.needs_model for _, p in side):  # what both processes read: built once, before forking
         from symtrans.checks.common import trace
