@@ -205,7 +205,7 @@ def head_factor_minors(W_V: Any, W_O: Any, p: int = MODULUS) -> list[dict[str, A
     """
     import numpy as np
 
-    V, O = _np_stack(W_V), _np_stack(W_O)
+    V, O = _np(W_V), _np(W_O)
     H, _, k = V.shape
     rows = _lu_rows(V)
     cols = _lu_rows(np.swapaxes(O, -1, -2))
@@ -219,12 +219,17 @@ def head_factor_minors(W_V: Any, W_O: Any, p: int = MODULUS) -> list[dict[str, A
     return out
 
 
-def _np_stack(t: Any) -> Any:
+def _embedding_parts(weights: Any, ids: list[int]) -> list[Any]:
+    """The float64 arrays whose sum is X = word[ids] + pos[:n] + type[0] (those the model has)."""
     import numpy as np
 
-    if hasattr(t, "detach"):
-        t = t.detach().cpu().double().numpy()
-    return np.asarray(t, dtype=np.float64)
+    n = len(ids)
+    parts = [_np(weights.word[list(ids)])]
+    if getattr(weights, "pos", None) is not None:
+        parts.append(_np(weights.pos[:n]))
+    if getattr(weights, "type", None) is not None:
+        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    return parts
 
 
 def embedding_input(weights: Any, ids: list[int]) -> tuple[Any, int]:
@@ -239,14 +244,7 @@ def embedding_input(weights: Any, ids: list[int]) -> tuple[Any, int]:
     >>> Z.nrows(), Z.ncols()
     (2, 384)
     """
-    import numpy as np
-
-    n = len(ids)
-    parts = [_np(weights.word[list(ids)])]
-    if getattr(weights, "pos", None) is not None:
-        parts.append(_np(weights.pos[:n]))
-    if getattr(weights, "type", None) is not None:
-        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    parts = _embedding_parts(weights, ids)
     mats = [dyadic_matrix(P) for P in parts]
     s = min(e for _, e in mats)
     Z = mats[0][0] * (2 ** (mats[0][1] - s))
@@ -554,19 +552,16 @@ def verified_residual_sign(layer: dict[str, Any], n: int, r: int, cols: list[int
     N = max(r, dk, H, k) + 8
     up = 1 + 8 * N * _U
     tiny = N * 2.0 ** -1000
-    cf = 1.0 / math.sqrt(dk)
     eye = (np.arange(r)[:, None] == np.array(cols)[None, :]).astype(np.float64)  # X*_r[0..r-1, cols]: exact 0/1
     Q, K, V = WQ[:, :r], WK[:, :r], WV[:, :r]  # [H, r, d_k]: every head at once
     O = WO[:, :, cols]  # [H, d_k, k]
     T = lambda A: np.swapaxes(A, -1, -2)  # noqa: E731
     Sf = Q @ T(K)
     dS = _gamma(dk) * (np.abs(Q) @ T(np.abs(K))) * up + tiny
-    Zf = cf * Sf
-    dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
-    if not (np.isfinite(Zf).all() and (Zf + dZ).max(initial=-np.inf) < 700):
+    scaled = _exp_scores(Sf, dS, dk, up, tiny)
+    if scaled is None:
         return 0, math.inf
-    Ef = np.exp(Zf)
-    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
+    Ef, dE = scaled
     Tf = Ef.sum(axis=-1) + (n - r)  # [H, r]
     dT = (dE.sum(axis=-1) + _gamma(r + 1) * (Ef.sum(axis=-1) + (n - r))) * up + tiny
     if not (Tf > dT).all():
@@ -669,14 +664,25 @@ def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, 
     aQf, aKf = np.abs(Qf), np.abs(Kf)
     Sf = Qf @ Kf.T
     dS = (_gamma(k) * (aQf @ aKf.T) + dQ @ aKf.T + aQf @ dK.T + dQ @ dK.T) * up + tiny
-    cf = 1.0 / math.sqrt(k)  # |c - cf| <= 2u c: two correctly rounded operations
+    scaled = _exp_scores(Sf, dS, k, up, tiny)
+    return verified_det_sign(*scaled) if scaled is not None else (0, math.inf)
+
+
+def _exp_scores(Sf: Any, dS: Any, d_k: int, up: float, tiny: float) -> tuple[Any, Any] | None:
+    """(Ef, dE): float64 exp(S / sqrt d_k) and a bound on its error, given S within dS of Sf; None on overflow.
+
+    |c - cf| <= 2u c for cf = 1 / sqrt(d_k) (two correctly rounded operations), the product cf Sf
+    rounds once more, and exp is taken to 8 units of roundoff; each bound is inflated by ``up``.
+    """
+    import numpy as np
+
+    cf = 1.0 / math.sqrt(d_k)
     Zf = cf * Sf
     dZ = (cf * (1 + 3 * _U) * dS + 5 * _U * np.abs(Zf)) * up + tiny
-    if not (np.isfinite(dZ).all() and (Zf + dZ).max() < 700):
-        return 0, math.inf
+    if not (np.isfinite(Zf).all() and np.isfinite(dZ).all() and (Zf + dZ).max(initial=-np.inf) < 700):
+        return None
     Ef = np.exp(Zf)
-    dE = Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
-    return verified_det_sign(Ef, dE)
+    return Ef, Ef * (np.expm1(dZ) + 8 * _U) * (1 + 16 * _U) * up + tiny
 
 
 def verified_det_sign(Mf: Any, dM: Any, need_sign: bool = True) -> tuple[int, float]:
@@ -789,12 +795,7 @@ def float_input_box(weights: Any, ids: list[int]) -> tuple[Any, Any]:
     """
     import numpy as np
 
-    n = len(ids)
-    parts = [_np(weights.word[list(ids)])]
-    if getattr(weights, "pos", None) is not None:
-        parts.append(_np(weights.pos[:n]))
-    if getattr(weights, "type", None) is not None:
-        parts.append(np.tile(_np(weights.type[0]), (n, 1)))
+    parts = _embedding_parts(weights, ids)
     Xm = parts[0].copy()
     for P in parts[1:]:
         Xm = Xm + P
