@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,28 +120,25 @@ def make_single_symlink_escape(tmp: Path) -> Path:
     return d
 
 
-def make_zero_config(tmp: Path) -> Path:
+def _special_config(tmp: Path, make: Any) -> Path:
+    """A model directory whose config.json is made by ``make(path)`` (a device link, a FIFO)."""
     d = tmp / "m"
     d.mkdir()
-    os.symlink("/dev/zero", d / "config.json")
+    make(d / "config.json")
     (d / "model.safetensors").write_bytes(b"")
     return d
+
+
+def make_zero_config(tmp: Path) -> Path:
+    return _special_config(tmp, lambda p: os.symlink("/dev/zero", p))
 
 
 def make_urandom_config(tmp: Path) -> Path:
-    d = tmp / "m"
-    d.mkdir()
-    os.symlink("/dev/urandom", d / "config.json")
-    (d / "model.safetensors").write_bytes(b"")
-    return d
+    return _special_config(tmp, lambda p: os.symlink("/dev/urandom", p))
 
 
 def make_fifo_config(tmp: Path) -> Path:
-    d = tmp / "m"
-    d.mkdir()
-    os.mkfifo(d / "config.json")
-    (d / "model.safetensors").write_bytes(b"")
-    return d
+    return _special_config(tmp, os.mkfifo)
 
 
 def make_deep_config(tmp: Path) -> Path:
