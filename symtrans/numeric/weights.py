@@ -348,26 +348,18 @@ def _weight_file(directory: Path, name: str) -> Path:
     return f
 
 
-def _resolve_directory(spec: str, allow_pickle: bool) -> Path:
-    """The model directory for a spec: "default", a directory, a config.json path, or a hub id."""
+def _resolve_directory(spec: str) -> Path:
+    """The model directory for a spec that :func:`symtrans.validate.check_model_dir` accepted.
+
+    That check has refused every bad path (missing, a file, no config.json, a
+    pickle without ``allow_pickle``); what does not exist locally is a hub id.
+    """
     if spec == "default":
         return default_model_path()
     directory = Path(spec)
     if directory.is_file() and directory.name == "config.json":
-        directory = directory.parent
-    if not directory.exists():
-        if _looks_like_hub_id(spec):
-            return _from_hub(spec)
-        raise SymtransError(f"{spec}: no such model directory (pass a local directory with "
-                            'config.json and model.safetensors, or "default")')
-    if directory.is_file():
-        if directory.suffix in (".bin", ".pt", ".pth", ".ckpt") and not allow_pickle:
-            raise SymtransError(f"{directory}: pickled checkpoint refused (it can run code); "
-                                "convert it to safetensors or pass --allow-pickle")
-        raise SymtransError(f"{directory}: pass the model directory (with config.json), not a file")
-    if not (directory / "config.json").exists():
-        raise SymtransError(f"{directory}: no config.json in the model directory")
-    return directory
+        return directory.parent
+    return directory if directory.exists() else _from_hub(spec)
 
 
 def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
@@ -376,7 +368,7 @@ def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
     import torch
 
     check_model_dir(spec, allow_pickle=allow_pickle, name="model")  # no None/123 read as a hub id
-    directory = _resolve_directory(str(spec), allow_pickle)
+    directory = _resolve_directory(str(spec))
     arch = from_config(directory)
     config = read_json_file(directory / "config.json", "config", CONFIG_MAX_BYTES)
     files, fmt = _weight_files(directory, allow_pickle)
@@ -540,11 +532,6 @@ def _is_hf_model(obj: Any, strict: bool) -> bool:
         pass
     return not strict and callable(getattr(obj, "state_dict", None)) and callable(getattr(getattr(obj, "config", None),
                                                                           "to_dict", None))
-
-
-def _looks_like_hub_id(spec: str) -> bool:
-    parts = spec.split("/")
-    return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and not spec.startswith("/")
 
 
 def _from_hub(repo_id: str) -> Path:
