@@ -221,7 +221,7 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
     """
     import torch
 
-    from symtrans.group.forward import Features, TorchBackend, layer_forward
+    from symtrans.group.forward import Features, TorchBackend, stack_forward
 
     feat = Features.of(arch)
     be = TorchBackend(dtype=torch.float64)
@@ -238,12 +238,7 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
             X = X + params["pos"][k:k + n]
         elif arch.positional == "sinusoidal":
             X = X + _sinusoidal(n, int(arch.d_model))
-        if feat.embedding_norm:
-            X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
-    for lp in params["layers"]:
-        X = layer_forward(lp, X, feat, be)
-    if feat.final_norm:
-        X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
+    X = stack_forward(params, X, feat, be, embedded=scope != "layers")
     if scope == "model" and _has_head(arch):
         X = X @ (params["word"].T if arch.tied_lm_head else params["lm_head"])
     return X

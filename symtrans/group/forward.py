@@ -32,7 +32,7 @@ import sympy as sp
 from symtrans.arch import Architecture
 from symtrans.errors import SymtransError
 
-__all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward"]
+__all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward", "stack_forward"]
 
 
 @dataclass(frozen=True)
@@ -478,7 +478,20 @@ def model_forward(params: dict[str, Any], feat: Features, be: Any) -> Any:
     if params.get("pos") is not None:
         pos, k = params["pos"], feat.pos_offset
         X = X + (pos[k:k + n, :] if hasattr(pos, "extract") else pos[k:k + n])
-    if feat.embedding_norm:
+    return stack_forward(params, X, feat, be, embedded=True)
+
+
+def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, embedded: bool) -> Any:
+    """The layer stack and the final norm on ``X``; with ``embedded``, X is the embedding sum and its norm comes first.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> stack_forward({"layers": []}, sp.Matrix([[1, 2]]), Features(embedding_norm=False), SympyBackend(),
+    ...               embedded=True)
+    Matrix([[1, 2]])
+    """
+    if embedded and feat.embedding_norm:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
     for lp in params["layers"]:
         X = layer_forward(lp, X, feat, be)
