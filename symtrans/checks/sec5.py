@@ -238,14 +238,13 @@ def low_rank_factors(X: Any, ranks: list[int], seed: int) -> dict[str, list[tupl
 
 
 def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
-                        factored: Any = None, prefixed: Any = None) -> list[dict[str, Any]]:
+                        prefixed: Any = None) -> list[dict[str, Any]]:
     """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``, hypotheses first.
 
-    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``; ``factored``, when
-    given, computes the same update from one input's factors ``(A, B)`` (see
-    :func:`low_rank_factors`) and is used instead; ``prefixed``, when given,
-    maps a family's largest B to such a function (to share work across the
-    nested B's). For each input the
+    ``update`` maps a batch ``[B, n, d]`` to ``[B, n, d]``; ``prefixed``, when
+    given, is used instead: it maps a family's largest B to a function that
+    computes the same update from one input's factors ``(A, B)`` (see
+    :func:`low_rank_factors`; the nested B's share work). For each input the
     hypothesis "X is rank-deficient" (rank X < min(n, d), decided with
     :attr:`RankRecord.decisive`) is tested first; the statement
     ``rank F > rank X`` is decided by ``sigma_{rank X + 1}(F)`` against F's
@@ -267,7 +266,7 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
     out = []
     for family, pairs in low_rank_factors(X, ranks, seed).items():
         batch = torch.stack([A @ B for A, B in pairs])
-        fn = factored
+        fn = None
         if prefixed is not None and pairs:
             top = max((B for _, B in pairs), key=len)
             if not all(torch.equal(B, top[:len(B)]) for _, B in pairs):
