@@ -129,3 +129,18 @@ def test_verified_residual_sign_agrees_with_arb(seed, H, d, dk, n, scale, silenc
         if sign:
             _, det = res.minor(r, cols)
             assert 0 not in det and sign == (1 if det > 0 else -1) and beta < 1
+
+
+def test_stacked_rank_routes_gram_cholesky_then_square_minor():
+    """Well conditioned: the Gram Cholesky certifies; condition 1e9: it declines and the verified inverse certifies."""
+    from symtrans.certify.real import stacked_wo_rank
+
+    g = np.random.default_rng(4)
+    U, _ = np.linalg.qr(g.standard_normal((40, 40)))
+    V, _ = np.linalg.qr(g.standard_normal((40, 40)))
+    for smin, method in ((1e-2, "float64-verified Gram Cholesky"), (1e-9, "float64-verified square minor")):
+        W = ((U * np.logspace(0, np.log10(smin), 40)) @ V.T).astype(np.float32).astype(np.float64)
+        out = stacked_wo_rank(W)
+        assert out["rank"] == 40 == np.linalg.matrix_rank(W, tol=1e-14) and out["method"].startswith(method)
+    W[7] = W[2] - 0.5 * W[3]  # float32 entries: exact in float64, a true dependency: neither float route certifies, rank mod p finds it
+    assert stacked_wo_rank(W)["rank"] == 39

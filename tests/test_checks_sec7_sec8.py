@@ -217,6 +217,56 @@ def test_norm_map_fibre_three_routes_agree_at_tiny_sizes(kind):
     assert [sec7.norm_map_fibre(k, e, 8, 8) for k in ("rmsnorm", "layernorm") for e in (1e-6, 0)] == [0, 1, 1, 2]
 
 
+def test_equilibrated_rows_share_one_svd():
+    """One SVD of diag(g) P W_O^T decides each row as the row's own Jacobian SVD does (a 1/s_i multiple)."""
+    from symtrans.numeric.linalg import numerical_rank
+
+    g = torch.Generator().manual_seed(5)
+    H, dv, d, n = 3, 4, 12, 5
+    for deficient in (False, True):
+        W = torch.randn(H, dv, d, generator=g, dtype=torch.float64)
+        if deficient:  # W_O of rank d - 3: the fibre grows by 3 at every row
+            W = (W.reshape(-1, d) @ torch.diag(torch.tensor([1.0] * (d - 3) + [0.0] * 3, dtype=torch.float64))
+                 ).reshape(H, dv, d)
+        lay = {"W_O": W, "b_O": torch.randn(d, generator=g, dtype=torch.float64),
+               "ln1_w": torch.rand(d, generator=g, dtype=torch.float64) + 0.5}
+        X, Z = torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(n, H * dv, generator=g,
+                                                                                 dtype=torch.float64)
+        shared = sec7.ln_row_fibres(X, Z, lay, list(range(n)), 1e-3, equilibrate=True)
+        each = [numerical_rank(J) for J in sec7.ln_row_jacobians(X, Z, lay, list(range(n)), 1e-3, equilibrate=True)]
+        assert [r["rank_J"] for r in shared] == [r.rank for r in each] == [d - 3 if deficient else d - 1] * n  # P kills 1, outside row W_O when deficient
+        for r, e in zip(shared, each):
+            assert r["sigma_above"] == pytest.approx(e.sigma_above, rel=1e-9)
+            # the dropped singular values (P's kernel, the zeroed directions) are rounding noise, different in
+            # each computation: both decide
+            assert r["decisive"] and e.decisive
+
+
+def test_derived_count_bound_from_wo_svd_and_its_fallbacks():
+    """The bound from W_O's SVD gives the SVD route's count; a rank-deficient or near-singular W_O falls back."""
+    from symtrans.numeric.linalg import numerical_rank
+
+    g = torch.Generator().manual_seed(6)
+    H, dv, d = 2, 4, 8
+    X, Z = torch.randn(2, d, generator=g, dtype=torch.float64), torch.randn(2, H * dv, generator=g,
+                                                                             dtype=torch.float64)
+    for scale_last, method in ((1.0, "bound"), (0.0, "float64 SVD"), (1e-14, "float64 SVD")):
+        W = torch.randn(H * dv, d, generator=g, dtype=torch.float64)
+        U, S, Vh = torch.linalg.svd(W)
+        S[-1] = S[0] * scale_last  # full rank; exactly rank d - 1; singular within the float64 band
+        W = (U * S) @ Vh
+        lay = {"W_O": W.reshape(H, dv, d), "b_O": torch.zeros(d, dtype=torch.float64),
+               "ln1_w": torch.ones(d, dtype=torch.float64)}
+        with_rec = sec7.derived_row_fibres(X, Z, lay, [0, 1], 1e-5, wo_record=numerical_rank(W))
+        plain = sec7.derived_row_fibres(X, Z, lay, [0, 1], 1e-5)
+        assert [r["method"].split()[0] for r in with_rec] == [method.split()[0]] * 2
+        assert [r["fibre"] for r in with_rec] == [r["fibre"] for r in plain]
+        assert [r["decisive"] for r in with_rec] == [r["decisive"] for r in plain]
+        if method == "bound":  # the bound never claims more margin than the SVD measured
+            assert all(a["margin_decades"] <= b["margin_decades"] + 1e-9 for a, b in zip(with_rec, plain))
+            assert with_rec[0]["fibre"] == 1  # LayerNorm with eps > 0: the all-ones shift only
+
+
 def test_count_verdict_false_cases():
     rows = [{"fibre": 1, "decided": True}, {"fibre": 1, "decided": True}]
     assert sec7.count_verdict(rows, 1)[0] is Verdict.SUPPORTED

@@ -9,6 +9,8 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from symtrans.numeric import encode
 from symtrans.numeric.linalg import affine_rank, numerical_rank
@@ -200,3 +202,50 @@ def test_measure_all_reuses_the_real_forward(w):
     d = rep.to_dict()
     assert d["profiles"]["residual"]["layers"][0]["rank"]["dtype"] == "float64"
     assert d["memory"]["peak_rss_mib"] > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 24), extra=st.integers(0, 12), decades=st.floats(0.0, 9.0), seed=st.integers(0, 2 ** 16))
+def test_full_row_rank_certificate_never_overstates(m, extra, decades, seed):
+    """Whenever the Cholesky certificate answers, the SVD agrees: full rank, sigma_min above the proved bound."""
+    from symtrans.numeric.linalg import full_row_rank_certificate
+
+    g = torch.Generator().manual_seed(seed)
+    n = m + extra
+    U = torch.linalg.qr(torch.randn(m, m, generator=g, dtype=D64))[0]
+    V = torch.linalg.qr(torch.randn(n, m, generator=g, dtype=D64))[0]
+    s = torch.logspace(0, -decades, m, dtype=D64) * 3.0
+    M = (U * s) @ V.T
+    rec = full_row_rank_certificate(M)
+    svd = numerical_rank(M)
+    if rec is not None:
+        assert rec.rank == m == svd.rank and svd.decisive
+        assert float(torch.linalg.svdvals(M)[-1]) >= rec.sigma_above * (1 - 1e-12)
+        assert rec.cut >= svd.cut and rec.margin <= svd.margin + 1e-9
+    elif decades <= 3:  # well conditioned: the certificate goes through
+        pytest.fail(f"no certificate for a matrix of condition 10^{decades:.1f}")
+
+
+def test_full_row_rank_certificate_refuses_deficient_and_wide_cases():
+    from symtrans.numeric.linalg import full_row_rank_certificate
+
+    g = torch.Generator().manual_seed(3)
+    M = torch.randn(6, 9, generator=g, dtype=D64)
+    M[4] = 2 * M[1] - M[0]  # exactly dependent rows
+    assert full_row_rank_certificate(M) is None
+    M[4] += 1e-10 * torch.randn(9, generator=g, dtype=D64)  # within the squared problem's reach: refused, not guessed
+    assert full_row_rank_certificate(M) is None
+    assert full_row_rank_certificate(torch.randn(5, 3, dtype=D64)) is None  # more rows than columns
+    with pytest.raises(ValueError):
+        full_row_rank_certificate(torch.randn(2, 3))  # float32: the bounds assume float64
+
+
+def test_head_subspaces_certificate_and_svd_routes_agree(trace):
+    """The layer's stacked bases: the Cholesky certificate's rank equals the SVD's."""
+    lt = trace.layers[1]
+    rec = head_subspaces(lt, layer=1)
+    U = torch.linalg.svd(lt.YO, full_matrices=False)[2]
+    bases = torch.cat([U[h, :r] for h, r in enumerate(rec.dim_R)])
+    assert rec.dim_sum.rank == numerical_rank(bases).rank
+    if "Cholesky" in rec.dim_sum.precision:
+        assert rec.dim_sum.rank == sum(rec.dim_R)

@@ -57,8 +57,10 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: 
     """Exact rank over Q of a float matrix, certified by its rank mod p where that suffices.
 
     With ``verified`` (default) a matrix without zero rows or columns is first
-    tried by :func:`verified_full_rank` (float64 verification of a square
-    minor, no per-entry exact arithmetic); where that certifies, the rank is
+    tried by :func:`~symtrans.numeric.linalg.full_row_rank_certificate` (a
+    shifted Cholesky of the Gram matrix with backward-error bounds), then by
+    :func:`verified_full_rank` (float64 verification of a square
+    minor; neither uses per-entry exact arithmetic); where one certifies, the rank is
     full and ``rank_mod_p`` is ``None`` (the checker's witness is still p).
     The rank mod p is a lower bound of the rank over Q (a minor non-zero mod p
     is non-zero over Z). Zero rows and columns are dropped first (exactly); when
@@ -74,7 +76,7 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: 
     >>> import numpy as np
     >>> out = stacked_wo_rank(np.eye(3) * 0.1)
     >>> out["rank"], out["rank_mod_p"], out["shape"], out["method"].split(" (")[0]
-    (3, None, [3, 3], 'float64-verified square minor')
+    (3, None, [3, 3], 'float64-verified Gram Cholesky')
     >>> stacked_wo_rank(np.eye(3) * 0.1, verified=False)["rank_mod_p"]
     3
     >>> M = np.zeros((4, 3)); M[:2] = [[1.0, 2.0, 0.5], [0.25, 1.0, 3.0]]  # two zero rows
@@ -91,6 +93,17 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: 
         return {"rank": 0, "rank_mod_p": 0, "modulus": p, "shape": shape, "scale_exponent": 0,
                 "method": "zero matrix"}
     if verified and len(rows) == shape[0] and len(cols) == shape[1]:
+        import torch
+
+        from symtrans.numeric.linalg import full_row_rank_certificate
+
+        # first a shifted Cholesky of the Gram matrix of the shorter side (about half the cost of the
+        # verified inverse below); it declines where the squared problem is too ill-conditioned
+        T = torch.from_numpy(A if shape[0] <= shape[1] else A.T)
+        rec = full_row_rank_certificate(T, margin=0.0)
+        if rec is not None:
+            return {"rank": min(shape), "rank_mod_p": None, "modulus": p, "shape": shape, "scale_exponent": None,
+                    "method": f"float64-verified Gram Cholesky (sigma_min >= {rec.sigma_above:.2g} > 0)"}
         ok, beta, _, _ = verified_full_rank(A)
         if ok:
             return {"rank": min(shape), "rank_mod_p": None, "modulus": p, "shape": shape, "scale_exponent": None,

@@ -168,7 +168,16 @@ class _LeanLayerTrace:
         with __import__("torch").no_grad():
             return self.Y @ self._w.layer(self._i)["W_O"]
 
-    A = property(lambda self: self._full().A, doc="Attention matrices, recomputed.")
+    @property
+    def A(self) -> Any:  # noqa: N802 - the LayerTrace field name
+        """Attention matrices, recomputed by the forward pass's attention step alone (the FFN is not needed)."""
+        import torch
+
+        from symtrans.numeric.forward import attention
+
+        with torch.no_grad():
+            return attention(self.X, self._w.layer(self._i))[0]
+
     X1 = property(lambda self: self._full().X1, doc="LN1 output, recomputed.")
     ffn = property(lambda self: self._full().ffn, doc="FFN output, recomputed.")
 

@@ -115,8 +115,12 @@ def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
     return {"domain": n * W.shape[0], "rank_WO": rec.rank, "fibre": n * (W.shape[0] - rec.rank), "record": rec}
 
 
-def recover_heads(Z: Any, W_O: Any) -> float:
+def recover_heads(Z: Any, W_O: Any, *, square_invertible: bool = False) -> float:
     """Relative error of recovering concatenated head outputs Z from Z W_O by solving with W_O.
+
+    Least squares in general; ``square_invertible`` (W_O square and decided
+    invertible by the caller) solves by LU instead, the same solution at about
+    half the cost.
 
     Examples
     --------
@@ -124,12 +128,17 @@ def recover_heads(Z: Any, W_O: Any) -> float:
     >>> W = torch.randn(2, 3, 6, dtype=torch.float64)
     >>> recover_heads(torch.randn(4, 6, dtype=torch.float64), W) < 1e-10
     True
+    >>> recover_heads(torch.randn(4, 6, dtype=torch.float64), W, square_invertible=True) < 1e-10
+    True
     """
     import torch
 
     W = stacked_wo(W_O)
     out = Z @ W
-    Zr = torch.linalg.lstsq(W.T, out.T).solution.T
+    if square_invertible and W.shape[0] == W.shape[1]:
+        Zr = torch.linalg.solve(W.T, out.T).T
+    else:
+        Zr = torch.linalg.lstsq(W.T, out.T).solution.T
     return float((Zr - Z).norm() / Z.norm())
 
 
@@ -156,10 +165,19 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     ...                                        norm="rmsnorm", equilibrate=True)[0]["fibre"]
     (1, 0)
     """
-    from symtrans.numeric.linalg import numerical_ranks
+    from symtrans.numeric.linalg import numerical_ranks, rank_from_singular_values, svdvals
 
     W = stacked_wo(layer["W_O"])
-    recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain, equilibrate=equilibrate))
+    if equilibrate and rows:
+        # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T: the rows differ only by the positive scalar 1 / s_i,
+        # which scales every singular value and the cut alike, so one SVD of diag(g) P W_O^T decides every row
+        shared = ln_row_jacobians(X, Z, layer, rows[:1], eps, norm=norm, gain=gain, equilibrate=True,
+                                  row_scale=False)[0]
+        sv = svdvals(shared).cpu()
+        scale = _row_scale(X, Z, layer, rows, eps, norm).cpu()
+        recs = [rank_from_singular_values(sv / float(c), tuple(shared.shape), shared.dtype) for c in scale]
+    else:
+        recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
     out = []
     for i, rec in zip(rows, recs):
         out.append({"row": i, "rank_J": rec.rank, "fibre": W.shape[0] - rec.rank, "decisive": rec.decisive,
@@ -168,8 +186,16 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     return out
 
 
+def _row_scale(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float, norm: str) -> Any:
+    """``s_i = sqrt(mean(c_i^2) + eps)`` of each row's norm input ``u_i = x_i + z_i W_O + b_O`` (c: centred for LayerNorm)."""
+    u = X[rows] + Z[rows] @ stacked_wo(layer["W_O"]) + layer["b_O"]
+    c = u - u.mean(-1, keepdim=True) if norm == "layernorm" else u
+    return ((c * c).mean(-1) + eps).sqrt()
+
+
 def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                     norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False) -> Any:
+                     norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False,
+                     row_scale: bool = True) -> Any:
     """``J_i`` (d_model x H d_v) of ``z -> N(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
 
     With ``u = x_i + z W_O + b_O`` and ``du = W_O^T dz``:
@@ -188,7 +214,9 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     left-multiplied by the invertible ``diag(g) R^{-1} diag(g)^{-1}``: the same
     rank, without the singular value of order ``lambda`` that a float64 SVD
     cannot separate from zero when ``eps`` is tiny (BERT: 1e-12). Tests compare
-    ``J_i`` with forward-mode autograd.
+    ``J_i`` with forward-mode autograd. ``row_scale=False`` (with
+    ``equilibrate``) leaves out the row's positive factor ``1/s``: the matrix
+    ``diag(g) P W_O^T`` that every row's equilibrated Jacobian is a multiple of.
 
     Examples
     --------
@@ -218,6 +246,8 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
     if equilibrate:
         inner = base[None].expand(len(rows), -1, -1)
+        if not row_scale:
+            return layer[gain][None, :, None] * inner
     else:
         y = c / s
         inner = base[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T; y^T P = y^T
@@ -259,7 +289,7 @@ def norm_kernel(u: Any, eps: float, norm: str = "layernorm") -> Any:
 
 
 def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                       norm: str = "layernorm") -> list[dict[str, Any]]:
+                       norm: str = "layernorm", wo_record: Any = None) -> list[dict[str, Any]]:
     """The same per-row fibre without the Jacobian: ``H d_v + k - rank [W_O; B^T]``, B the norm's kernel (k columns).
 
     ``ker J_i = {dz : dz W_O in ker N'}``, so its dimension is
@@ -270,6 +300,14 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     kernel share it).
     Valid when every gain is non-zero (rows with a zero gain get None).
 
+    ``wo_record`` (a :class:`~symtrans.numeric.linalg.RankRecord` from an SVD of the
+    stacked W_O, e.g. its storage rank) saves the SVD when W_O has full column
+    rank d: then ``[Wn; B]`` has rank d too, with ``sigma_min([Wn; B]) >=
+    sigma_min(Wn)`` (appending rows only adds ``B^T B >= 0`` to the Gram matrix) and
+    ``sigma_max([Wn; B]) <= sqrt(sigma_max(Wn)^2 + 1)`` (B has orthonormal rows), so the
+    margin from the float64 cut is at least ``log10(sigma_min(Wn) / cut_bound)``. A
+    bound below 1 decade falls back to the SVD.
+
     Examples
     --------
     >>> import torch
@@ -278,6 +316,11 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     >>> X, Z = torch.randn(1, 6, dtype=torch.float64), torch.randn(1, 6, dtype=torch.float64)
     >>> [derived_row_fibres(X, Z, lay, [0], e, norm=k)[0]["fibre"] for k in ("layernorm", "rmsnorm") for e in (0, 1e-6)]
     [2, 1, 1, 0]
+    >>> from symtrans.numeric.linalg import numerical_rank
+    >>> rec = numerical_rank(lay["W_O"].reshape(6, 6))
+    >>> r = derived_row_fibres(X, Z, lay, [0], 1e-6, wo_record=rec)[0]
+    >>> r["fibre"], r["method"][:5]
+    (1, 'bound')
     """
     import torch
 
@@ -286,7 +329,8 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     W = stacked_wo(layer["W_O"])
     # any positive scale keeps the rank; the Frobenius norm (not the spectral norm: a d x d SVD) puts W_O's
     # singular values in [1/sqrt(rank), 1], comparable with B's unit rows
-    Wn = W / max(float(torch.linalg.matrix_norm(W)), 1e-300)
+    fro = max(float(torch.linalg.matrix_norm(W)), 1e-300)
+    Wn = W / fro
     u = X[rows] + Z[rows] @ W + layer["b_O"]
     out = []
     seen: list[tuple[Any, Any]] = []  # (B, record): with eps > 0 LayerNorm's kernel is the same 1-direction for every row
@@ -295,13 +339,41 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
         if B is None:
             out.append({"row": i, "fibre": None, "decisive": False, "why": "the norm is not differentiable here"})
             continue
+        shape = (W.shape[0] + B.shape[0], W.shape[1])
+        bound = _full_column_bound(wo_record, fro, shape)
+        if bound is not None:
+            out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - W.shape[1], "kernel_dim": int(B.shape[0]),
+                        "rank_stacked": int(W.shape[1]), "decisive": True, "margin_decades": finite(bound),
+                        "method": "bound from W_O's SVD: full column rank, sigma_min([Wn; B]) >= sigma_min(Wn); "
+                                  "the margin is a lower bound"})
+            continue
         rec = next((r for b, r in seen if b.shape == B.shape and torch.equal(b, B)), None)
         if rec is None:
             rec = numerical_rank(torch.cat([Wn, B]))
             seen.append((B, rec))
         out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - rec.rank, "kernel_dim": int(B.shape[0]),
-                    "rank_stacked": rec.rank, "decisive": rec.decisive, "margin_decades": finite(rec.margin)})
+                    "rank_stacked": rec.rank, "decisive": rec.decisive, "margin_decades": finite(rec.margin),
+                    "method": "float64 SVD of [Wn; B]"})
     return out
+
+
+def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | None:
+    """Lower bound (decades) on the float64-cut margin of ``[W / fro; B]`` from an SVD record of W; None unless >= 1.
+
+    Only when ``rec`` says W has full column rank (its smallest kept singular
+    value is sigma_min(W)); the cut of ``[Wn; B]`` is ``max(m, n) eps64 sigma_max``,
+    bounded above with ``sigma_max <= sqrt(sigma_max(Wn)^2 + 1)``.
+    """
+    import math
+
+    from symtrans.numeric.linalg import DECISIVE_MARGIN
+
+    if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
+        return None
+    smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
+    cut = max(shape) * 2.0 ** -52 * math.sqrt(smax * smax + 1.0)
+    margin = math.log10(smin / cut)
+    return margin if margin >= DECISIVE_MARGIN else None
 
 
 def norm_map_fibre(norm: str, eps: float, H_dv: int, d_model: int) -> int:
@@ -427,7 +499,8 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     for i, rec in enumerate(recs):
         full = min(rec.shape)
         Z = tr.layers[i].Y.transpose(0, 1).reshape(n, -1)
-        err = recover_heads(Z, w.W_O[i]) if float(Z.norm()) > 0 else None
+        err = recover_heads(Z, w.W_O[i], square_invertible=rec.decisive and rec.rank == rec.shape[0] == rec.shape[1]) \
+            if float(Z.norm()) > 0 else None
         row = {"layer": i, "rank_WO_storage": rec.rank, "rows_HdV": rec.shape[0], "injective": rec.rank == rec.shape[0],
                "decisive": rec.decisive, "margin_decades": finite(rec.margin), "cut": finite(rec.cut),
                "sigma_above": finite(rec.sigma_above), "sigma_below": finite(rec.sigma_below),
@@ -439,6 +512,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
                         "exact_method": how})
         rows.append(row)
     ctx.cache[key] = rows
+    ctx.cache[("sec7-wo-records", n)] = recs
     return rows
 
 
@@ -552,6 +626,8 @@ def _ln(ctx: Context) -> list[Evidence]:
     tr = trace(ctx)
     rows_sel = sorted({0, n - 1})
     H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
+    wo_rows(ctx)  # W_O's SVD per layer (cached): the derived count reads its singular values
+    wo = ctx.cache[("sec7-wo-records", n)]
     out, lambdas = [], []
     for i, lt in enumerate(tr.layers):
         lay = w.layer(i)
@@ -566,8 +642,8 @@ def _ln(ctx: Context) -> list[Evidence]:
         # same Jacobian as the verdict's when the checkpoint's eps is 0)
         paper = (jac if eps == 0 else
                  ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
-        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"]) if not zero_gain
-                   else [None] * len(rows_sel))
+        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i])
+                   if not zero_gain else [None] * len(rows_sel))
         u = lt.X[rows_sel] + Z[rows_sel] @ stacked_wo(lay["W_O"]) + lay["b_O"]
         c = u - u.mean(-1, keepdim=True) if m["norm"] == "layernorm" else u
         lam = (eps / ((c * c).mean(-1) + eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)

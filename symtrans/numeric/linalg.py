@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
-           "rank_from_singular_values", "storage_rank", "storage_cut", "DECISIVE_MARGIN"]
+           "rank_from_singular_values", "storage_rank", "storage_cut", "full_row_rank_certificate", "DECISIVE_MARGIN"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
@@ -316,3 +316,87 @@ def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
     rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
     name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
     return dataclasses.replace(rec, precision=f"{name} storage rounding")
+
+
+def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None) -> RankRecord | None:
+    """Prove that ``M`` (m x n, m <= n, float64) has full row rank, ``margin`` decades above the float64 cut, or None.
+
+    A Cholesky factorisation of the Gram matrix ``G = fl(M M^T)`` shifted by
+    ``s`` instead of an SVD of ``M`` (about 2.5x faster at m = n = 1024 here). If the
+    floating-point Cholesky of ``fl(G - s I)`` runs to completion with factor R,
+    then ``R^T R = G - s I + D + Delta`` with ``|Delta| <= gamma_{m+1} |R^T| |R|``
+    (the backward error of Cholesky) and D the diagonal rounding of the shift,
+    ``|D| <= u max|g_ii - s|``; with the rounding of the Gram matrix,
+    ``|G - M M^T| <= gamma_n |M| |M|^T``, this gives
+
+    ``sigma_min(M)^2 >= s - gamma_{m+1} ||R||_F^2 - u max|g_ii - s| - gamma_n ||M||_F^2``.
+
+    The shift is chosen so that this lower bound puts ``sigma_min`` ``margin``
+    decades above the cut ``max(m, n) eps sigma_max`` (``sigma_max <= ||M||_F``). Where
+    Cholesky breaks down (``M`` rank-deficient or too ill-conditioned for the
+    squared problem) the answer is None: the caller decides with an SVD.
+    ``margin=0`` proves plain non-singularity (sigma_min above the cut); it
+    assumes IEEE-754 float64 round-to-nearest and a BLAS that sums products
+    (no Strassen), as :func:`~symtrans.certify.real.verified_det_sign` does.
+    ``gram``, when given, is ``M @ M.T`` already computed in float64 (any
+    summation order: the bound holds for each); it is overwritten.
+    The record's ``sigma_above`` and ``margin`` are these lower bounds, not
+    measured singular values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> rec = full_row_rank_certificate(torch.randn(20, 30, generator=g, dtype=torch.float64))
+    >>> rec.rank, rec.decisive
+    (20, True)
+    >>> M = torch.randn(20, 30, generator=g, dtype=torch.float64)
+    >>> M[5] = M[3] + M[7]  # rank 19: no certificate
+    >>> full_row_rank_certificate(M) is None
+    True
+    """
+    import torch
+
+    M = torch.as_tensor(M)
+    if M.dtype != torch.float64:
+        raise ValueError(f"full_row_rank_certificate needs float64, got {M.dtype}")
+    m, n = int(M.shape[0]), int(M.shape[1])
+    if m == 0 or m > n:
+        return None
+    u = 2.0 ** -53
+
+    def gamma(k: int) -> float:
+        return k * u / (1 - k * u)
+
+    fro2 = float((M * M).sum()) * (1 + gamma(m * n + 1))  # upper bound on ||M||_F^2 (a sum of m n squares)
+    if not math.isfinite(fro2) or fro2 == 0:
+        return None
+    cut = max(m, n) * 2.0 ** -52 * math.sqrt(fro2)  # >= the float64 cut max(m, n) eps sigma_max
+    G = M @ M.T if gram is None else gram
+    if tuple(G.shape) != (m, m) or G.dtype != torch.float64:
+        raise ValueError(f"gram must be the float64 {m} x {m} matrix M M^T, got {tuple(G.shape)} {G.dtype}")
+    gram_err = gamma(n) * fro2
+    diag_max = float(G.diagonal().abs().max())
+    # Cholesky's backward error is at most gamma_{m+1} ||R||_F^2 ~ gamma_{m+1} tr(G): budget for twice that
+    chol_err = 2 * gamma(m + 1) * diag_max * m
+    target = (10.0 ** margin * cut) ** 2
+    shift = 2 * (target + gram_err + chol_err + u * diag_max)
+    G.diagonal().sub_(shift)
+    R, info = torch.linalg.cholesky_ex(G)
+    if int(info) != 0 or not bool(torch.isfinite(R).all()):
+        return None
+    r_fro2 = float((R * R).sum()) * (1 + gamma(m * m + 1))
+    # the last term covers underflow in the squares and products (each at most 2^-1074, m^2 + m n of them)
+    lower = shift - gamma(m + 1) * r_fro2 - u * (diag_max + shift) - gram_err - (m * m + m * n) * 2.0 ** -1000
+    if lower <= 0:
+        return None
+    smin = math.sqrt(lower)
+    got = math.log10(smin / cut)
+    if got < margin:
+        return None
+    why = ("float64 computation: full row rank proved by a shifted Cholesky factorisation of the Gram matrix M M^T "
+           "(backward-error bounds of the Gram product and of Cholesky); sigma_above is a proved lower bound on "
+           "sigma_min, the cut is bounded above by max(m, n) eps ||M||_F, so the margin is a lower bound")
+    return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=cut, rtol=max(m, n) * 2.0 ** -52,
+                      tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
+                      margin=got, precision="float64 computation (Cholesky certificate)")

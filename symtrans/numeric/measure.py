@@ -44,7 +44,8 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.numeric.forward import embed_input, encode, encoder_layer, layer_forward, structure  # noqa: F401
-from symtrans.numeric.linalg import RankRecord, numerical_rank, rank_from_singular_values, svdvals
+from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, numerical_rank, rank_from_singular_values,
+                                     svdvals)
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
@@ -498,7 +499,8 @@ class HeadSubspaceRecord(_Record):
     overlap: list[list[float]]
     notes: str = ("R_h from the SVD of K_h = U_h^T Y^h W_O^h, U_h the left singular vectors of Y^h (same "
                   "singular values and row space as Y^h W_O^h); "
-                  "dim(sum R_h) from the stacked orthonormal bases; angles via arccos of the singular "
+                  "dim(sum R_h) from the stacked orthonormal bases (a Cholesky certificate of their Gram matrix when they are "
+                  "independent, else their SVD); angles via arccos of the singular "
                   "values of B_h B_g^T, accurate to about sqrt(eps) rad near 0 degrees")
 
     @property
@@ -538,10 +540,25 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
     B = Bk * mask[..., None]  # [H, m, D], rows beyond dim R_h zeroed
     stacked = B.reshape(-1, D)
-    s_sum = svdvals(stacked).cpu()
-    dim_sum = rank_from_singular_values(s_sum, (int(r.sum()), D), Y.dtype)
+    # the common case, sum_h dim R_h independent directions, is proved by a Cholesky certificate of the kept
+    # rows' Gram matrix; anything else (or a certificate that does not go through) is decided by the SVD
+    m = B.shape[1]
+    gram = stacked @ stacked.T  # [H m, H m]: block (h, g) is B_h B_g^T
+    kept = (mask.reshape(-1) > 0).nonzero().flatten()
+    dim_sum = (full_row_rank_certificate(stacked[kept], gram=gram[kept][:, kept]) if Y.dtype == torch.float64
+               else None)
+    if dim_sum is None:
+        s_sum = svdvals(stacked).cpu()
+        dim_sum = rank_from_singular_values(s_sum, (int(r.sum()), D), Y.dtype)
     rank_mha = numerical_rank(mha)
-    cos = torch.linalg.svdvals(torch.einsum("hid,gjd->hgij", B, B)).clamp(0, 1)  # [H, H, m]
+    # principal cosines of each pair from the Gram blocks; B_g B_h^T is the transpose of B_h B_g^T (same
+    # singular values), so only the blocks on and above the diagonal are decomposed
+    blocks = gram.reshape(H, m, H, m).transpose(1, 2)  # [H, H, m, m]
+    iu = torch.triu_indices(H, H, device=Y.device)
+    upper = torch.linalg.svdvals(blocks[iu[0], iu[1]]).clamp(0, 1)  # [H (H + 1) / 2, m]
+    cos = torch.zeros(H, H, upper.shape[-1], dtype=upper.dtype, device=upper.device)
+    cos[iu[0], iu[1]] = upper
+    cos[iu[1], iu[0]] = upper
     angle = torch.rad2deg(torch.arccos(cos[..., 0]))
     denom = torch.minimum(r[:, None], r[None, :]).clamp(min=1).to(cos.dtype)
     overlap = (cos * cos).sum(-1) / denom
