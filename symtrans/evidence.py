@@ -617,7 +617,8 @@ class Producer:
     reading: str | None = None  # the reading id its records are about, when registered against one
     families: tuple[str, ...] | None = None  # model families it applies to (None: every family)
     applies_to: str = ""  # the structural reason behind ``families``, said when it does not apply
-    worker: bool = False  # a report may run it in its forked worker (with every producer sharing its caches)
+    share: str | None = None  # the context cache it shares with other producers: a report runs them in one process
+    cost: float = 1.0  # relative running time on a real model (BERT-large sized), to order a report's work
 
     @property
     def source_hash(self) -> str:
@@ -662,7 +663,8 @@ def _source_hash(func: Any) -> str:
 
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
-             applies_to: str = "", worker: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
+             applies_to: str = "", share: str | None = None,
+             cost: float = 1.0) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
     """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
 
@@ -670,10 +672,13 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     the claim and its records are tagged with that reading. ``families`` lists
     the model families the check applies to; on another family the runner
     records ``not-applicable`` naming ``applies_to``, the structural reason.
-    ``worker=True`` marks a numeric producer that a report may run in its
-    forked worker beside the symbolic ones: it must share no context cache
-    with a producer that runs in the main process (only the weights and the
-    trace, which the report builds before forking).
+    A report may run producers in two processes (it forks after loading the
+    weights and building the trace). ``share`` names a context cache the
+    producer shares with others beyond those two (e.g. ``"sec6-layer"``):
+    producers with the same ``share`` run in one process, one after the other,
+    so the cache is computed once. ``cost`` is its relative running time on
+    a BERT-large-sized model (seconds there, roughly): the report hands out the
+    most expensive work first. Neither changes a record.
 
     Examples
     --------
@@ -699,7 +704,8 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
         doc = (func.__doc__ or "").strip().splitlines()
         existing.append(Producer(claim_id, pname, kind, func, needs_model,
                                  description or (doc[0] if doc else ""), reading,
-                                 tuple(families) if families is not None else None, applies_to, worker))
+                                 tuple(families) if families is not None else None, applies_to, share,
+                                 float(cost)))
         return func
 
     return wrap

@@ -300,3 +300,26 @@ def test_a_directory_the_kernel_refuses_gives_one_line(tmp_path: Path) -> None:
     # refused by a real probe before anything is rendered (root passes os.access checks on /proc)
     with pytest.raises(SymtransError, match=r"^/proc: cannot create the report there \("):
         write_report(build_report(Context(model=None)), "/proc/symtrans-report", ["md"])
+
+
+def test_html_rendered_aside_equals_html_rendered_here(monkeypatch) -> None:
+    """With several formats the HTML is rendered in a forked child: the same text, and a failed child is covered."""
+    from symtrans.report import write as write_mod
+    from symtrans.report.build import parallel_default
+
+    if not parallel_default():
+        pytest.skip("needs fork and two CPUs")
+    report = build_report(Context(model=None))
+    alone = render(report, ["html"])["report.html"]  # one format: rendered here
+    assert render(report, ["md", "html"])["report.html"] == alone
+    parent, real = os.getpid(), write_mod._render_one
+
+    def fails_in_child(rep, f):
+        if os.getpid() != parent:
+            raise RuntimeError("planted failure in the child")
+        return real(rep, f)
+
+    monkeypatch.setattr(write_mod, "_render_one", fails_in_child)
+    assert render(report, ["md", "html"])["report.html"] == alone  # the parent rendered it again
+    monkeypatch.setattr(write_mod, "_render_child", lambda *a: os._exit(3))  # the child dies outright
+    assert render(report, ["html", "json"])["report.html"] == alone

@@ -197,7 +197,7 @@ def prop63(ctx: Context) -> list[Evidence]:
 
 
 @producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
-          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)")
+          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)", cost=5)
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
     from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
@@ -383,7 +383,7 @@ def recovery(ctx: Context) -> list[Evidence]:
 
 
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
-          description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O")
+          description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O", cost=3)
 def recovery_real(ctx: Context) -> list[Evidence]:
     """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint)."""
     from symtrans.certify.real import MODULUS, stacked_wo_rank
@@ -483,7 +483,7 @@ THM53_R = 32
 
 
 @producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
-          description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R")
+          description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R", cost=4)
 def thm53_real(ctx: Context) -> list[Evidence]:
     """Certify rank F(X*_r) > r on every layer of the model for r = 1..THM53_R (exact weights, arb balls)."""
     from symtrans.certify.real import PRECISION, LayerResidual, ball_margin, verified_residual_sign

@@ -328,13 +328,13 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
                                                                    " (applicable inputs)"))
 
 
-@producer("thm-4.2", kind="numeric", name="ln-search-arank", needs_model=False)
+@producer("thm-4.2", kind="numeric", name="ln-search-arank", needs_model=False, share="sec4-search")
 def check_ln_search_arank(ctx: Context) -> list[Evidence]:
     """Search constructed inputs for violations of arank(LN X) = arank(X) under H1-H4."""
     return [_search_evidence(ctx, "arank", _cached_search(ctx))]
 
 
-@producer("thm-4.2", kind="numeric", name="ln-search-rank-beta0", needs_model=False)
+@producer("thm-4.2", kind="numeric", name="ln-search-rank-beta0", needs_model=False, share="sec4-search")
 def check_ln_search_rank(ctx: Context) -> list[Evidence]:
     """Search constructed inputs for violations of rank(LN X) = rank(X) with beta = 0."""
     return [_search_evidence(ctx, "rank0", _cached_search(ctx))]
@@ -418,7 +418,7 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
 
 
 @producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True, families=LAYERNORM_FAMILIES,
-          applies_to=FAMILIES_NOTE["layernorm"])
+          applies_to=FAMILIES_NOTE["layernorm"], cost=3)
 def check_ln_real(ctx: Context) -> list[Evidence]:
     """Theorem 4.2 on the real pre-LN sums at n = ctx.n (all layers) and at n > d_model (layer 0)."""
     w = weights(ctx)

@@ -418,7 +418,7 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
                            f"bound u ||W_V||_F ||W_O||_F = {bound:.3g} (margin in decades)")
 
 
-@producer("thm-5.3", kind="numeric", name="residual-rank", needs_model=True)
+@producer("thm-5.3", kind="numeric", name="residual-rank", needs_model=True, cost=12)
 def check_thm_5_3(ctx: Context) -> list[Evidence]:
     """rank(X + MHA(X)) > rank(X) at every real layer for rank-r inputs on a grid of r, hypotheses first."""
     w = weights(ctx)
@@ -541,13 +541,13 @@ def _fit_rate(ratios: list[float]) -> dict[str, Any]:
 
 
 @producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True, families=ENCODERS,
-          applies_to=FAMILIES_NOTE["bidirectional"])
+          applies_to=FAMILIES_NOTE["bidirectional"], share="sec5-sweep")
 def check_dong(ctx: Context) -> list[Evidence]:
     """Pure attention (no residual, no MLP, no LN) with repeated real layers collapses to rank one."""
     return [_sweep_evidence(ctx, "lit-dong")]
 
 
-@producer("thm-5.3", kind="numeric", name="depth-sweep-residual", needs_model=True)
+@producer("thm-5.3", kind="numeric", name="depth-sweep-residual", needs_model=True, share="sec5-sweep", cost=3)
 def check_sweep_residual(ctx: Context) -> list[Evidence]:
     """Residual variants with repeated real layers do not collapse (the consequence of thm-5.3)."""
     return [_sweep_evidence(ctx, "thm-5.3")]
@@ -771,7 +771,7 @@ JACOBIAN_TOL = 1e-9
 JACOBIAN_DIRECTIONS = 4
 
 
-@producer("prop-5.4", kind="numeric", name="residual-jacobian", needs_model=True)
+@producer("prop-5.4", kind="numeric", name="residual-jacobian", needs_model=True, cost=3)
 def check_prop_5_4(ctx: Context) -> list[Evidence]:
     """The attention-plus-residual stack's Jacobian equals the chained I + D[MHA] (paper's head formula)."""
     import torch
@@ -890,7 +890,7 @@ def mlp_nonzero_hypothesis(w: Any) -> HypothesisCheck:
 
 
 @producer("cor-mlp-role/collapse-not-necessary", kind="numeric", name="no-collapse-without-mlp",
-          needs_model=True)
+          needs_model=True, share="sec5-sweep")
 def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
     """Reading ``cor-mlp-role/collapse-not-necessary``: attention + residual, no MLP, does not collapse."""
     ratios = _sweep(ctx)
@@ -920,7 +920,8 @@ def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
                    margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
 
 
-@producer("cor-mlp-role/collapse-sufficient", kind="numeric", name="mlp-prevents-collapse", needs_model=True)
+@producer("cor-mlp-role/collapse-sufficient", kind="numeric", name="mlp-prevents-collapse", needs_model=True,
+          share="sec5-sweep")
 def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     """Reading ``cor-mlp-role/collapse-sufficient``: attention + MLP, no residual, does not collapse.
 

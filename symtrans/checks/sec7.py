@@ -747,13 +747,13 @@ def _ln(ctx: Context) -> list[Evidence]:
     return ev
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, worker=True)
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, share="sec7", cost=6)
 def check_recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimension of each named map (summation, Z -> Z W_O, the map into the MLP) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
 
 
-@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, worker=True)
+@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, share="sec7", cost=0.1)
 def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     """Are per-head outputs identifiable from each named map's output? (fibre > 0 means no)."""
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]

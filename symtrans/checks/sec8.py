@@ -179,7 +179,7 @@ def remedy_verdict(plain: int, gated: int, plain_wo: int, gated_wo: int) -> Verd
 
 
 @producer("pgop/remedy", kind="numeric", name="pgop-fibre", needs_model=True, families=LEARNED_POSITION_FAMILIES,
-          applies_to=FAMILIES_NOTE["learned-positions"])
+          applies_to=FAMILIES_NOTE["learned-positions"], cost=1.5)
 def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
     import torch

@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="an earlier report.json whose evidence is carried over (marked stale if the weights "
                         "or the toolkit version changed)")
     p.add_argument("--serial", action="store_true",
-                   help="run every producer in this process (default: with 2+ CPUs, the exact producers run in "
-                        "one forked worker beside the numeric ones; the verdicts are the same)")
+                   help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
+                        "worker share the producers, most expensive first; the verdicts are the same)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (a bar on a terminal, timestamped lines otherwise)")
     p.set_defaults(func=_cmd_report)

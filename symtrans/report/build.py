@@ -281,21 +281,56 @@ def _run_here(p: Any, ctx: Context) -> list[Evidence] | str:
         return _error_message(err)
 
 
-def _worker(tasks: list[tuple[int, Any]], ctx: Context, conn: Any) -> None:
-    """Forked worker: run each task, send ``(index, result)``; a result that cannot be pickled is re-run by the parent."""
+def _claim(counter: Any, total: int) -> int | None:
+    """The next unclaimed unit's index from the counter both processes share, or None when none is left."""
+    with counter.get_lock():
+        k = counter.value
+        if k >= total:
+            return None
+        counter.value = k + 1
+        return k
+
+
+def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
+    """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
     from symtrans import progress as _progress
 
     _progress.configure(quiet=True)  # the parent draws the progress
     try:
-        for i, p in tasks:
-            res = _run_here(p, ctx)
-            try:
-                conn.send((i, res))
-            except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
-                conn.send((i, None))
+        while (k := _claim(counter, len(units))) is not None:
+            for i in units[k]:
+                res = _run_here(tasks[i][1], ctx)
+                try:
+                    conn.send((i, res))
+                except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
+                    conn.send((i, None))
         conn.send(None)
     finally:
         conn.close()
+
+
+def work_units(tasks: list[tuple[str, Any]]) -> list[list[int]]:
+    """Task indices grouped into units (producers with the same ``share`` together), most expensive first.
+
+    A unit runs in one process, so a cache its producers share is computed
+    once; units are ordered by the sum of their producers' ``cost`` (longest
+    first, so the last unit handed out is a short one), ties in task order.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import producers_for
+    >>> tasks = [(c, p) for c in ("prop-6.2", "prop-6.3") for p in producers_for(c)]
+    >>> units = work_units(tasks)
+    >>> sorted(i for u in units for i in u) == list(range(len(tasks)))
+    True
+    >>> [tasks[i][1].name for i in units[0]]  # the subspace checks share one cache: one unit, the costliest
+    ['mha-rank-vs-sum', 'mha-rank-bound', 'head-subspace-dim']
+    """
+    groups: dict[Any, list[int]] = {}
+    for i, (_, p) in enumerate(tasks):
+        groups.setdefault(p.share if p.share else ("task", i), []).append(i)
+    units = list(groups.values())
+    return sorted(units, key=lambda u: (-sum(tasks[i][1].cost for i in u), u[0]))
 
 
 def _cuda_in_use(ctx: Context) -> bool:
@@ -336,13 +371,13 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
 
     With ``parallel`` (and a model in ``ctx`` on the CPU, CUDA not initialised:
-    a forked child cannot use CUDA), the symbolic producers and the
-    numeric ones marked ``worker`` run in one forked child process (which
-    shares the loaded weights and the trace copy-on-write) while this process
-    runs the other numeric ones; results come back pickled and
-    are memoised here as if run here. If the child dies, its unfinished tasks
-    run here. The results are in task order; verdicts do not depend on
-    ``parallel`` (rounding-level numbers may, as between any two processes).
+    a forked child cannot use CUDA), this process and one forked child (which
+    shares the loaded weights and the trace copy-on-write) both take
+    :func:`work_units` from one shared counter, most expensive first, until
+    none is left; results come back pickled and are memoised here as if run
+    here. If the child dies, what it did not send back runs here. The results
+    are in task order; verdicts do not depend on ``parallel`` (rounding-level
+    numbers may, as between any two processes).
 
     Examples
     --------
@@ -359,12 +394,12 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     if parallel is None:
         parallel = parallel_default()
     results: list[Any] = [None] * len(tasks)
-    side = [(i, p) for i, (_, p) in enumerate(tasks) if p.kind == "symbolic" or p.worker]
-    main = [(i, p) for i, (_, p) in enumerate(tasks) if not (p.kind == "symbolic" or p.worker)]
-    if not (parallel and ctx.numeric and side and main and "fork" in multiprocessing.get_all_start_methods()
-            and not _cuda_in_use(ctx)):
-        side, main = [], list(enumerate(p for _, p in tasks))
-    if side and any(p.needs_model for _, p in side):  # what both processes read: built once, before forking
+    units = work_units(tasks)
+    parallel = bool(parallel and ctx.numeric and len(units) > 1
+                    and "fork" in multiprocessing.get_all_start_methods() and not _cuda_in_use(ctx))
+    if not parallel:
+        units = [[i] for i in range(len(tasks))]  # serial: task order
+    elif any(p.needs_model for _, p in tasks):  # what both processes read: built once, before forking
         from symtrans.checks.common import trace
 
         try:
@@ -373,47 +408,55 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             pass
     with Progress(len(tasks), "report", unit="producer", enabled=progress) as bar:
         proc = conn = None
-        if side:
-            mp = multiprocessing.get_context("fork")
+        mp = multiprocessing.get_context("fork")
+        counter = mp.Value("i", 0)
+        if parallel:
             conn, child = mp.Pipe(duplex=False)
-            proc = mp.Process(target=_worker, args=(side, ctx, child), daemon=True)
+            proc = mp.Process(target=_worker, args=(tasks, units, counter, ctx, child), daemon=True)
             proc.start()
             child.close()
-        pending = {i for i, _ in side}
+        done: set[int] = set()
+
+        def finish(i: int, res: Any) -> None:
+            done.add(i)
+            results[i] = res
+            bar.step(f"{tasks[i][0]} / {tasks[i][1].name}")
 
         def drain(block: bool) -> None:
-            while pending and conn is not None and (block or conn.poll()):
+            nonlocal conn
+            while conn is not None and (block or conn.poll()):
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError):  # the child died: what it did not finish runs here
-                    break
-                if msg is None:  # the worker is done: reap it now rather than leave a zombie until the end
+                    msg = None
+                if msg is None:  # the worker is done (or dead): reap it now rather than leave a zombie
                     proc.join()
+                    conn.close()
+                    conn = None
                     break
                 i, res = msg
-                pending.discard(i)
                 p = tasks[i][1]
                 if res is None:
                     res = _run_here(p, ctx)
                 elif isinstance(res, list):
                     remember(p, ctx, res)
-                results[i] = res
-                bar.step(f"{tasks[i][0]} / {p.name}")
+                finish(i, res)
 
         try:
-            for i, p in main:
-                results[i] = _run_here(p, ctx)
-                bar.step(f"{tasks[i][0]} / {p.name}")
-                drain(block=False)
+            while (k := _claim(counter, len(units))) is not None:
+                for i in units[k]:
+                    finish(i, _run_here(tasks[i][1], ctx))
+                    drain(block=False)
             drain(block=True)
-            for i in sorted(pending):  # a worker that died: finish here
-                results[i] = _run_here(tasks[i][1], ctx)
-                bar.step(f"{tasks[i][0]} / {tasks[i][1].name}")
+            for i in range(len(tasks)):  # a worker that died: finish what it claimed here
+                if i not in done:
+                    finish(i, _run_here(tasks[i][1], ctx))
         finally:
             if proc is not None:
                 if proc.is_alive():
                     proc.kill()
                 proc.join()
+            if conn is not None:
                 conn.close()
     return results
 
@@ -424,8 +467,8 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
     producers of its own claims only. ``parallel`` (default: where two CPUs
-    are usable and ``fork`` exists) runs the exact (symbolic) producers in one
-    forked worker beside the numeric ones; the verdicts are the same either way.
+    are usable and ``fork`` exists) shares the producers between this process
+    and one forked worker (:func:`run_tasks`); the verdicts are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.

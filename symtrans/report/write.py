@@ -19,6 +19,7 @@ symtrans.errors.SymtransError: --format: unknown format 'pdf'; choose from: 'dot
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from symtrans import outdir
 from symtrans.report.build import Report
@@ -53,19 +54,69 @@ def render(report: Report, formats: list[str]) -> dict[str, str]:
     >>> json.loads(texts["report.json"])["schema"]
     'symtrans-report/1'
     """
-    import importlib
-
-    makers = {"md": ("markdown", "render_markdown"), "html": ("html", "render_html"),
-              "dot": ("dot", "render_dot")}
+    aside = _render_aside(report, "html") if "html" in formats and len(formats) > 1 else None
     out: dict[str, str] = {}
     for f in formats:
-        if f == "json":
-            # strict JSON: non-finite floats become "Infinity"/"-Infinity"/"NaN" (docs/json-schemas.md)
-            out[FILES[f]] = dumps_strict(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+        if f == "html" and aside is not None:
+            out[FILES[f]] = aside()
         else:
-            module, func = makers[f]
-            out[FILES[f]] = getattr(importlib.import_module(f"symtrans.report.{module}"), func)(report)
+            out[FILES[f]] = _render_one(report, f)
     return out
+
+
+def _render_one(report: Report, f: str) -> str:
+    import importlib
+
+    if f == "json":
+        # strict JSON: non-finite floats become "Infinity"/"-Infinity"/"NaN" (docs/json-schemas.md)
+        return dumps_strict(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+    makers = {"md": ("markdown", "render_markdown"), "html": ("html", "render_html"), "dot": ("dot", "render_dot")}
+    module, func = makers[f]
+    return getattr(importlib.import_module(f"symtrans.report.{module}"), func)(report)
+
+
+def _render_aside(report: Report, f: str) -> Any:
+    """Render format ``f`` in a forked child while this process renders the others; None where forking is unsafe.
+
+    Returns a function giving the text: the child's, or (if the child failed
+    or died) the text rendered here. The text is the same either way.
+    """
+    import multiprocessing
+    import sys
+
+    from symtrans.report.build import parallel_default
+
+    torch = sys.modules.get("torch")
+    if not parallel_default() or (torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    mp = multiprocessing.get_context("fork")
+    conn, child = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_render_child, args=(report, f, child), daemon=True)
+    proc.start()
+    child.close()
+
+    def result() -> str:
+        try:
+            text = conn.recv()
+        except (EOFError, OSError):  # the child died: render here
+            text = None
+        finally:
+            conn.close()
+            proc.join()
+        return text if isinstance(text, str) else _render_one(report, f)
+
+    return result
+
+
+def _render_child(report: Report, f: str, conn: Any) -> None:
+    try:
+        try:
+            text: str | None = _render_one(report, f)
+        except Exception:  # noqa: BLE001 - the parent renders it again and raises there
+            text = None
+        conn.send(text)
+    finally:
+        conn.close()
 
 
 def check_output_dir(out: str | Path) -> Path:
