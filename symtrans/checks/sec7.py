@@ -482,7 +482,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     >>> from symtrans.evidence import Context
     >>> r = wo_rows(Context(model="default", n=4))[0]
     >>> r["rank_WO_storage"], r["decisive"], r["precision"]
-    (384, True, 'float32 storage rounding')
+    (384, True, 'float32 storage rounding (Cholesky certificate)')
     """
     from symtrans.checks.common import exact_rank, finite, storage_precision, storage_ranks
 
@@ -494,7 +494,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     tr = trace(ctx)
     sd, _ = storage_precision(w)
     stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
-    recs = storage_ranks(stacked, sd)
+    recs = storage_ranks(stacked, sd, certify=True)  # a Cholesky certificate where W_O has full rank, else the SVD
     rows = []
     for i, rec in enumerate(recs):
         full = min(rec.shape)

@@ -318,7 +318,8 @@ def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
     return dataclasses.replace(rec, precision=f"{name} storage rounding")
 
 
-def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None) -> RankRecord | None:
+def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
+                              cut: tuple[float, str] | None = None) -> RankRecord | None:
     """Prove that ``M`` (m x n, m <= n, float64) has full row rank, ``margin`` decades above the float64 cut, or None.
 
     A Cholesky factorisation of the Gram matrix ``G = fl(M M^T)`` shifted by
@@ -339,7 +340,9 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None) 
     assumes IEEE-754 float64 round-to-nearest and a BLAS that sums products
     (no Strassen), as :func:`~symtrans.certify.real.verified_det_sign` does.
     ``gram``, when given, is ``M @ M.T`` already computed in float64 (any
-    summation order: the bound holds for each); it is overwritten.
+    summation order: the bound holds for each); it is overwritten. ``cut``,
+    when given, is ``(absolute cut, why)`` to measure the margin from instead
+    (e.g. :func:`storage_cut`, for a rank at storage precision).
     The record's ``sigma_above`` and ``margin`` are these lower bounds, not
     measured singular values.
 
@@ -371,7 +374,12 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None) 
     fro2 = float((M * M).sum()) * (1 + gamma(m * n + 1))  # upper bound on ||M||_F^2 (a sum of m n squares)
     if not math.isfinite(fro2) or fro2 == 0:
         return None
+    given = cut
     cut = max(m, n) * 2.0 ** -52 * math.sqrt(fro2)  # >= the float64 cut max(m, n) eps sigma_max
+    if given is not None:
+        cut = float(given[0])
+        if not cut > 0:
+            return None
     G = M @ M.T if gram is None else gram
     if tuple(G.shape) != (m, m) or G.dtype != torch.float64:
         raise ValueError(f"gram must be the float64 {m} x {m} matrix M M^T, got {tuple(G.shape)} {G.dtype}")
@@ -394,9 +402,14 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None) 
     got = math.log10(smin / cut)
     if got < margin:
         return None
-    why = ("float64 computation: full row rank proved by a shifted Cholesky factorisation of the Gram matrix M M^T "
-           "(backward-error bounds of the Gram product and of Cholesky); sigma_above is a proved lower bound on "
-           "sigma_min, the cut is bounded above by max(m, n) eps ||M||_F, so the margin is a lower bound")
+    how = ("full row rank proved by a shifted Cholesky factorisation of the Gram matrix M M^T (backward-error "
+           "bounds of the Gram product and of Cholesky); sigma_above is a proved lower bound on sigma_min and "
+           "sigma_max the upper bound ||M||_F, so the margin is a lower bound")
+    if given is not None:
+        return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=cut, rtol=cut / math.sqrt(fro2),
+                          tolerance_reason=f"{given[1]}; {how}", sigma_max=math.sqrt(fro2), sigma_above=smin,
+                          sigma_below=None, margin=got, precision="Cholesky certificate")
+    why = f"float64 computation: {how}; the cut is bounded above by max(m, n) eps ||M||_F"
     return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=cut, rtol=max(m, n) * 2.0 ** -52,
                       tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
                       margin=got, precision="float64 computation (Cholesky certificate)")
