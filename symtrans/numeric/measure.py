@@ -543,10 +543,17 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     # the common case, sum_h dim R_h independent directions, is proved by a Cholesky certificate of the kept
     # rows' Gram matrix; anything else (or a certificate that does not go through) is decided by the SVD
     m = B.shape[1]
-    gram = stacked @ stacked.T  # [H m, H m]: block (h, g) is B_h B_g^T
+    # [H m, H m]: block (h, g) is B_h B_g^T; the blocks on and above the diagonal are formed (half the GEMM
+    # work), those below are their transposes, so every entry is one float64 dot product of two rows
+    gram = torch.empty(H * m, H * m, dtype=B.dtype, device=B.device)
+    for h in range(H):
+        gram[h * m:(h + 1) * m, h * m:] = B[h] @ stacked[h * m:].T
+        gram[(h + 1) * m:, h * m:(h + 1) * m] = gram[h * m:(h + 1) * m, (h + 1) * m:].T
     kept = (mask.reshape(-1) > 0).nonzero().flatten()
-    dim_sum = (full_row_rank_certificate(stacked[kept], gram=gram[kept][:, kept]) if Y.dtype == torch.float64
-               else None)
+    every = len(kept) == H * m
+    dim_sum = (full_row_rank_certificate(stacked if every else stacked[kept],
+                                         gram=gram.clone() if every else gram[kept][:, kept])
+               if Y.dtype == torch.float64 else None)
     if dim_sum is None:
         s_sum = svdvals(stacked).cpu()
         dim_sum = rank_from_singular_values(s_sum, (int(r.sum()), D), Y.dtype)
