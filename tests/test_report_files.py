@@ -302,14 +302,14 @@ def test_a_directory_the_kernel_refuses_gives_one_line(tmp_path: Path) -> None:
         write_report(build_report(Context(model=None)), "/proc/symtrans-report", ["md"])
 
 
-def test_html_rendered_aside_equals_html_rendered_here(monkeypatch) -> None:
+def test_html_rendered_aside_equals_html_rendered_here(mini, monkeypatch) -> None:
     """With several formats the HTML is rendered in a forked child: the same text, and a failed child is covered."""
     from symtrans.report import write as write_mod
     from symtrans.report.build import parallel_default
 
     if not parallel_default():
         pytest.skip("needs fork and two CPUs")
-    report = build_report(Context(model=None))
+    report = build_report(Context(model=None), graph=mini)
     alone = render(report, ["html"])["report.html"]  # one format: rendered here
     assert render(report, ["md", "html"])["report.html"] == alone
     parent, real = os.getpid(), write_mod._render_one
