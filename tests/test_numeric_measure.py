@@ -205,16 +205,21 @@ def test_measure_all_reuses_the_real_forward(w):
 
 
 @settings(max_examples=40, deadline=None)
-@given(m=st.integers(1, 24), extra=st.integers(0, 12), decades=st.floats(0.0, 9.0), seed=st.integers(0, 2 ** 16))
-def test_full_row_rank_certificate_never_overstates(m, extra, decades, seed):
-    """Whenever the Cholesky certificate answers, the SVD agrees: full rank, sigma_min above the proved bound."""
+@given(m=st.integers(1, 24), extra=st.integers(0, 12), decades=st.floats(0.0, 9.0), seed=st.integers(0, 2 ** 16),
+       exponent=st.sampled_from([0, 0, -520, -300, 300, 520]))
+def test_full_row_rank_certificate_never_overstates(m, extra, decades, seed, exponent):
+    """Whenever the Cholesky certificate answers, the SVD agrees: full rank, sigma_min above the proved bound.
+
+    Scaled by 2^exponent too: at 2^-520 the squares are subnormal, at 2^520 they overflow;
+    there the certificate must decline rather than answer from lost digits.
+    """
     from symtrans.numeric.linalg import full_row_rank_certificate
 
     g = torch.Generator().manual_seed(seed)
     n = m + extra
     U = torch.linalg.qr(torch.randn(m, m, generator=g, dtype=D64))[0]
     V = torch.linalg.qr(torch.randn(n, m, generator=g, dtype=D64))[0]
-    s = torch.logspace(0, -decades, m, dtype=D64) * 3.0
+    s = torch.logspace(0, -decades, m, dtype=D64) * 3.0 * 2.0 ** exponent
     M = (U * s) @ V.T
     rec = full_row_rank_certificate(M)
     svd = numerical_rank(M)
@@ -222,7 +227,7 @@ def test_full_row_rank_certificate_never_overstates(m, extra, decades, seed):
         assert rec.rank == m == svd.rank and svd.decisive
         assert float(torch.linalg.svdvals(M)[-1]) >= rec.sigma_above * (1 - 1e-12)
         assert rec.cut >= svd.cut and rec.margin <= svd.margin + 1e-9
-    elif decades <= 3:  # well conditioned: the certificate goes through
+    elif decades <= 3 and abs(exponent) < 200:  # well conditioned, well scaled: the certificate goes through
         pytest.fail(f"no certificate for a matrix of condition 10^{decades:.1f}")
 
 
