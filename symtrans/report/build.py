@@ -309,6 +309,17 @@ def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, 
         conn.close()
 
 
+class _LocalCounter:
+    """The counter of a serial run: the interface of ``multiprocessing.Value`` without shared memory."""
+
+    value = 0
+
+    def get_lock(self) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
 def work_units(tasks: list[tuple[str, Any]]) -> list[list[int]]:
     """Task indices grouped into units (producers with the same ``share`` together), most expensive first.
 
@@ -408,9 +419,10 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             pass
     with Progress(len(tasks), "report", unit="producer", enabled=progress) as bar:
         proc = conn = None
-        mp = multiprocessing.get_context("fork")
-        counter = mp.Value("i", 0)
+        counter: Any = _LocalCounter()
         if parallel:
+            mp = multiprocessing.get_context("fork")  # only where fork exists (not on Windows)
+            counter = mp.Value("i", 0)
             conn, child = mp.Pipe(duplex=False)
             proc = mp.Process(target=_worker, args=(tasks, units, counter, ctx, child), daemon=True)
             proc.start()
