@@ -174,8 +174,9 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
         shared = ln_row_jacobians(X, Z, layer, rows[:1], eps, norm=norm, gain=gain, equilibrate=True,
                                   row_scale=False)[0]
         sv = svdvals(shared).cpu()
-        scale = _row_scale(X, Z, layer, rows, eps, norm).cpu()
-        recs = [rank_from_singular_values(sv / float(c), tuple(shared.shape), shared.dtype) for c in scale]
+        c = _norm_input(X, Z, layer, rows, norm)
+        scale = ((c * c).mean(-1) + eps).sqrt().cpu()  # s_i
+        recs = [rank_from_singular_values(sv / float(s), tuple(shared.shape), shared.dtype) for s in scale]
     else:
         recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
     out = []
@@ -186,11 +187,10 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     return out
 
 
-def _row_scale(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float, norm: str) -> Any:
-    """``s_i = sqrt(mean(c_i^2) + eps)`` of each row's norm input ``u_i = x_i + z_i W_O + b_O`` (c: centred for LayerNorm)."""
+def _norm_input(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], norm: str) -> Any:
+    """What the norm scales, per row: ``u_i = x_i + z_i W_O + b_O``, centred for LayerNorm (``c_i``), as is for RMSNorm."""
     u = X[rows] + Z[rows] @ stacked_wo(layer["W_O"]) + layer["b_O"]
-    c = u - u.mean(-1, keepdim=True) if norm == "layernorm" else u
-    return ((c * c).mean(-1) + eps).sqrt()
+    return u - u.mean(-1, keepdim=True) if norm == "layernorm" else u
 
 
 def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
@@ -237,12 +237,9 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
         raise SymtransError("equilibrate needs eps > 0: at eps = 0 the scale direction is in the kernel")
     W = stacked_wo(layer["W_O"])  # [H d_v, d]
     d = W.shape[1]
-    u = X[rows] + Z[rows] @ W + layer["b_O"]  # [r, d]
+    c = _norm_input(X, Z, layer, rows, norm)  # [r, d]
     Wt = W.T  # [d, H d_v]
-    if norm == "layernorm":
-        c, base = u - u.mean(-1, keepdim=True), Wt - Wt.mean(0, keepdim=True)  # P W_O^T
-    else:
-        c, base = u, Wt
+    base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt  # P W_O^T or W_O^T
     s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
     if equilibrate:
         inner = base[None].expand(len(rows), -1, -1)
@@ -484,6 +481,11 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     >>> r["rank_WO_storage"], r["decisive"], r["precision"]
     (384, True, 'float32 storage rounding (Cholesky certificate)')
     """
+    return _wo_storage(ctx)[0]
+
+
+def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
+    """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
     from symtrans.checks.common import exact_rank, finite, storage_precision, storage_ranks
 
     key = ("sec7-wo", ctx.n)
@@ -511,9 +513,8 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
             row.update({"rank_WO_exact" if how.startswith("exact") or "here full" in how else "rank_WO_exact_at_least": xr,
                         "exact_method": how})
         rows.append(row)
-    ctx.cache[key] = rows
-    ctx.cache[("sec7-wo-records", n)] = recs
-    return rows
+    ctx.cache[key] = rows, recs
+    return rows, recs
 
 
 def _wo(ctx: Context) -> list[Evidence]:
@@ -626,8 +627,7 @@ def _ln(ctx: Context) -> list[Evidence]:
     tr = trace(ctx)
     rows_sel = sorted({0, n - 1})
     H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
-    wo_rows(ctx)  # W_O's SVD per layer (cached): the derived count reads its singular values
-    wo = ctx.cache[("sec7-wo-records", n)]
+    wo = _wo_storage(ctx)[1]  # W_O's rank record per layer (cached): the derived count reads its singular values
     out, lambdas = [], []
     for i, lt in enumerate(tr.layers):
         lay = w.layer(i)
@@ -644,8 +644,7 @@ def _ln(ctx: Context) -> list[Evidence]:
                  ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
         derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i])
                    if not zero_gain else [None] * len(rows_sel))
-        u = lt.X[rows_sel] + Z[rows_sel] @ stacked_wo(lay["W_O"]) + lay["b_O"]
-        c = u - u.mean(-1, keepdim=True) if m["norm"] == "layernorm" else u
+        c = _norm_input(lt.X, Z, lay, rows_sel, m["norm"])
         lam = (eps / ((c * c).mean(-1) + eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
         lambdas += lam
         for j, r in enumerate(jac):
