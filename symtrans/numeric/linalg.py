@@ -374,12 +374,10 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     fro2 = float((M * M).sum()) * (1 + gamma(m * n + 1))  # upper bound on ||M||_F^2 (a sum of m n squares)
     if not math.isfinite(fro2) or fro2 == 0:
         return None
-    given = cut
-    cut = max(m, n) * 2.0 ** -52 * math.sqrt(fro2)  # >= the float64 cut max(m, n) eps sigma_max
-    if given is not None:
-        cut = float(given[0])
-        if not cut > 0:
-            return None
+    # the caller's cut, else an upper bound on the float64 cut max(m, n) eps sigma_max
+    bound = float(cut[0]) if cut is not None else max(m, n) * 2.0 ** -52 * math.sqrt(fro2)
+    if not bound > 0:
+        return None
     G = M @ M.T if gram is None else gram
     if tuple(G.shape) != (m, m) or G.dtype != torch.float64:
         raise ValueError(f"gram must be the float64 {m} x {m} matrix M M^T, got {tuple(G.shape)} {G.dtype}")
@@ -387,7 +385,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     diag_max = float(G.diagonal().abs().max())
     # Cholesky's backward error is at most gamma_{m+1} ||R||_F^2 ~ gamma_{m+1} tr(G): budget for twice that
     chol_err = 2 * gamma(m + 1) * diag_max * m
-    target = (10.0 ** margin * cut) ** 2
+    target = (10.0 ** margin * bound) ** 2
     shift = 2 * (target + gram_err + chol_err + u * diag_max)
     G.diagonal().sub_(shift)
     R, info = torch.linalg.cholesky_ex(G)
@@ -399,17 +397,17 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     if lower <= 0:
         return None
     smin = math.sqrt(lower)
-    got = math.log10(smin / cut)
+    got = math.log10(smin / bound)
     if got < margin:
         return None
     how = ("full row rank proved by a shifted Cholesky factorisation of the Gram matrix M M^T (backward-error "
            "bounds of the Gram product and of Cholesky); sigma_above is a proved lower bound on sigma_min and "
            "sigma_max the upper bound ||M||_F, so the margin is a lower bound")
-    if given is not None:
-        return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=cut, rtol=cut / math.sqrt(fro2),
-                          tolerance_reason=f"{given[1]}; {how}", sigma_max=math.sqrt(fro2), sigma_above=smin,
+    if cut is not None:
+        return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=bound / math.sqrt(fro2),
+                          tolerance_reason=f"{cut[1]}; {how}", sigma_max=math.sqrt(fro2), sigma_above=smin,
                           sigma_below=None, margin=got, precision="Cholesky certificate")
     why = f"float64 computation: {how}; the cut is bounded above by max(m, n) eps ||M||_F"
-    return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=cut, rtol=max(m, n) * 2.0 ** -52,
+    return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=max(m, n) * 2.0 ** -52,
                       tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
                       margin=got, precision="float64 computation (Cholesky certificate)")

@@ -344,14 +344,27 @@ def work_units(tasks: list[tuple[str, Any]]) -> list[list[int]]:
     return sorted(units, key=lambda u: (-sum(tasks[i][1].cost for i in u), u[0]))
 
 
+def cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA (a forked child cannot use it); False without importing torch.
+
+    Examples
+    --------
+    >>> cuda_initialised()  # this machine, at least until something moves a tensor to a GPU
+    False
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
 def _cuda_in_use(ctx: Context) -> bool:
     """Whether this process has initialised CUDA or holds its weights on a GPU (a forked child cannot use CUDA)."""
     import sys
 
-    torch = sys.modules.get("torch")
-    if torch is None:
+    if "torch" not in sys.modules:  # nothing numeric has run here: no weights, no CUDA
         return False
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if cuda_initialised():
         return True
     device = getattr(ctx.weights(), "device", None) if ctx.numeric else None
     return device is not None and getattr(device, "type", "cpu") != "cpu"

@@ -82,12 +82,10 @@ def _render_aside(report: Report, f: str) -> Any:
     or died) the text rendered here. The text is the same either way.
     """
     import multiprocessing
-    import sys
 
-    from symtrans.report.build import parallel_default
+    from symtrans.report.build import cuda_initialised, parallel_default
 
-    torch = sys.modules.get("torch")
-    if not parallel_default() or (torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()):
+    if not parallel_default() or cuda_initialised():
         return None
     mp = multiprocessing.get_context("fork")
     conn, child = mp.Pipe(duplex=False)
