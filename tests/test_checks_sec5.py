@@ -57,6 +57,27 @@ def test_residual_rank_false_case_fails_and_counts_inconclusive_on_a_generic_cla
     assert counted_verdict(ev, "generic")[0] is Verdict.INCONCLUSIVE
 
 
+@pytest.mark.parametrize("nested", [True, False])
+def test_product_svdvals_match_the_svd_of_the_product_and_see_a_dependent_factor(nested):
+    g = torch.Generator().manual_seed(5)
+    n, d = 9, 7
+    top = torch.randn(5, d, generator=g, dtype=torch.float64)
+    pairs = []
+    for r in (1, 3, 5):
+        B = top[:r] if nested else torch.randn(r, d, generator=g, dtype=torch.float64)
+        pairs.append((torch.randn(n, r, generator=g, dtype=torch.float64), B))
+    for (A, B), s in zip(pairs, sec5.product_svdvals(pairs, min(n, d))):
+        ref = torch.linalg.svdvals(A @ B)  # an independent route: the SVD of the formed product
+        r = B.shape[0]
+        assert len(s) == min(n, d) and torch.allclose(s[:r], ref[:r], rtol=1e-12, atol=0)
+        assert s[r:].abs().max() == 0 and ref[r:].max() < 1e-13 * ref[0]
+    # false case: a factor with dependent columns makes the product's rank less than r; the values show it
+    A = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    A[:, 2] = A[:, 0] - 2 * A[:, 1]
+    s = sec5.product_svdvals([(A, top[:3])], min(n, d))[0]
+    assert s[1] > 1e-3 * s[0] and s[2] < 1e-14 * s[0]
+
+
 def test_full_rank_inputs_are_not_applicable_not_fails(w):
     X = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     cases = [dict(c, rank_deficient=False, decided=False) for c in sec5.residual_rank_cases(X, lambda B: 0 * B, [1], 0)]

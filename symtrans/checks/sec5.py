@@ -32,7 +32,7 @@ from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, trace, weigh
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
-__all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
+__all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
@@ -237,6 +237,42 @@ def low_rank_factors(X: Any, ranks: list[int], seed: int) -> dict[str, list[tupl
     return {"embedding-svd": svd, "random-factors": rand}
 
 
+def product_svdvals(pairs: list[tuple[Any, Any]], k: int) -> list[Any]:
+    """Singular values of each product A B (A n x r, B r x d) from its factors, padded with zeros to length k.
+
+    With ``B^T = Q R`` (thin QR), ``A B = (A R^T) Q^T`` and Q has orthonormal
+    columns, so A B has the singular values of the n x r matrix ``A R^T``
+    and exactly ``k - r`` more zeros: the rank of the exact product is never
+    more than r, where the SVD of the rounded n x d product would show
+    rounding noise instead. When every B is the first rows of the largest
+    (nested factors, as :func:`low_rank_factors` makes them), one QR of the
+    largest serves all: ``B_r^T = Q[:, :r] R[:r, :r]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> A = torch.randn(6, 2, generator=g, dtype=torch.float64); B = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    >>> s = product_svdvals([(A, B)], 5)[0]
+    >>> bool(torch.allclose(s[:2], torch.linalg.svdvals(A @ B)[:2])), s[2:].tolist()
+    (True, [0.0, 0.0, 0.0])
+    """
+    import torch
+
+    from symtrans.numeric.linalg import svdvals
+
+    top = max((B for _, B in pairs), key=len, default=None)
+    nested = top is not None and all(torch.equal(B, top[:len(B)]) for _, B in pairs)
+    R_top = torch.linalg.qr(top.mT, mode="r")[1] if nested else None
+    out = []
+    for A, B in pairs:
+        r = B.shape[0]
+        R = R_top[:r, :r] if nested else torch.linalg.qr(B.mT, mode="r")[1]
+        s = svdvals(A @ R.mT)
+        out.append(torch.cat([s, s.new_zeros(max(k - len(s), 0))]))
+    return out
+
+
 def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
                         prefixed: Any = None) -> list[dict[str, Any]]:
     """rank(X_r + update(X_r)) against rank(X_r) for each family and rank in ``ranks``, hypotheses first.
@@ -246,7 +282,8 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
     computes the same update from one input's factors ``(A, B)`` (see
     :func:`low_rank_factors`; the nested B's share work). For each input the
     hypothesis "X is rank-deficient" (rank X < min(n, d), decided with
-    :attr:`RankRecord.decisive`) is tested first; the statement
+    :attr:`RankRecord.decisive` on X's singular values from its factors, see
+    :func:`product_svdvals`) is tested first; the statement
     ``rank F > rank X`` is decided by ``sigma_{rank X + 1}(F)`` against F's
     rank cut, counted only when it sits at least :data:`DECISIVE_MARGIN`
     decade from it. A non-finite ``F`` is undecided, never a statistic.
@@ -274,7 +311,7 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
             fn = prefixed(top)
         F = batch + (torch.stack([fn(A, B) for A, B in pairs]) if fn is not None else update(batch))
         finite = torch.isfinite(F).flatten(1).all(1).tolist()
-        s_x = svdvals(batch)
+        s_x = product_svdvals(pairs, min(batch.shape[-2:]))
         s_f = svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
         shape = tuple(batch.shape[-2:])
         for r, sx, sf, ok in zip(ranks, s_x, s_f, finite):
