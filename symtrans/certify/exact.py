@@ -59,6 +59,11 @@ def frac(x: Any) -> Fraction:
     >>> frac(0.1) == Fraction(3602879701896397, 36028797018963968)  # the float's exact value
     True
     """
+    t = type(x)
+    if t is Fraction:
+        return x
+    if t is int:
+        return Fraction(x)
     if isinstance(x, Fraction):
         return x
     if isinstance(x, str):
@@ -154,9 +159,15 @@ def fmpq_matrix(M: Any) -> Any:
     if hasattr(M, "dtype") and getattr(M, "ndim", 0) == 2 and M.dtype.kind in "fiu":
         Z, shift = dyadic_matrix(M)
         return fmpq_mat(Z) * (fmpq(2) ** shift)
-    rows = [[frac(v) for v in row] for row in M]
-    m, n = len(rows), (len(rows[0]) if rows else 0)
-    return fmpq_mat(m, n, [fmpq(v.numerator, v.denominator) for row in rows for v in row])
+    m, n = len(M), (len(M[0]) if len(M) else 0)
+    entries = []
+    for row in M:
+        for v in row:
+            if type(v) is not int:  # ints go in as they are; everything else through its exact Fraction
+                v = frac(v)
+                v = fmpq(v.numerator, v.denominator)
+            entries.append(v)
+    return fmpq_mat(m, n, entries)
 
 
 def dyadic_matrix(A: Any) -> tuple[Any, int]:

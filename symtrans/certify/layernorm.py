@@ -72,13 +72,22 @@ class Surd:
 
 @lru_cache(maxsize=4096)
 def _squarefree_split(k: int) -> tuple[int, int]:
-    """k = s^2 * m with m square-free; return (s, m)."""
-    from sympy import factorint
+    """k = s^2 * m with m square-free; return (s, m) (factorisation by flint).
 
+    Examples
+    --------
+    >>> _squarefree_split(360), _squarefree_split(49), _squarefree_split(1)
+    ((6, 10), (7, 1), (1, 1))
+    """
+    from flint import fmpz
+
+    root = math.isqrt(k)
+    if root * root == k:  # rational sigma, the common case of the searches: no factorisation needed
+        return root, 1
     s = m = 1
-    for prime, e in factorint(k).items():
-        s *= prime ** (e // 2)
-        m *= prime ** (e % 2)
+    for prime, e in fmpz(k).factor():
+        s *= int(prime) ** (e // 2)
+        m *= int(prime) ** (e % 2)
     return s, m
 
 
@@ -123,13 +132,26 @@ def _centred_int(X: Any) -> list[tuple[list[int], int]]:
     out = []
     for row in X:
         if not all(type(v) is int for v in row):
-            row = [frac(v) for v in row]
+            row = [v if type(v) is Fraction else frac(v) for v in row]
             den = math.lcm(*(v.denominator for v in row))
             row = [v.numerator * (den // v.denominator) for v in row]
         else:
             den = 1
         d, total = len(row), sum(row)
         out.append(([d * v - total for v in row], d * den))
+    return out
+
+
+def _integer_rows(X: Any) -> list[list[int]]:
+    """Each row of a rational X times the common denominator of its entries (a row scaling: ranks kept)."""
+    out = []
+    for row in X:
+        if all(type(v) is int for v in row):
+            out.append(list(row))
+            continue
+        row = [v if type(v) is Fraction else frac(v) for v in row]
+        den = math.lcm(*(v.denominator for v in row))
+        out.append([v.numerator * (den // v.denominator) for v in row])
     return out
 
 
@@ -152,7 +174,11 @@ def variances(X: Any) -> list[Fraction]:
     >>> variances([[1, 2, 3], [5, 5, 5]])
     [Fraction(2, 3), Fraction(0, 1)]
     """
-    return [Fraction(sum(v * v for v in c), len(c) * k * k) for c, k in _centred_int(X)]
+    return _variances(_centred_int(X))
+
+
+def _variances(rows: list[tuple[list[int], int]]) -> list[Fraction]:
+    return [Fraction(sum(v * v for v in c), len(c) * k * k) for c, k in rows]
 
 
 def sigmas(X: Any) -> list[Surd]:
@@ -192,13 +218,24 @@ def sigma_in_colspace(X: Any) -> bool:
     >>> sigma_in_colspace([[1, 2, 3], [2, 4, 6]])  # sigma_2 = 2 sigma_1, XP rows proportional
     True
     """
-    rows = _centred_int(X)  # row i of XP is c_i / k_i; scaling row i of [XP | u] by k_i keeps ranks
+    return _sigma_in_colspace(_centred_int(X))
+
+
+def _sigma_in_colspace(rows: list[tuple[list[int], int]]) -> bool:
+    """:func:`sigma_in_colspace` from the rows of XP as ``(c_i, k_i)`` (:func:`_centred_int`)."""
+    # row i of XP is c_i / k_i; scaling row i of [XP | u] by k_i keeps ranks
     parts: dict[int, list[Fraction]] = {}
-    for i, s in enumerate(sigmas(X)):
+    for i, v in enumerate(_variances(rows)):
+        s = sqrt_q(v)
         parts.setdefault(s.radicand, [Fraction(0)] * len(rows))[i] = s.coef * rows[i][1]
     # sigma = sum_m sqrt(m) u_m with rational u_m; colspace(XP) is rational and the sqrt(m) are
-    # linearly independent over Q, so sigma is in it iff every u_m is.
-    aug = [c + [u[i] for u in parts.values()] for i, (c, _) in enumerate(rows)]
+    # linearly independent over Q, so sigma is in it iff every u_m is. Scaling a column u_m by the
+    # common denominator of its entries keeps the rank and makes the matrix an integer one.
+    cols = []
+    for u in parts.values():
+        den = math.lcm(*(v.denominator for v in u))
+        cols.append([v.numerator * (den // v.denominator) for v in u])
+    aug = [c + [u[i] for u in cols] for i, (c, _) in enumerate(rows)]
     return rank_q(aug) == rank_q([c for c, _ in rows])
 
 
@@ -219,10 +256,12 @@ def hypotheses(X: Any, gamma: Sequence[Any] | None = None) -> dict[str, bool]:
     """
     Xq = [list(r) for r in X]
     d = len(Xq[0])
-    h1 = all(v > 0 for v in variances(Xq))
-    h2 = rank_q(Xq + [[1] * d]) > rank_q(Xq)
+    rows = _centred_int(Xq)
+    h1 = all(v > 0 for v in _variances(rows))
+    Xi = _integer_rows(Xq)  # each row times its common denominator: row space and ranks unchanged
+    h2 = rank_q(Xi + [[1] * d]) > rank_q(Xi)
     h3 = all(frac(g) != 0 for g in (gamma if gamma is not None else [1] * d))
-    h4 = (not sigma_in_colspace(Xq)) if h1 else False
+    h4 = (not _sigma_in_colspace(rows)) if h1 else False
     return {"H1": h1, "H2": h2, "H3": h3, "H4": h4, "all": h1 and h2 and h3 and h4}
 
 
@@ -254,15 +293,17 @@ def layer_norm_q(X: Any, gamma: Sequence[Any] | None = None,
     >>> layer_norm_q([[1, 2, 3]]) is None
     True
     """
-    Xq = qmatrix(X)
-    d = len(Xq[0])
+    rows = _centred_int(X if isinstance(X, list) else qmatrix(X))  # row i of XP is c_i / k_i
+    d = len(rows[0][0])
     g = [frac(v) for v in (gamma if gamma is not None else [1] * d)]
     b = [frac(v) for v in (beta if beta is not None else [0] * d)]
     out = []
-    for row, s in zip(centred(Xq), sigmas(Xq)):
+    for (c, k), var in zip(rows, _variances(rows)):
+        s = sqrt_q(var)
         if s.radicand != 1 or s.coef == 0:
             return None
-        out.append([v / s.coef * gj + bj for v, gj, bj in zip(row, g, b)])
+        scale = 1 / (k * s.coef)  # (x_i - mean) / sigma_i = c_i / (k_i sigma_i)
+        out.append([v * scale * gj + bj for v, gj, bj in zip(c, g, b)])
     return out
 
 
