@@ -1,5 +1,6 @@
 """LayerNorm certificates: thm-4.2's counterexample, the zero-beta part, the corrected statement."""
 
+import math
 import random
 
 import pytest
@@ -87,3 +88,16 @@ def test_corrected_statement_and_its_proof():
 def test_zero_mean_beta_still_raises_matrix_rank():
     c = ln.check_remark_bound([[1, 1, -1, -1], [-1, -1, 1, 1]], [1, 1, 1, 1], [1, -1, 0, 0])
     assert c.holds and c.details["beta_mean"] == "0" and c.details["rank_LN_X"] == c.details["rank_X"] + 1
+
+
+def test_squarefree_split_against_trial_division():
+    # an independent route: strip squares by trial division, and check that m has no square factor
+    from symtrans.certify.layernorm import _squarefree_split
+
+    for k in range(1, 3000):
+        s, m = _squarefree_split(k)
+        assert s * s * m == k
+        assert all(m % (p * p) for p in range(2, math.isqrt(m) + 1)), (k, s, m)
+    # false case: a split that leaves a square in m is caught by the same test
+    s, m = 1, 12
+    assert not all(m % (p * p) for p in range(2, math.isqrt(m) + 1))
