@@ -88,6 +88,28 @@ def test_head_subspaces_detect_shared_subspaces():
     assert rec.min_angle_deg[0][1] < 1e-5 and rec.min_angle_deg[0][2] > 1
 
 
+def test_head_subspaces_rank_deficient_head_takes_the_svd_basis():
+    # head 1 writes through a rank-1 Y: its K_h is rank-deficient, so its basis must come from the SVD, and the
+    # subspace angles and dimensions must still match direct computations (an independent route)
+    g = torch.Generator().manual_seed(4)
+    Y = torch.randn(3, 10, 2, generator=g, dtype=D64)
+    Y[1, :, 1] = 3 * Y[1, :, 0]
+    W_O = torch.randn(3, 2, 7, generator=g, dtype=D64)
+
+    class LT:
+        pass
+
+    lt = LT()
+    lt.Y, lt.YO = Y, Y @ W_O
+    lt.mha = lt.YO.sum(0)
+    rec = head_subspaces(lt)
+    assert rec.dim_R == [numerical_rank(lt.YO[h]).rank for h in range(3)] == [2, 1, 2]
+    assert rec.dim_sum.rank == numerical_rank(lt.YO.reshape(-1, 7)).rank == 5
+    for h, k in [(0, 1), (1, 2), (0, 2)]:
+        angles = scipy.linalg.subspace_angles(lt.YO[h].T.numpy(), lt.YO[k].T.numpy())
+        assert rec.min_angle_deg[h][k] == pytest.approx(math.degrees(angles.min()), abs=1e-5)
+
+
 def test_wo_conditioning_matches_numpy(w):
     rec = wo_conditioning(w)
     for i in (0, w.n_layers - 1):

@@ -497,8 +497,9 @@ class HeadSubspaceRecord(_Record):
     kappa: int
     min_angle_deg: list[list[float]]
     overlap: list[list[float]]
-    notes: str = ("R_h from the SVD of K_h = U_h^T Y^h W_O^h, U_h the left singular vectors of Y^h (same "
-                  "singular values and row space as Y^h W_O^h); "
+    notes: str = ("R_h from K_h = U_h^T Y^h W_O^h, U_h the left singular vectors of Y^h (same singular values and "
+                  "row space as Y^h W_O^h): its singular values from the QR K_h^T = Q_h R_h, its basis Q_h where K_h "
+                  "has full rank, else the leading right singular vectors of K_h; "
                   "dim(sum R_h) from the stacked orthonormal bases (a Cholesky certificate of their Gram matrix when they are "
                   "independent, else their SVD); angles via arccos of the singular "
                   "values of B_h B_g^T, accurate to about sqrt(eps) rad near 0 degrees")
@@ -515,9 +516,12 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
 
     Needs a :class:`~symtrans.numeric.forward.LayerTrace` (``Y``, ``YO`` and
     ``mha``). With the thin SVD ``Y^h = U_h S_h V_h^T``, ``Y^h W_O^h = U_h K_h``
-    where ``K_h = U_h^T (Y^h W_O^h)`` is only ``d_v x d_model``: its SVD gives
-    the singular values of ``Y^h W_O^h`` and an orthonormal basis of ``R_h``
-    without an ``n x d_model`` SVD per head. All SVDs are batched over heads.
+    where ``K_h = U_h^T (Y^h W_O^h)`` is only ``d_v x d_model``: the QR
+    ``K_h^T = Q_h R_h`` gives the singular values of ``Y^h W_O^h`` (those of
+    R_h) and, where K_h has full rank, an orthonormal basis Q_h of ``R_h``
+    (a rank-deficient K_h takes its leading right singular vectors instead),
+    without an ``n x d_model`` SVD per head. All factorisations are batched
+    over heads.
 
     Examples
     --------
@@ -533,9 +537,16 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     D = YO.shape[-1]
     U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
     K = U.transpose(-1, -2) @ YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
-    Bt, sk, _ = torch.linalg.svd(K.transpose(-1, -2), full_matrices=False)  # tall: faster than K
-    Bk = Bt.transpose(-1, -2)  # [H, m, D]: rows = orthonormal basis of R_h (by singular value)
+    # K_h^T = Q_h R_h (QR): K_h has the singular values of the m x m R_h, and where K_h has full rank m the
+    # columns of Q_h are an orthonormal basis of R_h; only a rank-deficient K_h needs its singular vectors
+    Q, Rk = torch.linalg.qr(K.transpose(-1, -2))
+    sk = torch.linalg.svdvals(Rk)
     dims = [rank_from_singular_values(s, (n, D), Y.dtype) for s in sk.cpu()]
+    if all(rec.rank == K.shape[-2] for rec in dims) and Q.shape[-1] == K.shape[-2]:
+        Bk = Q.transpose(-1, -2)  # [H, m, D]: rows = orthonormal basis of R_h
+    else:
+        Bt = torch.linalg.svd(K.transpose(-1, -2), full_matrices=False)[0]  # tall: faster than K
+        Bk = Bt.transpose(-1, -2)  # rows = orthonormal basis of R_h by singular value (the leading dim R_h kept)
     r = torch.tensor([d.rank for d in dims], device=Y.device)
     mask = (torch.arange(Bk.shape[-2], device=Y.device)[None, :] < r[:, None]).to(Bk.dtype)
     B = Bk * mask[..., None]  # [H, m, D], rows beyond dim R_h zeroed
