@@ -329,3 +329,20 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
     out = tmp_path / "certs"
     write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
     assert main(["verify", str(out)]) == 0
+
+
+def test_minor_nonzero_routes_fall_through_to_the_exact_determinant():
+    """det = 0 mod one prime (or both) is not det = 0: each route hands over to the next, and a true zero stays zero."""
+    from symtrans.certify.exact import P
+    from symtrans.certify.real import MODULUS, _minor_nonzero
+
+    assert _minor_nonzero(np.array([[3.0, 1.0], [1.0, 2.0]])) == (True, f"det mod {P}")
+    assert _minor_nonzero(np.array([[float(P)]])) == (True, "det mod p")  # 0 mod P, not mod 2^61 - 1
+    N = P * MODULUS  # 0 mod both primes; entries below 2^53, so the floats are these integers exactly
+    a = 2**46
+    d = -(-N // a)
+    c = a * d - N
+    A = np.array([[float(a), 1.0], [float(c), float(d)]])
+    assert a * d - c * 1 == N and all(float(int(v)) == v for v in A.ravel())
+    assert _minor_nonzero(A) == (True, "exact det")
+    assert _minor_nonzero(np.array([[1.0, 2.0], [0.5, 1.0]])) == (False, "exact det")  # singular

@@ -443,6 +443,8 @@ def to_mod_p(M: Any, p: int = P) -> Any:
         ints = (mant * 2.0**53).astype(np.int64)  # exact: |mant| < 1, 53-bit significand
         shift = exp.astype(np.int64) - 53
         out = np.mod(ints, p)
+        if p == P:  # Mersenne: 2^31 = 1 mod p, so 2^e = 2^(e mod 31) for every integer e, negative ones too
+            return (out * np.left_shift(np.int64(1), np.mod(shift, 31))) % p
         uniq, inv = np.unique(shift, return_inverse=True)
         table = np.array([pow(2, int(e), p) if e >= 0 else pow(pow(2, -int(e), p), -1, p) for e in uniq],
                          dtype=np.int64)

@@ -186,9 +186,20 @@ def _lu_rows(M: Any) -> Any:
 
 
 def _minor_nonzero(A: Any, p: int = MODULUS) -> tuple[bool, str]:
-    """Whether the square float matrix A has det != 0, exactly: mod p first, exact over Z when that is 0."""
-    from flint import nmod_mat
+    """Whether the square float matrix A has det != 0, exactly: mod primes first, exact over Z when both give 0.
 
+    A's floats are exact dyadic rationals; a non-zero determinant of their
+    reduction mod an odd prime proves det A != 0. The 31-bit Mersenne prime's
+    residues are formed in numpy int64 arithmetic (:func:`to_mod_p`); then
+    ``p`` on the integer matrix ``Z = A 2^-s``; then the exact determinant.
+    """
+    from flint import fmpz_mat, nmod_mat
+
+    from symtrans.certify.exact import P, to_mod_p
+
+    k = A.shape[0]  # (flint builds an fmpz_mat from a flat list faster than an nmod_mat)
+    if k and int(nmod_mat(fmpz_mat(k, k, to_mod_p(A, P).ravel().tolist()), P).det()) != 0:
+        return True, f"det mod {P}"
     Z, _ = dyadic_matrix(A)
     if int(nmod_mat(Z, p).det()) != 0:
         return True, "det mod p"
