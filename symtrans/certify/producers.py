@@ -201,7 +201,7 @@ def prop63(ctx: Context) -> list[Evidence]:
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
     from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
-        ball_box, embedding_input, float_input_box, head_factor_minors, layernorm_ball, verified_attention_sign
+        ball_box, embedding_input, float_input_box, head_factor_minors, layernorm_ball, verified_attention_signs
     from symtrans.numeric.forward import random_ids
 
     w = _weights(ctx)
@@ -219,9 +219,9 @@ def prop63_real(ctx: Context) -> list[Evidence]:
     X = embedding_input(w, ids)
     Xm, Xr = float_input_box(w, ids)
 
-    def decide(box: tuple[Any, Any], layer: int, h: int, ball: Any) -> tuple[int, float | None, str]:
+    def decide(verified: tuple[int, float], ball: Any) -> tuple[int, float | None, str]:
         """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
-        sign, beta = verified_attention_sign(box[0], box[1], w.W_Q[layer, h], w.W_K[layer, kv[h]])
+        sign, beta = verified
         if sign:
             return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
         det = ball()
@@ -229,10 +229,12 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             return 0, None, "undecided"
         return (1 if det > 0 else -1), ball_margin(det), "arb"
 
-    dets = {f"layer {layer} head {h}": decide(
-        (Xm, Xr), layer, h, lambda layer=layer, h=h: attention_det(X, w.W_Q[layer, h], w.W_K[layer, kv[h]],
-                                                                     ATTENTION_PRECISION))
-        for layer in range(L) for h in range(H)}
+    dets = {}
+    for layer in range(L):  # every head of a layer verified together (one projection GEMM per layer)
+        signs = verified_attention_signs(Xm, Xr, w.W_Q[layer], w.W_K[layer][kv])
+        for h in range(H):
+            dets[f"layer {layer} head {h}"] = decide(signs[h], lambda layer=layer, h=h: attention_det(
+                X, w.W_Q[layer, h], w.W_K[layer, kv[h]], ATTENTION_PRECISION))
     undecided = [item for item, (sign, _, _) in dets.items() if not sign]
     ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
     ln_dets = {}
@@ -240,8 +242,9 @@ def prop63_real(ctx: Context) -> list[Evidence]:
         X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
                             float(w.arch.ln_eps), ln_prec)
         box0 = ball_box(X0)
+        signs0 = verified_attention_signs(box0[0], box0[1], w.W_Q[0], w.W_K[0][kv])
         ln_dets = {f"layer 0 head {h}": decide(
-            box0, 0, h, lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)}
+            signs0[h], lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)}
     ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
     margins = {item: m for item, (sign, m, _) in dets.items() if sign}
     how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})

@@ -34,7 +34,7 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_attention_signs", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -666,30 +666,62 @@ def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, 
     >>> verified_attention_sign(np.ones((2, 3)), np.zeros((2, 3)), W, W)[0]  # two equal rows: singular
     0
     """
+    return verified_attention_signs(Xm, Xr, _np(W_Q)[None], _np(W_K)[None])[0]
+
+
+def verified_attention_signs(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> list[tuple[int, float]]:
+    """:func:`verified_attention_sign` for a stack of heads ``W_Q``, ``W_K`` (``[H, d, d_k]``) at one input box.
+
+    The projections of all heads are one GEMM each (``X [W_Q^1 ... W_Q^H]``)
+    and the scores one batched product; the bounds are the same as head by
+    head (Higham's bounds hold for any summation order), and each head's
+    determinant is verified on its own.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.eye(3); W = np.stack([np.eye(3), np.ones((3, 3))])
+    >>> [sign for sign, _ in verified_attention_signs(X, 0 * X, W, W)]  # the second head's E is all equal rows
+    [1, 0]
+    """
     import numpy as np
 
     Xm, Xr = np.asarray(Xm, dtype=np.float64), np.asarray(Xr, dtype=np.float64)
     Wq, Wk = _np(W_Q), _np(W_K)
+    H, _, k = Wq.shape
     n, d = Xm.shape
-    k = Wq.shape[1]
     N = max(n, d, k) + 8
     up = 1 + 8 * N * _U  # inflation of each computed bound for the rounding of its own evaluation
     tiny = N * 2.0 ** -1000  # absolute slack: an underflow in a bound's evaluation loses less than this
-    arrays = (Xm, Xr, Wq, Wk)
-    if not all(np.isfinite(a).all() for a in arrays) or (Xr < 0).any():
-        return 0, math.inf
-    small = [np.abs(a[a != 0]).min() for a in arrays if (a != 0).any()]
-    if small and min(small) < 2.0 ** -900:
-        return 0, math.inf
-    aX, aQ, aK = np.abs(Xm), np.abs(Wq), np.abs(Wk)
-    Qf, Kf = Xm @ Wq, Xm @ Wk
-    dQ = (_gamma(d) * (aX @ aQ) + Xr @ aQ) * up + tiny
-    dK = (_gamma(d) * (aX @ aK) + Xr @ aK) * up + tiny
+    if not (np.isfinite(Xm).all() and np.isfinite(Xr).all()) or (Xr < 0).any() or _has_tiny(Xm, Xr):
+        return [(0, math.inf)] * H
+    T = lambda A: np.swapaxes(A, -1, -2)  # noqa: E731
+    cat = lambda W: np.swapaxes(W, 0, 1).reshape(d, H * k)  # [d, H k]: head h in columns h k .. (h + 1) k  # noqa: E731
+    heads = lambda M: np.swapaxes(M.reshape(n, H, k), 0, 1)  # [n, H k] -> [H, n, k]  # noqa: E731
+    aX = np.abs(Xm)
+    Q, K, aQ, aK = cat(Wq), cat(Wk), cat(np.abs(Wq)), cat(np.abs(Wk))
+    Qf, Kf = heads(Xm @ Q), heads(Xm @ K)
+    dQ = heads((_gamma(d) * (aX @ aQ) + Xr @ aQ) * up + tiny)
+    dK = heads((_gamma(d) * (aX @ aK) + Xr @ aK) * up + tiny)
     aQf, aKf = np.abs(Qf), np.abs(Kf)
-    Sf = Qf @ Kf.T
-    dS = (_gamma(k) * (aQf @ aKf.T) + dQ @ aKf.T + aQf @ dK.T + dQ @ dK.T) * up + tiny
-    scaled = _exp_scores(Sf, dS, k, up, tiny)
-    return verified_det_sign(*scaled) if scaled is not None else (0, math.inf)
+    Sf = Qf @ T(Kf)
+    dS = (_gamma(k) * (aQf @ T(aKf)) + dQ @ T(aKf) + aQf @ T(dK) + dQ @ T(dK)) * up + tiny
+    out = []
+    for h in range(H):
+        if not (np.isfinite(Wq[h]).all() and np.isfinite(Wk[h]).all()) or _has_tiny(Wq[h], Wk[h]):
+            out.append((0, math.inf))
+            continue
+        scaled = _exp_scores(Sf[h], dS[h], k, up, tiny)
+        out.append(verified_det_sign(*scaled) if scaled is not None else (0, math.inf))
+    return out
+
+
+def _has_tiny(*arrays: Any) -> bool:
+    """Whether some non-zero entry is below 2^-900 in magnitude (the bounds' absolute slack assumes none)."""
+    import numpy as np
+
+    small = [np.abs(a[a != 0]).min() for a in arrays if (a != 0).any()]
+    return bool(small) and min(small) < 2.0 ** -900
 
 
 def _exp_scores(Sf: Any, dS: Any, d_k: int, up: float, tiny: float) -> tuple[Any, Any] | None:
