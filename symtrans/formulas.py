@@ -179,14 +179,17 @@ class Formula:
         subs: dict[str, dict[str, Any]] = {}
         for name in AUX_NAMES:
             if name in used:
-                v = aux_values[SYMBOLS[name]].subs(arch_subs)
+                v = aux_values[SYMBOLS[name]].xreplace(arch_subs)
                 subs[name] = {"value": int(v) if v.is_Integer else str(v), "source": sources[name]}
         for sym, value in arch_subs.items():
             if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
                 subs[str(sym)] = {"value": value, "source": "set by user" if str(sym) in arch_sizes
                                   else f"architecture {a.name}"}
-        check_exact_digits(expr.subs(aux_values), arch_subs, f"formula {self.name}")  # before SymPy computes it
-        substituted = expr.subs(aux_values).subs(arch_subs)
+        # xreplace, not subs: every key is a Symbol and every value a number or an expression in the sizes, so
+        # the plain replacement (then SymPy's automatic evaluation) is the substitution, at a fraction of the cost
+        with_aux = expr.xreplace(aux_values)
+        check_exact_digits(with_aux, arch_subs, f"formula {self.name}")  # before SymPy computes it
+        substituted = with_aux.xreplace(arch_subs)
         value = substituted if not substituted.free_symbols else None
         return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,
                             value=value, substitutions=subs)
