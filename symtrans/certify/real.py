@@ -421,12 +421,13 @@ class LayerResidual:
 
     def __init__(self, layer: dict[str, Any], n: int, R: int, prec: int = PRECISION):
         # python-flint is imported by _enclose, on first use
+        import numpy as np
 
         self.n, self.R, self.prec = n, R, prec
         WQ, WK, WV, WO = (_np(layer[k]) for k in ("W_Q", "W_K", "W_V", "W_O"))
         self.H, self.d, self.d_k = WQ.shape[0], WQ.shape[1], WQ.shape[2]
-        self.float_VO = [WV[h, :R] @ WO[h] for h in range(self.H)]
-        self.float_S = [WQ[h, :R] @ WK[h, :R].T for h in range(self.H)]
+        self.float_VO = WV[:, :R] @ WO  # [H, R, d]: every head at once
+        self.float_S = WQ[:, :R] @ np.swapaxes(WK[:, :R], -1, -2)  # [H, R, R]
         self._W = (WQ, WK, WV, WO)
         self._ready = False  # the ball enclosures are made on first use (float64 verification may not need them)
         # columns of W_V^h[:R] W_O^h, enclosed on demand: the minors use a few dozen of the d columns
@@ -476,14 +477,14 @@ class LayerResidual:
         """Float64 rows 0..r of F(X*_r), only to choose the minor's columns (never to decide)."""
         import numpy as np
 
-        n = self.n
+        n, H = self.n, self.H
         F = np.zeros((r + 1, self.d))
         F[np.arange(r), np.arange(r)] = 1.0
-        for h in range(self.H):
-            E = np.exp(self.float_S[h][:r, :r] / math.sqrt(self.d_k))
-            P = E / (E.sum(axis=1, keepdims=True) + (n - r))
-            F[:r] += P @ self.float_VO[h][:r]
-            F[r] += self.float_VO[h][:r].sum(axis=0) / n
+        E = np.exp(self.float_S[:, :r, :r] / math.sqrt(self.d_k))  # [H, r, r]
+        P = E / (E.sum(axis=-1, keepdims=True) + (n - r))
+        VO = self.float_VO[:, :r]  # [H, r, d]
+        F[:r] += np.swapaxes(P, 0, 1).reshape(r, H * r) @ VO.reshape(H * r, self.d)  # sum_h P^h VO^h: one GEMM
+        F[r] += VO.sum(axis=(0, 1)) / n
         return F
 
     def columns(self, r: int) -> list[int]:
