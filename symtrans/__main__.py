@@ -2,7 +2,7 @@
 
 import sys
 
-from symtrans.cli import main
+from symtrans.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

