@@ -717,8 +717,10 @@ def mha_jvp(X: Any, dX: Any, layer: dict[str, Any]) -> Any:
     dk = torch.einsum("nd,hdk->hnk", dX, layer["W_K"])
     dS = (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     dA = A * (dS - (A * dS).sum(-1, keepdim=True))
-    WVO = layer["W_V"] @ layer["W_O"]  # [H, d, d]
-    return (dA @ (X @ WVO) + A @ (dX @ WVO)).sum(0)
+    # sum_h (dA^h X W_V^h + A^h dX W_V^h) W_O^h, associated through the d_v-wide values: no H x d x d W_V^h W_O^h
+    Y = dA @ (X @ layer["W_V"]) + A @ (dX @ layer["W_V"])  # [H, n, d_v]
+    H, n, dv = Y.shape
+    return Y.transpose(0, 1).reshape(n, H * dv) @ layer["W_O"].reshape(H * dv, -1)
 
 
 def autograd_jvp(fn: Any, X: Any, dX: Any) -> tuple[Any, Any]:
