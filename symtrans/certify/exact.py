@@ -221,10 +221,22 @@ def _fraction(x: Any) -> Fraction:
     return Fraction(int(x.p), int(x.q))
 
 
+_FLINT_MATS: tuple[Any, Any] | None = None
+
+
+def _flint_mats() -> tuple[Any, Any]:
+    """``(fmpz_mat, fmpq_mat)``, imported on first use (an import statement per call costs more than a rank)."""
+    global _FLINT_MATS
+    if _FLINT_MATS is None:
+        from flint import fmpq_mat, fmpz_mat
+
+        _FLINT_MATS = (fmpz_mat, fmpq_mat)
+    return _FLINT_MATS
+
+
 def _to_flint(M: Any) -> Any:
     """An ``fmpz_mat`` (integer or float arrays, integer lists) or ``fmpq_mat`` (anything else) for ``M``."""
-    from flint import fmpq_mat, fmpz_mat
-
+    fmpz_mat, fmpq_mat = _flint_mats()
     if isinstance(M, (fmpz_mat, fmpq_mat)):
         return M
     if hasattr(M, "dtype") or hasattr(M, "detach"):

@@ -302,8 +302,11 @@ def layer_norm_q(X: Any, gamma: Sequence[Any] | None = None,
         s = sqrt_q(var)
         if s.radicand != 1 or s.coef == 0:
             return None
-        scale = 1 / (k * s.coef)  # (x_i - mean) / sigma_i = c_i / (k_i sigma_i)
-        out.append([v * scale * gj + bj for v, gj, bj in zip(c, g, b)])
+        # (x_ij - mean_i) / sigma_i * g_j + b_j = c_ij g_j / (k_i sigma_i) + b_j, as one fraction per entry:
+        # numerator and denominator in integers, then a single normalisation
+        sn, sd = s.coef.denominator, k * s.coef.numerator  # 1 / (k_i sigma_i) = sn / sd
+        out.append([Fraction(v * gj.numerator * sn * bj.denominator + bj.numerator * sd * gj.denominator,
+                             sd * gj.denominator * bj.denominator) for v, gj, bj in zip(c, g, b)])
     return out
 
 
