@@ -302,13 +302,15 @@ def layernorm_ball(X: tuple[Any, int], gamma: Any, beta: Any, eps: float, prec: 
     old = ctx.prec
     ctx.prec = prec
     try:
+        G, Bv = [arb(v) for v in g], [arb(v) for v in b]
         rows = []
-        for i in range(n):
-            x = [fmpq(int(Z[i, j])) * unit for j in range(d)]
-            mean = sum(x, fmpq(0)) / d
-            var = sum(((v - mean) ** 2 for v in x), fmpq(0)) / d
-            inv = 1 / arb(var + e).sqrt()
-            rows.append([arb(x[j] - mean) * inv * arb(g[j]) + arb(b[j]) for j in range(d)])
+        for z in Z.tolist():
+            # x_j - mean = c_j 2^s / d with the integers c_j = d z_j - sum(z): exact, one ball per entry
+            tot = sum(int(v) for v in z)
+            c = [d * int(v) - tot for v in z]
+            var = fmpq(sum(v * v for v in c)) * unit * unit / d ** 3
+            scale = arb(unit / d) / arb(var + e).sqrt()
+            rows.append([arb(c[j]) * scale * G[j] + Bv[j] for j in range(d)])
         return arb_mat(rows)
     finally:
         ctx.prec = old
