@@ -144,3 +144,20 @@ def test_stacked_rank_routes_gram_cholesky_then_square_minor():
         assert out["rank"] == 40 == np.linalg.matrix_rank(W, tol=1e-14) and out["method"].startswith(method)
     W[7] = W[2] - 0.5 * W[3]  # float32 entries: exact in float64, a true dependency: neither float route certifies, rank mod p finds it
     assert stacked_wo_rank(W)["rank"] == 39
+
+
+def test_pivots_match_lapack_column_pivoting_and_skip_zero_columns():
+    """The greedy column choice against LAPACK's QR with column pivoting (scipy's geqp3), and its false cases."""
+    import scipy.linalg
+
+    from symtrans.certify.real import _pivots
+
+    rng = np.random.default_rng(7)
+    for m, n in [(5, 12), (9, 40), (33, 768)]:
+        A = rng.standard_normal((m, n)) * rng.uniform(0.1, 10, n)  # columns of different sizes: no ties
+        piv = scipy.linalg.qr(A, mode="r", pivoting=True)[1]
+        assert _pivots(A, m) == sorted(int(j) for j in piv[:m])
+    B = np.zeros((4, 10))
+    B[:, [2, 5, 7]] = rng.standard_normal((4, 3))  # only three non-zero columns: rank 3
+    assert _pivots(B, 4) == [2, 5, 7]  # exact zeros are never chosen, and the choice stops at the rank
+    assert _pivots(np.zeros((3, 5)), 3) == []

@@ -124,17 +124,27 @@ def _pivots(M: Any, k: int) -> list[int]:
     """Indices of k columns of a float matrix chosen by QR with column pivoting (a well-conditioned choice)."""
     import numpy as np
 
-    R = np.array(M, dtype=np.float64)
+    # greedy column pivoting (Businger-Golub): the residual column norms are downdated by one pass over M per
+    # step instead of updating M itself; the chosen column's residual is recomputed against the basis so far
+    # (no cancellation in the direction that is kept)
+    A = np.array(M, dtype=np.float64)
+    m, n = A.shape
+    steps = min(k, n)
+    Q = np.zeros((m, steps))
+    norms = np.einsum("ij,ij->j", A, A)
     chosen: list[int] = []
-    for _ in range(min(k, R.shape[1])):  # greedy column pivoting (modified Gram-Schmidt)
-        norms = np.einsum("ij,ij->j", R, R)
+    for t in range(steps):
         norms[chosen] = -1.0
         j = int(np.argmax(norms))
         if norms[j] <= 0:
             break
+        v = A[:, j] - Q[:, :t] @ (Q[:, :t].T @ A[:, j])
+        nv = float(v @ v)
+        if not nv > 0:
+            break
+        Q[:, t] = v / math.sqrt(nv)
         chosen.append(j)
-        q = R[:, j] / math.sqrt(norms[j])
-        R -= np.outer(q, q @ R)
+        norms = norms - (Q[:, t] @ A) ** 2
     return sorted(chosen)
 
 
