@@ -304,7 +304,7 @@ def layernorm_ball(X: tuple[Any, int], gamma: Any, beta: Any, eps: float, prec: 
     from flint import arb, arb_mat, ctx, fmpq
 
     Z, s = X
-    n, d = Z.nrows(), Z.ncols()
+    d = Z.ncols()
     g = [fmpq(*float(v).as_integer_ratio()) for v in _np(gamma).ravel()]
     b = [fmpq(*float(v).as_integer_ratio()) for v in _np(beta).ravel()]
     unit = fmpq(2) ** s if s >= 0 else fmpq(1, 2 ** (-s))
