@@ -323,3 +323,17 @@ def test_html_rendered_aside_equals_html_rendered_here(mini, monkeypatch) -> Non
     assert render(report, ["md", "html"])["report.html"] == alone  # the parent rendered it again
     monkeypatch.setattr(write_mod, "_render_child", lambda *a: os._exit(3))  # the child dies outright
     assert render(report, ["html", "json"])["report.html"] == alone
+
+
+def test_html_aside_is_collected_after_the_other_formats(mini, monkeypatch) -> None:
+    """Even with html listed first, the other formats render while the child works; the files keep their order."""
+    from symtrans.report import write as write_mod
+
+    report = build_report(Context(model=None), graph=mini)
+    order = []
+    real_one = write_mod._render_one
+    monkeypatch.setattr(write_mod, "_render_one", lambda rep, f: order.append(f) or real_one(rep, f))
+    monkeypatch.setattr(write_mod, "_render_aside", lambda rep, f: lambda: order.append("collect html") or "<html/>")
+    texts = render(report, ["html", "md", "json"])
+    assert order == ["md", "json", "collect html"]
+    assert list(texts) == ["report.html", "report.md", "report.json"] and texts["report.html"] == "<html/>"

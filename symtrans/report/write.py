@@ -55,13 +55,10 @@ def render(report: Report, formats: list[str]) -> dict[str, str]:
     'symtrans-report/1'
     """
     aside = _render_aside(report, "html") if "html" in formats and len(formats) > 1 else None
-    out: dict[str, str] = {}
-    for f in formats:
-        if f == "html" and aside is not None:
-            out[FILES[f]] = aside()
-        else:
-            out[FILES[f]] = _render_one(report, f)
-    return out
+    texts = {f: _render_one(report, f) for f in formats if not (f == "html" and aside is not None)}
+    if aside is not None:  # collected after the others, whatever the order of ``formats``: they overlap with it
+        texts["html"] = aside()
+    return {FILES[f]: texts[f] for f in formats}
 
 
 def _render_one(report: Report, f: str) -> str:
