@@ -127,32 +127,28 @@ def surd_sum_is_zero(coeffs: Sequence[Fraction], surds: Sequence[Surd]) -> bool:
     return all(v == 0 for v in total.values())
 
 
+def _cleared(values: Sequence[Any]) -> tuple[list[int], int]:
+    """``(ints, den)`` with ``values = ints / den`` exactly, ``den`` the common denominator (1 for integers)."""
+    if all(type(v) is int for v in values):
+        return list(values), 1
+    q = [frac(v) for v in values]
+    den = math.lcm(*(v.denominator for v in q))
+    return [v.numerator * (den // v.denominator) for v in q], den
+
+
 def _centred_int(X: Any) -> list[tuple[list[int], int]]:
     """Each row of XP as (integer vector c_i, positive integer k_i) with XP_i = c_i / k_i."""
     out = []
     for row in X:
-        if not all(type(v) is int for v in row):
-            row = [v if type(v) is Fraction else frac(v) for v in row]
-            den = math.lcm(*(v.denominator for v in row))
-            row = [v.numerator * (den // v.denominator) for v in row]
-        else:
-            den = 1
-        d, total = len(row), sum(row)
-        out.append(([d * v - total for v in row], d * den))
+        ints, den = _cleared(row)
+        d, total = len(ints), sum(ints)
+        out.append(([d * v - total for v in ints], d * den))
     return out
 
 
 def _integer_rows(X: Any) -> list[list[int]]:
     """Each row of a rational X times the common denominator of its entries (a row scaling: ranks kept)."""
-    out = []
-    for row in X:
-        if all(type(v) is int for v in row):
-            out.append(list(row))
-            continue
-        row = [v if type(v) is Fraction else frac(v) for v in row]
-        den = math.lcm(*(v.denominator for v in row))
-        out.append([v.numerator * (den // v.denominator) for v in row])
-    return out
+    return [_cleared(row)[0] for row in X]
 
 
 def centred(X: Any) -> QMatrix:
@@ -231,10 +227,7 @@ def _sigma_in_colspace(rows: list[tuple[list[int], int]]) -> bool:
     # sigma = sum_m sqrt(m) u_m with rational u_m; colspace(XP) is rational and the sqrt(m) are
     # linearly independent over Q, so sigma is in it iff every u_m is. Scaling a column u_m by the
     # common denominator of its entries keeps the rank and makes the matrix an integer one.
-    cols = []
-    for u in parts.values():
-        den = math.lcm(*(v.denominator for v in u))
-        cols.append([v.numerator * (den // v.denominator) for v in u])
+    cols = [_cleared(u)[0] for u in parts.values()]
     aug = [c + [u[i] for u in cols] for i, (c, _) in enumerate(rows)]
     return rank_q(aug) == rank_q([c for c, _ in rows])
 
