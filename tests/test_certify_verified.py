@@ -1,5 +1,7 @@
 """Float64-verified attention invertibility against arb ball arithmetic (an independent route), with false cases."""
 
+import math
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -161,3 +163,16 @@ def test_pivots_match_lapack_column_pivoting_and_skip_zero_columns():
     B[:, [2, 5, 7]] = rng.standard_normal((4, 3))  # only three non-zero columns: rank 3
     assert _pivots(B, 4) == [2, 5, 7]  # exact zeros are never chosen, and the choice stops at the rank
     assert _pivots(np.zeros((3, 5)), 3) == []
+
+
+def test_entries_below_the_absolute_slack_are_refused():
+    """The bounds' absolute slack assumes no non-zero entry below 2^-900: such input is undecided, not certified."""
+    from symtrans.certify.real import verified_attention_signs, verified_det_sign
+
+    M = np.eye(3)
+    assert verified_det_sign(M, np.zeros((3, 3)))[0] == 1
+    M[0, 1] = 2.0 ** -950  # a non-zero entry below the slack: the same matrix, to rounding, but refused
+    assert verified_det_sign(M, np.zeros((3, 3))) == (0, math.inf)
+    X, W = np.eye(3), np.stack([np.eye(3), np.eye(3)])
+    W[1, 0, 1] = 2.0 ** -950  # only head 1 carries a tiny weight
+    assert [s for s, _ in verified_attention_signs(X, 0 * X, W, W)] == [1, 0]

@@ -787,8 +787,7 @@ def verified_det_sign(Mf: Any, dM: Any, need_sign: bool = True) -> tuple[int, fl
         raise ValueError(f"a square matrix and a radius of its shape are needed, got {Mf.shape} and {dM.shape}")
     if not (np.isfinite(Mf).all() and np.isfinite(dM).all()) or (dM < 0).any():
         return 0, math.inf
-    nz = np.abs(Mf[Mf != 0])
-    if nz.size and nz.min() < 2.0 ** -900:
+    if _has_tiny(Mf):
         return 0, math.inf
     N = n + 8
     up = 1 + 8 * N * _U
