@@ -175,7 +175,7 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
                                   row_scale=False)[0]
         sv = svdvals(shared).cpu()
         c = _norm_input(X, Z, layer, rows, norm)
-        scale = ((c * c).mean(-1) + eps).sqrt().cpu()  # s_i
+        scale = _scale_sq(c, eps).sqrt().cpu()  # s_i
         recs = [rank_from_singular_values(sv / float(s), tuple(shared.shape), shared.dtype) for s in scale]
     else:
         recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
@@ -187,10 +187,20 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     return out
 
 
+def _row_sums(X: Any, Z: Any, layer: dict[str, Any], rows: list[int]) -> Any:
+    """The norm's argument per row: ``u_i = x_i + z_i W_O + b_O``."""
+    return X[rows] + Z[rows] @ stacked_wo(layer["W_O"]) + layer["b_O"]
+
+
 def _norm_input(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], norm: str) -> Any:
-    """What the norm scales, per row: ``u_i = x_i + z_i W_O + b_O``, centred for LayerNorm (``c_i``), as is for RMSNorm."""
-    u = X[rows] + Z[rows] @ stacked_wo(layer["W_O"]) + layer["b_O"]
+    """What the norm scales, per row: ``u_i`` (:func:`_row_sums`) centred for LayerNorm (``c_i``), as is for RMSNorm."""
+    u = _row_sums(X, Z, layer, rows)
     return u - u.mean(-1, keepdim=True) if norm == "layernorm" else u
+
+
+def _scale_sq(c: Any, eps: float) -> Any:
+    """``s_i^2 = mean(c_i^2) + eps`` per row of the norm's input ``c``: the norm divides row i by ``s_i``."""
+    return (c * c).mean(-1) + eps
 
 
 def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
@@ -240,7 +250,7 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     c = _norm_input(X, Z, layer, rows, norm)  # [r, d]
     Wt = W.T  # [d, H d_v]
     base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt  # P W_O^T or W_O^T
-    s = ((c * c).mean(-1, keepdim=True) + eps).sqrt()  # [r, 1]
+    s = _scale_sq(c, eps).sqrt()[:, None]  # [r, 1]
     if equilibrate:
         inner = base[None].expand(len(rows), -1, -1)
         if not row_scale:
@@ -328,7 +338,7 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     # singular values in [1/sqrt(rank), 1], comparable with B's unit rows
     fro = max(float(torch.linalg.matrix_norm(W)), 1e-300)
     Wn = W / fro
-    u = X[rows] + Z[rows] @ W + layer["b_O"]
+    u = _row_sums(X, Z, layer, rows)
     out = []
     seen: list[tuple[Any, Any]] = []  # (B, record): with eps > 0 LayerNorm's kernel is the same 1-direction for every row
     for k, i in enumerate(rows):
@@ -645,7 +655,7 @@ def _ln(ctx: Context) -> list[Evidence]:
         derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i])
                    if not zero_gain else [None] * len(rows_sel))
         c = _norm_input(lt.X, Z, lay, rows_sel, m["norm"])
-        lam = (eps / ((c * c).mean(-1) + eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
+        lam = (eps / _scale_sq(c, eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
         lambdas += lam
         for j, r in enumerate(jac):
             dv = derived[j]
