@@ -217,12 +217,16 @@ def test_norm_map_fibre_three_routes_agree_at_tiny_sizes(kind):
     assert [sec7.norm_map_fibre(k, e, 8, 8) for k in ("rmsnorm", "layernorm") for e in (1e-6, 0)] == [0, 1, 1, 2]
 
 
-def test_equilibrated_rows_share_one_svd():
-    """One SVD of diag(g) P W_O^T decides each row as the row's own Jacobian SVD does (a 1/s_i multiple)."""
+def test_equilibrated_rows_share_one_decision():
+    """One rank decision of P W_O^T decides each row as the row's own Jacobian SVD does (rows are its multiples).
+
+    At d = 48 the certificate goes through for a full-rank W_O and its bounds bracket the SVD's values of
+    P W_O^T; a W_O of rank d - 3 is refused by the certificate and decided by the SVD.
+    """
     from symtrans.numeric.linalg import numerical_rank
 
     g = torch.Generator().manual_seed(5)
-    H, dv, d, n = 3, 4, 12, 5
+    H, dv, d, n = 4, 12, 48, 5
     for deficient in (False, True):
         W = torch.randn(H, dv, d, generator=g, dtype=torch.float64)
         if deficient:  # W_O of rank d - 3: the fibre grows by 3 at every row
@@ -235,11 +239,15 @@ def test_equilibrated_rows_share_one_svd():
         shared = sec7.ln_row_fibres(X, Z, lay, list(range(n)), 1e-3, equilibrate=True)
         each = [numerical_rank(J) for J in sec7.ln_row_jacobians(X, Z, lay, list(range(n)), 1e-3, equilibrate=True)]
         assert [r["rank_J"] for r in shared] == [r.rank for r in each] == [d - 3 if deficient else d - 1] * n  # P kills 1, outside row W_O when deficient
-        for r, e in zip(shared, each):
-            assert r["sigma_above"] == pytest.approx(e.sigma_above, rel=1e-9)
-            # the dropped singular values (P's kernel, the zeroed directions) are rounding noise, different in
-            # each computation: both decide
-            assert r["decisive"] and e.decisive
+        Wt = sec7.stacked_wo(W).T
+        sv = torch.linalg.svdvals(Wt - Wt.mean(0))  # P W_O^T, the matrix decided
+        r = shared[0]
+        assert ("Cholesky" in r["precision"]) is (not deficient)
+        if deficient:
+            assert r["sigma_above"] == pytest.approx(float(sv[d - 4]), rel=1e-9)
+        else:
+            assert float(sv[d - 2]) >= r["sigma_above"] and float(sv[d - 1]) <= r["sigma_below"] < r["cut"]
+        assert all(x["decisive"] for x in shared) and all(e.decisive for e in each)
 
 
 def test_derived_count_bound_from_wo_svd_and_its_fallbacks():

@@ -267,6 +267,58 @@ def test_full_row_rank_certificate_refuses_deficient_and_wide_cases():
         full_row_rank_certificate(torch.randn(2, 3))  # float32: the bounds assume float64
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(2, 40), extra=st.integers(0, 12), decades=st.floats(0.0, 14.0), seed=st.integers(0, 2 ** 16),
+       exponent=st.sampled_from([0, 0, -520, -300, 300, 520]), deficient=st.integers(0, 2))
+def test_centred_rank_certificate_never_overstates(m, extra, decades, seed, exponent, deficient):
+    """Where the centred certificate answers, the SVD of the same matrix decides rank m - 1 within its bounds.
+
+    The centred matrix P M has a planted spectrum (condition up to 1e14), is scaled to the edges of the
+    float64 range, and is made ``deficient`` more times rank-deficient (equal rows survive centring):
+    there the certificate must decline.
+    """
+    from symtrans.numeric.linalg import centred_rank_certificate
+
+    g = torch.Generator().manual_seed(seed)
+    n = m + extra
+    M = torch.randn(m, n, generator=g, dtype=D64)
+    U, _, Vh = torch.linalg.svd(M - M.mean(0), full_matrices=False)
+    s = torch.logspace(0, -decades, m, dtype=D64) * 3.0 * 2.0 ** exponent
+    C = (U[:, :m - 1] * s[:m - 1]) @ Vh[:m - 1]  # rank m - 1, columns centred (U's first m - 1 columns are)
+    for k in range(min(deficient, m - 2)):
+        C[k + 1] = C[0]  # equal rows: rank m - 1 - k - 1 after re-centring
+    C = C - C.mean(0)
+    rec = centred_rank_certificate(C)
+    sv = torch.linalg.svdvals(C)
+    svd = numerical_rank(C)
+    if rec is not None:
+        # the bounds are about the exact singular values of C; the SVD's own values are off by up to about
+        # max(m, n) eps sigma_max (its smallest one is often that noise, where the exact value is ~0)
+        noise = 4 * max(m, n) * 2.0 ** -52 * float(sv[0])
+        assert rec.rank == m - 1 == svd.rank
+        assert float(sv[m - 2]) >= rec.sigma_above - noise  # a proved lower bound on sigma_(m-1)
+        assert float(sv[m - 1]) <= rec.sigma_below + noise  # a proved upper bound on sigma_m
+        assert rec.cut >= svd.cut * (1 - 1e-12)  # the recorded cut bounds the SVD's from above
+    elif deficient == 0 and decades <= 3 and abs(exponent) < 200 and m >= 32:
+        pytest.fail(f"no certificate for a centred {m} x {n} matrix of condition 10^{decades:.1f}")
+    if deficient and m > 2:
+        assert rec is None  # rank below m - 1: never certified
+
+
+def test_centred_rank_certificate_refuses_what_it_cannot_prove():
+    from symtrans.numeric.linalg import centred_rank_certificate
+
+    g = torch.Generator().manual_seed(4)
+    W = torch.randn(40, 50, generator=g, dtype=D64)
+    assert centred_rank_certificate(W - W.mean(0)).rank == 39
+    assert centred_rank_certificate(W) is None  # not centred: sigma_m is far from zero, rank m, not m - 1
+    assert centred_rank_certificate((W - W.mean(0)).T) is None  # more rows than columns
+    assert centred_rank_certificate((W - W.mean(0)).to(torch.float32)) is None  # the bounds assume float64
+    bad = W - W.mean(0)
+    bad[0, 0] = float("nan")
+    assert centred_rank_certificate(bad) is None
+
+
 def test_head_subspaces_certificate_and_svd_routes_agree(trace):
     """The layer's stacked bases: the Cholesky certificate's rank equals the SVD's."""
     lt = trace.layers[1]

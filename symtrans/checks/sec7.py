@@ -34,7 +34,7 @@ from typing import Any
 from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians",
+__all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
            "stacked_wo", "recover_heads", "wo_rows", "RECOVERY_CROSS_CHECK"]
 
@@ -147,8 +147,10 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     """Per-row tangent fibre of ``z_i -> N(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
 
     ``N`` is LayerNorm or RMSNorm (``norm``) with the gain ``layer[gain]``
-    and ``eps``; ``equilibrate`` measures the rank-equivalent Jacobian of
-    :func:`ln_row_jacobians` (``eps > 0`` only).
+    and ``eps``; ``equilibrate`` (``eps > 0`` only) measures, for every row,
+    the rank of ``P W_O^T`` (:func:`equilibrated_rank`), which is the row's
+    Jacobian left-multiplied by an invertible matrix (see
+    :func:`ln_row_jacobians`).
 
     Examples
     --------
@@ -165,18 +167,14 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     ...                                        norm="rmsnorm", equilibrate=True)[0]["fibre"]
     (1, 0)
     """
-    from symtrans.numeric.linalg import numerical_ranks, rank_from_singular_values, svdvals
+    from symtrans.numeric.linalg import numerical_ranks
 
     W = stacked_wo(layer["W_O"])
     if equilibrate and rows:
-        # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T: the rows differ only by the positive scalar 1 / s_i,
-        # which scales every singular value and the cut alike, so one SVD of diag(g) P W_O^T decides every row
-        shared = ln_row_jacobians(X, Z, layer, rows[:1], eps, norm=norm, gain=gain, equilibrate=True,
-                                  row_scale=False)[0]
-        sv = svdvals(shared).cpu()
-        c = _norm_input(X, Z, layer, rows, norm)
-        scale = _scale_sq(c, eps).sqrt().cpu()  # s_i
-        recs = [rank_from_singular_values(sv / float(s), tuple(shared.shape), shared.dtype) for s in scale]
+        # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T (P = I for RMSNorm); left-multiplied by the invertible
+        # s_i diag(g)^{-1} (every gain non-zero) it is P W_O^T, the same for every row: one decision serves all
+        rec = equilibrated_rank(W, norm)
+        recs = [rec] * len(rows)
     else:
         recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
     out = []
@@ -185,6 +183,50 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
                     "margin_decades": finite(rec.margin), "sigma_above": finite(rec.sigma_above),
                     "sigma_below": finite(rec.sigma_below), "cut": finite(rec.cut), "precision": rec.precision})
     return out
+
+
+def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
+    """Rank record of ``P W^T`` (LayerNorm; ``W^T`` for RMSNorm), every row's equilibrated norm Jacobian.
+
+    ``W`` is the stacked ``W_O`` (H d_v x d). A certificate first: rank d - 1
+    of the centred ``P W^T`` (:func:`~symtrans.numeric.linalg.centred_rank_certificate`)
+    or full rank (:func:`~symtrans.numeric.linalg.full_row_rank_certificate`,
+    either orientation), each at least 1.5 decades from the float64 cut on
+    both sides; where none goes through, the SVD decides
+    (:func:`~symtrans.numeric.linalg.numerical_rank`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> W = torch.randn(40, 40, generator=g, dtype=torch.float64)
+    >>> r = equilibrated_rank(W)
+    >>> r.rank, r.precision
+    (39, 'float64 computation (Cholesky certificate)')
+    >>> W[:2] = 0  # W of rank 38, and so P W^T: the certificate declines, the SVD decides
+    >>> r = equilibrated_rank(W)
+    >>> r.rank, r.precision
+    (38, 'float64 computation')
+    >>> equilibrated_rank(torch.randn(40, 40, generator=g, dtype=torch.float64), "rmsnorm").rank
+    40
+    """
+    import dataclasses
+
+    from symtrans.numeric.linalg import (DECISIVE_MARGIN, centred_rank_certificate, full_row_rank_certificate,
+                                         numerical_rank)
+
+    Wt = W.T  # [d, H d_v]
+    base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt
+    d, k = base.shape
+    shape = (int(d), int(k))
+    if norm == "layernorm" and d <= k:
+        rec = centred_rank_certificate(base)
+    else:  # full rank min(d, k): P's kernel (the all-ones column) does not bind when d > k
+        rec = full_row_rank_certificate(base if d <= k else base.T, margin=DECISIVE_MARGIN + 0.5)
+        rec = None if rec is None else dataclasses.replace(rec, shape=shape)
+    if rec is None:
+        rec = numerical_rank(base)
+    return rec
 
 
 def _row_sums(X: Any, Z: Any, layer: dict[str, Any], rows: list[int]) -> Any:
@@ -204,8 +246,7 @@ def _scale_sq(c: Any, eps: float) -> Any:
 
 
 def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                     norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False,
-                     row_scale: bool = True) -> Any:
+                     norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False) -> Any:
     """``J_i`` (d_model x H d_v) of ``z -> N(x_i + z W_O + b_O)`` at ``z = Z[i]`` for each row, stacked.
 
     With ``u = x_i + z W_O + b_O`` and ``du = W_O^T dz``:
@@ -224,9 +265,9 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     left-multiplied by the invertible ``diag(g) R^{-1} diag(g)^{-1}``: the same
     rank, without the singular value of order ``lambda`` that a float64 SVD
     cannot separate from zero when ``eps`` is tiny (BERT: 1e-12). Tests compare
-    ``J_i`` with forward-mode autograd. ``row_scale=False`` (with
-    ``equilibrate``) leaves out the row's positive factor ``1/s``: the matrix
-    ``diag(g) P W_O^T`` that every row's equilibrated Jacobian is a multiple of.
+    ``J_i`` with forward-mode autograd. Left-multiplied further by the
+    invertible ``s diag(g)^{-1}`` it is ``P W_O^T`` for every row
+    (:func:`equilibrated_rank`).
 
     Examples
     --------
@@ -253,8 +294,6 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     s = _scale_sq(c, eps).sqrt()[:, None]  # [r, 1]
     if equilibrate:
         inner = base[None].expand(len(rows), -1, -1)
-        if not row_scale:
-            return layer[gain][None, :, None] * inner
     else:
         y = c / s
         inner = base[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T; y^T P = y^T
@@ -663,7 +702,7 @@ def _ln(ctx: Context) -> list[Evidence]:
             decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
             row = dict(r, layer=i, decided=decided,
                        jacobian=("equilibrated: the row Jacobian left-multiplied by the invertible "
-                                 "diag(g) R^{-1} diag(g)^{-1} (same rank)" if equil else
+                                 "s_i R^{-1} diag(g)^{-1}, i.e. P W_O^T (same rank)" if equil else
                                  "direct" + (" (a gain is exactly 0: no equilibration)" if zero_gain else "")),
                        derived_fibre=None if dv is None else dv["fibre"],
                        derived_decisive=None if dv is None else dv["decisive"],
@@ -696,8 +735,8 @@ def _ln(ctx: Context) -> list[Evidence]:
                    + f"; with every gain non-zero the per-token fibre is H d_v - rank W_O + "
                      f"dim(row W_O cap ker N') = {generic} when W_O has rank d_model; at eps = 0 (the paper's "
                      f"norm) the scale is lost too: {eps0} per token"),
-               "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0, a float64 "
-                         "SVD) and the derived count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel; "
+               "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0: P W_O^T, "
+                         "decided by a Cholesky certificate where one goes through, else a float64 SVD) and the derived count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel; "
                          "a row is decided when both are decisive and agree",
                "note": (f"the scale direction is shrunk by lambda = eps / (mean square + eps), smallest "
                         f"{lam_min:.3g} over the sampled rows: recovering it amplifies errors by up to "

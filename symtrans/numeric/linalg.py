@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
-           "rank_from_singular_values", "storage_rank", "storage_cut", "full_row_rank_certificate", "DECISIVE_MARGIN"]
+           "rank_from_singular_values", "storage_rank", "storage_cut", "full_row_rank_certificate",
+           "centred_rank_certificate", "gram_matrix", "DECISIVE_MARGIN"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
@@ -130,6 +131,29 @@ def svdvals(M: Any) -> Any:
     import torch
 
     return torch.linalg.svdvals(M.mT if M.shape[-2] < M.shape[-1] else M)
+
+
+def gram_matrix(M: Any) -> Any:
+    """``M M^T`` in float64 through BLAS ``syrk`` where it can (a CPU matrix): half the flops of a GEMM.
+
+    numpy hands ``a @ a.T`` of one buffer to ``syrk``, which computes one
+    triangle and mirrors it; torch always runs a full GEMM. Every entry is
+    still one float64 dot product of two rows (the error bound of a Gram
+    product holds for any summation order). Other devices and dtypes use torch.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = torch.randn(5, 7, dtype=torch.float64)
+    >>> bool(torch.allclose(gram_matrix(M), M @ M.T, rtol=1e-14, atol=0)), bool((gram_matrix(M) == gram_matrix(M).T).all())
+    (True, True)
+    """
+    import torch
+
+    if M.device.type != "cpu" or M.dtype != torch.float64 or M.ndim != 2:
+        return M @ M.mT
+    a = M.detach().contiguous().numpy()
+    return torch.from_numpy(a @ a.T)
 
 
 def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: float | None = None,
@@ -339,7 +363,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     ``margin=0`` proves plain non-singularity (sigma_min above the cut); it
     assumes IEEE-754 float64 round-to-nearest and a BLAS that sums products
     (no Strassen), as :func:`~symtrans.certify.real.verified_det_sign` does.
-    ``gram``, when given, is ``M @ M.T`` already computed in float64 (any
+    ``gram``, when given, is ``M @ M.T`` (:func:`gram_matrix`) already computed in float64 (any
     summation order: the bound holds for each); it is overwritten. ``cut``,
     when given, is ``(absolute cut, why)`` to measure the margin from instead
     (e.g. :func:`storage_cut`, for a rank at storage precision).
@@ -378,7 +402,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     bound = float(cut[0]) if cut is not None else max(m, n) * 2.0 ** -52 * math.sqrt(fro2)
     if not bound > 0:
         return None
-    G = M @ M.T if gram is None else gram
+    G = gram_matrix(M) if gram is None else gram
     if tuple(G.shape) != (m, m) or G.dtype != torch.float64:
         raise ValueError(f"gram must be the float64 {m} x {m} matrix M M^T, got {tuple(G.shape)} {G.dtype}")
     gram_err = gamma(n) * fro2
@@ -411,3 +435,109 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=max(m, n) * 2.0 ** -52,
                       tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
                       margin=got, precision="float64 computation (Cholesky certificate)")
+
+
+def _column_sum_bounds(a: Any) -> Any:
+    """Upper bounds on ``|sum_i a_ij|`` per column of a float64 numpy array: error-free pairwise TwoSum.
+
+    Each pairwise step ``x + y = s + e`` is exact (Knuth's TwoSum, no overflow),
+    so the exact sums are the last row of ``s`` plus every ``e``; only the
+    float64 sum of the ``e``s (each at most ``u |s|``) is rounded, by at most
+    ``gamma_m`` times the sum of their magnitudes.
+    """
+    import numpy as np
+
+    m = a.shape[0]
+    u = 2.0 ** -53
+    g = m * u / (1 - m * u)
+    err = np.zeros(a.shape[1])
+    err_abs = np.zeros(a.shape[1])
+    rows = a
+    while rows.shape[0] > 1:
+        k = rows.shape[0] // 2
+        x, y = rows[:k], rows[k:2 * k]
+        s = x + y
+        z = s - x
+        e = (x - (s - z)) + (y - z)
+        err += e.sum(0)
+        err_abs += np.abs(e).sum(0)
+        rows = s if rows.shape[0] == 2 * k else np.concatenate([s, rows[2 * k:]])
+    total = rows[0] + err
+    # |exact - total| <= u |total| (the last addition) + gamma_m * (sum |e|) / (1 - gamma_m) (the e's own sum)
+    return np.abs(total) * (1 + 2 * u) + g * err_abs / (1 - g)
+
+
+def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankRecord | None:
+    """Prove that a centred ``C`` (m x n, m <= n, float64, columns summing to 0) has rank m - 1, or None.
+
+    Both neighbours of the float64 cut ``max(m, n) eps sigma_max`` are bounded,
+    each at least ``margin`` decades from it, without an SVD:
+
+    * ``sigma_{m-1}(C) >= sigma_min(C')``, C' = C without its last row
+      (deleting a row interlaces the singular values), proved by
+      :func:`full_row_rank_certificate` against an upper bound of the cut
+      (``sigma_max <= ||C||_F``);
+    * ``sigma_m(C) <= ||1^T C||_2 / sqrt(m)`` (the all-ones vector's Rayleigh
+      quotient), with the column sums ``1^T C`` bounded by an error-free
+      pairwise summation, against a lower bound of the cut (``sigma_max`` is
+      at least the largest row norm).
+
+    So wherever it answers, an SVD of ``C`` decides rank m - 1 with at least
+    this margin. The record's ``sigma_above`` and ``sigma_below`` are the
+    proved bounds, its ``cut`` the upper bound of the cut, and its margin the
+    smaller of the two proved margins. None where a bound does not go through
+    (e.g. C' rank-deficient): the caller decides with an SVD.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> W = torch.randn(30, 40, generator=g, dtype=torch.float64)
+    >>> rec = centred_rank_certificate(W - W.mean(0))
+    >>> rec.rank, rec.decisive, rec.sigma_below < rec.cut < rec.sigma_above
+    (29, True, True)
+    >>> W[3] = W[4]  # two equal rows: the centred matrix has rank 28, no certificate
+    >>> centred_rank_certificate(W - W.mean(0)) is None
+    True
+    """
+    import numpy as np
+    import torch
+
+    C = torch.as_tensor(C)
+    if C.dtype != torch.float64 or C.ndim != 2 or C.device.type != "cpu":
+        return None
+    m, n = int(C.shape[0]), int(C.shape[1])
+    if m < 2 or m > n:
+        return None
+    a = C.detach().contiguous().numpy()
+    if not np.isfinite(a).all():
+        return None
+    u = 2.0 ** -53
+
+    def gamma(k: int) -> float:
+        return k * u / (1 - k * u)
+
+    tiny = (m * n + n) * 2.0 ** -1000  # squares and products that underflow (each below 2^-1074)
+    fro2 = float((a * a).sum()) * (1 + gamma(m * n + 1)) + tiny
+    row2 = float((a * a).sum(1).max()) * (1 - gamma(n + 1)) - tiny
+    if not (math.isfinite(fro2) and row2 > 0):
+        return None
+    eps = 2.0 ** -52
+    cut_hi = max(m, n) * eps * math.sqrt(fro2) * (1 + 2 * u)
+    cut_lo = max(m, n) * eps * math.sqrt(row2) * (1 - 2 * u)
+    b = _column_sum_bounds(a)
+    below = math.sqrt((float(b @ b) * (1 + gamma(n + 1)) + tiny) / m) * (1 + 2 * u)  # >= sigma_m(C)
+    low_margin = math.log10(cut_lo / below) if below > 0 else math.inf
+    if low_margin < margin:
+        return None
+    why = ("float64 computation: rank m - 1 proved without an SVD: sigma_(m-1) >= sigma_min(C without its last row) "
+           "by a shifted Cholesky certificate (full_row_rank_certificate), sigma_m <= ||1^T C|| / sqrt(m) with the "
+           "column sums bounded by error-free pairwise summation; the cut max(m, n) eps sigma_max lies between "
+           "max(m, n) eps (largest row norm) and max(m, n) eps ||C||_F, and the recorded cut is the upper one")
+    rec = full_row_rank_certificate(C[:-1], margin=margin, cut=(cut_hi, why))
+    if rec is None:
+        return None
+    return RankRecord(rank=m - 1, shape=(m, n), dtype="float64", cut=cut_hi, rtol=max(m, n) * eps,
+                      tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=rec.sigma_above,
+                      sigma_below=below, margin=min(rec.margin, low_margin),
+                      precision="float64 computation (Cholesky certificate)")
