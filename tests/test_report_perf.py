@@ -29,7 +29,7 @@ def test_lean_trace_equals_full_forward_and_holds_less():
     for a, b in zip(lean.layers, full.layers):
         for f in ("X", "A", "Y", "YO", "mha", "pre_ln1", "X1", "ffn", "pre_ln2", "out"):
             assert torch.equal(getattr(a, f), getattr(b, f)), f
-        assert "YO" not in vars(a) and "A" not in vars(a)  # recomputed on read, not held
+        assert "YO" not in vars(a) and "X1" not in vars(a)  # recomputed on read, not held (A, H n^2, is held)
     # a trace of broken weights differs: the lean trace reads the context's weights, not a cache
     broken = w.copy()
     broken.W_O.mul_(2.0)

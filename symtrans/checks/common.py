@@ -110,9 +110,9 @@ def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
 def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> Any:
     """:func:`~symtrans.numeric.forward.encode` on ``n`` seeded random tokens, keeping only what checks read.
 
-    Each layer keeps ``X``, ``Y``, ``mha``, ``pre_ln1``, ``pre_ln2`` and ``out``
+    Each layer keeps ``X``, ``A``, ``Y``, ``mha``, ``pre_ln1``, ``pre_ln2`` and ``out``
     (``out`` is the next layer's ``X``: one tensor). ``YO`` (``[H, n, d_model]``,
-    the largest internal), ``A``, ``X1`` and ``ffn`` are recomputed from the
+    the largest internal), ``X1`` and ``ffn`` are recomputed from the
     kept input and the layer's weights when read, with the same operations, so
     a cached trace costs about a third of the full one. Layers are computed
     one at a time; no layer's full internals outlive it.
@@ -147,7 +147,8 @@ def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> 
 class _LeanLayerTrace:
     """A :class:`~symtrans.numeric.forward.LayerTrace` holding the small fields; the rest recomputed on read."""
 
-    _KEPT = ("X", "Y", "mha", "pre_ln1", "pre_ln2", "out")
+    # A is kept (H n^2 floats a layer, 2 MB at BERT-large size): recomputing it costs the layer's Q/K/V projections
+    _KEPT = ("X", "A", "Y", "mha", "pre_ln1", "pre_ln2", "out")
 
     def __init__(self, w: Any, i: int, t: Any):
         self._w, self._i = w, i
@@ -167,16 +168,6 @@ class _LeanLayerTrace:
         """``Y^h W_O^h`` per head, recomputed as in the forward pass."""
         with __import__("torch").no_grad():
             return self.Y @ self._w.layer(self._i)["W_O"]
-
-    @property
-    def A(self) -> Any:  # noqa: N802 - the LayerTrace field name
-        """Attention matrices, recomputed by the forward pass's attention step alone (the FFN is not needed)."""
-        import torch
-
-        from symtrans.numeric.forward import attention
-
-        with torch.no_grad():
-            return attention(self.X, self._w.layer(self._i))[0]
 
     X1 = property(lambda self: self._full().X1, doc="LN1 output, recomputed.")
     ffn = property(lambda self: self._full().ffn, doc="FFN output, recomputed.")

@@ -178,7 +178,7 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
         rtol, why = default_rtol(dtype, shape)
     else:
         why = reason or f"relative cut {rtol:.3g} x sigma_max set by the caller"
-    vals = [float(v) for v in s]
+    vals = [float(v) for v in (s.tolist() if hasattr(s, "tolist") else s)]  # tolist: one call, not one per value
     smax = vals[0] if vals else 0.0
     if scale is not None and scale > smax:
         why += f"; the cut is relative to {scale:.3g}, sigma_max of the matrix this one was computed from"
