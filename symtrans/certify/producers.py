@@ -386,17 +386,32 @@ def recovery(ctx: Context) -> list[Evidence]:
 
 
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
-          description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O", cost=3)
+          description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O", cost=3,
+          share="sec7")
 def recovery_real(ctx: Context) -> list[Evidence]:
-    """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint)."""
+    """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint).
+
+    A layer whose W_O the numeric check already proved of full rank (a
+    shifted Gram Cholesky of the same float64 matrix, the stored numbers
+    exactly; :func:`symtrans.checks.sec7.wo_storage_ranks`, cached in the same
+    process: this producer shares its unit) takes that proof; the others go
+    through :func:`~symtrans.certify.real.stacked_wo_rank`.
+    """
     from symtrans.certify.real import MODULUS, stacked_wo_rank
+    from symtrans.checks.sec7 import wo_storage_ranks
     from symtrans.formulas import formula
 
     w = _weights(ctx)
     L, H, v, d = (int(x) for x in w.W_O.shape)
+    proved = wo_storage_ranks(ctx)
     rows = []
     for layer in range(L):
-        out = stacked_wo_rank(w.W_O[layer].reshape(H * v, d))
+        rec = proved[layer]
+        if "Cholesky certificate" in rec.precision and rec.rank == min(H * v, d) and rec.sigma_above > 0:
+            out = {"rank": rec.rank, "rank_mod_p": None,
+                   "method": f"float64-verified Gram Cholesky (sigma_min >= {rec.sigma_above:.2g} > 0)"}
+        else:
+            out = stacked_wo_rank(w.W_O[layer].reshape(H * v, d))
         rk = out["rank"]
         rows.append({"layer": layer, "rank_WO": rk, "rank_mod_p": out["rank_mod_p"], "method": out["method"],
                      "wo_fibre": None if rk is None else ctx.n * (H * v - rk),
@@ -431,8 +446,10 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                 "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
                 counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
-                details={"rows": rows, "computation": "full rank by float64 verification of a square minor "
-                                                      "(||I - R M||_inf < 1 with a priori rounding bounds), else "
+                details={"rows": rows, "computation": "full rank by a float64-verified shifted Cholesky of the "
+                                                      "Gram matrix (sigma_min > 0 with backward-error bounds) or "
+                                                      "of a square minor (||I - R M||_inf < 1 with a priori "
+                                                      "rounding bounds), else "
                                                       "python-flint rank mod p / fmpz_mat.rank of the weights "
                                                       "scaled exactly to integers (each row's method is listed); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",

@@ -711,14 +711,19 @@ def verified_attention_signs(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> list[tuple
     T = lambda A: np.swapaxes(A, -1, -2)  # noqa: E731
     cat = lambda W: np.swapaxes(W, 0, 1).reshape(d, H * k)  # [d, H k]: head h in columns h k .. (h + 1) k  # noqa: E731
     heads = lambda M: np.swapaxes(M.reshape(n, H, k), 0, 1)  # [n, H k] -> [H, n, k]  # noqa: E731
+    # every bound is a product of non-negative factors, so each is formed with one GEMM per factor pair:
+    # gamma_d |X| |W| + Xr |W| = (gamma_d |X| + Xr) |W|, and the score radius
+    # gamma_k |Q||K|^T + dQ |K|^T + |Q| dK^T + dQ dK^T = (gamma_k |Q| + dQ) |K|^T + (|Q| + dQ) dK^T;
+    # a sum of non-negative products rounds to within gamma_{m+1} of its value, which ``up`` covers
     aX = np.abs(Xm)
     Q, K, aQ, aK = cat(Wq), cat(Wk), cat(np.abs(Wq)), cat(np.abs(Wk))
     Qf, Kf = heads(Xm @ Q), heads(Xm @ K)
-    dQ = heads((_gamma(d) * (aX @ aQ) + Xr @ aQ) * up + tiny)
-    dK = heads((_gamma(d) * (aX @ aK) + Xr @ aK) * up + tiny)
+    spread = _gamma(d) * aX + Xr
+    dQ = heads((spread @ aQ) * up + tiny)
+    dK = heads((spread @ aK) * up + tiny)
     aQf, aKf = np.abs(Qf), np.abs(Kf)
     Sf = Qf @ T(Kf)
-    dS = (_gamma(k) * (aQf @ T(aKf)) + dQ @ T(aKf) + aQf @ T(dK) + dQ @ T(dK)) * up + tiny
+    dS = ((_gamma(k) * aQf + dQ) @ T(aKf) + (aQf + dQ) @ T(dK)) * up * up + tiny
     out = []
     for h in range(H):
         if not (np.isfinite(Wq[h]).all() and np.isfinite(Wk[h]).all()) or _has_tiny(Wq[h], Wk[h]):

@@ -36,7 +36,7 @@ from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
-           "stacked_wo", "recover_heads", "wo_rows", "RECOVERY_CROSS_CHECK"]
+           "stacked_wo", "recover_heads", "wo_rows", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -533,9 +533,33 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     return _wo_storage(ctx)[0]
 
 
+def wo_storage_ranks(ctx: Context) -> list[Any]:
+    """Each layer's stacked W_O rank at storage precision: a Cholesky certificate where it has full rank, else the SVD.
+
+    Computed once per context (:func:`~symtrans.checks.common.storage_ranks`
+    with ``certify``); thm-recovery/wo's exact-rank certificate reuses the
+    proved ``sigma_min`` lower bounds (the same float64 matrices).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> recs = wo_storage_ranks(Context(model="default", n=4))
+    >>> len(recs), recs[0].rank, recs[0].precision
+    (6, 384, 'float32 storage rounding (Cholesky certificate)')
+    """
+    from symtrans.checks.common import storage_precision, storage_ranks
+
+    key = "sec7-wo-storage"
+    if key not in ctx.cache:
+        w = weights(ctx)
+        sd, _ = storage_precision(w)
+        ctx.cache[key] = storage_ranks(w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1]), sd, certify=True)
+    return ctx.cache[key]
+
+
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
-    from symtrans.checks.common import exact_rank, finite, storage_precision, storage_ranks
+    from symtrans.checks.common import exact_rank, finite, storage_precision
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -545,7 +569,7 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     tr = trace(ctx)
     sd, _ = storage_precision(w)
     stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
-    recs = storage_ranks(stacked, sd, certify=True)  # a Cholesky certificate where W_O has full rank, else the SVD
+    recs = wo_storage_ranks(ctx)
     rows = []
     for i, rec in enumerate(recs):
         full = min(rec.shape)

@@ -44,8 +44,8 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.numeric.forward import embed_input, encode, encoder_layer, layer_forward, structure  # noqa: F401
-from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, numerical_rank, rank_from_singular_values,
-                                     svdvals)
+from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, gram_matrix, numerical_rank,
+                                     rank_from_singular_values, svdvals)
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
@@ -555,12 +555,9 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     # the common case, sum_h dim R_h independent directions, is proved by a Cholesky certificate of the kept
     # rows' Gram matrix; anything else (or a certificate that does not go through) is decided by the SVD
     m = B.shape[1]
-    # [H m, H m]: block (h, g) is B_h B_g^T; the blocks on and above the diagonal are formed (half the GEMM
-    # work), those below are their transposes, so every entry is one float64 dot product of two rows
-    gram = torch.empty(H * m, H * m, dtype=B.dtype, device=B.device)
-    for h in range(H):
-        gram[h * m:(h + 1) * m, h * m:] = B[h] @ stacked[h * m:].T
-        gram[(h + 1) * m:, h * m:(h + 1) * m] = gram[h * m:(h + 1) * m, (h + 1) * m:].T
+    # [H m, H m]: block (h, g) is B_h B_g^T, through BLAS syrk (one triangle formed, mirrored: half the GEMM
+    # work), so every entry is one float64 dot product of two rows
+    gram = gram_matrix(stacked)
     kept = (mask.reshape(-1) > 0).nonzero().flatten()
     every = len(kept) == H * m
     dim_sum = (full_row_rank_certificate(stacked if every else stacked[kept],
