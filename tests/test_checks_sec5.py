@@ -271,3 +271,23 @@ def test_factored_mha_equals_the_dense_forward_on_both_routes():
         assert float((sliced - dense).norm() / dense.norm()) < 1e-12, r
     wrong = dict(lay, _packed_qkv=pack_qkv(dict(lay, W_Q=lay["W_K"])))  # a stale packing is caught by this test
     assert float((mha_paper_factored(A, B, wrong) - dense).norm() / dense.norm()) > 1e-3
+
+
+def test_lockstep_sweep_equals_each_variant_run_alone():
+    """The stacked depth sweep (shared projections) gives run_stack's states for every variant, to rounding."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.variants import run_stack
+
+    w = load_model("default")
+    X = encode(w, n=9, layers=0).embeddings
+    together = sec5._lockstep(w, X, 4, tuple(sec5.VARIANTS))
+    for v, (name, ln) in sec5.VARIANTS.items():
+        alone = run_stack(w, X, name, depth=4, ln=ln)
+        assert len(together[v]) == len(alone) == 5
+        for a, b in zip(together[v], alone):
+            assert float((a - b).abs().max()) <= 1e-12 * float(b.abs().max()), v
+    # one layer's weights changed: every variant's states change from that step on (the weights are read)
+    changed = w.copy()
+    changed.W_O[1].mul_(3.0)
+    other = sec5._lockstep(changed, X, 4, tuple(sec5.VARIANTS))
+    assert all(not torch.equal(other[v][2], together[v][2]) for v in sec5.VARIANTS)

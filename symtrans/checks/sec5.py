@@ -530,15 +530,72 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     """
     import torch
 
+    from symtrans.numeric.forward import structure
     from symtrans.numeric.measure import residual_ratio
     from symtrans.numeric.variants import run_stack
 
+    def ratio(h: Any) -> float:
+        return residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan
+
+    if structure(w).form != "pre-ln" and w.layer(0)["W_K"].shape[0] == w.layer(0)["W_Q"].shape[0]:
+        return {v: [ratio(h) for h in states] for v, states in _lockstep(w, X, depth, variants).items()}
     out = {}
     for v in variants:
         name, ln = VARIANTS[v]
         states = run_stack(w, X, name, depth=depth, ln=ln)
-        out[v] = [residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan for h in states]
+        out[v] = [ratio(h) for h in states]
     return out
+
+
+def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...]) -> dict[str, list[Any]]:
+    """The post-LN variants of :func:`depth_sweep` stepped together: one projection GEMM per layer for all.
+
+    At each depth every variant applies the same real layer (cycling), so the
+    states are stacked and share the layer's Q/K/V and output projections (and
+    the FFN, for the variants with one): each weight matrix is read once per
+    step instead of once per variant. The maps are those of
+    :func:`symtrans.numeric.variants.run_stack` (biases kept); the head sum is
+    one GEMM with the stacked W_O, so values agree with it to rounding.
+    """
+    import torch
+
+    from symtrans.numeric.forward import _gelu, layer_norm
+
+    eps, act = w.arch.ln_eps, w.arch.activation
+    states = {v: [X] for v in variants}
+    with torch.no_grad():
+        for k in range(depth):
+            lay = w.layer(k % w.n_layers)
+            H, d, dk = lay["W_Q"].shape
+            dv = lay["W_V"].shape[-1]
+            S = torch.stack([states[v][-1] for v in variants])  # [V, n, d]
+            V, n = S.shape[0], S.shape[1]
+            bias = torch.cat([lay[b].reshape(-1) for b in ("b_Q", "b_K", "b_V")])
+            P = (S.reshape(V * n, d) @ pack_qkv(lay) + bias).reshape(V, n, -1)
+            heads = lambda M, width: M.reshape(V, n, H, width).transpose(1, 2)  # noqa: E731 - [V, H, n, width]
+            q, kk, vv = heads(P[..., :H * dk], dk), heads(P[..., H * dk:2 * H * dk], dk), heads(P[..., 2 * H * dk:], dv)
+            A = torch.softmax(q @ kk.transpose(-1, -2) / math.sqrt(dk), dim=-1)
+            mha = (A @ vv).transpose(1, 2).reshape(V * n, H * dv) @ lay["W_O"].reshape(H * dv, -1)
+            Z = mha.reshape(V, n, -1) + lay["b_O"]  # MHA(X) + b_O per variant
+            out, mlp = {}, []
+            for j, v in enumerate(variants):
+                kind, ln = VARIANTS[v]
+                z = Z[j] if kind in ("pure-attention", "mlp") else S[j] + Z[j]
+                if ln:
+                    z = layer_norm(z, lay["ln1_w"], lay["ln1_b"], eps)
+                out[v] = z
+                if kind in ("mlp", "full"):
+                    mlp.append(v)
+            if mlp:  # the FFN once for every variant that has one
+                Zm = torch.stack([out[v] for v in mlp])
+                F = _gelu(Zm @ lay["W_in"] + lay["b_in"], act) @ lay["W_out"] + lay["b_out"]
+                for j, v in enumerate(mlp):
+                    kind, ln = VARIANTS[v]
+                    y = F[j] if kind == "mlp" else out[v] + F[j]
+                    out[v] = layer_norm(y, lay["ln2_w"], lay["ln2_b"], eps) if ln else y
+            for v in variants:
+                states[v].append(out[v])
+    return states
 
 
 #: ratios at or below this are the float64 rounding floor of the ratio (never fitted)
