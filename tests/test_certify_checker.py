@@ -336,13 +336,18 @@ def test_minor_nonzero_routes_fall_through_to_the_exact_determinant():
     from symtrans.certify.exact import P
     from symtrans.certify.real import MODULUS, _minor_nonzero
 
-    assert _minor_nonzero(np.array([[3.0, 1.0], [1.0, 2.0]])) == (True, f"det mod {P}")
-    assert _minor_nonzero(np.array([[float(P)]])) == (True, "det mod p")  # 0 mod P, not mod 2^61 - 1
+    assert _minor_nonzero(np.array([[3.0, 1.0], [1.0, 2.0]]))[1].startswith("float64-verified")
+    close = np.array([[1.0, 1.0], [1.0, 1.0 + 2.0 ** -52]])  # det 2^-52: beyond the float64 inverse, not zero
+    assert _minor_nonzero(close) == (True, f"det mod {P}")
+    assert _minor_nonzero(np.array([[1.0, 2.0], [0.5, 1.0]]))[0] is False  # singular: every route declines
+    # the exact chain on its own (verified=False)
+    assert _minor_nonzero(np.array([[3.0, 1.0], [1.0, 2.0]]), verified=False) == (True, f"det mod {P}")
+    assert _minor_nonzero(np.array([[float(P)]]), verified=False) == (True, "det mod p")  # 0 mod P, not mod 2^61 - 1
     N = P * MODULUS  # 0 mod both primes; entries below 2^53, so the floats are these integers exactly
     a = 2**46
     d = -(-N // a)
     c = a * d - N
     A = np.array([[float(a), 1.0], [float(c), float(d)]])
     assert a * d - c * 1 == N and all(float(int(v)) == v for v in A.ravel())
-    assert _minor_nonzero(A) == (True, "exact det")
-    assert _minor_nonzero(np.array([[1.0, 2.0], [0.5, 1.0]])) == (False, "exact det")  # singular
+    assert _minor_nonzero(A, verified=False) == (True, "exact det")
+    assert _minor_nonzero(np.array([[1.0, 2.0], [0.5, 1.0]]), verified=False) == (False, "exact det")  # singular

@@ -195,18 +195,27 @@ def _lu_rows(M: Any) -> Any:
     return np.array(out, dtype=np.int64).reshape(*T.shape[:-2], k)
 
 
-def _minor_nonzero(A: Any, p: int = MODULUS) -> tuple[bool, str]:
-    """Whether the square float matrix A has det != 0, exactly: mod primes first, exact over Z when both give 0.
+def _minor_nonzero(A: Any, p: int = MODULUS, verified: bool = True) -> tuple[bool, str]:
+    """Whether the square float matrix A has det != 0, exactly: float64-verified, mod primes, then exact over Z.
 
-    A's floats are exact dyadic rationals; a non-zero determinant of their
-    reduction mod an odd prime proves det A != 0. The 31-bit Mersenne prime's
-    residues are formed in numpy int64 arithmetic (:func:`to_mod_p`); then
-    ``p`` on the integer matrix ``Z = A 2^-s``; then the exact determinant.
+    With ``verified`` a float64-verified inverse first (:func:`verified_det_sign`
+    with no radius: the floats are the matrix, and ``||I - R A||_inf < 1``
+    proves it non-singular; about 4x cheaper than building the exact matrix
+    at k = 64). Where that declines (ill-conditioned): A's floats are exact
+    dyadic rationals, and a non-zero determinant of their reduction mod an odd
+    prime proves det A != 0. The 31-bit Mersenne prime's residues are formed
+    in numpy int64 arithmetic (:func:`to_mod_p`); then ``p`` on the integer
+    matrix ``Z = A 2^-s``; then the exact determinant.
     """
+    import numpy as np
     from flint import fmpz_mat, nmod_mat
 
     from symtrans.certify.exact import P, to_mod_p
 
+    if verified and A.size:
+        ok, beta = verified_det_sign(A, np.zeros_like(A), need_sign=False)
+        if ok:
+            return True, f"float64-verified inverse (||I - R A||_inf <= {beta:.2g} < 1)"
     k = A.shape[0]  # (flint builds an fmpz_mat from a flat list faster than an nmod_mat)
     if k and int(nmod_mat(fmpz_mat(k, k, to_mod_p(A, P).ravel().tolist()), P).det()) != 0:
         return True, f"det mod {P}"
