@@ -210,23 +210,15 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     >>> equilibrated_rank(torch.randn(40, 40, generator=g, dtype=torch.float64), "rmsnorm").rank
     40
     """
-    import dataclasses
-
-    from symtrans.numeric.linalg import (DECISIVE_MARGIN, centred_rank_certificate, full_row_rank_certificate,
-                                         numerical_rank)
+    from symtrans.numeric.linalg import centred_rank_certificate, certified_rank, numerical_rank
 
     Wt = W.T  # [d, H d_v]
     base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt
     d, k = base.shape
-    shape = (int(d), int(k))
     if norm == "layernorm" and d <= k:
         rec = centred_rank_certificate(base)
-    else:  # full rank min(d, k): P's kernel (the all-ones column) does not bind when d > k
-        rec = full_row_rank_certificate(base if d <= k else base.T, margin=DECISIVE_MARGIN + 0.5)
-        rec = None if rec is None else dataclasses.replace(rec, shape=shape)
-    if rec is None:
-        rec = numerical_rank(base)
-    return rec
+        return rec if rec is not None else numerical_rank(base)
+    return certified_rank(base)  # full rank min(d, k): P's kernel (the all-ones column) does not bind when d > k
 
 
 def _row_sums(X: Any, Z: Any, layer: dict[str, Any], rows: list[int]) -> Any:

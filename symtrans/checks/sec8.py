@@ -186,7 +186,7 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
 
     from symtrans.checks.common import finite
     from symtrans.evidence import HypothesisCheck, Scope
-    from symtrans.numeric.linalg import numerical_ranks
+    from symtrans.numeric.linalg import certified_rank
 
     w = weights(ctx)
     n, H, dv = ctx.n, w.n_heads, w.d_head
@@ -205,7 +205,8 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     rows = sorted({0, n // 2, n - 1})
     # Z -> (Z * G_i) W_O per row: rank of diag(G_i) W_O against the plain W_O, both at float64 computation
     # precision (the gated matrix is computed, not stored: the stored W_O's rank is reported in sec7)
-    recs = numerical_ranks(torch.stack([wo_stack] + [G[i][:, None] * wo_stack for i in rows]))
+    # each a Cholesky proof of full rank where one goes through (a d x d SVD otherwise)
+    recs = [certified_rank(M) for M in [wo_stack] + [G[i][:, None] * wo_stack for i in rows]]
     plain_rec, gated_recs = recs[0], recs[1:]
     gated_wo = sum(H * dv - r.rank for r in gated_recs)
     plain_wo = len(rows) * (H * dv - plain_rec.rank)
@@ -222,7 +223,8 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
               "maps": "gated summation (all positions) and Z -> (Z G_i) W_O (rows " + str(rows) + ", layer 0)"}
     details = {"summation_fibre_plain": plain, "summation_fibre_gated": gated, "wo_fibre_plain_rows": plain_wo,
                "wo_fibre_gated_rows": gated_wo, "all_gates_one_rel_error_vs_layer_mha": finite(err),
-               "precision": "float64 computation (plain and gated W_O alike)",
+               "precision": "float64 computation (plain and gated W_O alike): "
+                            + ", ".join(sorted({r.precision for r in recs})),
                "formalisation": "PG-OP remedies non-identifiability if it shrinks the fibre of the head-channel map; "
                                 "other formalisations (e.g. attribution across positions) are not tested"}
     decisive = all(r.decisive for r in recs)

@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_cut", "full_row_rank_certificate",
-           "centred_rank_certificate", "gram_matrix", "DECISIVE_MARGIN"]
+           "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
@@ -435,6 +435,40 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=max(m, n) * 2.0 ** -52,
                       tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
                       margin=got, precision="float64 computation (Cholesky certificate)")
+
+
+def certified_rank(M: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankRecord:
+    """Rank of ``M`` at float64 computation precision: a Cholesky proof of full rank where one goes through, else the SVD.
+
+    :func:`full_row_rank_certificate` on the orientation with fewer rows
+    (about 5x cheaper than an SVD for a 1024 x 1024 matrix here); its record
+    has the proved lower bound on ``sigma_min`` and a margin of at least
+    ``margin`` decades. Where it declines (rank-deficient, too ill-conditioned
+    for the squared problem, not float64 on the CPU), :func:`numerical_rank`
+    decides with measured singular values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> M = torch.randn(40, 30, generator=g, dtype=torch.float64)
+    >>> r = certified_rank(M)
+    >>> r.rank, r.shape, r.precision
+    (30, (40, 30), 'float64 computation (Cholesky certificate)')
+    >>> M[:, 0] = M[:, 1]  # rank 29: the SVD decides
+    >>> r = certified_rank(M)
+    >>> r.rank, r.precision
+    (29, 'float64 computation')
+    """
+    import torch
+
+    M = torch.as_tensor(M)
+    rec = None
+    if M.dtype == torch.float64 and M.ndim == 2 and M.device.type == "cpu" and min(M.shape) > 0:
+        m, n = int(M.shape[0]), int(M.shape[1])
+        rec = full_row_rank_certificate(M if m <= n else M.T, margin=margin)
+        rec = None if rec is None else dataclasses.replace(rec, shape=(m, n))
+    return rec if rec is not None else numerical_rank(M)
 
 
 def _column_sum_bounds(a: Any) -> Any:
