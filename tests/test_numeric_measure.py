@@ -319,6 +319,24 @@ def test_centred_rank_certificate_refuses_what_it_cannot_prove():
     assert centred_rank_certificate(bad) is None
 
 
+@pytest.mark.parametrize("n", [6, 24])
+def test_head_subspaces_qr_route_equals_the_svd_route(w, n):
+    """K_h from a QR of Y^h and W_O^h gives the SVD route's dims, sum, angles; a silenced head shows in both."""
+    tr = encode(w, n=n, seed=1)
+    for i in (1, 4):
+        lt, W_O = tr.layers[i], w.layer(i)["W_O"].clone()
+        for silenced in (False, True):
+            if silenced:  # head 2 writes nothing: dim R_2 = 0 on both routes, the sum loses its directions
+                W_O[2] = 0
+                lt = type("T", (), {"Y": lt.Y, "YO": lt.Y @ W_O, "mha": (lt.Y @ W_O).sum(0)})()
+            a, b = head_subspaces(lt, layer=i), head_subspaces(lt, layer=i, W_O=W_O)
+            assert a.dim_R == b.dim_R and a.dim_sum.rank == b.dim_sum.rank and a.kappa == b.kappa
+            assert (b.dim_R[2] == 0) is silenced
+            for ra, rb in zip(a.overlap, b.overlap):
+                assert max(abs(x - y) for x, y in zip(ra, rb)) < 1e-9
+            assert all(x.decisive for x in b.dim_R_records)
+
+
 def test_head_subspaces_certificate_and_svd_routes_agree(trace):
     """The layer's stacked bases: the Cholesky certificate's rank equals the SVD's."""
     lt = trace.layers[1]

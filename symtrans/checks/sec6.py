@@ -61,7 +61,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         w = weights(ctx)
         lt = trace(ctx, n=n, layers=None if n == ctx.n else i + 1).layers[i]
         lay = w.layer(i)
-        rec = head_subspaces(lt, layer=i)
+        rec = head_subspaces(lt, layer=i, W_O=lay["W_O"])  # K_h = T_h W_O^h from a QR of Y^h: no YO
         rx = numerical_rank(lt.X)
         sd, _ = storage_precision(w)
         wv = storage_ranks(lay["W_V"], sd)

@@ -512,12 +512,16 @@ class HeadSubspaceRecord(_Record):
 
 
 @single_threaded()
-def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
+def head_subspaces(layer_trace: Any, *, layer: int = 0, W_O: Any = None) -> HeadSubspaceRecord:
     """``dim R_h``, ``rank MHA(X)``, ``dim sum R_h``, ``alpha_MHA``, ``kappa`` and principal angles.
 
     Needs a :class:`~symtrans.numeric.forward.LayerTrace` (``Y``, ``YO`` and
-    ``mha``). With the thin SVD ``Y^h = U_h S_h V_h^T``, ``Y^h W_O^h = U_h K_h``
-    where ``K_h = U_h^T (Y^h W_O^h)`` is only ``d_v x d_model``: the QR
+    ``mha``). Any factorisation ``Y^h = U_h T_h`` with orthonormal columns in
+    U_h gives ``Y^h W_O^h = U_h K_h`` with the same singular values and row
+    space as the small ``K_h`` (``min(n, d_v) x d_model``): with the layer's
+    per-head ``W_O`` given, the thin QR ``Y^h = U_h T_h`` and ``K_h = T_h W_O^h``
+    (``Y^h W_O^h`` is never formed); without it, the thin SVD of ``Y^h`` and
+    ``K_h = U_h^T (Y^h W_O^h)``. Then the QR
     ``K_h^T = Q_h R_h`` gives the singular values of ``Y^h W_O^h`` (those of
     R_h) and, where K_h has full rank, an orthonormal basis Q_h of ``R_h``
     (a rank-deficient K_h takes its leading right singular vectors instead),
@@ -530,14 +534,20 @@ def head_subspaces(layer_trace: Any, *, layer: int = 0) -> HeadSubspaceRecord:
     >>> rec = head_subspaces(encode(w, n=6, seed=0).layers[2], layer=2)
     >>> rec.dim_R[:3], rec.rank_mha.rank, rec.dim_sum.rank, rec.kappa
     ([6, 6, 6], 6, 72, 0)
+    >>> head_subspaces(encode(w, n=6, seed=0).layers[2], layer=2, W_O=w.layer(2)["W_O"]).dim_R[:3]
+    [6, 6, 6]
     """
     import torch
 
-    Y, YO, mha = layer_trace.Y, layer_trace.YO, layer_trace.mha
+    Y, mha = layer_trace.Y, layer_trace.mha
     H, n, dv = Y.shape
-    D = YO.shape[-1]
-    U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
-    K = U.transpose(-1, -2) @ YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
+    if W_O is not None:
+        T = torch.linalg.qr(Y, mode="r")[1]  # Y^h = U_h T_h: T [H, min(n, d_v), d_v]
+        K = T @ W_O  # [H, min(n, d_v), D]; Y^h W_O^h = U_h K_h
+    else:
+        U = torch.linalg.svd(Y, full_matrices=False)[0]  # Y^h = U S Vh, U: [H, n, min(n, dv)]
+        K = U.transpose(-1, -2) @ layer_trace.YO  # [H, min(n, dv), D]; Y^h W_O^h = U_h K_h
+    D = K.shape[-1]
     # K_h^T = Q_h R_h (QR): K_h has the singular values of the m x m R_h, and where K_h has full rank m the
     # columns of Q_h are an orthonormal basis of R_h; only a rank-deficient K_h needs its singular vectors
     Q, Rk = torch.linalg.qr(K.transpose(-1, -2))
