@@ -235,3 +235,20 @@ def test_slow_lowrank_float32_wo_makes_thm73_wo_hold(slow_runs):
 def test_silenced_heads_make_prop63_not_applicable(fast):
     v = verdicts(fast["silenced-heads"])
     assert v[("prop-6.3", "<claim>")] == "not-applicable"
+
+
+def test_head_subspace_sum_has_the_planted_dimension():
+    """Exactly shared output row spaces: dim(sum R_h) is the planted number, decided outside the band.
+
+    shared-subspace: head 1's R_h is head 0's, so the sum loses d_head dimensions; wo-lowrank-f64: the
+    stacked W_O has rank WO_RANK, so the sum has that dimension (n = 32 >= d_v: every Y^h has full rank).
+    """
+    from symtrans.checks.common import trace
+    from symtrans.numeric.measure import head_subspaces
+
+    for name, expected in (("shared-subspace", None), ("wo-lowrank-f64", planted.WO_RANK)):
+        w = planted.build(name)
+        lt = trace(Context(model="default", n=32).preload(w)).layers[0]
+        rec = head_subspaces(lt, layer=0, W_O=w.layer(0)["W_O"])
+        want = expected if expected is not None else sum(rec.dim_R) - w.d_head
+        assert (rec.dim_sum.rank, rec.dim_sum.decisive) == (want, True), name
