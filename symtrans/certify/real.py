@@ -57,7 +57,7 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: 
     """Exact rank over Q of a float matrix, certified by its rank mod p where that suffices.
 
     With ``verified`` (default) a matrix without zero rows or columns is first
-    tried by :func:`~symtrans.numeric.linalg.full_row_rank_certificate` (a
+    tried by :func:`~symtrans.numeric.linalg.full_rank_certificate` (a
     shifted Cholesky of the Gram matrix with backward-error bounds), then by
     :func:`verified_full_rank` (float64 verification of a square
     minor; neither uses per-entry exact arithmetic); where one certifies, the rank is
@@ -95,12 +95,11 @@ def stacked_wo_rank(W: Any, p: int = MODULUS, exact_limit: int = 160, verified: 
     if verified and len(rows) == shape[0] and len(cols) == shape[1]:
         import torch
 
-        from symtrans.numeric.linalg import full_row_rank_certificate
+        from symtrans.numeric.linalg import full_rank_certificate
 
         # first a shifted Cholesky of the Gram matrix of the shorter side (about half the cost of the
         # verified inverse below); it declines where the squared problem is too ill-conditioned
-        T = torch.from_numpy(A if shape[0] <= shape[1] else A.T)
-        rec = full_row_rank_certificate(T, margin=0.0)
+        rec = full_rank_certificate(torch.from_numpy(A), margin=0.0)
         if rec is not None:
             return {"rank": min(shape), "rank_mod_p": None, "modulus": p, "shape": shape, "scale_exponent": None,
                     "method": f"float64-verified Gram Cholesky (sigma_min >= {rec.sigma_above:.2g} > 0)"}

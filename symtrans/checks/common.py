@@ -327,7 +327,7 @@ def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> l
     """:func:`~symtrans.numeric.linalg.storage_rank` of every matrix of a batch ``[..., m, n]`` (one batched SVD).
 
     With ``certify``, a matrix of full rank is first tried by
-    :func:`~symtrans.numeric.linalg.full_row_rank_certificate` against the same
+    :func:`~symtrans.numeric.linalg.full_rank_certificate` against the same
     storage cut (a Gram Cholesky instead of an SVD: about 3x cheaper for a
     square matrix); its record's ``sigma_above`` and margin are then proved
     lower bounds. The rest get the SVD.
@@ -345,7 +345,7 @@ def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> l
 
     import torch
 
-    from symtrans.numeric.linalg import (DECISIVE_MARGIN, _torch_dtype, full_row_rank_certificate,
+    from symtrans.numeric.linalg import (DECISIVE_MARGIN, _torch_dtype, full_rank_certificate,
                                          rank_from_singular_values, storage_cut, svdvals)
 
     W = torch.as_tensor(batch).to(torch.float64)
@@ -356,11 +356,10 @@ def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> l
     out: list[Any] = [None] * W.shape[0]
     if certify:
         for k in range(W.shape[0]):
-            T = W[k] if shape[0] <= shape[1] else W[k].T
-            rec = full_row_rank_certificate(T, margin=DECISIVE_MARGIN + 0.5,
-                                            cut=storage_cut(float(norms[k]), storage_dtype, shape))
+            rec = full_rank_certificate(W[k], margin=DECISIVE_MARGIN + 0.5,
+                                        cut=storage_cut(float(norms[k]), storage_dtype, shape))
             if rec is not None:
-                out[k] = dataclasses.replace(rec, shape=shape, precision=f"{name} storage rounding (Cholesky certificate)")
+                out[k] = dataclasses.replace(rec, precision=f"{name} storage rounding (Cholesky certificate)")
     rest = [k for k in range(W.shape[0]) if out[k] is None]
     svals = svdvals(W[rest]).cpu() if rest else []
     for k, s in zip(rest, svals):

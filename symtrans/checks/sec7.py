@@ -190,8 +190,7 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
 
     ``W`` is the stacked ``W_O`` (H d_v x d). A certificate first: rank d - 1
     of the centred ``P W^T`` (:func:`~symtrans.numeric.linalg.centred_rank_certificate`)
-    or full rank (:func:`~symtrans.numeric.linalg.full_row_rank_certificate`,
-    either orientation), each at least 1.5 decades from the float64 cut on
+    or full rank (:func:`~symtrans.numeric.linalg.certified_rank`), each at least 1.5 decades from the float64 cut on
     both sides; where none goes through, the SVD decides
     (:func:`~symtrans.numeric.linalg.numerical_rank`).
 

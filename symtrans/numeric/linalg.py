@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_cut", "full_row_rank_certificate",
-           "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
+           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
@@ -438,6 +438,27 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
                       margin=got, precision="float64 computation (Cholesky certificate)")
 
 
+def full_rank_certificate(M: Any, *, margin: float = 2.0, cut: tuple[float, str] | None = None) -> RankRecord | None:
+    """:func:`full_row_rank_certificate` of ``M`` or ``M^T``, whichever has fewer rows; the record in M's shape.
+
+    Proves rank ``min(m, n)`` (or answers None) for a matrix of either
+    orientation, with the same ``margin`` and ``cut`` arguments.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = torch.randn(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    >>> r = full_rank_certificate(M)
+    >>> r.rank, r.shape
+    (4, (9, 4))
+    >>> full_rank_certificate(torch.zeros(9, 4, dtype=torch.float64)) is None
+    True
+    """
+    m, n = int(M.shape[0]), int(M.shape[1])
+    rec = full_row_rank_certificate(M if m <= n else M.T, margin=margin, cut=cut)
+    return None if rec is None else dataclasses.replace(rec, shape=(m, n))
+
+
 def certified_rank(M: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankRecord:
     """Rank of ``M`` at float64 computation precision: a Cholesky proof of full rank where one goes through, else the SVD.
 
@@ -466,9 +487,7 @@ def certified_rank(M: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankReco
     M = torch.as_tensor(M)
     rec = None
     if M.dtype == torch.float64 and M.ndim == 2 and M.device.type == "cpu" and min(M.shape) > 0:
-        m, n = int(M.shape[0]), int(M.shape[1])
-        rec = full_row_rank_certificate(M if m <= n else M.T, margin=margin)
-        rec = None if rec is None else dataclasses.replace(rec, shape=(m, n))
+        rec = full_rank_certificate(M, margin=margin)
     return rec if rec is not None else numerical_rank(M)
 
 
