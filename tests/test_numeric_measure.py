@@ -321,6 +321,20 @@ def test_centred_rank_certificate_refuses_what_it_cannot_prove():
     assert centred_rank_certificate(bad) is None
 
 
+def test_centred_rank_certificate_declines_beyond_the_float64_range_quietly():
+    """Entries whose squares overflow (finite, about 2^600): no certificate, and no overflow warning."""
+    import warnings
+
+    from symtrans.numeric.linalg import centred_rank_certificate
+
+    W = torch.randn(40, 50, generator=torch.Generator().manual_seed(4), dtype=D64)
+    C = W - W.mean(0)
+    assert centred_rank_certificate(C) is not None  # the same matrix in range is certified
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning fails the test
+        assert centred_rank_certificate(C * 2.0 ** 600) is None
+
+
 @pytest.mark.parametrize("n", [6, 24])
 def test_head_subspaces_qr_route_equals_the_svd_route(w, n):
     """K_h from a QR of Y^h and W_O^h gives the SVD route's dims, sum, angles; a silenced head shows in both."""

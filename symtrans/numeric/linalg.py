@@ -572,8 +572,9 @@ def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -
         return k * u / (1 - k * u)
 
     tiny = (m * n + n) * 2.0 ** -1000  # squares and products that underflow (each below 2^-1074)
-    fro2 = float((a * a).sum()) * (1 + gamma(m * n + 1)) + tiny
-    row2 = float((a * a).sum(1).max()) * (1 - gamma(n + 1)) - tiny
+    with np.errstate(over="ignore"):  # a square beyond float64's range is inf: declined just below
+        fro2 = float((a * a).sum()) * (1 + gamma(m * n + 1)) + tiny
+        row2 = float((a * a).sum(1).max()) * (1 - gamma(n + 1)) - tiny
     if not (math.isfinite(fro2) and row2 > 0):
         return None
     eps = 2.0 ** -52
@@ -583,6 +584,8 @@ def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -
     cut_lo = max(m, n) * eps * math.sqrt(row2) * (1 - 4 * u)
     b = _column_sum_bounds(a)
     below = math.sqrt((float(b @ b) * (1 + gamma(n + 16)) + tiny) / m) * (1 + 4 * u)  # >= sigma_m(C)
+    if not math.isfinite(below):  # not reached while ||C||_F is finite; a NaN must never pass the test below
+        return None
     low_margin = math.log10(cut_lo / below) if below > 0 else math.inf
     if low_margin < margin:
         return None
