@@ -34,6 +34,20 @@ def test_bert_base_every_factor_certified_every_breaking_feature_witnessed():
     for c in certs:
         if c.kind == "invariance":
             assert c.shapes["d_model"] == 4 and c.shapes["n"] == 3 and c.identity
+    # the factors filter gives the full run's certificates of those factors, in the same order
+    some = ["S_n", "vo-gauge", "centring-shift"]
+    view = lambda cs: [(c.factor, c.kind, c.feature, c.outcome, c.element) for c in cs]  # noqa: E731
+    assert view(certify_all("bert-base", lemmas=False, factors=some)) == view([c for c in certs if c.factor in some])
+
+
+def test_certify_all_factors_filter():
+    """Only the named factors, their certificates and witnesses; an unknown name is refused before any work."""
+    certs = certify_all("minilm-l6-h384", lemmas=False, factors=["S_dff"])
+    assert {c.factor for c in certs} == {"S_dff"} and [c.kind for c in certs][0] == "invariance"
+    assert all(c.ok for c in certs)
+    assert certify_all("minilm-l6-h384", witnesses=False, lemmas=False, factors=[]) == []
+    with pytest.raises(SymtransError, match="unknown factor 'S_dfff'"):
+        certify_all("minilm-l6-h384", factors=["S_dff", "S_dfff"])
 
 
 def test_llama_like_post_ln_factors_certified():
