@@ -211,13 +211,18 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     """
     from symtrans.numeric.linalg import centred_rank_certificate, certified_rank, numerical_rank
 
-    Wt = W.T  # [d, H d_v]
-    base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt
+    base = _projected_wt(W, norm)
     d, k = base.shape
     if norm == "layernorm" and d <= k:
         rec = centred_rank_certificate(base)
         return rec if rec is not None else numerical_rank(base)
     return certified_rank(base)  # full rank min(d, k): P's kernel (the all-ones column) does not bind when d > k
+
+
+def _projected_wt(W: Any, norm: str) -> Any:
+    """``P W^T`` for LayerNorm (``P = I - 1 1^T / d`` centres each column of ``W^T``), ``W^T`` for RMSNorm."""
+    Wt = W.T  # [d, H d_v]
+    return Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt
 
 
 def _row_sums(X: Any, Z: Any, layer: dict[str, Any], rows: list[int]) -> Any:
@@ -280,14 +285,13 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     W = stacked_wo(layer["W_O"])  # [H d_v, d]
     d = W.shape[1]
     c = _norm_input(X, Z, layer, rows, norm)  # [r, d]
-    Wt = W.T  # [d, H d_v]
-    base = Wt - Wt.mean(0, keepdim=True) if norm == "layernorm" else Wt  # P W_O^T or W_O^T
+    base = _projected_wt(W, norm)  # P W_O^T or W_O^T
     s = _scale_sq(c, eps).sqrt()[:, None]  # [r, 1]
     if equilibrate:
         inner = base[None].expand(len(rows), -1, -1)
     else:
         y = c / s
-        inner = base[None] - y[:, :, None] * (y @ Wt)[:, None, :] / d  # (P - y y^T / d) W_O^T; y^T P = y^T
+        inner = base[None] - y[:, :, None] * (y @ W.T)[:, None, :] / d  # (P - y y^T / d) W_O^T; y^T P = y^T
     return (layer[gain][None, :, None] / s[:, :, None]) * inner
 
 

@@ -31,6 +31,14 @@ __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "de
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
 DECISIVE_MARGIN = 1.0
 
+#: unit roundoff of float64 (round to nearest)
+_U = 2.0 ** -53
+
+
+def _gamma(k: int) -> float:
+    """Higham's ``gamma_k = k u / (1 - k u)``: the relative error bound of a k-term float64 sum or dot product."""
+    return k * _U / (1 - k * _U)
+
 
 def default_rtol(dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
     """The default relative cut ``max(m, n) * eps``, with the reason.
@@ -391,12 +399,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     m, n = int(M.shape[0]), int(M.shape[1])
     if m == 0 or m > n:
         return None
-    u = 2.0 ** -53
-
-    def gamma(k: int) -> float:
-        return k * u / (1 - k * u)
-
-    fro2 = float((M * M).sum()) * (1 + gamma(m * n + 1))  # upper bound on ||M||_F^2 (a sum of m n squares)
+    fro2 = float((M * M).sum()) * (1 + _gamma(m * n + 1))  # upper bound on ||M||_F^2 (a sum of m n squares)
     if not math.isfinite(fro2) or fro2 == 0:
         return None
     # the caller's cut, else an upper bound on the float64 cut max(m, n) eps sigma_max
@@ -406,19 +409,19 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     G = gram_matrix(M) if gram is None else gram
     if tuple(G.shape) != (m, m) or G.dtype != torch.float64:
         raise ValueError(f"gram must be the float64 {m} x {m} matrix M M^T, got {tuple(G.shape)} {G.dtype}")
-    gram_err = gamma(n) * fro2
+    gram_err = _gamma(n) * fro2
     diag_max = float(G.diagonal().abs().max())
     # Cholesky's backward error is at most gamma_{m+1} ||R||_F^2 ~ gamma_{m+1} tr(G): budget for twice that
-    chol_err = 2 * gamma(m + 1) * diag_max * m
+    chol_err = 2 * _gamma(m + 1) * diag_max * m
     target = (10.0 ** margin * bound) ** 2
-    shift = 2 * (target + gram_err + chol_err + u * diag_max)
+    shift = 2 * (target + gram_err + chol_err + _U * diag_max)
     G.diagonal().sub_(shift)
     R, info = torch.linalg.cholesky_ex(G)
     if int(info) != 0 or not bool(torch.isfinite(R).all()):
         return None
-    r_fro2 = float((R * R).sum()) * (1 + gamma(m * m + 1))
+    r_fro2 = float((R * R).sum()) * (1 + _gamma(m * m + 1))
     # the last term covers underflow in the squares and products (each at most 2^-1074, m^2 + m n of them)
-    lower = shift - gamma(m + 1) * r_fro2 - u * (diag_max + shift) - gram_err - (m * m + m * n) * 2.0 ** -1000
+    lower = shift - _gamma(m + 1) * r_fro2 - _U * (diag_max + shift) - gram_err - (m * m + m * n) * 2.0 ** -1000
     if lower <= 0:
         return None
     smin = math.sqrt(lower)
@@ -502,8 +505,7 @@ def _column_sum_bounds(a: Any) -> Any:
     import numpy as np
 
     m = a.shape[0]
-    u = 2.0 ** -53
-    g = m * u / (1 - m * u)
+    g = _gamma(m)
     err = np.zeros(a.shape[1])
     err_abs = np.zeros(a.shape[1])
     rows = a
@@ -518,7 +520,7 @@ def _column_sum_bounds(a: Any) -> Any:
         rows = s if rows.shape[0] == 2 * k else np.concatenate([s, rows[2 * k:]])
     total = rows[0] + err
     # |exact - total| <= u |total| (the last addition) + gamma_m * (sum |e|) / (1 - gamma_m) (the e's own sum)
-    return np.abs(total) * (1 + 2 * u) + g * err_abs / (1 - g)
+    return np.abs(total) * (1 + 2 * _U) + g * err_abs / (1 - g)
 
 
 def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankRecord | None:
@@ -566,24 +568,19 @@ def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -
     a = C.detach().contiguous().numpy()
     if not np.isfinite(a).all():
         return None
-    u = 2.0 ** -53
-
-    def gamma(k: int) -> float:
-        return k * u / (1 - k * u)
-
     tiny = (m * n + n) * 2.0 ** -1000  # squares and products that underflow (each below 2^-1074)
     with np.errstate(over="ignore"):  # a square beyond float64's range is inf: declined just below
-        fro2 = float((a * a).sum()) * (1 + gamma(m * n + 1)) + tiny
-        row2 = float((a * a).sum(1).max()) * (1 - gamma(n + 1)) - tiny
+        fro2 = float((a * a).sum()) * (1 + _gamma(m * n + 1)) + tiny
+        row2 = float((a * a).sum(1).max()) * (1 - _gamma(n + 1)) - tiny
     if not (math.isfinite(fro2) and row2 > 0):
         return None
     eps = 2.0 ** -52
     # each bound below is inflated (or deflated) past the rounding of its own evaluation: a square root, a
     # product and a quotient of float64 values (a few u), and b's own few operations (gamma_(n + 16) > gamma_n + 16 u)
-    cut_hi = max(m, n) * eps * math.sqrt(fro2) * (1 + 4 * u)
-    cut_lo = max(m, n) * eps * math.sqrt(row2) * (1 - 4 * u)
+    cut_hi = max(m, n) * eps * math.sqrt(fro2) * (1 + 4 * _U)
+    cut_lo = max(m, n) * eps * math.sqrt(row2) * (1 - 4 * _U)
     b = _column_sum_bounds(a)
-    below = math.sqrt((float(b @ b) * (1 + gamma(n + 16)) + tiny) / m) * (1 + 4 * u)  # >= sigma_m(C)
+    below = math.sqrt((float(b @ b) * (1 + _gamma(n + 16)) + tiny) / m) * (1 + 4 * _U)  # >= sigma_m(C)
     if not math.isfinite(below):  # not reached while ||C||_F is finite; a NaN must never pass the test below
         return None
     low_margin = math.log10(cut_lo / below) if below > 0 else math.inf
