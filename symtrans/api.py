@@ -293,11 +293,33 @@ class EvidenceList(list):  # type: ignore[type-arg]
     """
 
     def verdicts(self) -> dict[str, str]:
-        """Each claim's combined verdict over these records (any failure wins, then a certificate, ...)."""
-        from symtrans.evidence import combine_verdicts
+        """Each claim's verdict over these records, counted as a report counts them (readings, scope).
 
-        claims = dict.fromkeys(e.claim for e in self)
-        return {c: combine_verdicts(e.verdict for e in self if e.claim == c).value for c in claims}
+        The same counting as ``symtrans check``/``certify`` and ``report.json``
+        (:func:`symtrans.graph.count_records`): an instance certificate of a
+        claim about all sizes counts as ``supported``, not ``certified``.
+
+        Examples
+        --------
+        >>> from symtrans.evidence import Evidence, Scope
+        >>> few = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict="certified",
+        ...                summary="r = 1..3", scope=Scope("instances", "r = 1..3"))
+        >>> EvidenceList([few]).verdicts()
+        {'thm-5.3': 'supported'}
+        """
+        return {c: t["verdict"] for c, t in self.verdict_table().items()}
+
+    def verdict_table(self) -> dict[str, dict[str, Any]]:
+        """Claim id -> ``{"verdict", "readings": {reading id: verdict}}``, counted as in :meth:`verdicts`.
+
+        Examples
+        --------
+        >>> certify_claims(["prop-6.2"]).verdict_table()["prop-6.2"]["readings"]
+        {'prop-6.2/identity': 'fails'}
+        """
+        from symtrans.graph import count_records, verdict_table
+
+        return verdict_table(count_records(self))
 
     def by_claim(self) -> dict[str, list[Evidence]]:
         """The records grouped by claim id, in order of appearance."""

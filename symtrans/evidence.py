@@ -420,7 +420,7 @@ class Evidence:
         return self.weights_hash is not None and self.weights_hash != weights_hash
 
 
-_ORDER = [Verdict.FAILS, Verdict.CERTIFIED, Verdict.INCONCLUSIVE, Verdict.SUPPORTED,
+_ORDER = [Verdict.FAILS, Verdict.CERTIFIED, Verdict.SUPPORTED, Verdict.INCONCLUSIVE,
           Verdict.NOT_APPLICABLE, Verdict.NOT_RUN]
 
 
@@ -428,9 +428,13 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     """Combine the verdicts of several evidence records about one claim.
 
     Any failure wins; then an exact certificate (a numeric check inside its
-    tolerance band cannot undo a proof); then inconclusive, which beats
-    numeric support; not-applicable only if nothing applicable ran;
-    ``not-run`` if nothing ran.
+    tolerance band cannot undo a proof); then a decided numeric support: a
+    record that could not decide (inconclusive) adds nothing against one that
+    did, so it never demotes it; inconclusive only when nothing decided;
+    not-applicable only if nothing applicable ran; ``not-run`` if nothing ran.
+    This combines records about *one* statement (a claim without readings, or
+    one reading); :func:`symtrans.graph.count_records` is the one function that
+    turns records into claim verdicts.
 
     Examples
     --------
@@ -441,6 +445,8 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     >>> combine_verdicts([Verdict.CERTIFIED, Verdict.INCONCLUSIVE]).label
     'certified'
     >>> combine_verdicts([Verdict.SUPPORTED, Verdict.INCONCLUSIVE]).label
+    'supported'
+    >>> combine_verdicts([Verdict.INCONCLUSIVE, Verdict.NOT_APPLICABLE]).label
     'inconclusive'
     >>> combine_verdicts([Verdict.NOT_APPLICABLE, Verdict.SUPPORTED]).label
     'supported'

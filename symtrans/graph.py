@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from proofs import Claim
 
 __all__ = ["ClaimGraph", "Standing", "EvidenceEntry", "ClaimStatus", "ReadingStatus", "assess", "mark_stale",
-           "EDGE_KINDS", "counted_verdict", "combine_readings", "full_scope"]
+           "EDGE_KINDS", "counted_verdict", "combine_readings", "full_scope", "count_records", "verdict_table"]
 
 #: The two kinds of dependency edge.
 EDGE_KINDS: tuple[str, ...] = ("statement", "proof")
@@ -395,12 +395,15 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
 def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
     """A claim's verdict from its readings' verdicts.
 
-    Readings that did not run are left out. When some readings fail and
-    others do not, the claim is ``reading-dependent``; all failing, it fails.
-    Otherwise a positive verdict needs every ran reading positive (the
-    weakest of them: ``supported`` below ``certified``); an inconclusive
-    reading makes the claim inconclusive; not-applicable readings are left
-    out when any other applies.
+    When some readings fail and others do not, the claim is
+    ``reading-dependent``; all that ran failing, it fails. Otherwise a
+    positive verdict needs every ran reading positive (the weakest of them:
+    ``supported`` below ``certified``); an inconclusive reading makes the
+    claim inconclusive; not-applicable readings are left out when any other
+    applies. A reading that did not run (or whose producer raised) is not
+    evidence either way, but it keeps the claim from being ``certified``:
+    the claim is then at most ``supported`` (:attr:`ClaimStatus.missing`
+    says which reading is missing and why).
 
     Examples
     --------
@@ -413,6 +416,8 @@ def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
     ('supported', 'certified')
     >>> combine_readings([V.NOT_RUN, V.NOT_RUN]).value, combine_readings([V.INCONCLUSIVE, V.CERTIFIED]).value
     ('not-run', 'inconclusive')
+    >>> combine_readings([V.CERTIFIED, V.NOT_RUN]).value  # one reading missing: never certified
+    'supported'
     """
     ran = [v for v in verdicts if v is not Verdict.NOT_RUN]
     if not ran:
@@ -424,7 +429,9 @@ def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
         return Verdict.NOT_APPLICABLE
     if Verdict.INCONCLUSIVE in applicable:
         return Verdict.INCONCLUSIVE
-    return Verdict.SUPPORTED if Verdict.SUPPORTED in applicable else Verdict.CERTIFIED
+    if Verdict.SUPPORTED in applicable or len(ran) < len(verdicts):
+        return Verdict.SUPPORTED
+    return Verdict.CERTIFIED
 
 
 @dataclass(frozen=True)
@@ -480,6 +487,7 @@ class ClaimStatus:
     stale: bool = False
     readings: tuple[ReadingStatus, ...] = ()
     raised: bool = False  # a producer of this claim raised: it cannot be fully certified
+    missing: tuple[str, ...] = ()  # "reading: why" per reading that did not run or whose producer raised
 
     @property
     def fully_certified(self) -> bool:
@@ -504,7 +512,8 @@ class ClaimStatus:
                 "standing": self.standing.value, "blocked_by": list(self.blocked_by),
                 "rests_on_failed": list(self.failed_ancestors),
                 "assumes_external": list(self.external_ancestors), "disagreement": self.disagreement,
-                "stale": self.stale, "raised": self.raised, "evidence": [e.to_dict() for e in self.evidence],
+                "stale": self.stale, "raised": self.raised, "missing_readings": list(self.missing),
+                "evidence": [e.to_dict() for e in self.evidence],
                 "readings": [r.to_dict() for r in self.readings]}
 
 
@@ -560,6 +569,7 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
     entries: dict[str, tuple[EvidenceEntry, ...]] = {}
     verdicts: dict[str, Verdict] = {}
     reading_verdicts: dict[str, list[tuple[str, Verdict, tuple[EvidenceEntry, ...]]]] = {}
+    missing: dict[str, list[str]] = {}
     for cid in graph.topological_order():
         claim = graph.claims[cid]
         wrapped = []
@@ -572,15 +582,28 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
             per = []
             for r in claim.readings:
                 mine = tuple(e for e in wrapped if e.evidence.reading == r.id)
-                per.append((r.id, combine_verdicts(e.counted_as for e in mine if not e.stale), mine))
+                v = combine_verdicts(e.counted_as for e in mine if not e.stale)
+                why = _raised_in(mine)
+                if why and v is Verdict.CERTIFIED:  # a producer of this reading raised: never certified
+                    v = Verdict.SUPPORTED
+                if why or v is Verdict.NOT_RUN:
+                    missing.setdefault(cid, []).append(f"{r.id}: {why or _not_run_reason(mine)}")
+                per.append((r.id, v, mine))
             reading_verdicts[cid] = per
             verdicts[cid] = combine_readings([v for _, v, _ in per])
+            if verdicts[cid] is Verdict.CERTIFIED and missing.get(cid):
+                verdicts[cid] = Verdict.SUPPORTED
             if verdicts[cid] is Verdict.NOT_RUN and any(  # a claim-level producer that does not apply here
                     e.evidence.reading is None and e.evidence.verdict is Verdict.NOT_APPLICABLE and not e.stale
                     for e in wrapped):
                 verdicts[cid] = Verdict.NOT_APPLICABLE
         else:
             verdicts[cid] = combine_verdicts(e.counted_as for e in wrapped if not e.stale)
+            why = _raised_in(wrapped)
+            if why:  # as for a reading: a producer that raised keeps the claim from being certified
+                missing[cid] = [why]
+                if verdicts[cid] is Verdict.CERTIFIED:
+                    verdicts[cid] = Verdict.SUPPORTED
     out: dict[str, ClaimStatus] = {}
     for cid in graph.topological_order():
         claim, verdict = graph.claims[cid], verdicts[cid]
@@ -613,8 +636,66 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
             standing = Standing.SUPPORTED  # a claim is fully certified only in every reading
         out[cid] = ClaimStatus(cid, verdict, standing, entries[cid], blockers, failed, external,
                                _disagreement(claim, verdict, failed), any(e.stale for e in entries[cid]),
-                               readings, cid in raised)
+                               readings, cid in raised, tuple(missing.get(cid, ())))
     return out
+
+
+def _raised_in(entries: Sequence[EvidenceEntry]) -> str:
+    """The error of the first record saying its producer raised (``details["error"]``), or ``""``."""
+    for e in entries:
+        if e.evidence.verdict is Verdict.NOT_RUN and (e.evidence.details or {}).get("error"):
+            return f"producer {e.evidence.producer} raised {e.evidence.details['error']}"
+    return ""
+
+
+def _not_run_reason(entries: Sequence[EvidenceEntry]) -> str:
+    """Why a reading has no verdict: its records' not-run summaries, stale records, or none at all."""
+    if not entries:
+        return "no producer of this reading ran"
+    if all(e.stale for e in entries):
+        return "its only records are stale (" + "; ".join(e.stale_reason for e in entries if e.stale_reason) + ")"
+    return "; ".join(dict.fromkeys(e.evidence.summary for e in entries if e.evidence.verdict is Verdict.NOT_RUN))
+
+
+def count_records(records: Iterable[Evidence], graph: ClaimGraph | None = None, *,
+                  raised: Iterable[str] = ()) -> dict[str, ClaimStatus]:
+    """Each claim's status from records that ran now: the one counting rule, shared by check, certify and the API.
+
+    The records count exactly as in a report (:func:`assess`: per reading,
+    by scope and quantifier); none is stale, since they ran now. Returns the
+    statuses of the claims the records are about, in the records' order.
+
+    Examples
+    --------
+    >>> few = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED,
+    ...                summary="r = 1..3", scope=Scope("instances", "r = 1..3"))
+    >>> st = count_records([few])
+    >>> list(st), st["thm-5.3"].verdict.value  # an instance certificate supports a claim about all sizes
+    (['thm-5.3'], 'supported')
+    """
+    records = list(records)
+    graph = graph if graph is not None else ClaimGraph()
+    by_claim: dict[str, list[EvidenceEntry]] = {}
+    for ev in records:
+        by_claim.setdefault(ev.claim, []).append(EvidenceEntry(ev))
+    statuses = assess(graph, by_claim, raised=raised)
+    return {cid: statuses[cid] for cid in by_claim}
+
+
+def verdict_table(statuses: Mapping[str, ClaimStatus]) -> dict[str, dict[str, Any]]:
+    """Claim id -> ``{"verdict", "readings": {reading id: verdict}}`` for statuses (readings with evidence only).
+
+    The one plain-data form of counted verdicts: ``symtrans check/certify --format json``, the API's
+    ``EvidenceList.verdicts`` and the agreement tests read it.
+
+    Examples
+    --------
+    >>> verdict_table(assess(ClaimGraph(), {}))["thm-7.3"]
+    {'verdict': 'not-run', 'readings': {}}
+    """
+    return {cid: {"verdict": st.verdict.value,
+                  "readings": {r.id: r.verdict.value for r in st.readings if r.evidence}}
+            for cid, st in statuses.items()}
 
 
 def _states(claim: Claim) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from proofs import Claim
 from symtrans.errors import SymtransError
 from symtrans.evidence import Evidence, Scope, Verdict, combine_verdicts
-from symtrans.graph import ClaimGraph, Standing, assess, mark_stale
+from symtrans.graph import ClaimGraph, Standing, assess, count_records, mark_stale, verdict_table
 
 
 def C(cid: str, kind: str = "theorem", status: str = "proved", stmt: tuple = (), proof: tuple = ()) -> Claim:
@@ -162,7 +162,9 @@ def test_evidence_must_be_about_its_claim() -> None:
 def test_combine_verdicts_rules() -> None:
     V = Verdict
     assert combine_verdicts([V.CERTIFIED, V.INCONCLUSIVE, V.SUPPORTED]) is V.CERTIFIED
-    assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE]) is V.INCONCLUSIVE
+    # a record that could not decide never demotes one that did (issue 25 item 3)
+    assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE]) is V.SUPPORTED
+    assert combine_verdicts([V.INCONCLUSIVE, V.NOT_APPLICABLE, V.NOT_RUN]) is V.INCONCLUSIVE
     assert combine_verdicts([V.SUPPORTED, V.NOT_APPLICABLE, V.NOT_RUN]) is V.SUPPORTED
     assert combine_verdicts([V.NOT_APPLICABLE, V.NOT_RUN]) is V.NOT_APPLICABLE
     assert combine_verdicts([V.CERTIFIED, V.FAILS]) is V.FAILS
@@ -174,3 +176,55 @@ def test_the_paper_graph_builds_and_framework_rests_on_everything() -> None:
     paper_items = {i for i, c in g.claims.items() if c.paper_status.value != "not-in-paper"}
     assert set(g.rests_on("framework-9")) == paper_items - {"framework-9"}
     assert g.impact("framework-9") == []
+
+
+# --------------------------------------------------------------------------- missing readings (issue 25, item 1)
+def _two_readings() -> ClaimGraph:
+    from proofs._claim import Reading
+
+    return ClaimGraph([Claim(id="t", kind="theorem", title="t", paper_ref="t", section="§0", statement="t holds",
+                             latex="t", paper_status="proved",
+                             readings=(Reading("a", "a holds", "w", "n"), Reading("b", "b holds", "w", "n")))])
+
+
+def _R(reading: str, verdict: Verdict, **kw) -> Evidence:
+    return E("t", verdict, reading=f"t/{reading}", **kw)
+
+
+def test_a_reading_that_did_not_run_keeps_the_claim_from_being_certified() -> None:
+    g = _two_readings()
+    both = assess(g, {"t": [_R("a", Verdict.CERTIFIED), _R("b", Verdict.CERTIFIED)]})["t"]
+    assert both.verdict is Verdict.CERTIFIED and both.missing == ()
+    one = assess(g, {"t": [_R("a", Verdict.CERTIFIED)]})["t"]
+    assert one.verdict is Verdict.SUPPORTED and not one.fully_certified
+    assert one.missing == ("t/b: no producer of this reading ran",)
+    assert one.to_dict()["missing_readings"] == ["t/b: no producer of this reading ran"]
+
+
+def test_a_reading_whose_producer_raised_is_named_with_the_error() -> None:
+    g = _two_readings()
+    crash = Evidence(claim="t", producer="q", kind="numeric", verdict=Verdict.NOT_RUN, reading="t/b",
+                     summary="not run: the producer raised ValueError: boom", details={"error": "ValueError: boom"})
+    st = assess(g, {"t": [_R("a", Verdict.CERTIFIED), crash]}, raised={"t"})["t"]
+    assert st.verdict is Verdict.SUPPORTED
+    assert st.missing == ("t/b: producer q raised ValueError: boom",)
+    # a reading certified by one producer while another of its producers raised is not certified either
+    st = assess(g, {"t": [_R("a", Verdict.CERTIFIED), _R("b", Verdict.CERTIFIED), crash]})["t"]
+    assert [r.verdict for r in st.readings] == [Verdict.CERTIFIED, Verdict.SUPPORTED]
+    assert st.verdict is Verdict.SUPPORTED
+    # a failing reading beside a missing one still makes the claim reading-dependent or failing, never positive
+    st = assess(g, {"t": [_R("a", Verdict.FAILS, scope=Scope("all-sizes", "x"))]})["t"]
+    assert st.verdict is Verdict.FAILS and st.missing == ("t/b: no producer of this reading ran",)
+
+
+def test_count_records_is_the_reports_counting_for_records_that_ran_now() -> None:
+    g = _two_readings()
+    recs = [_R("a", Verdict.CERTIFIED, weights_hash="f" * 64), _R("b", Verdict.SUPPORTED, weights_hash="f" * 64)]
+    counted = count_records(recs, g)
+    assert verdict_table(counted) == {"t": {"verdict": "supported", "readings": {"t/a": "certified",
+                                                                                   "t/b": "supported"}}}
+    # the same records through assess, as a report counts them (fresh against the same weights)
+    assert verdict_table({"t": assess(g, {"t": recs}, weights_hash="f" * 64)["t"]}) == verdict_table(counted)
+    few = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="r = 1..3",
+                   scope=Scope("instances", "r = 1..3"))
+    assert count_records([few])["thm-5.3"].verdict is Verdict.SUPPORTED  # not the raw 'certified'

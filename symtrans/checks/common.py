@@ -303,72 +303,8 @@ def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O
 
 
 # ----------------------------------------------------------------- storage precision (additive: checks678)
-def storage_precision(w: Any) -> tuple[str, str]:
-    """The dtype the weights were stored in, and a note saying where it came from.
-
-    Rank decisions on stored weights are made at this precision
-    (:func:`~symtrans.numeric.linalg.storage_rank`). When the weights do not
-    say (a hand-built copy), the in-memory dtype is used and the note says so.
-
-    Examples
-    --------
-    >>> storage_precision(weights(Context(model="default")))[0]
-    'float32'
-    """
-    sd = getattr(w, "storage_dtype", None)
-    if sd:
-        name = str(sd).replace("torch.", "")
-        return name, f"the checkpoint stores these weights as {name}"
-    name = str(w.dtype).replace("torch.", "")
-    return name, f"storage dtype not recorded: the in-memory dtype {name} is taken as the storage precision"
-
-
-def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> list[Any]:
-    """:func:`~symtrans.numeric.linalg.storage_rank` of every matrix of a batch ``[..., m, n]`` (one batched SVD).
-
-    With ``certify``, a matrix of full rank is first tried by
-    :func:`~symtrans.numeric.linalg.full_rank_certificate` against the same
-    storage cut (a Gram Cholesky instead of an SVD: about 3x cheaper for a
-    square matrix); its record's ``sigma_above`` and margin are then proved
-    lower bounds. The rest get the SVD.
-
-    Examples
-    --------
-    >>> import torch
-    >>> b = torch.stack([torch.eye(3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)])
-    >>> [(r.rank, r.precision) for r in storage_ranks(b, "float32")]
-    [(3, 'float32 storage rounding'), (0, 'float32 storage rounding')]
-    >>> [(r.rank, r.precision) for r in storage_ranks(b, "float32", certify=True)]
-    [(3, 'float32 storage rounding (Cholesky certificate)'), (0, 'float32 storage rounding')]
-    """
-    import dataclasses
-
-    import torch
-
-    from symtrans.numeric.linalg import (DECISIVE_MARGIN, _torch_dtype, full_rank_certificate,
-                                         rank_from_singular_values, storage_cut, svdvals)
-
-    W = torch.as_tensor(batch).to(torch.float64)
-    shape = (int(W.shape[-2]), int(W.shape[-1]))
-    W = W.reshape(-1, *shape)
-    norms = torch.linalg.matrix_norm(W).cpu()
-    name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
-    out: list[Any] = [None] * W.shape[0]
-    if certify:
-        for k in range(W.shape[0]):
-            rec = full_rank_certificate(W[k], margin=DECISIVE_MARGIN + 0.5,
-                                        cut=storage_cut(float(norms[k]), storage_dtype, shape))
-            if rec is not None:
-                out[k] = dataclasses.replace(rec, precision=f"{name} storage rounding (Cholesky certificate)")
-    rest = [k for k in range(W.shape[0]) if out[k] is None]
-    svals = svdvals(W[rest]).cpu() if rest else []
-    for k, s in zip(rest, svals):
-        cut, why = storage_cut(float(norms[k]), storage_dtype, shape)
-        smax = float(s[0]) if s.numel() else 0.0
-        rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
-        out[k] = dataclasses.replace(rec, precision=f"{name} storage rounding")
-    return out
-
+from symtrans.numeric.linalg import storage_ranks  # noqa: E402  (the rank of stored matrices: one home)
+from symtrans.numeric.weights import storage_precision  # noqa: E402  (its one home: per tensor, per layer)
 
 _PRIMES = (2147483629, 2147483587)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, trace, weights
+from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, storage_precision, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
@@ -465,7 +465,7 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
     cases, layer_hyps, skipped = [], [], []
     for i, lt in enumerate(tr.layers):
         layer = w.layer(i)
-        h = value_output_hypothesis(layer, getattr(w, "storage_dtype", None))
+        h = value_output_hypothesis(layer, storage_precision(w, ("W_V", "W_O"), i)[0])
         layer_hyps.append({"layer": i, **h.to_dict()})
         if h.holds is not True:
             skipped.append((i, h))

@@ -63,16 +63,16 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         lay = w.layer(i)
         rec = head_subspaces(lt, layer=i, W_O=lay["W_O"])  # K_h = T_h W_O^h from a QR of Y^h: no YO
         rx = numerical_rank(lt.X)
-        sd, _ = storage_precision(w)
+        sd, _ = storage_precision(w, "W_V", i)
         wv = storage_ranks(lay["W_V"], sd)
-        wo = storage_ranks(lay["W_O"], sd)
+        wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
         ctx.cache[key] = {
             "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
             "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
             "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
             "A_records": numerical_ranks(lt.A), "WV_records": wv, "WO_records": wo,
             "rank_WV": [r.rank for r in wv], "rank_WO": [r.rank for r in wo],
-            "alpha": _alpha_defined(lay, sd)}
+            "alpha": _alpha_defined(lay, storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
 
 
@@ -209,7 +209,7 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
 
     w = weights(ctx)
     dk = w.d_head
-    sd, sd_note = storage_precision(w)
+    sd, sd_note = storage_precision(w, ("W_V", "W_O"))
     layers = _all_layers(ctx)
     n = layers[0]["n"]
     inputs = _inputs(ctx, n, "dim R_h = rank(Y^h W_O^h) per head against min(rank X, d_k)")

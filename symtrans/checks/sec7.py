@@ -547,14 +547,14 @@ def wo_storage_ranks(ctx: Context) -> list[Any]:
     key = "sec7-wo-storage"
     if key not in ctx.cache:
         w = weights(ctx)
-        sd, _ = storage_precision(w)
-        ctx.cache[key] = storage_ranks(w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1]), sd, certify=True)
+        sds = [storage_precision(w, "W_O", i)[0] for i in range(w.n_layers)]  # each layer's W_O as stored
+        ctx.cache[key] = storage_ranks(w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1]), sds, certify=True)
     return ctx.cache[key]
 
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
-    from symtrans.checks.common import exact_rank, finite, storage_precision
+    from symtrans.checks.common import exact_rank, finite
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -562,7 +562,6 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     w = weights(ctx)
     n = ctx.n
     tr = trace(ctx)
-    sd, _ = storage_precision(w)
     stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
     recs = wo_storage_ranks(ctx)
     rows = []
@@ -593,7 +592,7 @@ def _wo(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n, H, dv = ctx.n, w.n_heads, w.d_head
     rows = wo_rows(ctx)
-    sd, sd_note = storage_precision(w)
+    sd, sd_note = storage_precision(w, "W_O")  # per layer in the rows' "precision"; the least precise here
     for r in rows:
         r["formula_wo_fibre"] = _formula("wo-fibre", w.arch, n=n, rank_WO=r["rank_WO_storage"])
     bbW = random_weights("bert-base", seed=0)["W_O"]  # a fixed draw: verdicts must not depend on --seed

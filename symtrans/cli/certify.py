@@ -77,13 +77,13 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     ctx = Context(model=model, n=n, seed=seed)
     with Progress(None, "certify", unit="certificate", enabled=progress):
         results = run_certificates(list(ids) if ids else None, ctx)
-    from symtrans.graph import ClaimGraph, assess
+    from symtrans.graph import count_records, verdict_table
 
-    # the report's own counting rules: an instance certificate counts as supported, readings get their own verdicts
-    fresh = next((e.weights_hash for evs in results.values() for e in evs if e.weights_hash), None)
-    statuses = assess(ClaimGraph(), results, weights_hash=fresh)  # every record here ran now, on one model
-    return {"claims": [{"id": cid, "verdict": statuses[cid].verdict.value,
-                        "readings": {r.id: r.verdict.value for r in statuses[cid].readings if r.evidence},
+    # the one counting rule (report, check, API): an instance certificate counts as supported, readings get their own
+    statuses = count_records([e for evs in results.values() for e in evs])
+    table = verdict_table(statuses)
+    return {"claims": [{"id": cid, "verdict": table[cid]["verdict"], "readings": table[cid]["readings"],
+                        "missing_readings": list(statuses[cid].missing),
                         "evidence": [dict(e.to_dict(), counted_as=c.counted_as.value, counted_note=c.counted_note)
                                      for e, c in zip(evs, statuses[cid].evidence)]}
                        for cid, evs in results.items()]}
@@ -196,6 +196,8 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     for claim in out["claims"]:
         readings = "".join(f"; {r}: {v}" for r, v in claim.get("readings", {}).items())
         print(f"{claim['id']}: {claim['verdict']}{readings}")
+        for why in claim.get("missing_readings") or ():
+            print(f"  missing: {why}")
         for ev in claim["evidence"]:
             secs = f" ({ev['seconds']:.2f} s)" if ev.get("seconds") is not None else ""
             counted = (f" (counts as {ev['counted_as']}: {ev['counted_note']})"

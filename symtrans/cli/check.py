@@ -121,14 +121,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     evidence = run_checks(ctx, args.claims, progress=True)
     total = time.perf_counter() - start
+    from symtrans.graph import count_records, verdict_table
+
+    statuses = count_records(evidence)  # the one counting rule: the same verdicts as the API and report.json
+    table = verdict_table(statuses)
     if args.format == "json":
         print(dumps_strict({"model": args.model, "weights_hash": w.weights_hash, "n": args.n, "seed": args.seed,
                           "dtype": args.dtype, "seconds": total,
+                          "claims": [{"id": c, **t, "missing_readings": list(statuses[c].missing)}
+                                     for c, t in table.items()],
                           "evidence": [e.to_dict() for e in evidence]}, indent=2, default=str))
         return 0
     print(f"symtrans check: model {args.model} ({w.arch.name}, weights {w.weights_hash[:12]}), n = {args.n}, "
           f"seed {args.seed}, {args.dtype}")
     print(_table(evidence))
+    print("\nVerdicts (counted as in a report: readings, scope; only the numeric checks ran):")
+    for c, t in table.items():
+        readings = "".join(f"; {r}: {v}" for r, v in t["readings"].items())
+        print(f"- {c}: {t['verdict']}{readings}")
     notable = [e for e in evidence if e.verdict.label in ("fails", "not-applicable", "inconclusive")]
     if notable:
         print("\nFindings (fails, not-applicable, inconclusive):")

