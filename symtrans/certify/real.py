@@ -647,13 +647,8 @@ def residual_minor(layer: dict[str, Any], n: int, r: int, prec: int = PRECISION)
     return LayerResidual(layer, n, r, prec).minor(r)
 
 
-#: unit roundoff of float64 (round to nearest)
-_U = 2.0 ** -53
-
-
-def _gamma(m: int) -> float:
-    """Higham's gamma_m = m u / (1 - m u): the relative error bound of an m-term dot product in float64."""
-    return m * _U / (1 - m * _U)
+# the float64 rounding model (unit roundoff u, Higham's gamma_m = m u / (1 - m u)): one home, numeric.linalg
+from symtrans.numeric.linalg import _U, _gamma  # noqa: E402
 
 
 def verified_attention_sign(Xm: Any, Xr: Any, W_Q: Any, W_K: Any) -> tuple[int, float]:

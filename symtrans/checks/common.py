@@ -22,12 +22,13 @@ import math
 import platform
 from typing import Any
 
+from symtrans.decide import DECISIVE_MARGIN
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
            "family_table",
            "weights", "trace", "lean_encode", "record", "rank_tolerance", "versions", "log_margin",
-           "random_weights", "FLOAT64_NOTE", "gap", "decisive", "DECISIVE_GAP", "GAP_TOLERANCE"]
+           "random_weights", "FLOAT64_NOTE", "RANK_TOLERANCE"]
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
 ENCODERS = ("bert", "roberta", "distilbert")
@@ -186,51 +187,14 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__}
 
 
-#: a rank decision counts (as support or as a counterexample) only when the singular
-#: values on the two sides of the cut are at least this many decades apart.
-DECISIVE_GAP = 3.0
-
-GAP_TOLERANCE = Tolerance(DECISIVE_GAP, "a rank counts only when sigma_r / sigma_{r+1} >= 1e3 at the "
-                          "cut max(m, n) * eps * sigma_max: then the rank does not depend on where in "
-                          "the gap the cut sits; smaller gaps are reported as inconclusive", "decades")
-
-
-def gap(rec: Any) -> float:
-    """Decades between the singular values on the two sides of a rank record's cut.
-
-    With no singular value below the cut (full rank) it is the decades from
-    ``sigma_r`` down to the cut; with none above (rank 0), from the cut down to
-    ``sigma_1``; an exact zero below the cut gives ``inf``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from symtrans.numeric.linalg import rank_from_singular_values
-    >>> rec = rank_from_singular_values(torch.tensor([1.0, 1e-9, 1e-20], dtype=torch.float64), (3, 3), torch.float64)
-    >>> rec.rank, round(gap(rec), 6)
-    (2, 11.0)
-    >>> round(gap(rank_from_singular_values(torch.tensor([1.0, 1.0], dtype=torch.float64), (2, 2), torch.float64)), 2)
-    15.35
-    """
-    above, below = rec.sigma_above, rec.sigma_below
-    if above is None or below is None:
-        return rec.margin
-    if below <= 0:
-        return math.inf
-    return math.log10(above / below)
-
-
-def decisive(*recs: Any) -> bool:
-    """True when every record's spectral gap at the cut is at least :data:`DECISIVE_GAP`.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from symtrans.numeric.linalg import numerical_rank
-    >>> decisive(numerical_rank(torch.eye(3, dtype=torch.float64)))
-    True
-    """
-    return all(gap(r) >= DECISIVE_GAP for r in recs)
+#: the one decisiveness rule (symtrans.decide.DECISIVE_MARGIN) as the tolerance of every rank and hypothesis
+#: decision of the checks
+RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "one decisiveness rule for every rank and hypothesis decision: the "
+                           "singular values on both sides of the cut (float64 computation: max(m, n) eps64 sigma_max, "
+                           "the LAPACK convention, affine ranks relative to sigma_max of X itself; stored weights: the "
+                           "Weyl bound of rounding to the tensor's storage dtype), or a hypothesis' measured value, must "
+                           f"sit at least {DECISIVE_MARGIN:g} decade from the threshold; inside that band the decision "
+                           "is inconclusive", "decades")
 
 
 def rank_tolerance(rec: Any) -> Tolerance:
@@ -306,18 +270,15 @@ def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O
 from symtrans.numeric.linalg import storage_ranks  # noqa: E402  (the rank of stored matrices: one home)
 from symtrans.numeric.weights import storage_precision  # noqa: E402  (its one home: per tensor, per layer)
 
-_PRIMES = (2147483629, 2147483587)
-
-
 def exact_rank(M: Any) -> tuple[int, str]:
     """Exact rank over Q of the numbers held in ``M`` (every float is a dyadic rational), with the method.
 
-    Each entry is ``m 2^e`` with an integer mantissa ``m``; scaling by a common
-    power of two gives an integer matrix of the same rank. The rank modulo a
-    large prime is a lower bound of the rank over Q (a non-zero minor mod p is
-    a non-zero integer minor); when it is not already full, python-flint's
-    exact ``fmpz_mat`` rank decides for small matrices, and larger ones get the
-    modular lower bound, said so in the method.
+    The one exact-rank route, :func:`symtrans.certify.real.stacked_wo_rank`:
+    the matrix scaled exactly to integers, its rank modulo the Mersenne prime
+    2^61 - 1 (a lower bound of the rank over Q, exact when full), else
+    python-flint's exact ``fmpz_mat`` rank for matrices up to
+    :data:`EXACT_RANK_MAX_SIDE` on a side; larger ones get the modular lower
+    bound, and the method says so ("at least ...").
 
     Examples
     --------
@@ -325,40 +286,21 @@ def exact_rank(M: Any) -> tuple[int, str]:
     >>> M = torch.tensor([[1.0, 2.0], [2.0, 4.0 + 2.0 ** -40]], dtype=torch.float64)
     >>> exact_rank(M)[0], exact_rank(torch.tensor([[1.0, 2.0], [0.5, 1.0]], dtype=torch.float64))[0]
     (2, 1)
+    >>> exact_rank(torch.zeros(3, 2, dtype=torch.float64))
+    (0, 'exact rank over Q (zero matrix)')
     """
-    import flint
-    import numpy as np
-    import torch
+    from symtrans.certify.real import stacked_wo_rank
 
-    A = torch.as_tensor(M).to(torch.float64).cpu()
-    m, n = int(A.shape[0]), int(A.shape[1])
-    mant, expo = torch.frexp(A)  # A = mant * 2^expo, |mant| in [0.5, 1)
-    ints = (mant * 2.0 ** 53).to(torch.int64)  # exact: a float64 mantissa has 53 bits
-    nz = ints != 0
-    if not bool(nz.any()):
-        return 0, "all entries are exactly 0"
-    e = (expo - 53).masked_fill(~nz, 0)
-    shift = int(e[nz].min())
-    full = min(m, n)
-    best = 0
-    for p in _PRIMES:
-        k = (e - shift).flatten().numpy()
-        table = np.ones(int(k.max()) + 1, dtype=np.int64)
-        for j in range(1, len(table)):
-            table[j] = table[j - 1] * 2 % p
-        vals = (ints.flatten().numpy() % p) * table[k] % p  # < 2^62: no int64 overflow
-        best = max(best, flint.nmod_mat(m, n, vals.tolist(), p).rank())
-        if best == full:
-            return best, f"rank modulo the prime {p} of the matrix scaled to integers (a lower bound, here full)"
-    if m * n > EXACT_RANK_MAX_ENTRIES:  # fraction-free elimination on ~2^100 entries is too slow here
-        return best, (f"at least {best}: rank modulo the primes {_PRIMES} of the matrix scaled to integers (a lower "
-                      "bound of the exact rank; the exact integer rank was not computed at this size)")
-    vals = [int(a) << (int(k) - shift) for a, k in zip(ints.flatten().tolist(), e.flatten().tolist())]
-    return int(flint.fmpz_mat(m, n, vals).rank()), "exact integer rank (python-flint fmpz_mat) of the matrix scaled to integers"
+    out = stacked_wo_rank(M, exact_limit=EXACT_RANK_MAX_SIDE, verified=False)
+    if out["rank"] is not None:
+        return int(out["rank"]), f"exact rank over Q ({out['method']})"
+    return int(out["rank_mod_p"]), (f"at least {out['rank_mod_p']}: rank modulo the prime {out['modulus']} of the "
+                                    "matrix scaled exactly to integers (a lower bound of the exact rank; the exact "
+                                    f"rank is not computed above {EXACT_RANK_MAX_SIDE} on a side)")
 
 
-#: largest matrix (entries) whose exact integer rank :func:`exact_rank` computes when the modular rank is not full
-EXACT_RANK_MAX_ENTRIES = 64 * 64
+#: largest side of a rank-deficient matrix whose exact integer rank :func:`exact_rank` computes
+EXACT_RANK_MAX_SIDE = 64
 
 
 def finite(x: Any) -> float | None:

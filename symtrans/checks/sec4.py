@@ -33,19 +33,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.checks.common import FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
+from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
-from symtrans.numeric.linalg import DECISIVE_MARGIN
+from symtrans.decide import DECISIVE_MARGIN, hypothesis_state
+from symtrans.decide import margin as margin_of
 
-#: the one decisiveness rule, as the tolerance of every rank and hypothesis decision here
-RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "float64 computation: rank cut max(m, n) * eps64 * sigma_max (the "
-                           "LAPACK convention; affine rank relative to sigma_max of X itself); a rank or "
-                           f"hypothesis decision counts only when it sits at least {DECISIVE_MARGIN:g} decade from "
-                           "its threshold (RankRecord.decisive), otherwise it is inconclusive", "decades")
 
 
 def hyp_state(h: Any) -> bool | None:
-    """Decide one H1-H4 record with the one band: holds, violated, or None within DECISIVE_MARGIN decades.
+    """Decide one H1-H4 record with the one band (:func:`symtrans.decide.hypothesis_state` of its margin).
 
     Examples
     --------
@@ -55,18 +51,7 @@ def hyp_state(h: Any) -> bool | None:
     >>> hyp_state(ln_hypotheses(X, torch.ones(3, dtype=torch.float64)).H1)  # a constant row
     False
     """
-    m = h.margin
-    if m != m:
-        return None
-    if m >= DECISIVE_MARGIN:
-        return True
-    if m <= -DECISIVE_MARGIN:
-        return False
-    return None
-
-
-def _fm(m: float) -> float:
-    return m if math.isfinite(m) else (1e300 if m > 0 else -1e300)
+    return hypothesis_state(h.margin)
 
 
 def hypothesis_checks(hyps: list[Any], where: str = "") -> tuple[HypothesisCheck, ...]:
@@ -88,7 +73,7 @@ def hypothesis_checks(hyps: list[Any], where: str = "") -> tuple[HypothesisCheck
         worst = min(recs, key=lambda h: h.margin if h.margin == h.margin else -math.inf)
         states = [hyp_state(h) for h in recs]
         holds = False if False in states else (None if None in states else True)
-        out.append(HypothesisCheck(name, holds, _fm(worst.margin),
+        out.append(HypothesisCheck(name, holds, margin_of(worst.margin),
                                    f"{worst.statement}: worst of {len(recs)} input(s){where}: value "
                                    f"{worst.value:.3g} against threshold {worst.threshold:.3g} "
                                    f"({worst.tolerance_reason[:160]}); margin log10(value / threshold)"))
@@ -154,9 +139,9 @@ class LNCase:
         return {"shape": list(self.shape), "eps": self.eps,
                 "hypotheses": [h.to_dict() for h in self.hypotheses],
                 "arank_X": self.arank_x.rank, "arank_LN_X": self.arank_ln.rank,
-                "arank_margins": [_fm(self.arank_x.margin), _fm(self.arank_ln.margin)],
+                "arank_margins": [margin_of(self.arank_x.margin), margin_of(self.arank_ln.margin)],
                 "rank_X": self.rank_x.rank, "rank_LN_X_beta0": self.rank_ln0.rank,
-                "rank_margins": [_fm(self.rank_x.margin), _fm(self.rank_ln0.margin)], **self.info}
+                "rank_margins": [margin_of(self.rank_x.margin), margin_of(self.rank_ln0.margin)], **self.info}
 
 
 def ln_case(X: Any, gamma: Any, beta: Any, eps: float = 0.0) -> LNCase:
@@ -295,7 +280,7 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
         key, case = fails[0]
         X, gamma, beta = search_case(**key)
         a, b = pair(case)
-        margin = _fm(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in fails))
+        margin = margin_of(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in fails))
         fam_fail = sorted({k["family"] for k, _ in fails})
         summary = (f"{len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
                    f"{statement}; smallest: family {key['family']}, n={key['n']}, d={key['d']}, "
@@ -319,7 +304,7 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
                       f"no searched input satisfied H1-H4 with a decisive rank margin ({counts})",
                       tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None,
                       weights_hash=None, scope=scope)
-    margin = _fm(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in applicable))
+    margin = margin_of(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in applicable))
     return record(ctx, "thm-4.2", name, Verdict.SUPPORTED,
                   f"{statement} on all {len(applicable)} applicable searched inputs ({counts})",
                   margin=margin, margin_meaning="smallest distance (decades) of a singular value from its rank cut",
@@ -382,7 +367,7 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
     if decided:
         fails = [x for x in decided if x[2] is Verdict.FAILS]
         v = Verdict.FAILS if fails else Verdict.SUPPORTED
-        margin = _fm(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c, _ in decided))
+        margin = margin_of(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c, _ in decided))
         return record(ctx, "thm-4.2", name, v,
                       f"{len(decided)} of {len(cases)} real pre-LN sums satisfy H1-H4; arank preserved on "
                       f"{len(decided) - len(fails)} (rank, arank X, arank LN X): {ranks}",
@@ -412,7 +397,7 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                   f"exclude them; {measured}",
                   violated_hypothesis=which, inputs=inputs, tolerance=tol, dtype="float64", scope=scope,
                   hypothesis_checks=checks,
-                  margin=_fm(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c in cases)),
+                  margin=margin_of(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c in cases)),
                   margin_meaning="smallest distance (decades) of a singular value from its cut, measured aranks",
                   details={"cases": rows})
 

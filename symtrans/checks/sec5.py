@@ -28,9 +28,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import ENCODERS, FAMILIES_NOTE, record, storage_precision, trace, weights
+from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, storage_precision, trace,
+                                    weights)
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
-from symtrans.numeric.linalg import DECISIVE_MARGIN
+from symtrans.decide import DECISIVE_MARGIN, hypothesis_state  # noqa: F401  (hypothesis_state: re-exported)
+from symtrans.decide import margin as margin_of
 
 __all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
@@ -41,30 +43,6 @@ MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard G
 #: Dong-style collapse: the residual ratio below this is rank one to 8 significant digits.
 COLLAPSED = 1e-8
 
-#: the one decisiveness rule (symtrans.numeric.linalg.DECISIVE_MARGIN) as the tolerance of every rank record here
-RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "float64 computation: rank cut max(m, n) * eps64 * sigma_max (the "
-                           "LAPACK convention); a rank decision counts only when the deciding singular values sit "
-                           f"at least {DECISIVE_MARGIN:g} decade from the cut (RankRecord.decisive), otherwise the "
-                           "check is inconclusive", "decades from the cut")
-
-
-def hypothesis_state(margin: float) -> bool | None:
-    """Decide a hypothesis from its margin in decades: holds, violated, or undecided inside the band.
-
-    The band is the one decisiveness rule of rank decisions, :data:`DECISIVE_MARGIN` decades.
-
-    Examples
-    --------
-    >>> hypothesis_state(2.0), hypothesis_state(-3.0), hypothesis_state(0.4)
-    (True, False, None)
-    """
-    if margin != margin:
-        return None
-    if margin >= DECISIVE_MARGIN:
-        return True
-    if margin <= -DECISIVE_MARGIN:
-        return False
-    return None
 
 
 def _decades(value: float, threshold: float) -> float:
@@ -74,10 +52,6 @@ def _decades(value: float, threshold: float) -> float:
     if value <= 0:
         return -math.inf
     return math.log10(value / threshold)
-
-
-def _finite_margin(m: float | None) -> float | None:
-    return m if m is None or math.isfinite(m) else (1e300 if m > 0 else -1e300)
 
 
 def _paper_layer(layer: dict[str, Any]) -> dict[str, Any]:
@@ -325,8 +299,8 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
             increase = stmt_margin > 0
             decided = bool(ok) and hyp is True and abs(stmt_margin) >= DECISIVE_MARGIN
             out.append({"family": family, "r": r, "rank_X": a.rank, "rank_F": b.rank,
-                        "margin_X": _finite_margin(a.margin), "decisive_X": a.decisive,
-                        "sigma_F_next": nxt, "cut_F": b.cut, "statement_margin": _finite_margin(stmt_margin),
+                        "margin_X": margin_of(a.margin), "decisive_X": a.decisive,
+                        "sigma_F_next": nxt, "cut_F": b.cut, "statement_margin": margin_of(stmt_margin),
                         "finite": bool(ok), "rank_deficient": hyp, "decided": decided, "increase": increase,
                         "precision": "float64 computation"})
     return out
@@ -451,7 +425,7 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
     m = _decades(value, bound)
     state = hypothesis_state(m)
     return HypothesisCheck("generic weights: MHA not identically zero (some W_V^h W_O^h != 0)", state,
-                           _finite_margin(m), f"||W_V^h W_O^h||_F over heads = {value:.3g} against the rounding "
+                           margin_of(m), f"||W_V^h W_O^h||_F over heads = {value:.3g} against the rounding "
                            f"bound u ||W_V||_F ||W_O||_F = {bound:.3g} (margin in decades)")
 
 
@@ -707,13 +681,13 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                           f"{series[0]:.3g} -> {series[1]:.3g}), so no decay rate can be observed (fewer than two "
                           "ratios above the rounding floor); e.g. uniform attention (A = 11^T/n) collapses in one "
                           "step. Dong's claim is about the doubly exponential decay, which this instance cannot show",
-                          margin=_finite_margin(margin),
+                          margin=margin_of(margin),
                           margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
                           **common)
         if abs(_decades(final, COLLAPSED)) < DECISIVE_MARGIN:
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
                           f"final ratio {final:.3g} within {DECISIVE_MARGIN:g} decade of the collapse threshold",
-                          margin=_finite_margin(-abs(margin)), margin_meaning="decades from the threshold", **common)
+                          margin=margin_of(-abs(margin)), margin_meaning="decades from the threshold", **common)
         v = Verdict.SUPPORTED if final < COLLAPSED else Verdict.FAILS
         rate = (f"fitted slope of log10 ratio {slope:.3g} per layer; of log10(-log10 ratio) {dslope:.3g} per "
                 f"layer (the exponent grows {10 ** dslope:.3g}x per layer: doubly exponential)"
@@ -722,7 +696,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                       (f"pure attention collapses: ratio {series[0]:.3g} -> {final:.3g} "
                        f"(below 1e-8 from depth {first}); {rate}" if v is Verdict.SUPPORTED else
                        f"pure attention did not collapse within depth {SWEEP_DEPTH}: ratio {final:.3g}"),
-                      margin=_finite_margin(abs(margin)),
+                      margin=margin_of(abs(margin)),
                       margin_meaning="decades of the final pure-attention ratio from the collapse threshold",
                       **common)
     resid = {v: ratios[v] for v in RESIDUAL_VARIANTS}
@@ -735,13 +709,13 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     if abs(m) < DECISIVE_MARGIN:
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
                       f"smallest residual-variant ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
-                      margin=_finite_margin(m), margin_meaning="decades from the threshold", **common)
+                      margin=margin_of(m), margin_meaning="decades from the threshold", **common)
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
     summary = (f"no collapse with residuals over depth {SWEEP_DEPTH}: smallest ratio {worst:.3g} "
                f"({', '.join(f'{k} ends at {r[-1]:.3g}' for k, r in resid.items())}); pure attention ends at "
                f"{ratios['pure-attention'][-1]:.3g}" if not bad else
                f"residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}")
-    return record(ctx, claim, "depth-sweep-residual", v, summary, margin=_finite_margin(abs(m)),
+    return record(ctx, claim, "depth-sweep-residual", v, summary, margin=margin_of(abs(m)),
                   margin_meaning="decades of the smallest residual-variant ratio from the collapse threshold",
                   **common)
 
@@ -901,7 +875,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
                    f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); {shape}"
                    if finite else "non-finite states or derivatives: nothing to compare",
-                   margin=_finite_margin(_decades(tol.value, err)) if finite else None,
+                   margin=margin_of(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
                    tolerance=tol, dtype=str(X.dtype).replace("torch.", ""), inputs=inputs, details=res,
                    scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-1"))]
@@ -943,7 +917,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
     r0, rj = numerical_rank(X0), numerical_rank(torch.cat([X0, h]))
     proper = r0.rank < d
     hyp = HypothesisCheck("span of the token embeddings is a proper subspace (rank X0 < d_model)",
-                          (proper if r0.decisive else None), _finite_margin(r0.margin),
+                          (proper if r0.decisive else None), margin_of(r0.margin),
                           f"rank X0 = {r0.rank} of d_model = {d} ({r0.precision}); margin: decades from the cut")
     details = {"rank_X0": r0.to_dict(), "rank_X0_and_XL": rj.to_dict(), "new_directions": rj.rank - r0.rank}
     if hyp.holds is False:
@@ -958,7 +932,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
     if hyp.holds is None or not (r0.decisive and rj.decisive):
         return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.INCONCLUSIVE,
                        f"a rank decision sits within {DECISIVE_MARGIN:g} decade of its cut (rank X0 = {r0.rank}, "
-                       f"rank [X0; X_L] = {rj.rank})", margin=_finite_margin(margin),
+                       f"rank [X0; X_L] = {rj.rank})", margin=margin_of(margin),
                        hypothesis_checks=(hyp,), details=details, **common)]
     new_dirs = rj.rank - r0.rank
     v = Verdict.FAILS if new_dirs > 0 else Verdict.SUPPORTED
@@ -966,7 +940,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
                f"{rj.rank} > rank X0 = {r0.rank}, a fraction {outside:.3g} of ||X_L||_F outside it; so the MLP is "
                "not necessary for directions outside that span (W_V W_O maps out of it)" if new_dirs > 0 else
                f"X_L stays in the span of the token embeddings (rank [X0; X_L] = rank X0 = {r0.rank})")
-    return [record(ctx, "cor-mlp-role", "span-without-mlp", v, summary, margin=_finite_margin(margin),
+    return [record(ctx, "cor-mlp-role", "span-without-mlp", v, summary, margin=margin_of(margin),
                    hypothesis_checks=(hyp,), details=details, **common)]
 
 
@@ -1005,14 +979,14 @@ def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
     if abs(m) < DECISIVE_MARGIN:
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
                        f"smallest ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
-                       margin=_finite_margin(m), margin_meaning="decades from the threshold", **common)]
+                       margin=margin_of(m), margin_meaning="decades from the threshold", **common)]
     v = Verdict.SUPPORTED if m > 0 else Verdict.FAILS
     return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", v,
                    (f"attention + residual without any MLP does not collapse over depth {SWEEP_DEPTH}: smallest "
                     f"ratio {worst:.3g} (pure attention ends at {ratios['pure-attention'][-1]:.3g}); the MLP is "
                     "not necessary against collapse" if v is Verdict.SUPPORTED else
                     f"attention + residual without MLP collapsed: smallest ratio {worst:.3g}"),
-                   margin=_finite_margin(abs(m)),
+                   margin=margin_of(abs(m)),
                    margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
 
 
@@ -1040,7 +1014,7 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     pm = _decades(COLLAPSED, pure_final) if pure_final == pure_final and pure_final > 0 else (
         1e300 if pure_final == 0 else math.nan)
     collapse = HypothesisCheck("pure attention collapses on this model (a collapse to prevent)",
-                               hypothesis_state(pm) if pm == pm else None, _finite_margin(pm) if pm == pm else None,
+                               hypothesis_state(pm) if pm == pm else None, margin_of(pm) if pm == pm else None,
                                f"pure attention's final ratio {pure_final:.3g}; margin: decades below 1e-8")
     first = k_pure if k_pure is not None else SWEEP_DEPTH + 1
     gradual = HypothesisCheck("attention is non-degenerate: pure attention does not collapse within one layer",
@@ -1065,7 +1039,7 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
                        f"attention + MLP without residual collapses too: ratio {series[k]:.3g} at depth {k} "
                        f"(pure attention: below 1e-9 from depth {k_pure}); the MLP acts row by row, so equal rows "
                        "stay equal: it can slow the collapse, not undo it",
-                       margin=_finite_margin(m), margin_meaning="decades of the collapsed ratio below 1e-8",
+                       margin=margin_of(m), margin_meaning="decades of the collapsed ratio below 1e-8",
                        hypothesis_checks=checks,
                        scope=Scope("open-set", f"the ratio after {k} layers is continuous in the weights and sits "
                                    f"{m:.3g} decades below 1e-8, so it stays collapsed on a neighbourhood of these "
@@ -1074,10 +1048,10 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     if abs(m) < DECISIVE_MARGIN:
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
                        f"smallest attention + MLP ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
-                       margin=_finite_margin(m), margin_meaning="decades from the threshold",
+                       margin=margin_of(m), margin_meaning="decades from the threshold",
                        hypothesis_checks=checks, scope=inst, **common)]
     return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.SUPPORTED,
                    f"attention + MLP without residual does not collapse over depth {SWEEP_DEPTH} (smallest ratio "
-                   f"{worst:.3g}) where pure attention does (from depth {k_pure})", margin=_finite_margin(m),
+                   f"{worst:.3g}) where pure attention does (from depth {k_pure})", margin=margin_of(m),
                    margin_meaning="decades of the smallest ratio above 1e-8", hypothesis_checks=checks, scope=inst,
                    **common)]

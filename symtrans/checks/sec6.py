@@ -27,7 +27,7 @@ import functools
 import math
 from typing import Any
 
-from symtrans.checks.common import record, trace, weights
+from symtrans.checks.common import RANK_TOLERANCE, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 from symtrans.numeric.linalg import DECISIVE_MARGIN
 
@@ -131,10 +131,6 @@ def _decision(rec: Any) -> dict[str, Any]:
             "precision": rec.precision}
 
 
-RANK_TOLERANCE = Tolerance(DECISIVE_MARGIN, "one decisiveness rule for every rank decision: the singular values on "
-                           "both sides of the cut (float64 computation: max(m, n) eps sigma_max; stored weights: the "
-                           "Weyl bound of rounding to the storage dtype) must sit at least 1 decade from it; inside "
-                           "that band the decision is inconclusive", "decades")
 
 
 def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:

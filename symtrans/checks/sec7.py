@@ -577,7 +577,7 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
                "recovery_rel_error": finite(err)}
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
             xr, how = exact_rank(stacked[i])
-            row.update({"rank_WO_exact" if how.startswith("exact") or "here full" in how else "rank_WO_exact_at_least": xr,
+            row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
                         "exact_method": how})
         rows.append(row)
     ctx.cache[key] = rows, recs

@@ -29,7 +29,7 @@ __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "de
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
-DECISIVE_MARGIN = 1.0
+from symtrans.decide import DECISIVE_MARGIN  # noqa: E402  (the one decisive band)
 
 #: unit roundoff of float64 (round to nearest)
 _U = 2.0 ** -53
