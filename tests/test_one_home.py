@@ -184,3 +184,17 @@ def test_report_json_verdicts_are_the_counting_of_its_own_records(example_report
             continue
         readings = {r["id"]: r["verdict"] for r in c.get("readings") or () if r["evidence"]}
         assert recount[c["id"]] == {"verdict": c["verdict"], "readings": readings}, c["id"]
+
+
+def test_the_report_says_which_reading_is_missing_and_why(symbolic_report: Any) -> None:
+    """Without a model, thm-recovery's W_O reading cannot run: the claim is not certified, and the report says so."""
+    from symtrans.report.html import render_html
+    from symtrans.report.markdown import render_markdown
+
+    st = symbolic_report.statuses["thm-recovery"]
+    assert st.verdict.value != "certified" and not st.fully_certified
+    assert any(m.startswith("thm-recovery/wo: not run") and "needs a model" in m for m in st.missing)
+    md = render_markdown(symbolic_report)
+    section = md[md.index('<a id="claim-thm-recovery"></a>'):]
+    assert "**Missing** (no verdict, so the claim cannot be certified): thm-recovery/wo: not run" in section
+    assert "<b>Missing</b>" in render_html(symbolic_report)

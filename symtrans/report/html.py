@@ -355,6 +355,9 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
                               _esc(r.standing.value), _esc(getattr(r.reading, "quantifier", "")),
                               _esc(getattr(r.reading, "statement", "")), _esc(getattr(r.reading, "paper_wording", "")),
                               _esc(getattr(r.reading, "formalisation_note", ""))] for r in status.readings]))
+    if status.missing:
+        parts.append("<p><b>Missing</b> (no verdict, so the claim cannot be certified): "
+                     + "; ".join(_esc(m) for m in status.missing) + ".</p>")
     deps = [f"<li><b>{label}:</b> {_links(ids)}</li>" if strong else f"<li>{label}: {_links(ids)}</li>"
             for label, ids, strong in dependency_rows(claim, status, g)]
     parts.append(f'<ul class="deps">{"".join(deps)}</ul>')

@@ -157,6 +157,9 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
                         r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note]
                        for r in status.readings])
         out.append("")
+    if status.missing:
+        out += ["**Missing** (no verdict, so the claim cannot be certified): "
+                + "; ".join(_md(m) for m in status.missing) + ".", ""]
     deps = [f"- **{label}:** {_links(ids)}" if strong else f"- {label}: {_links(ids)}"
             for label, ids, strong in dependency_rows(claim, status, g)]
     out += deps + [""]
