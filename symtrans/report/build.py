@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
