@@ -94,7 +94,7 @@ class Report:
         return [(c, s) for c, s in self.items() if s.disagreement]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the ``report.json`` document (schema in the README).
+        """Return the ``report.json`` document (schema in docs/json-schemas.md).
 
         Examples
         --------
