@@ -440,6 +440,7 @@ class WOConditioningRecord(_Record):
 
 
 def _wo_layer(W_O: Any) -> tuple[RankRecord, float]:
+    import torch
 
     stacked = W_O.reshape(-1, W_O.shape[-1])
     s = svdvals(stacked).cpu()
