@@ -167,7 +167,7 @@ def main() -> None:
     E_iv = [[iv.exp(iv.mpf(float(v))) for v in r] for r in S]
     d_old, t_old = _timed(old_iv_det, E_iv)
     d_new, t_new = _timed(lambda: arb_mat([[arb(float(v)).exp() for v in r] for r in S]).det())
-    certified_old, certified_new = not (0 in d_old), not (0 in d_new)
+    certified_old, certified_new = 0 not in d_old, 0 not in d_new
     row(f"ball det exp(S), {a}x{a} (certified {certified_old}/{certified_new})", t_old, t_new,
         not (certified_old and certified_new) or (float(d_old.mid) > 0) == (d_new > 0))
 

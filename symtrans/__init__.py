@@ -16,7 +16,8 @@ Examples
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+#: The package version: the one place it is written (pyproject.toml reads it: ``[tool.setuptools.dynamic]``).
+__version__ = "0.2.0"
 
 from typing import Any
 

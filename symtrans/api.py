@@ -41,7 +41,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,7 @@ from symtrans.evidence import DEFAULT_N
 from symtrans.formulas import FormulaValue, formula
 
 if TYPE_CHECKING:
-    from symtrans.evidence import Evidence, Verdict
+    from symtrans.evidence import Evidence
     from symtrans.graph import ClaimGraph, ClaimStatus
     from symtrans.numeric.measure import MeasureReport
     from symtrans.numeric.weights import ModelWeights

@@ -37,7 +37,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError, suggest
-from symtrans.symbols import AUX_NAMES, LATEX_NAMES, SIZE_NAMES, SYMBOLS
+from symtrans.symbols import AUX_NAMES, LATEX_NAMES, SYMBOLS
 from symtrans.validate import MAX_SIZE, check_exact_digits
 
 __all__ = [

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import Evidence, PaperStatus, Scope, Verdict, combine_verdicts
+from symtrans.evidence import Evidence, PaperStatus, Verdict, combine_verdicts
 
 if TYPE_CHECKING:
     from proofs import Claim

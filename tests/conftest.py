@@ -59,3 +59,20 @@ def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict,
         sys.argv = argv
     path = out / "report.json"
     return buf.getvalue(), json.loads(path.read_text(encoding="utf-8")), path
+
+
+#: The quick tier (``python -m pytest -q -m quick``): modules that never load the bundled model or build
+#: a report (formulas, architectures, the claim graph's rules, the group spec, the exact core, the claim
+#: registry, the docs blocks derived from code). A test of these modules that asks for a fixture loading
+#: the model or a report is left out of the tier.
+QUICK_MODULES = frozenset({"test_arch.py", "test_cli_formulas.py", "test_fibres.py", "test_graph_rules.py",
+                           "test_group_spec.py", "test_certify_exact.py", "test_claims_registry.py",
+                           "test_docs_gen.py"})
+HEAVY_FIXTURES = frozenset({"default_model", "example_report", "symbolic_report"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (item.path.name in QUICK_MODULES and not HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("slow") is None):
+            item.add_marker(pytest.mark.quick)

@@ -14,7 +14,6 @@ import json
 import shutil
 import struct
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings

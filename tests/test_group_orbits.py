@@ -9,7 +9,6 @@ from symtrans.group.certify import tiny_arch
 from symtrans.group.numeric import layer_blocks, random_blocks
 from symtrans.group.orbits import (fibre_ffn_input_numeric, fibre_formula, fibre_sum_numeric, fibre_wo_numeric,
                                    orbit_dimension_formula, orbit_dimension_numeric, pairing_table)
-from symtrans.group.spec import GroupSpec
 from symtrans.numeric import load_model
 
 

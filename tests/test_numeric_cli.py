@@ -1,4 +1,4 @@
-"""``symtrans measure`` end to end: the bundled model, a second checkpoint of another depth, plots, README."""
+"""``symtrans measure`` end to end: the bundled model, a second checkpoint of another depth, plots."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import symtrans.numeric
 from symtrans.cli import main
 from symtrans.numeric.fixtures import random_checkpoint
 
@@ -52,20 +51,6 @@ def test_streamed_measure_matches_eager(tmp_path, capsys):
     assert streamed["memory"]["streamed"] and not eager["memory"]["streamed"]
     for key in ("profiles", "asymmetry", "heads", "wo", "ln"):
         assert eager[key] == streamed[key], key
-
-
-def _rst_table(text: str) -> list[str]:
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("=========  ====="))
-    end = max(i for i, line in enumerate(lines) if line.strip().startswith("=========  ====="))
-    return [line.strip() for line in lines[start:end + 1]]
-
-
-def test_readme_tensor_table_matches_the_package_docstring():
-    readme = (ROOT / "README.md").read_text()
-    assert "## Numeric backend" in readme
-    section = readme.split("## Numeric backend", 1)[1].split("\n## ", 1)[0]
-    assert _rst_table(section) == _rst_table(symtrans.numeric.__doc__)
 
 
 @pytest.mark.parametrize("variant", ["pure-attention", "mlp"])

@@ -79,12 +79,3 @@ def test_first_row_ratio_is_zero_exactly_when_rows_equal_the_first():
     X = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
     rec = residual_ratio(X)
     assert abs(rec.first_row_ratio - float((X - X[0]).norm() / X.norm())) < 1e-15 and rec.first_row_ratio > 0
-
-
-def test_readme_pastes_the_generated_family_table():
-    from pathlib import Path
-
-    from symtrans.checks.common import family_table
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert "\n".join(family_table()) in readme

@@ -108,7 +108,6 @@ def _prop51_sizes() -> list[tuple[str, int, int, list[int]]]:
           description="exact witness B* with rank(A + B*) > rank A = r")
 def prop51(ctx: Context) -> list[Evidence]:
     """Certify prop-5.1 by exact witnesses: a block witness at every size and random ones at named sizes."""
-    import numpy as np
 
     grid = [(n, d, r) for n, d in SMALL_SIZES for r in range(min(n, d))]
     block_ok = all(prop51_witness(n, d, r) == r + 1 for n, d, r in grid)

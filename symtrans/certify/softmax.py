@@ -382,7 +382,7 @@ def certify_residual_rank(X: Any, heads: list[Head]) -> ResidualRankCertificate:
         return ResidualRankCertificate(r, n, d, k, False, rows, cols, "float minor vanished", note)
     M = residual_map_ball(Xq, heads, rows, cols)
     det = ball_det(M)
-    ok = not (0 in det)
+    ok = 0 not in det
     return ResidualRankCertificate(r, n, d, k, ok, rows, cols, det.str(8), note)
 
 
@@ -429,7 +429,7 @@ def certify_attention_invertible(X: Any, head: Head) -> tuple[bool, str]:
     finally:
         ctx.prec = old
     det = ball_det(A)
-    return (not (0 in det)), det.str(8)
+    return (0 not in det), det.str(8)
 
 
 def sum_of_head_subspaces(X: Any, heads: list[Head]) -> int:

@@ -48,8 +48,8 @@ FAMILIES_NOTE = {
 def family_table() -> list[str]:
     """Markdown table: each model-based producer, the families it runs on, and why where not all.
 
-    Generated from the registrations (``producer(..., families=...)``); the
-    README pastes it and a test keeps the two identical.
+    Generated from the registrations (``producer(..., families=...)``); docs/decoders.md shows it
+    (a ``gen:family-table`` block of ``docs/gen.py``, checked by tests/test_docs_gen.py).
 
     Examples
     --------

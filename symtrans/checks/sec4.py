@@ -252,7 +252,6 @@ def _counts(cases: list[tuple[dict[str, Any], LNCase]], which: str) -> dict[str,
 
 
 def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any], LNCase]]) -> Evidence:
-    import torch
 
     name = "ln-search-arank" if which == "arank" else "ln-search-rank-beta0"
     statement = ("arank(LN X) = arank(X) under H1-H4" if which == "arank"

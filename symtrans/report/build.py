@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -95,7 +94,7 @@ class Report:
         return [(c, s) for c, s in self.items() if s.disagreement]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the ``report.json`` document (schema in the README).
+        """Return the ``report.json`` document (schema in docs/json-schemas.md).
 
         Examples
         --------

@@ -23,7 +23,7 @@ import json
 from html import escape
 from typing import TYPE_CHECKING
 
-from symtrans.evidence import PaperStatus, Verdict
+from symtrans.evidence import Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
 from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number

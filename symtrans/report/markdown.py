@@ -124,7 +124,7 @@ def _summary(report: Report) -> list[str]:
     out += ["", "## Counts by verdict", ""]
     total = len(report.statuses)
     out += _table(["verdict", "claims"], [[v, str(n)] for v, n in report.verdict_counts().items()])
-    out += [f"", f"{total} items in all (definitions and hypotheses included).", "", "## Counts by standing", ""]
+    out += ["", f"{total} items in all (definitions and hypotheses included).", "", "## Counts by standing", ""]
     out += _table(["standing", "claims", "meaning"],
                   [[s.value, str(report.standing_counts()[s.value]), s.description] for s in Standing])
     full = [c.id for c, s in report.items() if s.fully_certified]

@@ -1,0 +1,502 @@
+"""One generator for every generated block of README.md and docs/*.md (one marker style, one check).
+
+A generated block is the text between two markers, the opening one naming its generator and,
+for some, an argument::
+
+    <!-- gen:formula-table -->
+    ...generated: do not edit by hand...
+    <!-- /gen:formula-table -->
+
+    <!-- gen:console formula wo-fibre --arch gpt2 -->
+    ...the real output of `symtrans formula wo-fibre --arch gpt2`...
+    <!-- /gen:console -->
+
+Usage::
+
+    python docs/gen.py --list                        # every block of every file, with its generator
+    python docs/gen.py --check [--report R.json]     # exit 1 naming each stale block
+    python docs/gen.py --write [--report R.json]     # rewrite every block in place
+    python docs/gen.py --check --no-report           # skip the blocks that need the report
+
+The blocks ``claims-table``, ``disagreements``, ``formalisations`` and ``report-excerpt`` come from the proof-status
+report of the bundled model (``symtrans report --model default``: n = 128, seed 0, float64): from
+``--report`` (a report.json, with report.md beside it) or built now (minutes). Everything else is
+derived from the code at once: the formula registry, the producer registrations, the
+``symtrans.numeric`` docstring's tensor table, the group's pairing table, and commands run in-process.
+``tests/test_docs_gen.py`` runs the check with the test suite (the report from the session fixture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import json
+import re
+import shlex
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: One opening marker, its body, and the closing marker of the same name.
+BLOCK = re.compile(r"<!-- gen:(?P<name>[a-z0-9-]+)(?: (?P<args>[^\n]*?))? -->\n(?P<body>.*?)<!-- /gen:(?P=name) -->",
+                   re.S)
+OPENING = re.compile(r"<!-- gen:([a-z0-9-]+)")
+PRESETS = ("bert-base", "minilm-l6-h384")
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """The files that may hold generated blocks: README.md and every docs/*.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+# ---------------------------------------------------------------------------------------- the context
+@dataclass
+class Context:
+    """What the generators read: the report of the bundled model, built or loaded on first use."""
+
+    report: Path | None = None  # a report.json; report.md is read beside it
+    allow_report: bool = True
+    _doc: dict[str, Any] | None = field(default=None, repr=False)
+    _tmp: Any = field(default=None, repr=False)
+
+    def report_json(self) -> dict[str, Any]:
+        if self._doc is None:
+            self._doc = json.loads(self.report_path().read_text(encoding="utf-8"))
+        return self._doc
+
+    def report_md(self) -> str:
+        return (self.report_path().parent / "report.md").read_text(encoding="utf-8")
+
+    def report_path(self) -> Path:
+        if self.report is None:
+            if not self.allow_report:
+                raise LookupError("this block needs the report (drop --no-report, or pass --report R.json)")
+            import symtrans
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="symtrans-gen-")
+            out = Path(self._tmp.name) / "report"
+            symtrans.proof_report("default", out=str(out), formats=("md", "json"))
+            self.report = out / "report.json"
+        return self.report
+
+
+@dataclass(frozen=True)
+class Generator:
+    """One kind of generated block: its text from the context and the marker's argument."""
+
+    name: str
+    make: Callable[[Context, str], str]
+    needs_report: bool = False
+
+
+GENERATORS: dict[str, Generator] = {}
+
+
+def generator(name: str, needs_report: bool = False) -> Callable[[Callable[[Context, str], str]], Any]:
+    def register(fn: Callable[[Context, str], str]) -> Callable[[Context, str], str]:
+        GENERATORS[name] = Generator(name, fn, needs_report)
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------------------------------- formulas
+def show(value: Any) -> str:
+    """An exact value as a table cell: grouped digits, p/q with a decimal, or a digit count.
+
+    Examples
+    --------
+    >>> from symtrans.formulas import formula
+    >>> show(formula("recovery-ambiguity", arch="bert-base")), show(formula("ffn-permutations", arch="bert-base"))
+    ('360,448', '9,382-digit integer')
+    """
+    exact = value.json_value()
+    if exact is None:
+        return "symbolic"
+    if isinstance(exact, int):
+        if exact >= 10**15:  # orders such as d_ff! have thousands of digits
+            return f"{big_integer_digits(exact):,}-digit integer"
+        return f"{exact:,}"
+    return f"{exact} (≈ {value.approx():.4f})"
+
+
+def big_integer_digits(n: int) -> int:
+    """Digits of a possibly huge non-negative integer without str() (which is capped).
+
+    Examples
+    --------
+    >>> big_integer_digits(10**5000), big_integer_digits(999)
+    (5001, 3)
+    """
+    import math
+
+    if n < 10**15:
+        return len(str(n))
+    estimate = int(n.bit_length() * math.log10(2))
+    return estimate + 1 if n >= 10**estimate else estimate
+
+
+def _provenance(name: str) -> str:
+    from symtrans.formulas import FORMULAS
+
+    p = FORMULAS[name].provenance
+    if p.origin == "paper":
+        return f"paper: {p.claim}" + (f" ({p.section})" if p.section else "")
+    return f"toolkit: {p.claim}" if p.claim else "toolkit"
+
+
+@generator("formula-table")
+def formula_table(ctx: Context | None = None, args: str = "") -> str:
+    """Every registered formula with its value for each preset (``args``: presets, default bert-base, MiniLM).
+
+    Examples
+    --------
+    >>> formula_table().splitlines()[0].startswith("| formula | what it counts |")
+    True
+    """
+    from symtrans.formulas import FORMULAS, formula
+
+    presets = tuple(args.split()) or PRESETS
+    rows = ["| formula | what it counts | provenance | " + " | ".join(presets) + " |",
+            "|---|---|---|" + "---:|" * len(presets)]
+    for name, f in FORMULAS.items():
+        cells = [show(formula(name, arch=p)) for p in presets]
+        rows.append(f"| `{name}` | {f.summary} | {_provenance(name)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def command_output(args: str) -> str:
+    """stdout of ``symtrans ARGS`` run in-process (the same code as the console script).
+
+    Examples
+    --------
+    >>> command_output("formula wo-fibre --arch gpt2 --format json").startswith("{")
+    True
+    """
+    from symtrans.cli import main as cli_main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        status = cli_main(shlex.split(args))
+    if status != 0:
+        raise RuntimeError(f"`symtrans {args}` exited {status}")
+    return buffer.getvalue()
+
+
+@generator("console")
+def console(ctx: Context | None, args: str) -> str:
+    """A console example: ``$ symtrans ARGS`` and its real output (run in-process).
+
+    Examples
+    --------
+    >>> print(console(None, "claims thm-4.2 --impact"))
+    ```console
+    $ symtrans claims thm-4.2 --impact
+    framework-9  (framework, §9, Symmetry-Breaking Framework)
+    ```
+    """
+    if not args.strip():
+        raise ValueError("gen:console needs the command's arguments: <!-- gen:console formula NAME ... -->")
+    return f"```console\n$ symtrans {args}\n{command_output(args).rstrip()}\n```"
+
+
+# ---------------------------------------------------------------------------------------- the report
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _counts(evidence: list[dict[str, Any]]) -> str:
+    """Counts of the records by what they count as (their own verdict where that is absent), stale ones left out."""
+    counts = Counter(e.get("counted_as") or e["verdict"] for e in evidence if not e.get("stale"))
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "-"
+
+
+def claims_table(doc: dict[str, Any]) -> str:
+    """The Markdown claim table of a ``report.json`` document (run-dependent numbers left out).
+
+    Examples
+    --------
+    >>> doc = {"model": None, "context": {"n": 64, "seed": 0, "dtype": "float64"},
+    ...        "claims": [{"id": "x", "paper_ref": "Thm 1", "kind": "theorem", "paper_status": "proved",
+    ...                    "verdict": "fails", "standing": "fails", "formalisation": "paper",
+    ...                    "disagreement": "r", "evidence": [{"verdict": "fails", "stale": False}]}]}
+    >>> claims_table(doc).splitlines()[4]
+    '| `x` | Thm 1 | theorem | proved | **fails** | fails | paper | 1 fails |'
+    """
+    model = doc["model"]["arch"] if doc.get("model") else "no model"
+    ctx = doc["context"]
+    lines = [f"Model: {model}, n = {ctx['n']}, seed {ctx['seed']}, {ctx['dtype']}. "
+             "Bold: the toolkit disagrees with the paper.", "",
+             "| id | paper | kind | paper status | toolkit verdict | standing | formalisation | evidence |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in doc["claims"]:
+        verdict = f"**{c['verdict']}**" if c.get("disagreement") else c["verdict"]
+        lines.append(f"| `{c['id']}` | {_cell(c['paper_ref'])} | {c['kind']} | {c['paper_status']} | {verdict} | "
+                     f"{c['standing']} | {c['formalisation']} | {_counts(c['evidence'])} |")
+        for r in c.get("readings") or ():
+            lines.append(f"| &nbsp;&nbsp;↳ `{r['id']}` | reading ({r['quantifier']}) | reading | | {r['verdict']} | "
+                         f"{r['standing']} | toolkit | {_counts(r['evidence'])} |")
+    return "\n".join(lines)
+
+
+def formalisations(doc: dict[str, Any]) -> str:
+    """Every claim stated in the toolkit's own formalisation, with its note (docs/formalisations.md).
+
+    Examples
+    --------
+    >>> doc = {"claims": [{"id": "x", "title": "t", "paper_ref": "r", "section": "§1", "source": "text",
+    ...                    "formalisation": "toolkit", "formalisation_note": "why", "statement": "s"}]}
+    >>> print(formalisations(doc).splitlines()[2])
+    r (§1), read in the paper's text.
+    """
+    parts: list[str] = []
+    for c in doc["claims"]:
+        if c["formalisation"] != "toolkit":
+            continue
+        source = "known only from the abstract" if c["source"] == "abstract" else "read in the paper's text"
+        parts += [f"### `{c['id']}`: {c['title']}", "",
+                  f"{c['paper_ref']}{'' if c['section'] in c['paper_ref'] else ' (' + c['section'] + ')'}, {source}.",
+                  "", f"> {c['statement']}", "", c["formalisation_note"] or "(no note)", ""]
+    return "\n".join(parts).rstrip()
+
+
+@generator("claims-table", needs_report=True)
+def _claims_table(ctx: Context, args: str) -> str:
+    return claims_table(ctx.report_json())
+
+
+def disagreements(doc: dict[str, Any]) -> str:
+    """The report's disagreements with the paper as a Markdown table, with the count of each verdict.
+
+    Examples
+    --------
+    >>> doc = {"model": None, "context": {"n": 8, "seed": 0, "dtype": "float64"},
+    ...        "summary": {"verdicts": {"fails": 1, "supported": 0}, "disagreements": [{"id": "x", "verdict": "fails"}]},
+    ...        "claims": [{"id": "x", "paper_ref": "Thm 1", "paper_status": "proved", "standing": "fails"}]}
+    >>> print(disagreements(doc).splitlines()[-1])
+    | `x` | Thm 1 | proved | fails | fails |
+    """
+    claims = {c["id"]: c for c in doc["claims"]}
+    counts = ", ".join(f"{v} {n}" for v, n in doc["summary"]["verdicts"].items() if n)
+    model = doc["model"]["arch"] if doc.get("model") else "no model"
+    ctx = doc["context"]
+    lines = [f"{len(claims)} items on {model} (n = {ctx['n']}, seed {ctx['seed']}, {ctx['dtype']}): {counts}. "
+             f"The {len(doc['summary']['disagreements'])} disagreements with the paper:", "",
+             "| item | paper | paper status | toolkit verdict | standing |", "|---|---|---|---|---|"]
+    for d in doc["summary"]["disagreements"]:
+        c = claims[d["id"]]
+        lines.append(f"| `{d['id']}` | {_cell(c['paper_ref'])} | {c['paper_status']} | {d['verdict']} | {c['standing']} |")
+    return "\n".join(lines)
+
+
+@generator("disagreements", needs_report=True)
+def _disagreements(ctx: Context, args: str) -> str:
+    return disagreements(ctx.report_json())
+
+
+@generator("formalisations", needs_report=True)
+def _formalisations(ctx: Context, args: str) -> str:
+    return formalisations(ctx.report_json())
+
+
+def markdown_section(text: str, heading: str) -> str:
+    """The section of Markdown ``text`` under ``heading`` (its line included), up to the next heading of its level.
+
+    Examples
+    --------
+    >>> markdown_section("# A\\n## B\\nx\\n### C\\ny\\n## D\\nz\\n", "## B")
+    '## B\\nx\\n### C\\ny\\n'
+    """
+    level = heading.split(" ", 1)[0]
+    start = text.index(f"{heading}\n") if text.startswith(f"{heading}\n") else text.index(f"\n{heading}\n") + 1
+    follow = re.compile(rf"^#{{1,{len(level)}}} ", re.M).search(text, start + len(heading))
+    return text[start:follow.start() if follow else len(text)]
+
+
+@generator("report-excerpt", needs_report=True)
+def report_excerpt(ctx: Context, args: str) -> str:
+    """A section of the report's report.md (``args``: its heading), fenced as Markdown source."""
+    section = markdown_section(ctx.report_md(), args or "## Where the toolkit and the paper disagree")
+    return f"````markdown\n{section.rstrip()}\n````"
+
+
+# ---------------------------------------------------------------------------------------- registrations and tables
+@generator("family-table")
+def family_table(ctx: Context | None = None, args: str = "") -> str:
+    """Each model-based producer and the families it runs on (``symtrans.checks.common.family_table``)."""
+    from symtrans.checks.common import family_table as rows
+
+    return "\n".join(rows())
+
+
+def rst_table(text: str) -> list[list[str]]:
+    """Rows of the first simple reStructuredText table in ``text`` (header first), cells split by the rule's columns.
+
+    Examples
+    --------
+    >>> rst_table("x\\n\\n===  ====\\na    b\\n===  ====\\n1    two\\n3\\n===  ====\\n")
+    [['a', 'b'], ['1', 'two'], ['3', '']]
+    """
+    lines = text.splitlines()
+    rules = [i for i, line in enumerate(lines) if re.fullmatch(r"\s*=+(\s+=+)+\s*", line)]
+    if len(rules) < 3:
+        raise ValueError("no simple reStructuredText table (three rule lines) found")
+    rule = lines[rules[0]]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"=+", rule)]
+    rows = []
+    for line in lines[rules[0] + 1:rules[2]]:
+        if line.strip() and not re.fullmatch(r"\s*=+(\s+=+)+\s*", line):
+            cells = [line[a:(spans[k + 1][0] if k + 1 < len(spans) else None)].strip() for k, (a, _) in enumerate(spans)]
+            rows.append(cells)
+    return rows
+
+
+@generator("tensor-table")
+def tensor_table(ctx: Context | None = None, args: str = "") -> str:
+    """The per-head tensor table of the ``symtrans.numeric`` docstring, as Markdown (read without importing torch).
+
+    Examples
+    --------
+    >>> tensor_table().splitlines()[2].startswith("| `W_Q, W_K` |")
+    True
+    """
+    source = (ROOT / "symtrans" / "numeric" / "__init__.py").read_text(encoding="utf-8")
+    rows = rst_table(ast.get_docstring(ast.parse(source)) or "")
+    head, body = rows[0], rows[1:]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(f"`{c}`" if k == 0 else c for k, c in enumerate(r)) + " |" for r in body]
+    return "\n".join(out)
+
+
+@generator("pairing-table")
+def pairing_table(ctx: Context | None = None, args: str = "") -> str:
+    """The collapse phenomena as objects of G (``symtrans.group.orbits.pairing_table``)."""
+    from symtrans.group.orbits import pairing_table as rows
+
+    out = ["| phenomenon | object | precise object | symmetry to break |", "|---|---|---|---|"]
+    out += [f"| {r['phenomenon']} | {r['object']} | {_cell(r['precise_object'])} | {_cell(r['symmetry_to_break'])} |"
+            for r in rows()]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------- blocks
+@dataclass(frozen=True)
+class Block:
+    """One generated block of a file: its generator, the marker's argument and the text now between the markers."""
+
+    path: Path
+    name: str
+    args: str
+    body: str
+    start: int
+    end: int
+
+    @property
+    def label(self) -> str:
+        where = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{where}: gen:{self.name}" + (f" {self.args}" if self.args else "")
+
+
+def blocks(text: str, path: Path = ROOT / "README.md") -> list[Block]:
+    """Every generated block of ``text``; an unknown generator or an opening marker without its close is an error.
+
+    Examples
+    --------
+    >>> [b.name for b in blocks("a\\n<!-- gen:formula-table -->\\nold\\n<!-- /gen:formula-table -->\\nb\\n")]
+    ['formula-table']
+    >>> blocks("<!-- gen:formula-table -->\\nno end\\n")
+    Traceback (most recent call last):
+    ...
+    ValueError: README.md: <!-- gen:formula-table --> at offset 0 has no matching <!-- /gen:formula-table -->
+    """
+    found, covered = [], []
+    for m in BLOCK.finditer(text):
+        if m["name"] not in GENERATORS:
+            raise ValueError(f"{path.name}: unknown generator gen:{m['name']} (known: {', '.join(GENERATORS)})")
+        found.append(Block(path, m["name"], (m["args"] or "").strip(), m["body"], m.start(), m.end()))
+        covered.append((m.start(), m.end()))
+    for m in OPENING.finditer(text):
+        if not any(a <= m.start() < b for a, b in covered):
+            raise ValueError(f"{path.name}: <!-- gen:{m[1]} --> at offset {m.start()} has no matching "
+                             f"<!-- /gen:{m[1]} -->")
+    return found
+
+
+def render(block: Block, ctx: Context) -> str:
+    """The block as the generator writes it, markers included."""
+    text = GENERATORS[block.name].make(ctx, block.args).rstrip("\n")
+    opening = f"<!-- gen:{block.name}" + (f" {block.args}" if block.args else "") + " -->"
+    return f"{opening}\n{text}\n<!-- /gen:{block.name} -->"
+
+
+def regenerate(text: str, path: Path, ctx: Context, names: set[str] | None = None) -> tuple[str, list[Block]]:
+    """``text`` with its blocks rewritten (those of ``names`` only, if given), and the blocks that changed."""
+    out, stale, last = [], [], 0
+    for b in blocks(text, path):
+        if names is not None and b.name not in names:
+            continue
+        if GENERATORS[b.name].needs_report and not ctx.allow_report and ctx.report is None:
+            continue
+        new = render(b, ctx)
+        if new != text[b.start:b.end]:
+            stale.append(b)
+        out += [text[last:b.start], new]
+        last = b.end
+    out.append(text[last:])
+    return "".join(out), stale
+
+
+def check(ctx: Context, paths: list[Path] | None = None, names: set[str] | None = None,
+          texts: dict[Path, str] | None = None) -> list[str]:
+    """Labels of the stale blocks of ``paths`` (default: README.md and docs/*.md); ``texts`` overrides a file's text."""
+    stale = []
+    for path in paths or documents():
+        text = (texts or {}).get(path) or path.read_text(encoding="utf-8")
+        stale += [b.label for b in regenerate(text, path, ctx, names)[1]]
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="exit 1 naming every stale block")
+    mode.add_argument("--write", action="store_true", help="rewrite every block in place")
+    mode.add_argument("--list", action="store_true", help="list every block")
+    ap.add_argument("--report", help="an existing report.json of the bundled model (report.md beside it)")
+    ap.add_argument("--no-report", action="store_true", help="leave out the blocks that need the report")
+    args = ap.parse_args(argv)
+    ctx = Context(report=Path(args.report) if args.report else None, allow_report=not args.no_report)
+    try:
+        if args.list:
+            for path in documents():
+                for b in blocks(path.read_text(encoding="utf-8"), path):
+                    print(b.label + ("  (needs the report)" if GENERATORS[b.name].needs_report else ""))
+            return 0
+        if args.check:
+            stale = check(ctx)
+            for label in stale:
+                print(f"stale: {label}")
+            print(f"{len(stale)} stale block(s): run python docs/gen.py --write" if stale else "every block is current")
+            return 1 if stale else 0
+        for path in documents():
+            text = path.read_text(encoding="utf-8")
+            new, changed = regenerate(text, path, ctx)
+            if changed:
+                path.write_text(new, encoding="utf-8")
+                print("\n".join(f"wrote {b.label}" for b in changed))
+        return 0
+    except (ValueError, LookupError, RuntimeError) as e:
+        print(f"gen.py: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

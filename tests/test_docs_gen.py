@@ -1,0 +1,215 @@
+"""Every generated block of README.md and docs/*.md is current: one generator (docs/gen.py), one marker style.
+
+The blocks that need the proof-status report of the bundled model take it from the session fixture
+``example_report`` (tests/conftest.py: the same report as ``symtrans report --model default``); the
+others are derived from the code at once. Beside the generator's own check, the tables are read back
+and compared with the registry and the report by code that does not use the generator.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import re
+import sys
+from fractions import Fraction
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from symtrans.formulas import FORMULAS, formula
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT_BLOCKS = {"claims-table", "disagreements", "formalisations", "report-excerpt"}
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_gen", ROOT / "docs" / "gen.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_gen"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def block_text(gen: ModuleType, path: Path, name: str) -> str:
+    (b,) = [b for b in gen.blocks(path.read_text(encoding="utf-8"), path) if b.name == name]
+    return b.body
+
+
+# ----------------------------------------------------------------------------- the check itself
+def test_every_block_derived_from_the_code_is_current(gen):
+    ctx = gen.Context(allow_report=False)
+    assert gen.check(ctx) == [], "stale generated blocks: run python docs/gen.py --write"
+
+
+def test_every_block_derived_from_the_report_is_current(gen, example_report):
+    _, _, path = example_report
+    assert gen.check(gen.Context(report=path), names=REPORT_BLOCKS) == [], \
+        "stale report blocks: run python docs/gen.py --write"
+
+
+def test_every_generator_has_a_block_and_every_old_block_moved(gen):
+    used = {b.name for p in gen.documents() for b in gen.blocks(p.read_text(encoding="utf-8"), p)}
+    assert used == set(gen.GENERATORS)
+    for path in gen.documents():  # the markers of the five mechanisms this one replaced are gone
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"<!-- (formula-table|claims-table):(start|end)|gen_claims_table|gen_formula_table", text), path
+
+
+def test_a_stale_block_fails_the_check(gen):
+    ctx = gen.Context(allow_report=False)
+    path = ROOT / "docs" / "formulas.md"
+    text = path.read_text(encoding="utf-8")
+    assert "| 360,448 |" in block_text(gen, path, "formula-table")
+    edited = text.replace("| 360,448 |", "| 360,449 |", 1)
+    assert gen.check(ctx, [path], texts={path: edited}) == ["docs/formulas.md: gen:formula-table"]
+    # a console example whose printed output no longer matches the command's
+    edited = text.replace("value:         360448", "value:         360449", 1)
+    assert gen.check(ctx, [path], texts={path: edited}) == [
+        "docs/formulas.md: gen:console formula recovery-ambiguity --arch bert-base"]
+    # --write restores exactly the committed text
+    assert gen.regenerate(edited, path, ctx)[0] == text
+
+
+def test_a_stale_report_block_fails_the_check(gen, example_report):
+    _, doc, path = example_report
+    page = ROOT / "docs" / "claims-and-verdicts.md"
+    text = page.read_text(encoding="utf-8")
+    claim = next(c for c in doc["claims"] if c["id"] == "prop-5.1")
+    row = next(line for line in text.splitlines() if line.startswith("| `prop-5.1` |"))
+    edited = text.replace(row, row.replace(f"| {claim['verdict']} |", "| fails |", 1))
+    assert edited != text
+    assert gen.check(gen.Context(report=path), [page], texts={page: edited}) == [
+        "docs/claims-and-verdicts.md: gen:claims-table"]
+
+
+def test_the_command_line_check_and_write(gen, tmp_path, monkeypatch, capsys):
+    page = tmp_path / "formulas.md"
+    original = (ROOT / "docs" / "formulas.md").read_text(encoding="utf-8")
+    page.write_text(original.replace("| 360,448 |", "| 1 |", 1), encoding="utf-8")
+    monkeypatch.setattr(gen, "documents", lambda root=ROOT: [page])
+    assert gen.main(["--check", "--no-report"]) == 1
+    assert "stale: " in capsys.readouterr().out
+    assert gen.main(["--write", "--no-report"]) == 0
+    assert page.read_text(encoding="utf-8") == original
+    assert gen.main(["--check", "--no-report"]) == 0
+
+
+def test_malformed_markers_are_refused(gen, tmp_path, monkeypatch, capsys):
+    with pytest.raises(ValueError, match="has no matching"):
+        gen.blocks("<!-- gen:formula-table -->\nx\n<!-- /gen:console -->\n")
+    with pytest.raises(ValueError, match="unknown generator gen:nope"):
+        gen.blocks("<!-- gen:nope -->\nx\n<!-- /gen:nope -->\n")
+    with pytest.raises(ValueError, match="needs the command's arguments"):
+        gen.render(gen.blocks("<!-- gen:console -->\n<!-- /gen:console -->\n")[0], gen.Context(allow_report=False))
+    page = tmp_path / "bad.md"
+    page.write_text("<!-- gen:formula-table -->\nno end\n", encoding="utf-8")
+    monkeypatch.setattr(gen, "documents", lambda root=ROOT: [page])
+    assert gen.main(["--check", "--no-report"]) == 2
+    assert "has no matching" in capsys.readouterr().err
+
+
+def test_the_generator_doctests(gen):
+    result = doctest.testmod(gen, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 8 and result.failed == 0
+
+
+# ----------------------------------------------------------------------------- the content, read back independently
+def decimal_digits(value: int) -> int:
+    """len(str(value)) with Python's 4300-digit conversion guard lifted for the call."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return len(str(value))
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def table_rows(block: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in block.splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_formula_table_lists_every_formula_with_its_values(gen):
+    rows = table_rows(block_text(gen, ROOT / "docs" / "formulas.md", "formula-table"))
+    assert list(rows) == list(FORMULAS)
+    for name, (summary, provenance, bert, minilm) in rows.items():
+        assert summary == FORMULAS[name].summary
+        assert provenance.split(":")[0].split()[0] == FORMULAS[name].provenance.origin
+        for cell, preset in ((bert, "bert-base"), (minilm, "minilm-l6-h384")):
+            value = formula(name, arch=preset).value
+            if "digit integer" in cell:  # huge orders: compare the digit count
+                assert int(cell.split("-")[0].replace(",", "")) == decimal_digits(int(value))
+            elif "/" in cell:
+                p, q = cell.split()[0].split("/")
+                assert Fraction(int(p), int(q)) == Fraction(int(value.p), int(value.q))
+            else:
+                assert int(cell.replace(",", "")) == value
+
+
+def test_claim_table_rows_carry_the_reports_verdicts(gen, example_report):
+    _, doc, _ = example_report
+    block = block_text(gen, ROOT / "docs" / "claims-and-verdicts.md", "claims-table")
+    for c in doc["claims"]:
+        row = next(line for line in block.splitlines() if line.startswith(f"| `{c['id']}` |"))
+        assert f" {c['verdict']} |" in row.replace("**", "") and f" {c['standing']} |" in row
+        assert ("**" in row) == bool(c["disagreement"])
+
+
+def test_readme_disagreements_are_the_reports(gen, example_report):
+    _, doc, _ = example_report
+    rows = table_rows(block_text(gen, ROOT / "README.md", "disagreements"))
+    assert list(rows) == [d["id"] for d in doc["summary"]["disagreements"]]
+    for d in doc["summary"]["disagreements"]:
+        assert rows[d["id"]][2] == d["verdict"]
+
+
+def test_report_excerpt_is_in_the_fresh_report(gen, example_report):
+    _, _, path = example_report
+    excerpt = block_text(gen, ROOT / "docs" / "report.md", "report-excerpt")
+    section = excerpt.split("````markdown\n", 1)[1].rsplit("````", 1)[0]
+    assert section.startswith("## Where the toolkit and the paper disagree\n")
+    assert section in (path.parent / "report.md").read_text(encoding="utf-8")
+
+
+def test_tensor_table_has_every_tensor_the_loader_names(gen):
+    rows = table_rows(block_text(gen, ROOT / "docs" / "api.md", "tensor-table"))
+    names = {n for key in rows for n in re.split(r"[,\s]+", key) if n}
+    assert {"W_Q", "W_K", "W_V", "W_O", "b_O", "W_gate", "W_in", "W_out", "word", "pos", "final_ln"} <= names
+
+
+def test_family_table_is_the_registrations(gen):
+    from symtrans.checks.common import family_table
+
+    assert block_text(gen, ROOT / "docs" / "decoders.md", "family-table").rstrip("\n") == "\n".join(family_table())
+
+
+# ----------------------------------------------------------------------------- the README as a front door
+def test_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    assert not re.search(r"\b\d{3,} tests\b|\b\d+(\.\d+)? s\b", readme), "test counts and timings go to benchmarks/RESULTS.md"
+    for link in re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+|[A-Z]+\.md)", readme):
+        assert (ROOT / link).is_file(), link
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```bash\n(python -m pip install [^\n]+)\n```", readme)
+    assert commands[:2] == [
+        'python -m pip install torch==2.13.0 -e ".[models]" && symtrans report --model default --out symtrans-report',
+        'python -m pip install torch==2.13.0 -e ".[dev]" && python -m pytest -q']
+    assert commands[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_docs_links_resolve():
+    for page in [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / link).exists(), f"{page.name}: {link}"
