@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
 from symtrans.decide import DECISIVE_MARGIN, hypothesis_state
 from symtrans.decide import margin as margin_of
 

@@ -29,7 +29,6 @@ from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
-from symtrans.numeric.linalg import DECISIVE_MARGIN
 
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
