@@ -59,3 +59,19 @@ def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict,
         sys.argv = argv
     path = out / "report.json"
     return buf.getvalue(), json.loads(path.read_text(encoding="utf-8")), path
+
+
+@pytest.fixture(scope="session")
+def small_certificates() -> dict[str, Any]:
+    """The real-weight certificate records of the bundled model at n = 16 (as the report runs them, with their
+    context keys), produced once: producer name -> Evidence."""
+    from symtrans.evidence import Context, producers_for, run_producer
+
+    ctx = Context(model="default", n=16)
+    wanted = {"prop-6.3": "prop63-real-weights", "thm-recovery": "recovery-wo-real", "thm-5.3": "thm53-real-weights"}
+    out = {}
+    for cid, name in wanted.items():
+        (p,) = [p for p in producers_for(cid) if p.name == name]
+        (out[name],) = run_producer(p, ctx)
+    out["context"] = ctx
+    return out
