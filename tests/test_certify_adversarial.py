@@ -346,3 +346,22 @@ def test_previous_is_checked_before_any_producer_runs(symbolic_report, tmp_path,
     warnings = [e for e in report.errors if "filed under 'thm-5.3'" in e]
     assert len(warnings) == 1 and "prop62-counterexample" in warnings[0]
     assert {c: s.verdict for c, s in report.statuses.items()} == {c: s.verdict for c, s in symbolic_report.statuses.items()}
+
+
+def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, tmp_path):
+    """The trusted code base stays apart: verifying a real-weight certificate loads neither the producers, nor
+    the producers' loader, nor the numeric engine (docs/certificates.md lists what it does load)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_certs(small_certificates)["factors"]))
+    code = ("import json, sys\nfrom symtrans.certify.checker import verify_certificate\n"
+            f"ok, why = verify_certificate(json.load(open({str(path)!r})), n={N})\n"
+            "print(ok, json.dumps(sorted(m for m in sys.modules if m.startswith('symtrans'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout
+    ok, mods = out.split(" ", 1)
+    assert ok == "True", out
+    assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.evidence", "symtrans.certify",
+                               "symtrans.certify.checker", "symtrans.certify.statements",
+                               "symtrans.certify.modelfile"}, mods
