@@ -467,8 +467,8 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
         given = _model_dir(model)
         named = bundled_model_path() if label == "default" else Path(label)
         if named.resolve() != given.resolve():  # a path compared, never opened: no hub id, no other directory
-            raise Invalid(f"the certificate names model {_line(repr(label), 80)}; it is verified on the model given "
-                          f"({_line(str(model or 'default'), 80)}), never on one a certificate names")
+            raise Invalid(f"the certificate names model {_line(repr(label), 60)}, not the one given: a certificate "
+                          "never chooses its model")
         m = open_model(given)
         if data["weights_hash"] != m.weights_hash:
             raise Invalid(f"the certificate is for another model: weights hash "
