@@ -364,3 +364,56 @@ def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, 
     assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.evidence", "symtrans.certify",
                                "symtrans.certify.checker", "symtrans.certify.statements",
                                "symtrans.certify.modelfile"}, mods
+
+
+# ------------------------------------------------------------------ the LayerNorm counterexample as a file
+def _ln_cert() -> dict:
+    from symtrans.certify.producers import thm42_affine
+    from symtrans.evidence import Context
+
+    (ev,) = thm42_affine(Context(model=None))
+    assert ev.verdict.value == "fails"
+    return copy.deepcopy(ev.details["certificate"])
+
+
+def test_the_layernorm_counterexample_is_a_file_that_checks(tmp_path, capsys):
+    cert = _ln_cert()
+    assert verify_certificate(cert) == (True, "thm-4.2/affine-counterexample: H1-H4 hold, arank(X) = 1 < 2 <= "
+                                              "arank(LN X)")
+    out = tmp_path / "certs"
+    assert main(["certify", "thm-4.2", "--model", "none", "--n", str(N), "--out", str(out)]) == 0
+    assert (out / "ln-affine-search.json").is_file()
+    rc, lines, _ = _verify_cli(out, capsys)
+    assert rc == 0 and lines[-1] == "1 of 1 certificates valid"
+
+
+def test_a_layernorm_instance_that_is_no_counterexample_is_refused():
+    """An X satisfying H1-H4 where arank(LN X) = arank(X) (decided by the producers' exact reduction, another
+    route): asserting an increase there is refused, as are violated hypotheses."""
+    import itertools
+
+    from symtrans.certify import layernorm as lnmod
+
+    cert = _ln_cert()
+    honest = None
+    for flat in itertools.product((-1, 0, 1), repeat=9):
+        X = [list(flat[0:3]), list(flat[3:6]), list(flat[6:9])]
+        if lnmod.hypotheses(X)["all"] and lnmod.arank_ln(X) == lnmod.arank_q(X) and lnmod.arank_q(X) < 2:
+            honest = X
+            break
+    assert honest is not None
+    bad = copy.deepcopy(cert)
+    bad["witness"]["inline"]["X"] = [[str(v) for v in r] for r in honest]
+    bad["asserts"]["arank_X"] = lnmod.arank_q(honest)
+    bad["asserts"]["arank_LN_X_at_least"] = lnmod.arank_q(honest) + 1
+    ok, why = verify_certificate(_reseal(bad))
+    assert not ok and why.startswith(f"arank(LN X) >= {lnmod.arank_q(honest) + 1} not shown"), why
+    for edit, why in ((lambda c: c["witness"]["inline"]["gamma"][0].__setitem__(1, "0"), "H3 fails"),
+                      (lambda c: c["witness"]["inline"].__setitem__("X", [["1", "1", "1"]] * 3), "H1 fails"),
+                      (lambda c: c["asserts"].__setitem__("arank_LN_X_at_least", 1), "asserted lower bound"),
+                      (lambda c: c["asserts"].__setitem__("arank_X", 2), "arank(X) is 1, not 2"),
+                      (lambda c: c["scope"].__setitem__("kind", "all-sizes"), "scope.kind")):
+        bad = copy.deepcopy(cert)
+        edit(bad)
+        ok, got = verify_certificate(_reseal(bad))
+        assert not ok and why in got, got

@@ -30,6 +30,7 @@ Witness methods:
 ``attention-det-ln`` the same at X = LayerNorm(word[ids] + pos[:n] + type[0]) (exact mean/variance, ball sqrt)
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
 ``head-sum-rank``    every A^h invertible and dim(R_1 + ... + R_H) > n >= rank MHA(X) (inline weights)
+``ln-affine-rank``   H1-H4 at an inline X and arank(LN X) > arank(X) (thm-4.2's affine part refuted)
 
 Examples
 --------
@@ -370,8 +371,64 @@ def _head_sum(cert: dict[str, Any], m: CheckedModel | None) -> str:
     return f"rank MHA(X) <= {n} < dim(sum R_h) = {dim} with every A^h invertible"
 
 
+def _nonzero_minor(M: Any, k: int, must: int | None = None) -> bool:
+    """Whether some k x k minor of the small arb matrix M (rows of balls) has a ball excluding 0 (column ``must`` in it)."""
+    from itertools import combinations
+
+    from flint import arb_mat
+
+    n, d = len(M), len(M[0])
+    for rows in combinations(range(n), k):
+        for cols in combinations(range(d), k):
+            if must is not None and must not in cols:
+                continue
+            if 0 not in arb_mat([[M[i][j] for j in cols] for i in rows]).det():
+                return True
+    return False
+
+
+def _ln_affine(cert: dict[str, Any], m: CheckedModel | None) -> str:
+    """ln-affine-rank: H1-H4 exactly (H4 by a ball minor), arank(X) exact, arank(LN X) >= the asserted bound."""
+    from flint import arb, fmpq, fmpq_mat
+
+    w, a = cert["witness"], cert["asserts"]
+    X = [[_q(v) for v in r] for r in w["inline"]["X"]]
+    gamma, beta = ([_q(v) for v in w["inline"][k][0]] for k in ("gamma", "beta"))
+    n, d = len(X), len(X[0])
+
+    def rank(rows: list[list[Fraction]]) -> int:
+        return int(fmpq_mat([[fmpq(v.numerator, v.denominator) for v in r] for r in rows]).rank())
+
+    C = [[v - sum(r, Fraction(0)) / d for v in r] for r in X]  # XP: each row centred
+    var = [sum((v * v for v in r), Fraction(0)) / d for r in C]
+    if not all(v > 0 for v in var):
+        raise Invalid("H1 fails: a row has variance 0")
+    if not rank(X + [[Fraction(1)] * d]) > rank(X):
+        raise Invalid("H2 fails: 1_d lies in the row space of X")
+    if not all(g != 0 for g in gamma):
+        raise Invalid("H3 fails: some gamma_j is 0")
+    arank_X = rank([r + [Fraction(1)] for r in X]) - 1
+    if arank_X != _int(a["arank_X"], 0, n, "asserted arank(X)"):
+        raise Invalid(f"arank(X) is {arank_X}, not {a['arank_X']}")
+    bound = _int(a["arank_LN_X_at_least"], arank_X + 1, n - 1, "asserted lower bound of arank(LN X)")
+    r_xp = rank(C)
+
+    def ball(q: Fraction) -> Any:
+        return arb(q.numerator) / q.denominator
+
+    with _precision(w["precision"]):
+        sigma = [ball(v).sqrt() for v in var]
+        if r_xp + 1 > n or not _nonzero_minor([[ball(v) for v in r] + [s] for r, s in zip(C, sigma)], r_xp + 1, d):
+            raise Invalid("H4 not shown: no minor of [XP | sigma] of size rank(XP) + 1 is certified non-zero")
+        LN = [[ball(v) / s * ball(g) + ball(b) for v, g, b in zip(r, gamma, beta)] + [arb(1)] for r, s in zip(C, sigma)]
+        if not _nonzero_minor(LN, bound + 1):
+            raise Invalid(f"arank(LN X) >= {bound} not shown: no {bound + 1}-minor of [LN X | 1] excludes 0")
+    return f"H1-H4 hold, arank(X) = {arank_X} < {bound} <= arank(LN X)"
+
+
 _METHODS = {"exact-rank": _rank_items, "factor-minors": _factor_minors, "attention-det": _attention,
-            "attention-det-ln": _attention_ln, "residual-minor": _residual, "head-sum-rank": _head_sum}
+            "attention-det-ln": _attention_ln, "residual-minor": _residual, "head-sum-rank": _head_sum,
+            "ln-affine-rank": _ln_affine}
 
 
 # ------------------------------------------------------------------ binding to the registry

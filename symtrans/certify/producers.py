@@ -647,14 +647,22 @@ def thm42_affine(ctx: Context) -> list[Evidence]:
                                 "arank_LN_X": lnmod.arank_q(rat)}}
     agree = (ce["arank_LN_X_reduction"] == ce["sympy_algebraic"]["arank_LN_X"] == ce["arank_X"] + 1
              and ce["rational_instance"]["arank_LN_X"] == ce["rational_instance"]["arank_X"] + 1)
+    dims = Dims(n=ctx.n, seed=ctx.seed)
+    g, b = ce["sympy_algebraic"]["gamma"], ce["sympy_algebraic"]["beta"]
+    cert = certificate("thm-4.2/affine-counterexample", dims,
+                       {"hypotheses": {"H1": True, "H2": True, "H3": True, "H4": True}, "arank_X": ce["arank_X"],
+                        "arank_LN_X_at_least": ce["arank_LN_X_reduction"]},
+                       {"method": "ln-affine-rank", "precision": 128,
+                        "inline": {"X": as_strings(X), "gamma": [[str(v) for v in g]], "beta": [[str(v) for v in b]]}},
+                       None)
     return [_ev("thm-4.2", "ln-affine-search", Verdict.FAILS if agree else Verdict.INCONCLUSIVE,
                 f"counterexample X = {X}: H1-H4 hold exactly, arank(X) = {ce['arank_X']} but arank(LN X) = "
                 f"{ce['arank_LN_X_reduction']} (three collinear rows on a line missing the origin; LN's division by "
                 "sigma_i bends the line). Minimal: n = 3 and d = 3 are the smallest sizes where it can happen, "
                 "entries in {-1, 0, 1}",
                 counterexample=ce, violated_hypothesis=None,
-                scope=Scope("instances", "one exact counterexample X (3 x 3, entries in {-1, 0, 1}) satisfying H1-H4"),
-                details={"search": res.to_dict(),
+                scope=_scope("thm-4.2/affine-counterexample", dims),
+                details={"search": res.to_dict(), "certificate": cert,
                          "verified_by": ["reduction arank(LN X) = rank[XP | sigma] - 1 with sigma decided in "
                                          "Q(sqrt m) (linear independence of square roots)",
                                          "LN(X) built in exact algebraic numbers, rank over the algebraic field (SymPy)",

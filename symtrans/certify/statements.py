@@ -63,11 +63,14 @@ STATEMENTS: dict[str, Statement] = {
     "thm-5.3/real-minors": Statement("thm-5.3", None, "thm53-real-weights", "certified", "residual-minor", True, True),
     "prop-6.2/identity-counterexample": Statement("prop-6.2", "prop-6.2/identity", "prop62-counterexample", "fails",
                                                   "head-sum-rank", False, True),
+    "thm-4.2/affine-counterexample": Statement("thm-4.2", None, "ln-affine-search", "fails", "ln-affine-rank", False,
+                                               True),
 }
 #: per producer: the statements a record of it must carry for its verdict (others it may carry are optional)
 REQUIRED = {"prop63-real-weights": ("prop-6.3/head-rank", "prop-6.3/attention-invertible"),
             "recovery-wo-real": ("thm-recovery/wo-rank",), "thm53-real-weights": ("thm-5.3/real-minors",),
-            "prop62-counterexample": ("prop-6.2/identity-counterexample",)}
+            "prop62-counterexample": ("prop-6.2/identity-counterexample",),
+            "ln-affine-search": ("thm-4.2/affine-counterexample",)}
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,18 @@ def expected(sid: str, dims: Dims) -> dict[str, Any]:
                               **{f"h{i}.{m}": ("inline", shapes[m]) for i in range(H2) for m in shapes if m != "X"}},
                    "heads": [{m: f"h{i}.{m}" for m in ("W_Q", "W_K", "W_V", "W_O")} for i in range(H2)]}
         asserts = {"rows_of_MHA": n2, "dim_sum_R": FREE, "det_sign": {str(i): FREE for i in range(H2)}}
+    elif sid == "thm-4.2/affine-counterexample":
+        text = ("H1-H4 hold at X (3 x 3) with the given gamma and beta, yet arank(LN X) >= arank(X) + 1, so "
+                "H1-H4 do not imply arank(LN X) = arank(X): LN(X)_ij = (x_ij - mean_i) / sigma_i gamma_j + beta_j, "
+                "sigma_i = sqrt(var_i) (eps = 0, as in the paper); H1 (var_i > 0), H2 (1_d not in rowspace X), "
+                "H3 (gamma_j != 0) and arank(X) = rank[X | 1] - 1 exactly over Q; H4 (sigma not in colspace XP) "
+                "and the lower bound by non-zero minors of [XP | sigma] and [LN X | 1] (Arb balls excluding 0)")
+        scope = {"kind": "instances", "description": "one exact counterexample X (3 x 3, entries in {-1, 0, 1}) "
+                 "satisfying H1-H4", "instances": []}
+        witness = {"method": st.method, "precision": FREE,
+                   "inline": {"X": ("inline", (3, 3)), "gamma": ("inline", (1, 3)), "beta": ("inline", (1, 3))}}
+        asserts = {"hypotheses": {"H1": True, "H2": True, "H3": True, "H4": True}, "arank_X": FREE,
+                   "arank_LN_X_at_least": FREE}
     else:  # pragma: no cover - every registered id has a branch
         raise KeyError(sid)
     return {"claim": st.claim, "reading": st.reading, "producer": st.producer, "statement": text, "scope": scope,
