@@ -61,7 +61,7 @@ SCHEMA = "symtrans-certificate/2"
 FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement", "scope", "asserts", "witness",
           "toolkit_version", "weights_hash", "digest")
 #: ball precision (bits) a witness may ask for: 2^40 made flint allocate until it crashed
-MIN_PRECISION, MAX_PRECISION = 16, 2048
+MIN_PRECISION, MAX_PRECISION = 16, 512
 #: an exact entry "p" or "p/q": at most this many digits each (a 3 MB digit string took a minute to parse)
 MAX_DIGITS = 64
 _ENTRY = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS))
