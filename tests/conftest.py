@@ -68,7 +68,7 @@ def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict,
 QUICK_MODULES = frozenset({"test_arch.py", "test_cli_formulas.py", "test_fibres.py", "test_graph_rules.py",
                            "test_group_spec.py", "test_certify_exact.py", "test_claims_registry.py",
                            "test_docs_gen.py"})
-HEAVY_FIXTURES = frozenset({"default_model", "example_report", "symbolic_report"})
+HEAVY_FIXTURES = frozenset({"default_model", "example_report", "symbolic_report", "small_certificates"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -76,3 +76,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (item.path.name in QUICK_MODULES and not HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("slow") is None):
             item.add_marker(pytest.mark.quick)
+
+
+@pytest.fixture(scope="session")
+def small_certificates() -> dict[str, Any]:
+    """The real-weight certificate records of the bundled model at n = 16 (as the report runs them, with their
+    context keys), produced once: producer name -> Evidence."""
+    from symtrans.evidence import Context, producers_for, run_producer
+
+    ctx = Context(model="default", n=16)
+    wanted = {"prop-6.3": "prop63-real-weights", "thm-recovery": "recovery-wo-real", "thm-5.3": "thm53-real-weights"}
+    out = {}
+    for cid, name in wanted.items():
+        (p,) = [p for p in producers_for(cid) if p.name == name]
+        (out[name],) = run_producer(p, ctx)
+    out["context"] = ctx
+    return out

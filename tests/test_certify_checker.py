@@ -8,7 +8,6 @@ import pytest
 import sympy as sp
 
 from symtrans.certify.checker import digest, verify_certificate
-from symtrans.certify.producers import Scope, certificate
 from symtrans.certify.real import (ATTENTION_PRECISION, MODULUS, LayerResidual, attention_det, embedding_input,
                                    head_factor_minors, head_product_minor, stacked_wo_rank)
 from symtrans.cli import main
@@ -26,137 +25,142 @@ def _reseal(cert):
     return cert
 
 
+N = 16  # small instances: every statement at n = 16 on the bundled model
+
+
+def _v(cert, **kw):
+    return verify_certificate(json.loads(json.dumps(cert)), **{"n": N, **kw})  # through JSON, as from a file
+
+
 @pytest.fixture(scope="module")
-def certs(weights):
-    """Small real-weight certificates of every witness method (one or two layers/heads each)."""
-    w = weights
-    wo = stacked_wo_rank(w.W_O[1].reshape(384, 384))
-    rank_cert = certificate("thm-recovery", "thm-recovery/wo", "t", "rank", Scope("instances", "layer 1"),
-                            {"rank": {"layer 1": wo["rank"]}},
-                            {"method": "exact-rank", "model": "default", "modulus": MODULUS,
-                             "matrices": {"layer 1": {"tensor": "W_O", "index": [1], "reshape": [384, 384]}}},
-                            w.weights_hash)
-    m = head_product_minor(w.W_V[2, 3], w.W_O[2, 3])
-    minor_cert = certificate("prop-6.3", None, "t", "rank", Scope("instances", "one head"),
-                             {"rank": {"layer 2 head 3": m["rank"]}},
-                             {"method": "product-minor", "model": "default",
-                              "items": {"layer 2 head 3": {"left": {"tensor": "W_V", "index": [2, 3]},
-                                                           "right": {"tensor": "W_O", "index": [2, 3]},
-                                                           "rows": m["rows"], "cols": m["cols"]}}},
-                             w.weights_hash)
-    f = head_factor_minors(w.W_V[2], w.W_O[2])[3]
-    factor_cert = certificate("prop-6.3", None, "t", "rank", Scope("instances", "one head"),
-                              {"rank": {"layer 2 head 3": f["rank"]}},
-                              {"method": "factor-minors", "model": "default", "modulus": MODULUS,
-                               "items": {"layer 2 head 3": {"left": {"tensor": "W_V", "index": [2, 3]},
-                                                            "right": {"tensor": "W_O", "index": [2, 3]},
-                                                            "rows": f["rows"], "cols": f["cols"]}}},
-                              w.weights_hash)
-    ids = list(range(2000, 2016))
-    det = attention_det(embedding_input(w, ids), w.W_Q[0, 1], w.W_K[0, 1], ATTENTION_PRECISION)
-    att_cert = certificate("prop-6.3", None, "t", "A invertible", Scope("instances", "n = 16"),
-                           {"det_sign": {"layer 0 head 1": 1 if det > 0 else -1}},
-                           {"method": "attention-det", "model": "default", "precision": ATTENTION_PRECISION,
-                            "input": {"ids": ids}, "items": {"layer 0 head 1": {"layer": 0, "head": 1}}},
-                           w.weights_hash)
-    res = LayerResidual(w.layer(4), 128, 3)
-    items, signs = {}, {}
-    for r in (1, 2, 3):
-        cols, d = res.minor(r)
-        items[f"layer 4 r {r}"] = {"layer": 4, "r": r, "cols": cols}
-        signs[f"layer 4 r {r}"] = 1 if d > 0 else -1
-    res_cert = certificate("thm-5.3", None, "t", "minor", Scope("instances", "layer 4"), {"minor_sign": signs},
-                           {"method": "residual-minor", "model": "default", "n": 128, "precision": 128,
-                            "items": items}, w.weights_hash)
-    return {"rank": rank_cert, "minor": minor_cert, "factors": factor_cert, "attention": att_cert,
-            "residual": res_cert}
+def records(small_certificates):
+    """The real-weight records (with their certificates) of the bundled model at n = 16 (conftest, produced once)."""
+    return {"prop63_real": small_certificates["prop63-real-weights"],
+            "recovery_real": small_certificates["recovery-wo-real"],
+            "thm53_real": small_certificates["thm53-real-weights"]}
+
+
+@pytest.fixture(scope="module")
+def certs(records):
+    """One certificate of every witness method on real weights."""
+    p63 = records["prop63_real"].details["certificates"]
+    return {"rank": records["recovery_real"].details["certificate"], "factors": p63[0], "attention": p63[1],
+            "ln": p63[2], "residual": records["thm53_real"].details["certificate"]}
 
 
 def test_real_certificates_verify(certs):
     for name, cert in certs.items():
-        ok, why = verify_certificate(json.loads(json.dumps(cert)))  # through JSON, as from a file
+        ok, why = _v(cert)
         assert ok, (name, why)
+    assert not _v(certs["factors"], n=N + 1)[0]  # another n: another statement (its scope names n)
 
 
 def test_digest_catches_any_edit(certs):
     cert = copy.deepcopy(certs["rank"])
     cert["statement"] += " "
-    assert verify_certificate(cert) == (False, "digest mismatch: the certificate was altered after it was written")
+    assert _v(cert) == (False, "digest mismatch: the certificate was altered after it was written")
 
 
 @pytest.mark.parametrize("name,path,value", [
     ("rank", ("asserts", "rank", "layer 1"), 383),
-    ("minor", ("asserts", "rank", "layer 2 head 3"), 31),
     ("factors", ("asserts", "rank", "layer 2 head 3"), 31),
     ("attention", ("asserts", "det_sign", "layer 0 head 1"), None),  # flipped
+    ("ln", ("asserts", "det_sign", "layer 0 head 4"), None),  # flipped
     ("residual", ("asserts", "minor_sign", "layer 4 r 2"), None),  # flipped
 ])
-def test_altered_assert_is_refused_by_recomputation(certs, name, path, value):
+def test_altered_assert_is_refused(certs, name, path, value):
     cert = copy.deepcopy(certs[name])
     node = cert
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = -node[path[-1]] if value is None else value
-    ok, why = verify_certificate(_reseal(cert))  # resealed: only the recomputation can catch it
+    ok, why = _v(_reseal(cert))  # resealed: only the registry or the recomputation can catch it
     assert not ok and "digest" not in why
+    assert ("differs from the asserted" in why) if value is None else ("the statement requires" in why)
 
 
 def test_altered_witness_is_refused(certs):
-    cert = copy.deepcopy(certs["minor"])
+    cert = copy.deepcopy(certs["factors"])
     item = cert["witness"]["items"]["layer 2 head 3"]
-    item["rows"][1] = item["rows"][0]  # a repeated row: the "minor" is singular / not a minor
-    assert not verify_certificate(_reseal(cert))[0]
-    cert = copy.deepcopy(certs["minor"])
-    cert["witness"]["items"]["layer 2 head 3"]["right"] = {"tensor": "W_O", "index": [2, 3], "rows": [0] * 32}
-    ok, why = verify_certificate(_reseal(cert))  # W_O replaced by 32 copies of its first row: rank 1
-    assert not ok and "determinant is 0" in why
+    item["rows"][1] = item["rows"][0]  # a repeated row is no minor
+    assert _v(_reseal(cert)) == (False, "layer 2 head 3 rows: indices are not distinct")
     cert = copy.deepcopy(certs["factors"])
     cert["witness"]["items"]["layer 2 head 3"]["right"] = {"tensor": "W_O", "index": [2, 3], "rows": [0] * 32}
-    ok, why = verify_certificate(_reseal(cert))  # the right factor of rank 1: its minor is singular
-    assert not ok and "right factor's minor has determinant 0" in why
-    cert = copy.deepcopy(certs["factors"])
-    cert["witness"]["items"]["layer 2 head 3"]["rows"][1] = cert["witness"]["items"]["layer 2 head 3"]["rows"][0]
-    assert not verify_certificate(_reseal(cert))[0]  # a repeated row is no minor
+    ok, why = _v(_reseal(cert))  # W_O replaced by 32 copies of its first row: not the statement's tensor
+    assert not ok and why.startswith("witness.items.layer 2 head 3.right: asserts 1 other (rows)")
     cert = copy.deepcopy(certs["factors"])
     cert["witness"]["modulus"] = 2**61  # not prime: mod-p ranks prove nothing
-    assert "not prime" in verify_certificate(_reseal(cert))[1]
+    assert _v(_reseal(cert)) == (False, f"modulus {2**61} is not prime")
     cert = copy.deepcopy(certs["residual"])
-    cert["witness"]["items"]["layer 4 r 3"]["cols"] = [0, 1, 2]  # X*_3 alone: the minor is not certified
+    cert["witness"]["items"]["layer 4 r 3"]["cols"] = [0, 1, 2]  # X*_3 alone: r + 1 = 4 columns are needed
+    assert _v(_reseal(cert)) == (False, "layer 4 r 3 cols: expected 4 indices")
     cert["witness"]["n"] = 10**9
-    assert not verify_certificate(_reseal(cert))[0]
+    ok, why = _v(_reseal(cert))
+    assert not ok and why.startswith("witness.n is 1000000000, the statement requires 16")
 
 
-def test_singular_inline_matrix_refused():
-    cert = certificate("c", None, "p", "s", Scope("instances", "d"), {"rank": {"M": 2}},
-                       {"method": "exact-rank", "inline": {"M": [["1", "2"], ["2", "4"]]}, "modulus": MODULUS}, None)
-    assert verify_certificate(cert) == (False, "rank of M is 1, not 2")
-    cert = certificate("c", None, "p", "s", Scope("instances", "d"), {"rank": {"M": 2}},
-                       {"method": "exact-rank", "inline": {"M": [["1", "0"], ["0", "1"]]}, "modulus": 91}, None)
-    assert verify_certificate(cert) == (False, "modulus 91 is not prime")
+def test_a_rank_deficient_layer_is_refused(certs, weights, tmp_path):
+    """The rank statement on a copy of the model whose layer-0 W_O lost a row: the checker recomputes 383."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from symtrans.numeric.weights import default_model_path
+
+    src = default_model_path()
+    dst = tmp_path / "doctored"
+    dst.mkdir()
+    shutil.copy(src / "config.json", dst / "config.json")
+    tensors = load_file(str(src / "model.safetensors"))
+    key = next(k for k in tensors if k.endswith("layer.0.attention.output.dense.weight"))
+    W = tensors[key].copy()
+    W[:, 5] = 0.5 * W[:, 3]  # exact in float32: column 5 of the [out, in] weight is row 5 of the stacked W_O
+    tensors[key] = W
+    save_file(tensors, str(dst / "model.safetensors"))
+    from symtrans.certify.modelfile import CheckedModel
+
+    m = CheckedModel(dst)
+    cert = copy.deepcopy(certs["rank"])
+    cert["weights_hash"] = m.weights_hash  # honest about the doctored model: the rank must still be recomputed
+    cert["witness"]["model"] = str(dst)
+    ok, why = _v(_reseal(cert), model=str(dst))
+    assert not ok and why == "layer 0: rank mod p is below 384; exact rank re-checked only up to 160 on a side"
+    assert np.linalg.matrix_rank(m.W_O_stack(0)) == 383
+
+
+def test_inline_matrices_are_refused_for_a_model_statement(certs):
+    cert = copy.deepcopy(certs["rank"])
+    cert["witness"]["inline"] = {"layer 1": [["1", "0"], ["0", "1"]]}
+    ok, why = _v(_reseal(cert))
+    assert not ok and "must name the model's tensors, not inline matrices" in why
 
 
 def test_altered_weights_hash_is_refused(certs):
     cert = copy.deepcopy(certs["rank"])
     cert["weights_hash"] = "0" * 64
-    ok, why = verify_certificate(_reseal(cert))
-    assert not ok and why.startswith("weights hash differs")
+    ok, why = _v(_reseal(cert))
+    assert not ok and why.startswith("the certificate is for another model")
 
 
-def test_verify_cli_exit_codes(certs, tmp_path, capsys):
+def test_verify_cli_exit_codes(certs, records, tmp_path, capsys):
+    from symtrans.cli.certify import write_certificates
+
     good = tmp_path / "good"
-    good.mkdir()
-    (good / "a.json").write_text(json.dumps(certs["minor"]))
-    assert main(["verify", str(good)]) == 0
-    bad = copy.deepcopy(certs["minor"])
+    write_certificates({"claims": [{"id": "prop-6.3", "evidence": [records["prop63_real"].to_dict()]}]}, str(good),
+                       n=N)
+    assert main(["verify", str(good), "--n", str(N)]) == 0
+    bad = copy.deepcopy(certs["factors"])
     bad["asserts"]["rank"]["layer 2 head 3"] = 33
-    (good / "b.json").write_text(json.dumps(bad))
+    (tmp_path / "b.json").write_text(json.dumps(bad))
     capsys.readouterr()
-    assert main(["verify", str(good)]) == 1
+    assert main(["verify", str(good / "prop63-real-weights-1.json"), str(tmp_path / "b.json"), "--n", str(N)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert sum("INVALID" in line for line in out) == 1 and "b.json" in next(l for l in out if "INVALID" in l)
+    assert main(["verify", str(good)]) == 1  # at the default n: the manifest and every statement say n = 16
     (tmp_path / "junk.json").write_text("{not json")
     assert main(["verify", str(tmp_path / "junk.json")]) == 2
     assert main(["verify", str(tmp_path / "missing")]) == 2
+    assert main(["verify", str(good), "--model", str(tmp_path / "nowhere")]) == 2
     assert "symtrans: error:" in capsys.readouterr().err
 
 
@@ -247,18 +251,20 @@ def test_prop62_refuting_certificate():
 
 
 def test_certify_out_then_verify(tmp_path, capsys):
-    """certify --out writes the refuting certificate of prop-6.2; verify accepts it, then refuses an edit."""
+    """certify --out writes the refuting certificate of prop-6.2 and a manifest; verify accepts, then refuses an edit."""
     out = tmp_path / "certs"
     assert main(["certify", "prop-6.2", "--model", "none", "--out", str(out)]) == 0
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["prop62-counterexample.json"]
+    assert files == ["MANIFEST.json", "prop62-counterexample.json"]
     assert main(["verify", str(out)]) == 0
-    data = json.loads((out / files[0]).read_text())
-    data["asserts"]["rows_of_MHA"] = 3  # n = 3 would not refute dim 3
-    (out / files[0]).write_text(json.dumps(_reseal(data)))
+    data = json.loads((out / files[1]).read_text())
+    data["asserts"]["dim_sum_R"] = 4
+    (out / files[1]).write_text(json.dumps(_reseal(data)))
     capsys.readouterr()
-    assert main(["verify", str(out / files[0])]) == 1
-    assert "INVALID" in capsys.readouterr().out
+    assert main(["verify", str(out / files[1])]) == 1
+    assert "INVALID: dim(sum R_h) is 3, not 4" in capsys.readouterr().out
+    assert main(["verify", str(out)]) == 1
+    assert "differs from the manifest's hash" in capsys.readouterr().out
 
 
 def test_certificates_on_another_checkpoint_verify(tmp_path):
@@ -272,18 +278,19 @@ def test_certificates_on_another_checkpoint_verify(tmp_path):
     ctx = Context(model=str(path), n=40)
     evs = [ev.to_dict() for f in (prop63_real, recovery_real, thm53_real) for ev in f(ctx)]
     out = tmp_path / "certs"
-    files, _ = write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
+    files, _ = write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out), n=40)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["prop63-real-weights-1.json", "prop63-real-weights-2.json", "prop63-real-weights-3.json",
-                     "recovery-wo-real.json", "thm53-real-weights.json"]
-    assert main(["verify", str(out)]) == 0
+    assert names == ["MANIFEST.json", "prop63-real-weights-1.json", "prop63-real-weights-2.json",
+                     "prop63-real-weights-3.json", "recovery-wo-real.json", "thm53-real-weights.json"]
+    assert main(["verify", str(out), "--model", str(path), "--n", "40"]) == 0
+    assert main(["verify", str(out), "--n", "40"]) == 1  # the bundled model is another model
     cert = json.loads((out / "thm53-real-weights.json").read_text())
     assert any(it["r"] in it["cols"] for it in cert["witness"]["items"].values())  # column r is exercised
     assert len(json.loads((out / "prop63-real-weights-2.json").read_text())["witness"]["input"]["ids"]) == 40
 
 
-def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
-    """The arb LayerNorm against the torch forward (float64), then an attention-det-ln certificate and a flip."""
+def test_layernorm_ball_encloses_torch(weights):
+    """The arb LayerNorm against the torch forward (float64), and the sign of a determinant through it."""
     from symtrans.certify.real import attention_det_ball, layernorm_ball
     from symtrans.numeric.forward import embed
 
@@ -292,15 +299,8 @@ def test_layernorm_ball_encloses_torch_and_its_certificate_checks(weights):
     ref = embed(w, ids).numpy()
     assert max(abs(float(X[i, j].mid()) - ref[i, j]) for i in range(16) for j in range(0, 384, 3)) < 1e-13
     det = attention_det_ball(X, w.W_Q[0, 4], w.W_K[0, 4], 128)
-    cert = certificate("prop-6.3", None, "t", "A invertible", Scope("instances", "n = 16"),
-                       {"det_sign": {"layer 0 head 4": 1 if det > 0 else -1}},
-                       {"method": "attention-det-ln", "model": "default", "precision": 128,
-                        "eps": float(w.arch.ln_eps), "input": {"ids": ids},
-                        "items": {"layer 0 head 4": {"layer": 0, "head": 4}}}, w.weights_hash)
-    assert verify_certificate(json.loads(json.dumps(cert)))[0]
-    cert["asserts"]["det_sign"]["layer 0 head 4"] *= -1
-    ok, why = verify_certificate(_reseal(cert))
-    assert not ok and "sign differs" in why
+    ref_det = np.linalg.det(np.exp((ref @ w.W_Q[0, 4].numpy()) @ (ref @ w.W_K[0, 4].numpy()).T / np.sqrt(32)))
+    assert 0 not in det and np.sign(ref_det) == (1 if det > 0 else -1)
 
 
 def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
@@ -327,8 +327,8 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
     assert int(torch.linalg.matrix_rank(lay["W_V"][3] @ lay["W_O"][3])) == certs[0]["asserts"]["rank"]["layer 1 head 3"]
     evs = [e.to_dict() for f in (prop63_real, thm53_real) for e in f(ctx)]
     out = tmp_path / "certs"
-    write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out))
-    assert main(["verify", str(out)]) == 0
+    write_certificates({"claims": [{"id": "c", "evidence": evs}]}, str(out), n=12)
+    assert main(["verify", str(out), "--model", str(path), "--n", "12"]) == 0
 
 
 def test_minor_nonzero_routes_fall_through_to_the_exact_determinant():

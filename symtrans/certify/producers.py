@@ -27,6 +27,7 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      prop51_witness, random_int_matrix, rank_sum_families,
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
+from symtrans.certify.statements import THM53_R, Dims, attention_n, expected
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer, producers_for
 
 __all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "run_certificates", "certificate"]
@@ -44,26 +45,43 @@ def _ev(claim: str, name: str, verdict: Verdict, summary: str, **kw: Any) -> Evi
                     dtype="exact", **kw)
 
 
-def certificate(claim: str, reading: str | None, producer_name: str, statement: str, scope: Scope,
-                asserts: dict[str, Any], witness: dict[str, Any], weights_hash: str | None) -> dict[str, Any]:
-    """A certificate dict (schema of :mod:`symtrans.certify.checker`), sealed with its digest.
+def certificate(statement_id: str, dims: Dims, asserts: dict[str, Any], witness: dict[str, Any],
+                weights_hash: str | None) -> dict[str, Any]:
+    """A certificate dict of a registered statement (schema of :mod:`symtrans.certify.checker`), sealed with its digest.
+
+    Claim, reading, producer, statement text and scope come from the trusted registry
+    (:func:`symtrans.certify.statements.expected`), the witness and asserts from the producer.
 
     Examples
     --------
     >>> from symtrans.certify.checker import verify_certificate
-    >>> c = certificate("c", None, "p", "rank 1", Scope("instances", "one matrix"), {"rank": {"M": 1}},
-    ...                 {"method": "exact-rank", "inline": {"M": [["1", "2"], ["2", "4"]]}, "modulus": 7}, None)
-    >>> verify_certificate(c)
-    (True, 'rank M = 1')
+    >>> (ev,) = prop62(Context(model=None))
+    >>> c = ev.details["certificate"]
+    >>> c["statement_id"], verify_certificate(c)[0]
+    ('prop-6.2/identity-counterexample', True)
     """
     from symtrans import __version__
     from symtrans.certify.checker import SCHEMA, digest
 
-    cert = {"schema": SCHEMA, "claim": claim, "reading": reading, "producer": producer_name,
-            "statement": statement, "scope": scope.to_dict(), "asserts": asserts, "witness": witness,
-            "toolkit_version": __version__, "weights_hash": weights_hash}
+    exp = expected(statement_id, dims)
+    cert = {"schema": SCHEMA, "statement_id": statement_id, "claim": exp["claim"], "reading": exp["reading"],
+            "producer": exp["producer"], "statement": exp["statement"], "scope": exp["scope"], "asserts": asserts,
+            "witness": witness, "toolkit_version": __version__, "weights_hash": weights_hash}
     cert["digest"] = digest(cert)
     return cert
+
+
+def _dims(w: Any, ctx: Context) -> Dims:
+    """The registry's parameters of a statement about the weights ``w`` under ``ctx``."""
+    return Dims(L=int(w.W_Q.shape[0]), H=int(w.W_Q.shape[1]), H_kv=int(w.W_V.shape[1]), d=int(w.W_Q.shape[2]),
+                d_k=int(w.W_Q.shape[3]), positions=int(w.pos.shape[0]) if getattr(w, "pos", None) is not None else None,
+                vocab=int(w.arch.vocab_size), n=ctx.n, seed=ctx.seed, label=str(ctx.model))
+
+
+def _scope(statement_id: str, dims: Dims) -> Scope:
+    """The registry's scope of a statement, as a record's :class:`Scope`."""
+    s = expected(statement_id, dims)["scope"]
+    return Scope(s["kind"], s["description"], tuple(s["instances"]))
 
 
 def _arch(name: str) -> Any:
@@ -213,7 +231,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             minors[f"layer {layer} head {h}"] = m
             if m["rank"] != k:
                 bad.append(f"layer {layer} head {h}")
-    n_att = min(ctx.n, int(w.pos.shape[0])) if getattr(w, "pos", None) is not None else ctx.n
+    n_att = attention_n(_dims(w, ctx))  # a model with fewer positions: its maximum
     ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
     X = embedding_input(w, ids)
     Xm, Xr = float_input_box(w, ids)
@@ -265,13 +283,9 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                f"({ln_prec}-bit balls: exact mean and variance, ball square root), then float64-verified on that "
                f"box (arb determinants where that cannot decide), bias-free scores as in the paper"
                + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
-    scope = Scope("model", f"every one of the {L * H} heads of {ctx.model} ({L} layers x {H}): rank part for "
-                  f"generic X of every rank; hypothesis A^h invertible checked at one exact input with n = {n_att}")
-    statement = (f"rank(W_V^h W_O^h) = d_k = {k} for every head: non-zero d_k x d_k minors of W_V^h and of W_O^h "
-                 "(determinants mod a prime, else exact over Z, of the weights scaled by powers of two) give "
-                 "rank W_V^h = rank W_O^h = d_k, so d_k >= rank(W_V^h W_O^h) >= d_k + d_k - d_k (Sylvester)")
-    certs = [certificate("prop-6.3", None, "prop63-real-weights", statement, scope,
-                         {"rank": {item: m["rank"] for item, m in minors.items()}},
+    dims = _dims(w, ctx)
+    scope = _scope("prop-6.3/head-rank", dims)
+    certs = [certificate("prop-6.3/head-rank", dims, {"rank": {item: m["rank"] for item, m in minors.items()}},
                          {"method": "factor-minors", "model": str(ctx.model), "modulus": MODULUS,
                           "items": {item: {"left": {"tensor": "W_V", "index": [int(item.split()[1]),
                                                                                kv[int(item.split()[3])]]},
@@ -280,22 +294,14 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                          w.weights_hash)]
     if not undecided:
         certs.append(certificate(
-            "prop-6.3", None, "prop63-real-weights",
-            f"A^h(X) invertible for every head at n = {n_att}: det exp(S^h / sqrt d_k) != 0 with "
-            "S^h = X W_Q^h (X W_K^h)^T exact, X = word[ids] + pos[:n] + type[0]; A^h = diag(1/row sums) exp(...)",
-            Scope("instances", f"one exact input, n = {n_att}, every layer and head", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: sign for item, (sign, _, _) in dets.items()}},
+            "prop-6.3/attention-invertible", dims, {"det_sign": {item: sign for item, (sign, _, _) in dets.items()}},
             {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
              "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
             w.weights_hash))
     if ln_dets and not ln_undecided:
         certs.append(certificate(
-            "prop-6.3", None, "prop63-real-weights",
-            f"A^h(X) invertible for every head of layer 0 at its real input X = LayerNorm(word[ids] + pos[:n] + "
-            f"type[0]) (n = {n_att}): det exp(X W_Q^h (X W_K^h)^T / sqrt d_k) != 0, enclosed through LayerNorm",
-            Scope("instances", f"layer 0 at one real input, n = {n_att}", (f"n={n_att} seed={ctx.seed}",)),
-            {"det_sign": {item: sign for item, (sign, _, _) in ln_dets.items()}},
+            "prop-6.3/attention-invertible-ln", dims, {"det_sign": {item: sign for item, (sign, _, _) in ln_dets.items()}},
             {"method": "attention-det-ln", "model": str(ctx.model), "precision": ln_prec, "eps": float(w.arch.ln_eps),
              "input": {"ids": ids, "form": "LayerNorm(word[ids] + pos[:n] + type[0]) with emb_ln_w, emb_ln_b"},
              "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
@@ -426,12 +432,9 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                     "numeric check decides this reading at storage precision",
                     model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n},
                     details={"rows": rows})]
-    scope = Scope("model", f"every layer (0..{L - 1}) of the model under test, at n = {ctx.n} (the fibre is "
-                  "n (H d_v - rank W_O))", tuple(f"layer {i}" for i in range(L)))
-    statement = (f"each layer's stacked W_O ({H * v} x {d}) has rank {min(H * v, d)} over Q, so Z -> Z W_O has "
-                 "fibre dimension n (H d_v - rank W_O) = 0")
-    cert = certificate("thm-recovery", "thm-recovery/wo", "recovery-wo-real", statement, scope,
-                       {"rank": {f"layer {r['layer']}": r["rank_WO"] for r in rows}},
+    dims = _dims(w, ctx)
+    scope = _scope("thm-recovery/wo-rank", dims)
+    cert = certificate("thm-recovery/wo-rank", dims, {"rank": {f"layer {r['layer']}": r["rank_WO"] for r in rows}},
                        {"method": "exact-rank", "model": str(ctx.model), "modulus": MODULUS,
                         "matrices": {f"layer {r['layer']}": {"tensor": "W_O", "index": [r["layer"]],
                                                              "reshape": [H * v, d]} for r in rows}},
@@ -497,10 +500,6 @@ def thm53_small(ctx: Context) -> list[Evidence]:
                          "rows": rows})]
 
 
-#: Strata r = 1..THM53_R certified on every layer of a real model (each costs about R^3 ball operations).
-THM53_R = 32
-
-
 @producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
           description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R", cost=4)
 def thm53_real(ctx: Context) -> list[Evidence]:
@@ -532,13 +531,9 @@ def thm53_real(ctx: Context) -> list[Evidence]:
             signs[key] = sign
             margins.append(margin)
     ok = not failed
-    scope = Scope("instances", f"every layer ({L}) of {ctx.model} at n = {ctx.n}, strata r = 1..{R} of "
-                  f"min(n, d) - 1 = {min(ctx.n, d) - 1}", tuple(f"layer {l}, r = 1..{R}" for l in range(L)))
-    cert = certificate("thm-5.3", None, "thm53-real-weights",
-                       "rank F(X*_r) >= r + 1 > r = rank X*_r, F(X) = X + sum_h softmax(X W_Q^h W_K^h^T X^T / "
-                       "sqrt d_k) X W_V^h W_O^h (bias-free), X*_r = sum_{i<r} e_i f_i^T: a non-zero (r+1)-minor "
-                       "(rows 0..r, the given columns); by analyticity the bad set is null on the rank-r stratum",
-                       scope, {"minor_sign": signs},
+    dims = _dims(w, ctx)
+    scope = _scope("thm-5.3/real-minors", dims)
+    cert = certificate("thm-5.3/real-minors", dims, {"minor_sign": signs},
                        {"method": "residual-minor", "model": str(ctx.model), "n": ctx.n, "precision": PRECISION,
                         "items": items}, w.weights_hash) if ok else None
     return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
@@ -575,14 +570,9 @@ def prop62(ctx: Context) -> list[Evidence]:
             mats = {f"h{i}.{m}": as_strings([getattr(h, m).row(j) for j in range(getattr(h, m).shape[0])])
                     for i, h in enumerate(heads) for m in ("W_Q", "W_K", "W_V", "W_O")}
             signs = {str(i): _attention_sign(X, h) for i, h in enumerate(heads)}
-            scope = Scope("open-set", "dim(sum_h R_h) > n is a strict rank excess, so it persists on an open "
-                          "neighbourhood of this (X, weights); rank MHA(X) <= n everywhere",
-                          (f"n = {n}, d_model = {d}, H = {H}, d_k = {k}",))
-            cert = certificate("prop-6.2", "prop-6.2/identity", "prop62-counterexample",
-                               "rank MHA(X) <= n < dim(R_1 + ... + R_H): MHA(X) has n rows; every A^h is invertible "
-                               "(det exp(S^h / sqrt d_k) != 0), so R_h = rowspace(X W_V^h W_O^h), and the stacked "
-                               "rational matrices have exact rank dim(sum R_h)", scope,
-                               {"rows_of_MHA": n, "dim_sum_R": dim, "det_sign": signs},
+            dims = Dims(n=ctx.n, seed=ctx.seed)
+            scope = _scope("prop-6.2/identity-counterexample", dims)
+            cert = certificate("prop-6.2/identity-counterexample", dims, {"rows_of_MHA": n, "dim_sum_R": dim, "det_sign": signs},
                                {"method": "head-sum-rank", "precision": 128, "X": "X",
                                 "inline": {"X": as_strings(X), **mats},
                                 "heads": [{m: f"h{i}.{m}" for m in ("W_Q", "W_K", "W_V", "W_O")}
@@ -656,14 +646,22 @@ def thm42_affine(ctx: Context) -> list[Evidence]:
                                 "arank_LN_X": lnmod.arank_q(rat)}}
     agree = (ce["arank_LN_X_reduction"] == ce["sympy_algebraic"]["arank_LN_X"] == ce["arank_X"] + 1
              and ce["rational_instance"]["arank_LN_X"] == ce["rational_instance"]["arank_X"] + 1)
+    dims = Dims(n=ctx.n, seed=ctx.seed)
+    g, b = ce["sympy_algebraic"]["gamma"], ce["sympy_algebraic"]["beta"]
+    cert = certificate("thm-4.2/affine-counterexample", dims,
+                       {"hypotheses": {"H1": True, "H2": True, "H3": True, "H4": True}, "arank_X": ce["arank_X"],
+                        "arank_LN_X_at_least": ce["arank_LN_X_reduction"]},
+                       {"method": "ln-affine-rank", "precision": 128,
+                        "inline": {"X": as_strings(X), "gamma": [[str(v) for v in g]], "beta": [[str(v) for v in b]]}},
+                       None)
     return [_ev("thm-4.2", "ln-affine-search", Verdict.FAILS if agree else Verdict.INCONCLUSIVE,
                 f"counterexample X = {X}: H1-H4 hold exactly, arank(X) = {ce['arank_X']} but arank(LN X) = "
                 f"{ce['arank_LN_X_reduction']} (three collinear rows on a line missing the origin; LN's division by "
                 "sigma_i bends the line). Minimal: n = 3 and d = 3 are the smallest sizes where it can happen, "
                 "entries in {-1, 0, 1}",
                 counterexample=ce, violated_hypothesis=None,
-                scope=Scope("instances", "one exact counterexample X (3 x 3, entries in {-1, 0, 1}) satisfying H1-H4"),
-                details={"search": res.to_dict(),
+                scope=_scope("thm-4.2/affine-counterexample", dims),
+                details={"search": res.to_dict(), "certificate": cert,
                          "verified_by": ["reduction arank(LN X) = rank[XP | sigma] - 1 with sigma decided in "
                                          "Q(sqrt m) (linear independence of square roots)",
                                          "LN(X) built in exact algebraic numbers, rank over the algebraic field (SymPy)",

