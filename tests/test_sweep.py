@@ -293,3 +293,22 @@ def test_sweep_json_schema_is_documented(zoo: dict[str, Any]) -> None:
     assert documented("sweep-row") == set(row) and documented("sweep-cell") == set(row["cells"][0])
     marker = json.loads((zoo["out"] / "tasks" / zoo["tasks"][0].folder / MARKER).read_text())
     assert documented("sweep-task") == set(marker)
+
+
+def test_cli_rerun_of_a_finished_sweep_runs_nothing(zoo: dict[str, Any], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import symtrans
+    import symtrans.sweeps
+    from symtrans.cli import main
+
+    assert symtrans.sweep is symtrans.sweeps.sweep  # the module's name does not shadow the function
+    out = tmp_path / "sweep"
+    shutil.copytree(zoo["out"], out)
+    before = (out / "tasks" / zoo["tasks"][0].folder / MARKER).read_text()
+    assert main(["sweep", str(zoo["enc"]), str(zoo["dec"]), "--n", str(N), "--out", str(out), "--engine", "local",
+                 "--device", "cpu", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 runs: 0 ran, 2 already done, 0 failed" in printed
+    assert (out / "tasks" / zoo["tasks"][0].folder / MARKER).read_text() == before
+    doc = json.loads((out / "aggregate" / "sweep.json").read_text())
+    assert [c["status"] for c in doc["columns"]] == ["done", "done"]
