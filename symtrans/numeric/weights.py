@@ -33,8 +33,7 @@ from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, 
                                shard_names)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES",
-           "safetensors_header", "describe_checkpoint"]
+           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -323,6 +322,8 @@ def _hash_files(files: list[Path]) -> str:
     _HASHES[key] = h.hexdigest()
     return _HASHES[key]
 
+
+__all__ += ["safetensors_header", "describe_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
 
 #: The bound on a safetensors header (the format's own limit is 100 MB): a longer one is refused unread.
 HEADER_MAX_BYTES = 100_000_000
