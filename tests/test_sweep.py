@@ -312,3 +312,35 @@ def test_cli_rerun_of_a_finished_sweep_runs_nothing(zoo: dict[str, Any], tmp_pat
     assert (out / "tasks" / zoo["tasks"][0].folder / MARKER).read_text() == before
     doc = json.loads((out / "aggregate" / "sweep.json").read_text())
     assert [c["status"] for c in doc["columns"]] == ["done", "done"]
+
+
+def test_ctrl_c_stops_the_local_pool_and_leaves_the_run_to_redo(zoo: dict[str, Any], tmp_path: Path) -> None:
+    """SIGINT while a pool worker runs a task: KeyboardInterrupt, no worker left, no marker, the task still pending."""
+    import multiprocessing
+    import os
+    import signal
+    import threading
+    import time
+
+    from symtrans.sweeps import RUNNING
+
+    out = tmp_path / "sweep"
+    tasks = plan([zoo["dec"]], ns=[N], seeds=[5], out=out, device="cpu")
+    running = out / "tasks" / tasks[0].folder / RUNNING
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 300
+        while not running.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt, daemon=True)
+    thread.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(tasks, out, engine="local", workers=1, progress=False)
+        time.sleep(30)  # not reached when the interrupt lands during the run
+    thread.join()
+    assert running.is_file(), "the interrupt came before the worker started the task"
+    assert multiprocessing.active_children() == []
+    assert not (out / "tasks" / tasks[0].folder / MARKER).exists()
+    assert pending(tasks, out) == tasks
