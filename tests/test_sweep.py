@@ -95,11 +95,14 @@ def test_plan_memory_from_the_header_counts_every_element(zoo: dict[str, Any]) -
     assert task.resources["num_cpus"] == 1 and task.resources["num_gpus"] == 0
 
 
-def test_memory_estimate_bounds_the_measured_peak(zoo: dict[str, Any]) -> None:
-    """Each finished task records its worker's peak resident set; the planned request was not smaller."""
-    for t, rec in zip(zoo["tasks"], zoo["records"]):
+def test_a_finished_task_records_its_peak_memory(zoo: dict[str, Any]) -> None:
+    """The marker records the process's peak resident set (here the test process's: the slow test bounds a
+    fresh worker's by the estimate)."""
+    import resource
+
+    for rec in zoo["records"]:
         assert rec["status"] == "done", rec
-        assert 0 < rec["peak_rss_bytes"] <= t.resources["memory"]
+        assert 0 < rec["peak_rss_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @pytest.mark.parametrize("defect, message", [

@@ -94,8 +94,11 @@ def test_ray_sweep_equals_the_serial_run_resumes_and_retries_a_killed_worker(
         watcher.join()
     assert killed, "the watcher saw no running task to kill"
     assert distributed.ok and distributed.ran == 3, distributed.failed
-    attempts = {t.key: json.loads((ray_out / "tasks" / t.folder / MARKER).read_text())["attempts"] for t in tasks}
-    assert sorted(attempts.values()) == [1, 1, 2]  # the killed task ran again, the others once
+    markers = [json.loads((out / "tasks" / t.folder / MARKER).read_text()) for out in (serial_out, ray_out)
+               for t in tasks]
+    assert sorted(m["attempts"] for m in markers[3:]) == [1, 1, 2]  # the killed task ran again, the others once
+    for t, m in zip(tasks * 2, markers):  # a fresh worker's measured peak is within the planned memory
+        assert 0 < m["peak_rss_bytes"] <= t.resources["memory"], (t.column, m["peak_rss_bytes"])
 
     ser, dist = _comparable(serial.aggregate), _comparable(distributed.aggregate)
     assert ser["columns"] == dist["columns"]
