@@ -193,6 +193,7 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
     _check_lists(models, ns, seeds, dtype, device)
     if not isinstance(num_cpus, int) or isinstance(num_cpus, bool) or num_cpus < 1:
         raise SymtransError(f"--cpus-per-task {num_cpus!r}: must be a positive integer")
+    check_sweep_dir(out)  # before the weights are hashed
     device = device or _auto_device()
     gpus = (1 if num_gpus is None else num_gpus) if device.startswith("cuda") else 0
     phash = producers_hash()
@@ -218,7 +219,6 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
                                              "memory": report_memory_bytes(arch, info["numel"], n),
                                              "num_gpus": gpus},
                                   dtype=dtype, device=device))
-    check_sweep_dir(out)
     return tasks
 
 
