@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
     "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
     "Context": "symtrans.evidence",
     "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",
+    "sweep": "symtrans.sweeps", "SweepResult": "symtrans.sweeps",
 }
 
 __all__ = ["__version__", "SymtransError", *_LAZY]

@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
     "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
+    "sweep": ("symtrans.cli.sweep", "one report per (model, n, seed) on Ray or a local pool, and their aggregate"),
 }
 
 
@@ -86,7 +87,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 #: commands (and the options that make them slow) that announce themselves and show progress
-SLOW: dict[str, tuple[str, ...]] = {"report": (), "check": (), "certify": (), "measure": (),
+SLOW: dict[str, tuple[str, ...]] = {"report": (), "check": (), "certify": (), "measure": (), "sweep": (),
                                     "group": ("--certify", "--verify")}
 
 

@@ -324,6 +324,103 @@ def _hash_files(files: list[Path], config: Path) -> str:
     return _HASHES[key]
 
 
+__all__ += ["safetensors_header", "describe_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
+
+#: The bound on a safetensors header (the format's own limit is 100 MB): a longer one is refused unread.
+HEADER_MAX_BYTES = 100_000_000
+
+
+def safetensors_header(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The tensor table of a safetensors file (name -> dtype, shape, offsets), read from its header alone.
+
+    Only the first ``8 + N`` bytes are read (a little-endian length ``N``, then
+    ``N`` bytes of JSON), so nothing of the weights is touched; a length past
+    the file or :data:`HEADER_MAX_BYTES`, a header that is not a JSON object of
+    tensor entries, or a negative size is refused in one line.
+
+    Examples
+    --------
+    >>> import json, struct, tempfile, os
+    >>> d = tempfile.mkdtemp(); f = os.path.join(d, "model.safetensors")
+    >>> head = json.dumps({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}).encode()
+    >>> _ = open(f, "wb").write(struct.pack("<Q", len(head)) + head + bytes(24))
+    >>> safetensors_header(f)["w"]["shape"]
+    [2, 3]
+    >>> _ = open(f, "wb").write(struct.pack("<Q", 10**6) + head)
+    >>> safetensors_header(f)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ...: not a safetensors file (its header says 1000000 bytes, the file has 73)
+    """
+    import struct
+
+    f = Path(path)
+    try:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            raw = fh.read(8)
+            (length,) = struct.unpack("<Q", raw) if len(raw) == 8 else (None,)
+            if length is None or length > min(size - 8, HEADER_MAX_BYTES):
+                raise SymtransError(f"{f}: not a safetensors file (its header says {length} bytes, "
+                                    f"the file has {size})")
+            text = fh.read(length)
+    except OSError as err:
+        raise SymtransError(f"{f}: cannot read the safetensors header ({err.strerror or type(err).__name__})") from None
+    try:
+        table = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise SymtransError(f"{f}: the safetensors header is not JSON ({_short(err)})") from None
+    if not isinstance(table, dict):
+        raise SymtransError(f"{f}: the safetensors header is not a JSON object")
+    out = {}
+    for name, entry in table.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(x, int) and x >= 0 for x in shape) \
+                or not isinstance(entry.get("dtype"), str):
+            raise SymtransError(f"{f}: tensor {name[:80]!r} has no valid dtype and shape in the header")
+        out[name] = entry
+    return out
+
+
+def describe_checkpoint(spec: Any, *, hash_weights: bool = True) -> dict[str, Any]:
+    """What a sweep plans with, before any weight is read: directory, files, element count, weights hash.
+
+    ``numel`` counts every tensor's elements from the safetensors headers
+    (:func:`safetensors_header`); ``weights_hash`` is the same SHA-256 over the
+    files that :func:`load_model` records (``None`` with ``hash_weights=False``);
+    ``revision`` is the hub commit when the directory is a hub snapshot.
+    Pickled checkpoints are refused (their size is unknown until unpickled).
+
+    Examples
+    --------
+    >>> d = describe_checkpoint("default")
+    >>> d["numel"] > 20_000_000, d["weights_hash"] == load_model("default").weights_hash
+    (True, True)
+    """
+    import re
+
+    check_model_dir(spec, name="model")
+    directory = _resolve_directory(str(spec))
+    files, fmt = _weight_files(directory, allow_pickle=False)
+    numel = stored = 0
+    for f in files:
+        for entry in safetensors_header(f).values():
+            count = 1
+            for x in entry["shape"]:
+                count *= x
+            numel += count
+            offsets = entry.get("data_offsets")
+            if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(x, int) for x in offsets):
+                stored += max(0, offsets[1] - offsets[0])
+    parts = directory.resolve().parts
+    revision = (parts[-1] if len(parts) >= 2 and parts[-2] == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", parts[-1])
+                else None)
+    return {"spec": str(spec), "directory": directory, "files": files, "numel": numel, "stored_bytes": stored,
+            "weights_hash": _hash_files(files) if hash_weights else None, "revision": revision}
+
+
 def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]:
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
