@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 
 from symtrans.certify.checker import digest, verify_certificate
-from symtrans.certify.real import (ATTENTION_PRECISION, MODULUS, LayerResidual, attention_det, embedding_input,
+from symtrans.certify.real import (MODULUS, LayerResidual, attention_det, embedding_input,
                                    head_factor_minors, head_product_minor, stacked_wo_rank)
 from symtrans.cli import main
 from symtrans.numeric import load_model
@@ -334,7 +334,7 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
 def test_minor_nonzero_routes_fall_through_to_the_exact_determinant():
     """det = 0 mod one prime (or both) is not det = 0: each route hands over to the next, and a true zero stays zero."""
     from symtrans.certify.exact import P
-    from symtrans.certify.real import MODULUS, _minor_nonzero
+    from symtrans.certify.real import _minor_nonzero
 
     assert _minor_nonzero(np.array([[3.0, 1.0], [1.0, 2.0]]))[1].startswith("float64-verified")
     close = np.array([[1.0, 1.0], [1.0, 1.0 + 2.0 ** -52]])  # det 2^-52: beyond the float64 inverse, not zero

@@ -29,15 +29,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from symtrans.errors import SymtransError
+
 __all__ = ["CheckedModel", "ModelError", "model_hash", "bundled_model_path", "open_model"]
 
 #: bounds on what a model directory may hold before anything is read (config.json, shard index)
 CONFIG_MAX_BYTES = 1 << 20
 #: largest dimension the checker accepts from a config (every real model is far below)
 MAX_DIM = 1 << 20
-
-
-from symtrans.errors import SymtransError
 
 
 class ModelError(SymtransError):
