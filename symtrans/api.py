@@ -286,8 +286,10 @@ class EvidenceList(list):  # type: ignore[type-arg]
     Examples
     --------
     >>> ev = certify_claims(["prop-5.1"])
-    >>> ev.verdicts()
-    {'prop-5.1': 'certified'}
+    >>> ev.verdicts()  # the record says certified; a written all-sizes proof with no file counts as supported
+    {'prop-5.1': 'supported'}
+    >>> ev[0].verdict.value
+    'certified'
     >>> "<table>" in ev._repr_html_()
     True
     """

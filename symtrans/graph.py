@@ -46,9 +46,13 @@ Examples
 (['d'], ['t'])
 >>> from symtrans.evidence import Evidence, Scope, Verdict
 >>> ev = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok",
-...               scope=Scope("all-sizes", "a proof"))
+...               scope=Scope("all-sizes", "a proof"), details={"certificate": {"schema": "a re-checkable file"}})
 >>> assess(g, {"t": [ev]})["t"].fully_certified
 True
+>>> text = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok",
+...                 scope=Scope("all-sizes", "a written proof"))
+>>> assess(g, {"t": [text]})["t"].verdict.value  # proved (text): no certificate file to re-check
+'supported'
 >>> few = Evidence(claim="t", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="ok",
 ...                scope=Scope("instances", "n = 3"))
 >>> assess(g, {"t": [few]})["t"].standing.value  # an instance certificate does not certify the claim
@@ -66,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import Evidence, PaperStatus, Verdict, combine_verdicts
+from symtrans.evidence import Evidence, PaperStatus, Scope, Verdict, combine_verdicts  # noqa: F401  (Scope: doctests)
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -369,6 +373,10 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
       set, so it counts as ``inconclusive``.
     * ``certified`` counts as ``certified`` only with the statement's full
       scope (:func:`full_scope`); an instance certificate counts as ``supported``.
+    * an ``all-sizes`` ``certified`` record counts as ``certified`` only when it
+      carries a certificate that ``symtrans verify`` re-checks
+      (:func:`has_certificate`); a written proof checked at small sizes inside
+      the producer is ``proved (text)`` and counts as ``supported``.
 
     Examples
     --------
@@ -389,7 +397,29 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
     if v is Verdict.CERTIFIED and kind not in full_scope(quantifier):
         what = ev.scope.description if ev.scope is not None else "scope not stated"
         return Verdict.SUPPORTED, f"instance certificate: certified on the listed instances only ({what})"
+    if v is Verdict.CERTIFIED and kind == "all-sizes" and not has_certificate(ev):
+        return Verdict.SUPPORTED, PROVED_TEXT
     return v, ""
+
+
+#: why an all-sizes record without a certificate file counts as supported (issue: evidence read from files)
+PROVED_TEXT = ("proved (text): the all-sizes argument is a written proof, checked inside the producer at small "
+               "sizes, with no certificate file that `symtrans verify` re-checks; it counts as supported")
+
+
+def has_certificate(ev: Evidence) -> bool:
+    """True when the record carries a certificate (``details["certificate"]`` or ``["certificates"]``) to re-check.
+
+    Examples
+    --------
+    >>> bare = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="s")
+    >>> has_certificate(bare), has_certificate(Evidence.from_dict({**bare.to_dict(), "details": {"certificate": {}}}))
+    (False, False)
+    >>> has_certificate(Evidence.from_dict({**bare.to_dict(), "details": {"certificate": {"schema": "x"}}}))
+    True
+    """
+    details = ev.details or {}
+    return bool(details.get("certificate")) or bool(details.get("certificates"))
 
 
 def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
@@ -547,7 +577,7 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
 
     Examples
     --------
-    >>> from symtrans.evidence import Verdict
+    >>> from symtrans.evidence import Scope, Verdict
     >>> g = ClaimGraph()
     >>> bad = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict=Verdict.FAILS, summary="no",
     ...                scope=Scope("all-sizes", "proof"))

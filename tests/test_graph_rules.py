@@ -21,6 +21,7 @@ def E(cid: str, verdict: Verdict, kind: str | None = None, **kw) -> Evidence:
         kw.setdefault("violated_hypothesis", "H1")
     if verdict is Verdict.CERTIFIED:
         kw.setdefault("scope", Scope("all-sizes", "a proof"))
+        kw.setdefault("details", {"certificate": {"schema": "a re-checkable file"}})  # not proved (text)
     return Evidence(claim=cid, producer=f"p-{cid}-{verdict.value}", kind=kind, verdict=verdict,
                     summary="test", **kw)
 
@@ -228,3 +229,13 @@ def test_count_records_is_the_reports_counting_for_records_that_ran_now() -> Non
     few = Evidence(claim="thm-5.3", producer="p", kind="symbolic", verdict=Verdict.CERTIFIED, summary="r = 1..3",
                    scope=Scope("instances", "r = 1..3"))
     assert count_records([few])["thm-5.3"].verdict is Verdict.SUPPORTED  # not the raw 'certified'
+
+
+def test_an_all_sizes_record_without_a_certificate_file_is_proved_text() -> None:
+    """A written proof checked at small sizes counts as supported, never certified (issue 26)."""
+    g = chain()
+    bare = E("a", Verdict.CERTIFIED, details={})
+    st = assess(g, {"a": [bare]})["a"]
+    assert st.verdict is Verdict.SUPPORTED and not st.fully_certified
+    assert st.evidence[0].counted_note.startswith("proved (text)")
+    assert assess(g, {"a": [E("a", Verdict.CERTIFIED)]})["a"].verdict is Verdict.CERTIFIED

@@ -60,8 +60,8 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     Examples
     --------
     >>> out = certify_claims(["prop-5.1"], model=None)
-    >>> out["claims"][0]["id"], out["claims"][0]["verdict"]
-    ('prop-5.1', 'certified')
+    >>> out["claims"][0]["id"], out["claims"][0]["verdict"]  # proved (text): no certificate file yet
+    ('prop-5.1', 'supported')
     >>> certify_claims(["prop-51"], model=None)
     Traceback (most recent call last):
     ...

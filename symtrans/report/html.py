@@ -257,6 +257,7 @@ def render_legend() -> str:
 
     Examples
     --------
+    >>> from symtrans.evidence import PaperStatus
     >>> legend = render_legend()
     >>> all(v.value in legend for v in Verdict) and all(s.value in legend for s in PaperStatus)
     True
