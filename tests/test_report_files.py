@@ -109,7 +109,14 @@ def test_markdown_lists_disagreements_first_with_margins_and_tolerances(mini, pr
     producers("tst-thm", Verdict.FAILS)
     md = render(build_report(Context(model=None), graph=mini), ["md"])["report.md"]
     head = md[: md.index("## Counts by verdict")]
-    assert "[tst-thm](#claim-tst-thm)" in head and "'proved'; the toolkit's evidence fails" in head
+    assert "[tst-thm](#claim-tst-thm)" in head
+    dis = head[head.index("## Where the toolkit and the paper disagree"):]
+    # the why column quotes the deciding evidence, not the generic "the toolkit's evidence fails"
+    assert "test evidence for tst-thm" in dis and "the toolkit's evidence fails" not in dis
+    overview = head[head.index("## Every claim and reading"):head.index("## Where the toolkit")]
+    assert all(f"[{cid}](#claim-{cid})" in overview for cid in mini.claims)
+    assert "| **supported** | 4.5 (decades at the cut) |" in overview
+    assert "literature results (assumed)" in overview  # not-run split: given and literature apart
     section = md[md.index("### tst-lemma"):md.index("### tst-lit")]
     assert "4.5 (decades at the cut)" in section and "1e-10: float64 rank cut" in section
     assert "| float64 |" in section
