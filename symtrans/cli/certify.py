@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
         return
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
-    p.add_argument("--model", default="default",
-                   help="model for certificates on real weights ('default' = bundled MiniLM; 'none' to skip them)")
+    from symtrans.cli import add_model_option
+
+    add_model_option(p, none=True)  # none: skip the certificates on real weights
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for real-weight certificates (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random witnesses (default 0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
