@@ -776,8 +776,8 @@ def check_args(args: Any) -> None:
         check_int(n, "--n", 2 if command in ("check", "measure", "group", "report") else 1)
     if command == "check" and get("claims"):
         check_claim_ids(get("claims"), CHECKED_CLAIMS)
-    if command == "certify" and get("ids"):
-        check_claim_ids(get("ids"), CERTIFIED_CLAIMS, "claim with certificates")
+    if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
+        check_claim_ids([*(get("ids") or []), *(get("claims") or [])], CERTIFIED_CLAIMS, "claim with certificates")
     if command == "claims" and get("id"):
         check_claim_ids([get("id")], ALL_CLAIMS)
     if command == "report" and get("out") is not None:

@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
         return
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
+    p.add_argument("--claims", nargs="+", metavar="ID", help="claim ids, as in `symtrans check --claims` (the same as "
+                   "the positional IDs)")
     from symtrans.cli import add_model_option
 
     add_model_option(p, none=True)  # none: skip the certificates on real weights
@@ -188,7 +190,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
-    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed, progress=True)
+    ids = [*args.ids, *(getattr(args, "claims", None) or [])]
+    out = certify_claims(ids, model=model, n=args.n, seed=args.seed, progress=True)
     if args.out:
         files, uncovered = write_certificates(out, args.out)
     if args.format == "json":
