@@ -344,3 +344,22 @@ def test_html_aside_is_collected_after_the_other_formats(mini, monkeypatch) -> N
     texts = render(report, ["html", "md", "json"])
     assert order == ["md", "json", "collect html"]
     assert list(texts) == ["report.html", "report.md", "report.json"] and texts["report.html"] == "<html/>"
+
+
+def test_many_edges_into_one_node_are_bundled_into_one_trunk() -> None:
+    from symtrans.report.html import BUNDLE_MIN, render_svg
+
+    report = build_report(Context(model=None))
+    svg = render_svg(report)
+    into = {v for v in report.graph.claims
+            if sum(1 for _, t, _ in report.graph.edges() if t == v) >= BUNDLE_MIN}
+    assert "framework-9" in into  # the paper's framework rests on 17 results
+    for v in report.graph.claims:
+        n_in = sum(1 for _, t, _ in report.graph.edges() if t == v)
+        paths = re.findall(rf'<path class="(edge[^"]*)"[^>]*data-to="{re.escape(v)}"[^>]*>', svg)
+        arrows = re.findall(rf'<path class="edge[^"]*"[^>]*data-to="{re.escape(v)}"[^>]*marker-end', svg)
+        if v in into:  # every edge is still drawn (the highlight script follows them), one arrow arrives
+            assert paths.count("edge bundled") == n_in and len(arrows) == 1, v
+            assert f'data-to="{v}" data-count="{n_in}"' in svg
+        else:
+            assert paths.count("edge") == n_in == len(arrows), v

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from symtrans.evidence import PaperStatus, Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
 from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, dependency_rows, device_text, evidence_cells,
                                  not_run_breakdown, number, overview_rows)
-from symtrans.report.layout import layout
+from symtrans.report.layout import layout, path_data
 from symtrans.report.mathtext import expression_mathml, latex_to_mathml
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
 
@@ -201,14 +201,25 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
                    "</marker>")
     out.append("</defs>")
     out.append('<g class="edges">')
-    for u, v, kind in g.edges():
-        if (u, v) not in lay.routes:
-            continue
+    drawn = [(u, v, kind) for u, v, kind in g.edges() if (u, v) in lay.routes]
+    hubs = _bundle_hubs(lay, drawn)
+    for u, v, kind in drawn:
         colour, dash, _ = EDGE_STYLE[kind]
-        out.append(f'<path class="edge" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
-                   f'd="{lay.path(u, v)}" '
-                   f'fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)} '
-                   f'marker-end="url(#{_esc(prefix)}arrow-{kind})"/>')
+        if v in hubs:  # one of many edges into v: it ends at v's hub, and the hub's trunk carries the arrow
+            *head, (p0, c1, _, _) = lay.routes[(u, v)]
+            hx, hy = hubs[v][0]
+            d, end, cls = path_data([*head, (p0, c1, (hx, hy - 30), (hx, hy))]), "", "edge bundled"
+        else:
+            d, end, cls = lay.path(u, v), f' marker-end="url(#{_esc(prefix)}arrow-{kind})"', "edge"
+        out.append(f'<path class="{cls}" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
+                   f'd="{d}" fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)}'
+                   f"{end}/>")
+    for v, ((hx, hy), top, count) in hubs.items():
+        out.append(f'<path class="edge-bundle" data-to="{_esc(v)}" data-count="{count}" d="M{hx:.1f},{hy:.1f} '
+                   f'L{hx:.1f},{top - 1:.1f}" stroke="#57606a" stroke-width="3.5" '
+                   f'marker-end="url(#{_esc(prefix)}arrow-statement)"><title>{count} dependencies of '
+                   f"{_esc(v)}, bundled</title></path>"
+                   f'<circle class="edge-hub" cx="{hx:.1f}" cy="{hy:.1f}" r="4" fill="#57606a"/>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for claim, status in report.items():
@@ -250,6 +261,29 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
         out.append("</g></a>")
     out.append("</g></svg>")
     return "".join(out)
+
+
+#: a node with at least this many drawn incoming edges gets them bundled into one trunk (framework-9 has 17)
+BUNDLE_MIN = 8
+
+
+def _bundle_hubs(lay: Any, drawn: list[tuple[str, str, str]]) -> dict[str, tuple[tuple[float, float], float, int]]:
+    """Per node with :data:`BUNDLE_MIN` or more incoming edges: its hub point above it, its top, the edge count.
+
+    The hub sits centred above the node, below the lowest source's bottom (so
+    every bundled curve still runs downwards into it).
+    """
+    into: dict[str, list[str]] = {}
+    for u, v, _ in drawn:
+        into.setdefault(v, []).append(u)
+    hubs = {}
+    for v, sources in into.items():
+        if len(sources) < BUNDLE_MIN:
+            continue
+        x, top = lay.pos[v]
+        lowest = max(lay.pos[u][1] + lay.node_h for u in sources)
+        hubs[v] = ((x + lay.node_w / 2, top - min(28.0, 0.5 * (top - lowest))), top, len(sources))
+    return hubs
 
 
 def _swatch_svg(fill: str, stroke: str, width: float, dash: str) -> str:
