@@ -176,7 +176,10 @@ def verify_paths(paths: list[str]) -> list[tuple[str, bool, str]]:
 
     # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
     loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
-    return [(str(f), *verify_certificate(data)) for f, data in loaded]
+    from symtrans.progress import track
+
+    return [(str(f), *verify_certificate(data))
+            for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
