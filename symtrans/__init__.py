@@ -35,7 +35,7 @@ _LAZY: dict[str, str] = {
     "check_claims": "symtrans.api", "certify_claims": "symtrans.api", "proof_graph": "symtrans.api",
     "proof_report": "symtrans.api",
     "EvidenceList": "symtrans.api", "InvarianceChecks": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",
-    "NotebookReport": "symtrans.api",
+    "NotebookReport": "symtrans.api", "InvarianceGroup": "symtrans.api",
     "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
     "Context": "symtrans.evidence",
     "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",

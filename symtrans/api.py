@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "measure", "check_claims",
            "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
-           "ProofGraph", "NotebookReport", "FormulaValue"]
+           "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup"]
 
 ALL_FORMATS = ("md", "json", "html", "dot")
 
@@ -74,6 +74,25 @@ def _html_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{_esc(c)}</td>" for c in r) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+#: the longest plain-text ``repr`` of an API result (a saved notebook keeps it beside the HTML display)
+REPR_MAX_CHARS = 4000
+
+
+def _bounded(lines: Sequence[str], more: str = ".to_dict() has everything") -> str:
+    """Join ``lines`` into a plain-text fallback of at most :data:`REPR_MAX_CHARS` characters.
+
+    Examples
+    --------
+    >>> len(_bounded(["x" * 100] * 1000)) <= REPR_MAX_CHARS
+    True
+    """
+    text = "\n".join(lines)
+    if len(text) <= REPR_MAX_CHARS:
+        return text
+    tail = f"\n... ({len(text) - REPR_MAX_CHARS} more characters; {more})"
+    return text[:REPR_MAX_CHARS - len(tail)].rsplit("\n", 1)[0] + tail
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -142,7 +161,7 @@ def load(model: Any = "default", *, dtype: str = "float64", device: str | None =
 
 # ----------------------------------------------------------------- the invariance group G
 def invariance_group(arch: str | os.PathLike[str] | Architecture = "bert-base", *, strict: bool = True) -> Any:
-    """The invariance group G of an architecture as a :class:`~symtrans.group.spec.GroupSpec` (its factors).
+    """The invariance group G of an architecture: its :class:`~symtrans.group.spec.GroupSpec`, with a notebook display.
 
     Examples
     --------
@@ -152,7 +171,55 @@ def invariance_group(arch: str | os.PathLike[str] | Architecture = "bert-base", 
     """
     from symtrans.group.spec import GroupSpec
 
-    return GroupSpec.from_arch(arch, strict=strict)
+    return InvarianceGroup(GroupSpec.from_arch(arch, strict=strict))
+
+
+@dataclass
+class InvarianceGroup:
+    """A :class:`~symtrans.group.spec.GroupSpec` that shows as a table of its factors in a notebook.
+
+    Every attribute and method of the spec is available on this object
+    (``factors``, ``to_dict()``, ``gauge_dimension_model()``, ...); ``spec``
+    is the spec itself.
+
+    Examples
+    --------
+    >>> G = invariance_group("gpt2")
+    >>> "<table>" in G._repr_html_(), len(repr(G)) <= REPR_MAX_CHARS
+    (True, True)
+    >>> len(repr(G).splitlines()) == 1 + len(G.factors)  # a header line, then one line per factor
+    True
+    """
+
+    spec: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "spec":
+            raise AttributeError(name)
+        return getattr(self.spec, name)
+
+    def _rows(self) -> tuple[dict[str, Any], list[list[Any]]]:
+        d = self.spec.to_dict()
+        def size(f: dict[str, Any]) -> str:
+            key = "dimension" if "dimension" in f else "order"
+            v = f.get(key) or {}
+            return f"{key} {v.get('value', v.get('expression', '?'))}" if isinstance(v, dict) else f"{key} {v}"
+
+        rows = [[f["name"], f["kind"], f["scope"], f["group"], size(f), f["status"]] for f in d["factors"]]
+        return d, rows
+
+    def __repr__(self) -> str:
+        d, rows = self._rows()
+        lines = [f"invariance group G of {d['arch']}: {len(rows)} factors, dimension {d['total_dimension']} "
+                 f"(gauge {d['gauge_dimension']})"]
+        lines += [f"  {r[0]:<26} {r[1]:<11} {r[2]:<6} {r[4]}: {r[3]}" for r in rows]
+        return _bounded(lines)
+
+    def _repr_html_(self) -> str:
+        d, rows = self._rows()
+        return (f"<p><b>invariance group G</b> of {_esc(d['arch'])}: dimension {_esc(d['total_dimension'])} "
+                f"(gauge {_esc(d['gauge_dimension'])})</p>"
+                + _html_table(["factor", "kind", "scope", "group", "dimension or order", "status"], rows))
 
 
 def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None = None,
@@ -183,6 +250,11 @@ class InvarianceChecks(list):  # type: ignore[type-arg]
     >>> "<table" in t._repr_html_()
     True
     """
+
+    def __repr__(self) -> str:
+        return _bounded([f"{len(self)} invariance checks"] + [
+            f"  {c.factor:<16} {c.dtype:<8} {c.verdict:<10} max rel change {c.max_rel_change:.2e} "
+            f"(tolerance {c.tolerance:.2e})" for c in self])
 
     def _repr_html_(self) -> str:
         return _html_table(["factor", "dtype", "expect", "max rel change", "tolerance", "verdict", "why"],
@@ -232,6 +304,14 @@ class Measurement:
     def to_dict(self) -> dict[str, Any]:
         """The full record as JSON-ready data (what ``symtrans measure --format json`` prints)."""
         return self.record.to_dict()
+
+    def __repr__(self) -> str:
+        rec = self.record
+        lines = [f"measure: {rec.model} ({rec.arch}, weights {rec.weights_hash[:12]}), n = {rec.n}, seed {rec.seed}, "
+                 f"{rec.dtype}"]
+        for r in self.rows():
+            lines.append("  " + ", ".join(f"{k} {_num(v) if isinstance(v, float) else v}" for k, v in r.items()))
+        return _bounded(lines)
 
     def _repr_html_(self) -> str:
         rec = self.record
@@ -334,6 +414,13 @@ class EvidenceList(list):  # type: ignore[type-arg]
         """Every record as JSON-ready data (``Evidence.to_dict``)."""
         return [e.to_dict() for e in self]
 
+    def __repr__(self) -> str:
+        from symtrans.report.fmt import one_line
+
+        return _bounded([f"{len(self)} evidence records"] + [
+            f"  {e.claim} / {e.producer}: {e.verdict.value}: {one_line(e.summary, 100)}" for e in self],
+            ".to_dicts() has everything")
+
     def _repr_html_(self) -> str:
         rows = []
         for e in self:
@@ -430,6 +517,9 @@ class ProofGraph:
         """``(claim, status)`` where the toolkit's verdict differs from the paper's status."""
         return self.report.disagreements()
 
+    def __repr__(self) -> str:
+        return "proof graph: " + _summary_lines(self.report)
+
     def _repr_html_(self) -> str:
         from symtrans.report.html import render_notebook
 
@@ -463,6 +553,15 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
                              None, {"n": n, "seed": seed, "device": device, "dtype": dtype}, g, assess(g, {})))
 
 
+def _summary_lines(report: Report) -> str:
+    """Counts by verdict and the disagreements, in two lines (the plain text of a report or graph)."""
+    counts = ", ".join(f"{v} {k}" for v, k in report.verdict_counts().items() if k)
+    certified = sum(1 for _, s in report.items() if s.fully_certified)
+    dis = [c.id for c, _ in report.disagreements()]
+    return (f"{len(report.statuses)} items: {counts}; fully certified {certified}\n"
+            f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
+
+
 def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None) -> Report:
     from symtrans.report import build_report
 
@@ -494,11 +593,10 @@ class NotebookReport:
 
     def summary(self) -> str:
         """The two lines ``symtrans report`` prints: counts by verdict, and the disagreements."""
-        counts = ", ".join(f"{v} {k}" for v, k in self.report.verdict_counts().items() if k)
-        certified = sum(1 for _, s in self.report.items() if s.fully_certified)
-        dis = [c.id for c, _ in self.report.disagreements()]
-        return (f"{len(self.report.statuses)} items: {counts}; fully certified {certified}\n"
-                f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
+        return _summary_lines(self.report)
+
+    def __repr__(self) -> str:
+        return _bounded(["proof-status report: " + self.summary()] + [f"  wrote {p}" for p in self.paths])
 
     def html(self) -> str:
         """The self-contained HTML page (``report.html``)."""

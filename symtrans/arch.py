@@ -30,9 +30,39 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
 from symtrans.validate import CONFIG_MAX_BYTES, MAX_SIZE, read_json_file
 
-__all__ = ["Architecture", "Size", "PRESETS", "get_arch", "from_config", "preset_names"]
+__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "default_n", "get_arch", "from_config",
+           "preset_names"]
 
 Size = Union[int, sp.Symbol]
+
+#: the sequence length of the paper's BertBase counts (§7.3: 360,448 = 512 x 11 x 64)
+PAPER_N = 512
+
+#: rotary scaling types transformers defines (``modeling_rope_utils.ROPE_INIT_FUNCTIONS`` plus ``default``) and
+#: the fields each requires; they change rotary frequencies only, so they matter to position-dependent results
+ROPE_TYPES: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor", "original_max_position_embeddings"),
+    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+    "proportional": (),
+}
+
+
+def default_n(max_positions: int) -> int:
+    """The sequence length formulas use when none is given: the paper's n, or a shorter context length.
+
+    A formula query at a 128k context (a Llama 3.1 config's ``max_position_embeddings``)
+    is rarely what is meant; ``--n`` / ``n=`` sets any other length.
+
+    Examples
+    --------
+    >>> default_n(512), default_n(131072), default_n(64)
+    (512, 512, 64)
+    """
+    return min(PAPER_N, max_positions)
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "norm_placement": ("post", "pre"),
@@ -48,8 +78,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 class Architecture:
     """One Transformer architecture, sizes exact or symbolic, immutable.
 
-    ``n`` is the sequence length the formulas are evaluated at; it defaults to
-    ``max_positions``. ``position_table`` is the number of rows of a learned
+    ``n`` is the sequence length the formulas are evaluated at; presets and
+    configs set it to :func:`default_n` (the paper's n = 512, or the context
+    length if shorter), never to a long context length. ``position_table`` is the number of rows of a learned
     position-embedding table (RoBERTa keeps two extra rows, so it has 514 rows
     for 512 usable positions). ``head_dim_tied`` records that the family's
     config derives the head width as ``d_model / H``, so ``H * d_k == d_model``
@@ -93,6 +124,7 @@ class Architecture:
     tied_lm_head: bool = True
     ln_eps: float = 1e-12
     head_dim_tied: bool = True
+    rope_scaling: tuple[tuple[str, Any], ...] = ()
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -227,7 +259,7 @@ def _bert_like(name: str, *, L: int, H: int, d_model: int, d_ff: int, vocab: int
                positions: int = 512, table: int | None = None, type_vocab: int = 2,
                family: str = "bert", pooler: bool = True, ln_eps: float = 1e-12) -> Architecture:
     return Architecture(
-        name=name, family=family, n=positions, L=L, H=H, H_kv=H, d_model=d_model,
+        name=name, family=family, n=default_n(positions), L=L, H=H, H_kv=H, d_model=d_model,
         d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab,
         max_positions=positions, position_table=table or positions,
         norm_placement="post", activation="gelu", attention="bidirectional",
@@ -238,7 +270,7 @@ def _bert_like(name: str, *, L: int, H: int, d_model: int, d_ff: int, vocab: int
 
 def _gpt2(name: str, *, L: int, H: int, d_model: int) -> Architecture:
     return Architecture(
-        name=name, family="gpt2", n=1024, L=L, H=H, H_kv=H, d_model=d_model,
+        name=name, family="gpt2", n=default_n(1024), L=L, H=H, H_kv=H, d_model=d_model,
         d_k=d_model // H, d_v=d_model // H, d_ff=4 * d_model, vocab_size=50257,
         max_positions=1024, position_table=1024, norm_placement="pre",
         activation="gelu_new", attention="causal", positional="learned",
@@ -250,7 +282,7 @@ def _llama_like(name: str, *, L: int, H: int, H_kv: int, d_model: int, d_ff: int
                 positions: int, family: str = "llama", ln_eps: float = 1e-5, qkv_bias: bool = False) -> Architecture:
     """Llama-style decoder: pre-RMSNorm, rotary positions, gated SiLU FFN, no biases (Qwen2: Q, K, V biases), untied head."""
     return Architecture(
-        name=name, family=family, n=positions, L=L, H=H, H_kv=H_kv, d_model=d_model,
+        name=name, family=family, n=default_n(positions), L=L, H=H, H_kv=H_kv, d_model=d_model,
         d_k=d_model // H, d_v=d_model // H, d_ff=d_ff, vocab_size=vocab, max_positions=positions,
         position_table=None, norm_placement="pre", norm="rmsnorm", activation="silu", ffn="gated",
         bias=False, qkv_bias=qkv_bias, attention="causal", positional="rotary", final_norm=True,
@@ -361,8 +393,9 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     (llama-like with biases on Q, K and V only: ``qkv_bias``). Structural
     options the toolkit does not model are refused with the key named:
     GPT-2's ``scale_attn_by_inverse_layer_idx`` or ``scale_attn_weights=false``,
-    a ``rope_scaling``/``rope_parameters`` type other than ``default``, a
-    ``partial_rotary_factor`` below 1.
+    a ``rope_type`` transformers does not define, a ``partial_rotary_factor``
+    below 1. A rotary scaling (Llama 3.x's ``llama3``, ``linear``, ``yarn``, ...)
+    is recorded in ``rope_scaling``; only position-dependent computations use it.
 
     Examples
     --------
@@ -415,14 +448,14 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
                 " (only 'absolute')")
         usable = positions - 2 if family == "roberta" else positions
         arch = Architecture(
-            **common, n=usable, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            **common, n=default_n(usable), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=usable, position_table=positions,
             activation=_activation(cfg.get("hidden_act", "gelu"), shown),
             type_vocab_size=_int_key(cfg, "type_vocab_size", shown, default=2, minimum=0), pooler=True,
             embedding_norm=True, ln_eps=_float_key(cfg, "layer_norm_eps", shown, 1e-12))
     elif family == "distilbert":
         arch = Architecture(
-            **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            **common, n=default_n(positions), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions,
             activation=_activation(cfg.get("activation", "gelu"), shown),
             positional="sinusoidal" if _bool_key(cfg, "sinusoidal_pos_embds", shown) else "learned",
@@ -434,7 +467,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             raise SymtransError(f"{shown}: scale_attn_weights=false is not modelled (scores are scaled by "
                                 "1/sqrt(d_k))")
         arch = Architecture(
-            **common, n=positions, H_kv=H, d_k=d_model // H, d_v=d_model // H,
+            **common, n=default_n(positions), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions, norm_placement="pre",
             activation=_activation(cfg.get("activation_function", "gelu_new"), shown),
             attention="causal", final_norm=True,
@@ -442,7 +475,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
-        _check_rope(cfg, shown)
+        rope_scaling = _check_rope(cfg, shown)
         bias = _bool_key(cfg, "attention_bias", shown)
         qkv_bias = family == "qwen2"
         if qkv_bias and bias:
@@ -452,13 +485,13 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
                 " (one bias flag covers attention and feed-forward)")
         arch = Architecture(
-            **common, n=positions, H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
+            **common, n=default_n(positions), H_kv=H_kv, d_k=int(head_dim), d_v=int(head_dim),
             max_positions=positions, position_table=None, norm_placement="pre",
             norm="rmsnorm", activation=_activation(cfg.get("hidden_act", "silu"), shown),
             ffn="gated", bias=bias, qkv_bias=qkv_bias, attention="causal",
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
-            ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False)
+            ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling)
     return arch.with_sizes(n=n) if n is not None else arch
 
 
@@ -511,8 +544,8 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
     rope = getattr(conf, "rope_parameters", None) or getattr(conf, "rope_scaling", None)
     if rope is None and getattr(conf, "rope_theta", None) is None:
         raise refuse("a position scheme other than rotary (field 'rope_parameters' absent)")
-    _check_rope({"rope_parameters": rope, "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)},
-                shown)
+    rope_scaling = _check_rope({"rope_parameters": rope,
+                                "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)}, shown)
     if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
         raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
     layer = _first_layer(transformers, conf, shown, refuse)
@@ -534,14 +567,14 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
     D = _int_key({"v": conf.hidden_size}, "v", f"{shown} (hidden_size)")
     head_dim = getattr(conf, "head_dim", None) or D // H
     return Architecture(
-        name=name, family=model_type, n=int(conf.max_position_embeddings),
+        name=name, family=model_type, n=default_n(int(conf.max_position_embeddings)),
         L=int(conf.num_hidden_layers), H=H, H_kv=int(getattr(conf, "num_key_value_heads", None) or H),
         d_model=D, d_k=int(head_dim), d_v=int(head_dim), d_ff=int(conf.intermediate_size),
         vocab_size=int(conf.vocab_size), max_positions=int(conf.max_position_embeddings), position_table=None,
         norm_placement="pre", norm="rmsnorm", activation=_activation(act, shown), ffn="gated",
         bias=rest, qkv_bias=qkv and not rest, attention="causal", positional="rotary", final_norm=True,
         tied_lm_head=bool(getattr(conf, "tie_word_embeddings", False)), ln_eps=float(conf.rms_norm_eps),
-        head_dim_tied=False, source=shown,
+        head_dim_tied=False, source=shown, rope_scaling=rope_scaling,
         notes=(f"model_type {model_type!r} mapped through transformers.AutoConfig and its layer modules "
                "(Llama-structured); the numeric forward is not verified for it",))
 
@@ -566,22 +599,48 @@ def _first_layer(transformers: Any, conf: Any, shown: str, refuse: Any) -> Any:
     raise refuse("a model without a 'layers' list of decoder layers")
 
 
-def _check_rope(cfg: dict[str, Any], path: str) -> None:
-    """Refuse rotary variants the numeric forward does not implement (naming the key)."""
+def _check_rope(cfg: dict[str, Any], path: str) -> tuple[tuple[str, Any], ...]:
+    """Read a config's rotary scaling (``rope_scaling`` / ``rope_parameters``): ``()`` for default rotary.
+
+    Every ``rope_type`` transformers defines is accepted with its required
+    fields (:data:`ROPE_TYPES`) and returned as sorted ``(field, value)`` pairs,
+    ``rope_theta`` left out (the numeric forward reads it). It changes rotary
+    frequencies only: position-independent formulas ignore it, and whatever
+    needs the frequencies (the numeric forward) refuses a type it does not
+    implement, naming it. An unknown type, a missing field or a
+    ``partial_rotary_factor`` below 1 is refused here, naming the key.
+
+    Examples
+    --------
+    >>> _check_rope({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    ...     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}, "c.json")[:2]
+    (('rope_type', 'llama3'), ('factor', 8.0))
+    >>> _check_rope({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, "c.json")
+    ()
+    """
+    found: tuple[tuple[str, Any], ...] = ()
     for key in ("rope_scaling", "rope_parameters"):
         value = cfg.get(key)
         if value is None:
             continue
         if not isinstance(value, dict):
-            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}")
+            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}"[:300])
         kind = value.get("rope_type", value.get("type", "default"))
-        if kind != "default":
-            raise SymtransError(f"{path}: {key} type {kind!r} is not modelled (only 'default' rotary positions)")
-        if value.get("partial_rotary_factor", 1.0) != 1.0:
+        if kind not in ROPE_TYPES:
+            raise SymtransError(f"{path}: {key}: " + suggest(str(kind)[:80], ROPE_TYPES, "rope_type"))
+        missing = [f for f in ROPE_TYPES[kind] if value.get(f) is None]
+        if missing:
+            raise SymtransError(f"{path}: {key} type {kind!r} needs field {missing[0]!r}")
+        if value.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
             raise SymtransError(f"{path}: {key}.partial_rotary_factor below 1 is not modelled")
+        if kind != "default":
+            found = (("rope_type", kind),) + tuple(sorted(
+                (k, tuple(v) if isinstance(v, list) else v) for k, v in value.items()
+                if k not in ("rope_type", "type", "rope_theta", "partial_rotary_factor")))
     if cfg.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
         raise SymtransError(f"{path}: partial_rotary_factor={cfg['partial_rotary_factor']!r} is not modelled "
                             "(rotary positions on every head dimension only)")
+    return found
 
 
 def _activation(name: Any, path: str) -> str:

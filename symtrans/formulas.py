@@ -35,7 +35,7 @@ from typing import Any
 
 import sympy as sp
 
-from symtrans.arch import Architecture, get_arch
+from symtrans.arch import PAPER_N, Architecture, default_n, get_arch
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import AUX_NAMES, LATEX_NAMES, SYMBOLS
 from symtrans.validate import MAX_SIZE, check_exact_digits
@@ -184,7 +184,7 @@ class Formula:
         for sym, value in arch_subs.items():
             if str(sym) in used or any(sym in aux_values[SYMBOLS[n]].free_symbols for n in subs if n in AUX_NAMES):
                 subs[str(sym)] = {"value": value, "source": "set by user" if str(sym) in arch_sizes
-                                  else f"architecture {a.name}"}
+                                  else _n_source(a) if str(sym) == "n" else f"architecture {a.name}"}
         # xreplace, not subs: every key is a Symbol and every value a number or an expression in the sizes, so
         # the plain replacement (then SymPy's automatic evaluation) is the substitution, at a fraction of the cost
         with_aux = expr.xreplace(aux_values)
@@ -193,6 +193,14 @@ class Formula:
         value = substituted if not substituted.free_symbols else None
         return FormulaValue(formula=self, arch=a, expression=expr, substituted=substituted,
                             value=value, substitutions=subs)
+
+
+def _n_source(a: Architecture) -> str:
+    """Where ``n`` came from when the user did not set it: the default (:func:`symtrans.arch.default_n`) or the arch."""
+    if isinstance(a.max_positions, int) and a.n == default_n(a.max_positions):
+        return (f"default n = {a.n} (the paper's n = {PAPER_N}, or the context length if shorter; "
+                "set another with --n / n=)")
+    return f"architecture {a.name}"
 
 
 def aux_defaults(arch: Architecture) -> dict[str, tuple[sp.Expr, str]]:
@@ -323,6 +331,9 @@ class FormulaValue:
         if self.substitutions:
             subs = ", ".join(f"{k}={v['value']}" for k, v in self.substitutions.items())
             lines.append(f"  substitutions: {subs}")
+        n = self.substitutions.get("n")
+        lines.append(f"  n:             {n['value']}, {n['source']}" if n else
+                     "  n:             not used (this value does not depend on the sequence length)")
         if self.value is None:
             lines.append(f"  value:         {self.substituted}  (symbolic: free sizes remain)")
         else:

@@ -772,11 +772,12 @@ def check_args(args: Any) -> None:
         check_int(get("layer_index"), "--layer-index", 0)
     n = get("n")
     if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
-        check_int(n, "--n", 2 if command == "check" else 1)
+        # a measurement needs two tokens (rank collapse is about n >= 2 rows); formula sizes may be 1
+        check_int(n, "--n", 2 if command in ("check", "measure", "group", "report") else 1)
     if command == "check" and get("claims"):
         check_claim_ids(get("claims"), CHECKED_CLAIMS)
-    if command == "certify" and get("ids"):
-        check_claim_ids(get("ids"), CERTIFIED_CLAIMS, "claim with certificates")
+    if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
+        check_claim_ids([*(get("ids") or []), *(get("claims") or [])], CERTIFIED_CLAIMS, "claim with certificates")
     if command == "claims" and get("id"):
         check_claim_ids([get("id")], ALL_CLAIMS)
     if command == "report" and get("out") is not None:
@@ -785,6 +786,9 @@ def check_args(args: Any) -> None:
         check_output_dir(get("out"), ("report.md", "report.json", "report.html", "report.dot"))
     model = get("model")
     arch = None
+    if isinstance(model, str) and model.lower() == "none" and get("model_none_ok") is False:
+        raise SymtransError(f"--model none: {command} needs a model (none means no model, as in "
+                            "`symtrans report --model none`); pass default, a model directory or a cached hub id")
     if isinstance(model, str) and model.lower() != "none":
         check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
         if n is not None or get("layer_index") is not None or get("depth") is not None:

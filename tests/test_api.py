@@ -94,3 +94,33 @@ def test_measure_rows_agree_with_the_trace():
     assert rows[2]["rank"] == numerical_rank(tr.layers[2].out).rank
     assert rows[2]["residual_ratio"] == pytest.approx(residual_ratio(tr.layers[2].out).ratio, rel=1e-12)
     assert "<table>" in m._repr_html_()
+
+
+def test_every_api_result_has_a_rich_display_and_a_bounded_plain_text(default_model):
+    """A saved notebook keeps the plain text beside the HTML: it must stay a few KB (it was 100-124 KB)."""
+    from symtrans.api import REPR_MAX_CHARS
+
+    results = {
+        "invariance_group": symtrans.invariance_group("bert-base"),
+        "verify_invariance": symtrans.verify_invariance(default_model, factors=["S_H"], dtypes=["float64"], n=6),
+        "measure": symtrans.measure(default_model, n=8),
+        "certify_claims": symtrans.certify_claims(["prop-5.1"]),
+        "proof_graph": symtrans.proof_graph(run=False),
+        "proof_report": symtrans.proof_report(model=None, run=False),
+    }
+    for name, result in results.items():
+        html, text = result._repr_html_(), repr(result)
+        assert "<table" in html or "<svg" in html or "<iframe" in html, name
+        assert 0 < len(text) <= REPR_MAX_CHARS, (name, len(text))
+    g = results["invariance_group"]
+    assert g.to_dict()["gauge_dimension"] == g.spec.gauge_dimension_model() == 1179648  # still the spec
+    assert all(f.name in repr(g) and f.name in g._repr_html_() for f in g.factors)
+    assert repr(results["proof_report"]).startswith("proof-status report: 35 items: not-run 35")
+
+
+def test_long_plain_text_is_cut_with_a_pointer_to_the_full_data():
+    from symtrans.api import REPR_MAX_CHARS, _bounded
+
+    text = _bounded([f"line {i} " + "x" * 80 for i in range(500)])
+    assert len(text) <= REPR_MAX_CHARS and text.endswith("more characters; .to_dict() has everything)")
+    assert _bounded(["short"]) == "short"

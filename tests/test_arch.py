@@ -153,9 +153,11 @@ def test_symbolic_preset_has_only_symbols() -> None:
 
 
 @pytest.mark.parametrize("preset", [p for p in preset_names() if p != "symbolic"])
-def test_n_defaults_to_max_positions(preset: str) -> None:
+def test_n_defaults_to_the_papers_n(preset: str) -> None:
+    from symtrans.arch import PAPER_N
+
     a = get_arch(preset)
-    assert a.n == a.max_positions
+    assert a.n == min(PAPER_N, a.max_positions) == min(512, a.max_positions)
     assert get_arch(preset, n=7).n == 7
     if a.positional in ("learned", "sinusoidal"):  # a position table bounds n
         with pytest.raises(SymtransError, match="exceeds"):
@@ -184,7 +186,8 @@ BAD_CONFIGS = [
     (json.dumps({"num_hidden_layers": 2}), "model_type"),
     (json.dumps(dict(SMALL_BERT, model_type="t5")), "unsupported model_type 't5'"),
     (json.dumps(dict(SMALL_BERT, model_type="qwen2", attention_bias=True)), "attention_bias=true"),
-    (json.dumps(dict(SMALL_BERT, model_type="llama", rope_scaling={"rope_type": "yarn"})), "'yarn' is not"),
+    (json.dumps(dict(SMALL_BERT, model_type="llama", rope_scaling={"rope_type": "yarn"})),
+     "type 'yarn' needs field 'factor'"),
     (json.dumps(dict(SMALL_BERT, model_type="llama", partial_rotary_factor=0.5)), "partial_rotary_factor"),
     (json.dumps(dict(SMALL_BERT, model_type="gpt2", n_layer=2, n_head=4, n_embd=64, n_positions=64,
                      scale_attn_by_inverse_layer_idx=True)), "scale_attn_by_inverse_layer_idx"),

@@ -71,7 +71,8 @@ def test_formula_json_integer_value(capsys: Any) -> None:
     a = get_arch("bert-base")
     assert data["name"] == "recovery-ambiguity"
     assert isinstance(data["value"], int) and data["value"] == formula("recovery-ambiguity", arch=a).value
-    assert data["substitutions"]["n"] == {"value": a.n, "source": "architecture bert-base"}
+    assert data["substitutions"]["n"]["value"] == a.n == 512
+    assert data["substitutions"]["n"]["source"].startswith("default n = 512 (the paper's n")
     assert {k for k in data["substitutions"]} == {"n", "H", "d_v"}
     assert data["provenance"]["origin"] == "paper" and data["provenance"]["claim"] == "thm-recovery"
     assert "fibre" in data["counts"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -18,16 +19,35 @@ from symtrans.numeric.weights import unwrap_model
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class Bridge:
-    """The duck-typed TransformerLens shape: the original HF model kept as ``original_model``.
+def _interop(name: str):
+    """The real library ``name`` (the ``interop`` extra); skipped where it cannot be imported, unless in CI."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(f"CI run without {name} (pip install -e '.[interop]'): {err}")
+        pytest.skip(f"{name} not installed (pip install -e '.[interop]')")
 
-    transformer-lens itself is not installed here (it pulls in wandb, datasets, pandas, ...), so this real
-    class stands in for ``TransformerBridge``; the HF model inside is real.
-    """
 
-    def __init__(self, model):
-        self.original_model = model
-        self.cfg = getattr(model, "config", None)
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A real tokenizer for booting wrappers offline (the bundled model's; the weights never see its ids)."""
+    import transformers
+
+    from symtrans.numeric.weights import default_model_path
+
+    return transformers.AutoTokenizer.from_pretrained(default_model_path())
+
+
+@pytest.fixture(scope="module")
+def bridges(models, tokenizer):
+    """TransformerLens 4.x ``TransformerBridge.boot_transformers`` on the local tiny GPT-2 and Llama directories."""
+    _interop("transformer_lens")
+    from transformer_lens.model_bridge import TransformerBridge
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return {family: TransformerBridge.boot_transformers(str(models[family][0]), device="cpu", tokenizer=tokenizer)
+            for family in ("gpt2", "llama")}
 
 
 @pytest.fixture(scope="module")
@@ -40,22 +60,49 @@ def models(tmp_path_factory):
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_models_with_a_head_and_wrapped_load_like_their_directory(models, family):
+def test_models_with_a_head_and_bridged_load_like_their_directory(models, bridges, family):
     path, model = models[family]
     ref = symtrans.load(path)
-    for obj in (model, Bridge(model), Bridge(Bridge(model))):
+    bridge = bridges[family]
+    assert any("._original_component." in k for k in bridge.original_model.state_dict())  # renamed by the bridge
+    for obj in (model, bridge):
         w = symtrans.load(obj)
         assert w.arch.family == ref.arch.family and w.source.startswith("<in-memory")
+        if obj is bridge:  # booted from the directory: named by the config's _name_or_path, hashed like its files
+            assert w.arch.name == str(path) and w.weights_hash == ref.weights_hash
+        else:  # built in memory, then saved: no _name_or_path, so named by its class and hashed by its tensors
+            assert w.arch.name == type(model).__name__ and w.weights_hash != ref.weights_hash
         for name in ("W_Q", "W_K", "W_V", "W_O", "W_in", "W_out", "word"):
             assert torch.equal(w.tensors[name], ref.tensors[name]), name
 
 
-def test_measure_and_check_claims_take_model_objects(models):
+def test_a_bert_bridge_loads_like_its_directory(tmp_path, tokenizer):
+    _interop("transformer_lens")
+    from transformer_lens.model_bridge import TransformerBridge
+
+    path, _ = random_checkpoint(tmp_path, "bert")
+    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
+    ref, w = symtrans.load(path), symtrans.load(bridge)
+    assert w.weights_hash == ref.weights_hash and torch.equal(w.W_O, ref.W_O) and torch.equal(w.W_in, ref.W_in)
+
+
+def test_a_modified_model_gets_its_own_hash(models):
+    import transformers
+
+    path, _ = models["gpt2"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    assert symtrans.load(model).weights_hash == symtrans.load(path).weights_hash
+    with torch.no_grad():
+        model.transformer.h[0].attn.c_attn.weight[0, 0] += 1
+    assert symtrans.load(model).weights_hash != symtrans.load(path).weights_hash
+
+
+def test_measure_and_check_claims_take_model_objects(models, bridges):
     path, model = models["llama"]
-    m = symtrans.measure(Bridge(model), n=8)
+    m = symtrans.measure(bridges["llama"], n=8)
     assert m.record.family == "llama" and m.rows()[0]["LN_hypotheses_hold"] is None  # RMSNorm: not measured
     assert m.record.profiles["full"].ranks == symtrans.measure(path, n=8).record.profiles["full"].ranks
-    ev = symtrans.check_claims(model, ["prop-6.3", "lit-dong", "thm-4.2"], n=12)
+    ev = symtrans.check_claims(bridges["llama"], ["prop-6.3", "lit-dong", "thm-4.2"], n=12)
     by = {e.producer: e for e in ev}
     assert by["head-subspace-dim"].verdict.value == "supported"
     for name in ("depth-sweep-pure-attention", "ln-real"):  # structural reasons, named
@@ -64,11 +111,33 @@ def test_measure_and_check_claims_take_model_objects(models):
 
 
 def test_nnsight_wrapper(models):
-    nnsight = pytest.importorskip("nnsight")
+    nnsight = _interop("nnsight")
     path, model = models["gpt2"]
     wrapped = nnsight.NNsight(model)
     assert unwrap_model(wrapped) is model
     assert torch.equal(symtrans.load(wrapped).W_O, symtrans.load(path).W_O)
+
+
+def test_a_lazy_nnsight_language_model_is_dispatched(models, tokenizer):
+    nnsight = _interop("nnsight")
+    path, _ = models["gpt2"]
+    lazy = nnsight.LanguageModel(str(path), tokenizer=tokenizer)
+    assert not lazy.dispatched and lazy._module.transformer.wte.weight.is_meta
+    m = symtrans.measure(lazy, n=8)  # dispatched as nnsight does on its first real run
+    assert lazy.dispatched
+    assert m.record.profiles["full"].ranks == symtrans.measure(path, n=8).record.profiles["full"].ranks
+    assert symtrans.load(lazy).weights_hash == symtrans.load(path).weights_hash
+
+
+def test_meta_weights_are_refused_in_one_line(models):
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(models["gpt2"][0])
+    with torch.device("meta"):
+        lazy = transformers.AutoModelForCausalLM.from_config(config)
+    with pytest.raises(SymtransError, match="weights are on the meta device") as err:
+        symtrans.load(lazy)
+    assert "\n" not in str(err.value)
 
 
 def test_verify_invariance_takes_a_model_object():
@@ -77,7 +146,9 @@ def test_verify_invariance_takes_a_model_object():
 
 
 def test_objects_that_hold_no_model_are_refused():
-    for bad in (Bridge.__new__(Bridge), object()):
+    from types import SimpleNamespace
+
+    for bad in (SimpleNamespace(original_model=None), object()):
         with pytest.raises(SymtransError, match="cannot read weights from"):
             symtrans.load(bad)
 

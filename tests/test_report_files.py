@@ -109,7 +109,14 @@ def test_markdown_lists_disagreements_first_with_margins_and_tolerances(mini, pr
     producers("tst-thm", Verdict.FAILS)
     md = render(build_report(Context(model=None), graph=mini), ["md"])["report.md"]
     head = md[: md.index("## Counts by verdict")]
-    assert "[tst-thm](#claim-tst-thm)" in head and "'proved'; the toolkit's evidence fails" in head
+    assert "[tst-thm](#claim-tst-thm)" in head
+    dis = head[head.index("## Where the toolkit and the paper disagree"):]
+    # the why column quotes the deciding evidence, not the generic "the toolkit's evidence fails"
+    assert "test evidence for tst-thm" in dis and "the toolkit's evidence fails" not in dis
+    overview = head[head.index("## Every claim and reading"):head.index("## Where the toolkit")]
+    assert all(f"[{cid}](#claim-{cid})" in overview for cid in mini.claims)
+    assert "| **supported** | 4.5 (decades at the cut) |" in overview
+    assert "literature results (assumed)" in overview  # not-run split: given and literature apart
     section = md[md.index("### tst-lemma"):md.index("### tst-lit")]
     assert "4.5 (decades at the cut)" in section and "1e-10: float64 rank cut" in section
     assert "| float64 |" in section
@@ -337,3 +344,22 @@ def test_html_aside_is_collected_after_the_other_formats(mini, monkeypatch) -> N
     texts = render(report, ["html", "md", "json"])
     assert order == ["md", "json", "collect html"]
     assert list(texts) == ["report.html", "report.md", "report.json"] and texts["report.html"] == "<html/>"
+
+
+def test_many_edges_into_one_node_are_bundled_into_one_trunk() -> None:
+    from symtrans.report.html import BUNDLE_MIN, render_svg
+
+    report = build_report(Context(model=None))
+    svg = render_svg(report)
+    into = {v for v in report.graph.claims
+            if sum(1 for _, t, _ in report.graph.edges() if t == v) >= BUNDLE_MIN}
+    assert "framework-9" in into  # the paper's framework rests on 17 results
+    for v in report.graph.claims:
+        n_in = sum(1 for _, t, _ in report.graph.edges() if t == v)
+        paths = re.findall(rf'<path class="(edge[^"]*)"[^>]*data-to="{re.escape(v)}"[^>]*>', svg)
+        arrows = re.findall(rf'<path class="edge[^"]*"[^>]*data-to="{re.escape(v)}"[^>]*marker-end', svg)
+        if v in into:  # every edge is still drawn (the highlight script follows them), one arrow arrives
+            assert paths.count("edge bundled") == n_in and len(arrows) == 1, v
+            assert f'data-to="{v}" data-count="{n_in}"' in svg
+        else:
+            assert paths.count("edge") == n_in == len(arrows), v

@@ -71,3 +71,49 @@ def test_rendered_dom_has_one_node_per_claim_and_the_legend(page: Path) -> None:
     legend = dom[dom.index('id="legend"'):dom.index('id="proof-graph"')]
     assert all(f">{v.value}<" in legend for v in Verdict) and all(f">{s.value}<" in legend for s in PaperStatus)
     assert "<script src" not in dom and 'href="http' not in dom  # self-contained
+
+
+_MEASURE = """<script>
+window.addEventListener('load', () => {
+  const svg = document.getElementById('proof-graph');
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const sizes = {};
+  for (const cls of ['nid', 'ntitle', 'tk']) {
+    sizes[cls] = Math.min(...[...svg.querySelectorAll('text.' + cls)]
+      .map(t => parseFloat(getComputedStyle(t).fontSize) * scale));
+  }
+  const out = document.createElement('pre');
+  out.id = 'measured';
+  out.textContent = JSON.stringify({scale: scale, sizes: sizes, innerWidth: window.innerWidth,
+    details: document.querySelectorAll('details.evidence').length,
+    coloured: document.querySelectorAll('tr.ev[data-verdict] td[style*="border-left-color"]').length,
+    overview: document.querySelectorAll('table.overview tr.ov').length});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_node_labels_render_at_11px_or_more_at_1350px(page: Path, tmp_path: Path, symbolic_report) -> None:
+    import json
+
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    profile = tempfile.mkdtemp(prefix="symtrans-chromium-")
+    try:
+        flags = [f for f in FLAGS if not f.startswith("--window-size")] + ["--window-size=1350,900"]
+        dom = subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+                              "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    m = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
+    assert m, "the measuring script did not run"
+    got = json.loads(m.group(1).replace("&quot;", '"'))
+    assert 1300 <= got["innerWidth"] <= 1400
+    assert got["scale"] > 0.99  # the graph keeps its own scale (the page scrolls it) instead of shrinking
+    assert all(size >= 11 for size in got["sizes"].values()), got["sizes"]
+    # evidence tables are collapsible and every row carries its verdict's colour; the overview lists everything
+    with_evidence = sum(1 for s in symbolic_report.statuses.values() if s.evidence)
+    assert got["details"] == with_evidence
+    assert got["coloured"] == sum(len(s.evidence) for s in symbolic_report.statuses.values())
+    assert got["overview"] == len(symbolic_report.statuses) + sum(len(s.readings)
+                                                                   for s in symbolic_report.statuses.values())

@@ -303,7 +303,7 @@ def test_report_md_and_json_agree_on_the_device(symbolic_report):
 
     md = render_markdown(symbolic_report)
     assert symbolic_report.to_json()["context"]["device"] is None
-    assert "device = null (auto" in md
+    assert "device = auto (CUDA if available" in md and "device = null" not in md
 
 
 @pytest.mark.parametrize("script", ["head_asymmetry.py", "dong_vs_residual.py"])

@@ -18,7 +18,8 @@ from typing import Any
 from symtrans import __version__
 from symtrans.errors import SymtransError
 
-__all__ = ["main", "run", "COMMAND_MODULES", "build_parser"]
+__all__ = ["main", "run", "COMMAND_MODULES", "build_parser", "add_model_option", "add_device_option",
+           "add_progress_options"]
 
 #: command name -> (module, one-line help). Modules are imported lazily.
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
@@ -80,20 +81,74 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             continue
         mod = importlib.import_module(module)
         mod.register(sub, name, help_text)
-        sp = sub.choices[name]
-        if not any("--quiet" in a.option_strings for a in sp._actions):
-            sp.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        add_progress_options(sub.choices[name])
     return parser
 
 
+def add_progress_options(p: argparse.ArgumentParser) -> None:
+    """``--progress {auto,on,off}`` and ``--quiet`` (= ``--progress off``), the same on every command.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_progress_options(p)
+    >>> _quiet(["--progress", "off"]), _quiet(["--quiet"]), _quiet(["--progress=on"])
+    (True, True, False)
+    """
+    if not any("--progress" in a.option_strings for a in p._actions):
+        p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                       help="progress on stderr: a bar on a terminal, timestamped lines otherwise (off = --quiet)")
+    if not any("--quiet" in a.option_strings for a in p._actions):
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr (= --progress off)")
+
+
+def _quiet(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for no progress (read before parsing, so the first line can be held back)."""
+    argv = list(argv)
+    return "--quiet" in argv or "--progress=off" in argv or any(
+        a == "--progress" and argv[i + 1:i + 2] == ["off"] for i, a in enumerate(argv))
+
+
+def add_model_option(p: argparse.ArgumentParser, *, default: str | None = "default", none: bool = False) -> None:
+    """``--model``, with one meaning on every command: "default" (the bundled model), a directory or cached hub id;
+    ``none`` = no model, accepted only where a command can run without one (``none=True``), refused elsewhere.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_model_option(p, none=True)
+    >>> p.parse_args(["--model", "none"]).model
+    'none'
+    """
+    what = '"default" (bundled all-MiniLM-L6-v2), a model directory, or a hub id in the local Hugging Face cache'
+    p.add_argument("--model", default=default, metavar="default|PATH|HUB-ID" + ("|none" if none else ""),
+                   help=what + ("; none: no model (symbolic producers only)" if none else ""))
+    p.set_defaults(model_none_ok=none)
+
+
+def add_device_option(p: argparse.ArgumentParser) -> None:
+    """``--device``, the same on every command: unset = CUDA when available, else CPU.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_device_option(p)
+    >>> p.parse_args([]).device is None
+    True
+    """
+    p.add_argument("--device", default=None, metavar="cpu|cuda|cuda:N",
+                   help="torch device (default: CUDA when available, else CPU)")
+
+
 #: commands (and the options that make them slow) that announce themselves and show progress
-SLOW: dict[str, tuple[str, ...]] = {"report": (), "check": (), "certify": (), "measure": (), "sweep": (),
-                                    "group": ("--certify", "--verify")}
+SLOW: dict[str, tuple[str, ...]] = {"report": (), "check": (), "certify": (), "verify": (), "measure": (),
+                                    "sweep": (), "group": ("--certify", "--verify", "--complete"),
+                                    "claims": ("--blocks",)}
 
 
 def _announce(command: str | None, argv: list[str]) -> None:
     """Print a first progress line for a slow command before its heavy imports (``--quiet`` silences it)."""
-    if command not in SLOW or "--quiet" in argv or "-h" in argv or "--help" in argv:
+    if command not in SLOW or _quiet(argv) or "-h" in argv or "--help" in argv:
         return
     triggers = SLOW[command]
     if triggers and not any(a in argv for a in triggers):
@@ -150,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from symtrans import progress
 
-        progress.configure(quiet="--quiet" in argv)
+        progress.configure(quiet=_quiet(argv))
         parser = build_parser(command if command in COMMAND_MODULES else None)
         args = parser.parse_args(argv)
         if args.command is None:
@@ -162,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _announce(command, argv)  # after validation: a refused command prints its one error line only
         # only now: while parsing, Python's default limit keeps int() of a huge argument cheap
         sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
-        progress.configure(quiet=bool(getattr(args, "quiet", False)))
+        progress.configure(quiet=bool(getattr(args, "quiet", False)) or getattr(args, "progress", "auto") == "off")
         return int(args.func(args) or 0)
     except SymtransError as err:
         from symtrans import progress

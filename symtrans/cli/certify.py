@@ -44,8 +44,11 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
         return
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
-    p.add_argument("--model", default="default",
-                   help="model for certificates on real weights ('default' = bundled MiniLM; 'none' to skip them)")
+    p.add_argument("--claims", nargs="+", metavar="ID", help="claim ids, as in `symtrans check --claims` (the same as "
+                   "the positional IDs)")
+    from symtrans.cli import add_model_option
+
+    add_model_option(p, none=True)  # none: skip the certificates on real weights
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for real-weight certificates (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random witnesses (default 0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -204,7 +207,10 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
         else:
             raise SymtransError(f"{spec}: no such file or directory")
     loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
-    return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed)) for f, data in loaded]
+    from symtrans.progress import track
+
+    return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed))
+                       for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -218,7 +224,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_certify(args: argparse.Namespace) -> int:
     model = None if args.model.lower() == "none" else args.model
-    out = certify_claims(args.ids, model=model, n=args.n, seed=args.seed, progress=True)
+    ids = [*args.ids, *(getattr(args, "claims", None) or [])]
+    out = certify_claims(ids, model=model, n=args.n, seed=args.seed, progress=True)
     if args.out:
         files, uncovered = write_certificates(out, args.out, n=args.n, seed=args.seed)
     if args.format == "json":

@@ -25,11 +25,13 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ": every claim a computation can "
                        "test, on the model's real weights (float64 by default)")
-    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2) or a model directory')
+    from symtrans.cli import add_device_option, add_model_option
+
+    add_model_option(p)
     p.add_argument("--claims", nargs="+", metavar="ID", help="only these claim ids (default: all checked claims)")
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the real inputs (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random tokens and inputs (default 0)")
-    p.add_argument("--device", default=None, help="torch device (default cpu)")
+    add_device_option(p)
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="dtype of weights and forward pass (rank decisions want float64)")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -76,6 +76,10 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         ids = g.impact(claim.id, args.depth)
     if args.format == "json":
         print(json.dumps({"id": claim.id, "query": args.query, "depth": args.depth, "claims": ids}, indent=2))
+    elif not ids:
+        print({"blocks": f"no blockers: no ancestor of {claim.id} lacks a positive verdict from the symbolic "
+                         "producers",
+               "rests-on": f"{claim.id} rests on nothing", "impact": f"nothing rests on {claim.id}"}[args.query])
     else:
         for i in ids:
             c = g.claims[i]

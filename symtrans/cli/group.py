@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--arch", help="preset name or path to a config.json")
-    p.add_argument("--model", help="'default' (bundled all-MiniLM-L6-v2) or a model directory")
+    from symtrans.cli import add_model_option
+
+    add_model_option(p, default=None)
     p.add_argument("--verify", action="store_true", help="numeric invariance, orbit and fibre checks on the weights")
     p.add_argument("--certify", action="store_true", help="exact SymPy certificates and breaking witnesses")
     p.add_argument("--complete", action="store_true",

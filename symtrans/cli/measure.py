@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     'hi there'
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--model", default="default", help='"default" (bundled all-MiniLM-L6-v2), a model directory, '
-                   "or a hub id in the local Hugging Face cache")
+    from symtrans.cli import add_device_option, add_model_option, add_progress_options
+
+    add_model_option(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="input text (tokenized with the model's tokenizer.json)")
     src.add_argument("--n", type=int, help="number of random tokens (default 128)")
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--layer-index", type=int, help="repeat this one layer's weights at every depth")
     p.add_argument("--ln", choices=("auto", "on", "off"), default="auto",
                    help="LayerNorm in the variants (auto: on for full only)")
-    p.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
+    add_device_option(p)
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR")
@@ -55,9 +56,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="load a pickled .bin/.pt checkpoint (with torch.load weights_only=True)")
     p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
                    help="read one layer at a time from safetensors (auto: checkpoints over 1 GiB)")
-    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                   help="progress on stderr: a bar on a terminal, timestamped lines otherwise (off = --quiet)")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_progress_options(p)
     p.set_defaults(func=_cmd_measure)
 
 

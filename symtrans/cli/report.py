@@ -23,15 +23,15 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ". Writes report.md, report.json, "
                        "report.html and report.dot into DIR, atomically (all of them, or none).")
-    p.add_argument("--model", default="default", metavar="default|PATH|none",
-                   help="model for the numeric producers: the bundled 'default', a model directory, or "
-                        "'none' for symbolic producers only (numeric ones are then listed as not-run)")
+    from symtrans.cli import add_device_option, add_model_option
+
+    add_model_option(p, none=True)  # none: symbolic producers only (numeric ones are then listed as not-run)
     p.add_argument("--out", default="symtrans-report", metavar="DIR",
                    help="output directory (new, empty, or holding only an earlier report)")
     p.add_argument("--format", default="md,json,html,dot", help="comma-separated: md, json, html, dot")
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for numeric checks (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed for numeric checks (default 0)")
-    p.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda (default: CUDA if available)")
+    add_device_option(p)
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="dtype for numeric checks (default float64: rank decisions need it)")
     p.add_argument("--previous", metavar="REPORT_JSON", default=None,
@@ -40,8 +40,6 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
                         "worker share the producers, most expensive first; the verdicts are the same)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress on stderr (a bar on a terminal, timestamped lines otherwise)")
     p.set_defaults(func=_cmd_report)
 
 
@@ -61,7 +59,7 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
     model = None if args.model == "none" else args.model
     return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                   progress=not args.quiet)
+                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -77,7 +75,7 @@ def _report_locked(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     check_output_dir(args.out)  # fail before minutes of checks, not after
     ctx = context_from_args(args)
-    report = build_report(ctx, previous=args.previous, progress=not args.quiet,
+    report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     paths = write_report(report, args.out, formats)
     counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)

@@ -721,6 +721,9 @@ def _layer_factors(a: Architecture) -> list[Factor]:
     rotary = a.positional == "rotary"
     if rotary and isinstance(a.d_k, int) and a.d_k % 2:
         raise SymtransError(f"{a.name}: rotary positions need an even head width, got d_k={a.d_k}")
+    if rotary and dict(a.rope_scaling).get("rope_type") == "longrope":  # other scalings keep frequencies distinct
+        raise SymtransError(f"{a.name}: rotary scaling 'longrope' is not modelled by the group (its per-dimension "
+                            "factors can make two frequencies equal, which enlarges the rotary commutant)")
     gqa_shrink = Breaking("grouped-query attention", "shrinks",
                           "K/V of key/value head g are shared by the H/H_kv query heads of its group, so one "
                           "matrix acts on the whole group: one factor per key/value head", gqa)

@@ -229,6 +229,10 @@ def structure(weights: Any) -> Structure:
                          causal=a.attention == "causal")
     theta = None
     if a.positional == "rotary":
+        if getattr(a, "rope_scaling", ()):
+            raise SymtransError(f"{a.name}: rotary scaling {dict(a.rope_scaling)['rope_type']!r} is not implemented "
+                                "by the numeric forward (default rotary frequencies only); formulas and the group "
+                                "do not depend on it")
         params = cfg.get("rope_parameters") or {}
         theta = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)) or 10000.0)
     window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None

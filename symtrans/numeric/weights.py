@@ -33,7 +33,7 @@ from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, 
                                shard_names)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "default_model_path", "unwrap_model", "expand_kv", "SUPPORTED_FAMILIES",
+           "resolve_dtype", "default_model_path", "unwrap_model", "module_state", "expand_kv", "SUPPORTED_FAMILIES",
            "storage_precision"]
 
 # per family: (prefixes tried, layer prefix, names of the per-layer tensors)
@@ -601,10 +601,7 @@ def unwrap_model(obj: Any) -> Any:
     --------
     >>> from symtrans.numeric.fixtures import random_model
     >>> m = random_model("gpt2")
-    >>> class Bridge:
-    ...     def __init__(self, model):
-    ...         self.original_model = model
-    >>> unwrap_model(Bridge(m)) is m
+    >>> unwrap_model(m) is m
     True
     >>> unwrap_model(3.5)
     Traceback (most recent call last):
@@ -613,6 +610,8 @@ def unwrap_model(obj: Any) -> Any:
     """
     current = obj
     for _ in range(5):
+        if getattr(current, "dispatched", None) is False and callable(getattr(current, "dispatch", None)):
+            _dispatch(current)  # a lazy nnsight model: its weights are still on the meta device
         if _is_hf_model(current, strict=True):
             return current
         inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
@@ -624,6 +623,57 @@ def unwrap_model(obj: Any) -> Any:
     raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
                         "a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight "
                         "wrapper")
+
+
+def _dispatch(wrapper: Any) -> None:
+    """Load a lazy nnsight model's real weights, as nnsight itself does on its first real run."""
+    try:
+        wrapper.dispatch()
+    except Exception as err:
+        raise SymtransError(f"cannot load the weights of the lazy {type(wrapper).__name__} (its weights are on the "
+                            f"meta device and dispatch() failed: {_short(err)}); build it with dispatch=True"
+                            ) from None
+
+
+#: the path segment TransformerLens 4.x's bridge inserts into the names of the modules it wraps
+#: (``transformer.wte._original_component.weight`` for the original ``transformer.wte.weight``)
+_BRIDGE_SEGMENT = "._original_component"
+
+
+def module_state(model: Any) -> dict[str, Any]:
+    """The tensors of an in-memory model under its ``transformers`` names, on a real device.
+
+    A TransformerLens 4.x bridge wraps each original module in place, so its
+    names carry ``._original_component``; those segments are removed (the
+    bridge's own extra tensors, such as split ``attn.q``, are ignored by the
+    reader, which asks for the original names). Weights on the meta device
+    (a model built lazily, without its weights) are refused in one line.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import random_model
+    >>> sorted(module_state(random_model("gpt2")))[:2]
+    ['h.0.attn.c_attn.bias', 'h.0.attn.c_attn.weight']
+    >>> import torch
+    >>> with torch.device("meta"):
+    ...     lazy = random_model("gpt2")
+    >>> module_state(lazy)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: GPT2Model: its weights are on the meta device (built without loading them): load them first (nnsight: LanguageModel(path, dispatch=True) or .dispatch(); transformers: from_pretrained without a meta device map)
+    """
+    import torch
+
+    state: dict[str, Any] = {}
+    for key, value in model.state_dict().items():
+        if not torch.is_tensor(value):
+            continue
+        if value.is_meta:
+            raise SymtransError(f"{type(model).__name__}: its weights are on the meta device (built without loading "
+                                "them): load them first (nnsight: LanguageModel(path, dispatch=True) or .dispatch(); "
+                                "transformers: from_pretrained without a meta device map)")
+        state.setdefault(key.replace(_BRIDGE_SEGMENT, ""), value.detach())
+    return state
 
 
 def _is_hf_model(obj: Any, strict: bool) -> bool:
@@ -996,25 +1046,57 @@ def _position_offset(family: str, config: dict[str, Any]) -> int:
 
 
 def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
-    """Read an in-memory ``transformers`` model (BertModel, RobertaModel, DistilBertModel)."""
+    """Read an in-memory ``transformers`` model, named by its config's ``_name_or_path`` and hashed like its files.
+
+    When ``_name_or_path`` is a local model directory whose weights convert to
+    exactly these tensors, the weights hash is that directory's file hash (the
+    same model loaded either way gets one hash); otherwise (a modified or
+    hub-named model) it is a SHA-256 over the tensors' names and bytes.
+    """
     import tempfile
 
+    import torch
+
+    state = module_state(model)
     cfg = model.config.to_dict()
+    where = type(model).__name__
+    name = str(getattr(model.config, "name_or_path", "") or cfg.get("_name_or_path") or where)
+    cfg["_name_or_path"] = name
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
-    import torch
-
-    state = {k: v.detach() for k, v in model.state_dict().items() if torch.is_tensor(v)}
-    where = type(model).__name__
     ckpt = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
     tensors = ckpt.all_tensors()
-    h = hashlib.sha256()
-    for k in sorted(state):
-        h.update(k.encode())
-        h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return ModelWeights(arch, tensors, f"<in-memory {where}>", h.hexdigest(), dt, dev, arch.family, cfg,
+    weights_hash = _same_as_directory(name, tensors, dt, dev)
+    if weights_hash is None:
+        h = hashlib.sha256()
+        for k in sorted(state):
+            h.update(k.encode())
+            h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        weights_hash = h.hexdigest()
+    return ModelWeights(arch, tensors, f"<in-memory {where} {name}>", weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
+
+
+def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) -> str | None:
+    """The file hash of local model directory ``name`` if its weights load to exactly ``tensors``, else None."""
+    import torch
+
+    directory = Path(name)
+    if not (directory / "config.json").is_file() or not any(
+            (directory / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json")):
+        return None
+    try:
+        ref = load_model(directory, dtype=dt, device=str(dev))
+    except SymtransError:
+        return None
+    def equal(a: Any, b: Any) -> bool:
+        if torch.is_tensor(a) and torch.is_tensor(b):
+            return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+        return a is None and b is None
+
+    same = set(ref.tensors) == set(tensors) and all(equal(ref.tensors[k], tensors[k]) for k in tensors)
+    return ref.weights_hash if same else None
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -17,18 +17,19 @@ from typing import Any
 
 from symtrans.evidence import Evidence
 
-__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows", "device_text"]
+__all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows", "device_text", "OVERVIEW_COLUMNS",
+           "overview_rows", "not_run_breakdown", "one_line"]
 
 
 def device_text(device: str | None) -> str:
-    """The requested device as report.md and report.html show it, in report.json's words (``null`` = unset).
+    """The requested device as report.md and report.html show it (unset: ``auto``; report.json writes ``null``).
 
     Examples
     --------
     >>> device_text(None), device_text("cpu")
-    ('null (auto: CUDA if available, else CPU)', 'cpu')
+    ('auto (CUDA if available, else CPU; unset, null in report.json)', 'cpu')
     """
-    return "null (auto: CUDA if available, else CPU)" if device is None else str(device)
+    return "auto (CUDA if available, else CPU; unset, null in report.json)" if device is None else str(device)
 
 #: column key -> header, in table order
 EVIDENCE_COLUMNS: dict[str, str] = {
@@ -124,3 +125,106 @@ def dependency_rows(claim: Any, status: Any, graph: Any) -> list[tuple[str, list
              ("rests on failed", list(status.failed_ancestors), True),
              ("assumes external results", list(status.external_ancestors), False)]
     return rows + [r for r in later if r[1]]
+
+
+#: column key -> header of the overview table that opens report.md and report.html
+OVERVIEW_COLUMNS: dict[str, str] = {
+    "item": "claim / reading", "kind": "kind", "verdict": "verdict", "margin": "margin", "scope": "scope",
+    "reason": "reason (from the evidence)",
+}
+
+
+def one_line(text: str, limit: int = 140) -> str:
+    """The first sentence of ``text`` on one line, at most ``limit`` characters.
+
+    Examples
+    --------
+    >>> one_line("rank 12 of 12. The rest is detail.")
+    'rank 12 of 12'
+    >>> one_line("x" * 200, 10)
+    'xxxxxxxxx…'
+    """
+    flat = " ".join(str(text).split())
+    cut = flat.find(". ")
+    flat = flat[:cut] if cut > 0 else flat.rstrip(".")
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def _deciding(entries: Any, verdict: Any) -> Any:
+    """The record that set ``verdict`` (the first current one counted as it), else the first current record."""
+    current = [e for e in entries if not e.stale]
+    for e in current:
+        if (e.counted_as or e.evidence.verdict) == verdict:
+            return e
+    return current[0] if current else None
+
+
+def _row(item: str, kind: str, claim: Any, verdict: Any, entries: Any, failed: Any = ()) -> dict[str, str]:
+    e = _deciding(entries, verdict)
+    margin = scope = ""
+    if verdict.value == "not-run" and (claim.given or claim.external or e is None):
+        reason = ("definition or hypothesis: stated, not checked" if claim.given else
+                  "literature: an external result the paper assumes" if claim.external else
+                  "no check ran" + (" (every record is stale)" if entries else ""))
+    elif e is None:
+        reason = verdict.value
+    else:
+        ev = e.evidence
+        margin = number(ev.margin) + (f" ({ev.margin_meaning})" if ev.margin is not None and ev.margin_meaning else "")
+        scope = ev.scope.kind if ev.scope is not None else ""
+        reason = f"{ev.producer}: {one_line(ev.summary)}"
+        if ev.violated_hypothesis:
+            reason += f" [violated: {one_line(ev.violated_hypothesis, 60)}]"
+    if failed:
+        reason = f"rests on failed {', '.join(failed)}; " + reason
+    return {"item": item, "kind": kind, "verdict": verdict.value, "margin": margin, "scope": scope, "reason": reason}
+
+
+def overview_rows(report: Any) -> list[dict[str, str]]:
+    """One row per claim and per reading: verdict, margin, scope, a one-line reason from its evidence.
+
+    ``level`` is 0 for a claim, 1 for one of its readings; ``claim`` is the
+    claim id (for links).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> rows = overview_rows(build_report(Context(model=None)))
+    >>> r = next(r for r in rows if r["item"] == "H4")
+    >>> r["verdict"], r["reason"]
+    ('not-run', 'definition or hypothesis: stated, not checked')
+    >>> any(r["level"] == 1 for r in rows)  # readings under their claims
+    True
+    """
+    rows: list[dict[str, Any]] = []
+    for claim, status in report.items():
+        row = _row(claim.id, claim.kind, claim, status.verdict, status.evidence, status.failed_ancestors)
+        rows.append(dict(row, level=0, claim=claim.id))
+        for r in status.readings:
+            rows.append(dict(_row(r.id, "reading", claim, r.verdict, r.evidence), level=1, claim=claim.id))
+    return rows
+
+
+def not_run_breakdown(report: Any) -> str:
+    """The not-run count split: definitions and literature (nothing to run) apart from claims awaiting evidence.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> not_run_breakdown(build_report(Context(model=None))).startswith("not-run ")
+    True
+    """
+    given = external = waiting = 0
+    for claim, status in report.items():
+        if status.verdict.value != "not-run":
+            continue
+        if claim.given:
+            given += 1
+        elif claim.external:
+            external += 1
+        else:
+            waiting += 1
+    return (f"not-run {given + external + waiting}: {given} definitions and hypotheses (stated, nothing to check), "
+            f"{external} literature results (assumed), {waiting} claims whose checks did not run")

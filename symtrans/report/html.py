@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from symtrans.evidence import Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
-from symtrans.report.layout import layout
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, dependency_rows, device_text, evidence_cells,
+                                 not_run_breakdown, number, overview_rows)
+from symtrans.report.layout import layout, path_data
 from symtrans.report.mathtext import expression_mathml, latex_to_mathml
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
 
@@ -59,8 +60,12 @@ th { background: var(--panel); }
              color: var(--muted); }
 #legend ul { list-style: none; margin: 0; padding: 0; } #legend li { margin: 2px 0; white-space: nowrap; }
 #legend svg { vertical-align: middle; margin-right: 6px; }
-.graph { border: 1px solid var(--line); border-radius: 8px; background: #fbfcfd; }
-.graph svg { display: block; width: 100%; height: auto; margin: 0 auto; }
+.graph { border: 1px solid var(--line); border-radius: 8px; background: #fbfcfd; overflow-x: auto; }
+.graph svg { display: block; max-width: none; margin: 0 auto; }
+tr.ev td:first-child, tr.ov td:first-child { border-left-width: 6px; }
+tr.ov.reading td:first-child { padding-left: 22px; }
+details.evidence > summary { cursor: pointer; margin: 6px 0; font-size: 13px; }
+details.evidence table { font-size: 12.5px; }
 .focus-view { display: none; } .focus-view:target { display: block; }
 .graphs:has(.focus-view:target) .main-graph { display: none; }
 .focus-head { background: #ddf4ff; border: 1px solid #54aeff; border-radius: 6px; padding: 6px 10px; margin: 6px 0; }
@@ -71,7 +76,7 @@ th { background: var(--panel); }
 svg.focus .node { opacity: .25; } svg.focus .node.hl { opacity: 1; }
 svg.focus .edge { opacity: .08; } svg.focus .edge.hl { opacity: 1; stroke-width: 2; }
 .nid { font: 600 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
-.ntitle { font-size: 10.5px; } .glyph { font-size: 13px; } .tk { font: 600 8.5px sans-serif; }
+.ntitle { font-size: 11px; } .glyph { font-size: 13px; } .tk { font: 600 11px sans-serif; }
 .claim { border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin: 14px 0; }
 .claim:target { box-shadow: 0 0 0 3px rgba(9,105,218,.35); }
 .badges span { display: inline-block; font-size: 12px; border-radius: 10px; padding: 0 8px; margin: 0 4px 4px 0;
@@ -184,7 +189,7 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
     svg_id = "proof-graph" if focus is None else f"graph-focus-{focus}"
     node_class = "node" if focus is None else "node focus-node"
     out = [f'<svg id="{_esc(svg_id)}" class="proof-graph" xmlns="http://www.w3.org/2000/svg" '
-           f'viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" style="max-width:{lay.width:.0f}px" role="img" '
+           f'viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" width="{lay.width:.0f}" height="{lay.height:.0f}" role="img" '
            f'aria-label="proof graph{"" if focus is None else " around " + _esc(focus)}" '
            f'font-family="-apple-system, Segoe UI, Helvetica, Arial, sans-serif" data-layout="{lay.engine}" '
            f"data-up='{_esc(json.dumps(up))}' data-down='{_esc(json.dumps(down))}'>",
@@ -196,14 +201,25 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
                    "</marker>")
     out.append("</defs>")
     out.append('<g class="edges">')
-    for u, v, kind in g.edges():
-        if (u, v) not in lay.routes:
-            continue
+    drawn = [(u, v, kind) for u, v, kind in g.edges() if (u, v) in lay.routes]
+    hubs = _bundle_hubs(lay, drawn)
+    for u, v, kind in drawn:
         colour, dash, _ = EDGE_STYLE[kind]
-        out.append(f'<path class="edge" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
-                   f'd="{lay.path(u, v)}" '
-                   f'fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)} '
-                   f'marker-end="url(#{_esc(prefix)}arrow-{kind})"/>')
+        if v in hubs:  # one of many edges into v: it ends at v's hub, and the hub's trunk carries the arrow
+            *head, (p0, c1, _, _) = lay.routes[(u, v)]
+            hx, hy = hubs[v][0]
+            d, end, cls = path_data([*head, (p0, c1, (hx, hy - 30), (hx, hy))]), "", "edge bundled"
+        else:
+            d, end, cls = lay.path(u, v), f' marker-end="url(#{_esc(prefix)}arrow-{kind})"', "edge"
+        out.append(f'<path class="{cls}" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
+                   f'd="{d}" fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)}'
+                   f"{end}/>")
+    for v, ((hx, hy), top, count) in hubs.items():
+        out.append(f'<path class="edge-bundle" data-to="{_esc(v)}" data-count="{count}" d="M{hx:.1f},{hy:.1f} '
+                   f'L{hx:.1f},{top - 1:.1f}" stroke="#57606a" stroke-width="3.5" '
+                   f'marker-end="url(#{_esc(prefix)}arrow-statement)"><title>{count} dependencies of '
+                   f"{_esc(v)}, bundled</title></path>"
+                   f'<circle class="edge-hub" cx="{hx:.1f}" cy="{hy:.1f}" r="4" fill="#57606a"/>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for claim, status in report.items():
@@ -228,14 +244,14 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
                    f'<text class="nid" x="{x + 10:.1f}" y="{y + 19:.1f}" fill="{fill.text}" font-size="12" '
                    f'font-weight="600" font-family="ui-monospace, SFMono-Regular, Menlo, monospace"{fit}>'
                    f"{_esc(claim.id)}</text>"
-                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}" font-size="10.5"'
+                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}" font-size="11"'
                    f"{centre}>{_esc(_trim(claim.title, 22 if claim.formalisation == 'toolkit' else 26))}</text>")
         if glyph:
             out.append(f'<text class="glyph" x="{x + w - 9:.1f}" y="{y + 18:.1f}" text-anchor="end" '
                        f'font-size="13" fill="{fill.text}">{glyph}</text>')
         if claim.formalisation == "toolkit":
             out.append(f'<text class="tk" x="{x + w - 8:.1f}" y="{y + h - 7:.1f}" text-anchor="end" '
-                       f'font-size="8.5" font-weight="600" fill="{fill.text}" opacity="0.8">TK</text>')
+                       f'font-size="11" font-weight="600" fill="{fill.text}" opacity="0.8">TK</text>')
         for i, r in enumerate(status.readings):  # one pip per reading, filled with that reading's verdict
             rf = VERDICT_FILL[r.verdict]
             out.append(f'<rect class="reading" data-reading="{_esc(r.id)}" data-verdict="{r.verdict.value}" '
@@ -245,6 +261,29 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
         out.append("</g></a>")
     out.append("</g></svg>")
     return "".join(out)
+
+
+#: a node with at least this many drawn incoming edges gets them bundled into one trunk (framework-9 has 17)
+BUNDLE_MIN = 8
+
+
+def _bundle_hubs(lay: Any, drawn: list[tuple[str, str, str]]) -> dict[str, tuple[tuple[float, float], float, int]]:
+    """Per node with :data:`BUNDLE_MIN` or more incoming edges: its hub point above it, its top, the edge count.
+
+    The hub sits centred above the node, below the lowest source's bottom (so
+    every bundled curve still runs downwards into it).
+    """
+    into: dict[str, list[str]] = {}
+    for u, v, _ in drawn:
+        into.setdefault(v, []).append(u)
+    hubs = {}
+    for v, sources in into.items():
+        if len(sources) < BUNDLE_MIN:
+            continue
+        x, top = lay.pos[v]
+        lowest = max(lay.pos[u][1] + lay.node_h for u in sources)
+        hubs[v] = ((x + lay.node_w / 2, top - min(28.0, 0.5 * (top - lowest))), top, len(sources))
+    return hubs
 
 
 def _swatch_svg(fill: str, stroke: str, width: float, dash: str) -> str:
@@ -379,10 +418,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
                                                           != r["expression"] else "") for a in archs],
                               _esc(r["counts"])] for r in rows]))
     if status.evidence:
-        keys = list(EVIDENCE_COLUMNS)
-        parts.append(_table(list(EVIDENCE_COLUMNS.values()),
-                            [[_esc(evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as, counted_note=e.counted_note,
-                                                  origin=e.origin)[k]) for k in keys] for e in status.evidence]))
+        parts.append(_evidence_details(status))
     else:
         parts.append('<p class="muted">No evidence producer is registered for this item.</p>')
     if claim.notes:
@@ -391,10 +427,54 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
     return "".join(parts)
 
 
+def _verdict_border(verdict: Verdict) -> str:
+    """The colour that marks a row with ``verdict`` (the fill of the graph's nodes, darkened for white ones)."""
+    fill = VERDICT_FILL[verdict]
+    return fill.fill if fill.fill.lower() not in ("#ffffff", "#fff") else "#8c959f"
+
+
+def _evidence_details(status: ClaimStatus) -> str:
+    """A claim's evidence table, collapsible, each row marked with its verdict's colour; open when it decides."""
+    keys = list(EVIDENCE_COLUMNS)
+    rows = []
+    for e in status.evidence:
+        cells = evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as,
+                               counted_note=e.counted_note, origin=e.origin)
+        colour = _verdict_border(e.evidence.verdict)
+        rows.append(f'<tr class="ev" data-verdict="{e.evidence.verdict.value}">'
+                    + "".join(f'<td style="border-left-color:{colour}">{_esc(cells[k])}</td>' if i == 0 else
+                              f"<td>{_esc(cells[k])}</td>" for i, k in enumerate(keys)) + "</tr>")
+    counts: dict[str, int] = {}
+    for e in status.evidence:
+        counts[e.evidence.verdict.value] = counts.get(e.evidence.verdict.value, 0) + 1
+    tally = ", ".join(f"{n} {v}" for v, n in counts.items())
+    head = "".join(f"<th>{_esc(h)}</th>" for h in EVIDENCE_COLUMNS.values())
+    opened = " open" if status.verdict in (Verdict.FAILS, Verdict.READING_DEPENDENT, Verdict.INCONCLUSIVE) else ""
+    return (f'<details class="evidence"{opened}><summary>evidence: {len(status.evidence)} record'
+            f'{"s" if len(status.evidence) != 1 else ""} ({_esc(tally)})</summary>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></details>")
+
+
+def _overview_html(report: Report) -> str:
+    """The opening table of report.html: every claim and reading, its verdict colour on the row's edge."""
+    rows = []
+    for r in overview_rows(report):
+        colour = _verdict_border(Verdict(r["verdict"]))
+        item = (f'<a href="#claim-{_esc(r["claim"])}">{_esc(r["item"])}</a>' if r["level"] == 0 else
+                f"<code>{_esc(r['item'])}</code>")
+        cells = [item] + [f"<b>{_esc(r[k])}</b>" if k == "verdict" else _esc(r[k]) for k in list(OVERVIEW_COLUMNS)[1:]]
+        rows.append(f'<tr class="ov{" reading" if r["level"] else ""}" data-verdict="{_esc(r["verdict"])}">'
+                    + "".join(f'<td style="border-left-color:{colour}">{c}</td>' if i == 0 else f"<td>{c}</td>"
+                              for i, c in enumerate(cells)) + "</tr>")
+    head = "".join(f"<th>{_esc(h)}</th>" for h in OVERVIEW_COLUMNS.values())
+    return (f'<h2 id="overview">Every claim and reading</h2><table class="overview"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table><p>{_esc(not_run_breakdown(report))}.</p>")
+
+
 _NB_CSS = """
 .symtrans-nb { font: 13px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; }
 .symtrans-nb .graph { border: 1px solid #d1d9e0; border-radius: 8px; background: #fbfcfd; overflow-x: auto; }
-.symtrans-nb svg.proof-graph { display: block; width: 100%; height: auto; max-width: 100%; }
+.symtrans-nb svg.proof-graph { display: block; max-width: none; }
 .symtrans-nb .node text { pointer-events: none; }
 .symtrans-nb .node-link:hover rect { filter: drop-shadow(0 0 4px rgba(9,105,218,.65)); }
 .symtrans-nb #legend { display: flex; gap: 22px; flex-wrap: wrap; background: #f6f8fa; border: 1px solid #d1d9e0;
@@ -443,9 +523,10 @@ def render_html(report: Report) -> str:
     c = report.context
     dis = report.disagreements()
     if dis:
-        dis_html = _table(["claim", "paper", "paper status", "toolkit verdict", "why"],
+        reasons = {r["item"]: r["reason"] for r in overview_rows(report) if r["level"] == 0}
+        dis_html = _table(["claim", "paper", "paper status", "toolkit verdict", "why (from the evidence)"],
                           [[f'<a href="#claim-{_esc(cl.id)}">{_esc(cl.id)}</a>', _esc(cl.paper_ref),
-                            _esc(cl.paper_status.value), _esc(s.verdict.value), _esc(s.disagreement)]
+                            _esc(cl.paper_status.value), _esc(s.verdict.value), _esc(reasons[cl.id])]
                            for cl, s in dis])
     else:
         dis_html = ("<p>None so far: no evidence that ran contradicts the paper's status of any claim. This says "
@@ -470,7 +551,7 @@ def render_html(report: Report) -> str:
         f'<ul class="run"><li>symtrans {_esc(report.toolkit_version)}, generated {_esc(report.generated)} in '
         f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
         f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li></ul>"
-        f"<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
+        f"{_overview_html(report)}<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
         '<div class="summary"><div><h2>Counts by verdict</h2>'
         f"{_table(['verdict', 'claims'], verdict_rows)}</div>"
         f"<div><h2>Counts by standing</h2>{_table(['standing', 'claims', 'meaning'], standing_rows)}</div></div>"

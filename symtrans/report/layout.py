@@ -81,11 +81,21 @@ class Layout:
         >>> lay.path("a", "b").startswith("M")
         True
         """
-        segs = self.routes[(u, v)]
-        out = [f"M{segs[0][0][0]:.1f},{segs[0][0][1]:.1f}"]
-        for _, c1, c2, p1 in segs:
-            out.append(f"C{c1[0]:.1f},{c1[1]:.1f} {c2[0]:.1f},{c2[1]:.1f} {p1[0]:.1f},{p1[1]:.1f}")
-        return " ".join(out)
+        return path_data(self.routes[(u, v)])
+
+
+def path_data(segs: Sequence[tuple[Point, Point, Point, Point]]) -> str:
+    """SVG path data of a chain of cubic Bezier segments ``(p0, c1, c2, p1)``.
+
+    Examples
+    --------
+    >>> path_data([((0, 0), (0, 5), (10, 5), (10, 10))])
+    'M0.0,0.0 C0.0,5.0 10.0,5.0 10.0,10.0'
+    """
+    out = [f"M{segs[0][0][0]:.1f},{segs[0][0][1]:.1f}"]
+    for _, c1, c2, p1 in segs:
+        out.append(f"C{c1[0]:.1f},{c1[1]:.1f} {c2[0]:.1f},{c2[1]:.1f} {p1[0]:.1f},{p1[1]:.1f}")
+    return " ".join(out)
 
 
 # ------------------------------------------------------------------ step 1: layers

@@ -1,14 +1,16 @@
 """``report.md``: the proof-status report as GitHub-readable Markdown.
 
-Order: run details; where the toolkit and the paper disagree (first); counts
-by verdict and by standing; then one section per claim in paper order.
+Order: run details; one table of every claim and reading (verdict, margin,
+scope, a reason from the evidence); where the toolkit and the paper
+disagree; counts by verdict and by standing; then one section per claim in
+paper order.
 
 Examples
 --------
 >>> from symtrans.evidence import Context
 >>> from symtrans.report import build_report
 >>> md = render_markdown(build_report(Context(model=None)))
->>> md.index("Where the toolkit and the paper disagree") < md.index("Counts by verdict")
+>>> md.index("Every claim and reading") < md.index("Where the toolkit and the paper disagree") < md.index("Counts by verdict")
 True
 """
 
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import EVIDENCE_COLUMNS, dependency_rows, device_text, evidence_cells, number
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, dependency_rows, device_text, evidence_cells,
+                                 not_run_breakdown, number, overview_rows)
 from symtrans.report.mathtext import latex_to_text
 from symtrans.validate import terminal_safe
 
@@ -111,20 +114,33 @@ def _run_lines(report: Report) -> list[str]:
     return lines
 
 
+def _overview(report: Report) -> list[str]:
+    """The opening table: every claim and, indented under it, each of its readings."""
+    out = ["## Every claim and reading", ""]
+    rows = []
+    for r in overview_rows(report):
+        item = f"[{r['item']}](#claim-{r['claim']})" if r["level"] == 0 else f"↳ `{r['item']}`"
+        rows.append([item] + [f"**{r[k]}**" if k == "verdict" and r["level"] == 0 else r[k]
+                              for k in list(OVERVIEW_COLUMNS)[1:]])
+    out += _table(list(OVERVIEW_COLUMNS.values()), rows)
+    return out + ["", not_run_breakdown(report) + ".", ""]
+
+
 def _summary(report: Report) -> list[str]:
     out = ["## Where the toolkit and the paper disagree", ""]
     dis = report.disagreements()
     if dis:
-        out += _table(["claim", "paper", "paper status", "toolkit verdict", "standing", "why"],
+        reasons = {r["item"]: r["reason"] for r in overview_rows(report) if r["level"] == 0}
+        out += _table(["claim", "paper", "paper status", "toolkit verdict", "standing", "why (from the evidence)"],
                       [[f"[{c.id}](#claim-{c.id})", c.paper_ref, c.paper_status.value, s.verdict.value,
-                        s.standing.value, s.disagreement or ""] for c, s in dis])
+                        s.standing.value, reasons[c.id]] for c, s in dis])
     else:
         out.append("None so far: no evidence that ran contradicts the paper's status of any claim. "
                    "This says nothing about the claims whose checks have not run (below).")
     out += ["", "## Counts by verdict", ""]
     total = len(report.statuses)
     out += _table(["verdict", "claims"], [[v, str(n)] for v, n in report.verdict_counts().items()])
-    out += ["", f"{total} items in all (definitions and hypotheses included).", "", "## Counts by standing", ""]
+    out += ["", f"{total} items in all; {not_run_breakdown(report)}.", "", "## Counts by standing", ""]
     out += _table(["standing", "claims", "meaning"],
                   [[s.value, str(report.standing_counts()[s.value]), s.description] for s in Standing])
     full = [c.id for c, s in report.items() if s.fully_certified]
@@ -215,7 +231,7 @@ def render_markdown(report: Report) -> str:
              "Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): every item, "
              "the paper's status beside the toolkit's verdict. A verdict is set only by evidence that ran.", ""]
     lines += _run_lines(report) + [""]
-    lines += _summary(report) + ["", "## Claims", ""]
+    lines += _overview(report) + _summary(report) + ["", "## Claims", ""]
     for claim, status in report.items():
         lines += _claim_section(report, claim, status)
     return "\n".join(lines).rstrip() + "\n"
