@@ -551,16 +551,20 @@ def check_exact_digits(expr: Any, values: dict[Any, Any], what: str) -> None:
 
 
 # ----------------------------------------------------------------- output text
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: C0/C1 controls, line and paragraph separators, bidirectional overrides and lone surrogates (which no UTF-8
+#: stream can write)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def terminal_safe(text: str, keep_newlines: bool = True) -> str:
-    """Escape control characters (ANSI escapes, C1 controls, bidirectional overrides) as ``\\xNN``.
+    """Escape control characters (ANSI escapes, C1 controls, bidirectional overrides, lone surrogates) as ``\\xNN``.
 
     Examples
     --------
     >>> terminal_safe("bert\\x1b[31mred")
     'bert\\\\x1b[31mred'
+    >>> terminal_safe("a\\ud800b")
+    'a\\\\ud800b'
     >>> terminal_safe("a\\nb"), terminal_safe("a\\nb", keep_newlines=False)
     ('a\\nb', 'a\\\\x0ab')
     """

@@ -438,3 +438,110 @@ def test_verify_reads_certificates_bounded(tmp_path, capsys):
     for name, words in (("deep.json", "nests deeper"), ("nan.json", "NaN"), ("zero.json", "zero.json")):
         err = _refused(capsys, ["verify", str(tmp_path / name)], seconds=10)
         assert words in err, err
+
+
+# ------------------------------------------------------------------ report.md under a CommonMark renderer
+#: hostile external strings, by class (each yields several); every one must render as text only
+_HOSTILE_CLASSES: dict[str, list[str]] = {
+    "html": ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<iframe src=//e>", "<a href=x>y</a>",
+             "</td></tr></table><script>x</script>", "<!-- c -->", "<details open ontoggle=x>", "&lt;b&gt;&amp;"],
+    "backticks": ["`<img src=x onerror=alert(1)>`", "``a`<script>x</script>``", "`` ` ``<b>x</b>",
+                  "a```b` <img src=x onerror=y>", "\\`<script>x</script>`", "`", "````", " `x` "],
+    "markdown": ["[x](javascript:alert(1))", "![i](x.png)", "<http://e.com>", "*em* _u_ **s** ~~d~~", "a|b|c",
+                 "- item", "1. one", "+ p", "> q", "# h", "=== ", "    code", "x  \\", "[r]: http://e"],
+    "terminal": ["\x1b[31mred\x1b[0m", "\x1b]8;;http://e\x07link\x1b]8;;\x07", "a\x00b\x7fc\x9b", "\u202eevil",
+                 "line\nbreak", "a\rb", "\u2028x"],
+    "surrogate": ["\ud800", "x\udfffy", "\ud83d"],
+}
+
+
+def _hostile_report(base: Any, evil: str) -> Any:
+    """``base`` (a symbolic report) with ``evil`` as every external string report.md shows."""
+    import dataclasses
+
+    from proofs import get_claim
+    from symtrans.arch import get_arch
+    from symtrans.evidence import Evidence, Scope, Tolerance
+    from symtrans.graph import ClaimGraph, EvidenceEntry, assess
+
+    full = base.graph
+    ids = ["thm-recovery", *full.rests_on("thm-recovery")]
+    graph = ClaimGraph([get_claim(i) for i in full.claims if i in ids])
+    ev = Evidence(claim="thm-recovery", producer=evil, kind="numeric", verdict="supported", summary=evil,
+                  margin=1.5, margin_meaning=evil, dtype=evil, tolerance=Tolerance(1e-9, evil, evil),
+                  inputs={evil: evil}, model=evil, weights_hash=evil, seed=0, reading="thm-recovery/" + evil.replace("/", "-"),
+                  scope=Scope(kind="model", description=evil), violated_hypothesis=evil)
+    entry = EvidenceEntry(ev, stale=True, stale_reason=evil, origin=f"previous report {evil}")
+    statuses = dict(assess(graph, {}))
+    statuses["thm-recovery"] = dataclasses.replace(statuses["thm-recovery"], evidence=(entry,))
+    arch = dataclasses.replace(get_arch("bert-base"), name=evil)
+    return dataclasses.replace(
+        base, graph=graph, statuses=statuses, arch=arch, previous=evil, errors=[evil, "- " + evil],
+        model={"spec": evil, "source": evil, "arch": evil, "weights_hash": evil, "dtype": evil, "device": evil},
+        _formulas={})
+
+
+def _elements(html_text: str) -> list[tuple[str, tuple[tuple[str, str | None], ...]]]:
+    """Every start tag of ``html_text`` with its attributes, in order (html.parser, as a browser would split)."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, tuple[tuple[str, str | None], ...]]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, tuple(attrs)))
+
+        def handle_startendtag(self, tag, attrs):
+            found.append((tag, tuple(attrs)))
+
+        def handle_comment(self, data):
+            found.append(("!--", ()))
+
+    Collect(convert_charrefs=True).feed(html_text)
+    return found
+
+
+def _render_commonmark(md: str) -> str:
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(md)
+
+
+def _assert_inert(base: Any, evil: str) -> None:
+    """report.md with ``evil`` everywhere renders to exactly the elements it has with a plain word there."""
+    from symtrans.report.markdown import render_markdown
+
+    md = render_markdown(_hostile_report(base, evil))
+    md.encode("utf-8")  # writable: no lone surrogate or other unencodable character left
+    assert "\x1b" not in md and "\x00" not in md
+    got = _elements(_render_commonmark(md))
+    want = _elements(_render_commonmark(render_markdown(_hostile_report(base, "plain"))))
+    assert got == want, (evil, [e for e in got if e not in want][:5])
+    for tag, attrs in got:
+        assert tag not in ("script", "img", "iframe", "svg", "object", "embed", "style"), (evil, tag)
+        for name, value in attrs:
+            assert not name.startswith("on"), (evil, tag, name)
+            if name == "href":
+                assert value.startswith("#claim-"), (evil, value)
+
+
+@pytest.mark.parametrize("cls", sorted(_HOSTILE_CLASSES))
+def test_report_md_renders_hostile_strings_as_text(cls, symbolic_report):
+    for evil in _HOSTILE_CLASSES[cls]:
+        _assert_inert(symbolic_report, evil)
+
+
+def test_report_md_renders_generated_hostile_strings_as_text(symbolic_report):
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    pieces = st.sampled_from([x for v in _HOSTILE_CLASSES.values() for x in v]
+                             + ["`", "``", "<", ">", "&", "*", "_", "[", "]", "(", ")", "!", "|", "\\", "-", "1.",
+                                " ", "\n", "\t", "\x1b", "\ud800", "a", "javascript:", "<img ", "onerror="])
+    strings = st.lists(pieces, min_size=1, max_size=8).map("".join).filter(lambda s: s.strip(" ") != "")
+
+    @hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(strings)
+    def check(evil: str) -> None:
+        _assert_inert(symbolic_report, evil)
+
+    check()
