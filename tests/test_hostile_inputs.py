@@ -545,3 +545,186 @@ def test_report_md_renders_generated_hostile_strings_as_text(symbolic_report):
         _assert_inert(symbolic_report, evil)
 
     check()
+
+
+# ------------------------------------------------------------------ round 2 (issue 28): configs and weights
+def _tiny(tmp: Path, family: str = "bert", **kw: Any) -> Path:
+    """A real 2-layer ``transformers`` checkpoint of ``family`` (random weights) in ``tmp/family``."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp / family, family, n_layers=2, **kw)[0]
+
+
+def _edit_config(d: Path, **fields: Any) -> Path:
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(fields)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def _layers(n: int):
+    return lambda tmp: _edit_config(_tiny(tmp), num_hidden_layers=n)
+
+
+def make_missing_shards(tmp: Path) -> Path:
+    d = _model(tmp)
+    _index(d, {f"t{i}": f"model-{i:06d}-of-200000.safetensors" for i in range(200_000)})
+    return d
+
+
+def make_tensor_in_two_shards(tmp: Path) -> Path:
+    from safetensors.torch import load_file, save_file
+
+    d = _tiny(tmp, max_shard_size="20KB")
+    wmap = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    first, second = sorted(set(wmap.values()))[:2]
+    a, b = load_file(str(d / first)), load_file(str(d / second))
+    key = next(iter(a))
+    b[key] = a[key] * 0 + 7.0  # the same tensor, other values, in a shard the index does not name for it
+    save_file(b, str(d / second), metadata={"format": "pt"})
+    return d
+
+
+def make_config_linked_out(tmp: Path) -> Path:
+    d = _tiny(tmp)
+    outside = tmp / "elsewhere.json"
+    (d / "config.json").rename(outside)
+    os.symlink(outside, d / "config.json")
+    return d
+
+
+ROUND2_MODEL_CASES = {
+    "config says 100000 layers, weights hold 2": (_layers(100_000), "the weights hold 2"),
+    "config says 10**15 layers": (_layers(10**15), "the weights hold 2"),
+    "config says 1 layer, weights hold 2": (_layers(1), "the weights hold 2"),
+    "index names 200,000 missing shards": (make_missing_shards, "shard"),
+    "a tensor in two shards": (make_tensor_in_two_shards, "two shards"),
+    "config.json linked out of the directory": (make_config_linked_out, "outside the model directory"),
+    "bert is_decoder": (lambda t: _edit_config(_tiny(t), is_decoder=True), "is_decoder"),
+    "roberta pad_token_id 'x'": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id="x"), "pad_token_id"),
+    "roberta pad_token_id [1]": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=[1]), "pad_token_id"),
+    "roberta pad_token_id -5": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=-5), "pad_token_id"),
+    "roberta pad_token_id past the table": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=10**6),
+                                            "pad_token_id"),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUND2_MODEL_CASES))
+def test_round2_model_directory_refused(case, tmp_path, capsys):
+    make, words = ROUND2_MODEL_CASES[case]
+    d = make(tmp_path)
+    before = _tree(tmp_path)
+    err = _refused(capsys, ["measure", "--model", str(d), "--n", "4"], seconds=15)
+    assert words in err, err
+    assert _tree(tmp_path) == before
+    import symtrans
+
+    with pytest.raises(SymtransError, match=words.split()[0]):  # the API refuses the same way
+        symtrans.load(d)
+
+
+def test_roberta_pad_token_id_sets_the_usable_positions(tmp_path):
+    """pad_token_id p: positions are numbered from p + 1, so p + 1 rows of the table are never read."""
+    from symtrans.arch import from_config
+
+    d = _tiny(tmp_path, "roberta")
+    rows = json.loads((d / "config.json").read_text())["max_position_embeddings"]
+    assert from_config(d).max_positions == rows - 2  # the default pad_token_id 1
+    assert from_config(_edit_config(d, pad_token_id=3)).max_positions == rows - 4
+
+
+JSON_BOUND_CASES = {  # what the file holds -> words of the refusal (None: a legal file, read)
+    "one 8 MiB string": (lambda: '{"a": "' + "x" * (8 << 20) + '"}', None),
+    "one 8 MiB string of escapes": (lambda: '{"a": "' + "\\n" * (4 << 20) + '"}', None),
+    "escaped quotes and backslashes": (lambda: '{"a": "' + '\\"[\\\\' * (1 << 20) + '"}', None),
+    "30 MB of [[],[],...]": (lambda: "[" + ",".join(["[]"] * (10 << 20)) + "]", "values"),
+    "30 MB of [0,0,...]": (lambda: "[" + "0," * (15 << 20) + "0]", "values"),
+    "60-deep nests side by side": (lambda: "[" + ",".join(["[" * 60 + "]" * 60] * 50_000) + "]", None),
+    "65 deep inside a string-rich file": (lambda: '["' + '\\\\' * 1000 + '", ' + "[" * 65 + "]" * 65 + "]",
+                                          "nests deeper"),
+}
+
+
+def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
+    """Each file read by the bounded reader in a subprocess under a 1 GiB address-space cap, in seconds."""
+    paths = {}
+    for i, (case, (make, _)) in enumerate(JSON_BOUND_CASES.items()):
+        paths[case] = tmp_path / f"{i}.json"
+        paths[case].write_text(make())
+    code = ("import resource, sys, time, json\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from symtrans.validate import read_json_file, REPORT_MAX_BYTES\n"
+            "from symtrans.errors import SymtransError\n"
+            "for p in sys.argv[1:]:\n"
+            "    t = time.perf_counter()\n"
+            "    try:\n"
+            "        doc = read_json_file(p, 'report', REPORT_MAX_BYTES); r = 'read'\n"
+            "    except SymtransError as e:\n"
+            "        r = str(e)\n"
+            "    print(json.dumps([r, time.perf_counter() - t]))\n")
+    p = subprocess.run([sys.executable, "-c", code, *map(str, paths.values())], capture_output=True, text=True,
+                       timeout=240, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    for (case, (_, words)), (result, took) in zip(JSON_BOUND_CASES.items(), lines):
+        assert (result == "read") if words is None else (words in result), (case, result)
+        assert took < 20, (case, took)
+    json.loads(paths["60-deep nests side by side"].read_text())  # the legal ones are legal JSON
+    assert len(lines) == len(JSON_BOUND_CASES)
+
+
+def test_previous_unknown_claims_give_one_warning(tmp_path):
+    from proofs import get_claim
+    from symtrans.evidence import Context
+    from symtrans.graph import ClaimGraph
+    from symtrans.report import build_report
+
+    for count in (1, 20_000):
+        ids = [f"no-such-{i}" for i in range(count)]
+        prev = _previous(tmp_path, json.dumps({"claims": [{"id": i, "evidence": []} for i in ids]}))
+        rep = build_report(Context(model=None), previous=prev, graph=ClaimGraph([get_claim("lit-dong")]),
+                           parallel=False)
+        shown = "'no-such-0', 'no-such-1', 'no-such-2', ..." if count > 1 else "'no-such-0'"
+        plural = "s" if count > 1 else ""
+        assert [e for e in rep.errors if "unknown claim" in e] == [
+            f"previous report: evidence for {count} unknown claim{plural} ignored ({shown})"], rep.errors
+
+
+@pytest.mark.parametrize("producer", [["p"], {"p": 1}, 3])
+def test_previous_context_producer_must_be_a_name(producer, tmp_path, capsys):
+    ev = dict(GOOD_EV, context={"producer": producer, "n": 8})
+    prev = _previous(tmp_path, json.dumps({"claims": [{"id": "thm-4.2", "evidence": [ev]}]}))
+    err = _refused(capsys, ["report", "--model", "none", "--previous", str(prev), "--out", str(tmp_path / "r")],
+                   seconds=10)
+    assert "context.producer" in err
+    assert _tree(tmp_path) == ["prev.json"]
+
+
+# ------------------------------------------------------------------ round 2: Python API argument types
+def _api_cases():
+    import numpy as np
+
+    import symtrans
+
+    yield "check n='8'", lambda: symtrans.check_claims(n="8"), "integer"
+    yield "check n=None", lambda: symtrans.check_claims(n=None), "integer"
+    yield "check n=array", lambda: symtrans.check_claims(n=np.array([8, 9])), "integer"
+    yield "check n=1", lambda: symtrans.check_claims(n=1), "at least 2"
+    yield "check claims=[None]", lambda: symtrans.check_claims(claims=[None]), "list of strings"
+    yield "check claims='thm-4.2'", lambda: symtrans.check_claims(claims="thm-4.2"), "list of strings"
+    yield "check unknown claim", lambda: symtrans.check_claims(claims=["thm-4.3"]), "unknown claim"
+    yield "certify n='8'", lambda: symtrans.certify_claims(n="8"), "integer"
+    yield "certify seed=-1", lambda: symtrans.certify_claims(seed=-1), "at least 0"
+    yield "certify seed='x'", lambda: symtrans.certify_claims(seed="x"), "integer"
+    yield "certify claims=[3]", lambda: symtrans.certify_claims([3]), "list of strings"
+    yield "status(None)", lambda: symtrans.proof_graph(run=False).status(None), "expected a string"
+    yield "status(['a'])", lambda: symtrans.proof_graph(run=False).status(["a"]), "expected a string"
+
+
+def test_api_argument_types_are_symtrans_errors():
+    import symtrans
+
+    for name, call, words in _api_cases():
+        with pytest.raises(SymtransError, match=words):
+            call()
+    assert [e.claim for e in symtrans.check_claims(claims=("prop-5.4",), n=8)] == ["prop-5.4"]  # a tuple is fine
