@@ -60,7 +60,11 @@ def _as_path(out: Any) -> Path:
         out = os.fspath(out)
     if not isinstance(out, str) or not out or "\x00" in out:
         raise SymtransError(f"--out: expected a directory path, got {type(out).__name__ if not isinstance(out, str) else repr(out)[:40]}")
-    path = Path(os.path.abspath(out))
+    try:
+        path = Path(os.path.abspath(out))
+    except FileNotFoundError:  # a relative --out (the default too) in a working directory deleted under us
+        raise SymtransError(f"--out {terminal_safe(out)}: the working directory no longer exists; "
+                            "pass an absolute --out") from None
     if not path.name:
         raise SymtransError(f"{terminal_safe(out)}: cannot write a report over the root directory")
     return path

@@ -728,3 +728,85 @@ def test_api_argument_types_are_symtrans_errors():
         with pytest.raises(SymtransError, match=words):
             call()
     assert [e.claim for e in symtrans.check_claims(claims=("prop-5.4",), n=8)] == ["prop-5.4"]  # a tuple is fine
+
+
+# ------------------------------------------------------------------ round 2: tokenizers and output streams
+@pytest.mark.parametrize("pattern", ["(a|aa)+$", "((a+)+)+c", "(\\w+\\s?)*$"])
+def test_catastrophic_tokenizer_regex_is_one_error(pattern, tmp_path, default_model, capfd):
+    """A pre-tokenizer regex that makes the Rust tokenizer panic (a BaseException) is a one-line refusal."""
+    import dataclasses
+
+    from symtrans.numeric.forward import tokenize
+    from symtrans.numeric.weights import default_model_path
+
+    tok = json.loads((default_model_path() / "tokenizer.json").read_text())
+    tok["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    w = dataclasses.replace(default_model, source=str(tmp_path))
+    with pytest.raises(SymtransError, match="the tokenizer failed on this text"):
+        tokenize(w, "a" * 3000 + "!")
+    assert "panicked" not in capfd.readouterr().err  # the Rust backtrace does not reach the terminal
+    assert tokenize(default_model, "hello world")[0] == 101  # the real tokenizer still works
+
+
+def _names_config(tmp: Path, name: str) -> Path:
+    d = tmp / "cfg"
+    d.mkdir(exist_ok=True)
+    cfg = json.loads((_bundled() / "config.json").read_text())
+    cfg["_name_or_path"] = name
+    (d / "config.json").write_text(json.dumps(cfg))  # json escapes a lone surrogate as \ud800
+    return d / "config.json"
+
+
+STREAM_CASES = {  # name -> (argv maker, environment, shell redirection of stdout, expected rc, stdout words)
+    "lone surrogate in the name, strict UTF-8": (lambda t: ["arch", str(_names_config(t, "x\ud800y"))],
+                                                 {"PYTHONIOENCODING": "utf-8:strict"}, "", 0, "x\\ud800y"),
+    "section sign, ASCII stdout": (lambda t: ["formula", "recovery-ambiguity"], {"PYTHONIOENCODING": "ascii"},
+                                   "", 0, "\\xa7"),
+    "non-ASCII name under LANG=C": (lambda t: ["arch", str(_names_config(t, "mod\u00e8le-\u00a7"))],
+                                    {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": ""}, "", 0, "mod"),
+    "stdout closed": (lambda t: ["formula", "recovery-ambiguity"], {}, ">&-", 2, ""),
+    "stdout is /dev/full": (lambda t: ["formula", "recovery-ambiguity"], {}, ">/dev/full", 2, ""),
+}
+
+
+@pytest.mark.parametrize("case", list(STREAM_CASES))
+def test_output_streams_never_give_a_traceback(case, tmp_path):
+    import shlex
+
+    make, env, redirect, rc, words = STREAM_CASES[case]
+    argv = " ".join(shlex.quote(a) for a in make(tmp_path))
+    cmd = f"{shlex.quote(sys.executable)} -m symtrans {argv} {redirect}"
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == rc, (p.returncode, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    if rc == 2:
+        assert err.count("\n") == 1 and "standard output" in err, err
+    assert words in p.stdout.decode("ascii", "replace")
+
+
+def test_non_utf8_directory_name_is_escaped(tmp_path):
+    d = os.fsencode(tmp_path) + b"/bad\xff"
+    os.mkdir(d)
+    cfg = json.loads((_bundled() / "config.json").read_text())
+    cfg.pop("_name_or_path", None)  # the directory's name becomes the architecture's name
+    with open(d + b"/config.json", "w") as f:
+        json.dump(cfg, f)
+    p = subprocess.run([os.fsencode(sys.executable), b"-m", b"symtrans", b"arch", d + b"/config.json"],
+                       capture_output=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8:strict"})
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr
+    assert b"bad\\udcff" in p.stdout
+
+
+def test_deleted_working_directory_with_default_out(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+            "from symtrans.cli import main; sys.exit(main(['report', '--model', 'none', '--quiet']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _assert_one_line_refusal(p.returncode, p.stdout, p.stderr)
+    assert "working directory no longer exists" in p.stderr
