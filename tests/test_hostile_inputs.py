@@ -810,3 +810,74 @@ def test_deleted_working_directory_with_default_out(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     _assert_one_line_refusal(p.returncode, p.stdout, p.stderr)
     assert "working directory no longer exists" in p.stderr
+
+
+# ------------------------------------------------------------------ round 2: files written under --out
+@pytest.fixture(scope="module")
+def small_measurement():
+    from symtrans.cli.measure import run_measure
+
+    return run_measure("default", n=6)
+
+
+@pytest.mark.parametrize("name", ["a$b $\\frac{$ x$$y $\\undefinedmacro$ $"])
+def test_plots_take_dollar_signs_literally(name, small_measurement, tmp_path):
+    import dataclasses
+
+    pytest.importorskip("matplotlib")
+    from symtrans.cli.measure import write_plots
+
+    paths = write_plots(dataclasses.replace(small_measurement, arch=name), tmp_path)
+    assert [p.name for p in paths] == ["ranks.png", "alpha.png", "spectra.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def _in_the_way(kind: str, path: Path, outside: Path) -> None:
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "symlink out":
+        outside.write_text("precious")
+        path.symlink_to(outside)
+    elif kind == "dangling symlink":
+        path.symlink_to(outside.parent / "nowhere" / "x")
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink out"])
+def test_plot_files_never_follow_links_or_clobber_directories(kind, small_measurement, tmp_path):
+    pytest.importorskip("matplotlib")
+    from symtrans.cli.measure import write_plots
+
+    out, outside = tmp_path / "plots", tmp_path / "outside.txt"
+    out.mkdir()
+    _in_the_way(kind, out / "ranks.png", outside)
+    if kind == "directory":
+        with pytest.raises(SymtransError, match="a directory is in the way of the plot"):
+            write_plots(small_measurement, out)
+        return
+    write_plots(small_measurement, out)
+    assert not (out / "ranks.png").is_symlink() and (out / "ranks.png").read_bytes()[:4] == b"\x89PNG"
+    if kind == "symlink out":
+        assert outside.read_text() == "precious"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink out", "dangling symlink"])
+def test_certificate_files_never_follow_links_or_clobber_directories(kind, tmp_path, capsys):
+    out, outside = tmp_path / "certs", tmp_path / "outside.txt"
+    out.mkdir()
+    argv = ["certify", "prop-6.2", "--model", "none", "--out", str(out)]
+    assert main(argv) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names, "prop-6.2 writes at least one certificate"
+    for p in out.iterdir():
+        p.unlink()
+    capsys.readouterr()
+    _in_the_way(kind, out / names[0], outside)
+    if kind == "directory":
+        err = _refused(capsys, argv)
+        assert "a directory is in the way of the certificate" in err
+        return
+    assert main(argv) == 0
+    assert not (out / names[0]).is_symlink() and json.loads((out / names[0]).read_text())
+    if kind == "symlink out":
+        assert outside.read_text() == "precious"

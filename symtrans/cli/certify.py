@@ -124,6 +124,8 @@ def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], 
     """
     from pathlib import Path
 
+    from symtrans.outdir import write_file
+
     target = Path(directory)
     try:
         target.mkdir(parents=True, exist_ok=True)
@@ -137,8 +139,7 @@ def write_certificates(out: dict[str, Any], directory: str) -> tuple[list[str], 
                 uncovered.append(f"{claim['id']}: {ev['producer']} ({ev['verdict']})")
             for k, cert in enumerate(certs):
                 name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
-                path = target / name
-                path.write_text(json.dumps(cert, indent=1) + "\n")
+                path = write_file(target, name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
                 files.append(str(path))
     return files, uncovered
 
