@@ -482,8 +482,8 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
     cfg = p / "config.json"
     if not cfg.exists():
         raise SymtransError(f"{shown}: no config.json in the model directory")
-    confined_file(p, cfg.name, "config")  # a config.json linked out of the directory is another model's
     _regular_file(cfg, "config", CONFIG_MAX_BYTES)
+    confined_file(p, cfg.name, "config")  # a config.json linked out of the directory is another model's
     names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.pt", "model.bin")
     if not any((p / n).exists() or (p / n).is_symlink() for n in names):
         raise SymtransError(f"{shown}: no model.safetensors (or shard index) found")
