@@ -51,7 +51,7 @@ __all__ = [
     "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS",
     "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
-    "finite_json", "dumps_strict", "check_text", "check_formats", "shard_names", "shard_file",
+    "finite_json", "dumps_strict", "utf8_safe", "check_text", "check_formats", "shard_names", "shard_file",
 ]
 
 #: seeds go to ``random.Random``, ``torch.Generator.manual_seed`` (unsigned 64-bit) and ``seed + 1``
@@ -621,12 +621,29 @@ def terminal_safe(text: str, keep_newlines: bool = True) -> str:
     >>> terminal_safe("a\\nb"), terminal_safe("a\\nb", keep_newlines=False)
     ('a\\nb', 'a\\\\x0ab')
     """
-    def esc(m: re.Match[str]) -> str:
-        c = m.group()
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-    out = _CONTROL.sub(esc, text)
+    out = _CONTROL.sub(_escape_char, text)
     return out if keep_newlines else out.replace("\n", "\\x0a")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """Lone surrogates (from a JSON ``\\ud800`` or a non-UTF-8 file name) as ``\\udXXX``, so UTF-8 can hold the text.
+
+    Inside a JSON string the escape reads back as the same character.
+
+    Examples
+    --------
+    >>> utf8_safe('{"name": "a\\ud800b"}')
+    '{"name": "a\\\\ud800b"}'
+    """
+    return _SURROGATE.sub(_escape_char, text)
 
 
 def finite_json(obj: Any) -> Any:

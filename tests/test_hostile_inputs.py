@@ -881,3 +881,14 @@ def test_certificate_files_never_follow_links_or_clobber_directories(kind, tmp_p
     assert not (out / names[0]).is_symlink() and json.loads((out / names[0]).read_text())
     if kind == "symlink out":
         assert outside.read_text() == "precious"
+
+
+@pytest.mark.parametrize("evil", _HOSTILE_CLASSES["surrogate"])
+def test_every_report_file_can_be_written_with_a_lone_surrogate(evil, symbolic_report):
+    from symtrans.report.write import render
+
+    texts = render(_hostile_report(symbolic_report, evil), ["md", "json", "html", "dot"])
+    for name, text in texts.items():
+        text.encode("utf-8")  # strict: what replace_dir writes
+    doc = json.loads(texts["report.json"])
+    assert doc["model"]["spec"] == evil  # the JSON escape reads back as the same string
