@@ -115,6 +115,37 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> A
     return ctx.preload(weights)  # evidence from these weights only: reuse across calls is switched off
 
 
+def _check_as_cli(command: str, model: Any, ids: Any, **args: Any) -> list[str] | None:
+    """The command line's argument checks (:func:`symtrans.validate.check_args`) on an API call's arguments.
+
+    A model spec (string or path) is checked as ``--model`` is; loaded weights
+    are left to the caller. Returns the claim ids as a list (``None``: all).
+
+    Examples
+    --------
+    >>> _check_as_cli("check", "default", [None], n=8, seed=0)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: claim ids: expected a list of strings
+    >>> _check_as_cli("certify", None, None, n="8", seed=0)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --n: expected an integer, got '8'
+    """
+    import argparse
+
+    from symtrans.validate import check_args
+
+    if ids is not None:  # a tuple or generator of ids too; a lone string is not a list of ids
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise SymtransError(f"claim ids: expected a list of strings, got {type(ids).__name__}")
+        ids = list(ids)
+    spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    check_args(argparse.Namespace(command=command, model=spec, **{"claims" if command == "check" else "ids": ids},
+                                  **args))
+    return ids or None
+
+
 def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
     """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
     if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
@@ -445,9 +476,8 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
 
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
-    if n < 2:
-        raise SymtransError(f"n must be at least 2, got {n}")
-    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), list(claims) if claims else None))
+    ids = _check_as_cli("check", model, claims, n=n, seed=seed)
+    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids))
 
 
 def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
@@ -467,7 +497,8 @@ def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n:
 
     if model is not None and not isinstance(model, (str, os.PathLike)):
         raise SymtransError("certify takes a model spec ('default' or a directory), not loaded weights")
-    doc = _certify_dicts(list(claims) if claims else None, model=None if model is None else str(model),
+    ids = _check_as_cli("certify", model, claims, n=n, seed=seed)
+    doc = _certify_dicts(ids, model=None if model is None else str(model),
                          n=n, seed=seed)
     return EvidenceList(Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"])
 

@@ -446,7 +446,14 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             raise SymtransError(
                 f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"
                 " (only 'absolute')")
-        usable = positions - 2 if family == "roberta" else positions
+        if _bool_key(cfg, "is_decoder", shown):
+            raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; the encoder "
+                                "is measured bidirectionally")
+        # RoBERTa numbers positions from pad_token_id + 1 (create_position_ids_from_input_ids)
+        pad = _int_key(cfg, "pad_token_id", shown, default=1, minimum=0) if family == "roberta" else -1
+        usable = positions - pad - 1
+        if usable < 1:
+            raise SymtransError(f"{shown}: pad_token_id {pad} leaves no position of the {positions} rows")
         arch = Architecture(
             **common, n=default_n(usable), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=usable, position_table=positions,

@@ -190,7 +190,13 @@ class ClaimGraph:
         Traceback (most recent call last):
         ...
         symtrans.errors.SymtransError: unknown claim 'prop-6.4'; did you mean 'prop-6.3' or 'prop-6.2' or 'prop-5.4'?
+        >>> ClaimGraph().claim(None)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: claim id: expected a string, got NoneType
         """
+        if not isinstance(claim_id, str):
+            raise SymtransError(f"claim id: expected a string, got {type(claim_id).__name__}")
         try:
             return self.claims[claim_id]
         except KeyError:

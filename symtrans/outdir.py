@@ -43,7 +43,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["check_output_dir", "DirLock", "recover", "replace_dir"]
+__all__ = ["check_output_dir", "DirLock", "recover", "replace_dir", "write_file"]
 
 _HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
 
@@ -60,7 +60,11 @@ def _as_path(out: Any) -> Path:
         out = os.fspath(out)
     if not isinstance(out, str) or not out or "\x00" in out:
         raise SymtransError(f"--out: expected a directory path, got {type(out).__name__ if not isinstance(out, str) else repr(out)[:40]}")
-    path = Path(os.path.abspath(out))
+    try:
+        path = Path(os.path.abspath(out))
+    except FileNotFoundError:  # a relative --out (the default too) in a working directory deleted under us
+        raise SymtransError(f"--out {terminal_safe(out)}: the working directory no longer exists; "
+                            "pass an absolute --out") from None
     if not path.name:
         raise SymtransError(f"{terminal_safe(out)}: cannot write a report over the root directory")
     return path
@@ -336,3 +340,60 @@ def replace_dir(out: str | os.PathLike[str], texts: dict[str, str], files: Itera
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
     return [path / name for name in texts]
+
+
+def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: str = "file") -> Path:
+    """Write ``directory/name`` atomically without following a symbolic link at that name.
+
+    The bytes go to a fresh temporary file in ``directory`` (``O_EXCL``,
+    ``O_NOFOLLOW``), then ``os.replace`` puts it at ``name``: a symbolic link
+    there is replaced, its target never written; a directory (or anything not
+    a regular file or link) in the way is refused in one line.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "target").write_text("keep")
+    4
+    >>> (d / "c.json").symlink_to(d / "target")
+    >>> write_file(d, "c.json", b"new").name, (d / "target").read_text(), (d / "c.json").is_symlink()
+    ('c.json', 'keep', False)
+    >>> (d / "x.json").mkdir()
+    >>> write_file(d, "x.json", b"new", "certificate")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../x.json: a directory is in the way of the certificate
+    """
+    import stat as _stat
+
+    base = Path(directory)
+    path = base / name
+    shown = terminal_safe(str(path))
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write the {what} ({err.strerror})") from None
+    if st is not None and not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
+        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
+        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=base)  # O_EXCL | O_NOFOLLOW by construction
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces a link itself, never its target
+        tmp = None
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write the {what} ({err.strerror})") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path

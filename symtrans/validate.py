@@ -51,7 +51,7 @@ __all__ = [
     "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS",
     "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
-    "finite_json", "dumps_strict", "check_text", "check_formats", "shard_names",
+    "finite_json", "dumps_strict", "utf8_safe", "check_text", "check_formats", "shard_names", "shard_file",
 ]
 
 #: seeds go to ``random.Random``, ``torch.Generator.manual_seed`` (unsigned 64-bit) and ``seed + 1``
@@ -66,6 +66,11 @@ MAX_DEPTH = 1024
 MAX_EXACT_DIGITS = 200_000
 #: nesting depth of any JSON file read (configs, shard indices, report.json)
 MAX_JSON_DEPTH = 64
+#: shard files one model.safetensors.index.json may name (the largest public checkpoints have a few hundred)
+MAX_SHARDS = 4096
+#: values (about commas + colons + 1) in one JSON file: a bound on what parsing allocates (a 1 MB report.json
+#: has about 30,000); a 220 MB file of ``[[],[],...]`` would build 70 million lists
+MAX_JSON_VALUES = 1 << 22
 CONFIG_MAX_BYTES = 16 << 20
 INDEX_MAX_BYTES = 64 << 20
 REPORT_MAX_BYTES = 256 << 20
@@ -296,31 +301,50 @@ def read_bytes_bounded(path: str | os.PathLike[str], what: str, max_bytes: int) 
         os.close(fd)
 
 
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+_JSON_STRING = re.compile(rb'"[^"]*"')  # after escaped backslashes and quotes are gone: no backtracking state
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
-def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+def _json_shape(data: bytes, limit: int, max_values: int = MAX_JSON_VALUES) -> tuple[int, int]:
+    """``(depth, values)`` of JSON bytes, strings skipped, in C-speed passes of bounded memory (no regex per character).
+
+    Escaped backslashes, then escaped quotes, are removed (a run of backslashes
+    in a JSON string pairs up from the left, as ``bytes.replace`` does), so every
+    remaining ``"`` delimits a string and one regex without alternation strips
+    them. ``values`` bounds the number of parsed values (commas, colons and
+    containers; past ``max_values`` the depth is not computed and reads 0); the
+    depth is the number of rounds that remove the innermost ``[]`` pairs,
+    stopping past ``limit``.
+    """
+    bare = data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data
+    bare = _JSON_STRING.sub(b"0", bare) if b'"' in bare else bare
+    brackets = bare.translate(_BRACKETS, _NOT_BRACKETS)
+    values = bare.count(b",") + bare.count(b":") + brackets.count(b"[") + 1
+    del bare
+    if values > max_values:
+        return 0, values
+    depth = 0
+    while brackets and depth <= limit:
+        shorter = brackets.replace(b"[]", b"")
+        if len(shorter) == len(brackets):  # unbalanced: what is left never closes
+            return min(limit + 1, depth + shorter.count(b"[")), values
+        brackets, depth = shorter, depth + 1
+    return depth, values
+
+
+def json_depth(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> int:
     """The nesting depth of JSON ``text`` (strings skipped), stopping once it exceeds ``limit``.
 
     Examples
     --------
-    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    >>> json_depth('{"a": [1, {"b": "[[[\\\\\\"]"}]}')
     3
-    >>> json_depth("[" * 10**6, limit=64)
-    65
+    >>> json_depth("[" * 10**6, limit=64), json_depth("[]" * 10**6), json_depth('["' + "\\\\n" * 10**6 + '"]')
+    (65, 1, 1)
     """
-    depth = deepest = 0
-    for m in _JSON_TOKENS.finditer(text):
-        c = m.group()
-        if c in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-        elif c in "]}":
-            depth -= 1
-    return deepest
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return _json_shape(data, limit)[0]
 
 
 def _refuse_constant(name: str) -> Any:
@@ -351,12 +375,17 @@ def read_json_file(path: str | os.PathLike[str], what: str, max_bytes: int = CON
     symtrans.errors.SymtransError: ...: malformed report: non-standard JSON constant NaN (strict JSON has no NaN or Infinity)
     """
     raw = read_bytes_bounded(path, what, max_bytes)
+    depth, values = _json_shape(raw, max_depth)  # on the bytes: UTF-8 never puts '"' or '\\' in a multibyte char
+    if values > MAX_JSON_VALUES:
+        raise SymtransError(f"{path}: the {what} holds more than {MAX_JSON_VALUES} values (at most that many "
+                            "are parsed)")
+    if depth > max_depth:
+        raise SymtransError(f"{path}: the {what} nests deeper than {max_depth} levels")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SymtransError(f"{path}: the {what} is not UTF-8 (byte {err.start})") from None
-    if json_depth(text, max_depth) > max_depth:
-        raise SymtransError(f"{path}: the {what} nests deeper than {max_depth} levels")
+    del raw
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:
@@ -454,6 +483,7 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
     if not cfg.exists():
         raise SymtransError(f"{shown}: no config.json in the model directory")
     _regular_file(cfg, "config", CONFIG_MAX_BYTES)
+    confined_file(p, cfg.name, "config")  # a config.json linked out of the directory is another model's
     names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.pt", "model.bin")
     if not any((p / n).exists() or (p / n).is_symlink() for n in names):
         raise SymtransError(f"{shown}: no model.safetensors (or shard index) found")
@@ -462,8 +492,27 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
         confined_file(p, single.name, "shard")
     elif index.exists() or index.is_symlink():  # the shard list: read now, so a bad one is refused at once
         for shard in shard_names(p, index):
-            confined_file(p, shard, "shard")
+            shard_file(p, shard)
     return spec
+
+
+def shard_file(directory: str | os.PathLike[str], name: Any) -> Path:
+    """A weight file the model directory names: confined to it (:func:`confined_file`), present, a regular file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> shard_file(tempfile.mkdtemp(), "model-1.safetensors")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../model-1.safetensors: shard listed in the model directory is missing
+    """
+    f = confined_file(directory, name, "shard")
+    if not f.exists():
+        raise SymtransError(f"{terminal_safe(str(f))}: shard listed in the model directory is missing")
+    if not f.is_file():
+        raise SymtransError(f"{terminal_safe(str(f))}: the weight file is not a regular file")
+    return f
 
 
 def shard_names(directory: Path, index: Path) -> list[str]:
@@ -491,7 +540,11 @@ def shard_names(directory: Path, index: Path) -> list[str]:
     if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
         raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "
                             "non-empty object mapping tensor names to file names)")
-    return sorted(set(wmap.values()))
+    names = sorted(set(wmap.values()))
+    if len(names) > MAX_SHARDS:
+        raise SymtransError(f"{terminal_safe(str(index))}: the shard index names {len(names)} shard files "
+                            f"(at most {MAX_SHARDS} are opened)")
+    return names
 
 
 # ----------------------------------------------------------------- exact sizes
@@ -551,25 +604,46 @@ def check_exact_digits(expr: Any, values: dict[Any, Any], what: str) -> None:
 
 
 # ----------------------------------------------------------------- output text
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: C0/C1 controls, line and paragraph separators, bidirectional overrides and lone surrogates (which no UTF-8
+#: stream can write)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def terminal_safe(text: str, keep_newlines: bool = True) -> str:
-    """Escape control characters (ANSI escapes, C1 controls, bidirectional overrides) as ``\\xNN``.
+    """Escape control characters (ANSI escapes, C1 controls, bidirectional overrides, lone surrogates) as ``\\xNN``.
 
     Examples
     --------
     >>> terminal_safe("bert\\x1b[31mred")
     'bert\\\\x1b[31mred'
+    >>> terminal_safe("a\\ud800b")
+    'a\\\\ud800b'
     >>> terminal_safe("a\\nb"), terminal_safe("a\\nb", keep_newlines=False)
     ('a\\nb', 'a\\\\x0ab')
     """
-    def esc(m: re.Match[str]) -> str:
-        c = m.group()
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-    out = _CONTROL.sub(esc, text)
+    out = _CONTROL.sub(_escape_char, text)
     return out if keep_newlines else out.replace("\n", "\\x0a")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """Lone surrogates (from a JSON ``\\ud800`` or a non-UTF-8 file name) as ``\\udXXX``, so UTF-8 can hold the text.
+
+    Inside a JSON string the escape reads back as the same character.
+
+    Examples
+    --------
+    >>> utf8_safe('{"name": "a\\ud800b"}')
+    '{"name": "a\\\\ud800b"}'
+    """
+    return _SURROGATE.sub(_escape_char, text)
 
 
 def finite_json(obj: Any) -> Any:
@@ -690,6 +764,13 @@ def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]
                         or not isinstance(hc.get("detail", ""), str)):
                     raise bad(f"claims[{i}].evidence[{j}].hypothesis_checks[{h}]: expected {{name, holds, margin, "
                               "detail}")
+            ctx = e.get("context") or {}
+            bad_key = next((k for k, v in ctx.items() if not isinstance(v, (str, int, float, bool, type(None)))
+                            or (k == "producer" and not isinstance(v, str))), None)
+            if bad_key is not None:  # a context key is compared and hashed: scalars only, the producer a name
+                raise bad(f"claims[{i}].evidence[{j}].context.{terminal_safe(str(bad_key))[:40]}: expected "
+                          f"{'a string' if bad_key == 'producer' else 'a string, number, boolean or null'}, "
+                          f"got {type(ctx[bad_key]).__name__}")
             if e["kind"] not in ("symbolic", "numeric"):
                 raise bad(f"claims[{i}].evidence[{j}].kind: expected 'symbolic' or 'numeric'")
             records.append(e)

@@ -438,3 +438,457 @@ def test_verify_reads_certificates_bounded(tmp_path, capsys):
     for name, words in (("deep.json", "nests deeper"), ("nan.json", "NaN"), ("zero.json", "zero.json")):
         err = _refused(capsys, ["verify", str(tmp_path / name)], seconds=10)
         assert words in err, err
+
+
+# ------------------------------------------------------------------ report.md under a CommonMark renderer
+#: hostile external strings, by class (each yields several); every one must render as text only
+_HOSTILE_CLASSES: dict[str, list[str]] = {
+    "html": ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<iframe src=//e>", "<a href=x>y</a>",
+             "</td></tr></table><script>x</script>", "<!-- c -->", "<details open ontoggle=x>", "&lt;b&gt;&amp;"],
+    "backticks": ["`<img src=x onerror=alert(1)>`", "``a`<script>x</script>``", "`` ` ``<b>x</b>",
+                  "a```b` <img src=x onerror=y>", "\\`<script>x</script>`", "`", "````", " `x` "],
+    "markdown": ["[x](javascript:alert(1))", "![i](x.png)", "<http://e.com>", "*em* _u_ **s** ~~d~~", "a|b|c",
+                 "- item", "1. one", "+ p", "> q", "# h", "=== ", "    code", "x  \\", "[r]: http://e"],
+    "terminal": ["\x1b[31mred\x1b[0m", "\x1b]8;;http://e\x07link\x1b]8;;\x07", "a\x00b\x7fc\x9b", "\u202eevil",
+                 "line\nbreak", "a\rb", "\u2028x"],
+    "surrogate": ["\ud800", "x\udfffy", "\ud83d"],
+}
+
+
+def _hostile_report(base: Any, evil: str) -> Any:
+    """``base`` (a symbolic report) with ``evil`` as every external string report.md shows."""
+    import dataclasses
+
+    from proofs import get_claim
+    from symtrans.arch import get_arch
+    from symtrans.evidence import Evidence, Scope, Tolerance
+    from symtrans.graph import ClaimGraph, EvidenceEntry, assess
+
+    full = base.graph
+    ids = ["thm-recovery", *full.rests_on("thm-recovery")]
+    graph = ClaimGraph([get_claim(i) for i in full.claims if i in ids])
+    ev = Evidence(claim="thm-recovery", producer=evil, kind="numeric", verdict="supported", summary=evil,
+                  margin=1.5, margin_meaning=evil, dtype=evil, tolerance=Tolerance(1e-9, evil, evil),
+                  inputs={evil: evil}, model=evil, weights_hash=evil, seed=0, reading="thm-recovery/" + evil.replace("/", "-"),
+                  scope=Scope(kind="model", description=evil), violated_hypothesis=evil)
+    entry = EvidenceEntry(ev, stale=True, stale_reason=evil, origin=f"previous report {evil}")
+    statuses = dict(assess(graph, {}))
+    statuses["thm-recovery"] = dataclasses.replace(statuses["thm-recovery"], evidence=(entry,))
+    arch = dataclasses.replace(get_arch("bert-base"), name=evil)
+    return dataclasses.replace(
+        base, graph=graph, statuses=statuses, arch=arch, previous=evil, errors=[evil, "- " + evil],
+        model={"spec": evil, "source": evil, "arch": evil, "weights_hash": evil, "dtype": evil, "device": evil},
+        _formulas={})
+
+
+def _elements(html_text: str) -> list[tuple[str, tuple[tuple[str, str | None], ...]]]:
+    """Every start tag of ``html_text`` with its attributes, in order (html.parser, as a browser would split)."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, tuple[tuple[str, str | None], ...]]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, tuple(attrs)))
+
+        def handle_startendtag(self, tag, attrs):
+            found.append((tag, tuple(attrs)))
+
+        def handle_comment(self, data):
+            found.append(("!--", ()))
+
+    Collect(convert_charrefs=True).feed(html_text)
+    return found
+
+
+def _render_commonmark(md: str) -> str:
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(md)
+
+
+def _assert_inert(base: Any, evil: str) -> None:
+    """report.md with ``evil`` everywhere renders to exactly the elements it has with a plain word there."""
+    from symtrans.report.markdown import render_markdown
+
+    md = render_markdown(_hostile_report(base, evil))
+    md.encode("utf-8")  # writable: no lone surrogate or other unencodable character left
+    assert "\x1b" not in md and "\x00" not in md
+    got = _elements(_render_commonmark(md))
+    want = _elements(_render_commonmark(render_markdown(_hostile_report(base, "plain"))))
+    assert got == want, (evil, [e for e in got if e not in want][:5])
+    for tag, attrs in got:
+        assert tag not in ("script", "img", "iframe", "svg", "object", "embed", "style"), (evil, tag)
+        for name, value in attrs:
+            assert not name.startswith("on"), (evil, tag, name)
+            if name == "href":
+                assert value.startswith("#claim-"), (evil, value)
+
+
+@pytest.mark.parametrize("cls", sorted(_HOSTILE_CLASSES))
+def test_report_md_renders_hostile_strings_as_text(cls, symbolic_report):
+    for evil in _HOSTILE_CLASSES[cls]:
+        _assert_inert(symbolic_report, evil)
+
+
+def test_report_md_renders_generated_hostile_strings_as_text(symbolic_report):
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    pieces = st.sampled_from([x for v in _HOSTILE_CLASSES.values() for x in v]
+                             + ["`", "``", "<", ">", "&", "*", "_", "[", "]", "(", ")", "!", "|", "\\", "-", "1.",
+                                " ", "\n", "\t", "\x1b", "\ud800", "a", "javascript:", "<img ", "onerror="])
+    strings = st.lists(pieces, min_size=1, max_size=8).map("".join).filter(lambda s: s.strip(" ") != "")
+
+    @hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(strings)
+    def check(evil: str) -> None:
+        _assert_inert(symbolic_report, evil)
+
+    check()
+
+
+# ------------------------------------------------------------------ round 2 (issue 28): configs and weights
+def _tiny(tmp: Path, family: str = "bert", **kw: Any) -> Path:
+    """A real 2-layer ``transformers`` checkpoint of ``family`` (random weights) in ``tmp/family``."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp / family, family, n_layers=2, **kw)[0]
+
+
+def _edit_config(d: Path, **fields: Any) -> Path:
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(fields)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def _layers(n: int):
+    return lambda tmp: _edit_config(_tiny(tmp), num_hidden_layers=n)
+
+
+def make_missing_shards(tmp: Path) -> Path:
+    d = _model(tmp)
+    _index(d, {f"t{i}": f"model-{i:06d}-of-200000.safetensors" for i in range(200_000)})
+    return d
+
+
+def make_tensor_in_two_shards(tmp: Path) -> Path:
+    from safetensors.torch import load_file, save_file
+
+    d = _tiny(tmp, max_shard_size="20KB")
+    wmap = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    first, second = sorted(set(wmap.values()))[:2]
+    a, b = load_file(str(d / first)), load_file(str(d / second))
+    key = next(iter(a))
+    b[key] = a[key] * 0 + 7.0  # the same tensor, other values, in a shard the index does not name for it
+    save_file(b, str(d / second), metadata={"format": "pt"})
+    return d
+
+
+def make_config_linked_out(tmp: Path) -> Path:
+    d = _tiny(tmp)
+    outside = tmp / "elsewhere.json"
+    (d / "config.json").rename(outside)
+    os.symlink(outside, d / "config.json")
+    return d
+
+
+ROUND2_MODEL_CASES = {
+    "config says 100000 layers, weights hold 2": (_layers(100_000), "the weights hold 2"),
+    "config says 10**15 layers": (_layers(10**15), "the weights hold 2"),
+    "config says 1 layer, weights hold 2": (_layers(1), "the weights hold 2"),
+    "index names 200,000 missing shards": (make_missing_shards, "shard"),
+    "a tensor in two shards": (make_tensor_in_two_shards, "two shards"),
+    "config.json linked out of the directory": (make_config_linked_out, "outside the model directory"),
+    "bert is_decoder": (lambda t: _edit_config(_tiny(t), is_decoder=True), "is_decoder"),
+    "roberta pad_token_id 'x'": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id="x"), "pad_token_id"),
+    "roberta pad_token_id [1]": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=[1]), "pad_token_id"),
+    "roberta pad_token_id -5": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=-5), "pad_token_id"),
+    "roberta pad_token_id past the table": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=10**6),
+                                            "pad_token_id"),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUND2_MODEL_CASES))
+def test_round2_model_directory_refused(case, tmp_path, capsys):
+    make, words = ROUND2_MODEL_CASES[case]
+    d = make(tmp_path)
+    before = _tree(tmp_path)
+    err = _refused(capsys, ["measure", "--model", str(d), "--n", "4"], seconds=15)
+    assert words in err, err
+    assert _tree(tmp_path) == before
+    import symtrans
+
+    with pytest.raises(SymtransError, match=words.split()[0]):  # the API refuses the same way
+        symtrans.load(d)
+
+
+def test_roberta_pad_token_id_sets_the_usable_positions(tmp_path):
+    """pad_token_id p: positions are numbered from p + 1, so p + 1 rows of the table are never read."""
+    from symtrans.arch import from_config
+
+    d = _tiny(tmp_path, "roberta")
+    rows = json.loads((d / "config.json").read_text())["max_position_embeddings"]
+    assert from_config(d).max_positions == rows - 2  # the default pad_token_id 1
+    assert from_config(_edit_config(d, pad_token_id=3)).max_positions == rows - 4
+
+
+JSON_BOUND_CASES = {  # what the file holds -> words of the refusal (None: a legal file, read)
+    "one 8 MiB string": (lambda: '{"a": "' + "x" * (8 << 20) + '"}', None),
+    "one 8 MiB string of escapes": (lambda: '{"a": "' + "\\n" * (4 << 20) + '"}', None),
+    "escaped quotes and backslashes": (lambda: '{"a": "' + '\\"[\\\\' * (1 << 20) + '"}', None),
+    "30 MB of [[],[],...]": (lambda: "[" + ",".join(["[]"] * (10 << 20)) + "]", "values"),
+    "30 MB of [0,0,...]": (lambda: "[" + "0," * (15 << 20) + "0]", "values"),
+    "60-deep nests side by side": (lambda: "[" + ",".join(["[" * 60 + "]" * 60] * 50_000) + "]", None),
+    "65 deep inside a string-rich file": (lambda: '["' + '\\\\' * 1000 + '", ' + "[" * 65 + "]" * 65 + "]",
+                                          "nests deeper"),
+}
+
+
+def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
+    """Each file read by the bounded reader in a subprocess under a 1 GiB address-space cap, in seconds."""
+    paths = {}
+    for i, (case, (make, _)) in enumerate(JSON_BOUND_CASES.items()):
+        paths[case] = tmp_path / f"{i}.json"
+        paths[case].write_text(make())
+    code = ("import resource, sys, time, json\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from symtrans.validate import read_json_file, REPORT_MAX_BYTES\n"
+            "from symtrans.errors import SymtransError\n"
+            "for p in sys.argv[1:]:\n"
+            "    t = time.perf_counter()\n"
+            "    try:\n"
+            "        doc = read_json_file(p, 'report', REPORT_MAX_BYTES); r = 'read'\n"
+            "    except SymtransError as e:\n"
+            "        r = str(e)\n"
+            "    print(json.dumps([r, time.perf_counter() - t]))\n")
+    p = subprocess.run([sys.executable, "-c", code, *map(str, paths.values())], capture_output=True, text=True,
+                       timeout=240, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    for (case, (_, words)), (result, took) in zip(JSON_BOUND_CASES.items(), lines):
+        assert (result == "read") if words is None else (words in result), (case, result)
+        assert took < 20, (case, took)
+    json.loads(paths["60-deep nests side by side"].read_text())  # the legal ones are legal JSON
+    assert len(lines) == len(JSON_BOUND_CASES)
+
+
+def test_previous_unknown_claims_give_one_warning(tmp_path):
+    from proofs import get_claim
+    from symtrans.evidence import Context
+    from symtrans.graph import ClaimGraph
+    from symtrans.report import build_report
+
+    for count in (1, 20_000):
+        ids = [f"no-such-{i}" for i in range(count)]
+        prev = _previous(tmp_path, json.dumps({"claims": [{"id": i, "evidence": []} for i in ids]}))
+        rep = build_report(Context(model=None), previous=prev, graph=ClaimGraph([get_claim("lit-dong")]),
+                           parallel=False)
+        shown = "'no-such-0', 'no-such-1', 'no-such-2', ..." if count > 1 else "'no-such-0'"
+        plural = "s" if count > 1 else ""
+        assert [e for e in rep.errors if "unknown claim" in e] == [
+            f"previous report: evidence for {count} unknown claim{plural} ignored ({shown})"], rep.errors
+
+
+@pytest.mark.parametrize("producer", [["p"], {"p": 1}, 3])
+def test_previous_context_producer_must_be_a_name(producer, tmp_path, capsys):
+    ev = dict(GOOD_EV, context={"producer": producer, "n": 8})
+    prev = _previous(tmp_path, json.dumps({"claims": [{"id": "thm-4.2", "evidence": [ev]}]}))
+    err = _refused(capsys, ["report", "--model", "none", "--previous", str(prev), "--out", str(tmp_path / "r")],
+                   seconds=10)
+    assert "context.producer" in err
+    assert _tree(tmp_path) == ["prev.json"]
+
+
+# ------------------------------------------------------------------ round 2: Python API argument types
+def _api_cases():
+    import numpy as np
+
+    import symtrans
+
+    yield "check n='8'", lambda: symtrans.check_claims(n="8"), "integer"
+    yield "check n=None", lambda: symtrans.check_claims(n=None), "integer"
+    yield "check n=array", lambda: symtrans.check_claims(n=np.array([8, 9])), "integer"
+    yield "check n=1", lambda: symtrans.check_claims(n=1), "at least 2"
+    yield "check claims=[None]", lambda: symtrans.check_claims(claims=[None]), "list of strings"
+    yield "check claims='thm-4.2'", lambda: symtrans.check_claims(claims="thm-4.2"), "list of strings"
+    yield "check unknown claim", lambda: symtrans.check_claims(claims=["thm-4.3"]), "unknown claim"
+    yield "certify n='8'", lambda: symtrans.certify_claims(n="8"), "integer"
+    yield "certify seed=-1", lambda: symtrans.certify_claims(seed=-1), "at least 0"
+    yield "certify seed='x'", lambda: symtrans.certify_claims(seed="x"), "integer"
+    yield "certify claims=[3]", lambda: symtrans.certify_claims([3]), "list of strings"
+    yield "status(None)", lambda: symtrans.proof_graph(run=False).status(None), "expected a string"
+    yield "status(['a'])", lambda: symtrans.proof_graph(run=False).status(["a"]), "expected a string"
+
+
+def test_api_argument_types_are_symtrans_errors():
+    import symtrans
+
+    for name, call, words in _api_cases():
+        with pytest.raises(SymtransError, match=words):
+            call()
+    assert [e.claim for e in symtrans.check_claims(claims=("prop-5.4",), n=8)] == ["prop-5.4"]  # a tuple is fine
+
+
+# ------------------------------------------------------------------ round 2: tokenizers and output streams
+@pytest.mark.parametrize("pattern", ["(a|aa)+$", "((a+)+)+c", "(\\w+\\s?)*$"])
+def test_catastrophic_tokenizer_regex_is_one_error(pattern, tmp_path, default_model, capfd):
+    """A pre-tokenizer regex that makes the Rust tokenizer panic (a BaseException) is a one-line refusal."""
+    import dataclasses
+
+    from symtrans.numeric.forward import tokenize
+    from symtrans.numeric.weights import default_model_path
+
+    tok = json.loads((default_model_path() / "tokenizer.json").read_text())
+    tok["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    w = dataclasses.replace(default_model, source=str(tmp_path))
+    with pytest.raises(SymtransError, match="the tokenizer failed on this text"):
+        tokenize(w, "a" * 3000 + "!")
+    assert "panicked" not in capfd.readouterr().err  # the Rust backtrace does not reach the terminal
+    assert tokenize(default_model, "hello world")[0] == 101  # the real tokenizer still works
+
+
+def _names_config(tmp: Path, name: str) -> Path:
+    d = tmp / "cfg"
+    d.mkdir(exist_ok=True)
+    cfg = json.loads((_bundled() / "config.json").read_text())
+    cfg["_name_or_path"] = name
+    (d / "config.json").write_text(json.dumps(cfg))  # json escapes a lone surrogate as \ud800
+    return d / "config.json"
+
+
+STREAM_CASES = {  # name -> (argv maker, environment, shell redirection of stdout, expected rc, stdout words)
+    "lone surrogate in the name, strict UTF-8": (lambda t: ["arch", str(_names_config(t, "x\ud800y"))],
+                                                 {"PYTHONIOENCODING": "utf-8:strict"}, "", 0, "x\\ud800y"),
+    "section sign, ASCII stdout": (lambda t: ["formula", "recovery-ambiguity"], {"PYTHONIOENCODING": "ascii"},
+                                   "", 0, "\\xa7"),
+    "non-ASCII name under LANG=C": (lambda t: ["arch", str(_names_config(t, "mod\u00e8le-\u00a7"))],
+                                    {"LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": ""}, "", 0, "mod"),
+    "stdout closed": (lambda t: ["formula", "recovery-ambiguity"], {}, ">&-", 2, ""),
+    "stdout is /dev/full": (lambda t: ["formula", "recovery-ambiguity"], {}, ">/dev/full", 2, ""),
+}
+
+
+@pytest.mark.parametrize("case", list(STREAM_CASES))
+def test_output_streams_never_give_a_traceback(case, tmp_path):
+    import shlex
+
+    make, env, redirect, rc, words = STREAM_CASES[case]
+    argv = " ".join(shlex.quote(a) for a in make(tmp_path))
+    cmd = f"{shlex.quote(sys.executable)} -m symtrans {argv} {redirect}"
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == rc, (p.returncode, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    if rc == 2:
+        assert err.count("\n") == 1 and "standard output" in err, err
+    assert words in p.stdout.decode("ascii", "replace")
+
+
+def test_non_utf8_directory_name_is_escaped(tmp_path):
+    d = os.fsencode(tmp_path) + b"/bad\xff"
+    os.mkdir(d)
+    cfg = json.loads((_bundled() / "config.json").read_text())
+    cfg.pop("_name_or_path", None)  # the directory's name becomes the architecture's name
+    with open(d + b"/config.json", "w") as f:
+        json.dump(cfg, f)
+    p = subprocess.run([os.fsencode(sys.executable), b"-m", b"symtrans", b"arch", d + b"/config.json"],
+                       capture_output=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8:strict"})
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr
+    assert b"bad\\udcff" in p.stdout
+
+
+def test_deleted_working_directory_with_default_out(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+            "from symtrans.cli import main; sys.exit(main(['report', '--model', 'none', '--quiet']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _assert_one_line_refusal(p.returncode, p.stdout, p.stderr)
+    assert "working directory no longer exists" in p.stderr
+
+
+# ------------------------------------------------------------------ round 2: files written under --out
+@pytest.fixture(scope="module")
+def small_measurement():
+    from symtrans.cli.measure import run_measure
+
+    return run_measure("default", n=6)
+
+
+@pytest.mark.parametrize("name", ["a$b $\\frac{$ x$$y $\\undefinedmacro$ $"])
+def test_plots_take_dollar_signs_literally(name, small_measurement, tmp_path):
+    import dataclasses
+
+    pytest.importorskip("matplotlib")
+    from symtrans.cli.measure import write_plots
+
+    paths = write_plots(dataclasses.replace(small_measurement, arch=name), tmp_path)
+    assert [p.name for p in paths] == ["ranks.png", "alpha.png", "spectra.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def _in_the_way(kind: str, path: Path, outside: Path) -> None:
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "symlink out":
+        outside.write_text("precious")
+        path.symlink_to(outside)
+    elif kind == "dangling symlink":
+        path.symlink_to(outside.parent / "nowhere" / "x")
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink out"])
+def test_plot_files_never_follow_links_or_clobber_directories(kind, small_measurement, tmp_path):
+    pytest.importorskip("matplotlib")
+    from symtrans.cli.measure import write_plots
+
+    out, outside = tmp_path / "plots", tmp_path / "outside.txt"
+    out.mkdir()
+    _in_the_way(kind, out / "ranks.png", outside)
+    if kind == "directory":
+        with pytest.raises(SymtransError, match="a directory is in the way of the plot"):
+            write_plots(small_measurement, out)
+        return
+    write_plots(small_measurement, out)
+    assert not (out / "ranks.png").is_symlink() and (out / "ranks.png").read_bytes()[:4] == b"\x89PNG"
+    if kind == "symlink out":
+        assert outside.read_text() == "precious"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink out", "dangling symlink"])
+def test_certificate_files_never_follow_links_or_clobber_directories(kind, tmp_path, capsys):
+    out, outside = tmp_path / "certs", tmp_path / "outside.txt"
+    out.mkdir()
+    argv = ["certify", "prop-6.2", "--model", "none", "--out", str(out)]
+    assert main(argv) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names, "prop-6.2 writes at least one certificate"
+    for p in out.iterdir():
+        p.unlink()
+    capsys.readouterr()
+    _in_the_way(kind, out / names[0], outside)
+    if kind == "directory":
+        err = _refused(capsys, argv)
+        assert "a directory is in the way of the certificate" in err
+        return
+    assert main(argv) == 0
+    assert not (out / names[0]).is_symlink() and json.loads((out / names[0]).read_text())
+    if kind == "symlink out":
+        assert outside.read_text() == "precious"
+
+
+@pytest.mark.parametrize("evil", _HOSTILE_CLASSES["surrogate"])
+def test_every_report_file_can_be_written_with_a_lone_surrogate(evil, symbolic_report):
+    from symtrans.report.write import render
+
+    texts = render(_hostile_report(symbolic_report, evil), ["md", "json", "html", "dot"])
+    for name, text in texts.items():
+        text.encode("utf-8")  # strict: what replace_dir writes
+    doc = json.loads(texts["report.json"])
+    assert doc["model"]["spec"] == evil  # the JSON escape reads back as the same string

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -218,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # only now: while parsing, Python's default limit keeps int() of a huge argument cheap
         sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
         progress.configure(quiet=bool(getattr(args, "quiet", False)) or getattr(args, "progress", "auto") == "off")
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full or closed stdout is this command's error, not the interpreter's at exit
+        return status
     except SymtransError as err:
         from symtrans import progress
         from symtrans.validate import terminal_safe
@@ -254,7 +257,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class _TerminalSafe:
-    """A text stream wrapper escaping control characters (ANSI escapes, C1, bidi overrides) in writes."""
+    """A text stream wrapper escaping control characters (ANSI escapes, C1, bidi overrides) in writes.
+
+    What the stream's encoding cannot write (a section sign under
+    ``PYTHONIOENCODING=ascii``) is written as a backslash escape; a closed,
+    full or missing stream (``>&-``, ``/dev/full``) is one :class:`SymtransError`.
+
+    Examples
+    --------
+    >>> import io
+    >>> raw = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    >>> _ = _TerminalSafe(raw).write("§4 \\x1b[2J\\ud800")
+    >>> raw.flush(); raw.buffer.getvalue()
+    b'\\\\xa74 \\\\x1b[2J\\\\ud800'
+    """
 
     def __init__(self, stream: Any):
         self._stream = stream
@@ -262,8 +278,39 @@ class _TerminalSafe:
     def write(self, text: str) -> int:
         from symtrans.validate import terminal_safe
 
-        self._stream.write(terminal_safe(text))
+        safe = terminal_safe(text)
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        try:
+            safe.encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            safe = safe.encode(encoding if encoding != "utf-8" else "ascii", "backslashreplace").decode("ascii")
+        self._guarded(lambda: self._stream.write(safe))
         return len(text)
+
+    def flush(self) -> None:
+        self._guarded(lambda: self._stream.flush())
+
+    def _guarded(self, op: Any) -> None:
+        if self._stream is None:
+            raise SymtransError("cannot write the output: standard output is closed")
+        try:
+            op()
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as err:  # ENOSPC (/dev/full), EBADF, "I/O operation on closed file"
+            _silence_stdout()
+            why = getattr(err, "strerror", None) or str(err)
+            raise SymtransError(f"cannot write the output to standard output ({why})") from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's flush at exit cannot fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass

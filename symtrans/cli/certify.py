@@ -140,6 +140,8 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
     """
     from pathlib import Path
 
+    from symtrans.outdir import write_file
+
     target = Path(directory)
     try:
         target.mkdir(parents=True, exist_ok=True)
@@ -153,8 +155,7 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
                 uncovered.append(f"{claim['id']}: {ev['producer']} ({ev['verdict']})")
             for k, cert in enumerate(certs):
                 name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
-                path = target / name
-                path.write_text(json.dumps(cert, indent=1) + "\n")
+                path = write_file(target, name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
                 files.append(str(path))
     from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA, file_hash
 

@@ -237,6 +237,19 @@ def render_text(report: Any) -> str:
 
 
 # ------------------------------------------------------------------ plots
+def _mpl_text(text: object) -> str:
+    """An external string as literal matplotlib text: ``$`` would open mathtext (and fail to parse).
+
+    Examples
+    --------
+    >>> _mpl_text("gpt$2\\x1b")
+    'gpt\\\\$2\\\\x1b'
+    """
+    from symtrans.validate import terminal_safe
+
+    return terminal_safe(str(text), keep_newlines=False).replace("$", "\\$")
+
+
 def write_plots(report: Any, directory: str | Path) -> list[Path]:
     """Write ``ranks.png``, ``alpha.png`` and ``spectra.png`` into ``directory``; return their paths.
 
@@ -259,8 +272,21 @@ def write_plots(report: Any, directory: str | Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SymtransError(f"{out}: cannot create the plot directory ({err.strerror})") from None
-    title = f"{report.arch}, n = {report.n}, {report.dtype}"
-    paths = []
+    arch = _mpl_text(report.arch)
+    title = f"{arch}, n = {report.n}, {report.dtype}"
+    paths: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:  # rendered in memory, then written without following a link
+        import io
+
+        from symtrans.outdir import write_file
+
+        buf = io.BytesIO()
+        try:
+            fig.savefig(buf, dpi=110, format="png")
+        finally:
+            plt.close(fig)
+        paths.append(write_file(out, name, buf.getvalue(), "plot"))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for name, prof in report.profiles.items():
@@ -276,9 +302,7 @@ def write_plots(report: Any, directory: str | Path) -> list[Path]:
         ax.grid(alpha=0.3)
     fig.suptitle(f"Rank per layer per variant ({title})")
     fig.tight_layout()
-    paths.append(out / "ranks.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    save(fig, "ranks.png")
 
     alpha = report.asymmetry.alpha
     fig, ax = plt.subplots(figsize=(1 + 0.5 * len(alpha[0]), 1 + 0.45 * len(alpha)))
@@ -288,12 +312,10 @@ def write_plots(report: Any, directory: str | Path) -> list[Path]:
             ax.text(j, i, f"{a:.2f}", ha="center", va="center", fontsize=7, color="w" if a < 0.6 else "k")
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
-    ax.set_title(f"alpha_h = ||M_a||_F / ||M||_F ({report.arch})")
+    ax.set_title(f"alpha_h = ||M_a||_F / ||M||_F ({arch})")
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    paths.append(out / "alpha.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    save(fig, "alpha.png")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     name, prof = next(iter(report.profiles.items()))
@@ -310,7 +332,5 @@ def write_plots(report: Any, directory: str | Path) -> list[Path]:
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    paths.append(out / "spectra.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    save(fig, "spectra.png")
     return paths

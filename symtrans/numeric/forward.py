@@ -461,13 +461,32 @@ def tokenize(weights: ModelWeights | str, text: str) -> list[int]:
 
     confined_file(directory, "tokenizer.json", "tokenizer")
     raw = read_bytes_bounded(path, "tokenizer", 64 << 20)  # a regular file of bounded size (not /dev/zero)
-    try:
-        tok = Tokenizer.from_str(raw.decode("utf-8"))
-    except Exception as err:  # tokenizers raises its own exception types
-        raise SymtransError(f"{path}: not a readable tokenizer.json ({str(err).splitlines()[0][:120]})") from None
+
+    def guarded(what: str, op: Any) -> Any:
+        import os
+        import sys
+
+        sys.stderr.flush()
+        saved = os.dup(2)  # a Rust panic prints its backtrace on fd 2 before Python sees the exception
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            return op()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # tokenizers' own types, and its Rust panics (a BaseException: a bad regex)
+            first = (str(err).splitlines() or [type(err).__name__])[0][:120]
+            raise SymtransError(f"{path}: {what} ({terminal_safe(first)})") from None
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+    from symtrans.validate import terminal_safe
+
+    tok = guarded("not a readable tokenizer.json", lambda: Tokenizer.from_str(raw.decode("utf-8")))
     tok.no_padding()  # the bundled tokenizer.json pads to a fixed length; we want the real tokens
     tok.no_truncation()
-    ids = tok.encode(text).ids
+    ids = guarded("the tokenizer failed on this text", lambda: tok.encode(text).ids)
     if not text.strip() or len(ids) <= 2:  # only [CLS] and [SEP]
         raise SymtransError(f"text {text!r} tokenizes to no content tokens")
     return list(ids)

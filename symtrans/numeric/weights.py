@@ -29,8 +29,8 @@ from typing import Any
 
 from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
-from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, confined_file, read_json_file,
-                               shard_names)
+from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, read_json_file,
+                               shard_file, shard_names, terminal_safe)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
            "resolve_dtype", "default_model_path", "unwrap_model", "module_state", "expand_kv", "SUPPORTED_FAMILIES",
@@ -263,9 +263,15 @@ class _Reader:
     def __init__(self, files: list[Path], transient: bool = False):
         self.files, self.transient = files, transient
         self.where: dict[str, Any] = {}  # key -> open handle, or the file when transient
+        first: dict[str, Path] = {}
         for f in files:
             h = self._open(f)
             for k in h.keys():
+                if k in first:  # which copy the index means is not for the reader to guess
+                    raise SymtransError(f"{terminal_safe(k)[:120]}: tensor stored in two shards "
+                                        f"({terminal_safe(first[k].name)} and {terminal_safe(f.name)}); "
+                                        "refused (each tensor must be in one shard)")
+                first[k] = f
                 self.where[k] = f if transient else h
 
     @staticmethod
@@ -439,12 +445,7 @@ def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]
 
 def _weight_file(directory: Path, name: str) -> Path:
     """A weight file inside ``directory`` (no ``..``, absolute path or escaping link), and a regular file."""
-    f = confined_file(directory, name, "shard")
-    if not f.exists():
-        raise SymtransError(f"{f}: shard listed in the model directory is missing")
-    if not f.is_file():
-        raise SymtransError(f"{f}: the weight file is not a regular file")
-    return f
+    return shard_file(directory, name)
 
 
 def _resolve_directory(spec: str) -> Path:
@@ -737,6 +738,17 @@ class _Checkpoint:
         self.prefix = next((p for p in layout["prefixes"] if f"{p}{layout['word']}" in self.keyset), None)
         if self.prefix is None:
             raise SymtransError(f"{where}: missing tensor {layout['word']!r} (not a {arch.family} checkpoint?)")
+        self._check_layer_count()
+
+    def _check_layer_count(self) -> None:
+        """The config's layer count must be the checkpoint's, before anything is sized by it (10**15 layers)."""
+        head = self.prefix + self.layout["layer"].split("{i}")[0]
+        stored = {k[len(head):].split(".", 1)[0] for k in self.keyset if k.startswith(head)}
+        count = len({int(x) for x in stored if x.isdigit()})
+        L = self.arch.L
+        if isinstance(L, int) and count != L:
+            raise SymtransError(f"{self.where}: config.json says {L} layers, the weights hold {count}; "
+                                "refused (a mismatched config would size or skip layers)")
 
     def key(self, name: str) -> str:
         key = self.prefix + name
@@ -1040,7 +1052,7 @@ def expand_kv(layer: dict[str, Any]) -> dict[str, Any]:
 def _position_offset(family: str, config: dict[str, Any]) -> int:
     """RoBERTa numbers positions from ``padding_idx + 1``; BERT and DistilBERT from 0."""
     if family == "roberta":
-        pad = config.get("pad_token_id")
+        pad = config.get("pad_token_id")  # checked by from_config: an integer >= 0 that leaves positions
         return int(pad if pad is not None else 1) + 1
     return 0
 

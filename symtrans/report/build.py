@@ -522,9 +522,13 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
                       "device": str(w.device)}
     errors: list[str] = []
     raised: set[str] = set()
-    for cid in earlier:
-        if cid not in graph:
-            errors.append(f"previous report: evidence for unknown claim {cid!r} ignored")
+    unknown = [cid for cid in earlier if cid not in graph]
+    if unknown:  # one line, however many: a 4 MB file can name 200,000 ids
+        from symtrans.validate import terminal_safe
+
+        shown = ", ".join(repr(terminal_safe(c)[:40]) for c in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+        errors.append(f"previous report: evidence for {len(unknown)} unknown claim"
+                      f"{'s' if len(unknown) > 1 else ''} ignored ({shown})")
     # every carried record is checked before any producer runs
     model_dir = str(w.source) if ctx.numeric and Path(str(w.source)).is_dir() else None
     checked: dict[str, list[tuple[Evidence, EvidenceEntry]]] = {}

@@ -33,60 +33,80 @@ if TYPE_CHECKING:
 __all__ = ["render_markdown"]
 
 
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+class Md(str):
+    """Markdown the template itself wrote (links, emphasis, code spans of escaped text): a cell passes it as is.
+
+    Every other string a table cell receives is external text and goes through :func:`_md`.
+
+    Examples
+    --------
+    >>> _cell(Md("**x**")), _cell("**x**")
+    ('**x**', '\\\\*\\\\*x\\\\*\\\\*')
+    """
 
 
-def _md(text: object) -> str:
-    """Text from outside the toolkit (model names, paths, errors) made inert in Markdown.
+#: ASCII punctuation that opens Markdown structure inside a line (emphasis, links, code, raw HTML, tables,
+#: strikethrough, hard breaks), escaped wherever external text goes
+_INLINE = re.compile(r"([\\`*_\[\]|!#~])")
+#: a list marker or setext underline an external string could open at the start of a line ("- ", "1. ", "=")
+_LEADING = re.compile(r"^([-+=]|\d{1,9}(?=[.)]))")
 
-    HTML is escaped (``<script>`` shows as text), Markdown punctuation that
-    could open links, emphasis or code is backslash-escaped, control
-    characters are shown as ``\\xNN`` and newlines become spaces.
+
+def _md(text: object, line_start: bool = False) -> str:
+    """Text from outside the toolkit (model names, paths, errors, carried records) made inert in Markdown.
+
+    The one escaping of external text for report.md, for CommonMark with HTML
+    enabled: HTML is escaped (``<script>`` shows as text), Markdown punctuation
+    that could open links, emphasis, code or a table cell is backslash-escaped,
+    a leading list or heading marker is escaped where the text opens a line
+    (``line_start``), control characters and
+    lone surrogates are shown as ``\\xNN`` and newlines become ``\\x0a``.
 
     Examples
     --------
     >>> _md("<script>alert(1)</script> *x* [a](b) `c`")
     '&lt;script&gt;alert(1)&lt;/script&gt; \\\\*x\\\\* \\\\[a\\\\](b) \\\\`c\\\\`'
+    >>> _md("- 1. x", True), _md("1) y", True), _md("  z", True), _md("1. z")
+    ('\\\\- 1. x', '1\\\\) y', '&#32;&#32;z', '1. z')
     """
     out = terminal_safe(str(text), keep_newlines=False)
     out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([\\`*_\[\]|!#~])", r"\\\1", out)
+    out = _INLINE.sub(r"\\\1", out)
+    if not line_start:
+        return out
+    out = re.sub(r"^[ \t]+", lambda m: m.group().replace(" ", "&#32;").replace("\t", "&#9;"), out)
+    return _LEADING.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), out)
 
 
-def _code(text: object) -> str:
+def _code(text: object) -> Md:
     """``text`` as one inline code span, whatever backticks it holds (its content is never HTML).
+
+    CommonMark's rule: the fence is a backtick run longer than any run inside,
+    padded with a space when the content starts or ends with a backtick (or a
+    space, which the renderer would otherwise strip).
 
     Examples
     --------
-    >>> _code("a`b"), _code("x")
-    ('``a`b``', '`x`')
+    >>> _code("a`b"), _code("x"), _code("`` <b>")
+    ('``a`b``', '`x`', '``` `` <b> ```')
     """
     body = terminal_safe(str(text), keep_newlines=False)
     fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
-    pad = " " if body.startswith("`") or body.endswith("`") else ""
-    return f"{fence}{pad}{body}{pad}{fence}"
+    pad = " " if body[:1] in ("`", " ") or body[-1:] in ("`", " ") else ""
+    return Md(f"{fence}{pad}{body}{pad}{fence}")
 
 
 def _cell(text: object) -> str:
-    """A table cell: one line, ``|`` escaped, HTML escaped outside code spans.
+    """A table cell: one line with ``|`` escaped; external text (anything not :class:`Md`) through :func:`_md`.
 
     Examples
     --------
-    >>> _cell("model <b>x</b> | `a<b`")
-    'model &lt;b&gt;x&lt;/b&gt; \\\\| `a<b`'
+    >>> _cell("model <b>x</b> | a"), _cell(_code("a|b"))
+    ('model &lt;b&gt;x&lt;/b&gt; \\\\| a', '`a\\\\|b`')
     """
-    raw = terminal_safe(str(text), keep_newlines=False).replace("\\", "\\\\")
-    parts, last = [], 0
-    for m in _CODE_SPAN.finditer(raw):
-        parts.append(_html_escape(raw[last:m.start()]))
-        parts.append(m.group())
-        last = m.end()
-    parts.append(_html_escape(raw[last:]))
-    return "".join(parts).replace("|", "\\|")
-
-
-def _html_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if isinstance(text, Md):
+        return terminal_safe(str(text), keep_newlines=False).replace("|", "\\|")
+    return _md(text)
 
 
 def _links(ids: list[str] | tuple[str, ...]) -> str:
@@ -94,7 +114,7 @@ def _links(ids: list[str] | tuple[str, ...]) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(_cell(c) for c in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return lines
 
@@ -103,7 +123,7 @@ def _run_lines(report: Report) -> list[str]:
     m = report.model
     model = ("none (symbolic producers only; numeric producers are listed as not-run)" if m is None else
              f"{_code(m['spec'])}: {_md(m['arch'])} from {_code(m['source'])}, weights sha256 "
-             f"`{m['weights_hash'][:16]}...`, {_md(m['dtype'])} on {_md(m['device'])}")
+             f"{_code(str(m['weights_hash'])[:16] + '...')}, {_md(m['dtype'])} on {_md(m['device'])}")
     c = report.context
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
@@ -119,8 +139,10 @@ def _overview(report: Report) -> list[str]:
     out = ["## Every claim and reading", ""]
     rows = []
     for r in overview_rows(report):
-        item = f"[{r['item']}](#claim-{r['claim']})" if r["level"] == 0 else f"↳ `{r['item']}`"
-        rows.append([item] + [f"**{r[k]}**" if k == "verdict" and r["level"] == 0 else r[k]
+        # template markup is Md; every value from the report goes through _md (claim ids come from the registry)
+        item = (Md(f"[{_md(r['item'])}](#claim-{r['claim']})") if r["level"] == 0
+                else Md(f"↳ {_code(r['item'])}"))
+        rows.append([item] + [Md(f"**{_md(r[k])}**") if k == "verdict" and r["level"] == 0 else r[k]
                               for k in list(OVERVIEW_COLUMNS)[1:]])
     out += _table(list(OVERVIEW_COLUMNS.values()), rows)
     return out + ["", not_run_breakdown(report) + ".", ""]
@@ -132,7 +154,7 @@ def _summary(report: Report) -> list[str]:
     if dis:
         reasons = {r["item"]: r["reason"] for r in overview_rows(report) if r["level"] == 0}
         out += _table(["claim", "paper", "paper status", "toolkit verdict", "standing", "why (from the evidence)"],
-                      [[f"[{c.id}](#claim-{c.id})", c.paper_ref, c.paper_status.value, s.verdict.value,
+                      [[Md(f"[{c.id}](#claim-{c.id})"), c.paper_ref, c.paper_status.value, s.verdict.value,
                         s.standing.value, reasons[c.id]] for c, s in dis])
     else:
         out.append("None so far: no evidence that ran contradicts the paper's status of any claim. "
@@ -148,7 +170,7 @@ def _summary(report: Report) -> list[str]:
     waiting = [c.id for c, s in report.items() if s.verdict is Verdict.NOT_RUN and not (c.given or c.external)]
     out += ["", f"No evidence yet ({len(waiting)}): {_links(waiting)}."]
     if report.errors:
-        out += ["", "### Producer errors", ""] + [f"- {_md(e)}" for e in report.errors]
+        out += ["", "### Producer errors", ""] + [f"- {_md(e, line_start=True)}" for e in report.errors]
     return out
 
 
@@ -169,7 +191,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
                 "`reading-dependent` when some hold and some fail):", ""]
         out += _table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
                        "formalisation"],
-                      [[f"`{r.id}`", f"**{r.verdict.value}**", r.standing.value, r.reading.quantifier,
+                      [[_code(r.id), Md(f"**{_md(r.verdict.value)}**"), r.standing.value, r.reading.quantifier,
                         r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note]
                        for r in status.readings])
         out.append("")
@@ -183,8 +205,8 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     if rows:
         archs = list(rows[0]["values"])
         out += _table(["formula", "expression", *archs, "counts"],
-                      [[f"`{r['name']}`", f"`{r['expression']}`",
-                        *[_value(r["values"][a]) + _own_expression(r, r["values"][a]) for a in archs],
+                      [[_code(r['name']), _code(r['expression']),
+                        *[Md(_md(_value(r["values"][a])) + _own_expression(r, r["values"][a])) for a in archs],
                         r["counts"]] for r in rows])
         out.append("")
     if status.evidence:
@@ -205,7 +227,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
 def _own_expression(row: dict, value: dict) -> str:
     """`` (of `expr`)`` when an architecture's flags (a gated FFN, biases) change the formula's expression."""
     own = value.get("expression")
-    return f" (of `{own}`)" if own and own != row["expression"] else ""
+    return f" (of {_code(own)})" if own and own != row["expression"] else ""
 
 
 def _value(v: dict) -> str:

@@ -58,7 +58,9 @@ def render(report: Report, formats: list[str]) -> dict[str, str]:
     texts = {f: _render_one(report, f) for f in formats if not (f == "html" and aside is not None)}
     if aside is not None:  # collected after the others, whatever the order of ``formats``: they overlap with it
         texts["html"] = aside()
-    return {FILES[f]: texts[f] for f in formats}
+    from symtrans.validate import utf8_safe
+
+    return {FILES[f]: utf8_safe(texts[f]) for f in formats}  # a lone surrogate in a name cannot stop the write
 
 
 def _render_one(report: Report, f: str) -> str:
