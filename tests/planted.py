@@ -52,7 +52,7 @@ Defects (``PLANTED`` lists them, with what they break):
 Examples
 --------
 >>> sorted(PLANTED)[:3]
-['g-applied', 'permuted-heads', 'real']
+['dff-below-kappa', 'g-applied', 'permuted-heads']
 """
 
 from __future__ import annotations

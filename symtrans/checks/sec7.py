@@ -406,7 +406,7 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     out = []
     seen: list[tuple[Any, Any]] = []  # (B, record): with eps > 0 LayerNorm's kernel is the same 1-direction for every row
     for k, i in enumerate(rows):
-        B = norm_kernel(u[k], eps, norm, zero_gain=zeros)
+        B = norm_kernel(u[k], eps, norm, zero_gain=zeros) if zeros else norm_kernel(u[k], eps, norm)
         if B is None:
             out.append({"row": i, "fibre": None, "decisive": False, "why": "the norm is not differentiable here"})
             continue
@@ -756,11 +756,15 @@ def _ln(ctx: Context) -> list[Evidence]:
         for j, r in enumerate(jac):
             dv = derived[j]
             if kernel_only and dv is not None and dv["fibre"] is not None:
-                # the count from the exact kernel; the direct Jacobian SVD is kept beside it as direct_fibre
+                # the count from the exact kernel decides; the direct Jacobian SVD is a second route only where it
+                # is decisive (the lambda-shrunk direction usually keeps it from deciding)
+                jac_fibre, jac_decisive = r["fibre"], r["decisive"]
                 r = dict(r, fibre=dv["fibre"], decisive=dv["decisive"], margin_decades=None,
-                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=r["fibre"],
-                         direct_jacobian_decisive=r["decisive"])
-            agree = dv is not None and dv["fibre"] == r["fibre"]
+                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=jac_fibre,
+                         direct_jacobian_decisive=jac_decisive)
+                agree = not jac_decisive or jac_fibre == dv["fibre"]
+            else:
+                agree = dv is not None and dv["fibre"] == r["fibre"]
             decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
             row = dict(r, layer=i, decided=decided,
                        jacobian=("equilibrated: the row Jacobian left-multiplied by the invertible "
