@@ -601,7 +601,7 @@ def thm53_real(ctx: Context) -> list[Evidence]:
             margins.append(margin)
     if not counted:
         return [_ev("thm-5.3", "thm53-real-weights", Verdict.NOT_APPLICABLE,
-                    f"every layer's MHA is identically zero (each head has W_V^h = 0 or W_O^h = 0): F(X) = X, so "
+                    "every layer's MHA is identically zero (each head has W_V^h = 0 or W_O^h = 0): F(X) = X, so "
                     "rank F(X*_r) = r exactly; the theorem assumes generic weights", violated_hypothesis=hyp_name,
                     hypothesis_checks=(HypothesisCheck(hyp_name, False, 0.0, f"layers {excluded}"),),
                     model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "R": R})]

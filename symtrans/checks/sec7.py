@@ -756,13 +756,13 @@ def _ln(ctx: Context) -> list[Evidence]:
         for j, r in enumerate(jac):
             dv = derived[j]
             if kernel_only and dv is not None and dv["fibre"] is not None:
-                # the count from the exact kernel decides; the direct Jacobian SVD is a second route only where it
-                # is decisive (the lambda-shrunk direction usually keeps it from deciding)
-                jac_fibre, jac_decisive = r["fibre"], r["decisive"]
+                # the count from the exact kernel decides alone: the direct Jacobian SVD is shown beside it, never
+                # compared, since its lambda-shrunk direction (lambda ~ eps / s^2) can sit a decade below the
+                # float64 cut and be read, "decisively", as a lost direction (2 per token where 1 is exact)
                 r = dict(r, fibre=dv["fibre"], decisive=dv["decisive"], margin_decades=None,
-                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=jac_fibre,
-                         direct_jacobian_decisive=jac_decisive)
-                agree = not jac_decisive or jac_fibre == dv["fibre"]
+                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=r["fibre"],
+                         direct_jacobian_decisive=r["decisive"])
+                agree = True
             else:
                 agree = dv is not None and dv["fibre"] == r["fibre"]
             decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
