@@ -338,6 +338,9 @@ class Evidence:
     scope: Scope | None = None  # what the conclusion covers; a certificate without one counts as 'instances'
     hypothesis_checks: tuple[HypothesisCheck, ...] = ()  # hypotheses tested on the instance, before the conclusion
     context: dict[str, Any] = field(default_factory=dict)  # the run's key (filled by the runner): see Context.key
+    #: False for a sanity check of the pipeline (it cannot fail on any legal input, e.g. a theorem's bound or
+    #: autograd against the same map): shown in every output, counted as ``not-run`` (see :attr:`not_counted_note`)
+    counted: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ("symbolic", "numeric"):
@@ -364,6 +367,19 @@ class Evidence:
             from symtrans import __version__
 
             object.__setattr__(self, "toolkit_version", __version__)
+
+    @property
+    def not_counted_note(self) -> str:
+        """Why a sanity-check record (``counted=False``) does not count towards its claim's verdict.
+
+        Examples
+        --------
+        >>> Evidence(claim="c", producer="p", kind="numeric", verdict="supported", summary="s",
+        ...          counted=False).not_counted_note[:12]
+        'sanity check'
+        """
+        return ("sanity check: it cannot fail on any legal input (its verdict is shown, not counted as evidence)"
+                if not self.counted else "")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (the ``evidence`` entries of ``report.json``).

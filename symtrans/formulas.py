@@ -141,6 +141,8 @@ class Formula:
         --------
         >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=700).value
         34816
+        >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=0).value  # W_O = 0: every direction is lost
+        393216
         >>> get_formula("wo-fibre").evaluate("bert-base", rank_WO=769)
         Traceback (most recent call last):
         ...
@@ -151,8 +153,10 @@ class Formula:
         for key, value in sizes.items():
             if key not in SYMBOLS:
                 raise SymtransError(suggest(key, SYMBOLS, "symbol"))
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SymtransError(f"{key} must be a positive integer, got {value!r}"[:200])
+            low = 0 if key in AUX_NAMES else 1  # a rank may be 0 (all-zero W_O); a size may not
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                what = "a non-negative" if low == 0 else "a positive"
+                raise SymtransError(f"{key} must be {what} integer, got {value!r}"[:200])
             if value > MAX_SIZE:
                 raise SymtransError(f"{key}: sizes above {MAX_SIZE} are refused (no architecture is that large)")
         a = get_arch(arch, **arch_sizes)

@@ -756,5 +756,5 @@ def _count(claim: Claim, entry: EvidenceEntry) -> EvidenceEntry:
         quantifier = claim.reading(ev.reading).quantifier
     elif ev.reading is not None and not claim.readings:
         raise SymtransError(f"evidence from {ev.producer!r} names reading {ev.reading!r}, but {claim.id!r} has none")
-    counted, note = counted_verdict(ev, quantifier)
+    counted, note = counted_verdict(ev, quantifier) if ev.counted else (Verdict.NOT_RUN, ev.not_counted_note)
     return dataclasses.replace(entry, counted_as=counted, counted_note=note)

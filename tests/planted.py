@@ -29,12 +29,30 @@ Defects (``PLANTED`` lists them, with what they break):
   gauges on (Q, K) (W_Q M, W_K M^-T, with the biases) and on (V, O)
   (W_V N, b_V N, N^-1 W_O) and a head permutation in every layer: the model
   computes the same function, so every verdict must be unchanged;
-* ``permuted-heads``: only the head permutation.
+* ``permuted-heads``: only the head permutation;
+* ``wo-singular-one``: layer 0's stacked W_O replaced by an exact product A B of two
+  dyadic factors of inner size d_model - 1 (every product and partial sum is exact in
+  float64), stored as float64: exactly singular (rank d_model - 1) at one layer;
+* ``wo-singular-all``: the same at every layer;
+* ``wo-rankdef-exact``: the exact dyadic product of inner size ``WO_RANK`` at every layer
+  (exact rank ``WO_RANK``, float64);
+* ``zero-ln-gain``: coordinate 0 of the gain of the norm in front of the MLP (LN1, post-LN) is 0
+  in every layer: with eps > 0 LayerNorm's row Jacobian still loses exactly one direction (the
+  rows of R P sum to zero, so dropping one of them keeps rank d - 1);
+* ``uniform-layer``: W_Q = W_K = 0 at layer 0 only (one layer of unspecialised heads);
+* ``zero-wo``: W_O = 0 in every layer (MHA(X) is identically zero);
+* ``zero-pos``: the position embeddings zero and the word embeddings cut to rank ``EMB_RANK``;
+* ``dff-below-kappa``: heads (1, 3) share heads (0, 2)'s value and output subspaces exactly (W_O^b = M W_O^a
+  with M a signed permutation times powers of two, so the product is exact) in every
+  layer (kappa = 2 d_head = 64 at n >= d_head) and the FFN cut to ``DFF_SMALL`` = 32 hidden units;
+* ``shared-all-directional``: every head h of every layer gets W_V^h = W_V^0 and
+  W_O^h = M_h W_O^0 (one output subspace for all heads: at n >= d_head every head's alignment
+  is exactly 1), with its own W_Q, W_K (alpha_h varies).
 
 Examples
 --------
 >>> sorted(PLANTED)[:3]
-['g-applied', 'permuted-heads', 'real']
+['dff-below-kappa', 'g-applied', 'permuted-heads']
 """
 
 from __future__ import annotations
@@ -51,6 +69,12 @@ WO_RANK = 320
 TRAIL_F32 = 1e-10
 SILENCED = (3, 7)
 _PER_HEAD = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
+
+#: rank of the word embeddings in ``zero-pos``; hidden width of ``dff-below-kappa``
+EMB_RANK = 64
+DFF_SMALL = 32
+#: grid of the dyadic factors of the exact low-rank W_O: 2^-14 (products on 2^-28, sums exact below 2^25)
+_GRID = 2.0 ** 14
 
 _BASE: dict[str, Any] = {}
 
@@ -180,6 +204,106 @@ def apply_g(w: Any, seed: int = 0) -> Any:
     return permute_heads(gauged, seed=seed, tag=f"g-applied{seed}-")
 
 
+def exact_lowrank_wo(w: Any, rank: int, layers: Any = None, tag: str = "wo-rankdef-exact") -> Any:
+    """Stacked W_O of the chosen layers replaced by A B, A and B dyadic (grid 2^-14), inner size ``rank``.
+
+    Every product of two grid numbers lies on the 2^-28 grid and every partial sum is far below 2^25,
+    so float64 forms A B without rounding: its exact rank over Q is ``rank`` (A, B of full rank).
+    """
+    L, H, dv, d = w.W_O.shape
+    W_O = w.W_O.clone()
+    for i in range(L) if layers is None else layers:
+        M = w.W_O[i].reshape(H * dv, d)
+        U, S, Vh = torch.linalg.svd(M, full_matrices=False)
+        A = torch.round(U[:, :rank] * S[:rank].sqrt() * _GRID) / _GRID
+        B = torch.round(S[:rank, None].sqrt() * Vh[:rank] * _GRID) / _GRID
+        W_O[i] = (A @ B).reshape(H, dv, d)
+    return copy_with(w, f"{tag}{rank},{layers}", storage_dtype="float64", W_O=W_O)
+
+
+def wo_singular_one(w: Any) -> Any:
+    """Layer 0's stacked W_O exactly singular (exact rank d_model - 1), float64."""
+    return exact_lowrank_wo(w, w.n_heads * w.d_head - 1, layers=(0,), tag="wo-singular-one")
+
+
+def wo_singular_all(w: Any) -> Any:
+    """Every layer's stacked W_O exactly singular (exact rank d_model - 1), float64."""
+    return exact_lowrank_wo(w, w.n_heads * w.d_head - 1, tag="wo-singular-all")
+
+
+def wo_rankdef_exact(w: Any, rank: int = WO_RANK) -> Any:
+    """Every layer's stacked W_O of exact rank ``rank`` (float64)."""
+    return exact_lowrank_wo(w, rank)
+
+
+def zero_ln_gain(w: Any, coords: tuple[int, ...] = (0,)) -> Any:
+    """The MLP-side norm's gain (LN1 of a post-LN layer) zero at ``coords`` in every layer."""
+    g = w.ln1_w.clone()
+    g[:, list(coords)] = 0
+    return copy_with(w, f"zero-ln-gain{coords}", ln1_w=g)
+
+
+def uniform_layer(w: Any, layer: int = 0) -> Any:
+    """W_Q = W_K = 0 at one layer only: its heads are not specialised, the other layers' heads are."""
+    W_Q, W_K = w.W_Q.clone(), w.W_K.clone()
+    W_Q[layer] = 0
+    W_K[layer] = 0
+    return copy_with(w, f"uniform-layer{layer}", W_Q=W_Q, W_K=W_K)
+
+
+def zero_wo(w: Any) -> Any:
+    """W_O = 0 in every layer: MHA(X) is identically zero."""
+    return copy_with(w, "zero-wo", W_O=torch.zeros_like(w.W_O))
+
+
+def zero_pos(w: Any, rank: int = EMB_RANK) -> Any:
+    """Position embeddings zero; word embeddings cut to rank ``rank`` (truncated SVD)."""
+    U, S, Vh = torch.linalg.svd(w.word, full_matrices=False)
+    word = (U[:, :rank] * S[:rank]) @ Vh[:rank]
+    return copy_with(w, f"zero-pos{rank}", word=word, pos=torch.zeros_like(w.pos))
+
+
+def _exact_gauge(k: int, g: Any, dtype: Any) -> Any:
+    """A signed permutation times powers of two (2^-1, 1, 2): M W is exact in any binary float format."""
+    P = torch.eye(k, dtype=dtype)[torch.randperm(k, generator=g)]
+    signs = torch.where(torch.rand(k, generator=g) < 0.5, -1.0, 1.0).to(dtype)
+    scale = 2.0 ** torch.randint(-1, 2, (k,), generator=g).to(dtype)
+    return P * (signs * scale)[:, None]
+
+
+def _share(w: Any, pairs: Any, seed: int) -> dict[str, Any]:
+    """W_V^b = W_V^a, b_V^b = b_V^a, W_O^b = M W_O^a (M an exact gauge) for every (a, b) of ``pairs``, every layer.
+
+    M is a signed permutation times powers of two, so M W_O^a is exact: the stored numbers of heads a
+    and b span exactly the same row space, at any storage precision.
+    """
+    g = torch.Generator().manual_seed(seed)
+    W_V, W_O, b_V = w.W_V.clone(), w.W_O.clone(), w.b_V.clone()
+    for a, b in pairs:
+        M = _exact_gauge(w.d_head, g, w.dtype)
+        W_V[:, b] = W_V[:, a]
+        b_V[:, b] = b_V[:, a]
+        W_O[:, b] = M @ W_O[:, a]
+    return {"W_V": W_V, "b_V": b_V, "W_O": W_O}
+
+
+def dff_below_kappa(w: Any, width: int = DFF_SMALL) -> Any:
+    """Heads 1, 3 share heads 0, 2's subspaces (kappa = 2 d_head at n >= d_head); the FFN cut to ``width`` units."""
+    import dataclasses
+
+    t = _share(w, ((0, 1), (2, 3)), seed=3)
+    t.update(W_in=w.W_in[:, :, :width].clone(), b_in=w.b_in[:, :width].clone(),
+             W_out=w.W_out[:, :width].clone())
+    out = copy_with(w, f"dff-below-kappa{width}", **t)
+    out.arch = dataclasses.replace(w.arch, d_ff=width)
+    return out
+
+
+def shared_all_directional(w: Any) -> Any:
+    """Every head shares head 0's value and output subspace; each keeps its own W_Q, W_K (directional keys)."""
+    return copy_with(w, "shared-all-directional", **_share(w, [(0, h) for h in range(1, w.n_heads)], seed=4))
+
+
 #: name -> (builder, what it breaks); ``real`` is the unmodified model, for comparison
 PLANTED: dict[str, tuple[Any, str]] = {
     "real": (lambda w: w, "nothing: the bundled model"),
@@ -192,6 +316,15 @@ PLANTED: dict[str, tuple[Any, str]] = {
     "tiny-scale": (tiny_scale, "every weight times 1e-3"),
     "g-applied": (apply_g, "a random element of G: the same function"),
     "permuted-heads": (permute_heads, "heads permuted: the same function"),
+    "wo-singular-one": (wo_singular_one, "layer 0's stacked W_O exactly singular (float64)"),
+    "wo-singular-all": (wo_singular_all, "every layer's stacked W_O exactly singular (float64)"),
+    "wo-rankdef-exact": (wo_rankdef_exact, f"stacked W_O of exact rank {WO_RANK} (float64)"),
+    "zero-ln-gain": (zero_ln_gain, "LN1 gain zero at coordinate 0 (every layer)"),
+    "uniform-layer": (uniform_layer, "W_Q = W_K = 0 at layer 0 only"),
+    "zero-wo": (zero_wo, "W_O = 0: MHA identically zero"),
+    "zero-pos": (zero_pos, f"position embeddings zero, word embeddings of rank {EMB_RANK}"),
+    "dff-below-kappa": (dff_below_kappa, f"kappa = 64 at n >= 32 and d_ff = {DFF_SMALL}"),
+    "shared-all-directional": (shared_all_directional, "one output subspace for all heads, directional keys"),
 }
 
 

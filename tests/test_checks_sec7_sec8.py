@@ -314,8 +314,18 @@ def test_mlp_input_zero_gain_and_disagreeing_routes(monkeypatch):
     gain[:, :3] = 0.0  # three coordinates the MLP never sees: they add 3 directions to the fibre
     ev = _by_reading(context(broken(w, ln2_w=gain), n=10))
     rows = ev["thm-7.3/mlp-input"].details["rows"]
-    assert all(r["zero_gain"] and r["derived_fibre"] is None and r["fibre"] == 3 for r in rows)
+    # the exact kernel with the zero-gain coordinates (RMSNorm, eps > 0: R^-1 span(e_S), dimension 3) decides
+    assert all(r["zero_gain"] and r["derived_fibre"] == 3 and r["fibre"] == 3 and r["decided"] for r in rows)
     assert ev["thm-7.3/mlp-input"].verdict is Verdict.SUPPORTED
+    assert all(r["direct_jacobian_fibre"] is not None for r in rows)  # the direct SVD is shown beside it
+    # the kernel decides: one that misses the zero-gain directions (RMSNorm, eps > 0: nothing lost) moves the
+    # count to 0 and the verdict to 'fails' (the MLP's input would determine the head outputs)
+    real_kernel = sec7.norm_kernel
+    monkeypatch.setattr(sec7, "norm_kernel", lambda u, eps, norm="layernorm", zero_gain=(): real_kernel(u, eps, norm))
+    ev1 = _by_reading(context(broken(w, ln2_w=gain), n=10))
+    assert {r["fibre"] for r in ev1["thm-7.3/mlp-input"].details["rows"]} == {0}
+    assert ev1["thm-7.3/mlp-input"].verdict is Verdict.FAILS
+    monkeypatch.undo()
     # a wrong derivation (the norm's kernel misstated) disagrees with the Jacobian: no verdict, never support
     monkeypatch.setattr(sec7, "norm_kernel", lambda u, eps, norm="layernorm": torch.ones(1, u.shape[-1],
                                                                                        dtype=u.dtype) / u.shape[-1])

@@ -28,6 +28,9 @@ from symtrans.evidence import Context, Verdict, producers_for, run_producer
 #: producers left out of the fast tier (weight-agnostic or tested elsewhere), by name
 FAST_SKIP = frozenset({"ffn-flop-share", "residual-jacobian", "thm53-real-weights"})
 FAST_MODELS = ("real", "g-applied", "silenced-heads", "uniform-attention", "tiny-scale")
+#: the truth-known classes of issue 25, run at TRUTH_N by the fast tier on the claims each defect can move
+TRUTH_MODELS = ("zero-wo", "zero-pos", "zero-ln-gain", "wo-singular-one", "wo-singular-all", "wo-rankdef-exact",
+                "dff-below-kappa", "shared-all-directional", "uniform-layer")
 SLOW_MODELS = tuple(m for m in planted.PLANTED if m not in FAST_MODELS)
 FAST_N = 16
 
@@ -45,8 +48,11 @@ def _one_thread(one_thread):
     """Every test of this module on one thread (tests/conftest.py)."""
 
 
-def run_planted(name, n=FAST_N, seed=0, skip=FAST_SKIP):
-    """Every model-based producer on planted model ``name``: (records by claim, statuses, errors)."""
+def run_planted(name, n=FAST_N, seed=0, skip=FAST_SKIP, only=None):
+    """Every model-based producer on planted model ``name``: (records by claim, statuses, errors).
+
+    ``only`` (claim ids) restricts the run to the producers of those claims (the ones the defect can move).
+    """
     from symtrans.graph import ClaimGraph, assess
 
     w = planted.build(name)
@@ -54,6 +60,8 @@ def run_planted(name, n=FAST_N, seed=0, skip=FAST_SKIP):
     graph = ClaimGraph()
     evidence, errors = {}, []
     for cid in graph.topological_order():
+        if only is not None and cid not in only:
+            continue
         recs = []
         for p in producers_for(cid):
             if not p.needs_model or p.name in skip:
@@ -178,10 +186,11 @@ def test_my_claims_on_degenerate_models(fast):
     assert verdicts(fast["real"])[("lit-dong", "depth-sweep-pure-attention")] == "supported"
     assert verdicts(fast["uniform-attention"])[("cor-mlp-role/collapse-sufficient", "mlp-prevents-collapse")] \
         == "not-applicable"
-    # the claim's readings disagree on the real model: the span reading fails, 'not necessary' holds
+    # the claim's readings on the real model: the span reading fails; 'not necessary' holds, but its check cannot
+    # fail on any corpus input, so it is a sanity check (supported, counted as not-run)
     st = fast["real"]["statuses"]["cor-mlp-role"]
     assert st.verdict is Verdict.FAILS or st.verdict is Verdict.READING_DEPENDENT
-    assert {r.id: r.verdict.value for r in st.readings}["cor-mlp-role/collapse-not-necessary"] == "supported"
+    assert verdicts(fast["real"])[("cor-mlp-role/collapse-not-necessary", "no-collapse-without-mlp")] == "supported"
 
 
 # ------------------------------------------------------------------ slow tier
@@ -252,3 +261,187 @@ def test_head_subspace_sum_has_the_planted_dimension():
         rec = head_subspaces(lt, layer=0, W_O=w.layer(0)["W_O"])
         want = expected if expected is not None else sum(rec.dim_R) - w.d_head
         assert (rec.dim_sum.rank, rec.dim_sum.decisive) == (want, True), name
+
+
+# ------------------------------------------------------------ truth-known classes (issue 25)
+#: n >= d_head = 32, so every Y^h has full column rank and exactly shared output subspaces coincide
+TRUTH_N = 32
+#: the paper's per-token count (H-1) d_k and its per-sequence count n (H-1) d_k at TRUTH_N, for the bundled sizes
+_H, _DV, _D = 12, 32, 384
+PAPER_TOKEN = (_H - 1) * _DV
+PAPER_SEQ = TRUTH_N * PAPER_TOKEN
+
+#: what each defect can move, and the verdict its construction implies ((target, producer) -> verdict);
+#: producer '<reading>' / '<claim>' is the derived verdict of the reading / claim. Derivations:
+TRUTH = {
+    # W_O = 0: Z -> Z W_O loses all n H d_v directions (!= n (H-1) d_k) and the MLP input is constant in Z
+    # (H d_v per token != (H-1) d_k); non-identifiable in both maps; MHA = 0 violates thm-5.3's generic weights,
+    # prop-6.3's rank W_V W_O = d_k, and leaves no head that writes anything to contract
+    "zero-wo": (("thm-7.3", "thm-recovery", "thm-5.3", "thm-rank-contraction", "prop-6.3", "claim-align"), {
+        ("thm-recovery/wo", "fibre-wo"): "fails", ("thm-recovery/wo", "recovery-wo-real"): "fails",
+        ("thm-recovery/wo", "<reading>"): "fails", ("thm-7.3/wo", "nonidentifiable-wo"): "supported",
+        ("thm-recovery/mlp-input", "fibre-ln"): "fails", ("thm-7.3/mlp-input", "nonidentifiable-ln"): "supported",
+        ("thm-5.3", "residual-rank"): "not-applicable", ("thm-5.3", "thm53-real-weights"): "not-applicable",
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "not-applicable",
+        ("prop-6.3", "prop63-real-weights"): "not-applicable", ("claim-align", "alpha-vs-alignment"): "not-applicable",
+    }),
+    # zero position embeddings: PG-OP's gates cannot depend on the position (its hypothesis fails)
+    "zero-pos": (("pgop",), {("pgop/remedy", "pgop-fibre"): "not-applicable",
+                             ("pgop/remedy", "<reading>"): "not-applicable"}),
+    # one zero gain coordinate, eps > 0: the rows of R P sum to 0, so dropping one keeps rank d - 1: the MLP input
+    # still loses exactly 1 direction per token (W_O invertible), as on the real model
+    "zero-ln-gain": (("thm-7.3", "thm-recovery"), {
+        ("thm-recovery/mlp-input", "fibre-ln"): "fails", ("thm-7.3/mlp-input", "nonidentifiable-ln"): "supported"}),
+    # layer 0's stacked W_O of exact rank 383: fibre n = 32 there, 0 elsewhere (both != n (H-1) d_k); the real
+    # layers 1-5 stay injective (thm-7.3/wo fails there); at n = 32 sum_h dim R_h = 384 > 383 >= dim(sum R_h)
+    # at layer 0: kappa = 1 > 0, so the contraction reading holds
+    "wo-singular-one": (("thm-7.3", "thm-recovery", "thm-rank-contraction"), {
+        ("thm-recovery/wo", "fibre-wo"): "fails", ("thm-recovery/wo", "recovery-wo-real"): "fails",
+        ("thm-7.3/wo", "nonidentifiable-wo"): "fails",
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "supported"}),
+    # every layer of exact rank 383: fibre n = 32 > 0 at every layer (non-identifiable), != n (H-1) d_k
+    "wo-singular-all": (("thm-7.3", "thm-recovery", "thm-rank-contraction"), {
+        ("thm-recovery/wo", "fibre-wo"): "fails", ("thm-recovery/wo", "recovery-wo-real"): "fails",
+        ("thm-7.3/wo", "nonidentifiable-wo"): "supported", ("thm-7.3/wo", "<reading>"): "supported",
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "supported"}),
+    # exact rank 320: fibre n * 64 (!= n (H-1) d_k), MLP input 64 per token (!= 352), kappa = 64 > 0
+    "wo-rankdef-exact": (("thm-7.3", "thm-recovery", "thm-rank-contraction"), {
+        ("thm-recovery/wo", "fibre-wo"): "fails", ("thm-recovery/wo", "recovery-wo-real"): "fails",
+        ("thm-7.3/wo", "nonidentifiable-wo"): "supported", ("thm-recovery/mlp-input", "fibre-ln"): "fails",
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "supported"}),
+    # two exactly shared pairs: kappa = 2 d_head = 64 at every layer, d_ff = 32 < 64: the bound fails
+    "dff-below-kappa": (("thm-rank-contraction",), {
+        ("thm-rank-contraction/dff-bound", "contraction-dff-bound"): "fails",
+        ("thm-rank-contraction/dff-bound", "<reading>"): "fails",
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "supported"}),
+    # one output subspace for every head (n >= d_v): every alignment is 1 exactly while alpha_h varies, so
+    # directional heads are not more aligned; the stacked W_O has rank d_v = 32: fibre n (H d_v - d_v) = n (H-1) d_k
+    "shared-all-directional": (("claim-align", "thm-recovery"), {
+        ("claim-align", "alpha-vs-alignment"): "fails", ("thm-recovery/wo", "fibre-wo"): "supported"}),
+    # one unspecialised layer: the other five decide kappa = 0 (the real heads do not contract at n = 32)
+    "uniform-layer": (("thm-rank-contraction",), {
+        ("thm-rank-contraction/contracts", "contraction-occurs"): "fails"}),
+}
+
+
+@pytest.fixture(scope="module")
+def truth():
+    # the thm-5.3 certificate runs where a defect moves it (zero-wo: no minor is computed, the hypothesis decides)
+    skip = FAST_SKIP - {"thm53-real-weights"}
+    return {name: run_planted(name, n=TRUTH_N, skip=skip, only=TRUTH[name][0]) for name in TRUTH_MODELS}
+
+
+@pytest.mark.parametrize("name", TRUTH_MODELS)
+def test_truth_known_models_get_their_verdicts(truth, name):
+    run = truth[name]
+    assert not run["errors"], run["errors"]  # no producer raises on legal weights
+    for sec678 in (False, True):
+        check_invariants(name, run, sec678)
+    v = verdicts(run)
+    wrong = {k: (v.get(k), want) for k, want in TRUTH[name][1].items() if v.get(k) != want}
+    assert not wrong, f"{name}: (got, expected) {wrong}"
+
+
+def _record(run, producer):
+    return next(e for recs in run["evidence"].values() for e in recs if e.producer == producer)
+
+
+def test_truth_counts_are_the_constructed_numbers(truth):
+    """The numbers behind the verdicts: fibres and kappa as the constructions fix them, every row decided."""
+    rows = _record(truth["zero-ln-gain"], "fibre-ln").details["rows"]
+    assert {(r["fibre"], r["decided"]) for r in rows} == {(1, True)}  # never "[1, 2]": 2 needs eps = 0
+    rows = _record(truth["zero-wo"], "fibre-ln").details["rows"]
+    assert {(r["fibre"], r["decided"]) for r in rows} == {(_H * _DV, True)}
+    wo = _record(truth["wo-singular-one"], "fibre-wo").details["layers"]
+    assert [r["rank_WO_storage"] for r in wo] == [_D - 1] + [_D] * 5
+    wo = _record(truth["wo-rankdef-exact"], "fibre-wo").details["layers"]
+    assert {r["rank_WO_storage"] for r in wo} == {planted.WO_RANK}
+    assert {r["fibre"] for r in _record(truth["wo-rankdef-exact"], "fibre-ln").details["rows"]} == {_D - planted.WO_RANK}
+    kappa = _record(truth["dff-below-kappa"], "contraction-dff-bound").details["layers"]
+    assert {(r["kappa"], r["decisive"]) for r in kappa} == {(2 * _DV, True)}
+    assert _record(truth["shared-all-directional"], "fibre-wo").details["layers"][0]["rank_WO_storage"] == _DV
+
+
+def test_one_unspecialised_layer_is_left_out_not_the_model(truth):
+    e = _record(truth["uniform-layer"], "contraction-occurs")
+    assert e.details["layers_counted"] == [1, 2, 3, 4, 5]
+    assert {x["layer"] for x in e.details["instances_excluded"]} == {0}
+
+
+def test_uniform_attention_is_exactly_singular_not_undecided(fast):
+    v = verdicts(fast["uniform-attention"])
+    assert v[("prop-6.3", "prop63-real-weights")] == "not-applicable"
+    assert v[("thm-rank-contraction/contracts", "contraction-occurs")] == "not-applicable"
+
+
+def test_claim_align_identical_under_head_permutation():
+    """The Monte-Carlo null is drawn in a canonical order: relabelling heads leaves rho, p and the interval unchanged."""
+    from symtrans.checks.sec6 import check_alignment
+
+    out = []
+    for name in ("real", "permuted-heads"):
+        ctx = Context(model="default", n=FAST_N).preload(planted.build(name))
+        e = check_alignment(ctx)[0]
+        out.append((e.verdict, e.margin, {k: e.details[k] for k in ("rho", "p_positive", "p_negative",
+                                                                   "bootstrap_95")}))
+    assert out[0] == out[1]
+
+
+def test_claim_align_ties_are_decided_at_the_band():
+    """Alignments equal up to rounding noise tie: Spearman does not rank the noise."""
+    import numpy as np
+
+    from symtrans.checks.sec6 import spearman_test
+
+    alpha = np.linspace(0.1, 0.9, 24)
+    noise = np.sort(1 + 1e-13 * np.sin(np.arange(24.0)))  # rounding-size noise ranked exactly like alpha
+    raw = spearman_test(alpha, noise, np.repeat([0, 1], 12), 200)
+    tied = spearman_test(alpha, noise, np.repeat([0, 1], 12), 200, y_band=1e-12)
+    assert raw["rho"] > 0.99 and raw["p_positive"] < 0.05  # ranking the noise: a spurious 'supported'
+    assert tied["rho"] != tied["rho"]  # every value tied: the correlation is undefined (nan), not significant
+
+
+#: the sanity checks the fast tier runs (residual-jacobian and the FLOP count are tested below, directly)
+SANITY = {("prop-5.1", "rank-plus-gaussian"), ("prop-6.2", "mha-rank-bound"),
+          ("thm-5.3", "depth-sweep-residual"), ("cor-mlp-role", "no-collapse-without-mlp")}
+
+
+def test_checks_that_cannot_fail_are_not_counted(fast):
+    """Issue 25 item 8: each check that is supported on every legal input is a sanity check, counted as not-run."""
+    run = fast["real"]
+    seen = set()
+    for cid, st in run["statuses"].items():
+        entries = list(st.evidence) + [e for r in st.readings for e in r.evidence]
+        for entry in entries:
+            key = (cid, entry.evidence.producer)
+            if key in SANITY:
+                seen.add(key)
+                assert entry.evidence.counted is False
+                assert entry.counted_as is Verdict.NOT_RUN and entry.counted_note.startswith("sanity check")
+    assert seen == SANITY
+    # the records stay visible with their own verdict; the readings they alone speak for are not-run
+    st = run["statuses"]["cor-mlp-role"]
+    assert {r.id: r.verdict for r in st.readings}["cor-mlp-role/collapse-not-necessary"] is Verdict.NOT_RUN
+
+
+def test_residual_jacobian_is_a_sanity_check():
+    """prop-5.4's only model record (autograd against the same map) counts as not-run: the claim has no evidence."""
+    from symtrans.graph import ClaimGraph, assess
+
+    ctx = Context(model="default", n=4)
+    p = next(p for p in producers_for("prop-5.4") if p.name == "residual-jacobian")
+    recs = run_producer(p, ctx)
+    assert [e.counted for e in recs] == [False] and recs[0].verdict is Verdict.SUPPORTED
+    st = assess(ClaimGraph(), {"prop-5.4": recs}, weights_hash=recs[0].weights_hash)["prop-5.4"]
+    assert st.verdict is Verdict.NOT_RUN and "sanity check" in st.evidence[0].counted_note
+
+
+def test_share_64_8_says_it_is_evaluated_at_bert_base():
+    from symtrans.checks.sec6 import check_cor_dff
+
+    ctx = Context(model="default", n=8).preload(planted.build("zero-wo"))
+    recs = {e.producer: e for e in check_cor_dff(ctx)}
+    e = recs["ffn-flop-share-64.8"]
+    assert "whatever the model under test" in e.summary and "n = 512" in e.summary
+    assert "BertBase" in e.inputs["evaluated_at"]
+    assert recs["ffn-flop-share-count"].counted is False

@@ -246,10 +246,16 @@ def prop63_real(ctx: Context) -> list[Evidence]:
             return 0, None, "undecided"
         return (1 if det > 0 else -1), ball_margin(det), "arb"
 
+    # a head with W_Q^h = 0 or W_K^h = 0 has the score matrix exactly 0: E^h = 1 1^T, A^h = 1 1^T / n of rank 1
+    # (n > 1): the hypothesis fails there exactly, it is not undecided; such heads are left out and listed
+    singular = {f"layer {layer} head {h}" for layer in range(L) for h in range(H)
+                if n_att > 1 and not (w.W_Q[layer, h].any() and w.W_K[layer, kv[h]].any())}
     dets = {}
     for layer in range(L):  # every head of a layer verified together (one projection GEMM per layer)
         signs = verified_attention_signs(Xm, Xr, w.W_Q[layer], w.W_K[layer][kv])
         for h in range(H):
+            if f"layer {layer} head {h}" in singular:
+                continue
             dets[f"layer {layer} head {h}"] = decide(signs[h], lambda layer=layer, h=h: attention_det(
                 X, w.W_Q[layer, h], w.W_K[layer, kv[h]], ATTENTION_PRECISION))
     undecided = [item for item, (sign, _, _) in dets.items() if not sign]
@@ -261,21 +267,24 @@ def prop63_real(ctx: Context) -> list[Evidence]:
         box0 = ball_box(X0)
         signs0 = verified_attention_signs(box0[0], box0[1], w.W_Q[0], w.W_K[0][kv])
         ln_dets = {f"layer 0 head {h}": decide(
-            signs0[h], lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)}
+            signs0[h], lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)
+            if f"layer 0 head {h}" not in singular}
     ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
     margins = {item: m for item, (sign, m, _) in dets.items() if sign}
     how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})
     margin_note = ("margin = fewest decades: log10(1 / beta) for float64-verified heads (beta < 1 the certified bound "
                    "on ||I - R E^h||_inf, R a float64 inverse: a priori rounding bounds, Higham), and the decades by "
                    "which the arb ball of det E^h excludes 0 for heads that fell back to arb")
+    left_out = (f"; heads left out, A^h = 1 1^T / n exactly (score matrix 0: W_Q^h = 0 or W_K^h = 0), the "
+                f"hypothesis fails there: {', '.join(sorted(singular))}" if singular else "")
     hyp = HypothesisCheck(
-        f"A^h invertible (n = {n_att})", None if undecided else True,
-        margin=min(margins.values()) if margins else None,
+        f"A^h invertible (n = {n_att})", False if singular and not dets else None if undecided else True,
+        margin=0.0 if singular and not dets else min(margins.values()) if margins else None,
         detail=f"det exp(X W_Q^h W_K^h^T X^T / sqrt d_k) != 0 for all {L * H} heads at X = word[ids] + pos[:n] + "
                f"type[0] (the embedding sum before its LayerNorm; ids seeded {ctx.seed}), by {' and '.join(how)} "
                f"({sum(h == 'float64-verified' for _, _, h in dets.values())} of {len(dets)} float64-verified, the "
                f"rest by arb {ATTENTION_PRECISION}-bit balls); {margin_note}"
-               + (f"; undecided: {', '.join(undecided)}" if undecided else ""))
+               + (f"; undecided: {', '.join(undecided)}" if undecided else "") + left_out)
     hyp_ln = HypothesisCheck(
         f"A^h invertible at layer 0's real input (n = {n_att})", None if ln_undecided or not ln_dets else True,
         margin=min(m for _, m, _ in ln_dets.values()) if ln_dets and not ln_undecided else None,
@@ -316,12 +325,21 @@ def prop63_real(ctx: Context) -> list[Evidence]:
         detail=("exact non-zero d_k x d_k minors of W_V^h and W_O^h at every head" if ok else
                 f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
                 f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
+    if singular and not dets:  # every head's attention is exactly singular: the hypothesis fails everywhere
+        return [_ev("prop-6.3", "prop63-real-weights", Verdict.NOT_APPLICABLE,
+                    f"not applicable: every head has a zero score matrix, so A^h = 1 1^T / n (rank 1) at n = {n_att}: "
+                    "the proposition assumes A^h invertible", violated_hypothesis=f"A^h invertible at all {L * H} heads",
+                    model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
+                    scope=scope, hypothesis_checks=(hyp, hyp_rank), details={"singular": sorted(singular)})]
     verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok or not zero
                else Verdict.NOT_APPLICABLE)
     return [_ev("prop-6.3", "prop63-real-weights", verdict,
                 f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
-                f"for almost every X of each rank; A^h invertible certified for all {L * H} heads at n = {n_att} "
-                f"(min margin {hyp.margin:.1f} decades)" if ok and not undecided else
+                f"for almost every X of each rank; A^h invertible certified for "
+                f"{'all ' + str(L * H) if not singular else str(len(dets)) + ' (of ' + str(L * H) + ')'} heads at "
+                f"n = {n_att} (min margin {hyp.margin:.1f} decades)"
+                + (f"; {len(singular)} heads left out: A^h = 1 1^T / n exactly" if singular else "")
+                if ok and not undecided else
                 ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
                  f"not applicable: the hypothesis rank(W_V^h W_O^h) = d_k is violated at {', '.join(zero)} (a zero "
                  "factor)" if zero else f"no certificate of rank(W_V^h W_O^h) = d_k at {', '.join(bad)}"),
@@ -423,6 +441,14 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                      "registry_wo_fibre": None if rk is None else
                      int(formula("wo-fibre", arch=w.arch, n=ctx.n, rank_WO=rk).value)})
     ok = all(r["rank_WO"] == min(H * v, d) and r["wo_fibre"] == r["registry_wo_fibre"] for r in rows)
+    paper = int(formula("recovery-ambiguity", arch=w.arch, n=ctx.n).value)
+    decided = _deficient_wo_verdict(rows, paper, ctx.n, H * v) if not ok else None
+    if decided is not None:  # exact ranks below full (or a mod-p lower bound) decide the reading
+        v_, s_, cx = decided
+        return [_ev("thm-recovery", "recovery-wo-real", v_, s_, model=str(ctx.model), weights_hash=w.weights_hash,
+                    inputs={"n": ctx.n}, counterexample=cx, details={"rows": rows, "paper": paper},
+                    scope=Scope("model", f"every layer (0..{L - 1}) of the model under test, at n = {ctx.n}",
+                                tuple(f"layer {i}" for i in range(L))))]
     if not ok:  # no certificate of a rank that was not decided exactly
         unknown = [r["layer"] for r in rows if r["rank_WO"] is None]
         return [_ev("thm-recovery", "recovery-wo-real", Verdict.INCONCLUSIVE,
@@ -439,7 +465,6 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                         "matrices": {f"layer {r['layer']}": {"tensor": "W_O", "index": [r["layer"]],
                                                              "reshape": [H * v, d]} for r in rows}},
                        w.weights_hash)
-    paper = int(formula("recovery-ambiguity", arch=w.arch, n=ctx.n).value)
     return [_ev("thm-recovery", "recovery-wo-real", Verdict.FAILS if ok else Verdict.INCONCLUSIVE,
                 f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
                 f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
@@ -456,6 +481,42 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                                                       "scaled exactly to integers (each row's method is listed); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",
                          "certificate": cert})]
+
+
+def _deficient_wo_verdict(rows: list[dict[str, Any]], paper: int, n: int, H_dv: int) -> tuple[Verdict, str, Any] | None:
+    """thm-recovery/wo from exact ranks (or mod-p lower bounds) of the stacked W_O, when some is below full.
+
+    The fibre of Z -> Z W_O is n (H d_v - rank W_O). A layer whose rank over Q is known gives its fibre
+    exactly; a layer with only the rank mod p (a lower bound of the rank over Q) gives an upper bound
+    of its fibre. ``fails`` when a known fibre differs from the paper's n (H-1) d_k, or an upper bound is
+    below it; ``supported`` when every layer's exact fibre equals it; None when neither is decided.
+
+    Examples
+    --------
+    >>> rows = [{"layer": 0, "rank_WO": 0, "rank_mod_p": 0}, {"layer": 1, "rank_WO": None, "rank_mod_p": 300}]
+    >>> _deficient_wo_verdict(rows, paper=352, n=1, H_dv=384)[0].value
+    'fails'
+    >>> _deficient_wo_verdict([{"layer": 0, "rank_WO": 32, "rank_mod_p": 32}], 352, 1, 384)[0].value
+    'supported'
+    >>> _deficient_wo_verdict([{"layer": 0, "rank_WO": None, "rank_mod_p": 20}], 352, 1, 384) is None
+    True
+    """
+    exact = [r for r in rows if r["rank_WO"] is not None]
+    wrong = [r for r in exact if n * (H_dv - r["rank_WO"]) != paper]
+    below = [r for r in rows if r["rank_WO"] is None and r.get("rank_mod_p") is not None
+             and n * (H_dv - r["rank_mod_p"]) < paper]
+    if wrong or below:
+        bad = wrong + below
+        return (Verdict.FAILS, "the stacked W_O's rank over Q decides the fibre of Z -> Z W_O: " + "; ".join(
+            f"layer {r['layer']}: " + (f"rank {r['rank_WO']} exactly, fibre {n * (H_dv - r['rank_WO'])}"
+                                       if r["rank_WO"] is not None else
+                                       f"rank >= {r['rank_mod_p']} (mod p), fibre <= {n * (H_dv - r['rank_mod_p'])}")
+            for r in bad[:4]) + f", not the paper's n (H-1) d_k = {paper}",
+            {"layers": [r["layer"] for r in bad], "paper": paper})
+    if len(exact) == len(rows):
+        return (Verdict.SUPPORTED, f"every layer's stacked W_O has exact rank {sorted({r['rank_WO'] for r in rows})}: "
+                f"the fibre of Z -> Z W_O is n (H-1) d_k = {paper} at n = {n}", None)
+    return None
 
 
 # ------------------------------------------------------------------- thm-5.3
@@ -510,8 +571,14 @@ def thm53_real(ctx: Context) -> list[Evidence]:
     L, d = int(w.W_Q.shape[0]), int(w.W_Q.shape[2])
     R = min(THM53_R, ctx.n - 1, d - 1)
     items, signs, failed, margins, methods = {}, {}, [], [], {"float64-verified": 0, "arb": 0}
+    hyp_name = "MHA not identically zero: some head with W_V^h != 0 and W_O^h != 0 (the theorem's generic weights)"
+    excluded, counted = [], []
     for layer in range(L):
         lay = w.layer(layer)
+        if all(not lay["W_V"][h].any() or not lay["W_O"][h].any() for h in range(lay["W_V"].shape[0])):
+            excluded.append(layer)  # F(X) = X exactly: rank F(X*_r) = r, the hypothesis fails here (not a minor)
+            continue
+        counted.append(layer)
         res = LayerResidual(lay, ctx.n, R)
         for r in range(1, R + 1):
             key = f"layer {layer} r {r}"
@@ -530,19 +597,35 @@ def thm53_real(ctx: Context) -> list[Evidence]:
             items[key] = {"layer": layer, "r": r, "cols": cols}
             signs[key] = sign
             margins.append(margin)
+    if not counted:
+        return [_ev("thm-5.3", "thm53-real-weights", Verdict.NOT_APPLICABLE,
+                    "every layer's MHA is identically zero (each head has W_V^h = 0 or W_O^h = 0): F(X) = X, so "
+                    "rank F(X*_r) = r exactly; the theorem assumes generic weights", violated_hypothesis=hyp_name,
+                    hypothesis_checks=(HypothesisCheck(hyp_name, False, 0.0, f"layers {excluded}"),),
+                    model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "R": R})]
+    hyp = HypothesisCheck(hyp_name, True, None, f"holds at layers {counted}" + (
+        f"; layers {excluded} left out (MHA identically zero there: F(X) = X)" if excluded else ""))
     ok = not failed
     dims = _dims(w, ctx)
-    scope = _scope("thm-5.3/real-minors", dims)
+    if excluded:  # the registered statement covers every layer: a subset is stated as instances, with no file
+        scope = Scope("instances", f"layers {counted} ({len(counted)}) of {ctx.model} at n = {ctx.n}, strata "
+                      f"r = 1..{R} of min(n, d) - 1 = {min(ctx.n, d) - 1}",
+                      tuple(f"layer {l}, r = 1..{R}" for l in counted))
+    else:
+        scope = _scope("thm-5.3/real-minors", dims)
     cert = certificate("thm-5.3/real-minors", dims, {"minor_sign": signs},
                        {"method": "residual-minor", "model": str(ctx.model), "n": ctx.n, "precision": PRECISION,
-                        "items": items}, w.weights_hash) if ok else None
+                        "items": items}, w.weights_hash) if ok and not excluded else None
     return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
-                f"all {L} layers of {ctx.model} (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
+                f"{'all ' + str(L) if not excluded else str(len(counted)) + ' (of ' + str(L) + ')'} layers of "
+                f"{ctx.model} (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
                 f"paper): rank F(X*_r) > r certified for every r = 1..{R} ({len(items)} minors, each non-zero with "
                 f"margin >= {min(margins):.1f} decades), so for these weights the bad set is null on those strata"
                 if ok else f"minor not separated from 0 at {', '.join(failed)}",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "R": R}, scope=scope,
+                hypothesis_checks=(hyp,),
                 details={"measure": _MEASURE, "precision_bits": PRECISION, "minor_methods": methods,
+                         "layers_excluded": excluded,
                          "margin": "decades: log10(1 / beta) for float64-verified minors (beta < 1 the certified "
                                    "bound on ||I - R M||_inf: a priori rounding bounds of every entry, Higham), the "
                                    "decades by which the arb ball excludes 0 for the others; the certificate is "

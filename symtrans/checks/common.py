@@ -244,6 +244,23 @@ def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summ
                     summary=summary, **fields)
 
 
+def sanity(records: list[Evidence]) -> list[Evidence]:
+    """The records marked as sanity checks (``counted=False``): a check that cannot fail on any legal input.
+
+    Such a record is shown in every output and counted as ``not-run``
+    (:attr:`~symtrans.evidence.Evidence.not_counted_note`); docs/planted-corpus.md lists them and why.
+
+    Examples
+    --------
+    >>> e = Evidence(claim="prop-5.4", producer="p", kind="numeric", verdict="supported", summary="s")
+    >>> [r.counted for r in sanity([e])]
+    [False]
+    """
+    import dataclasses
+
+    return [dataclasses.replace(e, counted=False) for e in records]
+
+
 def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O",)) -> dict[str, Any]:
     """Seeded Gaussian weights of a preset's shapes (per-head layout, one layer), float64.
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, storage_precision, trace,
-                                    weights)
+from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
+                                    trace, weights)
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.decide import DECISIVE_MARGIN, hypothesis_state  # noqa: F401  (hypothesis_state: re-exported)
 from symtrans.decide import margin as margin_of
@@ -387,7 +387,9 @@ def check_prop_5_1(ctx: Context) -> list[Evidence]:
               "summary": f"n={n}, r in {ranks}"}
     pos = HypothesisCheck("B absolutely continuous (non-degenerate Gaussian)", scale > 0, None,
                           f"std {scale:.3g}; std 0 (an all-zero embedding) is a point mass")
-    return [_rank_evidence(ctx, "prop-5.1", "rank-plus-gaussian", cases, "rank(A + B) > rank(A)", inputs, (pos,))]
+    # a sanity check: a rank-r A plus an absolutely continuous B has rank > r with probability 1 whatever A is
+    return sanity([_rank_evidence(ctx, "prop-5.1", "rank-plus-gaussian", cases, "rank(A + B) > rank(A)", inputs,
+                                  (pos,))])
 
 
 def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32") -> HypothesisCheck:
@@ -618,7 +620,8 @@ def check_dong(ctx: Context) -> list[Evidence]:
 @producer("thm-5.3", kind="numeric", name="depth-sweep-residual", needs_model=True, share="sec5-sweep", cost=3)
 def check_sweep_residual(ctx: Context) -> list[Evidence]:
     """Residual variants with repeated real layers do not collapse (the consequence of thm-5.3)."""
-    return [_sweep_evidence(ctx, "thm-5.3")]
+    # a sanity check: with the residual, X + A X W_VO keeps X's component off the mean direction on every corpus input
+    return sanity([_sweep_evidence(ctx, "thm-5.3")])
 
 
 SWEEP_DEPTH = 18
@@ -871,14 +874,15 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
     inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP",
               "reference": "autograd JVP of the stack (reverse mode twice: grad_u <J^T u, dX> = J dX)"}
-    return [record(ctx, "prop-5.4", "residual-jacobian", v,
+    # a sanity check: the chained formula and autograd differentiate the same map, so they agree on any weights
+    return sanity([record(ctx, "prop-5.4", "residual-jacobian", v,
                    f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
                    f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); {shape}"
                    if finite else "non-finite states or derivatives: nothing to compare",
                    margin=margin_of(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
                    tolerance=tol, dtype=str(X.dtype).replace("torch.", ""), inputs=inputs, details=res,
-                   scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-1"))]
+                   scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-1"))])
 
 
 # ------------------------------------------------------------------ cor-mlp-role
@@ -962,7 +966,15 @@ def mlp_nonzero_hypothesis(w: Any) -> HypothesisCheck:
 @producer("cor-mlp-role/collapse-not-necessary", kind="numeric", name="no-collapse-without-mlp",
           needs_model=True, share="sec5-sweep")
 def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
-    """Reading ``cor-mlp-role/collapse-not-necessary``: attention + residual, no MLP, does not collapse."""
+    """Reading ``cor-mlp-role/collapse-not-necessary``: attention + residual, no MLP, does not collapse.
+
+    A sanity check (not counted): the residual keeps X's component off the all-ones direction, so no corpus
+    input collapses it.
+    """
+    return sanity(_mlp_not_necessary(ctx))
+
+
+def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
     ratios = _sweep(ctx)
     n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
     series = ratios["attention+residual"]

@@ -295,8 +295,8 @@ def ln_row_jacobians(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps
     return (layer[gain][None, :, None] / s[:, :, None]) * inner
 
 
-def norm_kernel(u: Any, eps: float, norm: str = "layernorm") -> Any:
-    """Orthonormal basis (rows) of the kernel of the norm's derivative at the row ``u``, every gain non-zero.
+def norm_kernel(u: Any, eps: float, norm: str = "layernorm", zero_gain: Any = ()) -> Any:
+    """Orthonormal basis (rows) of the kernel of the norm's derivative at the row ``u``.
 
     Exact, from the eigen-structure in :func:`ln_row_jacobians`: LayerNorm
     always loses ``1`` (centring), and the centred row ``c`` only at
@@ -305,16 +305,44 @@ def norm_kernel(u: Any, eps: float, norm: str = "layernorm") -> Any:
     even injective). None where the norm is not differentiable (``eps = 0`` and
     ``c = 0``, or ``u = 0``).
 
+    ``zero_gain`` lists the coordinates S whose gain is exactly 0 (``eps > 0`` only; None at ``eps = 0``).
+    The derivative is ``diag(g) R P / s`` (LayerNorm) or ``diag(g) R / s`` (RMSNorm), ``R`` invertible
+    for ``eps > 0`` and mapping ``1^perp`` to itself, so the kernel is ``P^{-1}(R^{-1} span(e_S))``:
+    LayerNorm ``span(1) + R^{-1}{sum_S a_j e_j : sum a_j = 0}`` (dimension max(|S|, 1): one zero gain
+    loses nothing more, since the rows of ``R P`` sum to zero), RMSNorm ``R^{-1} span(e_S)`` (dimension |S|).
+
     Examples
     --------
     >>> import torch
     >>> u = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
     >>> [tuple(norm_kernel(u, e, k).shape) for k in ("layernorm", "rmsnorm") for e in (0.0, 1e-6)]
     [(2, 3), (1, 3), (1, 3), (0, 3)]
+    >>> [tuple(norm_kernel(u, 1e-6, k, zero_gain=S).shape) for k in ("layernorm", "rmsnorm") for S in ([0], [0, 2])]
+    [(1, 3), (2, 3), (1, 3), (2, 3)]
     """
     import torch
 
     d = u.shape[-1]
+    S = [int(j) for j in zero_gain]
+    if S:
+        if eps == 0:
+            return None
+        c = u - u.mean() if norm == "layernorm" else u
+        s2 = float((c * c).mean()) + eps
+        lam = eps / s2
+        size = float(c.norm())
+        yhat = c / size if size > 0 else torch.zeros_like(c)
+
+        def r_inv(v: Any) -> Any:  # R^{-1} = I + ((1 - lambda) / lambda) yhat yhat^T
+            return v + ((1 - lam) / lam) * (yhat @ v) * yhat
+
+        eye = torch.eye(d, dtype=u.dtype, device=u.device)
+        if norm == "layernorm":
+            cols = [torch.ones(d, dtype=u.dtype, device=u.device)] + [r_inv(eye[j] - eye[S[0]]) for j in S[1:]]
+        else:
+            cols = [r_inv(eye[j]) for j in S]
+        Q, _ = torch.linalg.qr(torch.stack(cols, 1))
+        return Q.T.contiguous()
     vecs = []
     if norm == "layernorm":
         vecs.append(torch.ones(d, dtype=u.dtype, device=u.device) / d ** 0.5)
@@ -330,7 +358,7 @@ def norm_kernel(u: Any, eps: float, norm: str = "layernorm") -> Any:
 
 
 def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                       norm: str = "layernorm", wo_record: Any = None) -> list[dict[str, Any]]:
+                       norm: str = "layernorm", wo_record: Any = None, gain: str | None = None) -> list[dict[str, Any]]:
     """The same per-row fibre without the Jacobian: ``H d_v + k - rank [W_O; B^T]``, B the norm's kernel (k columns).
 
     ``ker J_i = {dz : dz W_O in ker N'}``, so its dimension is
@@ -339,7 +367,8 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     ``H d_v + k - rank [W_O; B^T]`` with ``B`` from :func:`norm_kernel` (exact)
     and one float64 rank of the stacked matrix (``W_O`` scaled to unit Frobenius norm; rows with the same
     kernel share it).
-    Valid when every gain is non-zero (rows with a zero gain get None).
+    With ``gain`` (the gain tensor's name in ``layer``) the coordinates whose gain is exactly 0 enter the
+    kernel (:func:`norm_kernel`, ``eps > 0``); without it every gain is taken as non-zero.
 
     ``wo_record`` (a :class:`~symtrans.numeric.linalg.RankRecord` from an SVD of the
     stacked W_O, e.g. its storage rank) saves the SVD when W_O has full column
@@ -373,14 +402,20 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     fro = max(float(torch.linalg.matrix_norm(W)), 1e-300)
     Wn = W / fro
     u = _row_sums(X, Z, layer, rows)
+    zeros = (layer[gain] == 0).nonzero().flatten().tolist() if gain is not None else []
     out = []
     seen: list[tuple[Any, Any]] = []  # (B, record): with eps > 0 LayerNorm's kernel is the same 1-direction for every row
     for k, i in enumerate(rows):
-        B = norm_kernel(u[k], eps, norm)
+        B = norm_kernel(u[k], eps, norm, zero_gain=zeros) if zeros else norm_kernel(u[k], eps, norm)
         if B is None:
             out.append({"row": i, "fibre": None, "decisive": False, "why": "the norm is not differentiable here"})
             continue
         shape = (W.shape[0] + B.shape[0], W.shape[1])
+        if not W.any():  # W_O = 0 exactly: [0; B] has rank k (B has orthonormal rows), no SVD needed
+            out.append({"row": i, "fibre": W.shape[0], "kernel_dim": int(B.shape[0]), "rank_stacked": int(B.shape[0]),
+                        "decisive": True, "margin_decades": None,
+                        "method": "exact: W_O = 0, so rank [W_O; B^T] = rank B = k (orthonormal rows)"})
+            continue
         bound = _full_column_bound(wo_record, fro, shape)
         if bound is not None:
             out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - W.shape[1], "kernel_dim": int(B.shape[0]),
@@ -709,19 +744,34 @@ def _ln(ctx: Context) -> list[Evidence]:
         # same Jacobian as the verdict's when the checkpoint's eps is 0)
         paper = (jac if eps == 0 else
                  ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
-        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i])
-                   if not zero_gain else [None] * len(rows_sel))
+        # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
+        # (norm_kernel with the zero coordinates, eps > 0) decides alone
+        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i], gain=m["gain"])
+                   if not zero_gain or eps > 0 else [None] * len(rows_sel))
+        kernel_only = zero_gain and eps > 0
         c = _norm_input(lt.X, Z, lay, rows_sel, m["norm"])
         lam = (eps / _scale_sq(c, eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
         lambdas += lam
         for j, r in enumerate(jac):
             dv = derived[j]
-            agree = dv is not None and dv["fibre"] == r["fibre"]
+            if kernel_only and dv is not None and dv["fibre"] is not None:
+                # the count from the exact kernel decides alone: the direct Jacobian SVD is shown beside it, never
+                # compared, since its lambda-shrunk direction (lambda ~ eps / s^2) can sit a decade below the
+                # float64 cut and be read, "decisively", as a lost direction (2 per token where 1 is exact)
+                r = dict(r, fibre=dv["fibre"], decisive=dv["decisive"], margin_decades=None,
+                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=r["fibre"],
+                         direct_jacobian_decisive=r["decisive"])
+                agree = True
+            else:
+                agree = dv is not None and dv["fibre"] == r["fibre"]
             decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
             row = dict(r, layer=i, decided=decided,
                        jacobian=("equilibrated: the row Jacobian left-multiplied by the invertible "
                                  "s_i R^{-1} diag(g)^{-1}, i.e. P W_O^T (same rank)" if equil else
-                                 "direct" + (" (a gain is exactly 0: no equilibration)" if zero_gain else "")),
+                                 "direct" + (" (a gain is exactly 0: no equilibration; the fibre is the count from "
+                                             "the norm's exact kernel with the zero-gain coordinates)"
+                                             if kernel_only else " (a gain is exactly 0: no equilibration)"
+                                             if zero_gain else "")),
                        derived_fibre=None if dv is None else dv["fibre"],
                        derived_decisive=None if dv is None else dv["decisive"],
                        routes_agree=agree if dv is not None else None,
@@ -780,7 +830,9 @@ def _ln(ctx: Context) -> list[Evidence]:
     what = f"{N} with the checkpoint's eps = {eps:g}"
     if v is Verdict.FAILS:
         s = (f"the map the MLP sees, Z -> {N}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
-             f"(tangent dimension at {len(out)} sampled rows, Jacobian and derived count agree), so "
+             f"(tangent dimension at {len(out)} sampled rows, "
+             + ("counted from the norm's exact kernel: a gain is exactly 0" if any(r["zero_gain"] for r in out)
+                else "Jacobian and derived count agree") + "), so "
              f"{per_row[0] * n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token "
              f"(the eps-free norm: {eps0})")
     elif v is Verdict.INCONCLUSIVE:

@@ -193,6 +193,15 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     tr = trace(ctx)
     m = PGOP(H, w.d_model, dtype=w.dtype, device=w.device)
     g = torch.Generator().manual_seed(0)  # a fixed draw: verdicts must not depend on --seed
+    pos_norm = float(w.pos[:n].norm(dim=1).mean())
+    pos_hyp = HypothesisCheck("position embeddings non-zero (the gates depend on the position)", pos_norm > 0,
+                              finite(pos_norm), "mean norm of the first n position embeddings")
+    if not pos_norm > 0:  # legal weights: the gates would be constant over positions, PG-OP is not position-gated
+        return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE,
+                       f"the first {n} position embeddings are all zero: PG-OP's gates cannot depend on the "
+                       "position, there is no position gate to test", violated_hypothesis=pos_hyp.name,
+                       hypothesis_checks=(pos_hyp,), reading="pgop/remedy",
+                       inputs={"reconstruction": RECONSTRUCTION, "n": n})]
     with torch.no_grad():  # a generic gate setting: gates spread over (0, 1)
         m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / w.pos.norm(dim=1).mean())
         m.b.copy_(torch.randn(m.b.shape, generator=g, dtype=w.dtype))
@@ -226,13 +235,16 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                "precision": "float64 computation (plain and gated W_O alike): "
                             + ", ".join(sorted({r.precision for r in recs})),
                "formalisation": "PG-OP remedies non-identifiability if it shrinks the fibre of the head-channel map; "
-                                "other formalisations (e.g. attribution across positions) are not tested"}
+                                "other formalisations (e.g. attribution across positions) are not tested",
+               "decided_by": "structure: a positive gate rescales a head, so the 1 x H gated block keeps rank 1 and "
+                             "diag(G_i) W_O keeps W_O's rank; for the reconstruction this check can only fail (or "
+                             "be not-applicable / inconclusive), the measurement confirms the argument on one draw"}
     decisive = all(r.decisive for r in recs)
     margins = [finite(r.margin) for r in recs if finite(r.margin) is not None]
     common = dict(margin=min(margins) if margins else None, tolerance=Tolerance(
         plain_rec.rtol, "rank of W_O and of diag(G_i) W_O at float64 computation precision (cut max(m, n) eps64 "
         "sigma_max); a decision counts when every singular value sits at least 1 decade from the cut", "sigma_max"),
-        inputs=inputs, details=details, hypothesis_checks=(hyp,), reading="pgop/remedy",
+        inputs=inputs, details=details, hypothesis_checks=(hyp, pos_hyp), reading="pgop/remedy",
         margin_meaning="smallest distance (decades) of a singular value from the float64 cut of (gated) W_O",
         scope=Scope("instances", f"one fixed generic gate setting, n = {n}, layer 0", ("layer 0",)))
     if not positive:
