@@ -690,7 +690,9 @@ def _not_run_reason(entries: Sequence[EvidenceEntry]) -> str:
         return "no producer of this reading ran"
     if all(e.stale for e in entries):
         return "its only records are stale (" + "; ".join(e.stale_reason for e in entries if e.stale_reason) + ")"
-    return "; ".join(dict.fromkeys(e.evidence.summary for e in entries if e.evidence.verdict is Verdict.NOT_RUN))
+    why = [e.evidence.summary if e.evidence.verdict is Verdict.NOT_RUN else f"{e.evidence.producer}: {e.counted_note}"
+           for e in entries if e.counted_as is Verdict.NOT_RUN or e.evidence.verdict is Verdict.NOT_RUN]
+    return "; ".join(dict.fromkeys(why)) or "no record of this reading counts"
 
 
 def count_records(records: Iterable[Evidence], graph: ClaimGraph | None = None, *,

@@ -239,3 +239,13 @@ def test_an_all_sizes_record_without_a_certificate_file_is_proved_text() -> None
     assert st.verdict is Verdict.SUPPORTED and not st.fully_certified
     assert st.evidence[0].counted_note.startswith("proved (text)")
     assert assess(g, {"a": [E("a", Verdict.CERTIFIED)]})["a"].verdict is Verdict.CERTIFIED
+
+
+def test_a_sanity_only_reading_is_missing_with_its_reason() -> None:
+    g = _two_readings()
+    sane = _R("b", Verdict.SUPPORTED, counted=False)
+    st = assess(g, {"t": [_R("a", Verdict.CERTIFIED), sane]})["t"]
+    assert [r.verdict for r in st.readings] == [Verdict.CERTIFIED, Verdict.NOT_RUN]
+    assert st.verdict is Verdict.SUPPORTED
+    assert st.missing == (f"t/b: {sane.producer}: {sane.not_counted_note}",)
+    assert st.missing[0].startswith("t/b: p-t-supported: sanity check")
