@@ -330,7 +330,7 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
     >>> [(e.claim, e.verdict.value) for e in ev]
     [('prop-5.4', 'supported')]
     """
-    from symtrans.cli.check import run_checks
+    from symtrans.runner import run_checks
 
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
@@ -351,7 +351,7 @@ def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n:
     >>> [e.verdict.value for e in certify_claims(["prop-6.2"])]
     ['fails']
     """
-    from symtrans.cli.certify import certify_claims as _certify_dicts
+    from symtrans.report.certificates import certify_claims as _certify_dicts
     from symtrans.evidence import Evidence
 
     if model is not None and not isinstance(model, (str, os.PathLike)):
