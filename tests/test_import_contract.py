@@ -57,6 +57,21 @@ def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
     assert "symtrans.validate -> symtrans.errors" in run.stdout
 
 
+def test_every_top_level_module_has_a_layer() -> None:
+    """A new module of symtrans (or a new package beside proofs) must be placed in a layer, or the contract skips it."""
+    import pkgutil
+    import tomllib
+
+    import symtrans
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c.get("id") == "layers"]
+    placed = {m.strip() for layer in contract["layers"] for m in layer.replace(":", "|").split("|")}
+    modules = {f"symtrans.{m.name}" for m in pkgutil.iter_modules(symtrans.__path__)}
+    assert modules - placed == set()
+    assert placed - modules - {"proofs"} == set()  # no layer names a module that does not exist
+
+
 _PROBE = textwrap.dedent("""
     import sys
     from symtrans.cli import run
