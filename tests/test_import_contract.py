@@ -86,9 +86,11 @@ _PROBE = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("argv", [["claims"], ["claims", "thm-7.3"], ["claims", "thm-recovery", "--format", "json"],
-                                  ["claims", "thm-5.3", "--rests-on"]])
-def test_claim_queries_import_no_producer_and_no_torch(argv: list[str]) -> None:
-    """``symtrans claims`` (list, show, queries) answers from the registry: no producer module, no numeric, no torch."""
+                                  ["claims", "thm-5.3", "--rests-on"], ["formula", "gauge-dimension", "--arch", "bert-base"],
+                                  ["group", "--arch", "gpt2"], ["arch", "bert-base"]])
+def test_claim_formula_and_group_queries_import_no_producer_and_no_torch(argv: list[str]) -> None:
+    """``symtrans claims`` (list, show, queries) answers from the registry, formulas and the group spec from SymPy:
+    no producer module, no numeric engine, no torch."""
     run = subprocess.run([sys.executable, "-c", _PROBE, *argv], cwd=ROOT, env=_env(), capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

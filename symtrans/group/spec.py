@@ -21,9 +21,11 @@ FFN only), ``W_in`` d_model x d_ff, ``b_in``, ``W_out`` d_ff x d_model,
 ``pos``, ``type``, ``emb_ln_w``, ``emb_ln_b``, ``final_ln_w``, ``final_ln_b``.
 Data: ``X`` (tokens x d_model), the layer or model input.
 
-This module never imports torch: :func:`act` works on SymPy matrices and on
-torch tensors alike (block form: per-head tensors are lists of 2-D blocks,
-vectors are 1 x m rows).
+This module never imports torch (tests/test_import_contract.py checks it):
+:func:`act` works on SymPy matrices and on torch tensors alike (block form:
+per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
+torch only through a tensor it is given. Group elements as torch tensors are
+built in :mod:`symtrans.group.numeric` (``lie_element``).
 
 Examples
 --------
@@ -43,6 +45,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +56,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
-           "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "lie_element", "generic_element"]
+           "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "generic_element"]
 
 S = SYMBOLS
 
@@ -1235,7 +1238,7 @@ def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, A
         k = g.shape[0]
         if _is_sympy(block):
             return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
-        return block + __import__("torch").cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])
+        return block + sys.modules["torch"].cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])  # a torch block
     if how == "conjugate_gain_row":
         gain = original[tag.via]
         return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
@@ -1447,46 +1450,6 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
                 comps.append((t.component, count, (1, w)))
         return comps
     raise SymtransError(f"no coordinates for factor {name!r}")
-
-
-def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
-    """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
-
-    ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
-    :meth:`GroupSpec.factor_sizes`). Translation factors are abelian: the
-    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384, d_ff=5))
-    >>> it = iter([torch.zeros(n) for n in spec.factor_sizes("ffn-bias-transfer")])
-    >>> sorted(lie_element(spec, "ffn-bias-transfer", lambda: next(it)))
-    ['t']
-    """
-    import torch
-
-    out: dict[str, Any] = {}
-    for comp, count, shape in _pieces(spec, factor):
-        if comp == "D":
-            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
-            continue
-        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
-            d = shape[0]
-            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
-            A = torch.zeros(k, k, dtype=torch.float64)
-            iu = torch.triu_indices(k, k, 1)
-            A = A.index_put((iu[0], iu[1]), nxt())
-            A = A - A.T
-            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
-                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
-                B = torch.linalg.qr(first).Q[:, 1:]
-                A = B @ A @ B.T
-            out["Q"] = torch.linalg.matrix_exp(A)
-            continue
-        blocks = [nxt().reshape(shape) for _ in range(count)]
-        out[comp] = blocks if count > 1 else blocks[0]
-    return out
 
 
 def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:
