@@ -173,7 +173,7 @@ def main() -> None:
 
     if args.skip_certify:
         return
-    from symtrans.certify.producers import run_certificates
+    from symtrans.runner import run_certificates
     from symtrans.evidence import Context
 
     model = None if args.model == "none" else args.model

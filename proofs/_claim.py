@@ -23,16 +23,36 @@ Examples
 
 from __future__ import annotations
 
+import enum
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import PaperStatus
 
-__all__ = ["Claim", "Reading", "QUANTIFIERS", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
+__all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
            "CLAIM_MODULES", "REGISTRY"]
+
+
+class PaperStatus(str, enum.Enum):
+    """What the paper itself says of an item (never changed by the toolkit).
+
+    Examples
+    --------
+    >>> PaperStatus("partially-proved") is PaperStatus.PARTIALLY_PROVED
+    True
+    """
+
+    PROVED = "proved"
+    SKETCH = "sketch"
+    PARTIALLY_PROVED = "partially-proved"
+    CONJECTURED = "conjectured"
+    PREDICTION = "prediction"
+    EXTERNAL = "external"
+    DEFINITION = "definition"
+    NOT_IN_PAPER = "not-in-paper"  # a statement the toolkit proposes (e.g. a certified correction)
+
 
 #: The kinds of item, in the order the report lists them.
 KINDS: tuple[str, ...] = ("definition", "hypothesis", "lemma", "proposition", "theorem", "corollary",
@@ -339,9 +359,7 @@ def register(claim: Claim) -> Claim:
 def _load() -> None:
     import importlib
 
-    from symtrans.evidence import PRODUCER_MODULES
-
-    for module in (*CLAIM_MODULES, *PRODUCER_MODULES):  # producer modules may add corrected claims
+    for module in CLAIM_MODULES:  # claims live here only: listing them imports no producer (and no torch)
         importlib.import_module(module)
 
 

@@ -12,7 +12,29 @@ Examples
 """
 
 from proofs._claim import Claim, register
-from symtrans.certify.layernorm import CORRECTED_LATEX, CORRECTED_PROOF, CORRECTED_STATEMENT
+
+#: The toolkit's corrected Theorem 4.2 (its claim below; :mod:`symtrans.certify.layernorm` certifies it).
+CORRECTED_STATEMENT = (
+    "Under H1-H4, arank(LN(X)) = rank(XP) = rank(X). Hence arank(LN(X)) = arank(X) + 1 when 1_n lies in "
+    "colspace(X) (equivalently, under H2, in colspace(XP)), and arank(LN(X)) = arank(X) otherwise. "
+    "Under H1 and H3 alone, for every beta: arank(LN(X)) = rank([XP | sigma]) - 1."
+)
+CORRECTED_LATEX = (
+    r"\text{H1--H4} \implies \operatorname{arank}(\operatorname{LN}(X)) = \operatorname{rank}(XP) = "
+    r"\operatorname{rank}(X) = \operatorname{arank}(X) + [\mathbf 1_n \in \operatorname{col}(X)];\quad "
+    r"\text{H1, H3} \implies \operatorname{arank}(\operatorname{LN}(X)) = "
+    r"\operatorname{rank}[\,XP \mid \sigma\,] - 1"
+)
+CORRECTED_PROOF = (
+    "Write s_i = sqrt(d) sigma_i, D = diag(1/sigma_i) (H1), G = diag(gamma) (H3). Then LN(X) = D XP G + 1 beta^T. "
+    "(1) Column operations on [LN(X) | 1]: subtract beta_j times the last column from column j, then scale "
+    "column j by 1/gamma_j; this gives [D XP | 1]. Row i times sigma_i gives [XP | sigma]. All are invertible, so "
+    "arank(LN X) = rank[LN X | 1] - 1 = rank[XP | sigma] - 1 (identity checked symbolically in SymPy). "
+    "(2) rank[XP | sigma] = rank(XP) + [sigma not in colspace(XP)]; H4 makes it rank(XP) + 1. "
+    "(3) H2 (1_d not in rowspace X = ker P meets rowspace X trivially) gives rank(XP) = rank(X). "
+    "(4) arank(X) = rank[X | 1] - 1 = rank(X) - [1_n in colspace X]. "
+    "The paper's Step 2 considers only a decrease of affine rank under D; (1)-(4) show D can increase it."
+)
 
 AFFINE_RANK = register(Claim(
     id="def-arank", kind="definition", section="§4", paper_ref="§4, affine rank", title="affine rank",

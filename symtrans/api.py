@@ -116,7 +116,7 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> A
 
 
 def _check_as_cli(command: str, model: Any, ids: Any, **args: Any) -> list[str] | None:
-    """The command line's argument checks (:func:`symtrans.validate.check_args`) on an API call's arguments.
+    """The command line's argument checks (:func:`symtrans.args.check_args`) on an API call's arguments.
 
     A model spec (string or path) is checked as ``--model`` is; loaded weights
     are left to the caller. Returns the claim ids as a list (``None``: all).
@@ -134,7 +134,7 @@ def _check_as_cli(command: str, model: Any, ids: Any, **args: Any) -> list[str] 
     """
     import argparse
 
-    from symtrans.validate import check_args
+    from symtrans.args import check_args
 
     if ids is not None:  # a tuple or generator of ids too; a lone string is not a list of ids
         if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
@@ -472,7 +472,7 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
     >>> [(e.claim, e.verdict.value) for e in ev]
     [('prop-5.4', 'supported')]
     """
-    from symtrans.cli.check import run_checks
+    from symtrans.runner import run_checks
 
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
@@ -492,7 +492,7 @@ def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n:
     >>> [e.verdict.value for e in certify_claims(["prop-6.2"])]
     ['fails']
     """
-    from symtrans.cli.certify import certify_claims as _certify_dicts
+    from symtrans.report.certificates import certify_claims as _certify_dicts
     from symtrans.evidence import Evidence
 
     if model is not None and not isinstance(model, (str, os.PathLike)):

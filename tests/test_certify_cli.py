@@ -3,7 +3,8 @@
 import json
 
 from symtrans.cli import main
-from symtrans.evidence import Context, run_producers
+from symtrans.evidence import Context
+from symtrans.runner import run_producers
 
 
 def test_certify_json_shape(capsys):

@@ -196,7 +196,7 @@ def test_mlp_collapse_readings_on_real_weights_and_false_cases(w):
 
 def test_cor_mlp_role_readings_have_paper_wording_and_every_producer_a_reading():
     from proofs import get_claim
-    from symtrans.evidence import producers_for
+    from symtrans.runner import producers_for
 
     claim = get_claim("cor-mlp-role")
     ids = {r.id for r in claim.readings}

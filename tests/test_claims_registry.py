@@ -10,7 +10,8 @@ import sympy as sp
 
 from proofs import Claim, all_claims, get_claim, register
 from symtrans.errors import SymtransError
-from symtrans.evidence import PRODUCERS, PaperStatus, producers_for
+from symtrans.evidence import PRODUCERS, PaperStatus
+from symtrans.runner import producers_for
 from symtrans.formulas import FORMULAS, formula
 from symtrans.graph import ClaimGraph
 

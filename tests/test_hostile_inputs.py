@@ -404,15 +404,15 @@ def test_report_json_is_strict(tmp_path):
 
 # ------------------------------------------------------------------ the cheap claim-id lists
 def test_cheap_claim_lists_match_the_registry():
-    """validate's constant id lists (used to refuse unknown claims before any import) equal the registry's."""
+    """cli.args' constant id lists (used to refuse unknown claims before any import) equal the registry's."""
     from proofs import claim_ids
 
-    from symtrans.cli.check import numeric_producers
-    from symtrans.evidence import PRODUCERS, producers_for
-    from symtrans.validate import ALL_CLAIMS, CERTIFIED_CLAIMS, CHECKED_CLAIMS
+    from symtrans.args import ALL_CLAIMS, CERTIFIED_CLAIMS, CHECKED_CLAIMS
+    from symtrans.evidence import PRODUCERS
+    from symtrans.runner import check_producers, producers_for
 
     assert tuple(claim_ids()) == ALL_CLAIMS
-    assert tuple(sorted({p.claim for p in numeric_producers()})) == CHECKED_CLAIMS
+    assert tuple(sorted({p.claim for p in check_producers()})) == CHECKED_CLAIMS
     producers_for("")
     certified = sorted(c for c, ps in PRODUCERS.items()
                        if any(p.func.__module__ == "symtrans.certify.producers" for p in ps))

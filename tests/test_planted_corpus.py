@@ -23,7 +23,8 @@ import json
 import pytest
 
 import planted
-from symtrans.evidence import Context, Verdict, producers_for, run_producer
+from symtrans.evidence import Context, Verdict
+from symtrans.runner import producers_for, run_producer
 
 #: producers left out of the fast tier (weight-agnostic or tested elsewhere), by name
 FAST_SKIP = frozenset({"ffn-flop-share", "residual-jacobian", "thm53-real-weights"})

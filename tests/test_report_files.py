@@ -312,7 +312,7 @@ def test_a_directory_the_kernel_refuses_gives_one_line(tmp_path: Path) -> None:
 def test_html_rendered_aside_equals_html_rendered_here(mini, monkeypatch) -> None:
     """With several formats the HTML is rendered in a forked child: the same text, and a failed child is covered."""
     from symtrans.report import write as write_mod
-    from symtrans.report.build import parallel_default
+    from symtrans.runner import parallel_default
 
     if not parallel_default():
         pytest.skip("needs fork and two CPUs")

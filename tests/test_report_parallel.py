@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from symtrans.evidence import Context, Evidence, Producer, Verdict, producers_for
-from symtrans.report.build import parallel_default, run_tasks
+from symtrans.evidence import Context, Evidence, Producer, Verdict
+from symtrans.runner import parallel_default, producers_for, run_tasks
 
 PARENT = os.getpid()
 
@@ -104,7 +104,7 @@ def test_no_fork_with_weights_off_the_cpu():
 
     import torch
 
-    from symtrans.report.build import _cuda_in_use
+    from symtrans.runner import _cuda_in_use
 
     on = lambda dev: SimpleNamespace(numeric=True, weights=lambda: SimpleNamespace(device=torch.device(dev)))  # noqa: E731
     assert _cuda_in_use(on("meta")) and not _cuda_in_use(on("cpu"))

@@ -10,6 +10,7 @@ Sizes are read from :mod:`symtrans.arch` presets and expected values from
 
 Examples
 --------
+>>> from symtrans.runner import producers_for  # imports this module (and every producer module)
 >>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
 ['prop51-witness']
 """
@@ -28,9 +29,9 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
 from symtrans.certify.statements import THM53_R, Dims, attention_n, expected
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer, producers_for
+from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
 
-__all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "run_certificates", "certificate"]
+__all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "certificate"]
 
 #: (n, d) grid on which size-independent block witnesses are re-checked exactly.
 SMALL_SIZES = [(n, d) for n in range(2, 7) for d in range(2, 7)]
@@ -823,28 +824,3 @@ def thm42_corrected(ctx: Context) -> list[Evidence]:
                 details={"statement": lnmod.CORRECTED_STATEMENT, "latex": lnmod.CORRECTED_LATEX,
                          "proof": lnmod.CORRECTED_PROOF, "symbolic_identity_checked": ident,
                          "search": res.to_dict(), "cross_checks": {"count": len(cross), "all_agree": all(cross)}})]
-
-
-def run_certificates(claims: list[str] | None, ctx: Context) -> dict[str, list[Evidence]]:
-    """Run the certificate producers (those of this module) for ``claims`` (all when None).
-
-    Examples
-    --------
-    >>> out = run_certificates(["prop-5.1"], Context(model=None))
-    >>> out["prop-5.1"][0].verdict.label
-    'certified'
-    """
-    from symtrans.evidence import PRODUCERS, run_producer
-    from symtrans.progress import tick
-
-    producers_for("")  # import producer modules
-    ours = {c: [p for p in ps if p.func.__module__ == __name__] for c, ps in PRODUCERS.items()}
-    ids = [c for c in ours if ours[c]] if claims is None else claims
-    out: dict[str, list[Evidence]] = {}
-    for cid in ids:
-        evs: list[Evidence] = []
-        for p in ours.get(cid, []):
-            evs += run_producer(p, ctx)
-            tick(f"{cid}: {p.name}")
-        out[cid] = evs
-    return out

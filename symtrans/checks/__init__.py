@@ -4,7 +4,7 @@ Every check tests a claim's statement on the real model's weights (or on
 constructed inputs) and returns :class:`~symtrans.evidence.Evidence` with a
 verdict, margin, tolerance and its reason, dtype, inputs, model and weights
 hash. Importing a module registers its producers; :data:`MODULES` lists them
-(they are also listed in :data:`symtrans.evidence.PRODUCER_MODULES`).
+(it is :data:`symtrans.runner.CHECK_MODULES`, part of :data:`symtrans.runner.PRODUCER_MODULES`).
 
 Examples
 --------
@@ -12,5 +12,6 @@ Examples
 'symtrans.checks.sec4'
 """
 
-MODULES = ["symtrans.checks.sec4", "symtrans.checks.sec5", "symtrans.checks.sec6",
-           "symtrans.checks.sec7", "symtrans.checks.sec8"]
+from symtrans.runner import CHECK_MODULES as MODULES
+
+__all__ = ["MODULES"]

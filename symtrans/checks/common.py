@@ -57,7 +57,8 @@ def family_table() -> list[str]:
     >>> rows[0].startswith("| claim | producer |"), any("lit-dong" in r and "causal" in r for r in rows)
     (True, True)
     """
-    from symtrans.evidence import PRODUCERS, _import_producer_modules
+    from symtrans.evidence import PRODUCERS
+    from symtrans.runner import _import_producer_modules
 
     _import_producer_modules()
     fams = ENCODERS + DECODERS

@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
-        from symtrans.validate import check_args
+        from symtrans.args import check_args
 
         check_args(args)  # every argument, before heavy imports or computation
         _announce(command, argv)  # after validation: a refused command prints its one error line only

@@ -21,7 +21,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "certify_claims", "record_certificates", "write_certificates", "verify_paths"]
+__all__ = ["register", "record_certificates", "write_certificates", "verify_paths"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -54,49 +54,6 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--out", metavar="DIR", help="write one JSON certificate file per certificate into DIR")
     p.set_defaults(func=_cmd_certify)
-
-
-def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: int = 128,
-                   seed: int = 0, progress: bool = False) -> dict[str, Any]:
-    """Run the certificates for ``ids`` (all when empty); return the report-shaped dict.
-
-    Examples
-    --------
-    >>> out = certify_claims(["prop-5.1"], model=None)
-    >>> out["claims"][0]["id"], out["claims"][0]["verdict"]  # proved (text): no certificate file yet
-    ('prop-5.1', 'supported')
-    >>> certify_claims(["prop-51"], model=None)
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
-    """
-    from symtrans.certify.producers import run_certificates
-    from symtrans.errors import suggest
-    from symtrans.evidence import PRODUCERS, Context, producers_for
-
-    if n < 1:
-        raise SymtransError("--n must be a positive integer")
-    producers_for("")
-    known = sorted(c for c, ps in PRODUCERS.items() if any(p.func.__module__ == "symtrans.certify.producers"
-                                                           for p in ps))
-    for cid in ids or []:
-        if cid not in known:
-            raise SymtransError(suggest(cid, known, "claim with certificates"))
-    from symtrans.progress import Progress
-
-    ctx = Context(model=model, n=n, seed=seed)
-    with Progress(None, "certify", unit="certificate", enabled=progress):
-        results = run_certificates(list(ids) if ids else None, ctx)
-    from symtrans.graph import count_records, verdict_table
-
-    # the one counting rule (report, check, API): an instance certificate counts as supported, readings get their own
-    statuses = count_records([e for evs in results.values() for e in evs])
-    table = verdict_table(statuses)
-    return {"claims": [{"id": cid, "verdict": table[cid]["verdict"], "readings": table[cid]["readings"],
-                        "missing_readings": list(statuses[cid].missing),
-                        "evidence": [dict(e.to_dict(), counted_as=c.counted_as.value, counted_note=c.counted_note)
-                                     for e, c in zip(evs, statuses[cid].evidence)]}
-                       for cid, evs in results.items()]}
 
 
 def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
@@ -224,6 +181,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_certify(args: argparse.Namespace) -> int:
+    from symtrans.report.certificates import certify_claims
+
     model = None if args.model.lower() == "none" else args.model
     ids = [*args.ids, *(getattr(args, "claims", None) or [])]
     out = certify_claims(ids, model=model, n=args.n, seed=args.seed, progress=True)

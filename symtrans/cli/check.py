@@ -10,7 +10,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "numeric_producers", "run_checks"]
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -36,54 +36,6 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="dtype of weights and forward pass (rank decisions want float64)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_check)
-
-
-def numeric_producers(claims: list[str] | None = None) -> list[Any]:
-    """The producers registered by :mod:`symtrans.checks`, optionally for some claims only.
-
-    Examples
-    --------
-    >>> sorted({p.claim for p in numeric_producers(["thm-4.2"])})
-    ['thm-4.2']
-    >>> numeric_producers(["thm-42"])
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or ...?
-    """
-    import importlib
-
-    from symtrans.checks import MODULES
-    from symtrans.errors import suggest
-    from symtrans.evidence import PRODUCERS
-
-    for m in MODULES:
-        importlib.import_module(m)
-    mine = [p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in MODULES]
-    known = sorted({p.claim for p in mine})
-    for c in claims or []:
-        if c not in known:
-            raise SymtransError(suggest(c, known, "claim"))
-    return [p for p in mine if not claims or p.claim in claims]
-
-
-def run_checks(ctx: Any, claims: list[str] | None = None, progress: bool = False) -> list[Any]:
-    """Run the numeric checks in ``ctx``; return their evidence (each with its seconds).
-
-    Examples
-    --------
-    >>> from symtrans.evidence import Context
-    >>> ev = run_checks(Context(model="default", n=8), ["prop-5.4"])
-    >>> [(e.claim, e.verdict.label) for e in ev]
-    [('prop-5.4', 'supported')]
-    """
-    from symtrans.evidence import run_producer
-    from symtrans.progress import track
-
-    prods = numeric_producers(claims)
-    out = []
-    for p in track(prods, "check", unit="check", label=lambda p: f"{p.claim}: {p.name}", enabled=progress):
-        out.extend(run_producer(p, ctx))
-    return out
 
 
 def _fmt_margin(m: float | None) -> str:
@@ -120,6 +72,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.n > int(w.arch.max_positions):
         raise SymtransError(f"--n {args.n} exceeds the model's {w.arch.max_positions} positions")
     start = time.perf_counter()
+    from symtrans.runner import run_checks
+
     evidence = run_checks(ctx, args.claims, progress=True)
     total = time.perf_counter() - start
     from symtrans.graph import count_records, verdict_table

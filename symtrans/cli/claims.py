@@ -64,7 +64,8 @@ def _cmd_claims(args: argparse.Namespace) -> int:
             print(_describe(g, claim))
         return 0
     if args.query == "blocks":
-        from symtrans.evidence import Context, run_producers
+        from symtrans.evidence import Context
+        from symtrans.runner import run_producers
         from symtrans.graph import assess
 
         ctx = Context(model=None)
@@ -98,10 +99,10 @@ def _describe(g, claim) -> str:  # type: ignore[no-untyped-def]
                        ("impact", g.impact(claim.id)), ("formulas", claim.formulas)):
         if ids:
             lines.append(f"  {label + ':':<15}{', '.join(ids)}")
-    from symtrans.evidence import producers_for
+    from symtrans.runner import declared_producers  # read from the modules' source: no producer is imported
 
-    prods = producers_for(claim.id)
-    lines.append(f"  producers:     {', '.join(f'{p.name} ({p.kind})' for p in prods) if prods else 'none yet'}")
+    prods = declared_producers(claim.id)
+    lines.append(f"  producers:     {', '.join(f'{name} ({kind})' for name, kind in prods) if prods else 'none yet'}")
     for note in claim.notes:
         lines.append(f"  note:          {note}")
     return "\n".join(lines)

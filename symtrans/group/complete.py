@@ -314,7 +314,7 @@ def _lie_element(spec: Any, factor: str, theta: Any) -> Any:
         return {key: [nxt().reshape(1, -1) for _ in range(kv)]}
     if factor == "ffn-scaling":
         return {"D": eye(d_ff) + torch.diag(nxt())}
-    from symtrans.group.spec import lie_element
+    from symtrans.group.numeric import lie_element
 
     return lie_element(spec, factor, nxt, H=H, kv=kv, d=d, d_ff=d_ff, d_k=d_k, d_v=d_v)
 

@@ -38,7 +38,7 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
-           "transform_weights", "verify_model", "random_blocks", "verify_random", "tolerance"]
+           "transform_weights", "verify_model", "random_blocks", "verify_random", "tolerance", "lie_element"]
 
 
 @dataclass(frozen=True)
@@ -282,8 +282,6 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
         return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
     f = spec.factor(factor)
     if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # norm and embedding factors: translations, gain scalings
-        from symtrans.group.spec import lie_element
-
         sizes = spec.factor_sizes(factor)
         pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
         el = lie_element(spec, factor, lambda: next(pieces))
@@ -607,4 +605,47 @@ def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
         tol, why = tolerance(dt, int(arch.d_model), int(arch.L), kappa)
         ch = _rel(moved, target)
         out.append(InvarianceCheck(f.name, dtype, expect, ch, tol, why, _verdict(ch, tol, expect), kappa, arch.name))
+    return out
+
+
+def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
+    """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
+
+    ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
+    :meth:`GroupSpec.factor_sizes`). Translation factors are abelian: the
+    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.arch import get_arch
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384, d_ff=5))
+    >>> it = iter([torch.zeros(n) for n in spec.factor_sizes("ffn-bias-transfer")])
+    >>> sorted(lie_element(spec, "ffn-bias-transfer", lambda: next(it)))
+    ['t']
+    """
+    import torch
+
+    out: dict[str, Any] = {}
+    from symtrans.group.spec import _pieces
+
+    for comp, count, shape in _pieces(spec, factor):
+        if comp == "D":
+            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
+            continue
+        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
+            d = shape[0]
+            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
+            A = torch.zeros(k, k, dtype=torch.float64)
+            iu = torch.triu_indices(k, k, 1)
+            A = A.index_put((iu[0], iu[1]), nxt())
+            A = A - A.T
+            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
+                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
+                B = torch.linalg.qr(first).Q[:, 1:]
+                A = B @ A @ B.T
+            out["Q"] = torch.linalg.matrix_exp(A)
+            continue
+        blocks = [nxt().reshape(shape) for _ in range(count)]
+        out[comp] = blocks if count > 1 else blocks[0]
     return out

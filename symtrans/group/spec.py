@@ -21,9 +21,11 @@ FFN only), ``W_in`` d_model x d_ff, ``b_in``, ``W_out`` d_ff x d_model,
 ``pos``, ``type``, ``emb_ln_w``, ``emb_ln_b``, ``final_ln_w``, ``final_ln_b``.
 Data: ``X`` (tokens x d_model), the layer or model input.
 
-This module never imports torch: :func:`act` works on SymPy matrices and on
-torch tensors alike (block form: per-head tensors are lists of 2-D blocks,
-vectors are 1 x m rows).
+This module never imports torch (tests/test_import_contract.py checks it):
+:func:`act` works on SymPy matrices and on torch tensors alike (block form:
+per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
+torch only through a tensor it is given. Group elements as torch tensors are
+built in :mod:`symtrans.group.numeric` (``lie_element``).
 
 Examples
 --------
@@ -43,6 +45,8 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +57,8 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
-           "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "lie_element", "generic_element"]
+           "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "generic_element", "Action",
+           "ACTIONS"]
 
 S = SYMBOLS
 
@@ -88,10 +93,6 @@ SCOPE_TEXT: dict[str, str] = {
              "last hidden state (encoders) or logits (decoders) out",
 }
 
-_HOWS = ("element", "inverse", "inverse_transpose", "permutation", "translate", "translate_image",
-         "conjugate_diagonal", "translate_ones", "translate_neg", "hyperplane_weight", "hyperplane_bias",
-         "translate_rows", "translate_rows_neg", "conjugate_gain", "conjugate_gain_row", "hyperplane_head",
-         "translate_leading_rows")
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class AxisTag:
     scope: str = "layer"  # "layer" | "model" | "prev" | "next" (the two layers around a boundary)
 
     def __post_init__(self) -> None:
-        if self.how not in _HOWS:
+        if self.how not in ACTIONS:
             raise SymtransError(f"unknown action kind {self.how!r}")
         if self.side not in ("left", "right", "index", "add"):
             raise SymtransError(f"unknown side {self.side!r}")
@@ -154,24 +155,7 @@ class AxisTag:
         if self.scope in ("prev", "next"):
             head += " (layer before the boundary)" if self.scope == "prev" else " (layer after the boundary)"
         size = AXIS_SIZES[self.axis_name]
-        vias = (self.via or "").split(",")
-        what = {"element": self.component, "inverse": f"{self.component}^-1",
-                "inverse_transpose": f"{self.component}^-T", "permutation": f"permutation {self.component}",
-                "translate": self.component, "translate_image": (f"-{self.component} {self.via}[{'h' if self.index == 'head' else 'g'}]" if self.index
-                                    else f"-sum_h {self.component}_h {self.via}[h]" if self.via == "W_O"
-                                    else f"-{self.component} {self.via}"),
-                "conjugate_diagonal": f"diag({self.component}^-1 diag(.) {self.component})",
-                "translate_ones": f"{self.component} 1^T (a multiple of the all-ones row)",
-                "translate_neg": f"-{self.component}",
-                "translate_rows": f"{self.component} to every row",
-                "translate_rows_neg": f"-{self.component} to every row",
-                "conjugate_gain": f"diag({self.via})^-1 {self.component}^-1 diag({self.via})",
-                "conjugate_gain_row": f"diag({self.via})^-1 {self.component} diag({self.via})",
-                "translate_leading_rows": f"{self.component} to the leading (unused) rows",
-                "hyperplane_head": f"(1/{vias[0]})^T v, v = -{self.component} W / <{vias[-1]} + {self.component}, "
-                                   f"1/{vias[0]}>",
-                "hyperplane_weight": f"(1/{self.via})^T {self.component}",
-                "hyperplane_bias": f"-<{vias[-1]}, 1/{vias[0]}> {self.component}"}[self.how]
+        what = ACTIONS[self.how].describe(self)
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
         return f"{self.tensor}{head} axis {size}: {side} {what}"
 
@@ -1215,63 +1199,140 @@ def _dot(a: Any, b: Any) -> Any:
 
 def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
                  which: Any, head: int | None = None) -> Any:
-    how = tag.how
     inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
-    if how == "translate":
-        return block + g
-    if how == "translate_neg":
-        return block - g
-    if how == "translate_ones":
-        return block + g @ _ones_like_row(block)
-    if how in ("translate_rows", "translate_rows_neg"):
+    return ACTIONS[tag.how].apply(block, tag, g, inverse, original, which, head)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One kind of action (an :class:`AxisTag`'s ``how``): how a tag table names it, and what it does to one block.
+
+    ``apply(block, tag, g, inverse, original, which, head)`` returns the acted-on
+    block: ``g`` is the element's component, ``inverse()`` its inverse,
+    ``original`` the tensors before the action, ``which(h)`` the key/value head
+    of query head ``h`` and ``head`` the block's head index (None for a whole tensor).
+
+    Examples
+    --------
+    >>> sorted(ACTIONS)[:3]
+    ['conjugate_diagonal', 'conjugate_gain', 'conjugate_gain_row']
+    >>> ACTIONS["translate"].apply(sp.Matrix([[1, 2]]), None, sp.Matrix([[3, 4]]), None, {}, None, None)
+    Matrix([[4, 6]])
+    """
+
+    describe: Callable[[AxisTag], str]
+    apply: Callable[..., Any]
+
+
+def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
+    """A linear action on the side the tag names: by the element, its inverse or its inverse transpose."""
+    def apply(block: Any, tag: AxisTag, g: Any, inverse: Any, original: Any, which: Any, head: Any) -> Any:
+        R = inverse() if use_inverse else g
+        if transpose:
+            R = R.T
+        bax = _block_axis(tag)
+        if tag.side == "right":
+            if bax != 1:
+                raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
+            return block @ R
+        if bax != 0:
+            raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
+        return R @ block
+
+    return apply
+
+
+def _translate_rows(sign: int) -> Callable[..., Any]:
+    def apply(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
         ones = sp.ones(block.shape[0], 1) if _is_sympy(block) else block.new_ones(block.shape[0], 1)
-        return block + (1 if how == "translate_rows" else -1) * (ones @ g)
-    if how == "conjugate_gain":
-        gain = original[tag.via]
-        return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
-    if how == "hyperplane_head":  # the head W absorbs a shift t of the final norm's bias through the hyperplane
-        names = tag.via.split(",")
-        inv_gain = _reciprocal(original[names[0]])
-        v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
-        return block + inv_gain.T @ v
-    if how == "translate_leading_rows":
-        k = g.shape[0]
-        if _is_sympy(block):
-            return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
-        return block + __import__("torch").cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])
-    if how == "conjugate_gain_row":
-        gain = original[tag.via]
-        return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
-    if how in ("hyperplane_weight", "hyperplane_bias"):
-        names = tag.via.split(",")
-        inv_gain = _reciprocal(original[names[0]])
-        if how == "hyperplane_weight":
-            return block + inv_gain.T @ g
-        return block - _dot(original[names[1]], inv_gain) * g
-    if how == "conjugate_diagonal":
-        return _diagonal_row(inverse() @ _diag(block) @ g)
-    if how == "translate_image":
-        via = original[tag.via]
-        if not isinstance(via, list):
-            return block - g @ via
-        if head is not None:
-            return block - g @ via[head]
-        image = None
-        for h, W in enumerate(via):
-            term = g[which(h)] @ W
-            image = term if image is None else image + term
-        return block - image
-    R = g if how == "element" else inverse()
-    if how == "inverse_transpose":
-        R = R.T
-    bax = _block_axis(tag)
-    if tag.side == "right":
-        if bax != 1:
-            raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
-        return block @ R
-    if bax != 0:
-        raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
-    return R @ block
+        return block + sign * (ones @ g)
+
+    return apply
+
+
+def _conjugate_gain(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    gain = original[tag.via]
+    return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
+
+
+def _conjugate_gain_row(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    gain = original[tag.via]
+    return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
+
+
+def _hyperplane_head(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    """The head W absorbs a shift t of the final norm's bias through the hyperplane."""
+    names = tag.via.split(",")
+    inv_gain = _reciprocal(original[names[0]])
+    v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
+    return block + inv_gain.T @ v
+
+
+def _hyperplane_weight(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    return block + _reciprocal(original[tag.via.split(",")[0]]).T @ g
+
+
+def _hyperplane_bias(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    names = tag.via.split(",")
+    return block - _dot(original[names[1]], _reciprocal(original[names[0]])) * g
+
+
+def _translate_leading_rows(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
+    k = g.shape[0]
+    if _is_sympy(block):
+        return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
+    return block + sys.modules["torch"].cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])  # a torch block
+
+
+def _translate_image(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], which: Any,
+                     head: int | None) -> Any:
+    via = original[tag.via]
+    if not isinstance(via, list):
+        return block - g @ via
+    if head is not None:
+        return block - g @ via[head]
+    image = None
+    for h, W in enumerate(via):
+        term = g[which(h)] @ W
+        image = term if image is None else image + term
+    return block - image
+
+
+def _image_text(t: AxisTag) -> str:
+    c = t.component
+    if t.index:
+        return f"-{c} {t.via}[{'h' if t.index == 'head' else 'g'}]"
+    return f"-sum_h {c}_h {t.via}[h]" if t.via == "W_O" else f"-{c} {t.via}"
+
+
+def _vias(t: AxisTag) -> list[str]:
+    return (t.via or "").split(",")
+
+
+#: Every kind of action, by name: its description in a tag table and its effect on a block (one table for both).
+ACTIONS: dict[str, Action] = {
+    "element": Action(lambda t: t.component, _linear(False, False)),
+    "inverse": Action(lambda t: f"{t.component}^-1", _linear(False, True)),
+    "inverse_transpose": Action(lambda t: f"{t.component}^-T", _linear(True, True)),
+    # a permutation reorders blocks (in _apply_tag); applied to one block it would act by its inverse
+    "permutation": Action(lambda t: f"permutation {t.component}", _linear(False, True)),
+    "translate": Action(lambda t: t.component, lambda block, tag, g, *_: block + g),
+    "translate_image": Action(_image_text, _translate_image),
+    "conjugate_diagonal": Action(lambda t: f"diag({t.component}^-1 diag(.) {t.component})",
+                                 lambda block, tag, g, inverse, *_: _diagonal_row(inverse() @ _diag(block) @ g)),
+    "translate_ones": Action(lambda t: f"{t.component} 1^T (a multiple of the all-ones row)",
+                             lambda block, tag, g, *_: block + g @ _ones_like_row(block)),
+    "translate_neg": Action(lambda t: f"-{t.component}", lambda block, tag, g, *_: block - g),
+    "hyperplane_weight": Action(lambda t: f"(1/{t.via})^T {t.component}", _hyperplane_weight),
+    "hyperplane_bias": Action(lambda t: f"-<{_vias(t)[-1]}, 1/{_vias(t)[0]}> {t.component}", _hyperplane_bias),
+    "translate_rows": Action(lambda t: f"{t.component} to every row", _translate_rows(1)),
+    "translate_rows_neg": Action(lambda t: f"-{t.component} to every row", _translate_rows(-1)),
+    "conjugate_gain": Action(lambda t: f"diag({t.via})^-1 {t.component}^-1 diag({t.via})", _conjugate_gain),
+    "conjugate_gain_row": Action(lambda t: f"diag({t.via})^-1 {t.component} diag({t.via})", _conjugate_gain_row),
+    "hyperplane_head": Action(lambda t: f"(1/{_vias(t)[0]})^T v, v = -{t.component} W / <{_vias(t)[-1]} + "
+                                        f"{t.component}, 1/{_vias(t)[0]}>", _hyperplane_head),
+    "translate_leading_rows": Action(lambda t: f"{t.component} to the leading (unused) rows", _translate_leading_rows),
+}
 
 
 def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], original: dict[str, Any],
@@ -1450,46 +1511,6 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
                 comps.append((t.component, count, (1, w)))
         return comps
     raise SymtransError(f"no coordinates for factor {name!r}")
-
-
-def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
-    """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
-
-    ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
-    :meth:`GroupSpec.factor_sizes`). Translation factors are abelian: the
-    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384, d_ff=5))
-    >>> it = iter([torch.zeros(n) for n in spec.factor_sizes("ffn-bias-transfer")])
-    >>> sorted(lie_element(spec, "ffn-bias-transfer", lambda: next(it)))
-    ['t']
-    """
-    import torch
-
-    out: dict[str, Any] = {}
-    for comp, count, shape in _pieces(spec, factor):
-        if comp == "D":
-            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
-            continue
-        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
-            d = shape[0]
-            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
-            A = torch.zeros(k, k, dtype=torch.float64)
-            iu = torch.triu_indices(k, k, 1)
-            A = A.index_put((iu[0], iu[1]), nxt())
-            A = A - A.T
-            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
-                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
-                B = torch.linalg.qr(first).Q[:, 1:]
-                A = B @ A @ B.T
-            out["Q"] = torch.linalg.matrix_exp(A)
-            continue
-        blocks = [nxt().reshape(shape) for _ in range(count)]
-        out[comp] = blocks if count > 1 else blocks[0]
-    return out
 
 
 def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Build a proof-status report: run every claim's producers, merge earlier evidence, derive statuses.
 
-Evidence comes only from :func:`symtrans.evidence.run_producers`, or from an
+Evidence comes only from the producers (run by :func:`symtrans.runner.run_tasks`), or from an
 earlier ``report.json`` passed as ``previous`` (each carried record is marked
 stale when its weights hash or toolkit version differs from this run's, and
 then does not count towards the verdict).
@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, producers_for, run_producer
+from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
+from symtrans.runner import producers_for, run_tasks
 
 if TYPE_CHECKING:
     from proofs import Claim
 
-__all__ = ["Report", "build_report", "run_tasks", "parallel_default", "load_previous", "formula_rows", "SCHEMA"]
+__all__ = ["Report", "build_report", "load_previous", "formula_rows", "SCHEMA"]
 
 #: The ``schema`` field of ``report.json``.
 SCHEMA = "symtrans-report/1"
@@ -187,7 +188,7 @@ def load_previous(path: str | Path) -> dict[str, list[Evidence]]:
     ...
     symtrans.errors.SymtransError: /no/such/report.json: no such file (pass an earlier report.json)
     """
-    from symtrans.validate import read_previous
+    from symtrans.report.previous import read_previous
 
     records = read_previous(path)  # bounded, strict JSON, field types checked before any producer runs
     out: dict[str, list[Evidence]] = {}
@@ -262,223 +263,11 @@ def _check_producers(graph: ClaimGraph) -> None:
             raise SymtransError(f"producer {names} is registered for " + suggest(cid, graph.claims, "claim"))
 
 
-def _error_message(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+def _shared_trace(ctx: Context) -> Any:
+    """What both processes of a parallel report read, built once before forking: the model's trace."""
+    from symtrans.checks.common import trace
 
-
-def _run_here(p: Any, ctx: Context) -> list[Evidence] | str:
-    """One producer in this process: its evidence, or the message of what it raised."""
-    try:
-        return run_producer(p, ctx)
-    except KeyboardInterrupt:
-        raise
-    except Exception as err:  # noqa: BLE001 - reported as a not-run record by the caller
-        return _error_message(err)
-
-
-def _claim(counter: Any, total: int) -> int | None:
-    """The next unclaimed unit's index from the counter both processes share, or None when none is left."""
-    with counter.get_lock():
-        k = counter.value
-        if k >= total:
-            return None
-        counter.value = k + 1
-        return k
-
-
-def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
-    """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
-    from symtrans import progress as _progress
-
-    _progress.configure(quiet=True)  # the parent draws the progress
-    try:
-        while (k := _claim(counter, len(units))) is not None:
-            for i in units[k]:
-                res = _run_here(tasks[i][1], ctx)
-                try:
-                    conn.send((i, res))
-                except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
-                    conn.send((i, None))
-        conn.send(None)
-    finally:
-        conn.close()
-
-
-class _LocalCounter:
-    """The counter of a serial run: the interface of ``multiprocessing.Value`` without shared memory."""
-
-    value = 0
-
-    def get_lock(self) -> Any:
-        import contextlib
-
-        return contextlib.nullcontext()
-
-
-def work_units(tasks: list[tuple[str, Any]]) -> list[list[int]]:
-    """Task indices grouped into units (producers with the same ``share`` together), most expensive first.
-
-    A unit runs in one process, so a cache its producers share is computed
-    once; units are ordered by the sum of their producers' ``cost`` (longest
-    first, so the last unit handed out is a short one), ties in task order.
-
-    Examples
-    --------
-    >>> from symtrans.evidence import producers_for
-    >>> tasks = [(c, p) for c in ("prop-6.2", "prop-6.3") for p in producers_for(c)]
-    >>> units = work_units(tasks)
-    >>> sorted(i for u in units for i in u) == list(range(len(tasks)))
-    True
-    >>> [tasks[i][1].name for i in units[0]]  # the subspace checks share one cache: one unit, the costliest
-    ['mha-rank-vs-sum', 'mha-rank-bound', 'head-subspace-dim']
-    """
-    groups: dict[Any, list[int]] = {}
-    for i, (_, p) in enumerate(tasks):
-        groups.setdefault(p.share if p.share else ("task", i), []).append(i)
-    units = list(groups.values())
-    return sorted(units, key=lambda u: (-sum(tasks[i][1].cost for i in u), u[0]))
-
-
-def cuda_initialised() -> bool:
-    """Whether this process has initialised CUDA (a forked child cannot use it); False without importing torch.
-
-    Examples
-    --------
-    >>> cuda_initialised()  # this machine, at least until something moves a tensor to a GPU
-    False
-    """
-    import sys
-
-    torch = sys.modules.get("torch")
-    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
-
-
-def _cuda_in_use(ctx: Context) -> bool:
-    """Whether this process has initialised CUDA or holds its weights on a GPU (a forked child cannot use CUDA)."""
-    import sys
-
-    if "torch" not in sys.modules:  # nothing numeric has run here: no weights, no CUDA
-        return False
-    if cuda_initialised():
-        return True
-    device = getattr(ctx.weights(), "device", None) if ctx.numeric else None
-    return device is not None and getattr(device, "type", "cpu") != "cpu"
-
-
-def parallel_default() -> bool:
-    """Whether reports run their exact producers in a forked worker by default (Linux, 2+ usable CPUs).
-
-    Examples
-    --------
-    >>> isinstance(parallel_default(), bool)
-    True
-    """
-    import multiprocessing
-    import os
-    import sys
-
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    # fork only on Linux: on macOS forking a process that has used Accelerate/Objective-C runtimes is unsafe
-    return cpus >= 2 and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
-
-
-def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = False,
-              parallel: bool | None = None) -> list[list[Evidence] | str]:
-    """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
-
-    With ``parallel`` (and a model in ``ctx`` on the CPU, CUDA not initialised:
-    a forked child cannot use CUDA), this process and one forked child (which
-    shares the loaded weights and the trace copy-on-write) both take
-    :func:`work_units` from one shared counter, most expensive first, until
-    none is left; results come back pickled and are memoised here as if run
-    here. If the child dies, what it did not send back runs here. The results
-    are in task order; verdicts do not depend on ``parallel`` (rounding-level
-    numbers may, as between any two processes).
-
-    Examples
-    --------
-    >>> from symtrans.evidence import producers_for
-    >>> tasks = [("prop-5.1", p) for p in producers_for("prop-5.1")]
-    >>> [type(r).__name__ for r in run_tasks(tasks, Context(model=None), parallel=False)]
-    ['list', 'list']
-    """
-    import multiprocessing
-
-    from symtrans.evidence import remember
-    from symtrans.progress import Progress
-
-    if parallel is None:
-        parallel = parallel_default()
-    results: list[Any] = [None] * len(tasks)
-    units = work_units(tasks)
-    parallel = bool(parallel and ctx.numeric and len(units) > 1
-                    and "fork" in multiprocessing.get_all_start_methods() and not _cuda_in_use(ctx))
-    if not parallel:
-        units = [[i] for i in range(len(tasks))]  # serial: task order
-    elif any(p.needs_model for _, p in tasks):  # what both processes read: built once, before forking
-        from symtrans.checks.common import trace
-
-        try:
-            trace(ctx)
-        except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
-            pass
-    with Progress(len(tasks), "report", unit="producer", enabled=progress) as bar:
-        proc = conn = None
-        counter: Any = _LocalCounter()
-        if parallel:
-            mp = multiprocessing.get_context("fork")  # only where fork exists (not on Windows)
-            counter = mp.Value("i", 0)
-            conn, child = mp.Pipe(duplex=False)
-            proc = mp.Process(target=_worker, args=(tasks, units, counter, ctx, child), daemon=True)
-            proc.start()
-            child.close()
-        done: set[int] = set()
-
-        def finish(i: int, res: Any) -> None:
-            done.add(i)
-            results[i] = res
-            bar.step(f"{tasks[i][0]} / {tasks[i][1].name}")
-
-        def drain(block: bool) -> None:
-            nonlocal conn
-            while conn is not None and (block or conn.poll()):
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):  # the child died: what it did not finish runs here
-                    msg = None
-                if msg is None:  # the worker is done (or dead): reap it now rather than leave a zombie
-                    proc.join()
-                    conn.close()
-                    conn = None
-                    break
-                i, res = msg
-                p = tasks[i][1]
-                if res is None:
-                    res = _run_here(p, ctx)
-                elif isinstance(res, list):
-                    remember(p, ctx, res)
-                finish(i, res)
-
-        try:
-            while (k := _claim(counter, len(units))) is not None:
-                for i in units[k]:
-                    finish(i, _run_here(tasks[i][1], ctx))
-                    drain(block=False)
-            drain(block=True)
-            for i in range(len(tasks)):  # a worker that died: finish what it claimed here
-                if i not in done:
-                    finish(i, _run_here(tasks[i][1], ctx))
-        finally:
-            if proc is not None:
-                if proc.is_alive():
-                    proc.kill()
-                proc.join()
-            if conn is not None:
-                conn.close()
-    return results
+    return trace(ctx)
 
 
 def build_report(ctx: Context, *, previous: str | Path | None = None, progress: bool = False,
@@ -488,7 +277,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
     producers of its own claims only. ``parallel`` (default: where two CPUs
     are usable and ``fork`` exists) shares the producers between this process
-    and one forked worker (:func:`run_tasks`); the verdicts are the same either way.
+    and one forked worker (:func:`symtrans.runner.run_tasks`); the verdicts are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.
@@ -543,7 +332,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
     tasks = [(cid, p) for cid in order for p in producers_for(cid)]
-    results = run_tasks(tasks, ctx, progress=progress, parallel=parallel)
+    results = run_tasks(tasks, ctx, progress=progress, parallel=parallel, prepare=_shared_trace)
     by_claim: dict[str, list[Any]] = {}
     for (cid, p), res in zip(tasks, results):
         by_claim.setdefault(cid, []).append((p, res))

@@ -82,7 +82,7 @@ def _render_aside(report: Report, f: str) -> Any:
     """
     import multiprocessing
 
-    from symtrans.report.build import cuda_initialised, parallel_default
+    from symtrans.runner import cuda_initialised, parallel_default
 
     if not parallel_default() or cuda_initialised():
         return None

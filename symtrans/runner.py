@@ -1,0 +1,548 @@
+"""The producers layer: which producers exist and run, running them (serially or in a forked worker), reuse.
+
+Producers register themselves with :func:`symtrans.evidence.producer` when
+their module is imported; :data:`PRODUCER_MODULES` lists those modules (the
+numeric checks, :data:`CHECK_MODULES`, and the exact certificates,
+:data:`CERTIFICATE_MODULES`). :func:`run_producer` runs one producer in a
+:class:`~symtrans.evidence.Context` (reusing what this process already
+produced), :func:`run_tasks` runs many: the one runner behind ``symtrans
+report``, ``check`` and ``certify`` (:func:`run_checks`,
+:func:`run_certificates`) and the API functions of the same names.
+
+This module imports no engine: the producer modules are imported by name, so
+the layers (docs/architecture.md) stay one-way.
+
+Examples
+--------
+>>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
+['prop51-witness']
+>>> [e.verdict.label for e in run_producers("prop-5.1", Context(model=None))]
+['certified', 'not-run']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.evidence import PRODUCERS, Context, Evidence, Producer, Verdict
+
+__all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "producers_for", "declared_producers", "declarations_in",
+           "run_producers", "run_producer", "remember", "check_producers", "certificate_producers", "run_tasks", "work_units",
+           "parallel_default", "cuda_initialised", "run_checks", "run_certificates"]
+
+#: modules whose producers are the exact certificates and counterexample searches (``symtrans certify``).
+CERTIFICATE_MODULES: list[str] = ["symtrans.certify.producers"]
+#: modules whose producers are the numeric checks (``symtrans check``), one per paper section.
+CHECK_MODULES: list[str] = ["symtrans.checks.sec4", "symtrans.checks.sec5", "symtrans.checks.sec6",
+                            "symtrans.checks.sec7", "symtrans.checks.sec8"]
+#: modules that register producers when imported (certificates, checks), in this order.
+PRODUCER_MODULES: list[str] = [*CERTIFICATE_MODULES, *CHECK_MODULES]
+
+
+# ----------------------------------------------------------------- registered producers
+def _import_producer_modules() -> None:
+    import importlib
+
+    for module in PRODUCER_MODULES:
+        importlib.import_module(module)
+
+def producers_for(claim: str) -> list[Producer]:
+    """Return the producers registered for ``claim`` (importing producer modules first).
+
+    Examples
+    --------
+    >>> producers_for("no-such-claim")
+    []
+    """
+    _import_producer_modules()
+    return list(PRODUCERS.get(claim, []))
+
+def run_producers(claim: str, ctx: Context) -> list[Evidence]:
+    """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
+
+    A producer that needs a model, run without one, yields one ``not-run``
+    record saying so, so that a report lists it honestly rather than omitting it.
+
+    Examples
+    --------
+    >>> run_producers("no-such-claim", Context(model=None))
+    []
+    """
+    out: list[Evidence] = []
+    for p in producers_for(claim):
+        out.extend(run_producer(p, ctx))
+    return out
+
+
+def declared_producers(claim: str) -> list[tuple[str, str]]:
+    """``(name, kind)`` of each producer the producer modules declare for ``claim``, read without importing them.
+
+    For the listings that must stay light (``symtrans claims ID`` imports no
+    producer module, hence no torch and no engine): the ``@producer(...)``
+    registrations are read from the modules' source, in :data:`PRODUCER_MODULES`
+    order. It fails closed: a registration whose claim, name or kind is not a
+    literal string raises, and tests/test_import_contract.py checks that this
+    equals the registry (:func:`producers_for`) for every claim.
+
+    Examples
+    --------
+    >>> declared_producers("thm-7.3")
+    [('head-identifiability', 'numeric')]
+    >>> declared_producers("no-such-claim")
+    []
+    """
+    from symtrans.evidence import split_reading
+
+    return [(name, kind) for cid, name, kind in _declarations() if split_reading(cid)[0] == claim]
+
+
+def _declarations() -> list[tuple[str, str, str]]:
+    """Every ``(claim, name, kind)`` registered by :data:`PRODUCER_MODULES`, read from their source (cached)."""
+    if not _DECLARED:
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parent.parent
+        for module in PRODUCER_MODULES:
+            path = root.joinpath(*module.split(".")).with_suffix(".py")
+            _DECLARED.extend(declarations_in(path.read_text(encoding="utf-8"), module))
+    return _DECLARED
+
+
+def declarations_in(source: str, where: str) -> list[tuple[str, str, str]]:
+    r"""``(claim, name, kind)`` of each ``producer(...)`` call in ``source``, in source order; fails closed.
+
+    Examples
+    --------
+    >>> declarations_in('@producer("c/r", kind="numeric")\ndef check_c(ctx): ...', "demo")
+    [('c/r', 'check_c', 'numeric')]
+    >>> declarations_in('producer(CLAIM, kind="numeric", name="p")', "demo")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: demo:1: a producer registration must name its claim, kind and name as literal strings (listings read them without importing the module)
+    """
+    import ast
+
+    tree = ast.parse(source, where)
+    decorated = {id(d): node.name for node in ast.walk(tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for d in node.decorator_list}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == "producer"]
+    out: list[tuple[str, str, str]] = []
+    for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+        kw = {k.arg: k.value for k in call.keywords}
+        cid, kind, name = (call.args[0] if call.args else None), kw.get("kind"), kw.get("name")
+        given = [v for v in (cid, kind, name) if v is not None]
+        if (cid is None or kind is None or (name is None and id(call) not in decorated)
+                or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in given)):
+            raise SymtransError(f"{where}:{call.lineno}: a producer registration must name its claim, kind and name "
+                                "as literal strings (listings read them without importing the module)")
+        out.append((cid.value, name.value if name is not None else decorated[id(call)], kind.value))
+    return out
+
+
+_DECLARED: list[tuple[str, str, str]] = []
+
+
+# ----------------------------------------------------------------- one producer
+def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
+    """Run one producer in ``ctx``: reuse, single-threaded torch for model work, seconds recorded.
+
+    Examples
+    --------
+    >>> demo = Producer(claim="c", name="needs-a-model", kind="numeric", func=lambda ctx: [],
+    ...                 needs_model=True, description="a demo check")
+    >>> run_producer(demo, Context(model=None))[0].summary
+    'not run: a demo check needs a model (--model)'
+    """
+    import time
+
+    if p.needs_model and not ctx.numeric:
+        return [_tag(p, ctx, Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                                      summary=f"not run: {p.description or p.name} needs a model (--model)"))]
+    key = _memo_key(p, ctx)
+    if key is not None and key in _MEMO:
+        return list(_MEMO[key][1])
+    if p.families is not None and p.needs_model:
+        family = getattr(ctx.weights(), "family", None)
+        if family not in p.families:
+            return [_tag(p, ctx, Evidence(
+                claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_APPLICABLE,
+                summary=f"not applicable to a {family} model: {p.applies_to}",
+                violated_hypothesis=f"model family in {', '.join(p.families)} ({p.applies_to})"))]
+    start = time.perf_counter()
+    if p.needs_model or p.kind == "numeric":
+        from symtrans.threads import single_threaded
+
+        try:
+            with single_threaded():  # small factorisations: threads only add contention
+                produced = p.func(ctx)
+        except ModuleNotFoundError as err:  # torch-free install: say which extra, do not fail the report
+            from symtrans.errors import missing_extra
+
+            why = missing_extra(err)
+            if why is None:
+                raise
+            return [Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+                             summary=f"not run: {p.description or p.name} {why}")]
+    else:
+        produced = p.func(ctx)
+    elapsed = time.perf_counter() - start
+    done = [_tag(p, ctx, ev if ev.seconds is not None else dataclasses.replace(
+        ev, seconds=elapsed / max(len(produced), 1))) for ev in produced]
+    if key is not None:
+        _MEMO[key] = (p.func, done)  # holding func keeps its id (part of the key) from being reused
+    return list(done)
+
+
+def _tag(p: Producer, ctx: Context, ev: Evidence) -> Evidence:
+    """Fill the record's reading (from the producer's registration) and its context key."""
+    changes: dict[str, Any] = {}
+    if ev.reading is None and p.reading is not None and ev.claim == p.claim:
+        changes["reading"] = p.reading
+    if not ev.context:
+        changes["context"] = ctx.key(p)
+    return dataclasses.replace(ev, **changes) if changes else ev
+
+
+#: Evidence already produced in this process, by producer and the context's inputs. Producers are
+#: deterministic in (model, n, seed, dtype, device), so a second report in one process (a notebook,
+#: the test suite) reuses the records, whose timestamps say when they actually ran.
+_MEMO: dict[tuple[Any, ...], tuple[Any, list[Evidence]]] = {}
+
+
+def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
+    """Keep evidence that ``p`` produced elsewhere (a worker process) as if :func:`run_producer` had run here.
+
+    Examples
+    --------
+    >>> demo = Producer(claim="c", name="remembered", kind="symbolic", func=lambda ctx: [], description="demo")
+    >>> ctx = Context(model=None)
+    >>> remember(demo, ctx, [Evidence(claim="c", producer="remembered", kind="symbolic", verdict=Verdict.SUPPORTED,
+    ...                               summary="from a worker")])
+    >>> run_producer(demo, ctx)[0].summary
+    'from a worker'
+    """
+    key = _memo_key(p, ctx)
+    if key is not None:
+        _MEMO[key] = (p.func, list(evidence))
+
+
+def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
+    if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
+        return None
+    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device)
+
+
+# ----------------------------------------------------------------- which producers
+def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[Producer]:
+    """The producers registered by ``modules`` (for ``claims`` only, when given); an unknown claim is an error."""
+    import importlib
+
+    from symtrans.errors import suggest
+
+    for m in modules:
+        importlib.import_module(m)
+    mine = [p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules]
+    known = sorted({p.claim for p in mine})
+    for c in claims or []:
+        if c not in known:
+            raise SymtransError(suggest(c, known, what))
+    return [p for p in mine if not claims or p.claim in claims]
+
+
+def check_producers(claims: list[str] | None = None) -> list[Producer]:
+    """The numeric checks' producers (:data:`CHECK_MODULES`), optionally for some claims only.
+
+    Examples
+    --------
+    >>> sorted({p.claim for p in check_producers(["thm-4.2"])})
+    ['thm-4.2']
+    >>> check_producers(["thm-42"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or ...?
+    """
+    return _selected(CHECK_MODULES, claims, "claim")
+
+
+def certificate_producers(claims: list[str] | None = None) -> list[Producer]:
+    """The exact certificates' producers (:data:`CERTIFICATE_MODULES`), optionally for some claims only.
+
+    Examples
+    --------
+    >>> [p.name for p in certificate_producers(["prop-5.1"])]
+    ['prop51-witness']
+    >>> certificate_producers(["prop-51"])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
+    """
+    _import_producer_modules()  # every module, as the report does: PRODUCERS then has the same order
+    return _selected(CERTIFICATE_MODULES, claims, "claim with certificates")
+
+
+# ----------------------------------------------------------------- many producers (serial or two processes)
+def _error_message(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+def _run_here(p: Any, ctx: Context) -> list[Evidence] | str:
+    """One producer in this process: its evidence, or the message of what it raised."""
+    try:
+        return run_producer(p, ctx)
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # noqa: BLE001 - reported as a not-run record by the caller
+        return _error_message(err)
+
+
+def _claim(counter: Any, total: int) -> int | None:
+    """The next unclaimed unit's index from the counter both processes share, or None when none is left."""
+    with counter.get_lock():
+        k = counter.value
+        if k >= total:
+            return None
+        counter.value = k + 1
+        return k
+
+
+def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
+    """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
+    from symtrans import progress as _progress
+
+    _progress.configure(quiet=True)  # the parent draws the progress
+    try:
+        while (k := _claim(counter, len(units))) is not None:
+            for i in units[k]:
+                res = _run_here(tasks[i][1], ctx)
+                try:
+                    conn.send((i, res))
+                except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
+                    conn.send((i, None))
+        conn.send(None)
+    finally:
+        conn.close()
+
+
+class _LocalCounter:
+    """The counter of a serial run: the interface of ``multiprocessing.Value`` without shared memory."""
+
+    value = 0
+
+    def get_lock(self) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def work_units(tasks: list[tuple[str, Any]]) -> list[list[int]]:
+    """Task indices grouped into units (producers with the same ``share`` together), most expensive first.
+
+    A unit runs in one process, so a cache its producers share is computed
+    once; units are ordered by the sum of their producers' ``cost`` (longest
+    first, so the last unit handed out is a short one), ties in task order.
+
+    Examples
+    --------
+    >>> tasks = [(c, p) for c in ("prop-6.2", "prop-6.3") for p in producers_for(c)]
+    >>> units = work_units(tasks)
+    >>> sorted(i for u in units for i in u) == list(range(len(tasks)))
+    True
+    >>> [tasks[i][1].name for i in units[0]]  # the subspace checks share one cache: one unit, the costliest
+    ['mha-rank-vs-sum', 'mha-rank-bound', 'head-subspace-dim']
+    """
+    groups: dict[Any, list[int]] = {}
+    for i, (_, p) in enumerate(tasks):
+        groups.setdefault(p.share if p.share else ("task", i), []).append(i)
+    units = list(groups.values())
+    return sorted(units, key=lambda u: (-sum(tasks[i][1].cost for i in u), u[0]))
+
+
+def cuda_initialised() -> bool:
+    """Whether this process has initialised CUDA (a forked child cannot use it); False without importing torch.
+
+    Examples
+    --------
+    >>> cuda_initialised()  # this machine, at least until something moves a tensor to a GPU
+    False
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _cuda_in_use(ctx: Context) -> bool:
+    """Whether this process has initialised CUDA or holds its weights on a GPU (a forked child cannot use CUDA)."""
+    import sys
+
+    if "torch" not in sys.modules:  # nothing numeric has run here: no weights, no CUDA
+        return False
+    if cuda_initialised():
+        return True
+    device = getattr(ctx.weights(), "device", None) if ctx.numeric else None
+    return device is not None and getattr(device, "type", "cpu") != "cpu"
+
+
+def parallel_default() -> bool:
+    """Whether reports run their exact producers in a forked worker by default (Linux, 2+ usable CPUs).
+
+    Examples
+    --------
+    >>> isinstance(parallel_default(), bool)
+    True
+    """
+    import multiprocessing
+    import os
+    import sys
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    # fork only on Linux: on macOS forking a process that has used Accelerate/Objective-C runtimes is unsafe
+    return cpus >= 2 and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = False,
+              parallel: bool | None = None, prepare: Callable[[Context], Any] | None = None,
+              errors: str = "record", desc: str = "report", unit: str = "producer",
+              label: Callable[[str, Producer], str] | None = None) -> list[list[Evidence] | str]:
+    """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
+
+    The one runner of ``report``, ``check`` and ``certify`` (and of the API
+    functions behind them). ``errors="raise"`` lets a producer's exception
+    propagate instead (then it runs serially). ``prepare(ctx)`` builds what
+    both processes read before forking (the report passes the shared trace).
+    ``desc``, ``unit`` and ``label(claim, producer)`` name the progress.
+
+    With ``parallel`` (and a model in ``ctx`` on the CPU, CUDA not initialised:
+    a forked child cannot use CUDA), this process and one forked child (which
+    shares the loaded weights and the trace copy-on-write) both take
+    :func:`work_units` from one shared counter, most expensive first, until
+    none is left; results come back pickled and are memoised here as if run
+    here. If the child dies, what it did not send back runs here. The results
+    are in task order; verdicts do not depend on ``parallel`` (rounding-level
+    numbers may, as between any two processes).
+
+    Examples
+    --------
+    >>> tasks = [("prop-5.1", p) for p in producers_for("prop-5.1")]
+    >>> [type(r).__name__ for r in run_tasks(tasks, Context(model=None), parallel=False)]
+    ['list', 'list']
+    """
+    import multiprocessing
+
+    from symtrans.progress import Progress
+
+    if errors not in ("record", "raise"):
+        raise ValueError(f"errors must be 'record' or 'raise', got {errors!r}")
+    run_one = run_producer if errors == "raise" else _run_here
+    name = label or (lambda claim, p: f"{claim} / {p.name}")
+    if parallel is None:
+        parallel = parallel_default()
+    results: list[Any] = [None] * len(tasks)
+    units = work_units(tasks)
+    parallel = bool(parallel and errors == "record" and ctx.numeric and len(units) > 1
+                    and "fork" in multiprocessing.get_all_start_methods() and not _cuda_in_use(ctx))
+    if not parallel:
+        units = [[i] for i in range(len(tasks))]  # serial: task order
+    elif prepare is not None and any(p.needs_model for _, p in tasks):  # what both processes read: built once
+        try:
+            prepare(ctx)
+        except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
+            pass
+    with Progress(len(tasks), desc, unit=unit, enabled=progress) as bar:
+        proc = conn = None
+        counter: Any = _LocalCounter()
+        if parallel:
+            mp = multiprocessing.get_context("fork")  # only where fork exists (not on Windows)
+            counter = mp.Value("i", 0)
+            conn, child = mp.Pipe(duplex=False)
+            proc = mp.Process(target=_worker, args=(tasks, units, counter, ctx, child), daemon=True)
+            proc.start()
+            child.close()
+        done: set[int] = set()
+
+        def finish(i: int, res: Any) -> None:
+            done.add(i)
+            results[i] = res
+            bar.step(name(*tasks[i]))
+
+        def drain(block: bool) -> None:
+            nonlocal conn
+            while conn is not None and (block or conn.poll()):
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):  # the child died: what it did not finish runs here
+                    msg = None
+                if msg is None:  # the worker is done (or dead): reap it now rather than leave a zombie
+                    proc.join()
+                    conn.close()
+                    conn = None
+                    break
+                i, res = msg
+                p = tasks[i][1]
+                if res is None:
+                    res = _run_here(p, ctx)
+                elif isinstance(res, list):
+                    remember(p, ctx, res)
+                finish(i, res)
+
+        try:
+            while (k := _claim(counter, len(units))) is not None:
+                for i in units[k]:
+                    bar.show(name(*tasks[i]))
+                    finish(i, run_one(tasks[i][1], ctx))
+                    drain(block=False)
+            drain(block=True)
+            for i in range(len(tasks)):  # a worker that died: finish what it claimed here
+                if i not in done:
+                    finish(i, run_one(tasks[i][1], ctx))
+        finally:
+            if proc is not None:
+                if proc.is_alive():
+                    proc.kill()
+                proc.join()
+            if conn is not None:
+                conn.close()
+    return results
+
+
+# ----------------------------------------------------------------- the commands' entry points
+def run_checks(ctx: Context, claims: list[str] | None = None, progress: bool = False) -> list[Evidence]:
+    """Run the numeric checks in ``ctx`` (serially, in registration order); return their evidence.
+
+    Examples
+    --------
+    >>> ev = run_checks(Context(model="default", n=8), ["prop-5.4"])
+    >>> [(e.claim, e.verdict.label) for e in ev]
+    [('prop-5.4', 'supported')]
+    """
+    tasks = [(p.claim, p) for p in check_producers(claims)]
+    results = run_tasks(tasks, ctx, progress=progress, parallel=False, errors="raise", desc="check", unit="check",
+                        label=lambda claim, p: f"{claim}: {p.name}")
+    return [e for res in results for e in res]
+
+
+def run_certificates(claims: list[str] | None, ctx: Context, progress: bool = False) -> dict[str, list[Evidence]]:
+    """Run the certificate producers for ``claims`` (all when None), serially; return claim id -> evidence.
+
+    Examples
+    --------
+    >>> out = run_certificates(["prop-5.1"], Context(model=None))
+    >>> out["prop-5.1"][0].verdict.label
+    'certified'
+    """
+    prods = certificate_producers(claims)
+    ids = list(dict.fromkeys(p.claim for p in prods) if claims is None else dict.fromkeys(claims))
+    tasks = [(cid, p) for cid in ids for p in prods if p.claim == cid]
+    results = run_tasks(tasks, ctx, progress=progress, parallel=False, errors="raise", desc="certify",
+                        unit="certificate", label=lambda claim, p: f"{claim}: {p.name}")
+    out: dict[str, list[Evidence]] = {cid: [] for cid in ids}
+    for (cid, _), res in zip(tasks, results):
+        out[cid] += res
+    return out

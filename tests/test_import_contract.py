@@ -1,0 +1,133 @@
+"""The layers of docs/architecture.md hold: the import contract, and claim queries that import no producer or torch.
+
+``lint-imports`` (import-linter) checks the ``[tool.importlinter]`` contract of
+pyproject.toml; it runs here so it runs with the test suite and in ``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lint_imports() -> str:
+    exe = shutil.which("lint-imports")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("lint-imports (import-linter, in the dev extra) is not installed")
+        pytest.skip("import-linter is not installed (pip install import-linter)")
+    return exe
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_the_layer_contract_is_kept() -> None:
+    """Every import (function-local ones included) goes down the layers, bar the listed ignore_imports."""
+    run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "1 kept, 0 broken" in run.stdout
+
+
+def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
+    """The same tool on a contract the code breaks (validate imports errors, so errors cannot sit below it)."""
+    config = tmp_path / "contract.toml"
+    config.write_text(textwrap.dedent("""
+        [tool.importlinter]
+        root_packages = ["symtrans", "proofs"]
+
+        [[tool.importlinter.contracts]]
+        name = "upside down"
+        type = "layers"
+        layers = ["symtrans.errors", "symtrans.validate"]
+    """))
+    run = subprocess.run([_lint_imports(), "--config", str(config)], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    assert "symtrans.validate -> symtrans.errors" in run.stdout
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    """A new module of symtrans (or a new package beside proofs) must be placed in a layer, or the contract skips it."""
+    import pkgutil
+    import tomllib
+
+    import symtrans
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c.get("id") == "layers"]
+    names = [m.strip() for layer in contract["layers"] for m in layer.replace(":", "|").split("|")]
+    optional = {m[1:-1] for m in names if m.startswith("(")}  # "(module)": a layer import-linter may miss
+    placed = {m.strip("()") for m in names}
+    modules = {f"symtrans.{m.name}" for m in pkgutil.iter_modules(symtrans.__path__)}
+    assert modules - placed == set()
+    assert placed - modules - optional - {"proofs"} == set()  # no layer names a module that does not exist
+
+
+_PROBE = textwrap.dedent("""
+    import sys
+    from symtrans.cli import run
+    rc = run(sys.argv[1:])
+    from symtrans.runner import PRODUCER_MODULES
+    loaded = sorted(m for m in sys.modules if m == "torch" or m in PRODUCER_MODULES
+                    or m.startswith("symtrans.numeric"))
+    print("LOADED", loaded, "RC", rc)
+""")
+
+
+@pytest.mark.parametrize("argv", [["claims"], ["claims", "thm-7.3"], ["claims", "thm-recovery", "--format", "json"],
+                                  ["claims", "thm-5.3", "--rests-on"], ["formula", "gauge-dimension", "--arch", "bert-base"],
+                                  ["group", "--arch", "gpt2"], ["arch", "bert-base"]])
+def test_claim_formula_and_group_queries_import_no_producer_and_no_torch(argv: list[str]) -> None:
+    """``symtrans claims`` (list, show, queries) answers from the registry, formulas and the group spec from SymPy:
+    no producer module, no numeric engine, no torch."""
+    run = subprocess.run([sys.executable, "-c", _PROBE, *argv], cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    last = run.stdout.strip().splitlines()[-1]
+    assert last == "LOADED [] RC 0", last
+    if argv[1:2] == ["thm-7.3"]:  # the listing still names the claim's producers (read from their source)
+        assert "  producers:     head-identifiability (numeric)" in run.stdout
+
+
+def test_the_probe_sees_producer_modules_when_a_query_runs_producers() -> None:
+    """The probe is not blind: ``--blocks`` runs the symbolic producers, so their modules are loaded."""
+    run = subprocess.run([sys.executable, "-c", _PROBE, "claims", "prop-5.1", "--blocks"], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("LOADED [") and "'symtrans.certify.producers'" in last and last.endswith("RC 0"), last
+
+
+def test_declared_producers_equal_the_registry() -> None:
+    """What ``claims ID`` lists from the modules' source is what importing them registers, claim by claim, in order."""
+    from symtrans.evidence import PRODUCERS, split_reading
+    from symtrans.runner import _declarations, declared_producers, producers_for
+
+    producers_for("")  # imports every producer module
+    declared_claims = {split_reading(c)[0] for c, _, _ in _declarations()}
+    assert declared_claims == {c for c, ps in PRODUCERS.items() if ps}
+    for claim, prods in PRODUCERS.items():
+        assert declared_producers(claim) == [(p.name, p.kind) for p in prods], claim
+    assert sum(len(ps) for ps in PRODUCERS.values()) == len(_declarations())
+
+
+def test_declarations_fail_closed_on_a_computed_registration() -> None:
+    """A registration the source reader cannot read (a computed claim id, a missing kind) is an error, not a gap."""
+    from symtrans.errors import SymtransError
+    from symtrans.runner import declarations_in
+
+    assert declarations_in('@producer("c", kind="symbolic", name="p")\ndef f(ctx): ...', "m") == [("c", "p", "symbolic")]
+    for bad in ('@producer(ID, kind="numeric")\ndef f(ctx): ...', '@producer("c")\ndef f(ctx): ...',
+                'producer("c", kind="numeric")(f)', '@producer("c", kind=KIND)\ndef f(ctx): ...'):
+        with pytest.raises(SymtransError, match="literal strings"):
+            declarations_in(bad, "m")
