@@ -87,7 +87,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 #: commands (and the options that make them slow) that announce themselves and show progress
 SLOW: dict[str, tuple[str, ...]] = {"report": (), "check": (), "certify": (), "measure": (),
-                                    "group": ("--certify", "--verify")}
+                                    "group": ("--certify", "--verify", "--complete")}
 
 
 def _announce(command: str | None, argv: list[str]) -> None:
