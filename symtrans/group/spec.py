@@ -398,7 +398,7 @@ def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))
-    for size in ("d_k", "d_v"):
+    for size in ("d_v", "d_k"):
         value, d = getattr(a, size), a.d_model
         if isinstance(value, int) and isinstance(d, int) and value > d:
             out.append((f"{size} = {value} > d_model = {d}", f"heads wider than the residual stream: the "
