@@ -414,6 +414,9 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
                                   d_ff=d_ff, vocab_size=vocab, source=shown)
     if family in ("bert", "roberta"):
+        if _bool_key(cfg, "is_decoder", shown):
+            raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; only the "
+                                "bidirectional encoder")
         if cfg.get("position_embedding_type") not in (None, "absolute"):
             raise SymtransError(
                 f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"

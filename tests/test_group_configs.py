@@ -204,6 +204,8 @@ REFUSED = [
      "mlp_bias"),
     ({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 4, "n_positions": 5, "vocab_size": 11,
       "tie_word_embeddings": "no"}, "tie_word_embeddings"),
+    ({"model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 4,
+      "intermediate_size": 2, "max_position_embeddings": 8, "vocab_size": 10, "is_decoder": True}, "is_decoder"),
 ]
 
 
