@@ -131,6 +131,15 @@ def test_single_head_post_ln_counts_the_overlap_once(layers):
     assert narrow.status == "exact"
 
 
+def test_intermediate_eps_is_raised_and_said_so():
+    """Near-symmetries at eps = 1e-5 would blur the cut (their violations ~1e-8): measured at 1e-2, stated."""
+    p = plan("roberta-base")
+    assert p["eps"]["own"] == 1e-5 and p["eps"]["measured"] == 1e-2 and "blur" in p["eps"]["why"]
+    assert all(a.ln_eps == 1e-2 for a in p["instances"]) and "eps 1e-05" not in p["kept"]
+    assert plan("bert-base")["eps"]["measured"] == 1e-12  # at rounding level: counted and explained
+    assert plan("gpt2")["eps"]["measured"] == 1e-5  # pre-LN layers scope: no near-symmetry to blur it
+
+
 def test_reduced_instance_keeps_the_structure():
     p = plan("mistral-7b")
     first = p["instances"][0]

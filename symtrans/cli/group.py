@@ -239,6 +239,8 @@ def completeness_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"  instance: reduced, the configuration is too large to measure as given ({plan['bound']})")
         lines.append("  reduced: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in plan["reduced"].items()))
         lines.append("  kept:    " + ", ".join(plan["kept"]))
+    if plan.get("eps") and plan["eps"]["measured"] != plan["eps"]["own"]:
+        lines.append(f"  eps:     {plan['eps']['measured']:g}, {plan['eps']['why']}")
     first = data["runs"][0]["sizes"]
     lines.append("  sizes: " + ", ".join(f"{k}={v}" for k, v in first.items() if k != "L"))
     for r in data["runs"]:

@@ -171,11 +171,16 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
     positions = int(a.max_positions)
     fits = P <= FULL_MAX_PARAMETERS and (scope != "model" or positions <= FULL_MAX_POSITIONS)
     kept = _kept_features(a)
+    eps, why = _measured_eps(a, scope)
+    eps_record = {"own": float(a.ln_eps), "measured": eps, "why": why}
+    if eps != float(a.ln_eps):
+        kept = [k for k in kept if not k.startswith("eps ")]
     if fits:
         n = positions if scope == "model" else min(positions, max(6, (a.sliding_window or 0) + 2))
-        inst = dataclasses.replace(a, n=n)
-        return {"mode": "itself", "bound": bound, "instances": [inst], "reduced": {}, "kept": kept, "parameters": P}
-    insts = [dataclasses.replace(small_arch(a, L), ln_eps=float(a.ln_eps)) for L in layer_counts]
+        inst = dataclasses.replace(a, n=n, ln_eps=eps)
+        return {"mode": "itself", "bound": bound, "instances": [inst], "reduced": {}, "kept": kept, "parameters": P,
+                "eps": eps_record}
+    insts = [dataclasses.replace(small_arch(a, L), ln_eps=eps) for L in layer_counts]
     first = insts[0]
     reduced = {k: (int(getattr(a, k)), int(getattr(first, k))) for k in
                ("L", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff", "max_positions")
@@ -190,7 +195,29 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
     if a.H_kv != a.H and a.H // a.H_kv != first.H // first.H_kv:
         kept = [k for k in kept if not k.startswith("grouped-query")] + [
             f"grouped-query attention (ratio reduced from {a.H // a.H_kv} to {first.H // first.H_kv})"]
-    return {"mode": "reduced", "bound": bound, "instances": insts, "reduced": reduced, "kept": kept, "parameters": P}
+    return {"mode": "reduced", "bound": bound, "instances": insts, "reduced": reduced, "kept": kept, "parameters": P,
+            "eps": eps_record}
+
+
+#: at or below this eps the near-symmetries sit at float64 rounding and are counted and explained as null
+ROUNDING_EPS = 1e-10
+
+
+def _measured_eps(a: Architecture, scope: str) -> tuple[float, str]:
+    """The eps a measurement uses: the configuration's own, unless near-symmetries would blur the rank cut.
+
+    A segment scaling's violation is linear in eps (:mod:`symtrans.group.near`): at eps <= ROUNDING_EPS it is at
+    rounding level (numerically null, counted and explained), at eps >= MIN_EPS clearly above the cut; in between
+    its singular values sit inside the spectrum (seen: a 2.8-decade gap at eps = 1e-5, three post-LN layers), so
+    the measurement raises eps to MIN_EPS. G does not depend on the value of eps > 0.
+    """
+    from symtrans.group.near import segments
+
+    own = float(a.ln_eps)
+    if not segments(a, scope) or own <= ROUNDING_EPS or own >= MIN_EPS:
+        return own, "the configuration's own"
+    return MIN_EPS, (f"raised from {own:g}: the {len(segments(a, scope))} near-symmetries' violations (linear in "
+                     "eps) would sit inside the singular values and blur the rank cut; G is the same for every eps > 0")
 
 
 def _kept_features(a: Architecture) -> list[str]:
