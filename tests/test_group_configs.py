@@ -179,6 +179,15 @@ def test_near_symmetries_explain_2L_minus_1(tmp_path):
     assert r["near_null"] == 0 and r["measured_dimension"] == r["group_dimension"] and r["agrees"]
 
 
+@pytest.mark.parametrize("arch,extra", [("bert-base", 3), ("llama2-7b", 1)])
+def test_near_symmetries_on_the_model_scope(arch, extra):
+    """Model scope at eps = 1e-12: post-LN with an embedding norm 2L + 1 (the tables, then the stretch after the
+    norm); pre-norm with an untied head one (the whole residual stream, opened by the embeddings)."""
+    r = measure(arch, layers=1, scope="model", eps=1e-12)
+    assert r["measured_dimension"] - r["group_dimension"] == extra == r["near_null"] and r["agrees"], r
+    assert [n["agrees_with_identity"] for n in r["near_symmetries"]] == [True] * extra
+
+
 def test_complete_cli_names_scope_instance_gap_and_near_symmetries(tmp_path):
     cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 4,
            "intermediate_size": 2, "max_position_embeddings": 8, "vocab_size": 10, "layer_norm_eps": 1e-12}

@@ -23,8 +23,8 @@ and at the closing norm itself the relative change of each output row per
 unit log c is ``eps / (var + eps)`` <= ``eps / var_min``. Both are linear in
 eps, so at BERT's eps = 1e-12 these directions sit at rounding level and a
 float64 Jacobian counts them as null: the measured null space of a post-LN
-model is G plus 2L - 1 such directions on the ``layers`` scope (2L with an
-embedding norm on ``model``), one on a pre-norm ``model`` scope with an untied
+model is G plus 2L - 1 such directions on the ``layers`` scope (2L + 1 with an
+embedding norm on ``model``: the tables themselves and the stretch after the norm), one on a pre-norm ``model`` scope with an untied
 head (the whole residual stream, opened by the embeddings, closed by every
 norm), none on a pre-norm ``layers`` scope (its input is fixed).
 
@@ -62,20 +62,29 @@ def segments(arch: Architecture, scope: str, layers: int | None = None) -> list[
     --------
     >>> from symtrans.group.complete import small_arch
     >>> s = segments(small_arch("bert-base", layers=1), "model")
-    >>> [x["name"] for x in s], s[0]["closing"]
-    (['attention-segment-scaling[0]', 'ffn-segment-scaling[0]'], [(0, 'ln1')])
+    >>> [x["name"] for x in s], s[1]["closing"]
+    (['embedding-scaling', 'attention-segment-scaling[0]', 'ffn-segment-scaling[0]'], [(0, 'ln1')])
     """
     L = int(arch.L if layers is None else layers)
     out: list[dict[str, Any]] = []
+    tables = [(None, t) for t in ("word", "pos", "type")]
+    # the embedding sum scales with its tables only if every summand is a parameter (not a sinusoidal table)
+    scalable = scope == "model" and arch.positional != "sinusoidal"
     if arch.norm_placement == "post":
+        if scalable and arch.embedding_norm:
+            out.append({"name": "embedding-scaling", "coefficients": {k: 1 for k in tables},
+                        "closing": [(None, "emb_ln")],
+                        "what": "embedding tables -> the embedding norm: word, position, type tables x c"})
         for l in range(L):
-            if l > 0 or (scope == "model" and arch.embedding_norm):
-                opener = [(l - 1, "ln2_w"), (l - 1, "ln2_b")] if l > 0 else [(None, "emb_ln_w"), (None, "emb_ln_b")]
+            if l > 0 or scalable:
+                opener = ([(l - 1, "ln2_w"), (l - 1, "ln2_b")] if l > 0 else
+                          [(None, "emb_ln_w"), (None, "emb_ln_b")] if arch.embedding_norm else tables)
                 coeff = {k: 1 for k in opener}
                 coeff.update({(l, t): -1 for t in _ATTN_READERS})
                 coeff.update({(l, t): 1 for t in _ATTN_WRITERS})
                 out.append({"name": f"attention-segment-scaling[{l}]", "coefficients": coeff, "closing": [(l, "ln1")],
-                            "what": ("LN2 of layer %d" % (l - 1) if l else "the embedding norm")
+                            "what": ("LN2 of layer %d" % (l - 1) if l else "the embedding norm" if arch.embedding_norm
+                                     else "the embedding tables")
                             + f" -> LN1 of layer {l}: opener's gain and bias x c, W_Q, W_K, W_V / c, W_O, b_O x c"})
             coeff = {(l, "ln1_w"): 1, (l, "ln1_b"): 1}
             coeff.update({(l, t): -1 for t in _FFN_READERS})
@@ -85,7 +94,7 @@ def segments(arch: Architecture, scope: str, layers: int | None = None) -> list[
         return out
     # pre-norm: the residual stream is one segment, opened by the embeddings and read only by norms
     untied = not (arch.attention == "causal" and arch.tied_lm_head)
-    if scope != "model" or not untied:
+    if not scalable or not untied:
         return out
     coeff: dict[tuple[Any, str], int] = {(None, t): 1 for t in ("word", "pos", "type")}
     for l in range(L):
