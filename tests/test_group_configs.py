@@ -179,11 +179,12 @@ def test_near_symmetries_explain_2L_minus_1(tmp_path):
     assert r["near_null"] == 0 and r["measured_dimension"] == r["group_dimension"] and r["agrees"]
 
 
-@pytest.mark.parametrize("arch,extra", [("bert-base", 3), ("llama2-7b", 1)])
-def test_near_symmetries_on_the_model_scope(arch, extra):
+@pytest.mark.parametrize("arch,extra,sizes", [("bert-base", 3, {}), ("llama2-7b", 1, {}), ("gpt2", 1, {"n": 7})])
+def test_near_symmetries_on_the_model_scope(arch, extra, sizes):
     """Model scope at eps = 1e-12: post-LN with an embedding norm 2L + 1 (the tables, then the stretch after the
-    norm); pre-norm with an untied head one (the whole residual stream, opened by the embeddings)."""
-    r = measure(arch, layers=1, scope="model", eps=1e-12)
+    norm); pre-norm one (the whole residual stream, opened by the embeddings; GPT-2's tied head: the final norm
+    takes 1/c)."""
+    r = measure(arch, layers=1, scope="model", eps=1e-12, sizes=sizes)
     assert r["measured_dimension"] - r["group_dimension"] == extra == r["near_null"] and r["agrees"], r
     assert [n["agrees_with_identity"] for n in r["near_symmetries"]] == [True] * extra
 

@@ -24,9 +24,10 @@ unit log c is ``eps / (var + eps)`` <= ``eps / var_min``. Both are linear in
 eps, so at BERT's eps = 1e-12 these directions sit at rounding level and a
 float64 Jacobian counts them as null: the measured null space of a post-LN
 model is G plus 2L - 1 such directions on the ``layers`` scope (2L + 1 with an
-embedding norm on ``model``: the tables themselves and the stretch after the norm), one on a pre-norm ``model`` scope with an untied
-head (the whole residual stream, opened by the embeddings, closed by every
-norm), none on a pre-norm ``layers`` scope (its input is fixed).
+embedding norm on ``model``: the tables themselves, then the stretch after the
+norm), one on a pre-norm ``model`` scope (the whole residual stream, opened by
+the embeddings, closed by every norm; with a tied head the final norm's gain
+and bias take 1/c), none on a pre-norm ``layers`` scope (its input is fixed).
 
 Examples
 --------
@@ -93,15 +94,18 @@ def segments(arch: Architecture, scope: str, layers: int | None = None) -> list[
                         "what": f"LN1 -> LN2 of layer {l}: LN1's gain and bias x c, W_in (W_gate) / c, W_out, b_out x c"})
         return out
     # pre-norm: the residual stream is one segment, opened by the embeddings and read only by norms
-    untied = not (arch.attention == "causal" and arch.tied_lm_head)
-    if not scalable or not untied:
+    tied = arch.attention == "causal" and arch.tied_lm_head
+    if not scalable or (tied and not arch.final_norm):
         return out
     coeff: dict[tuple[Any, str], int] = {(None, t): 1 for t in ("word", "pos", "type")}
     for l in range(L):
         coeff.update({(l, t): 1 for t in _ATTN_WRITERS + _FFN_WRITERS})
+    what = "embeddings -> every norm: word, position, type tables and every W_O, b_O, W_out, b_out x c"
+    if tied:  # the word table is also the head: the final norm's gain and bias / c give the logits back
+        coeff.update({(None, "final_ln_w"): -1, (None, "final_ln_b"): -1})
+        what += "; the final norm's gain and bias / c (the tied head reads the scaled word table)"
     closing = [(l, n) for l in range(L) for n in ("ln1", "ln2")] + ([(None, "final_ln")] if arch.final_norm else [])
-    out.append({"name": "residual-stream-scaling", "coefficients": coeff, "closing": closing,
-                "what": "embeddings -> every norm: word, position, type tables and every W_O, b_O, W_out, b_out x c"})
+    out.append({"name": "residual-stream-scaling", "coefficients": coeff, "closing": closing, "what": what})
     return out
 
 
