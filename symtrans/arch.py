@@ -125,6 +125,7 @@ class Architecture:
     ln_eps: float = 1e-12
     head_dim_tied: bool = True
     rope_scaling: tuple[tuple[str, Any], ...] = ()
+    sliding_window: int | None = None  # causal attention to the last ``sliding_window`` keys only (Mistral)
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -137,6 +138,9 @@ class Architecture:
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
                 or self.type_vocab_size < 0:
             raise SymtransError(f"type_vocab_size must be an integer >= 0, got {self.type_vocab_size!r}")
+        if self.sliding_window is not None and (isinstance(self.sliding_window, bool) or not isinstance(
+                self.sliding_window, int) or self.sliding_window < 1):
+            raise SymtransError(f"sliding_window must be a positive integer or None, got {self.sliding_window!r}")
         for attr, choices in _CHOICES.items():
             if getattr(self, attr) not in choices:
                 raise SymtransError(suggest(str(getattr(self, attr)), choices, attr.replace("_", " ")))
@@ -442,6 +446,9 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
                                   d_ff=d_ff, vocab_size=vocab, source=shown)
     if family in ("bert", "roberta"):
+        if _bool_key(cfg, "is_decoder", shown):
+            raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; only the "
+                                "bidirectional encoder")
         if cfg.get("position_embedding_type") not in (None, "absolute"):
             raise SymtransError(
                 f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"
@@ -478,6 +485,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             max_positions=positions, position_table=positions, norm_placement="pre",
             activation=_activation(cfg.get("activation_function", "gelu_new"), shown),
             attention="causal", final_norm=True,
+            tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
             ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
@@ -487,6 +495,12 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         qkv_bias = family == "qwen2"
         if qkv_bias and bias:
             raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
+        window = None
+        if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
+            if family != "llama" or model_type != "mistral":
+                raise SymtransError(f"{shown}: sliding_window with model_type {model_type!r} is not modelled "
+                                    "(per-layer windows); only mistral's window on every layer")
+            window = _int_key(cfg, "sliding_window", shown)
         if _bool_key(cfg, "mlp_bias", shown) != bias:
             raise SymtransError(
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
@@ -498,7 +512,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             ffn="gated", bias=bias, qkv_bias=qkv_bias, attention="causal",
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
-            ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling)
+            ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
+            sliding_window=window if window is not None and window < positions else None)
     return arch.with_sizes(n=n) if n is not None else arch
 
 

@@ -55,14 +55,14 @@ def test_random_small_configs(arch, sizes):
 
 
 @pytest.mark.slow
-def test_count_assumes_heads_narrower_than_the_residual():
-    """Boundary of the formula: with d_v = d_model a head's W_O reaches the all-ones row, and at each boundary
-    the W_V hyperplane move equals a vo-gauge plus centring and value-bias moves: G counts one direction twice."""
+def test_count_with_heads_as_wide_as_the_residual():
+    """With d_v = d_model a head's W_O reaches the all-ones row, and at each boundary the W_V hyperplane move
+    equals a vo-gauge plus centring and value-bias moves: G's hyperplane factor counts it once (shrunk)."""
     sizes = dict(d_model=5, H=1, d_k=4, d_v=5, d_ff=2, n=7)
     for layers in (1, 2):
         r = measure("bert-base", layers=layers, sizes=sizes)
         assert r["record"]["clear"] and r["unexplained"] == [] and r["tangent_invariance"] < 1e-12
-        assert r["measured_dimension"] == r["tangent_rank"] == r["group_dimension"] - (layers - 1)
+        assert r["measured_dimension"] == r["tangent_rank"] == r["group_dimension"]
 
 
 def test_the_paper_group_leaves_directions_unexplained():

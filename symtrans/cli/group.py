@@ -220,43 +220,81 @@ def _layer_counts(text: str) -> list[int]:
 
 
 def completeness_lines(data: dict[str, Any]) -> list[str]:
-    """Text lines of a ``--complete`` run (one line per layer count, then the unexplained directions).
+    """Text lines of a ``--complete`` run: scope and instance, one line per run, near-symmetries, unexplained.
 
     Examples
     --------
     >>> run = {"sizes": {"L": 1, "n": 5}, "parameters": 10, "measured_dimension": 3, "group_dimension": 3,
     ...        "tangent_rank": 3, "record": {"gap_decades": 9.5, "cut_above": 0.01, "cut_below": 1e-16},
-    ...        "agrees": True, "unexplained": []}
+    ...        "agrees": True, "unexplained": [], "near_symmetries": [], "near_null": 0}
     >>> completeness_lines({"scope": "layers", "arch": "x", "runs": [run]})[-1]
     '  L=1: 10 parameters, measured 3 = G 3 (tangent rank 3); rank cut 1e-02 | 1e-16 (9.5 decades)  agrees'
     """
-    lines = [f"measured completeness of G on {data['arch']} (scope {data['scope']}; small random instances, "
-             "float64 Jacobian null space):"]
+    from symtrans.group.spec import SCOPE_TEXT
+
+    plan = data.get("plan", {})
+    lines = [f"measured completeness of G on {data['arch']} (scope {data['scope']}: {SCOPE_TEXT[data['scope']]}; "
+             "float64 Jacobian null space, random weights and inputs):"]
+    if plan.get("mode") == "itself":
+        lines.append(f"  instance: the configuration itself ({plan['bound']})")
+    elif plan:
+        lines.append(f"  instance: reduced, the configuration is too large to measure as given ({plan['bound']})")
+        lines.append("  reduced: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in plan["reduced"].items()))
+        lines.append("  kept:    " + ", ".join(plan["kept"]))
+    if plan.get("eps") and plan["eps"]["measured"] != plan["eps"]["own"]:
+        lines.append(f"  eps:     {plan['eps']['measured']:g}, {plan['eps']['why']}")
     first = data["runs"][0]["sizes"]
     lines.append("  sizes: " + ", ".join(f"{k}={v}" for k, v in first.items() if k != "L"))
     for r in data["runs"]:
         rec = r["record"]
         below = f"{rec['cut_below']:.0e}" if rec["cut_below"] is not None else "none"
+        k = r.get("near_null", 0)
+        expected = r["group_dimension"] + k
+        near = f" + {k} near-symmetr{'y' if k == 1 else 'ies'}" if k else ""
         lines.append(f"  L={r['sizes']['L']}: {r['parameters']} parameters, measured {r['measured_dimension']} "
-                     f"{'=' if r['measured_dimension'] == r['group_dimension'] else '!='} G {r['group_dimension']} "
+                     f"{'=' if r['measured_dimension'] == expected else '!='} G {r['group_dimension']}{near} "
                      f"(tangent rank {r['tangent_rank']}); rank cut {rec['cut_above']:.0e} | {below} "
                      f"({rec['gap_decades']:.1f} decades)  {'agrees' if r['agrees'] else 'DISAGREES'}")
         for u in r["unexplained"]:
             moves = ", ".join(f"{m['tensor']} {m['share']:.2f}" for m in u["moves"])
             lines.append(f"      unexplained direction moves: {moves}")
+    last = data["runs"][-1]
+    if last.get("near_symmetries"):
+        eps = last["sizes"]["eps"]
+        lines += ["", f"approximate factors (not in G): residual segments between two norms scaled by c; exact "
+                  f"symmetries of (weights, eps) with the closing norm's eps rescaled to c^2 eps, broken at eps = "
+                  f"{eps:g} only at relative order eps (L={last['sizes']['L']}):"]
+        for n in last["near_symmetries"]:
+            null = "numerically null (below the cut)" if n["below_cut"] else "above the cut"
+            lines.append(f"  {n['name']:<30} violation measured {n['measured_violation']:.2e}, from the eps identity "
+                         f"{n['derived_violation']:.2e}; local bound eps/var_min {n['local_bound']:.1e}; {null}")
+            lines.append(f"      {n['acts']}")
+        if last.get("near_null"):
+            lines.append(f"  the measured null space is G ({last['group_dimension']}) plus these {last['near_null']} "
+                         "directions: at this eps they sit at rounding level; at eps = 0 they would be exact")
     return lines
 
 
 def _complete(args: argparse.Namespace) -> int:
     from symtrans.group import GroupSpec
-    from symtrans.group.complete import measure
+    from symtrans.group.complete import measure, plan
+    from symtrans.progress import Progress
 
     spec = GroupSpec.from_arch(args.arch)
-    runs = [measure(spec.arch, layers=L, scope=args.scope, seed=args.seed) for L in _layer_counts(args.layers)]
+    the_plan = plan(spec.arch, args.scope, tuple(_layer_counts(args.layers)), args.seed)
+    runs = []
+    with Progress(len(the_plan["instances"]), "group --complete", unit="instance") as bar:
+        for inst in the_plan["instances"]:
+            bar.show(f"L={inst.L}")
+            runs.append(measure(spec.arch, instance=inst, scope=args.scope, seed=args.seed))
+            bar.step(f"L={inst.L}")
     last = runs[-1]
-    keys = ("measured_dimension", "group_dimension", "sizes", "record", "unexplained")
+    keys = ("measured_dimension", "group_dimension", "sizes", "record", "unexplained", "near_symmetries",
+            "near_null", "explained_dimension")
+    shown_plan = {k: v for k, v in the_plan.items() if k != "instances"}
+    shown_plan["instances"] = [inst.name for inst in the_plan["instances"]]
     completeness = {"scope": args.scope, "arch": spec.arch.name, **{k: last[k] for k in keys},
-                    "agrees": all(r["agrees"] for r in runs), "runs": runs}
+                    "agrees": all(r["agrees"] for r in runs), "plan": shown_plan, "runs": runs}
     if args.format == "json":
         data = spec.to_dict()
         data["completeness"] = completeness

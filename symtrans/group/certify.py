@@ -251,6 +251,8 @@ def _elements(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
         pos = a.ffn != "gated"
         syms = sp.symbols(f"s_:{d_ff}", positive=True) if pos else sp.symbols(f"s_:{d_ff}", nonzero=True)
         return [("generic diagonal D (symbolic" + (", positive)" if pos else ", non-zero)"), {"D": sp.diag(*syms)})]
+    if factor == "gate-scaling":  # relu's homogeneity needs d > 0
+        return [("generic diagonal D (symbolic, positive)", {"D": sp.diag(*sp.symbols(f"s_:{d_ff}", positive=True))})]
     if factor == "S_n":
         n = a.n
         out = [("generator: transposition of tokens (0 1)", {"P": [1, 0] + list(range(2, n))})]

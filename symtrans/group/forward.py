@@ -56,6 +56,7 @@ class Features:
     embedding_norm: bool = True
     final_norm: bool = False
     pos_offset: int = 0  # unused leading rows of the position table (RoBERTa: padding_idx + 1)
+    window: int | None = None  # sliding window: query i sees keys i - window < j <= i (Mistral)
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -68,7 +69,8 @@ class Features:
         'causal'
         """
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
-                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch))
+                   arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
+                   getattr(arch, "sliding_window", None))
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -194,7 +196,7 @@ class SympyBackend:
         """The score scale 1/sqrt(d_k), exact."""
         return 1 / sp.sqrt(d_k)
 
-    def softmax(self, S: sp.Matrix, causal: bool) -> sp.Matrix:
+    def softmax(self, S: sp.Matrix, causal: bool, window: int | None = None) -> sp.Matrix:
         """Row softmax as atoms keyed by (own centred score, multiset of the row's centred scores).
 
         Scores are centred by the row mean, so the keys do not see row
@@ -205,7 +207,7 @@ class SympyBackend:
         n, m = S.shape
         rows = []
         for i in range(n):
-            keep = [j for j in range(m) if not causal or j <= i]
+            keep = [j for j in range(m) if (not causal or j <= i) and (window is None or j > i - window)]
             mean = sp.Add(*[S[i, j] for j in keep]) / len(keep)
             cent = {j: self.simplify(S[i, j] - mean) for j in keep}
             bag = tuple(sorted(cent.values(), key=sp.default_sort_key))
@@ -308,11 +310,14 @@ class TorchBackend:
         """1/sqrt(d_k)."""
         return d_k ** -0.5
 
-    def softmax(self, S: Any, causal: bool) -> Any:
-        """Row softmax, lower-triangular mask when causal."""
-        if causal:
+    def softmax(self, S: Any, causal: bool, window: int | None = None) -> Any:
+        """Row softmax, lower-triangular mask when causal (a band of ``window`` keys with a sliding window)."""
+        if causal or window is not None:
             n, m = S.shape
-            mask = self.torch.ones(n, m, dtype=self.torch.bool, device=S.device).tril()
+            mask = self.torch.ones(n, m, dtype=self.torch.bool, device=S.device)
+            mask = mask.tril() if causal else mask
+            if window is not None:
+                mask = mask & self.torch.ones_like(mask).triu(1 - window)
             S = S.masked_fill(~mask, float("-inf"))
         return self.torch.softmax(S, dim=-1)
 
@@ -397,7 +402,8 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
 
     def norm(Z: Any, which: str) -> Any:
         w, b = g(f"{which}_w"), g(f"{which}_b")
-        return be.memo(("norm", Z, feat.norm, w, b, feat.eps), lambda: be.norm(Z, feat.norm, w, b, feat.eps))
+        eps = g(f"{which}_eps", feat.eps)  # a per-norm epsilon (torch only: the near-symmetry measurement)
+        return be.memo(("norm", Z, feat.norm, w, b, feat.eps), lambda: be.norm(Z, feat.norm, w, b, eps))
 
     inp = norm(X, "ln1") if pre else X
     mha = _attention(p, inp, feat, be)
@@ -440,7 +446,7 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
         k, v = keys[kv]
         if rots:
             q = be.rotate(q, rots)
-        A = be.softmax(be.canon(q @ k.T) * be.scale(d_k), feat.attention == "causal")
+        A = be.softmax(be.canon(q @ k.T) * be.scale(d_k), feat.attention == "causal", feat.window)
         vo = be.canon(v @ p["W_O"][h])  # = (A v) W_O^h, associated so the value path cancels first
         term = be.memo(("head", A, vo), lambda: be.canon(A @ vo))
         total = term if total is None else total + term
@@ -492,9 +498,10 @@ def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, em
     Matrix([[1, 2]])
     """
     if embedded and feat.embedding_norm:
-        X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), feat.eps)
+        X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), params.get("emb_ln_eps", feat.eps))
     for lp in params["layers"]:
         X = layer_forward(lp, X, feat, be)
     if feat.final_norm:
-        X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
+        X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"),
+                    params.get("final_ln_eps", feat.eps))
     return X

@@ -272,6 +272,9 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
         if a.ffn == "gated":
             s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
         return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.abs().max() / s.abs().min())
+    if factor == "gate-scaling":  # positive: relu(d t) = d relu(t) for d > 0 only
+        s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
+        return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.max() / s.min())
     if factor == "S_n":
         return {"P": _perm(int(a.n), gen)}, 1.0
     if factor == "residual-permutation":

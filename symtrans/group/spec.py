@@ -382,6 +382,22 @@ def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))
+    for size in ("d_v", "d_k"):
+        value, d = getattr(a, size), a.d_model
+        if isinstance(value, int) and isinstance(d, int) and value > d:
+            out.append((f"{size} = {value} > d_model = {d}", f"heads wider than the residual stream: the "
+                        f"per-head GL({size}) no longer acts freely (a product of a {d} x {value} and a {value} x "
+                        f"{d} matrix has a stabiliser of dimension ({value} - {d})^2), so G's count would be too "
+                        "high"))
+    if a.sliding_window == 1:
+        out.append(("a sliding window of 1", "every query sees only its own key, so attention is the identity and "
+                    "W_Q, W_K are not read at all: a stabiliser far larger than G"))
+    wide = [k for k in ("d_k", "d_v") if isinstance(getattr(a, k), int) and getattr(a, k) == a.d_model]
+    if wide and a.H_kv != a.H and a.norm == "layernorm" and (a.bias or a.qkv_bias):
+        out.append((f"grouped-query attention with {wide[0]} = d_model under LayerNorm",
+                    "square key/value maps send the norm's hyperplane to a hyperplane, so each query head's "
+                    "W_Q^h or W_O^h can move along its normal independently of the shared gauge (measured: "
+                    "2 more null directions per boundary than G at H = 2, H_kv = 1, d_model = d_v = 4)"))
     if a.qkv_bias and not a.bias and a.norm == "layernorm":
         out.append(("LayerNorm and biases on Q, K, V only", "a LayerNorm whose output a bias-free FFN reads "
                     "admits gain and bias moves beyond the modelled factors (measured on small instances: more null "
@@ -683,17 +699,18 @@ class GroupSpec:
 
         Examples
         --------
-        >>> GroupSpec.from_arch("bert-base").assumptions()[0][:20]
-        'd_v < d_model (here '
+        >>> GroupSpec.from_arch("bert-base").assumptions()[0][:24]
+        'd_v <= d_model (here 64 '
         """
         a = self.arch
-        holds = (f"here {a.d_v} < {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
-                 and a.d_v < a.d_model else
-                 f"NOT here: d_v = {a.d_v}, d_model = {a.d_model}" if isinstance(a.d_v, int) and isinstance(a.d_model, int)
-                 else "sizes symbolic")
-        return [f"d_v < d_model ({holds}): a head's W_O^h then generically misses the all-ones row; with d_v = "
-                "d_model (post-LN, measured) a hyperplane move of the next layer's W_V equals a vo-gauge plus "
-                "centring and value-bias moves, and the count is one too high per boundary between layers",
+        concrete = isinstance(a.d_v, int) and isinstance(a.d_model, int)
+        holds = (f"here {a.d_v} < {a.d_model}" if concrete and a.d_v < a.d_model else
+                 f"here d_v = d_model = {a.d_model}: counted by the attention-input hyperplane's shrinking"
+                 if concrete else "sizes symbolic: the count is the one for d_v < d_model")
+        return [f"d_v <= d_model ({holds}): with d_v < d_model a head's W_O^h generically misses the all-ones row; "
+                "with d_v = d_model and one query head per key/value head, one hyperplane move of W_V per head "
+                "equals a vo-gauge plus centring and value-bias moves and is counted once (d_v > d_model is "
+                "refused)",
                 "generic weights: G acts locally freely (orbit dimension = group dimension) and is the whole "
                 "continuous stabiliser of the function (measured by --complete); at special weights (a dead head, "
                 "a rank-deficient block) a stabiliser appears, and the orbit dimensions of --verify say how large"]
@@ -803,6 +820,21 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                   "the activation is not positively homogeneous: act(d t) != d act(t) for d > 0, d != 1 "
                   "(e.g. gelu(2) != 2 gelu(1))", not homog),),
         ident, el))
+    if a.ffn == "gated":
+        gate_ok = a.activation == "relu"
+        g_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "gate-scaling", "right", "element", "D")
+                  for t in ("W_gate", "b_gate") if B or not t.startswith("b_")]
+        g_tags.append(AxisTag("W_out", 0, "gate-scaling", "left", "inverse", "D"))
+        f.append(Factor(
+            "gate-scaling", "continuous", "layer", "positive scalings of the gate units ((R_>0)^d_ff)", S["d_ff"],
+            None, tuple(g_tags) if gate_ok else (),
+            (Breaking(f"{a.activation} gate" if not gate_ok else "non-homogeneous gate activation", "breaks",
+                      "the gate's activation is not positively homogeneous: act(d t) != d act(t) for d > 0, d != 1 "
+                      "(e.g. silu(2) != 2 silu(1)); only a ReLU gate has this scaling", not gate_ok),),
+            "(relu(x W_gate D + b_gate D) * (x W_in + b_in)) D^-1 W_out = (relu(x W_gate + b_gate) * (x W_in + b_in)) "
+            "W_out since relu(d t) = d relu(t) for d > 0; independent of the up-projection scaling (it acts on "
+            "W_gate, that one on W_in)",
+            "D = diag(d), d_j > 0"))
     return f
 
 
@@ -936,18 +968,48 @@ def _hyperplane(a: Architecture, which: str, scope: str, norm: str, name: str, o
                                 via=f"{norm}_w,{norm}_b", index=ix, scope=read))
     reason_absent = not ok
     src = f"{norm.upper()}" + (" of the layer before (or the embedding norm)" if scope == "stack" else "")
+    overlap = _value_overlap(a) if which == "attention" and ok else sp.Integer(0)
     return Factor(
         name, "continuous", scope,
         f"moves of the {'attention' if which == 'attention' else 'FFN'} input maps along the normal of the "
         f"hyperplane that {src}'s output lies on",
-        _reader_width(a, which), None, tuple(tags),
+        _reader_width(a, which) - overlap, None, tuple(tags),
         (Breaking("no centring or no biases", "breaks",
                   "RMSNorm's output is not confined to a hyperplane, and without a bias the constant "
-                  "<beta, 1/gamma> v cannot be absorbed", reason_absent),),
+                  "<beta, 1/gamma> v cannot be absorbed", reason_absent),
+         Breaking("value heads as wide as the residual stream (d_v = d_model, one query head per key/value "
+                  "head)", "shrinks",
+                  "W_V^g and W_O^h are then square and generically invertible, and the hyperplane move v = "
+                  "a 1 W_O^-1 of W_V is already a vo-gauge (N = I + W_V^-1 (1/gamma)^T v), whose change of W_O "
+                  "is a centring shift, plus a value-bias shift whose image in b_O lies along 1: one direction "
+                  "per key/value head is counted by those factors, so this factor adds its width minus H_kv",
+                  overlap != 0)),
         "y = gamma * z + beta with z centred (z 1 = 0), so every output row satisfies <y - beta, 1/gamma> = 0: "
         "(W + (1/gamma)^T v, b - <beta, 1/gamma> v) gives y W + b + <y - beta, 1/gamma> v = y W + b"
         + (" for each reader" if len(readers) > 1 else ""),
         "one row v_W per reader W (width = its output width)" + ("; one per boundary between layers" if scope == "stack" else ""))
+
+
+def _value_overlap(a: Architecture) -> sp.Expr:
+    """Directions of an attention-input hyperplane that other factors already span (d_v = d_model).
+
+    Tangent vectors: a hyperplane move of the value map, dW_V = (1/gamma)^T v,
+    db_V = -<beta, 1/gamma> v, is a vo-gauge move n = W_V^-1 (1/gamma)^T v
+    (square W_V, d_v = d_model) when its change of W_O, -n W_O =
+    -W_V^-1 (1/gamma)^T (v W_O), is a centring shift w 1^T, i.e. when
+    v W_O is along 1: v = a 1 W_O^-1, one direction per key/value head, and
+    only if that head has one query head (a second W_O^h' would need v along
+    1 W_O'^-1 too). What is left on b_V is a value-bias shift u along
+    1 W_O^-1, whose image u W_O in b_O is a centring shift of b_O. So the
+    overlap needs the centring shift (a centring norm behind every write), the
+    value-bias shift and b_O (all biases).
+    """
+    if not all(isinstance(x, int) for x in (a.d_v, a.d_model, a.H, a.H_kv)):
+        return sp.Integer(0)  # symbolic sizes: the generic count d_v < d_model
+    centring = a.norm == "layernorm" and (a.norm_placement == "post" or a.final_norm)
+    if a.d_v == a.d_model and a.H == a.H_kv and a.bias and centring:
+        return S["H"]
+    return sp.Integer(0)
 
 
 def _has_head(a: Architecture) -> bool:
@@ -1498,6 +1560,8 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         return [(t.component, 1, (1, d)) for t in f.tags if t.how == "translate_rows"]
     if name == "final-norm-scaling":
         return [("D", 1, (d, d))]
+    if name == "gate-scaling":
+        return [("D", 1, (d_ff, d_ff))]
     if name == "residual-rotation":
         return [("A", 1, (d, d))]
     if name.endswith("-scaling") and name.startswith("ln"):
