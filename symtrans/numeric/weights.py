@@ -424,7 +424,8 @@ def describe_checkpoint(spec: Any, *, hash_weights: bool = True) -> dict[str, An
     revision = (parts[-1] if len(parts) >= 2 and parts[-2] == "snapshots" and re.fullmatch(r"[0-9a-f]{40}", parts[-1])
                 else None)
     return {"spec": str(spec), "directory": directory, "files": files, "numel": numel, "stored_bytes": stored,
-            "weights_hash": _hash_files(files) if hash_weights else None, "revision": revision}
+            "weights_hash": _hash_files(files, directory / "config.json") if hash_weights else None,
+            "revision": revision}
 
 
 def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]:
