@@ -198,3 +198,19 @@ def test_the_report_says_which_reading_is_missing_and_why(symbolic_report: Any) 
     section = md[md.index('<a id="claim-thm-recovery"></a>'):]
     assert "**Missing** (no verdict, so the claim cannot be certified): thm-recovery/wo: not run" in section
     assert "<b>Missing</b>" in render_html(symbolic_report)
+
+
+def test_a_genuine_previous_report_is_carried_without_warnings(example_report: Any) -> None:
+    """A producer may write several records under names of its own (ln-real-n128, ...): carried records are
+    identified by the registered producer that wrote them (their context's), so a genuine report warns of nothing."""
+    from symtrans.evidence import Context
+    from symtrans.report import build_report
+
+    _, doc, path = example_report
+    sub_named = [e for c in doc["claims"] for e in c["evidence"]
+                 if (e.get("context") or {}).get("producer") not in (None, e["producer"])]
+    assert sub_named, "expected records named apart from their producer (the case this guards)"
+    rep = build_report(Context(model=None), previous=path)
+    assert not [e for e in rep.errors if "not carried" in e], rep.errors
+    carried = [e for st in rep.statuses.values() for e in st.evidence if e.origin.startswith("previous report")]
+    assert {e.evidence.producer for e in carried} >= {e["producer"] for e in sub_named}

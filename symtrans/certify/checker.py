@@ -643,7 +643,11 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
 
     try:
         producer, ctx = record.get("producer"), record.get("context") or {}
-        if not isinstance(ctx, dict) or ctx.get("producer") != producer:
+        writer = ctx.get("producer") if isinstance(ctx, dict) else None
+        # a producer may write records under names of their own (one per n, say); a certificate-writing producer
+        # names its record itself, so a name that differs from the context's there is a relabelled record
+        if not isinstance(ctx, dict) or (writer != producer and (producer in REQUIRED or writer in REQUIRED
+                                                                 or not isinstance(writer, str))):
             return (f"the record names producer {_line(repr(producer), 60)} but its context "
                     f"{_line(repr(ctx.get('producer') if isinstance(ctx, dict) else ctx), 60)}")
         details = record.get("details") or {}

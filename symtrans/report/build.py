@@ -225,8 +225,8 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     if ev.claim not in graph:
         return stale(f"claim {ev.claim!r} is not in the registry")
     key = ev.context or {}
-    name = key.get("producer")
-    if name is not None and name != ev.producer:
+    name = key.get("producer")  # the registered producer that wrote the record (a record's own name may differ)
+    if name is not None and name != ev.producer and ev.producer in _REGISTERED_NAMES():
         return stale(f"the record names producer {ev.producer!r} but its context {name!r}", True)
     registered = {p.name: p for p in producers_for(ev.claim)}
     if not name or name not in registered:
@@ -252,6 +252,19 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     if ev.verdict in (Verdict.CERTIFIED, Verdict.FAILS) and not has_certs:
         return stale("carried certificate not re-verified: the record carries no certificate witness to re-check")
     return EvidenceEntry(ev), None
+
+
+def _writer(ev: Evidence) -> str:
+    """The registered producer that wrote a record: its context's producer (a producer may write several records
+    under their own names, e.g. one per sequence length), else the record's name."""
+    name = (ev.context or {}).get("producer")
+    return name if isinstance(name, str) and name else ev.producer
+
+
+def _REGISTERED_NAMES() -> set[str]:
+    """Every registered producer's name, of every claim."""
+    producers_for("")
+    return {p.name for ps in PRODUCERS.values() for p in ps}
 
 
 def _check_producers(graph: ClaimGraph) -> None:
@@ -347,11 +360,13 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
                                       reading=p.reading))
             else:
                 fresh.extend(res)
-        ran = {e.producer for e in fresh if e.verdict is not Verdict.NOT_RUN}
-        carried = [(e, entry) for e, entry in checked.get(cid, []) if e.producer not in ran]
-        carried_names = {e.producer for e, _ in carried}
+        # a carried record is identified by the registered producer that wrote it (its context's), never by the
+        # record's own name: a fresh run of that producer replaces every record it wrote, whatever they are called
+        ran = {_writer(e) for e in fresh if e.verdict is not Verdict.NOT_RUN}
+        carried = [(e, entry) for e, entry in checked.get(cid, []) if _writer(e) not in ran]
+        carried_names = {_writer(e) for e, _ in carried}
         entries = [mark_stale(e, weights_hash=weights_hash, toolkit_version=__version__)
-                   for e in fresh if not (e.verdict is Verdict.NOT_RUN and e.producer in carried_names)]
+                   for e in fresh if not (e.verdict is Verdict.NOT_RUN and _writer(e) in carried_names)]
         for _, entry in carried:
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
