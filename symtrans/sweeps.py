@@ -359,6 +359,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     attempts = (before.get("attempts") or 0) + 1 if before.get("key") == task.key else 1
     _write_json(folder / RUNNING, {"key": task.key, "attempts": attempts, "pid": os.getpid()})
     (folder / FAILED).unlink(missing_ok=True)
+    _reset_peak_rss()  # this task's own peak: a worker runs tasks one after another
     start = time.perf_counter()
     try:
         ctx = Context(model=task.model, n=task.n, seed=task.seed, device=task.device, dtype=task.dtype,
@@ -387,8 +388,35 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
+def _reset_peak_rss() -> None:
+    """Reset this process's peak resident set (Linux: ``5`` into /proc/self/clear_refs resets VmHWM)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def _peak_rss() -> int | None:
-    """The peak resident set of this worker process so far, in bytes (Linux reports KiB), where known."""
+    """The peak resident set of this process since :func:`_reset_peak_rss`, in bytes, where known.
+
+    Linux: VmHWM of /proc/self/status (it is the process's own: ``ru_maxrss``
+    also counts what a parent held when it started the worker, so a worker
+    started by a large test process reported that process's peak). Elsewhere
+    ``ru_maxrss``.
+
+    Examples
+    --------
+    >>> _reset_peak_rss(); _peak_rss() > 0
+    True
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import resource
         import sys
