@@ -173,6 +173,8 @@ def _row(item: str, kind: str, claim: Any, verdict: Any, entries: Any, failed: A
         margin = number(ev.margin) + (f" ({ev.margin_meaning})" if ev.margin is not None and ev.margin_meaning else "")
         scope = ev.scope.kind if ev.scope is not None else ""
         reason = f"{ev.producer}: {one_line(ev.summary)}"
+        if verdict.value == "not-run" and not ev.counted:  # shown, not counted: say so before what it found
+            reason = f"sanity check, not counted ({ev.producer} cannot fail on a legal input): {one_line(ev.summary)}"
         if ev.violated_hypothesis:
             reason += f" [violated: {one_line(ev.violated_hypothesis, 60)}]"
     if failed:
@@ -196,6 +198,9 @@ def overview_rows(report: Any) -> list[dict[str, str]]:
     ('not-run', 'definition or hypothesis: stated, not checked')
     >>> any(r["level"] == 1 for r in rows)  # readings under their claims
     True
+    >>> sane = build_report(Context(model="default", n=8))
+    >>> next(r for r in overview_rows(sane) if r["item"] == "prop-5.4")["reason"][:26]
+    'sanity check, not counted '
     """
     rows: list[dict[str, Any]] = []
     for claim, status in report.items():
