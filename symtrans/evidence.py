@@ -34,7 +34,7 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
     "Producer", "DEFAULT_N", "producer", "PRODUCERS",
-    "combine_verdicts", "split_reading", "strict_float", "device_name",
+    "combine_verdicts", "split_reading", "strict_float", "device_name", "record_certificates",
 ]
 
 
@@ -255,6 +255,26 @@ def _read_float(value: Any) -> Any:
     if isinstance(value, str) and value in ("inf", "-inf", "nan"):
         return float(value)
     return value
+
+
+def record_certificates(record: Any) -> list[dict[str, Any]]:
+    """The certificate dicts a record carries (an :class:`Evidence` or its dict): ``details["certificate(s)"]``.
+
+    The one reading of where a record keeps its certificates (the report, ``certify --out`` and the
+    counting rule of all-sizes records use it; the independent checker reads files with its own code).
+
+    Examples
+    --------
+    >>> record_certificates({"details": {"certificate": {"schema": "s"}}})
+    [{'schema': 's'}]
+    >>> record_certificates({"details": {}}), record_certificates({"details": {"certificate": {}}})
+    ([], [])
+    """
+    details = (record.get("details") if isinstance(record, dict) else getattr(record, "details", None)) or {}
+    certs = list(details.get("certificates") or [])
+    if details.get("certificate"):
+        certs.append(details["certificate"])
+    return certs
 
 
 def split_reading(target: str) -> tuple[str, str | None]:

@@ -70,7 +70,8 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import Evidence, PaperStatus, Scope, Verdict, combine_verdicts  # noqa: F401  (Scope: doctests)
+from symtrans.evidence import (Evidence, PaperStatus, Scope, Verdict, combine_verdicts,  # noqa: F401  (Scope: doctests)
+                               record_certificates)
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -424,8 +425,7 @@ def has_certificate(ev: Evidence) -> bool:
     >>> has_certificate(Evidence.from_dict({**bare.to_dict(), "details": {"certificate": {"schema": "x"}}}))
     True
     """
-    details = ev.details or {}
-    return bool(details.get("certificate")) or bool(details.get("certificates"))
+    return bool(record_certificates(ev))
 
 
 def combine_readings(verdicts: Sequence[Verdict]) -> Verdict:
@@ -618,28 +618,21 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
             per = []
             for r in claim.readings:
                 mine = tuple(e for e in wrapped if e.evidence.reading == r.id)
-                v = combine_verdicts(e.counted_as for e in mine if not e.stale)
-                why = _raised_in(mine)
-                if why and v is Verdict.CERTIFIED:  # a producer of this reading raised: never certified
-                    v = Verdict.SUPPORTED
+                v, why = _unless_raised(combine_verdicts(e.counted_as for e in mine if not e.stale), mine)
                 if why or v is Verdict.NOT_RUN:
                     missing.setdefault(cid, []).append(f"{r.id}: {why or _not_run_reason(mine)}")
                 per.append((r.id, v, mine))
             reading_verdicts[cid] = per
-            verdicts[cid] = combine_readings([v for _, v, _ in per])
-            if verdicts[cid] is Verdict.CERTIFIED and missing.get(cid):
-                verdicts[cid] = Verdict.SUPPORTED
+            verdicts[cid] = combine_readings([v for _, v, _ in per])  # a missing reading: never certified
             if verdicts[cid] is Verdict.NOT_RUN and any(  # a claim-level producer that does not apply here
                     e.evidence.reading is None and e.evidence.verdict is Verdict.NOT_APPLICABLE and not e.stale
                     for e in wrapped):
                 verdicts[cid] = Verdict.NOT_APPLICABLE
         else:
-            verdicts[cid] = combine_verdicts(e.counted_as for e in wrapped if not e.stale)
-            why = _raised_in(wrapped)
-            if why:  # as for a reading: a producer that raised keeps the claim from being certified
+            verdicts[cid], why = _unless_raised(combine_verdicts(e.counted_as for e in wrapped if not e.stale),
+                                                wrapped)
+            if why:
                 missing[cid] = [why]
-                if verdicts[cid] is Verdict.CERTIFIED:
-                    verdicts[cid] = Verdict.SUPPORTED
     out: dict[str, ClaimStatus] = {}
     for cid in graph.topological_order():
         claim, verdict = graph.claims[cid], verdicts[cid]
@@ -676,6 +669,12 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
     return out
 
 
+def _unless_raised(verdict: Verdict, entries: Sequence[EvidenceEntry]) -> tuple[Verdict, str]:
+    """A claim's or reading's verdict capped at ``supported`` when one of its producers raised, and that error."""
+    why = _raised_in(entries)
+    return (Verdict.SUPPORTED if why and verdict is Verdict.CERTIFIED else verdict), why
+
+
 def _raised_in(entries: Sequence[EvidenceEntry]) -> str:
     """The error of the first record saying its producer raised (``details["error"]``), or ``""``."""
     for e in entries:
@@ -695,8 +694,7 @@ def _not_run_reason(entries: Sequence[EvidenceEntry]) -> str:
     return "; ".join(dict.fromkeys(why)) or "no record of this reading counts"
 
 
-def count_records(records: Iterable[Evidence], graph: ClaimGraph | None = None, *,
-                  raised: Iterable[str] = ()) -> dict[str, ClaimStatus]:
+def count_records(records: Iterable[Evidence], graph: ClaimGraph | None = None) -> dict[str, ClaimStatus]:
     """Each claim's status from records that ran now: the one counting rule, shared by check, certify and the API.
 
     The records count exactly as in a report (:func:`assess`: per reading,
@@ -711,12 +709,10 @@ def count_records(records: Iterable[Evidence], graph: ClaimGraph | None = None, 
     >>> list(st), st["thm-5.3"].verdict.value  # an instance certificate supports a claim about all sizes
     (['thm-5.3'], 'supported')
     """
-    records = list(records)
-    graph = graph if graph is not None else ClaimGraph()
     by_claim: dict[str, list[EvidenceEntry]] = {}
     for ev in records:
         by_claim.setdefault(ev.claim, []).append(EvidenceEntry(ev))
-    statuses = assess(graph, by_claim, raised=raised)
+    statuses = assess(graph if graph is not None else ClaimGraph(), by_claim)
     return {cid: statuses[cid] for cid in by_claim}
 
 

@@ -442,14 +442,14 @@ def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | 
     """
     import math
 
-    from symtrans.numeric.linalg import DECISIVE_MARGIN
+    from symtrans.decide import decided
 
     if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
         return None
     smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
     cut = max(shape) * 2.0 ** -52 * math.sqrt(smax * smax + 1.0)
     margin = math.log10(smin / cut)
-    return margin if margin >= DECISIVE_MARGIN else None
+    return margin if decided(margin) else None
 
 
 def norm_map_fibre(norm: str, eps: float, H_dv: int, d_model: int) -> int:

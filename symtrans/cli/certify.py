@@ -66,11 +66,9 @@ def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
     >>> record_certificates({"details": {}})
     []
     """
-    details = ev.get("details") or {}
-    certs = list(details.get("certificates") or [])
-    if details.get("certificate"):
-        certs.append(details["certificate"])
-    return certs
+    from symtrans.evidence import record_certificates as certificates
+
+    return certificates(ev)
 
 
 def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_N,

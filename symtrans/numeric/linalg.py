@@ -29,7 +29,7 @@ __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "de
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
-from symtrans.decide import DECISIVE_MARGIN  # noqa: E402  (the one decisive band)
+from symtrans.decide import DECISIVE_MARGIN, decided  # noqa: E402  (the one decisive band)
 
 #: unit roundoff of float64 (round to nearest)
 _U = 2.0 ** -53
@@ -103,7 +103,7 @@ class RankRecord:
         >>> rank_from_singular_values(s, (2, 2), torch.float64, rtol=2e-9).decisive  # 1e-9 sits too near 2e-9
         False
         """
-        return self.margin >= DECISIVE_MARGIN
+        return decided(self.margin)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict.

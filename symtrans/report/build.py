@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict
+from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, record_certificates
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 from symtrans.runner import producers_for, run_tasks
 
@@ -244,8 +244,7 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
         return stale(f"context differs: {shown}")
     from symtrans.certify.checker import check_record
 
-    details = ev.details if isinstance(ev.details, dict) else {}
-    has_certs = bool(details.get("certificates") or details.get("certificate"))
+    has_certs = bool(record_certificates(ev))
     problem = check_record(ev.to_dict(), model_dir, n=ctx.n, seed=ctx.seed)
     if problem is not None:
         return stale(problem, True)
