@@ -410,9 +410,8 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
     >>> value_output_hypothesis(lay).holds
     False
     """
-    import torch
 
-    from symtrans.numeric.linalg import _torch_dtype
+    from symtrans.numeric.linalg import unit_roundoff
 
     # ||W_V^h W_O^h||_F^2 = tr((W_V^T W_V)(W_O W_O^T)): d_v x d_v products, never the d x d matrix
     V, O = layer["W_V"], layer["W_O"]
@@ -422,7 +421,7 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
         V = V[kv_index(O.shape[0], V.shape[0], V.device)]
     gram = (V.transpose(-1, -2) @ V) * (O @ O.transpose(-1, -2))  # elementwise: tr(A B) = sum(A * B^T), B symmetric
     value = math.sqrt(max(float(gram.sum()), 0.0))
-    u = torch.finfo(_torch_dtype(storage_dtype or "float64")).eps / 2
+    u = unit_roundoff(storage_dtype or "float64")
     bound = u * float(layer["W_V"].norm()) * float(layer["W_O"].norm())
     m = _decades(value, bound)
     state = hypothesis_state(m)

@@ -80,14 +80,14 @@ def _alpha_defined(lay: dict[str, Any], storage_dtype: str) -> list[dict[str, An
     import torch
 
     from symtrans.checks.common import finite
-    from symtrans.numeric.linalg import _torch_dtype
+    from symtrans.numeric.linalg import unit_roundoff
 
     WQ, WK = lay["W_Q"].to(torch.float64), lay["W_K"].to(torch.float64)
     if WK.shape[0] != WQ.shape[0]:  # grouped-query attention: each key head serves H / H_kv query heads
         from symtrans.numeric.forward import kv_index
 
         WK = WK[kv_index(WQ.shape[0], WK.shape[0], WK.device)]
-    u = torch.finfo(_torch_dtype(storage_dtype)).eps / 2
+    u = unit_roundoff(storage_dtype)
     # d_k x d_k Gram products instead of the d x d matrix M = W_Q W_K^T:
     # ||M||_F^2 = tr((W_Q^T W_Q)(W_K^T W_K)) and tr(M^2) = tr(C C), C = W_K^T W_Q
     sq = ((WQ.transpose(-1, -2) @ WQ) * (WK.transpose(-1, -2) @ WK)).sum((-1, -2))
@@ -744,9 +744,9 @@ def align_band(ctx: Context) -> float:
     import torch
 
     from symtrans.checks.common import storage_precision
-    from symtrans.numeric.linalg import _torch_dtype
+    from symtrans.numeric.linalg import unit_roundoff
 
-    u = torch.finfo(_torch_dtype(storage_precision(weights(ctx))[0])).eps / 2
+    u = unit_roundoff(storage_precision(weights(ctx))[0])
     return max(16 * u, 1024 * torch.finfo(torch.float64).eps)
 
 

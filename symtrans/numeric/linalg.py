@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
-           "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "full_row_rank_certificate",
+           "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
            "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
@@ -293,7 +293,7 @@ def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int
     import torch
 
     dt = _torch_dtype(storage_dtype)
-    u = torch.finfo(dt).eps / 2
+    u = unit_roundoff(dt)
     svd = max(shape) * torch.finfo(torch.float64).eps
     cut = (u + svd) * float(frobenius_norm)
     name = str(dt).replace("torch.", "")
@@ -301,6 +301,19 @@ def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int
            f"plus the float64 SVD error max(m, n) eps64 ||W||_F: cut = {cut:.3g} for ||W||_F = "
            f"{float(frobenius_norm):.4g}; singular values below it cannot be told from 0 in the stored numbers")
     return cut, why
+
+
+def unit_roundoff(dtype: Any) -> float:
+    """Unit roundoff u = eps / 2 of a floating dtype (a torch dtype or its name, e.g. ``"bfloat16"``, ``"F16"``).
+
+    Examples
+    --------
+    >>> unit_roundoff("float32") == 2.0 ** -24, unit_roundoff("bfloat16") == 2.0 ** -8
+    (True, True)
+    """
+    import torch
+
+    return float(torch.finfo(_torch_dtype(dtype)).eps) / 2
 
 
 def _torch_dtype(dtype: Any) -> Any:

@@ -1116,8 +1116,14 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-#: unit roundoff of each floating dtype a checkpoint may store (the coarsest one is the file's fallback precision)
-_UNIT = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+def _unit(dtype: Any) -> float:
+    """The unit roundoff of a stored dtype name (:func:`~symtrans.numeric.linalg.unit_roundoff`); 0 if not a float."""
+    from symtrans.numeric.linalg import unit_roundoff
+
+    try:
+        return unit_roundoff(dtype) if dtype else 0.0
+    except (ValueError, TypeError):
+        return 0.0
 
 
 def _coarsest(stored: dict[str, Any]) -> str | None:
@@ -1129,8 +1135,8 @@ def _coarsest(stored: dict[str, Any]) -> str | None:
     ('float16', 'bfloat16')
     """
     names = {d for v in stored.values()
-             for d in ([v] if isinstance(v, str) else v.values() if isinstance(v, dict) else v) if d in _UNIT}
-    return max(names, key=_UNIT.__getitem__) if names else None
+             for d in ([v] if isinstance(v, str) else v.values() if isinstance(v, dict) else v) if _unit(d) > 0}
+    return max(names, key=_unit) if names else None
 
 
 def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
@@ -1157,7 +1163,7 @@ def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
     """
     if isinstance(name, tuple):
         parts = [storage_precision(w, one, layer) for one in name]
-        worst = max(parts, key=lambda p: _UNIT.get(p[0], 0.0))
+        worst = max(parts, key=lambda p: _unit(p[0]))
         return worst[0], f"{worst[1]} (the least precise of {', '.join(name)})"
     per = (getattr(w, "storage_dtypes", None) or {}).get(name) if name else None
     if isinstance(per, dict):  # a streamed checkpoint: the layers read so far
