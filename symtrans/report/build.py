@@ -226,7 +226,7 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
         return stale(f"claim {ev.claim!r} is not in the registry")
     key = ev.context or {}
     name = key.get("producer")  # the registered producer that wrote the record (a record's own name may differ)
-    if name is not None and name != ev.producer and ev.producer in _REGISTERED_NAMES():
+    if name is not None and name != ev.producer and ev.producer in _registered_names():
         return stale(f"the record names producer {ev.producer!r} but its context {name!r}", True)
     registered = {p.name: p for p in producers_for(ev.claim)}
     if not name or name not in registered:
@@ -260,7 +260,7 @@ def _writer(ev: Evidence) -> str:
     return name if isinstance(name, str) and name else ev.producer
 
 
-def _REGISTERED_NAMES() -> set[str]:
+def _registered_names() -> set[str]:
     """Every registered producer's name, of every claim."""
     producers_for("")
     return {p.name for ps in PRODUCERS.values() for p in ps}
