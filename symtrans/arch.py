@@ -28,7 +28,7 @@ import sympy as sp
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
-from symtrans.validate import CONFIG_MAX_BYTES, MAX_SIZE, read_json_file
+from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file
 
 __all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "default_n", "get_arch", "from_config",
            "preset_names"]
@@ -428,7 +428,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         raise SymtransError(f"{shown}: missing 'model_type'; cannot tell the architecture family")
     family = _FAMILY_ALIASES.get(model_type, model_type)
     if family not in _FAMILY_KEYS:
-        arch = _from_autoconfig(cfg, model_type, shown, str(cfg.get("_name_or_path") or p.parent.name or model_type))
+        arch = _from_autoconfig(cfg, model_type, shown, _config_name(cfg, p, model_type, shown))
         return arch.with_sizes(n=n) if n is not None else arch
     kL, kH, kD, kF, kP = _FAMILY_KEYS[family]
     L = _int_key(cfg, kL, shown)
@@ -442,7 +442,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
         raise SymtransError(f"{shown}: cross-attention (add_cross_attention) is not modelled")
-    name = str(cfg.get("_name_or_path") or p.parent.name or model_type)
+    name = _config_name(cfg, p, model_type, shown)
     common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
                                   d_ff=d_ff, vocab_size=vocab, source=shown)
     if family in ("bert", "roberta"):
@@ -525,6 +525,17 @@ _LLAMA_MODULES = frozenset({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v
 _UNMODELLED_FLAGS = ("is_encoder_decoder", "use_parallel_residual", "parallel_attn", "new_decoder_architecture",
                      "alibi", "multi_query", "add_cross_attention")
 _UNMODELLED_VALUES = ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar")
+
+
+def _config_name(cfg: dict[str, Any], p: Path, model_type: str, shown: str) -> str:
+    """The model's name: the config's ``_name_or_path`` (a path or hub id, so at most PATH_MAX long), else its folder."""
+    raw = cfg.get("_name_or_path")
+    if raw is not None and not isinstance(raw, str):
+        raise SymtransError(f"{shown}: _name_or_path must be a string, got {type(raw).__name__}")
+    if raw is not None and len(raw) > MAX_NAME_CHARS:
+        raise SymtransError(f"{shown}: _name_or_path has {len(raw)} characters (at most {MAX_NAME_CHARS}, a "
+                            "path's limit)")
+    return str(raw or p.parent.name or model_type)
 
 
 def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str) -> Architecture:

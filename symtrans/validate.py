@@ -48,7 +48,7 @@ from symtrans.errors import SymtransError, suggest
 
 __all__ = [
     "MAX_SEED", "MAX_SIZE", "MAX_N", "MAX_DEPTH", "MAX_EXACT_DIGITS", "MAX_JSON_DEPTH", "CONFIG_MAX_BYTES",
-    "INDEX_MAX_BYTES", "REPORT_MAX_BYTES",
+    "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "MAX_NAME_CHARS", "MAX_INDEX_VALUES",
     "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
     "finite_json", "dumps_strict", "utf8_safe", "check_text", "check_formats", "shard_names", "shard_file",
@@ -71,6 +71,10 @@ MAX_SHARDS = 4096
 #: values (about commas + colons + 1) in one JSON file: a bound on what parsing allocates (a 1 MB report.json
 #: has about 30,000); a 220 MB file of ``[[],[],...]`` would build 70 million lists
 MAX_JSON_VALUES = 1 << 22
+#: Characters of a model's name (a config's ``_name_or_path``: a path or a hub id, so PATH_MAX bounds it).
+MAX_NAME_CHARS = 4096
+#: Values a shard index may hold (two per tensor it names): the largest public checkpoints name about 10^5 tensors.
+MAX_INDEX_VALUES = 1 << 20
 CONFIG_MAX_BYTES = 16 << 20
 INDEX_MAX_BYTES = 64 << 20
 REPORT_MAX_BYTES = 256 << 20
@@ -284,6 +288,7 @@ def read_bytes_bounded(path: str | os.PathLike[str], what: str, max_bytes: int) 
         os.close(fd)
 
 
+_SHAPE_WINDOW = 1 << 22  # bytes of JSON stripped of its strings at a time (bounds the regex's transient pieces)
 _JSON_STRING = re.compile(rb'"[^"]*"')  # after escaped backslashes and quotes are gone: no backtracking state
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
@@ -301,10 +306,20 @@ def _json_shape(data: bytes, limit: int, max_values: int = MAX_JSON_VALUES) -> t
     stopping past ``limit``.
     """
     bare = data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data
-    bare = _JSON_STRING.sub(b"0", bare) if b'"' in bare else bare
-    brackets = bare.translate(_BRACKETS, _NOT_BRACKETS)
-    values = bare.count(b",") + bare.count(b":") + brackets.count(b"[") + 1
+    values, parts, start, end = 1, [], 0, len(bare)
+    while start < end:  # a window at a time, so the regex's list of pieces stays small (not one per string)
+        stop = min(end, start + _SHAPE_WINDOW)
+        if bare.count(b'"', start, stop) % 2:  # the window ends inside a string: extend it past its closing quote
+            close = bare.find(b'"', stop)
+            stop = end if close < 0 else close + 1
+        piece = _JSON_STRING.sub(b"0", bare[start:stop])
+        values += piece.count(b",") + piece.count(b":")
+        parts.append(piece.translate(_BRACKETS, _NOT_BRACKETS))
+        del piece
+        start = stop
     del bare
+    brackets = b"".join(parts)
+    values += brackets.count(b"[")
     if values > max_values:
         return 0, values
     depth = 0
@@ -335,7 +350,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def read_json_file(path: str | os.PathLike[str], what: str, max_bytes: int = CONFIG_MAX_BYTES,
-                   max_depth: int = MAX_JSON_DEPTH) -> Any:
+                   max_depth: int = MAX_JSON_DEPTH, max_values: int = MAX_JSON_VALUES) -> Any:
     """Parse a strict-JSON regular file of bounded size and nesting; refuse anything else in one line.
 
     Examples
@@ -358,9 +373,9 @@ def read_json_file(path: str | os.PathLike[str], what: str, max_bytes: int = CON
     symtrans.errors.SymtransError: ...: malformed report: non-standard JSON constant NaN (strict JSON has no NaN or Infinity)
     """
     raw = read_bytes_bounded(path, what, max_bytes)
-    depth, values = _json_shape(raw, max_depth)  # on the bytes: UTF-8 never puts '"' or '\\' in a multibyte char
-    if values > MAX_JSON_VALUES:
-        raise SymtransError(f"{path}: the {what} holds more than {MAX_JSON_VALUES} values (at most that many "
+    depth, values = _json_shape(raw, max_depth, max_values)  # bytes: UTF-8 never puts '"' or '\\' in a multibyte char
+    if values > max_values:
+        raise SymtransError(f"{path}: the {what} holds more than {max_values} values (at most that many "
                             "are parsed)")
     if depth > max_depth:
         raise SymtransError(f"{path}: the {what} nests deeper than {max_depth} levels")
@@ -518,7 +533,25 @@ def shard_names(directory: Path, index: Path) -> list[str]:
     symtrans.errors.SymtransError: .../i.json: malformed shard index (weight_map must be a non-empty object mapping tensor names to file names)
     """
     confined_file(directory, index.name, "shard index")
-    doc = read_json_file(index, "shard index", INDEX_MAX_BYTES)
+    try:
+        st = os.stat(index)
+    except OSError:
+        st = None
+    key = (os.path.realpath(index), st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else None
+    if key is not None and _SHARD_NAMES.get(key) is not None:  # the check and the loader read one index once
+        return list(_SHARD_NAMES[key])
+    names = _read_shard_names(index)
+    if key is not None:
+        _SHARD_NAMES.clear()
+        _SHARD_NAMES[key] = tuple(names)
+    return names
+
+
+_SHARD_NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
+
+
+def _read_shard_names(index: Path) -> list[str]:
+    doc = read_json_file(index, "shard index", INDEX_MAX_BYTES, max_values=MAX_INDEX_VALUES)
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
         raise SymtransError(f"{terminal_safe(str(index))}: malformed shard index (weight_map must be a "

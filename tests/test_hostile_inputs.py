@@ -282,6 +282,16 @@ PREVIOUS_CASES = {
     "verdict unknown": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [dict(GOOD_EV, verdict="yes")]}]}),
                         "report.json"),
     "not an object": ("[1, 2]", "claims"),
+    "a summary of 20,000 characters": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [
+        dict(GOOD_EV, summary="s" * 20_000)]}]}), "characters"),
+    "a tolerance reason of 20,000 characters": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [
+        dict(GOOD_EV, tolerance={"value": 1e-9, "reason": "r" * 20_000})]}]}), "characters"),
+    "details of 5 MB": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [
+        dict(GOOD_EV, details={"x": ["d" * 1000] * 5000})]}]}), "bytes of JSON"),
+    "the same record twice": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [GOOD_EV, GOOD_EV]}]}),
+                              "a second record"),
+    "5,000 records": (json.dumps({"claims": [{"id": "thm-4.2", "evidence": [
+        dict(GOOD_EV, producer=f"p{i}") for i in range(5000)]}]}), "more than 4096"),
 }
 
 
@@ -572,6 +582,16 @@ def make_missing_shards(tmp: Path) -> Path:
     return d
 
 
+def make_index_many_tensors(tmp: Path) -> Path:
+    d = _tiny(tmp, max_shard_size="20KB")
+    idx = d / "model.safetensors.index.json"
+    doc = json.loads(idx.read_text())
+    shard = next(iter(doc["weight_map"].values()))
+    doc["weight_map"].update({f"extra.{i}.weight": shard for i in range(600_000)})  # 1.2M values, under 64 MiB
+    idx.write_text(json.dumps(doc))
+    return d
+
+
 def make_tensor_in_two_shards(tmp: Path) -> Path:
     from safetensors.torch import load_file, save_file
 
@@ -600,6 +620,11 @@ ROUND2_MODEL_CASES = {
     "index names 200,000 missing shards": (make_missing_shards, "shard"),
     "a tensor in two shards": (make_tensor_in_two_shards, "two shards"),
     "config.json linked out of the directory": (make_config_linked_out, "outside the model directory"),
+    "index naming 600,000 tensors": (make_index_many_tensors, "values"),
+    "_name_or_path of 16 MiB": (lambda t: _edit_config(_tiny(t), _name_or_path="n" * ((16 << 20) - 4096)),
+                                "characters"),
+    "_name_or_path of 4097 characters": (lambda t: _edit_config(_tiny(t), _name_or_path="n" * 4097), "characters"),
+    "_name_or_path is a list": (lambda t: _edit_config(_tiny(t), _name_or_path=["a"]), "must be a string"),
     "bert is_decoder": (lambda t: _edit_config(_tiny(t), is_decoder=True), "is_decoder"),
     "roberta pad_token_id 'x'": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id="x"), "pad_token_id"),
     "roberta pad_token_id [1]": (lambda t: _edit_config(_tiny(t, "roberta"), pad_token_id=[1]), "pad_token_id"),
@@ -640,6 +665,8 @@ JSON_BOUND_CASES = {  # what the file holds -> words of the refusal (None: a leg
     "30 MB of [[],[],...]": (lambda: "[" + ",".join(["[]"] * (10 << 20)) + "]", "values"),
     "30 MB of [0,0,...]": (lambda: "[" + "0," * (15 << 20) + "0]", "values"),
     "60-deep nests side by side": (lambda: "[" + ",".join(["[" * 60 + "]" * 60] * 50_000) + "]", None),
+    "120 MB of short strings": (lambda: '["' + '","'.join(["abcdefghi"] * 10_000_000) + '"]', "values"),
+    "60 MB of short strings, legal": (lambda: '["' + '","'.join(["abcdefghijklmn"] * 3_500_000) + '"]', None),
     "65 deep inside a string-rich file": (lambda: '["' + '\\\\' * 1000 + '", ' + "[" * 65 + "]" * 65 + "]",
                                           "nests deeper"),
 }

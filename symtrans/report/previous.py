@@ -8,6 +8,7 @@ Examples
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import REPORT_MAX_BYTES, read_json_file, terminal_safe
 
-__all__ = ["check_previous", "read_previous"]
+__all__ = ["check_previous", "read_previous", "MAX_CARRIED_RECORDS", "MAX_RECORD_TEXT", "MAX_RECORD_DETAILS"]
+
+#: Bounds on what an earlier report may carry; a genuine one holds about 45 records, summaries under 400
+#: characters and details under 50 KB, so each bound leaves two orders of magnitude of headroom while keeping a
+#: forged file from being copied into three outputs (a 100 MB summary) or multiplied (22,000 copies of a record).
+MAX_CARRIED_RECORDS = 4096
+MAX_RECORD_TEXT = 1 << 14
+MAX_RECORD_DETAILS = 4 << 20
+_TEXT_FIELDS = ("claim", "producer", "kind", "verdict", "summary", "margin_meaning", "dtype", "model",
+                "weights_hash", "toolkit_version", "violated_hypothesis", "timestamp", "reading")
 
 # ----------------------------------------------------------------- an earlier report.json
 _NONFINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
@@ -58,7 +68,9 @@ def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]
 
     if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list):
         raise bad("no 'claims' list")
-    out = []
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    seen: set[tuple[Any, ...]] = set()
+    total = 0
     for i, c in enumerate(doc["claims"]):
         if not isinstance(c, dict) or not isinstance(c.get("id"), str):
             raise bad(f"claims[{i}]: expected an object with a string 'id'")
@@ -109,9 +121,35 @@ def check_previous(doc: Any, where: str) -> list[tuple[str, list[dict[str, Any]]
                           f"got {type(ctx[bad_key]).__name__}")
             if e["kind"] not in ("symbolic", "numeric"):
                 raise bad(f"claims[{i}].evidence[{j}].kind: expected 'symbolic' or 'numeric'")
+            _check_sizes(e, f"claims[{i}].evidence[{j}]", bad)
+            key = (c["id"], e["producer"], e.get("reading"), str((e.get("context") or {}).get("producer")))
+            if key in seen:
+                raise bad(f"claims[{i}].evidence[{j}]: a second record of producer "
+                          f"{terminal_safe(e['producer'])[:60]!r} for this claim and reading")
+            seen.add(key)
+            total += 1
+            if total > MAX_CARRIED_RECORDS:
+                raise bad(f"more than {MAX_CARRIED_RECORDS} evidence records")
             records.append(e)
         out.append((c["id"], records))
     return out
+
+
+def _check_sizes(e: dict[str, Any], where: str, bad: Any) -> None:
+    """Refuse a record whose text fields or details exceed the bounds above (before anything is copied)."""
+    texts = [(k, e.get(k)) for k in _TEXT_FIELDS]
+    texts += [("tolerance.reason", (e.get("tolerance") or {}).get("reason")),
+              ("scope.description", (e.get("scope") or {}).get("description"))]
+    texts += [(f"hypothesis_checks[{h}].{f}", hc.get(f)) for h, hc in enumerate(e.get("hypothesis_checks") or [])
+              for f in ("name", "detail")]
+    texts += [(f"context.{k}"[:60], v) for k, v in (e.get("context") or {}).items()]
+    for name, v in texts:
+        if isinstance(v, str) and len(v) > MAX_RECORD_TEXT:
+            raise bad(f"{where}.{name}: {len(v)} characters (at most {MAX_RECORD_TEXT})")
+    for name in ("details", "inputs", "versions", "counterexample", "scope"):
+        size = len(json.dumps(e.get(name), default=str)) if e.get(name) else 0
+        if size > MAX_RECORD_DETAILS:
+            raise bad(f"{where}.{name}: {size} bytes of JSON (at most {MAX_RECORD_DETAILS})")
 
 
 def read_previous(path: Any) -> list[tuple[str, list[dict[str, Any]]]]:
