@@ -327,6 +327,27 @@ def test_out_locations_refused(tmp_path, capsys):
     assert _tree(tmp_path) == before
 
 
+def test_out_with_links_inside_or_above(tmp_path, capsys):
+    """Report files that are links out of --out are refused and their targets kept; a linked parent is fine."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.md").write_text("SECRET")
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    os.symlink(outside / "target.md", rep / "report.md")
+    os.symlink(outside, rep / "report.json")
+    err = _refused(capsys, ["report", "--model", "none", "--format", "md", "--out", str(rep)], seconds=10)
+    assert "holds other files" in err, err
+    assert (outside / "target.md").read_text() == "SECRET" and os.path.islink(rep / "report.md")
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "parent-link")
+    from symtrans.cli import main
+
+    assert main(["report", "--model", "none", "--format", "md", "--out", str(tmp_path / "parent-link" / "r")]) == 0
+    assert (real / "r" / "report.md").is_file() and not (real / "r" / "report.md").is_symlink()
+
+
 # ------------------------------------------------------------------ API
 def test_api_type_errors_are_symtrans_errors(tmp_path):
     import symtrans

@@ -79,3 +79,19 @@ def test_first_row_ratio_is_zero_exactly_when_rows_equal_the_first():
     X = torch.tensor([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
     rec = residual_ratio(X)
     assert abs(rec.first_row_ratio - float((X - X[0]).norm() / X.norm())) < 1e-15 and rec.first_row_ratio > 0
+
+
+def test_paper_map_on_a_decoder_says_what_it_leaves_out(tmp_path):
+    """thm-5.3's rank-r evaluations use the paper's unmasked MHA: on Mistral the record names mask and window."""
+    from symtrans.checks.common import unmasked_note
+    from symtrans.checks.sec5 import check_thm_5_3
+    from symtrans.evidence import Context
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / "mistral", "mistral", n_layers=1, sliding_window=3)
+    ctx = Context(model=str(path), n=8)
+    note = unmasked_note(ctx.weights())
+    assert "causal mask" in note and "sliding window of 3" in note and "rotary" in note
+    assert all(note in r.inputs["form"] for r in check_thm_5_3(ctx))
+    gpt2 = unmasked_note(tiny_decoder("gpt2"))
+    assert "causal mask" in gpt2 and "window" not in gpt2 and "rotary" not in gpt2

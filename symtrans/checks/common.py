@@ -75,6 +75,29 @@ def family_table() -> list[str]:
     return rows
 
 
+def unmasked_note(w: Any) -> str:
+    """What evaluating the paper's unmasked MHA with this model's weights leaves out (empty on an encoder).
+
+    The paper states its Section 5 results for bidirectional softmax attention;
+    on a causal decoder the producers that test them evaluate that map with the
+    decoder's weights, and say so in the record's form.
+
+    Examples
+    --------
+    >>> unmasked_note(weights(Context(model="default")))
+    ''
+    """
+    from symtrans.numeric.forward import structure
+
+    st = structure(w)
+    if not st.causal:
+        return ""
+    left = ["the causal mask"] + ([f"the sliding window of {st.sliding_window}"] if st.sliding_window else []) \
+        + (["rotary positions"] if st.rope_theta else [])
+    return ("; on this causal decoder the paper's unmasked map is evaluated with its weights: "
+            + ", ".join(left) + " not applied (the paper's statement is about unmasked attention)")
+
+
 FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
 
 

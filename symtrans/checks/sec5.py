@@ -29,7 +29,7 @@ import math
 from typing import Any
 
 from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
-                                    trace, weights)
+                                    trace, unmasked_note, weights)
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.decide import DECISIVE_MARGIN, hypothesis_state  # noqa: F401  (hypothesis_state: re-exported)
 from symtrans.decide import margin as margin_of
@@ -456,7 +456,8 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
     inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",
                            "random-factors": MEASURE},
-              "form": "F(X) = X + MHA(X), paper's MHA: real W_Q, W_K, W_V, W_O, all biases zero, no b_O, no LN",
+              "form": "F(X) = X + MHA(X), paper's MHA: real W_Q, W_K, W_V, W_O, all biases zero, no b_O, no LN"
+              + unmasked_note(w),
               "summary": f"{len(tr.layers) - len(skipped)} layers x 2 families x r in {ranks}, n={n}",
               "layer_hypotheses": layer_hyps}
     if not cases:
@@ -871,7 +872,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
         "map is affine up to rounding (e.g. constant attention)") if ratio is not None else
         "the second-order remainder is exactly zero (an affine map)")
     inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
-              "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP",
+              "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w),
               "reference": "autograd JVP of the stack (reverse mode twice: grad_u <J^T u, dX> = J dX)"}
     # a sanity check: the chained formula and autograd differentiate the same map, so they agree on any weights
     return sanity([record(ctx, "prop-5.4", "residual-jacobian", v,
@@ -910,7 +911,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
         for i in range(L):
             h = h + mha_paper(h, w.layer(i))
     inputs = {"n": n, "layers": L, "form": "X <- X + MHA(X) with the paper's MHA (real weights, biases zero), "
-              "no MLP, no LN", "X0": f"embedding output of {n} seeded random tokens"}
+              "no MLP, no LN" + unmasked_note(w), "X0": f"embedding output of {n} seeded random tokens"}
     common = dict(tolerance=RANK_TOLERANCE, dtype="float64", inputs=inputs,
                   scope=Scope("instances", f"{n} seeded tokens through the model's {L} attention layers"),
                   margin_meaning="smallest distance (decades) of the singular values next to the two rank cuts")
