@@ -584,7 +584,8 @@ class _BallForward:
     R_i, pairs (2f, 2f + 1) rotated by the angle i 10000^(-2f/d_k)); mask: causal j <= i, window j > i - w.
     Norm: ``c / sqrt(mean(c^2) + eps) * w + b``, c = z - mean(z) (LayerNorm) or z (RMSNorm). FFN:
     ``act(h W_gate + b_gate) * (h W_in + b_in)`` (gated) or ``act(h W_in + b_in)``, then ``W_out + b_out``;
-    gelu(x) = x/2 (1 + erf(x / sqrt 2)), silu(x) = x / (1 + exp(-x)).
+    gelu(x) = x/2 (1 + erf(x / sqrt 2)), gelu_new(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+    silu(x) = x / (1 + exp(-x)), relu(x) = max(0, x) (refused where an argument's ball contains 0).
     """
 
     def __init__(self, inst: dict[str, Any], params: dict[str, _Jet]) -> None:
@@ -666,10 +667,26 @@ class _BallForward:
     def act(self, Z: _Jet) -> _Jet:
         from flint import arb
 
-        if self.i["activation"] == "gelu":
+        kind = self.i["activation"]
+        if kind == "gelu":
             r2, c = arb(2).sqrt(), 1 / (arb(2) * arb.pi()).sqrt()
             return _j_map(Z, lambda x: x / 2 * (1 + (x / r2).erf()),
                           lambda x: (1 + (x / r2).erf()) / 2 + x * c * (-x * x / 2).exp())
+        if kind == "gelu_new":
+            a, b = (2 / arb.pi()).sqrt(), arb(44715) / 10**6
+
+            def t(x: Any) -> Any:
+                return (a * (x + b * x ** 3)).tanh()
+
+            return _j_map(Z, lambda x: x / 2 * (1 + t(x)),
+                          lambda x: (1 + t(x)) / 2 + x / 2 * (1 - t(x) ** 2) * a * (1 + 3 * b * x * x))
+        if kind == "relu":
+            def sign(x: Any) -> int:
+                if 0 in x:
+                    raise Invalid(f"a ReLU argument's enclosure {x.str(3)} contains 0: the point is not generic")
+                return int(x > 0)
+
+            return _j_map(Z, lambda x: x * sign(x), lambda x: arb(sign(x)))
 
         def s(x: Any) -> Any:
             return 1 / (1 + (-x).exp())

@@ -104,10 +104,11 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
 
     Examples
     --------
-    >>> completeness_certificate("gpt2")
+    >>> import dataclasses
+    >>> completeness_certificate(dataclasses.replace(get_arch("bert-base"), activation="relu"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: gpt2: not covered: certified completeness covers post-LN BERT layers (LayerNorm, GELU via erf, MLP) and Llama-style pre-RMSNorm decoder layers (SiLU-gated FFN), not pre/layernorm/gelu_new/mlp/causal
+    symtrans.errors.SymtransError: bert-base: not covered: certified completeness covers post-LN BERT layers ...
     """
     import torch
     from torch.func import jacfwd, vmap
@@ -116,7 +117,7 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
     from symtrans.certify.statements import COMPLETENESS, INSTANCE_FIELDS, Dims, completeness_refusal, \
         completeness_tensors
     from symtrans.group.complete import _entries, _flatten, _label, _tangents, _unflatten, random_instance, \
-        scope_forward
+        rank_record, scope_forward
     from symtrans.group.spec import GroupSpec
 
     a0 = get_arch(arch)
@@ -176,6 +177,11 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
     if any(Fraction(q).denominator > MAX_TANGENT_DENOMINATOR for t in tangents for q in t):
         raise SymtransError(f"{a0.name}: G's tangent vectors are not exact in float64 at this point (seed {seed})")
     r = P - k
+    rec = rank_record(torch.linalg.svdvals(torch.from_numpy(J)))
+    if rec["rank"] != r or not rec["clear"]:
+        raise SymtransError(f"{a0.name}: at the rational point of seed {seed} the float64 Jacobian has rank "
+                            f"{rec['rank']} ({rec['gap_decades']:.1f}-decade gap), not P - dim G = {P} - {k} = {r}: "
+                            "the point is not generic (try another --seed) or G misses directions (see --complete)")
     cols = _pivots(J, r)
     rows = _pivots(J[:, cols].T, r)
     factors: list[list[Any]] = []

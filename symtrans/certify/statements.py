@@ -99,11 +99,15 @@ COMPLETENESS = "framework-9/completeness"
 INSTANCE_FIELDS = ("family", "norm_placement", "norm", "activation", "ffn", "attention", "positional", "bias",
                    "qkv_bias", "final_norm", "window", "L", "n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff",
                    "batch", "eps")
-#: the structures the checker's forward covers: (norm placement, norm, activation, FFN, attention) -> words
+#: the structures the checker's forward covers: (norm placement, norm, FFN, attention) -> (words, activations)
 COMPLETENESS_FAMILIES = {
-    ("post", "layernorm", "gelu", "mlp", "bidirectional"): "post-LN BERT layers (LayerNorm, GELU via erf, MLP)",
-    ("pre", "rmsnorm", "silu", "gated", "causal"): "Llama-style pre-RMSNorm decoder layers (SiLU-gated FFN)",
+    ("post", "layernorm", "mlp", "bidirectional"): ("post-LN BERT layers (LayerNorm, MLP)", ("gelu",)),
+    ("pre", "rmsnorm", "gated", "causal"): ("Llama-style pre-RMSNorm decoder layers (gated FFN)", ("silu", "relu")),
+    ("pre", "layernorm", "mlp", "causal"): ("GPT-2-style pre-LN decoder layers (LayerNorm, MLP)", ("gelu_new",)),
 }
+#: the activations in words (the checker's forward defines each)
+ACTIVATION_WORDS = {"gelu": "GELU via erf", "gelu_new": "tanh-approximate GELU", "silu": "SiLU",
+                    "relu": "ReLU (every argument's ball excluding 0)"}
 #: inclusive bounds of a completeness instance's sizes (the Jacobian must be checkable in seconds)
 COMPLETENESS_BOUNDS = {"L": (1, 2), "n": (2, 8), "H": (1, 4), "H_kv": (1, 4), "d_model": (2, 8), "d_k": (1, 8),
                        "d_v": (1, 8), "d_ff": (1, 8), "batch": (1, 32)}
@@ -116,16 +120,18 @@ def completeness_refusal(inst: dict[str, Any]) -> str | None:
 
     Examples
     --------
-    >>> completeness_refusal({"norm_placement": "pre", "norm": "layernorm", "activation": "gelu_new", "ffn": "mlp",
+    >>> completeness_refusal({"norm_placement": "pre", "norm": "layernorm", "activation": "silu", "ffn": "mlp",
     ...                       "attention": "causal"}).split(":")[0]
     'not covered'
     """
-    key = tuple(inst.get(k) for k in ("norm_placement", "norm", "activation", "ffn", "attention"))
-    if key not in COMPLETENESS_FAMILIES:
-        return ("not covered: certified completeness covers " + " and ".join(COMPLETENESS_FAMILIES.values())
-                + f", not {'/'.join(str(k) for k in key)}")
+    key = tuple(inst.get(k) for k in ("norm_placement", "norm", "ffn", "attention"))
+    act = inst.get("activation")
+    if key not in COMPLETENESS_FAMILIES or act not in COMPLETENESS_FAMILIES[key][1]:
+        return ("not covered: certified completeness covers " + "; ".join(
+            f"{words} with {', '.join(acts)}" for words, acts in COMPLETENESS_FAMILIES.values())
+            + f"; not {'/'.join(str(k) for k in key)} with {act}")
     pos = inst.get("positional")
-    if pos not in ("none", "rotary") or (pos == "rotary" and key[4] != "causal"):
+    if pos not in ("none", "rotary") or (pos == "rotary" and key[3] != "causal"):
         return f"not covered: positions {pos!r} (layers scope: none, or rotary in a decoder)"
     return None
 
@@ -168,8 +174,8 @@ def _completeness(st: Statement, dims: Dims) -> tuple[str, dict[str, Any], dict[
     inst = dict(dims.instance)
     tensors = completeness_tensors(inst)
     P = sum(r * c for _, (r, c) in tensors)
-    words = COMPLETENESS_FAMILIES[tuple(inst[k] for k in ("norm_placement", "norm", "activation", "ffn", "attention"))]
-    feats = [f"{inst['attention']} attention", f"{inst['positional']} positions",
+    words = COMPLETENESS_FAMILIES[tuple(inst[k] for k in ("norm_placement", "norm", "ffn", "attention"))][0]
+    feats = [ACTIVATION_WORDS[inst["activation"]], f"{inst['attention']} attention", f"{inst['positional']} positions",
              "all biases" if inst["bias"] else "Q, K, V biases" if inst["qkv_bias"] else "no biases"]
     if inst["H_kv"] != inst["H"]:
         feats.append(f"grouped-query attention ({inst['H']} query heads, {inst['H_kv']} key/value)")
@@ -184,8 +190,8 @@ def _completeness(st: Statement, dims: Dims) -> tuple[str, dict[str, Any], dict[
             f"rational inputs X_b ({inst['n']} x {inst['d_model']}), the Jacobian J of theta -> (F_theta(X_b))_b, "
             "F_theta the layer stack of the instance as the checker's forward defines it (its norms, attention, "
             "FFN and final norm; layers scope: hidden states in, last hidden state out), has rank >= P - k: the "
-            "given (P - k)-minor has an Arb determinant ball that excludes 0 (exp, erf, sqrt and their derivatives "
-            "in ball arithmetic, forward mode). The k given vectors, G's tangent vectors at theta (the derivative "
+            "given (P - k)-minor has an Arb determinant ball that excludes 0 (exp, erf, tanh, sqrt and their "
+            "derivatives in ball arithmetic, forward mode). The k given vectors, G's tangent vectors at theta (the derivative "
             "of each factor's action at the identity), are linearly independent over Q (exact rank k), and each "
             "lies in ker J by its factor's exact invariance certificate (symtrans group --certify; here J v is "
             "only checked to be a ball containing 0). Hence rank J = P - k and dim ker J = k = dim G: near theta "
