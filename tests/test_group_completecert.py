@@ -55,6 +55,49 @@ def test_the_certificate_checks_and_its_dimension_is_gs_and_the_measured_one(cer
     assert f"dim ker J = {k} = dim G" in why and cert["scope"]["kind"] == "instances"
 
 
+
+def _relu_gated():
+    import dataclasses
+
+    from symtrans.arch import get_arch
+
+    return dataclasses.replace(get_arch("llama2-7b"), activation="relu", name="llama-relu-gate")
+
+
+@pytest.mark.parametrize("which", ["gpt2", "qwen2-7b", "relu-gate", "one-head-dv=d"])
+def test_every_covered_structure_certifies_g(which, tmp_path):
+    """GPT-2 (tanh GELU, pre-LN), Qwen2 (Q/K/V biases, GQA 4:1), a ReLU gate (its unit scalings in G) and a
+    single-head post-LN config with d_v = d_model at L = 2 (the tag table's columns are dependent there: the
+    certificate keeps a basis of 231, the formula's dimension)."""
+    from symtrans.group.spec import GroupSpec
+
+    layers = 1
+    if which == "relu-gate":
+        arch = _relu_gated()
+    elif which == "one-head-dv=d":
+        arch = tmp_path / "config.json"
+        arch.write_text(json.dumps({"model_type": "bert", "hidden_size": 64, "num_attention_heads": 1,
+                                    "num_hidden_layers": 3, "intermediate_size": 128, "max_position_embeddings": 64,
+                                    "vocab_size": 300, "type_vocab_size": 2, "layer_norm_eps": 1e-12}))
+        arch, layers = str(arch), 2
+    else:
+        arch = which
+    cert = completeness_certificate(arch, layers=layers)
+    ok, why = verify_certificate(cert)
+    assert ok, why
+    inst, _ = certificate_instance(arch, layers)
+    k = cert["asserts"]["group_dimension"]
+    assert k == int(GroupSpec.from_arch(inst).scope_dimension("layers"))
+    names = [f[0] for f in cert["witness"]["factors"]]
+    if which == "relu-gate":  # the SiLU model's G plus one positive scaling per gate unit
+        silu = GroupSpec.from_arch(certificate_instance("llama2-7b")[0]).scope_dimension("layers")
+        assert "ffn-scaling" in names and k == int(silu) + inst.d_ff
+    if which == "one-head-dv=d":  # the float64 SVD of --complete at random weights gives the same nullity
+        from symtrans.group.complete import measure
+
+        assert "attention-input-hyperplane" in names
+        assert measure(arch, instance=inst, scope="layers")["measured_dimension"] == k
+
 def _torch_params(cert: dict, name: str):
     """The certificate's parameters in the group forward's block form, and each registry entry's flat index there."""
     import torch

@@ -119,6 +119,7 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
     from symtrans.group.complete import _entries, _flatten, _label, _tangents, _unflatten, random_instance, \
         rank_record, scope_forward
     from symtrans.group.spec import GroupSpec
+    from symtrans.progress import tick
 
     a0 = get_arch(arch)
     a, _ = certificate_instance(a0, layers)
@@ -168,11 +169,20 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
         p = _unflatten(theta, params, paths)
         return vmap(lambda x: scope_forward(p, {"X": x}, a, "layers"))(X).reshape(-1)
 
+    tick(f"certificate: Jacobian {batch * n * d} x {P} at the rational point", 0)
     J = jacfwd(outputs)(_flatten(params, paths))[:, order].numpy()
     spec = GroupSpec.from_arch(a)
     T, names = _tangents(spec, params, paths, "layers")
     T = T[order].numpy()
+    # a basis of G's tangent space: the tag table's columns can be dependent (d_v = d_model: the attention-input
+    # hyperplane meets the other factors), so keep independent columns, in the table's order
+    t_rank = rank_record(torch.linalg.svdvals(torch.from_numpy(T)))["rank"] if T.shape[1] else 0
+    keep = sorted(_pivots(T, t_rank))
+    T, names = T[:, keep], [names[j] for j in keep]
     k = T.shape[1]
+    if k != int(spec.scope_dimension("layers")):
+        raise SymtransError(f"{a0.name}: G's tangent vectors span {k} dimensions, its formula says "
+                            f"{spec.scope_dimension('layers')}")
     tangents = [[_exact(float(x)) for x in T[:, j]] for j in range(k)]
     if any(Fraction(q).denominator > MAX_TANGENT_DENOMINATOR for t in tangents for q in t):
         raise SymtransError(f"{a0.name}: G's tangent vectors are not exact in float64 at this point (seed {seed})")
@@ -182,6 +192,7 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
         raise SymtransError(f"{a0.name}: at the rational point of seed {seed} the float64 Jacobian has rank "
                             f"{rec['rank']} ({rec['gap_decades']:.1f}-decade gap), not P - dim G = {P} - {k} = {r}: "
                             "the point is not generic (try another --seed) or G misses directions (see --complete)")
+    tick(f"certificate: choosing a {r} x {r} minor", 0)
     cols = _pivots(J, r)
     rows = _pivots(J[:, cols].T, r)
     factors: list[list[Any]] = []

@@ -293,7 +293,8 @@ def _complete(args: argparse.Namespace) -> int:
 
         from symtrans.certify.completeness import certificate_instance
 
-        cert = completeness_certificate(spec.arch, layers=min(counts), seed=args.seed)
+        with Progress(None, "group --certificate-out", unit="step"):
+            cert = completeness_certificate(spec.arch, layers=min(counts), seed=args.seed)
         cert_why = certificate_instance(spec.arch, min(counts))[1]
     the_plan = plan(spec.arch, args.scope, counts, args.seed)
     runs = []
