@@ -201,8 +201,16 @@ def _wrong_shape(c: dict) -> None:
     c["witness"]["parameters"]["layer0.W_in"].pop()
 
 
+def _many_parameters(c: dict) -> None:
+    c["witness"]["instance"].update(L=2, d_model=8, d_ff=8)  # every size in range, 648 parameters
+
+
 def _float_eps(c: dict) -> None:
     c["witness"]["instance"]["eps"] = 0.01
+
+
+def _low_precision(c: dict) -> None:
+    c["witness"]["precision"] = 16
 
 
 def _unregistered_scope(c: dict) -> None:
@@ -214,7 +222,8 @@ ATTACKS = [(_singular_minor, True, "determinant enclosure"), (_duplicated_tangen
            (_claims_more_rank, True, "determinant enclosure"), (_claimed_dimension, True, "asserts.group_dimension"),
            (_uncovered, True, "not covered"), (_too_large, True, "instance.d_model must be an integer in 2..8"),
            (_wrong_shape, True, "expected an inline 6 x 3 matrix"), (_float_eps, True, "instance.eps"),
-           (_unregistered_scope, True, "scope.kind is 'all-sizes'")]
+           (_many_parameters, True, "648 parameters, the statement covers at most 500"),
+           (_low_precision, True, "needs at least 64 bits"), (_unregistered_scope, True, "scope.kind is 'all-sizes'")]
 
 
 @pytest.mark.parametrize("attack,reseal,message", ATTACKS, ids=[f"{a.__name__}{'' if r else '-unsealed'}"

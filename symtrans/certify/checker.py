@@ -64,6 +64,8 @@ FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement",
           "toolkit_version", "weights_hash", "digest")
 #: ball precision (bits) a witness may ask for: 2^40 made flint allocate until it crashed
 MIN_PRECISION, MAX_PRECISION = 16, 512
+#: jacobian-rank's floor: its J v balls must be narrow enough that a wrong tangent vector shows
+JACOBIAN_MIN_PRECISION = 64
 #: an exact entry "p" or "p/q": at most this many digits each (a 3 MB digit string took a minute to parse)
 MAX_DIGITS = 64
 _ENTRY = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS))
@@ -431,7 +433,8 @@ def _ln_affine(cert: dict[str, Any], m: CheckedModel | None) -> str:
 # ------------------------------------------------------------------ certified completeness: a ball forward with JVPs
 def _completeness_instance(v: Any) -> tuple[tuple[str, Any], ...]:
     """The witness's instance, every field type- and range-checked, as (field, value) pairs in registry order."""
-    from symtrans.certify.statements import COMPLETENESS_BOUNDS, INSTANCE_FIELDS, completeness_refusal
+    from symtrans.certify.statements import COMPLETENESS_BOUNDS, COMPLETENESS_MAX_PARAMETERS, INSTANCE_FIELDS, \
+        completeness_refusal, completeness_tensors
 
     if not isinstance(v, dict) or set(v) != set(INSTANCE_FIELDS):
         raise Invalid("witness.instance: expected the fields " + ", ".join(INSTANCE_FIELDS))
@@ -457,6 +460,9 @@ def _completeness_instance(v: Any) -> tuple[tuple[str, Any], ...]:
     why = completeness_refusal(out)
     if why:
         raise Invalid(f"instance: {why}")
+    P = sum(r * c for _, (r, c) in completeness_tensors(out))
+    if P > COMPLETENESS_MAX_PARAMETERS:
+        raise Invalid(f"instance: {P} parameters, the statement covers at most {COMPLETENESS_MAX_PARAMETERS}")
     return tuple((k, out[k]) for k in INSTANCE_FIELDS)
 
 
@@ -750,6 +756,9 @@ def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
     from symtrans.certify.statements import completeness_tensors
 
     w, a = cert["witness"], cert["asserts"]
+    if _int(w["precision"], MIN_PRECISION, MAX_PRECISION, "precision") < JACOBIAN_MIN_PRECISION:
+        raise Invalid(f"precision: jacobian-rank needs at least {JACOBIAN_MIN_PRECISION} bits (wide balls would "
+                      "let a wrong tangent's J v contain 0)")
     inst = dict(_completeness_instance(w["instance"]))
     P = sum(r * c for _, (r, c) in completeness_tensors(inst))
     factors = w["factors"]

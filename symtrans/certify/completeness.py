@@ -61,10 +61,14 @@ def certificate_instance(arch: Architecture | str, layers: int = 1) -> tuple[Arc
     a = get_arch(arch)
     p = plan(a, "layers", (layers,))
     inst, why = p["instances"][0], []
-    if parameter_count(inst, "layers") > COMPLETENESS_MAX_PARAMETERS:
+    if p["mode"] == "itself" and parameter_count(inst, "layers") > COMPLETENESS_MAX_PARAMETERS:
         inst = dataclasses.replace(small_arch(a, layers), ln_eps=inst.ln_eps)
         why.append(f"reduced to the sizes of --complete's reductions: the configuration itself has more than "
                    f"{COMPLETENESS_MAX_PARAMETERS} parameters on the layers scope")
+    if parameter_count(inst, "layers") > COMPLETENESS_MAX_PARAMETERS:
+        raise SymtransError(f"{a.name}: the instance at L = {layers} has {parameter_count(inst, 'layers')} parameters "
+                            f"on the layers scope, a certificate covers at most {COMPLETENESS_MAX_PARAMETERS} (try "
+                            "--layers 1)")
     if segments(inst, "layers") and float(inst.ln_eps) < MIN_EPS:
         why.insert(0, f"eps raised from {float(inst.ln_eps):g} to {MIN_EPS:g}: the {len(segments(inst, 'layers'))} "
                       "near-symmetries would be null to float64, which chooses the minor; the certificate is for "

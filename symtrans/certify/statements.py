@@ -112,7 +112,7 @@ ACTIVATION_WORDS = {"gelu": "GELU via erf", "gelu_new": "tanh-approximate GELU",
 COMPLETENESS_BOUNDS = {"L": (1, 2), "n": (2, 8), "H": (1, 4), "H_kv": (1, 4), "d_model": (2, 8), "d_k": (1, 8),
                        "d_v": (1, 8), "d_ff": (1, 8), "batch": (1, 32)}
 #: at most this many parameters (the minor is a (P - k)-square Arb determinant)
-COMPLETENESS_MAX_PARAMETERS = 420
+COMPLETENESS_MAX_PARAMETERS = 500
 
 
 def completeness_refusal(inst: dict[str, Any]) -> str | None:
