@@ -57,7 +57,7 @@ from symtrans.certify.modelfile import CheckedModel, ModelError, bundled_model_p
 from symtrans.certify.statements import FREE, MAX_N, STATEMENTS, Dims, expected
 
 __all__ = ["SCHEMA", "FIELDS", "MANIFEST", "digest", "verify_certificate", "check_header", "check_record",
-           "manifest_problems", "file_hash", "MAX_PRECISION"]
+           "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward"]
 
 SCHEMA = "symtrans-certificate/2"
 FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement", "scope", "asserts", "witness",
