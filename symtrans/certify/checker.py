@@ -31,6 +31,8 @@ Witness methods:
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
 ``head-sum-rank``    every A^h invertible and dim(R_1 + ... + R_H) > n >= rank MHA(X) (inline weights)
 ``ln-affine-rank``   H1-H4 at an inline X and arank(LN X) > arank(X) (thm-4.2's affine part refuted)
+``jacobian-rank``    dim ker J = dim G at an inline instance: a (P - k)-minor of J (a ball forward with
+                     derivatives) excluding 0, the k tangent vectors of G independent over Q, J v in balls around 0
 
 Examples
 --------
@@ -55,13 +57,15 @@ from symtrans.certify.modelfile import CheckedModel, ModelError, bundled_model_p
 from symtrans.certify.statements import FREE, MAX_N, STATEMENTS, Dims, expected
 
 __all__ = ["SCHEMA", "FIELDS", "MANIFEST", "digest", "verify_certificate", "check_header", "check_record",
-           "manifest_problems", "file_hash", "MAX_PRECISION"]
+           "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward"]
 
 SCHEMA = "symtrans-certificate/2"
 FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement", "scope", "asserts", "witness",
           "toolkit_version", "weights_hash", "digest")
 #: ball precision (bits) a witness may ask for: 2^40 made flint allocate until it crashed
 MIN_PRECISION, MAX_PRECISION = 16, 512
+#: jacobian-rank's floor: its J v balls must be narrow enough that a wrong tangent vector shows
+JACOBIAN_MIN_PRECISION = 64
 #: an exact entry "p" or "p/q": at most this many digits each (a 3 MB digit string took a minute to parse)
 MAX_DIGITS = 64
 _ENTRY = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS))
@@ -426,9 +430,387 @@ def _ln_affine(cert: dict[str, Any], m: CheckedModel | None) -> str:
     return f"H1-H4 hold, arank(X) = {arank_X} < {bound} <= arank(LN X)"
 
 
+# ------------------------------------------------------------------ certified completeness: a ball forward with JVPs
+def _completeness_instance(v: Any) -> tuple[tuple[str, Any], ...]:
+    """The witness's instance, every field type- and range-checked, as (field, value) pairs in registry order."""
+    from symtrans.certify.statements import COMPLETENESS_BOUNDS, COMPLETENESS_MAX_PARAMETERS, INSTANCE_FIELDS, \
+        completeness_refusal, completeness_tensors
+
+    if not isinstance(v, dict) or set(v) != set(INSTANCE_FIELDS):
+        raise Invalid("witness.instance: expected the fields " + ", ".join(INSTANCE_FIELDS))
+    out: dict[str, Any] = {}
+    for k in ("family", "norm_placement", "norm", "activation", "ffn", "attention", "positional"):
+        if not isinstance(v[k], str) or not 0 < len(v[k]) <= 40 or not v[k].isprintable():
+            raise Invalid(f"instance.{k}: expected a short string")
+        out[k] = v[k]
+    for k in ("bias", "qkv_bias", "final_norm"):
+        if type(v[k]) is not bool:
+            raise Invalid(f"instance.{k}: expected true or false")
+        out[k] = v[k]
+    for k, (lo, hi) in COMPLETENESS_BOUNDS.items():
+        out[k] = _int(v[k], lo, hi, f"instance.{k}")
+    if out["H"] % out["H_kv"]:
+        raise Invalid("instance: H_kv must divide H")
+    if out["positional"] == "rotary" and out["d_k"] % 2:
+        raise Invalid("instance: rotary positions need an even d_k")
+    out["window"] = None if v["window"] is None else _int(v["window"], 1, out["n"], "instance.window")
+    if type(v["eps"]) is not str or not _q(v["eps"]) > 0:
+        raise Invalid("instance.eps: expected a positive exact fraction \"p/q\"")
+    out["eps"] = v["eps"]
+    why = completeness_refusal(out)
+    if why:
+        raise Invalid(f"instance: {why}")
+    P = sum(r * c for _, (r, c) in completeness_tensors(out))
+    if P > COMPLETENESS_MAX_PARAMETERS:
+        raise Invalid(f"instance: {P} parameters, the statement covers at most {COMPLETENESS_MAX_PARAMETERS}")
+    return tuple((k, out[k]) for k in INSTANCE_FIELDS)
+
+
+class _Jet:
+    """A matrix of balls with its forward-mode derivatives: ``v`` (n x m arb_mat) and ``d`` ((n m) x T, or None: constant).
+
+    Row ``i m + j`` of ``d`` holds the derivative of entry (i, j) along each of the T directions.
+    """
+
+    __slots__ = ("v", "d")
+
+    def __init__(self, v: Any, d: Any = None) -> None:
+        self.v, self.d = v, d
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.v.nrows(), self.v.ncols()
+
+
+def _ball(q: Fraction) -> Any:
+    from flint import arb
+
+    return arb(q.numerator) / q.denominator
+
+
+def _const(rows: list[list[Any]]) -> _Jet:
+    from flint import arb_mat
+
+    return _Jet(arb_mat(rows))
+
+
+def _j_add(A: _Jet, B: _Jet) -> _Jet:
+    d = A.d if B.d is None else B.d if A.d is None else A.d + B.d
+    return _Jet(A.v + B.v, d)
+
+
+def _j_scale(A: _Jet, c: Any) -> _Jet:
+    return _Jet(A.v * c, None if A.d is None else A.d * c)
+
+
+def _j_diag(c: list[Any], d: Any) -> Any:
+    """diag(c) d: every derivative row times its entry's factor."""
+    from flint import arb_mat
+
+    N = len(c)
+    K: list[Any] = [0] * (N * N)
+    for i, x in enumerate(c):
+        K[i * N + i] = x
+    return arb_mat(N, N, K) * d
+
+
+def _j_matmul(A: _Jet, B: _Jet) -> _Jet:
+    """A B, with d(A B) = dA B + A dB in row-major vec form: (I_n (x) B^T) vec dA + (A (x) I_p) vec dB."""
+    from flint import arb_mat
+
+    (n, m), p = A.shape, B.shape[1]
+    d = None
+    if A.d is not None:
+        Be = B.v.entries()
+        K: list[Any] = [0] * (n * p * n * m)
+        for i in range(n):
+            for j in range(p):
+                for k in range(m):
+                    K[(i * p + j) * (n * m) + i * m + k] = Be[k * p + j]
+        d = arb_mat(n * p, n * m, K) * A.d
+    if B.d is not None:
+        Ae = A.v.entries()
+        K = [0] * (n * p * m * p)
+        for i in range(n):
+            for j in range(p):
+                for k in range(m):
+                    K[(i * p + j) * (m * p) + k * p + j] = Ae[i * m + k]
+        t = arb_mat(n * p, m * p, K) * B.d
+        d = t if d is None else d + t
+    return _Jet(A.v * B.v, d)
+
+
+def _j_map(A: _Jet, f: Any, df: Any) -> _Jet:
+    """Entry-wise f with derivative df."""
+    from flint import arb_mat
+
+    n, m = A.shape
+    e = A.v.entries()
+    return _Jet(arb_mat(n, m, [f(x) for x in e]), None if A.d is None else _j_diag([df(x) for x in e], A.d))
+
+
+def _j_hadamard(A: _Jet, B: _Jet) -> _Jet:
+    from flint import arb_mat
+
+    n, m = A.shape
+    ea, eb = A.v.entries(), B.v.entries()
+    d = None if A.d is None else _j_diag(eb, A.d)
+    if B.d is not None:
+        t = _j_diag(ea, B.d)
+        d = t if d is None else d + t
+    return _Jet(arb_mat(n, m, [x * y for x, y in zip(ea, eb)]), d)
+
+
+def _j_linear(A: _Jet, M: Any) -> _Jet:
+    """The linear map M ((n m) x (n m), constant) on row-major vec A, back in A's shape."""
+    from flint import arb_mat
+
+    n, m = A.shape
+    vec = M * arb_mat(n * m, 1, A.v.entries())
+    return _Jet(arb_mat(n, m, vec.entries()), None if A.d is None else M * A.d)
+
+
+def _j_transpose(A: _Jet) -> _Jet:
+    from flint import arb_mat
+
+    n, m = A.shape
+    K: list[Any] = [0] * (n * m * n * m)
+    for i in range(n):
+        for j in range(m):
+            K[(j * n + i) * (n * m) + i * m + j] = 1
+    return _Jet(A.v.transpose(), None if A.d is None else arb_mat(n * m, n * m, K) * A.d)
+
+
+class _BallForward:
+    """The checker's own forward of a completeness instance (the statement's F_theta), on jets of Arb balls.
+
+    Post-LN: ``X1 = N1(X + MHA(X) + b_O)``, ``out = N2(X1 + FFN(X1))``; pre-norm: ``X1 = X + MHA(N1(X)) + b_O``,
+    ``out = X1 + FFN(N2(X1))``; then the final norm if any. MHA sums over query heads h (key/value head
+    h // (H / H_kv)) ``softmax(mask(q k^T / sqrt d_k)) v W_O^h`` with q = X W_Q^h + b_Q^h (rotary: row i times
+    R_i, pairs (2f, 2f + 1) rotated by the angle i 10000^(-2f/d_k)); mask: causal j <= i, window j > i - w.
+    Norm: ``c / sqrt(mean(c^2) + eps) * w + b``, c = z - mean(z) (LayerNorm) or z (RMSNorm). FFN:
+    ``act(h W_gate + b_gate) * (h W_in + b_in)`` (gated) or ``act(h W_in + b_in)``, then ``W_out + b_out``;
+    gelu(x) = x/2 (1 + erf(x / sqrt 2)), gelu_new(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+    silu(x) = x / (1 + exp(-x)), relu(x) = max(0, x) (refused where an argument's ball contains 0).
+    """
+
+    def __init__(self, inst: dict[str, Any], params: dict[str, _Jet]) -> None:
+        from flint import arb
+
+        self.i, self.p = inst, params
+        self.eps = _ball(_q(inst["eps"]))
+        n, d = inst["n"], inst["d_model"]
+        self.ones = {}
+        for shape in ((n, 1), (1, n), (1, d), (d, 1), (n, 1)):
+            self.ones[shape] = _const([[1] * shape[1] for _ in range(shape[0])])
+        self.mean = _const([[arb(1) / d] for _ in range(d)])
+        self.centre = _const([[(1 if i == j else 0) - arb(1) / d for j in range(d)] for i in range(d)])
+        self.mask = [[int((inst["attention"] != "causal" or j <= i) and (inst["window"] is None or j > i - inst["window"]))
+                      for j in range(n)] for i in range(n)]
+        self.rot = self._rotation() if inst["positional"] == "rotary" else None
+
+    def _rotation(self) -> Any:
+        from flint import arb, arb_mat
+
+        n, k = self.i["n"], self.i["d_k"]
+        M: list[Any] = [0] * (n * k * n * k)
+        for i in range(n):
+            for f in range(k // 2):
+                angle = arb(i) * arb(10000) ** (arb(-2 * f) / k)
+                c, s = angle.cos(), angle.sin()
+                a, b = i * k + 2 * f, i * k + 2 * f + 1  # (q R)_a = q_a c - q_b s, (q R)_b = q_a s + q_b c
+                M[a * n * k + a], M[a * n * k + b] = c, -s
+                M[b * n * k + a], M[b * n * k + b] = s, c
+        return arb_mat(n * k, n * k, M)
+
+    def _bias(self, Y: _Jet, name: str) -> _Jet:
+        b = self.p.get(name)
+        return Y if b is None else _j_add(Y, _j_matmul(self.ones[(Y.shape[0], 1)], b))
+
+    def _affine(self, X: _Jet, w: str, b: str) -> _Jet:
+        return self._bias(_j_matmul(X, self.p[w]), b)
+
+    def norm(self, Z: _Jet, w: str, b: str) -> _Jet:
+        eps = self.eps
+        C = _j_matmul(Z, self.centre) if self.i["norm"] == "layernorm" else Z
+        ms = _j_matmul(_j_hadamard(C, C), self.mean)
+        r = _j_map(ms, lambda x: (x + eps).rsqrt(), lambda x: -(x + eps).rsqrt() ** 3 / 2)
+        y = _j_hadamard(C, _j_matmul(r, self.ones[(1, self.i["d_model"])]))
+        y = _j_hadamard(y, _j_matmul(self.ones[(Z.shape[0], 1)], self.p[w]))
+        return self._bias(y, b)
+
+    def softmax(self, S: _Jet) -> _Jet:
+        E = _j_map(S, lambda x: x.exp(), lambda x: x.exp())
+        if not all(all(r) for r in self.mask):
+            E = _j_hadamard(E, _const(self.mask))
+        n = S.shape[0]
+        inv = _j_map(_j_matmul(E, self.ones[(n, 1)]), lambda x: 1 / x, lambda x: -1 / (x * x))
+        return _j_hadamard(E, _j_matmul(inv, self.ones[(1, n)]))
+
+    def attention(self, X: _Jet, t: str) -> _Jet:
+        from flint import arb
+
+        H, kv = self.i["H"], self.i["H_kv"]
+        scale = 1 / arb(self.i["d_k"]).sqrt()
+        keys: dict[int, tuple[_Jet, _Jet]] = {}
+        total = None
+        for h in range(H):
+            g = h // (H // kv)
+            q = self._affine(X, f"{t}W_Q[{h}]", f"{t}b_Q[{h}]")
+            if g not in keys:
+                k = self._affine(X, f"{t}W_K[{g}]", f"{t}b_K[{g}]")
+                keys[g] = (_j_linear(k, self.rot) if self.rot is not None else k,
+                           self._affine(X, f"{t}W_V[{g}]", f"{t}b_V[{g}]"))
+            k, v = keys[g]
+            if self.rot is not None:
+                q = _j_linear(q, self.rot)
+            A = self.softmax(_j_scale(_j_matmul(q, _j_transpose(k)), scale))
+            term = _j_matmul(A, _j_matmul(v, self.p[f"{t}W_O[{h}]"]))
+            total = term if total is None else _j_add(total, term)
+        assert total is not None
+        return total
+
+    def act(self, Z: _Jet) -> _Jet:
+        from flint import arb
+
+        kind = self.i["activation"]
+        if kind == "gelu":
+            r2, c = arb(2).sqrt(), 1 / (arb(2) * arb.pi()).sqrt()
+            return _j_map(Z, lambda x: x / 2 * (1 + (x / r2).erf()),
+                          lambda x: (1 + (x / r2).erf()) / 2 + x * c * (-x * x / 2).exp())
+        if kind == "gelu_new":
+            a, b = (2 / arb.pi()).sqrt(), arb(44715) / 10**6
+
+            def t(x: Any) -> Any:
+                return (a * (x + b * x ** 3)).tanh()
+
+            return _j_map(Z, lambda x: x / 2 * (1 + t(x)),
+                          lambda x: (1 + t(x)) / 2 + x / 2 * (1 - t(x) ** 2) * a * (1 + 3 * b * x * x))
+        if kind == "relu":
+            def sign(x: Any) -> int:
+                if 0 in x:
+                    raise Invalid(f"a ReLU argument's enclosure {x.str(3)} contains 0: the point is not generic")
+                return int(x > 0)
+
+            return _j_map(Z, lambda x: x * sign(x), lambda x: arb(sign(x)))
+
+        def s(x: Any) -> Any:
+            return 1 / (1 + (-x).exp())
+
+        return _j_map(Z, lambda x: x * s(x), lambda x: s(x) * (1 + x * (1 - s(x))))
+
+    def layer(self, X: _Jet, l: int) -> _Jet:
+        t, pre = f"layer{l}.", self.i["norm_placement"] == "pre"
+        X1 = self._bias(_j_add(X, self.attention(self.norm(X, t + "ln1_w", t + "ln1_b") if pre else X, t)), t + "b_O")
+        if not pre:
+            X1 = self.norm(X1, t + "ln1_w", t + "ln1_b")
+        h = self.norm(X1, t + "ln2_w", t + "ln2_b") if pre else X1
+        up = self._affine(h, t + "W_in", t + "b_in")
+        hidden = _j_hadamard(self.act(self._affine(h, t + "W_gate", t + "b_gate")), up) \
+            if self.i["ffn"] == "gated" else self.act(up)
+        out = _j_add(X1, self._affine(hidden, t + "W_out", t + "b_out"))
+        return out if pre else self.norm(out, t + "ln2_w", t + "ln2_b")
+
+    def __call__(self, X: _Jet) -> _Jet:
+        for l in range(self.i["L"]):
+            X = self.layer(X, l)
+        return self.norm(X, "final_ln_w", "final_ln_b") if self.i["final_norm"] else X
+
+
+def completeness_forward(inst: dict[str, Any], params: dict[str, Any], X: Any, directions: Any = None) -> _Jet:
+    """The checker's ball forward F_theta(X) with derivatives along ``directions`` (P x T exact rows, or none).
+
+    ``params``: name -> rows of exact entries (:func:`symtrans.certify.statements.completeness_tensors` order
+    numbers the P entries); ``X``: rows of exact entries. Returns the output jet (``d``: (n d_model) x T).
+
+    Examples
+    --------
+    >>> inst = dict(_completeness_instance({"family": "t", "norm_placement": "pre", "norm": "rmsnorm",
+    ...     "activation": "silu", "ffn": "gated", "attention": "causal", "positional": "none", "bias": False,
+    ...     "qkv_bias": False, "final_norm": False, "window": None, "L": 1, "n": 2, "H": 1, "H_kv": 1, "d_model": 2,
+    ...     "d_k": 1, "d_v": 1, "d_ff": 1, "batch": 1, "eps": "1/100"}))
+    >>> from symtrans.certify.statements import completeness_tensors
+    >>> params = {name: [[0] * c for _ in range(r)] for name, (r, c) in completeness_tensors(inst)}
+    >>> completeness_forward(inst, params, [[1, 2], [3, 4]]).v.entries()[0].str(3)  # zero weights: X itself
+    '1.00'
+    """
+    from flint import arb_mat
+
+    from symtrans.certify.statements import completeness_tensors
+
+    jets, pos = {}, 0
+    for name, (r, c) in completeness_tensors(inst):
+        v = arb_mat([[_ball(_q(x)) for x in row] for row in params[name]])
+        d = None
+        if directions is not None:
+            d = arb_mat([[_ball(x) for x in directions[q]] for q in range(pos, pos + r * c)])
+        jets[name] = _Jet(v, d)
+        pos += r * c
+    return _BallForward(inst, jets)(_const([[_ball(_q(x)) for x in row] for row in X]))
+
+
+def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
+    """jacobian-rank: a (P - k)-minor of J with an Arb determinant excluding 0; k tangents independent over Q, J v ∋ 0."""
+    from flint import fmpq, fmpq_mat
+
+    from symtrans.certify.statements import completeness_tensors
+
+    w, a = cert["witness"], cert["asserts"]
+    if _int(w["precision"], MIN_PRECISION, MAX_PRECISION, "precision") < JACOBIAN_MIN_PRECISION:
+        raise Invalid(f"precision: jacobian-rank needs at least {JACOBIAN_MIN_PRECISION} bits (wide balls would "
+                      "let a wrong tangent's J v contain 0)")
+    inst = dict(_completeness_instance(w["instance"]))
+    P = sum(r * c for _, (r, c) in completeness_tensors(inst))
+    factors = w["factors"]
+    if not (isinstance(factors, list) and len(factors) <= 64 and all(
+            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and len(f[0]) <= 60 for f in factors)):
+        raise Invalid("witness.factors: expected a list of [factor name, number of tangent vectors]")
+    k = sum(_int(f[1], 1, P, f"factor {_line(f[0], 40)}: tangent count") for f in factors)
+    if not k < P:
+        raise Invalid(f"{k} tangent vectors for {P} parameters")
+    for field in ("group_dimension", "stabiliser_dimension"):
+        if _int(a[field], 0, P, f"asserts.{field}") != k:
+            raise Invalid(f"asserts.{field} is {a[field]}, but the witness gives {k} tangent vectors")
+    r = P - k
+    if _int(a["jacobian_rank_at_least"], 0, P, "asserts.jacobian_rank_at_least") != r:
+        raise Invalid(f"asserts.jacobian_rank_at_least must be P - k = {r}")
+    T = w["tangents"]
+    if not (isinstance(T, list) and len(T) == k and all(isinstance(t, list) and len(t) == P for t in T)):
+        raise Invalid(f"witness.tangents: expected {k} vectors of {P} exact entries")
+    tangents = [[_q(x) for x in t] for t in T]
+    N = inst["batch"] * inst["n"] * inst["d_model"]
+    rows = _indices(w["minor"]["rows"], r, N, "minor rows")
+    cols = _indices(w["minor"]["cols"], r, P, "minor cols")
+    rank = int(fmpq_mat(k, P, [fmpq(q.numerator, q.denominator) for t in tangents for q in t]).rank()) if k else 0
+    if rank != k:
+        raise Invalid(f"the {k} tangent vectors are linearly dependent: exact rank {rank}")
+    # directions: the minor's parameter columns (unit vectors), then the k tangent vectors
+    directions = [[Fraction(int(q == c)) for c in cols] + [t[q] for t in tangents] for q in range(P)]
+    names = [f[0] for f in factors for _ in range(f[1])]
+    from flint import arb_mat
+
+    with _precision(w["precision"]):
+        out_rows: list[list[Any]] = []
+        for b, X in enumerate(w["inputs"]):
+            jet = completeness_forward(inst, w["parameters"], X, directions)
+            e, width = jet.d.entries(), r + k
+            for row in range(jet.d.nrows()):
+                vals = e[row * width:(row + 1) * width]
+                for i, x in enumerate(vals[r:]):
+                    if 0 not in x:
+                        raise Invalid(f"tangent vector {i} ({_line(names[i], 40)}) is not in the null space: (J v) at "
+                                      f"input {b}, output {row} is {x.str(3)}, a ball excluding 0")
+                out_rows.append(vals[:r])
+        det = arb_mat([out_rows[i] for i in rows]).det() if r else None
+    if det is not None and 0 in det:
+        raise Invalid(f"the {r} x {r} minor's determinant enclosure {det.str(3)} contains 0: rank J >= P - k not shown")
+    return (f"rank J >= {r} (a {r} x {r} minor, determinant {det.str(3) if det is not None else 1}), {k} tangent vectors "
+            f"independent over Q with J v in balls around 0: dim ker J = {k} = dim G on {inst['family']}")
+
+
 _METHODS = {"exact-rank": _rank_items, "factor-minors": _factor_minors, "attention-det": _attention,
             "attention-det-ln": _attention_ln, "residual-minor": _residual, "head-sum-rank": _head_sum,
-            "ln-affine-rank": _ln_affine}
+            "ln-affine-rank": _ln_affine, "jacobian-rank": _jacobian_rank}
 
 
 # ------------------------------------------------------------------ binding to the registry
@@ -535,7 +917,8 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
     else:
         if data["weights_hash"] is not None:
             raise Invalid(f"{sid} is about no model: weights_hash must be null")
-        dims = Dims(n=n, seed=seed)
+        instance = _completeness_instance(w.get("instance")) if st.method == "jacobian-rank" else None
+        dims = Dims(n=n, seed=seed, instance=instance)
     exp = expected(sid, dims)
     for field in ("claim", "reading", "producer", "statement", "scope"):
         _match(data[field], exp[field], field)

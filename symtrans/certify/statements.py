@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FREE", "Dims", "STATEMENTS", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n"]
+__all__ = ["FREE", "Dims", "STATEMENTS", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n",
+           "COMPLETENESS", "INSTANCE_FIELDS", "completeness_refusal", "completeness_tensors"]
 
 #: a template value the witness chooses (checked by the method, not by the statement)
 FREE = "<chosen by the witness>"
@@ -65,6 +66,8 @@ STATEMENTS: dict[str, Statement] = {
                                                   "head-sum-rank", False, True),
     "thm-4.2/affine-counterexample": Statement("thm-4.2", None, "ln-affine-search", "fails", "ln-affine-rank", False,
                                                True),
+    "framework-9/completeness": Statement("framework-9", None, "group-complete", "certified", "jacobian-rank", False,
+                                          True),
 }
 #: per producer: the statements a record of it must carry for its verdict (others it may carry are optional)
 REQUIRED = {"prop63-real-weights": ("prop-6.3/head-rank", "prop-6.3/attention-invertible"),
@@ -87,6 +90,122 @@ class Dims:
     n: int = 128
     seed: int = 0
     label: str = "default"
+    instance: tuple[tuple[str, Any], ...] | None = None  # a completeness certificate's instance, range-checked
+
+
+#: the statement id of certified completeness (``symtrans group --complete --certificate-out``)
+COMPLETENESS = "framework-9/completeness"
+#: the fields of a completeness instance, in order: structure (strings and flags), sizes, the batch and eps
+INSTANCE_FIELDS = ("family", "norm_placement", "norm", "activation", "ffn", "attention", "positional", "bias",
+                   "qkv_bias", "final_norm", "window", "L", "n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff",
+                   "batch", "eps")
+#: the structures the checker's forward covers: (norm placement, norm, FFN, attention) -> (words, activations)
+COMPLETENESS_FAMILIES = {
+    ("post", "layernorm", "mlp", "bidirectional"): ("post-LN BERT layers (LayerNorm, MLP)", ("gelu",)),
+    ("pre", "rmsnorm", "gated", "causal"): ("Llama-style pre-RMSNorm decoder layers (gated FFN)", ("silu", "relu")),
+    ("pre", "layernorm", "mlp", "causal"): ("GPT-2-style pre-LN decoder layers (LayerNorm, MLP)", ("gelu_new",)),
+}
+#: the activations in words (the checker's forward defines each)
+ACTIVATION_WORDS = {"gelu": "GELU via erf", "gelu_new": "tanh-approximate GELU", "silu": "SiLU",
+                    "relu": "ReLU (every argument's ball excluding 0)"}
+#: inclusive bounds of a completeness instance's sizes (the Jacobian must be checkable in seconds)
+COMPLETENESS_BOUNDS = {"L": (1, 2), "n": (2, 8), "H": (1, 4), "H_kv": (1, 4), "d_model": (2, 8), "d_k": (1, 8),
+                       "d_v": (1, 8), "d_ff": (1, 8), "batch": (1, 32)}
+#: at most this many parameters (the minor is a (P - k)-square Arb determinant)
+COMPLETENESS_MAX_PARAMETERS = 500
+
+
+def completeness_refusal(inst: dict[str, Any]) -> str | None:
+    """Why the completeness statement does not cover the instance ``inst`` (one line), or None when it does.
+
+    Examples
+    --------
+    >>> completeness_refusal({"norm_placement": "pre", "norm": "layernorm", "activation": "silu", "ffn": "mlp",
+    ...                       "attention": "causal"}).split(":")[0]
+    'not covered'
+    """
+    key = tuple(inst.get(k) for k in ("norm_placement", "norm", "ffn", "attention"))
+    act = inst.get("activation")
+    if key not in COMPLETENESS_FAMILIES or act not in COMPLETENESS_FAMILIES[key][1]:
+        return ("not covered: certified completeness covers " + "; ".join(
+            f"{words} with {', '.join(acts)}" for words, acts in COMPLETENESS_FAMILIES.values())
+            + f"; not {'/'.join(str(k) for k in key)} with {act}")
+    pos = inst.get("positional")
+    if pos not in ("none", "rotary") or (pos == "rotary" and key[3] != "causal"):
+        return f"not covered: positions {pos!r} (layers scope: none, or rotary in a decoder)"
+    return None
+
+
+def completeness_tensors(inst: dict[str, Any]) -> list[tuple[str, tuple[int, int]]]:
+    """The parameter tensors of a completeness instance, in the order their entries are numbered (row-major).
+
+    Examples
+    --------
+    >>> inst = {"L": 1, "H": 2, "H_kv": 1, "d_model": 4, "d_k": 2, "d_v": 2, "d_ff": 3, "bias": False,
+    ...         "qkv_bias": False, "norm": "rmsnorm", "ffn": "gated", "final_norm": True}
+    >>> [name for name, _ in completeness_tensors(inst)][:4], sum(r * c for _, (r, c) in completeness_tensors(inst))
+    (['layer0.W_Q[0]', 'layer0.W_Q[1]', 'layer0.W_K[0]', 'layer0.W_V[0]'], 96)
+    """
+    H, kv, d, dk, dv, dff = (inst[k] for k in ("H", "H_kv", "d_model", "d_k", "d_v", "d_ff"))
+    bias, qkv, ln, gated = inst["bias"], inst["bias"] or inst["qkv_bias"], inst["norm"] == "layernorm", \
+        inst["ffn"] == "gated"
+    out: list[tuple[str, tuple[int, int]]] = []
+    for l in range(inst["L"]):
+        t = f"layer{l}."
+        out += [(f"{t}W_Q[{h}]", (d, dk)) for h in range(H)] + ([(f"{t}b_Q[{h}]", (1, dk)) for h in range(H)] if qkv else [])
+        out += [(f"{t}W_K[{g}]", (d, dk)) for g in range(kv)] + ([(f"{t}b_K[{g}]", (1, dk)) for g in range(kv)] if qkv else [])
+        out += [(f"{t}W_V[{g}]", (d, dv)) for g in range(kv)] + ([(f"{t}b_V[{g}]", (1, dv)) for g in range(kv)] if qkv else [])
+        out += [(f"{t}W_O[{h}]", (dv, d)) for h in range(H)] + ([(f"{t}b_O", (1, d))] if bias else [])
+        out += [(f"{t}ln1_w", (1, d))] + ([(f"{t}ln1_b", (1, d))] if ln else [])
+        if gated:
+            out += [(f"{t}W_gate", (d, dff))] + ([(f"{t}b_gate", (1, dff))] if bias else [])
+        out += [(f"{t}W_in", (d, dff))] + ([(f"{t}b_in", (1, dff))] if bias else [])
+        out += [(f"{t}W_out", (dff, d))] + ([(f"{t}b_out", (1, d))] if bias else [])
+        out += [(f"{t}ln2_w", (1, d))] + ([(f"{t}ln2_b", (1, d))] if ln else [])
+    if inst["final_norm"]:
+        out += [("final_ln_w", (1, d))] + ([("final_ln_b", (1, d))] if ln else [])
+    return out
+
+
+def _completeness(st: Statement, dims: Dims) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Statement text, scope, witness and asserts templates of certified completeness at ``dims.instance``."""
+    if dims.instance is None:
+        raise KeyError("framework-9/completeness needs its instance")
+    inst = dict(dims.instance)
+    tensors = completeness_tensors(inst)
+    P = sum(r * c for _, (r, c) in tensors)
+    words = COMPLETENESS_FAMILIES[tuple(inst[k] for k in ("norm_placement", "norm", "ffn", "attention"))][0]
+    feats = [ACTIVATION_WORDS[inst["activation"]], f"{inst['attention']} attention", f"{inst['positional']} positions",
+             "all biases" if inst["bias"] else "Q, K, V biases" if inst["qkv_bias"] else "no biases"]
+    if inst["H_kv"] != inst["H"]:
+        feats.append(f"grouped-query attention ({inst['H']} query heads, {inst['H_kv']} key/value)")
+    if inst["window"] is not None:
+        feats.append(f"sliding window {inst['window']}")
+    if inst["final_norm"]:
+        feats.append("final norm")
+    desc = (f"{inst['family']}: {words}, {', '.join(feats)}; L = {inst['L']}, n = {inst['n']}, H = {inst['H']}, "
+            f"H_kv = {inst['H_kv']}, d_model = {inst['d_model']}, d_k = {inst['d_k']}, d_v = {inst['d_v']}, "
+            f"d_ff = {inst['d_ff']}, eps = {inst['eps']}, a batch of {inst['batch']} inputs")
+    text = (f"At the inline rational parameters theta (P = {P} entries) and the inline batch of {inst['batch']} "
+            f"rational inputs X_b ({inst['n']} x {inst['d_model']}), the Jacobian J of theta -> (F_theta(X_b))_b, "
+            "F_theta the layer stack of the instance as the checker's forward defines it (its norms, attention, "
+            "FFN and final norm; layers scope: hidden states in, last hidden state out), has rank >= P - k: the "
+            "given (P - k)-minor has an Arb determinant ball that excludes 0 (exp, erf, tanh, sqrt and their "
+            "derivatives in ball arithmetic, forward mode). The k given vectors, G's tangent vectors at theta (the derivative "
+            "of each factor's action at the identity), are linearly independent over Q (exact rank k), and each "
+            "lies in ker J by its factor's exact invariance certificate (symtrans group --certify; here J v is "
+            "only checked to be a ball containing 0). Hence rank J = P - k and dim ker J = k = dim G: near theta "
+            "the fibre of theta -> F_theta has dimension at most dim ker J = k, and G's orbit, of dimension k "
+            "(locally free), lies in it, so dim(stabiliser) = dim G at this instance")
+    scope = {"kind": "instances", "description": f"this instance only ({desc}); one rational point, not every "
+             "size or weight setting", "instances": [desc]}
+    witness = {"method": st.method, "precision": FREE, "instance": inst,
+               "parameters": {name: ("inline", shape) for name, shape in tensors},
+               "inputs": [("inline", (inst["n"], inst["d_model"]))] * inst["batch"],
+               "factors": FREE, "tangents": FREE, "minor": {"rows": FREE, "cols": FREE}}
+    asserts = {"parameters": P, "group_dimension": FREE, "jacobian_rank_at_least": FREE,
+               "stabiliser_dimension": FREE}
+    return text, scope, witness, asserts
 
 
 def attention_n(dims: Dims) -> int:
@@ -219,6 +338,8 @@ def expected(sid: str, dims: Dims) -> dict[str, Any]:
                    "inline": {"X": ("inline", (3, 3)), "gamma": ("inline", (1, 3)), "beta": ("inline", (1, 3))}}
         asserts = {"hypotheses": {"H1": True, "H2": True, "H3": True, "H4": True}, "arank_X": FREE,
                    "arank_LN_X_at_least": FREE}
+    elif sid == COMPLETENESS:
+        text, scope, witness, asserts = _completeness(st, dims)
     else:  # pragma: no cover - every registered id has a branch
         raise KeyError(sid)
     return {"claim": st.claim, "reading": st.reading, "producer": st.producer, "statement": text, "scope": scope,

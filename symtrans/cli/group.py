@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--scope", choices=("layers", "model"), default="layers",
                    help="scope of --complete: layers (hidden states in) or model (token ids in); default layers")
     p.add_argument("--layers", default="1,2,3", help="layer counts of --complete (default 1,2,3)")
+    p.add_argument("--certificate-out", metavar="FILE",
+                   help="with --complete: write a certificate that dim(stabiliser) = dim G at one rational instance "
+                        "(the smallest layer count, layers scope), for `symtrans verify FILE`")
     p.add_argument("--n", type=int, default=12, help="sequence length of the numeric checks (default 12)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -111,6 +114,8 @@ def _cmd_group(args: argparse.Namespace) -> int:
         raise SymtransError(f"--n must be at least 2, got {args.n}")
     if args.complete and not args.arch:
         raise SymtransError("--complete needs --arch PRESET|CONFIG.json (it builds small random instances)")
+    if args.certificate_out and not args.complete:
+        raise SymtransError("--certificate-out needs --complete (it certifies the completeness measurement)")
     if args.model and args.verify:
         return _verify(args)
     if args.complete:
@@ -281,7 +286,17 @@ def _complete(args: argparse.Namespace) -> int:
     from symtrans.progress import Progress
 
     spec = GroupSpec.from_arch(args.arch)
-    the_plan = plan(spec.arch, args.scope, tuple(_layer_counts(args.layers)), args.seed)
+    counts = tuple(_layer_counts(args.layers))
+    cert = None
+    if args.certificate_out:  # first: a structure the statement does not cover is refused before measuring
+        from symtrans.certify.completeness import completeness_certificate
+
+        from symtrans.certify.completeness import certificate_instance
+
+        with Progress(None, "group --certificate-out", unit="step"):
+            cert = completeness_certificate(spec.arch, layers=min(counts), seed=args.seed)
+        cert_why = certificate_instance(spec.arch, min(counts))[1]
+    the_plan = plan(spec.arch, args.scope, counts, args.seed)
     runs = []
     with Progress(len(the_plan["instances"]), "group --complete", unit="instance") as bar:
         for inst in the_plan["instances"]:
@@ -295,10 +310,43 @@ def _complete(args: argparse.Namespace) -> int:
     shown_plan["instances"] = [inst.name for inst in the_plan["instances"]]
     completeness = {"scope": args.scope, "arch": spec.arch.name, **{k: last[k] for k in keys},
                     "agrees": all(r["agrees"] for r in runs), "plan": shown_plan, "runs": runs}
+    if cert is not None:
+        completeness["certificate"] = rec = _write_certificate(cert, args.certificate_out)
+        rec["instance_differs"] = cert_why
     if args.format == "json":
         data = spec.to_dict()
         data["completeness"] = completeness
         print(json.dumps(data, indent=2, default=str))
     else:
         print("\n".join(completeness_lines(completeness)))
-    return 0 if completeness["agrees"] else 1
+        if cert is not None:
+            print("\n" + rec["line"])
+            for why in rec["instance_differs"]:
+                print(f"  certificate instance: {why}")
+    ok = cert is None or completeness["certificate"]["valid"]
+    return 0 if completeness["agrees"] and ok else 1
+
+
+def _write_certificate(cert: dict[str, Any], path: str) -> dict[str, Any]:
+    """Write the completeness certificate to ``path`` and re-check it with the independent checker: its record."""
+    import time
+    from pathlib import Path
+
+    from symtrans.certify.checker import verify_certificate
+    from symtrans.outdir import write_file
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SymtransError(f"--certificate-out {path}: cannot create its directory ({err.strerror})") from None
+    write_file(target.parent, target.name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
+    start = time.perf_counter()
+    ok, why = verify_certificate(cert)
+    seconds = time.perf_counter() - start
+    a, inst = cert["asserts"], cert["witness"]["instance"]
+    line = (f"certificate {path}: dim ker J = {a['stabiliser_dimension']} = dim G, P = {a['parameters']}, at one "
+            f"rational instance ({inst['family']}, L = {inst['L']}, d_model = {inst['d_model']}, eps = {inst['eps']}); "
+            f"independent checker: {'valid' if ok else 'INVALID: ' + why} ({seconds:.1f} s); re-check with "
+            f"`symtrans verify {path}`")
+    return {"file": str(target), "valid": ok, "reason": why, "seconds": seconds, "line": line}
