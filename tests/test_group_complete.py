@@ -141,3 +141,27 @@ def test_model_scope_counts_from_an_independent_count():
     # GPT-2: the tied head reads the word table, so only the position rows move along 1
     spec = GroupSpec.from_arch("gpt2")
     assert spec.scope_dimension("model") - spec.scope_dimension("layers") == get_arch("gpt2").max_positions
+
+
+def test_relu_ffn_is_measured_on_units_that_switch(monkeypatch):
+    """Post-LN BERT with a ReLU FFN: G (with its positive unit scalings) equals the measurement once every unit
+    switches on the batch; with the biases as drawn, a unit stuck off or on adds batch-only directions and the
+    measurement says so instead of disagreeing silently."""
+    import dataclasses
+
+    import symtrans.group.complete as C
+
+    a = dataclasses.replace(C.small_arch("bert-base", layers=1), activation="relu")
+    r = C.measure("bert-base", instance=a, layers=1)
+    assert r["relu_units"]["stuck"] == [] and r["agrees"], r["relu_units"]
+    assert r["measured_dimension"] == r["group_dimension"] + r["near_null"]
+    without = C.measure("bert-base", instance=a, layers=1, exclude=("ffn-scaling",))
+    assert len(without["unexplained"]) == a.d_ff  # the scalings G adds for ReLU are exactly the extra directions
+    def all_off(params, *_):  # a false case: every unit off on every row of every draw
+        for lay in params["layers"]:
+            lay["b_in"] = lay["b_in"] - 100.0
+
+    monkeypatch.setattr(C, "centre_relu_biases", all_off)
+    raw = C.measure("bert-base", instance=a, layers=1)
+    assert raw["relu_units"]["stuck"] and not raw["agrees"]
+    assert raw["relu_units"]["draws"] == C.RELU_DRAWS

@@ -260,6 +260,12 @@ def completeness_lines(data: dict[str, Any]) -> list[str]:
                      f"{'=' if r['measured_dimension'] == expected else '!='} G {r['group_dimension']}{near} "
                      f"(tangent rank {r['tangent_rank']}); rank cut {rec['cut_above']:.0e} | {below} "
                      f"({rec['gap_decades']:.1f} decades)  {'agrees' if r['agrees'] else 'DISAGREES'}")
+        relu = r.get("relu_units")
+        if relu and relu["stuck"]:
+            lines.append(f"      inconclusive batch: after {relu['draws']} weight draws some ReLU units never switch "
+                         f"({'; '.join(relu['stuck'][:3])}): those add directions of the batch, not of the function")
+        elif relu and relu["draws"] > 1:
+            lines.append(f"      weights drawn {relu['draws']} times until every ReLU unit switched on the batch")
         for u in r["unexplained"]:
             moves = ", ".join(f"{m['tensor']} {m['share']:.2f}" for m in u["moves"])
             lines.append(f"      unexplained direction moves: {moves}")

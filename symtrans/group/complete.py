@@ -568,14 +568,23 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
         for name in exclude:
             spec.factor(name)  # unknown names are an error, not a silent no-op
         spec = dataclasses.replace(spec, factors=tuple(f for f in spec.factors if f.name not in exclude))
-    params = random_instance(a, scope, seed)
-    entries = _entries(params, scope)
-    paths = [p for p, _ in entries]
-    theta0 = _flatten(params, paths)
-    P = theta0.numel()
     out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
-    count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
-    inputs = _inputs(a, scope, count, seed)
+    relu = {"draws": 0, "stuck": []}
+    for draw in range(RELU_DRAWS if a.activation == "relu" else 1):  # a ReLU unit must switch on the batch
+        params = random_instance(a, scope, seed + 1000 * draw)
+        entries = _entries(params, scope)
+        paths = [p for p, _ in entries]
+        theta0 = _flatten(params, paths)
+        P = theta0.numel()
+        count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
+        inputs = _inputs(a, scope, count, seed + 1000 * draw)
+        if a.activation != "relu":
+            break
+        centre_relu_biases(params, inputs, a, scope)
+        theta0 = _flatten(params, paths)
+        relu = {"draws": draw + 1, "stuck": stuck_relu_units(params, inputs, a, scope)}
+        if not relu["stuck"]:
+            break
     batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
 
     def outputs_at(p: dict[str, Any]) -> Any:
@@ -631,9 +640,91 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
                    "rule": f"cut at the widest drop of the singular values (relative to the largest); clear if "
                            f">= {MIN_GAP_DECADES:g} decades and the values below are < 1e-9"},
         "unexplained": unexplained,
+        **({"relu_units": relu} if a.activation == "relu" else {}),
         "agrees": bool(rec["clear"] and measured == group_dim + k and t_rank == group_dim and tn_rank == group_dim + k
-                       and not unexplained and inv < 1e-9),
+                       and not unexplained and inv < 1e-9 and not relu["stuck"]),
     }
+
+
+#: Weight draws tried until every ReLU unit switches on the batch (see :func:`stuck_relu_units`).
+RELU_DRAWS = 8
+
+
+def stuck_relu_units(params: dict[str, Any], inputs: list[dict[str, Any]], a: Architecture, scope: str) -> list[str]:
+    """ReLU units whose sign never changes on the batch: there the measured null space is larger than G's.
+
+    A unit that is off on every row leaves its input column, bias and output
+    row locally free (2 d_model + 1 directions, one of them G's scaling); units
+    that are on on every row act linearly together, so k of them add k^2 - k
+    directions of GL(k). Neither is a symmetry of the function, only of the
+    batch, so a measurement needs every unit on some rows and off on others.
+
+    Examples
+    --------
+    >>> a = dataclasses.replace(small_arch("bert-base", layers=1), activation="relu")
+    >>> p, x = random_instance(a, "layers"), _inputs(a, "layers", 16, 0)
+    >>> stuck_relu_units(p, x, a, "layers")  # as drawn
+    ['layer 0 unit 0: on for 0 of 80 rows']
+    >>> centre_relu_biases(p, x, a, "layers"); stuck_relu_units(p, x, a, "layers")
+    []
+    """
+    return [f"layer {i} unit {j}: on for {c} of {total} rows" for i, (counts, total) in
+            enumerate(_relu_rows(params, inputs, a, scope)) for j, c in enumerate(counts) if c in (0, total)]
+
+
+def centre_relu_biases(params: dict[str, Any], inputs: list[dict[str, Any]], a: Architecture, scope: str) -> None:
+    """Shift each ReLU unit's bias (b_in, or b_gate for a gate) so its pre-activation's median on the batch is 0.
+
+    Layer by layer (a layer's shift changes what the next one sees), in place;
+    an FFN without biases is left as drawn. The weights stay random: only
+    where each unit switches moves into the batch.
+
+    Examples
+    --------
+    >>> a = dataclasses.replace(small_arch("bert-base", layers=2), activation="relu")
+    >>> p, x = random_instance(a, "layers"), _inputs(a, "layers", 4, 0)
+    >>> for lay in p["layers"]:
+    ...     lay["b_in"] = lay["b_in"] + 50.0  # every unit on
+    >>> centre_relu_biases(p, x, a, "layers"); stuck_relu_units(p, x, a, "layers")
+    []
+    """
+    import torch
+
+    key = "b_gate" if a.ffn == "gated" else "b_in"
+    for i, lay in enumerate(params["layers"]):
+        if lay.get(key) is None:
+            continue
+        Z = _relu_rows(params, inputs, a, scope, values=True)[i]
+        lay[key] = lay[key] - torch.quantile(Z, 0.5, dim=0).reshape(lay[key].shape)
+
+
+def _relu_rows(params: dict[str, Any], inputs: list[dict[str, Any]], a: Architecture, scope: str,
+               values: bool = False) -> list[Any]:
+    """Per layer: (rows on per unit, rows) of its ReLU on the batch, or (``values``) the pre-activations."""
+    import torch
+
+    from symtrans.group.forward import TorchBackend
+
+    seen: list[Any] = []
+
+    class Recording(TorchBackend):
+        def act(self, Z: Any, kind: str) -> Any:
+            if kind == "relu":
+                seen.append(Z.detach().reshape(-1, Z.shape[-1]))
+            return super().act(Z, kind)
+
+    be = Recording(torch.float64)
+    rows: dict[int, list[Any]] = {}
+    for x in inputs:
+        seen.clear()
+        with torch.no_grad():
+            scope_forward(params, x, a, scope, be=be)
+        for i, on in enumerate(seen):  # one relu call per layer (the gate's, for a gated FFN), in layer order
+            rows.setdefault(i, []).append(on)
+    if values:
+        return [torch.cat(parts) for _, parts in sorted(rows.items())]
+    return [((torch.cat(parts) > 0).sum(0).tolist(), sum(int(q.shape[0]) for q in parts))
+            for _, parts in sorted(rows.items())]
 
 
 def _min_norm_variance(params: dict[str, Any], inputs: list[dict[str, Any]], a: Architecture, scope: str) -> float:
