@@ -224,6 +224,21 @@ def _layer_counts(text: str) -> list[int]:
     return counts
 
 
+def _completeness_word(r: dict[str, Any]) -> str:
+    """agrees, DISAGREES (a clear gap and different numbers) or INCONCLUSIVE (no clear gap, or a stuck batch)."""
+    from symtrans.group.complete import MIN_GAP_DECADES
+
+    if r["agrees"]:
+        return "agrees"
+    rec = r["record"]
+    if rec.get("clear") is False:
+        return (f"INCONCLUSIVE (the singular values have no clear gap: {rec['gap_decades']:.1f} decades, "
+                f"at least {MIN_GAP_DECADES:g} needed)")
+    if (r.get("relu_units") or {}).get("stuck"):
+        return "INCONCLUSIVE (ReLU units stuck on the batch)"
+    return "DISAGREES"
+
+
 def completeness_lines(data: dict[str, Any]) -> list[str]:
     """Text lines of a ``--complete`` run: scope and instance, one line per run, near-symmetries, unexplained.
 
@@ -259,7 +274,7 @@ def completeness_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"  L={r['sizes']['L']}: {r['parameters']} parameters, measured {r['measured_dimension']} "
                      f"{'=' if r['measured_dimension'] == expected else '!='} G {r['group_dimension']}{near} "
                      f"(tangent rank {r['tangent_rank']}); rank cut {rec['cut_above']:.0e} | {below} "
-                     f"({rec['gap_decades']:.1f} decades)  {'agrees' if r['agrees'] else 'DISAGREES'}")
+                     f"({rec['gap_decades']:.1f} decades)  {_completeness_word(r)}")
         relu = r.get("relu_units")
         if relu and relu["stuck"]:
             lines.append(f"      inconclusive batch: after {relu['draws']} weight draws some ReLU units never switch "
