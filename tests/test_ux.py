@@ -187,6 +187,80 @@ def test_progress_lines_in_a_pipe_and_quiet_silences_them():
     assert quiet.returncode == 0 and quiet.stderr == "" and timeless(quiet.stdout) == timeless(run.stdout)
 
 
+def _timed_stderr(*argv: str) -> tuple[float, list[tuple[float, str]], subprocess.CompletedProcess]:
+    """Run ``symtrans argv`` with stderr a pipe; each stderr line with the seconds since the start (and the baseline).
+
+    The baseline is the same interpreter's start to ``symtrans --version`` (it imports nothing more), so that
+    a loaded machine's slow start is not charged to the command.
+    """
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "symtrans", "--version"], cwd=ROOT, capture_output=True, env=env,
+                   timeout=120, check=True)
+    baseline = time.monotonic() - t0
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "symtrans", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    lines = [(time.monotonic() - t0, line.rstrip("\n")) for line in proc.stderr]  # type: ignore[union-attr]
+    out = proc.stdout.read()  # type: ignore[union-attr]
+    proc.wait(timeout=600)
+    return baseline, lines, subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+@pytest.mark.parametrize("argv", [("group", "--arch", "bert-base", "--complete", "--layers", "1"),
+                                  ("claims", "thm-5.3", "--blocks")])
+def test_slow_commands_speak_within_a_second_and_steadily_in_a_pipe(argv):
+    from symtrans import progress
+
+    baseline, lines, run = _timed_stderr(*argv)
+    assert run.returncode == 0, lines
+    assert lines, "no progress at all"
+    assert lines[0][0] - baseline <= 1.0, (baseline, lines[:2])  # the first line within a second of startup
+    gaps = [b[0] - a[0] for a, b in zip(lines, lines[1:])]
+    # never silent much longer than the heartbeat (slack for a loaded 2-core machine)
+    assert max(gaps, default=0.0) <= progress.HEARTBEAT_SECONDS + 1.5, list(zip(gaps, [t for _, t in lines[1:]]))
+    assert all(re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", t) for _, t in lines), lines
+    assert "done" in lines[-1][1]
+    if argv[0] == "claims":
+        assert run.stdout.startswith("no blockers:") and "1/5 def-notation" in lines[1][1]
+
+
+def test_verify_speaks_within_a_second_in_a_pipe(tmp_path):
+    out = tmp_path / "certs"
+    assert main(["certify", "prop-6.2", "--model", "none", "--out", str(out), "--quiet"]) == 0
+    baseline, lines, run = _timed_stderr("verify", str(out))
+    assert run.returncode == 0 and "1 of 1 certificates valid" in run.stdout, (lines, run.stdout)
+    assert lines and lines[0][0] - baseline <= 1.0, (baseline, lines)
+    assert "symtrans verify: 1/1 prop62-counterexample.json" in lines[1][1] and "done" in lines[-1][1]
+
+
+def test_the_heartbeat_repeats_the_running_step_while_silent():
+    import io
+    import time
+
+    from symtrans import progress
+
+    err = io.StringIO()
+    progress.configure(stream=err, clock=lambda: "12:00:00")
+    old = progress.HEARTBEAT_SECONDS
+    progress.HEARTBEAT_SECONDS = 0.3
+    try:
+        with progress.Progress(2, "demo", unit="item") as bar:
+            bar.show("slow step")
+            time.sleep(1.0)
+            bar.step("slow step")
+        time.sleep(0.8)  # after the last bar closed: nothing more
+    finally:
+        progress.HEARTBEAT_SECONDS = old
+        progress.configure()
+    lines = err.getvalue().splitlines()
+    beats = [x for x in lines if "still running" in x]
+    assert beats and all(x.startswith("[12:00:00] symtrans demo: 0/2 slow step (still running, ") for x in beats)
+    assert lines[-1].startswith("[12:00:00] symtrans demo: done, 1 item")  # no beat after the end
+
+
 def test_progress_on_a_terminal_is_a_bar():
     import io
 
