@@ -102,6 +102,34 @@ def test_layout_is_layered_and_nodes_do_not_overlap():
         assert y1 != y2 or x2 - x1 >= lay.node_w, "two claims overlap"
 
 
+def test_a_layout_for_a_width_fits_it_and_bundles_a_fan_in():
+    g = ClaimGraph()
+    free = layout(g, engine="builtin", node_w=192, dummy_w=4, gap_x=14)
+    assert free.width > 1260  # the graph does not fit that width by itself
+    lay = layout(g, engine="builtin", node_w=192, dummy_w=4, gap_x=14, max_width=1260, bundle_min=8)
+    assert lay.width <= 1260 and all(0 <= x and x + lay.node_w <= lay.width for x, _ in lay.pos.values())
+    for u, v, _ in g.edges():  # still layered: every edge points down
+        assert lay.pos[u][1] + lay.node_h <= lay.pos[v][1], (u, v)
+    rows: dict[float, list[float]] = {}
+    for x, y in lay.pos.values():
+        rows.setdefault(y, []).append(x)
+    assert all(b - a >= lay.node_w for xs in rows.values() for a, b in zip(sorted(xs), sorted(xs)[1:]))
+    into = sorted(u for u, v, _ in g.edges() if v == "framework-9")
+    assert sorted(lay.trunks["framework-9"][1]) == into and set(lay.trunks) == {"framework-9"}
+    assert edges_through_nodes(lay) == 0
+    # a star of 12 sources into one sink, room for 3 sources and the trunk's dummy (8 px, 5 px off) a layer:
+    # 4 layers of sources, one trunk; 20 px less room and only 2 fit a layer
+    star = [f"s{i}" for i in range(12)]
+    room = 3 * 100 + 2 * 10 + 5 + 8 + 2 * 10
+    lay = layout_edges([*star, "t"], [(s, "t") for s in star], engine="builtin", node_w=100, gap_x=10,
+                       margin=10, max_width=room, bundle_min=5)
+    assert lay.width <= room and len({lay.pos[s][1] for s in star}) == 4 and len(lay.trunks["t"][1]) == 12
+    narrow = layout_edges([*star, "t"], [(s, "t") for s in star], engine="builtin", node_w=100, gap_x=10,
+                          margin=10, max_width=room - 20, bundle_min=5)
+    assert len({narrow.pos[s][1] for s in star}) == 6
+    assert crossings(lay) == 0
+
+
 def test_crossing_minimisation_beats_the_given_order_on_a_known_case():
     # K_{2,2} drawn crosswise by the input order has 1 crossing; the ordering must remove it
     nodes = ["a", "b", "y", "x"]
