@@ -18,7 +18,11 @@ Usage::
     python docs/gen.py --write [--report R.json]     # rewrite every block in place
     python docs/gen.py --check --no-report           # skip the blocks that need the report
 
-The blocks ``claims-table``, ``disagreements``, ``formalisations`` and ``report-excerpt`` come from the proof-status
+Values printed in prose outside any block (the README's, which is edited by hand) are listed in
+:data:`FACTS` with the code that computes them; ``--check`` names a stale one.
+
+The blocks ``claims-table``, ``check-table``, ``disagreements``, ``formalisations`` and ``report-excerpt`` come from
+the proof-status
 report of the bundled model (``symtrans report --model default``: n = 128, seed 0, float64): from
 ``--report`` (a report.json, with report.md beside it) or built now (minutes). Everything else is
 derived from the code at once: the formula registry, the producer registrations, the
@@ -208,6 +212,28 @@ def console(ctx: Context | None, args: str) -> str:
     return f"```console\n$ symtrans {args}\n{command_output(args).rstrip()}\n```"
 
 
+@generator("console-head")
+def console_head(ctx: Context | None, args: str) -> str:
+    """The first lines of a console example (``args``: the line count, then the command's arguments), then ``...``.
+
+    Examples
+    --------
+    >>> print(console_head(None, "2 claims"))
+    ```console
+    $ symtrans claims
+    def-notation              definition   definition       paper    §2, Notation
+    def-alpha                 definition   definition       paper    §2, directional asymmetry index
+    ...
+    ```
+    """
+    count, _, rest = args.strip().partition(" ")
+    if not count.isdigit() or not rest.strip():
+        raise ValueError("gen:console-head needs a line count and the command: <!-- gen:console-head 12 claims -->")
+    lines = command_output(rest).rstrip().splitlines()
+    shown = lines[:int(count)] + (["..."] if len(lines) > int(count) else [])
+    return "```console\n$ symtrans " + rest.strip() + "\n" + "\n".join(shown) + "\n```"
+
+
 # ---------------------------------------------------------------------------------------- the report
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -295,6 +321,36 @@ def disagreements(doc: dict[str, Any]) -> str:
         c = claims[d["id"]]
         lines.append(f"| `{d['id']}` | {_cell(c['paper_ref'])} | {c['paper_status']} | {d['verdict']} | {c['standing']} |")
     return "\n".join(lines)
+
+
+def check_table(doc: dict[str, Any]) -> str:
+    """The numeric records of a ``report.json`` as ``symtrans check`` tabulates them (without its seconds column).
+
+    Examples
+    --------
+    >>> doc = {"model": {"spec": "default", "arch": "m", "weights_hash": "ab" * 32},
+    ...        "context": {"n": 8, "seed": 0, "dtype": "float64"},
+    ...        "claims": [{"id": "x", "evidence": [{"claim": "x", "producer": "p", "kind": "numeric",
+    ...                    "verdict": "supported", "margin": 1.5, "summary": "s"}]}]}
+    >>> print(check_table(doc))
+    symtrans check: model default (m, weights abababababab), n = 8, seed 0, float64
+    claim  check  verdict    margin  summary
+    ----------------------------------------
+    x      p      supported  1.5     s
+    """
+    from symtrans.cli.check import _table
+    from symtrans.evidence import Evidence
+
+    m, ctx = doc["model"], doc["context"]
+    records = [Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"]
+               if e.get("kind") == "numeric" and not e.get("stale")]
+    return (f"symtrans check: model {m['spec']} ({m['arch']}, weights {m['weights_hash'][:12]}), n = {ctx['n']}, "
+            f"seed {ctx['seed']}, {ctx['dtype']}\n" + _table(records, seconds=False))
+
+
+@generator("check-table", needs_report=True)
+def _check_table(ctx: Context, args: str) -> str:
+    return "```text\n" + check_table(ctx.report_json()) + "\n```"
 
 
 @generator("disagreements", needs_report=True)
@@ -387,6 +443,60 @@ def pairing_table(ctx: Context | None = None, args: str = "") -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------- facts in prose
+@dataclass(frozen=True)
+class Fact:
+    """A value printed in a document's prose, outside any block: the text around it and how to compute it.
+
+    The check computes the value and looks for ``template`` filled with it (whitespace and line breaks
+    counted as one space); ``--write`` cannot rewrite prose, so a stale fact is named for a hand edit.
+
+    Examples
+    --------
+    >>> f = Fact("README.md", "{:,} for BertBase at n = 512", lambda: (360448,))
+    >>> f.text(), f.found("... 360,448 for\\nBertBase at  n = 512 ..."), f.found("360,449 for BertBase at n = 512")
+    ('360,448 for BertBase at n = 512', True, False)
+    """
+
+    path: str  # relative to the repository root
+    template: str
+    values: Callable[[], tuple[Any, ...]]
+
+    def text(self) -> str:
+        return self.template.format(*self.values())
+
+    def found(self, document: str) -> bool:
+        return " ".join(self.text().split()) in " ".join(document.split())
+
+    @property
+    def label(self) -> str:
+        return f"{self.path}: fact {self.template!r} (edit by hand: {self.text()!r})"
+
+
+def _recovery_bert_512() -> tuple[Any, ...]:
+    from symtrans.formulas import formula
+
+    return (int(formula("recovery-ambiguity", arch="bert-base", n=512).value),)
+
+
+def _share_facts() -> tuple[Any, ...]:
+    from symtrans.checks.sec6 import paper_share_range
+    from symtrans.formulas import formula
+
+    r = paper_share_range()
+    assert r == list(range(r[0], r[-1] + 1)), "the n where 64.8% holds is no longer one run"
+    return (r[0], r[-1], float(formula("ffn-flop-share", arch="bert-base", n=512).value))
+
+
+#: every value the README's prose prints (README.md is edited by hand; its blocks by --write)
+FACTS: tuple[Fact, ...] = (
+    Fact("README.md", 'symtrans.formula("recovery-ambiguity", arch="bert-base", n=512).value   # {}',
+         _recovery_bert_512),
+    Fact("README.md", "{:,} for BertBase at n = 512", _recovery_bert_512),
+    Fact("README.md", "the 64.8% FFN FLOP share holds only for n in {}..{} ({:.1%} at n = 512", _share_facts),
+)
+
+
 # ---------------------------------------------------------------------------------------- blocks
 @dataclass(frozen=True)
 class Block:
@@ -461,6 +571,8 @@ def check(ctx: Context, paths: list[Path] | None = None, names: set[str] | None 
     for path in paths or documents():
         text = (texts or {}).get(path) or path.read_text(encoding="utf-8")
         stale += [b.label for b in regenerate(text, path, ctx, names)[1]]
+        if names is None:
+            stale += [f.label for f in FACTS if ROOT / f.path == path and not f.found(text)]
     return stale
 
 
@@ -492,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
             if changed:
                 path.write_text(new, encoding="utf-8")
                 print("\n".join(f"wrote {b.label}" for b in changed))
+            for f in FACTS:
+                if ROOT / f.path == path and not f.found(new):
+                    print(f"stale (prose, not rewritten): {f.label}")
         return 0
     except (ValueError, LookupError, RuntimeError) as e:
         print(f"gen.py: error: {e}", file=sys.stderr)
