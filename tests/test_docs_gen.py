@@ -191,7 +191,9 @@ def test_claim_table_rows_carry_the_reports_verdicts(gen, example_report):
 def test_check_table_rows_are_the_reports_numeric_records(gen, example_report):
     _, doc, _ = example_report
     block = block_text(gen, ROOT / "docs" / "numeric-checks.md", "check-table")
-    rows = [line.split() for line in block.splitlines()[3:] if line and not line.startswith("```")]
+    lines = block.splitlines()  # the fence, the model line, the header, its rule, then one row a record
+    assert lines[3].startswith("-----")
+    rows = [line.split() for line in lines[4:] if line and not line.startswith("```")]
     records = [e for c in doc["claims"] for e in c["evidence"] if e["kind"] == "numeric" and not e.get("stale")]
     assert [(r[0], r[1], r[2]) for r in rows] == [(e["claim"], e["producer"], e["verdict"]) for e in records]
     assert " s " not in block.splitlines()[2]  # the run-dependent seconds column is left out
