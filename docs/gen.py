@@ -443,6 +443,42 @@ def pairing_table(ctx: Context | None = None, args: str = "") -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------- the LayerNorm counterexample
+_LN_CASE: dict[str, Any] = {}
+
+
+def ln_counterexample() -> dict[str, Any]:
+    """The counterexample of thm-4.2's ``ln-affine-search`` record (the exact search, run once: a few seconds)."""
+    if not _LN_CASE:
+        from symtrans.evidence import Context as Run
+        from symtrans.runner import producers_for, run_producer
+
+        (producer,) = [p for p in producers_for("thm-4.2") if p.name == "ln-affine-search"]
+        (record,) = run_producer(producer, Run(model=None))
+        _LN_CASE.update(record.counterexample)
+    return _LN_CASE
+
+
+def matrix_text(rows: list[list[str]], sep: str = ", ") -> str:
+    """A matrix of exact entries as nested brackets.
+
+    Examples
+    --------
+    >>> matrix_text([["-1", "0"], ["1", "1"]]), matrix_text([["-1", "0"]], ",")
+    ('[[-1, 0], [1, 1]]', '[[-1,0]]')
+    """
+    return "[" + sep.join("[" + sep.join(r) + "]" for r in rows) + "]"
+
+
+@generator("ln-counterexample")
+def _ln_counterexample(ctx: Context | None, args: str) -> str:
+    case = ln_counterexample()
+    held = [h for h, ok in case["hypotheses"].items() if h != "all" and not ok]
+    hyp = "H1-H4 hold exactly" if case["hypotheses"]["all"] else "violated: " + ", ".join(held)
+    return (f"```text\nX = {matrix_text(case['X'])}    {hyp};  arank(X) = {case['arank_X']},  "
+            f"arank(LN X) = {case['arank_LN_X_reduction']}\nsigma = {case['sigma']}\n```")
+
+
 # ---------------------------------------------------------------------------------------- facts in prose
 @dataclass(frozen=True)
 class Fact:
@@ -494,6 +530,9 @@ FACTS: tuple[Fact, ...] = (
          _recovery_bert_512),
     Fact("README.md", "{:,} for BertBase at n = 512", _recovery_bert_512),
     Fact("README.md", "the 64.8% FFN FLOP share holds only for n in {}..{} ({:.1%} at n = 512", _share_facts),
+    Fact("README.md", "X = {} has affine rank {}, LN(X) has affine rank {}",
+         lambda: (matrix_text(ln_counterexample()["X"], ","), ln_counterexample()["arank_X"],
+                  ln_counterexample()["arank_LN_X_reduction"])),
 )
 
 

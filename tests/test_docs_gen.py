@@ -103,6 +103,27 @@ def test_a_stale_fact_in_the_readme_prose_fails_the_check(gen):
     assert edited != text and len(gen.check(ctx, [readme], texts={readme: edited})) == 1
 
 
+def test_the_readme_counterexample_is_one_by_direct_computation():
+    """The README's X, read off its prose, has affine rank 1 and LN(X) (eps = 0, no affine) affine rank 2 (SymPy)."""
+    import ast
+
+    import sympy as sp
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"X = (\[\[[-0-9,\[\]]+\]\]) has affine rank (\d+), LN\(X\) has affine rank (\d+)", readme)
+    assert m, "the README no longer states the counterexample"
+    X = sp.Matrix(ast.literal_eval(m.group(1)))
+
+    def arank(M: sp.Matrix) -> int:
+        return (M - sp.ones(M.rows, 1) * M[0, :]).rank()
+
+    rows = []
+    for i in range(X.rows):
+        r = X[i, :] - sp.ones(1, X.cols) * sum(X[i, :]) / X.cols
+        rows.append(r / sp.sqrt(sum(v**2 for v in r) / X.cols))
+    assert (arank(X), arank(sp.Matrix.vstack(*rows))) == (int(m.group(2)), int(m.group(3))) == (1, 2)
+
+
 def test_console_head_is_the_commands_first_lines(gen):
     head = gen.console_head(None, "3 claims").splitlines()
     full = gen.command_output("claims").splitlines()
