@@ -100,16 +100,34 @@ class Generator:
     name: str
     make: Callable[[Context, str], str]
     needs_report: bool = False
+    volatile: re.Pattern[str] | None = None  # parts that change from run to run: not compared, not rewritten
+
+    def same(self, old: str, new: str) -> bool:
+        """Whether a block's text is current: equal, up to its :attr:`volatile` parts.
+
+        Examples
+        --------
+        >>> GENERATORS["console-timed"].same("x (0.30 s)", "x (0.41 s)"), GENERATORS["console"].same("1", "2")
+        (True, False)
+        """
+        if self.volatile is None:
+            return old == new
+        return self.volatile.sub("(s)", old) == self.volatile.sub("(s)", new)
 
 
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str, needs_report: bool = False) -> Callable[[Callable[[Context, str], str]], Any]:
+def generator(name: str, needs_report: bool = False,
+              volatile: re.Pattern[str] | None = None) -> Callable[[Callable[[Context, str], str]], Any]:
     def register(fn: Callable[[Context, str], str]) -> Callable[[Context, str], str]:
-        GENERATORS[name] = Generator(name, fn, needs_report)
+        GENERATORS[name] = Generator(name, fn, needs_report, volatile)
         return fn
     return register
+
+
+#: a duration as the commands print it, "(0.30 s)": it varies from run to run
+DURATION = re.compile(r"\(\d+\.\d+ s\)")
 
 
 # ---------------------------------------------------------------------------------------- formulas
@@ -232,6 +250,12 @@ def console_head(ctx: Context | None, args: str) -> str:
     lines = command_output(rest).rstrip().splitlines()
     shown = lines[:int(count)] + (["..."] if len(lines) > int(count) else [])
     return "```console\n$ symtrans " + rest.strip() + "\n" + "\n".join(shown) + "\n```"
+
+
+@generator("console-timed", volatile=DURATION)
+def console_timed(ctx: Context | None, args: str) -> str:
+    """A console example whose output prints durations, ``(0.30 s)``: checked and rewritten up to them."""
+    return console(ctx, args)
 
 
 # ---------------------------------------------------------------------------------------- the report
@@ -595,7 +619,9 @@ def regenerate(text: str, path: Path, ctx: Context, names: set[str] | None = Non
         if GENERATORS[b.name].needs_report and not ctx.allow_report and ctx.report is None:
             continue
         new = render(b, ctx)
-        if new != text[b.start:b.end]:
+        if GENERATORS[b.name].same(text[b.start:b.end], new):
+            new = text[b.start:b.end]  # current: keep the committed durations (no churn on --write)
+        else:
             stale.append(b)
         out += [text[last:b.start], new]
         last = b.end

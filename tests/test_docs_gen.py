@@ -124,6 +124,17 @@ def test_the_readme_counterexample_is_one_by_direct_computation():
     assert (arank(X), arank(sp.Matrix.vstack(*rows))) == (int(m.group(2)), int(m.group(3))) == (1, 2)
 
 
+def test_a_timed_console_block_is_compared_up_to_its_durations_only(gen):
+    timed = gen.GENERATORS["console-timed"]
+    page = (ROOT / "docs" / "certificates.md").read_text(encoding="utf-8")
+    (b,) = [b for b in gen.blocks(page, ROOT / "docs" / "certificates.md") if b.name == "console-timed"]
+    old = page[b.start:b.end]
+    assert gen.DURATION.search(old), "the block prints no duration any more: use gen:console"
+    assert timed.same(old, gen.DURATION.sub("(12.34 s)", old))
+    assert not timed.same(old, old.replace(": certified", ": supported", 1))  # a verdict is compared
+    assert not timed.same(old, old.replace(" s)", " ms)", 1))  # only a duration's digits are masked
+
+
 def test_console_head_is_the_commands_first_lines(gen):
     head = gen.console_head(None, "3 claims").splitlines()
     full = gen.command_output("claims").splitlines()
