@@ -126,8 +126,9 @@ def generator(name: str, needs_report: bool = False,
     return register
 
 
-#: a duration as the commands print it, "(0.30 s)": it varies from run to run
-DURATION = re.compile(r"\(\d+\.\d+ s\)")
+#: what varies from run to run in a command's output: a duration as printed, "(0.30 s)", and measure's
+#: machine lines (where the model lies, the memory and the seconds it took)
+DURATION = re.compile(r"\(\d+\.\d+ s\)|^(?:model|memory|time) {2,}\S.*$", re.M)
 
 
 # ---------------------------------------------------------------------------------------- formulas
@@ -205,11 +206,11 @@ def command_output(args: str) -> str:
     """
     from symtrans.cli import main as cli_main
 
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    buffer, err = io.StringIO(), io.StringIO()  # an in-memory stderr: no progress lines (symtrans.progress)
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(err):
         status = cli_main(shlex.split(args))
     if status != 0:
-        raise RuntimeError(f"`symtrans {args}` exited {status}")
+        raise RuntimeError(f"`symtrans {args}` exited {status}: {err.getvalue().strip()[-300:]}")
     return buffer.getvalue()
 
 
@@ -254,7 +255,7 @@ def console_head(ctx: Context | None, args: str) -> str:
 
 @generator("console-timed", volatile=DURATION)
 def console_timed(ctx: Context | None, args: str) -> str:
-    """A console example whose output prints durations, ``(0.30 s)``: checked and rewritten up to them."""
+    """A console example that prints durations or machine lines (:data:`DURATION`): checked up to them."""
     return console(ctx, args)
 
 
