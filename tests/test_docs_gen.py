@@ -135,6 +135,20 @@ def test_a_timed_console_block_is_compared_up_to_its_durations_only(gen):
     assert not timed.same(old, old.replace(" s)", " ms)", 1))  # only a duration's digits are masked
 
 
+def test_the_api_session_in_api_md_is_real_output():
+    """docs/api.md's session, run as a doctest up to the report (which takes minutes and prints no output there)."""
+    page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    session = page[page.index("A session (real output"):]
+    session = session[session.index("```python\n") + 10:session.index("```\n", session.index("```python\n") + 10)]
+    session = session[:session.index(">>> r = symtrans.proof_report(")]
+    test = doctest.DocTestParser().get_doctest(session, {}, "docs/api.md session", "docs/api.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    out: list[str] = []
+    runner.run(test, out=out.append)
+    assert runner.summarize(verbose=False).failed == 0, "".join(out)
+    assert len(test.examples) >= 8
+
+
 def test_console_head_is_the_commands_first_lines(gen):
     head = gen.console_head(None, "3 claims").splitlines()
     full = gen.command_output("claims").splitlines()
