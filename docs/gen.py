@@ -228,7 +228,12 @@ def console(ctx: Context | None, args: str) -> str:
     """
     if not args.strip():
         raise ValueError("gen:console needs the command's arguments: <!-- gen:console formula NAME ... -->")
-    return f"```console\n$ symtrans {args}\n{command_output(args).rstrip()}\n```"
+    return _console_block(args, command_output(args).rstrip())
+
+
+def _console_block(args: str, output: str) -> str:
+    """The fenced console block of ``$ symtrans ARGS`` and its output: the one format of every console example."""
+    return f"```console\n$ symtrans {args.strip()}\n{output}\n```"
 
 
 @generator("console-head")
@@ -250,7 +255,7 @@ def console_head(ctx: Context | None, args: str) -> str:
         raise ValueError("gen:console-head needs a line count and the command: <!-- gen:console-head 12 claims -->")
     lines = command_output(rest).rstrip().splitlines()
     shown = lines[:int(count)] + (["..."] if len(lines) > int(count) else [])
-    return "```console\n$ symtrans " + rest.strip() + "\n" + "\n".join(shown) + "\n```"
+    return _console_block(rest, "\n".join(shown))
 
 
 @generator("console-timed", volatile=DURATION)
