@@ -264,6 +264,42 @@ def console_timed(ctx: Context | None, args: str) -> str:
     return console(ctx, args)
 
 
+_CHECKPOINTS: dict[str, Path] = {}
+
+
+def checkpoint(family: str) -> Path:
+    """A random-init checkpoint of ``family`` (``symtrans.numeric.fixtures.random_checkpoint``, seed 0), made once."""
+    if family not in _CHECKPOINTS:
+        from symtrans.numeric.fixtures import random_checkpoint
+
+        tmp = tempfile.mkdtemp(prefix=f"symtrans-gen-{family}-")
+        _CHECKPOINTS[family] = random_checkpoint(Path(tmp) / family, family)[0]
+    return _CHECKPOINTS[family]
+
+
+@generator("checkpoint-section")
+def checkpoint_section(ctx: Context | None, args: str) -> str:
+    """One section of a command's output on a random-init checkpoint (``args``: family, the section's first
+    words in quotes, then the command with ``DIR`` for the checkpoint): from that line to the next blank one.
+
+    Examples
+    --------
+    >>> print(checkpoint_section(None, 'bert "rank profile:" measure --model DIR --n 4 --depth 1 --variant full'))
+    ... # doctest: +ELLIPSIS
+    ```text
+    rank profile: variant full, LayerNorm on  (state 0 = first layer's input)
+    ...
+    ```
+    """
+    family, start, *command = shlex.split(args)
+    out = command_output(shlex.join(str(checkpoint(family)) if a == "DIR" else a for a in command)).splitlines()
+    first = next((i for i, line in enumerate(out) if line.startswith(start)), None)
+    if first is None:
+        raise RuntimeError(f"gen:checkpoint-section: no line starts with {start!r}")
+    end = next((i for i in range(first, len(out)) if not out[i].strip()), len(out))
+    return "```text\n" + "\n".join(out[first:end]) + "\n```"
+
+
 # ---------------------------------------------------------------------------------------- the report
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
