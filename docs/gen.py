@@ -18,7 +18,11 @@ Usage::
     python docs/gen.py --write [--report R.json]     # rewrite every block in place
     python docs/gen.py --check --no-report           # skip the blocks that need the report
 
-The blocks ``claims-table``, ``disagreements``, ``formalisations`` and ``report-excerpt`` come from the proof-status
+Values printed in prose outside any block (the README's, which is edited by hand) are listed in
+:data:`FACTS` with the code that computes them; ``--check`` names a stale one.
+
+The blocks ``claims-table``, ``check-table``, ``disagreements``, ``formalisations`` and ``report-excerpt`` come from
+the proof-status
 report of the bundled model (``symtrans report --model default``: n = 128, seed 0, float64): from
 ``--report`` (a report.json, with report.md beside it) or built now (minutes). Everything else is
 derived from the code at once: the formula registry, the producer registrations, the
@@ -96,16 +100,35 @@ class Generator:
     name: str
     make: Callable[[Context, str], str]
     needs_report: bool = False
+    volatile: re.Pattern[str] | None = None  # parts that change from run to run: not compared, not rewritten
+
+    def same(self, old: str, new: str) -> bool:
+        """Whether a block's text is current: equal, up to its :attr:`volatile` parts.
+
+        Examples
+        --------
+        >>> GENERATORS["console-timed"].same("x (0.30 s)", "x (0.41 s)"), GENERATORS["console"].same("1", "2")
+        (True, False)
+        """
+        if self.volatile is None:
+            return old == new
+        return self.volatile.sub("(s)", old) == self.volatile.sub("(s)", new)
 
 
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str, needs_report: bool = False) -> Callable[[Callable[[Context, str], str]], Any]:
+def generator(name: str, needs_report: bool = False,
+              volatile: re.Pattern[str] | None = None) -> Callable[[Callable[[Context, str], str]], Any]:
     def register(fn: Callable[[Context, str], str]) -> Callable[[Context, str], str]:
-        GENERATORS[name] = Generator(name, fn, needs_report)
+        GENERATORS[name] = Generator(name, fn, needs_report, volatile)
         return fn
     return register
+
+
+#: what varies from run to run in a command's output: a duration as printed, "(0.30 s)", and measure's
+#: machine lines (where the model lies, the memory and the seconds it took)
+DURATION = re.compile(r"\(\d+\.\d+ s\)|^(?:model|memory|time) {2,}\S.*$", re.M)
 
 
 # ---------------------------------------------------------------------------------------- formulas
@@ -183,11 +206,11 @@ def command_output(args: str) -> str:
     """
     from symtrans.cli import main as cli_main
 
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    buffer, err = io.StringIO(), io.StringIO()  # an in-memory stderr: no progress lines (symtrans.progress)
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(err):
         status = cli_main(shlex.split(args))
     if status != 0:
-        raise RuntimeError(f"`symtrans {args}` exited {status}")
+        raise RuntimeError(f"`symtrans {args}` exited {status}: {err.getvalue().strip()[-300:]}")
     return buffer.getvalue()
 
 
@@ -205,7 +228,76 @@ def console(ctx: Context | None, args: str) -> str:
     """
     if not args.strip():
         raise ValueError("gen:console needs the command's arguments: <!-- gen:console formula NAME ... -->")
-    return f"```console\n$ symtrans {args}\n{command_output(args).rstrip()}\n```"
+    return _console_block(args, command_output(args).rstrip())
+
+
+def _console_block(args: str, output: str) -> str:
+    """The fenced console block of ``$ symtrans ARGS`` and its output: the one format of every console example."""
+    return f"```console\n$ symtrans {args.strip()}\n{output}\n```"
+
+
+@generator("console-head")
+def console_head(ctx: Context | None, args: str) -> str:
+    """The first lines of a console example (``args``: the line count, then the command's arguments), then ``...``.
+
+    Examples
+    --------
+    >>> print(console_head(None, "2 claims"))
+    ```console
+    $ symtrans claims
+    def-notation              definition   definition       paper    §2, Notation
+    def-alpha                 definition   definition       paper    §2, directional asymmetry index
+    ...
+    ```
+    """
+    count, _, rest = args.strip().partition(" ")
+    if not count.isdigit() or not rest.strip():
+        raise ValueError("gen:console-head needs a line count and the command: <!-- gen:console-head 12 claims -->")
+    lines = command_output(rest).rstrip().splitlines()
+    shown = lines[:int(count)] + (["..."] if len(lines) > int(count) else [])
+    return _console_block(rest, "\n".join(shown))
+
+
+@generator("console-timed", volatile=DURATION)
+def console_timed(ctx: Context | None, args: str) -> str:
+    """A console example that prints durations or machine lines (:data:`DURATION`): checked up to them."""
+    return console(ctx, args)
+
+
+_CHECKPOINTS: dict[str, Path] = {}
+
+
+def checkpoint(family: str) -> Path:
+    """A random-init checkpoint of ``family`` (``symtrans.numeric.fixtures.random_checkpoint``, seed 0), made once."""
+    if family not in _CHECKPOINTS:
+        from symtrans.numeric.fixtures import random_checkpoint
+
+        tmp = tempfile.mkdtemp(prefix=f"symtrans-gen-{family}-")
+        _CHECKPOINTS[family] = random_checkpoint(Path(tmp) / family, family)[0]
+    return _CHECKPOINTS[family]
+
+
+@generator("checkpoint-section")
+def checkpoint_section(ctx: Context | None, args: str) -> str:
+    """One section of a command's output on a random-init checkpoint (``args``: family, the section's first
+    words in quotes, then the command with ``DIR`` for the checkpoint): from that line to the next blank one.
+
+    Examples
+    --------
+    >>> print(checkpoint_section(None, 'bert "rank profile:" measure --model DIR --n 4 --depth 1 --variant full'))
+    ... # doctest: +ELLIPSIS
+    ```text
+    rank profile: variant full, LayerNorm on  (state 0 = first layer's input)
+    ...
+    ```
+    """
+    family, start, *command = shlex.split(args)
+    out = command_output(shlex.join(str(checkpoint(family)) if a == "DIR" else a for a in command)).splitlines()
+    first = next((i for i, line in enumerate(out) if line.startswith(start)), None)
+    if first is None:
+        raise RuntimeError(f"gen:checkpoint-section: no line starts with {start!r}")
+    end = next((i for i in range(first, len(out)) if not out[i].strip()), len(out))
+    return "```text\n" + "\n".join(out[first:end]) + "\n```"
 
 
 # ---------------------------------------------------------------------------------------- the report
@@ -295,6 +387,36 @@ def disagreements(doc: dict[str, Any]) -> str:
         c = claims[d["id"]]
         lines.append(f"| `{d['id']}` | {_cell(c['paper_ref'])} | {c['paper_status']} | {d['verdict']} | {c['standing']} |")
     return "\n".join(lines)
+
+
+def check_table(doc: dict[str, Any]) -> str:
+    """The numeric records of a ``report.json`` as ``symtrans check`` tabulates them (without its seconds column).
+
+    Examples
+    --------
+    >>> doc = {"model": {"spec": "default", "arch": "m", "weights_hash": "ab" * 32},
+    ...        "context": {"n": 8, "seed": 0, "dtype": "float64"},
+    ...        "claims": [{"id": "x", "evidence": [{"claim": "x", "producer": "p", "kind": "numeric",
+    ...                    "verdict": "supported", "margin": 1.5, "summary": "s"}]}]}
+    >>> print(check_table(doc))
+    symtrans check: model default (m, weights abababababab), n = 8, seed 0, float64
+    claim  check  verdict    margin  summary
+    ----------------------------------------
+    x      p      supported  1.5     s
+    """
+    from symtrans.cli.check import _table
+    from symtrans.evidence import Evidence
+
+    m, ctx = doc["model"], doc["context"]
+    records = [Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"]
+               if e.get("kind") == "numeric" and not e.get("stale")]
+    return (f"symtrans check: model {m['spec']} ({m['arch']}, weights {m['weights_hash'][:12]}), n = {ctx['n']}, "
+            f"seed {ctx['seed']}, {ctx['dtype']}\n" + _table(records, seconds=False))
+
+
+@generator("check-table", needs_report=True)
+def _check_table(ctx: Context, args: str) -> str:
+    return "```text\n" + check_table(ctx.report_json()) + "\n```"
 
 
 @generator("disagreements", needs_report=True)
@@ -387,6 +509,99 @@ def pairing_table(ctx: Context | None = None, args: str = "") -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------- the LayerNorm counterexample
+_LN_CASE: dict[str, Any] = {}
+
+
+def ln_counterexample() -> dict[str, Any]:
+    """The counterexample of thm-4.2's ``ln-affine-search`` record (the exact search, run once: a few seconds)."""
+    if not _LN_CASE:
+        from symtrans.evidence import Context as Run
+        from symtrans.runner import producers_for, run_producer
+
+        (producer,) = [p for p in producers_for("thm-4.2") if p.name == "ln-affine-search"]
+        (record,) = run_producer(producer, Run(model=None))
+        _LN_CASE.update(record.counterexample)
+    return _LN_CASE
+
+
+def matrix_text(rows: list[list[str]], sep: str = ", ") -> str:
+    """A matrix of exact entries as nested brackets.
+
+    Examples
+    --------
+    >>> matrix_text([["-1", "0"], ["1", "1"]]), matrix_text([["-1", "0"]], ",")
+    ('[[-1, 0], [1, 1]]', '[[-1,0]]')
+    """
+    return "[" + sep.join("[" + sep.join(r) + "]" for r in rows) + "]"
+
+
+@generator("ln-counterexample")
+def _ln_counterexample(ctx: Context | None, args: str) -> str:
+    case = ln_counterexample()
+    held = [h for h, ok in case["hypotheses"].items() if h != "all" and not ok]
+    hyp = "H1-H4 hold exactly" if case["hypotheses"]["all"] else "violated: " + ", ".join(held)
+    return (f"```text\nX = {matrix_text(case['X'])}    {hyp};  arank(X) = {case['arank_X']},  "
+            f"arank(LN X) = {case['arank_LN_X_reduction']}\nsigma = {case['sigma']}\n```")
+
+
+# ---------------------------------------------------------------------------------------- facts in prose
+@dataclass(frozen=True)
+class Fact:
+    """A value printed in a document's prose, outside any block: the text around it and how to compute it.
+
+    The check computes the value and looks for ``template`` filled with it (whitespace and line breaks
+    counted as one space); ``--write`` cannot rewrite prose, so a stale fact is named for a hand edit.
+
+    Examples
+    --------
+    >>> f = Fact("README.md", "{:,} for BertBase at n = 512", lambda: (360448,))
+    >>> f.text(), f.found("... 360,448 for\\nBertBase at  n = 512 ..."), f.found("360,449 for BertBase at n = 512")
+    ('360,448 for BertBase at n = 512', True, False)
+    """
+
+    path: str  # relative to the repository root
+    template: str
+    values: Callable[[], tuple[Any, ...]]
+
+    def text(self) -> str:
+        return self.template.format(*self.values())
+
+    def found(self, document: str) -> bool:
+        return " ".join(self.text().split()) in " ".join(document.split())
+
+    @property
+    def label(self) -> str:
+        return f"{self.path}: fact {self.template!r} (edit by hand: {self.text()!r})"
+
+
+def _recovery_bert_512() -> tuple[Any, ...]:
+    from symtrans.formulas import formula
+
+    return (int(formula("recovery-ambiguity", arch="bert-base", n=512).value),)
+
+
+def _share_facts() -> tuple[Any, ...]:
+    from symtrans.checks.sec6 import paper_share_range
+    from symtrans.formulas import formula
+
+    r = paper_share_range()
+    assert r == list(range(r[0], r[-1] + 1)), "the n where 64.8% holds is no longer one run"
+    return (r[0], r[-1], float(formula("ffn-flop-share", arch="bert-base", n=512).value))
+
+
+#: every value the README's prose prints (README.md is edited by hand; its blocks by --write)
+FACTS: tuple[Fact, ...] = (
+    Fact("README.md", 'symtrans.formula("recovery-ambiguity", arch="bert-base", n=512).value   # {}',
+         _recovery_bert_512),
+    Fact("README.md", "{:,} for BertBase at n = 512", _recovery_bert_512),
+    Fact("README.md", "the 64.8% FFN FLOP share holds only for n in {}..{} ({:.1%} at n = 512", _share_facts),
+    Fact("README.md", "X = {} has affine rank {}, LN(X) has affine rank {}",
+         lambda: (matrix_text(ln_counterexample()["X"], ","), ln_counterexample()["arank_X"],
+                  ln_counterexample()["arank_LN_X_reduction"])),
+)
+
+
 # ---------------------------------------------------------------------------------------- blocks
 @dataclass(frozen=True)
 class Block:
@@ -446,7 +661,9 @@ def regenerate(text: str, path: Path, ctx: Context, names: set[str] | None = Non
         if GENERATORS[b.name].needs_report and not ctx.allow_report and ctx.report is None:
             continue
         new = render(b, ctx)
-        if new != text[b.start:b.end]:
+        if GENERATORS[b.name].same(text[b.start:b.end], new):
+            new = text[b.start:b.end]  # current: keep the committed durations (no churn on --write)
+        else:
             stale.append(b)
         out += [text[last:b.start], new]
         last = b.end
@@ -461,6 +678,8 @@ def check(ctx: Context, paths: list[Path] | None = None, names: set[str] | None 
     for path in paths or documents():
         text = (texts or {}).get(path) or path.read_text(encoding="utf-8")
         stale += [b.label for b in regenerate(text, path, ctx, names)[1]]
+        if names is None:
+            stale += [f.label for f in FACTS if ROOT / f.path == path and not f.found(text)]
     return stale
 
 
@@ -492,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
             if changed:
                 path.write_text(new, encoding="utf-8")
                 print("\n".join(f"wrote {b.label}" for b in changed))
+            for f in FACTS:
+                if ROOT / f.path == path and not f.found(new):
+                    print(f"stale (prose, not rewritten): {f.label}")
         return 0
     except (ValueError, LookupError, RuntimeError) as e:
         print(f"gen.py: error: {e}", file=sys.stderr)

@@ -9,6 +9,12 @@ calls it from ``--quiet``):
   shows what ran and when;
 * quiet: nothing.
 
+A command that stays silent for :data:`HEARTBEAT_SECONDS` (a Jacobian, an
+import of torch) is not left mute: in a pipe its last line is repeated with
+``(still running, N s)``; on a terminal the bar (or the transient
+"starting" line) shows its clock. So a log never goes quiet for long while
+something is still working.
+
 Library code opens a bar with :class:`Progress` (or iterates with
 :func:`track`); code deeper down that does not know whether anyone is
 watching calls :func:`tick`, which advances the innermost open bar and is a
@@ -47,10 +53,15 @@ _OPEN: list[Progress] = []
 
 #: Lines for a non-terminal stream are held this long after :func:`announce`, so that a command refusing
 #: its input at once prints only its one error line (:func:`finish` with ``discard``), not "starting".
-HOLD_SECONDS = 0.8
+HOLD_SECONDS = 0.5
 _HELD: list[str] = []
 _LOCK = threading.Lock()
 _TIMER: list[threading.Timer] = []
+
+#: A command silent this long (between announce/steps and its last bar's end) gets a "still running" line.
+HEARTBEAT_SECONDS = 2.0
+#: what the heartbeat repeats: the last line's text, when it (or the last beat) was written, when work began
+_BEAT: dict[str, Any] = {"text": None, "written": 0.0, "since": 0.0, "thread": None}
 
 
 def configure(*, quiet: bool = False, stream: TextIO | None = None,
@@ -110,8 +121,10 @@ def _now() -> str:
     return clock() if clock is not None else time.strftime("%H:%M:%S")
 
 
-def _line(text: str) -> None:
+def _line(text: str, *, beat: bool = True) -> None:
     stream = _stream()
+    if beat:
+        _mark(text)
     try:
         if _is_terminal():
             _clear_announce()
@@ -126,6 +139,46 @@ def _line(text: str) -> None:
         stream.flush()
     except (OSError, ValueError):  # a closed or broken stderr must not stop the work
         pass
+
+
+def _mark(text: str | None) -> None:
+    """Remember ``text`` as what is running now (None: nothing), for the heartbeat."""
+    now = time.monotonic()
+    with _LOCK:
+        _BEAT.update(text=text, written=now, since=now)
+        if text is None or _BEAT["thread"] is not None:
+            return
+        thread = threading.Thread(target=_beat, name="symtrans-progress-heartbeat", daemon=True)
+        _BEAT["thread"] = thread
+    thread.start()
+
+
+def _beat() -> None:
+    """The heartbeat thread: every quarter second, speak for a command silent for :data:`HEARTBEAT_SECONDS`."""
+    while True:
+        time.sleep(0.25)
+        with _LOCK:
+            text, written, since = _BEAT["text"], _BEAT["written"], _BEAT["since"]
+            held = bool(_TIMER)
+        now = time.monotonic()
+        if text is None or held or now - written < HEARTBEAT_SECONDS or not enabled():
+            continue
+        with _LOCK:
+            if _BEAT["text"] is not text:  # a new line came meanwhile
+                continue
+            _BEAT["written"] = now
+        try:
+            if _is_terminal():
+                bar = next((b._bar for b in reversed(_OPEN) if b._bar is not None), None)
+                if bar is not None:
+                    bar.refresh()  # the bar's own clock moves
+                elif _STATE["announced"]:
+                    _stream().write(f"\r\033[K{text}\u2026 {now - since:.0f} s")
+                    _stream().flush()
+            else:
+                _line(f"{text} (still running, {now - since:.0f} s)", beat=False)
+        except (OSError, ValueError):
+            pass
 
 
 def _release(discard: bool = False) -> None:
@@ -167,6 +220,7 @@ def announce(command: str, what: str = "starting") -> None:
     """
     if not enabled():
         return
+    _mark(f"symtrans {command}: {what}")
     if _is_terminal():
         try:
             _stream().write(f"symtrans {command}: {what}\u2026")
@@ -182,7 +236,7 @@ def announce(command: str, what: str = "starting") -> None:
             _HELD.append(f"[{_now()}] symtrans {command}: {what}\n")
         timer.start()
     else:
-        _line(f"symtrans {command}: {what}")
+        _line(f"symtrans {command}: {what}", beat=False)
 
 
 def finish(discard: bool = False) -> None:
@@ -202,6 +256,7 @@ def finish(discard: bool = False) -> None:
     >>> configure()
     """
     _release(discard)
+    _mark(None)
     try:
         _clear_announce()
         _stream().flush()
@@ -261,11 +316,19 @@ class Progress:
             self._bar = tqdm(total=total, desc=desc, unit=unit, file=_stream(), leave=False,
                              dynamic_ncols=True)
         _OPEN.append(self)
+        if self.active:
+            _mark(self._where())
+
+    def _where(self, label: str = "") -> str:
+        of = f"/{self.total}" if self.total is not None else ""
+        return f"symtrans {self.desc}: {self.count}{of}" + (f" {label}" if label else "")
 
     def show(self, label: str) -> None:
-        """Name the step now running (the bar's postfix; no line on a non-terminal)."""
+        """Name the step now running (the bar's postfix; no line on a non-terminal, but the heartbeat's text)."""
         if self._bar is not None:
             self._bar.set_postfix_str(label, refresh=True)
+        if self.active:
+            _mark(self._where(label))
 
     def step(self, label: str = "", n: int = 1) -> None:
         """Count ``n`` finished steps, the last one named ``label``."""
@@ -276,9 +339,9 @@ class Progress:
             if label:
                 self._bar.set_postfix_str(label, refresh=False)
             self._bar.update(n)
+            _mark(self._where(label))
         else:
-            of = f"/{self.total}" if self.total is not None else ""
-            _line(f"symtrans {self.desc}: {self.count}{of}" + (f" {label}" if label else ""))
+            _line(self._where(label))
 
     def close(self) -> None:
         """Finish: remove the bar (terminal) or print a closing line with the time taken."""
@@ -294,6 +357,7 @@ class Progress:
         else:
             unit = self.unit if self.count == 1 else self.unit + "s"
             _line(f"symtrans {self.desc}: done, {self.count} {unit} in {time.perf_counter() - self._start:.1f} s")
+        _mark(_OPEN[-1]._where() if _OPEN else None)  # the enclosing bar runs on, or nothing does
 
     def __enter__(self) -> Progress:
         return self

@@ -21,7 +21,7 @@ import pytest
 from symtrans.formulas import FORMULAS, formula
 
 ROOT = Path(__file__).resolve().parents[1]
-REPORT_BLOCKS = {"claims-table", "disagreements", "formalisations", "report-excerpt"}
+REPORT_BLOCKS = {"claims-table", "check-table", "disagreements", "formalisations", "report-excerpt"}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +84,77 @@ def test_a_stale_report_block_fails_the_check(gen, example_report):
     assert edited != text
     assert gen.check(gen.Context(report=path), [page], texts={page: edited}) == [
         "docs/claims-and-verdicts.md: gen:claims-table"]
+
+
+def test_a_stale_fact_in_the_readme_prose_fails_the_check(gen):
+    ctx = gen.Context(allow_report=False)
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert [f for f in gen.FACTS if f.path == "README.md" and not f.found(text)] == []
+    from symtrans.formulas import formula
+
+    value = int(formula("recovery-ambiguity", arch="bert-base", n=512).value)  # n (H-1) d_k = 512 * 11 * 64
+    assert value == 512 * 11 * 64 and f"{value:,} for" in text
+    edited = text.replace(f"{value:,} for", f"{value + 1:,} for", 1)
+    (label,) = gen.check(ctx, [readme], texts={readme: edited})
+    assert label.startswith("README.md: fact '{:,} for BertBase at n = 512'")
+    # the FLOP-share fact: 24/37 at n = 128 is the only share rounding to 64.8% near it; 0.6 at n = 512
+    edited = text.replace("(60.0% at n = 512", "(60.1% at n = 512", 1)
+    assert edited != text and len(gen.check(ctx, [readme], texts={readme: edited})) == 1
+
+
+def test_the_readme_counterexample_is_one_by_direct_computation():
+    """The README's X, read off its prose, has affine rank 1 and LN(X) (eps = 0, no affine) affine rank 2 (SymPy)."""
+    import ast
+
+    import sympy as sp
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"X = (\[\[[-0-9,\[\]]+\]\]) has affine rank (\d+), LN\(X\) has affine rank (\d+)", readme)
+    assert m, "the README no longer states the counterexample"
+    X = sp.Matrix(ast.literal_eval(m.group(1)))
+
+    def arank(M: sp.Matrix) -> int:
+        return (M - sp.ones(M.rows, 1) * M[0, :]).rank()
+
+    rows = []
+    for i in range(X.rows):
+        r = X[i, :] - sp.ones(1, X.cols) * sum(X[i, :]) / X.cols
+        rows.append(r / sp.sqrt(sum(v**2 for v in r) / X.cols))
+    assert (arank(X), arank(sp.Matrix.vstack(*rows))) == (int(m.group(2)), int(m.group(3))) == (1, 2)
+
+
+def test_a_timed_console_block_is_compared_up_to_its_durations_only(gen):
+    timed = gen.GENERATORS["console-timed"]
+    page = (ROOT / "docs" / "certificates.md").read_text(encoding="utf-8")
+    (b,) = [b for b in gen.blocks(page, ROOT / "docs" / "certificates.md") if b.name == "console-timed"]
+    old = page[b.start:b.end]
+    assert gen.DURATION.search(old), "the block prints no duration any more: use gen:console"
+    assert timed.same(old, gen.DURATION.sub("(12.34 s)", old))
+    assert not timed.same(old, old.replace(": certified", ": supported", 1))  # a verdict is compared
+    assert not timed.same(old, old.replace(" s)", " ms)", 1))  # only a duration's digits are masked
+
+
+def test_the_api_session_in_api_md_is_real_output():
+    """docs/api.md's session, run as a doctest up to the report (which takes minutes and prints no output there)."""
+    page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    session = page[page.index("A session (real output"):]
+    session = session[session.index("```python\n") + 10:session.index("```\n", session.index("```python\n") + 10)]
+    session = session[:session.index(">>> r = symtrans.proof_report(")]
+    test = doctest.DocTestParser().get_doctest(session, {}, "docs/api.md session", "docs/api.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    out: list[str] = []
+    runner.run(test, out=out.append)
+    assert runner.summarize(verbose=False).failed == 0, "".join(out)
+    assert len(test.examples) >= 8
+
+
+def test_console_head_is_the_commands_first_lines(gen):
+    head = gen.console_head(None, "3 claims").splitlines()
+    full = gen.command_output("claims").splitlines()
+    assert head[:2] == ["```console", "$ symtrans claims"] and head[2:5] == full[:3] and head[5:] == ["...", "```"]
+    with pytest.raises(ValueError, match="line count"):
+        gen.console_head(None, "claims")
 
 
 def test_the_command_line_check_and_write(gen, tmp_path, monkeypatch, capsys):
@@ -161,6 +232,17 @@ def test_claim_table_rows_carry_the_reports_verdicts(gen, example_report):
         row = next(line for line in block.splitlines() if line.startswith(f"| `{c['id']}` |"))
         assert f" {c['verdict']} |" in row.replace("**", "") and f" {c['standing']} |" in row
         assert ("**" in row) == bool(c["disagreement"])
+
+
+def test_check_table_rows_are_the_reports_numeric_records(gen, example_report):
+    _, doc, _ = example_report
+    block = block_text(gen, ROOT / "docs" / "numeric-checks.md", "check-table")
+    lines = block.splitlines()  # the fence, the model line, the header, its rule, then one row a record
+    assert lines[3].startswith("-----")
+    rows = [line.split() for line in lines[4:] if line and not line.startswith("```")]
+    records = [e for c in doc["claims"] for e in c["evidence"] if e["kind"] == "numeric" and not e.get("stale")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [(e["claim"], e["producer"], e["verdict"]) for e in records]
+    assert " s " not in block.splitlines()[2]  # the run-dependent seconds column is left out
 
 
 def test_readme_disagreements_are_the_reports(gen, example_report):

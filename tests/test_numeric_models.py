@@ -181,3 +181,22 @@ def test_proof_report_on_an_in_memory_decoder():
     rep = symtrans.proof_report(random_model("llama", head=True), n=8)
     ev = [e for c in rep.to_json()["claims"] if c["id"] == "lit-dong" for e in c["evidence"]]
     assert any(e["verdict"] == "not-applicable" and "causal" in e["summary"] for e in ev)
+
+
+@pytest.mark.slow
+def test_a_bridge_and_a_lazy_nnsight_model_go_through_the_report(models, bridges, tokenizer, tmp_path):
+    """The issue's 'done when': a TransformerLens 4.x bridge and a lazy nnsight model through report, as their directory."""
+    nnsight = _interop("nnsight")
+    path, _ = models["gpt2"]
+    lazy = nnsight.LanguageModel(str(path), tokenizer=tokenizer)
+    assert lazy._module.transformer.wte.weight.is_meta
+    want = symtrans.load(path).weights_hash
+    for name, obj in (("bridge", bridges["gpt2"]), ("lazy", lazy)):
+        doc = symtrans.proof_report(obj, out=tmp_path / name, n=8, formats=("md", "json")).to_json()
+        assert doc["model"]["weights_hash"] == want and doc["model"]["spec"].startswith("<in-memory GPT2LMHeadModel")
+        ran = [e for c in doc["claims"] for e in c["evidence"] if e["kind"] == "numeric"]
+        assert ran and sorted(p.name for p in (tmp_path / name).iterdir()) == ["report.json", "report.md"]
+        md = (tmp_path / name / "report.md").read_text(encoding="utf-8")
+        first = md[md.index("## Every claim and reading"):md.index("## Where the toolkit")]  # the opening table
+        assert all(f"[{c['id']}](#claim-{c['id']})" in first for c in doc["claims"])
+

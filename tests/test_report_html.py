@@ -75,16 +75,28 @@ def test_rendered_dom_has_one_node_per_claim_and_the_legend(page: Path) -> None:
 
 _MEASURE = """<script>
 window.addEventListener('load', () => {
-  const svg = document.getElementById('proof-graph');
+  const svg = document.getElementById('proof-graph'), box = svg.parentElement;
   const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
   const sizes = {};
-  for (const cls of ['nid', 'ntitle', 'tk']) {
+  for (const cls of ['nid', 'ntitle', 'tk', 'glyph', 'bundle-count']) {
     sizes[cls] = Math.min(...[...svg.querySelectorAll('text.' + cls)]
       .map(t => parseFloat(getComputedStyle(t).fontSize) * scale));
+  }
+  const outside = [], titles = {};
+  for (const g of svg.querySelectorAll('g.node')) {  // every label inside its node's box: nothing cut or spilled
+    const r = g.querySelector('rect').getBBox();
+    titles[g.dataset.id] = [...g.querySelectorAll('text.ntitle')].map(t => t.textContent).join(' ');
+    for (const t of g.querySelectorAll('text')) {
+      const b = t.getBBox();
+      if (b.x < r.x + 1 || b.y < r.y + 1 || b.x + b.width > r.x + r.width - 1 || b.y + b.height > r.y + r.height - 1)
+        outside.push([g.dataset.id, t.getAttribute('class'), t.textContent, b.x - r.x, b.x + b.width - r.x - r.width]);
+    }
   }
   const out = document.createElement('pre');
   out.id = 'measured';
   out.textContent = JSON.stringify({scale: scale, sizes: sizes, innerWidth: window.innerWidth,
+    scrollWidth: box.scrollWidth, clientWidth: box.clientWidth, svgWidth: svg.getBoundingClientRect().width,
+    outside: outside, titles: titles,
     details: document.querySelectorAll('details.evidence').length,
     coloured: document.querySelectorAll('tr.ev[data-verdict] td[style*="border-left-color"]').length,
     overview: document.querySelectorAll('table.overview tr.ov').length});
@@ -93,24 +105,35 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def test_node_labels_render_at_11px_or_more_at_1350px(page: Path, tmp_path: Path, symbolic_report) -> None:
+def _measured(page: Path, tmp_path: Path, width: int) -> dict:
+    """Open ``page`` in a ``width`` px window and return what the measuring script read off the rendered page."""
     import json
 
     probe = tmp_path / "probe.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
     profile = tempfile.mkdtemp(prefix="symtrans-chromium-")
     try:
-        flags = [f for f in FLAGS if not f.startswith("--window-size")] + ["--window-size=1350,900"]
+        flags = [f for f in FLAGS if not f.startswith("--window-size")] + [f"--window-size={width},900"]
         dom = subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", "--virtual-time-budget=3000",
                               "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     m = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
     assert m, "the measuring script did not run"
-    got = json.loads(m.group(1).replace("&quot;", '"'))
+    import html
+
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_node_labels_render_at_11px_or_more_at_1350px(page: Path, tmp_path: Path, symbolic_report) -> None:
+    got = _measured(page, tmp_path, 1350)
     assert 1300 <= got["innerWidth"] <= 1400
-    assert got["scale"] > 0.99  # the graph keeps its own scale (the page scrolls it) instead of shrinking
+    assert got["scale"] > 0.99  # the graph at its own scale, not shrunk to fit
+    # laid out for the width: the whole graph shows with no horizontal scroll
+    assert got["scrollWidth"] <= got["clientWidth"], (got["scrollWidth"], got["clientWidth"], got["svgWidth"])
     assert all(size >= 11 for size in got["sizes"].values()), got["sizes"]
+    assert got["outside"] == [], got["outside"][:5]  # every label inside its node
+    assert got["titles"] == {c.id: c.title for c in symbolic_report.claims}  # whole titles, none cut
     # evidence tables are collapsible and every row carries its verdict's colour; the overview lists everything
     with_evidence = sum(1 for s in symbolic_report.statuses.values() if s.evidence)
     assert got["details"] == with_evidence

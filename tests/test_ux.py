@@ -102,6 +102,34 @@ def test_layout_is_layered_and_nodes_do_not_overlap():
         assert y1 != y2 or x2 - x1 >= lay.node_w, "two claims overlap"
 
 
+def test_a_layout_for_a_width_fits_it_and_bundles_a_fan_in():
+    g = ClaimGraph()
+    free = layout(g, engine="builtin", node_w=192, dummy_w=4, gap_x=14)
+    assert free.width > 1260  # the graph does not fit that width by itself
+    lay = layout(g, engine="builtin", node_w=192, dummy_w=4, gap_x=14, max_width=1260, bundle_min=8)
+    assert lay.width <= 1260 and all(0 <= x and x + lay.node_w <= lay.width for x, _ in lay.pos.values())
+    for u, v, _ in g.edges():  # still layered: every edge points down
+        assert lay.pos[u][1] + lay.node_h <= lay.pos[v][1], (u, v)
+    rows: dict[float, list[float]] = {}
+    for x, y in lay.pos.values():
+        rows.setdefault(y, []).append(x)
+    assert all(b - a >= lay.node_w for xs in rows.values() for a, b in zip(sorted(xs), sorted(xs)[1:]))
+    into = sorted(u for u, v, _ in g.edges() if v == "framework-9")
+    assert sorted(lay.trunks["framework-9"][1]) == into and set(lay.trunks) == {"framework-9"}
+    assert edges_through_nodes(lay) == 0
+    # a star of 12 sources into one sink, room for 3 sources and the trunk's dummy (8 px, 5 px off) a layer:
+    # 4 layers of sources, one trunk; 20 px less room and only 2 fit a layer
+    star = [f"s{i}" for i in range(12)]
+    room = 3 * 100 + 2 * 10 + 5 + 8 + 2 * 10
+    lay = layout_edges([*star, "t"], [(s, "t") for s in star], engine="builtin", node_w=100, gap_x=10,
+                       margin=10, max_width=room, bundle_min=5)
+    assert lay.width <= room and len({lay.pos[s][1] for s in star}) == 4 and len(lay.trunks["t"][1]) == 12
+    narrow = layout_edges([*star, "t"], [(s, "t") for s in star], engine="builtin", node_w=100, gap_x=10,
+                          margin=10, max_width=room - 20, bundle_min=5)
+    assert len({narrow.pos[s][1] for s in star}) == 6
+    assert crossings(lay) == 0
+
+
 def test_crossing_minimisation_beats_the_given_order_on_a_known_case():
     # K_{2,2} drawn crosswise by the input order has 1 crossing; the ordering must remove it
     nodes = ["a", "b", "y", "x"]
@@ -185,6 +213,80 @@ def test_progress_lines_in_a_pipe_and_quiet_silences_them():
     quiet = _run("certify", "prop-5.1", "--model", "none", "--quiet")
     timeless = lambda s: re.sub(r"\(\d+\.\d+ s\)", "", s)  # noqa: E731
     assert quiet.returncode == 0 and quiet.stderr == "" and timeless(quiet.stdout) == timeless(run.stdout)
+
+
+def _timed_stderr(*argv: str) -> tuple[float, list[tuple[float, str]], subprocess.CompletedProcess]:
+    """Run ``symtrans argv`` with stderr a pipe; each stderr line with the seconds since the start (and the baseline).
+
+    The baseline is the same interpreter's start to ``symtrans --version`` (it imports nothing more), so that
+    a loaded machine's slow start is not charged to the command.
+    """
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "symtrans", "--version"], cwd=ROOT, capture_output=True, env=env,
+                   timeout=120, check=True)
+    baseline = time.monotonic() - t0
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "symtrans", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    lines = [(time.monotonic() - t0, line.rstrip("\n")) for line in proc.stderr]  # type: ignore[union-attr]
+    out = proc.stdout.read()  # type: ignore[union-attr]
+    proc.wait(timeout=600)
+    return baseline, lines, subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+@pytest.mark.parametrize("argv", [("group", "--arch", "bert-base", "--complete", "--layers", "1"),
+                                  ("claims", "thm-5.3", "--blocks")])
+def test_slow_commands_speak_within_a_second_and_steadily_in_a_pipe(argv):
+    from symtrans import progress
+
+    baseline, lines, run = _timed_stderr(*argv)
+    assert run.returncode == 0, lines
+    assert lines, "no progress at all"
+    assert lines[0][0] - baseline <= 1.0, (baseline, lines[:2])  # the first line within a second of startup
+    gaps = [b[0] - a[0] for a, b in zip(lines, lines[1:])]
+    # never silent much longer than the heartbeat (slack for a loaded 2-core machine)
+    assert max(gaps, default=0.0) <= progress.HEARTBEAT_SECONDS + 1.5, list(zip(gaps, [t for _, t in lines[1:]]))
+    assert all(re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", t) for _, t in lines), lines
+    assert "done" in lines[-1][1]
+    if argv[0] == "claims":
+        assert run.stdout.startswith("no blockers:") and "1/5 def-notation" in lines[1][1]
+
+
+def test_verify_speaks_within_a_second_in_a_pipe(tmp_path):
+    out = tmp_path / "certs"
+    assert main(["certify", "prop-6.2", "--model", "none", "--out", str(out), "--quiet"]) == 0
+    baseline, lines, run = _timed_stderr("verify", str(out))
+    assert run.returncode == 0 and "1 of 1 certificates valid" in run.stdout, (lines, run.stdout)
+    assert lines and lines[0][0] - baseline <= 1.0, (baseline, lines)
+    assert "symtrans verify: 1/1 prop62-counterexample.json" in lines[1][1] and "done" in lines[-1][1]
+
+
+def test_the_heartbeat_repeats_the_running_step_while_silent():
+    import io
+    import time
+
+    from symtrans import progress
+
+    err = io.StringIO()
+    progress.configure(stream=err, clock=lambda: "12:00:00")
+    old = progress.HEARTBEAT_SECONDS
+    progress.HEARTBEAT_SECONDS = 0.3
+    try:
+        with progress.Progress(2, "demo", unit="item") as bar:
+            bar.show("slow step")
+            time.sleep(1.0)
+            bar.step("slow step")
+        time.sleep(0.8)  # after the last bar closed: nothing more
+    finally:
+        progress.HEARTBEAT_SECONDS = old
+        progress.configure()
+    lines = err.getvalue().splitlines()
+    beats = [x for x in lines if "still running" in x]
+    assert beats and all(x.startswith("[12:00:00] symtrans demo: 0/2 slow step (still running, ") for x in beats)
+    assert lines[-1].startswith("[12:00:00] symtrans demo: done, 1 item")  # no beat after the end
 
 
 def test_progress_on_a_terminal_is_a_bar():

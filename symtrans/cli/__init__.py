@@ -214,8 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from symtrans.args import check_args
 
+        # before validation, which may read the model's config (a second of imports): the first line is held
+        # for progress.HOLD_SECONDS and dropped on an error, so input refused at once prints its one line only
+        _announce(command, argv)
         check_args(args)  # every argument, before heavy imports or computation
-        _announce(command, argv)  # after validation: a refused command prints its one error line only
         # only now: while parsing, Python's default limit keeps int() of a huge argument cheap
         sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
         progress.configure(quiet=bool(getattr(args, "quiet", False)) or getattr(args, "progress", "auto") == "off")

@@ -46,13 +46,17 @@ def _fmt_margin(m: float | None) -> str:
     return f"{m:.3g}"
 
 
-def _table(evidence: list[Any]) -> str:
+def _table(evidence: list[Any], seconds: bool = True) -> str:
+    """The check table: one row per record (``seconds=False``: without the run-dependent seconds column)."""
     rows = [("claim", "check", "verdict", "margin", "s", "summary")]
     for e in evidence:
         summ = e.summary if len(e.summary) <= 110 else e.summary[:107] + "..."
         rows.append((e.claim, e.producer, e.verdict.label, _fmt_margin(e.margin), f"{e.seconds or 0:.2f}", summ))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
+    if not seconds:
+        rows = [r[:4] + r[5:] for r in rows]
+    k = len(rows[0]) - 1
+    widths = [max(len(r[i]) for r in rows) for i in range(k)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:k], widths)) + "  " + r[k] for r in rows]
     lines.insert(1, "-" * min(200, len(lines[0])))
     return "\n".join(lines)
 

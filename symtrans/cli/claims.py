@@ -68,8 +68,12 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         from symtrans.runner import run_producers
         from symtrans.graph import assess
 
+        from symtrans.progress import track
+
         ctx = Context(model=None)
-        evidence = {a: run_producers(a, ctx) for a in [*g.rests_on(claim.id), claim.id]}
+        # blockers are ancestors only (graph.assess): the claim's own producers would decide nothing here
+        evidence = {a: run_producers(a, ctx) for a in track(g.rests_on(claim.id), "claims --blocks",
+                                                             unit="ancestor")}
         ids = list(assess(g, evidence)[claim.id].blocked_by)
     elif args.query == "rests-on":
         ids = g.rests_on(claim.id, args.depth)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from symtrans.evidence import Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
@@ -179,8 +179,11 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
     keep = None
     if focus is not None:
         keep = {focus, *g.rests_on(focus), *g.impact(focus)}
-    lay = layout(g, engine=engine, only=keep, node_h=56 if any(s.readings for s in report.statuses.values())
-                 else 48)
+    titles = {c.id: _wrap(c.title, TITLE_CHARS) for c in report.claims}
+    lines = max((len(t) for t in titles.values()), default=1)
+    pips = any(s.readings for s in report.statuses.values())
+    lay = layout(g, engine=engine, only=keep, node_w=NODE_W, node_h=26 + 13 * lines + (16 if pips else 10),
+                 gap_x=14, dummy_w=4, max_width=GRAPH_WIDTH, bundle_min=BUNDLE_MIN)
     w, h = lay.node_w, lay.node_h
     ids = [v for v in g.claims if keep is None or v in keep]
     up = {v: sorted(u for u in g.graph.predecessors(v) if u in ids) for v in ids}
@@ -199,27 +202,34 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
         out.append(f'<marker id="{_esc(prefix)}arrow-{kind}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
                    f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>'
                    "</marker>")
+    out.append(f'<marker id="{_esc(prefix)}arrow-bundle" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="3" '
+               'markerHeight="3" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#57606a"/></marker>')
     out.append("</defs>")
     out.append('<g class="edges">')
-    drawn = [(u, v, kind) for u, v, kind in g.edges() if (u, v) in lay.routes]
-    hubs = _bundle_hubs(lay, drawn)
-    for u, v, kind in drawn:
+    for u, v, kind in g.edges():
+        if (u, v) not in lay.routes:
+            continue
         colour, dash, _ = EDGE_STYLE[kind]
-        if v in hubs:  # one of many edges into v: it ends at v's hub, and the hub's trunk carries the arrow
-            *head, (p0, c1, _, _) = lay.routes[(u, v)]
-            hx, hy = hubs[v][0]
-            d, end, cls = path_data([*head, (p0, c1, (hx, hy - 30), (hx, hy))]), "", "edge bundled"
+        if (u, v) in lay.joins:  # its own part only: the trunk (below) carries it on, with the one arrow
+            d, end, cls = path_data(lay.routes[(u, v)][:lay.joins[(u, v)]]), "", "edge bundled"
         else:
             d, end, cls = lay.path(u, v), f' marker-end="url(#{_esc(prefix)}arrow-{kind})"', "edge"
         out.append(f'<path class="{cls}" data-from="{_esc(u)}" data-to="{_esc(v)}" data-kind="{kind}" '
                    f'd="{d}" fill="none" stroke="{colour}" stroke-width="1.3" stroke-opacity="0.75"{_dash(dash)}'
                    f"{end}/>")
-    for v, ((hx, hy), top, count) in hubs.items():
-        out.append(f'<path class="edge-bundle" data-to="{_esc(v)}" data-count="{count}" d="M{hx:.1f},{hy:.1f} '
-                   f'L{hx:.1f},{top - 1:.1f}" stroke="#57606a" stroke-width="3.5" '
-                   f'marker-end="url(#{_esc(prefix)}arrow-statement)"><title>{count} dependencies of '
-                   f"{_esc(v)}, bundled</title></path>"
-                   f'<circle class="edge-hub" cx="{hx:.1f}" cy="{hy:.1f}" r="4" fill="#57606a"/>')
+    for v, (segs, sources) in lay.trunks.items():
+        x, top = lay.pos[v]
+        port = lay.routes[(sources[0], v)][-1][3]  # where every bundled edge arrives
+        stub = [((port[0], top - 14), (port[0], top - 14), port, port)]
+        d = path_data(segs) if segs else path_data(stub)
+        first = segs[0][0] if segs else stub[0][0]
+        out.append(f'<path class="edge-bundle" data-to="{_esc(v)}" data-count="{len(sources)}" d="{d}" fill="none" '
+                   f'stroke="#57606a" stroke-width="3.5" stroke-opacity="0.85" '
+                   f'marker-end="url(#{_esc(prefix)}arrow-bundle)"><title>{len(sources)} dependencies of '
+                   f"{_esc(v)}, bundled: {_esc(', '.join(sources))}</title></path>"
+                   f'<circle class="edge-hub" cx="{first[0]:.1f}" cy="{first[1]:.1f}" r="3.5" fill="#57606a"/>'
+                   f'<text class="bundle-count" x="{port[0] + 10:.1f}" y="{top - 24:.1f}" font-size="11" '
+                   f'fill="#57606a">{len(sources)} edges</text>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for claim, status in report.items():
@@ -228,9 +238,6 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
         x, y = lay.pos[claim.id]
         fill, border = VERDICT_FILL[status.verdict], BORDER[claim.paper_status]
         glyph = STANDING_GLYPH[status.standing]
-        room = w - 20 - (16 if glyph else 0)  # monospace id: about 7.3 px a character at 12 px
-        fit = (f' textLength="{room:.0f}" lengthAdjust="spacingAndGlyphs"'
-               if len(claim.id) * 7.3 > room else "")
         target = f"#claim-{claim.id}" if focus is None else f"#focus={claim.id}"
         node_id = f"node-{claim.id}" if focus is None else f"{prefix}node-{claim.id}"
         centre = ' font-weight="700"' if claim.id == focus else ""
@@ -241,21 +248,24 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{w}" height="{h}" rx="9" fill="{fill.fill}" '
                    f'stroke="{border.colour}" stroke-width="{border.width * (1.6 if centre else 1)}"'
                    f"{_dash(border.dash)}/>"
-                   f'<text class="nid" x="{x + 10:.1f}" y="{y + 19:.1f}" fill="{fill.text}" font-size="12" '
-                   f'font-weight="600" font-family="ui-monospace, SFMono-Regular, Menlo, monospace"{fit}>'
-                   f"{_esc(claim.id)}</text>"
-                   f'<text class="ntitle" x="{x + 10:.1f}" y="{y + 36:.1f}" fill="{fill.text}" font-size="11"'
-                   f"{centre}>{_esc(_trim(claim.title, 22 if claim.formalisation == 'toolkit' else 26))}</text>")
-        if glyph:
-            out.append(f'<text class="glyph" x="{x + w - 9:.1f}" y="{y + 18:.1f}" text-anchor="end" '
-                       f'font-size="13" fill="{fill.text}">{glyph}</text>')
+                   f'<text class="nid" x="{x + 9:.1f}" y="{y + 18:.1f}" fill="{fill.text}" font-size="12" '
+                   f'font-weight="600" font-family="ui-monospace, SFMono-Regular, Menlo, monospace">'
+                   f"{_esc(claim.id)}</text>")
+        for i, text in enumerate(titles[claim.id]):  # the whole title, wrapped: never cut
+            out.append(f'<text class="ntitle" x="{x + 9:.1f}" y="{y + 34 + 13 * i:.1f}" fill="{fill.text}" '
+                       f'font-size="11"{centre}>{_esc(text)}</text>')
+        right = x + w - 8  # the bottom row, right to left: TK, then the standing's glyph
         if claim.formalisation == "toolkit":
-            out.append(f'<text class="tk" x="{x + w - 8:.1f}" y="{y + h - 7:.1f}" text-anchor="end" '
+            out.append(f'<text class="tk" x="{right:.1f}" y="{y + h - 6:.1f}" text-anchor="end" '
                        f'font-size="11" font-weight="600" fill="{fill.text}" opacity="0.8">TK</text>')
+            right -= 22
+        if glyph:
+            out.append(f'<text class="glyph" x="{right:.1f}" y="{y + h - 5:.1f}" text-anchor="end" '
+                       f'font-size="13" fill="{fill.text}">{glyph}</text>')
         for i, r in enumerate(status.readings):  # one pip per reading, filled with that reading's verdict
             rf = VERDICT_FILL[r.verdict]
             out.append(f'<rect class="reading" data-reading="{_esc(r.id)}" data-verdict="{r.verdict.value}" '
-                       f'x="{x + 10 + i * 17:.1f}" y="{y + h - 11:.1f}" width="14" height="7" rx="2" '
+                       f'x="{x + 9 + i * 17:.1f}" y="{y + h - 12:.1f}" width="14" height="7" rx="2" '
                        f'fill="{rf.fill}" stroke="{fill.text}" stroke-width="0.8">'
                        f"<title>reading {_esc(r.id)}: {r.verdict.value}</title></rect>")
         out.append("</g></a>")
@@ -263,27 +273,33 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
     return "".join(out)
 
 
-#: a node with at least this many drawn incoming edges gets them bundled into one trunk (framework-9 has 17)
+#: a node with at least this many incoming edges gets them bundled into one trunk (framework-9 has 17)
 BUNDLE_MIN = 8
+#: the graph's width at most: main's content box at a 1350 px window (1350 - 2 x 24 padding - 2 x 1 border
+#: = 1300 px; Chromium's page scrollbar leaves 1285) less room for wider scrollbars, so the graph shows at its
+#: own scale with no horizontal scroll (tests/test_report_html.py measures it)
+GRAPH_WIDTH = 1260
+#: a node's width: a 24-character id in 12 px bold monospace (about 7.2 px a character), padding and room
+NODE_W = 192
+#: a title line at most this many characters (11 px sans: at most about 6.6 px a character in NODE_W - 18)
+TITLE_CHARS = 25
 
 
-def _bundle_hubs(lay: Any, drawn: list[tuple[str, str, str]]) -> dict[str, tuple[tuple[float, float], float, int]]:
-    """Per node with :data:`BUNDLE_MIN` or more incoming edges: its hub point above it, its top, the edge count.
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (a longer word: its own line).
 
-    The hub sits centred above the node, below the lowest source's bottom (so
-    every bundled curve still runs downwards into it).
+    Examples
+    --------
+    >>> _wrap("collapse phenomena as orbits of the invariance group", 25)
+    ['collapse phenomena as', 'orbits of the invariance', 'group']
     """
-    into: dict[str, list[str]] = {}
-    for u, v, _ in drawn:
-        into.setdefault(v, []).append(u)
-    hubs = {}
-    for v, sources in into.items():
-        if len(sources) < BUNDLE_MIN:
-            continue
-        x, top = lay.pos[v]
-        lowest = max(lay.pos[u][1] + lay.node_h for u in sources)
-        hubs[v] = ((x + lay.node_w / 2, top - min(28.0, 0.5 * (top - lowest))), top, len(sources))
-    return hubs
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
 
 
 def _swatch_svg(fill: str, stroke: str, width: float, dash: str) -> str:
@@ -318,6 +334,8 @@ def render_legend() -> str:
             '<li><svg width="34" height="10"><rect x="2" y="1" width="14" height="7" rx="2" fill="#aceebb" '
             'stroke="#24292f" stroke-width="0.8"/><rect x="19" y="1" width="14" height="7" rx="2" fill="#cf222e" '
             'stroke="#24292f" stroke-width="0.8"/></svg>readings, one pip each, filled by verdict</li>'
+            f'<li><svg width="34" height="10"><line x1="2" y1="5" x2="32" y2="5" stroke="#57606a" '
+            f'stroke-width="3.5"/></svg>{BUNDLE_MIN} or more dependencies of one claim, bundled (hover: which)</li>'
             "<li>hover: statement, evidence, ancestors</li><li>click: the claim's section; its section links to a focus view</li></ul></div>"
             "</div>")
 

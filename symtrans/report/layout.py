@@ -16,6 +16,14 @@ The built-in layout is the layered (Sugiyama) method, in four steps:
    neighbours, subject to the layer's order and spacing (an exact isotonic
    least-squares fit, repeated a few times), so that dummy chains run straight.
 
+Laid out for a width (``max_width``): a layer holds at most as many claims
+as fit (extra ones move down, their users with them), and every row's
+positions are clipped to the width, so the drawing never needs a horizontal
+scroll at its own scale. Many edges into one claim (``bundle_min`` or more,
+e.g. the 17 into framework-9) share one chain of dummy nodes, a trunk: they
+join it in the first layer below their source (edge concentration), so the
+drawing carries one line into that claim instead of a fan of parallel ones.
+
 Edges leave a claim's bottom side and enter the next claim's top side at
 ports spread along the side in the order of their other ends, so they do not
 cross at the node. When Graphviz ``dot`` is on PATH, :func:`layout` can use
@@ -33,6 +41,9 @@ Examples
 True
 >>> crossings(lay) <= 37, edges_through_nodes(lay)
 (True, 0)
+>>> fit = layout(ClaimGraph(), engine="builtin", max_width=1280, node_w=184, dummy_w=4, gap_x=14, bundle_min=8)
+>>> fit.width <= 1280 < lay.width, len(fit.trunks["framework-9"][1]), edges_through_nodes(fit)
+(True, 17, 0)
 """
 
 from __future__ import annotations
@@ -53,7 +64,10 @@ class Layout:
 
     ``routes[(u, v)]`` is a list of cubic Bezier segments ``(p0, c1, c2, p1)``
     from ``u``'s bottom side to ``v``'s top side. ``engine`` says which
-    layout ran (``"builtin"`` or ``"dot"``).
+    layout ran (``"builtin"`` or ``"dot"``). ``trunks[v]`` is a bundle into
+    ``v``: its segments (from the top of the chain to ``v``) and the sources
+    it carries; ``joins[(u, v)]`` is how many of that edge's segments are its
+    own before it meets the trunk (:meth:`drawn` gives them).
 
     Examples
     --------
@@ -71,6 +85,23 @@ class Layout:
     height: float
     routes: dict[tuple[str, str], list[tuple[Point, Point, Point, Point]]] = field(default_factory=dict)
     engine: str = "builtin"
+    trunks: dict[str, tuple[list[tuple[Point, Point, Point, Point]], list[str]]] = field(default_factory=dict)
+    joins: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def drawn(self) -> list[tuple[tuple[str, str], list[tuple[Point, Point, Point, Point]]]]:
+        """The curves as drawn: each edge's own part (all of it unless bundled), then each trunk once.
+
+        A trunk is keyed ``("", v)``.
+
+        Examples
+        --------
+        >>> lay = layout_edges(list("abcdz"), [("a", "b"), ("b", "c"), ("c", "d"), *[(x, "z") for x in "abc"]],
+        ...                    engine="builtin", bundle_min=3)
+        >>> [key for key, _ in lay.drawn()][-1], lay.trunks["z"][1], len(lay.trunks["z"][0])
+        (('', 'z'), ['a', 'b', 'c'], 4)
+        """
+        own = [(e, segs[:self.joins[e]] if e in self.joins else segs) for e, segs in self.routes.items()]
+        return own + [(("", v), segs) for v, (segs, _) in self.trunks.items()]
 
     def path(self, u: str, v: str) -> str:
         """The SVG path data of edge ``u -> v``.
@@ -115,6 +146,43 @@ def _layers(nodes: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str,
     low = min(layer.values(), default=0)
     layer = {v: k - low for v, k in layer.items()}
     return _balance(nodes, preds, succs, layer)
+
+
+def _cap(nodes: Sequence[str], edges: Sequence[tuple[str, str]], layer: dict[str, int], cap: int
+         ) -> dict[str, int]:
+    """At most ``cap`` claims a layer: top down, move claims of a full layer one layer down (users follow).
+
+    A claim whose users all lie two or more layers below moves first (no one
+    else moves); among those, the one with more users than dependencies
+    (moving it shortens more edges than it lengthens), last in the given order.
+    """
+    layer = dict(layer)
+    preds: dict[str, list[str]] = {v: [] for v in nodes}
+    succs: dict[str, list[str]] = {v: [] for v in nodes}
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+    index = {v: i for i, v in enumerate(nodes)}
+    k = 0
+    while k <= max(layer.values(), default=-1):
+        row = [v for v in nodes if layer[v] == k]
+        while len(row) > max(cap, 1):
+            def key(v: str) -> tuple[bool, int, int]:
+                pushes = any(layer[x] == k + 1 for x in succs[v])
+                return (pushes, len(preds[v]) - len(succs[v]), -index[v])
+
+            v = min(row, key=key)
+            row.remove(v)
+            layer[v] = k + 1
+            stack = [v]
+            while stack:  # users stay below their dependencies
+                u = stack.pop()
+                for x in succs[u]:
+                    if layer[x] <= layer[u]:
+                        layer[x] = layer[u] + 1
+                        stack.append(x)
+        k += 1
+    return layer
 
 
 def _balance(nodes: Sequence[str], preds: dict[str, list[str]], succs: dict[str, list[str]],
@@ -166,20 +234,25 @@ def _topological(nodes: Sequence[str], preds: dict[str, list[str]], succs: dict[
 
 
 # ------------------------------------------------------------------ step 2: dummy nodes
-def _with_dummies(nodes: Sequence[str], edges: Sequence[tuple[str, str]], layer: dict[str, int]
-                  ) -> tuple[dict[str, int], list[tuple[str, str]], dict[tuple[str, str], list[str]]]:
-    """Split long edges into unit edges; return layers, unit edges, and each edge's chain of nodes."""
+def _with_dummies(nodes: Sequence[str], edges: Sequence[tuple[str, str]], layer: dict[str, int],
+                  hubs: Iterable[str] = ()) -> tuple[dict[str, int], list[tuple[str, str]],
+                                                      dict[tuple[str, str], list[str]]]:
+    """Split long edges into unit edges; return layers, unit edges, and each edge's chain of nodes.
+
+    Edges into a claim of ``hubs`` share its dummies (one a layer): a trunk.
+    """
     lay = dict(layer)
+    hubs = set(hubs)
     unit: list[tuple[str, str]] = []
     chain: dict[tuple[str, str], list[str]] = {}
     for u, v in edges:
         path = [u]
         for k in range(lay[u] + 1, lay[v]):
-            d = f"\x00{u}\x00{v}\x00{k}"
+            d = f"\x00\x00{v}\x00{k}" if v in hubs else f"\x00{u}\x00{v}\x00{k}"
             lay[d] = k
             path.append(d)
         path.append(v)
-        unit += list(zip(path, path[1:]))
+        unit += [e for e in zip(path, path[1:]) if e not in unit]
         chain[(u, v)] = path
     return lay, unit, chain
 
@@ -293,11 +366,18 @@ def _order(rows: list[list[str]], unit: list[tuple[str, str]], iterations: int =
 
 
 # ------------------------------------------------------------------ step 4: coordinates
-def _isotonic_place(desired: list[float], widths: list[float], gap: float) -> list[float]:
-    """Centres closest (least squares) to ``desired`` keeping order and ``gap`` between neighbours."""
+def _isotonic_place(desired: list[float], widths: list[float], gap: float | list[float],
+                    bounds: tuple[float, float] | None = None) -> list[float]:
+    """Centres closest (least squares) to ``desired`` keeping order and the gap(s) between neighbours.
+
+    With ``bounds = (left, right)`` every box stays inside them (the fit is
+    clipped: for a uniform box constraint the clipped isotonic fit is the
+    constrained one); the row must fit.
+    """
+    gaps = gap if isinstance(gap, list) else [gap] * max(len(widths) - 1, 0)
     offs = [0.0]
     for i in range(1, len(widths)):
-        offs.append(offs[-1] + (widths[i - 1] + widths[i]) / 2 + gap)
+        offs.append(offs[-1] + (widths[i - 1] + widths[i]) / 2 + gaps[i - 1])
     target = [d - o for d, o in zip(desired, offs)]
     blocks: list[list[float]] = []  # [mean, weight]
     for t in target:  # pool adjacent violators: a non-decreasing fit
@@ -309,20 +389,33 @@ def _isotonic_place(desired: list[float], widths: list[float], gap: float) -> li
     fit: list[float] = []
     for m, w in blocks:
         fit += [m] * int(w)
+    if bounds is not None and widths:
+        lo, hi = bounds[0] + widths[0] / 2, bounds[1] - widths[-1] / 2 - offs[-1]
+        fit = [min(max(f, lo), max(hi, lo)) for f in fit]
     return [f + o for f, o in zip(fit, offs)]
 
 
+def _gaps(row: list[str], gap: float) -> list[float]:
+    """Gaps between neighbours of a row: ``gap`` between claims, half beside a dummy, a quarter between dummies."""
+    return [gap / (1, 2, 4)[_is_dummy(a) + _is_dummy(b)] for a, b in zip(row, row[1:])]
+
+
+def _row_width(row: list[str], width_of: dict[str, float], gap: float) -> float:
+    return sum(width_of[v] for v in row) + sum(_gaps(row, gap))
+
+
 def _coordinates(rows: list[list[str]], unit: list[tuple[str, str]], width_of: dict[str, float],
-                 gap: float, rounds: int = 12) -> dict[str, float]:
+                 gap: float, rounds: int = 12, span: float | None = None) -> dict[str, float]:
     up: dict[str, list[str]] = {v: [] for row in rows for v in row}
     down: dict[str, list[str]] = {v: [] for row in rows for v in row}
     for u, v in unit:
         down[u].append(v)
         up[v].append(u)
+    bounds = None if span is None else (-span / 2, span / 2)
     x: dict[str, float] = {}
     for row in rows:  # start packed and centred on 0
         ws = [width_of[v] for v in row]
-        xs = _isotonic_place([0.0] * len(row), ws, gap)
+        xs = _isotonic_place([0.0] * len(row), ws, _gaps(row, gap), bounds)
         x.update(zip(row, xs))
     for r in range(rounds):
         order = range(1, len(rows)) if r % 2 == 0 else range(len(rows) - 2, -1, -1)
@@ -333,7 +426,7 @@ def _coordinates(rows: list[list[str]], unit: list[tuple[str, str]], width_of: d
                 near = up[v] + down[v] if r >= rounds - 2 else (up[v] if r % 2 == 0 else down[v])
                 near = near or up[v] + down[v]
                 desired.append(sum(x[u] for u in near) / len(near) if near else x[v])
-            x.update(zip(row, _isotonic_place(desired, [width_of[v] for v in row], gap)))
+            x.update(zip(row, _isotonic_place(desired, [width_of[v] for v in row], _gaps(row, gap), bounds)))
     return x
 
 
@@ -357,30 +450,47 @@ def _curve(p: Point, q: Point) -> tuple[Point, Point, Point, Point]:
 
 
 def _builtin(nodes: Sequence[str], edges: Sequence[tuple[str, str]], node_w: float, node_h: float,
-             gap_x: float, gap_y: float, margin: float, dummy_w: float) -> Layout:
-    layer = _layers(nodes, edges)
-    lay, unit, chain = _with_dummies(nodes, edges, layer)
-    n_layers = max(lay.values(), default=-1) + 1
-    rows: list[list[str]] = [[] for _ in range(n_layers)]
-    for v in nodes:  # the given order (the paper's) as the starting order; dummies after their source
-        rows[lay[v]].append(v)
-    for (u, v), path in chain.items():
-        for d in path[1:-1]:
-            rows[lay[d]].append(d)
+             gap_x: float, gap_y: float, margin: float, dummy_w: float, max_width: float | None = None,
+             bundle_min: int | None = None) -> Layout:
+    indeg: dict[str, int] = {}
+    for _, v in edges:
+        indeg[v] = indeg.get(v, 0) + 1
+    hubs = {v for v, c in indeg.items() if bundle_min is not None and c >= bundle_min}
+    base = _layers(nodes, edges)
+    inner = None if max_width is None else max_width - 2 * margin
+    cap = len(nodes) if inner is None else max(1, int((inner + gap_x) // (node_w + gap_x)))
+    while True:  # the widest cap whose rows (claims and dummies) all fit the width
+        layer = base if inner is None else _cap(nodes, edges, base, cap)
+        lay, unit, chain = _with_dummies(nodes, edges, layer, hubs)
+        n_layers = max(lay.values(), default=-1) + 1
+        rows: list[list[str]] = [[] for _ in range(n_layers)]
+        for v in nodes:  # the given order (the paper's) as the starting order; dummies after their source
+            rows[lay[v]].append(v)
+        for (u, v), path in chain.items():
+            for d in path[1:-1]:
+                if d not in rows[lay[d]]:
+                    rows[lay[d]].append(d)
+        width_of = {v: (dummy_w if _is_dummy(v) else node_w) for row in rows for v in row}
+        if inner is None or cap == 1 or all(_row_width(r, width_of, gap_x) <= inner for r in rows):
+            break
+        cap -= 1
     rows = _order(rows, unit)
-    width_of = {v: (dummy_w if _is_dummy(v) else node_w) for row in rows for v in row}
-    x = _coordinates(rows, unit, width_of, gap_x)
+    x = _coordinates(rows, unit, width_of, gap_x, span=inner)
     left = min((x[v] - width_of[v] / 2 for v in x), default=0.0)
     cx = {v: x[v] - left + margin for v in x}
     width = max((cx[v] + width_of[v] / 2 for v in cx), default=0.0) + margin
     top = {k: margin + k * (node_h + gap_y) for k in range(n_layers)}
     pos = {v: (cx[v] - node_w / 2, top[lay[v]]) for v in nodes}
+    bundled = {(u, v) for (u, v) in chain if v in hubs}  # all end at one port; the long ones share a trunk
     # ports: outgoing ends on the bottom side ordered by the next point's x, incoming on the top side
+    # (a trunk enters its claim at one port)
     out_ends: dict[str, list[tuple[float, str]]] = {}
     in_ends: dict[str, list[tuple[float, str]]] = {}
     for (u, v), path in chain.items():
         out_ends.setdefault(u, []).append((cx[path[1]], v))
-        in_ends.setdefault(v, []).append((cx[path[-2]], u))
+        end = (cx[path[-2]], "\x00trunk" if (u, v) in bundled else u)
+        if end not in in_ends.setdefault(v, []):
+            in_ends[v].append(end)
     out_port = _ports(nodes, out_ends, cx, node_w)
     in_port = _ports(nodes, in_ends, cx, node_w)
     routes: dict[tuple[str, str], list[tuple[Point, Point, Point, Point]]] = {}
@@ -388,14 +498,21 @@ def _builtin(nodes: Sequence[str], edges: Sequence[tuple[str, str]], node_w: flo
         pts: list[Point] = [(out_port[(u, v)], top[lay[u]] + node_h)]
         for d in path[1:-1]:
             pts += [(cx[d], top[lay[d]]), (cx[d], top[lay[d]] + node_h)]
-        pts.append((in_port[(v, u)], top[lay[v]]))
+        pts.append((in_port[(v, "\x00trunk" if (u, v) in bundled else u)], top[lay[v]]))
         segs = []
         for i in range(0, len(pts) - 1):
             p, q = pts[i], pts[i + 1]
             segs.append(_curve(p, q) if i % 2 == 0 else (p, p, q, q))  # even: across a gap; odd: through a row
         routes[(u, v)] = segs
+    trunks: dict[str, tuple[list[tuple[Point, Point, Point, Point]], list[str]]] = {}
+    for v in sorted(hubs):
+        mine = sorted((lay[u], u) for (u, w) in bundled if w == v)
+        if mine:  # the longest edge's route below its first segment is the whole trunk (empty: none is long)
+            trunks[v] = (routes[(mine[0][1], v)][1:], [u for _, u in mine])
+    joins = {e: 1 for e in bundled}  # an edge's own part: its first segment (to the trunk, or to the port)
     height = (top[n_layers - 1] + node_h + margin) if n_layers else 2 * margin
-    return Layout(pos, {v: layer[v] for v in nodes}, node_w, node_h, width, height, routes, "builtin")
+    return Layout(pos, {v: layer[v] for v in nodes}, node_w, node_h, width, height, routes, "builtin",
+                  trunks, joins)
 
 
 # ------------------------------------------------------------------ Graphviz
@@ -444,11 +561,16 @@ def _dot(nodes: Sequence[str], edges: Sequence[tuple[str, str]], node_w: float, 
 
 def layout_edges(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *, engine: str = "auto",
                  node_w: float = 150, node_h: float = 48, gap_x: float = 22, gap_y: float = 56,
-                 margin: float = 20, dummy_w: float = 8) -> Layout:
+                 margin: float = 20, dummy_w: float = 8, max_width: float | None = None,
+                 bundle_min: int | None = None) -> Layout:
     """Lay out any DAG given as node ids (in a preferred order) and edges ``(dependency, user)``.
 
     ``engine``: ``"builtin"``, ``"dot"`` (Graphviz, must be on PATH) or
-    ``"auto"`` (dot when on PATH and it succeeds, else built-in).
+    ``"auto"`` (dot when on PATH and it succeeds within ``max_width``, else
+    built-in). ``max_width``: the drawing's width at most (the built-in layout
+    moves claims down until every layer fits; a single claim wider than it
+    is the one exception). ``bundle_min``: edges into a claim with that many
+    or more share a trunk (built-in layout only).
 
     Examples
     --------
@@ -463,11 +585,13 @@ def layout_edges(nodes: Sequence[str], edges: Sequence[tuple[str, str]], *, engi
         raise RuntimeError("Graphviz dot is not on PATH")
     if exe is not None and nodes:
         try:
-            return _dot(nodes, edges, node_w, node_h, margin, exe)
+            drawn = _dot(nodes, edges, node_w, node_h, margin, exe)
+            if engine == "dot" or max_width is None or drawn.width <= max_width:
+                return drawn
         except (OSError, RuntimeError, ValueError, IndexError, KeyError, subprocess.SubprocessError):
             if engine == "dot":
                 raise
-    return _builtin(nodes, edges, node_w, node_h, gap_x, gap_y, margin, dummy_w)
+    return _builtin(nodes, edges, node_w, node_h, gap_x, gap_y, margin, dummy_w, max_width, bundle_min)
 
 
 def layout(graph: object, *, engine: str = "auto", only: Iterable[str] | None = None, **sizes: float) -> Layout:
@@ -499,9 +623,9 @@ def _bezier(seg: tuple[Point, Point, Point, Point], steps: int) -> list[Point]:
     return out
 
 
-def _polyline(lay: Layout, e: tuple[str, str], steps: int = 16) -> list[Point]:
+def _polyline(segs: Sequence[tuple[Point, Point, Point, Point]], steps: int = 16) -> list[Point]:
     pts: list[Point] = []
-    for seg in lay.routes[e]:
+    for seg in segs:
         part = _bezier(seg, steps)
         pts += part if not pts else part[1:]
     return pts
@@ -532,7 +656,9 @@ def _meet(p1: Point, p2: Point, q1: Point, q2: Point, ends: set[Point]) -> bool:
 
 
 def crossings(lay: Layout, steps: int = 16) -> int:
-    """Count pairs of drawn edges that cross (curves sampled as polylines; touching at an end does not count).
+    """Count pairs of drawn curves that cross (sampled as polylines; touching at an end does not count).
+
+    A bundled edge is drawn as its own part up to its trunk, and the trunk once (:meth:`Layout.drawn`).
 
     Examples
     --------
@@ -540,8 +666,9 @@ def crossings(lay: Layout, steps: int = 16) -> int:
     >>> crossings(lay)
     0
     """
-    keys = list(lay.routes)
-    lines = {e: _polyline(lay, e, steps) for e in keys}
+    drawn = [(e, segs) for e, segs in lay.drawn() if segs]
+    keys = [e for e, _ in drawn]
+    lines = {e: _polyline(segs, steps) for e, segs in drawn}
     boxes = {e: (min(p[0] for p in ps), min(p[1] for p in ps), max(p[0] for p in ps), max(p[1] for p in ps))
              for e, ps in lines.items()}
     count = 0
@@ -569,8 +696,10 @@ def edges_through_nodes(lay: Layout, steps: int = 16, inset: float = 2.0) -> int
     """
     w, h = lay.node_w, lay.node_h
     count = 0
-    for (u, v) in lay.routes:
-        pts = _polyline(lay, (u, v), steps)
+    for (u, v), segs in lay.drawn():
+        if not segs:
+            continue
+        pts = _polyline(segs, steps)
         hit = False
         for node, (x, y) in lay.pos.items():
             if node in (u, v):
