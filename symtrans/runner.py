@@ -257,7 +257,9 @@ def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[P
 
     for m in modules:
         importlib.import_module(m)
-    mine = [p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules]
+    mine = sorted((p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules),
+                  key=lambda p: (_module_rank(p), getattr(getattr(p.func, "__code__", None), "co_firstlineno", 0)))
+    # module order, then source order: not the order the modules happened to be imported in
     known = sorted({p.claim for p in mine})
     for c in claims or []:
         if c not in known:
