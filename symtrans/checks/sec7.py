@@ -582,8 +582,9 @@ def wo_storage_ranks(ctx: Context) -> list[Any]:
     key = "sec7-wo-storage"
     if key not in ctx.cache:
         w = weights(ctx)
-        sds = [storage_precision(w, "W_O", i)[0] for i in range(w.n_layers)]  # each layer's W_O as stored
-        ctx.cache[key] = storage_ranks(w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1]), sds, certify=True)
+        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
+        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
+                                        certify=True)[0] for i in range(w.n_layers)]
     return ctx.cache[key]
 
 
@@ -597,7 +598,6 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     w = weights(ctx)
     n = ctx.n
     tr = trace(ctx)
-    stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
     recs = wo_storage_ranks(ctx)
     rows = []
     for i, rec in enumerate(recs):
@@ -611,7 +611,7 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
                "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank),
                "recovery_rel_error": finite(err)}
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
-            xr, how = exact_rank(stacked[i])
+            xr, how = exact_rank(stacked_wo(w.layer(i)["W_O"]))
             row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
                         "exact_method": how})
         rows.append(row)
