@@ -692,6 +692,9 @@ class Producer:
     applies_to: str = ""  # the structural reason behind ``families``, said when it does not apply
     share: str | None = None  # the context cache it shares with other producers: a report runs them in one process
     cost: float = 1.0  # relative running time on a real model (BERT-large sized), to order a report's work
+    #: it reads only the layers of ``Context.layer_indices`` (``--layers``); others need every layer and do not
+    #: run on a subset (their record says so)
+    honours_layers: bool = False
 
     @property
     def source_hash(self) -> str:
@@ -727,7 +730,7 @@ def _source_hash(func: Any) -> str:
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
              applies_to: str = "", share: str | None = None,
-             cost: float = 1.0) -> Callable[[Callable[[Context], list[Evidence]]],
+             cost: float = 1.0, honours_layers: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
     """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
 
@@ -741,7 +744,9 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     producers with the same ``share`` run in one process, one after the other,
     so the cache is computed once. ``cost`` is its relative running time on
     a BERT-large-sized model (seconds there, roughly): the report hands out the
-    most expensive work first. Neither changes a record.
+    most expensive work first. Neither changes a record. ``honours_layers``
+    says the producer looks only at ``ctx.layer_indices(...)``: under
+    ``--layers`` the others are recorded as not run.
 
     Examples
     --------
@@ -768,7 +773,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
         existing.append(Producer(claim_id, pname, kind, func, needs_model,
                                  description or (doc[0] if doc else ""), reading,
                                  tuple(families) if families is not None else None, applies_to, share,
-                                 float(cost)))
+                                 float(cost), bool(honours_layers)))
         return func
 
     return wrap

@@ -174,6 +174,11 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     if p.needs_model and not ctx.numeric:
         return [_tag(p, ctx, Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
                                       summary=f"not run: {p.description or p.name} needs a model (--model)"))]
+    if p.needs_model and ctx.layers is not None and not p.honours_layers:
+        return [_tag(p, ctx, Evidence(
+            claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+            summary=f"not run under --layers {ctx.layers_text}: {p.description or p.name} reads the whole model "
+                    "(every layer in turn), not a subset"))]
     key = _memo_key(p, ctx)
     if key is not None and key in _MEMO:
         return list(_MEMO[key][1])

@@ -99,6 +99,8 @@ def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
     (True, 1)
     """
     n = ctx.n if n is None else n
+    if layers is None and ctx.layers is not None:  # --layers: the forward runs up to the last layer listed
+        layers = max(ctx.layers) + 1
     key = ("trace", n, layers, ctx.seed)
     if key not in ctx.cache:
         full = ctx.cache.get(("trace", n, None, ctx.seed))
