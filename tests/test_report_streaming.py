@@ -95,6 +95,10 @@ def test_layers_scope_in_every_record_and_header(tmp_path):
     assert {"residual-rank", "mha-rank-bound", "fibre-wo"} <= ran
     skipped = {e.producer: e.summary for e in model_records if e.verdict is Verdict.NOT_RUN}
     assert "not run under --layers 0,2" in skipped["depth-sweep-residual"]  # reads every layer: not on a subset
+    # "contraction occurs at some layer" (model-some): its failure on two layers refutes nothing
+    occurs = next(e for e in r.statuses["thm-rank-contraction"].evidence if e.evidence.producer == "contraction-occurs")
+    assert occurs.evidence.verdict is Verdict.FAILS and occurs.counted_as is Verdict.INCONCLUSIVE
+    assert "not refuted from a subset" in occurs.counted_note
     fibre = next(e for e in model_records if e.producer == "fibre-wo")
     assert [row["layer"] for row in fibre.details["layers"]] == [0, 2]  # the listed layers, by their own index
     from symtrans.report import write_report
