@@ -534,12 +534,9 @@ class Context:
             raise SymtransError("no model given (this needs --model default or a model directory)")
         key = self._weights_key(dtype, device)
         if key not in self.cache:
-            from symtrans.numeric import load_model
-            from symtrans.numeric.streaming import report_streams
+            from symtrans.numeric import load_model, report_streams, stream_model
 
             if report_streams(self.model, self.stream):  # two layers kept: a producer returns to the one it reads
-                from symtrans.numeric.weights import stream_model
-
                 self.cache[key] = stream_model(self.model, dtype=key[2], device=key[3], keep=2)
             else:
                 self.cache[key] = load_model(self.model, dtype=key[2], device=key[3])
