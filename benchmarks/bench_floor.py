@@ -201,8 +201,6 @@ def gemm_rate(size: int = 512, repeat: int = 8) -> float:
 
 def factorisation_seconds(factor: dict[tuple, int], cache: dict[tuple, float]) -> float:
     """Sum over the listed factorisations of count x the single-thread time of that op on a random input."""
-    import torch
-
     total = 0.0
     for key, count in factor.items():
         if key not in cache:
