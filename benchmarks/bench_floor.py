@@ -26,7 +26,8 @@ that explain the whole: ``cpu(L) ~ fixed + L * slope``.
 its producers on 2 processes (the default) and on 1 (``--serial``): speedup in
 wall time and the peak resident set of the process tree (sampled every 0.5 s;
 the forked worker's copy-on-write pages count twice, so the sum is an upper
-bound) and of its largest process.
+bound) and of its largest process (sampled too: a child's ``ru_maxrss`` carries the high-water mark of
+the process that forked it across ``exec``).
 
 Run: ``python benchmarks/bench_floor.py [--sizes bundled,bert-base] [--n 128] [--workers]``
 (bert-large and 1b take tens of minutes on two cores). The machine may be shared:
@@ -150,8 +151,10 @@ def time_report(model: Path, n: int, serial: bool = False) -> dict:
         wall = time.perf_counter() - t0
         if os.waitstatus_to_exitcode(status) not in (0, 1):
             raise RuntimeError(f"report failed on {model}: {proc.stderr.read().decode()[-500:]}")
+        # sampled, not ru_maxrss: exec keeps the forking process's high-water mark in it (this process, after a
+        # counting run, would show through)
         return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall, "peak_tree_mib": peak_sum,
-                "peak_process_mib": max(peak_one, usage.ru_maxrss / 1024)}
+                "peak_process_mib": peak_one}
 
 
 # ----------------------------------------------------------------- the floor
@@ -256,6 +259,7 @@ def main() -> None:
 
     logging.disable_progress_bar()
     torch.set_num_threads(1)  # the producers run single-threaded: the floor is one core's
+    sys.stdout.reconfigure(line_buffering=True)
     rate = gemm_rate()
     print(f"float64 GEMM, one thread: {rate / 1e9:.2f} GFLOP/s (512 x 512, best of 8)")
     cache: dict[tuple, float] = {}
