@@ -454,12 +454,14 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
 
         for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i, prefixed=prefixed):
             cases.append(dict(c, where=f"layer {i}", layer=i))
-    inputs = {"n": n, "d_model": d, "layers": len(idx), "ranks": ranks, "measure": MEASURE,
+    inputs = {"n": n, "d_model": d, "layers": len(tr.layers), "ranks": ranks, "measure": MEASURE,
               "families": {"embedding-svd": "rank-r truncated SVD of the layer's real input",
                            "random-factors": MEASURE},
               "form": "F(X) = X + MHA(X), paper's MHA: real W_Q, W_K, W_V, W_O, all biases zero, no b_O, no LN",
-              "summary": f"{len(idx) - len(skipped)} layers x 2 families x r in {ranks}, n={n}",
+              "summary": f"{len(tr.layers) - len(skipped)} layers x 2 families x r in {ranks}, n={n}",
               "layer_hypotheses": layer_hyps}
+    if len(idx) != len(tr.layers):  # --layers: the layers listed, not the trace's (it runs up to the last one)
+        inputs.update(layers=len(idx), summary=f"{len(idx) - len(skipped)} layers x 2 families x r in {ranks}, n={n}")
     if not cases:
         i, h = skipped[0]
         hyp = HypothesisCheck(h.name, h.holds, h.margin, f"every layer: e.g. layer {i}: {h.detail}")
