@@ -16,7 +16,10 @@ for the second count). On each:
   machine's single-thread float64 GEMM rate plus, for each factorisation
   listed, the time the same op takes on a random input of that shape (both
   measured in this run, single-threaded as the producers run). Exact
-  arithmetic outside torch (python-flint, arb) is not in the floor.
+  arithmetic outside torch (python-flint, arb) is not in the floor. The
+  factorisation part can overstate: a divide-and-conquer SVD deflates on the
+  report's rank-deficient matrices and runs faster than on the random replay
+  (seen at the 1B width); the GEMM part is a strict lower bound.
 
 Per layer: the slope between the two layer counts (time and floor), and each
 size's ratio report / floor. Time linear in layers shows as per-layer slopes
