@@ -25,7 +25,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import (MAX_DEPTH, MAX_N, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_device,
                                check_dtype, check_int, check_model_dir, check_seed, check_text, terminal_safe)
 
-__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args"]
+__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers"]
 
 #: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
 CHECKED_CLAIMS: tuple[str, ...] = (
@@ -47,6 +47,52 @@ ALL_CLAIMS: tuple[str, ...] = (
 
 
 # ----------------------------------------------------------------- command-line arguments
+def parse_layers(text: Any, n_layers: int | None = None) -> tuple[int, ...]:
+    """The layer indices of ``--layers`` (``"0,1,5"``, ``"0-3"``, or both mixed), sorted; refused in one line.
+
+    With ``n_layers`` every index must name a layer of the model.
+
+    Examples
+    --------
+    >>> parse_layers("5,0-2"), parse_layers(" 3 ")
+    ((0, 1, 2, 5), (3,))
+    >>> parse_layers("0,1,5", n_layers=4)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --layers 0,1,5: layer 5 is out of range (the model has 4 layers: 0-3)
+    >>> parse_layers("3-1")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --layers 3-1: a range must go upwards (3-1); use e.g. 0,1,5 or 0-3
+    """
+    import re
+
+    raw = str(text)
+    shown = terminal_safe(raw[:40] + ("..." if len(raw) > 40 else ""))
+    hint = "use e.g. 0,1,5 or 0-3"
+    if not isinstance(text, str) or not text.strip():
+        raise SymtransError(f"--layers {shown!r}: expected layer indices ({hint})")
+    out: set[int] = set()
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d{1,6})\s*(?:-\s*(\d{1,6})\s*)?", part)
+        if m is None:
+            raise SymtransError(f"--layers {shown}: {terminal_safe(part.strip()[:20])!r} is not a layer index "
+                                f"or range ({hint})")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise SymtransError(f"--layers {shown}: a range must go upwards ({lo}-{hi}); {hint}")
+        if hi - lo > MAX_SIZE:
+            raise SymtransError(f"--layers {shown}: range {lo}-{hi} too long")
+        out.update(range(lo, hi + 1))
+    if n_layers is not None:
+        bad = sorted(i for i in out if i >= n_layers)
+        if bad:
+            raise SymtransError(f"--layers {shown}: layer {bad[0]} is out of range (the model has {n_layers} "
+                                f"layers: 0-{n_layers - 1})")
+    return tuple(sorted(out))
+
+
 def _model_arch(model: str) -> Any:
     """The architecture of a checked model spec (reads config.json through the bounded reader)."""
     from symtrans.arch import from_config
@@ -120,6 +166,14 @@ def check_args(args: Any) -> None:
         check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
         if n is not None or get("layer_index") is not None or get("depth") is not None:
             arch = _model_arch(model)
+    if command == "report" and get("layers") is not None:  # before any weight is read
+        if isinstance(model, str) and model.lower() == "none":
+            raise SymtransError("--layers: needs a model (--model none runs no numeric producer)")
+        if arch is None and isinstance(model, str):
+            arch = _model_arch(model)
+        parse_layers(get("layers"), arch.L if arch is not None and isinstance(arch.L, int) else None)
+    if command == "report" and get("stream") is not None and get("stream") not in ("auto", "on", "off"):
+        raise SymtransError(f"--stream {terminal_safe(str(get('stream'))[:20])!r}: use auto, on or off")
     if arch is not None and n is not None and isinstance(arch.max_positions, int):
         check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
     elif n is not None:

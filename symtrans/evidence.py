@@ -507,6 +507,12 @@ class Context:
     progress: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
     reuse: bool = True  # reuse evidence produced earlier in this process for the same inputs
+    #: the layers numeric producers look at (``--layers``); ``None``: every layer. A subset is stated in every
+    #: model record (its context key and scope), and a statement about every layer is not certified from it
+    layers: tuple[int, ...] | None = None
+    #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
+    #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
+    stream: str = "auto"
 
     def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
         """Load the model once per (dtype, device), cached in ``cache``; return its weights.
@@ -528,10 +534,46 @@ class Context:
             raise SymtransError("no model given (this needs --model default or a model directory)")
         key = self._weights_key(dtype, device)
         if key not in self.cache:
-            from symtrans.numeric import load_model
+            from symtrans.numeric import load_model, report_streams, stream_model
 
-            self.cache[key] = load_model(self.model, dtype=key[2], device=key[3])
+            if report_streams(self.model, self.stream):  # two layers kept: a producer returns to the one it reads
+                self.cache[key] = stream_model(self.model, dtype=key[2], device=key[3], keep=2)
+            else:
+                self.cache[key] = load_model(self.model, dtype=key[2], device=key[3])
         return self.cache[key]
+
+    def layer_indices(self, n_layers: int) -> list[int]:
+        """The layers numeric producers look at: ``layers`` (``--layers``), else all ``n_layers``.
+
+        Examples
+        --------
+        >>> Context(layers=(0, 5)).layer_indices(6), Context().layer_indices(3)
+        ([0, 5], [0, 1, 2])
+        >>> Context(layers=(7,)).layer_indices(6)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: --layers 7: the model has 6 layers (0-5)
+        """
+        if self.layers is None:
+            return list(range(n_layers))
+        bad = [i for i in self.layers if not 0 <= i < n_layers]
+        if bad:
+            from symtrans.errors import SymtransError
+
+            raise SymtransError(f"--layers {','.join(map(str, bad))}: the model has {n_layers} layers "
+                                f"(0-{n_layers - 1})")
+        return sorted(set(self.layers))
+
+    @property
+    def layers_text(self) -> str | None:
+        """The layer subset as one string (``"0,1,5"``), or ``None`` for every layer.
+
+        Examples
+        --------
+        >>> Context(layers=(5, 0, 1)).layers_text, Context().layers_text
+        ('0,1,5', None)
+        """
+        return None if self.layers is None else ",".join(str(i) for i in sorted(set(self.layers)))
 
     def preload(self, weights: Any) -> Context:
         """Use ``weights`` (e.g. a deliberately broken copy) as this context's model; returns self.
@@ -580,10 +622,13 @@ class Context:
         from symtrans import __version__
 
         w = self.loaded_weights() if p.needs_model else None
-        return {"producer": p.name, "n": self.n, "seed": self.seed, "dtype": self.dtype,
-                "device": None if self.device in (None, "cpu") else str(self.device),
-                "weights_hash": getattr(w, "weights_hash", None) if p.needs_model else None,
-                "toolkit_version": __version__, "producer_hash": p.source_hash}
+        out = {"producer": p.name, "n": self.n, "seed": self.seed, "dtype": self.dtype,
+               "device": None if self.device in (None, "cpu") else str(self.device),
+               "weights_hash": getattr(w, "weights_hash", None) if p.needs_model else None,
+               "toolkit_version": __version__, "producer_hash": p.source_hash}
+        if p.needs_model and self.layers is not None:  # a subset: the record covers these layers only
+            out["layers"] = self.layers_text
+        return out
 
     def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
         return ("weights", self.model, dtype or self.dtype,
@@ -644,6 +689,9 @@ class Producer:
     applies_to: str = ""  # the structural reason behind ``families``, said when it does not apply
     share: str | None = None  # the context cache it shares with other producers: a report runs them in one process
     cost: float = 1.0  # relative running time on a real model (BERT-large sized), to order a report's work
+    #: it reads only the layers of ``Context.layer_indices`` (``--layers``); others need every layer and do not
+    #: run on a subset (their record says so)
+    honours_layers: bool = False
 
     @property
     def source_hash(self) -> str:
@@ -679,7 +727,7 @@ def _source_hash(func: Any) -> str:
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
              applies_to: str = "", share: str | None = None,
-             cost: float = 1.0) -> Callable[[Callable[[Context], list[Evidence]]],
+             cost: float = 1.0, honours_layers: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
     """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
 
@@ -693,7 +741,9 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     producers with the same ``share`` run in one process, one after the other,
     so the cache is computed once. ``cost`` is its relative running time on
     a BERT-large-sized model (seconds there, roughly): the report hands out the
-    most expensive work first. Neither changes a record.
+    most expensive work first. Neither changes a record. ``honours_layers``
+    says the producer looks only at ``ctx.layer_indices(...)``: under
+    ``--layers`` the others are recorded as not run.
 
     Examples
     --------
@@ -720,7 +770,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
         existing.append(Producer(claim_id, pname, kind, func, needs_model,
                                  description or (doc[0] if doc else ""), reading,
                                  tuple(families) if families is not None else None, applies_to, share,
-                                 float(cost)))
+                                 float(cost), bool(honours_layers)))
         return func
 
     return wrap

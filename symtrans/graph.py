@@ -380,6 +380,10 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
       set, so it counts as ``inconclusive``.
     * ``certified`` counts as ``certified`` only with the statement's full
       scope (:func:`full_scope`); an instance certificate counts as ``supported``.
+    * a record made on a layer subset (``--layers``: ``context["layers"]``) about
+      the model (quantifier ``model-every`` / ``model-some``) never counts as
+      ``certified`` (at most ``supported``), and its ``fails`` on a ``model-some``
+      statement counts as ``inconclusive`` (another layer may have it).
     * an ``all-sizes`` ``certified`` record counts as ``certified`` only when it
       carries a certificate that ``symtrans verify`` re-checks
       (:func:`has_certificate`); a written proof checked at small sizes inside
@@ -395,9 +399,21 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
     ...                scope=Scope("instances", "three toy sizes"))
     >>> counted_verdict(few, "generic")
     (<Verdict.SUPPORTED: 'supported'>, 'instance certificate: certified on the listed instances only (three toy sizes)')
+    >>> part = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="2 of 6 layers",
+    ...                 scope=Scope("model", "every layer"), context={"layers": "0,1"})
+    >>> counted_verdict(part, "model-every")[0].value  # a subset (--layers) never certifies every layer
+    'supported'
     """
     v = ev.verdict
     kind = ev.scope.kind if ev.scope is not None else None
+    subset = (ev.context or {}).get("layers")  # --layers: the record looked at these layers only
+    if subset is not None and quantifier in ("model-every", "model-some"):
+        if v is Verdict.CERTIFIED:
+            return Verdict.SUPPORTED, (f"layers {subset} only (--layers): a statement about every layer of the "
+                                       "model is not certified from a subset")
+        if v is Verdict.FAILS and quantifier == "model-some":
+            return Verdict.INCONCLUSIVE, (f"layers {subset} only (--layers): a layer outside the subset may have "
+                                          "it; a statement about some layer is not refuted from a subset")
     if v is Verdict.FAILS and quantifier == "generic" and kind not in ("all-sizes", "open-set"):
         return Verdict.INCONCLUSIVE, ("an instance cannot refute a generic statement (the failure is not shown "
                                       "on an open set or for all sizes)")

@@ -31,7 +31,7 @@ from symtrans.evidence import PRODUCERS, Context, Evidence, Producer, Verdict
 
 __all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "producers_for", "declared_producers", "declarations_in",
            "run_producers", "run_producer", "remember", "check_producers", "certificate_producers", "run_tasks", "work_units",
-           "parallel_default", "cuda_initialised", "run_checks", "run_certificates"]
+           "parallel_default", "cuda_initialised", "run_checks", "run_certificates", "layer_subset_scope"]
 
 #: modules whose producers are the exact certificates and counterexample searches (``symtrans certify``).
 CERTIFICATE_MODULES: list[str] = ["symtrans.certify.producers"]
@@ -174,6 +174,11 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     if p.needs_model and not ctx.numeric:
         return [_tag(p, ctx, Evidence(claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
                                       summary=f"not run: {p.description or p.name} needs a model (--model)"))]
+    if p.needs_model and ctx.layers is not None and not p.honours_layers:
+        return [_tag(p, ctx, Evidence(
+            claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
+            summary=f"not run under --layers {ctx.layers_text}: {p.description or p.name} reads the whole model "
+                    "(every layer in turn), not a subset"))]
     key = _memo_key(p, ctx)
     if key is not None and key in _MEMO:
         return list(_MEMO[key][1])
@@ -216,7 +221,28 @@ def _tag(p: Producer, ctx: Context, ev: Evidence) -> Evidence:
         changes["reading"] = p.reading
     if not ev.context:
         changes["context"] = ctx.key(p)
+    if p.needs_model and ctx.layers is not None and ev.verdict is not Verdict.NOT_RUN:
+        changes["scope"] = layer_subset_scope(ev.scope, ctx)
     return dataclasses.replace(ev, **changes) if changes else ev
+
+
+def layer_subset_scope(scope: Any, ctx: Context) -> Any:
+    """A model record's scope under ``--layers``: what covered the whole model now covers the listed layers only.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Scope
+    >>> s = layer_subset_scope(Scope("model", "every layer"), Context(layers=(0, 1)))
+    >>> s.kind, s.instances, s.description.startswith("layers 0,1 only (--layers)")
+    ('instances', ('layer 0', 'layer 1'), True)
+    """
+    from symtrans.evidence import Scope
+
+    note = f"layers {ctx.layers_text} only (--layers)"
+    if scope is None or scope.kind == "model":
+        return Scope("instances", note + (f": {scope.description}" if scope is not None else ""),
+                     tuple(f"layer {i}" for i in sorted(set(ctx.layers or ()))))
+    return Scope(scope.kind, f"{scope.description} [{note}]", scope.instances)
 
 
 #: Evidence already produced in this process, by producer and the context's inputs. Producers are
@@ -245,7 +271,7 @@ def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
         return None
-    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device)
+    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers)
 
 
 # ----------------------------------------------------------------- which producers

@@ -28,7 +28,7 @@ def test_the_example_runs_what_the_cli_runs(example_report):
     defaults = build_parser("report").parse_args(["report"])
     assert doc["model"]["spec"] == defaults.model == "default"
     assert doc["context"] == {"n": defaults.n, "seed": defaults.seed, "device": defaults.device,
-                              "dtype": defaults.dtype}
+                              "dtype": defaults.dtype, "layers": defaults.layers}
     assert doc["errors"] == []
 
 

@@ -562,7 +562,7 @@ def thm53_small(ctx: Context) -> list[Evidence]:
                          "rows": rows})]
 
 
-@producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True,
+@producer("thm-5.3", kind="symbolic", name="thm53-real-weights", needs_model=True, honours_layers=True,
           description="arb-certified (r+1)-minor of F(X*_r) on every layer of the real weights, r = 1..R", cost=4)
 def thm53_real(ctx: Context) -> list[Evidence]:
     """Certify rank F(X*_r) > r on every layer of the model for r = 1..THM53_R (exact weights, arb balls)."""
@@ -574,7 +574,7 @@ def thm53_real(ctx: Context) -> list[Evidence]:
     items, signs, failed, margins, methods = {}, {}, [], [], {"float64-verified": 0, "arb": 0}
     hyp_name = "MHA not identically zero: some head with W_V^h != 0 and W_O^h != 0 (the theorem's generic weights)"
     excluded, counted = [], []
-    for layer in range(L):
+    for layer in ctx.layer_indices(L):  # --layers: the listed layers only (then an instance certificate, no file)
         lay = w.layer(layer)
         if all(not lay["W_V"][h].any() or not lay["W_O"][h].any() for h in range(lay["W_V"].shape[0])):
             excluded.append(layer)  # F(X) = X exactly: rank F(X*_r) = r, the hypothesis fails here (not a minor)
@@ -608,7 +608,8 @@ def thm53_real(ctx: Context) -> list[Evidence]:
         f"; layers {excluded} left out (MHA identically zero there: F(X) = X)" if excluded else ""))
     ok = not failed
     dims = _dims(w, ctx)
-    if excluded:  # the registered statement covers every layer: a subset is stated as instances, with no file
+    subset = bool(excluded) or ctx.layers is not None
+    if subset:  # the registered statement covers every layer: a subset is stated as instances, with no file
         scope = Scope("instances", f"layers {counted} ({len(counted)}) of {ctx.model} at n = {ctx.n}, strata "
                       f"r = 1..{R} of min(n, d) - 1 = {min(ctx.n, d) - 1}",
                       tuple(f"layer {l}, r = 1..{R}" for l in counted))
@@ -616,9 +617,9 @@ def thm53_real(ctx: Context) -> list[Evidence]:
         scope = _scope("thm-5.3/real-minors", dims)
     cert = certificate("thm-5.3/real-minors", dims, {"minor_sign": signs},
                        {"method": "residual-minor", "model": str(ctx.model), "n": ctx.n, "precision": PRECISION,
-                        "items": items}, w.weights_hash) if ok and not excluded else None
+                        "items": items}, w.weights_hash) if ok and not subset else None
     return [_ev("thm-5.3", "thm53-real-weights", Verdict.CERTIFIED if ok else Verdict.INCONCLUSIVE,
-                f"{'all ' + str(L) if not excluded else str(len(counted)) + ' (of ' + str(L) + ')'} layers of "
+                f"{'all ' + str(L) if not subset else str(len(counted)) + ' (of ' + str(L) + ')'} layers of "
                 f"{ctx.model} (n = {ctx.n}, d_model = {d}, exact weights, no biases as in the "
                 f"paper): rank F(X*_r) > r certified for every r = 1..{R} ({len(items)} minors, each non-zero with "
                 f"margin >= {min(margins):.1f} decades), so for these weights the bad set is null on those strata"

@@ -122,6 +122,8 @@ def trace(ctx: Context, n: int | None = None, layers: int | None = None) -> Any:
     (True, 1)
     """
     n = ctx.n if n is None else n
+    if layers is None and ctx.layers is not None:  # --layers: the forward runs up to the last layer listed
+        layers = max(ctx.layers) + 1
     key = ("trace", n, layers, ctx.seed)
     if key not in ctx.cache:
         full = ctx.cache.get(("trace", n, None, ctx.seed))
@@ -153,40 +155,52 @@ def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> 
     """
     import torch
 
-    from symtrans.numeric.forward import Trace, embed_input, encode, encoder_layer, structure
+    from symtrans.numeric.forward import Trace, embed_input, encode, layer_forward, norm, structure
+    from symtrans.numeric.weights import StreamedWeights
 
-    if structure(w).form == "pre-ln":  # decoders: the full trace of their own (causal, pre-LN) forward
-        return encode(w, n=n, seed=seed, layers=layers)
+    st = structure(w)
+    if st.form == "pre-ln" and not isinstance(w, StreamedWeights):
+        return encode(w, n=n, seed=seed, layers=layers)  # decoders in memory: the full trace of their own forward
     X, ids = embed_input(w, n=n, seed=seed)
     count = w.n_layers if layers is None else layers
     out, h = [], X
     with torch.no_grad():
         for i in range(count):
-            t = encoder_layer(h, w.layer(i), w.arch.ln_eps, w.arch.activation)
+            t = layer_forward(h, w.layer(i), st)
             out.append(_LeanLayerTrace(w, i, t))
             h = t.out
             del t
-    return Trace(embeddings=X, layers=out, input_ids=ids)
+        final = (norm(h, w.final_ln_w, w.final_ln_b, st) if st.final_norm and count == w.n_layers and count > 0
+                 else None)
+    return Trace(embeddings=X, layers=out, input_ids=ids, final=final)
 
 
 class _LeanLayerTrace:
     """A :class:`~symtrans.numeric.forward.LayerTrace` holding the small fields; the rest recomputed on read."""
 
     # A is kept (H n^2 floats a layer, 2 MB at BERT-large size): recomputing it costs the layer's Q/K/V projections
-    _KEPT = ("X", "A", "Y", "mha", "pre_ln1", "pre_ln2", "out")
+    # (pre-LN decoders, streamed: attn_in, N1(X), is kept too; their pre_ln2 is out)
+    _KEPT = ("X", "A", "Y", "mha", "pre_ln1", "pre_ln2", "out", "form", "attn_in")
 
     def __init__(self, w: Any, i: int, t: Any):
         self._w, self._i = w, i
         for f in self._KEPT:
             setattr(self, f, getattr(t, f))
 
+    @property
+    def norm_inputs(self) -> dict[str, Any]:
+        """The input of each of the layer's two norms (:attr:`LayerTrace.norm_inputs`, its one home)."""
+        from symtrans.numeric.forward import LayerTrace
+
+        return LayerTrace.norm_inputs.fget(self)  # type: ignore[attr-defined]
+
     def _full(self) -> Any:
         import torch
 
-        from symtrans.numeric.forward import encoder_layer
+        from symtrans.numeric.forward import layer_forward, structure
 
         with torch.no_grad():
-            return encoder_layer(self.X, self._w.layer(self._i), self._w.arch.ln_eps, self._w.arch.activation)
+            return layer_forward(self.X, self._w.layer(self._i), structure(self._w))
 
     @property
     def YO(self) -> Any:  # noqa: N802 - the LayerTrace field name

@@ -343,8 +343,8 @@ def real_cases(ctx: Context, n: int | None = None, layers: int | None = None) ->
     tr = trace(ctx, n=n, layers=layers)
     eps = float(w.arch.ln_eps)
     out = []
-    for i, lt in enumerate(tr.layers):
-        lay = w.layer(i)
+    for i in (i for i in ctx.layer_indices(w.n_layers) if i < len(tr.layers)):  # --layers: the listed ones
+        lt, lay = tr.layers[i], w.layer(i)
         out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
         out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
     return out
@@ -401,7 +401,7 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                   details={"cases": rows})
 
 
-@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True, families=LAYERNORM_FAMILIES,
+@producer("thm-4.2", kind="numeric", name="ln-real", needs_model=True, honours_layers=True, families=LAYERNORM_FAMILIES,
           applies_to=FAMILIES_NOTE["layernorm"], cost=3)
 def check_ln_real(ctx: Context) -> list[Evidence]:
     """Theorem 4.2 on the real pre-LN sums at n = ctx.n (all layers) and at n > d_model (layer 0)."""

@@ -430,7 +430,7 @@ def value_output_hypothesis(layer: dict[str, Any], storage_dtype: Any = "float32
                            f"bound u ||W_V||_F ||W_O||_F = {bound:.3g} (margin in decades)")
 
 
-@producer("thm-5.3", kind="numeric", name="residual-rank", needs_model=True, cost=12)
+@producer("thm-5.3", kind="numeric", name="residual-rank", needs_model=True, honours_layers=True, cost=12)
 def check_thm_5_3(ctx: Context) -> list[Evidence]:
     """rank(X + MHA(X)) > rank(X) at every real layer for rank-r inputs on a grid of r, hypotheses first."""
     w = weights(ctx)
@@ -438,8 +438,9 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
     n, d = tr.embeddings.shape
     ranks = rank_grid(n, d)
     cases, layer_hyps, skipped = [], [], []
-    for i, lt in enumerate(tr.layers):
-        layer = w.layer(i)
+    idx = ctx.layer_indices(w.n_layers)  # --layers: the listed layers only
+    for i in idx:
+        lt, layer = tr.layers[i], w.layer(i)
         h = value_output_hypothesis(layer, storage_precision(w, ("W_V", "W_O"), i)[0])
         layer_hyps.append({"layer": i, **h.to_dict()})
         if h.holds is not True:
@@ -460,6 +461,8 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
               + unmasked_note(w),
               "summary": f"{len(tr.layers) - len(skipped)} layers x 2 families x r in {ranks}, n={n}",
               "layer_hypotheses": layer_hyps}
+    if len(idx) != len(tr.layers):  # --layers: the layers listed, not the trace's (it runs up to the last one)
+        inputs.update(layers=len(idx), summary=f"{len(idx) - len(skipped)} layers x 2 families x r in {ranks}, n={n}")
     if not cases:
         i, h = skipped[0]
         hyp = HypothesisCheck(h.name, h.holds, h.margin, f"every layer: e.g. layer {i}: {h.detail}")

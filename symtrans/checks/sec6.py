@@ -66,7 +66,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         wv = storage_ranks(lay["W_V"], sd)
         wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
         ctx.cache[key] = {
-            "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
+            "layer": i, "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
             "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
             "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
             "A_records": numerical_ranks(lt.A), "WV_records": wv, "WO_records": wo,
@@ -115,7 +115,18 @@ def _alpha_defined(lay: dict[str, Any], storage_dtype: str) -> list[dict[str, An
 
 
 def _all_layers(ctx: Context) -> list[dict[str, Any]]:
-    return [layer_subspaces(ctx, i) for i in range(weights(ctx).n_layers)]
+    """Every layer's subspace record (the layers of ``--layers`` only, when given), each naming its ``layer``."""
+    return [layer_subspaces(ctx, i) for i in ctx.layer_indices(weights(ctx).n_layers)]
+
+
+def _numbered(layers: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(layer index, record)`` pairs: the record's own ``layer`` (a ``--layers`` subset), else its position."""
+    return [(int(st.get("layer", k)), st) for k, st in enumerate(layers)]
+
+
+def _at_layer(layers: list[dict[str, Any]], i: int) -> dict[str, Any]:
+    """The record of layer ``i`` among ``layers`` (see :func:`_numbered`)."""
+    return next(st for k, st in _numbered(layers) if k == i)
 
 
 def _inputs(ctx: Context, n: int, what: str) -> dict[str, Any]:
@@ -153,7 +164,7 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
     w = weights(ctx)
     dk = w.d_head
     out = []
-    for i, st in enumerate(_all_layers(ctx)):
+    for i, st in _numbered(_all_layers(ctx)):
         n = st["n"]
         for h in range(len(st["dim_R"])):
             ra, rv, ro = st["A_records"][h], st["WV_records"][h], st["WO_records"][h]
@@ -196,7 +207,7 @@ def _hyp_record(ctx: Context, claim: str, name: str, rows: list[dict[str, Any]],
     return out
 
 
-@producer("prop-6.3", kind="numeric", name="head-subspace-dim", needs_model=True, share="sec6-layer")
+@producer("prop-6.3", kind="numeric", name="head-subspace-dim", needs_model=True, honours_layers=True, share="sec6-layer")
 def check_prop_6_3(ctx: Context) -> list[Evidence]:
     """dim R_h = min(rank X, d_k) per head where the hypotheses hold (n > d_k, A^h invertible, rank W_V^h W_O^h = d_k)."""
     from symtrans.checks.common import storage_precision
@@ -211,7 +222,7 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
     hyps = head_hypotheses(ctx)
     rows = []
     for hr in hyps:
-        st = layers[hr["layer"]]
+        st = _at_layer(layers, hr["layer"])
         rec = st["records"][hr["head"]]
         a = st["alpha"][hr["head"]]["alpha"]
         rows.append(dict(hr, dim_R=rec.rank, expected=min(st["rank_X"], dk), dim_R_decision=_decision(rec),
@@ -275,7 +286,7 @@ def _layer_rows(layers: list[dict[str, Any]], bound: int) -> list[dict[str, Any]
     return [{"layer": i, "rank_MHA": st["rank_MHA"], "dim_sum_R": st["dim_sum"].rank,
              "MHA_decision": _decision(st["rank_MHA_record"]), "sum_decision": _decision(st["dim_sum"]),
              "dim_R_decisive": all(r.decisive for r in st["records"]),
-             "bound_min_n_Hdv_dmodel": bound} for i, st in enumerate(layers)]
+             "bound_min_n_Hdv_dmodel": bound} for i, st in _numbered(layers)]
 
 
 def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) -> Evidence:
@@ -321,7 +332,7 @@ def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) ->
                   f"(values {sorted({r['rank_MHA'] for r in rows})})", **common)
 
 
-@producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True, share="sec6-layer",
+@producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True, honours_layers=True, share="sec6-layer",
           cost=10)
 def check_prop_6_2(ctx: Context) -> list[Evidence]:
     """rank MHA(X) = dim(sum_h R_h) at n = ctx.n (all layers) and at n > d_model (layer 0)."""
@@ -329,7 +340,8 @@ def check_prop_6_2(ctx: Context) -> list[Evidence]:
     out = [_prop_6_2_evidence(ctx, _all_layers(ctx), f"mha-rank-vs-sum-n{ctx.n}")]
     big = min(w.d_model + 64, int(w.arch.max_positions))
     if ctx.n <= w.d_model < big:
-        out.append(_prop_6_2_evidence(ctx, [layer_subspaces(ctx, 0, n=big)], f"mha-rank-vs-sum-n{big}"))
+        first = ctx.layer_indices(w.n_layers)[0]  # layer 0, or the first of --layers
+        out.append(_prop_6_2_evidence(ctx, [layer_subspaces(ctx, first, n=big)], f"mha-rank-vs-sum-n{big}"))
     return out
 
 
@@ -361,7 +373,7 @@ def bound_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, list[dict[str, A
     return v, bad, unsure
 
 
-@producer("prop-6.2/bound", kind="numeric", name="mha-rank-bound", needs_model=True, share="sec6-layer")
+@producer("prop-6.2/bound", kind="numeric", name="mha-rank-bound", needs_model=True, honours_layers=True, share="sec6-layer")
 def check_prop_6_2_bound(ctx: Context) -> list[Evidence]:
     """rank MHA(X) <= min(n, H d_v, d_model) and rank MHA(X) <= dim(sum_h R_h) at every layer."""
     from symtrans.evidence import Scope
@@ -396,7 +408,7 @@ def check_prop_6_2_bound(ctx: Context) -> list[Evidence]:
     return sanity([record(ctx, "prop-6.2", "mha-rank-bound", v, s, **common)])
 
 
-@producer("thm-rank-contraction", kind="numeric", name="contraction-kappa", needs_model=True, share="sec6-layer")
+@producer("thm-rank-contraction", kind="numeric", name="contraction-kappa", needs_model=True, honours_layers=True, share="sec6-layer")
 def check_rank_contraction(ctx: Context) -> list[Evidence]:
     """kappa = sum_h dim R_h - dim(sum_h R_h) per layer: contraction occurs somewhere; d_ff >= max kappa."""
     from symtrans.evidence import Scope
@@ -406,7 +418,7 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     n = layers[0]["n"]
     d_ff = int(w.W_in.shape[-1])
     rows = []
-    for i, st in enumerate(layers):
+    for i, st in _numbered(layers):
         rows.append({"layer": i, "kappa": st["kappa"], "sum_dim_R": sum(st["dim_R"]), "dim_sum_R": st["dim_sum"].rank,
                      "rank_MHA": st["rank_MHA"], "alpha_MHA": st["alpha_MHA"], "sum_decision": _decision(st["dim_sum"]),
                      "decisive": st["dim_sum"].decisive and all(r.decisive for r in st["records"])})
@@ -467,7 +479,7 @@ def specialised_layers(layers: list[dict[str, Any]]) -> tuple[list[int], list[di
     ([0], [{'layer': 1, 'head': 1, 'violated': 'heads specialised (score matrix W_Q^h W_K^h^T = 0)'}])
     """
     ok, excluded = [], []
-    for i, st in enumerate(layers):
+    for i, st in _numbered(layers):
         bad = [{"layer": i, "head": h, "violated": "heads specialised (score matrix W_Q^h W_K^h^T = 0)"}
                for h, a in enumerate(st["alpha"]) if a["alpha"] is None]
         if not any(d > 0 for d in st["dim_R"]):
@@ -513,7 +525,7 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
     else:
         v, s = Verdict.FAILS, (f"no contraction on the real heads: kappa = 0 at every counted layer {usable} (n = {n})"
                                f"{tail}; the {w.n_heads} head subspaces of dimension "
-                               f"{max(max(layers[i]['dim_R']) for i in usable)} are independent and span "
+                               f"{max(max(_at_layer(layers, i)['dim_R']) for i in usable)} are independent and span "
                                f"dim(sum R_h) = {mine[0]['dim_sum_R']}, so head specialisation does not contract "
                                f"them here; rank MHA(X) = {mine[0]['rank_MHA']} < {w.n_heads * w.d_head} comes from "
                                "n, not from alignment")
@@ -645,7 +657,7 @@ def alignment_verdict(test: dict[str, Any]) -> Verdict:
 MIN_ALIGN_HEADS = 8
 
 
-@producer("claim-align", kind="numeric", name="alpha-vs-alignment", needs_model=True, share="sec6-layer")
+@producer("claim-align", kind="numeric", name="alpha-vs-alignment", needs_model=True, honours_layers=True, share="sec6-layer")
 def check_alignment(ctx: Context) -> list[Evidence]:
     """Directional heads (high alpha_h) have more aligned output subspaces: Spearman test over all heads."""
     import numpy as np
@@ -657,7 +669,7 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     H = len(layers[0]["dim_R"])
     n = layers[0]["n"]
     alpha, align, group, skipped, a_band = [], [], [], [], []
-    for i, st in enumerate(layers):
+    for i, st in _numbered(layers):
         ov = st["overlap"]
         live = [g for g in range(H) if st["dim_R"][g] > 0]
         for h in range(H):
@@ -716,7 +728,7 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     tol = Tolerance(ALPHA_LEVEL, "one-sided significance level of a within-layer permutation test "
                     "(alpha_h shuffled among the heads of each layer, 2000 permutations, fixed seed 0)", "p-value")
     per_layer = []
-    for i in range(len(layers)):
+    for i, _ in _numbered(layers):
         idx = [k for k, g in enumerate(group) if g == i]
         a, b = alpha_t[idx], align_t[idx]  # tied at the band, average ranks: no rounding noise is ranked
         r = (float(np.corrcoef(average_ranks(a), average_ranks(b))[0, 1])

@@ -582,8 +582,9 @@ def wo_storage_ranks(ctx: Context) -> list[Any]:
     key = "sec7-wo-storage"
     if key not in ctx.cache:
         w = weights(ctx)
-        sds = [storage_precision(w, "W_O", i)[0] for i in range(w.n_layers)]  # each layer's W_O as stored
-        ctx.cache[key] = storage_ranks(w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1]), sds, certify=True)
+        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
+        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
+                                        certify=True)[0] for i in ctx.layer_indices(w.n_layers)]
     return ctx.cache[key]
 
 
@@ -597,10 +598,9 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     w = weights(ctx)
     n = ctx.n
     tr = trace(ctx)
-    stacked = w.W_O.reshape(w.n_layers, -1, w.W_O.shape[-1])
     recs = wo_storage_ranks(ctx)
     rows = []
-    for i, rec in enumerate(recs):
+    for i, rec in zip(ctx.layer_indices(w.n_layers), recs):  # --layers: the listed layers only
         full = min(rec.shape)
         Z = tr.layers[i].Y.transpose(0, 1).reshape(n, -1)
         err = recover_heads(Z, w.W_O[i], square_invertible=rec.decisive and rec.rank == rec.shape[0] == rec.shape[1]) \
@@ -611,7 +611,7 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
                "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank),
                "recovery_rel_error": finite(err)}
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
-            xr, how = exact_rank(stacked[i])
+            xr, how = exact_rank(stacked_wo(w.layer(i)["W_O"]))
             row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
                         "exact_method": how})
         rows.append(row)
@@ -731,7 +731,9 @@ def _ln(ctx: Context) -> list[Evidence]:
     H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
     wo = _wo_storage(ctx)[1]  # W_O's rank record per layer (cached): the derived count reads its singular values
     out, lambdas = [], []
-    for i, lt in enumerate(tr.layers):
+    idx = ctx.layer_indices(w.n_layers)  # --layers: the listed layers only
+    for k, i in enumerate(idx):
+        lt = tr.layers[i]
         lay = w.layer(i)
         Z = lt.Y.transpose(0, 1).reshape(n, -1)
         zero_gain = bool((lay[m["gain"]] == 0).any())
@@ -746,7 +748,7 @@ def _ln(ctx: Context) -> list[Evidence]:
                  ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
         # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
         # (norm_kernel with the zero coordinates, eps > 0) decides alone
-        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[i], gain=m["gain"])
+        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[k], gain=m["gain"])
                    if not zero_gain or eps > 0 else [None] * len(rows_sel))
         kernel_only = zero_gain and eps > 0
         c = _norm_input(lt.X, Z, lay, rows_sel, m["norm"])
@@ -810,8 +812,8 @@ def _ln(ctx: Context) -> list[Evidence]:
                         f"{lam_min:.3g} over the sampled rows: recovering it amplifies errors by up to "
                         f"{1 / lam_min:.3g}" if lam_min else "eps = 0: the scale direction is in the kernel")}
     margins = [r["margin_decades"] for r in out if r["margin_decades"] is not None]
-    scope = Scope("model", f"every layer of the model ({len(tr.layers)}), rows {rows_sel} of each at n = {n}",
-                  tuple(f"layer {i}" for i in range(len(tr.layers))))
+    scope = Scope("model", f"every layer of the model ({len(idx)}), rows {rows_sel} of each at n = {n}",
+                  tuple(f"layer {i}" for i in idx))
     common = dict(margin=min(margins) if margins else None, inputs=inputs, details=details, scope=scope,
                   hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a singular value from "
                   "its cut, over the sampled rows and both routes",
@@ -865,13 +867,13 @@ def _ln(ctx: Context) -> list[Evidence]:
     return ev
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, share="sec7", cost=6)
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, honours_layers=True, share="sec7", cost=6)
 def check_recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimension of each named map (summation, Z -> Z W_O, the map into the MLP) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
 
 
-@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, share="sec7", cost=0.1)
+@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, honours_layers=True, share="sec7", cost=0.1)
 def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     """Are per-head outputs identifiable from each named map's output? (fibre > 0 means no)."""
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]

@@ -203,7 +203,7 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                        hypothesis_checks=(pos_hyp,), reading="pgop/remedy",
                        inputs={"reconstruction": RECONSTRUCTION, "n": n})]
     with torch.no_grad():  # a generic gate setting: gates spread over (0, 1)
-        m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / w.pos.norm(dim=1).mean())
+        m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / w.pos[:].norm(dim=1).mean())
         m.b.copy_(torch.randn(m.b.shape, generator=g, dtype=w.dtype))
     P = w.pos[:n]
     gates = m.gates(P).detach()

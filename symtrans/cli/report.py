@@ -37,6 +37,13 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--previous", metavar="REPORT_JSON", default=None,
                    help="an earlier report.json whose evidence is carried over (marked stale if the weights "
                         "or the toolkit version changed)")
+    p.add_argument("--layers", default=None, metavar="LIST",
+                   help="look at these layers only, e.g. 0,1,5 or 0-3 (the forward pass still runs through the "
+                        "layers before them); the scope is stated in every record and in the header, and a "
+                        "statement about every layer is not certified from a subset")
+    p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
+                   help="read the weights one layer at a time from safetensors (auto: when the model in float64 "
+                        "exceeds 4 GiB; peak memory about two layers in float64 per process)")
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
                         "worker share the producers, most expensive first; the verdicts are the same)")
@@ -57,9 +64,14 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     if args.n < 1:
         raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
+    from symtrans.args import parse_layers
+
     model = None if args.model == "none" else args.model
+    layers = getattr(args, "layers", None)
     return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off")
+                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off",
+                   layers=parse_layers(layers) if layers is not None else None,
+                   stream=getattr(args, "stream", None) or "auto")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

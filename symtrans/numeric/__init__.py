@@ -42,6 +42,7 @@ or without LN), :mod:`~symtrans.numeric.measure` (records),
 from symtrans.numeric.weights import (ModelWeights, StreamedWeights, iter_layers, load_model, resolve_device,
                                       resolve_dtype, stream_model)
 from symtrans.numeric.forward import LayerTrace, Trace, embed, encode, tokenize
+from symtrans.numeric.streaming import report_streams
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
-           "resolve_dtype", "LayerTrace", "Trace", "embed", "encode", "tokenize"]
+           "resolve_dtype", "LayerTrace", "Trace", "embed", "encode", "tokenize", "report_streams"]

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["layer_float64_bytes", "float64_bytes", "stream_budget", "report_memory_bytes", "REPORT_FIXED_BYTES"]
+__all__ = ["layer_float64_bytes", "float64_bytes", "stream_budget", "report_memory_bytes", "REPORT_FIXED_BYTES",
+           "REPORT_STREAM_ABOVE_BYTES", "report_streams", "streamed_report_bytes"]
 
 #: What a report process holds before any weight: the interpreter, torch, SymPy, the claim registry and its
 #: producers (measured: 374 MiB peak for a whole report on a 2-layer d_model 32 checkpoint in a fresh process,
@@ -93,7 +94,9 @@ def report_memory_bytes(arch: Any, numel: int, n: int) -> int:
     the whole model in float64 (the stored tensor and its converted copy can
     coexist during the load, hence twice), and its trace keeps every layer's
     internals at ``n`` tokens and the hidden states (:func:`stream_budget`).
-    Measured on the bundled model at n = 32: 635 MiB peak, estimate 1128 MiB.
+    Measured on the bundled model at n = 32: 635 MiB peak, estimate 1128 MiB. A model whose float64
+    size exceeds :data:`REPORT_STREAM_ABOVE_BYTES` is streamed by the report: its estimate is
+    :func:`streamed_report_bytes`.
 
     Examples
     --------
@@ -105,5 +108,70 @@ def report_memory_bytes(arch: Any, numel: int, n: int) -> int:
     >>> report_memory_bytes(a, 110_000_000, 256) > est  # more tokens, more trace
     True
     """
+    if float64_bytes(arch) > REPORT_STREAM_ABOVE_BYTES:  # such a report streams (report_streams, --stream auto)
+        return streamed_report_bytes(arch, n)
     b = stream_budget(arch, n)
     return int(REPORT_FIXED_BYTES + 2 * 8 * int(numel) + int(arch.L) * b["layer_internals_bytes"] + b["states_bytes"])
+
+
+#: ``symtrans report --stream auto``: a model whose float64 size (:func:`float64_bytes`) exceeds this is read one
+#: layer at a time. BERT-large (2.5 GiB in float64) stays in memory, where the report is fastest; a 1B-class
+#: decoder (about 9 GiB) streams.
+REPORT_STREAM_ABOVE_BYTES = 4 << 30
+
+
+def report_streams(spec: Any, mode: str = "auto") -> bool:
+    """Whether a report reads model ``spec`` one layer at a time: ``mode`` "on", "off", or "auto" (by float64 size).
+
+    "auto" reads only ``config.json`` (no weight); a spec that is not a local
+    directory or ``"default"`` (an in-memory model, a hub id) is loaded whole.
+
+    Examples
+    --------
+    >>> report_streams("default"), report_streams("default", "on"), report_streams("default", "off")
+    (False, True, False)
+    >>> report_streams("default", "sometimes")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --stream 'sometimes': use auto, on or off
+    """
+    from pathlib import Path
+
+    from symtrans.errors import SymtransError
+
+    if mode not in ("auto", "on", "off"):
+        raise SymtransError(f"--stream {mode!r}: use auto, on or off")
+    if mode != "auto":
+        return mode == "on"
+    if not isinstance(spec, (str, Path)):
+        return False
+    from symtrans.arch import from_config
+    from symtrans.numeric.weights import default_model_path
+
+    directory = default_model_path() if str(spec) == "default" else Path(spec)
+    if directory.is_file():
+        directory = directory.parent
+    if not (directory / "config.json").is_file():
+        return False
+    return float64_bytes(from_config(directory)) > REPORT_STREAM_ABOVE_BYTES
+
+
+def streamed_report_bytes(arch: Any, n: int, workers: int = 2) -> int:
+    """The stated peak of a streamed report: fixed overhead, two layers in float64 per process, the lean trace.
+
+    Each of the ``workers`` processes keeps two layers (``stream_model(keep=2)``)
+    and converts one more while reading; the trace keeps per layer only ``X``,
+    ``A``, ``Y``, ``mha`` and the norm inputs (``YO``, the largest internal,
+    is recomputed on read).
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> a = get_arch("bert-large")
+    >>> streamed_report_bytes(a, 128) < report_memory_bytes(a, 335_000_000, 128)
+    True
+    """
+    H, D, dv, L = int(arch.H), int(arch.d_model), int(arch.d_v), int(arch.L)
+    lean = 8 * (H * n * n + H * n * dv + 5 * n * D)
+    return int(REPORT_FIXED_BYTES + workers * 3 * layer_float64_bytes(arch) + L * lean
+               + stream_budget(arch, n)["states_bytes"])

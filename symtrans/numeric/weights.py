@@ -535,11 +535,14 @@ _SEEN: set[Any] = set()
 
 
 def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
-                 hash_weights: bool = True) -> StreamedWeights:
+                 hash_weights: bool = True, keep: int = 0) -> StreamedWeights:
     """Open a safetensors checkpoint lazily: each ``layer(i)`` is read from disk when asked for.
 
     Memory stays about one layer's weights (plus the small embedding
     LayerNorm; word and position rows are read only for the tokens used).
+    ``keep`` layers (the most recently used) stay in memory after being read,
+    for callers that return to a layer (the report's producers: ``keep=2``);
+    with ``keep=0`` every call reads from disk.
 
     Examples
     --------
@@ -552,7 +555,8 @@ def stream_model(spec: Any = "default", *, dtype: str | Any = "float64", device:
     dt, dev = resolve_dtype(dtype), resolve_device(device)
     ckpt, files = _open(spec, dt, dev, allow_pickle=False, transient=True)
     _fix_mmap_threshold()
-    return StreamedWeights(ckpt, _hash_files(files, Path(ckpt.where) / "config.json") if hash_weights else "not computed")
+    return StreamedWeights(ckpt, _hash_files(files, Path(ckpt.where) / "config.json") if hash_weights else "not computed",
+                           keep=keep)
 
 
 def _fix_mmap_threshold(threshold: int = 1 << 20) -> bool:
@@ -994,8 +998,11 @@ class StreamedWeights:
     (12, 32, 384, 0)
     """
 
-    def __init__(self, ckpt: _Checkpoint, weights_hash: str):
+    def __init__(self, ckpt: _Checkpoint, weights_hash: str, keep: int = 0):
         self._ckpt = ckpt
+        self._keep = int(keep)  # layers kept after reading (most recently used), as stored (K/V: H_kv heads)
+        self._kept: dict[int, dict[str, Any]] = {}
+        self._expanded: tuple[int, dict[str, Any]] | None = None  # the last layer asked for with K/V per query head
         self.arch, self.config, self.source = ckpt.arch, ckpt.config, ckpt.where
         self.family, self.dtype, self.device = ckpt.arch.family, ckpt.dt, ckpt.dev
         self.weights_hash = weights_hash
@@ -1025,7 +1032,77 @@ class StreamedWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        return self._ckpt.layer(i) if shared_kv else expand_kv(self._ckpt.layer(i))
+        if not self._keep:
+            return self._ckpt.layer(i) if shared_kv else expand_kv(self._ckpt.layer(i))
+        stored = self._kept.pop(i, None)
+        if stored is None:
+            while len(self._kept) >= self._keep:  # drop the least recently used before reading the next
+                oldest = next(iter(self._kept))
+                del self._kept[oldest]
+                if self._expanded is not None and self._expanded[0] == oldest:
+                    self._expanded = None
+            stored = self._ckpt.layer(i)
+        self._kept[i] = stored  # most recently used last
+        if shared_kv:
+            return stored
+        if self._expanded is None or self._expanded[0] != i:
+            self._expanded = (i, expand_kv(stored))
+        return self._expanded[1]
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Number of key/value heads as stored (``H_kv < H`` with grouped-query attention)."""
+        return int(getattr(self.arch, "H_kv", None) or self.arch.H)
+
+    def __getattr__(self, name: str) -> Any:
+        """A per-layer tensor's stack by name (``w.W_O[i]``, ``w.W_Q[i, h]``, ``.shape``), read layer by layer."""
+        if name in _PER_LAYER and "_ckpt" in self.__dict__:
+            return _LayerStack(self, name)
+        raise AttributeError(name)
+
+
+class _LayerStack:
+    """``[L, ...]`` view of one per-layer tensor of :class:`StreamedWeights`: indexing reads one layer.
+
+    Only what stays within one layer is offered (``s[i]``, ``s[i, h, ...]``,
+    ``shape``, ``len``); anything needing every layer at once (``reshape``,
+    arithmetic) is an ``AttributeError``, so no whole-model float64 stack is
+    built by accident. K and V are as stored (``H_kv`` heads), as in
+    :class:`ModelWeights`' stacks.
+    """
+
+    def __init__(self, w: StreamedWeights, name: str):
+        self._w, self._name = w, name
+
+    def _layer(self, i: Any) -> Any:
+        import operator
+
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"a streamed {self._name} is indexed by one layer first (got {i!r})") from None
+        lay = self._w.layer(i + self._w.n_layers if i < 0 else i, shared_kv=True)
+        if self._name not in lay:
+            raise AttributeError(self._name)
+        return lay[self._name]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, tuple):
+            return self._layer(index[0])[index[1:]] if len(index) > 1 else self._layer(index[0])
+        return self._layer(index)
+
+    def __len__(self) -> int:
+        return self._w.n_layers
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(L, *one layer's shape)``."""
+        return (self._w.n_layers, *self._layer(0).shape)
+
+    @property
+    def dtype(self) -> Any:
+        """The working dtype."""
+        return self._w.dtype
 
 
 def expand_kv(layer: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,26 @@ class Report:
         counts = Counter(s.standing for s in self.statuses.values())
         return {s.value: counts.get(s, 0) for s in Standing}
 
+    @property
+    def scope_line(self) -> str:
+        """Which layers the numeric producers looked at, and how the weights were read: the header's scope line.
+
+        Examples
+        --------
+        >>> from symtrans.evidence import Context
+        >>> build_report(Context(model=None)).scope_line
+        'no model: symbolic producers only'
+        """
+        m, layers = self.model, self.context.get("layers")
+        if m is None:
+            return "no model: symbolic producers only"
+        read = "streamed one layer at a time from safetensors" if m.get("streamed") else "loaded in memory"
+        if layers is None:
+            return f"every layer of the model ({m.get('layers', '?')}); weights {read}"
+        return (f"layers {layers} of the model's {m.get('layers', '?')} only (--layers): every model record says "
+                "so, producers that read every layer did not run, and a statement about every layer is at most "
+                f"supported; weights {read}")
+
     def disagreements(self) -> list[tuple[Claim, ClaimStatus]]:
         """Claims whose toolkit status disagrees with the paper's, in paper order."""
         return [(c, s) for c, s in self.items() if s.disagreement]
@@ -318,9 +338,13 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             _progress.note("report", f"loading the model {ctx.model!r}")
         w = ctx.weights()
         weights_hash, arch = w.weights_hash, w.arch
+        from symtrans.numeric.weights import StreamedWeights
+
         model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
                       "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
-                      "device": str(w.device)}
+                      "device": str(w.device), "layers": int(w.n_layers),
+                      "streamed": isinstance(w, StreamedWeights)}
+        ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
     errors: list[str] = []
     raised: set[str] = set()
     unknown = [cid for cid in earlier if cid not in graph]
@@ -370,7 +394,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
             entries.append(dataclasses.replace(entry, origin=f"previous report {previous}"))
         evidence[cid] = entries
     statuses = assess(graph, evidence, weights_hash=weights_hash, toolkit_version=__version__, raised=raised)
-    context = {"n": ctx.n, "seed": ctx.seed, "device": ctx.device, "dtype": ctx.dtype}
+    context = {"n": ctx.n, "seed": ctx.seed, "device": ctx.device, "dtype": ctx.dtype, "layers": ctx.layers_text}
     return Report(__version__, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   model_info, context, graph, statuses, errors,
                   str(previous) if previous is not None else None, time.perf_counter() - start, arch)

@@ -568,7 +568,8 @@ def render_html(report: Report) -> str:
         "that ran.</p>"
         f'<ul class="run"><li>symtrans {_esc(report.toolkit_version)}, generated {_esc(report.generated)} in '
         f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
-        f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li></ul>"
+        f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li>"
+        f"<li>scope: {_esc(report.scope_line)}</li></ul>"
         f"{_overview_html(report)}<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
         '<div class="summary"><div><h2>Counts by verdict</h2>'
         f"{_table(['verdict', 'claims'], verdict_rows)}</div>"

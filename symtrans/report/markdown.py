@@ -128,7 +128,8 @@ def _run_lines(report: Report) -> list[str]:
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
              f"- model: {model}",
-             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {_md(device_text(c['device']))}"]
+             f"- context: n = {c['n']}, seed = {c['seed']}, dtype = {c['dtype']}, device = {_md(device_text(c['device']))}",
+             f"- scope: {_md(report.scope_line)}"]
     if report.previous:
         lines.append(f"- evidence carried from an earlier report: {_code(report.previous)}")
     return lines
