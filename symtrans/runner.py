@@ -50,17 +50,22 @@ def _import_producer_modules() -> None:
         importlib.import_module(module)
 
 
-def _module_rank(p: Producer) -> int:
+def _producer_order(p: Producer) -> tuple[int, int]:
+    """The fixed order of producers: :data:`PRODUCER_MODULES`' order, then source order within a module.
+
+    Not the order the modules happened to be imported in, which decides the order of ``PRODUCERS``.
+    """
     module = getattr(p.func, "__module__", "")
-    return PRODUCER_MODULES.index(module) if module in PRODUCER_MODULES else len(PRODUCER_MODULES)
+    rank = PRODUCER_MODULES.index(module) if module in PRODUCER_MODULES else len(PRODUCER_MODULES)
+    return rank, getattr(getattr(p.func, "__code__", None), "co_firstlineno", 0)
 
 
 def producers_for(claim: str) -> list[Producer]:
     """Return the producers registered for ``claim`` (importing producer modules first), in a fixed order.
 
-    The order is :data:`PRODUCER_MODULES`' order, then registration order
-    within a module, whatever order the modules happened to be imported in
-    (a report's records, and so report.json, do not depend on it).
+    The order is :data:`PRODUCER_MODULES`' order, then source order within
+    a module (:func:`_producer_order`), whatever order the modules happened to
+    be imported in (a report's records, and so report.json, do not depend on it).
 
     Examples
     --------
@@ -70,7 +75,7 @@ def producers_for(claim: str) -> list[Producer]:
     ['symbolic', 'symbolic']
     """
     _import_producer_modules()
-    return sorted(PRODUCERS.get(claim, []), key=_module_rank)
+    return sorted(PRODUCERS.get(claim, []), key=_producer_order)
 
 def run_producers(claim: str, ctx: Context) -> list[Evidence]:
     """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
@@ -283,9 +288,7 @@ def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[P
 
     for m in modules:
         importlib.import_module(m)
-    mine = sorted((p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules),
-                  key=lambda p: (_module_rank(p), getattr(getattr(p.func, "__code__", None), "co_firstlineno", 0)))
-    # module order, then source order: not the order the modules happened to be imported in
+    mine = sorted((p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules), key=_producer_order)
     known = sorted({p.claim for p in mine})
     for c in claims or []:
         if c not in known:
