@@ -573,18 +573,17 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     for draw in range(RELU_DRAWS if a.activation == "relu" else 1):  # a ReLU unit must switch on the batch
         params = random_instance(a, scope, seed + 1000 * draw)
         entries = _entries(params, scope)
-        paths = [p for p, _ in entries]
-        theta0 = _flatten(params, paths)
-        P = theta0.numel()
+        P = sum(t.numel() for _, t in entries)
         count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
         inputs = _inputs(a, scope, count, seed + 1000 * draw)
         if a.activation != "relu":
             break
         centre_relu_biases(params, inputs, a, scope)
-        theta0 = _flatten(params, paths)
         relu = {"draws": draw + 1, "stuck": stuck_relu_units(params, inputs, a, scope)}
         if not relu["stuck"]:
             break
+    paths = [p for p, _ in entries]
+    theta0 = _flatten(params, paths)  # after any centring: the point measured
     batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
 
     def outputs_at(p: dict[str, Any]) -> Any:
