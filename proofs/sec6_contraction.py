@@ -112,8 +112,10 @@ RANK_CONTRACTION = register(Claim(
                 "dim(R_1 + ... + R_H) > 0 at some layer",
                 "head specialisation causes rank contraction in MHA(X)",
                 "reads 'causes rank contraction' as a property of the trained model under test: its specialised "
-                "heads' output subspaces overlap somewhere (kappa > 0 at some layer at the stated n); kappa is "
-                "measured from the real head contributions, each rank decided at float64 computation precision",
+                "heads' output subspaces overlap somewhere (kappa > 0 at some layer at the stated n); where every "
+                "Y^h has full column rank d_v, R_h = row W_O^h and kappa = sum_h rank W_O^h - rank W_O, decided "
+                "at the precision W_O was stored in (the rank thm-7.3/wo reads); otherwise kappa is measured from "
+                "the real head contributions at float64 computation precision",
                 hypotheses=("heads specialised: every score matrix W_Q^h W_K^h^T non-zero",), quantifier="model-some"),
         Reading("dff-bound", "d_ff >= kappa(X) at every layer of the model under test",
                 "the MLP must expand exactly the directions the heads contracted; this gives the first principled "

@@ -304,6 +304,55 @@ def shared_all_directional(w: Any) -> Any:
     return copy_with(w, "shared-all-directional", **_share(w, [(0, h) for h in range(1, w.n_heads)], seed=4))
 
 
+def rounded(w: Any, dtype: Any, tag: str, names: tuple[str, ...] | None = None) -> Any:
+    """A copy with tensors ``names`` (default: every floating tensor) rounded to ``dtype`` and declared stored so.
+
+    With ``names`` the rest keeps its storage dtype and the named tensors get a per-tensor storage dtype
+    (``storage_dtypes``), as a checkpoint that stores only those in ``dtype``.
+    """
+    dt = getattr(torch, dtype)
+    keys = names if names is not None else [k for k, v in w.tensors.items() if v is not None and v.is_floating_point()]
+    out = copy_with(w, tag, storage_dtype=None if names is not None else dtype,
+                    **{k: w.tensors[k].to(dt).to(w.tensors[k].dtype) for k in keys})
+    if names is not None:
+        out.storage_dtypes = {**(w.storage_dtypes or {}), **{k: (dtype,) * w.n_layers for k in names}}
+    return out
+
+
+def wo_lowrank_half(w: Any, dtype: str = "float16") -> Any:
+    """``wo-lowrank-f32`` with every tensor rounded to ``dtype`` (a float16 or bfloat16 checkpoint)."""
+    return rounded(wo_lowrank_f32(w), dtype, f"wo-lowrank-{dtype}")
+
+
+def wo_f16_in_f32(w: Any) -> Any:
+    """``wo-lowrank-f32`` with only W_O stored as float16 (the rest float32)."""
+    return rounded(wo_lowrank_f32(w), "float16", "wo-f16-in-f32", names=("W_O",))
+
+
+def wo_lowrank_gauged(w: Any) -> Any:
+    """A random element of G applied to ``wo-lowrank-f32``, then stored as float32 (per-head tensors rounded)."""
+    return rounded(apply_g(wo_lowrank_f32(w), seed=5), "float32", "wo-lowrank-gauged", names=_PER_HEAD)
+
+
+#: where ``wo-near-cut`` puts the trailing singular values, in units of the float32 storage cut
+NEAR_CUT = 3.0
+
+
+def wo_near_cut(w: Any, rank: int = WO_RANK) -> Any:
+    """Trailing singular values of every stacked W_O at ``NEAR_CUT`` x the float32 storage cut, stored as float32.
+
+    The cut is ``(u32 + max(m, n) eps64) ||W_O||_F`` (:func:`symtrans.numeric.linalg.storage_cut`); the
+    float32 rounding adds at most one cut to each singular value (Weyl), so they end in [2, 4] cuts: inside
+    the one-decade band on either side, whatever the rounding. The rank at storage precision is undecided.
+    """
+    from symtrans.numeric.linalg import storage_cut
+
+    d = w.n_heads * w.d_head
+    rel = NEAR_CUT * storage_cut(1.0, "float32", (d, w.d_model))[0]
+    cut = copy_with(w, f"wo-near-cut-{rank}", storage_dtype="float32", W_O=_cut_wo(w, rank, rel))
+    return rounded(cut, "float32", f"wo-near-cut-{rank}-f32", names=("W_O",))
+
+
 #: name -> (builder, what it breaks); ``real`` is the unmodified model, for comparison
 PLANTED: dict[str, tuple[Any, str]] = {
     "real": (lambda w: w, "nothing: the bundled model"),
@@ -325,6 +374,11 @@ PLANTED: dict[str, tuple[Any, str]] = {
     "zero-pos": (zero_pos, f"position embeddings zero, word embeddings of rank {EMB_RANK}"),
     "dff-below-kappa": (dff_below_kappa, f"kappa = 64 at n >= 32 and d_ff = {DFF_SMALL}"),
     "shared-all-directional": (shared_all_directional, "one output subspace for all heads, directional keys"),
+    "wo-lowrank-f16": (wo_lowrank_half, f"wo-lowrank-f32 stored as float16: rank {WO_RANK} or undecided"),
+    "wo-lowrank-bf16": (lambda w: wo_lowrank_half(w, "bfloat16"), "wo-lowrank-f32 stored as bfloat16"),
+    "wo-f16-in-f32": (wo_f16_in_f32, "wo-lowrank-f32 with only W_O stored as float16"),
+    "wo-lowrank-gauged": (wo_lowrank_gauged, "a random element of G on wo-lowrank-f32, stored as float32"),
+    "wo-near-cut": (wo_near_cut, f"trailing singular values of W_O at {NEAR_CUT:g}x the float32 cut: undecided"),
 }
 
 

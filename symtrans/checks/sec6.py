@@ -65,7 +65,9 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         sd, _ = storage_precision(w, "W_V", i)
         wv = storage_ranks(lay["W_V"], sd)
         wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
+        k_lo, k_hi, route = _kappa_interval(ctx, i, lt, rec)
         ctx.cache[key] = {
+            "kappa_interval": (k_lo, k_hi), "kappa_route": route,
             "layer": i, "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
             "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
             "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
@@ -73,6 +75,36 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
             "rank_WV": [r.rank for r in wv], "rank_WO": [r.rank for r in wo],
             "alpha": _alpha_defined(lay, storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
+
+
+#: how kappa is decided, by route (recorded in each contraction row)
+KAPPA_ROUTES = {
+    "storage": "every Y^h has full column rank d_v (float64, decisive), so R_h = row W_O^h and sum_h R_h = row W_O: "
+               "kappa = sum_h rank W_O^h - rank W_O, each rank decided at the precision W_O was stored in "
+               "(symtrans.checks.wo_rank, the home thm-7.3/wo reads too); the interval is what the decisive band "
+               "leaves possible",
+    "float64": "some Y^h has rank below d_v (n < d_v, or a degenerate head): kappa = sum_h dim R_h - dim(sum_h R_h) "
+               "from the computed head contributions, each rank decided at float64 computation precision",
+}
+
+
+def _kappa_interval(ctx: Context, i: int, lt: Any, rec: Any) -> tuple[int, int, str]:
+    """``(low, high, route)``: the kappa values the rank decisions leave possible at layer ``i``.
+
+    Where every ``Y^h`` has decided full column rank d_v, kappa derives from the stacked W_O's rank at storage
+    precision (:meth:`symtrans.checks.wo_rank.WoRank.kappa`); otherwise from the float64 ranks of the head
+    contributions: decided, ``(kappa, kappa)``; undecided, ``(0, sum_h dim R_h - max_h dim R_h)`` (all kappa can be).
+    """
+    from symtrans.checks.wo_rank import wo_rank
+    from symtrans.numeric.linalg import numerical_ranks
+
+    dv = int(lt.Y.shape[-1])
+    if all(r.rank == dv and r.decisive for r in numerical_ranks(lt.Y)):
+        lo, hi = wo_rank(ctx, i).kappa
+        return lo, hi, "storage"
+    if rec.dim_sum.decisive and all(r.decisive for r in rec.dim_R_records):
+        return rec.kappa, rec.kappa, "float64"
+    return 0, max(sum(rec.dim_R) - max(rec.dim_R, default=0), 0), "float64"
 
 
 def _alpha_defined(lay: dict[str, Any], storage_dtype: str) -> list[dict[str, Any]]:
@@ -417,52 +449,75 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     layers = _all_layers(ctx)
     n = layers[0]["n"]
     d_ff = int(w.W_in.shape[-1])
+    from symtrans.checks.common import finite, storage_precision
+    from symtrans.checks.wo_rank import wo_rank
+
     rows = []
     for i, st in _numbered(layers):
-        rows.append({"layer": i, "kappa": st["kappa"], "sum_dim_R": sum(st["dim_R"]), "dim_sum_R": st["dim_sum"].rank,
+        lo, hi = st["kappa_interval"]
+        storage = st["kappa_route"] == "storage"
+        wr = wo_rank(ctx, i) if storage else None
+        rows.append({"layer": i, "kappa": lo if lo == hi else None, "kappa_interval": [lo, hi],
+                     "kappa_route": st["kappa_route"], "kappa_float64": st["kappa"],
+                     "rank_WO_storage": wr.to_dict() | {"record": None} if wr else None,
+                     "margin_decades": finite(wr.record.margin) if wr else _decision(st["dim_sum"])["margin_decades"],
+                     "sum_dim_R": sum(st["dim_R"]), "dim_sum_R": st["dim_sum"].rank,
                      "rank_MHA": st["rank_MHA"], "alpha_MHA": st["alpha_MHA"], "sum_decision": _decision(st["dim_sum"]),
-                     "decisive": st["dim_sum"].decisive and all(r.decisive for r in st["records"])})
-    kmax = max(r["kappa"] for r in rows)
+                     "decisive": lo == hi})
+    kmax = max(r["kappa_interval"][1] for r in rows)
     undecided = [r["layer"] for r in rows if not r["decisive"]]
     # whatever the measured ranks: dim R_h <= min(n, d_v) and dim(sum R_h) >= max_h dim R_h, so
     # kappa <= (H - 1) min(n, d_v); a d_ff at or above that satisfies the bound without any rank decision
     k_struct = (w.n_heads - 1) * min(n, w.d_head)
-    inputs = _inputs(ctx, n, "kappa per layer from the measured dim R_h and dim(sum R_h) (stacked orthonormal bases "
-                     "of the R_h, float64 rank cuts)")
-    margins = [r["sum_decision"]["margin_decades"] for r in rows if r["sum_decision"]["margin_decades"] is not None]
+    inputs = _inputs(ctx, n, "kappa per layer: where every Y^h has full column rank, sum_h rank W_O^h - rank W_O at "
+                     "W_O's storage precision (the rank thm-7.3/wo reads); otherwise from the measured dim R_h and "
+                     "dim(sum R_h) (stacked orthonormal bases of the R_h, float64 rank cuts)")
+    inputs["kappa_routes"] = {k: KAPPA_ROUTES[k] for k in sorted({r["kappa_route"] for r in rows})}
+    margins = [r["margin_decades"] for r in rows if r["margin_decades"] is not None]
     scope = Scope("model", f"every layer of the model ({len(rows)}) at n = {n}", tuple(f"layer {r['layer']}" for r in rows))
     details = {"layers": rows, "d_ff": d_ff, "kappa_structural_max": k_struct,
                "formalisation": "toolkit's (claims.md): kappa(X) = sum_h dim R_h - dim(sum_h R_h); the paper's "
                                 "statement is not available",
                "vacuity": f"kappa <= (H - 1) min(n, d_v) = {k_struct} whatever the weights (dim R_h <= min(n, d_v), "
                           f"dim(sum R_h) >= max_h dim R_h), so any d_ff >= {k_struct} satisfies the bound"}
-    common = dict(tolerance=RANK_TOLERANCE, inputs=inputs, details=details, scope=scope, dtype="float64",
+    storage_route = any(r["kappa_route"] == "storage" for r in rows)
+    common = dict(tolerance=RANK_TOLERANCE, inputs=inputs, details=details, scope=scope,
+                  dtype=storage_precision(w, "W_O")[0] if storage_route else "float64",
                   margin=min(margins) if margins else None,
-                  margin_meaning="smallest distance (decades) of a singular value from the dim(sum R_h) cut")
+                  margin_meaning="smallest distance (decades) of a singular value from its cut: the stacked W_O's "
+                                 "storage cut (storage route) or the float64 dim(sum R_h) cut, over layers")
     out = []
     # reading dff-bound: d_ff >= kappa at every layer (no hypothesis beyond the definitions); one decided layer
     # with kappa > d_ff refutes it, whatever the undecided layers say
-    over = [r for r in rows if r["decisive"] and r["kappa"] > d_ff]
+    over = [r for r in rows if r["kappa_interval"][0] > d_ff]
+    unsure = [r["layer"] for r in rows if r["kappa_interval"][0] <= d_ff < r["kappa_interval"][1]]
     if over:
-        v, s = Verdict.FAILS, (f"d_ff = {d_ff} < kappa = {max(r['kappa'] for r in over)} at layers "
+        v, s = Verdict.FAILS, (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
                                f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
                                "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
     elif d_ff >= k_struct:
         details["vacuous"] = True
         v, s = Verdict.SUPPORTED, (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
                                    "for any weights, so the bound says nothing about this model (measured kappa per "
-                                   f"layer {[r['kappa'] for r in rows]} at n = {n}"
+                                   f"layer {_kappas(rows)} at n = {n}"
                                    + (f", undecided at layers {undecided}" if undecided else "")
                                    + "); it cannot justify d_ff = 4 d_model")
-    elif undecided:
-        v, s = Verdict.INCONCLUSIVE, f"dim(sum R_h) or a dim R_h undecided at layers {undecided}"
+    elif unsure:
+        v, s = Verdict.INCONCLUSIVE, (f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed "
+                                      f"d_ff = {d_ff} there")
     else:
         v, s = Verdict.SUPPORTED, (f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer "
-                                   f"{[r['kappa'] for r in rows]} at n = {n})")
+                                   f"{_kappas(rows)} at n = {n})")
     out.append(record(ctx, "thm-rank-contraction", "contraction-dff-bound", v, s,
                       reading="thm-rank-contraction/dff-bound", **common))
     out.append(_contraction_occurs(ctx, layers, rows, common))
     return out
+
+
+def _kappas(rows: list[dict[str, Any]]) -> list[Any]:
+    """Kappa per row as a summary shows it: the value, or ``"lo..hi"`` where the ranks leave an interval."""
+    return [r["kappa_interval"][0] if r["kappa_interval"][0] == r["kappa_interval"][1]
+            else f"{r['kappa_interval'][0]}..{r['kappa_interval'][1]}" for r in rows]
 
 
 def specialised_layers(layers: list[dict[str, Any]]) -> tuple[list[int], list[dict[str, Any]]]:
@@ -514,14 +569,17 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
     hyp = (HypothesisCheck(hyp_name, True, None, f"holds at layers {usable}" + (
         f"; layers {left} left out (the hypothesis fails there: {excluded[:3]})" if left else "")),)
     mine = [r for r in rows if r["layer"] in usable]
-    contracting = [r for r in mine if r["kappa"] > 0 and r["decisive"]]
-    undecided = [r["layer"] for r in mine if not r["decisive"]]
+    contracting = [r for r in mine if r["kappa_interval"][0] > 0]  # kappa > 0 whatever the undecided ranks
+    undecided = [r["layer"] for r in mine if r["kappa_interval"][0] == 0 < r["kappa_interval"][1]]
     tail = f" (layers {left} left out: hypothesis violated there)" if left else ""
     if contracting:
         v, s = Verdict.SUPPORTED, (f"the real heads contract: kappa > 0 at layers {[r['layer'] for r in contracting]} "
-                                   f"(max {max(r['kappa'] for r in contracting)}) at n = {n}{tail}")
+                                   f"(kappa {_kappas(contracting)}) at n = {n}{tail}")
     elif undecided:
-        v, s = Verdict.INCONCLUSIVE, f"kappa undecided at layers {undecided}{tail}"
+        v, s = Verdict.INCONCLUSIVE, (f"kappa undecided at layers {undecided} ({_kappas(mine)}; "
+                                      + "; ".join(KAPPA_ROUTES[k].split(':')[0] for k in
+                                                  sorted({r['kappa_route'] for r in mine}))
+                                      + f"){tail}")
     else:
         v, s = Verdict.FAILS, (f"no contraction on the real heads: kappa = 0 at every counted layer {usable} (n = {n})"
                                f"{tail}; the {w.n_heads} head subspaces of dimension "

@@ -564,11 +564,11 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
 
 
 def wo_storage_ranks(ctx: Context) -> list[Any]:
-    """Each layer's stacked W_O rank at storage precision: a Cholesky certificate where it has full rank, else the SVD.
+    """Each layer's stacked W_O rank record at storage precision (the layers of ``--layers`` only), in order.
 
-    Computed once per context (:func:`~symtrans.checks.common.storage_ranks`
-    with ``certify``); thm-recovery/wo's exact-rank certificate reuses the
-    proved ``sigma_min`` lower bounds (the same float64 matrices).
+    The records of :func:`symtrans.checks.wo_rank.wo_ranks`, the one home of this rank (a Cholesky
+    certificate where W_O has full rank, else the SVD); thm-recovery/wo's exact-rank certificate reuses
+    the proved ``sigma_min`` lower bounds (the same float64 matrices).
 
     Examples
     --------
@@ -577,20 +577,15 @@ def wo_storage_ranks(ctx: Context) -> list[Any]:
     >>> len(recs), recs[0].rank, recs[0].precision
     (6, 384, 'float32 storage rounding (Cholesky certificate)')
     """
-    from symtrans.checks.common import storage_precision, storage_ranks
+    from symtrans.checks.wo_rank import wo_ranks
 
-    key = "sec7-wo-storage"
-    if key not in ctx.cache:
-        w = weights(ctx)
-        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
-        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
-                                        certify=True)[0] for i in ctx.layer_indices(w.n_layers)]
-    return ctx.cache[key]
+    return [r.record for r in wo_ranks(ctx)]
 
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
     from symtrans.checks.common import exact_rank, finite
+    from symtrans.checks.wo_rank import wo_ranks
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -598,25 +593,39 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     w = weights(ctx)
     n = ctx.n
     tr = trace(ctx)
-    recs = wo_storage_ranks(ctx)
+    ranks = wo_ranks(ctx)  # the one home of rank W_O at storage precision (--layers: the listed layers only)
     rows = []
-    for i, rec in zip(ctx.layer_indices(w.n_layers), recs):  # --layers: the listed layers only
+    for wr in ranks:
+        i, rec = wr.layer, wr.record
         full = min(rec.shape)
         Z = tr.layers[i].Y.transpose(0, 1).reshape(n, -1)
-        err = recover_heads(Z, w.W_O[i], square_invertible=rec.decisive and rec.rank == rec.shape[0] == rec.shape[1]) \
+        err = recover_heads(Z, w.W_O[i], square_invertible=wr.injective is True and rec.shape[0] == rec.shape[1]) \
             if float(Z.norm()) > 0 else None
-        row = {"layer": i, "rank_WO_storage": rec.rank, "rows_HdV": rec.shape[0], "injective": rec.rank == rec.shape[0],
-               "decisive": rec.decisive, "margin_decades": finite(rec.margin), "cut": finite(rec.cut),
+        fib = wr.fibre(n)
+        row = {"layer": i, "rank_WO_storage": rec.rank, "rank_WO_interval": [wr.low, wr.high],
+               "rows_HdV": rec.shape[0], "injective": wr.injective,
+               "decisive": wr.decided, "margin_decades": finite(rec.margin), "cut": finite(rec.cut),
                "sigma_above": finite(rec.sigma_above), "sigma_below": finite(rec.sigma_below),
-               "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank),
+               "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank), "fibre_interval": list(fib),
                "recovery_rel_error": finite(err)}
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
             xr, how = exact_rank(stacked_wo(w.layer(i)["W_O"]))
             row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
                         "exact_method": how})
         rows.append(row)
-    ctx.cache[key] = rows, recs
-    return rows, recs
+    ctx.cache[key] = rows, [wr.record for wr in ranks]
+    return rows, ctx.cache[key][1]
+
+
+def _rank_text(rows: list[dict[str, Any]]) -> str:
+    """The ranks of W_O over the rows, an undecided one as its interval: ``[320]`` or ``[320, '320..384']``."""
+    out = []
+    for r in rows:
+        lo, hi = r["rank_WO_interval"]
+        t = lo if lo == hi else f"{lo}..{hi}"
+        if t not in out:
+            out.append(t)
+    return str(out)
 
 
 def _wo(ctx: Context) -> list[Evidence]:
@@ -648,7 +657,6 @@ def _wo(ctx: Context) -> list[Evidence]:
                                        "(reported, not part of the decision)",
                "bert_base_random_W_O": {"n": bbn, "rank_WO": fb["rank_WO"], "fibre": fb["fibre"],
                                         "formula_wo_fibre": _formula("wo-fibre", "bert-base", rank_WO=fb["rank_WO"])}}
-    decided = [r for r in rows if r["decisive"]]
     margins = [r["margin_decades"] for r in rows if r["margin_decades"] is not None]
     margin = min(margins) if margins else None
     scope = Scope("model", f"every layer of the model ({len(rows)}) at n = {n}", tuple(f"layer {r['layer']}" for r in rows))
@@ -658,23 +666,28 @@ def _wo(ctx: Context) -> list[Evidence]:
                   "storage-precision cut, over layers", tolerance=tol, inputs=inputs, details=details, scope=scope,
                   hypothesis_checks=hyp, dtype=sd)
     undecided = [r["layer"] for r in rows if not r["decisive"]]
-    # thm-recovery/wo: the fibre equals the paper's n (H-1) d_k at every layer
-    wrong = [r for r in decided if r["fibre"] != paper]
+    layers_seen = [r["layer"] for r in rows]
+    # thm-recovery/wo: the fibre equals the paper's n (H-1) d_k at every layer; a layer refutes it when the
+    # paper's count lies outside every fibre its rank interval leaves possible (decided even if the rank is not)
+    wrong = [r for r in rows if not r["fibre_interval"][0] <= paper <= r["fibre_interval"][1]]
     fibres = sorted({r["fibre"] for r in rows})
+    shown = sorted({tuple(r["fibre_interval"]) if r["fibre_interval"][0] != r["fibre_interval"][1]
+                    else r["fibre_interval"][0] for r in rows}, key=str)
     if wrong:
-        v, s = Verdict.FAILS, (f"with W_O known the recovery map Z -> Z W_O has fibre {fibres} at n = {n} (rank W_O at "
-                               f"{sd} storage precision {sorted({r['rank_WO_storage'] for r in rows})}), not the paper's "
+        v, s = Verdict.FAILS, (f"with W_O known the recovery map Z -> Z W_O has fibre {shown} at n = {n} (rank W_O at "
+                               f"{sd} storage precision {_rank_text(rows)}), not the paper's "
                                f"n(H-1)d_k = {paper} at layers {[r['layer'] for r in wrong]}: the count applies to the "
                                "summation map only")
     elif undecided:
         v, s = Verdict.INCONCLUSIVE, (f"rank W_O at {sd} storage precision is undecided at layers {undecided} "
-                                      "(a singular value within 1 decade of the cut)")
+                                      f"({_rank_text(rows)}: a singular value within 1 decade of the cut)")
     else:
-        v, s = Verdict.SUPPORTED, f"fibre of Z -> Z W_O = n(H-1)d_k = {paper} at every layer (n = {n})"
+        v, s = Verdict.SUPPORTED, f"fibre of Z -> Z W_O = n(H-1)d_k = {paper} at layers {layers_seen} (n = {n})"
     ev = [record(ctx, "thm-recovery", "fibre-wo", v, s, counterexample=(
         {"n": n, "layers": [r["layer"] for r in wrong], "fibre": fibres, "paper": paper} if wrong else None), **common)]
-    # thm-7.3/wo: the fibre is positive (heads not recoverable) at every layer
-    injective = [r for r in decided if r["injective"]]
+    # thm-7.3/wo: the fibre is positive (heads not recoverable) at every layer; WoRank.injective decides per layer
+    injective = [r for r in rows if r["injective"] is True]
+    unsure = [r["layer"] for r in rows if r["injective"] is None]
     if injective:
         errs = [r["recovery_rel_error"] for r in injective if r["recovery_rel_error"] is not None]
         v, s = Verdict.FAILS, (f"with W_O known the per-head outputs ARE recoverable from MHA(X) = Z W_O at layers "
@@ -682,13 +695,13 @@ def _wo(ctx: Context) -> list[Evidence]:
                                f"at {sd} storage precision, decisively (every singular value >= 10x the rounding "
                                "bound)" + (f"; least-squares recovery of the real heads reproduces Z to "
                                            f"{max(errs):.2g} relative error" if errs else ""))
-    elif undecided:
-        v, s = Verdict.INCONCLUSIVE, (f"injectivity of Z -> Z W_O is undecided at layers {undecided} at {sd} storage "
-                                      "precision (a singular value within 1 decade of the cut)")
+    elif unsure:
+        v, s = Verdict.INCONCLUSIVE, (f"injectivity of Z -> Z W_O is undecided at layers {unsure} at {sd} storage "
+                                      f"precision ({_rank_text(rows)}: a singular value within 1 decade of the cut)")
     else:
-        v, s = Verdict.SUPPORTED, (f"per-head outputs are not recoverable from MHA(X) with W_O known at any layer: "
-                                   f"Z -> Z W_O has fibre {fibres} > 0 at n = {n} (rank W_O at {sd} storage precision "
-                                   f"{sorted({r['rank_WO_storage'] for r in rows})} < H d_v = {H * dv})")
+        v, s = Verdict.SUPPORTED, (f"per-head outputs are not recoverable from MHA(X) with W_O known at layers "
+                                   f"{layers_seen}: Z -> Z W_O has fibre {shown} > 0 at n = {n} (rank W_O at {sd} "
+                                   f"storage precision {_rank_text(rows)} < H d_v = {H * dv})")
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-wo", v, s, counterexample=(
         {"layers": [r["layer"] for r in injective]} if injective else None), **common))
     return ev

@@ -25,7 +25,8 @@ from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
-           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
+           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
+           "rank_interval"]
 
 #: The one decisiveness rule for every rank decision: the singular values on both sides of the
 #: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
@@ -206,6 +207,35 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
     return RankRecord(rank=r, shape=(int(shape[0]), int(shape[1])), dtype=name,
                       cut=cut, rtol=rtol, tolerance_reason=why, sigma_max=smax, sigma_above=above,
                       sigma_below=below, margin=margin, precision=f"{name} computation")
+
+
+def rank_interval(s: Any, cut: float) -> tuple[int, int]:
+    """The ranks a cut leaves possible: ``(low, high)``, the decisive band applied to each singular value.
+
+    ``low`` counts the singular values at least :data:`DECISIVE_MARGIN` decades
+    above ``cut`` (kept whatever the rounding the cut models), ``high`` those
+    not at least that far below it (possibly kept). The rank is decided when
+    ``low == high``, which is exactly when :attr:`RankRecord.decisive` holds
+    for the record of the same values and cut; otherwise every rank in
+    ``[low, high]`` is consistent with the numbers. Quantities derived from a
+    rank (a fibre, a contracted dimension) are decided when they are the same
+    at both ends.
+
+    Examples
+    --------
+    >>> rank_interval([1.0, 1e-3, 1e-9], 1e-6)
+    (2, 2)
+    >>> rank_interval([1.0, 3e-6, 1e-9], 1e-6)  # 3e-6 sits inside the band: rank 1 or 2
+    (1, 2)
+    >>> rank_interval([0.0, 0.0], 0.0), rank_interval([2.0], 0.0)
+    ((0, 0), (1, 1))
+    """
+    vals = [float(v) for v in (s.tolist() if hasattr(s, "tolist") else s)]
+    if not cut > 0:
+        return sum(v > 0 for v in vals), sum(v > 0 for v in vals)
+    low = sum(v > 0 and decided(math.log10(v / cut)) for v in vals)
+    high = len(vals) - sum(v <= 0 or decided(math.log10(cut / v)) for v in vals)
+    return low, high
 
 
 def numerical_rank(M: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:

@@ -1,0 +1,220 @@
+"""The one home of "the rank of a layer's stacked W_O at storage precision", and of what derives from it.
+
+Every producer that needs the rank of the stacked output projection
+``W_O`` (``H d_v x d_model``) calls :func:`wo_rank`; none decides it again:
+
+* ``thm-7.3/wo`` and ``thm-recovery/wo`` (:mod:`symtrans.checks.sec7`): the
+  fibre of ``Z -> Z W_O`` is ``n (H d_v - rank W_O)`` (:meth:`WoRank.fibre`);
+* ``thm-rank-contraction`` (:mod:`symtrans.checks.sec6`): where every ``Y^h``
+  has full column rank ``d_v`` (so ``n >= d_v``), ``R_h = row W_O^h`` and
+  ``sum_h R_h = row W_O``, hence ``kappa = sum_h rank W_O^h - rank W_O``
+  (``H d_v - rank W_O`` when every head block has full rank;
+  :meth:`WoRank.kappa`);
+* ``recovery-wo-real`` (:mod:`symtrans.certify.producers`): reuses the
+  Cholesky proof of full rank and says what the storage precision decides;
+* the gauge-invariant counterpart (issue 34): ``wo_rank(ctx, i, centred=True)``
+  is the rank of ``W_O P`` (``P = I - 1 1^T / d``, W_O modulo the centring
+  shift) at the same storage cut (``||E P||_2 <= ||E||_F``).
+
+The rank is decided at the precision ``W_O`` was stored in (per layer,
+:func:`~symtrans.numeric.weights.storage_precision`; the cut is the Weyl
+bound :func:`~symtrans.numeric.linalg.storage_cut`) with the one decisive
+band (:func:`~symtrans.numeric.linalg.rank_interval`): the rank is known to
+lie in ``[low, high]``, and a derived quantity is decided only when it is the
+same at both ends. An undecided rank never yields a confident verdict.
+
+Examples
+--------
+>>> from symtrans.evidence import Context
+>>> r = wo_rank(Context(model="default", n=4), 0)
+>>> r.rank, r.low, r.high, r.decided, r.injective, r.fibre(4)
+(384, 384, 384, True, True, (0, 0))
+>>> r.kappa
+(0, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["WoRank", "wo_rank", "wo_ranks", "wo_rank_of"]
+
+
+@dataclass(frozen=True)
+class WoRank:
+    """A layer's stacked W_O rank at storage precision: the record, the interval it leaves, per-head ranks.
+
+    ``low``/``high``: the ranks the decisive band leaves possible
+    (:func:`~symtrans.numeric.linalg.rank_interval`); ``head_low``/``head_high``
+    the same for each head's block ``W_O^h`` (``d_v x d_model``) at its own
+    storage cut. ``record`` is the :class:`~symtrans.numeric.linalg.RankRecord`
+    (a Cholesky certificate of full rank where one goes through).
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.eye(4, dtype=torch.float64).reshape(2, 2, 4)
+    >>> r = wo_rank_of(W, "float32")
+    >>> r.decided, r.injective, r.fibre(3), r.kappa
+    (True, True, (0, 0), (0, 0))
+    >>> W[1] = W[0]  # head 1 repeats head 0: rank 2 of 4, kappa 2
+    >>> r = wo_rank_of(W, "float32")
+    >>> r.rank, r.injective, r.fibre(3), r.kappa
+    (2, False, (6, 6), (2, 2))
+    """
+
+    layer: int | None
+    rows: int  # H d_v
+    cols: int  # d_model
+    storage_dtype: str
+    record: Any
+    low: int
+    high: int
+    head_low: tuple[int, ...]
+    head_high: tuple[int, ...]
+    centred: bool = False
+
+    @property
+    def rank(self) -> int:
+        """The rank the record's cut gives (the middle reading; decided only when :attr:`decided`)."""
+        return int(self.record.rank)
+
+    @property
+    def decided(self) -> bool:
+        """True when the decisive band leaves one rank (``low == high``)."""
+        return self.low == self.high
+
+    @property
+    def injective(self) -> bool | None:
+        """Whether ``Z -> Z W_O`` is injective (rank ``H d_v``): True, False, or None (undecided).
+
+        False whatever the band when ``H d_v > d_model`` (``rank <= d_model``).
+        """
+        if self.high < self.rows:
+            return False
+        return True if self.low == self.rows else None
+
+    def fibre(self, n: int) -> tuple[int, int]:
+        """``(smallest, largest)`` fibre dimension ``n (H d_v - rank W_O)`` the interval leaves possible."""
+        return n * (self.rows - self.high), n * (self.rows - self.low)
+
+    @property
+    def kappa(self) -> tuple[int, int]:
+        """``(smallest, largest)`` ``sum_h rank W_O^h - rank W_O``: kappa where every Y^h has full column rank.
+
+        Where ``Y^h`` (n x d_v) has rank d_v, ``R_h = row(Y^h W_O^h) = row W_O^h`` and
+        ``sum_h R_h = row W_O``; the bounds combine the per-head and stacked intervals.
+        """
+        return max(sum(self.head_low) - self.high, 0), max(sum(self.head_high) - self.low, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the rank, its interval, whether decided, the derived kappa interval, the record.
+
+        Examples
+        --------
+        >>> import torch
+        >>> d = wo_rank_of(torch.eye(4, dtype=torch.float64).reshape(2, 2, 4), "float32").to_dict()
+        >>> d["rank_WO"], d["rank_interval"], d["decided"], d["kappa_interval"]
+        (4, [4, 4], True, [0, 0])
+        """
+        return {"layer": self.layer, "rank_WO": self.rank, "rank_interval": [self.low, self.high],
+                "decided": self.decided, "injective": self.injective, "rows_HdV": self.rows, "d_model": self.cols,
+                "storage_dtype": self.storage_dtype, "centred": self.centred,
+                "head_rank_intervals": [[a, b] for a, b in zip(self.head_low, self.head_high)],
+                "kappa_interval": list(self.kappa), "record": self.record.to_dict()}
+
+
+def wo_rank_of(W_O: Any, storage_dtype: Any, *, layer: int | None = None, centred: bool = False,
+               certify: bool = True) -> WoRank:
+    """:class:`WoRank` of a per-head ``W_O [H, d_v, d_model]`` stored in ``storage_dtype`` (no model needed).
+
+    ``centred``: the rank of ``W_O P`` (each row minus its mean: W_O modulo the
+    centring shift) at the storage cut of ``W_O`` itself. ``certify``: try a
+    Cholesky proof of full rank first (no SVD where it goes through).
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(2, 3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> wo_rank_of(W, "float32").rank, wo_rank_of(W, "float32", centred=True).rank
+    (6, 5)
+    """
+    import torch
+
+    from symtrans.numeric.linalg import (full_rank_certificate, rank_from_singular_values, rank_interval,
+                                         storage_cut, svdvals, DECISIVE_MARGIN)
+    from symtrans.numeric.weights import _dtype_name
+
+    W_O = torch.as_tensor(W_O).to(torch.float64)
+    H, dv, d = (int(x) for x in W_O.shape)
+    W = W_O.reshape(H * dv, d)
+    sd = _dtype_name(storage_dtype if not isinstance(storage_dtype, torch.dtype) else storage_dtype)
+    cut = storage_cut(float(torch.linalg.matrix_norm(W)), sd, (H * dv, d))
+    M = W - W.mean(1, keepdim=True) if centred else W
+    what = "W_O P (modulo the centring shift; the cut of W_O: ||E P|| <= ||E||)" if centred else "W_O"
+    rec = None
+    if certify and not centred:
+        rec = full_rank_certificate(M, margin=DECISIVE_MARGIN + 0.5, cut=cut)
+        if rec is not None:
+            rec = dataclasses.replace(rec, precision=f"{sd} storage rounding (Cholesky certificate)")
+            low = high = rec.rank
+    if rec is None:
+        s = svdvals(M).cpu()
+        smax = float(s[0]) if s.numel() else 0.0
+        rec = rank_from_singular_values(s, (H * dv, d), torch.float64, rtol=cut[0] / smax if smax > 0 else 0.0,
+                                        reason=f"{what}: {cut[1]}")
+        rec = dataclasses.replace(rec, precision=f"{sd} storage rounding")
+        low, high = rank_interval(s, cut[0])
+    # per head: W_O^h (d_v x d_model) at its own storage cut, one batched SVD
+    hs = svdvals(W_O).cpu()
+    norms = torch.linalg.matrix_norm(W_O).cpu()
+    hl, hh = [], []
+    for h in range(H):
+        a, b = rank_interval(hs[h], storage_cut(float(norms[h]), sd, (dv, d))[0])
+        hl.append(a)
+        hh.append(b)
+    return WoRank(layer=layer, rows=H * dv, cols=d, storage_dtype=sd, record=rec, low=low, high=high,
+                  head_low=tuple(hl), head_high=tuple(hh), centred=centred)
+
+
+def wo_rank(ctx: Any, layer: int, *, centred: bool = False) -> WoRank:
+    """The :class:`WoRank` of ``layer``'s stacked W_O in the context's model, computed once per context.
+
+    The storage dtype is W_O's own at that layer
+    (:func:`~symtrans.numeric.weights.storage_precision`), so a float16 W_O in a
+    float32 checkpoint is judged at float16. ``centred=True`` gives the rank of
+    W_O modulo the centring shift (the gauge-invariant counterpart).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> ctx = Context(model="default", n=4)
+    >>> wo_rank(ctx, 5) is wo_rank(ctx, 5), wo_rank(ctx, 5).storage_dtype
+    (True, 'float32')
+    >>> wo_rank(ctx, 0, centred=True).high <= 383
+    True
+    """
+    from symtrans.checks.common import storage_precision, weights
+
+    key = ("wo-rank", int(layer), bool(centred))
+    if key not in ctx.cache:
+        w = weights(ctx)
+        sd = storage_precision(w, "W_O", layer)[0]
+        ctx.cache[key] = wo_rank_of(w.layer(layer)["W_O"], sd, layer=int(layer), centred=centred)
+    return ctx.cache[key]
+
+
+def wo_ranks(ctx: Any, *, centred: bool = False) -> list[WoRank]:
+    """:func:`wo_rank` of every layer the context looks at (``--layers``: the listed ones), in order.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> [r.layer for r in wo_ranks(Context(model="default", n=4, layers=(1, 3)))]
+    [1, 3]
+    """
+    from symtrans.checks.common import weights
+
+    return [wo_rank(ctx, i, centred=centred) for i in ctx.layer_indices(weights(ctx).n_layers)]
