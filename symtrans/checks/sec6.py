@@ -30,7 +30,7 @@ from typing import Any
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "band_ties", "average_ranks", "specialised_layers", "spearman_test", "alignment_verdict",
+__all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
            "ALPHA_LEVEL", "RANK_TOLERANCE"]
 
@@ -594,60 +594,72 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
 ALPHA_LEVEL = 0.05
 
 
-def band_ties(a: Any, band: Any) -> Any:
-    """``a`` with values closer than the band merged to one value (their mean): ties at the stated precision.
+def pair_ties(a: Any, band: Any) -> Any:
+    """Which pairs of values tie at their stated precision: ``|a_i - a_j| <= w_i + w_j`` (not transitive).
 
-    ``band`` is a scalar or one half-width per value; two neighbours (in sorted order) tie when they differ
-    by at most the sum of their half-widths, and ties chain. The result depends only on the values and
-    bands, not on their order.
+    ``band`` is a scalar or one half-width per value (batched over leading axes). Two values tie when
+    their bands overlap: their order cannot be told from numbers known only to within those bands. The
+    relation is not chained: a tied to b and b tied to c leaves a and c ordered when they are farther
+    apart than their own bands, so a spread of values never collapses into one group.
 
     Examples
     --------
     >>> import numpy as np
-    >>> band_ties(np.array([1.0, 1.0 + 1e-12, 2.0]), 1e-9).tolist()
-    [1.0000000000005, 1.0000000000005, 2.0]
-    >>> band_ties(np.array([3.0, 1.0]), 0.0).tolist()
-    [3.0, 1.0]
+    >>> pair_ties(np.array([0.0, 0.1, 0.2]), 0.05).astype(int).tolist()  # 0 ~ 0.1 ~ 0.2, but 0 and 0.2 differ
+    [[1, 1, 0], [1, 1, 1], [0, 1, 1]]
     """
     import numpy as np
 
     a = np.asarray(a, float)
     w = np.broadcast_to(np.asarray(band, float), a.shape)
-    order = np.lexsort((w, a))
-    out = a.copy()
-    start = 0
-    for k in range(1, len(order) + 1):
-        if k == len(order) or a[order[k]] - a[order[k - 1]] > w[order[k]] + w[order[k - 1]]:
-            idx = order[start:k]
-            out[idx] = a[idx].mean()
-            start = k
-    return out
+    return np.abs(a[..., :, None] - a[..., None, :]) <= w[..., :, None] + w[..., None, :]
 
 
-def average_ranks(a: Any) -> Any:
-    """Ranks (1-based) along the last axis, tied values sharing the average of their ranks.
+def pairwise_ranks(a: Any, band: Any = 0.0) -> Any:
+    """Ranks (1-based) along the last axis with ties decided per pair: ``1 + #{j below i} + #{j tied to i} / 2``.
+
+    A pair counts as ordered only when the values are farther apart than their bands
+    (:func:`pair_ties`); each tied pair contributes half a rank to both. With exact ties
+    (``band = 0``) these are the usual average ranks; the ranks of a permutation of the
+    values are the permuted ranks, so a permutation null can permute them directly.
 
     Examples
     --------
     >>> import numpy as np
-    >>> average_ranks(np.array([[3.0, 1.0, 3.0, 2.0]])).tolist()
+    >>> pairwise_ranks(np.array([[3.0, 1.0, 3.0, 2.0]])).tolist()
     [[3.5, 1.0, 3.5, 2.0]]
+    >>> pairwise_ranks(np.array([0.0, 0.1, 0.2]), 0.05).tolist()  # not one group: the ends stay ordered
+    [1.5, 2.0, 2.5]
     """
     import numpy as np
 
     a = np.asarray(a, float)
-    less = (a[..., :, None] > a[..., None, :]).sum(-1)
-    equal = (a[..., :, None] == a[..., None, :]).sum(-1)
-    return less + (equal + 1) / 2
+    tied = pair_ties(a, band)
+    below = (a[..., :, None] > a[..., None, :]) & ~tied
+    return 1 + below.sum(-1) + (tied.sum(-1) - 1) / 2
+
+
+def all_tied(a: Any, band: Any) -> bool:
+    """True when every pair of values ties at its precision (no two can be ordered).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> all_tied(np.array([1.0, 1.0 + 1e-12]), 1e-9), all_tied(np.array([0.0, 0.1, 0.2]), 0.05)
+    (True, False)
+    """
+    return bool(pair_ties(a, band).all())
 
 
 def spearman_test(x: Any, y: Any, groups: Any, permutations: int = 2000, seed: int = 0,
                   x_band: Any = 0.0, y_band: Any = 0.0) -> dict[str, Any]:
     """Spearman rho of x and y with a within-group permutation test and a bootstrap interval.
 
-    Values within ``x_band`` (``y_band``) of each other tie (:func:`band_ties`; average ranks). The items
-    are first put in a canonical order (by group, then value), so relabelling the items (e.g. permuting the
-    heads of a layer) gives the same rho, p-values and interval.
+    Ties are decided per pair at the stated precision (:func:`pairwise_ranks` with ``x_band``,
+    ``y_band``: a pair ties when the values are within the sum of their bands; ties do not chain).
+    The items are first put in a canonical order (by group, then value), so relabelling the items
+    (e.g. permuting the heads of a layer) gives the same rho, p-values and interval. The bootstrap
+    recomputes the pairwise ranks within each resample (with each value's own band).
 
     Examples
     --------
@@ -664,11 +676,10 @@ def spearman_test(x: Any, y: Any, groups: Any, permutations: int = 2000, seed: i
 
     rng = np.random.default_rng(seed)
     x, y, groups = np.asarray(x, float), np.asarray(y, float), np.asarray(groups)
-    x, y = band_ties(x, x_band), band_ties(y, y_band)
-    canon = np.lexsort((y, x, groups))  # the order the draws index: independent of how the items were labelled
-    x, y, groups = x[canon], y[canon], groups[canon]
-
-    ranks = average_ranks
+    xb = np.broadcast_to(np.asarray(x_band, float), x.shape)
+    yb = np.broadcast_to(np.asarray(y_band, float), y.shape)
+    canon = np.lexsort((yb, xb, y, x, groups))  # the order the draws index: independent of how items were labelled
+    x, y, groups, xb, yb = x[canon], y[canon], groups[canon], xb[canon], yb[canon]
 
     def corr(a: Any, b: Any) -> Any:
         a = a - a.mean(-1, keepdims=True)
@@ -676,15 +687,15 @@ def spearman_test(x: Any, y: Any, groups: Any, permutations: int = 2000, seed: i
         with np.errstate(invalid="ignore", divide="ignore"):
             return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
 
-    rx, ry = ranks(x), ranks(y)
+    rx, ry = pairwise_ranks(x, xb), pairwise_ranks(y, yb)
     rho = float(corr(rx, ry))
     perm = np.tile(np.arange(len(x)), (permutations, 1))
     for g in np.unique(groups):
         idx = np.flatnonzero(groups == g)
         perm[:, idx] = idx[rng.permuted(np.tile(np.arange(len(idx)), (permutations, 1)), axis=1)]
-    null = corr(ranks(x[perm]), ry[None, :])
+    null = corr(rx[perm], ry[None, :])  # ranks of permuted values are the permuted ranks
     boot_idx = rng.integers(0, len(x), (1000, len(x)))
-    boot = corr(ranks(x[boot_idx]), ranks(y[boot_idx]))
+    boot = corr(pairwise_ranks(x[boot_idx], xb[boot_idx]), pairwise_ranks(y[boot_idx], yb[boot_idx]))
     boot = boot[np.isfinite(boot)]
     if boot.size == 0:
         boot = np.asarray([rho])
@@ -693,7 +704,8 @@ def spearman_test(x: Any, y: Any, groups: Any, permutations: int = 2000, seed: i
     return {"rho": rho, "p_positive": float((1 + (null >= rho - slack).sum()) / (permutations + 1)),
             "p_negative": float((1 + (null <= rho + slack).sum()) / (permutations + 1)),
             "bootstrap_95": [float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))],
-            "permutations": permutations, "n_items": len(x)}
+            "permutations": permutations, "n_items": len(x),
+            "ties": "per pair: |a_i - a_j| <= w_i + w_j (not transitive); ranks 1 + #below + #tied / 2"}
 
 
 def alignment_verdict(test: dict[str, Any]) -> Verdict:
@@ -756,24 +768,24 @@ def check_alignment(ctx: Context) -> list[Evidence]:
                        "correlation is computed", violated_hypothesis=hyp_name, hypothesis_checks=(hyp,),
                        inputs=inputs, details={"skipped": skipped[:H * len(layers)]})]
     y_band = align_band(ctx)
-    bands = {"alpha_band_max": max(a_band), "alignment_band": y_band, "why": (
-        "ties at the stated precision: alpha_h within 2 x (storage rounding bound of W_Q W_K^T) / ||W_Q W_K^T||_F "
-        "of each other, alignments within the larger of 16 u (storage) and 1024 eps64 (the float64 computation of "
-        "an overlap of orthonormal bases), count as equal (average ranks)")}
-    alpha_t, align_t = band_ties(alpha, a_band), band_ties(align, y_band)
-    if np.ptp(alpha_t) == 0:
+    bands = {"alpha_band_max": max(a_band), "alpha_band": a_band, "alignment_band": y_band, "why": (
+        "ties at the stated precision, decided per pair and never chained: two alpha_h tie when they differ by at "
+        "most the sum of their bands (each 2 x (storage rounding bound of W_Q W_K^T) / ||W_Q W_K^T||_F), two "
+        "alignments when they differ by at most twice the larger of 16 u (storage) and 1024 eps64 (the float64 "
+        "computation of an overlap of orthonormal bases); a tied pair adds half a rank to each (pairwise_ranks)")}
+    if all_tied(alpha, a_band):
         name = "alpha_h varies over the usable heads (some heads are more directional than others)"
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.NOT_APPLICABLE,
                        f"alpha_h is the same for all {len(alpha)} usable heads at the storage precision: no head is "
                        "more directional than another", violated_hypothesis=name,
                        hypothesis_checks=(hyp, HypothesisCheck(name, False, 0.0, "alpha_h constant within its band")),
                        inputs=inputs, details={"skipped": skipped, "bands": bands, "alpha": alpha})]
-    if np.ptp(align_t) == 0:
+    if all_tied(align, y_band):
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.FAILS,
-                       f"every one of the {len(alpha)} usable heads has the same alignment ({align_t[0]:.6g}, equal "
+                       f"every one of the {len(alpha)} usable heads has the same alignment ({np.mean(align):.6g}, equal "
                        f"within the band {y_band:.2g}) while alpha_h varies: directional heads are not more aligned "
                        "than the others (the association is exactly 0)", hypothesis_checks=(hyp,), inputs=inputs,
-                       counterexample={"alignment": float(align_t[0]), "alpha_range": [min(alpha), max(alpha)]},
+                       counterexample={"alignment": float(np.mean(align)), "alpha_range": [min(alpha), max(alpha)]},
                        details={"skipped": skipped, "bands": bands, "alpha": alpha, "alignment": align})]
     # a fixed draw: verdicts must not depend on --seed; canonical order: invariant under head relabelling
     test = spearman_test(alpha, align, group, seed=0, x_band=a_band, y_band=y_band)
@@ -788,9 +800,10 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     per_layer = []
     for i, _ in _numbered(layers):
         idx = [k for k, g in enumerate(group) if g == i]
-        a, b = alpha_t[idx], align_t[idx]  # tied at the band, average ranks: no rounding noise is ranked
-        r = (float(np.corrcoef(average_ranks(a), average_ranks(b))[0, 1])
-             if len(idx) > 2 and np.ptp(a) > 0 and np.ptp(b) > 0 else None)
+        ab, yb = np.asarray(a_band)[idx], np.broadcast_to(y_band, len(idx))
+        a, b = np.asarray(alpha)[idx], np.asarray(align)[idx]  # ties per pair at the band: no rounding noise ranked
+        r = (float(np.corrcoef(pairwise_ranks(a, ab), pairwise_ranks(b, yb))[0, 1])
+             if len(idx) > 2 and not all_tied(a, ab) and not all_tied(b, yb) else None)
         per_layer.append({"layer": i, "heads": len(idx), "rho": finite(r)})
     return [record(ctx, "claim-align", "alpha-vs-alignment", v,
                    f"Spearman rho(alpha_h, mean subspace overlap with the other heads) = {test['rho']:.3f} "
