@@ -381,9 +381,13 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
     * ``certified`` counts as ``certified`` only with the statement's full
       scope (:func:`full_scope`); an instance certificate counts as ``supported``.
     * a record made on a layer subset (``--layers``: ``context["layers"]``) about
-      the model (quantifier ``model-every`` / ``model-some``) never counts as
-      ``certified`` (at most ``supported``), and its ``fails`` on a ``model-some``
-      statement counts as ``inconclusive`` (another layer may have it).
+      the model: on a ``model-every`` statement its ``certified`` or ``supported``
+      counts as ``inconclusive`` (the layers left out are not seen), while its
+      ``fails`` still counts (a counterexample at a layer of the subset refutes
+      a statement about every layer); on a ``model-some`` statement its ``fails``
+      counts as ``inconclusive`` (another layer may have it) and its
+      ``certified`` as ``supported``, while a ``supported`` stands (a witness at
+      a layer of the subset is a witness). The note names the subset.
     * an ``all-sizes`` ``certified`` record counts as ``certified`` only when it
       carries a certificate that ``symtrans verify`` re-checks
       (:func:`has_certificate`); a written proof checked at small sizes inside
@@ -401,16 +405,24 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
     (<Verdict.SUPPORTED: 'supported'>, 'instance certificate: certified on the listed instances only (three toy sizes)')
     >>> part = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="2 of 6 layers",
     ...                 scope=Scope("model", "every layer"), context={"layers": "0,1"})
-    >>> counted_verdict(part, "model-every")[0].value  # a subset (--layers) never certifies every layer
+    >>> counted_verdict(part, "model-every")[0].value  # a subset (--layers) never establishes every layer
+    'inconclusive'
+    >>> counted_verdict(Evidence.from_dict({**part.to_dict(), "verdict": "fails"}), "model-every")[0].value
+    'fails'
+    >>> counted_verdict(Evidence.from_dict({**part.to_dict(), "verdict": "supported"}), "model-some")[0].value
     'supported'
     """
     v = ev.verdict
     kind = ev.scope.kind if ev.scope is not None else None
     subset = (ev.context or {}).get("layers")  # --layers: the record looked at these layers only
     if subset is not None and quantifier in ("model-every", "model-some"):
+        if quantifier == "model-every" and v in (Verdict.CERTIFIED, Verdict.SUPPORTED):
+            return Verdict.INCONCLUSIVE, (f"layers {subset} only (--layers): a statement about every layer of the "
+                                          f"model is not established from a subset (it was {v.value} on layers "
+                                          f"{subset}; the other layers were not looked at)")
         if v is Verdict.CERTIFIED:
-            return Verdict.SUPPORTED, (f"layers {subset} only (--layers): a statement about every layer of the "
-                                       "model is not certified from a subset")
+            return Verdict.SUPPORTED, (f"layers {subset} only (--layers): a witness at a layer of the subset, "
+                                       "counted as supported")
         if v is Verdict.FAILS and quantifier == "model-some":
             return Verdict.INCONCLUSIVE, (f"layers {subset} only (--layers): a layer outside the subset may have "
                                           "it; a statement about some layer is not refuted from a subset")

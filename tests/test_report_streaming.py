@@ -119,10 +119,14 @@ def test_subset_never_certifies_an_every_layer_statement():
                     reading=reading.id, scope=Scope("model", "every layer"), context={"layers": "0,1"})
     assert counted_verdict(full, "model-every")[0] is Verdict.CERTIFIED  # the whole model: certified
     v, why = counted_verdict(part, "model-every")
-    assert v is Verdict.SUPPORTED and "not certified from a subset" in why  # the false case: capped
+    # the false case: capped at inconclusive, the subset named (issue 38: never 'supported' from a subset)
+    assert v is Verdict.INCONCLUSIVE and "not established from a subset" in why and "0,1" in why
     st = assess(g, {"thm-recovery": [part]})["thm-recovery"]
     mine = next(rs for rs in st.readings if rs.id == reading.id)
-    assert mine.verdict is Verdict.SUPPORTED
+    assert mine.verdict is Verdict.INCONCLUSIVE
+    # a counterexample at a layer of the subset still refutes a statement about every layer
+    bad = Evidence.from_dict({**part.to_dict(), "verdict": "fails"})
+    assert counted_verdict(bad, "model-every")[0] is Verdict.FAILS
     # "some layer" is not refuted by a subset; a failure on every layer still is
     some = Evidence(claim="c", producer="p", kind="numeric", verdict="fails", summary="none of 2",
                     context={"layers": "0,1"})

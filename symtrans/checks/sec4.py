@@ -330,20 +330,29 @@ def _cached_search(ctx: Context) -> list[tuple[dict[str, Any], LNCase]]:
     return ctx.cache["sec4-search"]
 
 
-def real_cases(ctx: Context, n: int | None = None, layers: int | None = None) -> list[tuple[str, LNCase]]:
+def real_cases(ctx: Context, n: int | None = None, layers: int | None = None,
+               only: int | None = None) -> list[tuple[str, LNCase]]:
     """Theorem 4.2 cases on the model's pre-LN sums (pre_ln1, pre_ln2) at each layer.
+
+    ``layers`` runs the forward up to that many layers; ``only`` takes the cases of that one layer
+    (the forward then runs up to it, whatever ``layers`` says).
 
     Examples
     --------
     >>> cases = real_cases(Context(model="default", n=6), layers=1)
     >>> [(name, [h.name for h in c.violated]) for name, c in cases]
     [('layer 0 pre_ln1', ['H4']), ('layer 0 pre_ln2', ['H4'])]
+    >>> [name for name, _ in real_cases(Context(model="default", n=6, layers=(2,)), only=2)]
+    ['layer 2 pre_ln1', 'layer 2 pre_ln2']
     """
     w = weights(ctx)
+    if only is not None:
+        layers = only + 1
     tr = trace(ctx, n=n, layers=layers)
     eps = float(w.arch.ln_eps)
     out = []
-    for i in (i for i in ctx.layer_indices(w.n_layers) if i < len(tr.layers)):  # --layers: the listed ones
+    idx = [only] if only is not None else ctx.layer_indices(w.n_layers)  # --layers: the listed ones
+    for i in (i for i in idx if i < len(tr.layers)):
         lt, lay = tr.layers[i], w.layer(i)
         out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
         out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
@@ -410,5 +419,6 @@ def check_ln_real(ctx: Context) -> list[Evidence]:
     out = [_real_evidence(ctx, real_cases(ctx), ctx.n)]
     big = min(d + 64, int(w.arch.max_positions))
     if big > d and ctx.n <= d:
-        out.append(_real_evidence(ctx, real_cases(ctx, n=big, layers=1), big))
+        first = ctx.layer_indices(w.n_layers)[0]  # layer 0, or the first of --layers (was an IndexError there)
+        out.append(_real_evidence(ctx, real_cases(ctx, n=big, only=first), big))
     return out

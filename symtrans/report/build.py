@@ -108,7 +108,7 @@ class Report:
             return f"every layer of the model ({m.get('layers', '?')}); weights {read}"
         return (f"layers {layers} of the model's {m.get('layers', '?')} only (--layers): every model record says "
                 "so, producers that read every layer did not run, and a statement about every layer is at most "
-                f"supported; weights {read}")
+                f"inconclusive; weights {read}")
 
     def disagreements(self) -> list[tuple[Claim, ClaimStatus]]:
         """Claims whose toolkit status disagrees with the paper's, in paper order."""
