@@ -34,7 +34,7 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
     "Producer", "DEFAULT_N", "producer", "PRODUCERS",
-    "combine_verdicts", "split_reading", "strict_float", "device_name", "record_certificates",
+    "combine_verdicts", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "device_name", "record_certificates",
 ]
 
 
@@ -441,18 +441,33 @@ class Evidence:
 
 _ORDER = [Verdict.FAILS, Verdict.CERTIFIED, Verdict.SUPPORTED, Verdict.INCONCLUSIVE,
           Verdict.NOT_APPLICABLE, Verdict.NOT_RUN]
+#: statements about every instance: a part of the scope left undecided leaves the whole undecided
+EVERY_QUANTIFIERS = ("universal", "model-every")
+_ORDER_EVERY = [Verdict.FAILS, Verdict.CERTIFIED, Verdict.INCONCLUSIVE, Verdict.SUPPORTED,
+                Verdict.NOT_APPLICABLE, Verdict.NOT_RUN]
 
 
-def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
-    """Combine the verdicts of several evidence records about one claim.
+def combine_verdicts(verdicts: Iterable[Verdict], quantifier: str | None = None) -> Verdict:
+    """Combine the counted verdicts of several evidence records about one statement.
 
-    Any failure wins; then an exact certificate (a numeric check inside its
-    tolerance band cannot undo a proof); then a decided numeric support: a
-    record that could not decide (inconclusive) adds nothing against one that
-    did, so it never demotes it; inconclusive only when nothing decided;
-    not-applicable only if nothing applicable ran; ``not-run`` if nothing ran.
-    This combines records about *one* statement (a claim without readings, or
-    one reading); :func:`symtrans.graph.count_records` is the one function that
+    Any failure wins; then an exact certificate of the statement's full scope
+    (a numeric check inside its tolerance band cannot undo a proof). Between
+    a decided support and an inconclusive record the statement's quantifier
+    decides (:data:`EVERY_QUANTIFIERS`):
+
+    * about every instance (``universal``, ``model-every``): inconclusive
+      before support. Records about one statement cover parts of its scope
+      (layers, heads, sizes); support on some parts beside a part that could
+      not be decided does not establish "every", so the statement stays
+      inconclusive (reporting it supported would claim what no record showed);
+    * about some or generic instances (``generic``, ``model-some``,
+      ``statistical``) and when no quantifier is given: support before
+      inconclusive. A decided witness (or a decided generic instance) is not
+      undone by another instance that could not decide.
+
+    Then not-applicable only if nothing applicable ran; ``not-run`` if
+    nothing ran. :func:`symtrans.graph.assess` passes each statement's
+    quantifier; :func:`symtrans.graph.count_records` is the one function that
     turns records into claim verdicts.
 
     Examples
@@ -461,9 +476,11 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     <Verdict.CERTIFIED: 'certified'>
     >>> combine_verdicts([Verdict.CERTIFIED, Verdict.FAILS]).label
     'fails'
-    >>> combine_verdicts([Verdict.CERTIFIED, Verdict.INCONCLUSIVE]).label
+    >>> combine_verdicts([Verdict.CERTIFIED, Verdict.INCONCLUSIVE], "universal").label
     'certified'
-    >>> combine_verdicts([Verdict.SUPPORTED, Verdict.INCONCLUSIVE]).label
+    >>> combine_verdicts([Verdict.SUPPORTED, Verdict.INCONCLUSIVE], "model-every").label
+    'inconclusive'
+    >>> combine_verdicts([Verdict.SUPPORTED, Verdict.INCONCLUSIVE], "generic").label
     'supported'
     >>> combine_verdicts([Verdict.INCONCLUSIVE, Verdict.NOT_APPLICABLE]).label
     'inconclusive'
@@ -474,8 +491,9 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
     >>> combine_verdicts([]).label
     'not-run'
     """
+    order = _ORDER_EVERY if quantifier in EVERY_QUANTIFIERS else _ORDER
     present = set(verdicts)
-    return next((v for v in _ORDER if v in present), Verdict.NOT_RUN)
+    return next((v for v in order if v in present), Verdict.NOT_RUN)
 
 
 # ----------------------------------------------------------------- producers

@@ -10,10 +10,13 @@ ids, and cycles, each with a one-line :class:`~symtrans.errors.SymtransError`.
 evidence. The rules (each tested on hand-built graphs):
 
 * **verdict**: :func:`~symtrans.evidence.combine_verdicts` of the claim's
-  *fresh* evidence, each record counted as :func:`counted_verdict` says
-  (a ``fails`` on a generic statement from a single instance counts as
-  ``inconclusive``; a certificate short of the statement's full scope counts
-  as ``supported``); stale evidence is shown but does not count; no fresh
+  *fresh* evidence with the statement's quantifier, each record counted as
+  :func:`counted_verdict` says (a ``fails`` on a generic statement from a
+  single instance counts as ``inconclusive``; a certificate short of the
+  statement's full scope counts as ``supported``): any failure, then a
+  certificate, then for a statement about every instance inconclusive
+  before support, for one about some or generic instances support before
+  inconclusive; stale evidence is shown but does not count; no fresh
   evidence gives ``not-run``.
 * **readings**: a claim with readings gets one verdict per reading; the
   claim's verdict is theirs when they agree and ``reading-dependent`` when
@@ -646,7 +649,8 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
             per = []
             for r in claim.readings:
                 mine = tuple(e for e in wrapped if e.evidence.reading == r.id)
-                v, why = _unless_raised(combine_verdicts(e.counted_as for e in mine if not e.stale), mine)
+                v, why = _unless_raised(combine_verdicts((e.counted_as for e in mine if not e.stale), r.quantifier),
+                                        mine)
                 if why or v is Verdict.NOT_RUN:
                     missing.setdefault(cid, []).append(f"{r.id}: {why or _not_run_reason(mine)}")
                 per.append((r.id, v, mine))
@@ -657,8 +661,8 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
                     for e in wrapped):
                 verdicts[cid] = Verdict.NOT_APPLICABLE
         else:
-            verdicts[cid], why = _unless_raised(combine_verdicts(e.counted_as for e in wrapped if not e.stale),
-                                                wrapped)
+            verdicts[cid], why = _unless_raised(combine_verdicts((e.counted_as for e in wrapped if not e.stale),
+                                                                 claim.quantifier), wrapped)
             if why:
                 missing[cid] = [why]
     out: dict[str, ClaimStatus] = {}

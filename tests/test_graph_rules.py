@@ -165,6 +165,12 @@ def test_combine_verdicts_rules() -> None:
     assert combine_verdicts([V.CERTIFIED, V.INCONCLUSIVE, V.SUPPORTED]) is V.CERTIFIED
     # a record that could not decide never demotes one that did (issue 25 item 3)
     assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE]) is V.SUPPORTED
+    # issue 38: the quantifier orders support and inconclusive (docs/claims-and-verdicts.md says the same)
+    for q in ("universal", "model-every"):
+        assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE], q) is V.INCONCLUSIVE
+        assert combine_verdicts([V.CERTIFIED, V.INCONCLUSIVE], q) is V.CERTIFIED
+    for q in ("generic", "model-some", "statistical"):
+        assert combine_verdicts([V.SUPPORTED, V.INCONCLUSIVE], q) is V.SUPPORTED
     assert combine_verdicts([V.INCONCLUSIVE, V.NOT_APPLICABLE, V.NOT_RUN]) is V.INCONCLUSIVE
     assert combine_verdicts([V.SUPPORTED, V.NOT_APPLICABLE, V.NOT_RUN]) is V.SUPPORTED
     assert combine_verdicts([V.NOT_APPLICABLE, V.NOT_RUN]) is V.NOT_APPLICABLE
@@ -249,3 +255,27 @@ def test_a_sanity_only_reading_is_missing_with_its_reason() -> None:
     assert st.verdict is Verdict.SUPPORTED
     assert st.missing == (f"t/b: {sane.producer}: {sane.not_counted_note}",)
     assert st.missing[0].startswith("t/b: p-t-supported: sanity check")
+
+
+def test_combination_order_in_assess_and_in_the_docs() -> None:
+    """Issue 38: a model-every reading with one supported and one inconclusive record is inconclusive, a
+    model-some one supported; docs/claims-and-verdicts.md states the order the code uses."""
+    from pathlib import Path
+
+    from symtrans.evidence import EVERY_QUANTIFIERS
+
+    g = ClaimGraph()
+    recs = [Evidence(claim="thm-7.3", producer=p, kind="numeric", verdict=v, summary="s", reading="thm-7.3/wo")
+            for p, v in (("a", Verdict.SUPPORTED), ("b", Verdict.INCONCLUSIVE))]
+    st = assess(g, {"thm-7.3": recs})["thm-7.3"]
+    assert {r.id: r.verdict for r in st.readings}["thm-7.3/wo"] is Verdict.INCONCLUSIVE  # model-every
+    recs = [Evidence(claim="thm-rank-contraction", producer=p, kind="numeric", verdict=v, summary="s",
+                     reading="thm-rank-contraction/contracts")
+            for p, v in (("a", Verdict.SUPPORTED), ("b", Verdict.INCONCLUSIVE))]
+    st = assess(g, {"thm-rank-contraction": recs})["thm-rank-contraction"]
+    assert {r.id: r.verdict for r in st.readings}["thm-rank-contraction/contracts"] is Verdict.SUPPORTED
+    text = " ".join((Path(__file__).parents[1] / "docs" / "claims-and-verdicts.md").read_text().split())
+    clause = text[text.index("then a certificate of the full scope"):text.index("then not-applicable, then not-run")]
+    every = clause[:clause.index("inconclusive before support")]
+    assert all(f"`{q}`" in every for q in EVERY_QUANTIFIERS)
+    assert "support before inconclusive" in clause[len(every):]
