@@ -41,3 +41,54 @@ def test_bf16_copy_of_the_bundled_model_is_not_one_tie():
     # the construction's claim, from the bands themselves: the extremes are farther apart than their bands
     assert alpha[hi] - alpha[lo] > band[hi] + band[lo]
     assert not pair_ties(alpha[[lo, hi]], band[[lo, hi]])[0, 1]
+
+
+# ------------------------------------------------------------------ summaries agree with their records
+def test_exact_full_rank_does_not_say_recoverable_when_storage_leaves_it_undecided():
+    """wo-near-cut: the stored float32 numbers have full rank exactly, the storage precision cannot decide."""
+    from symtrans.certify.producers import recovery_real
+    from symtrans.checks.wo_rank import wo_ranks
+
+    ctx = Context(model="default", n=8).preload(planted.build("wo-near-cut"))
+    (e,) = recovery_real(ctx)
+    assert all(r.injective is None for r in wo_ranks(ctx))  # undecided at storage precision (the construction)
+    assert "exactly" in e.summary and "not decided here" in e.summary
+    assert "outputs are recoverable" not in e.summary
+    (real,) = recovery_real(Context(model="default", n=8))
+    assert "outputs are recoverable" in real.summary  # decided full at float32: it may say so
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    return tiny_decoder("llama")
+
+
+def test_no_summary_says_a_rank_is_below_itself(llama):
+    """A decoder with n >= H d_v: rank MHA(X) = H d_v, never 'rank MHA(X) = 32 < 32'."""
+    import re
+
+    from symtrans.checks.sec6 import check_rank_contraction
+
+    n = 40
+    assert n >= llama.n_heads * llama.d_head
+    for e in check_rank_contraction(Context(model="default", n=n).preload(llama)):
+        for a, b in re.findall(r"= (\d+) < (\d+)", e.summary):
+            assert int(a) < int(b), e.summary
+
+
+def test_causal_attention_is_exactly_invertible(llama):
+    """Saturated causal softmax: float64 sees A^h singular, yet it is triangular with a positive diagonal."""
+    from _checks_util import broken
+    from symtrans.checks.sec6 import check_prop_6_3, head_hypotheses
+
+    w = broken(llama, W_Q=llama.W_Q * 1e4)  # scores ~1e4: most diagonal entries underflow in float64
+    ctx = Context(model="default", n=40).preload(w)
+    rows = head_hypotheses(ctx)
+    assert all(r["A_causal"] and r["A_invertible"] is True for r in rows)
+    assert any(not r["A_testable_float64"] for r in rows)  # the construction: float64 cannot test them
+    for e in check_prop_6_3(ctx):
+        assert not (e.verdict is Verdict.NOT_APPLICABLE and "A^h invertible" in (e.violated_hypothesis or "")), \
+            e.summary
+        assert e.verdict is not Verdict.FAILS

@@ -422,15 +422,15 @@ def recovery_real(ctx: Context) -> list[Evidence]:
     through :func:`~symtrans.certify.real.stacked_wo_rank`.
     """
     from symtrans.certify.real import MODULUS, stacked_wo_rank
-    from symtrans.checks.sec7 import wo_storage_ranks
+    from symtrans.checks.wo_rank import wo_rank
     from symtrans.formulas import formula
 
     w = _weights(ctx)
     L, H, v, d = (int(x) for x in w.W_O.shape)
-    proved = wo_storage_ranks(ctx)
+    storage = [wo_rank(ctx, i) for i in range(L)]  # the one home of rank W_O at storage precision
     rows = []
     for layer in range(L):
-        rec = proved[layer]
+        rec = storage[layer].record
         if "Cholesky certificate" in rec.precision and rec.rank == min(H * v, d) and rec.sigma_above > 0:
             out = {"rank": rec.rank, "rank_mod_p": None,
                    "method": f"float64-verified Gram Cholesky (sigma_min >= {rec.sigma_above:.2g} > 0)"}
@@ -467,10 +467,10 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                                                              "reshape": [H * v, d]} for r in rows}},
                        w.weights_hash)
     return [_ev("thm-recovery", "recovery-wo-real", Verdict.FAILS if ok else Verdict.INCONCLUSIVE,
-                f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
-                f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
-                "outputs are recoverable; the paper's n (H-1) d_k counts the fibre of the head sum, not of "
-                "Z -> Z W_O" if ok else
+                f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly (the stored "
+                f"numbers, over Q): the fibre of Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = "
+                f"{paper}; " + _storage_clause(storage) + "; the paper's n (H-1) d_k counts the fibre of the head "
+                "sum, not of Z -> Z W_O" if ok else
                 "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
                 counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
@@ -482,6 +482,30 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                                                       "scaled exactly to integers (each row's method is listed); "
                                                       f"the rank mod p = {MODULUS} is the checker's witness",
                          "certificate": cert})]
+
+
+def _storage_clause(storage: list[Any]) -> str:
+    """What the storage precision decides beside an exact full rank: recoverable, or where it is undecided.
+
+    An exact rank of the stored numbers says nothing about the weights they round: "recoverable" is said
+    only where the rank at storage precision (:func:`symtrans.checks.wo_rank.wo_rank`) is decided full too.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.checks.wo_rank import wo_rank_of
+    >>> _storage_clause([wo_rank_of(torch.eye(4, dtype=torch.float64).reshape(2, 2, 4), "float16", layer=0)])
+    'at float16 storage precision too the rank is full (decided), so with W_O known the head outputs are recoverable'
+    """
+    unsure = [r for r in storage if r.injective is not True]
+    dts = sorted({r.storage_dtype for r in storage})
+    if not unsure:
+        return (f"at {'/'.join(dts)} storage precision too the rank is full (decided), so with W_O known the head "
+                "outputs are recoverable")
+    return (f"at {'/'.join(dts)} storage precision the rank is " + ", ".join(
+        f"layer {r.layer}: {r.low}..{r.high}" if not r.decided else f"layer {r.layer}: {r.rank}" for r in unsure[:6])
+            + " (undecided or below full), so recovering the head outputs from the weights these numbers round "
+            "is not decided here (thm-7.3/wo says it at storage precision)")
 
 
 def _deficient_wo_verdict(rows: list[dict[str, Any]], paper: int, n: int, H_dv: int) -> tuple[Verdict, str, Any] | None:

@@ -30,7 +30,7 @@ from typing import Any
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
-__all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
+__all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
            "ALPHA_LEVEL", "RANK_TOLERANCE"]
 
@@ -72,6 +72,8 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
             "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
             "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
             "A_records": numerical_ranks(lt.A), "WV_records": wv, "WO_records": wo,
+            # a causal head's A^h: strictly upper part exactly 0 (the mask), diagonal exp(s_ii) / Z_i > 0 exactly
+            "A_causal": [bool((a.triu(1) == 0).all()) for a in lt.A],
             "rank_WV": [r.rank for r in wv], "rank_WO": [r.rank for r in wo],
             "alpha": _alpha_defined(lay, storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
@@ -203,11 +205,19 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
             # A^h must be invertible at the precision of the rank decisions: sigma_min(A^h) below the float64
             # cut means A^h X W_V^h W_O^h loses rank at that same cut, so the conclusion cannot be tested there
             # (violated); within 1 decade above the cut it is undecided
-            a_ok = False if ra.rank < n else (True if ra.decisive else None)
+            # a causal head: lower-triangular with a positive diagonal (softmax of finite scores), so det A^h =
+            # prod_i A_ii > 0 exactly, whatever a float64 SVD says of the computed matrix; where that SVD finds it
+            # singular or undecided, the conclusion cannot be tested at float64 (counted as undecided, not violated)
+            causal = bool(st.get("A_causal", [False] * len(st["dim_R"]))[h])
+            testable = ra.rank == n and ra.decisive
+            a_ok = True if causal else (False if ra.rank < n else (True if ra.decisive else None))
             wvwo = None if not (rv.decisive and ro.decisive) else (rv.rank == dk and ro.rank == dk)
             if (rv.decisive and rv.rank < dk) or (ro.decisive and ro.rank < dk):
                 wvwo = False
-            out.append({"layer": i, "head": h, "A_invertible": a_ok, "A_rank": ra.rank,
+            out.append({"layer": i, "head": h, "A_invertible": a_ok, "A_rank": ra.rank, "A_causal": causal,
+                        "A_testable_float64": testable,
+                        "A_how": ("exact: lower-triangular (causal mask) with a positive diagonal, det = prod A_ii > 0"
+                                  if causal else "float64 rank of the computed A^h (the band of DECISIVE_MARGIN)"),
                         "A_margin_decades": finite(ra.margin), "A_sigma_min": finite(ra.sigma_above if ra.rank == n
                                                                                   else ra.sigma_below),
                         "WV_WO_rank_dk": wvwo, "rank_WV": rv.rank, "rank_WO": ro.rank,
@@ -285,7 +295,8 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
               HypothesisCheck("rank W_V^h W_O^h = d_k", True, w_margin,
                               f"W_V^h and W_O^h of rank d_k at {sd} storage precision on the {len(app)} heads tested "
                               "(their product then has rank d_k); margin in decades from the storage cut"))
-    unsure = [r for r in app if not (r["dim_R_decision"]["decisive"] and r["rank_X_decisive"])]
+    unsure = [r for r in app if not (r["dim_R_decision"]["decisive"] and r["rank_X_decisive"]
+                                     and r["A_testable_float64"])]
     decided = [r for r in app if r not in unsure]
     bad = [r for r in decided if r["dim_R"] != r["expected"]]
     margins = [r["dim_R_decision"]["margin_decades"] for r in app if r["dim_R_decision"]["margin_decades"] is not None]
@@ -305,8 +316,11 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                           f"(n = {n} > d_k = {dk}); an instance of the exceptional set (the statement is generic)",
                           counterexample={k: r[k] for k in ("layer", "head", "dim_R", "expected")}, **common))
     elif unsure:
+        cz = sum(not r["A_testable_float64"] for r in unsure)
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.INCONCLUSIVE,
-                          f"{len(unsure)} heads have dim R_h or rank X decided inside the 1-decade band", **common))
+                          f"{len(unsure)} heads have dim R_h or rank X decided inside the 1-decade band"
+                          + (f" ({cz} of them causal heads, exactly invertible, whose A^h is singular or undecided "
+                             "at the float64 cut, so dim R_h cannot be tested there)" if cz else ""), **common))
     else:
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.SUPPORTED,
                           f"dim R_h = min(rank X, d_k) = {app[0]['expected']} for all {len(app)} heads where the "
@@ -585,10 +599,26 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
                                f"{tail}; the {w.n_heads} head subspaces of dimension "
                                f"{max(max(_at_layer(layers, i)['dim_R']) for i in usable)} are independent and span "
                                f"dim(sum R_h) = {mine[0]['dim_sum_R']}, so head specialisation does not contract "
-                               f"them here; rank MHA(X) = {mine[0]['rank_MHA']} < {w.n_heads * w.d_head} comes from "
-                               "n, not from alignment")
+                               f"them here; {mha_rank_clause(mine[0]['rank_MHA'], w.n_heads * w.d_head, n, w.d_model)}")
     return record(ctx, "thm-rank-contraction", "contraction-occurs", v, s, hypothesis_checks=hyp,
                   reading="thm-rank-contraction/contracts", **common)
+
+
+def mha_rank_clause(rank: int, h_dv: int, n: int, d_model: int) -> str:
+    """What bounds rank MHA(X) when the heads do not contract, said without a false inequality.
+
+    Examples
+    --------
+    >>> mha_rank_clause(64, 64, 128, 64)
+    'rank MHA(X) = 64 = H d_v: full, nothing is lost to alignment'
+    >>> mha_rank_clause(40, 384, 40, 384)
+    'rank MHA(X) = 40 < H d_v = 384 comes from n = 40, not from alignment'
+    """
+    if rank >= h_dv:
+        return f"rank MHA(X) = {rank} = H d_v: full, nothing is lost to alignment"
+    why = ([f"n = {n}"] if n < h_dv else []) + ([f"d_model = {d_model}"] if d_model < h_dv else [])
+    return (f"rank MHA(X) = {rank} < H d_v = {h_dv}" + (f" comes from {' and '.join(why)}" if why else "")
+            + ", not from alignment")
 
 
 ALPHA_LEVEL = 0.05
