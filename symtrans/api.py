@@ -99,19 +99,25 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> Any:
-    """An evidence Context; a loaded ModelWeights is preloaded (so nothing is loaded twice)."""
-    from symtrans.evidence import Context
+def _context(model: Any, n: int, seed: int, dtype: str, device: str | None, eps: float | None = None) -> Any:
+    """An evidence Context; a loaded ModelWeights is preloaded (so nothing is loaded twice).
+
+    ``eps``: the norms' eps for the analysis (0 allowed; ``None``: the checkpoint's own).
+    """
+    from symtrans.evidence import Context, check_eps
     from symtrans.validate import MAX_N, check_device, check_dtype, check_int, check_seed
 
     check_int(n, "n", 1, MAX_N)
     check_seed(seed, "seed")
     check_dtype(dtype)
     check_device(device, "device")
+    eps = None if eps is None else check_eps(eps)
     if model is None or isinstance(model, (str, os.PathLike)):
-        return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
+        return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device,
+                       eps=eps)
     weights = _as_weights(model, dtype, device or "cpu")
-    ctx = Context(model=str(getattr(weights, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
+    ctx = Context(model=str(getattr(weights, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device,
+                  eps=eps)
     return ctx.preload(weights)  # evidence from these weights only: reuse across calls is switched off
 
 
@@ -463,8 +469,12 @@ class EvidenceList(list):  # type: ignore[type-arg]
 
 
 def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
-                 seed: int = 0, dtype: str = "float64", device: str | None = None) -> EvidenceList:
+                 seed: int = 0, dtype: str = "float64", device: str | None = None,
+                 eps: float | None = None) -> EvidenceList:
     """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
+
+    ``eps`` sets the norms' eps for the analysis (``--eps``; 0 is the paper's eps-free LayerNorm); the
+    default is the checkpoint's own. Every model record states it in its context.
 
     Examples
     --------
@@ -477,7 +487,7 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
     ids = _check_as_cli("check", model, claims, n=n, seed=seed)
-    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids))
+    return EvidenceList(run_checks(_context(model, n, seed, dtype, device, eps), ids))
 
 
 def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
@@ -593,10 +603,11 @@ def _summary_lines(report: Report) -> str:
             f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
 
 
-def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None) -> Report:
+def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None,
+           eps: float | None = None) -> Report:
     from symtrans.report import build_report
 
-    return build_report(_context(model, n, seed, dtype, device), previous=previous)
+    return build_report(_context(model, n, seed, dtype, device, eps), previous=previous)
 
 
 @dataclass
@@ -644,12 +655,14 @@ class NotebookReport:
 def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
            formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
            device: str | None = None, previous: str | os.PathLike[str] | None = None,
-           run: bool = True) -> NotebookReport:
+           run: bool = True, eps: float | None = None) -> NotebookReport:
     """Build the proof-status report (every claim, its evidence and standing); write it into ``out`` if given.
 
     Same defaults as ``symtrans report`` (``n = DEFAULT_N``, seed 0, float64).
     ``model=None`` runs the symbolic producers only; ``run=False`` runs no
     producer at all (a quick look at the graph and the paper's statuses).
+    ``eps`` sets the norms' eps for the analysis (``--eps``; 0 is the paper's eps-free LayerNorm;
+    default: the checkpoint's own), stated in every model record's context.
 
     Examples
     --------
@@ -664,7 +677,7 @@ def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = No
     fmts = parse_formats(formats)  # a string is one comma-separated list ("md" or "md,json"), not letters
     if out is not None:
         check_output_dir(out)  # fail before minutes of checks, not after
-    rep = _build(model, n, seed, dtype, device, previous) if run else proof_graph(run=False, n=n, seed=seed,
+    rep = _build(model, n, seed, dtype, device, previous, eps) if run else proof_graph(run=False, n=n, seed=seed,
                                                                           dtype=dtype, device=device).report
     paths = list(write_report(rep, out, fmts)) if out is not None else []
     return NotebookReport(rep, paths)

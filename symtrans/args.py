@@ -143,6 +143,10 @@ def check_args(args: Any) -> None:
         check_int(get("depth"), "--depth", 1, MAX_DEPTH, "every state of the stack is kept")
     if get("layer_index") is not None:
         check_int(get("layer_index"), "--layer-index", 0)
+    if get("eps") is not None:  # the norms' eps of the analysis (--eps): refused before any weight is read
+        from symtrans.evidence import check_eps
+
+        check_eps(get("eps"))
     n = get("n")
     if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
         # a measurement needs two tokens (rank collapse is about n >= 2 rows); formula sizes may be 1

@@ -34,7 +34,7 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
     "Producer", "DEFAULT_N", "producer", "PRODUCERS",
-    "combine_verdicts", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "device_name", "record_certificates",
+    "combine_verdicts", "EVERY_QUANTIFIERS", "check_eps", "split_reading", "strict_float", "device_name", "record_certificates",
 ]
 
 
@@ -531,6 +531,26 @@ class Context:
     #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
     #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
     stream: str = "auto"
+    #: the norms' eps for the analysis (``--eps``, API ``eps=``), 0 included (the paper's eps-free LayerNorm);
+    #: ``None``: the checkpoint's own. Applied to the loaded weights' architecture, so the forward pass and
+    #: every check read it; stated in every model record's context (``eps``, ``eps_source``)
+    eps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.eps is not None:
+            self.eps = check_eps(self.eps)
+
+    def _with_eps(self, w: Any) -> Any:
+        """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set)."""
+        import dataclasses
+
+        if self.eps is None or not hasattr(w, "arch") or float(w.arch.ln_eps) == self.eps:
+            return w
+        arch = dataclasses.replace(w.arch, ln_eps=self.eps)
+        if dataclasses.is_dataclass(w):
+            return dataclasses.replace(w, arch=arch)
+        w.arch = arch  # a streamed checkpoint: the architecture is an attribute
+        return w
 
     def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
         """Load the model once per (dtype, device), cached in ``cache``; return its weights.
@@ -555,9 +575,9 @@ class Context:
             from symtrans.numeric import load_model, report_streams, stream_model
 
             if report_streams(self.model, self.stream):  # two layers kept: a producer returns to the one it reads
-                self.cache[key] = stream_model(self.model, dtype=key[2], device=key[3], keep=2)
+                self.cache[key] = self._with_eps(stream_model(self.model, dtype=key[2], device=key[3], keep=2))
             else:
-                self.cache[key] = load_model(self.model, dtype=key[2], device=key[3])
+                self.cache[key] = self._with_eps(load_model(self.model, dtype=key[2], device=key[3]))
         return self.cache[key]
 
     def layer_indices(self, n_layers: int) -> list[int]:
@@ -604,7 +624,7 @@ class Context:
         >>> ctx.loaded_weights(), ctx.reuse
         ('stand-in', False)
         """
-        self.cache[self._weights_key(None, None)] = weights
+        self.cache[self._weights_key(None, None)] = self._with_eps(weights)
         self.reuse = False
         return self
 
@@ -646,6 +666,10 @@ class Context:
                "toolkit_version": __version__, "producer_hash": p.source_hash}
         if p.needs_model and self.layers is not None:  # a subset: the record covers these layers only
             out["layers"] = self.layers_text
+        if p.needs_model:  # the norms' eps the analysis used: the checkpoint's, or the user's (--eps)
+            arch = getattr(w, "arch", None)
+            out["eps"] = self.eps if self.eps is not None else (float(arch.ln_eps) if arch is not None else None)
+            out["eps_source"] = "--eps" if self.eps is not None else "checkpoint"
         return out
 
     def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
@@ -662,6 +686,28 @@ class Context:
         True
         """
         return self.model is not None
+
+
+def check_eps(eps: Any) -> float:
+    """The norms' eps a user chose for the analysis: a finite number >= 0 (0 is the paper's eps-free norm).
+
+    Examples
+    --------
+    >>> check_eps(0), check_eps(1e-5)
+    (0.0, 1e-05)
+    >>> check_eps(-1)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --eps -1: must be a finite number >= 0 (0: the paper's eps-free LayerNorm)
+    """
+    import math
+
+    from symtrans.errors import SymtransError
+
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        shown = repr(eps) if not isinstance(eps, (int, float)) else f"{eps:g}"
+        raise SymtransError(f"--eps {shown}: must be a finite number >= 0 (0: the paper's eps-free LayerNorm)")
+    return float(eps)
 
 
 def device_name(device: str | None) -> str:

@@ -276,7 +276,7 @@ def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
         return None
-    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers)
+    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
 
 
 # ----------------------------------------------------------------- which producers

@@ -92,3 +92,55 @@ def test_causal_attention_is_exactly_invertible(llama):
         assert not (e.verdict is Verdict.NOT_APPLICABLE and "A^h invertible" in (e.violated_hypothesis or "")), \
             e.summary
         assert e.verdict is not Verdict.FAILS
+
+
+# ------------------------------------------------------------------ eps chosen by the user, 0 included
+def test_eps_zero_runs_every_producer_and_is_stated():
+    """The paper's eps-free LayerNorm on the bundled weights: no producer raises, every model record says eps = 0,
+    and the map into the MLP loses the scale too: 2 directions per token (norm_map_fibre, from the construction)."""
+    from symtrans.checks.sec7 import norm_map_fibre
+    from symtrans.graph import ClaimGraph
+    from symtrans.runner import producers_for, run_producer
+
+    ctx = Context(model="default", n=8, eps=0)
+    assert float(ctx.weights().arch.ln_eps) == 0.0
+    errors, recs = [], []
+    for cid in ClaimGraph().topological_order():
+        for p in producers_for(cid):
+            if not p.needs_model or p.name in ("ffn-flop-share", "residual-jacobian"):
+                continue
+            try:
+                recs += run_producer(p, ctx)
+            except Exception as err:  # noqa: BLE001 - every producer that raised is reported
+                errors.append(f"{cid}/{p.name}: {type(err).__name__}: {err}")
+    assert not errors, errors
+    assert all(e.context.get("eps") == 0.0 and e.context.get("eps_source") == "--eps" for e in recs)
+    fib = next(e for e in recs if e.producer == "fibre-ln")
+    assert {r["fibre"] for r in fib.details["rows"]} == {norm_map_fibre("layernorm", 0.0, 384, 384)} == {2}
+    assert "eps = 0 (--eps" in fib.summary
+    default = Context(model="default", n=8)
+    p = next(p for p in producers_for("thm-recovery") if p.name == "recovery-fibres-measured")
+    (e,) = [e for e in run_producer(p, default) if e.producer == "fibre-ln"]
+    assert e.context["eps"] == 1e-12 and e.context["eps_source"] == "checkpoint"  # the default: the checkpoint's
+    assert {r["fibre"] for r in e.details["rows"]} == {1}
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "x"])
+def test_eps_refused_in_one_line(bad):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "symtrans", "check", "--claims", "thm-7.3", "--n", "4", "--eps", bad],
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]  # after the pipe's timestamped 'starting' lines, as elsewhere
+    assert last.startswith("symtrans") and "error: " in last and "eps" in last and "Traceback" not in out.stderr
+
+
+def test_eps_in_the_api():
+    import symtrans
+
+    ev = symtrans.check_claims(claims=["thm-7.3"], n=8, eps=0.0)
+    assert {e.context["eps"] for e in ev if e.context} == {0.0}
+    with pytest.raises(symtrans.SymtransError, match="--eps -1"):
+        symtrans.check_claims(claims=["thm-7.3"], n=8, eps=-1)

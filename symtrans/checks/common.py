@@ -28,7 +28,7 @@ from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
            "family_table",
            "weights", "trace", "lean_encode", "record", "rank_tolerance", "versions", "log_margin",
-           "random_weights", "FLOAT64_NOTE", "RANK_TOLERANCE"]
+           "random_weights", "FLOAT64_NOTE", "RANK_TOLERANCE", "eps_text"]
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
 ENCODERS = ("bert", "roberta", "distilbert")
@@ -99,6 +99,19 @@ def unmasked_note(w: Any) -> str:
 
 
 FLOAT64_NOTE = "rank decisions are taken in float64 on weights converted from the stored float32"
+
+
+def eps_text(ctx: Context) -> str:
+    """The norms' eps the analysis uses, and whose it is: ``"eps = 1e-12 (the checkpoint's)"`` or ``"(--eps)"``.
+
+    Examples
+    --------
+    >>> eps_text(Context(model="default")), eps_text(Context(model="default", eps=0))
+    ("eps = 1e-12 (the checkpoint's)", "eps = 0 (--eps: the paper's eps-free norm)")
+    """
+    if ctx.eps is not None:
+        return f"eps = {ctx.eps:g} (--eps" + (": the paper's eps-free norm)" if ctx.eps == 0 else ")")
+    return f"eps = {float(weights(ctx).arch.ln_eps):g} (the checkpoint's)"
 
 
 def weights(ctx: Context) -> Any:

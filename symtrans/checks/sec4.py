@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
+from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, eps_text, record, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
 from symtrans.decide import DECISIVE_MARGIN, hypothesis_state
 from symtrans.decide import margin as margin_of
@@ -366,7 +366,7 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
     decided = [(nm, c, v) for nm, c, v in verdicts if v in (Verdict.SUPPORTED, Verdict.FAILS)]
     tol = RANK_TOLERANCE
     inputs = {"n": n, "d_model": d, "inputs": "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer",
-              "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": "model's, eps = 1e-12",
+              "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": f"the model's gain and bias, {eps_text(ctx)}",
               "precision": "activations computed in float64; hypotheses and ranks decided at float64 computation "
                            "precision with the one band of DECISIVE_MARGIN decades"}
     scope = Scope("instances", f"the model's {len(cases)} pre-LN sums at n = {n}", tuple(nm for nm, _ in cases))

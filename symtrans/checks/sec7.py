@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
+from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
@@ -737,8 +737,8 @@ def _ln(ctx: Context) -> list[Evidence]:
     m = mlp_norm(w)
     N, eps = m["name"], m["eps"]
     hyp = HypothesisCheck("MLP reads norm(X + MHA(X) + b_O)", True, None, f"the MLP's input is {m['where']}")
-    inputs = _inputs(ctx, n, f"Z -> {N}(X + Z W_O + b_O), X fixed: {m['where']}, with its real gain and the "
-                              f"checkpoint's eps = {eps:g}")
+    inputs = _inputs(ctx, n, f"Z -> {N}(X + Z W_O + b_O), X fixed: {m['where']}, with its real gain and "
+                              f"{eps_text(ctx)}")
     tr = trace(ctx)
     rows_sel = sorted({0, n - 1})
     H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
@@ -842,7 +842,7 @@ def _ln(ctx: Context) -> list[Evidence]:
         return [record(ctx, "thm-recovery", "fibre-ln", Verdict.INCONCLUSIVE, s, **common),
                 record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.INCONCLUSIVE, s, **common)]
     v, wrong = count_verdict(out, paper_per_token)
-    what = f"{N} with the checkpoint's eps = {eps:g}"
+    what = f"{N} with {eps_text(ctx)}"
     if v is Verdict.FAILS:
         s = (f"the map the MLP sees, Z -> {N}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
              f"(tangent dimension at {len(out)} sampled rows, "

@@ -127,6 +127,21 @@ def add_model_option(p: argparse.ArgumentParser, *, default: str | None = "defau
     p.set_defaults(model_none_ok=none)
 
 
+def add_eps_option(p: argparse.ArgumentParser) -> None:
+    """``--eps``: the norms' eps for the analysis (0 allowed: the paper's eps-free LayerNorm); unset = the checkpoint's.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_eps_option(p)
+    >>> p.parse_args([]).eps is None, p.parse_args(["--eps", "0"]).eps
+    (True, 0.0)
+    """
+    p.add_argument("--eps", type=float, default=None, metavar="EPS",
+                   help="the norms' eps for the analysis (default: the checkpoint's own; 0: the paper's "
+                        "eps-free LayerNorm); stated in every model record's context")
+
+
 def add_device_option(p: argparse.ArgumentParser) -> None:
     """``--device``, the same on every command: unset = CUDA when available, else CPU.
 

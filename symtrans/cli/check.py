@@ -25,13 +25,14 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ": every claim a computation can "
                        "test, on the model's real weights (float64 by default)")
-    from symtrans.cli import add_device_option, add_model_option
+    from symtrans.cli import add_device_option, add_eps_option, add_model_option
 
     add_model_option(p)
     p.add_argument("--claims", nargs="+", metavar="ID", help="only these claim ids (default: all checked claims)")
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the real inputs (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random tokens and inputs (default 0)")
     add_device_option(p)
+    add_eps_option(p)
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="dtype of weights and forward pass (rank decisions want float64)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -66,8 +67,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     if args.n < 2:
         raise SymtransError(f"--n must be at least 2, got {args.n}")
+    from symtrans.evidence import check_eps
+
     ctx = Context(model=args.model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                  progress=args.format == "text")
+                  progress=args.format == "text", eps=None if args.eps is None else check_eps(args.eps))
     from symtrans import progress
     from symtrans.checks.common import weights
 

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ". Writes report.md, report.json, "
                        "report.html and report.dot into DIR, atomically (all of them, or none).")
-    from symtrans.cli import add_device_option, add_model_option
+    from symtrans.cli import add_device_option, add_eps_option, add_model_option
 
     add_model_option(p, none=True)  # none: symbolic producers only (numeric ones are then listed as not-run)
     p.add_argument("--out", default="symtrans-report", metavar="DIR",
@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="look at these layers only, e.g. 0,1,5 or 0-3 (the forward pass still runs through the "
                         "layers before them); the scope is stated in every record and in the header, and a "
                         "statement about every layer is not certified from a subset")
+    add_eps_option(p)
     p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
                    help="read the weights one layer at a time from safetensors (auto: when the model in float64 "
                         "exceeds 4 GiB; peak memory about two layers in float64 per process)")
@@ -60,7 +61,7 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     >>> ctx.model, ctx.n, ctx.numeric
     (None, 32, False)
     """
-    from symtrans.evidence import Context
+    from symtrans.evidence import Context, check_eps
 
     if args.n < 1:
         raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
@@ -71,7 +72,8 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
                    progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off",
                    layers=parse_layers(layers) if layers is not None else None,
-                   stream=getattr(args, "stream", None) or "auto")
+                   stream=getattr(args, "stream", None) or "auto",
+                   eps=None if getattr(args, "eps", None) is None else check_eps(args.eps))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

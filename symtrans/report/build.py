@@ -343,7 +343,8 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
         model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
                       "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
                       "device": str(w.device), "layers": int(w.n_layers),
-                      "streamed": isinstance(w, StreamedWeights)}
+                      "streamed": isinstance(w, StreamedWeights), "eps": float(w.arch.ln_eps),
+                      "eps_source": "--eps" if ctx.eps is not None else "checkpoint"}
         ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
     errors: list[str] = []
     raised: set[str] = set()

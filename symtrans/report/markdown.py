@@ -119,11 +119,17 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _eps_source(m: dict) -> str:
+    """Whose eps the analysis used: the user's (``--eps``) or the checkpoint's."""
+    return "--eps" if m.get("eps_source") == "--eps" else "the checkpoint's"
+
+
 def _run_lines(report: Report) -> list[str]:
     m = report.model
     model = ("none (symbolic producers only; numeric producers are listed as not-run)" if m is None else
              f"{_code(m['spec'])}: {_md(m['arch'])} from {_code(m['source'])}, weights sha256 "
-             f"{_code(str(m['weights_hash'])[:16] + '...')}, {_md(m['dtype'])} on {_md(m['device'])}")
+             f"{_code(str(m['weights_hash'])[:16] + '...')}, {_md(m['dtype'])} on {_md(m['device'])}"
+             + (f", norms' eps = {m['eps']:g} ({_eps_source(m)})" if m.get("eps") is not None else ""))
     c = report.context
     lines = [f"- toolkit: symtrans {report.toolkit_version}; generated {report.generated} "
              f"in {report.seconds:.1f} s",
