@@ -101,27 +101,71 @@ class Generator:
     make: Callable[[Context, str], str]
     needs_report: bool = False
     volatile: re.Pattern[str] | None = None  # parts that change from run to run: not compared, not rewritten
+    measured: bool = False  # decimals are measurements: compared by :func:`same_measured`, not digit by digit
 
     def same(self, old: str, new: str) -> bool:
-        """Whether a block's text is current: equal, up to its :attr:`volatile` parts.
+        """Whether a block's text is current: equal, up to its :attr:`volatile` parts and measured digits.
 
         Examples
         --------
         >>> GENERATORS["console-timed"].same("x (0.30 s)", "x (0.41 s)"), GENERATORS["console"].same("1", "2")
         (True, False)
+        >>> GENERATORS["console-timed"].same("margin 1.9", "margin 1.7"), GENERATORS["console"].same("1.9", "1.7")
+        (True, False)
         """
-        if self.volatile is None:
-            return old == new
-        return self.volatile.sub("(s)", old) == self.volatile.sub("(s)", new)
+        if self.volatile is not None:
+            old, new = self.volatile.sub("(s)", old), self.volatile.sub("(s)", new)
+        return same_measured(old, new) if self.measured else old == new
+
+
+#: a number as printed: an integer, or a decimal (a point or an exponent)
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+#: how far two printings of one measured decimal may part. Observed between two machines and between two
+#: runs on one (BLAS kernels and thread counts): 3.73e-27 / 3.71e-27 and 6.89e-16 / 6.59e-16 (singular
+#: values below the rank cut, rounding noise by definition), margins 2.1 / 1.9 and 1.9 / 1.7 (decades to
+#: such a value). A real change (a rank, a count, a verdict, a sign, a factor of 2) is far outside it.
+MEASURED_RTOL = 0.25
+
+
+def same_measured(old: str, new: str) -> bool:
+    """Whether two outputs agree in what is stable: words, integers and signs exactly, decimals within
+    :data:`MEASURED_RTOL` (or one unit of their last printed place).
+
+    Examples
+    --------
+    >>> same_measured("rank 15  margin 1.9  3.73e-27", "rank 15  margin 1.7  3.71e-27")
+    True
+    >>> same_measured("rank 15", "rank 14"), same_measured("0.4 yes", "0.4 NO"), same_measured("2.0", "4.0")
+    (False, False, False)
+    >>> same_measured("-2.3", "2.3"), same_measured("0.0", "0.1"), same_measured("1.2", "1.20")
+    (False, True, True)
+    """
+    if " ".join(NUMBER.split(old)).split() != " ".join(NUMBER.split(new)).split():
+        return False
+    a, b = NUMBER.findall(old), NUMBER.findall(new)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not any(c in x + y for c in ".eE"):
+            if x != y:  # integers: ranks, counts, sizes
+                return False
+            continue
+        fx, fy = float(x), float(y)
+        if (fx < 0) != (fy < 0):
+            return False
+        places = max(len(m.split("e")[0].split("E")[0].partition(".")[2]) for m in (x, y))
+        if abs(fx - fy) > max(MEASURED_RTOL * max(abs(fx), abs(fy)), 1.0001 * 10.0 ** -places):
+            return False
+    return True
 
 
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str, needs_report: bool = False,
-              volatile: re.Pattern[str] | None = None) -> Callable[[Callable[[Context, str], str]], Any]:
+def generator(name: str, needs_report: bool = False, volatile: re.Pattern[str] | None = None,
+              measured: bool = False) -> Callable[[Callable[[Context, str], str]], Any]:
     def register(fn: Callable[[Context, str], str]) -> Callable[[Context, str], str]:
-        GENERATORS[name] = Generator(name, fn, needs_report, volatile)
+        GENERATORS[name] = Generator(name, fn, needs_report, volatile, measured)
         return fn
     return register
 
@@ -258,7 +302,7 @@ def console_head(ctx: Context | None, args: str) -> str:
     return _console_block(rest, "\n".join(shown))
 
 
-@generator("console-timed", volatile=DURATION)
+@generator("console-timed", volatile=DURATION, measured=True)
 def console_timed(ctx: Context | None, args: str) -> str:
     """A console example that prints durations or machine lines (:data:`DURATION`): checked up to them."""
     return console(ctx, args)
@@ -277,7 +321,7 @@ def checkpoint(family: str) -> Path:
     return _CHECKPOINTS[family]
 
 
-@generator("checkpoint-section")
+@generator("checkpoint-section", measured=True)
 def checkpoint_section(ctx: Context | None, args: str) -> str:
     """One section of a command's output on a random-init checkpoint (``args``: family, the section's first
     words in quotes, then the command with ``DIR`` for the checkpoint): from that line to the next blank one.
@@ -414,7 +458,7 @@ def check_table(doc: dict[str, Any]) -> str:
             f"seed {ctx['seed']}, {ctx['dtype']}\n" + _table(records, seconds=False))
 
 
-@generator("check-table", needs_report=True)
+@generator("check-table", needs_report=True, measured=True)
 def _check_table(ctx: Context, args: str) -> str:
     return "```text\n" + check_table(ctx.report_json()) + "\n```"
 
@@ -443,7 +487,7 @@ def markdown_section(text: str, heading: str) -> str:
     return text[start:follow.start() if follow else len(text)]
 
 
-@generator("report-excerpt", needs_report=True)
+@generator("report-excerpt", needs_report=True, measured=True)
 def report_excerpt(ctx: Context, args: str) -> str:
     """A section of the report's report.md (``args``: its heading), fenced as Markdown source."""
     section = markdown_section(ctx.report_md(), args or "## Where the toolkit and the paper disagree")
