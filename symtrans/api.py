@@ -586,10 +586,10 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
 
 def _summary_lines(report: Report) -> str:
     """Counts by verdict and the disagreements, in two lines (the plain text of a report or graph)."""
-    counts = ", ".join(f"{v} {k}" for v, k in report.verdict_counts().items() if k)
-    certified = sum(1 for _, s in report.items() if s.fully_certified)
+    from symtrans.report.fmt import answer_line
+
     dis = [c.id for c, _ in report.disagreements()]
-    return (f"{len(report.statuses)} items: {counts}; fully certified {certified}\n"
+    return (f"{answer_line(report)}\n"
             f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
 
 
