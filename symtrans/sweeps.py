@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from symtrans.progress import announced
 from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
@@ -663,6 +664,7 @@ def run_sweep(tasks: Sequence[Task], out: str | os.PathLike[str], *, engine: str
     return SweepResult(tasks, len(records), len(tasks) - len(todo), failed, agg, paths, time.perf_counter() - start)
 
 
+@announced("sweep")
 def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_N,), seeds: Sequence[int] = (0,), *,
           out: str | os.PathLike[str] = "symtrans-sweep", engine: str = "ray", address: str | None = None,
           workers: int | None = None, num_cpus: int = 1, retries: int = 2, dtype: str = "float64",
