@@ -516,6 +516,47 @@ def report_excerpt(ctx: Context, args: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- registrations and tables
+@generator("name-map")
+def name_map(ctx: Context | None, args: str) -> str:
+    """symtrans's names beside TransformerLens's (:mod:`symtrans.names`): sizes, activations, weights.
+
+    Examples
+    --------
+    >>> "| `Y` | Y^h = A^h X W_V^h | `blocks.{l}.attn.hook_z` |" in name_map(None, "")
+    True
+    """
+    from symtrans.names import ACTIVATIONS, SIZES, WEIGHTS
+
+    lines = ["| symtrans | TransformerLens |", "|---|---|"]
+    lines += [f"| `{k}` | `{v.split(' (')[0]}`{' (' + v.split(' (', 1)[1] if ' (' in v else ''} |"
+              for k, v in SIZES.items()]
+    lines += ["", "| symtrans (`LayerTrace`) | paper | TransformerLens hook | symtrans axes | TransformerLens axes "
+              "| where | meaning |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| `{r.symtrans}` | {r.paper} | `{r.tl}` | {r.symtrans_axes} | {r.tl_axes} | "
+              f"{'every layer form' if r.forms == 'both' else r.forms + ' layers'} | {r.meaning} |"
+              for r in ACTIVATIONS]
+    lines += ["", "| symtrans weight | TransformerLens parameter |", "|---|---|"]
+    lines += [f"| `{k}` | `{v}` |" for k, v in WEIGHTS.items()]
+    return "\n".join(lines)
+
+
+@generator("preset-list")
+def preset_list(ctx: Context | None, args: str) -> str:
+    """The architecture presets, from :data:`symtrans.arch.PRESETS` (so the list in the docs is every preset).
+
+    Examples
+    --------
+    >>> text = preset_list(None, "")
+    >>> text.startswith("Presets: `bert-base`") and "`llama2-7b`" in text and "`symbolic`" in text
+    True
+    """
+    from symtrans.arch import PRESETS
+
+    names = sorted(p for p in PRESETS if p != "symbolic") + ["symbolic"]
+    return "Presets: " + ", ".join(f"`{p}`" + (" (the bundled model)" if p == "minilm-l6-h384" else "")
+                                   for p in names) + "."
+
+
 @generator("family-table")
 def family_table(ctx: Context | None = None, args: str = "") -> str:
     """Each model-based producer and the families it runs on (``symtrans.checks.common.family_table``)."""
