@@ -371,3 +371,15 @@ def test_many_edges_into_one_node_are_bundled_into_one_trunk() -> None:
             assert f'data-to="{v}" data-count="{n_in}"' in svg
         else:
             assert paths.count("edge") == n_in == len(arrows), v
+
+
+@pytest.mark.parametrize("family", ["bert", pytest.param("llama", marks=pytest.mark.slow)])
+def test_a_one_layer_checkpoint_reports_with_no_producer_raising(tmp_path, family) -> None:
+    """Every producer works on a 1-layer model (prop-5.4's Jacobian chained two layers and raised on one)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / family, family, n_layers=1)
+    report = build_report(Context(model=str(path), n=12, reuse=False))
+    assert report.errors == []
+    (entry,) = [e for e in report.statuses["prop-5.4"].evidence if e.evidence.producer == "residual-jacobian"]
+    assert entry.evidence.inputs["layers"] == 1 and entry.evidence.verdict.value != "not-run"
