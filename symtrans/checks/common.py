@@ -22,7 +22,7 @@ import math
 import platform
 from typing import Any
 
-from symtrans.decide import DECISIVE_MARGIN
+from symtrans.precision import DECISIVE_MARGIN, dtype_name
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
@@ -273,7 +273,7 @@ def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summ
     ('default', 64, 'float64')
     """
     w = ctx.loaded_weights()
-    fields.setdefault("dtype", str(w.dtype).replace("torch.", "") if w is not None else ctx.dtype)
+    fields.setdefault("dtype", dtype_name(w.dtype) if w is not None else ctx.dtype)
     fields.setdefault("model", ctx.model)
     fields.setdefault("weights_hash", w.weights_hash if w is not None else None)
     fields.setdefault("seed", ctx.seed)

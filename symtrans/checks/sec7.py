@@ -442,12 +442,12 @@ def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | 
     """
     import math
 
-    from symtrans.decide import decided
+    from symtrans.precision import decided, rank_rtol
 
     if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
         return None
     smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
-    cut = max(shape) * 2.0 ** -52 * math.sqrt(smax * smax + 1.0)
+    cut = rank_rtol("float64", shape)[0] * math.sqrt(smax * smax + 1.0)
     margin = math.log10(smin / cut)
     return margin if decided(margin) else None
 
@@ -482,7 +482,7 @@ def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, l
     >>> count_verdict(rows, 1)[0].value, count_verdict(rows, 2)[0].value
     ('supported', 'fails')
     """
-    decided = [r for r in rows if r.get("decided", r.get("decisive"))]
+    decided = [r for r in rows if r["decided"]]
     wrong = [r for r in decided if r["fibre"] != expected]
     if wrong:
         return Verdict.FAILS, wrong

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, record_certificates
+from symtrans.precision import dtype_name
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 from symtrans.runner import producers_for, run_tasks
 
@@ -341,7 +342,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
         from symtrans.numeric.weights import StreamedWeights
 
         model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
-                      "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
+                      "weights_hash": w.weights_hash, "dtype": dtype_name(w.dtype),
                       "device": str(w.device), "layers": int(w.n_layers),
                       "streamed": isinstance(w, StreamedWeights)}
         ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
