@@ -479,8 +479,8 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 # ----------------------------------------------------------------- producers
-#: The sequence length numeric producers use unless told otherwise (report, check, certify).
-DEFAULT_N = 128
+#: The sequence length numeric producers use unless told otherwise: declared once, in symtrans.config.
+from symtrans.config import DEFAULT_N  # noqa: E402
 
 
 @dataclass
@@ -513,6 +513,20 @@ class Context:
     #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
     #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
     stream: str = "auto"
+
+    @classmethod
+    def from_config(cls, config: Any, **extra: Any) -> Context:
+        """A context for a checked :class:`~symtrans.config.RunConfig` (``extra``: progress, reuse, cache).
+
+        Examples
+        --------
+        >>> from symtrans.config import RunConfig
+        >>> Context.from_config(RunConfig.from_kwargs(model=None, n=8)).n
+        8
+        """
+        import dataclasses
+
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}, **extra)
 
     def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
         """Load the model once per (dtype, device), cached in ``cache``; return its weights.

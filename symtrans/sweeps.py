@@ -680,7 +680,7 @@ def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT
     >>> sweep(["default"], ns=[0], out="/tmp/unused")
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: --n 0: must be at least 1
+    symtrans.errors.SymtransError: --n 0: must be at least 2
     """
     _check_run_options(engine, address, workers, retries)
     tasks = plan(models, ns, seeds, out=out, dtype=dtype, device=device, num_cpus=num_cpus)
