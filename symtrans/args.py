@@ -23,20 +23,16 @@ from typing import Any
 
 from symtrans.config import check_param
 from symtrans.errors import SymtransError
+from symtrans.producer_table import certified_claims, checked_claims
 from symtrans.validate import (MAX_DEPTH, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
                                check_text, terminal_safe)
 
 __all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "check_positions",
            "check_run_claims"]
 
-#: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
-CHECKED_CLAIMS: tuple[str, ...] = (
-    "claim-align", "cor-dff", "cor-mlp-role", "lit-dong", "pgop", "prop-5.1", "prop-5.4", "prop-6.2",
-    "prop-6.3", "thm-4.2", "thm-5.3", "thm-7.3", "thm-rank-contraction", "thm-recovery")
-#: claims with exact certificates (symtrans.certify.producers); checked against the registry by a test
-CERTIFIED_CLAIMS: tuple[str, ...] = (
-    "lem-rank-sum", "prop-5.1", "prop-6.2", "prop-6.3", "thm-4.2", "thm-4.2-corrected", "thm-5.3",
-    "thm-recovery")
+#: claims with numeric checks, and with exact certificates: read from the one producer table
+CHECKED_CLAIMS: tuple[str, ...] = checked_claims()
+CERTIFIED_CLAIMS: tuple[str, ...] = certified_claims()
 
 
 #: every claim id of the registry (proofs.claim_ids()), in paper order; checked against it by a test

@@ -125,11 +125,11 @@ def producers_hash() -> str:
     >>> len(producers_hash()), producers_hash() == producers_hash()
     (64, True)
     """
-    from symtrans.evidence import PRODUCERS
+    from symtrans.runner import registry
     from symtrans.runner import producers_for
 
     producers_for("")  # imports the producer modules
-    return _digest(sorted((cid, p.name, p.source_hash) for cid, ps in PRODUCERS.items() for p in ps))
+    return _digest(sorted((cid, p.name, p.source_hash) for cid, ps in registry().items() for p in ps))
 
 
 def _slug(text: str, limit: int = 40) -> str:

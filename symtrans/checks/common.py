@@ -57,15 +57,14 @@ def family_table() -> list[str]:
     >>> rows[0].startswith("| claim | producer |"), any("lit-dong" in r and "causal" in r for r in rows)
     (True, True)
     """
-    from symtrans.evidence import PRODUCERS
-    from symtrans.runner import _import_producer_modules
+    from symtrans.runner import registry
 
-    _import_producer_modules()
+    reg = registry()
     fams = ENCODERS + DECODERS
     head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
     rows = [head, "|" + "---|" * (len(fams) + 3)]
-    for claim in sorted(PRODUCERS):
-        for p in sorted(PRODUCERS[claim], key=lambda p: p.name):  # not registration order: that follows imports
+    for claim in sorted(reg):
+        for p in sorted(reg[claim], key=lambda p: p.name):  # by name: one order for the table
             if not p.needs_model:
                 continue
             ok = [p.families is None or f in p.families for f in fams]
