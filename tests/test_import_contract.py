@@ -36,7 +36,26 @@ def test_the_layer_contract_is_kept() -> None:
     run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "1 kept, 0 broken" in run.stdout
+    assert "2 kept, 0 broken" in run.stdout  # the layers, and group's completeness > near > params
+
+
+def test_the_group_contract_fails_on_the_old_cycle(tmp_path: Path) -> None:
+    """complete imports near: the group contract turned upside down (near above complete) must break."""
+    config = tmp_path / "contract.toml"
+    config.write_text(textwrap.dedent("""
+        [tool.importlinter]
+        root_packages = ["symtrans", "proofs"]
+
+        [[tool.importlinter.contracts]]
+        name = "upside down"
+        type = "layers"
+        containers = ["symtrans.group"]
+        layers = ["near", "complete"]
+    """))
+    run = subprocess.run([_lint_imports(), "--config", str(config)], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    assert "symtrans.group.complete -> symtrans.group.near" in run.stdout
 
 
 def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:

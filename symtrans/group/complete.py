@@ -37,6 +37,7 @@ from typing import Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 from symtrans.group.forward import unused_position_rows
+from symtrans.group.params import param_at as _get
 from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
 __all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
@@ -271,13 +272,6 @@ def _flatten(params: dict[str, Any], paths: list[tuple[Any, ...]]) -> Any:
     import torch
 
     return torch.cat([_get(params, p).reshape(-1) for p in paths])
-
-
-def _get(params: dict[str, Any], path: tuple[Any, ...]) -> Any:
-    if path[0] == "layers":
-        v = params["layers"][path[1]][path[2]]
-        return v[path[3]] if len(path) == 4 else v
-    return params[path[0]]
 
 
 def _unflatten(vec: Any, template: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any]:
