@@ -33,6 +33,7 @@ from typing import Any
 
 from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.numeric.wo import stacked_wo, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
@@ -79,18 +80,6 @@ def dense_summation_fibre(n: int, H: int, d_v: int) -> int:
     m = n * d_v
     M = torch.cat([torch.eye(m, dtype=torch.float64)] * H, dim=1)  # vec(sum) = [I ... I] vec(Y)
     return M.shape[1] - numerical_rank(M).rank
-
-
-def stacked_wo(W_O: Any) -> Any:
-    """Stack per-head ``W_O [H, d_v, d_model]`` into ``[H d_v, d_model]``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
-    (384, 384)
-    """
-    return W_O.reshape(-1, W_O.shape[-1])
 
 
 def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
@@ -561,31 +550,6 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     (384, True, 'float32 storage rounding (Cholesky certificate)')
     """
     return _wo_storage(ctx)[0]
-
-
-def wo_storage_ranks(ctx: Context) -> list[Any]:
-    """Each layer's stacked W_O rank at storage precision: a Cholesky certificate where it has full rank, else the SVD.
-
-    Computed once per context (:func:`~symtrans.checks.common.storage_ranks`
-    with ``certify``); thm-recovery/wo's exact-rank certificate reuses the
-    proved ``sigma_min`` lower bounds (the same float64 matrices).
-
-    Examples
-    --------
-    >>> from symtrans.evidence import Context
-    >>> recs = wo_storage_ranks(Context(model="default", n=4))
-    >>> len(recs), recs[0].rank, recs[0].precision
-    (6, 384, 'float32 storage rounding (Cholesky certificate)')
-    """
-    from symtrans.checks.common import storage_precision, storage_ranks
-
-    key = "sec7-wo-storage"
-    if key not in ctx.cache:
-        w = weights(ctx)
-        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
-        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
-                                        certify=True)[0] for i in ctx.layer_indices(w.n_layers)]
-    return ctx.cache[key]
 
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
