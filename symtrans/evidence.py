@@ -33,8 +33,8 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
-    "Producer", "DEFAULT_N", "producer", "PRODUCERS",
-    "combine_verdicts", "EVERY_QUANTIFIERS", "check_eps", "split_reading", "strict_float", "device_name", "record_certificates",
+    "Producer", "DEFAULT_N", "producer",
+    "combine_verdicts", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "device_name", "record_certificates",
 ]
 
 
@@ -497,8 +497,8 @@ def combine_verdicts(verdicts: Iterable[Verdict], quantifier: str | None = None)
 
 
 # ----------------------------------------------------------------- producers
-#: The sequence length numeric producers use unless told otherwise (report, check, certify).
-DEFAULT_N = 128
+#: The sequence length numeric producers use unless told otherwise: declared once, in symtrans.config.
+from symtrans.config import DEFAULT_N  # noqa: E402
 
 
 @dataclass
@@ -537,8 +537,10 @@ class Context:
     eps: float | None = None
 
     def __post_init__(self) -> None:
-        if self.eps is not None:
-            self.eps = check_eps(self.eps)
+        if self.eps is not None:  # the one declared constraint (symtrans.config.PARAMS["eps"])
+            from symtrans.config import check_param
+
+            self.eps = check_param("eps", self.eps)
 
     def _with_eps(self, w: Any) -> Any:
         """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set)."""
@@ -551,6 +553,20 @@ class Context:
             return dataclasses.replace(w, arch=arch)
         w.arch = arch  # a streamed checkpoint: the architecture is an attribute
         return w
+
+    @classmethod
+    def from_config(cls, config: Any, **extra: Any) -> Context:
+        """A context for a checked :class:`~symtrans.config.RunConfig` (``extra``: progress, reuse, cache).
+
+        Examples
+        --------
+        >>> from symtrans.config import RunConfig
+        >>> Context.from_config(RunConfig.from_kwargs(model=None, n=8)).n
+        8
+        """
+        import dataclasses
+
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}, **extra)
 
     def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
         """Load the model once per (dtype, device), cached in ``cache``; return its weights.
@@ -688,28 +704,6 @@ class Context:
         return self.model is not None
 
 
-def check_eps(eps: Any) -> float:
-    """The norms' eps a user chose for the analysis: a finite number >= 0 (0 is the paper's eps-free norm).
-
-    Examples
-    --------
-    >>> check_eps(0), check_eps(1e-5)
-    (0.0, 1e-05)
-    >>> check_eps(-1)
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: --eps -1: must be a finite number >= 0 (0: the paper's eps-free LayerNorm)
-    """
-    import math
-
-    from symtrans.errors import SymtransError
-
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
-        shown = repr(eps) if not isinstance(eps, (int, float)) else f"{eps:g}"
-        raise SymtransError(f"--eps {shown}: must be a finite number >= 0 (0: the paper's eps-free LayerNorm)")
-    return float(eps)
-
-
 def device_name(device: str | None) -> str:
     """The concrete device a spec stands for: ``None`` is CUDA when available, else ``"cpu"``.
 
@@ -771,10 +765,6 @@ class Producer:
         return _source_hash(self.func)
 
 
-#: claim id -> producers, filled by modules that call :func:`producer`.
-PRODUCERS: dict[str, list[Producer]] = {}
-
-
 def _source_hash(func: Any) -> str:
     import hashlib
     import inspect
@@ -793,7 +783,14 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
              applies_to: str = "", share: str | None = None,
              cost: float = 1.0, honours_layers: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
-    """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
+    """Decorator: declare ``func(ctx) -> list[Evidence]`` a producer for ``claim`` (or ``claim/reading``), with its options.
+
+    It attaches the :class:`Producer` to the function (``func.producer``) and
+    registers nothing: the producers that exist are the rows of
+    :data:`symtrans.producer_table.PRODUCER_TABLE` (one line each, naming this
+    function as ``"module:function"``), and :func:`symtrans.runner.registry`
+    refuses a decorated function without a row, or a row whose claim, name or
+    kind differ from the decorator's.
 
     Registered against a reading id (``"thm-7.3/wo"``), the producer belongs to
     the claim and its records are tagged with that reading. ``families`` lists
@@ -815,9 +812,8 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     ... def _demo(ctx):
     ...     return [Evidence(claim="demo-claim", producer="demo-producer", kind="symbolic",
     ...                      verdict=Verdict.CERTIFIED, summary="1 + 1 == 2 exactly")]
-    >>> [p.name for p in PRODUCERS["demo-claim"]]
-    ['demo-producer']
-    >>> _ = PRODUCERS.pop("demo-claim")
+    >>> _demo.producer.claim, _demo.producer.name
+    ('demo-claim', 'demo-producer')
     """
     if kind not in ("symbolic", "numeric"):
         raise ValueError(f"producer kind must be 'symbolic' or 'numeric', got {kind!r}")
@@ -827,14 +823,11 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
 
     def wrap(func: Callable[[Context], list[Evidence]]) -> Callable[[Context], list[Evidence]]:
         pname = name or func.__name__
-        existing = PRODUCERS.setdefault(claim_id, [])
-        if any(p.name == pname for p in existing):
-            raise ValueError(f"producer {pname!r} already registered for {claim_id!r}")
         doc = (func.__doc__ or "").strip().splitlines()
-        existing.append(Producer(claim_id, pname, kind, func, needs_model,
+        func.producer = Producer(claim_id, pname, kind, func, needs_model,  # type: ignore[attr-defined]
                                  description or (doc[0] if doc else ""), reading,
                                  tuple(families) if families is not None else None, applies_to, share,
-                                 float(cost), bool(honours_layers)))
+                                 float(cost), bool(honours_layers))
         return func
 
     return wrap

@@ -33,7 +33,7 @@ def _one_thread(one_thread):
 def runs():
     from symtrans.checks import sec7
     from symtrans.checks.sec6 import check_rank_contraction
-    from symtrans.checks.wo_rank import wo_ranks
+    from symtrans.numeric.wo import wo_ranks
 
     out = {}
     for name in CASES:

@@ -417,12 +417,12 @@ def recovery_real(ctx: Context) -> list[Evidence]:
 
     A layer whose W_O the numeric check already proved of full rank (a
     shifted Gram Cholesky of the same float64 matrix, the stored numbers
-    exactly; :func:`symtrans.checks.sec7.wo_storage_ranks`, cached in the same
+    exactly; :func:`symtrans.numeric.wo.wo_storage_ranks`, cached in the same
     process: this producer shares its unit) takes that proof; the others go
     through :func:`~symtrans.certify.real.stacked_wo_rank`.
     """
     from symtrans.certify.real import MODULUS, stacked_wo_rank
-    from symtrans.checks.wo_rank import wo_rank
+    from symtrans.numeric.wo import wo_rank
     from symtrans.formulas import formula
 
     w = _weights(ctx)
@@ -488,12 +488,12 @@ def _storage_clause(storage: list[Any]) -> str:
     """What the storage precision decides beside an exact full rank: recoverable, or where it is undecided.
 
     An exact rank of the stored numbers says nothing about the weights they round: "recoverable" is said
-    only where the rank at storage precision (:func:`symtrans.checks.wo_rank.wo_rank`) is decided full too.
+    only where the rank at storage precision (:func:`symtrans.numeric.wo.wo_rank`) is decided full too.
 
     Examples
     --------
     >>> import torch
-    >>> from symtrans.checks.wo_rank import wo_rank_of
+    >>> from symtrans.numeric.wo import wo_rank_of
     >>> _storage_clause([wo_rank_of(torch.eye(4, dtype=torch.float64).reshape(2, 2, 4), "float16", layer=0)])
     'at float16 storage precision too the rank is full (decided), so with W_O known the head outputs are recoverable'
     """

@@ -29,6 +29,7 @@ from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.precision import EPS64
 
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
@@ -83,7 +84,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
 KAPPA_ROUTES = {
     "storage": "every Y^h has full column rank d_v (float64, decisive), so R_h = row W_O^h and sum_h R_h = row W_O: "
                "kappa = sum_h rank W_O^h - rank W_O, each rank decided at the precision W_O was stored in "
-               "(symtrans.checks.wo_rank, the home thm-7.3/wo reads too); the interval is what the decisive band "
+               "(symtrans.numeric.wo, the home thm-7.3/wo reads too); the interval is what the decisive band "
                "leaves possible",
     "float64": "some Y^h has rank below d_v (n < d_v, or a degenerate head): kappa = sum_h dim R_h - dim(sum_h R_h) "
                "from the computed head contributions, each rank decided at float64 computation precision",
@@ -94,10 +95,10 @@ def _kappa_interval(ctx: Context, i: int, lt: Any, rec: Any) -> tuple[int, int, 
     """``(low, high, route)``: the kappa values the rank decisions leave possible at layer ``i``.
 
     Where every ``Y^h`` has decided full column rank d_v, kappa derives from the stacked W_O's rank at storage
-    precision (:meth:`symtrans.checks.wo_rank.WoRank.kappa`); otherwise from the float64 ranks of the head
+    precision (:meth:`symtrans.numeric.wo.WoRank.kappa`); otherwise from the float64 ranks of the head
     contributions: decided, ``(kappa, kappa)``; undecided, ``(0, sum_h dim R_h - max_h dim R_h)`` (all kappa can be).
     """
-    from symtrans.checks.wo_rank import wo_rank
+    from symtrans.numeric.wo import wo_rank
     from symtrans.numeric.linalg import numerical_ranks
 
     dv = int(lt.Y.shape[-1])
@@ -464,7 +465,7 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     n = layers[0]["n"]
     d_ff = int(w.W_in.shape[-1])
     from symtrans.checks.common import finite, storage_precision
-    from symtrans.checks.wo_rank import wo_rank
+    from symtrans.numeric.wo import wo_rank
 
     rows = []
     for i, st in _numbered(layers):
@@ -854,13 +855,12 @@ def align_band(ctx: Context) -> float:
     >>> align_band(Context(model="default")) > 1e-7  # float32 storage
     True
     """
-    import torch
 
     from symtrans.checks.common import storage_precision
     from symtrans.numeric.linalg import unit_roundoff
 
     u = unit_roundoff(storage_precision(weights(ctx))[0])
-    return max(16 * u, 1024 * torch.finfo(torch.float64).eps)
+    return max(16 * u, 1024 * EPS64)
 
 
 # ----------------------------------------------------------------- cor-dff

@@ -65,12 +65,9 @@ def _table(evidence: list[Any], seconds: bool = True) -> str:
 def _cmd_check(args: argparse.Namespace) -> int:
     from symtrans.evidence import Context
 
-    if args.n < 2:
-        raise SymtransError(f"--n must be at least 2, got {args.n}")
-    from symtrans.evidence import check_eps
+    from symtrans.config import RunConfig
 
-    ctx = Context(model=args.model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                  progress=args.format == "text", eps=None if args.eps is None else check_eps(args.eps))
+    ctx = Context.from_config(RunConfig.from_args(args), progress=args.format == "text")
     from symtrans import progress
     from symtrans.checks.common import weights
 

@@ -1,17 +1,18 @@
-"""The one home of "the rank of a layer's stacked W_O at storage precision", and of what derives from it.
+"""The stacked output projection W_O and its rank at storage precision: the one home every producer reads.
 
-Every producer that needs the rank of the stacked output projection
-``W_O`` (``H d_v x d_model``) calls :func:`wo_rank`; none decides it again:
+The numeric checks (:mod:`symtrans.checks.sec6`, :mod:`symtrans.checks.sec7`)
+and the exact certificates (:mod:`symtrans.certify.producers`) need each
+layer's stacked W_O (``H d_v x d_model``) and its rank at the precision it was
+stored in; they read it here, and none decides it again:
 
-* ``thm-7.3/wo`` and ``thm-recovery/wo`` (:mod:`symtrans.checks.sec7`): the
-  fibre of ``Z -> Z W_O`` is ``n (H d_v - rank W_O)`` (:meth:`WoRank.fibre`);
-* ``thm-rank-contraction`` (:mod:`symtrans.checks.sec6`): where every ``Y^h``
-  has full column rank ``d_v`` (so ``n >= d_v``), ``R_h = row W_O^h`` and
-  ``sum_h R_h = row W_O``, hence ``kappa = sum_h rank W_O^h - rank W_O``
-  (``H d_v - rank W_O`` when every head block has full rank;
-  :meth:`WoRank.kappa`);
-* ``recovery-wo-real`` (:mod:`symtrans.certify.producers`): reuses the
-  Cholesky proof of full rank and says what the storage precision decides;
+* ``thm-7.3/wo`` and ``thm-recovery/wo``: the fibre of ``Z -> Z W_O`` is
+  ``n (H d_v - rank W_O)`` (:meth:`WoRank.fibre`);
+* ``thm-rank-contraction``: where every ``Y^h`` has full column rank ``d_v``
+  (so ``n >= d_v``), ``R_h = row W_O^h`` and ``sum_h R_h = row W_O``, hence
+  ``kappa = sum_h rank W_O^h - rank W_O`` (``H d_v - rank W_O`` when every head
+  block has full rank; :meth:`WoRank.kappa`);
+* ``recovery-wo-real``: reuses the Cholesky proof of full rank
+  (:func:`wo_storage_ranks`) and says what the storage precision decides;
 * the gauge-invariant counterpart (issue 34): ``wo_rank(ctx, i, centred=True)``
   is the rank of ``W_O P`` (``P = I - 1 1^T / d``, W_O modulo the centring
   shift) at the same storage cut (``||E P||_2 <= ||E||_F``).
@@ -25,12 +26,13 @@ same at both ends. An undecided rank never yields a confident verdict.
 
 Examples
 --------
+>>> import torch
+>>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
+(384, 384)
 >>> from symtrans.evidence import Context
 >>> r = wo_rank(Context(model="default", n=4), 0)
->>> r.rank, r.low, r.high, r.decided, r.injective, r.fibre(4)
-(384, 384, 384, True, True, (0, 0))
->>> r.kappa
-(0, 0)
+>>> r.rank, r.low, r.high, r.decided, r.injective, r.fibre(4), r.kappa
+(384, 384, 384, True, True, (0, 0), (0, 0))
 """
 
 from __future__ import annotations
@@ -39,7 +41,36 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WoRank", "wo_rank", "wo_ranks", "wo_rank_of"]
+__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of"]
+
+
+def stacked_wo(W_O: Any) -> Any:
+    """Stack per-head ``W_O [H, d_v, d_model]`` into ``[H d_v, d_model]``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
+    (384, 384)
+    """
+    return W_O.reshape(-1, W_O.shape[-1])
+
+
+def wo_storage_ranks(ctx: Any) -> list[Any]:
+    """Each layer's stacked W_O rank record at storage precision (``--layers``: the listed layers), in order.
+
+    The records of :func:`wo_ranks` (a Cholesky certificate where W_O has full rank, else the SVD),
+    computed once per context; thm-recovery/wo's exact-rank certificate reuses the proved
+    ``sigma_min`` lower bounds (the same float64 matrices).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> recs = wo_storage_ranks(Context(model="default", n=4))
+    >>> len(recs), recs[0].rank, recs[0].precision
+    (6, 384, 'float32 storage rounding (Cholesky certificate)')
+    """
+    return [r.record for r in wo_ranks(ctx)]
 
 
 @dataclass(frozen=True)
@@ -196,11 +227,11 @@ def wo_rank(ctx: Any, layer: int, *, centred: bool = False) -> WoRank:
     >>> wo_rank(ctx, 0, centred=True).high <= 383
     True
     """
-    from symtrans.checks.common import storage_precision, weights
+    from symtrans.numeric.weights import storage_precision
 
     key = ("wo-rank", int(layer), bool(centred))
     if key not in ctx.cache:
-        w = weights(ctx)
+        w = ctx.weights()
         sd = storage_precision(w, "W_O", layer)[0]
         ctx.cache[key] = wo_rank_of(w.layer(layer)["W_O"], sd, layer=int(layer), centred=centred)
     return ctx.cache[key]
@@ -215,6 +246,4 @@ def wo_ranks(ctx: Any, *, centred: bool = False) -> list[WoRank]:
     >>> [r.layer for r in wo_ranks(Context(model="default", n=4, layers=(1, 3)))]
     [1, 3]
     """
-    from symtrans.checks.common import weights
-
-    return [wo_rank(ctx, i, centred=centred) for i in ctx.layer_indices(weights(ctx).n_layers)]
+    return [wo_rank(ctx, i, centred=centred) for i in ctx.layer_indices(ctx.weights().n_layers)]
