@@ -34,7 +34,7 @@ __all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "producer
            "parallel_default", "cuda_initialised", "run_checks", "run_certificates", "layer_subset_scope"]
 
 #: modules whose producers are the exact certificates and counterexample searches (``symtrans certify``).
-CERTIFICATE_MODULES: list[str] = ["symtrans.certify.producers"]
+CERTIFICATE_MODULES: list[str] = ["symtrans.certify.producers", "symtrans.certify.kernel"]
 #: modules whose producers are the numeric checks (``symtrans check``), one per paper section.
 CHECK_MODULES: list[str] = ["symtrans.checks.sec4", "symtrans.checks.sec5", "symtrans.checks.sec6",
                             "symtrans.checks.sec7", "symtrans.checks.sec8"]
