@@ -97,6 +97,13 @@ COQ_LINKS: tuple[CoqLink, ...] = (
     CoqLink("prop-6.3", "prop63-witness", "Symtrans.Linear.prop63_witness",
             "for every X and d_k <= d_model some W_V, W_O (rank W_O = d_k) give rank(A X W_V W_O) = min(rank X, d_k) "
             "for every invertible A, so the bad set of (W_V, W_O) is a proper algebraic set"),
+    CoqLink("thm-4.2", "ln-zero-beta", "Symtrans.LayerNorm.ln_zero_beta",
+            "under H1-H3 with beta = 0, rank(LN X) = rank X (LN over any real closed field, eps = 0)"),
+    CoqLink("thm-4.2", "ln-remark", "Symtrans.LayerNorm.ln_remark",
+            "rank(LN X) <= rank X + 1 for every gamma and beta (under H1)"),
+    CoqLink("thm-4.2-corrected", "ln-corrected", "Symtrans.LayerNorm.ln_corrected",
+            "under H1, H3: arank(LN X) = rank[XP | sigma] - 1 for every beta; under H1-H4: arank(LN X) = rank(XP) "
+            "= rank X = arank X + [1_n in colspace X]"),
 )
 
 

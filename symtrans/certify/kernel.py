@@ -85,3 +85,24 @@ def coq_prop51(ctx: Context) -> list[Evidence]:
 def coq_prop63(ctx: Context) -> list[Evidence]:
     """prop-6.3's all-sizes witness family, proved in Coq."""
     return [kernel_record(_link("coq-prop63-witness"))]
+
+
+@producer("thm-4.2", kind="symbolic", name="coq-ln-zero-beta",
+          description="Coq/MathComp proof of thm-4.2's zero-beta matrix-rank part, kernel-checked (coqc, coqchk)")
+def coq_ln_zero_beta(ctx: Context) -> list[Evidence]:
+    """thm-4.2's zero-beta part, proved in Coq."""
+    return [kernel_record(_link("coq-ln-zero-beta"))]
+
+
+@producer("thm-4.2", kind="symbolic", name="coq-ln-remark",
+          description="Coq/MathComp proof of thm-4.2's Remark bound, kernel-checked (coqc, coqchk)")
+def coq_ln_remark(ctx: Context) -> list[Evidence]:
+    """thm-4.2's Remark, rank(LN X) <= rank X + 1, proved in Coq."""
+    return [kernel_record(_link("coq-ln-remark"))]
+
+
+@producer("thm-4.2-corrected", kind="symbolic", name="coq-ln-corrected",
+          description="Coq/MathComp proof of the corrected LayerNorm theorem, kernel-checked (coqc, coqchk)")
+def coq_ln_corrected(ctx: Context) -> list[Evidence]:
+    """thm-4.2-corrected, proved in Coq."""
+    return [kernel_record(_link("coq-ln-corrected"))]
