@@ -60,6 +60,7 @@ class CoqLink:
     replaces: str
     theorem: str
     proves: str
+    record: bool = True  # False: a lemma another record rests on, kernel-checked but not a record of its own
 
     @property
     def short(self) -> str:
@@ -97,6 +98,12 @@ COQ_LINKS: tuple[CoqLink, ...] = (
     CoqLink("prop-6.3", "prop63-witness", "Symtrans.Linear.prop63_witness",
             "for every X and d_k <= d_model some W_V, W_O (rank W_O = d_k) give rank(A X W_V W_O) = min(rank X, d_k) "
             "for every invertible A, so the bad set of (W_V, W_O) is a proper algebraic set"),
+    CoqLink("thm-recovery/sum", "recovery-fibres", "Symtrans.Recovery.recovery_sum_fibre",
+            "the kernel of the head-summation map (Y^1, ..., Y^H) -> sum_h Y^h on (F^{n x d_v})^H is exactly its zero "
+            "set and has dimension n (H-1) d_v, every n, H, d_v"),
+    CoqLink("thm-recovery/wo", "recovery-wo-real", "Symtrans.Recovery.recovery_wo_fibre",
+            "the kernel of Z -> Z W_O on F^{n x H d_v} has dimension n (H d_v - rank W_O): the rule by which the "
+            "certified rank of each layer's W_O refutes the reading", record=False),
     CoqLink("thm-4.2", "ln-zero-beta", "Symtrans.LayerNorm.ln_zero_beta",
             "under H1-H3 with beta = 0, rank(LN X) = rank X (LN over any real closed field, eps = 0)"),
     CoqLink("thm-4.2", "ln-remark", "Symtrans.LayerNorm.ln_remark",

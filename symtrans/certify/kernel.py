@@ -87,6 +87,13 @@ def coq_prop63(ctx: Context) -> list[Evidence]:
     return [kernel_record(_link("coq-prop63-witness"))]
 
 
+@producer("thm-recovery/sum", kind="symbolic", name="coq-recovery-sum-fibre",
+          description="Coq/MathComp proof of the head-summation fibre n (H-1) d_v, kernel-checked (coqc, coqchk)")
+def coq_recovery_sum(ctx: Context) -> list[Evidence]:
+    """thm-recovery/sum, proved in Coq."""
+    return [kernel_record(_link("coq-recovery-sum-fibre"))]
+
+
 @producer("thm-4.2", kind="symbolic", name="coq-ln-zero-beta",
           description="Coq/MathComp proof of thm-4.2's zero-beta matrix-rank part, kernel-checked (coqc, coqchk)")
 def coq_ln_zero_beta(ctx: Context) -> list[Evidence]:
