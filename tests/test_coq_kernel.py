@@ -170,3 +170,41 @@ def test_cli_verify_coq_one_line_on_refusal(copy: Path) -> None:
                        capture_output=True, text=True, env=env, cwd=ROOT)
     assert p.returncode == 1, p
     assert p.stdout.strip().count("\n") == 0 and p.stdout.startswith("coq: refused: Linear.v"), p.stdout
+
+
+def test_report_on_the_bundled_model_certifies_the_kernel_checked_results(example_report) -> None:
+    """report --model default: every linked record is certified for all sizes and names its Coq theorem; the
+    claims whose ancestors are certified too are fully certified (prop-5.1, prop-6.3, thm-4.2-corrected)."""
+    _needs_coq()
+    _, report, _ = example_report
+    claims = {c["id"]: c for c in report["claims"]}
+    for link in COQ_LINKS:
+        if not link.record:
+            continue
+        claim = claims[link.claim]
+        records = claim["evidence"] if "/" not in link.target else next(
+            r for r in claim["readings"] if r["id"] == link.target)["evidence"]
+        (ev,) = [e for e in records if e["producer"] == link.producer]
+        assert ev["verdict"] == "certified" and ev["counted_as"] == "certified", ev
+        assert ev["scope"]["kind"] == "all-sizes" and link.theorem in ev["summary"], ev
+        assert ev["details"]["kernel"]["statements_sha256"] == COQ_STATEMENTS_SHA256
+    for cid in ("prop-5.1", "prop-6.3", "thm-4.2-corrected"):
+        assert claims[cid]["standing"] == "fully-certified", (cid, claims[cid]["standing"])
+    reading = next(r for r in claims["thm-recovery"]["readings"] if r["id"] == "thm-recovery/sum")
+    assert reading["verdict"] == "certified"
+    assert claims["lem-rank-sum"]["verdict"] == "certified"
+
+
+def test_docs_quote_the_statements_verbatim() -> None:
+    """docs/certificates.md shows the Coq statements beside the registry: each quoted Coq text (a definition's body
+    after ':=', or a statement's text) is in Statements.v, up to white space, so the page cannot drift."""
+    import re
+
+    doc = (ROOT / "docs" / "certificates.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### The statements beside the registry"):doc.index("Where they differ from the written")]
+    stmts = " ".join((COQ_DIR / "Statements.v").read_text(encoding="utf-8").split())
+    spans = [m for pair in re.findall(r"``\s(.+?)\s``|`([^`]+)`", section) for m in pair if m]
+    quoted = [" ".join(s.split(":=", 1)[-1].split()) for s in spans if "\\rank" in s or ":=" in s or "->" in s]
+    assert len(quoted) >= 15
+    assert [q for q in quoted if q not in stmts] == []
+    assert all(link.theorem in section for link in COQ_LINKS)
