@@ -208,3 +208,25 @@ def test_docs_quote_the_statements_verbatim() -> None:
     assert len(quoted) >= 15
     assert [q for q in quoted if q not in stmts] == []
     assert all(link.theorem in section for link in COQ_LINKS)
+
+
+def test_declared_against_used_dependencies(copy: Path) -> None:
+    """Print All Dependencies: a proof that starts using another linked result shows it as used and, where the
+    registry does not declare it, flags it; the project's own proof of prop-5.1 does not use lem-rank-sum."""
+    _needs_coq()
+    from symtrans.certify.kernel import dependencies
+
+    res = kernel_check()
+    assert res.ok, res.reason
+    prop51 = next(link for link in COQ_LINKS if link.claim == "prop-5.1")
+    assert dependencies(prop51, res.uses[prop51.theorem])["declared_not_used"] == ["lem-rank-sum"]
+    p = copy / "LayerNorm.v"
+    text = p.read_text(encoding="utf-8")
+    start = text.index("move=> R n d X gamma beta h1.\nrewrite ln_decomp")
+    p.write_text(text[:start] + "have _ := Linear.lem_rank_sum.\n" + text[start:], encoding="utf-8")
+    other = kernel_check(copy, use_cache=False)
+    assert other.ok, other.reason
+    remark = next(link for link in COQ_LINKS if link.short == "ln_remark")
+    assert other.uses[remark.theorem] == ["Symtrans.Linear.lem_rank_sum"]
+    deps = dependencies(remark, other.uses[remark.theorem])
+    assert deps["used"] == ["lem-rank-sum"] and deps["used_not_declared"] == ["lem-rank-sum"]

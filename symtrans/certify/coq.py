@@ -56,7 +56,7 @@ from proofs.kernel import (ALLOWED_ASSUMPTIONS, COQ_DIR, COQ_LINKS, COQ_ROOT, CO
 __all__ = ["KernelResult", "kernel_check", "coq_tools", "project_files", "CACHE_SCHEMA", "WARNINGS", "TIMEOUT_S"]
 
 #: the cache entries' schema
-CACHE_SCHEMA = "symtrans-coq-kernel/1"
+CACHE_SCHEMA = "symtrans-coq-kernel/2"
 #: warnings MathComp 1.15 raises on every import (notation overrides, coercion paths): silenced, never errors
 WARNINGS = "-notation-overridden,-ambiguous-paths,-notation-incompatible-format"
 #: the most seconds one coqc or coqchk call may take
@@ -90,6 +90,7 @@ class KernelResult:
     files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     unavailable: bool = False  # coqc or coqchk is not installed: nothing was checked
+    uses: dict[str, list[str]] = field(default_factory=dict)  # theorem -> the other linked theorems its proof uses
 
     def line(self) -> str:
         """The one line ``symtrans verify --coq`` prints."""
@@ -108,6 +109,7 @@ class KernelResult:
         """
         return {"ok": self.ok, "reason": self.reason, "how": self.how, "coq": self.coq, "theorems": dict(self.theorems),
                 "files": dict(self.files), "seconds": round(self.seconds, 2), "unavailable": self.unavailable,
+                "uses": {k: list(v) for k, v in self.uses.items()},
                 "statements_sha256": COQ_STATEMENTS_SHA256}
 
 
@@ -229,17 +231,20 @@ def kernel_check(directory: str | Path | None = None, *, use_cache: bool = True,
                            "coq": version, "coqc": coqc, "coqchk": coqchk, "warnings": WARNINGS,
                            "checker": _sha(Path(__file__).read_bytes())}, sort_keys=True).encode())
     if use_cache:
-        hit = _MEMO.get(key) or _read_cache(key)
+        memo = _MEMO.get(key)
+        hit = {"uses": memo.uses} if memo is not None else _read_cache(key)
         if hit is not None:
-            return KernelResult(True, "", "cache", version, theorems, files, time.perf_counter() - t0)
+            return KernelResult(True, "", "cache", version, theorems, files, time.perf_counter() - t0,
+                                uses=dict(hit["uses"]))
     with tempfile.TemporaryDirectory(prefix="symtrans-coq-") as tmp:
         work = Path(tmp)
         for name, b in data.items():
             (work / name).write_bytes(b)
-        problem = _compile_and_check(work, names, links, coqc, coqchk)
+        uses: dict[str, list[str]] = {}
+        problem = _compile_and_check(work, names, links, coqc, coqchk, uses)
     if problem:
         return KernelResult(False, problem, coq=version, files=files)
-    result = KernelResult(True, "", "coqc + coqchk", version, theorems, files, time.perf_counter() - t0)
+    result = KernelResult(True, "", "coqc + coqchk", version, theorems, files, time.perf_counter() - t0, uses=uses)
     _MEMO[key] = result
     _write_cache(key, result)
     return result
@@ -255,8 +260,12 @@ def _run(cmd: list[str], cwd: Path) -> tuple[int, str]:
     return p.returncode, p.stdout + p.stderr
 
 
-def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...], coqc: str, coqchk: str) -> str:
-    """Steps 3-5 in ``work`` (a fresh copy); the refusal line, or "" when everything checks."""
+def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...], coqc: str, coqchk: str,
+                       uses: dict[str, list[str]]) -> str:
+    """Steps 3-5 in ``work`` (a fresh copy); the refusal line, or "" when everything checks.
+
+    Fills ``uses``: for each linked theorem, the other linked theorems its proof uses (``Print All Dependencies``).
+    """
     flags = ["-q", "-Q", ".", COQ_ROOT, "-w", WARNINGS]
     for name in names:
         rc, out = _run([coqc, *flags, name], work)
@@ -268,6 +277,8 @@ def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...],
     for i, link in enumerate(links):
         lines.append(f"Check ({link.theorem} : {link.statement}).")
         lines.append(f'Redirect "assumptions{i}" Print Assumptions {link.theorem}.')
+    for i, link in enumerate(links):
+        lines.append(f'Redirect "dependencies{i}" Print All Dependencies {link.theorem}.')
     check.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rc, out = _run([coqc, *flags, check.name], work)
     if rc != 0:
@@ -289,6 +300,11 @@ def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...],
         if not text or extra or not used:
             return (f"{link.theorem} rests on assumptions beyond the allow-list: "
                     f"{', '.join(extra) if extra else text[:200] or 'no Print Assumptions output'}")
+    for i, link in enumerate(links):
+        path = work / f"dependencies{i}.out"
+        words = set(re.findall(r"[\w.']+", path.read_text(encoding="utf-8"))) if path.is_file() else set()
+        uses[link.theorem] = [o.theorem for o in links if o is not link
+                                and (o.theorem in words or f"{o.module}.{o.short}" in words)]
     rc, out = _run([coqchk, "-o", "-silent", "-Q", ".", COQ_ROOT, *sum((["-norec", m] for m in modules), [])], work)
     if rc != 0:
         return f"coqchk refused the compiled proofs: {_first_error(out)}"
@@ -338,7 +354,7 @@ def _read_cache(key: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA and data.get("key") == key \
-        and data.get("ok") is True else None
+        and data.get("ok") is True and isinstance(data.get("uses"), dict) else None
 
 
 def _write_cache(key: str, result: KernelResult) -> None:
@@ -347,7 +363,8 @@ def _write_cache(key: str, result: KernelResult) -> None:
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"schema": CACHE_SCHEMA, "key": key, "ok": True, "coq": result.coq,
-                                   "theorems": result.theorems, "files": result.files}), encoding="utf-8")
+                                   "theorems": result.theorems, "files": result.files, "uses": result.uses}),
+                       encoding="utf-8")
         os.replace(tmp, d / f"{key}.json")
     except OSError:
         pass  # no cache: the next report checks again

@@ -43,15 +43,21 @@ def kernel_record(link: CoqLink, directory: str | None = None) -> Evidence:
     res = kernel_check(directory)
     details = {"kernel": {**res.to_dict(), "theorem": link.theorem, "statement": link.statement,
                           "replaces": link.replaces, "proves": link.proves}}
+    if res.ok:
+        details["dependencies"] = dependencies(link, res.uses.get(link.theorem, []))
     reading = link.target if "/" in link.target else None
     common = dict(claim=link.claim, producer=link.producer, kind="symbolic", dtype="exact", reading=reading,
                   details=details)
     if res.ok:
+        deps = details["dependencies"]
+        flags = "".join(f"; {what}: {', '.join(deps[key])}" for key, what in (
+            ("declared_not_used", "declared in the registry, not used by the Coq proof"),
+            ("used_not_declared", "used by the Coq proof, not declared in the registry")) if deps[key])
         # details["kernel"]["how"] says whether coqc and coqchk ran now or a cached success of the same hashes
         # answered; the summary is the same either way (the docs show it)
         return Evidence(verdict=Verdict.CERTIFIED, **common,
                         summary=f"proved in Coq: {link.theorem} : {link.statement} (Coq {res.coq}, kernel-checked "
-                                f"by coqc and coqchk): {link.proves}",
+                                f"by coqc and coqchk): {link.proves}{flags}",
                         scope=Scope("all-sizes", f"Coq theorem {link.theorem}, kernel-checked (coqc, coqchk) against "
                                                  "the pinned statements file; every size"))
     if res.unavailable:
@@ -61,6 +67,28 @@ def kernel_record(link: CoqLink, directory: str | None = None) -> Evidence:
                         scope=Scope("all-sizes", f"Coq theorem {link.theorem}, not kernel-checked on this machine"))
     return Evidence(verdict=Verdict.INCONCLUSIVE, **common, summary=f"kernel refused: {res.reason}",
                     scope=Scope("all-sizes", f"Coq theorem {link.theorem}: the kernel check was refused"))
+
+
+def dependencies(link: CoqLink, used_theorems: list[str]) -> dict[str, list[str]]:
+    """Declared against used: the registry's proof dependencies of the link's claim beside the linked results its
+    Coq proof uses (``Print All Dependencies``), and the differences between the two among kernel-linked claims.
+
+    Examples
+    --------
+    >>> d = dependencies(COQ_LINKS[1], [])  # prop-5.1: the registry declares lem-rank-sum; the witness proof needs none
+    >>> d["declared"], d["declared_not_used"], d["not_in_coq"]
+    (['lem-variety', 'lem-rank-sum'], ['lem-rank-sum'], ['lem-variety'])
+    """
+    from proofs import get_claim
+
+    declared = list(get_claim(link.claim).proof_deps)
+    linked = {other.claim for other in COQ_LINKS}
+    by_theorem = {other.theorem: other.claim for other in COQ_LINKS}
+    used = sorted({by_theorem[t] for t in used_theorems if t in by_theorem} - {link.claim})
+    return {"declared": declared, "used": used, "used_theorems": sorted(used_theorems),
+            "declared_not_used": [d for d in declared if d in linked and d not in used],
+            "used_not_declared": [u for u in used if u not in declared],
+            "not_in_coq": [d for d in declared if d not in linked]}
 
 
 def _link(name: str) -> CoqLink:
