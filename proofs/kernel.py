@@ -33,7 +33,7 @@ COQ_ROOT = "Symtrans"
 #: the trusted statements file, relative to :data:`COQ_DIR`
 COQ_STATEMENTS = "Statements.v"
 #: SHA-256 of the trusted statements file: any other text is refused
-COQ_STATEMENTS_SHA256 = "956b5a0f14e1f5ad1a77175660cc173988f8cd6ba81d5cf6d5126b9a1485e5a4"
+COQ_STATEMENTS_SHA256 = "2d77e5cbe5041e3a0bfaaed2c28f866a1b4fef9ea71e71dc8e8a35b831256a3b"
 #: assumptions a linked theorem may rest on (``Print Assumptions``): none
 ALLOWED_ASSUMPTIONS: tuple[str, ...] = ()
 #: how to install the kernel (Debian 12: Coq 8.16, MathComp 1.15)
@@ -61,6 +61,7 @@ class CoqLink:
     theorem: str
     proves: str
     record: bool = True  # False: a lemma another record rests on, kernel-checked but not a record of its own
+    refutes: bool = False  # True: the theorem is a counterexample to the target, whose record then fails
 
     @property
     def short(self) -> str:
@@ -111,6 +112,10 @@ COQ_LINKS: tuple[CoqLink, ...] = (
     CoqLink("thm-4.2-corrected", "ln-corrected", "Symtrans.LayerNorm.ln_corrected",
             "under H1, H3: arank(LN X) = rank[XP | sigma] - 1 for every beta; under H1-H4: arank(LN X) = rank(XP) "
             "= rank X = arank X + [1_n in colspace X]"),
+    CoqLink("thm-4.2", "ln-affine-search", "Symtrans.Counterexample.ln_counterexample",
+            "H1-H4 do not imply arank(LN X) = arank(X): in every real closed field, X = [[-5, 1, 1, 3], "
+            "[-1, 1, 1, -1], [3, 1, 1, -5]] (sigma = (3, 1, 3)), gamma = 1, beta = 0 satisfy H1-H4 and "
+            "arank(LN X) = arank(X) + 1", refutes=True),
 )
 
 

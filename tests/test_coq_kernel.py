@@ -106,9 +106,10 @@ def test_without_coq_the_reading_stays_supported(monkeypatch: pytest.MonkeyPatch
     assert not res.ok and res.unavailable and INSTALL_HINT in res.reason
     for link in COQ_LINKS:
         ev = kernel_record(link)
-        assert ev.verdict is Verdict.SUPPORTED, ev
+        want = Verdict.INCONCLUSIVE if link.refutes else Verdict.SUPPORTED  # never certified, never fails
+        assert ev.verdict is want, ev
         assert "kernel not available here" in ev.summary and INSTALL_HINT in ev.summary
-        assert counted_verdict(ev, "universal")[0] is Verdict.SUPPORTED
+        assert counted_verdict(ev, "universal")[0] is want
 
 
 def test_a_kernel_record_counts_only_when_the_kernel_accepted() -> None:
@@ -185,6 +186,10 @@ def test_report_on_the_bundled_model_certifies_the_kernel_checked_results(exampl
         records = claim["evidence"] if "/" not in link.target else next(
             r for r in claim["readings"] if r["id"] == link.target)["evidence"]
         (ev,) = [e for e in records if e["producer"] == link.producer]
+        if link.refutes:  # thm-4.2: its counterexample, kernel-checked
+            assert ev["verdict"] == "fails" and ev["counted_as"] == "fails" and link.theorem in ev["summary"], ev
+            assert claim["verdict"] == "fails"
+            continue
         assert ev["verdict"] == "certified" and ev["counted_as"] == "certified", ev
         assert ev["scope"]["kind"] == "all-sizes" and link.theorem in ev["summary"], ev
         assert ev["details"]["kernel"]["statements_sha256"] == COQ_STATEMENTS_SHA256
@@ -204,8 +209,9 @@ def test_docs_quote_the_statements_verbatim() -> None:
     section = doc[doc.index("### The statements beside the registry"):doc.index("Where they differ from the written")]
     stmts = " ".join((COQ_DIR / "Statements.v").read_text(encoding="utf-8").split())
     spans = [m for pair in re.findall(r"``\s(.+?)\s``|`([^`]+)`", section) for m in pair if m]
-    quoted = [" ".join(s.split(":=", 1)[-1].split()) for s in spans if "\\rank" in s or ":=" in s or "->" in s]
-    assert len(quoted) >= 15
+    quoted = [" ".join(s.split(":=", 1)[-1].split()) for s in spans
+              if "\\rank" in s or ":=" in s or "->" in s or "exists" in s]
+    assert len(quoted) >= 20
     assert [q for q in quoted if q not in stmts] == []
     assert all(link.theorem in section for link in COQ_LINKS)
 

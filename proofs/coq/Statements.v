@@ -132,3 +132,10 @@ Definition ln_corrected : Prop :=
        [/\ arank (layernorm X gamma beta) = \rank (X *m centring R d),
            \rank (X *m centring R d) = \rank X &
            arank (layernorm X gamma beta) = (arank X + ones_in_colspace X)%N]).
+
+(** ** thm-4.2 as stated is false: in every real closed field there are X,
+    gamma and beta satisfying H1-H4 with arank(LN X) = arank(X) + 1
+    (ln-affine-search's counterexample, here its rational-sigma instance). *)
+Definition ln_counterexample : Prop :=
+  forall R : rcfType, exists (X : 'M[R]_(3, 4)) (gamma beta : 'rV[R]_4),
+    [/\ H1 X, H2 X, H3 gamma, H4 X & arank (layernorm X gamma beta) = (arank X).+1].

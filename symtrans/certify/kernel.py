@@ -48,6 +48,13 @@ def kernel_record(link: CoqLink, directory: str | None = None) -> Evidence:
     reading = link.target if "/" in link.target else None
     common = dict(claim=link.claim, producer=link.producer, kind="symbolic", dtype="exact", reading=reading,
                   details=details)
+    if res.ok and link.refutes:
+        return Evidence(verdict=Verdict.FAILS, **common,
+                        summary=f"refuted in Coq: {link.theorem} : {link.statement} (Coq {res.coq}, kernel-checked "
+                                f"by coqc and coqchk): {link.proves}",
+                        counterexample={"theorem": link.theorem, "statement": link.statement},
+                        scope=Scope("instances", f"one exact counterexample, Coq theorem {link.theorem}, kernel-checked "
+                                                 "in every real closed field"))
     if res.ok:
         deps = details["dependencies"]
         flags = "".join(f"; {what}: {', '.join(deps[key])}" for key, what in (
@@ -60,6 +67,11 @@ def kernel_record(link: CoqLink, directory: str | None = None) -> Evidence:
                                 f"by coqc and coqchk): {link.proves}{flags}",
                         scope=Scope("all-sizes", f"Coq theorem {link.theorem}, kernel-checked (coqc, coqchk) against "
                                                  "the pinned statements file; every size"))
+    if res.unavailable and link.refutes:
+        return Evidence(verdict=Verdict.INCONCLUSIVE, **common,
+                        summary=f"refuted in Coq ({link.theorem}); kernel not available here: install it with "
+                                f"`{INSTALL_HINT}`",
+                        scope=Scope("instances", f"Coq theorem {link.theorem}, not kernel-checked on this machine"))
     if res.unavailable:
         return Evidence(verdict=Verdict.SUPPORTED, **common,
                         summary=f"proved in Coq ({link.theorem}); kernel not available here: install it with "
@@ -135,6 +147,13 @@ def coq_ln_zero_beta(ctx: Context) -> list[Evidence]:
 def coq_ln_remark(ctx: Context) -> list[Evidence]:
     """thm-4.2's Remark, rank(LN X) <= rank X + 1, proved in Coq."""
     return [kernel_record(_link("coq-ln-remark"))]
+
+
+@producer("thm-4.2", kind="symbolic", name="coq-ln-counterexample",
+          description="Coq/MathComp check of thm-4.2's counterexample (H1-H4 hold, arank rises), kernel-checked")
+def coq_ln_counterexample(ctx: Context) -> list[Evidence]:
+    """thm-4.2 refuted in Coq: a counterexample in every real closed field."""
+    return [kernel_record(_link("coq-ln-counterexample"))]
 
 
 @producer("thm-4.2-corrected", kind="symbolic", name="coq-ln-corrected",
