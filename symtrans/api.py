@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.arch import Architecture, get_arch
+from symtrans.progress import announced
 from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 from symtrans.formulas import FormulaValue, formula
@@ -166,6 +167,7 @@ def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **si
     return get_arch(spec, **sizes)
 
 
+@announced("load", "loading the model")
 def load(model: Any = "default", *, dtype: str = "float64", device: str | None = "cpu") -> ModelWeights:
     """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
 
@@ -253,6 +255,7 @@ class InvarianceGroup:
                 + _html_table(["factor", "kind", "scope", "group", "dimension or order", "status"], rows))
 
 
+@announced("group --verify")
 def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None = None,
                       dtypes: Sequence[str] = ("float64", "float32"), n: int = 12, seed: int = 0) -> InvarianceChecks:
     """Apply a random element of each factor of G to real weights and check the output (per dtype).
@@ -354,6 +357,7 @@ class Measurement:
         return caption + _html_table(header, cells)
 
 
+@announced("measure")
 def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
             dtype: str = "float64", device: str | None = "cpu") -> Measurement:
@@ -387,7 +391,8 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     if text is None and isinstance(positions, int):
         check_int(n, "n", 1, positions, f"the model has {positions} positions")
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,
-                                   variants=tuple(variants), depth=depth, layer_index=layer_index))
+                                   variants=tuple(variants), depth=depth, layer_index=layer_index,
+                                   progress=True))
 
 
 # ----------------------------------------------------------------- evidence
@@ -462,6 +467,7 @@ class EvidenceList(list):  # type: ignore[type-arg]
                            rows)
 
 
+@announced("check")
 def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
                  seed: int = 0, dtype: str = "float64", device: str | None = None) -> EvidenceList:
     """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
@@ -477,9 +483,10 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
     ids = _check_as_cli("check", model, claims, n=n, seed=seed)
-    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids))
+    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids, progress=True))
 
 
+@announced("certify")
 def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
             seed: int = 0) -> EvidenceList:
     """Run the exact certificates and counterexample searches (all, or those of ``claims``).
@@ -499,7 +506,7 @@ def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n:
         raise SymtransError("certify takes a model spec ('default' or a directory), not loaded weights")
     ids = _check_as_cli("certify", model, claims, n=n, seed=seed)
     doc = _certify_dicts(ids, model=None if model is None else str(model),
-                         n=n, seed=seed)
+                         n=n, seed=seed, progress=True)
     return EvidenceList(Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"])
 
 
@@ -557,6 +564,7 @@ class ProofGraph:
         return render_notebook(self.report)
 
 
+@announced("claims")
 def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
           device: str | None = None) -> ProofGraph:
     """Build the proof graph; with ``run`` its statuses come from running every producer.
@@ -586,17 +594,17 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
 
 def _summary_lines(report: Report) -> str:
     """Counts by verdict and the disagreements, in two lines (the plain text of a report or graph)."""
-    counts = ", ".join(f"{v} {k}" for v, k in report.verdict_counts().items() if k)
-    certified = sum(1 for _, s in report.items() if s.fully_certified)
+    from symtrans.report.fmt import answer_line
+
     dis = [c.id for c, _ in report.disagreements()]
-    return (f"{len(report.statuses)} items: {counts}; fully certified {certified}\n"
+    return (f"{answer_line(report)}\n"
             f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
 
 
 def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None) -> Report:
     from symtrans.report import build_report
 
-    return build_report(_context(model, n, seed, dtype, device), previous=previous)
+    return build_report(_context(model, n, seed, dtype, device), previous=previous, progress=True)
 
 
 @dataclass
@@ -636,11 +644,18 @@ class NotebookReport:
         return render_html(self.report)
 
     def _repr_html_(self) -> str:
-        # the page is a whole document with its own styles: an iframe keeps them out of the notebook's
-        return (f'<iframe srcdoc="{_esc(self.html())}" style="width:100%;height:720px;border:1px solid #ccc">'
-                "</iframe>")
+        # the answer, the legend, the graph and the claim table, styles scoped to the cell (a tenth of the
+        # page's size: the saved notebook does not carry every evidence table); the page itself is written
+        from symtrans.report.html import render_notebook
+
+        page = next((p for p in self.paths if str(p).endswith(".html")), None)
+        link = (f'<p>The whole report, with every claim\'s evidence: <a href="{_esc(page)}">{_esc(page)}</a></p>'
+                if page else "<p>The whole report, with every claim's evidence: <code>.html()</code>, or pass "
+                "<code>out=</code> to write report.html.</p>")
+        return render_notebook(self.report) + link
 
 
+@announced("report")
 def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
            formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
            device: str | None = None, previous: str | os.PathLike[str] | None = None,

@@ -103,22 +103,30 @@ def test_the_paper_report_has_every_claim_and_links_formulas() -> None:
     assert lit["standing"] == "external" and not lit["fully_certified"]
 
 
-def test_markdown_lists_disagreements_first_with_margins_and_tolerances(mini, producers) -> None:
+def test_markdown_opens_with_the_answer_then_disagreements_with_margins_and_tolerances(mini, producers) -> None:
     producers("tst-lemma", Verdict.SUPPORTED, kind="numeric", margin=4.5, margin_meaning="decades at the cut",
               dtype="float64", tolerance=Tolerance(1e-10, "float64 rank cut"))
     producers("tst-thm", Verdict.FAILS)
     md = render(build_report(Context(model=None), graph=mini), ["md"])["report.md"]
     head = md[: md.index("## Counts by verdict")]
+    # the answer (counts in words) first, then the disagreements, then what holds for all sizes, then the table
+    order = ["## The answer", "## Where the toolkit and the paper disagree", "## Proved for all sizes",
+             "## Every claim and reading"]
+    assert [head.index(h) for h in order] == sorted(head.index(h) for h in order)
+    answer = head[:head.index("## Where the toolkit")]
+    assert f"{len(mini)} items: " in answer and "assumed" in answer and "not-run 0" not in answer
     assert "[tst-thm](#claim-tst-thm)" in head
-    dis = head[head.index("## Where the toolkit and the paper disagree"):]
+    dis = head[head.index("## Where the toolkit and the paper disagree"):head.index("## Proved for all sizes")]
     # the why column quotes the deciding evidence, not the generic "the toolkit's evidence fails"
     assert "test evidence for tst-thm" in dis and "the toolkit's evidence fails" not in dis
-    overview = head[head.index("## Every claim and reading"):head.index("## Where the toolkit")]
+    overview = head[head.index("## Every claim and reading"):]
     assert all(f"[{cid}](#claim-{cid})" in overview for cid in mini.claims)
     assert "| **supported** | 4.5 (decades at the cut) |" in overview
-    assert "literature results (assumed)" in overview  # not-run split: given and literature apart
+    assert "| **assumed** |" in overview  # a literature result says why it has no verdict, not "not-run"
     section = md[md.index("### tst-lemma"):md.index("### tst-lit")]
-    assert "4.5 (decades at the cut)" in section and "1e-10: float64 rank cut" in section
+    assert "4.5 (decades at the cut)" in section and "1e-10 ([T1](#tolerance-T1))" in section
+    assert "float64 rank cut" not in section  # the reason is written once, under Tolerances
+    assert md.count("float64 rank cut") == 1 and '<a id="tolerance-T1"></a>' in md
     assert "| float64 |" in section
     assert md.count("\n### ") == len(mini)
 
@@ -363,3 +371,15 @@ def test_many_edges_into_one_node_are_bundled_into_one_trunk() -> None:
             assert f'data-to="{v}" data-count="{n_in}"' in svg
         else:
             assert paths.count("edge") == n_in == len(arrows), v
+
+
+@pytest.mark.parametrize("family", ["bert", pytest.param("llama", marks=pytest.mark.slow)])
+def test_a_one_layer_checkpoint_reports_with_no_producer_raising(tmp_path, family) -> None:
+    """Every producer works on a 1-layer model (prop-5.4's Jacobian chained two layers and raised on one)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / family, family, n_layers=1)
+    report = build_report(Context(model=str(path), n=12, reuse=False))
+    assert report.errors == []
+    (entry,) = [e for e in report.statuses["prop-5.4"].evidence if e.evidence.producer == "residual-jacobian"]
+    assert entry.evidence.inputs["layers"] == 1 and entry.evidence.verdict.value != "not-run"

@@ -90,9 +90,10 @@ def _report_locked(args: argparse.Namespace) -> int:
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     paths = write_report(report, args.out, formats)
-    counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
+    from symtrans.report.fmt import answer_line
+
     print(f"wrote {', '.join(str(p) for p in paths)}")
-    print(f"{len(report.statuses)} items: {counts}; fully certified {len(report.to_json()['summary']['fully_certified'])}")
+    print(answer_line(report))
     dis = report.disagreements()
     print(f"disagreements with the paper: {', '.join(c.id for c, _ in dis) if dis else 'none so far'}")
     for err in report.errors:

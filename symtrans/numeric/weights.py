@@ -1164,7 +1164,8 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
             h.update(k.encode())
             h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         weights_hash = h.hexdigest()
-    return ModelWeights(arch, tensors, f"<in-memory {where} {name}>", weights_hash, dt, dev, arch.family, cfg,
+    label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
+    return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
 
 

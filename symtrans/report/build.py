@@ -30,6 +30,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, record_certificates
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 from symtrans.runner import producers_for, run_tasks
+from symtrans.report.fmt import answer_counts, shown_as
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -128,6 +129,7 @@ class Report:
         for claim, status in self.items():
             entry = claim.to_dict()
             entry.update(status.to_dict())
+            entry["shown_as"] = shown_as(claim, status)
             entry["rests_on"] = self.graph.rests_on(claim.id)
             entry["impact"] = self.graph.impact(claim.id)
             entry["formula_values"] = self.formulas(claim)
@@ -138,7 +140,8 @@ class Report:
             "schema": SCHEMA, "toolkit_version": self.toolkit_version, "generated": self.generated,
             "model": self.model, "context": self.context, "previous": self.previous,
             "seconds": round(self.seconds, 3),
-            "summary": {"verdicts": self.verdict_counts(), "standing": self.standing_counts(),
+            "summary": {"verdicts": self.verdict_counts(), "shown": answer_counts(self),
+                        "standing": self.standing_counts(),
                         "fully_certified": sorted(c.id for c, s in self.items() if s.fully_certified),
                         "disagreements": [{"id": c.id, "paper_status": c.paper_status.value,
                                            "verdict": s.verdict.value, "reason": s.disagreement}
