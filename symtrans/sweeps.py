@@ -126,11 +126,11 @@ def producers_hash() -> str:
     >>> len(producers_hash()), producers_hash() == producers_hash()
     (64, True)
     """
-    from symtrans.evidence import PRODUCERS
+    from symtrans.runner import registry
     from symtrans.runner import producers_for
 
     producers_for("")  # imports the producer modules
-    return _digest(sorted((cid, p.name, p.source_hash) for cid, ps in PRODUCERS.items() for p in ps))
+    return _digest(sorted((cid, p.name, p.source_hash) for cid, ps in registry().items() for p in ps))
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -697,7 +697,7 @@ def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT
     >>> sweep(["default"], ns=[0], out="/tmp/unused")
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: --n 0: must be at least 1
+    symtrans.errors.SymtransError: --n 0: must be at least 2
     """
     engine = default_engine(address) if engine is None else engine
     _check_run_options(engine, address, workers, retries)

@@ -12,9 +12,10 @@ import pytest
 from proofs import Claim
 from symtrans.cli import main
 from symtrans.errors import SymtransError
-from symtrans.evidence import PRODUCERS, Context, Evidence, Tolerance, Verdict, producer
+from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 from symtrans.graph import ClaimGraph
 from symtrans.report import FILES, build_report, render, write_report
+from symtrans.runner import registry
 
 
 def _claim(cid: str, kind: str, status: str, stmt: tuple = (), proof: tuple = ()) -> Claim:
@@ -35,6 +36,16 @@ def mini() -> ClaimGraph:
     ])
 
 
+def _test_producer(claim: str, **kw):  # type: ignore[no-untyped-def]
+    """A producer for one test: declared with @producer and added to the runner's registry (the table's view)."""
+    def wrap(func):  # type: ignore[no-untyped-def]
+        func = producer(claim, **kw)(func)
+        registry().setdefault(func.producer.claim, []).append(func.producer)
+        return func
+
+    return wrap
+
+
 @pytest.fixture
 def producers():
     """Register test producers for one test, then remove exactly those."""
@@ -43,7 +54,7 @@ def producers():
     def add(claim: str, verdict: Verdict, kind: str = "symbolic", needs_model: bool = False, **kw):
         name = f"test-{claim}-{verdict.value}-{len(added)}"
 
-        @producer(claim, kind=kind, name=name, needs_model=needs_model)
+        @_test_producer(claim, kind=kind, name=name, needs_model=needs_model)
         def _p(ctx: Context) -> list[Evidence]:
             if verdict is Verdict.NOT_APPLICABLE:
                 kw.setdefault("violated_hypothesis", "H4")
@@ -54,9 +65,9 @@ def producers():
         return name
 
     def remove(claim: str, name: str) -> None:
-        PRODUCERS[claim] = [p for p in PRODUCERS.get(claim, []) if p.name != name]
-        if not PRODUCERS[claim]:
-            del PRODUCERS[claim]
+        registry()[claim] = [p for p in registry().get(claim, []) if p.name != name]
+        if not registry()[claim]:
+            del registry()[claim]
 
     add.remove = remove  # type: ignore[attr-defined]
     yield add
@@ -140,7 +151,7 @@ def test_numeric_producers_are_listed_as_not_run_without_a_model(mini, producers
 
 
 def test_a_raising_producer_is_recorded_not_fatal(mini, producers) -> None:
-    @producer("tst-lemma", kind="symbolic", name="test-raises")
+    @_test_producer("tst-lemma", kind="symbolic", name="test-raises")
     def _boom(ctx: Context) -> list[Evidence]:
         raise RuntimeError("boom")
 
@@ -175,7 +186,7 @@ def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path
     state = {"run": True}
 
     def make(claim: str, verdict: Verdict, kind: str):
-        @producer(claim, kind=kind, name=f"cache-{claim}")
+        @_test_producer(claim, kind=kind, name=f"cache-{claim}")
         def _p(ctx: Context) -> list[Evidence]:
             if not state["run"]:  # the producer is registered but gives nothing this time
                 return [Evidence(claim=claim, producer=f"cache-{claim}", kind=kind, verdict=Verdict.NOT_RUN,
@@ -209,9 +220,9 @@ def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path
         assert thm.stale and "producer_hash" in thm.stale_reason and rep.statuses["tst-thm"].verdict is Verdict.NOT_RUN
     finally:
         for cid in ("tst-thm", "tst-lemma"):
-            PRODUCERS[cid] = [p for p in PRODUCERS.get(cid, []) if p.name != f"cache-{cid}"]
-            if not PRODUCERS[cid]:
-                del PRODUCERS[cid]
+            registry()[cid] = [p for p in registry().get(cid, []) if p.name != f"cache-{cid}"]
+            if not registry()[cid]:
+                del registry()[cid]
 
 
 def test_dot_has_every_node_and_edge() -> None:

@@ -31,8 +31,8 @@ from typing import Any
 from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
                                     trace, unmasked_note, weights)
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
-from symtrans.decide import DECISIVE_MARGIN, hypothesis_state  # noqa: F401  (hypothesis_state: re-exported)
-from symtrans.decide import margin as margin_of
+from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
+from symtrans.precision import margin as margin_of
 
 __all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
@@ -859,7 +859,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
     X = embed(w, random_ids(w, n, ctx.seed))
     depth = min(2, w.n_layers)  # two chained layers where the model has them (a 1-layer model has one)
     res = jacobian_check(w, X, layers=depth, directions=JACOBIAN_DIRECTIONS, seed=0)
-    eps = torch.finfo(X.dtype).eps
+    eps = machine_eps(X.dtype)
     tol = Tolerance(JACOBIAN_TOL if X.dtype == torch.float64 else 1e-3,
                     f"both sides are float{'64' if X.dtype == torch.float64 else '32'} evaluations of the same "
                     f"derivative; their rounding differences (eps = {eps:.2g} times O(n d) accumulated terms) "
@@ -885,7 +885,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    if finite else "non-finite states or derivatives: nothing to compare",
                    margin=margin_of(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
-                   tolerance=tol, dtype=str(X.dtype).replace("torch.", ""), inputs=inputs, details=res,
+                   tolerance=tol, dtype=dtype_name(X.dtype), inputs=inputs, details=res,
                    scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-{depth - 1}"))])
 
 

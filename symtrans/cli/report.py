@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
@@ -60,18 +59,14 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     >>> ctx.model, ctx.n, ctx.numeric
     (None, 32, False)
     """
+    from symtrans.args import parse_layers
+    from symtrans.config import RunConfig
     from symtrans.evidence import Context
 
-    if args.n < 1:
-        raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
-    from symtrans.args import parse_layers
-
-    model = None if args.model == "none" else args.model
     layers = getattr(args, "layers", None)
-    return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off",
-                   layers=parse_layers(layers) if layers is not None else None,
-                   stream=getattr(args, "stream", None) or "auto")
+    config = RunConfig.from_args(args, layers=parse_layers(layers) if layers is not None else None)
+    return Context.from_config(config, progress=not getattr(args, "quiet", False)
+                               and getattr(args, "progress", "auto") != "off")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -1191,12 +1191,14 @@ def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) ->
 
 
 def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
+    from symtrans.precision import dtype_name
+
+    return dtype_name(dtype)
 
 
 def _unit(dtype: Any) -> float:
     """The unit roundoff of a stored dtype name (:func:`~symtrans.numeric.linalg.unit_roundoff`); 0 if not a float."""
-    from symtrans.numeric.linalg import unit_roundoff
+    from symtrans.precision import unit_roundoff
 
     try:
         return unit_roundoff(dtype) if dtype else 0.0
