@@ -402,9 +402,9 @@ class EvidenceList(list):  # type: ignore[type-arg]
 
     Examples
     --------
-    >>> ev = certify_claims(["prop-5.1"])
-    >>> ev.verdicts()  # the record says certified; a written all-sizes proof with no file counts as supported
-    {'prop-5.1': 'supported'}
+    >>> ev = certify_claims(["thm-5.3"])
+    >>> ev.verdicts()  # the record says certified; an instance certificate (three sizes) counts as supported
+    {'thm-5.3': 'supported'}
     >>> ev[0].verdict.value
     'certified'
     >>> "<table>" in ev._repr_html_()
