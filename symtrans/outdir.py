@@ -43,7 +43,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["check_output_dir", "DirLock", "recover", "replace_dir", "write_file"]
+__all__ = ["check_output_dir", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
 
 _HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
 
@@ -126,6 +126,90 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
         pass
     return path
+
+
+def _in_words(err: OSError) -> str:
+    return err.strerror or type(err).__name__
+
+
+def confined_dir(root: str | os.PathLike[str], *parts: str, create: bool = True) -> Path:
+    """The directory ``root/parts...``, each part created if missing and none of them a symbolic link.
+
+    The one home for "every path a run writes stays under its output folder":
+    every directory a sweep writes into (``tasks/<task>``, a report's parent)
+    is reached through this function, which walks from ``root`` one name at a
+    time with ``O_NOFOLLOW`` (``mkdir`` and ``open`` relative to the parent's
+    descriptor), so a link planted anywhere under ``root`` (or ``root`` itself)
+    is refused in one line, never followed. ``create=False`` only checks what
+    is there (a missing part ends the walk).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> confined_dir(root, "tasks", "t1").relative_to(root).as_posix()
+    'tasks/t1'
+    >>> outside = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "tasks" / "t2").symlink_to(outside)
+    >>> confined_dir(root, "tasks", "t2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../tasks/t2: a symbolic link under the output folder; symtrans never writes through one (remove it)
+    >>> list(outside.iterdir())
+    []
+    """
+    base = Path(os.path.abspath(os.fspath(root)))
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+    def refuse(where: Path, err: OSError) -> SymtransError:
+        shown = terminal_safe(str(where))
+        if err.errno == errno.ELOOP or (err.errno == errno.ENOTDIR and where.is_symlink()):
+            return SymtransError(f"{shown}: a symbolic link under the output folder; symtrans never writes "
+                                 "through one (remove it)")
+        if err.errno == errno.ENOTDIR:
+            return SymtransError(f"{shown}: a file is in the way of a directory under the output folder")
+        return SymtransError(f"{shown}: cannot create the directory ({_in_words(err)})")
+
+    for part in parts:
+        if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
+            raise SymtransError(f"{terminal_safe(str(base))}: {terminal_safe(repr(part)[:80])} is not one file name")
+    if create:
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise refuse(base, err) from None
+    try:
+        fd = os.open(base, flags)
+    except FileNotFoundError:
+        return base.joinpath(*parts)
+    except OSError as err:
+        raise refuse(base, err) from None
+    here = base
+    try:
+        for part in parts:
+            here = here / part
+            if create:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                except OSError as err:
+                    raise refuse(here, err) from None
+            try:
+                nfd = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if create:
+                    raise refuse(here, FileNotFoundError(errno.ENOENT, "removed while being created")) from None
+                return base.joinpath(*parts)
+            except OSError as err:
+                raise refuse(here, err) from None
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+    return here
 
 
 class DirLock:

@@ -53,7 +53,7 @@ from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["SCHEMA", "MARKER", "FAILED", "ENGINES", "Task", "SweepResult", "plan", "pending", "task_state",
-           "run_task", "run_sweep", "aggregate", "write_aggregate", "render_aggregate", "sweep",
+           "run_task", "run_sweep", "check_task_dirs", "aggregate", "write_aggregate", "render_aggregate", "sweep",
            "AGGREGATE_FILES"]
 
 #: The ``schema`` field of ``aggregate/sweep.json`` (docs/json-schemas.md).
@@ -292,15 +292,56 @@ def pending(tasks: Sequence[Task], out: str | os.PathLike[str]) -> list[Task]:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Write ``doc`` to ``path`` atomically (a temporary file beside it, fsynced, then renamed)."""
+    """Write ``doc`` to ``path`` atomically, never through a link (:func:`symtrans.outdir.write_file`)."""
+    from symtrans.outdir import write_file
     from symtrans.validate import dumps_strict
 
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(dumps_strict(doc, indent=2, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_file(path.parent, path.name, (dumps_strict(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+               "task record")
+
+
+def _task_dir(out: str | os.PathLike[str], task: Task, create: bool = True) -> Path:
+    """``out/tasks/<task folder>``, created if missing; a link anywhere on the way is refused, never followed."""
+    from symtrans.outdir import confined_dir
+
+    return confined_dir(out, "tasks", task.folder, create=create)
+
+
+def check_task_dirs(tasks: Sequence[Task], out: str | os.PathLike[str]) -> None:
+    """Refuse, before anything runs, a task folder that a run could not write: a link, or a record that is no file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> t = Task("m", "m", 8, 0, {}, "k" * 64, "f", {})
+    >>> (out / "tasks" / "f" / MARKER).mkdir(parents=True)
+    >>> check_task_dirs([t], out)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../tasks/f/task.json: a directory is in the way of the task record; remove it
+    """
+    import stat
+
+    from symtrans.outdir import confined_dir
+    from symtrans.validate import terminal_safe
+
+    for t in tasks:
+        folder = _task_dir(out, t, create=False)
+        confined_dir(out, "tasks", t.folder, "report", create=False)
+        for name in (MARKER, FAILED, RUNNING):
+            try:
+                st = os.lstat(folder / name)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                raise SymtransError(f"{terminal_safe(str(folder / name))}: cannot read the task record "
+                                    f"({err.strerror})") from None
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a symbolic link"
+                        if stat.S_ISLNK(st.st_mode) else "something that is not a file")
+                raise SymtransError(f"{terminal_safe(str(folder / name))}: {kind} is in the way of the task "
+                                    "record; remove it")
 
 
 def _error_text(err: BaseException) -> str:
@@ -320,8 +361,7 @@ def record_failure(task: Task, out: str | os.PathLike[str], error: str, *, attem
     >>> record_failure(t, out, "RuntimeError: boom")["error"], task_state(t, out)
     ('RuntimeError: boom', 'failed')
     """
-    folder = Path(out) / "tasks" / task.folder
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _task_dir(out, task)
     doc = {"schema": TASK_SCHEMA, "status": "failed", "key": task.key, "task": task.to_dict(), "error": error,
            "attempts": attempts, "traceback": trace[-4000:],
            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -351,8 +391,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     from symtrans.outdir import DirLock
     from symtrans.report import build_report, write_report
 
-    folder = Path(out) / "tasks" / task.folder
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _task_dir(out, task)
     if task_state(task, out) == "done":
         return dict(_read_record(folder / MARKER) or {})
     before = _read_record(folder / RUNNING) or {}
@@ -643,7 +682,10 @@ def run_sweep(tasks: Sequence[Task], out: str | os.PathLike[str], *, engine: str
     out = str(check_sweep_dir(out))
     tasks = list(tasks)
     with DirLock(out):
-        Path(out, "tasks").mkdir(parents=True, exist_ok=True)
+        from symtrans.outdir import confined_dir
+
+        confined_dir(out, "tasks")
+        check_task_dirs(tasks, out)  # a planted link or a record that is a directory: refused before any work
         todo = pending(tasks, out)
         for t in todo:  # under the lock nothing runs them: a running.json left by a killed sweep is stale
             (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
@@ -967,6 +1009,6 @@ def write_aggregate(doc: dict[str, Any], out: str | os.PathLike[str]) -> list[Pa
     from symtrans import outdir
 
     texts = render_aggregate(doc)
-    target = Path(out) / "aggregate"
+    target = outdir.confined_dir(out) / "aggregate"  # the aggregate itself: replace_dir refuses a link there
     with outdir.DirLock(target):
         return outdir.replace_dir(target, texts, AGGREGATE_FILES.values())
