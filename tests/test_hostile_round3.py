@@ -7,6 +7,7 @@ the output folder (nor, for a refusal, inside it).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -105,3 +106,83 @@ def test_task_record_that_is_a_directory_is_refused_before_any_work(tiny: Path, 
                             "--out", str(out), "--quiet"])
     assert "task.json: a directory is in the way" in err, err
     assert _tree(out) == before
+
+
+# --- 2. silently wrong numbers from malformed rotary fields -------------------------------------------------
+
+_LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "hidden_size": 32, "intermediate_size": 64, "max_position_embeddings": 64, "vocab_size": 100,
+          "rms_norm_eps": 1e-6}
+
+# (where, raw JSON of the value): each cannot be honoured as a rotary base
+_BAD_THETAS = [(w, v) for w in ("top", "rope_parameters") for v in ("0", "-1", "1e400", "true", '"10000"',
+                                                                   "[10000]", '{"a": 1}', "-0.0")]
+
+
+def _rope_config(tmp: Path, where: str, raw: str, **extra: Any) -> Path:
+    cfg = {**_LLAMA, **extra}
+    text = json.dumps(cfg)[:-1]
+    if where == "top":
+        text += f', "rope_theta": {raw}}}'
+    else:
+        text += f', "rope_parameters": {{"rope_type": "default", "rope_theta": {raw}}}}}'
+    d = tmp / "cfg"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(text)
+    return d / "config.json"
+
+
+@pytest.mark.parametrize("where,raw", _BAD_THETAS, ids=[f"{w}={v}" for w, v in _BAD_THETAS])
+def test_rope_theta_that_cannot_be_honoured_is_refused(where: str, raw: str, tmp_path: Path, capsys: Any) -> None:
+    """rope_theta 0 used to become 10000, 1e400 inf, true 1; negative, string and list ones gave tracebacks."""
+    cfg = _rope_config(tmp_path, where, raw)
+    for argv in (["group", "--arch", str(cfg)], ["group", "--arch", str(cfg), "--complete", "--layers", "1"],
+                 ["arch", str(cfg)]):
+        err = _refused(capsys, argv)
+        assert "rope_theta" in err and "positive number" in err, err
+
+
+@pytest.mark.parametrize("kind", ['["default"]', '{"name": "default"}', "7", "true"])
+def test_rope_type_that_is_not_a_name_is_refused(kind: str, tmp_path: Path, capsys: Any) -> None:
+    """rope_type as a list or an object gave ``TypeError: unhashable type``."""
+    d = tmp_path / "cfg"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(_LLAMA)[:-1] + f', "rope_scaling": {{"rope_type": {kind}}}}}')
+    err = _refused(capsys, ["group", "--arch", str(d / "config.json")])
+    assert "rope_type must be a string" in err, err
+
+
+@pytest.mark.parametrize("field,raw", [("factor", "true"), ("factor", "0"), ("factor", "1e400"),
+                                       ("factor", '"8"'), ("original_max_position_embeddings", "-4")])
+def test_rope_scaling_numbers_must_be_positive_and_finite(field: str, raw: str, tmp_path: Path,
+                                                          capsys: Any) -> None:
+    """A scaling factor of ``true`` is not 1, and 0 or 1e400 cannot be honoured."""
+    d = tmp_path / "cfg"
+    d.mkdir()
+    fields = {"factor": "8.0", "low_freq_factor": "1.0", "high_freq_factor": "4.0",
+              "original_max_position_embeddings": "8192", field: raw}
+    body = ", ".join(f'"{k}": {v}' for k, v in fields.items())
+    (d / "config.json").write_text(json.dumps(_LLAMA)[:-1] + f', "rope_scaling": {{"rope_type": "llama3", {body}}}}}')
+    err = _refused(capsys, ["group", "--arch", str(d / "config.json")])
+    assert field in err and "positive finite number" in err, err
+
+
+@pytest.mark.parametrize("theta", [1.0, 0.5, 500000.0])
+def test_rope_theta_given_is_the_theta_used(theta: float, tmp_path: Path) -> None:
+    """A valid base reaches the numeric forward unchanged (1.0 and 0.5 are not replaced), and changes the output."""
+    import torch
+
+    from symtrans.numeric import load_model
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.forward import rope_tables, structure
+
+    path, _ = random_checkpoint(tmp_path / "dec", "llama")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg.pop("rope_scaling", None)
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    (path / "config.json").write_text(json.dumps(cfg))
+    st = structure(load_model(path))
+    assert st.rope_theta == theta
+    cos, _ = rope_tables(4, 8, theta, torch.float64)
+    # an independent route: cos(i * theta^(-2f/d)) at position 1, frequency 1 (rotate_half layout)
+    assert abs(float(cos[1, 1]) - float(torch.cos(torch.tensor(theta, dtype=torch.float64) ** (-2 / 8)))) < 1e-12
