@@ -148,7 +148,9 @@ def _check_as_cli(command: str, model: Any, ids: Any, **args: Any) -> list[str] 
 
 def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
     """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
-    if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
+    from symtrans.numeric.weights import ModelWeights, StreamedWeights
+
+    if isinstance(model, (ModelWeights, StreamedWeights)):  # not any object with an ``arch`` and a ``layer``
         return model
     return load(model, dtype=dtype, device=device)
 

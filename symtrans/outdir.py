@@ -43,7 +43,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["check_output_dir", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
+__all__ = ["check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
 
 _HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
 
@@ -210,6 +210,78 @@ def confined_dir(root: str | os.PathLike[str], *parts: str, create: bool = True)
     finally:
         os.close(fd)
     return here
+
+
+def check_output_file(target: Any, option: str, what: str = "file") -> Path:
+    """Probe, before any work, that the file ``target`` can be written; return its absolute Path.
+
+    Refused in one line: an empty or non-string name, a directory (or
+    anything but a file or a link) in the way, a parent that is a file, and a
+    place where nothing can be written (a read-only folder, ``/proc``, a full
+    disk: one byte is written to a temporary file beside the target, synced,
+    and removed). A missing parent is probed at its nearest existing ancestor
+    (:func:`write_file`'s caller creates it).
+
+    Examples
+    --------
+    >>> check_output_file("", "--certificate-out")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out '': expected a file name
+    >>> check_output_file("/tmp", "--certificate-out", "certificate")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out /tmp: a directory is in the way of the certificate
+    >>> check_output_file("/proc/cert.json", "--certificate-out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out /proc/cert.json: cannot write there (...)
+    """
+    import stat as _stat
+
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or not target.strip() or "\x00" in target:
+        raise SymtransError(f"{option} {terminal_safe(repr(target))[:60]}: expected a file name")
+    shown = f"{option} {terminal_safe(target)}"
+    try:
+        path = Path(os.path.abspath(target))
+    except FileNotFoundError:
+        raise SymtransError(f"{shown}: the working directory no longer exists; pass an absolute path") from None
+    if target.endswith(os.sep) or not path.name:
+        raise SymtransError(f"{shown}: names a directory; give a file name")
+    if len(os.fsencode(path.name)) > _name_max(path.parent) - len(".tmp-") - 10:
+        raise SymtransError(f"{shown}: the name is too long for the file system")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
+    if st is not None and not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
+        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
+        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+    probe_dir = path.parent
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise SymtransError(f"{shown}: {terminal_safe(str(probe_dir))} is a file, not a directory")
+    tmp = None
+    try:  # a real write: os.access says yes to root on /proc and on a full disk
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.probe-", dir=probe_dir)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
 
 
 class DirLock:

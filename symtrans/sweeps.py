@@ -187,7 +187,7 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
     from symtrans import __version__
     from symtrans.arch import from_config
     from symtrans.numeric.streaming import report_memory_bytes
-    from symtrans.numeric.weights import describe_checkpoint
+    from symtrans.numeric.weights import check_checkpoint, describe_checkpoint
 
     models = [os.fspath(m) if isinstance(m, os.PathLike) else m for m in models]
     _check_lists(models, ns, seeds, dtype, device)
@@ -200,6 +200,7 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
     tasks: list[Task] = []
     seen: set[tuple[str, int, int]] = set()
     for m in models:
+        check_checkpoint(m)  # config, layer count, every tensor's header: refused here, not in a worker
         info = describe_checkpoint(m, hash_weights=True)
         weights = (f"hub:{m}@{info['revision']}" if info["revision"] and not Path(m).exists()
                    else f"sha256:{info['weights_hash']}")

@@ -186,3 +186,205 @@ def test_rope_theta_given_is_the_theta_used(theta: float, tmp_path: Path) -> Non
     cos, _ = rope_tables(4, 8, theta, torch.float64)
     # an independent route: cos(i * theta^(-2f/d)) at position 1, frequency 1 (rotate_half layout)
     assert abs(float(cos[1, 1]) - float(torch.cos(torch.tensor(theta, dtype=torch.float64) ** (-2 / 8)))) < 1e-12
+
+
+# --- 3. damaged or missing output accepted with exit 0 ------------------------------------------------------
+
+def _damaged_decoder(tmp: Path) -> Path:
+    """A tiny Llama checkpoint whose layer 1 o_proj is stored with the wrong shape."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp / "dec", "llama")
+    state = load_file(path / "model.safetensors")
+    state["layers.1.self_attn.o_proj.weight"] = torch.zeros(3, 5)
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
+@pytest.mark.parametrize("stream", ["off", "on"])
+def test_report_on_a_subset_refuses_a_damaged_later_layer(stream: str, tmp_path: Path, capsys: Any) -> None:
+    """``--stream on --layers 0`` wrote a report although layer 1 is malformed; ``--stream off`` refused it."""
+    path = _damaged_decoder(tmp_path)
+    out = tmp_path / "rep"
+    err = _refused(capsys, ["report", "--model", str(path), "--stream", stream, "--layers", "0", "--n", "4",
+                            "--out", str(out), "--quiet"], seconds=60)
+    assert "layers.1.self_attn.o_proj.weight" in err and "has shape (3, 5)" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["", "dir", "/proc/c.json", "file/c.json"])
+def test_certificate_out_is_probed_before_any_measurement(target: str, tmp_path: Path, capsys: Any) -> None:
+    """``--certificate-out ''`` wrote nothing and said nothing; a directory or /proc was refused after the work."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    if target and not target.startswith("/"):
+        target = str(tmp_path / target)
+    err = _refused(capsys, ["group", "--arch", "gpt2", "--complete", "--certificate-out", target], seconds=5)
+    assert "--certificate-out" in err, err
+
+
+# --- 4. sizes bounded before they are expanded ----------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["0-999999," * 14000, "1," * 30000])
+def test_layers_lists_are_bounded_before_expansion(text: str, tmp_path: Path, capsys: Any) -> None:
+    """``--layers "0-999999,"`` x 14,000 took 0.1 s per item; the ranges are checked against the model first."""
+    err = _refused(capsys, ["report", "--layers", text, "--out", str(tmp_path / "r"), "--quiet"], seconds=10)
+    assert "--layers" in err and ("out of range" in err or "items" in err), err
+
+
+def test_parse_layers_merges_and_deduplicates_like_a_set() -> None:
+    """The interval route gives exactly the set of the listed indices (brute force on small inputs)."""
+    import random
+
+    from symtrans.args import parse_layers
+
+    rng = random.Random(0)
+    for _ in range(300):
+        items, want = [], set()
+        for _ in range(rng.randint(1, 6)):
+            lo = rng.randint(0, 20)
+            hi = lo + rng.randint(0, 5)
+            items.append(f"{lo}-{hi}" if rng.random() < 0.5 else str(lo))
+            want.update(range(lo, hi + 1) if "-" in items[-1] else [lo])
+        assert parse_layers(",".join(items)) == tuple(sorted(want))
+
+
+def test_complete_layer_counts_deduplicated_and_checked_before_starting(tmp_path: Path) -> None:
+    """``--layers "1,"`` x 30,000 made one instance per count; ``--layers 1,x`` printed "starting" first."""
+    import subprocess
+    import sys
+
+    from symtrans.args import parse_layer_counts
+
+    from symtrans.errors import SymtransError
+
+    assert parse_layer_counts("1," * 3000 + "2") == (1, 2)  # repeats count once
+    t0 = time.perf_counter()
+    with pytest.raises(SymtransError, match="more than 4096 items"):
+        parse_layer_counts("1," * 30000)
+    assert time.perf_counter() - t0 < 1
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-m", "symtrans", "group", "--arch", "gpt2", "--complete", "--layers", "1,x"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "starting" not in p.stderr, p.stderr
+
+
+def _config(tmp: Path, **fields: Any) -> Path:
+    cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32,
+           "intermediate_size": 64, "max_position_embeddings": 64, "vocab_size": 100, "layer_norm_eps": 1e-6,
+           **fields}
+    (tmp / "config.json").write_text(json.dumps(cfg))
+    return tmp / "config.json"
+
+
+def test_group_of_huge_heads_uses_the_formula_size_guard(tmp_path: Path, capsys: Any) -> None:
+    """``group --arch`` with 10^6 heads had no size guard (H! has 5.6 million digits); the formula command has one."""
+    from symtrans.validate import MAX_EXACT_DIGITS
+
+    cfg = _config(tmp_path, num_attention_heads=10**6, hidden_size=10**6)
+    err = _refused(capsys, ["group", "--arch", str(cfg)], seconds=10)
+    assert f"at most {MAX_EXACT_DIGITS} are computed" in err, err
+    formula = _refused(capsys, ["formula", "ffn-permutations", "--arch", "bert-base", "--set", "d_ff=1000000"])
+    assert f"at most {MAX_EXACT_DIGITS} are computed" in formula  # the same guard, the same words
+
+
+def test_complete_on_huge_layer_counts_refused_before_listing(tmp_path: Path, capsys: Any) -> None:
+    """10^6 layers took 236 s and 3 GB (near-symmetries listed per layer, twice); 10^7 raised MemoryError."""
+    from symtrans.group.complete import MAX_LAYERS
+
+    cfg = _config(tmp_path, num_hidden_layers=10**7)
+    err = _refused(capsys, ["group", "--arch", str(cfg), "--complete"], seconds=10)
+    assert f"at most {MAX_LAYERS} layers" in err, err
+
+
+# --- 5. one line instead of a traceback -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def float8_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    out = {}
+    for dt in ("float8_e4m3fn", "float8_e5m2"):
+        path, _ = random_checkpoint(tmp_path_factory.mktemp(dt) / "m", "bert")
+        state = {k: v.to(getattr(torch, dt)) for k, v in load_file(path / "model.safetensors").items()}
+        save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+        out[dt] = path
+    return out
+
+
+@pytest.mark.parametrize("dt", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("command", ["measure", "report", "check", "group", "sweep"])
+def test_float8_checkpoints_refused_in_one_line_by_every_command(dt: str, command: str, float8_models: dict[str, Path],
+                                                                 tmp_path: Path, capsys: Any) -> None:
+    """``measure`` gave ``unknown storage dtype`` (a regression), ``report`` quietly lost 9 producers."""
+    m = str(float8_models[dt])
+    argv = {"measure": ["measure", "--model", m, "--n", "4"],
+            "report": ["report", "--model", m, "--n", "4", "--out", str(tmp_path / "r")],
+            "check": ["check", "--model", m, "--n", "4"],
+            "group": ["group", "--model", m, "--verify", "--n", "4"],
+            "sweep": ["sweep", m, "--n", "4", "--engine", "local", "--device", "cpu", "--out", str(tmp_path / "s")]}
+    err = _refused(capsys, argv[command] + ["--quiet"], seconds=60)
+    assert "a storage dtype symtrans does not model" in err and ("F8_E" in err or "float8" in err), err
+    assert not (tmp_path / "r").exists() and _tree(tmp_path / "s") == []
+
+
+def _junk_objects() -> dict[str, Any]:
+    from unittest.mock import MagicMock
+
+    class ArchAndLayer:  # looked like loaded weights to the API
+        arch = "x"
+
+        def layer(self, i: int) -> dict[str, Any]:
+            return {}
+
+    class ListConfig:
+        class config:  # noqa: N801 - a duck-typed transformers config
+            @staticmethod
+            def to_dict() -> list[int]:
+                return [1, 2]
+
+        def state_dict(self) -> dict[str, Any]:
+            return {}
+
+    return {"MagicMock": MagicMock(), "arch and layer": ArchAndLayer(), "to_dict list": ListConfig()}
+
+
+@pytest.mark.parametrize("name", sorted(_junk_objects()))
+def test_duck_typed_junk_objects_are_symtrans_errors(name: str) -> None:
+    """``measure(MagicMock())``, an object with ``arch`` and a callable ``layer``, a config whose to_dict is a list."""
+    import symtrans
+    from symtrans.errors import SymtransError
+
+    with pytest.raises(SymtransError):
+        symtrans.measure(_junk_objects()[name], n=4)
+
+
+def test_duck_typed_model_with_a_huge_expanded_view_refused_before_copying() -> None:
+    """A word table of 10^9 rows as an expanded view holds kilobytes; its float64 copy would not fit."""
+    import symtrans
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_model
+
+    model = random_model("bert")
+    rows = 10**9
+    word = model.embeddings.word_embeddings.weight.detach()
+
+    class Wrapped:
+        config = model.config
+
+        def state_dict(self) -> dict[str, Any]:
+            sd = dict(model.state_dict())
+            sd["embeddings.word_embeddings.weight"] = word[:1].expand(rows, word.shape[1])
+            return sd
+
+    model.config.vocab_size = rows
+    t0 = time.perf_counter()
+    with pytest.raises(SymtransError, match="GiB as float64"):
+        symtrans.measure(Wrapped(), n=4)
+    assert time.perf_counter() - t0 < 10

@@ -316,6 +316,31 @@ def unit_roundoff(dtype: Any) -> float:
     return float(torch.finfo(_torch_dtype(dtype)).eps) / 2
 
 
+#: the storage dtypes the loader models (their unit roundoff sets every storage-precision rank cut)
+STORAGE_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def check_storage_dtype(dtype: Any, what: str) -> None:
+    """Refuse, in one line, a stored dtype the loader does not model (float8, integers, ...).
+
+    Examples
+    --------
+    >>> check_storage_dtype("BF16", "w")
+    >>> check_storage_dtype("F8_E4M3", "tensor 'w'")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: tensor 'w' is stored as F8_E4M3, a storage dtype symtrans does not model (float64, float32, float16, bfloat16)
+    """
+    try:
+        _torch_dtype(dtype)
+    except (ValueError, TypeError):
+        from symtrans.errors import SymtransError
+        from symtrans.validate import terminal_safe
+
+        raise SymtransError(f"{what} is stored as {terminal_safe(str(dtype).replace('torch.', ''))[:40]}, a storage "
+                            f"dtype symtrans does not model ({', '.join(STORAGE_DTYPES)})") from None
+
+
 def _torch_dtype(dtype: Any) -> Any:
     import torch
 
