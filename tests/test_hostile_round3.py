@@ -388,3 +388,52 @@ def test_duck_typed_model_with_a_huge_expanded_view_refused_before_copying() -> 
     with pytest.raises(SymtransError, match="GiB as float64"):
         symtrans.measure(Wrapped(), n=4)
     assert time.perf_counter() - t0 < 10
+
+
+def test_certificate_with_huge_common_denominators_is_invalid_at_once() -> None:
+    """Tangents 1/p for distinct 7-digit primes took 214 s to be found invalid; the denominators are bounded first."""
+    import copy
+
+    import sympy
+
+    from symtrans.certify.checker import MAX_DENOMINATOR_BITS, digest, verify_certificate
+    from symtrans.certify.completeness import completeness_certificate
+
+    cert = completeness_certificate("gpt2", layers=1)
+    assert verify_certificate(cert)[0]  # the real one checks
+    bad = copy.deepcopy(cert)
+    primes = iter(sympy.sieve.primerange(10**6, 10**7))
+    bad["witness"]["tangents"] = [[f"1/{next(primes)}" for _ in t] for t in bad["witness"]["tangents"]]
+    bad["digest"] = digest(bad)
+    t0 = time.perf_counter()
+    ok, why = verify_certificate(bad)
+    assert not ok and f"passes {MAX_DENOMINATOR_BITS} bits" in why, why
+    assert time.perf_counter() - t0 < 5
+
+
+def test_manifest_listing_a_huge_sparse_file_is_not_read_whole(tmp_path: Path, capsys: Any) -> None:
+    """A certificate MANIFEST listing a sparse 6 GiB file raised MemoryError (the hash read it whole)."""
+    import subprocess
+    import sys
+
+    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA
+
+    d = tmp_path / "certs"
+    d.mkdir()
+    with open(d / "big.json", "wb") as fh:
+        fh.truncate(6 << 30)
+    (d / MANIFEST).write_text(json.dumps({"schema": MANIFEST_SCHEMA, "n": 128, "seed": 0,
+                                          "files": {"big.json": "0" * 64}}))
+    root = Path(__file__).resolve().parents[1]
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "symtrans", "verify", str(d), "--quiet"], capture_output=True,
+                       text=True, timeout=60, preexec_fn=limit, env={**os.environ, "PYTHONPATH": str(root)})
+    assert time.perf_counter() - t0 < 30
+    assert "Traceback" not in p.stderr and "MemoryError" not in p.stderr, p.stderr
+    assert "larger than a certificate may be" in p.stdout, (p.stdout, p.stderr)
