@@ -545,7 +545,10 @@ def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _
     lost: dict[str, int] = {}
     todo = list(tasks)
     while todo:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
+        from symtrans.threads import as_child_process
+
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=as_child_process)  # workers exit with this process, signals are ours
         futures = {pool.submit(run_task, t, out): t for t in todo}
         todo = []
         tally.submitted(list(futures.values()))
@@ -576,18 +579,34 @@ def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _
     return records
 
 
-def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tally: _Tally) -> list[dict[str, Any]]:
-    """The tasks as Ray tasks (each with its CPUs, memory and GPUs; ``max_retries`` for a dead worker)."""
+def _ray_available(address: str | None) -> None:
+    """Refuse, before anything is planned or created, a Ray engine that cannot start: Ray, or its client, missing."""
     try:
-        import ray
+        import ray  # noqa: F401 - imported here so that its absence is refused before anything is planned
     except ImportError:
         raise SymtransError("sweep --engine ray needs Ray: pip install 'symtrans[distributed]' "
                             "(or pass --engine local)") from None
+    if isinstance(address, str) and address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what ray[client] adds
+        except ImportError:
+            raise SymtransError(f"--address {address[:80]}: a ray:// address needs Ray's client: pip install "
+                                "'ray[client]' (or run the sweep on the cluster with --address auto)") from None
+
+
+def _start_ray(tasks: Sequence[Task], address: str | None) -> bool:
+    """Start Ray (or connect to ``address``) and check every task's request against it; True if started here."""
+    import ray
+
+    _ray_available(address)
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    records: list[dict[str, Any]] = []
-    refs: dict[Any, Task] = {}
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, bare Exception
+            where = f"the Ray cluster at {address[:80]!r}" if address else "Ray on this machine"
+            raise SymtransError(f"sweep --engine ray: cannot start or reach {where} ({_error_text(err)[:200]})"
+                                ) from None
     try:
         resources = ray.cluster_resources()
         for t in tasks:  # a request no node can meet would wait forever: refuse it now
@@ -596,6 +615,22 @@ def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tal
                 if want > resources.get(ray_name, 0):
                     raise SymtransError(f"sweep: {t.column} asks for {name}={want}, the Ray cluster has "
                                         f"{resources.get(ray_name, 0)} in all")
+    except BaseException:
+        if started:
+            ray.shutdown()
+        raise
+    return started
+
+
+def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tally: _Tally) -> list[dict[str, Any]]:
+    """The tasks as Ray tasks (each with its CPUs, memory and GPUs; ``max_retries`` for a dead worker).
+
+    Ray is started (and the requests checked) by :func:`_start_ray` before the sweep writes anything."""
+    import ray
+
+    records: list[dict[str, Any]] = []
+    refs: dict[Any, Task] = {}
+    try:
         remote = ray.remote(run_task)
         for t in tasks:
             ref = remote.options(num_cpus=t.resources["num_cpus"], memory=int(t.resources["memory"]),
@@ -618,9 +653,6 @@ def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tal
         for ref in refs:  # Ctrl-C (or a refusal): nothing keeps running for this sweep
             ray.cancel(ref, force=True)
         raise
-    finally:
-        if started:
-            ray.shutdown()
     return records
 
 
@@ -648,6 +680,10 @@ def _check_run_options(engine: str, address: str | None, workers: int | None, re
         raise SymtransError(f"--engine {engine!r}: choose from {', '.join(ENGINES)}")
     if address is not None and engine != "ray":
         raise SymtransError("--address names a Ray cluster: use it with --engine ray")
+    if address is not None and (not isinstance(address, str) or not address.strip()):
+        raise SymtransError("--address: expected auto, HOST:PORT or ray://HOST:PORT")
+    if engine == "ray":
+        _ray_available(address)
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise SymtransError(f"--workers {workers!r}: must be a positive integer")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
@@ -685,21 +721,33 @@ def run_sweep(tasks: Sequence[Task], out: str | os.PathLike[str], *, engine: str
     with DirLock(out):
         from symtrans.outdir import confined_dir
 
-        confined_dir(out, "tasks")
         check_task_dirs(tasks, out)  # a planted link or a record that is a directory: refused before any work
         todo = pending(tasks, out)
-        for t in todo:  # under the lock nothing runs them: a running.json left by a killed sweep is stale
-            (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
-        tally = _Tally(tasks, len(tasks) - len(todo), out, progress)
+        # the engine first: a Ray that cannot start, or a request no node meets, is refused before out/ exists
+        ray_started = engine == "ray" and bool(todo) and _start_ray(todo, address)
         try:
-            if not todo:
-                records: list[dict[str, Any]] = []
-            elif engine == "ray":
-                records = _run_ray(todo, out, address, retries, tally)
-            else:
-                records = _run_local(todo, out, workers or _default_workers(todo), retries, tally)
+            confined_dir(out, "tasks")
+            for t in todo:  # under the lock nothing runs them: a running.json left by a killed sweep is stale
+                (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
+            tally = _Tally(tasks, len(tasks) - len(todo), out, progress)
+            try:
+                if not todo:
+                    records: list[dict[str, Any]] = []
+                elif engine == "ray":
+                    records = _run_ray(todo, out, address, retries, tally)
+                else:
+                    records = _run_local(todo, out, workers or _default_workers(todo), retries, tally)
+            except BaseException:  # Ctrl-C, SIGTERM: the stopped runs leave no "running" mark behind
+                for t in todo:
+                    (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
+                raise
+            finally:
+                tally.close()
         finally:
-            tally.close()
+            if ray_started:
+                import ray
+
+                ray.shutdown()
         agg = aggregate(tasks, out)
         paths = write_aggregate(agg, out)
     failed = [r for r in records if r.get("status") != "done"]

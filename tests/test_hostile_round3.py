@@ -437,3 +437,126 @@ def test_manifest_listing_a_huge_sparse_file_is_not_read_whole(tmp_path: Path, c
     assert time.perf_counter() - t0 < 30
     assert "Traceback" not in p.stderr and "MemoryError" not in p.stderr, p.stderr
     assert "larger than a certificate may be" in p.stdout, (p.stdout, p.stderr)
+
+
+# --- 6. partial output, late refusals, orphans ----------------------------------------------------------------
+
+def _processes_with(marker: str) -> list[int]:
+    """Pids of live processes whose environment holds ``marker`` (a test's own process tree, orphans included)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            state = (d / "stat").read_text().split(") ", 1)[1][:1]
+        except OSError:
+            continue
+        if marker.encode() in env and state != "Z":
+            found.append(int(d.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+@pytest.mark.parametrize("sig, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_signal_on_a_running_sweep_leaves_no_process_and_no_partial_output(sig: str, status: int, tiny: Path,
+                                                                           tmp_path: Path) -> None:
+    """``kill -TERM`` on a running sweep left the worker and the resource tracker alive under init an hour later."""
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    from symtrans.sweeps import RUNNING
+
+    marker = f"SYMTRANS_TEST_TREE={uuid.uuid4().hex}"
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "zoo"
+    env = {**os.environ, "PYTHONPATH": str(root), marker.split("=")[0]: marker.split("=")[1]}
+    p = subprocess.Popen([sys.executable, "-m", "symtrans", "sweep", str(tiny), "--n", "4", "8", "--engine", "local",
+                          "--workers", "2", "--device", "cpu", "--out", str(out), "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob(f"tasks/*/{RUNNING}")):  # a worker runs a task
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == status, err
+    assert err.strip().splitlines()[-1] in ("symtrans: terminated", "symtrans: interrupted"), err
+    assert "Traceback" not in err, err
+    deadline = time.monotonic() + 10  # the kernel delivers the workers' death signal at once; allow for reaping
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []
+    assert not (out / "aggregate").exists() and not list(out.glob(f"tasks/*/{RUNNING}"))
+
+
+def test_ray_engine_that_cannot_start_creates_nothing(tiny: Path, tmp_path: Path, capsys: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Ray hidden, or a ray:// address without ray[client], ``zoo/`` was created before the refusal."""
+    import sys
+
+    out = tmp_path / "zoo"
+    argv = ["sweep", str(tiny), "--n", "4", "--out", str(out), "--quiet"]
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        err = _refused(capsys, argv + ["--address", "ray://127.0.0.1:1"])
+        assert "ray[client]" in err
+        assert not out.exists()
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
+    err = _refused(capsys, argv)
+    assert "needs Ray" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int((d / "stat").read_text().split(") ", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or (os.cpu_count() or 1) < 2,
+                    reason="needs /proc and 2 CPUs (the report's forked worker)")
+def test_ctrl_c_during_report_prints_no_worker_traceback(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group) printed a KeyboardInterrupt traceback from the forked worker."""
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    marker = uuid.uuid4().hex
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "rep"
+    p = subprocess.Popen([sys.executable, "-m", "symtrans", "report", "--model", "default", "--n", "16", "--out",
+                          str(out), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env={**os.environ, "PYTHONPATH": str(root), "SYMTRANS_TEST_TREE": marker})
+    try:
+        deadline = time.monotonic() + 120
+        while not _children(p.pid):  # the forked worker runs producers
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "symtrans: interrupted", err
+    assert not out.exists()
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []
