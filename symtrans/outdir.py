@@ -43,7 +43,19 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
+__all__ = ["OutputError", "check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
+
+class OutputError(SymtransError):
+    """The output folder cannot be written (full disk, read-only, a link planted in it): no run can go on there.
+
+    A sweep stops on it (one line, exit 2) rather than record it as one task's failure.
+
+    Examples
+    --------
+    >>> isinstance(OutputError("x"), SymtransError)
+    True
+    """
+
 
 _HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
 
@@ -121,10 +133,25 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     except OSError as err:
         raise SymtransError(f"{terminal_safe(str(parent))}: cannot create the report there "
                             f"({err.strerror or type(err).__name__})") from None
-    try:
-        os.rmdir(probe)
-    except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
-        pass
+    try:  # and one byte written and synced: a full disk still makes directories
+        fd = os.open(os.path.join(probe, "x"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise SymtransError(f"{terminal_safe(str(parent))}: cannot write the report there "
+                            f"({err.strerror or type(err).__name__})") from None
+    finally:
+        try:
+            os.unlink(os.path.join(probe, "x"))
+        except OSError:
+            pass
+        try:
+            os.rmdir(probe)
+        except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
+            pass
     return path
 
 
@@ -154,21 +181,21 @@ def confined_dir(root: str | os.PathLike[str], *parts: str, create: bool = True)
     >>> confined_dir(root, "tasks", "t2")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: .../tasks/t2: a symbolic link under the output folder; symtrans never writes through one (remove it)
+    symtrans.outdir.OutputError: .../tasks/t2: a symbolic link under the output folder; symtrans never writes through one (remove it)
     >>> list(outside.iterdir())
     []
     """
     base = Path(os.path.abspath(os.fspath(root)))
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
-    def refuse(where: Path, err: OSError) -> SymtransError:
+    def refuse(where: Path, err: OSError) -> OutputError:
         shown = terminal_safe(str(where))
         if err.errno == errno.ELOOP or (err.errno == errno.ENOTDIR and where.is_symlink()):
-            return SymtransError(f"{shown}: a symbolic link under the output folder; symtrans never writes "
-                                 "through one (remove it)")
+            return OutputError(f"{shown}: a symbolic link under the output folder; symtrans never writes "
+                               "through one (remove it)")
         if err.errno == errno.ENOTDIR:
-            return SymtransError(f"{shown}: a file is in the way of a directory under the output folder")
-        return SymtransError(f"{shown}: cannot create the directory ({_in_words(err)})")
+            return OutputError(f"{shown}: a file is in the way of a directory under the output folder")
+        return OutputError(f"{shown}: cannot create the directory ({_in_words(err)})")
 
     for part in parts:
         if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
@@ -489,7 +516,7 @@ def replace_dir(out: str | os.PathLike[str], texts: dict[str, str], files: Itera
             _fsync_dir(parent)
         except OSError as err:
             reason = err.strerror or type(err).__name__
-            raise SymtransError(f"{shown}: cannot write the report ({reason})") from None
+            raise OutputError(f"{shown}: cannot write the report ({reason})") from None
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -545,7 +572,7 @@ def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: 
         os.replace(tmp, path)  # replaces a link itself, never its target
         tmp = None
     except OSError as err:
-        raise SymtransError(f"{shown}: cannot write the {what} ({err.strerror})") from None
+        raise OutputError(f"{shown}: cannot write the {what} ({err.strerror})") from None
     finally:
         if tmp is not None:
             try:

@@ -389,7 +389,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     'SymtransError: default: the weights changed since the sweep was planned (hash ..., planned 0); run the sweep again'
     """
     from symtrans.evidence import Context
-    from symtrans.outdir import DirLock
+    from symtrans.outdir import DirLock, OutputError
     from symtrans.report import build_report, write_report
 
     folder = _task_dir(out, task)
@@ -413,7 +413,8 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         with DirLock(folder / "report"):
             report = build_report(ctx, parallel=task.resources.get("num_cpus", 1) >= 2)
             write_report(report, folder / "report", REPORT_FORMATS)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, OutputError):  # the output folder cannot be written: no task can go on
+        (folder / RUNNING).unlink(missing_ok=True)
         raise
     except Exception as err:  # noqa: BLE001 - recorded; one failed task must not stop the sweep
         rec = record_failure(task, out, _error_text(err), attempts=attempts, trace=traceback.format_exc())

@@ -560,3 +560,84 @@ def test_ctrl_c_during_report_prints_no_worker_traceback(tmp_path: Path) -> None
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _processes_with(marker) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 128 KiB tmpfs (root only; skipped elsewhere), unmounted afterwards; ``fill()`` leaves it full."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+
+    def fill() -> None:
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    try:
+        yield mnt, fill
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_full_disk_is_refused_before_any_work(small_disk: Any, tiny: Path, capsys: Any) -> None:
+    """``--certificate-out``, ``report --out`` and ``sweep --out`` on a full disk: refused at once, not after the work."""
+    mnt, fill = small_disk
+    fill()
+    for argv in (["group", "--arch", "gpt2", "--complete", "--certificate-out", str(mnt / "c.json")],
+                 ["report", "--model", "none", "--out", str(mnt / "rep"), "--quiet"],
+                 ["sweep", str(tiny), "--n", "4", "--engine", "local", "--out", str(mnt / "zoo"), "--quiet"]):
+        err = _refused(capsys, argv, seconds=20)
+        assert "No space left on device" in err, err
+    assert sorted(p.name for p in mnt.iterdir()) == ["fill"]
+
+
+@pytest.mark.slow
+def test_disk_filling_up_during_a_sweep_stops_it_in_one_line(small_disk: Any, tiny: Path, capsys: Any) -> None:
+    """``sweep --out`` on a disk that fills up: ``OSError: [Errno 28]`` in the worker; now one line, exit 2."""
+    mnt, _ = small_disk
+    err = _refused(capsys, ["sweep", str(tiny), "--n", "4", "--engine", "local", "--device", "cpu",
+                            "--out", str(mnt / "zoo"), "--quiet"], seconds=300)
+    assert "No space left on device" in err, err
+    assert not (mnt / "zoo" / "aggregate").exists()
+
+
+def test_sweep_refuses_what_measure_refuses_before_any_worker(tiny: Path, tmp_path: Path, capsys: Any) -> None:
+    """10^15 layers in config.json, or a header declaring a [2^40, 32] table, reached a sweep worker (exit 1)."""
+    import shutil
+    import struct
+
+    from symtrans.numeric.weights import safetensors_header
+
+    layers = tmp_path / "layers"
+    shutil.copytree(tiny, layers)
+    cfg = json.loads((layers / "config.json").read_text())
+    cfg["num_hidden_layers"] = 10**15
+    (layers / "config.json").write_text(json.dumps(cfg))
+
+    table = tmp_path / "table"
+    shutil.copytree(tiny, table)
+    raw = (table / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = json.loads(raw[8:8 + n])
+    key = next(k for k in head if k.endswith("word_embeddings.weight"))
+    assert key in safetensors_header(tiny / "model.safetensors")
+    head[key]["shape"] = [2**40, 32]
+    new = json.dumps(head).encode()
+    new += b" " * (-len(new) % 8)
+    (table / "model.safetensors").write_bytes(struct.pack("<Q", len(new)) + new + raw[8 + n:])
+    for model in (layers, table):
+        out = tmp_path / f"zoo-{model.name}"
+        measured = _refused(capsys, ["measure", "--model", str(model), "--n", "4", "--quiet"])
+        swept = _refused(capsys, ["sweep", str(model), "--n", "4", "--engine", "local", "--out", str(out), "--quiet"])
+        assert swept == measured, (swept, measured)  # the same refusal, from the same check
+        assert not out.exists()
