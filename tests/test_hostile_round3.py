@@ -641,3 +641,21 @@ def test_sweep_refuses_what_measure_refuses_before_any_worker(tiny: Path, tmp_pa
         swept = _refused(capsys, ["sweep", str(model), "--n", "4", "--engine", "local", "--out", str(out), "--quiet"])
         assert swept == measured, (swept, measured)  # the same refusal, from the same check
         assert not out.exists()
+
+
+# --- 7. cosmetic ------------------------------------------------------------------------------------------------
+
+def test_plain_text_repr_of_api_results_escapes_terminal_sequences(tiny: Path, tmp_path: Path) -> None:
+    """A raw terminal escape from a model's name reached the plain-text ``repr`` (the HTML displays escaped it)."""
+    import shutil
+
+    import symtrans
+
+    model = tmp_path / "evil"
+    shutil.copytree(tiny, model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["_name_or_path"] = "evil\x1b[2J\x1b]0;title\x07\u202e"
+    (model / "config.json").write_text(json.dumps(cfg))
+    text = repr(symtrans.measure(str(model), n=4))
+    assert "evil\\x1b[2J\\x1b]0;title\\x07\\u202e" in text, text
+    assert not any(c in text for c in "\x1b\x07\u202e")
