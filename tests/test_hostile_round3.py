@@ -35,6 +35,12 @@ def _refused(capsys: Any, argv: list[str], seconds: float = 30.0) -> str:
     return err
 
 
+@pytest.fixture
+def report_process() -> dict[str, str]:
+    """The environment of a ``python -m symtrans`` process that builds reports (out of the quick tier)."""
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BERT checkpoint (its sweep plan takes a second)."""
@@ -460,7 +466,8 @@ def _processes_with(marker: str) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 @pytest.mark.parametrize("sig, status", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_signal_on_a_running_sweep_leaves_no_process_and_no_partial_output(sig: str, status: int, tiny: Path,
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path,
+                                                                           report_process: dict[str, str]) -> None:
     """``kill -TERM`` on a running sweep left the worker and the resource tracker alive under init an hour later."""
     import signal
     import subprocess
@@ -470,9 +477,8 @@ def test_signal_on_a_running_sweep_leaves_no_process_and_no_partial_output(sig: 
     from symtrans.sweeps import RUNNING
 
     marker = f"SYMTRANS_TEST_TREE={uuid.uuid4().hex}"
-    root = Path(__file__).resolve().parents[1]
     out = tmp_path / "zoo"
-    env = {**os.environ, "PYTHONPATH": str(root), marker.split("=")[0]: marker.split("=")[1]}
+    env = {**report_process, marker.split("=")[0]: marker.split("=")[1]}
     p = subprocess.Popen([sys.executable, "-m", "symtrans", "sweep", str(tiny), "--n", "4", "8", "--engine", "local",
                           "--workers", "2", "--device", "cpu", "--out", str(out), "--quiet"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -528,7 +534,7 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists() or (os.cpu_count() or 1) < 2,
                     reason="needs /proc and 2 CPUs (the report's forked worker)")
-def test_ctrl_c_during_report_prints_no_worker_traceback(tmp_path: Path) -> None:
+def test_ctrl_c_during_report_prints_no_worker_traceback(tmp_path: Path, report_process: dict[str, str]) -> None:
     """Ctrl-C (SIGINT to the whole process group) printed a KeyboardInterrupt traceback from the forked worker."""
     import signal
     import subprocess
@@ -536,11 +542,10 @@ def test_ctrl_c_during_report_prints_no_worker_traceback(tmp_path: Path) -> None
     import uuid
 
     marker = uuid.uuid4().hex
-    root = Path(__file__).resolve().parents[1]
     out = tmp_path / "rep"
     p = subprocess.Popen([sys.executable, "-m", "symtrans", "report", "--model", "default", "--n", "16", "--out",
                           str(out), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, env={**os.environ, "PYTHONPATH": str(root), "SYMTRANS_TEST_TREE": marker})
+                         start_new_session=True, env={**report_process, "SYMTRANS_TEST_TREE": marker})
     try:
         deadline = time.monotonic() + 120
         while not _children(p.pid):  # the forked worker runs producers
