@@ -516,7 +516,7 @@ def test_ray_engine_that_cannot_start_creates_nothing(tiny: Path, tmp_path: Path
         assert "ray[client]" in err
         assert not out.exists()
     monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
-    err = _refused(capsys, argv)
+    err = _refused(capsys, argv + ["--engine", "ray"])
     assert "needs Ray" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 

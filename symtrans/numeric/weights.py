@@ -794,14 +794,15 @@ class _Checkpoint:
         dtype the loader models. The layers are laid out on the meta device: nothing is read or allocated."""
         import torch
 
-        from symtrans.numeric.linalg import _torch_dtype, check_storage_dtype
+        from symtrans.numeric.linalg import check_storage_dtype
+        from symtrans.precision import torch_dtype
 
         def meta(key: str) -> Any:
             entry = header.get(key)
             if entry is None:
                 raise SymtransError(f"{self.where}: missing tensor {key!r} in the safetensors headers")
             check_storage_dtype(entry["dtype"], f"{self.where}: tensor {key!r}")
-            return torch.empty(tuple(entry["shape"]), dtype=_torch_dtype(entry["dtype"]), device="meta")
+            return torch.empty(tuple(entry["shape"]), dtype=torch_dtype(entry["dtype"]), device="meta")
 
         saved = (self.get, self.slicer, self.stored, self._seen, self._layer, self.dev)
         self.get, self.slicer, self.stored, self._seen, self.dev, self._dry = meta, None, {}, {}, "meta", True
@@ -1235,7 +1236,8 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
             h.update(k.encode())
             h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         weights_hash = h.hexdigest()
-    return ModelWeights(arch, tensors, f"<in-memory {where} {name}>", weights_hash, dt, dev, arch.family, cfg,
+    label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
+    return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
 
 
@@ -1269,12 +1271,14 @@ def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) ->
 
 
 def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
+    from symtrans.precision import dtype_name
+
+    return dtype_name(dtype)
 
 
 def _unit(dtype: Any) -> float:
     """The unit roundoff of a stored dtype name (:func:`~symtrans.numeric.linalg.unit_roundoff`); 0 if not a float."""
-    from symtrans.numeric.linalg import unit_roundoff
+    from symtrans.precision import unit_roundoff
 
     try:
         return unit_roundoff(dtype) if dtype else 0.0
