@@ -68,7 +68,8 @@ _LAYOUTS["llama"] = {
     "word": "embed_tokens.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "norm",
 }
 _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
+_LAYOUTS["gemma3"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3")
 
 
 def default_model_path() -> Path:
@@ -248,7 +249,9 @@ class ModelWeights:
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
-              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b",
+              # Gemma 3: the query and key norms' gains (width d_k, shared by the heads) and the post-norms'
+              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w")
 
 
 # ------------------------------------------------------------------ file reading
@@ -815,7 +818,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -888,6 +891,13 @@ class _Checkpoint:
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
         out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
         out["ln1_b"] = self._zeros(D)
+        gemma = a.family == "gemma3"
+        if a.qk_norm:
+            out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
+            out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
+        if a.post_norms:  # Gemma 3: post_attention_layernorm is the norm AFTER attention, not the one before the FFN
+            out["ln1_post_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+            out["ln2_post_w"] = self.raw(f"{lp}post_feedforward_layernorm.weight", (D,))
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
             out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
@@ -895,9 +905,22 @@ class _Checkpoint:
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
         out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+        out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}.weight",
+                                (D,))
         out["ln2_b"] = self._zeros(D)
-        return self._out(out, into)
+        return self._gain_offset(self._out(out, into))
+
+    def _gain_offset(self, out: dict[str, Any]) -> dict[str, Any]:
+        """Gemma's norms apply the gain ``1 + w`` to a stored ``w``: the per-head layout holds the applied gain.
+
+        Every consumer (the forward, G's tag tables, the checks) then sees one
+        kind of gain; the stored dtype of ``w`` stays recorded as the tensor's.
+        """
+        if self.arch.gain_offset:
+            for k in ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w"):
+                if k in out and out[k] is not None:
+                    out[k] += self.arch.gain_offset
+        return out
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
         a, lay, D = self.arch, self.layout, int(self.arch.d_model)
@@ -921,6 +944,8 @@ class _Checkpoint:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
             out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if tag == "final_ln" and key and self.arch.gain_offset:
+                out[f"{tag}_w"] = out[f"{tag}_w"] + self.arch.gain_offset  # Gemma: the applied gain 1 + w
             if key:
                 self.stored[f"{tag}_w"] = self._key_dtype(self.key(key + ".weight"))
             if not key:
