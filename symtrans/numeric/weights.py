@@ -148,6 +148,8 @@ class ModelWeights:
     storage_dtype: str | None = None  # the checkpoint's coarsest stored dtype (the fallback of storage_precision)
     # per tensor as stored: name -> per-layer dtypes (layer tensors) or one dtype (embeddings); see storage_precision
     storage_dtypes: dict[str, Any] = field(default_factory=dict)
+    # per tensor, the GGUF type it was dequantized from (the bundled Gemma 3: symtrans.numeric.bundled), else empty
+    quantized: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -207,7 +209,8 @@ class ModelWeights:
         tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -222,7 +225,8 @@ class ModelWeights:
         """
         tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     @property
     def n_kv_heads(self) -> int:
@@ -460,6 +464,10 @@ def _resolve_directory(spec: str) -> Path:
     """
     if spec == "default":
         return default_model_path()
+    if spec == "gemma3-270m":
+        from symtrans.numeric.bundled import bundled_gemma_path
+
+        return bundled_gemma_path()
     directory = Path(spec)
     if directory.is_file() and directory.name == "config.json":
         return directory.parent
@@ -523,8 +531,11 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
         digest = pool.submit(_hash_files, files, Path(ckpt.where) / "config.json")
         tensors = ckpt.all_tensors()
         weights_hash = digest.result()
+    from symtrans.numeric.bundled import gguf_per_head_types
+
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
-                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes())
+                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes(),
+                           gguf_per_head_types(Path(ckpt.where)))
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -1031,6 +1042,9 @@ class StreamedWeights:
         self.arch, self.config, self.source = ckpt.arch, ckpt.config, ckpt.where
         self.family, self.dtype, self.device = ckpt.arch.family, ckpt.dt, ckpt.dev
         self.weights_hash = weights_hash
+        from symtrans.numeric.bundled import gguf_per_head_types
+
+        self.quantized = gguf_per_head_types(Path(ckpt.where))
         emb = ckpt.embeddings(lazy_tables=True)
         self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
@@ -1277,7 +1291,17 @@ def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
             per = per[layer] if 0 <= layer < len(per) else None
     if per:
         where = f"{name} (layer {layer})" if layer is not None else name
-        return per, f"the checkpoint stores {where} as {per}"
+        note = f"the checkpoint stores {where} as {per}"
+        kind = (getattr(w, "quantized", None) or {}).get(name)
+        if isinstance(kind, list):
+            kind = kind[layer] if layer is not None and 0 <= layer < len(kind) else next(
+                (k for k in kind if k not in ("F32", "F64")), kind[0] if kind else "")
+        if kind:
+            from symtrans.numeric.bundled import quantized_note
+
+            extra = quantized_note(str(kind))
+            note += f"; {extra}" if extra else ""
+        return per, note
     sd = getattr(w, "storage_dtype", None)
     if sd:
         sd = _dtype_name(sd)
