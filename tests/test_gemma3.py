@@ -208,3 +208,22 @@ def test_a_group_without_the_gain_trade_disagrees(tmp_path: Path) -> None:
     r = measure(a, layers=1, exclude=("qk-norm-gain-trade",))
     assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 1
     assert any("norm_w" in str(u) for u in r["unexplained"]), r["unexplained"]
+
+
+def test_variants_follow_each_layers_structure(tiny: tuple[Path, Any]) -> None:
+    """The full variant through run_stack reproduces the trace (post-norms, per-layer bases and windows)."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.variants import run_stack
+
+    path, _ = tiny
+    w = load_model(path, dtype="float64")
+    tr = encode(w, n=12, seed=0)
+    states = run_stack(w, tr.embeddings, "full")
+    assert max(float((s - t.out).abs().max()) for s, t in zip(states[1:], tr.layers)) == 0
+    # pure attention with norms includes the post-norm: equal to P1(MHA(N1 X)) of the trace
+    from symtrans.numeric.forward import norm, structure
+
+    pure = run_stack(w, tr.embeddings, "pure-attention", depth=1, ln=True)[1]
+    st = structure(w).at(0)
+    want = norm(tr.layers[0].mha + w.layer(0)["b_O"], w.layer(0)["ln1_post_w"], None, st)
+    assert float((pure - want).abs().max()) == 0

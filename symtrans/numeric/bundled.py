@@ -169,7 +169,7 @@ def quantized_note(kind: str) -> str:
     >>> quantized_note("F32")
     ''
     >>> quantized_note("Q4_K")[:40]
-    'stored as Q4_K in the GGUF: its dequantiz'
+    'stored as Q4_K in the GGUF: its dequanti'
     """
     if kind in ("F32", "F64", ""):
         return ""
