@@ -704,6 +704,10 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
                                 "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)}, shown)
     if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
         raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
+    no_rope = getattr(conf, "no_rope_layers", None)  # SmolLM3: 0 marks a layer without rotary positions (NoPE)
+    if isinstance(no_rope, (list, tuple)) and not all(no_rope):
+        raise refuse("field 'no_rope_layers' (layers without rotary positions, whose query/key gauge is the whole "
+                     "GL(d_k), not the rotary commutant)")
     layer = _first_layer(transformers, conf, shown, refuse)
     own = {n for n, m in layer.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
     if own - _LLAMA_MODULES:
