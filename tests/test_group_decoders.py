@@ -150,7 +150,9 @@ def test_orbit_dimension_on_gqa_rotary_weights(family):
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_cli_verify_on_gqa_checkpoints(tmp_path, capsys, family):
     random_checkpoint(tmp_path / family, family)
-    assert main(["group", "--model", str(tmp_path / family), "--verify", "--format", "json", "--quiet"]) == 0
+    # n as group --verify's default was before the one default (128) of RunConfig; these models have 40 positions
+    assert main(["group", "--model", str(tmp_path / family), "--verify", "--n", "12", "--format", "json",
+                 "--quiet"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["checks"] and all(c["verdict"] == "holds" for c in data["checks"])
     assert all(o["verdict"] == "holds" for o in data["orbits"])
