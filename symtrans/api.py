@@ -8,6 +8,7 @@ function                               returns                                  
 ``architecture(spec, **sizes)``        :class:`~symtrans.arch.Architecture`      ``symtrans arch``
 ``load(model)``                        :class:`~symtrans.numeric.ModelWeights`   --
 ``measure(model, n=...)``              :class:`Measurement` (HTML table)         ``symtrans measure``
+``relate(a, b)``                       :class:`~symtrans.group.relate.Relation`  ``symtrans relate``
 ``check_claims(model, claims, n=...)`` :class:`EvidenceList` (HTML table)        ``symtrans check``
 ``certify_claims(claims)``             :class:`EvidenceList` (HTML table)        ``symtrans certify``
 ``proof_graph(model)``                 :class:`ProofGraph` (SVG graph + table)   ``symtrans claims``
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "measure", "check_claims",
+__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "relate", "measure", "check_claims",
            "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
            "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup"]
 
@@ -269,6 +270,28 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
                           factors=list(factors) if factors else None)
     return InvarianceChecks(checks)
+
+
+def relate(a: Any, b: Any, *, out: str | os.PathLike[str] | None = None) -> Any:
+    """Decide whether checkpoint B = g . A for an element g of G (``symtrans relate``); write g to ``out`` if found.
+
+    ``a`` and ``b`` are model directories, ``"default"`` or loaded weights of one architecture. The
+    :class:`~symtrans.group.relate.Relation` says ``related`` and holds the element's steps and per-tensor
+    residuals, or ``stop``: the factor, layer and tensor where no element of G explains B, and the breaking
+    feature.
+
+    Examples
+    --------
+    >>> r = relate("default", "default")
+    >>> r.related, r.stop
+    (True, None)
+    """
+    from symtrans.group.relate import relate as _relate, write_relation
+
+    rel = _relate(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
+    if out is not None and rel.related:
+        write_relation(rel, out)
+    return rel
 
 
 class InvarianceChecks(list):  # type: ignore[type-arg]

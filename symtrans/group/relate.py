@@ -63,7 +63,7 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
-           "check_relation", "RELATION_SCHEMA", "random_element", "tensor_residuals"]
+           "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "random_element", "tensor_residuals"]
 
 RELATION_SCHEMA = "symtrans-relation/1"
 
@@ -78,8 +78,16 @@ KEEPS: dict[str, str] = {
 }
 
 
-def relation_tolerance(storage_dtype: Any, kappa: float = 1.0) -> tuple[float, str]:
+#: the largest condition number an element may bring into a tolerance: beyond it a file is refused rather than
+#: given a looser tolerance (an ill-conditioned element would otherwise buy its own slack)
+KAPPA_MAX = 100.0
+
+
+def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1) -> tuple[float, str]:
     """The largest relative Frobenius residual of a reproduced tensor, and why (see the module docstring).
+
+    ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`);
+    ``factors``: how many of the element's factors act on it (each fitted from rounded data).
 
     Examples
     --------
@@ -87,16 +95,21 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0) -> tuple[float, s
     >>> round(tol / 5.96e-08, 2)
     8.0
     >>> why.split(":")[0]
-    '4 u (1 + kappa) with u = 5.96e-08 (float32), kappa = 1'
+    '4 u (1 + kappa) sqrt(m) with u = 5.96e-08 (float32), kappa = 1, m = 1 factors'
+    >>> relation_tolerance("float32", 1e9)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
+    True
     """
     from symtrans.numeric.linalg import unit_roundoff
 
     u = unit_roundoff(storage_dtype)
     name = str(storage_dtype).replace("torch.", "")
-    tol = 4 * u * (1 + kappa)
-    return tol, (f"4 u (1 + kappa) with u = {u:.3g} ({name}), kappa = {kappa:.3g}: B's rounding is u/sqrt(3) of "
-                 "|B|_F, an element fitted to rounded data carries it into what it predicts amplified by at most "
-                 "kappa; x4 headroom")
+    k = min(float(kappa), KAPPA_MAX)
+    m = max(int(factors), 1)
+    tol = 4 * u * (1 + k) * math.sqrt(m)
+    return tol, (f"4 u (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors: B's "
+                 "rounding is at most u |B|_F, each factor's element is fitted to rounded data and carries that "
+                 "error into the tensors it moves, amplified by at most kappa; m such errors add in quadrature; "
+                 "x4 headroom")
 
 
 @dataclass
@@ -171,6 +184,19 @@ class Relation:
             lines.append(f"tie: {t}")
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(f"<tr><td>{html.escape(r['tensor'])}</td><td>{'' if r['layer'] is None else r['layer']}</td>"
+                       f"<td>{r['residual']:.2e}</td><td>{r['tolerance']:.2e}</td><td>{html.escape(r['dtype'])}</td></tr>"
+                       for r in sorted(self.residuals, key=lambda r: -r["residual"] / r["tolerance"])[:20])
+        return (f"<p>{html.escape(self.summary()).replace(chr(10), '<br>')}</p>"
+                + (f"<table><tr><th>tensor</th><th>layer</th><th>residual</th><th>tolerance</th><th>dtype</th></tr>"
+                   f"{rows}</table>" if rows else ""))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (without the element's tensors, which :func:`write_relation` stores).
 
@@ -228,6 +254,28 @@ def _cond(M: Any) -> float:
     return float(s.max() / s.min()) if float(s.min()) > 0 else math.inf
 
 
+def _is_identity(element: Any, tol: float = 1e-12) -> bool:
+    """Whether an element (of any factor, in act's format) is the identity within ``tol`` (float64 rounding)."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    torch = _torch()
+    if isinstance(element, MonomialMatrix):
+        return element.perm.tolist() == list(range(element.perm.numel())) and \
+            float((element.vals - 1).abs().max()) <= tol
+    if isinstance(element, dict):
+        return all(_is_identity(v, tol) for k, v in element.items() if not k.endswith("_inv"))
+    if isinstance(element, (list, tuple)):
+        if all(isinstance(x, int) for x in element):
+            return list(element) == list(range(len(element)))
+        return all(_is_identity(v, tol) for v in element)
+    if hasattr(element, "shape"):
+        x = element
+        if x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1 and float(x.diagonal().abs().min()) > 0.5:
+            return float((x - torch.eye(x.shape[0], dtype=x.dtype)).abs().max()) <= tol
+        return float(x.abs().max()) <= tol if x.numel() else True
+    return False
+
+
 # --------------------------------------------------------------------------- the solver
 class _Solver:
     def __init__(self, spec: GroupSpec, cur: dict[str, Any], tgt: dict[str, Any], precision: Any) -> None:
@@ -278,6 +326,8 @@ class _Solver:
         return out
 
     def apply(self, factor: str, element: Any, note: str | None = None) -> None:
+        if _is_identity(element):
+            return  # nothing to move: no step
         self.cur = act(self.spec, self.cur, factor, element)
         self.steps.append({"factor": factor, "element": element, **({"note": note} if note else {})})
 
@@ -318,7 +368,8 @@ class _Solver:
             C = _centre_cols(d, A.dtype)
             Ac, Bc = Ac @ C, Bc @ C
         tol = self.u_pivot("word", None)
-        if _rel(Ac, Bc) <= tol:
+        nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
+        if _fro(Ac - Bc) / nB <= tol:
             return  # Q = I
         # a signed permutation: match columns (exact up to sign)
         na, nb = Ac.norm(dim=0), Bc.norm(dim=0)
@@ -331,28 +382,39 @@ class _Solver:
         mono = None
         if len(set(perm)) == d:
             Qm = MonomialMatrix(perm, signs.to(A.dtype))
-            if _rel(Ac @ Qm, Bc) <= tol:
+            if _fro(Ac @ Qm - Bc) / nB <= tol:
                 mono = Qm
-        X = _lstsq(Ac, Bc) if mono is None else mono.dense()
-        fit = _rel(Ac @ X, Bc)
-        Q = X
-        if centred and mono is None:
-            Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
+        if mono is not None:
+            X, fit, Q = mono.dense(), _fro(Ac @ mono - Bc) / nB, mono.dense()
+        else:  # first the table itself (B without centring shifts), then modulo the all-ones column
+            Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
+            X = _lstsq(Ar, Br)
+            fit, Q, centred = _fro(Ar @ X - Br) / nB, X, False
+            if fit > tol and (Ac is not Ar):
+                X = _lstsq(Ac, Bc)
+                fit = _fro(Ac @ X - Bc) / nB
+                Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
+                centred = True
         gram = Q.T @ Q
+        ones = torch.ones(d, 1, dtype=A.dtype)
         ok = {"monomial": mono is not None,
               "orthogonal": _fro(gram - torch.eye(d, dtype=A.dtype)) <= 1e3 * tol * d ** 0.5,
               "fixes-ones": True}
-        if centred and mono is None:
+        if mono is not None:
+            ok["fixes-ones"] = bool((signs == signs[0]).all())
+        elif centred:  # only Q restricted to 1^perp is seen: it must be an isometry of 1^perp
             Cd = _centre_cols(d, A.dtype)
             ok["fixes-ones"] = _fro(X.T @ X - Cd) <= 1e3 * tol * d ** 0.5
-        elif mono is not None:
-            ok["fixes-ones"] = bool((signs == signs[0]).all())
+        else:
+            ok["fixes-ones"] = min(_fro(Q @ ones - ones), _fro(Q @ ones + ones)) <= 1e3 * tol * d ** 0.5
+        if self.spec.arch.norm == "rmsnorm":
+            ok["fixes-ones"] = True  # no centring: nothing asks Q to fix the all-ones direction
         if fit > tol:
             self.refuse(cands[0].name, None, "word", fit, tol, [],
                         "the embedding table is not a linear map of A's: no residual map explains it")
         perm_f = next((f for f in cands if f.name == "residual-permutation" and f.tags), None)
         rot_f = next((f for f in cands if f.name == "residual-rotation" and f.tags), None)
-        if mono is not None and perm_f is not None and (ok["fixes-ones"] or self.spec.arch.norm == "rmsnorm"):
+        if mono is not None and perm_f is not None and ok["fixes-ones"]:
             self.apply(perm_f.name, {"Q": mono})
             self.kappa[None] = 1.0
             self.residual_keys(perm_f, ok)
@@ -369,7 +431,7 @@ class _Solver:
             feats += [f"residual-rotation {s}" for s in self.features_breaking(rot)]
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
-        size = _rel(Ac @ best_mono, Bc) if best_mono is not None else _rel(Ac, Bc)
+        size = _fro((Ac @ best_mono if best_mono is not None else Ac) - Bc) / nB
         self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
@@ -394,6 +456,7 @@ class _Solver:
 
     def residual_keys(self, f: Factor, ok: dict[str, bool]) -> None:
         """After the residual map: every layer's keys must agree; else say which factor's action would."""
+        self.residual_element = self.steps[-1]["element"]
         self.scalings()
         for l in range(self.L):
             mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
@@ -409,13 +472,12 @@ class _Solver:
 
     def other_residual_actions(self, f: Factor, l: int, name: str, target: Any, ok: dict[str, bool]) -> list[str]:
         """Whether another residual factor's tag table (with the same map) explains B; its violated features."""
-        step = self.steps[-1]
         before = self.steps_before_residual
         out = []
         for g in self.spec.factors:
             if g.name == f.name or g.scope != "model" or not any(t.component == "Q" for t in g.tags):
                 continue
-            Q = step["element"]["Q"]
+            Q = self.residual_element["Q"]
             Qd = Q.dense() if hasattr(Q, "dense") else Q
             trial = act(self.spec, before, g.name, {"Q": Qd})
             key = self.layer_keys(trial, l)[name]
@@ -570,7 +632,9 @@ class _Solver:
             if worst <= tol:
                 continue  # the identity
             if f.status == "broken":
-                self.refuse(name, where, pivot.tensor, worst, tol, self.features_breaking(f),
+                size = _rel(self.cur["layers"][where][pivot.tensor], self.tgt["layers"][where][pivot.tensor])
+                self.refuse(name, where, pivot.tensor, size, relation_tolerance(self.precision(pivot.tensor, where))[0],
+                            self.features_breaking(f),
                             "B scales FFN units, which this activation does not allow")
             positive = "d_j > 0" in f.element
             for s, l in els:
@@ -603,7 +667,8 @@ class _Solver:
                     A = torch.cat([self.invariant(pivot.tensor, ca[h], l, self.cur) for h in idx])
                     B = torch.cat([self.invariant(pivot.tensor, cb[h], l, self.tgt) for h in idx])
                     M = _lstsq(A, B)
-                    fit, tol = _rel(A @ M, B), self.u_pivot(pivot.tensor, l)
+                    raw = _fro(torch.cat([cb[h] for h in idx]))  # B's rounding is relative to the stored blocks
+                    fit, tol = _fro(A @ M - B) / raw, self.u_pivot(pivot.tensor, l)
                     if fit > tol:
                         singles = [_rel(self.invariant(pivot.tensor, ca[h], l, self.cur) @ _lstsq(
                             self.invariant(pivot.tensor, ca[h], l, self.cur),
@@ -752,21 +817,23 @@ def _iter_tensors(params: dict[str, Any]) -> Any:
             yield name, None, v
 
 
-def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any,
-                     kappa: dict[int | None, float]) -> list[dict[str, Any]]:
+def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
+                     spec: GroupSpec) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
-    ``precision(name, layer)`` is B's storage dtype of that tensor; ``kappa`` the condition number of the
-    element acting on each layer (``None``: model tensors).
+    ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
+    factors acting on each tensor are recomputed from ``steps`` (the element) and G's tag tables.
 
     Examples
     --------
     >>> import torch
+    >>> from symtrans.arch import get_arch
     >>> p = {"layers": [{"W_O": [torch.eye(2, dtype=torch.float64)]}]}
-    >>> r = tensor_residuals(p, p, lambda n, l: "float32", {})
+    >>> r = tensor_residuals(p, p, lambda n, l: "float32", [], GroupSpec.from_arch("bert-base"))
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
+    kappa = _element_kappa(steps, len(moved["layers"]))
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target)}
     out = []
     for name, l, v in _iter_tensors(moved):
@@ -774,10 +841,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             continue
         dt = precision(name, l)
         k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
-        tol, why = relation_tolerance(dt, k)
+        m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
+        tol, why = relation_tolerance(dt, k, m)
         res = _rel(v, target_tensors[(name, l)])
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
-                    "kappa": k, "ok": res <= tol})
+                    "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX})
     return out
 
 
@@ -817,10 +885,10 @@ def _same_shape(a: Any, b: Any) -> None:
             raise SymtransError(f"A and B are not one architecture: tensor {k} has shape "
                                 f"{None if v is None else tuple(v.shape)} in A and "
                                 f"{None if o is None else tuple(o.shape)} in B")
-    fa = dataclasses.replace(a.arch, name="")
-    fb = dataclasses.replace(b.arch, name="")
-    if fa != fb:
-        diff = [f.name for f in dataclasses.fields(fa) if getattr(fa, f.name) != getattr(fb, f.name)]
+    skip = ("name", "source", "notes")  # provenance, not structure
+    diff = [f.name for f in dataclasses.fields(a.arch)
+            if f.name not in skip and getattr(a.arch, f.name) != getattr(b.arch, f.name)]
+    if diff:
         raise SymtransError(f"A and B are not one architecture: they differ in {', '.join(diff[:4])}")
 
 
@@ -855,8 +923,9 @@ def relate(a: Any, b: Any) -> Relation:
     >>> r.related, [s["factor"] for s in r.steps]
     (True, ['S_H'])
     >>> b = a.copy(); _ = b.W_in[3, :, 7].mul_(2.0); _ = b.W_out[3, 7].div_(2.0)  # one GELU unit scaled
-    >>> relate(a, b).stop.line()[:72]
-    'not related: ffn-scaling, layer 3, tensor W_in: unexplained part 0.0373 '
+    >>> stop = relate(a, b).stop
+    >>> stop.factor, stop.layer, stop.tensor, stop.features[0][:15]
+    ('ffn-scaling', 3, 'W_in', 'gelu activation')
     """
     import time
 
@@ -879,7 +948,7 @@ def relate(a: Any, b: Any) -> Relation:
     residuals: list[dict[str, Any]] = []
     if stop is None:
         with single_threaded():
-            residuals = tensor_residuals(s.cur, s.tgt, precision, s.kappa)
+            residuals = tensor_residuals(s.cur, s.tgt, precision, s.steps, spec)
         bad = [r for r in residuals if not r["ok"]]
         if bad:
             first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
@@ -950,23 +1019,24 @@ def write_relation(rel: Relation, path: str | Path) -> Path:
     ...
     symtrans.errors.SymtransError: no element to write: B is not g . A (not related: S_H, layer 0, tensor W_Q: unexplained part 1 (relative Frobenius; tolerance 0); broken by: none of G's features: the difference is not in the orbit of A)
     """
-    from safetensors.torch import save_file
-
     if not rel.related:
         raise SymtransError(f"no element to write: B is not g . A ({rel.stop.line() if rel.stop else ''})")
     p = Path(path)
     store: dict[str, Any] = {}
     steps = [{"factor": s["factor"], "element": _flatten(s["element"], f"s{i}", store)} for i, s in enumerate(rel.steps)]
+    from safetensors.torch import save as save_bytes
+
+    from symtrans.outdir import write_file
+
     side = p.with_name(p.name + ".safetensors")
-    try:
-        save_file(store, str(side))
-    except OSError as err:
-        raise SymtransError(f"{side}: cannot write ({err.strerror})") from None
+    if not p.parent.is_dir():
+        raise SymtransError(f"{p}: the directory {p.parent} does not exist")
+    write_file(p.parent, side.name, save_bytes(store), "element tensors")
     body = {"schema": RELATION_SCHEMA, "a": rel.a, "b": rel.b, "steps": steps, "tensors": side.name,
             "tensors_sha256": hashlib.sha256(side.read_bytes()).hexdigest(),
             "residuals": rel.residuals, "ties": rel.ties}
     body["digest"] = _digest(body)
-    p.write_text(json.dumps(body, indent=1) + "\n")
+    write_file(p.parent, p.name, (json.dumps(body, indent=1) + "\n").encode(), "relation file")
     return p
 
 
@@ -1009,14 +1079,15 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         for s in steps:
             spec.factor(s["factor"])  # an unknown factor is refused
         moved = apply_steps(spec, model_blocks(A), steps)
-        kappa = _element_kappa(steps, len(moved["layers"]))
-        res = tensor_residuals(moved, model_blocks(B), _precision(B), kappa)
+        res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec)
         bad = [r for r in res if not r["ok"]]
         if bad:
             r = bad[0]
             return False, (f"g . A differs from B at {r['tensor']}" + (f" (layer {r['layer']})" if r["layer"] is not None
                                                                         else "")
-                           + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']})")
+                           + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
+                           + (f"; the element's condition number {r['kappa']:.3g} exceeds {KAPPA_MAX:g}"
+                              if r["kappa"] > KAPPA_MAX else "") + ")")
         worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
         return True, (f"g . A reproduces B in all {len(res)} tensors ({len(steps)} factor steps); worst "
                       f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
