@@ -202,3 +202,44 @@ def test_relate_refuses_two_architectures(tiny):
 
     with pytest.raises(SymtransError, match="not one architecture"):
         relate(tiny["llama"], tiny["gpt2"])
+
+
+# ------------------------------------------------------------------ canonical form and orbit distance
+def _max_distance(x: Any, y: Any) -> float:
+    from symtrans.group.relate import _iter_tensors
+
+    tx = {(n, l): v for n, l, v in _iter_tensors(model_blocks(x))}
+    scale = max(float(v.norm()) for v in tx.values())
+    return max(float((v - tx[(n, l)]).norm()) / max(float(v.norm()), 1e-9 * scale)
+               for n, l, v in _iter_tensors(model_blocks(y)) if (n, l) in tx)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_canonical_form_is_on_the_orbit_and_the_same_for_every_element(tiny, case):
+    from symtrans.group.canonical import canonical
+
+    a = tiny[case]
+    spec = GroupSpec.from_arch(a.arch)
+    ca = canonical(a)
+    assert relate(a, ca.weights).related  # the canonical form is g* . A: relate finds an element
+    for seed in range(3):
+        cb = canonical(_moved(a, random_element(spec, a.n_layers, 20 + seed), spec))
+        assert _max_distance(ca.weights, cb.weights) < 1e-10, (case, seed)
+    # a false case: a perturbed copy has a canonical form at the perturbation's distance, not 0
+    b = a.copy()
+    b.tensors["W_in"][0] += 1e-3 * torch.randn(b.tensors["W_in"][0].shape, generator=torch.Generator().manual_seed(1),
+                                               dtype=torch.float64)
+    assert _max_distance(ca.weights, canonical(b).weights) > 1e-5
+
+
+def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisations(tiny, tmp_path):
+    from symtrans.group.canonical import orbit_distance
+
+    a = tiny["gpt2"]
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 5), spec)
+    assert orbit_distance(a, b)["total"] < 1e-12
+    random_checkpoint(tmp_path / "other", "gpt2", seed=1)
+    other = load_model(tmp_path / "other")
+    d = orbit_distance(a, other)
+    assert 0.1 < d["total"] and d["bound"].startswith("upper bound")

@@ -35,6 +35,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
     "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
     "relate": ("symtrans.cli.relate", "decide whether checkpoint B = g . A for an element g of G, or what breaks it"),
+    "canonical": ("symtrans.cli.canonical", "write a gauge-fixed checkpoint modulo G, and the orbit distance to another"),
     "sweep": ("symtrans.cli.sweep", "one report per (model, n, seed) on Ray or a local pool, and their aggregate"),
 }
 

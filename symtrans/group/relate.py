@@ -386,15 +386,16 @@ class _Solver:
                 mono = Qm
         if mono is not None:
             X, fit, Q = mono.dense(), _fro(Ac @ mono - Bc) / nB, mono.dense()
-        else:  # first the table itself (B without centring shifts), then modulo the all-ones column
-            Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
-            X = _lstsq(Ar, Br)
-            fit, Q, centred = _fro(Ar @ X - Br) / nB, X, False
-            if fit > tol and (Ac is not Ar):
-                X = _lstsq(Ac, Bc)
-                fit = _fro(Ac @ X - Bc) / nB
+        else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
+            # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
+            X = _lstsq(Ac, Bc)
+            fit, Q = _fro(Ac @ X - Bc) / nB, X
+            if centred:
                 Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
-                centred = True
+            if fit > tol and centred:
+                Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
+                X = _lstsq(Ar, Br)
+                fit, Q, centred = _fro(Ar @ X - Br) / nB, X, False
         gram = Q.T @ Q
         ones = torch.ones(d, 1, dtype=A.dtype)
         ok = {"monomial": mono is not None,
