@@ -243,3 +243,12 @@ def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisa
     other = load_model(tmp_path / "other")
     d = orbit_distance(a, other)
     assert 0.1 < d["total"] and d["bound"].startswith("upper bound")
+
+
+@pytest.mark.parametrize("argv", [["relate", "/no/such/dir", "default"], ["canonical", "/no/such/dir", "--out", "/tmp/x"]])
+def test_cli_refuses_a_missing_model_in_one_line(argv, capsys):
+    from symtrans.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("symtrans: error: ") and "/no/such/dir" in err[0] and "model dir" in err[0]
