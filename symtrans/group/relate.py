@@ -364,16 +364,18 @@ class _Solver:
         Ac, Bc = A, B
         if rows:
             Ac, Bc = Ac - Ac.mean(0, keepdim=True), Bc - Bc.mean(0, keepdim=True)
-        if centred:
-            C = _centre_cols(d, A.dtype)
-            Ac, Bc = Ac @ C, Bc @ C
+        if centred:  # right-multiplication by I - 11^T/d: each row loses its mean
+            Ac, Bc = Ac - Ac.mean(1, keepdim=True), Bc - Bc.mean(1, keepdim=True)
         tol = self.u_pivot("word", None)
         nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
         if _fro(Ac - Bc) / nB <= tol:
             return  # Q = I
         # a signed permutation: match columns (exact up to sign)
-        na, nb = Ac.norm(dim=0), Bc.norm(dim=0)
-        cos = (Ac.T @ Bc) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
+        # candidate columns from a subset of rows (the match is then checked on the whole table)
+        rows_used = torch.linspace(0, Ac.shape[0] - 1, min(Ac.shape[0], 4 * d)).long()
+        As, Bs = Ac[rows_used], Bc[rows_used]
+        na, nb = As.norm(dim=0), Bs.norm(dim=0)
+        cos = (As.T @ Bs) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
         best = cos.abs().argmax(0)
         signs = torch.sign(cos[best, torch.arange(d)])
         perm = best.tolist()
@@ -518,14 +520,22 @@ class _Solver:
     def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
         torch = _torch()
         scale = max(float(KA.norm(dim=1).max()), 1e-300)
-        D = torch.cdist(KB / scale, KA / scale)
-        best = D.argmin(1)
-        dist = D[torch.arange(D.shape[0]), best]
-        order = D.sort(1).values
-        for j in range(D.shape[0]):
-            if D.shape[1] > 1 and float(order[j, 1]) <= tol:
-                self.ties.append(f"layer {l}: {what} {j} of B matches {int((D[j] <= tol).sum())} of A's exactly "
+        KA, KB = KA / scale, KB / scale
+        if KA.shape[1] > 64 and KA.shape[0] > 64:  # candidates on a random 64-dim projection, checked in full below
+            R = torch.randn(KA.shape[1], 64, generator=torch.Generator().manual_seed(0), dtype=KA.dtype) / 8.0
+            D = torch.cdist(KB @ R, KA @ R)
+        else:
+            D = torch.cdist(KB, KA)
+        near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
+        best = near[:, 0]
+        dist = (KB - KA[best]).norm(dim=1)
+        if D.shape[1] > 1:  # a second A key as close (in full) is a tie
+            second = (KB - KA[near[:, 1]]).norm(dim=1)
+            for j in torch.nonzero(second <= tol).reshape(-1).tolist():
+                self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
                                  "(any of them gives the same weights)")
+        if len(set(best.tolist())) != len(best):
+            D = torch.cdist(KB, KA)  # rare: resolve in full
         perm = best.tolist()
         if len(set(perm)) != len(perm):  # ties resolved one to one, greedily
             free = set(range(D.shape[1]))
@@ -534,6 +544,7 @@ class _Solver:
                 i = next(int(i) for i in D[j].argsort() if int(i) in free)
                 perm.append(i)
                 free.discard(i)
+            dist = (KB - KA[perm]).norm(dim=1)
         return perm, float(dist.max())
 
     def heads(self) -> None:
