@@ -99,10 +99,10 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1)
     >>> relation_tolerance("float32", 1e9)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
     True
     """
-    from symtrans.numeric.linalg import unit_roundoff
+    from symtrans.precision import dtype_name, unit_roundoff
 
     u = unit_roundoff(storage_dtype)
-    name = str(storage_dtype).replace("torch.", "")
+    name = dtype_name(storage_dtype)
     k = min(float(kappa), KAPPA_MAX)
     m = max(int(factors), 1)
     tol = 4 * u * (1 + k) * math.sqrt(m)
