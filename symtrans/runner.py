@@ -351,7 +351,9 @@ def _claim(counter: Any, total: int) -> int | None:
 def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
     """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
     from symtrans import progress as _progress
+    from symtrans.threads import as_child_process
 
+    as_child_process()  # Ctrl-C and SIGTERM are the parent's (no traceback here); dies with the parent
     _progress.configure(quiet=True)  # the parent draws the progress
     try:
         while (k := _claim(counter, len(units))) is not None:

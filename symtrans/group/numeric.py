@@ -287,11 +287,14 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
     if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # norm and embedding factors: translations, gain scalings
         sizes = spec.factor_sizes(factor)
         pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
-        el = lie_element(spec, factor, lambda: next(pieces))
+        el = lie_element(spec, factor, lambda: next(pieces), rotary_pairs=rotary_pairs)
         kappa = 1.0
         if "D" in el:  # a gain scaling: exp of the coordinates, random signs
             raw = el["D"].diagonal() - 1
-            s = torch.exp(raw) * torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            if factor == "qk-norm-gain-trade":  # one sign per rotated pair, as the scales
+                signs = pair_diagonal(signs[: sizes[0]], len(raw), a.positional == "rotary", rotary_pairs)
+            s = torch.exp(raw) * signs
             el["D"] = torch.diag(s)
             kappa = float(s.abs().max() / s.abs().min())
         return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
@@ -647,7 +650,28 @@ def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
     return out
 
 
-def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
+def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adjacent") -> Any:
+    """A diagonal of width ``d_k`` equal on each rotated pair: ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + d_k/2).
+
+    Without rotary positions the values are the diagonal itself.
+
+    Examples
+    --------
+    >>> import torch
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True, "halves").tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True).tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    if not rotary:
+        return values
+    if rotary_pairs == "halves":
+        return values.repeat(2)
+    return values.repeat_interleave(2)
+
+
+def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "adjacent",
+                **sizes: int) -> dict[str, Any]:
     """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
 
     ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
@@ -668,6 +692,9 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[st
     out: dict[str, Any] = {}
     from symtrans.group.spec import _pieces
 
+    if factor == "qk-norm-gain-trade":
+        return {"D": torch.eye(int(spec.arch.d_k), dtype=torch.float64) + torch.diag(pair_diagonal(
+            nxt(), int(spec.arch.d_k), spec.arch.positional == "rotary", rotary_pairs))}
     for comp, count, shape in _pieces(spec, factor):
         if comp == "D":
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
