@@ -38,7 +38,7 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
-           "transform_weights", "verify_model", "random_blocks", "verify_random", "tolerance", "lie_element"]
+           "transform_weights", "model_blocks", "weights_from_blocks", "verify_model", "random_blocks", "verify_random", "tolerance", "lie_element"]
 
 
 @dataclass(frozen=True)
@@ -389,29 +389,63 @@ def _transform(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags
     """
     import torch
 
-    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
+    model = model_blocks(weights)
+    head = _untied_head(weights.arch)
+    if head:
+        model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
+    moved = act(spec, model, factor, element, tags=tags)
+    return (weights_from_blocks(weights, moved, weights.weights_hash + "+" + factor),
+            moved["lm_head"] if head else None)
 
+
+def model_blocks(weights: Any) -> dict[str, Any]:
+    """The whole model in block form (what :func:`symtrans.group.spec.act` acts on): layers and model tensors.
+
+    ``{"layers": [layer_blocks(layer i, key/value heads as stored)], "word": ..., ...}``; vectors are
+    1 x m rows. :func:`weights_from_blocks` is its inverse.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> m = model_blocks(load_model("default"))
+    >>> len(m["layers"]), tuple(m["word"].shape), tuple(m["emb_ln_w"].shape)
+    (6, (30522, 384), (1, 384))
+    """
     layers = [layer_blocks(weights.layer(i, shared_kv=True)) for i in range(weights.n_layers)]
     model: dict[str, Any] = {"layers": layers}
     for t in _MODEL_TENSORS:
         v = weights.tensors.get(t)
         if v is not None:
             model[t] = v.reshape(1, -1) if v.ndim == 1 else v
-    head = _untied_head(weights.arch)
-    if head:
-        model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
-    moved = act(spec, model, factor, element, tags=tags)
+    return model
+
+
+def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str | None = None) -> Any:
+    """A copy of ``weights`` whose tensors are those of ``blocks`` (block form, as :func:`model_blocks` gives).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> back = weights_from_blocks(w, model_blocks(w))
+    >>> bool((back.W_O == w.W_O).all()), back.weights_hash == w.weights_hash
+    (True, True)
+    """
+    import torch
+
+    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
+
     tensors = dict(weights.tensors)
-    per_layer = [from_blocks(lp) for lp in moved["layers"]]
+    per_layer = [from_blocks(lp) for lp in blocks["layers"]]
     for name in _PER_LAYER:
         if name in per_layer[0]:
             tensors[name] = torch.stack([lp[name] for lp in per_layer])
     for t in _MODEL_TENSORS:
-        if t in moved and weights.tensors.get(t) is not None:
-            tensors[t] = moved[t].reshape(weights.tensors[t].shape)
-    return (ModelWeights(weights.arch, tensors, weights.source, weights.weights_hash + "+" + factor,
-                         weights.dtype, weights.device, weights.family, weights.config),
-            moved["lm_head"] if head else None)
+        if t in blocks and weights.tensors.get(t) is not None:
+            tensors[t] = blocks[t].reshape(weights.tensors[t].shape)
+    return ModelWeights(weights.arch, tensors, weights.source, weights_hash or weights.weights_hash,
+                        weights.dtype, weights.device, weights.family, weights.config, weights.storage_dtype,
+                        dict(weights.storage_dtypes))
 
 
 def _verdict(change: float, tol: float, expect: str) -> str:
