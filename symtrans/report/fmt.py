@@ -278,7 +278,7 @@ def not_run_breakdown(report: Any) -> str:
 #: what the opening counts call each item, in order, with what the word means. The data (report.json's
 #: ``verdict``) keeps ``not-run`` for the last four; these words say why nothing was decided.
 SHOWN: dict[str, str] = {
-    "certified": "exact certificates that `symtrans verify` re-checks",
+    "certified": "an exact certificate or a kernel-checked proof, re-checked by symtrans verify",
     "supported": "positive evidence, numeric or on listed instances, or a written proof",
     "fails": "its own evidence contradicts it",
     "reading-dependent": "its readings disagree: some hold and some fail",
