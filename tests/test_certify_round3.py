@@ -118,3 +118,144 @@ def test_a_label_in_the_instance_is_refused_and_the_printed_family_is_derived(co
     assert not ok and "witness.instance: expected the fields" in why
     ok, why = verify_certificate(completeness["bert-base"])
     assert ok and why.endswith("on post-LN BERT layers (LayerNorm, MLP)")
+
+
+# ------------------------------------------------------------------ --previous: only what this run re-verifies
+def _verdicts(report) -> dict:
+    """Every claim's and every reading's verdict and standing (the rows a carried record could change)."""
+    out = {}
+    for cid, st in report.statuses.items():
+        out[cid] = (st.verdict.value, st.standing.value)
+        for r in st.readings:
+            out[r.id] = (r.verdict.value, r.standing.value)
+    return out
+
+
+def _forge_layers(doc: dict, layers: str) -> dict:
+    """The issue's attack: genuine full-run records with ``"layers"`` added to every context and every sanity
+    check's ``counted`` flag flipped."""
+    doc = copy.deepcopy(doc)
+    for c in doc["claims"]:
+        for e in c["evidence"]:
+            if e.get("context"):
+                e["context"]["layers"] = layers
+            if e.get("counted") is False:
+                e["counted"] = True
+    return doc
+
+
+def test_genuine_full_run_records_relabelled_as_a_layer_subset_change_no_verdict(example_report, tmp_path):
+    import json
+
+    from symtrans.evidence import Context
+    from symtrans.report import build_report
+
+    _, doc, _ = example_report  # a genuine full report on the bundled model
+    assert any(e.get("counted") is False for c in doc["claims"] for e in c["evidence"]), "expected sanity records"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(_forge_layers(doc, "0")))
+    plain = build_report(Context(model="default", layers=(0,)))
+    attacked = build_report(Context(model="default", layers=(0,)), previous=forged)
+    assert _verdicts(attacked) == _verdicts(plain)
+    refused = [e for e in attacked.errors if "a context this run could not have produced" in e]
+    assert refused and all("\n" not in e for e in refused)
+    counted = [e for st in attacked.statuses.values() for e in st.evidence
+               if e.origin.startswith("previous report") and not e.stale]
+    assert not counted, [e.evidence.producer for e in counted]
+
+
+@pytest.fixture()
+def prop62_not_run(monkeypatch):
+    """prop-6.2's certificate producer registered but giving nothing this time (same module, same source hash),
+    so a carried record of it is considered; the graph holds prop-6.2 alone."""
+    import dataclasses
+
+    from proofs import get_claim
+    from symtrans.evidence import PRODUCERS, Evidence, Verdict
+    from symtrans.graph import ClaimGraph
+    from symtrans.runner import producers_for
+
+    producers_for("")
+    genuine = list(PRODUCERS["prop-6.2"])
+
+    def skipped(ctx):
+        return [Evidence(claim="prop-6.2", producer="prop62-counterexample", kind="symbolic",
+                         verdict=Verdict.NOT_RUN, summary="skipped", reading="prop-6.2/identity")]
+
+    p = next(p for p in genuine if p.name == "prop62-counterexample")
+    skipped.__module__ = p.func.__module__
+    patched = [dataclasses.replace(q, func=skipped) if q is p else q for q in genuine]
+    full = ClaimGraph()
+    ids = ["prop-6.2", *full.rests_on("prop-6.2")]
+    return ClaimGraph([get_claim(i) for i in full.claims if i in ids]), lambda: monkeypatch.setitem(PRODUCERS, "prop-6.2", patched)
+
+
+def _write(tmp_path, name: str, doc: dict):
+    import json
+
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_producers_records_are_carried_all_or_none(prop62_not_run, tmp_path):
+    """A genuine certificate record counts when carried; a copy of it filed elsewhere (refused) takes the
+    genuine one down with it; a flipped counted flag or a weaker verdict is refused too."""
+    from symtrans.evidence import Context, Verdict
+    from symtrans.report import build_report, write_report
+
+    graph, patch = prop62_not_run
+    write_report(build_report(Context(model=None), graph=graph), tmp_path / "old", ["json"])
+    import json
+
+    doc = json.loads((tmp_path / "old" / "report.json").read_text())
+    patch()
+    fresh = build_report(Context(model=None), graph=graph)
+    assert fresh.statuses["prop-6.2"].verdict is Verdict.NOT_RUN  # the producer gave nothing this time
+    carried = build_report(Context(model=None), graph=graph, previous=tmp_path / "old" / "report.json")
+    assert carried.statuses["prop-6.2"].verdict is Verdict.FAILS and not carried.errors  # re-verified: counts
+
+    (claim,) = [c for c in doc["claims"] if c["id"] == "prop-6.2"]
+    (record,) = [e for e in claim["evidence"] if e["producer"] == "prop62-counterexample"]
+    copy_elsewhere = copy.deepcopy(doc)
+    copy_elsewhere["claims"].append({"id": "thm-4.2", "evidence": [copy.deepcopy(record)]})
+    for name, forged, why in (
+            ("misfiled.json", copy_elsewhere, "carried all or none"),
+            ("counted.json", _edit(doc, record, counted=False), "counted flag False is not the registry's"),
+            ("weaker.json", _edit(doc, record, verdict="inconclusive"), "verdict 'inconclusive' is not")):
+        rep = build_report(Context(model=None), graph=graph, previous=_write(tmp_path, name, forged))
+        assert rep.statuses["prop-6.2"].verdict is Verdict.NOT_RUN, name
+        (entry,) = [e for e in rep.statuses["prop-6.2"].evidence if e.origin.startswith("previous report")]
+        assert entry.stale and why in entry.stale_reason, (name, entry.stale_reason)
+
+
+def _edit(doc: dict, record: dict, **changes) -> dict:
+    doc = copy.deepcopy(doc)
+    for c in doc["claims"]:
+        for e in c["evidence"]:
+            if e["producer"] == record["producer"]:
+                e.update(changes)
+    return doc
+
+
+def test_a_carried_supported_without_certificate_never_counts(prop62_not_run, tmp_path):
+    """A carried supported record needs what a carried fails needs: a record with nothing to re-verify is shown,
+    stale, and the claim keeps the verdict of what ran."""
+    from symtrans.evidence import Context, Verdict
+    from symtrans.report import build_report, write_report
+
+    graph, patch = prop62_not_run
+    write_report(build_report(Context(model=None), graph=graph), tmp_path / "old", ["json"])
+    import json
+
+    doc = json.loads((tmp_path / "old" / "report.json").read_text())
+    (claim,) = [c for c in doc["claims"] if c["id"] == "prop-6.2"]
+    (record,) = [e for e in claim["evidence"] if e["producer"] == "prop62-counterexample"]
+    record = copy.deepcopy(record)
+    record["details"] = {}  # the certificate gone ...
+    forged = _edit(doc, record, details={}, verdict="supported", summary="identity holds", counterexample=None)
+    patch()
+    rep = build_report(Context(model=None), graph=graph, previous=_write(tmp_path, "supported.json", forged))
+    assert rep.statuses["prop-6.2"].verdict is Verdict.NOT_RUN
+    (entry,) = [e for e in rep.statuses["prop-6.2"].evidence if e.origin.startswith("previous report")]
+    assert entry.stale and "the record carries no certificate" in entry.stale_reason

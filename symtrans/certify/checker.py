@@ -1199,8 +1199,10 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
     producer writes certificates (the registry's ``REQUIRED``), the record must carry
     every statement it requires, each certificate must re-verify (whatever the
     record's verdict, ``fails`` included) on ``model`` at ``n`` and ``seed``, and
-    the record's claim, reading, producer, verdict and scope must be the
-    registry's and its certificates'. A record of another producer must carry none.
+    the record's claim, reading, producer, verdict (exactly the statement's),
+    scope and ``counted`` flag must be the registry's and its certificates'. A
+    record of another producer must carry none (and has nothing to re-verify:
+    the report never counts it when carried).
 
     Examples
     --------
@@ -1242,13 +1244,16 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
             for field, want in (("claim", st.claim), ("reading", st.reading), ("producer", st.producer)):
                 if record.get(field) != want:
                     return f"the record's {field} {_line(repr(record.get(field)), 40)} is not {sid}'s {want!r}"
-            if verdict not in (st.verdict, "inconclusive", "not-applicable"):
+            if verdict != st.verdict:  # a carried record says what its certificate proves, nothing weaker
                 return f"the record's verdict {_line(repr(verdict), 20)} is not {sid}'s {st.verdict!r}"
-            if verdict == st.verdict and st.primary and record.get("scope") != cert["scope"]:
+            if st.primary and record.get("scope") != cert["scope"]:
                 return f"the record's scope is not its certificate's ({sid}: {cert['scope']['kind']})"
+        if record.get("counted", True) is not True:  # the registry's: a certificate's record counts
+            return (f"the record's counted flag {_line(repr(record.get('counted')), 20)} is not the registry's "
+                    f"(a record of {producer} counts)")
         if len(set(sids)) != len(sids):
             return "the record carries one statement twice"
-        if verdict in {STATEMENTS[s].verdict for s in sids} and not set(REQUIRED[producer]) <= set(sids):
+        if not set(REQUIRED[producer]) <= set(sids):
             return f"the record lacks {', '.join(sorted(set(REQUIRED[producer]) - set(sids)))}"
         return None
     except Exception as err:  # noqa: BLE001 - fail closed
