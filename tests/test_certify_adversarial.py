@@ -244,7 +244,9 @@ def test_a_certificate_directory_matches_its_manifest(small_certificates, tmp_pa
     (out / "thm53-real-weights.json").unlink()  # a listed file removed
     rc, lines, _ = _verify_cli(out, capsys)
     assert rc == 1 and [l for l in lines if "INVALID" in l] == [
-        f"{out / 'thm53-real-weights.json'}: INVALID: listed in the manifest but missing"]
+        f"{out / 'thm53-real-weights.json'}: INVALID: listed in the manifest but missing",
+        f"{out / 'MANIFEST.json'}: INVALID: claim thm-5.3 requires statement thm-5.3/real-minors, which no valid "
+        "file in the directory holds"]
     (out / "MANIFEST.json").unlink()
     rc, lines, _ = _verify_cli(out, capsys)
     assert rc == 1 and "MANIFEST.json: INVALID: missing" in lines[0]

@@ -259,3 +259,74 @@ def test_a_carried_supported_without_certificate_never_counts(prop62_not_run, tm
     assert rep.statuses["prop-6.2"].verdict is Verdict.NOT_RUN
     (entry,) = [e for e in rep.statuses["prop-6.2"].evidence if e.origin.startswith("previous report")]
     assert entry.stale and "the record carries no certificate" in entry.stale_reason
+
+
+# ------------------------------------------------------------------ verify DIR: the registry's statements, sealed
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory):
+    from symtrans.cli import main
+
+    out = tmp_path_factory.mktemp("certs") / "d"
+    assert main(["certify", "prop-6.2", "thm-4.2", "--model", "none", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _verify_dir(directory, capsys):
+    from symtrans.cli import main
+
+    capsys.readouterr()
+    rc = main(["verify", str(directory)])
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def _copy_dir(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_fresh_certificate_directory_verifies(cert_dir, capsys):
+    import json
+
+    rc, lines = _verify_dir(cert_dir, capsys)
+    assert rc == 0 and lines[-1] == "2 of 2 certificates valid", lines
+    m = json.loads((cert_dir / "MANIFEST.json").read_text())
+    assert m["claims"] == ["prop-6.2", "thm-4.2"]
+    assert {v["statement_id"] for v in m["files"].values()} == {"prop-6.2/identity-counterexample",
+                                                                "thm-4.2/affine-counterexample"}
+
+
+@pytest.mark.parametrize("reseal", [False, True], ids=["unsealed", "resealed"])
+def test_a_certificate_deleted_with_its_manifest_line_is_refused(cert_dir, tmp_path, capsys, reseal):
+    import json
+
+    d = _copy_dir(cert_dir, tmp_path / "d")
+    (d / "prop62-counterexample.json").unlink()
+    m = json.loads((d / "MANIFEST.json").read_text())
+    del m["files"]["prop62-counterexample.json"]
+    if reseal:
+        m["digest"] = digest(m)
+    (d / "MANIFEST.json").write_text(json.dumps(m))
+    rc, lines = _verify_dir(d, capsys)
+    bad = [line for line in lines if "INVALID" in line]
+    assert rc == 1 and len(bad) == 1, lines
+    assert ("claim prop-6.2 requires statement prop-6.2/identity-counterexample" if reseal else
+            "digest mismatch: the manifest was altered") in bad[0]
+
+
+def test_a_manifest_that_relabels_a_statement_or_has_no_ids_is_refused(cert_dir, tmp_path, capsys):
+    import json
+
+    d = _copy_dir(cert_dir, tmp_path / "d")
+    m = json.loads((d / "MANIFEST.json").read_text())
+    m["files"]["ln-affine-search.json"]["statement_id"] = "prop-6.2/identity-counterexample"
+    m["digest"] = digest(m)
+    (d / "MANIFEST.json").write_text(json.dumps(m))
+    rc, lines = _verify_dir(d, capsys)
+    assert rc == 1 and any("ln-affine-search.json: INVALID: holds another statement" in line for line in lines)
+    old = {"schema": "symtrans-certificate-manifest/1", "n": m["n"], "seed": m["seed"],
+           "files": {k: v["sha256"] for k, v in m["files"].items()}}  # the unsealed format without statement ids
+    (d / "MANIFEST.json").write_text(json.dumps(old))
+    rc, lines = _verify_dir(d, capsys)
+    assert rc == 1 and "MANIFEST.json: INVALID: not a certificate manifest" in lines[0]

@@ -57,7 +57,7 @@ from symtrans.certify.modelfile import CheckedModel, ModelError, bundled_model_p
 from symtrans.certify.statements import FREE, MAX_N, STATEMENTS, Dims, expected
 
 __all__ = ["SCHEMA", "FIELDS", "MANIFEST", "digest", "verify_certificate", "check_header", "check_record",
-           "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward", "completeness_tangents"]
+           "manifest", "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward", "completeness_tangents"]
 
 SCHEMA = "symtrans-certificate/2"
 FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement", "scope", "asserts", "witness",
@@ -1142,7 +1142,7 @@ def verify_certificate(data: Any, model: Any = None, *, n: int | None = None, se
 
 # ------------------------------------------------------------------ certificate directories
 MANIFEST = "MANIFEST.json"
-MANIFEST_SCHEMA = "symtrans-certificate-manifest/1"
+MANIFEST_SCHEMA = "symtrans-certificate-manifest/2"
 
 
 def file_hash(path: Path) -> str:
@@ -1158,22 +1158,55 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: int, seed: int) -> list[tuple[str, str]]:
-    """(file, why) for every way a certificate directory differs from its manifest; [] when it matches.
+def manifest(files: dict[str, tuple[str, str]], *, n: int, seed: int) -> dict[str, Any]:
+    """A sealed directory manifest: each file's SHA-256 and statement id, the claims covered, n, seed, digest.
 
-    The manifest lists every certificate file with its SHA-256 and the n and
-    seed the directory was certified at; an unlisted file, a listed file that
-    is missing or changed, or another n or seed than the caller's is refused.
+    ``files``: name -> (SHA-256, statement id). The claims covered are those of the statements; verify
+    requires every statement the registry requires for each of them (:func:`manifest_problems`).
 
     Examples
     --------
-    >>> manifest_problems(Path("."), {"schema": MANIFEST_SCHEMA, "n": 8, "seed": 0, "files": {}}, ["a.json"], n=8, seed=0)
-    [('a.json', 'not listed in the directory manifest')]
+    >>> m = manifest({"a.json": ("0" * 64, "prop-6.2/identity-counterexample")}, n=8, seed=0)
+    >>> m["claims"], m["digest"] == digest(m)
+    (['prop-6.2'], True)
     """
-    if not (isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA
-            and isinstance(manifest.get("files"), dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in manifest["files"].items())):
-        return [(MANIFEST, "not a certificate manifest")]
+    out = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
+           "claims": sorted({STATEMENTS[sid].claim for _, sid in files.values()}),
+           "files": {name: {"sha256": h, "statement_id": sid} for name, (h, sid) in sorted(files.items())}}
+    out["digest"] = digest(out)
+    return out
+
+
+def manifest_problems(directory: Path, manifest: Any, found: dict[str, Any], *, n: int, seed: int
+                      ) -> list[tuple[str, str]]:
+    """(file, why) for every way a certificate directory differs from its manifest; [] when it matches.
+
+    The manifest (sealed by its digest) lists every certificate file with its SHA-256 and statement id,
+    the claims the directory covers, and the n and seed it was certified at. Refused: an unlisted file, a
+    listed file that is missing or changed or holds another statement than listed, another n or seed than
+    the caller's, and a covered claim without every statement the registry requires for it
+    (:func:`symtrans.certify.statements.claim_statements`). ``found``: file name -> its parsed JSON.
+
+    Examples
+    --------
+    >>> m = manifest({}, n=8, seed=0)
+    >>> manifest_problems(Path("."), m, {"a.json": {}}, n=8, seed=0)
+    [('a.json', 'not listed in the directory manifest')]
+    >>> manifest_problems(Path("."), dict(m, claims=["prop-6.2"]), {}, n=8, seed=0)[0][1]
+    'digest mismatch: the manifest was altered after it was written'
+    """
+    from symtrans.certify.statements import claim_statements
+
+    fields = {"schema", "n", "seed", "claims", "files", "digest"}
+    if not (isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and set(manifest) == fields
+            and isinstance(manifest["files"], dict) and isinstance(manifest["claims"], list)
+            and all(isinstance(c, str) for c in manifest["claims"])
+            and all(isinstance(k, str) and isinstance(v, dict) and set(v) == {"sha256", "statement_id"}
+                    and all(isinstance(x, str) for x in v.values()) for k, v in manifest["files"].items())):
+        return [(MANIFEST, f"not a certificate manifest ({MANIFEST_SCHEMA}: schema, n, seed, claims, files with "
+                           "sha256 and statement_id, digest)")]
+    if manifest["digest"] != digest(manifest):
+        return [(MANIFEST, "digest mismatch: the manifest was altered after it was written")]
     out = []
     if manifest.get("n") != n or manifest.get("seed") != seed or type(manifest.get("n")) is not int:
         out.append((MANIFEST, f"certified at n = {_line(repr(manifest.get('n')), 20)}, seed "
@@ -1182,12 +1215,28 @@ def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: in
     for name in found:
         if name not in listed:
             out.append((name, "not listed in the directory manifest"))
-    for name, h in listed.items():
+    held: set[str] = set()
+    for name, entry in listed.items():
         p = directory / name
+        sid = entry["statement_id"]
         if "/" in name or "\\" in name or name in (".", "..") or not p.is_file():
             out.append((_line(name, 80), "listed in the manifest but missing"))
-        elif file_hash(p) != h:
+        elif file_hash(p) != entry["sha256"]:
             out.append((name, "differs from the manifest's hash"))
+        elif not isinstance(found.get(name), dict) or found[name].get("statement_id") != sid:
+            out.append((name, f"holds another statement than the manifest's {_line(repr(sid), 60)}"))
+        elif sid not in STATEMENTS or STATEMENTS[sid].claim not in manifest["claims"]:
+            out.append((name, f"statement {_line(repr(sid), 60)} is of no claim the manifest covers"))
+        else:
+            held.add(sid)
+    for claim in manifest["claims"]:
+        need = claim_statements(claim) or tuple(s for s, st in STATEMENTS.items() if st.claim == claim)
+        if not need:
+            out.append((MANIFEST, f"claim {_line(repr(claim), 40)} has no registered statement"))
+        for sid in need:
+            if sid not in held:
+                out.append((MANIFEST, f"claim {claim} requires statement {sid}, which no valid file in the "
+                                      "directory holds"))
     return out
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FREE", "Dims", "STATEMENTS", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n",
+__all__ = ["FREE", "Dims", "STATEMENTS", "REQUIRED", "claim_statements", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n",
            "COMPLETENESS", "INSTANCE_FIELDS", "completeness_refusal", "completeness_tensors", "completeness_dimension",
            "completeness_family"]
 
@@ -75,6 +75,17 @@ REQUIRED = {"prop63-real-weights": ("prop-6.3/head-rank", "prop-6.3/attention-in
             "recovery-wo-real": ("thm-recovery/wo-rank",), "thm53-real-weights": ("thm-5.3/real-minors",),
             "prop62-counterexample": ("prop-6.2/identity-counterexample",),
             "ln-affine-search": ("thm-4.2/affine-counterexample",)}
+
+
+def claim_statements(claim: str) -> tuple[str, ...]:
+    """The statements a certificate directory covering ``claim`` must hold: every one its producers require.
+
+    Examples
+    --------
+    >>> claim_statements("prop-6.3"), claim_statements("lem-rank-sum")
+    (('prop-6.3/head-rank', 'prop-6.3/attention-invertible'), ())
+    """
+    return tuple(sid for sids in REQUIRED.values() for sid in sids if STATEMENTS[sid].claim == claim)
 
 
 @dataclass(frozen=True)

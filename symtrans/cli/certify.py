@@ -75,9 +75,11 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
                        seed: int = 0) -> tuple[list[str], list[str]]:
     """Write each record's certificates to ``directory`` as ``<producer>[-k].json``; return (files, uncovered).
 
-    ``MANIFEST.json`` lists the files with their SHA-256 and the ``n`` and
-    ``seed`` they were certified at: ``verify`` refuses a file it does not
-    list and a listed file that is missing or changed.
+    ``MANIFEST.json`` (sealed by a digest) lists the files with their SHA-256
+    and statement id, the claims they cover and the ``n`` and ``seed`` they
+    were certified at: ``verify`` refuses a file it does not list, a listed
+    file that is missing or changed, and a covered claim missing a statement
+    the registry requires for it.
 
     ``uncovered`` names the certified or refuting records that carry no
     re-checkable certificate (proofs and searches stated in their details).
@@ -88,7 +90,8 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
     >>> from pathlib import Path
     >>> with tempfile.TemporaryDirectory() as d:
     ...     files, rest = write_certificates({"claims": [{"id": "c", "evidence": [
-    ...         {"producer": "p", "verdict": "certified", "details": {"certificate": {"schema": "s"}}},
+    ...         {"producer": "p", "verdict": "fails", "details": {"certificate": {
+    ...             "statement_id": "prop-6.2/identity-counterexample"}}},
     ...         {"producer": "q", "verdict": "fails", "details": {}}]}]}, d)
     ...     [f.split("/")[-1] for f in files], rest, sorted(p.name for p in Path(d).iterdir())
     (['p.json'], ['c: q (fails)'], ['MANIFEST.json', 'p.json'])
@@ -102,7 +105,9 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SymtransError(f"--out {directory}: cannot create the directory ({err.strerror})") from None
-    files, uncovered = [], []
+    from symtrans.certify.checker import MANIFEST, file_hash, manifest
+
+    files, uncovered, listed = [], [], {}
     for claim in out["claims"]:
         for ev in claim["evidence"]:
             certs = record_certificates(ev)
@@ -112,11 +117,9 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
                 name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
                 path = write_file(target, name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
                 files.append(str(path))
-    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA, file_hash
-
-    manifest = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
-                "files": {Path(f).name: file_hash(Path(f)) for f in files}}
-    write_file(target, MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode(), "certificate manifest")
+                listed[path.name] = (file_hash(path), cert["statement_id"])
+    sealed = manifest(listed, n=n, seed=seed)
+    write_file(target, MANIFEST, (json.dumps(sealed, indent=1) + "\n").encode(), "certificate manifest")
     return files, uncovered
 
 
@@ -153,8 +156,9 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
                 problems.append((str(p / MANIFEST), False, "missing: a certificate directory lists its files"))
                 continue
             # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
+            parsed = {f.name: read_json_file(f, "certificate", REPORT_MAX_BYTES) for f in found}
             bad = manifest_problems(p, read_json_file(p / MANIFEST, "manifest", REPORT_MAX_BYTES),
-                                    [f.name for f in found], n=n, seed=seed)
+                                    parsed, n=n, seed=seed)
             problems += [(str(p / name), False, why) for name, why in bad]
             refused = {name for name, _ in bad}
             files += [f for f in found if f.name not in refused]
