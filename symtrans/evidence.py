@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proofs._claim import PaperStatus  # the paper's own status: paper data, re-exported here
+# the sequence length numeric producers use unless told otherwise (report, check, certify): its home is the base
+# layer, where the certificate checker reads it without this module
+from symtrans.validate import DEFAULT_N
 
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
@@ -479,8 +482,6 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 # ----------------------------------------------------------------- producers
-#: The sequence length numeric producers use unless told otherwise (report, check, certify).
-DEFAULT_N = 128
 
 
 @dataclass

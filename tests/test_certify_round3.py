@@ -406,3 +406,91 @@ def test_a_truncated_report_is_run_again_and_the_summary_never_counts_it_done(ti
     assert result.ran == 2 and result.skipped == 0 and result.ok  # the truncated one and the unrun one
     assert [task_state(t, out) for t in tasks] == ["done", "done"]
     assert result.aggregate["summary"]["done"] == 2
+
+
+# ------------------------------------------------------------------ reader parity: one model-reading rule
+def _sharded(tmp):
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp / "m", "bert", n_layers=2, max_shard_size="20KB")[0]
+
+
+def _index_edit(d, edit):
+    import json
+
+    path = d / "model.safetensors.index.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    return d
+
+
+def _two_shards(tmp):
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    d = _sharded(tmp)
+    wmap = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    first, second = sorted(set(wmap.values()))[:2]
+    a, b = load_file(str(d / first)), load_file(str(d / second))
+    key = next(iter(a))
+    b[key] = a[key] * 0 + 7  # the same tensor, other values: the last copy read would win
+    save_file(b, str(d / second), metadata={"format": "pt"})
+    return d
+
+
+def _shard_linked_out(tmp):
+    import os
+    import shutil
+
+    d = _sharded(tmp)
+    shard = sorted(d.glob("model-*.safetensors"))[0]
+    outside = tmp / "outside.safetensors"
+    shutil.move(str(shard), outside)
+    os.symlink(outside, shard)
+    return d
+
+
+def _garbage_shard(tmp):
+    d = _sharded(tmp)
+    sorted(d.glob("model-*.safetensors"))[0].write_bytes(b"\x00" * 64)
+    return d
+
+
+HOSTILE_MODELS = {  # one corpus, fed to the loader and to the checker
+    "a tensor stored in two shards": _two_shards,
+    "the index names a shard outside the directory": lambda t: _index_edit(
+        _sharded(t), lambda doc: doc["weight_map"].update({next(iter(doc["weight_map"])): "../x.safetensors"})),
+    "the index names a missing shard": lambda t: _index_edit(
+        _sharded(t), lambda doc: doc["weight_map"].update({next(iter(doc["weight_map"])): "model-9.safetensors"})),
+    "the weight_map is a list": lambda t: _index_edit(_sharded(t), lambda doc: doc.update(weight_map=["a"])),
+    "a shard linked out of the directory": _shard_linked_out,
+    "a shard that is not safetensors": _garbage_shard,
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_MODELS))
+def test_the_checker_refuses_whatever_the_loader_refuses(case, tmp_path):
+    from symtrans.certify.modelfile import CheckedModel, ModelError
+    from symtrans.errors import SymtransError
+    from symtrans.numeric import load_model
+
+    d = HOSTILE_MODELS[case](tmp_path)
+    with pytest.raises(SymtransError) as loader:
+        load_model(str(d))
+    with pytest.raises(ModelError) as checker:
+        CheckedModel(d)
+    assert "\n" not in str(checker.value) and "\n" not in str(loader.value)
+
+
+def test_a_genuine_sharded_model_reads_the_same_in_both(tmp_path):
+    import numpy as np
+
+    from symtrans.certify.modelfile import CheckedModel
+    from symtrans.numeric import load_model
+
+    d = _sharded(tmp_path)
+    w, m = load_model(str(d)), CheckedModel(d)
+    assert w.weights_hash == m.weights_hash and len(m.files) > 1
+    assert np.array_equal(w.layer(1)["W_O"][0].double().numpy(), m.W_O(1, 0))
