@@ -494,3 +494,31 @@ def test_a_genuine_sharded_model_reads_the_same_in_both(tmp_path):
     w, m = load_model(str(d)), CheckedModel(d)
     assert w.weights_hash == m.weights_hash and len(m.files) > 1
     assert np.array_equal(w.layer(1)["W_O"][0].double().numpy(), m.W_O(1, 0))
+
+
+# ------------------------------------------------------------------ one vocabulary for certificates
+def test_certified_is_shown_only_with_a_certificate_file_and_the_counts_agree(tmp_path):
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "c"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    captured = subprocess.run([sys.executable, "-m", "symtrans", "certify", "--model", "none", "--out", str(out)],
+                              capture_output=True, text=True, timeout=600, env=env)
+    assert captured.returncode == 0, captured.stderr[-500:]
+    lines = captured.stdout.splitlines()
+    tagged = [line for line in lines if line.startswith("  [")]
+    assert tagged and not [line for line in tagged if line.startswith("  [certified]")]  # no file without a model
+    assert not [line for line in lines if "[certified]" in line and "no certificate file" in line]
+    files = [p for p in out.iterdir() if p.name != "MANIFEST.json"]
+    (wrote,) = [line for line in lines if line.startswith("wrote ")]
+    assert wrote.startswith(f"wrote {len(files)} certificate files")
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert len(manifest["files"]) == len(files)
+    done = re.search(r"done, (\d+) (\w+)", captured.stderr)  # the progress line counts producers, not certificates
+    assert done and done.group(2) == "producers", captured.stderr[-300:]
+    assert int(done.group(1)) == len(tagged)

@@ -112,7 +112,7 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
         for ev in claim["evidence"]:
             certs = record_certificates(ev)
             if not certs and ev["verdict"] in ("certified", "fails"):
-                uncovered.append(f"{claim['id']}: {ev['producer']} ({ev['verdict']})")
+                uncovered.append(f"{claim['id']}: {ev['producer']} ({_tag(ev)})")
             for k, cert in enumerate(certs):
                 name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
                 path = write_file(target, name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
@@ -200,9 +200,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             print(f"  missing: {why}")
         for ev in claim["evidence"]:
             secs = f" ({ev['seconds']:.2f} s)" if ev.get("seconds") is not None else ""
-            counted = (f" (counts as {ev['counted_as']}: {ev['counted_note']})"
-                       if ev.get("counted_as") and ev["counted_as"] != ev["verdict"] else "")
-            print(f"  [{ev['verdict']}] {ev['producer']}{secs}{counted}: {ev['summary']}")
+            print(f"  [{_tag(ev)}] {ev['producer']}{secs}{_counted(ev)}: {ev['summary']}")
             ce = ev.get("counterexample")
             if ce and "X" in ce:
                 print(f"      counterexample X = {ce['X']}")
@@ -217,6 +215,34 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         for line in uncovered:
             print(f"  no certificate file (proof or search record, no re-checkable witness): {line}")
     return 0
+
+
+def _tag(ev: dict[str, Any]) -> str:
+    """The verdict a record is shown with: ``certified`` only with a certificate file that ``verify`` re-checks.
+
+    A record its producer calls certified but that carries no certificate file (a written proof checked at
+    small sizes, an instance search) is shown with the verdict it counts as.
+
+    Examples
+    --------
+    >>> _tag({"verdict": "certified", "counted_as": "supported", "details": {}})
+    'supported'
+    >>> _tag({"verdict": "certified", "details": {"certificate": {"statement_id": "s"}}})
+    'certified'
+    """
+    from symtrans.evidence import shown_verdict
+
+    return shown_verdict(ev, ev.get("counted_as"))
+
+
+def _counted(ev: dict[str, Any]) -> str:
+    """The note beside a record whose shown verdict is not its producer's, or that counts as another one."""
+    tag = _tag(ev)
+    if tag != ev.get("verdict"):
+        return f" (no certificate file: {ev.get('counted_note') or 'it counts as ' + tag})"
+    if ev.get("counted_as") and ev["counted_as"] != ev["verdict"]:
+        return f" (counts as {ev['counted_as']}: {ev['counted_note']})"
+    return ""
 
 
 def _margin(value: object) -> str:
