@@ -522,3 +522,16 @@ def test_certified_is_shown_only_with_a_certificate_file_and_the_counts_agree(tm
     done = re.search(r"done, (\d+) (\w+)", captured.stderr)  # the progress line counts producers, not certificates
     assert done and done.group(2) == "producers", captured.stderr[-300:]
     assert int(done.group(1)) == len(tagged)
+
+
+def test_the_k_plus_one_file_is_refused_by_verify_in_one_line(completeness, tmp_path, capsys):
+    import json
+
+    from symtrans.cli import main
+
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(_k_plus_one(completeness["llama2-7b"], with_tangents=False)))
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if "INVALID" in line]) == 1 and lines[-1] == "0 of 1 certificates valid"
