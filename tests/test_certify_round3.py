@@ -291,6 +291,8 @@ def test_a_fresh_certificate_directory_verifies(cert_dir, capsys):
 
     rc, lines = _verify_dir(cert_dir, capsys)
     assert rc == 0 and lines[-1] == "2 of 2 certificates valid", lines
+    assert lines[-2].startswith(f"{cert_dir}: covers prop-6.2, thm-4.2; registered statements not in it: ")
+    assert "prop-6.3/head-rank" in lines[-2] and "thm-4.2/affine-counterexample" not in lines[-2]
     m = json.loads((cert_dir / "MANIFEST.json").read_text())
     assert m["claims"] == ["prop-6.2", "thm-4.2"]
     assert {v["statement_id"] for v in m["files"].values()} == {"prop-6.2/identity-counterexample",
@@ -313,6 +315,23 @@ def test_a_certificate_deleted_with_its_manifest_line_is_refused(cert_dir, tmp_p
     assert rc == 1 and len(bad) == 1, lines
     assert ("claim prop-6.2 requires statement prop-6.2/identity-counterexample" if reseal else
             "digest mismatch: the manifest was altered") in bad[0]
+
+
+def test_a_claim_removed_with_its_certificate_shows_in_the_coverage_line(cert_dir, tmp_path, capsys):
+    """Without a key, a resealed manifest that drops a claim with its certificate is a smaller directory: each
+    certificate in it is valid, and the coverage line says which claims it is valid for."""
+    import json
+
+    d = _copy_dir(cert_dir, tmp_path / "d")
+    (d / "prop62-counterexample.json").unlink()
+    m = json.loads((d / "MANIFEST.json").read_text())
+    del m["files"]["prop62-counterexample.json"]
+    m["claims"] = ["thm-4.2"]
+    m["digest"] = digest(m)
+    (d / "MANIFEST.json").write_text(json.dumps(m))
+    rc, lines = _verify_dir(d, capsys)
+    assert rc == 0 and lines[-1] == "1 of 1 certificates valid"
+    assert lines[-2].startswith(f"{d}: covers thm-4.2; ") and "prop-6.2/identity-counterexample" in lines[-2]
 
 
 def test_a_manifest_that_relabels_a_statement_or_has_no_ids_is_refused(cert_dir, tmp_path, capsys):

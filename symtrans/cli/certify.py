@@ -21,7 +21,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "record_certificates", "write_certificates", "verify_paths"]
+__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "coverage"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -173,10 +173,51 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
                        for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
 
 
+def coverage(directory: str) -> str | None:
+    """What a certificate directory's manifest says it covers, in one line (None: no readable manifest).
+
+    A directory is valid only for the claims it names, each in full; this line names them and the
+    registered statements it does not hold, so a directory with a claim left out shows it.
+
+    Examples
+    --------
+    >>> coverage("/no/such/dir") is None
+    True
+    """
+    from pathlib import Path
+
+    from symtrans.certify.checker import MANIFEST
+    from symtrans.certify.statements import STATEMENTS
+    from symtrans.validate import REPORT_MAX_BYTES, read_json_file, terminal_safe
+
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        m = read_json_file(path, "manifest", REPORT_MAX_BYTES)
+    except SymtransError:
+        return None
+    claims = m.get("claims") if isinstance(m, dict) else None
+    files = m.get("files") if isinstance(m, dict) else None
+    if not isinstance(claims, list) or not isinstance(files, dict):
+        return None
+    held = {v.get("statement_id") for v in files.values() if isinstance(v, dict)}
+    absent = sorted(sid for sid in STATEMENTS if sid not in held)
+    shown = ", ".join(terminal_safe(str(c))[:40] for c in claims[:20]) or "no claim"
+    return (f"{terminal_safe(str(directory))}: covers {shown}; registered statements not in it: "
+            f"{', '.join(absent) if absent else 'none'}")
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     results = verify_paths(args.paths, args.model, n=args.n, seed=args.seed)
     for f, ok, why in results:
         print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
+    for spec in args.paths:
+        line = coverage(spec) if Path(spec).is_dir() else None
+        if line:
+            print(line)
     bad = sum(not ok for _, ok, _ in results)
     print(f"{len(results) - bad} of {len(results)} certificates valid")
     return 1 if bad else 0
