@@ -60,10 +60,6 @@ MAX_SEED = 2**63 - 1
 MAX_SIZE = 10**15
 #: an upper bound on a sequence length when no model bounds it (no model has more positions)
 MAX_N = 1 << 20
-#: The sequence length numeric producers use unless told otherwise (report, check, certify, verify); its home is
-#: here, in the base layer, so the certificate checker reads it without the records layer
-#: (``symtrans.evidence.DEFAULT_N`` is this value)
-DEFAULT_N = 128
 #: depth of a measured variant stack: every state is kept (n x d_model floats each)
 MAX_DEPTH = 1024
 #: an exact value (e.g. an order d_ff!) with more decimal digits is refused before it is computed

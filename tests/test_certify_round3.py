@@ -171,12 +171,11 @@ def prop62_not_run(monkeypatch):
     import dataclasses
 
     from proofs import get_claim
-    from symtrans.evidence import PRODUCERS, Evidence, Verdict
+    from symtrans.evidence import Evidence, Verdict
     from symtrans.graph import ClaimGraph
-    from symtrans.runner import producers_for
+    from symtrans.runner import registry
 
-    producers_for("")
-    genuine = list(PRODUCERS["prop-6.2"])
+    genuine = list(registry()["prop-6.2"])
 
     def skipped(ctx):
         return [Evidence(claim="prop-6.2", producer="prop62-counterexample", kind="symbolic",
@@ -187,7 +186,7 @@ def prop62_not_run(monkeypatch):
     patched = [dataclasses.replace(q, func=skipped) if q is p else q for q in genuine]
     full = ClaimGraph()
     ids = ["prop-6.2", *full.rests_on("prop-6.2")]
-    return ClaimGraph([get_claim(i) for i in full.claims if i in ids]), lambda: monkeypatch.setitem(PRODUCERS, "prop-6.2", patched)
+    return ClaimGraph([get_claim(i) for i in full.claims if i in ids]), lambda: monkeypatch.setitem(registry(), "prop-6.2", patched)
 
 
 def _write(tmp_path, name: str, doc: dict):

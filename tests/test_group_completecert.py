@@ -338,5 +338,6 @@ def test_verifying_loads_neither_torch_nor_a_producer(certs, tmp_path):
     assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.certify",
                                      "symtrans.certify.checker", "symtrans.certify.statements",
                                      "symtrans.certify.modelfile", "symtrans.arch", "symtrans.symbols",
+                                     "symtrans.config",
                                      "symtrans.validate", "symtrans.group", "symtrans.group.spec",
                                      "symtrans.group.forward"}, mods

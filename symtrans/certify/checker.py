@@ -1050,7 +1050,7 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
 
     ``model`` is the directory the caller names (``None`` or ``"default"``: the
     bundled model); ``n`` and ``seed`` are the statement's parameters (default
-    :data:`symtrans.validate.DEFAULT_N` and 0, as ``symtrans certify``). Raises
+    :data:`symtrans.config.DEFAULT_N` and 0, as ``symtrans certify``). Raises
     :class:`Invalid` (or :class:`ModelError`) on any mismatch.
 
     Examples
@@ -1061,7 +1061,7 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
     symtrans.certify.checker.Invalid: missing fields: statement_id, claim, reading, producer, statement, scope, asserts, witness, toolkit_version, weights_hash, digest
     """
     if n is None:
-        from symtrans.validate import DEFAULT_N
+        from symtrans.config import DEFAULT_N
 
         n = DEFAULT_N
     if not isinstance(data, dict):

@@ -33,6 +33,7 @@ from typing import Any
 
 from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.numeric.wo import stacked_wo, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
@@ -79,18 +80,6 @@ def dense_summation_fibre(n: int, H: int, d_v: int) -> int:
     m = n * d_v
     M = torch.cat([torch.eye(m, dtype=torch.float64)] * H, dim=1)  # vec(sum) = [I ... I] vec(Y)
     return M.shape[1] - numerical_rank(M).rank
-
-
-def stacked_wo(W_O: Any) -> Any:
-    """Stack per-head ``W_O [H, d_v, d_model]`` into ``[H d_v, d_model]``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
-    (384, 384)
-    """
-    return W_O.reshape(-1, W_O.shape[-1])
 
 
 def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
@@ -442,12 +431,12 @@ def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | 
     """
     import math
 
-    from symtrans.decide import decided
+    from symtrans.precision import decided, rank_rtol
 
     if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
         return None
     smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
-    cut = max(shape) * 2.0 ** -52 * math.sqrt(smax * smax + 1.0)
+    cut = rank_rtol("float64", shape)[0] * math.sqrt(smax * smax + 1.0)
     margin = math.log10(smin / cut)
     return margin if decided(margin) else None
 
@@ -482,7 +471,7 @@ def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, l
     >>> count_verdict(rows, 1)[0].value, count_verdict(rows, 2)[0].value
     ('supported', 'fails')
     """
-    decided = [r for r in rows if r.get("decided", r.get("decisive"))]
+    decided = [r for r in rows if r["decided"]]
     wrong = [r for r in decided if r["fibre"] != expected]
     if wrong:
         return Verdict.FAILS, wrong
@@ -561,31 +550,6 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     (384, True, 'float32 storage rounding (Cholesky certificate)')
     """
     return _wo_storage(ctx)[0]
-
-
-def wo_storage_ranks(ctx: Context) -> list[Any]:
-    """Each layer's stacked W_O rank at storage precision: a Cholesky certificate where it has full rank, else the SVD.
-
-    Computed once per context (:func:`~symtrans.checks.common.storage_ranks`
-    with ``certify``); thm-recovery/wo's exact-rank certificate reuses the
-    proved ``sigma_min`` lower bounds (the same float64 matrices).
-
-    Examples
-    --------
-    >>> from symtrans.evidence import Context
-    >>> recs = wo_storage_ranks(Context(model="default", n=4))
-    >>> len(recs), recs[0].rank, recs[0].precision
-    (6, 384, 'float32 storage rounding (Cholesky certificate)')
-    """
-    from symtrans.checks.common import storage_precision, storage_ranks
-
-    key = "sec7-wo-storage"
-    if key not in ctx.cache:
-        w = weights(ctx)
-        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
-        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
-                                        certify=True)[0] for i in ctx.layer_indices(w.n_layers)]
-    return ctx.cache[key]
 
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:

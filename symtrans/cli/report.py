@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
@@ -60,18 +59,14 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     >>> ctx.model, ctx.n, ctx.numeric
     (None, 32, False)
     """
+    from symtrans.args import parse_layers
+    from symtrans.config import RunConfig
     from symtrans.evidence import Context
 
-    if args.n < 1:
-        raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
-    from symtrans.args import parse_layers
-
-    model = None if args.model == "none" else args.model
     layers = getattr(args, "layers", None)
-    return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off",
-                   layers=parse_layers(layers) if layers is not None else None,
-                   stream=getattr(args, "stream", None) or "auto")
+    config = RunConfig.from_args(args, layers=parse_layers(layers) if layers is not None else None)
+    return Context.from_config(config, progress=not getattr(args, "quiet", False)
+                               and getattr(args, "progress", "auto") != "off")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -90,9 +85,10 @@ def _report_locked(args: argparse.Namespace) -> int:
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     paths = write_report(report, args.out, formats)
-    counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
+    from symtrans.report.fmt import answer_line
+
     print(f"wrote {', '.join(str(p) for p in paths)}")
-    print(f"{len(report.statuses)} items: {counts}; fully certified {len(report.to_json()['summary']['fully_certified'])}")
+    print(answer_line(report))
     dis = report.disagreements()
     print(f"disagreements with the paper: {', '.join(c.id for c, _ in dis) if dis else 'none so far'}")
     for err in report.errors:
