@@ -82,14 +82,21 @@ REPR_MAX_CHARS = 4000
 
 
 def _bounded(lines: Sequence[str], more: str = ".to_dict() has everything") -> str:
-    """Join ``lines`` into a plain-text fallback of at most :data:`REPR_MAX_CHARS` characters.
+    """Join ``lines`` into a plain-text fallback of at most :data:`REPR_MAX_CHARS` characters, escaped for a terminal.
+
+    Names come from config files: a terminal escape in one is shown as ``\\x1b`` (as the command line shows it),
+    never sent to the terminal (the HTML displays escape them for HTML).
 
     Examples
     --------
     >>> len(_bounded(["x" * 100] * 1000)) <= REPR_MAX_CHARS
     True
+    >>> print(_bounded(["model \\x1b[2J"]))
+    model \\x1b[2J
     """
-    text = "\n".join(lines)
+    from symtrans.validate import terminal_safe
+
+    text = "\n".join(terminal_safe(line, keep_newlines=False) for line in "\n".join(lines).split("\n"))
     if len(text) <= REPR_MAX_CHARS:
         return text
     tail = f"\n... ({len(text) - REPR_MAX_CHARS} more characters; {more})"
@@ -137,7 +144,9 @@ def _check_run(command: str, model: Any, ids: Any, n: int, seed: int) -> list[st
 
 def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
     """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
-    if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
+    from symtrans.numeric.weights import ModelWeights, StreamedWeights
+
+    if isinstance(model, (ModelWeights, StreamedWeights)):  # not any object with an ``arch`` and a ``layer``
         return model
     return load(model, dtype=dtype, device=device)
 
@@ -402,9 +411,9 @@ class EvidenceList(list):  # type: ignore[type-arg]
 
     Examples
     --------
-    >>> ev = certify_claims(["prop-5.1"])
-    >>> ev.verdicts()  # the record says certified; a written all-sizes proof with no file counts as supported
-    {'prop-5.1': 'supported'}
+    >>> ev = certify_claims(["thm-5.3"])
+    >>> ev.verdicts()  # the record says certified; an instance certificate (three sizes) counts as supported
+    {'thm-5.3': 'supported'}
     >>> ev[0].verdict.value
     'certified'
     >>> "<table>" in ev._repr_html_()
@@ -557,7 +566,7 @@ class ProofGraph:
         return self.report.disagreements()
 
     def __repr__(self) -> str:
-        return "proof graph: " + _summary_lines(self.report)
+        return _bounded(["proof graph: " + _summary_lines(self.report)])
 
     def _repr_html_(self) -> str:
         from symtrans.report.html import render_notebook

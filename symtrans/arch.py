@@ -28,10 +28,10 @@ import sympy as sp
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
-from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file
+from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file, terminal_safe
 
-__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "default_n", "get_arch", "from_config",
-           "preset_names"]
+__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "rope_theta", "default_n", "get_arch",
+           "from_config", "preset_names"]
 
 Size = Union[int, sp.Symbol]
 
@@ -559,6 +559,7 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
     except ImportError:
         raise SymtransError(f"{shown}: unsupported model_type {model_type!r} (and transformers, needed to read "
                             "other model types, is not installed)") from None
+    rope_theta(cfg, shown)  # the config's own rotary base, before transformers reads (or rewrites) it
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
     try:
         conf = transformers.AutoConfig.for_model(model_type, **fields)
@@ -652,18 +653,37 @@ def _check_rope(cfg: dict[str, Any], path: str) -> tuple[tuple[str, Any], ...]:
     ()
     """
     found: tuple[tuple[str, Any], ...] = ()
+    rope_theta(cfg, path)  # a theta that cannot be honoured (0, 1e400, true, "x") is refused with the config
     for key in ("rope_scaling", "rope_parameters"):
         value = cfg.get(key)
         if value is None:
             continue
         if not isinstance(value, dict):
-            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}"[:300])
+            raise SymtransError(f"{path}: key {key!r} must be an object, got {type(value).__name__}")
         kind = value.get("rope_type", value.get("type", "default"))
+        if not isinstance(kind, str):
+            raise SymtransError(f"{path}: {key}.rope_type must be a string (a rotary type's name), got "
+                                f"{type(kind).__name__}")
         if kind not in ROPE_TYPES:
-            raise SymtransError(f"{path}: {key}: " + suggest(str(kind)[:80], ROPE_TYPES, "rope_type"))
+            raise SymtransError(f"{path}: {key}: " + suggest(kind[:80], ROPE_TYPES, "rope_type"))
         missing = [f for f in ROPE_TYPES[kind] if value.get(f) is None]
         if missing:
             raise SymtransError(f"{path}: {key} type {kind!r} needs field {missing[0]!r}")
+        for f, v in value.items():
+            if f in ("rope_type", "type", "rope_theta", "partial_rotary_factor"):
+                continue
+            where = f"{key}.{terminal_safe(str(f))[:80]}"
+            if f in ("short_factor", "long_factor"):
+                if not isinstance(v, list) or len(v) > MAX_ROPE_FACTORS or not all(_positive_number(x) for x in v):
+                    raise SymtransError(f"{path}: {where} must be a list of at most {MAX_ROPE_FACTORS} positive "
+                                        "finite numbers")
+            elif f in _ROPE_NUMBERS or f in ROPE_TYPES[kind]:
+                if not _positive_number(v):
+                    raise SymtransError(f"{path}: {where} must be a positive finite number, got "
+                                        f"{terminal_safe(repr(v))[:80]}")
+            elif isinstance(v, (dict, list)):
+                raise SymtransError(f"{path}: {where} must be a number, a string or true/false, got "
+                                    f"{type(v).__name__}")
         if value.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
             raise SymtransError(f"{path}: {key}.partial_rotary_factor below 1 is not modelled")
         if kind != "default":
@@ -674,6 +694,52 @@ def _check_rope(cfg: dict[str, Any], path: str) -> tuple[tuple[str, Any], ...]:
         raise SymtransError(f"{path}: partial_rotary_factor={cfg['partial_rotary_factor']!r} is not modelled "
                             "(rotary positions on every head dimension only)")
     return found
+
+
+#: rotary-scaling fields that are positive finite numbers when given (``true`` is not 1)
+_ROPE_NUMBERS = frozenset({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                           "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"})
+#: at most this many entries in longrope's short_factor / long_factor (one per rotary frequency)
+MAX_ROPE_FACTORS = 1 << 16
+#: the rotary base when a config gives none (transformers' default)
+DEFAULT_ROPE_THETA = 10000.0
+
+
+def _positive_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < float("inf")
+
+
+def rope_theta(cfg: Any, path: str) -> float:
+    """A config's rotary base: ``rope_parameters.rope_theta``, else top-level ``rope_theta``, else 10000.
+
+    The one reading of the field: every value given must be a positive finite
+    number (``0``, ``-1``, ``1e400``, ``true``, ``"1e4"`` and lists are
+    refused, naming the key), never replaced by the default.
+
+    Examples
+    --------
+    >>> rope_theta({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}, "c.json")
+    500000.0
+    >>> rope_theta({}, "c.json")
+    10000.0
+    >>> rope_theta({"rope_theta": 0}, "c.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: c.json: key 'rope_theta' must be a positive number, got 0
+    >>> rope_theta({"rope_parameters": {"rope_theta": True}}, "c.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: c.json: key 'rope_parameters.rope_theta' must be a positive number, got True
+    """
+    if not isinstance(cfg, dict):
+        raise SymtransError(f"{path}: a config must be an object, got {type(cfg).__name__}")
+    top = _float_key(cfg, "rope_theta", path, DEFAULT_ROPE_THETA)
+    for key in ("rope_parameters", "rope_scaling"):
+        params = cfg.get(key)
+        if isinstance(params, dict) and params.get("rope_theta") is not None:
+            return _float_key({f"{key}.rope_theta": params["rope_theta"]}, f"{key}.rope_theta", path,
+                              DEFAULT_ROPE_THETA)
+    return top
 
 
 def _activation(name: Any, path: str) -> str:

@@ -278,11 +278,12 @@ def record_certificates(record: Any) -> list[dict[str, Any]]:
 
 
 def shown_verdict(record: Any, counted_as: Any = None) -> str:
-    """The verdict a record is shown with: ``certified`` only with a certificate file that ``verify`` re-checks.
+    """The verdict a record is shown with: ``certified`` only where ``verify`` re-checks it.
 
     One vocabulary for every output (``certify``, the report's evidence tables): a record its producer calls
     certified but that carries no certificate (a written proof checked at small sizes, an instance search) is
-    shown with the verdict it counts as (``counted_as``; ``supported`` when not given).
+    shown with the verdict it counts as (``counted_as``; ``supported`` when not given). A kernel-checked Coq
+    proof counts as certified (``verify --coq`` re-checks it), so it is shown so.
 
     Examples
     --------

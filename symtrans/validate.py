@@ -75,6 +75,8 @@ MAX_JSON_VALUES = 1 << 22
 MAX_NAME_CHARS = 4096
 #: Values a shard index may hold (two per tensor it names): the largest public checkpoints name about 10^5 tensors.
 MAX_INDEX_VALUES = 1 << 20
+#: at most this many items in a list of layers (``--layers``, ``layers=``): a longer list is a mistake, not a request
+MAX_LAYER_ITEMS = 4096
 CONFIG_MAX_BYTES = 16 << 20
 INDEX_MAX_BYTES = 64 << 20
 REPORT_MAX_BYTES = 256 << 20

@@ -11,8 +11,8 @@ Sizes are read from :mod:`symtrans.arch` presets and expected values from
 Examples
 --------
 >>> from symtrans.runner import producers_for  # imports this module (and every producer module)
->>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
-['prop51-witness']
+>>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]  # the exact witness, then the Coq proof's
+['prop51-witness', 'coq-prop51-witness']
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "coverage"]
+__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq", "coverage"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     if name == "verify":
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("paths", nargs="+", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.add_argument("paths", nargs="*", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.add_argument("--coq", nargs="?", const="", default=None, metavar="DIR",
+                       help="compile the Coq proofs (the project's, or a copy at DIR) in a fresh directory, check "
+                            "them with coqchk and against the pinned statements; exit 1 with one line on a refusal")
         p.add_argument("--model", default="default",
                        help="the model the certificates are about: 'default' (bundled MiniLM) or a local directory")
         p.add_argument("--n", type=int, default=DEFAULT_N, help="the n they were certified at (default %(default)s)")
@@ -156,7 +159,7 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
                 problems.append((str(p / MANIFEST), False, "missing: a certificate directory lists its files"))
                 continue
             # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
-            parsed = {f.name: read_json_file(f, "certificate", REPORT_MAX_BYTES) for f in found}
+            parsed = {f.name: _read_or_none(f, read_json_file, REPORT_MAX_BYTES) for f in found}
             bad = manifest_problems(p, read_json_file(p / MANIFEST, "manifest", REPORT_MAX_BYTES),
                                     parsed, n=n, seed=seed)
             problems += [(str(p / name), False, why) for name, why in bad]
@@ -171,6 +174,14 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
 
     return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed))
                        for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
+
+
+def _read_or_none(path: Any, read: Any, limit: int) -> Any:
+    """A certificate file parsed (bounded, strict), or None where it cannot be: the manifest check says why."""
+    try:
+        return read(path, "certificate", limit)
+    except SymtransError:
+        return None
 
 
 def coverage(directory: str) -> str | None:
@@ -208,9 +219,34 @@ def coverage(directory: str) -> str | None:
             f"{', '.join(absent) if absent else 'none'}")
 
 
+def verify_coq(directory: str | None = None) -> tuple[bool, list[str]]:
+    """Kernel-check the Coq proofs at ``directory`` (default: the project's), never from the cache; (ok, lines).
+
+    Examples
+    --------
+    >>> verify_coq("/no/such/dir")
+    (False, ['coq: refused: /no/such/dir: not a directory'])
+    """
+    from symtrans.certify.coq import kernel_check
+
+    res = kernel_check(directory or None, use_cache=False)
+    if not res.ok:
+        return False, [res.line()]
+    return True, [f"{thm}: valid: proves {stmt}" for thm, stmt in res.theorems.items()] + [res.line()]
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    if not args.paths and args.coq is None:
+        raise SymtransError("verify needs certificate files (DIR|FILE ...) or --coq [DIR]")
+    rc = 0
+    if args.coq is not None:
+        ok, lines = verify_coq(args.coq)
+        print("\n".join(lines))
+        rc = 0 if ok else 1
+        if not args.paths:
+            return rc
     results = verify_paths(args.paths, args.model, n=args.n, seed=args.seed)
     for f, ok, why in results:
         print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
@@ -220,7 +256,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(line)
     bad = sum(not ok for _, ok, _ in results)
     print(f"{len(results) - bad} of {len(results)} certificates valid")
-    return 1 if bad else 0
+    return 1 if bad or rc else 0
 
 
 def _cmd_certify(args: argparse.Namespace) -> int:

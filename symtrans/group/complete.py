@@ -102,6 +102,8 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
         **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
 
 
+#: ``--complete`` refuses a configuration with more layers than this (no published model has a tenth of it)
+MAX_LAYERS = 4096
 #: the user's configuration is measured as it is when its Jacobian fits: at most this many parameters ...
 FULL_MAX_PARAMETERS = 2500
 #: ... and (``model`` scope, whose inputs must read every position row) at most this many positions
@@ -166,6 +168,9 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
     a = get_arch(arch)
     if a.is_symbolic:
         raise SymtransError(f"{a.name}: --complete needs concrete sizes (a preset or a config.json)")
+    if int(a.L) > MAX_LAYERS:  # before anything is listed per layer (near-symmetry segments, the plan's record)
+        raise SymtransError(f"{a.name}: {a.L} layers; --complete reads configurations of at most {MAX_LAYERS} "
+                            "layers (it names each layer's near-symmetries)")
     P = parameter_count(a, scope)
     bound = (f"measured as given when it has <= {FULL_MAX_PARAMETERS} parameters on the scope"
              + (f" and <= {FULL_MAX_POSITIONS} positions" if scope == "model" else "")
@@ -216,9 +221,12 @@ def _measured_eps(a: Architecture, scope: str) -> tuple[float, str]:
     from symtrans.group.near import segments
 
     own = float(a.ln_eps)
-    if not segments(a, scope) or own <= ROUNDING_EPS or own >= MIN_EPS:
+    if own <= ROUNDING_EPS or own >= MIN_EPS:
         return own, "the configuration's own"
-    return MIN_EPS, (f"raised from {own:g}: the {len(segments(a, scope))} near-symmetries' violations (linear in "
+    found = len(segments(a, scope))  # listed once (it grows with the layers: plan() bounds them first)
+    if not found:
+        return own, "the configuration's own"
+    return MIN_EPS, (f"raised from {own:g}: the {found} near-symmetries' violations (linear in "
                      "eps) would sit inside the singular values and blur the rank cut; G is the same for every eps > 0")
 
 

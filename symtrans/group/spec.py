@@ -55,6 +55,7 @@ import sympy as sp
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
+from symtrans.validate import check_exact_digits
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
            "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "generic_element", "Action",
@@ -449,6 +450,11 @@ class GroupSpec:
         factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
         if not missing:
             factors += _model_factors(a) + _embedding_factors(a)
+        subs = a.substitutions()
+        for f in factors:  # the formula command's size guard: no exact size past MAX_EXACT_DIGITS is computed
+            size = f.dimension if f.kind == "continuous" else f.order
+            if size is not None:
+                check_exact_digits(size, subs, f"group of {a.name}: factor {f.name}")
         return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
 
     def factor(self, name: str) -> Factor:

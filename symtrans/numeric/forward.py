@@ -233,8 +233,9 @@ def structure(weights: Any) -> Structure:
             raise SymtransError(f"{a.name}: rotary scaling {dict(a.rope_scaling)['rope_type']!r} is not implemented "
                                 "by the numeric forward (default rotary frequencies only); formulas and the group "
                                 "do not depend on it")
-        params = cfg.get("rope_parameters") or {}
-        theta = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)) or 10000.0)
+        from symtrans.arch import rope_theta
+
+        theta = rope_theta(cfg, a.name)  # validated as the config was read; never replaced by a default
     window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
     if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
         raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")

@@ -325,7 +325,7 @@ def _hash_files(files: list[Path], config: Path) -> str:
     return _HASHES[key]
 
 
-__all__ += ["safetensors_header", "describe_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
+__all__ += ["safetensors_header", "describe_checkpoint", "check_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
 
 #: The bound on a safetensors header (the format's own limit is 100 MB): a longer one is refused unread.
 HEADER_MAX_BYTES = 100_000_000
@@ -480,7 +480,32 @@ def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
     else:
         reader = _Reader(files, transient=transient)
         get, keys, slicer = reader.get, reader.keys(), reader.rows
-    return _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory)), files
+    ckpt = _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory))
+    if fmt != "pickle":  # every layer's headers before any work: a damaged layer 5 is refused before layer 0 runs
+        header: dict[str, dict[str, Any]] = {}
+        for f in files:
+            header.update(safetensors_header(f))
+        ckpt.check_headers(header)
+    return ckpt, files
+
+
+def check_checkpoint(spec: Any) -> None:
+    """Refuse, before any work, a checkpoint :func:`load_model` would refuse from its headers alone.
+
+    Its config (sizes, rotary fields), layer count, and every tensor's
+    presence, shape and stored dtype (float8 is refused) are checked from the
+    safetensors headers; no weight is read. A sweep plans with it, so a bad
+    model is refused in one line, not in a worker.
+
+    Examples
+    --------
+    >>> check_checkpoint("default")
+    >>> check_checkpoint("/no/such/dir")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/dir: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
+    """
+    _open(spec, resolve_dtype("float64"), resolve_device("cpu"), allow_pickle=False, transient=True)
 
 
 def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
@@ -758,13 +783,45 @@ class _Checkpoint:
             raise SymtransError(f"{self.where}: missing tensor {key!r}")
         return key
 
+    def check_headers(self, header: dict[str, dict[str, Any]]) -> None:
+        """Every tensor the architecture reads, from the safetensors headers alone: present, shaped, stored in a
+        dtype the loader models. The layers are laid out on the meta device: nothing is read or allocated."""
+        import torch
+
+        from symtrans.numeric.linalg import check_storage_dtype
+        from symtrans.precision import torch_dtype
+
+        def meta(key: str) -> Any:
+            entry = header.get(key)
+            if entry is None:
+                raise SymtransError(f"{self.where}: missing tensor {key!r} in the safetensors headers")
+            check_storage_dtype(entry["dtype"], f"{self.where}: tensor {key!r}")
+            return torch.empty(tuple(entry["shape"]), dtype=torch_dtype(entry["dtype"]), device="meta")
+
+        saved = (self.get, self.slicer, self.stored, self._seen, self._layer, self.dev)
+        self.get, self.slicer, self.stored, self._seen, self.dev, self._dry = meta, None, {}, {}, "meta", True
+        try:
+            for i in range(int(self.arch.L)):
+                self.layer(i)
+            self.embeddings()
+        finally:
+            self.get, self.slicer, self.stored, self._seen, self._layer, self.dev = saved
+            self._dry = False
+
+    _dry = False  # check_headers: tensors are meta tensors from the headers (shape and dtype only)
+
     def _check(self, key: str, t: Any, shape: tuple[int, ...] | None, convert: bool = True) -> Any:
         import torch
+
+        from symtrans.numeric.linalg import check_storage_dtype
 
         if shape is not None and tuple(t.shape) != shape:
             raise SymtransError(f"{self.where}: tensor {key!r} has shape {tuple(t.shape)}, expected {shape}")
         if not t.is_floating_point():
             raise SymtransError(f"{self.where}: tensor {key!r} is not floating point ({t.dtype})")
+        check_storage_dtype(t.dtype, f"{self.where}: tensor {key!r}")
+        if self._dry:
+            return t
         # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure (a float32
         # accumulator: 30x faster than converting to float64, and an overflow only costs the exact check)
         acc = torch.float64 if t.dtype == torch.float64 else torch.float32
@@ -789,6 +846,8 @@ class _Checkpoint:
         """
         import torch
 
+        if self._dry:
+            return out
         into = into or {}
         for k, v in out.items():  # still in the checkpoint's dtype here (absent biases: exact zeros, working dtype)
             self.stored.setdefault(k, {})[self._layer] = _dtype_name(v.dtype)
@@ -1142,14 +1201,27 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     import torch
 
     state = module_state(model)
-    cfg = model.config.to_dict()
     where = type(model).__name__
+    try:
+        cfg = model.config.to_dict()
+    except Exception as err:  # a duck-typed model's config: whatever it raises is its own defect
+        raise SymtransError(f"{where}: its config.to_dict() failed ({_short(err)})") from None
+    if not isinstance(cfg, dict):
+        raise SymtransError(f"{where}: its config.to_dict() returned a {type(cfg).__name__}, not a dict")
     name = str(getattr(model.config, "name_or_path", "") or cfg.get("_name_or_path") or where)
     cfg["_name_or_path"] = name
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
     ckpt = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
+    # shapes and dtypes first, on the meta device, then the size of the copy: an expanded view of 10^9 rows
+    # holds little memory, its float64 copy does not
+    ckpt.check_headers({k: {"dtype": _dtype_name(v.dtype), "shape": list(v.shape)} for k, v in state.items()})
+    need = sum(v.numel() for v in state.values()) * torch.tensor([], dtype=dt).element_size()
+    if need > _copy_limit():
+        raise SymtransError(f"{where}: its weights would take {need / 2**30:.1f} GiB as {_dtype_name(dt)} (at most "
+                            f"{_copy_limit() / 2**30:.1f} GiB, 80% of this machine's memory); save it and pass the "
+                            "directory (symtrans reads large checkpoints layer by layer)")
     tensors = ckpt.all_tensors()
     weights_hash = _same_as_directory(name, tensors, dt, dev)
     if weights_hash is None:
@@ -1161,6 +1233,14 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
     return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
+
+
+def _copy_limit() -> int:
+    """At most this many bytes are copied out of an in-memory model: 80% of physical memory (64 GiB if unknown)."""
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 64 << 30
 
 
 def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) -> str | None:
