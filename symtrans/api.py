@@ -8,6 +8,8 @@ function                               returns                                  
 ``architecture(spec, **sizes)``        :class:`~symtrans.arch.Architecture`      ``symtrans arch``
 ``load(model)``                        :class:`~symtrans.numeric.ModelWeights`   --
 ``measure(model, n=...)``              :class:`Measurement` (HTML table)         ``symtrans measure``
+``relate(a, b)``                       :class:`~symtrans.group.relate.Relation`  ``symtrans relate``
+``canonical(model)``                   :class:`~symtrans.group.canonical.Canonical` ``symtrans canonical``
 ``check_claims(model, claims, n=...)`` :class:`EvidenceList` (HTML table)        ``symtrans check``
 ``certify_claims(claims)``             :class:`EvidenceList` (HTML table)        ``symtrans certify``
 ``proof_graph(model)``                 :class:`ProofGraph` (SVG graph + table)   ``symtrans claims``
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "measure", "check_claims",
+__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "relate", "canonical",
+           "orbit_distance", "measure", "check_claims",
            "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
            "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup"]
 
@@ -279,6 +282,55 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
                           factors=list(factors) if factors else None)
     return InvarianceChecks(checks)
+
+
+def relate(a: Any, b: Any, *, out: str | os.PathLike[str] | None = None) -> Any:
+    """Decide whether checkpoint B = g . A for an element g of G (``symtrans relate``); write g to ``out`` if found.
+
+    ``a`` and ``b`` are model directories, ``"default"`` or loaded weights of one architecture. The
+    :class:`~symtrans.group.relate.Relation` says ``related`` and holds the element's steps and per-tensor
+    residuals, or ``stop``: the factor, layer and tensor where no element of G explains B, and the breaking
+    feature.
+
+    Examples
+    --------
+    >>> r = relate("default", "default")
+    >>> r.related, r.stop
+    (True, None)
+    """
+    from symtrans.group.relate import relate as _relate, write_relation
+
+    rel = _relate(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
+    if out is not None and rel.related:
+        write_relation(rel, out)
+    return rel
+
+
+def canonical(model: Any) -> Any:
+    """The canonical form of ``model`` modulo G (``symtrans canonical``): weights, gauge-fixing element, ambiguities.
+
+    Examples
+    --------
+    >>> c = canonical("default")
+    >>> c.weights.arch.name, c.steps[0]["factor"]
+    ('nreimers/MiniLM-L6-H384-uncased', 'residual-permutation')
+    """
+    from symtrans.group.canonical import canonical as _canonical
+
+    return _canonical(_as_weights(model, "float64", "cpu"))
+
+
+def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
+    """Relative Frobenius distance of the canonical forms of ``a`` and ``b``: an upper bound of their orbit distance.
+
+    Examples
+    --------
+    >>> orbit_distance("default", "default")["total"] < 1e-12
+    True
+    """
+    from symtrans.group.canonical import orbit_distance as _distance
+
+    return _distance(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
 
 
 class InvarianceChecks(list):  # type: ignore[type-arg]

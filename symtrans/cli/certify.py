@@ -141,7 +141,7 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     """
     from pathlib import Path
 
-    from symtrans.certify.checker import MANIFEST, manifest_problems, verify_certificate
+    from symtrans.certify.checker import MANIFEST, manifest_problems
     from symtrans.validate import REPORT_MAX_BYTES, read_json_file
 
     if model != "default" and not Path(model).is_dir():
@@ -172,7 +172,7 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
     from symtrans.progress import track
 
-    return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed))
+    return problems + [(str(f), *_verify_one(f, data, model, n, seed))
                        for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
 
 
@@ -217,6 +217,19 @@ def coverage(directory: str) -> str | None:
     shown = ", ".join(terminal_safe(str(c))[:40] for c in claims[:20]) or "no claim"
     return (f"{terminal_safe(str(directory))}: covers {shown}; registered statements not in it: "
             f"{', '.join(absent) if absent else 'none'}")
+
+
+def _verify_one(path: Any, data: Any, model: str, n: int, seed: int) -> tuple[bool, str]:
+    """One file: a relation file (``symtrans relate``) goes to its own checker, anything else to the certificates'."""
+    from symtrans.group.relate import RELATION_SCHEMA
+
+    if isinstance(data, dict) and data.get("schema") == RELATION_SCHEMA:
+        from symtrans.group.relate import check_relation
+
+        return check_relation(data, path)
+    from symtrans.certify.checker import verify_certificate
+
+    return verify_certificate(data, model, n=n, seed=seed)
 
 
 def verify_coq(directory: str | None = None) -> tuple[bool, list[str]]:

@@ -68,7 +68,8 @@ _LAYOUTS["llama"] = {
     "word": "embed_tokens.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "norm",
 }
 _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
+_LAYOUTS["gemma3"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3")
 
 
 def default_model_path() -> Path:
@@ -147,6 +148,8 @@ class ModelWeights:
     storage_dtype: str | None = None  # the checkpoint's coarsest stored dtype (the fallback of storage_precision)
     # per tensor as stored: name -> per-layer dtypes (layer tensors) or one dtype (embeddings); see storage_precision
     storage_dtypes: dict[str, Any] = field(default_factory=dict)
+    # per tensor, the GGUF type it was dequantized from (the bundled Gemma 3: symtrans.numeric.bundled), else empty
+    quantized: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -206,7 +209,8 @@ class ModelWeights:
         tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -221,7 +225,8 @@ class ModelWeights:
         """
         tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     @property
     def n_kv_heads(self) -> int:
@@ -248,7 +253,9 @@ class ModelWeights:
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
-              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b",
+              # Gemma 3: the query and key norms' gains (width d_k, shared by the heads) and the post-norms'
+              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w")
 
 
 # ------------------------------------------------------------------ file reading
@@ -451,6 +458,10 @@ def _resolve_directory(spec: str) -> Path:
     """
     if spec == "default":
         return default_model_path()
+    if spec == "gemma3-270m":
+        from symtrans.numeric.bundled import bundled_gemma_path
+
+        return bundled_gemma_path()
     directory = Path(spec)
     if directory.is_file() and directory.name == "config.json":
         return directory.parent
@@ -539,8 +550,11 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
         digest = pool.submit(_hash_files, files, Path(ckpt.where) / "config.json")
         tensors = ckpt.all_tensors()
         weights_hash = digest.result()
+    from symtrans.numeric.bundled import gguf_per_head_types
+
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
-                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes())
+                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes(),
+                           gguf_per_head_types(Path(ckpt.where)))
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -868,7 +882,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -941,6 +955,13 @@ class _Checkpoint:
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
         out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
         out["ln1_b"] = self._zeros(D)
+        gemma = a.family == "gemma3"
+        if a.qk_norm:
+            out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
+            out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
+        if a.post_norms:  # Gemma 3: post_attention_layernorm is the norm AFTER attention, not the one before the FFN
+            out["ln1_post_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+            out["ln2_post_w"] = self.raw(f"{lp}post_feedforward_layernorm.weight", (D,))
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
             out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
@@ -948,9 +969,22 @@ class _Checkpoint:
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
         out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+        out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}.weight",
+                                (D,))
         out["ln2_b"] = self._zeros(D)
-        return self._out(out, into)
+        return self._gain_offset(self._out(out, into))
+
+    def _gain_offset(self, out: dict[str, Any]) -> dict[str, Any]:
+        """Gemma's norms apply the gain ``1 + w`` to a stored ``w``: the per-head layout holds the applied gain.
+
+        Every consumer (the forward, G's tag tables, the checks) then sees one
+        kind of gain; the stored dtype of ``w`` stays recorded as the tensor's.
+        """
+        if self.arch.gain_offset:
+            for k in ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w"):
+                if k in out and out[k] is not None:
+                    out[k] += self.arch.gain_offset
+        return out
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
         a, lay, D = self.arch, self.layout, int(self.arch.d_model)
@@ -974,6 +1008,8 @@ class _Checkpoint:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
             out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if tag == "final_ln" and key and self.arch.gain_offset:
+                out[f"{tag}_w"] = out[f"{tag}_w"] + self.arch.gain_offset  # Gemma: the applied gain 1 + w
             if key:
                 self.stored[f"{tag}_w"] = self._key_dtype(self.key(key + ".weight"))
             if not key:
@@ -1059,6 +1095,9 @@ class StreamedWeights:
         self.arch, self.config, self.source = ckpt.arch, ckpt.config, ckpt.where
         self.family, self.dtype, self.device = ckpt.arch.family, ckpt.dt, ckpt.dev
         self.weights_hash = weights_hash
+        from symtrans.numeric.bundled import gguf_per_head_types
+
+        self.quantized = gguf_per_head_types(Path(ckpt.where))
         emb = ckpt.embeddings(lazy_tables=True)
         self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
@@ -1329,7 +1368,17 @@ def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
             per = per[layer] if 0 <= layer < len(per) else None
     if per:
         where = f"{name} (layer {layer})" if layer is not None else name
-        return per, f"the checkpoint stores {where} as {per}"
+        note = f"the checkpoint stores {where} as {per}"
+        kind = (getattr(w, "quantized", None) or {}).get(name)
+        if isinstance(kind, list):
+            kind = kind[layer] if layer is not None and 0 <= layer < len(kind) else next(
+                (k for k in kind if k not in ("F32", "F64")), kind[0] if kind else "")
+        if kind:
+            from symtrans.numeric.bundled import quantized_note
+
+            extra = quantized_note(str(kind))
+            note += f"; {extra}" if extra else ""
+        return per, note
     sd = getattr(w, "storage_dtype", None)
     if sd:
         sd = _dtype_name(sd)
