@@ -277,6 +277,30 @@ def record_certificates(record: Any) -> list[dict[str, Any]]:
     return certs
 
 
+def shown_verdict(record: Any, counted_as: Any = None) -> str:
+    """The verdict a record is shown with: ``certified`` only where ``verify`` re-checks it.
+
+    One vocabulary for every output (``certify``, the report's evidence tables): a record its producer calls
+    certified but that carries no certificate (a written proof checked at small sizes, an instance search) is
+    shown with the verdict it counts as (``counted_as``; ``supported`` when not given). A kernel-checked Coq
+    proof counts as certified (``verify --coq`` re-checks it), so it is shown so.
+
+    Examples
+    --------
+    >>> shown_verdict({"verdict": "certified", "details": {}}, "supported")
+    'supported'
+    >>> shown_verdict({"verdict": "certified", "details": {"certificate": {"statement_id": "s"}}}, "supported")
+    'certified'
+    >>> shown_verdict({"verdict": "fails", "details": {}})
+    'fails'
+    """
+    verdict = record.get("verdict") if isinstance(record, dict) else getattr(record, "verdict", None)
+    verdict = getattr(verdict, "value", verdict)
+    if verdict == "certified" and not record_certificates(record):
+        return str(getattr(counted_as, "value", counted_as) or "supported")
+    return str(verdict)
+
+
 def split_reading(target: str) -> tuple[str, str | None]:
     """Split a producer target ``claim`` or ``claim/reading`` into (claim id, reading id or None).
 

@@ -582,7 +582,7 @@ def run_certificates(claims: list[str] | None, ctx: Context, progress: bool = Fa
     ids = list(dict.fromkeys(p.claim for p in prods) if claims is None else dict.fromkeys(claims))
     tasks = [(cid, p) for cid in ids for p in prods if p.claim == cid]
     results = run_tasks(tasks, ctx, progress=progress, parallel=False, errors="raise", desc="certify",
-                        unit="certificate", label=lambda claim, p: f"{claim}: {p.name}")
+                        unit="producer", label=lambda claim, p: f"{claim}: {p.name}")
     out: dict[str, list[Evidence]] = {cid: [] for cid in ids}
     for (cid, _), res in zip(tasks, results):
         out[cid] += res

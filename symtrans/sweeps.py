@@ -262,8 +262,81 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def report_identity(doc: Any) -> dict[str, Any] | None:
+    """What a report.json says it is: weights hash, n, seed, dtype, layer subset, toolkit version (None: no report).
+
+    Examples
+    --------
+    >>> report_identity({"toolkit_version": "0.2.0", "model": {"weights_hash": "ab"},
+    ...                  "context": {"n": 8, "seed": 0, "dtype": "float64", "layers": None}})["n"]
+    8
+    >>> report_identity({"claims": []}) is None
+    True
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict) or not isinstance(doc.get("context"), dict):
+        return None
+    ctx = doc["context"]
+    return {"weights_hash": doc["model"].get("weights_hash"), "n": ctx.get("n"), "seed": ctx.get("seed"),
+            "dtype": ctx.get("dtype"), "layers": ctx.get("layers"), "toolkit_version": doc.get("toolkit_version")}
+
+
+def _expected_identity(task: Task, marker: dict[str, Any]) -> dict[str, Any]:
+    """The identity a task's report must have: the planned weights (by hash; a hub revision: the hash the run
+    recorded), the task's n, seed and dtype, every layer, the planned toolkit version."""
+    weights = str(task.identity.get("weights", ""))
+    recorded = (marker.get("report_identity") or {}).get("weights_hash") if isinstance(marker.get("report_identity"),
+                                                                                      dict) else None
+    return {"weights_hash": weights[len("sha256:"):] if weights.startswith("sha256:") else recorded, "n": task.n,
+            "seed": task.seed, "dtype": task.dtype, "layers": None,
+            "toolkit_version": task.identity.get("toolkit_version")}
+
+
+def report_problem(task: Task, out: str | os.PathLike[str], marker: dict[str, Any]) -> str | None:
+    """Why a finished task's report does not count (missing, truncated, edited, foreign); None when it does.
+
+    The marker stores the report's SHA-256 and identity when the task ran; the report must still hash to it,
+    and its identity (read from the file) must be the marker's and the task's: another checkpoint's report,
+    another n, seed or layer subset, or a marker without a hash is refused, and the task runs again.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = Task("m", "m", 8, 0, {}, "k" * 64, "f", {})
+    >>> report_problem(t, tempfile.mkdtemp(), {"key": "k" * 64})
+    'its report.json is missing'
+    """
+    from symtrans.validate import read_json_file
+
+    path = Path(out) / "tasks" / task.folder / "report" / "report.json"
+    if not path.is_file():
+        return "its report.json is missing"
+    want = marker.get("report_sha256")
+    if not isinstance(want, str):
+        return "its task.json records no report hash (written by another version, or by hand)"
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != want:
+        return "its report.json differs from the one the task wrote (truncated or edited)"
+    try:
+        doc = read_json_file(path, "report", 256 << 20)
+    except SymtransError as err:
+        return f"its report cannot be read: {err}"
+    got, expected = report_identity(doc), _expected_identity(task, marker)
+    if got is None or got != marker.get("report_identity") or got != expected:
+        diff = sorted(k for k in expected if (got or {}).get(k) != expected[k])
+        return ("its report.json is another run's (" + ", ".join(
+            f"{k} {str((got or {}).get(k))[:16]!r}, planned {str(expected[k])[:16]!r}" for k in diff[:3]) + ")"
+            if diff else "its report.json's identity is not the one task.json recorded")
+    return None
+
+
 def task_state(task: Task, out: str | os.PathLike[str]) -> str:
-    """``done`` (marker with this key, report present), ``failed`` (failure record with this key) or ``todo``.
+    """``done``, ``stale`` (a marker with this key whose report does not check), ``failed`` or ``todo``.
+
+    ``done`` needs the marker with this key and the report it recorded (:func:`report_problem`); a
+    ``stale`` task runs again like a ``todo`` one and never counts as done.
 
     Examples
     --------
@@ -274,8 +347,8 @@ def task_state(task: Task, out: str | os.PathLike[str]) -> str:
     """
     folder = Path(out) / "tasks" / task.folder
     marker = _read_record(folder / MARKER)
-    if marker is not None and marker.get("key") == task.key and (folder / "report" / "report.json").is_file():
-        return "done"
+    if marker is not None and marker.get("key") == task.key:
+        return "done" if report_problem(task, out, marker) is None else "stale"
     failed = _read_record(folder / FAILED)
     if failed is not None and failed.get("key") == task.key:
         return "failed"
@@ -421,7 +494,10 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         rec = record_failure(task, out, _error_text(err), attempts=attempts, trace=traceback.format_exc())
         (folder / RUNNING).unlink(missing_ok=True)
         return rec
+    written = folder / "report" / "report.json"
     doc = {"schema": TASK_SCHEMA, "status": "done", "key": task.key, "task": task.to_dict(), "attempts": attempts,
+           "report_sha256": hashlib.sha256(written.read_bytes()).hexdigest(),
+           "report_identity": report_identity(json.loads(written.read_text(encoding="utf-8"))),
            "seconds": round(time.perf_counter() - start, 3), "report_errors": list(report.errors),
            "verdicts": report.verdict_counts(), "peak_rss_bytes": _peak_rss(),
            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -866,6 +942,10 @@ def aggregate(tasks: Sequence[Task], out: str | os.PathLike[str]) -> dict[str, A
                "report": f"tasks/{t.folder}/report/report.html", "error": None, "report_errors": []}
         cells: dict[tuple[str, str | None], dict[str, Any]] = {}
         doc: Any = None
+        if state == "stale":  # a report that is missing, truncated, edited or another run's never counts as done
+            state = col["status"] = "failed"
+            col["error"] = (f"{report_problem(t, out, _read_record(folder / MARKER) or {})}: not counted "
+                            "(run the sweep again to re-run it)")
         if state == "done":
             try:
                 doc = read_json_file(folder / "report" / "report.json", "report", 256 << 20)

@@ -556,6 +556,56 @@ def shard_names(directory: Path, index: Path) -> list[str]:
 _SHARD_NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
 
 
+def safetensors_files(directory: str | os.PathLike[str]) -> list[Path] | None:
+    """The safetensors files of a model directory: ``model.safetensors``, else the shards its index lists.
+
+    One rule for the loader (:mod:`symtrans.numeric.weights`) and the certificate checker
+    (:mod:`symtrans.certify.modelfile`): each file confined to the directory, present and regular
+    (:func:`shard_file`), the index bounded and well formed (:func:`shard_names`). ``None`` when the directory
+    holds neither.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "model.safetensors").write_bytes(b"")
+    >>> [f.name for f in safetensors_files(d)], safetensors_files(tempfile.mkdtemp())
+    (['model.safetensors'], None)
+    """
+    directory = Path(directory)
+    single, index = directory / "model.safetensors", directory / "model.safetensors.index.json"
+    if single.exists() or single.is_symlink():
+        return [shard_file(directory, single.name)]
+    if index.exists() or index.is_symlink():
+        return [shard_file(directory, name) for name in shard_names(directory, index)]
+    return None
+
+
+def tensor_shards(listing: Iterable[tuple[Path, Iterable[str]]]) -> dict[str, Path]:
+    """Which file holds each tensor, given each file's tensor names: a tensor stored in two files is refused.
+
+    Which copy an index means is not for a reader to guess; the loader and the checker both read through
+    this rule, so neither can read a model the other refuses.
+
+    Examples
+    --------
+    >>> tensor_shards([(Path("a"), ["x"]), (Path("b"), ["y"])])
+    {'x': PosixPath('a'), 'y': PosixPath('b')}
+    >>> tensor_shards([(Path("a"), ["x"]), (Path("b"), ["x"])])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: x: tensor stored in two shards (a and b); refused (each tensor must be in one shard)
+    """
+    first: dict[str, Path] = {}
+    for f, keys in listing:
+        for k in keys:
+            if k in first:
+                raise SymtransError(f"{terminal_safe(k)[:120]}: tensor stored in two shards "
+                                    f"({terminal_safe(first[k].name)} and {terminal_safe(Path(f).name)}); "
+                                    "refused (each tensor must be in one shard)")
+            first[k] = f
+    return first
+
+
 def _read_shard_names(index: Path) -> list[str]:
     doc = read_json_file(index, "shard index", INDEX_MAX_BYTES, max_values=MAX_INDEX_VALUES)
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None

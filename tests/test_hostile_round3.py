@@ -409,12 +409,21 @@ def test_certificate_with_huge_common_denominators_is_invalid_at_once() -> None:
     assert verify_certificate(cert)[0]  # the real one checks
     bad = copy.deepcopy(cert)
     primes = iter(sympy.sieve.primerange(10**6, 10**7))
-    bad["witness"]["tangents"] = [[f"1/{next(primes)}" for _ in t] for t in bad["witness"]["tangents"]]
+    # since issue 37 a file carries no tangents (the checker derives them from the parameters): parameters
+    # 1/p make the derived tangents' denominators huge, and a file with tangents is refused as a field
+    bad["witness"]["parameters"] = {k: [[f"1/{next(primes)}" for _ in r] for r in v]
+                                    for k, v in bad["witness"]["parameters"].items()}
     bad["digest"] = digest(bad)
     t0 = time.perf_counter()
     ok, why = verify_certificate(bad)
     assert not ok and f"passes {MAX_DENOMINATOR_BITS} bits" in why, why
     assert time.perf_counter() - t0 < 5
+    old = copy.deepcopy(cert)
+    old["witness"]["tangents"] = [[f"1/{next(primes)}"] * cert["asserts"]["parameters"]]
+    old["digest"] = digest(old)
+    t0 = time.perf_counter()
+    ok, why = verify_certificate(old)
+    assert not ok and "tangents" in why and time.perf_counter() - t0 < 5, why
 
 
 def test_manifest_listing_a_huge_sparse_file_is_not_read_whole(tmp_path: Path, capsys: Any) -> None:
@@ -422,14 +431,14 @@ def test_manifest_listing_a_huge_sparse_file_is_not_read_whole(tmp_path: Path, c
     import subprocess
     import sys
 
-    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA
+    from symtrans.certify.checker import MANIFEST, manifest
 
     d = tmp_path / "certs"
     d.mkdir()
     with open(d / "big.json", "wb") as fh:
         fh.truncate(6 << 30)
-    (d / MANIFEST).write_text(json.dumps({"schema": MANIFEST_SCHEMA, "n": 128, "seed": 0,
-                                          "files": {"big.json": "0" * 64}}))
+    sealed = manifest({"big.json": ("0" * 64, "prop-6.2/identity-counterexample")}, n=128, seed=0)
+    (d / MANIFEST).write_text(json.dumps(sealed))
     root = Path(__file__).resolve().parents[1]
 
     def limit() -> None:

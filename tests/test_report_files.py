@@ -182,7 +182,9 @@ def test_evidence_from_an_earlier_report_is_carried_and_marked_stale(mini, produ
 
 
 def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path: Path) -> None:
-    """A carried record counts only when its registered producer did not run and its context key matches."""
+    """A carried record is considered only when its registered producer did not run and its context key matches,
+    and counts only with certificates that re-verify (issue 37: a carried supported needs what a carried fails
+    needs; a record without one is shown, stale, never counted)."""
     state = {"run": True}
 
     def make(claim: str, verdict: Verdict, kind: str):
@@ -201,9 +203,10 @@ def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path
         state["run"] = False
         same = build_report(Context(model=None, n=16, reuse=False), previous=old, graph=mini)
         (thm,) = same.statuses["tst-thm"].evidence
-        assert not thm.stale and thm.origin.startswith("previous") and same.statuses["tst-thm"].verdict is Verdict.SUPPORTED
+        assert thm.stale and thm.origin.startswith("previous") and "nothing this run can re-verify" in thm.stale_reason
+        assert same.statuses["tst-thm"].verdict is Verdict.NOT_RUN
         (lem,) = same.statuses["tst-lemma"].evidence  # a certificate must be re-verified from its witness
-        assert lem.stale and "not re-verified" in lem.stale_reason
+        assert lem.stale and "nothing this run can re-verify" in lem.stale_reason
         assert same.statuses["tst-lemma"].verdict is Verdict.NOT_RUN
         other_n = build_report(Context(model=None, n=32, reuse=False), previous=old, graph=mini)
         (thm,) = other_n.statuses["tst-thm"].evidence

@@ -197,12 +197,15 @@ def test_a_failed_task_is_recorded_and_the_others_still_aggregate(zoo: dict[str,
 
 
 def test_a_damaged_report_is_a_failed_column_not_a_crash(zoo: dict[str, Any], tmp_path: Path) -> None:
+    """A truncated report.json no longer hashes to what task.json recorded: its column is failed (never done),
+    and the next sweep runs the task again (issue 37: it was marked failed but never re-run)."""
     out = tmp_path / "sweep"
     shutil.copytree(zoo["out"], out)
     (out / "tasks" / zoo["tasks"][0].folder / "report" / "report.json").write_text("{not json")
     doc = aggregate(zoo["tasks"], out)
-    assert doc["columns"][0]["status"] == "failed" and "cannot be read" in doc["columns"][0]["error"]
-    assert doc["columns"][1]["status"] == "done"
+    assert doc["columns"][0]["status"] == "failed" and "truncated or edited" in doc["columns"][0]["error"]
+    assert doc["columns"][1]["status"] == "done" and doc["summary"]["failed"] == 1
+    assert pending(zoo["tasks"], out) == [zoo["tasks"][0]]
 
 
 # --- the aggregate -------------------------------------------------------------------------------------------
@@ -232,16 +235,22 @@ def test_cells_are_the_reports_verdicts_and_disagreements_come_first(zoo: dict[s
 
 
 def test_the_aggregate_reads_verdicts_it_does_not_recompute(zoo: dict[str, Any], tmp_path: Path) -> None:
-    """A verdict edited in one report.json is what its cell shows (the aggregate is a reader, not a judge)."""
+    """The cells are the reports' verdicts as the tasks wrote them; a verdict edited afterwards in one report.json
+    never shows (issue 37): the report no longer hashes to its task.json, the column is failed and re-run."""
     out = tmp_path / "sweep"
     shutil.copytree(zoo["out"], out)
     path = out / "tasks" / zoo["tasks"][1].folder / "report" / "report.json"
     report = json.loads(path.read_text())
     claim = next(c for c in report["claims"] if c["id"] == "thm-4.2")
+    genuine = claim["verdict"]
+    row = next(r for r in aggregate(zoo["tasks"], out)["rows"] if (r["claim"], r["reading"]) == ("thm-4.2", None))
+    assert row["cells"][1]["verdict"] == genuine
     claim["verdict"] = "certified" if claim["verdict"] != "certified" else "fails"
     path.write_text(json.dumps(report))
-    row = next(r for r in aggregate(zoo["tasks"], out)["rows"] if (r["claim"], r["reading"]) == ("thm-4.2", None))
-    assert row["cells"][1]["verdict"] == claim["verdict"]
+    doc = aggregate(zoo["tasks"], out)
+    row = next(r for r in doc["rows"] if (r["claim"], r["reading"]) == ("thm-4.2", None))
+    assert row["cells"][1] is None and doc["columns"][1]["status"] == "failed"
+    assert "truncated or edited" in doc["columns"][1]["error"] and task_state(zoo["tasks"][1], out) == "stale"
 
 
 def test_margin_is_the_smallest_among_the_deciding_records(zoo: dict[str, Any]) -> None:

@@ -31,8 +31,8 @@ Witness methods:
 ``residual-minor``   a non-zero (r+1)-minor of F(X*_r) = X*_r + sum_h A^h X*_r W_V^h W_O^h
 ``head-sum-rank``    every A^h invertible and dim(R_1 + ... + R_H) > n >= rank MHA(X) (inline weights)
 ``ln-affine-rank``   H1-H4 at an inline X and arank(LN X) > arank(X) (thm-4.2's affine part refuted)
-``jacobian-rank``    dim ker J = dim G at an inline instance: a (P - k)-minor of J (a ball forward with
-                     derivatives) excluding 0, the k tangent vectors of G independent over Q, J v in balls around 0
+``jacobian-rank``    dim ker J <= k = dim G (the formula) at an inline instance: a (P - k)-minor of J (a ball
+                     forward with derivatives) excluding 0; G's tangents derived by the checker, exact rank k
 
 Examples
 --------
@@ -57,7 +57,7 @@ from symtrans.certify.modelfile import CheckedModel, ModelError, bundled_model_p
 from symtrans.certify.statements import FREE, MAX_N, STATEMENTS, Dims, expected
 
 __all__ = ["SCHEMA", "FIELDS", "MANIFEST", "digest", "verify_certificate", "check_header", "check_record",
-           "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward"]
+           "manifest", "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward", "completeness_tangents"]
 
 SCHEMA = "symtrans-certificate/2"
 FIELDS = ("schema", "statement_id", "claim", "reading", "producer", "statement", "scope", "asserts", "witness",
@@ -461,7 +461,7 @@ def _completeness_instance(v: Any) -> tuple[tuple[str, Any], ...]:
     if not isinstance(v, dict) or set(v) != set(INSTANCE_FIELDS):
         raise Invalid("witness.instance: expected the fields " + ", ".join(INSTANCE_FIELDS))
     out: dict[str, Any] = {}
-    for k in ("family", "norm_placement", "norm", "activation", "ffn", "attention", "positional"):
+    for k in ("norm_placement", "norm", "activation", "ffn", "attention", "positional"):
         if not isinstance(v[k], str) or not 0 < len(v[k]) <= 40 or not v[k].isprintable():
             raise Invalid(f"instance.{k}: expected a short string")
         out[k] = v[k]
@@ -747,7 +747,7 @@ def completeness_forward(inst: dict[str, Any], params: dict[str, Any], X: Any, d
 
     Examples
     --------
-    >>> inst = dict(_completeness_instance({"family": "t", "norm_placement": "pre", "norm": "rmsnorm",
+    >>> inst = dict(_completeness_instance({"norm_placement": "pre", "norm": "rmsnorm",
     ...     "activation": "silu", "ffn": "gated", "attention": "causal", "positional": "none", "bias": False,
     ...     "qkv_bias": False, "final_norm": False, "window": None, "L": 1, "n": 2, "H": 1, "H_kv": 1, "d_model": 2,
     ...     "d_k": 1, "d_v": 1, "d_ff": 1, "batch": 1, "eps": "1/100"}))
@@ -771,11 +771,203 @@ def completeness_forward(inst: dict[str, Any], params: dict[str, Any], X: Any, d
     return _BallForward(inst, jets)(_const([[_ball(_q(x)) for x in row] for row in X]))
 
 
-def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
-    """jacobian-rank: a (P - k)-minor of J with an Arb determinant excluding 0; k tangents independent over Q, J v ∋ 0."""
-    from flint import fmpq, fmpq_mat
+def _mm(A: list[list[Fraction]], B: list[list[Fraction]]) -> list[list[Fraction]]:
+    """A B over Q (small matrices of Fractions)."""
+    return [[sum((a * B[k][j] for k, a in enumerate(row)), Fraction(0)) for j in range(len(B[0]))] for row in A]
 
+
+def completeness_tangents(inst: dict[str, Any], params: dict[str, Any]) -> list[tuple[str, list[Fraction]]]:
+    """G's tangent vectors at theta, derived by the checker from the instance's structure: (factor, P exact entries).
+
+    The checker's own rules (not the producer's tag table, :mod:`symtrans.group.spec`): each is the derivative at
+    the identity of a group action that leaves F_theta unchanged, written out per factor. Per layer:
+
+    * ``qk-gauge``: W_Q^h -> W_Q^h A, b_Q^h -> b_Q^h A for the query heads h of key/value head g, and
+      W_K^g, b_K^g -> times A^{-T} (rotary: A commutes with every rotation: a I + b J on each frequency pair);
+    * ``vo-gauge``: W_V^g, b_V^g -> times B, W_O^h -> B^{-1} W_O^h;
+    * ``key-bias-shift`` (b_K, no rotary): b_K^g + c shifts every score of a row by q c (softmax-invariant);
+    * ``value-bias-shift`` (b_V and b_O): b_V^g + c, b_O - sum_h c W_O^h (softmax rows sum to 1);
+    * ``centring-shift`` (LayerNorm, post-LN or with a final LayerNorm): rows of W_O^h and W_out and the biases
+      b_O, b_out move along 1 (the next LayerNorm removes a per-row constant);
+    * post-LN ``ffn-bias-transfer``: ln1_b + c, b_in - c W_in, b_out - c; layer l > 0 ``attention-bias-transfer``:
+      the previous ln2_b + c, b_Q, b_K, b_V - c W, b_O - c;
+    * ``*-input-hyperplane`` (a LayerNorm output y has <y - beta, 1/gamma> = 0): a reader W (with bias b) ->
+      W + (1/gamma) a^T, b - <beta, 1/gamma> a (post-LN: W_in of ln1, the next layer's Q, K, V of ln2; pre-LN:
+      Q, K, V of ln1, W_in of ln2);
+    * pre-norm ``ln*-scaling`` (gain and bias of output j times s, row j of every reader over s) and, with a
+      LayerNorm, ``ln*-bias-transfer`` (beta_j + c, each reader's bias - c row j);
+    * ``ffn-scaling``: column j of W_in (and b_in) times s, row j of W_out over s (gated units; a ReLU gate or
+      a ReLU MLP also through W_gate / W_in, positive homogeneity).
+
+    Examples
+    --------
+    >>> inst = {"norm_placement": "pre", "norm": "rmsnorm", "activation": "silu", "ffn": "gated",
+    ...     "attention": "causal", "positional": "none", "bias": False, "qkv_bias": False, "final_norm": False,
+    ...     "window": None, "L": 1, "n": 2, "H": 1, "H_kv": 1, "d_model": 2, "d_k": 1, "d_v": 1, "d_ff": 1}
+    >>> from symtrans.certify.statements import completeness_tensors
+    >>> params = {name: [[1] * c for _ in range(r)] for name, (r, c) in completeness_tensors(inst)}
+    >>> [name for name, _ in completeness_tangents(inst, params)]
+    ['qk-gauge', 'vo-gauge', 'ln1-scaling', 'ln1-scaling', 'ln2-scaling', 'ln2-scaling', 'ffn-scaling']
+    """
     from symtrans.certify.statements import completeness_tensors
+
+    tensors = completeness_tensors(inst)
+    shapes = dict(tensors)
+    Q = {name: [[_q(x) for x in row] for row in params[name]] for name in shapes}
+    H, kv, d, dk, dv, dff = (inst[k] for k in ("H", "H_kv", "d_model", "d_k", "d_v", "d_ff"))
+    pre, ln = inst["norm_placement"] == "pre", inst["norm"] == "layernorm"
+    rotary, gated, relu = inst["positional"] == "rotary", inst["ffn"] == "gated", inst["activation"] == "relu"
+    out: list[tuple[str, list[Fraction]]] = []
+    zero = Fraction(0)
+
+    def emit(factor: str, delta: dict[str, list[list[Fraction]]]) -> None:
+        vec: list[Fraction] = []
+        for name, (r, c) in tensors:
+            m = delta.get(name)
+            vec.extend(m[i][j] if m is not None else zero for i in range(r) for j in range(c))
+        out.append((factor, vec))
+
+    def unit(r: int, c: int, i: int, j: int) -> list[list[Fraction]]:
+        return [[Fraction(int(a == i and b == j)) for b in range(c)] for a in range(r)]
+
+    def neg(A: list[list[Fraction]]) -> list[list[Fraction]]:
+        return [[-x for x in row] for row in A]
+
+    def add(delta: dict[str, list[list[Fraction]]], name: str, A: list[list[Fraction]]) -> None:
+        if name in delta:
+            delta[name] = [[x + y for x, y in zip(r1, r2)] for r1, r2 in zip(delta[name], A)]
+        else:
+            delta[name] = A
+
+    def row(name: str, a: int) -> list[list[Fraction]]:
+        return [list(Q[name][a])]
+
+    def hyperplane(factor: str, t_norm: str, readers: list[tuple[str, str]]) -> None:
+        """Readers (weight, bias) of the LayerNorm ``t_norm``: W + (1/gamma) e_a^T, b - <beta, 1/gamma> e_a."""
+        gamma, beta = Q[t_norm + "_w"][0], Q[t_norm + "_b"][0]
+        if any(g == 0 for g in gamma):
+            raise Invalid(f"{t_norm}_w has a zero gain: the point is not generic")
+        inv = [1 / g for g in gamma]
+        shift = sum((b * v for b, v in zip(beta, inv)), Fraction(0))
+        for W, b in readers:
+            if W not in shapes or b not in shapes:
+                continue
+            m = shapes[W][1]
+            for a in range(m):
+                emit(factor, {W: [[inv[j] * int(c == a) for c in range(m)] for j in range(d)],
+                              b: [[-shift * int(c == a) for c in range(m)]]})
+
+    for l in range(inst["L"]):
+        t = f"layer{l}."
+        heads = {g: [h for h in range(H) if h // (H // kv) == g] for g in range(kv)}
+        qkv = [(f"{t}W_Q[{h}]", f"{t}b_Q[{h}]") for h in range(H)] + \
+            [(f"{t}W_{x}[{g}]", f"{t}b_{x}[{g}]") for x in ("K", "V") for g in range(kv)]
+        for g in range(kv):  # qk-gauge
+            if rotary:
+                gens = []
+                for f in range(dk // 2):
+                    I2 = [[Fraction(int(a == b and a in (2 * f, 2 * f + 1))) for b in range(dk)] for a in range(dk)]
+                    J2 = [[Fraction((a, b) == (2 * f + 1, 2 * f)) - Fraction((a, b) == (2 * f, 2 * f + 1))
+                           for b in range(dk)] for a in range(dk)]
+                    gens += [I2, J2]
+            else:
+                gens = [unit(dk, dk, a, b) for a in range(dk) for b in range(dk)]
+            for M in gens:
+                MT = [list(c) for c in zip(*M)]
+                delta: dict[str, list[list[Fraction]]] = {}
+                for h in heads[g]:
+                    for name in (f"{t}W_Q[{h}]", f"{t}b_Q[{h}]"):
+                        if name in shapes:
+                            delta[name] = _mm(Q[name], M)
+                for name in (f"{t}W_K[{g}]", f"{t}b_K[{g}]"):
+                    if name in shapes:
+                        delta[name] = neg(_mm(Q[name], MT))
+                emit("qk-gauge", delta)
+        for g in range(kv):  # vo-gauge
+            for a in range(dv):
+                for b in range(dv):
+                    E = unit(dv, dv, a, b)
+                    delta = {name: _mm(Q[name], E) for name in (f"{t}W_V[{g}]", f"{t}b_V[{g}]") if name in shapes}
+                    for h in heads[g]:
+                        delta[f"{t}W_O[{h}]"] = neg(_mm(E, Q[f"{t}W_O[{h}]"]))
+                    emit("vo-gauge", delta)
+        for g in range(kv):  # bias shifts
+            if f"{t}b_K[{g}]" in shapes and not rotary:
+                for a in range(dk):
+                    emit("key-bias-shift", {f"{t}b_K[{g}]": unit(1, dk, 0, a)})
+            if f"{t}b_V[{g}]" in shapes and f"{t}b_O" in shapes:
+                for a in range(dv):
+                    delta = {f"{t}b_V[{g}]": unit(1, dv, 0, a)}
+                    for h in heads[g]:
+                        add(delta, f"{t}b_O", neg(row(f"{t}W_O[{h}]", a)))
+                    emit("value-bias-shift", delta)
+        if ln and (not pre or inst["final_norm"]):  # centring-shift: the next LayerNorm removes a row constant
+            ones = [[Fraction(1)] * d]
+            for h in range(H):
+                for a in range(dv):
+                    emit("centring-shift", {f"{t}W_O[{h}]": [ones[0] if i == a else [zero] * d for i in range(dv)]})
+            for name, r in ((f"{t}b_O", 1), (f"{t}W_out", dff), (f"{t}b_out", 1)):
+                if name in shapes:
+                    for a in range(r):
+                        emit("centring-shift", {name: [ones[0] if i == a else [zero] * d for i in range(r)]})
+        if not pre:
+            if all(x in shapes for x in (f"{t}ln1_b", f"{t}b_in", f"{t}b_out")):
+                for a in range(d):
+                    emit("ffn-bias-transfer", {f"{t}ln1_b": unit(1, d, 0, a), f"{t}b_in": neg(row(f"{t}W_in", a)),
+                                               f"{t}b_out": neg(unit(1, d, 0, a))})
+            if ln:
+                hyperplane("ffn-input-hyperplane", f"{t}ln1", [(f"{t}W_in", f"{t}b_in")])
+            if l > 0:
+                p = f"layer{l - 1}."
+                if all(b in shapes for _, b in qkv) and f"{t}b_O" in shapes and f"{p}ln2_b" in shapes:
+                    for a in range(d):
+                        delta = {f"{p}ln2_b": unit(1, d, 0, a), f"{t}b_O": neg(unit(1, d, 0, a))}
+                        for W, b in qkv:
+                            delta[b] = neg(row(W, a))
+                        emit("attention-bias-transfer", delta)
+                if ln:
+                    hyperplane("attention-input-hyperplane", f"{p}ln2", qkv)
+        else:
+            ffn_in = [(f"{t}W_gate", f"{t}b_gate")] if gated else []
+            ffn_in.append((f"{t}W_in", f"{t}b_in"))
+            for norm, readers in (("ln1", qkv), ("ln2", ffn_in)):
+                w, b = f"{t}{norm}_w", f"{t}{norm}_b"
+                for a in range(d):  # scaling: output a times s, row a of every reader over s
+                    delta = {w: [[Q[w][0][a] if j == a else zero for j in range(d)]]}
+                    if b in shapes:
+                        delta[b] = [[Q[b][0][a] if j == a else zero for j in range(d)]]
+                    for W, _ in readers:
+                        if W in shapes:
+                            delta[W] = [neg([Q[W][i]])[0] if i == a else [zero] * shapes[W][1] for i in range(d)]
+                    emit(f"{norm}-scaling", delta)
+                if b in shapes:
+                    if all(bb in shapes for W, bb in readers if W in shapes):
+                        for a in range(d):
+                            delta = {b: unit(1, d, 0, a)}
+                            for W, bb in readers:
+                                if W in shapes:
+                                    delta[bb] = neg(row(W, a))
+                            emit(f"{norm}-bias-transfer", delta)
+                    hyperplane("attention-input-hyperplane" if norm == "ln1" else "ffn-input-hyperplane",
+                               f"{t}{norm}", readers)
+        scaled = [(f"{t}W_in", f"{t}b_in")] if gated else []
+        if relu:  # positive homogeneity: a ReLU unit (gate, or the MLP's input) scales through
+            scaled.append((f"{t}W_gate", f"{t}b_gate") if gated else (f"{t}W_in", f"{t}b_in"))
+        for W, b in scaled:
+            for j in range(dff):
+                delta = {W: [[Q[W][i][j] if c == j else zero for c in range(dff)] for i in range(d)],
+                         f"{t}W_out": [neg([Q[f"{t}W_out"][j]])[0] if i == j else [zero] * d for i in range(dff)]}
+                if b in shapes:
+                    delta[b] = [[Q[b][0][j] if c == j else zero for c in range(dff)]]
+                emit("ffn-scaling", delta)
+    return out
+
+
+def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
+    """jacobian-rank: a (P - k)-minor of J, Arb determinant excluding 0, k = dim G (the formula); G's tangents derived here."""
+    from flint import arb_mat, fmpq, fmpq_mat
+
+    from symtrans.certify.statements import completeness_dimension, completeness_family, completeness_tensors
 
     w, a = cert["witness"], cert["asserts"]
     if _int(w["precision"], MIN_PRECISION, MAX_PRECISION, "precision") < JACOBIAN_MIN_PRECISION:
@@ -783,35 +975,31 @@ def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
                       "let a wrong tangent's J v contain 0)")
     inst = dict(_completeness_instance(w["instance"]))
     P = sum(r * c for _, (r, c) in completeness_tensors(inst))
-    factors = w["factors"]
-    if not (isinstance(factors, list) and len(factors) <= 64 and all(
-            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and len(f[0]) <= 60 for f in factors)):
-        raise Invalid("witness.factors: expected a list of [factor name, number of tangent vectors]")
-    k = sum(_int(f[1], 1, P, f"factor {_line(f[0], 40)}: tangent count") for f in factors)
-    if not k < P:
-        raise Invalid(f"{k} tangent vectors for {P} parameters")
-    for field in ("group_dimension", "stabiliser_dimension"):
-        if _int(a[field], 0, P, f"asserts.{field}") != k:
-            raise Invalid(f"asserts.{field} is {a[field]}, but the witness gives {k} tangent vectors")
+    k = completeness_dimension(inst)  # the formula's, never the file's (the registry fixed the asserts to it)
+    if a["group_dimension"] != k or a["stabiliser_dimension_at_most"] != k or a["jacobian_rank_at_least"] != P - k:
+        raise Invalid(f"asserts: dim G is {k} by its formula, P - k = {P - k}")
     r = P - k
-    if _int(a["jacobian_rank_at_least"], 0, P, "asserts.jacobian_rank_at_least") != r:
-        raise Invalid(f"asserts.jacobian_rank_at_least must be P - k = {r}")
-    T = w["tangents"]
-    if not (isinstance(T, list) and len(T) == k and all(isinstance(t, list) and len(t) == P for t in T)):
-        raise Invalid(f"witness.tangents: expected {k} vectors of {P} exact entries")
-    tangents = [[_q(x) for x in t] for t in T]
-    _common_denominator(tangents, "witness.tangents")  # before the exact rank and the jets carry them
     N = inst["batch"] * inst["n"] * inst["d_model"]
     rows = _indices(w["minor"]["rows"], r, N, "minor rows")
     cols = _indices(w["minor"]["cols"], r, P, "minor cols")
-    rank = int(fmpq_mat(k, P, [fmpq(q.numerator, q.denominator) for t in tangents for q in t]).rank()) if k else 0
+    # G's tangent vectors, derived here; their exact rank must be the formula's k (an independent route to dim G)
+    derived = completeness_tangents(inst, w["parameters"])
+    _common_denominator([v for _, v in derived], "G's tangent vectors at theta")  # before the exact rank and jets
+    if derived:
+        M = fmpq_mat(P, len(derived), [fmpq(v[q].numerator, v[q].denominator) for q in range(P) for _, v in derived])
+        R, rank = M.rref()
+        rank = int(rank)
+    else:
+        rank = 0
     if rank != k:
-        raise Invalid(f"the {k} tangent vectors are linearly dependent: exact rank {rank}")
+        raise Invalid(f"G's tangent vectors derived by the checker span {rank} dimensions at theta, its formula "
+                      f"says {k}: the checker's rules do not cover this instance's factors, or the point is not generic")
+    basis = []  # the pivot columns of the rref: k independent tangent vectors, in the derived order
+    for i in range(rank):
+        basis.append(next(j for j in range(len(derived)) if R[i, j] != 0))
+    tangents = [derived[j] for j in basis]
     # directions: the minor's parameter columns (unit vectors), then the k tangent vectors
-    directions = [[Fraction(int(q == c)) for c in cols] + [t[q] for t in tangents] for q in range(P)]
-    names = [f[0] for f in factors for _ in range(f[1])]
-    from flint import arb_mat
-
+    directions = [[Fraction(int(q == c)) for c in cols] + [t[q] for _, t in tangents] for q in range(P)]
     with _precision(w["precision"]):
         out_rows: list[list[Any]] = []
         for b, X in enumerate(w["inputs"]):
@@ -821,14 +1009,15 @@ def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
                 vals = e[row * width:(row + 1) * width]
                 for i, x in enumerate(vals[r:]):
                     if 0 not in x:
-                        raise Invalid(f"tangent vector {i} ({_line(names[i], 40)}) is not in the null space: (J v) at "
+                        raise Invalid(f"G's tangent vector {i} ({tangents[i][0]}) is not in the null space: (J v) at "
                                       f"input {b}, output {row} is {x.str(3)}, a ball excluding 0")
                 out_rows.append(vals[:r])
         det = arb_mat([out_rows[i] for i in rows]).det() if r else None
     if det is not None and 0 in det:
         raise Invalid(f"the {r} x {r} minor's determinant enclosure {det.str(3)} contains 0: rank J >= P - k not shown")
-    return (f"rank J >= {r} (a {r} x {r} minor, determinant {det.str(3) if det is not None else 1}), {k} tangent vectors "
-            f"independent over Q with J v in balls around 0: dim ker J = {k} = dim G on {inst['family']}")
+    return (f"rank J >= {r} (a {r} x {r} minor, determinant {det.str(3) if det is not None else 1}), so "
+            f"dim(stabiliser) <= dim ker J <= {k} = dim G (formula); G's {k} tangent vectors, derived by the checker, "
+            f"independent over Q, J v in balls around 0, on {completeness_family(inst)}")
 
 
 _METHODS = {"exact-rank": _rank_items, "factor-minors": _factor_minors, "attention-det": _attention,
@@ -884,7 +1073,7 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
 
     ``model`` is the directory the caller names (``None`` or ``"default"``: the
     bundled model); ``n`` and ``seed`` are the statement's parameters (default
-    :data:`symtrans.evidence.DEFAULT_N` and 0, as ``symtrans certify``). Raises
+    :data:`symtrans.config.DEFAULT_N` and 0, as ``symtrans certify``). Raises
     :class:`Invalid` (or :class:`ModelError`) on any mismatch.
 
     Examples
@@ -895,7 +1084,7 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
     symtrans.certify.checker.Invalid: missing fields: statement_id, claim, reading, producer, statement, scope, asserts, witness, toolkit_version, weights_hash, digest
     """
     if n is None:
-        from symtrans.evidence import DEFAULT_N
+        from symtrans.config import DEFAULT_N
 
         n = DEFAULT_N
     if not isinstance(data, dict):
@@ -976,7 +1165,7 @@ def verify_certificate(data: Any, model: Any = None, *, n: int | None = None, se
 
 # ------------------------------------------------------------------ certificate directories
 MANIFEST = "MANIFEST.json"
-MANIFEST_SCHEMA = "symtrans-certificate-manifest/1"
+MANIFEST_SCHEMA = "symtrans-certificate-manifest/2"
 
 
 def file_hash(path: Path) -> str:
@@ -1002,22 +1191,55 @@ def _max_certificate_bytes() -> int:
     return REPORT_MAX_BYTES
 
 
-def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: int, seed: int) -> list[tuple[str, str]]:
-    """(file, why) for every way a certificate directory differs from its manifest; [] when it matches.
+def manifest(files: dict[str, tuple[str, str]], *, n: int, seed: int) -> dict[str, Any]:
+    """A sealed directory manifest: each file's SHA-256 and statement id, the claims covered, n, seed, digest.
 
-    The manifest lists every certificate file with its SHA-256 and the n and
-    seed the directory was certified at; an unlisted file, a listed file that
-    is missing or changed, or another n or seed than the caller's is refused.
+    ``files``: name -> (SHA-256, statement id). The claims covered are those of the statements; verify
+    requires every statement the registry requires for each of them (:func:`manifest_problems`).
 
     Examples
     --------
-    >>> manifest_problems(Path("."), {"schema": MANIFEST_SCHEMA, "n": 8, "seed": 0, "files": {}}, ["a.json"], n=8, seed=0)
-    [('a.json', 'not listed in the directory manifest')]
+    >>> m = manifest({"a.json": ("0" * 64, "prop-6.2/identity-counterexample")}, n=8, seed=0)
+    >>> m["claims"], m["digest"] == digest(m)
+    (['prop-6.2'], True)
     """
-    if not (isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA
-            and isinstance(manifest.get("files"), dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in manifest["files"].items())):
-        return [(MANIFEST, "not a certificate manifest")]
+    out = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
+           "claims": sorted({STATEMENTS[sid].claim for _, sid in files.values()}),
+           "files": {name: {"sha256": h, "statement_id": sid} for name, (h, sid) in sorted(files.items())}}
+    out["digest"] = digest(out)
+    return out
+
+
+def manifest_problems(directory: Path, manifest: Any, found: dict[str, Any], *, n: int, seed: int
+                      ) -> list[tuple[str, str]]:
+    """(file, why) for every way a certificate directory differs from its manifest; [] when it matches.
+
+    The manifest (sealed by its digest) lists every certificate file with its SHA-256 and statement id,
+    the claims the directory covers, and the n and seed it was certified at. Refused: an unlisted file, a
+    listed file that is missing or changed or holds another statement than listed, another n or seed than
+    the caller's, and a covered claim without every statement the registry requires for it
+    (:func:`symtrans.certify.statements.claim_statements`). ``found``: file name -> its parsed JSON.
+
+    Examples
+    --------
+    >>> m = manifest({}, n=8, seed=0)
+    >>> manifest_problems(Path("."), m, {"a.json": {}}, n=8, seed=0)
+    [('a.json', 'not listed in the directory manifest')]
+    >>> manifest_problems(Path("."), dict(m, claims=["prop-6.2"]), {}, n=8, seed=0)[0][1]
+    'digest mismatch: the manifest was altered after it was written'
+    """
+    from symtrans.certify.statements import claim_statements
+
+    fields = {"schema", "n", "seed", "claims", "files", "digest"}
+    if not (isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and set(manifest) == fields
+            and isinstance(manifest["files"], dict) and isinstance(manifest["claims"], list)
+            and all(isinstance(c, str) for c in manifest["claims"])
+            and all(isinstance(k, str) and isinstance(v, dict) and set(v) == {"sha256", "statement_id"}
+                    and all(isinstance(x, str) for x in v.values()) for k, v in manifest["files"].items())):
+        return [(MANIFEST, f"not a certificate manifest ({MANIFEST_SCHEMA}: schema, n, seed, claims, files with "
+                           "sha256 and statement_id, digest)")]
+    if manifest["digest"] != digest(manifest):
+        return [(MANIFEST, "digest mismatch: the manifest was altered after it was written")]
     out = []
     if manifest.get("n") != n or manifest.get("seed") != seed or type(manifest.get("n")) is not int:
         out.append((MANIFEST, f"certified at n = {_line(repr(manifest.get('n')), 20)}, seed "
@@ -1026,14 +1248,30 @@ def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: in
     for name in found:
         if name not in listed:
             out.append((name, "not listed in the directory manifest"))
-    for name, h in listed.items():
+    held: set[str] = set()
+    for name, entry in listed.items():
         p = directory / name
+        sid = entry["statement_id"]
         if "/" in name or "\\" in name or name in (".", "..") or not p.is_file():
             out.append((_line(name, 80), "listed in the manifest but missing"))
         elif p.stat().st_size > _max_certificate_bytes():  # no certificate is read past this: nor hashed
             out.append((_line(name, 80), f"larger than a certificate may be ({_max_certificate_bytes() >> 20} MiB)"))
-        elif file_hash(p) != h:
+        elif file_hash(p) != entry["sha256"]:
             out.append((name, "differs from the manifest's hash"))
+        elif not isinstance(found.get(name), dict) or found[name].get("statement_id") != sid:
+            out.append((name, f"holds another statement than the manifest's {_line(repr(sid), 60)}"))
+        elif sid not in STATEMENTS or STATEMENTS[sid].claim not in manifest["claims"]:
+            out.append((name, f"statement {_line(repr(sid), 60)} is of no claim the manifest covers"))
+        else:
+            held.add(sid)
+    for claim in manifest["claims"]:
+        need = claim_statements(claim) or tuple(s for s, st in STATEMENTS.items() if st.claim == claim)
+        if not need:
+            out.append((MANIFEST, f"claim {_line(repr(claim), 40)} has no registered statement"))
+        for sid in need:
+            if sid not in held:
+                out.append((MANIFEST, f"claim {claim} requires statement {sid}, which no valid file in the "
+                                      "directory holds"))
     return out
 
 
@@ -1045,8 +1283,10 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
     producer writes certificates (the registry's ``REQUIRED``), the record must carry
     every statement it requires, each certificate must re-verify (whatever the
     record's verdict, ``fails`` included) on ``model`` at ``n`` and ``seed``, and
-    the record's claim, reading, producer, verdict and scope must be the
-    registry's and its certificates'. A record of another producer must carry none.
+    the record's claim, reading, producer, verdict (exactly the statement's),
+    scope and ``counted`` flag must be the registry's and its certificates'. A
+    record of another producer must carry none (and has nothing to re-verify:
+    the report never counts it when carried).
 
     Examples
     --------
@@ -1088,13 +1328,16 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
             for field, want in (("claim", st.claim), ("reading", st.reading), ("producer", st.producer)):
                 if record.get(field) != want:
                     return f"the record's {field} {_line(repr(record.get(field)), 40)} is not {sid}'s {want!r}"
-            if verdict not in (st.verdict, "inconclusive", "not-applicable"):
+            if verdict != st.verdict:  # a carried record says what its certificate proves, nothing weaker
                 return f"the record's verdict {_line(repr(verdict), 20)} is not {sid}'s {st.verdict!r}"
-            if verdict == st.verdict and st.primary and record.get("scope") != cert["scope"]:
+            if st.primary and record.get("scope") != cert["scope"]:
                 return f"the record's scope is not its certificate's ({sid}: {cert['scope']['kind']})"
+        if record.get("counted", True) is not True:  # the registry's: a certificate's record counts
+            return (f"the record's counted flag {_line(repr(record.get('counted')), 20)} is not the registry's "
+                    f"(a record of {producer} counts)")
         if len(set(sids)) != len(sids):
             return "the record carries one statement twice"
-        if verdict in {STATEMENTS[s].verdict for s in sids} and not set(REQUIRED[producer]) <= set(sids):
+        if not set(REQUIRED[producer]) <= set(sids):
             return f"the record lacks {', '.join(sorted(set(REQUIRED[producer]) - set(sids)))}"
         return None
     except Exception as err:  # noqa: BLE001 - fail closed

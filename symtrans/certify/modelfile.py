@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +103,6 @@ def _read_json(path: Path) -> Any:
         raise ModelError(f"{path.name}: not JSON ({type(err).__name__})") from None
 
 
-def _inside(directory: Path, name: str) -> Path:
-    f = (directory / name).resolve()
-    if not isinstance(name, str) or os.path.isabs(name) or directory.resolve() not in f.parents or not f.is_file():
-        raise ModelError(f"weight file {name!r} is not a regular file inside the model directory")
-    return f
-
-
 class CheckedModel:
     """One model directory as the checker reads it: dimensions from config.json, tensors on demand."""
 
@@ -137,24 +129,28 @@ class CheckedModel:
         if type(eps) not in (int, float) or not 0 < eps < 1:
             raise ModelError(f"config.json: layer_norm_eps {eps!r} is not a number in (0, 1)")
         self.eps = float(eps) if self.family in ("bert", "roberta", "distilbert") else None
-        single, index = d / "model.safetensors", d / "model.safetensors.index.json"
-        if single.exists():
-            self.files = [_inside(d, single.name)]
-        elif index.exists():
-            wmap = (_read_json(index) or {}).get("weight_map")
-            if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
-                raise ModelError("model.safetensors.index.json: no weight_map of file names")
-            self.files = [_inside(d, n) for n in sorted(set(wmap.values()))]
-        else:
+        # the model-reading rule the loader follows too (symtrans.validate): which files, which tensor where
+        from symtrans.validate import safetensors_files, tensor_shards
+
+        try:
+            files = safetensors_files(d)
+        except SymtransError as err:
+            raise ModelError(str(err)) from None
+        if files is None:
             raise ModelError(f"{directory}: no model.safetensors (the checker reads safetensors only)")
+        self.files = files
         self.weights_hash = model_hash(self.config_path, self.files)
         from safetensors import safe_open
 
-        self._where: dict[str, Any] = {}
-        for f in self.files:
-            h = safe_open(str(f), framework="numpy")
-            for k in h.keys():
-                self._where[k] = h
+        try:
+            handles = {f: safe_open(str(f), framework="numpy") for f in self.files}
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+            raise ModelError(f"not a readable safetensors file ({type(err).__name__})") from None
+        try:
+            where = tensor_shards((f, h.keys()) for f, h in handles.items())
+        except SymtransError as err:
+            raise ModelError(str(err)) from None
+        self._where: dict[str, Any] = {k: handles[f] for k, f in where.items()}
         prefixes = {"bert": ("", "bert.", "roberta.", "model."), "roberta": ("", "bert.", "roberta.", "model."),
                     "distilbert": ("", "distilbert."), "gpt2": ("", "transformer."),
                     "llama": ("", "model."), "qwen2": ("", "model.")}[self.family]

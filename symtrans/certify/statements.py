@@ -29,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FREE", "Dims", "STATEMENTS", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n",
-           "COMPLETENESS", "INSTANCE_FIELDS", "completeness_refusal", "completeness_tensors"]
+__all__ = ["FREE", "Dims", "STATEMENTS", "REQUIRED", "claim_statements", "THM53_R", "MAX_N", "expected", "input_ids", "attention_n",
+           "COMPLETENESS", "INSTANCE_FIELDS", "completeness_refusal", "completeness_tensors", "completeness_dimension",
+           "completeness_family"]
 
 #: a template value the witness chooses (checked by the method, not by the statement)
 FREE = "<chosen by the witness>"
@@ -76,6 +77,17 @@ REQUIRED = {"prop63-real-weights": ("prop-6.3/head-rank", "prop-6.3/attention-in
             "ln-affine-search": ("thm-4.2/affine-counterexample",)}
 
 
+def claim_statements(claim: str) -> tuple[str, ...]:
+    """The statements a certificate directory covering ``claim`` must hold: every one its producers require.
+
+    Examples
+    --------
+    >>> claim_statements("prop-6.3"), claim_statements("lem-rank-sum")
+    (('prop-6.3/head-rank', 'prop-6.3/attention-invertible'), ())
+    """
+    return tuple(sid for sids in REQUIRED.values() for sid in sids if STATEMENTS[sid].claim == claim)
+
+
 @dataclass(frozen=True)
 class Dims:
     """What a statement about a model is parametrised by: the model's sizes, n, the seed and the model's label."""
@@ -95,8 +107,9 @@ class Dims:
 
 #: the statement id of certified completeness (``symtrans group --complete --certificate-out``)
 COMPLETENESS = "framework-9/completeness"
-#: the fields of a completeness instance, in order: structure (strings and flags), sizes, the batch and eps
-INSTANCE_FIELDS = ("family", "norm_placement", "norm", "activation", "ffn", "attention", "positional", "bias",
+#: the fields of a completeness instance, in order: structure (strings and flags), sizes, the batch and eps (no
+#: free-text label: the family's words are derived from the structure, never read from a file)
+INSTANCE_FIELDS = ("norm_placement", "norm", "activation", "ffn", "attention", "positional", "bias",
                    "qkv_bias", "final_norm", "window", "L", "n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff",
                    "batch", "eps")
 #: the structures the checker's forward covers: (norm placement, norm, FFN, attention) -> (words, activations)
@@ -167,14 +180,62 @@ def completeness_tensors(inst: dict[str, Any]) -> list[tuple[str, tuple[int, int
     return out
 
 
+def completeness_family(inst: dict[str, Any]) -> str:
+    """The family words of a covered completeness instance, derived from its structure (never a label from a file).
+
+    Examples
+    --------
+    >>> completeness_family({"norm_placement": "post", "norm": "layernorm", "ffn": "mlp", "attention": "bidirectional"})
+    'post-LN BERT layers (LayerNorm, MLP)'
+    """
+    return COMPLETENESS_FAMILIES[tuple(inst[k] for k in ("norm_placement", "norm", "ffn", "attention"))][0]
+
+
+def completeness_dimension(inst: dict[str, Any]) -> int:
+    """dim G on the ``layers`` scope at a completeness instance: G's formula (:mod:`symtrans.group.spec`, SymPy).
+
+    The architecture is built from the instance's structure and sizes alone; the formula is the one
+    ``symtrans group`` prints, never a number a certificate asserts.
+
+    Examples
+    --------
+    >>> inst = {"norm_placement": "pre", "norm": "rmsnorm", "activation": "silu", "ffn": "gated",
+    ...         "attention": "causal", "positional": "rotary", "bias": False, "qkv_bias": False, "final_norm": True,
+    ...         "window": None, "L": 1, "n": 5, "H": 2, "H_kv": 2, "d_model": 6, "d_k": 2, "d_v": 2, "d_ff": 3,
+    ...         "eps": "1/100000"}
+    >>> completeness_dimension(inst)
+    27
+    """
+    from fractions import Fraction
+
+    from symtrans.arch import Architecture
+    from symtrans.group.spec import GroupSpec
+
+    a = Architecture(name="completeness-instance", family="completeness-instance", n=inst["n"], L=inst["L"],
+                     H=inst["H"], H_kv=inst["H_kv"], d_model=inst["d_model"], d_k=inst["d_k"], d_v=inst["d_v"],
+                     d_ff=inst["d_ff"], vocab_size=16, max_positions=max(16, inst["n"]),
+                     norm_placement=inst["norm_placement"], norm=inst["norm"], activation=inst["activation"],
+                     ffn=inst["ffn"], bias=inst["bias"], qkv_bias=inst["qkv_bias"], attention=inst["attention"],
+                     positional="rotary" if inst["positional"] == "rotary" else "none",
+                     final_norm=inst["final_norm"], ln_eps=float(Fraction(inst["eps"])),
+                     sliding_window=inst["window"], head_dim_tied=False)
+    return int(GroupSpec.from_arch(a).scope_dimension("layers"))
+
+
 def _completeness(st: Statement, dims: Dims) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Statement text, scope, witness and asserts templates of certified completeness at ``dims.instance``."""
+    """Statement text, scope, witness and asserts templates of certified completeness at ``dims.instance``.
+
+    Everything asserted is fixed here: P from the tensors, k = dim G from G's formula, P - k; the certificate
+    chooses only the point (parameters, inputs), the minor and the precision. It proves the upper bound
+    dim(stabiliser) <= dim ker J <= k; that G's directions lie in ker J is G's exact invariance (cited).
+    """
     if dims.instance is None:
         raise KeyError("framework-9/completeness needs its instance")
     inst = dict(dims.instance)
     tensors = completeness_tensors(inst)
     P = sum(r * c for _, (r, c) in tensors)
-    words = COMPLETENESS_FAMILIES[tuple(inst[k] for k in ("norm_placement", "norm", "ffn", "attention"))][0]
+    k = completeness_dimension(inst)
+    words = completeness_family(inst)
     feats = [ACTIVATION_WORDS[inst["activation"]], f"{inst['attention']} attention", f"{inst['positional']} positions",
              "all biases" if inst["bias"] else "Q, K, V biases" if inst["qkv_bias"] else "no biases"]
     if inst["H_kv"] != inst["H"]:
@@ -183,28 +244,30 @@ def _completeness(st: Statement, dims: Dims) -> tuple[str, dict[str, Any], dict[
         feats.append(f"sliding window {inst['window']}")
     if inst["final_norm"]:
         feats.append("final norm")
-    desc = (f"{inst['family']}: {words}, {', '.join(feats)}; L = {inst['L']}, n = {inst['n']}, H = {inst['H']}, "
+    desc = (f"{words}, {', '.join(feats)}; L = {inst['L']}, n = {inst['n']}, H = {inst['H']}, "
             f"H_kv = {inst['H_kv']}, d_model = {inst['d_model']}, d_k = {inst['d_k']}, d_v = {inst['d_v']}, "
             f"d_ff = {inst['d_ff']}, eps = {inst['eps']}, a batch of {inst['batch']} inputs")
     text = (f"At the inline rational parameters theta (P = {P} entries) and the inline batch of {inst['batch']} "
             f"rational inputs X_b ({inst['n']} x {inst['d_model']}), the Jacobian J of theta -> (F_theta(X_b))_b, "
             "F_theta the layer stack of the instance as the checker's forward defines it (its norms, attention, "
-            "FFN and final norm; layers scope: hidden states in, last hidden state out), has rank >= P - k: the "
-            "given (P - k)-minor has an Arb determinant ball that excludes 0 (exp, erf, tanh, sqrt and their "
-            "derivatives in ball arithmetic, forward mode). The k given vectors, G's tangent vectors at theta (the derivative "
-            "of each factor's action at the identity), are linearly independent over Q (exact rank k), and each "
-            "lies in ker J by its factor's exact invariance certificate (symtrans group --certify; here J v is "
-            "only checked to be a ball containing 0). Hence rank J = P - k and dim ker J = k = dim G: near theta "
-            "the fibre of theta -> F_theta has dimension at most dim ker J = k, and G's orbit, of dimension k "
-            "(locally free), lies in it, so dim(stabiliser) = dim G at this instance")
+            "FFN and final norm; layers scope: hidden states in, last hidden state out), has rank >= P - k = "
+            f"{P - k}, k = dim G = {k} from G's formula (symtrans.group.spec): the given (P - k)-minor has an Arb "
+            "determinant ball that excludes 0 (exp, erf, tanh, sqrt and their derivatives in ball arithmetic, "
+            "forward mode). Hence dim ker J <= k, and near theta the set of parameters with the same function "
+            "(the stabiliser's orbit) has dimension at most k: no continuous symmetry beyond dim G at this "
+            "instance. Proved here: this upper bound. G's k tangent vectors at theta, derived by the checker "
+            "from the structure (its own rules, not the producer's tag table), are independent over Q (exact "
+            "rank k, so G's orbit through theta has dimension k); that each lies in ker J is G's exact "
+            "invariance (symtrans group --certify, SymPy), cited and not proved here (J v is only checked to be "
+            "a ball containing 0)")
     scope = {"kind": "instances", "description": f"this instance only ({desc}); one rational point, not every "
-             "size or weight setting", "instances": [desc]}
+             "size or weight setting; the upper bound dim(stabiliser) <= dim G", "instances": [desc]}
     witness = {"method": st.method, "precision": FREE, "instance": inst,
                "parameters": {name: ("inline", shape) for name, shape in tensors},
                "inputs": [("inline", (inst["n"], inst["d_model"]))] * inst["batch"],
-               "factors": FREE, "tangents": FREE, "minor": {"rows": FREE, "cols": FREE}}
-    asserts = {"parameters": P, "group_dimension": FREE, "jacobian_rank_at_least": FREE,
-               "stabiliser_dimension": FREE}
+               "minor": {"rows": FREE, "cols": FREE}}
+    asserts = {"parameters": P, "group_dimension": k, "jacobian_rank_at_least": P - k,
+               "stabiliser_dimension_at_most": k}
     return text, scope, witness, asserts
 
 

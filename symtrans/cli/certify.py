@@ -21,7 +21,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq"]
+__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq", "coverage"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -78,9 +78,11 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
                        seed: int = 0) -> tuple[list[str], list[str]]:
     """Write each record's certificates to ``directory`` as ``<producer>[-k].json``; return (files, uncovered).
 
-    ``MANIFEST.json`` lists the files with their SHA-256 and the ``n`` and
-    ``seed`` they were certified at: ``verify`` refuses a file it does not
-    list and a listed file that is missing or changed.
+    ``MANIFEST.json`` (sealed by a digest) lists the files with their SHA-256
+    and statement id, the claims they cover and the ``n`` and ``seed`` they
+    were certified at: ``verify`` refuses a file it does not list, a listed
+    file that is missing or changed, and a covered claim missing a statement
+    the registry requires for it.
 
     ``uncovered`` names the certified or refuting records that carry no
     re-checkable certificate (proofs and searches stated in their details).
@@ -91,7 +93,8 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
     >>> from pathlib import Path
     >>> with tempfile.TemporaryDirectory() as d:
     ...     files, rest = write_certificates({"claims": [{"id": "c", "evidence": [
-    ...         {"producer": "p", "verdict": "certified", "details": {"certificate": {"schema": "s"}}},
+    ...         {"producer": "p", "verdict": "fails", "details": {"certificate": {
+    ...             "statement_id": "prop-6.2/identity-counterexample"}}},
     ...         {"producer": "q", "verdict": "fails", "details": {}}]}]}, d)
     ...     [f.split("/")[-1] for f in files], rest, sorted(p.name for p in Path(d).iterdir())
     (['p.json'], ['c: q (fails)'], ['MANIFEST.json', 'p.json'])
@@ -105,21 +108,21 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SymtransError(f"--out {directory}: cannot create the directory ({err.strerror})") from None
-    files, uncovered = [], []
+    from symtrans.certify.checker import MANIFEST, file_hash, manifest
+
+    files, uncovered, listed = [], [], {}
     for claim in out["claims"]:
         for ev in claim["evidence"]:
             certs = record_certificates(ev)
             if not certs and ev["verdict"] in ("certified", "fails"):
-                uncovered.append(f"{claim['id']}: {ev['producer']} ({ev['verdict']})")
+                uncovered.append(f"{claim['id']}: {ev['producer']} ({_tag(ev)})")
             for k, cert in enumerate(certs):
                 name = ev["producer"] + (f"-{k + 1}" if len(certs) > 1 else "") + ".json"
                 path = write_file(target, name, (json.dumps(cert, indent=1) + "\n").encode(), "certificate")
                 files.append(str(path))
-    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA, file_hash
-
-    manifest = {"schema": MANIFEST_SCHEMA, "n": n, "seed": seed,
-                "files": {Path(f).name: file_hash(Path(f)) for f in files}}
-    write_file(target, MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode(), "certificate manifest")
+                listed[path.name] = (file_hash(path), cert["statement_id"])
+    sealed = manifest(listed, n=n, seed=seed)
+    write_file(target, MANIFEST, (json.dumps(sealed, indent=1) + "\n").encode(), "certificate manifest")
     return files, uncovered
 
 
@@ -156,8 +159,9 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
                 problems.append((str(p / MANIFEST), False, "missing: a certificate directory lists its files"))
                 continue
             # bounded, strict reads: regular files only, size and nesting capped, no NaN/Infinity
+            parsed = {f.name: _read_or_none(f, read_json_file, REPORT_MAX_BYTES) for f in found}
             bad = manifest_problems(p, read_json_file(p / MANIFEST, "manifest", REPORT_MAX_BYTES),
-                                    [f.name for f in found], n=n, seed=seed)
+                                    parsed, n=n, seed=seed)
             problems += [(str(p / name), False, why) for name, why in bad]
             refused = {name for name, _ in bad}
             files += [f for f in found if f.name not in refused]
@@ -170,6 +174,49 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
 
     return problems + [(str(f), *_verify_one(f, data, model, n, seed))
                        for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
+
+
+def _read_or_none(path: Any, read: Any, limit: int) -> Any:
+    """A certificate file parsed (bounded, strict), or None where it cannot be: the manifest check says why."""
+    try:
+        return read(path, "certificate", limit)
+    except SymtransError:
+        return None
+
+
+def coverage(directory: str) -> str | None:
+    """What a certificate directory's manifest says it covers, in one line (None: no readable manifest).
+
+    A directory is valid only for the claims it names, each in full; this line names them and the
+    registered statements it does not hold, so a directory with a claim left out shows it.
+
+    Examples
+    --------
+    >>> coverage("/no/such/dir") is None
+    True
+    """
+    from pathlib import Path
+
+    from symtrans.certify.checker import MANIFEST
+    from symtrans.certify.statements import STATEMENTS
+    from symtrans.validate import REPORT_MAX_BYTES, read_json_file, terminal_safe
+
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        m = read_json_file(path, "manifest", REPORT_MAX_BYTES)
+    except SymtransError:
+        return None
+    claims = m.get("claims") if isinstance(m, dict) else None
+    files = m.get("files") if isinstance(m, dict) else None
+    if not isinstance(claims, list) or not isinstance(files, dict):
+        return None
+    held = {v.get("statement_id") for v in files.values() if isinstance(v, dict)}
+    absent = sorted(sid for sid in STATEMENTS if sid not in held)
+    shown = ", ".join(terminal_safe(str(c))[:40] for c in claims[:20]) or "no claim"
+    return (f"{terminal_safe(str(directory))}: covers {shown}; registered statements not in it: "
+            f"{', '.join(absent) if absent else 'none'}")
 
 
 def _verify_one(path: Any, data: Any, model: str, n: int, seed: int) -> tuple[bool, str]:
@@ -202,6 +249,8 @@ def verify_coq(directory: str | None = None) -> tuple[bool, list[str]]:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     if not args.paths and args.coq is None:
         raise SymtransError("verify needs certificate files (DIR|FILE ...) or --coq [DIR]")
     rc = 0
@@ -214,6 +263,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     results = verify_paths(args.paths, args.model, n=args.n, seed=args.seed)
     for f, ok, why in results:
         print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
+    for spec in args.paths:
+        line = coverage(spec) if Path(spec).is_dir() else None
+        if line:
+            print(line)
     bad = sum(not ok for _, ok, _ in results)
     print(f"{len(results) - bad} of {len(results)} certificates valid")
     return 1 if bad or rc else 0
@@ -237,9 +290,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             print(f"  missing: {why}")
         for ev in claim["evidence"]:
             secs = f" ({ev['seconds']:.2f} s)" if ev.get("seconds") is not None else ""
-            counted = (f" (counts as {ev['counted_as']}: {ev['counted_note']})"
-                       if ev.get("counted_as") and ev["counted_as"] != ev["verdict"] else "")
-            print(f"  [{ev['verdict']}] {ev['producer']}{secs}{counted}: {ev['summary']}")
+            print(f"  [{_tag(ev)}] {ev['producer']}{secs}{_counted(ev)}: {ev['summary']}")
             ce = ev.get("counterexample")
             if ce and "X" in ce:
                 print(f"      counterexample X = {ce['X']}")
@@ -254,6 +305,34 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         for line in uncovered:
             print(f"  no certificate file (proof or search record, no re-checkable witness): {line}")
     return 0
+
+
+def _tag(ev: dict[str, Any]) -> str:
+    """The verdict a record is shown with: ``certified`` only with a certificate file that ``verify`` re-checks.
+
+    A record its producer calls certified but that carries no certificate file (a written proof checked at
+    small sizes, an instance search) is shown with the verdict it counts as.
+
+    Examples
+    --------
+    >>> _tag({"verdict": "certified", "counted_as": "supported", "details": {}})
+    'supported'
+    >>> _tag({"verdict": "certified", "details": {"certificate": {"statement_id": "s"}}})
+    'certified'
+    """
+    from symtrans.evidence import shown_verdict
+
+    return shown_verdict(ev, ev.get("counted_as"))
+
+
+def _counted(ev: dict[str, Any]) -> str:
+    """The note beside a record whose shown verdict is not its producer's, or that counts as another one."""
+    tag = _tag(ev)
+    if tag != ev.get("verdict"):
+        return f" (no certificate file: {ev.get('counted_note') or 'it counts as ' + tag})"
+    if ev.get("counted_as") and ev["counted_as"] != ev["verdict"]:
+        return f" (counts as {ev['counted_as']}: {ev['counted_note']})"
+    return ""
 
 
 def _margin(value: object) -> str:

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="scope of --complete: layers (hidden states in) or model (token ids in); default layers")
     p.add_argument("--layers", default="1,2,3", help="layer counts of --complete (default 1,2,3)")
     p.add_argument("--certificate-out", metavar="FILE",
-                   help="with --complete: write a certificate that dim(stabiliser) = dim G at one rational instance "
+                   help="with --complete: write a certificate that dim(stabiliser) <= dim G at one rational instance "
                         "(the smallest layer count, layers scope), for `symtrans verify FILE`")
     p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the numeric checks (default %(default)s)")
     p.add_argument("--seed", type=int, default=0)
@@ -356,9 +356,12 @@ def _write_certificate(cert: dict[str, Any], path: str) -> dict[str, Any]:
     start = time.perf_counter()
     ok, why = verify_certificate(cert)
     seconds = time.perf_counter() - start
+    from symtrans.certify.statements import completeness_family
+
     a, inst = cert["asserts"], cert["witness"]["instance"]
-    line = (f"certificate {path}: dim ker J = {a['stabiliser_dimension']} = dim G, P = {a['parameters']}, at one "
-            f"rational instance ({inst['family']}, L = {inst['L']}, d_model = {inst['d_model']}, eps = {inst['eps']}); "
+    line = (f"certificate {path}: dim(stabiliser) <= dim ker J <= {a['stabiliser_dimension_at_most']} = dim G, "
+            f"P = {a['parameters']}, at one rational instance ({completeness_family(inst)}, L = {inst['L']}, "
+            f"d_model = {inst['d_model']}, eps = {inst['eps']}); "
             f"independent checker: {'valid' if ok else 'INVALID: ' + why} ({seconds:.1f} s); re-check with "
             f"`symtrans verify {path}`")
     return {"file": str(target), "valid": ok, "reason": why, "seconds": seconds, "line": line}

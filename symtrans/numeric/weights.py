@@ -30,7 +30,7 @@ from typing import Any
 from symtrans.arch import Architecture, from_config
 from symtrans.errors import SymtransError
 from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, read_json_file,
-                               shard_file, shard_names, terminal_safe)
+                               shard_file)
 
 __all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
            "resolve_dtype", "default_model_path", "unwrap_model", "module_state", "expand_kv", "SUPPORTED_FAMILIES",
@@ -269,17 +269,12 @@ class _Reader:
 
     def __init__(self, files: list[Path], transient: bool = False):
         self.files, self.transient = files, transient
-        self.where: dict[str, Any] = {}  # key -> open handle, or the file when transient
-        first: dict[str, Path] = {}
-        for f in files:
-            h = self._open(f)
-            for k in h.keys():
-                if k in first:  # which copy the index means is not for the reader to guess
-                    raise SymtransError(f"{terminal_safe(k)[:120]}: tensor stored in two shards "
-                                        f"({terminal_safe(first[k].name)} and {terminal_safe(f.name)}); "
-                                        "refused (each tensor must be in one shard)")
-                first[k] = f
-                self.where[k] = f if transient else h
+        from symtrans.validate import tensor_shards
+
+        handles = {f: self._open(f) for f in files}
+        # one rule with the certificate checker: a tensor stored in two shards is refused
+        where = tensor_shards((f, h.keys()) for f, h in handles.items())
+        self.where: dict[str, Any] = {k: f if transient else handles[f] for k, f in where.items()}
 
     @staticmethod
     def _open(f: Path) -> Any:
@@ -436,12 +431,11 @@ def describe_checkpoint(spec: Any, *, hash_weights: bool = True) -> dict[str, An
 
 
 def _weight_files(directory: Path, allow_pickle: bool) -> tuple[list[Path], str]:
-    single = directory / "model.safetensors"
-    index = directory / "model.safetensors.index.json"
-    if single.exists() or single.is_symlink():
-        return [_weight_file(directory, single.name)], "safetensors"
-    if index.exists() or index.is_symlink():
-        return [_weight_file(directory, s) for s in shard_names(directory, index)], "safetensors"
+    from symtrans.validate import safetensors_files
+
+    files = safetensors_files(directory)  # one rule with the certificate checker
+    if files is not None:
+        return files, "safetensors"
     pickled = [directory / n for n in ("pytorch_model.bin", "model.pt", "model.bin") if (directory / n).exists()]
     if pickled:
         if not allow_pickle:

@@ -229,14 +229,18 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
            model_dir: str | None) -> tuple[EvidenceEntry, str | None]:
     """Wrap a record from an earlier report: it counts only if its producer, context key and certificates check.
 
-    ``--previous`` is a cache, not a source of truth: the record must be filed
-    under its own claim, its producer (the record's and its context's, which
-    must agree) registered for that claim (and reading), its context key (n,
-    seed, dtype, device, weights hash, toolkit version, producer source hash)
-    equal to the key this run would give it, and its certificates re-verified by
-    the independent checker on this run's model, whatever the verdict, with the
-    record's claim, reading, producer, verdict and scope matching the trusted
-    statement registry (:func:`symtrans.certify.checker.check_record`).
+    ``--previous`` is a cache, not a source of truth: a record counts only where
+    this run re-verifies it. It must be filed under its own claim, its producer
+    (the record's and its context's, which must agree) registered for that claim
+    (and reading), its context key (n, seed, dtype, device, weights hash, toolkit
+    version, producer source hash, layer subset) equal to the key this run would
+    give it and one this run could produce (no layer subset for a producer that
+    reads every layer), and it must carry certificates that the independent
+    checker re-verifies on this run's model, whatever the verdict (``supported``
+    as ``fails``), with the record's claim, reading, producer, verdict, scope and
+    ``counted`` flag the trusted statement registry's
+    (:func:`symtrans.certify.checker.check_record`). A record with nothing to
+    re-verify is shown, never counted.
     Returns the entry and, for a record that contradicts itself or the
     registry (not merely out of date), the warning naming it.
     """
@@ -260,6 +264,10 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     if (p.reading or None) != (ev.reading or p.reading or None) and p.reading is not None:
         return stale(f"producer {name!r} writes reading {p.reading!r}, the record says {ev.reading!r}", True)
     want = ctx.key(p)
+    if "layers" in key and not (p.needs_model and p.honours_layers):
+        # a producer that reads every layer (or none) never writes a record under a layer subset
+        return stale(f"its context names the layer subset {key['layers']!r}, on which producer {name!r} never "
+                     "runs: a context this run could not have produced", True)
     if p.needs_model and weights_hash is None:
         return stale("produced from a model; none is loaded now to confirm the weights")
     diff = sorted(k for k in set(want) | set(key) if want.get(k) != key.get(k))
@@ -272,9 +280,26 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     problem = check_record(ev.to_dict(), model_dir, n=ctx.n, seed=ctx.seed)
     if problem is not None:
         return stale(problem, True)
-    if ev.verdict in (Verdict.CERTIFIED, Verdict.FAILS) and not has_certs:
-        return stale("carried certificate not re-verified: the record carries no certificate witness to re-check")
+    if not has_certs:  # whatever its verdict: a carried supported needs what a carried fails needs
+        return stale(f"nothing this run can re-verify: a carried record counts only with certificates that "
+                     f"re-verify, and a {ev.verdict.value} record of {name!r} carries none")
     return EvidenceEntry(ev), None
+
+
+def _refuse_producers(checked: dict[str, list[tuple[Evidence, EvidenceEntry]]], refused: set[str]
+                      ) -> dict[str, list[tuple[Evidence, EvidenceEntry]]]:
+    """Every record of a producer with one refused record is refused too: a file's records carry all or none.
+
+    Choosing which genuine records to carry (one producer's ``supported`` without its ``fails``) could otherwise
+    invert a verdict; ``refused`` holds the producers (:func:`_writer`) with a refused or misfiled record.
+    """
+    out = {}
+    for cid, pairs in checked.items():
+        out[cid] = [(e, entry if entry.stale or _writer(e) not in refused else
+                     EvidenceEntry(e, True, f"another record of producer {_writer(e)!r} in the same file was "
+                                            "refused: a producer's records are carried all or none"))
+                    for e, entry in pairs]
+    return out
 
 
 def _writer(ev: Evidence) -> str:
@@ -360,14 +385,20 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     # every carried record is checked before any producer runs
     model_dir = str(w.source) if ctx.numeric and Path(str(w.source)).is_dir() else None
     checked: dict[str, list[tuple[Evidence, EvidenceEntry]]] = {}
+    refused: set[str] = set()
     for cid, evs in earlier.items():
         for e in evs:
-            if cid in graph and e.verdict is not Verdict.NOT_RUN:
+            if cid not in graph:  # filed under a claim this run does not have: refused, and its producer with it
+                refused.add(_writer(e))
+            elif e.verdict is not Verdict.NOT_RUN:
                 entry, warning = _carry(e, cid, ctx, graph, weights_hash, model_dir)
+                if entry.stale:
+                    refused.add(_writer(e))
                 if e.claim == cid:  # a misfiled record is dropped with its warning, never counted
                     checked.setdefault(cid, []).append((e, entry))
                 if warning:
                     errors.append(f"previous report: {warning}")
+    checked = _refuse_producers(checked, refused)
     evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
     tasks = [(cid, p) for cid in order for p in producers_for(cid)]

@@ -89,10 +89,14 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
 
     Examples
     --------
-    >>> from symtrans.evidence import Evidence
-    >>> e = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="exact")
+    >>> from symtrans.evidence import Evidence, Verdict
+    >>> e = Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="exact",
+    ...              details={"certificate": {"statement_id": "s"}})
     >>> evidence_cells(e, stale=True, stale_reason="old weights")["verdict"]
     'certified (stale: old weights)'
+    >>> evidence_cells(Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="proof"),
+    ...                counted_as=Verdict.SUPPORTED, counted_note="proved (text)")["verdict"]
+    'supported (no certificate file: proved (text))'
     """
     margin = number(e.margin)
     if margin and e.margin_meaning:
@@ -101,8 +105,13 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
     if e.tolerance is not None:
         rel = f" relative to {e.tolerance.relative_to}" if e.tolerance.relative_to else ""
         tol, reason = f"{number(e.tolerance.value)}{rel}", e.tolerance.reason
-    verdict = e.verdict.value + (f" (stale: {stale_reason})" if stale else "")
-    if not stale and counted_as is not None and counted_as != e.verdict:
+    from symtrans.evidence import shown_verdict
+
+    shown = shown_verdict(e, counted_as)  # "certified" only with a certificate file that verify re-checks
+    verdict = shown + (f" (stale: {stale_reason})" if stale else "")
+    if not stale and shown != e.verdict.value:
+        verdict += f" (no certificate file: {counted_note or 'it counts as ' + shown})"
+    elif not stale and counted_as is not None and counted_as != e.verdict:
         verdict += f" (counts as {counted_as.value}: {counted_note})"
     summary = e.summary
     if e.reading:
