@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from proofs._claim import about_text
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
@@ -181,7 +182,8 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
     form = "paper's statement" if claim.formalisation == "paper" else "**toolkit formalisation**"
     out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
                f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
-               + (" · known only from the abstract" if claim.source == "abstract" else ""))
+               + (" · known only from the abstract" if claim.source == "abstract" else "")
+               + ("" if claim.readings else f" · about: {about_text(claim)}"))
     out += ["", "> " + claim.statement, "", f"Formally: `{latex_to_text(claim.latex).replace('`', chr(39))}`", ""]
     if claim.formalisation == "toolkit":
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
@@ -191,9 +193,10 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
         out += [f"**Readings** ({len(status.readings)}; the claim's verdict is theirs when they agree, "
                 "`reading-dependent` when some hold and some fail):", ""]
         out += _table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
-                       "formalisation"],
+                       "formalisation", "about"],
                       [[_code(r.id), Md(f"**{_md(r.verdict.value)}**"), r.standing.value, r.reading.quantifier,
-                        r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note]
+                        r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note,
+                        about_text(r.reading)]
                        for r in status.readings])
         out.append("")
     if status.missing:
