@@ -197,13 +197,11 @@ def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool =
     """
     import hashlib
 
-    from symtrans.group.numeric import transform_weights
+    from symtrans.group.numeric import transform_weights_steps
     from symtrans.numeric.weights import storage_precision
 
     spec = GroupSpec.from_arch(weights.arch)
-    w = weights
-    for name, part in element.parts.items():
-        w = transform_weights(w, spec, name, part)
+    w = transform_weights_steps(weights, spec, list(element.parts.items()), "gauge")
     tensors = dict(w.tensors)
     if round_to_storage:
         for name, value in tensors.items():

@@ -1,0 +1,87 @@
+"""The gauge check: every statement's verdict on W against its verdict on g . W for random exact elements g of G.
+
+A function-reading that moves is a defect; a parametrisation-reading may move only under the factors it declares.
+Run on the bundled model (five random elements and TransformerLens's centring of the writers, at a small n to stay
+fast) and on a planted model whose stacked W_O is exactly singular; the false cases: a mislabelled reading, a
+declaration naming the wrong factor, and a transform that is not a symmetry.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import planted
+from proofs._claim import Reading, get_claim
+
+N = 8
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from symtrans.report.gauge import gauge_check
+
+    return gauge_check("default", n=N, elements=5, restricted=0, centring=True)
+
+
+def test_five_random_elements_and_the_centring_move_no_function_reading(bundled):
+    full = [e for e in bundled.elements if e["without"] is None]
+    assert len(full) == 6 and full[-1]["label"].startswith("centring")
+    # every random element has a part in every factor acting on the weights, model-scope ones included
+    for e in full[:5]:
+        assert {"centring-shift", "residual-permutation", "S_H", "S_dff", "qk-gauge", "vo-gauge",
+                "embedding-centring-shift"} <= set(e["factors"])
+    # each element is a symmetry: the same function (up to the residual factor's equivariance) at float32 storage
+    assert all(e["symmetry"]["verdict"] == "holds" for e in bundled.elements), bundled.elements
+    assert bundled.defects == [], "\n".join(bundled.lines())
+    function_rows = [r for r in bundled.rows if r["about"] == "function"]
+    assert len(function_rows) >= 5 and not any(r["moved_under"] for r in function_rows)
+
+
+def test_the_centred_copy_moves_thm73_wo_and_the_reading_says_why(bundled):
+    # TransformerLens's centring makes every stacked W_O singular (W_O 1 = 0, H d_v = d_model): thm-7.3/wo goes
+    # from fails to supported. The reading declares the centring shift, so this is reported, not a defect.
+    row = next(r for r in bundled.rows if r["id"] == "thm-7.3/wo")
+    assert row["about"] == "parametrisation" and row["moved_by"] == ["centring-shift"]
+    centring = [k for k in row["moved_under"] if k.startswith("centring")]
+    assert centring and row["moved_under"][centring[0]] == "fails -> supported"
+
+
+def test_a_mislabelled_reading_is_caught(bundled):
+    # the false case: the same runs judged with thm-7.3/wo declared a function-reading
+    wrong = Reading("wo", "s", "w", "n", about="function").with_claim("thm-7.3")
+    _, defects = bundled.judge({"thm-7.3/wo": wrong})
+    assert any(d.startswith("function-reading thm-7.3/wo moved") for d in defects), defects
+    # and declared as moved by a factor that is not the one that moves it (the centring element has no S_H)
+    wrong = Reading("wo", "s", "w", "n", about="parametrisation", moved_by=("S_H",),
+                    invariant="a counterpart").with_claim("thm-7.3")
+    _, defects = bundled.judge({"thm-7.3/wo": wrong})
+    assert any("thm-7.3/wo" in d and "none of its declared factors" in d for d in defects), defects
+
+
+def test_a_transform_that_is_not_a_symmetry_is_caught():
+    from symtrans.group.gauge import apply_gauge
+    from symtrans.report.gauge import gauge_check
+
+    def wrong(w, g):  # the element, then every W_O doubled: not in G (the output moves)
+        moved = apply_gauge(w, g)
+        return planted.copy_with(moved, "doubled-wo", W_O=2 * moved.W_O)
+
+    gc = gauge_check("default", n=N, elements=1, restricted=0, centring=False, transform=wrong)
+    assert gc.elements[0]["symmetry"]["verdict"] == "fails"
+    assert any("is not a symmetry of the function" in d for d in gc.defects), gc.defects
+
+
+def test_planted_singular_wo_moves_only_under_the_declared_factor():
+    # every layer's stacked W_O exactly singular, stored as float64: a random centring shift makes it invertible
+    # (thm-7.3/wo: supported -> fails), an element of G without the centring shift does not move it
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check("default", weights=planted.build("wo-singular-all"), n=N, elements=1, restricted=1,
+                     centring=False, sets=[("centring-shift",)])
+    assert gc.defects == [], "\n".join(gc.lines())
+    row = next(r for r in gc.rows if r["id"] == "thm-7.3/wo")
+    assert row["verdict"] == "supported"
+    assert [k for k in row["moved_under"]] == ["random (seed 0)"], row
+    assert row["moved_under"]["random (seed 0)"] == "supported -> fails"
+    assert any(e["without"] == ("centring-shift",) for e in gc.elements)
+    assert get_claim("thm-7.3").reading("thm-7.3/wo").moved_by == ("centring-shift",)
