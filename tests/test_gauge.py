@@ -43,7 +43,7 @@ def test_the_centred_copy_moves_thm73_wo_and_the_reading_says_why(bundled):
     row = next(r for r in bundled.rows if r["id"] == "thm-7.3/wo")
     assert row["about"] == "parametrisation" and row["moved_by"] == ["centring-shift"]
     centring = [k for k in row["moved_under"] if k.startswith("centring")]
-    assert centring and row["moved_under"][centring[0]] == "fails -> supported"
+    assert centring and row["moved_under"][centring[0]] == "fails to supported"
 
 
 def test_a_mislabelled_reading_is_caught(bundled):
@@ -82,6 +82,43 @@ def test_planted_singular_wo_moves_only_under_the_declared_factor():
     row = next(r for r in gc.rows if r["id"] == "thm-7.3/wo")
     assert row["verdict"] == "supported"
     assert [k for k in row["moved_under"]] == ["random (seed 0)"], row
-    assert row["moved_under"]["random (seed 0)"] == "supported -> fails"
+    assert row["moved_under"]["random (seed 0)"] == "supported to fails"
     assert any(e["without"] == ("centring-shift",) for e in gc.elements)
     assert get_claim("thm-7.3").reading("thm-7.3/wo").moved_by == ("centring-shift",)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "none"], "--gauge-check needs a model"),
+    (["--model", "default", "--layers", "0"], "drop --layers"),
+])
+def test_report_gauge_check_refuses_what_it_cannot_run(tmp_path, capsys, argv, message):
+    from symtrans.cli import main
+
+    assert main(["report", *argv, "--gauge-check", "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_wo_quotient_rank_is_the_invariant_counterpart_of_thm73_wo():
+    import torch
+
+    from symtrans.checks.sec7 import stacked_wo, wo_quotient_rank
+    from symtrans.group.gauge import centre_writers
+    from symtrans.numeric import load_model
+    from symtrans.numeric.linalg import numerical_rank, storage_rank
+
+    w = load_model("default")
+    W = stacked_wo(w.W_O[0])
+    q = wo_quotient_rank(W, "float32")
+    # an independent route: rank(W P) = rank([W; 1^T]) - 1 (1 lies in the row space of [W; 1^T])
+    ones = torch.ones(1, W.shape[1], dtype=W.dtype)
+    assert q.rank == numerical_rank(torch.cat([W, ones])).rank - 1 == W.shape[1] - 1 and q.decisive
+    # invariant under the centring shift, which moves the stored rank (TransformerLens's centring: 384 -> 383)
+    Wc = stacked_wo(centre_writers(w).W_O[0])
+    assert storage_rank(W, "float32").rank == 384 and storage_rank(Wc, "float32").rank == 383
+    shifted = W + torch.randn(W.shape[0], 1, generator=torch.Generator().manual_seed(0), dtype=W.dtype) @ ones
+    assert wo_quotient_rank(Wc, "float32").rank == wo_quotient_rank(shifted, "float64").rank == q.rank
+    # a matrix whose row space misses the all-ones direction keeps its rank on the quotient
+    lowrank = W.clone()
+    lowrank[:, 0] = 0
+    lowrank[:, 1] = 0  # rank <= 382 and the all-ones row is outside its row space
+    assert wo_quotient_rank(lowrank, "float64").rank == numerical_rank(lowrank).rank

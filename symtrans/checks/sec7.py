@@ -36,7 +36,7 @@ from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
-           "stacked_wo", "recover_heads", "wo_rows", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
+           "stacked_wo", "recover_heads", "wo_rows", "wo_quotient_rank", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -113,6 +113,39 @@ def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
     W = stacked_wo(W_O)
     rec = numerical_rank(W) if storage_dtype is None else storage_rank(W, storage_dtype)
     return {"domain": n * W.shape[0], "rank_WO": rec.rank, "fibre": n * (W.shape[0] - rec.rank), "record": rec}
+
+
+def wo_quotient_rank(W: Any, storage_dtype: Any) -> Any:
+    """Rank of the stacked W_O on the quotient by the centring shift, ``W_O P`` with ``P = I - 1 1^T / d``, at storage precision.
+
+    The centring shift of G moves W_O to ``W_O + w 1^T``; ``W_O P`` is what no
+    element of it moves (``1^T P = 0``) and what a norm that subtracts the row
+    mean sees of the heads. Its rank is decided with the storage cut of W_O
+    itself (:func:`~symtrans.numeric.linalg.storage_cut`): rounding W_O by ``E``
+    moves ``W_O P`` by ``E P``, and ``||E P||_2 <= ||E||_2`` (P is an
+    orthogonal projection), so the same Weyl bound holds. The gauge-invariant
+    counterpart of thm-7.3/wo (and of thm-recovery/wo), shown beside it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(6, 6, dtype=torch.float64)
+    >>> wo_quotient_rank(W, "float64").rank, wo_quotient_rank(W + torch.randn(6, 1, dtype=torch.float64), "float64").rank
+    (5, 5)
+    """
+    import torch
+
+    from symtrans.numeric.linalg import rank_from_singular_values, storage_cut, svdvals
+
+    W = torch.as_tensor(W).to(torch.float64)
+    d = W.shape[-1]
+    P = torch.eye(d, dtype=W.dtype, device=W.device) - 1.0 / d
+    s = svdvals(W @ P)
+    shape = (int(W.shape[0]), int(d))
+    cut, why = storage_cut(float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
+    smax = float(s[0]) if s.numel() else 0.0
+    why += "; applied to W_O P: rounding W_O by E moves W_O P by E P, ||E P|| <= ||E|| (P a projection)"
+    return rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
 
 
 def recover_heads(Z: Any, W_O: Any, *, square_invertible: bool = False) -> float:
@@ -590,7 +623,7 @@ def wo_storage_ranks(ctx: Context) -> list[Any]:
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
-    from symtrans.checks.common import exact_rank, finite
+    from symtrans.checks.common import exact_rank, finite, storage_precision
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -610,6 +643,10 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
                "sigma_above": finite(rec.sigma_above), "sigma_below": finite(rec.sigma_below),
                "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank),
                "recovery_rel_error": finite(err)}
+        if w.arch.norm == "layernorm":  # the gauge-invariant counterpart: W_O P, what the centring norm sees
+            q = wo_quotient_rank(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0])
+            row.update({"rank_WO_quotient": q.rank, "quotient_decisive": q.decisive,
+                        "quotient_margin_decades": finite(q.margin), "fibre_quotient": n * (rec.shape[0] - q.rank)})
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
             xr, how = exact_rank(stacked_wo(w.layer(i)["W_O"]))
             row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
@@ -689,6 +726,15 @@ def _wo(ctx: Context) -> list[Evidence]:
         v, s = Verdict.SUPPORTED, (f"per-head outputs are not recoverable from MHA(X) with W_O known at any layer: "
                                    f"Z -> Z W_O has fibre {fibres} > 0 at n = {n} (rank W_O at {sd} storage precision "
                                    f"{sorted({r['rank_WO_storage'] for r in rows})} < H d_v = {H * dv})")
+    quotient = [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r]
+    if quotient:  # the gauge-invariant counterpart, beside the stored-parametrisation verdict
+        s += (f". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on the "
+              f"quotient by the centring shift at {sd} storage precision {sorted(set(quotient))} < H d_v = {H * dv}, "
+              f"fibre {sorted({r['fibre_quotient'] for r in rows if 'fibre_quotient' in r})} at n = {n}: the heads are "
+              "not recoverable from what the function passes on")
+        details["invariant_counterpart"] = {"map": "Z -> Z W_O P, P = I - 1 1^T / d_model",
+                                            "rank_WO_quotient": [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r],
+                                            "decisive": all(r["quotient_decisive"] for r in rows if "rank_WO_quotient" in r)}
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-wo", v, s, counterexample=(
         {"layers": [r["layer"] for r in injective]} if injective else None), **common))
     return ev

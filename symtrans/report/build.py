@@ -62,6 +62,7 @@ class Report:
     previous: str | None = None
     seconds: float = 0.0
     arch: Any = None  # the model's Architecture, when a model was loaded
+    gauge: Any = None  # a symtrans.report.gauge.GaugeCheck, when the report ran one (report --gauge-check)
     _formulas: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     def formulas(self, claim: Claim) -> list[dict[str, Any]]:
@@ -144,6 +145,7 @@ class Report:
                                            "verdict": s.verdict.value, "reason": s.disagreement}
                                           for c, s in self.disagreements()]},
             "errors": list(self.errors),
+            "gauge_check": self.gauge.to_dict() if self.gauge is not None else None,
             "edges": [{"from": u, "to": v, "kind": k} for u, v, k in self.graph.edges()],
             "claims": claims,
         }

@@ -111,7 +111,7 @@ class GaugeCheck:
                 if run["without"] is not None:  # a restricted run: only the statements declaring that set
                     if about != "parametrisation" or tuple(it.moved_by) != tuple(run["without"]):
                         continue
-                moved_under[i][label] = f"{v} -> {after.get(i)}"
+                moved_under[i][label] = f"{v} to {after.get(i)}"
                 if about == "function":
                     defects.append(f"function-reading {i} moved from {v} to {after.get(i)} under the element {label} "
                                    f"of G (factors {', '.join(factors)})")

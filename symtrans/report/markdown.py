@@ -176,6 +176,29 @@ def _summary(report: Report) -> list[str]:
     return out
 
 
+def _gauge(report: Report) -> list[str]:
+    """The gauge check's section (``report --gauge-check``): its defects first, then what moved."""
+    gc = report.gauge
+    if gc is None:
+        return []
+    rows, defects = gc.judge()
+    out = ["", "## Gauge check", "",
+           f"Every statement's verdict on W compared with its verdict on {len(gc.runs)} exact elements g of the "
+           f"invariance group G applied to the weights (n = {gc.n}, seed {gc.seed}); a function-reading must not "
+           "move, a parametrisation-reading may move only under the factors it declares.", ""]
+    if defects:
+        out += [f"**DEFECT:** {_md(d)}" for d in defects] + [""]
+    else:
+        out += ["No defect: no element of G moved a verdict it may not move.", ""]
+    moved = [r for r in rows if r["moved_under"]]
+    if moved:
+        out += _table(["statement", "about", "verdict on W", "moved under", "declared factors"],
+                      [[_code(r["id"]), r["about"], r["verdict"],
+                        "; ".join(f"{k}: {v}" for k, v in r["moved_under"].items()), ", ".join(r["moved_by"])]
+                       for r in moved])
+    return out
+
+
 def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[str]:
     g = report.graph
     out = [f'<a id="claim-{claim.id}"></a>', "", f"### {claim.id}: {claim.title}", ""]
@@ -257,7 +280,7 @@ def render_markdown(report: Report) -> str:
              "Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): every item, "
              "the paper's status beside the toolkit's verdict. A verdict is set only by evidence that ran.", ""]
     lines += _run_lines(report) + [""]
-    lines += _overview(report) + _summary(report) + ["", "## Claims", ""]
+    lines += _overview(report) + _summary(report) + _gauge(report) + ["", "## Claims", ""]
     for claim, status in report.items():
         lines += _claim_section(report, claim, status)
     return "\n".join(lines).rstrip() + "\n"
