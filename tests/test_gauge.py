@@ -122,3 +122,42 @@ def test_wo_quotient_rank_is_the_invariant_counterpart_of_thm73_wo():
     lowrank[:, 0] = 0
     lowrank[:, 1] = 0  # rank <= 382 and the all-ones row is outside its row space
     assert wo_quotient_rank(lowrank, "float64").rank == numerical_rank(lowrank).rank
+
+
+def test_processed_weights_are_detected_and_keep_the_function_verdicts(bundled):
+    from symtrans.group.gauge import centre_writers, processed_weights
+    from symtrans.numeric import load_model
+
+    w = load_model("default")
+    assert processed_weights(w) == []
+    found = processed_weights(centre_writers(w))
+    assert len(found) == 1 and found[0].startswith("writers centred")
+    ones = {t: torch_ones_like(w.tensors[t]) for t in ("ln1_w", "ln2_w", "emb_ln_w")}
+    zeros = {t: 0 * w.tensors[t] for t in ("ln1_b", "ln2_b", "emb_ln_b")}
+    assert processed_weights(planted.copy_with(w, "folded", **ones, **zeros))[0].startswith("norms folded")
+    # the centred copy (a processed checkpoint) and the original: the same function-reading verdicts
+    centring = next(e["label"] for e in bundled.elements if e["label"].startswith("centring"))
+    for r in bundled.rows:
+        if r["about"] == "function":
+            assert centring not in r["moved_under"], r
+
+
+def torch_ones_like(t):
+    import torch
+
+    return torch.ones_like(t)
+
+
+def test_the_report_states_processed_weights():
+    from symtrans.evidence import Context
+    from symtrans.graph import ClaimGraph
+    from symtrans.group.gauge import centre_writers
+    from symtrans.numeric import load_model
+    from symtrans.report import build_report
+    from symtrans.report.markdown import render_markdown
+
+    ctx = Context(model="default", n=4).preload(centre_writers(load_model("default")))
+    rep = build_report(ctx, graph=ClaimGraph([]))  # no claim: only the model's header
+    assert rep.to_json()["model"]["processed"][0].startswith("writers centred")
+    assert "- processed weights: writers centred" in render_markdown(rep)
+    assert build_report(Context(model="default", n=4), graph=ClaimGraph([])).to_json()["model"]["processed"] == []

@@ -346,6 +346,10 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
                       "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
                       "device": str(w.device), "layers": int(w.n_layers),
                       "streamed": isinstance(w, StreamedWeights)}
+        if not isinstance(w, StreamedWeights):  # a streamed model is not read whole here
+            from symtrans.group.gauge import processed_weights
+
+            model_info["processed"] = processed_weights(w)
         ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
     errors: list[str] = []
     raised: set[str] = set()

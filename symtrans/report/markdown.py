@@ -133,6 +133,8 @@ def _run_lines(report: Report) -> list[str]:
              f"- scope: {_md(report.scope_line)}"]
     if report.previous:
         lines.append(f"- evidence carried from an earlier report: {_code(report.previous)}")
+    for found in (m or {}).get("processed") or []:
+        lines.append(f"- processed weights: {_md(found)}")
     return lines
 
 
