@@ -101,27 +101,74 @@ class Generator:
     make: Callable[[Context, str], str]
     needs_report: bool = False
     volatile: re.Pattern[str] | None = None  # parts that change from run to run: not compared, not rewritten
+    measured: bool = False  # decimals are measurements: compared by :func:`same_measured`, not digit by digit
+    stable: Callable[[str], str] | None = None  # the part of the text that is compared (default: all of it)
 
     def same(self, old: str, new: str) -> bool:
-        """Whether a block's text is current: equal, up to its :attr:`volatile` parts.
+        """Whether a block's text is current: equal, up to its :attr:`volatile` parts and measured digits.
 
         Examples
         --------
         >>> GENERATORS["console-timed"].same("x (0.30 s)", "x (0.41 s)"), GENERATORS["console"].same("1", "2")
         (True, False)
+        >>> GENERATORS["console-timed"].same("margin 1.9", "margin 1.7"), GENERATORS["console"].same("1.9", "1.7")
+        (True, False)
         """
-        if self.volatile is None:
-            return old == new
-        return self.volatile.sub("(s)", old) == self.volatile.sub("(s)", new)
+        if self.volatile is not None:
+            old, new = self.volatile.sub("(s)", old), self.volatile.sub("(s)", new)
+        if self.stable is not None:
+            old, new = self.stable(old), self.stable(new)
+        return same_measured(old, new) if self.measured else old == new
+
+
+#: a number as printed: an integer, or a decimal (a point or an exponent)
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+#: how far two printings of one measured decimal may part. Observed between two machines and between two
+#: runs on one (BLAS kernels and thread counts): 3.73e-27 / 3.71e-27 and 6.89e-16 / 6.59e-16 (singular
+#: values below the rank cut, rounding noise by definition), margins 2.1 / 1.9 and 1.9 / 1.7 (decades to
+#: such a value). A real change (a rank, a count, a verdict, a sign, a factor of 2) is far outside it.
+MEASURED_RTOL = 0.25
+
+
+def same_measured(old: str, new: str) -> bool:
+    """Whether two outputs agree in what is stable: words, integers and signs exactly, decimals within
+    :data:`MEASURED_RTOL` (or one unit of their last printed place).
+
+    Examples
+    --------
+    >>> same_measured("rank 15  margin 1.9  3.73e-27", "rank 15  margin 1.7  3.71e-27")
+    True
+    >>> same_measured("rank 15", "rank 14"), same_measured("0.4 yes", "0.4 NO"), same_measured("2.0", "4.0")
+    (False, False, False)
+    >>> same_measured("-2.3", "2.3"), same_measured("0.0", "0.1"), same_measured("1.2", "1.20")
+    (False, True, True)
+    """
+    if " ".join(NUMBER.split(old)).split() != " ".join(NUMBER.split(new)).split():
+        return False
+    a, b = NUMBER.findall(old), NUMBER.findall(new)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not any(c in x + y for c in ".eE"):
+            if x != y:  # integers: ranks, counts, sizes
+                return False
+            continue
+        fx, fy = float(x), float(y)
+        if (fx < 0) != (fy < 0):
+            return False
+        places = max(len(m.split("e")[0].split("E")[0].partition(".")[2]) for m in (x, y))
+        if abs(fx - fy) > max(MEASURED_RTOL * max(abs(fx), abs(fy)), 1.0001 * 10.0 ** -places):
+            return False
+    return True
 
 
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str, needs_report: bool = False,
-              volatile: re.Pattern[str] | None = None) -> Callable[[Callable[[Context, str], str]], Any]:
+def generator(name: str, needs_report: bool = False, volatile: re.Pattern[str] | None = None,
+              measured: bool = False, stable: Callable[[str], str] | None = None) -> Callable[[Callable[[Context, str], str]], Any]:
     def register(fn: Callable[[Context, str], str]) -> Callable[[Context, str], str]:
-        GENERATORS[name] = Generator(name, fn, needs_report, volatile)
+        GENERATORS[name] = Generator(name, fn, needs_report, volatile, measured, stable)
         return fn
     return register
 
@@ -258,7 +305,7 @@ def console_head(ctx: Context | None, args: str) -> str:
     return _console_block(rest, "\n".join(shown))
 
 
-@generator("console-timed", volatile=DURATION)
+@generator("console-timed", volatile=DURATION, measured=True)
 def console_timed(ctx: Context | None, args: str) -> str:
     """A console example that prints durations or machine lines (:data:`DURATION`): checked up to them."""
     return console(ctx, args)
@@ -277,7 +324,7 @@ def checkpoint(family: str) -> Path:
     return _CHECKPOINTS[family]
 
 
-@generator("checkpoint-section")
+@generator("checkpoint-section", measured=True)
 def checkpoint_section(ctx: Context | None, args: str) -> str:
     """One section of a command's output on a random-init checkpoint (``args``: family, the section's first
     words in quotes, then the command with ``DIR`` for the checkpoint): from that line to the next blank one.
@@ -371,13 +418,13 @@ def disagreements(doc: dict[str, Any]) -> str:
     Examples
     --------
     >>> doc = {"model": None, "context": {"n": 8, "seed": 0, "dtype": "float64"},
-    ...        "summary": {"verdicts": {"fails": 1, "supported": 0}, "disagreements": [{"id": "x", "verdict": "fails"}]},
+    ...        "summary": {"shown": {"fails": 1}, "disagreements": [{"id": "x", "verdict": "fails"}]},
     ...        "claims": [{"id": "x", "paper_ref": "Thm 1", "paper_status": "proved", "standing": "fails"}]}
     >>> print(disagreements(doc).splitlines()[-1])
     | `x` | Thm 1 | proved | fails | fails |
     """
     claims = {c["id"]: c for c in doc["claims"]}
-    counts = ", ".join(f"{v} {n}" for v, n in doc["summary"]["verdicts"].items() if n)
+    counts = ", ".join(f"{n} {w}" for w, n in doc["summary"]["shown"].items())
     model = doc["model"]["arch"] if doc.get("model") else "no model"
     ctx = doc["context"]
     lines = [f"{len(claims)} items on {model} (n = {ctx['n']}, seed {ctx['seed']}, {ctx['dtype']}): {counts}. "
@@ -414,7 +461,25 @@ def check_table(doc: dict[str, Any]) -> str:
             f"seed {ctx['seed']}, {ctx['dtype']}\n" + _table(records, seconds=False))
 
 
-@generator("check-table", needs_report=True)
+def before_summary(text: str) -> str:
+    r"""A check table without its summary column: the summaries quote counts of borderline decisions (inputs
+    inside the decisive band of one build and outside it on another: "60 of 170" / "62 of 171"); the claim,
+    check, verdict and margin columns are what the block shows to be stable.
+
+    Examples
+    --------
+    >>> before_summary("claim    verdict  margin  summary\nthm-4.2  fails    1.04    60 of 170 inputs")
+    'claim    verdict  margin\nthm-4.2  fails    1.04'
+    """
+    lines = text.splitlines()
+    head = next((line for line in lines if line.rstrip().endswith("summary")), None)
+    if head is None:
+        return text
+    cut = head.rindex("summary")
+    return "\n".join(line[:cut].rstrip() for line in lines)
+
+
+@generator("check-table", needs_report=True, measured=True, stable=before_summary)
 def _check_table(ctx: Context, args: str) -> str:
     return "```text\n" + check_table(ctx.report_json()) + "\n```"
 
@@ -443,7 +508,7 @@ def markdown_section(text: str, heading: str) -> str:
     return text[start:follow.start() if follow else len(text)]
 
 
-@generator("report-excerpt", needs_report=True)
+@generator("report-excerpt", needs_report=True, measured=True)
 def report_excerpt(ctx: Context, args: str) -> str:
     """A section of the report's report.md (``args``: its heading), fenced as Markdown source."""
     section = markdown_section(ctx.report_md(), args or "## Where the toolkit and the paper disagree")
@@ -451,6 +516,47 @@ def report_excerpt(ctx: Context, args: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- registrations and tables
+@generator("name-map")
+def name_map(ctx: Context | None, args: str) -> str:
+    """symtrans's names beside TransformerLens's (:mod:`symtrans.names`): sizes, activations, weights.
+
+    Examples
+    --------
+    >>> "| `Y` | Y^h = A^h X W_V^h | `blocks.{l}.attn.hook_z` |" in name_map(None, "")
+    True
+    """
+    from symtrans.names import ACTIVATIONS, SIZES, WEIGHTS
+
+    lines = ["| symtrans | TransformerLens |", "|---|---|"]
+    lines += [f"| `{k}` | `{v.split(' (')[0]}`{' (' + v.split(' (', 1)[1] if ' (' in v else ''} |"
+              for k, v in SIZES.items()]
+    lines += ["", "| symtrans (`LayerTrace`) | paper | TransformerLens hook | symtrans axes | TransformerLens axes "
+              "| where | meaning |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| `{r.symtrans}` | {r.paper} | `{r.tl}` | {r.symtrans_axes} | {r.tl_axes} | "
+              f"{'every layer form' if r.forms == 'both' else r.forms + ' layers'} | {r.meaning} |"
+              for r in ACTIVATIONS]
+    lines += ["", "| symtrans weight | TransformerLens parameter |", "|---|---|"]
+    lines += [f"| `{k}` | `{v}` |" for k, v in WEIGHTS.items()]
+    return "\n".join(lines)
+
+
+@generator("preset-list")
+def preset_list(ctx: Context | None, args: str) -> str:
+    """The architecture presets, from :data:`symtrans.arch.PRESETS` (so the list in the docs is every preset).
+
+    Examples
+    --------
+    >>> text = preset_list(None, "")
+    >>> text.startswith("Presets: `bert-base`") and "`llama2-7b`" in text and "`symbolic`" in text
+    True
+    """
+    from symtrans.arch import PRESETS
+
+    names = sorted(p for p in PRESETS if p != "symbolic") + ["symbolic"]
+    return "Presets: " + ", ".join(f"`{p}`" + (" (the bundled model)" if p == "minilm-l6-h384" else "")
+                                   for p in names) + "."
+
+
 @generator("family-table")
 def family_table(ctx: Context | None = None, args: str = "") -> str:
     """Each model-based producer and the families it runs on (``symtrans.checks.common.family_table``)."""

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.arch import Architecture, get_arch
+from symtrans.progress import announced
 from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 from symtrans.formulas import FormulaValue, formula
@@ -101,49 +102,37 @@ def _num(x: float | None, digits: int = 3) -> str:
 
 def _context(model: Any, n: int, seed: int, dtype: str, device: str | None) -> Any:
     """An evidence Context; a loaded ModelWeights is preloaded (so nothing is loaded twice)."""
+    from symtrans.config import RunConfig
     from symtrans.evidence import Context
-    from symtrans.validate import MAX_N, check_device, check_dtype, check_int, check_seed
 
-    check_int(n, "n", 1, MAX_N)
-    check_seed(seed, "seed")
-    check_dtype(dtype)
-    check_device(device, "device")
+    config = RunConfig.from_kwargs(model=None, n=n, seed=seed, dtype=dtype, device=device)  # the declared checks
     if model is None or isinstance(model, (str, os.PathLike)):
-        return Context(model=None if model is None else str(model), n=n, seed=seed, dtype=dtype, device=device)
+        return Context.from_config(config.replace(model=None if model is None else str(model)))
     weights = _as_weights(model, dtype, device or "cpu")
-    ctx = Context(model=str(getattr(weights, "source", "weights")), n=n, seed=seed, dtype=dtype, device=device)
+    ctx = Context.from_config(config.replace(model=str(getattr(weights, "source", "weights"))))
     return ctx.preload(weights)  # evidence from these weights only: reuse across calls is switched off
 
 
-def _check_as_cli(command: str, model: Any, ids: Any, **args: Any) -> list[str] | None:
-    """The command line's argument checks (:func:`symtrans.args.check_args`) on an API call's arguments.
-
-    A model spec (string or path) is checked as ``--model`` is; loaded weights
-    are left to the caller. Returns the claim ids as a list (``None``: all).
+def _check_run(command: str, model: Any, ids: Any, n: int, seed: int) -> list[str] | None:
+    """The declared checks of ``n`` and ``seed``, then the claim ids and the model spec (errors name them as here).
 
     Examples
     --------
-    >>> _check_as_cli("check", "default", [None], n=8, seed=0)
+    >>> _check_run("check", "default", [None], 8, 0)
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: claim ids: expected a list of strings
-    >>> _check_as_cli("certify", None, None, n="8", seed=0)
+    >>> _check_run("certify", None, None, "8", 0)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: --n: expected an integer, got '8'
+    symtrans.errors.SymtransError: n: expected an integer, got '8'
     """
-    import argparse
+    from symtrans.args import check_run_claims
+    from symtrans.config import check_param
 
-    from symtrans.args import check_args
-
-    if ids is not None:  # a tuple or generator of ids too; a lone string is not a list of ids
-        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-            raise SymtransError(f"claim ids: expected a list of strings, got {type(ids).__name__}")
-        ids = list(ids)
-    spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-    check_args(argparse.Namespace(command=command, model=spec, **{"claims" if command == "check" else "ids": ids},
-                                  **args))
-    return ids or None
+    check_param("n", n)
+    check_param("seed", seed)
+    return check_run_claims(command, model, ids, n)
 
 
 def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
@@ -166,6 +155,7 @@ def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **si
     return get_arch(spec, **sizes)
 
 
+@announced("load", "loading the model")
 def load(model: Any = "default", *, dtype: str = "float64", device: str | None = "cpu") -> ModelWeights:
     """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
 
@@ -253,8 +243,10 @@ class InvarianceGroup:
                 + _html_table(["factor", "kind", "scope", "group", "dimension or order", "status"], rows))
 
 
+@announced("group --verify")
 def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None = None,
-                      dtypes: Sequence[str] = ("float64", "float32"), n: int = 12, seed: int = 0) -> InvarianceChecks:
+                      dtypes: Sequence[str] = ("float64", "float32"), n: int = DEFAULT_N,
+                      seed: int = 0) -> InvarianceChecks:
     """Apply a random element of each factor of G to real weights and check the output (per dtype).
 
     Examples
@@ -263,9 +255,18 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     >>> [(c.factor, c.verdict) for c in checks]
     [('S_H', 'holds')]
     """
+    from symtrans.args import check_positions
+    from symtrans.config import check_param
     from symtrans.group.numeric import verify_model
 
+    check_param("n", n)
+    check_param("seed", seed)
+    if isinstance(dtypes, str) or not hasattr(dtypes, "__iter__"):
+        raise SymtransError("dtypes: expected a list of dtype names such as ('float64', 'float32')")
+    for d in dtypes:
+        check_param("dtype", d)
     weights = _as_weights(model, "float64", "cpu")
+    check_positions(n, getattr(weights, "arch", None), "n")
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
                           factors=list(factors) if factors else None)
     return InvarianceChecks(checks)
@@ -354,6 +355,7 @@ class Measurement:
         return caption + _html_table(header, cells)
 
 
+@announced("measure")
 def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
             dtype: str = "float64", device: str | None = "cpu") -> Measurement:
@@ -371,10 +373,14 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     [6, 6, 6, 6]
     """
     from symtrans.numeric.measure import measure_all
-    from symtrans.validate import MAX_DEPTH, MAX_N, check_int, check_seed, check_text
+    from symtrans.args import check_positions
+    from symtrans.config import check_param
+    from symtrans.validate import MAX_DEPTH, check_int, check_text
 
-    check_int(n, "n", 1, MAX_N)
-    check_seed(seed, "seed")
+    check_param("n", n)
+    check_param("seed", seed)
+    check_param("dtype", dtype)
+    check_param("device", device)
     check_text(text, "text")
     if depth is not None:
         check_int(depth, "depth", 1, MAX_DEPTH, "every state of the stack is kept")
@@ -383,11 +389,11 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
         raise SymtransError("variants: expected a list of names such as ('full', 'residual')")
     weights = _as_weights(model, dtype, device)
-    positions = getattr(getattr(weights, "arch", None), "max_positions", None)
-    if text is None and isinstance(positions, int):
-        check_int(n, "n", 1, positions, f"the model has {positions} positions")
+    if text is None:
+        check_positions(n, getattr(weights, "arch", None), "n")
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,
-                                   variants=tuple(variants), depth=depth, layer_index=layer_index))
+                                   variants=tuple(variants), depth=depth, layer_index=layer_index,
+                                   progress=True))
 
 
 # ----------------------------------------------------------------- evidence
@@ -462,6 +468,7 @@ class EvidenceList(list):  # type: ignore[type-arg]
                            rows)
 
 
+@announced("check")
 def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
                  seed: int = 0, dtype: str = "float64", device: str | None = None) -> EvidenceList:
     """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
@@ -476,10 +483,11 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
 
     if model is None:
         raise SymtransError("check needs a model: 'default', a model directory or loaded weights")
-    ids = _check_as_cli("check", model, claims, n=n, seed=seed)
-    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids))
+    ids = _check_run("check", model, claims, n, seed)
+    return EvidenceList(run_checks(_context(model, n, seed, dtype, device), ids, progress=True))
 
 
+@announced("certify")
 def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
             seed: int = 0) -> EvidenceList:
     """Run the exact certificates and counterexample searches (all, or those of ``claims``).
@@ -497,9 +505,9 @@ def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n:
 
     if model is not None and not isinstance(model, (str, os.PathLike)):
         raise SymtransError("certify takes a model spec ('default' or a directory), not loaded weights")
-    ids = _check_as_cli("certify", model, claims, n=n, seed=seed)
+    ids = _check_run("certify", model, claims, n, seed)
     doc = _certify_dicts(ids, model=None if model is None else str(model),
-                         n=n, seed=seed)
+                         n=n, seed=seed, progress=True)
     return EvidenceList(Evidence.from_dict(e) for c in doc["claims"] for e in c["evidence"])
 
 
@@ -557,6 +565,7 @@ class ProofGraph:
         return render_notebook(self.report)
 
 
+@announced("claims")
 def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
           device: str | None = None) -> ProofGraph:
     """Build the proof graph; with ``run`` its statuses come from running every producer.
@@ -586,17 +595,17 @@ def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed
 
 def _summary_lines(report: Report) -> str:
     """Counts by verdict and the disagreements, in two lines (the plain text of a report or graph)."""
-    counts = ", ".join(f"{v} {k}" for v, k in report.verdict_counts().items() if k)
-    certified = sum(1 for _, s in report.items() if s.fully_certified)
+    from symtrans.report.fmt import answer_line
+
     dis = [c.id for c, _ in report.disagreements()]
-    return (f"{len(report.statuses)} items: {counts}; fully certified {certified}\n"
+    return (f"{answer_line(report)}\n"
             f"disagreements with the paper: {', '.join(dis) if dis else 'none so far'}")
 
 
 def _build(model: Any, n: int, seed: int, dtype: str, device: str | None, previous: Any = None) -> Report:
     from symtrans.report import build_report
 
-    return build_report(_context(model, n, seed, dtype, device), previous=previous)
+    return build_report(_context(model, n, seed, dtype, device), previous=previous, progress=True)
 
 
 @dataclass
@@ -636,11 +645,18 @@ class NotebookReport:
         return render_html(self.report)
 
     def _repr_html_(self) -> str:
-        # the page is a whole document with its own styles: an iframe keeps them out of the notebook's
-        return (f'<iframe srcdoc="{_esc(self.html())}" style="width:100%;height:720px;border:1px solid #ccc">'
-                "</iframe>")
+        # the answer, the legend, the graph and the claim table, styles scoped to the cell (a tenth of the
+        # page's size: the saved notebook does not carry every evidence table); the page itself is written
+        from symtrans.report.html import render_notebook
+
+        page = next((p for p in self.paths if str(p).endswith(".html")), None)
+        link = (f'<p>The whole report, with every claim\'s evidence: <a href="{_esc(page)}">{_esc(page)}</a></p>'
+                if page else "<p>The whole report, with every claim's evidence: <code>.html()</code>, or pass "
+                "<code>out=</code> to write report.html.</p>")
+        return render_notebook(self.report) + link
 
 
+@announced("report")
 def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
            formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
            device: str | None = None, previous: str | os.PathLike[str] | None = None,

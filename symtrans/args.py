@@ -21,20 +21,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from symtrans.config import check_param
 from symtrans.errors import SymtransError
-from symtrans.validate import (MAX_DEPTH, MAX_N, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_device,
-                               check_dtype, check_int, check_model_dir, check_seed, check_text, terminal_safe)
+from symtrans.producer_table import certified_claims, checked_claims
+from symtrans.validate import (MAX_DEPTH, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
+                               check_text, terminal_safe)
 
-__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers"]
+__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "check_positions",
+           "check_run_claims"]
 
-#: claims with numeric checks (symtrans.checks); tests/test_hostile_inputs.py checks it against the registry
-CHECKED_CLAIMS: tuple[str, ...] = (
-    "claim-align", "cor-dff", "cor-mlp-role", "lit-dong", "pgop", "prop-5.1", "prop-5.4", "prop-6.2",
-    "prop-6.3", "thm-4.2", "thm-5.3", "thm-7.3", "thm-rank-contraction", "thm-recovery")
-#: claims with exact certificates (symtrans.certify.producers); checked against the registry by a test
-CERTIFIED_CLAIMS: tuple[str, ...] = (
-    "lem-rank-sum", "prop-5.1", "prop-6.2", "prop-6.3", "thm-4.2", "thm-4.2-corrected", "thm-5.3",
-    "thm-recovery")
+#: claims with numeric checks, and with exact certificates: read from the one producer table
+CHECKED_CLAIMS: tuple[str, ...] = checked_claims()
+CERTIFIED_CLAIMS: tuple[str, ...] = certified_claims()
 
 
 #: every claim id of the registry (proofs.claim_ids()), in paper order; checked against it by a test
@@ -93,6 +91,53 @@ def parse_layers(text: Any, n_layers: int | None = None) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def check_positions(n: int, arch: Any, name: str) -> None:
+    """Refuse a sequence length beyond the model's positions (read from its config), naming it ``name``.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> check_positions(600, get_arch("bert-base"), "n")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: n 600: must be at most 512 (the model has 512 positions)
+    """
+    if arch is not None and isinstance(arch.max_positions, int):
+        check_int(n, name, None, arch.max_positions, f"the model has {arch.max_positions} positions")
+
+
+def check_run_claims(command: str, model: Any, ids: Any, n: int) -> list[str] | None:
+    """The API's checks of claim ids and a model spec, as the command ``command`` makes them (names as in the API).
+
+    ``n`` is bounded by the model's positions. Returns the ids as a list (``None``: all).
+
+    Examples
+    --------
+    >>> check_run_claims("check", "default", [None], 8)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: claim ids: expected a list of strings
+    >>> check_run_claims("certify", None, ["thm-4.2"], 8)
+    ['thm-4.2']
+    """
+    import os
+
+    if ids is not None:  # a tuple or generator of ids too; a lone string is not a list of ids
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise SymtransError(f"claim ids: expected a list of strings, got {type(ids).__name__}")
+        ids = list(ids)
+    if ids:
+        if command == "check":
+            check_claim_ids(ids, CHECKED_CLAIMS)
+        else:
+            check_claim_ids(ids, CERTIFIED_CLAIMS, "claim with certificates")
+    spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    if spec is not None and spec.lower() != "none":
+        check_model_dir(spec, name="model")
+        check_positions(n, _model_arch(spec), "n")
+    return ids or None
+
+
 def _model_arch(model: str) -> Any:
     """The architecture of a checked model spec (reads config.json through the bounded reader)."""
     from symtrans.arch import from_config
@@ -129,12 +174,9 @@ def check_args(args: Any) -> None:
     """
     get = lambda name: getattr(args, name, None)  # noqa: E731
     command = get("command")
-    if get("seed") is not None:
-        check_seed(get("seed"))
-    if get("device") is not None:
-        check_device(get("device"))
-    if get("dtype") is not None:
-        check_dtype(get("dtype"), "--dtype")
+    for name in ("seed", "device", "dtype", "stream"):  # the run parameters: one declared constraint each
+        if get(name) is not None:
+            check_param(name, get(name), cli=True)
     if get("text") is not None:
         check_text(get("text"))
     if get("depth") is not None and command == "claims":  # edges of the proof graph
@@ -144,9 +186,8 @@ def check_args(args: Any) -> None:
     if get("layer_index") is not None:
         check_int(get("layer_index"), "--layer-index", 0)
     n = get("n")
-    if n is not None:  # the upper bound: the model's positions when there is a model (below), else MAX_N
-        # a measurement needs two tokens (rank collapse is about n >= 2 rows); formula sizes may be 1
-        check_int(n, "--n", 2 if command in ("check", "measure", "group", "report") else 1)
+    if n is not None:  # a run's n (formula sizes are --set n=..., checked by the formulas); then the model's positions
+        check_param("n", n, cli=True)
     if command == "check" and get("claims"):
         check_claim_ids(get("claims"), CHECKED_CLAIMS)
     if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
@@ -172,12 +213,8 @@ def check_args(args: Any) -> None:
         if arch is None and isinstance(model, str):
             arch = _model_arch(model)
         parse_layers(get("layers"), arch.L if arch is not None and isinstance(arch.L, int) else None)
-    if command == "report" and get("stream") is not None and get("stream") not in ("auto", "on", "off"):
-        raise SymtransError(f"--stream {terminal_safe(str(get('stream'))[:20])!r}: use auto, on or off")
-    if arch is not None and n is not None and isinstance(arch.max_positions, int):
-        check_int(n, "--n", None, arch.max_positions, f"the model has {arch.max_positions} positions")
-    elif n is not None:
-        check_int(n, "--n", None, MAX_N, "no model has more positions")
+    if arch is not None and n is not None:
+        check_positions(n, arch, "--n")
     if arch is not None:
         if get("layer_index") is not None:
             check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")

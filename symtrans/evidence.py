@@ -33,7 +33,7 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
-    "Producer", "DEFAULT_N", "producer", "PRODUCERS",
+    "Producer", "DEFAULT_N", "producer",
     "combine_verdicts", "split_reading", "strict_float", "device_name", "record_certificates",
 ]
 
@@ -479,8 +479,8 @@ def combine_verdicts(verdicts: Iterable[Verdict]) -> Verdict:
 
 
 # ----------------------------------------------------------------- producers
-#: The sequence length numeric producers use unless told otherwise (report, check, certify).
-DEFAULT_N = 128
+#: The sequence length numeric producers use unless told otherwise: declared once, in symtrans.config.
+from symtrans.config import DEFAULT_N  # noqa: E402
 
 
 @dataclass
@@ -513,6 +513,20 @@ class Context:
     #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
     #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
     stream: str = "auto"
+
+    @classmethod
+    def from_config(cls, config: Any, **extra: Any) -> Context:
+        """A context for a checked :class:`~symtrans.config.RunConfig` (``extra``: progress, reuse, cache).
+
+        Examples
+        --------
+        >>> from symtrans.config import RunConfig
+        >>> Context.from_config(RunConfig.from_kwargs(model=None, n=8)).n
+        8
+        """
+        import dataclasses
+
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}, **extra)
 
     def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
         """Load the model once per (dtype, device), cached in ``cache``; return its weights.
@@ -707,10 +721,6 @@ class Producer:
         return _source_hash(self.func)
 
 
-#: claim id -> producers, filled by modules that call :func:`producer`.
-PRODUCERS: dict[str, list[Producer]] = {}
-
-
 def _source_hash(func: Any) -> str:
     import hashlib
     import inspect
@@ -729,7 +739,14 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
              applies_to: str = "", share: str | None = None,
              cost: float = 1.0, honours_layers: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
                                                Callable[[Context], list[Evidence]]]:
-    """Decorator: register ``func(ctx) -> list[Evidence]`` as a producer for ``claim`` (or ``claim/reading``).
+    """Decorator: declare ``func(ctx) -> list[Evidence]`` a producer for ``claim`` (or ``claim/reading``), with its options.
+
+    It attaches the :class:`Producer` to the function (``func.producer``) and
+    registers nothing: the producers that exist are the rows of
+    :data:`symtrans.producer_table.PRODUCER_TABLE` (one line each, naming this
+    function as ``"module:function"``), and :func:`symtrans.runner.registry`
+    refuses a decorated function without a row, or a row whose claim, name or
+    kind differ from the decorator's.
 
     Registered against a reading id (``"thm-7.3/wo"``), the producer belongs to
     the claim and its records are tagged with that reading. ``families`` lists
@@ -751,9 +768,8 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     ... def _demo(ctx):
     ...     return [Evidence(claim="demo-claim", producer="demo-producer", kind="symbolic",
     ...                      verdict=Verdict.CERTIFIED, summary="1 + 1 == 2 exactly")]
-    >>> [p.name for p in PRODUCERS["demo-claim"]]
-    ['demo-producer']
-    >>> _ = PRODUCERS.pop("demo-claim")
+    >>> _demo.producer.claim, _demo.producer.name
+    ('demo-claim', 'demo-producer')
     """
     if kind not in ("symbolic", "numeric"):
         raise ValueError(f"producer kind must be 'symbolic' or 'numeric', got {kind!r}")
@@ -763,14 +779,11 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
 
     def wrap(func: Callable[[Context], list[Evidence]]) -> Callable[[Context], list[Evidence]]:
         pname = name or func.__name__
-        existing = PRODUCERS.setdefault(claim_id, [])
-        if any(p.name == pname for p in existing):
-            raise ValueError(f"producer {pname!r} already registered for {claim_id!r}")
         doc = (func.__doc__ or "").strip().splitlines()
-        existing.append(Producer(claim_id, pname, kind, func, needs_model,
+        func.producer = Producer(claim_id, pname, kind, func, needs_model,  # type: ignore[attr-defined]
                                  description or (doc[0] if doc else ""), reading,
                                  tuple(families) if families is not None else None, applies_to, share,
-                                 float(cost), bool(honours_layers)))
+                                 float(cost), bool(honours_layers))
         return func
 
     return wrap

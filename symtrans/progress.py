@@ -44,7 +44,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
-__all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick", "without_progress"]
+__all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick", "without_progress",
+           "announced"]
 
 T = TypeVar("T")
 
@@ -114,6 +115,20 @@ def _is_terminal() -> bool:
         return bool(_stream().isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel writing to its own stderr (not a stream set by :func:`configure`).
+
+    Examples
+    --------
+    >>> _in_notebook()  # a test run is not a kernel
+    False
+    """
+    if _STATE["stream"] is not None or "ipykernel" not in sys.modules:
+        return False
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _now() -> str:
@@ -309,7 +324,11 @@ class Progress:
         self._start = time.perf_counter()
         self._bar: Any = None
         self._closed = False
-        if self.active and _is_terminal():
+        if self.active and _in_notebook():
+            from tqdm.auto import tqdm as auto_tqdm  # a widget in Jupyter, where stderr is no terminal
+
+            self._bar = auto_tqdm(total=total, desc=f"symtrans {desc}", unit=unit, leave=False)
+        elif self.active and _is_terminal():
             from tqdm import tqdm
 
             _clear_announce()
@@ -411,3 +430,49 @@ def without_progress(text: str) -> str:
 
     return "".join(line for line in text.splitlines(keepends=True)
                    if not re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", line))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def announced(command: str, what: str = "starting") -> Callable[[F], F]:
+    """Decorate a slow API function: announce it at once (with the heartbeat), end the announcement on return.
+
+    The Python API's counterpart of the command line's first line: a call that loads torch and a model is
+    not silent for seconds before its first bar. ``configure(quiet=True)`` silences it, as every bar. A
+    call that ends within :data:`HOLD_SECONDS` prints nothing (its held line is dropped); a call nested
+    in another announced call adds no line of its own.
+
+    Examples
+    --------
+    >>> import io, time
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "11:00:00")
+    >>> @announced("demo", "loading")
+    ... def slow(seconds):
+    ...     time.sleep(seconds)
+    ...     return seconds
+    >>> slow(0), err.getvalue()
+    (0, '')
+    >>> slow(HOLD_SECONDS + 0.3), err.getvalue()
+    (0.8, '[11:00:00] symtrans demo: loading\\n')
+    >>> configure()
+    """
+    import functools
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if _DEPTH[0]:
+                return fn(*args, **kwargs)
+            _DEPTH[0] += 1
+            announce(command, what)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _DEPTH[0] -= 1
+                finish(discard=True)  # a line still held belongs to a call too short to announce
+        return run  # type: ignore[return-value]
+    return wrap
+
+
+_DEPTH = [0]  # announced calls now running in this process (the outermost one speaks)

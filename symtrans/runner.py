@@ -1,9 +1,10 @@
 """The producers layer: which producers exist and run, running them (serially or in a forked worker), reuse.
 
-Producers register themselves with :func:`symtrans.evidence.producer` when
-their module is imported; :data:`PRODUCER_MODULES` lists those modules (the
-numeric checks, :data:`CHECK_MODULES`, and the exact certificates,
-:data:`CERTIFICATE_MODULES`). :func:`run_producer` runs one producer in a
+The producers that exist are the rows of
+:data:`symtrans.producer_table.PRODUCER_TABLE`, each a ``"module:function"``
+imported when it is needed; :func:`registry` resolves them (and checks each
+row against its function's :func:`symtrans.evidence.producer` decorator).
+:func:`run_producer` runs one producer in a
 :class:`~symtrans.evidence.Context` (reusing what this process already
 produced), :func:`run_tasks` runs many: the one runner behind ``symtrans
 report``, ``check`` and ``certify`` (:func:`run_checks`,
@@ -27,55 +28,104 @@ from collections.abc import Callable
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.evidence import PRODUCERS, Context, Evidence, Producer, Verdict
+from symtrans.evidence import Context, Evidence, Producer, Verdict
+from symtrans.producer_table import (CERTIFICATE_PACKAGE, CHECK_PACKAGE, PRODUCER_TABLE, ProducerEntry, declared,
+                                     modules)
 
-__all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "producers_for", "declared_producers", "declarations_in",
-           "run_producers", "run_producer", "remember", "check_producers", "certificate_producers", "run_tasks", "work_units",
-           "parallel_default", "cuda_initialised", "run_checks", "run_certificates", "layer_subset_scope"]
+__all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "registry", "producers_for",
+           "declared_producers", "run_producers", "run_producer", "remember", "check_producers",
+           "certificate_producers", "run_tasks", "work_units", "parallel_default", "cuda_initialised", "run_checks",
+           "run_certificates", "layer_subset_scope"]
 
 #: modules whose producers are the exact certificates and counterexample searches (``symtrans certify``).
-CERTIFICATE_MODULES: list[str] = ["symtrans.certify.producers"]
+CERTIFICATE_MODULES: list[str] = modules(CERTIFICATE_PACKAGE)
 #: modules whose producers are the numeric checks (``symtrans check``), one per paper section.
-CHECK_MODULES: list[str] = ["symtrans.checks.sec4", "symtrans.checks.sec5", "symtrans.checks.sec6",
-                            "symtrans.checks.sec7", "symtrans.checks.sec8"]
-#: modules that register producers when imported (certificates, checks), in this order.
-PRODUCER_MODULES: list[str] = [*CERTIFICATE_MODULES, *CHECK_MODULES]
+CHECK_MODULES: list[str] = modules(CHECK_PACKAGE)
+#: modules that define producers (certificates, checks), in the table's order.
+PRODUCER_MODULES: list[str] = modules()
 
 
-# ----------------------------------------------------------------- registered producers
-def _import_producer_modules() -> None:
+# ----------------------------------------------------------------- the producers of the table
+_REGISTRY: dict[str, list[Producer]] = {}
+
+
+def _resolve(e: ProducerEntry) -> Producer:
+    """The :class:`~symtrans.evidence.Producer` of one table row: its function imported, checked against the row."""
     import importlib
 
-    for module in PRODUCER_MODULES:
-        importlib.import_module(module)
+    func = getattr(importlib.import_module(e.module), e.function, None)
+    p = getattr(func, "producer", None)
+    if not isinstance(p, Producer):
+        raise SymtransError(f"producer table: {e.target} is not a function decorated with @producer")
+    if (p.claim, p.name, p.kind, p.reading) != (e.claim_id, e.name, e.kind, e.claim if "/" in e.claim else None):
+        raise SymtransError(f"producer table: the row {tuple(e)} differs from {e.target}'s @producer "
+                            f"({p.reading or p.claim!r}, name {p.name!r}, kind {p.kind!r}): one of them is stale")
+    return p
 
 
-def _producer_order(p: Producer) -> tuple[int, int]:
-    """The fixed order of producers: :data:`PRODUCER_MODULES`' order, then source order within a module.
+def _unlisted(listed: set[str]) -> list[str]:
+    """Producers decorated in a producer module but missing from the table, as the table rows to add."""
+    import importlib
+    import inspect
 
-    Not the order the modules happened to be imported in, which decides the order of ``PRODUCERS``.
+    rows = []
+    for m in PRODUCER_MODULES:
+        for fname, func in inspect.getmembers(importlib.import_module(m), inspect.isfunction):
+            p = getattr(func, "producer", None)
+            target = f"{func.__module__}:{func.__name__}"
+            if isinstance(p, Producer) and func.__module__ == m and target not in listed:
+                rows.append(f"({(p.reading or p.claim)!r}, {p.name!r}, {p.kind!r}, {target!r}),")
+    return rows
+
+
+def registry() -> dict[str, list[Producer]]:
+    """Every producer of :data:`~symtrans.producer_table.PRODUCER_TABLE`, by claim id, in the table's order.
+
+    Imports the producer modules (once). Fails closed: a row whose function
+    is missing or whose decorator says another claim, name or kind, and a
+    decorated producer function that has no row, are refused in one line
+    that says what to write in symtrans/producer_table.py.
+
+    Examples
+    --------
+    >>> [p.name for p in registry()["prop-5.1"]]
+    ['prop51-witness', 'rank-plus-gaussian']
     """
-    module = getattr(p.func, "__module__", "")
-    rank = PRODUCER_MODULES.index(module) if module in PRODUCER_MODULES else len(PRODUCER_MODULES)
-    return rank, getattr(getattr(p.func, "__code__", None), "co_firstlineno", 0)
+    if not _REGISTRY:
+        seen: set[tuple[str, str]] = set()
+        out: dict[str, list[Producer]] = {}
+        for e in PRODUCER_TABLE:
+            if (e.claim_id, e.name) in seen:
+                raise SymtransError(f"producer table: {e.name!r} is listed twice for {e.claim_id!r}")
+            seen.add((e.claim_id, e.name))
+            out.setdefault(e.claim_id, []).append(_resolve(e))
+        missing = _unlisted({e.target for e in PRODUCER_TABLE})
+        if missing:
+            raise SymtransError("producer table: decorated producers without a row; add to PRODUCER_TABLE in "
+                                "symtrans/producer_table.py: " + " ".join(missing))
+        _REGISTRY.update(out)
+    return _REGISTRY
+
+
+def _producer_order(p: Producer) -> int:
+    """The position of a producer's row in the table: the run order."""
+    for i, e in enumerate(PRODUCER_TABLE):
+        if e.claim_id == p.claim and e.name == p.name:
+            return i
+    return len(PRODUCER_TABLE)
 
 
 def producers_for(claim: str) -> list[Producer]:
-    """Return the producers registered for ``claim`` (importing producer modules first), in a fixed order.
-
-    The order is :data:`PRODUCER_MODULES`' order, then source order within
-    a module (:func:`_producer_order`), whatever order the modules happened to
-    be imported in (a report's records, and so report.json, do not depend on it).
+    """Return the producers of ``claim`` (importing their modules), in the table's order.
 
     Examples
     --------
     >>> producers_for("no-such-claim")
     []
-    >>> [p.kind for p in producers_for("thm-4.2")][:2]  # certificates first, as PRODUCER_MODULES lists them
+    >>> [p.kind for p in producers_for("thm-4.2")][:2]  # certificates first, as the table lists them
     ['symbolic', 'symbolic']
     """
-    _import_producer_modules()
-    return sorted(PRODUCERS.get(claim, []), key=_producer_order)
+    return list(registry().get(claim, []))
 
 def run_producers(claim: str, ctx: Context) -> list[Evidence]:
     """Run every producer of ``claim`` that ``ctx`` allows; return their evidence.
@@ -95,14 +145,10 @@ def run_producers(claim: str, ctx: Context) -> list[Evidence]:
 
 
 def declared_producers(claim: str) -> list[tuple[str, str]]:
-    """``(name, kind)`` of each producer the producer modules declare for ``claim``, read without importing them.
+    """``(name, kind)`` of each producer of ``claim``, from the table, importing no producer module.
 
     For the listings that must stay light (``symtrans claims ID`` imports no
-    producer module, hence no torch and no engine): the ``@producer(...)``
-    registrations are read from the modules' source, in :data:`PRODUCER_MODULES`
-    order. It fails closed: a registration whose claim, name or kind is not a
-    literal string raises, and tests/test_import_contract.py checks that this
-    equals the registry (:func:`producers_for`) for every claim.
+    producer module, hence no torch and no engine).
 
     Examples
     --------
@@ -111,56 +157,7 @@ def declared_producers(claim: str) -> list[tuple[str, str]]:
     >>> declared_producers("no-such-claim")
     []
     """
-    from symtrans.evidence import split_reading
-
-    return [(name, kind) for cid, name, kind in _declarations() if split_reading(cid)[0] == claim]
-
-
-def _declarations() -> list[tuple[str, str, str]]:
-    """Every ``(claim, name, kind)`` registered by :data:`PRODUCER_MODULES`, read from their source (cached)."""
-    if not _DECLARED:
-        from pathlib import Path
-
-        root = Path(__file__).resolve().parent.parent
-        for module in PRODUCER_MODULES:
-            path = root.joinpath(*module.split(".")).with_suffix(".py")
-            _DECLARED.extend(declarations_in(path.read_text(encoding="utf-8"), module))
-    return _DECLARED
-
-
-def declarations_in(source: str, where: str) -> list[tuple[str, str, str]]:
-    r"""``(claim, name, kind)`` of each ``producer(...)`` call in ``source``, in source order; fails closed.
-
-    Examples
-    --------
-    >>> declarations_in('@producer("c/r", kind="numeric")\ndef check_c(ctx): ...', "demo")
-    [('c/r', 'check_c', 'numeric')]
-    >>> declarations_in('producer(CLAIM, kind="numeric", name="p")', "demo")
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: demo:1: a producer registration must name its claim, kind and name as literal strings (listings read them without importing the module)
-    """
-    import ast
-
-    tree = ast.parse(source, where)
-    decorated = {id(d): node.name for node in ast.walk(tree)
-                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for d in node.decorator_list}
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-             and n.func.id == "producer"]
-    out: list[tuple[str, str, str]] = []
-    for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
-        kw = {k.arg: k.value for k in call.keywords}
-        cid, kind, name = (call.args[0] if call.args else None), kw.get("kind"), kw.get("name")
-        given = [v for v in (cid, kind, name) if v is not None]
-        if (cid is None or kind is None or (name is None and id(call) not in decorated)
-                or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in given)):
-            raise SymtransError(f"{where}:{call.lineno}: a producer registration must name its claim, kind and name "
-                                "as literal strings (listings read them without importing the module)")
-        out.append((cid.value, name.value if name is not None else decorated[id(call)], kind.value))
-    return out
-
-
-_DECLARED: list[tuple[str, str, str]] = []
+    return declared(claim)
 
 
 # ----------------------------------------------------------------- one producer
@@ -288,7 +285,7 @@ def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[P
 
     for m in modules:
         importlib.import_module(m)
-    mine = sorted((p for ps in PRODUCERS.values() for p in ps if p.func.__module__ in modules), key=_producer_order)
+    mine = sorted((p for ps in registry().values() for p in ps if p.func.__module__ in modules), key=_producer_order)
     known = sorted({p.claim for p in mine})
     for c in claims or []:
         if c not in known:
@@ -323,7 +320,6 @@ def certificate_producers(claims: list[str] | None = None) -> list[Producer]:
     ...
     symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
     """
-    _import_producer_modules()  # every module, as the report does: PRODUCERS then has the same order
     return _selected(CERTIFICATE_MODULES, claims, "claim with certificates")
 
 

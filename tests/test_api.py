@@ -65,7 +65,9 @@ def test_report_writes_the_same_files_as_the_cli(tmp_path):
     doc = json.loads((tmp_path / "api" / "report.json").read_text())
     assert doc["schema"] == "symtrans-report/1"
     assert [c["id"] for c in doc["claims"]] == [c.id for c in r.claims]
-    assert "srcdoc=" in r._repr_html_() and r.summary().startswith(f"{len(r.statuses)} items")
+    cell = r._repr_html_()  # the answer, the graph and the claim table, not the whole page in an iframe
+    assert "<svg" in cell and "The answer" in cell and "srcdoc=" not in cell and len(cell) < len(r.html()) / 3
+    assert r.summary().startswith(f"{len(r.statuses)} items")
     with pytest.raises(SymtransError):  # the output directory is checked before anything runs
         (tmp_path / "file").write_text("x")
         symtrans.proof_report(model=None, out=tmp_path / "file", run=False)
@@ -115,7 +117,11 @@ def test_every_api_result_has_a_rich_display_and_a_bounded_plain_text(default_mo
     g = results["invariance_group"]
     assert g.to_dict()["gauge_dimension"] == g.spec.gauge_dimension_model() == 1179648  # still the spec
     assert all(f.name in repr(g) and f.name in g._repr_html_() for f in g.factors)
-    assert repr(results["proof_report"]).startswith("proof-status report: 35 items: not-run 35")
+    claims = list(results["proof_report"].report.graph.claims.values())  # no model: nothing decided, each says why
+    given, external = sum(c.given for c in claims), sum(c.external and not c.given for c in claims)
+    assert repr(results["proof_report"]).startswith(
+        f"proof-status report: {len(claims)} items: {len(claims) - given - external} not-run, {given} stated, "
+        f"{external} assumed; fully certified 0")
 
 
 def test_long_plain_text_is_cut_with_a_pointer_to_the_full_data():

@@ -135,6 +135,23 @@ def test_a_timed_console_block_is_compared_up_to_its_durations_only(gen):
     assert not timed.same(old, old.replace(" s)", " ms)", 1))  # only a duration's digits are masked
 
 
+def test_a_measured_block_compares_what_is_stable(gen):
+    """A measured block (docs/decoders.md's rank profile) passes a rounding-level wiggle of its decimals and
+    fails on a real change: a decided rank, a decimal off by a factor of two, a sign."""
+    path = ROOT / "docs" / "decoders.md"
+    page = path.read_text(encoding="utf-8")
+    (b,) = [b for b in gen.blocks(page, path) if b.name == "checkpoint-section"]
+    old, section = page[b.start:b.end], gen.GENERATORS["checkpoint-section"]
+    rows = [line for line in old.splitlines() if re.match(r"\s+\d+\s+\d+\s", line)]
+    state, rank, margin = rows[1].split()[:3]
+    wiggle = rows[1].replace(f" {margin} ", f" {float(margin) * 1.1:.1f} ", 1)
+    assert wiggle != rows[1] and section.same(old, old.replace(rows[1], wiggle))
+    assert not section.same(old, old.replace(rows[1], rows[1].replace(f" {rank} ", f" {int(rank) - 1} ", 1)))
+    assert not section.same(old, old.replace(rows[1], rows[1].replace(f" {margin} ", f" {float(margin) * 2:.1f} ", 1)))
+    assert not section.same(old, old.replace(rows[1], rows[1].replace(f" {margin} ", f" -{margin} ", 1)))
+    assert not gen.GENERATORS["console"].same(old, old.replace(rows[1], wiggle))  # exact blocks stay exact
+
+
 def test_the_api_session_in_api_md_is_real_output():
     """docs/api.md's session, run as a doctest up to the report (which takes minutes and prints no output there)."""
     page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")

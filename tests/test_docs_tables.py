@@ -7,6 +7,7 @@ blocks of the docs (tests/test_docs_gen.py) and the proof_status and disagreemen
 
 from __future__ import annotations
 
+from collections import Counter
 import json
 import os
 import re
@@ -34,7 +35,12 @@ def test_the_example_runs_what_the_cli_runs(example_report):
 
 def test_proof_status_and_disagreements_examples(example_report):
     out, doc, path = example_report
-    counts = ", ".join(f"{v} {k}" for v, k in doc["summary"]["verdicts"].items() if k)
+    shown = Counter(c["shown_as"] for c in doc["claims"])
+    assert sum(shown.values()) == len(doc["claims"]) and shown == Counter(doc["summary"]["shown"])
+    verdicts = Counter(c["verdict"] for c in doc["claims"])  # the words differ from the verdicts only for not-run
+    assert all(shown[v] == verdicts[v] for v in verdicts if v != "not-run")
+    assert sum(shown[w] for w in ("stated", "assumed", "sanity check", "not-run")) == verdicts["not-run"]
+    counts = ", ".join(f"{n} {w}" for w, n in doc["summary"]["shown"].items())
     assert counts in out
     ids = [d["id"] for d in doc["summary"]["disagreements"]]
     assert f"disagreements with the paper: {', '.join(ids) if ids else 'none so far'}" in out

@@ -101,7 +101,7 @@ def test_report_gauge_check_refuses_what_it_cannot_run(tmp_path, capsys, argv, m
 def test_wo_quotient_rank_is_the_invariant_counterpart_of_thm73_wo():
     import torch
 
-    from symtrans.checks.sec7 import stacked_wo, wo_quotient_rank
+    from symtrans.numeric.wo import stacked_wo, wo_quotient_rank
     from symtrans.group.gauge import centre_writers
     from symtrans.numeric import load_model
     from symtrans.numeric.linalg import numerical_rank, storage_rank

@@ -445,13 +445,11 @@ def test_cheap_claim_lists_match_the_registry():
     from proofs import claim_ids
 
     from symtrans.args import ALL_CLAIMS, CERTIFIED_CLAIMS, CHECKED_CLAIMS
-    from symtrans.evidence import PRODUCERS
-    from symtrans.runner import check_producers, producers_for
+    from symtrans.runner import check_producers, registry
 
     assert tuple(claim_ids()) == ALL_CLAIMS
     assert tuple(sorted({p.claim for p in check_producers()})) == CHECKED_CLAIMS
-    producers_for("")
-    certified = sorted(c for c, ps in PRODUCERS.items()
+    certified = sorted(c for c, ps in registry().items()
                        if any(p.func.__module__ == "symtrans.certify.producers" for p in ps))
     assert tuple(certified) == CERTIFIED_CLAIMS
 

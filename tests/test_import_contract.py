@@ -36,7 +36,26 @@ def test_the_layer_contract_is_kept() -> None:
     run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "1 kept, 0 broken" in run.stdout
+    assert "2 kept, 0 broken" in run.stdout  # the layers, and group's completeness > near > params
+
+
+def test_the_group_contract_fails_on_the_old_cycle(tmp_path: Path) -> None:
+    """complete imports near: the group contract turned upside down (near above complete) must break."""
+    config = tmp_path / "contract.toml"
+    config.write_text(textwrap.dedent("""
+        [tool.importlinter]
+        root_packages = ["symtrans", "proofs"]
+
+        [[tool.importlinter.contracts]]
+        name = "upside down"
+        type = "layers"
+        containers = ["symtrans.group"]
+        layers = ["near", "complete"]
+    """))
+    run = subprocess.run([_lint_imports(), "--config", str(config)], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    assert "symtrans.group.complete -> symtrans.group.near" in run.stdout
 
 
 def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
@@ -108,26 +127,46 @@ def test_the_probe_sees_producer_modules_when_a_query_runs_producers() -> None:
     assert last.startswith("LOADED [") and "'symtrans.certify.producers'" in last and last.endswith("RC 0"), last
 
 
-def test_declared_producers_equal_the_registry() -> None:
-    """What ``claims ID`` lists from the modules' source is what importing them registers, claim by claim, in order."""
-    from symtrans.evidence import PRODUCERS, split_reading
-    from symtrans.runner import _declarations, declared_producers, producers_for
+def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
+    """``claims ID`` lists producers from the table; importing the modules gives the same, claim by claim, in order."""
+    import importlib
+    import inspect
 
-    producers_for("")  # imports every producer module
-    declared_claims = {split_reading(c)[0] for c, _, _ in _declarations()}
-    assert declared_claims == {c for c, ps in PRODUCERS.items() if ps}
-    for claim in PRODUCERS:  # in the runner's fixed order, whatever order the modules were imported in
+    from symtrans.producer_table import PRODUCER_TABLE
+    from symtrans.runner import PRODUCER_MODULES, declared_producers, producers_for, registry
+
+    reg = registry()  # resolves every row against its @producer; refuses a decorated function without a row
+    assert sum(len(ps) for ps in reg.values()) == len(PRODUCER_TABLE)
+    for claim in reg:
         assert declared_producers(claim) == [(p.name, p.kind) for p in producers_for(claim)], claim
-    assert sum(len(ps) for ps in PRODUCERS.values()) == len(_declarations())
+    decorated = {f"{m}:{name}" for m in PRODUCER_MODULES
+                 for name, f in inspect.getmembers(importlib.import_module(m), inspect.isfunction)
+                 if hasattr(f, "producer") and f.__module__ == m}
+    assert decorated == {e.target for e in PRODUCER_TABLE}
 
 
-def test_declarations_fail_closed_on_a_computed_registration() -> None:
-    """A registration the source reader cannot read (a computed claim id, a missing kind) is an error, not a gap."""
+def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decorated producer without a row, or a row that says another kind than its decorator, is refused."""
+    from symtrans import runner
+    from symtrans.checks import sec4
     from symtrans.errors import SymtransError
-    from symtrans.runner import declarations_in
+    from symtrans.evidence import producer
+    from symtrans.producer_table import PRODUCER_TABLE, ProducerEntry
 
-    assert declarations_in('@producer("c", kind="symbolic", name="p")\ndef f(ctx): ...', "m") == [("c", "p", "symbolic")]
-    for bad in ('@producer(ID, kind="numeric")\ndef f(ctx): ...', '@producer("c")\ndef f(ctx): ...',
-                'producer("c", kind="numeric")(f)', '@producer("c", kind=KIND)\ndef f(ctx): ...'):
-        with pytest.raises(SymtransError, match="literal strings"):
-            declarations_in(bad, "m")
+    monkeypatch.setattr(runner, "_REGISTRY", {})
+
+    @producer("thm-4.2", kind="numeric", name="unlisted-demo")
+    def unlisted(ctx):  # type: ignore[no-untyped-def]
+        return []
+
+    unlisted.__module__ = sec4.__name__
+    monkeypatch.setattr(sec4, "unlisted", unlisted, raising=False)
+    with pytest.raises(SymtransError, match=r"add to PRODUCER_TABLE.*\('thm-4.2', 'unlisted-demo', 'numeric', "
+                                            r"'symtrans.checks.sec4:unlisted'\)"):
+        runner.registry()
+    monkeypatch.delattr(sec4, "unlisted")
+    first = PRODUCER_TABLE[0]
+    wrong = ProducerEntry(first.claim, first.name, "numeric" if first.kind == "symbolic" else "symbolic", first.target)
+    monkeypatch.setattr(runner, "PRODUCER_TABLE", (wrong, *PRODUCER_TABLE[1:]))
+    with pytest.raises(SymtransError, match="differs from .*one of them is stale"):
+        runner.registry()

@@ -12,9 +12,10 @@ import pytest
 from proofs import Claim
 from symtrans.cli import main
 from symtrans.errors import SymtransError
-from symtrans.evidence import PRODUCERS, Context, Evidence, Tolerance, Verdict, producer
+from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 from symtrans.graph import ClaimGraph
 from symtrans.report import FILES, build_report, render, write_report
+from symtrans.runner import registry
 
 
 def _claim(cid: str, kind: str, status: str, stmt: tuple = (), proof: tuple = ()) -> Claim:
@@ -35,6 +36,16 @@ def mini() -> ClaimGraph:
     ])
 
 
+def _test_producer(claim: str, **kw):  # type: ignore[no-untyped-def]
+    """A producer for one test: declared with @producer and added to the runner's registry (the table's view)."""
+    def wrap(func):  # type: ignore[no-untyped-def]
+        func = producer(claim, **kw)(func)
+        registry().setdefault(func.producer.claim, []).append(func.producer)
+        return func
+
+    return wrap
+
+
 @pytest.fixture
 def producers():
     """Register test producers for one test, then remove exactly those."""
@@ -43,7 +54,7 @@ def producers():
     def add(claim: str, verdict: Verdict, kind: str = "symbolic", needs_model: bool = False, **kw):
         name = f"test-{claim}-{verdict.value}-{len(added)}"
 
-        @producer(claim, kind=kind, name=name, needs_model=needs_model)
+        @_test_producer(claim, kind=kind, name=name, needs_model=needs_model)
         def _p(ctx: Context) -> list[Evidence]:
             if verdict is Verdict.NOT_APPLICABLE:
                 kw.setdefault("violated_hypothesis", "H4")
@@ -54,9 +65,9 @@ def producers():
         return name
 
     def remove(claim: str, name: str) -> None:
-        PRODUCERS[claim] = [p for p in PRODUCERS.get(claim, []) if p.name != name]
-        if not PRODUCERS[claim]:
-            del PRODUCERS[claim]
+        registry()[claim] = [p for p in registry().get(claim, []) if p.name != name]
+        if not registry()[claim]:
+            del registry()[claim]
 
     add.remove = remove  # type: ignore[attr-defined]
     yield add
@@ -103,22 +114,30 @@ def test_the_paper_report_has_every_claim_and_links_formulas() -> None:
     assert lit["standing"] == "external" and not lit["fully_certified"]
 
 
-def test_markdown_lists_disagreements_first_with_margins_and_tolerances(mini, producers) -> None:
+def test_markdown_opens_with_the_answer_then_disagreements_with_margins_and_tolerances(mini, producers) -> None:
     producers("tst-lemma", Verdict.SUPPORTED, kind="numeric", margin=4.5, margin_meaning="decades at the cut",
               dtype="float64", tolerance=Tolerance(1e-10, "float64 rank cut"))
     producers("tst-thm", Verdict.FAILS)
     md = render(build_report(Context(model=None), graph=mini), ["md"])["report.md"]
     head = md[: md.index("## Counts by verdict")]
+    # the answer (counts in words) first, then the disagreements, then what holds for all sizes, then the table
+    order = ["## The answer", "## Where the toolkit and the paper disagree", "## Proved for all sizes",
+             "## Every claim and reading"]
+    assert [head.index(h) for h in order] == sorted(head.index(h) for h in order)
+    answer = head[:head.index("## Where the toolkit")]
+    assert f"{len(mini)} items: " in answer and "assumed" in answer and "not-run 0" not in answer
     assert "[tst-thm](#claim-tst-thm)" in head
-    dis = head[head.index("## Where the toolkit and the paper disagree"):]
+    dis = head[head.index("## Where the toolkit and the paper disagree"):head.index("## Proved for all sizes")]
     # the why column quotes the deciding evidence, not the generic "the toolkit's evidence fails"
     assert "test evidence for tst-thm" in dis and "the toolkit's evidence fails" not in dis
-    overview = head[head.index("## Every claim and reading"):head.index("## Where the toolkit")]
+    overview = head[head.index("## Every claim and reading"):]
     assert all(f"[{cid}](#claim-{cid})" in overview for cid in mini.claims)
     assert "| **supported** | 4.5 (decades at the cut) |" in overview
-    assert "literature results (assumed)" in overview  # not-run split: given and literature apart
+    assert "| **assumed** |" in overview  # a literature result says why it has no verdict, not "not-run"
     section = md[md.index("### tst-lemma"):md.index("### tst-lit")]
-    assert "4.5 (decades at the cut)" in section and "1e-10: float64 rank cut" in section
+    assert "4.5 (decades at the cut)" in section and "1e-10 ([T1](#tolerance-T1))" in section
+    assert "float64 rank cut" not in section  # the reason is written once, under Tolerances
+    assert md.count("float64 rank cut") == 1 and '<a id="tolerance-T1"></a>' in md
     assert "| float64 |" in section
     assert md.count("\n### ") == len(mini)
 
@@ -132,7 +151,7 @@ def test_numeric_producers_are_listed_as_not_run_without_a_model(mini, producers
 
 
 def test_a_raising_producer_is_recorded_not_fatal(mini, producers) -> None:
-    @producer("tst-lemma", kind="symbolic", name="test-raises")
+    @_test_producer("tst-lemma", kind="symbolic", name="test-raises")
     def _boom(ctx: Context) -> list[Evidence]:
         raise RuntimeError("boom")
 
@@ -167,7 +186,7 @@ def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path
     state = {"run": True}
 
     def make(claim: str, verdict: Verdict, kind: str):
-        @producer(claim, kind=kind, name=f"cache-{claim}")
+        @_test_producer(claim, kind=kind, name=f"cache-{claim}")
         def _p(ctx: Context) -> list[Evidence]:
             if not state["run"]:  # the producer is registered but gives nothing this time
                 return [Evidence(claim=claim, producer=f"cache-{claim}", kind=kind, verdict=Verdict.NOT_RUN,
@@ -201,9 +220,9 @@ def test_previous_is_a_cache_checked_against_the_full_context_key(mini, tmp_path
         assert thm.stale and "producer_hash" in thm.stale_reason and rep.statuses["tst-thm"].verdict is Verdict.NOT_RUN
     finally:
         for cid in ("tst-thm", "tst-lemma"):
-            PRODUCERS[cid] = [p for p in PRODUCERS.get(cid, []) if p.name != f"cache-{cid}"]
-            if not PRODUCERS[cid]:
-                del PRODUCERS[cid]
+            registry()[cid] = [p for p in registry().get(cid, []) if p.name != f"cache-{cid}"]
+            if not registry()[cid]:
+                del registry()[cid]
 
 
 def test_dot_has_every_node_and_edge() -> None:
@@ -363,3 +382,15 @@ def test_many_edges_into_one_node_are_bundled_into_one_trunk() -> None:
             assert f'data-to="{v}" data-count="{n_in}"' in svg
         else:
             assert paths.count("edge") == n_in == len(arrows), v
+
+
+@pytest.mark.parametrize("family", ["bert", pytest.param("llama", marks=pytest.mark.slow)])
+def test_a_one_layer_checkpoint_reports_with_no_producer_raising(tmp_path, family) -> None:
+    """Every producer works on a 1-layer model (prop-5.4's Jacobian chained two layers and raised on one)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / family, family, n_layers=1)
+    report = build_report(Context(model=str(path), n=12, reuse=False))
+    assert report.errors == []
+    (entry,) = [e for e in report.statuses["prop-5.4"].evidence if e.evidence.producer == "residual-jacobian"]
+    assert entry.evidence.inputs["layers"] == 1 and entry.evidence.verdict.value != "not-run"

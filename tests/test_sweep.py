@@ -294,7 +294,7 @@ def test_cli_refuses_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert capsys.readouterr().err.strip().endswith("no such model directory (pass a local directory with "
                                                     'config.json and model.safetensors, or "default")')
     assert main(["sweep", "default", "--n", "0", "--out", str(tmp_path / "s"), "--quiet"]) == 2
-    assert "--n 0: must be at least 1" in capsys.readouterr().err
+    assert "--n 0: must be at least 2" in capsys.readouterr().err
     assert main(["sweep", "default", "--engine", "local", "--address", "auto", "--out", str(tmp_path / "s"),
                  "--quiet"]) == 2
     assert "--address names a Ray cluster" in capsys.readouterr().err

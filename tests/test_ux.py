@@ -417,3 +417,31 @@ def test_plot_examples_name_the_extra_when_matplotlib_is_missing(script, tmp_pat
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert run.stderr.strip() == f"{script} needs matplotlib, which is not installed: pip install 'symtrans[plots]'"
+
+
+def _timed_api_stderr(code: str) -> list[tuple[float, str]]:
+    """Run ``code`` in a fresh interpreter (stderr a pipe); each stderr line with its time since the start."""
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    lines = [(time.monotonic() - t0, line.rstrip("\n")) for line in proc.stderr]  # type: ignore[union-attr]
+    proc.wait(timeout=600)
+    assert proc.returncode == 0, lines
+    return lines
+
+
+def test_the_api_speaks_while_it_loads_and_measures_and_quiet_silences_it():
+    """``symtrans.measure`` loads torch and the model (seconds) before its first bar: it is not silent meanwhile."""
+    from symtrans import progress
+
+    lines = _timed_api_stderr("import symtrans; symtrans.measure(n=8)")
+    assert lines and lines[0][1].endswith("symtrans measure: starting"), lines[:2]
+    assert lines[0][0] <= 1.0 + progress.HOLD_SECONDS + 1.5, lines[:2]  # import symtrans is light; slack for load
+    gaps = [b[0] - a[0] for a, b in zip(lines, lines[1:])]
+    assert max(gaps, default=0.0) <= progress.HEARTBEAT_SECONDS + 1.5, list(zip(gaps, [t for _, t in lines[1:]]))
+    assert "done" in lines[-1][1]
+    quiet = "import symtrans, symtrans.progress as p; p.configure(quiet=True); symtrans.measure(n=8)"
+    assert _timed_api_stderr(quiet) == []

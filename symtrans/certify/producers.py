@@ -468,12 +468,12 @@ def recovery_real(ctx: Context) -> list[Evidence]:
 
     A layer whose W_O the numeric check already proved of full rank (a
     shifted Gram Cholesky of the same float64 matrix, the stored numbers
-    exactly; :func:`symtrans.checks.sec7.wo_storage_ranks`, cached in the same
+    exactly; :func:`symtrans.numeric.wo.wo_storage_ranks`, cached in the same
     process: this producer shares its unit) takes that proof; the others go
     through :func:`~symtrans.certify.real.stacked_wo_rank`.
     """
     from symtrans.certify.real import MODULUS, stacked_wo_rank
-    from symtrans.checks.sec7 import wo_storage_ranks
+    from symtrans.numeric.wo import wo_storage_ranks
     from symtrans.formulas import formula
 
     w = _weights(ctx)

@@ -22,7 +22,7 @@ import math
 import platform
 from typing import Any
 
-from symtrans.decide import DECISIVE_MARGIN
+from symtrans.precision import DECISIVE_MARGIN, dtype_name
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
@@ -57,15 +57,14 @@ def family_table() -> list[str]:
     >>> rows[0].startswith("| claim | producer |"), any("lit-dong" in r and "causal" in r for r in rows)
     (True, True)
     """
-    from symtrans.evidence import PRODUCERS
-    from symtrans.runner import _import_producer_modules
+    from symtrans.runner import registry
 
-    _import_producer_modules()
+    reg = registry()
     fams = ENCODERS + DECODERS
     head = "| claim | producer | " + " | ".join(fams) + " | where not: why |"
     rows = [head, "|" + "---|" * (len(fams) + 3)]
-    for claim in sorted(PRODUCERS):
-        for p in sorted(PRODUCERS[claim], key=lambda p: p.name):  # not registration order: that follows imports
+    for claim in sorted(reg):
+        for p in sorted(reg[claim], key=lambda p: p.name):  # by name: one order for the table
             if not p.needs_model:
                 continue
             ok = [p.families is None or f in p.families for f in fams]
@@ -273,7 +272,7 @@ def record(ctx: Context, claim: str, producer: str, verdict: Verdict | str, summ
     ('default', 64, 'float64')
     """
     w = ctx.loaded_weights()
-    fields.setdefault("dtype", str(w.dtype).replace("torch.", "") if w is not None else ctx.dtype)
+    fields.setdefault("dtype", dtype_name(w.dtype) if w is not None else ctx.dtype)
     fields.setdefault("model", ctx.model)
     fields.setdefault("weights_hash", w.weights_hash if w is not None else None)
     fields.setdefault("seed", ctx.seed)

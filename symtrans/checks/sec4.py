@@ -35,8 +35,8 @@ from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, record, trace, weights
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
-from symtrans.decide import DECISIVE_MARGIN, hypothesis_state
-from symtrans.decide import margin as margin_of
+from symtrans.precision import DECISIVE_MARGIN, hypothesis_state
+from symtrans.precision import margin as margin_of
 
 
 

@@ -31,8 +31,8 @@ from typing import Any
 from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
                                     trace, unmasked_note, weights)
 from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
-from symtrans.decide import DECISIVE_MARGIN, hypothesis_state  # noqa: F401  (hypothesis_state: re-exported)
-from symtrans.decide import margin as margin_of
+from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
+from symtrans.precision import margin as margin_of
 
 __all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
@@ -857,8 +857,9 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
     w = weights(ctx)
     n = min(ctx.n, 8)
     X = embed(w, random_ids(w, n, ctx.seed))
-    res = jacobian_check(w, X, layers=2, directions=JACOBIAN_DIRECTIONS, seed=0)
-    eps = torch.finfo(X.dtype).eps
+    depth = min(2, w.n_layers)  # two chained layers where the model has them (a 1-layer model has one)
+    res = jacobian_check(w, X, layers=depth, directions=JACOBIAN_DIRECTIONS, seed=0)
+    eps = machine_eps(X.dtype)
     tol = Tolerance(JACOBIAN_TOL if X.dtype == torch.float64 else 1e-3,
                     f"both sides are float{'64' if X.dtype == torch.float64 else '32'} evaluations of the same "
                     f"derivative; their rounding differences (eps = {eps:.2g} times O(n d) accumulated terms) "
@@ -874,7 +875,7 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
         ratio, "quadratic: the map is not affine" if ratio > 10 ** 1.5 else "not quadratic: on these weights the "
         "map is affine up to rounding (e.g. constant attention)") if ratio is not None else
         "the second-order remainder is exactly zero (an affine map)")
-    inputs = {"n": n, "layers": 2, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
+    inputs = {"n": n, "layers": depth, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w),
               "reference": "autograd JVP of the stack (reverse mode twice: grad_u <J^T u, dX> = J dX)"}
     # a sanity check: the chained formula and autograd differentiate the same map, so they agree on any weights
@@ -884,8 +885,8 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    if finite else "non-finite states or derivatives: nothing to compare",
                    margin=margin_of(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
-                   tolerance=tol, dtype=str(X.dtype).replace("torch.", ""), inputs=inputs, details=res,
-                   scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-1"))])
+                   tolerance=tol, dtype=dtype_name(X.dtype), inputs=inputs, details=res,
+                   scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-{depth - 1}"))])
 
 
 #: probes of the non-affinity check: random directions, and the step relative to ||X||_F
@@ -927,7 +928,6 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     """The global map of the attention-plus-residual stack (no MLP, no LN) is not affine: second differences."""
     import torch
 
-    from symtrans.decide import hypothesis_state
     from symtrans.group.numeric import tolerance
     from symtrans.numeric.forward import embed, random_ids
 

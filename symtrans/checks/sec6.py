@@ -29,6 +29,7 @@ from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.precision import EPS64
 
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "band_ties", "average_ranks", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
@@ -753,13 +754,12 @@ def align_band(ctx: Context) -> float:
     >>> align_band(Context(model="default")) > 1e-7  # float32 storage
     True
     """
-    import torch
 
     from symtrans.checks.common import storage_precision
     from symtrans.numeric.linalg import unit_roundoff
 
     u = unit_roundoff(storage_precision(weights(ctx))[0])
-    return max(16 * u, 1024 * torch.finfo(torch.float64).eps)
+    return max(16 * u, 1024 * EPS64)
 
 
 # ----------------------------------------------------------------- cor-dff

@@ -33,6 +33,7 @@ from typing import Any
 
 from symtrans.checks.common import finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
@@ -81,18 +82,6 @@ def dense_summation_fibre(n: int, H: int, d_v: int) -> int:
     return M.shape[1] - numerical_rank(M).rank
 
 
-def stacked_wo(W_O: Any) -> Any:
-    """Stack per-head ``W_O [H, d_v, d_model]`` into ``[H d_v, d_model]``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
-    (384, 384)
-    """
-    return W_O.reshape(-1, W_O.shape[-1])
-
-
 def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
     """Fibre dimension of ``Z -> Z W_O`` on R^{n x H d_v}: n (H d_v - rank W_O), rank measured.
 
@@ -113,39 +102,6 @@ def wo_fibre(n: int, W_O: Any, storage_dtype: Any = None) -> dict[str, Any]:
     W = stacked_wo(W_O)
     rec = numerical_rank(W) if storage_dtype is None else storage_rank(W, storage_dtype)
     return {"domain": n * W.shape[0], "rank_WO": rec.rank, "fibre": n * (W.shape[0] - rec.rank), "record": rec}
-
-
-def wo_quotient_rank(W: Any, storage_dtype: Any) -> Any:
-    """Rank of the stacked W_O on the quotient by the centring shift, ``W_O P`` with ``P = I - 1 1^T / d``, at storage precision.
-
-    The centring shift of G moves W_O to ``W_O + w 1^T``; ``W_O P`` is what no
-    element of it moves (``1^T P = 0``) and what a norm that subtracts the row
-    mean sees of the heads. Its rank is decided with the storage cut of W_O
-    itself (:func:`~symtrans.numeric.linalg.storage_cut`): rounding W_O by ``E``
-    moves ``W_O P`` by ``E P``, and ``||E P||_2 <= ||E||_2`` (P is an
-    orthogonal projection), so the same Weyl bound holds. The gauge-invariant
-    counterpart of thm-7.3/wo (and of thm-recovery/wo), shown beside it.
-
-    Examples
-    --------
-    >>> import torch
-    >>> W = torch.randn(6, 6, dtype=torch.float64)
-    >>> wo_quotient_rank(W, "float64").rank, wo_quotient_rank(W + torch.randn(6, 1, dtype=torch.float64), "float64").rank
-    (5, 5)
-    """
-    import torch
-
-    from symtrans.numeric.linalg import rank_from_singular_values, storage_cut, svdvals
-
-    W = torch.as_tensor(W).to(torch.float64)
-    d = W.shape[-1]
-    P = torch.eye(d, dtype=W.dtype, device=W.device) - 1.0 / d
-    s = svdvals(W @ P)
-    shape = (int(W.shape[0]), int(d))
-    cut, why = storage_cut(float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
-    smax = float(s[0]) if s.numel() else 0.0
-    why += "; applied to W_O P: rounding W_O by E moves W_O P by E P, ||E P|| <= ||E|| (P a projection)"
-    return rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
 
 
 def recover_heads(Z: Any, W_O: Any, *, square_invertible: bool = False) -> float:
@@ -475,12 +431,12 @@ def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | 
     """
     import math
 
-    from symtrans.decide import decided
+    from symtrans.precision import decided, rank_rtol
 
     if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
         return None
     smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
-    cut = max(shape) * 2.0 ** -52 * math.sqrt(smax * smax + 1.0)
+    cut = rank_rtol("float64", shape)[0] * math.sqrt(smax * smax + 1.0)
     margin = math.log10(smin / cut)
     return margin if decided(margin) else None
 
@@ -515,7 +471,7 @@ def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, l
     >>> count_verdict(rows, 1)[0].value, count_verdict(rows, 2)[0].value
     ('supported', 'fails')
     """
-    decided = [r for r in rows if r.get("decided", r.get("decisive"))]
+    decided = [r for r in rows if r["decided"]]
     wrong = [r for r in decided if r["fibre"] != expected]
     if wrong:
         return Verdict.FAILS, wrong
@@ -594,31 +550,6 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
     (384, True, 'float32 storage rounding (Cholesky certificate)')
     """
     return _wo_storage(ctx)[0]
-
-
-def wo_storage_ranks(ctx: Context) -> list[Any]:
-    """Each layer's stacked W_O rank at storage precision: a Cholesky certificate where it has full rank, else the SVD.
-
-    Computed once per context (:func:`~symtrans.checks.common.storage_ranks`
-    with ``certify``); thm-recovery/wo's exact-rank certificate reuses the
-    proved ``sigma_min`` lower bounds (the same float64 matrices).
-
-    Examples
-    --------
-    >>> from symtrans.evidence import Context
-    >>> recs = wo_storage_ranks(Context(model="default", n=4))
-    >>> len(recs), recs[0].rank, recs[0].precision
-    (6, 384, 'float32 storage rounding (Cholesky certificate)')
-    """
-    from symtrans.checks.common import storage_precision, storage_ranks
-
-    key = "sec7-wo-storage"
-    if key not in ctx.cache:
-        w = weights(ctx)
-        # one layer's W_O at a time (a streamed model holds no stack of every layer), each at its stored precision
-        ctx.cache[key] = [storage_ranks(stacked_wo(w.layer(i)["W_O"]), storage_precision(w, "W_O", i)[0],
-                                        certify=True)[0] for i in ctx.layer_indices(w.n_layers)]
-    return ctx.cache[key]
 
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:

@@ -64,10 +64,9 @@ def _table(evidence: list[Any], seconds: bool = True) -> str:
 def _cmd_check(args: argparse.Namespace) -> int:
     from symtrans.evidence import Context
 
-    if args.n < 2:
-        raise SymtransError(f"--n must be at least 2, got {args.n}")
-    ctx = Context(model=args.model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                  progress=args.format == "text")
+    from symtrans.config import RunConfig
+
+    ctx = Context.from_config(RunConfig.from_args(args), progress=args.format == "text")
     from symtrans import progress
     from symtrans.checks.common import weights
 

@@ -103,7 +103,7 @@ def _describe(g, claim) -> str:  # type: ignore[no-untyped-def]
                        ("impact", g.impact(claim.id)), ("formulas", claim.formulas)):
         if ids:
             lines.append(f"  {label + ':':<15}{', '.join(ids)}")
-    from symtrans.runner import declared_producers  # read from the modules' source: no producer is imported
+    from symtrans.runner import declared_producers  # the producer table: no producer module is imported
 
     prods = declared_producers(claim.id)
     lines.append(f"  producers:     {', '.join(f'{name} ({kind})' for name, kind in prods) if prods else 'none yet'}")

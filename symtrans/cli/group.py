@@ -17,6 +17,7 @@ import argparse
 import json
 from typing import Any
 
+from symtrans.config import DEFAULT_N
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--certificate-out", metavar="FILE",
                    help="with --complete: write a certificate that dim(stabiliser) = dim G at one rational instance "
                         "(the smallest layer count, layers scope), for `symtrans verify FILE`")
-    p.add_argument("--n", type=int, default=12, help="sequence length of the numeric checks (default 12)")
+    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the numeric checks (default %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_group)
@@ -110,8 +111,6 @@ def _cmd_group(args: argparse.Namespace) -> int:
         raise SymtransError("give exactly one of --arch PRESET|CONFIG.json or --model default|PATH")
     if args.verify and not args.model:
         raise SymtransError("--verify needs --model default|PATH (real weights to check)")
-    if args.n < 2:
-        raise SymtransError(f"--n must be at least 2, got {args.n}")
     if args.complete and not args.arch:
         raise SymtransError("--complete needs --arch PRESET|CONFIG.json (it builds small random instances)")
     if args.certificate_out and not args.complete:

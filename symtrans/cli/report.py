@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
@@ -65,18 +64,14 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     >>> ctx.model, ctx.n, ctx.numeric
     (None, 32, False)
     """
+    from symtrans.args import parse_layers
+    from symtrans.config import RunConfig
     from symtrans.evidence import Context
 
-    if args.n < 1:
-        raise SymtransError(f"--n {args.n}: the sequence length must be a positive integer")
-    from symtrans.args import parse_layers
-
-    model = None if args.model == "none" else args.model
     layers = getattr(args, "layers", None)
-    return Context(model=model, n=args.n, seed=args.seed, device=args.device, dtype=args.dtype,
-                   progress=not getattr(args, "quiet", False) and getattr(args, "progress", "auto") != "off",
-                   layers=parse_layers(layers) if layers is not None else None,
-                   stream=getattr(args, "stream", None) or "auto")
+    config = RunConfig.from_args(args, layers=parse_layers(layers) if layers is not None else None)
+    return Context.from_config(config, progress=not getattr(args, "quiet", False)
+                               and getattr(args, "progress", "auto") != "off")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -93,6 +88,8 @@ def _report_locked(args: argparse.Namespace) -> int:
     check_output_dir(args.out)  # fail before minutes of checks, not after
     ctx = context_from_args(args)
     gauge = getattr(args, "gauge_check", False)
+    from symtrans.errors import SymtransError
+
     if gauge and not ctx.numeric:
         raise SymtransError("--gauge-check needs a model (--model default or a model directory), not --model none")
     if gauge and ctx.layers is not None:
@@ -104,9 +101,10 @@ def _report_locked(args: argparse.Namespace) -> int:
 
         report.gauge = gauge_check(ctx.model, n=ctx.n, seed=ctx.seed, elements=5, restricted=1)
     paths = write_report(report, args.out, formats)
-    counts = ", ".join(f"{v} {n}" for v, n in report.verdict_counts().items() if n)
+    from symtrans.report.fmt import answer_line
+
     print(f"wrote {', '.join(str(p) for p in paths)}")
-    print(f"{len(report.statuses)} items: {counts}; fully certified {len(report.to_json()['summary']['fully_certified'])}")
+    print(answer_line(report))
     dis = report.disagreements()
     print(f"disagreements with the paper: {', '.join(c.id for c, _ in dis) if dis else 'none so far'}")
     for err in report.errors:

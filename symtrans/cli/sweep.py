@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="random seeds (default %(default)s)")
     p.add_argument("--out", default="symtrans-sweep", metavar="DIR",
                    help="sweep directory (new, empty, or an earlier sweep's: finished runs are kept)")
-    p.add_argument("--engine", default="ray", choices=("ray", "local"),
+    p.add_argument("--engine", default=None, choices=("ray", "local"),
                    help="ray: Ray tasks (pip install 'symtrans[distributed]'); local: a process pool on this "
-                        "machine; the reports are the same")
+                        "machine; the reports are the same (default: ray with --address, else local)")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="an existing Ray cluster (e.g. auto, or ray://host:10001; DIR must be on a file system "
                         "every node sees); default: start Ray on this machine")

@@ -37,6 +37,8 @@ from typing import Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 from symtrans.group.forward import unused_position_rows
+from symtrans.group.params import param_at as _get
+from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
 __all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
 
@@ -47,7 +49,7 @@ MEASURE_SIZES: dict[str, int] = {"n": 5, "H": 2, "d_model": 6, "d_k": 2, "d_v": 
 #: the smallest norm epsilon used in a measurement (see :func:`small_arch`)
 MIN_EPS = 1e-2
 #: the rank cut needs this many decades between the last kept and the first dropped singular value
-MIN_GAP_DECADES = 6.0
+MIN_GAP_DECADES = GAP_DECADES
 
 
 def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Architecture:
@@ -272,13 +274,6 @@ def _flatten(params: dict[str, Any], paths: list[tuple[Any, ...]]) -> Any:
     return torch.cat([_get(params, p).reshape(-1) for p in paths])
 
 
-def _get(params: dict[str, Any], path: tuple[Any, ...]) -> Any:
-    if path[0] == "layers":
-        v = params["layers"][path[1]][path[2]]
-        return v[path[3]] if len(path) == 4 else v
-    return params[path[0]]
-
-
 def _unflatten(vec: Any, template: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in template.items() if k != "layers"}
     layers = [dict(lp) for lp in template["layers"]]
@@ -414,12 +409,7 @@ def _sinusoidal(n: int, d: int) -> Any:
 
 # --------------------------------------------------------------------------- rank
 def rank_record(singular_values: Any, *, min_gap: float = MIN_GAP_DECADES) -> dict[str, Any]:
-    """Numerical rank at the widest gap of the singular values (relative to the largest), with its record.
-
-    The cut is placed at the largest drop, in decades, between consecutive
-    singular values; ``clear`` says whether that drop is at least ``min_gap``
-    decades and the values below it are at float64 rounding level (< 1e-9
-    relative). A full-rank matrix has its cut at the end (``below`` is None).
+    """Numerical rank at the widest gap of the singular values: :func:`symtrans.precision.gap_rank`.
 
     Examples
     --------
@@ -430,21 +420,7 @@ def rank_record(singular_values: Any, *, min_gap: float = MIN_GAP_DECADES) -> di
     >>> rank_record(torch.tensor([1.0, 1e-4, 1e-8, 1e-12], dtype=torch.float64))["clear"]  # no clear gap
     False
     """
-    import math
-
-    s = [float(x) for x in singular_values]
-    if not s or s[0] == 0:
-        return {"rank": 0, "above": None, "below": None, "gap_decades": math.inf, "clear": True, "size": len(s)}
-    rel = [max(x / s[0], 1e-300) for x in s]
-    gaps = [math.log10(rel[i]) - math.log10(rel[i + 1]) for i in range(len(rel) - 1)]
-    # the full-rank alternative: the smallest value is itself far above rounding
-    if not gaps or (rel[-1] > 1e-9 and max(gaps) < min_gap):
-        return {"rank": len(s), "above": rel[-1], "below": None, "gap_decades": math.inf,
-                "clear": rel[-1] > 1e-9, "size": len(s)}
-    cut = max(range(len(gaps)), key=lambda i: gaps[i])
-    above, below = rel[cut], rel[cut + 1]
-    return {"rank": cut + 1, "above": above, "below": below, "gap_decades": gaps[cut],
-            "clear": gaps[cut] >= min_gap and below < 1e-9, "size": len(s)}
+    return gap_rank(singular_values, min_gap=min_gap)
 
 
 # --------------------------------------------------------------------------- G's tangent directions
@@ -641,7 +617,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
         "unexplained": unexplained,
         **({"relu_units": relu} if a.activation == "relu" else {}),
         "agrees": bool(rec["clear"] and measured == group_dim + k and t_rank == group_dim and tn_rank == group_dim + k
-                       and not unexplained and inv < 1e-9 and not relu["stuck"]),
+                       and not unexplained and inv < ROUNDING_FLOOR and not relu["stuck"]),
     }
 
 
@@ -759,7 +735,7 @@ def _unexplained(null: Any, T: Any, paths: list[tuple[Any, ...]], entries: list[
         return []
     if T.shape[1]:
         U, s, _ = torch.linalg.svd(T, full_matrices=False)
-        Qt = U[:, :t_rank] if t_rank is not None else U[:, s > 1e-9 * s[0]]
+        Qt = U[:, :t_rank] if t_rank is not None else U[:, s > ROUNDING_FLOOR * s[0]]
         rest = null - Qt @ (Qt.T @ null)
     else:
         rest = null

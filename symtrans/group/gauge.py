@@ -244,7 +244,7 @@ def processed_weights(weights: Any) -> list[str]:
     """
     import torch
 
-    from symtrans.numeric.linalg import unit_roundoff
+    from symtrans.precision import unit_roundoff
     from symtrans.numeric.weights import storage_precision
 
     out = []
@@ -271,6 +271,6 @@ def processed_weights(weights: Any) -> list[str]:
 
 
 def _round(t: Any, dtype: str) -> Any:
-    from symtrans.numeric.linalg import _torch_dtype
+    from symtrans.precision import torch_dtype
 
-    return t.to(_torch_dtype(dtype)).to(t.dtype)
+    return t.to(torch_dtype(dtype)).to(t.dtype)

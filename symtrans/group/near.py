@@ -125,11 +125,11 @@ def segment_tangent(segment: dict[str, Any], params: dict[str, Any], paths: list
     """
     import torch
 
-    from symtrans.group.complete import _get
+    from symtrans.group.params import param_at
 
     pieces = []
     for path in paths:
-        value = _get(params, path)
+        value = param_at(params, path)
         key = (path[1], path[2]) if path[0] == "layers" else (None, path[0])
         c = segment["coefficients"].get(key, 0)
         pieces.append((c * value).reshape(-1) if c else torch.zeros(value.numel(), dtype=value.dtype))

@@ -38,6 +38,7 @@ import sympy as sp
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 from symtrans.group.spec import GroupSpec
+from symtrans.precision import EPS64
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["orbit_dimension_formula", "OrbitRecord", "orbit_dimension_numeric", "fibre_formula",
@@ -422,7 +423,7 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     shape = (n * w.d_model, Y.numel())
     domain = shape[1]
     conventional = rank_from_singular_values(s, shape, torch.float64)
-    u = torch.finfo(torch.float64).eps
+    u = EPS64
     separating = rank_from_singular_values(s, shape, torch.float64, rtol=10 * u, reason=(
         "relative cut 10 eps(float64): the exact kernel (LN's direction 1) sits at rounding level ~eps sigma_max; "
         "the row directions that LN scales by ~eps_LN/var sit above it"))

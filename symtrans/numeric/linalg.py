@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
            "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
 
-#: The one decisiveness rule for every rank decision: the singular values on both sides of the
-#: cut must sit at least this many decades from it; inside that band the decision is inconclusive.
-from symtrans.decide import DECISIVE_MARGIN, decided  # noqa: E402  (the one decisive band)
+# the precision of each dtype, the rank cut, the decisive band and RankRecord live in symtrans.precision
+from symtrans.precision import (DECISIVE_MARGIN, EPS64, U64, RankRecord, decided,  # noqa: E402,F401
+                                 dtype_name, float_dtype_name, rank_rtol, unit_roundoff)
 
 #: unit roundoff of float64 (round to nearest)
-_U = 2.0 ** -53
+_U = U64
 
 
 def _gamma(k: int) -> float:
@@ -41,86 +40,16 @@ def _gamma(k: int) -> float:
 
 
 def default_rtol(dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
-    """The default relative cut ``max(m, n) * eps``, with the reason.
+    """The default relative cut ``max(m, n) * eps``, with the reason (:func:`symtrans.precision.rank_rtol`).
 
     Examples
     --------
     >>> import torch
     >>> rtol, why = default_rtol(torch.float64, (10, 4))
-    >>> rtol == 10 * torch.finfo(torch.float64).eps
+    >>> rtol == 10 * 2.0 ** -52
     True
     """
-    import torch
-
-    eps = torch.finfo(dtype).eps
-    m = max(shape)
-    reason = (f"max(m, n) * eps({str(dtype).replace('torch.', '')}) = {m} * {eps:.3g} relative to sigma_max "
-              "(the LAPACK/numpy matrix_rank convention): singular values below it are within the "
-              "rounding error of an SVD in this dtype")
-    return m * eps, reason
-
-
-@dataclass(frozen=True)
-class RankRecord:
-    """A numerical rank with everything needed to judge it.
-
-    ``margin`` is ``min(log10(sigma_r / cut), log10(cut / sigma_{r+1}))``: how
-    many decades the singular values on either side sit from the cut (the
-    missing side is ignored). A margin below 1 means the decision is fragile.
-
-    Examples
-    --------
-    >>> import torch
-    >>> rec = numerical_rank(torch.eye(3, dtype=torch.float64))
-    >>> rec.rank, rec.sigma_below
-    (3, None)
-    >>> sorted(rec.to_dict())[:3]
-    ['cut', 'decisive', 'dtype']
-    """
-
-    rank: int
-    shape: tuple[int, int]
-    dtype: str
-    cut: float  # absolute threshold on singular values
-    rtol: float
-    tolerance_reason: str
-    sigma_max: float
-    sigma_above: float | None  # smallest kept singular value, sigma_r
-    sigma_below: float | None  # largest dropped singular value, sigma_{r+1}
-    margin: float
-    precision: str = ""  # what the cut models, e.g. "float32 storage rounding" or "float64 computation"
-
-    @property
-    def decisive(self) -> bool:
-        """True when both neighbouring singular values sit at least :data:`DECISIVE_MARGIN` decades from the cut.
-
-        Examples
-        --------
-        >>> import torch
-        >>> s = torch.tensor([1.0, 1e-9], dtype=torch.float64)
-        >>> rank_from_singular_values(s, (2, 2), torch.float64, rtol=1e-8).decisive
-        True
-        >>> rank_from_singular_values(s, (2, 2), torch.float64, rtol=2e-9).decisive  # 1e-9 sits too near 2e-9
-        False
-        """
-        return decided(self.margin)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict.
-
-        Examples
-        --------
-        >>> import torch
-        >>> numerical_rank(torch.ones(2, 2, dtype=torch.float64)).to_dict()["rank"]
-        1
-        """
-        d = asdict(self)
-        d["shape"] = list(self.shape)
-        d["decisive"] = self.decisive
-        for k in ("margin", "cut", "sigma_max", "sigma_above", "sigma_below"):
-            if isinstance(d[k], float) and not math.isfinite(d[k]):
-                d[k] = "inf" if d[k] > 0 else ("-inf" if d[k] < 0 else "nan")
-        return d
+    return rank_rtol(dtype, shape)
 
 
 def svdvals(M: Any) -> Any:
@@ -202,7 +131,7 @@ def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: 
     if below is not None and cut > 0:
         sides.append(math.log10(cut / below) if below > 0 else math.inf)
     margin = min(sides) if sides else math.inf
-    name = str(dtype).replace("torch.", "")
+    name = dtype_name(dtype)
     return RankRecord(rank=r, shape=(int(shape[0]), int(shape[1])), dtype=name,
                       cut=cut, rtol=rtol, tolerance_reason=why, sigma_max=smax, sigma_above=above,
                       sigma_below=below, margin=margin, precision=f"{name} computation")
@@ -290,44 +219,15 @@ def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int
     >>> "Weyl" in why
     True
     """
-    import torch
 
-    dt = _torch_dtype(storage_dtype)
-    u = unit_roundoff(dt)
-    svd = max(shape) * torch.finfo(torch.float64).eps
+    name = float_dtype_name(storage_dtype)
+    u = unit_roundoff(name)
+    svd = max(shape) * EPS64
     cut = (u + svd) * float(frobenius_norm)
-    name = str(dt).replace("torch.", "")
     why = (f"rounding to {name} moves every singular value by at most u ||W||_F (Weyl; u = eps/2 = {u:.3g}) "
            f"plus the float64 SVD error max(m, n) eps64 ||W||_F: cut = {cut:.3g} for ||W||_F = "
            f"{float(frobenius_norm):.4g}; singular values below it cannot be told from 0 in the stored numbers")
     return cut, why
-
-
-def unit_roundoff(dtype: Any) -> float:
-    """Unit roundoff u = eps / 2 of a floating dtype (a torch dtype or its name, e.g. ``"bfloat16"``, ``"F16"``).
-
-    Examples
-    --------
-    >>> unit_roundoff("float32") == 2.0 ** -24, unit_roundoff("bfloat16") == 2.0 ** -8
-    (True, True)
-    """
-    import torch
-
-    return float(torch.finfo(_torch_dtype(dtype)).eps) / 2
-
-
-def _torch_dtype(dtype: Any) -> Any:
-    import torch
-
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    table = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-             "bfloat16": torch.bfloat16, "F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
-             "BF16": torch.bfloat16}
-    name = str(dtype).replace("torch.", "")
-    if name not in table:
-        raise ValueError(f"unknown storage dtype {dtype!r}")
-    return table[name]
 
 
 def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
@@ -360,7 +260,7 @@ def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
     cut, why = storage_cut(float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
     smax = float(s[0]) if s.numel() else 0.0
     rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
-    name = str(_torch_dtype(storage_dtype)).replace("torch.", "")
+    name = float_dtype_name(storage_dtype)
     return dataclasses.replace(rec, precision=f"{name} storage rounding")
 
 
@@ -396,7 +296,7 @@ def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> l
     dts = list(storage_dtype) if isinstance(storage_dtype, (list, tuple)) else [storage_dtype] * W.shape[0]
     if len(dts) != W.shape[0]:
         raise ValueError(f"{len(dts)} storage dtypes for {W.shape[0]} matrices")
-    names = [str(_torch_dtype(d)).replace("torch.", "") for d in dts]
+    names = [float_dtype_name(d) for d in dts]
     out: list[Any] = [None] * W.shape[0]
     if certify:
         for k in range(W.shape[0]):
@@ -466,7 +366,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     if not math.isfinite(fro2) or fro2 == 0:
         return None
     # the caller's cut, else an upper bound on the float64 cut max(m, n) eps sigma_max
-    bound = float(cut[0]) if cut is not None else max(m, n) * 2.0 ** -52 * math.sqrt(fro2)
+    bound = float(cut[0]) if cut is not None else rank_rtol("float64", (m, n))[0] * math.sqrt(fro2)
     if not bound > 0:
         return None
     G = gram_matrix(M) if gram is None else gram
@@ -499,7 +399,7 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
                           tolerance_reason=f"{cut[1]}; {how}", sigma_max=math.sqrt(fro2), sigma_above=smin,
                           sigma_below=None, margin=got, precision="Cholesky certificate")
     why = f"float64 computation: {how}; the cut is bounded above by max(m, n) eps ||M||_F"
-    return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=max(m, n) * 2.0 ** -52,
+    return RankRecord(rank=m, shape=(m, n), dtype="float64", cut=bound, rtol=rank_rtol("float64", (m, n))[0],
                       tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=smin, sigma_below=None,
                       margin=got, precision="float64 computation (Cholesky certificate)")
 
@@ -637,7 +537,7 @@ def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -
         row2 = float((a * a).sum(1).max()) * (1 - _gamma(n + 1)) - tiny
     if not (math.isfinite(fro2) and row2 > 0):
         return None
-    eps = 2.0 ** -52
+    eps = EPS64
     # each bound below is inflated (or deflated) past the rounding of its own evaluation: a square root, a
     # product and a quotient of float64 values (a few u), and b's own few operations (gamma_(n + 16) > gamma_n + 16 u)
     cut_hi = max(m, n) * eps * math.sqrt(fro2) * (1 + 4 * _U)

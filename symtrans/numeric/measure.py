@@ -46,6 +46,7 @@ from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, gram
                                      rank_from_singular_values, svdvals)
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model, storage_precision  # noqa: F401 (load_model: doctests)
+from symtrans.precision import dtype_name, machine_eps, smallest_normal
 from symtrans.threads import single_threaded
 
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
@@ -77,7 +78,7 @@ class _Record:
 
 
 def _dtype_name(t: Any) -> str:
-    return str(t.dtype).replace("torch.", "")
+    return dtype_name(t.dtype)
 
 
 # ------------------------------------------------------------------ spectra of hidden states
@@ -633,10 +634,10 @@ def ln_hypotheses(X: Any, gamma: Any, *, where: str = "") -> LNHypothesesRecord:
 
     X = torch.as_tensor(X)
     n, d = X.shape
-    eps = torch.finfo(X.dtype).eps
+    eps = machine_eps(X.dtype)
     XP = X - X.mean(-1, keepdim=True)
     sigma = XP.pow(2).mean(-1).sqrt()
-    rms = X.pow(2).mean(-1).sqrt().clamp(min=torch.finfo(X.dtype).tiny)
+    rms = X.pow(2).mean(-1).sqrt().clamp(min=smallest_normal(X.dtype))
     h1 = _hyp("H1", "every row of X is non-constant: sigma_i > 0", float((sigma / rms).min()), d * eps,
               "min_i sigma_i / rms(x_i) against d*eps: the rounding error of a constant row's "
               "computed standard deviation, relative to its size, is about d*eps")

@@ -1164,7 +1164,8 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
             h.update(k.encode())
             h.update(state[k].to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         weights_hash = h.hexdigest()
-    return ModelWeights(arch, tensors, f"<in-memory {where} {name}>", weights_hash, dt, dev, arch.family, cfg,
+    label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
+    return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
 
 
@@ -1190,12 +1191,14 @@ def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) ->
 
 
 def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
+    from symtrans.precision import dtype_name
+
+    return dtype_name(dtype)
 
 
 def _unit(dtype: Any) -> float:
     """The unit roundoff of a stored dtype name (:func:`~symtrans.numeric.linalg.unit_roundoff`); 0 if not a float."""
-    from symtrans.numeric.linalg import unit_roundoff
+    from symtrans.precision import unit_roundoff
 
     try:
         return unit_roundoff(dtype) if dtype else 0.0

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import PRODUCERS, Context, Evidence, Verdict, record_certificates
+from symtrans.evidence import Context, Evidence, Verdict, record_certificates
+from symtrans.precision import dtype_name
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
-from symtrans.runner import producers_for, run_tasks
+from symtrans.report.fmt import answer_counts, shown_as
+from symtrans.runner import producers_for, registry, run_tasks
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -129,6 +131,7 @@ class Report:
         for claim, status in self.items():
             entry = claim.to_dict()
             entry.update(status.to_dict())
+            entry["shown_as"] = shown_as(claim, status)
             entry["rests_on"] = self.graph.rests_on(claim.id)
             entry["impact"] = self.graph.impact(claim.id)
             entry["formula_values"] = self.formulas(claim)
@@ -139,7 +142,8 @@ class Report:
             "schema": SCHEMA, "toolkit_version": self.toolkit_version, "generated": self.generated,
             "model": self.model, "context": self.context, "previous": self.previous,
             "seconds": round(self.seconds, 3),
-            "summary": {"verdicts": self.verdict_counts(), "standing": self.standing_counts(),
+            "summary": {"verdicts": self.verdict_counts(), "shown": answer_counts(self),
+                        "standing": self.standing_counts(),
                         "fully_certified": sorted(c.id for c, s in self.items() if s.fully_certified),
                         "disagreements": [{"id": c.id, "paper_status": c.paper_status.value,
                                            "verdict": s.verdict.value, "reason": s.disagreement}
@@ -284,14 +288,12 @@ def _writer(ev: Evidence) -> str:
 
 def _registered_names() -> set[str]:
     """Every registered producer's name, of every claim."""
-    producers_for("")
-    return {p.name for ps in PRODUCERS.values() for p in ps}
+    return {p.name for ps in registry().values() for p in ps}
 
 
 def _check_producers(graph: ClaimGraph) -> None:
     """Every registered producer must target a registered claim."""
-    producers_for("")  # imports the producer modules
-    for cid, prods in PRODUCERS.items():
+    for cid, prods in registry().items():
         if cid not in graph:
             names = ", ".join(p.name for p in prods)
             raise SymtransError(f"producer {names} is registered for " + suggest(cid, graph.claims, "claim"))
@@ -343,7 +345,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
         from symtrans.numeric.weights import StreamedWeights
 
         model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
-                      "weights_hash": w.weights_hash, "dtype": str(w.dtype).replace("torch.", ""),
+                      "weights_hash": w.weights_hash, "dtype": dtype_name(w.dtype),
                       "device": str(w.device), "layers": int(w.n_layers),
                       "streamed": isinstance(w, StreamedWeights)}
         if not isinstance(w, StreamedWeights):  # a streamed model is not read whole here

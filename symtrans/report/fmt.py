@@ -7,8 +7,8 @@ Examples
 ...              margin_meaning="decades between sigma_r and sigma_r+1", dtype="float64",
 ...              tolerance=Tolerance(1e-10, "float64 rank cut", "sigma_max"))
 >>> cells = evidence_cells(e)
->>> cells["margin"], cells["tolerance"]
-('3.25 (decades between sigma_r and sigma_r+1)', '1e-10 relative to sigma_max: float64 rank cut')
+>>> cells["margin"], cells["tolerance"], cells["tolerance_reason"]
+('3.25 (decades between sigma_r and sigma_r+1)', '1e-10 relative to sigma_max', 'float64 rank cut')
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 from symtrans.evidence import Evidence
 
 __all__ = ["evidence_cells", "number", "EVIDENCE_COLUMNS", "dependency_rows", "device_text", "OVERVIEW_COLUMNS",
-           "overview_rows", "not_run_breakdown", "one_line"]
+           "overview_rows", "not_run_breakdown", "one_line", "SHOWN", "shown_as", "answer_counts", "answer_line",
+           "all_sizes_rows", "ToleranceIndex"]
 
 
 def device_text(device: str | None) -> str:
@@ -34,8 +35,37 @@ def device_text(device: str | None) -> str:
 #: column key -> header, in table order
 EVIDENCE_COLUMNS: dict[str, str] = {
     "producer": "producer", "kind": "kind", "verdict": "verdict", "summary": "summary", "margin": "margin",
-    "tolerance": "tolerance (reason)", "dtype": "dtype", "inputs": "inputs", "run": "run",
+    "tolerance": "tolerance (reason below)", "dtype": "dtype", "inputs": "inputs", "run": "run",
 }
+
+
+class ToleranceIndex:
+    """The tolerance reasons of a report, each written once and referred to by its number (T1, T2, ...).
+
+    Every numeric row used to repeat the same paragraph; a row now names its reason, and the reasons are
+    listed once (in order of first use) under "Tolerances".
+
+    Examples
+    --------
+    >>> t = ToleranceIndex()
+    >>> t.ref("float64 rank cut"), t.ref("storage precision"), t.ref("float64 rank cut"), t.ref("")
+    ('T1', 'T2', 'T1', '')
+    >>> t.items()
+    [('T1', 'float64 rank cut'), ('T2', 'storage precision')]
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[str, str] = {}
+
+    def ref(self, reason: str) -> str:
+        """The label of ``reason`` (a new one on first use); ``""`` for no reason."""
+        if not reason:
+            return ""
+        return self._refs.setdefault(reason, f"T{len(self._refs) + 1}")
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(label, reason)`` in order of first use."""
+        return [(label, reason) for reason, label in self._refs.items()]
 
 
 def number(x: Any) -> str:
@@ -67,10 +97,10 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
     margin = number(e.margin)
     if margin and e.margin_meaning:
         margin += f" ({e.margin_meaning})"
-    tol = ""
+    tol = reason = ""
     if e.tolerance is not None:
         rel = f" relative to {e.tolerance.relative_to}" if e.tolerance.relative_to else ""
-        tol = f"{number(e.tolerance.value)}{rel}: {e.tolerance.reason}"
+        tol, reason = f"{number(e.tolerance.value)}{rel}", e.tolerance.reason
     verdict = e.verdict.value + (f" (stale: {stale_reason})" if stale else "")
     if not stale and counted_as is not None and counted_as != e.verdict:
         verdict += f" (counts as {counted_as.value}: {counted_note})"
@@ -100,7 +130,8 @@ def evidence_cells(e: Evidence, *, stale: bool = False, stale_reason: str = "", 
         run.append(origin)
     run.append(e.timestamp)
     return {"producer": e.producer, "kind": e.kind, "verdict": verdict, "summary": summary, "margin": margin,
-            "tolerance": tol, "dtype": e.dtype or "", "inputs": inputs, "run": "; ".join(run)}
+            "tolerance": tol, "tolerance_reason": reason, "dtype": e.dtype or "", "inputs": inputs,
+            "run": "; ".join(run)}
 
 
 def dependency_rows(claim: Any, status: Any, graph: Any) -> list[tuple[str, list[str], bool]]:
@@ -141,13 +172,17 @@ def one_line(text: str, limit: int = 140) -> str:
     --------
     >>> one_line("rank 12 of 12. The rest is detail.")
     'rank 12 of 12'
-    >>> one_line("x" * 200, 10)
-    'xxxxxxxxx…'
+    >>> one_line("x" * 200, 10), one_line("the rank of the stacked matrix", 20)
+    ('xxxxxxxxx…', 'the rank of the…')
     """
     flat = " ".join(str(text).split())
     cut = flat.find(". ")
     flat = flat[:cut] if cut > 0 else flat.rstrip(".")
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    head = flat[:limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(",;:") + "…"  # whole words where there are any
 
 
 def _deciding(entries: Any, verdict: Any) -> Any:
@@ -179,7 +214,12 @@ def _row(item: str, kind: str, claim: Any, verdict: Any, entries: Any, failed: A
             reason += f" [violated: {one_line(ev.violated_hypothesis, 60)}]"
     if failed:
         reason = f"rests on failed {', '.join(failed)}; " + reason
-    return {"item": item, "kind": kind, "verdict": verdict.value, "margin": margin, "scope": scope, "reason": reason}
+    shown = verdict.value
+    if shown == "not-run":
+        shown = ("stated" if claim.given else "assumed" if claim.external else
+                 "sanity check" if e is not None and not e.stale and not e.evidence.counted else "not-run")
+    return {"item": item, "kind": kind, "verdict": verdict.value, "shown": shown, "margin": margin, "scope": scope,
+            "reason": reason}
 
 
 def overview_rows(report: Any) -> list[dict[str, str]]:
@@ -194,8 +234,8 @@ def overview_rows(report: Any) -> list[dict[str, str]]:
     >>> from symtrans.report import build_report
     >>> rows = overview_rows(build_report(Context(model=None)))
     >>> r = next(r for r in rows if r["item"] == "H4")
-    >>> r["verdict"], r["reason"]
-    ('not-run', 'definition or hypothesis: stated, not checked')
+    >>> r["verdict"], r["shown"], r["reason"]
+    ('not-run', 'stated', 'definition or hypothesis: stated, not checked')
     >>> any(r["level"] == 1 for r in rows)  # readings under their claims
     True
     >>> sane = build_report(Context(model="default", n=8))
@@ -233,3 +273,102 @@ def not_run_breakdown(report: Any) -> str:
             waiting += 1
     return (f"not-run {given + external + waiting}: {given} definitions and hypotheses (stated, nothing to check), "
             f"{external} literature results (assumed), {waiting} claims whose checks did not run")
+
+
+#: what the opening counts call each item, in order, with what the word means. The data (report.json's
+#: ``verdict``) keeps ``not-run`` for the last four; these words say why nothing was decided.
+SHOWN: dict[str, str] = {
+    "certified": "exact certificates that `symtrans verify` re-checks",
+    "supported": "positive evidence, numeric or on listed instances, or a written proof",
+    "fails": "its own evidence contradicts it",
+    "reading-dependent": "its readings disagree: some hold and some fail",
+    "not-applicable": "a hypothesis is violated on every instance tried",
+    "inconclusive": "inside the tolerance band",
+    "sanity check": "its check ran, but cannot fail on a legal input: shown, not counted",
+    "not-run": "a claim whose check did not run",
+    "stated": "a definition or hypothesis: nothing to check",
+    "assumed": "an external result the paper assumes",
+}
+
+
+def shown_as(claim: Any, status: Any) -> str:
+    """The word for an item in the opening counts: its verdict, or why it has none (stated, assumed, sanity check).
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> r = build_report(Context(model=None))
+    >>> [shown_as(c, s) for c, s in r.items() if c.id in ("H1", "lit-dong", "thm-4.2")]
+    ['stated', 'fails', 'assumed']
+    """
+    verdict = status.verdict.value
+    if verdict != "not-run":
+        return verdict
+    if claim.given:
+        return "stated"
+    if claim.external:
+        return "assumed"
+    if any(not e.stale and not e.evidence.counted for e in status.evidence):
+        return "sanity check"
+    return "not-run"
+
+
+def answer_counts(report: Any) -> dict[str, int]:
+    """How many items each word of :data:`SHOWN` describes (zeros left out), in :data:`SHOWN`'s order.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> counts = answer_counts(build_report(Context(model=None)))
+    >>> sum(counts.values()) == 35, "not-run" in counts and counts["stated"] == 10
+    (True, True)
+    """
+    words = [shown_as(c, s) for c, s in report.items()]
+    return {w: words.count(w) for w in SHOWN if words.count(w)}
+
+
+def answer_line(report: Any) -> str:
+    """The report's answer in one line: the counts in words, and how many items are fully certified.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> answer_line(build_report(Context(model=None)))  # doctest: +ELLIPSIS
+    '35 items: ... fails, ... stated, ... assumed; fully certified 0'
+    """
+    counts = ", ".join(f"{n} {w}" for w, n in answer_counts(report).items())
+    certified = sum(1 for _, s in report.items() if s.fully_certified)
+    return f"{len(report.statuses)} items: {counts}; fully certified {certified}"
+
+
+def all_sizes_rows(report: Any) -> list[dict[str, str]]:
+    """The evidence about every size (scope ``all-sizes``): item, producer, what it counts as, and by what.
+
+    A record counts as ``certified`` only when a file or a kernel re-checked it; otherwise its note says why
+    it counts as less (for instance "proved (text)").
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Context
+    >>> from symtrans.report import build_report
+    >>> rows = all_sizes_rows(build_report(Context(model=None)))
+    >>> any(r["item"] == "thm-4.2-corrected" for r in rows), sorted(rows[0])
+    (True, ['by', 'counts_as', 'item', 'producer'])
+    """
+    rows = []
+    for claim, status in report.items():
+        entries = [(claim.id, e) for e in status.evidence]
+        entries += [(r.id, e) for r in status.readings for e in r.evidence]
+        seen = set()
+        for item, e in entries:
+            ev = e.evidence
+            if e.stale or ev.scope is None or ev.scope.kind != "all-sizes" or (item, ev.producer) in seen:
+                continue
+            seen.add((item, ev.producer))
+            counts = (e.counted_as or ev.verdict).value
+            by = one_line(e.counted_note, 90) if e.counted_note else one_line(ev.scope.description, 90)
+            rows.append({"item": item, "producer": ev.producer, "counts_as": counts, "by": by})
+    return rows

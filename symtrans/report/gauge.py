@@ -207,7 +207,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     """
     from symtrans.group.numeric import _rel, _verdict, tolerance
     from symtrans.numeric.forward import encode, random_ids
-    from symtrans.numeric.linalg import _torch_dtype
+    from symtrans.precision import torch_dtype
     from symtrans.numeric.weights import storage_precision
 
     ids = random_ids(w, n, seed)
@@ -217,7 +217,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
         if name in g.parts:
             ref = ref @ g.parts[name]["Q"].to(ref.dtype)
     sd = storage_precision(w)[0]
-    tol, why = tolerance(_torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
+    tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
     return {"max_rel_change": change, "tolerance": tol, "tolerance_reason": why, "storage_dtype": sd,
             "verdict": _verdict(change, tol, "invariant")}

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, dependency_rows, device_text, evidence_cells,
-                                 not_run_breakdown, number, overview_rows)
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows,
+                                 answer_counts, answer_line, dependency_rows, device_text, evidence_cells,
+                                 number, overview_rows)
 from symtrans.report.layout import layout, path_data
 from symtrans.report.mathtext import expression_mathml, latex_to_mathml
 from symtrans.report.style import BORDER, EDGE_STYLE, STANDING_GLYPH, VERDICT_FILL
@@ -381,7 +382,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
+def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances: ToleranceIndex) -> str:
     g = report.graph
     fill = VERDICT_FILL[status.verdict]
     badges = [f'<span style="background:{fill.fill};color:{fill.text}">verdict: {status.verdict.value}</span>',
@@ -436,7 +437,7 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> str:
                                                           != r["expression"] else "") for a in archs],
                               _esc(r["counts"])] for r in rows]))
     if status.evidence:
-        parts.append(_evidence_details(status))
+        parts.append(_evidence_details(status, tolerances))
     else:
         parts.append('<p class="muted">No evidence producer is registered for this item.</p>')
     if claim.notes:
@@ -451,7 +452,7 @@ def _verdict_border(verdict: Verdict) -> str:
     return fill.fill if fill.fill.lower() not in ("#ffffff", "#fff") else "#8c959f"
 
 
-def _evidence_details(status: ClaimStatus) -> str:
+def _evidence_details(status: ClaimStatus, tolerances: ToleranceIndex) -> str:
     """A claim's evidence table, collapsible, each row marked with its verdict's colour; open when it decides."""
     keys = list(EVIDENCE_COLUMNS)
     rows = []
@@ -459,9 +460,13 @@ def _evidence_details(status: ClaimStatus) -> str:
         cells = evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as,
                                counted_note=e.counted_note, origin=e.origin)
         colour = _verdict_border(e.evidence.verdict)
+        ref = tolerances.ref(cells["tolerance_reason"])
+        shown = {k: _esc(cells[k]) for k in keys}
+        if ref:
+            shown["tolerance"] += f' (<a href="#tolerance-{ref}">{ref}</a>)'
         rows.append(f'<tr class="ev" data-verdict="{e.evidence.verdict.value}">'
-                    + "".join(f'<td style="border-left-color:{colour}">{_esc(cells[k])}</td>' if i == 0 else
-                              f"<td>{_esc(cells[k])}</td>" for i, k in enumerate(keys)) + "</tr>")
+                    + "".join(f'<td style="border-left-color:{colour}">{shown[k]}</td>' if i == 0 else
+                              f"<td>{shown[k]}</td>" for i, k in enumerate(keys)) + "</tr>")
     counts: dict[str, int] = {}
     for e in status.evidence:
         counts[e.evidence.verdict.value] = counts.get(e.evidence.verdict.value, 0) + 1
@@ -480,19 +485,47 @@ def _overview_html(report: Report) -> str:
         colour = _verdict_border(Verdict(r["verdict"]))
         item = (f'<a href="#claim-{_esc(r["claim"])}">{_esc(r["item"])}</a>' if r["level"] == 0 else
                 f"<code>{_esc(r['item'])}</code>")
-        cells = [item] + [f"<b>{_esc(r[k])}</b>" if k == "verdict" else _esc(r[k]) for k in list(OVERVIEW_COLUMNS)[1:]]
+        shown = {**r, "verdict": r["shown"]}  # the word that says why, where nothing was decided
+        cells = [item] + [f"<b>{_esc(shown[k])}</b>" if k == "verdict" else _esc(shown[k])
+                          for k in list(OVERVIEW_COLUMNS)[1:]]
         rows.append(f'<tr class="ov{" reading" if r["level"] else ""}" data-verdict="{_esc(r["verdict"])}">'
                     + "".join(f'<td style="border-left-color:{colour}">{c}</td>' if i == 0 else f"<td>{c}</td>"
                               for i, c in enumerate(cells)) + "</tr>")
     head = "".join(f"<th>{_esc(h)}</th>" for h in OVERVIEW_COLUMNS.values())
     return (f'<h2 id="overview">Every claim and reading</h2><table class="overview"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table><p>{_esc(not_run_breakdown(report))}.</p>")
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _answer_html(report: Report) -> str:
+    """The opening of report.html and of the notebook display: counts in words, disagreements, all-sizes results."""
+    counts = "".join(f'<li><b>{n} {_esc(w)}</b>: {_esc(SHOWN[w])}</li>' for w, n in answer_counts(report).items())
+    dis = report.disagreements()
+    if dis:
+        reasons = {r["item"]: r["reason"] for r in overview_rows(report) if r["level"] == 0}
+        dis_html = _table(["claim", "paper", "paper status", "toolkit verdict", "why (from the evidence)"],
+                          [[f'<a href="#claim-{_esc(cl.id)}">{_esc(cl.id)}</a>', _esc(cl.paper_ref),
+                            _esc(cl.paper_status.value), _esc(s.verdict.value), _esc(reasons[cl.id])]
+                           for cl, s in dis])
+    else:
+        dis_html = ("<p>None so far: no evidence that ran contradicts the paper's status of any claim. This says "
+                    "nothing about claims whose checks have not run.</p>")
+    rows = all_sizes_rows(report)
+    sizes = (_table(["item", "producer", "counts as", "by"],
+                    [[f'<a href="#claim-{_esc(r["item"].split("/")[0])}">{_esc(r["item"])}</a>', _esc(r["producer"]),
+                      f"<b>{_esc(r['counts_as'])}</b>", _esc(r["by"])] for r in rows])
+             if rows else "<p>No evidence about every size ran.</p>")
+    return (f'<h2 id="answer">The answer</h2><p class="answer"><b>{_esc(answer_line(report))}.</b></p>'
+            f'<ul class="answer-counts">{counts}</ul>'
+            f'<h2 id="disagreements">Where the toolkit and the paper disagree</h2>{dis_html}'
+            '<h2 id="all-sizes">Proved for all sizes</h2><p>Evidence whose scope is every size; it counts as '
+            "<code>certified</code> only where a proof kernel or <code>symtrans verify</code> re-checked it.</p>"
+            f"{sizes}")
 
 
 _NB_CSS = """
 .symtrans-nb { font: 13px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; }
 .symtrans-nb .graph { border: 1px solid #d1d9e0; border-radius: 8px; background: #fbfcfd; overflow-x: auto; }
-.symtrans-nb svg.proof-graph { display: block; max-width: none; }
+.symtrans-nb svg.proof-graph { display: block; max-width: 100%; height: auto; }
 .symtrans-nb .node text { pointer-events: none; }
 .symtrans-nb .node-link:hover rect { filter: drop-shadow(0 0 4px rgba(9,105,218,.65)); }
 .symtrans-nb #legend { display: flex; gap: 22px; flex-wrap: wrap; background: #f6f8fa; border: 1px solid #d1d9e0;
@@ -520,7 +553,7 @@ def render_notebook(report: Report) -> str:
     rows = [[f"<code>{_esc(c.id)}</code>", _esc(c.kind), _esc(c.paper_status.value), _esc(s.verdict.value),
              _esc(s.standing.value), _esc(c.title), latex_to_mathml(c.latex) or f"<code>{_esc(c.latex)}</code>"]
             for c, s in report.items()]
-    return (f'<div class="symtrans-nb"><style>{_NB_CSS}</style>{render_legend()}'
+    return (f'<div class="symtrans-nb"><style>{_NB_CSS}</style>{_answer_html(report)}{render_legend()}'
             f'<div class="graph">{render_svg(report)}</div>'
             f"{_table(['id', 'kind', 'paper', 'toolkit', 'standing', 'title', 'statement'], rows)}</div>")
 
@@ -539,16 +572,6 @@ def render_html(report: Report) -> str:
     model = ("none (symbolic producers only; numeric producers listed as not-run)" if m is None else
              f"{m['spec']}: {m['arch']}, weights sha256 {m['weights_hash'][:16]}\u2026, {m['dtype']} on {m['device']}")
     c = report.context
-    dis = report.disagreements()
-    if dis:
-        reasons = {r["item"]: r["reason"] for r in overview_rows(report) if r["level"] == 0}
-        dis_html = _table(["claim", "paper", "paper status", "toolkit verdict", "why (from the evidence)"],
-                          [[f'<a href="#claim-{_esc(cl.id)}">{_esc(cl.id)}</a>', _esc(cl.paper_ref),
-                            _esc(cl.paper_status.value), _esc(s.verdict.value), _esc(reasons[cl.id])]
-                           for cl, s in dis])
-    else:
-        dis_html = ("<p>None so far: no evidence that ran contradicts the paper's status of any claim. This says "
-                    "nothing about claims whose checks have not run.</p>")
     verdict_rows = [[f'<span class="swatch" style="background:{VERDICT_FILL[Verdict(v)].fill};'
                      f'border:1px solid #8c959f"></span>{_esc(v)}', str(n)]
                     for v, n in report.verdict_counts().items()]
@@ -557,7 +580,12 @@ def render_html(report: Report) -> str:
     errors = ""
     if report.errors:
         errors = "<h2>Producer errors</h2><ul>" + "".join(f"<li>{_esc(e)}</li>" for e in report.errors) + "</ul>"
-    sections = "".join(_claim_section(report, cl, s) for cl, s in report.items())
+    tolerances = ToleranceIndex()
+    sections = "".join(_claim_section(report, cl, s, tolerances) for cl, s in report.items())
+    tolerance_html = ("" if not tolerances.items() else '<h2 id="tolerances">Tolerances</h2><p>Each numeric record '
+                      "names its tolerance's reason by its label here.</p><dl>" + "".join(
+                          f'<dt id="tolerance-{label}">{label}</dt><dd>{_esc(reason)}</dd>'
+                          for label, reason in tolerances.items()) + "</dl>")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -570,11 +598,12 @@ def render_html(report: Report) -> str:
         f"{report.seconds:.1f} s</li><li>model: {_esc(model)}</li><li>context: n = {c['n']}, seed = {c['seed']}, "
         f"dtype = {_esc(c['dtype'])}, device = {_esc(device_text(c['device']))}</li>"
         f"<li>scope: {_esc(report.scope_line)}</li></ul>"
-        f"{_overview_html(report)}<h2>Where the toolkit and the paper disagree</h2>{dis_html}"
+        f"{_answer_html(report)}{errors}"
+        f'<h2 id="graph">Proof graph</h2>{render_legend()}'
+        f'<div class="graphs">{_focus_views(report)}<div class="graph main-graph">{render_svg(report)}</div></div>'
+        f"{_overview_html(report)}"
         '<div class="summary"><div><h2>Counts by verdict</h2>'
         f"{_table(['verdict', 'claims'], verdict_rows)}</div>"
         f"<div><h2>Counts by standing</h2>{_table(['standing', 'claims', 'meaning'], standing_rows)}</div></div>"
-        f'{errors}<h2 id="graph">Proof graph</h2>{render_legend()}'
-        f'<div class="graphs">{_focus_views(report)}<div class="graph main-graph">{render_svg(report)}</div></div>'
-        f"<h2>Claims</h2>{sections}"
+        f"{tolerance_html}<h2>Claims</h2>{sections}"
         f"<script>{_JS}</script></main></body></html>\n")

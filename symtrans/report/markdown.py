@@ -1,8 +1,9 @@
 """``report.md``: the proof-status report as GitHub-readable Markdown.
 
-Order: run details; one table of every claim and reading (verdict, margin,
-scope, a reason from the evidence); where the toolkit and the paper
-disagree; counts by verdict and by standing; then one section per claim in
+Order: run details; the answer (the counts in words: verdicts, and why an item has none: stated,
+assumed, sanity check); where the toolkit and the paper disagree; what is proved for all sizes and
+how; one table of every claim and reading (verdict, margin, scope, a reason from the evidence);
+counts by verdict and by standing; the tolerance reasons, once each; then one section per claim in
 paper order.
 
 Examples
@@ -10,7 +11,7 @@ Examples
 >>> from symtrans.evidence import Context
 >>> from symtrans.report import build_report
 >>> md = render_markdown(build_report(Context(model=None)))
->>> md.index("Every claim and reading") < md.index("Where the toolkit and the paper disagree") < md.index("Counts by verdict")
+>>> md.index("The answer") < md.index("Where the toolkit and the paper disagree") < md.index("Every claim and reading")
 True
 """
 
@@ -23,7 +24,8 @@ from proofs._claim import about_text
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, dependency_rows, device_text, evidence_cells,
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows, answer_counts,
+                                 answer_line, dependency_rows, device_text, evidence_cells,
                                  not_run_breakdown, number, overview_rows)
 from symtrans.report.mathtext import latex_to_text
 from symtrans.validate import terminal_safe
@@ -146,13 +148,33 @@ def _overview(report: Report) -> list[str]:
         # template markup is Md; every value from the report goes through _md (claim ids come from the registry)
         item = (Md(f"[{_md(r['item'])}](#claim-{r['claim']})") if r["level"] == 0
                 else Md(f"↳ {_code(r['item'])}"))
-        rows.append([item] + [Md(f"**{_md(r[k])}**") if k == "verdict" and r["level"] == 0 else r[k]
+        shown = {**r, "verdict": r["shown"]}  # the word that says why, where nothing was decided
+        rows.append([item] + [Md(f"**{_md(shown[k])}**") if k == "verdict" and r["level"] == 0 else shown[k]
                               for k in list(OVERVIEW_COLUMNS)[1:]])
     out += _table(list(OVERVIEW_COLUMNS.values()), rows)
-    return out + ["", not_run_breakdown(report) + ".", ""]
+    return out + [""]
 
 
-def _summary(report: Report) -> list[str]:
+def _answer(report: Report) -> list[str]:
+    """The opening: the counts in words, the disagreements, and what is proved for all sizes."""
+    out = ["## The answer", "", f"**{_md(answer_line(report))}.** "
+           + "; ".join(f"*{w}*: {_md(SHOWN[w])}" for w in answer_counts(report)) + ".", ""]
+    out += _disagreements(report)
+    out += ["", "## Proved for all sizes", ""]
+    rows = all_sizes_rows(report)
+    if rows:
+        out += ["Evidence whose scope is every size; it counts as `certified` only where a proof kernel or "
+                "`symtrans verify` re-checked it.", ""]
+        out += _table(["item", "producer", "counts as", "by"],
+                      [[Md(f"[{_md(r['item'])}](#claim-{r['item'].split('/')[0]})"), r["producer"], r["counts_as"],
+                        r["by"]] for r in rows])
+    else:
+        out.append("No evidence about every size ran.")
+    return out + ["", "The proof graph is drawn in report.html (and report.dot); the detail of every claim follows.",
+                  ""]
+
+
+def _disagreements(report: Report) -> list[str]:
     out = ["## Where the toolkit and the paper disagree", ""]
     dis = report.disagreements()
     if dis:
@@ -163,7 +185,11 @@ def _summary(report: Report) -> list[str]:
     else:
         out.append("None so far: no evidence that ran contradicts the paper's status of any claim. "
                    "This says nothing about the claims whose checks have not run (below).")
-    out += ["", "## Counts by verdict", ""]
+    return out
+
+
+def _summary(report: Report) -> list[str]:
+    out = ["## Counts by verdict", ""]
     total = len(report.statuses)
     out += _table(["verdict", "claims"], [[v, str(n)] for v, n in report.verdict_counts().items()])
     out += ["", f"{total} items in all; {not_run_breakdown(report)}.", "", "## Counts by standing", ""]
@@ -201,7 +227,7 @@ def _gauge(report: Report) -> list[str]:
     return out
 
 
-def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[str]:
+def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances: ToleranceIndex) -> list[str]:
     g = report.graph
     out = [f'<a id="claim-{claim.id}"></a>', "", f"### {claim.id}: {claim.title}", ""]
     form = "paper's statement" if claim.formalisation == "paper" else "**toolkit formalisation**"
@@ -240,9 +266,14 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus) -> list[st
         out.append("")
     if status.evidence:
         keys = list(EVIDENCE_COLUMNS)
-        out += _table(list(EVIDENCE_COLUMNS.values()),
-                      [[evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as, counted_note=e.counted_note,
-                                       origin=e.origin)[k] for k in keys] for e in status.evidence])
+        rows = []
+        for e in status.evidence:
+            cells = evidence_cells(e.evidence, stale=e.stale, stale_reason=e.stale_reason, counted_as=e.counted_as,
+                                   counted_note=e.counted_note, origin=e.origin)
+            ref = tolerances.ref(cells["tolerance_reason"])
+            rows.append([Md(f"{_md(cells[k])} ([{ref}](#tolerance-{ref}))") if k == "tolerance" and ref else cells[k]
+                         for k in keys])
+        out += _table(list(EVIDENCE_COLUMNS.values()), rows)
     else:
         out.append("*No evidence producer is registered for this item.*")
     out.append("")
@@ -282,7 +313,13 @@ def render_markdown(report: Report) -> str:
              "Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): every item, "
              "the paper's status beside the toolkit's verdict. A verdict is set only by evidence that ran.", ""]
     lines += _run_lines(report) + [""]
-    lines += _overview(report) + _summary(report) + _gauge(report) + ["", "## Claims", ""]
+    lines += _answer(report) + _overview(report) + _summary(report) + _gauge(report)
+    tolerances, claims = ToleranceIndex(), []
     for claim, status in report.items():
-        lines += _claim_section(report, claim, status)
+        claims += _claim_section(report, claim, status, tolerances)
+    if tolerances.items():
+        lines += ["", "## Tolerances", "", "Each numeric record names its tolerance's reason by its label here.", ""]
+        for label, reason in tolerances.items():
+            lines += [f'<a id="tolerance-{label}"></a>', "", f"- **{label}**: {_md(reason)}", ""]
+    lines += ["", "## Claims", ""] + claims
     return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,178 @@
+"""The one producer table: every producer of evidence, keyed by claim (or claim/reading), in run order.
+
+Each row is ``(claim, name, kind, "module:function")``: the claim id (or a
+reading id ``claim/reading``), the producer's name (its records'
+``producer``), its kind (``symbolic`` or ``numeric``) and where its function
+lives, imported only when the producer runs. The function carries its
+options (``needs_model``, ``families``, ``cost``, ...) in its
+:func:`symtrans.evidence.producer` decorator, whose claim, name and kind must
+equal the row's (:func:`symtrans.runner.registry` checks, and refuses a
+decorated function that has no row).
+
+Adding a producer is one line here (docs/adding-a-claim.md). The row order is
+the run order: certificates first (``symtrans.certify``), then the numeric
+checks, each module in source order. Everything that lists producers reads
+this table: ``symtrans claims ID`` (without importing any producer module, so
+without torch), the claim ids ``check`` and ``certify`` accept
+(:func:`checked_claims`, :func:`certified_claims`), the report and the runner.
+
+This module imports nothing but :mod:`symtrans.errors`.
+
+Examples
+--------
+>>> declared("thm-7.3")
+[('head-identifiability', 'numeric')]
+>>> "prop-5.1" in certified_claims() and "prop-5.4" in checked_claims()
+True
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["ProducerEntry", "PRODUCER_TABLE", "CERTIFICATE_PACKAGE", "CHECK_PACKAGE", "entries", "declared",
+           "checked_claims", "certified_claims", "modules"]
+
+#: producers whose module is in this package are exact certificates and searches (``symtrans certify``)
+CERTIFICATE_PACKAGE = "symtrans.certify"
+#: producers whose module is in this package are numeric checks (``symtrans check``)
+CHECK_PACKAGE = "symtrans.checks"
+
+
+class ProducerEntry(NamedTuple):
+    """One row of :data:`PRODUCER_TABLE`.
+
+    Examples
+    --------
+    >>> e = ProducerEntry("c/r", "p", "numeric", "symtrans.checks.sec4:f")
+    >>> e.claim_id, e.module, e.function
+    ('c', 'symtrans.checks.sec4', 'f')
+    """
+
+    claim: str  # claim id or reading id (claim/reading)
+    name: str
+    kind: str  # "symbolic" or "numeric"
+    target: str  # "module:function"
+
+    @property
+    def claim_id(self) -> str:
+        """The claim id (the part before ``/`` of a reading id)."""
+        return self.claim.partition("/")[0]
+
+    @property
+    def module(self) -> str:
+        """The module that defines the producer's function."""
+        return self.target.partition(":")[0]
+
+    @property
+    def function(self) -> str:
+        """The producer function's name in its module."""
+        return self.target.partition(":")[2]
+
+
+#: every producer, one row each: (claim or claim/reading, name, kind, "module:function"), in run order
+PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in (
+    ('lem-rank-sum', 'rank-sum-search', 'symbolic', 'symtrans.certify.producers:rank_sum_search'),
+    ('prop-5.1', 'prop51-witness', 'symbolic', 'symtrans.certify.producers:prop51'),
+    ('lem-variety', 'variety-proper', 'symbolic', 'symtrans.certify.producers:lem_variety'),
+    ('prop-6.3', 'prop63-witness', 'symbolic', 'symtrans.certify.producers:prop63'),
+    ('prop-6.3', 'prop63-real-weights', 'symbolic', 'symtrans.certify.producers:prop63_real'),
+    ('thm-recovery/sum', 'recovery-fibres', 'symbolic', 'symtrans.certify.producers:recovery'),
+    ('thm-recovery/wo', 'recovery-wo-real', 'symbolic', 'symtrans.certify.producers:recovery_real'),
+    ('thm-5.3', 'thm53-small', 'symbolic', 'symtrans.certify.producers:thm53_small'),
+    ('thm-5.3', 'thm53-real-weights', 'symbolic', 'symtrans.certify.producers:thm53_real'),
+    ('prop-6.2/identity', 'prop62-counterexample', 'symbolic', 'symtrans.certify.producers:prop62'),
+    ('thm-4.2', 'ln-affine-search', 'symbolic', 'symtrans.certify.producers:thm42_affine'),
+    ('thm-4.2', 'ln-zero-beta', 'symbolic', 'symtrans.certify.producers:thm42_zero_beta'),
+    ('thm-4.2', 'ln-remark', 'symbolic', 'symtrans.certify.producers:thm42_remark'),
+    ('thm-4.2-corrected', 'ln-corrected', 'symbolic', 'symtrans.certify.producers:thm42_corrected'),
+    ('thm-4.2', 'ln-search-arank', 'numeric', 'symtrans.checks.sec4:check_ln_search_arank'),
+    ('thm-4.2', 'ln-search-rank-beta0', 'numeric', 'symtrans.checks.sec4:check_ln_search_rank'),
+    ('thm-4.2', 'ln-real', 'numeric', 'symtrans.checks.sec4:check_ln_real'),
+    ('prop-5.1', 'rank-plus-gaussian', 'numeric', 'symtrans.checks.sec5:check_prop_5_1'),
+    ('thm-5.3', 'residual-rank', 'numeric', 'symtrans.checks.sec5:check_thm_5_3'),
+    ('lit-dong', 'depth-sweep-pure-attention', 'numeric', 'symtrans.checks.sec5:check_dong'),
+    ('thm-5.3', 'depth-sweep-residual', 'numeric', 'symtrans.checks.sec5:check_sweep_residual'),
+    ('prop-5.4', 'residual-jacobian', 'numeric', 'symtrans.checks.sec5:check_prop_5_4'),
+    ('prop-5.4', 'global-non-affine', 'numeric', 'symtrans.checks.sec5:check_prop_5_4_nonaffine'),
+    ('cor-mlp-role/span', 'span-without-mlp', 'numeric', 'symtrans.checks.sec5:check_mlp_span'),
+    ('cor-mlp-role/collapse-not-necessary', 'no-collapse-without-mlp', 'numeric',
+     'symtrans.checks.sec5:check_mlp_not_necessary'),
+    ('cor-mlp-role/collapse-sufficient', 'mlp-prevents-collapse', 'numeric',
+     'symtrans.checks.sec5:check_mlp_sufficient'),
+    ('prop-6.3', 'head-subspace-dim', 'numeric', 'symtrans.checks.sec6:check_prop_6_3'),
+    ('prop-6.2/identity', 'mha-rank-vs-sum', 'numeric', 'symtrans.checks.sec6:check_prop_6_2'),
+    ('prop-6.2/bound', 'mha-rank-bound', 'numeric', 'symtrans.checks.sec6:check_prop_6_2_bound'),
+    ('thm-rank-contraction', 'contraction-kappa', 'numeric', 'symtrans.checks.sec6:check_rank_contraction'),
+    ('claim-align', 'alpha-vs-alignment', 'numeric', 'symtrans.checks.sec6:check_alignment'),
+    ('cor-dff', 'ffn-flop-share', 'numeric', 'symtrans.checks.sec6:check_cor_dff'),
+    ('thm-recovery', 'recovery-fibres-measured', 'numeric', 'symtrans.checks.sec7:check_recovery'),
+    ('thm-7.3', 'head-identifiability', 'numeric', 'symtrans.checks.sec7:check_nonidentifiability'),
+    ('pgop', 'pgop-overhead', 'numeric', 'symtrans.checks.sec8:check_pgop_overhead'),
+    ('pgop/remedy', 'pgop-fibre', 'numeric', 'symtrans.checks.sec8:check_pgop_fibre'),
+))
+
+
+def entries(claim: str | None = None) -> list[ProducerEntry]:
+    """The rows of ``claim`` (a claim id; its readings' rows too), or every row, in run order.
+
+    Examples
+    --------
+    >>> [e.name for e in entries("prop-5.1")]
+    ['prop51-witness', 'rank-plus-gaussian']
+    >>> entries("no-such-claim")
+    []
+    """
+    return [e for e in PRODUCER_TABLE if claim is None or e.claim_id == claim]
+
+
+def declared(claim: str) -> list[tuple[str, str]]:
+    """``(name, kind)`` of each producer of ``claim``, in run order (nothing imported).
+
+    Examples
+    --------
+    >>> declared("no-such-claim")
+    []
+    """
+    return [(e.name, e.kind) for e in entries(claim)]
+
+
+def _claims_in(package: str) -> tuple[str, ...]:
+    return tuple(sorted({e.claim_id for e in PRODUCER_TABLE if e.module.startswith(package + ".")}))
+
+
+def checked_claims() -> tuple[str, ...]:
+    """The claims with numeric checks (producers in :data:`CHECK_PACKAGE`), sorted.
+
+    Examples
+    --------
+    >>> checked_claims()[:3]
+    ('claim-align', 'cor-dff', 'cor-mlp-role')
+    """
+    return _claims_in(CHECK_PACKAGE)
+
+
+def certified_claims() -> tuple[str, ...]:
+    """The claims with exact certificates (producers in :data:`CERTIFICATE_PACKAGE`), sorted.
+
+    Examples
+    --------
+    >>> certified_claims()[:2]
+    ('lem-rank-sum', 'lem-variety')
+    """
+    return _claims_in(CERTIFICATE_PACKAGE)
+
+
+def modules(package: str | None = None) -> list[str]:
+    """The modules that define producers (in ``package`` only, when given), in run order.
+
+    Examples
+    --------
+    >>> modules(CERTIFICATE_PACKAGE)
+    ['symtrans.certify.producers']
+    """
+    out: list[str] = []
+    for e in PRODUCER_TABLE:
+        if e.module not in out and (package is None or e.module.startswith(package + ".")):
+            out.append(e.module)
+    return out

@@ -1,0 +1,91 @@
+"""Every row of symtrans's name map (symtrans/names.py, docs/interop.md) against a real TransformerLens 4.x bridge.
+
+The bridge and symtrans read one random GPT-2 checkpoint; each activation that the map pairs is compared
+tensor for tensor after moving TransformerLens's axes to symtrans's, each size with the bridge's config,
+and each weight with the bridge's parameter. A row naming the wrong hook (or the wrong axis order) fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from symtrans.names import ACTIVATIONS, SIZES, WEIGHTS  # noqa: E402
+from tests.test_numeric_models import _interop  # noqa: E402
+
+IDS = [[3, 17, 5, 29, 11, 2, 7]]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The bridge's cache (with ``hook_result``) and symtrans's trace, on one checkpoint and one input."""
+    _interop("transformer_lens")
+    import transformers
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.forward import encode
+    from symtrans.numeric.weights import default_model_path, load_model
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path, _ = random_checkpoint(tmp_path_factory.mktemp("gpt2"), "gpt2", head=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(default_model_path())
+    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
+    bridge.set_use_attn_result(True)
+    _, cache = bridge.run_with_cache(torch.tensor(IDS))
+    weights = load_model(str(path), dtype="float32")
+    return bridge, cache, weights, encode(weights, input_ids=torch.tensor(IDS[0]))
+
+
+def _to_symtrans(tensor, row):
+    """Drop TransformerLens's batch axis and put its axes in symtrans's order (names read off the row)."""
+    tl = [a.strip() for a in row.tl_axes.split(",")][1:]
+    ours = [a.strip() for a in row.symtrans_axes.split(",")]
+    alias = {"d_head": "d_v", "query": "query", "key": "key"}
+    tl = [alias.get(a, a) for a in tl]
+    return tensor[0].permute(*[tl.index(a) for a in ours])
+
+
+@pytest.mark.parametrize("row", ACTIVATIONS, ids=lambda r: r.symtrans)
+def test_each_activation_is_the_hook_the_map_names(run, row):
+    bridge, cache, weights, trace = run
+    assert row.forms in ("both", "pre-ln")  # GPT-2 is pre-LN: every row of the map holds on it
+    for layer in range(bridge.cfg.n_layers):
+        ours = getattr(trace.layers[layer], row.symtrans).double()
+        theirs = _to_symtrans(cache[row.hook(layer)], row).double()
+        assert ours.shape == theirs.shape, (row.symtrans, layer)
+        scale = float(ours.abs().max())
+        assert float((ours - theirs).abs().max()) <= 64 * torch.finfo(torch.float32).eps * max(scale, 1.0), \
+            (row.symtrans, layer)
+
+
+def test_a_wrong_row_fails_the_comparison(run):
+    """The false case: the map's Y against the hook of the value vectors (hook_v), not hook_z, does not match."""
+    bridge, cache, weights, trace = run
+    row = next(r for r in ACTIVATIONS if r.symtrans == "Y")
+    wrong = _to_symtrans(cache["blocks.0.attn.hook_v"], row).double()
+    assert float((trace.layers[0].Y.double() - wrong).abs().max()) > 1e-3
+
+
+def test_sizes_and_weights_are_the_bridge_s(run):
+    bridge, _, weights, _ = run
+    arch = weights.arch
+    for k, theirs in SIZES.items():  # every size but n, which is an input's length, not the model's
+        if k != "n":
+            assert getattr(bridge.cfg, theirs) == getattr(arch, {"vocab": "vocab_size"}.get(k, k)), k
+    for ours_name, theirs in WEIGHTS.items():
+        key = ours_name.split()[0]
+        attr = theirs.split()[0]
+        ref = weights.tensors[key]
+        if attr.startswith("blocks."):
+            _, layer_tmpl, module, name = attr.split(".")
+            for layer in range(arch.L):
+                got = getattr(getattr(bridge.blocks[layer], module), name).detach()
+                assert torch.allclose(ref[layer].float(), got.float()), (key, layer)
+                assert re.sub(r"\s", "", theirs.split("[")[1]).count(",") + 1 == got.dim()
+        else:
+            assert torch.allclose(ref.float(), getattr(bridge, attr).detach().float()), key

@@ -1,0 +1,165 @@
+"""Every run parameter has one default and one constraint (symtrans.config.PARAMS), and every public API
+function and CLI command refuses a bad value with that constraint's one error text, naming the parameter as
+its caller wrote it (``n`` in Python, ``--n`` at the command line), before any model is loaded.
+
+The bad values come from the declarations; the expected text is the declared constraint's own refusal
+with the caller's spelling, and a few texts are pinned literally (so a constraint that stops refusing, or
+whose text drifts, fails here).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import pytest
+
+import symtrans
+from symtrans.cli import COMMAND_MODULES, build_parser, main
+from symtrans.config import DEFAULT_N, PARAMS, RunConfig, check_param, spelling
+from symtrans.errors import SymtransError
+
+#: the public API functions that take run parameters (by keyword), with keywords that keep each call cheap
+API = {
+    "check_claims": dict(claims=["prop-5.4"]),
+    "certify_claims": dict(claims=["thm-4.2"]),
+    "measure": dict(),
+    "verify_invariance": dict(factors=["S_H"]),
+    "proof_graph": dict(model=None),
+    "proof_report": dict(model=None),
+    "load": dict(),
+}
+#: positional arguments a command needs to get as far as its argument checks
+COMMAND_ARGS = {"verify": ["nothing.json"], "sweep": ["default"], "group": ["--model", "default", "--verify"]}
+
+
+def _refusal(name: str, value: object, shown: str) -> str:
+    """The declared constraint's error text for ``value`` under the spelling ``shown``."""
+    with pytest.raises(SymtransError) as e:
+        PARAMS[name].check(value, shown)
+    return str(e.value)
+
+
+def test_every_declared_bad_value_is_refused_and_every_default_accepted() -> None:
+    for name, p in PARAMS.items():
+        assert p.bad, name
+        assert p.check(p.default, name) == p.default, name
+        for v in p.bad:
+            text = _refusal(name, v, name)
+            assert text.startswith(name) and "\n" not in text, (name, v, text)
+
+
+def test_one_default_for_n_everywhere() -> None:
+    assert RunConfig().n == DEFAULT_N == 128
+    for fname in API:
+        sig = inspect.signature(getattr(symtrans, fname))
+        if "n" in sig.parameters:
+            assert sig.parameters["n"].default == DEFAULT_N, fname
+    for command in COMMAND_MODULES:
+        sp = build_parser(command)._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        for a in sp._actions:
+            if "--n" in a.option_strings and a.default is not None:
+                assert a.default in (DEFAULT_N, [DEFAULT_N]), command
+
+
+def test_pinned_texts() -> None:
+    assert _refusal("n", 1, "n") == "n 1: must be at least 2"
+    assert _refusal("n", 1, "--n") == "--n 1: must be at least 2"
+    assert _refusal("seed", -1, "seed") == "seed -1: must be at least 0"
+    assert _refusal("n", "8", "n") == "n: expected an integer, got '8'"
+    assert spelling("n", cli=True) == "--n" and spelling("n", cli=False) == "n"
+
+
+def _api_cases() -> list[tuple[str, str, object]]:
+    out = []
+    for fname in API:
+        params = inspect.signature(getattr(symtrans, fname)).parameters
+        for name, p in PARAMS.items():
+            key = "dtypes" if name == "dtype" and "dtypes" in params else name
+            if key in params:
+                out += [(fname, name, v) for v in p.bad]
+    return out
+
+
+@pytest.mark.parametrize("fname, name, value", _api_cases())
+def test_every_api_function_refuses_with_the_one_text(fname: str, name: str, value: object) -> None:
+    fn = getattr(symtrans, fname)
+    kwargs = dict(API[fname])
+    if name == "dtype" and "dtypes" in inspect.signature(fn).parameters:
+        kwargs["dtypes"] = [value]
+    else:
+        kwargs[name] = value
+    with pytest.raises(SymtransError) as e:
+        fn(**kwargs)
+    assert str(e.value) == _refusal(name, value, name), (fname, kwargs)
+
+
+def test_api_covers_n_seed_dtype_device() -> None:
+    covered = {(f, n) for f, n, _ in _api_cases()}
+    for fname in ("check_claims", "measure", "proof_graph", "proof_report"):
+        assert {(fname, n) for n in ("n", "seed", "dtype", "device")} <= covered, fname
+    assert {("certify_claims", "n"), ("certify_claims", "seed"), ("verify_invariance", "n"),
+            ("verify_invariance", "dtype"), ("load", "dtype"), ("load", "device")} <= covered
+
+
+def _cli_cases() -> list[tuple[str, str, object]]:
+    """(command, parameter, bad value) for every command's run flags; values argparse passes on unchanged."""
+    out = []
+    for command in COMMAND_MODULES:
+        sp = build_parser(command)._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        flags = {o: a for a in sp._actions for o in a.option_strings}
+        for name, p in PARAMS.items():
+            a = flags.get(spelling(name, cli=True))
+            if a is None or a.dest not in (name, name + "s") or name == "layers":
+                continue  # --layers is text, read by symtrans.args.parse_layers (its refusals are its doctests)
+            for v in p.bad:
+                if a.choices is not None:  # argparse refuses what is not a choice, naming the flag
+                    out.append((command, name, v))
+                elif a.type is int and isinstance(v, int) and not isinstance(v, bool):
+                    out.append((command, name, v))
+                elif a.type is None and isinstance(v, str):
+                    out.append((command, name, v))
+    return out
+
+
+@pytest.mark.parametrize("command, name, value", _cli_cases())
+def test_every_command_refuses_with_the_one_text(command: str, name: str, value: object,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    flag = spelling(name, cli=True)
+    try:
+        rc = main([command, *COMMAND_ARGS.get(command, []), flag, str(value)])
+    except SystemExit as e:  # argparse's own refusal (a value outside a flag's choices)
+        rc = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, (command, flag, value)
+    sp = build_parser(command)._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    action = {o: a for a in sp._actions for o in a.option_strings}[flag]
+    if action.choices is not None:
+        assert flag in err[-1] and "invalid choice" in err[-1], err
+    else:
+        assert err[-1] == "symtrans: error: " + _refusal(name, value, flag), err
+
+
+def test_cli_covers_n_seed_device_on_every_run_command() -> None:
+    covered = {(c, n) for c, n, _ in _cli_cases()}
+    for command in ("check", "measure", "group", "report", "certify", "sweep"):
+        assert (command, "n") in covered and (command, "seed") in covered, command
+
+
+def test_run_config_is_frozen_and_checked() -> None:
+    cfg = RunConfig.from_kwargs(model="default", n=16, seed=3)
+    with pytest.raises(AttributeError):
+        cfg.n = 4  # type: ignore[misc]
+    with pytest.raises(SymtransError, match="^n 1: must be at least 2$"):
+        cfg.replace(n=1)
+    with pytest.raises(TypeError, match="unknown run parameters: bogus"):
+        RunConfig.from_kwargs(bogus=1)
+    assert check_param("layers", [3, 1, 3]) == (1, 3)
+
+
+def test_listing_the_configuration_imports_no_torch() -> None:
+    import subprocess
+
+    code = "import sys, symtrans.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out
