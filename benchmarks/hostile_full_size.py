@@ -1,4 +1,4 @@
-"""Issue 28's size-dependent hostile inputs re-created at full size, each run in its own process.
+"""Issues 28 and 39: the size-dependent hostile inputs re-created at full size, each run in its own process.
 
 Every case is written to a temporary directory, run as ``python -m symtrans ...``
 under an address-space cap (``--cap-mib``, default 4096, as in the issue), and
@@ -8,6 +8,7 @@ where the input is legal), in seconds, under 1 GiB resident.
 
     python benchmarks/hostile_full_size.py            # all cases (about 3 GB of temporary files)
     python benchmarks/hostile_full_size.py --only previous
+    python benchmarks/hostile_full_size.py --only sizes    # issue 39's cases (layer lists, G, certificates)
 """
 
 from __future__ import annotations
@@ -93,7 +94,103 @@ def cases(root: Path) -> dict[str, tuple[str, list[str]]]:
             root, "p4.json", "[" + ",".join(["[]"] * 73_000_000) + "]"))),
         "4 MB --previous, 200k unknown claim ids": ("previous", lambda: prev(_write(
             root, "p5.json", json.dumps({"claims": [{"id": f"no-such-{i}", "evidence": []} for i in range(200_000)]})))),
+        # issue 39
+        "126 KB --layers of 0-999999 ranges": ("sizes", lambda: [
+            "report", "--layers", "0-999999," * 14_000, "--out", str(root / "out")]),
+        "--layers 0-999999 on a 6-layer model": ("sizes", lambda: [
+            "report", "--layers", "0-999999", "--out", str(root / "out")]),
+        "group --complete --layers '1,' x 30000": ("sizes", lambda: [
+            "group", "--arch", "gpt2", "--complete", "--layers", "1," * 30_000]),
+        "group --arch, 10^6 heads": ("sizes", lambda: ["group", "--arch", str(_small_config(
+            root, "h6", num_attention_heads=10**6, hidden_size=10**6))]),
+        "group --arch, 3x10^4 heads (legal)": ("sizes", lambda: ["group", "--arch", str(_small_config(
+            root, "h4", num_attention_heads=30_000, hidden_size=30_000))]),
+        "group --complete, 10^6 layers": ("sizes", lambda: ["group", "--complete", "--arch", str(_small_config(
+            root, "l6", num_hidden_layers=10**6))]),
+        "group --complete, 10^7 layers": ("sizes", lambda: ["group", "--complete", "--arch", str(_small_config(
+            root, "l7", num_hidden_layers=10**7))]),
+        "certificate, tangents 1/p (7-digit primes)": ("sizes", lambda: ["verify", str(_prime_certificate(root))]),
+        "MANIFEST listing a sparse 6 GiB file": ("sizes", lambda: ["verify", str(_sparse_manifest(root))]),
+        "sweep, config with 10^15 layers": ("sizes", lambda: [
+            "sweep", str(_config(_model(root, "s1"), num_hidden_layers=10**15)), "--n", "8", "--engine", "local",
+            "--out", str(root / "zoo")]),
+        "sweep, header with a [2^40, 32] table": ("sizes", lambda: [
+            "sweep", str(_huge_table(root)), "--n", "8", "--engine", "local", "--out", str(root / "zoo")]),
+        "measure, a 10^9-row expanded view (API)": ("sizes", lambda: ["-c", _EXPANDED_VIEW]),
     }
+
+
+def _small_config(root: Path, name: str, **fields) -> Path:
+    d = root / name
+    d.mkdir()
+    cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32,
+           "intermediate_size": 64, "max_position_embeddings": 64, "vocab_size": 100, "layer_norm_eps": 1e-6}
+    cfg.update(fields)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d / "config.json"
+
+
+def _prime_certificate(root: Path) -> Path:
+    """gpt2's completeness certificate with every tangent entry 1/p, p distinct 7-digit primes, resealed."""
+    import sympy
+
+    from symtrans.certify.checker import digest
+    from symtrans.certify.completeness import completeness_certificate
+
+    cert = completeness_certificate("gpt2", layers=1)
+    primes = iter(sympy.sieve.primerange(10**6, 10**7))
+    cert["witness"]["tangents"] = [[f"1/{next(primes)}" for _ in t] for t in cert["witness"]["tangents"]]
+    cert["digest"] = digest(cert)
+    return _write(root, "primes.json", json.dumps(cert))
+
+
+def _sparse_manifest(root: Path) -> Path:
+    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA
+
+    d = root / "certs"
+    d.mkdir()
+    with open(d / "big.json", "wb") as fh:
+        fh.truncate(6 << 30)
+    _write(d, MANIFEST, json.dumps({"schema": MANIFEST_SCHEMA, "n": 128, "seed": 0, "files": {"big.json": "0" * 64}}))
+    return d
+
+
+def _huge_table(root: Path) -> Path:
+    """The bundled model whose header declares its word table as [2^40, 32] (the data are unchanged)."""
+    import struct
+
+    d = _model(root, "s2", weights=False)
+    raw = (BUNDLED / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = json.loads(raw[8:8 + n])
+    head[next(k for k in head if k.endswith("word_embeddings.weight"))]["shape"] = [2**40, 32]
+    new = json.dumps(head).encode()
+    new += b" " * (-len(new) % 8)
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(new)) + new + raw[8 + n:])
+    return d
+
+
+#: a duck-typed model (state_dict + config.to_dict) whose word table is a 10^9-row expanded view
+_EXPANDED_VIEW = """
+import sys
+import symtrans
+from symtrans.errors import SymtransError
+from symtrans.numeric.fixtures import random_model
+m = random_model("bert")
+w = m.embeddings.word_embeddings.weight.detach()
+class Wrapped:
+    config = m.config
+    def state_dict(self):
+        sd = dict(m.state_dict())
+        sd["embeddings.word_embeddings.weight"] = w[:1].expand(10**9, w.shape[1])
+        return sd
+m.config.vocab_size = 10**9
+try:
+    symtrans.measure(Wrapped(), n=8)
+except SymtransError as err:
+    print(f"symtrans: error: {err}", file=sys.stderr)
+    sys.exit(2)
+"""
 
 
 def _run(argv: list[str], cap_mib: int, timeout: float) -> dict:
@@ -102,8 +199,8 @@ def _run(argv: list[str], cap_mib: int, timeout: float) -> dict:
 
     t = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-m", "symtrans", *argv], capture_output=True, text=True,
-                           preexec_fn=limit, timeout=timeout)
+        cmd = [sys.executable, *argv] if argv[:1] == ["-c"] else [sys.executable, "-m", "symtrans", *argv]
+        p = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=limit, timeout=timeout)
         rc, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired:
         rc, err = "timeout", ""
@@ -116,7 +213,7 @@ def _run(argv: list[str], cap_mib: int, timeout: float) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["config", "index", "previous"], help="one group of cases")
+    ap.add_argument("--only", choices=["config", "index", "previous", "sizes"], help="one group of cases")
     ap.add_argument("--cap-mib", type=int, default=4096, help="RLIMIT_AS of each run (default 4096)")
     ap.add_argument("--timeout", type=float, default=120.0)
     a = ap.parse_args()

@@ -31,7 +31,7 @@ _LAZY: dict[str, str] = {
     "FORMULAS": "symtrans.formulas", "Formula": "symtrans.formulas", "FormulaValue": "symtrans.formulas",
     "formula": "symtrans.formulas", "formula_names": "symtrans.formulas", "get_formula": "symtrans.formulas",
     "architecture": "symtrans.api", "load": "symtrans.api", "measure": "symtrans.api",
-    "invariance_group": "symtrans.api", "verify_invariance": "symtrans.api",
+    "invariance_group": "symtrans.api", "verify_invariance": "symtrans.api", "relate": "symtrans.api", "canonical": "symtrans.api", "orbit_distance": "symtrans.api",
     "check_claims": "symtrans.api", "certify_claims": "symtrans.api", "proof_graph": "symtrans.api",
     "proof_report": "symtrans.api",
     "EvidenceList": "symtrans.api", "InvarianceChecks": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",

@@ -8,6 +8,8 @@ function                               returns                                  
 ``architecture(spec, **sizes)``        :class:`~symtrans.arch.Architecture`      ``symtrans arch``
 ``load(model)``                        :class:`~symtrans.numeric.ModelWeights`   --
 ``measure(model, n=...)``              :class:`Measurement` (HTML table)         ``symtrans measure``
+``relate(a, b)``                       :class:`~symtrans.group.relate.Relation`  ``symtrans relate``
+``canonical(model)``                   :class:`~symtrans.group.canonical.Canonical` ``symtrans canonical``
 ``check_claims(model, claims, n=...)`` :class:`EvidenceList` (HTML table)        ``symtrans check``
 ``certify_claims(claims)``             :class:`EvidenceList` (HTML table)        ``symtrans certify``
 ``proof_graph(model)``                 :class:`ProofGraph` (SVG graph + table)   ``symtrans claims``
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
     from symtrans.numeric.weights import ModelWeights
     from symtrans.report.build import Report
 
-__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "measure", "check_claims",
+__all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "relate", "canonical",
+           "orbit_distance", "measure", "check_claims",
            "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
            "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup"]
 
@@ -82,14 +85,21 @@ REPR_MAX_CHARS = 4000
 
 
 def _bounded(lines: Sequence[str], more: str = ".to_dict() has everything") -> str:
-    """Join ``lines`` into a plain-text fallback of at most :data:`REPR_MAX_CHARS` characters.
+    """Join ``lines`` into a plain-text fallback of at most :data:`REPR_MAX_CHARS` characters, escaped for a terminal.
+
+    Names come from config files: a terminal escape in one is shown as ``\\x1b`` (as the command line shows it),
+    never sent to the terminal (the HTML displays escape them for HTML).
 
     Examples
     --------
     >>> len(_bounded(["x" * 100] * 1000)) <= REPR_MAX_CHARS
     True
+    >>> print(_bounded(["model \\x1b[2J"]))
+    model \\x1b[2J
     """
-    text = "\n".join(lines)
+    from symtrans.validate import terminal_safe
+
+    text = "\n".join(terminal_safe(line, keep_newlines=False) for line in "\n".join(lines).split("\n"))
     if len(text) <= REPR_MAX_CHARS:
         return text
     tail = f"\n... ({len(text) - REPR_MAX_CHARS} more characters; {more})"
@@ -137,7 +147,9 @@ def _check_run(command: str, model: Any, ids: Any, n: int, seed: int) -> list[st
 
 def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
     """Loaded (or streamed) weights as given; anything else through :func:`load` (specs, model objects)."""
-    if hasattr(model, "arch") and callable(getattr(model, "layer", None)):
+    from symtrans.numeric.weights import ModelWeights, StreamedWeights
+
+    if isinstance(model, (ModelWeights, StreamedWeights)):  # not any object with an ``arch`` and a ``layer``
         return model
     return load(model, dtype=dtype, device=device)
 
@@ -272,6 +284,55 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     return InvarianceChecks(checks)
 
 
+def relate(a: Any, b: Any, *, out: str | os.PathLike[str] | None = None) -> Any:
+    """Decide whether checkpoint B = g . A for an element g of G (``symtrans relate``); write g to ``out`` if found.
+
+    ``a`` and ``b`` are model directories, ``"default"`` or loaded weights of one architecture. The
+    :class:`~symtrans.group.relate.Relation` says ``related`` and holds the element's steps and per-tensor
+    residuals, or ``stop``: the factor, layer and tensor where no element of G explains B, and the breaking
+    feature.
+
+    Examples
+    --------
+    >>> r = relate("default", "default")
+    >>> r.related, r.stop
+    (True, None)
+    """
+    from symtrans.group.relate import relate as _relate, write_relation
+
+    rel = _relate(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
+    if out is not None and rel.related:
+        write_relation(rel, out)
+    return rel
+
+
+def canonical(model: Any) -> Any:
+    """The canonical form of ``model`` modulo G (``symtrans canonical``): weights, gauge-fixing element, ambiguities.
+
+    Examples
+    --------
+    >>> c = canonical("default")
+    >>> c.weights.arch.name, c.steps[0]["factor"]
+    ('nreimers/MiniLM-L6-H384-uncased', 'residual-permutation')
+    """
+    from symtrans.group.canonical import canonical as _canonical
+
+    return _canonical(_as_weights(model, "float64", "cpu"))
+
+
+def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
+    """Relative Frobenius distance of the canonical forms of ``a`` and ``b``: an upper bound of their orbit distance.
+
+    Examples
+    --------
+    >>> orbit_distance("default", "default")["total"] < 1e-12
+    True
+    """
+    from symtrans.group.canonical import orbit_distance as _distance
+
+    return _distance(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
+
+
 class InvarianceChecks(list):  # type: ignore[type-arg]
     """A list of group-invariance checks that renders as an HTML table in a notebook.
 
@@ -402,9 +463,9 @@ class EvidenceList(list):  # type: ignore[type-arg]
 
     Examples
     --------
-    >>> ev = certify_claims(["prop-5.1"])
-    >>> ev.verdicts()  # the record says certified; a written all-sizes proof with no file counts as supported
-    {'prop-5.1': 'supported'}
+    >>> ev = certify_claims(["thm-5.3"])
+    >>> ev.verdicts()  # the record says certified; an instance certificate (three sizes) counts as supported
+    {'thm-5.3': 'supported'}
     >>> ev[0].verdict.value
     'certified'
     >>> "<table>" in ev._repr_html_()
@@ -557,7 +618,7 @@ class ProofGraph:
         return self.report.disagreements()
 
     def __repr__(self) -> str:
-        return "proof graph: " + _summary_lines(self.report)
+        return _bounded(["proof graph: " + _summary_lines(self.report)])
 
     def _repr_html_(self) -> str:
         from symtrans.report.html import render_notebook

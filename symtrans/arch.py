@@ -28,10 +28,10 @@ import sympy as sp
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
-from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file
+from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file, terminal_safe
 
-__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "default_n", "get_arch", "from_config",
-           "preset_names"]
+__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "rope_theta", "default_n", "get_arch",
+           "from_config", "preset_names"]
 
 Size = Union[int, sp.Symbol]
 
@@ -126,6 +126,18 @@ class Architecture:
     head_dim_tied: bool = True
     rope_scaling: tuple[tuple[str, Any], ...] = ()
     sliding_window: int | None = None  # causal attention to the last ``sliding_window`` keys only (Mistral)
+    # Gemma 3 (``model_type`` gemma3_text): RMSNorm on each head's queries and keys (one gain of width d_k per
+    # layer for Q, one for K), a norm on each sub-block's output before the residual add ("sandwich" norms),
+    # norms whose gain is stored as w and applied as (1 + w), embeddings multiplied by sqrt(d_model), scores
+    # scaled by query_pre_attn_scalar^-1/2, and per-layer attention types: "sliding" layers use the window and
+    # their own rotary base, "full" layers attend to every earlier key
+    qk_norm: bool = False
+    post_norms: bool = False
+    gain_offset: int = 0  # a norm computes x_hat * (gain_offset + w); Gemma stores w with gain 1 + w
+    embedding_scale: bool = False  # the word rows are multiplied by sqrt(d_model)
+    attn_scalar: float | None = None  # scores are scaled by attn_scalar^-1/2 instead of d_k^-1/2
+    layer_types: tuple[str, ...] = ()  # per layer: "sliding" or "full" (empty: every layer alike)
+    rope_bases: tuple[tuple[str, float], ...] = ()  # rotary base per layer type, e.g. (("full", 1e6), ("sliding", 1e4))
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -141,6 +153,13 @@ class Architecture:
         if self.sliding_window is not None and (isinstance(self.sliding_window, bool) or not isinstance(
                 self.sliding_window, int) or self.sliding_window < 1):
             raise SymtransError(f"sliding_window must be a positive integer or None, got {self.sliding_window!r}")
+        if self.layer_types:
+            if any(t not in ("sliding", "full") for t in self.layer_types):
+                raise SymtransError(f"layer_types must be 'sliding' or 'full' per layer, got {self.layer_types!r}"[:200])
+            if isinstance(self.L, int) and len(self.layer_types) != self.L:
+                raise SymtransError(f"layer_types lists {len(self.layer_types)} layers, the model has {self.L}")
+        if self.gain_offset not in (0, 1):
+            raise SymtransError(f"gain_offset must be 0 or 1, got {self.gain_offset!r}")
         for attr, choices in _CHOICES.items():
             if getattr(self, attr) not in choices:
                 raise SymtransError(suggest(str(getattr(self, attr)), choices, attr.replace("_", " ")))
@@ -221,7 +240,47 @@ class Architecture:
             raise SymtransError(suggest(unknown[0], SIZE_NAMES, "size"))
         if "H" in sizes and "H_kv" not in sizes and self.H_kv == self.H:
             sizes["H_kv"] = sizes["H"]  # no grouped-query attention: keep it that way
-        return dataclasses.replace(self, **sizes)
+        extra: dict[str, Any] = {}
+        if self.layer_types and "L" in sizes and isinstance(sizes["L"], int) and sizes["L"] != self.L:
+            extra["layer_types"] = tuple(self.layer_types[i % len(self.layer_types)] for i in range(sizes["L"]))
+        elif self.layer_types and "L" in sizes and not isinstance(sizes["L"], int):
+            extra["layer_types"] = ()
+        return dataclasses.replace(self, **sizes, **extra)
+
+    def layer_kind(self, i: int) -> str:
+        """``"sliding"`` or ``"full"``: whether layer ``i`` attends through the sliding window.
+
+        Without per-layer types every layer is ``"sliding"`` when the model has a
+        window (Mistral), else ``"full"``.
+
+        Examples
+        --------
+        >>> get_arch("mistral-7b").layer_kind(3), get_arch("gpt2").layer_kind(0)
+        ('full', 'full')
+        """
+        if self.layer_types:
+            return self.layer_types[i]
+        return "sliding" if self.sliding_window else "full"
+
+    def window_at(self, i: int) -> int | None:
+        """The sliding window of layer ``i`` (``None``: every earlier key).
+
+        Examples
+        --------
+        >>> get_arch("gpt2").window_at(0) is None
+        True
+        """
+        return self.sliding_window if self.layer_kind(i) == "sliding" else None
+
+    def rope_base_at(self, i: int) -> float | None:
+        """The rotary base of layer ``i`` when the architecture records one per layer type, else ``None``.
+
+        Examples
+        --------
+        >>> get_arch("gpt2").rope_base_at(0) is None
+        True
+        """
+        return dict(self.rope_bases).get(self.layer_kind(i)) if self.rope_bases else None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary (symbols as their names).
@@ -354,7 +413,13 @@ _FAMILY_KEYS = {
 }
 # qwen2 is not an alias: it biases Q, K, V but not O or the FFN (``bias=False, qkv_bias=True``).
 _FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
-_FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama"}
+# Gemma 3's text decoder: QK-norm, sandwich norms, (1 + w) gains, scaled embeddings, local/global layers
+_FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
+_FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
+
+#: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
+_GEMMA3_REFUSED = {"attn_logit_softcapping": "attention logit soft-capping",
+                   "final_logit_softcapping": "final logit soft-capping"}
 
 
 def _int_key(cfg: dict[str, Any], key: str, path: str, default: int | None = None,
@@ -437,7 +502,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2") else 0
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2", "gemma3") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -487,6 +552,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             attention="causal", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
             ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
+    elif family == "gemma3":
+        arch = _gemma3(cfg, common, shown, positions, head_dim or d_model // H, L)
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
@@ -515,6 +582,62 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
             sliding_window=window if window is not None and window < positions else None)
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: int, head_dim: int,
+            L: int) -> Architecture:
+    """Gemma 3's text decoder (``model_type`` gemma3_text) from its config, every field it reads checked.
+
+    Layer types come from ``layer_types`` or, in older configs, from
+    ``sliding_window_pattern`` (every ``k``-th layer full, as transformers
+    derives them); the rotary bases from ``rope_parameters`` per layer type or
+    the older ``rope_theta`` / ``rope_local_base_freq``.
+    """
+    for key, what in _GEMMA3_REFUSED.items():
+        if cfg.get(key) is not None:
+            raise SymtransError(f"{shown}: {key} = {cfg[key]!r} ({what}) is not modelled")
+    if _bool_key(cfg, "use_bidirectional_attention", shown):
+        raise SymtransError(f"{shown}: use_bidirectional_attention=true is not modelled (causal attention only)")
+    if _bool_key(cfg, "attention_bias", shown):
+        raise SymtransError(f"{shown}: attention_bias=true is not modelled for gemma3 (no biases)")
+    types = cfg.get("layer_types")
+    if types is None:
+        k = _int_key(cfg, "sliding_window_pattern", shown, default=6)
+        types = ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(L)]
+    if not isinstance(types, list) or len(types) != L or any(t not in ("sliding_attention", "full_attention")
+                                                              for t in types):
+        raise SymtransError(f"{shown}: layer_types must list 'sliding_attention' or 'full_attention' for each of "
+                            f"the {L} layers")
+    kinds = tuple("sliding" if t == "sliding_attention" else "full" for t in types)
+    rope = cfg.get("rope_parameters")
+    bases = {"full": cfg.get("rope_theta", 1_000_000.0), "sliding": cfg.get("rope_local_base_freq", 10_000.0)}
+    scaling: tuple[tuple[str, Any], ...] = ()
+    if rope is not None:
+        if not isinstance(rope, dict):
+            raise SymtransError(f"{shown}: key 'rope_parameters' must be an object, got {rope!r}"[:300])
+        per_type = {"full": rope.get("full_attention"), "sliding": rope.get("sliding_attention")}
+        if not any(isinstance(v, dict) for v in per_type.values()):
+            per_type = {"full": rope, "sliding": None}  # one set of parameters for the global layers
+        for kind, sub in per_type.items():
+            if sub is None:
+                continue
+            scaling = scaling or _check_rope({"rope_parameters": sub}, f"{shown} ({kind}_attention)")
+            if sub.get("rope_theta") is not None:
+                bases[kind] = sub["rope_theta"]
+    for kind, theta in bases.items():
+        _float_key({"v": theta}, "v", f"{shown} (rotary base of the {kind} layers)", 1.0)
+    window = _int_key(cfg, "sliding_window", shown) if "sliding" in kinds else None
+    return Architecture(
+        **common, n=default_n(positions), H_kv=_int_key(cfg, "num_key_value_heads", shown, default=common["H"]),
+        d_k=int(head_dim), d_v=int(head_dim), max_positions=positions, position_table=None, norm_placement="pre",
+        norm="rmsnorm", activation=_activation(cfg.get("hidden_activation") or cfg.get("hidden_act") or
+                                               "gelu_pytorch_tanh", shown),
+        ffn="gated", bias=False, attention="causal", positional="rotary", final_norm=True,
+        tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
+        ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=scaling,
+        sliding_window=window, qk_norm=True, post_norms=True, gain_offset=1, embedding_scale=True,
+        attn_scalar=_float_key(cfg, "query_pre_attn_scalar", shown, 256.0), layer_types=kinds,
+        rope_bases=tuple(sorted((k, float(v)) for k, v in bases.items())))
 
 
 #: per-layer modules (with parameters) of a Llama-structured decoder layer in transformers
@@ -559,6 +682,7 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
     except ImportError:
         raise SymtransError(f"{shown}: unsupported model_type {model_type!r} (and transformers, needed to read "
                             "other model types, is not installed)") from None
+    rope_theta(cfg, shown)  # the config's own rotary base, before transformers reads (or rewrites) it
     fields = {k: v for k, v in cfg.items() if k != "model_type"}
     try:
         conf = transformers.AutoConfig.for_model(model_type, **fields)
@@ -581,6 +705,10 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
                                 "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)}, shown)
     if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
         raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
+    no_rope = getattr(conf, "no_rope_layers", None)  # SmolLM3: 0 marks a layer without rotary positions (NoPE)
+    if isinstance(no_rope, (list, tuple)) and not all(no_rope):
+        raise refuse("field 'no_rope_layers' (layers without rotary positions, whose query/key gauge is the whole "
+                     "GL(d_k), not the rotary commutant)")
     layer = _first_layer(transformers, conf, shown, refuse)
     own = {n for n, m in layer.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
     if own - _LLAMA_MODULES:
@@ -652,18 +780,37 @@ def _check_rope(cfg: dict[str, Any], path: str) -> tuple[tuple[str, Any], ...]:
     ()
     """
     found: tuple[tuple[str, Any], ...] = ()
+    rope_theta(cfg, path)  # a theta that cannot be honoured (0, 1e400, true, "x") is refused with the config
     for key in ("rope_scaling", "rope_parameters"):
         value = cfg.get(key)
         if value is None:
             continue
         if not isinstance(value, dict):
-            raise SymtransError(f"{path}: key {key!r} must be an object, got {value!r}"[:300])
+            raise SymtransError(f"{path}: key {key!r} must be an object, got {type(value).__name__}")
         kind = value.get("rope_type", value.get("type", "default"))
+        if not isinstance(kind, str):
+            raise SymtransError(f"{path}: {key}.rope_type must be a string (a rotary type's name), got "
+                                f"{type(kind).__name__}")
         if kind not in ROPE_TYPES:
-            raise SymtransError(f"{path}: {key}: " + suggest(str(kind)[:80], ROPE_TYPES, "rope_type"))
+            raise SymtransError(f"{path}: {key}: " + suggest(kind[:80], ROPE_TYPES, "rope_type"))
         missing = [f for f in ROPE_TYPES[kind] if value.get(f) is None]
         if missing:
             raise SymtransError(f"{path}: {key} type {kind!r} needs field {missing[0]!r}")
+        for f, v in value.items():
+            if f in ("rope_type", "type", "rope_theta", "partial_rotary_factor"):
+                continue
+            where = f"{key}.{terminal_safe(str(f))[:80]}"
+            if f in ("short_factor", "long_factor"):
+                if not isinstance(v, list) or len(v) > MAX_ROPE_FACTORS or not all(_positive_number(x) for x in v):
+                    raise SymtransError(f"{path}: {where} must be a list of at most {MAX_ROPE_FACTORS} positive "
+                                        "finite numbers")
+            elif f in _ROPE_NUMBERS or f in ROPE_TYPES[kind]:
+                if not _positive_number(v):
+                    raise SymtransError(f"{path}: {where} must be a positive finite number, got "
+                                        f"{terminal_safe(repr(v))[:80]}")
+            elif isinstance(v, (dict, list)):
+                raise SymtransError(f"{path}: {where} must be a number, a string or true/false, got "
+                                    f"{type(v).__name__}")
         if value.get("partial_rotary_factor", 1.0) not in (None, 1, 1.0):
             raise SymtransError(f"{path}: {key}.partial_rotary_factor below 1 is not modelled")
         if kind != "default":
@@ -674,6 +821,52 @@ def _check_rope(cfg: dict[str, Any], path: str) -> tuple[tuple[str, Any], ...]:
         raise SymtransError(f"{path}: partial_rotary_factor={cfg['partial_rotary_factor']!r} is not modelled "
                             "(rotary positions on every head dimension only)")
     return found
+
+
+#: rotary-scaling fields that are positive finite numbers when given (``true`` is not 1)
+_ROPE_NUMBERS = frozenset({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                           "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"})
+#: at most this many entries in longrope's short_factor / long_factor (one per rotary frequency)
+MAX_ROPE_FACTORS = 1 << 16
+#: the rotary base when a config gives none (transformers' default)
+DEFAULT_ROPE_THETA = 10000.0
+
+
+def _positive_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < float("inf")
+
+
+def rope_theta(cfg: Any, path: str) -> float:
+    """A config's rotary base: ``rope_parameters.rope_theta``, else top-level ``rope_theta``, else 10000.
+
+    The one reading of the field: every value given must be a positive finite
+    number (``0``, ``-1``, ``1e400``, ``true``, ``"1e4"`` and lists are
+    refused, naming the key), never replaced by the default.
+
+    Examples
+    --------
+    >>> rope_theta({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}, "c.json")
+    500000.0
+    >>> rope_theta({}, "c.json")
+    10000.0
+    >>> rope_theta({"rope_theta": 0}, "c.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: c.json: key 'rope_theta' must be a positive number, got 0
+    >>> rope_theta({"rope_parameters": {"rope_theta": True}}, "c.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: c.json: key 'rope_parameters.rope_theta' must be a positive number, got True
+    """
+    if not isinstance(cfg, dict):
+        raise SymtransError(f"{path}: a config must be an object, got {type(cfg).__name__}")
+    top = _float_key(cfg, "rope_theta", path, DEFAULT_ROPE_THETA)
+    for key in ("rope_parameters", "rope_scaling"):
+        params = cfg.get(key)
+        if isinstance(params, dict) and params.get("rope_theta") is not None:
+            return _float_key({f"{key}.rope_theta": params["rope_theta"]}, f"{key}.rope_theta", path,
+                              DEFAULT_ROPE_THETA)
+    return top
 
 
 def _activation(name: Any, path: str) -> str:

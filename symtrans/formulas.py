@@ -483,7 +483,10 @@ def _params_ffn(s, a):
 
 
 def _params_layernorm(s, a):
-    return 2 * _norm_params(s, a)
+    # two norms per layer; four with post-norms on the sub-block outputs (Gemma 3), plus the per-head query and
+    # key norms' gains (one d_k vector each per layer, shared by the heads) with QK-norm
+    count = 4 if a.post_norms else 2
+    return count * _norm_params(s, a) + (2 * s.d_k if a.qk_norm else 0)
 
 
 def _params_layer(s, a):
@@ -651,7 +654,8 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              "entries of the FFN weight matrices and their biases in one layer",
              _P("toolkit", reason="parameter count of the architecture"), _params_ffn), None),
     (Formula("params-layernorm", "parameters of one layer's norms", "parameters",
-             "scale (and, for LayerNorm, shift) vectors of the two norms of one layer",
+             "scale (and, for LayerNorm, shift) vectors of the norms of one layer (two; four with post-norms, "
+             "plus the query and key norms' d_k gains with QK-norm)",
              _P("toolkit", reason="parameter count of the architecture"), _params_layernorm), None),
     (Formula("params-layer", "parameters of one layer", "parameters",
              "params-attention + params-ffn + params-layernorm",

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from proofs import Claim
 
 __all__ = ["ClaimGraph", "Standing", "EvidenceEntry", "ClaimStatus", "ReadingStatus", "assess", "mark_stale",
-           "EDGE_KINDS", "counted_verdict", "combine_readings", "full_scope", "count_records", "verdict_table"]
+           "EDGE_KINDS", "counted_verdict", "kernel_proved", "combine_readings", "full_scope", "count_records", "verdict_table"]
 
 #: The two kinds of dependency edge.
 EDGE_KINDS: tuple[str, ...] = ("statement", "proof")
@@ -420,9 +420,30 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
     if v is Verdict.CERTIFIED and kind not in full_scope(quantifier):
         what = ev.scope.description if ev.scope is not None else "scope not stated"
         return Verdict.SUPPORTED, f"instance certificate: certified on the listed instances only ({what})"
-    if v is Verdict.CERTIFIED and kind == "all-sizes" and not has_certificate(ev):
+    if v is Verdict.CERTIFIED and kind == "all-sizes" and not (has_certificate(ev) or kernel_proved(ev)):
         return Verdict.SUPPORTED, PROVED_TEXT
     return v, ""
+
+
+def kernel_proved(ev: Evidence) -> bool:
+    """True when the record says a proof kernel accepted its theorem in this run (``details["kernel"]``).
+
+    Written only by :mod:`symtrans.certify.kernel` after :func:`symtrans.certify.coq.kernel_check`
+    succeeded; a record carried from an earlier report without a certificate file is stale, so this is
+    never taken on trust from a file.
+
+    Examples
+    --------
+    >>> ok = {"ok": True, "theorem": "T.x", "theorems": {"T.x": "T.Statements.x"}}
+    >>> kernel_proved(Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="s",
+    ...                        details={"kernel": ok}))
+    True
+    >>> kernel_proved(Evidence(claim="c", producer="p", kind="symbolic", verdict="certified", summary="s",
+    ...                        details={"kernel": {**ok, "ok": False}}))
+    False
+    """
+    k = (ev.details or {}).get("kernel") or {}
+    return k.get("ok") is True and k.get("theorem") in (k.get("theorems") or {})
 
 
 #: why an all-sizes record without a certificate file counts as supported (issue: evidence read from files)

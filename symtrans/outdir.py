@@ -43,7 +43,19 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["check_output_dir", "DirLock", "recover", "replace_dir", "write_file"]
+__all__ = ["OutputError", "check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
+
+class OutputError(SymtransError):
+    """The output folder cannot be written (full disk, read-only, a link planted in it): no run can go on there.
+
+    A sweep stops on it (one line, exit 2) rather than record it as one task's failure.
+
+    Examples
+    --------
+    >>> isinstance(OutputError("x"), SymtransError)
+    True
+    """
+
 
 _HELD: dict[str, int] = {}  # lock paths this process holds -> depth (re-entrant)
 
@@ -121,10 +133,181 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     except OSError as err:
         raise SymtransError(f"{terminal_safe(str(parent))}: cannot create the report there "
                             f"({err.strerror or type(err).__name__})") from None
+    try:  # and one byte written and synced: a full disk still makes directories
+        fd = os.open(os.path.join(probe, "x"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise SymtransError(f"{terminal_safe(str(parent))}: cannot write the report there "
+                            f"({err.strerror or type(err).__name__})") from None
+    finally:
+        try:
+            os.unlink(os.path.join(probe, "x"))
+        except OSError:
+            pass
+        try:
+            os.rmdir(probe)
+        except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
+            pass
+    return path
+
+
+def _in_words(err: OSError) -> str:
+    return err.strerror or type(err).__name__
+
+
+def confined_dir(root: str | os.PathLike[str], *parts: str, create: bool = True) -> Path:
+    """The directory ``root/parts...``, each part created if missing and none of them a symbolic link.
+
+    The one home for "every path a run writes stays under its output folder":
+    every directory a sweep writes into (``tasks/<task>``, a report's parent)
+    is reached through this function, which walks from ``root`` one name at a
+    time with ``O_NOFOLLOW`` (``mkdir`` and ``open`` relative to the parent's
+    descriptor), so a link planted anywhere under ``root`` (or ``root`` itself)
+    is refused in one line, never followed. ``create=False`` only checks what
+    is there (a missing part ends the walk).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> confined_dir(root, "tasks", "t1").relative_to(root).as_posix()
+    'tasks/t1'
+    >>> outside = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / "tasks" / "t2").symlink_to(outside)
+    >>> confined_dir(root, "tasks", "t2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.outdir.OutputError: .../tasks/t2: a symbolic link under the output folder; symtrans never writes through one (remove it)
+    >>> list(outside.iterdir())
+    []
+    """
+    base = Path(os.path.abspath(os.fspath(root)))
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+    def refuse(where: Path, err: OSError) -> OutputError:
+        shown = terminal_safe(str(where))
+        if err.errno == errno.ELOOP or (err.errno == errno.ENOTDIR and where.is_symlink()):
+            return OutputError(f"{shown}: a symbolic link under the output folder; symtrans never writes "
+                               "through one (remove it)")
+        if err.errno == errno.ENOTDIR:
+            return OutputError(f"{shown}: a file is in the way of a directory under the output folder")
+        return OutputError(f"{shown}: cannot create the directory ({_in_words(err)})")
+
+    for part in parts:
+        if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
+            raise SymtransError(f"{terminal_safe(str(base))}: {terminal_safe(repr(part)[:80])} is not one file name")
+    if create:
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise refuse(base, err) from None
     try:
-        os.rmdir(probe)
-    except OSError:  # already removed by a writer's recover() (a probe left by a killed run looks the same)
-        pass
+        fd = os.open(base, flags)
+    except FileNotFoundError:
+        return base.joinpath(*parts)
+    except OSError as err:
+        raise refuse(base, err) from None
+    here = base
+    try:
+        for part in parts:
+            here = here / part
+            if create:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                except OSError as err:
+                    raise refuse(here, err) from None
+            try:
+                nfd = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if create:
+                    raise refuse(here, FileNotFoundError(errno.ENOENT, "removed while being created")) from None
+                return base.joinpath(*parts)
+            except OSError as err:
+                raise refuse(here, err) from None
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+    return here
+
+
+def check_output_file(target: Any, option: str, what: str = "file") -> Path:
+    """Probe, before any work, that the file ``target`` can be written; return its absolute Path.
+
+    Refused in one line: an empty or non-string name, a directory (or
+    anything but a file or a link) in the way, a parent that is a file, and a
+    place where nothing can be written (a read-only folder, ``/proc``, a full
+    disk: one byte is written to a temporary file beside the target, synced,
+    and removed). A missing parent is probed at its nearest existing ancestor
+    (:func:`write_file`'s caller creates it).
+
+    Examples
+    --------
+    >>> check_output_file("", "--certificate-out")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out '': expected a file name
+    >>> check_output_file("/tmp", "--certificate-out", "certificate")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out /tmp: a directory is in the way of the certificate
+    >>> check_output_file("/proc/cert.json", "--certificate-out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --certificate-out /proc/cert.json: cannot write there (...)
+    """
+    import stat as _stat
+
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or not target.strip() or "\x00" in target:
+        raise SymtransError(f"{option} {terminal_safe(repr(target))[:60]}: expected a file name")
+    shown = f"{option} {terminal_safe(target)}"
+    try:
+        path = Path(os.path.abspath(target))
+    except FileNotFoundError:
+        raise SymtransError(f"{shown}: the working directory no longer exists; pass an absolute path") from None
+    if target.endswith(os.sep) or not path.name:
+        raise SymtransError(f"{shown}: names a directory; give a file name")
+    if len(os.fsencode(path.name)) > _name_max(path.parent) - len(".tmp-") - 10:
+        raise SymtransError(f"{shown}: the name is too long for the file system")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
+    if st is not None and not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
+        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
+        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+    probe_dir = path.parent
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise SymtransError(f"{shown}: {terminal_safe(str(probe_dir))} is a file, not a directory")
+    tmp = None
+    try:  # a real write: os.access says yes to root on /proc and on a full disk
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.probe-", dir=probe_dir)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as err:
+        raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return path
 
 
@@ -333,7 +516,7 @@ def replace_dir(out: str | os.PathLike[str], texts: dict[str, str], files: Itera
             _fsync_dir(parent)
         except OSError as err:
             reason = err.strerror or type(err).__name__
-            raise SymtransError(f"{shown}: cannot write the report ({reason})") from None
+            raise OutputError(f"{shown}: cannot write the report ({reason})") from None
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -389,7 +572,7 @@ def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: 
         os.replace(tmp, path)  # replaces a link itself, never its target
         tmp = None
     except OSError as err:
-        raise SymtransError(f"{shown}: cannot write the {what} ({err.strerror})") from None
+        raise OutputError(f"{shown}: cannot write the {what} ({err.strerror})") from None
     finally:
         if tmp is not None:
             try:

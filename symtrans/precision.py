@@ -57,7 +57,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EPS64", "U64", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal",
+__all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal",
            "torch_dtype", "rank_rtol", "RankRecord",
            "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin",
            "TOLERANCE_DECADES", "tolerance_state", "GAP_DECADES", "ROUNDING_FLOOR", "gap_rank"]
@@ -70,6 +70,8 @@ U64 = 2.0 ** -53
 #: machine epsilon and smallest positive normal number of each floating dtype (IEEE-754 and bfloat16)
 _EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 _TINY = {"float64": 2.0 ** -1022, "float32": 2.0 ** -126, "float16": 2.0 ** -14, "bfloat16": 2.0 ** -126}
+#: the floating dtypes symtrans models (as stored weights and as working dtypes)
+STORAGE_DTYPES: tuple[str, ...] = tuple(_EPS)
 #: safetensors' names of the same dtypes
 _ALIASES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 

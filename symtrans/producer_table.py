@@ -86,6 +86,15 @@ PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in
     ('thm-4.2', 'ln-zero-beta', 'symbolic', 'symtrans.certify.producers:thm42_zero_beta'),
     ('thm-4.2', 'ln-remark', 'symbolic', 'symtrans.certify.producers:thm42_remark'),
     ('thm-4.2-corrected', 'ln-corrected', 'symbolic', 'symtrans.certify.producers:thm42_corrected'),
+    # the Coq kernel's records (symtrans.certify.kernel; proofs/kernel.py links each to its theorem)
+    ('lem-rank-sum', 'coq-lem-rank-sum', 'symbolic', 'symtrans.certify.kernel:coq_rank_sum'),
+    ('prop-5.1', 'coq-prop51-witness', 'symbolic', 'symtrans.certify.kernel:coq_prop51'),
+    ('prop-6.3', 'coq-prop63-witness', 'symbolic', 'symtrans.certify.kernel:coq_prop63'),
+    ('thm-recovery/sum', 'coq-recovery-sum-fibre', 'symbolic', 'symtrans.certify.kernel:coq_recovery_sum'),
+    ('thm-4.2', 'coq-ln-zero-beta', 'symbolic', 'symtrans.certify.kernel:coq_ln_zero_beta'),
+    ('thm-4.2', 'coq-ln-remark', 'symbolic', 'symtrans.certify.kernel:coq_ln_remark'),
+    ('thm-4.2', 'coq-ln-counterexample', 'symbolic', 'symtrans.certify.kernel:coq_ln_counterexample'),
+    ('thm-4.2-corrected', 'coq-ln-corrected', 'symbolic', 'symtrans.certify.kernel:coq_ln_corrected'),
     ('thm-4.2', 'ln-search-arank', 'numeric', 'symtrans.checks.sec4:check_ln_search_arank'),
     ('thm-4.2', 'ln-search-rank-beta0', 'numeric', 'symtrans.checks.sec4:check_ln_search_rank'),
     ('thm-4.2', 'ln-real', 'numeric', 'symtrans.checks.sec4:check_ln_real'),
@@ -119,7 +128,7 @@ def entries(claim: str | None = None) -> list[ProducerEntry]:
     Examples
     --------
     >>> [e.name for e in entries("prop-5.1")]
-    ['prop51-witness', 'rank-plus-gaussian']
+    ['prop51-witness', 'coq-prop51-witness', 'rank-plus-gaussian']
     >>> entries("no-such-claim")
     []
     """
@@ -169,7 +178,7 @@ def modules(package: str | None = None) -> list[str]:
     Examples
     --------
     >>> modules(CERTIFICATE_PACKAGE)
-    ['symtrans.certify.producers']
+    ['symtrans.certify.producers', 'symtrans.certify.kernel']
     """
     out: list[str] = []
     for e in PRODUCER_TABLE:

@@ -15,10 +15,10 @@ the layers (docs/architecture.md) stay one-way.
 
 Examples
 --------
->>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
-['prop51-witness']
->>> [e.verdict.label for e in run_producers("prop-5.1", Context(model=None))]
-['certified', 'not-run']
+>>> [p.name for p in producers_for("thm-5.3") if p.kind == "symbolic"]
+['thm53-small', 'thm53-real-weights']
+>>> [e.verdict.label for e in run_producers("thm-5.3", Context(model=None))]
+['certified', 'not-run', 'not-run', 'not-run']
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def registry() -> dict[str, list[Producer]]:
     Examples
     --------
     >>> [p.name for p in registry()["prop-5.1"]]
-    ['prop51-witness', 'rank-plus-gaussian']
+    ['prop51-witness', 'coq-prop51-witness', 'rank-plus-gaussian']
     """
     if not _REGISTRY:
         seen: set[tuple[str, str]] = set()
@@ -313,8 +313,8 @@ def certificate_producers(claims: list[str] | None = None) -> list[Producer]:
 
     Examples
     --------
-    >>> [p.name for p in certificate_producers(["prop-5.1"])]
-    ['prop51-witness']
+    >>> [p.name for p in certificate_producers(["prop-5.1"])]  # the written proof's, then the Coq kernel's
+    ['prop51-witness', 'coq-prop51-witness']
     >>> certificate_producers(["prop-51"])
     Traceback (most recent call last):
     ...
@@ -351,7 +351,9 @@ def _claim(counter: Any, total: int) -> int | None:
 def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
     """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
     from symtrans import progress as _progress
+    from symtrans.threads import as_child_process
 
+    as_child_process()  # Ctrl-C and SIGTERM are the parent's (no traceback here); dies with the parent
     _progress.configure(quiet=True)  # the parent draws the progress
     try:
         while (k := _claim(counter, len(units))) is not None:
@@ -471,7 +473,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     --------
     >>> tasks = [("prop-5.1", p) for p in producers_for("prop-5.1")]
     >>> [type(r).__name__ for r in run_tasks(tasks, Context(model=None), parallel=False)]
-    ['list', 'list']
+    ['list', 'list', 'list']
     """
     import multiprocessing
 

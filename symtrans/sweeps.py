@@ -54,7 +54,7 @@ from symtrans.errors import SymtransError
 from symtrans.evidence import DEFAULT_N
 
 __all__ = ["SCHEMA", "MARKER", "FAILED", "ENGINES", "Task", "SweepResult", "plan", "pending", "task_state",
-           "run_task", "run_sweep", "aggregate", "write_aggregate", "render_aggregate", "sweep",
+           "run_task", "run_sweep", "check_task_dirs", "aggregate", "write_aggregate", "render_aggregate", "sweep",
            "AGGREGATE_FILES"]
 
 #: The ``schema`` field of ``aggregate/sweep.json`` (docs/json-schemas.md).
@@ -188,7 +188,7 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
     from symtrans import __version__
     from symtrans.arch import from_config
     from symtrans.numeric.streaming import report_memory_bytes
-    from symtrans.numeric.weights import describe_checkpoint
+    from symtrans.numeric.weights import check_checkpoint, describe_checkpoint
 
     models = [os.fspath(m) if isinstance(m, os.PathLike) else m for m in models]
     _check_lists(models, ns, seeds, dtype, device)
@@ -201,6 +201,7 @@ def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_
     tasks: list[Task] = []
     seen: set[tuple[str, int, int]] = set()
     for m in models:
+        check_checkpoint(m)  # config, layer count, every tensor's header: refused here, not in a worker
         info = describe_checkpoint(m, hash_weights=True)
         weights = (f"hub:{m}@{info['revision']}" if info["revision"] and not Path(m).exists()
                    else f"sha256:{info['weights_hash']}")
@@ -293,15 +294,56 @@ def pending(tasks: Sequence[Task], out: str | os.PathLike[str]) -> list[Task]:
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Write ``doc`` to ``path`` atomically (a temporary file beside it, fsynced, then renamed)."""
+    """Write ``doc`` to ``path`` atomically, never through a link (:func:`symtrans.outdir.write_file`)."""
+    from symtrans.outdir import write_file
     from symtrans.validate import dumps_strict
 
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(dumps_strict(doc, indent=2, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_file(path.parent, path.name, (dumps_strict(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+               "task record")
+
+
+def _task_dir(out: str | os.PathLike[str], task: Task, create: bool = True) -> Path:
+    """``out/tasks/<task folder>``, created if missing; a link anywhere on the way is refused, never followed."""
+    from symtrans.outdir import confined_dir
+
+    return confined_dir(out, "tasks", task.folder, create=create)
+
+
+def check_task_dirs(tasks: Sequence[Task], out: str | os.PathLike[str]) -> None:
+    """Refuse, before anything runs, a task folder that a run could not write: a link, or a record that is no file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> t = Task("m", "m", 8, 0, {}, "k" * 64, "f", {})
+    >>> (out / "tasks" / "f" / MARKER).mkdir(parents=True)
+    >>> check_task_dirs([t], out)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: .../tasks/f/task.json: a directory is in the way of the task record; remove it
+    """
+    import stat
+
+    from symtrans.outdir import confined_dir
+    from symtrans.validate import terminal_safe
+
+    for t in tasks:
+        folder = _task_dir(out, t, create=False)
+        confined_dir(out, "tasks", t.folder, "report", create=False)
+        for name in (MARKER, FAILED, RUNNING):
+            try:
+                st = os.lstat(folder / name)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                raise SymtransError(f"{terminal_safe(str(folder / name))}: cannot read the task record "
+                                    f"({err.strerror})") from None
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a symbolic link"
+                        if stat.S_ISLNK(st.st_mode) else "something that is not a file")
+                raise SymtransError(f"{terminal_safe(str(folder / name))}: {kind} is in the way of the task "
+                                    "record; remove it")
 
 
 def _error_text(err: BaseException) -> str:
@@ -321,8 +363,7 @@ def record_failure(task: Task, out: str | os.PathLike[str], error: str, *, attem
     >>> record_failure(t, out, "RuntimeError: boom")["error"], task_state(t, out)
     ('RuntimeError: boom', 'failed')
     """
-    folder = Path(out) / "tasks" / task.folder
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _task_dir(out, task)
     doc = {"schema": TASK_SCHEMA, "status": "failed", "key": task.key, "task": task.to_dict(), "error": error,
            "attempts": attempts, "traceback": trace[-4000:],
            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -349,11 +390,10 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     'SymtransError: default: the weights changed since the sweep was planned (hash ..., planned 0); run the sweep again'
     """
     from symtrans.evidence import Context
-    from symtrans.outdir import DirLock
+    from symtrans.outdir import DirLock, OutputError
     from symtrans.report import build_report, write_report
 
-    folder = Path(out) / "tasks" / task.folder
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _task_dir(out, task)
     if task_state(task, out) == "done":
         return dict(_read_record(folder / MARKER) or {})
     before = _read_record(folder / RUNNING) or {}
@@ -374,7 +414,8 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         with DirLock(folder / "report"):
             report = build_report(ctx, parallel=task.resources.get("num_cpus", 1) >= 2)
             write_report(report, folder / "report", REPORT_FORMATS)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, OutputError):  # the output folder cannot be written: no task can go on
+        (folder / RUNNING).unlink(missing_ok=True)
         raise
     except Exception as err:  # noqa: BLE001 - recorded; one failed task must not stop the sweep
         rec = record_failure(task, out, _error_text(err), attempts=attempts, trace=traceback.format_exc())
@@ -506,7 +547,10 @@ def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _
     lost: dict[str, int] = {}
     todo = list(tasks)
     while todo:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
+        from symtrans.threads import as_child_process
+
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=as_child_process)  # workers exit with this process, signals are ours
         futures = {pool.submit(run_task, t, out): t for t in todo}
         todo = []
         tally.submitted(list(futures.values()))
@@ -537,18 +581,34 @@ def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _
     return records
 
 
-def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tally: _Tally) -> list[dict[str, Any]]:
-    """The tasks as Ray tasks (each with its CPUs, memory and GPUs; ``max_retries`` for a dead worker)."""
+def _ray_available(address: str | None) -> None:
+    """Refuse, before anything is planned or created, a Ray engine that cannot start: Ray, or its client, missing."""
     try:
-        import ray
+        import ray  # noqa: F401 - imported here so that its absence is refused before anything is planned
     except ImportError:
         raise SymtransError("sweep --engine ray needs Ray: pip install 'symtrans[distributed]' "
                             "(or pass --engine local)") from None
+    if isinstance(address, str) and address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what ray[client] adds
+        except ImportError:
+            raise SymtransError(f"--address {address[:80]}: a ray:// address needs Ray's client: pip install "
+                                "'ray[client]' (or run the sweep on the cluster with --address auto)") from None
+
+
+def _start_ray(tasks: Sequence[Task], address: str | None) -> bool:
+    """Start Ray (or connect to ``address``) and check every task's request against it; True if started here."""
+    import ray
+
+    _ray_available(address)
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    records: list[dict[str, Any]] = []
-    refs: dict[Any, Task] = {}
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, bare Exception
+            where = f"the Ray cluster at {address[:80]!r}" if address else "Ray on this machine"
+            raise SymtransError(f"sweep --engine ray: cannot start or reach {where} ({_error_text(err)[:200]})"
+                                ) from None
     try:
         resources = ray.cluster_resources()
         for t in tasks:  # a request no node can meet would wait forever: refuse it now
@@ -557,6 +617,22 @@ def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tal
                 if want > resources.get(ray_name, 0):
                     raise SymtransError(f"sweep: {t.column} asks for {name}={want}, the Ray cluster has "
                                         f"{resources.get(ray_name, 0)} in all")
+    except BaseException:
+        if started:
+            ray.shutdown()
+        raise
+    return started
+
+
+def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tally: _Tally) -> list[dict[str, Any]]:
+    """The tasks as Ray tasks (each with its CPUs, memory and GPUs; ``max_retries`` for a dead worker).
+
+    Ray is started (and the requests checked) by :func:`_start_ray` before the sweep writes anything."""
+    import ray
+
+    records: list[dict[str, Any]] = []
+    refs: dict[Any, Task] = {}
+    try:
         remote = ray.remote(run_task)
         for t in tasks:
             ref = remote.options(num_cpus=t.resources["num_cpus"], memory=int(t.resources["memory"]),
@@ -579,9 +655,6 @@ def _run_ray(tasks: list[Task], out: str, address: str | None, retries: int, tal
         for ref in refs:  # Ctrl-C (or a refusal): nothing keeps running for this sweep
             ray.cancel(ref, force=True)
         raise
-    finally:
-        if started:
-            ray.shutdown()
     return records
 
 
@@ -624,6 +697,10 @@ def _check_run_options(engine: str, address: str | None, workers: int | None, re
         raise SymtransError(f"--engine {engine!r}: choose from {', '.join(ENGINES)}")
     if address is not None and engine != "ray":
         raise SymtransError("--address names a Ray cluster: use it with --engine ray")
+    if address is not None and (not isinstance(address, str) or not address.strip()):
+        raise SymtransError("--address: expected auto, HOST:PORT or ray://HOST:PORT")
+    if engine == "ray":
+        _ray_available(address)
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise SymtransError(f"--workers {workers!r}: must be a positive integer")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
@@ -659,20 +736,35 @@ def run_sweep(tasks: Sequence[Task], out: str | os.PathLike[str], *, engine: str
     out = str(check_sweep_dir(out))
     tasks = list(tasks)
     with DirLock(out):
-        Path(out, "tasks").mkdir(parents=True, exist_ok=True)
+        from symtrans.outdir import confined_dir
+
+        check_task_dirs(tasks, out)  # a planted link or a record that is a directory: refused before any work
         todo = pending(tasks, out)
-        for t in todo:  # under the lock nothing runs them: a running.json left by a killed sweep is stale
-            (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
-        tally = _Tally(tasks, len(tasks) - len(todo), out, progress)
+        # the engine first: a Ray that cannot start, or a request no node meets, is refused before out/ exists
+        ray_started = engine == "ray" and bool(todo) and _start_ray(todo, address)
         try:
-            if not todo:
-                records: list[dict[str, Any]] = []
-            elif engine == "ray":
-                records = _run_ray(todo, out, address, retries, tally)
-            else:
-                records = _run_local(todo, out, workers or _default_workers(todo), retries, tally)
+            confined_dir(out, "tasks")
+            for t in todo:  # under the lock nothing runs them: a running.json left by a killed sweep is stale
+                (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
+            tally = _Tally(tasks, len(tasks) - len(todo), out, progress)
+            try:
+                if not todo:
+                    records: list[dict[str, Any]] = []
+                elif engine == "ray":
+                    records = _run_ray(todo, out, address, retries, tally)
+                else:
+                    records = _run_local(todo, out, workers or _default_workers(todo), retries, tally)
+            except BaseException:  # Ctrl-C, SIGTERM: the stopped runs leave no "running" mark behind
+                for t in todo:
+                    (Path(out) / "tasks" / t.folder / RUNNING).unlink(missing_ok=True)
+                raise
+            finally:
+                tally.close()
         finally:
-            tally.close()
+            if ray_started:
+                import ray
+
+                ray.shutdown()
         agg = aggregate(tasks, out)
         paths = write_aggregate(agg, out)
     failed = [r for r in records if r.get("status") != "done"]
@@ -985,6 +1077,6 @@ def write_aggregate(doc: dict[str, Any], out: str | os.PathLike[str]) -> list[Pa
     from symtrans import outdir
 
     texts = render_aggregate(doc)
-    target = Path(out) / "aggregate"
+    target = outdir.confined_dir(out) / "aggregate"  # the aggregate itself: replace_dir refuses a link there
     with outdir.DirLock(target):
         return outdir.replace_dir(target, texts, AGGREGATE_FILES.values())

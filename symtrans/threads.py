@@ -1,4 +1,4 @@
-"""Thread limits for numeric work: torch and BLAS on one thread inside a block.
+"""Thread limits for numeric work (torch and BLAS on one thread inside a block), and worker processes' signals.
 
 A base module (it imports only torch and threadpoolctl, lazily), so the runner
 (:mod:`symtrans.runner`), the measurements and the CLI share one copy.
@@ -12,11 +12,12 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["single_threaded"]
+__all__ = ["single_threaded", "as_child_process", "Terminated", "terminate_on_sigterm"]
 
 
 @contextlib.contextmanager
@@ -86,3 +87,77 @@ def _restore_blas(_: bool) -> None:
         if _BLAS_STATE["depth"] == 0 and _BLAS_STATE["limiter"] is not None:
             _BLAS_STATE["limiter"].restore_original_limits()
             _BLAS_STATE["limiter"] = None
+
+
+# ----------------------------------------------------------------- processes: one signal handler per tree
+class Terminated(KeyboardInterrupt):
+    """SIGTERM in the command's process: unwinds like Ctrl-C (every cleanup runs), and the exit status is 143."""
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Terminated` in this (the main) thread; the old handler comes back after.
+
+    The one handler of a symtrans process tree: worker processes reset it
+    (:func:`as_child_process`), so only the command's own process unwinds,
+    stops its workers and exits with status 143, leaving nothing running.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> with terminate_on_sigterm():
+    ...     try:
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ...     except Terminated:
+    ...         print("unwound")
+    unwound
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    main_pid = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != main_pid:  # a forked child before as_child_process(): exit as SIGTERM would
+            os._exit(128 + signal.SIGTERM)
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def as_child_process() -> None:
+    """Set up a symtrans worker process: Ctrl-C and SIGTERM are the parent's to handle, and it dies with its parent.
+
+    SIGINT is ignored (a Ctrl-C reaches the whole process group: the parent
+    stops its workers, no worker prints a traceback), SIGTERM has its default
+    action, and on Linux the kernel kills the worker when its parent exits
+    (``PR_SET_PDEATHSIG``), however the parent ends (even ``kill -9``).
+    Also the initializer of the sweep's local pool (module-level: picklable).
+
+    Examples
+    --------
+    >>> import multiprocessing
+    >>> p = multiprocessing.get_context("spawn").Process(target=as_child_process)
+    >>> p.start(); p.join(); p.exitcode
+    0
+    """
+    import signal
+
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's cleanup stops its workers
+        pass
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os._exit(128 + signal.SIGTERM)

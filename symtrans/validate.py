@@ -75,6 +75,8 @@ MAX_JSON_VALUES = 1 << 22
 MAX_NAME_CHARS = 4096
 #: Values a shard index may hold (two per tensor it names): the largest public checkpoints name about 10^5 tensors.
 MAX_INDEX_VALUES = 1 << 20
+#: at most this many items in a list of layers (``--layers``, ``layers=``): a longer list is a mistake, not a request
+MAX_LAYER_ITEMS = 4096
 CONFIG_MAX_BYTES = 16 << 20
 INDEX_MAX_BYTES = 64 << 20
 REPORT_MAX_BYTES = 256 << 20
@@ -429,10 +431,14 @@ def confined_file(directory: str | os.PathLike[str], name: Any, what: str) -> Pa
     return path
 
 
+#: model specs that name a bundled real model: all-MiniLM-L6-v2 ("default") and Gemma 3 270M (the ``gemma`` extra)
+BUNDLED_MODELS = ("default", "gemma3-270m")
+
+
 def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--model") -> str:
     """Check a model spec before anything heavy is imported; return it as a string.
 
-    ``"default"`` is the bundled model; a hub-like id (``org/name``) that is
+    ``"default"`` is the bundled model (``"gemma3-270m"`` the second one); a hub-like id (``org/name``) that is
     not a local path is left to the loader. A local path must be a directory
     (or its ``config.json``) with a regular ``config.json`` and weights.
 
@@ -454,7 +460,7 @@ def check_model_dir(spec: Any, *, allow_pickle: bool = False, name: str = "--mod
     if not isinstance(spec, str) or not spec:
         raise SymtransError(f'{name}: expected "default", a model directory or a hub id, '
                             f"got {type(spec).__name__ if not isinstance(spec, str) else 'an empty string'}")
-    if spec == "default":
+    if spec in BUNDLED_MODELS:
         return spec
     shown = terminal_safe(spec)
     if "\x00" in spec or len(spec) > 4096:

@@ -67,8 +67,10 @@ def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict,
 #: the model or a report is left out of the tier.
 QUICK_MODULES = frozenset({"test_arch.py", "test_cli_formulas.py", "test_fibres.py", "test_graph_rules.py",
                            "test_group_spec.py", "test_certify_exact.py", "test_claims_registry.py",
-                           "test_docs_gen.py"})
-HEAVY_FIXTURES = frozenset({"default_model", "example_report", "symbolic_report", "small_certificates"})
+                           "test_docs_gen.py", "test_hostile_round3.py",
+                           "test_group_relate_tiny.py"})
+HEAVY_FIXTURES = frozenset({"default_model", "example_report", "symbolic_report", "small_certificates",
+                            "report_process"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -275,7 +275,17 @@ def test_genuine_records_are_carried(small_certificates):
         assert not entry.stale and warning is None, (name, entry.stale_reason)
 
 
-@pytest.mark.parametrize("name,attack,why", ATTACKS, ids=[a.__name__.strip("_") for _, a, _ in ATTACKS])
+#: attacks on the attention and LayerNorm certificates of prop63-real-weights: through ``--previous`` the record's
+#: genuine certificates before them are re-verified first (exact arithmetic, seconds each), so these run in the slow
+#: tier; each is refused through ``verify`` in the default tier (test_verify_refuses_each_attack), and the route
+#: through ``--previous`` keeps its rank, residual and factors cases there
+_SLOW_THROUGH_PREVIOUS = {"attention", "ln"}
+_THROUGH_PREVIOUS = [pytest.param(name, attack, why, id=attack.__name__.strip("_"),
+                                  marks=[pytest.mark.slow] if name in _SLOW_THROUGH_PREVIOUS else [])
+                     for name, attack, why in ATTACKS]
+
+
+@pytest.mark.parametrize("name,attack,why", _THROUGH_PREVIOUS)
 def test_a_tampered_certificate_has_no_effect_through_previous(small_certificates, name, attack, why):
     producer = {"rank": "recovery-wo-real", "residual": "thm53-real-weights"}.get(name, "prop63-real-weights")
     index = {"factors": 0, "attention": 1, "ln": 2}.get(name)

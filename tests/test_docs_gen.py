@@ -39,13 +39,29 @@ def block_text(gen: ModuleType, path: Path, name: str) -> str:
     return b.body
 
 
+def kernel_or_skip() -> None:
+    """The committed blocks show the kernel-checked results (Coq installed: .ci/run installs it). Without Coq the
+    report counts them as supported and the blocks differ: skipped, except in CI, where that is a failure."""
+    import os
+
+    from symtrans.certify.coq import coq_tools
+
+    if coq_tools() is None:
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail("CI run without Coq: .ci/run installs coq, libcoq-mathcomp-algebra, libcoq-mathcomp-field")
+        pytest.skip("Coq is not installed (apt-get install coq libcoq-mathcomp-algebra libcoq-mathcomp-field): "
+                    "the generated blocks show the kernel-checked results")
+
+
 # ----------------------------------------------------------------------------- the check itself
 def test_every_block_derived_from_the_code_is_current(gen):
+    kernel_or_skip()
     ctx = gen.Context(allow_report=False)
     assert gen.check(ctx) == [], "stale generated blocks: run python docs/gen.py --write"
 
 
 def test_every_block_derived_from_the_report_is_current(gen, example_report):
+    kernel_or_skip()
     _, _, path = example_report
     assert gen.check(gen.Context(report=path), names=REPORT_BLOCKS) == [], \
         "stale report blocks: run python docs/gen.py --write"
@@ -75,6 +91,7 @@ def test_a_stale_block_fails_the_check(gen):
 
 
 def test_a_stale_report_block_fails_the_check(gen, example_report):
+    kernel_or_skip()
     _, doc, path = example_report
     page = ROOT / "docs" / "claims-and-verdicts.md"
     text = page.read_text(encoding="utf-8")

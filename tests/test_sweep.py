@@ -345,10 +345,13 @@ def test_ctrl_c_stops_the_local_pool_and_leaves_the_run_to_redo(zoo: dict[str, A
     tasks = plan([zoo["dec"]], ns=[N], seeds=[5], out=out, device="cpu")
     running = out / "tasks" / tasks[0].folder / RUNNING
 
+    started: list[bool] = []
+
     def interrupt() -> None:
         deadline = time.monotonic() + 300
         while not running.is_file() and time.monotonic() < deadline:
             time.sleep(0.05)
+        started.append(running.is_file())
         os.kill(os.getpid(), signal.SIGINT)
 
     thread = threading.Thread(target=interrupt, daemon=True)
@@ -357,7 +360,8 @@ def test_ctrl_c_stops_the_local_pool_and_leaves_the_run_to_redo(zoo: dict[str, A
         run_sweep(tasks, out, engine="local", workers=1, progress=False)
         time.sleep(30)  # not reached when the interrupt lands during the run
     thread.join()
-    assert running.is_file(), "the interrupt came before the worker started the task"
+    assert started == [True], "the interrupt came before the worker started the task"
+    assert not running.is_file()  # the stopped run leaves no "running" mark (issue 39: nothing partial)
     assert multiprocessing.active_children() == []
     assert not (out / "tasks" / tasks[0].folder / MARKER).exists()
     assert pending(tasks, out) == tasks

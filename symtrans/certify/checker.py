@@ -69,6 +69,9 @@ JACOBIAN_MIN_PRECISION = 64
 #: an exact entry "p" or "p/q": at most this many digits each (a 3 MB digit string took a minute to parse)
 MAX_DIGITS = 64
 _ENTRY = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS))
+#: the common denominator of one matrix of exact entries: at most this many bits (a float's exact value needs up
+#: to 1075; 1/p for hundreds of distinct 7-digit primes made exact ranks take minutes)
+MAX_DENOMINATOR_BITS = 2048
 #: exact rank over Q of a matrix that is not full rank mod p is re-checked only up to this side
 EXACT_LIMIT = 160
 
@@ -154,14 +157,33 @@ def _int_rows(rows: Any) -> tuple[Any, int]:
     if hasattr(rows, "dtype"):
         return _dyadic(rows)
     ratios = [[_q(v) for v in r] for r in rows]
-    D = 1
-    for r in ratios:
-        for q in r:
-            if D % q.denominator:
-                D = D * q.denominator // _gcd(D, q.denominator)
+    D = _common_denominator(ratios, "a matrix")
     if not ratios or not ratios[0]:
         raise Invalid("an empty matrix")
     return fmpz_mat([[q.numerator * (D // q.denominator) for q in r] for r in ratios]), D
+
+
+def _common_denominator(rows: list[list[Fraction]], what: str) -> int:
+    """The least common denominator of ``rows``, refused past :data:`MAX_DENOMINATOR_BITS` (before any exact work).
+
+    Examples
+    --------
+    >>> _common_denominator([[Fraction(1, 6), Fraction(1, 4)]], "m")
+    12
+    >>> from sympy import prime
+    >>> _common_denominator([[Fraction(1, prime(10**5 + i)) for i in range(200)]], "tangents")
+    Traceback (most recent call last):
+    ...
+    symtrans.certify.checker.Invalid: tangents: the entries' common denominator passes 2048 bits
+    """
+    D = 1
+    for r in rows:
+        for q in r:
+            if D % q.denominator:
+                D = D * q.denominator // _gcd(D, q.denominator)
+                if D.bit_length() > MAX_DENOMINATOR_BITS:
+                    raise Invalid(f"{what}: the entries' common denominator passes {MAX_DENOMINATOR_BITS} bits")
+    return D
 
 
 def _dyadic(A: Any) -> tuple[Any, int]:
@@ -778,6 +800,7 @@ def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
     if not (isinstance(T, list) and len(T) == k and all(isinstance(t, list) and len(t) == P for t in T)):
         raise Invalid(f"witness.tangents: expected {k} vectors of {P} exact entries")
     tangents = [[_q(x) for x in t] for t in T]
+    _common_denominator(tangents, "witness.tangents")  # before the exact rank and the jets carry them
     N = inst["batch"] * inst["n"] * inst["d_model"]
     rows = _indices(w["minor"]["rows"], r, N, "minor rows")
     cols = _indices(w["minor"]["cols"], r, P, "minor cols")
@@ -966,7 +989,17 @@ def file_hash(path: Path) -> str:
     >>> file_hash(p) == hashlib.sha256(b"x").hexdigest()
     True
     """
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:  # streamed: a listed file may be large (a manifest names what it likes)
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _max_certificate_bytes() -> int:
+    from symtrans.validate import REPORT_MAX_BYTES  # what `verify` reads a certificate with
+
+    return REPORT_MAX_BYTES
 
 
 def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: int, seed: int) -> list[tuple[str, str]]:
@@ -997,6 +1030,8 @@ def manifest_problems(directory: Path, manifest: Any, found: list[str], *, n: in
         p = directory / name
         if "/" in name or "\\" in name or name in (".", "..") or not p.is_file():
             out.append((_line(name, 80), "listed in the manifest but missing"))
+        elif p.stat().st_size > _max_certificate_bytes():  # no certificate is read past this: nor hashed
+            out.append((_line(name, 80), f"larger than a certificate may be ({_max_certificate_bytes() >> 20} MiB)"))
         elif file_hash(p) != h:
             out.append((name, "differs from the manifest's hash"))
     return out

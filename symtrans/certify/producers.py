@@ -11,8 +11,8 @@ Sizes are read from :mod:`symtrans.arch` presets and expected values from
 Examples
 --------
 >>> from symtrans.runner import producers_for  # imports this module (and every producer module)
->>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]
-['prop51-witness']
+>>> [p.name for p in producers_for("prop-5.1") if p.kind == "symbolic"]  # the exact witness, then the Coq proof's
+['prop51-witness', 'coq-prop51-witness']
 """
 
 from __future__ import annotations
@@ -517,14 +517,21 @@ def recovery_real(ctx: Context) -> list[Evidence]:
                         "matrices": {f"layer {r['layer']}": {"tensor": "W_O", "index": [r["layer"]],
                                                              "reshape": [H * v, d]} for r in rows}},
                        w.weights_hash)
-    return [_ev("thm-recovery", "recovery-wo-real", Verdict.FAILS if ok else Verdict.INCONCLUSIVE,
-                f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
-                f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
-                "outputs are recoverable; the paper's n (H-1) d_k counts the fibre of the head sum, not of "
-                "Z -> Z W_O" if ok else
+    fibre = ctx.n * (H * v - min(H * v, d))  # full rank: 0 when H d_v <= d_model, else the excess columns' share
+    wide = (f"every layer's stacked W_O ({H * v} x {d}) has full rank {d} = d_model exactly, fewer than its "
+            f"{H * v} rows: the fibre of Z -> Z W_O is n (H d_v - d_model) = {fibre} at n = {ctx.n}, not the "
+            f"paper's n (H-1) d_k = {paper}: the heads are not recoverable with W_O known, but the count is another "
+            "one")
+    square = (f"every layer's stacked W_O ({H * v} x {d}) has full rank {min(H * v, d)} exactly: the fibre of "
+              f"Z -> Z W_O is 0 at n = {ctx.n}, not the paper's n (H-1) d_k = {paper}, so with W_O known the head "
+              "outputs are recoverable; the paper's n (H-1) d_k counts the fibre of the head sum, not of "
+              "Z -> Z W_O")
+    return [_ev("thm-recovery", "recovery-wo-real",
+                (Verdict.FAILS if fibre != paper else Verdict.SUPPORTED) if ok else Verdict.INCONCLUSIVE,
+                (wide if fibre else square) if ok else
                 "some layer's stacked W_O is rank-deficient over Q (exact rank): the fibre is positive there",
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n}, scope=scope,
-                counterexample={"n": ctx.n, "fibre": 0, "paper": paper} if ok else None,
+                counterexample={"n": ctx.n, "fibre": fibre, "paper": paper} if ok and fibre != paper else None,
                 details={"rows": rows, "computation": "full rank by a float64-verified shifted Cholesky of the "
                                                       "Gram matrix (sigma_min > 0 with backward-error bounds) or "
                                                       "of a square minor (||I - R M||_inf < 1 with a priori "

@@ -32,17 +32,17 @@ __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMIL
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
 ENCODERS = ("bert", "roberta", "distilbert")
-DECODERS = ("gpt2", "llama", "qwen2")
+DECODERS = ("gpt2", "llama", "qwen2", "gemma3")
 LAYERNORM_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses RMSNorm
 LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses rotary positions
 FAMILIES_NOTE = {
-    "layernorm": "the statement is about LayerNorm (centre, then scale); RMSNorm (Llama, Mistral, Qwen2) "
+    "layernorm": "the statement is about LayerNorm (centre, then scale); RMSNorm (Llama, Mistral, Qwen2, Gemma 3) "
                  "only scales, so its hypotheses and conclusion do not transfer",
     "bidirectional": "Dong et al.'s collapse theorem is proved for unmasked self-attention; under a causal mask "
                      "A^h is lower triangular and the first token attends only to itself (it never mixes), "
                      "which their bound does not cover (symtrans measure reports res(x_1) for decoders)",
     "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
-                         "model (Llama, Mistral, Qwen2) has no position table to gate with",
+                         "model (Llama, Mistral, Qwen2, Gemma 3) has no position table to gate with",
 }
 
 def family_table() -> list[str]:
@@ -91,8 +91,11 @@ def unmasked_note(w: Any) -> str:
     st = structure(w)
     if not st.causal:
         return ""
+    windows = sorted({w for _, w in st.per_layer if w}) if st.per_layer else []
     left = ["the causal mask"] + ([f"the sliding window of {st.sliding_window}"] if st.sliding_window else []) \
-        + (["rotary positions"] if st.rope_theta else [])
+        + ([f"the sliding window of {windows[0]} on the local layers"] if windows else []) \
+        + (["rotary positions"] if st.rope_theta or st.per_layer else []) \
+        + (["the query/key norms"] if st.qk_norm else []) + (["the post-norms"] if st.post_norms else [])
     return ("; on this causal decoder the paper's unmasked map is evaluated with its weights: "
             + ", ".join(left) + " not applied (the paper's statement is about unmasked attention)")
 
@@ -165,7 +168,7 @@ def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> 
     out, h = [], X
     with torch.no_grad():
         for i in range(count):
-            t = layer_forward(h, w.layer(i), st)
+            t = layer_forward(h, w.layer(i), st.at(i))
             out.append(_LeanLayerTrace(w, i, t))
             h = t.out
             del t
@@ -199,7 +202,7 @@ class _LeanLayerTrace:
         from symtrans.numeric.forward import layer_forward, structure
 
         with torch.no_grad():
-            return layer_forward(self.X, self._w.layer(self._i), structure(self._w))
+            return layer_forward(self.X, self._w.layer(self._i), structure(self._w).at(self._i))
 
     @property
     def YO(self) -> Any:  # noqa: N802 - the LayerTrace field name

@@ -34,6 +34,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "check": ("symtrans.cli.check", "run the numeric checks of the paper's claims on a model"),
     "measure": ("symtrans.cli.measure", "measure ranks, alpha_h, head subspaces, W_O and LN hypotheses on a real model"),
     "group": ("symtrans.cli.group", "the invariance group G: factors, certificates, checks on real weights"),
+    "relate": ("symtrans.cli.relate", "decide whether checkpoint B = g . A for an element g of G, or what breaks it"),
+    "canonical": ("symtrans.cli.canonical", "write a gauge-fixed checkpoint modulo G, and the orbit distance to another"),
     "sweep": ("symtrans.cli.sweep", "one report per (model, n, seed) on Ray or a local pool, and their aggregate"),
 }
 
@@ -201,6 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"symtrans {__version__}")
         return 0
     command = next((a for a in argv if not a.startswith("-")), None)
+    from symtrans.threads import Terminated, terminate_on_sigterm
+
+    with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: workers stopped, nothing partial, exit 143
+        return _main(argv, command, Terminated)
+
+
+def _main(argv: list[str], command: str | None, terminated: type) -> int:
     stdout = sys.stdout
     sys.stdout = _TerminalSafe(stdout)  # names from config files cannot drive the terminal
     try:
@@ -246,7 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.finish(discard=True)
         print(f"symtrans: error: {command or 'this command'} {why}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, terminated):
+            print("symtrans: terminated", file=sys.stderr)
+            return 143
         print("symtrans: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -21,7 +21,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 from symtrans.evidence import DEFAULT_N
 
-__all__ = ["register", "record_certificates", "write_certificates", "verify_paths"]
+__all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq"]
 
 
 def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     if name == "verify":
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("paths", nargs="+", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.add_argument("paths", nargs="*", metavar="DIR|FILE", help="certificate files, or directories of *.json")
+        p.add_argument("--coq", nargs="?", const="", default=None, metavar="DIR",
+                       help="compile the Coq proofs (the project's, or a copy at DIR) in a fresh directory, check "
+                            "them with coqchk and against the pinned statements; exit 1 with one line on a refusal")
         p.add_argument("--model", default="default",
                        help="the model the certificates are about: 'default' (bundled MiniLM) or a local directory")
         p.add_argument("--n", type=int, default=DEFAULT_N, help="the n they were certified at (default %(default)s)")
@@ -135,7 +138,7 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     """
     from pathlib import Path
 
-    from symtrans.certify.checker import MANIFEST, manifest_problems, verify_certificate
+    from symtrans.certify.checker import MANIFEST, manifest_problems
     from symtrans.validate import REPORT_MAX_BYTES, read_json_file
 
     if model != "default" and not Path(model).is_dir():
@@ -165,17 +168,55 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     loaded = [(f, read_json_file(f, "certificate", REPORT_MAX_BYTES)) for f in files]
     from symtrans.progress import track
 
-    return problems + [(str(f), *verify_certificate(data, model, n=n, seed=seed))
+    return problems + [(str(f), *_verify_one(f, data, model, n, seed))
                        for f, data in track(loaded, "verify", unit="certificate", label=lambda item: item[0].name)]
 
 
+def _verify_one(path: Any, data: Any, model: str, n: int, seed: int) -> tuple[bool, str]:
+    """One file: a relation file (``symtrans relate``) goes to its own checker, anything else to the certificates'."""
+    from symtrans.group.relate import RELATION_SCHEMA
+
+    if isinstance(data, dict) and data.get("schema") == RELATION_SCHEMA:
+        from symtrans.group.relate import check_relation
+
+        return check_relation(data, path)
+    from symtrans.certify.checker import verify_certificate
+
+    return verify_certificate(data, model, n=n, seed=seed)
+
+
+def verify_coq(directory: str | None = None) -> tuple[bool, list[str]]:
+    """Kernel-check the Coq proofs at ``directory`` (default: the project's), never from the cache; (ok, lines).
+
+    Examples
+    --------
+    >>> verify_coq("/no/such/dir")
+    (False, ['coq: refused: /no/such/dir: not a directory'])
+    """
+    from symtrans.certify.coq import kernel_check
+
+    res = kernel_check(directory or None, use_cache=False)
+    if not res.ok:
+        return False, [res.line()]
+    return True, [f"{thm}: valid: proves {stmt}" for thm, stmt in res.theorems.items()] + [res.line()]
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
+    if not args.paths and args.coq is None:
+        raise SymtransError("verify needs certificate files (DIR|FILE ...) or --coq [DIR]")
+    rc = 0
+    if args.coq is not None:
+        ok, lines = verify_coq(args.coq)
+        print("\n".join(lines))
+        rc = 0 if ok else 1
+        if not args.paths:
+            return rc
     results = verify_paths(args.paths, args.model, n=args.n, seed=args.seed)
     for f, ok, why in results:
         print(f"{f}: {'valid' if ok else 'INVALID'}: {why}")
     bad = sum(not ok for _, ok, _ in results)
     print(f"{len(results) - bad} of {len(results)} certificates valid")
-    return 1 if bad else 0
+    return 1 if bad or rc else 0
 
 
 def _cmd_certify(args: argparse.Namespace) -> int:

@@ -113,7 +113,7 @@ def _cmd_group(args: argparse.Namespace) -> int:
         raise SymtransError("--verify needs --model default|PATH (real weights to check)")
     if args.complete and not args.arch:
         raise SymtransError("--complete needs --arch PRESET|CONFIG.json (it builds small random instances)")
-    if args.certificate_out and not args.complete:
+    if args.certificate_out is not None and not args.complete:
         raise SymtransError("--certificate-out needs --complete (it certifies the completeness measurement)")
     if args.model and args.verify:
         return _verify(args)
@@ -213,16 +213,6 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _layer_counts(text: str) -> list[int]:
-    try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        counts = []
-    if not counts or any(c < 1 or c > 6 for c in counts):
-        raise SymtransError(f"--layers must be a comma-separated list of layer counts from 1 to 6, got {text!r}")
-    return counts
-
-
 def _completeness_word(r: dict[str, Any]) -> str:
     """agrees, DISAGREES (a clear gap and different numbers) or INCONCLUSIVE (no clear gap, or a stuck batch)."""
     from symtrans.group.complete import MIN_GAP_DECADES
@@ -306,9 +296,11 @@ def _complete(args: argparse.Namespace) -> int:
     from symtrans.progress import Progress
 
     spec = GroupSpec.from_arch(args.arch)
-    counts = tuple(_layer_counts(args.layers))
+    from symtrans.args import parse_layer_counts
+
+    counts = parse_layer_counts(args.layers)
     cert = None
-    if args.certificate_out:  # first: a structure the statement does not cover is refused before measuring
+    if args.certificate_out is not None:  # first: a structure the statement does not cover is refused before measuring
         from symtrans.certify.completeness import completeness_certificate
 
         from symtrans.certify.completeness import certificate_instance

@@ -95,13 +95,19 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     window = a.sliding_window
     if window is not None:  # keep the band visible at the reduced length: fewer keys than positions
         window = max(2, min(window, s["n"] - 2))
+    # per-layer attention types (Gemma 3): each kind the model has, in order of appearance, cycled over the layers
+    kinds = tuple(dict.fromkeys(a.layer_types))
+    types = tuple(kinds[i % len(kinds)] for i in range(layers)) if kinds else ()
     return dataclasses.replace(
-        a, sliding_window=window, name=f"small-{a.name}", head_dim_tied=False, L=layers, max_positions=s["n"],
+        a, sliding_window=window, layer_types=types, name=f"small-{a.name}", head_dim_tied=False, L=layers,
+        max_positions=s["n"],
         position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
         **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
 
 
+#: ``--complete`` refuses a configuration with more layers than this (no published model has a tenth of it)
+MAX_LAYERS = 4096
 #: the user's configuration is measured as it is when its Jacobian fits: at most this many parameters ...
 FULL_MAX_PARAMETERS = 2500
 #: ... and (``model`` scope, whose inputs must read every position row) at most this many positions
@@ -166,6 +172,9 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
     a = get_arch(arch)
     if a.is_symbolic:
         raise SymtransError(f"{a.name}: --complete needs concrete sizes (a preset or a config.json)")
+    if int(a.L) > MAX_LAYERS:  # before anything is listed per layer (near-symmetry segments, the plan's record)
+        raise SymtransError(f"{a.name}: {a.L} layers; --complete reads configurations of at most {MAX_LAYERS} "
+                            "layers (it names each layer's near-symmetries)")
     P = parameter_count(a, scope)
     bound = (f"measured as given when it has <= {FULL_MAX_PARAMETERS} parameters on the scope"
              + (f" and <= {FULL_MAX_POSITIONS} positions" if scope == "model" else "")
@@ -216,9 +225,16 @@ def _measured_eps(a: Architecture, scope: str) -> tuple[float, str]:
     from symtrans.group.near import segments
 
     own = float(a.ln_eps)
-    if not segments(a, scope) or own <= ROUNDING_EPS or own >= MIN_EPS:
+    if a.qk_norm and ROUNDING_EPS < own < MIN_EPS:  # per-head scalings of W_Q^h, W_K^g: near-symmetries not listed
+        return MIN_EPS, (f"raised from {own:g}: QK-norm makes each head's W_Q^h and W_K^g scaling a near-symmetry "
+                         "(exact at eps = 0), whose violation would sit inside the singular values; G is the same "
+                         "for every eps > 0")
+    if own <= ROUNDING_EPS or own >= MIN_EPS:
         return own, "the configuration's own"
-    return MIN_EPS, (f"raised from {own:g}: the {len(segments(a, scope))} near-symmetries' violations (linear in "
+    found = len(segments(a, scope))  # listed once (it grows with the layers: plan() bounds them first)
+    if not found:
+        return own, "the configuration's own"
+    return MIN_EPS, (f"raised from {own:g}: the {found} near-symmetries' violations (linear in "
                      "eps) would sit inside the singular values and blur the rank cut; G is the same for every eps > 0")
 
 
@@ -233,7 +249,17 @@ def _kept_features(a: Architecture) -> list[str]:
         out.append("one head")
     out += [f"{k} = d_model" for k in ("d_k", "d_v") if getattr(a, k) == a.d_model]
     if a.sliding_window:
-        out.append("sliding window (shorter than the sequence)")
+        out.append("sliding window (shorter than the sequence)" + (" on the sliding layers" if a.layer_types else ""))
+    if a.layer_types and len(set(a.layer_types)) > 1:
+        out.append("sliding and full layers")
+    if a.qk_norm:
+        out.append("QK-norm")
+    if a.post_norms:
+        out.append("post-norms")
+    if a.gain_offset:
+        out.append("(1 + w) gains")
+    if a.embedding_scale:
+        out.append("embeddings x sqrt(d_model)")
     if a.embedding_norm:
         out.append("embedding norm")
     if a.final_norm:
@@ -384,6 +410,8 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
     else:
         ids = inp["ids"]
         X = params["word"][ids]
+        if arch.embedding_scale:  # Gemma: the word rows times sqrt(d_model)
+            X = X * int(arch.d_model) ** 0.5
         if params.get("type") is not None:
             X = X + params["type"][inp["types"]]
         n = X.shape[0]

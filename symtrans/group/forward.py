@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,10 @@ class Features:
     final_norm: bool = False
     pos_offset: int = 0  # unused leading rows of the position table (RoBERTa: padding_idx + 1)
     window: int | None = None  # sliding window: query i sees keys i - window < j <= i (Mistral)
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys (gains q_norm_w, k_norm_w), before rotation
+    post_norms: bool = False  # a norm on the attention and FFN outputs before the residual add (Gemma 3)
+    attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 instead of d_k^-1/2
+    windows: tuple[int | None, ...] = ()  # per-layer windows (Gemma 3's local/global layers), else ``window``
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -68,9 +73,11 @@ class Features:
         >>> Features.of(get_arch("gpt2")).attention
         'causal'
         """
+        windows = tuple(arch.window_at(i) for i in range(int(arch.L))) if arch.layer_types else ()
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
                    arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
-                   getattr(arch, "sliding_window", None))
+                   None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
+                   arch.attn_scalar, windows)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -407,6 +414,8 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
 
     inp = norm(X, "ln1") if pre else X
     mha = _attention(p, inp, feat, be)
+    if feat.post_norms:  # the attention output is normalised before the residual add (no b_O in Gemma 3)
+        mha = norm(be.canon(mha), "ln1_post")
     X1 = X + mha
     if g("b_O") is not None:
         X1 = X1 + _bias(be, n, g("b_O"))
@@ -416,6 +425,8 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     h = norm(X1, "ln2") if pre else X1
     ffn = be.memo(("ffn", h) + tuple(g(t) for t in ("W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out")),
                   lambda: _ffn(p, h, feat, be))
+    if feat.post_norms:
+        ffn = norm(be.canon(ffn), "ln2_post")
     out = be.canon(X1 + ffn)
     if not pre:
         out = norm(out, "ln2")
@@ -442,11 +453,17 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
         if kv not in keys:
             k = _affine(be, X, p["W_K"][kv], bK[kv] if bK else None)
             v = _affine(be, X, p["W_V"][kv], bV[kv] if bV else None)
+            if feat.qk_norm:  # per head, over its d_k entries, before the rotation
+                k = be.norm(be.canon(k), "rmsnorm", p["k_norm_w"], None, p.get("k_norm_eps", feat.eps))
             keys[kv] = (be.rotate(k, rots) if rots else k, v)
         k, v = keys[kv]
+        if feat.qk_norm:
+            q = be.norm(be.canon(q), "rmsnorm", p["q_norm_w"], None, p.get("q_norm_eps", feat.eps))
         if rots:
             q = be.rotate(q, rots)
-        A = be.softmax(be.canon(q @ k.T) * be.scale(d_k), feat.attention == "causal", feat.window)
+        scalar = feat.attn_scalar
+        scale = be.scale(d_k) if scalar is None else be.scale(int(scalar) if float(scalar).is_integer() else scalar)
+        A = be.softmax(be.canon(q @ k.T) * scale, feat.attention == "causal", feat.window)
         vo = be.canon(v @ p["W_O"][h])  # = (A v) W_O^h, associated so the value path cancels first
         term = be.memo(("head", A, vo), lambda: be.canon(A @ vo))
         total = term if total is None else total + term
@@ -499,8 +516,8 @@ def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, em
     """
     if embedded and feat.embedding_norm:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), params.get("emb_ln_eps", feat.eps))
-    for lp in params["layers"]:
-        X = layer_forward(lp, X, feat, be)
+    for i, lp in enumerate(params["layers"]):
+        X = layer_forward(lp, X, dataclasses.replace(feat, window=feat.windows[i]) if feat.windows else feat, be)
     if feat.final_norm:
         X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"),
                     params.get("final_ln_eps", feat.eps))

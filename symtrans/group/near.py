@@ -95,12 +95,19 @@ def segments(arch: Architecture, scope: str, layers: int | None = None) -> list[
         return out
     # pre-norm: the residual stream is one segment, opened by the embeddings and read only by norms
     tied = arch.attention == "causal" and arch.tied_lm_head
+    if arch.post_norms:  # each post-norm closes the segment of its sub-block's output (W_O, W_out x c)
+        for l in range(L):
+            out.append({"name": f"post-attention-input-scaling[{l}]", "coefficients": {(l, "W_O"): 1, (l, "b_O"): 1},
+                        "closing": [(l, "ln1_post")], "what": f"W_O (and b_O) of layer {l} x c -> its post-norm"})
+            out.append({"name": f"post-ffn-input-scaling[{l}]", "coefficients": {(l, "W_out"): 1, (l, "b_out"): 1},
+                        "closing": [(l, "ln2_post")], "what": f"W_out (and b_out) of layer {l} x c -> its post-norm"})
     if not scalable or (tied and not arch.final_norm):
         return out
+    writers = ("ln1_post_w", "ln2_post_w") if arch.post_norms else _ATTN_WRITERS + _FFN_WRITERS
     coeff: dict[tuple[Any, str], int] = {(None, t): 1 for t in ("word", "pos", "type")}
     for l in range(L):
-        coeff.update({(l, t): 1 for t in _ATTN_WRITERS + _FFN_WRITERS})
-    what = "embeddings -> every norm: word, position, type tables and every W_O, b_O, W_out, b_out x c"
+        coeff.update({(l, t): 1 for t in writers})
+    what = "embeddings -> every norm: word, position, type tables and every " + ", ".join(writers) + " x c"
     if tied:  # the word table is also the head: the final norm's gain and bias / c give the logits back
         coeff.update({(None, "final_ln_w"): -1, (None, "final_ln_b"): -1})
         what += "; the final norm's gain and bias / c (the tied head reads the scaled word table)"

@@ -38,7 +38,8 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
-           "transform_weights", "transform_weights_steps", "verify_model", "random_blocks", "verify_random", "tolerance", "lie_element"]
+           "transform_weights", "transform_weights_steps", "model_blocks", "weights_from_blocks", "verify_model",
+           "random_blocks", "verify_random", "tolerance", "lie_element"]
 
 
 @dataclass(frozen=True)
@@ -287,11 +288,14 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
     if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # norm and embedding factors: translations, gain scalings
         sizes = spec.factor_sizes(factor)
         pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
-        el = lie_element(spec, factor, lambda: next(pieces))
+        el = lie_element(spec, factor, lambda: next(pieces), rotary_pairs=rotary_pairs)
         kappa = 1.0
         if "D" in el:  # a gain scaling: exp of the coordinates, random signs
             raw = el["D"].diagonal() - 1
-            s = torch.exp(raw) * torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            if factor == "qk-norm-gain-trade":  # one sign per rotated pair, as the scales
+                signs = pair_diagonal(signs[: sizes[0]], len(raw), a.positional == "rotary", rotary_pairs)
+            s = torch.exp(raw) * signs
             el["D"] = torch.diag(s)
             kappa = float(s.abs().max() / s.abs().min())
         return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
@@ -413,31 +417,64 @@ def transform_weights_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str
 def _transform_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any, Any]], new_hash: str) -> tuple[Any, Any]:
     import torch
 
-    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
-
-    layers = [layer_blocks(weights.layer(i, shared_kv=True)) for i in range(weights.n_layers)]
-    model: dict[str, Any] = {"layers": layers}
-    for t in _MODEL_TENSORS:
-        v = weights.tensors.get(t)
-        if v is not None:
-            model[t] = v.reshape(1, -1) if v.ndim == 1 else v
+    model = model_blocks(weights)
     head = _untied_head(weights.arch)
     if head:
         model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
     moved = model
     for factor, element, tags in steps:
         moved = act(spec, moved, factor, element, tags=tags)
+    return weights_from_blocks(weights, moved, new_hash), (moved["lm_head"] if head else None)
+
+
+def model_blocks(weights: Any) -> dict[str, Any]:
+    """The whole model in block form (what :func:`symtrans.group.spec.act` acts on): layers and model tensors.
+
+    ``{"layers": [layer_blocks(layer i, key/value heads as stored)], "word": ..., ...}``; vectors are
+    1 x m rows. :func:`weights_from_blocks` is its inverse.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> m = model_blocks(load_model("default"))
+    >>> len(m["layers"]), tuple(m["word"].shape), tuple(m["emb_ln_w"].shape)
+    (6, (30522, 384), (1, 384))
+    """
+    layers = [layer_blocks(weights.layer(i, shared_kv=True)) for i in range(weights.n_layers)]
+    model: dict[str, Any] = {"layers": layers}
+    for t in _MODEL_TENSORS:
+        v = weights.tensors.get(t)
+        if v is not None:
+            model[t] = v.reshape(1, -1) if v.ndim == 1 else v
+    return model
+
+
+def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str | None = None) -> Any:
+    """A copy of ``weights`` whose tensors are those of ``blocks`` (block form, as :func:`model_blocks` gives).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> back = weights_from_blocks(w, model_blocks(w))
+    >>> bool((back.W_O == w.W_O).all()), back.weights_hash == w.weights_hash
+    (True, True)
+    """
+    import torch
+
+    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
+
     tensors = dict(weights.tensors)
-    per_layer = [from_blocks(lp) for lp in moved["layers"]]
+    per_layer = [from_blocks(lp) for lp in blocks["layers"]]
     for name in _PER_LAYER:
         if name in per_layer[0]:
             tensors[name] = torch.stack([lp[name] for lp in per_layer])
     for t in _MODEL_TENSORS:
-        if t in moved and weights.tensors.get(t) is not None:
-            tensors[t] = moved[t].reshape(weights.tensors[t].shape)
-    return (ModelWeights(weights.arch, tensors, weights.source, new_hash,
-                         weights.dtype, weights.device, weights.family, weights.config),
-            moved["lm_head"] if head else None)
+        if t in blocks and weights.tensors.get(t) is not None:
+            tensors[t] = blocks[t].reshape(weights.tensors[t].shape)
+    return ModelWeights(weights.arch, tensors, weights.source, weights_hash or weights.weights_hash,
+                        weights.dtype, weights.device, weights.family, weights.config, weights.storage_dtype,
+                        dict(weights.storage_dtypes))
 
 
 def _verdict(change: float, tol: float, expect: str) -> str:
@@ -642,7 +679,28 @@ def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
     return out
 
 
-def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[str, Any]:
+def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adjacent") -> Any:
+    """A diagonal of width ``d_k`` equal on each rotated pair: ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + d_k/2).
+
+    Without rotary positions the values are the diagonal itself.
+
+    Examples
+    --------
+    >>> import torch
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True, "halves").tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True).tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    if not rotary:
+        return values
+    if rotary_pairs == "halves":
+        return values.repeat(2)
+    return values.repeat_interleave(2)
+
+
+def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "adjacent",
+                **sizes: int) -> dict[str, Any]:
     """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
 
     ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
@@ -663,6 +721,9 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, **sizes: int) -> dict[st
     out: dict[str, Any] = {}
     from symtrans.group.spec import _pieces
 
+    if factor == "qk-norm-gain-trade":
+        return {"D": torch.eye(int(spec.arch.d_k), dtype=torch.float64) + torch.diag(pair_diagonal(
+            nxt(), int(spec.arch.d_k), spec.arch.positional == "rotary", rotary_pairs))}
     for comp, count, shape in _pieces(spec, factor):
         if comp == "D":
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())

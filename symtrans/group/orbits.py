@@ -417,7 +417,10 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     svals = []
     for i in range(n):
         def row(y: Any, i: int = i) -> Any:
-            return norm((t.X[i] + y @ W + b_O)[None], gain, shift, st)[0]
+            z = y @ W + b_O
+            if st.post_norms:  # Gemma 3: the attention output passes its post-norm before the residual add
+                z = norm(z[None], L["ln1_post_w"], None, st)[0]
+            return norm((t.X[i] + z)[None], gain, shift, st)[0]
         svals.append(torch.linalg.svdvals(torch.autograd.functional.jacobian(row, Y[i].clone(), vectorize=True)))
     s = torch.sort(torch.cat(svals), descending=True).values
     shape = (n * w.d_model, Y.numel())

@@ -55,6 +55,7 @@ import sympy as sp
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
+from symtrans.validate import check_exact_digits
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
            "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "generic_element", "Action",
@@ -73,6 +74,9 @@ LAYER_AXES: dict[str, tuple[str, ...]] = {
     "W_in": ("model", "ff"), "b_in": ("ff",),
     "W_out": ("ff", "model"), "b_out": ("model",),
     "ln2_w": ("model",), "ln2_b": ("model",),
+    # QK-norm (Gemma 3): one gain of width d_k per layer for the queries, one for the keys, shared by the heads;
+    # post-norms: the gains of the norms on the attention and FFN outputs, before the residual add
+    "q_norm_w": ("qk",), "k_norm_w": ("qk",), "ln1_post_w": ("model",), "ln2_post_w": ("model",),
 }
 #: model-level tensors (embeddings and norms outside the layers) and data
 MODEL_AXES: dict[str, tuple[str, ...]] = {
@@ -344,6 +348,9 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
             continue
         if t in ("W_gate", "b_gate") and arch.ffn != "gated":
             continue
+        if t in ("q_norm_w", "k_norm_w") and not arch.qk_norm or t in ("ln1_post_w", "ln2_post_w") \
+                and not arch.post_norms:
+            continue
         names.append(t)
     return names
 
@@ -449,6 +456,11 @@ class GroupSpec:
         factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
         if not missing:
             factors += _model_factors(a) + _embedding_factors(a)
+        subs = a.substitutions()
+        for f in factors:  # the formula command's size guard: no exact size past MAX_EXACT_DIGITS is computed
+            size = f.dimension if f.kind == "continuous" else f.order
+            if size is not None:
+                check_exact_digits(size, subs, f"group of {a.name}: factor {f.name}")
         return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
 
     def factor(self, name: str) -> Factor:
@@ -587,6 +599,8 @@ class GroupSpec:
             return [d_v] * kv
         if name == "ffn-scaling":
             return [int(a.d_ff)]
+        if name == "qk-norm-gain-trade":  # one scale per rotated pair (rotary), else per coordinate
+            return [d_k // 2 if a.positional == "rotary" else d_k]
         if name == "residual-rotation":
             k = int(a.d_model) - (0 if a.norm == "rmsnorm" else 1)  # LayerNorm: rotations of the plane 1^perp
             return [k * (k - 1) // 2]
@@ -743,9 +757,16 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         (Breaking("rotary positions", "shrinks",
                   "queries and keys are rotated by R_i, R_j after projection, so M must commute with every "
                   "R_{j-i}: with distinct frequencies the commutant is one complex scalar a I + b J per 2x2 "
-                  "block, dimension d_k per head instead of d_k^2", rotary), gqa_shrink),
+                  "block, dimension d_k per head instead of d_k^2", rotary), gqa_shrink,
+         Breaking("QK-norm", "breaks",
+                  "queries and keys are RMS-normalised per head before the product: RMSNorm(q M) = RMSNorm(q) M' "
+                  "for every q forces M orthogonal (up to sign), and the norm's gain, shared by every head, must "
+                  "then absorb Gamma^-1 M Gamma': with distinct gains that leaves only diagonal M, the same for "
+                  "every head, which is the qk-norm-gain-trade factor (plus finitely many sign flips)", a.qk_norm)),
         "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
+    if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
+        f.append(_qk_norm_trade(a, rotary))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
     if QKV:
         vo_tags.append(AxisTag("b_V", 1, "vo-gauge", "right", "element", index="kv"))
@@ -836,6 +857,34 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "W_gate, that one on W_in)",
             "D = diag(d), d_j > 0"))
     return f
+
+
+def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
+    """QK-norm's surviving query/key gauge: the query gain times S, the key gain times S^-1.
+
+    Derivation. With QK-norm the score of query i and key j is
+    ``RMS(x_i W_Q^h) Gamma_q R_{j-i} Gamma_k RMS(x_j W_K^g)^T`` (rotations after the
+    norms). A change of W_Q^h, W_K^g can reach the norms' outputs only through
+    RMSNorm(z M) = RMSNorm(z) M', which needs M orthogonal; the change it leaves
+    behind, Gamma_q^-1 O Gamma_q', has to commute with every R_{j-i}, and with
+    distinct gains an orthogonal O of that form is diagonal up to signs. What is
+    left is S = Gamma_q'/Gamma_q diagonal, the same for every head (the gains are
+    shared), with Gamma_k' = Gamma_k S^-1 and S R_t S^-1 = R_t: S constant on each
+    rotated pair (d_k / 2 parameters; d_k without rotary positions).
+    """
+    dim = S["d_k"] / 2 if rotary else S["d_k"]
+    tags = (AxisTag("q_norm_w", 0, "qk-norm-gain-trade", "right", "element", "D"),
+            AxisTag("k_norm_w", 0, "qk-norm-gain-trade", "right", "inverse", "D")) if a.qk_norm else ()
+    return Factor(
+        "qk-norm-gain-trade", "continuous", "layer",
+        "diagonal scalings of the query norm's gain undone on the key norm's gain"
+        + (" (one per rotated pair of coordinates)" if rotary else ""),
+        dim, None, tags,
+        (Breaking("no QK-norm", "breaks", "without norms on the queries and keys there are no gains to trade (the "
+                  "qk-gauge acts instead)", not a.qk_norm),),
+        "(q Gamma_q S R_t)(k Gamma_k S^-1 R_s)^T = (q Gamma_q R_t)(k Gamma_k R_s)^T when S commutes with the rotations "
+        "(S diagonal and equal on each rotated pair): every score is unchanged",
+        "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""))
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:
@@ -1131,7 +1180,11 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   "embedding norm cannot absorb", not untied or a.embedding_norm),
          Breaking("sinusoidal positions", "breaks",
                   "the sinusoidal table is fixed, not a parameter, so it cannot absorb E -> E Q",
-                  a.positional == "sinusoidal")),
+                  a.positional == "sinusoidal"),
+         Breaking("post-norms", "breaks",
+                  "the residual writers are norms: RMSNorm(z) Gamma must become RMSNorm(z O) Gamma' = RMSNorm(z) "
+                  "Gamma Q, i.e. O = Gamma Q Gamma'^-1 orthogonal, which needs Q^T Gamma^2 Q diagonal: with "
+                  "distinct gains Q is a signed permutation (the discrete residual-permutation)", a.post_norms)),
         ("RMSNorm(X Q) = RMSNorm(X) Q for orthogonal Q" if rms else
          "LN(X Q) = LN(X) Q for orthogonal Q with Q 1 = 1 (centring commutes with Q, norms kept)")
         + ": writers (embedding tables, W_O, W_out" + (", b_O, b_out" if a.bias else "") + ") take Q, every "
@@ -1171,6 +1224,8 @@ def _model_factors(a: Architecture) -> list[Factor]:
              for t, ax, ix in writers if a.bias or not t.startswith("b_")]
     for ln in ("ln1", "ln2"):
         tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
+        if a.post_norms:  # the post-norm's input is W_O's (W_out's) output, moved by Q: its gain is permuted
+            tags.append(AxisTag(f"{ln}_post_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
         if not rms:
             tags.append(AxisTag(f"{ln}_b", 0, "residual-permutation", "right", "element", "Q"))
     for t in model_tensor_names(a):
@@ -1562,6 +1617,8 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         return [("D", 1, (d, d))]
     if name == "gate-scaling":
         return [("D", 1, (d_ff, d_ff))]
+    if name == "qk-norm-gain-trade":
+        return [("D", 1, (d_k, d_k))]
     if name == "residual-rotation":
         return [("A", 1, (d, d))]
     if name.endswith("-scaling") and name.startswith("ln"):

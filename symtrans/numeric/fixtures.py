@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES"]
+__all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
-FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
+FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -36,11 +36,18 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
     else:
         classes = {"llama": (T.LlamaConfig, T.LlamaModel, T.LlamaForCausalLM),
                    "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
-                   "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM)}
+                   "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM),
+                   "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, T.Gemma3ForCausalLM)}
         config_cls, base, lm = classes[family]
         extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
         if family == "mistral":
             extra.setdefault("sliding_window", positions)
+        if family == "gemma3":  # local/global layers, a window shorter than the tests' n, a scalar != d_k
+            extra.setdefault("head_dim", d_model // n_heads)
+            extra.setdefault("sliding_window", 5)
+            extra.setdefault("query_pre_attn_scalar", 12)
+            extra.setdefault("layer_types", ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                             for i in range(n_layers)])
         cfg = config_cls(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
                          num_attention_heads=n_heads, intermediate_size=d_ff, max_position_embeddings=positions,
                          attn_implementation="eager", **extra)
@@ -49,7 +56,9 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
 
     with torch.no_grad():  # random norm gains and biases, so that a transposed or dropped one shows
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or name.endswith("ln_1.weight") or name.endswith("ln_2.weight") \
+            if family == "gemma3" and name.endswith("norm.weight"):  # stored w, applied as 1 + w
+                p.copy_(0.2 * torch.randn_like(p))
+            elif name.endswith("norm.weight") or name.endswith("ln_1.weight") or name.endswith("ln_2.weight") \
                     or name.endswith("ln_f.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
             elif name.endswith(".bias"):
@@ -140,3 +149,71 @@ def random_checkpoint(directory: str | Path, family: str = "bert", *, max_shard_
     options = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(str(path), **options)
     return path, model
+
+
+class float64_reference:  # noqa: N801 - used as a context manager, like torch.no_grad
+    """Run ``transformers``' own Gemma 3 in the model's dtype throughout: its float32 upcasts turned off.
+
+    ``transformers`` computes Gemma 3's RMSNorm (``x.float()``, gain
+    ``1 + w.float()``), the rotary angles (float32 ``inv_freq``) and the
+    softmax in float32 even inside a float64 model, and rounds the embedding
+    scale ``sqrt(d_model)`` to float32. Inside this context those four steps
+    run in the input's dtype with the same formulas (nothing else changes), so
+    a float64 model is a float64 reference for :func:`symtrans.numeric.forward.encode`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = random_model("gemma3", n_layers=1).double()
+    >>> ids = torch.tensor([[1, 2, 3]])
+    >>> with float64_reference():
+    ...     h = m(ids).last_hidden_state
+    >>> h.dtype
+    torch.float64
+    """
+
+    def __enter__(self) -> "float64_reference":
+        import torch
+        from transformers.models.gemma3 import modeling_gemma3 as G
+
+        def norm_forward(self: Any, x: Any) -> Any:
+            w = self.weight.to(x.dtype)
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + w)
+
+        def rope_forward(self: Any, x: Any, position_ids: Any, layer_type: Any) -> Any:
+            cfg = self.config
+            dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+            base = cfg.rope_parameters[layer_type]["rope_theta"]
+            inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=x.dtype, device=x.device) / dim))
+            freqs = position_ids[..., None].to(x.dtype) * inv
+            emb = torch.cat((freqs, freqs), dim=-1)
+            return emb.cos(), emb.sin()
+
+        def embed_forward(self: Any, input_ids: Any) -> Any:
+            return torch.nn.functional.embedding(input_ids, self.weight, self.padding_idx) * self.scalar_embed_scale
+
+        original = G.eager_attention_forward
+
+        def eager(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+                  scaling: Any = None, softcap: Any = None, **kwargs: Any) -> Any:
+            saved = torch.nn.functional.softmax
+            torch.nn.functional.softmax = lambda t, dim=-1, dtype=None: saved(t, dim=dim)  # the input's dtype
+            try:
+                return original(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                softcap=softcap, **kwargs)
+            finally:
+                torch.nn.functional.softmax = saved
+
+        self._saved = [(G.Gemma3RMSNorm, "forward", G.Gemma3RMSNorm.forward),
+                       (G.Gemma3RotaryEmbedding, "forward", G.Gemma3RotaryEmbedding.forward),
+                       (G.Gemma3TextScaledWordEmbedding, "forward", G.Gemma3TextScaledWordEmbedding.forward),
+                       (G, "eager_attention_forward", original)]
+        G.Gemma3RMSNorm.forward = norm_forward
+        G.Gemma3RotaryEmbedding.forward = rope_forward
+        G.Gemma3TextScaledWordEmbedding.forward = embed_forward
+        G.eager_attention_forward = eager
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for owner, name, value in reversed(self._saved):
+            setattr(owner, name, value)

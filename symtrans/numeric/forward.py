@@ -48,7 +48,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.numeric.weights import ModelWeights, default_model_path, load_model  # noqa: F401 (doctests)
 
-__all__ = ["LayerTrace", "Trace", "Structure", "structure", "encode", "embed", "embed_input", "tokenize",
+__all__ = ["LayerTrace", "Trace", "Structure", "structure", "encode", "embed", "embed_input", "embedding_scale", "tokenize",
            "layer_norm", "rms_norm", "norm", "attention", "encoder_layer", "decoder_layer", "layer_forward",
            "random_ids", "position_ids", "kv_index", "rope_tables", "ffn"]
 
@@ -141,12 +141,15 @@ def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:
     return y
 
 
-def rms_norm(x: Any, weight: Any | None, eps: float, float32_internals: bool = False) -> Any:
+def rms_norm(x: Any, weight: Any | None, eps: float, float32_internals: bool = False,
+             gain_in_float32: bool = False) -> Any:
     """Row-wise RMSNorm ``x / sqrt(mean(x^2) + eps) * weight``.
 
     ``float32_internals`` reproduces ``transformers``' Llama/Qwen2/Mistral
     RMSNorm, which normalises in float32 whatever the model's dtype (used
-    only by the parity tests to reach an exact reference).
+    only by the parity tests to reach an exact reference); with
+    ``gain_in_float32`` the gain is applied in float32 too, before the cast
+    back (Gemma's ``(x.float() ...) * (1 + w.float())``).
 
     Examples
     --------
@@ -160,6 +163,8 @@ def rms_norm(x: Any, weight: Any | None, eps: float, float32_internals: bool = F
     dt = x.dtype
     h = x.to(torch.float32) if float32_internals else x
     y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    if float32_internals and gain_in_float32 and weight is not None:
+        return (y * weight.to(torch.float32)).to(dt)
     y = y.to(dt)
     return y * weight if weight is not None else y
 
@@ -185,6 +190,31 @@ class Structure:
     sliding_window: int | None = None
     final_norm: bool = False
     float32_internals: bool = False  # reproduce transformers' float32 RMSNorm/RoPE/softmax (parity tests)
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys (gains q_norm_w, k_norm_w), before the rotation
+    post_norms: bool = False  # a norm on each sub-block's output before the residual add (ln1_post_w, ln2_post_w)
+    attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 (Gemma's query_pre_attn_scalar)
+    # per layer (rotary base, window) when layers differ (Gemma 3's local/global layers); resolved by at(i)
+    gain_offset: int = 0  # Gemma: gains stored as w and applied as 1 + w (the loader applies the offset)
+    per_layer: tuple[tuple[float | None, int | None], ...] = ()
+    layer: int | None = None  # the layer this structure was resolved for (at(i)), when layers differ
+
+    def at(self, i: int) -> Structure:
+        """The structure of layer ``i``: its rotary base and window where layers differ (Gemma 3), else itself.
+
+        Examples
+        --------
+        >>> st = structure(load_model("default"))
+        >>> st.at(3) is st
+        True
+        """
+        if not self.per_layer:
+            return self
+        import dataclasses
+
+        if not 0 <= i < len(self.per_layer):
+            raise SymtransError(f"layer {i} out of range: the model has {len(self.per_layer)} layers")
+        theta, window = self.per_layer[i]
+        return dataclasses.replace(self, rope_theta=theta, sliding_window=window, per_layer=(), layer=i)
 
     @property
     def decoder(self) -> bool:
@@ -206,6 +236,18 @@ class Structure:
         pos = f"rotary positions (theta {self.rope_theta:g})" if self.rope_theta else "learned positions"
         win = f", sliding window {self.sliding_window}" if self.sliding_window else ""
         ffn_kind = "gated (SwiGLU-style)" if self.gated else "two-matrix"
+        if self.per_layer:
+            kinds = sorted({(t, w) for t, w in self.per_layer}, key=str)
+            pos = "rotary positions, per layer " + ", ".join(
+                f"(theta {t:g}, {'window ' + str(w) if w else 'no window'})" for t, w in kinds)
+        if self.post_norms:
+            return (f"pre-LN decoder with post-norms: Z = X + P1(MHA(N1(X))), out = Z + P2(FFN(N2(Z))), N, P = "
+                    f"{norm} (gains 1 + w as stored), {ffn_kind} FFN; "
+                    + ("RMSNorm on each head's queries and keys; " if self.qk_norm else "")
+                    + (f"scores scaled by {self.attn_scalar:g}^-1/2; " if self.attn_scalar else "")
+                    + f"causal attention{win}, {pos}; embeddings scaled by sqrt(d_model); MHA = sum_h Y^h W_O^h"
+                    + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
+                       if self.final_norm else ""))
         return (f"pre-LN decoder: Z = X + MHA(N1(X)) + b_O, out = Z + FFN(N2(Z)), N = {norm}, {ffn_kind} FFN; "
                 f"causal attention{win}, {pos}; MHA = sum_h Y^h W_O^h without b_O"
                 + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
@@ -233,14 +275,21 @@ def structure(weights: Any) -> Structure:
             raise SymtransError(f"{a.name}: rotary scaling {dict(a.rope_scaling)['rope_type']!r} is not implemented "
                                 "by the numeric forward (default rotary frequencies only); formulas and the group "
                                 "do not depend on it")
-        params = cfg.get("rope_parameters") or {}
-        theta = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)) or 10000.0)
+        from symtrans.arch import rope_theta
+
+        theta = rope_theta(cfg, a.name)  # validated as the config was read; never replaced by a default
     window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
     if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
         raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")
+    per_layer: tuple[tuple[float | None, int | None], ...] = ()
+    if a.layer_types:  # Gemma 3: each layer's own base and window, resolved by Structure.at(i)
+        per_layer = tuple((a.rope_base_at(i), a.window_at(i)) for i in range(int(a.L)))
+        theta, window = None, None
     return Structure(form="pre-ln", norm=a.norm, eps=float(a.ln_eps), activation=a.activation,
                      gated=a.ffn == "gated", causal=a.attention == "causal", rope_theta=theta,
-                     sliding_window=int(window) if window else None, final_norm=bool(a.final_norm))
+                     sliding_window=int(window) if window else None, final_norm=bool(a.final_norm),
+                     qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, per_layer=per_layer,
+                     gain_offset=a.gain_offset)
 
 
 def norm(x: Any, weight: Any | None, bias: Any | None, st: Structure) -> Any:
@@ -254,7 +303,7 @@ def norm(x: Any, weight: Any | None, bias: Any | None, st: Structure) -> Any:
     [[-1.0, 1.0]]
     """
     if st.norm == "rmsnorm":
-        y = rms_norm(x, weight, st.eps, st.float32_internals)
+        y = rms_norm(x, weight, st.eps, st.float32_internals, gain_in_float32=bool(st.gain_offset))
         return y + bias if bias is not None else y
     return layer_norm(x, weight, bias, st.eps)
 
@@ -339,17 +388,26 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     """
     import torch
 
+    if st is not None and st.per_layer:
+        raise SymtransError("this model's layers differ (rotary base, window): resolve the structure of the layer "
+                            "first (Structure.at(i))")
     q = torch.einsum("nd,hdk->hnk", X, layer["W_Q"]) + layer["b_Q"][:, None, :]
     k = torch.einsum("nd,hdk->hnk", X, layer["W_K"]) + layer["b_K"][:, None, :]
     v = torch.einsum("nd,hdk->hnk", X, layer["W_V"]) + layer["b_V"][:, None, :]
     H, n = q.shape[0], q.shape[1]
+    if st is not None and st.qk_norm:  # before the rotation, per head, over the head's d_k entries
+        q = norm(q, layer["q_norm_w"], None, st)
+        k = norm(k, layer["k_norm_w"], None, st)
     if k.shape[0] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
         idx = kv_index(H, k.shape[0], q.device)
         k, v = k[idx], v[idx]
     if st is not None and st.rope_theta:
         cos, sin = rope_tables(n, q.shape[-1], st.rope_theta, q.dtype, q.device, st.float32_internals)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if st is not None and st.attn_scalar:  # transformers' Gemma: scores * query_pre_attn_scalar^-1/2
+        scores = (q @ k.transpose(-1, -2)) * st.attn_scalar ** -0.5
+    else:
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if st is not None and st.causal:
         i = torch.arange(n, device=q.device)
         masked = i[None, :] > i[:, None]
@@ -419,10 +477,13 @@ def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
     attn_in = norm(X, layer["ln1_w"], layer["ln1_b"], st)
     A, Y, YO = attention(attn_in, layer, st)
     mha = YO.sum(0)
-    pre_ln1 = X + mha + layer["b_O"]
+    if st.post_norms:  # Gemma 3: the sub-block's output is normalised before the residual add (no biases)
+        pre_ln1 = X + norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
+    else:
+        pre_ln1 = X + mha + layer["b_O"]
     X1 = norm(pre_ln1, layer["ln2_w"], layer["ln2_b"], st)
     f = ffn(X1, layer, st.activation)
-    out = pre_ln1 + f
+    out = pre_ln1 + (norm(f, layer["ln2_post_w"], None, st) if st.post_norms else f)
     return LayerTrace(X=X, A=A, Y=Y, YO=YO, mha=mha, pre_ln1=pre_ln1, X1=X1, ffn=f, pre_ln2=out, out=out,
                       form="pre-ln", attn_in=attn_in)
 
@@ -492,7 +553,24 @@ def tokenize(weights: ModelWeights | str, text: str) -> list[int]:
     return list(ids)
 
 
-def embed(weights: ModelWeights, input_ids: Any) -> Any:
+def embedding_scale(arch: Any, float32_internals: bool = False) -> float:
+    """Gemma's factor on the word rows, ``sqrt(d_model)`` (rounded to float32 as transformers stores it, on request).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> embedding_scale(SimpleNamespace(d_model=640)) == 640 ** 0.5
+    True
+    """
+    value = math.sqrt(int(arch.d_model))
+    if float32_internals:
+        import struct
+
+        value = struct.unpack("f", struct.pack("f", value))[0]
+    return value
+
+
+def embed(weights: ModelWeights, input_ids: Any, float32_internals: bool = False) -> Any:
     """Embedding output for token ids: word + position + token type 0, then LayerNorm.
 
     Examples
@@ -514,6 +592,8 @@ def embed(weights: ModelWeights, input_ids: Any) -> Any:
     if int(ids.min()) < 0 or int(ids.max()) >= int(arch.vocab_size):
         raise SymtransError(f"token id out of range [0, {arch.vocab_size})")
     x = weights.word[ids]
+    if getattr(arch, "embedding_scale", False):  # Gemma: word rows times sqrt(d_model)
+        x = x * embedding_scale(arch, float32_internals)
     if weights.pos is not None:
         x = x + weights.pos[position_ids(weights, ids)]
     if weights.type is not None:
@@ -564,7 +644,7 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
 
 
 def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: Any = None, X: Any = None,
-                n: int | None = None, seed: int = 0) -> tuple[Any, Any]:
+                n: int | None = None, seed: int = 0, float32_internals: bool = False) -> tuple[Any, Any]:
     """Return ``(X, ids)``: the first layer's input from exactly one of text, ids, ``X`` or ``n``.
 
     ``ids`` is ``None`` when ``X`` was given directly.
@@ -587,7 +667,7 @@ def embed_input(weights: ModelWeights, *, text: str | None = None, input_ids: An
             raise SymtransError(f"n must be at least 2, got {n}")
         input_ids = random_ids(weights, n, seed)
     if X is None:
-        return embed(weights, input_ids), torch.as_tensor(input_ids)
+        return embed(weights, input_ids, float32_internals), torch.as_tensor(input_ids)
     X = torch.as_tensor(X, dtype=weights.dtype, device=weights.device)
     if X.ndim != 2 or X.shape[1] != weights.d_model:
         raise SymtransError(f"X must be n x {weights.d_model}, got {tuple(X.shape)}")
@@ -618,7 +698,8 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
 
     import dataclasses
 
-    X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
+    X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed,
+                         float32_internals=float32_internals)
     st = structure(weights)
     if float32_internals and st.norm == "rmsnorm":  # GPT-2 in transformers is float64 throughout
         st = dataclasses.replace(st, float32_internals=True)
@@ -627,7 +708,7 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
     h = X
     with torch.no_grad():
         for i in range(count):
-            t = layer_forward(h, weights.layer(i), st)
+            t = layer_forward(h, weights.layer(i), st.at(i))
             traces.append(t)
             h = t.out
         final = None

@@ -24,7 +24,8 @@ from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
-           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN"]
+           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
+           "check_storage_dtype"]
 
 # the precision of each dtype, the rank cut, the decisive band and RankRecord live in symtrans.precision
 from symtrans.precision import (DECISIVE_MARGIN, EPS64, U64, RankRecord, decided,  # noqa: E402,F401
@@ -228,6 +229,32 @@ def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int
            f"plus the float64 SVD error max(m, n) eps64 ||W||_F: cut = {cut:.3g} for ||W||_F = "
            f"{float(frobenius_norm):.4g}; singular values below it cannot be told from 0 in the stored numbers")
     return cut, why
+
+
+def check_storage_dtype(dtype: Any, what: str) -> None:
+    """Refuse, in one line, a stored dtype the loader does not model (float8, integers, ...).
+
+    The dtypes modelled are those :func:`symtrans.precision.float_dtype_name` knows (their unit roundoff
+    sets every storage-precision rank cut).
+
+    Examples
+    --------
+    >>> check_storage_dtype("BF16", "w")
+    >>> check_storage_dtype("F8_E4M3", "tensor 'w'")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: tensor 'w' is stored as F8_E4M3, a storage dtype symtrans does not model (float64, float32, float16, bfloat16)
+    """
+    from symtrans.precision import STORAGE_DTYPES, float_dtype_name
+
+    try:
+        float_dtype_name(dtype)
+    except (ValueError, TypeError):
+        from symtrans.errors import SymtransError
+        from symtrans.validate import terminal_safe
+
+        raise SymtransError(f"{what} is stored as {terminal_safe(str(dtype).replace('torch.', ''))[:40]}, a storage "
+                            f"dtype symtrans does not model ({', '.join(STORAGE_DTYPES)})") from None
 
 
 def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:

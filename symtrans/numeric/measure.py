@@ -820,7 +820,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
         pending: list[dict[str, Any]] = []
         for i in range(L):
             layer = weights.layer(i)
-            t = layer_forward(states[-1], layer, st)
+            t = layer_forward(states[-1], layer, st.at(i))
             jobs = {"heads": pool.submit(head_subspaces, t, layer=i, W_O=layer["W_O"]),
                     "alpha": pool.submit(_alpha, layer["W_Q"], layer["W_K"]),
                     "wo": pool.submit(_wo_layer, layer["W_O"], storage_precision(weights, "W_O", i)[0])}

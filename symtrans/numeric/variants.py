@@ -64,11 +64,17 @@ def _mha(X: Any, layer: dict[str, Any], residual: bool, st: Structure | None = N
     """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order the forward uses (pre-LN: of ``N1(X)``)."""
     inp = norm(X, layer["ln1_w"], layer["ln1_b"], st) if _pre(st, ln) else X
     mha = attention(inp, layer, st)[2].sum(0)
+    if _pre(st, ln) and st is not None and st.post_norms:  # Gemma 3: the post-norm is part of the sub-block
+        mha = norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
+        return (X + mha) if residual else mha
     return (X + mha + layer["b_O"]) if residual else mha + layer["b_O"]
 
 
-def _ffn(Z: Any, layer: dict[str, Any], activation: str) -> Any:
-    return ffn(Z, layer, activation)
+def _ffn(Z: Any, layer: dict[str, Any], activation: str, st: Structure | None = None, ln: bool = False) -> Any:
+    out = ffn(Z, layer, activation)
+    if _pre(st, ln) and st is not None and st.post_norms:
+        out = norm(out, layer["ln2_post_w"], None, st)
+    return out
 
 
 def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False,
@@ -120,7 +126,7 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
     """
     Z = _mha(X, layer, residual=False, st=st, ln=ln)
     if _pre(st, ln):
-        return _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation)
+        return _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation, st, ln)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = _ffn(Z, layer, activation)
@@ -140,7 +146,7 @@ def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: st
     """
     Z = _mha(X, layer, residual=True, st=st, ln=ln)
     if _pre(st, ln):
-        return Z + _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation)
+        return Z + _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation, st, ln)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = Z + _ffn(Z, layer, activation)
@@ -223,8 +229,10 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
     import torch
 
     st = structure(weights)
-    step = variant_function(variant, weights.arch.ln_eps, weights.arch.activation, ln,
-                            st=st if st.form == "pre-ln" else None)
+
+    def step_at(i: int) -> Any:  # each layer's own structure (Gemma 3: its rotary base and window)
+        return variant_function(variant, weights.arch.ln_eps, weights.arch.activation, ln,
+                                st=st.at(i) if st.form == "pre-ln" else None)
     L = weights.n_layers
     depth = L if depth is None else int(depth)
     if depth < 1:
@@ -238,6 +246,7 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
             i = layer_index if layer_index is not None else k % L
             if i not in cached:  # a streamed model loads each layer once, keeps one at a time
                 cached.clear()
-                cached[i] = weights.layer(i)
-            states.append(step(states[-1], cached[i]))
+                cached[i] = (weights.layer(i), step_at(i))
+            layer, step = cached[i]
+            states.append(step(states[-1], layer))
     return states

@@ -68,7 +68,8 @@ _LAYOUTS["llama"] = {
     "word": "embed_tokens.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "norm",
 }
 _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2")
+_LAYOUTS["gemma3"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3")
 
 
 def default_model_path() -> Path:
@@ -147,6 +148,8 @@ class ModelWeights:
     storage_dtype: str | None = None  # the checkpoint's coarsest stored dtype (the fallback of storage_precision)
     # per tensor as stored: name -> per-layer dtypes (layer tensors) or one dtype (embeddings); see storage_precision
     storage_dtypes: dict[str, Any] = field(default_factory=dict)
+    # per tensor, the GGUF type it was dequantized from (the bundled Gemma 3: symtrans.numeric.bundled), else empty
+    quantized: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -206,7 +209,8 @@ class ModelWeights:
         tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                    for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -221,7 +225,8 @@ class ModelWeights:
         """
         tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes))
+                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes),
+                            dict(self.quantized))
 
     @property
     def n_kv_heads(self) -> int:
@@ -248,7 +253,9 @@ class ModelWeights:
 
 
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
-              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+              "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b",
+              # Gemma 3: the query and key norms' gains (width d_k, shared by the heads) and the post-norms'
+              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w")
 
 
 # ------------------------------------------------------------------ file reading
@@ -330,7 +337,7 @@ def _hash_files(files: list[Path], config: Path) -> str:
     return _HASHES[key]
 
 
-__all__ += ["safetensors_header", "describe_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
+__all__ += ["safetensors_header", "describe_checkpoint", "check_checkpoint"]  # what a sweep plans with (symtrans.sweeps)
 
 #: The bound on a safetensors header (the format's own limit is 100 MB): a longer one is refused unread.
 HEADER_MAX_BYTES = 100_000_000
@@ -457,6 +464,10 @@ def _resolve_directory(spec: str) -> Path:
     """
     if spec == "default":
         return default_model_path()
+    if spec == "gemma3-270m":
+        from symtrans.numeric.bundled import bundled_gemma_path
+
+        return bundled_gemma_path()
     directory = Path(spec)
     if directory.is_file() and directory.name == "config.json":
         return directory.parent
@@ -486,7 +497,32 @@ def _open(spec: Any, dt: Any, dev: Any, allow_pickle: bool,
     else:
         reader = _Reader(files, transient=transient)
         get, keys, slicer = reader.get, reader.keys(), reader.rows
-    return _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory)), files
+    ckpt = _Checkpoint(arch, config, keys, get, slicer, dt, dev, str(directory))
+    if fmt != "pickle":  # every layer's headers before any work: a damaged layer 5 is refused before layer 0 runs
+        header: dict[str, dict[str, Any]] = {}
+        for f in files:
+            header.update(safetensors_header(f))
+        ckpt.check_headers(header)
+    return ckpt, files
+
+
+def check_checkpoint(spec: Any) -> None:
+    """Refuse, before any work, a checkpoint :func:`load_model` would refuse from its headers alone.
+
+    Its config (sizes, rotary fields), layer count, and every tensor's
+    presence, shape and stored dtype (float8 is refused) are checked from the
+    safetensors headers; no weight is read. A sweep plans with it, so a bad
+    model is refused in one line, not in a worker.
+
+    Examples
+    --------
+    >>> check_checkpoint("default")
+    >>> check_checkpoint("/no/such/dir")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /no/such/dir: no such model directory (pass a local directory with config.json and model.safetensors, or "default")
+    """
+    _open(spec, resolve_dtype("float64"), resolve_device("cpu"), allow_pickle=False, transient=True)
 
 
 def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: str | None = "cpu",
@@ -520,8 +556,11 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
         digest = pool.submit(_hash_files, files, Path(ckpt.where) / "config.json")
         tensors = ckpt.all_tensors()
         weights_hash = digest.result()
+    from symtrans.numeric.bundled import gguf_per_head_types
+
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
-                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes())
+                           ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes(),
+                           gguf_per_head_types(Path(ckpt.where)))
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -764,13 +803,45 @@ class _Checkpoint:
             raise SymtransError(f"{self.where}: missing tensor {key!r}")
         return key
 
+    def check_headers(self, header: dict[str, dict[str, Any]]) -> None:
+        """Every tensor the architecture reads, from the safetensors headers alone: present, shaped, stored in a
+        dtype the loader models. The layers are laid out on the meta device: nothing is read or allocated."""
+        import torch
+
+        from symtrans.numeric.linalg import check_storage_dtype
+        from symtrans.precision import torch_dtype
+
+        def meta(key: str) -> Any:
+            entry = header.get(key)
+            if entry is None:
+                raise SymtransError(f"{self.where}: missing tensor {key!r} in the safetensors headers")
+            check_storage_dtype(entry["dtype"], f"{self.where}: tensor {key!r}")
+            return torch.empty(tuple(entry["shape"]), dtype=torch_dtype(entry["dtype"]), device="meta")
+
+        saved = (self.get, self.slicer, self.stored, self._seen, self._layer, self.dev)
+        self.get, self.slicer, self.stored, self._seen, self.dev, self._dry = meta, None, {}, {}, "meta", True
+        try:
+            for i in range(int(self.arch.L)):
+                self.layer(i)
+            self.embeddings()
+        finally:
+            self.get, self.slicer, self.stored, self._seen, self._layer, self.dev = saved
+            self._dry = False
+
+    _dry = False  # check_headers: tensors are meta tensors from the headers (shape and dtype only)
+
     def _check(self, key: str, t: Any, shape: tuple[int, ...] | None, convert: bool = True) -> Any:
         import torch
+
+        from symtrans.numeric.linalg import check_storage_dtype
 
         if shape is not None and tuple(t.shape) != shape:
             raise SymtransError(f"{self.where}: tensor {key!r} has shape {tuple(t.shape)}, expected {shape}")
         if not t.is_floating_point():
             raise SymtransError(f"{self.where}: tensor {key!r} is not floating point ({t.dtype})")
+        check_storage_dtype(t.dtype, f"{self.where}: tensor {key!r}")
+        if self._dry:
+            return t
         # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure (a float32
         # accumulator: 30x faster than converting to float64, and an overflow only costs the exact check)
         acc = torch.float64 if t.dtype == torch.float64 else torch.float32
@@ -795,6 +866,8 @@ class _Checkpoint:
         """
         import torch
 
+        if self._dry:
+            return out
         into = into or {}
         for k, v in out.items():  # still in the checkpoint's dtype here (absent biases: exact zeros, working dtype)
             self.stored.setdefault(k, {})[self._layer] = _dtype_name(v.dtype)
@@ -815,7 +888,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -888,6 +961,13 @@ class _Checkpoint:
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
         out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
         out["ln1_b"] = self._zeros(D)
+        gemma = a.family == "gemma3"
+        if a.qk_norm:
+            out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
+            out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
+        if a.post_norms:  # Gemma 3: post_attention_layernorm is the norm AFTER attention, not the one before the FFN
+            out["ln1_post_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+            out["ln2_post_w"] = self.raw(f"{lp}post_feedforward_layernorm.weight", (D,))
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
             out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
@@ -895,9 +975,22 @@ class _Checkpoint:
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
         out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
+        out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}.weight",
+                                (D,))
         out["ln2_b"] = self._zeros(D)
-        return self._out(out, into)
+        return self._gain_offset(self._out(out, into))
+
+    def _gain_offset(self, out: dict[str, Any]) -> dict[str, Any]:
+        """Gemma's norms apply the gain ``1 + w`` to a stored ``w``: the per-head layout holds the applied gain.
+
+        Every consumer (the forward, G's tag tables, the checks) then sees one
+        kind of gain; the stored dtype of ``w`` stays recorded as the tensor's.
+        """
+        if self.arch.gain_offset:
+            for k in ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w"):
+                if k in out and out[k] is not None:
+                    out[k] += self.arch.gain_offset
+        return out
 
     def table_shapes(self) -> dict[str, tuple[int, ...] | None]:
         a, lay, D = self.arch, self.layout, int(self.arch.d_model)
@@ -921,6 +1014,8 @@ class _Checkpoint:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
             out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
+            if tag == "final_ln" and key and self.arch.gain_offset:
+                out[f"{tag}_w"] = out[f"{tag}_w"] + self.arch.gain_offset  # Gemma: the applied gain 1 + w
             if key:
                 self.stored[f"{tag}_w"] = self._key_dtype(self.key(key + ".weight"))
             if not key:
@@ -1006,6 +1101,9 @@ class StreamedWeights:
         self.arch, self.config, self.source = ckpt.arch, ckpt.config, ckpt.where
         self.family, self.dtype, self.device = ckpt.arch.family, ckpt.dt, ckpt.dev
         self.weights_hash = weights_hash
+        from symtrans.numeric.bundled import gguf_per_head_types
+
+        self.quantized = gguf_per_head_types(Path(ckpt.where))
         emb = ckpt.embeddings(lazy_tables=True)
         self.word, self.pos, self.type = emb["word"], emb["pos"], emb["type"]
         self.emb_ln_w, self.emb_ln_b = emb["emb_ln_w"], emb["emb_ln_b"]
@@ -1148,14 +1246,27 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     import torch
 
     state = module_state(model)
-    cfg = model.config.to_dict()
     where = type(model).__name__
+    try:
+        cfg = model.config.to_dict()
+    except Exception as err:  # a duck-typed model's config: whatever it raises is its own defect
+        raise SymtransError(f"{where}: its config.to_dict() failed ({_short(err)})") from None
+    if not isinstance(cfg, dict):
+        raise SymtransError(f"{where}: its config.to_dict() returned a {type(cfg).__name__}, not a dict")
     name = str(getattr(model.config, "name_or_path", "") or cfg.get("_name_or_path") or where)
     cfg["_name_or_path"] = name
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
         arch = from_config(tmp)
     ckpt = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
+    # shapes and dtypes first, on the meta device, then the size of the copy: an expanded view of 10^9 rows
+    # holds little memory, its float64 copy does not
+    ckpt.check_headers({k: {"dtype": _dtype_name(v.dtype), "shape": list(v.shape)} for k, v in state.items()})
+    need = sum(v.numel() for v in state.values()) * torch.tensor([], dtype=dt).element_size()
+    if need > _copy_limit():
+        raise SymtransError(f"{where}: its weights would take {need / 2**30:.1f} GiB as {_dtype_name(dt)} (at most "
+                            f"{_copy_limit() / 2**30:.1f} GiB, 80% of this machine's memory); save it and pass the "
+                            "directory (symtrans reads large checkpoints layer by layer)")
     tensors = ckpt.all_tensors()
     weights_hash = _same_as_directory(name, tensors, dt, dev)
     if weights_hash is None:
@@ -1167,6 +1278,14 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
     return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes())
+
+
+def _copy_limit() -> int:
+    """At most this many bytes are copied out of an in-memory model: 80% of physical memory (64 GiB if unknown)."""
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 64 << 30
 
 
 def _same_as_directory(name: str, tensors: dict[str, Any], dt: Any, dev: Any) -> str | None:
@@ -1255,7 +1374,17 @@ def storage_precision(w: Any, name: str | tuple[str, ...] | None = None,
             per = per[layer] if 0 <= layer < len(per) else None
     if per:
         where = f"{name} (layer {layer})" if layer is not None else name
-        return per, f"the checkpoint stores {where} as {per}"
+        note = f"the checkpoint stores {where} as {per}"
+        kind = (getattr(w, "quantized", None) or {}).get(name)
+        if isinstance(kind, list):
+            kind = kind[layer] if layer is not None and 0 <= layer < len(kind) else next(
+                (k for k in kind if k not in ("F32", "F64")), kind[0] if kind else "")
+        if kind:
+            from symtrans.numeric.bundled import quantized_note
+
+            extra = quantized_note(str(kind))
+            note += f"; {extra}" if extra else ""
+        return per, note
     sd = getattr(w, "storage_dtype", None)
     if sd:
         sd = _dtype_name(sd)

@@ -106,6 +106,9 @@ def _render_aside(report: Report, f: str) -> Any:
 
 
 def _render_child(report: Report, f: str, conn: Any) -> None:
+    from symtrans.threads import as_child_process
+
+    as_child_process()
     try:
         try:
             text: str | None = _render_one(report, f)

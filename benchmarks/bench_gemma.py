@@ -1,0 +1,66 @@
+"""The report on the bundled Gemma 3 270M against transformers' forward with hidden states (issue 42's 2x target).
+
+Baseline: ``AutoModelForCausalLM`` on the cached checkpoint, one forward at n = 128 with
+``output_hidden_states=True``, then the float64 singular values of every hidden state. Measured: ``symtrans
+report --model gemma3-270m`` at the same n. Each runs in its own process (wall time, peak RSS from
+``os.wait4``); the script prints both and the ratios. Needs ``pip install 'symtrans[gemma]'``; the first
+run builds the cached checkpoint (not timed: it is built before either side starts).
+
+    python benchmarks/bench_gemma.py [--n 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BASELINE = """
+import sys, torch
+from transformers import AutoModelForCausalLM
+from symtrans.numeric.bundled import bundled_gemma_path
+from symtrans.numeric.forward import random_ids
+from symtrans.numeric.weights import stream_model
+n = int(sys.argv[1])
+path = bundled_gemma_path()
+ids = random_ids(stream_model(path, hash_weights=False), n, 0)
+model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+with torch.no_grad():
+    hidden = model(ids[None], output_hidden_states=True).hidden_states
+    s = [torch.linalg.svdvals(h[0].double()) for h in hidden]
+print(len(s), float(s[-1][0]))
+"""
+
+
+def _run(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one child process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return time.perf_counter() - t, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=128)
+    args = p.parse_args()
+    from symtrans.numeric.bundled import bundled_gemma_path
+
+    bundled_gemma_path(lambda m: print(m, file=sys.stderr))
+    base_t, base_m = _run([sys.executable, "-c", BASELINE, str(args.n)])
+    with tempfile.TemporaryDirectory() as out:
+        rep_t, rep_m = _run([sys.executable, "-m", "symtrans", "report", "--model", "gemma3-270m", "--n",
+                             str(args.n), "--out", out, "--quiet"])
+    print(f"transformers forward + hidden states + float64 svdvals: {base_t:.1f} s, peak {base_m:.0f} MiB")
+    print(f"symtrans report --model gemma3-270m (n = {args.n}):       {rep_t:.1f} s, peak {rep_m:.0f} MiB "
+          "(largest process)")
+    print(f"ratio: time {rep_t / base_t:.1f}x, peak memory {rep_m / base_m:.1f}x (target: 2x each)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+"""A canonical form modulo G: a gauge-fixed checkpoint, the same function, equal for every point of an orbit.
+
+:func:`canonical` computes an element g* of G from A and applies it through :func:`symtrans.group.spec.act`
+(so canonical(A) = g* . A is on A's orbit: ``relate(A, canonical(A))`` finds an element). Each factor is
+fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans.group.relate`:
+
+* residual map: signed permutations sort the residual coordinates by the norms of the (translation-free)
+  embedding table's columns, the global sign by its third moment; rotations (RMSNorm with an untied head)
+  take the table's principal axes, each axis's sign by its third moment;
+* gain scalings: every scalable norm gain becomes 1 (folded into its readers);
+* translations: every bias transfer moves the norm bias to 0, every reader hyperplane projects its
+  weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
+  means, the embedding translations and centring shifts centre the tables;
+* heads sorted by ``|W_V W_O|_F``, then ``|W_Q W_K^T|_F``; FFN units by ``|W_in[:, j]| |W_out[j]|``
+  (then the bias); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of the largest entry positive
+  where the scaling may be negative);
+* per-head gauges: from the SVD of the invariant products, W_Q W_K^T = U S V^T gives
+  W_Q* = U S^(1/2), W_K* = V S^(1/2) (signs: the largest entry of each u positive), and W_V W_O likewise.
+
+What stays ambiguous is reported (:attr:`Canonical.ambiguities`): exact ties between head or unit keys
+(any order of the tied ones is canonical), singular values too close to fix their vectors, and the factors
+not fixed (e.g. the rotary commutant of the query/key gauge, rotations of a LayerNorm model).
+
+:func:`orbit_distance` compares the canonical forms of two checkpoints tensor by tensor: since each
+canonical form lies on its model's orbit, ``|can(A) - can(B)|_F`` is an upper bound of the distance
+between the two orbits (the infimum over g, h in G of ``|g.A - h.B|_F``).
+
+Examples
+--------
+>>> from symtrans.numeric import load_model
+>>> c = canonical(load_model("default"))
+>>> [s["factor"] for s in c.steps][:3]
+['residual-permutation', 'embedding-translation', 'embedding-centring-shift']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from symtrans.group.spec import GroupSpec
+
+__all__ = ["Canonical", "canonical", "orbit_distance"]
+
+
+@dataclass
+class Canonical:
+    """A gauge-fixed copy of a model: its weights, the element g* with canonical = g* . A, what stays ambiguous.
+
+    Examples
+    --------
+    >>> Canonical(None, [], ["S_H layer 0: heads 1, 2 tie"]).ambiguities
+    ['S_H layer 0: heads 1, 2 tie']
+    """
+
+    weights: Any
+    steps: list[dict[str, Any]]
+    ambiguities: list[str] = field(default_factory=list)
+
+
+class _Canon:
+    def __init__(self, spec: GroupSpec, cur: dict[str, Any], tie: float) -> None:
+        from symtrans.group.relate import _Solver
+
+        self.s = _Solver(spec, cur, cur, lambda n, l: "float64")
+        self.spec, self.tie = spec, tie
+        self.amb: list[str] = []
+        a = spec.arch
+        self.group = int(a.H) // int(a.H_kv)
+
+    @property
+    def cur(self) -> dict[str, Any]:
+        return self.s.cur
+
+    def apply(self, factor: str, element: Any) -> None:
+        self.s.apply(factor, element)
+
+    # residual map
+    def residual(self) -> None:
+        import torch
+
+        from symtrans.group.numeric import MonomialMatrix
+
+        s = self.s
+        perm_f = s.present.get("residual-permutation")
+        rot_f = s.present.get("residual-rotation")
+        if "word" not in self.cur or (perm_f is None and rot_f is None):
+            return
+        W = self.cur["word"]
+        if s.tags_on("word", "translate_rows"):
+            W = W - W.mean(0, keepdim=True)
+        if s.tags_on("word", "translate_ones"):
+            W = W - W.mean(1, keepdim=True)
+        d = W.shape[1]
+        if rot_f is not None:
+            rms = self.spec.arch.norm == "rmsnorm"
+            U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+            k = d if rms else d - 1  # LayerNorm: the table is centred, its axes span 1^perp
+            U, S, V = U[:, :k], S[:k], Vh[:k].T
+            third = (U ** 3).sum(0)
+            V = V * torch.where(third < 0, -1.0, 1.0).to(W.dtype)[None, :]
+            if rms:
+                Q = V
+            else:  # map the axes onto a fixed basis of 1^perp, and 1 to itself (Q 1 = 1)
+                first = torch.cat([torch.ones(d, 1, dtype=W.dtype), torch.eye(d, dtype=W.dtype)[:, : d - 1]], 1)
+                basis = torch.linalg.qr(first).Q[:, 1:]
+                Q = V @ basis.T + torch.full((d, d), 1.0 / d, dtype=W.dtype)
+            self.apply(rot_f.name, {"Q": Q})
+            gaps = (S[:-1] - S[1:]) / S[0]
+            if bool((gaps < self.tie).any()):
+                self.amb.append("residual-rotation: the embedding table has (near-)equal singular values; their "
+                                "axes are not fixed")
+            return
+        if perm_f is None:
+            return
+        norms = W.norm(dim=0)
+        order = torch.argsort(-norms, stable=True)
+        sorted_norms = norms[order]
+        close = ((sorted_norms[:-1] - sorted_norms[1:]) / sorted_norms[0]) < self.tie
+        if bool(close.any()):
+            self.amb.append(f"residual-permutation: {int(close.sum())} pairs of residual coordinates whose table "
+                            f"norms differ by less than {self.tie:g} relative (their order may change with rounding)")
+        if self.spec.arch.norm == "rmsnorm":
+            third = (W ** 3).sum(0)
+            signs = torch.where(third[order] < 0, -1.0, 1.0).to(W.dtype)
+        else:
+            sign = -1.0 if float((W ** 3).sum()) < 0 else 1.0
+            signs = torch.full((d,), sign, dtype=W.dtype)
+        self.apply(perm_f.name, {"Q": MonomialMatrix(order.tolist(), signs)})
+
+    def scalings(self) -> None:
+        from symtrans.group.numeric import MonomialMatrix
+
+        for f in list(self.s.present.values()):
+            if f.scope not in ("layer", "model") or not f.name.endswith("-scaling") or \
+                    f.name in ("ffn-scaling", "gate-scaling"):
+                continue
+            pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+            if f.scope == "model":
+                g = self.cur.get(pivot.tensor)
+                if g is not None:
+                    v = (1 / g).reshape(-1)
+                    self.apply(f.name, {"D": MonomialMatrix(list(range(v.numel())), v)})
+                continue
+            els = []
+            for l in range(self.s.L):
+                v = (1 / self.cur["layers"][l][pivot.tensor]).reshape(-1)
+                els.append({"D": MonomialMatrix(list(range(v.numel())), v)})
+            self.apply(f.name, els)
+
+    def translations(self) -> None:
+        """Every translation factor moves its pivot to 0 (the target B is the pivot with that part removed)."""
+        s = self.s
+        order = ["embedding-translation", "embedding-centring-shift", "ffn-bias-transfer", "ln1-bias-transfer",
+                 "ln2-bias-transfer", "attention-bias-transfer", "final-norm-bias-transfer", "ffn-input-hyperplane",
+                 "attention-input-hyperplane", "key-bias-shift", "value-bias-shift", "centring-shift"]
+        for name in order:
+            f = s.present.get(name)
+            if f is None:
+                continue
+            s.tgt = _zeroed_target(s, f)
+            if f.scope == "model":
+                el: Any = s.model_translation(f)
+            elif f.scope == "stack":
+                first = s.L - int(self.spec.boundaries("model"))
+                el = [s.layer_translation(f, l) for l in range(first, s.L)]
+            else:
+                el = [s.layer_translation(f, l) for l in range(s.L)]
+            self.apply(name, el)
+        s.tgt = s.cur
+
+    def heads(self) -> None:
+        import torch
+
+        s = self.s
+        if "S_H" not in s.present:
+            return
+        els = []
+        for l in range(s.L):
+            lp = self.cur["layers"][l]
+            H = len(lp["W_Q"])
+            vo = [float(torch.linalg.norm(lp["W_V"][h // self.group] @ lp["W_O"][h])) for h in range(H)]
+            qk = [float(torch.linalg.norm(lp["W_Q"][h] @ lp["W_K"][h // self.group].T)) for h in range(H)]
+            groups = H // self.group
+            gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
+            korder = sorted(range(groups), key=lambda g: -gkey[g])
+            pi = []
+            for g in korder:
+                inner = sorted(range(g * self.group, (g + 1) * self.group), key=lambda h: (-vo[h], -qk[h]))
+                pi += inner
+            keys = sorted(vo, reverse=True)
+            if any(abs(a - b) <= self.tie * keys[0] for a, b in zip(keys, keys[1:])):
+                self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
+            els.append({"pi": pi, "kappa": korder})
+        self.apply("S_H", els)
+
+    def units(self) -> None:
+        import torch
+
+        from symtrans.group.numeric import MonomialMatrix
+
+        s = self.s
+        if "S_dff" not in s.present:
+            return
+        els = []
+        for l in range(s.L):
+            lp = self.cur["layers"][l]
+            key = lp["W_in"].norm(dim=0) * lp["W_out"].norm(dim=1)
+            if "W_gate" in lp:
+                key = key * lp["W_gate"].norm(dim=0)
+            order = torch.argsort(-key, stable=True)
+            k = key[order]
+            close = ((k[:-1] - k[1:]) / k[0]) < self.tie
+            if bool(close.any()):
+                self.amb.append(f"S_dff layer {l}: {int(close.sum())} pairs of FFN units whose keys differ by less "
+                                f"than {self.tie:g} relative (their order may change with rounding)")
+            els.append({"P": MonomialMatrix(order.tolist(), torch.ones(len(order), dtype=key.dtype))})
+        self.apply("S_dff", els)
+
+    def unit_scalings(self) -> None:
+        import torch
+
+        from symtrans.group.numeric import MonomialMatrix
+
+        for name in ("ffn-scaling", "gate-scaling"):
+            f = self.s.present.get(name)
+            if f is None:
+                continue
+            pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
+            signed = "d_j > 0" not in f.element
+            els = []
+            for l in range(self.s.L):
+                W = self.cur["layers"][l][pivot.tensor]
+                d = 1 / W.norm(dim=0)
+                if signed:
+                    lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
+                    d = d * torch.where(lead < 0, -1.0, 1.0).to(W.dtype)
+                els.append({"D": MonomialMatrix(list(range(d.numel())), d)})
+            self.apply(name, els)
+
+    def rotary(self, f: Any) -> None:
+        import torch
+
+        els = []
+        for l in range(self.s.L):
+            lp = self.cur["layers"][l]
+            mats = []
+            for g in range(len(lp["W_K"])):
+                A = torch.cat([lp["W_Q"][h] for h in range(g * self.group, (g + 1) * self.group)])
+                M, tied = _rotary_block(A, lp["W_K"][g], self.tie)
+                if tied:
+                    self.amb.append(f"qk-gauge layer {l} head group {g}: the phase of a rotary plane is not fixed "
+                                    "(two entries of equal modulus)")
+                mats.append(M)
+            els.append({"g": mats})
+        self.apply(f.name, els)
+
+    def gauges(self) -> None:
+        import torch
+
+        s = self.s
+        for name, left, right in (("qk-gauge", "W_Q", "W_K"), ("vo-gauge", "W_V", "W_O")):
+            f = s.present.get(name)
+            if f is None:
+                continue
+            if "rotary" in f.group:
+                self.rotary(f)
+                continue
+            els = []
+            for l in range(s.L):
+                lp = self.cur["layers"][l]
+                kv = len(lp["W_K"])
+                mats = []
+                for g in range(kv):
+                    heads = range(g * self.group, (g + 1) * self.group)
+                    if name == "qk-gauge":
+                        A = torch.cat([lp["W_Q"][h] for h in heads])  # the blocks M acts on from the right
+                        P = A @ lp["W_K"][g].T
+                    else:
+                        A = lp["W_V"][g]
+                        P = A @ torch.cat([lp["W_O"][h] for h in heads], 1)
+                    k = A.shape[1]
+                    U, S, _ = torch.linalg.svd(P, full_matrices=False)
+                    U, S = U[:, :k], S[:k]
+                    lead = U.gather(0, U.abs().argmax(0, keepdim=True)).reshape(-1)
+                    U = U * torch.where(lead < 0, -1.0, 1.0).to(U.dtype)[None, :]
+                    M = torch.linalg.lstsq(A, U * S.sqrt()[None, :]).solution
+                    gaps = (S[:-1] - S[1:]) / S[0]
+                    if bool((gaps < self.tie).any()):
+                        self.amb.append(f"{name} layer {l} head group {g}: near-equal singular values of "
+                                        f"{left} {right}: their singular vectors are not fixed")
+                    mats.append(M)
+                els.append({"g": mats})
+            self.apply(name, els)
+
+
+def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
+    """The canonical element of the rotary commutant for one key/value head (``rotate_half`` planes (b, b + k)).
+
+    On plane b the element multiplies the complex column ``w_q = A[:, b] + i A[:, b+k]`` by z and the key's by
+    1/conj(z); z balances the two norms and makes the largest entry of ``z w_q`` real and positive.
+    """
+    import torch
+
+    d = A.shape[1]
+    k = d // 2
+    M = torch.zeros(d, d, dtype=A.dtype)
+    tied = False
+    for b in range(k):
+        wq = torch.complex(A[:, b], A[:, b + k])
+        wk = torch.complex(K[:, b], K[:, b + k])
+        r = math.sqrt(float(wk.abs().norm()) / float(wq.abs().norm()))
+        mags = wq.abs()
+        top = mags.topk(2).values if mags.numel() > 1 else mags
+        tied |= bool(mags.numel() > 1 and float(top[0] - top[1]) <= tie * float(top[0]))
+        theta = -float(torch.angle(wq[int(mags.argmax())]))
+        c, s = r * math.cos(theta), r * math.sin(theta)
+        M[b, b], M[b, b + k], M[b + k, b], M[b + k, b + k] = c, s, -s, c
+    return M, tied
+
+
+def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
+    """The current parameters with the pivot tensors of translation factor ``f`` moved to their canonical value.
+
+    Pivots: ``translate`` tags -> 0; ``translate_ones`` -> rows without their mean; ``hyperplane_weight`` ->
+    projected off 1/gamma; ``translate_rows`` -> tables without their column mean (modulo 1 when centred).
+    relate's own translation solver then reads the element off the difference.
+    """
+    import torch
+
+    cur = s.cur
+    tgt = {k: v for k, v in cur.items() if k != "layers"}
+    tgt["layers"] = [dict(lp) for lp in cur["layers"]]
+    L = len(cur["layers"])
+
+    def put(tensor: str, l: int | None, fn: Any, index: bool) -> None:
+        where = tgt if l is None else tgt["layers"][l]
+        if tensor not in where:
+            return
+        v = where[tensor]
+        where[tensor] = [fn(b, h) for h, b in enumerate(v)] if index and isinstance(v, list) else fn(v, None)
+
+    for t in f.tags:
+        if t.scope == "prev":  # the norm before each boundary: LN2 of the layer before, or the embedding norm
+            first = L - int(s.spec.boundaries("model"))
+            for nxt in range(first, L):
+                if nxt == 0:
+                    tgt["emb_ln_b"] = torch.zeros_like(tgt["emb_ln_b"])
+                else:
+                    put(t.tensor, nxt - 1, lambda b, h: torch.zeros_like(b), False)
+            continue
+        layers = [None] if t.scope == "model" else range(L)
+        for l in layers:
+            if t.how == "translate":
+                put(t.tensor, l, lambda b, h: torch.zeros_like(b), bool(t.index))
+            elif t.how == "translate_ones":
+                put(t.tensor, l, lambda b, h: b - b.mean(1, keepdim=True), bool(t.index))
+            elif t.how == "hyperplane_weight":
+                gain = s.gain_for(t, l, cur)
+                if gain is None:
+                    continue
+                u = (1 / gain).reshape(-1, 1)
+                put(t.tensor, l, lambda b, h, u=u: b - u @ (u.T @ b) / float((u * u).sum()), bool(t.index))
+            elif t.how == "translate_rows":
+                put(t.tensor, l, lambda b, h: b - b.mean(0, keepdim=True), False)
+    return tgt
+
+
+def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
+    """The canonical form of ``model`` modulo G (weights, the gauge-fixing element, the remaining ambiguities).
+
+    ``tie``: keys (head and unit norms, singular values) closer than this, relative to the largest, are reported
+    as ties: the canonical form does not fix their order.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> c = canonical(load_model("default"))
+    >>> float(c.weights.b_K.abs().max()) == 0.0, c.ambiguities[1]
+    (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
+    """
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import _load
+    from symtrans.threads import single_threaded
+
+    w = _load(model)
+    spec = GroupSpec.from_arch(w.arch)
+    c = _Canon(spec, model_blocks(w), tie)
+    with single_threaded():
+        c.residual()
+        c.scalings()
+        c.translations()
+        c.heads()
+        c.units()
+        c.unit_scalings()
+        c.gauges()
+    return Canonical(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical"), c.s.steps, c.amb)
+
+
+def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
+    """Relative Frobenius distance of the canonical forms of ``a`` and ``b``, per tensor and layer, and in all.
+
+    ``total`` (``|can(A) - can(B)|_F / |can(B)|_F`` over every tensor) is an upper bound of the distance
+    between the orbits of A and B (each canonical form lies on its orbit); it is 0 within rounding when
+    B = g . A.
+
+    Examples
+    --------
+    >>> d = orbit_distance("default", "default")
+    >>> d["total"] < 1e-12, d["bound"]
+    (True, 'upper bound: can(A) and can(B) lie on the orbits of A and B')
+    """
+    import torch
+
+    from symtrans.group.numeric import model_blocks
+    from symtrans.group.relate import _iter_tensors
+
+    ca, cb = canonical(a), canonical(b)
+    ta = dict(((n, l), v) for n, l, v in _iter_tensors(model_blocks(ca.weights)))
+    tb = [(n, l, v) for n, l, v in _iter_tensors(model_blocks(cb.weights)) if (n, l) in ta]
+    # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0
+    floor = 1e-12 * max(float(torch.linalg.norm(v)) for _, _, v in tb)
+    rows, num, den = [], 0.0, 0.0
+    for n, l, v in tb:
+        diff = float(torch.linalg.norm(ta[(n, l)] - v))
+        size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(ta[(n, l)])))
+        num, den = num + diff ** 2, den + size ** 2
+        rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor else diff / size})
+    return {"total": math.sqrt(num / den) if den else 0.0, "per_tensor": rows,
+            "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities},
+            "bound": "upper bound: can(A) and can(B) lie on the orbits of A and B"}

@@ -1,0 +1,1170 @@
+"""Two checkpoints, one orbit: decide whether B = g . A for an element g of G, through G's tag tables.
+
+:func:`relate` solves for g factor by factor and layer by layer, and acts only through
+:func:`symtrans.group.spec.act` (the tag tables) and its block form
+(:func:`symtrans.group.numeric.model_blocks`), the engine ``symtrans group --verify`` uses:
+
+1. **the residual map** Q (factors whose tags act on the residual axis with a component ``Q``:
+   ``residual-permutation``, ``residual-rotation``), from the tables that write into the residual
+   (each tag ``right by Q`` on ``word``), after projecting out what the translation factors acting
+   on that table can move (``translate_ones``: the all-ones column; ``translate_rows``: the row
+   mean); a signed permutation is found by matching columns (a discrete factor, matched on keys),
+   anything else by least squares;
+2. **gain scalings** (``*-scaling`` factors whose tag acts on a norm gain ``right by D``): the ratio of
+   the gains;
+3. **the discrete per-layer factors** by matching on G-invariant keys: heads (``S_H``) by their
+   products W_Q W_K^T and W_V W_O, FFN units (``S_dff``) by their (input column, output row)
+   pairs, scale-normalised where a scaling factor acts on the unit; each key first projected onto
+   what the translation factors cannot move (the ``hyperplane_weight`` tags: the normal 1/gamma of
+   the norm a reader reads; the ``translate_ones`` tags: the all-ones row). Exact ties are reported;
+4. **unit scalings** (``ffn-scaling``, ``gate-scaling``): per-column least squares;
+5. **the per-head GL gauges**: least squares on the tensor the tag table acts on ``right by g``;
+6. **the translations** (bias transfers, reader hyperplanes, key and value bias shifts, centring
+   shifts, embedding translations): the difference on each factor's pivot tensor.
+
+Every solved element is applied to the current A with :func:`~symtrans.group.spec.act`, so the
+element written is a list of (factor, element) steps that ``symtrans verify`` applies again from A.
+
+The answer is either the element (``related``), with the residual of every tensor against B's
+storage precision, or the first factor, layer and tensor where no element of G explains the
+difference, with its size and the feature that breaks the needed symmetry. That feature is read
+from G: the factor's own present breaking features when it is broken, else the present feature
+(of the factors that act on the same axes) whose constraint the needed element violates
+(:data:`KEEPS`: what each feature keeps, e.g. ``learned norm gains`` keeps monomial residual maps).
+
+Tolerance (:func:`relation_tolerance`): a tensor is reproduced when its relative Frobenius
+residual ``|g.A - B|_F / |B|_F`` is at most ``4 u (1 + kappa)``, ``u`` the unit roundoff of B's
+storage dtype for that tensor and ``kappa`` the condition number of the element acting on it
+(1 for permutations and translations): B's own rounding is ``u/sqrt(3)`` in that norm, and a
+least-squares element fitted to rounded data carries it into the tensors it predicts, amplified
+by at most ``kappa``; 4 is headroom. A perturbation of 10 eps = 20 u per entry exceeds it when
+kappa is below 4 (the solver's pivot fits are checked against ``4 u``, kappa-free).
+
+Examples
+--------
+>>> from symtrans.numeric import load_model
+>>> a = load_model("default")
+>>> r = relate(a, a)
+>>> r.related, r.steps
+(True, [])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.group.spec import Factor, GroupSpec, act
+
+__all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
+           "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "random_element", "tensor_residuals"]
+
+RELATION_SCHEMA = "symtrans-relation/1"
+
+#: G's features (by name, as :class:`symtrans.group.spec.Breaking` spells them) and what each keeps: a
+#: predicate on the needed element. The text printed is G's own reason; a feature G does not list is never named.
+KEEPS: dict[str, str] = {
+    "learned norm gains": "monomial",          # diag(gamma) Q = Q diag(gamma') forces Q monomial
+    "LayerNorm centring": "fixes-ones",        # centring commutes with Q only if Q 1 is a multiple of 1
+    "norm epsilon > 0": "orthogonal",          # Norm(c z) = sign(c) Norm(z) only at eps = 0
+    "rotary positions": "commutes-rotary",     # M must commute with every rotation R_{j-i}
+    "grouped-query attention": "per-kv-head",  # one element per key/value head, shared by its query heads
+}
+
+
+#: the largest condition number an element may bring into a tolerance: beyond it a file is refused rather than
+#: given a looser tolerance (an ill-conditioned element would otherwise buy its own slack)
+KAPPA_MAX = 100.0
+
+
+def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1) -> tuple[float, str]:
+    """The largest relative Frobenius residual of a reproduced tensor, and why (see the module docstring).
+
+    ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`);
+    ``factors``: how many of the element's factors act on it (each fitted from rounded data).
+
+    Examples
+    --------
+    >>> tol, why = relation_tolerance("float32", 1.0)
+    >>> round(tol / 5.96e-08, 2)
+    8.0
+    >>> why.split(":")[0]
+    '4 u (1 + kappa) sqrt(m) with u = 5.96e-08 (float32), kappa = 1, m = 1 factors'
+    >>> relation_tolerance("float32", 1e9)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
+    True
+    """
+    from symtrans.precision import dtype_name, unit_roundoff
+
+    u = unit_roundoff(storage_dtype)
+    name = dtype_name(storage_dtype)
+    k = min(float(kappa), KAPPA_MAX)
+    m = max(int(factors), 1)
+    tol = 4 * u * (1 + k) * math.sqrt(m)
+    return tol, (f"4 u (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors: B's "
+                 "rounding is at most u |B|_F, each factor's element is fitted to rounded data and carries that "
+                 "error into the tensors it moves, amplified by at most kappa; m such errors add in quadrature; "
+                 "x4 headroom")
+
+
+@dataclass
+class Stop:
+    """Where no element of G explains B: factor, layer, tensor, the unexplained part, and the breaking feature."""
+
+    factor: str
+    layer: int | None
+    tensor: str
+    unexplained: float
+    tolerance: float
+    features: list[str]
+    detail: str = ""
+
+    def line(self) -> str:
+        """The one-line answer printed by ``symtrans relate`` (exit 1).
+
+        Examples
+        --------
+        >>> Stop("ffn-scaling", 2, "W_in", 0.3, 1e-6, ["gelu activation: not homogeneous"]).line()[:52]
+        'not related: ffn-scaling, layer 2, tensor W_in: unex'
+        """
+        where = f", layer {self.layer}" if self.layer is not None else ""
+        feats = "; ".join(self.features) if self.features else "none of G's features: the difference is not " \
+                                                                "in the orbit of A"
+        return (f"not related: {self.factor}{where}, tensor {self.tensor}: unexplained part {self.unexplained:.3g} "
+                f"(relative Frobenius; tolerance {self.tolerance:.3g}); broken by: {feats}"
+                + (f" ({self.detail})" if self.detail else ""))
+
+
+@dataclass
+class Relation:
+    """The answer of :func:`relate`: the element found (steps), per-tensor residuals, ties, or where it stops.
+
+    Examples
+    --------
+    >>> Relation(True, [], [], [], None).summary().splitlines()[0]
+    'related: B = g . A with g the identity (no factor moved)'
+    """
+
+    related: bool
+    steps: list[dict[str, Any]]
+    residuals: list[dict[str, Any]]
+    ties: list[str]
+    stop: Stop | None
+    a: dict[str, Any] = field(default_factory=dict)
+    b: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """Lines for the terminal: the verdict, the factors moved, the worst residual, ties.
+
+        Examples
+        --------
+        >>> r = Relation(False, [], [], [], Stop("S_dff", 0, "W_out", 1.0, 1e-7, []))
+        >>> r.summary().startswith("not related: S_dff, layer 0")
+        True
+        """
+        if not self.related:
+            return self.stop.line() if self.stop else "not related"
+        moved = sorted({s["factor"] for s in self.steps})
+        lines = ["related: B = g . A with g " + ("the identity (no factor moved)" if not moved else
+                                                  "moving " + ", ".join(moved))]
+        if self.residuals:
+            worst = max(self.residuals, key=lambda r: r["residual"] / r["tolerance"])
+            lines.append(f"worst tensor {worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None
+                                                              else "")
+                         + f": residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} "
+                         f"({worst['dtype']}; margin {math.log10(worst['tolerance'] / max(worst['residual'], 1e-300)):.1f}"
+                         " decades)")
+        for t in self.ties:
+            lines.append(f"tie: {t}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(f"<tr><td>{html.escape(r['tensor'])}</td><td>{'' if r['layer'] is None else r['layer']}</td>"
+                       f"<td>{r['residual']:.2e}</td><td>{r['tolerance']:.2e}</td><td>{html.escape(r['dtype'])}</td></tr>"
+                       for r in sorted(self.residuals, key=lambda r: -r["residual"] / r["tolerance"])[:20])
+        return (f"<p>{html.escape(self.summary()).replace(chr(10), '<br>')}</p>"
+                + (f"<table><tr><th>tensor</th><th>layer</th><th>residual</th><th>tolerance</th><th>dtype</th></tr>"
+                   f"{rows}</table>" if rows else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (without the element's tensors, which :func:`write_relation` stores).
+
+        Examples
+        --------
+        >>> Relation(True, [], [], [], None).to_dict()["related"]
+        True
+        """
+        return {"related": self.related, "factors": [s["factor"] for s in self.steps], "residuals": self.residuals,
+                "ties": self.ties, "stop": dataclasses.asdict(self.stop) if self.stop else None,
+                "a": self.a, "b": self.b, "seconds": self.seconds}
+
+
+class _Refused(Exception):
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.line())
+        self.stop = stop
+
+
+# --------------------------------------------------------------------------- small linear algebra
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _fro(x: Any) -> float:
+    return float(_torch().linalg.norm(x))
+
+
+def _rel(x: Any, target: Any) -> float:
+    n = _fro(target)
+    d = _fro(x - target)
+    return d / n if n > 0 else d
+
+
+def _centre_cols(d: int, dtype: Any) -> Any:
+    torch = _torch()
+    return torch.eye(d, dtype=dtype) - torch.full((d, d), 1.0 / d, dtype=dtype)
+
+
+def _proj_normal(u: Any) -> Any:
+    """I - u u^T / |u|^2 for a column u: kills the direction a hyperplane move adds along."""
+    torch = _torch()
+    u = u.reshape(-1, 1)
+    return torch.eye(u.shape[0], dtype=u.dtype) - (u @ u.T) / float((u * u).sum())
+
+
+def _lstsq(A: Any, B: Any) -> Any:
+    return _torch().linalg.lstsq(A, B, driver="gelsd").solution
+
+
+def _cond(M: Any) -> float:
+    s = _torch().linalg.svdvals(M)
+    return float(s.max() / s.min()) if float(s.min()) > 0 else math.inf
+
+
+def _is_identity(element: Any, tol: float = 1e-12) -> bool:
+    """Whether an element (of any factor, in act's format) is the identity within ``tol`` (float64 rounding)."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    torch = _torch()
+    if isinstance(element, MonomialMatrix):
+        return element.perm.tolist() == list(range(element.perm.numel())) and \
+            float((element.vals - 1).abs().max()) <= tol
+    if isinstance(element, dict):
+        return all(_is_identity(v, tol) for k, v in element.items() if not k.endswith("_inv"))
+    if isinstance(element, (list, tuple)):
+        if all(isinstance(x, int) for x in element):
+            return list(element) == list(range(len(element)))
+        return all(_is_identity(v, tol) for v in element)
+    if hasattr(element, "shape"):
+        x = element
+        if x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1 and float(x.diagonal().abs().min()) > 0.5:
+            return float((x - torch.eye(x.shape[0], dtype=x.dtype)).abs().max()) <= tol
+        return float(x.abs().max()) <= tol if x.numel() else True
+    return False
+
+
+# --------------------------------------------------------------------------- the solver
+class _Solver:
+    def __init__(self, spec: GroupSpec, cur: dict[str, Any], tgt: dict[str, Any], precision: Any) -> None:
+        self.spec, self.cur, self.tgt, self.precision = spec, cur, tgt, precision
+        self.steps: list[dict[str, Any]] = []
+        self.ties: list[str] = []
+        self.kappa: dict[int | None, float] = {}
+        self.L = len(cur["layers"])
+        # factors with a tag table: those G keeps (solved and applied) and those a present feature breaks (their
+        # needed element must be the identity, else the feature is named)
+        self.present = {f.name: f for f in spec.factors if f.tags and f.status != "broken"}
+        self.broken = {f.name: f for f in spec.factors if f.tags and f.status == "broken"}
+        self.steps_before_residual = cur
+        self.scaled = False
+        a = spec.arch
+        self.group = int(a.H) // int(a.H_kv)
+
+    # ---- helpers reading the tag tables
+    def tags_on(self, tensor: str, how: str | None = None, component: str | None = None) -> list[Any]:
+        return [(f, t) for f in self.present.values() for t in f.tags
+                if t.tensor == tensor and (how is None or t.how == how) and (component is None or t.component == component)]
+
+    def u_pivot(self, tensor: str, layer: int | None) -> float:
+        return relation_tolerance(self.precision(tensor, layer))[0] / 2  # 4 u: the pivot check, kappa-free
+
+    def gain_for(self, tag: Any, layer: int, params: dict[str, Any]) -> Any:
+        via = tag.via.split(",")[0]
+        if tag.scope == "next":  # the norm of the layer before (or the embedding norm) feeds this layer
+            if layer == 0:
+                return params.get("emb_ln_w")
+            return params["layers"][layer - 1].get(via)
+        return params["layers"][layer].get(via)
+
+    def invariant(self, tensor: str, block: Any, layer: int | None, params: dict[str, Any]) -> Any:
+        """``block`` projected onto what the present translation factors acting on ``tensor`` cannot move.
+
+        A ``hyperplane_weight`` tag adds ``(1/gamma)^T v``: the rows are projected off ``1/gamma`` (left);
+        a ``translate_ones`` tag adds ``w 1^T``: each row loses its mean (right). Rank-one updates, no dense projector.
+        """
+        out = block
+        for f, t in self.tags_on(tensor, "hyperplane_weight"):
+            g = self.gain_for(t, layer, params)
+            if g is not None:
+                u = (1 / g).reshape(-1, 1)
+                out = out - u @ ((u.T @ out) / float((u * u).sum()))
+        if self.tags_on(tensor, "translate_ones"):
+            out = out - out.mean(1, keepdim=True)
+        return out
+
+    def apply(self, factor: str, element: Any, note: str | None = None) -> None:
+        if _is_identity(element):
+            return  # nothing to move: no step
+        self.cur = act(self.spec, self.cur, factor, element)
+        self.steps.append({"factor": factor, "element": element, **({"note": note} if note else {})})
+
+    def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
+               features: list[str], detail: str = "") -> None:
+        raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
+
+    def features_breaking(self, f: Factor) -> list[str]:
+        return [f"{b.feature}: {b.reason}" for b in f.broken_by if b.present and b.effect == "breaks"]
+
+    def features_violated(self, factors: list[Factor], ok: dict[str, bool]) -> list[str]:
+        """Present features of ``factors`` whose constraint (:data:`KEEPS`) the needed element violates."""
+        out = []
+        for f in factors:
+            for b in f.broken_by:
+                kind = KEEPS.get(b.feature)
+                if b.present and kind is not None and ok.get(kind) is False:
+                    text = f"{b.feature} ({f.name} {b.effect} by it): {b.reason}"
+                    if text not in out:
+                        out.append(text)
+        return out
+
+    # ---- 1. the residual map
+    def residual(self) -> None:
+        torch = _torch()
+        cands = [f for f in self.spec.factors if f.scope == "model" and any(t.component == "Q" for t in f.tags)] \
+            + [f for f in self.spec.factors if f.name in ("residual-rotation", "residual-permutation") and not f.tags]
+        if not cands or "word" not in self.cur:
+            return
+        A, B = self.cur["word"], self.tgt["word"]
+        d = A.shape[1]
+        centred = bool(self.tags_on("word", "translate_ones"))
+        rows = bool(self.tags_on("word", "translate_rows"))
+        Ac, Bc = A, B
+        if rows:
+            Ac, Bc = Ac - Ac.mean(0, keepdim=True), Bc - Bc.mean(0, keepdim=True)
+        if centred:  # right-multiplication by I - 11^T/d: each row loses its mean
+            Ac, Bc = Ac - Ac.mean(1, keepdim=True), Bc - Bc.mean(1, keepdim=True)
+        tol = self.u_pivot("word", None)
+        nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
+        if _fro(Ac - Bc) / nB <= tol:
+            return  # Q = I
+        # a signed permutation: match columns (exact up to sign)
+        # candidate columns from a subset of rows (the match is then checked on the whole table)
+        rows_used = torch.linspace(0, Ac.shape[0] - 1, min(Ac.shape[0], 4 * d)).long()
+        As, Bs = Ac[rows_used], Bc[rows_used]
+        na, nb = As.norm(dim=0), Bs.norm(dim=0)
+        cos = (As.T @ Bs) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
+        best = cos.abs().argmax(0)
+        signs = torch.sign(cos[best, torch.arange(d)])
+        perm = best.tolist()
+        from symtrans.group.numeric import MonomialMatrix
+
+        mono = None
+        if len(set(perm)) == d:
+            Qm = MonomialMatrix(perm, signs.to(A.dtype))
+            if _fro(Ac @ Qm - Bc) / nB <= tol:
+                mono = Qm
+        if mono is not None:
+            X, fit, Q = mono.dense(), _fro(Ac @ mono - Bc) / nB, mono.dense()
+        else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
+            # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
+            X = _lstsq(Ac, Bc)
+            fit, Q = _fro(Ac @ X - Bc) / nB, X
+            if centred:
+                Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
+            if fit > tol and centred:
+                Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
+                X = _lstsq(Ar, Br)
+                fit, Q, centred = _fro(Ar @ X - Br) / nB, X, False
+        gram = Q.T @ Q
+        ones = torch.ones(d, 1, dtype=A.dtype)
+        ok = {"monomial": mono is not None,
+              "orthogonal": _fro(gram - torch.eye(d, dtype=A.dtype)) <= 1e3 * tol * d ** 0.5,
+              "fixes-ones": True}
+        if mono is not None:
+            ok["fixes-ones"] = bool((signs == signs[0]).all())
+        elif centred:  # only Q restricted to 1^perp is seen: it must be an isometry of 1^perp
+            Cd = _centre_cols(d, A.dtype)
+            ok["fixes-ones"] = _fro(X.T @ X - Cd) <= 1e3 * tol * d ** 0.5
+        else:
+            ok["fixes-ones"] = min(_fro(Q @ ones - ones), _fro(Q @ ones + ones)) <= 1e3 * tol * d ** 0.5
+        if self.spec.arch.norm == "rmsnorm":
+            ok["fixes-ones"] = True  # no centring: nothing asks Q to fix the all-ones direction
+        if fit > tol:
+            self.refuse(cands[0].name, None, "word", fit, tol, [],
+                        "the embedding table is not a linear map of A's: no residual map explains it")
+        perm_f = next((f for f in cands if f.name == "residual-permutation" and f.tags), None)
+        rot_f = next((f for f in cands if f.name == "residual-rotation" and f.tags), None)
+        if mono is not None and perm_f is not None and ok["fixes-ones"]:
+            self.apply(perm_f.name, {"Q": mono})
+            self.kappa[None] = 1.0
+            self.residual_keys(perm_f, ok)
+            return
+        if rot_f is not None and ok["orthogonal"] and ok["fixes-ones"]:
+            self.apply(rot_f.name, {"Q": Q})
+            self.kappa[None] = max(self.kappa.get(None, 1.0), _cond(Q))
+            self.residual_keys(rot_f, ok)
+            return
+        # no factor of G has this element: name what breaks it
+        feats: list[str] = []
+        rot = next((f for f in self.spec.factors if f.name == "residual-rotation"), None)
+        if rot is not None and not rot.tags:
+            feats += [f"residual-rotation {s}" for s in self.features_breaking(rot)]
+        feats += self.features_violated(cands, ok)
+        best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
+        size = _fro((Ac @ best_mono if best_mono is not None else Ac) - Bc) / nB
+        self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
+                    "the residual map B needs (from the embedding table) is "
+                    + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
+                    + ("" if ok["fixes-ones"] else " and does not fix the all-ones direction")
+                    + ("" if ok["monomial"] else ", not a signed permutation"))
+
+    def layer_keys(self, params: dict[str, Any], l: int) -> dict[str, Any]:
+        """Per-layer weight keys invariant under the per-layer factors: sum_h W_Q W_K^T, sum_h W_V W_O, W_in W_out."""
+        lp = params["layers"][l]
+        out = {}
+        H = len(lp["W_Q"])
+        qk = sum(self.invariant("W_Q", lp["W_Q"][h], l, params)
+                 @ self.invariant("W_K", lp["W_K"][h // self.group], l, params).T for h in range(H))
+        vo = sum(self.invariant("W_V", lp["W_V"][h // self.group], l, params)
+                 @ self.invariant("W_O", lp["W_O"][h], l, params) for h in range(H))
+        out["W_Q W_K^T (summed over heads)"] = qk
+        out["W_V W_O (summed over heads)"] = vo
+        if not self.present.get("gate-scaling"):
+            out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ self.invariant("W_out", lp["W_out"], l,
+                                                                                              params)
+        return out
+
+    def residual_keys(self, f: Factor, ok: dict[str, bool]) -> None:
+        """After the residual map: every layer's keys must agree; else say which factor's action would."""
+        self.residual_element = self.steps[-1]["element"]
+        self.scalings()
+        for l in range(self.L):
+            mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
+            for name in mine:
+                size = _rel(mine[name], theirs[name])
+                tol = 1e3 * relation_tolerance(self.precision("W_Q", l), self.kappa.get(None, 1.0))[0]
+                if size > tol:
+                    feats = self.other_residual_actions(f, l, name, theirs[name], ok)
+                    self.refuse(f.name, l, name, size, tol, feats,
+                                f"the residual map found on the embedding table, acted through {f.name}'s tags, "
+                                "does not give B's readers and writers (key tolerance 1e3 x the tensor tolerance: "
+                                "the per-tensor check is decisive)")
+
+    def other_residual_actions(self, f: Factor, l: int, name: str, target: Any, ok: dict[str, bool]) -> list[str]:
+        """Whether another residual factor's tag table (with the same map) explains B; its violated features."""
+        before = self.steps_before_residual
+        out = []
+        for g in self.spec.factors:
+            if g.name == f.name or g.scope != "model" or not any(t.component == "Q" for t in g.tags):
+                continue
+            Q = self.residual_element["Q"]
+            Qd = Q.dense() if hasattr(Q, "dense") else Q
+            trial = act(self.spec, before, g.name, {"Q": Qd})
+            key = self.layer_keys(trial, l)[name]
+            if _rel(key, target) <= 1e3 * relation_tolerance(self.precision("W_Q", l))[0]:
+                out += self.features_violated([g], ok) or [f"{g.name}'s action explains B but with an element "
+                                                            f"outside it ({g.element})"]
+        return out
+
+    # ---- 2. gain scalings
+    def scalings(self) -> None:
+        from symtrans.group.numeric import MonomialMatrix
+
+        if self.scaled:
+            return
+        self.scaled = True
+        for f in self.present.values():
+            if f.scope not in ("layer", "model") or not f.name.endswith("-scaling") \
+                    or f.name in ("ffn-scaling", "gate-scaling"):
+                continue
+            pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+            if f.scope == "model":
+                a, b = self.cur.get(pivot.tensor), self.tgt.get(pivot.tensor)
+                if a is None:
+                    continue
+                s = (b / a).reshape(-1)
+                self.apply(f.name, {"D": MonomialMatrix(list(range(s.numel())), s)})
+                continue
+            els = []
+            for l in range(self.L):
+                a, b = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
+                s = (b / a).reshape(-1)
+                els.append({"D": MonomialMatrix(list(range(s.numel())), s)})
+            self.apply(f.name, els)
+            self.kappa_all(max(float(e["D"].vals.abs().max() / e["D"].vals.abs().min()) for e in els))
+
+    # ---- 3. discrete per-layer factors
+    def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
+        torch = _torch()
+        scale = max(float(KA.norm(dim=1).max()), 1e-300)
+        KA, KB = KA / scale, KB / scale
+        if KA.shape[1] > 64 and KA.shape[0] > 64:  # candidates on a random 64-dim projection, checked in full below
+            R = torch.randn(KA.shape[1], 64, generator=torch.Generator().manual_seed(0), dtype=KA.dtype) / 8.0
+            D = torch.cdist(KB @ R, KA @ R)
+        else:
+            D = torch.cdist(KB, KA)
+        near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
+        best = near[:, 0]
+        dist = (KB - KA[best]).norm(dim=1)
+        if D.shape[1] > 1:  # a second A key as close (in full) is a tie
+            second = (KB - KA[near[:, 1]]).norm(dim=1)
+            for j in torch.nonzero(second <= tol).reshape(-1).tolist():
+                self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
+                                 "(any of them gives the same weights)")
+        if len(set(best.tolist())) != len(best):
+            D = torch.cdist(KB, KA)  # rare: resolve in full
+        perm = best.tolist()
+        if len(set(perm)) != len(perm):  # ties resolved one to one, greedily
+            free = set(range(D.shape[1]))
+            perm = []
+            for j in range(D.shape[0]):
+                i = next(int(i) for i in D[j].argsort() if int(i) in free)
+                perm.append(i)
+                free.discard(i)
+            dist = (KB - KA[perm]).norm(dim=1)
+        return perm, float(dist.max())
+
+    def heads(self) -> None:
+        f = self.present.get("S_H")
+        if f is None:
+            return
+        torch = _torch()
+        els = []
+        for l in range(self.L):
+            keys = []
+            for params in (self.cur, self.tgt):
+                lp = params["layers"][l]
+                rows = []
+                for h in range(len(lp["W_Q"])):
+                    g = h // self.group
+                    qk = self.invariant("W_Q", lp["W_Q"][h], l, params) @ self.invariant("W_K", lp["W_K"][g], l, params).T
+                    vo = self.invariant("W_V", lp["W_V"][g], l, params) @ self.invariant("W_O", lp["W_O"][h], l, params)
+                    rows.append(torch.cat([qk.reshape(-1), vo.reshape(-1)]))
+                keys.append(torch.stack(rows))
+            tol = 1e3 * relation_tolerance(self.precision("W_Q", l))[0]
+            pi, dist = self._match(keys[0], keys[1], tol, "head", l)
+            if dist > tol:
+                self.refuse("S_H", l, "W_Q W_K^T, W_V W_O (per head)", dist, tol, [],
+                            "a head of B has no head of A with the same products: no head relabelling explains it")
+            kappa = []
+            for g in range(len(pi) // self.group):
+                mapped = {pi[g * self.group + i] // self.group for i in range(self.group)}
+                if len(mapped) != 1:
+                    feats = self.features_violated([f], {"per-kv-head": False})
+                    self.refuse("S_H", l, "W_Q (head order)", 1.0, 0.0, feats,
+                                "query heads that share a key/value head are sent to different groups")
+                kappa.append(mapped.pop())
+            els.append({"pi": pi, "kappa": kappa})
+        if any(e["pi"] != sorted(e["pi"]) for e in els):
+            self.apply("S_H", els)
+
+    def units(self) -> None:
+        f = self.present.get("S_dff")
+        if f is None:
+            return
+        torch = _torch()
+        scaled_in = [t.tensor for x in self.spec.factors if x.name in ("ffn-scaling", "gate-scaling")
+                     for t in x.tags if t.side == "right"]
+        ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
+        els = []
+        for l in range(self.L):
+            keys = []
+            for params in (self.cur, self.tgt):
+                lp = params["layers"][l]
+                out_rows = self.invariant("W_out", lp["W_out"], l, params)
+                parts = []
+                factor = torch.ones(out_rows.shape[0], dtype=out_rows.dtype)
+                for name in ins:
+                    cols = self.invariant(name, lp[name], l, params).T  # one row per unit
+                    if name in scaled_in:
+                        n = cols.norm(dim=1).clamp_min(1e-300)
+                        s = torch.sign(cols.gather(1, cols.abs().argmax(1, keepdim=True)).reshape(-1))
+                        cols = cols / (n * s)[:, None]
+                        factor = factor * n * s
+                    parts.append(cols)
+                parts.append(out_rows * factor[:, None])
+                keys.append(torch.cat(parts, 1))
+            tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
+            P, dist = self._match(keys[0], keys[1], tol, "FFN unit", l)
+            if dist > tol:
+                tags = "; ".join(t.describe() for t in f.tags)
+                self.refuse("S_dff", l, "(W_in column, W_out row) per unit", dist, tol, [],
+                            f"a unit of B has no unit of A with the same input and output weights; G moves a unit "
+                            f"only as a whole ({tags})")
+            els.append(P)
+        if any(P != sorted(P) for P in els):
+            from symtrans.group.numeric import MonomialMatrix
+
+            dt = self.cur["layers"][0]["W_in"].dtype
+            # act's right action X @ P with column j of P in row perm[j]: new unit j = old unit perm[j]
+            self.apply("S_dff", [{"P": MonomialMatrix(P, torch.ones(len(P), dtype=dt))} for P in els])
+
+    # ---- 4. unit scalings
+    def unit_scalings(self) -> None:
+        from symtrans.group.numeric import MonomialMatrix
+
+        for name in ("ffn-scaling", "gate-scaling"):
+            f = self.present.get(name) or self.broken.get(name)
+            if f is None:
+                continue
+            pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
+            els, worst, where = [], 0.0, 0
+            for l in range(self.L):
+                a = self.invariant(pivot.tensor, self.cur["layers"][l][pivot.tensor], l, self.cur)
+                b = self.invariant(pivot.tensor, self.tgt["layers"][l][pivot.tensor], l, self.tgt)
+                s = (a * b).sum(0) / (a * a).sum(0).clamp_min(1e-300)
+                dev = float((s - 1).abs().max())
+                if dev > worst:
+                    worst, where = dev, l
+                els.append((s, l))
+            tol = self.u_pivot(pivot.tensor, where) * 10
+            if worst <= tol:
+                continue  # the identity
+            if f.status == "broken":
+                size = _rel(self.cur["layers"][where][pivot.tensor], self.tgt["layers"][where][pivot.tensor])
+                self.refuse(name, where, pivot.tensor, size, relation_tolerance(self.precision(pivot.tensor, where))[0],
+                            self.features_breaking(f),
+                            "B scales FFN units, which this activation does not allow")
+            positive = "d_j > 0" in f.element
+            for s, l in els:
+                if positive and bool((s <= 0).any()):
+                    self.refuse(name, l, pivot.tensor, float((s.clamp(max=0)).abs().max()), 0.0, [],
+                                f"a unit is scaled by a negative number; G: {f.element}")
+            self.apply(name, [{"D": MonomialMatrix(list(range(s.numel())), s)} for s, _ in els])
+            self.kappa_all(max(float(s.abs().max() / s.abs().min()) for s, _ in els))
+
+    def kappa_all(self, k: float) -> None:
+        for l in range(self.L):
+            self.kappa[l] = max(self.kappa.get(l, 1.0), k)
+
+    # ---- 5. GL gauges
+    def gauges(self) -> None:
+        torch = _torch()
+        for name in ("qk-gauge", "vo-gauge"):
+            f = self.present.get(name)
+            if f is None:
+                continue
+            pivot = next(t for t in f.tags if t.how == "element" and t.tensor.startswith("W_"))
+            els = []
+            for l in range(self.L):
+                ca, cb = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
+                per_kv = len(self.cur["layers"][l]["W_K"])
+                heads_per = len(ca) // per_kv
+                mats = []
+                for g in range(per_kv):
+                    idx = range(g * heads_per, (g + 1) * heads_per)
+                    A = torch.cat([self.invariant(pivot.tensor, ca[h], l, self.cur) for h in idx])
+                    B = torch.cat([self.invariant(pivot.tensor, cb[h], l, self.tgt) for h in idx])
+                    M = _lstsq(A, B)
+                    raw = _fro(torch.cat([cb[h] for h in idx]))  # B's rounding is relative to the stored blocks
+                    fit, tol = _fro(A @ M - B) / raw, self.u_pivot(pivot.tensor, l)
+                    if fit > tol:
+                        self.refuse(name, l, pivot.tensor, fit, tol, [],
+                                    f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})")
+                    if "rotary" in f.group:
+                        k = M.shape[0] // 2
+                        J = torch.zeros_like(M)
+                        J[:k, k:] = -torch.eye(k, dtype=M.dtype)
+                        J[k:, :k] = torch.eye(k, dtype=M.dtype)
+                        comm = _fro(M @ J - J @ M) / _fro(M)
+                        if comm > 1e3 * tol:
+                            self.refuse(name, l, pivot.tensor, comm, 1e3 * tol,
+                                        self.features_violated([f], {"commutes-rotary": False}),
+                                        "the needed GL(d_k) element does not commute with the rotary rotations")
+                    mats.append(M)
+                els.append({"g": mats})
+                self.kappa[l] = max([self.kappa.get(l, 1.0)] + [_cond(M) for M in mats])
+            self.apply(name, els)
+
+    # ---- 6. translations
+    def translations(self) -> None:
+        order = ["embedding-translation", "embedding-centring-shift", "unused-position-rows",
+                 "ffn-bias-transfer", "ln1-bias-transfer", "ln2-bias-transfer", "attention-bias-transfer",
+                 "final-norm-bias-transfer", "ffn-input-hyperplane", "attention-input-hyperplane",
+                 "key-bias-shift", "value-bias-shift", "centring-shift"]
+        for name in order:
+            f = self.present.get(name) or self.broken.get(name)
+            if f is None:
+                continue
+            if f.scope == "model":
+                el: Any = self.model_translation(f)
+            elif f.scope == "stack":
+                first = self.L - int(self.spec.boundaries("model"))
+                el = [self.layer_translation(f, l) for l in range(first, self.L)]
+            else:
+                el = [self.layer_translation(f, l) for l in range(self.L)]
+            if f.status == "broken":
+                self.must_be_identity(f, el)
+                continue
+            self.apply(name, el)
+
+    def must_be_identity(self, f: Factor, el: Any) -> None:
+        """A broken factor's needed element: if it moves B's pivot tensors beyond their precision, name the feature."""
+        trial = act(self.spec, self.cur, f.name, el)
+        for name, l, v in _iter_tensors(trial):
+            target = self.tgt[name] if l is None else self.tgt["layers"][l][name]
+            target = _torch().cat([x.reshape(1, -1) for x in target]) if isinstance(target, list) else target
+            before = self.cur[name] if l is None else self.cur["layers"][l][name]
+            before = _torch().cat([x.reshape(1, -1) for x in before]) if isinstance(before, list) else before
+            moved = _rel(v, before)
+            tol = relation_tolerance(self.precision(name, l))[0]
+            if moved > tol and _rel(v, target) < _rel(before, target):
+                self.refuse(f.name, l, name, _rel(before, target), tol, self.features_breaking(f),
+                            f"B differs from A by a move of this factor ({f.group}), which this architecture breaks")
+
+    def _diff(self, tensor: str, l: int | None, index: int | None = None) -> Any:
+        a = self.cur[tensor] if l is None else self.cur["layers"][l][tensor]
+        b = self.tgt[tensor] if l is None else self.tgt["layers"][l][tensor]
+        if index is not None:
+            a, b = a[index], b[index]
+        return b - a
+
+    def layer_translation(self, f: Factor, l: int) -> dict[str, Any]:
+        el: dict[str, Any] = {}
+        for t in f.tags:
+            if t.how == "translate":
+                if t.scope == "prev":
+                    prev = ("emb_ln_b", None) if l == 0 else (t.tensor, l - 1)
+                    el[t.component] = self._diff(prev[0], prev[1])
+                elif t.index:
+                    el[t.component] = [self._diff(t.tensor, l, h) for h in range(len(self.cur["layers"][l][t.tensor]))]
+                else:
+                    el[t.component] = self._diff(t.tensor, l)
+            elif t.how == "hyperplane_weight":
+                gain = self.gain_for(t, l, self.cur)
+                u = (1 / gain).reshape(-1, 1)
+                n2 = float((u * u).sum())
+                if t.index:
+                    el[t.component] = [u.T @ self._diff(t.tensor, l, h) / n2
+                                       for h in range(len(self.cur["layers"][l][t.tensor]))]
+                else:
+                    el[t.component] = u.T @ self._diff(t.tensor, l) / n2
+            elif t.how == "translate_ones" and t.component not in el:
+                if t.index:
+                    el[t.component] = [self._diff(t.tensor, l, h).mean(1, keepdim=True)
+                                       for h in range(len(self.cur["layers"][l][t.tensor]))]
+                else:
+                    el[t.component] = self._diff(t.tensor, l).mean(1, keepdim=True)
+        if f.name == "centring-shift" and "w_O" in el and isinstance(el["w_O"], list):
+            el["w_O"] = el["w_O"]
+        return el
+
+    def model_translation(self, f: Factor) -> dict[str, Any]:
+        torch = _torch()
+        el: dict[str, Any] = {}
+        centring = bool(self.present.get("embedding-centring-shift"))
+        for t in f.tags:
+            if t.how == "translate_rows":
+                dlt = self._diff(t.tensor, None)
+                if centring:
+                    dlt = dlt @ _centre_cols(dlt.shape[1], dlt.dtype)
+                el[t.component] = dlt.mean(0, keepdim=True)
+            elif t.how == "translate_ones":
+                el[t.component] = self._diff(t.tensor, None).mean(1, keepdim=True)
+            elif t.how == "translate_leading_rows":
+                from symtrans.group.forward import unused_position_rows
+
+                k = unused_position_rows(self.spec.arch)
+                el[t.component] = self._diff(t.tensor, None)[:k]
+            elif t.how == "translate" and t.tensor in self.cur:
+                el[t.component] = self._diff(t.tensor, None)
+        _ = torch
+        return el
+
+
+def apply_steps(spec: GroupSpec, params: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply a list of (factor, element) steps to block-form parameters, in order, through :func:`act`.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from symtrans.arch import get_arch
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=1, H_kv=1, d_model=64))
+    >>> apply_steps(spec, {"layers": [{"W_O": [sp.eye(2)]}]},
+    ...             [{"factor": "vo-gauge", "element": [{"g": [sp.diag(2, 1)]}]}])["layers"][0]["W_O"][0]
+    Matrix([
+    [1/2, 0],
+    [  0, 1]])
+    """
+    for s in steps:
+        params = act(spec, params, s["factor"], s["element"])
+    return params
+
+
+def _iter_tensors(params: dict[str, Any]) -> Any:
+    for l, lp in enumerate(params["layers"]):
+        for name, v in lp.items():
+            yield name, l, (_torch().cat([x.reshape(1, -1) for x in v]) if isinstance(v, list) else v)
+    for name, v in params.items():
+        if name != "layers" and v is not None and name != "X":
+            yield name, None, v
+
+
+def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
+                     spec: GroupSpec) -> list[dict[str, Any]]:
+    """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
+
+    ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
+    factors acting on each tensor are recomputed from ``steps`` (the element) and G's tag tables.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.arch import get_arch
+    >>> p = {"layers": [{"W_O": [torch.eye(2, dtype=torch.float64)]}]}
+    >>> r = tensor_residuals(p, p, lambda n, l: "float32", [], GroupSpec.from_arch("bert-base"))
+    >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
+    ('W_O', 0.0, True)
+    """
+    kappa = _element_kappa(steps, len(moved["layers"]))
+    target_tensors = {(n, l): v for n, l, v in _iter_tensors(target)}
+    out = []
+    for name, l, v in _iter_tensors(moved):
+        if (name, l) not in target_tensors:
+            continue
+        dt = precision(name, l)
+        k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
+        m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
+        tol, why = relation_tolerance(dt, k, m)
+        res = _rel(v, target_tensors[(name, l)])
+        out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
+                    "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX})
+    return out
+
+
+def _last_factor(spec: GroupSpec, steps: list[dict[str, Any]], tensor: str) -> str:
+    for s in reversed(steps):
+        if any(t.tensor == tensor for t in spec.factor(s["factor"]).tags):
+            return s["factor"]
+    acting = [f.name for f in spec.factors for t in f.tags if t.tensor == tensor]
+    return acting[-1] if acting else "(no factor of G acts on it)"
+
+
+def _load(x: Any) -> Any:
+    from symtrans.numeric.weights import ModelWeights, load_model
+
+    if isinstance(x, ModelWeights):
+        return x.to(dtype="float64")
+    return load_model(x, dtype="float64")
+
+
+def _precision(w: Any) -> Any:
+    from symtrans.numeric.weights import storage_precision
+
+    def get(name: str, layer: int | None) -> str:
+        return storage_precision(w, name, layer)[0]
+
+    return get
+
+
+def _describe(w: Any) -> dict[str, Any]:
+    return {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name}
+
+
+def _same_shape(a: Any, b: Any) -> None:
+    for k, v in a.tensors.items():
+        o = b.tensors.get(k)
+        if (v is None) != (o is None) or (v is not None and tuple(v.shape) != tuple(o.shape)):
+            raise SymtransError(f"A and B are not one architecture: tensor {k} has shape "
+                                f"{None if v is None else tuple(v.shape)} in A and "
+                                f"{None if o is None else tuple(o.shape)} in B")
+    skip = ("name", "source", "notes")  # provenance, not structure
+    diff = [f.name for f in dataclasses.fields(a.arch)
+            if f.name not in skip and getattr(a.arch, f.name) != getattr(b.arch, f.name)]
+    if diff:
+        raise SymtransError(f"A and B are not one architecture: they differ in {', '.join(diff[:4])}")
+
+
+def _solve(s: _Solver) -> None:
+    """The order of the solve (module docstring): residual map, gain scalings, heads, units, scalings, gauges, shifts."""
+    s.residual()
+    s.scalings()
+    s.heads()
+    s.units()
+    s.unit_scalings()
+    s.gauges()
+    s.translations()
+
+
+def relate(a: Any, b: Any) -> Relation:
+    """Decide whether B = g . A for some g in G; return the element (steps) or where and why it cannot be.
+
+    ``a`` and ``b`` are checkpoint directories, ``"default"`` or loaded
+    :class:`~symtrans.numeric.weights.ModelWeights` of one architecture.
+    Output heads are not part of the loaded weights; the element's action on an
+    untied head is therefore not checked (every other tensor is).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.group.numeric import transform_weights, sample_element
+    >>> a = load_model("default")
+    >>> spec = GroupSpec.from_arch(a.arch)
+    >>> els = [sample_element(spec, "S_H", torch.Generator().manual_seed(i), a.dtype)[0] for i in range(6)]
+    >>> r = relate(a, transform_weights(a, spec, "S_H", els))
+    >>> r.related, [s["factor"] for s in r.steps]
+    (True, ['S_H'])
+    >>> b = a.copy(); _ = b.W_in[3, :, 7].mul_(2.0); _ = b.W_out[3, 7].div_(2.0)  # one GELU unit scaled
+    >>> stop = relate(a, b).stop
+    >>> stop.factor, stop.layer, stop.tensor, stop.features[0][:15]
+    ('ffn-scaling', 3, 'W_in', 'gelu activation')
+    """
+    import time
+
+    from symtrans.group.numeric import model_blocks
+
+    t0 = time.perf_counter()
+    A, B = _load(a), _load(b)
+    _same_shape(A, B)
+    spec = GroupSpec.from_arch(A.arch)
+    precision = _precision(B)
+    s = _Solver(spec, model_blocks(A), model_blocks(B), precision)
+    stop = None
+    from symtrans.threads import single_threaded
+
+    try:
+        with single_threaded():  # small products and solves: one thread (oversubscribed cores cost ~100x)
+            _solve(s)
+    except _Refused as err:
+        stop = err.stop
+    residuals: list[dict[str, Any]] = []
+    if stop is None:
+        with single_threaded():
+            residuals = tensor_residuals(s.cur, s.tgt, precision, s.steps, spec)
+        bad = [r for r in residuals if not r["ok"]]
+        if bad:
+            first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+            stop = Stop(_last_factor(spec, s.steps, first["tensor"]), first["layer"], first["tensor"],
+                        first["residual"], first["tolerance"], [],
+                        f"{first['dtype']}; after every factor's element was solved, this tensor differs from B "
+                        "by more than B's storage precision allows")
+    steps = [st for st in s.steps]
+    return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
+                    time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- the element file
+def _flatten(element: Any, prefix: str, store: dict[str, Any]) -> Any:
+    """The element as JSON, its tensors moved into ``store`` under names."""
+    torch = _torch()
+    from symtrans.group.numeric import MonomialMatrix
+
+    if isinstance(element, MonomialMatrix):
+        store[prefix + ".vals"] = element.vals.to(torch.float64).contiguous()
+        return {"monomial": element.perm.tolist(), "vals": prefix + ".vals"}
+    if isinstance(element, dict):
+        return {k: _flatten(v, f"{prefix}.{k}", store) for k, v in element.items()}
+    if isinstance(element, (list, tuple)):
+        if all(isinstance(x, int) for x in element):
+            return {"ints": list(element)}
+        return {"list": [_flatten(v, f"{prefix}.{i}", store) for i, v in enumerate(element)]}
+    if hasattr(element, "shape"):
+        store[prefix] = element.to(torch.float64).contiguous()
+        return {"tensor": prefix}
+    raise SymtransError(f"cannot store element part of type {type(element).__name__}")
+
+
+def _unflatten(obj: Any, store: dict[str, Any]) -> Any:
+    from symtrans.group.numeric import MonomialMatrix
+
+    if not isinstance(obj, dict):
+        raise ValueError("malformed element")
+    if "monomial" in obj:
+        perm = obj["monomial"]
+        vals = store[obj["vals"]]
+        if sorted(perm) != list(range(len(perm))) or vals.numel() != len(perm):
+            raise ValueError("a monomial element is not a permutation of its size")
+        return MonomialMatrix(perm, vals)
+    if "tensor" in obj:
+        return store[obj["tensor"]]
+    if "ints" in obj:
+        if not all(type(i) is int for i in obj["ints"]):
+            raise ValueError("malformed permutation")
+        return list(obj["ints"])
+    if "list" in obj:
+        return [_unflatten(v, store) for v in obj["list"]]
+    return {k: _unflatten(v, store) for k, v in obj.items()}
+
+
+def _digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps({k: v for k, v in body.items() if k != "digest"}, sort_keys=True,
+                                     separators=(",", ":")).encode()).hexdigest()
+
+
+def write_relation(rel: Relation, path: str | Path) -> Path:
+    """Write the element found as ``PATH`` (JSON) and ``PATH.safetensors`` (its tensors); return PATH.
+
+    Examples
+    --------
+    >>> write_relation(Relation(False, [], [], [], Stop("S_H", 0, "W_Q", 1.0, 0.0, [])), "/tmp/x.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: no element to write: B is not g . A (not related: S_H, layer 0, tensor W_Q: unexplained part 1 (relative Frobenius; tolerance 0); broken by: none of G's features: the difference is not in the orbit of A)
+    """
+    if not rel.related:
+        raise SymtransError(f"no element to write: B is not g . A ({rel.stop.line() if rel.stop else ''})")
+    p = Path(path)
+    store: dict[str, Any] = {}
+    steps = [{"factor": s["factor"], "element": _flatten(s["element"], f"s{i}", store)} for i, s in enumerate(rel.steps)]
+    from safetensors.torch import save as save_bytes
+
+    from symtrans.outdir import write_file
+
+    side = p.with_name(p.name + ".safetensors")
+    if not p.parent.is_dir():
+        raise SymtransError(f"{p}: the directory {p.parent} does not exist")
+    write_file(p.parent, side.name, save_bytes(store), "element tensors")
+    body = {"schema": RELATION_SCHEMA, "a": rel.a, "b": rel.b, "steps": steps, "tensors": side.name,
+            "tensors_sha256": hashlib.sha256(side.read_bytes()).hexdigest(),
+            "residuals": rel.residuals, "ties": rel.ties}
+    body["digest"] = _digest(body)
+    write_file(p.parent, p.name, (json.dumps(body, indent=1) + "\n").encode(), "relation file")
+    return p
+
+
+def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
+    """Re-check a relation file: load A and B, apply its element to A through the tag tables, compare with B.
+
+    Nothing the file claims is trusted: the models are re-read (their weights hashes must be the file's),
+    the element re-applied, every tensor's residual and tolerance recomputed from B's storage precision
+    and the element's own condition numbers. Returns (valid, one line); never raises.
+
+    Examples
+    --------
+    >>> check_relation({"schema": RELATION_SCHEMA}, "x.json")
+    (False, 'malformed relation file: missing a, b, steps, tensors, tensors_sha256, digest')
+    """
+    try:
+        need = ("a", "b", "steps", "tensors", "tensors_sha256", "digest")
+        missing = [k for k in need if k not in data]
+        if missing:
+            return False, "malformed relation file: missing " + ", ".join(missing)
+        if data["digest"] != _digest(data):
+            return False, "digest mismatch: the relation file was altered after it was written"
+        from safetensors.torch import load_file
+
+        from symtrans.group.numeric import model_blocks
+
+        side = Path(path).with_name(str(data["tensors"]))
+        if "/" in str(data["tensors"]) or not side.is_file():
+            return False, f"the element's tensors {data['tensors']!r} are missing beside the file"
+        if hashlib.sha256(side.read_bytes()).hexdigest() != data["tensors_sha256"]:
+            return False, "the element's tensors differ from the file's hash"
+        store = load_file(str(side))
+        A, B = _load(data["a"]["model"]), _load(data["b"]["model"])
+        for which, w in (("a", A), ("b", B)):
+            if w.weights_hash != data[which]["weights_hash"]:
+                return False, f"model {which.upper()} at {data[which]['model']} is not the one related (weights hash)"
+        _same_shape(A, B)
+        spec = GroupSpec.from_arch(A.arch)
+        steps = [{"factor": s["factor"], "element": _unflatten(s["element"], store)} for s in data["steps"]]
+        for s in steps:
+            spec.factor(s["factor"])  # an unknown factor is refused
+        moved = apply_steps(spec, model_blocks(A), steps)
+        res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec)
+        bad = [r for r in res if not r["ok"]]
+        if bad:
+            r = bad[0]
+            return False, (f"g . A differs from B at {r['tensor']}" + (f" (layer {r['layer']})" if r["layer"] is not None
+                                                                        else "")
+                           + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
+                           + (f"; the element's condition number {r['kappa']:.3g} exceeds {KAPPA_MAX:g}"
+                              if r["kappa"] > KAPPA_MAX else "") + ")")
+        worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
+        return True, (f"g . A reproduces B in all {len(res)} tensors ({len(steps)} factor steps); worst "
+                      f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
+                      + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})")
+    except SymtransError as err:
+        return False, str(err)
+    except Exception as err:  # noqa: BLE001 - fail closed
+        return False, f"malformed relation file ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+
+
+def _element_kappa(steps: list[dict[str, Any]], L: int) -> dict[int | None, float]:
+    """The condition number of the element acting on each layer, recomputed from the element itself."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    out: dict[int | None, float] = {}
+
+    def cond(x: Any) -> float:
+        if isinstance(x, MonomialMatrix):
+            v = x.vals.abs()
+            return float(v.max() / v.min())
+        if hasattr(x, "shape") and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1:
+            return _cond(x)
+        return 1.0
+
+    for s in steps:
+        el = s["element"]
+        if isinstance(el, list):
+            for l, e in enumerate(el):
+                k = max([cond(v) for v in e.values() if not isinstance(v, list)]
+                        + [cond(m) for v in e.values() if isinstance(v, list) for m in v if hasattr(m, "shape")]
+                        + [1.0])
+                out[l] = max(out.get(l, 1.0), k)
+        else:
+            k = max([cond(v) for v in el.values() if not isinstance(v, list)] + [1.0])
+            out[None] = max(out.get(None, 1.0), k)
+    return out
+
+
+def random_element(spec: GroupSpec, layers: int, seed: int, *, factors: list[str] | None = None,
+                   dtype: Any = None, rotary_pairs: str = "halves") -> list[dict[str, Any]]:
+    """A random exact element of G as steps (one random element of every factor with a tag table, in G's order).
+
+    Per-layer factors get one element per layer, between-layer factors one per boundary
+    (``boundaries`` on the model scope), model factors one; broken factors are skipped (their
+    elements are not symmetries). Sampled by :func:`symtrans.group.numeric.sample_element`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> a = load_model("default")
+    >>> steps = random_element(GroupSpec.from_arch(a.arch), a.n_layers, 0)
+    >>> [s["factor"] for s in steps][:4]
+    ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift']
+    """
+    import torch
+
+    from symtrans.group.numeric import sample_element
+
+    dtype = dtype or torch.float64
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for f in spec.factors:
+        if not f.tags or f.status == "broken" or f.scope == "data" or (factors and f.name not in factors):
+            continue
+        if f.scope == "layer":
+            el = [sample_element(spec, f.name, gen, dtype, rotary_pairs=rotary_pairs)[0] for _ in range(layers)]
+        elif f.scope == "stack":
+            count = int(spec.boundaries("model"))
+            el = [sample_element(spec, f.name, gen, dtype, rotary_pairs=rotary_pairs)[0] for _ in range(count)]
+        else:
+            el = sample_element(spec, f.name, gen, dtype, rotary_pairs=rotary_pairs)[0]
+        out.append({"factor": f.name, "element": el})
+    return out

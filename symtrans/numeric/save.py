@@ -1,0 +1,185 @@
+"""Write per-head weights back into a Hugging Face checkpoint directory (the loader's layout, inverted).
+
+:func:`save_weights` is the inverse of :func:`symtrans.numeric.weights.load_model` for the
+families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, Llama/Mistral/Qwen2): it copies the
+source checkpoint's ``config.json`` and every tensor it holds (so tensors the per-head layout does
+not carry, such as an output head or a pooler, are kept as they are), and overwrites the tensors the
+per-head layout names with the given weights, each in its stored dtype unless ``dtype`` says
+otherwise. ``symtrans relate`` and ``symtrans canonical`` use it to write ``g . A`` and gauge-fixed
+checkpoints; loading the written directory gives the weights back (a round trip the tests check).
+
+Examples
+--------
+>>> import tempfile
+>>> from symtrans.numeric.weights import load_model
+>>> w = load_model("default")
+>>> with tempfile.TemporaryDirectory() as d:
+...     _ = save_weights(w, d)
+...     back = load_model(d)
+...     bool(all((back.tensors[k] == w.tensors[k]).all() for k in w.tensors if w.tensors[k] is not None))
+True
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from symtrans.errors import SymtransError
+
+__all__ = ["save_weights"]
+
+
+def _source_tensors(directory: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    from symtrans.numeric.weights import _weight_files
+
+    files, kind = _weight_files(directory, False)
+    out: dict[str, Any] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def _layer_keys(family: str, prefix: str, i: int) -> dict[str, str]:
+    from symtrans.numeric.weights import _LAYOUTS
+
+    lay = _LAYOUTS[family]
+    lp = prefix + lay["layer"].format(i=i)
+    return {"q": lp + (lay.get("q") or ""), "k": lp + (lay.get("k") or ""), "v": lp + (lay.get("v") or ""),
+            "o": lp + (lay.get("o") or ""), "ln1": lp + (lay.get("ln1") or ""), "fin": lp + (lay.get("fin") or ""),
+            "fout": lp + (lay.get("fout") or ""), "ln2": lp + (lay.get("ln2") or ""), "lp": lp}
+
+
+def _put(out: dict[str, Any], key: str, value: Any) -> None:
+    """Overwrite ``key`` with ``value`` in the key's stored dtype and shape (a key the source lacks is skipped)."""
+    if key not in out:
+        return
+    old = out[key]
+    out[key] = value.detach().reshape(old.shape).to(dtype=old.dtype, device="cpu").contiguous()
+
+
+def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = None) -> Path:
+    """Write ``weights`` as a checkpoint directory beside its source's ``config.json``; return the directory.
+
+    The source checkpoint (``weights.source``) must be a local directory: its
+    tensors not in the per-head layout are copied unchanged. ``dtype``
+    (``float32``, ``float64``) stores every tensor in that dtype instead of
+    the source's.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.weights import load_model
+    >>> save_weights(load_model("default"), "/proc/no-such-place")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /proc/no-such-place: cannot create the checkpoint directory (No such file or directory)
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    src = Path(weights.source)
+    if not (src / "config.json").is_file():
+        raise SymtransError(f"{weights.source}: weights must come from a local checkpoint directory to be written")
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SymtransError(f"{directory}: cannot create the checkpoint directory ({err.strerror})") from None
+    out = _source_tensors(src)
+    if dtype is not None:
+        from symtrans.numeric.weights import resolve_dtype
+
+        dt = resolve_dtype(dtype)
+        out = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in out.items()}
+    family = weights.family
+    from symtrans.numeric.weights import _LAYOUTS
+
+    lay = _LAYOUTS.get(family)
+    if lay is None:
+        raise SymtransError(f"{family}: writing this family is not supported")
+    prefix = next((p for p in lay["prefixes"] if p + lay["word"] in out), None)
+    if prefix is None:
+        raise SymtransError(f"{src}: missing the word table {lay['word']!r}")
+    t = weights.tensors
+    L, H, D = weights.n_layers, weights.n_heads, weights.d_model
+    for i in range(L):
+        q = {name: t[name][i] for name in t if t[name] is not None and name in _LAYER_NAMES}
+        if family == "gpt2":
+            lp = f"{prefix}h.{i}."
+            parts = [q[w].permute(1, 0, 2).reshape(D, -1) for w in ("W_Q", "W_K", "W_V")]
+            _put(out, lp + "attn.c_attn.weight", torch.cat(parts, 1))
+            _put(out, lp + "attn.c_attn.bias", torch.cat([q[b].reshape(-1) for b in ("b_Q", "b_K", "b_V")]))
+            _put(out, lp + "attn.c_proj.weight", q["W_O"].reshape(-1, D))
+            names = {"attn.c_proj.bias": "b_O", "ln_1.weight": "ln1_w", "ln_1.bias": "ln1_b", "mlp.c_fc.weight": "W_in",
+                     "mlp.c_fc.bias": "b_in", "mlp.c_proj.weight": "W_out", "mlp.c_proj.bias": "b_out",
+                     "ln_2.weight": "ln2_w", "ln_2.bias": "ln2_b"}
+            for key, name in names.items():
+                _put(out, lp + key, q[name])
+        elif family in ("llama", "qwen2", "mistral"):
+            lp = f"{prefix}layers.{i}."
+            for tag, w, b in (("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"), ("v", "W_V", "b_V")):
+                _put(out, f"{lp}self_attn.{tag}_proj.weight", q[w].permute(1, 0, 2).reshape(D, -1).T)
+                _put(out, f"{lp}self_attn.{tag}_proj.bias", q[b].reshape(-1))
+            _put(out, lp + "self_attn.o_proj.weight", q["W_O"].reshape(-1, D).T)
+            _put(out, lp + "self_attn.o_proj.bias", q["b_O"])
+            _put(out, lp + "input_layernorm.weight", q["ln1_w"])
+            _put(out, lp + "post_attention_layernorm.weight", q["ln2_w"])
+            for tag, w, b in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
+                _put(out, f"{lp}mlp.{tag}_proj.weight", q[w].T)
+                _put(out, f"{lp}mlp.{tag}_proj.bias", q[b])
+            _put(out, lp + "mlp.down_proj.weight", q["W_out"].T)
+            _put(out, lp + "mlp.down_proj.bias", q["b_out"])
+        else:
+            k = _layer_keys(family, prefix, i)
+            for tag, w, b in (("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"), ("v", "W_V", "b_V")):
+                _put(out, k[tag] + ".weight", q[w].permute(1, 0, 2).reshape(D, -1).T)
+                _put(out, k[tag] + ".bias", q[b].reshape(-1))
+            _put(out, k["o"] + ".weight", q["W_O"].reshape(-1, D).T)
+            _put(out, k["o"] + ".bias", q["b_O"])
+            for name, key in (("ln1_w", "ln1"), ("ln2_w", "ln2")):
+                _put(out, _ln_key(out, k[key], "weight"), q[name])
+                _put(out, _ln_key(out, k[key], "bias"), q[name.replace("_w", "_b")])
+            _put(out, k["fin"] + ".weight", q["W_in"].T)
+            _put(out, k["fin"] + ".bias", q["b_in"])
+            _put(out, k["fout"] + ".weight", q["W_out"].T)
+            _put(out, k["fout"] + ".bias", q["b_out"])
+    for name, key in (("word", lay["word"]), ("pos", lay.get("pos")), ("type", lay.get("type"))):
+        if key and t.get(name) is not None:
+            _put(out, prefix + key, t[name])
+    for tag in ("emb_ln", "final_ln"):
+        key = lay.get(tag)
+        if key and t.get(f"{tag}_w") is not None:
+            _put(out, _ln_key(out, prefix + key, "weight"), t[f"{tag}_w"])
+            _put(out, _ln_key(out, prefix + key, "bias"), t[f"{tag}_b"])
+    _ = H
+    config = json.loads((src / "config.json").read_text())
+    if dtype is not None:
+        config["torch_dtype"] = dtype
+    (target / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    for extra in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (src / extra).is_file() and not (target / extra).exists():
+            shutil.copyfile(src / extra, target / extra)
+    shared = {}
+    seen: dict[int, str] = {}
+    for key, v in out.items():  # tied tensors: safetensors refuses shared storage, so each key gets its own copy
+        ptr = v.data_ptr()
+        shared[key] = v.clone() if ptr in seen else v
+        seen[ptr] = key
+    save_file(shared, str(target / "model.safetensors"), metadata={"format": "pt"})
+    return target
+
+
+def _ln_key(out: dict[str, Any], stem: str, kind: str) -> str:
+    """A LayerNorm's key: ``.weight``/``.bias``, or the old ``.gamma``/``.beta`` where the source uses them."""
+    key = f"{stem}.{kind}"
+    if key in out:
+        return key
+    return f"{stem}.{'gamma' if kind == 'weight' else 'beta'}"
+
+
+_LAYER_NAMES = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b", "W_gate", "b_gate",
+                "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")

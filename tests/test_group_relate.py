@@ -1,0 +1,91 @@
+"""``symtrans relate`` on the bundled MiniLM (post-LN BERT, GELU): found elements re-check, non-symmetries refused.
+
+The quick-tier cases on small Llama and GPT-2 checkpoints are in ``test_group_relate_tiny.py``; the slow
+test here relates 10 random exact elements of G on each of the three models and re-checks each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from symtrans.cli import main
+from symtrans.group.numeric import model_blocks, weights_from_blocks
+from symtrans.group.relate import apply_steps, check_relation, random_element, relate, write_relation
+from symtrans.group.spec import GroupSpec, act
+from symtrans.numeric.save import save_weights
+
+
+def _element(w: Any, seed: int) -> Any:
+    spec = GroupSpec.from_arch(w.arch)
+    return weights_from_blocks(w, apply_steps(spec, model_blocks(w), random_element(spec, w.n_layers, seed)))
+
+
+def test_cli_relates_a_gauge_transformed_copy_and_verify_rechecks_the_file(default_model, tmp_path, capsys):
+    save_weights(_element(default_model, 7), tmp_path / "b")  # float32, as the bundled checkpoint
+    out = tmp_path / "g.json"
+    status = main(["relate", "default", str(tmp_path / "b"), "--out", str(out), "--quiet"])
+    text = capsys.readouterr().out
+    assert status == 0, text
+    assert text.startswith("related: B = g . A with g moving S_H, S_dff, attention-bias-transfer")
+    assert (tmp_path / "g.json.safetensors").is_file()
+    assert main(["verify", str(out), "--quiet"]) == 0
+    assert "valid: g . A reproduces B in all 101 tensors" in capsys.readouterr().out
+    # the same file against another B (A itself) is INVALID: the checker recomputes, it does not trust
+    data = json.loads(out.read_text())
+    data["b"] = dict(data["a"])
+    from symtrans.group.relate import _digest
+
+    data["digest"] = _digest(data)
+    out.write_text(json.dumps(data))
+    assert main(["verify", str(out), "--quiet"]) == 1
+    assert "INVALID: g . A differs from B at" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_rotation_of_minilm_naming_the_broken_factor(default_model, tmp_path, capsys):
+    spec = GroupSpec.from_arch(default_model.arch)
+    Q, R = torch.linalg.qr(torch.randn(384, 384, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    b = weights_from_blocks(default_model, act(spec, model_blocks(default_model), "residual-permutation", {"Q": Q}))
+    save_weights(b, tmp_path / "b")
+    status = main(["relate", "default", str(tmp_path / "b"), "--out", str(tmp_path / "g.json"), "--quiet"])
+    text = capsys.readouterr().out
+    assert status == 1 and not (tmp_path / "g.json").exists()
+    assert text.startswith("not related: residual-rotation, tensor word: unexplained part ")
+    assert "broken by: residual-rotation not a pre-norm model with an untied head" in text
+
+
+def test_a_scaled_gelu_unit_is_refused_by_the_activation(default_model):
+    b = default_model.copy()
+    b.tensors["W_in"][2, :, 5] *= 3.0
+    b.tensors["b_in"][2, 5] *= 3.0
+    b.tensors["W_out"][2, 5] /= 3.0
+    rel = relate(default_model, b)
+    assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("ffn-scaling", 2, "W_in")
+    spec = GroupSpec.from_arch(default_model.arch)
+    gelu = next(x for x in spec.factor("ffn-scaling").broken_by if x.present)
+    assert rel.stop.features == [f"{gelu.feature}: {gelu.reason}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["default", "llama", "gpt2"])
+def test_ten_random_elements_are_found_and_recheck(family, default_model, tmp_path):
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.weights import load_model
+
+    if family == "default":
+        a = default_model
+    else:
+        random_checkpoint(tmp_path / "a", family)
+        a = load_model(tmp_path / "a")
+    for seed in range(10):
+        d = Path(tmp_path / f"b{seed}")
+        save_weights(_element(a, 100 + seed), d)
+        rel = relate(a.source, str(d))
+        assert rel.related, (seed, rel.summary())
+        path = write_relation(rel, tmp_path / f"g{seed}.json")
+        ok, why = check_relation(json.loads(path.read_text()), path)
+        assert ok, (seed, why)

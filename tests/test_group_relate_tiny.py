@@ -1,0 +1,254 @@
+"""``relate`` on small random checkpoints built with ``transformers`` (Llama-style and GPT-2): no bundled model.
+
+Every B that is g . A is made by acting with a random exact element of G through the tag tables and
+written to disk in float32 (the storage precision relate must work at); every B that is not is made by a
+transformation users apply that G does not contain, and relate must name the factor and the feature of
+G that breaks it. The element relate writes is re-checked by ``verify``'s dispatch
+(:func:`symtrans.group.relate.check_relation`), and a tampered element must be refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from symtrans.group.numeric import model_blocks, sample_element, weights_from_blocks
+from symtrans.group.relate import (KAPPA_MAX, apply_steps, check_relation, random_element, relate,
+                                   relation_tolerance, write_relation)
+from symtrans.group.spec import GroupSpec, act
+from symtrans.numeric.fixtures import random_checkpoint
+from symtrans.numeric.save import save_weights
+from symtrans.numeric.weights import load_model
+
+CASES = {"llama": ("llama", {}), "gpt2": ("gpt2", {}), "gpt2-untied": ("gpt2", {"tie_word_embeddings": False})}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = {}
+    for name, (family, extra) in CASES.items():
+        path = tmp_path_factory.mktemp(name)
+        random_checkpoint(path, family, **extra)
+        out[name] = load_model(path)
+    return out
+
+
+def _moved(w: Any, steps: list[dict[str, Any]], spec: GroupSpec | None = None) -> Any:
+    spec = spec or GroupSpec.from_arch(w.arch)
+    return weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps))
+
+
+def _with_tags(w: Any, factor: str, element: Any, drop: tuple[str, ...] = ()) -> Any:
+    """``element`` of ``factor`` acted through the factor's tag table minus the tags on ``drop`` (not in G)."""
+    spec = GroupSpec.from_arch(w.arch)
+    tags = tuple(t for t in spec.factor(factor).tags if t.tensor not in drop)
+    return weights_from_blocks(w, act(spec, model_blocks(w), factor, element, tags=tags))
+
+
+def _haar(d: int, seed: int) -> Any:
+    Q, R = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
+    return Q * torch.sign(torch.diagonal(R))
+
+
+def _related_on_disk(a: Any, b: Any, tmp: Path) -> tuple[Any, Path]:
+    """Write B in float32, relate A with it, write the element; return (relation, relation file)."""
+    save_weights(b, tmp / "b")
+    rel = relate(a.source, str(tmp / "b"))
+    assert rel.related, rel.summary()
+    return rel, write_relation(rel, tmp / "g.json")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_relate_finds_a_random_element_of_g_and_verify_rechecks_it(tiny, case, seed, tmp_path):
+    a = tiny[case]
+    spec = GroupSpec.from_arch(a.arch)
+    steps = random_element(spec, a.n_layers, seed)
+    moved_factors = {s["factor"] for s in steps}
+    assert {"qk-gauge", "vo-gauge", "S_H", "S_dff"} <= moved_factors
+    rel, path = _related_on_disk(a, _moved(a, steps, spec), tmp_path)
+    # every tensor within B's storage precision; the stored tensors are float32 (absent biases: exact zeros)
+    assert rel.residuals and all(r["ok"] for r in rel.residuals)
+    assert all(r["dtype"] == "float32" or r["residual"] == 0 for r in rel.residuals)
+    assert max(r["residual"] for r in rel.residuals) > 0  # rounded to float32: not a copy of the element's output
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    assert why.startswith(f"g . A reproduces B in all {len(rel.residuals)} tensors")
+
+
+def test_a_tampered_element_is_refused_by_the_checker(tiny, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.group.relate import _digest
+
+    a = tiny["gpt2"]
+    spec = GroupSpec.from_arch(a.arch)
+    rel, path = _related_on_disk(a, _moved(a, random_element(spec, a.n_layers, 3), spec), tmp_path)
+    data = json.loads(path.read_text())
+    side = path.with_name(data["tensors"])
+    store = load_file(str(side))
+    key = next(k for k in store if store[k].ndim == 2 and store[k].shape[0] == store[k].shape[1] > 1)
+    store[key] = store[key] @ _haar(store[key].shape[0], 5)[: store[key].shape[0], : store[key].shape[0]]
+    save_file(store, str(side))
+    ok, why = check_relation(data, path)  # the hash catches the edit
+    assert not ok and "hash" in why
+    import hashlib
+
+    data["tensors_sha256"] = hashlib.sha256(side.read_bytes()).hexdigest()
+    data["digest"] = _digest(data)
+    ok, why = check_relation(data, path)  # consistent hashes: the recomputation catches it
+    assert not ok and why.startswith("g . A differs from B at"), why
+    data["digest"] = "0" * 64
+    assert check_relation(data, path) == (False, "digest mismatch: the relation file was altered after it was written")
+
+
+def test_a_perturbed_copy_at_ten_times_storage_precision_is_not_related(tiny, tmp_path):
+    a = tiny["llama"]
+    b = a.copy()
+    gen = torch.Generator().manual_seed(0)
+    eps = torch.finfo(torch.float32).eps
+    for v in b.tensors.values():
+        if v is not None and v.is_floating_point():
+            v.add_(10 * eps * v.abs() * torch.randn(v.shape, generator=gen, dtype=v.dtype))
+    rel = relate(a, b)
+    assert not rel.related
+    assert rel.stop.unexplained > rel.stop.tolerance
+    assert rel.stop.features == []  # not a feature of the architecture: B is off the orbit
+    # the same copy without the perturbation is related (the refusal comes from the 10 eps, not the set-up)
+    assert relate(a, a.copy()).related
+
+
+def test_a_residual_rotation_on_a_layernorm_model_is_refused_by_the_centring(tiny):
+    a = tiny["gpt2-untied"]  # pre-LN with an untied head: G has the rotations that fix the all-ones direction
+    rel = relate(a, _with_tags(a, "residual-rotation", {"Q": _haar(a.d_model, 1)}))
+    assert not rel.related and rel.stop.factor == "residual-rotation" and rel.stop.tensor == "word"
+    assert rel.stop.features[0].startswith("LayerNorm centring (residual-permutation shrinks by it): centring x")
+    # a rotation that fixes 1 (Q = B R B^T + 11^T/d on the plane 1^perp) is in G and is found
+    d = a.d_model
+    basis = torch.linalg.qr(torch.cat([torch.ones(d, 1, dtype=torch.float64),
+                                       torch.eye(d, dtype=torch.float64)[:, : d - 1]], 1)).Q[:, 1:]
+    Q = basis @ _haar(d - 1, 2) @ basis.T + torch.full((d, d), 1.0 / d, dtype=torch.float64)
+    found = relate(a, _with_tags(a, "residual-rotation", {"Q": Q}))
+    assert found.related and [s["factor"] for s in found.steps] == ["residual-rotation"]
+
+
+def test_a_rotation_on_a_tied_gpt2_is_refused_by_the_tied_head(tiny):
+    a = tiny["gpt2"]
+    rel = relate(a, _with_tags(a, "residual-permutation", {"Q": _haar(a.d_model, 1)}))
+    assert not rel.related and rel.stop.factor == "residual-rotation"
+    spec = GroupSpec.from_arch(a.arch)
+    reason = next(b for b in spec.factor("residual-rotation").broken_by if b.present)
+    assert rel.stop.features[0] == f"residual-rotation {reason.feature}: {reason.reason}"  # G's own text
+
+
+def test_a_quarot_rotation_is_found_when_the_rmsnorm_gain_is_folded_and_refused_when_not(tiny):
+    a = tiny["llama"]
+    spec = GroupSpec.from_arch(a.arch)
+    Q = _haar(a.d_model, 3)
+    gains = ("ln1_w", "ln2_w", "final_ln_w")
+    # QuaRot's rotation: writers x Q, readers Q^T W, the norm gains left alone (not G's gain conjugation)
+    naive = _with_tags(a, "residual-permutation", {"Q": Q}, drop=gains)
+    rel = relate(a, naive)
+    assert not rel.related and rel.stop.factor == "residual-rotation" and rel.stop.layer == 0
+    assert rel.stop.features and rel.stop.features[0].startswith("learned norm gains (residual-permutation shrinks")
+    # fold the gains into the readers first (ln-scaling by 1/gamma, an element of G), then rotate: in G
+    folded = _moved(a, [{"factor": f"ln{k}-scaling",
+                         "element": [{"D": torch.diag(1 / a.tensors[f"ln{k}_w"][i])} for i in range(a.n_layers)]}
+                        for k in (1, 2)], spec)
+    rotated = _with_tags(folded, "residual-permutation", {"Q": Q}, drop=gains)
+    assert relate(folded, rotated).related
+    found = relate(a, rotated)  # from the unfolded model: the folding is found as ln-scalings
+    assert found.related and {"ln1-scaling", "ln2-scaling", "residual-rotation"} <= {s["factor"] for s in found.steps}
+
+
+def test_an_ffn_permutation_that_skips_one_tensor_is_refused_at_s_dff(tiny):
+    a = tiny["llama"]
+    spec = GroupSpec.from_arch(a.arch)
+    els = [sample_element(spec, "S_dff", torch.Generator().manual_seed(i), torch.float64)[0] for i in range(a.n_layers)]
+    assert relate(a, _with_tags(a, "S_dff", els)).related  # the whole permutation is in G
+    rel = relate(a, _with_tags(a, "S_dff", els, drop=("W_out",)))
+    assert not rel.related and (rel.stop.factor, rel.stop.layer) == ("S_dff", 0)
+    assert "W_out axis d_ff: left by P^-1" in rel.stop.detail  # what G requires, from the tag table
+
+
+def test_a_query_key_gauge_that_ignores_the_rotary_planes_is_refused_by_rotary_positions(tiny):
+    a = tiny["llama"]
+    spec = GroupSpec.from_arch(a.arch)
+    kv = a.n_kv_heads
+    ok = [sample_element(spec, "qk-gauge", torch.Generator().manual_seed(i), torch.float64, rotary_pairs="halves")[0]
+          for i in range(a.n_layers)]
+    assert relate(a, _with_tags(a, "qk-gauge", ok)).related  # the commutant of the rotations is in G
+    bad = [{"g": [torch.eye(a.d_head, dtype=torch.float64) + 0.3 * _haar(a.d_head, 10 * i + g) for g in range(kv)]}
+           for i in range(a.n_layers)]  # GL(d_k) elements that do not commute with the rotations
+    rel = relate(a, _with_tags(a, "qk-gauge", bad))
+    assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("qk-gauge", 0, "W_Q")
+    assert rel.stop.features[0].startswith("rotary positions (qk-gauge shrinks by it): queries and keys are rotated")
+
+
+def test_tolerance_follows_storage_precision_and_caps_the_condition_number():
+    t32, why = relation_tolerance("float32", 2.0, 4)
+    t64, _ = relation_tolerance("float64", 2.0, 4)
+    assert t32 == pytest.approx(4 * 2.0**-24 * 3 * 2) and t64 == pytest.approx(4 * 2.0**-53 * 3 * 2)
+    assert relation_tolerance("float32", 10 * KAPPA_MAX)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
+    assert "m = 4 factors" in why
+
+
+def test_relate_refuses_two_architectures(tiny):
+    from symtrans.errors import SymtransError
+
+    with pytest.raises(SymtransError, match="not one architecture"):
+        relate(tiny["llama"], tiny["gpt2"])
+
+
+# ------------------------------------------------------------------ canonical form and orbit distance
+def _max_distance(x: Any, y: Any) -> float:
+    from symtrans.group.relate import _iter_tensors
+
+    tx = {(n, l): v for n, l, v in _iter_tensors(model_blocks(x))}
+    scale = max(float(v.norm()) for v in tx.values())
+    return max(float((v - tx[(n, l)]).norm()) / max(float(v.norm()), 1e-9 * scale)
+               for n, l, v in _iter_tensors(model_blocks(y)) if (n, l) in tx)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_canonical_form_is_on_the_orbit_and_the_same_for_every_element(tiny, case):
+    from symtrans.group.canonical import canonical
+
+    a = tiny[case]
+    spec = GroupSpec.from_arch(a.arch)
+    ca = canonical(a)
+    assert relate(a, ca.weights).related  # the canonical form is g* . A: relate finds an element
+    for seed in range(3):
+        cb = canonical(_moved(a, random_element(spec, a.n_layers, 20 + seed), spec))
+        assert _max_distance(ca.weights, cb.weights) < 1e-10, (case, seed)
+    # a false case: a perturbed copy has a canonical form at the perturbation's distance, not 0
+    b = a.copy()
+    b.tensors["W_in"][0] += 1e-3 * torch.randn(b.tensors["W_in"][0].shape, generator=torch.Generator().manual_seed(1),
+                                               dtype=torch.float64)
+    assert _max_distance(ca.weights, canonical(b).weights) > 1e-5
+
+
+def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisations(tiny, tmp_path):
+    from symtrans.group.canonical import orbit_distance
+
+    a = tiny["gpt2"]
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 5), spec)
+    assert orbit_distance(a, b)["total"] < 1e-12
+    random_checkpoint(tmp_path / "other", "gpt2", seed=1)
+    other = load_model(tmp_path / "other")
+    d = orbit_distance(a, other)
+    assert 0.1 < d["total"] and d["bound"].startswith("upper bound")
+
+
+@pytest.mark.parametrize("argv", [["relate", "/no/such/dir", "default"], ["canonical", "/no/such/dir", "--out", "/tmp/x"]])
+def test_cli_refuses_a_missing_model_in_one_line(argv, capsys):
+    from symtrans.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("symtrans: error: ") and "/no/such/dir" in err[0] and "model dir" in err[0]
