@@ -31,8 +31,9 @@ from typing import Any
 
 from symtrans.errors import SymtransError, suggest
 
-__all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims", "claim_ids",
-           "CLAIM_MODULES", "REGISTRY"]
+__all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "ABOUT", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims",
+           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
+           "claim_ids", "CLAIM_MODULES", "REGISTRY"]
 
 
 class PaperStatus(str, enum.Enum):
@@ -75,6 +76,45 @@ QUANTIFIERS: dict[str, str] = {
     "statistical": "an empirical tendency, decided by a stated statistic and its confidence interval",
 }
 
+#: What a statement (a reading, or a claim without readings) is about: the one vocabulary of the gauge check
+#: (``symtrans report --gauge-check``, :mod:`symtrans.report.gauge`).
+ABOUT: dict[str, str] = {
+    "function": "the function the model computes: no element of the invariance group G may move its verdict",
+    "parametrisation": "the stored parametrisation: the factors of G named in moved_by can move its verdict; "
+                       "its gauge-invariant counterpart is named beside it",
+}
+
+#: The factor of G that moves a statement about what is written into the residual stream before a centring norm.
+CENTRING: tuple[str, ...] = ("centring-shift",)
+#: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
+#: without the residual or MLP beside it) does not have them as symmetries.
+NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
+                                 "attention-input-hyperplane", "embedding-centring-shift", "ln1-scaling", "ln2-scaling",
+                                 "ln1-bias-transfer", "ln2-bias-transfer")
+
+#: The gauge-invariant counterpart of a statement about head outputs or W_O as written before a centring norm.
+CENTRED_COUNTERPART = ('the same ranks on the centred head outputs Y^h W_O^h P (P = I - 1 1^T / d_model: what the '
+                       'norm after the residual sum sees), which the centring shift leaves unchanged')
+#: The gauge-invariant counterpart of a statement about an ablated variant built from the stored weights.
+NORMED_COUNTERPART = ("the same statement for the model with its norms (the function): the ablated variant (no norm, "
+                      "or no residual or MLP beside it) is built from the stored weights, so the norm factors of G, "
+                      "symmetries of the model, are not symmetries of the variant")
+
+
+def _check_about(what: str, about: str, moved_by: Any, invariant: str) -> tuple[str, ...]:
+    """Validate one ``about`` declaration; return ``moved_by`` as a tuple."""
+    if isinstance(moved_by, str):
+        raise SymtransError(f"{what}: moved_by must be a tuple of factor names, not a string")
+    moved = tuple(moved_by)
+    if about and about not in ABOUT:
+        raise SymtransError(f"{what}: " + suggest(about, ABOUT, "about"))
+    if about == "function" and (moved or invariant):
+        raise SymtransError(f"{what}: a function-reading names no moving factor and no counterpart (it is its own)")
+    if about == "parametrisation" and not (moved and invariant):
+        raise SymtransError(f"{what}: a parametrisation-reading names the factors of G that move it (moved_by) and "
+                            "its gauge-invariant counterpart (invariant)")
+    return moved
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -96,6 +136,15 @@ class Reading:
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: reading name 'x y': use letters, digits, '.' and '-'
+
+    ``about`` declares what the reading is about (:data:`ABOUT`): ``"function"``
+    or ``"parametrisation"``, the latter with ``moved_by`` (the factors of G
+    that can move its verdict) and ``invariant`` (its gauge-invariant counterpart).
+
+    >>> Reading("a", "s", "w", "n", about="parametrisation")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: reading 'a': a parametrisation-reading names the factors of G that move it (moved_by) and its gauge-invariant counterpart (invariant)
     """
 
     name: str
@@ -105,6 +154,9 @@ class Reading:
     hypotheses: tuple[str, ...] = ()
     quantifier: str = "universal"
     claim: str = ""
+    about: str = ""  # "function" | "parametrisation" (ABOUT); "" = undeclared (tests/test_gauge.py refuses it)
+    moved_by: tuple[str, ...] = ()  # the factors of G that can move the verdict (parametrisation only)
+    invariant: str = ""  # the gauge-invariant counterpart (parametrisation only)
 
     def __post_init__(self) -> None:
         if not _ID.match(self.name):
@@ -114,6 +166,8 @@ class Reading:
         if isinstance(self.hypotheses, str):
             raise SymtransError(f"reading {self.name!r}: hypotheses must be a tuple of strings, not a string")
         object.__setattr__(self, "hypotheses", tuple(self.hypotheses))
+        object.__setattr__(self, "moved_by", _check_about(f"reading {self.name!r}", self.about, self.moved_by,
+                                                          self.invariant))
 
     @property
     def id(self) -> str:
@@ -148,7 +202,7 @@ class Reading:
         """
         return {"id": self.id, "name": self.name, "statement": self.statement, "paper_wording": self.paper_wording,
                 "formalisation_note": self.formalisation_note, "hypotheses": list(self.hypotheses),
-                "quantifier": self.quantifier}
+                "quantifier": self.quantifier, "about": about_dict(self)}
 
 
 @dataclass(frozen=True)
@@ -192,6 +246,10 @@ class Claim:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     readings: tuple[Reading, ...] = ()  # formalisations, each with its own verdict
     quantifier: str = "universal"  # how the statement quantifies, when it has no readings
+    #: what the statement is about, when it has no readings (see :class:`Reading` and :data:`ABOUT`)
+    about: str = ""
+    moved_by: tuple[str, ...] = ()
+    invariant: str = ""
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -220,6 +278,10 @@ class Claim:
             raise SymtransError(f"claim {self.id!r} depends on itself")
         if self.quantifier not in QUANTIFIERS:
             raise SymtransError(f"claim {self.id!r}: " + suggest(self.quantifier, QUANTIFIERS, "quantifier"))
+        object.__setattr__(self, "moved_by", _check_about(f"claim {self.id!r}", self.about, self.moved_by,
+                                                          self.invariant))
+        if self.readings and self.about:
+            raise SymtransError(f"claim {self.id!r}: each reading declares what it is about, not the claim")
         readings = tuple(r.with_claim(self.id) for r in self.readings)
         names = [r.name for r in readings]
         if len(set(names)) != len(names):
@@ -322,7 +384,68 @@ class Claim:
             "hypotheses": list(self.hypotheses), "statement_deps": list(self.statement_deps),
             "proof_deps": list(self.proof_deps), "depends_on": list(self.depends_on),
             "formulas": list(self.formulas), "notes": list(self.notes), "quantifier": self.quantifier,
+            "about": about_dict(self) if not self.readings else None,
         }
+
+
+def about_dict(item: Claim | Reading) -> dict[str, Any]:
+    """The ``about`` declaration of a reading (or a claim without readings) as JSON-ready data.
+
+    Examples
+    --------
+    >>> about_dict(get_claim("thm-7.3").reading("thm-7.3/wo"))["about"]
+    'parametrisation'
+    >>> about_dict(get_claim("thm-7.3").reading("thm-7.3/wo"))["moved_by"]
+    ['centring-shift']
+    """
+    return {"about": item.about or "undeclared", "moved_by": list(item.moved_by), "invariant": item.invariant}
+
+
+def about_text(item: Claim | Reading) -> str:
+    """One line saying what a reading (or a claim without readings) is about, for the report.
+
+    Examples
+    --------
+    >>> about_text(get_claim("thm-7.3").reading("thm-7.3/sum"))
+    'function'
+    >>> about_text(get_claim("thm-7.3").reading("thm-7.3/wo")).split(";")[0]
+    'parametrisation (moved by centring-shift)'
+    """
+    if item.about != "parametrisation":
+        return item.about or "undeclared"
+    return f"parametrisation (moved by {', '.join(item.moved_by)}); invariant counterpart: {item.invariant}"
+
+
+def undeclared(items: list[Claim | Reading] | None = None) -> list[str]:
+    """Ids of the statements (default: every one in the registry) that do not declare what they are about.
+
+    A reading, or a claim without readings, must say whether it is about the
+    function or the parametrisation (:data:`ABOUT`); tests/test_gauge.py
+    fails while this list is not empty.
+
+    Examples
+    --------
+    >>> undeclared()
+    []
+    >>> undeclared([Reading("new", "s", "w", "n").with_claim("demo")])
+    ['demo/new']
+    """
+    return [i.id for i in (declared_items() if items is None else items) if i.about not in ABOUT]
+
+
+def declared_items() -> list[Claim | Reading]:
+    """Every statement that gets a verdict: each reading, and each claim without readings (paper order).
+
+    Examples
+    --------
+    >>> ids = [i.id for i in declared_items()]
+    >>> "thm-7.3/wo" in ids, "thm-7.3" in ids, "thm-5.3" in ids
+    (True, False, True)
+    """
+    out: list[Claim | Reading] = []
+    for c in all_claims():
+        out.extend(c.readings or (c,))
+    return out
 
 
 # --------------------------------------------------------------------------- registry

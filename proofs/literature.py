@@ -11,7 +11,7 @@ Examples
 ['lem-analytic-set', 'lit-alman-song', 'lit-dong']
 """
 
-from proofs._claim import Claim, register
+from proofs._claim import NORM_FACTORS, Claim, register
 
 _LITERATURE = (
     ("lit-dong", "Dong et al. 2021: rank collapse of pure attention", "§3, ref. [4]",
@@ -53,7 +53,17 @@ _QUANTIFIERS = {
     "lit-dong": "model-every",
 }
 
+#: what a literature result is about, where it is tested on the weights (default: the function; untested items
+#: read no weights). lit-dong is tested on pure attention (no norm, no residual) built from the stored weights.
+_ABOUT: dict[str, dict[str, object]] = {
+    "lit-dong": {"about": "parametrisation",
+                 "moved_by": NORM_FACTORS,
+                 "invariant": "the collapse of the model with its norms (the function): pure attention without a norm "
+                              "is built from the stored weights, so the norm factors of G are not its symmetries"},
+}
+
 LITERATURE = [register(Claim(id=cid, kind="literature", title=title, paper_ref=ref, section="§3",
                              statement=text, latex=latex, paper_status="external",
-                             quantifier=_QUANTIFIERS.get(cid, "universal")))
+                             quantifier=_QUANTIFIERS.get(cid, "universal"),
+                             **_ABOUT.get(cid, {"about": "function"})))  # type: ignore[arg-type]
               for cid, title, ref, text, latex in _LITERATURE]

@@ -10,7 +10,9 @@ Examples
 from proofs._claim import Claim, register
 
 NOTATION = register(Claim(
-    id="def-notation", kind="definition", section="§2", paper_ref="§2, Notation",
+    id="def-notation",
+    about="function",
+    kind="definition", section="§2", paper_ref="§2, Notation",
     title="notation: multi-head attention and the residual stream",
     statement=(
         "Hidden states X^(l) in R^{n x d_model} (n tokens; L layers; H heads). Head h has "
@@ -32,7 +34,9 @@ NOTATION = register(Claim(
 ))
 
 ALPHA = register(Claim(
-    id="def-alpha", kind="definition", section="§2", paper_ref="§2, directional asymmetry index",
+    id="def-alpha",
+    about="function",
+    kind="definition", section="§2", paper_ref="§2, directional asymmetry index",
     title="directional asymmetry index",
     statement=(
         "For head h with score matrix M = W_Q^h (W_K^h)^T (d_model x d_model) and antisymmetric part "

@@ -37,7 +37,9 @@ CORRECTED_PROOF = (
 )
 
 AFFINE_RANK = register(Claim(
-    id="def-arank", kind="definition", section="§4", paper_ref="§4, affine rank", title="affine rank",
+    id="def-arank",
+    about="function",
+    kind="definition", section="§4", paper_ref="§4, affine rank", title="affine rank",
     statement=("arank(S) = rank(X - 1_n x_1^T) for the row set S = {x_1, ..., x_n} of X: the dimension of "
                "the affine hull of the rows. Equivalently rank([X | 1_n]) - 1."),
     latex=(r"\operatorname{arank}(S)=\operatorname{rank}\big(X-\mathbf 1_n x_1^\top\big)"
@@ -47,7 +49,9 @@ AFFINE_RANK = register(Claim(
 ))
 
 LAYERNORM = register(Claim(
-    id="def-ln", kind="definition", section="§4", paper_ref="§4, LayerNorm", title="LayerNorm",
+    id="def-ln",
+    about="function",
+    kind="definition", section="§4", paper_ref="§4, LayerNorm", title="LayerNorm",
     statement=("Row-wise LN(x_i) = (x_i - mean(x_i) 1^T) / sigma_i * gamma + beta (elementwise product with "
                "gamma), sigma_i the standard deviation of the entries of row i. Centring is X P with "
                "P = I - (1/d) 1 1^T."),
@@ -59,27 +63,35 @@ LAYERNORM = register(Claim(
 ))
 
 H1 = register(Claim(
-    id="H1", kind="hypothesis", section="§4", paper_ref="§4, hypothesis H1", title="non-constant rows",
+    id="H1",
+    about="function",
+    kind="hypothesis", section="§4", paper_ref="§4, hypothesis H1", title="non-constant rows",
     statement="Every row of X is non-constant: sigma_i > 0 for all i.",
     latex=r"\sigma_i>0\quad\text{for all } i", paper_status="definition", statement_deps=("def-ln",),
 ))
 
 H2 = register(Claim(
-    id="H2", kind="hypothesis", section="§4", paper_ref="§4, hypothesis H2",
+    id="H2",
+    about="function",
+    kind="hypothesis", section="§4", paper_ref="§4, hypothesis H2",
     title="all-ones vector outside the row space",
     statement="The all-ones vector 1_d is not in rowspace(X).",
     latex=r"\mathbf 1_d\notin\operatorname{rowspace}(X)", paper_status="definition",
 ))
 
 H3 = register(Claim(
-    id="H3", kind="hypothesis", section="§4", paper_ref="§4, hypothesis H3", title="non-zero scales",
+    id="H3",
+    about="function",
+    kind="hypothesis", section="§4", paper_ref="§4, hypothesis H3", title="non-zero scales",
     statement="Every LayerNorm scale is non-zero: gamma_j != 0 for j = 1, ..., d_model.",
     latex=r"\gamma_j\neq0\quad\text{for } j=1,\dots,d_{\mathrm{model}}", paper_status="definition",
     statement_deps=("def-ln",),
 ))
 
 H4 = register(Claim(
-    id="H4", kind="hypothesis", section="§4", paper_ref="§4, hypothesis H4",
+    id="H4",
+    about="function",
+    kind="hypothesis", section="§4", paper_ref="§4, hypothesis H4",
     title="standard deviations outside the centred column space",
     statement=("The vector of row standard deviations sigma = (sigma_1, ..., sigma_n)^T is not in "
                "colspace(X P)."),
@@ -90,7 +102,9 @@ H4 = register(Claim(
 ))
 
 RANK_NEUTRALITY = register(Claim(
-    id="thm-4.2", kind="theorem", section="§4", paper_ref="Theorem 4.2, Rank-Neutrality",
+    id="thm-4.2",
+    about="function",
+    kind="theorem", section="§4", paper_ref="Theorem 4.2, Rank-Neutrality",
     title="LayerNorm rank neutrality",
     statement=("Under H1-H4: arank(LN(X)) = arank(X). If beta = 0: rank(LN(X)) = rank(X). "
                "Remark: the matrix rank rank(LN(X)) can exceed rank(X) by at most one when beta has a "
@@ -112,7 +126,9 @@ RANK_NEUTRALITY = register(Claim(
 ))
 
 RANK_NEUTRALITY_CORRECTED = register(Claim(
-    id="thm-4.2-corrected", kind="theorem", section="§4",
+    id="thm-4.2-corrected",
+    about="function",
+    kind="theorem", section="§4",
     paper_ref="none: the toolkit's correction of Theorem 4.2", title="LayerNorm affine rank, corrected",
     statement=CORRECTED_STATEMENT, latex=CORRECTED_LATEX,
     paper_status="not-in-paper", hypotheses=("H1", "H2", "H3", "H4"), statement_deps=("def-arank", "def-ln"),

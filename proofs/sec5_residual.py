@@ -7,10 +7,12 @@ Examples
 ('toolkit', 'paper')
 """
 
-from proofs._claim import Claim, Reading, register
+from proofs._claim import NORMED_COUNTERPART, NORM_FACTORS, Claim, Reading, register
 
 RANK_SUM = register(Claim(
-    id="lem-rank-sum", kind="lemma", section="§5.1", paper_ref="§5.1, unnumbered",
+    id="lem-rank-sum",
+    about="function",
+    kind="lemma", section="§5.1", paper_ref="§5.1, unnumbered",
     title="rank of a sum",
     statement="For A, B of the same size: |rank A - rank B| <= rank(A + B) <= rank A + rank B.",
     latex=(r"|\operatorname{rank}A-\operatorname{rank}B|\le\operatorname{rank}(A+B)"
@@ -19,7 +21,9 @@ RANK_SUM = register(Claim(
 ))
 
 VARIETY = register(Claim(
-    id="lem-variety", kind="lemma", section="§5.1", paper_ref="§5.1", title="low-rank matrices are null",
+    id="lem-variety",
+    about="function",
+    kind="lemma", section="§5.1", paper_ref="§5.1", title="low-rank matrices are null",
     statement=("For r < min(n, d), V_r = {M in R^{n x d} : rank M <= r} is a proper algebraic subset of "
                "R^{n x d} (the common zeros of the (r+1)-minors), hence Lebesgue-null."),
     latex=(r"\mathcal V_r=\{M\in\mathbb R^{n\times d}:\operatorname{rank}M\le r\}\ \text{is a proper "
@@ -28,7 +32,9 @@ VARIETY = register(Claim(
 ))
 
 ANALYTIC_SET = register(Claim(
-    id="lem-analytic-set", kind="literature", section="§5.2",
+    id="lem-analytic-set",
+    about="function",
+    kind="literature", section="§5.2",
     paper_ref="§5.2, cited as Krantz and Parks [7], Chapter 1", title="analytic-set fact",
     statement=("A real-analytic subset of R^m either equals the whole space or has Lebesgue measure zero."),
     latex=r"f\ \text{real-analytic on } \mathbb R^m,\ f\not\equiv0 \implies \lambda_m\big(f^{-1}(0)\big)=0",
@@ -41,7 +47,9 @@ ANALYTIC_SET = register(Claim(
 ))
 
 RANDOM_PERTURBATION = register(Claim(
-    id="prop-5.1", kind="proposition", section="§5.1", paper_ref="Proposition 5.1",
+    id="prop-5.1",
+    about="function",
+    kind="proposition", section="§5.1", paper_ref="Proposition 5.1",
     title="absolutely continuous perturbations raise rank",
     statement=("Let A in R^{n x d_model} be fixed with rank r < min(n, d_model), and let B be drawn from a law "
                "absolutely continuous with respect to Lebesgue measure on R^{n x d_model}. Then "
@@ -58,7 +66,11 @@ RANDOM_PERTURBATION = register(Claim(
 ))
 
 RESIDUAL_OBSTRUCTION = register(Claim(
-    id="thm-5.3", kind="theorem", section="§5.2", paper_ref="Theorem 5.3, Residual Rank Obstruction",
+    id="thm-5.3",
+    about="parametrisation", moved_by=NORM_FACTORS,
+    invariant=("the rank of the normed residual sum N(X + MHA(X) + b_O), which no factor of G moves; X + MHA(X) "
+               "itself, before the norm, moves along the all-ones row under the centring shift"),
+    kind="theorem", section="§5.2", paper_ref="Theorem 5.3, Residual Rank Obstruction",
     title="residual connections obstruct rank collapse",
     statement=("Paper: for generic weights and almost every rank-deficient X, rank(X + MHA(X)) > rank(X); "
                "so Dong's collapse cannot happen with residuals. Toolkit formalisation: for weights outside "
@@ -88,7 +100,9 @@ RESIDUAL_OBSTRUCTION = register(Claim(
 ))
 
 FIRST_ORDER = register(Claim(
-    id="prop-5.4", kind="proposition", section="§5.3", paper_ref="§5.3",
+    id="prop-5.4",
+    about="parametrisation", moved_by=NORM_FACTORS, invariant=NORMED_COUNTERPART,
+    kind="proposition", section="§5.3", paper_ref="§5.3",
     title="attention with residuals is first-order affine",
     statement=("With attention and residuals but no MLP (and no LayerNorm), X^(0) -> X^(L) is differentiable; "
                "layer l has Jacobian I + D[MHA](X_0), with head term D[Y^h W_O^h](X_0)[dX] = "
@@ -121,14 +135,18 @@ MLP_ROLE = register(Claim(
                 "one instance (weights and tokens) whose no-MLP stack leaves the span refutes 'necessary'. The "
                 "hypothesis excludes X0 spanning R^d_model, where nothing lies outside the span.",
                 hypotheses=("span of the token embeddings is a proper subspace (rank X0 < d_model)",),
-                quantifier="universal"),
+                quantifier="universal",
+                about="parametrisation", moved_by=NORM_FACTORS,
+                invariant=NORMED_COUNTERPART),
         Reading("collapse-not-necessary",
                 "Attention with residual connections and no MLP does not collapse to rank one: Dong's residual "
                 "ratio stays above 1e-8 over depth.",
                 "[the MLP is] ... not necessary against rank collapse",
                 "The residual connection alone obstructs collapse (Theorem 5.3's consequence); generic in the "
                 "weights, so one instance that collapses does not refute it.",
-                quantifier="generic"),
+                quantifier="generic",
+                about="parametrisation", moved_by=NORM_FACTORS,
+                invariant=NORMED_COUNTERPART),
         Reading("collapse-sufficient",
                 "Attention followed by the MLP, without residual connections, does not collapse to rank one "
                 "where pure attention does.",
@@ -139,7 +157,9 @@ MLP_ROLE = register(Claim(
                 hypotheses=("pure attention collapses on this model (a collapse to prevent)",
                             "attention is non-degenerate: pure attention does not collapse within one layer",
                             "the MLP is not identically zero (W_in, W_out != 0 at some layer)"),
-                quantifier="generic"),
+                quantifier="generic",
+                about="parametrisation", moved_by=NORM_FACTORS,
+                invariant=NORMED_COUNTERPART),
     ),
     notes=(
         "The paper argues it ('precise statement' box) rather than proving it; 'non-linear feature "

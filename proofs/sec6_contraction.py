@@ -7,10 +7,12 @@ Examples
 ('head-subspace-dim',)
 """
 
-from proofs._claim import Claim, Reading, register
+from proofs._claim import CENTRED_COUNTERPART, CENTRING, Claim, Reading, register
 
 ALPHA_MHA = register(Claim(
-    id="def-alpha-mha", kind="definition", section="§6.1", paper_ref="§6.1, rank-contraction coefficient",
+    id="def-alpha-mha",
+    about="parametrisation", moved_by=CENTRING, invariant=CENTRED_COUNTERPART,
+    kind="definition", section="§6.1", paper_ref="§6.1, rank-contraction coefficient",
     title="rank-contraction coefficient",
     statement="alpha_MHA = 1 - rank(MHA(X)) / (H * max_h rank(Y^h W_O^h)).",
     latex=(r"\alpha_{\mathrm{MHA}}=1-\frac{\operatorname{rank}(\operatorname{MHA}(X))}"
@@ -19,7 +21,9 @@ ALPHA_MHA = register(Claim(
 ))
 
 HEAD_SUBSPACE = register(Claim(
-    id="def-Rh", kind="definition", section="§6.1", paper_ref="§6.1, head output subspace",
+    id="def-Rh",
+    about="parametrisation", moved_by=CENTRING, invariant=CENTRED_COUNTERPART,
+    kind="definition", section="§6.1", paper_ref="§6.1, head output subspace",
     title="head output subspace",
     statement="R_h = the row space of Y^h W_O^h, a subspace of R^{d_model}.",
     latex=r"\mathcal R_h=\operatorname{rowspace}\big(Y^{h}W_O^{h}\big)\subseteq\mathbb R^{d_{\mathrm{model}}}",
@@ -48,16 +52,22 @@ MHA_RANK = register(Claim(
                 "every X and all weights",
                 "rank(MHA(X)) <= H d_k = d_model (subadditivity); rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the displayed identity as what the subadditivity argument gives: the row space of the "
-                "sum lies inside the sum of the row spaces", quantifier="universal"),
+                "sum lies inside the sum of the row spaces", quantifier="universal",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=CENTRED_COUNTERPART),
         Reading("identity", "rank(MHA(X)) = dim(R_1 + ... + R_H) for generic weights and inputs",
                 "rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the identity as an equality holding generically (the paper's gloss); it fails on an open "
-                "set whenever n < dim(sum_h R_h), since rank MHA(X) <= n", quantifier="generic"),
+                "set whenever n < dim(sum_h R_h), since rank MHA(X) <= n", quantifier="generic",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=CENTRED_COUNTERPART),
     ),
 ))
 
 HEAD_DIM = register(Claim(
-    id="prop-6.3", kind="proposition", section="§6.1", paper_ref="Proposition 6.3",
+    id="prop-6.3",
+    about="parametrisation", moved_by=CENTRING, invariant=CENTRED_COUNTERPART,
+    kind="proposition", section="§6.1", paper_ref="Proposition 6.3",
     title="head subspaces keep their dimension",
     statement=("For generic W_V^h, W_O^h (W_O^h of rank d_k) and n > d_k: dim R_h = min(rank X, d_k), "
                "independent of alpha_h. Specialisation changes the orientation of R_h, not its dimension; "
@@ -73,7 +83,9 @@ HEAD_DIM = register(Claim(
 ))
 
 ALIGNMENT = register(Claim(
-    id="claim-align", kind="claim", section="§6.1", paper_ref="end of §6.1",
+    id="claim-align",
+    about="parametrisation",
+   moved_by=("centring-shift", "attention-input-hyperplane"), invariant=CENTRED_COUNTERPART + "; alpha_h is read from the attention pattern, which no factor moves", kind="claim", section="§6.1", paper_ref="end of §6.1",
     title="directional heads align their subspaces",
     statement=("Directional heads (high alpha_h) tend to have aligned output subspaces, so "
                "dim(sum_h R_h) < H d_k."),
@@ -116,12 +128,16 @@ RANK_CONTRACTION = register(Claim(
                 "Y^h has full column rank d_v, R_h = row W_O^h and kappa = sum_h rank W_O^h - rank W_O, decided "
                 "at the precision W_O was stored in (the rank thm-7.3/wo reads); otherwise kappa is measured from "
                 "the real head contributions at float64 computation precision",
-                hypotheses=("heads specialised: every score matrix W_Q^h W_K^h^T non-zero",), quantifier="model-some"),
+                hypotheses=("heads specialised: every score matrix W_Q^h W_K^h^T non-zero",), quantifier="model-some",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=CENTRED_COUNTERPART),
         Reading("dff-bound", "d_ff >= kappa(X) at every layer of the model under test",
                 "the MLP must expand exactly the directions the heads contracted; this gives the first principled "
                 "lower bound on d_ff",
                 "reads the bound as d_ff >= the contracted dimension kappa, worst case over the layers; since "
-                "kappa <= H d_v it is vacuous for any d_ff >= H d_v", quantifier="model-every"),
+                "kappa <= H d_v it is vacuous for any d_ff >= H d_v", quantifier="model-every",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=CENTRED_COUNTERPART),
     ),
 ))
 
@@ -144,11 +160,11 @@ DFF = register(Claim(
                 "transformers' BertLayer at BertBase sizes), equals the formula ffn-flop-share(n) at the stated n",
                 "the FFN takes 64.8% of BertBase FLOPs",
                 "reads the figure as the output of a FLOP count that depends on n; checks the toolkit's count "
-                "against an independent counter (torch FlopCounterMode)", quantifier="universal"),
+                "against an independent counter (torch FlopCounterMode)", quantifier="universal", about="function"),
         Reading("share-64.8", "BertBase's FFN share of a layer's FLOPs at n = 512, the sequence length of the "
                 "paper's BertBase counts (§7.3: 360,448 = 512 x 11 x 64), rounds to 64.8%",
                 "d_ff = 4 d_model (64.8% of FLOPs in BertBase)",
                 "the paper gives no n for the figure; the toolkit tests it at the n the paper uses for BertBase "
-                "elsewhere and states the n range where the figure would hold", quantifier="universal"),
+                "elsewhere and states the n range where the figure would hold", quantifier="universal", about="function"),
     ),
 ))

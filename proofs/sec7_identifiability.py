@@ -10,7 +10,7 @@ Examples
 True
 """
 
-from proofs._claim import Claim, Reading, register
+from proofs._claim import CENTRING, Claim, Reading, register
 
 _MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H (heads in one shared channel); "
          "(b) Z -> Z W_O on the concatenated head outputs Z in R^{n x H d_v}, with W_O the stacked output "
@@ -39,14 +39,17 @@ NON_IDENTIFIABILITY = register(Claim(
                 "positive dimension n (H-1) d_v: the heads cannot be told apart from their sum",
                 "the per-head contributions cannot be canonically attributed to heads from the sum",
                 "reads 'the sum' as the sum of the head outputs in one shared d_v-wide channel, before W_O",
-                quantifier="universal"),
+                quantifier="universal", about="function"),
         Reading("wo", "the map Z -> Z W_O from the concatenated head outputs Z in R^{n x H d_v} to MHA(X) has a "
                 "positive-dimensional fibre at every layer of the model: with W_O known the heads cannot be "
                 "recovered from MHA(X)",
                 "once MHA sums the per-head outputs through W_O, the per-head contributions cannot be attributed",
                 "reads 'through W_O' as the real stacked output projection, known to the reader of MHA(X); the "
                 "rank of W_O is decided at the precision its weights were stored in",
-                hypotheses=("W_O known",), quantifier="model-every"),
+                hypotheses=("W_O known",), quantifier="model-every",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=("the rank of W_O P on the quotient by the centring shift (P = I - 1 1^T / "
+                           "d_model: what the norm after the residual sum sees), at storage precision, shown beside it")),
         Reading("mlp-input", "the map (Y^1, ..., Y^H) -> N(X + sum_h Y^h W_O^h + b_O) (X fixed), what the MLP "
                 "receives (N: LN1 of a post-LN layer, the second norm of a pre-LN layer), has a "
                 "positive-dimensional fibre at every layer of the model",
@@ -54,7 +57,7 @@ NON_IDENTIFIABILITY = register(Claim(
                 "reads 'the mixed signal' as the normalised input of the FFN, with the norm's real gain and the "
                 "checkpoint's eps (LayerNorm with eps > 0 forgets the all-ones shift only; RMSNorm with eps > 0 "
                 "is injective); tangent fibre dimension at sampled rows",
-                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every"),
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every", about="function"),
     ),
 ))
 
@@ -81,15 +84,18 @@ RECOVERY = register(Claim(
         Reading("sum", "the fibre of the head-summation map on (R^{n x d_v})^H has dimension exactly n (H-1) d_v",
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the summation map in one shared channel (d_v, the head output width)",
-                quantifier="universal"),
+                quantifier="universal", about="function"),
         Reading("wo", "the fibre of Z -> Z W_O (real stacked W_O, every layer) has dimension n (H-1) d_k",
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the recovery map with W_O known: n (H d_v - rank W_O)",
-                hypotheses=("W_O known",), quantifier="model-every"),
+                hypotheses=("W_O known",), quantifier="model-every",
+                about="parametrisation", moved_by=CENTRING,
+                invariant=("the fibre n (H d_v - rank W_O P) of Z -> Z W_O P, with W_O P the stacked W_O on "
+                           "the quotient by the centring shift (what the norm after the residual sum sees)")),
         Reading("mlp-input", "the fibre of (Y^1..Y^H) -> N(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
                 "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the tangent fibre of the map the MLP sees (N: the norm in front of the MLP, real gain, "
                 "the checkpoint's eps)",
-                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every"),
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every", about="function"),
     ),
 ))

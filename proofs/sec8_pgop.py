@@ -30,12 +30,15 @@ PGOP = register(Claim(
                 "at less than 1.6% of W_O's parameter count",
                 "counts the parameters of the reconstruction (formulas pgop-params, pgop-overhead); the paper states "
                 "the bound for BertBase, so a model with other head widths is outside its hypotheses",
-                hypotheses=("BertBase sizes",), quantifier="universal"),
+                hypotheses=("BertBase sizes",), quantifier="universal", about="function"),
         Reading("remedy", "for generic gate parameters, the reconstruction's position gates shrink the fibre of the "
                 "head-channel map (per-position gated summation, and Z -> (Z G_i) W_O)",
                 "a position-gated output projection that partially addresses head-channel non-identifiability",
                 "reads 'partially addresses' as a smaller fibre of the head-channel map; a verdict on the "
                 "reconstruction only (positive scalar gates), not on the paper's construction, which is not in the "
-                "text we hold", hypotheses=("gates positive",), quantifier="generic"),
+                "text we hold", hypotheses=("gates positive",), quantifier="generic",
+                about="parametrisation", moved_by=("centring-shift", "embedding-centring-shift", "embedding-translation", "residual-permutation"),
+                invariant=("the fibre of the gated map on the centred W_O P with gates read from the "
+                           "centred, untranslated position embeddings (the reconstruction reads p_i and W_O as stored)")),
     ),
 ))

@@ -10,7 +10,9 @@ Examples
 from proofs._claim import Claim, register
 
 FRAMEWORK = register(Claim(
-    id="framework-9", kind="framework", section="§9", paper_ref="§9, Symmetry-Breaking Framework",
+    id="framework-9",
+    about="function",
+    kind="framework", section="§9", paper_ref="§9, Symmetry-Breaking Framework",
     title="collapse phenomena as orbits of the invariance group", source="abstract",
     statement=("Paper: all four collapse phenomena (rank collapse in depth, rank collapse in width, "
                "head-channel non-identifiability, entropy collapse) are orbits of the Transformer's invariance "

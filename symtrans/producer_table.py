@@ -74,6 +74,7 @@ class ProducerEntry(NamedTuple):
 PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in (
     ('lem-rank-sum', 'rank-sum-search', 'symbolic', 'symtrans.certify.producers:rank_sum_search'),
     ('prop-5.1', 'prop51-witness', 'symbolic', 'symtrans.certify.producers:prop51'),
+    ('lem-variety', 'variety-proper', 'symbolic', 'symtrans.certify.producers:lem_variety'),
     ('prop-6.3', 'prop63-witness', 'symbolic', 'symtrans.certify.producers:prop63'),
     ('prop-6.3', 'prop63-real-weights', 'symbolic', 'symtrans.certify.producers:prop63_real'),
     ('thm-recovery/sum', 'recovery-fibres', 'symbolic', 'symtrans.certify.producers:recovery'),
@@ -102,6 +103,7 @@ PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in
     ('lit-dong', 'depth-sweep-pure-attention', 'numeric', 'symtrans.checks.sec5:check_dong'),
     ('thm-5.3', 'depth-sweep-residual', 'numeric', 'symtrans.checks.sec5:check_sweep_residual'),
     ('prop-5.4', 'residual-jacobian', 'numeric', 'symtrans.checks.sec5:check_prop_5_4'),
+    ('prop-5.4', 'global-non-affine', 'numeric', 'symtrans.checks.sec5:check_prop_5_4_nonaffine'),
     ('cor-mlp-role/span', 'span-without-mlp', 'numeric', 'symtrans.checks.sec5:check_mlp_span'),
     ('cor-mlp-role/collapse-not-necessary', 'no-collapse-without-mlp', 'numeric',
      'symtrans.checks.sec5:check_mlp_not_necessary'),
@@ -165,7 +167,7 @@ def certified_claims() -> tuple[str, ...]:
     Examples
     --------
     >>> certified_claims()[:2]
-    ('lem-rank-sum', 'prop-5.1')
+    ('lem-rank-sum', 'lem-variety')
     """
     return _claims_in(CERTIFICATE_PACKAGE)
 

@@ -560,8 +560,8 @@ def run_checks(ctx: Context, claims: list[str] | None = None, progress: bool = F
     Examples
     --------
     >>> ev = run_checks(Context(model="default", n=8), ["prop-5.4"])
-    >>> [(e.claim, e.verdict.label) for e in ev]
-    [('prop-5.4', 'supported')]
+    >>> [(e.producer, e.verdict.label) for e in ev]
+    [('residual-jacobian', 'supported'), ('global-non-affine', 'supported')]
     """
     tasks = [(p.claim, p) for p in check_producers(claims)]
     results = run_tasks(tasks, ctx, progress=progress, parallel=False, errors="raise", desc="check", unit="check",

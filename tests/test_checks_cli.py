@@ -19,6 +19,7 @@ def test_json_run_carries_records(capsys):
     assert main(["check", "--claims", "prop-5.4", "--n", "8", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["n"] == 8 and len(data["weights_hash"]) == 64
-    (ev,) = data["evidence"]
+    ev, nonaffine = data["evidence"]  # the Jacobian sanity record, then the counted non-affinity check
+    assert nonaffine["producer"] == "global-non-affine" and nonaffine["verdict"] == "supported"
     assert ev["claim"] == "prop-5.4" and ev["verdict"] == "supported"
     assert ev["tolerance"]["reason"] and ev["margin"] is not None and ev["dtype"] == "float64"

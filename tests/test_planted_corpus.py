@@ -426,7 +426,7 @@ def test_checks_that_cannot_fail_are_not_counted(fast):
 
 
 def test_residual_jacobian_is_a_sanity_check():
-    """prop-5.4's only model record (autograd against the same map) counts as not-run: the claim has no evidence."""
+    """prop-5.4's Jacobian record (autograd against the same map) counts as not-run: alone it is no evidence."""
     from symtrans.graph import ClaimGraph, assess
 
     ctx = Context(model="default", n=4)

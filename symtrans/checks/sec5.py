@@ -889,6 +889,84 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-{depth - 1}"))])
 
 
+#: probes of the non-affinity check: random directions, and the step relative to ||X||_F
+NONAFFINE_DIRECTIONS = 4
+NONAFFINE_STEP = 0.25
+
+
+def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_DIRECTIONS,
+                       step: float = NONAFFINE_STEP, seed: int = 0) -> list[float]:
+    """Relative second differences ``|F(X + D) + F(X - D) - 2 F(X)| / |F(X)|`` (max norms) of the no-MLP, no-LN stack.
+
+    An affine map has them zero up to rounding; ``D`` is a random direction
+    scaled to ``step * ||X||_F``.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model, encode
+    >>> w = load_model("default")
+    >>> min(second_differences(w, encode(w, n=4, layers=0).embeddings, layers=1, directions=1)) > 1e-6
+    True
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    with torch.no_grad():
+        F0 = _stack(w, X, layers, False)
+        scale = float(F0.abs().max())
+        for _ in range(directions):
+            D = torch.randn(X.shape, generator=g, dtype=X.dtype)
+            D = D * (step * float(X.norm()) / float(D.norm()))
+            second = _stack(w, X + D, layers, False) + _stack(w, X - D, layers, False) - 2 * F0
+            out.append(float(second.abs().max()) / scale if scale > 0 else 0.0)
+    return out
+
+
+@producer("prop-5.4", kind="numeric", name="global-non-affine", needs_model=True, cost=1)
+def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
+    """The global map of the attention-plus-residual stack (no MLP, no LN) is not affine: second differences."""
+    import torch
+
+    from symtrans.group.numeric import tolerance
+    from symtrans.numeric.forward import embed, random_ids
+
+    w = weights(ctx)
+    n = min(ctx.n, 8)
+    L = int(w.n_layers)
+    X = embed(w, random_ids(w, n, ctx.seed))
+    diffs = second_differences(w, X, L)
+    tol, why = tolerance(X.dtype, int(w.d_model), L, 1.0)  # the forward pass's own rounding, as group --verify
+    worst = max(diffs)
+    m = _decades(worst, tol)
+    state = hypothesis_state(m)  # the one decisiveness rule: a decade on either side
+    dt = str(X.dtype).replace("torch.", "")
+    if not all(math.isfinite(x) for x in diffs) or not bool(torch.isfinite(X).all()):
+        v, summ = Verdict.INCONCLUSIVE, "non-finite states: nothing to compare"
+    elif state is True:
+        v, summ = Verdict.SUPPORTED, (f"the global map X^(0) -> X^({L}) is not affine: its second difference along "
+                                      f"random directions reaches {worst:.3g} of max|F(X)|, {m:.1f} decades above "
+                                      f"the {dt} rounding of the forward pass ({tol:.2g})")
+    elif state is False:
+        v, summ = Verdict.FAILS, (f"the global map X^(0) -> X^({L}) is affine along every probed line to {dt} "
+                                  f"rounding: second differences at most {worst:.3g} of max|F(X)| <= tol {tol:.2g} "
+                                  "(e.g. W_O = 0 makes MHA vanish and the stack X + sum b_O affine)")
+    else:
+        v, summ = Verdict.INCONCLUSIVE, (f"second difference {worst:.3g} within a decade of the rounding bound "
+                                         f"{tol:.2g}: not decided")
+    inputs = {"n": n, "layers": L, "directions": NONAFFINE_DIRECTIONS, "step": f"{NONAFFINE_STEP} ||X||_F",
+              "input": "embedding output of seeded random tokens",
+              "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w)}
+    return [record(ctx, "prop-5.4", "global-non-affine", v, summ, margin=margin_of(m),
+                   margin_meaning="decades between the largest relative second difference and the rounding bound "
+                                  "(positive: not affine)",
+                   tolerance=Tolerance(tol, "rounding of the stack's forward pass, bounded as group --verify bounds "
+                                       f"one (no group element: kappa = 1): {why}", "max|F(X)|"), dtype=dt, inputs=inputs,
+                   details={"second_differences": diffs},
+                   counterexample={"second_differences": diffs} if v is Verdict.FAILS else None,
+                   scope=Scope("instances", f"{n} seeded tokens, {NONAFFINE_DIRECTIONS} directions, every layer"))]
+
+
 # ------------------------------------------------------------------ cor-mlp-role
 MLP_SPAN_N = 32  # n < d_model, so the span of the token embeddings is a proper subspace
 

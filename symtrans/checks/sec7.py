@@ -33,11 +33,11 @@ from typing import Any
 
 from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
-from symtrans.numeric.wo import stacked_wo, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
+from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
-           "stacked_wo", "recover_heads", "wo_rows", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
+           "stacked_wo", "recover_heads", "wo_rows", "wo_quotient_rank", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -555,7 +555,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
     from symtrans.checks.common import exact_rank, finite
-    from symtrans.numeric.wo import wo_ranks
+    from symtrans.numeric.wo import wo_rank, wo_ranks
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -578,6 +578,11 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
                "sigma_above": finite(rec.sigma_above), "sigma_below": finite(rec.sigma_below),
                "precision": rec.precision, "fibre": n * (rec.shape[0] - rec.rank), "fibre_interval": list(fib),
                "recovery_rel_error": finite(err)}
+        if w.arch.norm == "layernorm":  # the gauge-invariant counterpart: W_O P, what the centring norm sees
+            q = wo_rank(ctx, i, centred=True)  # the one home of rank W_O at storage precision, modulo centring
+            row.update({"rank_WO_quotient": q.rank, "quotient_decisive": q.decided,
+                        "quotient_margin_decades": finite(q.record.margin),
+                        "fibre_quotient": n * (rec.shape[0] - q.rank)})
         if rec.rank < full:  # the stored numbers may still have a larger exact rank: report both
             xr, how = exact_rank(stacked_wo(w.layer(i)["W_O"]))
             row.update({"rank_WO_exact" if how.startswith("exact") else "rank_WO_exact_at_least": xr,
@@ -672,6 +677,15 @@ def _wo(ctx: Context) -> list[Evidence]:
         v, s = Verdict.SUPPORTED, (f"per-head outputs are not recoverable from MHA(X) with W_O known at layers "
                                    f"{layers_seen}: Z -> Z W_O has fibre {shown} > 0 at n = {n} (rank W_O at {sd} "
                                    f"storage precision {_rank_text(rows)} < H d_v = {H * dv})")
+    quotient = [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r]
+    if quotient:  # the gauge-invariant counterpart, beside the stored-parametrisation verdict
+        s += (f". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on the "
+              f"quotient by the centring shift at {sd} storage precision {sorted(set(quotient))} < H d_v = {H * dv}, "
+              f"fibre {sorted({r['fibre_quotient'] for r in rows if 'fibre_quotient' in r})} at n = {n}: the heads are "
+              "not recoverable from what the function passes on")
+        details["invariant_counterpart"] = {"map": "Z -> Z W_O P, P = I - 1 1^T / d_model",
+                                            "rank_WO_quotient": [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r],
+                                            "decisive": all(r["quotient_decisive"] for r in rows if "rank_WO_quotient" in r)}
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-wo", v, s, counterexample=(
         {"layers": [r["layer"] for r in injective]} if injective else None), **common))
     return ev

@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
                    help="read the weights one layer at a time from safetensors (auto: when the model in float64 "
                         "exceeds 4 GiB; peak memory about two layers in float64 per process)")
+    p.add_argument("--gauge-check", action="store_true",
+                   help="also draw 5 random exact elements of the invariance group G (and, for LayerNorm models, "
+                        "TransformerLens's centring of the writers), apply each to the weights, re-run the producers "
+                        "and compare every verdict: a function-reading that moves is a defect (exit status 1); "
+                        "about six times the report's numeric checks")
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
                         "worker share the producers, most expensive first; the verdicts are the same)")
@@ -83,8 +88,19 @@ def _report_locked(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     check_output_dir(args.out)  # fail before minutes of checks, not after
     ctx = context_from_args(args)
+    gauge = getattr(args, "gauge_check", False)
+    from symtrans.errors import SymtransError
+
+    if gauge and not ctx.numeric:
+        raise SymtransError("--gauge-check needs a model (--model default or a model directory), not --model none")
+    if gauge and ctx.layers is not None:
+        raise SymtransError("--gauge-check compares every layer's verdicts: drop --layers")
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
+    if gauge:
+        from symtrans.report.gauge import gauge_check
+
+        report.gauge = gauge_check(ctx.model, n=ctx.n, seed=ctx.seed, elements=5, restricted=1)
     paths = write_report(report, args.out, formats)
     from symtrans.report.fmt import answer_line
 
@@ -94,4 +110,9 @@ def _report_locked(args: argparse.Namespace) -> int:
     print(f"disagreements with the paper: {', '.join(c.id for c, _ in dis) if dis else 'none so far'}")
     for err in report.errors:
         print(f"symtrans: warning: {err}", file=sys.stderr)
-    return 1 if report.errors else 0
+    defects = report.gauge.defects if report.gauge is not None else []
+    if report.gauge is not None:
+        print(report.gauge.lines()[0])
+    for d in defects:
+        print(f"symtrans: warning: gauge check: DEFECT: {d}", file=sys.stderr)
+    return 1 if report.errors or defects else 0

@@ -38,7 +38,8 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
-           "transform_weights", "model_blocks", "weights_from_blocks", "verify_model", "random_blocks", "verify_random", "tolerance", "lie_element"]
+           "transform_weights", "transform_weights_steps", "model_blocks", "weights_from_blocks", "verify_model",
+           "random_blocks", "verify_random", "tolerance", "lie_element"]
 
 
 @dataclass(frozen=True)
@@ -387,15 +388,43 @@ def _transform(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags
     ``W`` to ``M W`` (every head tag acts on its rows), so acting on ``W = I``
     gives ``M``, and ``h' M = h`` is invariance of the logits for every head.
     """
+    return _transform_steps(weights, spec, [(factor, element, tags)], weights.weights_hash + "+" + factor)
+
+
+def transform_weights_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any]], tag: str = "g") -> Any:
+    """A copy of ``weights`` with the elements of several factors applied in turn (one conversion to blocks).
+
+    ``steps`` is ``[(factor, element), ...]``, each element as
+    :func:`transform_weights` takes it; the product acts like applying them
+    one after the other, without converting the weights between the two
+    layouts at every step.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> spec = GroupSpec.from_arch(w.arch)
+    >>> els = [sample_element(spec, "S_H", torch.Generator().manual_seed(i), w.dtype)[0] for i in range(6)]
+    >>> one = transform_weights(transform_weights(w, spec, "S_H", els), spec, "S_H", els)
+    >>> two = transform_weights_steps(w, spec, [("S_H", els), ("S_H", els)])
+    >>> bool((one.W_Q == two.W_Q).all())
+    True
+    """
+    return _transform_steps(weights, spec, [(f, el, None) for f, el in steps], weights.weights_hash + "+" + tag)[0]
+
+
+def _transform_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any, Any]], new_hash: str) -> tuple[Any, Any]:
     import torch
 
     model = model_blocks(weights)
     head = _untied_head(weights.arch)
     if head:
         model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
-    moved = act(spec, model, factor, element, tags=tags)
-    return (weights_from_blocks(weights, moved, weights.weights_hash + "+" + factor),
-            moved["lm_head"] if head else None)
+    moved = model
+    for factor, element, tags in steps:
+        moved = act(spec, moved, factor, element, tags=tags)
+    return weights_from_blocks(weights, moved, new_hash), (moved["lm_head"] if head else None)
 
 
 def model_blocks(weights: Any) -> dict[str, Any]:

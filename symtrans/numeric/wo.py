@@ -41,7 +41,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of"]
+__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of", "wo_quotient_rank"]
 
 
 def stacked_wo(W_O: Any) -> Any:
@@ -247,3 +247,24 @@ def wo_ranks(ctx: Any, *, centred: bool = False) -> list[WoRank]:
     [1, 3]
     """
     return [wo_rank(ctx, i, centred=centred) for i in ctx.layer_indices(ctx.weights().n_layers)]
+
+
+def wo_quotient_rank(W: Any, storage_dtype: Any) -> Any:
+    """The rank record of a stacked ``W_O`` (``H d_v x d_model``) modulo the centring shift, ``W_O P``, at storage precision.
+
+    ``P = I - 1 1^T / d``. The centring shift of G moves W_O to ``W_O + w 1^T``; ``W_O P`` is what no element of
+    it moves (``1^T P = 0``) and what a norm that subtracts the row mean sees of the heads: the gauge-invariant
+    counterpart of thm-7.3/wo and thm-recovery/wo. Decided by :func:`wo_rank_of` with ``centred=True`` (the one
+    home: the storage cut of W_O itself, since ``||E P||_2 <= ||E||_2``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(6, 6, dtype=torch.float64)
+    >>> wo_quotient_rank(W, "float64").rank, wo_quotient_rank(W + torch.randn(6, 1, dtype=torch.float64), "float64").rank
+    (5, 5)
+    """
+    import torch
+
+    W = torch.as_tensor(W).to(torch.float64)
+    return wo_rank_of(W.reshape(1, *W.shape), storage_dtype, centred=True, certify=False).record

@@ -64,6 +64,7 @@ class Report:
     previous: str | None = None
     seconds: float = 0.0
     arch: Any = None  # the model's Architecture, when a model was loaded
+    gauge: Any = None  # a symtrans.report.gauge.GaugeCheck, when the report ran one (report --gauge-check)
     _formulas: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     def formulas(self, claim: Claim) -> list[dict[str, Any]]:
@@ -148,6 +149,7 @@ class Report:
                                            "verdict": s.verdict.value, "reason": s.disagreement}
                                           for c, s in self.disagreements()]},
             "errors": list(self.errors),
+            "gauge_check": self.gauge.to_dict() if self.gauge is not None else None,
             "edges": [{"from": u, "to": v, "kind": k} for u, v, k in self.graph.edges()],
             "claims": claims,
         }
@@ -372,6 +374,10 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
                       "device": str(w.device), "layers": int(w.n_layers),
                       "streamed": isinstance(w, StreamedWeights), "eps": float(w.arch.ln_eps),
                       "eps_source": "--eps" if ctx.eps is not None else "checkpoint"}
+        if not isinstance(w, StreamedWeights):  # a streamed model is not read whole here
+            from symtrans.group.gauge import processed_weights
+
+            model_info["processed"] = processed_weights(w)
         ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
     errors: list[str] = []
     raised: set[str] = set()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from proofs._claim import about_text
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
@@ -140,6 +141,8 @@ def _run_lines(report: Report) -> list[str]:
              f"- scope: {_md(report.scope_line)}"]
     if report.previous:
         lines.append(f"- evidence carried from an earlier report: {_code(report.previous)}")
+    for found in (m or {}).get("processed") or []:
+        lines.append(f"- processed weights: {_md(found)}")
     return lines
 
 
@@ -207,13 +210,37 @@ def _summary(report: Report) -> list[str]:
     return out
 
 
+def _gauge(report: Report) -> list[str]:
+    """The gauge check's section (``report --gauge-check``): its defects first, then what moved."""
+    gc = report.gauge
+    if gc is None:
+        return []
+    rows, defects = gc.judge()
+    out = ["", "## Gauge check", "",
+           f"Every statement's verdict on W compared with its verdict on {len(gc.runs)} exact elements g of the "
+           f"invariance group G applied to the weights (n = {gc.n}, seed {gc.seed}); a function-reading must not "
+           "move, a parametrisation-reading may move only under the factors it declares.", ""]
+    if defects:
+        out += [f"**DEFECT:** {_md(d)}" for d in defects] + [""]
+    else:
+        out += ["No defect: no element of G moved a verdict it may not move.", ""]
+    moved = [r for r in rows if r["moved_under"]]
+    if moved:
+        out += _table(["statement", "about", "verdict on W", "moved under", "declared factors"],
+                      [[_code(r["id"]), r["about"], r["verdict"],
+                        "; ".join(f"{k}: {v}" for k, v in r["moved_under"].items()), ", ".join(r["moved_by"])]
+                       for r in moved])
+    return out
+
+
 def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances: ToleranceIndex) -> list[str]:
     g = report.graph
     out = [f'<a id="claim-{claim.id}"></a>', "", f"### {claim.id}: {claim.title}", ""]
     form = "paper's statement" if claim.formalisation == "paper" else "**toolkit formalisation**"
     out.append(f"**{claim.paper_ref}** ({claim.section}) · {claim.kind} · paper: `{claim.paper_status.value}` · "
                f"toolkit: **`{status.verdict.value}`** · standing: `{status.standing.value}` · {form}"
-               + (" · known only from the abstract" if claim.source == "abstract" else ""))
+               + (" · known only from the abstract" if claim.source == "abstract" else "")
+               + ("" if claim.readings else f" · about: {about_text(claim)}"))
     out += ["", "> " + claim.statement, "", f"Formally: `{latex_to_text(claim.latex).replace('`', chr(39))}`", ""]
     if claim.formalisation == "toolkit":
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
@@ -223,9 +250,10 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances
         out += [f"**Readings** ({len(status.readings)}; the claim's verdict is theirs when they agree, "
                 "`reading-dependent` when some hold and some fail):", ""]
         out += _table(["reading", "verdict", "standing", "quantifier", "statement", "paper's wording",
-                       "formalisation"],
+                       "formalisation", "about"],
                       [[_code(r.id), Md(f"**{_md(r.verdict.value)}**"), r.standing.value, r.reading.quantifier,
-                        r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note]
+                        r.reading.statement, r.reading.paper_wording, r.reading.formalisation_note,
+                        about_text(r.reading)]
                        for r in status.readings])
         out.append("")
     if status.missing:
@@ -291,7 +319,7 @@ def render_markdown(report: Report) -> str:
              "Rank, Head-Channel Non-Identifiability, and Symmetry Breaking (arXiv 2604.23681): every item, "
              "the paper's status beside the toolkit's verdict. A verdict is set only by evidence that ran.", ""]
     lines += _run_lines(report) + [""]
-    lines += _answer(report) + _overview(report) + _summary(report)
+    lines += _answer(report) + _overview(report) + _summary(report) + _gauge(report)
     tolerances, claims = ToleranceIndex(), []
     for claim, status in report.items():
         claims += _claim_section(report, claim, status, tolerances)

@@ -1,0 +1,276 @@
+"""Random exact elements of G on a real checkpoint, applied through the tag tables: the gauge check's engine.
+
+A *gauge element* is one element of every factor of G that acts on the
+model's weights (per-layer factors: one element per layer; between-layer
+factors: one per boundary, the embedding norm first; model-scope factors:
+one), drawn with :func:`symtrans.group.numeric.sample_element` and applied
+one factor after the other with :func:`symtrans.group.numeric.transform_weights`
+(which acts through :func:`symtrans.group.spec.act`, the tag table): the one
+action engine of ``group --verify``, reused, never re-implemented here.
+
+The factors drawn are those present on the architecture and not broken
+(``exact`` or ``shrunk``: a shrunk factor is sampled in its shrunk form, e.g.
+signed permutations of the residual stream); the data-side factor ``S_n``
+acts on inputs, not weights, and is left out. The moved weights are rounded to
+the precision each tensor was stored in
+(:func:`symtrans.numeric.weights.storage_precision`), so ``g . W`` is an honest
+checkpoint of its storage dtype, as a processed copy written to disk would be.
+
+:func:`centring_element` is the particular element that TransformerLens's
+``centre_writing_weights`` applies (every writer into a LayerNorm made to sum
+to zero along the residual axis): an element of ``centring-shift`` (and of
+``embedding-centring-shift`` for the embedding tables).
+
+This module computes; it never counts a verdict (the comparison of verdicts
+lives in :mod:`symtrans.report.gauge`).
+
+Examples
+--------
+>>> from symtrans.numeric import load_model
+>>> w = load_model("default")
+>>> gauge_factors(GroupSpec.from_arch(w.arch))[:4]
+['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from symtrans.errors import SymtransError
+from symtrans.group.spec import GroupSpec
+
+__all__ = ["gauge_factors", "GaugeElement", "sample_gauge", "apply_gauge", "centring_element", "centre_writers",
+           "processed_weights"]
+
+
+def gauge_factors(spec: GroupSpec) -> list[str]:
+    """The factors of G that act on this architecture's weights: present (a tag table) and not broken.
+
+    Examples
+    --------
+    >>> "ffn-scaling" in gauge_factors(GroupSpec.from_arch("bert-base"))  # broken by GeLU
+    False
+    >>> "residual-rotation" in gauge_factors(GroupSpec.from_arch("llama2-7b"))
+    True
+    """
+    return [f.name for f in spec.factors if f.tags and f.scope != "data" and f.status != "broken"]
+
+
+@dataclasses.dataclass
+class GaugeElement:
+    """One element of G: factor name -> its element (one per layer or boundary where the factor says so).
+
+    ``kappa`` is the largest condition number among the sampled parts (1 for
+    permutations and translations).
+
+    Examples
+    --------
+    >>> GaugeElement({"S_H": [{"pi": [1, 0]}]}, 1.0).factors
+    ['S_H']
+    """
+
+    parts: dict[str, Any]
+    kappa: float
+    label: str = "random"
+
+    @property
+    def factors(self) -> list[str]:
+        """The factors this element has a part in, in G's order."""
+        return list(self.parts)
+
+
+def sample_gauge(weights: Any, seed: int = 0, factors: list[str] | None = None,
+                 exclude: tuple[str, ...] = ()) -> GaugeElement:
+    """A random exact element of G for ``weights``' architecture: every factor in ``factors`` (default: all).
+
+    ``exclude`` leaves factors out (the gauge check's restricted runs: the
+    element of the factors a reading does not declare).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> g = sample_gauge(load_model("default"), seed=1)
+    >>> "centring-shift" in g.factors and "residual-permutation" in g.factors, len(g.parts["S_H"])
+    (True, 6)
+    """
+    import torch
+
+    from symtrans.group.numeric import sample_element
+
+    spec = GroupSpec.from_arch(weights.arch)
+    present = gauge_factors(spec)
+    names = present if factors is None else factors
+    unknown = [n for n in names if n not in present]
+    if unknown:
+        raise SymtransError(f"not a factor of G acting on {weights.arch.name}'s weights: {', '.join(unknown)}")
+    gen = torch.Generator().manual_seed(10_007 * (seed + 1))
+    parts: dict[str, Any] = {}
+    kappa = 1.0
+    L = int(weights.n_layers)
+    stack = int(spec.boundaries("model"))
+    for name in names:
+        if name in exclude:
+            continue
+        f = spec.factor(name)
+        # real checkpoints follow transformers' rotate_half convention (as group --verify does)
+        if f.scope in ("layer", "stack"):
+            drawn = [sample_element(spec, name, gen, torch.float64, rotary_pairs="halves")
+                     for _ in range(L if f.scope == "layer" else stack)]
+            parts[name] = [d[0] for d in drawn]
+            kappa = max([kappa] + [d[1] for d in drawn])
+        else:
+            el, k = sample_element(spec, name, gen, torch.float64, rotary_pairs="halves")
+            parts[name] = el
+            kappa = max(kappa, k)
+    return GaugeElement(parts, kappa, f"random (seed {seed})")
+
+
+def centring_element(weights: Any) -> GaugeElement:
+    """TransformerLens's ``centre_writing_weights`` as an element of G: every writer into a LayerNorm centred.
+
+    Per layer, the element of ``centring-shift`` with ``w_O^h = -W_O^h 1 / d``,
+    ``w_out = -W_out 1 / d``, ``c_O = -mean(b_O)``, ``c_out = -mean(b_out)``, and
+    of ``embedding-centring-shift`` with each table row's mean removed: after it
+    every row of every writer sums to zero along the residual axis.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> c = apply_gauge(w, centring_element(w), round_to_storage=False)
+    >>> float(c.W_O.sum(-1).abs().max()) < 1e-12, float(w.W_O.sum(-1).abs().max()) > 1e-3
+    (True, True)
+    """
+    spec = GroupSpec.from_arch(weights.arch)
+    present = gauge_factors(spec)
+    if "centring-shift" not in present:
+        raise SymtransError(f"{weights.arch.name} has no centring shift (no LayerNorm reads every writer): "
+                            "nothing to centre")
+    d = int(weights.d_model)
+    per_layer = []
+    for i in range(weights.n_layers):
+        lay = weights.layer(i, shared_kv=True)
+        el: dict[str, Any] = {"w_O": [-(Wh.sum(-1, keepdim=True) / d) for Wh in lay["W_O"].unbind(0)],
+                              "w_out": -(lay["W_out"].sum(-1, keepdim=True) / d)}
+        if spec.arch.bias:
+            el["c_O"] = -(lay["b_O"].mean().reshape(1, 1))
+            el["c_out"] = -(lay["b_out"].mean().reshape(1, 1))
+        per_layer.append(el)
+    parts: dict[str, Any] = {"centring-shift": per_layer}
+    if "embedding-centring-shift" in present:
+        emb = {}
+        for t in spec.factor("embedding-centring-shift").tags:
+            table = weights.tensors.get(t.tensor)
+            if table is not None:
+                emb[t.component] = -(table.sum(-1, keepdim=True) / d)
+        parts["embedding-centring-shift"] = emb
+    return GaugeElement(parts, 1.0, "centring of the writers (TransformerLens centre_writing_weights)")
+
+
+def centre_writers(weights: Any) -> Any:
+    """``weights`` with every writer into a LayerNorm centred (:func:`centring_element`), rounded to storage.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> float(centre_writers(w).W_out.sum(-1).abs().max()) < 1e-5
+    True
+    """
+    return apply_gauge(weights, centring_element(weights))
+
+
+def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool = True) -> Any:
+    """``element . weights``: each factor's part applied through the tag table, then rounded to storage precision.
+
+    The result keeps the checkpoint's per-tensor storage dtypes (so rank
+    decisions are made at the same precision as on ``weights``) and gets its
+    own weights hash. ``round_to_storage=False`` keeps the float64 values.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> moved = apply_gauge(w, sample_gauge(w, seed=0, factors=["S_H"]))
+    >>> moved.weights_hash != w.weights_hash, moved.storage_dtypes == w.storage_dtypes
+    (True, True)
+    """
+    import hashlib
+
+    from symtrans.group.numeric import transform_weights_steps
+    from symtrans.numeric.weights import storage_precision
+
+    spec = GroupSpec.from_arch(weights.arch)
+    w = transform_weights_steps(weights, spec, list(element.parts.items()), "gauge")
+    tensors = dict(w.tensors)
+    if round_to_storage:
+        for name, value in tensors.items():
+            if value is None or not hasattr(value, "dtype") or not value.is_floating_point():
+                continue
+            per_layer = name in weights.storage_dtypes and isinstance(weights.storage_dtypes[name], (list, tuple))
+            if per_layer:
+                rows = [_round(value[i], storage_precision(weights, name, i)[0]) for i in range(value.shape[0])]
+                import torch
+
+                tensors[name] = torch.stack(rows)
+            else:
+                tensors[name] = _round(value, storage_precision(weights, name)[0])
+    h = hashlib.sha256(f"{weights.weights_hash}:gauge:{element.label}:{sorted(element.parts)}".encode()).hexdigest()
+    return dataclasses.replace(weights, tensors=tensors, weights_hash=h)
+
+
+def processed_weights(weights: Any) -> list[str]:
+    """What a weight-processing library (TransformerLens) visibly did to these weights: one sentence per finding.
+
+    * writers centred (``centre_writing_weights``, an element of G's
+      centring shift): every row of every W_O^h and W_out sums to zero along the
+      residual axis, up to the rounding of its storage dtype (``|sum_j w_ij| <=
+      2 u sum_j |w_ij|``, ``u`` its unit roundoff: rounding each entry and the
+      float64 sum); a trained checkpoint's row sums are decades larger;
+    * norms folded (``fold_ln``): every norm gain exactly 1 and every norm bias exactly 0.
+
+    An empty list: nothing detected (the weights are read as stored either way;
+    the gauge check shows which verdicts a processing step can move).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")
+    >>> processed_weights(w)
+    []
+    >>> processed_weights(centre_writers(w))[0][:40]
+    'writers centred along the all-ones row ('
+    """
+    import torch
+
+    from symtrans.precision import unit_roundoff
+    from symtrans.numeric.weights import storage_precision
+
+    out = []
+    spec = GroupSpec.from_arch(weights.arch)
+    if "centring-shift" in gauge_factors(spec):
+        worst = 0.0
+        for name in ("W_O", "W_out"):
+            W = weights.tensors[name].to(torch.float64)
+            u = unit_roundoff(storage_precision(weights, name)[0])
+            ratio = W.sum(-1).abs() / (2 * u * W.abs().sum(-1)).clamp_min(torch.finfo(torch.float64).tiny)
+            worst = max(worst, float(ratio.max()))
+        if worst <= 1.0:
+            out.append("writers centred along the all-ones row (every row of W_O and W_out sums to zero at "
+                       "storage precision, as TransformerLens's centre_writing_weights leaves them): an element of "
+                       "G's centring shift, the same function; verdicts about the stored W_O (thm-7.3/wo) see the "
+                       "centred matrix")
+    gains = [t for t in ("ln1_w", "ln2_w", "emb_ln_w", "final_ln_w") if weights.tensors.get(t) is not None]
+    biases = [t for t in ("ln1_b", "ln2_b", "emb_ln_b", "final_ln_b") if weights.tensors.get(t) is not None]
+    if gains and all(bool((weights.tensors[t] == 1).all()) for t in gains) and \
+            all(bool((weights.tensors[t] == 0).all()) for t in biases):
+        out.append("norms folded: every norm gain is exactly 1 and every bias exactly 0 (TransformerLens's fold_ln "
+                   "moves them into the readers)")
+    return out
+
+
+def _round(t: Any, dtype: str) -> Any:
+    from symtrans.precision import torch_dtype
+
+    return t.to(torch_dtype(dtype)).to(t.dtype)

@@ -1,0 +1,297 @@
+"""The gauge check: G judges the verdicts (``symtrans report --gauge-check``, :func:`gauge_check`).
+
+Every statement that gets a verdict declares what it is about
+(:data:`proofs._claim.ABOUT`). The check draws random exact elements ``g`` of
+G for the model's architecture (:func:`symtrans.group.gauge.sample_gauge`: every
+factor that acts on the weights, model-scope ones included), applies each to
+the weights through the tag tables (:func:`symtrans.group.gauge.apply_gauge`,
+rounded to each tensor's storage precision), re-runs every producer that reads
+the weights on ``g . W`` and compares each statement's verdict with its verdict
+on ``W`` (verdicts counted by :func:`symtrans.graph.count_records`, the one
+counting function):
+
+* a **function**-reading whose verdict moves is a **defect**: either the
+  reading is mislabelled or its producer reads the parametrisation;
+* a **parametrisation**-reading may move under the full element, and is
+  then listed with the factors it declares; it is also run on an element of
+  G *without* its declared factors (one restricted run per distinct
+  declaration): a move there is a defect too (a factor it does not name moved it).
+
+Producers that read no weights (symbolic certificates, exact searches) are
+run once: no element of G can reach them. The element ``centring`` (on
+LayerNorm models) is TransformerLens's ``centre_writing_weights``
+(:func:`symtrans.group.gauge.centring_element`), the processed checkpoint a
+TransformerLens user loads.
+
+Examples
+--------
+>>> gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False)
+>>> gc.defects
+[]
+>>> [e["label"] for e in gc.elements]
+['random (seed 0)']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["GaugeCheck", "gauge_check", "verdicts_of", "same_function"]
+
+
+def verdicts_of(records: list[Any]) -> dict[str, str]:
+    """Each statement's verdict (readings, and claims without readings) counted from ``records``.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Evidence
+    >>> verdicts_of([Evidence(claim="thm-5.3", producer="p", kind="numeric", verdict="supported", summary="s")])
+    {'thm-5.3': 'supported'}
+    """
+    from symtrans.graph import count_records
+
+    out: dict[str, str] = {}
+    for cid, status in count_records(records).items():
+        if status.readings:
+            for r in status.readings:
+                out[r.id] = r.verdict.value
+        else:
+            out[cid] = status.verdict.value
+    return out
+
+
+@dataclasses.dataclass
+class GaugeCheck:
+    """The outcome of a gauge check: each statement's verdict on W and on every g . W; rows and defects derived.
+
+    ``runs`` holds, per element of G, its label, factors, condition number,
+    the declared factors it was drawn without (``None`` for a full element)
+    and every statement's verdict on ``g . W``. :meth:`judge` holds them to
+    the statements' declarations (the registry's, or others given).
+
+    Examples
+    --------
+    >>> gc = GaugeCheck("m", 4, 0, {"thm-7.3/wo": "fails"},
+    ...                 [{"label": "c", "factors": ["centring-shift"], "kappa": 1.0, "without": None,
+    ...                   "verdicts": {"thm-7.3/wo": "supported"}}])
+    >>> gc.defects  # declared: centring-shift moves it
+    []
+    >>> from proofs._claim import Reading
+    >>> gc.judge({"thm-7.3/wo": Reading("wo", "s", "w", "n", about="function").with_claim("thm-7.3")})[1][0][:40]
+    'function-reading thm-7.3/wo moved from f'
+    """
+
+    model: str
+    n: int
+    seed: int
+    base: dict[str, str]
+    runs: list[dict[str, Any]]
+
+    def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``."""
+        from proofs._claim import declared_items
+
+        items = {i.id: i for i in declared_items()}
+        items.update(declarations or {})
+        moved_under: dict[str, dict[str, str]] = {i: {} for i in self.base}
+        defects: list[str] = []
+        for run in self.runs:
+            after, label, factors = run["verdicts"], run["label"], run["factors"]
+            sym = run.get("symmetry") or {}
+            if sym.get("verdict") == "fails":
+                defects.append(f"the element {label} is not a symmetry of the function: the output moved by "
+                               f"{sym['max_rel_change']:.3g} relative > 100 x tol {sym['tolerance']:.3g} "
+                               f"({sym['storage_dtype']}): the action applied is not G's")
+            for i, v in self.base.items():
+                if after.get(i) == v:
+                    continue
+                it = items.get(i)
+                about = getattr(it, "about", "")
+                if run["without"] is not None:  # a restricted run: only the statements declaring that set
+                    if about != "parametrisation" or tuple(it.moved_by) != tuple(run["without"]):
+                        continue
+                moved_under[i][label] = f"{v} to {after.get(i)}"
+                if about == "function":
+                    defects.append(f"function-reading {i} moved from {v} to {after.get(i)} under the element {label} "
+                                   f"of G (factors {', '.join(factors)})")
+                elif about == "parametrisation" and run["without"] is not None:
+                    defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}: an "
+                                   f"element of G without its declared factors ({', '.join(it.moved_by)}); a factor "
+                                   "it does not name moves it")
+                elif about == "parametrisation" and not set(it.moved_by) & set(factors):
+                    defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}, "
+                                   f"which has none of its declared factors ({', '.join(it.moved_by)})")
+                elif about not in ("function", "parametrisation"):
+                    defects.append(f"{i} moved under {label} and declares nothing")
+        rows = []
+        for i, v in self.base.items():
+            it = items.get(i)
+            rows.append({"id": i, "about": getattr(it, "about", "") or "undeclared",
+                         "moved_by": list(getattr(it, "moved_by", ())), "invariant": getattr(it, "invariant", ""),
+                         "verdict": v, "moved_under": moved_under[i]})
+        return rows, defects
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """:meth:`judge`'s rows under the registry's declarations."""
+        return self.judge()[0]
+
+    @property
+    def defects(self) -> list[str]:
+        """:meth:`judge`'s defects under the registry's declarations (empty: G moves no verdict it may not)."""
+        return self.judge()[1]
+
+    @property
+    def elements(self) -> list[dict[str, Any]]:
+        """The elements of G drawn: label, factors, condition number, the factors left out."""
+        return [{k: r.get(k) for k in ("label", "factors", "kappa", "without", "symmetry")} for r in self.runs]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (report.json's ``gauge_check``).
+
+        Examples
+        --------
+        >>> sorted(GaugeCheck("m", 4, 0, {}, []).to_dict())
+        ['defects', 'elements', 'model', 'n', 'rows', 'seed']
+        """
+        rows, defects = self.judge()
+        return {"model": self.model, "n": self.n, "seed": self.seed, "elements": self.elements, "rows": rows,
+                "defects": defects}
+
+    def lines(self) -> list[str]:
+        """Plain-text lines: the elements, every statement that moved, the defects.
+
+        Examples
+        --------
+        >>> GaugeCheck("m", 4, 0, {}, []).lines()[0]
+        'gauge check on m (n = 4, seed 0): 0 elements of G; no defect'
+        """
+        rows, defects = self.judge()
+        head = (f"gauge check on {self.model} (n = {self.n}, seed {self.seed}): {len(self.runs)} elements of G; "
+                + (f"{len(defects)} DEFECTS" if defects else "no defect"))
+        out = [head]
+        for e in self.elements:
+            sym = e.get("symmetry") or {}
+            out.append(f"  element {e['label']}: {len(e['factors'])} factors (kappa {e['kappa']:.3g})"
+                       + (f"; same function: {sym['verdict']} (rel change {sym['max_rel_change']:.2g} vs tol "
+                          f"{sym['tolerance']:.2g}, {sym['storage_dtype']})" if sym else ""))
+        for r in rows:
+            if r["moved_under"]:
+                out.append(f"  {r['id']} [{r['about']}] {r['verdict']}: moved under "
+                           + "; ".join(f"{k} ({v})" for k, v in r["moved_under"].items())
+                           + (f"; declared: {', '.join(r['moved_by'])}" if r["moved_by"] else ""))
+        steady = sum(1 for r in rows if not r["moved_under"])
+        out.append(f"  {steady} of {len(rows)} statements kept their verdict under every element")
+        out += [f"  DEFECT: {d}" for d in defects]
+        return out
+
+
+def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str, Any]:
+    """Does ``moved = g . w`` compute the same function? The last hidden state compared, up to G's equivariance.
+
+    The residual factor (``residual-permutation``, ``residual-rotation``) is an
+    equivariance: the output becomes ``out Q``. The tolerance is
+    :func:`symtrans.group.numeric.tolerance` at the weights' storage dtype (the
+    moved weights are rounded to it) and the element's condition number; the
+    verdict rule is ``group --verify``'s (holds below it, fails above 100x).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.group.gauge import apply_gauge, sample_gauge
+    >>> w = load_model("default")
+    >>> g = sample_gauge(w, seed=0, factors=["S_H", "residual-permutation"])
+    >>> same_function(w, apply_gauge(w, g), g, n=4, seed=0)["verdict"]
+    'holds'
+    """
+    from symtrans.group.numeric import _rel, _verdict, tolerance
+    from symtrans.numeric.forward import encode, random_ids
+    from symtrans.precision import torch_dtype
+    from symtrans.numeric.weights import storage_precision
+
+    ids = random_ids(w, n, seed)
+    ref = encode(w, input_ids=ids).hidden_states[-1]
+    out = encode(moved, input_ids=ids).hidden_states[-1]
+    for name in ("residual-permutation", "residual-rotation"):
+        if name in g.parts:
+            ref = ref @ g.parts[name]["Q"].to(ref.dtype)
+    sd = storage_precision(w)[0]
+    tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
+    change = _rel(out, ref)
+    return {"max_rel_change": change, "tolerance": tol, "tolerance_reason": why, "storage_dtype": sd,
+            "verdict": _verdict(change, tol, "invariant")}
+
+
+def _model_producers() -> list[Any]:
+    from symtrans.runner import check_producers
+
+    return [p for p in check_producers() if p.needs_model]
+
+
+def _records(ctx: Any, producers: list[Any]) -> list[Any]:
+    from symtrans.runner import run_tasks
+
+    results = run_tasks([(p.claim, p) for p in producers], ctx, parallel=False, errors="raise")
+    return [e for res in results for e in res]
+
+
+def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements: int = 5, restricted: int | None = None,
+                centring: bool = True, weights: Any = None, transform: Any = None,
+                sets: list[tuple[str, ...]] | None = None) -> GaugeCheck:
+    """Compare every statement's verdict on W with its verdict on ``elements`` random elements g of G applied to W.
+
+    ``restricted`` (default: ``elements``) is how many elements are also
+    drawn without each distinct set of declared factors, to test that a
+    parametrisation-reading is moved by no factor it does not declare.
+    ``centring`` adds TransformerLens's centring of the writers (LayerNorm
+    models). ``transform(weights, element)`` replaces the action (the false
+    case of a transform that is not a symmetry). ``weights`` gives the model
+    as loaded weights (a planted copy). ``sets`` limits the restricted runs
+    to these declared sets of factors (default: every one a statement declares).
+
+    Examples
+    --------
+    >>> gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False)
+    >>> any(r["id"] == "thm-7.3/wo" and r["about"] == "parametrisation" for r in gc.rows)
+    True
+    """
+    from proofs._claim import declared_items
+    from symtrans.evidence import Context
+    from symtrans.group.gauge import GaugeElement, apply_gauge, centring_element, gauge_factors, sample_gauge
+    from symtrans.group.spec import GroupSpec
+    from symtrans.runner import check_producers
+
+    spec_name = model if isinstance(model, str) else "default"
+    base_ctx = Context(model=spec_name, n=n, seed=seed)
+    if weights is not None:
+        base_ctx.preload(weights)
+    w = base_ctx.weights()
+    act = transform or apply_gauge
+    model_ps = _model_producers()
+    fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
+    ids = {i.id for i in declared_items()}
+    base = {i: v for i, v in verdicts_of(fixed + _records(base_ctx, model_ps)).items() if i in ids}
+
+    def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
+        moved = act(w, g)
+        ctx = Context(model=spec_name, n=n, seed=seed).preload(moved)  # fixed records: no g reaches them
+        return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
+                "symmetry": same_function(w, moved, g, n=n, seed=seed),
+                "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
+
+    present = gauge_factors(GroupSpec.from_arch(w.arch))
+    runs = [run(sample_gauge(w, seed=seed + k), None) for k in range(elements)]
+    if centring and "centring-shift" in present:
+        runs.append(run(centring_element(w), None))
+    if sets is None:
+        sets = sorted({i.moved_by for i in declared_items() if i.id in base and i.about == "parametrisation"})
+    for k in range(elements if restricted is None else restricted):
+        for moved_by in sets:
+            rest = [f for f in present if f not in moved_by]
+            g = sample_gauge(w, seed=seed + 1000 + k, factors=rest)
+            g.label = (f"random without {', '.join(f for f in moved_by if f in present) or 'nothing present'} "
+                       f"(seed {seed + 1000 + k})")
+            runs.append(run(g, moved_by))
+    name = f"{w.arch.name} (weights {str(w.weights_hash)[:12]})"
+    return GaugeCheck(name, n, seed, base, runs)

@@ -1,0 +1,163 @@
+"""The gauge check: every statement's verdict on W against its verdict on g . W for random exact elements g of G.
+
+A function-reading that moves is a defect; a parametrisation-reading may move only under the factors it declares.
+Run on the bundled model (five random elements and TransformerLens's centring of the writers, at a small n to stay
+fast) and on a planted model whose stacked W_O is exactly singular; the false cases: a mislabelled reading, a
+declaration naming the wrong factor, and a transform that is not a symmetry.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import planted
+from proofs._claim import Reading, get_claim
+
+N = 8
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from symtrans.report.gauge import gauge_check
+
+    return gauge_check("default", n=N, elements=5, restricted=0, centring=True)
+
+
+def test_five_random_elements_and_the_centring_move_no_function_reading(bundled):
+    full = [e for e in bundled.elements if e["without"] is None]
+    assert len(full) == 6 and full[-1]["label"].startswith("centring")
+    # every random element has a part in every factor acting on the weights, model-scope ones included
+    for e in full[:5]:
+        assert {"centring-shift", "residual-permutation", "S_H", "S_dff", "qk-gauge", "vo-gauge",
+                "embedding-centring-shift"} <= set(e["factors"])
+    # each element is a symmetry: the same function (up to the residual factor's equivariance) at float32 storage
+    assert all(e["symmetry"]["verdict"] == "holds" for e in bundled.elements), bundled.elements
+    assert bundled.defects == [], "\n".join(bundled.lines())
+    function_rows = [r for r in bundled.rows if r["about"] == "function"]
+    assert len(function_rows) >= 5 and not any(r["moved_under"] for r in function_rows)
+
+
+def test_the_centred_copy_moves_thm73_wo_and_the_reading_says_why(bundled):
+    # TransformerLens's centring makes every stacked W_O singular (W_O 1 = 0, H d_v = d_model): thm-7.3/wo goes
+    # from fails to supported. The reading declares the centring shift, so this is reported, not a defect.
+    row = next(r for r in bundled.rows if r["id"] == "thm-7.3/wo")
+    assert row["about"] == "parametrisation" and row["moved_by"] == ["centring-shift"]
+    centring = [k for k in row["moved_under"] if k.startswith("centring")]
+    assert centring and row["moved_under"][centring[0]] == "fails to supported"
+
+
+def test_a_mislabelled_reading_is_caught(bundled):
+    # the false case: the same runs judged with thm-7.3/wo declared a function-reading
+    wrong = Reading("wo", "s", "w", "n", about="function").with_claim("thm-7.3")
+    _, defects = bundled.judge({"thm-7.3/wo": wrong})
+    assert any(d.startswith("function-reading thm-7.3/wo moved") for d in defects), defects
+    # and declared as moved by a factor that is not the one that moves it (the centring element has no S_H)
+    wrong = Reading("wo", "s", "w", "n", about="parametrisation", moved_by=("S_H",),
+                    invariant="a counterpart").with_claim("thm-7.3")
+    _, defects = bundled.judge({"thm-7.3/wo": wrong})
+    assert any("thm-7.3/wo" in d and "none of its declared factors" in d for d in defects), defects
+
+
+def test_a_transform_that_is_not_a_symmetry_is_caught():
+    from symtrans.group.gauge import apply_gauge
+    from symtrans.report.gauge import gauge_check
+
+    def wrong(w, g):  # the element, then every W_O doubled: not in G (the output moves)
+        moved = apply_gauge(w, g)
+        return planted.copy_with(moved, "doubled-wo", W_O=2 * moved.W_O)
+
+    gc = gauge_check("default", n=N, elements=1, restricted=0, centring=False, transform=wrong)
+    assert gc.elements[0]["symmetry"]["verdict"] == "fails"
+    assert any("is not a symmetry of the function" in d for d in gc.defects), gc.defects
+
+
+def test_planted_singular_wo_moves_only_under_the_declared_factor():
+    # every layer's stacked W_O exactly singular, stored as float64: a random centring shift makes it invertible
+    # (thm-7.3/wo: supported -> fails), an element of G without the centring shift does not move it
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check("default", weights=planted.build("wo-singular-all"), n=N, elements=1, restricted=1,
+                     centring=False, sets=[("centring-shift",)])
+    assert gc.defects == [], "\n".join(gc.lines())
+    row = next(r for r in gc.rows if r["id"] == "thm-7.3/wo")
+    assert row["verdict"] == "supported"
+    assert [k for k in row["moved_under"]] == ["random (seed 0)"], row
+    assert row["moved_under"]["random (seed 0)"] == "supported to fails"
+    assert any(e["without"] == ("centring-shift",) for e in gc.elements)
+    assert get_claim("thm-7.3").reading("thm-7.3/wo").moved_by == ("centring-shift",)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "none"], "--gauge-check needs a model"),
+    (["--model", "default", "--layers", "0"], "drop --layers"),
+])
+def test_report_gauge_check_refuses_what_it_cannot_run(tmp_path, capsys, argv, message):
+    from symtrans.cli import main
+
+    assert main(["report", *argv, "--gauge-check", "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_wo_quotient_rank_is_the_invariant_counterpart_of_thm73_wo():
+    import torch
+
+    from symtrans.numeric.wo import stacked_wo, wo_quotient_rank
+    from symtrans.group.gauge import centre_writers
+    from symtrans.numeric import load_model
+    from symtrans.numeric.linalg import numerical_rank, storage_rank
+
+    w = load_model("default")
+    W = stacked_wo(w.W_O[0])
+    q = wo_quotient_rank(W, "float32")
+    # an independent route: rank(W P) = rank([W; 1^T]) - 1 (1 lies in the row space of [W; 1^T])
+    ones = torch.ones(1, W.shape[1], dtype=W.dtype)
+    assert q.rank == numerical_rank(torch.cat([W, ones])).rank - 1 == W.shape[1] - 1 and q.decisive
+    # invariant under the centring shift, which moves the stored rank (TransformerLens's centring: 384 -> 383)
+    Wc = stacked_wo(centre_writers(w).W_O[0])
+    assert storage_rank(W, "float32").rank == 384 and storage_rank(Wc, "float32").rank == 383
+    shifted = W + torch.randn(W.shape[0], 1, generator=torch.Generator().manual_seed(0), dtype=W.dtype) @ ones
+    assert wo_quotient_rank(Wc, "float32").rank == wo_quotient_rank(shifted, "float64").rank == q.rank
+    # a matrix whose row space misses the all-ones direction keeps its rank on the quotient
+    lowrank = W.clone()
+    lowrank[:, 0] = 0
+    lowrank[:, 1] = 0  # rank <= 382 and the all-ones row is outside its row space
+    assert wo_quotient_rank(lowrank, "float64").rank == numerical_rank(lowrank).rank
+
+
+def test_processed_weights_are_detected_and_keep_the_function_verdicts(bundled):
+    from symtrans.group.gauge import centre_writers, processed_weights
+    from symtrans.numeric import load_model
+
+    w = load_model("default")
+    assert processed_weights(w) == []
+    found = processed_weights(centre_writers(w))
+    assert len(found) == 1 and found[0].startswith("writers centred")
+    ones = {t: torch_ones_like(w.tensors[t]) for t in ("ln1_w", "ln2_w", "emb_ln_w")}
+    zeros = {t: 0 * w.tensors[t] for t in ("ln1_b", "ln2_b", "emb_ln_b")}
+    assert processed_weights(planted.copy_with(w, "folded", **ones, **zeros))[0].startswith("norms folded")
+    # the centred copy (a processed checkpoint) and the original: the same function-reading verdicts
+    centring = next(e["label"] for e in bundled.elements if e["label"].startswith("centring"))
+    for r in bundled.rows:
+        if r["about"] == "function":
+            assert centring not in r["moved_under"], r
+
+
+def torch_ones_like(t):
+    import torch
+
+    return torch.ones_like(t)
+
+
+def test_the_report_states_processed_weights():
+    from symtrans.evidence import Context
+    from symtrans.graph import ClaimGraph
+    from symtrans.group.gauge import centre_writers
+    from symtrans.numeric import load_model
+    from symtrans.report import build_report
+    from symtrans.report.markdown import render_markdown
+
+    ctx = Context(model="default", n=4).preload(centre_writers(load_model("default")))
+    rep = build_report(ctx, graph=ClaimGraph([]))  # no claim: only the model's header
+    assert rep.to_json()["model"]["processed"][0].startswith("writers centred")
+    assert "- processed weights: writers centred" in render_markdown(rep)
+    assert build_report(Context(model="default", n=4), graph=ClaimGraph([])).to_json()["model"]["processed"] == []
