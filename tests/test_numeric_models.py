@@ -200,3 +200,35 @@ def test_a_bridge_and_a_lazy_nnsight_model_go_through_the_report(models, bridges
         first = md[md.index("## Every claim and reading"):md.index("## Where the toolkit")]  # the opening table
         assert all(f"[{c['id']}](#claim-{c['id']})" in first for c in doc["claims"])
 
+
+
+def test_a_bridge_in_compatibility_mode_is_reported_processed_with_the_same_function_verdicts(models, tokenizer):
+    """TransformerLens's compatibility mode centres the writers and folds the norms (an element of G and a
+    reparametrisation): the report states it, and every reading about the function keeps its verdict."""
+    _interop("transformer_lens")
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from proofs._claim import declared_items
+    from symtrans.evidence import Context
+    from symtrans.report import build_report
+
+    path, _ = models["gpt2"]
+    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
+    bridge.enable_compatibility_mode(disable_warnings=True)
+    original = build_report(Context(model=str(path), n=8, reuse=False))
+    processed = build_report(Context(model=bridge, n=8, reuse=False))
+    assert original.model["processed"] == []
+    stated = " ".join(processed.model["processed"])
+    assert "centred" in stated and "folded" in stated, stated
+
+    def verdicts(report):
+        out = {}
+        for claim, status in report.items():
+            out[claim.id] = status.verdict.value
+            out.update({r.id: r.verdict.value for r in status.readings})
+        return out
+
+    before, after = verdicts(original), verdicts(processed)
+    function = [i.id for i in declared_items() if i.about == "function"]
+    assert function and all(before[i] == after[i] for i in function), \
+        [(i, before[i], after[i]) for i in function if before[i] != after[i]]
