@@ -401,6 +401,10 @@ def recover(path: str | os.PathLike[str]) -> list[str]:
     ['restored the earlier report from .rep.old-x1', 'removed .rep.tmp-x2', 'removed .rep.old-x1']
     >>> (d / "report.md").read_text(), sorted(p.name for p in d.parent.iterdir())
     ('old', ['rep'])
+    >>> (d.parent / ".rep.probe-k1").mkdir(); _ = (d.parent / ".rep.probe-k1" / "x").write_bytes(b"\\n")
+    >>> (d.parent / ".rep.probe-k2").mkdir(); _ = (d.parent / ".rep.probe-k2" / "data").write_text("not ours")
+    >>> recover(d), sorted(p.name for p in d.parent.iterdir())  # a killed probe goes; anything else stays
+    (['removed .rep.probe-k1'], ['.rep.probe-k2', 'rep'])
     """
     path = _as_path(path)
     done: list[str] = []
@@ -415,8 +419,14 @@ def recover(path: str | os.PathLike[str]) -> list[str]:
             shutil.rmtree(p, ignore_errors=True)
             if not p.exists():
                 done.append(f"removed {p.name}")
-    for p in _siblings(path, "probe"):  # empty directories only: a probe is never anything else
+    for p in _siblings(path, "probe"):  # a probe is an empty directory, or one holding only its one-byte "x"
         try:
+            if p.is_symlink() or not p.is_dir():
+                continue  # not a probe of ours: left alone
+            inside = [q.name for q in p.iterdir()]
+            if inside == ["x"] and (p / "x").is_file() and not (p / "x").is_symlink() \
+                    and (p / "x").stat().st_size <= 1:
+                os.unlink(p / "x")  # a run killed between writing the probe byte and removing it
             os.rmdir(p)
             done.append(f"removed {p.name}")
         except OSError:
