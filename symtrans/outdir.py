@@ -155,6 +155,31 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     return path
 
 
+def _refuse_non_file(path: Path, shown: str, what: str, unreadable: str) -> None:
+    """Refuse ``path`` when something other than a file or a link stands there (``unreadable``: the text, with
+    ``{}`` for the reason, when it cannot even be looked at); nothing there is fine.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> _refuse_non_file(Path(tempfile.mkdtemp()), "d", "report", "cannot write there ({})")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: d: a directory is in the way of the report
+    """
+    import stat as _stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise SymtransError(f"{shown}: " + unreadable.format(_in_words(err))) from None
+    if not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
+        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
+        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+
+
 def _in_words(err: OSError) -> str:
     return err.strerror or type(err).__name__
 
@@ -264,7 +289,6 @@ def check_output_file(target: Any, option: str, what: str = "file") -> Path:
     ...
     symtrans.errors.SymtransError: --certificate-out /proc/cert.json: cannot write there (...)
     """
-    import stat as _stat
 
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
@@ -279,15 +303,7 @@ def check_output_file(target: Any, option: str, what: str = "file") -> Path:
         raise SymtransError(f"{shown}: names a directory; give a file name")
     if len(os.fsencode(path.name)) > _name_max(path.parent) - len(".tmp-") - 10:
         raise SymtransError(f"{shown}: the name is too long for the file system")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as err:
-        raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
-    if st is not None and not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
-        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
-        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+    _refuse_non_file(path, shown, what, "cannot write there ({})")
     probe_dir = path.parent
     while not probe_dir.exists() and probe_dir != probe_dir.parent:
         probe_dir = probe_dir.parent
@@ -558,20 +574,11 @@ def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: 
     ...
     symtrans.errors.SymtransError: .../x.json: a directory is in the way of the certificate
     """
-    import stat as _stat
 
     base = Path(directory)
     path = base / name
     shown = terminal_safe(str(path))
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as err:
-        raise SymtransError(f"{shown}: cannot write the {what} ({err.strerror})") from None
-    if st is not None and not (_stat.S_ISREG(st.st_mode) or _stat.S_ISLNK(st.st_mode)):
-        kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "something that is not a file"
-        raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
+    _refuse_non_file(path, shown, what, f"cannot write the {what} ({{}})")
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=base)  # O_EXCL | O_NOFOLLOW by construction

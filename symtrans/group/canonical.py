@@ -160,13 +160,7 @@ class _Canon:
             if f is None:
                 continue
             s.tgt = _zeroed_target(s, f)
-            if f.scope == "model":
-                el: Any = s.model_translation(f)
-            elif f.scope == "stack":
-                first = s.L - int(self.spec.boundaries("model"))
-                el = [s.layer_translation(f, l) for l in range(first, s.L)]
-            else:
-                el = [s.layer_translation(f, l) for l in range(s.L)]
+            el = s.translation(f)
             self.apply(name, el)
         s.tgt = s.cur
 

@@ -709,13 +709,7 @@ class _Solver:
             f = self.present.get(name) or self.broken.get(name)
             if f is None:
                 continue
-            if f.scope == "model":
-                el: Any = self.model_translation(f)
-            elif f.scope == "stack":
-                first = self.L - int(self.spec.boundaries("model"))
-                el = [self.layer_translation(f, l) for l in range(first, self.L)]
-            else:
-                el = [self.layer_translation(f, l) for l in range(self.L)]
+            el = self.translation(f)
             if f.status == "broken":
                 self.must_be_identity(f, el)
                 continue
@@ -741,6 +735,13 @@ class _Solver:
         if index is not None:
             a, b = a[index], b[index]
         return b - a
+
+    def translation(self, f: Factor) -> Any:
+        """The element of translation factor ``f`` that moves the pivot to the target, at ``f``'s scope."""
+        if f.scope == "model":
+            return self.model_translation(f)
+        first = self.L - int(self.spec.boundaries("model")) if f.scope == "stack" else 0
+        return [self.layer_translation(f, l) for l in range(first, self.L)]
 
     def layer_translation(self, f: Factor, l: int) -> dict[str, Any]:
         el: dict[str, Any] = {}
