@@ -397,3 +397,21 @@ def test_a_one_layer_checkpoint_reports_with_no_producer_raising(tmp_path, famil
     assert report.errors == []
     (entry,) = [e for e in report.statuses["prop-5.4"].evidence if e.evidence.producer == "residual-jacobian"]
     assert entry.evidence.inputs["layers"] == 1 and entry.evidence.verdict.value != "not-run"
+
+
+def test_a_layer_subset_naming_every_layer_is_the_whole_model(tmp_path) -> None:
+    """``--layers 0-(L-1)`` gives the report of no ``--layers``: every record, verdict and context alike."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    path, _ = random_checkpoint(tmp_path / "bert", "bert", n_layers=2)
+    whole = build_report(Context(model=str(path), n=8, reuse=False)).to_json()
+    named = build_report(Context(model=str(path), n=8, reuse=False, layers=(0, 1))).to_json()
+    subset = build_report(Context(model=str(path), n=8, reuse=False, layers=(1,))).to_json()
+    assert named["context"] == whole["context"] and named["context"]["layers"] is None
+
+    def verdicts(doc):
+        return {(c["id"], e["producer"]): (e["verdict"], e.get("counted_as")) for c in doc["claims"]
+                for e in c["evidence"]}
+
+    assert verdicts(named) == verdicts(whole)
+    assert subset["context"]["layers"] == "1"  # a true subset stays one (the false case)

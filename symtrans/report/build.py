@@ -379,6 +379,8 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
 
             model_info["processed"] = processed_weights(w)
         ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
+        if ctx.layers is not None and set(ctx.layers) == set(range(int(w.n_layers))):
+            ctx.layers = None  # a subset naming every layer is the whole model: the same report as no --layers
     errors: list[str] = []
     raised: set[str] = set()
     unknown = [cid for cid in earlier if cid not in graph]
