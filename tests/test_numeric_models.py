@@ -197,7 +197,7 @@ def test_a_bridge_and_a_lazy_nnsight_model_go_through_the_report(models, bridges
         ran = [e for c in doc["claims"] for e in c["evidence"] if e["kind"] == "numeric"]
         assert ran and sorted(p.name for p in (tmp_path / name).iterdir()) == ["report.json", "report.md"]
         md = (tmp_path / name / "report.md").read_text(encoding="utf-8")
-        first = md[md.index("## Every claim and reading"):md.index("## Where the toolkit")]  # the opening table
+        first = md[md.index("## Every claim and reading"):md.index("## Counts by verdict")]  # every claim's row
         assert all(f"[{c['id']}](#claim-{c['id']})" in first for c in doc["claims"])
 
 

@@ -590,6 +590,10 @@ def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Arch
             return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), _loose(a)
         if factor == "S_n":
             return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
+    if feature == "QK-norm" and factor == "qk-gauge":
+        a = rep(small(), qk_norm=True)  # RMS-normalised queries and keys: only a diagonal trade of gains survives
+        return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
+                   {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}), _loose(a)
     if factor == "ffn-scaling":
         a = rep(small(), activation=base.activation if base.activation != "relu" else "gelu", ffn="mlp")
         return a, (f"D = diag(2, 1) with {a.activation}", {"D": sp.diag(2, 1)}), _loose(a)
