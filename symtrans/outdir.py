@@ -180,6 +180,39 @@ def _refuse_non_file(path: Path, shown: str, what: str, unreadable: str) -> None
         raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
 
 
+def _synced_temp(directory: Path, prefix: str, data: bytes) -> str:
+    """A new temporary file in ``directory`` holding ``data``, written and synced (removed again if that fails).
+
+    ``mkstemp`` opens with O_EXCL, so a link planted under the name is never followed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> tmp = _synced_temp(d, ".x.tmp-", b"abc")
+    >>> Path(tmp).read_bytes(), Path(tmp).parent == d
+    (b'abc', True)
+    """
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        _unlink_quietly(tmp)
+        raise
+    return tmp
+
+
+def _unlink_quietly(path: str) -> None:
+    """Remove ``path`` if it can be removed; a file already gone (or not removable) is no error here."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _in_words(err: OSError) -> str:
     return err.strerror or type(err).__name__
 
@@ -309,21 +342,10 @@ def check_output_file(target: Any, option: str, what: str = "file") -> Path:
         probe_dir = probe_dir.parent
     if not probe_dir.is_dir():
         raise SymtransError(f"{shown}: {terminal_safe(str(probe_dir))} is a file, not a directory")
-    tmp = None
     try:  # a real write: os.access says yes to root on /proc and on a full disk
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.probe-", dir=probe_dir)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        _unlink_quietly(_synced_temp(probe_dir, f".{path.name[:64]}.probe-", b"\n"))
     except OSError as err:
         raise SymtransError(f"{shown}: cannot write there ({_in_words(err)})") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return path
 
 
@@ -579,21 +601,13 @@ def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: 
     path = base / name
     shown = terminal_safe(str(path))
     _refuse_non_file(path, shown, what, f"cannot write the {what} ({{}})")
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=base)  # O_EXCL | O_NOFOLLOW by construction
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # replaces a link itself, never its target
-        tmp = None
+        tmp = _synced_temp(base, f".{name}.tmp-", data)
+        try:
+            os.replace(tmp, path)  # replaces a link itself, never its target
+        except OSError:
+            _unlink_quietly(tmp)
+            raise
     except OSError as err:
         raise OutputError(f"{shown}: cannot write the {what} ({err.strerror})") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return path
