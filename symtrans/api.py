@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.progress import announced
 from symtrans.errors import SymtransError
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 from symtrans.formulas import FormulaValue, formula
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None, eps:
     ``eps``: the norms' eps for the analysis (0 allowed; ``None``: the checkpoint's own).
     """
     from symtrans.config import RunConfig
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     # the declared checks of every run parameter (symtrans.config.PARAMS), eps included
     config = RunConfig.from_kwargs(model=None, n=n, seed=seed, dtype=dtype, device=device, eps=eps)

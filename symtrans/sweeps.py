@@ -51,7 +51,7 @@ from typing import Any
 
 from symtrans.progress import announced
 from symtrans.errors import SymtransError
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 
 __all__ = ["SCHEMA", "MARKER", "FAILED", "ENGINES", "Task", "SweepResult", "plan", "pending", "task_state",
            "run_task", "run_sweep", "check_task_dirs", "aggregate", "write_aggregate", "render_aggregate", "sweep",
@@ -462,7 +462,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     >>> run_task(bad, out)["error"]  # doctest: +ELLIPSIS
     'SymtransError: default: the weights changed since the sweep was planned (hash ..., planned 0); run the sweep again'
     """
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.outdir import DirLock, OutputError
     from symtrans.report import build_report, write_report
 

@@ -203,7 +203,7 @@ def test_the_report_says_which_reading_is_missing_and_why(symbolic_report: Any) 
 def test_a_genuine_previous_report_is_carried_without_warnings(example_report: Any) -> None:
     """A producer may write several records under names of its own (ln-real-n128, ...): carried records are
     identified by the registered producer that wrote them (their context's), so a genuine report warns of nothing."""
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     _, doc, path = example_report

@@ -163,3 +163,37 @@ def test_listing_the_configuration_imports_no_torch() -> None:
     code = "import sys, symtrans.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out
+
+
+def test_context_loads_through_the_loader_passed_in() -> None:
+    """Context = a RunConfig's fields + a cache + a loader passed in: it loads once per (dtype, device), via it."""
+    from symtrans.context import Context
+
+    calls: list[tuple[object, ...]] = []
+
+    def loader(model: object, *, dtype: str, device: str, stream: str) -> object:
+        calls.append((model, dtype, device, stream))
+        return f"weights of {model} in {dtype}"
+
+    ctx = Context.from_config(RunConfig.from_kwargs(model="some-dir", dtype="float32", device="cpu", stream="on"),
+                              loader=loader)
+    assert ctx.weights() == "weights of some-dir in float32" and ctx.weights() is ctx.weights()
+    assert calls == [("some-dir", "float32", "cpu", "on")]  # one load, cached
+    ctx.weights(dtype="float64")
+    assert calls[-1] == ("some-dir", "float64", "cpu", "on") and len(calls) == 2
+    with pytest.raises(SymtransError, match="no model given"):
+        Context(model=None, loader=loader).weights()
+    assert len(calls) == 2
+
+
+def test_the_records_module_imports_no_engine_and_holds_no_context() -> None:
+    """evidence.py keeps the records only: no Context, and importing it (or the context) loads no engine."""
+    import subprocess
+
+    import symtrans.evidence as evidence
+
+    assert not hasattr(evidence, "Context") and "Context" not in evidence.__all__
+    code = ("import sys, symtrans.context; print(sorted(m for m in sys.modules if m == 'torch' "
+            "or m.startswith(('symtrans.numeric', 'symtrans.checks', 'symtrans.certify', 'symtrans.group'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out

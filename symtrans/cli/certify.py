@@ -19,7 +19,7 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 
 __all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq", "coverage"]
 

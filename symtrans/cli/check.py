@@ -8,7 +8,7 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 
 __all__ = ["register"]
 
@@ -63,7 +63,7 @@ def _table(evidence: list[Any], seconds: bool = True) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     from symtrans.config import RunConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
 
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """Build the evidence :class:`~symtrans.evidence.Context` from the command-line options.
+    """Build the evidence :class:`~symtrans.context.Context` from the command-line options.
 
     Examples
     --------
@@ -67,7 +67,7 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """
     from symtrans.args import parse_layers
     from symtrans.config import RunConfig
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     layers = getattr(args, "layers", None)
     config = RunConfig.from_args(args, layers=parse_layers(layers) if layers is not None else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N
 
 __all__ = ["register"]
 

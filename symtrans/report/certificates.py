@@ -34,7 +34,7 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     ...
     symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
     """
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.runner import run_certificates
 
     if n < 1:

@@ -257,7 +257,7 @@ def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements:
     True
     """
     from proofs._claim import declared_items
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.group.gauge import GaugeElement, apply_gauge, centring_element, gauge_factors, sample_gauge
     from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers
