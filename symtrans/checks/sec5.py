@@ -941,7 +941,7 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     worst = max(diffs)
     m = _decades(worst, tol)
     state = hypothesis_state(m)  # the one decisiveness rule: a decade on either side
-    dt = str(X.dtype).replace("torch.", "")
+    dt = dtype_name(X.dtype)
     if not all(math.isfinite(x) for x in diffs) or not bool(torch.isfinite(X).all()):
         v, summ = Verdict.INCONCLUSIVE, "non-finite states: nothing to compare"
     elif state is True:
