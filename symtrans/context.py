@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.config import DEFAULT_N
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED
 from symtrans.evidence import Producer
 
 __all__ = ["Context", "DEFAULT_LOADER", "Loader", "device_name"]
@@ -63,9 +63,9 @@ class Context:
 
     model: str | None = "default"
     n: int = DEFAULT_N
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     device: str | None = None
-    dtype: str = "float64"
+    dtype: str = DEFAULT_DTYPE
     progress: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
     reuse: bool = True  # reuse evidence produced earlier in this process for the same inputs

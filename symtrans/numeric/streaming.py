@@ -137,10 +137,9 @@ def report_streams(spec: Any, mode: str = "auto") -> bool:
     """
     from pathlib import Path
 
-    from symtrans.errors import SymtransError
+    from symtrans.config import check_param
 
-    if mode not in ("auto", "on", "off"):
-        raise SymtransError(f"--stream {mode!r}: use auto, on or off")
+    check_param("stream", mode, cli=True)  # the one declared constraint
     if mode != "auto":
         return mode == "on"
     if not isinstance(spec, (str, Path)):
