@@ -339,5 +339,6 @@ def test_verifying_loads_neither_torch_nor_a_producer(certs, tmp_path):
                                      "symtrans.certify.checker", "symtrans.certify.statements",
                                      "symtrans.certify.modelfile", "symtrans.arch", "symtrans.symbols",
                                      "symtrans.config",
-                                     "symtrans.validate", "symtrans.group", "symtrans.group.spec",
+                                     "symtrans.validate", "symtrans.group", "symtrans.group.spec", "symtrans.group.model",
+                                     "symtrans.group.catalogue", "symtrans.group.action",
                                      "symtrans.group.forward"}, mods
