@@ -23,7 +23,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture
 from symtrans.errors import SymtransError
-from symtrans.group.model import AxisTag, Breaking, Factor, GroupSpec, model_tensor_names
+from symtrans.group.model import AxisTag, Breaking, Factor, GroupSpec, Piece, model_tensor_names
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["generic_element"]
@@ -99,7 +99,8 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                   "then absorb Gamma^-1 M Gamma': with distinct gains that leaves only diagonal M, the same for "
                   "every head, which is the qk-norm-gain-trade factor (plus finitely many sign flips)", a.qk_norm)),
         "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
-        "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
+        "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else ""),
+        coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", S["d_k"] if rotary else None),)))
     if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
         f.append(_qk_norm_trade(a, rotary))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
@@ -110,7 +111,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         "vo-gauge", "continuous", "layer", "GL(d_v) per key/value head", kv * S["d_v"] ** 2, None,
         tuple(vo_tags), (gqa_shrink,),
         "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
-        "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)"))
+        "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)", coordinates=(Piece("g", kv, (S["d_v"], S["d_v"]), "matrix"),)))
     if QKV:
         f.append(Factor(
             "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)",
@@ -120,7 +121,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                       rotary),),
             "s_ij = q_i (k_j + u)^T = q_i k_j^T + q_i u^T: the added term is constant along the key index j, "
             "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable",
-            "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}"))
+            "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}", coordinates=(Piece("u", kv, (1, S["d_k"])),)))
         vb_tags = [AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv")]
         if B:
             vb_tags.append(AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O"))
@@ -133,7 +134,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                       "non-zero for v != 0 when W_O^h is injective (d_v <= d_model, generic)", not B),),
             "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
             "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
-            "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}"))
+            "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}", coordinates=(Piece("v", kv, (1, S["d_v"])),)))
     head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
                  for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
@@ -175,7 +176,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         (Breaking(f"{a.activation} activation" if not homog else "non-homogeneous activation", "breaks",
                   "the activation is not positively homogeneous: act(d t) != d act(t) for d > 0, d != 1 "
                   "(e.g. gelu(2) != 2 gelu(1))", not homog),),
-        ident, el))
+        ident, el, coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),)))
     if a.ffn == "gated":
         gate_ok = a.activation == "relu"
         g_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "gate-scaling", "right", "element", "D")
@@ -190,7 +191,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "(relu(x W_gate D + b_gate D) * (x W_in + b_in)) D^-1 W_out = (relu(x W_gate + b_gate) * (x W_in + b_in)) "
             "W_out since relu(d t) = d relu(t) for d > 0; independent of the up-projection scaling (it acts on "
             "W_gate, that one on W_in)",
-            "D = diag(d), d_j > 0"))
+            "D = diag(d), d_j > 0", coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),)))
     return f
 
 
@@ -219,7 +220,8 @@ def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
                   "qk-gauge acts instead)", not a.qk_norm),),
         "(q Gamma_q S R_t)(k Gamma_k S^-1 R_s)^T = (q Gamma_q R_t)(k Gamma_k R_s)^T when S commutes with the rotations "
         "(S diagonal and equal on each rotated pair): every score is unchanged",
-        "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""))
+        "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""),
+        coordinates=(Piece("D", 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:
@@ -280,7 +282,9 @@ def _norm_factors(a: Architecture) -> list[Factor]:
            "Pre-LN: the residual stream is read only by LayerNorms (the next layers' and the final one)")
         + ", so (W_O^h + w_h 1^T, W_out + w 1^T, b_O + c_O 1, b_out + c_out 1) leaves every norm input's "
         "centred part unchanged",
-        "(w_1..w_H in R^{d_v}, w in R^{d_ff}, c_O, c_out in R)"))
+        "(w_1..w_H in R^{d_v}, w in R^{d_ff}, c_O, c_out in R)",
+        coordinates=(Piece("w_O", S["H"], (S["d_v"], 1)), Piece("w_out", 1, (S["d_ff"], 1)))
+        + ((Piece("c_O", 1, (1, 1)), Piece("c_out", 1, (1, 1))) if B else ())))
     if post:
         # 2. post-LN: LN1's bias passes through the FFN (b_in) and the residual (b_out)
         tags = [AxisTag("ln1_b", 0, "ffn-bias-transfer", "add", "translate", "t")]
@@ -292,7 +296,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             d, None, tuple(tags) if B and ln else (), (no_norm_bias, no_bias),
             "X1 = LN1(.) + t feeds the FFN and the residual: (beta1 + t, b_in - t W_in, b_out - t) gives "
             "X1 + t + act(X1 W_in + b_in) W_out + b_out - t, the same input of LN2",
-            "t in R^{d_model}"))
+            "t in R^{d_model}", coordinates=(Piece("t", 1, (1, d)),)))
         # 3. post-LN: the FFN reads LN1's output, which lies on a hyperplane
         f.append(_hyperplane(a, "ffn", "layer", "ln1", "ffn-input-hyperplane", ln and B))
         # between layers: LN2 of layer l feeds layer l+1 (attention and residual)
@@ -306,7 +310,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             d, None, tuple(tags) if B and ln else (), (no_norm_bias, no_bias),
             "the next layer reads X + t through X W + b (Q, K, V) and the residual X + t + MHA + b_O: "
             "(beta2 + t, b_Q - t W_Q, b_K - t W_K, b_V - t W_V, b_O - t) leaves its LN1 input unchanged",
-            "t in R^{d_model}, one per boundary between layers"))
+            "t in R^{d_model}, one per boundary between layers", coordinates=(Piece("t", 1, (1, d)),)))
         f.append(_hyperplane(a, "attention", "stack", "ln2", "attention-input-hyperplane",
                              ln and _reader_bias(a, "attention")))
     else:
@@ -323,7 +327,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
                 d, None, tuple(sc), (),
                 f"pre-LN: {norm.upper()}'s output is read only by affine maps: (gamma D, beta D, D^-1 W) gives "
                 "(z gamma D + beta D) D^-1 W = (z gamma + beta) W",
-                "D = diag(s), s_i != 0"))
+                "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (d, d), "diagonal"),)))
             tr = [AxisTag(f"{norm}_b", 0, f"{norm}-bias-transfer", "add", "translate", "t")]
             tr += [AxisTag(b, 1 if ix else 0, f"{norm}-bias-transfer", "add", "translate_image", "t", via=w, index=ix)
                    for w, b, ix in readers]
@@ -333,7 +337,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
                 d, None, tuple(tr) if ln and _reader_bias(a, which) else (),
                 (no_norm_bias, dataclasses.replace(no_bias, present=not _reader_bias(a, which))),
                 f"(beta + t, b - t W) for every reader of {norm.upper()}: (y + t) W + b - t W = y W + b",
-                "t in R^{d_model}"))
+                "t in R^{d_model}", coordinates=(Piece("t", 1, (1, d)),)))
             f.append(_hyperplane(a, which, "layer", norm, f"{'attention' if which == 'attention' else 'ffn'}-input-hyperplane",
                                  ln and _reader_bias(a, which)))
     return f
@@ -371,7 +375,14 @@ def _hyperplane(a: Architecture, which: str, scope: str, norm: str, name: str, o
         "y = gamma * z + beta with z centred (z 1 = 0), so every output row satisfies <y - beta, 1/gamma> = 0: "
         "(W + (1/gamma)^T v, b - <beta, 1/gamma> v) gives y W + b + <y - beta, 1/gamma> v = y W + b"
         + (" for each reader" if len(readers) > 1 else ""),
-        "one row v_W per reader W (width = its output width)" + ("; one per boundary between layers" if scope == "stack" else ""))
+        "one row v_W per reader W (width = its output width)" + ("; one per boundary between layers" if scope == "stack" else ""),
+        coordinates=tuple(Piece(t.component, *_READ_WIDTHS[t.tensor]) for t in tags if t.how == "hyperplane_weight"))
+
+
+#: a reader's hyperplane move: how many rows (one per head or one) and their shape
+_READ_WIDTHS: dict[str, tuple[sp.Expr, tuple[sp.Expr, sp.Expr]]] = {
+    "W_Q": (S["H"], (1, S["d_k"])), "W_K": (S["H_kv"], (1, S["d_k"])), "W_V": (S["H_kv"], (1, S["d_v"])),
+    "W_in": (sp.Integer(1), (1, S["d_ff"])), "W_gate": (sp.Integer(1), (1, S["d_ff"]))}
 
 
 def _value_overlap(a: Architecture) -> sp.Expr:
@@ -412,6 +423,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
     centred = ln and (a.embedding_norm if post else a.final_norm or a.embedding_norm)
     free = [t for t in tables if not (t == "word" and tied)]
     sizes = {"word": S["vocab_size"], "pos": S["max_positions"], "type": sp.Integer(a.type_vocab_size)}
+    rows = {**sizes, "pos": sp.sympify(a.position_table) if a.position_table else S["max_positions"]}
     f: list[Factor] = []
     tags = tuple(AxisTag(t, 1, "embedding-centring-shift", "add", "translate_ones", f"c_{t}", scope="model")
                  for t in free) if centred else ()
@@ -423,7 +435,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   "only a LayerNorm (mean subtracted) makes a write along the all-ones row invisible", not centred),),
         "LN(x + c 1) = LN(x): every row of a table read only through LayerNorms may move along 1"
         + ("; the word table is also the tied output head, whose logits would move" if tied else ""),
-        "one scalar per row of " + ", ".join(free)))
+        "one scalar per row of " + ", ".join(free),
+        coordinates=tuple(Piece(t.component, 1, (rows[t.tensor], 1)) for t in tags)))
     pairs = [t for t in free if t != "pos"] if "pos" in tables else []
     dim = sp.Integer(0)
     ttags: list[AxisTag] = []
@@ -441,7 +454,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   not pairs),),
         "word[t] + a + pos[i] - a = word[t] + pos[i]" + (" (a along 1 is already an embedding-centring shift, so "
                                                          "d_model - 1 new directions per table)" if centred else ""),
-        "a_t in R^{d_model} per table traded with the position table"))
+        "a_t in R^{d_model} per table traded with the position table",
+        coordinates=tuple(Piece(t.component, 1, (1, S["d_model"])) for t in ttags if t.how == "translate_rows")))
     untied = head and not a.tied_lm_head and a.final_norm and a.norm_placement == "pre"
     sc = [AxisTag("final_ln_w", 0, "final-norm-scaling", "right", "element", "D", scope="model"),
           AxisTag("lm_head", 0, "final-norm-scaling", "left", "inverse", "D", scope="model")]
@@ -454,7 +468,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   "the final norm's output is the scope's output (encoders) or is read by the tied word table",
                   not untied),),
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
-        "D = diag(s), s_i != 0"))
+        "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (S["d_model"], S["d_model"]), "diagonal"),)))
     # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
     from symtrans.group.forward import unused_position_rows
 
@@ -468,7 +482,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   "padding_idx + 1) has rows that no input reaches", not k),),
         "positions run from the first used row on (symtrans.numeric reads pos[offset + i] for unpadded input), so "
         "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
-        "r in R^{k x d_model}, k = position_table - max_positions leading rows"))
+        "r in R^{k x d_model}, k = position_table - max_positions leading rows",
+        coordinates=(Piece("r", 1, (k, S["d_model"])),)))
     ln_head = untied and a.norm == "layernorm"
     f.append(Factor(
         "final-norm-bias-transfer", "continuous", "model",
@@ -483,7 +498,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "y = z gamma + beta with z centred: (y + t)(W + (1/gamma)^T v) = y W + t W + <beta + t, 1/gamma> v, "
         "which is y W for v = -t W / <beta + t, 1/gamma> (a non-linear action, defined where <beta + t, "
         "1/gamma> != 0)",
-        "t in R^{d_model}"))
+        "t in R^{d_model}", coordinates=(Piece("t", 1, (1, S["d_model"])),)))
     rot_ok = untied and a.positional != "sinusoidal" and not a.embedding_norm
     rms = a.norm == "rmsnorm"
     rtags: list[AxisTag] = [AxisTag(t, 1, "residual-rotation", "right", "element", "Q", scope="model")
@@ -526,7 +541,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "reader diag(gamma)^-1 Q^-1 diag(gamma)" + ("" if rms else ", every norm bias beta diag(gamma)^-1 Q "
                                                    "diag(gamma)") + ", so every hidden state becomes X Q and "
         "every norm output is unchanged after its reader",
-        "Q in O(d_model)" if rms else "Q in O(d_model) with Q 1 = 1"))
+        "Q in O(d_model)" if rms else "Q in O(d_model) with Q 1 = 1",
+        coordinates=(Piece("A", 1, (d, d), "rotation", d * (d - 1) / 2 if rms else (d - 1) * (d - 2) / 2),)))
     return f
 
 
@@ -599,46 +615,26 @@ def _model_factors(a: Architecture) -> list[Factor]:
 
 
 def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]]:
-    """(component, count, block shape) of a translation or scaling factor's element, in coordinate order."""
-    a = spec.arch
-    H, kv, d, d_k, d_v, d_ff = (int(x) for x in (a.H, a.H_kv, a.d_model, a.d_k, a.d_v, a.d_ff))
-    f = spec.factor(name)
-    if name == "centring-shift":
-        out = [("w_O", H, (d_v, 1)), ("w_out", 1, (d_ff, 1))]
-        if a.bias:
-            out += [("c_O", 1, (1, 1)), ("c_out", 1, (1, 1))]
-        return out
-    if name.endswith("bias-transfer"):
-        return [("t", 1, (1, d))]
-    if name == "unused-position-rows":
-        from symtrans.group.forward import unused_position_rows
+    """(component, count, block shape) of a factor whose element is built from its coordinates, at concrete sizes.
 
-        return [("r", 1, (unused_position_rows(a), d))]
-    if name == "embedding-centring-shift":
-        rows = {"word": int(a.vocab_size), "pos": int(a.position_table or a.max_positions),
-                "type": int(a.type_vocab_size)}
-        return [(t.component, 1, (rows[t.tensor], 1)) for t in f.tags]
-    if name == "embedding-translation":
-        return [(t.component, 1, (1, d)) for t in f.tags if t.how == "translate_rows"]
-    if name == "final-norm-scaling":
-        return [("D", 1, (d, d))]
-    if name == "gate-scaling":
-        return [("D", 1, (d_ff, d_ff))]
-    if name == "qk-norm-gain-trade":
-        return [("D", 1, (d_k, d_k))]
-    if name == "residual-rotation":
-        return [("A", 1, (d, d))]
-    if name.endswith("-scaling") and name.startswith("ln"):
-        return [("D", 1, (d, d))]
-    if name.endswith("input-hyperplane"):
-        widths = {"W_Q": (H, d_k), "W_K": (kv, d_k), "W_V": (kv, d_v), "W_in": (1, d_ff), "W_gate": (1, d_ff)}
-        comps = []
-        for t in f.tags:
-            if t.how == "hyperplane_weight":
-                count, w = widths[t.tensor]
-                comps.append((t.component, count, (1, w)))
-        return comps
-    raise SymtransError(f"no coordinates for factor {name!r}")
+    Read from the factor's :class:`~symtrans.group.model.Piece` list; a factor
+    without coordinates (discrete, data-side) or whose element is a matrix the
+    engines build (the per-head gauges) has none.
+
+    Examples
+    --------
+    >>> _pieces(GroupSpec.from_arch("bert-base"), "ffn-bias-transfer")
+    [('t', 1, (1, 768))]
+    >>> _pieces(GroupSpec.from_arch("bert-base"), "qk-gauge")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: no coordinates for factor 'qk-gauge'
+    """
+    f = spec.factor(name)
+    if f.coordinates is None or any(p.how == "matrix" for p in f.coordinates):
+        raise SymtransError(f"no coordinates for factor {name!r}")
+    value = lambda x: int(spec._value(x))  # noqa: E731
+    return [(p.component, value(p.count), (value(p.shape[0]), value(p.shape[1]))) for p in f.coordinates]
 
 
 def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 from symtrans.validate import check_exact_digits
 
-__all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES", "SCOPE_TEXT",
+__all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "Piece", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES", "SCOPE_TEXT",
            "layer_tensor_names", "model_tensor_names"]
 
 S = SYMBOLS
@@ -236,6 +236,58 @@ class Breaking:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One piece of a factor element's Lie-algebra coordinates: ``count`` blocks of ``shape``.
+
+    Counts and shapes are expressions in the canonical symbols (or integers),
+    evaluated at an architecture's sizes by
+    :meth:`GroupSpec.factor_sizes`. ``how`` says how the element is made from
+    the coordinates: ``translation`` (the block is the coordinates),
+    ``diagonal`` (``I + diag(coordinates)``, a gain scaling), ``rotation``
+    (the exponential of an antisymmetric matrix) or ``matrix`` (a per-head
+    GL matrix, or its commutant, that the engines build). ``size`` is the
+    number of coordinates per block when it is not the default (``shape[0]``
+    for ``diagonal``, every entry otherwise).
+
+    Examples
+    --------
+    >>> Piece("D", 1, (SYMBOLS["d_ff"], SYMBOLS["d_ff"]), "diagonal").coordinate_count
+    d_ff
+    >>> Piece("g", SYMBOLS["H_kv"], (SYMBOLS["d_k"], SYMBOLS["d_k"]), "matrix").coordinate_count
+    d_k**2
+    >>> Piece("g", 1, (2, 2), "shear")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown piece kind 'shear'; choose from: 'diagonal', 'matrix', 'rotation', 'translation'
+    """
+
+    component: str
+    count: Any
+    shape: tuple[Any, Any]
+    how: str = "translation"  # "translation" | "diagonal" | "rotation" | "matrix"
+    size: Any = None
+
+    def __post_init__(self) -> None:
+        if self.how not in ("translation", "diagonal", "rotation", "matrix"):
+            raise SymtransError(suggest(self.how, ("translation", "diagonal", "rotation", "matrix"), "piece kind"))
+
+    @property
+    def coordinate_count(self) -> sp.Expr:
+        """Coordinates per block (an expression in the canonical symbols).
+
+        Examples
+        --------
+        >>> Piece("t", 1, (1, SYMBOLS["d_model"])).coordinate_count
+        d_model
+        """
+        if self.size is not None:
+            return sp.sympify(self.size)
+        if self.how == "diagonal":
+            return sp.sympify(self.shape[0])
+        return sp.sympify(self.shape[0]) * sp.sympify(self.shape[1])
+
+
+@dataclass(frozen=True)
 class Factor:
     """One factor of G: kind, size, tag table, breaking features, the identity it rests on.
 
@@ -261,6 +313,7 @@ class Factor:
     identity: str
     element: str  # what an element is (its components)
     data_tags: tuple[str, ...] = ()  # how it acts on data / outputs (equivariance)
+    coordinates: tuple[Piece, ...] | None = None  # an element's Lie-algebra coordinates (continuous factors)
 
     @property
     def status(self) -> str:
@@ -543,30 +596,10 @@ class GroupSpec:
         >>> GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384)).factor_sizes("key-bias-shift")
         [384, 384]
         """
-        from symtrans.group.catalogue import _pieces
-
         f = self.factor(name)
-        a = self.arch
-        kv, d_k, d_v = int(a.H_kv), int(a.d_k), int(a.d_v)
-        if name == "qk-gauge":
-            return [d_k if a.positional == "rotary" else d_k * d_k] * kv
-        if name == "vo-gauge":
-            return [d_v * d_v] * kv
-        if name == "key-bias-shift":
-            return [d_k] * kv
-        if name == "value-bias-shift":
-            return [d_v] * kv
-        if name == "ffn-scaling":
-            return [int(a.d_ff)]
-        if name == "qk-norm-gain-trade":  # one scale per rotated pair (rotary), else per coordinate
-            return [d_k // 2 if a.positional == "rotary" else d_k]
-        if name == "residual-rotation":
-            k = int(a.d_model) - (0 if a.norm == "rmsnorm" else 1)  # LayerNorm: rotations of the plane 1^perp
-            return [k * (k - 1) // 2]
-        if f.scope in ("layer", "stack", "model") and f.kind == "continuous":
-            return [shape[0] if comp == "D" else shape[0] * shape[1]
-                    for comp, count, shape in _pieces(self, name) for _ in range(count)]
-        return [int(self._value(f.dimension))]
+        if f.coordinates is None:
+            raise SymtransError(f"factor {name!r} is {f.kind} ({f.scope}): it has no Lie-algebra coordinates")
+        return [int(self._value(p.coordinate_count)) for p in f.coordinates for _ in range(int(self._value(p.count)))]
 
     def element_count(self, name: str, scope: str, layers: int) -> int:
         """How many independent elements of ``name`` act on ``scope`` of a ``layers``-layer model.
