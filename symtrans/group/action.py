@@ -1,6 +1,6 @@
 """The generic action of G: a factor's element acting on weights through its tag table only.
 
-:func:`act` reads nothing but a factor's tag table (:class:`~symtrans.group.model.AxisTag`
+:func:`act` reads nothing but a factor's tag table (:class:`~symtrans.catalogue.model.AxisTag`
 rows) and :data:`ACTIONS` (what each kind of row does to one block), so both the
 exact certificates (:mod:`symtrans.group.certify`) and the numeric checks
 (:mod:`symtrans.group.numeric`) transform weights only through it.
@@ -28,7 +28,8 @@ from typing import Any
 import sympy as sp
 
 from symtrans.errors import SymtransError
-from symtrans.group.model import AxisTag, Factor, GroupSpec, _axes
+from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
+from symtrans.catalogue.spec import GroupSpec
 
 __all__ = ["act", "Action", "ACTIONS"]
 
@@ -184,41 +185,30 @@ def _translate_image(block: Any, tag: AxisTag, g: Any, inverse: Any, original: d
     return block - image
 
 
-def _image_text(t: AxisTag) -> str:
-    c = t.component
-    if t.index:
-        return f"-{c} {t.via}[{'h' if t.index == 'head' else 'g'}]"
-    return f"-sum_h {c}_h {t.via}[h]" if t.via == "W_O" else f"-{c} {t.via}"
-
-
-def _vias(t: AxisTag) -> list[str]:
-    return (t.via or "").split(",")
-
+#: each kind of action's effect on one block (its description in a tag table is ACTION_TEXT)
+_APPLY: dict[str, Callable[..., Any]] = {
+    "element": _linear(False, False),
+    "inverse": _linear(False, True),
+    "inverse_transpose": _linear(True, True),
+    # a permutation reorders blocks (in _apply_tag); applied to one block it would act by its inverse
+    "permutation": _linear(False, True),
+    "translate": lambda block, tag, g, *_: block + g,
+    "translate_image": _translate_image,
+    "conjugate_diagonal": lambda block, tag, g, inverse, *_: _diagonal_row(inverse() @ _diag(block) @ g),
+    "translate_ones": lambda block, tag, g, *_: block + g @ _ones_like_row(block),
+    "translate_neg": lambda block, tag, g, *_: block - g,
+    "hyperplane_weight": _hyperplane_weight,
+    "hyperplane_bias": _hyperplane_bias,
+    "translate_rows": _translate_rows(1),
+    "translate_rows_neg": _translate_rows(-1),
+    "conjugate_gain": _conjugate_gain,
+    "conjugate_gain_row": _conjugate_gain_row,
+    "hyperplane_head": _hyperplane_head,
+    "translate_leading_rows": _translate_leading_rows,
+}
 
 #: Every kind of action, by name: its description in a tag table and its effect on a block (one table for both).
-ACTIONS: dict[str, Action] = {
-    "element": Action(lambda t: t.component, _linear(False, False)),
-    "inverse": Action(lambda t: f"{t.component}^-1", _linear(False, True)),
-    "inverse_transpose": Action(lambda t: f"{t.component}^-T", _linear(True, True)),
-    # a permutation reorders blocks (in _apply_tag); applied to one block it would act by its inverse
-    "permutation": Action(lambda t: f"permutation {t.component}", _linear(False, True)),
-    "translate": Action(lambda t: t.component, lambda block, tag, g, *_: block + g),
-    "translate_image": Action(_image_text, _translate_image),
-    "conjugate_diagonal": Action(lambda t: f"diag({t.component}^-1 diag(.) {t.component})",
-                                 lambda block, tag, g, inverse, *_: _diagonal_row(inverse() @ _diag(block) @ g)),
-    "translate_ones": Action(lambda t: f"{t.component} 1^T (a multiple of the all-ones row)",
-                             lambda block, tag, g, *_: block + g @ _ones_like_row(block)),
-    "translate_neg": Action(lambda t: f"-{t.component}", lambda block, tag, g, *_: block - g),
-    "hyperplane_weight": Action(lambda t: f"(1/{t.via})^T {t.component}", _hyperplane_weight),
-    "hyperplane_bias": Action(lambda t: f"-<{_vias(t)[-1]}, 1/{_vias(t)[0]}> {t.component}", _hyperplane_bias),
-    "translate_rows": Action(lambda t: f"{t.component} to every row", _translate_rows(1)),
-    "translate_rows_neg": Action(lambda t: f"-{t.component} to every row", _translate_rows(-1)),
-    "conjugate_gain": Action(lambda t: f"diag({t.via})^-1 {t.component}^-1 diag({t.via})", _conjugate_gain),
-    "conjugate_gain_row": Action(lambda t: f"diag({t.via})^-1 {t.component} diag({t.via})", _conjugate_gain_row),
-    "hyperplane_head": Action(lambda t: f"(1/{_vias(t)[0]})^T v, v = -{t.component} W / <{_vias(t)[-1]} + "
-                                        f"{t.component}, 1/{_vias(t)[0]}>", _hyperplane_head),
-    "translate_leading_rows": Action(lambda t: f"{t.component} to the leading (unused) rows", _translate_leading_rows),
-}
+ACTIONS: dict[str, Action] = {how: Action(text, _APPLY[how]) for how, text in ACTION_TEXT.items()}
 
 
 def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], original: dict[str, Any],

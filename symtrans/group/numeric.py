@@ -719,7 +719,7 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "
     import torch
 
     out: dict[str, Any] = {}
-    from symtrans.group.catalogue import _pieces
+    from symtrans.catalogue.spec import _pieces
 
     if factor == "qk-norm-gain-trade":
         return {"D": torch.eye(int(spec.arch.d_k), dtype=torch.float64) + torch.diag(pair_diagonal(

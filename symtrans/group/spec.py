@@ -11,20 +11,13 @@ inverse transpose. The action is fully determined by that table:
 (:mod:`symtrans.group.certify`) and the numeric checks
 (:mod:`symtrans.group.numeric`) transform weights only through it.
 
-This module re-exports the public names of three modules: the data model
-(:mod:`symtrans.group.model`), the catalogue of factors
-(:mod:`symtrans.group.catalogue`) and the action engine
-(:mod:`symtrans.group.action`).
-
-Weight layout (per layer; the leading ``head``/``kv`` axis indexes per-head
-blocks, as in :mod:`symtrans.numeric`): ``W_Q[h]`` d_model x d_k, ``b_Q[h]``,
-``W_K[g]``, ``b_K[g]``, ``W_V[g]`` d_model x d_v, ``b_V[g]``, ``W_O[h]``
-d_v x d_model, ``b_O``, ``ln1_w``, ``ln1_b``, ``W_gate`` and ``b_gate`` (gated
-FFN only), ``W_in`` d_model x d_ff, ``b_in``, ``W_out`` d_ff x d_model,
-``b_out``, ``ln2_w``, ``ln2_b``; ``g`` is the key/value head of query head
-``h`` (``g = h`` without grouped-query attention). Model tensors: ``word``,
-``pos``, ``type``, ``emb_ln_w``, ``emb_ln_b``, ``final_ln_w``, ``final_ln_b``.
-Data: ``X`` (tokens x d_model), the layer or model input.
+This module re-exports, for the code that imports them from here, the public
+names of the catalogue of G (:mod:`symtrans.catalogue`: the data model
+:mod:`~symtrans.catalogue.model`, the builders
+:mod:`~symtrans.catalogue.factors` and :class:`GroupSpec` in
+:mod:`~symtrans.catalogue.spec`, SymPy definitions below every engine) and of
+the action engine (:mod:`symtrans.group.action`). The weight layout is
+described in :mod:`symtrans.catalogue.model`.
 
 This module never imports torch (tests/test_import_contract.py checks it):
 :func:`act` works on SymPy matrices and on torch tensors alike (block form:
@@ -47,9 +40,7 @@ Examples
 1179648
 """
 
-from symtrans.group.action import ACTIONS, Action, act
-from symtrans.group.catalogue import generic_element
-from symtrans.group.model import (
+from symtrans.catalogue.model import (
     AXIS_SIZES,
     LAYER_AXES,
     MODEL_AXES,
@@ -57,10 +48,11 @@ from symtrans.group.model import (
     AxisTag,
     Breaking,
     Factor,
-    GroupSpec,
     layer_tensor_names,
     model_tensor_names,
 )
+from symtrans.catalogue.spec import GroupSpec, generic_element
+from symtrans.group.action import ACTIONS, Action, act
 
 __all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "act", "LAYER_AXES", "MODEL_AXES",
            "AXIS_SIZES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "generic_element", "Action",

@@ -1,11 +1,34 @@
-"""The catalogue of G's factors: which factors an architecture has, their sizes, tag tables and coordinates.
+"""The catalogue of G's factors: one builder per family, each factor with its tag table and coordinates.
 
-One builder per family of factors (attention and FFN factors of a layer,
-norm factors, model-wide factors, embedding factors, the data-side factor);
-:meth:`symtrans.group.model.GroupSpec.from_arch` collects them. The
-Lie-algebra coordinates of a factor's element (:func:`generic_element`,
-:meth:`~symtrans.group.model.GroupSpec.factor_sizes`) are read from
-``_pieces``.
+Each builder reads an :class:`~symtrans.arch.Architecture` and returns its
+factors, each defined once: kind, group, dimension or order, tag table,
+breaking and shrinking features (with whether this architecture has them),
+the identity it rests on and the coordinates of its elements
+(:class:`~symtrans.catalogue.model.Piece`). The families: the attention and
+FFN factors of a layer (``_layer_factors``, ``_qk_norm_trade``), the norm
+factors (``_norm_factors``, ``_hyperplane``), the residual permutation
+(``_model_factors``), the embedding and output-head factors
+(``_embedding_factors``) and the data-side token permutations
+(``_data_factors``); :func:`factors_of` collects them.
+
+Raises
+------
+SymtransError
+    For rotary positions with an odd head width, and for a rotary scaling
+    ('longrope') whose frequencies the group does not model.
+
+See Also
+--------
+symtrans.catalogue.spec.GroupSpec.from_arch : the factors of one architecture, checked
+symtrans.catalogue.model : the records built here
+
+References
+----------
+The paper's §9 (the invariance group G, as formalised in
+``/work/shared/paper/claims.md``: the per-head gauges, S_H, S_{d_ff}, S_n and
+the softmax shift) and §4 (LayerNorm: the norm factors); the maximal gauge
+group of multi-head attention (NeurReps 2025) for the per-head GL factors.
+``docs/group.md`` derives each factor.
 
 Examples
 --------
@@ -17,16 +40,15 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import sympy as sp
 
 from symtrans.arch import Architecture
 from symtrans.errors import SymtransError
-from symtrans.group.model import AxisTag, Breaking, Factor, GroupSpec, Piece, model_tensor_names
+from symtrans.catalogue.model import AxisTag, Breaking, Factor, Piece, model_tensor_names, unused_position_rows
 from symtrans.symbols import SYMBOLS
 
-__all__ = ["generic_element"]
+__all__ = ["factors_of"]
 
 S = SYMBOLS
 
@@ -470,8 +492,6 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
         "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (S["d_model"], S["d_model"]), "diagonal"),)))
     # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
-    from symtrans.group.forward import unused_position_rows
-
     k = unused_position_rows(a)
     f.append(Factor(
         "unused-position-rows", "continuous", "model", "arbitrary moves of the position rows no input reads",
@@ -614,49 +634,22 @@ def _model_factors(a: Architecture) -> list[Factor]:
         el, data_tags=("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",))]
 
 
-def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]]:
-    """(component, count, block shape) of a factor whose element is built from its coordinates, at concrete sizes.
-
-    Read from the factor's :class:`~symtrans.group.model.Piece` list; a factor
-    without coordinates (discrete, data-side) or whose element is a matrix the
-    engines build (the per-head gauges) has none.
-
-    Examples
-    --------
-    >>> _pieces(GroupSpec.from_arch("bert-base"), "ffn-bias-transfer")
-    [('t', 1, (1, 768))]
-    >>> _pieces(GroupSpec.from_arch("bert-base"), "qk-gauge")
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: no coordinates for factor 'qk-gauge'
-    """
-    f = spec.factor(name)
-    if f.coordinates is None or any(p.how == "matrix" for p in f.coordinates):
-        raise SymtransError(f"no coordinates for factor {name!r}")
-    value = lambda x: int(spec._value(x))  # noqa: E731
-    return [(p.component, value(p.count), (value(p.shape[0]), value(p.shape[1]))) for p in f.coordinates]
-
-
-def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:
-    """A generic symbolic element of a norm factor (every coordinate a SymPy symbol; scalings non-zero).
+def factors_of(a: Architecture) -> tuple[list[Factor], list[tuple[str, str]]]:
+    """The factors of G for ``a`` and the unmodelled features (model-wide factors only when there are none).
 
     Examples
     --------
     >>> from symtrans.arch import get_arch
-    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_model=4, d_k=2, d_v=2, d_ff=2))
-    >>> generic_element(spec, "ffn-bias-transfer")["t"]
-    Matrix([[t_0, t_1, t_2, t_3]])
-    """
-    out: dict[str, Any] = {}
-    for comp, count, shape in _pieces(spec, factor):
-        if comp == "D":
-            out["D"] = sp.diag(*sp.symbols(f"s_:{shape[0]}", nonzero=True))
-            continue
-        blocks = []
-        for i in range(count):
-            tag = f"{comp}{i}_" if count > 1 else f"{comp}_"
-            syms = sp.symbols(f"{tag}:{shape[0] * shape[1]}")
-            blocks.append(sp.Matrix(shape[0], shape[1], list(syms)))
-        out[comp] = blocks if count > 1 else blocks[0]
-    return out
+    >>> factors, missing = factors_of(get_arch("gpt2"))
+    >>> [f.name for f in factors][:2], missing
+    (['qk-gauge', 'vo-gauge'], [])
 
+    See Also
+    --------
+    symtrans.catalogue.spec.GroupSpec.from_arch : the same, checked and wrapped
+    """
+    missing = _unmodelled(a)
+    factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
+    if not missing:
+        factors += _model_factors(a) + _embedding_factors(a)
+    return factors, missing

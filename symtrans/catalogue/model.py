@@ -1,12 +1,11 @@
-"""The data model of the invariance group G: weight layout, tag tables, factors, the group of an architecture.
+"""The data model of the invariance group G: weight layout, tag tables, factors.
 
-:class:`GroupSpec` is G for one architecture: a tuple of :class:`Factor`, each
-with its size (a SymPy expression in the canonical symbols of
-:mod:`symtrans.symbols`), the features that break or shrink it
-(:class:`Breaking`) and its *tag table* (one :class:`AxisTag` per axis of
-every weight tensor it acts on). The factors themselves are built in
-:mod:`symtrans.group.catalogue`; the generic action that reads the tag
-tables is :mod:`symtrans.group.action`.
+A :class:`Factor` of G carries its size (a SymPy expression in the canonical
+symbols of :mod:`symtrans.symbols`), the features that break or shrink it
+(:class:`Breaking`), its *tag table* (one :class:`AxisTag` per axis of every
+weight tensor it acts on; :data:`ACTION_TEXT` names the kinds of action) and
+the Lie-algebra coordinates of its elements (:class:`Piece`). Data only:
+nothing here builds a factor or acts on a weight.
 
 Weight layout (per layer; the leading ``head``/``kv`` axis indexes per-head
 blocks, as in :mod:`symtrans.numeric`): ``W_Q[h]`` d_model x d_k, ``b_Q[h]``,
@@ -18,28 +17,47 @@ FFN only), ``W_in`` d_model x d_ff, ``b_in``, ``W_out`` d_ff x d_model,
 ``pos``, ``type``, ``emb_ln_w``, ``emb_ln_b``, ``final_ln_w``, ``final_ln_b``.
 Data: ``X`` (tokens x d_model), the layer or model input.
 
+Raises
+------
+SymtransError
+    For a tag row with an unknown tensor, side or kind of action, and for a
+    coordinate piece of an unknown kind.
+
+See Also
+--------
+symtrans.catalogue.factors : the builders that fill these records, one family of factors each
+symtrans.catalogue.spec.GroupSpec : G for one architecture
+symtrans.group.action.act : the action that reads a tag table
+
+References
+----------
+The paper's §9 (the Symmetry-Breaking Framework: the collapse phenomena as
+orbits of the invariance group G), as formalised in
+``/work/shared/paper/claims.md`` ("The invariance group G (§9)") and
+``docs/group.md``.
+
 Examples
 --------
->>> spec = GroupSpec.from_arch("bert-base")
->>> spec.factor("qk-gauge").dimension, spec.total_dimension()
-(H*d_k**2, 1324056)
+>>> t = AxisTag("W_K", 2, "qk-gauge", "right", "inverse_transpose", index="kv")
+>>> t.describe(), t.axis_name
+('W_K[g] axis d_k: right by g^-T', 'qk')
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import sympy as sp
 
-from symtrans.arch import Architecture, get_arch
+from symtrans.arch import Architecture
 from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
-from symtrans.validate import check_exact_digits
 
-__all__ = ["AxisTag", "Breaking", "Factor", "GroupSpec", "Piece", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES", "SCOPE_TEXT",
-           "layer_tensor_names", "model_tensor_names"]
+__all__ = ["AxisTag", "Breaking", "Factor", "Piece", "ACTION_TEXT", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES",
+           "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "unused_position_rows"]
 
 S = SYMBOLS
 
@@ -83,6 +101,7 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
 
     Examples
     --------
+    >>> from symtrans.arch import get_arch
     >>> layer_tensor_names(get_arch("bert-base"))[:4]
     ['W_Q', 'b_Q', 'W_K', 'b_K']
     >>> "ln1_b" in layer_tensor_names(get_arch("bert-base").__class__(**{**get_arch("bert-base").__dict__, "norm": "rmsnorm"}))
@@ -113,6 +132,7 @@ def model_tensor_names(arch: Architecture) -> list[str]:
 
     Examples
     --------
+    >>> from symtrans.arch import get_arch
     >>> model_tensor_names(get_arch("bert-base"))
     ['word', 'pos', 'type', 'emb_ln_w', 'emb_ln_b']
     >>> model_tensor_names(get_arch("gpt2"))
@@ -129,6 +149,21 @@ def model_tensor_names(arch: Architecture) -> list[str]:
     if arch.final_norm:
         names += ["final_ln_w"] + ([] if rms else ["final_ln_b"])
     return names
+
+
+def unused_position_rows(arch: Architecture) -> int:
+    """Leading rows of a learned position table that no input reads (RoBERTa: 2, positions start at padding_idx + 1).
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> unused_position_rows(get_arch("roberta-base")), unused_position_rows(get_arch("bert-base"))
+    (2, 0)
+    """
+    t, m = arch.position_table, arch.max_positions
+    if arch.positional != "learned" or not isinstance(t, int) or not isinstance(m, int):
+        return 0
+    return max(t - m, 0)
 
 
 @dataclass(frozen=True)
@@ -163,9 +198,7 @@ class AxisTag:
     scope: str = "layer"  # "layer" | "model" | "prev" | "next" (the two layers around a boundary)
 
     def __post_init__(self) -> None:
-        from symtrans.group.action import ACTIONS
-
-        if self.how not in ACTIONS:
+        if self.how not in ACTION_TEXT:
             raise SymtransError(f"unknown action kind {self.how!r}")
         if self.side not in ("left", "right", "index", "add"):
             raise SymtransError(f"unknown side {self.side!r}")
@@ -192,10 +225,8 @@ class AxisTag:
         head = {"head": "[h]", "kv": "[g]", None: ""}[self.index]
         if self.scope in ("prev", "next"):
             head += " (layer before the boundary)" if self.scope == "prev" else " (layer after the boundary)"
-        from symtrans.group.action import ACTIONS
-
         size = AXIS_SIZES[self.axis_name]
-        what = ACTIONS[self.how].describe(self)
+        what = ACTION_TEXT[self.how](self)
         side = {"left": "left by", "right": "right by", "index": "reorder by", "add": "add"}[self.side]
         return f"{self.tensor}{head} axis {size}: {side} {what}"
 
@@ -206,6 +237,41 @@ def _axes(tensor: str) -> tuple[str, ...]:
     if tensor in MODEL_AXES:
         return MODEL_AXES[tensor]
     raise SymtransError(suggest(tensor, list(LAYER_AXES) + list(MODEL_AXES), "tensor"))
+
+
+def _image_text(t: AxisTag) -> str:
+    c = t.component
+    if t.index:
+        return f"-{c} {t.via}[{'h' if t.index == 'head' else 'g'}]"
+    return f"-sum_h {c}_h {t.via}[h]" if t.via == "W_O" else f"-{c} {t.via}"
+
+
+def _vias(t: AxisTag) -> list[str]:
+    return (t.via or "").split(",")
+
+
+#: Every kind of action (an :class:`AxisTag`'s ``how``) and how a tag table describes it; what each does to a
+#: block is the action engine's (:data:`symtrans.group.action.ACTIONS`).
+ACTION_TEXT: dict[str, Callable[[AxisTag], str]] = {
+    "element": lambda t: t.component,
+    "inverse": lambda t: f"{t.component}^-1",
+    "inverse_transpose": lambda t: f"{t.component}^-T",
+    "permutation": lambda t: f"permutation {t.component}",  # the blocks are reordered
+    "translate": lambda t: t.component,
+    "translate_image": _image_text,
+    "conjugate_diagonal": lambda t: f"diag({t.component}^-1 diag(.) {t.component})",
+    "translate_ones": lambda t: f"{t.component} 1^T (a multiple of the all-ones row)",
+    "translate_neg": lambda t: f"-{t.component}",
+    "hyperplane_weight": lambda t: f"(1/{t.via})^T {t.component}",
+    "hyperplane_bias": lambda t: f"-<{_vias(t)[-1]}, 1/{_vias(t)[0]}> {t.component}",
+    "translate_rows": lambda t: f"{t.component} to every row",
+    "translate_rows_neg": lambda t: f"-{t.component} to every row",
+    "conjugate_gain": lambda t: f"diag({t.via})^-1 {t.component}^-1 diag({t.via})",
+    "conjugate_gain_row": lambda t: f"diag({t.via})^-1 {t.component} diag({t.via})",
+    "hyperplane_head": lambda t: (f"(1/{_vias(t)[0]})^T v, v = -{t.component} W / <{_vias(t)[-1]} + "
+                                  f"{t.component}, 1/{_vias(t)[0]}>"),
+    "translate_leading_rows": lambda t: f"{t.component} to the leading (unused) rows",
+}
 
 
 @dataclass(frozen=True)
@@ -241,7 +307,7 @@ class Piece:
 
     Counts and shapes are expressions in the canonical symbols (or integers),
     evaluated at an architecture's sizes by
-    :meth:`GroupSpec.factor_sizes`. ``how`` says how the element is made from
+    :meth:`symtrans.catalogue.spec.GroupSpec.factor_sizes`. ``how`` says how the element is made from
     the coordinates: ``translation`` (the block is the coordinates),
     ``diagonal`` (``I + diag(coordinates)``, a gain scaling), ``rotation``
     (the exponential of an antisymmetric matrix) or ``matrix`` (a per-head
@@ -297,6 +363,7 @@ class Factor:
 
     Examples
     --------
+    >>> from symtrans.catalogue import GroupSpec
     >>> f = GroupSpec.from_arch("bert-base").factor("vo-gauge")
     >>> f.kind, f.dimension, f.status
     ('continuous', H*d_v**2, 'exact')
@@ -321,6 +388,7 @@ class Factor:
 
         Examples
         --------
+        >>> from symtrans.catalogue import GroupSpec
         >>> GroupSpec.from_arch("bert-base").factor("S_n").status
         'broken'
         """
@@ -335,6 +403,7 @@ class Factor:
 
         Examples
         --------
+        >>> from symtrans.catalogue import GroupSpec
         >>> GroupSpec.from_arch("bert-base").factor("ffn-scaling").effective_dimension
         0
         """
@@ -351,6 +420,7 @@ class Factor:
 
         Examples
         --------
+        >>> from symtrans.catalogue import GroupSpec
         >>> spec = GroupSpec.from_arch("bert-base")
         >>> spec.factor("qk-gauge").in_scope("layers"), spec.factor("residual-permutation").in_scope("layers")
         (True, False)
@@ -364,6 +434,7 @@ class Factor:
 
         Examples
         --------
+        >>> from symtrans.catalogue import GroupSpec
         >>> GroupSpec.from_arch("bert-base").factor("key-bias-shift").acts_on()
         ['b_K[g] axis d_k: add u']
         """
@@ -374,6 +445,7 @@ class Factor:
 
         Examples
         --------
+        >>> from symtrans.catalogue import GroupSpec
         >>> spec = GroupSpec.from_arch("bert-base")
         >>> d = spec.factor("S_H").to_dict(spec.arch)
         >>> d["kind"], d["order"]["expression"], d["order"]["value"]
@@ -412,311 +484,3 @@ def _big(value: sp.Expr) -> str:
     exponent = int(math.floor(log))
     mantissa = float(sp.N(10 ** (log - exponent), 10))
     return f"~{mantissa:.5f}e+{exponent} ({exponent + 1} digits)"
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """The factors of G for one architecture (per layer, model-wide and data-side).
-
-    Build it with :meth:`from_arch`; ``strict=False`` also accepts
-    architectures with unmodelled features and then lists only the per-layer
-    and data-side factors (``unmodelled`` says what is missing).
-
-    Examples
-    --------
-    >>> spec = GroupSpec.from_arch("minilm-l6-h384")
-    >>> spec.layer_dimension()
-    29186
-    >>> GroupSpec.from_arch("gpt2").names("continuous", "layer")[-6:]  # doctest: +NORMALIZE_WHITESPACE
-    ['ln1-scaling', 'ln1-bias-transfer', 'attention-input-hyperplane', 'ln2-scaling', 'ln2-bias-transfer',
-     'ffn-input-hyperplane']
-    >>> GroupSpec.from_arch(get_arch("gpt2").__class__(**{**get_arch("gpt2").__dict__, "ln_eps": 0.0}))
-    Traceback (most recent call last):
-    ...
-    symtrans.errors.SymtransError: gpt2: the group of a model with norm epsilon = 0 is not modelled: with eps = 0 each residual segment between two norms has an exact scaling symmetry that this toolkit does not model
-    """
-
-    arch: Architecture
-    factors: tuple[Factor, ...]
-    unmodelled: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_arch(cls, arch: Architecture | str, *, strict: bool = True) -> GroupSpec:
-        """Build G's factors for a preset name, a config path or an :class:`Architecture`.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").factor("qk-gauge").dimension
-        H*d_k**2
-        """
-        from symtrans.group.catalogue import (
-            _data_factors,
-            _embedding_factors,
-            _layer_factors,
-            _model_factors,
-            _norm_factors,
-            _unmodelled,
-        )
-
-        a = get_arch(arch)
-        missing = _unmodelled(a)
-        if missing and strict:
-            feature, reason = missing[0]
-            raise SymtransError(f"{a.name}: the group of a model with {feature} is not modelled: {reason}")
-        factors = _layer_factors(a) + _norm_factors(a) + _data_factors(a)
-        if not missing:
-            factors += _model_factors(a) + _embedding_factors(a)
-        subs = a.substitutions()
-        for f in factors:  # the formula command's size guard: no exact size past MAX_EXACT_DIGITS is computed
-            size = f.dimension if f.kind == "continuous" else f.order
-            if size is not None:
-                check_exact_digits(size, subs, f"group of {a.name}: factor {f.name}")
-        return cls(arch=a, factors=tuple(factors), unmodelled=tuple(missing))
-
-    def factor(self, name: str) -> Factor:
-        """Return the factor called ``name``.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").factor("S_dff").order
-        factorial(d_ff)
-        >>> GroupSpec.from_arch("bert-base").factor("S_ff")
-        Traceback (most recent call last):
-        ...
-        symtrans.errors.SymtransError: unknown factor 'S_ff'; did you mean 'S_dff' or 'S_n' or 'S_H'?
-        """
-        for f in self.factors:
-            if f.name == name:
-                return f
-        raise SymtransError(suggest(name, [f.name for f in self.factors], "factor"))
-
-    def names(self, kind: str | None = None, scope: str | None = None) -> list[str]:
-        """Factor names, optionally of one kind and scope.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").names("continuous", "layer")  # doctest: +NORMALIZE_WHITESPACE
-        ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling', 'centring-shift',
-         'ffn-bias-transfer', 'ffn-input-hyperplane']
-        """
-        return [f.name for f in self.factors
-                if (kind is None or f.kind == kind) and (scope is None or f.scope == scope)]
-
-    def layer_expression(self) -> sp.Expr:
-        """Continuous dimension per layer, as an expression in the canonical symbols.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").layer_expression()
-        H*d_k**2 + H*d_k + H*d_v**2 + 2*H*d_v + 2*d_ff + d_model + 2
-        """
-        return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "layer"])
-
-    def gauge_expression(self) -> sp.Expr:
-        """Dimension of the per-head GL factors on (Q, K) and (V, O) of one layer.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("symbolic").gauge_expression()
-        H*d_k**2 + H*d_v**2
-        """
-        return sp.Add(*[self.factor(n).effective_dimension for n in ("qk-gauge", "vo-gauge")])
-
-    def stack_expression(self) -> sp.Expr:
-        """Continuous dimension per boundary between two consecutive layers (between-layer factors).
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("symbolic").stack_expression()
-        2*H*d_k + H*d_v + d_model
-        """
-        return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "stack"])
-
-    def boundaries(self, scope: str = "layers") -> sp.Expr:
-        """How many boundaries the between-layer factors act on: L - 1, plus the embedding norm on ``model``.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").boundaries("model")
-        12
-        """
-        b = S["L"] - 1
-        if scope == "model" and self.arch.norm_placement == "post" and self.arch.embedding_norm:
-            b = b + 1
-        return self._value(b)
-
-    def scope_expression(self, scope: str = "layers") -> sp.Expr:
-        """Continuous dimension of G on ``scope`` (``layers`` or ``model``), in the canonical symbols.
-
-        ``layers``: L per-layer blocks plus the between-layer factors at the
-        L - 1 boundaries; ``model`` adds the model-wide factors and, after an
-        embedding norm, one more boundary.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("symbolic").scope_expression("layers") == GroupSpec.from_arch("symbolic").total_expression()
-        True
-        """
-        if scope not in ("layers", "model"):
-            raise SymtransError(suggest(scope, ("layers", "model"), "scope"))
-        expr = S["L"] * self.layer_expression()
-        b = S["L"] - 1
-        if scope == "model":
-            expr = expr + sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "model"])
-            if self.arch.norm_placement == "post" and self.arch.embedding_norm:
-                b = S["L"]
-        return sp.expand(expr + b * self.stack_expression())
-
-    def scope_dimension(self, scope: str = "layers") -> sp.Expr:
-        """:meth:`scope_expression` at this architecture's sizes.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").scope_dimension("layers") == GroupSpec.from_arch("bert-base").total_dimension()
-        True
-        """
-        return self._value(self.scope_expression(scope))
-
-    def total_expression(self) -> sp.Expr:
-        """Continuous dimension of G on the ``layers`` scope (the layer stack and the final norm).
-
-        Examples
-        --------
-        >>> e = GroupSpec.from_arch("symbolic").total_expression()
-        >>> e.subs(SYMBOLS["L"], 1)
-        H*d_k**2 + H*d_k + H*d_v**2 + 2*H*d_v + 2*d_ff + d_model + 2
-        """
-        return self.scope_expression("layers")
-
-    def factor_sizes(self, name: str) -> list[int]:
-        """Lie-algebra coordinates of one element of ``name``, piece by piece (concrete sizes only).
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384)).factor_sizes("key-bias-shift")
-        [384, 384]
-        """
-        f = self.factor(name)
-        if f.coordinates is None:
-            raise SymtransError(f"factor {name!r} is {f.kind} ({f.scope}): it has no Lie-algebra coordinates")
-        return [int(self._value(p.coordinate_count)) for p in f.coordinates for _ in range(int(self._value(p.count)))]
-
-    def element_count(self, name: str, scope: str, layers: int) -> int:
-        """How many independent elements of ``name`` act on ``scope`` of a ``layers``-layer model.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").element_count("qk-gauge", "layers", 3)
-        3
-        """
-        f = self.factor(name)
-        if f.scope == "layer":
-            return layers
-        if f.scope == "stack":
-            return int(self.boundaries(scope).subs(S["L"], layers))
-        return 1 if f.in_scope(scope) else 0
-
-    def _value(self, expr: sp.Expr) -> sp.Expr:
-        return sp.sympify(expr).subs(self.arch.substitutions())
-
-    def layer_dimension(self) -> sp.Expr:
-        """Continuous dimension per layer for this architecture's sizes.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").layer_dimension()
-        107522
-        """
-        return self._value(self.layer_expression())
-
-    def gauge_dimension_model(self) -> sp.Expr:
-        """L times the GL-factor dimension (the maximal gauge group of MHA, summed over layers).
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-large").gauge_dimension_model()
-        3145728
-        """
-        return self._value(S["L"] * self.gauge_expression())
-
-    def total_dimension(self) -> sp.Expr:
-        """Continuous dimension of G for this architecture.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("minilm-l6-h384").total_dimension()
-        182796
-        """
-        return self._value(self.total_expression())
-
-    def tag_table(self) -> list[dict[str, Any]]:
-        """Every axis of every tensor of this architecture, with the factors acting on it.
-
-        Examples
-        --------
-        >>> rows = GroupSpec.from_arch("bert-base").tag_table()
-        >>> [r["factors"] for r in rows if r["tensor"] == "W_O" and r["axis"] == "v"][0]
-        ['vo-gauge: left by g^-1']
-        >>> [r["factors"] for r in rows if r["tensor"] == "b_Q"][1]  # doctest: +NORMALIZE_WHITESPACE
-        ['qk-gauge: right by g', 'attention-bias-transfer: add -t W_Q[h]',
-         'attention-input-hyperplane: add -<ln2_b, 1/ln2_w> v_W_Q']
-        """
-        rows = []
-        names = layer_tensor_names(self.arch) + [m for m in model_tensor_names(self.arch)]
-        for tensor in names:
-            for axis, axis_name in enumerate(_axes(tensor)):
-                acting = []
-                for f in self.factors:
-                    for t in f.tags:
-                        if t.tensor == tensor and t.axis == axis:
-                            acting.append(f"{f.name}: " + t.describe().split(": ", 1)[1])
-                rows.append({"tensor": tensor, "axis": axis_name, "size": AXIS_SIZES[axis_name],
-                             "factors": acting})
-        return rows
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON printed by ``symtrans group --arch ... --format json``.
-
-        Examples
-        --------
-        >>> d = GroupSpec.from_arch("bert-base").to_dict()
-        >>> d["total_dimension"], d["gauge_dimension"], d["scopes"]["model"]["value"]
-        (1324056, 1179648, 1359698)
-        """
-        a = self.arch
-        return {
-            "arch": a.name,
-            "factors": [f.to_dict(a) for f in self.factors],
-            "total_dimension": _size_json(self.total_expression(), a)["value"],
-            "total_dimension_expression": str(self.total_expression()),
-            "total_dimension_scope": "layers",
-            "scopes": {name: {**_size_json(self.scope_expression(name), a), "covers": SCOPE_TEXT[name]}
-                       for name in ("layers", "model")},
-            "layer_dimension": _size_json(self.layer_expression(), a)["value"],
-            "gauge_dimension": _size_json(S["L"] * self.gauge_expression(), a)["value"],
-            "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
-            "layers": _size_json(S["L"], a)["value"],
-            "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
-            "assumes": self.assumptions(),
-        }
-
-    def assumptions(self) -> list[str]:
-        """Conditions on the sizes under which the factors are independent and the dimension count is exact.
-
-        Examples
-        --------
-        >>> GroupSpec.from_arch("bert-base").assumptions()[0][:24]
-        'd_v <= d_model (here 64 '
-        """
-        a = self.arch
-        concrete = isinstance(a.d_v, int) and isinstance(a.d_model, int)
-        holds = (f"here {a.d_v} < {a.d_model}" if concrete and a.d_v < a.d_model else
-                 f"here d_v = d_model = {a.d_model}: counted by the attention-input hyperplane's shrinking"
-                 if concrete else "sizes symbolic: the count is the one for d_v < d_model")
-        return [f"d_v <= d_model ({holds}): with d_v < d_model a head's W_O^h generically misses the all-ones row; "
-                "with d_v = d_model and one query head per key/value head, one hyperplane move of W_V per head "
-                "equals a vo-gauge plus centring and value-bias moves and is counted once (d_v > d_model is "
-                "refused)",
-                "generic weights: G acts locally freely (orbit dimension = group dimension) and is the whole "
-                "continuous stabiliser of the function (measured by --complete); at special weights (a dead head, "
-                "a rank-deficient block) a stabiliser appears, and the orbit dimensions of --verify say how large"]
