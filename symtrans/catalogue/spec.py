@@ -6,6 +6,28 @@ of G on a scope (the ``gauge-*`` and ``norm-symmetries`` formulas of
 :mod:`symtrans.formulas`, ``symtrans group``) is a sum of the factors'
 dimensions. SymPy only: no torch, no engine.
 
+Raises
+------
+SymtransError
+    For an architecture with a feature whose effect on G is not modelled
+    (``strict=True``), an unknown factor name or scope, a size past the exact
+    digits the formulas compute, and a factor without coordinates.
+
+See Also
+--------
+symtrans.catalogue.factors : the builders
+symtrans.catalogue.model : the records (:class:`~symtrans.catalogue.model.Factor`, ...)
+symtrans.group.action.act : the action of an element on weights
+symtrans.formulas : the formulas that read G (``gauge-dimension``, ``group-dimension``, ...)
+
+References
+----------
+The paper's §9 (the invariance group G and its dimension; the maximal gauge
+group of multi-head attention, ``((GL(d_k))^H x (GL(d_v))^H) x| S_H`` per layer,
+1,179,648 dimensions on BERT-base, is :meth:`GroupSpec.gauge_dimension_model`)
+and §4 (LayerNorm, whose norms add the norm factors); the formalisation is
+``/work/shared/paper/claims.md`` ("The invariance group G (§9)").
+
 Examples
 --------
 >>> GroupSpec.from_arch("bert-base").gauge_dimension_model()
@@ -68,6 +90,18 @@ class GroupSpec:
     @classmethod
     def from_arch(cls, arch: Architecture | str, *, strict: bool = True) -> GroupSpec:
         """Build G's factors for a preset name, a config path or an :class:`Architecture`.
+
+        Raises
+        ------
+        SymtransError
+            For an unknown preset or a bad config (from :func:`symtrans.arch.get_arch`), a feature whose
+            effect on G is not modelled (unless ``strict=False``), rotary positions with an odd head width,
+            and a factor whose exact size would pass ``MAX_EXACT_DIGITS``.
+
+        See Also
+        --------
+        symtrans.catalogue.factors.factors_of : the builders this collects
+        symtrans.arch.get_arch : the architecture it reads
 
         Examples
         --------

@@ -11,6 +11,28 @@ per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
 torch only through a tensor it is given. Group elements as torch tensors are
 built in :mod:`symtrans.group.numeric` (``lie_element``).
 
+Raises
+------
+SymtransError
+    When a tag's side does not fit its tensor's block (a right action on a
+    row axis), when an element lacks a component its tag table names, or when
+    the number of per-head entries or per-layer elements does not match the
+    weights.
+
+See Also
+--------
+symtrans.catalogue.model.AxisTag : one row of a tag table
+symtrans.catalogue.model.ACTION_TEXT : how a tag table names each kind of action
+symtrans.group.certify : exact certificates built on :func:`act`
+symtrans.group.numeric : numeric checks built on :func:`act`
+
+References
+----------
+The paper's §9 (the invariance group G acting on the weights, as formalised in
+``/work/shared/paper/claims.md``: ``W_Q^h -> W_Q^h M_h``, ``W_K^h -> W_K^h
+M_h^-T``, ``W_V^h -> W_V^h N_h``, ``W_O^h -> N_h^-1 W_O^h`` and the other
+factors); ``docs/group.md`` lists every tag table.
+
 Examples
 --------
 >>> ACTIONS["inverse"].describe(AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head"))
@@ -27,9 +49,9 @@ from typing import Any
 
 import sympy as sp
 
-from symtrans.errors import SymtransError
 from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
 from symtrans.catalogue.spec import GroupSpec
+from symtrans.errors import SymtransError
 
 __all__ = ["act", "Action", "ACTIONS"]
 
@@ -267,6 +289,20 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     ``D``, ``Q``) to its value; per-head components are lists indexed by
     key/value head. ``tags`` replaces the factor's table (to test a wrong
     action). Data-side factors act on the entry ``X``.
+
+    Raises
+    ------
+    SymtransError
+        For an unknown factor, an element without a component the tag table
+        names, one element too few or too many per layer (or per boundary
+        between layers), or per-head entries that do not match the stored
+        head blocks.
+
+    See Also
+    --------
+    symtrans.catalogue.spec.GroupSpec.factor : the factor whose tag table is read
+    symtrans.group.numeric.sample_element : a random element (torch)
+    symtrans.catalogue.spec.generic_element : a generic symbolic element (SymPy)
 
     Examples
     --------
