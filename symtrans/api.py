@@ -268,8 +268,8 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     Examples
     --------
     >>> checks = verify_invariance(factors=["S_H"], dtypes=["float64"], n=6)
-    >>> [(c.factor, c.verdict) for c in checks]
-    [('S_H', 'holds')]
+    >>> [(c.factor, c.verdict.label) for c in checks]
+    [('S_H', 'supported')]
     """
     from symtrans.args import check_positions
     from symtrans.config import check_param
@@ -343,20 +343,20 @@ class InvarianceChecks(list):  # type: ignore[type-arg]
     Examples
     --------
     >>> from symtrans.group.numeric import InvarianceCheck
-    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m")])
+    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "supported", 1.0, "m")])
     >>> "<table" in t._repr_html_()
     True
     """
 
     def __repr__(self) -> str:
         return _bounded([f"{len(self)} invariance checks"] + [
-            f"  {c.factor:<16} {c.dtype:<8} {c.verdict:<10} max rel change {c.max_rel_change:.2e} "
+            f"  {c.factor:<16} {c.dtype:<8} {c.verdict.label:<12} max rel change {c.max_rel_change:.2e} "
             f"(tolerance {c.tolerance:.2e})" for c in self])
 
     def _repr_html_(self) -> str:
         return _html_table(["factor", "dtype", "expect", "max rel change", "tolerance", "verdict", "why"],
                            [(c.factor, c.dtype, c.expect, f"{c.max_rel_change:.2e}", f"{c.tolerance:.2e}",
-                             c.verdict, c.tolerance_reason) for c in self])
+                             c.verdict.label, c.tolerance_reason) for c in self])
 
 
 # ----------------------------------------------------------------- measurements
