@@ -41,7 +41,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import (MAX_LAYER_ITEMS, MAX_N, RUN_DTYPES, check_device, check_dtype, check_int, check_seed,
                                terminal_safe)
 
-__all__ = ["DEFAULT_N", "DEFAULT_SEED", "DEFAULT_DTYPE", "RUN_DTYPES", "STREAM_MODES", "MIN_N", "Param", "PARAMS",
+__all__ = ["DEFAULT_N", "DEFAULT_SEED", "DEFAULT_DTYPE", "DEFAULT_STREAM", "RUN_DTYPES", "STREAM_MODES", "MIN_N", "Param", "PARAMS",
            "RunConfig", "check_param", "spelling"]
 
 #: the sequence length of a run unless told otherwise (report, check, certify, measure, group, sweep)
@@ -52,6 +52,8 @@ DEFAULT_SEED = 0
 DEFAULT_DTYPE = "float64"
 #: ``--stream``: read the weights one layer at a time (on), never (off), or by the model's float64 size (auto)
 STREAM_MODES: tuple[str, ...] = ("auto", "on", "off")
+#: the stream mode of a run unless told otherwise
+DEFAULT_STREAM = "auto"
 #: a run needs two tokens (rank collapse is about n >= 2 rows)
 MIN_N = 2
 
@@ -120,7 +122,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("device", None, check_device, "device (None: automatic)", bad=("gpu", "cuda:x", 0)),
     Param("layers", None, _check_layers, "the layers numeric producers look at (None: every layer)",
           bad=(-1, "0", (0, -1), (), range(10**12))),
-    Param("stream", "auto", _check_stream, "read the weights one layer at a time: auto, on or off",
+    Param("stream", DEFAULT_STREAM, _check_stream, "read the weights one layer at a time: auto, on or off",
           bad=("yes", True, None)),
     Param("eps", None, _check_eps, "the norms' eps for the analysis (None: the checkpoint's own; 0: the paper's "
           "eps-free LayerNorm); stated in every model record's context", bad=(-1, float("nan"), float("inf"), "0",
@@ -178,7 +180,7 @@ class RunConfig:
     dtype: str = DEFAULT_DTYPE
     device: str | None = None
     layers: tuple[int, ...] | None = None
-    stream: str = "auto"
+    stream: str = DEFAULT_STREAM
     eps: float | None = None
 
     @property

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED, DEFAULT_STREAM
 from symtrans.evidence import Producer
 
 __all__ = ["Context", "DEFAULT_LOADER", "Loader", "device_name"]
@@ -74,7 +74,7 @@ class Context:
     layers: tuple[int, ...] | None = None
     #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
     #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
-    stream: str = "auto"
+    stream: str = DEFAULT_STREAM
     #: the norms' eps for the analysis (``--eps``, API ``eps=``), 0 included (the paper's eps-free LayerNorm);
     #: ``None``: the checkpoint's own. Applied to the loaded weights' architecture, so the forward pass and
     #: every check read it; stated in every model record's context (``eps``, ``eps_source``)

@@ -239,3 +239,51 @@ def test_the_records_module_imports_no_engine_and_holds_no_context() -> None:
             "or m.startswith(('symtrans.numeric', 'symtrans.checks', 'symtrans.certify', 'symtrans.group'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out
+
+
+# ----------------------------------------------------------------- no second default in the run's entry points
+import ast  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SOURCE = Path(symtrans.__file__).resolve().parent
+#: the modules that start runs (the API, the CLI, the sweep, the report, the runner and its context); an engine's
+#: own small sizes (e.g. a fibre measured at n = 4) are its mathematics, not a run's default
+ENTRY_MODULES = ["api.py", "sweeps.py", "args.py", "context.py", "runner.py", "cli/*.py", "report/*.py",
+                 "group/numeric.py"]
+
+
+def literal_run_defaults(text: str) -> list[tuple[str, str, object]]:
+    """(function, parameter, literal) for each n/seed/dtype/stream parameter whose default is written as a literal."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            pos = a.posonlyargs + a.args
+            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + \
+                [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, d in pairs:
+                name = arg.arg[:-1] if arg.arg in ("ns", "seeds", "dtypes") else arg.arg
+                if name not in ("n", "seed", "dtype", "stream"):
+                    continue
+                try:
+                    value = ast.literal_eval(d)  # a literal (a tuple of declared names is not one)
+                except ValueError:
+                    continue
+                if value is not None:
+                    out.append((node.name, arg.arg, value))
+    return out
+
+
+def test_the_literal_default_scan_finds_a_planted_one() -> None:
+    planted = ("def f(model, *, n: int = 12, seed=0, dtype=DEFAULT_DTYPE, ns=(128,), stream=None):\n    pass\n"
+               "def g(x, n=DEFAULT_N, dtypes=('float64',), seeds=(DEFAULT_SEED,)):\n    pass\n")
+    assert literal_run_defaults(planted) == [("f", "n", 12), ("f", "seed", 0), ("f", "ns", (128,)),
+                                            ("g", "dtypes", ("float64",))]
+
+
+def test_no_literal_default_for_a_run_parameter_in_an_entry_point() -> None:
+    """n, seed, dtype, stream default to symtrans.config's declared values (or None, or no default), never a literal."""
+    files = sorted({p for pattern in ENTRY_MODULES for p in SOURCE.glob(pattern)})
+    assert len(files) > 15
+    found = [(str(p.relative_to(SOURCE)), *hit) for p in files for hit in literal_run_defaults(p.read_text())]
+    assert not found, found

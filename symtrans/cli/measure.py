@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED, DEFAULT_STREAM
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -71,7 +71,7 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
                 seed: int = DEFAULT_SEED,
                 variant: str = "full", depth: int | None = None, layer_index: int | None = None,
                 ln: str = "auto", device: str | None = None, dtype: str = DEFAULT_DTYPE,
-                allow_pickle: bool = False, stream: str = "auto", progress: bool = False) -> Any:
+                allow_pickle: bool = False, stream: str = DEFAULT_STREAM, progress: bool = False) -> Any:
     """Load a model and run :func:`symtrans.numeric.measure.measure_all`: what ``symtrans measure`` does.
 
     The report's ``memory`` holds the process's peak resident set during the
