@@ -306,3 +306,12 @@ def test_no_fake_command_line_outside_the_cli() -> None:
              if "cli" not in p.relative_to(SOURCE).parts and "argparse.Namespace(" in
              "\n".join(line for line in p.read_text().splitlines() if ">>>" not in line)]
     assert not found, found
+
+
+def test_the_default_loader_named_by_the_context_exists() -> None:
+    """DEFAULT_LOADER is a "module:function" string (the context imports no engine): it must name a real function."""
+    from symtrans.context import DEFAULT_LOADER, _default_loader
+    from symtrans.numeric.streaming import load_run_weights
+
+    assert DEFAULT_LOADER == "symtrans.numeric.streaming:load_run_weights"
+    assert _default_loader() is load_run_weights
