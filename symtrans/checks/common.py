@@ -373,18 +373,6 @@ def exact_rank(M: Any) -> tuple[int, str]:
 EXACT_RANK_MAX_SIDE = 64
 
 
-def finite(x: Any) -> float | None:
-    """``float(x)`` when finite, else None: records carry no NaN or Infinity.
-
-    Examples
-    --------
-    >>> finite(2), finite(float("inf")), finite(None)
-    (2.0, None, None)
-    """
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
+from symtrans.precision import finite  # noqa: E402  (its one home)
 
 __all__ += ["storage_precision", "storage_ranks", "exact_rank", "finite"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from symtrans.checks.common import FAMILIES_NOTE, LEARNED_POSITION_FAMILIES, record, trace, weights
-from symtrans.checks.sec7 import summation_fibre
+from symtrans.numeric.fibres import summation_fibre
 from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
 
 __all__ = ["PGOP", "RECONSTRUCTION", "PAPER_BOUND", "overhead_verdict", "remedy_verdict"]
