@@ -32,10 +32,11 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.evidence import Context, Evidence, Tolerance, Verdict, decide_verdict, producer
 from symtrans.numeric.fibres import (dense_summation_fibre, derived_row_fibres, equilibrated_rank,  # noqa: F401
                                      ln_row_fibres, ln_row_jacobians, norm_input, norm_kernel, norm_map_fibre,
                                      recover_heads, scale_sq, summation_fibre, wo_fibre)  # (re-exported: the mathematics)
@@ -61,11 +62,7 @@ def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, l
     """
     decided = [r for r in rows if r["decided"]]
     wrong = [r for r in decided if r["fibre"] != expected]
-    if wrong:
-        return Verdict.FAILS, wrong
-    if len(decided) < len(rows) or not rows:
-        return Verdict.INCONCLUSIVE, []
-    return Verdict.SUPPORTED, []
+    return decide_verdict(wrong, len(decided) < len(rows) or not rows), wrong
 
 
 def _formula(name: str, arch: Any, **sizes: int) -> int:
@@ -191,21 +188,15 @@ def _rank_text(rows: list[dict[str, Any]]) -> str:
     return str(out)
 
 
-def _wo(ctx: Context) -> list[Evidence]:
+def _wo_common(ctx: Context, rows: list[dict[str, Any]], sd: str, sd_note: str, paper: int) -> dict[str, Any]:
+    """The fields both W_O records share: tolerance, inputs, details, scope, hypothesis (the description)."""
     from symtrans.arch import get_arch
-    from symtrans.checks.common import storage_precision
     from symtrans.evidence import HypothesisCheck, Scope
 
-    w = weights(ctx)
-    n, H, dv = ctx.n, w.n_heads, w.d_head
-    rows = wo_rows(ctx)
-    sd, sd_note = storage_precision(w, "W_O")  # per layer in the rows' "precision"; the least precise here
-    for r in rows:
-        r["formula_wo_fibre"] = _formula("wo-fibre", w.arch, n=n, rank_WO=r["rank_WO_storage"])
+    n = ctx.n
     bbW = random_weights("bert-base", seed=0)["W_O"]  # a fixed draw: verdicts must not depend on --seed
     bbn = int(get_arch("bert-base").n)
     fb = wo_fibre(bbn, bbW)
-    paper = _formula("recovery-ambiguity", w.arch, n=n)
     tol = Tolerance(rows[0]["cut"] or 0.0, f"rank of the stacked W_O at {sd} storage precision: {sd_note}; the cut "
                     "is the Weyl bound (eps/2) ||W_O||_F of rounding to the storage dtype plus the float64 SVD error "
                     "(layer 0's cut shown; every layer's in details); a decision counts only when the singular values "
@@ -221,62 +212,90 @@ def _wo(ctx: Context) -> list[Evidence]:
                "bert_base_random_W_O": {"n": bbn, "rank_WO": fb["rank_WO"], "fibre": fb["fibre"],
                                         "formula_wo_fibre": _formula("wo-fibre", "bert-base", rank_WO=fb["rank_WO"])}}
     margins = [r["margin_decades"] for r in rows if r["margin_decades"] is not None]
-    margin = min(margins) if margins else None
     scope = Scope("model", f"every layer of the model ({len(rows)}) at n = {n}", tuple(f"layer {r['layer']}" for r in rows))
     hyp = (HypothesisCheck("W_O known", True, None, "the reader of MHA(X) is given the model's stacked W_O (the "
                            "weights under test)"),)
-    common = dict(margin=margin, margin_meaning="smallest distance (decades) of a singular value of W_O from its "
-                  "storage-precision cut, over layers", tolerance=tol, inputs=inputs, details=details, scope=scope,
-                  hypothesis_checks=hyp, dtype=sd)
-    undecided = [r["layer"] for r in rows if not r["decisive"]]
-    layers_seen = [r["layer"] for r in rows]
-    # thm-recovery/wo: the fibre equals the paper's n (H-1) d_k at every layer; a layer refutes it when the
-    # paper's count lies outside every fibre its rank interval leaves possible (decided even if the rank is not)
+    return dict(margin=min(margins) if margins else None, margin_meaning="smallest distance (decades) of a singular "
+                "value of W_O from its storage-precision cut, over layers", tolerance=tol, inputs=inputs,
+                details=details, scope=scope, hypothesis_checks=hyp, dtype=sd)
+
+
+def _fibres_shown(rows: list[dict[str, Any]]) -> list[Any]:
+    """Each layer's fibre of Z -> Z W_O, an undecided one as its interval (a tuple), without repeats."""
+    return sorted({tuple(r["fibre_interval"]) if r["fibre_interval"][0] != r["fibre_interval"][1]
+                   else r["fibre_interval"][0] for r in rows}, key=str)
+
+
+def _wo_recovery(ctx: Context, rows: list[dict[str, Any]], sd: str, paper: int, common: dict[str, Any]) -> Evidence:
+    """thm-recovery/wo: the fibre equals the paper's n (H-1) d_k at every layer.
+
+    A layer refutes it when the paper's count lies outside every fibre its
+    rank interval leaves possible (decided even if the rank is not).
+    """
+    n = ctx.n
     wrong = [r for r in rows if not r["fibre_interval"][0] <= paper <= r["fibre_interval"][1]]
-    fibres = sorted({r["fibre"] for r in rows})
-    shown = sorted({tuple(r["fibre_interval"]) if r["fibre_interval"][0] != r["fibre_interval"][1]
-                    else r["fibre_interval"][0] for r in rows}, key=str)
-    if wrong:
-        v, s = Verdict.FAILS, (f"with W_O known the recovery map Z -> Z W_O has fibre {shown} at n = {n} (rank W_O at "
-                               f"{sd} storage precision {_rank_text(rows)}), not the paper's "
-                               f"n(H-1)d_k = {paper} at layers {[r['layer'] for r in wrong]}: the count applies to the "
-                               "summation map only")
-    elif undecided:
-        v, s = Verdict.INCONCLUSIVE, (f"rank W_O at {sd} storage precision is undecided at layers {undecided} "
-                                      f"({_rank_text(rows)}: a singular value within 1 decade of the cut)")
+    undecided = [r["layer"] for r in rows if not r["decisive"]]
+    v = decide_verdict(wrong, undecided)
+    if v is Verdict.FAILS:
+        s = (f"with W_O known the recovery map Z -> Z W_O has fibre {_fibres_shown(rows)} at n = {n} (rank W_O at "
+             f"{sd} storage precision {_rank_text(rows)}), not the paper's n(H-1)d_k = {paper} at layers "
+             f"{[r['layer'] for r in wrong]}: the count applies to the summation map only")
+    elif v is Verdict.INCONCLUSIVE:
+        s = (f"rank W_O at {sd} storage precision is undecided at layers {undecided} "
+             f"({_rank_text(rows)}: a singular value within 1 decade of the cut)")
     else:
-        v, s = Verdict.SUPPORTED, f"fibre of Z -> Z W_O = n(H-1)d_k = {paper} at layers {layers_seen} (n = {n})"
-    ev = [record(ctx, "thm-recovery", "fibre-wo", v, s, counterexample=(
-        {"n": n, "layers": [r["layer"] for r in wrong], "fibre": fibres, "paper": paper} if wrong else None), **common)]
-    # thm-7.3/wo: the fibre is positive (heads not recoverable) at every layer; WoRank.injective decides per layer
+        s = f"fibre of Z -> Z W_O = n(H-1)d_k = {paper} at layers {[r['layer'] for r in rows]} (n = {n})"
+    return record(ctx, "thm-recovery", "fibre-wo", v, s, counterexample=(
+        {"n": n, "layers": [r["layer"] for r in wrong], "fibre": sorted({r["fibre"] for r in rows}),
+         "paper": paper} if wrong else None), **common)
+
+
+def _wo_identifiable(ctx: Context, rows: list[dict[str, Any]], sd: str, HdV: int, common: dict[str, Any]) -> Evidence:
+    """thm-7.3/wo: the fibre is positive (heads not recoverable) at every layer; WoRank.injective decides per layer."""
+    n = ctx.n
     injective = [r for r in rows if r["injective"] is True]
     unsure = [r["layer"] for r in rows if r["injective"] is None]
-    if injective:
+    v = decide_verdict(injective, unsure)
+    if v is Verdict.FAILS:
         errs = [r["recovery_rel_error"] for r in injective if r["recovery_rel_error"] is not None]
-        v, s = Verdict.FAILS, (f"with W_O known the per-head outputs ARE recoverable from MHA(X) = Z W_O at layers "
-                               f"{[r['layer'] for r in injective]}: the stacked W_O has rank {H * dv} = H d_v (injective) "
-                               f"at {sd} storage precision, decisively (every singular value >= 10x the rounding "
-                               "bound)" + (f"; least-squares recovery of the real heads reproduces Z to "
-                                           f"{max(errs):.2g} relative error" if errs else ""))
-    elif unsure:
-        v, s = Verdict.INCONCLUSIVE, (f"injectivity of Z -> Z W_O is undecided at layers {unsure} at {sd} storage "
-                                      f"precision ({_rank_text(rows)}: a singular value within 1 decade of the cut)")
+        s = (f"with W_O known the per-head outputs ARE recoverable from MHA(X) = Z W_O at layers "
+             f"{[r['layer'] for r in injective]}: the stacked W_O has rank {HdV} = H d_v (injective) "
+             f"at {sd} storage precision, decisively (every singular value >= 10x the rounding "
+             "bound)" + (f"; least-squares recovery of the real heads reproduces Z to "
+                         f"{max(errs):.2g} relative error" if errs else ""))
+    elif v is Verdict.INCONCLUSIVE:
+        s = (f"injectivity of Z -> Z W_O is undecided at layers {unsure} at {sd} storage "
+             f"precision ({_rank_text(rows)}: a singular value within 1 decade of the cut)")
     else:
-        v, s = Verdict.SUPPORTED, (f"per-head outputs are not recoverable from MHA(X) with W_O known at layers "
-                                   f"{layers_seen}: Z -> Z W_O has fibre {shown} > 0 at n = {n} (rank W_O at {sd} "
-                                   f"storage precision {_rank_text(rows)} < H d_v = {H * dv})")
+        s = (f"per-head outputs are not recoverable from MHA(X) with W_O known at layers "
+             f"{[r['layer'] for r in rows]}: Z -> Z W_O has fibre {_fibres_shown(rows)} > 0 at n = {n} (rank W_O at "
+             f"{sd} storage precision {_rank_text(rows)} < H d_v = {HdV})")
     quotient = [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r]
     if quotient:  # the gauge-invariant counterpart, beside the stored-parametrisation verdict
         s += (f". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on the "
-              f"quotient by the centring shift at {sd} storage precision {sorted(set(quotient))} < H d_v = {H * dv}, "
+              f"quotient by the centring shift at {sd} storage precision {sorted(set(quotient))} < H d_v = {HdV}, "
               f"fibre {sorted({r['fibre_quotient'] for r in rows if 'fibre_quotient' in r})} at n = {n}: the heads are "
               "not recoverable from what the function passes on")
-        details["invariant_counterpart"] = {"map": "Z -> Z W_O P, P = I - 1 1^T / d_model",
-                                            "rank_WO_quotient": [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r],
-                                            "decisive": all(r["quotient_decisive"] for r in rows if "rank_WO_quotient" in r)}
-    ev.append(record(ctx, "thm-7.3", "nonidentifiable-wo", v, s, counterexample=(
-        {"layers": [r["layer"] for r in injective]} if injective else None), **common))
-    return ev
+        common["details"]["invariant_counterpart"] = {
+            "map": "Z -> Z W_O P, P = I - 1 1^T / d_model", "rank_WO_quotient": quotient,
+            "decisive": all(r["quotient_decisive"] for r in rows if "rank_WO_quotient" in r)}
+    return record(ctx, "thm-7.3", "nonidentifiable-wo", v, s, counterexample=(
+        {"layers": [r["layer"] for r in injective]} if injective else None), **common)
+
+
+def _wo(ctx: Context) -> list[Evidence]:
+    """The two W_O records: measure (:func:`wo_rows`), then decide and describe each reading."""
+    from symtrans.checks.common import storage_precision
+
+    w = weights(ctx)
+    rows = wo_rows(ctx)
+    sd, sd_note = storage_precision(w, "W_O")  # per layer in the rows' "precision"; the least precise here
+    for r in rows:
+        r["formula_wo_fibre"] = _formula("wo-fibre", w.arch, n=ctx.n, rank_WO=r["rank_WO_storage"])
+    paper = _formula("recovery-ambiguity", w.arch, n=ctx.n)
+    common = _wo_common(ctx, rows, sd, sd_note, paper)
+    return [_wo_recovery(ctx, rows, sd, paper, common),
+            _wo_identifiable(ctx, rows, sd, w.n_heads * w.d_head, common)]
 
 
 def mlp_norm(w: Any) -> dict[str, Any]:
@@ -301,101 +320,146 @@ def mlp_norm(w: Any) -> dict[str, Any]:
                       else f"LN1 ({name}, post-LN: the MLP reads LN1(X + MHA(X) + b_O))")}
 
 
-def _ln(ctx: Context) -> list[Evidence]:
-    from symtrans.evidence import HypothesisCheck, Scope
+@dataclass
+class _LnMeasure:
+    """What the MLP-input check measured: the norm, the sampled rows and layers, each row's record, the shrinks."""
 
+    norm: dict[str, Any]  # mlp_norm(w)
+    rows_sel: list[int]
+    layers: list[int]
+    H_dv: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    lambdas: list[float] = field(default_factory=list)
+
+    @property
+    def eps0(self) -> list[int]:
+        """The eps-free (paper's) per-token fibres measured (layer 0's rows)."""
+        return sorted({r["fibre_eps0"] for r in self.rows if r["fibre_eps0"] is not None})
+
+    @property
+    def per_row(self) -> list[int]:
+        """The per-token fibres over every sampled row."""
+        return sorted({r["fibre"] for r in self.rows})
+
+    @property
+    def lam_min(self) -> float | None:
+        """The smallest scale shrink lambda = eps / s^2 over the sampled rows (None at eps = 0)."""
+        return min(self.lambdas) if self.norm["eps"] > 0 else None
+
+    @property
+    def undecided(self) -> list[int]:
+        """The layers with a row not decided."""
+        return sorted({r["layer"] for r in self.rows if not r["decided"]})
+
+
+def _jacobian_note(equil: bool, kernel_only: bool, zero_gain: bool) -> str:
+    """How a row's Jacobian was ranked (equilibrated, direct, or replaced by the exact kernel's count)."""
+    if equil:
+        return ("equilibrated: the row Jacobian left-multiplied by the invertible s_i R^{-1} diag(g)^{-1}, i.e. "
+                "P W_O^T (same rank)")
+    return "direct" + (" (a gain is exactly 0: no equilibration; the fibre is the count from the norm's exact kernel "
+                       "with the zero-gain coordinates)" if kernel_only else
+                       " (a gain is exactly 0: no equilibration)" if zero_gain else "")
+
+
+def _ln_row(r: dict[str, Any], dv: dict[str, Any] | None, direct: dict[str, Any] | None,
+            paper: dict[str, Any] | None, *, layer: int, kernel_only: bool, H_dv: int, **shown: Any) -> dict[str, Any]:
+    """One sampled row: the Jacobian's record ``r`` against the derived count ``dv``; decided when both agree."""
+    if kernel_only and dv is not None and dv["fibre"] is not None:
+        # the count from the exact kernel decides alone: the direct Jacobian SVD is shown beside it, never
+        # compared, since its lambda-shrunk direction (lambda ~ eps / s^2) can sit a decade below the
+        # float64 cut and be read, "decisively", as a lost direction (2 per token where 1 is exact)
+        r = dict(r, fibre=dv["fibre"], decisive=dv["decisive"], margin_decades=None,
+                 rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=r["fibre"],
+                 direct_jacobian_decisive=r["decisive"])
+        agree = True
+    else:
+        agree = dv is not None and dv["fibre"] == r["fibre"]
+    decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
+    row = dict(r, layer=layer, decided=decided, jacobian=shown["jacobian"],
+               derived_fibre=None if dv is None else dv["fibre"],
+               derived_decisive=None if dv is None else dv["decisive"],
+               routes_agree=agree if dv is not None else None,
+               direct_fibre=direct["fibre"] if direct else None,
+               direct_decisive=direct["decisive"] if direct else None,
+               fibre_eps0=paper["fibre"] if paper else None,
+               eps0_decisive=paper["decisive"] if paper else None,
+               scale_shrink_lambda=finite(shown["lam"]), zero_gain=shown["zero_gain"])
+    margins = [x for x in (r["margin_decades"], dv and dv.get("margin_decades")) if x is not None]
+    row["margin_decades"] = min(margins) if margins else None
+    return row
+
+
+def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int) -> None:
+    """Measure layer ``i``'s sampled rows by both routes into ``meas`` (rows and scale shrinks)."""
+    m, rows_sel = meas.norm, meas.rows_sel
+    eps = m["eps"]
+    lay = w.layer(i)
+    Z = lt.Y.transpose(0, 1).reshape(n, -1)
+    zero_gain = bool((lay[m["gain"]] == 0).any())
+    equil = eps > 0 and not zero_gain
+    jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil)
+    # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
+    direct = (jac if not equil else
+              ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
+    # the eps-free (paper's) count is reported beside the verdict, not part of it: layer 0's rows (the
+    # same Jacobian as the verdict's when the checkpoint's eps is 0)
+    paper = (jac if eps == 0 else
+             ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
+    # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
+    # (norm_kernel with the zero coordinates, eps > 0) decides alone
+    derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo_record, gain=m["gain"])
+               if not zero_gain or eps > 0 else [None] * len(rows_sel))
+    kernel_only = zero_gain and eps > 0
+    c = norm_input(lt.X, Z, lay, rows_sel, m["norm"])
+    lam = (eps / scale_sq(c, eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
+    meas.lambdas += lam
+    how = _jacobian_note(equil, kernel_only, zero_gain)
+    for j, r in enumerate(jac):
+        meas.rows.append(_ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
+                                 layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j],
+                                 zero_gain=zero_gain))
+
+
+def _ln_measure(ctx: Context) -> _LnMeasure:
+    """Both routes' per-row fibres of Z -> N(X + Z W_O + b_O) at rows 0 and n - 1 of every (listed) layer."""
     w = weights(ctx)
     n = ctx.n
-    if getattr(w.arch, "post_norms", False):  # Gemma 3: the MLP reads N2(X + P1(MHA(X))), not N2(X + MHA(X) + b_O)
-        why = ("not run: on this model the MLP reads N2(X + P1(MHA(X))) with a post-norm P1 on the attention "
-               "output (Gemma 3); this check's fibre computation (row Jacobian and exact kernel) is written for "
-               "N(X + Z W_O + b_O) and is not extended to the composed map yet")
-        return [record(ctx, "thm-recovery", "fibre-ln", Verdict.NOT_RUN, why),
-                record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.NOT_RUN, why)]
-    m = mlp_norm(w)
-    N, eps = m["name"], m["eps"]
-    hyp = HypothesisCheck("MLP reads norm(X + MHA(X) + b_O)", True, None, f"the MLP's input is {m['where']}")
-    inputs = _inputs(ctx, n, f"Z -> {N}(X + Z W_O + b_O), X fixed: {m['where']}, with its real gain and "
-                              f"{eps_text(ctx)}")
     tr = trace(ctx)
-    rows_sel = sorted({0, n - 1})
-    H_dv = int(stacked_wo(w.layer(0)["W_O"]).shape[0])
+    meas = _LnMeasure(mlp_norm(w), sorted({0, n - 1}), ctx.layer_indices(w.n_layers),  # --layers: the listed ones
+                     int(stacked_wo(w.layer(0)["W_O"]).shape[0]))
     wo = _wo_storage(ctx)[1]  # W_O's rank record per layer (cached): the derived count reads its singular values
-    out, lambdas = [], []
-    idx = ctx.layer_indices(w.n_layers)  # --layers: the listed layers only
-    for k, i in enumerate(idx):
-        lt = tr.layers[i]
-        lay = w.layer(i)
-        Z = lt.Y.transpose(0, 1).reshape(n, -1)
-        zero_gain = bool((lay[m["gain"]] == 0).any())
-        equil = eps > 0 and not zero_gain
-        jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil)
-        # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
-        direct = (jac if not equil else
-                  ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
-        # the eps-free (paper's) count is reported beside the verdict, not part of it: layer 0's rows (the
-        # same Jacobian as the verdict's when the checkpoint's eps is 0)
-        paper = (jac if eps == 0 else
-                 ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
-        # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
-        # (norm_kernel with the zero coordinates, eps > 0) decides alone
-        derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo[k], gain=m["gain"])
-                   if not zero_gain or eps > 0 else [None] * len(rows_sel))
-        kernel_only = zero_gain and eps > 0
-        c = norm_input(lt.X, Z, lay, rows_sel, m["norm"])
-        lam = (eps / scale_sq(c, eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
-        lambdas += lam
-        for j, r in enumerate(jac):
-            dv = derived[j]
-            if kernel_only and dv is not None and dv["fibre"] is not None:
-                # the count from the exact kernel decides alone: the direct Jacobian SVD is shown beside it, never
-                # compared, since its lambda-shrunk direction (lambda ~ eps / s^2) can sit a decade below the
-                # float64 cut and be read, "decisively", as a lost direction (2 per token where 1 is exact)
-                r = dict(r, fibre=dv["fibre"], decisive=dv["decisive"], margin_decades=None,
-                         rank_J=H_dv - dv["fibre"], direct_jacobian_fibre=r["fibre"],
-                         direct_jacobian_decisive=r["decisive"])
-                agree = True
-            else:
-                agree = dv is not None and dv["fibre"] == r["fibre"]
-            decided = r["decisive"] and (dv is None or (dv["decisive"] and agree))
-            row = dict(r, layer=i, decided=decided,
-                       jacobian=("equilibrated: the row Jacobian left-multiplied by the invertible "
-                                 "s_i R^{-1} diag(g)^{-1}, i.e. P W_O^T (same rank)" if equil else
-                                 "direct" + (" (a gain is exactly 0: no equilibration; the fibre is the count from "
-                                             "the norm's exact kernel with the zero-gain coordinates)"
-                                             if kernel_only else " (a gain is exactly 0: no equilibration)"
-                                             if zero_gain else "")),
-                       derived_fibre=None if dv is None else dv["fibre"],
-                       derived_decisive=None if dv is None else dv["decisive"],
-                       routes_agree=agree if dv is not None else None,
-                       direct_fibre=direct[j]["fibre"] if direct else None,
-                       direct_decisive=direct[j]["decisive"] if direct else None,
-                       fibre_eps0=paper[j]["fibre"] if paper else None,
-                       eps0_decisive=paper[j]["decisive"] if paper else None,
-                       scale_shrink_lambda=finite(lam[j]), zero_gain=zero_gain)
-            margins = [x for x in (r["margin_decades"], dv and dv.get("margin_decades")) if x is not None]
-            row["margin_decades"] = min(margins) if margins else None
-            out.append(row)
-    decided = [r for r in out if r["decided"]]
-    disagree = [r for r in out if r["routes_agree"] is False]
-    per_row = sorted({r["fibre"] for r in out})
-    eps0 = sorted({r["fibre_eps0"] for r in out if r["fibre_eps0"] is not None})
-    generic = norm_map_fibre(m["norm"], eps, H_dv, int(w.d_model))
-    paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
-    lam_min = min(lambdas) if eps > 0 else None
-    inputs["rows"] = (f"rows {rows_sel} of every layer (the unequilibrated 'direct' Jacobian SVD, shown only to "
+    for k, i in enumerate(meas.layers):
+        _ln_layer(meas, w, tr.layers[i], i, wo[k], n)
+    return meas
+
+
+def _ln_statement(m: dict[str, Any], generic: int, eps0: list[int]) -> str:
+    """What the norm in front of the MLP forgets, exactly, and the per-token fibre that follows."""
+    return (f"{m['name']} with eps > 0 forgets " + ("only the all-ones shift (centring): r -> r / sqrt(r^2/d + eps) "
+                                                    "is strictly increasing, so the scale of the centred row is kept"
+                                                    if m["norm"] == "layernorm" else
+                                                    "nothing: u -> u / sqrt(|u|^2/d + eps) is injective on R^d "
+                                                    "(r -> r / sqrt(r^2/d + eps) is strictly increasing)")
+            + f"; with every gain non-zero the per-token fibre is H d_v - rank W_O + "
+              f"dim(row W_O cap ker N') = {generic} when W_O has rank d_model; at eps = 0 (the paper's "
+              f"norm) the scale is lost too: {eps0} per token")
+
+
+def _ln_common(ctx: Context, meas: _LnMeasure, paper_per_token: int) -> dict[str, Any]:
+    """The fields both MLP-input records share: hypothesis, inputs, details, scope, margin, tolerance."""
+    from symtrans.evidence import HypothesisCheck, Scope
+
+    w, m, n, out, lam_min = weights(ctx), meas.norm, ctx.n, meas.rows, meas.lam_min
+    hyp = HypothesisCheck("MLP reads norm(X + MHA(X) + b_O)", True, None, f"the MLP's input is {m['where']}")
+    inputs = _inputs(ctx, n, f"Z -> {m['name']}(X + Z W_O + b_O), X fixed: {m['where']}, with its real gain and "
+                              f"{eps_text(ctx)}")
+    inputs["rows"] = (f"rows {meas.rows_sel} of every layer (the unequilibrated 'direct' Jacobian SVD, shown only to "
                       "say why the Jacobian is equilibrated, and the eps-free count, for layer 0 only)")
+    generic = norm_map_fibre(m["norm"], m["eps"], meas.H_dv, int(w.d_model))
     details = {"rows": out, "paper_per_token": paper_per_token, "norm": m, "generic_fibre_formula": generic,
-               "per_token_eps0": eps0, "scale_shrink_lambda_min": finite(lam_min),
-               "exact_statement": (
-                   f"{N} with eps > 0 forgets " + ("only the all-ones shift (centring): "
-                                                   "r -> r / sqrt(r^2/d + eps) is strictly increasing, so the "
-                                                   "scale of the centred row is kept" if m["norm"] == "layernorm"
-                                                   else "nothing: u -> u / sqrt(|u|^2/d + eps) is injective on "
-                                                   "R^d (r -> r / sqrt(r^2/d + eps) is strictly increasing)")
-                   + f"; with every gain non-zero the per-token fibre is H d_v - rank W_O + "
-                     f"dim(row W_O cap ker N') = {generic} when W_O has rank d_model; at eps = 0 (the paper's "
-                     f"norm) the scale is lost too: {eps0} per token"),
+               "per_token_eps0": meas.eps0, "scale_shrink_lambda_min": finite(lam_min),
+               "exact_statement": _ln_statement(m, generic, meas.eps0),
                "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0: P W_O^T, "
                          "decided by a Cholesky certificate where one goes through, else a float64 SVD) and the derived count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel; "
                          "a row is decided when both are decisive and agree",
@@ -403,22 +467,20 @@ def _ln(ctx: Context) -> list[Evidence]:
                         f"{lam_min:.3g} over the sampled rows: recovering it amplifies errors by up to "
                         f"{1 / lam_min:.3g}" if lam_min else "eps = 0: the scale direction is in the kernel")}
     margins = [r["margin_decades"] for r in out if r["margin_decades"] is not None]
-    scope = Scope("model", f"every layer of the model ({len(idx)}), rows {rows_sel} of each at n = {n}",
-                  tuple(f"layer {i}" for i in idx))
-    common = dict(margin=min(margins) if margins else None, inputs=inputs, details=details, scope=scope,
-                  hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a singular value from "
-                  "its cut, over the sampled rows and both routes",
-                  tolerance=Tolerance(out[0]["cut"] or 0.0, "float64 rank cut max(m, n) eps sigma_max of each row "
-                                      "Jacobian (row 0 of layer 0 shown) and of each [W_O; B^T]; a decision counts "
-                                      "when the singular values sit at least 1 decade from the cut and the two "
-                                      "routes agree", "absolute (singular value)"))
-    undecided = sorted({r["layer"] for r in out if not r["decided"]})
-    if disagree:
-        bad = sorted({r["layer"] for r in disagree})
-        s = (f"the Jacobian rank and the derived count disagree at layers {bad} (fibres "
-             f"{[(r['fibre'], r['derived_fibre']) for r in disagree][:4]}): no verdict")
-        return [record(ctx, "thm-recovery", "fibre-ln", Verdict.INCONCLUSIVE, s, **common),
-                record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.INCONCLUSIVE, s, **common)]
+    scope = Scope("model", f"every layer of the model ({len(meas.layers)}), rows {meas.rows_sel} of each at n = {n}",
+                  tuple(f"layer {i}" for i in meas.layers))
+    return dict(margin=min(margins) if margins else None, inputs=inputs, details=details, scope=scope,
+                hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a singular value from "
+                "its cut, over the sampled rows and both routes",
+                tolerance=Tolerance(out[0]["cut"] or 0.0, "float64 rank cut max(m, n) eps sigma_max of each row "
+                                    "Jacobian (row 0 of layer 0 shown) and of each [W_O; B^T]; a decision counts "
+                                    "when the singular values sit at least 1 decade from the cut and the two "
+                                    "routes agree", "absolute (singular value)"))
+
+
+def _ln_recovery(ctx: Context, meas: _LnMeasure, paper_per_token: int, common: dict[str, Any]) -> Evidence:
+    """thm-recovery/mlp-input: every decided row's per-token fibre equals the paper's (H-1) d_k."""
+    N, out, per_row, eps0 = meas.norm["name"], meas.rows, meas.per_row, meas.eps0
     v, wrong = count_verdict(out, paper_per_token)
     what = f"{N} with {eps_text(ctx)}"
     if v is Verdict.FAILS:
@@ -426,36 +488,61 @@ def _ln(ctx: Context) -> list[Evidence]:
              f"(tangent dimension at {len(out)} sampled rows, "
              + ("counted from the norm's exact kernel: a gain is exactly 0" if any(r["zero_gain"] for r in out)
                 else "Jacobian and derived count agree") + "), so "
-             f"{per_row[0] * n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token "
+             f"{per_row[0] * ctx.n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token "
              f"(the eps-free norm: {eps0})")
     elif v is Verdict.INCONCLUSIVE:
-        s = f"fibre ranks undecided at layers {undecided}"
+        s = f"fibre ranks undecided at layers {meas.undecided}"
     else:
         s = f"per-token fibre (H-1)d_k = {paper_per_token} at every sampled row ({what})"
-    ev = [record(ctx, "thm-recovery", "fibre-ln", v, s, counterexample=(
+    return record(ctx, "thm-recovery", "fibre-ln", v, s, counterexample=(
         {"per_token": per_row, "paper_per_token": paper_per_token, "per_token_eps0": eps0} if wrong else None),
-        **common)]
-    zero = [r for r in decided if r["fibre"] == 0]
-    if zero:
-        v, s = Verdict.FAILS, (
-            f"the MLP's input determines the head outputs at layers {sorted({r['layer'] for r in zero})}: "
-            f"Z -> {N}(X + Z W_O + b_O) has fibre 0 at the sampled rows ({what}: "
-            + ("injective on rows" if m["norm"] == "rmsnorm" else "only the shift is lost, and W_O misses it")
-            + f"; only the eps-free norm would lose {eps0} per token)"
-            + (f"; the scale direction is shrunk by lambda >= {lam_min:.2g}, so recovering it amplifies "
-               f"errors by up to {1 / lam_min:.2g}" if lam_min else ""))
-    elif undecided:
-        v, s = Verdict.INCONCLUSIVE, f"fibre ranks undecided at layers {undecided}"
+        **common)
+
+
+def _ln_identifiable(ctx: Context, meas: _LnMeasure, common: dict[str, Any]) -> Evidence:
+    """thm-7.3/mlp-input: the head outputs are not determined by the MLP's input (a decided fibre of 0 refutes)."""
+    m, per_row, eps0, lam_min, eps = meas.norm, meas.per_row, meas.eps0, meas.lam_min, meas.norm["eps"]
+    N, what = m["name"], f"{m['name']} with {eps_text(ctx)}"
+    zero = [r for r in meas.rows if r["decided"] and r["fibre"] == 0]
+    v = decide_verdict(zero, meas.undecided)
+    if v is Verdict.FAILS:
+        s = (f"the MLP's input determines the head outputs at layers {sorted({r['layer'] for r in zero})}: "
+             f"Z -> {N}(X + Z W_O + b_O) has fibre 0 at the sampled rows ({what}: "
+             + ("injective on rows" if m["norm"] == "rmsnorm" else "only the shift is lost, and W_O misses it")
+             + f"; only the eps-free norm would lose {eps0} per token)"
+             + (f"; the scale direction is shrunk by lambda >= {lam_min:.2g}, so recovering it amplifies "
+                f"errors by up to {1 / lam_min:.2g}" if lam_min else ""))
+    elif v is Verdict.INCONCLUSIVE:
+        s = f"fibre ranks undecided at layers {meas.undecided}"
     else:
         lost = ("the all-ones shift" + ("" if eps > 0 else " and the scale")) if m["norm"] == "layernorm" \
             else "the scale"
-        v, s = Verdict.SUPPORTED, (f"from {N}(X + MHA(X) + b_O) with X and W_O known the head outputs are "
-                                   f"determined only up to {per_row} direction(s) per token at every layer "
-                                   f"({N} forgets {lost}; {what}): non-identifiable, but by {per_row} per "
-                                   "token, not (H-1)d_k")
-    ev.append(record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, counterexample=(
-        {"layers": sorted({r["layer"] for r in zero})} if zero else None), **common))
-    return ev
+        s = (f"from {N}(X + MHA(X) + b_O) with X and W_O known the head outputs are determined only up to {per_row} "
+             f"direction(s) per token at every layer ({N} forgets {lost}; {what}): non-identifiable, but by "
+             f"{per_row} per token, not (H-1)d_k")
+    return record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, counterexample=(
+        {"layers": sorted({r["layer"] for r in zero})} if zero else None), **common)
+
+
+def _ln(ctx: Context) -> list[Evidence]:
+    """The two MLP-input records: measure (:func:`_ln_measure`), then decide and describe each reading."""
+    w = weights(ctx)
+    if getattr(w.arch, "post_norms", False):  # Gemma 3: the MLP reads N2(X + P1(MHA(X))), not N2(X + MHA(X) + b_O)
+        why = ("not run: on this model the MLP reads N2(X + P1(MHA(X))) with a post-norm P1 on the attention "
+               "output (Gemma 3); this check's fibre computation (row Jacobian and exact kernel) is written for "
+               "N(X + Z W_O + b_O) and is not extended to the composed map yet")
+        return [record(ctx, "thm-recovery", "fibre-ln", Verdict.NOT_RUN, why),
+                record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.NOT_RUN, why)]
+    meas = _ln_measure(ctx)
+    paper_per_token = _formula("recovery-ambiguity-per-token", w.arch)
+    common = _ln_common(ctx, meas, paper_per_token)
+    disagree = [r for r in meas.rows if r["routes_agree"] is False]
+    if disagree:  # the two routes measure one number: when they differ, no verdict
+        s = (f"the Jacobian rank and the derived count disagree at layers {sorted({r['layer'] for r in disagree})} "
+             f"(fibres {[(r['fibre'], r['derived_fibre']) for r in disagree][:4]}): no verdict")
+        return [record(ctx, "thm-recovery", "fibre-ln", Verdict.INCONCLUSIVE, s, **common),
+                record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.INCONCLUSIVE, s, **common)]
+    return [_ln_recovery(ctx, meas, paper_per_token, common), _ln_identifiable(ctx, meas, common)]
 
 
 @producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, honours_layers=True, share="sec7", cost=6)
