@@ -507,23 +507,22 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     # with kappa > d_ff refutes it, whatever the undecided layers say
     over = [r for r in rows if r["kappa_interval"][0] > d_ff]
     unsure = [r["layer"] for r in rows if r["kappa_interval"][0] <= d_ff < r["kappa_interval"][1]]
-    if over:
-        v, s = Verdict.FAILS, (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
-                               f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
-                               "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
+    v = decide_verdict(over, unsure if d_ff < k_struct else [])  # d_ff >= (H - 1) min(n, d_v): vacuously true
+    if v is Verdict.FAILS:
+        s = (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
+             f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
+             "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
     elif d_ff >= k_struct:
         details["vacuous"] = True
-        v, s = Verdict.SUPPORTED, (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
-                                   "for any weights, so the bound says nothing about this model (measured kappa per "
-                                   f"layer {_kappas(rows)} at n = {n}"
-                                   + (f", undecided at layers {undecided}" if undecided else "")
-                                   + "); it cannot justify d_ff = 4 d_model")
-    elif unsure:
-        v, s = Verdict.INCONCLUSIVE, (f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed "
-                                      f"d_ff = {d_ff} there")
+        s = (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
+             "for any weights, so the bound says nothing about this model (measured kappa per "
+             f"layer {_kappas(rows)} at n = {n}"
+             + (f", undecided at layers {undecided}" if undecided else "")
+             + "); it cannot justify d_ff = 4 d_model")
+    elif v is Verdict.INCONCLUSIVE:
+        s = f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed d_ff = {d_ff} there"
     else:
-        v, s = Verdict.SUPPORTED, (f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer "
-                                   f"{_kappas(rows)} at n = {n})")
+        s = f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer {_kappas(rows)} at n = {n})"
     out.append(record(ctx, "thm-rank-contraction", "contraction-dff-bound", v, s,
                       reading="thm-rank-contraction/dff-bound", **common))
     out.append(_contraction_occurs(ctx, layers, rows, common))
