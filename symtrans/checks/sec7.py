@@ -139,7 +139,8 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
 
 def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
-    from symtrans.checks.common import exact_rank, finite
+    from symtrans.certify.real import exact_rank
+    from symtrans.checks.common import finite
     from symtrans.numeric.wo import wo_rank, wo_ranks
 
     key = ("sec7-wo", ctx.n)
