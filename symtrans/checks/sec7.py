@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, decide_verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, decide_verdict, producer
 from symtrans.numeric.fibres import (dense_summation_fibre, derived_row_fibres, equilibrated_rank,  # noqa: F401
                                      ln_row_fibres, ln_row_jacobians, norm_input, norm_kernel, norm_map_fibre,
                                      recover_heads, scale_sq, summation_fibre, wo_fibre)  # (re-exported: the mathematics)
@@ -129,7 +130,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> r = wo_rows(Context(model="default", n=4))[0]
     >>> r["rank_WO_storage"], r["decisive"], r["precision"]
     (384, True, 'float32 storage rounding (Cholesky certificate)')
@@ -307,7 +308,7 @@ def mlp_norm(w: Any) -> dict[str, Any]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> m = mlp_norm(weights(Context(model="default")))
     >>> m["norm"], m["gain"], m["eps"]
     ('layernorm', 'ln1_w', 1e-12)
