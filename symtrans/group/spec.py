@@ -34,8 +34,8 @@ Examples
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
  'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
  'attention-input-hyperplane', 'S_n', 'residual-permutation', 'embedding-centring-shift',
- 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'final-norm-bias-transfer',
- 'residual-rotation']
+ 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'unread-pad-row',
+ 'final-norm-bias-transfer', 'residual-rotation']
 >>> spec.total_dimension()
 1324056
 >>> spec.gauge_dimension_model()
@@ -1134,6 +1134,23 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "positions run from the first used row on (symtrans.numeric reads pos[offset + i] for unpadded input), so "
         "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
         "r in R^{k x d_model}, k = position_table - max_positions leading rows"))
+    from symtrans.group.forward import unread_pad_id
+
+    pad = unread_pad_id(a)
+    pad_centred = centred and "word" in free  # the row's move along 1 is already an embedding-centring shift
+    f.append(Factor(
+        "unread-pad-row", "continuous", "model", "arbitrary moves of the pad token's word row, which unpadded "
+        "input never reads", S["d_model"] - (1 if pad_centred else 0), None,
+        (AxisTag("word", 1, "unread-pad-row", "add", "translate", "r", scope="model"),)
+        if pad is not None else (),
+        (Breaking("the pad id is an ordinary token", "breaks",
+                  "only a model that numbers positions from padding_idx (RoBERTa) reserves the pad id for padding; "
+                  "elsewhere unpadded input may contain it like any token", pad is None),),
+        "the pad id marks padding (transformers gives it the position padding_idx), so unpadded input never "
+        "contains it and word[padding_idx] enters no output" + (" (its move along 1 is already an embedding-"
+                                                                "centring shift: d_model - 1 new directions)"
+                                                                if pad_centred else ""),
+        "r in R^{1 x d_model} added to word[padding_idx]"))
     ln_head = untied and a.norm == "layernorm"
     f.append(Factor(
         "final-norm-bias-transfer", "continuous", "model",
@@ -1491,6 +1508,18 @@ def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], or
     params[tag.tensor] = out
 
 
+def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]:
+    """``unread-pad-row``'s element (r, 1 x d_model) as a move of the whole word table: r on the pad row, else 0."""
+    from symtrans.group.forward import unread_pad_id
+
+    r, k, V = element["r"], unread_pad_id(spec.arch), int(spec.arch.vocab_size)
+    if k is None or r.shape[0] != 1:
+        return element
+    if _is_sympy(r):
+        return {"r": sp.Matrix.vstack(sp.zeros(k, r.shape[1]), r, sp.zeros(V - k - 1, r.shape[1]))}
+    return {"r": sys.modules["torch"].cat([r.new_zeros(k, r.shape[1]), r, r.new_zeros(V - k - 1, r.shape[1])])}
+
+
 def _take_rows(M: Any, perm: list[int]) -> Any:
     if _is_sympy(M):
         return M.extract(list(perm), list(range(M.cols)))
@@ -1522,6 +1551,8 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     """
     f = spec.factor(factor)
     tags = f.tags if tags is None else tags
+    if factor == "unread-pad-row":
+        element = _pad_row_element(spec, element)
     group = 1
     if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
         group = spec.arch.H // spec.arch.H_kv
@@ -1607,6 +1638,8 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
         from symtrans.group.forward import unused_position_rows
 
         return [("r", 1, (unused_position_rows(a), d))]
+    if name == "unread-pad-row":
+        return [("r", 1, (1, d))]
     if name == "embedding-centring-shift":
         rows = {"word": int(a.vocab_size), "pos": int(a.position_table or a.max_positions),
                 "type": int(a.type_vocab_size)}
