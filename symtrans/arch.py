@@ -648,6 +648,12 @@ _LLAMA_MODULES = frozenset({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v
 _UNMODELLED_FLAGS = ("is_encoder_decoder", "use_parallel_residual", "parallel_attn", "new_decoder_architecture",
                      "alibi", "multi_query", "add_cross_attention")
 _UNMODELLED_VALUES = ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar")
+#: per-layer config lists in which a false entry marks a layer unlike Llama's (refused when any entry is false);
+#: a planted misreading (tests/test_complete_independent.py) empties this table and --complete must disagree
+_REFUSED_LAYER_LISTS = {
+    "no_rope_layers": "SmolLM3's layers without rotary positions (NoPE), whose query/key gauge is the whole "
+                      "GL(d_k), not the rotary commutant",
+}
 
 
 def _config_name(cfg: dict[str, Any], p: Path, model_type: str, shown: str) -> str:
@@ -705,10 +711,10 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
                                 "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)}, shown)
     if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
         raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
-    no_rope = getattr(conf, "no_rope_layers", None)  # SmolLM3: 0 marks a layer without rotary positions (NoPE)
-    if isinstance(no_rope, (list, tuple)) and not all(no_rope):
-        raise refuse("field 'no_rope_layers' (layers without rotary positions, whose query/key gauge is the whole "
-                     "GL(d_k), not the rotary commutant)")
+    for key, what in _REFUSED_LAYER_LISTS.items():  # a per-layer list with a layer the Llama mapping would misread
+        value = getattr(conf, key, None)
+        if isinstance(value, (list, tuple)) and not all(value):
+            raise refuse(f"field {key!r} ({what})")
     layer = _first_layer(transformers, conf, shown, refuse)
     own = {n for n, m in layer.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
     if own - _LLAMA_MODULES:
