@@ -123,3 +123,51 @@ def test_cli_reports_both_routes(capsys):
     out = capsys.readouterr().out
     assert "independent route: transformers' own forward" in out
     assert "verdict: agrees: G's dimension equals both measurements" in out
+
+
+def _write(tmp_path, model_type, name, **fields):
+    cfg = transformers.AutoConfig.for_model(model_type, **fields).to_dict()
+    cfg = {k: v for k, v in cfg.items() if k not in ("transformers_version", "architectures", "id2label", "label2id")}
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d / "config.json"
+
+
+@pytest.mark.parametrize("model_type,feature", [
+    ("gpt_oss", "mixture of experts (field 'num_local_experts'"),
+    ("mixtral", "mixture of experts (field 'num_local_experts'"),
+    ("mpnet", "relative position buckets"),
+    ("modernbert", "local and global attention"),
+    ("deberta-v2", "disentangled attention"),
+    ("opt", "positions offset by 2"),
+    ("phi", "parallel attention and MLP"),
+    ("bloom", "ALiBi"),
+    ("starcoder2", "non-gated MLP"),
+    ("cohere", "logit_scale"),
+])
+def test_refusals_name_the_unsupported_feature(tmp_path, model_type, feature):
+    with pytest.raises(SymtransError) as err:
+        get_arch(_write(tmp_path, model_type, model_type))
+    msg = str(err.value)
+    assert feature in msg and "rms_norm_eps" not in msg and "sliding_window" not in msg, msg
+    assert "\n" not in msg
+
+
+def test_electra_is_bert_when_embeddings_are_as_wide(tmp_path):
+    from symtrans.formulas import formula
+
+    # electra-base-discriminator's sizes (embedding_size = hidden_size = 768)
+    path = _write(tmp_path, "electra", "base", embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                  num_attention_heads=12, intermediate_size=3072)
+    a = get_arch(path)
+    assert a.family == "bert" and not a.pooler
+    conf = transformers.AutoConfig.for_model("electra", embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                                            num_attention_heads=12, intermediate_size=3072)
+    with torch.device("meta"):
+        count = sum(p.numel() for p in transformers.AutoModel.from_config(conf).parameters())
+    assert int(formula("params-model", arch=str(path)).value) == count
+    with pytest.raises(SymtransError, match="embedding_size 128 != hidden_size 256"):  # electra-small's projection
+        get_arch(_write(tmp_path, "electra", "small", hidden_size=256, num_attention_heads=4, intermediate_size=1024))
+    r = ind.measure_transformers(a, small_arch(a, 1))
+    assert r["model_type"] == "electra" and r["agrees"], r

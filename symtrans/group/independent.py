@@ -176,6 +176,8 @@ def hf_config(arch: Architecture | str, instance: Architecture) -> Any:
     d, H = int(instance.d_model), int(instance.H)
     conf.num_hidden_layers = int(instance.L)
     conf.hidden_size = d
+    if own.get("embedding_size") == own.get("hidden_size"):  # ELECTRA: embeddings as wide as the hidden states
+        conf.embedding_size = d
     conf.num_attention_heads = H
     if "num_key_value_heads" in own:
         conf.num_key_value_heads = int(instance.H_kv)
