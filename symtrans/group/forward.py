@@ -31,10 +31,11 @@ from typing import Any
 import sympy as sp
 
 from symtrans.arch import Architecture
+from symtrans.catalogue.model import unread_pad_id, unused_position_rows
 from symtrans.errors import SymtransError
 
 __all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward", "stack_forward",
-           "unused_position_rows", "unread_pad_id"]
+           "unread_pad_id"]
 
 
 @dataclass(frozen=True)
@@ -368,41 +369,6 @@ class TorchBackend:
     def rotate(self, Q: Any, rots: list[Any]) -> Any:
         """Row i times R_i."""
         return self.torch.einsum("nk,nkj->nj", Q, self.torch.stack(rots))
-
-
-def unused_position_rows(arch: Architecture) -> int:
-    """Leading rows of a learned position table that no input reads (RoBERTa: 2, positions start at padding_idx + 1).
-
-    Examples
-    --------
-    >>> from symtrans.arch import get_arch
-    >>> unused_position_rows(get_arch("roberta-base")), unused_position_rows(get_arch("bert-base"))
-    (2, 0)
-    """
-    t, m = arch.position_table, arch.max_positions
-    if arch.positional != "learned" or not isinstance(t, int) or not isinstance(m, int):
-        return 0
-    return max(t - m, 0)
-
-
-def unread_pad_id(arch: Architecture) -> int | None:
-    """The pad token id whose word row unpadded input never reads (RoBERTa: ``padding_idx``), else ``None``.
-
-    RoBERTa numbers positions from ``padding_idx + 1`` and gives a pad token
-    the position ``padding_idx`` (transformers' ``create_position_ids_from_input_ids``):
-    the pad id marks padding, so unpadded input never contains it, and its word
-    row (like the leading position rows) enters no output. The id is the last
-    unused position row. Families whose pad token is an ordinary token (BERT,
-    GPT-2, Llama: only the attention mask treats padding) have none.
-
-    Examples
-    --------
-    >>> from symtrans.arch import get_arch
-    >>> unread_pad_id(get_arch("roberta-base")), unread_pad_id(get_arch("bert-base"))
-    (1, None)
-    """
-    k = unused_position_rows(arch)
-    return k - 1 if k else None
 
 
 def _bias(be: Any, n: int, b: Any) -> Any:
