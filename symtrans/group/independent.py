@@ -273,6 +273,8 @@ def measure_transformers(arch: Architecture | str, instance: Architecture, *, se
 
     a = get_arch(arch)
     inst = dataclasses.replace(instance, ln_eps=max(float(instance.ln_eps), MIN_EPS))
+    if inst.positional == "learned":  # token ids in: every usable row of the position table is read
+        inst = dataclasses.replace(inst, n=int(inst.max_positions))
     conf = hf_config(a, inst)
     own = conf.to_dict()
     if a.head_dim_tied:  # the family ties the head width to d_model / H: measure at that width
