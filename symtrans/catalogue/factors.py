@@ -509,7 +509,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
     pad_centred = centred and "word" in free  # the row's move along 1 is already an embedding-centring shift
     f.append(Factor(
         "unread-pad-row", "continuous", "model", "arbitrary moves of the pad token's word row, which unpadded "
-        "input never reads", S["d_model"] - (1 if pad_centred else 0), None,
+        "input never reads", S["d_model"] - (1 if pad_centred else 0) if pad is not None else sp.Integer(0), None,
         (AxisTag("word", 1, "unread-pad-row", "add", "translate", "r", scope="model"),) if pad is not None else (),
         (Breaking("the pad id is an ordinary token", "breaks",
                   "only a model that numbers positions from padding_idx (RoBERTa) reserves the pad id for padding; "
