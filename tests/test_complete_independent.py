@@ -171,3 +171,22 @@ def test_electra_is_bert_when_embeddings_are_as_wide(tmp_path):
         get_arch(_write(tmp_path, "electra", "small", hidden_size=256, num_attention_heads=4, intermediate_size=1024))
     r = ind.measure_transformers(a, small_arch(a, 1))
     assert r["model_type"] == "electra" and r["agrees"], r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["gemma3-270m", "xlm-roberta"])
+def test_published_configs_agree_through_both_routes(tmp_path, which):
+    if which == "gemma3-270m":
+        from tests.test_gemma3 import GEMMA3_270M
+
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(GEMMA3_270M))
+    else:  # xlm-roberta-base: RoBERTa's structure, pad id 1, 250002 tokens
+        path = _write(tmp_path, "xlm-roberta", "x", vocab_size=250002, max_position_embeddings=514,
+                      type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)
+    a = get_arch(path)
+    for inst in plan(a, "model", (1, 2))["instances"]:
+        r = ind.measure_transformers(a, inst)
+        assert r["agrees"] and r["parameters"] == r["symtrans_parameters"], r
+        own = measure(a, instance=inst, scope="model")
+        assert own["agrees"] and own["measured_dimension"] == own["group_dimension"], own["unexplained"]
