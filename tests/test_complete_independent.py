@@ -190,3 +190,18 @@ def test_published_configs_agree_through_both_routes(tmp_path, which):
         assert r["agrees"] and r["parameters"] == r["symtrans_parameters"], r
         own = measure(a, instance=inst, scope="model")
         assert own["agrees"] and own["measured_dimension"] == own["group_dimension"], own["unexplained"]
+
+
+def test_planted_misreading_of_tie_word_embeddings_disagrees(tmp_path, monkeypatch):
+    """A second planted misreading: symtrans ignores tie_word_embeddings (reads every Llama head as untied)."""
+    path = _write(tmp_path, "llama", "tied", tie_word_embeddings=True, hidden_size=64, num_attention_heads=4,
+                  num_hidden_layers=2, intermediate_size=128, vocab_size=1000)
+    inst = plan(get_arch(path), "layers", (1,))["instances"][0]
+    assert ind.measure_transformers(get_arch(path), inst)["agrees"]  # read as it is: both agree
+    real = arch_mod._bool_key
+    monkeypatch.setattr(arch_mod, "_bool_key", lambda cfg, key, *a, **k: False if key == "tie_word_embeddings"
+                        else real(cfg, key, *a, **k))
+    wrong = get_arch(path)
+    assert not wrong.tied_lm_head
+    r = ind.measure_transformers(wrong, plan(wrong, "layers", (1,))["instances"][0])
+    assert not r["agrees"] and r["parameters"] != r["symtrans_parameters"]
