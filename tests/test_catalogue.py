@@ -14,8 +14,9 @@ from symtrans.catalogue.model import Piece
 from symtrans.errors import SymtransError
 
 #: factors whose coordinates overlap other factors' (each piece at most one direction): the along-1 part of an
-#: embedding translation is an embedding-centring shift; RoBERTa's unused position rows move in both factors
-OVERLAPPING = {"embedding-translation", "embedding-centring-shift"}
+#: embedding translation is an embedding-centring shift; RoBERTa's unused position rows move in both factors;
+#: the unread pad row's move along 1 is also an embedding-centring shift (d_model coordinates, d_model - 1 new)
+OVERLAPPING = {"embedding-translation", "embedding-centring-shift", "unread-pad-row"}
 
 
 def _specs():
