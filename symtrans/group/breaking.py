@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from symtrans.arch import Architecture
+from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 
 __all__ = ["COMPONENTS", "breaking", "ablation_record", "table_lines"]
@@ -263,12 +263,12 @@ def breaking(arch: Architecture | str, *, layers: tuple[int, ...] = (1, 2), scop
     >>> t["components"][0]["enlarges"]
     True
     """
-    from symtrans.group.complete import measure, plan
+    from symtrans.group.complete import plan
     from symtrans.group.spec import GroupSpec
     from symtrans.progress import Progress
 
-    full = GroupSpec.from_arch(arch)
-    a = full.arch
+    a = get_arch(arch)
+    full = GroupSpec.from_arch(a, strict=not a.ablated)
     keys = [k for k, _ in COMPONENTS]
     wanted = tuple(keys) if components is None else tuple(components)
     for c in wanted:
@@ -283,13 +283,11 @@ def breaking(arch: Architecture | str, *, layers: tuple[int, ...] = (1, 2), scop
     present = [c for c in wanted if _has_component(insts[0], c)[0]]
     with Progress(len(insts) * (1 + len(present)), "group --breaking", unit="measurement") as bar:
         for inst in insts:
-            spec = GroupSpec.from_arch(inst)
+            spec = GroupSpec.from_arch(inst, strict=not inst.ablated)  # a planted ablation: its layer factors only
             bar.show(f"L={int(inst.L)} G")
-            b = measure(a, instance=inst, scope=scope, seed=seed)
+            baselines.append(_baseline(a, inst, spec, scope, seed))
+            b = baselines[-1]
             bar.step(f"L={int(inst.L)} G")
-            baselines.append({"L": int(inst.L), "group_dimension": b["group_dimension"],
-                              "measured_dimension": b["measured_dimension"], "agrees": b["agrees"],
-                              "gap_decades": b["record"]["gap_decades"]})
             for c in wanted:
                 has, why = _has_component(inst, c)
                 if not has:
@@ -297,8 +295,8 @@ def breaking(arch: Architecture | str, *, layers: tuple[int, ...] = (1, 2), scop
                     continue
                 bar.show(f"L={int(inst.L)} without {c}")
                 r = ablation_record(inst, spec, c, scope=scope, seed=seed)
-                r.update(L=int(inst.L), group_dimension=b["group_dimension"],
-                         change=r["measured_dimension"] - b["group_dimension"])
+                r.update(L=int(inst.L), group_dimension=b["group_dimension"], baseline=b["measured_dimension"],
+                         change=r["measured_dimension"] - b["measured_dimension"])
                 rows[c]["measured"].append(r)
                 rows[c]["state"] = "present"
                 bar.step(f"L={int(inst.L)} without {c}")
@@ -313,16 +311,31 @@ def breaking(arch: Architecture | str, *, layers: tuple[int, ...] = (1, 2), scop
     shown_plan = {k: v for k, v in the_plan.items() if k != "instances"}
     shown_plan["instances"] = [i.name for i in insts]
     return {"arch": a.name, "scope": scope, "seed": seed, "dtype": "float64",
-            "group_dimension": {"expression": str(full.scope_expression(scope)),
-                                "value": _int_or_none(full.scope_dimension(scope))},
+            "group_dimension": {"expression": str(full.scope_expression(scope)) if not a.ablated else
+                                "not modelled (a planted ablation): measured per instance",
+                                "value": _int_or_none(full.scope_dimension(scope)) if not a.ablated else None},
             "plan": shown_plan, "baseline": baselines, "components": out_rows,
             "rule": ("keeps: still a symmetry of the ablation, no new direction on its tensors; shrinks: still a "
                      "symmetry, new null directions on its tensors; needs: not a symmetry of the ablation (or its "
                      "tensors are removed); breaks: null directions of the ablation no surviving factor explains. "
-                     "A component enlarges G when measured(ablation) > dim G at every layer count."),
+                     "A component enlarges G when measured(ablation) > measured(instance) = dim G at every layer count."),
             "certificates": ("the completeness checker (symtrans verify) covers complete architectures only: the "
                              "ablations are measured, not certified; G's factors keep their own certificates "
                              "(group --certify)")}
+
+
+def _baseline(a: Architecture, inst: Architecture, spec: Any, scope: str, seed: int) -> dict[str, Any]:
+    """The measured stabiliser of the instance itself, against G's dimension there (complete: they agree)."""
+    from symtrans.group.complete import jacobian, measure
+
+    if not inst.ablated:
+        b = measure(a, instance=inst, scope=scope, seed=seed)
+        return {"L": int(inst.L), "group_dimension": b["group_dimension"], "measured_dimension": b["measured_dimension"],
+                "agrees": b["agrees"], "gap_decades": b["record"]["gap_decades"], "modelled": True}
+    m = jacobian(inst, scope, seed)  # a planted architecture without a component: G is not modelled, only measured
+    measured = int(m["J"].shape[1]) - m["record"]["rank"]
+    return {"L": int(inst.L), "group_dimension": measured, "measured_dimension": measured,
+            "agrees": bool(m["record"]["clear"]), "gap_decades": m["record"]["gap_decades"], "modelled": False}
 
 
 def _int_or_none(x: Any) -> int | None:
@@ -347,8 +360,9 @@ def table_lines(t: dict[str, Any]) -> list[str]:
              f"  dim G = {g['expression']}" + (f" = {g['value']:,}" if g["value"] is not None else ""),
              "  instances: " + ", ".join(t["plan"]["instances"])]
     for b in t["baseline"]:
+        state = ("complete" if b["agrees"] else "NOT complete") if b["modelled"] else "G not modelled: measured only"
         lines.append(f"  L={b['L']}: G at the instance {b['group_dimension']}, measured {b['measured_dimension']} "
-                     f"({'complete' if b['agrees'] else 'NOT complete'}; gap {b['gap_decades']:.1f} decades)")
+                     f"({state}; gap {b['gap_decades']:.1f} decades)")
     for row in t["components"]:
         lines.append("")
         if row.get("state") == "absent":
@@ -359,7 +373,7 @@ def table_lines(t: dict[str, Any]) -> list[str]:
             verdict += " (INCONCLUSIVE: a rank cut without a clear gap, or an inconsistent count)"
         lines.append(f"{row['name']} [{row['component']}]: {verdict}")
         for r in row["measured"]:
-            lines.append(f"  L={r['L']}: measured without it {r['measured_dimension']} vs dim G {r['group_dimension']}"
+            lines.append(f"  L={r['L']}: measured without it {r['measured_dimension']} vs with it {r['baseline']}"
                          f" (change {r['change']:+d}): breaks {r['breaks']} direction(s) outside G, its removal "
                          f"loses {r['lost_dimension']}; gap {r['record']['gap_decades']:.1f} decades"
                          + ("" if r["record"]["clear"] else " (NOT a clear gap)")
