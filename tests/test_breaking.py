@@ -177,7 +177,7 @@ def test_framework9_readings_give_counted_verdicts(family, tmp_path):
         ctx = Context(model=str(path), n=8)
         ctx.preload(load_model(str(path)))
     ps = [p for p in check_producers() if p.claim == "framework-9"]
-    assert {p.reading for p in ps} == {"breaking", "orbits"}
+    assert {p.reading for p in ps} == {"framework-9/breaking", "framework-9/orbits"}
     records = [e for res in run_tasks([(p.claim, p) for p in ps], ctx, parallel=False, errors="raise") for e in res]
     by = {e.producer: e for e in records}
     assert set(by) == {"ablation-stabilisers", "collapse-objects"}
