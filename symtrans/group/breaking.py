@@ -173,11 +173,18 @@ def ablation_record(inst: Architecture, spec: Any, component: str, *, scope: str
             cell.update(cell="n/a", dimension=0, evidence=f"no dimension at this instance (L = {L})")
         elif cell["cell"] == "needs" and cell["kind"] == "continuous":
             cell["dimension"] = base_dims[cell["factor"]]
+    # the new directions' squared weight on each tensor, summed over an orthonormal basis of them: the trace of
+    # their projector restricted to the tensor, so independent of the basis an SVD happens to return
+    weight: dict[str, float] = {}
+    for lab, row in zip(labels, (dirs ** 2).sum(1).tolist() if dirs.shape[1] else [0.0] * len(labels)):
+        weight[lab] = weight.get(lab, 0.0) + row
+    new_weight = {k: round(v, 3) for k, v in sorted(weight.items(), key=lambda x: -x[1]) if v >= 0.05}
     lost = sum(c["dimension"] for c in cells if c["cell"] == "needs" and c["kind"] == "continuous")
     group_dim = sum(base_dims.values())
     return {"component": component, "arch": a.name, "parameters": P, "measured_dimension": measured,
             "group_dimension_at_instance": group_dim,
-            "surviving_dimension": t_rank, "breaks": len(new), "new_directions": new, "lost_dimension": lost,
+            "surviving_dimension": t_rank, "breaks": len(new), "new_directions": new, "new_weight": new_weight,
+            "lost_dimension": lost,
             "consistent": measured == t_rank + len(new) and t_rank == group_dim - lost,
             "record": {"rank": rec["rank"], "gap_decades": rec["gap_decades"], "clear": rec["clear"],
                        "cut_above": rec["above"], "cut_below": rec["below"], "dtype": "float64"},
@@ -404,9 +411,8 @@ def table_lines(t: dict[str, Any]) -> list[str]:
             change = f" ({c['change']:+d})" if c["cell"] == "shrinks" else (
                 f" (-{c['dimension']})" if c["cell"] == "needs" and "dimension" in c else "")
             lines.append(f"    {c['factor']:<30} {c['cell']}{change}: {c['evidence']}")
-        for d in last["new_directions"][:6]:
-            lines.append("    new direction moves: " + ", ".join(f"{x['tensor']} {x['share']:.2f}" for x in d["moves"]))
-        if len(last["new_directions"]) > 6:
-            lines.append(f"    ... {len(last['new_directions']) - 6} more new directions")
+        if last["new_weight"]:
+            lines.append("    the new directions by tensor (squared weight summed over them, basis-free): " + ", ".join(
+                f"{t} {v:.1f}" for t, v in last["new_weight"].items()))
     lines += ["", "rule: " + t["rule"], "certificates: " + t["certificates"]]
     return lines
