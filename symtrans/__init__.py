@@ -38,7 +38,7 @@ _LAZY: dict[str, str] = {
     "NotebookReport": "symtrans.api", "InvarianceGroup": "symtrans.api", "breaking": "symtrans.api",
     "BreakingTable": "symtrans.api",
     "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
-    "Context": "symtrans.evidence",
+    "Context": "symtrans.context",
     "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",
     "sweep": "symtrans.sweeps", "SweepResult": "symtrans.sweeps",
 }
