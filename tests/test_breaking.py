@@ -138,7 +138,7 @@ def test_depth_tie_fails_for_a_layer_that_is_not_permutation_equivariant():
     import torch
 
     from symtrans.checks.sec9 import orbit_rows
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.numeric import load_model
 
     w = load_model("default")
@@ -165,7 +165,8 @@ def test_depth_tie_fails_for_a_layer_that_is_not_permutation_equivariant():
 # ------------------------------------------------------------------ framework-9 on models
 @pytest.mark.parametrize("family", ["bert-bundled", "llama"])
 def test_framework9_readings_give_counted_verdicts(family, tmp_path):
-    from symtrans.evidence import Context, Verdict
+    from symtrans.context import Context
+    from symtrans.evidence import Verdict
     from symtrans.runner import check_producers, run_tasks
 
     ctx = Context(model="default", n=8)

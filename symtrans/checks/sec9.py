@@ -20,7 +20,7 @@ Two readings, each with a producer that can fail:
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> row = orbit_rows(Context(model="default", n=6))[1]
 >>> row["phenomenon"], row["fixed_point_dimension"], row["holds"]
 ('rank collapse in width', 1, True)
@@ -32,7 +32,8 @@ import math
 from typing import Any
 
 from symtrans.checks.common import record, trace, weights
-from symtrans.evidence import Context, Evidence, Scope, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Scope, Tolerance, Verdict, producer
 from symtrans.precision import hypothesis_state
 
 __all__ = ["breaking_verdict", "orbit_rows", "orbits_verdict", "fixed_attention_set", "check_breaking",
