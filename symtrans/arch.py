@@ -449,6 +449,10 @@ _FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 # Gemma 3's text decoder: QK-norm, sandwich norms, (1 + w) gains, scaled embeddings, local/global layers
 _FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
+# ELECTRA's discriminator is BERT's encoder (no pooler) when its embeddings are as wide as the hidden states
+_FAMILY_ALIASES["electra"] = "bert"
+#: ElectraConfig's default embedding_size (used when a config omits it, as transformers does)
+_ELECTRA_EMBEDDING_SIZE = 128
 
 #: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
 _GEMMA3_REFUSED = {"attn_logit_softcapping": "attention logit soft-capping",
@@ -554,6 +558,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         if _bool_key(cfg, "is_decoder", shown):
             raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; the encoder "
                                 "is measured bidirectionally")
+        if model_type == "electra":
+            emb = _int_key(cfg, "embedding_size", shown, default=_ELECTRA_EMBEDDING_SIZE)
+            if emb != d_model:
+                raise SymtransError(f"{shown}: embedding_size {emb} != hidden_size {d_model} (ELECTRA's projection "
+                                    "of the embeddings, embeddings_project) is not modelled")
         # RoBERTa numbers positions from pad_token_id + 1 (create_position_ids_from_input_ids)
         pad = _int_key(cfg, "pad_token_id", shown, default=1, minimum=0) if family == "roberta" else -1
         usable = positions - pad - 1
@@ -563,7 +572,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             **common, n=default_n(usable), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=usable, position_table=positions,
             activation=_activation(cfg.get("hidden_act", "gelu"), shown),
-            type_vocab_size=_int_key(cfg, "type_vocab_size", shown, default=2, minimum=0), pooler=True,
+            type_vocab_size=_int_key(cfg, "type_vocab_size", shown, default=2, minimum=0),
+            pooler=model_type != "electra",
             embedding_norm=True, ln_eps=_float_key(cfg, "layer_norm_eps", shown, 1e-12))
     elif family == "distilbert":
         arch = Architecture(
@@ -681,6 +691,27 @@ _LLAMA_MODULES = frozenset({"self_attn.q_proj", "self_attn.k_proj", "self_attn.v
 _UNMODELLED_FLAGS = ("is_encoder_decoder", "use_parallel_residual", "parallel_attn", "new_decoder_architecture",
                      "alibi", "multi_query", "add_cross_attention")
 _UNMODELLED_VALUES = ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar")
+#: config fields counting the experts of a mixture-of-experts FFN (Mixtral, gpt-oss, Qwen2-MoE, DeepSeek)
+_EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
+#: model types transformers knows whose structure the Llama mapping cannot express: the feature, named
+_UNSUPPORTED_TYPES = {
+    "mpnet": "relative position buckets added to the attention scores (field 'relative_attention_num_buckets')",
+    "modernbert": "alternating local and global attention (field 'local_attention') with bias-free LayerNorms",
+    "deberta-v2": "disentangled attention with relative positions (fields 'relative_attention', 'pos_att_type')",
+    "opt": "OPT's decoder: learned positions offset by 2, LayerNorms, a ReLU MLP (fc1/fc2) and an optional "
+           "embedding projection (word_embed_proj_dim)",
+    "phi": "parallel attention and MLP read from one LayerNorm per layer, with rotary positions on part of each "
+           "head (partial_rotary_factor)",
+    "bloom": "ALiBi biases on the attention scores (no position embeddings)",
+    "starcoder2": "LayerNorms with biases and a non-gated MLP (c_fc/c_proj) around rotary attention",
+    "cohere": "parallel attention and MLP read from one LayerNorm per layer, and logits scaled by logit_scale",
+}
+#: per-layer config lists in which a false entry marks a layer unlike Llama's (refused when any entry is false);
+#: a planted misreading (tests/test_complete_independent.py) empties this table and --complete must disagree
+_REFUSED_LAYER_LISTS = {
+    "no_rope_layers": "SmolLM3's layers without rotary positions (NoPE), whose query/key gauge is the whole "
+                      "GL(d_k), not the rotary commutant",
+}
 
 
 def _config_name(cfg: dict[str, Any], p: Path, model_type: str, shown: str) -> str:
@@ -729,6 +760,12 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
     for key in _UNMODELLED_VALUES:
         if getattr(conf, key, None) is not None:
             raise refuse(f"field {key!r} = {getattr(conf, key)!r}")
+    for key in _EXPERT_FIELDS:  # before any other field: a router and experts replace the FFN
+        value = getattr(conf, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            raise refuse(f"a mixture of experts (field {key!r} = {value})")
+    if model_type in _UNSUPPORTED_TYPES:
+        raise refuse(_UNSUPPORTED_TYPES[model_type])
     if getattr(conf, "rms_norm_eps", None) is None:
         raise refuse("a norm other than RMSNorm (field 'rms_norm_eps' absent)")
     rope = getattr(conf, "rope_parameters", None) or getattr(conf, "rope_scaling", None)
@@ -738,10 +775,10 @@ def _from_autoconfig(cfg: dict[str, Any], model_type: str, shown: str, name: str
                                 "partial_rotary_factor": getattr(conf, "partial_rotary_factor", None)}, shown)
     if getattr(conf, "sliding_window", None) is not None and getattr(conf, "use_sliding_window", True):
         raise refuse(f"field 'sliding_window' = {conf.sliding_window!r}")
-    no_rope = getattr(conf, "no_rope_layers", None)  # SmolLM3: 0 marks a layer without rotary positions (NoPE)
-    if isinstance(no_rope, (list, tuple)) and not all(no_rope):
-        raise refuse("field 'no_rope_layers' (layers without rotary positions, whose query/key gauge is the whole "
-                     "GL(d_k), not the rotary commutant)")
+    for key, what in _REFUSED_LAYER_LISTS.items():  # a per-layer list with a layer the Llama mapping would misread
+        value = getattr(conf, key, None)
+        if isinstance(value, (list, tuple)) and not all(value):
+            raise refuse(f"field {key!r} ({what})")
     layer = _first_layer(transformers, conf, shown, refuse)
     own = {n for n, m in layer.named_modules() if n and any(True for _ in m.parameters(recurse=False))}
     if own - _LLAMA_MODULES:

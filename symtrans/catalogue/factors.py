@@ -45,7 +45,8 @@ import sympy as sp
 
 from symtrans.arch import Architecture
 from symtrans.errors import SymtransError
-from symtrans.catalogue.model import AxisTag, Breaking, Factor, Piece, model_tensor_names, unused_position_rows
+from symtrans.catalogue.model import (AxisTag, Breaking, Factor, Piece, model_tensor_names, unread_pad_id,
+                                     unused_position_rows)
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["factors_of"]
@@ -507,6 +508,21 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
         "r in R^{k x d_model}, k = position_table - max_positions leading rows",
         coordinates=(Piece("r", 1, (k, S["d_model"])),)))
+    pad = unread_pad_id(a)
+    pad_centred = centred and "word" in free  # the row's move along 1 is already an embedding-centring shift
+    f.append(Factor(
+        "unread-pad-row", "continuous", "model", "arbitrary moves of the pad token's word row, which unpadded "
+        "input never reads", S["d_model"] - (1 if pad_centred else 0) if pad is not None else sp.Integer(0), None,
+        (AxisTag("word", 1, "unread-pad-row", "add", "translate", "r", scope="model"),) if pad is not None else (),
+        (Breaking("the pad id is an ordinary token", "breaks",
+                  "only a model that numbers positions from padding_idx (RoBERTa) reserves the pad id for padding; "
+                  "elsewhere unpadded input may contain it like any token", pad is None),),
+        "the pad id marks padding (transformers gives it the position padding_idx), so unpadded input never "
+        "contains it and word[padding_idx] enters no output" + (" (its move along 1 is already an embedding-"
+                                                                "centring shift: d_model - 1 new directions)"
+                                                                if pad_centred else ""),
+        "r in R^{1 x d_model} added to word[padding_idx] (act() places it on that row)",
+        coordinates=(Piece("r", 1, (1, S["d_model"])),)))
     ln_head = untied and a.norm == "layernorm"
     f.append(Factor(
         "final-norm-bias-transfer", "continuous", "model",

@@ -166,6 +166,26 @@ def unused_position_rows(arch: Architecture) -> int:
     return max(t - m, 0)
 
 
+def unread_pad_id(arch: Architecture) -> int | None:
+    """The pad token id whose word row unpadded input never reads (RoBERTa: ``padding_idx``), else ``None``.
+
+    RoBERTa numbers positions from ``padding_idx + 1`` and gives a pad token
+    the position ``padding_idx`` (transformers' ``create_position_ids_from_input_ids``):
+    the pad id marks padding, so unpadded input never contains it, and its word
+    row (like the leading position rows) enters no output. The id is the last
+    unused position row. Families whose pad token is an ordinary token (BERT,
+    GPT-2, Llama: only the attention mask treats padding) have none.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> unread_pad_id(get_arch("roberta-base")), unread_pad_id(get_arch("bert-base"))
+    (1, None)
+    """
+    k = unused_position_rows(arch)
+    return k - 1 if k else None
+
+
 @dataclass(frozen=True)
 class AxisTag:
     """One row of a factor's tag table: how its element acts on one axis of one tensor.

@@ -243,6 +243,52 @@ def _completeness_word(r: dict[str, Any]) -> str:
     return "DISAGREES"
 
 
+def independent_lines(data: dict[str, Any]) -> list[str]:
+    """Lines of the independent route (transformers' own forward) and the verdict naming the route that disagrees.
+
+    Examples
+    --------
+    >>> ind = {"sizes": {"L": 1, "d_k": 3}, "parameters": 9, "symtrans_parameters": 9, "measured_dimension": 4,
+    ...        "group_dimension": 3, "model_type": "llama", "output": "logits", "casts_kept_float64": 2,
+    ...        "record": {"gap_decades": 11.0, "cut_above": 0.01, "cut_below": 1e-16, "clear": True},
+    ...        "agrees": False, "unread_parameters": 0}
+    >>> independent_lines({"runs": [{"agrees": True}], "independent": [ind]})[-1]
+    "  verdict: DISAGREES: transformers' forward measures a different dimension than G (symtrans's forward agrees)"
+    """
+    runs = data.get("independent")
+    if runs is None:
+        return []
+    lines = ["  independent route: transformers' own forward for this config (model scope: token ids in; random "
+             "float64 weights; its float32 casts kept at float64; unpadded input):"]
+    for r in runs:
+        if "unavailable" in r:
+            lines.append(f"  unavailable: {r['unavailable']}")
+            continue
+        rec = r["record"]
+        below = f"{rec['cut_below']:.0e}" if rec["cut_below"] is not None else "none"
+        sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items() if k != "L")
+        same = r["parameters"] == r["symtrans_parameters"]
+        word = "agrees" if r["agrees"] else ("INCONCLUSIVE (no clear gap)" if not rec["clear"] else "DISAGREES")
+        lines.append(f"  L={r['sizes']['L']} ({r['model_type']}, {r['output']}; {sizes}): {r['parameters']} parameters"
+                     f"{'' if same else ' != symtrans ' + str(r['symtrans_parameters'])}, measured "
+                     f"{r['measured_dimension']} {'=' if r['measured_dimension'] == r['group_dimension'] else '!='} "
+                     f"G {r['group_dimension']}; rank cut {rec['cut_above']:.0e} | {below} ({rec['gap_decades']:.1f} "
+                     f"decades; {r['unread_parameters']} parameters never read)  {word}")
+    own = all(r.get("agrees") for r in data["runs"])
+    other = all(r.get("agrees") for r in runs)
+    if own and other:
+        verdict = "agrees: G's dimension equals both measurements"
+    elif own:
+        verdict = ("DISAGREES: transformers' forward measures a different dimension than G (symtrans's forward "
+                   "agrees)" if all("unavailable" not in r for r in runs) else
+                   "UNCHECKED: symtrans's forward agrees, transformers' forward could not be measured")
+    elif other:
+        verdict = "DISAGREES: symtrans's forward measures a different dimension than G (transformers' forward agrees)"
+    else:
+        verdict = "DISAGREES: both routes differ from G"
+    return lines + [f"  verdict: {verdict}"]
+
+
 def completeness_lines(data: dict[str, Any]) -> list[str]:
     """Text lines of a ``--complete`` run: scope and instance, one line per run, near-symmetries, unexplained.
 
@@ -288,6 +334,7 @@ def completeness_lines(data: dict[str, Any]) -> list[str]:
         for u in r["unexplained"]:
             moves = ", ".join(f"{m['tensor']} {m['share']:.2f}" for m in u["moves"])
             lines.append(f"      unexplained direction moves: {moves}")
+    lines += independent_lines(data)
     last = data["runs"][-1]
     if last.get("near_symmetries"):
         eps = last["sizes"]["eps"]
@@ -303,6 +350,26 @@ def completeness_lines(data: dict[str, Any]) -> list[str]:
             lines.append(f"  the measured null space is G ({last['group_dimension']}) plus these {last['near_null']} "
                          "directions: at this eps they sit at rounding level; at eps = 0 they would be exact")
     return lines
+
+
+def independent_run(arch: Any, inst: Any, seed: int) -> dict[str, Any]:
+    """The independent route on one instance (:mod:`symtrans.group.independent`), or why it could not run.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> from symtrans.group.complete import small_arch
+    >>> independent_run(get_arch("symbolic"), small_arch("bert-base"), 0)["unavailable"][:40]
+    'symbolic: no transformers model_type for'
+    """
+    try:
+        from symtrans.group.independent import measure_transformers
+
+        return measure_transformers(arch, inst, seed=seed)
+    except ImportError as err:
+        return {"agrees": False, "unavailable": f"transformers is not installed ({err})"}
+    except SymtransError as err:
+        return {"agrees": False, "unavailable": str(err)}
 
 
 def _complete(args: argparse.Namespace) -> int:
@@ -325,18 +392,25 @@ def _complete(args: argparse.Namespace) -> int:
         cert_why = certificate_instance(spec.arch, min(counts))[1]
     the_plan = plan(spec.arch, args.scope, counts, args.seed)
     runs = []
-    with Progress(len(the_plan["instances"]), "group --complete", unit="instance") as bar:
+    independent: list[dict[str, Any]] = []
+    with Progress(2 * len(the_plan["instances"]), "group --complete", unit="measurement") as bar:
         for inst in the_plan["instances"]:
             bar.show(f"L={inst.L}")
             runs.append(measure(spec.arch, instance=inst, scope=args.scope, seed=args.seed))
             bar.step(f"L={inst.L}")
+            bar.show(f"L={inst.L}, transformers' forward")
+            independent.append(independent_run(spec.arch, inst, args.seed))
+            bar.step(f"L={inst.L}, transformers' forward")
     last = runs[-1]
     keys = ("measured_dimension", "group_dimension", "sizes", "record", "unexplained", "near_symmetries",
             "near_null", "explained_dimension")
     shown_plan = {k: v for k, v in the_plan.items() if k != "instances"}
     shown_plan["instances"] = [inst.name for inst in the_plan["instances"]]
+    own_ok = all(r["agrees"] for r in runs)
+    other_ok = all(r.get("agrees") for r in independent)
     completeness = {"scope": args.scope, "arch": spec.arch.name, **{k: last[k] for k in keys},
-                    "agrees": all(r["agrees"] for r in runs), "plan": shown_plan, "runs": runs}
+                    "agrees": own_ok and other_ok, "plan": shown_plan, "runs": runs, "independent": independent,
+                    "routes": {"symtrans": own_ok, "transformers": other_ok}}
     if cert is not None:
         completeness["certificate"] = rec = _write_certificate(cert, args.certificate_out)
         rec["instance_differs"] = cert_why

@@ -278,6 +278,18 @@ def _take_rows(M: Any, perm: list[int]) -> Any:
     return M[list(perm)]
 
 
+def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]:
+    """``unread-pad-row``'s element (r, 1 x d_model) as a move of the whole word table: r on the pad row, else 0."""
+    from symtrans.catalogue.model import unread_pad_id
+
+    r, k, V = element["r"], unread_pad_id(spec.arch), int(spec.arch.vocab_size)
+    if k is None or r.shape[0] != 1:
+        return element
+    if isinstance(r, sp.MatrixBase):
+        return {"r": sp.Matrix.vstack(sp.zeros(k, r.shape[1]), r, sp.zeros(V - k - 1, r.shape[1]))}
+    return {"r": sys.modules["torch"].cat([r.new_zeros(k, r.shape[1]), r, r.new_zeros(V - k - 1, r.shape[1])])}
+
+
 def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
         tags: tuple[AxisTag, ...] | None = None) -> dict[str, Any]:
     """Return new parameters: ``element`` of ``factor`` acting through the tag table only.
@@ -318,6 +330,8 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     """
     f = spec.factor(factor)
     tags = f.tags if tags is None else tags
+    if factor == "unread-pad-row":
+        element = _pad_row_element(spec, element)
     group = 1
     if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
         group = spec.arch.H // spec.arch.H_kv

@@ -36,7 +36,7 @@ from typing import Any
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
-from symtrans.group.forward import unused_position_rows
+from symtrans.group.forward import unread_pad_id, unused_position_rows
 from symtrans.group.params import param_at as _get
 from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
@@ -390,12 +390,14 @@ def _inputs(arch: Architecture, scope: str, count: int, seed: int) -> list[dict[
 
     gen = torch.Generator().manual_seed(seed + 202)
     n, d = int(arch.n), int(arch.d_model)
+    pad = unread_pad_id(arch)  # unpadded input: never the pad id where it marks padding (RoBERTa)
+    tokens = torch.tensor([t for t in range(int(arch.vocab_size)) if t != pad])
     out = []
     for _ in range(count):
         if scope == "layers":
             out.append({"X": torch.randn(n, d, generator=gen, dtype=torch.float64)})
         else:
-            item = {"ids": torch.randint(0, int(arch.vocab_size), (n,), generator=gen)}
+            item = {"ids": tokens[torch.randint(0, len(tokens), (n,), generator=gen)]}
             if arch.type_vocab_size:
                 item["types"] = torch.randint(0, int(arch.type_vocab_size), (n,), generator=gen)
             out.append(item)

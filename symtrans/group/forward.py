@@ -31,10 +31,11 @@ from typing import Any
 import sympy as sp
 
 from symtrans.arch import Architecture
-from symtrans.catalogue.model import unused_position_rows
+from symtrans.catalogue.model import unread_pad_id, unused_position_rows
 from symtrans.errors import SymtransError
 
-__all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward", "stack_forward"]
+__all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward", "stack_forward",
+           "unread_pad_id"]
 
 
 @dataclass(frozen=True)

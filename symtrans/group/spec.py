@@ -32,8 +32,8 @@ Examples
 ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'S_H', 'S_dff', 'ffn-scaling',
  'centring-shift', 'ffn-bias-transfer', 'ffn-input-hyperplane', 'attention-bias-transfer',
  'attention-input-hyperplane', 'S_n', 'residual-permutation', 'embedding-centring-shift',
- 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'final-norm-bias-transfer',
- 'residual-rotation']
+ 'embedding-translation', 'final-norm-scaling', 'unused-position-rows', 'unread-pad-row',
+ 'final-norm-bias-transfer', 'residual-rotation']
 >>> spec.total_dimension()
 1324056
 >>> spec.gauge_dimension_model()
