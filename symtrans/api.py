@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["formula", "architecture", "load", "invariance_group", "verify_invariance", "relate", "canonical",
            "orbit_distance", "measure", "check_claims",
            "certify_claims", "proof_graph", "proof_report", "EvidenceList", "InvarianceChecks", "Measurement",
-           "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup"]
+           "ProofGraph", "NotebookReport", "FormulaValue", "InvarianceGroup", "breaking", "BreakingTable"]
 
 ALL_FORMATS = ("md", "json", "html", "dot")
 
@@ -258,6 +258,55 @@ class InvarianceGroup:
         return (f"<p><b>invariance group G</b> of {_esc(d['arch'])}: dimension {_esc(d['total_dimension'])} "
                 f"(gauge {_esc(d['gauge_dimension'])})</p>"
                 + _html_table(["factor", "kind", "scope", "group", "dimension or order", "status"], rows))
+
+
+@announced("group --breaking")
+def breaking(arch: str | os.PathLike[str] | Architecture = "bert-base", *, layers: Sequence[int] = (1, 2),
+             scope: str = "layers", seed: int = 0, components: Sequence[str] | None = None) -> BreakingTable:
+    """The table components x factors of G: each necessary component removed, its ablation's stabiliser measured.
+
+    See :mod:`symtrans.group.breaking` (``symtrans group --breaking``).
+
+    Examples
+    --------
+    >>> t = breaking("llama2-7b", layers=(1,), components=("nonlinearity",))
+    >>> row = t.to_dict()["components"][0]
+    >>> row["enlarges"], row["measured"][0]["measured_dimension"] > row["measured"][0]["group_dimension"]
+    (True, True)
+    """
+    from symtrans.group.breaking import breaking as table
+
+    return BreakingTable(table(arch, layers=tuple(layers), scope=scope, seed=seed,
+                               components=None if components is None else tuple(components)))
+
+
+@dataclass
+class BreakingTable:
+    """The record of :func:`breaking`, shown as its text table.
+
+    Examples
+    --------
+    >>> t = breaking("llama2-7b", layers=(1,), components=("gates",))
+    >>> repr(t).splitlines()[0].startswith("symmetry breaking by component")
+    True
+    """
+
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready record (``group --breaking --format json``).
+
+        Examples
+        --------
+        >>> breaking("llama2-7b", layers=(1,), components=("gates",)).to_dict()["components"][0]["state"]
+        'absent'
+        """
+        return self.data
+
+    def __repr__(self) -> str:
+        from symtrans.group.breaking import table_lines
+
+        return _bounded(table_lines(self.data))
 
 
 @announced("group --verify")

@@ -30,7 +30,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SIZE_NAMES, SYMBOLS
 from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file, terminal_safe
 
-__all__ = ["Architecture", "Size", "PRESETS", "PAPER_N", "ROPE_TYPES", "rope_theta", "default_n", "get_arch",
+__all__ = ["Architecture", "Size", "ABLATIONS", "PRESETS", "PAPER_N", "ROPE_TYPES", "rope_theta", "default_n", "get_arch",
            "from_config", "preset_names"]
 
 Size = Union[int, sp.Symbol]
@@ -63,6 +63,12 @@ def default_n(max_positions: int) -> int:
     (512, 512, 64)
     """
     return min(PAPER_N, max_positions)
+
+#: components an architecture can be described without (``Architecture.ablated``; ``group --breaking``):
+#: the residual connections, the FFN's activation (identity instead), the residual stream's norms (identity: no
+#: gains, no biases), and the W_O mixing of heads (head h writes its d_v values to its own coordinates
+#: h d_v .. (h+1) d_v - 1 of the residual stream; needs H d_v <= d_model)
+ABLATIONS: tuple[str, ...] = ("residual", "nonlinearity", "norm", "wo-mixing")
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "norm_placement": ("post", "pre"),
@@ -138,6 +144,7 @@ class Architecture:
     attn_scalar: float | None = None  # scores are scaled by attn_scalar^-1/2 instead of d_k^-1/2
     layer_types: tuple[str, ...] = ()  # per layer: "sliding" or "full" (empty: every layer alike)
     rope_bases: tuple[tuple[str, float], ...] = ()  # rotary base per layer type, e.g. (("full", 1e6), ("sliding", 1e4))
+    ablated: tuple[str, ...] = ()  # components removed (ABLATIONS), in the order removed; () for a real model
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -158,6 +165,13 @@ class Architecture:
                 raise SymtransError(f"layer_types must be 'sliding' or 'full' per layer, got {self.layer_types!r}"[:200])
             if isinstance(self.L, int) and len(self.layer_types) != self.L:
                 raise SymtransError(f"layer_types lists {len(self.layer_types)} layers, the model has {self.L}")
+        for c in self.ablated:
+            if c not in ABLATIONS:
+                raise SymtransError(suggest(str(c), ABLATIONS, "ablated component"))
+        if "wo-mixing" in self.ablated and _concrete(self.H, self.d_v, self.d_model) \
+                and self.H * self.d_v > self.d_model:
+            raise SymtransError(f"{self.name} without W_O mixing: H*d_v = {self.H * self.d_v} > d_model = "
+                                f"{self.d_model}, the heads' own coordinates do not fit in the residual stream")
         if self.gain_offset not in (0, 1):
             raise SymtransError(f"gain_offset must be 0 or 1, got {self.gain_offset!r}")
         for attr, choices in _CHOICES.items():
@@ -246,6 +260,25 @@ class Architecture:
         elif self.layer_types and "L" in sizes and not isinstance(sizes["L"], int):
             extra["layer_types"] = ()
         return dataclasses.replace(self, **sizes, **extra)
+
+    def without(self, component: str) -> Architecture:
+        """The same architecture with ``component`` (one of :data:`ABLATIONS`) removed.
+
+        Examples
+        --------
+        >>> a = get_arch("bert-base").without("nonlinearity")
+        >>> a.ablated, a.name
+        (('nonlinearity',), 'bert-base-without-nonlinearity')
+        >>> get_arch("bert-base").without("gates")
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: unknown ablated component 'gates'; choose from: 'nonlinearity', 'norm', 'residual', 'wo-mixing'
+        """
+        if component not in ABLATIONS:
+            raise SymtransError(suggest(str(component), ABLATIONS, "ablated component"))
+        if component in self.ablated:
+            return self
+        return dataclasses.replace(self, ablated=self.ablated + (component,), name=f"{self.name}-without-{component}")
 
     def layer_kind(self, i: int) -> str:
         """``"sliding"`` or ``"full"``: whether layer ``i`` attends through the sliding window.

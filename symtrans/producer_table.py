@@ -119,6 +119,8 @@ PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in
     ('thm-7.3', 'head-identifiability', 'numeric', 'symtrans.checks.sec7:check_nonidentifiability'),
     ('pgop', 'pgop-overhead', 'numeric', 'symtrans.checks.sec8:check_pgop_overhead'),
     ('pgop/remedy', 'pgop-fibre', 'numeric', 'symtrans.checks.sec8:check_pgop_fibre'),
+    ('framework-9/breaking', 'ablation-stabilisers', 'numeric', 'symtrans.checks.sec9:check_breaking'),
+    ('framework-9/orbits', 'collapse-objects', 'numeric', 'symtrans.checks.sec9:check_orbits'),
 ))
 
 

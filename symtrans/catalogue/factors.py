@@ -61,6 +61,9 @@ def _kv(a: Architecture) -> sp.Expr:
 def _unmodelled(a: Architecture) -> list[tuple[str, str]]:
     """Features whose effect on G the toolkit does not model (G would be silently wrong)."""
     out = []
+    if a.ablated:  # group --breaking measures these (symtrans.group.breaking); no factor table is derived for them
+        out.append((f"ablated components ({', '.join(a.ablated)})", "the factor catalogue describes complete "
+                    "architectures; an ablation's stabiliser is measured (symtrans group --breaking), not modelled"))
     if a.ln_eps == 0:
         out.append(("norm epsilon = 0", "with eps = 0 each residual segment between two norms has an "
                     "exact scaling symmetry that this toolkit does not model"))

@@ -7,6 +7,10 @@ factor to the real weights (float64 and float32), and measures orbit and fibre
 dimensions. ``symtrans group --arch X --complete`` measures the dimension of
 the continuous stabiliser on a small random instance of the family
 (:mod:`symtrans.group.complete`) and compares it with G's, on 1, 2 and 3 layers.
+``symtrans group --arch X --breaking`` removes each component framework-9
+calls necessary (residual stream, MLP non-linearity, norms, the W_O mixing of
+heads, PG-OP's gates) and measures the ablation's stabiliser the same way: the
+table components x factors of G (:mod:`symtrans.group.breaking`).
 Every output names its scope: ``layers`` (hidden states in, last hidden state
 out) or ``model`` (token ids in).
 """
@@ -41,9 +45,14 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--certify", action="store_true", help="exact SymPy certificates and breaking witnesses")
     p.add_argument("--complete", action="store_true",
                    help="measure the continuous stabiliser's dimension on small random instances and compare with G")
+    p.add_argument("--breaking", action="store_true",
+                   help="remove each necessary component (residual, non-linearity, norms, W_O mixing, PG-OP gates), "
+                        "measure the ablation's stabiliser and classify each factor of G: keeps / shrinks / needs")
     p.add_argument("--scope", choices=("layers", "model"), default="layers",
-                   help="scope of --complete: layers (hidden states in) or model (token ids in); default layers")
-    p.add_argument("--layers", default="1,2,3", help="layer counts of --complete (default 1,2,3)")
+                   help="scope of --complete and --breaking: layers (hidden states in) or model (token ids in); "
+                        "default layers")
+    p.add_argument("--layers", default=None,
+                   help="layer counts of --complete (default 1,2,3) and --breaking (default 1,2)")
     p.add_argument("--certificate-out", metavar="FILE",
                    help="with --complete: write a certificate that dim(stabiliser) <= dim G at one rational instance "
                         "(the smallest layer count, layers scope), for `symtrans verify FILE`")
@@ -112,12 +121,18 @@ def _cmd_group(args: argparse.Namespace) -> int:
         raise SymtransError("--verify needs --model default|PATH (real weights to check)")
     if args.complete and not args.arch:
         raise SymtransError("--complete needs --arch PRESET|CONFIG.json (it builds small random instances)")
+    if args.breaking and not args.arch:
+        raise SymtransError("--breaking needs --arch PRESET|CONFIG.json (it builds small random instances)")
+    if args.breaking and (args.complete or args.verify or args.certify):
+        raise SymtransError("--breaking is its own measurement: give it without --complete, --verify or --certify")
     if args.certificate_out is not None and not args.complete:
         raise SymtransError("--certificate-out needs --complete (it certifies the completeness measurement)")
     if args.model and args.verify:
         return _verify(args)
     if args.complete:
         return _complete(args)
+    if args.breaking:
+        return _breaking(args)
     from symtrans.group import GroupSpec
     from symtrans.group.orbits import pairing_table
 
@@ -365,7 +380,7 @@ def _complete(args: argparse.Namespace) -> int:
     spec = GroupSpec.from_arch(args.arch)
     from symtrans.args import parse_layer_counts
 
-    counts = parse_layer_counts(args.layers)
+    counts = parse_layer_counts(args.layers or "1,2,3")
     cert = None
     if args.certificate_out is not None:  # first: a structure the statement does not cover is refused before measuring
         from symtrans.certify.completeness import completeness_certificate
@@ -411,6 +426,19 @@ def _complete(args: argparse.Namespace) -> int:
                 print(f"  certificate instance: {why}")
     ok = cert is None or completeness["certificate"]["valid"]
     return 0 if completeness["agrees"] and ok else 1
+
+
+def _breaking(args: argparse.Namespace) -> int:
+    from symtrans.args import parse_layer_counts
+    from symtrans.group.breaking import breaking, table_lines
+
+    t = breaking(args.arch, layers=parse_layer_counts(args.layers or "1,2"), scope=args.scope, seed=args.seed)
+    if args.format == "json":
+        print(dumps_strict(t, indent=2, default=str))
+    else:
+        print("\n".join(table_lines(t)))
+    ok = all(r["consistent"] for row in t["components"] for r in row.get("measured", []))
+    return 0 if ok else 1
 
 
 def _write_certificate(cert: dict[str, Any], path: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from symtrans.group.forward import unread_pad_id, unused_position_rows
 from symtrans.group.params import param_at as _get
 from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
-__all__ = ["SCOPES", "small_arch", "measure", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
+__all__ = ["SCOPES", "small_arch", "measure", "jacobian", "relu_applies", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
 
 SCOPES = ("layers", "model")
 
@@ -362,7 +362,22 @@ def random_instance(arch: Architecture, scope: str, seed: int = 0) -> dict[str, 
     else:
         for name in ("pos", "emb_ln_w", "emb_ln_b"):
             params.pop(name, None)
+    _drop_ablated(params, arch)
     return params
+
+
+def _drop_ablated(params: dict[str, Any], arch: Architecture) -> None:
+    """Remove (in place) the parameters an ablated architecture does not have: its norms' gains and biases, W_O."""
+    gone = set()
+    if "norm" in arch.ablated:
+        gone |= {f"{n}_{k}" for n in ("ln1", "ln2", "ln1_post", "ln2_post") for k in ("w", "b")}
+        for name in ("emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b"):
+            params.pop(name, None)
+    if "wo-mixing" in arch.ablated:
+        gone.add("W_O")
+    for lay in params["layers"]:
+        for name in gone:
+            lay.pop(name, None)
 
 
 def _has_head(arch: Architecture) -> bool:
@@ -523,6 +538,71 @@ def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], s
 
 
 # --------------------------------------------------------------------------- the measurement
+def relu_applies(a: Architecture) -> bool:
+    """Whether the FFN of ``a`` applies a ReLU (not when its non-linearity is ablated).
+
+    Examples
+    --------
+    >>> relu_applies(get_arch("gpt2")), relu_applies(dataclasses.replace(get_arch("gpt2"), activation="relu"))
+    (False, True)
+    """
+    return a.activation == "relu" and "nonlinearity" not in a.ablated
+
+
+def jacobian(a: Architecture, scope: str = "layers", seed: int = 0) -> dict[str, Any]:
+    """The float64 Jacobian of ``scope``'s map at a random instance of ``a`` as given, and its singular values.
+
+    Returns ``params``, ``entries``, ``paths``, ``inputs``, ``outputs_at``
+    (parameters -> flat outputs on the batch), ``J``, ``s``, ``Vh`` (its
+    SVD), ``record`` (:func:`rank_record`) and ``relu`` (weight draws until
+    every ReLU unit switches on the batch). :func:`measure` and the ablation
+    table (:mod:`symtrans.group.breaking`) both measure through it.
+
+    Examples
+    --------
+    >>> from symtrans.group.spec import GroupSpec
+    >>> a = small_arch("bert-base")
+    >>> m = jacobian(a)
+    >>> int(m["J"].shape[1]) - m["record"]["rank"] == GroupSpec.from_arch(a).scope_dimension("layers")  # G complete
+    True
+    """
+    import torch
+    from torch.func import jacfwd, vmap
+
+    from symtrans.progress import tick
+
+    out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
+    relu: dict[str, Any] = {"draws": 0, "stuck": []}
+    for draw in range(RELU_DRAWS if relu_applies(a) else 1):  # a ReLU unit must switch on the batch
+        params = random_instance(a, scope, seed + 1000 * draw)
+        entries = _entries(params, scope)
+        P = sum(t.numel() for _, t in entries)
+        count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
+        inputs = _inputs(a, scope, count, seed + 1000 * draw)
+        if not relu_applies(a):
+            break
+        centre_relu_biases(params, inputs, a, scope)
+        relu = {"draws": draw + 1, "stuck": stuck_relu_units(params, inputs, a, scope)}
+        if not relu["stuck"]:
+            break
+    paths = [p for p, _ in entries]
+    theta0 = _flatten(params, paths)  # after any centring: the point measured
+    batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
+
+    def outputs_at(p: dict[str, Any]) -> Any:
+        return vmap(lambda x: scope_forward(p, x, a, scope))(batch).reshape(-1)
+
+    def outputs(theta: Any) -> Any:
+        return outputs_at(_unflatten(theta, params, paths))
+
+    tick(f"L={int(a.L)}: Jacobian {count * out_size} x {P}", 0)
+    J = jacfwd(outputs)(theta0)
+    tick(f"L={int(a.L)}: singular values", 0)
+    _, s, Vh = torch.linalg.svd(J, full_matrices=True)
+    return {"params": params, "entries": entries, "paths": paths, "inputs": inputs, "outputs_at": outputs_at,
+            "J": J, "s": s, "Vh": Vh, "record": rank_record(s), "relu": relu}
+
+
 def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers", seed: int = 0,
             sizes: dict[str, int] | None = None, exclude: tuple[str, ...] = (), eps: float | None = None,
             instance: Architecture | None = None) -> dict[str, Any]:
@@ -555,11 +635,9 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     import math
 
     import torch
-    from torch.func import jacfwd, vmap
 
     from symtrans.group.near import eps_derivative, near_record, segment_tangent, segments
     from symtrans.group.spec import GroupSpec
-    from symtrans.progress import tick
 
     if scope not in SCOPES:
         from symtrans.errors import suggest
@@ -574,36 +652,11 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
         for name in exclude:
             spec.factor(name)  # unknown names are an error, not a silent no-op
         spec = dataclasses.replace(spec, factors=tuple(f for f in spec.factors if f.name not in exclude))
-    out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
-    relu = {"draws": 0, "stuck": []}
-    for draw in range(RELU_DRAWS if a.activation == "relu" else 1):  # a ReLU unit must switch on the batch
-        params = random_instance(a, scope, seed + 1000 * draw)
-        entries = _entries(params, scope)
-        P = sum(t.numel() for _, t in entries)
-        count = max(4, -(-3 * P // (2 * out_size)))  # 1.5 P independent Jacobian rows
-        inputs = _inputs(a, scope, count, seed + 1000 * draw)
-        if a.activation != "relu":
-            break
-        centre_relu_biases(params, inputs, a, scope)
-        relu = {"draws": draw + 1, "stuck": stuck_relu_units(params, inputs, a, scope)}
-        if not relu["stuck"]:
-            break
-    paths = [p for p, _ in entries]
-    theta0 = _flatten(params, paths)  # after any centring: the point measured
-    batch = {k: torch.stack([x[k] for x in inputs]) for k in inputs[0]}
-
-    def outputs_at(p: dict[str, Any]) -> Any:
-        return vmap(lambda x: scope_forward(p, x, a, scope))(batch).reshape(-1)
-
-    def outputs(theta: Any) -> Any:
-        return outputs_at(_unflatten(theta, params, paths))
-
-    tick(f"L={layers}: Jacobian {count * out_size} x {P}", 0)
-    J = jacfwd(outputs)(theta0)
+    m = jacobian(a, scope, seed)
+    params, entries, paths, inputs, outputs_at, J, s, Vh, rec, relu = (
+        m[k] for k in ("params", "entries", "paths", "inputs", "outputs_at", "J", "s", "Vh", "record", "relu"))
+    P, count = int(J.shape[1]), len(inputs)
     scale = J.abs().max()
-    tick(f"L={layers}: singular values", 0)
-    U, s, Vh = torch.linalg.svd(J, full_matrices=True)
-    rec = rank_record(s)
     rank = rec["rank"]
     measured = P - rank
     null = Vh[rank:].T  # P x measured, orthonormal
@@ -645,7 +698,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
                    "rule": f"cut at the widest drop of the singular values (relative to the largest); clear if "
                            f">= {MIN_GAP_DECADES:g} decades and the values below are < 1e-9"},
         "unexplained": unexplained,
-        **({"relu_units": relu} if a.activation == "relu" else {}),
+        **({"relu_units": relu} if relu_applies(a) else {}),
         "agrees": bool(rec["clear"] and measured == group_dim + k and t_rank == group_dim and tn_rank == group_dim + k
                        and not unexplained and inv < ROUNDING_FLOOR and not relu["stuck"]),
     }

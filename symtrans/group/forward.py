@@ -64,6 +64,7 @@ class Features:
     post_norms: bool = False  # a norm on the attention and FFN outputs before the residual add (Gemma 3)
     attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 instead of d_k^-1/2
     windows: tuple[int | None, ...] = ()  # per-layer windows (Gemma 3's local/global layers), else ``window``
+    ablated: tuple[str, ...] = ()  # components removed (symtrans.arch.ABLATIONS): residual, nonlinearity, norm, wo-mixing
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -79,7 +80,7 @@ class Features:
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
                    arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
                    None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
-                   arch.attn_scalar, windows)
+                   arch.attn_scalar, windows, arch.ablated)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -395,6 +396,8 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     g = p.get
 
     def norm(Z: Any, which: str) -> Any:
+        if "norm" in feat.ablated:  # the residual stream's norms removed: the identity, no gains or biases
+            return Z
         w, b = g(f"{which}_w"), g(f"{which}_b")
         eps = g(f"{which}_eps", feat.eps)  # a per-norm epsilon (torch only: the near-symmetry measurement)
         return be.memo(("norm", Z, feat.norm, w, b, feat.eps), lambda: be.norm(Z, feat.norm, w, b, eps))
@@ -403,7 +406,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     mha = _attention(p, inp, feat, be)
     if feat.post_norms:  # the attention output is normalised before the residual add (no b_O in Gemma 3)
         mha = norm(be.canon(mha), "ln1_post")
-    X1 = X + mha
+    X1 = mha if "residual" in feat.ablated else X + mha
     if g("b_O") is not None:
         X1 = X1 + _bias(be, n, g("b_O"))
     X1 = be.canon(X1)
@@ -414,7 +417,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
                   lambda: _ffn(p, h, feat, be))
     if feat.post_norms:
         ffn = norm(be.canon(ffn), "ln2_post")
-    out = be.canon(X1 + ffn)
+    out = be.canon(ffn if "residual" in feat.ablated else X1 + ffn)
     if not pre:
         out = norm(out, "ln2")
     return out
@@ -451,19 +454,31 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
         scalar = feat.attn_scalar
         scale = be.scale(d_k) if scalar is None else be.scale(int(scalar) if float(scalar).is_integer() else scalar)
         A = be.softmax(be.canon(q @ k.T) * scale, feat.attention == "causal", feat.window)
-        vo = be.canon(v @ p["W_O"][h])  # = (A v) W_O^h, associated so the value path cancels first
+        W_O = _own_coordinates(be, h, v.shape[1], X.shape[1]) if "wo-mixing" in feat.ablated else p["W_O"][h]
+        vo = be.canon(v @ W_O)  # = (A v) W_O^h, associated so the value path cancels first
         term = be.memo(("head", A, vo), lambda: be.canon(A @ vo))
         total = term if total is None else total + term
     return total
 
 
+def _own_coordinates(be: Any, h: int, d_v: int, d_model: int) -> Any:
+    """The fixed W_O^h of an architecture without W_O mixing: head h's values to coordinates h d_v .. (h+1) d_v - 1."""
+    E = be.zeros(d_v, d_model)
+    for j in range(d_v):
+        E[j, h * d_v + j] = 1
+    return E
+
+
 def _ffn(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
+    def act(Z: Any) -> Any:  # without the non-linearity the activation is the identity (a gate stays a product)
+        return Z if "nonlinearity" in feat.ablated else be.act(Z, feat.activation)
+
     up = be.canon(_affine(be, X, p["W_in"], p.get("b_in")))
     if feat.ffn == "gated":
-        gate = be.act(be.canon(_affine(be, X, p["W_gate"], p.get("b_gate"))), feat.activation)
+        gate = act(be.canon(_affine(be, X, p["W_gate"], p.get("b_gate"))))
         hidden = be.hadamard(gate, up)
     else:
-        hidden = be.act(up, feat.activation)
+        hidden = act(up)
     return _affine(be, hidden, p["W_out"], p.get("b_out"))
 
 
@@ -501,11 +516,11 @@ def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, em
     ...               embedded=True)
     Matrix([[1, 2]])
     """
-    if embedded and feat.embedding_norm:
+    if embedded and feat.embedding_norm and "norm" not in feat.ablated:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), params.get("emb_ln_eps", feat.eps))
     for i, lp in enumerate(params["layers"]):
         X = layer_forward(lp, X, dataclasses.replace(feat, window=feat.windows[i]) if feat.windows else feat, be)
-    if feat.final_norm:
+    if feat.final_norm and "norm" not in feat.ablated:
         X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"),
                     params.get("final_ln_eps", feat.eps))
     return X

@@ -1,0 +1,296 @@
+"""Numeric checks for §9, the symmetry-breaking framework (framework-9; the formalisation is the toolkit's).
+
+Two readings, each with a producer that can fail:
+
+* ``framework-9/breaking`` -- each component the paper calls necessary
+  enlarges G when removed: the stabiliser of the architecture without it
+  (:mod:`symtrans.group.breaking`, measured on small random instances of the
+  model's own architecture) has a larger dimension than G. A present
+  component whose removal leaves the dimension unchanged, or lowers it, makes
+  the reading fail, named, with the numbers.
+* ``framework-9/orbits`` -- each of the four collapse phenomena is tied to a
+  named object of G's action with a dimension comparison (:func:`orbit_rows`):
+  depth collapse to Fix(S_n) on activations (each layer of the model must map
+  it into itself), width collapse to the fixed points of S_n on attention
+  matrices (the set must contain the rank-1 collapsed matrix), head-channel
+  non-identifiability to an object whose dimension equals the paper's count
+  n (H - 1) d_v, entropy collapse to the softmax-shift orbits (the fibre of
+  the row softmax at the model's scores must be exactly the orbit). Where the
+  tie fails the reading fails with the numbers.
+
+Examples
+--------
+>>> from symtrans.context import Context
+>>> row = orbit_rows(Context(model="default", n=6))[1]
+>>> row["phenomenon"], row["fixed_point_dimension"], row["holds"]
+('rank collapse in width', 1, True)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from symtrans.checks.common import record, trace, weights
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Scope, Tolerance, Verdict, producer
+from symtrans.precision import hypothesis_state
+
+__all__ = ["breaking_verdict", "orbit_rows", "orbits_verdict", "fixed_attention_set", "check_breaking",
+           "check_orbits"]
+
+#: layer counts of the ablation measurements in a report (the command line measures 1 and 2 by default)
+REPORT_LAYERS = (1,)
+#: sequence length of the orbit checks (at most ctx.n)
+ORBIT_N = 8
+
+
+def breaking_verdict(table: dict[str, Any]) -> tuple[Verdict, str, list[str]]:
+    """The breaking reading's verdict from :func:`symtrans.group.breaking.breaking`'s table, and the failing components.
+
+    Examples
+    --------
+    >>> row = {"component": "norm", "name": "LayerNorm/RMSNorm", "state": "present", "enlarges": False,
+    ...        "clear": True, "measured": [{"L": 1, "measured_dimension": 30, "baseline": 42, "change": -12,
+    ...        "breaks": 6, "lost_dimension": 18}]}
+    >>> v, summary, failing = breaking_verdict({"arch": "x", "components": [row]})
+    >>> v.value, failing
+    ('fails', ['LayerNorm/RMSNorm'])
+    """
+    present = [r for r in table["components"] if r.get("state") == "present"]
+    absent = [r["name"] for r in table["components"] if r.get("state") == "absent"]
+
+    def numbers(r: dict[str, Any]) -> str:
+        return "; ".join(f"L={m['L']}: {m['measured_dimension']} without it vs {m['baseline']} with it "
+                         f"({m['change']:+d}; breaks {m['breaks']} directions outside G, loses {m['lost_dimension']})"
+                         for m in r["measured"])
+
+    failing = [r for r in present if r["clear"] and not r["enlarges"]]
+    tail = f" (absent, not tested: {', '.join(absent)})" if absent else ""
+    if not present:
+        return Verdict.INCONCLUSIVE, "no component of the reading is present in this architecture" + tail, []
+    if failing:
+        return (Verdict.FAILS, "removal does not enlarge G for " + "; ".join(f"{r['name']} ({numbers(r)})"
+                                                                              for r in failing) + tail,
+                [r["name"] for r in failing])
+    unclear = [r["name"] for r in present if not r["clear"]]
+    if unclear:
+        return Verdict.INCONCLUSIVE, f"rank cut without a clear gap for {', '.join(unclear)}" + tail, []
+    return (Verdict.SUPPORTED, "every present component enlarges G when removed: " + "; ".join(
+        f"{r['name']} ({numbers(r)})" for r in present) + tail, [])
+
+
+@producer("framework-9/breaking", kind="numeric", name="ablation-stabilisers", needs_model=True, cost=30)
+def check_breaking(ctx: Context) -> list[Evidence]:
+    """Each necessary component, removed from the model's architecture, enlarges the measured stabiliser."""
+    from symtrans.group.breaking import breaking
+
+    w = weights(ctx)
+    t = breaking(w.arch, layers=REPORT_LAYERS, seed=ctx.seed)
+    v, summary, failing = breaking_verdict(t)
+    changes = [m["change"] for r in t["components"] if r.get("state") == "present" for m in r["measured"]]
+    gaps = [m["record"]["gap_decades"] for r in t["components"] if r.get("state") == "present"
+            for m in r["measured"]]
+    rows = [{"component": r["name"], "state": r.get("state"), "enlarges": r.get("enlarges"),
+             "measured": [{k: m[k] for k in ("L", "measured_dimension", "baseline", "change", "breaks",
+                                            "lost_dimension", "consistent")} | {"gap_decades": m["record"]["gap_decades"]}
+                          for m in r.get("measured", [])],
+             "cells": {c["factor"]: c["cell"] for c in (r["measured"][-1]["cells"] if r.get("measured") else [])}}
+            for r in t["components"]]
+    return [record(ctx, "framework-9", "ablation-stabilisers", v, summary, dtype="float64",
+                   margin=min(changes) if changes else None,
+                   margin_meaning="smallest change of the measured stabiliser's dimension when a present component "
+                                  "is removed (dimensions; positive: every one enlarges G)",
+                   tolerance=Tolerance(10 ** -min(gaps) if gaps else 0.0,
+                                       "rank cut at the widest gap of the Jacobian's singular values (float64), at "
+                                       f"least 6 decades wide; the narrowest gap here is {min(gaps):.1f} decades"
+                                       if gaps else "no measurement", "sigma_max"),
+                   inputs={"arch": w.arch.name, "instances": t["plan"]["instances"], "scope": t["scope"],
+                           "plan": t["plan"]["mode"]},
+                   details={"components": rows, "failing": failing, "group_dimension": t["group_dimension"],
+                            "baseline": t["baseline"]},
+                   counterexample={"failing": failing} if failing else None,
+                   scope=Scope("instances", "small random instances of the model's architecture (reduced sizes, "
+                                            f"{', '.join(map(str, REPORT_LAYERS))} layer(s)), not the stored weights"))]
+
+
+# ------------------------------------------------------------------ orbits
+def fixed_attention_set(n: int, causal: bool) -> dict[str, Any]:
+    """The n x n row-stochastic matrices fixed by every token permutation A -> P A P^T (under a causal mask if set).
+
+    Solved as a linear system (float64): commutation with the generators
+    of S_n (a transposition and an n-cycle), rows summing to 1, and zeros
+    above the diagonal when ``causal``. Returns its dimension, whether it is
+    consistent, and whether the uniform matrix (1/n) 1 1^T (rank 1, the
+    collapsed attention) belongs to it.
+
+    Examples
+    --------
+    >>> fixed_attention_set(5, False)["dimension"], fixed_attention_set(5, False)["contains_uniform"]
+    (1, True)
+    >>> r = fixed_attention_set(5, True)
+    >>> r["dimension"], r["contains_uniform"], r["members_rank"]
+    (0, False, 5)
+    """
+    import torch
+
+    eye = torch.eye(n, dtype=torch.float64)
+    swap = eye[[1, 0] + list(range(2, n))]
+    cycle = eye[list(range(1, n)) + [0]]
+    rows, rhs = [], []
+    for P in (swap, cycle):  # vec(P A - A P) = (I (x) P - P^T (x) I) vec(A) (column-major vec)
+        rows.append(torch.kron(eye, P) - torch.kron(P.T.contiguous(), eye))
+        rhs.append(torch.zeros(n * n, dtype=torch.float64))
+    rows.append(torch.kron(torch.ones(1, n, dtype=torch.float64), eye))  # row sums
+    rhs.append(torch.ones(n, dtype=torch.float64))
+    if causal:
+        mask = torch.zeros(n * n, n * n, dtype=torch.float64)
+        for j in range(n):
+            for i in range(j):  # entry (i, j) above the diagonal; column-major index j n + i
+                mask[j * n + i, j * n + i] = 1.0
+        rows.append(mask)
+        rhs.append(torch.zeros(n * n, dtype=torch.float64))
+    M, b = torch.cat(rows), torch.cat(rhs)
+    s = torch.linalg.svdvals(M)
+    rank = int((s > s[0] * 1e-10).sum())
+    sol = torch.linalg.lstsq(M, b[:, None]).solution[:, 0]
+    consistent = float((M @ sol - b).abs().max()) < 1e-10
+    U = torch.full((n * n,), 1.0 / n, dtype=torch.float64)
+    contains = float((M @ U - b).abs().max()) < 1e-10
+    member = sol.reshape(n, n).T
+    return {"n": n, "causal": causal, "dimension": n * n - rank if consistent else None, "consistent": consistent,
+            "contains_uniform": contains, "members_rank": int(torch.linalg.matrix_rank(member)) if consistent else None}
+
+
+def orbit_rows(ctx: Context) -> list[dict[str, Any]]:
+    """The four collapse phenomena, each with its named object of G's action, the numbers and whether the tie holds.
+
+    Examples
+    --------
+    >>> [r["holds"] for r in orbit_rows(Context(model="default", n=6))][:3]  # the last: see the entropy row's numbers
+    [True, True, False]
+    """
+    import torch
+
+    from symtrans.group.numeric import tolerance
+    from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric
+    from symtrans.group.spec import GroupSpec
+    from symtrans.numeric.forward import encode
+    from symtrans.numeric.linalg import numerical_ranks
+
+    w = weights(ctx)
+    a = w.arch
+    n = min(ctx.n, ORBIT_N)
+    L, d, H, d_v = int(w.n_layers), int(w.d_model), int(a.H), int(a.d_v)
+    causal = a.attention == "causal"
+    rows = []
+    # depth: Fix(S_n) = {1 x^T} on activations, invariant under every layer?
+    gen = torch.Generator().manual_seed(ctx.seed + 9)
+    x = torch.randn(1, d, generator=gen, dtype=torch.float64).to(w.dtype)
+    X = x.expand(n, d).clone().to(w.device)
+    tr = encode(w, X=X)
+    dev = max(float((lt.out - lt.out.mean(0, keepdim=True)).abs().max() / lt.out.abs().max()) for lt in tr.layers)
+    tol, why = tolerance(w.dtype, d, L, 1.0)
+    rows.append({"phenomenon": "rank collapse in depth", "object": "fixed-point set Fix(S_n) = {1 x^T} on activations",
+                 "object_dimension": d, "ambient_dimension": n * d, "deviation": dev, "tolerance": tol,
+                 "tolerance_reason": why, "holds": dev <= tol,
+                 "numbers": f"dim Fix(S_n) = d_model = {d} in R^(n x d_model) = {n * d}; every one of the {L} layers "
+                            f"maps 1 x^T to 1 y^T up to {dev:.1e} (tolerance {tol:.1e})"})
+    # width: fixed points of S_n on attention matrices, and the collapsed (uniform) one among them
+    fa = fixed_attention_set(n, causal)
+    holds = bool(fa["consistent"] and fa["contains_uniform"])
+    rows.append({"phenomenon": "rank collapse in width", "object": "fixed points of A -> P A P^T among "
+                 + ("causal " if causal else "") + "row-stochastic matrices", "fixed_point_dimension": fa["dimension"],
+                 "holds": holds, "numbers": (f"the fixed set has dimension {fa['dimension']} (n = {n}) and "
+                                             + ("contains the rank-1 uniform matrix (1/n) 1 1^T" if holds else
+                                                f"does not contain a rank-1 member: under the causal mask its only "
+                                                f"member has rank {fa['members_rank']} (the identity), so the "
+                                                "collapsed attention is not a fixed point of S_n"))})
+    # head channels: the paper's count against G's objects of the same layer
+    spec = GroupSpec.from_arch(a, strict=False)
+    vo = int(spec.factor("vo-gauge").dimension.subs(a.substitutions()))
+    count = n * (H - 1) * d_v
+    wo = fibre_wo_numeric(w, 0, n)
+    ffn = fibre_ffn_input_numeric(w, 0, n=min(n, 3), seed=ctx.seed)
+    count_ffn = min(n, 3) * (H - 1) * d_v
+    # decided on the objects the function determines (G's orbit, the FFN input's fibre); the fibre of Z -> Z W_O
+    # reads W_O as stored (the centring shift moves its rank) and is shown, not decided on
+    matches = [name for name, dim, c in (("the vo-gauge orbit on the layer's weights", vo, count),
+                                         ("the fibre of Y -> N(X + sum_h Y^h W_O^h + b_O)", ffn["fibre"], count_ffn))
+               if dim == c]
+    rows.append({"phenomenon": "head-channel non-identifiability", "object": "vo-gauge orbit (weights); fibres of "
+                 "Z -> Z W_O and of the FFN's input map (activations)", "count": count, "vo_orbit": vo,
+                 "wo_fibre": wo["fibre"], "ffn_input_fibre": ffn["fibre"], "ffn_n": min(n, 3), "holds": bool(matches),
+                 "matches": matches,
+                 "numbers": (f"the paper's count n(H-1)d_v = {count} at n = {n} is the fibre of the head sum, which "
+                             f"lives on activations; G's vo-gauge acts on weights with H_kv d_v^2 = {vo} per layer; "
+                             f"the fibre of Z -> Z W_O (W_O as stored, shown only) is n(H d_v - rank W_O) = {wo['fibre']}; the fibre of the FFN's "
+                             f"input map is {ffn['fibre']} at n = {min(n, 3)} (count there {count_ffn}); "
+                             + (f"matching: {', '.join(matches)}" if matches else "none matches"))})
+    # entropy: the row softmax's fibre at the model's scores against the softmax-shift orbit (1 per row)
+    A = trace(ctx, n=n).layers[0].A.to(torch.float64)  # [H, n, n]
+    kernels, margins = [], []
+    for i in range(n):
+        keys = i + 1 if causal else n
+        p = A[:, i, :keys]
+        p = p / p.sum(-1, keepdim=True)  # rows of a float32 trace sum to 1 only to its rounding; the fibre is of exact rows
+        if keys == 1:  # one key: the softmax is constant, its fibre is the line, the orbit itself
+            kernels += [1] * H
+            continue
+        J = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+        # J 1 = 0 exactly (the orbit's direction); the rest of the fibre is the kernel of J on the complement of 1
+        Q = torch.linalg.qr(torch.cat([torch.ones(keys, 1, dtype=J.dtype), torch.eye(keys, dtype=J.dtype)[:, :-1]],
+                                      1))[0][:, 1:]
+        for r in numerical_ranks(J @ Q):
+            kernels.append(1 + (keys - 1 - r.rank))
+            margins.append(r.margin)
+    extra = sum(k - 1 for k in kernels)
+    decided = hypothesis_state(min(margins) if margins else math.inf) is not None  # the one decisiveness band
+    rows.append({"phenomenon": "entropy collapse", "object": "orbits {S + c 1^T} of the softmax shift on score rows",
+                 "orbit_dimension": H * n, "fibre_dimension": sum(kernels), "holds": (extra == 0) if decided else None,
+                 "margin_decades": min(margins) if margins else math.inf,
+                 "numbers": (f"layer 0, {H} heads, n = {n}: the row softmax's fibre at the model's scores has "
+                             f"dimension {sum(kernels)} = the orbits' {H * n} (one per row)" if extra == 0 else
+                             f"layer 0: the row softmax's fibre has dimension {sum(kernels)} > the orbits' {H * n}: "
+                             f"{extra} saturated direction(s) (probabilities below the rank cut) are not orbits of G")
+                 + ("" if decided else f" (undecided: a singular value within a decade of the rank cut, margin "
+                                       f"{min(margins):.2f} decades)")})
+    return rows
+
+
+def orbits_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, str]:
+    """The orbits reading's verdict: supported when every phenomenon's tie holds, else fails naming each failure.
+
+    Examples
+    --------
+    >>> orbits_verdict([{"phenomenon": "p", "holds": False, "numbers": "1 != 2"}])[0].value
+    'fails'
+    """
+    bad = [r for r in rows if r["holds"] is False]
+    if bad:
+        return Verdict.FAILS, "the tie fails for " + "; ".join(f"{r['phenomenon']}: {r['numbers']}" for r in bad)
+    open_ = [r for r in rows if r["holds"] is None]
+    if open_:
+        return Verdict.INCONCLUSIVE, "undecided: " + "; ".join(f"{r['phenomenon']}: {r['numbers']}" for r in open_)
+    return Verdict.SUPPORTED, "each phenomenon is a named object of G's action: " + "; ".join(
+        f"{r['phenomenon']}: {r['numbers']}" for r in rows)
+
+
+@producer("framework-9/orbits", kind="numeric", name="collapse-objects", needs_model=True, cost=2)
+def check_orbits(ctx: Context) -> list[Evidence]:
+    """Each collapse phenomenon tied to a named object of G's action, with the dimension comparison."""
+    rows = orbit_rows(ctx)
+    v, summary = orbits_verdict(rows)
+    depth, entropy = rows[0], rows[3]
+    m = math.log10(depth["tolerance"] / depth["deviation"]) if depth["deviation"] > 0 else math.inf
+    return [record(ctx, "framework-9", "collapse-objects", v, summary,
+                   margin=min(m, entropy["margin_decades"]),
+                   margin_meaning="decades: the depth tie's deviation below its tolerance, and the softmax Jacobians' "
+                                  "singular values from their rank cut (the smaller)",
+                   tolerance=Tolerance(depth["tolerance"], depth["tolerance_reason"], "max|layer output|"),
+                   inputs={"n": min(ctx.n, ORBIT_N), "layers": int(weights(ctx).n_layers)},
+                   details={"rows": rows},
+                   counterexample={"failing": [r["phenomenon"] for r in rows if r["holds"] is False]}
+                   if v is Verdict.FAILS else None,
+                   scope=Scope("instances", f"the model's weights at n = {min(ctx.n, ORBIT_N)}: every layer (depth), "
+                                            "layer 0 (head channels, entropy)"))]
