@@ -415,6 +415,8 @@ _FAMILY_KEYS = {
 _FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 # Gemma 3's text decoder: QK-norm, sandwich norms, (1 + w) gains, scaled embeddings, local/global layers
 _FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
+# Qwen3: Llama-structured with RMSNorm on each head's queries and keys (plain gains w, no post-norms)
+_FAMILY_KEYS["qwen3"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 
 #: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
@@ -502,7 +504,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2", "gemma3") else 0
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
+        if family in ("llama", "qwen2", "gemma3", "qwen3") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -563,6 +566,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         if qkv_bias and bias:
             raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
         window = None
+        if family == "qwen3":
+            _qwen3_checks(cfg, shown, L)
         if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
             if family != "llama" or model_type != "mistral":
                 raise SymtransError(f"{shown}: sliding_window with model_type {model_type!r} is not modelled "
@@ -580,8 +585,20 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
-            sliding_window=window if window is not None and window < positions else None)
+            sliding_window=window if window is not None and window < positions else None,
+            qk_norm=family == "qwen3")
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int) -> None:
+    """Qwen3's fields beyond Llama's: per-layer sliding windows are refused by name (full attention only)."""
+    if _bool_key(cfg, "use_sliding_window", shown):
+        raise SymtransError(f"{shown}: use_sliding_window=true (qwen3's per-layer sliding windows) is not modelled")
+    types = cfg.get("layer_types")
+    if types is not None and (not isinstance(types, list) or len(types) != L
+                              or any(t != "full_attention" for t in types)):
+        raise SymtransError(f"{shown}: layer_types other than 'full_attention' on every one of the {L} layers "
+                            "(qwen3's sliding layers) are not modelled")
 
 
 def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: int, head_dim: int,

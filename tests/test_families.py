@@ -1,0 +1,169 @@
+"""The families interpretability researchers use, through the one description of an architecture (issue 42).
+
+Per family, every number against an independent route: ``params-model``
+against ``transformers``' own model built on the meta device from the
+published config (``sum(p.numel())`` of ``AutoModelForCausalLM.from_config``),
+the per-head forward against ``transformers``' own forward on a random tiny
+float64 checkpoint (its float32 upcasts turned off: ``float64_reference``), G
+against the measured stabiliser (``group.complete.measure``: the Jacobian null
+space at one and two layers), and a negative control per structural feature
+(drop it and parity, or agreement, breaks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from symtrans.arch import from_config  # noqa: E402
+from symtrans.errors import SymtransError  # noqa: E402
+from symtrans.formulas import formula  # noqa: E402
+
+IDS = torch.tensor([7, 8, 5, 9, 10, 5, 11, 12, 70, 3, 64, 99])
+
+
+def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "m") -> Path:
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def _hf_count(cfg: dict[str, Any]) -> int:
+    """transformers' own parameter count of the base model, built on the meta device (no memory).
+
+    ``params-model`` counts the base model; the causal LM built from the same
+    config (also counted here) has exactly ``vocab_size * hidden_size`` more
+    when its head is untied, none when tied (parameters() lists a tied one once).
+    """
+    conf = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        base = sum(p.numel() for p in transformers.AutoModel.from_config(conf).parameters())
+        lm = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(conf).parameters())
+    head = 0 if conf.tie_word_embeddings else conf.vocab_size * conf.hidden_size
+    assert lm == base + head, (lm, base, head)
+    return base
+
+
+def _float64_errors(family: str, model: Any, path: Path, *, ids: Any = IDS,
+                    change: dict[str, Any] | None = None) -> tuple[float, float]:
+    """Largest |ours - transformers| over hidden states and attention matrices, float64, upcasts off."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import float64_reference
+
+    w = load_model(path, dtype="float64")
+    if change:
+        w.arch = dataclasses.replace(w.arch, **change)
+    ours = encode(w, input_ids=ids)
+    with float64_reference(family), torch.no_grad():
+        ref = model.double()(ids[None], output_hidden_states=True, output_attentions=True)
+    worst_h = max(float((a - b[0]).abs().max()) for a, b in zip(ours.hidden_states, ref.hidden_states))
+    worst_a = max(float((t.A - a[0]).abs().max()) for t, a in zip(ours.layers, ref.attentions))
+    return worst_h, worst_a
+
+
+# =========================================================================== Qwen3
+#: Qwen3-0.6B's published config.json (Qwen/Qwen3-0.6B), the fields transformers reads
+QWEN3_06B: dict[str, Any] = {
+    "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+    "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+    "max_position_embeddings": 40960, "rope_theta": 1000000, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+    "tie_word_embeddings": True, "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+    "max_window_layers": 28,
+}
+
+
+def test_qwen3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, QWEN3_06B))).value) == _hf_count(QWEN3_06B)
+    # Qwen3-8B's shape (untied, 36 layers, 32/8 heads of 128): derived, not echoed
+    big = {**QWEN3_06B, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+           "num_attention_heads": 32, "tie_word_embeddings": False}
+    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+
+
+def test_qwen3_config_is_read_with_qk_norm_and_plain_gains(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, QWEN3_06B))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.d_model, a.qk_norm, a.post_norms, a.gain_offset) == \
+        ("qwen3", 16, 8, 128, 1024, True, False, 0)
+    assert a.tied_lm_head and not a.bias and not a.qkv_bias and a.sliding_window is None
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("use_sliding_window", True, "use_sliding_window"),
+    ("layer_types", ["sliding_attention"] * 28, "layer_types"),
+    ("attention_bias", True, "attention_bias"),
+])
+def test_qwen3_unmodelled_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**QWEN3_06B, field: value}))
+
+
+@pytest.fixture(scope="module")
+def qwen3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("qwen3"), "qwen3", n_layers=2, head=True,
+                             tie_word_embeddings=False)
+
+
+def test_qwen3_forward_parity_with_transformers_in_float64(qwen3_tiny: tuple[Path, Any]) -> None:
+    path, model = qwen3_tiny
+    worst_h, worst_a = _float64_errors("qwen3", model, path)
+    print(f"qwen3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_qwen3_without_qk_norm_breaks_parity(qwen3_tiny: tuple[Path, Any]) -> None:
+    """Negative control: the same weights read as plain Llama (no QK-norm) no longer match transformers."""
+    path, model = qwen3_tiny
+    assert min(_float64_errors("qwen3", model, path, change={"qk_norm": False})) > 1e-6
+
+
+def _qwen3_tiny_config(tmp_path: Path, **extra: Any) -> Path:
+    cfg = transformers.Qwen3Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                   max_position_embeddings=64, **extra)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_qwen3_group_derivation(tmp_path: Path) -> None:
+    """QK-norm breaks the qk-gauge and leaves the gain trade (d_k / 2 per layer); plain gains change nothing else."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, QWEN3_06B)))
+    subs = spec.arch.substitutions()
+    assert spec.factor("qk-gauge").status == "broken"
+    assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 64
+    # per layer: vo-gauge H_kv d_v^2 + ffn-scaling d_ff + the two pre-norm scalings 2 d_model + the gain trade
+    assert spec.layer_dimension() == 8 * 128 ** 2 + 3072 + 2 * 1024 + 64
+
+
+@pytest.mark.parametrize("layers,scope,tied", [(1, "layers", True), (2, "layers", True), (1, "model", False),
+                                               pytest.param(2, "model", True, marks=pytest.mark.slow)])
+def test_qwen3_group_complete_agrees(tmp_path: Path, layers: int, scope: str, tied: bool) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_qwen3_tiny_config(tmp_path, tie_word_embeddings=tied))
+    r = measure(a, layers=layers, scope=scope, sizes={"d_k": 4, "d_v": 2})
+    print(f"qwen3 L={layers} {scope} tied={tied}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+def test_qwen3_a_group_without_the_gain_trade_disagrees(tmp_path: Path) -> None:
+    """False case: drop the QK-norm gain trade and the measurement finds d_k / 2 directions on the norm gains."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_qwen3_tiny_config(tmp_path))
+    r = measure(a, layers=1, exclude=("qk-norm-gain-trade",), sizes={"d_k": 4, "d_v": 2})
+    assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2
+    assert any("norm_w" in str(u) for u in r["unexplained"]), r["unexplained"]
