@@ -138,6 +138,10 @@ class Architecture:
     attn_scalar: float | None = None  # scores are scaled by attn_scalar^-1/2 instead of d_k^-1/2
     layer_types: tuple[str, ...] = ()  # per layer: "sliding" or "full" (empty: every layer alike)
     rope_bases: tuple[tuple[str, float], ...] = ()  # rotary base per layer type, e.g. (("full", 1e6), ("sliding", 1e4))
+    # Gemma 2: soft-capping, c tanh(s / c), of the attention scores (after scaling, before the mask) and of the
+    # output head's logits (the causal LM's only; the base model's hidden states do not see it)
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -417,6 +421,8 @@ _FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 _FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
 # Qwen3: Llama-structured with RMSNorm on each head's queries and keys (plain gains w, no post-norms)
 _FAMILY_KEYS["qwen3"] = _FAMILY_KEYS["llama"]
+# Gemma 2: Gemma 3's structure without QK-norm, with attention and final logit soft-capping, one rotary base
+_FAMILY_KEYS["gemma2"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 
 #: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
@@ -505,7 +511,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
     head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
-        if family in ("llama", "qwen2", "gemma3", "qwen3") else 0
+        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -555,7 +561,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             attention="causal", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
             ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
-    elif family == "gemma3":
+    elif family in ("gemma3", "gemma2"):
         arch = _gemma3(cfg, common, shown, positions, head_dim or d_model // H, L)
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
@@ -608,18 +614,25 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
     Layer types come from ``layer_types`` or, in older configs, from
     ``sliding_window_pattern`` (every ``k``-th layer full, as transformers
     derives them); the rotary bases from ``rope_parameters`` per layer type or
-    the older ``rope_theta`` / ``rope_local_base_freq``.
+    the older ``rope_theta`` / ``rope_local_base_freq``. Gemma 2 (``family``
+    gemma2) is the same structure without QK-norm, with soft-capping of the
+    attention scores and the output logits, layers alternating sliding and full
+    from layer 0 (older configs: no ``layer_types``), and one rotary base.
     """
+    gemma2 = common["family"] == "gemma2"
+    caps: dict[str, float | None] = {}
     for key, what in _GEMMA3_REFUSED.items():
-        if cfg.get(key) is not None:
+        if cfg.get(key) is not None and not gemma2:
             raise SymtransError(f"{shown}: {key} = {cfg[key]!r} ({what}) is not modelled")
+        if gemma2 and cfg.get(key) is not None:  # a positive cap c: s -> c tanh(s / c)
+            caps[key] = _float_key(cfg, key, shown, 1.0)
     if _bool_key(cfg, "use_bidirectional_attention", shown):
         raise SymtransError(f"{shown}: use_bidirectional_attention=true is not modelled (causal attention only)")
     if _bool_key(cfg, "attention_bias", shown):
-        raise SymtransError(f"{shown}: attention_bias=true is not modelled for gemma3 (no biases)")
+        raise SymtransError(f"{shown}: attention_bias=true is not modelled for {common['family']} (no biases)")
     types = cfg.get("layer_types")
     if types is None:
-        k = _int_key(cfg, "sliding_window_pattern", shown, default=6)
+        k = _int_key(cfg, "sliding_window_pattern", shown, default=2 if gemma2 else 6)
         types = ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(L)]
     if not isinstance(types, list) or len(types) != L or any(t not in ("sliding_attention", "full_attention")
                                                               for t in types):
@@ -628,13 +641,15 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
     kinds = tuple("sliding" if t == "sliding_attention" else "full" for t in types)
     rope = cfg.get("rope_parameters")
     bases = {"full": cfg.get("rope_theta", 1_000_000.0), "sliding": cfg.get("rope_local_base_freq", 10_000.0)}
+    if gemma2:  # one rotary base on every layer
+        bases = {"full": cfg.get("rope_theta", 10_000.0), "sliding": cfg.get("rope_theta", 10_000.0)}
     scaling: tuple[tuple[str, Any], ...] = ()
     if rope is not None:
         if not isinstance(rope, dict):
             raise SymtransError(f"{shown}: key 'rope_parameters' must be an object, got {rope!r}"[:300])
         per_type = {"full": rope.get("full_attention"), "sliding": rope.get("sliding_attention")}
         if not any(isinstance(v, dict) for v in per_type.values()):
-            per_type = {"full": rope, "sliding": None}  # one set of parameters for the global layers
+            per_type = {"full": rope, "sliding": rope if gemma2 else None}  # one set for the global layers
         for kind, sub in per_type.items():
             if sub is None:
                 continue
@@ -652,9 +667,10 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
         ffn="gated", bias=False, attention="causal", positional="rotary", final_norm=True,
         tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
         ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=scaling,
-        sliding_window=window, qk_norm=True, post_norms=True, gain_offset=1, embedding_scale=True,
+        sliding_window=window, qk_norm=not gemma2, post_norms=True, gain_offset=1, embedding_scale=True,
         attn_scalar=_float_key(cfg, "query_pre_attn_scalar", shown, 256.0), layer_types=kinds,
-        rope_bases=tuple(sorted((k, float(v)) for k, v in bases.items())))
+        rope_bases=tuple(sorted((k, float(v)) for k, v in bases.items())),
+        attn_softcap=caps.get("attn_logit_softcapping"), final_softcap=caps.get("final_logit_softcapping"))
 
 
 #: per-layer modules (with parameters) of a Llama-structured decoder layer in transformers

@@ -167,3 +167,106 @@ def test_qwen3_a_group_without_the_gain_trade_disagrees(tmp_path: Path) -> None:
     r = measure(a, layers=1, exclude=("qk-norm-gain-trade",), sizes={"d_k": 4, "d_v": 2})
     assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2
     assert any("norm_w" in str(u) for u in r["unexplained"]), r["unexplained"]
+
+
+# =========================================================================== Gemma 2
+#: Gemma 2 2B's published config.json (google/gemma-2-2b), the fields transformers reads
+GEMMA2_2B: dict[str, Any] = {
+    "model_type": "gemma2", "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 8192, "sliding_window": 4096, "query_pre_attn_scalar": 256,
+    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True, "attention_bias": False, "cache_implementation": "hybrid",
+}
+
+
+def test_gemma2_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, GEMMA2_2B))).value) == _hf_count(GEMMA2_2B)
+    # Gemma 2 27B's shape (46 layers, 32/16 heads of 128, scalar 144 = d_model / H): derived, not echoed
+    big = {**GEMMA2_2B, "hidden_size": 4608, "intermediate_size": 36864, "num_hidden_layers": 46,
+           "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "query_pre_attn_scalar": 144}
+    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+
+
+def test_gemma2_config_is_read_field_by_field(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, GEMMA2_2B))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.qk_norm, a.post_norms, a.gain_offset, a.embedding_scale) == \
+        ("gemma2", 8, 4, 256, False, True, 1, True)
+    assert (a.attn_softcap, a.final_softcap, a.attn_scalar, a.sliding_window) == (50.0, 30.0, 256.0, 4096)
+    # no layer_types in the published file: transformers alternates from layer 0 (sliding, full, ...)
+    assert [a.layer_kind(i) for i in range(4)] == ["sliding", "full", "sliding", "full"]
+    assert a.rope_base_at(0) == a.rope_base_at(1) == 10000.0
+    b = from_config(_write(tmp_path, {**GEMMA2_2B, "attn_logit_softcapping": None}, "nocap"))
+    assert b.attn_softcap is None and b.final_softcap == 30.0
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("attn_logit_softcapping", -1.0, "attn_logit_softcapping"),
+    ("use_bidirectional_attention", True, "use_bidirectional_attention"),
+    ("attention_bias", True, "attention_bias"),
+])
+def test_gemma2_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any,
+                                                             named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**GEMMA2_2B, field: value}))
+
+
+@pytest.fixture(scope="module")
+def gemma2_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("gemma2"), "gemma2", n_layers=3)
+
+
+def test_gemma2_forward_parity_with_transformers_in_float64(gemma2_tiny: tuple[Path, Any]) -> None:
+    path, model = gemma2_tiny
+    from symtrans.numeric import load_model
+
+    a = load_model(path).arch
+    assert a.attn_softcap == 1.5 and a.layer_types == ("sliding", "full", "sliding") and a.sliding_window == 5
+    worst_h, worst_a = _float64_errors("gemma2", model, path)
+    print(f"gemma2 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+@pytest.mark.parametrize("drop", ["attn_softcap", "post_norms", "layer_types", "attn_scalar"])
+def test_gemma2_each_modelled_feature_matters(gemma2_tiny: tuple[Path, Any], drop: str) -> None:
+    """Negative control: the architecture without one feature no longer matches transformers."""
+    path, model = gemma2_tiny
+    off = {"attn_softcap": None, "post_norms": False, "layer_types": ("full",) * 3, "attn_scalar": None}[drop]
+    assert max(_float64_errors("gemma2", model, path, change={drop: off})) > 1e-6, drop
+
+
+def _gemma2_tiny_config(tmp_path: Path) -> Path:
+    cfg = transformers.Gemma2Config(
+        vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=4, query_pre_attn_scalar=12,
+        attn_logit_softcapping=1.5, final_logit_softcapping=2.0)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_gemma2_group_derivation(tmp_path: Path) -> None:
+    """Soft-capping keeps the qk-gauge (the same scores, capped); post-norms break the residual rotation."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, GEMMA2_2B)))
+    assert spec.factor("qk-gauge").status != "broken"
+    assert spec.factor("residual-rotation").status == "broken"
+    assert "qk-norm-gain-trade" not in [f.name for f in spec.factors]
+    # per layer: qk-gauge H_kv d_k (rotary commutant) + vo-gauge H_kv d_v^2 + ffn d_ff + two pre-norm scalings
+    assert spec.layer_dimension() == 4 * 256 + 4 * 256 ** 2 + 9216 + 2 * 2304
+
+
+@pytest.mark.parametrize("layers,scope", [(1, "layers"), (2, "layers"), (1, "model"),
+                                          pytest.param(2, "model", marks=pytest.mark.slow)])
+def test_gemma2_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_gemma2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, scope=scope)
+    print(f"gemma2 L={layers} {scope}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8

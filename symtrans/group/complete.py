@@ -260,6 +260,9 @@ def _kept_features(a: Architecture) -> list[str]:
         out.append("(1 + w) gains")
     if a.embedding_scale:
         out.append("embeddings x sqrt(d_model)")
+    if a.attn_softcap or a.final_softcap:
+        out.append("soft-capping (" + ", ".join(w for w, c in (("scores", a.attn_softcap), ("logits", a.final_softcap))
+                                                if c) + ")")
     if a.embedding_norm:
         out.append("embedding norm")
     if a.final_norm:
@@ -423,6 +426,8 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
     X = stack_forward(params, X, feat, be, embedded=scope != "layers")
     if scope == "model" and _has_head(arch):
         X = X @ (params["word"].T if arch.tied_lm_head else params["lm_head"])
+        if arch.final_softcap:  # Gemma 2: the logits, capped
+            X = be.softcap(X, arch.final_softcap)
     return X
 
 

@@ -62,6 +62,7 @@ class Features:
     post_norms: bool = False  # a norm on the attention and FFN outputs before the residual add (Gemma 3)
     attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 instead of d_k^-1/2
     windows: tuple[int | None, ...] = ()  # per-layer windows (Gemma 3's local/global layers), else ``window``
+    attn_softcap: float | None = None  # Gemma 2: scores s -> c tanh(s / c) after scaling, before the mask
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -77,7 +78,7 @@ class Features:
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
                    arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
                    None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
-                   arch.attn_scalar, windows)
+                   arch.attn_scalar, windows, arch.attn_softcap)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -142,6 +143,7 @@ class SympyBackend:
         "gelu": lambda x: x / 2 * (1 + sp.erf(x / sp.sqrt(2))),
         "gelu_new": lambda x: x / 2 * (1 + sp.tanh(sp.sqrt(2 / sp.pi) * (x + sp.Rational(44715, 10**6) * x**3))),
         "silu": lambda x: x / (1 + sp.exp(-x)),
+        "tanh": sp.tanh,
         "relu": lambda x: sp.Max(0, x),
     }
 
@@ -202,6 +204,11 @@ class SympyBackend:
     def scale(self, d_k: int) -> sp.Expr:
         """The score scale 1/sqrt(d_k), exact."""
         return 1 / sp.sqrt(d_k)
+
+    def softcap(self, S: sp.Matrix, cap: float) -> sp.Matrix:
+        """Soft-capping ``c tanh(s / c)`` entrywise, each ``tanh`` an atom."""
+        c = sp.nsimplify(cap)
+        return S.applyfunc(lambda s: c * self.apply("tanh", s / c))
 
     def softmax(self, S: sp.Matrix, causal: bool, window: int | None = None) -> sp.Matrix:
         """Row softmax as atoms keyed by (own centred score, multiset of the row's centred scores).
@@ -316,6 +323,10 @@ class TorchBackend:
     def scale(self, d_k: int) -> float:
         """1/sqrt(d_k)."""
         return d_k ** -0.5
+
+    def softcap(self, S: Any, cap: float) -> Any:
+        """Soft-capping ``c tanh(s / c)`` entrywise (Gemma 2's scores and logits)."""
+        return cap * self.torch.tanh(S / cap)
 
     def softmax(self, S: Any, causal: bool, window: int | None = None) -> Any:
         """Row softmax, lower-triangular mask when causal (a band of ``window`` keys with a sliding window)."""
@@ -463,7 +474,10 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
             q = be.rotate(q, rots)
         scalar = feat.attn_scalar
         scale = be.scale(d_k) if scalar is None else be.scale(int(scalar) if float(scalar).is_integer() else scalar)
-        A = be.softmax(be.canon(q @ k.T) * scale, feat.attention == "causal", feat.window)
+        scores = be.canon(q @ k.T) * scale
+        if feat.attn_softcap:  # Gemma 2: the same scores, capped (tanh is injective: nothing new is fixed)
+            scores = be.softcap(scores, feat.attn_softcap)
+        A = be.softmax(scores, feat.attention == "causal", feat.window)
         vo = be.canon(v @ p["W_O"][h])  # = (A v) W_O^h, associated so the value path cancels first
         term = be.memo(("head", A, vo), lambda: be.canon(A @ vo))
         total = term if total is None else total + term

@@ -763,7 +763,9 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                   "for every q forces M orthogonal (up to sign), and the norm's gain, shared by every head, must "
                   "then absorb Gamma^-1 M Gamma': with distinct gains that leaves only diagonal M, the same for "
                   "every head, which is the qk-norm-gain-trade factor (plus finitely many sign flips)", a.qk_norm)),
-        "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
+        "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged"
+        + (" (soft-capping c tanh(s / c) is a function of the scores, so it keeps the factor)" if a.attn_softcap
+           else ""),
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else "")))
     if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
         f.append(_qk_norm_trade(a, rotary))

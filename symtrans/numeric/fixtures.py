@@ -20,8 +20,9 @@ from typing import Any
 
 __all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
-FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3")
+FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3",
+            "gemma2")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -38,14 +39,18 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
                    "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
                    "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM),
                    "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, T.Gemma3ForCausalLM),
-                   "qwen3": (T.Qwen3Config, T.Qwen3Model, T.Qwen3ForCausalLM)}
+                   "qwen3": (T.Qwen3Config, T.Qwen3Model, T.Qwen3ForCausalLM),
+                   "gemma2": (T.Gemma2Config, T.Gemma2Model, T.Gemma2ForCausalLM)}
         config_cls, base, lm = classes[family]
         extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
         if family == "mistral":
             extra.setdefault("sliding_window", positions)
         if family == "qwen3":  # head_dim is its own field (default 128): the tiny width
             extra.setdefault("head_dim", d_model // n_heads)
-        if family == "gemma3":  # local/global layers, a window shorter than the tests' n, a scalar != d_k
+        if family == "gemma2":  # caps small enough that tanh bends at the tests' scores
+            extra.setdefault("attn_logit_softcapping", 1.5)
+            extra.setdefault("final_logit_softcapping", 2.0)
+        if family in ("gemma3", "gemma2"):  # local/global layers, a window shorter than the tests' n, a scalar != d_k
             extra.setdefault("head_dim", d_model // n_heads)
             extra.setdefault("sliding_window", 5)
             extra.setdefault("query_pre_attn_scalar", 12)
@@ -59,7 +64,7 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
 
     with torch.no_grad():  # random norm gains and biases, so that a transposed or dropped one shows
         for name, p in model.named_parameters():
-            if family == "gemma3" and name.endswith("norm.weight"):  # stored w, applied as 1 + w
+            if family in ("gemma3", "gemma2") and name.endswith("norm.weight"):  # stored w, applied as 1 + w
                 p.copy_(0.2 * torch.randn_like(p))
             elif name.endswith("norm.weight") or name.endswith("ln_1.weight") or name.endswith("ln_2.weight") \
                     or name.endswith("ln_f.weight"):
@@ -164,7 +169,7 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
     steps run in the input's dtype with the same formulas (nothing else
     changes), so a float64 model is a float64 reference for
     :func:`symtrans.numeric.forward.encode`. ``family``: ``gemma3`` (the
-    default) or ``qwen3``.
+    default), ``gemma2`` or ``qwen3``.
 
     Examples
     --------
@@ -189,7 +194,7 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
 
         module, prefix = _FLOAT64_MODULES[self.family]
         G = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
-        offset = 1.0 if self.family == "gemma3" else 0.0
+        offset = 1.0 if self.family in ("gemma3", "gemma2") else 0.0
 
         def norm_forward(self: Any, x: Any) -> Any:
             w = self.weight.to(x.dtype)
@@ -224,11 +229,11 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
         norm_cls.forward = norm_forward
         rope_cls.forward = rope_forward
         G.eager_attention_forward = eager
-        if self.family == "gemma3":
+        if self.family in ("gemma3", "gemma2"):
             def embed_forward(self: Any, input_ids: Any) -> Any:
                 return torch.nn.functional.embedding(input_ids, self.weight, self.padding_idx) * self.scalar_embed_scale
 
-            emb_cls = G.Gemma3TextScaledWordEmbedding
+            emb_cls = getattr(G, f"{prefix}TextScaledWordEmbedding")
             self._saved.append((emb_cls, "forward", emb_cls.forward))
             emb_cls.forward = embed_forward
         return self
@@ -239,4 +244,4 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
 
 
 #: per family: (transformers module, class-name prefix) whose float32 steps float64_reference turns off
-_FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3")}
+_FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3"), "gemma2": ("gemma2", "Gemma2")}

@@ -193,6 +193,7 @@ class Structure:
     qk_norm: bool = False  # RMSNorm on each head's queries and keys (gains q_norm_w, k_norm_w), before the rotation
     post_norms: bool = False  # a norm on each sub-block's output before the residual add (ln1_post_w, ln2_post_w)
     attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 (Gemma's query_pre_attn_scalar)
+    attn_softcap: float | None = None  # Gemma 2: scores s -> c tanh(s / c) after scaling, before the mask
     # per layer (rotary base, window) when layers differ (Gemma 3's local/global layers); resolved by at(i)
     gain_offset: int = 0  # Gemma: gains stored as w and applied as 1 + w (the loader applies the offset)
     per_layer: tuple[tuple[float | None, int | None], ...] = ()
@@ -245,6 +246,8 @@ class Structure:
                     f"{norm} (gains 1 + w as stored), {ffn_kind} FFN; "
                     + ("RMSNorm on each head's queries and keys; " if self.qk_norm else "")
                     + (f"scores scaled by {self.attn_scalar:g}^-1/2; " if self.attn_scalar else "")
+                    + (f"scores soft-capped, c tanh(s / c) with c = {self.attn_softcap:g}; " if self.attn_softcap
+                       else "")
                     + f"causal attention{win}, {pos}; embeddings scaled by sqrt(d_model); MHA = sum_h Y^h W_O^h"
                     + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
                        if self.final_norm else ""))
@@ -288,7 +291,8 @@ def structure(weights: Any) -> Structure:
     return Structure(form="pre-ln", norm=a.norm, eps=float(a.ln_eps), activation=a.activation,
                      gated=a.ffn == "gated", causal=a.attention == "causal", rope_theta=theta,
                      sliding_window=int(window) if window else None, final_norm=bool(a.final_norm),
-                     qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, per_layer=per_layer,
+                     qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, attn_softcap=a.attn_softcap,
+                     per_layer=per_layer,
                      gain_offset=a.gain_offset)
 
 
@@ -408,6 +412,8 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
         scores = (q @ k.transpose(-1, -2)) * st.attn_scalar ** -0.5
     else:
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if st is not None and st.attn_softcap:  # Gemma 2: c tanh(s / c), after the scaling, before the mask
+        scores = st.attn_softcap * torch.tanh(scores / st.attn_softcap)
     if st is not None and st.causal:
         i = torch.arange(n, device=q.device)
         masked = i[None, :] > i[:, None]

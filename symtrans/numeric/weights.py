@@ -70,7 +70,8 @@ _LAYOUTS["llama"] = {
 _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma3"] = _LAYOUTS["llama"]
 _LAYOUTS["qwen3"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3")
+_LAYOUTS["gemma2"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2")
 
 
 def default_model_path() -> Path:
@@ -883,7 +884,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -956,7 +957,7 @@ class _Checkpoint:
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
         out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
         out["ln1_b"] = self._zeros(D)
-        gemma = a.family == "gemma3"
+        gemma = a.family in ("gemma3", "gemma2")
         if a.qk_norm:
             out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
             out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
