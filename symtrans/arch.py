@@ -423,6 +423,8 @@ _FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
 _FAMILY_KEYS["qwen3"] = _FAMILY_KEYS["llama"]
 # Gemma 2: Gemma 3's structure without QK-norm, with attention and final logit soft-capping, one rotary base
 _FAMILY_KEYS["gemma2"] = _FAMILY_KEYS["llama"]
+# Phi-3: Llama's structure with fused qkv_proj and gate_up_proj (a parameter layout: the loader splits them)
+_FAMILY_KEYS["phi3"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 
 #: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
@@ -511,7 +513,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
     head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
-        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2") else 0
+        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -567,7 +569,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
         rope_scaling = _check_rope(cfg, shown)
-        bias = _bool_key(cfg, "attention_bias", shown)
+        bias = _bool_key(cfg, "attention_bias", shown) if family != "phi3" else False  # phi3 reads no bias flag
         qkv_bias = family == "qwen2"
         if qkv_bias and bias:
             raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
@@ -575,11 +577,11 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         if family == "qwen3":
             _qwen3_checks(cfg, shown, L)
         if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
-            if family != "llama" or model_type != "mistral":
+            if model_type not in ("mistral", "phi3"):
                 raise SymtransError(f"{shown}: sliding_window with model_type {model_type!r} is not modelled "
-                                    "(per-layer windows); only mistral's window on every layer")
+                                    "(per-layer windows); only mistral's and phi3's window on every layer")
             window = _int_key(cfg, "sliding_window", shown)
-        if _bool_key(cfg, "mlp_bias", shown) != bias:
+        if family != "phi3" and _bool_key(cfg, "mlp_bias", shown) != bias:
             raise SymtransError(
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
                 " (one bias flag covers attention and feed-forward)")

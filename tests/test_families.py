@@ -270,3 +270,100 @@ def test_gemma2_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -
           f"gap {r['record']['gap_decades']:.1f} decades")
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
     assert r["record"]["gap_decades"] > 8
+
+
+# =========================================================================== Phi-3
+#: Phi-3-mini-4k-instruct's published config.json (microsoft/Phi-3-mini-4k-instruct), the fields transformers reads
+PHI3_MINI: dict[str, Any] = {
+    "model_type": "phi3", "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+    "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": None, "sliding_window": 2047,
+    "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False,
+    "attention_dropout": 0.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "bos_token_id": 1, "eos_token_id": 32000,
+    "pad_token_id": 32000,
+}
+
+
+def test_phi3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, PHI3_MINI))).value) == _hf_count(PHI3_MINI)
+    # Phi-3-medium's shape (40 layers, 40 query heads sharing 10 key/value heads): derived, not echoed
+    med = {**PHI3_MINI, "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40,
+           "num_attention_heads": 40, "num_key_value_heads": 10}
+    assert int(formula("params-model", arch=str(_write(tmp_path, med, "m"))).value) == _hf_count(med)
+
+
+def test_phi3_config_is_read_as_llama_with_its_window(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, PHI3_MINI))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.ffn, a.bias, a.tied_lm_head, a.sliding_window) == \
+        ("phi3", 32, 32, 96, "gated", False, False, 2047)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("partial_rotary_factor", 0.75, "partial_rotary_factor"),
+    ("rope_parameters", {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
+     "partial_rotary_factor"),
+])
+def test_phi3_partial_rotary_is_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**PHI3_MINI, field: value}))
+
+
+@pytest.fixture(scope="module")
+def phi3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("phi3"), "phi3", n_layers=2)
+
+
+def test_phi3_forward_parity_with_transformers_in_float64(phi3_tiny: tuple[Path, Any]) -> None:
+    """The fused projections are split as transformers splits them (q, k, v rows; gate, then up)."""
+    from symtrans.numeric import load_model
+
+    path, model = phi3_tiny
+    assert load_model(path).arch.sliding_window == 5 < len(IDS)
+    worst_h, worst_a = _float64_errors("phi3", model, path)
+    print(f"phi3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_phi3_a_wrong_split_or_no_window_breaks_parity(phi3_tiny: tuple[Path, Any]) -> None:
+    """Negative controls: gate and up swapped (the split read the wrong way round), or the window dropped."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import float64_reference
+
+    path, model = phi3_tiny
+    w = load_model(path, dtype="float64").copy()
+    w.tensors["W_gate"], w.tensors["W_in"] = w.tensors["W_in"].clone(), w.tensors["W_gate"].clone()
+    with float64_reference("phi3"), torch.no_grad():
+        ref = model.double()(IDS[None], output_hidden_states=True)
+    swapped = max(float((a - b[0]).abs().max()) for a, b in zip(encode(w, input_ids=IDS).hidden_states,
+                                                                 ref.hidden_states))
+    assert swapped > 1e-6
+    w = load_model(path, dtype="float64")
+    tr = encode(w, input_ids=IDS)
+    assert float(tr.layers[0].A[:, 11, 0].abs().max()) == 0  # key 0 is outside query 11's window of 5
+    w.config = {**w.config, "sliding_window": None}  # the window unread: every earlier key
+    unmasked = max(float((t.A - a[0]).abs().max()) for t, a in zip(encode(w, input_ids=IDS).layers,
+                                                                    _reference_attentions(model)))
+    assert unmasked > 1e-3
+
+
+def _reference_attentions(model: Any) -> Any:
+    from symtrans.numeric.fixtures import float64_reference
+
+    with float64_reference("phi3"), torch.no_grad():
+        return model.double()(IDS[None], output_attentions=True).attentions
+
+
+@pytest.mark.parametrize("layers,scope", [(1, "layers"), pytest.param(2, "layers", marks=pytest.mark.slow),
+                                          (1, "model")])
+def test_phi3_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> None:
+    """A parameter layout does not change G: Llama's factors, measured on the published config's reduction."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_write(tmp_path, PHI3_MINI))
+    r = measure(a, layers=layers, scope=scope)
+    print(f"phi3 L={layers} {scope}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8

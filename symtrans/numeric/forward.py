@@ -281,7 +281,7 @@ def structure(weights: Any) -> Structure:
         from symtrans.arch import rope_theta
 
         theta = rope_theta(cfg, a.name)  # validated as the config was read; never replaced by a default
-    window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
+    window = cfg.get("sliding_window") if cfg.get("model_type") in ("mistral", "phi3") else None
     if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
         raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")
     per_layer: tuple[tuple[float | None, int | None], ...] = ()

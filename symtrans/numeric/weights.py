@@ -71,7 +71,8 @@ _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma3"] = _LAYOUTS["llama"]
 _LAYOUTS["qwen3"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma2"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2")
+_LAYOUTS["phi3"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3")
 
 
 def default_model_path() -> Path:
@@ -884,7 +885,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -946,8 +947,14 @@ class _Checkpoint:
         H, Hkv, D, dk, F = int(a.H), int(a.H_kv), int(a.d_model), int(a.d_k), int(a.d_ff)
         lp = f"layers.{i}."
         out: dict[str, Any] = {}
+        fused = a.family == "phi3"  # Phi-3: one qkv_proj (rows q, then k, then v) and one gate_up_proj (gate, up)
+        if fused:
+            qkv = self.raw(f"{lp}self_attn.qkv_proj.weight", ((H + 2 * Hkv) * dk, D))
+            rows = {"q": qkv[:H * dk], "k": qkv[H * dk:(H + Hkv) * dk], "v": qkv[(H + Hkv) * dk:]}
+            gate_up = self.raw(f"{lp}mlp.gate_up_proj.weight", (2 * F, D))
+            rows.update(gate=gate_up[:F], up=gate_up[F:])
         for tag, wname, bname, heads in (("q", "W_Q", "b_Q", H), ("k", "W_K", "b_K", Hkv), ("v", "W_V", "b_V", Hkv)):
-            w = self.raw(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
+            w = rows[tag] if fused else self.raw(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
             out[wname] = w.T.reshape(D, heads, dk).permute(1, 0, 2)
             bkey = f"{lp}self_attn.{tag}_proj.bias"
             out[bname] = (self.raw(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
@@ -965,7 +972,7 @@ class _Checkpoint:
             out["ln1_post_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
             out["ln2_post_w"] = self.raw(f"{lp}post_feedforward_layernorm.weight", (D,))
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
-            out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
+            out[wname] = (rows[tag] if fused else self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D))).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
             out[bname] = self.raw(bkey, (F,)) if self.has(bkey) else self._zeros(F)
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
