@@ -142,6 +142,10 @@ class Architecture:
     # output head's logits (the causal LM's only; the base model's hidden states do not see it)
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    # OLMo 2: no norm in front of the sub-blocks (they read the residual stream; ``post_norms`` normalise their
+    # outputs), and QK-norm over the full width of q (H d_k) and k (H_kv d_k) before the split into heads
+    pre_norms: bool = True
+    qk_norm_full: bool = False
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -425,6 +429,8 @@ _FAMILY_KEYS["qwen3"] = _FAMILY_KEYS["llama"]
 _FAMILY_KEYS["gemma2"] = _FAMILY_KEYS["llama"]
 # Phi-3: Llama's structure with fused qkv_proj and gate_up_proj (a parameter layout: the loader splits them)
 _FAMILY_KEYS["phi3"] = _FAMILY_KEYS["llama"]
+# OLMo 2: post-norms only (no pre-norms), QK-norm on the full width of q and k, plain gains
+_FAMILY_KEYS["olmo2"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 
 #: Gemma 3 config fields that change the computation and are not modelled: refused by name when set
@@ -513,7 +519,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
     head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
-        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3") else 0
+        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -594,7 +600,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
             sliding_window=window if window is not None and window < positions else None,
-            qk_norm=family == "qwen3")
+            qk_norm=family in ("qwen3", "olmo2"), qk_norm_full=family == "olmo2", post_norms=family == "olmo2",
+            pre_norms=family != "olmo2")
     return arch.with_sizes(n=n) if n is not None else arch
 
 

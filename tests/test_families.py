@@ -367,3 +367,117 @@ def test_phi3_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> 
           f"gap {r['record']['gap_decades']:.1f} decades")
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
     assert r["record"]["gap_decades"] > 8
+
+
+# =========================================================================== OLMo 2
+#: OLMo-2-1124-7B's published config.json (allenai/OLMo-2-1124-7B), the fields transformers reads
+OLMO2_7B: dict[str, Any] = {
+    "model_type": "olmo2", "vocab_size": 100352, "hidden_size": 4096, "intermediate_size": 11008,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+    "rope_theta": 500000, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False,
+    "attention_bias": False, "attention_dropout": 0.0, "pad_token_id": 100277, "eos_token_id": 100257,
+    "bos_token_id": None,
+}
+
+
+def test_olmo2_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, OLMO2_7B))).value) == _hf_count(OLMO2_7B)
+    # a grouped-query shape (32 query heads, 8 key/value heads): the k-norm's width is H_kv d_k, derived
+    gqa = {**OLMO2_7B, "num_key_value_heads": 8, "num_hidden_layers": 4}
+    assert int(formula("params-model", arch=str(_write(tmp_path, gqa, "g"))).value) == _hf_count(gqa)
+
+
+def test_olmo2_config_is_read_with_post_norms_only_and_full_width_qk_norm(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, OLMO2_7B))
+    assert (a.family, a.pre_norms, a.post_norms, a.qk_norm, a.qk_norm_full, a.gain_offset, a.tied_lm_head) == \
+        ("olmo2", False, True, True, True, 0, False)
+
+
+def test_olmo2_attention_bias_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(SymtransError, match="attention_bias"):
+        from_config(_write(tmp_path, {**OLMO2_7B, "attention_bias": True}))
+
+
+@pytest.fixture(scope="module")
+def olmo2_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("olmo2"), "olmo2", n_layers=2)
+
+
+def test_olmo2_forward_parity_with_transformers_in_float64(olmo2_tiny: tuple[Path, Any]) -> None:
+    path, model = olmo2_tiny
+    worst_h, worst_a = _float64_errors("olmo2", model, path)
+    print(f"olmo2 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+@pytest.mark.parametrize("change", [{"pre_norms": True, "post_norms": False}, {"qk_norm_full": False}])
+def test_olmo2_each_modelled_feature_matters(olmo2_tiny: tuple[Path, Any], change: dict[str, Any]) -> None:
+    """Negative controls: the norms placed as Llama's, or the QK-norm taken per head, no longer match."""
+    from symtrans.numeric import load_model
+
+    path, model = olmo2_tiny
+    w = load_model(path, dtype="float64")
+    layers = dict(w.tensors)
+    if "pre_norms" in change:  # the post-norms' gains read as pre-norms
+        w.tensors["ln1_w"], w.tensors["ln2_w"] = layers["ln1_post_w"], layers["ln2_post_w"]
+        w.tensors["ln1_b"] = w.tensors["ln2_b"] = torch.zeros_like(layers["ln1_post_w"])
+    else:  # per head: the first head's slice of the full-width gain
+        w.tensors["q_norm_w"], w.tensors["k_norm_w"] = layers["q_norm_full_w"][:, 0], layers["k_norm_full_w"][:, 0]
+    from symtrans.numeric import encode
+    from symtrans.numeric.fixtures import float64_reference
+
+    w.arch = dataclasses.replace(w.arch, **change)
+    with float64_reference("olmo2"), torch.no_grad():
+        ref = model.double()(IDS[None], output_hidden_states=True)
+    worst = max(float((a - b[0]).abs().max()) for a, b in zip(encode(w, input_ids=IDS).hidden_states,
+                                                               ref.hidden_states))
+    assert worst > 1e-6, change
+
+
+def _olmo2_tiny_config(tmp_path: Path) -> Path:
+    cfg = transformers.Olmo2Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   pad_token_id=0, eos_token_id=1)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_olmo2_group_derivation(tmp_path: Path) -> None:
+    """No pre-norms: no norm scalings; full-width QK-norm: one gain trade per key/value head (H_kv d_k / 2)."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, OLMO2_7B)))
+    subs = spec.arch.substitutions()
+    assert spec.factor("ln1-scaling").status == spec.factor("ln2-scaling").status == "broken"
+    assert spec.factor("qk-gauge").status == spec.factor("residual-rotation").status == "broken"
+    assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 32 * 64
+    # per layer: vo-gauge H_kv d_v^2 + ffn-scaling d_ff + the gain trade H_kv d_k / 2
+    assert spec.layer_dimension() == 32 * 128 ** 2 + 11008 + 32 * 64
+
+
+@pytest.mark.parametrize("layers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_olmo2_group_complete_agrees_on_the_layers(tmp_path: Path, layers: int) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, sizes={"d_k": 4, "d_v": 2})
+    print(f"olmo2 L={layers} layers: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+def test_olmo2_per_kv_head_gain_trade(tmp_path: Path) -> None:
+    """The trade is one scaling per key/value head: with two key/value heads the null space holds 2 x d_k/2 of
+    them, and a group without the factor leaves exactly those on the norm gains (a false case)."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    one = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 1})
+    two = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 2})
+    assert one["agrees"] and two["agrees"]
+    r = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 2}, exclude=("qk-norm-gain-trade",))
+    assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2 * 2
+    assert all("norm_full_w" in str(u) for u in r["unexplained"]), r["unexplained"]

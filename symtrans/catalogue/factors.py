@@ -233,19 +233,32 @@ def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
     rotated pair (d_k / 2 parameters; d_k without rotary positions).
     """
     dim = S["d_k"] / 2 if rotary else S["d_k"]
-    tags = (AxisTag("q_norm_w", 0, "qk-norm-gain-trade", "right", "element", "D"),
-            AxisTag("k_norm_w", 0, "qk-norm-gain-trade", "right", "inverse", "D")) if a.qk_norm else ()
+    full = a.qk_norm_full  # OLMo 2: one gain over every head's entries, so one S per key/value head
+    if full:
+        tags = (AxisTag("q_norm_full_w", 1, "qk-norm-gain-trade", "right", "element", "D", index="head"),
+                AxisTag("k_norm_full_w", 1, "qk-norm-gain-trade", "right", "inverse", "D", index="kv"))
+    else:
+        tags = (AxisTag("q_norm_w", 0, "qk-norm-gain-trade", "right", "element", "D"),
+                AxisTag("k_norm_w", 0, "qk-norm-gain-trade", "right", "inverse", "D")) if a.qk_norm else ()
     return Factor(
         "qk-norm-gain-trade", "continuous", "layer",
         "diagonal scalings of the query norm's gain undone on the key norm's gain"
-        + (" (one per rotated pair of coordinates)" if rotary else ""),
-        dim, None, tags,
+        + (" (one per rotated pair of coordinates)" if rotary else "")
+        + (", one scaling per key/value head (the norm spans every head)" if full else ""),
+        S["H_kv"] * dim if full else dim, None, tags,
         (Breaking("no QK-norm", "breaks", "without norms on the queries and keys there are no gains to trade (the "
-                  "qk-gauge acts instead)", not a.qk_norm),),
+                  "qk-gauge acts instead)", not a.qk_norm),
+         Breaking("QK-norm over the full width (OLMo 2)", "shrinks",
+                  "the norm of q (k) spans every head, so a change can reach it only through an orthogonal map of "
+                  "the whole width that the gains absorb: with distinct gains a diagonal S, blockwise S_h on query "
+                  "head h and S_g on key head g; each score q_h S_h R_t S_g^-1 k_g^T is unchanged for every offset t "
+                  "only if S_h = S_g (t = 0) and S_g commutes with the rotations: one S per key/value head, shared "
+                  "by its query heads, instead of one for the whole layer (which a per-head norm's shared gain "
+                  "forces), dimension H_kv d_k/2", full)),
         "(q Gamma_q S R_t)(k Gamma_k S^-1 R_s)^T = (q Gamma_q R_t)(k Gamma_k R_s)^T when S commutes with the rotations "
         "(S diagonal and equal on each rotated pair): every score is unchanged",
         "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""),
-        coordinates=(Piece("D", 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
+        coordinates=(Piece("D", S["H_kv"] if full else 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:
@@ -348,7 +361,10 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             f.append(Factor(
                 f"{norm}-scaling", "continuous", "layer",
                 f"diagonal rescalings of {norm.upper()}'s gain" + (" and bias" if ln else "") + ", undone by its readers",
-                d, None, tuple(sc), (),
+                d, None, tuple(sc) if a.pre_norms else (),
+                (Breaking("no pre-norms", "breaks", "the sub-block reads the residual stream itself (OLMo 2): there is "
+                          "no gain in front of its readers to rescale, and a rescaling of the stream is not undone "
+                          "by the post-norms' outputs, which are added to it unscaled", not a.pre_norms),),
                 f"pre-LN: {norm.upper()}'s output is read only by affine maps: (gamma D, beta D, D^-1 W) gives "
                 "(z gamma D + beta D) D^-1 W = (z gamma + beta) W",
                 "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (d, d), "diagonal"),)))
@@ -596,7 +612,8 @@ def _model_factors(a: Architecture) -> list[Factor]:
     tags += [AxisTag(t, ax, "residual-permutation", "right", "element", "Q", index=ix)
              for t, ax, ix in writers if a.bias or not t.startswith("b_")]
     for ln in ("ln1", "ln2"):
-        tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
+        if a.pre_norms or a.norm_placement == "post":  # OLMo 2 has no pre-norms: only the post-norms' gains move
+            tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
         if a.post_norms:  # the post-norm's input is W_O's (W_out's) output, moved by Q: its gain is permuted
             tags.append(AxisTag(f"{ln}_post_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
         if not rms:

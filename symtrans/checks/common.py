@@ -32,7 +32,7 @@ __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMIL
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
 ENCODERS = ("bert", "roberta", "distilbert")
-DECODERS = ("gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3")
+DECODERS = ("gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2")
 LAYERNORM_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses RMSNorm
 LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses rotary positions
 FAMILIES_NOTE = {

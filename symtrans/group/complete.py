@@ -253,7 +253,9 @@ def _kept_features(a: Architecture) -> list[str]:
     if a.layer_types and len(set(a.layer_types)) > 1:
         out.append("sliding and full layers")
     if a.qk_norm:
-        out.append("QK-norm")
+        out.append("QK-norm" + (" over the full width" if a.qk_norm_full else ""))
+    if not a.pre_norms:
+        out.append("no pre-norms")
     if a.post_norms:
         out.append("post-norms")
     if a.gain_offset:

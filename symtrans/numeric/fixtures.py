@@ -21,8 +21,8 @@ from typing import Any
 __all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
 FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3",
-            "gemma2", "phi3")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3")
+            "gemma2", "phi3", "olmo2")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -41,13 +41,17 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
                    "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, T.Gemma3ForCausalLM),
                    "qwen3": (T.Qwen3Config, T.Qwen3Model, T.Qwen3ForCausalLM),
                    "gemma2": (T.Gemma2Config, T.Gemma2Model, T.Gemma2ForCausalLM),
-                   "phi3": (T.Phi3Config, T.Phi3Model, T.Phi3ForCausalLM)}
+                   "phi3": (T.Phi3Config, T.Phi3Model, T.Phi3ForCausalLM),
+                   "olmo2": (T.Olmo2Config, T.Olmo2Model, T.Olmo2ForCausalLM)}
         config_cls, base, lm = classes[family]
         extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
         if family == "mistral":
             extra.setdefault("sliding_window", positions)
         if family == "qwen3":  # head_dim is its own field (default 128): the tiny width
             extra.setdefault("head_dim", d_model // n_heads)
+        if family == "olmo2":  # the default pad and eos ids lie outside a tiny vocabulary
+            extra.setdefault("pad_token_id", 0)
+            extra.setdefault("eos_token_id", 1)
         if family == "phi3":  # the published pad id (32000) is outside a tiny vocabulary; a window that masks
             extra.setdefault("pad_token_id", 0)
             extra.setdefault("sliding_window", 5)
@@ -173,7 +177,7 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
     steps run in the input's dtype with the same formulas (nothing else
     changes), so a float64 model is a float64 reference for
     :func:`symtrans.numeric.forward.encode`. ``family``: ``gemma3`` (the
-    default), ``gemma2``, ``qwen3`` or ``phi3``.
+    default), ``gemma2``, ``qwen3``, ``phi3`` or ``olmo2``.
 
     Examples
     --------
@@ -249,4 +253,4 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
 
 #: per family: (transformers module, class-name prefix) whose float32 steps float64_reference turns off
 _FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3"), "gemma2": ("gemma2", "Gemma2"),
-                    "phi3": ("phi3", "Phi3")}
+                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2")}

@@ -72,7 +72,9 @@ _LAYOUTS["gemma3"] = _LAYOUTS["llama"]
 _LAYOUTS["qwen3"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma2"] = _LAYOUTS["llama"]
 _LAYOUTS["phi3"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3")
+_LAYOUTS["olmo2"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
+                      "olmo2")
 
 
 def default_model_path() -> Path:
@@ -258,7 +260,9 @@ class ModelWeights:
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
               "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b",
               # Gemma 3: the query and key norms' gains (width d_k, shared by the heads) and the post-norms'
-              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w")
+              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w",
+              # OLMo 2: the query and key norms' gains over the full width, per head ([H, d_k] and [H_kv, d_k])
+              "q_norm_full_w", "k_norm_full_w")
 
 
 # ------------------------------------------------------------------ file reading
@@ -868,7 +872,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -945,10 +949,14 @@ class _Checkpoint:
         out["W_O"] = self.raw(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
         okey = f"{lp}self_attn.o_proj.bias"
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
-        out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
-        out["ln1_b"] = self._zeros(D)
+        if a.pre_norms:  # OLMo 2 has none: its sub-blocks read the residual stream
+            out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
+            out["ln1_b"] = self._zeros(D)
         gemma = a.family in ("gemma3", "gemma2")
-        if a.qk_norm:
+        if a.qk_norm_full:  # one gain over all heads' q (k) entries, stored per head like W_Q (W_K)
+            out["q_norm_full_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (H * dk,)).reshape(H, dk)
+            out["k_norm_full_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (Hkv * dk,)).reshape(Hkv, dk)
+        elif a.qk_norm:
             out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
             out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
         if a.post_norms:  # Gemma 3: post_attention_layernorm is the norm AFTER attention, not the one before the FFN
@@ -961,9 +969,10 @@ class _Checkpoint:
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
         out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}.weight",
-                                (D,))
-        out["ln2_b"] = self._zeros(D)
+        if a.pre_norms:
+            out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}"
+                                    ".weight", (D,))
+            out["ln2_b"] = self._zeros(D)
         return self._gain_offset(self._out(out, into))
 
     def _gain_offset(self, out: dict[str, Any]) -> dict[str, Any]:
