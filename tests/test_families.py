@@ -481,3 +481,18 @@ def test_olmo2_per_kv_head_gain_trade(tmp_path: Path) -> None:
     r = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 2}, exclude=("qk-norm-gain-trade",))
     assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2 * 2
     assert all("norm_full_w" in str(u) for u in r["unexplained"]), r["unexplained"]
+
+
+@pytest.mark.slow
+def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stream(tmp_path: Path) -> None:
+    """Model scope (embeddings, the layer, the untied head) at H d_v >= d_model and d_ff >= d_model, as in every
+    published OLMo 2 (H d_v = d_model, d_ff > d_model). Below that (the default reduction: H d_v = 4 < d_model = 6)
+    the measurement finds more directions than G: with no pre-norm the stream is read raw, and a residual map
+    need only be orthogonal on the writers' image there; G does not list that small-size freedom."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 4, "d_ff": 8})
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    small = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess

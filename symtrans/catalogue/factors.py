@@ -163,6 +163,9 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                  for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
                   for t in ("W_K", "b_K", "W_V", "b_V") if QKV or not t.startswith("b_")]
+    if a.qk_norm_full:  # OLMo 2: each head's slice of the full-width query/key norm gain moves with its head
+        head_tags += [AxisTag("q_norm_full_w", 0, "S_H", "index", "permutation", "pi", index="head"),
+                      AxisTag("k_norm_full_w", 0, "S_H", "index", "permutation", "kappa", index="kv")]
     order = sp.factorial(S["H"]) if not gqa else sp.factorial(S["H_kv"]) * sp.factorial(S["H"] / S["H_kv"]) ** S["H_kv"]
     f.append(Factor(
         "S_H", "discrete", "layer", "head relabelling" + (" respecting key/value groups" if gqa else ""),
@@ -547,7 +550,10 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
     readers = [("W_Q", 1, "head", "ln1_w"), ("W_K", 1, "kv", "ln1_w"), ("W_V", 1, "kv", "ln1_w"),
                ("W_in", 0, None, "ln2_w")] + ([("W_gate", 0, None, "ln2_w")] if a.ffn == "gated" else [])
     for t, ax, ix, g in readers:
-        rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+        if a.pre_norms:
+            rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+        else:  # OLMo 2: the readers read the rotated stream itself
+            rtags.append(AxisTag(t, ax, "residual-rotation", "left", "inverse", "Q", index=ix))
     if not rms:  # LayerNorm biases: beta -> beta diag(gamma)^-1 Q diag(gamma)
         for ln in ("ln1", "ln2"):
             rtags.append(AxisTag(f"{ln}_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q", via=f"{ln}_w"))
