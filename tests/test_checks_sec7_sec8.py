@@ -383,7 +383,7 @@ def test_verdicts_unchanged_under_permuted_heads(w, real12):
 
 @pytest.mark.slow  # a third full run of section 7 on the real model (about 90 s under load): the slow tier
 def test_verdicts_unchanged_under_another_seed(w, real12):
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     assert _verdicts(Context(model="default", n=12, seed=1).preload(w)) == _verdicts(real12)
 

@@ -203,7 +203,7 @@ def test_the_report_says_which_reading_is_missing_and_why(symbolic_report: Any) 
 def test_a_genuine_previous_report_is_carried_without_warnings(example_report: Any) -> None:
     """A producer may write several records under names of its own (ln-real-n128, ...): carried records are
     identified by the registered producer that wrote them (their context's), so a genuine report warns of nothing."""
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     _, doc, path = example_report
@@ -214,3 +214,60 @@ def test_a_genuine_previous_report_is_carried_without_warnings(example_report: A
     assert not [e for e in rep.errors if "not carried" in e], rep.errors
     carried = [e for st in rep.statuses.values() for e in st.evidence if e.origin.startswith("previous report")]
     assert {e.evidence.producer for e in carried} >= {e["producer"] for e in sub_named}
+
+
+# ----------------------------------------------------------------- one precision module (issue 40)
+import re  # noqa: E402
+
+SOURCE = Path(__file__).resolve().parent.parent / "symtrans"
+PRECISION_HOME = SOURCE / "precision.py"
+#: what may be written only in symtrans/precision.py: a finfo query, a dtype's eps as a power of two (or its
+#: decimal), stripping "torch." from a dtype's name, and a second definition of a band or a precision helper
+COPIES = {
+    "finfo": re.compile(r"\bfinfo\b"),
+    "eps as a literal": re.compile(r"\b2(?:\.0*)?\s*\*\*\s*\(?\s*-\s*(?:52|53|23|24|10|11|7|8)\b|\b2\.22044|\b1\.11022"),
+    "dtype name stripping": re.compile(r"""(?:replace|removeprefix|lstrip|strip)\(\s*(["'])torch\.?\1"""
+                                       r"""|split\(\s*(["'])\.\2\s*\)\s*\[\s*-1\s*\]"""),
+    "a second band": re.compile(r"^\s*(?:DECISIVE_MARGIN|TOLERANCE_DECADES|GAP_DECADES|ROUNDING_FLOOR|EPS64|U64)"
+                                r"\s*(?::[^=]*)?=(?!=)", re.M),
+    # module level only: a record's own property (e.g. ``WoRank.decided``) is not a second rule
+    "a second precision rule": re.compile(r"^def\s+(?:machine_eps|unit_roundoff|smallest_normal|dtype_name|"
+                                          r"float_dtype_name|rank_rtol|hypothesis_state|decided|tolerance_state|"
+                                          r"gap_rank)\s*\(", re.M),
+}
+
+
+def copies_of_precision_rules(text: str) -> list[tuple[str, int, str]]:
+    """(rule, line number, line) for every line of ``text`` that copies a rule precision.py owns."""
+    out = []
+    for what, pat in COPIES.items():
+        for m in pat.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append((what, line, text.splitlines()[line - 1].strip()))
+    return out
+
+
+def test_the_precision_grep_finds_each_kind_of_copy() -> None:
+    """The scanner itself: each kind of copy, planted in a made-up source, is found (and clean code is not)."""
+    planted = {
+        "finfo": "tiny = torch.finfo(torch.float64).tiny\n",
+        "eps as a literal": "cut = 10 * 2.0 ** -52\nu = 2**-24\n",
+        "dtype name stripping": "dt = str(X.dtype).replace(\"torch.\", \"\")\nd = str(t).split('.')[-1]\n",
+        "a second band": "GAP_DECADES = 6.0\nDECISIVE_MARGIN: float = 1\n",
+        "a second precision rule": "def dtype_name(d):\n    return d\n",
+    }
+    for what, text in planted.items():
+        found = {w for w, _, _ in copies_of_precision_rules(text)}
+        assert found == {what}, (what, found)
+    assert len(copies_of_precision_rules(planted["eps as a literal"])) == 2
+    clean = ("from symtrans.precision import GAP_DECADES, dtype_name, smallest_normal\n"
+             "MIN_GAP_DECADES = GAP_DECADES\nif DECISIVE_MARGIN == 1: pass\nx = 2 ** 52\n")
+    assert copies_of_precision_rules(clean) == []
+
+
+def test_no_copy_of_a_precision_rule_outside_precision_py() -> None:
+    """finfo, eps literals, "torch." stripping, bands and precision helpers: written once, in symtrans/precision.py."""
+    assert PRECISION_HOME.is_file() and copies_of_precision_rules(PRECISION_HOME.read_text())  # the home has them
+    found = [(str(p.relative_to(SOURCE.parent)), *hit) for p in sorted(SOURCE.rglob("*.py")) if p != PRECISION_HOME
+             for hit in copies_of_precision_rules(p.read_text())]
+    assert not found, "copies of precision.py's rules (call its helpers instead):\n" + "\n".join(map(str, found))

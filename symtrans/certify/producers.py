@@ -29,7 +29,8 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
 from symtrans.certify.statements import THM53_R, Dims, attention_n, expected
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Verdict, producer
 
 __all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "certificate"]
 

@@ -8,7 +8,7 @@ preload a deliberately broken :class:`~symtrans.numeric.ModelWeights`
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> ctx = Context(model="default", n=8)
 >>> weights(ctx) is weights(ctx)
 True
@@ -23,7 +23,8 @@ import platform
 from typing import Any
 
 from symtrans.precision import DECISIVE_MARGIN, dtype_name
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
            "family_table",

@@ -17,7 +17,7 @@ Lebesgue-null in R^{n x d}, so Lebesgue measure cannot be meant).
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> ev = check_prop_5_1(Context(model="default", n=8))[0]
 >>> ev.verdict.label
 'supported'
@@ -30,7 +30,8 @@ from typing import Any
 
 from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
                                     trace, unmasked_note, weights)
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
 from symtrans.precision import margin as margin_of
 
@@ -940,7 +941,7 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     worst = max(diffs)
     m = _decades(worst, tol)
     state = hypothesis_state(m)  # the one decisiveness rule: a decade on either side
-    dt = str(X.dtype).replace("torch.", "")
+    dt = dtype_name(X.dtype)
     if not all(math.isfinite(x) for x in diffs) or not bool(torch.isfinite(X).all()):
         v, summ = Verdict.INCONCLUSIVE, "non-finite states: nothing to compare"
     elif state is True:

@@ -15,7 +15,7 @@ per layer and head:
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> s = layer_subspaces(Context(model="default", n=8), 0)
 >>> s["rank_X"], s["dim_R"][:3], s["kappa"]
 (8, [8, 8, 8], 0)
@@ -28,7 +28,8 @@ import math
 from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, producer
 from symtrans.precision import EPS64
 
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
@@ -46,7 +47,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> s = layer_subspaces(Context(model="default", n=6), 1)
     >>> s["rank_MHA"], s["rank_X"], s["rank_WV"][:2]
     (6, 6, [32, 32])
@@ -189,7 +190,7 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> rows = head_hypotheses(Context(model="default", n=40))
     >>> len(rows), rows[0]["A_invertible"], rows[0]["WV_WO_rank_dk"]
     (72, True, True)

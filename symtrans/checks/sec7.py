@@ -32,7 +32,8 @@ from __future__ import annotations
 from typing import Any
 
 from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, producer
 from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
@@ -544,7 +545,7 @@ def wo_rows(ctx: Context) -> list[dict[str, Any]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> r = wo_rows(Context(model="default", n=4))[0]
     >>> r["rank_WO_storage"], r["decisive"], r["precision"]
     (384, True, 'float32 storage rounding (Cholesky certificate)')
@@ -699,7 +700,7 @@ def mlp_norm(w: Any) -> dict[str, Any]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> m = mlp_norm(weights(Context(model="default")))
     >>> m["norm"], m["gain"], m["eps"]
     ('layernorm', 'ln1_w', 1e-12)
