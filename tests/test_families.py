@@ -496,3 +496,13 @@ def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stre
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
     small = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
     assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess
+
+
+def test_gpt_neox_is_still_refused_in_one_line_naming_the_feature(tmp_path: Path) -> None:
+    """GPT-NeoX/Pythia (parallel residual, partial rotary, interleaved fused QKV) is not modelled yet."""
+    cfg = transformers.GPTNeoXConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
+                                     intermediate_size=128)
+    cfg.save_pretrained(tmp_path / "neox")
+    with pytest.raises(SymtransError, match="use_parallel_residual") as err:
+        from_config(tmp_path / "neox")
+    assert "\n" not in str(err.value)
