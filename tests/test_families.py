@@ -506,3 +506,16 @@ def test_gpt_neox_is_still_refused_in_one_line_naming_the_feature(tmp_path: Path
     with pytest.raises(SymtransError, match="use_parallel_residual") as err:
         from_config(tmp_path / "neox")
     assert "\n" not in str(err.value)
+
+
+def test_olmo2_variants_follow_the_layer_without_pre_norms(olmo2_tiny: tuple[Path, Any]) -> None:
+    """The variants (depth sweeps, cor-mlp-role) run OLMo 2's layer: no pre-norm to apply, post-norms kept."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.variants import run_stack
+
+    path, _ = olmo2_tiny
+    w = load_model(path, dtype="float64")
+    tr = encode(w, n=8, seed=0)
+    states = run_stack(w, tr.embeddings, "full")
+    assert max(float((s - t.out).abs().max()) for s, t in zip(states[1:], tr.layers)) == 0
+    assert run_stack(w, tr.embeddings, "pure-attention", depth=2, ln=True)[-1].shape == tr.embeddings.shape
