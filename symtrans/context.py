@@ -83,10 +83,21 @@ class Context:
     loader: Loader | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.eps is not None:  # the one declared constraint (symtrans.config.PARAMS["eps"])
-            from symtrans.config import check_param
+        """Each run parameter through its one declared constraint (:data:`symtrans.config.PARAMS`).
 
-            self.eps = check_param("eps", self.eps)
+        Examples
+        --------
+        >>> Context(model=None, n=1)
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: n 1: must be at least 2
+        >>> Context(layers=[5, 0, 5]).layers
+        (0, 5)
+        """
+        from symtrans.config import PARAMS, check_param
+
+        for name in PARAMS:
+            setattr(self, name, check_param(name, getattr(self, name)))
 
     def _with_eps(self, w: Any) -> Any:
         """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set)."""

@@ -35,7 +35,7 @@ from proofs._claim import PaperStatus  # the paper's own status: paper data, re-
 __all__ = [
     "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence",
     "Producer", "producer",
-    "combine_verdicts", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "record_certificates",
+    "combine_verdicts", "decide_verdict", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "record_certificates",
 ]
 
 
@@ -519,6 +519,30 @@ def combine_verdicts(verdicts: Iterable[Verdict], quantifier: str | None = None)
     order = _ORDER_EVERY if quantifier in EVERY_QUANTIFIERS else _ORDER
     present = set(verdicts)
     return next((v for v in order if v in present), Verdict.NOT_RUN)
+
+
+def decide_verdict(refuted: Any, undecided: Any, held: Verdict = Verdict.SUPPORTED) -> Verdict:
+    """The one verdict rule of a producer's instance check: a decided refutation fails, else anything undecided.
+
+    ``refuted`` is truthy when some decided instance refutes the statement
+    (a counterexample), ``undecided`` when some instance could not be decided
+    (inside the decisive band of :mod:`symtrans.precision`); otherwise the
+    statement holds on every instance checked, as ``held`` (``supported`` for
+    numeric evidence, ``certified`` for an exact one). A refutation wins over
+    undecided instances: one decided counterexample is enough.
+
+    Examples
+    --------
+    >>> decide_verdict([], []).label, decide_verdict(["layer 3"], ["layer 4"]).label
+    ('supported', 'fails')
+    >>> decide_verdict(False, True).label, decide_verdict(0, 0, Verdict.CERTIFIED).label
+    ('inconclusive', 'certified')
+    """
+    if refuted:
+        return Verdict.FAILS
+    if undecided:
+        return Verdict.INCONCLUSIVE
+    return held
 
 
 # ----------------------------------------------------------------- producers

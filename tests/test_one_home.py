@@ -216,6 +216,75 @@ def test_a_genuine_previous_report_is_carried_without_warnings(example_report: A
     assert {e.evidence.producer for e in carried} >= {e["producer"] for e in sub_named}
 
 
+# ------------------------------------------------------------------ producers: measure / decide / describe
+#: the longest function a producer module may hold (issue 40: producers as three small steps)
+PRODUCER_FUNCTION_MAX_LINES = 80
+
+
+def _producer_sources() -> dict[str, Path]:
+    """Every module the producer table names, plus the producers' shared helpers (checks.common), by file."""
+    import importlib.util
+
+    from symtrans.producer_table import modules
+
+    names = [*modules(), "symtrans.checks.common"]
+    return {name: Path(importlib.util.find_spec(name).origin) for name in names}
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method in ``source`` longer than ``limit`` lines (decorators excluded)."""
+    import ast
+
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def _producer_imports(source: str, producer_modules: set[str]) -> set[str]:
+    """The producer modules ``source`` imports (at any depth: function-local imports count too)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} & producer_modules
+            found |= {f"{node.module}.{a.name}" for a in node.names} & producer_modules
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names} & producer_modules
+    return found
+
+
+def test_the_length_check_sees_a_long_function() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(PRODUCER_FUNCTION_MAX_LINES))
+    assert _long_functions(f"def f():\n{body}\n", PRODUCER_FUNCTION_MAX_LINES) == [
+        ("f", PRODUCER_FUNCTION_MAX_LINES + 1)]
+    nested = "class C:\n    def g(self):\n" + "\n".join("    " + line for line in body.split("\n")) + "\n"
+    assert [n for n, _ in _long_functions(nested, PRODUCER_FUNCTION_MAX_LINES)] == ["g"]
+    assert _long_functions(f"def f():\n{body}\n", PRODUCER_FUNCTION_MAX_LINES + 1) == []
+
+
+def test_no_producer_function_is_over_80_lines() -> None:
+    sources = _producer_sources()
+    assert {"symtrans.checks.sec7", "symtrans.certify.producers"} <= set(sources)
+    long = {name: _long_functions(path.read_text(), PRODUCER_FUNCTION_MAX_LINES) for name, path in sources.items()}
+    assert {k: v for k, v in long.items() if v} == {}
+
+
+def test_the_import_check_sees_an_import_of_a_producer_module() -> None:
+    mods = {"symtrans.checks.sec7", "symtrans.checks.sec8"}
+    assert _producer_imports("from symtrans.checks.sec7 import summation_fibre", mods) == {"symtrans.checks.sec7"}
+    assert _producer_imports("def f():\n    from symtrans.checks import sec7\n", mods) == {"symtrans.checks.sec7"}
+    assert _producer_imports("import symtrans.checks.sec8 as s", mods) == {"symtrans.checks.sec8"}
+    assert _producer_imports("from symtrans.numeric.fibres import summation_fibre", mods) == set()
+
+
+def test_producer_modules_do_not_import_each_other() -> None:
+    sources = _producer_sources()
+    producers = set(sources) - {"symtrans.checks.common"}
+    found = {name: _producer_imports(path.read_text(), producers - {name}) for name, path in sources.items()}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
 # ----------------------------------------------------------------- one precision module (issue 40)
 import re  # noqa: E402
 

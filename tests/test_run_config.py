@@ -287,3 +287,31 @@ def test_no_literal_default_for_a_run_parameter_in_an_entry_point() -> None:
     assert len(files) > 15
     found = [(str(p.relative_to(SOURCE)), *hit) for p in files for hit in literal_run_defaults(p.read_text())]
     assert not found, found
+
+
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_a_context_refuses_every_declared_bad_value(name: str) -> None:
+    """A Context built directly (not from a RunConfig) still goes through each parameter's one constraint."""
+    from symtrans.context import Context
+
+    for value in PARAMS[name].bad:
+        with pytest.raises(SymtransError) as e:
+            Context(model=None, **{name: value})
+        assert str(e.value) == _refusal(name, value, name)
+
+
+def test_no_fake_command_line_outside_the_cli() -> None:
+    """The API and the sweep check their arguments themselves: no argparse.Namespace is built outside symtrans/cli."""
+    found = [str(p.relative_to(SOURCE)) for p in sorted(SOURCE.rglob("*.py"))
+             if "cli" not in p.relative_to(SOURCE).parts and "argparse.Namespace(" in
+             "\n".join(line for line in p.read_text().splitlines() if ">>>" not in line)]
+    assert not found, found
+
+
+def test_the_default_loader_named_by_the_context_exists() -> None:
+    """DEFAULT_LOADER is a "module:function" string (the context imports no engine): it must name a real function."""
+    from symtrans.context import DEFAULT_LOADER, _default_loader
+    from symtrans.numeric.streaming import load_run_weights
+
+    assert DEFAULT_LOADER == "symtrans.numeric.streaming:load_run_weights"
+    assert _default_loader() is load_run_weights

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED, DEFAULT_STREAM
+from symtrans.precision import DECISIVE_MARGIN
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -175,7 +176,7 @@ def render_text(report: Any) -> str:
     out.append("time       " + ", ".join(f"{k} {v:.2f} s" for k, v in r.timings_s.items()))
     first = next(iter(r.profiles.values())).layers[0].rank
     out += ["", f"rank cut   {first.tolerance_reason}",
-            "margin     decades between the cut and the nearest singular value (<1: fragile)"]
+            f"margin     decades between the cut and the nearest singular value (<{DECISIVE_MARGIN:g}: fragile)"]
     for name, prof in r.profiles.items():
         out += ["", f"rank profile: variant {name}, LayerNorm {'on' if prof.ln else 'off'}"
                 + (f", layer {prof.layer_index} repeated" if prof.layer_index is not None else "")
