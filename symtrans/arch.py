@@ -145,6 +145,14 @@ class Architecture:
     layer_types: tuple[str, ...] = ()  # per layer: "sliding" or "full" (empty: every layer alike)
     rope_bases: tuple[tuple[str, float], ...] = ()  # rotary base per layer type, e.g. (("full", 1e6), ("sliding", 1e4))
     ablated: tuple[str, ...] = ()  # components removed (ABLATIONS), in the order removed; () for a real model
+    # Gemma 2: soft-capping, c tanh(s / c), of the attention scores (after scaling, before the mask) and of the
+    # output head's logits (the causal LM's only; the base model's hidden states do not see it)
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    # OLMo 2: no norm in front of the sub-blocks (they read the residual stream; ``post_norms`` normalise their
+    # outputs), and QK-norm over the full width of q (H d_k) and k (H_kv d_k) before the split into heads
+    pre_norms: bool = True
+    qk_norm_full: bool = False
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -448,6 +456,14 @@ _FAMILY_KEYS = {
 _FAMILY_KEYS["qwen2"] = _FAMILY_KEYS["llama"]
 # Gemma 3's text decoder: QK-norm, sandwich norms, (1 + w) gains, scaled embeddings, local/global layers
 _FAMILY_KEYS["gemma3"] = _FAMILY_KEYS["llama"]
+# Qwen3: Llama-structured with RMSNorm on each head's queries and keys (plain gains w, no post-norms)
+_FAMILY_KEYS["qwen3"] = _FAMILY_KEYS["llama"]
+# Gemma 2: Gemma 3's structure without QK-norm, with attention and final logit soft-capping, one rotary base
+_FAMILY_KEYS["gemma2"] = _FAMILY_KEYS["llama"]
+# Phi-3: Llama's structure with fused qkv_proj and gate_up_proj (a parameter layout: the loader splits them)
+_FAMILY_KEYS["phi3"] = _FAMILY_KEYS["llama"]
+# OLMo 2: post-norms only (no pre-norms), QK-norm on the full width of q and k, plain gains
+_FAMILY_KEYS["olmo2"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 # ELECTRA's discriminator is BERT's encoder (no pooler) when its embeddings are as wide as the hidden states
 _FAMILY_ALIASES["electra"] = "bert"
@@ -539,7 +555,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     d_ff = _int_key(cfg, kF, shown, default=4 * d_model if family == "gpt2" else None)
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
-    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) if family in ("llama", "qwen2", "gemma3") else 0
+    head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
+        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -595,23 +612,25 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             attention="causal", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
             ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
-    elif family == "gemma3":
+    elif family in ("gemma3", "gemma2"):
         arch = _gemma3(cfg, common, shown, positions, head_dim or d_model // H, L)
     else:  # llama-like
         H_kv = _int_key(cfg, "num_key_value_heads", shown, default=H)
         head_dim = head_dim or d_model // H
         rope_scaling = _check_rope(cfg, shown)
-        bias = _bool_key(cfg, "attention_bias", shown)
+        bias = _bool_key(cfg, "attention_bias", shown) if family != "phi3" else False  # phi3 reads no bias flag
         qkv_bias = family == "qwen2"
         if qkv_bias and bias:
             raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
         window = None
+        if family == "qwen3":
+            _qwen3_checks(cfg, shown, L)
         if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
-            if family != "llama" or model_type != "mistral":
+            if model_type not in ("mistral", "phi3"):
                 raise SymtransError(f"{shown}: sliding_window with model_type {model_type!r} is not modelled "
-                                    "(per-layer windows); only mistral's window on every layer")
+                                    "(per-layer windows); only mistral's and phi3's window on every layer")
             window = _int_key(cfg, "sliding_window", shown)
-        if _bool_key(cfg, "mlp_bias", shown) != bias:
+        if family != "phi3" and _bool_key(cfg, "mlp_bias", shown) != bias:
             raise SymtransError(
                 f"{shown}: attention_bias={bias} with mlp_bias={not bias} is not modelled"
                 " (one bias flag covers attention and feed-forward)")
@@ -623,8 +642,21 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             positional="rotary", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
-            sliding_window=window if window is not None and window < positions else None)
+            sliding_window=window if window is not None and window < positions else None,
+            qk_norm=family in ("qwen3", "olmo2"), qk_norm_full=family == "olmo2", post_norms=family == "olmo2",
+            pre_norms=family != "olmo2")
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int) -> None:
+    """Qwen3's fields beyond Llama's: per-layer sliding windows are refused by name (full attention only)."""
+    if _bool_key(cfg, "use_sliding_window", shown):
+        raise SymtransError(f"{shown}: use_sliding_window=true (qwen3's per-layer sliding windows) is not modelled")
+    types = cfg.get("layer_types")
+    if types is not None and (not isinstance(types, list) or len(types) != L
+                              or any(t != "full_attention" for t in types)):
+        raise SymtransError(f"{shown}: layer_types other than 'full_attention' on every one of the {L} layers "
+                            "(qwen3's sliding layers) are not modelled")
 
 
 def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: int, head_dim: int,
@@ -634,18 +666,25 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
     Layer types come from ``layer_types`` or, in older configs, from
     ``sliding_window_pattern`` (every ``k``-th layer full, as transformers
     derives them); the rotary bases from ``rope_parameters`` per layer type or
-    the older ``rope_theta`` / ``rope_local_base_freq``.
+    the older ``rope_theta`` / ``rope_local_base_freq``. Gemma 2 (``family``
+    gemma2) is the same structure without QK-norm, with soft-capping of the
+    attention scores and the output logits, layers alternating sliding and full
+    from layer 0 (older configs: no ``layer_types``), and one rotary base.
     """
+    gemma2 = common["family"] == "gemma2"
+    caps: dict[str, float | None] = {}
     for key, what in _GEMMA3_REFUSED.items():
-        if cfg.get(key) is not None:
+        if cfg.get(key) is not None and not gemma2:
             raise SymtransError(f"{shown}: {key} = {cfg[key]!r} ({what}) is not modelled")
+        if gemma2 and cfg.get(key) is not None:  # a positive cap c: s -> c tanh(s / c)
+            caps[key] = _float_key(cfg, key, shown, 1.0)
     if _bool_key(cfg, "use_bidirectional_attention", shown):
         raise SymtransError(f"{shown}: use_bidirectional_attention=true is not modelled (causal attention only)")
     if _bool_key(cfg, "attention_bias", shown):
-        raise SymtransError(f"{shown}: attention_bias=true is not modelled for gemma3 (no biases)")
+        raise SymtransError(f"{shown}: attention_bias=true is not modelled for {common['family']} (no biases)")
     types = cfg.get("layer_types")
     if types is None:
-        k = _int_key(cfg, "sliding_window_pattern", shown, default=6)
+        k = _int_key(cfg, "sliding_window_pattern", shown, default=2 if gemma2 else 6)
         types = ["sliding_attention" if (i + 1) % k else "full_attention" for i in range(L)]
     if not isinstance(types, list) or len(types) != L or any(t not in ("sliding_attention", "full_attention")
                                                               for t in types):
@@ -654,13 +693,15 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
     kinds = tuple("sliding" if t == "sliding_attention" else "full" for t in types)
     rope = cfg.get("rope_parameters")
     bases = {"full": cfg.get("rope_theta", 1_000_000.0), "sliding": cfg.get("rope_local_base_freq", 10_000.0)}
+    if gemma2:  # one rotary base on every layer
+        bases = {"full": cfg.get("rope_theta", 10_000.0), "sliding": cfg.get("rope_theta", 10_000.0)}
     scaling: tuple[tuple[str, Any], ...] = ()
     if rope is not None:
         if not isinstance(rope, dict):
             raise SymtransError(f"{shown}: key 'rope_parameters' must be an object, got {rope!r}"[:300])
         per_type = {"full": rope.get("full_attention"), "sliding": rope.get("sliding_attention")}
         if not any(isinstance(v, dict) for v in per_type.values()):
-            per_type = {"full": rope, "sliding": None}  # one set of parameters for the global layers
+            per_type = {"full": rope, "sliding": rope if gemma2 else None}  # one set for the global layers
         for kind, sub in per_type.items():
             if sub is None:
                 continue
@@ -678,9 +719,10 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
         ffn="gated", bias=False, attention="causal", positional="rotary", final_norm=True,
         tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
         ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=scaling,
-        sliding_window=window, qk_norm=True, post_norms=True, gain_offset=1, embedding_scale=True,
+        sliding_window=window, qk_norm=not gemma2, post_norms=True, gain_offset=1, embedding_scale=True,
         attn_scalar=_float_key(cfg, "query_pre_attn_scalar", shown, 256.0), layer_types=kinds,
-        rope_bases=tuple(sorted((k, float(v)) for k, v in bases.items())))
+        rope_bases=tuple(sorted((k, float(v)) for k, v in bases.items())),
+        attn_softcap=caps.get("attn_logit_softcapping"), final_softcap=caps.get("final_logit_softcapping"))
 
 
 #: per-layer modules (with parameters) of a Llama-structured decoder layer in transformers

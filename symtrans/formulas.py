@@ -485,8 +485,9 @@ def _params_ffn(s, a):
 def _params_layernorm(s, a):
     # two norms per layer; four with post-norms on the sub-block outputs (Gemma 3), plus the per-head query and
     # key norms' gains (one d_k vector each per layer, shared by the heads) with QK-norm
-    count = 4 if a.post_norms else 2
-    return count * _norm_params(s, a) + (2 * s.d_k if a.qk_norm else 0)
+    count = (2 if a.pre_norms else 0) + (2 if a.post_norms else 0)
+    qk = (s.H + s.H_kv) * s.d_k if a.qk_norm_full else 2 * s.d_k  # OLMo 2: gains over the full q and k widths
+    return count * _norm_params(s, a) + (qk if a.qk_norm else 0)
 
 
 def _params_layer(s, a):

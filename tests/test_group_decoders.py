@@ -53,6 +53,13 @@ def test_every_factor_holds_on_each_decoder_family(family):
             assert {"qk-gauge", "vo-gauge", "qk-norm-gain-trade"} <= present
             assert {c.factor: c for c in checks}["qk-gauge"].expect == "changes"
             assert {c.factor: c for c in checks}["qk-norm-gain-trade"].expect == "invariant"
+        elif family == "olmo2":  # post-norms only (no rotation), full-width QK-norm: one gain trade per kv head
+            assert {"vo-gauge", "qk-norm-gain-trade", "final-norm-scaling"} <= present
+            assert {c.factor: c for c in checks}["residual-rotation"].expect == "changes"
+            assert {c.factor: c for c in checks}["qk-norm-gain-trade"].expect == "invariant"
+        elif family == "gemma2":  # tied head, post-norms (no rotation); soft-capped scores keep the qk-gauge
+            assert {"qk-gauge", "vo-gauge"} <= present and "residual-rotation" not in present
+            assert {c.factor: c for c in checks}["qk-gauge"].expect == "invariant"
         else:
             assert {"qk-gauge", "vo-gauge", "final-norm-scaling", "residual-rotation"} <= present
     if family == "qwen2":  # Q, K, V biases: the shifts are listed and confirmed broken

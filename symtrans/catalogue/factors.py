@@ -124,7 +124,9 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                   "for every q forces M orthogonal (up to sign), and the norm's gain, shared by every head, must "
                   "then absorb Gamma^-1 M Gamma': with distinct gains that leaves only diagonal M, the same for "
                   "every head, which is the qk-norm-gain-trade factor (plus finitely many sign flips)", a.qk_norm)),
-        "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged",
+        "(X W_Q M + 1 b_Q M)(X W_K M^-T + 1 b_K M^-T)^T = (X W_Q + 1 b_Q)(X W_K + 1 b_K)^T: the scores are unchanged"
+        + (" (soft-capping c tanh(s / c) is a function of the scores, so it keeps the factor)" if a.attn_softcap
+           else ""),
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else ""),
         coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", S["d_k"] if rotary else None),)))
     if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
@@ -165,6 +167,9 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                  for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
                   for t in ("W_K", "b_K", "W_V", "b_V") if QKV or not t.startswith("b_")]
+    if a.qk_norm_full:  # OLMo 2: each head's slice of the full-width query/key norm gain moves with its head
+        head_tags += [AxisTag("q_norm_full_w", 0, "S_H", "index", "permutation", "pi", index="head"),
+                      AxisTag("k_norm_full_w", 0, "S_H", "index", "permutation", "kappa", index="kv")]
     order = sp.factorial(S["H"]) if not gqa else sp.factorial(S["H_kv"]) * sp.factorial(S["H"] / S["H_kv"]) ** S["H_kv"]
     f.append(Factor(
         "S_H", "discrete", "layer", "head relabelling" + (" respecting key/value groups" if gqa else ""),
@@ -235,19 +240,32 @@ def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
     rotated pair (d_k / 2 parameters; d_k without rotary positions).
     """
     dim = S["d_k"] / 2 if rotary else S["d_k"]
-    tags = (AxisTag("q_norm_w", 0, "qk-norm-gain-trade", "right", "element", "D"),
-            AxisTag("k_norm_w", 0, "qk-norm-gain-trade", "right", "inverse", "D")) if a.qk_norm else ()
+    full = a.qk_norm_full  # OLMo 2: one gain over every head's entries, so one S per key/value head
+    if full:
+        tags = (AxisTag("q_norm_full_w", 1, "qk-norm-gain-trade", "right", "element", "D", index="head"),
+                AxisTag("k_norm_full_w", 1, "qk-norm-gain-trade", "right", "inverse", "D", index="kv"))
+    else:
+        tags = (AxisTag("q_norm_w", 0, "qk-norm-gain-trade", "right", "element", "D"),
+                AxisTag("k_norm_w", 0, "qk-norm-gain-trade", "right", "inverse", "D")) if a.qk_norm else ()
     return Factor(
         "qk-norm-gain-trade", "continuous", "layer",
         "diagonal scalings of the query norm's gain undone on the key norm's gain"
-        + (" (one per rotated pair of coordinates)" if rotary else ""),
-        dim, None, tags,
+        + (" (one per rotated pair of coordinates)" if rotary else "")
+        + (", one scaling per key/value head (the norm spans every head)" if full else ""),
+        S["H_kv"] * dim if full else dim, None, tags,
         (Breaking("no QK-norm", "breaks", "without norms on the queries and keys there are no gains to trade (the "
-                  "qk-gauge acts instead)", not a.qk_norm),),
+                  "qk-gauge acts instead)", not a.qk_norm),
+         Breaking("QK-norm over the full width (OLMo 2)", "shrinks",
+                  "the norm of q (k) spans every head, so a change can reach it only through an orthogonal map of "
+                  "the whole width that the gains absorb: with distinct gains a diagonal S, blockwise S_h on query "
+                  "head h and S_g on key head g; each score q_h S_h R_t S_g^-1 k_g^T is unchanged for every offset t "
+                  "only if S_h = S_g (t = 0) and S_g commutes with the rotations: one S per key/value head, shared "
+                  "by its query heads, instead of one for the whole layer (which a per-head norm's shared gain "
+                  "forces), dimension H_kv d_k/2", full)),
         "(q Gamma_q S R_t)(k Gamma_k S^-1 R_s)^T = (q Gamma_q R_t)(k Gamma_k R_s)^T when S commutes with the rotations "
         "(S diagonal and equal on each rotated pair): every score is unchanged",
         "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""),
-        coordinates=(Piece("D", 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
+        coordinates=(Piece("D", S["H_kv"] if full else 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:
@@ -350,7 +368,10 @@ def _norm_factors(a: Architecture) -> list[Factor]:
             f.append(Factor(
                 f"{norm}-scaling", "continuous", "layer",
                 f"diagonal rescalings of {norm.upper()}'s gain" + (" and bias" if ln else "") + ", undone by its readers",
-                d, None, tuple(sc), (),
+                d, None, tuple(sc) if a.pre_norms else (),
+                (Breaking("no pre-norms", "breaks", "the sub-block reads the residual stream itself (OLMo 2): there is "
+                          "no gain in front of its readers to rescale, and a rescaling of the stream is not undone "
+                          "by the post-norms' outputs, which are added to it unscaled", not a.pre_norms),),
                 f"pre-LN: {norm.upper()}'s output is read only by affine maps: (gamma D, beta D, D^-1 W) gives "
                 "(z gamma D + beta D) D^-1 W = (z gamma + beta) W",
                 "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (d, d), "diagonal"),)))
@@ -548,7 +569,10 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
     readers = [("W_Q", 1, "head", "ln1_w"), ("W_K", 1, "kv", "ln1_w"), ("W_V", 1, "kv", "ln1_w"),
                ("W_in", 0, None, "ln2_w")] + ([("W_gate", 0, None, "ln2_w")] if a.ffn == "gated" else [])
     for t, ax, ix, g in readers:
-        rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+        if a.pre_norms:
+            rtags.append(AxisTag(t, ax, "residual-rotation", "left", "conjugate_gain", "Q", index=ix, via=g))
+        else:  # OLMo 2: the readers read the rotated stream itself
+            rtags.append(AxisTag(t, ax, "residual-rotation", "left", "inverse", "Q", index=ix))
     if not rms:  # LayerNorm biases: beta -> beta diag(gamma)^-1 Q diag(gamma)
         for ln in ("ln1", "ln2"):
             rtags.append(AxisTag(f"{ln}_b", 0, "residual-rotation", "right", "conjugate_gain_row", "Q", via=f"{ln}_w"))
@@ -613,7 +637,8 @@ def _model_factors(a: Architecture) -> list[Factor]:
     tags += [AxisTag(t, ax, "residual-permutation", "right", "element", "Q", index=ix)
              for t, ax, ix in writers if a.bias or not t.startswith("b_")]
     for ln in ("ln1", "ln2"):
-        tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
+        if a.pre_norms or a.norm_placement == "post":  # OLMo 2 has no pre-norms: only the post-norms' gains move
+            tags.append(AxisTag(f"{ln}_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
         if a.post_norms:  # the post-norm's input is W_O's (W_out's) output, moved by Q: its gain is permuted
             tags.append(AxisTag(f"{ln}_post_w", 0, "residual-permutation", "right", "conjugate_diagonal", "Q"))
         if not rms:

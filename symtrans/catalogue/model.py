@@ -75,6 +75,8 @@ LAYER_AXES: dict[str, tuple[str, ...]] = {
     # QK-norm (Gemma 3): one gain of width d_k per layer for the queries, one for the keys, shared by the heads;
     # post-norms: the gains of the norms on the attention and FFN outputs, before the residual add
     "q_norm_w": ("qk",), "k_norm_w": ("qk",), "ln1_post_w": ("model",), "ln2_post_w": ("model",),
+    # OLMo 2: the query (key) norm over every head's entries at once: its gain, per head like W_Q (W_K)
+    "q_norm_full_w": ("head", "qk"), "k_norm_full_w": ("kv", "qk"),
 }
 #: model-level tensors (embeddings and norms outside the layers) and data
 MODEL_AXES: dict[str, tuple[str, ...]] = {
@@ -115,8 +117,12 @@ def layer_tensor_names(arch: Architecture) -> list[str]:
             continue
         if t in ("W_gate", "b_gate") and arch.ffn != "gated":
             continue
-        if t in ("q_norm_w", "k_norm_w") and not arch.qk_norm or t in ("ln1_post_w", "ln2_post_w") \
-                and not arch.post_norms:
+        if t in ("q_norm_w", "k_norm_w") and (not arch.qk_norm or arch.qk_norm_full) \
+                or t in ("ln1_post_w", "ln2_post_w") and not arch.post_norms:
+            continue
+        if t in ("q_norm_full_w", "k_norm_full_w") and not arch.qk_norm_full:
+            continue
+        if t in ("ln1_w", "ln1_b", "ln2_w", "ln2_b") and not arch.pre_norms:  # OLMo 2: post-norms only
             continue
         names.append(t)
     return names

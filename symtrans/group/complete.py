@@ -253,13 +253,18 @@ def _kept_features(a: Architecture) -> list[str]:
     if a.layer_types and len(set(a.layer_types)) > 1:
         out.append("sliding and full layers")
     if a.qk_norm:
-        out.append("QK-norm")
+        out.append("QK-norm" + (" over the full width" if a.qk_norm_full else ""))
+    if not a.pre_norms:
+        out.append("no pre-norms")
     if a.post_norms:
         out.append("post-norms")
     if a.gain_offset:
         out.append("(1 + w) gains")
     if a.embedding_scale:
         out.append("embeddings x sqrt(d_model)")
+    if a.attn_softcap or a.final_softcap:
+        out.append("soft-capping (" + ", ".join(w for w, c in (("scores", a.attn_softcap), ("logits", a.final_softcap))
+                                                if c) + ")")
     if a.embedding_norm:
         out.append("embedding norm")
     if a.final_norm:
@@ -440,6 +445,8 @@ def scope_forward(params: dict[str, Any], inp: dict[str, Any], arch: Architectur
     X = stack_forward(params, X, feat, be, embedded=scope != "layers")
     if scope == "model" and _has_head(arch):
         X = X @ (params["word"].T if arch.tied_lm_head else params["lm_head"])
+        if arch.final_softcap:  # Gemma 2: the logits, capped
+            X = be.softcap(X, arch.final_softcap)
     return X
 
 

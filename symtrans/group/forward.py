@@ -64,6 +64,9 @@ class Features:
     post_norms: bool = False  # a norm on the attention and FFN outputs before the residual add (Gemma 3)
     attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 instead of d_k^-1/2
     windows: tuple[int | None, ...] = ()  # per-layer windows (Gemma 3's local/global layers), else ``window``
+    attn_softcap: float | None = None  # Gemma 2: scores s -> c tanh(s / c) after scaling, before the mask
+    pre_norms: bool = True  # False (OLMo 2): the sub-blocks read the residual stream directly
+    qk_norm_full: bool = False  # OLMo 2: one query (key) norm over every head's entries (q_norm_full_w, k_norm_full_w)
     ablated: tuple[str, ...] = ()  # components removed (symtrans.arch.ABLATIONS): residual, nonlinearity, norm, wo-mixing
 
     @classmethod
@@ -80,7 +83,8 @@ class Features:
         return cls(arch.norm_placement, arch.norm, arch.activation, arch.ffn, arch.attention,
                    arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
                    None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
-                   arch.attn_scalar, windows, arch.ablated)
+                   arch.attn_scalar, windows, arch.attn_softcap, arch.pre_norms, arch.qk_norm_full,
+                   arch.ablated)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -145,6 +149,7 @@ class SympyBackend:
         "gelu": lambda x: x / 2 * (1 + sp.erf(x / sp.sqrt(2))),
         "gelu_new": lambda x: x / 2 * (1 + sp.tanh(sp.sqrt(2 / sp.pi) * (x + sp.Rational(44715, 10**6) * x**3))),
         "silu": lambda x: x / (1 + sp.exp(-x)),
+        "tanh": sp.tanh,
         "relu": lambda x: sp.Max(0, x),
     }
 
@@ -205,6 +210,19 @@ class SympyBackend:
     def scale(self, d_k: int) -> sp.Expr:
         """The score scale 1/sqrt(d_k), exact."""
         return 1 / sp.sqrt(d_k)
+
+    def hstack(self, blocks: list[sp.Matrix]) -> sp.Matrix:
+        """Blocks side by side."""
+        return sp.Matrix.hstack(*blocks)
+
+    def hstack_vectors(self, vectors: list[Any]) -> Any:
+        """Gain vectors (rows or columns) joined into one row."""
+        return sp.Matrix.hstack(*[sp.Matrix(v).reshape(1, len(v)) for v in vectors])
+
+    def softcap(self, S: sp.Matrix, cap: float) -> sp.Matrix:
+        """Soft-capping ``c tanh(s / c)`` entrywise, each ``tanh`` an atom."""
+        c = sp.nsimplify(cap)
+        return S.applyfunc(lambda s: c * self.apply("tanh", s / c))
 
     def softmax(self, S: sp.Matrix, causal: bool, window: int | None = None) -> sp.Matrix:
         """Row softmax as atoms keyed by (own centred score, multiset of the row's centred scores).
@@ -320,6 +338,18 @@ class TorchBackend:
         """1/sqrt(d_k)."""
         return d_k ** -0.5
 
+    def hstack(self, blocks: list[Any]) -> Any:
+        """Blocks side by side."""
+        return self.torch.cat(list(blocks), dim=1)
+
+    def hstack_vectors(self, vectors: list[Any]) -> Any:
+        """Gain vectors joined into one."""
+        return self.torch.cat([v.reshape(-1) for v in vectors])
+
+    def softcap(self, S: Any, cap: float) -> Any:
+        """Soft-capping ``c tanh(s / c)`` entrywise (Gemma 2's scores and logits)."""
+        return cap * self.torch.tanh(S / cap)
+
     def softmax(self, S: Any, causal: bool, window: int | None = None) -> Any:
         """Row softmax, lower-triangular mask when causal (a band of ``window`` keys with a sliding window)."""
         if causal or window is not None:
@@ -402,6 +432,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
         eps = g(f"{which}_eps", feat.eps)  # a per-norm epsilon (torch only: the near-symmetry measurement)
         return be.memo(("norm", Z, feat.norm, w, b, feat.eps), lambda: be.norm(Z, feat.norm, w, b, eps))
 
+    pre = pre and feat.pre_norms  # OLMo 2: a pre-norm decoder without the pre-norms
     inp = norm(X, "ln1") if pre else X
     mha = _attention(p, inp, feat, be)
     if feat.post_norms:  # the attention output is normalised before the residual add (no b_O in Gemma 3)
@@ -410,7 +441,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     if g("b_O") is not None:
         X1 = X1 + _bias(be, n, g("b_O"))
     X1 = be.canon(X1)
-    if not pre:
+    if feat.norm_placement == "post":
         X1 = norm(X1, "ln1")
     h = norm(X1, "ln2") if pre else X1
     ffn = be.memo(("ffn", h) + tuple(g(t) for t in ("W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out")),
@@ -418,7 +449,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     if feat.post_norms:
         ffn = norm(be.canon(ffn), "ln2_post")
     out = be.canon(ffn if "residual" in feat.ablated else X1 + ffn)
-    if not pre:
+    if feat.norm_placement == "post":
         out = norm(out, "ln2")
     return out
 
@@ -437,23 +468,32 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     bQ, bK, bV = p.get("b_Q"), p.get("b_K"), p.get("b_V")
     total = None
     keys: dict[int, Any] = {}
+    full: dict[str, list[Any]] = {}
+    if feat.qk_norm_full:  # OLMo 2: every head's queries (keys) normalised together, before the rotation
+        full["q"] = _joint_norm(be, [_affine(be, X, p["W_Q"][h], bQ[h] if bQ else None) for h in range(H)],
+                                p["q_norm_full_w"], p.get("q_norm_eps", feat.eps))
+        full["k"] = _joint_norm(be, [_affine(be, X, p["W_K"][g], bK[g] if bK else None) for g in range(H_kv)],
+                                p["k_norm_full_w"], p.get("k_norm_eps", feat.eps))
     for h in range(H):
         kv = h // group
-        q = _affine(be, X, p["W_Q"][h], bQ[h] if bQ else None)
+        q = full["q"][h] if full else _affine(be, X, p["W_Q"][h], bQ[h] if bQ else None)
         if kv not in keys:
-            k = _affine(be, X, p["W_K"][kv], bK[kv] if bK else None)
+            k = full["k"][kv] if full else _affine(be, X, p["W_K"][kv], bK[kv] if bK else None)
             v = _affine(be, X, p["W_V"][kv], bV[kv] if bV else None)
-            if feat.qk_norm:  # per head, over its d_k entries, before the rotation
+            if feat.qk_norm and not full:  # per head, over its d_k entries, before the rotation
                 k = be.norm(be.canon(k), "rmsnorm", p["k_norm_w"], None, p.get("k_norm_eps", feat.eps))
             keys[kv] = (be.rotate(k, rots) if rots else k, v)
         k, v = keys[kv]
-        if feat.qk_norm:
+        if feat.qk_norm and not full:
             q = be.norm(be.canon(q), "rmsnorm", p["q_norm_w"], None, p.get("q_norm_eps", feat.eps))
         if rots:
             q = be.rotate(q, rots)
         scalar = feat.attn_scalar
         scale = be.scale(d_k) if scalar is None else be.scale(int(scalar) if float(scalar).is_integer() else scalar)
-        A = be.softmax(be.canon(q @ k.T) * scale, feat.attention == "causal", feat.window)
+        scores = be.canon(q @ k.T) * scale
+        if feat.attn_softcap:  # Gemma 2: the same scores, capped (tanh is injective: nothing new is fixed)
+            scores = be.softcap(scores, feat.attn_softcap)
+        A = be.softmax(scores, feat.attention == "causal", feat.window)
         W_O = _own_coordinates(be, h, v.shape[1], X.shape[1]) if "wo-mixing" in feat.ablated else p["W_O"][h]
         vo = be.canon(v @ W_O)  # = (A v) W_O^h, associated so the value path cancels first
         term = be.memo(("head", A, vo), lambda: be.canon(A @ vo))
@@ -504,6 +544,15 @@ def model_forward(params: dict[str, Any], feat: Features, be: Any) -> Any:
         pos, k = params["pos"], feat.pos_offset
         X = X + (pos[k:k + n, :] if hasattr(pos, "extract") else pos[k:k + n])
     return stack_forward(params, X, feat, be, embedded=True)
+
+
+def _joint_norm(be: Any, blocks: list[Any], gains: list[Any], eps: Any) -> list[Any]:
+    """RMSNorm over the blocks side by side (each ``n x d_k``), gains one per block; split back into blocks."""
+    widths = [b.shape[1] for b in blocks]
+    Z = be.hstack([be.canon(b) for b in blocks])
+    out = be.norm(Z, "rmsnorm", be.hstack_vectors(gains), None, eps)
+    cuts = [sum(widths[:i]) for i in range(len(widths) + 1)]
+    return [out[:, cuts[i]:cuts[i + 1]] for i in range(len(blocks))]
 
 
 def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, embedded: bool) -> Any:

@@ -101,7 +101,7 @@ def segments(arch: Architecture, scope: str, layers: int | None = None) -> list[
                         "closing": [(l, "ln1_post")], "what": f"W_O (and b_O) of layer {l} x c -> its post-norm"})
             out.append({"name": f"post-ffn-input-scaling[{l}]", "coefficients": {(l, "W_out"): 1, (l, "b_out"): 1},
                         "closing": [(l, "ln2_post")], "what": f"W_out (and b_out) of layer {l} x c -> its post-norm"})
-    if not scalable or (tied and not arch.final_norm):
+    if not scalable or (tied and not arch.final_norm) or not arch.pre_norms:  # OLMo 2: the blocks read the stream
         return out
     writers = ("ln1_post_w", "ln2_post_w") if arch.post_norms else _ATTN_WRITERS + _FFN_WRITERS
     coeff: dict[tuple[Any, str], int] = {(None, t): 1 for t in ("word", "pos", "type")}

@@ -304,13 +304,17 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
         el = lie_element(spec, factor, lambda: next(pieces), rotary_pairs=rotary_pairs)
         kappa = 1.0
         if "D" in el:  # a gain scaling: exp of the coordinates, random signs
-            raw = el["D"].diagonal() - 1
-            signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-            if factor == "qk-norm-gain-trade":  # one sign per rotated pair, as the scales
-                signs = pair_diagonal(signs[: sizes[0]], len(raw), a.positional == "rotary", rotary_pairs)
-            s = torch.exp(raw) * signs
-            el["D"] = torch.diag(s)
-            kappa = float(s.abs().max() / s.abs().min())
+            blocks = el["D"] if isinstance(el["D"], list) else [el["D"]]  # OLMo 2's gain trade: one per kv head
+            out = []
+            for block in blocks:
+                raw = block.diagonal() - 1
+                signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+                if factor == "qk-norm-gain-trade":  # one sign per rotated pair, as the scales
+                    signs = pair_diagonal(signs[: sizes[0]], len(raw), a.positional == "rotary", rotary_pairs)
+                s = torch.exp(raw) * signs
+                out.append(torch.diag(s))
+                kappa = max(kappa, float(s.abs().max() / s.abs().min()))
+            el["D"] = out if isinstance(el["D"], list) else out[0]
         return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
     raise SymtransError(f"no sampler for factor {factor!r}")
 
@@ -743,8 +747,10 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "
     from symtrans.catalogue.spec import _pieces
 
     if factor == "qk-norm-gain-trade":
-        return {"D": torch.eye(int(spec.arch.d_k), dtype=torch.float64) + torch.diag(pair_diagonal(
-            nxt(), int(spec.arch.d_k), spec.arch.positional == "rotary", rotary_pairs))}
+        d_k, rot = int(sizes.get("d_k", spec.arch.d_k)), spec.arch.positional == "rotary"
+        blocks = [torch.eye(d_k, dtype=torch.float64) + torch.diag(pair_diagonal(nxt(), d_k, rot, rotary_pairs))
+                  for _ in range(int(sizes.get("kv", spec.arch.H_kv)) if spec.arch.qk_norm_full else 1)]
+        return {"D": blocks if spec.arch.qk_norm_full else blocks[0]}  # OLMo 2: one per key/value head
     for comp, count, shape in _pieces(spec, factor):
         if comp == "D":
             out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())

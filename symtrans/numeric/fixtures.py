@@ -20,8 +20,9 @@ from typing import Any
 
 __all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
-FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3")
+FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3",
+            "gemma2", "phi3", "olmo2")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -37,12 +38,27 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
         classes = {"llama": (T.LlamaConfig, T.LlamaModel, T.LlamaForCausalLM),
                    "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
                    "qwen2": (T.Qwen2Config, T.Qwen2Model, T.Qwen2ForCausalLM),
-                   "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, T.Gemma3ForCausalLM)}
+                   "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, T.Gemma3ForCausalLM),
+                   "qwen3": (T.Qwen3Config, T.Qwen3Model, T.Qwen3ForCausalLM),
+                   "gemma2": (T.Gemma2Config, T.Gemma2Model, T.Gemma2ForCausalLM),
+                   "phi3": (T.Phi3Config, T.Phi3Model, T.Phi3ForCausalLM),
+                   "olmo2": (T.Olmo2Config, T.Olmo2Model, T.Olmo2ForCausalLM)}
         config_cls, base, lm = classes[family]
         extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
         if family == "mistral":
             extra.setdefault("sliding_window", positions)
-        if family == "gemma3":  # local/global layers, a window shorter than the tests' n, a scalar != d_k
+        if family == "qwen3":  # head_dim is its own field (default 128): the tiny width
+            extra.setdefault("head_dim", d_model // n_heads)
+        if family == "olmo2":  # the default pad and eos ids lie outside a tiny vocabulary
+            extra.setdefault("pad_token_id", 0)
+            extra.setdefault("eos_token_id", 1)
+        if family == "phi3":  # the published pad id (32000) is outside a tiny vocabulary; a window that masks
+            extra.setdefault("pad_token_id", 0)
+            extra.setdefault("sliding_window", 5)
+        if family == "gemma2":  # caps small enough that tanh bends at the tests' scores
+            extra.setdefault("attn_logit_softcapping", 1.5)
+            extra.setdefault("final_logit_softcapping", 2.0)
+        if family in ("gemma3", "gemma2"):  # local/global layers, a window shorter than the tests' n, a scalar != d_k
             extra.setdefault("head_dim", d_model // n_heads)
             extra.setdefault("sliding_window", 5)
             extra.setdefault("query_pre_attn_scalar", 12)
@@ -56,7 +72,7 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
 
     with torch.no_grad():  # random norm gains and biases, so that a transposed or dropped one shows
         for name, p in model.named_parameters():
-            if family == "gemma3" and name.endswith("norm.weight"):  # stored w, applied as 1 + w
+            if family in ("gemma3", "gemma2") and name.endswith("norm.weight"):  # stored w, applied as 1 + w
                 p.copy_(0.2 * torch.randn_like(p))
             elif name.endswith("norm.weight") or name.endswith("ln_1.weight") or name.endswith("ln_2.weight") \
                     or name.endswith("ln_f.weight"):
@@ -152,14 +168,16 @@ def random_checkpoint(directory: str | Path, family: str = "bert", *, max_shard_
 
 
 class float64_reference:  # noqa: N801 - used as a context manager, like torch.no_grad
-    """Run ``transformers``' own Gemma 3 in the model's dtype throughout: its float32 upcasts turned off.
+    """Run ``transformers``' own model of ``family`` in the model's dtype throughout: its float32 upcasts turned off.
 
-    ``transformers`` computes Gemma 3's RMSNorm (``x.float()``, gain
+    ``transformers`` computes RMSNorm (``x.float()``; Gemma's gain
     ``1 + w.float()``), the rotary angles (float32 ``inv_freq``) and the
-    softmax in float32 even inside a float64 model, and rounds the embedding
-    scale ``sqrt(d_model)`` to float32. Inside this context those four steps
-    run in the input's dtype with the same formulas (nothing else changes), so
-    a float64 model is a float64 reference for :func:`symtrans.numeric.forward.encode`.
+    softmax in float32 even inside a float64 model, and Gemma 3 rounds the
+    embedding scale ``sqrt(d_model)`` to float32. Inside this context those
+    steps run in the input's dtype with the same formulas (nothing else
+    changes), so a float64 model is a float64 reference for
+    :func:`symtrans.numeric.forward.encode`. ``family``: ``gemma3`` (the
+    default), ``gemma2``, ``qwen3``, ``phi3`` or ``olmo2``.
 
     Examples
     --------
@@ -172,48 +190,67 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
     torch.float64
     """
 
+    def __init__(self, family: str = "gemma3") -> None:
+        if family not in _FLOAT64_MODULES:
+            raise ValueError(f"float64_reference: family must be one of {sorted(_FLOAT64_MODULES)}, got {family!r}")
+        self.family = family
+
     def __enter__(self) -> "float64_reference":
+        import importlib
+
         import torch
-        from transformers.models.gemma3 import modeling_gemma3 as G
+
+        module, prefix = _FLOAT64_MODULES[self.family]
+        G = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+        offset = 1.0 if self.family in ("gemma3", "gemma2") else 0.0
 
         def norm_forward(self: Any, x: Any) -> Any:
             w = self.weight.to(x.dtype)
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + w)
+            eps = getattr(self, "eps", None)
+            eps = self.variance_epsilon if eps is None else eps
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (offset + w)
 
-        def rope_forward(self: Any, x: Any, position_ids: Any, layer_type: Any) -> Any:
+        def rope_forward(self: Any, x: Any, position_ids: Any, layer_type: Any = None) -> Any:
             cfg = self.config
             dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-            base = cfg.rope_parameters[layer_type]["rope_theta"]
-            inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=x.dtype, device=x.device) / dim))
+            params = cfg.rope_parameters[layer_type] if layer_type is not None else cfg.rope_parameters
+            dim = int(dim * (params.get("partial_rotary_factor") or getattr(cfg, "partial_rotary_factor", None)
+                             or 1.0))
+            inv = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=x.dtype, device=x.device) / dim))
             freqs = position_ids[..., None].to(x.dtype) * inv
             emb = torch.cat((freqs, freqs), dim=-1)
             return emb.cos(), emb.sin()
 
-        def embed_forward(self: Any, input_ids: Any) -> Any:
-            return torch.nn.functional.embedding(input_ids, self.weight, self.padding_idx) * self.scalar_embed_scale
-
         original = G.eager_attention_forward
 
-        def eager(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
-                  scaling: Any = None, softcap: Any = None, **kwargs: Any) -> Any:
+        def eager(*args: Any, **kwargs: Any) -> Any:
             saved = torch.nn.functional.softmax
             torch.nn.functional.softmax = lambda t, dim=-1, dtype=None: saved(t, dim=dim)  # the input's dtype
             try:
-                return original(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                softcap=softcap, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 torch.nn.functional.softmax = saved
 
-        self._saved = [(G.Gemma3RMSNorm, "forward", G.Gemma3RMSNorm.forward),
-                       (G.Gemma3RotaryEmbedding, "forward", G.Gemma3RotaryEmbedding.forward),
-                       (G.Gemma3TextScaledWordEmbedding, "forward", G.Gemma3TextScaledWordEmbedding.forward),
+        norm_cls, rope_cls = getattr(G, f"{prefix}RMSNorm"), getattr(G, f"{prefix}RotaryEmbedding")
+        self._saved = [(norm_cls, "forward", norm_cls.forward), (rope_cls, "forward", rope_cls.forward),
                        (G, "eager_attention_forward", original)]
-        G.Gemma3RMSNorm.forward = norm_forward
-        G.Gemma3RotaryEmbedding.forward = rope_forward
-        G.Gemma3TextScaledWordEmbedding.forward = embed_forward
+        norm_cls.forward = norm_forward
+        rope_cls.forward = rope_forward
         G.eager_attention_forward = eager
+        if self.family in ("gemma3", "gemma2"):
+            def embed_forward(self: Any, input_ids: Any) -> Any:
+                return torch.nn.functional.embedding(input_ids, self.weight, self.padding_idx) * self.scalar_embed_scale
+
+            emb_cls = getattr(G, f"{prefix}TextScaledWordEmbedding")
+            self._saved.append((emb_cls, "forward", emb_cls.forward))
+            emb_cls.forward = embed_forward
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for owner, name, value in reversed(self._saved):
             setattr(owner, name, value)
+
+
+#: per family: (transformers module, class-name prefix) whose float32 steps float64_reference turns off
+_FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3"), "gemma2": ("gemma2", "Gemma2"),
+                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2")}

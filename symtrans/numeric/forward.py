@@ -193,6 +193,9 @@ class Structure:
     qk_norm: bool = False  # RMSNorm on each head's queries and keys (gains q_norm_w, k_norm_w), before the rotation
     post_norms: bool = False  # a norm on each sub-block's output before the residual add (ln1_post_w, ln2_post_w)
     attn_scalar: float | None = None  # scores scaled by attn_scalar^-1/2 (Gemma's query_pre_attn_scalar)
+    attn_softcap: float | None = None  # Gemma 2: scores s -> c tanh(s / c) after scaling, before the mask
+    pre_norms: bool = True  # False (OLMo 2): the sub-blocks read the residual stream directly
+    qk_norm_full: bool = False  # OLMo 2: the query (key) norm is over all heads' entries at once
     # per layer (rotary base, window) when layers differ (Gemma 3's local/global layers); resolved by at(i)
     gain_offset: int = 0  # Gemma: gains stored as w and applied as 1 + w (the loader applies the offset)
     per_layer: tuple[tuple[float | None, int | None], ...] = ()
@@ -245,6 +248,8 @@ class Structure:
                     f"{norm} (gains 1 + w as stored), {ffn_kind} FFN; "
                     + ("RMSNorm on each head's queries and keys; " if self.qk_norm else "")
                     + (f"scores scaled by {self.attn_scalar:g}^-1/2; " if self.attn_scalar else "")
+                    + (f"scores soft-capped, c tanh(s / c) with c = {self.attn_softcap:g}; " if self.attn_softcap
+                       else "")
                     + f"causal attention{win}, {pos}; embeddings scaled by sqrt(d_model); MHA = sum_h Y^h W_O^h"
                     + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
                        if self.final_norm else ""))
@@ -278,7 +283,7 @@ def structure(weights: Any) -> Structure:
         from symtrans.arch import rope_theta
 
         theta = rope_theta(cfg, a.name)  # validated as the config was read; never replaced by a default
-    window = cfg.get("sliding_window") if cfg.get("model_type") == "mistral" else None
+    window = cfg.get("sliding_window") if cfg.get("model_type") in ("mistral", "phi3") else None
     if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
         raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")
     per_layer: tuple[tuple[float | None, int | None], ...] = ()
@@ -288,7 +293,8 @@ def structure(weights: Any) -> Structure:
     return Structure(form="pre-ln", norm=a.norm, eps=float(a.ln_eps), activation=a.activation,
                      gated=a.ffn == "gated", causal=a.attention == "causal", rope_theta=theta,
                      sliding_window=int(window) if window else None, final_norm=bool(a.final_norm),
-                     qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, per_layer=per_layer,
+                     qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, attn_softcap=a.attn_softcap,
+                     pre_norms=a.pre_norms, qk_norm_full=a.qk_norm_full, per_layer=per_layer,
                      gain_offset=a.gain_offset)
 
 
@@ -395,7 +401,9 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     k = torch.einsum("nd,hdk->hnk", X, layer["W_K"]) + layer["b_K"][:, None, :]
     v = torch.einsum("nd,hdk->hnk", X, layer["W_V"]) + layer["b_V"][:, None, :]
     H, n = q.shape[0], q.shape[1]
-    if st is not None and st.qk_norm:  # before the rotation, per head, over the head's d_k entries
+    if st is not None and st.qk_norm_full:  # OLMo 2: over all heads' entries at once, before the rotation
+        q, k = _full_norm(q, layer["q_norm_full_w"], st), _full_norm(k, layer["k_norm_full_w"], st)
+    elif st is not None and st.qk_norm:  # before the rotation, per head, over the head's d_k entries
         q = norm(q, layer["q_norm_w"], None, st)
         k = norm(k, layer["k_norm_w"], None, st)
     if k.shape[0] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
@@ -408,6 +416,8 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
         scores = (q @ k.transpose(-1, -2)) * st.attn_scalar ** -0.5
     else:
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if st is not None and st.attn_softcap:  # Gemma 2: c tanh(s / c), after the scaling, before the mask
+        scores = st.attn_softcap * torch.tanh(scores / st.attn_softcap)
     if st is not None and st.causal:
         i = torch.arange(n, device=q.device)
         masked = i[None, :] > i[:, None]
@@ -462,6 +472,20 @@ def ffn(Z: Any, layer: dict[str, Any], activation: str) -> Any:
     return h @ layer["W_out"] + layer["b_out"]
 
 
+def _full_norm(z: Any, gain: Any, st: Structure) -> Any:
+    """RMSNorm of each token's entries over every head (``z``: ``[heads, n, d_k]``; ``gain``: ``[g, d_k]``).
+
+    Key/value heads repeated for their query heads (``weights.layer``) have
+    the stored heads' mean square (each is repeated equally), and the gain is
+    repeated the same way.
+    """
+    heads, n, dk = z.shape
+    flat = z.permute(1, 0, 2).reshape(n, heads * dk)
+    if gain.shape[0] != heads:
+        gain = gain[kv_index(heads, gain.shape[0], gain.device)]
+    return norm(flat, gain.reshape(-1), None, st).reshape(n, heads, dk).permute(1, 0, 2)
+
+
 def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
     """Run one pre-LN decoder layer (causal attention) and return all its internals.
 
@@ -474,14 +498,14 @@ def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
     >>> t.form, bool((t.A[:, 0, 1:] == 0).all()), bool((t.out == t.pre_ln2).all())
     ('pre-ln', True, True)
     """
-    attn_in = norm(X, layer["ln1_w"], layer["ln1_b"], st)
+    attn_in = norm(X, layer["ln1_w"], layer["ln1_b"], st) if st.pre_norms else X
     A, Y, YO = attention(attn_in, layer, st)
     mha = YO.sum(0)
     if st.post_norms:  # Gemma 3: the sub-block's output is normalised before the residual add (no biases)
         pre_ln1 = X + norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
     else:
         pre_ln1 = X + mha + layer["b_O"]
-    X1 = norm(pre_ln1, layer["ln2_w"], layer["ln2_b"], st)
+    X1 = norm(pre_ln1, layer["ln2_w"], layer["ln2_b"], st) if st.pre_norms else pre_ln1
     f = ffn(X1, layer, st.activation)
     out = pre_ln1 + (norm(f, layer["ln2_post_w"], None, st) if st.post_norms else f)
     return LayerTrace(X=X, A=A, Y=Y, YO=YO, mha=mha, pre_ln1=pre_ln1, X1=X1, ffn=f, pre_ln2=out, out=out,

@@ -60,9 +60,14 @@ def _pre(st: Structure | None, ln: bool) -> bool:
     return st is not None and st.form == "pre-ln" and ln
 
 
+def _pre_norm(Z: Any, layer: dict[str, Any], which: str, st: Structure) -> Any:
+    """A pre-LN layer's norm ``which`` (ln1, ln2) on ``Z``; ``Z`` itself where the model has none (OLMo 2)."""
+    return norm(Z, layer[f"{which}_w"], layer[f"{which}_b"], st) if st.pre_norms else Z
+
+
 def _mha(X: Any, layer: dict[str, Any], residual: bool, st: Structure | None = None, ln: bool = False) -> Any:
     """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order the forward uses (pre-LN: of ``N1(X)``)."""
-    inp = norm(X, layer["ln1_w"], layer["ln1_b"], st) if _pre(st, ln) else X
+    inp = _pre_norm(X, layer, "ln1", st) if st is not None and _pre(st, ln) else X
     mha = attention(inp, layer, st)[2].sum(0)
     if _pre(st, ln) and st is not None and st.post_norms:  # Gemma 3: the post-norm is part of the sub-block
         mha = norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
@@ -126,7 +131,7 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
     """
     Z = _mha(X, layer, residual=False, st=st, ln=ln)
     if _pre(st, ln):
-        return _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation, st, ln)
+        return _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = _ffn(Z, layer, activation)
@@ -146,7 +151,7 @@ def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: st
     """
     Z = _mha(X, layer, residual=True, st=st, ln=ln)
     if _pre(st, ln):
-        return Z + _ffn(norm(Z, layer["ln2_w"], layer["ln2_b"], st), layer, activation, st, ln)
+        return Z + _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = Z + _ffn(Z, layer, activation)

@@ -69,7 +69,12 @@ _LAYOUTS["llama"] = {
 }
 _LAYOUTS["qwen2"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma3"] = _LAYOUTS["llama"]
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3")
+_LAYOUTS["qwen3"] = _LAYOUTS["llama"]
+_LAYOUTS["gemma2"] = _LAYOUTS["llama"]
+_LAYOUTS["phi3"] = _LAYOUTS["llama"]
+_LAYOUTS["olmo2"] = _LAYOUTS["llama"]
+SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
+                      "olmo2")
 
 
 def default_model_path() -> Path:
@@ -255,7 +260,9 @@ class ModelWeights:
 _PER_LAYER = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b",
               "W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b",
               # Gemma 3: the query and key norms' gains (width d_k, shared by the heads) and the post-norms'
-              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w")
+              "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w",
+              # OLMo 2: the query and key norms' gains over the full width, per head ([H, d_k] and [H_kv, d_k])
+              "q_norm_full_w", "k_norm_full_w")
 
 
 # ------------------------------------------------------------------ file reading
@@ -865,7 +872,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
@@ -927,8 +934,14 @@ class _Checkpoint:
         H, Hkv, D, dk, F = int(a.H), int(a.H_kv), int(a.d_model), int(a.d_k), int(a.d_ff)
         lp = f"layers.{i}."
         out: dict[str, Any] = {}
+        fused = a.family == "phi3"  # Phi-3: one qkv_proj (rows q, then k, then v) and one gate_up_proj (gate, up)
+        if fused:
+            qkv = self.raw(f"{lp}self_attn.qkv_proj.weight", ((H + 2 * Hkv) * dk, D))
+            rows = {"q": qkv[:H * dk], "k": qkv[H * dk:(H + Hkv) * dk], "v": qkv[(H + Hkv) * dk:]}
+            gate_up = self.raw(f"{lp}mlp.gate_up_proj.weight", (2 * F, D))
+            rows.update(gate=gate_up[:F], up=gate_up[F:])
         for tag, wname, bname, heads in (("q", "W_Q", "b_Q", H), ("k", "W_K", "b_K", Hkv), ("v", "W_V", "b_V", Hkv)):
-            w = self.raw(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
+            w = rows[tag] if fused else self.raw(f"{lp}self_attn.{tag}_proj.weight", (heads * dk, D))
             out[wname] = w.T.reshape(D, heads, dk).permute(1, 0, 2)
             bkey = f"{lp}self_attn.{tag}_proj.bias"
             out[bname] = (self.raw(bkey, (heads * dk,)).reshape(heads, dk) if self.has(bkey)
@@ -936,25 +949,30 @@ class _Checkpoint:
         out["W_O"] = self.raw(f"{lp}self_attn.o_proj.weight", (D, H * dk)).T.reshape(H, dk, D)
         okey = f"{lp}self_attn.o_proj.bias"
         out["b_O"] = self.raw(okey, (D,)) if self.has(okey) else self._zeros(D)
-        out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
-        out["ln1_b"] = self._zeros(D)
-        gemma = a.family == "gemma3"
-        if a.qk_norm:
+        if a.pre_norms:  # OLMo 2 has none: its sub-blocks read the residual stream
+            out["ln1_w"] = self.raw(f"{lp}input_layernorm.weight", (D,))
+            out["ln1_b"] = self._zeros(D)
+        gemma = a.family in ("gemma3", "gemma2")
+        if a.qk_norm_full:  # one gain over all heads' q (k) entries, stored per head like W_Q (W_K)
+            out["q_norm_full_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (H * dk,)).reshape(H, dk)
+            out["k_norm_full_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (Hkv * dk,)).reshape(Hkv, dk)
+        elif a.qk_norm:
             out["q_norm_w"] = self.raw(f"{lp}self_attn.q_norm.weight", (dk,))
             out["k_norm_w"] = self.raw(f"{lp}self_attn.k_norm.weight", (dk,))
         if a.post_norms:  # Gemma 3: post_attention_layernorm is the norm AFTER attention, not the one before the FFN
             out["ln1_post_w"] = self.raw(f"{lp}post_attention_layernorm.weight", (D,))
             out["ln2_post_w"] = self.raw(f"{lp}post_feedforward_layernorm.weight", (D,))
         for tag, wname, bname in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
-            out[wname] = self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D)).T
+            out[wname] = (rows[tag] if fused else self.raw(f"{lp}mlp.{tag}_proj.weight", (F, D))).T
             bkey = f"{lp}mlp.{tag}_proj.bias"
             out[bname] = self.raw(bkey, (F,)) if self.has(bkey) else self._zeros(F)
         out["W_out"] = self.raw(f"{lp}mlp.down_proj.weight", (D, F)).T
         dkey = f"{lp}mlp.down_proj.bias"
         out["b_out"] = self.raw(dkey, (D,)) if self.has(dkey) else self._zeros(D)
-        out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}.weight",
-                                (D,))
-        out["ln2_b"] = self._zeros(D)
+        if a.pre_norms:
+            out["ln2_w"] = self.raw(f"{lp}{'pre_feedforward_layernorm' if gemma else 'post_attention_layernorm'}"
+                                    ".weight", (D,))
+            out["ln2_b"] = self._zeros(D)
         return self._gain_offset(self._out(out, into))
 
     def _gain_offset(self, out: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,521 @@
+"""The families interpretability researchers use, through the one description of an architecture (issue 42).
+
+Per family, every number against an independent route: ``params-model``
+against ``transformers``' own model built on the meta device from the
+published config (``sum(p.numel())`` of ``AutoModelForCausalLM.from_config``),
+the per-head forward against ``transformers``' own forward on a random tiny
+float64 checkpoint (its float32 upcasts turned off: ``float64_reference``), G
+against the measured stabiliser (``group.complete.measure``: the Jacobian null
+space at one and two layers), and a negative control per structural feature
+(drop it and parity, or agreement, breaks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from symtrans.arch import from_config  # noqa: E402
+from symtrans.errors import SymtransError  # noqa: E402
+from symtrans.formulas import formula  # noqa: E402
+
+IDS = torch.tensor([7, 8, 5, 9, 10, 5, 11, 12, 70, 3, 64, 99])
+
+
+def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "m") -> Path:
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def _hf_count(cfg: dict[str, Any]) -> int:
+    """transformers' own parameter count of the base model, built on the meta device (no memory).
+
+    ``params-model`` counts the base model; the causal LM built from the same
+    config (also counted here) has exactly ``vocab_size * hidden_size`` more
+    when its head is untied, none when tied (parameters() lists a tied one once).
+    """
+    conf = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        base = sum(p.numel() for p in transformers.AutoModel.from_config(conf).parameters())
+        lm = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(conf).parameters())
+    head = 0 if conf.tie_word_embeddings else conf.vocab_size * conf.hidden_size
+    assert lm == base + head, (lm, base, head)
+    return base
+
+
+def _float64_errors(family: str, model: Any, path: Path, *, ids: Any = IDS,
+                    change: dict[str, Any] | None = None) -> tuple[float, float]:
+    """Largest |ours - transformers| over hidden states and attention matrices, float64, upcasts off."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import float64_reference
+
+    w = load_model(path, dtype="float64")
+    if change:
+        w.arch = dataclasses.replace(w.arch, **change)
+    ours = encode(w, input_ids=ids)
+    with float64_reference(family), torch.no_grad():
+        ref = model.double()(ids[None], output_hidden_states=True, output_attentions=True)
+    worst_h = max(float((a - b[0]).abs().max()) for a, b in zip(ours.hidden_states, ref.hidden_states))
+    worst_a = max(float((t.A - a[0]).abs().max()) for t, a in zip(ours.layers, ref.attentions))
+    return worst_h, worst_a
+
+
+# =========================================================================== Qwen3
+#: Qwen3-0.6B's published config.json (Qwen/Qwen3-0.6B), the fields transformers reads
+QWEN3_06B: dict[str, Any] = {
+    "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+    "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+    "max_position_embeddings": 40960, "rope_theta": 1000000, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+    "tie_word_embeddings": True, "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+    "max_window_layers": 28,
+}
+
+
+def test_qwen3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, QWEN3_06B))).value) == _hf_count(QWEN3_06B)
+    # Qwen3-8B's shape (untied, 36 layers, 32/8 heads of 128): derived, not echoed
+    big = {**QWEN3_06B, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+           "num_attention_heads": 32, "tie_word_embeddings": False}
+    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+
+
+def test_qwen3_config_is_read_with_qk_norm_and_plain_gains(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, QWEN3_06B))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.d_model, a.qk_norm, a.post_norms, a.gain_offset) == \
+        ("qwen3", 16, 8, 128, 1024, True, False, 0)
+    assert a.tied_lm_head and not a.bias and not a.qkv_bias and a.sliding_window is None
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("use_sliding_window", True, "use_sliding_window"),
+    ("layer_types", ["sliding_attention"] * 28, "layer_types"),
+    ("attention_bias", True, "attention_bias"),
+])
+def test_qwen3_unmodelled_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**QWEN3_06B, field: value}))
+
+
+@pytest.fixture(scope="module")
+def qwen3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("qwen3"), "qwen3", n_layers=2, head=True,
+                             tie_word_embeddings=False)
+
+
+def test_qwen3_forward_parity_with_transformers_in_float64(qwen3_tiny: tuple[Path, Any]) -> None:
+    path, model = qwen3_tiny
+    worst_h, worst_a = _float64_errors("qwen3", model, path)
+    print(f"qwen3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_qwen3_without_qk_norm_breaks_parity(qwen3_tiny: tuple[Path, Any]) -> None:
+    """Negative control: the same weights read as plain Llama (no QK-norm) no longer match transformers."""
+    path, model = qwen3_tiny
+    assert min(_float64_errors("qwen3", model, path, change={"qk_norm": False})) > 1e-6
+
+
+def _qwen3_tiny_config(tmp_path: Path, **extra: Any) -> Path:
+    cfg = transformers.Qwen3Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                   max_position_embeddings=64, **extra)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_qwen3_group_derivation(tmp_path: Path) -> None:
+    """QK-norm breaks the qk-gauge and leaves the gain trade (d_k / 2 per layer); plain gains change nothing else."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, QWEN3_06B)))
+    subs = spec.arch.substitutions()
+    assert spec.factor("qk-gauge").status == "broken"
+    assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 64
+    # per layer: vo-gauge H_kv d_v^2 + ffn-scaling d_ff + the two pre-norm scalings 2 d_model + the gain trade
+    assert spec.layer_dimension() == 8 * 128 ** 2 + 3072 + 2 * 1024 + 64
+
+
+@pytest.mark.parametrize("layers,scope,tied", [(1, "layers", True), (2, "layers", True), (1, "model", False),
+                                               pytest.param(2, "model", True, marks=pytest.mark.slow)])
+def test_qwen3_group_complete_agrees(tmp_path: Path, layers: int, scope: str, tied: bool) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_qwen3_tiny_config(tmp_path, tie_word_embeddings=tied))
+    r = measure(a, layers=layers, scope=scope, sizes={"d_k": 4, "d_v": 2})
+    print(f"qwen3 L={layers} {scope} tied={tied}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+def test_qwen3_a_group_without_the_gain_trade_disagrees(tmp_path: Path) -> None:
+    """False case: drop the QK-norm gain trade and the measurement finds d_k / 2 directions on the norm gains."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_qwen3_tiny_config(tmp_path))
+    r = measure(a, layers=1, exclude=("qk-norm-gain-trade",), sizes={"d_k": 4, "d_v": 2})
+    assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2
+    assert any("norm_w" in str(u) for u in r["unexplained"]), r["unexplained"]
+
+
+# =========================================================================== Gemma 2
+#: Gemma 2 2B's published config.json (google/gemma-2-2b), the fields transformers reads
+GEMMA2_2B: dict[str, Any] = {
+    "model_type": "gemma2", "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 8192, "sliding_window": 4096, "query_pre_attn_scalar": 256,
+    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True, "attention_bias": False, "cache_implementation": "hybrid",
+}
+
+
+def test_gemma2_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, GEMMA2_2B))).value) == _hf_count(GEMMA2_2B)
+    # Gemma 2 27B's shape (46 layers, 32/16 heads of 128, scalar 144 = d_model / H): derived, not echoed
+    big = {**GEMMA2_2B, "hidden_size": 4608, "intermediate_size": 36864, "num_hidden_layers": 46,
+           "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "query_pre_attn_scalar": 144}
+    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+
+
+def test_gemma2_config_is_read_field_by_field(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, GEMMA2_2B))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.qk_norm, a.post_norms, a.gain_offset, a.embedding_scale) == \
+        ("gemma2", 8, 4, 256, False, True, 1, True)
+    assert (a.attn_softcap, a.final_softcap, a.attn_scalar, a.sliding_window) == (50.0, 30.0, 256.0, 4096)
+    # no layer_types in the published file: transformers alternates from layer 0 (sliding, full, ...)
+    assert [a.layer_kind(i) for i in range(4)] == ["sliding", "full", "sliding", "full"]
+    assert a.rope_base_at(0) == a.rope_base_at(1) == 10000.0
+    b = from_config(_write(tmp_path, {**GEMMA2_2B, "attn_logit_softcapping": None}, "nocap"))
+    assert b.attn_softcap is None and b.final_softcap == 30.0
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("attn_logit_softcapping", -1.0, "attn_logit_softcapping"),
+    ("use_bidirectional_attention", True, "use_bidirectional_attention"),
+    ("attention_bias", True, "attention_bias"),
+])
+def test_gemma2_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any,
+                                                             named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**GEMMA2_2B, field: value}))
+
+
+@pytest.fixture(scope="module")
+def gemma2_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("gemma2"), "gemma2", n_layers=3)
+
+
+def test_gemma2_forward_parity_with_transformers_in_float64(gemma2_tiny: tuple[Path, Any]) -> None:
+    path, model = gemma2_tiny
+    from symtrans.numeric import load_model
+
+    a = load_model(path).arch
+    assert a.attn_softcap == 1.5 and a.layer_types == ("sliding", "full", "sliding") and a.sliding_window == 5
+    worst_h, worst_a = _float64_errors("gemma2", model, path)
+    print(f"gemma2 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+@pytest.mark.parametrize("drop", ["attn_softcap", "post_norms", "layer_types", "attn_scalar"])
+def test_gemma2_each_modelled_feature_matters(gemma2_tiny: tuple[Path, Any], drop: str) -> None:
+    """Negative control: the architecture without one feature no longer matches transformers."""
+    path, model = gemma2_tiny
+    off = {"attn_softcap": None, "post_norms": False, "layer_types": ("full",) * 3, "attn_scalar": None}[drop]
+    assert max(_float64_errors("gemma2", model, path, change={drop: off})) > 1e-6, drop
+
+
+def _gemma2_tiny_config(tmp_path: Path) -> Path:
+    cfg = transformers.Gemma2Config(
+        vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=4, query_pre_attn_scalar=12,
+        attn_logit_softcapping=1.5, final_logit_softcapping=2.0)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_gemma2_group_derivation(tmp_path: Path) -> None:
+    """Soft-capping keeps the qk-gauge (the same scores, capped); post-norms break the residual rotation."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, GEMMA2_2B)))
+    assert spec.factor("qk-gauge").status != "broken"
+    assert spec.factor("residual-rotation").status == "broken"
+    assert "qk-norm-gain-trade" not in [f.name for f in spec.factors]
+    # per layer: qk-gauge H_kv d_k (rotary commutant) + vo-gauge H_kv d_v^2 + ffn d_ff + two pre-norm scalings
+    assert spec.layer_dimension() == 4 * 256 + 4 * 256 ** 2 + 9216 + 2 * 2304
+
+
+@pytest.mark.parametrize("layers,scope", [(1, "layers"), (2, "layers"), (1, "model"),
+                                          pytest.param(2, "model", marks=pytest.mark.slow)])
+def test_gemma2_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_gemma2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, scope=scope)
+    print(f"gemma2 L={layers} {scope}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+# =========================================================================== Phi-3
+#: Phi-3-mini-4k-instruct's published config.json (microsoft/Phi-3-mini-4k-instruct), the fields transformers reads
+PHI3_MINI: dict[str, Any] = {
+    "model_type": "phi3", "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+    "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": None, "sliding_window": 2047,
+    "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False,
+    "attention_dropout": 0.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "bos_token_id": 1, "eos_token_id": 32000,
+    "pad_token_id": 32000,
+}
+
+
+def test_phi3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, PHI3_MINI))).value) == _hf_count(PHI3_MINI)
+    # Phi-3-medium's shape (40 layers, 40 query heads sharing 10 key/value heads): derived, not echoed
+    med = {**PHI3_MINI, "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40,
+           "num_attention_heads": 40, "num_key_value_heads": 10}
+    assert int(formula("params-model", arch=str(_write(tmp_path, med, "m"))).value) == _hf_count(med)
+
+
+def test_phi3_config_is_read_as_llama_with_its_window(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, PHI3_MINI))
+    assert (a.family, a.H, a.H_kv, a.d_k, a.ffn, a.bias, a.tied_lm_head, a.sliding_window) == \
+        ("phi3", 32, 32, 96, "gated", False, False, 2047)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("partial_rotary_factor", 0.75, "partial_rotary_factor"),
+    ("rope_parameters", {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5},
+     "partial_rotary_factor"),
+])
+def test_phi3_partial_rotary_is_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, {**PHI3_MINI, field: value}))
+
+
+@pytest.fixture(scope="module")
+def phi3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("phi3"), "phi3", n_layers=2)
+
+
+def test_phi3_forward_parity_with_transformers_in_float64(phi3_tiny: tuple[Path, Any]) -> None:
+    """The fused projections are split as transformers splits them (q, k, v rows; gate, then up)."""
+    from symtrans.numeric import load_model
+
+    path, model = phi3_tiny
+    assert load_model(path).arch.sliding_window == 5 < len(IDS)
+    worst_h, worst_a = _float64_errors("phi3", model, path)
+    print(f"phi3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_phi3_a_wrong_split_or_no_window_breaks_parity(phi3_tiny: tuple[Path, Any]) -> None:
+    """Negative controls: gate and up swapped (the split read the wrong way round), or the window dropped."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import float64_reference
+
+    path, model = phi3_tiny
+    w = load_model(path, dtype="float64").copy()
+    w.tensors["W_gate"], w.tensors["W_in"] = w.tensors["W_in"].clone(), w.tensors["W_gate"].clone()
+    with float64_reference("phi3"), torch.no_grad():
+        ref = model.double()(IDS[None], output_hidden_states=True)
+    swapped = max(float((a - b[0]).abs().max()) for a, b in zip(encode(w, input_ids=IDS).hidden_states,
+                                                                 ref.hidden_states))
+    assert swapped > 1e-6
+    w = load_model(path, dtype="float64")
+    tr = encode(w, input_ids=IDS)
+    assert float(tr.layers[0].A[:, 11, 0].abs().max()) == 0  # key 0 is outside query 11's window of 5
+    w.config = {**w.config, "sliding_window": None}  # the window unread: every earlier key
+    unmasked = max(float((t.A - a[0]).abs().max()) for t, a in zip(encode(w, input_ids=IDS).layers,
+                                                                    _reference_attentions(model)))
+    assert unmasked > 1e-3
+
+
+def _reference_attentions(model: Any) -> Any:
+    from symtrans.numeric.fixtures import float64_reference
+
+    with float64_reference("phi3"), torch.no_grad():
+        return model.double()(IDS[None], output_attentions=True).attentions
+
+
+@pytest.mark.parametrize("layers,scope", [(1, "layers"), pytest.param(2, "layers", marks=pytest.mark.slow),
+                                          (1, "model")])
+def test_phi3_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> None:
+    """A parameter layout does not change G: Llama's factors, measured on the published config's reduction."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_write(tmp_path, PHI3_MINI))
+    r = measure(a, layers=layers, scope=scope)
+    print(f"phi3 L={layers} {scope}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+# =========================================================================== OLMo 2
+#: OLMo-2-1124-7B's published config.json (allenai/OLMo-2-1124-7B), the fields transformers reads
+OLMO2_7B: dict[str, Any] = {
+    "model_type": "olmo2", "vocab_size": 100352, "hidden_size": 4096, "intermediate_size": 11008,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+    "rope_theta": 500000, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False,
+    "attention_bias": False, "attention_dropout": 0.0, "pad_token_id": 100277, "eos_token_id": 100257,
+    "bos_token_id": None,
+}
+
+
+def test_olmo2_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, OLMO2_7B))).value) == _hf_count(OLMO2_7B)
+    # a grouped-query shape (32 query heads, 8 key/value heads): the k-norm's width is H_kv d_k, derived
+    gqa = {**OLMO2_7B, "num_key_value_heads": 8, "num_hidden_layers": 4}
+    assert int(formula("params-model", arch=str(_write(tmp_path, gqa, "g"))).value) == _hf_count(gqa)
+
+
+def test_olmo2_config_is_read_with_post_norms_only_and_full_width_qk_norm(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, OLMO2_7B))
+    assert (a.family, a.pre_norms, a.post_norms, a.qk_norm, a.qk_norm_full, a.gain_offset, a.tied_lm_head) == \
+        ("olmo2", False, True, True, True, 0, False)
+
+
+def test_olmo2_attention_bias_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(SymtransError, match="attention_bias"):
+        from_config(_write(tmp_path, {**OLMO2_7B, "attention_bias": True}))
+
+
+@pytest.fixture(scope="module")
+def olmo2_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("olmo2"), "olmo2", n_layers=2)
+
+
+def test_olmo2_forward_parity_with_transformers_in_float64(olmo2_tiny: tuple[Path, Any]) -> None:
+    path, model = olmo2_tiny
+    worst_h, worst_a = _float64_errors("olmo2", model, path)
+    print(f"olmo2 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+@pytest.mark.parametrize("change", [{"pre_norms": True, "post_norms": False}, {"qk_norm_full": False}])
+def test_olmo2_each_modelled_feature_matters(olmo2_tiny: tuple[Path, Any], change: dict[str, Any]) -> None:
+    """Negative controls: the norms placed as Llama's, or the QK-norm taken per head, no longer match."""
+    from symtrans.numeric import load_model
+
+    path, model = olmo2_tiny
+    w = load_model(path, dtype="float64")
+    layers = dict(w.tensors)
+    if "pre_norms" in change:  # the post-norms' gains read as pre-norms
+        w.tensors["ln1_w"], w.tensors["ln2_w"] = layers["ln1_post_w"], layers["ln2_post_w"]
+        w.tensors["ln1_b"] = w.tensors["ln2_b"] = torch.zeros_like(layers["ln1_post_w"])
+    else:  # per head: the first head's slice of the full-width gain
+        w.tensors["q_norm_w"], w.tensors["k_norm_w"] = layers["q_norm_full_w"][:, 0], layers["k_norm_full_w"][:, 0]
+    from symtrans.numeric import encode
+    from symtrans.numeric.fixtures import float64_reference
+
+    w.arch = dataclasses.replace(w.arch, **change)
+    with float64_reference("olmo2"), torch.no_grad():
+        ref = model.double()(IDS[None], output_hidden_states=True)
+    worst = max(float((a - b[0]).abs().max()) for a, b in zip(encode(w, input_ids=IDS).hidden_states,
+                                                               ref.hidden_states))
+    assert worst > 1e-6, change
+
+
+def _olmo2_tiny_config(tmp_path: Path) -> Path:
+    cfg = transformers.Olmo2Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   pad_token_id=0, eos_token_id=1)
+    cfg.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"
+
+
+def test_olmo2_group_derivation(tmp_path: Path) -> None:
+    """No pre-norms: no norm scalings; full-width QK-norm: one gain trade per key/value head (H_kv d_k / 2)."""
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(from_config(_write(tmp_path, OLMO2_7B)))
+    subs = spec.arch.substitutions()
+    assert spec.factor("ln1-scaling").status == spec.factor("ln2-scaling").status == "broken"
+    assert spec.factor("qk-gauge").status == spec.factor("residual-rotation").status == "broken"
+    assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 32 * 64
+    # per layer: vo-gauge H_kv d_v^2 + ffn-scaling d_ff + the gain trade H_kv d_k / 2
+    assert spec.layer_dimension() == 32 * 128 ** 2 + 11008 + 32 * 64
+
+
+@pytest.mark.parametrize("layers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_olmo2_group_complete_agrees_on_the_layers(tmp_path: Path, layers: int) -> None:
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, sizes={"d_k": 4, "d_v": 2})
+    print(f"olmo2 L={layers} layers: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"gap {r['record']['gap_decades']:.1f} decades")
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    assert r["record"]["gap_decades"] > 8
+
+
+def test_olmo2_per_kv_head_gain_trade(tmp_path: Path) -> None:
+    """The trade is one scaling per key/value head: with two key/value heads the null space holds 2 x d_k/2 of
+    them, and a group without the factor leaves exactly those on the norm gains (a false case)."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    one = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 1})
+    two = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 2})
+    assert one["agrees"] and two["agrees"]
+    r = measure(a, layers=1, sizes={"d_k": 4, "d_v": 2, "H": 2, "H_kv": 2}, exclude=("qk-norm-gain-trade",))
+    assert not r["agrees"] and r["measured_dimension"] == r["group_dimension"] + 2 * 2
+    assert all("norm_full_w" in str(u) for u in r["unexplained"]), r["unexplained"]
+
+
+@pytest.mark.slow
+def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stream(tmp_path: Path) -> None:
+    """Model scope (embeddings, the layer, the untied head) at H d_v >= d_model and d_ff >= d_model, as in every
+    published OLMo 2 (H d_v = d_model, d_ff > d_model). Below that (the default reduction: H d_v = 4 < d_model = 6)
+    the measurement finds more directions than G: with no pre-norm the stream is read raw, and a residual map
+    need only be orthogonal on the writers' image there; G does not list that small-size freedom."""
+    from symtrans.group.complete import measure
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 4, "d_ff": 8})
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
+    small = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess
+
+
+def test_gpt_neox_is_still_refused_in_one_line_naming_the_feature(tmp_path: Path) -> None:
+    """GPT-NeoX/Pythia (parallel residual, partial rotary, interleaved fused QKV) is not modelled yet."""
+    cfg = transformers.GPTNeoXConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
+                                     intermediate_size=128)
+    cfg.save_pretrained(tmp_path / "neox")
+    with pytest.raises(SymtransError, match="use_parallel_residual") as err:
+        from_config(tmp_path / "neox")
+    assert "\n" not in str(err.value)
+
+
+def test_olmo2_variants_follow_the_layer_without_pre_norms(olmo2_tiny: tuple[Path, Any]) -> None:
+    """The variants (depth sweeps, cor-mlp-role) run OLMo 2's layer: no pre-norm to apply, post-norms kept."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.variants import run_stack
+
+    path, _ = olmo2_tiny
+    w = load_model(path, dtype="float64")
+    tr = encode(w, n=8, seed=0)
+    states = run_stack(w, tr.embeddings, "full")
+    assert max(float((s - t.out).abs().max()) for s, t in zip(states[1:], tr.layers)) == 0
+    assert run_stack(w, tr.embeddings, "pure-attention", depth=2, ln=True)[-1].shape == tr.embeddings.shape
