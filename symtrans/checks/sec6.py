@@ -1092,7 +1092,9 @@ def meta_layer(arch_name: str) -> dict[str, Any]:
     return {k: torch.empty(v, device="meta", dtype=torch.float32) for k, v in shapes.items()}
 
 
-@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True)
+@producer("cor-dff", kind="numeric", name="ffn-flop-share", needs_model=True,
+          whole_model="it counts layer 0's matrix-product FLOPs on meta tensors (shapes only, the same at every "
+                      "layer): a subset changes nothing it reads; its record is the whole model's")
 def check_cor_dff(ctx: Context) -> list[Evidence]:
     """FFN FLOP share counted on real forward passes against the formula; the n at which 64.8% holds."""
     from fractions import Fraction
