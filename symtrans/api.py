@@ -268,8 +268,8 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     Examples
     --------
     >>> checks = verify_invariance(factors=["S_H"], dtypes=["float64"], n=6)
-    >>> [(c.factor, c.verdict) for c in checks]
-    [('S_H', 'holds')]
+    >>> [(c.factor, c.verdict.label) for c in checks]
+    [('S_H', 'supported')]
     """
     from symtrans.args import check_positions
     from symtrans.config import check_param
@@ -343,20 +343,20 @@ class InvarianceChecks(list):  # type: ignore[type-arg]
     Examples
     --------
     >>> from symtrans.group.numeric import InvarianceCheck
-    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m")])
+    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "supported", 1.0, "m")])
     >>> "<table" in t._repr_html_()
     True
     """
 
     def __repr__(self) -> str:
         return _bounded([f"{len(self)} invariance checks"] + [
-            f"  {c.factor:<16} {c.dtype:<8} {c.verdict:<10} max rel change {c.max_rel_change:.2e} "
+            f"  {c.factor:<16} {c.dtype:<8} {c.verdict.label:<12} max rel change {c.max_rel_change:.2e} "
             f"(tolerance {c.tolerance:.2e})" for c in self])
 
     def _repr_html_(self) -> str:
         return _html_table(["factor", "dtype", "expect", "max rel change", "tolerance", "verdict", "why"],
                            [(c.factor, c.dtype, c.expect, f"{c.max_rel_change:.2e}", f"{c.tolerance:.2e}",
-                             c.verdict, c.tolerance_reason) for c in self])
+                             c.verdict.label, c.tolerance_reason) for c in self])
 
 
 # ----------------------------------------------------------------- measurements
@@ -423,13 +423,18 @@ class Measurement:
 @announced("measure")
 def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
-            dtype: str = "float64", device: str | None = "cpu") -> Measurement:
+            dtype: str = "float64", device: str | None = "cpu", activations: Any = None) -> Measurement:
     """Measure ranks, residual ratios, ``alpha_h``, head subspaces, W_O and LN hypotheses on a model.
 
     The input is ``text`` when given, else ``n`` random token ids drawn with
     ``seed``. ``variants`` (``full``, ``pure-attention``, ``residual``,
     ``mlp``) adds rank profiles of those stacks, ``depth`` deep, optionally
     repeating one layer (``layer_index``).
+
+    ``activations``: a TransformerLens ``ActivationCache`` of one sequence (or a dict by hook name) from a
+    run of this model. Its ``hook_resid_pre``/``hook_resid_post`` states are the hidden states measured (in
+    their cached dtype); the forward starts from its first input and must reproduce them, else the cache is
+    refused (another model, or processed weights). See docs/interop.md.
 
     Examples
     --------
@@ -454,6 +459,11 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
         raise SymtransError("variants: expected a list of names such as ('full', 'residual')")
     weights = _as_weights(model, dtype, device)
+    if activations is not None:
+        if text is not None:
+            raise SymtransError("activations: give the cache or text, not both (the cache holds its input)")
+        return Measurement(measure_all(weights, activations=activations, variants=tuple(variants), depth=depth,
+                                       layer_index=layer_index, progress=True))
     if text is None:
         check_positions(n, getattr(weights, "arch", None), "n")
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,

@@ -151,6 +151,7 @@ def _cmd_group(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from symtrans.evidence import Verdict
     from symtrans.group.numeric import layer_blocks, verify_model
     from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric, orbit_dimension_numeric
     from symtrans.numeric import load_model
@@ -174,8 +175,8 @@ def _verify(args: argparse.Namespace) -> int:
         bar.step("FFN-input fibre")
     orbit_rows = [{"layer": o.layer, "jacobian_rank": o.jacobian_rank, "formula_at_measured_ranks":
                    o.formula_at_measured_ranks, "symbolic": o.symbolic_generic, "dtype": "float64",
-                   "margin_decades": o.min_margin, "verdict": "holds" if o.agrees else "fails"} for o in orbits]
-    ok = all(c.verdict == "holds" for c in checks) and all(o.agrees for o in orbits) and ffn["fibre"] == ffn["expected"]
+                   "margin_decades": o.min_margin, "verdict": (Verdict.SUPPORTED if o.agrees else Verdict.FAILS).label} for o in orbits]
+    ok = all(c.verdict is Verdict.SUPPORTED for c in checks) and all(o.agrees for o in orbits) and ffn["fibre"] == ffn["expected"]
     data = {"model": w.arch.name, "weights_hash": w.weights_hash, "n": args.n,
             "checks": [c.to_dict() for c in checks], "orbits": orbit_rows,
             "fibres": {"wo": [{"layer": i, "fibre": r["fibre"], "rank": r["rank"]["rank"],

@@ -194,7 +194,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     equivariance: the output becomes ``out Q``. The tolerance is
     :func:`symtrans.group.numeric.tolerance` at the weights' storage dtype (the
     moved weights are rounded to it) and the element's condition number; the
-    verdict rule is ``group --verify``'s (holds below it, fails above 100x).
+    verdict rule is ``group --verify``'s (supported below it, fails above 100x).
 
     Examples
     --------
@@ -203,7 +203,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     >>> w = load_model("default")
     >>> g = sample_gauge(w, seed=0, factors=["S_H", "residual-permutation"])
     >>> same_function(w, apply_gauge(w, g), g, n=4, seed=0)["verdict"]
-    'holds'
+    'supported'
     """
     from symtrans.group.numeric import _rel, _verdict, tolerance
     from symtrans.numeric.forward import encode, random_ids
@@ -220,7 +220,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
     return {"max_rel_change": change, "tolerance": tol, "tolerance_reason": why, "storage_dtype": sd,
-            "verdict": _verdict(change, tol, "invariant")}
+            "verdict": _verdict(change, tol, "invariant").label}
 
 
 def _model_producers() -> list[Any]:
