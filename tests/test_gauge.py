@@ -150,7 +150,7 @@ def torch_ones_like(t):
 
 
 def test_the_report_states_processed_weights():
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.graph import ClaimGraph
     from symtrans.group.gauge import centre_writers
     from symtrans.numeric import load_model

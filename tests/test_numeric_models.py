@@ -210,7 +210,7 @@ def test_a_bridge_in_compatibility_mode_is_reported_processed_with_the_same_func
     from transformer_lens.model_bridge import TransformerBridge
 
     from proofs._claim import declared_items
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     path, _ = models["gpt2"]

@@ -17,7 +17,6 @@ import argparse
 import json
 from typing import Any
 
-from symtrans.config import DEFAULT_N
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -35,7 +34,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--arch", help="preset name or path to a config.json")
-    from symtrans.cli import add_model_option
+    from symtrans.cli import add_model_option, add_run_option
 
     add_model_option(p, default=None)
     p.add_argument("--verify", action="store_true", help="numeric invariance, orbit and fibre checks on the weights")
@@ -48,8 +47,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--certificate-out", metavar="FILE",
                    help="with --complete: write a certificate that dim(stabiliser) <= dim G at one rational instance "
                         "(the smallest layer count, layers scope), for `symtrans verify FILE`")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the numeric checks (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    add_run_option(p, "n", "sequence length of the numeric checks")
+    add_run_option(p, "seed", "seed of the numeric checks' random inputs")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_group)
 

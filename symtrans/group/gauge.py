@@ -244,7 +244,7 @@ def processed_weights(weights: Any) -> list[str]:
     """
     import torch
 
-    from symtrans.precision import unit_roundoff
+    from symtrans.precision import smallest_normal, unit_roundoff
     from symtrans.numeric.weights import storage_precision
 
     out = []
@@ -257,7 +257,7 @@ def processed_weights(weights: Any) -> list[str]:
             # BERT-large size, the report's memory peak there)
             for W in weights.tensors[name]:
                 W = W.to(torch.float64)
-                ratio = W.sum(-1).abs() / (2 * u * W.abs().sum(-1)).clamp_min(torch.finfo(torch.float64).tiny)
+                ratio = W.sum(-1).abs() / (2 * u * W.abs().sum(-1)).clamp_min(smallest_normal("float64"))
                 worst = max(worst, float(ratio.max()))
         if worst <= 1.0:
             out.append("writers centred along the all-ones row (every row of W_O and W_out sums to zero at "

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symtrans.arch import Architecture
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_SEED, RUN_DTYPES
 from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import Verdict
 from symtrans.group.spec import GroupSpec, act
@@ -510,8 +511,8 @@ def _rel(a: Any, b: Any) -> float:
 
 
 # --------------------------------------------------------------------------- the real model
-def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32"), n: int = 12,
-                 seed: int = 0, factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
+def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
+                 seed: int = DEFAULT_SEED, factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
     """Apply a random element of every factor of G to real weights; check the output, per dtype.
 
     The output is the last hidden state through the final norm, if the model
@@ -601,7 +602,7 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
 
 
 # --------------------------------------------------------------------------- random architectures
-def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[str, Any]:
+def random_blocks(arch: Architecture, seed: int = DEFAULT_SEED, dtype: Any = None) -> dict[str, Any]:
     """Random torch weights (block form, model dict with data ``X``) for any modelled architecture.
 
     Weights are Gaussian with variance 1/fan-in; gains are 1 + N(0, 0.1^2).
@@ -646,7 +647,7 @@ def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[
     return params
 
 
-def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
+def verify_random(arch: Architecture, *, dtype: str = DEFAULT_DTYPE, seed: int = DEFAULT_SEED,
                   factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
     """Invariance of every factor on random weights of ``arch`` (any modelled shape), torch forward.
 

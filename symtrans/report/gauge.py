@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from symtrans.config import DEFAULT_SEED
+
 __all__ = ["GaugeCheck", "gauge_check", "verdicts_of", "same_function"]
 
 
@@ -236,7 +238,7 @@ def _records(ctx: Any, producers: list[Any]) -> list[Any]:
     return [e for res in results for e in res]
 
 
-def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements: int = 5, restricted: int | None = None,
+def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, elements: int = 5, restricted: int | None = None,
                 centring: bool = True, weights: Any = None, transform: Any = None,
                 sets: list[tuple[str, ...]] | None = None) -> GaugeCheck:
     """Compare every statement's verdict on W with its verdict on ``elements`` random elements g of G applied to W.
@@ -257,7 +259,7 @@ def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements:
     True
     """
     from proofs._claim import declared_items
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.group.gauge import GaugeElement, apply_gauge, centring_element, gauge_factors, sample_gauge
     from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers
