@@ -38,7 +38,14 @@ the forked worker's copy-on-write pages count twice, so the sum is an upper
 bound) and of its largest process (sampled too: a child's ``ru_maxrss`` carries the high-water mark of
 the process that forked it across ``exec``).
 
-Run: ``python benchmarks/bench_floor.py [--sizes bundled,bert-base] [--n 128] [--workers]``
+``--producers`` (or ``--producers-only``) adds the **per-producer floor table** of each size's full layer
+count: each producer's CPU seconds (thread clock, exclusive of producers it runs inside it), its GEMM and
+factorisation floor and the excess, largest excess first, plus the work outside producers (weights, the
+shared trace, the statuses). Timing and counting run as two serial reports, each in a fresh process, so no
+module cache of one hides work from the other. Imports are outside the table (a fresh process's import of
+symtrans, torch and sympy: the rest of the fixed part).
+
+Run: ``python benchmarks/bench_floor.py [--sizes bundled,bert-base] [--n 128] [--workers] [--producers]``
 (bert-large and 1b take tens of minutes on two cores). The machine may be shared:
 CPU seconds are the figure to compare, wall times move with other load.
 """
@@ -172,7 +179,6 @@ def time_report(model: Path, n: int, serial: bool = False) -> dict:
 # ----------------------------------------------------------------- the floor
 def count_report(model: Path, n: int) -> dict:
     """GEMM FLOPs and the factorisations (op, shapes) of one serial in-process report on ``model``."""
-    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -183,13 +189,8 @@ def count_report(model: Path, n: int) -> dict:
 
     class Factorisations(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func._schema.name
-            if ("linalg" in name and "norm" not in name) or name in ("aten::cholesky", "aten::geqrf",
-                                                                    "aten::triangular_solve"):
-                shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
-                flags = tuple(a for a in args if isinstance(a, (bool, str)))
-                opts = tuple(sorted((k, v) for k, v in (kwargs or {}).items() if isinstance(v, (bool, str, int))))
-                key = (name, shapes, str(next(a.dtype for a in args if isinstance(a, torch.Tensor))), flags, opts)
+            key = _factor_key(func, args, kwargs)
+            if key is not None:
                 factor[key] = factor.get(key, 0) + 1
             return func(*args, **(kwargs or {}))
 
@@ -199,6 +200,142 @@ def count_report(model: Path, n: int) -> dict:
     counts = flops.get_flop_counts().get("Global", {})
     gemm = sum(int(v) for k, v in counts.items())
     return {"gemm_flops": gemm, "factorisations": factor}
+
+
+def _producer_key(p: object) -> str:
+    return f"{p.claim} / {p.name}"  # type: ignore[attr-defined]
+
+
+def profile_producers(model: Path | None, n: int, mode: str) -> dict[str, dict]:
+    """Per producer of one serial in-process report: its CPU seconds (``mode="time"``) or its GEMM FLOPs and
+    factorisations (``mode="count"``).
+
+    ``symtrans.runner.run_producer`` is wrapped: each producer's CPU seconds on this thread's clock, exclusive
+    of any producer it runs inside it, or the counting modes of :func:`count_report` with their FLOPs and
+    factorisations attributed to the producer running. The work outside producers (loading the weights,
+    the shared trace, deriving the statuses) is the row ``(outside producers)``. A producer that reads a cache
+    another producer filled (``share``) shows only its own part: the first one pays. Run each mode in a fresh
+    process (:func:`producer_table` does): module-level caches filled by one report would hide work in the next.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import symtrans.runner as runner
+    from symtrans.evidence import Context
+    from symtrans.report import build_report
+
+    rows: dict[str, dict] = {}
+    stack: list[list] = []  # [key, start, child seconds, start flops]
+    original = runner.run_producer
+    flops = FlopCounterMode(display=False) if mode == "count" else None
+
+    def row(key: str) -> dict:
+        return rows.setdefault(key, {"cpu_s": 0.0, "gemm_flops": 0, "factorisations": {}})
+
+    def total_flops() -> int:
+        return flops.get_total_flops() if flops is not None else 0
+
+    def timed(p, ctx):  # noqa: ANN001 - the runner's signature
+        frame = [_producer_key(p), CLOCK(), 0.0, total_flops()]
+        stack.append(frame)
+        try:
+            return original(p, ctx)
+        finally:
+            stack.pop()
+            spent, done = CLOCK() - frame[1], total_flops() - frame[3]
+            r = row(frame[0])
+            r["cpu_s"] += spent - frame[2]
+            r["gemm_flops"] += done
+            if stack:  # the outer producer's figures exclude this one's
+                stack[-1][2] += spent
+                stack[-1][3] += done
+
+    class Factorisations(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            key = _factor_key(func, args, kwargs)
+            if key is not None:
+                f = row(stack[-1][0] if stack else "(outside producers)")["factorisations"]
+                f[key] = f.get(key, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    import contextlib
+
+    runner.run_producer = timed
+    try:
+        with contextlib.ExitStack() as modes:
+            if flops is not None:
+                modes.enter_context(flops)
+                modes.enter_context(Factorisations())
+            t0 = CLOCK()
+            build_report(Context(model=str(model) if model is not None else None, n=n, reuse=False),
+                         parallel=False)
+            total, everything = CLOCK() - t0, total_flops()
+    finally:
+        runner.run_producer = original
+    out = row("(outside producers)")
+    out["cpu_s"] = total - sum(r["cpu_s"] for k, r in rows.items() if k != "(outside producers)")
+    out["gemm_flops"] = everything - sum(r["gemm_flops"] for k, r in rows.items() if k != "(outside producers)")
+    return rows
+
+
+def _factor_key(func: object, args: tuple, kwargs: dict | None) -> tuple | None:
+    """The factorisation's (op, shapes, dtype, flags, options), or None for an op that is not one."""
+    import torch
+
+    name = func._schema.name  # type: ignore[attr-defined]
+    if not (("linalg" in name and "norm" not in name) or name in ("aten::cholesky", "aten::geqrf",
+                                                                "aten::triangular_solve")):
+        return None
+    shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+    flags = tuple(a for a in args if isinstance(a, (bool, str)))
+    opts = tuple(sorted((k, v) for k, v in (kwargs or {}).items() if isinstance(v, (bool, str, int))))
+    return (name, shapes, str(next(a.dtype for a in args if isinstance(a, torch.Tensor))), flags, opts)
+
+
+def producer_table(model: Path | None, n: int, rate: float, cache: dict[tuple, float]) -> list[dict]:
+    """The per-producer floor table: CPU seconds, floor (GEMM + factorisations), excess; largest excess first.
+
+    The timing and the counting run each in a fresh process (``--profile MODE``), serially, one thread.
+    """
+    got = {}
+    for mode in ("time", "count"):
+        res = subprocess.run([sys.executable, __file__, "--profile", mode, "--n", str(n), "--model",
+                              str(model) if model is not None else "none"], cwd=ROOT, capture_output=True,
+                             text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        if res.returncode:
+            raise RuntimeError(f"--profile {mode} failed: {res.stderr[-800:]}")
+        got[mode] = {k: dict(v, factorisations={tuple(_untuple(x) for x in f[0]): f[1] for f in
+                                                v["factorisations"]}) for k, v in
+                     json.loads(res.stdout.splitlines()[-1]).items()}
+    out = []
+    for key, counted in got["count"].items():
+        fs = factorisation_seconds(counted["factorisations"], cache)
+        cpu = got["time"].get(key, {}).get("cpu_s", 0.0)
+        floor = counted["gemm_flops"] / rate + fs
+        out.append({"producer": key, "cpu_s": cpu, "gemm_gflop": counted["gemm_flops"] / 1e9,
+                    "gemm_floor_s": counted["gemm_flops"] / rate,
+                    "factor_calls": sum(counted["factorisations"].values()), "factor_floor_s": fs,
+                    "floor_s": floor, "excess_s": cpu - floor})
+    return sorted(out, key=lambda x: -x["excess_s"])
+
+
+def _untuple(x: object) -> object:
+    """JSON's lists back to the tuples of a factorisation key (nested: shapes, flags, options)."""
+    return tuple(_untuple(v) for v in x) if isinstance(x, list) else x
+
+
+def print_producer_table(rows: list[dict], label: str) -> None:
+    """Print :func:`producer_table`'s rows (largest excess first) with their sum."""
+    print(f"per producer ({label}; CPU s on the thread clock, serial, in-process; largest excess first):")
+    print(f"  {'producer':62s} {'CPU s':>7s} {'floor s':>8s} {'GEMM':>6s} {'fact.':>6s} {'calls':>6s} "
+          f"{'excess':>7s} {'ratio':>6s}")
+    for r in rows:
+        ratio = f"{r['cpu_s'] / r['floor_s']:.1f}x" if r["floor_s"] > 1e-4 else "-"
+        print(f"  {r['producer'][:62]:62s} {r['cpu_s']:7.2f} {r['floor_s']:8.2f} {r['gemm_floor_s']:6.2f} "
+              f"{r['factor_floor_s']:6.2f} {r['factor_calls']:6d} {r['excess_s']:7.2f} {ratio:>6s}")
+    cpu, floor = sum(r["cpu_s"] for r in rows), sum(r["floor_s"] for r in rows)
+    print(f"  {'total':62s} {cpu:7.2f} {floor:8.2f} {'':6s} {'':6s} {'':6s} {cpu - floor:7.2f} "
+          f"{cpu / floor if floor else float('nan'):5.1f}x")
 
 
 def gemm_rate(size: int = 512, repeat: int = 8) -> float:
@@ -261,7 +398,20 @@ def main() -> None:
     ap.add_argument("--workers", nargs="?", const="bert-large", default=None, metavar="SIZE",
                     help="also time a report at SIZE (default bert-large, full layer count) on 2 processes vs 1")
     ap.add_argument("--no-floor", action="store_true", help="time only (the counting run is serial and slower)")
+    ap.add_argument("--producers", action="store_true",
+                    help="also print the per-producer floor table of each size's full layer count (two more "
+                         "serial reports, each in a fresh process)")
+    ap.add_argument("--producers-only", action="store_true", help="only the per-producer floor tables")
+    ap.add_argument("--profile", choices=("time", "count"), help=argparse.SUPPRESS)  # one producer_table side
+    ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.profile:
+        import torch
+
+        torch.set_num_threads(1)
+        rows = profile_producers(None if args.model == "none" else Path(args.model), args.n, args.profile)
+        print(json.dumps({k: dict(v, factorisations=list(v["factorisations"].items())) for k, v in rows.items()}))
+        return
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
@@ -280,6 +430,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
+            if args.producers_only:
+                L = SIZES[size][1][0]
+                table = producer_table(make_checkpoint(size, L, Path(tmp) / f"{size}-{L}"), args.n, rate, cache)
+                print_producer_table(table, f"{size}, L={L}, n={args.n}")
+                rows.append({"size": size, "layers": L, "producers": table})
+                continue
             res = {}
             for L in SIZES[size][1]:
                 path = make_checkpoint(size, L, Path(tmp) / f"{size}-{L}")
@@ -292,6 +448,10 @@ def main() -> None:
                              factor_calls=sum(c["factorisations"].values()))
                     t["floor_s"] = t["gemm_floor_s"] + fs
                 res[L] = t
+                if args.producers and L == SIZES[size][1][0]:
+                    table = producer_table(path, args.n, rate, cache)
+                    print_producer_table(table, f"{size}, L={L}, n={args.n}")
+                    t["producers"] = table
                 print(f"{size:10s} L={L:2d}: report {t['cpu_s']:7.1f} CPU s ({t['wall_s']:6.1f} s wall, peak "
                       f"{t['peak_process_mib']:.0f} MiB)" + ("" if args.no_floor else
                       f"; floor {t['floor_s']:6.1f} s = GEMM {t['gemm_gflop']:.1f} GFLOP "

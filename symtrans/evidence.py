@@ -575,6 +575,8 @@ class Producer:
     #: it reads only the layers of ``Context.layer_indices`` (``--layers``); others need every layer and do not
     #: run on a subset (their record says so)
     honours_layers: bool = False
+    #: a model producer that does not honour ``--layers``: precisely why it cannot run on a subset (what it reads)
+    whole_model: str = ""
 
     @property
     def source_hash(self) -> str:
@@ -606,7 +608,8 @@ def _source_hash(func: Any) -> str:
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
              applies_to: str = "", share: str | None = None,
-             cost: float = 1.0, honours_layers: bool = False) -> Callable[[ProducerFunc], ProducerFunc]:
+             cost: float = 1.0, honours_layers: bool = False,
+             whole_model: str = "") -> Callable[[ProducerFunc], ProducerFunc]:
     """Decorator: declare ``func(ctx) -> list[Evidence]`` a producer for ``claim`` (or ``claim/reading``), with its options.
 
     It attaches the :class:`Producer` to the function (``func.producer``) and
@@ -628,7 +631,9 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     a BERT-large-sized model (seconds there, roughly): the report hands out the
     most expensive work first. Neither changes a record. ``honours_layers``
     says the producer looks only at ``ctx.layer_indices(...)``: under
-    ``--layers`` the others are recorded as not run.
+    ``--layers`` the others are recorded as not run, each with its
+    ``whole_model`` reason (required of a model producer that does not honour
+    ``--layers``: what it reads that a layer subset does not give).
 
     Examples
     --------
@@ -644,6 +649,9 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     claim_id, reading = split_reading(claim)
     if families is not None and not applies_to:
         raise ValueError(f"producer for {claim!r} limited to families {families}: say why (applies_to=...)")
+    if needs_model and not honours_layers and not whole_model.strip():
+        raise ValueError(f"model producer for {claim!r} does not honour --layers: say why it cannot run on a layer "
+                         "subset (whole_model=...)")
 
     def wrap(func: ProducerFunc) -> ProducerFunc:
         pname = name or func.__name__
@@ -651,7 +659,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
         func.producer = Producer(claim_id, pname, kind, func, needs_model,  # type: ignore[attr-defined]
                                  description or (doc[0] if doc else ""), reading,
                                  tuple(families) if families is not None else None, applies_to, share,
-                                 float(cost), bool(honours_layers))
+                                 float(cost), bool(honours_layers), whole_model.strip())
         return func
 
     return wrap

@@ -180,8 +180,8 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     if p.needs_model and ctx.layers is not None and not p.honours_layers:
         return [_tag(p, ctx, Evidence(
             claim=p.claim, producer=p.name, kind=p.kind, verdict=Verdict.NOT_RUN,
-            summary=f"not run under --layers {ctx.layers_text}: {p.description or p.name} reads the whole model "
-                    "(every layer in turn), not a subset"))]
+            summary=f"not run under --layers {ctx.layers_text}: {p.description or p.name}; it cannot run on a "
+                    f"layer subset: {p.whole_model or 'it reads every layer of the model'}"))]
     key = _memo_key(p, ctx)
     if key is not None and key in _MEMO:
         return list(_MEMO[key][1])

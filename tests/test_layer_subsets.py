@@ -87,3 +87,34 @@ def test_a_counterexample_at_a_listed_layer_still_refutes():
     recs = [_tag(p, ctx, e) for e in recs]
     st_ = assess(ClaimGraph(), {"thm-7.3": recs}, weights_hash=recs[0].weights_hash)["thm-7.3"]
     assert {r.id: r.verdict for r in st_.readings}["thm-7.3/wo"] is Verdict.FAILS
+
+
+def test_a_model_producer_must_honour_layers_or_say_why_not():
+    """The decorator refuses a model producer that neither reads ``layer_indices`` nor states why it cannot."""
+    from symtrans.evidence import producer
+
+    with pytest.raises(ValueError, match="whole_model"):
+        producer("demo-claim", kind="numeric", name="silent", needs_model=True)(lambda ctx: [])
+    with pytest.raises(ValueError, match="whole_model"):  # blank is no reason
+        producer("demo-claim", kind="numeric", name="blank", needs_model=True, whole_model="  ")(lambda ctx: [])
+    ok = producer("demo-claim", kind="numeric", name="says", needs_model=True, whole_model="reads W_E whole")
+    assert ok(lambda ctx: []).producer.whole_model == "reads W_E whole"
+    assert producer("demo-claim", kind="numeric", name="subset", needs_model=True,
+                    honours_layers=True)(lambda ctx: []).producer.whole_model == ""
+
+
+def test_every_whole_model_producer_gives_its_own_reason_under_layers():
+    """Under ``--layers`` each producer that cannot run on a subset is not-run with its registered reason."""
+    from symtrans.runner import registry
+
+    ctx = Context(model="default", n=8, layers=(2, 3))
+    whole = [p for ps in registry().values() for p in ps if p.needs_model and not p.honours_layers]
+    assert whole  # the report has such producers: the check below is not vacuous
+    reasons = set()
+    for p in whole:
+        (rec,) = run_producer(p, ctx)
+        assert rec.verdict is Verdict.NOT_RUN, p.name
+        assert rec.summary.startswith("not run under --layers 2,3: ") and rec.summary.endswith(p.whole_model)
+        assert "it cannot run on a layer subset: " + p.whole_model in rec.summary
+        reasons.add(p.whole_model)
+    assert len(reasons) >= 8  # precise reasons, not one generic phrase for all (13 producers, 9 reasons today)

@@ -55,7 +55,8 @@ def producers():
     def add(claim: str, verdict: Verdict, kind: str = "symbolic", needs_model: bool = False, **kw):
         name = f"test-{claim}-{verdict.value}-{len(added)}"
 
-        @_test_producer(claim, kind=kind, name=name, needs_model=needs_model)
+        @_test_producer(claim, kind=kind, name=name, needs_model=needs_model,
+                        whole_model="a test producer: it reads the whole model" if needs_model else "")
         def _p(ctx: Context) -> list[Evidence]:
             if verdict is Verdict.NOT_APPLICABLE:
                 kw.setdefault("violated_hypothesis", "H4")

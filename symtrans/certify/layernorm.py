@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from proofs.sec4_layernorm import CORRECTED_LATEX, CORRECTED_PROOF, CORRECTED_STATEMENT  # paper data: the claim's text
-from symtrans.certify.exact import QMatrix, frac, qmatrix, rank_q
+from symtrans.certify.exact import QMatrix, frac, qmatrix, rank_int, rank_q
 from symtrans.certify.search import Check, Family
 
 __all__ = [
@@ -230,7 +230,7 @@ def _sigma_in_colspace(rows: list[tuple[list[int], int]]) -> bool:
     # common denominator of its entries keeps the rank and makes the matrix an integer one.
     cols = [_cleared(u)[0] for u in parts.values()]
     aug = [c + [u[i] for u in cols] for i, (c, _) in enumerate(rows)]
-    return rank_q(aug) == rank_q([c for c, _ in rows])
+    return rank_int(aug) == rank_int([c for c, _ in rows])
 
 
 def hypotheses(X: Any, gamma: Sequence[Any] | None = None) -> dict[str, bool]:
@@ -253,7 +253,7 @@ def hypotheses(X: Any, gamma: Sequence[Any] | None = None) -> dict[str, bool]:
     rows = _centred_int(Xq)
     h1 = all(v > 0 for v in _variances(rows))
     Xi = _integer_rows(Xq)  # each row times its common denominator: row space and ranks unchanged
-    h2 = rank_q(Xi + [[1] * d]) > rank_q(Xi)
+    h2 = rank_int(Xi + [[1] * d]) > rank_int(Xi)
     h3 = all(frac(g) != 0 for g in (gamma if gamma is not None else [1] * d))
     h4 = (not _sigma_in_colspace(rows)) if h1 else False
     return {"H1": h1, "H2": h2, "H3": h3, "H4": h4, "all": h1 and h2 and h3 and h4}
@@ -273,7 +273,7 @@ def arank_ln(X: Any) -> int:
     """
     if not all(v > 0 for v in variances(X)):
         raise ValueError("LayerNorm without epsilon is undefined on a constant row (H1 fails)")
-    return rank_q([c for c, _ in _centred_int(X)]) + (0 if sigma_in_colspace(X) else 1) - 1
+    return rank_int([c for c, _ in _centred_int(X)]) + (0 if sigma_in_colspace(X) else 1) - 1
 
 
 def layer_norm_q(X: Any, gamma: Sequence[Any] | None = None,
@@ -344,12 +344,14 @@ def ln_ranks_sympy(X: Any, gamma: Sequence[Any] | None = None,
 RATIONAL_COUNTEREXAMPLE = [[-5, 1, 1, 3], [-1, 1, 1, -1], [3, 1, 1, -5]]
 
 
+@lru_cache(maxsize=8)
 def verify_symbolic_identity(d: int = 3) -> bool:
     """Check in SymPy that diag(sigma) ([LN X | 1] C) = [XP | sigma] for a symbolic row of width d.
 
     ``C`` is the column operation of step (1) of :data:`CORRECTED_PROOF`:
     columns j <- (column j - beta_j * last) / gamma_j. Each entry involves only
-    its own row, so one symbolic row of width d covers every n.
+    its own row, so one symbolic row of width d covers every n. Pure in ``d``:
+    computed once per process (ln-zero-beta and ln-corrected both check it).
 
     Examples
     --------

@@ -449,7 +449,9 @@ def _prop63_summary(meas: _Prop63Measure, hyp: HypothesisCheck) -> str:
 
 
 @producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
-          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)", cost=5)
+          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)", cost=5,
+          whole_model="its certificate files (prop-6.3/head-rank, /attention-invertible) list every head of every "
+                      "layer, and A^h at layer 0's real input is part of them: no per-subset certificate is written")
 def prop63_real(ctx: Context) -> list[Evidence]:
     """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
     w = _weights(ctx)
@@ -536,7 +538,8 @@ def recovery(ctx: Context) -> list[Evidence]:
 
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O", cost=3,
-          share="sec7")
+          share="sec7", whole_model="its certificate file (thm-recovery/wo-rank) lists every layer's stacked W_O: no "
+                                    "per-subset certificate is written")
 def recovery_real(ctx: Context) -> list[Evidence]:
     """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint).
 

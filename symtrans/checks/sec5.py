@@ -364,7 +364,9 @@ def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, An
                   margin=margin, hypothesis_checks=checks, details=details, **common)
 
 
-@producer("prop-5.1", kind="numeric", name="rank-plus-gaussian", needs_model=True)
+@producer("prop-5.1", kind="numeric", name="rank-plus-gaussian", needs_model=True,
+          whole_model="it reads no layer: A is the truncated SVD of the embedding output (before layer 0), which no "
+                      "--layers subset scopes; its record is the whole model's, written without --layers")
 def check_prop_5_1(ctx: Context) -> list[Evidence]:
     """rank(A + B) > rank(A) for real rank-r A (truncated SVD of embeddings) and Gaussian B.
 
@@ -615,14 +617,21 @@ def _fit_rate(ratios: list[float]) -> dict[str, Any]:
     return out
 
 
+#: why the depth sweeps need the whole model (``--layers``): the one phrase their not-run records give
+SWEEP_REASON = ("the depth sweep composes the model's own layers in order, cycling through every one (layer k mod L "
+                "at depth k): a layer subset is not a stack of the model")
+
+
 @producer("lit-dong", kind="numeric", name="depth-sweep-pure-attention", needs_model=True, families=ENCODERS,
-          applies_to=FAMILIES_NOTE["bidirectional"], share="sec5-sweep")
+          applies_to=FAMILIES_NOTE["bidirectional"], share="sec5-sweep",
+          whole_model=SWEEP_REASON)
 def check_dong(ctx: Context) -> list[Evidence]:
     """Pure attention (no residual, no MLP, no LN) with repeated real layers collapses to rank one."""
     return [_sweep_evidence(ctx, "lit-dong")]
 
 
-@producer("thm-5.3", kind="numeric", name="depth-sweep-residual", needs_model=True, share="sec5-sweep", cost=3)
+@producer("thm-5.3", kind="numeric", name="depth-sweep-residual", needs_model=True, share="sec5-sweep", cost=3,
+          whole_model=SWEEP_REASON)
 def check_sweep_residual(ctx: Context) -> list[Evidence]:
     """Residual variants with repeated real layers do not collapse (the consequence of thm-5.3)."""
     # a sanity check: with the residual, X + A X W_VO keeps X's component off the mean direction on every corpus input
@@ -849,7 +858,9 @@ JACOBIAN_TOL = 1e-9
 JACOBIAN_DIRECTIONS = 4
 
 
-@producer("prop-5.4", kind="numeric", name="residual-jacobian", needs_model=True, cost=3)
+@producer("prop-5.4", kind="numeric", name="residual-jacobian", needs_model=True, cost=3,
+          whole_model="it chains the model's first two layers (0 and 1, one on a 1-layer model) from the "
+                      "embeddings: a prefix of the stack, whichever layers are listed")
 def check_prop_5_4(ctx: Context) -> list[Evidence]:
     """The attention-plus-residual stack's Jacobian equals the chained I + D[MHA] (paper's head formula)."""
     import torch
@@ -925,7 +936,9 @@ def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_
     return out
 
 
-@producer("prop-5.4", kind="numeric", name="global-non-affine", needs_model=True, cost=1)
+@producer("prop-5.4", kind="numeric", name="global-non-affine", needs_model=True, cost=1,
+          whole_model="its map is the whole attention-plus-residual stack (layers 0..L-1 composed from the "
+                      "embeddings): one map of every layer, not of a subset")
 def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     """The global map of the attention-plus-residual stack (no MLP, no LN) is not affine: second differences."""
     import torch
@@ -973,7 +986,9 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
 MLP_SPAN_N = 32  # n < d_model, so the span of the token embeddings is a proper subspace
 
 
-@producer("cor-mlp-role/span", kind="numeric", name="span-without-mlp", needs_model=True)
+@producer("cor-mlp-role/span", kind="numeric", name="span-without-mlp", needs_model=True,
+          whole_model="X_L is attention + residual composed through every layer (0..L-1) from the embeddings: "
+                      "one map of every layer, not of a subset")
 def check_mlp_span(ctx: Context) -> list[Evidence]:
     """Without an MLP, do attention + residual leave the span of the token embeddings?
 
@@ -1048,7 +1063,8 @@ def mlp_nonzero_hypothesis(w: Any) -> HypothesisCheck:
 
 
 @producer("cor-mlp-role/collapse-not-necessary", kind="numeric", name="no-collapse-without-mlp",
-          needs_model=True, share="sec5-sweep")
+          needs_model=True, share="sec5-sweep",
+          whole_model=SWEEP_REASON)
 def check_mlp_not_necessary(ctx: Context) -> list[Evidence]:
     """Reading ``cor-mlp-role/collapse-not-necessary``: attention + residual, no MLP, does not collapse.
 
@@ -1087,7 +1103,7 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
 
 
 @producer("cor-mlp-role/collapse-sufficient", kind="numeric", name="mlp-prevents-collapse", needs_model=True,
-          share="sec5-sweep")
+          share="sec5-sweep", whole_model=SWEEP_REASON)
 def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     """Reading ``cor-mlp-role/collapse-sufficient``: attention + MLP, no residual, does not collapse.
 

@@ -86,7 +86,9 @@ def _overhead(module: Any, wo_params: int) -> tuple[int, Any]:
     return params, Fraction(params, wo_params)
 
 
-@producer("pgop", kind="numeric", name="pgop-overhead", needs_model=True)
+@producer("pgop", kind="numeric", name="pgop-overhead", needs_model=True,
+          whole_model="it counts layer 0's W_O parameters against the reconstruction module (shapes only, the "
+                      "same at every layer): a subset changes nothing it reads; its record is the whole model's")
 def check_pgop_overhead(ctx: Context) -> list[Evidence]:
     """PG-OP (reconstruction) parameters on a real layer against pgop-params/-overhead and the paper's 1.6%."""
     from fractions import Fraction
@@ -265,7 +267,9 @@ def _pgop_common(ctx: Context, meas: _PgopMeasure, hyps: tuple[Any, ...]) -> dic
 
 
 @producer("pgop/remedy", kind="numeric", name="pgop-fibre", needs_model=True, families=LEARNED_POSITION_FAMILIES,
-          applies_to=FAMILIES_NOTE["learned-positions"], cost=1.5)
+          applies_to=FAMILIES_NOTE["learned-positions"], cost=1.5,
+          whole_model="it fits and measures the reconstruction at layer 0 only (its trace and W_O), whichever "
+                      "layers are listed")
 def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
     from symtrans.checks.common import finite
