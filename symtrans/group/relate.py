@@ -70,7 +70,12 @@ RELATION_SCHEMA = "symtrans-relation/1"
 #: G's features (by name, as :class:`symtrans.group.spec.Breaking` spells them) and what each keeps: a
 #: predicate on the needed element. The text printed is G's own reason; a feature G does not list is never named.
 KEEPS: dict[str, str] = {
-    "learned norm gains": "monomial",          # diag(gamma) Q = Q diag(gamma') forces Q monomial
+    # diag(gamma) Q = Q diag(gamma') forces Q monomial. Gemma's (1 + w) gains: the same constraint on the applied
+    # gain gamma = 1 + w (the loader adds the 1), and a signed permutation fixes the all-ones vector, so G's
+    # conjugation acts on the stored w as on a plain gain; only the fold differs: it multiplies the readers by 1 + w
+    # and sets w = 0 (gain scalings are affine in w). Derived and tested in tests/test_group_relate_tiny.py
+    # (test_a_gemma_gain_keeps_what_a_learned_gain_keeps_and_must_be_folded_as_one_plus_w).
+    "learned norm gains": "monomial",
     "LayerNorm centring": "fixes-ones",        # centring commutes with Q only if Q 1 is a multiple of 1
     "norm epsilon > 0": "orthogonal",          # Norm(c z) = sign(c) Norm(z) only at eps = 0
     "rotary positions": "commutes-rotary",     # M must commute with every rotation R_{j-i}
