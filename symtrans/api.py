@@ -423,13 +423,18 @@ class Measurement:
 @announced("measure")
 def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
-            dtype: str = "float64", device: str | None = "cpu") -> Measurement:
+            dtype: str = "float64", device: str | None = "cpu", activations: Any = None) -> Measurement:
     """Measure ranks, residual ratios, ``alpha_h``, head subspaces, W_O and LN hypotheses on a model.
 
     The input is ``text`` when given, else ``n`` random token ids drawn with
     ``seed``. ``variants`` (``full``, ``pure-attention``, ``residual``,
     ``mlp``) adds rank profiles of those stacks, ``depth`` deep, optionally
     repeating one layer (``layer_index``).
+
+    ``activations``: a TransformerLens ``ActivationCache`` of one sequence (or a dict by hook name) from a
+    run of this model. Its ``hook_resid_pre``/``hook_resid_post`` states are the hidden states measured (in
+    their cached dtype); the forward starts from its first input and must reproduce them, else the cache is
+    refused (another model, or processed weights). See docs/interop.md.
 
     Examples
     --------
@@ -454,6 +459,11 @@ def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: 
     if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
         raise SymtransError("variants: expected a list of names such as ('full', 'residual')")
     weights = _as_weights(model, dtype, device)
+    if activations is not None:
+        if text is not None:
+            raise SymtransError("activations: give the cache or text, not both (the cache holds its input)")
+        return Measurement(measure_all(weights, activations=activations, variants=tuple(variants), depth=depth,
+                                       layer_index=layer_index, progress=True))
     if text is None:
         check_positions(n, getattr(weights, "arch", None), "n")
     return Measurement(measure_all(weights, text=text, n=None if text is not None else n, seed=seed,

@@ -24,7 +24,7 @@ from typing import Any
 from symtrans.config import check_param
 from symtrans.errors import SymtransError
 from symtrans.producer_table import certified_claims, checked_claims
-from symtrans.validate import (MAX_DEPTH, MAX_LAYER_ITEMS, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
+from symtrans.validate import (BUNDLED_MODELS, MAX_DEPTH, MAX_LAYER_ITEMS, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
                                check_text, terminal_safe)
 
 __all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "parse_layer_counts",
@@ -258,6 +258,10 @@ def check_args(args: Any) -> None:
                             "`symtrans report --model none`); pass default, a model directory or a cached hub id")
     if isinstance(model, str) and model.lower() != "none":
         check_model_dir(model, allow_pickle=bool(get("allow_pickle")))
+        if model not in BUNDLED_MODELS and not Path(model).exists():  # a hub id: found or refused before imports
+            from symtrans.hub import snapshot
+
+            snapshot(model)
         if n is not None or get("layer_index") is not None or get("depth") is not None:
             arch = _model_arch(model)
     if command == "report" and get("layers") is not None:  # before any weight is read

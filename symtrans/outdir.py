@@ -85,16 +85,23 @@ def _as_path(out: Any) -> Path:
 def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     """Check that a report can be written to directory ``out`` (holding only ``files``); return its Path.
 
+    Missing parent directories are created (as ``mkdir -p`` would), so that ``--out runs/today/report`` works
+    on a fresh tree; a file anywhere on the way, or a parent that cannot be created, is refused in one line.
+
     Examples
     --------
     >>> check_output_dir("/etc/hostname", ["report.md"])
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: /etc/hostname: a file is in the way (the report is a directory)
-    >>> check_output_dir("/no/such/parent/report", ["report.md"])
+    >>> check_output_dir("/proc/no/such/report", ["report.md"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: /no/such/parent: no such directory to hold the report
+    symtrans.errors.SymtransError: /proc/no/such: cannot create the directory to hold the report (...)
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> check_output_dir(root + "/new/deeper/report", ["report.md"]).parent.is_dir()
+    True
     >>> check_output_dir("/tmp/" + "x" * 300, ["report.md"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -127,7 +134,11 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
         if p.exists() and not p.is_dir():
             raise SymtransError(f"{terminal_safe(str(p))}: a file is in the way (the report is a directory)")
     if not parent.is_dir():
-        raise SymtransError(f"{terminal_safe(str(parent))}: no such directory to hold the report")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise SymtransError(f"{terminal_safe(str(parent))}: cannot create the directory to hold the report "
+                                f"({err.strerror or type(err).__name__})") from None
     try:  # a real probe: os.access says yes to root even on /proc
         probe = tempfile.mkdtemp(prefix=f".{path.name}.probe-", dir=parent)
     except OSError as err:

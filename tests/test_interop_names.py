@@ -89,3 +89,36 @@ def test_sizes_and_weights_are_the_bridge_s(run):
                 assert re.sub(r"\s", "", theirs.split("[")[1]).count(",") + 1 == got.dim()
         else:
             assert torch.allclose(ref.float(), getattr(bridge, attr).detach().float()), key
+
+
+# ----------------------------------------------------------------- an ActivationCache in place of hidden states
+def test_activation_cache_gives_the_hidden_states(run, tmp_path):
+    """A real bridge's ActivationCache: measured in its own dtype, and checked against symtrans's forward."""
+    import symtrans
+
+    bridge, cache, weights, trace = run
+    m = symtrans.measure(weights.source, activations=cache, dtype="float32")
+    check = m.record.activations
+    assert check["holds"] is True and check["dtype"] == "float32" and len(check["deviation"]) == bridge.cfg.n_layers
+    assert max(check["deviation"]) < check["tolerance"] and check["margin_decades"] > 0
+    ours = symtrans.measure(weights.source, dtype="float32", activations={k: cache[k] for k in cache.keys()})
+    assert ours.record.profiles["full"].ranks == m.record.profiles["full"].ranks
+    assert m.record.input.startswith("activation cache")
+
+
+def test_activation_cache_of_another_model_is_refused(run, tmp_path):
+    """The false cases: a cache of another checkpoint, a batch of two, a cache filtered without the outputs."""
+    import symtrans
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    bridge, cache, weights, trace = run
+    other, _ = random_checkpoint(tmp_path / "other", "gpt2", head=True, seed=7)
+    with pytest.raises(SymtransError, match=r"differs from this model's forward .* another model"):
+        symtrans.measure(str(other), activations=cache, dtype="float32")
+    two = {k: torch.cat([cache[k], cache[k]]) for k in cache.keys() if "resid" in k}
+    with pytest.raises(SymtransError, match="batch of 2 sequences"):
+        symtrans.measure(weights.source, activations=two, dtype="float32")
+    only_inputs = {k: cache[k] for k in cache.keys() if k.endswith("hook_resid_pre")}
+    with pytest.raises(SymtransError, match="no 'blocks.0.hook_resid_post'"):
+        symtrans.measure(weights.source, activations=only_inputs, dtype="float32")

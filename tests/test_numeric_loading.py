@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,16 @@ def test_pickled_checkpoint_refused_unless_allowed(ckpt, tmp_path):
 def test_hub_id_without_network_says_pass_a_directory():
     msg = _error("some-org/some-model-that-is-not-here")
     assert "Hugging Face hub" in msg and "local directory" in msg
+
+
+def test_unreachable_hub_id_is_refused_before_the_heavy_imports():
+    """The command line looks a hub id up before torch or SymPy is imported: the refusal comes at once."""
+    code = ("import sys\nfrom symtrans.cli import main\nrc = main(['measure', '--model', 'some-org/not-here-either'])\n"
+            "print(rc, 'torch' in sys.modules, 'sympy' in sys.modules)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr)  # bad input: status 2
+    assert "not in the local Hugging Face hub cache" in out.stderr
 
 
 def test_bad_sequences(ckpt):

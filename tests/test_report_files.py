@@ -269,12 +269,22 @@ def test_output_directory_problems_are_one_line_errors(tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     cases = {tmp_path / "file": "a file is in the way", tmp_path / "file" / "r": "a file is in the way",
-             tmp_path / "busy": "holds other files (notes.txt)", tmp_path / "no" / "r": "no such directory"}
+             tmp_path / "busy": "holds other files (notes.txt)",
+             Path("/proc/no/r"): "cannot create the directory to hold the report"}
     for out, message in cases.items():
         with pytest.raises(SymtransError, match=re.escape(message)):
             write_report(report, out, ["md"])
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert sorted(os.listdir(tmp_path)) == ["busy", "file"]
+
+
+def test_missing_parents_are_created(tmp_path: Path) -> None:
+    """``out`` under directories that do not exist yet: they are made (as ``mkdir -p``), and the report written."""
+    report = build_report(Context(model=None))
+    out = tmp_path / "runs" / "today" / "r"
+    write_report(report, out, ["md"])
+    assert (out / "report.md").read_text().startswith("#")
+    assert sorted(os.listdir(tmp_path / "runs" / "today")) == ["r"]
 
 
 def test_unwritable_parent(tmp_path: Path) -> None:

@@ -713,7 +713,7 @@ class MeasureReport(_Record):
     --------
     >>> rep = measure_all(load_model("default"), n=4, seed=0)
     >>> sorted(rep.to_dict())[:4]
-    ['arch', 'asymmetry', 'attention', 'collapse']
+    ['activations', 'arch', 'asymmetry', 'attention']
     """
 
     model: str
@@ -739,6 +739,7 @@ class MeasureReport(_Record):
     collapse: str = ("Dong et al.'s residual ||X - 1 x^T|| / ||X|| (x the column mean, the Frobenius "
                      "minimiser) of each hidden state")
     wo_fibre_dim: list[int] = field(default_factory=list)
+    activations: dict[str, Any] | None = None  # the cache's agreement with the forward (CacheCheck.to_dict)
 
 
 def _workers() -> int:
@@ -775,8 +776,13 @@ RMSNORM_LN = ("RMSNorm: Theorem 4.2's hypotheses are about LayerNorm's centring 
 def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None, X: Any = None,
                 n: int | None = None, seed: int = 0, variants: Sequence[str] = ("full",),
                 depth: int | None = None, layer_index: int | None = None, ln: bool | None = None,
-                progress: bool = False) -> MeasureReport:
+                progress: bool = False, activations: Any = None) -> MeasureReport:
     """Run every measurement once: the real forward layer by layer, then the variant stacks.
+
+    ``activations`` (a TransformerLens ``ActivationCache`` of one sequence, or a dict by hook name) gives
+    the hidden states instead of an input: the forward starts from its ``blocks.0.hook_resid_pre``, must
+    reproduce each cached ``hook_resid_post`` (:func:`symtrans.numeric.activations.check_against`), and the
+    real model's rank profile is measured on the cached states in their own dtype.
 
     Each layer's measurements run on a thread pool (single-threaded torch
     kernels, one per core) while the main thread computes the next layer.
@@ -804,6 +810,14 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
             raise SymtransError(suggest(v, VARIANTS, "variant"))
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
+    cached = None
+    if activations is not None:
+        from symtrans.numeric.activations import cache_states
+
+        if any(v is not None for v in (text, input_ids, X, n)):
+            raise SymtransError("activations: give the cache alone (it holds the input), not also text, ids or n")
+        cached = cache_states(activations, n_layers=weights.n_layers, d_model=weights.d_model)
+        X = cached[0]
     X0, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed)
     st = structure(weights)
     L = weights.n_layers
@@ -836,6 +850,12 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
         for futures in pending:
             collect(futures)
         timings["forward_and_layer_measurements"] = time.perf_counter() - t0
+        extra: dict[str, Any] = {}
+        if cached is not None:
+            from symtrans.numeric.activations import check_against
+
+            extra["activations"] = check_against(states, cached).to_dict()
+            states = cached
         t1 = time.perf_counter()
         profiles: dict[str, RankProfile] = {}
         for v in variants:
@@ -858,7 +878,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
     if ids is not None:
         source = "text" if text is not None else ("random ids" if n is not None else "token ids")
     else:
-        source = "given X"
+        source = "activation cache (TransformerLens hook names)" if cached is not None else "given X"
     wo = WOConditioningRecord(ranks_records=wo_recs, condition=wo_cond,
                               shape=list(wo_recs[0].shape), dtype=dt)
     mem = peak_memory()
@@ -866,7 +886,6 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
         mem["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
     n_rows = int(X0.shape[0])
     hdv = int(wo_recs[0].shape[0])
-    extra: dict[str, Any] = {}
     if st.form == "pre-ln":
         extra["form"] = st.describe() + ("; LN hypotheses measured on the inputs of N1 and N2" if st.norm ==
                                          "layernorm" else "; " + RMSNORM_LN)

@@ -729,27 +729,10 @@ def _is_hf_model(obj: Any, strict: bool) -> bool:
 
 
 def _from_hub(repo_id: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise SymtransError(f"{repo_id}: not a local directory, and huggingface_hub is not installed "
-                            "to fetch it; pass a local model directory") from None
-    patterns = ["config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json"]
-    try:  # the local cache first (works under HF_HUB_OFFLINE=1 and without a network)
-        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
-    except Exception:
-        pass
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise SymtransError(f"{repo_id}: not a local directory and not in the local Hugging Face hub cache "
-                            "(HF_HUB_OFFLINE is set, so it is not fetched); pass a local model directory")
-    try:
-        path = snapshot_download(repo_id, allow_patterns=patterns)
-    except Exception as err:
-        raise SymtransError(f"{repo_id}: not a local directory, and fetching it from the Hugging Face hub "
-                            f"failed ({type(err).__name__}: the hub is unreachable or has no such model); "
-                            "download it where the hub is reachable (e.g. save_pretrained) and pass "
-                            "that local directory") from None
-    return Path(path)
+    """The local snapshot of hub id ``repo_id`` (see :func:`symtrans.hub.snapshot`, the one place it is fetched)."""
+    from symtrans.hub import snapshot
+
+    return snapshot(repo_id)
 
 
 class _Checkpoint:

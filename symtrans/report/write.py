@@ -122,7 +122,7 @@ def _render_child(report: Report, f: str, conn: Any) -> None:
 def check_output_dir(out: str | Path) -> Path:
     """Check that the report can be written to ``out``; return it as an absolute Path.
 
-    ``out`` may be missing (its parent must exist and take new entries), or a
+    ``out`` may be missing (missing parents are created, as ``mkdir -p`` would), or a
     directory holding nothing but report files; a symbolic link is refused.
     See :func:`symtrans.outdir.check_output_dir`.
 
@@ -132,10 +132,10 @@ def check_output_dir(out: str | Path) -> Path:
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: /etc/hostname: a file is in the way (the report is a directory)
-    >>> check_output_dir("/no/such/parent/report")
+    >>> check_output_dir("/proc/no/such/report")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: /no/such/parent: no such directory to hold the report
+    symtrans.errors.SymtransError: /proc/no/such: cannot create the directory to hold the report (...)
     """
     return outdir.check_output_dir(out, FILES.values())
 
