@@ -63,7 +63,16 @@ def main() -> None:
     load = time.perf_counter() - t0
     spec = GroupSpec.from_arch(a.arch)
     b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0)))
-    runs = {"forward": forward, "relate": lambda: relate(a, b), "canonical": lambda: canonical(a)}
+    # "forward" runs right after canonical (its weights out of cache, as one forward pass among other work);
+    # "warm forward" right after it (back to back); "forward, 1 thread" without the second thread: all printed
+    def forward_1() -> None:  # one thread: no OpenMP spin-waiting in its CPU time on an oversubscribed machine
+        from symtrans.threads import single_threaded
+
+        with single_threaded():
+            forward()
+
+    runs = {"forward": forward, "warm forward": forward, "forward, 1 thread": forward_1, "relate": lambda: relate(a, b),
+            "canonical": lambda: canonical(a)}
     for fn in runs.values():  # warm-up round
         fn()
     cpu: dict[str, list[float]] = {k: [] for k in runs}
@@ -77,10 +86,16 @@ def main() -> None:
     print(f"CPU seconds (time.process_time), median of {args.repeat} interleaved rounds; wall in brackets")
     print(f"forward with hidden states (transformers, n={args.n}): {med['forward']:.3f} s "
           f"[wall {statistics.median(wall['forward']):.3f} s]")
+    print(f"the same, warm (run again at once):                   {med['warm forward']:.3f} s "
+          f"[wall {statistics.median(wall['warm forward']):.3f} s]")
+    print(f"the same, one thread:                                 {med['forward, 1 thread']:.3f} s "
+          f"[wall {statistics.median(wall['forward, 1 thread']):.3f} s]")
     for name, label in (("relate", "relate(A, g.A), every factor moved"), ("canonical", "canonical(A)")):
-        ratios = [c / f for c, f in zip(cpu[name], cpu["forward"])]
-        print(f"{label + ':':52s}{med[name]:.3f} s [wall {statistics.median(wall[name]):.3f} s]  ratio "
-              f"{statistics.median(ratios):.1f} (rounds {min(ratios):.1f}-{max(ratios):.1f}; target 3)")
+        print(f"{label + ':':52s}{med[name]:.3f} s [wall {statistics.median(wall[name]):.3f} s]")
+        for base in ("forward", "warm forward", "forward, 1 thread"):
+            r = [c / f for c, f in zip(cpu[name], cpu[base])]
+            print(f"    ratio to the {base + ':':22s}{statistics.median(r):5.1f} (rounds {min(r):.1f}-{max(r):.1f}; "
+                  "target 3)")
     print(f"(loading one checkpoint into float64, not in the ratios: {load:.2f} s; "
           f"torch threads {torch.get_num_threads()} for the forward, 1 inside relate and canonical)")
 
