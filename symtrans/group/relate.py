@@ -13,7 +13,7 @@
 2. **gain scalings** (``*-scaling`` factors whose tag acts on a norm gain ``right by D``): the ratio of
    the gains;
 3. **the discrete per-layer factors** by matching on G-invariant keys: heads (``S_H``) by their
-   products W_Q W_K^T and W_V W_O, FFN units (``S_dff``) by their (input column, output row)
+   products W_Q W_K^T and W_V W_O (sketched: ``P R`` for one fixed random R, :meth:`_Solver.sketch`), FFN units (``S_dff``) by their (input column, output row)
    pairs, scale-normalised where a scaling factor acts on the unit; each key first projected onto
    what the translation factors cannot move (the ``hyperplane_weight`` tags: the normal 1/gamma of
    the norm a reader reads; the ``translate_ones`` tags: the all-ones row). Exact ties are reported;
