@@ -147,9 +147,24 @@ class Effect:
         return "covariant" if self.moves else "invariant"
 
     def lin(self, axis: str) -> list[Move]:
+        """The linear moves (maps, reorderings) on ``axis``.
+
+        Examples
+        --------
+        >>> t = AxisTag("W_O", 0, "S_H", "index", "permutation", "pi", index="head")
+        >>> len(Effect((Move("lin", "head", t, 0),)).lin("head"))
+        1
+        """
         return [m for m in self.moves if m.kind == "lin" and m.axis == axis]
 
     def shifts(self) -> list[Move]:
+        """The shifts (input-independent translations).
+
+        Examples
+        --------
+        >>> Effect().shifts()
+        []
+        """
         return [m for m in self.moves if m.kind == "shift"]
 
 
@@ -277,8 +292,7 @@ def _read(x: Effect, T: _Tags, W: str, b: str, out: str, normed: bool) -> Effect
         if t.how == "permutation":
             moves.append(Move("lin", "head", t, p))
         elif t.axis_name == out and t.side == "right":
-            if T.by_tensor.get(b) is not None or b not in T.by_tensor:
-                moves.append(Move("lin", out, t, p))
+            moves.append(Move("lin", out, t, p))  # the bias, where there is one, has the same tag (G's table)
         elif t.axis_name == "model" and (t.side == "left" or t.how.startswith("hyperplane")):
             continue
         else:
@@ -357,7 +371,7 @@ def _write(y: Effect, T: _Tags, W: str, inner: str) -> Effect:
     return Effect(tuple(moves), data)
 
 
-def _act(h: Effect, spec: GroupSpec, factor: str) -> Effect:
+def _act(h: Effect) -> Effect:
     """The FFN's activation: a factor of G that is not broken commutes with it (its identity); shifts do not."""
     if h.data or h.shifts():
         return _chg(h.data or "a shift of the FFN's pre-activation does not pass the activation")
@@ -371,13 +385,12 @@ def _residual(terms: list[Effect], T: _Tags, bias: str) -> Effect:
         return _chg(sorted(datas - {"ones"})[0])
     lin_terms = [bool(e.lin("model")) for e in terms]
     bias_lin = [(t, p) for t, p in T.of(bias) if t.how == "element"]
-    has_bias = any(True for _ in T.of(bias)) or True
     if any(lin_terms) and not all(lin_terms):
         return _chg("the residual axis moves on some terms of the sum and not on others")
     moves: list[Move] = []
     if any(lin_terms):
         moves.append(next(m for e in terms for m in e.lin("model")))
-    elif bias_lin and has_bias:
+    elif bias_lin:
         return _chg(f"{bias} moves alone")
     shifts = [s for e in terms for s in e.shifts()]
     data = "ones" if "ones" in datas else None
@@ -453,9 +466,17 @@ def _layer(x: Effect, T: _Tags, spec: GroupSpec, factor: str, x_normed: bool) ->
     h = _read(X1, T, "W_in", "b_in", "ff", True)
     if a.ffn == "gated":
         g = _read(X1, T, "W_gate", "b_gate", "ff", True)
-        heads_ok = _pair(g.lin("ff"), h.lin("ff"))
-        h = h if not g.lin("ff") else g if not h.lin("ff") else (h if heads_ok is not False else _chg("gate"))
-    f = _write(_act(h, spec, factor), T, "W_out", "ff")
+        # act(gate) * up: a map on one branch only passes (the factor's identity: up is linear, a scaled gate
+        # homogeneous); on both, it must be the same map (a permutation of the units), applied once
+        gl, hl = g.lin("ff"), h.lin("ff")
+        same = bool(gl and hl and (gl[0].tag.component, gl[0].tag.how) == (hl[0].tag.component, hl[0].tag.how))
+        if g.data or h.data:
+            h = _chg(g.data or h.data or "")
+        elif gl and hl and not same:
+            h = _chg("the gate and up projections move by different maps")
+        elif gl and not hl:
+            h = g
+    f = _write(_act(h), T, "W_out", "ff")
     if pre:
         out["out"] = _residual([mid, f], T, "b_out")
     else:
@@ -662,8 +683,17 @@ def predict(value: Any, effect: Effect, parts: Any, weights: Any, layer: int) ->
         c = el[m.tag.component]
         t = m.tag
         if m.kind == "lin" and t.how == "permutation":
+            if len(c) != out.shape[0]:
+                raise SymtransError(f"{t.describe()}: a reordering of {len(c)} blocks for {out.shape[0]} head blocks "
+                                    "(grouped-query layouts are not predicted)")
             out = out[list(c)]
         elif m.kind == "lin":
+            if t.how not in ("element", "inverse", "inverse_transpose"):
+                raise SymtransError(f"no numeric prediction for the move {t.describe()} (only maps by the element, "
+                                    "its inverse or inverse transpose, and reorderings)")
+            if isinstance(c, (list, tuple)) and len(c) != out.shape[0]:
+                raise SymtransError(f"{t.describe()}: {len(c)} per-head elements for {out.shape[0]} head blocks "
+                                    "(grouped-query layouts are not predicted)")
             inv = el.get(t.component + "_inv")
 
             def R(h: int | None, c: Any = c, inv: Any = inv) -> Any:
