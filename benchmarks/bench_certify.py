@@ -174,7 +174,7 @@ def main() -> None:
     if args.skip_certify:
         return
     from symtrans.runner import run_certificates
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     model = None if args.model == "none" else args.model
     start, cpu0 = time.perf_counter(), time.process_time()

@@ -176,7 +176,7 @@ def count_report(model: Path, n: int) -> dict:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
 
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     factor: dict[tuple, int] = {}

@@ -633,7 +633,7 @@ _LN_CASE: dict[str, Any] = {}
 def ln_counterexample() -> dict[str, Any]:
     """The counterexample of thm-4.2's ``ln-affine-search`` record (the exact search, run once: a few seconds)."""
     if not _LN_CASE:
-        from symtrans.evidence import Context as Run
+        from symtrans.context import Context as Run
         from symtrans.runner import producers_for, run_producer
 
         (producer,) = [p for p in producers_for("thm-4.2") if p.name == "ln-affine-search"]

@@ -31,7 +31,7 @@ def main() -> None:
         print()
     print("random elements acting on the bundled model (float64):")
     for c in verify_invariance(dtypes=["float64"], n=12):
-        print(f"  {c.verdict:<8} {c.factor:<28} expect {c.expect:<9} relative change {c.max_rel_change:.1e} "
+        print(f"  {c.verdict.label:<12} {c.factor:<28} expect {c.expect:<9} relative change {c.max_rel_change:.1e} "
               f"(tolerance {c.tolerance:.1e})")
 
 

@@ -37,7 +37,7 @@ _LAZY: dict[str, str] = {
     "EvidenceList": "symtrans.api", "InvarianceChecks": "symtrans.api", "Measurement": "symtrans.api", "ProofGraph": "symtrans.api",
     "NotebookReport": "symtrans.api", "InvarianceGroup": "symtrans.api",
     "Evidence": "symtrans.evidence", "Verdict": "symtrans.evidence", "PaperStatus": "symtrans.evidence",
-    "Context": "symtrans.evidence",
+    "Context": "symtrans.context",
     "ClaimGraph": "symtrans.graph", "Report": "symtrans.report",
     "sweep": "symtrans.sweeps", "SweepResult": "symtrans.sweeps",
 }

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.progress import announced
 from symtrans.errors import SymtransError
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED, RUN_DTYPES
 from symtrans.formulas import FormulaValue, formula
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def _context(model: Any, n: int, seed: int, dtype: str, device: str | None, eps:
     ``eps``: the norms' eps for the analysis (0 allowed; ``None``: the checkpoint's own).
     """
     from symtrans.config import RunConfig
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     # the declared checks of every run parameter (symtrans.config.PARAMS), eps included
     config = RunConfig.from_kwargs(model=None, n=n, seed=seed, dtype=dtype, device=device, eps=eps)
@@ -172,7 +172,7 @@ def architecture(spec: str | os.PathLike[str] | Architecture = "bert-base", **si
 
 
 @announced("load", "loading the model")
-def load(model: Any = "default", *, dtype: str = "float64", device: str | None = "cpu") -> ModelWeights:
+def load(model: Any = "default", *, dtype: str = DEFAULT_DTYPE, device: str | None = "cpu") -> ModelWeights:
     """Load a model's weights in the per-head layout (``"default"``: the bundled all-MiniLM-L6-v2).
 
     ``model`` may also be a hub id in the local cache or a model object (see
@@ -188,12 +188,13 @@ def load(model: Any = "default", *, dtype: str = "float64", device: str | None =
     'llama'
     """
     from symtrans.numeric import load_model
-    from symtrans.validate import check_device, check_dtype, check_model_dir
+    from symtrans.config import check_param
+    from symtrans.validate import check_model_dir
 
     if model is None or isinstance(model, (str, os.PathLike, int, float)):
         check_model_dir(model, name="model")  # None or 123 are not hub ids
     # any other object: a transformers model or a wrapper of one, else load_model names what it got
-    return load_model(model, dtype=check_dtype(dtype), device=check_device(device, "device"))
+    return load_model(model, dtype=check_param("dtype", dtype), device=check_param("device", device))
 
 
 # ----------------------------------------------------------------- the invariance group G
@@ -261,15 +262,15 @@ class InvarianceGroup:
 
 @announced("group --verify")
 def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None = None,
-                      dtypes: Sequence[str] = ("float64", "float32"), n: int = DEFAULT_N,
-                      seed: int = 0) -> InvarianceChecks:
+                      dtypes: Sequence[str] = RUN_DTYPES, n: int = DEFAULT_N,
+                      seed: int = DEFAULT_SEED) -> InvarianceChecks:
     """Apply a random element of each factor of G to real weights and check the output (per dtype).
 
     Examples
     --------
     >>> checks = verify_invariance(factors=["S_H"], dtypes=["float64"], n=6)
-    >>> [(c.factor, c.verdict) for c in checks]
-    [('S_H', 'holds')]
+    >>> [(c.factor, c.verdict.label) for c in checks]
+    [('S_H', 'supported')]
     """
     from symtrans.args import check_positions
     from symtrans.config import check_param
@@ -279,8 +280,10 @@ def verify_invariance(model: Any = "default", *, factors: Sequence[str] | None =
     check_param("seed", seed)
     if isinstance(dtypes, str) or not hasattr(dtypes, "__iter__"):
         raise SymtransError("dtypes: expected a list of dtype names such as ('float64', 'float32')")
+    from symtrans.config import PARAMS
+
     for d in dtypes:
-        check_param("dtype", d)
+        PARAMS["dtype"].check(d, "dtypes")  # the one dtype constraint, named as the caller wrote it
     weights = _as_weights(model, "float64", "cpu")
     check_positions(n, getattr(weights, "arch", None), "n")
     checks = verify_model(weights, dtypes=tuple(dtypes), n=n, seed=seed,
@@ -343,20 +346,20 @@ class InvarianceChecks(list):  # type: ignore[type-arg]
     Examples
     --------
     >>> from symtrans.group.numeric import InvarianceCheck
-    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m")])
+    >>> t = InvarianceChecks([InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "supported", 1.0, "m")])
     >>> "<table" in t._repr_html_()
     True
     """
 
     def __repr__(self) -> str:
         return _bounded([f"{len(self)} invariance checks"] + [
-            f"  {c.factor:<16} {c.dtype:<8} {c.verdict:<10} max rel change {c.max_rel_change:.2e} "
+            f"  {c.factor:<16} {c.dtype:<8} {c.verdict.label:<12} max rel change {c.max_rel_change:.2e} "
             f"(tolerance {c.tolerance:.2e})" for c in self])
 
     def _repr_html_(self) -> str:
         return _html_table(["factor", "dtype", "expect", "max rel change", "tolerance", "verdict", "why"],
                            [(c.factor, c.dtype, c.expect, f"{c.max_rel_change:.2e}", f"{c.tolerance:.2e}",
-                             c.verdict, c.tolerance_reason) for c in self])
+                             c.verdict.label, c.tolerance_reason) for c in self])
 
 
 # ----------------------------------------------------------------- measurements
@@ -421,9 +424,9 @@ class Measurement:
 
 
 @announced("measure")
-def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = 0, text: str | None = None,
+def measure(model: Any = "default", *, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, text: str | None = None,
             variants: Sequence[str] = ("full",), depth: int | None = None, layer_index: int | None = None,
-            dtype: str = "float64", device: str | None = "cpu", activations: Any = None) -> Measurement:
+            dtype: str = DEFAULT_DTYPE, device: str | None = "cpu", activations: Any = None) -> Measurement:
     """Measure ranks, residual ratios, ``alpha_h``, head subspaces, W_O and LN hypotheses on a model.
 
     The input is ``text`` when given, else ``n`` random token ids drawn with
@@ -545,7 +548,7 @@ class EvidenceList(list):  # type: ignore[type-arg]
 
 @announced("check")
 def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *, n: int = DEFAULT_N,
-                 seed: int = 0, dtype: str = "float64", device: str | None = None,
+                 seed: int = DEFAULT_SEED, dtype: str = DEFAULT_DTYPE, device: str | None = None,
                  eps: float | None = None) -> EvidenceList:
     """Run the numeric checks (all, or those of ``claims``) on a model; one record per check.
 
@@ -568,7 +571,7 @@ def check_claims(model: Any = "default", claims: Sequence[str] | None = None, *,
 
 @announced("certify")
 def certify_claims(claims: Sequence[str] | None = None, *, model: Any = None, n: int = DEFAULT_N,
-            seed: int = 0) -> EvidenceList:
+            seed: int = DEFAULT_SEED) -> EvidenceList:
     """Run the exact certificates and counterexample searches (all, or those of ``claims``).
 
     ``model=None`` runs the certificates that need no weights; ``"default"``
@@ -645,7 +648,7 @@ class ProofGraph:
 
 
 @announced("claims")
-def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
+def proof_graph(model: Any = None, *, run: bool = True, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, dtype: str = DEFAULT_DTYPE,
           device: str | None = None) -> ProofGraph:
     """Build the proof graph; with ``run`` its statuses come from running every producer.
 
@@ -738,7 +741,7 @@ class NotebookReport:
 
 @announced("report")
 def proof_report(model: Any = "default", out: str | os.PathLike[str] | None = None, *,
-           formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = 0, dtype: str = "float64",
+           formats: Sequence[str] = ALL_FORMATS, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, dtype: str = DEFAULT_DTYPE,
            device: str | None = None, previous: str | os.PathLike[str] | None = None,
            run: bool = True, eps: float | None = None) -> NotebookReport:
     """Build the proof-status report (every claim, its evidence and standing); write it into ``out`` if given.

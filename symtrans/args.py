@@ -21,14 +21,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from symtrans.config import check_param
+from symtrans.config import DEFAULT_N, check_param
 from symtrans.errors import SymtransError
 from symtrans.producer_table import certified_claims, checked_claims
 from symtrans.validate import (BUNDLED_MODELS, MAX_DEPTH, MAX_LAYER_ITEMS, MAX_SIZE, MAX_STATE_BYTES, check_claim_ids, check_int, check_model_dir,
                                check_text, terminal_safe)
 
 __all__ = ["CHECKED_CLAIMS", "CERTIFIED_CLAIMS", "ALL_CLAIMS", "check_args", "parse_layers", "parse_layer_counts",
-           "check_positions", "check_run_claims"]
+           "check_positions", "check_run_claims", "check_sweep_lists"]
 
 #: claims with numeric checks, and with exact certificates: read from the one producer table
 CHECKED_CLAIMS: tuple[str, ...] = checked_claims()
@@ -207,6 +207,45 @@ def _model_arch(model: str) -> Any:
     return from_config(p.parent if p.is_file() else p)
 
 
+def check_sweep_lists(models: Any, ns: Any, seeds: Any, dtype: Any, device: Any, *, cli: bool) -> None:
+    """Every (model, n, seed) of a sweep against the declared constraints; names as the caller wrote them.
+
+    ``cli``: the command line's ``--n``, ``--seed``, ``--model``; else the API's ``ns``, ``seeds``, ``models``.
+    Each n is bounded by each model's positions (read from its ``config.json``).
+
+    Examples
+    --------
+    >>> check_sweep_lists(["default"], [8, 1], [0], "float64", None, cli=False)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ns 1: must be at least 2
+    >>> check_sweep_lists(["default"], [8], [-2], "float64", None, cli=True)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --seed -2: must be at least 0
+    """
+    from symtrans.config import PARAMS
+
+    n_name, seed_name, model_name = ("--n", "--seed", "--model") if cli else ("ns", "seeds", "models")
+    if not models:
+        raise SymtransError("sweep: give at least one model")
+    if not ns or not seeds:
+        raise SymtransError(f"sweep: give at least one {n_name} and one {seed_name}")
+    check_param("dtype", dtype, cli=cli)
+    check_param("device", device, cli=cli)
+    for s in seeds:
+        PARAMS["seed"].check(s, seed_name)
+    for n in ns:
+        PARAMS["n"].check(n, n_name)
+    for m in models:
+        if isinstance(m, str) and m.lower() == "none":
+            continue
+        check_model_dir(m, name=model_name)
+        arch = _model_arch(m)
+        for n in ns:
+            check_positions(n, arch, n_name)
+
+
 def check_args(args: Any) -> None:
     """Validate a parsed command line before any heavy import or computation (called by ``main``).
 
@@ -241,6 +280,8 @@ def check_args(args: Any) -> None:
     n = get("n")
     if n is not None:  # a run's n (formula sizes are --set n=..., checked by the formulas); then the model's positions
         check_param("n", n, cli=True)
+    if command == "sweep" and get("models") is not None:  # lists of runs: --n and --seed take several values
+        check_sweep_lists(get("models"), get("ns"), get("seeds"), get("dtype"), get("device"), cli=True)
     if command == "check" and get("claims"):
         check_claim_ids(get("claims"), CHECKED_CLAIMS)
     if command == "certify" and (get("ids") or get("claims")):  # positional IDs or --claims, as check takes them
@@ -283,7 +324,7 @@ def check_args(args: Any) -> None:
             check_int(get("layer_index"), "--layer-index", 0, arch.L - 1, f"the model has {arch.L} layers")
         if get("depth") is not None and isinstance(arch.d_model, int):
             stacks = 4 if get("variant") == "all" else 1
-            rows = n if n is not None else 128
+            rows = n if n is not None else DEFAULT_N
             need = (get("depth") + 1) * rows * arch.d_model * 8 * stacks
             if need > MAX_STATE_BYTES:
                 raise SymtransError(f"--depth {get('depth')}: the kept states would take {need / 2**30:.1f} GiB "

@@ -38,12 +38,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.validate import MAX_LAYER_ITEMS, MAX_N, check_device, check_dtype, check_int, check_seed, terminal_safe
+from symtrans.validate import (MAX_LAYER_ITEMS, MAX_N, RUN_DTYPES, check_device, check_dtype, check_int, check_seed,
+                               terminal_safe)
 
-__all__ = ["DEFAULT_N", "MIN_N", "Param", "PARAMS", "RunConfig", "check_param", "spelling"]
+__all__ = ["DEFAULT_N", "DEFAULT_SEED", "DEFAULT_DTYPE", "DEFAULT_STREAM", "RUN_DTYPES", "STREAM_MODES", "MIN_N", "Param", "PARAMS",
+           "RunConfig", "check_param", "spelling"]
 
-#: the sequence length of a run unless told otherwise (report, check, certify, measure, group)
+#: the sequence length of a run unless told otherwise (report, check, certify, measure, group, sweep)
 DEFAULT_N = 128
+#: the seed of a run's random inputs unless told otherwise
+DEFAULT_SEED = 0
+#: the dtype a run computes in unless told otherwise (rank decisions want float64); one of :data:`RUN_DTYPES`
+DEFAULT_DTYPE = "float64"
+#: ``--stream``: read the weights one layer at a time (on), never (off), or by the model's float64 size (auto)
+STREAM_MODES: tuple[str, ...] = ("auto", "on", "off")
+#: the stream mode of a run unless told otherwise
+DEFAULT_STREAM = "auto"
 #: a run needs two tokens (rank collapse is about n >= 2 rows)
 MIN_N = 2
 
@@ -63,7 +73,7 @@ def _check_layers(value: Any, name: str) -> tuple[int, ...] | None:
 
 
 def _check_stream(value: Any, name: str) -> str:
-    if value not in ("auto", "on", "off") or not isinstance(value, str):
+    if not isinstance(value, str) or value not in STREAM_MODES:
         raise SymtransError(f"{name} {terminal_safe(repr(value)[:20])}: use auto, on or off")
     return value
 
@@ -107,12 +117,12 @@ class Param:
 PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("n", DEFAULT_N, lambda v, name: check_int(v, name, MIN_N, MAX_N, "no model has more positions"),
           "sequence length of the real inputs", bad=(1, 0, -3, "8", True, 2.5, MAX_N + 1)),
-    Param("seed", 0, check_seed, "seed of the random inputs", bad=(-1, "0", 2.0, 2 ** 63)),
-    Param("dtype", "float64", check_dtype, "dtype the weights are computed in", bad=("float16", "int8", 64)),
+    Param("seed", DEFAULT_SEED, check_seed, "seed of the random inputs", bad=(-1, "0", 2.0, 2 ** 63)),
+    Param("dtype", DEFAULT_DTYPE, check_dtype, "dtype the weights are computed in", bad=("float16", "int8", 64)),
     Param("device", None, check_device, "device (None: automatic)", bad=("gpu", "cuda:x", 0)),
     Param("layers", None, _check_layers, "the layers numeric producers look at (None: every layer)",
           bad=(-1, "0", (0, -1), (), range(10**12))),
-    Param("stream", "auto", _check_stream, "read the weights one layer at a time: auto, on or off",
+    Param("stream", DEFAULT_STREAM, _check_stream, "read the weights one layer at a time: auto, on or off",
           bad=("yes", True, None)),
     Param("eps", None, _check_eps, "the norms' eps for the analysis (None: the checkpoint's own; 0: the paper's "
           "eps-free LayerNorm); stated in every model record's context", bad=(-1, float("nan"), float("inf"), "0",
@@ -166,11 +176,11 @@ class RunConfig:
 
     model: str | None = "default"
     n: int = DEFAULT_N
-    seed: int = 0
-    dtype: str = "float64"
+    seed: int = DEFAULT_SEED
+    dtype: str = DEFAULT_DTYPE
     device: str | None = None
     layers: tuple[int, ...] | None = None
-    stream: str = "auto"
+    stream: str = DEFAULT_STREAM
     eps: float | None = None
 
     @property

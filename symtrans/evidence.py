@@ -6,8 +6,9 @@ field (:class:`PaperStatus`); the toolkit's :class:`Verdict` is set only from
 evidence that actually ran.
 
 Producers are registered against claim ids with :func:`producer` and run by
-:func:`symtrans.runner.run_producers`; they receive a :class:`Context` saying which model,
-sequence length, seed, device and dtype to use.
+:func:`symtrans.runner.run_producers`; they receive a :class:`symtrans.context.Context` (the run's
+configuration, a cache and the model loader), which lives at the runner layer:
+this module holds only the records and imports no engine.
 
 Examples
 --------
@@ -32,9 +33,9 @@ from typing import Any
 from proofs._claim import PaperStatus  # the paper's own status: paper data, re-exported here
 
 __all__ = [
-    "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence", "Context",
-    "Producer", "DEFAULT_N", "producer",
-    "combine_verdicts", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "device_name", "record_certificates",
+    "Verdict", "PaperStatus", "Tolerance", "Scope", "SCOPE_KINDS", "HypothesisCheck", "Evidence",
+    "Producer", "producer",
+    "combine_verdicts", "decide_verdict", "EVERY_QUANTIFIERS", "split_reading", "strict_float", "record_certificates",
 ]
 
 
@@ -364,7 +365,7 @@ class Evidence:
     reading: str | None = None  # the reading id '<claim>/<name>' this record is about, if the claim has readings
     scope: Scope | None = None  # what the conclusion covers; a certificate without one counts as 'instances'
     hypothesis_checks: tuple[HypothesisCheck, ...] = ()  # hypotheses tested on the instance, before the conclusion
-    context: dict[str, Any] = field(default_factory=dict)  # the run's key (filled by the runner): see Context.key
+    context: dict[str, Any] = field(default_factory=dict)  # the run's key (filled by the runner): Context.key
     #: False for a sanity check of the pipeline (it cannot fail on any legal input, e.g. a theorem's bound or
     #: autograd against the same map): shown in every output, counted as ``not-run`` (see :attr:`not_counted_note`)
     counted: bool = True
@@ -520,234 +521,34 @@ def combine_verdicts(verdicts: Iterable[Verdict], quantifier: str | None = None)
     return next((v for v in order if v in present), Verdict.NOT_RUN)
 
 
+def decide_verdict(refuted: Any, undecided: Any, held: Verdict = Verdict.SUPPORTED) -> Verdict:
+    """The one verdict rule of a producer's instance check: a decided refutation fails, else anything undecided.
+
+    ``refuted`` is truthy when some decided instance refutes the statement
+    (a counterexample), ``undecided`` when some instance could not be decided
+    (inside the decisive band of :mod:`symtrans.precision`); otherwise the
+    statement holds on every instance checked, as ``held`` (``supported`` for
+    numeric evidence, ``certified`` for an exact one). A refutation wins over
+    undecided instances: one decided counterexample is enough.
+
+    Examples
+    --------
+    >>> decide_verdict([], []).label, decide_verdict(["layer 3"], ["layer 4"]).label
+    ('supported', 'fails')
+    >>> decide_verdict(False, True).label, decide_verdict(0, 0, Verdict.CERTIFIED).label
+    ('inconclusive', 'certified')
+    """
+    if refuted:
+        return Verdict.FAILS
+    if undecided:
+        return Verdict.INCONCLUSIVE
+    return held
+
+
 # ----------------------------------------------------------------- producers
-#: The sequence length numeric producers use unless told otherwise: declared once, in symtrans.config.
-from symtrans.config import DEFAULT_N  # noqa: E402
-
-
-@dataclass
-class Context:
-    """What a producer may use: the model spec, sizes, seed, device, dtype, progress.
-
-    ``model`` is ``None`` for symbolic-only runs, else a spec that
-    :func:`symtrans.numeric.load_model` accepts ("default", a directory).
-    Loaded objects are cached in ``cache`` so producers share one load.
-    With ``reuse`` (the default) evidence already produced in this process
-    for the same model, n, seed, dtype and device is reused, not recomputed.
-
-    Examples
-    --------
-    >>> Context(model=None).numeric
-    False
-    """
-
-    model: str | None = "default"
-    n: int = DEFAULT_N
-    seed: int = 0
-    device: str | None = None
-    dtype: str = "float64"
-    progress: bool = False
-    cache: dict[str, Any] = field(default_factory=dict)
-    reuse: bool = True  # reuse evidence produced earlier in this process for the same inputs
-    #: the layers numeric producers look at (``--layers``); ``None``: every layer. A subset is stated in every
-    #: model record (its context key and scope), and a statement about every layer is not certified from it
-    layers: tuple[int, ...] | None = None
-    #: read the weights one layer at a time from safetensors: "on", "off", or "auto" (when the model's float64
-    #: size exceeds :data:`symtrans.numeric.streaming.REPORT_STREAM_ABOVE_BYTES`)
-    stream: str = "auto"
-    #: the norms' eps for the analysis (``--eps``, API ``eps=``), 0 included (the paper's eps-free LayerNorm);
-    #: ``None``: the checkpoint's own. Applied to the loaded weights' architecture, so the forward pass and
-    #: every check read it; stated in every model record's context (``eps``, ``eps_source``)
-    eps: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.eps is not None:  # the one declared constraint (symtrans.config.PARAMS["eps"])
-            from symtrans.config import check_param
-
-            self.eps = check_param("eps", self.eps)
-
-    def _with_eps(self, w: Any) -> Any:
-        """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set)."""
-        import dataclasses
-
-        if self.eps is None or not hasattr(w, "arch") or float(w.arch.ln_eps) == self.eps:
-            return w
-        arch = dataclasses.replace(w.arch, ln_eps=self.eps)
-        if dataclasses.is_dataclass(w):
-            return dataclasses.replace(w, arch=arch)
-        w.arch = arch  # a streamed checkpoint: the architecture is an attribute
-        return w
-
-    @classmethod
-    def from_config(cls, config: Any, **extra: Any) -> Context:
-        """A context for a checked :class:`~symtrans.config.RunConfig` (``extra``: progress, reuse, cache).
-
-        Examples
-        --------
-        >>> from symtrans.config import RunConfig
-        >>> Context.from_config(RunConfig.from_kwargs(model=None, n=8)).n
-        8
-        """
-        import dataclasses
-
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)}, **extra)
-
-    def weights(self, dtype: str | None = None, device: str | None = None) -> Any:
-        """Load the model once per (dtype, device), cached in ``cache``; return its weights.
-
-        ``dtype`` and ``device`` default to the context's own. Raises
-        :class:`~symtrans.errors.SymtransError` when no model was given or the
-        model cannot be loaded.
-
-        Examples
-        --------
-        >>> Context(model=None).weights()
-        Traceback (most recent call last):
-        ...
-        symtrans.errors.SymtransError: no model given (this needs --model default or a model directory)
-        """
-        if self.model is None:
-            from symtrans.errors import SymtransError
-
-            raise SymtransError("no model given (this needs --model default or a model directory)")
-        key = self._weights_key(dtype, device)
-        if key not in self.cache:
-            from symtrans.numeric import load_model, report_streams, stream_model
-
-            if report_streams(self.model, self.stream):  # two layers kept: a producer returns to the one it reads
-                self.cache[key] = self._with_eps(stream_model(self.model, dtype=key[2], device=key[3], keep=2))
-            else:
-                self.cache[key] = self._with_eps(load_model(self.model, dtype=key[2], device=key[3]))
-        return self.cache[key]
-
-    def layer_indices(self, n_layers: int) -> list[int]:
-        """The layers numeric producers look at: ``layers`` (``--layers``), else all ``n_layers``.
-
-        Examples
-        --------
-        >>> Context(layers=(0, 5)).layer_indices(6), Context().layer_indices(3)
-        ([0, 5], [0, 1, 2])
-        >>> Context(layers=(7,)).layer_indices(6)
-        Traceback (most recent call last):
-        ...
-        symtrans.errors.SymtransError: --layers 7: the model has 6 layers (0-5)
-        """
-        if self.layers is None:
-            return list(range(n_layers))
-        bad = [i for i in self.layers if not 0 <= i < n_layers]
-        if bad:
-            from symtrans.errors import SymtransError
-
-            raise SymtransError(f"--layers {','.join(map(str, bad))}: the model has {n_layers} layers "
-                                f"(0-{n_layers - 1})")
-        return sorted(set(self.layers))
-
-    @property
-    def layers_text(self) -> str | None:
-        """The layer subset as one string (``"0,1,5"``), or ``None`` for every layer.
-
-        Examples
-        --------
-        >>> Context(layers=(5, 0, 1)).layers_text, Context().layers_text
-        ('0,1,5', None)
-        """
-        return None if self.layers is None else ",".join(str(i) for i in sorted(set(self.layers)))
-
-    def preload(self, weights: Any) -> Context:
-        """Use ``weights`` (e.g. a deliberately broken copy) as this context's model; returns self.
-
-        Evidence reuse is switched off: the records must come from these weights.
-
-        Examples
-        --------
-        >>> ctx = Context(model="default").preload("stand-in")
-        >>> ctx.loaded_weights(), ctx.reuse
-        ('stand-in', False)
-        """
-        self.cache[self._weights_key(None, None)] = self._with_eps(weights)
-        self.reuse = False
-        return self
-
-    def loaded_weights(self) -> Any | None:
-        """The weights in the context's own dtype and device if already loaded, else None.
-
-        Examples
-        --------
-        >>> Context(model="default").loaded_weights() is None
-        True
-        """
-        if not any(isinstance(k, tuple) and k[:1] == ("weights",) for k in self.cache):
-            return None  # nothing loaded: answer without importing torch
-        return self.cache.get(self._weights_key(None, None))
-
-    def key(self, p: Producer) -> dict[str, Any]:
-        """The context key a record of producer ``p`` is valid under (what ``--previous`` must match).
-
-        It names everything the record depends on: the sizes and seed, the
-        dtype and device, the weights (by hash; ``None`` for symbolic
-        producers, which read no model), the toolkit version and a hash of
-        the producer's own source.
-
-        Examples
-        --------
-        >>> p = Producer(claim="c", name="p", kind="symbolic", func=len)
-        >>> k = Context(model=None, n=16).key(p)
-        >>> k["n"], k["weights_hash"], sorted(k)[:3]
-        (16, None, ['device', 'dtype', 'n'])
-        >>> Context(model=None, n=32).key(p) == k  # another n: a record made at n = 16 does not count
-        False
-        """
-        from symtrans import __version__
-
-        w = self.loaded_weights() if p.needs_model else None
-        out = {"producer": p.name, "n": self.n, "seed": self.seed, "dtype": self.dtype,
-               "device": None if self.device in (None, "cpu") else str(self.device),
-               "weights_hash": getattr(w, "weights_hash", None) if p.needs_model else None,
-               "toolkit_version": __version__, "producer_hash": p.source_hash}
-        if p.needs_model and self.layers is not None:  # a subset: the record covers these layers only
-            out["layers"] = self.layers_text
-        if p.needs_model:  # the norms' eps the analysis used: the checkpoint's, or the user's (--eps)
-            arch = getattr(w, "arch", None)
-            out["eps"] = self.eps if self.eps is not None else (float(arch.ln_eps) if arch is not None else None)
-            out["eps_source"] = "--eps" if self.eps is not None else "checkpoint"
-        return out
-
-    def _weights_key(self, dtype: str | None, device: str | None) -> tuple[Any, ...]:
-        return ("weights", self.model, dtype or self.dtype,
-                device_name(device if device is not None else self.device))
-
-    @property
-    def numeric(self) -> bool:
-        """True when numeric producers can run (a model was given).
-
-        Examples
-        --------
-        >>> Context(model="default").numeric
-        True
-        """
-        return self.model is not None
-
-
-def device_name(device: str | None) -> str:
-    """The concrete device a spec stands for: ``None`` is CUDA when available, else ``"cpu"``.
-
-    Weights are cached under this name, so ``device=None`` and ``device="cpu"``
-    on a CPU-only machine share one load instead of holding two copies.
-
-    Examples
-    --------
-    >>> device_name("cpu"), device_name("cuda:0")
-    ('cpu', 'cuda')
-    >>> device_name(None) in ("cpu", "cuda")
-    True
-    """
-    if device is None:
-        import torch  # only numeric work asks, and it needs torch anyway
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    device = str(device)
-    return "cuda" if device == "cuda:0" else device
-
+#: a producer: a function of the run's :class:`symtrans.context.Context` (typed ``Any`` here: the records do not
+#: import the runner layer) returning its records
+ProducerFunc = Callable[[Any], "list[Evidence]"]
 
 @dataclass(frozen=True)
 class Producer:
@@ -763,7 +564,7 @@ class Producer:
     claim: str
     name: str
     kind: str  # "symbolic" | "numeric"
-    func: Callable[[Context], list[Evidence]]
+    func: ProducerFunc
     needs_model: bool = False
     description: str = ""
     reading: str | None = None  # the reading id its records are about, when registered against one
@@ -805,8 +606,7 @@ def _source_hash(func: Any) -> str:
 def producer(claim: str, *, kind: str, name: str | None = None, needs_model: bool = False,
              description: str = "", families: tuple[str, ...] | None = None,
              applies_to: str = "", share: str | None = None,
-             cost: float = 1.0, honours_layers: bool = False) -> Callable[[Callable[[Context], list[Evidence]]],
-                                               Callable[[Context], list[Evidence]]]:
+             cost: float = 1.0, honours_layers: bool = False) -> Callable[[ProducerFunc], ProducerFunc]:
     """Decorator: declare ``func(ctx) -> list[Evidence]`` a producer for ``claim`` (or ``claim/reading``), with its options.
 
     It attaches the :class:`Producer` to the function (``func.producer``) and
@@ -845,7 +645,7 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     if families is not None and not applies_to:
         raise ValueError(f"producer for {claim!r} limited to families {families}: say why (applies_to=...)")
 
-    def wrap(func: Callable[[Context], list[Evidence]]) -> Callable[[Context], list[Evidence]]:
+    def wrap(func: ProducerFunc) -> ProducerFunc:
         pname = name or func.__name__
         doc = (func.__doc__ or "").strip().splitlines()
         func.producer = Producer(claim_id, pname, kind, func, needs_model,  # type: ignore[attr-defined]

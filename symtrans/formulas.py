@@ -526,7 +526,7 @@ def _flops_ffn(s, a):
 
 
 def _group(a):
-    from symtrans.group.spec import GroupSpec  # no torch: the group spec is symbolic only
+    from symtrans.catalogue import GroupSpec  # no torch: the catalogue of G is symbolic only
 
     return GroupSpec.from_arch(a, strict=False)
 

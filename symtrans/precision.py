@@ -59,7 +59,7 @@ from typing import Any
 
 __all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal",
            "torch_dtype", "rank_rtol", "RankRecord",
-           "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin",
+           "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin", "finite",
            "TOLERANCE_DECADES", "tolerance_state", "GAP_DECADES", "ROUNDING_FLOOR", "gap_rank"]
 
 #: machine epsilon of float64 (the spacing of floats at 1)
@@ -231,6 +231,20 @@ def margin(m: float | None) -> float | None:
         return None
     m = float(m)
     return None if math.isnan(m) else m
+
+
+def finite(x: Any) -> float | None:
+    """``float(x)`` when finite, else None: records carry no NaN or Infinity.
+
+    Examples
+    --------
+    >>> finite(2), finite(float("inf")), finite(None)
+    (2.0, None, None)
+    """
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 # ----------------------------------------------------------------------------- the tolerance band (changes)

@@ -5,7 +5,7 @@ The producers that exist are the rows of
 imported when it is needed; :func:`registry` resolves them (and checks each
 row against its function's :func:`symtrans.evidence.producer` decorator).
 :func:`run_producer` runs one producer in a
-:class:`~symtrans.evidence.Context` (reusing what this process already
+:class:`~symtrans.context.Context` (reusing what this process already
 produced), :func:`run_tasks` runs many: the one runner behind ``symtrans
 report``, ``check`` and ``certify`` (:func:`run_checks`,
 :func:`run_certificates`) and the API functions of the same names.
@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.evidence import Context, Evidence, Producer, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Producer, Verdict
 from symtrans.producer_table import (CERTIFICATE_PACKAGE, CHECK_PACKAGE, PRODUCER_TABLE, ProducerEntry, declared,
                                      modules)
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from symtrans.progress import announced
 from symtrans.errors import SymtransError
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED
 
 __all__ = ["SCHEMA", "MARKER", "FAILED", "ENGINES", "Task", "SweepResult", "plan", "pending", "task_state",
            "run_task", "run_sweep", "check_task_dirs", "aggregate", "write_aggregate", "render_aggregate", "sweep",
@@ -99,7 +99,7 @@ class Task:
     key: str
     folder: str
     resources: dict[str, Any]
-    dtype: str = "float64"
+    dtype: str = DEFAULT_DTYPE
     device: str = "cpu"
 
     @property
@@ -148,23 +148,15 @@ def _auto_device() -> str:
 
 def _check_lists(models: Sequence[Any], ns: Sequence[Any], seeds: Sequence[Any], dtype: str,
                  device: str | None) -> None:
-    """Every (model, n, seed) through the command line's own argument checks, before anything is hashed."""
-    import argparse
+    """Every (model, n, seed) against the declared constraints, before anything is hashed (names as the API's)."""
+    from symtrans.args import check_sweep_lists
 
-    from symtrans.args import check_args
-
-    if not models:
-        raise SymtransError("sweep: give at least one model")
-    if not ns or not seeds:
-        raise SymtransError("sweep: give at least one --n and one --seed")
-    for m in models:
-        for n in ns:
-            for s in seeds:
-                check_args(argparse.Namespace(command="sweep", model=m, n=n, seed=s, dtype=dtype, device=device))
+    check_sweep_lists(models, ns, seeds, dtype, device, cli=False)
 
 
-def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_N,), seeds: Sequence[int] = (0,), *,
-         out: str | os.PathLike[str], dtype: str = "float64", device: str | None = None, num_cpus: int = 1,
+def plan(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_N,),
+         seeds: Sequence[int] = (DEFAULT_SEED,), *,
+         out: str | os.PathLike[str], dtype: str = DEFAULT_DTYPE, device: str | None = None, num_cpus: int = 1,
          num_gpus: float | None = None) -> list[Task]:
     """The sweep's tasks, one per (model, n, seed) in that order, each keyed and sized; nothing runs.
 
@@ -462,7 +454,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     >>> run_task(bad, out)["error"]  # doctest: +ELLIPSIS
     'SymtransError: default: the weights changed since the sweep was planned (hash ..., planned 0); run the sweep again'
     """
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.outdir import DirLock, OutputError
     from symtrans.report import build_report, write_report
 
@@ -848,9 +840,10 @@ def run_sweep(tasks: Sequence[Task], out: str | os.PathLike[str], *, engine: str
 
 
 @announced("sweep")
-def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_N,), seeds: Sequence[int] = (0,), *,
+def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT_N,),
+          seeds: Sequence[int] = (DEFAULT_SEED,), *,
           out: str | os.PathLike[str] = "symtrans-sweep", engine: str | None = None, address: str | None = None,
-          workers: int | None = None, num_cpus: int = 1, retries: int = 2, dtype: str = "float64",
+          workers: int | None = None, num_cpus: int = 1, retries: int = 2, dtype: str = DEFAULT_DTYPE,
           device: str | None = None, progress: bool = True) -> SweepResult:
     """Report on every (model, n, seed) and aggregate the verdicts: :func:`plan`, then :func:`run_sweep`.
 
@@ -865,7 +858,7 @@ def sweep(models: Sequence[str | os.PathLike[str]], ns: Sequence[int] = (DEFAULT
     >>> sweep(["default"], ns=[0], out="/tmp/unused")
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: --n 0: must be at least 2
+    symtrans.errors.SymtransError: ns 0: must be at least 2
     """
     engine = default_engine(address) if engine is None else engine
     _check_run_options(engine, address, workers, retries)

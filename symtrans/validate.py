@@ -49,7 +49,7 @@ from symtrans.errors import SymtransError, suggest
 __all__ = [
     "MAX_SEED", "MAX_SIZE", "MAX_N", "MAX_DEPTH", "MAX_EXACT_DIGITS", "MAX_JSON_DEPTH", "CONFIG_MAX_BYTES",
     "INDEX_MAX_BYTES", "REPORT_MAX_BYTES", "MAX_NAME_CHARS", "MAX_INDEX_VALUES",
-    "check_int", "check_seed", "check_device", "check_dtype", "check_claim_ids", "check_model_dir",
+    "check_int", "check_seed", "check_device", "check_dtype", "RUN_DTYPES", "check_claim_ids", "check_model_dir",
     "read_json_file", "json_depth", "confined_file", "check_exact_digits", "terminal_safe",
     "finite_json", "dumps_strict", "utf8_safe", "check_text", "check_formats", "shard_names", "shard_file",
 ]
@@ -150,8 +150,12 @@ def check_device(device: Any, name: str = "--device") -> str | None:
     return device
 
 
+#: the dtypes a run computes in (weights and forward pass); ``--dtype``/``dtype=`` take one of them
+RUN_DTYPES: tuple[str, ...] = ("float64", "float32")
+
+
 def check_dtype(dtype: Any, name: str = "dtype") -> str:
-    """``float64`` or ``float32``.
+    """``float64`` or ``float32`` (:data:`RUN_DTYPES`).
 
     Examples
     --------
@@ -160,8 +164,8 @@ def check_dtype(dtype: Any, name: str = "dtype") -> str:
     ...
     symtrans.errors.SymtransError: dtype 'float16': expected float64 or float32
     """
-    if dtype not in ("float64", "float32") or not isinstance(dtype, str):
-        raise SymtransError(f"{name} {terminal_safe(repr(dtype))[:40]}: expected float64 or float32")
+    if not isinstance(dtype, str) or dtype not in RUN_DTYPES:
+        raise SymtransError(f"{name} {terminal_safe(repr(dtype))[:40]}: expected {' or '.join(RUN_DTYPES)}")
     return dtype
 
 

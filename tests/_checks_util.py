@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symtrans.evidence import Context
+from symtrans.context import Context
 
 
 def context(w: Any, n: int = 16) -> Context:

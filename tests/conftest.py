@@ -40,7 +40,7 @@ def default_model() -> Any:
 
 @pytest.fixture(scope="session")
 def symbolic_report() -> Any:
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     return build_report(Context(model=None))
@@ -84,7 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def small_certificates() -> dict[str, Any]:
     """The real-weight certificate records of the bundled model at n = 16 (as the report runs them, with their
     context keys), produced once: producer name -> Evidence."""
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.runner import producers_for, run_producer
 
     ctx = Context(model="default", n=16)

@@ -37,7 +37,7 @@ def _certs(small: dict) -> dict:
 
 def _prop62() -> dict:
     from symtrans.certify.producers import prop62
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
     return copy.deepcopy(ev.details["certificate"])
@@ -338,7 +338,7 @@ def test_forged_records_have_no_effect_through_previous(small_certificates):
 def test_previous_is_checked_before_any_producer_runs(symbolic_report, tmp_path, monkeypatch):
     """A forged record is refused, with one warning, before the first producer runs; verdicts are unchanged."""
     import symtrans.report.build as build
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import write_report
 
     write_report(symbolic_report, tmp_path / "old", ["json"])
@@ -384,7 +384,7 @@ def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, 
 # ------------------------------------------------------------------ the LayerNorm counterexample as a file
 def _ln_cert() -> dict:
     from symtrans.certify.producers import thm42_affine
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     (ev,) = thm42_affine(Context(model=None))
     assert ev.verdict.value == "fails"

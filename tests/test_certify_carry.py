@@ -12,7 +12,7 @@ from symtrans.certify.checker import check_record, digest
 
 def _record() -> dict:
     """The prop-6.2 refutation as the report records it (reading, context key), as a dict."""
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.runner import run_producers
 
     (ev,) = [e for e in run_producers("prop-6.2", Context(model=None)) if e.producer == "prop62-counterexample"]

@@ -239,7 +239,7 @@ def test_stacked_rank_detects_deficiency(weights):
 def test_prop62_refuting_certificate():
     """The prop-6.2/identity counterexample ships a certificate; a changed weight entry breaks it."""
     from symtrans.certify.producers import prop62
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
     cert = ev.details["certificate"]
@@ -271,7 +271,7 @@ def test_certificates_on_another_checkpoint_verify(tmp_path):
     """A random DistilBERT checkpoint (no token types, 40 positions): every real-weight certificate checks."""
     from symtrans.certify.producers import prop63_real, recovery_real, thm53_real
     from symtrans.cli.certify import write_certificates
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "m", "distilbert", n_layers=2)
@@ -310,7 +310,7 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
 
     from symtrans.certify.producers import prop63_real, thm53_real
     from symtrans.cli.certify import write_certificates
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "m", "llama", n_layers=2)

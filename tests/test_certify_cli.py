@@ -3,7 +3,7 @@
 import json
 
 from symtrans.cli import main
-from symtrans.evidence import Context
+from symtrans.context import Context
 from symtrans.runner import run_producers
 
 

@@ -147,7 +147,7 @@ def _forge_layers(doc: dict, layers: str) -> dict:
 def test_genuine_full_run_records_relabelled_as_a_layer_subset_change_no_verdict(example_report, tmp_path):
     import json
 
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     _, doc, _ = example_report  # a genuine full report on the bundled model
@@ -200,7 +200,8 @@ def _write(tmp_path, name: str, doc: dict):
 def test_a_producers_records_are_carried_all_or_none(prop62_not_run, tmp_path):
     """A genuine certificate record counts when carried; a copy of it filed elsewhere (refused) takes the
     genuine one down with it; a flipped counted flag or a weaker verdict is refused too."""
-    from symtrans.evidence import Context, Verdict
+    from symtrans.context import Context
+    from symtrans.evidence import Verdict
     from symtrans.report import build_report, write_report
 
     graph, patch = prop62_not_run
@@ -240,7 +241,8 @@ def _edit(doc: dict, record: dict, **changes) -> dict:
 def test_a_carried_supported_without_certificate_never_counts(prop62_not_run, tmp_path):
     """A carried supported record needs what a carried fails needs: a record with nothing to re-verify is shown,
     stale, and the claim keeps the verdict of what ran."""
-    from symtrans.evidence import Context, Verdict
+    from symtrans.context import Context
+    from symtrans.evidence import Verdict
     from symtrans.report import build_report, write_report
 
     graph, patch = prop62_not_run

@@ -235,7 +235,7 @@ def test_verdicts_identical_for_seeds_0_to_5(w):
 
 def test_prop51_witness_certifies_at_the_seed_that_used_to_draw_a_rank_0_matrix():
     from symtrans.certify.producers import prop51
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     ev = prop51(Context(model=None, seed=1))[0]  # seed 1 once drew a rank-0 'rank-1' matrix
     assert ev.verdict is Verdict.CERTIFIED
@@ -245,7 +245,7 @@ def test_prop51_witness_certifies_at_the_seed_that_used_to_draw_a_rank_0_matrix(
 @pytest.mark.slow
 def test_prop51_witness_certifies_for_seeds_0_to_5():
     from symtrans.certify.producers import prop51
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     assert {prop51(Context(model=None, seed=s))[0].verdict for s in range(6)} == {Verdict.CERTIFIED}
 

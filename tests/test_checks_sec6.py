@@ -300,7 +300,7 @@ def test_verdicts_unchanged_under_g(w, real40):
 
 @pytest.mark.slow  # a second full run of section 6 on the real model at n = 40: the slow tier
 def test_verdicts_unchanged_under_another_seed(w, real40):
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     assert _verdicts(Context(model="default", n=40, seed=1).preload(w)) == _verdicts(real40["ctx"])
 

@@ -13,6 +13,7 @@ import torch
 
 from _checks_util import broken, context
 from symtrans.checks import sec7, sec8
+from symtrans.numeric import fibres
 from symtrans.evidence import Verdict
 
 
@@ -328,13 +329,13 @@ def test_mlp_input_zero_gain_and_disagreeing_routes(monkeypatch):
     # the kernel decides: one that misses the zero-gain directions (RMSNorm, eps > 0: nothing lost) moves the
     # count to 0 and the verdict to 'fails' (the MLP's input would determine the head outputs)
     real_kernel = sec7.norm_kernel
-    monkeypatch.setattr(sec7, "norm_kernel", lambda u, eps, norm="layernorm", zero_gain=(): real_kernel(u, eps, norm))
+    monkeypatch.setattr(fibres, "norm_kernel", lambda u, eps, norm="layernorm", zero_gain=(): real_kernel(u, eps, norm))
     ev1 = _by_reading(context(broken(w, ln2_w=gain), n=10))
     assert {r["fibre"] for r in ev1["thm-7.3/mlp-input"].details["rows"]} == {0}
     assert ev1["thm-7.3/mlp-input"].verdict is Verdict.FAILS
     monkeypatch.undo()
     # a wrong derivation (the norm's kernel misstated) disagrees with the Jacobian: no verdict, never support
-    monkeypatch.setattr(sec7, "norm_kernel", lambda u, eps, norm="layernorm": torch.ones(1, u.shape[-1],
+    monkeypatch.setattr(fibres, "norm_kernel", lambda u, eps, norm="layernorm": torch.ones(1, u.shape[-1],
                                                                                        dtype=u.dtype) / u.shape[-1])
     ev2 = _by_reading(context(w, n=10))
     assert ev2["thm-7.3/mlp-input"].verdict is Verdict.INCONCLUSIVE
@@ -383,7 +384,7 @@ def test_verdicts_unchanged_under_permuted_heads(w, real12):
 
 @pytest.mark.slow  # a third full run of section 7 on the real model (about 90 s under load): the slow tier
 def test_verdicts_unchanged_under_another_seed(w, real12):
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     assert _verdicts(Context(model="default", n=12, seed=1).preload(w)) == _verdicts(real12)
 

@@ -12,6 +12,7 @@ import pytest
 
 import planted
 from proofs._claim import Reading, get_claim
+from symtrans.evidence import Verdict
 
 N = 8
 
@@ -31,7 +32,7 @@ def test_five_random_elements_and_the_centring_move_no_function_reading(bundled)
         assert {"centring-shift", "residual-permutation", "S_H", "S_dff", "qk-gauge", "vo-gauge",
                 "embedding-centring-shift"} <= set(e["factors"])
     # each element is a symmetry: the same function (up to the residual factor's equivariance) at float32 storage
-    assert all(e["symmetry"]["verdict"] == "holds" for e in bundled.elements), bundled.elements
+    assert all(e["symmetry"]["verdict"] == Verdict.SUPPORTED.label for e in bundled.elements), bundled.elements
     assert bundled.defects == [], "\n".join(bundled.lines())
     function_rows = [r for r in bundled.rows if r["about"] == "function"]
     assert len(function_rows) >= 5 and not any(r["moved_under"] for r in function_rows)
@@ -149,7 +150,7 @@ def torch_ones_like(t):
 
 
 def test_the_report_states_processed_weights():
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.graph import ClaimGraph
     from symtrans.group.gauge import centre_writers
     from symtrans.numeric import load_model

@@ -20,6 +20,7 @@ from symtrans.group.orbits import orbit_dimension_numeric
 from symtrans.group.spec import GroupSpec, act
 from symtrans.numeric import encode
 from symtrans.numeric.fixtures import DECODER_FAMILIES, random_checkpoint, tiny_decoder
+from symtrans.evidence import Verdict
 
 rep = dataclasses.replace
 
@@ -41,7 +42,7 @@ def test_every_factor_holds_on_each_decoder_family(family):
     present = {f.name for f in spec.factors if f.tags or f.scope == "data"}
     assert {c.factor.split(" ")[0] for c in checks} == present
     for c in checks:
-        assert c.verdict == "holds", c.line()
+        assert c.verdict is Verdict.SUPPORTED, c.line()
         if c.expect == "invariant":
             assert c.max_rel_change < 1e-13, c.line()
         else:
@@ -62,7 +63,7 @@ def test_every_factor_holds_on_each_decoder_family(family):
 def test_float32_on_a_gqa_decoder():
     w = tiny_decoder("qwen2")
     for c in verify_model(w, dtypes=("float32",), n=6, factors=["qk-gauge", "vo-gauge", "residual-rotation"]):
-        assert c.verdict == "holds" and 1e-9 < c.max_rel_change < c.tolerance, c.line()
+        assert c.verdict is Verdict.SUPPORTED and 1e-9 < c.max_rel_change < c.tolerance, c.line()
 
 
 def test_a_different_gauge_per_query_head_of_a_group_is_not_a_symmetry():
@@ -154,8 +155,8 @@ def test_cli_verify_on_gqa_checkpoints(tmp_path, capsys, family):
     assert main(["group", "--model", str(tmp_path / family), "--verify", "--n", "12", "--format", "json",
                  "--quiet"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["checks"] and all(c["verdict"] == "holds" for c in data["checks"])
-    assert all(o["verdict"] == "holds" for o in data["orbits"])
+    assert data["checks"] and all(c["verdict"] == Verdict.SUPPORTED.label for c in data["checks"])
+    assert all(o["verdict"] == Verdict.SUPPORTED.label for o in data["orbits"])
     ffn = data["fibres"]["ffn_input_layer0"]
     assert ffn["fibre"] == ffn["expected"] == 0  # RMSNorm flattens nothing exactly; W_O has full rank
     doc = (Path(__file__).resolve().parents[1] / "docs" / "json-schemas.md").read_text(encoding="utf-8")
@@ -224,7 +225,7 @@ def test_random_qwen2_shape_float32_and_float64():
     a = rep(get_arch("qwen2-7b"), n=5, L=2, H=4, H_kv=2, d_model=8, d_k=4, d_v=4, d_ff=6, ln_eps=1e-6)
     for dtype in ("float64", "float32"):
         for c in verify_random(a, dtype=dtype, seed=1):
-            assert c.verdict == "holds", c.line()
+            assert c.verdict is Verdict.SUPPORTED, c.line()
 
 
 # --------------------------------------------------------------------------- pre-LayerNorm with an untied head
@@ -270,7 +271,7 @@ def test_untied_pre_layernorm_numeric_and_false_cases():
     u = ModelWeights(a, tensors, w.source, w.weights_hash, w.dtype, w.device, w.family, w.config)
     names = ["residual-rotation", "final-norm-bias-transfer", "final-norm-scaling", "embedding-centring-shift"]
     for c in verify_model(u, dtypes=("float64",), n=6, factors=names):
-        assert c.verdict == "holds" and c.max_rel_change < 1e-13, c.line()
+        assert c.verdict is Verdict.SUPPORTED and c.max_rel_change < 1e-13, c.line()
     spec = GroupSpec.from_arch(a)
     wrong = {"residual-rotation": tuple(t for t in spec.factor("residual-rotation").tags if t.tensor != "ln2_b"),
              "final-norm-bias-transfer": tuple(rep(t, how="translate_neg") if t.how == "translate" else t
@@ -321,7 +322,7 @@ def test_roberta_unused_rows_numeric_and_false_case(tmp_path):
     w = load_model(tmp_path / "rb")
     assert w.position_offset == 2
     [c] = verify_model(w, dtypes=("float64",), n=6, factors=["unused-position-rows"])
-    assert c.verdict == "holds", c.line()
+    assert c.verdict is Verdict.SUPPORTED, c.line()
     ref = encode(w, n=6, seed=1).hidden_states[-1]
     for rows, unread in ((slice(0, 2), True), (slice(2, 4), False)):  # false case: the first two rows used
         moved = w.copy()

@@ -728,7 +728,7 @@ def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
 
 def test_previous_unknown_claims_give_one_warning(tmp_path):
     from proofs import get_claim
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.graph import ClaimGraph
     from symtrans.report import build_report
 

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from symtrans.evidence import Context, Verdict
+from symtrans.context import Context
+
+from symtrans.evidence import Verdict
 from symtrans.graph import ClaimGraph, assess
 from symtrans.runner import producers_for, run_producer
 

@@ -85,7 +85,7 @@ def test_paper_map_on_a_decoder_says_what_it_leaves_out(tmp_path):
     """thm-5.3's rank-r evaluations use the paper's unmasked MHA: on Mistral the record names mask and window."""
     from symtrans.checks.common import unmasked_note
     from symtrans.checks.sec5 import check_thm_5_3
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "mistral", "mistral", n_layers=1, sliding_window=3)

@@ -203,7 +203,7 @@ def test_the_report_says_which_reading_is_missing_and_why(symbolic_report: Any) 
 def test_a_genuine_previous_report_is_carried_without_warnings(example_report: Any) -> None:
     """A producer may write several records under names of its own (ln-real-n128, ...): carried records are
     identified by the registered producer that wrote them (their context's), so a genuine report warns of nothing."""
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     _, doc, path = example_report
@@ -214,3 +214,129 @@ def test_a_genuine_previous_report_is_carried_without_warnings(example_report: A
     assert not [e for e in rep.errors if "not carried" in e], rep.errors
     carried = [e for st in rep.statuses.values() for e in st.evidence if e.origin.startswith("previous report")]
     assert {e.evidence.producer for e in carried} >= {e["producer"] for e in sub_named}
+
+
+# ------------------------------------------------------------------ producers: measure / decide / describe
+#: the longest function a producer module may hold (issue 40: producers as three small steps)
+PRODUCER_FUNCTION_MAX_LINES = 80
+
+
+def _producer_sources() -> dict[str, Path]:
+    """Every module the producer table names, plus the producers' shared helpers (checks.common), by file."""
+    import importlib.util
+
+    from symtrans.producer_table import modules
+
+    names = [*modules(), "symtrans.checks.common"]
+    return {name: Path(importlib.util.find_spec(name).origin) for name in names}
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method in ``source`` longer than ``limit`` lines (decorators excluded)."""
+    import ast
+
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def _producer_imports(source: str, producer_modules: set[str]) -> set[str]:
+    """The producer modules ``source`` imports (at any depth: function-local imports count too)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} & producer_modules
+            found |= {f"{node.module}.{a.name}" for a in node.names} & producer_modules
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names} & producer_modules
+    return found
+
+
+def test_the_length_check_sees_a_long_function() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(PRODUCER_FUNCTION_MAX_LINES))
+    assert _long_functions(f"def f():\n{body}\n", PRODUCER_FUNCTION_MAX_LINES) == [
+        ("f", PRODUCER_FUNCTION_MAX_LINES + 1)]
+    nested = "class C:\n    def g(self):\n" + "\n".join("    " + line for line in body.split("\n")) + "\n"
+    assert [n for n, _ in _long_functions(nested, PRODUCER_FUNCTION_MAX_LINES)] == ["g"]
+    assert _long_functions(f"def f():\n{body}\n", PRODUCER_FUNCTION_MAX_LINES + 1) == []
+
+
+def test_no_producer_function_is_over_80_lines() -> None:
+    sources = _producer_sources()
+    assert {"symtrans.checks.sec7", "symtrans.certify.producers"} <= set(sources)
+    long = {name: _long_functions(path.read_text(), PRODUCER_FUNCTION_MAX_LINES) for name, path in sources.items()}
+    assert {k: v for k, v in long.items() if v} == {}
+
+
+def test_the_import_check_sees_an_import_of_a_producer_module() -> None:
+    mods = {"symtrans.checks.sec7", "symtrans.checks.sec8"}
+    assert _producer_imports("from symtrans.checks.sec7 import summation_fibre", mods) == {"symtrans.checks.sec7"}
+    assert _producer_imports("def f():\n    from symtrans.checks import sec7\n", mods) == {"symtrans.checks.sec7"}
+    assert _producer_imports("import symtrans.checks.sec8 as s", mods) == {"symtrans.checks.sec8"}
+    assert _producer_imports("from symtrans.numeric.fibres import summation_fibre", mods) == set()
+
+
+def test_producer_modules_do_not_import_each_other() -> None:
+    sources = _producer_sources()
+    producers = set(sources) - {"symtrans.checks.common"}
+    found = {name: _producer_imports(path.read_text(), producers - {name}) for name, path in sources.items()}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+# ----------------------------------------------------------------- one precision module (issue 40)
+import re  # noqa: E402
+
+SOURCE = Path(__file__).resolve().parent.parent / "symtrans"
+PRECISION_HOME = SOURCE / "precision.py"
+#: what may be written only in symtrans/precision.py: a finfo query, a dtype's eps as a power of two (or its
+#: decimal), stripping "torch." from a dtype's name, and a second definition of a band or a precision helper
+COPIES = {
+    "finfo": re.compile(r"\bfinfo\b"),
+    "eps as a literal": re.compile(r"\b2(?:\.0*)?\s*\*\*\s*\(?\s*-\s*(?:52|53|23|24|10|11|7|8)\b|\b2\.22044|\b1\.11022"),
+    "dtype name stripping": re.compile(r"""(?:replace|removeprefix|lstrip|strip)\(\s*(["'])torch\.?\1"""
+                                       r"""|split\(\s*(["'])\.\2\s*\)\s*\[\s*-1\s*\]"""),
+    "a second band": re.compile(r"^\s*(?:DECISIVE_MARGIN|TOLERANCE_DECADES|GAP_DECADES|ROUNDING_FLOOR|EPS64|U64)"
+                                r"\s*(?::[^=]*)?=(?!=)", re.M),
+    # module level only: a record's own property (e.g. ``WoRank.decided``) is not a second rule
+    "a second precision rule": re.compile(r"^def\s+(?:machine_eps|unit_roundoff|smallest_normal|dtype_name|"
+                                          r"float_dtype_name|rank_rtol|hypothesis_state|decided|tolerance_state|"
+                                          r"gap_rank)\s*\(", re.M),
+}
+
+
+def copies_of_precision_rules(text: str) -> list[tuple[str, int, str]]:
+    """(rule, line number, line) for every line of ``text`` that copies a rule precision.py owns."""
+    out = []
+    for what, pat in COPIES.items():
+        for m in pat.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append((what, line, text.splitlines()[line - 1].strip()))
+    return out
+
+
+def test_the_precision_grep_finds_each_kind_of_copy() -> None:
+    """The scanner itself: each kind of copy, planted in a made-up source, is found (and clean code is not)."""
+    planted = {
+        "finfo": "tiny = torch.finfo(torch.float64).tiny\n",
+        "eps as a literal": "cut = 10 * 2.0 ** -52\nu = 2**-24\n",
+        "dtype name stripping": "dt = str(X.dtype).replace(\"torch.\", \"\")\nd = str(t).split('.')[-1]\n",
+        "a second band": "GAP_DECADES = 6.0\nDECISIVE_MARGIN: float = 1\n",
+        "a second precision rule": "def dtype_name(d):\n    return d\n",
+    }
+    for what, text in planted.items():
+        found = {w for w, _, _ in copies_of_precision_rules(text)}
+        assert found == {what}, (what, found)
+    assert len(copies_of_precision_rules(planted["eps as a literal"])) == 2
+    clean = ("from symtrans.precision import GAP_DECADES, dtype_name, smallest_normal\n"
+             "MIN_GAP_DECADES = GAP_DECADES\nif DECISIVE_MARGIN == 1: pass\nx = 2 ** 52\n")
+    assert copies_of_precision_rules(clean) == []
+
+
+def test_no_copy_of_a_precision_rule_outside_precision_py() -> None:
+    """finfo, eps literals, "torch." stripping, bands and precision helpers: written once, in symtrans/precision.py."""
+    assert PRECISION_HOME.is_file() and copies_of_precision_rules(PRECISION_HOME.read_text())  # the home has them
+    found = [(str(p.relative_to(SOURCE.parent)), *hit) for p in sorted(SOURCE.rglob("*.py")) if p != PRECISION_HOME
+             for hit in copies_of_precision_rules(p.read_text())]
+    assert not found, "copies of precision.py's rules (call its helpers instead):\n" + "\n".join(map(str, found))

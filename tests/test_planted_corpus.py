@@ -23,7 +23,8 @@ import json
 import pytest
 
 import planted
-from symtrans.evidence import Context, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Verdict
 from symtrans.runner import producers_for, run_producer
 
 #: producers left out of the fast tier (weight-agnostic or tested elsewhere), by name

@@ -8,7 +8,8 @@ prop-5.1's block witness; points of V_r fed as witnesses must not certify it.
 from __future__ import annotations
 
 import planted
-from symtrans.evidence import Context, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Verdict
 from symtrans.runner import run_producers
 
 

@@ -12,7 +12,8 @@ import pytest
 from proofs import Claim
 from symtrans.cli import main
 from symtrans.errors import SymtransError
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, producer
 from symtrans.graph import ClaimGraph
 from symtrans.report import FILES, build_report, render, write_report
 from symtrans.runner import registry

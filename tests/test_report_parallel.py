@@ -5,7 +5,9 @@ import re
 
 import pytest
 
-from symtrans.evidence import Context, Evidence, Producer, Verdict
+from symtrans.context import Context
+
+from symtrans.evidence import Evidence, Producer, Verdict
 from symtrans.runner import parallel_default, producers_for, run_tasks
 
 PARENT = os.getpid()

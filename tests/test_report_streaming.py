@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from symtrans.evidence import Context, Evidence, Scope, Verdict
+from symtrans.context import Context
+
+from symtrans.evidence import Evidence, Scope, Verdict
 from symtrans.graph import ClaimGraph, assess, counted_verdict
 from symtrans.numeric.fixtures import random_checkpoint
 

@@ -144,7 +144,7 @@ def test_plan_refuses_bad_input(zoo: dict[str, Any], tmp_path: Path) -> None:
         plan([zoo["dec"]], ns=[41], out=tmp_path / "s", device="cpu")
     with pytest.raises(SymtransError, match="no such model directory"):
         plan([tmp_path / "nope"], ns=[N], out=tmp_path / "s", device="cpu")
-    with pytest.raises(SymtransError, match="--seed -1"):
+    with pytest.raises(SymtransError, match="^seeds -1: must be at least 0"):
         plan([zoo["dec"]], ns=[N], seeds=[-1], out=tmp_path / "s", device="cpu")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")

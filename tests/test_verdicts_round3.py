@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import planted
-from symtrans.evidence import Context, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Verdict
 
 
 @pytest.fixture(autouse=True, scope="module")

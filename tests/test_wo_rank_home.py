@@ -18,7 +18,8 @@ bundled weights; its truth is derived from the construction:
 import pytest
 
 import planted
-from symtrans.evidence import Context, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Verdict
 
 N = 40  # >= d_v = 32: every Y^h has full column rank, so kappa derives from rank W_O
 CASES = ("wo-lowrank-f32", "wo-lowrank-f16", "wo-lowrank-bf16", "wo-f16-in-f32", "wo-lowrank-gauged", "wo-near-cut")

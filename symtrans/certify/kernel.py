@@ -24,7 +24,8 @@ Examples
 from __future__ import annotations
 
 from proofs.kernel import COQ_LINKS, INSTALL_HINT, CoqLink
-from symtrans.evidence import Context, Evidence, Scope, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Scope, Verdict, producer
 
 __all__ = ["kernel_record"]
 

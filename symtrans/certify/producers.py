@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.certify import layernorm as lnmod
@@ -29,7 +30,8 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
 from symtrans.certify.statements import THM53_R, Dims, attention_n, expected
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Verdict, producer
 
 __all__ = ["SMALL_SIZES", "SOFTMAX_SIZES", "MOD_P_NOTE", "THM53_R", "certificate"]
 
@@ -265,63 +267,108 @@ def prop63(ctx: Context) -> list[Evidence]:
                          "computation": "rank of W_V[:r] W_O mod p (the rows of E_r W_V W_O); " + MOD_P_NOTE})]
 
 
-@producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
-          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)", cost=5)
-def prop63_real(ctx: Context) -> list[Evidence]:
-    """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
-    from symtrans.certify.real import ATTENTION_PRECISION, MODULUS, attention_det, attention_det_ball, ball_margin, \
-        ball_box, embedding_input, float_input_box, head_factor_minors, layernorm_ball, verified_attention_signs
-    from symtrans.numeric.forward import random_ids
+@dataclass
+class _Prop63Measure:
+    """What prop63-real-weights measured: exact head-factor minors and the sign of det E^h per head."""
 
-    w = _weights(ctx)
-    L, Hkv, d, k = (int(x) for x in w.W_V.shape)  # W_K, W_V as stored: H_kv heads (grouped-query attention)
-    H = int(w.W_Q.shape[1])
-    kv = [h // (H // Hkv) for h in range(H)]  # query head h reads key/value head kv[h] (transformers' repeat_kv)
-    minors, bad = {}, []
-    for layer in range(L):
-        for h, m in enumerate(head_factor_minors(w.W_V[layer][kv], w.W_O[layer])):  # W_V of the head h reads
-            minors[f"layer {layer} head {h}"] = m
-            if m["rank"] != k:
-                bad.append(f"layer {layer} head {h}")
-    n_att = attention_n(_dims(w, ctx))  # a model with fewer positions: its maximum
-    ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
-    X = embedding_input(w, ids)
-    Xm, Xr = float_input_box(w, ids)
+    L: int
+    H: int
+    k: int  # d_k
+    kv: list[int]  # query head h reads key/value head kv[h]
+    n_att: int
+    ids: list[int]
+    minors: dict[str, Any] = field(default_factory=dict)
+    bad: list[str] = field(default_factory=list)  # heads without a certificate of rank d_k
+    singular: set[str] = field(default_factory=set)  # heads whose score matrix is exactly zero
+    dets: dict[str, tuple[int, float | None, str]] = field(default_factory=dict)
+    ln_dets: dict[str, tuple[int, float | None, str]] = field(default_factory=dict)
+    ln_prec: int = 0
+    zero: list[str] = field(default_factory=list)  # heads with W_V^h or W_O^h exactly zero
 
-    def decide(verified: tuple[int, float], ball: Any) -> tuple[int, float | None, str]:
-        """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
-        sign, beta = verified
-        if sign:
-            return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
-        det = ball()
-        if 0 in det:
-            return 0, None, "undecided"
-        return (1 if det > 0 else -1), ball_margin(det), "arb"
+    @property
+    def undecided(self) -> list[str]:
+        """The heads whose det E^h sign could not be decided (at the embedding-sum input)."""
+        return [item for item, (sign, _, _) in self.dets.items() if not sign]
 
-    # a head with W_Q^h = 0 or W_K^h = 0 has the score matrix exactly 0: E^h = 1 1^T, A^h = 1 1^T / n of rank 1
-    # (n > 1): the hypothesis fails there exactly, it is not undecided; such heads are left out and listed
-    singular = {f"layer {layer} head {h}" for layer in range(L) for h in range(H)
-                if n_att > 1 and not (w.W_Q[layer, h].any() and w.W_K[layer, kv[h]].any())}
-    dets = {}
+    @property
+    def ln_undecided(self) -> list[str]:
+        """The heads whose det E^h sign could not be decided at layer 0's real (LayerNorm) input."""
+        return [item for item, (sign, _, _) in self.ln_dets.items() if not sign]
+
+
+def _det_sign(verified: tuple[int, float], ball: Any) -> tuple[int, float | None, str]:
+    """(sign det E^h, margin, how): float64 verification first, an arb determinant where it cannot decide."""
+    from symtrans.certify.real import ball_margin
+
+    sign, beta = verified
+    if sign:
+        return sign, -math.log10(beta) if beta > 0 else math.inf, "float64-verified"
+    det = ball()
+    if 0 in det:
+        return 0, None, "undecided"
+    return (1 if det > 0 else -1), ball_margin(det), "arb"
+
+
+def _prop63_dets(meas: _Prop63Measure, w: Any) -> None:
+    """Decide the sign of det E^h for every head not exactly singular: at the embedding sum, and at LN(...) (layer 0)."""
+    from symtrans.certify.real import ATTENTION_PRECISION, attention_det, attention_det_ball, ball_box, \
+        embedding_input, float_input_box, layernorm_ball, verified_attention_signs
+
+    L, H, kv, d = meas.L, meas.H, meas.kv, int(w.W_V.shape[2])
+    X = embedding_input(w, meas.ids)
+    Xm, Xr = float_input_box(w, meas.ids)
     for layer in range(L):  # every head of a layer verified together (one projection GEMM per layer)
         signs = verified_attention_signs(Xm, Xr, w.W_Q[layer], w.W_K[layer][kv])
         for h in range(H):
-            if f"layer {layer} head {h}" in singular:
+            if f"layer {layer} head {h}" in meas.singular:
                 continue
-            dets[f"layer {layer} head {h}"] = decide(signs[h], lambda layer=layer, h=h: attention_det(
+            meas.dets[f"layer {layer} head {h}"] = _det_sign(signs[h], lambda layer=layer, h=h: attention_det(
                 X, w.W_Q[layer, h], w.W_K[layer, kv[h]], ATTENTION_PRECISION))
-    undecided = [item for item, (sign, _, _) in dets.items() if not sign]
-    ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one head undecided
-    ln_dets = {}
+    meas.ln_prec = ln_prec = 2 * ATTENTION_PRECISION  # balls through LayerNorm start wider: 64 bits left one undecided
     if getattr(w, "emb_ln_w", None) is not None:  # layer 0 at its real input LN(word + pos + type)
         X0 = layernorm_ball(X, w.emb_ln_w, w.emb_ln_b if w.emb_ln_b is not None else [0.0] * d,
                             float(w.arch.ln_eps), ln_prec)
         box0 = ball_box(X0)
         signs0 = verified_attention_signs(box0[0], box0[1], w.W_Q[0], w.W_K[0][kv])
-        ln_dets = {f"layer 0 head {h}": decide(
+        meas.ln_dets = {f"layer 0 head {h}": _det_sign(
             signs0[h], lambda h=h: attention_det_ball(X0, w.W_Q[0, h], w.W_K[0, kv[h]], ln_prec)) for h in range(H)
-            if f"layer 0 head {h}" not in singular}
-    ln_undecided = [item for item, (sign, _, _) in ln_dets.items() if not sign]
+            if f"layer 0 head {h}" not in meas.singular}
+
+
+def _prop63_measure(ctx: Context, w: Any) -> _Prop63Measure:
+    """Exact minors of W_V^h and W_O^h at every head, then the attention determinants (:func:`_prop63_dets`)."""
+    from symtrans.certify.real import head_factor_minors
+    from symtrans.numeric.forward import random_ids
+
+    L, Hkv, d, k = (int(x) for x in w.W_V.shape)  # W_K, W_V as stored: H_kv heads (grouped-query attention)
+    H = int(w.W_Q.shape[1])
+    kv = [h // (H // Hkv) for h in range(H)]  # query head h reads key/value head kv[h] (transformers' repeat_kv)
+    n_att = attention_n(_dims(w, ctx))  # a model with fewer positions: its maximum
+    meas = _Prop63Measure(L, H, k, kv, n_att, [])
+    for layer in range(L):
+        for h, m in enumerate(head_factor_minors(w.W_V[layer][kv], w.W_O[layer])):  # W_V of the head h reads
+            meas.minors[f"layer {layer} head {h}"] = m
+            if m["rank"] != k:
+                meas.bad.append(f"layer {layer} head {h}")
+    meas.ids = [int(i) for i in random_ids(w, n_att, ctx.seed)]  # a model with fewer positions: its maximum
+    # a head with W_Q^h = 0 or W_K^h = 0 has the score matrix exactly 0: E^h = 1 1^T, A^h = 1 1^T / n of rank 1
+    # (n > 1): the hypothesis fails there exactly, it is not undecided; such heads are left out and listed
+    meas.singular = {f"layer {layer} head {h}" for layer in range(L) for h in range(H)
+                     if n_att > 1 and not (w.W_Q[layer, h].any() and w.W_K[layer, kv[h]].any())}
+    _prop63_dets(meas, w)
+    # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
+    # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
+    meas.zero = [item for item in meas.bad if not (w.W_V[int(item.split()[1]), kv[int(item.split()[3])]].any()
+                                                   and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
+    return meas
+
+
+def _prop63_hypotheses(ctx: Context, meas: _Prop63Measure) -> tuple[HypothesisCheck, ...]:
+    """The three hypothesis checks: A^h invertible (embedding sum; layer 0's real input) and rank W_V^h W_O^h."""
+    from symtrans.certify.real import ATTENTION_PRECISION
+
+    L, H, k, n_att, dets, ln_dets = meas.L, meas.H, meas.k, meas.n_att, meas.dets, meas.ln_dets
+    singular, undecided, ln_undecided, bad, zero = meas.singular, meas.undecided, meas.ln_undecided, meas.bad, meas.zero
     margins = {item: m for item, (sign, m, _) in dets.items() if sign}
     how = sorted({h for _, _, h in [*dets.values(), *ln_dets.values()] if h != "undecided"})
     margin_note = ("margin = fewest decades: log10(1 / beta) for float64-verified heads (beta < 1 the certified bound "
@@ -341,11 +388,22 @@ def prop63_real(ctx: Context) -> list[Evidence]:
         f"A^h invertible at layer 0's real input (n = {n_att})", None if ln_undecided or not ln_dets else True,
         margin=min(m for _, m, _ in ln_dets.values()) if ln_dets and not ln_undecided else None,
         detail=f"layer 0, all {H} heads, X = LayerNorm(word[ids] + pos[:n] + type[0]) enclosed in arb "
-               f"({ln_prec}-bit balls: exact mean and variance, ball square root), then float64-verified on that "
+               f"({meas.ln_prec}-bit balls: exact mean and variance, ball square root), then float64-verified on that "
                f"box (arb determinants where that cannot decide), bias-free scores as in the paper"
                + (f"; undecided: {', '.join(ln_undecided)}" if ln_undecided else ""))
-    dims = _dims(w, ctx)
-    scope = _scope("prop-6.3/head-rank", dims)
+    hyp_rank = HypothesisCheck(
+        f"W_V^h W_O^h of rank d_k = {k}", True if not bad else (False if zero else None),
+        detail=("exact non-zero d_k x d_k minors of W_V^h and W_O^h at every head" if not bad else
+                f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
+                f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
+    return hyp, hyp_ln, hyp_rank
+
+
+def _prop63_certificates(ctx: Context, w: Any, meas: _Prop63Measure, dims: Dims) -> list[dict[str, Any]]:
+    """The certificate files: the head ranks always, the attention signs where every head was decided."""
+    from symtrans.certify.real import ATTENTION_PRECISION, MODULUS
+
+    kv, minors, ids = meas.kv, meas.minors, meas.ids
     certs = [certificate("prop-6.3/head-rank", dims, {"rank": {item: m["rank"] for item, m in minors.items()}},
                          {"method": "factor-minors", "model": str(ctx.model), "modulus": MODULUS,
                           "items": {item: {"left": {"tensor": "W_V", "index": [int(item.split()[1]),
@@ -353,48 +411,64 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                                            "right": {"tensor": "W_O", "index": list(map(int, item.split()[1::2]))},
                                            "rows": m["rows"], "cols": m["cols"]} for item, m in minors.items()}},
                          w.weights_hash)]
-    if not undecided:
+    if not meas.undecided:
         certs.append(certificate(
-            "prop-6.3/attention-invertible", dims, {"det_sign": {item: sign for item, (sign, _, _) in dets.items()}},
+            "prop-6.3/attention-invertible", dims,
+            {"det_sign": {item: sign for item, (sign, _, _) in meas.dets.items()}},
             {"method": "attention-det", "model": str(ctx.model), "precision": ATTENTION_PRECISION,
              "input": {"ids": ids, "form": "word[ids] + pos[:n] + type[0], no LayerNorm"},
-             "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in dets}},
+             "items": {item: {"layer": int(item.split()[1]), "head": int(item.split()[3])} for item in meas.dets}},
             w.weights_hash))
-    if ln_dets and not ln_undecided:
+    if meas.ln_dets and not meas.ln_undecided:
         certs.append(certificate(
-            "prop-6.3/attention-invertible-ln", dims, {"det_sign": {item: sign for item, (sign, _, _) in ln_dets.items()}},
-            {"method": "attention-det-ln", "model": str(ctx.model), "precision": ln_prec, "eps": float(w.arch.ln_eps),
+            "prop-6.3/attention-invertible-ln", dims,
+            {"det_sign": {item: sign for item, (sign, _, _) in meas.ln_dets.items()}},
+            {"method": "attention-det-ln", "model": str(ctx.model), "precision": meas.ln_prec,
+             "eps": float(w.arch.ln_eps),
              "input": {"ids": ids, "form": "LayerNorm(word[ids] + pos[:n] + type[0]) with emb_ln_w, emb_ln_b"},
-             "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in ln_dets}},
+             "items": {item: {"layer": 0, "head": int(item.split()[3])} for item in meas.ln_dets}},
             w.weights_hash))
+    return certs
+
+
+def _prop63_summary(meas: _Prop63Measure, hyp: HypothesisCheck) -> str:
+    """The record's sentence: what was certified, what is undecided, or which hypothesis fails."""
+    L, H, k, singular, bad, zero = meas.L, meas.H, meas.k, meas.singular, meas.bad, meas.zero
+    if not bad and not meas.undecided:
+        return (f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
+                f"for almost every X of each rank; A^h invertible certified for "
+                f"{'all ' + str(L * H) if not singular else str(len(meas.dets)) + ' (of ' + str(L * H) + ')'} heads "
+                f"at n = {meas.n_att} (min margin {hyp.margin:.1f} decades)"
+                + (f"; {len(singular)} heads left out: A^h = 1 1^T / n exactly" if singular else ""))
+    if not bad:
+        return "rank part certified; A^h invertibility undecided for " + ", ".join(meas.undecided)
+    if zero:
+        return (f"not applicable: the hypothesis rank(W_V^h W_O^h) = d_k is violated at {', '.join(zero)} (a zero "
+                "factor)")
+    return f"no certificate of rank(W_V^h W_O^h) = d_k at {', '.join(bad)}"
+
+
+@producer("prop-6.3", kind="symbolic", name="prop63-real-weights", needs_model=True,
+          description="exact rank of W_V^h W_O^h for every head (real weights) and A^h invertible at n (arb)", cost=5)
+def prop63_real(ctx: Context) -> list[Evidence]:
+    """Certify rank(W_V^h W_O^h) = d_k at every real head by exact minors; A^h invertible at n by arb."""
+    w = _weights(ctx)
+    meas = _prop63_measure(ctx, w)
+    hyp, hyp_ln, hyp_rank = _prop63_hypotheses(ctx, meas)
+    dims = _dims(w, ctx)
+    scope = _scope("prop-6.3/head-rank", dims)
+    certs = _prop63_certificates(ctx, w, meas, dims)
+    L, H, n_att, singular, bad, zero = meas.L, meas.H, meas.n_att, meas.singular, meas.bad, meas.zero
     ok = not bad
-    # a head whose W_V^h or W_O^h is exactly zero provably violates the hypothesis (rank d_k); a head where the
-    # pivoted minor is zero only lacks a certificate: an instance can never refute prop-6.3 (a generic statement)
-    zero = [item for item in bad if not (w.W_V[int(item.split()[1]), kv[int(item.split()[3])]].any()
-                                         and w.W_O[int(item.split()[1]), int(item.split()[3])].any())]
-    hyp_rank = HypothesisCheck(
-        f"W_V^h W_O^h of rank d_k = {k}", True if ok else (False if zero else None),
-        detail=("exact non-zero d_k x d_k minors of W_V^h and W_O^h at every head" if ok else
-                f"W_V^h or W_O^h is zero at {', '.join(zero)}" if zero else
-                f"no non-zero pivoted minor found at {', '.join(bad)} (not a proof of deficiency)"))
-    if singular and not dets:  # every head's attention is exactly singular: the hypothesis fails everywhere
+    if singular and not meas.dets:  # every head's attention is exactly singular: the hypothesis fails everywhere
         return [_ev("prop-6.3", "prop63-real-weights", Verdict.NOT_APPLICABLE,
                     f"not applicable: every head has a zero score matrix, so A^h = 1 1^T / n (rank 1) at n = {n_att}: "
                     "the proposition assumes A^h invertible", violated_hypothesis=f"A^h invertible at all {L * H} heads",
                     model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
                     scope=scope, hypothesis_checks=(hyp, hyp_rank), details={"singular": sorted(singular)})]
-    verdict = (Verdict.CERTIFIED if ok and not undecided else Verdict.INCONCLUSIVE if ok or not zero
+    verdict = (Verdict.CERTIFIED if ok and not meas.undecided else Verdict.INCONCLUSIVE if ok or not zero
                else Verdict.NOT_APPLICABLE)
-    return [_ev("prop-6.3", "prop63-real-weights", verdict,
-                f"all {L * H} real heads: rank(W_V^h W_O^h) = d_k = {k} exactly, so dim R_h = min(rank X, d_k) "
-                f"for almost every X of each rank; A^h invertible certified for "
-                f"{'all ' + str(L * H) if not singular else str(len(dets)) + ' (of ' + str(L * H) + ')'} heads at "
-                f"n = {n_att} (min margin {hyp.margin:.1f} decades)"
-                + (f"; {len(singular)} heads left out: A^h = 1 1^T / n exactly" if singular else "")
-                if ok and not undecided else
-                ("rank part certified; A^h invertibility undecided for " + ", ".join(undecided) if ok else
-                 f"not applicable: the hypothesis rank(W_V^h W_O^h) = d_k is violated at {', '.join(zero)} (a zero "
-                 "factor)" if zero else f"no certificate of rank(W_V^h W_O^h) = d_k at {', '.join(bad)}"),
+    return [_ev("prop-6.3", "prop63-real-weights", verdict, _prop63_summary(meas, hyp),
                 model=str(ctx.model), weights_hash=w.weights_hash, inputs={"n": ctx.n, "seed": ctx.seed},
                 violated_hypothesis=(f"W_V^h W_O^h of rank d_k at {len(zero)} heads" if zero and not ok else None),
                 scope=scope, hypothesis_checks=(hyp, hyp_ln, hyp_rank),
@@ -408,7 +482,7 @@ def prop63_real(ctx: Context) -> list[Evidence]:
                                         "rounding bounds (||I - R E^h||_inf < 1), arb_mat determinants of the "
                                         "exponentiated exact scores where that cannot decide; the certificate "
                                         "files are re-checked by the checker in arb alone",
-                         "attention_methods": {item: how for item, (_, _, how) in {**dets, **ln_dets}.items()},
+                         "attention_methods": {item: how for item, (_, _, how) in {**meas.dets, **meas.ln_dets}.items()},
                          "deficient": bad, "certificates": certs})]
 
 

@@ -34,7 +34,8 @@ from typing import Any
 
 from symtrans.certify.exact import dyadic_matrix
 
-__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_attention_signs", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
+__all__ = ["MODULUS", "PRECISION", "ATTENTION_PRECISION", "LayerResidual", "stacked_wo_rank", "exact_rank",
+           "EXACT_RANK_MAX_SIDE", "head_product_minor", "head_factor_minors", "verified_attention_sign", "verified_attention_signs", "verified_det_sign", "verified_full_rank", "verified_residual_sign", "float_input_box", "ball_box", "embedding_input", "attention_det",
            "residual_minor", "ball_margin", "layernorm_ball", "attention_det_ball"]
 
 #: The prime of the mod-p witnesses: 2^61 - 1 (a Mersenne prime; flint's nmod_mat takes any word-size modulus).
@@ -902,3 +903,34 @@ def ball_box(B: Any) -> tuple[Any, Any]:
             rads[i, j] = float(x.rad())
     # float(mid) rounds by at most u |mid|; float(rad) may round down by u rad
     return mids, (rads * (1 + 2 * _U) + _U * np.abs(mids)) * (1 + 2 * _U) + 2.0 ** -1070
+
+
+def exact_rank(M: Any) -> tuple[int, str]:
+    """Exact rank over Q of the numbers held in ``M`` (every float is a dyadic rational), with the method.
+
+    The one exact-rank route, :func:`stacked_wo_rank`:
+    the matrix scaled exactly to integers, its rank modulo the Mersenne prime
+    2^61 - 1 (a lower bound of the rank over Q, exact when full), else
+    python-flint's exact ``fmpz_mat`` rank for matrices up to
+    :data:`EXACT_RANK_MAX_SIDE` on a side; larger ones get the modular lower
+    bound, and the method says so ("at least ...").
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = torch.tensor([[1.0, 2.0], [2.0, 4.0 + 2.0 ** -40]], dtype=torch.float64)
+    >>> exact_rank(M)[0], exact_rank(torch.tensor([[1.0, 2.0], [0.5, 1.0]], dtype=torch.float64))[0]
+    (2, 1)
+    >>> exact_rank(torch.zeros(3, 2, dtype=torch.float64))
+    (0, 'exact rank over Q (zero matrix)')
+    """
+    out = stacked_wo_rank(M, exact_limit=EXACT_RANK_MAX_SIDE, verified=False)
+    if out["rank"] is not None:
+        return int(out["rank"]), f"exact rank over Q ({out['method']})"
+    return int(out["rank_mod_p"]), (f"at least {out['rank_mod_p']}: rank modulo the prime {out['modulus']} of the "
+                                    "matrix scaled exactly to integers (a lower bound of the exact rank; the exact "
+                                    f"rank is not computed above {EXACT_RANK_MAX_SIDE} on a side)")
+
+
+#: largest side of a rank-deficient matrix whose exact integer rank :func:`exact_rank` computes
+EXACT_RANK_MAX_SIDE = 64

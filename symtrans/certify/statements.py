@@ -192,7 +192,7 @@ def completeness_family(inst: dict[str, Any]) -> str:
 
 
 def completeness_dimension(inst: dict[str, Any]) -> int:
-    """dim G on the ``layers`` scope at a completeness instance: G's formula (:mod:`symtrans.group.spec`, SymPy).
+    """dim G on the ``layers`` scope at a completeness instance: G's formula (:mod:`symtrans.catalogue`, SymPy).
 
     The architecture is built from the instance's structure and sizes alone; the formula is the one
     ``symtrans group`` prints, never a number a certificate asserts.
@@ -209,7 +209,7 @@ def completeness_dimension(inst: dict[str, Any]) -> int:
     from fractions import Fraction
 
     from symtrans.arch import Architecture
-    from symtrans.group.spec import GroupSpec
+    from symtrans.catalogue import GroupSpec
 
     a = Architecture(name="completeness-instance", family="completeness-instance", n=inst["n"], L=inst["L"],
                      H=inst["H"], H_kv=inst["H_kv"], d_model=inst["d_model"], d_k=inst["d_k"], d_v=inst["d_v"],

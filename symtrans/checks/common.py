@@ -8,7 +8,7 @@ preload a deliberately broken :class:`~symtrans.numeric.ModelWeights`
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> ctx = Context(model="default", n=8)
 >>> weights(ctx) is weights(ctx)
 True
@@ -23,7 +23,8 @@ import platform
 from typing import Any
 
 from symtrans.precision import DECISIVE_MARGIN, dtype_name
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict
 
 __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMILIES", "FAMILIES_NOTE",
            "family_table",
@@ -340,51 +341,8 @@ def random_weights(arch_name: str, seed: int = 0, names: tuple[str, ...] = ("W_O
 from symtrans.numeric.linalg import storage_ranks  # noqa: E402  (the rank of stored matrices: one home)
 from symtrans.numeric.weights import storage_precision  # noqa: E402  (its one home: per tensor, per layer)
 
-def exact_rank(M: Any) -> tuple[int, str]:
-    """Exact rank over Q of the numbers held in ``M`` (every float is a dyadic rational), with the method.
-
-    The one exact-rank route, :func:`symtrans.certify.real.stacked_wo_rank`:
-    the matrix scaled exactly to integers, its rank modulo the Mersenne prime
-    2^61 - 1 (a lower bound of the rank over Q, exact when full), else
-    python-flint's exact ``fmpz_mat`` rank for matrices up to
-    :data:`EXACT_RANK_MAX_SIDE` on a side; larger ones get the modular lower
-    bound, and the method says so ("at least ...").
-
-    Examples
-    --------
-    >>> import torch
-    >>> M = torch.tensor([[1.0, 2.0], [2.0, 4.0 + 2.0 ** -40]], dtype=torch.float64)
-    >>> exact_rank(M)[0], exact_rank(torch.tensor([[1.0, 2.0], [0.5, 1.0]], dtype=torch.float64))[0]
-    (2, 1)
-    >>> exact_rank(torch.zeros(3, 2, dtype=torch.float64))
-    (0, 'exact rank over Q (zero matrix)')
-    """
-    from symtrans.certify.real import stacked_wo_rank
-
-    out = stacked_wo_rank(M, exact_limit=EXACT_RANK_MAX_SIDE, verified=False)
-    if out["rank"] is not None:
-        return int(out["rank"]), f"exact rank over Q ({out['method']})"
-    return int(out["rank_mod_p"]), (f"at least {out['rank_mod_p']}: rank modulo the prime {out['modulus']} of the "
-                                    "matrix scaled exactly to integers (a lower bound of the exact rank; the exact "
-                                    f"rank is not computed above {EXACT_RANK_MAX_SIDE} on a side)")
 
 
-#: largest side of a rank-deficient matrix whose exact integer rank :func:`exact_rank` computes
-EXACT_RANK_MAX_SIDE = 64
+from symtrans.precision import finite  # noqa: E402  (its one home)
 
-
-def finite(x: Any) -> float | None:
-    """``float(x)`` when finite, else None: records carry no NaN or Infinity.
-
-    Examples
-    --------
-    >>> finite(2), finite(float("inf")), finite(None)
-    (2.0, None, None)
-    """
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-__all__ += ["storage_precision", "storage_ranks", "exact_rank", "finite"]
+__all__ += ["storage_precision", "storage_ranks", "finite"]

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, eps_text, record, trace, weights
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Verdict, producer
 from symtrans.precision import DECISIVE_MARGIN, hypothesis_state
 from symtrans.precision import margin as margin_of
 

@@ -17,7 +17,7 @@ Lebesgue-null in R^{n x d}, so Lebesgue measure cannot be meant).
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> ev = check_prop_5_1(Context(model="default", n=8))[0]
 >>> ev.verdict.label
 'supported'
@@ -30,7 +30,8 @@ from typing import Any
 
 from symtrans.checks.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
                                     trace, unmasked_note, weights)
-from symtrans.evidence import Context, Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
 from symtrans.precision import margin as margin_of
 
@@ -341,21 +342,22 @@ def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, An
                           "margin: decades of rank(X)'s nearest singular value from its cut")
     checks = (hyp, *extra_hyp)
     bad = [c for c in decided if not c["increase"]]
-    if bad:
+    v = decide_verdict(bad, len(decided) < len(applicable))
+    if v is Verdict.FAILS:
         c = bad[0]
-        return record(ctx, claim, name, Verdict.FAILS,
+        return record(ctx, claim, name, v,
                       f"fails: {len(bad)} of {len(decided)} decided inputs have {statement} violated; "
                       f"first: {c.get('where', '')} family {c['family']}, r={c['r']}: rank {c['rank_X']} -> "
                       f"{c['rank_F']} (sigma_(r+1) of the sum {c['sigma_F_next']:.3g} below its cut "
                       f"{c['cut_F']:.3g})", margin=min(min(bad[0]["margin_X"], abs(bad[0]["statement_margin"])), 1e300),
                       hypothesis_checks=checks, details=details, counterexample=dict(c), **common)
-    if len(decided) < len(applicable):
-        return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+    if v is Verdict.INCONCLUSIVE:
+        return record(ctx, claim, name, v,
                       f"{len(applicable) - len(decided)} of {len(applicable)} applicable inputs had sigma_(r+1) of "
                       f"the sum within {DECISIVE_MARGIN:g} decade of its cut (or a non-finite sum); the "
                       f"{len(decided)} decided ones all show {statement}", margin=margin,
                       hypothesis_checks=checks, details=details, **common)
-    return record(ctx, claim, name, Verdict.SUPPORTED,
+    return record(ctx, claim, name, v,
                   f"{statement} on all {len(decided)} applicable inputs ({inputs.get('summary', '')})"
                   + (f"; {len(cases) - len(applicable)} inputs not rank-deficient, not counted"
                      if len(applicable) < len(cases) else ""),
@@ -940,7 +942,7 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     worst = max(diffs)
     m = _decades(worst, tol)
     state = hypothesis_state(m)  # the one decisiveness rule: a decade on either side
-    dt = str(X.dtype).replace("torch.", "")
+    dt = dtype_name(X.dtype)
     if not all(math.isfinite(x) for x in diffs) or not bool(torch.isfinite(X).all()):
         v, summ = Verdict.INCONCLUSIVE, "non-finite states: nothing to compare"
     elif state is True:

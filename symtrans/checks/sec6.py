@@ -15,7 +15,7 @@ per layer and head:
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> s = layer_subspaces(Context(model="default", n=8), 0)
 >>> s["rank_X"], s["dim_R"][:3], s["kappa"]
 (8, [8, 8, 8], 0)
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.checks.common import RANK_TOLERANCE, record, sanity, trace, weights
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, decide_verdict, producer
 from symtrans.precision import EPS64
 
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
@@ -46,7 +48,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> s = layer_subspaces(Context(model="default", n=6), 1)
     >>> s["rank_MHA"], s["rank_X"], s["rank_WV"][:2]
     (6, 6, [32, 32])
@@ -189,7 +191,7 @@ def head_hypotheses(ctx: Context) -> list[dict[str, Any]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> rows = head_hypotheses(Context(model="default", n=40))
     >>> len(rows), rows[0]["A_invertible"], rows[0]["WV_WO_rank_dk"]
     (72, True, True)
@@ -306,7 +308,8 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                   + ("" if every else "; the others violate a hypothesis or leave it undecided"))
     common = dict(base, margin=min(margins) if margins else None, hypothesis_checks=checks, scope=scope,
                   margin_meaning="smallest distance (decades) of a singular value of Y^h W_O^h from its float64 cut")
-    if bad:
+    v = decide_verdict(bad, unsure)
+    if v is Verdict.FAILS:
         r = bad[0]
         common["scope"] = Scope("instances", f"the {len(bad)} heads where dim R_h < min(rank X, d_k) at n = {n} (a rank "
                                 "deficiency is a closed condition: it does not persist on an open set)",
@@ -316,14 +319,14 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                           f"head {r['head']} has dim R_h = {r['dim_R']} but min(rank X, d_k) = {r['expected']} "
                           f"(n = {n} > d_k = {dk}); an instance of the exceptional set (the statement is generic)",
                           counterexample={k: r[k] for k in ("layer", "head", "dim_R", "expected")}, **common))
-    elif unsure:
+    elif v is Verdict.INCONCLUSIVE:
         cz = sum(not r["A_testable_float64"] for r in unsure)
-        out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.INCONCLUSIVE,
+        out.append(record(ctx, "prop-6.3", "head-subspace-dim", v,
                           f"{len(unsure)} heads have dim R_h or rank X decided inside the 1-decade band"
                           + (f" ({cz} of them causal heads, exactly invertible, whose A^h is singular or undecided "
                              "at the float64 cut, so dim R_h cannot be tested there)" if cz else ""), **common))
     else:
-        out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.SUPPORTED,
+        out.append(record(ctx, "prop-6.3", "head-subspace-dim", v,
                           f"dim R_h = min(rank X, d_k) = {app[0]['expected']} for all {len(app)} heads where the "
                           f"hypotheses hold ({len(layers)} layers, n = {n} > d_k = {dk})", **common))
     return out
@@ -416,8 +419,7 @@ def bound_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, list[dict[str, A
             bad.append(r)
         elif over_bound or over_sum:
             unsure.append(r)
-    v = Verdict.FAILS if bad else (Verdict.INCONCLUSIVE if unsure else Verdict.SUPPORTED)
-    return v, bad, unsure
+    return decide_verdict(bad, unsure), bad, unsure
 
 
 @producer("prop-6.2/bound", kind="numeric", name="mha-rank-bound", needs_model=True, honours_layers=True, share="sec6-layer")
@@ -506,23 +508,22 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     # with kappa > d_ff refutes it, whatever the undecided layers say
     over = [r for r in rows if r["kappa_interval"][0] > d_ff]
     unsure = [r["layer"] for r in rows if r["kappa_interval"][0] <= d_ff < r["kappa_interval"][1]]
-    if over:
-        v, s = Verdict.FAILS, (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
-                               f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
-                               "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
+    v = decide_verdict(over, unsure if d_ff < k_struct else [])  # d_ff >= (H - 1) min(n, d_v): vacuously true
+    if v is Verdict.FAILS:
+        s = (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
+             f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
+             "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
     elif d_ff >= k_struct:
         details["vacuous"] = True
-        v, s = Verdict.SUPPORTED, (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
-                                   "for any weights, so the bound says nothing about this model (measured kappa per "
-                                   f"layer {_kappas(rows)} at n = {n}"
-                                   + (f", undecided at layers {undecided}" if undecided else "")
-                                   + "); it cannot justify d_ff = 4 d_model")
-    elif unsure:
-        v, s = Verdict.INCONCLUSIVE, (f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed "
-                                      f"d_ff = {d_ff} there")
+        s = (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
+             "for any weights, so the bound says nothing about this model (measured kappa per "
+             f"layer {_kappas(rows)} at n = {n}"
+             + (f", undecided at layers {undecided}" if undecided else "")
+             + "); it cannot justify d_ff = 4 d_model")
+    elif v is Verdict.INCONCLUSIVE:
+        s = f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed d_ff = {d_ff} there"
     else:
-        v, s = Verdict.SUPPORTED, (f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer "
-                                   f"{_kappas(rows)} at n = {n})")
+        s = f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer {_kappas(rows)} at n = {n})"
     out.append(record(ctx, "thm-rank-contraction", "contraction-dff-bound", v, s,
                       reading="thm-rank-contraction/dff-bound", **common))
     out.append(_contraction_occurs(ctx, layers, rows, common))
@@ -758,6 +759,58 @@ def alignment_verdict(test: dict[str, Any]) -> Verdict:
 MIN_ALIGN_HEADS = 8
 
 
+@dataclass
+class _AlignMeasure:
+    """Per usable head: alpha_h, its alignment with the other heads, its layer and alpha's band; the heads left out."""
+
+    alpha: list[float] = field(default_factory=list)
+    align: list[float] = field(default_factory=list)
+    group: list[int] = field(default_factory=list)
+    a_band: list[float] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _align_measure(layers: list[dict[str, Any]]) -> _AlignMeasure:
+    """alpha_h and the mean overlap of R_h with the other heads' R_g, for every head with both defined."""
+    meas = _AlignMeasure()
+    H = len(layers[0]["dim_R"])
+    for i, st in _numbered(layers):
+        ov = st["overlap"]
+        live = [g for g in range(H) if st["dim_R"][g] > 0]
+        for h in range(H):
+            a = st["alpha"][h]["alpha"]
+            others = [g for g in live if g != h]
+            if a is None or h not in live or not others:
+                meas.skipped.append({"layer": i, "head": h, "why": "alpha_h = 0/0 (W_Q^h W_K^h^T = 0 at storage "
+                                     "precision)" if a is None else ("R_h = 0 (the head writes nothing)"
+                                                                     if h not in live else "no other head with R_g != 0")})
+                continue
+            meas.alpha.append(a)
+            meas.align.append(sum(ov[h][g] for g in others) / len(others))
+            meas.group.append(i)
+            # rounding W_Q, W_K to storage moves M by at most `bound` (Frobenius), so ||M_a|| and ||M|| each by at
+            # most that much: alpha = ||M_a|| / ||M|| moves by at most about 2 bound / ||M||
+            meas.a_band.append(2 * st["alpha"][h]["bound"] / st["alpha"][h]["norm_M"])
+    return meas
+
+
+def _per_layer_rho(layers: list[dict[str, Any]], meas: _AlignMeasure, y_band: float) -> list[dict[str, Any]]:
+    """The rank correlation within each layer (None with fewer than 3 heads or all tied), beside the pooled test."""
+    import numpy as np
+
+    from symtrans.checks.common import finite
+
+    per_layer = []
+    for i, _ in _numbered(layers):
+        idx = [k for k, g in enumerate(meas.group) if g == i]
+        ab, yb = np.asarray(meas.a_band)[idx], np.broadcast_to(y_band, len(idx))
+        a, b = np.asarray(meas.alpha)[idx], np.asarray(meas.align)[idx]  # ties per pair at the band: no noise ranked
+        r = (float(np.corrcoef(pairwise_ranks(a, ab), pairwise_ranks(b, yb))[0, 1])
+             if len(idx) > 2 and not all_tied(a, ab) and not all_tied(b, yb) else None)
+        per_layer.append({"layer": i, "heads": len(idx), "rho": finite(r)})
+    return per_layer
+
+
 @producer("claim-align", kind="numeric", name="alpha-vs-alignment", needs_model=True, honours_layers=True, share="sec6-layer")
 def check_alignment(ctx: Context) -> list[Evidence]:
     """Directional heads (high alpha_h) have more aligned output subspaces: Spearman test over all heads."""
@@ -769,24 +822,8 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     layers = _all_layers(ctx)
     H = len(layers[0]["dim_R"])
     n = layers[0]["n"]
-    alpha, align, group, skipped, a_band = [], [], [], [], []
-    for i, st in _numbered(layers):
-        ov = st["overlap"]
-        live = [g for g in range(H) if st["dim_R"][g] > 0]
-        for h in range(H):
-            a = st["alpha"][h]["alpha"]
-            others = [g for g in live if g != h]
-            if a is None or h not in live or not others:
-                skipped.append({"layer": i, "head": h, "why": "alpha_h = 0/0 (W_Q^h W_K^h^T = 0 at storage precision)"
-                                if a is None else ("R_h = 0 (the head writes nothing)" if h not in live
-                                                   else "no other head with R_g != 0")})
-                continue
-            alpha.append(a)
-            align.append(sum(ov[h][g] for g in others) / len(others))
-            group.append(i)
-            # rounding W_Q, W_K to storage moves M by at most `bound` (Frobenius), so ||M_a|| and ||M|| each by at
-            # most that much: alpha = ||M_a|| / ||M|| moves by at most about 2 bound / ||M||
-            a_band.append(2 * st["alpha"][h]["bound"] / st["alpha"][h]["norm_M"])
+    meas = _align_measure(layers)
+    alpha, align, group, skipped, a_band = meas.alpha, meas.align, meas.group, meas.skipped, meas.a_band
     inputs = _inputs(ctx, n, "alpha_h = ||M_a||_F/||M||_F, M = W_Q W_K^T; alignment of head h = mean over the other "
                      "heads g (R_g != 0) of overlap(R_h, R_g), the mean squared cosine of their principal angles")
     hyp_name = (f"alpha_h defined (score matrix non-zero at storage precision) and R_h != 0 for at least "
@@ -828,14 +865,6 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     p = test["p_positive"] if test["rho"] >= 0 else test["p_negative"]
     tol = Tolerance(ALPHA_LEVEL, "one-sided significance level of a within-layer permutation test "
                     "(alpha_h shuffled among the heads of each layer, 2000 permutations, fixed seed 0)", "p-value")
-    per_layer = []
-    for i, _ in _numbered(layers):
-        idx = [k for k, g in enumerate(group) if g == i]
-        ab, yb = np.asarray(a_band)[idx], np.broadcast_to(y_band, len(idx))
-        a, b = np.asarray(alpha)[idx], np.asarray(align)[idx]  # ties per pair at the band: no rounding noise ranked
-        r = (float(np.corrcoef(pairwise_ranks(a, ab), pairwise_ranks(b, yb))[0, 1])
-             if len(idx) > 2 and not all_tied(a, ab) and not all_tied(b, yb) else None)
-        per_layer.append({"layer": i, "heads": len(idx), "rho": finite(r)})
     return [record(ctx, "claim-align", "alpha-vs-alignment", v,
                    f"Spearman rho(alpha_h, mean subspace overlap with the other heads) = {test['rho']:.3f} "
                    f"over {len(alpha)} heads, bootstrap 95% [{test['bootstrap_95'][0]:.2f}, "
@@ -844,7 +873,7 @@ def check_alignment(ctx: Context) -> list[Evidence]:
                    margin=math.log10(ALPHA_LEVEL / p), tolerance=tol, hypothesis_checks=(hyp,),
                    margin_meaning="decades of the one-sided p-value below the 0.05 level (negative: above)",
                    inputs=inputs, details=dict(test, alpha=alpha, alignment=align, layer=group, skipped=skipped,
-                                               per_layer_rho=per_layer, bands=bands))]
+                                               per_layer_rho=_per_layer_rho(layers, meas, y_band), bands=bands))]
 
 
 def align_band(ctx: Context) -> float:

@@ -24,11 +24,13 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from symtrans.checks.common import FAMILIES_NOTE, LEARNED_POSITION_FAMILIES, record, trace, weights
-from symtrans.checks.sec7 import summation_fibre
-from symtrans.evidence import Context, Evidence, Tolerance, Verdict, producer
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Tolerance, Verdict, producer
+from symtrans.numeric.fibres import summation_fibre
 
 __all__ = ["PGOP", "RECONSTRUCTION", "PAPER_BOUND", "overhead_verdict", "remedy_verdict"]
 
@@ -178,14 +180,33 @@ def remedy_verdict(plain: int, gated: int, plain_wo: int, gated_wo: int) -> Verd
     return Verdict.SUPPORTED if shrinks and not grows else Verdict.FAILS
 
 
-@producer("pgop/remedy", kind="numeric", name="pgop-fibre", needs_model=True, families=LEARNED_POSITION_FAMILIES,
-          applies_to=FAMILIES_NOTE["learned-positions"], cost=1.5)
-def check_pgop_fibre(ctx: Context) -> list[Evidence]:
-    """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
+@dataclass
+class _PgopMeasure:
+    """What the PG-OP fibre check measured on one fixed gate draw (layer 0)."""
+
+    gates: Any  # [n, H] the gate of each (position, head)
+    plain: int  # fibre of the plain summation map at n
+    gated: int  # the gated summation's fibre, summed over positions
+    rows: list[int]  # the positions whose gated W_O is ranked
+    recs: list[Any]  # rank records: the plain W_O, then diag(G_i) W_O for each row
+    err: float | None  # all gates one: relative error of the module against the layer's own MHA
+    HdV: int  # H d_v, the domain of Z -> Z W_O per row
+
+    @property
+    def plain_wo(self) -> int:
+        """Fibre of Z -> Z W_O summed over the ranked rows (plain W_O)."""
+        return len(self.rows) * (self.HdV - self.recs[0].rank)
+
+    @property
+    def gated_wo(self) -> int:
+        """Fibre of Z -> (Z G_i) W_O summed over the ranked rows."""
+        return sum(self.HdV - r.rank for r in self.recs[1:])
+
+
+def _pgop_measure(ctx: Context) -> _PgopMeasure:
+    """Draw one generic gate setting (fixed seed 0) and measure the gated and plain fibres at layer 0."""
     import torch
 
-    from symtrans.checks.common import finite
-    from symtrans.evidence import HypothesisCheck, Scope
     from symtrans.numeric.linalg import certified_rank
 
     w = weights(ctx)
@@ -193,15 +214,6 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     tr = trace(ctx)
     m = PGOP(H, w.d_model, dtype=w.dtype, device=w.device)
     g = torch.Generator().manual_seed(0)  # a fixed draw: verdicts must not depend on --seed
-    pos_norm = float(w.pos[:n].norm(dim=1).mean())
-    pos_hyp = HypothesisCheck("position embeddings non-zero (the gates depend on the position)", pos_norm > 0,
-                              finite(pos_norm), "mean norm of the first n position embeddings")
-    if not pos_norm > 0:  # legal weights: the gates would be constant over positions, PG-OP is not position-gated
-        return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE,
-                       f"the first {n} position embeddings are all zero: PG-OP's gates cannot depend on the "
-                       "position, there is no position gate to test", violated_hypothesis=pos_hyp.name,
-                       hypothesis_checks=(pos_hyp,), reading="pgop/remedy",
-                       inputs={"reconstruction": RECONSTRUCTION, "n": n})]
     with torch.no_grad():  # a generic gate setting: gates spread over (0, 1)
         m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / w.pos[:].norm(dim=1).mean())
         m.b.copy_(torch.randn(m.b.shape, generator=g, dtype=w.dtype))
@@ -216,22 +228,26 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     # precision (the gated matrix is computed, not stored: the stored W_O's rank is reported in sec7)
     # each a Cholesky proof of full rank where one goes through (a d x d SVD otherwise)
     recs = [certified_rank(M) for M in [wo_stack] + [G[i][:, None] * wo_stack for i in rows]]
-    plain_rec, gated_recs = recs[0], recs[1:]
-    gated_wo = sum(H * dv - r.rank for r in gated_recs)
-    plain_wo = len(rows) * (H * dv - plain_rec.rank)
     with torch.no_grad():  # the module computes the layer's own MHA when every gate is 1
         m1 = PGOP(H, w.d_model, dtype=w.dtype, device=w.device)
         m1.b.fill_(60.0)
         den = float(tr.layers[0].mha.norm())
         err = float((m1(tr.layers[0].Y, P, w.W_O[0]) - tr.layers[0].mha).norm()) / den if den > 0 else None
-    positive = bool((gates > 0).all())
-    hyp = HypothesisCheck("gates are positive scalars per (position, head) (the reconstruction)", positive,
-                          finite(float(gates.min())), "smallest gate value")
+    return _PgopMeasure(gates, plain, gated, rows, recs, err, H * dv)
+
+
+def _pgop_common(ctx: Context, meas: _PgopMeasure, hyps: tuple[Any, ...]) -> dict[str, Any]:
+    """The record's fields beside verdict and summary: margin, tolerance, inputs, details, scope."""
+    from symtrans.checks.common import finite
+    from symtrans.evidence import Scope
+
+    gates, recs, n = meas.gates, meas.recs, ctx.n
     inputs = {"reconstruction": RECONSTRUCTION, "n": n, "gates": "u ~ N(0, 1/|p|^2), b ~ N(0, 1), fixed seed 0; "
               f"range [{float(gates.min()):.3f}, {float(gates.max()):.3f}]",
-              "maps": "gated summation (all positions) and Z -> (Z G_i) W_O (rows " + str(rows) + ", layer 0)"}
-    details = {"summation_fibre_plain": plain, "summation_fibre_gated": gated, "wo_fibre_plain_rows": plain_wo,
-               "wo_fibre_gated_rows": gated_wo, "all_gates_one_rel_error_vs_layer_mha": finite(err),
+              "maps": "gated summation (all positions) and Z -> (Z G_i) W_O (rows " + str(meas.rows) + ", layer 0)"}
+    details = {"summation_fibre_plain": meas.plain, "summation_fibre_gated": meas.gated,
+               "wo_fibre_plain_rows": meas.plain_wo, "wo_fibre_gated_rows": meas.gated_wo,
+               "all_gates_one_rel_error_vs_layer_mha": finite(meas.err),
                "precision": "float64 computation (plain and gated W_O alike): "
                             + ", ".join(sorted({r.precision for r in recs})),
                "formalisation": "PG-OP remedies non-identifiability if it shrinks the fibre of the head-channel map; "
@@ -239,18 +255,43 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                "decided_by": "structure: a positive gate rescales a head, so the 1 x H gated block keeps rank 1 and "
                              "diag(G_i) W_O keeps W_O's rank; for the reconstruction this check can only fail (or "
                              "be not-applicable / inconclusive), the measurement confirms the argument on one draw"}
-    decisive = all(r.decisive for r in recs)
     margins = [finite(r.margin) for r in recs if finite(r.margin) is not None]
-    common = dict(margin=min(margins) if margins else None, tolerance=Tolerance(
-        plain_rec.rtol, "rank of W_O and of diag(G_i) W_O at float64 computation precision (cut max(m, n) eps64 "
+    return dict(margin=min(margins) if margins else None, tolerance=Tolerance(
+        recs[0].rtol, "rank of W_O and of diag(G_i) W_O at float64 computation precision (cut max(m, n) eps64 "
         "sigma_max); a decision counts when every singular value sits at least 1 decade from the cut", "sigma_max"),
-        inputs=inputs, details=details, hypothesis_checks=(hyp, pos_hyp), reading="pgop/remedy",
+        inputs=inputs, details=details, hypothesis_checks=hyps, reading="pgop/remedy",
         margin_meaning="smallest distance (decades) of a singular value from the float64 cut of (gated) W_O",
         scope=Scope("instances", f"one fixed generic gate setting, n = {n}, layer 0", ("layer 0",)))
+
+
+@producer("pgop/remedy", kind="numeric", name="pgop-fibre", needs_model=True, families=LEARNED_POSITION_FAMILIES,
+          applies_to=FAMILIES_NOTE["learned-positions"], cost=1.5)
+def check_pgop_fibre(ctx: Context) -> list[Evidence]:
+    """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
+    from symtrans.checks.common import finite
+    from symtrans.evidence import HypothesisCheck, Scope
+
+    w = weights(ctx)
+    n = ctx.n
+    pos_norm = float(w.pos[:n].norm(dim=1).mean())
+    pos_hyp = HypothesisCheck("position embeddings non-zero (the gates depend on the position)", pos_norm > 0,
+                              finite(pos_norm), "mean norm of the first n position embeddings")
+    if not pos_norm > 0:  # legal weights: the gates would be constant over positions, PG-OP is not position-gated
+        return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE,
+                       f"the first {n} position embeddings are all zero: PG-OP's gates cannot depend on the "
+                       "position, there is no position gate to test", violated_hypothesis=pos_hyp.name,
+                       hypothesis_checks=(pos_hyp,), reading="pgop/remedy",
+                       inputs={"reconstruction": RECONSTRUCTION, "n": n})]
+    meas = _pgop_measure(ctx)
+    plain, gated, plain_wo, gated_wo = meas.plain, meas.gated, meas.plain_wo, meas.gated_wo
+    positive = bool((meas.gates > 0).all())
+    hyp = HypothesisCheck("gates are positive scalars per (position, head) (the reconstruction)", positive,
+                          finite(float(meas.gates.min())), "smallest gate value")
+    common = _pgop_common(ctx, meas, (hyp, pos_hyp))
     if not positive:
         return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE, "a gate is not positive",
                        violated_hypothesis=hyp.name, **common)]
-    if not decisive:
+    if not all(r.decisive for r in meas.recs):
         return [record(ctx, "pgop", "pgop-fibre", Verdict.INCONCLUSIVE, "a (gated) W_O rank is undecided", **common)]
     v = remedy_verdict(plain, gated, plain_wo, gated_wo)
     if v is Verdict.FAILS and gated == plain and gated_wo == plain_wo:
@@ -260,7 +301,7 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                                 "every positive gate)", ("layer 0, fixed gate draw",))
     return [record(ctx, "pgop", "pgop-fibre", v,
                    (f"[reconstruction] position gates leave the head-channel fibre unchanged: gated summation "
-                    f"fibre {gated} = plain {plain} at n = {n}; with W_O {gated_wo} = {plain_wo} at rows {rows}. "
+                    f"fibre {gated} = plain {plain} at n = {n}; with W_O {gated_wo} = {plain_wo} at rows {meas.rows}. "
                     "Positive gates rescale heads, they cannot separate heads in a shared channel: the reconstruction "
                     "does not remedy the non-identifiability (the paper's own PG-OP is not in the text we hold)")
                    if gated == plain and gated_wo == plain_wo else

@@ -144,6 +144,36 @@ def add_eps_option(p: argparse.ArgumentParser) -> None:
                         "eps-free LayerNorm); stated in every model record's context")
 
 
+#: each run flag's argparse settings: the default, the type and the metavar come from symtrans.config.PARAMS;
+#: the value is checked by the one declared constraint (symtrans.args.check_args), never by argparse choices
+def add_run_option(p: Any, name: str, help_text: str, **kwargs: Any) -> None:
+    """Add the run flag ``--name`` (n, seed, dtype, stream) with its one declared default and a help text.
+
+    ``kwargs`` go to ``add_argument`` (``dest``, ``nargs``; ``default=None`` where another flag stands in for it).
+    The value is refused, when bad, by the parameter's declared constraint (one error text), not by argparse.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_run_option(p, "n", "sequence length")
+    >>> add_run_option(p, "dtype", "dtype")
+    >>> a = p.parse_args([])
+    >>> a.n, a.dtype, p.parse_args(["--dtype", "float16"]).dtype  # refused later, by check_args
+    (128, 'float64', 'float16')
+    """
+    from symtrans.config import PARAMS, RUN_DTYPES, STREAM_MODES, spelling
+
+    param = PARAMS[name]
+    nargs = kwargs.get("nargs")
+    default = kwargs.pop("default", [param.default] if nargs else param.default)
+    shown = " ".join(map(str, default)) if isinstance(default, list) else default
+    settings: dict[str, Any] = {"n": {"type": int, "metavar": "N"}, "seed": {"type": int, "metavar": "SEED"},
+                                "dtype": {"metavar": "|".join(RUN_DTYPES)},
+                                "stream": {"metavar": "|".join(STREAM_MODES)}}[name]
+    tail = f" (default {shown})" if default is not None and "(default" not in help_text else ""
+    p.add_argument(spelling(name, cli=True), default=default, help=help_text + tail, **{**settings, **kwargs})
+
+
 def add_device_option(p: argparse.ArgumentParser) -> None:
     """``--device``, the same on every command: unset = CUDA when available, else CPU.
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
-from symtrans.evidence import DEFAULT_N
+from symtrans.config import DEFAULT_N, DEFAULT_SEED
 
 __all__ = ["register", "record_certificates", "write_certificates", "verify_paths", "verify_coq", "coverage"]
 
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     >>> build_parser("certify").parse_args(["certify", "prop-5.1", "--model", "none"]).ids
     ['prop-5.1']
     """
+    from symtrans.cli import add_model_option, add_run_option
+
     if name == "verify":
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("paths", nargs="*", metavar="DIR|FILE", help="certificate files, or directories of *.json")
@@ -41,19 +43,17 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                             "them with coqchk and against the pinned statements; exit 1 with one line on a refusal")
         p.add_argument("--model", default="default",
                        help="the model the certificates are about: 'default' (bundled MiniLM) or a local directory")
-        p.add_argument("--n", type=int, default=DEFAULT_N, help="the n they were certified at (default %(default)s)")
-        p.add_argument("--seed", type=int, default=0, help="the seed they were certified at (default 0)")
+        add_run_option(p, "n", "the n they were certified at")
+        add_run_option(p, "seed", "the seed they were certified at")
         p.set_defaults(func=_cmd_verify)
         return
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("ids", nargs="*", metavar="ID", help="claim ids (default: every claim with a certificate)")
     p.add_argument("--claims", nargs="+", metavar="ID", help="claim ids, as in `symtrans check --claims` (the same as "
                    "the positional IDs)")
-    from symtrans.cli import add_model_option
-
     add_model_option(p, none=True)  # none: skip the certificates on real weights
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for real-weight certificates (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random witnesses (default 0)")
+    add_run_option(p, "n", "sequence length for real-weight certificates")
+    add_run_option(p, "seed", "seed of the random witnesses")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--out", metavar="DIR", help="write one JSON certificate file per certificate into DIR")
     p.set_defaults(func=_cmd_certify)
@@ -75,7 +75,7 @@ def record_certificates(ev: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_N,
-                       seed: int = 0) -> tuple[list[str], list[str]]:
+                       seed: int = DEFAULT_SEED) -> tuple[list[str], list[str]]:
     """Write each record's certificates to ``directory`` as ``<producer>[-k].json``; return (files, uncovered).
 
     ``MANIFEST.json`` (sealed by a digest) lists the files with their SHA-256
@@ -127,7 +127,7 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
 
 
 def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N,
-                 seed: int = 0) -> list[tuple[str, bool, str]]:
+                 seed: int = DEFAULT_SEED) -> list[tuple[str, bool, str]]:
     """Re-check every certificate file under ``paths`` on ``model`` at ``n``, ``seed``; (file, valid, reason) each.
 
     A directory must match its manifest (each difference is one invalid entry).

@@ -8,7 +8,6 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
-from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register"]
 
@@ -25,16 +24,15 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ": every claim a computation can "
                        "test, on the model's real weights (float64 by default)")
-    from symtrans.cli import add_device_option, add_eps_option, add_model_option
+    from symtrans.cli import add_device_option, add_eps_option, add_model_option, add_run_option
 
     add_model_option(p)
     p.add_argument("--claims", nargs="+", metavar="ID", help="only these claim ids (default: all checked claims)")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the real inputs (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random tokens and inputs (default 0)")
+    add_run_option(p, "n", "sequence length of the real inputs")
+    add_run_option(p, "seed", "seed of the random tokens and inputs")
     add_device_option(p)
     add_eps_option(p)
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help="dtype of weights and forward pass (rank decisions want float64)")
+    add_run_option(p, "dtype", "dtype of weights and forward pass (rank decisions want float64)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_check)
 
@@ -63,7 +61,7 @@ def _table(evidence: list[Any], seconds: bool = True) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     from symtrans.config import RunConfig
 

@@ -64,7 +64,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
             print(_describe(g, claim))
         return 0
     if args.query == "blocks":
-        from symtrans.evidence import Context
+        from symtrans.context import Context
         from symtrans.runner import run_producers
         from symtrans.graph import assess
 

@@ -17,7 +17,6 @@ import argparse
 import json
 from typing import Any
 
-from symtrans.config import DEFAULT_N
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -35,7 +34,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
     p.add_argument("--arch", help="preset name or path to a config.json")
-    from symtrans.cli import add_model_option
+    from symtrans.cli import add_model_option, add_run_option
 
     add_model_option(p, default=None)
     p.add_argument("--verify", action="store_true", help="numeric invariance, orbit and fibre checks on the weights")
@@ -48,8 +47,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--certificate-out", metavar="FILE",
                    help="with --complete: write a certificate that dim(stabiliser) <= dim G at one rational instance "
                         "(the smallest layer count, layers scope), for `symtrans verify FILE`")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length of the numeric checks (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    add_run_option(p, "n", "sequence length of the numeric checks")
+    add_run_option(p, "seed", "seed of the numeric checks' random inputs")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_group)
 
@@ -151,6 +150,7 @@ def _cmd_group(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from symtrans.evidence import Verdict
     from symtrans.group.numeric import layer_blocks, verify_model
     from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric, orbit_dimension_numeric
     from symtrans.numeric import load_model
@@ -174,8 +174,8 @@ def _verify(args: argparse.Namespace) -> int:
         bar.step("FFN-input fibre")
     orbit_rows = [{"layer": o.layer, "jacobian_rank": o.jacobian_rank, "formula_at_measured_ranks":
                    o.formula_at_measured_ranks, "symbolic": o.symbolic_generic, "dtype": "float64",
-                   "margin_decades": o.min_margin, "verdict": "holds" if o.agrees else "fails"} for o in orbits]
-    ok = all(c.verdict == "holds" for c in checks) and all(o.agrees for o in orbits) and ffn["fibre"] == ffn["expected"]
+                   "margin_decades": o.min_margin, "verdict": (Verdict.SUPPORTED if o.agrees else Verdict.FAILS).label} for o in orbits]
+    ok = all(c.verdict is Verdict.SUPPORTED for c in checks) and all(o.agrees for o in orbits) and ffn["fibre"] == ffn["expected"]
     data = {"model": w.arch.name, "weights_hash": w.weights_hash, "n": args.n,
             "checks": [c.to_dict() for c in checks], "orbits": orbit_rows,
             "fibres": {"wo": [{"layer": i, "fibre": r["fibre"], "rank": r["rank"]["rank"],

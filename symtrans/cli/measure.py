@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_N, DEFAULT_SEED, DEFAULT_STREAM
+from symtrans.precision import DECISIVE_MARGIN
 from symtrans.errors import SymtransError
 from symtrans.validate import dumps_strict
 
@@ -35,13 +37,13 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     'hi there'
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    from symtrans.cli import add_device_option, add_model_option, add_progress_options
+    from symtrans.cli import add_device_option, add_model_option, add_progress_options, add_run_option
 
     add_model_option(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", help="input text (tokenized with the model's tokenizer.json)")
-    src.add_argument("--n", type=int, help="number of random tokens (default 128)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the random tokens")
+    add_run_option(src, "n", f"number of random tokens (default {DEFAULT_N}, unless --text)", default=None)
+    add_run_option(p, "seed", "seed for the random tokens")
     p.add_argument("--variant", choices=_VARIANT_CHOICES + ("all",), default="full",
                    help="which stack the rank profile follows (full = the real model)")
     p.add_argument("--depth", type=int, help="depth of the variant stack (default: the model's layers)")
@@ -49,13 +51,12 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     p.add_argument("--ln", choices=("auto", "on", "off"), default="auto",
                    help="LayerNorm in the variants (auto: on for full only)")
     add_device_option(p)
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    add_run_option(p, "dtype", "dtype of weights and forward pass")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR")
     p.add_argument("--allow-pickle", action="store_true",
                    help="load a pickled .bin/.pt checkpoint (with torch.load weights_only=True)")
-    p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
-                   help="read one layer at a time from safetensors (auto: checkpoints over 1 GiB)")
+    add_run_option(p, "stream", "read one layer at a time from safetensors (auto: checkpoints over 1 GiB)")
     add_progress_options(p)
     p.set_defaults(func=_cmd_measure)
 
@@ -67,10 +68,11 @@ def _checkpoint_bytes(model: str) -> int:
     return sum(f.stat().st_size for f in directory.glob("*.safetensors")) if directory.is_dir() else 0
 
 
-def run_measure(model: str = "default", *, text: str | None = None, n: int | None = None, seed: int = 0,
+def run_measure(model: str = "default", *, text: str | None = None, n: int | None = None,
+                seed: int = DEFAULT_SEED,
                 variant: str = "full", depth: int | None = None, layer_index: int | None = None,
-                ln: str = "auto", device: str | None = None, dtype: str = "float64",
-                allow_pickle: bool = False, stream: str = "auto", progress: bool = False) -> Any:
+                ln: str = "auto", device: str | None = None, dtype: str = DEFAULT_DTYPE,
+                allow_pickle: bool = False, stream: str = DEFAULT_STREAM, progress: bool = False) -> Any:
     """Load a model and run :func:`symtrans.numeric.measure.measure_all`: what ``symtrans measure`` does.
 
     The report's ``memory`` holds the process's peak resident set during the
@@ -88,7 +90,7 @@ def run_measure(model: str = "default", *, text: str | None = None, n: int | Non
     if depth is not None and depth < 1:
         raise SymtransError(f"--depth must be at least 1, got {depth}")
     if text is None and n is None:
-        n = 128
+        n = DEFAULT_N
     dev = resolve_device(device)
     before = peak_memory().get("rss_mib")
     reset = reset_peak_memory()
@@ -174,7 +176,7 @@ def render_text(report: Any) -> str:
     out.append("time       " + ", ".join(f"{k} {v:.2f} s" for k, v in r.timings_s.items()))
     first = next(iter(r.profiles.values())).layers[0].rank
     out += ["", f"rank cut   {first.tolerance_reason}",
-            "margin     decades between the cut and the nearest singular value (<1: fragile)"]
+            f"margin     decades between the cut and the nearest singular value (<{DECISIVE_MARGIN:g}: fragile)"]
     for name, prof in r.profiles.items():
         out += ["", f"rank profile: variant {name}, LayerNorm {'on' if prof.ln else 'off'}"
                 + (f", layer {prof.layer_index} repeated" if prof.layer_index is not None else "")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register", "context_from_args"]
 
@@ -22,17 +21,16 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     """
     p = sub.add_parser(name, help=help_text, description=help_text + ". Writes report.md, report.json, "
                        "report.html and report.dot into DIR, atomically (all of them, or none).")
-    from symtrans.cli import add_device_option, add_eps_option, add_model_option
+    from symtrans.cli import add_device_option, add_eps_option, add_model_option, add_run_option
 
     add_model_option(p, none=True)  # none: symbolic producers only (numeric ones are then listed as not-run)
     p.add_argument("--out", default="symtrans-report", metavar="DIR",
                    help="output directory (new, empty, or holding only an earlier report)")
     p.add_argument("--format", default="md,json,html,dot", help="comma-separated: md, json, html, dot")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help="sequence length for numeric checks (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for numeric checks (default 0)")
+    add_run_option(p, "n", "sequence length for numeric checks")
+    add_run_option(p, "seed", "random seed for numeric checks")
     add_device_option(p)
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help="dtype for numeric checks (default float64: rank decisions need it)")
+    add_run_option(p, "dtype", "dtype for numeric checks (float64: rank decisions need it)")
     p.add_argument("--previous", metavar="REPORT_JSON", default=None,
                    help="an earlier report.json whose evidence is carried over (marked stale if the weights "
                         "or the toolkit version changed)")
@@ -41,8 +39,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                         "layers before them); the scope is stated in every record and in the header, and a "
                         "statement about every layer is not certified from a subset")
     add_eps_option(p)
-    p.add_argument("--stream", choices=("auto", "on", "off"), default="auto",
-                   help="read the weights one layer at a time from safetensors (auto: when the model in float64 "
+    add_run_option(p, "stream", "read the weights one layer at a time from safetensors (auto: when the model in float64 "
                         "exceeds 4 GiB; peak memory about two layers in float64 per process)")
     p.add_argument("--gauge-check", action="store_true",
                    help="also draw 5 random exact elements of the invariance group G (and, for LayerNorm models, "
@@ -56,7 +53,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """Build the evidence :class:`~symtrans.evidence.Context` from the command-line options.
+    """Build the evidence :class:`~symtrans.context.Context` from the command-line options.
 
     Examples
     --------
@@ -67,7 +64,7 @@ def context_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """
     from symtrans.args import parse_layers
     from symtrans.config import RunConfig
-    from symtrans.evidence import Context
+    from symtrans.context import Context
 
     layers = getattr(args, "layers", None)
     config = RunConfig.from_args(args, layers=parse_layers(layers) if layers is not None else None)

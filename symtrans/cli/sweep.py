@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from symtrans.evidence import DEFAULT_N
 
 __all__ = ["register"]
 
@@ -27,10 +26,10 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                        "and readings x runs) is written to DIR/aggregate/sweep.{md,json,html,csv}. See docs/sweep.md.")
     p.add_argument("models", nargs="+", metavar="MODEL",
                    help="'default' (the bundled model), a model directory, or a hub id")
-    p.add_argument("--n", dest="ns", type=int, nargs="+", default=[DEFAULT_N], metavar="N",
-                   help="sequence lengths (default %(default)s)")
-    p.add_argument("--seed", dest="seeds", type=int, nargs="+", default=[0], metavar="SEED",
-                   help="random seeds (default %(default)s)")
+    from symtrans.cli import add_run_option
+
+    add_run_option(p, "n", "sequence lengths", dest="ns", nargs="+")
+    add_run_option(p, "seed", "random seeds", dest="seeds", nargs="+")
     p.add_argument("--out", default="symtrans-sweep", metavar="DIR",
                    help="sweep directory (new, empty, or an earlier sweep's: finished runs are kept)")
     p.add_argument("--engine", default=None, choices=("ray", "local"),
@@ -48,8 +47,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     from symtrans.cli import add_device_option
 
     add_device_option(p)  # one GPU a run where CUDA is available
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help="dtype for numeric checks (default float64: rank decisions need it)")
+    add_run_option(p, "dtype", "dtype for numeric checks (float64: rank decisions need it)")
     p.set_defaults(func=_cmd_sweep)
 
 

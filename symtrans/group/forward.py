@@ -31,6 +31,7 @@ from typing import Any
 import sympy as sp
 
 from symtrans.arch import Architecture
+from symtrans.catalogue.model import unused_position_rows
 from symtrans.errors import SymtransError
 
 __all__ = ["Features", "SympyBackend", "TorchBackend", "layer_forward", "model_forward", "stack_forward"]
@@ -367,21 +368,6 @@ class TorchBackend:
     def rotate(self, Q: Any, rots: list[Any]) -> Any:
         """Row i times R_i."""
         return self.torch.einsum("nk,nkj->nj", Q, self.torch.stack(rots))
-
-
-def unused_position_rows(arch: Architecture) -> int:
-    """Leading rows of a learned position table that no input reads (RoBERTa: 2, positions start at padding_idx + 1).
-
-    Examples
-    --------
-    >>> from symtrans.arch import get_arch
-    >>> unused_position_rows(get_arch("roberta-base")), unused_position_rows(get_arch("bert-base"))
-    (2, 0)
-    """
-    t, m = arch.position_table, arch.max_positions
-    if arch.positional != "learned" or not isinstance(t, int) or not isinstance(m, int):
-        return 0
-    return max(t - m, 0)
 
 
 def _bias(be: Any, n: int, b: Any) -> Any:

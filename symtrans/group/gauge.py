@@ -244,7 +244,7 @@ def processed_weights(weights: Any) -> list[str]:
     """
     import torch
 
-    from symtrans.precision import unit_roundoff
+    from symtrans.precision import smallest_normal, unit_roundoff
     from symtrans.numeric.weights import storage_precision
 
     out = []
@@ -254,7 +254,7 @@ def processed_weights(weights: Any) -> list[str]:
         for name in ("W_O", "W_out"):
             W = weights.tensors[name].to(torch.float64)
             u = unit_roundoff(storage_precision(weights, name)[0])
-            ratio = W.sum(-1).abs() / (2 * u * W.abs().sum(-1)).clamp_min(torch.finfo(torch.float64).tiny)
+            ratio = W.sum(-1).abs() / (2 * u * W.abs().sum(-1)).clamp_min(smallest_normal("float64"))
             worst = max(worst, float(ratio.max()))
         if worst <= 1.0:
             out.append("writers centred along the all-ones row (every row of W_O and W_out sums to zero at "

@@ -13,9 +13,10 @@ applying ``g`` and ``g^-1`` loses that much), and each of the ``L`` layers adds
 dot products of length ``d_model`` (error growing like ``sqrt(d_model) u``)
 passed through softmax and norms of modest gain. So
 ``tol = 10 * sqrt(d_model) * L * kappa * u`` relative to ``max |output|``, with
-a factor 10 of headroom. A check holds below ``tol``, fails above ``100 tol``
-and is inconclusive in between; a breaking feature is confirmed when the
-change exceeds ``100 tol``.
+a factor 10 of headroom. A check is supported below ``tol``, fails above
+``100 tol`` and is inconclusive in between; a breaking feature is confirmed
+when the change exceeds ``100 tol``. The verdict is the
+:class:`~symtrans.evidence.Verdict` every producer returns.
 
 Examples
 --------
@@ -34,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from symtrans.arch import Architecture
-from symtrans.errors import SymtransError
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_SEED, RUN_DTYPES
+from symtrans.errors import SymtransError, suggest
+from symtrans.evidence import Verdict
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
@@ -48,9 +51,13 @@ class InvarianceCheck:
 
     Examples
     --------
-    >>> c = InvarianceCheck("S_H", "float64", "invariant", 1e-16, 1e-12, "why", "holds", 1.0, "model")
+    >>> c = InvarianceCheck("S_H", "float64", "invariant", 1e-16, 1e-12, "why", Verdict.SUPPORTED, 1.0, "model")
     >>> c.to_dict()["verdict"]
-    'holds'
+    'supported'
+    >>> InvarianceCheck("S_H", "float64", "invariant", 1e-16, 1e-12, "why", "holds", 1.0, "model")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown verdict 'holds'; choose from: 'fails', 'inconclusive', 'supported'
     """
 
     factor: str
@@ -59,31 +66,37 @@ class InvarianceCheck:
     max_rel_change: float
     tolerance: float
     tolerance_reason: str
-    verdict: str  # holds | fails | inconclusive
+    verdict: Verdict  # supported | fails | inconclusive (a word is read as its Verdict)
     condition_number: float
     model: str
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        words = [Verdict.SUPPORTED.value, Verdict.FAILS.value, Verdict.INCONCLUSIVE.value]
+        if str(getattr(self.verdict, "value", self.verdict)) not in words:
+            raise SymtransError(suggest(str(getattr(self.verdict, "value", self.verdict)), words, "verdict"))
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict.
 
         Examples
         --------
-        >>> sorted(InvarianceCheck("f", "float32", "invariant", 0.0, 1.0, "r", "holds", 1.0, "m").to_dict())[:3]
+        >>> sorted(InvarianceCheck("f", "float32", "invariant", 0.0, 1.0, "r", "supported", 1.0, "m").to_dict())[:3]
         ['condition_number', 'detail', 'dtype']
         """
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "verdict": self.verdict.label}
 
     def line(self) -> str:
         """One line for the terminal.
 
         Examples
         --------
-        >>> InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "holds", 1.0, "m").line().split()[0]
-        'holds'
+        >>> InvarianceCheck("S_H", "float64", "invariant", 0.0, 1e-12, "r", "supported", 1.0, "m").line().split()[0]
+        'supported'
         """
         rel = "<=" if self.max_rel_change <= self.tolerance else ">"
-        return (f"{self.verdict:<12} {self.factor:<34} {self.dtype}  expect {self.expect:<9} "
+        return (f"{self.verdict.label:<12} {self.factor:<34} {self.dtype}  expect {self.expect:<9} "
                 f"rel change {self.max_rel_change:.2e} {rel} tol {self.tolerance:.2e}  (kappa {self.condition_number:.2f})"
                 + (f"  {self.detail}" if self.detail else ""))
 
@@ -486,12 +499,20 @@ def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str 
                         dict(weights.storage_dtypes))
 
 
-def _verdict(change: float, tol: float, expect: str) -> str:
-    """The word of an invariance check: the tolerance band of :func:`symtrans.precision.tolerance_state`."""
+def _verdict(change: float, tol: float, expect: str) -> Verdict:
+    """The verdict of an invariance check: the tolerance band of :func:`symtrans.precision.tolerance_state`.
+
+    Examples
+    --------
+    >>> _verdict(1e-15, 1e-12, "invariant").label, _verdict(1e-9, 1e-12, "invariant").label
+    ('supported', 'fails')
+    >>> _verdict(1e-11, 1e-12, "invariant").label, _verdict(1e-9, 1e-12, "changes").label
+    ('inconclusive', 'supported')
+    """
     from symtrans.precision import tolerance_state
 
     state = tolerance_state(change, tol, expect_small=expect == "invariant")
-    return {True: "holds", False: "fails", None: "inconclusive"}[state]
+    return {True: Verdict.SUPPORTED, False: Verdict.FAILS, None: Verdict.INCONCLUSIVE}[state]
 
 
 def _rel(a: Any, b: Any) -> float:
@@ -499,8 +520,8 @@ def _rel(a: Any, b: Any) -> float:
 
 
 # --------------------------------------------------------------------------- the real model
-def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32"), n: int = 12,
-                 seed: int = 0, factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
+def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
+                 seed: int = DEFAULT_SEED, factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
     """Apply a random element of every factor of G to real weights; check the output, per dtype.
 
     The output is the last hidden state through the final norm, if the model
@@ -520,8 +541,8 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
     --------
     >>> from symtrans.numeric import load_model
     >>> cs = verify_model(load_model("default"), dtypes=("float64",), n=6, factors=["S_H"])
-    >>> cs[0].verdict, cs[0].max_rel_change < cs[0].tolerance
-    ('holds', True)
+    >>> cs[0].verdict.label, cs[0].max_rel_change < cs[0].tolerance
+    ('supported', True)
     """
     import torch
 
@@ -590,7 +611,7 @@ def verify_model(weights: Any, *, dtypes: tuple[str, ...] = ("float64", "float32
 
 
 # --------------------------------------------------------------------------- random architectures
-def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[str, Any]:
+def random_blocks(arch: Architecture, seed: int = DEFAULT_SEED, dtype: Any = None) -> dict[str, Any]:
     """Random torch weights (block form, model dict with data ``X``) for any modelled architecture.
 
     Weights are Gaussian with variance 1/fan-in; gains are 1 + N(0, 0.1^2).
@@ -635,7 +656,7 @@ def random_blocks(arch: Architecture, seed: int = 0, dtype: Any = None) -> dict[
     return params
 
 
-def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
+def verify_random(arch: Architecture, *, dtype: str = DEFAULT_DTYPE, seed: int = DEFAULT_SEED,
                   factors: list[str] | None = None, tags: dict[str, Any] | None = None) -> list[InvarianceCheck]:
     """Invariance of every factor on random weights of ``arch`` (any modelled shape), torch forward.
 
@@ -643,8 +664,8 @@ def verify_random(arch: Architecture, *, dtype: str = "float64", seed: int = 0,
     --------
     >>> from symtrans.group.certify import tiny_arch
     >>> a = tiny_arch("bert-base", d_model=6, d_k=4, d_v=3, H=2, d_ff=5, n=4, L=2)
-    >>> [c.verdict for c in verify_random(a, factors=["qk-gauge", "vo-gauge"])]
-    ['holds', 'holds']
+    >>> [c.verdict.label for c in verify_random(a, factors=["qk-gauge", "vo-gauge"])]
+    ['supported', 'supported']
     """
     import torch
 
@@ -728,7 +749,7 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "
     import torch
 
     out: dict[str, Any] = {}
-    from symtrans.group.spec import _pieces
+    from symtrans.catalogue.spec import _pieces
 
     if factor == "qk-norm-gain-trade":
         return {"D": torch.eye(int(spec.arch.d_k), dtype=torch.float64) + torch.diag(pair_diagonal(

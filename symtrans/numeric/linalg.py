@@ -1,4 +1,4 @@
-"""Rank decisions with their records: the one place a numeric rank is decided.
+"""Rank decisions with their records, computed with torch; the rules they apply live in symtrans.precision.
 
 A rank of a real float matrix means nothing without the cut that decided it.
 :func:`numerical_rank` returns a :class:`RankRecord` with the dtype, the
@@ -47,7 +47,8 @@ def default_rtol(dtype: Any, shape: tuple[int, int]) -> tuple[float, str]:
     --------
     >>> import torch
     >>> rtol, why = default_rtol(torch.float64, (10, 4))
-    >>> rtol == 10 * 2.0 ** -52
+    >>> import math
+    >>> rtol == 10 * math.ulp(1.0)  # float64's eps, by Python's own route
     True
     """
     return rank_rtol(dtype, shape)
@@ -244,7 +245,9 @@ def storage_cut(frobenius_norm: float, storage_dtype: Any, shape: tuple[int, int
     --------
     >>> import torch
     >>> cut, why = storage_cut(1.0, torch.float32, (4, 4))
-    >>> abs(cut - (2.0 ** -24 + 4 * 2.0 ** -52)) < 1e-30
+    >>> import math
+    >>> u32 = float(torch.tensor(1.0, dtype=torch.float32).nextafter(torch.tensor(2.0)).item()) - 1  # eps32
+    >>> abs(cut - (u32 / 2 + 4 * math.ulp(1.0))) < 1e-30
     True
     >>> "Weyl" in why
     True
@@ -282,7 +285,7 @@ def check_storage_dtype(dtype: Any, what: str) -> None:
         from symtrans.errors import SymtransError
         from symtrans.validate import terminal_safe
 
-        raise SymtransError(f"{what} is stored as {terminal_safe(str(dtype).replace('torch.', ''))[:40]}, a storage "
+        raise SymtransError(f"{what} is stored as {terminal_safe(dtype_name(dtype))[:40]}, a storage "
                             f"dtype symtrans does not model ({', '.join(STORAGE_DTYPES)})") from None
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["layer_float64_bytes", "float64_bytes", "stream_budget", "report_memory_bytes", "REPORT_FIXED_BYTES",
-           "REPORT_STREAM_ABOVE_BYTES", "report_streams", "streamed_report_bytes"]
+           "REPORT_STREAM_ABOVE_BYTES", "report_streams", "streamed_report_bytes", "load_run_weights"]
 
 #: What a report process holds before any weight: the interpreter, torch, SymPy, the claim registry and its
 #: producers (measured: 374 MiB peak for a whole report on a 2-layer d_model 32 checkpoint in a fresh process,
@@ -137,10 +137,9 @@ def report_streams(spec: Any, mode: str = "auto") -> bool:
     """
     from pathlib import Path
 
-    from symtrans.errors import SymtransError
+    from symtrans.config import check_param
 
-    if mode not in ("auto", "on", "off"):
-        raise SymtransError(f"--stream {mode!r}: use auto, on or off")
+    check_param("stream", mode, cli=True)  # the one declared constraint
     if mode != "auto":
         return mode == "on"
     if not isinstance(spec, (str, Path)):
@@ -154,6 +153,25 @@ def report_streams(spec: Any, mode: str = "auto") -> bool:
     if not (directory / "config.json").is_file():
         return False
     return float64_bytes(from_config(directory)) > REPORT_STREAM_ABOVE_BYTES
+
+
+def load_run_weights(spec: Any, *, dtype: str = "float64", device: str | None = "cpu", stream: str = "auto") -> Any:
+    """Load model ``spec`` for a run: one layer at a time when :func:`report_streams` says so, else whole.
+
+    The loader of :class:`symtrans.context.Context` (its ``DEFAULT_LOADER``). A
+    streamed model keeps two layers: a producer returns to the layer it reads.
+
+    Examples
+    --------
+    >>> w = load_run_weights("default", stream="off")
+    >>> type(w).__name__, type(load_run_weights("default", stream="on")).__name__
+    ('ModelWeights', 'StreamedWeights')
+    """
+    from symtrans.numeric.weights import load_model, stream_model
+
+    if report_streams(spec, stream):
+        return stream_model(spec, dtype=dtype, device=device, keep=2)
+    return load_model(spec, dtype=dtype, device=device)
 
 
 def streamed_report_bytes(arch: Any, n: int, workers: int = 2) -> int:

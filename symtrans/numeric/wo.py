@@ -29,7 +29,7 @@ Examples
 >>> import torch
 >>> tuple(stacked_wo(torch.zeros(12, 32, 384)).shape)
 (384, 384)
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> r = wo_rank(Context(model="default", n=4), 0)
 >>> r.rank, r.low, r.high, r.decided, r.injective, r.fibre(4), r.kappa
 (384, 384, 384, True, True, (0, 0), (0, 0))
@@ -65,7 +65,7 @@ def wo_storage_ranks(ctx: Any) -> list[Any]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> recs = wo_storage_ranks(Context(model="default", n=4))
     >>> len(recs), recs[0].rank, recs[0].precision
     (6, 384, 'float32 storage rounding (Cholesky certificate)')
@@ -220,7 +220,7 @@ def wo_rank(ctx: Any, layer: int, *, centred: bool = False) -> WoRank:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> ctx = Context(model="default", n=4)
     >>> wo_rank(ctx, 5) is wo_rank(ctx, 5), wo_rank(ctx, 5).storage_dtype
     (True, 'float32')
@@ -242,7 +242,7 @@ def wo_ranks(ctx: Any, *, centred: bool = False) -> list[WoRank]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> [r.layer for r in wo_ranks(Context(model="default", n=4, layers=(1, 3)))]
     [1, 3]
     """

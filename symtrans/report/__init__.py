@@ -6,7 +6,7 @@ atomically (all files appear together, or none do).
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> report = build_report(Context(model=None))
 >>> sorted(render(report, ["md", "dot"]))
 ['report.dot', 'report.md']

@@ -7,7 +7,7 @@ then does not count towards the verdict).
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> r = build_report(Context(model=None))
 >>> len(r.claims) == len(r.graph), r.model is None
 (True, True)
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.evidence import Context, Evidence, Verdict, record_certificates
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Verdict, record_certificates
 from symtrans.precision import dtype_name
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 from symtrans.report.fmt import answer_counts, shown_as
@@ -48,7 +49,7 @@ class Report:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> r = build_report(Context(model=None))
     >>> r.verdict_counts()["not-run"] > 0
     True
@@ -99,7 +100,7 @@ class Report:
 
         Examples
         --------
-        >>> from symtrans.evidence import Context
+        >>> from symtrans.context import Context
         >>> build_report(Context(model=None)).scope_line
         'no model: symbolic producers only'
         """
@@ -122,7 +123,7 @@ class Report:
 
         Examples
         --------
-        >>> from symtrans.evidence import Context
+        >>> from symtrans.context import Context
         >>> doc = build_report(Context(model=None)).to_json()
         >>> sorted(doc)[:4]
         ['claims', 'context', 'edges', 'errors']
@@ -345,7 +346,7 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> r = build_report(Context(model=None))
     >>> r.statuses["lit-dong"].standing.value
     'external'

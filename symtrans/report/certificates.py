@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from symtrans.config import DEFAULT_N, DEFAULT_SEED
 from symtrans.errors import SymtransError
 
 __all__ = ["certify_claims"]
 
 
-def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: int = 128,
-                   seed: int = 0, progress: bool = False) -> dict[str, Any]:
+def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: int = DEFAULT_N,
+                   seed: int = DEFAULT_SEED, progress: bool = False) -> dict[str, Any]:
     """Run the certificates for ``ids`` (all when empty); return the report-shaped dict.
 
     Examples
@@ -34,7 +35,7 @@ def certify_claims(ids: list[str] | None, *, model: str | None = "default", n: i
     ...
     symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
     """
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.runner import run_certificates
 
     if n < 1:

@@ -5,7 +5,7 @@ solid edges = statement dependencies, dashed = proof dependencies.
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> from symtrans.report import build_report
 >>> text = render_dot(build_report(Context(model=None)))
 >>> text.splitlines()[0], '"H1" -> "thm-4.2"' in text
@@ -36,7 +36,7 @@ def render_dot(report: Report) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> report = build_report(Context(model=None))
     >>> render_dot(report).count('" -> "') == len(report.graph.edges())

@@ -239,7 +239,7 @@ def overview_rows(report: Any) -> list[dict[str, str]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> rows = overview_rows(build_report(Context(model=None)))
     >>> r = next(r for r in rows if r["item"] == "H4")
@@ -266,7 +266,7 @@ def not_run_breakdown(report: Any) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> not_run_breakdown(build_report(Context(model=None))).startswith("not-run ")
     True
@@ -306,7 +306,7 @@ def shown_as(claim: Any, status: Any) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> r = build_report(Context(model=None))
     >>> [shown_as(c, s) for c, s in r.items() if c.id in ("H1", "lit-dong", "thm-4.2")]
@@ -329,7 +329,7 @@ def answer_counts(report: Any) -> dict[str, int]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> counts = answer_counts(build_report(Context(model=None)))
     >>> sum(counts.values()) == 35, "not-run" in counts and counts["stated"] == 10
@@ -344,7 +344,7 @@ def answer_line(report: Any) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> answer_line(build_report(Context(model=None)))  # doctest: +ELLIPSIS
     '35 items: ... fails, ... stated, ... assumed; fully certified ...'
@@ -362,7 +362,7 @@ def all_sizes_rows(report: Any) -> list[dict[str, str]]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> rows = all_sizes_rows(build_report(Context(model=None)))
     >>> any(r["item"] == "thm-4.2-corrected" for r in rows), sorted(rows[0])

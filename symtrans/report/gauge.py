@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from symtrans.config import DEFAULT_SEED
+
 __all__ = ["GaugeCheck", "gauge_check", "verdicts_of", "same_function"]
 
 
@@ -194,7 +196,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     equivariance: the output becomes ``out Q``. The tolerance is
     :func:`symtrans.group.numeric.tolerance` at the weights' storage dtype (the
     moved weights are rounded to it) and the element's condition number; the
-    verdict rule is ``group --verify``'s (holds below it, fails above 100x).
+    verdict rule is ``group --verify``'s (supported below it, fails above 100x).
 
     Examples
     --------
@@ -203,7 +205,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     >>> w = load_model("default")
     >>> g = sample_gauge(w, seed=0, factors=["S_H", "residual-permutation"])
     >>> same_function(w, apply_gauge(w, g), g, n=4, seed=0)["verdict"]
-    'holds'
+    'supported'
     """
     from symtrans.group.numeric import _rel, _verdict, tolerance
     from symtrans.numeric.forward import encode, random_ids
@@ -220,7 +222,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
     return {"max_rel_change": change, "tolerance": tol, "tolerance_reason": why, "storage_dtype": sd,
-            "verdict": _verdict(change, tol, "invariant")}
+            "verdict": _verdict(change, tol, "invariant").label}
 
 
 def _model_producers() -> list[Any]:
@@ -236,7 +238,7 @@ def _records(ctx: Any, producers: list[Any]) -> list[Any]:
     return [e for res in results for e in res]
 
 
-def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements: int = 5, restricted: int | None = None,
+def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, elements: int = 5, restricted: int | None = None,
                 centring: bool = True, weights: Any = None, transform: Any = None,
                 sets: list[tuple[str, ...]] | None = None) -> GaugeCheck:
     """Compare every statement's verdict on W with its verdict on ``elements`` random elements g of G applied to W.
@@ -257,7 +259,7 @@ def gauge_check(model: Any = "default", *, n: int = 16, seed: int = 0, elements:
     True
     """
     from proofs._claim import declared_items
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.group.gauge import GaugeElement, apply_gauge, centring_element, gauge_factors, sample_gauge
     from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers

@@ -9,7 +9,7 @@ what rests on it; clicking jumps to its section below.
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> from symtrans.report import build_report
 >>> from proofs import all_claims
 >>> page = render_html(build_report(Context(model=None)))
@@ -166,7 +166,7 @@ def render_svg(report: Report, *, focus: str | None = None, engine: str = "auto"
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> rep = build_report(Context(model=None))
     >>> svg = render_svg(rep)
@@ -544,7 +544,7 @@ def render_notebook(report: Report) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> cell = render_notebook(build_report(Context(model=None)))
     >>> cell.startswith('<div class="symtrans-nb"><style>'), cell.count("<math") >= 30
@@ -563,7 +563,7 @@ def render_html(report: Report) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> render_html(build_report(Context(model=None))).startswith("<!DOCTYPE html>")
     True

@@ -8,7 +8,7 @@ paper order.
 
 Examples
 --------
->>> from symtrans.evidence import Context
+>>> from symtrans.context import Context
 >>> from symtrans.report import build_report
 >>> md = render_markdown(build_report(Context(model=None)))
 >>> md.index("The answer") < md.index("Where the toolkit and the paper disagree") < md.index("Every claim and reading")
@@ -310,7 +310,7 @@ def render_markdown(report: Report) -> str:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> "### thm-4.2: LayerNorm rank neutrality" in render_markdown(build_report(Context(model=None)))
     True

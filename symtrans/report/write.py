@@ -47,7 +47,7 @@ def render(report: Report, formats: list[str]) -> dict[str, str]:
 
     Examples
     --------
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> texts = render(build_report(Context(model=None)), ["json"])
     >>> import json
@@ -162,7 +162,7 @@ def write_report(report: Report, out: str | Path, formats: list[str]) -> list[Pa
     Examples
     --------
     >>> import tempfile, pathlib
-    >>> from symtrans.evidence import Context
+    >>> from symtrans.context import Context
     >>> from symtrans.report import build_report
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> [p.name for p in write_report(build_report(Context(model=None)), d / "r", ["md", "dot"])]

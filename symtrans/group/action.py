@@ -1,0 +1,387 @@
+"""The generic action of G: a factor's element acting on weights through its tag table only.
+
+:func:`act` reads nothing but a factor's tag table (:class:`~symtrans.catalogue.model.AxisTag`
+rows) and :data:`ACTIONS` (what each kind of row does to one block), so both the
+exact certificates (:mod:`symtrans.group.certify`) and the numeric checks
+(:mod:`symtrans.group.numeric`) transform weights only through it.
+
+This module never imports torch (tests/test_import_contract.py checks it):
+:func:`act` works on SymPy matrices and on torch tensors alike (block form:
+per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
+torch only through a tensor it is given. Group elements as torch tensors are
+built in :mod:`symtrans.group.numeric` (``lie_element``).
+
+Raises
+------
+SymtransError
+    When a tag's side does not fit its tensor's block (a right action on a
+    row axis), when an element lacks a component its tag table names, or when
+    the number of per-head entries or per-layer elements does not match the
+    weights.
+
+See Also
+--------
+symtrans.catalogue.model.AxisTag : one row of a tag table
+symtrans.catalogue.model.ACTION_TEXT : how a tag table names each kind of action
+symtrans.group.certify : exact certificates built on :func:`act`
+symtrans.group.numeric : numeric checks built on :func:`act`
+
+References
+----------
+The paper's §9 (the invariance group G acting on the weights, as formalised in
+``/work/shared/paper/claims.md``: ``W_Q^h -> W_Q^h M_h``, ``W_K^h -> W_K^h
+M_h^-T``, ``W_V^h -> W_V^h N_h``, ``W_O^h -> N_h^-1 W_O^h`` and the other
+factors); ``docs/group.md`` lists every tag table.
+
+Examples
+--------
+>>> ACTIONS["inverse"].describe(AxisTag("W_O", 1, "vo-gauge", "left", "inverse", index="head"))
+'g^-1'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
+from symtrans.catalogue.spec import GroupSpec
+from symtrans.errors import SymtransError
+
+__all__ = ["act", "Action", "ACTIONS"]
+
+
+def _is_sympy(x: Any) -> bool:
+    return isinstance(x, sp.MatrixBase)
+
+
+def _inverse(g: Any) -> Any:
+    return g.inv() if _is_sympy(g) else g.inverse()
+
+
+def _cached_inverse(g: Any, cache: dict[int, Any]) -> Any:
+    if id(g) not in cache:
+        cache[id(g)] = (g, _inverse(g))  # keep g alive so its id is not reused
+    return cache[id(g)][1]
+
+
+def _diag(v: Any) -> Any:
+    return sp.diag(*list(v)) if _is_sympy(v) else v.reshape(-1).diag()
+
+
+def _diagonal_row(M: Any) -> Any:
+    if not _is_sympy(M) and hasattr(M, "dense"):
+        M = M.dense()
+    if _is_sympy(M):
+        return sp.Matrix([[M[i, i] for i in range(M.rows)]])
+    return M.diagonal().reshape(1, -1)
+
+
+def _block_axis(tag: AxisTag) -> int:
+    axes = _axes(tag.tensor)
+    inner = axes[1:] if tag.index is not None else axes
+    pos = tag.axis - (1 if tag.index is not None else 0)
+    return 1 if len(inner) == 1 else pos
+
+
+def _ones_like_row(block: Any) -> Any:
+    cols = block.shape[1]
+    if _is_sympy(block):
+        return sp.ones(1, cols)
+    return block.new_ones(1, cols)
+
+
+def _reciprocal(row: Any) -> Any:
+    return row.applyfunc(lambda x: 1 / x) if _is_sympy(row) else 1 / row
+
+
+def _dot(a: Any, b: Any) -> Any:
+    if _is_sympy(a):
+        return (a * b.T)[0, 0]
+    return (a * b).sum()
+
+
+def _apply_block(block: Any, tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any], original: dict[str, Any],
+                 which: Any, head: int | None = None) -> Any:
+    inverse = (lambda: ginv if ginv is not None else _cached_inverse(g, cache))
+    return ACTIONS[tag.how].apply(block, tag, g, inverse, original, which, head)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One kind of action (an :class:`AxisTag`'s ``how``): how a tag table names it, and what it does to one block.
+
+    ``apply(block, tag, g, inverse, original, which, head)`` returns the acted-on
+    block: ``g`` is the element's component, ``inverse()`` its inverse,
+    ``original`` the tensors before the action, ``which(h)`` the key/value head
+    of query head ``h`` and ``head`` the block's head index (None for a whole tensor).
+
+    Examples
+    --------
+    >>> sorted(ACTIONS)[:3]
+    ['conjugate_diagonal', 'conjugate_gain', 'conjugate_gain_row']
+    >>> ACTIONS["translate"].apply(sp.Matrix([[1, 2]]), None, sp.Matrix([[3, 4]]), None, {}, None, None)
+    Matrix([[4, 6]])
+    """
+
+    describe: Callable[[AxisTag], str]
+    apply: Callable[..., Any]
+
+
+def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
+    """A linear action on the side the tag names: by the element, its inverse or its inverse transpose."""
+    def apply(block: Any, tag: AxisTag, g: Any, inverse: Any, original: Any, which: Any, head: Any) -> Any:
+        R = inverse() if use_inverse else g
+        if transpose:
+            R = R.T
+        bax = _block_axis(tag)
+        if tag.side == "right":
+            if bax != 1:
+                raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
+            return block @ R
+        if bax != 0:
+            raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
+        return R @ block
+
+    return apply
+
+
+def _translate_rows(sign: int) -> Callable[..., Any]:
+    def apply(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
+        ones = sp.ones(block.shape[0], 1) if _is_sympy(block) else block.new_ones(block.shape[0], 1)
+        return block + sign * (ones @ g)
+
+    return apply
+
+
+def _conjugate_gain(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    gain = original[tag.via]
+    return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
+
+
+def _conjugate_gain_row(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    gain = original[tag.via]
+    return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
+
+
+def _hyperplane_head(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    """The head W absorbs a shift t of the final norm's bias through the hyperplane."""
+    names = tag.via.split(",")
+    inv_gain = _reciprocal(original[names[0]])
+    v = -(g @ block) / _dot(original[names[1]] + g, inv_gain)
+    return block + inv_gain.T @ v
+
+
+def _hyperplane_weight(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    return block + _reciprocal(original[tag.via.split(",")[0]]).T @ g
+
+
+def _hyperplane_bias(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
+    names = tag.via.split(",")
+    return block - _dot(original[names[1]], _reciprocal(original[names[0]])) * g
+
+
+def _translate_leading_rows(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
+    k = g.shape[0]
+    if _is_sympy(block):
+        return block + sp.Matrix.vstack(g, sp.zeros(block.shape[0] - k, block.shape[1]))
+    return block + sys.modules["torch"].cat([g, g.new_zeros(block.shape[0] - k, block.shape[1])])  # a torch block
+
+
+def _translate_image(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], which: Any,
+                     head: int | None) -> Any:
+    via = original[tag.via]
+    if not isinstance(via, list):
+        return block - g @ via
+    if head is not None:
+        return block - g @ via[head]
+    image = None
+    for h, W in enumerate(via):
+        term = g[which(h)] @ W
+        image = term if image is None else image + term
+    return block - image
+
+
+#: each kind of action's effect on one block (its description in a tag table is ACTION_TEXT)
+_APPLY: dict[str, Callable[..., Any]] = {
+    "element": _linear(False, False),
+    "inverse": _linear(False, True),
+    "inverse_transpose": _linear(True, True),
+    # a permutation reorders blocks (in _apply_tag); applied to one block it would act by its inverse
+    "permutation": _linear(False, True),
+    "translate": lambda block, tag, g, *_: block + g,
+    "translate_image": _translate_image,
+    "conjugate_diagonal": lambda block, tag, g, inverse, *_: _diagonal_row(inverse() @ _diag(block) @ g),
+    "translate_ones": lambda block, tag, g, *_: block + g @ _ones_like_row(block),
+    "translate_neg": lambda block, tag, g, *_: block - g,
+    "hyperplane_weight": _hyperplane_weight,
+    "hyperplane_bias": _hyperplane_bias,
+    "translate_rows": _translate_rows(1),
+    "translate_rows_neg": _translate_rows(-1),
+    "conjugate_gain": _conjugate_gain,
+    "conjugate_gain_row": _conjugate_gain_row,
+    "hyperplane_head": _hyperplane_head,
+    "translate_leading_rows": _translate_leading_rows,
+}
+
+#: Every kind of action, by name: its description in a tag table and its effect on a block (one table for both).
+ACTIONS: dict[str, Action] = {how: Action(text, _APPLY[how]) for how, text in ACTION_TEXT.items()}
+
+
+def _apply_tag(params: dict[str, Any], tag: AxisTag, element: dict[str, Any], original: dict[str, Any],
+               cache: dict[int, Any], group: int) -> None:
+    if tag.tensor not in params or params[tag.tensor] is None:
+        return
+    if tag.component not in element:
+        raise SymtransError(f"element of {tag.factor} lacks component {tag.component!r}")
+    g = element[tag.component]
+    ginv = element.get(tag.component + "_inv")  # an exact inverse the sampler may supply
+    value = params[tag.tensor]
+
+    def to_kv(h: int) -> int:
+        return h // group
+
+    if tag.how == "permutation":
+        params[tag.tensor] = [value[i] for i in g]
+        return
+    if tag.index is None:
+        params[tag.tensor] = _apply_block(value, tag, g, ginv, cache, original, to_kv)
+        return
+    mismatch = isinstance(g, (list, tuple)) and len(g) != len(value) and not (
+        tag.index == "head" and len(g) * group == len(value))
+    # a spec without grouped-query attention may act per query head on shared blocks on purpose (the witness
+    # that GQA shrinks the gauges); with GQA in the spec, a mismatch means the blocks are not as stored
+    if mismatch and (group > 1 or len(g) < len(value)):
+        raise SymtransError(
+            f"{tag.factor}: {tag.tensor} has {len(value)} {'key/value' if tag.index == 'kv' else 'query'} head "
+            f"blocks but the element's {tag.component!r} has {len(g)} entries; key/value tensors are acted on as "
+            f"stored (one entry per key/value head, shared by the query heads of its group)")
+    out = []
+    for h, block in enumerate(value):
+        if isinstance(g, (list, tuple)):  # one element per key/value head (or per block, if as many)
+            i = to_kv(h) if tag.index == "head" and len(g) != len(value) else h
+            gh, ghinv = g[i], (ginv[i] if ginv is not None else None)
+        else:  # one element for all heads (a residual-stream map)
+            gh, ghinv = g, ginv
+        out.append(_apply_block(block, tag, gh, ghinv, cache, original, None, h))
+    params[tag.tensor] = out
+
+
+def _take_rows(M: Any, perm: list[int]) -> Any:
+    if _is_sympy(M):
+        return M.extract(list(perm), list(range(M.cols)))
+    return M[list(perm)]
+
+
+def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
+        tags: tuple[AxisTag, ...] | None = None) -> dict[str, Any]:
+    """Return new parameters: ``element`` of ``factor`` acting through the tag table only.
+
+    ``params`` is one layer (a dict of tensors in block form) or a model
+    (``{"layers": [...], "word": ..., ...}``). For a per-layer factor on a
+    model, ``element`` is a list with one element per layer. An element is a
+    dict from component name (``g``, ``u``, ``v``, ``pi``, ``kappa``, ``P``,
+    ``D``, ``Q``) to its value; per-head components are lists indexed by
+    key/value head. ``tags`` replaces the factor's table (to test a wrong
+    action). Data-side factors act on the entry ``X``.
+
+    Raises
+    ------
+    SymtransError
+        For an unknown factor, an element without a component the tag table
+        names, one element too few or too many per layer (or per boundary
+        between layers), or per-head entries that do not match the stored
+        head blocks.
+
+    See Also
+    --------
+    symtrans.catalogue.spec.GroupSpec.factor : the factor whose tag table is read
+    symtrans.group.numeric.sample_element : a random element (torch)
+    symtrans.catalogue.spec.generic_element : a generic symbolic element (SymPy)
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from symtrans.arch import get_arch
+    >>> spec = GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=1, H_kv=1, d_model=64))
+    >>> W_O = [sp.Matrix([[1, 2], [3, 4]])]
+    >>> new = act(spec, {"W_O": W_O}, "vo-gauge", {"g": [sp.diag(2, 1)]})
+    >>> new["W_O"][0]
+    Matrix([
+    [1/2, 1],
+    [  3, 4]])
+    """
+    f = spec.factor(factor)
+    tags = f.tags if tags is None else tags
+    group = 1
+    if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
+        group = spec.arch.H // spec.arch.H_kv
+    if f.scope == "data":
+        out = dict(params)
+        if "X" in out:
+            out["X"] = _take_rows(out["X"], element["P"])
+        return out
+    if f.scope == "stack":
+        return _act_stack(spec, params, f, element, tags)
+    if "layers" in params:
+        out = dict(params)
+        if f.scope == "layer":
+            if len(element) != len(params["layers"]):
+                raise SymtransError(f"{factor}: give one element per layer ({len(params['layers'])})")
+            out["layers"] = [act(spec, lp, factor, el, tags=tags) for lp, el in zip(params["layers"], element)]
+            return out
+        layer_tags = tuple(t for t in tags if t.scope == "layer")
+        out["layers"] = [act(spec, lp, factor, element, tags=layer_tags) for lp in params["layers"]]
+        cache: dict[int, Any] = {}
+        for t in tags:
+            if t.scope == "model":
+                _apply_tag(out, t, element, params, cache, group)
+        return out
+    out = dict(params)
+    cache = {}
+    for t in tags:
+        if t.scope == "layer":
+            _apply_tag(out, t, element, params, cache, group)
+    return out
+
+
+def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list[Any],
+               tags: tuple[AxisTag, ...]) -> dict[str, Any]:
+    """A between-layer factor: one element per boundary (L - 1, or L with the embedding norm first)."""
+    layers = [dict(lp) for lp in params["layers"]]
+    out = dict(params)
+    L = len(layers)
+    if len(element) not in (L - 1, L):
+        raise SymtransError(f"{f.name}: give one element per boundary between layers ({L - 1}, or {L} "
+                            "with the embedding norm)")
+    first = L - len(element)  # 1: boundaries (0,1), (1,2), ...; 0: the embedding norm comes first
+    group = 1
+    if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
+        group = spec.arch.H // spec.arch.H_kv
+    for k, el in enumerate(element):
+        nxt = first + k
+        if nxt == 0:  # the embedding norm plays LN2 of the layer before
+            prev_orig = {"ln2_w": params.get("emb_ln_w"), "ln2_b": params.get("emb_ln_b")}
+        else:
+            prev_orig = params["layers"][nxt - 1]
+        next_orig = dict(layers[nxt])
+        for t in tags:
+            if t.scope == "prev":
+                target = dict(prev_orig)
+                _apply_tag(target, dataclasses.replace(t, scope="layer"), el, dict(prev_orig), {}, group)
+                if nxt == 0:
+                    out["emb_ln_b" if t.tensor == "ln2_b" else "emb_ln_w"] = target[t.tensor]
+                else:
+                    layers[nxt - 1] = {**layers[nxt - 1], t.tensor: target[t.tensor]}
+            elif t.scope == "next":
+                original = {**next_orig, **{n: v for n, v in prev_orig.items() if n in ("ln2_w", "ln2_b")}}
+                target = dict(layers[nxt])
+                _apply_tag(target, dataclasses.replace(t, scope="layer"), el, original, {}, group)
+                layers[nxt] = target
+    out["layers"] = layers
+    return out
