@@ -615,6 +615,17 @@ def pairing_table(ctx: Context | None = None, args: str = "") -> str:
     return "\n".join(out)
 
 
+@generator("gauge-hooks-table")
+def gauge_hooks_table(ctx: Context | None = None, args: str = "") -> str:
+    """The gauge-invariance table of TransformerLens hooks for an architecture (``symtrans.group.hooks``).
+
+    ``args``: a preset name (default ``minilm-l6-h384``, the bundled model's architecture).
+    """
+    from symtrans.group.hooks import markdown_table
+
+    return markdown_table(args.strip() or "minilm-l6-h384")
+
+
 # ---------------------------------------------------------------------------------------- the LayerNorm counterexample
 _LN_CASE: dict[str, Any] = {}
 

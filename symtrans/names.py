@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NameRow", "ACTIVATIONS", "SIZES", "WEIGHTS"]
+__all__ = ["NameRow", "ACTIVATIONS", "PROJECTIONS", "SIZES", "WEIGHTS", "PRODUCTS"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,27 @@ ACTIVATIONS: tuple[NameRow, ...] = (
     NameRow("out", "the layer's output", "blocks.{l}.hook_resid_post", "pos, d_model", "batch, pos, d_model",
             "the residual stream after the layer"),
 )
+
+#: per-head projections TransformerLens hooks that :class:`~symtrans.numeric.forward.LayerTrace` does not keep: the
+#: ``symtrans`` field names the formula over the layer's attention input (``attn_in``) and weights that gives them
+#: (before rotary positions, as TransformerLens's ``hook_q``/``hook_k``; the scores scaled by 1/sqrt(d_k), unmasked)
+PROJECTIONS: tuple[NameRow, ...] = (
+    NameRow("q", "X W_Q^h + b_Q^h", "blocks.{l}.attn.hook_q", "head, pos, d_k", "batch, pos, head, d_head",
+            "each head's queries"),
+    NameRow("k", "X W_K^g + b_K^g", "blocks.{l}.attn.hook_k", "head, pos, d_k", "batch, pos, head, d_head",
+            "each key/value head's keys"),
+    NameRow("v", "X W_V^g + b_V^g", "blocks.{l}.attn.hook_v", "head, pos, d_v", "batch, pos, head, d_head",
+            "each key/value head's values"),
+    NameRow("scores", "q k^T / sqrt(d_k)", "blocks.{l}.attn.hook_attn_scores", "head, query, key",
+            "batch, head, query, key", "each head's attention scores, before the softmax"),
+)
+
+#: per-head weight products and the output head (W_E is in :data:`WEIGHTS`): symtrans's formula -> TransformerLens
+PRODUCTS: dict[str, str] = {
+    "W_Q[h] W_K[h]^T": "model.QK (W_Q @ W_K.transpose) [n_layers, n_heads, d_model, d_model]",
+    "W_V[h] W_O[h]": "model.OV (W_V @ W_O) [n_layers, n_heads, d_model, d_model]",
+    "lm_head": "W_U [d_model, d_vocab]",
+}
 
 #: the architecture's sizes: symtrans (and the paper) -> TransformerLens's config field
 SIZES: dict[str, str] = {

@@ -252,3 +252,72 @@ def test_cli_refuses_a_missing_model_in_one_line(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("symtrans: error: ") and "/no/such/dir" in err[0] and "model dir" in err[0]
+
+
+def _gemma_gains(w: Any) -> Any:
+    """``w`` as a Gemma-style model: its norms apply the gain 1 + w to a stored w (``gain_offset`` 1).
+
+    The loader adds the offset (symtrans.numeric.weights: tensors hold the applied gain 1 + w), so the same
+    tensors are a (1 + w) model whose stored gains are ``tensors - 1``.
+    """
+    import dataclasses
+
+    return dataclasses.replace(w.copy(), arch=dataclasses.replace(w.arch, gain_offset=1))
+
+
+def _fold(w: Any, by: str) -> Any:
+    """Fold the norm gains into their readers: ``by="applied"`` multiplies by the applied gain 1 + w (then w = 0,
+    the applied gain 1), ``by="stored"`` by the stored w (the public folding bug for (1 + w) norms)."""
+    out = w.copy()
+    t = out.tensors
+    for norm, readers in (("ln1_w", ("W_Q", "W_K", "W_V")), ("ln2_w", ("W_in", "W_gate"))):
+        gain = t[norm].clone()
+        mult = gain if by == "applied" else gain - w.arch.gain_offset
+        for r in readers:
+            if t.get(r) is not None:
+                t[r] = t[r] * (mult[:, None, :, None] if t[r].dim() == 4 else mult[:, :, None])
+        t[norm] = torch.ones_like(gain)  # applied gain 1: stored w = 0
+    return out
+
+
+def test_a_gemma_gain_keeps_what_a_learned_gain_keeps_and_must_be_folded_as_one_plus_w(tiny):
+    """Gemma's (1 + w) RMSNorm gain and a QuaRot rotation, derived rather than assumed.
+
+    Derivation. The norm applies diag(1 + w). A residual map Q with the readers taking Q^T and the stored w
+    kept needs RMSNorm(x Q) diag(1 + w') Q^T = RMSNorm(x) diag(1 + w), i.e. diag(1 + w') = Q^T diag(1 + w) Q
+    diagonal: for distinct entries of 1 + w, Q monomial (the "learned norm gains" constraint of KEEPS, on the
+    applied gain 1 + w), and then w' = diag(Q^T diag(w) Q), since a signed permutation fixes the all-ones
+    vector: G's conjugation acts on the stored w as on a plain gain. A folded norm (applied gain 1, stored
+    w = 0, readers times diag(1 + w)) leaves RMSNorm(x Q) = RMSNorm(x) Q for every orthogonal Q. The
+    scalings that fold are not linear in the stored w: (1 + w) D - 1 != w D, so a fold by w is off the orbit.
+    """
+    a = _gemma_gains(tiny["llama"])
+    spec = GroupSpec.from_arch(a.arch)
+    Q = _haar(a.d_model, 3)
+    gains = ("ln1_w", "ln2_w", "final_ln_w")
+    # 1. the derivation's algebra through G's own actions: conjugation by a signed permutation commutes with the
+    # offset (acting on 1 + w or on w differs by exactly 1); a gain scaling (the fold) does not
+    blocks = model_blocks(a)
+    stored = {**blocks, "layers": [{**lp, "ln1_w": lp["ln1_w"] - 1} for lp in blocks["layers"]]}
+    perm = sample_element(spec, "residual-permutation", torch.Generator().manual_seed(4), torch.float64)[0]
+    on_applied = act(spec, blocks, "residual-permutation", perm)["layers"][0]["ln1_w"]
+    on_stored = act(spec, stored, "residual-permutation", perm)["layers"][0]["ln1_w"]
+    assert float((on_applied - 1 - on_stored).abs().max()) < 1e-12
+    D = [{"D": torch.diag(torch.linspace(0.5, 2.0, a.d_model, dtype=torch.float64))} for _ in range(a.n_layers)]
+    sc_applied = act(spec, blocks, "ln1-scaling", D)["layers"][0]["ln1_w"]
+    sc_stored = act(spec, stored, "ln1-scaling", D)["layers"][0]["ln1_w"]
+    assert float((sc_applied - 1 - sc_stored).abs().max()) > 0.1
+    # 2. QuaRot with the stored gains left in place: refused, naming the learned-gain constraint (monomial)
+    rel = relate(a, _with_tags(a, "residual-permutation", {"Q": Q}, drop=gains))
+    assert not rel.related and rel.stop.factor == "residual-rotation"
+    assert rel.stop.features[0].startswith("learned norm gains (residual-permutation shrinks")
+    # 3. folded by the applied gain 1 + w, then rotated: found (the fold as ln-scalings, then the rotation)
+    good = _fold(a, "applied")
+    assert relate(a, good).related
+    found = relate(a, _with_tags(good, "residual-permutation", {"Q": Q}, drop=gains))
+    assert found.related and "residual-rotation" in {s["factor"] for s in found.steps}
+    # 4. folded by the stored w (readers times w, not 1 + w): not the same function, refused with or without Q
+    bad = _fold(a, "stored")
+    assert not relate(a, bad).related
+    refused = relate(a, _with_tags(bad, "residual-permutation", {"Q": Q}, drop=gains))
+    assert not refused.related and refused.stop.unexplained > refused.stop.tolerance

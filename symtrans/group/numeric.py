@@ -185,6 +185,9 @@ class MonomialMatrix:
         self.perm = torch.as_tensor(perm, dtype=torch.long)
         self.vals = vals
         self.inv = torch.argsort(self.perm)
+        # the common special cases skip a whole-tensor pass each (a permutation: no product; a diagonal: no gather)
+        self._unit = bool((vals == 1).all())
+        self._identity = bool((self.perm == torch.arange(self.perm.numel())).all())
 
     def dense(self) -> Any:
         """The matrix as a dense tensor."""
@@ -196,12 +199,18 @@ class MonomialMatrix:
         return M
 
     def __rmatmul__(self, X: Any) -> Any:
-        return X[..., self.perm] * self.vals
+        if self._identity:
+            return X.clone() if self._unit else X * self.vals
+        out = X.index_select(-1, self.perm)
+        return out if self._unit else out.mul_(self.vals)  # the gathered copy is ours: scaled in place
 
     def __matmul__(self, Y: Any) -> Any:
         if isinstance(Y, MonomialMatrix):
             return MonomialMatrix(self.perm[Y.perm].tolist(), self.vals[Y.perm] * Y.vals)
-        return (Y * self.vals[:, None])[self.inv]
+        if self._identity:
+            return Y.clone() if self._unit else Y * self.vals[:, None]
+        out = Y.index_select(0, self.inv)
+        return out if self._unit else out.mul_(self.vals[self.inv][:, None])
 
     @property
     def T(self) -> MonomialMatrix:  # noqa: N802 (matrix convention)

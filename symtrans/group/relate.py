@@ -13,7 +13,7 @@
 2. **gain scalings** (``*-scaling`` factors whose tag acts on a norm gain ``right by D``): the ratio of
    the gains;
 3. **the discrete per-layer factors** by matching on G-invariant keys: heads (``S_H``) by their
-   products W_Q W_K^T and W_V W_O, FFN units (``S_dff``) by their (input column, output row)
+   products W_Q W_K^T and W_V W_O (sketched: ``P R`` for one fixed random R, :meth:`_Solver.sketch`), FFN units (``S_dff``) by their (input column, output row)
    pairs, scale-normalised where a scaling factor acts on the unit; each key first projected onto
    what the translation factors cannot move (the ``hyperplane_weight`` tags: the normal 1/gamma of
    the norm a reader reads; the ``translate_ones`` tags: the all-ones row). Exact ties are reported;
@@ -70,7 +70,12 @@ RELATION_SCHEMA = "symtrans-relation/1"
 #: G's features (by name, as :class:`symtrans.group.spec.Breaking` spells them) and what each keeps: a
 #: predicate on the needed element. The text printed is G's own reason; a feature G does not list is never named.
 KEEPS: dict[str, str] = {
-    "learned norm gains": "monomial",          # diag(gamma) Q = Q diag(gamma') forces Q monomial
+    # diag(gamma) Q = Q diag(gamma') forces Q monomial. Gemma's (1 + w) gains: the same constraint on the applied
+    # gain gamma = 1 + w (the loader adds the 1), and a signed permutation fixes the all-ones vector, so G's
+    # conjugation acts on the stored w as on a plain gain; only the fold differs: it multiplies the readers by 1 + w
+    # and sets w = 0 (gain scalings are affine in w). Derived and tested in tests/test_group_relate_tiny.py
+    # (test_a_gemma_gain_keeps_what_a_learned_gain_keeps_and_must_be_folded_as_one_plus_w).
+    "learned norm gains": "monomial",
     "LayerNorm centring": "fixes-ones",        # centring commutes with Q only if Q 1 is a multiple of 1
     "norm epsilon > 0": "orthogonal",          # Norm(c z) = sign(c) Norm(z) only at eps = 0
     "rotary positions": "commutes-rotary",     # M must commute with every rotation R_{j-i}
@@ -288,6 +293,8 @@ class _Solver:
         # needed element must be the identity, else the feature is named)
         self.present = {f.name: f for f in spec.factors if f.tags and f.status != "broken"}
         self.broken = {f.name: f for f in spec.factors if f.tags and f.status == "broken"}
+        self._tags_cache: dict[tuple[Any, ...], list[Any]] = {}
+        self._sketches: dict[tuple[Any, ...], Any] = {}
         self.steps_before_residual = cur
         self.scaled = False
         a = spec.arch
@@ -295,8 +302,13 @@ class _Solver:
 
     # ---- helpers reading the tag tables
     def tags_on(self, tensor: str, how: str | None = None, component: str | None = None) -> list[Any]:
-        return [(f, t) for f in self.present.values() for t in f.tags
+        key = (tensor, how, component)  # the tag tables do not change during a solve: scan them once per query
+        hit = self._tags_cache.get(key)
+        if hit is None:
+            hit = self._tags_cache[key] = [
+                (f, t) for f in self.present.values() for t in f.tags
                 if t.tensor == tensor and (how is None or t.how == how) and (component is None or t.component == component)]
+        return hit
 
     def u_pivot(self, tensor: str, layer: int | None) -> float:
         return relation_tolerance(self.precision(tensor, layer))[0] / 2  # 4 u: the pivot check, kappa-free
@@ -381,13 +393,14 @@ class _Solver:
         perm = best.tolist()
         from symtrans.group.numeric import MonomialMatrix
 
-        mono = None
+        mono, mono_fit = None, math.inf
         if len(set(perm)) == d:
             Qm = MonomialMatrix(perm, signs.to(A.dtype))
-            if _fro(Ac @ Qm - Bc) / nB <= tol:
+            mono_fit = _fro(Ac @ Qm - Bc) / nB
+            if mono_fit <= tol:
                 mono = Qm
         if mono is not None:
-            X, fit, Q = mono.dense(), _fro(Ac @ mono - Bc) / nB, mono.dense()
+            X, fit, Q = mono.dense(), mono_fit, mono.dense()
         else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
             # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
             X = _lstsq(Ac, Bc)
@@ -446,16 +459,32 @@ class _Solver:
         lp = params["layers"][l]
         out = {}
         H = len(lp["W_Q"])
+        R = self.sketch(lp["W_Q"][0].shape[0], lp["W_Q"][0].dtype)  # P R, not P: equal P give equal keys
         qk = sum(self.invariant("W_Q", lp["W_Q"][h], l, params)
-                 @ self.invariant("W_K", lp["W_K"][h // self.group], l, params).T for h in range(H))
+                 @ (self.invariant("W_K", lp["W_K"][h // self.group], l, params).T @ R) for h in range(H))
         vo = sum(self.invariant("W_V", lp["W_V"][h // self.group], l, params)
-                 @ self.invariant("W_O", lp["W_O"][h], l, params) for h in range(H))
+                 @ (self.invariant("W_O", lp["W_O"][h], l, params) @ R) for h in range(H))
         out["W_Q W_K^T (summed over heads)"] = qk
         out["W_V W_O (summed over heads)"] = vo
         if not self.present.get("gate-scaling"):
-            out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ self.invariant("W_out", lp["W_out"], l,
-                                                                                              params)
+            out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ (
+                self.invariant("W_out", lp["W_out"], l, params) @ R)
         return out
+
+    def sketch(self, d: int, dtype: Any, k: int = 32) -> Any:
+        """One fixed random d x k matrix R (entries N(0, 1/k)): keys are sketches P R of G-invariant products P.
+
+        Equal products give equal sketches, so a refusal on a sketch is sound; different products give different
+        sketches almost surely, and a difference a sketch missed is caught by the per-tensor check of g . A. The
+        relative distance of two sketches estimates that of the products (Johnson-Lindenstrauss; k = 32) at
+        k / d of the work of forming the d x d products.
+        """
+        torch = _torch()
+        key = (d, dtype, k)
+        if key not in self._sketches:
+            g = torch.Generator().manual_seed(1)
+            self._sketches[key] = torch.randn(d, k, generator=g, dtype=torch.float64).to(dtype) / math.sqrt(k)
+        return self._sketches[key]
 
     def residual_keys(self, f: Factor, ok: dict[str, bool]) -> None:
         """After the residual map: every layer's keys must agree; else say which factor's action would."""
@@ -534,16 +563,18 @@ class _Solver:
             for j in torch.nonzero(second <= tol).reshape(-1).tolist():
                 self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
                                  "(any of them gives the same weights)")
-        if len(set(best.tolist())) != len(best):
-            D = torch.cdist(KB, KA)  # rare: resolve in full
         perm = best.tolist()
-        if len(set(perm)) != len(perm):  # ties resolved one to one, greedily
-            free = set(range(D.shape[1]))
-            perm = []
-            for j in range(D.shape[0]):
-                i = next(int(i) for i in D[j].argsort() if int(i) in free)
-                perm.append(i)
-                free.discard(i)
+        if len(set(perm)) != len(perm):  # clashes (near-ties) resolved one to one, greedily, in full distances
+            from collections import Counter
+
+            counts = Counter(perm)
+            clash = [j for j, i in enumerate(perm) if counts[i] > 1]
+            taken = {i for i in perm if counts[i] == 1}  # a unique nearest match keeps its column
+            full = torch.cdist(KB[clash], KA)  # only the clashing rows: not the whole distance matrix
+            for r, j in enumerate(clash):
+                i = next(int(i) for i in full[r].argsort() if int(i) not in taken)
+                perm[j] = i
+                taken.add(i)
             dist = (KB - KA[perm]).norm(dim=1)
         return perm, float(dist.max())
 
@@ -553,6 +584,9 @@ class _Solver:
             return
         torch = _torch()
         els = []
+        # the keys are sketches P R (:meth:`sketch`) of the invariant products P (d_model x d_model per head),
+        # computed as W_Q (W_K^T R): a fraction of the work and key length of the full products
+        R = self.sketch(self.cur["layers"][0]["W_Q"][0].shape[0], torch.float64)
         for l in range(self.L):
             keys = []
             for params in (self.cur, self.tgt):
@@ -560,8 +594,10 @@ class _Solver:
                 rows = []
                 for h in range(len(lp["W_Q"])):
                     g = h // self.group
-                    qk = self.invariant("W_Q", lp["W_Q"][h], l, params) @ self.invariant("W_K", lp["W_K"][g], l, params).T
-                    vo = self.invariant("W_V", lp["W_V"][g], l, params) @ self.invariant("W_O", lp["W_O"][h], l, params)
+                    qk = self.invariant("W_Q", lp["W_Q"][h], l, params) @ \
+                        (self.invariant("W_K", lp["W_K"][g], l, params).T @ R.to(lp["W_K"][g].dtype))
+                    vo = self.invariant("W_V", lp["W_V"][g], l, params) @ \
+                        (self.invariant("W_O", lp["W_O"][h], l, params) @ R.to(lp["W_O"][h].dtype))
                     rows.append(torch.cat([qk.reshape(-1), vo.reshape(-1)]))
                 keys.append(torch.stack(rows))
             tol = 1e3 * relation_tolerance(self.precision("W_Q", l))[0]
@@ -779,10 +815,10 @@ class _Solver:
         centring = bool(self.present.get("embedding-centring-shift"))
         for t in f.tags:
             if t.how == "translate_rows":
-                dlt = self._diff(t.tensor, None)
-                if centring:
-                    dlt = dlt @ _centre_cols(dlt.shape[1], dlt.dtype)
-                el[t.component] = dlt.mean(0, keepdim=True)
+                m = self._diff(t.tensor, None).mean(0, keepdim=True)
+                if centring:  # m (I - 11^T/d): the row mean removed (not a dense d x d product on the table)
+                    m = m - m.mean(1, keepdim=True)
+                el[t.component] = m
             elif t.how == "translate_ones":
                 el[t.component] = self._diff(t.tensor, None).mean(1, keepdim=True)
             elif t.how == "translate_leading_rows":
