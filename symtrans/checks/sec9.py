@@ -80,7 +80,9 @@ def breaking_verdict(table: dict[str, Any]) -> tuple[Verdict, str, list[str]]:
         f"{r['name']} ({numbers(r)})" for r in present) + tail, [])
 
 
-@producer("framework-9/breaking", kind="numeric", name="ablation-stabilisers", needs_model=True, cost=30)
+@producer("framework-9/breaking", kind="numeric", name="ablation-stabilisers", needs_model=True, cost=30,
+          whole_model="it reads the architecture, not the stored layers: the stabilisers of its ablations are "
+                      "measured on fresh instances of one and two layers")
 def check_breaking(ctx: Context) -> list[Evidence]:
     """Each necessary component, removed from the model's architecture, enlarges the measured stabiliser."""
     from symtrans.group.breaking import breaking
@@ -276,7 +278,9 @@ def orbits_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, str]:
         f"{r['phenomenon']}: {r['numbers']}" for r in rows)
 
 
-@producer("framework-9/orbits", kind="numeric", name="collapse-objects", needs_model=True, cost=2)
+@producer("framework-9/orbits", kind="numeric", name="collapse-objects", needs_model=True, cost=2,
+          whole_model="its depth row runs the whole forward: a fixed point of S_n must be mapped to one by every "
+                      "layer, from the embeddings on")
 def check_orbits(ctx: Context) -> list[Evidence]:
     """Each collapse phenomenon tied to a named object of G's action, with the dimension comparison."""
     rows = orbit_rows(ctx)
