@@ -197,3 +197,23 @@ def test_framework9_readings_give_counted_verdicts(family, tmp_path):
     assert head["holds"] is False and by["collapse-objects"].verdict is Verdict.FAILS
     assert rows["rank collapse in depth"]["holds"] is True
     assert rows["rank collapse in width"]["holds"] is (a.attention != "causal")
+
+
+def test_the_report_opens_framework9_with_the_breaking_table(example_report):
+    """framework-9's section of report.md and report.html starts with the components x factors table, each row
+    the measured numbers of its evidence (a claim without that evidence gets no table)."""
+    _, doc, path = example_report
+    claim = next(c for c in doc["claims"] if c["id"] == "framework-9")
+    rec = next(e for e in claim["evidence"] if e["producer"] == "ablation-stabilisers")
+    md = (path.parent / "report.md").read_text(encoding="utf-8")
+    section = md[md.index('<a id="claim-framework-9"></a>'):]
+    section = section[:section.index("<a id=", 10)] if "<a id=" in section[10:] else section
+    assert "**Components x factors of G**" in section
+    assert section.index("Components x factors") < section.index("**Readings**")
+    for c in rec["details"]["components"]:
+        for m in c["measured"]:
+            assert f"L={m['L']}: {m['measured_dimension']} ({m['baseline']}), {m['change']:+d}" in section
+    other = md[md.index('<a id="claim-thm-7.3"></a>'):]
+    assert "Components x factors" not in other[:other.index("<a id=", 10)]
+    html = (path.parent / "report.html").read_text(encoding="utf-8")
+    assert html.count("Components x factors of G") == 1

@@ -382,3 +382,39 @@ def all_sizes_rows(report: Any) -> list[dict[str, str]]:
             by = one_line(e.counted_note, 90) if e.counted_note else one_line(ev.scope.description, 90)
             rows.append({"item": item, "producer": ev.producer, "counts_as": counts, "by": by})
     return rows
+
+
+def breaking_table(evidence: list[Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The components x factors table of G (``group --breaking``) from a claim's evidence, or None without it.
+
+    Read from the details of the evidence that carries it (framework-9's ablation-stabilisers record): one row
+    per component with its state, the measured change of the stabiliser's dimension when it is removed, and
+    each factor's cell (keeps, shrinks, needs, n/a). The report opens framework-9's section with it.
+
+    Examples
+    --------
+    >>> from symtrans.evidence import Evidence, Verdict
+    >>> e = Evidence(claim="framework-9", producer="p", kind="numeric", verdict=Verdict.FAILS, summary="s",
+    ...              details={"components": [{"component": "norm", "state": "present", "cells": {"S_H": "keeps"},
+    ...                       "measured": [{"L": 1, "measured_dimension": 30, "baseline": 43, "change": -13}]}]})
+    >>> breaking_table([e])
+    (['component', 'state', 'removed: dim (with it)', 'S_H'], [['norm', 'present', 'L=1: 30 (43), -13', 'keeps']])
+    >>> breaking_table([]) is None
+    True
+    """
+    for e in evidence:
+        details = getattr(e, "details", None) or {}
+        comps = details.get("components") if isinstance(details, dict) else None
+        if not comps:
+            continue
+        factors: list[str] = []
+        for c in comps:
+            factors += [f for f in c.get("cells", {}) if f not in factors]
+        rows = []
+        for c in comps:
+            measured = "; ".join(f"L={m['L']}: {m['measured_dimension']} ({m['baseline']}), {m['change']:+d}"
+                                 for m in c.get("measured", []))
+            rows.append([str(c["component"]), str(c["state"]), measured or "-",
+                         *[str(c.get("cells", {}).get(f, "")) for f in factors]])
+        return ["component", "state", "removed: dim (with it)", *factors], rows
+    return None

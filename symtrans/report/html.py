@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from symtrans.evidence import Verdict
 from symtrans.graph import EDGE_KINDS, ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows,
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, breaking_table, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows,
                                  answer_counts, answer_line, dependency_rows, device_text, evidence_cells,
                                  number, overview_rows)
 from symtrans.report.layout import layout, path_data
@@ -403,6 +403,12 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances
         parts.append(f'<div class="formal"><b>Toolkit formalisation.</b> {_esc(claim.formalisation_note)}</div>')
     if status.disagreement:
         parts.append(f'<p class="disagree"><b>Disagreement:</b> {_esc(status.disagreement)}.</p>')
+    table = breaking_table([e.evidence for e in status.evidence])
+    if table is not None:
+        parts.append("<p><b>Components x factors of G</b> (<code>symtrans group --breaking</code>: each present "
+                     "component removed from the architecture, the stabiliser measured again; a cell says whether "
+                     "the factor survives the removal: keeps, shrinks, or needs the component):</p>")
+        parts.append(_table(table[0], [[_esc(c) for c in row] for row in table[1]]))
     if status.readings:
         parts.append(f"<p><b>Readings</b> ({len(status.readings)}; the claim's verdict is theirs when they agree, "
                      "<code>reading-dependent</code> when some hold and some fail):</p>")

@@ -24,7 +24,7 @@ from proofs._claim import about_text
 from symtrans.evidence import Verdict
 from symtrans.graph import ClaimStatus, Standing
 from symtrans.report.build import Report
-from symtrans.report.fmt import (EVIDENCE_COLUMNS, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows, answer_counts,
+from symtrans.report.fmt import (EVIDENCE_COLUMNS, breaking_table, OVERVIEW_COLUMNS, SHOWN, ToleranceIndex, all_sizes_rows, answer_counts,
                                  answer_line, dependency_rows, device_text, evidence_cells,
                                  not_run_breakdown, number, overview_rows)
 from symtrans.report.mathtext import latex_to_text
@@ -246,6 +246,12 @@ def _claim_section(report: Report, claim: Claim, status: ClaimStatus, tolerances
         out += [f"*Formalisation (toolkit):* {claim.formalisation_note}", ""]
     if status.disagreement:
         out += [f"**Disagreement:** {status.disagreement}.", ""]
+    table = breaking_table([e.evidence for e in status.evidence])
+    if table is not None:
+        out += ["**Components x factors of G** (`symtrans group --breaking`: each present component removed from "
+                "the architecture, the stabiliser measured again; a cell says whether the factor survives the "
+                "removal: keeps, shrinks, or needs the component):", ""]
+        out += _table(*table) + [""]
     if status.readings:
         out += [f"**Readings** ({len(status.readings)}; the claim's verdict is theirs when they agree, "
                 "`reading-dependent` when some hold and some fail):", ""]
