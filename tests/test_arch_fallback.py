@@ -28,9 +28,9 @@ def test_llama_structured_unknown_type_is_mapped_from_its_config_and_modules(tmp
 
 
 @pytest.mark.parametrize("model_type,named", [
-    ("qwen3", "module 'self_attn.k_norm'"),  # per-head query/key norms: not in any config field
+    ("mixtral", "a mixture of experts \\(field 'num_local_experts' = 8\\)"),  # before its sliding window
     ("gpt_neox", "field 'use_parallel_residual' = True"),
-    ("gemma2", "field 'attn_logit_softcapping'"),
+    ("bloom", "ALiBi biases on the attention scores"),
     ("t5", "field 'is_encoder_decoder' = True"),
     ("olmo", "'rms_norm_eps' absent"),
 ])
@@ -38,6 +38,13 @@ def test_what_is_not_modelled_is_refused_by_name(tmp_path, model_type, named):
     T.AutoConfig.for_model(model_type, **SMALL).save_pretrained(tmp_path)
     with pytest.raises(SymtransError, match=f"unsupported model_type '{model_type}'.*{named}"):
         from_config(tmp_path)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "gemma2"])
+def test_families_once_refused_are_read(tmp_path, model_type):
+    """Qwen3's QK-norm and Gemma 2's soft-capping are modelled now (tests/test_families.py checks them)."""
+    T.AutoConfig.for_model(model_type, **{**SMALL, "head_dim": 16, "num_key_value_heads": 2}).save_pretrained(tmp_path)
+    assert from_config(tmp_path).family == model_type
 
 
 def test_a_type_transformers_does_not_know_is_refused(tmp_path):
