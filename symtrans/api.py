@@ -261,22 +261,25 @@ class InvarianceGroup:
 
 
 @announced("group --breaking")
-def breaking(arch: str | os.PathLike[str] | Architecture = "bert-base", *, layers: Sequence[int] = (1, 2),
-             scope: str = "layers", seed: int = 0, components: Sequence[str] | None = None) -> BreakingTable:
+def breaking(arch: str | os.PathLike[str] | Architecture = "bert-base", *, depths: Sequence[int] = (1, 2),
+             scope: str = "layers", seed: int = DEFAULT_SEED, components: Sequence[str] | None = None) -> BreakingTable:
     """The table components x factors of G: each necessary component removed, its ablation's stabiliser measured.
 
-    See :mod:`symtrans.group.breaking` (``symtrans group --breaking``).
+    ``depths``: the layer counts of the measured instances (``group --breaking --layers``). See
+    :mod:`symtrans.group.breaking` (``symtrans group --breaking``).
 
     Examples
     --------
-    >>> t = breaking("llama2-7b", layers=(1,), components=("nonlinearity",))
+    >>> t = breaking("llama2-7b", depths=(1,), components=("nonlinearity",))
     >>> row = t.to_dict()["components"][0]
     >>> row["enlarges"], row["measured"][0]["measured_dimension"] > row["measured"][0]["group_dimension"]
     (True, True)
     """
+    from symtrans.config import check_param
     from symtrans.group.breaking import breaking as table
 
-    return BreakingTable(table(arch, layers=tuple(layers), scope=scope, seed=seed,
+    check_param("seed", seed)
+    return BreakingTable(table(arch, layers=tuple(depths), scope=scope, seed=seed,
                                components=None if components is None else tuple(components)))
 
 
@@ -286,7 +289,7 @@ class BreakingTable:
 
     Examples
     --------
-    >>> t = breaking("llama2-7b", layers=(1,), components=("gates",))
+    >>> t = breaking("llama2-7b", depths=(1,), components=("gates",))
     >>> repr(t).splitlines()[0].startswith("symmetry breaking by component")
     True
     """
@@ -298,7 +301,7 @@ class BreakingTable:
 
         Examples
         --------
-        >>> breaking("llama2-7b", layers=(1,), components=("gates",)).to_dict()["components"][0]["state"]
+        >>> breaking("llama2-7b", depths=(1,), components=("gates",)).to_dict()["components"][0]["state"]
         'absent'
         """
         return self.data

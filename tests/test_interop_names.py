@@ -122,3 +122,6 @@ def test_activation_cache_of_another_model_is_refused(run, tmp_path):
     only_inputs = {k: cache[k] for k in cache.keys() if k.endswith("hook_resid_pre")}
     with pytest.raises(SymtransError, match="no 'blocks.0.hook_resid_post'"):
         symtrans.measure(weights.source, activations=only_inputs, dtype="float32")
+    from symtrans import progress
+
+    assert not progress._OPEN  # a refused measurement leaves no progress bar beating behind it

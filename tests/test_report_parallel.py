@@ -22,8 +22,18 @@ def _view(results):
     """
     mask = lambda text: re.sub(r"\d\.?\d*e-1\d", "#", text)  # noqa: E731
     return [r if isinstance(r, str) else
-            [(e.producer, e.verdict, e.reading, e.scope and e.scope.kind, mask(e.summary), e.details) for e in r]
+            [(e.producer, e.verdict, e.reading, e.scope and e.scope.kind, mask(e.summary), _untimed(e.details))
+             for e in r]
             for r in results]
+
+
+def _untimed(details):
+    """``details`` without wall-clock fields (``seconds``: a proof kernel's run time is not a result)."""
+    if isinstance(details, dict):
+        return {k: _untimed(v) for k, v in details.items() if k != "seconds"}
+    if isinstance(details, (list, tuple)):
+        return [_untimed(v) for v in details]
+    return details
 
 
 def _diffs(a, b, path=""):

@@ -30,6 +30,7 @@ API = {
     "proof_report": dict(model=None),
     "load": dict(),
     "sweep": dict(models=["default"], out="/nonexistent/symtrans-sweep"),  # refused before the directory is probed
+    "breaking": dict(arch="llama2-7b", depths=(1,), components=("gates",)),
 }
 #: public functions with a parameter named like a run parameter that is not one (their own meaning)
 NOT_RUN_PARAMETERS = {"from_config": "n: the sequence length an architecture's symbolic sizes are evaluated at"}

@@ -33,7 +33,7 @@ from typing import Any
 
 from symtrans.checks.common import record, trace, weights
 from symtrans.context import Context
-from symtrans.evidence import Evidence, Scope, Tolerance, Verdict, producer
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.precision import hypothesis_state
 
 __all__ = ["breaking_verdict", "orbit_rows", "orbits_verdict", "fixed_attention_set", "check_breaking",
@@ -88,6 +88,14 @@ def check_breaking(ctx: Context) -> list[Evidence]:
     from symtrans.group.breaking import breaking
 
     w = weights(ctx)
+    if float(w.arch.ln_eps) == 0.0:  # --eps 0: the group itself is not modelled there
+        hyp = HypothesisCheck("norm epsilon > 0 (G modelled)", False, 0.0,
+                              "with eps = 0 each residual segment between two norms has an exact scaling symmetry "
+                              "that the factor catalogue does not list, so dim G has no value to compare with")
+        return [record(ctx, "framework-9", "ablation-stabilisers", Verdict.NOT_APPLICABLE,
+                       f"not applicable: hypothesis violated: {hyp.name} ({hyp.detail})", dtype="float64",
+                       violated_hypothesis=hyp.name, hypothesis_checks=(hyp,),
+                       scope=Scope("instances", "the model's architecture with the norms' eps = 0"))]
     t = breaking(w.arch, layers=REPORT_LAYERS, seed=ctx.seed)
     v, summary, failing = breaking_verdict(t)
     changes = [m["change"] for r in t["components"] if r.get("state") == "present" for m in r["measured"]]
@@ -172,43 +180,53 @@ def orbit_rows(ctx: Context) -> list[dict[str, Any]]:
     >>> [r["holds"] for r in orbit_rows(Context(model="default", n=6))][:3]  # the last: see the entropy row's numbers
     [True, True, False]
     """
+    w = weights(ctx)
+    n = min(ctx.n, ORBIT_N)
+    causal = w.arch.attention == "causal"
+    return [_depth_row(ctx, w, n), _width_row(n, causal), _head_row(ctx, w, n), _entropy_row(ctx, w, n, causal)]
+
+
+def _depth_row(ctx: Context, w: Any, n: int) -> dict[str, Any]:
+    """Depth: Fix(S_n) = {1 x^T} on activations, mapped into itself by every layer?"""
     import torch
 
     from symtrans.group.numeric import tolerance
-    from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric
-    from symtrans.group.spec import GroupSpec
     from symtrans.numeric.forward import encode
-    from symtrans.numeric.linalg import numerical_ranks
 
-    w = weights(ctx)
-    a = w.arch
-    n = min(ctx.n, ORBIT_N)
-    L, d, H, d_v = int(w.n_layers), int(w.d_model), int(a.H), int(a.d_v)
-    causal = a.attention == "causal"
-    rows = []
-    # depth: Fix(S_n) = {1 x^T} on activations, invariant under every layer?
+    L, d = int(w.n_layers), int(w.d_model)
     gen = torch.Generator().manual_seed(ctx.seed + 9)
     x = torch.randn(1, d, generator=gen, dtype=torch.float64).to(w.dtype)
     X = x.expand(n, d).clone().to(w.device)
     tr = encode(w, X=X)
     dev = max(float((lt.out - lt.out.mean(0, keepdim=True)).abs().max() / lt.out.abs().max()) for lt in tr.layers)
     tol, why = tolerance(w.dtype, d, L, 1.0)
-    rows.append({"phenomenon": "rank collapse in depth", "object": "fixed-point set Fix(S_n) = {1 x^T} on activations",
-                 "object_dimension": d, "ambient_dimension": n * d, "deviation": dev, "tolerance": tol,
-                 "tolerance_reason": why, "holds": dev <= tol,
-                 "numbers": f"dim Fix(S_n) = d_model = {d} in R^(n x d_model) = {n * d}; every one of the {L} layers "
-                            f"maps 1 x^T to 1 y^T up to {dev:.1e} (tolerance {tol:.1e})"})
-    # width: fixed points of S_n on attention matrices, and the collapsed (uniform) one among them
+    return {"phenomenon": "rank collapse in depth", "object": "fixed-point set Fix(S_n) = {1 x^T} on activations",
+            "object_dimension": d, "ambient_dimension": n * d, "deviation": dev, "tolerance": tol,
+            "tolerance_reason": why, "holds": dev <= tol,
+            "numbers": f"dim Fix(S_n) = d_model = {d} in R^(n x d_model) = {n * d}; every one of the {L} layers "
+                       f"maps 1 x^T to 1 y^T up to {dev:.1e} (tolerance {tol:.1e})"}
+
+
+def _width_row(n: int, causal: bool) -> dict[str, Any]:
+    """Width: the fixed points of S_n on attention matrices, and the collapsed (uniform) one among them."""
     fa = fixed_attention_set(n, causal)
     holds = bool(fa["consistent"] and fa["contains_uniform"])
-    rows.append({"phenomenon": "rank collapse in width", "object": "fixed points of A -> P A P^T among "
-                 + ("causal " if causal else "") + "row-stochastic matrices", "fixed_point_dimension": fa["dimension"],
-                 "holds": holds, "numbers": (f"the fixed set has dimension {fa['dimension']} (n = {n}) and "
-                                             + ("contains the rank-1 uniform matrix (1/n) 1 1^T" if holds else
-                                                f"does not contain a rank-1 member: under the causal mask its only "
-                                                f"member has rank {fa['members_rank']} (the identity), so the "
-                                                "collapsed attention is not a fixed point of S_n"))})
-    # head channels: the paper's count against G's objects of the same layer
+    return {"phenomenon": "rank collapse in width", "object": "fixed points of A -> P A P^T among "
+            + ("causal " if causal else "") + "row-stochastic matrices", "fixed_point_dimension": fa["dimension"],
+            "holds": holds, "numbers": (f"the fixed set has dimension {fa['dimension']} (n = {n}) and "
+                                        + ("contains the rank-1 uniform matrix (1/n) 1 1^T" if holds else
+                                           f"does not contain a rank-1 member: under the causal mask its only "
+                                           f"member has rank {fa['members_rank']} (the identity), so the "
+                                           "collapsed attention is not a fixed point of S_n"))}
+
+
+def _head_row(ctx: Context, w: Any, n: int) -> dict[str, Any]:
+    """Head channels: the paper's count n(H-1)d_v against G's objects of the same layer."""
+    from symtrans.group.orbits import fibre_ffn_input_numeric, fibre_wo_numeric
+    from symtrans.group.spec import GroupSpec
+
+    a = w.arch
+    H, d_v = int(a.H), int(a.d_v)
     spec = GroupSpec.from_arch(a, strict=False)
     vo = int(spec.factor("vo-gauge").dimension.subs(a.substitutions()))
     count = n * (H - 1) * d_v
@@ -220,17 +238,25 @@ def orbit_rows(ctx: Context) -> list[dict[str, Any]]:
     matches = [name for name, dim, c in (("the vo-gauge orbit on the layer's weights", vo, count),
                                          ("the fibre of Y -> N(X + sum_h Y^h W_O^h + b_O)", ffn["fibre"], count_ffn))
                if dim == c]
-    rows.append({"phenomenon": "head-channel non-identifiability", "object": "vo-gauge orbit (weights); fibres of "
-                 "Z -> Z W_O and of the FFN's input map (activations)", "count": count, "vo_orbit": vo,
-                 "wo_fibre": wo["fibre"], "ffn_input_fibre": ffn["fibre"], "ffn_n": min(n, 3), "holds": bool(matches),
-                 "matches": matches,
-                 "numbers": (f"the paper's count n(H-1)d_v = {count} at n = {n} is the fibre of the head sum, which "
-                             f"lives on activations; G's vo-gauge acts on weights with H_kv d_v^2 = {vo} per layer; "
-                             f"the fibre of Z -> Z W_O (W_O as stored, shown only) is n(H d_v - rank W_O) = {wo['fibre']}; the fibre of the FFN's "
-                             f"input map is {ffn['fibre']} at n = {min(n, 3)} (count there {count_ffn}); "
-                             + (f"matching: {', '.join(matches)}" if matches else "none matches"))})
-    # entropy: the row softmax's fibre at the model's scores against the softmax-shift orbit (1 per row)
-    A = trace(ctx, n=n).layers[0].A.to(torch.float64)  # [H, n, n]
+    return {"phenomenon": "head-channel non-identifiability", "object": "vo-gauge orbit (weights); fibres of "
+            "Z -> Z W_O and of the FFN's input map (activations)", "count": count, "vo_orbit": vo,
+            "wo_fibre": wo["fibre"], "ffn_input_fibre": ffn["fibre"], "ffn_n": min(n, 3), "holds": bool(matches),
+            "matches": matches,
+            "numbers": (f"the paper's count n(H-1)d_v = {count} at n = {n} is the fibre of the head sum, which "
+                        f"lives on activations; G's vo-gauge acts on weights with H_kv d_v^2 = {vo} per layer; "
+                        f"the fibre of Z -> Z W_O (W_O as stored, shown only) is n(H d_v - rank W_O) = "
+                        f"{wo['fibre']}; the fibre of the FFN's input map is {ffn['fibre']} at n = {min(n, 3)} "
+                        f"(count there {count_ffn}); "
+                        + (f"matching: {', '.join(matches)}" if matches else "none matches"))}
+
+
+def _softmax_kernels(A: Any, causal: bool) -> tuple[list[int], list[float]]:
+    """Per score row and head, the dimension of the row softmax's fibre at A, and the rank decisions' margins."""
+    import torch
+
+    from symtrans.numeric.linalg import numerical_ranks
+
+    H, n = int(A.shape[0]), int(A.shape[1])
     kernels, margins = [], []
     for i in range(n):
         keys = i + 1 if causal else n
@@ -246,18 +272,27 @@ def orbit_rows(ctx: Context) -> list[dict[str, Any]]:
         for r in numerical_ranks(J @ Q):
             kernels.append(1 + (keys - 1 - r.rank))
             margins.append(r.margin)
+    return kernels, margins
+
+
+def _entropy_row(ctx: Context, w: Any, n: int, causal: bool) -> dict[str, Any]:
+    """Entropy: the row softmax's fibre at the model's scores against the softmax-shift orbit (1 per row)."""
+    import torch
+
+    H = int(w.arch.H)
+    A = trace(ctx, n=n).layers[0].A.to(torch.float64)  # [H, n, n]
+    kernels, margins = _softmax_kernels(A, causal)
     extra = sum(k - 1 for k in kernels)
     decided = hypothesis_state(min(margins) if margins else math.inf) is not None  # the one decisiveness band
-    rows.append({"phenomenon": "entropy collapse", "object": "orbits {S + c 1^T} of the softmax shift on score rows",
-                 "orbit_dimension": H * n, "fibre_dimension": sum(kernels), "holds": (extra == 0) if decided else None,
-                 "margin_decades": min(margins) if margins else math.inf,
-                 "numbers": (f"layer 0, {H} heads, n = {n}: the row softmax's fibre at the model's scores has "
-                             f"dimension {sum(kernels)} = the orbits' {H * n} (one per row)" if extra == 0 else
-                             f"layer 0: the row softmax's fibre has dimension {sum(kernels)} > the orbits' {H * n}: "
-                             f"{extra} saturated direction(s) (probabilities below the rank cut) are not orbits of G")
-                 + ("" if decided else f" (undecided: a singular value within a decade of the rank cut, margin "
-                                       f"{min(margins):.2f} decades)")})
-    return rows
+    return {"phenomenon": "entropy collapse", "object": "orbits {S + c 1^T} of the softmax shift on score rows",
+            "orbit_dimension": H * n, "fibre_dimension": sum(kernels), "holds": (extra == 0) if decided else None,
+            "margin_decades": min(margins) if margins else math.inf,
+            "numbers": (f"layer 0, {H} heads, n = {n}: the row softmax's fibre at the model's scores has "
+                        f"dimension {sum(kernels)} = the orbits' {H * n} (one per row)" if extra == 0 else
+                        f"layer 0: the row softmax's fibre has dimension {sum(kernels)} > the orbits' {H * n}: "
+                        f"{extra} saturated direction(s) (probabilities below the rank cut) are not orbits of G")
+            + ("" if decided else f" (undecided: a singular value within a decade of the rank cut, margin "
+                                  f"{min(margins):.2f} decades)")}
 
 
 def orbits_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, str]:

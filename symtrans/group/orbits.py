@@ -404,7 +404,10 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     from symtrans.numeric.forward import encode, norm, structure
     from symtrans.numeric.linalg import rank_from_singular_values
 
-    w = weights.to(dtype="float64")
+    from symtrans.precision import dtype_name
+
+    # float64 already (a streamed checkpoint read at float64 has no .to: it is used as it is, one layer read)
+    w = weights if dtype_name(weights.dtype) == "float64" else weights.to(dtype="float64")
     t = encode(w, n=n, seed=seed, layers=layer + 1).layers[layer]
     L = w.layer(layer)
     st = structure(w)

@@ -830,7 +830,7 @@ def measure_all(weights: Any, *, text: str | None = None, input_ids: Any = None,
         results.append({k: f.result() for k, f in futures.items()})
         bar.step(f"layer {len(results) - 1}")
 
-    with torch.no_grad(), single_threaded(), ThreadPoolExecutor(_workers()) as pool:
+    with bar.bar, torch.no_grad(), single_threaded(), ThreadPoolExecutor(_workers()) as pool:  # closed on error too
         pending: list[dict[str, Any]] = []
         for i in range(L):
             layer = weights.layer(i)
