@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from symtrans.certify.checker import digest, verify_certificate
+from symtrans.checker.check import digest, verify_certificate
 from symtrans.certify.real import (MODULUS, LayerResidual, attention_det, embedding_input,
                                    head_factor_minors, head_product_minor, stacked_wo_rank)
 from symtrans.cli import main
@@ -117,7 +117,7 @@ def test_a_rank_deficient_layer_is_refused(certs, weights, tmp_path):
     W[:, 5] = 0.5 * W[:, 3]  # exact in float32: column 5 of the [out, in] weight is row 5 of the stacked W_O
     tensors[key] = W
     save_file(tensors, str(dst / "model.safetensors"))
-    from symtrans.certify.modelfile import CheckedModel
+    from symtrans.checker.reader import CheckedModel
 
     m = CheckedModel(dst)
     cert = copy.deepcopy(certs["rank"])

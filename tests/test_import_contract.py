@@ -32,11 +32,15 @@ def _env() -> dict[str, str]:
 
 
 def test_the_layer_contract_is_kept() -> None:
-    """Every import (function-local ones included) goes down the layers, bar the listed ignore_imports."""
+    """Every import (function-local ones included) goes down the layers; the contract lists no exception."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert all("ignore_imports" not in c for c in config["contracts"])
     run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "2 kept, 0 broken" in run.stdout  # the layers, and group's completeness > near > params
+    assert "3 kept, 0 broken" in run.stdout  # the layers, the checker's trusted code base, group's complete > near
 
 
 def test_the_group_contract_fails_on_the_old_cycle(tmp_path: Path) -> None:
@@ -74,6 +78,51 @@ def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=600)
     assert run.returncode != 0
     assert "symtrans.validate -> symtrans.errors" in run.stdout
+
+
+#: what the independent checker (symtrans.checker) may import of symtrans: the base, and G's formula
+CHECKER_MAY_IMPORT = {"symtrans.errors", "symtrans.validate", "symtrans.config", "symtrans.symbols", "symtrans.arch",
+                      "symtrans.catalogue"}
+
+
+def test_the_checker_contract_forbids_every_other_module() -> None:
+    """The checker's forbidden list is every top-level module of symtrans (and proofs) but the allowed few."""
+    import pkgutil
+    import tomllib
+
+    import symtrans
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c.get("id") == "checker-trusted-code-base"]
+    assert contract["type"] == "forbidden" and contract["source_modules"] == ["symtrans.checker"]
+    modules = {f"symtrans.{m.name}" for m in pkgutil.iter_modules(symtrans.__path__)} | {"proofs"}
+    assert set(contract["forbidden_modules"]) == modules - CHECKER_MAY_IMPORT - {"symtrans.checker"}
+
+
+def _planted(tmp_path: Path, module: str, target: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports, with the real contract, on a copy of the code where ``module`` imports ``target``."""
+    for pkg in ("symtrans", "proofs"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / Path(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text() + f"\n\ndef _planted():\n    import {target}  # noqa\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    return subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("target", ["symtrans.numeric.weights", "symtrans.formulas", "proofs"])
+def test_the_checker_contract_breaks_on_a_planted_import(tmp_path: Path, target: str) -> None:
+    """The checker importing the loader, or a module the layers alone allow (formulas, the paper), is refused."""
+    run = _planted(tmp_path, "symtrans.checker.reader", target)
+    assert run.returncode != 0, run.stdout[-2000:]
+    assert "the checker imports of symtrans only" in run.stdout and "BROKEN" in run.stdout
+    assert f"symtrans.checker.reader -> {target}" in run.stdout
+
+
+def test_the_checker_contract_passes_on_an_allowed_planted_import(tmp_path: Path) -> None:
+    """The copy itself is not what breaks: an allowed planted import (symtrans.symbols) keeps every contract."""
+    run = _planted(tmp_path, "symtrans.checker.reader", "symtrans.symbols")
+    assert run.returncode == 0, run.stdout[-3000:]
 
 
 def test_every_top_level_module_has_a_layer() -> None:

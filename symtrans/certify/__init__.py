@@ -10,8 +10,9 @@ arithmetic (:mod:`symtrans.certify.layernorm`, :mod:`symtrans.certify.search`).
 of kind ``symbolic``; only exact computations may yield ``certified``. The exact
 engine is python-flint (:mod:`symtrans.certify.exact`); :mod:`symtrans.certify.real`
 certifies at real sizes on a checkpoint's weights, and the records carry
-certificate dicts that :mod:`symtrans.certify.checker`, a small independent
-module, re-checks (``symtrans verify``).
+certificate dicts that the independent checker, a package of its own
+(:mod:`symtrans.checker`), re-checks (``symtrans verify``); certify imports
+its statement registry, the checker imports nothing of certify.
 
 Nothing here imports torch unless a certificate on the bundled model's real
 weights runs.

@@ -29,7 +29,7 @@ from symtrans.certify.linear import (block_head_witness_rank, certify_generic_ra
                                      prop51_witness, random_int_matrix, rank_sum_families,
                                      stratum_dimension, summation_fibre, wo_fibre)
 from symtrans.certify.search import search_universal
-from symtrans.certify.statements import THM53_R, Dims, attention_n, expected
+from symtrans.checker.statements import THM53_R, Dims, attention_n, expected
 from symtrans.context import Context
 from symtrans.evidence import Evidence, HypothesisCheck, Scope, Verdict, producer
 
@@ -50,21 +50,21 @@ def _ev(claim: str, name: str, verdict: Verdict, summary: str, **kw: Any) -> Evi
 
 def certificate(statement_id: str, dims: Dims, asserts: dict[str, Any], witness: dict[str, Any],
                 weights_hash: str | None) -> dict[str, Any]:
-    """A certificate dict of a registered statement (schema of :mod:`symtrans.certify.checker`), sealed with its digest.
+    """A certificate dict of a registered statement (schema of :mod:`symtrans.checker.check`), sealed with its digest.
 
     Claim, reading, producer, statement text and scope come from the trusted registry
-    (:func:`symtrans.certify.statements.expected`), the witness and asserts from the producer.
+    (:func:`symtrans.checker.statements.expected`), the witness and asserts from the producer.
 
     Examples
     --------
-    >>> from symtrans.certify.checker import verify_certificate
+    >>> from symtrans.checker.check import verify_certificate
     >>> (ev,) = prop62(Context(model=None))
     >>> c = ev.details["certificate"]
     >>> c["statement_id"], verify_certificate(c)[0]
     ('prop-6.2/identity-counterexample', True)
     """
     from symtrans import __version__
-    from symtrans.certify.checker import SCHEMA, digest
+    from symtrans.checker.check import SCHEMA, digest
 
     exp = expected(statement_id, dims)
     cert = {"schema": SCHEMA, "statement_id": statement_id, "claim": exp["claim"], "reading": exp["reading"],
