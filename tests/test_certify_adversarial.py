@@ -36,7 +36,7 @@ def _certs(small: dict) -> dict:
 
 
 def _prop62() -> dict:
-    from symtrans.certify.producers import prop62
+    from symtrans.producers.sec6 import prop62
     from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
@@ -382,7 +382,7 @@ def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, 
 
 # ------------------------------------------------------------------ the LayerNorm counterexample as a file
 def _ln_cert() -> dict:
-    from symtrans.certify.producers import thm42_affine
+    from symtrans.producers.sec4 import thm42_affine
     from symtrans.context import Context
 
     (ev,) = thm42_affine(Context(model=None))

@@ -238,7 +238,7 @@ def test_stacked_rank_detects_deficiency(weights):
 
 def test_prop62_refuting_certificate():
     """The prop-6.2/identity counterexample ships a certificate; a changed weight entry breaks it."""
-    from symtrans.certify.producers import prop62
+    from symtrans.producers.sec6 import prop62
     from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
@@ -269,7 +269,9 @@ def test_certify_out_then_verify(tmp_path, capsys):
 
 def test_certificates_on_another_checkpoint_verify(tmp_path):
     """A random DistilBERT checkpoint (no token types, 40 positions): every real-weight certificate checks."""
-    from symtrans.certify.producers import prop63_real, recovery_real, thm53_real
+    from symtrans.producers.sec5 import thm53_real
+    from symtrans.producers.sec6 import prop63_real
+    from symtrans.producers.sec7 import recovery_real
     from symtrans.cli.certify import write_certificates
     from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
@@ -308,7 +310,8 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
     reads, and the checker (which derives that head from the tensor shapes) accepts the certificates."""
     import torch
 
-    from symtrans.certify.producers import prop63_real, thm53_real
+    from symtrans.producers.sec5 import thm53_real
+    from symtrans.producers.sec6 import prop63_real
     from symtrans.cli.certify import write_certificates
     from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint

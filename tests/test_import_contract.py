@@ -40,7 +40,8 @@ def test_the_layer_contract_is_kept() -> None:
     run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "3 kept, 0 broken" in run.stdout  # the layers, the checker's trusted code base, group's complete > near
+    # the layers, the checker's trusted code base, the engines hold mathematics, group's complete > near
+    assert "4 kept, 0 broken" in run.stdout
 
 
 def test_the_group_contract_fails_on_the_old_cycle(tmp_path: Path) -> None:
@@ -119,6 +120,14 @@ def test_the_checker_contract_breaks_on_a_planted_import(tmp_path: Path, target:
     assert f"symtrans.checker.reader -> {target}" in run.stdout
 
 
+def test_the_engines_contract_breaks_on_a_planted_context(tmp_path: Path) -> None:
+    """certify reading a run's Context (the layers alone allow it: context is below the engines) is refused."""
+    run = _planted(tmp_path, "symtrans.certify.linear", "symtrans.context")
+    assert run.returncode != 0, run.stdout[-2000:]
+    assert "certify, group and numeric hold mathematics" in run.stdout and "BROKEN" in run.stdout
+    assert "symtrans.certify.linear -> symtrans.context" in run.stdout
+
+
 def test_the_checker_contract_passes_on_an_allowed_planted_import(tmp_path: Path) -> None:
     """The copy itself is not what breaks: an allowed planted import (symtrans.symbols) keeps every contract."""
     run = _planted(tmp_path, "symtrans.checker.reader", "symtrans.symbols")
@@ -173,7 +182,7 @@ def test_the_probe_sees_producer_modules_when_a_query_runs_producers() -> None:
     run = subprocess.run([sys.executable, "-c", _PROBE, "claims", "prop-5.1", "--blocks"], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=300)
     last = run.stdout.strip().splitlines()[-1]
-    assert last.startswith("LOADED [") and "'symtrans.certify.producers'" in last and last.endswith("RC 0"), last
+    assert last.startswith("LOADED [") and "'symtrans.producers.sec5'" in last and last.endswith("RC 0"), last
 
 
 def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
@@ -197,7 +206,7 @@ def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
 def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A decorated producer without a row, or a row that says another kind than its decorator, is refused."""
     from symtrans import runner
-    from symtrans.checks import sec4
+    from symtrans.producers import sec4
     from symtrans.errors import SymtransError
     from symtrans.evidence import producer
     from symtrans.producer_table import PRODUCER_TABLE, ProducerEntry
@@ -211,7 +220,7 @@ def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     unlisted.__module__ = sec4.__name__
     monkeypatch.setattr(sec4, "unlisted", unlisted, raising=False)
     with pytest.raises(SymtransError, match=r"add to PRODUCER_TABLE.*\('thm-4.2', 'unlisted-demo', 'numeric', "
-                                            r"'symtrans.checks.sec4:unlisted'\)"):
+                                            r"'symtrans.producers.sec4:unlisted'\)"):
         runner.registry()
     monkeypatch.delattr(sec4, "unlisted")
     first = PRODUCER_TABLE[0]

@@ -115,7 +115,7 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
     import torch
     from torch.func import jacfwd, vmap
 
-    from symtrans.certify.producers import certificate
+    from symtrans.certify.seal import certificate
     from symtrans.checker.statements import COMPLETENESS, INSTANCE_FIELDS, Dims, completeness_refusal, \
         completeness_tensors
     from symtrans.group.complete import _entries, _flatten, _label, _tangents, _unflatten, random_instance, \

@@ -327,7 +327,7 @@ def _check_producers(graph: ClaimGraph) -> None:
 
 def _shared_trace(ctx: Context) -> Any:
     """What both processes of a parallel report read, built once before forking: the model's trace."""
-    from symtrans.checks.common import trace
+    from symtrans.producers.common import trace
 
     return trace(ctx)
 
