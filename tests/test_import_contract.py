@@ -203,6 +203,27 @@ def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
     assert decorated == {e.target for e in PRODUCER_TABLE}
 
 
+def test_check_and_certify_pick_producers_by_kind_not_by_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``certify`` runs the table's symbolic rows and ``check`` its numeric rows, though one section module holds
+    both; a row turned to the other kind moves to the other command."""
+    from symtrans import runner
+    from symtrans.producer_table import PRODUCER_TABLE, ProducerEntry, certified_claims, checked_claims
+
+    certify = runner.certificate_producers()
+    check = runner.check_producers()
+    assert [p.name for p in certify] == [e.name for e in PRODUCER_TABLE if e.kind == "symbolic"]
+    assert [p.name for p in check] == [e.name for e in PRODUCER_TABLE if e.kind == "numeric"]
+    shared = {p.func.__module__ for p in certify} & {p.func.__module__ for p in check}
+    assert "symtrans.producers.sec5" in shared  # prop51-witness beside rank-plus-gaussian
+    first = PRODUCER_TABLE[0]  # rank-sum-search, lem-rank-sum's only exact producers with the Coq record
+    assert first.kind == "symbolic" and "lem-rank-sum" in certified_claims() and "lem-rank-sum" not in checked_claims()
+    import symtrans.producer_table as table
+
+    flipped = (ProducerEntry(first.claim, first.name, "numeric", first.target), *PRODUCER_TABLE[1:])
+    monkeypatch.setattr(table, "PRODUCER_TABLE", flipped)
+    assert "lem-rank-sum" in table.checked_claims()
+
+
 def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A decorated producer without a row, or a row that says another kind than its decorator, is refused."""
     from symtrans import runner
