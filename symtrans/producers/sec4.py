@@ -1,4 +1,8 @@
-"""Numeric checks for §4: LayerNorm rank neutrality (Theorem 4.2).
+"""§4's producers: LayerNorm rank neutrality (Theorem 4.2), exact searches and Coq records beside numeric checks.
+
+The exact producers (kind ``symbolic``, run by ``symtrans certify``; the module's last part): thm-4.2 and
+thm-4.2-corrected: the exact counterexample search, the zero-beta and Remark searches, the corrected theorem,
+and their Coq records.
 
 For an input ``X`` (n x d) and LayerNorm parameters ``gamma, beta`` the check
 first tests the hypotheses
@@ -29,15 +33,15 @@ Examples
 
 from __future__ import annotations
 
-import random
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.producers.common import RANK_TOLERANCE, FAMILIES_NOTE, LAYERNORM_FAMILIES, eps_text, record, trace, weights
 from symtrans.certify import layernorm as lnmod
 from symtrans.certify.exact import as_strings, rank_q
-from symtrans.certify.linear import (random_int_matrix)
+from symtrans.certify.linear import random_int_matrix
 from symtrans.certify.search import search_universal
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import Dims

@@ -1,4 +1,8 @@
-"""Numeric checks for §5: rank under residual updates, Dong's regime, the residual Jacobian.
+"""§5's producers: rank under residual updates, Dong's regime, the residual Jacobian; exact and numeric.
+
+The exact producers (kind ``symbolic``, run by ``symtrans certify``; the module's last part): lem-rank-sum,
+prop-5.1, lem-variety and thm-5.3: exact searches, witnesses and real-weight certificates, and their Coq
+records.
 
 Forms used (each evidence record repeats which):
 
@@ -25,17 +29,15 @@ Examples
 
 from __future__ import annotations
 
-import random
 import math
+import random
 from typing import Any
 
 from symtrans.producers.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
                                     trace, unmasked_note, weights)
 from symtrans.certify.exact import as_strings, rank_mod_p, rank_q
-from symtrans.certify.linear import (certify_generic_rank, check_rank_sum,
-                                     low_rank_int_matrix, random_int_array,
-                                     prop51_witness, rank_sum_families,
-                                     stratum_dimension)
+from symtrans.certify.linear import (certify_generic_rank, check_rank_sum, low_rank_int_matrix, random_int_array,
+                                     prop51_witness, rank_sum_families, stratum_dimension)
 from symtrans.certify.search import search_universal
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import THM53_R

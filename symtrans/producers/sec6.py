@@ -1,4 +1,7 @@
-"""Numeric checks for §6: head output subspaces, rank contraction, alignment, FFN FLOP share.
+"""§6's producers: head output subspaces, rank contraction, alignment, FFN FLOP share; exact and numeric.
+
+The exact producers (kind ``symbolic``, run by ``symtrans certify``; the module's last part): prop-6.3 and
+prop-6.2: exact witnesses, real-weight certificates, the exact counterexample, and a Coq record.
 
 On the real model's forward trace at ``ctx.n`` (post-LN BERT; MHA(X) is the
 real layer's ``sum_h Y^h W_O^h`` with its Q/K/V biases, without ``b_O``),
@@ -31,8 +34,7 @@ from typing import Any
 
 from symtrans.producers.common import RANK_TOLERANCE, record, sanity, trace, weights
 from symtrans.certify.exact import as_strings
-from symtrans.certify.linear import (block_head_witness_rank, head_subspace_rank, random_int_array,
-                                     random_int_matrix)
+from symtrans.certify.linear import block_head_witness_rank, head_subspace_rank, random_int_array, random_int_matrix
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import Dims, attention_n
 from symtrans.context import Context

@@ -1,4 +1,7 @@
-"""Numeric checks for §7: head-channel non-identifiability and the recovery-ambiguity count.
+"""§7's producers: head-channel non-identifiability and the recovery-ambiguity count; exact and numeric.
+
+The exact producers (kind ``symbolic``, run by ``symtrans certify``; the module's last part): thm-recovery:
+the exact fibre dimensions, the real-weight W_O rank certificate, and a Coq record.
 
 Every count names its map (the paper's n(H-1)d_k is the fibre of the first):
 
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.producers.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
-from symtrans.certify.linear import (kron_rank_rule_holds, low_rank_int_matrix)
+from symtrans.certify.linear import kron_rank_rule_holds, low_rank_int_matrix
 from symtrans.certify.linear import summation_fibre as exact_summation_fibre
 from symtrans.certify.linear import wo_fibre as exact_wo_fibre
 from symtrans.certify.seal import certificate
