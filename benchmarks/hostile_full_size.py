@@ -134,7 +134,7 @@ def _prime_certificate(root: Path) -> Path:
     """gpt2's completeness certificate with every tangent entry 1/p, p distinct 7-digit primes, resealed."""
     import sympy
 
-    from symtrans.certify.checker import digest
+    from symtrans.checker.check import digest
     from symtrans.certify.completeness import completeness_certificate
 
     cert = completeness_certificate("gpt2", layers=1)
@@ -145,7 +145,7 @@ def _prime_certificate(root: Path) -> Path:
 
 
 def _sparse_manifest(root: Path) -> Path:
-    from symtrans.certify.checker import MANIFEST, MANIFEST_SCHEMA
+    from symtrans.checker.check import MANIFEST, MANIFEST_SCHEMA
 
     d = root / "certs"
     d.mkdir()

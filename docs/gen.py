@@ -559,8 +559,8 @@ def preset_list(ctx: Context | None, args: str) -> str:
 
 @generator("family-table")
 def family_table(ctx: Context | None = None, args: str = "") -> str:
-    """Each model-based producer and the families it runs on (``symtrans.checks.common.family_table``)."""
-    from symtrans.checks.common import family_table as rows
+    """Each model-based producer and the families it runs on (``symtrans.producers.common.family_table``)."""
+    from symtrans.producers.common import family_table as rows
 
     return "\n".join(rows())
 
@@ -699,7 +699,7 @@ def _recovery_bert_512() -> tuple[Any, ...]:
 
 
 def _share_facts() -> tuple[Any, ...]:
-    from symtrans.checks.sec6 import paper_share_range
+    from symtrans.producers.sec6 import paper_share_range
     from symtrans.formulas import formula
 
     r = paper_share_range()

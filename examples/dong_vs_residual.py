@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from symtrans import load  # noqa: E402
-from symtrans.checks.sec5 import VARIANTS, depth_sweep  # noqa: E402
+from symtrans.producers.sec5 import VARIANTS, depth_sweep  # noqa: E402
 from symtrans.numeric import encode  # noqa: E402
 
 DEPTH, N = 18, 32

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from symtrans import load  # noqa: E402
-from symtrans.checks.sec6 import spearman_test  # noqa: E402
+from symtrans.producers.sec6 import spearman_test  # noqa: E402
 from symtrans.numeric import encode  # noqa: E402
 from symtrans.numeric.measure import asymmetry, head_subspaces  # noqa: E402
 

@@ -443,7 +443,7 @@ def counted_verdict(ev: Evidence, quantifier: str) -> tuple[Verdict, str]:
 def kernel_proved(ev: Evidence) -> bool:
     """True when the record says a proof kernel accepted its theorem in this run (``details["kernel"]``).
 
-    Written only by :mod:`symtrans.certify.kernel` after :func:`symtrans.certify.coq.kernel_check`
+    Written only by :func:`symtrans.producers.symbolic.kernel_record` after :func:`symtrans.certify.coq.kernel_check`
     succeeded; a record carried from an earlier report without a certificate file is stale, so this is
     never taken on trust from a file.
 

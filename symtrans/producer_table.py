@@ -9,12 +9,17 @@ options (``needs_model``, ``families``, ``cost``, ...) in its
 equal the row's (:func:`symtrans.runner.registry` checks, and refuses a
 decorated function that has no row).
 
-Adding a producer is one line here (docs/adding-a-claim.md). The row order is
-the run order: certificates first (``symtrans.certify``), then the numeric
-checks, each module in source order. Everything that lists producers reads
-this table: ``symtrans claims ID`` (without importing any producer module, so
-without torch), the claim ids ``check`` and ``certify`` accept
-(:func:`checked_claims`, :func:`certified_claims`), the report and the runner.
+Adding a producer is one line here (docs/adding-a-claim.md). Every producer
+lives in the module of its paper section (``symtrans.producers.secN``), the
+exact and the numeric ones of a claim side by side; the kind decides which
+command runs it: ``symbolic`` rows are the exact certificates, searches and
+Coq records of ``symtrans certify``, ``numeric`` rows the checks of
+``symtrans check`` (:data:`CERTIFY_KIND`, :data:`CHECK_KIND`). The row order is
+the run order: the exact producers first, then the numeric checks. Everything
+that lists producers reads this table: ``symtrans claims ID`` (without
+importing any producer module, so without torch), the claim ids ``check`` and
+``certify`` accept (:func:`checked_claims`, :func:`certified_claims`), the
+report and the runner.
 
 This module imports nothing but :mod:`symtrans.errors`.
 
@@ -30,13 +35,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ProducerEntry", "PRODUCER_TABLE", "CERTIFICATE_PACKAGE", "CHECK_PACKAGE", "entries", "declared",
+__all__ = ["ProducerEntry", "PRODUCER_TABLE", "CERTIFY_KIND", "CHECK_KIND", "KINDS", "entries", "declared",
            "checked_claims", "certified_claims", "modules"]
 
-#: producers whose module is in this package are exact certificates and searches (``symtrans certify``)
-CERTIFICATE_PACKAGE = "symtrans.certify"
-#: producers whose module is in this package are numeric checks (``symtrans check``)
-CHECK_PACKAGE = "symtrans.checks"
+#: the kind of the exact certificates, searches and Coq records (``symtrans certify`` runs them)
+CERTIFY_KIND = "symbolic"
+#: the kind of the numeric checks (``symtrans check`` runs them)
+CHECK_KIND = "numeric"
+#: every kind a row may have
+KINDS = (CERTIFY_KIND, CHECK_KIND)
 
 
 class ProducerEntry(NamedTuple):
@@ -44,9 +51,9 @@ class ProducerEntry(NamedTuple):
 
     Examples
     --------
-    >>> e = ProducerEntry("c/r", "p", "numeric", "symtrans.checks.sec4:f")
+    >>> e = ProducerEntry("c/r", "p", "numeric", "symtrans.producers.sec4:f")
     >>> e.claim_id, e.module, e.function
-    ('c', 'symtrans.checks.sec4', 'f')
+    ('c', 'symtrans.producers.sec4', 'f')
     """
 
     claim: str  # claim id or reading id (claim/reading)
@@ -72,55 +79,55 @@ class ProducerEntry(NamedTuple):
 
 #: every producer, one row each: (claim or claim/reading, name, kind, "module:function"), in run order
 PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in (
-    ('lem-rank-sum', 'rank-sum-search', 'symbolic', 'symtrans.certify.producers:rank_sum_search'),
-    ('prop-5.1', 'prop51-witness', 'symbolic', 'symtrans.certify.producers:prop51'),
-    ('lem-variety', 'variety-proper', 'symbolic', 'symtrans.certify.producers:lem_variety'),
-    ('prop-6.3', 'prop63-witness', 'symbolic', 'symtrans.certify.producers:prop63'),
-    ('prop-6.3', 'prop63-real-weights', 'symbolic', 'symtrans.certify.producers:prop63_real'),
-    ('thm-recovery/sum', 'recovery-fibres', 'symbolic', 'symtrans.certify.producers:recovery'),
-    ('thm-recovery/wo', 'recovery-wo-real', 'symbolic', 'symtrans.certify.producers:recovery_real'),
-    ('thm-5.3', 'thm53-small', 'symbolic', 'symtrans.certify.producers:thm53_small'),
-    ('thm-5.3', 'thm53-real-weights', 'symbolic', 'symtrans.certify.producers:thm53_real'),
-    ('prop-6.2/identity', 'prop62-counterexample', 'symbolic', 'symtrans.certify.producers:prop62'),
-    ('thm-4.2', 'ln-affine-search', 'symbolic', 'symtrans.certify.producers:thm42_affine'),
-    ('thm-4.2', 'ln-zero-beta', 'symbolic', 'symtrans.certify.producers:thm42_zero_beta'),
-    ('thm-4.2', 'ln-remark', 'symbolic', 'symtrans.certify.producers:thm42_remark'),
-    ('thm-4.2-corrected', 'ln-corrected', 'symbolic', 'symtrans.certify.producers:thm42_corrected'),
-    # the Coq kernel's records (symtrans.certify.kernel; proofs/kernel.py links each to its theorem)
-    ('lem-rank-sum', 'coq-lem-rank-sum', 'symbolic', 'symtrans.certify.kernel:coq_rank_sum'),
-    ('prop-5.1', 'coq-prop51-witness', 'symbolic', 'symtrans.certify.kernel:coq_prop51'),
-    ('prop-6.3', 'coq-prop63-witness', 'symbolic', 'symtrans.certify.kernel:coq_prop63'),
-    ('thm-recovery/sum', 'coq-recovery-sum-fibre', 'symbolic', 'symtrans.certify.kernel:coq_recovery_sum'),
-    ('thm-4.2', 'coq-ln-zero-beta', 'symbolic', 'symtrans.certify.kernel:coq_ln_zero_beta'),
-    ('thm-4.2', 'coq-ln-remark', 'symbolic', 'symtrans.certify.kernel:coq_ln_remark'),
-    ('thm-4.2', 'coq-ln-counterexample', 'symbolic', 'symtrans.certify.kernel:coq_ln_counterexample'),
-    ('thm-4.2-corrected', 'coq-ln-corrected', 'symbolic', 'symtrans.certify.kernel:coq_ln_corrected'),
-    ('thm-4.2', 'ln-search-arank', 'numeric', 'symtrans.checks.sec4:check_ln_search_arank'),
-    ('thm-4.2', 'ln-search-rank-beta0', 'numeric', 'symtrans.checks.sec4:check_ln_search_rank'),
-    ('thm-4.2', 'ln-real', 'numeric', 'symtrans.checks.sec4:check_ln_real'),
-    ('prop-5.1', 'rank-plus-gaussian', 'numeric', 'symtrans.checks.sec5:check_prop_5_1'),
-    ('thm-5.3', 'residual-rank', 'numeric', 'symtrans.checks.sec5:check_thm_5_3'),
-    ('lit-dong', 'depth-sweep-pure-attention', 'numeric', 'symtrans.checks.sec5:check_dong'),
-    ('thm-5.3', 'depth-sweep-residual', 'numeric', 'symtrans.checks.sec5:check_sweep_residual'),
-    ('prop-5.4', 'residual-jacobian', 'numeric', 'symtrans.checks.sec5:check_prop_5_4'),
-    ('prop-5.4', 'global-non-affine', 'numeric', 'symtrans.checks.sec5:check_prop_5_4_nonaffine'),
-    ('cor-mlp-role/span', 'span-without-mlp', 'numeric', 'symtrans.checks.sec5:check_mlp_span'),
+    ('lem-rank-sum', 'rank-sum-search', 'symbolic', 'symtrans.producers.sec5:rank_sum_search'),
+    ('prop-5.1', 'prop51-witness', 'symbolic', 'symtrans.producers.sec5:prop51'),
+    ('lem-variety', 'variety-proper', 'symbolic', 'symtrans.producers.sec5:lem_variety'),
+    ('prop-6.3', 'prop63-witness', 'symbolic', 'symtrans.producers.sec6:prop63'),
+    ('prop-6.3', 'prop63-real-weights', 'symbolic', 'symtrans.producers.sec6:prop63_real'),
+    ('thm-recovery/sum', 'recovery-fibres', 'symbolic', 'symtrans.producers.sec7:recovery'),
+    ('thm-recovery/wo', 'recovery-wo-real', 'symbolic', 'symtrans.producers.sec7:recovery_real'),
+    ('thm-5.3', 'thm53-small', 'symbolic', 'symtrans.producers.sec5:thm53_small'),
+    ('thm-5.3', 'thm53-real-weights', 'symbolic', 'symtrans.producers.sec5:thm53_real'),
+    ('prop-6.2/identity', 'prop62-counterexample', 'symbolic', 'symtrans.producers.sec6:prop62'),
+    ('thm-4.2', 'ln-affine-search', 'symbolic', 'symtrans.producers.sec4:thm42_affine'),
+    ('thm-4.2', 'ln-zero-beta', 'symbolic', 'symtrans.producers.sec4:thm42_zero_beta'),
+    ('thm-4.2', 'ln-remark', 'symbolic', 'symtrans.producers.sec4:thm42_remark'),
+    ('thm-4.2-corrected', 'ln-corrected', 'symbolic', 'symtrans.producers.sec4:thm42_corrected'),
+    # the Coq kernel's records (symtrans.producers.symbolic.kernel_record; proofs/kernel.py links each to its theorem)
+    ('lem-rank-sum', 'coq-lem-rank-sum', 'symbolic', 'symtrans.producers.sec5:coq_rank_sum'),
+    ('prop-5.1', 'coq-prop51-witness', 'symbolic', 'symtrans.producers.sec5:coq_prop51'),
+    ('prop-6.3', 'coq-prop63-witness', 'symbolic', 'symtrans.producers.sec6:coq_prop63'),
+    ('thm-recovery/sum', 'coq-recovery-sum-fibre', 'symbolic', 'symtrans.producers.sec7:coq_recovery_sum'),
+    ('thm-4.2', 'coq-ln-zero-beta', 'symbolic', 'symtrans.producers.sec4:coq_ln_zero_beta'),
+    ('thm-4.2', 'coq-ln-remark', 'symbolic', 'symtrans.producers.sec4:coq_ln_remark'),
+    ('thm-4.2', 'coq-ln-counterexample', 'symbolic', 'symtrans.producers.sec4:coq_ln_counterexample'),
+    ('thm-4.2-corrected', 'coq-ln-corrected', 'symbolic', 'symtrans.producers.sec4:coq_ln_corrected'),
+    ('thm-4.2', 'ln-search-arank', 'numeric', 'symtrans.producers.sec4:check_ln_search_arank'),
+    ('thm-4.2', 'ln-search-rank-beta0', 'numeric', 'symtrans.producers.sec4:check_ln_search_rank'),
+    ('thm-4.2', 'ln-real', 'numeric', 'symtrans.producers.sec4:check_ln_real'),
+    ('prop-5.1', 'rank-plus-gaussian', 'numeric', 'symtrans.producers.sec5:check_prop_5_1'),
+    ('thm-5.3', 'residual-rank', 'numeric', 'symtrans.producers.sec5:check_thm_5_3'),
+    ('lit-dong', 'depth-sweep-pure-attention', 'numeric', 'symtrans.producers.sec5:check_dong'),
+    ('thm-5.3', 'depth-sweep-residual', 'numeric', 'symtrans.producers.sec5:check_sweep_residual'),
+    ('prop-5.4', 'residual-jacobian', 'numeric', 'symtrans.producers.sec5:check_prop_5_4'),
+    ('prop-5.4', 'global-non-affine', 'numeric', 'symtrans.producers.sec5:check_prop_5_4_nonaffine'),
+    ('cor-mlp-role/span', 'span-without-mlp', 'numeric', 'symtrans.producers.sec5:check_mlp_span'),
     ('cor-mlp-role/collapse-not-necessary', 'no-collapse-without-mlp', 'numeric',
-     'symtrans.checks.sec5:check_mlp_not_necessary'),
+     'symtrans.producers.sec5:check_mlp_not_necessary'),
     ('cor-mlp-role/collapse-sufficient', 'mlp-prevents-collapse', 'numeric',
-     'symtrans.checks.sec5:check_mlp_sufficient'),
-    ('prop-6.3', 'head-subspace-dim', 'numeric', 'symtrans.checks.sec6:check_prop_6_3'),
-    ('prop-6.2/identity', 'mha-rank-vs-sum', 'numeric', 'symtrans.checks.sec6:check_prop_6_2'),
-    ('prop-6.2/bound', 'mha-rank-bound', 'numeric', 'symtrans.checks.sec6:check_prop_6_2_bound'),
-    ('thm-rank-contraction', 'contraction-kappa', 'numeric', 'symtrans.checks.sec6:check_rank_contraction'),
-    ('claim-align', 'alpha-vs-alignment', 'numeric', 'symtrans.checks.sec6:check_alignment'),
-    ('cor-dff', 'ffn-flop-share', 'numeric', 'symtrans.checks.sec6:check_cor_dff'),
-    ('thm-recovery', 'recovery-fibres-measured', 'numeric', 'symtrans.checks.sec7:check_recovery'),
-    ('thm-7.3', 'head-identifiability', 'numeric', 'symtrans.checks.sec7:check_nonidentifiability'),
-    ('pgop', 'pgop-overhead', 'numeric', 'symtrans.checks.sec8:check_pgop_overhead'),
-    ('pgop/remedy', 'pgop-fibre', 'numeric', 'symtrans.checks.sec8:check_pgop_fibre'),
-    ('framework-9/breaking', 'ablation-stabilisers', 'numeric', 'symtrans.checks.sec9:check_breaking'),
-    ('framework-9/orbits', 'collapse-objects', 'numeric', 'symtrans.checks.sec9:check_orbits'),
+     'symtrans.producers.sec5:check_mlp_sufficient'),
+    ('prop-6.3', 'head-subspace-dim', 'numeric', 'symtrans.producers.sec6:check_prop_6_3'),
+    ('prop-6.2/identity', 'mha-rank-vs-sum', 'numeric', 'symtrans.producers.sec6:check_prop_6_2'),
+    ('prop-6.2/bound', 'mha-rank-bound', 'numeric', 'symtrans.producers.sec6:check_prop_6_2_bound'),
+    ('thm-rank-contraction', 'contraction-kappa', 'numeric', 'symtrans.producers.sec6:check_rank_contraction'),
+    ('claim-align', 'alpha-vs-alignment', 'numeric', 'symtrans.producers.sec6:check_alignment'),
+    ('cor-dff', 'ffn-flop-share', 'numeric', 'symtrans.producers.sec6:check_cor_dff'),
+    ('thm-recovery', 'recovery-fibres-measured', 'numeric', 'symtrans.producers.sec7:check_recovery'),
+    ('thm-7.3', 'head-identifiability', 'numeric', 'symtrans.producers.sec7:check_nonidentifiability'),
+    ('pgop', 'pgop-overhead', 'numeric', 'symtrans.producers.sec8:check_pgop_overhead'),
+    ('pgop/remedy', 'pgop-fibre', 'numeric', 'symtrans.producers.sec8:check_pgop_fibre'),
+    ('framework-9/breaking', 'ablation-stabilisers', 'numeric', 'symtrans.producers.sec9:check_breaking'),
+    ('framework-9/orbits', 'collapse-objects', 'numeric', 'symtrans.producers.sec9:check_orbits'),
 ))
 
 
@@ -148,42 +155,42 @@ def declared(claim: str) -> list[tuple[str, str]]:
     return [(e.name, e.kind) for e in entries(claim)]
 
 
-def _claims_in(package: str) -> tuple[str, ...]:
-    return tuple(sorted({e.claim_id for e in PRODUCER_TABLE if e.module.startswith(package + ".")}))
+def _claims_of(kind: str) -> tuple[str, ...]:
+    return tuple(sorted({e.claim_id for e in PRODUCER_TABLE if e.kind == kind}))
 
 
 def checked_claims() -> tuple[str, ...]:
-    """The claims with numeric checks (producers in :data:`CHECK_PACKAGE`), sorted.
+    """The claims with numeric checks (rows of kind :data:`CHECK_KIND`), sorted.
 
     Examples
     --------
     >>> checked_claims()[:3]
     ('claim-align', 'cor-dff', 'cor-mlp-role')
     """
-    return _claims_in(CHECK_PACKAGE)
+    return _claims_of(CHECK_KIND)
 
 
 def certified_claims() -> tuple[str, ...]:
-    """The claims with exact certificates (producers in :data:`CERTIFICATE_PACKAGE`), sorted.
+    """The claims with exact certificates (rows of kind :data:`CERTIFY_KIND`), sorted.
 
     Examples
     --------
     >>> certified_claims()[:2]
     ('lem-rank-sum', 'lem-variety')
     """
-    return _claims_in(CERTIFICATE_PACKAGE)
+    return _claims_of(CERTIFY_KIND)
 
 
-def modules(package: str | None = None) -> list[str]:
-    """The modules that define producers (in ``package`` only, when given), in run order.
+def modules() -> list[str]:
+    """The modules that define producers, in the order of their first row.
 
     Examples
     --------
-    >>> modules(CERTIFICATE_PACKAGE)
-    ['symtrans.certify.producers', 'symtrans.certify.kernel']
+    >>> sorted(modules())[:2]
+    ['symtrans.producers.sec4', 'symtrans.producers.sec5']
     """
     out: list[str] = []
     for e in PRODUCER_TABLE:
-        if e.module not in out and (package is None or e.module.startswith(package + ".")):
+        if e.module not in out:
             out.append(e.module)
     return out

@@ -30,19 +30,14 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.context import Context
 from symtrans.evidence import Evidence, Producer, Verdict
-from symtrans.producer_table import (CERTIFICATE_PACKAGE, CHECK_PACKAGE, PRODUCER_TABLE, ProducerEntry, declared,
-                                     modules)
+from symtrans.producer_table import CERTIFY_KIND, CHECK_KIND, PRODUCER_TABLE, ProducerEntry, declared, modules
 
-__all__ = ["PRODUCER_MODULES", "CHECK_MODULES", "CERTIFICATE_MODULES", "registry", "producers_for",
+__all__ = ["PRODUCER_MODULES", "registry", "producers_for",
            "declared_producers", "run_producers", "run_producer", "remember", "check_producers",
            "certificate_producers", "run_tasks", "work_units", "parallel_default", "cuda_initialised", "run_checks",
            "run_certificates", "layer_subset_scope"]
 
-#: modules whose producers are the exact certificates and counterexample searches (``symtrans certify``).
-CERTIFICATE_MODULES: list[str] = modules(CERTIFICATE_PACKAGE)
-#: modules whose producers are the numeric checks (``symtrans check``), one per paper section.
-CHECK_MODULES: list[str] = modules(CHECK_PACKAGE)
-#: modules that define producers (certificates, checks), in the table's order.
+#: modules that define producers (one per paper section, exact and numeric side by side), in the table's order.
 PRODUCER_MODULES: list[str] = modules()
 
 
@@ -278,15 +273,11 @@ def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
 
 
 # ----------------------------------------------------------------- which producers
-def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[Producer]:
-    """The producers registered by ``modules`` (for ``claims`` only, when given); an unknown claim is an error."""
-    import importlib
-
+def _selected(kind: str, claims: list[str] | None, what: str) -> list[Producer]:
+    """The producers of ``kind`` (for ``claims`` only, when given); an unknown claim is an error."""
     from symtrans.errors import suggest
 
-    for m in modules:
-        importlib.import_module(m)
-    mine = sorted((p for ps in registry().values() for p in ps if p.func.__module__ in modules), key=_producer_order)
+    mine = sorted((p for ps in registry().values() for p in ps if p.kind == kind), key=_producer_order)
     known = sorted({p.claim for p in mine})
     for c in claims or []:
         if c not in known:
@@ -295,7 +286,7 @@ def _selected(modules: list[str], claims: list[str] | None, what: str) -> list[P
 
 
 def check_producers(claims: list[str] | None = None) -> list[Producer]:
-    """The numeric checks' producers (:data:`CHECK_MODULES`), optionally for some claims only.
+    """The numeric checks' producers (kind :data:`~symtrans.producer_table.CHECK_KIND`), optionally for some claims only.
 
     Examples
     --------
@@ -306,11 +297,11 @@ def check_producers(claims: list[str] | None = None) -> list[Producer]:
     ...
     symtrans.errors.SymtransError: unknown claim 'thm-42'; did you mean 'thm-4.2' or ...?
     """
-    return _selected(CHECK_MODULES, claims, "claim")
+    return _selected(CHECK_KIND, claims, "claim")
 
 
 def certificate_producers(claims: list[str] | None = None) -> list[Producer]:
-    """The exact certificates' producers (:data:`CERTIFICATE_MODULES`), optionally for some claims only.
+    """The exact certificates' producers (kind :data:`~symtrans.producer_table.CERTIFY_KIND`), optionally for some claims.
 
     Examples
     --------
@@ -321,7 +312,7 @@ def certificate_producers(claims: list[str] | None = None) -> list[Producer]:
     ...
     symtrans.errors.SymtransError: unknown claim with certificates 'prop-51'; did you mean 'prop-5.1' or ...?
     """
-    return _selected(CERTIFICATE_MODULES, claims, "claim with certificates")
+    return _selected(CERTIFY_KIND, claims, "claim with certificates")
 
 
 # ----------------------------------------------------------------- many producers (serial or two processes)

@@ -564,7 +564,7 @@ def safetensors_files(directory: str | os.PathLike[str]) -> list[Path] | None:
     """The safetensors files of a model directory: ``model.safetensors``, else the shards its index lists.
 
     One rule for the loader (:mod:`symtrans.numeric.weights`) and the certificate checker
-    (:mod:`symtrans.certify.modelfile`): each file confined to the directory, present and regular
+    (:mod:`symtrans.checker.reader`): each file confined to the directory, present and regular
     (:func:`shard_file`), the index bounded and well formed (:func:`shard_names`). ``None`` when the directory
     holds neither.
 

@@ -62,7 +62,7 @@ def test_each_cell_rechecks_at_another_seed(llama_table):
 
 
 def test_a_planted_architecture_whose_nonlinearity_breaks_nothing_fails_the_reading():
-    from symtrans.checks.sec9 import breaking_verdict
+    from symtrans.producers.sec9 import breaking_verdict
     from symtrans.evidence import Verdict
 
     planted = get_arch("bert-base").without("nonlinearity")  # its FFN is already linear
@@ -113,7 +113,7 @@ def test_breaking_refuses_a_model_and_unknown_components():
 
 # ------------------------------------------------------------------ the orbits reading
 def test_width_collapse_fixed_points_with_and_without_the_causal_mask():
-    from symtrans.checks.sec9 import fixed_attention_set
+    from symtrans.producers.sec9 import fixed_attention_set
 
     for n in (3, 6):
         free = fixed_attention_set(n, causal=False)
@@ -123,7 +123,7 @@ def test_width_collapse_fixed_points_with_and_without_the_causal_mask():
 
 
 def test_orbits_verdict_fails_on_a_false_tie_and_is_undecided_on_an_open_one():
-    from symtrans.checks.sec9 import orbits_verdict
+    from symtrans.producers.sec9 import orbits_verdict
     from symtrans.evidence import Verdict
 
     ok = {"phenomenon": "a", "holds": True, "numbers": "1 = 1"}
@@ -137,7 +137,7 @@ def test_depth_tie_fails_for_a_layer_that_is_not_permutation_equivariant():
     # the false case of the depth tie: a position-dependent term inside a layer moves 1 x^T off Fix(S_n)
     import torch
 
-    from symtrans.checks.sec9 import orbit_rows
+    from symtrans.producers.sec9 import orbit_rows
     from symtrans.context import Context
     from symtrans.numeric import load_model
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from symtrans.certify.checker import digest, verify_certificate
+from symtrans.checker.check import digest, verify_certificate
 from symtrans.cli import main
 
 N = 16
@@ -36,7 +36,7 @@ def _certs(small: dict) -> dict:
 
 
 def _prop62() -> dict:
-    from symtrans.certify.producers import prop62
+    from symtrans.producers.sec6 import prop62
     from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
@@ -206,7 +206,7 @@ def test_verify_survives_anything_inside(small_certificates):
 
 def test_another_config_is_another_model(small_certificates, tmp_path, capsys, no_hub_no_loader):
     """Same tensors, another head count in config.json: the hash covers the config, so it is another model."""
-    from symtrans.certify.modelfile import CheckedModel, bundled_model_path
+    from symtrans.checker.reader import CheckedModel, bundled_model_path
 
     src, dst = bundled_model_path(), tmp_path / "six-heads"
     dst.mkdir()
@@ -367,7 +367,7 @@ def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, 
 
     path = tmp_path / "c.json"
     path.write_text(json.dumps(_certs(small_certificates)["factors"]))
-    code = ("import json, sys\nfrom symtrans.certify.checker import verify_certificate\n"
+    code = ("import json, sys\nfrom symtrans.checker.check import verify_certificate\n"
             f"ok, why = verify_certificate(json.load(open({str(path)!r})), n={N})\n"
             "print(ok, json.dumps(sorted(m for m in sys.modules if m.startswith(('symtrans', 'proofs')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout
@@ -376,14 +376,13 @@ def test_the_checker_imports_no_producer_and_not_the_loader(small_certificates, 
     # issue 37: not symtrans.evidence (nor proofs) either: the default n lives in symtrans.config; the
     # model-reading rule (safetensors_files, tensor_shards) in symtrans.validate, which the loader shares
     assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.validate", "symtrans.config",
-                                     "symtrans.certify",
-                               "symtrans.certify.checker", "symtrans.certify.statements",
-                               "symtrans.certify.modelfile"}, mods
+                                     "symtrans.checker", "symtrans.checker.check", "symtrans.checker.statements",
+                                     "symtrans.checker.reader"}, mods
 
 
 # ------------------------------------------------------------------ the LayerNorm counterexample as a file
 def _ln_cert() -> dict:
-    from symtrans.certify.producers import thm42_affine
+    from symtrans.producers.sec4 import thm42_affine
     from symtrans.context import Context
 
     (ev,) = thm42_affine(Context(model=None))

@@ -1,13 +1,13 @@
 """report --previous: a carried record counts only after its certificates re-verify against the registry.
 
-(:func:`symtrans.certify.checker.check_record`, called by ``report.build._carry`` before any producer runs.)
+(:func:`symtrans.checker.check.check_record`, called by ``report.build._carry`` before any producer runs.)
 """
 
 from __future__ import annotations
 
 import copy
 
-from symtrans.certify.checker import check_record, digest
+from symtrans.checker.check import check_record, digest
 
 
 def _record() -> dict:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from symtrans.certify.checker import digest, verify_certificate
+from symtrans.checker.check import digest, verify_certificate
 from symtrans.certify.real import (MODULUS, LayerResidual, attention_det, embedding_input,
                                    head_factor_minors, head_product_minor, stacked_wo_rank)
 from symtrans.cli import main
@@ -117,7 +117,7 @@ def test_a_rank_deficient_layer_is_refused(certs, weights, tmp_path):
     W[:, 5] = 0.5 * W[:, 3]  # exact in float32: column 5 of the [out, in] weight is row 5 of the stacked W_O
     tensors[key] = W
     save_file(tensors, str(dst / "model.safetensors"))
-    from symtrans.certify.modelfile import CheckedModel
+    from symtrans.checker.reader import CheckedModel
 
     m = CheckedModel(dst)
     cert = copy.deepcopy(certs["rank"])
@@ -238,7 +238,7 @@ def test_stacked_rank_detects_deficiency(weights):
 
 def test_prop62_refuting_certificate():
     """The prop-6.2/identity counterexample ships a certificate; a changed weight entry breaks it."""
-    from symtrans.certify.producers import prop62
+    from symtrans.producers.sec6 import prop62
     from symtrans.context import Context
 
     (ev,) = prop62(Context(model=None))
@@ -269,7 +269,9 @@ def test_certify_out_then_verify(tmp_path, capsys):
 
 def test_certificates_on_another_checkpoint_verify(tmp_path):
     """A random DistilBERT checkpoint (no token types, 40 positions): every real-weight certificate checks."""
-    from symtrans.certify.producers import prop63_real, recovery_real, thm53_real
+    from symtrans.producers.sec5 import thm53_real
+    from symtrans.producers.sec6 import prop63_real
+    from symtrans.producers.sec7 import recovery_real
     from symtrans.cli.certify import write_certificates
     from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
@@ -308,7 +310,8 @@ def test_grouped_query_certificates_cover_every_query_head_and_verify(tmp_path):
     reads, and the checker (which derives that head from the tensor shapes) accepts the certificates."""
     import torch
 
-    from symtrans.certify.producers import prop63_real, thm53_real
+    from symtrans.producers.sec5 import thm53_real
+    from symtrans.producers.sec6 import prop63_real
     from symtrans.cli.certify import write_certificates
     from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint

@@ -13,9 +13,9 @@ from fractions import Fraction
 
 import pytest
 
-from symtrans.certify.checker import completeness_tangents, digest, verify_certificate
+from symtrans.checker.check import completeness_tangents, digest, verify_certificate
 from symtrans.certify.completeness import completeness_certificate
-from symtrans.certify.statements import completeness_dimension
+from symtrans.checker.statements import completeness_dimension
 
 FAMILIES = ("bert-base", "llama2-7b", "gpt2")  # post-LN BERT, pre-RMSNorm decoder, pre-LN decoder
 
@@ -82,7 +82,7 @@ def test_the_checkers_tangents_span_the_producers_tangent_space(completeness, na
     from flint import fmpq, fmpq_mat
 
     from symtrans.certify.completeness import certificate_instance
-    from symtrans.certify.statements import completeness_tensors
+    from symtrans.checker.statements import completeness_tensors
     from symtrans.group.complete import _entries, _label, _tangents, _unflatten, random_instance
     from symtrans.group.spec import GroupSpec
 
@@ -492,7 +492,7 @@ HOSTILE_MODELS = {  # one corpus, fed to the loader and to the checker
 
 @pytest.mark.parametrize("case", list(HOSTILE_MODELS))
 def test_the_checker_refuses_whatever_the_loader_refuses(case, tmp_path):
-    from symtrans.certify.modelfile import CheckedModel, ModelError
+    from symtrans.checker.reader import CheckedModel, ModelError
     from symtrans.errors import SymtransError
     from symtrans.numeric import load_model
 
@@ -507,7 +507,7 @@ def test_the_checker_refuses_whatever_the_loader_refuses(case, tmp_path):
 def test_a_genuine_sharded_model_reads_the_same_in_both(tmp_path):
     import numpy as np
 
-    from symtrans.certify.modelfile import CheckedModel
+    from symtrans.checker.reader import CheckedModel
     from symtrans.numeric import load_model
 
     d = _sharded(tmp_path)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from _checks_util import context
-from symtrans.checks import sec4
+from symtrans.producers import sec4
 from symtrans.evidence import Verdict
 
 F64 = torch.float64

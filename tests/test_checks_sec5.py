@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from _checks_util import broken, context
-from symtrans.checks import sec5
+from symtrans.producers import sec5
 from symtrans.evidence import Verdict
 from symtrans.graph import counted_verdict
 
@@ -234,7 +234,7 @@ def test_verdicts_identical_for_seeds_0_to_5(w):
 
 
 def test_prop51_witness_certifies_at_the_seed_that_used_to_draw_a_rank_0_matrix():
-    from symtrans.certify.producers import prop51
+    from symtrans.producers.sec5 import prop51
     from symtrans.context import Context
 
     ev = prop51(Context(model=None, seed=1))[0]  # seed 1 once drew a rank-0 'rank-1' matrix
@@ -244,7 +244,7 @@ def test_prop51_witness_certifies_at_the_seed_that_used_to_draw_a_rank_0_matrix(
 
 @pytest.mark.slow
 def test_prop51_witness_certifies_for_seeds_0_to_5():
-    from symtrans.certify.producers import prop51
+    from symtrans.producers.sec5 import prop51
     from symtrans.context import Context
 
     assert {prop51(Context(model=None, seed=s))[0].verdict for s in range(6)} == {Verdict.CERTIFIED}
@@ -254,7 +254,7 @@ def test_factored_mha_equals_the_dense_forward_on_both_routes():
     """MHA(A B) from the factors equals mha_paper(A B) for r below, at and above d_v (both contraction orders)."""
     import torch
 
-    from symtrans.checks.sec5 import mha_paper, mha_paper_factored, pack_qkv
+    from symtrans.producers.sec5 import mha_paper, mha_paper_factored, pack_qkv
     from symtrans.numeric import load_model
 
     lay = load_model("default").layer(4)

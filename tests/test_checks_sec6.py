@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from _checks_util import broken, context
-from symtrans.checks import sec6
+from symtrans.producers import sec6
 from symtrans.evidence import Verdict
 
 
@@ -84,7 +84,7 @@ def test_prop_6_3_fails_when_hypotheses_hold_but_rank_is_lost(w):
     # every hypothesis holds (A^h invertible, W_V^h and W_O^h of rank d_k) but W_V^h's columns are orthogonal
     # to the input rows except for one direction: a non-generic instance with dim R_h = 1
     ctx = context(w, n=40)
-    from symtrans.checks.common import trace
+    from symtrans.producers.common import trace
 
     X = trace(ctx).layers[0].X
     _, _, Vt = torch.linalg.svd(X, full_matrices=True)
@@ -309,7 +309,7 @@ def test_alpha_gram_route_against_the_dense_skew_part():
     """alpha_h from d_k x d_k Gram products equals ||(M - M^T)/2|| / ||M|| formed densely, near-symmetric heads too."""
     import torch
 
-    from symtrans.checks.sec6 import _alpha_defined
+    from symtrans.producers.sec6 import _alpha_defined
     from symtrans.numeric import load_model
 
     lay = dict(load_model("default").layer(3))
@@ -335,7 +335,7 @@ def test_spearman_bootstrap_memory_is_bounded_and_chunking_changes_nothing():
 
     import numpy as np
 
-    from symtrans.checks.sec6 import pairwise_ranks, spearman_test
+    from symtrans.producers.sec6 import pairwise_ranks, spearman_test
 
     rng = np.random.default_rng(5)
     N = 200

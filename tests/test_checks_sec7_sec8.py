@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from _checks_util import broken, context
-from symtrans.checks import sec7, sec8
+from symtrans.producers import sec7, sec8
 from symtrans.numeric import fibres
 from symtrans.evidence import Verdict
 
@@ -391,7 +391,7 @@ def test_verdicts_unchanged_under_another_seed(w, real12):
 
 def test_storage_rank_certificate_agrees_with_the_svd_and_declines_when_it_must():
     """certify=True: the Cholesky certificate where W has full rank (the SVD's rank, a smaller margin), the SVD else."""
-    from symtrans.checks.common import storage_ranks
+    from symtrans.producers.common import storage_ranks
 
     g = torch.Generator().manual_seed(9)
     U = torch.linalg.qr(torch.randn(48, 48, generator=g, dtype=torch.float64))[0]

@@ -99,7 +99,7 @@ def test_bad_project_listing_refused(copy: Path) -> None:
 
 def test_without_coq_the_reading_stays_supported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No coqc on PATH: nothing is checked, the record is supported with the install hint, never certified."""
-    from symtrans.certify.kernel import kernel_record
+    from symtrans.producers.symbolic import kernel_record
 
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: coqc and coqchk cannot be found
     res = kernel_check(use_cache=False)
@@ -220,7 +220,7 @@ def test_declared_against_used_dependencies(copy: Path) -> None:
     """Print All Dependencies: a proof that starts using another linked result shows it as used and, where the
     registry does not declare it, flags it; the project's own proof of prop-5.1 does not use lem-rank-sum."""
     _needs_coq()
-    from symtrans.certify.kernel import dependencies
+    from symtrans.producers.symbolic import dependencies
 
     res = kernel_check()
     assert res.ok, res.reason

@@ -302,7 +302,7 @@ def test_tensor_table_has_every_tensor_the_loader_names(gen):
 
 
 def test_family_table_is_the_registrations(gen):
-    from symtrans.checks.common import family_table
+    from symtrans.producers.common import family_table
 
     assert block_text(gen, ROOT / "docs" / "decoders.md", "family-table").rstrip("\n") == "\n".join(family_table())
 

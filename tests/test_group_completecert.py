@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import pytest
 
-from symtrans.certify.checker import completeness_forward, completeness_tangents, digest, verify_certificate
+from symtrans.checker.check import completeness_forward, completeness_tangents, digest, verify_certificate
 from symtrans.certify.completeness import certificate_instance, completeness_certificate
-from symtrans.certify.statements import completeness_tensors
+from symtrans.checker.statements import completeness_tensors
 from symtrans.cli import main
 
 ARCHS = ("bert-base", "mistral-7b")  # post-LN BERT; pre-RMSNorm decoder with GQA (4:1), rotary and a window
@@ -259,7 +259,7 @@ def test_an_edited_parameter_is_another_point_where_everything_is_re_derived(cer
 
 def test_a_wrong_tangent_rule_is_caught_by_j_v(certs, monkeypatch):
     """J v in balls around 0 can fail: a tangent rule that moves one entry too many leaves the null space."""
-    import symtrans.certify.checker as checker
+    import symtrans.checker.check as checker
 
     genuine = checker.completeness_tangents
 
@@ -328,16 +328,16 @@ def test_uncovered_structures_and_a_lone_certificate_out_are_one_line_errors(tmp
 def test_verifying_loads_neither_torch_nor_a_producer(certs, tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(certs["mistral-7b"]))
-    code = ("import json, sys\nfrom symtrans.certify.checker import verify_certificate\n"
+    code = ("import json, sys\nfrom symtrans.checker.check import verify_certificate\n"
             f"ok, why = verify_certificate(json.load(open({str(path)!r})))\n"
             "print(ok, 'torch' in sys.modules, json.dumps(sorted(m for m in sys.modules if m.startswith('symtrans'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout
     ok, torch_loaded, mods = out.split(" ", 2)
     assert (ok, torch_loaded) == ("True", "False"), out
     # jacobian-rank adds G's formula (symtrans.catalogue, SymPy) and the architecture it is built on
-    assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.certify",
-                                     "symtrans.certify.checker", "symtrans.certify.statements",
-                                     "symtrans.certify.modelfile", "symtrans.arch", "symtrans.symbols",
+    assert set(json.loads(mods)) <= {"symtrans", "symtrans.errors", "symtrans.checker",
+                                     "symtrans.checker.check", "symtrans.checker.statements",
+                                     "symtrans.checker.reader", "symtrans.arch", "symtrans.symbols",
                                      "symtrans.config", "symtrans.validate", "symtrans.catalogue",
                                      "symtrans.catalogue.model", "symtrans.catalogue.factors",
                                      "symtrans.catalogue.spec"}, mods

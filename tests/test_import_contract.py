@@ -32,11 +32,16 @@ def _env() -> dict[str, str]:
 
 
 def test_the_layer_contract_is_kept() -> None:
-    """Every import (function-local ones included) goes down the layers, bar the listed ignore_imports."""
+    """Every import (function-local ones included) goes down the layers; the contract lists no exception."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert all("ignore_imports" not in c for c in config["contracts"])
     run = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "2 kept, 0 broken" in run.stdout  # the layers, and group's completeness > near > params
+    # the layers, the checker's trusted code base, the engines hold mathematics, group's complete > near
+    assert "4 kept, 0 broken" in run.stdout
 
 
 def test_the_group_contract_fails_on_the_old_cycle(tmp_path: Path) -> None:
@@ -74,6 +79,59 @@ def test_the_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=600)
     assert run.returncode != 0
     assert "symtrans.validate -> symtrans.errors" in run.stdout
+
+
+#: what the independent checker (symtrans.checker) may import of symtrans: the base, and G's formula
+CHECKER_MAY_IMPORT = {"symtrans.errors", "symtrans.validate", "symtrans.config", "symtrans.symbols", "symtrans.arch",
+                      "symtrans.catalogue"}
+
+
+def test_the_checker_contract_forbids_every_other_module() -> None:
+    """The checker's forbidden list is every top-level module of symtrans (and proofs) but the allowed few."""
+    import pkgutil
+    import tomllib
+
+    import symtrans
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c.get("id") == "checker-trusted-code-base"]
+    assert contract["type"] == "forbidden" and contract["source_modules"] == ["symtrans.checker"]
+    modules = {f"symtrans.{m.name}" for m in pkgutil.iter_modules(symtrans.__path__)} | {"proofs"}
+    assert set(contract["forbidden_modules"]) == modules - CHECKER_MAY_IMPORT - {"symtrans.checker"}
+
+
+def _planted(tmp_path: Path, module: str, target: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports, with the real contract, on a copy of the code where ``module`` imports ``target``."""
+    for pkg in ("symtrans", "proofs"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / Path(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text() + f"\n\ndef _planted():\n    import {target}  # noqa\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    return subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("target", ["symtrans.numeric.weights", "symtrans.formulas", "proofs"])
+def test_the_checker_contract_breaks_on_a_planted_import(tmp_path: Path, target: str) -> None:
+    """The checker importing the loader, or a module the layers alone allow (formulas, the paper), is refused."""
+    run = _planted(tmp_path, "symtrans.checker.reader", target)
+    assert run.returncode != 0, run.stdout[-2000:]
+    assert "the checker imports of symtrans only" in run.stdout and "BROKEN" in run.stdout
+    assert f"symtrans.checker.reader -> {target}" in run.stdout
+
+
+def test_the_engines_contract_breaks_on_a_planted_context(tmp_path: Path) -> None:
+    """certify reading a run's Context (the layers alone allow it: context is below the engines) is refused."""
+    run = _planted(tmp_path, "symtrans.certify.linear", "symtrans.context")
+    assert run.returncode != 0, run.stdout[-2000:]
+    assert "certify, group and numeric hold mathematics" in run.stdout and "BROKEN" in run.stdout
+    assert "symtrans.certify.linear -> symtrans.context" in run.stdout
+
+
+def test_the_checker_contract_passes_on_an_allowed_planted_import(tmp_path: Path) -> None:
+    """The copy itself is not what breaks: an allowed planted import (symtrans.symbols) keeps every contract."""
+    run = _planted(tmp_path, "symtrans.checker.reader", "symtrans.symbols")
+    assert run.returncode == 0, run.stdout[-3000:]
 
 
 def test_every_top_level_module_has_a_layer() -> None:
@@ -124,7 +182,7 @@ def test_the_probe_sees_producer_modules_when_a_query_runs_producers() -> None:
     run = subprocess.run([sys.executable, "-c", _PROBE, "claims", "prop-5.1", "--blocks"], cwd=ROOT, env=_env(),
                          capture_output=True, text=True, timeout=300)
     last = run.stdout.strip().splitlines()[-1]
-    assert last.startswith("LOADED [") and "'symtrans.certify.producers'" in last and last.endswith("RC 0"), last
+    assert last.startswith("LOADED [") and "'symtrans.producers.sec5'" in last and last.endswith("RC 0"), last
 
 
 def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
@@ -145,10 +203,31 @@ def test_the_table_lists_every_producer_and_matches_its_decorator() -> None:
     assert decorated == {e.target for e in PRODUCER_TABLE}
 
 
+def test_check_and_certify_pick_producers_by_kind_not_by_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``certify`` runs the table's symbolic rows and ``check`` its numeric rows, though one section module holds
+    both; a row turned to the other kind moves to the other command."""
+    from symtrans import runner
+    from symtrans.producer_table import PRODUCER_TABLE, ProducerEntry, certified_claims, checked_claims
+
+    certify = runner.certificate_producers()
+    check = runner.check_producers()
+    assert [p.name for p in certify] == [e.name for e in PRODUCER_TABLE if e.kind == "symbolic"]
+    assert [p.name for p in check] == [e.name for e in PRODUCER_TABLE if e.kind == "numeric"]
+    shared = {p.func.__module__ for p in certify} & {p.func.__module__ for p in check}
+    assert "symtrans.producers.sec5" in shared  # prop51-witness beside rank-plus-gaussian
+    first = PRODUCER_TABLE[0]  # rank-sum-search, lem-rank-sum's only exact producers with the Coq record
+    assert first.kind == "symbolic" and "lem-rank-sum" in certified_claims() and "lem-rank-sum" not in checked_claims()
+    import symtrans.producer_table as table
+
+    flipped = (ProducerEntry(first.claim, first.name, "numeric", first.target), *PRODUCER_TABLE[1:])
+    monkeypatch.setattr(table, "PRODUCER_TABLE", flipped)
+    assert "lem-rank-sum" in table.checked_claims()
+
+
 def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A decorated producer without a row, or a row that says another kind than its decorator, is refused."""
     from symtrans import runner
-    from symtrans.checks import sec4
+    from symtrans.producers import sec4
     from symtrans.errors import SymtransError
     from symtrans.evidence import producer
     from symtrans.producer_table import PRODUCER_TABLE, ProducerEntry
@@ -162,7 +241,7 @@ def test_the_table_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     unlisted.__module__ = sec4.__name__
     monkeypatch.setattr(sec4, "unlisted", unlisted, raising=False)
     with pytest.raises(SymtransError, match=r"add to PRODUCER_TABLE.*\('thm-4.2', 'unlisted-demo', 'numeric', "
-                                            r"'symtrans.checks.sec4:unlisted'\)"):
+                                            r"'symtrans.producers.sec4:unlisted'\)"):
         runner.registry()
     monkeypatch.delattr(sec4, "unlisted")
     first = PRODUCER_TABLE[0]

@@ -68,7 +68,7 @@ def test_every_producer_runs_on_any_subset_and_never_overclaims(tiny, subset):
 
 def test_ln_real_on_one_layer_of_the_bundled_model():
     """``--layers 2`` on the bundled model: the n > d_model case reads layer 2 (was an IndexError)."""
-    from symtrans.checks.sec4 import check_ln_real
+    from symtrans.producers.sec4 import check_ln_real
 
     recs = check_ln_real(Context(model="default", n=8, layers=(2,)))
     assert len(recs) == 2
@@ -77,7 +77,7 @@ def test_ln_real_on_one_layer_of_the_bundled_model():
 
 def test_a_counterexample_at_a_listed_layer_still_refutes():
     """thm-7.3/wo on the bundled model fails at every layer (W_O injective): from one layer it still fails."""
-    from symtrans.checks.sec7 import check_nonidentifiability
+    from symtrans.producers.sec7 import check_nonidentifiability
 
     ctx = Context(model="default", n=8, layers=(3,))
     recs = [e for e in check_nonidentifiability(ctx) if e.reading == "thm-7.3/wo"]

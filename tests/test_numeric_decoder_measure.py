@@ -83,8 +83,8 @@ def test_first_row_ratio_is_zero_exactly_when_rows_equal_the_first():
 
 def test_paper_map_on_a_decoder_says_what_it_leaves_out(tmp_path):
     """thm-5.3's rank-r evaluations use the paper's unmasked MHA: on Mistral the record names mask and window."""
-    from symtrans.checks.common import unmasked_note
-    from symtrans.checks.sec5 import check_thm_5_3
+    from symtrans.producers.common import unmasked_note
+    from symtrans.producers.sec5 import check_thm_5_3
     from symtrans.context import Context
     from symtrans.numeric.fixtures import random_checkpoint
 

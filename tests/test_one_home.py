@@ -221,14 +221,47 @@ def test_a_genuine_previous_report_is_carried_without_warnings(example_report: A
 PRODUCER_FUNCTION_MAX_LINES = 80
 
 
+#: the producers' shared helpers: the numeric ones' (common) and the exact ones' (symbolic); not producers themselves
+PRODUCER_HELPERS = {"symtrans.producers.common", "symtrans.producers.symbolic"}
+
+
 def _producer_sources() -> dict[str, Path]:
-    """Every module the producer table names, plus the producers' shared helpers (checks.common), by file."""
+    """Every module the producer table names, plus the producers' shared helpers, by file."""
     import importlib.util
 
     from symtrans.producer_table import modules
 
-    names = [*modules(), "symtrans.checks.common"]
+    names = [*modules(), *sorted(PRODUCER_HELPERS)]
     return {name: Path(importlib.util.find_spec(name).origin) for name in names}
+
+
+def test_the_producer_package_is_the_table_s_modules_and_the_helpers() -> None:
+    """Every module of symtrans/producers/ is a section module of the table or a shared helper (none escapes the
+    checks below), and the table names no producer outside symtrans/producers/ (certify, numeric, group: maths)."""
+    import pkgutil
+
+    import symtrans.producers
+    from symtrans.producer_table import modules
+
+    package = {f"symtrans.producers.{m.name}" for m in pkgutil.iter_modules(symtrans.producers.__path__)}
+    assert package == set(modules()) | PRODUCER_HELPERS
+    assert sorted(modules()) == [f"symtrans.producers.sec{i}" for i in range(4, 10)]
+
+
+def _decorated_producers(source: str) -> list[str]:
+    """The functions in ``source`` decorated with ``@producer(...)``."""
+    import ast
+
+    return [node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)
+            and any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "producer" for d in node.decorator_list)]
+
+
+def test_the_mathematics_packages_hold_no_producer() -> None:
+    """certify/, numeric/ and group/ hold mathematics only: no ``@producer`` there (issue 40)."""
+    assert _decorated_producers("@producer('c', kind='numeric')\ndef f(ctx):\n    return []\n") == ["f"]  # sees one
+    found = {str(path.relative_to(SOURCE)): names for pkg in ("certify", "numeric", "group")
+             for path in sorted((SOURCE / pkg).rglob("*.py")) if (names := _decorated_producers(path.read_text()))}
+    assert found == {}
 
 
 def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
@@ -265,22 +298,22 @@ def test_the_length_check_sees_a_long_function() -> None:
 
 def test_no_producer_function_is_over_80_lines() -> None:
     sources = _producer_sources()
-    assert {"symtrans.checks.sec7", "symtrans.certify.producers"} <= set(sources)
+    assert {"symtrans.producers.sec7", "symtrans.producers.sec5", "symtrans.producers.symbolic"} <= set(sources)
     long = {name: _long_functions(path.read_text(), PRODUCER_FUNCTION_MAX_LINES) for name, path in sources.items()}
     assert {k: v for k, v in long.items() if v} == {}
 
 
 def test_the_import_check_sees_an_import_of_a_producer_module() -> None:
-    mods = {"symtrans.checks.sec7", "symtrans.checks.sec8"}
-    assert _producer_imports("from symtrans.checks.sec7 import summation_fibre", mods) == {"symtrans.checks.sec7"}
-    assert _producer_imports("def f():\n    from symtrans.checks import sec7\n", mods) == {"symtrans.checks.sec7"}
-    assert _producer_imports("import symtrans.checks.sec8 as s", mods) == {"symtrans.checks.sec8"}
+    mods = {"symtrans.producers.sec7", "symtrans.producers.sec8"}
+    assert _producer_imports("from symtrans.producers.sec7 import summation_fibre", mods) == {"symtrans.producers.sec7"}
+    assert _producer_imports("def f():\n    from symtrans.producers import sec7\n", mods) == {"symtrans.producers.sec7"}
+    assert _producer_imports("import symtrans.producers.sec8 as s", mods) == {"symtrans.producers.sec8"}
     assert _producer_imports("from symtrans.numeric.fibres import summation_fibre", mods) == set()
 
 
 def test_producer_modules_do_not_import_each_other() -> None:
     sources = _producer_sources()
-    producers = set(sources) - {"symtrans.checks.common"}
+    producers = set(sources) - PRODUCER_HELPERS
     found = {name: _producer_imports(path.read_text(), producers - {name}) for name, path in sources.items()}
     assert {k: v for k, v in found.items() if v} == {}
 

@@ -254,7 +254,7 @@ def test_head_subspace_sum_has_the_planted_dimension():
     shared-subspace: head 1's R_h is head 0's, so the sum loses d_head dimensions; wo-lowrank-f64: the
     stacked W_O has rank WO_RANK, so the sum has that dimension (n = 32 >= d_v: every Y^h has full rank).
     """
-    from symtrans.checks.common import trace
+    from symtrans.producers.common import trace
     from symtrans.numeric.measure import head_subspaces
 
     for name, expected in (("shared-subspace", None), ("wo-lowrank-f64", planted.WO_RANK)):
@@ -378,7 +378,7 @@ def test_uniform_attention_is_exactly_singular_not_undecided(fast):
 
 def test_claim_align_identical_under_head_permutation():
     """The Monte-Carlo null is drawn in a canonical order: relabelling heads leaves rho, p and the interval unchanged."""
-    from symtrans.checks.sec6 import check_alignment
+    from symtrans.producers.sec6 import check_alignment
 
     out = []
     for name in ("real", "permuted-heads"):
@@ -393,7 +393,7 @@ def test_claim_align_ties_are_decided_at_the_band():
     """Alignments equal up to rounding noise tie: Spearman does not rank the noise."""
     import numpy as np
 
-    from symtrans.checks.sec6 import spearman_test
+    from symtrans.producers.sec6 import spearman_test
 
     alpha = np.linspace(0.1, 0.9, 24)
     noise = np.sort(1 + 1e-13 * np.sin(np.arange(24.0)))  # rounding-size noise ranked exactly like alpha
@@ -439,7 +439,7 @@ def test_residual_jacobian_is_a_sanity_check():
 
 
 def test_share_64_8_says_it_is_evaluated_at_bert_base():
-    from symtrans.checks.sec6 import check_cor_dff
+    from symtrans.producers.sec6 import check_cor_dff
 
     ctx = Context(model="default", n=8).preload(planted.build("zero-wo"))
     recs = {e.producer: e for e in check_cor_dff(ctx)}

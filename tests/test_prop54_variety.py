@@ -43,7 +43,7 @@ def test_prop54_is_no_longer_not_run():
 
 
 def test_lem_variety_certified_by_the_prop51_witness():
-    from symtrans.certify.producers import lem_variety
+    from symtrans.producers.sec5 import lem_variety
 
     (ev,) = lem_variety(Context(model=None))
     assert ev.verdict is Verdict.CERTIFIED and ev.scope.kind == "all-sizes"
@@ -52,7 +52,7 @@ def test_lem_variety_certified_by_the_prop51_witness():
 
 def test_lem_variety_refuses_witnesses_inside_the_variety():
     from symtrans.certify.linear import canonical
-    from symtrans.certify.producers import lem_variety
+    from symtrans.producers.sec5 import lem_variety
 
     (ev,) = lem_variety(Context(model=None), witnesses=lambda n, d, r: canonical(n, d, r))  # rank r: inside V_r
     assert ev.verdict is not Verdict.CERTIFIED and ev.details["failed_at"]

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from symtrans.checks import common
+from symtrans.producers import common
 from symtrans.context import Context
 
 
@@ -40,7 +40,7 @@ def test_lean_trace_equals_full_forward_and_holds_less():
 def test_flop_share_and_jacobian_checks_import_neither_transformers_nor_dynamo():
     code = ("import sys\n"
             "from symtrans.context import Context\n"
-            "from symtrans.checks import sec5, sec6, sec7\n"
+            "from symtrans.producers import sec5, sec6, sec7\n"
             "ctx = Context(model='default', n=8)\n"
             "sec6.check_cor_dff(ctx); sec5.check_prop_5_4(ctx); sec5.check_thm_5_3(ctx); sec7.check_recovery(ctx)\n"
             "print(sorted(m for m in ('transformers', 'torch._dynamo') if m in sys.modules))\n")

@@ -237,7 +237,7 @@ def test_the_records_module_imports_no_engine_and_holds_no_context() -> None:
 
     assert not hasattr(evidence, "Context") and "Context" not in evidence.__all__
     code = ("import sys, symtrans.context; print(sorted(m for m in sys.modules if m == 'torch' "
-            "or m.startswith(('symtrans.numeric', 'symtrans.checks', 'symtrans.certify', 'symtrans.group'))))")
+            "or m.startswith(('symtrans.numeric', 'symtrans.producers', 'symtrans.certify', 'symtrans.group'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out
 

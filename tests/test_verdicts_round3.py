@@ -20,7 +20,7 @@ def _one_thread(one_thread):
 # ------------------------------------------------------------------ claim-align: ties per pair
 def test_ties_do_not_chain():
     """Values 0.01 apart with bands of 0.006 tie with their neighbours only: the ends stay ordered."""
-    from symtrans.checks.sec6 import all_tied, pair_ties, pairwise_ranks
+    from symtrans.producers.sec6 import all_tied, pair_ties, pairwise_ranks
 
     a = np.linspace(0.365, 0.779, 42)  # steps of 0.0101, bands 0.006 each: neighbours overlap, nothing else
     ranks = pairwise_ranks(a, 0.006)
@@ -32,7 +32,7 @@ def test_ties_do_not_chain():
 
 def test_bf16_copy_of_the_bundled_model_is_not_one_tie():
     """All 72 alphas (0.37 to 0.78) of a bfloat16 copy merged into one group: claim-align said not-applicable."""
-    from symtrans.checks.sec6 import check_alignment, pair_ties
+    from symtrans.producers.sec6 import check_alignment, pair_ties
 
     w = planted.rounded(planted.base(), "bfloat16", "bf16-copy")
     (e,) = check_alignment(Context(model="default", n=16).preload(w))
@@ -47,7 +47,7 @@ def test_bf16_copy_of_the_bundled_model_is_not_one_tie():
 # ------------------------------------------------------------------ summaries agree with their records
 def test_exact_full_rank_does_not_say_recoverable_when_storage_leaves_it_undecided():
     """wo-near-cut: the stored float32 numbers have full rank exactly, the storage precision cannot decide."""
-    from symtrans.certify.producers import recovery_real
+    from symtrans.producers.sec7 import recovery_real
     from symtrans.numeric.wo import wo_ranks
 
     ctx = Context(model="default", n=8).preload(planted.build("wo-near-cut"))
@@ -70,7 +70,7 @@ def test_no_summary_says_a_rank_is_below_itself(llama):
     """A decoder with n >= H d_v: rank MHA(X) = H d_v, never 'rank MHA(X) = 32 < 32'."""
     import re
 
-    from symtrans.checks.sec6 import check_rank_contraction
+    from symtrans.producers.sec6 import check_rank_contraction
 
     n = 40
     assert n >= llama.n_heads * llama.d_head
@@ -82,7 +82,7 @@ def test_no_summary_says_a_rank_is_below_itself(llama):
 def test_causal_attention_is_exactly_invertible(llama):
     """Saturated causal softmax: float64 sees A^h singular, yet it is triangular with a positive diagonal."""
     from _checks_util import broken
-    from symtrans.checks.sec6 import check_prop_6_3, head_hypotheses
+    from symtrans.producers.sec6 import check_prop_6_3, head_hypotheses
 
     w = broken(llama, W_Q=llama.W_Q * 1e4)  # scores ~1e4: most diagonal entries underflow in float64
     ctx = Context(model="default", n=40).preload(w)
@@ -99,7 +99,7 @@ def test_causal_attention_is_exactly_invertible(llama):
 def test_eps_zero_runs_every_producer_and_is_stated():
     """The paper's eps-free LayerNorm on the bundled weights: no producer raises, every model record says eps = 0,
     and the map into the MLP loses the scale too: 2 directions per token (norm_map_fibre, from the construction)."""
-    from symtrans.checks.sec7 import norm_map_fibre
+    from symtrans.producers.sec7 import norm_map_fibre
     from symtrans.graph import ClaimGraph
     from symtrans.runner import producers_for, run_producer
 

@@ -32,8 +32,8 @@ def _one_thread(one_thread):
 
 @pytest.fixture(scope="module")
 def runs():
-    from symtrans.checks import sec7
-    from symtrans.checks.sec6 import check_rank_contraction
+    from symtrans.producers import sec7
+    from symtrans.producers.sec6 import check_rank_contraction
     from symtrans.numeric.wo import wo_ranks
 
     out = {}

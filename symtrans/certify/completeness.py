@@ -1,7 +1,7 @@
 """Certified completeness of G: a certificate file that dim(stabiliser) <= dim G at one rational instance.
 
 ``symtrans group --arch X --complete --certificate-out FILE`` writes it; ``symtrans verify FILE`` re-checks it
-with the independent checker (:mod:`symtrans.certify.checker`, method ``jacobian-rank``), which has its own
+with the independent checker (:mod:`symtrans.checker.check`, method ``jacobian-rank``), which has its own
 forward pass in Arb ball arithmetic. The producer here:
 
 1. takes the instance ``--complete`` measures (:func:`symtrans.group.complete.plan`: the configuration itself,
@@ -52,7 +52,7 @@ def certificate_instance(arch: Architecture | str, layers: int = 1) -> tuple[Arc
     >>> a.d_model, a.L, a.ln_eps, why[0].split(":")[0]
     (6, 1, 0.01, 'eps raised from 1e-12 to 0.01')
     """
-    from symtrans.certify.statements import COMPLETENESS_MAX_PARAMETERS
+    from symtrans.checker.statements import COMPLETENESS_MAX_PARAMETERS
     from symtrans.group.complete import MIN_EPS, parameter_count, plan, small_arch
     from symtrans.group.near import segments
 
@@ -115,8 +115,8 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
     import torch
     from torch.func import jacfwd, vmap
 
-    from symtrans.certify.producers import certificate
-    from symtrans.certify.statements import COMPLETENESS, INSTANCE_FIELDS, Dims, completeness_refusal, \
+    from symtrans.certify.seal import certificate
+    from symtrans.checker.statements import COMPLETENESS, INSTANCE_FIELDS, Dims, completeness_refusal, \
         completeness_tensors
     from symtrans.group.complete import _entries, _flatten, _label, _tangents, _unflatten, random_instance, \
         rank_record, scope_forward

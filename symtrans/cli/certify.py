@@ -5,7 +5,7 @@ The JSON has the shape of ``report.json``: ``{"claims": [{"id", "verdict", "evid
 ``--out DIR`` writes one JSON certificate file per certificate a record carries.
 
 ``symtrans verify DIR|FILE ... [--model default|DIR] [--n N] [--seed S]`` re-checks each certificate with
-:mod:`symtrans.certify.checker` against the trusted statement registry, on the model the command line names
+:mod:`symtrans.checker.check` against the trusted statement registry, on the model the command line names
 (never one a certificate names) at the n and seed given (the defaults are ``certify``'s); a directory must
 match its ``MANIFEST.json``. Exit 0 when all are valid, 1 (one line per invalid certificate) otherwise, 2 on
 bad input. See docs/certificates.md.
@@ -108,7 +108,7 @@ def write_certificates(out: dict[str, Any], directory: str, *, n: int = DEFAULT_
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SymtransError(f"--out {directory}: cannot create the directory ({err.strerror})") from None
-    from symtrans.certify.checker import MANIFEST, file_hash, manifest
+    from symtrans.checker.check import MANIFEST, file_hash, manifest
 
     files, uncovered, listed = [], [], {}
     for claim in out["claims"]:
@@ -141,7 +141,7 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     """
     from pathlib import Path
 
-    from symtrans.certify.checker import MANIFEST, manifest_problems
+    from symtrans.checker.check import MANIFEST, manifest_problems
     from symtrans.validate import REPORT_MAX_BYTES, read_json_file
 
     if model != "default" and not Path(model).is_dir():
@@ -197,8 +197,8 @@ def coverage(directory: str) -> str | None:
     """
     from pathlib import Path
 
-    from symtrans.certify.checker import MANIFEST
-    from symtrans.certify.statements import STATEMENTS
+    from symtrans.checker.check import MANIFEST
+    from symtrans.checker.statements import STATEMENTS
     from symtrans.validate import REPORT_MAX_BYTES, read_json_file, terminal_safe
 
     path = Path(directory) / MANIFEST
@@ -227,7 +227,7 @@ def _verify_one(path: Any, data: Any, model: str, n: int, seed: int) -> tuple[bo
         from symtrans.group.relate import check_relation
 
         return check_relation(data, path)
-    from symtrans.certify.checker import verify_certificate
+    from symtrans.checker.check import verify_certificate
 
     return verify_certificate(data, model, n=n, seed=seed)
 

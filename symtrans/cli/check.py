@@ -67,7 +67,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     ctx = Context.from_config(RunConfig.from_args(args), progress=args.format == "text")
     from symtrans import progress
-    from symtrans.checks.common import weights
+    from symtrans.producers.common import weights
 
     progress.note("check", f"loading the model {args.model!r}")
     w = weights(ctx)

@@ -446,7 +446,7 @@ def _write_certificate(cert: dict[str, Any], path: str) -> dict[str, Any]:
     import time
     from pathlib import Path
 
-    from symtrans.certify.checker import verify_certificate
+    from symtrans.checker.check import verify_certificate
     from symtrans.outdir import write_file
 
     target = Path(path)
@@ -458,7 +458,7 @@ def _write_certificate(cert: dict[str, Any], path: str) -> dict[str, Any]:
     start = time.perf_counter()
     ok, why = verify_certificate(cert)
     seconds = time.perf_counter() - start
-    from symtrans.certify.statements import completeness_family
+    from symtrans.checker.statements import completeness_family
 
     a, inst = cert["asserts"], cert["witness"]["instance"]
     line = (f"certificate {path}: dim(stabiliser) <= dim ker J <= {a['stabiliser_dimension_at_most']} = dim G, "

@@ -1,7 +1,7 @@
 """The fibres of the maps of §7: summation, ``Z -> Z W_O`` and the norm in front of the MLP (the mathematics).
 
-The producers of :mod:`symtrans.checks.sec7` (thm-recovery, thm-7.3) and
-:mod:`symtrans.checks.sec8` (pgop) measure with these functions; they hold no
+The producers of :mod:`symtrans.producers.sec7` (thm-recovery, thm-7.3) and
+:mod:`symtrans.producers.sec8` (pgop) measure with these functions; they hold no
 verdict. Each count names its map (the paper's n(H-1)d_k is the fibre of the first):
 
 * **summation** ``(Y^1, ..., Y^H) -> sum_h Y^h`` on ``(R^{n x d_v})^H``: as a matrix

@@ -662,7 +662,7 @@ def random_ids(weights: ModelWeights, n: int, seed: int) -> Any:
     """
     import torch
 
-    from symtrans.certify.statements import input_ids  # the rule is the certificate statements' (one home)
+    from symtrans.checker.statements import input_ids  # the rule is the certificate statements' (one home)
 
     return torch.tensor(input_ids(int(weights.arch.vocab_size), weights.pos is not None, n, seed), dtype=torch.int64)
 

@@ -85,7 +85,7 @@ def default_model_path() -> Path:
     >>> (default_model_path() / "config.json").exists()
     True
     """
-    from symtrans.certify.modelfile import bundled_model_path  # one home, the checker's
+    from symtrans.checker.reader import bundled_model_path  # one home, the checker's
 
     return bundled_model_path()
 
@@ -327,10 +327,10 @@ _HASHES: dict[tuple[tuple[str, int, int], ...], str] = {}
 def _hash_files(files: list[Path], config: Path) -> str:
     """The model's ``weights_hash``: SHA-256 over config.json and the weight files, cached by (path, size, mtime).
 
-    The rule is the checker's (:func:`symtrans.certify.modelfile.model_hash`: one definition, so a certificate
+    The rule is the checker's (:func:`symtrans.checker.reader.model_hash`: one definition, so a certificate
     written here re-checks there).
     """
-    from symtrans.certify.modelfile import model_hash
+    from symtrans.checker.reader import model_hash
 
     key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in [config, *files])
     if key in _HASHES:

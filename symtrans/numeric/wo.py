@@ -1,7 +1,7 @@
 """The stacked output projection W_O and its rank at storage precision: the one home every producer reads.
 
-The numeric checks (:mod:`symtrans.checks.sec6`, :mod:`symtrans.checks.sec7`)
-and the exact certificates (:mod:`symtrans.certify.producers`) need each
+The numeric checks (:mod:`symtrans.producers.sec6`, :mod:`symtrans.producers.sec7`)
+and the exact certificates (the symbolic producers of :mod:`symtrans.producers.sec7`) need each
 layer's stacked W_O (``H d_v x d_model``) and its rank at the precision it was
 stored in; they read it here, and none decides it again:
 

@@ -242,7 +242,7 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     checker re-verifies on this run's model, whatever the verdict (``supported``
     as ``fails``), with the record's claim, reading, producer, verdict, scope and
     ``counted`` flag the trusted statement registry's
-    (:func:`symtrans.certify.checker.check_record`). A record with nothing to
+    (:func:`symtrans.checker.check.check_record`). A record with nothing to
     re-verify is shown, never counted.
     Returns the entry and, for a record that contradicts itself or the
     registry (not merely out of date), the warning naming it.
@@ -277,7 +277,7 @@ def _carry(ev: Evidence, cid: str, ctx: Context, graph: ClaimGraph, weights_hash
     if diff:
         shown = ", ".join(f"{k} {key.get(k)!r} (now {want.get(k)!r})" for k in diff[:4])
         return stale(f"context differs: {shown}")
-    from symtrans.certify.checker import check_record
+    from symtrans.checker.check import check_record
 
     has_certs = bool(record_certificates(ev))
     problem = check_record(ev.to_dict(), model_dir, n=ctx.n, seed=ctx.seed)
@@ -327,7 +327,7 @@ def _check_producers(graph: ClaimGraph) -> None:
 
 def _shared_trace(ctx: Context) -> Any:
     """What both processes of a parallel report read, built once before forking: the model's trace."""
-    from symtrans.checks.common import trace
+    from symtrans.producers.common import trace
 
     return trace(ctx)
 

@@ -1,7 +1,7 @@
 """A deliberately small, independent checker for certificate files; it fails closed.
 
-Trusted code base (docs/certificates.md): this module, :mod:`symtrans.certify.statements`
-(the trusted statement registry), :mod:`symtrans.certify.modelfile` (its own reading of
+Trusted code base (docs/certificates.md): this module, :mod:`symtrans.checker.statements`
+(the trusted statement registry), :mod:`symtrans.checker.reader` (its own reading of
 config.json with :mod:`json` and of the tensors with the ``safetensors`` package),
 python-flint (FLINT/Arb arithmetic), CPython's float -> integer ratio, and the
 mathematical argument each registered statement names (e.g. a non-zero k x k minor
@@ -53,8 +53,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from symtrans.certify.modelfile import CheckedModel, ModelError, bundled_model_path, open_model
-from symtrans.certify.statements import FREE, MAX_N, STATEMENTS, Dims, expected
+from symtrans.checker.reader import CheckedModel, ModelError, bundled_model_path, open_model
+from symtrans.checker.statements import FREE, MAX_N, STATEMENTS, Dims, expected
 
 __all__ = ["SCHEMA", "FIELDS", "MANIFEST", "digest", "verify_certificate", "check_header", "check_record",
            "manifest", "manifest_problems", "file_hash", "MAX_PRECISION", "completeness_forward", "completeness_tangents"]
@@ -174,7 +174,7 @@ def _common_denominator(rows: list[list[Fraction]], what: str) -> int:
     >>> _common_denominator([[Fraction(1, prime(10**5 + i)) for i in range(200)]], "tangents")
     Traceback (most recent call last):
     ...
-    symtrans.certify.checker.Invalid: tangents: the entries' common denominator passes 2048 bits
+    symtrans.checker.check.Invalid: tangents: the entries' common denominator passes 2048 bits
     """
     D = 1
     for r in rows:
@@ -455,7 +455,7 @@ def _ln_affine(cert: dict[str, Any], m: CheckedModel | None) -> str:
 # ------------------------------------------------------------------ certified completeness: a ball forward with JVPs
 def _completeness_instance(v: Any) -> tuple[tuple[str, Any], ...]:
     """The witness's instance, every field type- and range-checked, as (field, value) pairs in registry order."""
-    from symtrans.certify.statements import COMPLETENESS_BOUNDS, COMPLETENESS_MAX_PARAMETERS, INSTANCE_FIELDS, \
+    from symtrans.checker.statements import COMPLETENESS_BOUNDS, COMPLETENESS_MAX_PARAMETERS, INSTANCE_FIELDS, \
         completeness_refusal, completeness_tensors
 
     if not isinstance(v, dict) or set(v) != set(INSTANCE_FIELDS):
@@ -742,7 +742,7 @@ class _BallForward:
 def completeness_forward(inst: dict[str, Any], params: dict[str, Any], X: Any, directions: Any = None) -> _Jet:
     """The checker's ball forward F_theta(X) with derivatives along ``directions`` (P x T exact rows, or none).
 
-    ``params``: name -> rows of exact entries (:func:`symtrans.certify.statements.completeness_tensors` order
+    ``params``: name -> rows of exact entries (:func:`symtrans.checker.statements.completeness_tensors` order
     numbers the P entries); ``X``: rows of exact entries. Returns the output jet (``d``: (n d_model) x T).
 
     Examples
@@ -751,14 +751,14 @@ def completeness_forward(inst: dict[str, Any], params: dict[str, Any], X: Any, d
     ...     "activation": "silu", "ffn": "gated", "attention": "causal", "positional": "none", "bias": False,
     ...     "qkv_bias": False, "final_norm": False, "window": None, "L": 1, "n": 2, "H": 1, "H_kv": 1, "d_model": 2,
     ...     "d_k": 1, "d_v": 1, "d_ff": 1, "batch": 1, "eps": "1/100"}))
-    >>> from symtrans.certify.statements import completeness_tensors
+    >>> from symtrans.checker.statements import completeness_tensors
     >>> params = {name: [[0] * c for _ in range(r)] for name, (r, c) in completeness_tensors(inst)}
     >>> completeness_forward(inst, params, [[1, 2], [3, 4]]).v.entries()[0].str(3)  # zero weights: X itself
     '1.00'
     """
     from flint import arb_mat
 
-    from symtrans.certify.statements import completeness_tensors
+    from symtrans.checker.statements import completeness_tensors
 
     jets, pos = {}, 0
     for name, (r, c) in completeness_tensors(inst):
@@ -804,12 +804,12 @@ def completeness_tangents(inst: dict[str, Any], params: dict[str, Any]) -> list[
     >>> inst = {"norm_placement": "pre", "norm": "rmsnorm", "activation": "silu", "ffn": "gated",
     ...     "attention": "causal", "positional": "none", "bias": False, "qkv_bias": False, "final_norm": False,
     ...     "window": None, "L": 1, "n": 2, "H": 1, "H_kv": 1, "d_model": 2, "d_k": 1, "d_v": 1, "d_ff": 1}
-    >>> from symtrans.certify.statements import completeness_tensors
+    >>> from symtrans.checker.statements import completeness_tensors
     >>> params = {name: [[1] * c for _ in range(r)] for name, (r, c) in completeness_tensors(inst)}
     >>> [name for name, _ in completeness_tangents(inst, params)]
     ['qk-gauge', 'vo-gauge', 'ln1-scaling', 'ln1-scaling', 'ln2-scaling', 'ln2-scaling', 'ffn-scaling']
     """
-    from symtrans.certify.statements import completeness_tensors
+    from symtrans.checker.statements import completeness_tensors
 
     tensors = completeness_tensors(inst)
     shapes = dict(tensors)
@@ -967,7 +967,7 @@ def _jacobian_rank(cert: dict[str, Any], m: CheckedModel | None) -> str:
     """jacobian-rank: a (P - k)-minor of J, Arb determinant excluding 0, k = dim G (the formula); G's tangents derived here."""
     from flint import arb_mat, fmpq, fmpq_mat
 
-    from symtrans.certify.statements import completeness_dimension, completeness_family, completeness_tensors
+    from symtrans.checker.statements import completeness_dimension, completeness_family, completeness_tensors
 
     w, a = cert["witness"], cert["asserts"]
     if _int(w["precision"], MIN_PRECISION, MAX_PRECISION, "precision") < JACOBIAN_MIN_PRECISION:
@@ -1081,7 +1081,7 @@ def check_header(data: dict[str, Any], model: Any = None, *, n: int | None = Non
     >>> check_header({"schema": "x"})
     Traceback (most recent call last):
     ...
-    symtrans.certify.checker.Invalid: missing fields: statement_id, claim, reading, producer, statement, scope, asserts, witness, toolkit_version, weights_hash, digest
+    symtrans.checker.check.Invalid: missing fields: statement_id, claim, reading, producer, statement, scope, asserts, witness, toolkit_version, weights_hash, digest
     """
     if n is None:
         from symtrans.config import DEFAULT_N
@@ -1218,7 +1218,7 @@ def manifest_problems(directory: Path, manifest: Any, found: dict[str, Any], *, 
     the claims the directory covers, and the n and seed it was certified at. Refused: an unlisted file, a
     listed file that is missing or changed or holds another statement than listed, another n or seed than
     the caller's, and a covered claim without every statement the registry requires for it
-    (:func:`symtrans.certify.statements.claim_statements`). ``found``: file name -> its parsed JSON.
+    (:func:`symtrans.checker.statements.claim_statements`). ``found``: file name -> its parsed JSON.
 
     Examples
     --------
@@ -1228,7 +1228,7 @@ def manifest_problems(directory: Path, manifest: Any, found: dict[str, Any], *, 
     >>> manifest_problems(Path("."), dict(m, claims=["prop-6.2"]), {}, n=8, seed=0)[0][1]
     'digest mismatch: the manifest was altered after it was written'
     """
-    from symtrans.certify.statements import claim_statements
+    from symtrans.checker.statements import claim_statements
 
     fields = {"schema", "n", "seed", "claims", "files", "digest"}
     if not (isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and set(manifest) == fields
@@ -1297,7 +1297,7 @@ def check_record(record: dict[str, Any], model: Any = None, *, n: int | None = N
     ...               "context": {"producer": "prop63-real-weights"}, "details": {}})
     'the record carries no certificate (prop63-real-weights certifies by prop-6.3/head-rank, prop-6.3/attention-invertible)'
     """
-    from symtrans.certify.statements import REQUIRED
+    from symtrans.checker.statements import REQUIRED
 
     try:
         producer, ctx = record.get("producer"), record.get("context") or {}

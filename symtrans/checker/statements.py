@@ -5,7 +5,7 @@ independently of the producers, what a certificate of that id must say and
 cover: its claim, reading and producer, the verdict a record carrying it must
 have, its proposition (the exact text), its scope, the witness method, and the
 instances: every layer, every head, at which n, from which input ids, with the
-eps of the model's config. The checker (:mod:`symtrans.certify.checker`)
+eps of the model's config. The checker (:mod:`symtrans.checker.check`)
 refuses a certificate whose header or instance set differs in any way from
 :func:`expected`; the producers build their certificates from the same
 function, so a fresh certificate matches by construction and a relabelled,

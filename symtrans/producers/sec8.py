@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from symtrans.checks.common import FAMILIES_NOTE, LEARNED_POSITION_FAMILIES, record, trace, weights
+from symtrans.producers.common import FAMILIES_NOTE, LEARNED_POSITION_FAMILIES, record, trace, weights
 from symtrans.context import Context
 from symtrans.evidence import Evidence, Tolerance, Verdict, producer
 from symtrans.numeric.fibres import summation_fibre
@@ -240,7 +240,7 @@ def _pgop_measure(ctx: Context) -> _PgopMeasure:
 
 def _pgop_common(ctx: Context, meas: _PgopMeasure, hyps: tuple[Any, ...]) -> dict[str, Any]:
     """The record's fields beside verdict and summary: margin, tolerance, inputs, details, scope."""
-    from symtrans.checks.common import finite
+    from symtrans.producers.common import finite
     from symtrans.evidence import Scope
 
     gates, recs, n = meas.gates, meas.recs, ctx.n
@@ -272,7 +272,7 @@ def _pgop_common(ctx: Context, meas: _PgopMeasure, hyps: tuple[Any, ...]) -> dic
                       "layers are listed")
 def check_pgop_fibre(ctx: Context) -> list[Evidence]:
     """Does PG-OP (reconstruction) shrink the head-channel fibre? Gated fibres measured at every position."""
-    from symtrans.checks.common import finite
+    from symtrans.producers.common import finite
     from symtrans.evidence import HypothesisCheck, Scope
 
     w = weights(ctx)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from symtrans.checks.common import record, trace, weights
+from symtrans.producers.common import record, trace, weights
 from symtrans.context import Context
 from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
 from symtrans.precision import hypothesis_state
