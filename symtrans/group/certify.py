@@ -47,7 +47,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
-from symtrans.group.elements import generic_matrix, elements_of, perm_matrix
+from symtrans.group.elements import elements_of, generic_matrix
 from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward, unused_position_rows
 from symtrans.group.spec import LAYER_AXES, MODEL_AXES, AxisTag, GroupSpec, act, layer_tensor_names, model_tensor_names
 
@@ -279,7 +279,8 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     f = spec.factor(factor)
     feat = Features.of(spec.arch)
     lp, X = params["layers"][0], params["X"]
-    if factor == "residual-rotation":  # stage by stage, like the residual permutation: each stage equivariant
+    stages = elements_of(spec, factor).stages  # how the factor is compared (symtrans.group.elements.STAGES)
+    if stages == "residual-and-head":  # stage by stage, like the residual permutation: each stage equivariant
         Q = element["Q"]
         moved = act(spec, params, factor, element, tags=tags)
         ids = list(range(min(spec.arch.n, params["word"].rows)))
@@ -307,7 +308,7 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     if f.scope == "layer":
         before = layer_forward(lp, X, feat, be)
         after = layer_forward(act(spec, lp, factor, element, tags=tags), X, feat, be)
-        if spec.arch.norm_placement == "pre" and spec.arch.final_norm and factor == "centring-shift":
+        if stages == "final-norm" and spec.arch.norm_placement == "pre" and spec.arch.final_norm:
             # pre-LN: the residual is read only through norms; the final norm stands for all of them
             def final(Z: sp.Matrix) -> sp.Matrix:
                 return be.norm(Z, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
@@ -389,8 +390,8 @@ def certify_factor(arch: Architecture | str, factor: str, *, tags: tuple[AxisTag
     elements = elements if elements is not None else _elements(spec, factor)
     if f.scope == "model" and f.kind == "continuous":
         # RMSNorm(X Q) = RMSNorm(X) Q needs the norm's atom keyed by the row's sum of squares, not its entries
-        params, be = _model_params(a, seed), SympyBackend(norm_key="value" if factor == "residual-rotation"
-                                                           else "multiset")
+        params, be = _model_params(a, seed), SympyBackend(
+            norm_key="value" if elements_of(spec, factor).stages == "residual-and-head" else "multiset")
     else:
         params, be = _setup(a, seed)
     syms = set().union(*[_symbols_of(el) for _, el in elements]) if elements else set()
@@ -442,11 +443,11 @@ def witness(arch: Architecture | str, factor: str, feature: str, *, seed: int = 
     if b is None:
         raise SymtransError(f"{factor}: no breaking feature {feature!r}; known: "
                             + ", ".join(x.feature for x in f0.broken_by))
-    if factor == "residual-permutation" and feature != "sinusoidal positions":
-        result = _norm_witness(base, feature)
-        outcome, text, desc, a_name, shapes = result
+    setup = _breaking_setup(base, factor, feature)
+    if setup is None:
+        outcome, text, desc, a_name, shapes = _norm_witness(base, feature)  # the norm is where it must commute
     else:
-        a, elements, tags_spec = _breaking_setup(base, factor, feature)
+        a, elements, tags_spec = setup
         params, be = _setup(a, seed)
         desc, el = elements
         syms = _symbols_of(el)
@@ -466,55 +467,29 @@ def witness(arch: Architecture | str, factor: str, feature: str, *, seed: int = 
                        seconds=time.perf_counter() - t0)
 
 
-def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Architecture, tuple[str, Any], GroupSpec]:
-    """A small architecture with ``feature`` switched on, an element outside the surviving group, and the spec whose tags act."""
-    rep = dataclasses.replace
+def _breaking_setup(base: Architecture, factor: str, feature: str
+                    ) -> tuple[Architecture, tuple[str, Any], GroupSpec] | None:
+    """A small architecture with ``feature`` switched on, an element outside the surviving group, and the spec whose tags act.
 
+    The construction is the factor's own (``witness`` of :data:`symtrans.group.elements.ELEMENTS`); None
+    for a feature witnessed at the norm level.
+    """
     def small(**sizes: int) -> Architecture:
-        return tiny_arch(rep(base, H_kv=base.H), **sizes)
+        return tiny_arch(dataclasses.replace(base, H_kv=base.H), **sizes)
 
-    if feature == "grouped-query attention":
-        if factor == "S_H":
-            a = small(H=4, H_kv=2, d_k=2 if base.positional == "rotary" else 1, d_v=1)  # rotary: even d_k
-            return a, ("a query-head swap across key/value groups (pi = (1 2), kappa = id)",
-                       {"pi": [0, 2, 1, 3], "kappa": [0, 1]}), _loose(a)
-        a = small(H=2, H_kv=1)
-        flat = _loose(rep(a, H_kv=a.H))  # per-query-head tags: one matrix per query head
-        name = "M" if factor == "qk-gauge" else "N"
-        return a, (f"different {name} for the two query heads sharing one key/value head",
-                   {"g": [sp.Matrix([[2, 1], [0, 1]]), sp.eye(2)]}), flat
-    if feature == "rotary positions":
-        a = rep(small(), positional="rotary", bias=True)
-        if factor == "qk-gauge":
-            return a, ("a shear M = [[1, 1], [0, 1]] (not in the commutant of the rotations)",
-                       {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}), _loose(a)
-        if factor == "key-bias-shift":
-            return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), _loose(a)
-        if factor == "S_n":
-            return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
-    if feature == "QK-norm" and factor == "qk-gauge":
-        a = rep(small(), qk_norm=True)  # RMS-normalised queries and keys: only a diagonal trade of gains survives
-        return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
-                   {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}), _loose(a)
-    if factor == "ffn-scaling":
-        a = rep(small(), activation=base.activation if base.activation != "relu" else "gelu", ffn="mlp")
-        return a, (f"D = diag(2, 1) with {a.activation}", {"D": sp.diag(2, 1)}), _loose(a)
-    if factor == "S_n":
-        if feature == "causal mask":
-            a = rep(small(), attention="causal", positional="none")
-        elif feature == "sinusoidal positions":
-            a = rep(small(), positional="sinusoidal", attention="bidirectional")
-        else:
-            a = rep(small(), positional="learned", attention="bidirectional")
-        return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
-    if factor == "value-bias-shift" and feature.startswith("Q, K, V-only biases"):
-        a = rep(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
-        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), \
-            _loose(a)
-    if factor == "residual-permutation" and feature == "sinusoidal positions":
-        a = rep(small(), positional="sinusoidal")
-        return a, ("transposition (0 1) of residual coordinates", {"Q": perm_matrix([1, 0, 2, 3])}), _loose(a)
-    raise SymtransError(f"no witness construction for {factor} / {feature}")
+    built = _witness_of(base, factor, feature)(feature, base, small)
+    if built is None:
+        return None
+    a, element, tags_arch = built
+    return a, element, _loose(tags_arch)
+
+
+def _witness_of(base: Architecture, factor: str, feature: str) -> Any:
+    """The factor's witness construction (an error for a factor whose breaking is not witnessed)."""
+    construction = elements_of(GroupSpec.from_arch(base, strict=False), factor).witness
+    if construction is None:
+        raise SymtransError(f"no witness construction for {factor} / {feature}")
+    return construction
 
 
 def _loose(a: Architecture) -> GroupSpec:
@@ -637,10 +612,6 @@ def certify_lemma(name: str) -> Certificate:
                        seconds=time.perf_counter() - t0)
 
 
-_WITNESSED = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "S_H", "S_dff", "ffn-scaling", "S_n",
-              "residual-permutation")
-
-
 def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: bool = True,
                 factors: Sequence[str] | None = None) -> list[Certificate]:
     """Certificates for every factor of ``arch``'s G (both scopes), witnesses for every breaking feature, the lemmas.
@@ -677,7 +648,7 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
             continue
         if not f.tags and f.scope != "data":
             continue  # structurally absent here (e.g. no bias to translate): nothing to certify or break
-        if f.name not in _WITNESSED:  # the norm factors: certified where present; absent ones have no tags
+        if elements_of(spec, f.name).witness is None:  # the norm factors: certified where present; absent ones have no tags
             if f.status != "broken":
                 out.append(certify_factor(spec.arch, f.name))
             continue

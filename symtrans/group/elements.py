@@ -53,7 +53,9 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,10 +66,29 @@ from symtrans.arch import Architecture
 from symtrans.catalogue.spec import GroupSpec, _pieces, generic_element
 from symtrans.errors import SymtransError
 
-__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "elements_of", "sample_gl", "MonomialMatrix",
+__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "sample_gl", "MonomialMatrix",
            "pair_diagonal", "perm_matrix", "generic_matrix"]
 
 ROTARY_PAIRS = ("adjacent", "halves")
+
+ROLES = {
+    "head-gauge": "a per-head GL gauge: relate fits it from the heads' products (qk-gauge, vo-gauge)",
+    "hidden-scaling": "a diagonal scaling of the FFN hidden units, undone by W_out (ffn-scaling, gate-scaling)",
+    "residual": "a map of the residual stream, fitted on the embedding table (residual-permutation, -rotation)",
+    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers (ln1-, ln2-, final-norm-scaling)",
+}
+"""What the relate and canonical engines do with a factor, by role."""
+
+STAGES = {
+    "scope": "by the factor's scope: the layer, one boundary, the model from token ids, or stage by stage",
+    "residual-and-head": "embedding, layer, final norm and head, each equivariant (times Q); RMSNorm keyed by value",
+    "final-norm": "pre-LN with a final norm: the layer read through the final norm (the residual is read only "
+                  "through norms)",
+}
+"""How the exact certificate of a factor compares outputs."""
+
+Witness = tuple[Architecture, tuple[str, Any], Architecture]
+"""A breaking witness: the architecture, (description, element), the architecture whose tags act."""
 
 
 # --------------------------------------------------------------------------- building blocks
@@ -245,6 +266,11 @@ def _as_is(a: Architecture) -> Architecture:
     return a
 
 
+def _no_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    """A factor whose breaking is witnessed, but that no feature breaks in the catalogue."""
+    raise SymtransError(f"no witness construction for {feature}")
+
+
 def _no_lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
     """A discrete factor has no Lie algebra: its tangent space at the identity is zero."""
     raise SymtransError(f"factor {factor!r} is discrete: it has no Lie-algebra coordinates")
@@ -265,6 +291,23 @@ class FactorElements:
     coordinates); ``exact(spec, factor) -> [(description, element)]`` (SymPy);
     ``unbroken(arch) -> arch``.
 
+    ``witness(feature, base, small)``, for a factor whose breaking features
+    are shown exactly (:func:`symtrans.group.certify.witness`; None: the
+    factor's breaking is not witnessed, like the norm factors'), returns a
+    small architecture with ``feature`` switched on, an element outside the
+    surviving group and the architecture whose tag table acts (a
+    :data:`Witness`), or None for a feature witnessed at the norm level (the
+    residual factor: the norm is where a residual map must commute).
+    ``small(**sizes)`` is the tiny copy of ``base`` with one query head per
+    key/value head.
+
+    ``role`` names what the relate and canonical engines do with the factor
+    (one of :data:`ROLES`, or empty). ``stages`` names how the exact
+    certificate compares outputs (one of :data:`STAGES`). ``place(spec,
+    element)``, where set, turns an element's coordinates into the tensor the
+    tags act on (the unread pad row: one row of the word table);
+    :func:`symtrans.group.action.act` calls it.
+
     Examples
     --------
     >>> ELEMENTS["S_n"].unbroken(GroupSpec.from_arch("gpt2").arch).positional
@@ -275,6 +318,10 @@ class FactorElements:
     lie: Callable[..., dict[str, Any]]
     exact: Callable[..., list[tuple[str, Any]]]
     unbroken: Callable[[Architecture], Architecture] = _as_is
+    witness: Callable[..., Witness | None] | None = None
+    role: str = ""
+    stages: str = "scope"
+    place: Callable[[GroupSpec, dict[str, Any]], dict[str, Any]] | None = None
 
 
 # --------------------------------------------------------------------------- factors built from their coordinates
@@ -622,28 +669,143 @@ def _residual_rotation_exact(spec: GroupSpec, factor: str) -> list[tuple[str, An
             ("generator: cycle of residual coordinates", {"Q": perm_matrix(list(range(1, d)) + [0])})]
 
 
+# --------------------------------------------------------------------------- breaking witnesses
+def _shear(a: Architecture) -> dict[str, Any]:
+    return {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}
+
+
+def _shared_gauge(letter: str, small: Callable[..., Architecture]) -> Witness:
+    """Grouped-query attention: one matrix per key/value head, so two query heads of a group cannot differ."""
+    import dataclasses
+
+    a = small(H=2, H_kv=1)  # per-query-head tags: one matrix per query head
+    return a, (f"different {letter} for the two query heads sharing one key/value head",
+               {"g": [sp.Matrix([[2, 1], [0, 1]]), sp.eye(2)]}), dataclasses.replace(a, H_kv=a.H)
+
+
+def _qk_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature == "grouped-query attention":
+        return _shared_gauge("M", small)
+    if feature == "rotary positions":
+        a = dataclasses.replace(small(), positional="rotary", bias=True)
+        return a, ("a shear M = [[1, 1], [0, 1]] (not in the commutant of the rotations)", _shear(a)), a
+    if feature == "QK-norm":
+        a = dataclasses.replace(small(), qk_norm=True)  # RMS-normalised queries and keys: a diagonal trade survives
+        return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
+                   _shear(a)), a
+    raise SymtransError(f"no witness construction for qk-gauge / {feature}")
+
+
+def _vo_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    if feature == "grouped-query attention":
+        return _shared_gauge("N", small)
+    raise SymtransError(f"no witness construction for vo-gauge / {feature}")
+
+
+def _key_shift_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature == "rotary positions":
+        a = dataclasses.replace(small(), positional="rotary", bias=True)
+        return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), a
+    raise SymtransError(f"no witness construction for key-bias-shift / {feature}")
+
+
+def _value_shift_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature.startswith("Q, K, V-only biases"):
+        a = dataclasses.replace(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
+        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), a
+    raise SymtransError(f"no witness construction for value-bias-shift / {feature}")
+
+
+def _heads_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    if feature == "grouped-query attention":
+        a = small(H=4, H_kv=2, d_k=2 if base.positional == "rotary" else 1, d_v=1)  # rotary: even d_k
+        return a, ("a query-head swap across key/value groups (pi = (1 2), kappa = id)",
+                   {"pi": [0, 2, 1, 3], "kappa": [0, 1]}), a
+    raise SymtransError(f"no witness construction for S_H / {feature}")
+
+
+def _ffn_scaling_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    a = dataclasses.replace(small(), activation=base.activation if base.activation != "relu" else "gelu", ffn="mlp")
+    return a, (f"D = diag(2, 1) with {a.activation}", {"D": sp.diag(2, 1)}), a
+
+
+def _tokens_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    rep = dataclasses.replace
+    if feature == "rotary positions":
+        a = rep(small(), positional="rotary", bias=True)
+    elif feature == "causal mask":
+        a = rep(small(), attention="causal", positional="none")
+    elif feature == "sinusoidal positions":
+        a = rep(small(), positional="sinusoidal", attention="bidirectional")
+    else:
+        a = rep(small(), positional="learned", attention="bidirectional")
+    return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), a
+
+
+def _residual_permutation_witness(feature: str, base: Architecture, small: Callable[..., Architecture]
+                                  ) -> Witness | None:
+    import dataclasses
+
+    if feature != "sinusoidal positions":
+        return None  # the norm features: witnessed at the norm, where a residual map must commute
+    a = dataclasses.replace(small(), positional="sinusoidal")
+    return a, ("transposition (0 1) of residual coordinates", {"Q": perm_matrix([1, 0, 2, 3])}), a
+
+
+# --------------------------------------------------------------------------- the unread pad row
+def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]:
+    """``unread-pad-row``'s element (r, 1 x d_model) as a move of the whole word table: r on the pad row, else 0."""
+    from symtrans.catalogue.model import unread_pad_id
+
+    r, k, V = element["r"], unread_pad_id(spec.arch), int(spec.arch.vocab_size)
+    if k is None or r.shape[0] != 1:
+        return element
+    if isinstance(r, sp.MatrixBase):
+        return {"r": sp.Matrix.vstack(sp.zeros(k, r.shape[1]), r, sp.zeros(V - k - 1, r.shape[1]))}
+    return {"r": sys.modules["torch"].cat([r.new_zeros(k, r.shape[1]), r, r.new_zeros(V - k - 1, r.shape[1])])}
+
+
+
 # --------------------------------------------------------------------------- the registry
 ELEMENTS: dict[str, FactorElements] = {
-    "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact),
-    "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact),
+    "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact,
+                               witness=_qk_witness, role="head-gauge"),
+    "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
+                               witness=_vo_witness, role="head-gauge"),
     "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _coordinate_lie, _shift_exact("u", "d_k"),
-                                     _learned_positions),
+                                     _learned_positions, witness=_key_shift_witness),
     "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _coordinate_lie, _shift_exact("v", "d_v"),
-                                       _with_output_bias),
-    "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact),
-    "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact),
-    "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu),
-    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact),
+                                       _with_output_bias, witness=_value_shift_witness),
+    "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
+    "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
+    "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu,
+                                  witness=_ffn_scaling_witness, role="hidden-scaling"),
+    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact, role="hidden-scaling"),
     "qk-norm-gain-trade": FactorElements(_gain_trade_sample, _gain_trade_lie, _coordinate_exact),
-    "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions),
+    "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions, witness=_tokens_witness),
     "residual-permutation": FactorElements(_residual_permutation_sample, _no_lie, _residual_permutation_exact,
-                                           _learned_positions),
-    "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact),
+                                           _learned_positions, witness=_residual_permutation_witness,
+                                           role="residual"),
+    "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact,
+                                        role="residual", stages="residual-and-head"),
+    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm"),
+    **{name: dataclasses.replace(COORDINATES, role="norm-scaling")
+       for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling")},
     **{name: COORDINATES for name in (
-        "centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
-        "attention-input-hyperplane", "ln1-scaling", "ln1-bias-transfer", "ln2-scaling", "ln2-bias-transfer",
-        "embedding-centring-shift", "embedding-translation", "final-norm-scaling", "unused-position-rows",
-        "unread-pad-row", "final-norm-bias-transfer")},
+        "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer", "attention-input-hyperplane",
+        "ln1-bias-transfer", "ln2-bias-transfer", "embedding-centring-shift", "embedding-translation",
+        "unused-position-rows", "final-norm-bias-transfer")},
+    "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
 }
 """One entry per factor of the catalogue, keyed by its name."""
 
@@ -671,3 +833,17 @@ def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
         raise SymtransError(f"no element constructions for factor {factor!r}: add its entry to "
                             "symtrans.group.elements.ELEMENTS")
     return ELEMENTS[factor]
+
+
+def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:
+    """The factors of ``spec`` (or of ``factors``, in their order) whose :data:`ELEMENTS` entry has ``role``.
+
+    Examples
+    --------
+    >>> [f.name for f in with_role(GroupSpec.from_arch("bert-base"), "head-gauge")]
+    ['qk-gauge', 'vo-gauge']
+    """
+    if role not in ROLES:
+        raise SymtransError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+    return [f for f in (spec.factors if factors is None else factors)
+            if f.name in ELEMENTS and ELEMENTS[f.name].role == role]
