@@ -107,3 +107,23 @@ class Summaries:
             raise SymtransError(f"summary {producer}/{case}: value(s) {', '.join(unused)} not read by the template "
                                 f"(it reads {', '.join(needed)})")
         return self.table[producer][case].format(**values)
+
+    def each(self, producer: str, case: str, rows: Any, sep: str = "; ") -> str:
+        """The sentence of ``(producer, case)`` once per row (a mapping: the fields it reads), joined by ``sep``.
+
+        Examples
+        --------
+        >>> S = Summaries({"p": {"row": "{name}: {fibre}"}})
+        >>> S.each("p", "row", [{"name": "a", "fibre": 1, "other": 0}, {"name": "b", "fibre": 2}])
+        'a: 1; b: 2'
+        """
+        if (producer, case) not in self.fields:
+            return self(producer, case)  # the unknown-template error
+        needed = self.fields[producer, case]
+        out = []
+        for row in rows:
+            missing = [k for k in needed if k not in row]
+            if missing:
+                raise SymtransError(f"summary {producer}/{case}: a row has no value {missing[0]!r}")
+            out.append(self(producer, case, **{k: row[k] for k in needed}))
+        return sep.join(out)
