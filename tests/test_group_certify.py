@@ -8,8 +8,11 @@ import pytest
 
 from symtrans.arch import get_arch
 from symtrans.errors import SymtransError
-from symtrans.group.certify import _WITNESSED, certify_all, certify_factor, tiny_arch, witness
+from symtrans.group.certify import certify_all, certify_factor, tiny_arch, witness
+from symtrans.group.elements import ELEMENTS
 from symtrans.group.spec import GroupSpec
+
+_WITNESSED = {name for name, entry in ELEMENTS.items() if entry.witness is not None}  # breaking shown exactly
 
 rep = dataclasses.replace
 

@@ -222,7 +222,7 @@ PRODUCER_FUNCTION_MAX_LINES = 80
 
 
 #: the producers' shared helpers: the numeric ones' (common) and the exact ones' (symbolic); not producers themselves
-PRODUCER_HELPERS = {"symtrans.producers.common", "symtrans.producers.symbolic"}
+PRODUCER_HELPERS = {"symtrans.producers.common", "symtrans.producers.symbolic", "symtrans.producers.templates"}
 
 
 def _producer_sources() -> dict[str, Path]:

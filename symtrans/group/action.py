@@ -8,8 +8,8 @@ exact certificates (:mod:`symtrans.group.certify`) and the numeric checks
 This module never imports torch (tests/test_import_contract.py checks it):
 :func:`act` works on SymPy matrices and on torch tensors alike (block form:
 per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
-torch only through a tensor it is given. Group elements as torch tensors are
-built in :mod:`symtrans.group.numeric` (``lie_element``).
+torch only through a tensor it is given. Group elements (torch and SymPy) are
+built by each factor's entry in :mod:`symtrans.group.elements`.
 
 Raises
 ------
@@ -52,6 +52,7 @@ import sympy as sp
 from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
 from symtrans.catalogue.spec import GroupSpec
 from symtrans.errors import SymtransError
+from symtrans.group.elements import elements_of
 
 __all__ = ["act", "Action", "ACTIONS"]
 
@@ -278,18 +279,6 @@ def _take_rows(M: Any, perm: list[int]) -> Any:
     return M[list(perm)]
 
 
-def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]:
-    """``unread-pad-row``'s element (r, 1 x d_model) as a move of the whole word table: r on the pad row, else 0."""
-    from symtrans.catalogue.model import unread_pad_id
-
-    r, k, V = element["r"], unread_pad_id(spec.arch), int(spec.arch.vocab_size)
-    if k is None or r.shape[0] != 1:
-        return element
-    if isinstance(r, sp.MatrixBase):
-        return {"r": sp.Matrix.vstack(sp.zeros(k, r.shape[1]), r, sp.zeros(V - k - 1, r.shape[1]))}
-    return {"r": sys.modules["torch"].cat([r.new_zeros(k, r.shape[1]), r, r.new_zeros(V - k - 1, r.shape[1])])}
-
-
 def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
         tags: tuple[AxisTag, ...] | None = None) -> dict[str, Any]:
     """Return new parameters: ``element`` of ``factor`` acting through the tag table only.
@@ -330,8 +319,9 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     """
     f = spec.factor(factor)
     tags = f.tags if tags is None else tags
-    if factor == "unread-pad-row":
-        element = _pad_row_element(spec, element)
+    place = elements_of(spec, factor).place
+    if place is not None:  # coordinates that sit inside a larger tensor (the factor's own placement)
+        element = place(spec, element)
     group = 1
     if isinstance(spec.arch.H, int) and isinstance(spec.arch.H_kv, int):
         group = spec.arch.H // spec.arch.H_kv

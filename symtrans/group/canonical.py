@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from symtrans.group.elements import with_role
 from symtrans.group.spec import GroupSpec
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
@@ -132,9 +133,8 @@ class _Canon:
     def scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix
 
-        for f in list(self.s.present.values()):
-            if f.scope not in ("layer", "model") or not f.name.endswith("-scaling") or \
-                    f.name in ("ffn-scaling", "gate-scaling"):
+        for f in with_role(self.s.spec, "norm-scaling", list(self.s.present.values())):
+            if f.scope not in ("layer", "model"):
                 continue
             pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
             if f.scope == "model":
@@ -217,7 +217,7 @@ class _Canon:
 
         from symtrans.group.numeric import MonomialMatrix
 
-        for name in ("ffn-scaling", "gate-scaling"):
+        for name in [x.name for x in with_role(self.s.spec, "hidden-scaling")]:
             f = self.s.present.get(name)
             if f is None:
                 continue
@@ -254,13 +254,15 @@ class _Canon:
         import torch
 
         s = self.s
-        for name, left, right in (("qk-gauge", "W_Q", "W_K"), ("vo-gauge", "W_V", "W_O")):
-            f = s.present.get(name)
-            if f is None:
-                continue
+        for f in with_role(s.spec, "head-gauge", list(s.present.values())):
             if "rotary" in f.group:
                 self.rotary(f)
                 continue
+            # the gauge's product P = A B^T: A the weight it acts on by the element, B the one by the inverse,
+            # each with the gauge's axis last; the side indexed by query head is stacked over the group's heads
+            weights = [t for t in f.tags if t.tensor.startswith("W_")]
+            left = next(t for t in weights if t.how == "element")
+            right = next(t for t in weights if t.how != "element")
             els = []
             for l in range(s.L):
                 lp = self.cur["layers"][l]
@@ -268,21 +270,28 @@ class _Canon:
                 mats = []
                 for g in range(kv):
                     heads = range(g * self.group, (g + 1) * self.group)
-                    if name == "qk-gauge":  # P = A B^T: A the blocks M acts on from the right
-                        A, B = torch.cat([lp["W_Q"][h] for h in heads]), lp["W_K"][g]
-                    else:
-                        A, B = lp["W_V"][g], torch.cat([lp["W_O"][h] for h in heads], 1).T
+                    A, B = (_gauge_side(lp, t, g, heads) for t in (left, right))
                     U, S = _low_rank_svd(A, B)
                     lead = U.gather(0, U.abs().argmax(0, keepdim=True)).reshape(-1)
                     U = U * torch.where(lead < 0, -1.0, 1.0).to(U.dtype)[None, :]
                     M = torch.linalg.lstsq(A, U * S.sqrt()[None, :]).solution
                     gaps = (S[:-1] - S[1:]) / S[0]
                     if bool((gaps < self.tie).any()):
-                        self.amb.append(f"{name} layer {l} head group {g}: near-equal singular values of "
-                                        f"{left} {right}: their singular vectors are not fixed")
+                        self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
+                                        f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
                     mats.append(M)
                 els.append({"g": mats})
-            self.apply(name, els)
+            self.apply(f.name, els)
+
+
+def _gauge_side(lp: dict[str, Any], tag: Any, g: int, heads: range) -> Any:
+    """One side of a per-head gauge's product: the gauge's axis last, per-query-head blocks stacked."""
+    import torch
+
+    blocks = [lp[tag.tensor][h] for h in heads] if tag.index == "head" else [lp[tag.tensor][g]]
+    if tag.side == "right":  # the gauge acts on the columns: stack rows
+        return torch.cat(blocks) if tag.index == "head" else blocks[0]
+    return torch.cat(blocks, 1).T if tag.index == "head" else blocks[0].T
 
 
 def _low_rank_svd(A: Any, B: Any) -> tuple[Any, Any]:

@@ -47,6 +47,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
+from symtrans.group.elements import elements_of, generic_matrix
 from symtrans.group.forward import Features, SympyBackend, layer_forward, model_forward, unused_position_rows
 from symtrans.group.spec import LAYER_AXES, MODEL_AXES, AxisTag, GroupSpec, act, layer_tensor_names, model_tensor_names
 
@@ -196,108 +197,9 @@ def _setup(a: Architecture, seed: int) -> tuple[dict[str, Any], SympyBackend]:
     return params, be
 
 
-def _perm_matrix(perm: list[int]) -> sp.Matrix:
-    """P with x P = x[perm] for a row x (column j of P is e_{perm[j]})."""
-    k = len(perm)
-    return sp.Matrix(k, k, lambda i, j: 1 if i == perm[j] else 0)
-
-
-def _generic_matrix(name: str, k: int) -> sp.Matrix:
-    return sp.Matrix(k, k, sp.symbols(f"{name}_:{k * k}"))
-
-
 def _elements(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
-    """(description, element) pairs that certify ``factor``: one generic element, or generators."""
-    a = spec.arch
-    kv, d_k, d_v, d_ff, H, d = a.H_kv, a.d_k, a.d_v, a.d_ff, a.H, a.d_model
-    if factor == "qk-gauge":
-        if a.positional == "rotary":
-            blocks = []
-            for g in range(kv):
-                pieces = []
-                for b in range(d_k // 2):
-                    x, y = sp.symbols(f"a{g}_{b} b{g}_{b}")
-                    pieces.append(sp.Matrix([[x, y], [-y, x]]))
-                blocks.append(sp.diag(*pieces))
-            return [("generic commutant element (a I + b J per 2x2 block, symbolic)", {"g": blocks})]
-        return [("generic M_g (all entries symbolic)", {"g": [_generic_matrix(f"m{g}", d_k) for g in range(kv)]})]
-    if factor == "vo-gauge":
-        return [("generic N_g (all entries symbolic)", {"g": [_generic_matrix(f"n{g}", d_v) for g in range(kv)]})]
-    if factor == "key-bias-shift":
-        return [("generic u_g (symbolic)", {"u": [sp.Matrix([sp.symbols(f"u{g}_:{d_k}")]) for g in range(kv)]})]
-    if factor == "value-bias-shift":
-        return [("generic v_g (symbolic)", {"v": [sp.Matrix([sp.symbols(f"v{g}_:{d_v}")]) for g in range(kv)]})]
-    if factor == "S_H":
-        group = H // kv
-        out = []
-        if group > 1:  # swap two query heads inside the first key/value group
-            pi = list(range(H))
-            pi[0], pi[1] = 1, 0
-            out.append(("generator: swap of two query heads in one key/value group", {"pi": pi, "kappa": list(range(kv))}))
-        if kv > 1:  # swap the first two key/value groups with their query heads
-            pi = [(h + group) % (2 * group) if h < 2 * group else h for h in range(H)]
-            out.append(("generator: swap of two key/value groups with their heads",
-                        {"pi": pi, "kappa": [1, 0] + list(range(2, kv))}))
-            if kv > 2:
-                pi = [((h // group + 1) % kv) * group + h % group for h in range(H)]
-                out.append(("generator: cycle of the key/value groups", {"pi": pi, "kappa": [(g + 1) % kv for g in range(kv)]}))
-        return out
-    if factor == "S_dff":
-        out = [("generator: transposition (0 1)", {"P": _perm_matrix([1, 0] + list(range(2, d_ff)))})]
-        if d_ff > 2:
-            out.append(("generator: cycle (0 1 ... d_ff-1)", {"P": _perm_matrix(list(range(1, d_ff)) + [0])}))
-        return out
-    if factor == "ffn-scaling":
-        pos = a.ffn != "gated"
-        syms = sp.symbols(f"s_:{d_ff}", positive=True) if pos else sp.symbols(f"s_:{d_ff}", nonzero=True)
-        return [("generic diagonal D (symbolic" + (", positive)" if pos else ", non-zero)"), {"D": sp.diag(*syms)})]
-    if factor == "gate-scaling":  # relu's homogeneity needs d > 0
-        return [("generic diagonal D (symbolic, positive)", {"D": sp.diag(*sp.symbols(f"s_:{d_ff}", positive=True))})]
-    if factor == "S_n":
-        n = a.n
-        out = [("generator: transposition of tokens (0 1)", {"P": [1, 0] + list(range(2, n))})]
-        if n > 2:
-            out.append(("generator: cycle of the tokens", {"P": list(range(1, n)) + [0]}))
-        return out
-    if factor == "residual-permutation":
-        out = [("generator: transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0] + list(range(2, d)))}),
-               ("generator: cycle of residual coordinates", {"Q": _perm_matrix(list(range(1, d)) + [0])})]
-        if a.norm == "rmsnorm":
-            out.append(("generator: sign flip of one coordinate", {"Q": sp.diag(-1, *[1] * (d - 1))}))
-        else:
-            out.append(("generator: -I", {"Q": -sp.eye(d)}))
-        return out
-    if factor == "residual-rotation":
-        # generators of O(d): the rotations of one plane, SO(2) in (0, 1), and the permutation matrices (their
-        # conjugates P R_01 P^T are the rotations of every plane, which generate SO(d); a transposition has
-        # det -1). The action is a group action, so invariance under these is invariance under O(d). The
-        # rotation is generic: c = (1 - t^2)/(1 + t^2), s = 2t/(1 + t^2) with t symbolic (angle pi = 2 (pi/2)).
-        t = sp.Symbol("t")
-        c, s_ = (1 - t**2) / (1 + t**2), 2 * t / (1 + t**2)
-        if a.norm == "rmsnorm":
-            R = sp.eye(d)
-            R[0, 0] = R[1, 1] = c
-            R[0, 1], R[1, 0] = -s_, s_
-            plane = "(0, 1)"
-        else:  # LayerNorm: O(d-1) on 1^perp; at d = 4, u, v below span a plane of 1^perp, and S_4 acts
-            # irreducibly on the rotations of 1^perp, so the plane's conjugates generate them all
-            if d != 4:
-                raise SymtransError("the LayerNorm residual-rotation certificate is built for d_model = 4")
-            u = sp.Matrix([[1, -1, 1, -1]]) / 2
-            v = sp.Matrix([[1, 1, -1, -1]]) / 2
-            R = sp.eye(d) + (c - 1) * (u.T @ u + v.T @ v) + s_ * (u.T @ v - v.T @ u)
-            plane = "spanned by (1, -1, 1, -1), (1, 1, -1, -1) in 1^perp"
-        return [(f"generator: generic rotation of the plane {plane} (t symbolic)", {"Q": R}),
-                ("generator: transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0] + list(range(2, d)))}),
-                ("generator: cycle of residual coordinates", {"Q": _perm_matrix(list(range(1, d)) + [0])})]
-    f = spec.factor(factor)
-    if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # the norm and embedding factors
-        from symtrans.group.spec import generic_element
-
-        el = generic_element(spec, factor)
-        what = "generic diagonal D (symbolic, non-zero)" if "D" in el else "generic translation (all coordinates symbolic)"
-        return [(what, el)]
-    raise SymtransError(f"no certificate elements for factor {factor!r}")
+    """(description, element) pairs that certify ``factor``: one generic element, or generators (the factor's own)."""
+    return elements_of(spec, factor).exact(spec, factor)
 
 
 def _symbols_of(element: Any) -> set[sp.Symbol]:
@@ -377,7 +279,8 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     f = spec.factor(factor)
     feat = Features.of(spec.arch)
     lp, X = params["layers"][0], params["X"]
-    if factor == "residual-rotation":  # stage by stage, like the residual permutation: each stage equivariant
+    stages = elements_of(spec, factor).stages  # how the factor is compared (symtrans.group.elements.STAGES)
+    if stages == "residual-and-head":  # stage by stage, like the residual permutation: each stage equivariant
         Q = element["Q"]
         moved = act(spec, params, factor, element, tags=tags)
         ids = list(range(min(spec.arch.n, params["word"].rows)))
@@ -405,7 +308,7 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     if f.scope == "layer":
         before = layer_forward(lp, X, feat, be)
         after = layer_forward(act(spec, lp, factor, element, tags=tags), X, feat, be)
-        if spec.arch.norm_placement == "pre" and spec.arch.final_norm and factor == "centring-shift":
+        if stages == "final-norm" and spec.arch.norm_placement == "pre" and spec.arch.final_norm:
             # pre-LN: the residual is read only through norms; the final norm stands for all of them
             def final(Z: sp.Matrix) -> sp.Matrix:
                 return be.norm(Z, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"), feat.eps)
@@ -487,8 +390,8 @@ def certify_factor(arch: Architecture | str, factor: str, *, tags: tuple[AxisTag
     elements = elements if elements is not None else _elements(spec, factor)
     if f.scope == "model" and f.kind == "continuous":
         # RMSNorm(X Q) = RMSNorm(X) Q needs the norm's atom keyed by the row's sum of squares, not its entries
-        params, be = _model_params(a, seed), SympyBackend(norm_key="value" if factor == "residual-rotation"
-                                                           else "multiset")
+        params, be = _model_params(a, seed), SympyBackend(
+            norm_key="value" if elements_of(spec, factor).stages == "residual-and-head" else "multiset")
     else:
         params, be = _setup(a, seed)
     syms = set().union(*[_symbols_of(el) for _, el in elements]) if elements else set()
@@ -540,11 +443,11 @@ def witness(arch: Architecture | str, factor: str, feature: str, *, seed: int = 
     if b is None:
         raise SymtransError(f"{factor}: no breaking feature {feature!r}; known: "
                             + ", ".join(x.feature for x in f0.broken_by))
-    if factor == "residual-permutation" and feature != "sinusoidal positions":
-        result = _norm_witness(base, feature)
-        outcome, text, desc, a_name, shapes = result
+    setup = _breaking_setup(base, factor, feature)
+    if setup is None:
+        outcome, text, desc, a_name, shapes = _norm_witness(base, feature)  # the norm is where it must commute
     else:
-        a, elements, tags_spec = _breaking_setup(base, factor, feature)
+        a, elements, tags_spec = setup
         params, be = _setup(a, seed)
         desc, el = elements
         syms = _symbols_of(el)
@@ -564,55 +467,29 @@ def witness(arch: Architecture | str, factor: str, feature: str, *, seed: int = 
                        seconds=time.perf_counter() - t0)
 
 
-def _breaking_setup(base: Architecture, factor: str, feature: str) -> tuple[Architecture, tuple[str, Any], GroupSpec]:
-    """A small architecture with ``feature`` switched on, an element outside the surviving group, and the spec whose tags act."""
-    rep = dataclasses.replace
+def _breaking_setup(base: Architecture, factor: str, feature: str
+                    ) -> tuple[Architecture, tuple[str, Any], GroupSpec] | None:
+    """A small architecture with ``feature`` switched on, an element outside the surviving group, and the spec whose tags act.
 
+    The construction is the factor's own (``witness`` of :data:`symtrans.group.elements.ELEMENTS`); None
+    for a feature witnessed at the norm level.
+    """
     def small(**sizes: int) -> Architecture:
-        return tiny_arch(rep(base, H_kv=base.H), **sizes)
+        return tiny_arch(dataclasses.replace(base, H_kv=base.H), **sizes)
 
-    if feature == "grouped-query attention":
-        if factor == "S_H":
-            a = small(H=4, H_kv=2, d_k=2 if base.positional == "rotary" else 1, d_v=1)  # rotary: even d_k
-            return a, ("a query-head swap across key/value groups (pi = (1 2), kappa = id)",
-                       {"pi": [0, 2, 1, 3], "kappa": [0, 1]}), _loose(a)
-        a = small(H=2, H_kv=1)
-        flat = _loose(rep(a, H_kv=a.H))  # per-query-head tags: one matrix per query head
-        name = "M" if factor == "qk-gauge" else "N"
-        return a, (f"different {name} for the two query heads sharing one key/value head",
-                   {"g": [sp.Matrix([[2, 1], [0, 1]]), sp.eye(2)]}), flat
-    if feature == "rotary positions":
-        a = rep(small(), positional="rotary", bias=True)
-        if factor == "qk-gauge":
-            return a, ("a shear M = [[1, 1], [0, 1]] (not in the commutant of the rotations)",
-                       {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}), _loose(a)
-        if factor == "key-bias-shift":
-            return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), _loose(a)
-        if factor == "S_n":
-            return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
-    if feature == "QK-norm" and factor == "qk-gauge":
-        a = rep(small(), qk_norm=True)  # RMS-normalised queries and keys: only a diagonal trade of gains survives
-        return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
-                   {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}), _loose(a)
-    if factor == "ffn-scaling":
-        a = rep(small(), activation=base.activation if base.activation != "relu" else "gelu", ffn="mlp")
-        return a, (f"D = diag(2, 1) with {a.activation}", {"D": sp.diag(2, 1)}), _loose(a)
-    if factor == "S_n":
-        if feature == "causal mask":
-            a = rep(small(), attention="causal", positional="none")
-        elif feature == "sinusoidal positions":
-            a = rep(small(), positional="sinusoidal", attention="bidirectional")
-        else:
-            a = rep(small(), positional="learned", attention="bidirectional")
-        return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), _loose(a)
-    if factor == "value-bias-shift" and feature.startswith("Q, K, V-only biases"):
-        a = rep(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
-        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), \
-            _loose(a)
-    if factor == "residual-permutation" and feature == "sinusoidal positions":
-        a = rep(small(), positional="sinusoidal")
-        return a, ("transposition (0 1) of residual coordinates", {"Q": _perm_matrix([1, 0, 2, 3])}), _loose(a)
-    raise SymtransError(f"no witness construction for {factor} / {feature}")
+    built = _witness_of(base, factor, feature)(feature, base, small)
+    if built is None:
+        return None
+    a, element, tags_arch = built
+    return a, element, _loose(tags_arch)
+
+
+def _witness_of(base: Architecture, factor: str, feature: str) -> Any:
+    """The factor's witness construction (an error for a factor whose breaking is not witnessed)."""
+    construction = elements_of(GroupSpec.from_arch(base, strict=False), factor).witness
+    if construction is None:
+        raise SymtransError(f"no witness construction for {factor} / {feature}")
+    return construction
 
 
 def _loose(a: Architecture) -> GroupSpec:
@@ -666,7 +543,7 @@ def rotary_commutant_dimension(d_k: int, *, distinct: bool = True) -> int:
 
     pairs = _PYTHAGOREAN[: d_k // 2] if distinct else [_PYTHAGOREAN[0]] * (d_k // 2)
     R = sp.diag(*[sp.Matrix([[c, s], [-s, c]]) for c, s in pairs])
-    M = _generic_matrix("c", d_k)
+    M = generic_matrix("c", d_k)
     eqs = list(M @ R - R @ M)
     A = sp.Matrix([[sp.diff(e, v) for v in M] for e in eqs])
     return d_k * d_k - A.rank()
@@ -735,10 +612,6 @@ def certify_lemma(name: str) -> Certificate:
                        seconds=time.perf_counter() - t0)
 
 
-_WITNESSED = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "S_H", "S_dff", "ffn-scaling", "S_n",
-              "residual-permutation")
-
-
 def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: bool = True,
                 factors: Sequence[str] | None = None) -> list[Certificate]:
     """Certificates for every factor of ``arch``'s G (both scopes), witnesses for every breaking feature, the lemmas.
@@ -775,14 +648,14 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
             continue
         if not f.tags and f.scope != "data":
             continue  # structurally absent here (e.g. no bias to translate): nothing to certify or break
-        if f.name not in _WITNESSED:  # the norm factors: certified where present; absent ones have no tags
+        if elements_of(spec, f.name).witness is None:  # the norm factors: certified where present; absent ones have no tags
             if f.status != "broken":
                 out.append(certify_factor(spec.arch, f.name))
             continue
         if f.status != "broken":
             out.append(certify_factor(spec.arch, f.name))
         else:  # certify the factor where the breaking features are absent
-            c = certify_factor(_unbroken(spec.arch, f.name), f.name)
+            c = certify_factor(elements_of(spec, f.name).unbroken(spec.arch), f.name)
             gone = ", ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")
             out.append(dataclasses.replace(c, element=f"{c.element}; on a variant without {gone}"))
         tick(f.name)
@@ -795,18 +668,3 @@ def certify_all(arch: Architecture | str, *, witnesses: bool = True, lemmas: boo
             out.append(certify_lemma(name))
             tick(name)
     return out
-
-
-def _unbroken(a: Architecture, factor: str) -> Architecture:
-    rep = dataclasses.replace
-    if factor == "S_n":
-        return rep(a, positional="none", attention="bidirectional")
-    if factor == "ffn-scaling":
-        return rep(a, activation="relu")
-    if factor == "key-bias-shift":
-        return rep(a, positional="learned")
-    if factor == "value-bias-shift" and not a.bias:  # Q, K, V biases only: certify where b_O exists
-        return rep(a, bias=True, qkv_bias=False)
-    if factor == "residual-permutation":
-        return rep(a, positional="learned")
-    return a

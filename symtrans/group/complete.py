@@ -478,32 +478,10 @@ def rank_record(singular_values: Any, *, min_gap: float = MIN_GAP_DECADES) -> di
 # --------------------------------------------------------------------------- G's tangent directions
 def _lie_element(spec: Any, factor: str, theta: Any) -> Any:
     """An element of ``factor`` near the identity, linear in ``theta`` (its Lie algebra coordinates)."""
-    import torch
+    from symtrans.group.elements import elements_of
 
-    a = spec.arch
-    kv, d_k, d_v, d_ff, H, d = int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.H), int(a.d_model)
-    eye = lambda k: torch.eye(k, dtype=torch.float64)  # noqa: E731
     pieces = iter(_split(theta, spec.factor_sizes(factor)))
-    nxt = lambda: next(pieces)  # noqa: E731
-    if factor in ("qk-gauge", "vo-gauge"):
-        k = d_k if factor == "qk-gauge" else d_v
-        if factor == "qk-gauge" and a.positional == "rotary":
-            J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
-            mats = []
-            for _ in range(kv):
-                t = nxt()
-                blocks = [t[2 * b] * eye(2) + t[2 * b + 1] * J for b in range(k // 2)]
-                mats.append(eye(k) + torch.block_diag(*blocks))
-            return {"g": mats}
-        return {"g": [eye(k) + nxt().reshape(k, k) for _ in range(kv)]}
-    if factor in ("key-bias-shift", "value-bias-shift"):
-        key = "u" if factor == "key-bias-shift" else "v"
-        return {key: [nxt().reshape(1, -1) for _ in range(kv)]}
-    if factor == "ffn-scaling":
-        return {"D": eye(d_ff) + torch.diag(nxt())}
-    from symtrans.group.numeric import lie_element
-
-    return lie_element(spec, factor, nxt, H=H, kv=kv, d=d, d_ff=d_ff, d_k=d_k, d_v=d_v)
+    return elements_of(spec, factor).lie(spec, factor, lambda: next(pieces))
 
 
 def _split(theta: Any, sizes: list[int]) -> list[Any]:

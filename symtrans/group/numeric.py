@@ -38,11 +38,12 @@ from symtrans.arch import Architecture
 from symtrans.config import DEFAULT_DTYPE, DEFAULT_SEED, RUN_DTYPES
 from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import Verdict
+from symtrans.group.elements import MonomialMatrix, elements_of, pair_diagonal, sample_gl
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
            "transform_weights", "transform_weights_steps", "model_blocks", "weights_from_blocks", "verify_model",
-           "random_blocks", "verify_random", "tolerance", "lie_element"]
+           "random_blocks", "verify_random", "tolerance", "lie_element", "MonomialMatrix", "pair_diagonal"]
 
 
 @dataclass(frozen=True)
@@ -121,117 +122,6 @@ def tolerance(dtype: Any, d_model: int, layers: int, kappa: float) -> tuple[floa
     return tol, why
 
 
-# --------------------------------------------------------------------------- samplers
-def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0, count: int | None = None) -> tuple[Any, float]:
-    """A random well-conditioned k x k matrix ``U diag(s) V^T`` (QR-based), and its condition number.
-
-    ``U``, ``V`` are Haar-random orthogonal (QR of a Gaussian with the sign
-    fix), ``s`` log-uniform in ``[1/spread, spread]``, so ``kappa <= spread^2``.
-    With ``count`` it returns ``(matrices, inverses, kappa)`` for a batch, the
-    inverses exact from the factors (``V diag(1/s) U^T``).
-
-    Examples
-    --------
-    >>> import torch
-    >>> M, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64)
-    >>> abs(float(torch.linalg.cond(M)) - kappa) < 1e-9
-    True
-    >>> Ms, invs, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64, count=2)
-    >>> float((Ms[1] @ invs[1] - torch.eye(3, dtype=torch.float64)).abs().max()) < 1e-14
-    True
-    """
-    import torch
-
-    b = count or 1
-
-    def haar() -> Any:
-        Q, R = torch.linalg.qr(torch.randn(b, k, k, generator=gen, dtype=torch.float64))
-        return Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
-
-    s = torch.exp((torch.rand(b, k, generator=gen, dtype=torch.float64) * 2 - 1) * math.log(spread))
-    U, V = haar(), haar()
-    M = U @ torch.diag_embed(s) @ V.transpose(-1, -2)
-    Minv = V @ torch.diag_embed(1 / s) @ U.transpose(-1, -2)
-    kappa = float((s.max(-1).values / s.min(-1).values).max())
-    if count is None:
-        return M[0].to(dtype), kappa
-    return list(M.to(dtype).unbind(0)), list(Minv.to(dtype).unbind(0)), kappa  # type: ignore[return-value]
-
-
-class MonomialMatrix:
-    """A k x k matrix with one non-zero per row and column, applied by indexing instead of a dense product.
-
-    Column ``j`` has the value ``vals[j]`` in row ``perm[j]``; so ``X @ M`` is
-    ``X[:, perm] * vals`` and ``M @ Y`` is ``(Y * vals[:, None])[inv]``.
-    Permutations (vals = 1), positive diagonals (perm = id) and signed
-    permutations are the elements of S_dff, ffn-scaling and the residual
-    factor; :func:`symtrans.group.spec.act` uses them through ``@``, ``.T`` and
-    ``inverse()`` like any matrix.
-
-    Examples
-    --------
-    >>> import torch
-    >>> M = MonomialMatrix([2, 0, 1], torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64))
-    >>> X = torch.randn(4, 3, dtype=torch.float64)
-    >>> ok_apply = bool(torch.allclose(X @ M, X @ M.dense()))
-    >>> ok_inverse = bool(torch.allclose(M.inverse().dense() @ M.dense(), torch.eye(3, dtype=torch.float64)))
-    >>> ok_apply, ok_inverse
-    (True, True)
-    """
-
-    def __init__(self, perm: list[int], vals: Any) -> None:
-        import torch
-
-        self.perm = torch.as_tensor(perm, dtype=torch.long)
-        self.vals = vals
-        self.inv = torch.argsort(self.perm)
-        # the common special cases skip a whole-tensor pass each (a permutation: no product; a diagonal: no gather)
-        self._unit = bool((vals == 1).all())
-        self._identity = bool((self.perm == torch.arange(self.perm.numel())).all())
-
-    def dense(self) -> Any:
-        """The matrix as a dense tensor."""
-        import torch
-
-        k = self.perm.numel()
-        M = torch.zeros(k, k, dtype=self.vals.dtype)
-        M[self.perm, torch.arange(k)] = self.vals
-        return M
-
-    def __rmatmul__(self, X: Any) -> Any:
-        if self._identity:
-            return X.clone() if self._unit else X * self.vals
-        out = X.index_select(-1, self.perm)
-        return out if self._unit else out.mul_(self.vals)  # the gathered copy is ours: scaled in place
-
-    def __matmul__(self, Y: Any) -> Any:
-        if isinstance(Y, MonomialMatrix):
-            return MonomialMatrix(self.perm[Y.perm].tolist(), self.vals[Y.perm] * Y.vals)
-        if self._identity:
-            return Y.clone() if self._unit else Y * self.vals[:, None]
-        out = Y.index_select(0, self.inv)
-        return out if self._unit else out.mul_(self.vals[self.inv][:, None])
-
-    @property
-    def T(self) -> MonomialMatrix:  # noqa: N802 (matrix convention)
-        """The transpose."""
-        return MonomialMatrix(self.inv.tolist(), self.vals[self.inv])
-
-    def inverse(self) -> MonomialMatrix:
-        """The inverse (exact)."""
-        return MonomialMatrix(self.inv.tolist(), 1 / self.vals[self.inv])
-
-    def to(self, dtype: Any) -> MonomialMatrix:
-        """A copy with values in ``dtype``."""
-        return MonomialMatrix(self.perm.tolist(), self.vals.to(dtype))
-
-
-def _perm(k: int, gen: Any) -> list[int]:
-    import torch
-
-    return torch.randperm(k, generator=gen).tolist()
-
-
 def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
                    rotary_pairs: str = "adjacent") -> tuple[dict[str, Any], float]:
     """A random element of ``factor`` (torch, in ``dtype``) and its condition number (1 for permutations).
@@ -249,83 +139,10 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
     >>> el, kappa = sample_element(spec, "S_H", torch.Generator().manual_seed(0), torch.float64)
     >>> sorted(el["pi"]) == list(range(12)), kappa
     (True, 1.0)
-    """
-    import torch
 
-    a = spec.arch
-    H, kv, d_k, d_v, d_ff, d = int(a.H), int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.d_model)
-    if factor in ("qk-gauge", "vo-gauge"):
-        k = d_k if factor == "qk-gauge" else d_v
-        if not (factor == "qk-gauge" and a.positional == "rotary"):
-            mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
-            return {"g": mats, "g_inv": invs}, kappa
-        if rotary_pairs not in ("adjacent", "halves"):
-            raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {rotary_pairs!r}")
-        # coordinate order that takes the adjacent layout to the halves layout: (0, 2, 4, ..., 1, 3, 5, ...)
-        order = list(range(0, k, 2)) + list(range(1, k, 2))
-        mats, kappas = [], []
-        for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
-            M = torch.zeros(k, k, dtype=torch.float64)
-            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
-            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
-            for b in range(k // 2):
-                c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
-                M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
-            if rotary_pairs == "halves":
-                M = M[order][:, order]
-            mats.append(M.to(dtype))
-            kappas.append(float(scale.max() / scale.min()))
-        return {"g": mats}, max(kappas)
-    if factor == "key-bias-shift":
-        return {"u": [torch.randn(1, d_k, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
-    if factor == "value-bias-shift":
-        return {"v": [torch.randn(1, d_v, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
-    if factor == "S_H":
-        group = H // kv
-        kappa_perm = _perm(kv, gen)
-        pi = []
-        for g in kappa_perm:
-            inner = _perm(group, gen)
-            pi += [g * group + i for i in inner]
-        return {"pi": pi, "kappa": kappa_perm}, 1.0
-    if factor == "S_dff":
-        return {"P": MonomialMatrix(_perm(d_ff, gen), torch.ones(d_ff, dtype=dtype))}, 1.0
-    if factor == "ffn-scaling":
-        s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
-        if a.ffn == "gated":
-            s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-        return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.abs().max() / s.abs().min())
-    if factor == "gate-scaling":  # positive: relu(d t) = d relu(t) for d > 0 only
-        s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
-        return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.max() / s.min())
-    if factor == "S_n":
-        return {"P": _perm(int(a.n), gen)}, 1.0
-    if factor == "residual-permutation":
-        if a.norm == "rmsnorm":
-            signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0)
-        else:
-            signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
-        return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
-    f = spec.factor(factor)
-    if f.kind == "continuous" and f.scope in ("layer", "stack", "model"):  # norm and embedding factors: translations, gain scalings
-        sizes = spec.factor_sizes(factor)
-        pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
-        el = lie_element(spec, factor, lambda: next(pieces), rotary_pairs=rotary_pairs)
-        kappa = 1.0
-        if "D" in el:  # a gain scaling: exp of the coordinates, random signs
-            blocks = el["D"] if isinstance(el["D"], list) else [el["D"]]  # OLMo 2's gain trade: one per kv head
-            out = []
-            for block in blocks:
-                raw = block.diagonal() - 1
-                signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-                if factor == "qk-norm-gain-trade":  # one sign per rotated pair, as the scales
-                    signs = pair_diagonal(signs[: sizes[0]], len(raw), a.positional == "rotary", rotary_pairs)
-                s = torch.exp(raw) * signs
-                out.append(torch.diag(s))
-                kappa = max(kappa, float(s.abs().max() / s.abs().min()))
-            el["D"] = out if isinstance(el["D"], list) else out[0]
-        return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
-    raise SymtransError(f"no sampler for factor {factor!r}")
+    The construction is the factor's own (:data:`symtrans.group.elements.ELEMENTS`).
+    """
+    return elements_of(spec, factor).sample(spec, factor, gen, dtype, rotary_pairs)
 
 
 # --------------------------------------------------------------------------- block form
@@ -713,33 +530,14 @@ def verify_random(arch: Architecture, *, dtype: str = DEFAULT_DTYPE, seed: int =
     return out
 
 
-def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adjacent") -> Any:
-    """A diagonal of width ``d_k`` equal on each rotated pair: ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + d_k/2).
-
-    Without rotary positions the values are the diagonal itself.
-
-    Examples
-    --------
-    >>> import torch
-    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True, "halves").tolist()
-    [1.0, 2.0, 1.0, 2.0]
-    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True).tolist()
-    [1.0, 1.0, 2.0, 2.0]
-    """
-    if not rotary:
-        return values
-    if rotary_pairs == "halves":
-        return values.repeat(2)
-    return values.repeat_interleave(2)
-
-
-def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "adjacent",
-                **sizes: int) -> dict[str, Any]:
-    """An element of a norm factor near the identity, from its coordinates piece by piece (torch).
+def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+    """An element of a continuous factor near the identity, from its coordinates piece by piece (torch).
 
     ``nxt()`` returns the next piece of Lie-algebra coordinates (sizes from
     :meth:`GroupSpec.factor_sizes`). Translation factors are abelian: the
-    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``.
+    element *is* its coordinates; a gain scaling is ``I + diag(coordinates)``;
+    a per-head gauge is ``I + M``. The construction is the factor's own
+    (:data:`symtrans.group.elements.ELEMENTS`).
 
     Examples
     --------
@@ -750,33 +548,4 @@ def lie_element(spec: GroupSpec, factor: str, nxt: Any, *, rotary_pairs: str = "
     >>> sorted(lie_element(spec, "ffn-bias-transfer", lambda: next(it)))
     ['t']
     """
-    import torch
-
-    out: dict[str, Any] = {}
-    from symtrans.catalogue.spec import _pieces
-
-    if factor == "qk-norm-gain-trade":
-        d_k, rot = int(sizes.get("d_k", spec.arch.d_k)), spec.arch.positional == "rotary"
-        blocks = [torch.eye(d_k, dtype=torch.float64) + torch.diag(pair_diagonal(nxt(), d_k, rot, rotary_pairs))
-                  for _ in range(int(sizes.get("kv", spec.arch.H_kv)) if spec.arch.qk_norm_full else 1)]
-        return {"D": blocks if spec.arch.qk_norm_full else blocks[0]}  # OLMo 2: one per key/value head
-    for comp, count, shape in _pieces(spec, factor):
-        if comp == "D":
-            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
-            continue
-        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
-            d = shape[0]
-            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
-            A = torch.zeros(k, k, dtype=torch.float64)
-            iu = torch.triu_indices(k, k, 1)
-            A = A.index_put((iu[0], iu[1]), nxt())
-            A = A - A.T
-            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
-                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
-                B = torch.linalg.qr(first).Q[:, 1:]
-                A = B @ A @ B.T
-            out["Q"] = torch.linalg.matrix_exp(A)
-            continue
-        blocks = [nxt().reshape(shape) for _ in range(count)]
-        out[comp] = blocks if count > 1 else blocks[0]
-    return out
+    return elements_of(spec, factor).lie(spec, factor, nxt, rotary_pairs)

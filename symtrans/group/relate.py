@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.group.elements import with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -366,7 +367,7 @@ class _Solver:
     def residual(self) -> None:
         torch = _torch()
         cands = [f for f in self.spec.factors if f.scope == "model" and any(t.component == "Q" for t in f.tags)] \
-            + [f for f in self.spec.factors if f.name in ("residual-rotation", "residual-permutation") and not f.tags]
+            + [f for f in with_role(self.spec, "residual") if not f.tags]
         if not cands or "word" not in self.cur:
             return
         A, B = self.cur["word"], self.tgt["word"]
@@ -428,8 +429,8 @@ class _Solver:
         if fit > tol:
             self.refuse(cands[0].name, None, "word", fit, tol, [],
                         "the embedding table is not a linear map of A's: no residual map explains it")
-        perm_f = next((f for f in cands if f.name == "residual-permutation" and f.tags), None)
-        rot_f = next((f for f in cands if f.name == "residual-rotation" and f.tags), None)
+        perm_f = next((f for f in with_role(self.spec, "residual", cands) if f.kind == "discrete" and f.tags), None)
+        rot_f = next((f for f in with_role(self.spec, "residual", cands) if f.kind == "continuous" and f.tags), None)
         if mono is not None and perm_f is not None and ok["fixes-ones"]:
             self.apply(perm_f.name, {"Q": mono})
             self.kappa[None] = 1.0
@@ -442,9 +443,9 @@ class _Solver:
             return
         # no factor of G has this element: name what breaks it
         feats: list[str] = []
-        rot = next((f for f in self.spec.factors if f.name == "residual-rotation"), None)
+        rot = next((f for f in with_role(self.spec, "residual") if f.kind == "continuous"), None)
         if rot is not None and not rot.tags:
-            feats += [f"residual-rotation {s}" for s in self.features_breaking(rot)]
+            feats += [f"{rot.name} {s}" for s in self.features_breaking(rot)]
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
         size = _fro((Ac @ best_mono if best_mono is not None else Ac) - Bc) / nB
@@ -525,9 +526,8 @@ class _Solver:
         if self.scaled:
             return
         self.scaled = True
-        for f in self.present.values():
-            if f.scope not in ("layer", "model") or not f.name.endswith("-scaling") \
-                    or f.name in ("ffn-scaling", "gate-scaling"):
+        for f in with_role(self.spec, "norm-scaling", self.present.values()):
+            if f.scope not in ("layer", "model"):
                 continue
             pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
             if f.scope == "model":
@@ -622,8 +622,7 @@ class _Solver:
         if f is None:
             return
         torch = _torch()
-        scaled_in = [t.tensor for x in self.spec.factors if x.name in ("ffn-scaling", "gate-scaling")
-                     for t in x.tags if t.side == "right"]
+        scaled_in = [t.tensor for x in with_role(self.spec, "hidden-scaling") for t in x.tags if t.side == "right"]
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
@@ -662,7 +661,7 @@ class _Solver:
     def unit_scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix
 
-        for name in ("ffn-scaling", "gate-scaling"):
+        for name in [x.name for x in with_role(self.spec, "hidden-scaling")]:
             f = self.present.get(name) or self.broken.get(name)
             if f is None:
                 continue
@@ -699,7 +698,7 @@ class _Solver:
     # ---- 5. GL gauges
     def gauges(self) -> None:
         torch = _torch()
-        for name in ("qk-gauge", "vo-gauge"):
+        for name in [x.name for x in with_role(self.spec, "head-gauge")]:
             f = self.present.get(name)
             if f is None:
                 continue
@@ -805,8 +804,6 @@ class _Solver:
                                        for h in range(len(self.cur["layers"][l][t.tensor]))]
                 else:
                     el[t.component] = self._diff(t.tensor, l).mean(1, keepdim=True)
-        if f.name == "centring-shift" and "w_O" in el and isinstance(el["w_O"], list):
-            el["w_O"] = el["w_O"]
         return el
 
     def model_translation(self, f: Factor) -> dict[str, Any]:

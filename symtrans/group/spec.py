@@ -22,8 +22,8 @@ described in :mod:`symtrans.catalogue.model`.
 This module never imports torch (tests/test_import_contract.py checks it):
 :func:`act` works on SymPy matrices and on torch tensors alike (block form:
 per-head tensors are lists of 2-D blocks, vectors are 1 x m rows), reaching
-torch only through a tensor it is given. Group elements as torch tensors are
-built in :mod:`symtrans.group.numeric` (``lie_element``).
+torch only through a tensor it is given. Group elements (torch and SymPy) are
+built by each factor's entry in :mod:`symtrans.group.elements`.
 
 Examples
 --------

@@ -45,12 +45,40 @@ from symtrans.certify.linear import random_int_matrix
 from symtrans.certify.search import search_universal
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import Dims
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
 from symtrans.evidence import Evidence, HypothesisCheck, Scope, Verdict, producer
 from symtrans.producers.symbolic import (coq_link, exact_record,
                                          kernel_record, statement_scope)
 from symtrans.precision import DECISIVE_MARGIN, hypothesis_state
 from symtrans.precision import margin as margin_of
+
+
+#: the describe step: each record's sentence per verdict ("search": the searched inputs; "real": the model's sums)
+SUMMARIES = Summaries({
+    "search": {
+        "fails": "{failing} of {applicable} applicable inputs (H1-H4 hold) violate {statement}; smallest: family "
+                 "{family}, n={n}, d={d}, r={r}, seed {seed}: {before} before, {after} after LayerNorm (failing "
+                 "families: {families})",
+        "inconclusive": "no searched input satisfied H1-H4 with a decisive rank margin ({counts})",
+        "supported": "{statement} on all {applicable} applicable searched inputs ({counts})",
+    },
+    "real": {
+        "decided": "{decided} of {cases} real pre-LN sums satisfy H1-H4; arank preserved on {preserved} (rank, arank "
+                   "X, arank LN X): {ranks}",
+        "measured": "arank was {preserved} (rank, arank X, arank LN X): {ranks}",
+        "preserved": "nevertheless preserved",
+        "not-preserved": "NOT preserved",
+        "inconclusive": "no real pre-LN sum at n={n} has H1-H4 and its ranks decided outside the {band:g}-decade "
+                        "band; {measured}",
+        "violation": "{hypothesis} on {count}/{cases} inputs (largest value {value:.2g} against thresholds up to "
+                     "{threshold:.2g})",
+        "why-rows": "rank(X P) = n, so colspace(X P) = R^n contains sigma",
+        "why-columns": "rank(X) = d, so rowspace(X) = R^d contains 1",
+        "not-applicable": "not applicable to the real pre-LN sums at n={n}, d={d}: {which}; {why}. Real sums are "
+                          "full rank, so H2 and H4 together (which need rank X < min(n, d)) exclude them; {measured}",
+    },
+})
 
 
 
@@ -295,10 +323,9 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
         a, b = pair(case)
         margin = margin_of(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in fails))
         fam_fail = sorted({k["family"] for k, _ in fails})
-        summary = (f"{len(fails)} of {len(applicable)} applicable inputs (H1-H4 hold) violate "
-                   f"{statement}; smallest: family {key['family']}, n={key['n']}, d={key['d']}, "
-                   f"r={key['r']}, seed {key['seed']}: {a.rank} before, {b.rank} after LayerNorm "
-                   f"(failing families: {', '.join(fam_fail)})")
+        summary = SUMMARIES("search", "fails", failing=len(fails), applicable=len(applicable), statement=statement,
+                            family=key["family"], n=key["n"], d=key["d"], r=key["r"], seed=key["seed"],
+                            before=a.rank, after=b.rank, families=", ".join(fam_fail))
         cex = {"family": key["family"], "n": key["n"], "d": key["d"], "r": key["r"], "seed": key["seed"],
                "reproduce": f"symtrans.producers.sec4.search_case({key['family']!r}, {key['n']}, {key['d']}, "
                             f"{key['r']}, {key['seed']}) then ln_case(X, gamma, beta, eps=0.0)",
@@ -314,12 +341,12 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
                       hypothesis_checks=hypothesis_checks([c.hypotheses for _, c in fails], " (failing inputs)"))
     if not applicable:
         return record(ctx, "thm-4.2", name, Verdict.INCONCLUSIVE,
-                      f"no searched input satisfied H1-H4 with a decisive rank margin ({counts})",
+                      SUMMARIES("search", "inconclusive", counts=counts),
                       tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None,
                       weights_hash=None, scope=scope)
     margin = margin_of(min(min(pair(c)[0].margin, pair(c)[1].margin) for _, c in applicable))
     return record(ctx, "thm-4.2", name, Verdict.SUPPORTED,
-                  f"{statement} on all {len(applicable)} applicable searched inputs ({counts})",
+                  SUMMARIES("search", "supported", statement=statement, applicable=len(applicable), counts=counts),
                   margin=margin, margin_meaning="smallest distance (decades) of a singular value from its rank cut",
                   tolerance=tol, dtype="float64", inputs=inputs, details=details, model=None, weights_hash=None,
                   scope=scope, hypothesis_checks=hypothesis_checks([c.hypotheses for _, c in applicable],
@@ -391,8 +418,8 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
         v = Verdict.FAILS if fails else Verdict.SUPPORTED
         margin = margin_of(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c, _ in decided))
         return record(ctx, "thm-4.2", name, v,
-                      f"{len(decided)} of {len(cases)} real pre-LN sums satisfy H1-H4; arank preserved on "
-                      f"{len(decided) - len(fails)} (rank, arank X, arank LN X): {ranks}",
+                      SUMMARIES("real", "decided", decided=len(decided), cases=len(cases),
+                                preserved=len(decided) - len(fails), ranks=ranks),
                       margin=margin, margin_meaning="smallest distance (decades) of a singular value from its cut",
                       tolerance=tol, dtype="float64", inputs=inputs, details={"cases": rows}, scope=scope,
                       hypothesis_checks=hypothesis_checks([c.hypotheses for _, c, _ in decided],
@@ -402,21 +429,20 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
     for _, c in cases:
         for h in c.violated:
             viol.setdefault(h.name, []).append((h.value, h.threshold))
-    measured = (f"arank was {'nevertheless preserved' if all(c.arank_x.rank == c.arank_ln.rank for _, c in cases) else 'NOT preserved'}"
-                f" (rank, arank X, arank LN X): {ranks}")
+    kept = all(c.arank_x.rank == c.arank_ln.rank for _, c in cases)
+    measured = SUMMARIES("real", "measured", preserved=SUMMARIES("real", "preserved" if kept else "not-preserved"),
+                         ranks=ranks)
     if not viol:  # every input has some hypothesis or rank decision inside the band
         return record(ctx, "thm-4.2", name, Verdict.INCONCLUSIVE,
-                      f"no real pre-LN sum at n={n} has H1-H4 and its ranks decided outside the "
-                      f"{DECISIVE_MARGIN:g}-decade band; {measured}", tolerance=tol, dtype="float64",
+                      SUMMARIES("real", "inconclusive", n=n, band=DECISIVE_MARGIN, measured=measured),
+                      tolerance=tol, dtype="float64",
                       inputs=inputs, details={"cases": rows}, scope=scope, hypothesis_checks=checks)
-    which = ", ".join(f"{k} on {len(v)}/{len(cases)} inputs (largest value {max(x for x, _ in v):.2g} against "
-                      f"thresholds up to {max(t for _, t in v):.2g})" for k, v in sorted(viol.items()))
-    why = ("rank(X P) = n, so colspace(X P) = R^n contains sigma" if n < d
-           else "rank(X) = d, so rowspace(X) = R^d contains 1")
+    which = SUMMARIES.each("real", "violation", [
+        {"hypothesis": k, "count": len(v), "cases": len(cases), "value": max(x for x, _ in v),
+         "threshold": max(t for _, t in v)} for k, v in sorted(viol.items())], sep=", ")
+    why = SUMMARIES("real", "why-rows" if n < d else "why-columns")
     return record(ctx, "thm-4.2", name, Verdict.NOT_APPLICABLE,
-                  f"not applicable to the real pre-LN sums at n={n}, d={d}: {which}; {why}. "
-                  f"Real sums are full rank, so H2 and H4 together (which need rank X < min(n, d)) "
-                  f"exclude them; {measured}",
+                  SUMMARIES("real", "not-applicable", n=n, d=d, which=which, why=why, measured=measured),
                   violated_hypothesis=which, inputs=inputs, tolerance=tol, dtype="float64", scope=scope,
                   hypothesis_checks=checks,
                   margin=margin_of(min(min(c.arank_x.margin, c.arank_ln.margin) for _, c in cases)),

@@ -41,6 +41,7 @@ from symtrans.certify.linear import (certify_generic_rank, check_rank_sum, low_r
 from symtrans.certify.search import search_universal
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import THM53_R
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
 from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, SOFTMAX_SIZES, coq_link, exact_record,
@@ -56,6 +57,95 @@ MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard G
 
 #: Dong-style collapse: the residual ratio below this is rank one to 8 significant digits.
 COLLAPSED = 1e-8
+
+
+#: the describe step: each record's sentence per verdict and its optional clauses ("rank": every rank-increase
+#: record, "sweep": the depth sweeps' shared sentences)
+SUMMARIES = Summaries({
+    "rank": {
+        "hypothesis": "not applicable: hypothesis violated: {name} ({detail})",
+        "not-deficient": "not applicable: no input is rank-deficient",
+        "undecided": "rank(X) of {count} inputs could not be decided within {band:g} decade of the cut",
+        "fails": "fails: {bad} of {decided} decided inputs have {statement} violated; first: {where} family {family}, "
+                 "r={r}: rank {rank_X} -> {rank_F} (sigma_(r+1) of the sum {sigma:.3g} below its cut {cut:.3g})",
+        "inconclusive": "{open} of {applicable} applicable inputs had sigma_(r+1) of the sum within {band:g} decade "
+                        "of its cut (or a non-finite sum); the {decided} decided ones all show {statement}",
+        "supported": "{statement} on all {decided} applicable inputs ({inputs}){uncounted}",
+        "uncounted": "; {count} inputs not rank-deficient, not counted",
+    },
+    "residual-rank": {
+        "not-applicable": "not applicable: {name} fails at every layer",
+        "inconclusive": "{name} undecided at every layer",
+    },
+    "depth-sweep-pure-attention": {
+        "overflow": "pure attention overflowed (a non-finite state) before the end of the sweep",
+        "degenerate": "degenerate instance: pure attention collapses at depth {depth} (ratio {first:.3g} -> "
+                      "{second:.3g}), so no decay rate can be observed (fewer than two ratios above the rounding "
+                      "floor); e.g. uniform attention (A = 11^T/n) collapses in one step. Dong's claim is about the "
+                      "doubly exponential decay, which this instance cannot show",
+        "near-threshold": "final ratio {final:.3g} within {band:g} decade of the collapse threshold",
+        "rate": "fitted slope of log10 ratio {slope:.3g} per layer; of log10(-log10 ratio) {dslope:.3g} per layer "
+                "(the exponent grows {growth:.3g}x per layer: doubly exponential)",
+        "no-rate": "too few points above the float floor to fit",
+        "supported": "pure attention collapses: ratio {first:.3g} -> {final:.3g} (below 1e-8 from depth {depth}); "
+                     "{rate}",
+        "fails": "pure attention did not collapse within depth {depth}: ratio {final:.3g}",
+    },
+    "depth-sweep-residual": {
+        "overflow": "a residual variant overflowed (a non-finite state) before the end of the sweep",
+        "near-threshold": "smallest residual-variant ratio {worst:.3g} within {band:g} decade of 1e-8",
+        "supported": "no collapse with residuals over depth {depth}: smallest ratio {worst:.3g} ({ends}); pure "
+                     "attention ends at {pure:.3g}",
+        "end": "{variant} ends at {ratio:.3g}",
+        "fails": "residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}",
+    },
+    "residual-jacobian": {
+        "compared": "chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error {error:.2g} "
+                    "over {directions} random directions (tolerance {tol:g}); {shape}",
+        "non-finite": "non-finite states or derivatives: nothing to compare",
+        "shape": "the second-order remainder shrinks {ratio:.3g}x when t shrinks 10x ({kind})",
+        "quadratic": "quadratic: the map is not affine",
+        "not-quadratic": "not quadratic: on these weights the map is affine up to rounding (e.g. constant attention)",
+        "zero": "the second-order remainder is exactly zero (an affine map)",
+    },
+    "global-non-affine": {
+        "non-finite": "non-finite states: nothing to compare",
+        "supported": "the global map X^(0) -> X^({L}) is not affine: its second difference along random directions "
+                     "reaches {worst:.3g} of max|F(X)|, {margin:.1f} decades above the {dtype} rounding of the "
+                     "forward pass ({tol:.2g})",
+        "fails": "the global map X^(0) -> X^({L}) is affine along every probed line to {dtype} rounding: second "
+                 "differences at most {worst:.3g} of max|F(X)| <= tol {tol:.2g} (e.g. W_O = 0 makes MHA vanish and "
+                 "the stack X + sum b_O affine)",
+        "inconclusive": "second difference {worst:.3g} within a decade of the rounding bound {tol:.2g}: not decided",
+    },
+    "span-without-mlp": {
+        "overflow": "the attention + residual stack overflowed (non-finite state)",
+        "not-applicable": "not applicable: the embeddings span R^{d} already",
+        "inconclusive": "a rank decision sits within {band:g} decade of its cut (rank X0 = {rank_X0}, rank [X0; X_L] "
+                        "= {rank_joint})",
+        "fails": "attention + residual alone (no MLP) leave the span of the token embeddings: rank [X0; X_L] = "
+                 "{rank_joint} > rank X0 = {rank_X0}, a fraction {outside:.3g} of ||X_L||_F outside it; so the MLP "
+                 "is not necessary for directions outside that span (W_V W_O maps out of it)",
+        "supported": "X_L stays in the span of the token embeddings (rank [X0; X_L] = rank X0 = {rank_X0})",
+    },
+    "no-collapse-without-mlp": {
+        "overflow": "the attention + residual stack overflowed (non-finite state)",
+        "near-threshold": "smallest ratio {worst:.3g} within {band:g} decade of 1e-8",
+        "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
+                     "{worst:.3g} (pure attention ends at {pure:.3g}); the MLP is not necessary against collapse",
+        "fails": "attention + residual without MLP collapsed: smallest ratio {worst:.3g}",
+    },
+    "mlp-prevents-collapse": {
+        "not-applicable": "not applicable: {name} is violated ({detail})",
+        "undecided": "pure attention's collapse is undecided or the attention + MLP stack overflowed",
+        "fails": "attention + MLP without residual collapses too: ratio {ratio:.3g} at depth {depth} (pure "
+                 "attention: below 1e-9 from depth {pure_depth}); the MLP acts row by row, so equal rows stay equal: "
+                 "it can slow the collapse, not undo it",
+        "near-threshold": "smallest attention + MLP ratio {worst:.3g} within {band:g} decade of 1e-8",
+        "supported": "attention + MLP without residual does not collapse over depth {depth} (smallest ratio "
+                     "{worst:.3g}) where pure attention does (from depth {pure_depth})",
+    },
+})
 
 
 
@@ -332,7 +422,7 @@ def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, An
     if violated_extra:
         h = violated_extra[0]
         return record(ctx, claim, name, Verdict.NOT_APPLICABLE,
-                      f"not applicable: hypothesis violated: {h.name} ({h.detail})", violated_hypothesis=h.name,
+                      SUMMARIES("rank", "hypothesis", name=h.name, detail=h.detail), violated_hypothesis=h.name,
                       hypothesis_checks=extra_hyp, details=details, **common)
     applicable = [c for c in cases if c["rank_deficient"] is True]
     not_deficient = [c for c in cases if c["rank_deficient"] is False]
@@ -341,11 +431,10 @@ def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, An
             hyp = HypothesisCheck("X rank-deficient (rank X < min(n, d))", False, None,
                                   f"all {len(cases)} inputs have full rank at float64 precision")
             return record(ctx, claim, name, Verdict.NOT_APPLICABLE,
-                          "not applicable: no input is rank-deficient", violated_hypothesis=hyp.name,
+                          SUMMARIES("rank", "not-deficient"), violated_hypothesis=hyp.name,
                           hypothesis_checks=(hyp, *extra_hyp), details=details, **common)
         return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                      f"rank(X) of {len(cases)} inputs could not be decided within {DECISIVE_MARGIN:g} decade "
-                      "of the cut", hypothesis_checks=extra_hyp, details=details, **common)
+                      SUMMARIES("rank", "undecided", count=len(cases), band=DECISIVE_MARGIN), hypothesis_checks=extra_hyp, details=details, **common)
     decided = [c for c in applicable if c["decided"]]
     margins = [min(c["margin_X"], abs(c["statement_margin"])) for c in decided]
     margin = min(margins) if margins else None
@@ -359,21 +448,20 @@ def _rank_evidence(ctx: Context, claim: str, name: str, cases: list[dict[str, An
     if v is Verdict.FAILS:
         c = bad[0]
         return record(ctx, claim, name, v,
-                      f"fails: {len(bad)} of {len(decided)} decided inputs have {statement} violated; "
-                      f"first: {c.get('where', '')} family {c['family']}, r={c['r']}: rank {c['rank_X']} -> "
-                      f"{c['rank_F']} (sigma_(r+1) of the sum {c['sigma_F_next']:.3g} below its cut "
-                      f"{c['cut_F']:.3g})", margin=min(min(bad[0]["margin_X"], abs(bad[0]["statement_margin"])), 1e300),
+                      SUMMARIES("rank", "fails", bad=len(bad), decided=len(decided), statement=statement,
+                                where=c.get("where", ""), family=c["family"], r=c["r"], rank_X=c["rank_X"],
+                                rank_F=c["rank_F"], sigma=c["sigma_F_next"], cut=c["cut_F"]), margin=min(min(bad[0]["margin_X"], abs(bad[0]["statement_margin"])), 1e300),
                       hypothesis_checks=checks, details=details, counterexample=dict(c), **common)
     if v is Verdict.INCONCLUSIVE:
         return record(ctx, claim, name, v,
-                      f"{len(applicable) - len(decided)} of {len(applicable)} applicable inputs had sigma_(r+1) of "
-                      f"the sum within {DECISIVE_MARGIN:g} decade of its cut (or a non-finite sum); the "
-                      f"{len(decided)} decided ones all show {statement}", margin=margin,
+                      SUMMARIES("rank", "inconclusive", open=len(applicable) - len(decided), applicable=len(applicable),
+                                band=DECISIVE_MARGIN, decided=len(decided), statement=statement), margin=margin,
                       hypothesis_checks=checks, details=details, **common)
     return record(ctx, claim, name, v,
-                  f"{statement} on all {len(decided)} applicable inputs ({inputs.get('summary', '')})"
-                  + (f"; {len(cases) - len(applicable)} inputs not rank-deficient, not counted"
-                     if len(applicable) < len(cases) else ""),
+                  SUMMARIES("rank", "supported", statement=statement, decided=len(decided),
+                            inputs=inputs.get("summary", ""),
+                            uncounted=SUMMARIES("rank", "uncounted", count=len(cases) - len(applicable))
+                            if len(applicable) < len(cases) else ""),
                   margin=margin, hypothesis_checks=checks, details=details, **common)
 
 
@@ -485,11 +573,12 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
         hyp = HypothesisCheck(h.name, h.holds, h.margin, f"every layer: e.g. layer {i}: {h.detail}")
         if any(x.holds is False for _, x in skipped):
             return [record(ctx, "thm-5.3", "residual-rank", Verdict.NOT_APPLICABLE,
-                           f"not applicable: {h.name} fails at every layer", violated_hypothesis=h.name,
+                           SUMMARIES("residual-rank", "not-applicable", name=h.name), violated_hypothesis=h.name,
                            hypothesis_checks=(hyp,), tolerance=RANK_TOLERANCE, dtype="float64", inputs=inputs,
                            scope=Scope("model", "every layer"), details={"layer_hypotheses": layer_hyps})]
         return [record(ctx, "thm-5.3", "residual-rank", Verdict.INCONCLUSIVE,
-                       f"{h.name} undecided at every layer", hypothesis_checks=(hyp,), tolerance=RANK_TOLERANCE,
+                       SUMMARIES("residual-rank", "inconclusive", name=h.name), hypothesis_checks=(hyp,),
+                       tolerance=RANK_TOLERANCE,
                        dtype="float64", inputs=inputs, details={"layer_hypotheses": layer_hyps})]
     held = [x for x in layer_hyps if x["holds"] is True]
     hyp = HypothesisCheck("generic weights: MHA not identically zero (some W_V^h W_O^h != 0)", True,
@@ -699,7 +788,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
         series = ratios["pure-attention"]
         if any(r != r for r in series):
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          "pure attention overflowed (a non-finite state) before the end of the sweep", **common)
+                          SUMMARIES(name, "overflow"), **common)
         first = _collapse_depth(series)
         fit = fits["pure-attention"]
         slope, dslope = fit["log10_slope_per_layer"], fit["loglog_slope_per_layer"]
@@ -707,44 +796,39 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
         margin = _decades(COLLAPSED, final) if final > 0 else 1e300
         if first is not None and first <= 1:
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          f"degenerate instance: pure attention collapses at depth {first} (ratio "
-                          f"{series[0]:.3g} -> {series[1]:.3g}), so no decay rate can be observed (fewer than two "
-                          "ratios above the rounding floor); e.g. uniform attention (A = 11^T/n) collapses in one "
-                          "step. Dong's claim is about the doubly exponential decay, which this instance cannot show",
+                          SUMMARIES(name, "degenerate", depth=first, first=series[0], second=series[1]),
                           margin=margin_of(margin),
                           margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
                           **common)
         if abs(_decades(final, COLLAPSED)) < DECISIVE_MARGIN:
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          f"final ratio {final:.3g} within {DECISIVE_MARGIN:g} decade of the collapse threshold",
+                          SUMMARIES(name, "near-threshold", final=final, band=DECISIVE_MARGIN),
                           margin=margin_of(-abs(margin)), margin_meaning="decades from the threshold", **common)
         v = Verdict.SUPPORTED if final < COLLAPSED else Verdict.FAILS
-        rate = (f"fitted slope of log10 ratio {slope:.3g} per layer; of log10(-log10 ratio) {dslope:.3g} per "
-                f"layer (the exponent grows {10 ** dslope:.3g}x per layer: doubly exponential)"
-                if slope is not None and dslope is not None else "too few points above the float floor to fit")
+        rate = (SUMMARIES(name, "rate", slope=slope, dslope=dslope, growth=10 ** dslope)
+                if slope is not None and dslope is not None else SUMMARIES(name, "no-rate"))
         return record(ctx, claim, name, v,
-                      (f"pure attention collapses: ratio {series[0]:.3g} -> {final:.3g} "
-                       f"(below 1e-8 from depth {first}); {rate}" if v is Verdict.SUPPORTED else
-                       f"pure attention did not collapse within depth {SWEEP_DEPTH}: ratio {final:.3g}"),
+                      SUMMARIES(name, "supported", first=series[0], final=final, depth=first, rate=rate)
+                      if v is Verdict.SUPPORTED else SUMMARIES(name, "fails", depth=SWEEP_DEPTH, final=final),
                       margin=margin_of(abs(margin)),
                       margin_meaning="decades of the final pure-attention ratio from the collapse threshold",
                       **common)
     resid = {v: ratios[v] for v in RESIDUAL_VARIANTS}
     if any(r != r for s in resid.values() for r in s):
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
-                      "a residual variant overflowed (a non-finite state) before the end of the sweep", **common)
+                      SUMMARIES("depth-sweep-residual", "overflow"), **common)
     worst = min(min(r) for r in resid.values())
     m = _decades(worst, COLLAPSED)
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
     if abs(m) < DECISIVE_MARGIN:
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
-                      f"smallest residual-variant ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                      SUMMARIES("depth-sweep-residual", "near-threshold", worst=worst, band=DECISIVE_MARGIN),
                       margin=margin_of(m), margin_meaning="decades from the threshold", **common)
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
-    summary = (f"no collapse with residuals over depth {SWEEP_DEPTH}: smallest ratio {worst:.3g} "
-               f"({', '.join(f'{k} ends at {r[-1]:.3g}' for k, r in resid.items())}); pure attention ends at "
-               f"{ratios['pure-attention'][-1]:.3g}" if not bad else
-               f"residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}")
+    S, key = SUMMARIES, "depth-sweep-residual"
+    summary = (S(key, "supported", depth=SWEEP_DEPTH, worst=worst, pure=ratios["pure-attention"][-1],
+                 ends=S.each(key, "end", [{"variant": k, "ratio": r[-1]} for k, r in resid.items()], sep=", "))
+               if not bad else S(key, "fails", bad=bad, worst=worst))
     return record(ctx, claim, "depth-sweep-residual", v, summary, margin=margin_of(abs(m)),
                   margin_meaning="decades of the smallest residual-variant ratio from the collapse threshold",
                   **common)
@@ -897,18 +981,17 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
         res["errors"] = [e if math.isfinite(e) else None for e in res["errors"]]
     v = (Verdict.INCONCLUSIVE if not finite else Verdict.SUPPORTED if err < tol.value else Verdict.FAILS)
     ratio = res["remainder_ratio"]
-    shape = ("the second-order remainder shrinks {:.3g}x when t shrinks 10x ({})".format(
-        ratio, "quadratic: the map is not affine" if ratio > 10 ** 1.5 else "not quadratic: on these weights the "
-        "map is affine up to rounding (e.g. constant attention)") if ratio is not None else
-        "the second-order remainder is exactly zero (an affine map)")
+    S = SUMMARIES
+    shape = (S("residual-jacobian", "shape", ratio=ratio,
+               kind=S("residual-jacobian", "quadratic" if ratio > 10 ** 1.5 else "not-quadratic"))
+             if ratio is not None else S("residual-jacobian", "zero"))
     inputs = {"n": n, "layers": depth, "directions": JACOBIAN_DIRECTIONS, "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w),
               "reference": "autograd JVP of the stack (reverse mode twice: grad_u <J^T u, dX> = J dX)"}
     # a sanity check: the chained formula and autograd differentiate the same map, so they agree on any weights
     return sanity([record(ctx, "prop-5.4", "residual-jacobian", v,
-                   f"chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error "
-                   f"{err:.2g} over {JACOBIAN_DIRECTIONS} random directions (tolerance {tol.value:g}); {shape}"
-                   if finite else "non-finite states or derivatives: nothing to compare",
+                   S("residual-jacobian", "compared", error=err, directions=JACOBIAN_DIRECTIONS, tol=tol.value,
+                     shape=shape) if finite else S("residual-jacobian", "non-finite"),
                    margin=margin_of(_decades(tol.value, err)) if finite else None,
                    margin_meaning="decades between the relative error and the tolerance (negative: exceeded)",
                    tolerance=tol, dtype=dtype_name(X.dtype), inputs=inputs, details=res,
@@ -970,18 +1053,14 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     state = hypothesis_state(m)  # the one decisiveness rule: a decade on either side
     dt = dtype_name(X.dtype)
     if not all(math.isfinite(x) for x in diffs) or not bool(torch.isfinite(X).all()):
-        v, summ = Verdict.INCONCLUSIVE, "non-finite states: nothing to compare"
+        v, summ = Verdict.INCONCLUSIVE, SUMMARIES("global-non-affine", "non-finite")
     elif state is True:
-        v, summ = Verdict.SUPPORTED, (f"the global map X^(0) -> X^({L}) is not affine: its second difference along "
-                                      f"random directions reaches {worst:.3g} of max|F(X)|, {m:.1f} decades above "
-                                      f"the {dt} rounding of the forward pass ({tol:.2g})")
+        v, summ = Verdict.SUPPORTED, SUMMARIES("global-non-affine", "supported", L=L, worst=worst, margin=m, dtype=dt,
+                                               tol=tol)
     elif state is False:
-        v, summ = Verdict.FAILS, (f"the global map X^(0) -> X^({L}) is affine along every probed line to {dt} "
-                                  f"rounding: second differences at most {worst:.3g} of max|F(X)| <= tol {tol:.2g} "
-                                  "(e.g. W_O = 0 makes MHA vanish and the stack X + sum b_O affine)")
+        v, summ = Verdict.FAILS, SUMMARIES("global-non-affine", "fails", L=L, dtype=dt, worst=worst, tol=tol)
     else:
-        v, summ = Verdict.INCONCLUSIVE, (f"second difference {worst:.3g} within a decade of the rounding bound "
-                                         f"{tol:.2g}: not decided")
+        v, summ = Verdict.INCONCLUSIVE, SUMMARIES("global-non-affine", "inconclusive", worst=worst, tol=tol)
     inputs = {"n": n, "layers": L, "directions": NONAFFINE_DIRECTIONS, "step": f"{NONAFFINE_STEP} ||X||_F",
               "input": "embedding output of seeded random tokens",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w)}
@@ -1029,7 +1108,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
                   margin_meaning="smallest distance (decades) of the singular values next to the two rank cuts")
     if not bool(torch.isfinite(h).all()):
         return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.INCONCLUSIVE,
-                       "the attention + residual stack overflowed (non-finite state)", **common)]
+                       SUMMARIES("span-without-mlp", "overflow"), **common)]
     r0, rj = numerical_rank(X0), numerical_rank(torch.cat([X0, h]))
     proper = r0.rank < d
     hyp = HypothesisCheck("span of the token embeddings is a proper subspace (rank X0 < d_model)",
@@ -1038,7 +1117,7 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
     details = {"rank_X0": r0.to_dict(), "rank_X0_and_XL": rj.to_dict(), "new_directions": rj.rank - r0.rank}
     if hyp.holds is False:
         return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.NOT_APPLICABLE,
-                       f"not applicable: the embeddings span R^{d} already", violated_hypothesis=hyp.name,
+                       SUMMARIES("span-without-mlp", "not-applicable", d=d), violated_hypothesis=hyp.name,
                        hypothesis_checks=(hyp,), details=details, **common)]
     Q, _ = torch.linalg.qr(X0.T)
     hn = float(h.norm())
@@ -1047,15 +1126,13 @@ def check_mlp_span(ctx: Context) -> list[Evidence]:
     margin = min(r0.margin, rj.margin)
     if hyp.holds is None or not (r0.decisive and rj.decisive):
         return [record(ctx, "cor-mlp-role", "span-without-mlp", Verdict.INCONCLUSIVE,
-                       f"a rank decision sits within {DECISIVE_MARGIN:g} decade of its cut (rank X0 = {r0.rank}, "
-                       f"rank [X0; X_L] = {rj.rank})", margin=margin_of(margin),
+                       SUMMARIES("span-without-mlp", "inconclusive", band=DECISIVE_MARGIN, rank_X0=r0.rank,
+                                 rank_joint=rj.rank), margin=margin_of(margin),
                        hypothesis_checks=(hyp,), details=details, **common)]
     new_dirs = rj.rank - r0.rank
     v = Verdict.FAILS if new_dirs > 0 else Verdict.SUPPORTED
-    summary = (f"attention + residual alone (no MLP) leave the span of the token embeddings: rank [X0; X_L] = "
-               f"{rj.rank} > rank X0 = {r0.rank}, a fraction {outside:.3g} of ||X_L||_F outside it; so the MLP is "
-               "not necessary for directions outside that span (W_V W_O maps out of it)" if new_dirs > 0 else
-               f"X_L stays in the span of the token embeddings (rank [X0; X_L] = rank X0 = {r0.rank})")
+    summary = (SUMMARIES("span-without-mlp", "fails", rank_joint=rj.rank, rank_X0=r0.rank, outside=outside)
+               if new_dirs > 0 else SUMMARIES("span-without-mlp", "supported", rank_X0=r0.rank))
     return [record(ctx, "cor-mlp-role", "span-without-mlp", v, summary, margin=margin_of(margin),
                    hypothesis_checks=(hyp,), details=details, **common)]
 
@@ -1098,19 +1175,18 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
                   scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
-                       "the attention + residual stack overflowed (non-finite state)", **common)]
+                       SUMMARIES("no-collapse-without-mlp", "overflow"), **common)]
     worst = min(series)
     m = _decades(worst, COLLAPSED)
     if abs(m) < DECISIVE_MARGIN:
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
-                       f"smallest ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                       SUMMARIES("no-collapse-without-mlp", "near-threshold", worst=worst, band=DECISIVE_MARGIN),
                        margin=margin_of(m), margin_meaning="decades from the threshold", **common)]
     v = Verdict.SUPPORTED if m > 0 else Verdict.FAILS
     return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", v,
-                   (f"attention + residual without any MLP does not collapse over depth {SWEEP_DEPTH}: smallest "
-                    f"ratio {worst:.3g} (pure attention ends at {ratios['pure-attention'][-1]:.3g}); the MLP is "
-                    "not necessary against collapse" if v is Verdict.SUPPORTED else
-                    f"attention + residual without MLP collapsed: smallest ratio {worst:.3g}"),
+                   SUMMARIES("no-collapse-without-mlp", "supported", depth=SWEEP_DEPTH, worst=worst,
+                             pure=ratios["pure-attention"][-1]) if v is Verdict.SUPPORTED else
+                   SUMMARIES("no-collapse-without-mlp", "fails", worst=worst),
                    margin=margin_of(abs(m)),
                    margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
 
@@ -1150,20 +1226,19 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     for h in checks:
         if h.holds is False:
             return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.NOT_APPLICABLE,
-                           f"not applicable: {h.name} is violated ({h.detail})", violated_hypothesis=h.name,
+                           SUMMARIES("mlp-prevents-collapse", "not-applicable", name=h.name, detail=h.detail),
+                           violated_hypothesis=h.name,
                            hypothesis_checks=checks, scope=inst, **common)]
     if collapse.holds is None or any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
-                       "pure attention's collapse is undecided or the attention + MLP stack overflowed",
+                       SUMMARIES("mlp-prevents-collapse", "undecided"),
                        hypothesis_checks=checks, scope=inst, **common)]
     k = _collapse_depth(series)
     worst = min(series)
     if k is not None:
         m = _decades(COLLAPSED, series[k]) if series[k] > 0 else 1e300
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.FAILS,
-                       f"attention + MLP without residual collapses too: ratio {series[k]:.3g} at depth {k} "
-                       f"(pure attention: below 1e-9 from depth {k_pure}); the MLP acts row by row, so equal rows "
-                       "stay equal: it can slow the collapse, not undo it",
+                       SUMMARIES("mlp-prevents-collapse", "fails", ratio=series[k], depth=k, pure_depth=k_pure),
                        margin=margin_of(m), margin_meaning="decades of the collapsed ratio below 1e-8",
                        hypothesis_checks=checks,
                        scope=Scope("open-set", f"the ratio after {k} layers is continuous in the weights and sits "
@@ -1172,12 +1247,12 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     m = _decades(worst, COLLAPSED)
     if abs(m) < DECISIVE_MARGIN:
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
-                       f"smallest attention + MLP ratio {worst:.3g} within {DECISIVE_MARGIN:g} decade of 1e-8",
+                       SUMMARIES("mlp-prevents-collapse", "near-threshold", worst=worst, band=DECISIVE_MARGIN),
                        margin=margin_of(m), margin_meaning="decades from the threshold",
                        hypothesis_checks=checks, scope=inst, **common)]
     return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.SUPPORTED,
-                   f"attention + MLP without residual does not collapse over depth {SWEEP_DEPTH} (smallest ratio "
-                   f"{worst:.3g}) where pure attention does (from depth {k_pure})", margin=margin_of(m),
+                   SUMMARIES("mlp-prevents-collapse", "supported", depth=SWEEP_DEPTH, worst=worst, pure_depth=k_pure),
+                   margin=margin_of(m),
                    margin_meaning="decades of the smallest ratio above 1e-8", hypothesis_checks=checks, scope=inst,
                    **common)]
 

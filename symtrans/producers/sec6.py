@@ -37,6 +37,7 @@ from symtrans.certify.exact import as_strings
 from symtrans.certify.linear import block_head_witness_rank, head_subspace_rank, random_int_array, random_int_matrix
 from symtrans.certify.seal import certificate
 from symtrans.checker.statements import Dims, attention_n
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
 from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, arch_preset, coq_link, exact_record,
@@ -46,6 +47,93 @@ from symtrans.precision import EPS64
 __all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
            "ALPHA_LEVEL", "RANK_TOLERANCE"]
+
+
+#: the describe step: each record's sentence per verdict and its optional clauses ("hypothesis": shared by the
+#: per-head producers)
+SUMMARIES = Summaries({
+    "hypothesis": {
+        "not-applicable": "hypothesis '{hyp}' violated at {count} heads ({where}): the conclusion is not tested there",
+        "inconclusive": "hypothesis '{hyp}' undecided at {count} heads ({where}): a singular value sits within 1 "
+                        "decade of its cut",
+    },
+    "head-subspace-dim": {
+        "not-applicable": "n = {n} <= d_k = {dk}: dim R_h is bounded by n, the proposition assumes n > d_k",
+        "fails": "fails on {bad} of {applicable} heads where every hypothesis holds: layer {layer} head {head} has "
+                 "dim R_h = {dim_R} but min(rank X, d_k) = {expected} (n = {n} > d_k = {dk}); an instance of the "
+                 "exceptional set (the statement is generic)",
+        "inconclusive": "{unsure} heads have dim R_h or rank X decided inside the 1-decade band{causal}",
+        "causal": " ({count} of them causal heads, exactly invertible, whose A^h is singular or undecided at the "
+                  "float64 cut, so dim R_h cannot be tested there)",
+        "supported": "dim R_h = min(rank X, d_k) = {expected} for all {applicable} heads where the hypotheses hold "
+                     "({layers} layers, n = {n} > d_k = {dk})",
+    },
+    "mha-rank-vs-sum": {
+        "why-n": "rank MHA(X) <= n = {n} while dim(sum R_h) reaches {dim_sum_R}",
+        "why-rows": "the row space of the sum is a proper subspace of the sum of the row spaces",
+        "fails": "rank MHA(X) = dim(sum_h R_h) fails at {bad} of {layers} layers (n = {n}): layer {layer} has rank "
+                 "MHA = {rank_MHA}, dim(sum R_h) = {dim_sum_R}; {why}",
+        "inconclusive": "{undecided} layers have a rank decision inside the 1-decade band",
+        "supported": "rank MHA(X) = dim(sum_h R_h) at all {layers} layers at n = {n} (values {values})",
+    },
+    "mha-rank-bound": {
+        "fails": "rank MHA(X) = {rank_MHA} exceeds min(n, H d_v, d_model) = {bound} or dim(sum R_h) = {dim_sum_R} at "
+                 "layer {layer} ({bad} layers)",
+        "inconclusive": "the bound is met only inside the rank-decision band at layers {layers}",
+        "supported": "rank MHA(X) <= min(n, H d_v, d_model) = {bound} and <= dim(sum_h R_h) at all {count} layers "
+                     "(n = {n}; rank MHA {ranks}, dim sum R_h {dims})",
+    },
+    "contraction-dff-bound": {
+        "fails": "d_ff = {d_ff} < kappa = {kappa} at layers {layers} (decided): the FFN is narrower than the "
+                 "contracted dimension{undecided}",
+        "fails-undecided": "; layers {layers} undecided",
+        "vacuous": "holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {bound} >= kappa for any weights, so "
+                   "the bound says nothing about this model (measured kappa per layer {kappas} at n = {n}{undecided}); "
+                   "it cannot justify d_ff = 4 d_model",
+        "vacuous-undecided": ", undecided at layers {layers}",
+        "inconclusive": "kappa undecided at layers {layers} ({kappas}): it may exceed d_ff = {d_ff} there",
+        "supported": "d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer {kappas} at n = {n})",
+    },
+    "contraction-occurs": {
+        "not-applicable": "no layer has every head specialised and a non-zero MHA ({kinds}): there is no head "
+                          "specialisation to contract",
+        "left-out": " (layers {layers} left out: hypothesis violated there)",
+        "supported": "the real heads contract: kappa > 0 at layers {layers} (kappa {kappas}) at n = {n}{left}",
+        "inconclusive": "kappa undecided at layers {layers} ({kappas}; {routes}){left}",
+        "fails": "no contraction on the real heads: kappa = 0 at every counted layer {layers} (n = {n}){left}; the "
+                 "{H} head subspaces of dimension {dim_R} are independent and span dim(sum R_h) = {dim_sum_R}, so "
+                 "head specialisation does not contract them here; {clause}",
+    },
+    "alpha-vs-alignment": {
+        "too-few": "only {count} heads have alpha_h defined and R_h != 0 (need {need}): no rank correlation is "
+                   "computed",
+        "alpha-tied": "alpha_h is the same for all {count} usable heads at the storage precision: no head is more "
+                      "directional than another",
+        "alignment-tied": "every one of the {count} usable heads has the same alignment ({alignment:.6g}, equal "
+                          "within the band {band:.2g}) while alpha_h varies: directional heads are not more aligned "
+                          "than the others (the association is exactly 0)",
+        "undefined": "the rank correlation is undefined on these heads",
+        "test": "Spearman rho(alpha_h, mean subspace overlap with the other heads) = {rho:.3f} over {count} heads, "
+                "bootstrap 95% [{low:.2f}, {high:.2f}], one-sided permutation p = {p:.3g} ({significance} at "
+                "{level})",
+    },
+    "ffn-flop-share-count": {
+        "supported": "counted FFN share {share:.4f} at n = {n} on this model ({ffn}) equals the formula "
+                     "ffn-flop-share exactly; bert-base (counted layer): {share_128:.4f} at n = 128, {share_512:.4f} "
+                     "at n = 512, equal to the formula{paper_note}",
+        "gated-note": "; the paper's 64.8% is BertBase's (two-matrix FFN, d_ff = 4 d_model) and says nothing about "
+                      "this gated model, whose FFN takes {share:.1%} of a layer's FLOPs at n = {n}",
+        "fails": "counted FFN share {share:.6f} ({ffn}) differs from the formula {formula:.6f}",
+    },
+    "ffn-flop-share-64.8": {
+        "any": "evaluated at BertBase, n = {n}, whatever the model under test: BertBase's FFN share at n = {n} (the "
+               "sequence length of the paper's BertBase counts, §7.3: 360,448 = {n} x 11 x 64), counted on "
+               "transformers' BertLayer: {share:.2%}, {rounds} the paper's 64.8%; the figure needs {range}; at n = "
+               "128 the share is {share_128:.2%}",
+        "range": "n in {low}..{high} (formula, exact)",
+        "no-range": "an n that does not exist in 1..512",
+    },
+})
 
 
 def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any]:
@@ -249,14 +337,14 @@ def _hyp_record(ctx: Context, claim: str, name: str, rows: list[dict[str, Any]],
     where = lambda rs: ", ".join(f"L{r['layer']}H{r['head']}" for r in rs[:12]) + (" ..." if len(rs) > 12 else "")  # noqa: E731
     if bad:
         out.append(record(ctx, claim, name, Verdict.NOT_APPLICABLE,
-                          f"hypothesis '{hyp}' violated at {len(bad)} heads ({where(bad)}): the conclusion is not "
-                          "tested there", violated_hypothesis=f"{hyp} (violated at {len(bad)} heads)",
+                          SUMMARIES("hypothesis", "not-applicable", hyp=hyp, count=len(bad), where=where(bad)),
+                          violated_hypothesis=f"{hyp} (violated at {len(bad)} heads)",
                           hypothesis_checks=(HypothesisCheck(hyp, False, 0.0, f"violated at {where(bad)}"),),
                           **fields))
     if unsure:
         out.append(record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          f"hypothesis '{hyp}' undecided at {len(unsure)} heads ({where(unsure)}): a singular value "
-                          "sits within 1 decade of its cut", hypothesis_checks=(HypothesisCheck(hyp, None, None,
+                          SUMMARIES("hypothesis", "inconclusive", hyp=hyp, count=len(unsure), where=where(unsure)),
+                          hypothesis_checks=(HypothesisCheck(hyp, None, None,
                                                                                              where(unsure)),),
                           **fields))
     return out
@@ -286,7 +374,7 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                                                                   "storage_note": sd_note}, dtype="float64")
     if n <= dk:
         return [record(ctx, "prop-6.3", "head-subspace-dim", Verdict.NOT_APPLICABLE,
-                       f"n = {n} <= d_k = {dk}: dim R_h is bounded by n, the proposition assumes n > d_k",
+                       SUMMARIES("head-subspace-dim", "not-applicable", n=n, dk=dk),
                        violated_hypothesis=f"n > d_k (n = {n}, d_k = {dk})",
                        hypothesis_checks=(HypothesisCheck("n > d_k", False, float(n - dk), f"n = {n}, d_k = {dk}"),),
                        **base)]
@@ -325,20 +413,19 @@ def check_prop_6_3(ctx: Context) -> list[Evidence]:
                                 "deficiency is a closed condition: it does not persist on an open set)",
                                 tuple(f"layer {b['layer']} head {b['head']}" for b in bad))
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", Verdict.FAILS,
-                          f"fails on {len(bad)} of {len(app)} heads where every hypothesis holds: layer {r['layer']} "
-                          f"head {r['head']} has dim R_h = {r['dim_R']} but min(rank X, d_k) = {r['expected']} "
-                          f"(n = {n} > d_k = {dk}); an instance of the exceptional set (the statement is generic)",
+                          SUMMARIES("head-subspace-dim", "fails", bad=len(bad), applicable=len(app), layer=r["layer"],
+                                    head=r["head"], dim_R=r["dim_R"], expected=r["expected"], n=n, dk=dk),
                           counterexample={k: r[k] for k in ("layer", "head", "dim_R", "expected")}, **common))
     elif v is Verdict.INCONCLUSIVE:
         cz = sum(not r["A_testable_float64"] for r in unsure)
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", v,
-                          f"{len(unsure)} heads have dim R_h or rank X decided inside the 1-decade band"
-                          + (f" ({cz} of them causal heads, exactly invertible, whose A^h is singular or undecided "
-                             "at the float64 cut, so dim R_h cannot be tested there)" if cz else ""), **common))
+                          SUMMARIES("head-subspace-dim", "inconclusive", unsure=len(unsure),
+                                    causal=SUMMARIES("head-subspace-dim", "causal", count=cz) if cz else ""),
+                          **common))
     else:
         out.append(record(ctx, "prop-6.3", "head-subspace-dim", v,
-                          f"dim R_h = min(rank X, d_k) = {app[0]['expected']} for all {len(app)} heads where the "
-                          f"hypotheses hold ({len(layers)} layers, n = {n} > d_k = {dk})", **common))
+                          SUMMARIES("head-subspace-dim", "supported", expected=app[0]["expected"],
+                                    applicable=len(app), layers=len(layers), n=n, dk=dk), **common))
     return out
 
 
@@ -371,8 +458,8 @@ def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) ->
     if bad:
         r = bad[0]
         excess = r["dim_sum_R"] > min(n, w.d_model)
-        why = (f"rank MHA(X) <= n = {n} while dim(sum R_h) reaches {r['dim_sum_R']}" if n < r["dim_sum_R"]
-               else "the row space of the sum is a proper subspace of the sum of the row spaces")
+        why = (SUMMARIES("mha-rank-vs-sum", "why-n", n=n, dim_sum_R=r["dim_sum_R"]) if n < r["dim_sum_R"]
+               else SUMMARIES("mha-rank-vs-sum", "why-rows"))
         scope = (Scope("open-set", f"dim(sum_h R_h) = {r['dim_sum_R']} exceeds min(n, d_model) = {min(n, w.d_model)}, "
                        "the bound every instance's rank MHA(X) obeys, with every kept singular value at least 1 decade "
                        "above its cut: the rank of the stacked head contributions is lower semicontinuous, so the "
@@ -380,16 +467,16 @@ def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) ->
                        (f"layer {r['layer']}, n = {n}",)) if excess else
                  Scope("instances", f"layer {r['layer']} at n = {n}", (f"layer {r['layer']}",)))
         return record(ctx, "prop-6.2", name, Verdict.FAILS,
-                      f"rank MHA(X) = dim(sum_h R_h) fails at {len(bad)} of {len(rows)} layers (n = {n}): layer "
-                      f"{r['layer']} has rank MHA = {r['rank_MHA']}, dim(sum R_h) = {r['dim_sum_R']}; {why}",
+                      SUMMARIES("mha-rank-vs-sum", "fails", bad=len(bad), layers=len(rows), n=n, layer=r["layer"],
+                                rank_MHA=r["rank_MHA"], dim_sum_R=r["dim_sum_R"], why=why),
                       counterexample=dict({k: r[k] for k in ("layer", "rank_MHA", "dim_sum_R")}, n=n, d_model=w.d_model,
                                           H=w.n_heads, d_k=w.d_head), scope=scope, **common)
     if len(decided) < len(rows):
         return record(ctx, "prop-6.2", name, Verdict.INCONCLUSIVE,
-                      f"{len(rows) - len(decided)} layers have a rank decision inside the 1-decade band", **common)
+                      SUMMARIES("mha-rank-vs-sum", "inconclusive", undecided=len(rows) - len(decided)), **common)
     return record(ctx, "prop-6.2", name, Verdict.SUPPORTED,
-                  f"rank MHA(X) = dim(sum_h R_h) at all {len(rows)} layers at n = {n} "
-                  f"(values {sorted({r['rank_MHA'] for r in rows})})", **common)
+                  SUMMARIES("mha-rank-vs-sum", "supported", layers=len(rows), n=n,
+                            values=sorted({r["rank_MHA"] for r in rows})), **common)
 
 
 @producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True, honours_layers=True, share="sec6-layer",
@@ -454,14 +541,13 @@ def check_prop_6_2_bound(ctx: Context) -> list[Evidence]:
                               tuple(f"layer {r['layer']}" for r in rows)))
     if v is Verdict.FAILS:
         r = bad[0]
-        s = (f"rank MHA(X) = {r['rank_MHA']} exceeds min(n, H d_v, d_model) = {r['bound_min_n_Hdv_dmodel']} or "
-             f"dim(sum R_h) = {r['dim_sum_R']} at layer {r['layer']} ({len(bad)} layers)")
+        s = SUMMARIES("mha-rank-bound", "fails", rank_MHA=r["rank_MHA"], bound=r["bound_min_n_Hdv_dmodel"],
+                      dim_sum_R=r["dim_sum_R"], layer=r["layer"], bad=len(bad))
     elif v is Verdict.INCONCLUSIVE:
-        s = f"the bound is met only inside the rank-decision band at layers {[r['layer'] for r in unsure]}"
+        s = SUMMARIES("mha-rank-bound", "inconclusive", layers=[r["layer"] for r in unsure])
     else:
-        s = (f"rank MHA(X) <= min(n, H d_v, d_model) = {bound} and <= dim(sum_h R_h) at all {len(rows)} layers "
-             f"(n = {n}; rank MHA {sorted({r['rank_MHA'] for r in rows})}, dim sum R_h "
-             f"{sorted({r['dim_sum_R'] for r in rows})})")
+        s = SUMMARIES("mha-rank-bound", "supported", bound=bound, count=len(rows), n=n,
+                      ranks=sorted({r["rank_MHA"] for r in rows}), dims=sorted({r["dim_sum_R"] for r in rows}))
     # a sanity check: the bound is a theorem (rank of a product and of a sum of rank-bounded terms), so it holds on
     # any weights; it checks the rank decisions, not the paper
     return sanity([record(ctx, "prop-6.2", "mha-rank-bound", v, s, **common)])
@@ -520,20 +606,19 @@ def check_rank_contraction(ctx: Context) -> list[Evidence]:
     unsure = [r["layer"] for r in rows if r["kappa_interval"][0] <= d_ff < r["kappa_interval"][1]]
     v = decide_verdict(over, unsure if d_ff < k_struct else [])  # d_ff >= (H - 1) min(n, d_v): vacuously true
     if v is Verdict.FAILS:
-        s = (f"d_ff = {d_ff} < kappa = {max(r['kappa_interval'][0] for r in over)} at layers "
-             f"{[r['layer'] for r in over]} (decided): the FFN is narrower than the contracted "
-             "dimension" + (f"; layers {undecided} undecided" if undecided else ""))
+        S = SUMMARIES
+        s = S("contraction-dff-bound", "fails", d_ff=d_ff, kappa=max(r["kappa_interval"][0] for r in over),
+              layers=[r["layer"] for r in over],
+              undecided=S("contraction-dff-bound", "fails-undecided", layers=undecided) if undecided else "")
     elif d_ff >= k_struct:
         details["vacuous"] = True
-        s = (f"holds vacuously: d_ff = {d_ff} >= (H - 1) min(n, d_v) = {k_struct} >= kappa "
-             "for any weights, so the bound says nothing about this model (measured kappa per "
-             f"layer {_kappas(rows)} at n = {n}"
-             + (f", undecided at layers {undecided}" if undecided else "")
-             + "); it cannot justify d_ff = 4 d_model")
+        s = SUMMARIES("contraction-dff-bound", "vacuous", d_ff=d_ff, bound=k_struct, kappas=_kappas(rows), n=n,
+                      undecided=SUMMARIES("contraction-dff-bound", "vacuous-undecided", layers=undecided)
+                      if undecided else "")
     elif v is Verdict.INCONCLUSIVE:
-        s = f"kappa undecided at layers {unsure} ({_kappas(rows)}): it may exceed d_ff = {d_ff} there"
+        s = SUMMARIES("contraction-dff-bound", "inconclusive", layers=unsure, kappas=_kappas(rows), d_ff=d_ff)
     else:
-        s = f"d_ff = {d_ff} >= max kappa = {kmax} (kappa per layer {_kappas(rows)} at n = {n})"
+        s = SUMMARIES("contraction-dff-bound", "supported", d_ff=d_ff, kmax=kmax, kappas=_kappas(rows), n=n)
     out.append(record(ctx, "thm-rank-contraction", "contraction-dff-bound", v, s,
                       reading="thm-rank-contraction/dff-bound", **common))
     out.append(_contraction_occurs(ctx, layers, rows, common))
@@ -586,8 +671,8 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
     if not usable:
         kinds = sorted({e["violated"] for e in excluded})
         return record(ctx, "thm-rank-contraction", "contraction-occurs", Verdict.NOT_APPLICABLE,
-                      f"no layer has every head specialised and a non-zero MHA ({'; '.join(kinds)}): there is no "
-                      "head specialisation to contract", violated_hypothesis=hyp_name,
+                      SUMMARIES("contraction-occurs", "not-applicable", kinds="; ".join(kinds)),
+                      violated_hypothesis=hyp_name,
                       hypothesis_checks=(HypothesisCheck(hyp_name, False, 0.0, f"{len(excluded)} instances, first "
                                                          f"{excluded[0]}"),),
                       reading="thm-rank-contraction/contracts", **common)
@@ -597,21 +682,20 @@ def _contraction_occurs(ctx: Context, layers: list[dict[str, Any]], rows: list[d
     mine = [r for r in rows if r["layer"] in usable]
     contracting = [r for r in mine if r["kappa_interval"][0] > 0]  # kappa > 0 whatever the undecided ranks
     undecided = [r["layer"] for r in mine if r["kappa_interval"][0] == 0 < r["kappa_interval"][1]]
-    tail = f" (layers {left} left out: hypothesis violated there)" if left else ""
+    S = SUMMARIES
+    tail = S("contraction-occurs", "left-out", layers=left) if left else ""
     if contracting:
-        v, s = Verdict.SUPPORTED, (f"the real heads contract: kappa > 0 at layers {[r['layer'] for r in contracting]} "
-                                   f"(kappa {_kappas(contracting)}) at n = {n}{tail}")
+        v, s = Verdict.SUPPORTED, S("contraction-occurs", "supported", layers=[r["layer"] for r in contracting],
+                                    kappas=_kappas(contracting), n=n, left=tail)
     elif undecided:
-        v, s = Verdict.INCONCLUSIVE, (f"kappa undecided at layers {undecided} ({_kappas(mine)}; "
-                                      + "; ".join(KAPPA_ROUTES[k].split(':')[0] for k in
-                                                  sorted({r['kappa_route'] for r in mine}))
-                                      + f"){tail}")
+        routes = "; ".join(KAPPA_ROUTES[k].split(":")[0] for k in sorted({r["kappa_route"] for r in mine}))
+        v, s = Verdict.INCONCLUSIVE, S("contraction-occurs", "inconclusive", layers=undecided, kappas=_kappas(mine),
+                                       routes=routes, left=tail)
     else:
-        v, s = Verdict.FAILS, (f"no contraction on the real heads: kappa = 0 at every counted layer {usable} (n = {n})"
-                               f"{tail}; the {w.n_heads} head subspaces of dimension "
-                               f"{max(max(_at_layer(layers, i)['dim_R']) for i in usable)} are independent and span "
-                               f"dim(sum R_h) = {mine[0]['dim_sum_R']}, so head specialisation does not contract "
-                               f"them here; {mha_rank_clause(mine[0]['rank_MHA'], w.n_heads * w.d_head, n, w.d_model)}")
+        v, s = Verdict.FAILS, S("contraction-occurs", "fails", layers=usable, n=n, left=tail, H=w.n_heads,
+                                dim_R=max(max(_at_layer(layers, i)["dim_R"]) for i in usable),
+                                dim_sum_R=mine[0]["dim_sum_R"],
+                                clause=mha_rank_clause(mine[0]["rank_MHA"], w.n_heads * w.d_head, n, w.d_model))
     return record(ctx, "thm-rank-contraction", "contraction-occurs", v, s, hypothesis_checks=hyp,
                   reading="thm-rank-contraction/contracts", **common)
 
@@ -846,8 +930,8 @@ def check_alignment(ctx: Context) -> list[Evidence]:
                           f"{len(alpha)} of {H * len(layers)} heads usable; {len(skipped)} left out")
     if len(alpha) < MIN_ALIGN_HEADS:
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.NOT_APPLICABLE,
-                       f"only {len(alpha)} heads have alpha_h defined and R_h != 0 (need {MIN_ALIGN_HEADS}): no rank "
-                       "correlation is computed", violated_hypothesis=hyp_name, hypothesis_checks=(hyp,),
+                       SUMMARIES("alpha-vs-alignment", "too-few", count=len(alpha), need=MIN_ALIGN_HEADS),
+                       violated_hypothesis=hyp_name, hypothesis_checks=(hyp,),
                        inputs=inputs, details={"skipped": skipped[:H * len(layers)]})]
     y_band = align_band(ctx)
     bands = {"alpha_band_max": max(a_band), "alpha_band": a_band, "alignment_band": y_band, "why": (
@@ -858,32 +942,29 @@ def check_alignment(ctx: Context) -> list[Evidence]:
     if all_tied(alpha, a_band):
         name = "alpha_h varies over the usable heads (some heads are more directional than others)"
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.NOT_APPLICABLE,
-                       f"alpha_h is the same for all {len(alpha)} usable heads at the storage precision: no head is "
-                       "more directional than another", violated_hypothesis=name,
+                       SUMMARIES("alpha-vs-alignment", "alpha-tied", count=len(alpha)), violated_hypothesis=name,
                        hypothesis_checks=(hyp, HypothesisCheck(name, False, 0.0, "alpha_h constant within its band")),
                        inputs=inputs, details={"skipped": skipped, "bands": bands, "alpha": alpha})]
     if all_tied(align, y_band):
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.FAILS,
-                       f"every one of the {len(alpha)} usable heads has the same alignment ({np.mean(align):.6g}, equal "
-                       f"within the band {y_band:.2g}) while alpha_h varies: directional heads are not more aligned "
-                       "than the others (the association is exactly 0)", hypothesis_checks=(hyp,), inputs=inputs,
+                       SUMMARIES("alpha-vs-alignment", "alignment-tied", count=len(alpha), alignment=np.mean(align),
+                                 band=y_band), hypothesis_checks=(hyp,), inputs=inputs,
                        counterexample={"alignment": float(np.mean(align)), "alpha_range": [min(alpha), max(alpha)]},
                        details={"skipped": skipped, "bands": bands, "alpha": alpha, "alignment": align})]
     # a fixed draw: verdicts must not depend on --seed; canonical order: invariant under head relabelling
     test = spearman_test(alpha, align, group, seed=0, x_band=a_band, y_band=y_band)
     if not all(finite(v) is not None for v in (test["rho"], test["p_positive"], test["p_negative"])):
         return [record(ctx, "claim-align", "alpha-vs-alignment", Verdict.INCONCLUSIVE,
-                       "the rank correlation is undefined on these heads", hypothesis_checks=(hyp,), inputs=inputs,
+                       SUMMARIES("alpha-vs-alignment", "undefined"), hypothesis_checks=(hyp,), inputs=inputs,
                        details={"skipped": skipped})]
     v = alignment_verdict(test)
     p = test["p_positive"] if test["rho"] >= 0 else test["p_negative"]
     tol = Tolerance(ALPHA_LEVEL, "one-sided significance level of a within-layer permutation test "
                     "(alpha_h shuffled among the heads of each layer, 2000 permutations, fixed seed 0)", "p-value")
     return [record(ctx, "claim-align", "alpha-vs-alignment", v,
-                   f"Spearman rho(alpha_h, mean subspace overlap with the other heads) = {test['rho']:.3f} "
-                   f"over {len(alpha)} heads, bootstrap 95% [{test['bootstrap_95'][0]:.2f}, "
-                   f"{test['bootstrap_95'][1]:.2f}], one-sided permutation p = {p:.3g} "
-                   f"({'significant' if p < ALPHA_LEVEL else 'not significant'} at {ALPHA_LEVEL})",
+                   SUMMARIES("alpha-vs-alignment", "test", rho=test["rho"], count=len(alpha),
+                             low=test["bootstrap_95"][0], high=test["bootstrap_95"][1], p=p, level=ALPHA_LEVEL,
+                             significance="significant" if p < ALPHA_LEVEL else "not significant"),
                    margin=math.log10(ALPHA_LEVEL / p), tolerance=tol, hypothesis_checks=(hyp,),
                    margin_meaning="decades of the one-sided p-value below the 0.05 level (negative: above)",
                    inputs=inputs, details=dict(test, alpha=alpha, alignment=align, layer=group, skipped=skipped,
@@ -1175,15 +1256,13 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
     if gated:
         details["gate_elementwise"] = ("the gate act(x W_gate) * (x W_in) costs d_ff multiplies plus the activation "
                                        "per token, outside the matrix-multiplication FLOP convention")
-    paper_note = ("; the paper's 64.8% is BertBase's (two-matrix FFN, d_ff = 4 d_model) and says nothing about "
-                  f"this gated model, whose FFN takes {float(measured):.1%} of a layer's FLOPs at n = {n}"
-                  if gated else "")
+    paper_note = SUMMARIES("ffn-flop-share-count", "gated-note", share=float(measured), n=n) if gated else ""
     # a sanity check: the matmul counter and the formula count the same matrix products, on any weights
     out = sanity([record(ctx, "cor-dff", "ffn-flop-share-count", Verdict.SUPPORTED if agree else Verdict.FAILS,
-                  (f"counted FFN share {float(measured):.4f} at n = {n} on this model ({ffn_kind}) equals the "
-                   f"formula ffn-flop-share exactly; bert-base (counted layer): {float(bb_share[128]):.4f} at n = "
-                   f"128, {float(bb_share[512]):.4f} at n = 512, equal to the formula" + paper_note) if agree else
-                  f"counted FFN share {float(measured):.6f} ({ffn_kind}) differs from the formula {float(expect):.6f}",
+                  SUMMARIES("ffn-flop-share-count", "supported", share=float(measured), n=n, ffn=ffn_kind,
+                            share_128=float(bb_share[128]), share_512=float(bb_share[512]), paper_note=paper_note)
+                  if agree else
+                  SUMMARIES("ffn-flop-share-count", "fails", share=float(measured), ffn=ffn_kind, formula=float(expect)),
                   margin=None, margin_meaning="exact comparison", tolerance=tol, inputs=inputs, details=details,
                   reading="cor-dff/share-formula")])
     from symtrans.arch import get_arch
@@ -1196,12 +1275,10 @@ def check_cor_dff(ctx: Context) -> list[Evidence]:
     tol2 = Tolerance(0.0005, "the paper quotes 64.8% to one decimal: shares in [64.75%, 64.85%) round to it",
                      "share")
     out.append(record(ctx, "cor-dff", "ffn-flop-share-64.8", Verdict.SUPPORTED if holds else Verdict.FAILS,
-                      f"evaluated at BertBase, n = {paper_n}, whatever the model under test: "
-                      f"BertBase's FFN share at n = {paper_n} (the sequence length of the paper's BertBase counts, "
-                      f"§7.3: 360,448 = {paper_n} x 11 x 64), counted on transformers' BertLayer: "
-                      f"{float(share):.2%}, {'which rounds to' if holds else 'not'} the paper's 64.8%; the figure needs "
-                      + (f"n in {rng[0]}..{rng[-1]} (formula, exact)" if rng else "an n that does not exist in 1..512")
-                      + f"; at n = 128 the share is {float(bb_share[128]):.2%}",
+                      SUMMARIES("ffn-flop-share-64.8", "any", n=paper_n, share=float(share),
+                                rounds="which rounds to" if holds else "not", share_128=float(bb_share[128]),
+                                range=SUMMARIES("ffn-flop-share-64.8", "range", low=rng[0], high=rng[-1]) if rng
+                                else SUMMARIES("ffn-flop-share-64.8", "no-range")),
                       margin=float(min(share - lo, hi - share) if holds else -min(abs(share - lo), abs(share - hi))),
                       margin_meaning="distance of the counted share from the nearest edge of the rounding interval "
                                      "[64.75%, 64.85%) (negative: outside)", tolerance=tol2,

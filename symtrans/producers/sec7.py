@@ -44,6 +44,7 @@ from symtrans.certify.linear import kron_rank_rule_holds, low_rank_int_matrix
 from symtrans.certify.linear import summation_fibre as exact_summation_fibre
 from symtrans.certify.linear import wo_fibre as exact_wo_fibre
 from symtrans.certify.seal import certificate
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
 from symtrans.evidence import Evidence, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.producers.symbolic import (arch_preset, coq_link, exact_record,
@@ -56,6 +57,73 @@ from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_storage_ranks  
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
            "stacked_wo", "recover_heads", "wo_rows", "wo_quotient_rank", "wo_storage_ranks", "RECOVERY_CROSS_CHECK"]
+
+
+#: the describe step: each record's sentence per verdict (and its optional clauses), filled by the producers below
+SUMMARIES = Summaries({
+    "fibre-summation": {
+        "supported": "summation map: fibre {fibre} = n(H-1)d_v at n = {n} (formula {formula}); BertBase n = 512: "
+                     "{fibre_big} (formula {formula_big}); dense SVD agrees at small sizes",
+        "fails": "summation-map fibre {fibre} / {fibre_big} differs from the formula {formula} / {formula_big}",
+    },
+    "nonidentifiable-summation": {
+        "any": "heads summed in a shared d_v-wide channel are not identifiable from the sum: fibre {fibre} > 0 at "
+               "n = {n} (formalisation: the summation map)",
+    },
+    "fibre-wo": {
+        "fails": "with W_O known the recovery map Z -> Z W_O has fibre {fibres} at n = {n} (rank W_O at {sd} storage "
+                 "precision {ranks}), not the paper's n(H-1)d_k = {paper} at layers {wrong}: the count applies to "
+                 "the summation map only",
+        "inconclusive": "rank W_O at {sd} storage precision is undecided at layers {undecided} ({ranks}: a singular "
+                        "value within 1 decade of the cut)",
+        "supported": "fibre of Z -> Z W_O = n(H-1)d_k = {paper} at layers {layers} (n = {n})",
+    },
+    "nonidentifiable-wo": {
+        "fails": "with W_O known the per-head outputs ARE recoverable from MHA(X) = Z W_O at layers {layers}: the "
+                 "stacked W_O has rank {HdV} = H d_v (injective) at {sd} storage precision, decisively (every "
+                 "singular value >= 10x the rounding bound){recovery}",
+        "recovery": "; least-squares recovery of the real heads reproduces Z to {error:.2g} relative error",
+        "inconclusive": "injectivity of Z -> Z W_O is undecided at layers {undecided} at {sd} storage precision "
+                        "({ranks}: a singular value within 1 decade of the cut)",
+        "supported": "per-head outputs are not recoverable from MHA(X) with W_O known at layers {layers}: Z -> Z W_O "
+                     "has fibre {fibres} > 0 at n = {n} (rank W_O at {sd} storage precision {ranks} < H d_v = {HdV})",
+        "quotient": ". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on "
+                    "the quotient by the centring shift at {sd} storage precision {ranks} < H d_v = {HdV}, fibre "
+                    "{fibres} at n = {n}: the heads are not recoverable from what the function passes on",
+    },
+    "mlp-input": {  # clauses both MLP-input records share
+        "what": "{norm} with {eps}",
+        "inconclusive": "fibre ranks undecided at layers {undecided}",
+        "routes-disagree": "the Jacobian rank and the derived count disagree at layers {layers} (fibres {fibres}): "
+                           "no verdict",
+        "post-norms": "not run: on this model the MLP reads N2(X + P1(MHA(X))) with a post-norm P1 on the attention "
+                      "output (Gemma 3); this check's fibre computation (row Jacobian and exact kernel) is written "
+                      "for N(X + Z W_O + b_O) and is not extended to the composed map yet",
+    },
+    "fibre-ln": {
+        "fails": "the map the MLP sees, Z -> {norm}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
+                 "(tangent dimension at {rows} sampled rows, {how}), so {per_sequence} per sequence, not the "
+                 "paper's (H-1)d_k = {paper} per token (the eps-free norm: {eps0})",
+        "how-kernel": "counted from the norm's exact kernel: a gain is exactly 0",
+        "how-routes": "Jacobian and derived count agree",
+        "supported": "per-token fibre (H-1)d_k = {paper} at every sampled row ({what})",
+    },
+    "nonidentifiable-ln": {
+        "fails": "the MLP's input determines the head outputs at layers {layers}: Z -> {norm}(X + Z W_O + b_O) has "
+                 "fibre 0 at the sampled rows ({what}: {kept}; only the eps-free norm would lose {eps0} per "
+                 "token){shrink}",
+        "kept-rmsnorm": "injective on rows",
+        "kept-layernorm": "only the shift is lost, and W_O misses it",
+        "shrink": "; the scale direction is shrunk by lambda >= {lam:.2g}, so recovering it amplifies errors by up "
+                  "to {amplification:.2g}",
+        "supported": "from {norm}(X + MHA(X) + b_O) with X and W_O known the head outputs are determined only up "
+                     "to {per_row} direction(s) per token at every layer ({norm} forgets {lost}; {what}): "
+                     "non-identifiable, but by {per_row} per token, not (H-1)d_k",
+        "lost-layernorm": "the all-ones shift",
+        "lost-layernorm-eps0": "the all-ones shift and the scale",
+        "lost-rmsnorm": "the scale",
+    },
+})
 
 
 def count_verdict(rows: list[dict[str, Any]], expected: int) -> tuple[Verdict, list[dict[str, Any]]]:
@@ -112,15 +180,13 @@ def _summation(ctx: Context) -> list[Evidence]:
                                                              *(f"n={a},H={b},d_v={c}" for a, b, c in small)))
     common = dict(margin=finite(rec.margin), margin_meaning="decades of the 1 x H block's singular value from its "
                   "float64 rank cut", tolerance=rank_tolerance(rec), inputs=inputs, details=details, scope=scope)
-    ev = [record(ctx, "thm-recovery", "fibre-summation", Verdict.SUPPORTED if ok else Verdict.FAILS,
-                 (f"summation map: fibre {model['fibre']} = n(H-1)d_v at n = {n} (formula {f_model}); BertBase "
-                  f"n = 512: {big['fibre']} (formula {f_big}); dense SVD agrees at small sizes") if ok else
-                 f"summation-map fibre {model['fibre']} / {big['fibre']} differs from the formula {f_model} / {f_big}",
-                 **common)]
+    v = Verdict.SUPPORTED if ok else Verdict.FAILS
+    ev = [record(ctx, "thm-recovery", "fibre-summation", v,
+                 SUMMARIES("fibre-summation", v.value, fibre=model["fibre"], fibre_big=big["fibre"], formula=f_model,
+                           formula_big=f_big, **({"n": n} if ok else {})), **common)]
     ev.append(record(ctx, "thm-7.3", "nonidentifiable-summation",
                      Verdict.SUPPORTED if model["fibre"] > 0 else Verdict.FAILS,
-                     f"heads summed in a shared d_v-wide channel are not identifiable from the sum: fibre "
-                     f"{model['fibre']} > 0 at n = {n} (formalisation: the summation map)", **common))
+                     SUMMARIES("nonidentifiable-summation", "any", fibre=model["fibre"], n=n), **common))
     return ev
 
 
@@ -248,15 +314,11 @@ def _wo_recovery(ctx: Context, rows: list[dict[str, Any]], sd: str, paper: int, 
     wrong = [r for r in rows if not r["fibre_interval"][0] <= paper <= r["fibre_interval"][1]]
     undecided = [r["layer"] for r in rows if not r["decisive"]]
     v = decide_verdict(wrong, undecided)
-    if v is Verdict.FAILS:
-        s = (f"with W_O known the recovery map Z -> Z W_O has fibre {_fibres_shown(rows)} at n = {n} (rank W_O at "
-             f"{sd} storage precision {_rank_text(rows)}), not the paper's n(H-1)d_k = {paper} at layers "
-             f"{[r['layer'] for r in wrong]}: the count applies to the summation map only")
-    elif v is Verdict.INCONCLUSIVE:
-        s = (f"rank W_O at {sd} storage precision is undecided at layers {undecided} "
-             f"({_rank_text(rows)}: a singular value within 1 decade of the cut)")
-    else:
-        s = f"fibre of Z -> Z W_O = n(H-1)d_k = {paper} at layers {[r['layer'] for r in rows]} (n = {n})"
+    values = {Verdict.FAILS: dict(fibres=_fibres_shown(rows), n=n, sd=sd, ranks=_rank_text(rows), paper=paper,
+                                  wrong=[r["layer"] for r in wrong]),
+              Verdict.INCONCLUSIVE: dict(sd=sd, undecided=undecided, ranks=_rank_text(rows))
+              }.get(v, dict(paper=paper, layers=[r["layer"] for r in rows], n=n))
+    s = SUMMARIES("fibre-wo", v.value, **values)
     return record(ctx, "thm-recovery", "fibre-wo", v, s, counterexample=(
         {"n": n, "layers": [r["layer"] for r in wrong], "fibre": sorted({r["fibre"] for r in rows}),
          "paper": paper} if wrong else None), **common)
@@ -270,24 +332,17 @@ def _wo_identifiable(ctx: Context, rows: list[dict[str, Any]], sd: str, HdV: int
     v = decide_verdict(injective, unsure)
     if v is Verdict.FAILS:
         errs = [r["recovery_rel_error"] for r in injective if r["recovery_rel_error"] is not None]
-        s = (f"with W_O known the per-head outputs ARE recoverable from MHA(X) = Z W_O at layers "
-             f"{[r['layer'] for r in injective]}: the stacked W_O has rank {HdV} = H d_v (injective) "
-             f"at {sd} storage precision, decisively (every singular value >= 10x the rounding "
-             "bound)" + (f"; least-squares recovery of the real heads reproduces Z to "
-                         f"{max(errs):.2g} relative error" if errs else ""))
+        s = SUMMARIES("nonidentifiable-wo", "fails", layers=[r["layer"] for r in injective], HdV=HdV, sd=sd,
+                      recovery=SUMMARIES("nonidentifiable-wo", "recovery", error=max(errs)) if errs else "")
     elif v is Verdict.INCONCLUSIVE:
-        s = (f"injectivity of Z -> Z W_O is undecided at layers {unsure} at {sd} storage "
-             f"precision ({_rank_text(rows)}: a singular value within 1 decade of the cut)")
+        s = SUMMARIES("nonidentifiable-wo", "inconclusive", undecided=unsure, sd=sd, ranks=_rank_text(rows))
     else:
-        s = (f"per-head outputs are not recoverable from MHA(X) with W_O known at layers "
-             f"{[r['layer'] for r in rows]}: Z -> Z W_O has fibre {_fibres_shown(rows)} > 0 at n = {n} (rank W_O at "
-             f"{sd} storage precision {_rank_text(rows)} < H d_v = {HdV})")
+        s = SUMMARIES("nonidentifiable-wo", "supported", layers=[r["layer"] for r in rows], fibres=_fibres_shown(rows),
+                      n=n, sd=sd, ranks=_rank_text(rows), HdV=HdV)
     quotient = [r["rank_WO_quotient"] for r in rows if "rank_WO_quotient" in r]
     if quotient:  # the gauge-invariant counterpart, beside the stored-parametrisation verdict
-        s += (f". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on the "
-              f"quotient by the centring shift at {sd} storage precision {sorted(set(quotient))} < H d_v = {HdV}, "
-              f"fibre {sorted({r['fibre_quotient'] for r in rows if 'fibre_quotient' in r})} at n = {n}: the heads are "
-              "not recoverable from what the function passes on")
+        s += SUMMARIES("nonidentifiable-wo", "quotient", sd=sd, ranks=sorted(set(quotient)), HdV=HdV, n=n,
+                       fibres=sorted({r["fibre_quotient"] for r in rows if "fibre_quotient" in r}))
         common["details"]["invariant_counterpart"] = {
             "map": "Z -> Z W_O P, P = I - 1 1^T / d_model", "rank_WO_quotient": quotient,
             "decisive": all(r["quotient_decisive"] for r in rows if "rank_WO_quotient" in r)}
@@ -494,18 +549,15 @@ def _ln_recovery(ctx: Context, meas: _LnMeasure, paper_per_token: int, common: d
     """thm-recovery/mlp-input: every decided row's per-token fibre equals the paper's (H-1) d_k."""
     N, out, per_row, eps0 = meas.norm["name"], meas.rows, meas.per_row, meas.eps0
     v, wrong = count_verdict(out, paper_per_token)
-    what = f"{N} with {eps_text(ctx)}"
+    what = SUMMARIES("mlp-input", "what", norm=N, eps=eps_text(ctx))
     if v is Verdict.FAILS:
-        s = (f"the map the MLP sees, Z -> {N}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
-             f"(tangent dimension at {len(out)} sampled rows, "
-             + ("counted from the norm's exact kernel: a gain is exactly 0" if any(r["zero_gain"] for r in out)
-                else "Jacobian and derived count agree") + "), so "
-             f"{per_row[0] * ctx.n} per sequence, not the paper's (H-1)d_k = {paper_per_token} per token "
-             f"(the eps-free norm: {eps0})")
+        how = SUMMARIES("fibre-ln", "how-kernel" if any(r["zero_gain"] for r in out) else "how-routes")
+        s = SUMMARIES("fibre-ln", "fails", norm=N, what=what, per_row=per_row, rows=len(out), how=how,
+                      per_sequence=per_row[0] * ctx.n, paper=paper_per_token, eps0=eps0)
     elif v is Verdict.INCONCLUSIVE:
-        s = f"fibre ranks undecided at layers {meas.undecided}"
+        s = SUMMARIES("mlp-input", "inconclusive", undecided=meas.undecided)
     else:
-        s = f"per-token fibre (H-1)d_k = {paper_per_token} at every sampled row ({what})"
+        s = SUMMARIES("fibre-ln", "supported", paper=paper_per_token, what=what)
     return record(ctx, "thm-recovery", "fibre-ln", v, s, counterexample=(
         {"per_token": per_row, "paper_per_token": paper_per_token, "per_token_eps0": eps0} if wrong else None),
         **common)
@@ -514,24 +566,20 @@ def _ln_recovery(ctx: Context, meas: _LnMeasure, paper_per_token: int, common: d
 def _ln_identifiable(ctx: Context, meas: _LnMeasure, common: dict[str, Any]) -> Evidence:
     """thm-7.3/mlp-input: the head outputs are not determined by the MLP's input (a decided fibre of 0 refutes)."""
     m, per_row, eps0, lam_min, eps = meas.norm, meas.per_row, meas.eps0, meas.lam_min, meas.norm["eps"]
-    N, what = m["name"], f"{m['name']} with {eps_text(ctx)}"
+    N, what = m["name"], SUMMARIES("mlp-input", "what", norm=m["name"], eps=eps_text(ctx))
     zero = [r for r in meas.rows if r["decided"] and r["fibre"] == 0]
     v = decide_verdict(zero, meas.undecided)
+    S = SUMMARIES
     if v is Verdict.FAILS:
-        s = (f"the MLP's input determines the head outputs at layers {sorted({r['layer'] for r in zero})}: "
-             f"Z -> {N}(X + Z W_O + b_O) has fibre 0 at the sampled rows ({what}: "
-             + ("injective on rows" if m["norm"] == "rmsnorm" else "only the shift is lost, and W_O misses it")
-             + f"; only the eps-free norm would lose {eps0} per token)"
-             + (f"; the scale direction is shrunk by lambda >= {lam_min:.2g}, so recovering it amplifies "
-                f"errors by up to {1 / lam_min:.2g}" if lam_min else ""))
+        s = S("nonidentifiable-ln", "fails", layers=sorted({r["layer"] for r in zero}), norm=N, what=what,
+              kept=S("nonidentifiable-ln", "kept-rmsnorm" if m["norm"] == "rmsnorm" else "kept-layernorm"), eps0=eps0,
+              shrink=S("nonidentifiable-ln", "shrink", lam=lam_min, amplification=1 / lam_min) if lam_min else "")
     elif v is Verdict.INCONCLUSIVE:
-        s = f"fibre ranks undecided at layers {meas.undecided}"
+        s = S("mlp-input", "inconclusive", undecided=meas.undecided)
     else:
-        lost = ("the all-ones shift" + ("" if eps > 0 else " and the scale")) if m["norm"] == "layernorm" \
-            else "the scale"
-        s = (f"from {N}(X + MHA(X) + b_O) with X and W_O known the head outputs are determined only up to {per_row} "
-             f"direction(s) per token at every layer ({N} forgets {lost}; {what}): non-identifiable, but by "
-             f"{per_row} per token, not (H-1)d_k")
+        lost = ("lost-layernorm" if eps > 0 else "lost-layernorm-eps0") if m["norm"] == "layernorm" else "lost-rmsnorm"
+        s = S("nonidentifiable-ln", "supported", norm=N, per_row=per_row, lost=S("nonidentifiable-ln", lost),
+              what=what)
     return record(ctx, "thm-7.3", "nonidentifiable-ln", v, s, counterexample=(
         {"layers": sorted({r["layer"] for r in zero})} if zero else None), **common)
 
@@ -540,9 +588,7 @@ def _ln(ctx: Context) -> list[Evidence]:
     """The two MLP-input records: measure (:func:`_ln_measure`), then decide and describe each reading."""
     w = weights(ctx)
     if getattr(w.arch, "post_norms", False):  # Gemma 3: the MLP reads N2(X + P1(MHA(X))), not N2(X + MHA(X) + b_O)
-        why = ("not run: on this model the MLP reads N2(X + P1(MHA(X))) with a post-norm P1 on the attention "
-               "output (Gemma 3); this check's fibre computation (row Jacobian and exact kernel) is written for "
-               "N(X + Z W_O + b_O) and is not extended to the composed map yet")
+        why = SUMMARIES("mlp-input", "post-norms")
         return [record(ctx, "thm-recovery", "fibre-ln", Verdict.NOT_RUN, why),
                 record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.NOT_RUN, why)]
     meas = _ln_measure(ctx)
@@ -550,8 +596,8 @@ def _ln(ctx: Context) -> list[Evidence]:
     common = _ln_common(ctx, meas, paper_per_token)
     disagree = [r for r in meas.rows if r["routes_agree"] is False]
     if disagree:  # the two routes measure one number: when they differ, no verdict
-        s = (f"the Jacobian rank and the derived count disagree at layers {sorted({r['layer'] for r in disagree})} "
-             f"(fibres {[(r['fibre'], r['derived_fibre']) for r in disagree][:4]}): no verdict")
+        s = SUMMARIES("mlp-input", "routes-disagree", layers=sorted({r["layer"] for r in disagree}),
+                      fibres=[(r["fibre"], r["derived_fibre"]) for r in disagree][:4])
         return [record(ctx, "thm-recovery", "fibre-ln", Verdict.INCONCLUSIVE, s, **common),
                 record(ctx, "thm-7.3", "nonidentifiable-ln", Verdict.INCONCLUSIVE, s, **common)]
     return [_ln_recovery(ctx, meas, paper_per_token, common), _ln_identifiable(ctx, meas, common)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symtrans.producers.common import FAMILIES_NOTE, LEARNED_POSITION_FAMILIES, record, trace, weights
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
 from symtrans.evidence import Evidence, Tolerance, Verdict, producer
 from symtrans.numeric.fibres import summation_fibre
@@ -39,6 +40,33 @@ RECONSTRUCTION = ("RECONSTRUCTION (claims.md), not the paper's text: g_h(i) = si
 
 #: the paper's stated bound on PG-OP's parameters relative to W_O's (abstract, contribution 5)
 PAPER_BOUND = "0.016"
+
+
+#: the describe step: each record's sentence per verdict (PG-OP is a reconstruction: every sentence says so)
+SUMMARIES = Summaries({
+    "pgop-params-count": {
+        "fails": "PG-OP module has {params} parameters, formula pgop-params says {formula}",
+    },
+    "pgop-overhead-model": {
+        "any": "[reconstruction] PG-OP on this model: {params} parameters = {ratio:.2%} of W_O's {wo} ({side} the "
+               "paper's 1.6%; = formula pgop-overhead{negation}); overhead ~ 1/d_v, d_v = {d_v}",
+    },
+    "pgop-overhead-bert-base": {
+        "any": "[reconstruction] PG-OP at BertBase sizes: {params} parameters = {ratio:.3%} of W_O's {wo} ({side} 1.6%)",
+    },
+    "pgop-fibre": {
+        "no-positions": "the first {n} position embeddings are all zero: PG-OP's gates cannot depend on the "
+                        "position, there is no position gate to test",
+        "not-positive": "a gate is not positive",
+        "undecided": "a (gated) W_O rank is undecided",
+        "unchanged": "[reconstruction] position gates leave the head-channel fibre unchanged: gated summation fibre "
+                     "{gated} = plain {plain} at n = {n}; with W_O {gated_wo} = {plain_wo} at rows {rows}. Positive "
+                     "gates rescale heads, they cannot separate heads in a shared channel: the reconstruction does "
+                     "not remedy the non-identifiability (the paper's own PG-OP is not in the text we hold)",
+        "changed": "[reconstruction] gates change the fibre: summation {plain} -> {gated}, with W_O {plain_wo} -> "
+                   "{gated_wo} ({effect})",
+    },
+})
 
 
 def _module_class() -> Any:
@@ -125,8 +153,8 @@ def check_pgop_overhead(ctx: Context) -> list[Evidence]:
                "scaling": "overhead = (d_model + 1) / (d_v d_model), about 1 / d_v: below 1.6% iff d_v >= 63"}
     ev = []
     if not counted_ok:
-        ev.append(record(ctx, "pgop", "pgop-params-count", Verdict.FAILS, reading="pgop/overhead", summary=(
-                         f"PG-OP module has {params} parameters, formula pgop-params says {f_params}"),
+        ev.append(record(ctx, "pgop", "pgop-params-count", Verdict.FAILS, reading="pgop/overhead", summary=SUMMARIES(
+                         "pgop-params-count", "fails", params=params, formula=f_params),
                          tolerance=Tolerance(0.0, "parameter counts are exact integers", "exact"),
                          inputs=inputs, details=details))
     # The paper states its bound for BertBase, its running example; the reconstruction's overhead is
@@ -140,16 +168,16 @@ def check_pgop_overhead(ctx: Context) -> list[Evidence]:
     hyp = HypothesisCheck(hyp_name, bert_sized, None, f"this model: H = {w.n_heads}, d_v = {w.d_head}, "
                           f"d_model = {w.d_model}")
     ev.append(record(ctx, "pgop", "pgop-overhead-model", verdict,
-                     f"[reconstruction] PG-OP on this model: {params} parameters = {float(ratio):.2%} of W_O's {wo} "
-                     f"({'below' if not over else 'ABOVE'} the paper's 1.6%; = formula pgop-overhead"
-                     f"{'' if counted_ok else ' NOT'}); overhead ~ 1/d_v, d_v = {w.d_head}",
+                     SUMMARIES("pgop-overhead-model", "any", params=params, ratio=float(ratio), wo=wo,
+                               side="below" if not over else "ABOVE", negation="" if counted_ok else " NOT",
+                               d_v=w.d_head),
                      margin=float((bound - ratio) / bound), tolerance=tol, inputs=inputs, details=details,
                      margin_meaning="(1.6% - overhead) / 1.6% (negative: the bound is exceeded)",
                      hypothesis_checks=(hyp,), reading="pgop/overhead",
                      violated_hypothesis=None if bert_sized else hyp_name))
     ev.append(record(ctx, "pgop", "pgop-overhead-bert-base", overhead_verdict(bratio),
-                     f"[reconstruction] PG-OP at BertBase sizes: {bparams} parameters = {float(bratio):.3%} of W_O's "
-                     f"{int(wo_bb)} ({'below' if bratio < bound else 'above'} 1.6%)",
+                     SUMMARIES("pgop-overhead-bert-base", "any", params=bparams, ratio=float(bratio), wo=int(wo_bb),
+                               side="below" if bratio < bound else "above"),
                      margin=float((bound - bratio) / bound), tolerance=tol, inputs=inputs, details=details,
                      margin_meaning="(1.6% - overhead) / 1.6%", model=None, weights_hash=None, reading="pgop/overhead"))
     return ev
@@ -282,8 +310,7 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                               finite(pos_norm), "mean norm of the first n position embeddings")
     if not pos_norm > 0:  # legal weights: the gates would be constant over positions, PG-OP is not position-gated
         return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE,
-                       f"the first {n} position embeddings are all zero: PG-OP's gates cannot depend on the "
-                       "position, there is no position gate to test", violated_hypothesis=pos_hyp.name,
+                       SUMMARIES("pgop-fibre", "no-positions", n=n), violated_hypothesis=pos_hyp.name,
                        hypothesis_checks=(pos_hyp,), reading="pgop/remedy",
                        inputs={"reconstruction": RECONSTRUCTION, "n": n})]
     meas = _pgop_measure(ctx)
@@ -293,10 +320,11 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                           finite(float(meas.gates.min())), "smallest gate value")
     common = _pgop_common(ctx, meas, (hyp, pos_hyp))
     if not positive:
-        return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE, "a gate is not positive",
+        return [record(ctx, "pgop", "pgop-fibre", Verdict.NOT_APPLICABLE, SUMMARIES("pgop-fibre", "not-positive"),
                        violated_hypothesis=hyp.name, **common)]
     if not all(r.decisive for r in meas.recs):
-        return [record(ctx, "pgop", "pgop-fibre", Verdict.INCONCLUSIVE, "a (gated) W_O rank is undecided", **common)]
+        return [record(ctx, "pgop", "pgop-fibre", Verdict.INCONCLUSIVE,
+                       SUMMARIES("pgop-fibre", "undecided"), **common)]
     v = remedy_verdict(plain, gated, plain_wo, gated_wo)
     if v is Verdict.FAILS and gated == plain and gated_wo == plain_wo:
         common["scope"] = Scope("open-set", "every gate vector near this one is positive, so the 1 x H gated block "
@@ -304,10 +332,8 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
                                 "fibre is unchanged on an open set of gate parameters around this draw (indeed for "
                                 "every positive gate)", ("layer 0, fixed gate draw",))
     return [record(ctx, "pgop", "pgop-fibre", v,
-                   (f"[reconstruction] position gates leave the head-channel fibre unchanged: gated summation "
-                    f"fibre {gated} = plain {plain} at n = {n}; with W_O {gated_wo} = {plain_wo} at rows {meas.rows}. "
-                    "Positive gates rescale heads, they cannot separate heads in a shared channel: the reconstruction "
-                    "does not remedy the non-identifiability (the paper's own PG-OP is not in the text we hold)")
+                   SUMMARIES("pgop-fibre", "unchanged", gated=gated, plain=plain, n=n, gated_wo=gated_wo,
+                             plain_wo=plain_wo, rows=meas.rows)
                    if gated == plain and gated_wo == plain_wo else
-                   f"[reconstruction] gates change the fibre: summation {plain} -> {gated}, with W_O {plain_wo} -> "
-                   f"{gated_wo} ({'shrinks' if v is Verdict.SUPPORTED else 'does not shrink'})", **common)]
+                   SUMMARIES("pgop-fibre", "changed", plain=plain, gated=gated, plain_wo=plain_wo, gated_wo=gated_wo,
+                             effect="shrinks" if v is Verdict.SUPPORTED else "does not shrink"), **common)]

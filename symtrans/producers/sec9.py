@@ -32,8 +32,9 @@ import math
 from typing import Any
 
 from symtrans.producers.common import record, trace, weights
+from symtrans.producers.templates import Summaries
 from symtrans.context import Context
-from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, producer
+from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.precision import hypothesis_state
 
 __all__ = ["breaking_verdict", "orbit_rows", "orbits_verdict", "fixed_attention_set", "check_breaking",
@@ -43,6 +44,28 @@ __all__ = ["breaking_verdict", "orbit_rows", "orbits_verdict", "fixed_attention_
 REPORT_LAYERS = (1,)
 #: sequence length of the orbit checks (at most ctx.n)
 ORBIT_N = 8
+
+
+#: the describe step: each record's sentence per verdict and the clauses it repeats per row
+SUMMARIES = Summaries({
+    "ablation-stabilisers": {
+        "absent": " (absent, not tested: {names})",
+        "inconclusive-none": "no component of the reading is present in this architecture{absent}",
+        "fails": "removal does not enlarge G for {components}{absent}",
+        "inconclusive": "rank cut without a clear gap for {names}{absent}",
+        "supported": "every present component enlarges G when removed: {components}{absent}",
+        "component": "{name} ({numbers})",
+        "measured": "L={L}: {measured_dimension} without it vs {baseline} with it ({change:+d}; breaks {breaks} "
+                    "directions outside G, loses {lost_dimension})",
+        "not-applicable": "not applicable: hypothesis violated: {name} ({detail})",
+    },
+    "collapse-objects": {
+        "fails": "the tie fails for {phenomena}",
+        "inconclusive": "undecided: {phenomena}",
+        "supported": "each phenomenon is a named object of G's action: {phenomena}",
+        "phenomenon": "{phenomenon}: {numbers}",
+    },
+})
 
 
 def breaking_verdict(table: dict[str, Any]) -> tuple[Verdict, str, list[str]]:
@@ -60,24 +83,22 @@ def breaking_verdict(table: dict[str, Any]) -> tuple[Verdict, str, list[str]]:
     present = [r for r in table["components"] if r.get("state") == "present"]
     absent = [r["name"] for r in table["components"] if r.get("state") == "absent"]
 
-    def numbers(r: dict[str, Any]) -> str:
-        return "; ".join(f"L={m['L']}: {m['measured_dimension']} without it vs {m['baseline']} with it "
-                         f"({m['change']:+d}; breaks {m['breaks']} directions outside G, loses {m['lost_dimension']})"
-                         for m in r["measured"])
+    S, key = SUMMARIES, "ablation-stabilisers"
+
+    def components(rows: list[dict[str, Any]]) -> str:
+        return S.each(key, "component", [{"name": r["name"], "numbers": S.each(key, "measured", r["measured"])}
+                                         for r in rows])
 
     failing = [r for r in present if r["clear"] and not r["enlarges"]]
-    tail = f" (absent, not tested: {', '.join(absent)})" if absent else ""
+    tail = S(key, "absent", names=", ".join(absent)) if absent else ""
     if not present:
-        return Verdict.INCONCLUSIVE, "no component of the reading is present in this architecture" + tail, []
+        return Verdict.INCONCLUSIVE, S(key, "inconclusive-none", absent=tail), []
     if failing:
-        return (Verdict.FAILS, "removal does not enlarge G for " + "; ".join(f"{r['name']} ({numbers(r)})"
-                                                                              for r in failing) + tail,
-                [r["name"] for r in failing])
+        return Verdict.FAILS, S(key, "fails", components=components(failing), absent=tail), [r["name"] for r in failing]
     unclear = [r["name"] for r in present if not r["clear"]]
     if unclear:
-        return Verdict.INCONCLUSIVE, f"rank cut without a clear gap for {', '.join(unclear)}" + tail, []
-    return (Verdict.SUPPORTED, "every present component enlarges G when removed: " + "; ".join(
-        f"{r['name']} ({numbers(r)})" for r in present) + tail, [])
+        return Verdict.INCONCLUSIVE, S(key, "inconclusive", names=", ".join(unclear), absent=tail), []
+    return Verdict.SUPPORTED, S(key, "supported", components=components(present), absent=tail), []
 
 
 @producer("framework-9/breaking", kind="numeric", name="ablation-stabilisers", needs_model=True, cost=30,
@@ -93,7 +114,8 @@ def check_breaking(ctx: Context) -> list[Evidence]:
                               "with eps = 0 each residual segment between two norms has an exact scaling symmetry "
                               "that the factor catalogue does not list, so dim G has no value to compare with")
         return [record(ctx, "framework-9", "ablation-stabilisers", Verdict.NOT_APPLICABLE,
-                       f"not applicable: hypothesis violated: {hyp.name} ({hyp.detail})", dtype="float64",
+                       SUMMARIES("ablation-stabilisers", "not-applicable", name=hyp.name, detail=hyp.detail),
+                       dtype="float64",
                        violated_hypothesis=hyp.name, hypothesis_checks=(hyp,),
                        scope=Scope("instances", "the model's architecture with the norms' eps = 0"))]
     t = breaking(w.arch, layers=REPORT_LAYERS, seed=ctx.seed)
@@ -304,13 +326,11 @@ def orbits_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, str]:
     'fails'
     """
     bad = [r for r in rows if r["holds"] is False]
-    if bad:
-        return Verdict.FAILS, "the tie fails for " + "; ".join(f"{r['phenomenon']}: {r['numbers']}" for r in bad)
     open_ = [r for r in rows if r["holds"] is None]
-    if open_:
-        return Verdict.INCONCLUSIVE, "undecided: " + "; ".join(f"{r['phenomenon']}: {r['numbers']}" for r in open_)
-    return Verdict.SUPPORTED, "each phenomenon is a named object of G's action: " + "; ".join(
-        f"{r['phenomenon']}: {r['numbers']}" for r in rows)
+    v = decide_verdict(bad, open_)
+    shown = bad if bad else open_ if open_ else rows
+    return v, SUMMARIES("collapse-objects", v.value,
+                        phenomena=SUMMARIES.each("collapse-objects", "phenomenon", shown))
 
 
 @producer("framework-9/orbits", kind="numeric", name="collapse-objects", needs_model=True, cost=2,

@@ -1,0 +1,849 @@
+"""What each factor of G gives the engines: a random element, a Lie-algebra element, exact elements.
+
+The catalogue (:mod:`symtrans.catalogue`) defines each factor once: its tag
+table, its coordinates, what breaks it. This module is the other half of that
+definition, the constructions that need torch or a choice the data cannot
+make: one :class:`FactorElements` per factor, keyed once by the factor's name
+in :data:`ELEMENTS`, the way SymPy's ``named_groups`` gives each named group
+one builder. The engines ask :func:`elements_of` and never test a factor's
+name:
+
+- ``sample``: a random element in torch (:func:`symtrans.group.numeric.sample_element`,
+  used by the numeric checks, the gauge, the breaking measurements and relate);
+- ``lie``: an element near the identity from Lie-algebra coordinates
+  (:func:`symtrans.group.numeric.lie_element`; the tangent directions of
+  :mod:`symtrans.group.complete` differentiate it at the identity);
+- ``exact``: the SymPy elements that certify the factor, one generic element
+  or generators (:func:`symtrans.group.certify.certify_factor`);
+- ``unbroken``: the architecture variant without the features that break the
+  factor, where the factor is certified when the architecture breaks it.
+
+A factor whose element is its coordinates (translations, gain scalings,
+rotations near the identity: :class:`~symtrans.catalogue.model.Piece`) uses
+the shared construction :data:`COORDINATES`; a new factor needs one entry here,
+and ``tests/test_group_elements.py`` fails for a factor of the catalogue
+without one.
+
+It also holds the samplers' building blocks: :func:`sample_gl` and
+:class:`MonomialMatrix` (permutations and diagonals applied by indexing).
+
+Raises
+------
+SymtransError
+    :func:`elements_of` for a factor without an entry.
+
+See Also
+--------
+symtrans.catalogue.factors : the factors' data (tags, coordinates, breaking features)
+symtrans.group.action.act : how an element acts on weights
+
+References
+----------
+The paper's §9 (the factors of G); ``docs/group.md`` derives each factor.
+
+Examples
+--------
+>>> import torch
+>>> from symtrans.group.spec import GroupSpec
+>>> spec = GroupSpec.from_arch("minilm-l6-h384")
+>>> el, kappa = elements_of(spec, "S_dff").sample(spec, "S_dff", torch.Generator().manual_seed(0), torch.float64, "adjacent")
+>>> sorted(el), kappa
+(['P'], 1.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
+
+from symtrans.arch import Architecture
+from symtrans.catalogue.spec import GroupSpec, _pieces, generic_element
+from symtrans.errors import SymtransError
+
+__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "sample_gl", "MonomialMatrix",
+           "pair_diagonal", "perm_matrix", "generic_matrix"]
+
+ROTARY_PAIRS = ("adjacent", "halves")
+
+ROLES = {
+    "head-gauge": "a per-head GL gauge: relate fits it from the heads' products (qk-gauge, vo-gauge)",
+    "hidden-scaling": "a diagonal scaling of the FFN hidden units, undone by W_out (ffn-scaling, gate-scaling)",
+    "residual": "a map of the residual stream, fitted on the embedding table (residual-permutation, -rotation)",
+    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers (ln1-, ln2-, final-norm-scaling)",
+}
+"""What the relate and canonical engines do with a factor, by role."""
+
+STAGES = {
+    "scope": "by the factor's scope: the layer, one boundary, the model from token ids, or stage by stage",
+    "residual-and-head": "embedding, layer, final norm and head, each equivariant (times Q); RMSNorm keyed by value",
+    "final-norm": "pre-LN with a final norm: the layer read through the final norm (the residual is read only "
+                  "through norms)",
+}
+"""How the exact certificate of a factor compares outputs."""
+
+Witness = tuple[Architecture, tuple[str, Any], Architecture]
+"""A breaking witness: the architecture, (description, element), the architecture whose tags act."""
+
+
+# --------------------------------------------------------------------------- building blocks
+def sample_gl(k: int, gen: Any, dtype: Any, spread: float = 2.0, count: int | None = None) -> tuple[Any, float]:
+    """A random well-conditioned k x k matrix ``U diag(s) V^T`` (QR-based), and its condition number.
+
+    ``U``, ``V`` are Haar-random orthogonal (QR of a Gaussian with the sign
+    fix), ``s`` log-uniform in ``[1/spread, spread]``, so ``kappa <= spread^2``.
+    With ``count`` it returns ``(matrices, inverses, kappa)`` for a batch, the
+    inverses exact from the factors (``V diag(1/s) U^T``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> M, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64)
+    >>> abs(float(torch.linalg.cond(M)) - kappa) < 1e-9
+    True
+    >>> Ms, invs, kappa = sample_gl(3, torch.Generator().manual_seed(1), torch.float64, count=2)
+    >>> float((Ms[1] @ invs[1] - torch.eye(3, dtype=torch.float64)).abs().max()) < 1e-14
+    True
+    """
+    import torch
+
+    b = count or 1
+
+    def haar() -> Any:
+        Q, R = torch.linalg.qr(torch.randn(b, k, k, generator=gen, dtype=torch.float64))
+        return Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
+
+    s = torch.exp((torch.rand(b, k, generator=gen, dtype=torch.float64) * 2 - 1) * math.log(spread))
+    U, V = haar(), haar()
+    M = U @ torch.diag_embed(s) @ V.transpose(-1, -2)
+    Minv = V @ torch.diag_embed(1 / s) @ U.transpose(-1, -2)
+    kappa = float((s.max(-1).values / s.min(-1).values).max())
+    if count is None:
+        return M[0].to(dtype), kappa
+    return list(M.to(dtype).unbind(0)), list(Minv.to(dtype).unbind(0)), kappa  # type: ignore[return-value]
+
+
+class MonomialMatrix:
+    """A k x k matrix with one non-zero per row and column, applied by indexing instead of a dense product.
+
+    Column ``j`` has the value ``vals[j]`` in row ``perm[j]``; so ``X @ M`` is
+    ``X[:, perm] * vals`` and ``M @ Y`` is ``(Y * vals[:, None])[inv]``.
+    Permutations (vals = 1), positive diagonals (perm = id) and signed
+    permutations are the elements of S_dff, ffn-scaling and the residual
+    factor; :func:`symtrans.group.spec.act` uses them through ``@``, ``.T`` and
+    ``inverse()`` like any matrix.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = MonomialMatrix([2, 0, 1], torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64))
+    >>> X = torch.randn(4, 3, dtype=torch.float64)
+    >>> ok_apply = bool(torch.allclose(X @ M, X @ M.dense()))
+    >>> ok_inverse = bool(torch.allclose(M.inverse().dense() @ M.dense(), torch.eye(3, dtype=torch.float64)))
+    >>> ok_apply, ok_inverse
+    (True, True)
+    """
+
+    def __init__(self, perm: list[int], vals: Any) -> None:
+        import torch
+
+        self.perm = torch.as_tensor(perm, dtype=torch.long)
+        self.vals = vals
+        self.inv = torch.argsort(self.perm)
+        # the common special cases skip a whole-tensor pass each (a permutation: no product; a diagonal: no gather)
+        self._unit = bool((vals == 1).all())
+        self._identity = bool((self.perm == torch.arange(self.perm.numel())).all())
+
+    def dense(self) -> Any:
+        """The matrix as a dense tensor."""
+        import torch
+
+        k = self.perm.numel()
+        M = torch.zeros(k, k, dtype=self.vals.dtype)
+        M[self.perm, torch.arange(k)] = self.vals
+        return M
+
+    def __rmatmul__(self, X: Any) -> Any:
+        if self._identity:
+            return X.clone() if self._unit else X * self.vals
+        out = X.index_select(-1, self.perm)
+        return out if self._unit else out.mul_(self.vals)  # the gathered copy is ours: scaled in place
+
+    def __matmul__(self, Y: Any) -> Any:
+        if isinstance(Y, MonomialMatrix):
+            return MonomialMatrix(self.perm[Y.perm].tolist(), self.vals[Y.perm] * Y.vals)
+        if self._identity:
+            return Y.clone() if self._unit else Y * self.vals[:, None]
+        out = Y.index_select(0, self.inv)
+        return out if self._unit else out.mul_(self.vals[self.inv][:, None])
+
+    @property
+    def T(self) -> MonomialMatrix:  # noqa: N802 (matrix convention)
+        """The transpose."""
+        return MonomialMatrix(self.inv.tolist(), self.vals[self.inv])
+
+    def inverse(self) -> MonomialMatrix:
+        """The inverse (exact)."""
+        return MonomialMatrix(self.inv.tolist(), 1 / self.vals[self.inv])
+
+    def to(self, dtype: Any) -> MonomialMatrix:
+        """A copy with values in ``dtype``."""
+        return MonomialMatrix(self.perm.tolist(), self.vals.to(dtype))
+
+
+def _perm(k: int, gen: Any) -> list[int]:
+    import torch
+
+    return torch.randperm(k, generator=gen).tolist()
+
+
+def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adjacent") -> Any:
+    """A diagonal of width ``d_k`` equal on each rotated pair: ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + d_k/2).
+
+    Without rotary positions the values are the diagonal itself.
+
+    Examples
+    --------
+    >>> import torch
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True, "halves").tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    >>> pair_diagonal(torch.tensor([1.0, 2.0]), 4, True).tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    if not rotary:
+        return values
+    if rotary_pairs == "halves":
+        return values.repeat(2)
+    return values.repeat_interleave(2)
+
+
+def perm_matrix(perm: list[int]) -> sp.Matrix:
+    """P with x P = x[perm] for a row x (column j of P is e_{perm[j]}).
+
+    Examples
+    --------
+    >>> sp.Matrix([[10, 20, 30]]) @ perm_matrix([2, 0, 1])
+    Matrix([[30, 10, 20]])
+    """
+    k = len(perm)
+    return sp.Matrix(k, k, lambda i, j: 1 if i == perm[j] else 0)
+
+
+def generic_matrix(name: str, k: int) -> sp.Matrix:
+    """A k x k matrix of symbols ``name_0, ..., name_{k^2-1}`` (row by row).
+
+    Examples
+    --------
+    >>> generic_matrix("m", 2)
+    Matrix([
+    [m_0, m_1],
+    [m_2, m_3]])
+    """
+    return sp.Matrix(k, k, sp.symbols(f"{name}_:{k * k}"))
+
+
+def _halves_order(k: int) -> list[int]:
+    """The coordinate order that takes the adjacent rotary layout to the halves one: (0, 2, 4, ..., 1, 3, 5, ...)."""
+    return list(range(0, k, 2)) + list(range(1, k, 2))
+
+
+def _check_pairs(rotary_pairs: str) -> None:
+    if rotary_pairs not in ROTARY_PAIRS:
+        raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {rotary_pairs!r}")
+
+
+def _sizes(spec: GroupSpec) -> tuple[int, int, int, int, int, int]:
+    a = spec.arch
+    return int(a.H), int(a.H_kv), int(a.d_k), int(a.d_v), int(a.d_ff), int(a.d_model)
+
+
+def _as_is(a: Architecture) -> Architecture:
+    return a
+
+
+def _no_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    """A factor whose breaking is witnessed, but that no feature breaks in the catalogue."""
+    raise SymtransError(f"no witness construction for {feature}")
+
+
+def _no_lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+    """A discrete factor has no Lie algebra: its tangent space at the identity is zero."""
+    raise SymtransError(f"factor {factor!r} is discrete: it has no Lie-algebra coordinates")
+
+
+# --------------------------------------------------------------------------- the record
+@dataclass(frozen=True)
+class FactorElements:
+    """The constructions one factor of G provides: ``sample``, ``lie``, ``exact`` and ``unbroken``.
+
+    Each takes the spec and the factor's name first (one construction may
+    serve several factors, like :data:`COORDINATES`):
+    ``sample(spec, factor, gen, dtype, rotary_pairs) -> (element, kappa)``
+    (torch, ``kappa`` its condition number, 1 for permutations);
+    ``lie(spec, factor, nxt, rotary_pairs) -> element`` (``nxt()`` returns the
+    next piece of coordinates, sizes from :meth:`GroupSpec.factor_sizes`; the
+    element is the identity at zero and its derivative there is linear in the
+    coordinates); ``exact(spec, factor) -> [(description, element)]`` (SymPy);
+    ``unbroken(arch) -> arch``.
+
+    ``witness(feature, base, small)``, for a factor whose breaking features
+    are shown exactly (:func:`symtrans.group.certify.witness`; None: the
+    factor's breaking is not witnessed, like the norm factors'), returns a
+    small architecture with ``feature`` switched on, an element outside the
+    surviving group and the architecture whose tag table acts (a
+    :data:`Witness`), or None for a feature witnessed at the norm level (the
+    residual factor: the norm is where a residual map must commute).
+    ``small(**sizes)`` is the tiny copy of ``base`` with one query head per
+    key/value head.
+
+    ``role`` names what the relate and canonical engines do with the factor
+    (one of :data:`ROLES`, or empty). ``stages`` names how the exact
+    certificate compares outputs (one of :data:`STAGES`). ``place(spec,
+    element)``, where set, turns an element's coordinates into the tensor the
+    tags act on (the unread pad row: one row of the word table);
+    :func:`symtrans.group.action.act` calls it.
+
+    Examples
+    --------
+    >>> ELEMENTS["S_n"].unbroken(GroupSpec.from_arch("gpt2").arch).positional
+    'none'
+    """
+
+    sample: Callable[..., tuple[dict[str, Any], float]]
+    lie: Callable[..., dict[str, Any]]
+    exact: Callable[..., list[tuple[str, Any]]]
+    unbroken: Callable[[Architecture], Architecture] = _as_is
+    witness: Callable[..., Witness | None] | None = None
+    role: str = ""
+    stages: str = "scope"
+    place: Callable[[GroupSpec, dict[str, Any]], dict[str, Any]] | None = None
+
+
+# --------------------------------------------------------------------------- factors built from their coordinates
+def _coordinate_lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+    """Translations are abelian: the element *is* its coordinates; a gain scaling is ``I + diag``; a rotation ``exp(A)``."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for comp, count, shape in _pieces(spec, factor):
+        if comp == "D":
+            out["D"] = torch.eye(shape[0], dtype=torch.float64) + torch.diag(nxt())
+            continue
+        if comp == "A":  # a rotation near the identity: exp of an antisymmetric matrix
+            d = shape[0]
+            k = d if spec.arch.norm == "rmsnorm" else d - 1  # LayerNorm: antisymmetric on 1^perp (A 1 = 0)
+            A = torch.zeros(k, k, dtype=torch.float64)
+            iu = torch.triu_indices(k, k, 1)
+            A = A.index_put((iu[0], iu[1]), nxt())
+            A = A - A.T
+            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
+                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
+                B = torch.linalg.qr(first).Q[:, 1:]
+                A = B @ A @ B.T
+            out["Q"] = torch.linalg.matrix_exp(A)
+            continue
+        blocks = [nxt().reshape(shape) for _ in range(count)]
+        out[comp] = blocks if count > 1 else blocks[0]
+    return out
+
+
+def _coordinate_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent", *,
+                       paired_signs: bool = False) -> tuple[dict[str, Any], float]:
+    """Coordinates N(0, 1/4) through ``lie``; a gain scaling becomes ``exp`` of them with random signs.
+
+    ``paired_signs``: one sign per rotated pair, as the scales (the QK-norm gain trade).
+    """
+    import torch
+
+    sizes = spec.factor_sizes(factor)
+    pieces = iter([torch.randn(k, generator=gen, dtype=torch.float64) * 0.5 for k in sizes])
+    el = elements_of(spec, factor).lie(spec, factor, lambda: next(pieces), rotary_pairs)
+    kappa = 1.0
+    if "D" in el:  # a gain scaling: exp of the coordinates, random signs
+        blocks = el["D"] if isinstance(el["D"], list) else [el["D"]]  # OLMo 2's gain trade: one per kv head
+        out = []
+        for block in blocks:
+            raw = block.diagonal() - 1
+            signs = torch.where(torch.rand(len(raw), generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+            if paired_signs:
+                signs = pair_diagonal(signs[: sizes[0]], len(raw), spec.arch.positional == "rotary", rotary_pairs)
+            s = torch.exp(raw) * signs
+            out.append(torch.diag(s))
+            kappa = max(kappa, float(s.abs().max() / s.abs().min()))
+        el["D"] = out if isinstance(el["D"], list) else out[0]
+    return {k: ([x.to(dtype) for x in v] if isinstance(v, list) else v.to(dtype)) for k, v in el.items()}, kappa
+
+
+def _coordinate_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    el = generic_element(spec, factor)
+    what = "generic diagonal D (symbolic, non-zero)" if "D" in el else "generic translation (all coordinates symbolic)"
+    return [(what, el)]
+
+
+COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_exact)
+"""The construction of a factor whose element is built from its coordinates alone."""
+
+
+# --------------------------------------------------------------------------- the per-head gauges
+def _gauge_sample(width: str, rotary_commutant: bool) -> Callable[..., tuple[dict[str, Any], float]]:
+    def sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+               ) -> tuple[dict[str, Any], float]:
+        import torch
+
+        kv, k = int(spec.arch.H_kv), int(getattr(spec.arch, width))
+        if not (rotary_commutant and spec.arch.positional == "rotary"):
+            mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
+            return {"g": mats, "g_inv": invs}, kappa
+        _check_pairs(rotary_pairs)
+        order = _halves_order(k)
+        mats, kappas = [], []
+        for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
+            M = torch.zeros(k, k, dtype=torch.float64)
+            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
+            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
+            for b in range(k // 2):
+                c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
+                M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
+            if rotary_pairs == "halves":
+                M = M[order][:, order]
+            mats.append(M.to(dtype))
+            kappas.append(float(scale.max() / scale.min()))
+        return {"g": mats}, max(kappas)
+
+    return sample
+
+
+def _gauge_lie(width: str, rotary_commutant: bool) -> Callable[..., dict[str, Any]]:
+    def lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+        import torch
+
+        kv, k = int(spec.arch.H_kv), int(getattr(spec.arch, width))
+        eye = torch.eye(k, dtype=torch.float64)
+        if not (rotary_commutant and spec.arch.positional == "rotary"):
+            return {"g": [eye + nxt().reshape(k, k) for _ in range(kv)]}
+        _check_pairs(rotary_pairs)
+        J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+        order, mats = _halves_order(k), []
+        for _ in range(kv):  # a I + b J per 2x2 block
+            t = nxt()
+            M = eye + torch.block_diag(*[t[2 * b] * torch.eye(2, dtype=torch.float64) + t[2 * b + 1] * J
+                                         for b in range(k // 2)])
+            mats.append(M[order][:, order] if rotary_pairs == "halves" else M)
+        return {"g": mats}
+
+    return lie
+
+
+def _qk_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    a = spec.arch
+    if a.positional == "rotary":
+        blocks = []
+        for g in range(a.H_kv):
+            pieces = []
+            for b in range(a.d_k // 2):
+                x, y = sp.symbols(f"a{g}_{b} b{g}_{b}")
+                pieces.append(sp.Matrix([[x, y], [-y, x]]))
+            blocks.append(sp.diag(*pieces))
+        return [("generic commutant element (a I + b J per 2x2 block, symbolic)", {"g": blocks})]
+    return [("generic M_g (all entries symbolic)", {"g": [generic_matrix(f"m{g}", a.d_k) for g in range(a.H_kv)]})]
+
+
+def _vo_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    a = spec.arch
+    return [("generic N_g (all entries symbolic)", {"g": [generic_matrix(f"n{g}", a.d_v) for g in range(a.H_kv)]})]
+
+
+# --------------------------------------------------------------------------- the softmax and b_O bias shifts
+def _shift_sample(key: str, width: str) -> Callable[..., tuple[dict[str, Any], float]]:
+    def sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+               ) -> tuple[dict[str, Any], float]:
+        import torch
+
+        k = int(getattr(spec.arch, width))
+        return {key: [torch.randn(1, k, generator=gen, dtype=torch.float64).to(dtype)
+                      for _ in range(int(spec.arch.H_kv))]}, 1.0
+
+    return sample
+
+
+def _shift_exact(key: str, width: str) -> Callable[..., list[tuple[str, Any]]]:
+    def exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+        k = getattr(spec.arch, width)
+        return [(f"generic {key}_g (symbolic)",
+                 {key: [sp.Matrix([sp.symbols(f"{key}{g}_:{k}")]) for g in range(spec.arch.H_kv)]})]
+
+    return exact
+
+
+def _learned_positions(a: Architecture) -> Architecture:
+    """Learned positions instead of rotary or sinusoidal ones (which break the factor)."""
+    import dataclasses
+
+    return dataclasses.replace(a, positional="learned")
+
+
+def _with_output_bias(a: Architecture) -> Architecture:
+    """Q, K, V biases only: the variant where b_O exists (and absorbs b_V W_O^h)."""
+    import dataclasses
+
+    return a if a.bias else dataclasses.replace(a, bias=True, qkv_bias=False)
+
+
+# --------------------------------------------------------------------------- head and hidden-unit permutations
+def _heads_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                  ) -> tuple[dict[str, Any], float]:
+    H, kv = int(spec.arch.H), int(spec.arch.H_kv)
+    group = H // kv
+    kappa_perm = _perm(kv, gen)
+    pi = []
+    for g in kappa_perm:
+        inner = _perm(group, gen)
+        pi += [g * group + i for i in inner]
+    return {"pi": pi, "kappa": kappa_perm}, 1.0
+
+
+def _heads_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    H, kv = spec.arch.H, spec.arch.H_kv
+    group = H // kv
+    out = []
+    if group > 1:  # swap two query heads inside the first key/value group
+        pi = list(range(H))
+        pi[0], pi[1] = 1, 0
+        out.append(("generator: swap of two query heads in one key/value group", {"pi": pi, "kappa": list(range(kv))}))
+    if kv > 1:  # swap the first two key/value groups with their query heads
+        pi = [(h + group) % (2 * group) if h < 2 * group else h for h in range(H)]
+        out.append(("generator: swap of two key/value groups with their heads",
+                    {"pi": pi, "kappa": [1, 0] + list(range(2, kv))}))
+        if kv > 2:
+            pi = [((h // group + 1) % kv) * group + h % group for h in range(H)]
+            out.append(("generator: cycle of the key/value groups", {"pi": pi, "kappa": [(g + 1) % kv for g in range(kv)]}))
+    return out
+
+
+def _hidden_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                   ) -> tuple[dict[str, Any], float]:
+    import torch
+
+    d_ff = int(spec.arch.d_ff)
+    return {"P": MonomialMatrix(_perm(d_ff, gen), torch.ones(d_ff, dtype=dtype))}, 1.0
+
+
+def _hidden_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    d_ff = spec.arch.d_ff
+    out = [("generator: transposition (0 1)", {"P": perm_matrix([1, 0] + list(range(2, d_ff)))})]
+    if d_ff > 2:
+        out.append(("generator: cycle (0 1 ... d_ff-1)", {"P": perm_matrix(list(range(1, d_ff)) + [0])}))
+    return out
+
+
+# --------------------------------------------------------------------------- FFN and gate scalings
+def _ffn_scaling_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                        ) -> tuple[dict[str, Any], float]:
+    import torch
+
+    d_ff = int(spec.arch.d_ff)
+    s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
+    if spec.arch.ffn == "gated":
+        s = s * torch.where(torch.rand(d_ff, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+    return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.abs().max() / s.abs().min())
+
+
+def _ffn_scaling_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    pos, d_ff = spec.arch.ffn != "gated", spec.arch.d_ff
+    syms = sp.symbols(f"s_:{d_ff}", positive=True) if pos else sp.symbols(f"s_:{d_ff}", nonzero=True)
+    return [("generic diagonal D (symbolic" + (", positive)" if pos else ", non-zero)"), {"D": sp.diag(*syms)})]
+
+
+def _relu(a: Architecture) -> Architecture:
+    """A ReLU activation (positively homogeneous) instead of the one that breaks the scaling."""
+    import dataclasses
+
+    return dataclasses.replace(a, activation="relu")
+
+
+def _gate_scaling_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                         ) -> tuple[dict[str, Any], float]:
+    import torch
+
+    d_ff = int(spec.arch.d_ff)  # positive: relu(d t) = d relu(t) for d > 0 only
+    s = torch.exp(torch.rand(d_ff, generator=gen, dtype=torch.float64) - 0.5)
+    return {"D": MonomialMatrix(list(range(d_ff)), s.to(dtype))}, float(s.max() / s.min())
+
+
+def _gate_scaling_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:  # relu's homogeneity needs d > 0
+    return [("generic diagonal D (symbolic, positive)", {"D": sp.diag(*sp.symbols(f"s_:{spec.arch.d_ff}", positive=True))})]
+
+
+# --------------------------------------------------------------------------- the QK-norm gain trade
+def _gain_trade_lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+    """``I + diag`` equal on each rotated pair; OLMo 2 (a norm over all heads): one per key/value head."""
+    import torch
+
+    a = spec.arch
+    d_k, rot = int(a.d_k), a.positional == "rotary"
+    blocks = [torch.eye(d_k, dtype=torch.float64) + torch.diag(pair_diagonal(nxt(), d_k, rot, rotary_pairs))
+              for _ in range(int(a.H_kv) if a.qk_norm_full else 1)]
+    return {"D": blocks if a.qk_norm_full else blocks[0]}
+
+
+def _gain_trade_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                       ) -> tuple[dict[str, Any], float]:
+    return _coordinate_sample(spec, factor, gen, dtype, rotary_pairs, paired_signs=True)
+
+
+# --------------------------------------------------------------------------- token and residual permutations
+def _tokens_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                   ) -> tuple[dict[str, Any], float]:
+    return {"P": _perm(int(spec.arch.n), gen)}, 1.0
+
+
+def _tokens_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    n = spec.arch.n
+    out = [("generator: transposition of tokens (0 1)", {"P": [1, 0] + list(range(2, n))})]
+    if n > 2:
+        out.append(("generator: cycle of the tokens", {"P": list(range(1, n)) + [0]}))
+    return out
+
+
+def _no_positions(a: Architecture) -> Architecture:
+    """No positions and bidirectional attention: nothing tells the tokens apart."""
+    import dataclasses
+
+    return dataclasses.replace(a, positional="none", attention="bidirectional")
+
+
+def _residual_permutation_sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
+                                 ) -> tuple[dict[str, Any], float]:
+    import torch
+
+    d = int(spec.arch.d_model)
+    if spec.arch.norm == "rmsnorm":
+        signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0)
+    else:
+        signs = torch.full((d,), -1.0 if float(torch.rand(1, generator=gen)) < 0.5 else 1.0)
+    return {"Q": MonomialMatrix(_perm(d, gen), signs.to(dtype))}, 1.0
+
+
+def _residual_permutation_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    d = spec.arch.d_model
+    out = [("generator: transposition (0 1) of residual coordinates", {"Q": perm_matrix([1, 0] + list(range(2, d)))}),
+           ("generator: cycle of residual coordinates", {"Q": perm_matrix(list(range(1, d)) + [0])})]
+    if spec.arch.norm == "rmsnorm":
+        out.append(("generator: sign flip of one coordinate", {"Q": sp.diag(-1, *[1] * (d - 1))}))
+    else:
+        out.append(("generator: -I", {"Q": -sp.eye(d)}))
+    return out
+
+
+def _residual_rotation_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
+    """Generators of O(d): the rotations of one plane and the permutation matrices.
+
+    Their conjugates P R_01 P^T are the rotations of every plane, which
+    generate SO(d); a transposition has det -1. The action is a group action,
+    so invariance under these is invariance under O(d). The rotation is
+    generic: c = (1 - t^2)/(1 + t^2), s = 2t/(1 + t^2) with t symbolic.
+    """
+    d = spec.arch.d_model
+    t = sp.Symbol("t")
+    c, s_ = (1 - t**2) / (1 + t**2), 2 * t / (1 + t**2)
+    if spec.arch.norm == "rmsnorm":
+        R = sp.eye(d)
+        R[0, 0] = R[1, 1] = c
+        R[0, 1], R[1, 0] = -s_, s_
+        plane = "(0, 1)"
+    else:  # LayerNorm: O(d-1) on 1^perp; at d = 4, u, v below span a plane of 1^perp, and S_4 acts
+        # irreducibly on the rotations of 1^perp, so the plane's conjugates generate them all
+        if d != 4:
+            raise SymtransError("the LayerNorm residual-rotation certificate is built for d_model = 4")
+        u = sp.Matrix([[1, -1, 1, -1]]) / 2
+        v = sp.Matrix([[1, 1, -1, -1]]) / 2
+        R = sp.eye(d) + (c - 1) * (u.T @ u + v.T @ v) + s_ * (u.T @ v - v.T @ u)
+        plane = "spanned by (1, -1, 1, -1), (1, 1, -1, -1) in 1^perp"
+    return [(f"generator: generic rotation of the plane {plane} (t symbolic)", {"Q": R}),
+            ("generator: transposition (0 1) of residual coordinates", {"Q": perm_matrix([1, 0] + list(range(2, d)))}),
+            ("generator: cycle of residual coordinates", {"Q": perm_matrix(list(range(1, d)) + [0])})]
+
+
+# --------------------------------------------------------------------------- breaking witnesses
+def _shear(a: Architecture) -> dict[str, Any]:
+    return {"g": [sp.Matrix([[1, 1], [0, 1]])] * a.H_kv}
+
+
+def _shared_gauge(letter: str, small: Callable[..., Architecture]) -> Witness:
+    """Grouped-query attention: one matrix per key/value head, so two query heads of a group cannot differ."""
+    import dataclasses
+
+    a = small(H=2, H_kv=1)  # per-query-head tags: one matrix per query head
+    return a, (f"different {letter} for the two query heads sharing one key/value head",
+               {"g": [sp.Matrix([[2, 1], [0, 1]]), sp.eye(2)]}), dataclasses.replace(a, H_kv=a.H)
+
+
+def _qk_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature == "grouped-query attention":
+        return _shared_gauge("M", small)
+    if feature == "rotary positions":
+        a = dataclasses.replace(small(), positional="rotary", bias=True)
+        return a, ("a shear M = [[1, 1], [0, 1]] (not in the commutant of the rotations)", _shear(a)), a
+    if feature == "QK-norm":
+        a = dataclasses.replace(small(), qk_norm=True)  # RMS-normalised queries and keys: a diagonal trade survives
+        return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
+                   _shear(a)), a
+    raise SymtransError(f"no witness construction for qk-gauge / {feature}")
+
+
+def _vo_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    if feature == "grouped-query attention":
+        return _shared_gauge("N", small)
+    raise SymtransError(f"no witness construction for vo-gauge / {feature}")
+
+
+def _key_shift_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature == "rotary positions":
+        a = dataclasses.replace(small(), positional="rotary", bias=True)
+        return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), a
+    raise SymtransError(f"no witness construction for key-bias-shift / {feature}")
+
+
+def _value_shift_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    if feature.startswith("Q, K, V-only biases"):
+        a = dataclasses.replace(small(), bias=False, qkv_bias=True)  # b_V without b_O: nothing absorbs b_V W_O^h
+        return a, ("v = (1, 0) per key/value head, no b_O to absorb it", {"v": [sp.Matrix([[1, 0]])] * a.H_kv}), a
+    raise SymtransError(f"no witness construction for value-bias-shift / {feature}")
+
+
+def _heads_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    if feature == "grouped-query attention":
+        a = small(H=4, H_kv=2, d_k=2 if base.positional == "rotary" else 1, d_v=1)  # rotary: even d_k
+        return a, ("a query-head swap across key/value groups (pi = (1 2), kappa = id)",
+                   {"pi": [0, 2, 1, 3], "kappa": [0, 1]}), a
+    raise SymtransError(f"no witness construction for S_H / {feature}")
+
+
+def _ffn_scaling_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    a = dataclasses.replace(small(), activation=base.activation if base.activation != "relu" else "gelu", ffn="mlp")
+    return a, (f"D = diag(2, 1) with {a.activation}", {"D": sp.diag(2, 1)}), a
+
+
+def _tokens_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
+    import dataclasses
+
+    rep = dataclasses.replace
+    if feature == "rotary positions":
+        a = rep(small(), positional="rotary", bias=True)
+    elif feature == "causal mask":
+        a = rep(small(), attention="causal", positional="none")
+    elif feature == "sinusoidal positions":
+        a = rep(small(), positional="sinusoidal", attention="bidirectional")
+    else:
+        a = rep(small(), positional="learned", attention="bidirectional")
+    return a, ("token transposition (0 1)", {"P": [1, 0, 2]}), a
+
+
+def _residual_permutation_witness(feature: str, base: Architecture, small: Callable[..., Architecture]
+                                  ) -> Witness | None:
+    import dataclasses
+
+    if feature != "sinusoidal positions":
+        return None  # the norm features: witnessed at the norm, where a residual map must commute
+    a = dataclasses.replace(small(), positional="sinusoidal")
+    return a, ("transposition (0 1) of residual coordinates", {"Q": perm_matrix([1, 0, 2, 3])}), a
+
+
+# --------------------------------------------------------------------------- the unread pad row
+def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]:
+    """``unread-pad-row``'s element (r, 1 x d_model) as a move of the whole word table: r on the pad row, else 0."""
+    from symtrans.catalogue.model import unread_pad_id
+
+    r, k, V = element["r"], unread_pad_id(spec.arch), int(spec.arch.vocab_size)
+    if k is None or r.shape[0] != 1:
+        return element
+    if isinstance(r, sp.MatrixBase):
+        return {"r": sp.Matrix.vstack(sp.zeros(k, r.shape[1]), r, sp.zeros(V - k - 1, r.shape[1]))}
+    return {"r": sys.modules["torch"].cat([r.new_zeros(k, r.shape[1]), r, r.new_zeros(V - k - 1, r.shape[1])])}
+
+
+
+# --------------------------------------------------------------------------- the registry
+ELEMENTS: dict[str, FactorElements] = {
+    "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact,
+                               witness=_qk_witness, role="head-gauge"),
+    "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
+                               witness=_vo_witness, role="head-gauge"),
+    "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _coordinate_lie, _shift_exact("u", "d_k"),
+                                     _learned_positions, witness=_key_shift_witness),
+    "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _coordinate_lie, _shift_exact("v", "d_v"),
+                                       _with_output_bias, witness=_value_shift_witness),
+    "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
+    "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
+    "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu,
+                                  witness=_ffn_scaling_witness, role="hidden-scaling"),
+    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact, role="hidden-scaling"),
+    "qk-norm-gain-trade": FactorElements(_gain_trade_sample, _gain_trade_lie, _coordinate_exact),
+    "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions, witness=_tokens_witness),
+    "residual-permutation": FactorElements(_residual_permutation_sample, _no_lie, _residual_permutation_exact,
+                                           _learned_positions, witness=_residual_permutation_witness,
+                                           role="residual"),
+    "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact,
+                                        role="residual", stages="residual-and-head"),
+    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm"),
+    **{name: dataclasses.replace(COORDINATES, role="norm-scaling")
+       for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling")},
+    **{name: COORDINATES for name in (
+        "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer", "attention-input-hyperplane",
+        "ln1-bias-transfer", "ln2-bias-transfer", "embedding-centring-shift", "embedding-translation",
+        "unused-position-rows", "final-norm-bias-transfer")},
+    "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
+}
+"""One entry per factor of the catalogue, keyed by its name."""
+
+
+def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
+    """The constructions of ``factor`` (a factor of ``spec``): its :data:`ELEMENTS` entry.
+
+    Raises
+    ------
+    SymtransError
+        For a name that is no factor of ``spec`` (with a suggestion), or a
+        factor without an entry.
+
+    Examples
+    --------
+    >>> elements_of(GroupSpec.from_arch("bert-base"), "ffn-bias-transfer") is COORDINATES
+    True
+    >>> elements_of(GroupSpec.from_arch("bert-base"), "S_m")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: unknown factor 'S_m'; did you mean 'S_n' or 'S_H' or 'S_dff'?
+    """
+    spec.factor(factor)  # an unknown name: the spec's error, with its suggestions
+    if factor not in ELEMENTS:
+        raise SymtransError(f"no element constructions for factor {factor!r}: add its entry to "
+                            "symtrans.group.elements.ELEMENTS")
+    return ELEMENTS[factor]
+
+
+def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:
+    """The factors of ``spec`` (or of ``factors``, in their order) whose :data:`ELEMENTS` entry has ``role``.
+
+    Examples
+    --------
+    >>> [f.name for f in with_role(GroupSpec.from_arch("bert-base"), "head-gauge")]
+    ['qk-gauge', 'vo-gauge']
+    """
+    if role not in ROLES:
+        raise SymtransError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+    return [f for f in (spec.factors if factors is None else factors)
+            if f.name in ELEMENTS and ELEMENTS[f.name].role == role]
