@@ -91,6 +91,17 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
             s[k] = s["d_model"]
     if "H_kv" not in s:
         s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
+    factor = a.partial_rotary_factor
+    if factor != 1:  # partial rotary (GPT-NeoX): keep a rotated part and a position-free part in each head
+        s["d_k"] = sizes.get("d_k", 4)
+        if "d_model" not in sizes:  # a family that ties d_k to d_model / H is measured by transformers at that width
+            s["d_model"] = max(s["d_model"], s["H"] * s["d_k"])
+        r = s["d_k"] * factor
+        if not (r == int(r) and int(r) % 2 == 0 and 2 <= r < s["d_k"]):
+            factor = 2 / s["d_k"]  # one rotated plane, the rest position-free
+            if s["d_k"] < 3:
+                raise SymtransError(f"{a.name}: partial rotary positions need d_k >= 3 in the measured instance "
+                                    f"(a rotated plane and a position-free coordinate), got d_k = {s['d_k']}")
     vocab = s.pop("vocab_size", 2 * s["d_model"])
     window = a.sliding_window
     if window is not None:  # keep the band visible at the reduced length: fewer keys than positions
@@ -103,7 +114,7 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
         max_positions=s["n"],
         position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
-        **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
+        partial_rotary_factor=factor, **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
 
 
 #: ``--complete`` refuses a configuration with more layers than this (no published model has a tenth of it)
@@ -201,6 +212,8 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
         reduced["vocab_size"] = (int(a.vocab_size), int(first.vocab_size))
     if a.sliding_window and a.sliding_window != first.sliding_window:
         reduced["sliding_window"] = (a.sliding_window, first.sliding_window)
+    if a.partial_rotary_factor != first.partial_rotary_factor:  # the rotated width of a head, own and measured
+        reduced["rotary_width"] = (int(a.rotary_width), int(first.rotary_width))
     if a.type_vocab_size != first.type_vocab_size:
         reduced["type_vocab_size"] = (a.type_vocab_size, first.type_vocab_size)
     if a.H_kv != a.H and a.H // a.H_kv != first.H // first.H_kv:
@@ -262,6 +275,10 @@ def _kept_features(a: Architecture) -> list[str]:
         out.append("(1 + w) gains")
     if a.embedding_scale:
         out.append("embeddings x sqrt(d_model)")
+    if a.parallel_residual:
+        out.append("parallel residual")
+    if a.partial_rotary_factor != 1:
+        out.append("partial rotary positions (a rotated and a position-free part in each head)")
     if a.attn_softcap or a.final_softcap:
         out.append("soft-capping (" + ", ".join(w for w, c in (("scores", a.attn_softcap), ("logits", a.final_softcap))
                                                 if c) + ")")
@@ -489,15 +506,21 @@ def _lie_element(spec: Any, factor: str, theta: Any) -> Any:
         k = d_k if factor == "qk-gauge" else d_v
         if factor == "qk-gauge" and a.positional == "rotary":
             J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+            r = int(a.rotary_width)  # partial rotary (GPT-NeoX): the commutant on r coordinates (+) GL(d_k - r)
             mats = []
             for _ in range(kv):
                 t = nxt()
-                blocks = [t[2 * b] * eye(2) + t[2 * b + 1] * J for b in range(k // 2)]
+                blocks = [t[2 * b] * eye(2) + t[2 * b + 1] * J for b in range(r // 2)]
+                if r < k:
+                    blocks.append(t[r:].reshape(k - r, k - r))
                 mats.append(eye(k) + torch.block_diag(*blocks))
             return {"g": mats}
         return {"g": [eye(k) + nxt().reshape(k, k) for _ in range(kv)]}
     if factor in ("key-bias-shift", "value-bias-shift"):
         key = "u" if factor == "key-bias-shift" else "v"
+        if key == "u" and a.positional == "rotary":  # partial rotary: shifts on the position-free coordinates only
+            pad = torch.zeros(int(a.rotary_width), dtype=torch.float64)
+            return {key: [torch.cat([pad, nxt()]).reshape(1, -1) for _ in range(kv)]}
         return {key: [nxt().reshape(1, -1) for _ in range(kv)]}
     if factor == "ffn-scaling":
         return {"D": eye(d_ff) + torch.diag(nxt())}
