@@ -199,6 +199,9 @@ def hf_config(arch: Architecture | str, instance: Architecture) -> Any:
     for key in _EPS_KEYS:
         if key in own:
             setattr(conf, key, float(instance.ln_eps))
+    rope = getattr(conf, "rope_parameters", None)
+    if isinstance(rope, dict) and "partial_rotary_factor" in rope:  # GPT-NeoX: the instance's rotated width
+        conf.rope_parameters = {**rope, "partial_rotary_factor": float(instance.partial_rotary_factor)}
     conf.use_cache = False
     return conf
 
