@@ -261,23 +261,31 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
             return {"g": mats, "g_inv": invs}, kappa
         if rotary_pairs not in ("adjacent", "halves"):
             raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {rotary_pairs!r}")
+        r = int(a.rotary_width)  # partial rotary (GPT-NeoX): the first r coordinates rotate, the rest are free
         # coordinate order that takes the adjacent layout to the halves layout: (0, 2, 4, ..., 1, 3, 5, ...)
-        order = list(range(0, k, 2)) + list(range(1, k, 2))
+        order = list(range(0, r, 2)) + list(range(1, r, 2))
         mats, kappas = [], []
         for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
-            M = torch.zeros(k, k, dtype=torch.float64)
-            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
-            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
-            for b in range(k // 2):
+            M = torch.zeros(r, r, dtype=torch.float64)
+            scale = torch.exp(torch.rand(r // 2, generator=gen, dtype=torch.float64) - 0.5)
+            angle = torch.rand(r // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
+            for b in range(r // 2):
                 c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
                 M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
             if rotary_pairs == "halves":
                 M = M[order][:, order]
+            kappa = float(scale.max() / scale.min())
+            if r < k:  # GL(d_k - r) on the position-free coordinates, block-diagonal beside the commutant
+                (P,), _, kp = sample_gl(k - r, gen, torch.float64, count=1)  # type: ignore[misc]
+                M = torch.block_diag(M, P)
+                kappa = max(kappa, kp)
             mats.append(M.to(dtype))
-            kappas.append(float(scale.max() / scale.min()))
+            kappas.append(kappa)
         return {"g": mats}, max(kappas)
-    if factor == "key-bias-shift":
-        return {"u": [torch.randn(1, d_k, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
+    if factor == "key-bias-shift":  # partial rotary: translations of the position-free coordinates only
+        pad = int(a.rotary_width) if a.positional == "rotary" else 0
+        return {"u": [torch.cat([torch.zeros(1, pad, dtype=torch.float64), torch.randn(
+            1, d_k - pad, generator=gen, dtype=torch.float64)], 1).to(dtype) for _ in range(kv)]}, 1.0
     if factor == "value-bias-shift":
         return {"v": [torch.randn(1, d_v, generator=gen, dtype=torch.float64).to(dtype) for _ in range(kv)]}, 1.0
     if factor == "S_H":
