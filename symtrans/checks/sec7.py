@@ -37,6 +37,7 @@ from typing import Any
 
 from symtrans.checks.common import eps_text, finite, random_weights, rank_tolerance, record, trace, weights
 from symtrans.context import Context
+from symtrans.errors import SymtransError
 from symtrans.evidence import Evidence, Tolerance, Verdict, decide_verdict, producer
 from symtrans.numeric.fibres import (dense_summation_fibre, derived_row_fibres, equilibrated_rank,  # noqa: F401
                                      ln_row_fibres, ln_row_jacobians, norm_input, norm_kernel, norm_map_fibre,
