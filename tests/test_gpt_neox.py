@@ -206,6 +206,21 @@ def test_partial_rotary_commutant_by_brute_force(d_k: int, r: int) -> None:
         == r + (d_k - r) ** 2
 
 
+def test_every_factor_acts_on_a_real_gpt_neox_checkpoint(neox_tiny: tuple[Path, Any, bool]) -> None:
+    """G's elements applied to transformers' own layout (halves pairing inside the rotated part, the fused QKV split):
+    invariant where G says so, and the factors GELU breaks change the output (the false cases)."""
+    from symtrans.group.numeric import verify_model
+    from symtrans.numeric import load_model
+
+    path, _, parallel = neox_tiny
+    checks = verify_model(load_model(path), dtypes=("float64",), n=6)
+    names = {c.factor for c in checks}
+    assert {"qk-gauge", "key-bias-shift", "ffn-scaling"} <= names
+    assert ("parallel-bias-trade" in names) == parallel
+    assert all(c.verdict.label == "supported" for c in checks), [(c.factor, c.verdict.label) for c in checks]
+    assert next(c for c in checks if c.factor == "ffn-scaling").max_rel_change > 1e-6  # GELU: expected to change
+
+
 def _tiny(tmp_path: Path, **extra: Any) -> Path:
     cfg = transformers.GPTNeoXConfig(vocab_size=64, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
                                      num_attention_heads=4, max_position_embeddings=64, **extra)
