@@ -726,9 +726,10 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
            float32_internals: bool = False) -> Trace:
     """Run the model (encoder or decoder) on text, token ids, a given ``X``, or ``n`` random tokens.
 
-    ``float32_internals`` (Llama family only) reproduces the float32 steps
-    ``transformers`` takes inside a float64 model (RMSNorm, rotary angles,
-    softmax): the parity tests use it to compare against an exact reference.
+    ``float32_internals`` (RMSNorm or rotary families: Llama's, GPT-NeoX)
+    reproduces the float32 steps ``transformers`` takes inside a float64 model
+    (RMSNorm, rotary angles, softmax): the parity tests use it to compare
+    against an exact reference.
 
     Examples
     --------
@@ -744,7 +745,7 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
     X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed,
                          float32_internals=float32_internals)
     st = structure(weights)
-    if float32_internals and st.norm == "rmsnorm":  # GPT-2 in transformers is float64 throughout
+    if float32_internals and (st.norm == "rmsnorm" or st.rope_theta or st.per_layer):  # GPT-2: float64 throughout
         st = dataclasses.replace(st, float32_internals=True)
     count = weights.n_layers if layers is None else layers
     traces = []
