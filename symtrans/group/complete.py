@@ -537,7 +537,7 @@ def _lie_element(spec: Any, factor: str, theta: Any) -> Any:
         return {"g": [eye(k) + nxt().reshape(k, k) for _ in range(kv)]}
     if factor in ("key-bias-shift", "value-bias-shift"):
         key = "u" if factor == "key-bias-shift" else "v"
-        if key == "u" and a.positional == "rotary":  # partial rotary: shifts on the position-free coordinates only
+        if key == "u" and a.partial_rotary_factor != 1:  # partial rotary: shifts on the position-free coordinates only
             pad = torch.zeros(int(a.rotary_width), dtype=torch.float64)
             return {key: [torch.cat([pad, nxt()]).reshape(1, -1) for _ in range(kv)]}
         return {key: [nxt().reshape(1, -1) for _ in range(kv)]}

@@ -283,7 +283,7 @@ def sample_element(spec: GroupSpec, factor: str, gen: Any, dtype: Any, *,
             kappas.append(kappa)
         return {"g": mats}, max(kappas)
     if factor == "key-bias-shift":  # partial rotary: translations of the position-free coordinates only
-        pad = int(a.rotary_width) if a.positional == "rotary" else 0
+        pad = int(a.rotary_width) if a.partial_rotary_factor != 1 else 0  # full rotary breaks it: a full-width u
         return {"u": [torch.cat([torch.zeros(1, pad, dtype=torch.float64), torch.randn(
             1, d_k - pad, generator=gen, dtype=torch.float64)], 1).to(dtype) for _ in range(kv)]}, 1.0
     if factor == "value-bias-shift":
