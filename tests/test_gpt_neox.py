@@ -312,3 +312,27 @@ def test_cli_group_complete_agrees_on_both_routes(tmp_path: Path, capsys: Any) -
     out = capsys.readouterr().out
     assert "parallel residual" in out and "rotary_width 16 -> 2" in out
     assert "verdict: agrees: G's dimension equals both measurements" in out
+
+
+def test_tools_that_do_not_model_it_refuse_by_name(tmp_path: Path, neox_tiny: tuple[Path, Any, bool]) -> None:
+    """The canonical form, the orbit formula, the completeness certificate and the MLP-input checks refuse GPT-NeoX's
+    features in one line naming them (never a silent answer for a structure they do not model)."""
+    from symtrans.certify.completeness import completeness_certificate
+    from symtrans.checks.sec7 import mlp_norm
+    from symtrans.group.canonical import canonical
+    from symtrans.group.orbits import orbit_dimension_formula
+    from symtrans.numeric import load_model
+
+    path, _, parallel = neox_tiny
+    w = load_model(path)
+    a = get_arch(_write(tmp_path, PYTHIA_70M))
+    for call, named in ((lambda: canonical(w), "partial rotary"), (lambda: orbit_dimension_formula(a), "partial rotary"),
+                        (lambda: completeness_certificate(a), "parallel residual")):
+        with pytest.raises(SymtransError, match=named) as err:
+            call()
+        assert "\n" not in str(err.value)
+    if parallel:
+        with pytest.raises(SymtransError, match="parallel residual"):
+            mlp_norm(w)
+    else:
+        assert mlp_norm(w)["gain"] == "ln2_w"  # the sequential form is GPT-2's: N2 reads X + MHA(X) + b_O
