@@ -153,6 +153,11 @@ class Architecture:
     # outputs), and QK-norm over the full width of q (H d_k) and k (H_kv d_k) before the split into heads
     pre_norms: bool = True
     qk_norm_full: bool = False
+    # GPT-NeoX/Pythia: a parallel residual (both sub-blocks read the layer's input through their own norms:
+    # out = x + attn(ln1(x)) + ffn(ln2(x))), and rotary positions on the first partial_rotary_factor * d_k
+    # coordinates of each query/key head only (the rest of the head is position-free)
+    parallel_residual: bool = False
+    partial_rotary_factor: float = 1.0
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -180,6 +185,7 @@ class Architecture:
                 and self.H * self.d_v > self.d_model:
             raise SymtransError(f"{self.name} without W_O mixing: H*d_v = {self.H * self.d_v} > d_model = "
                                 f"{self.d_model}, the heads' own coordinates do not fit in the residual stream")
+        _check_partial_rotary(self)
         if self.gain_offset not in (0, 1):
             raise SymtransError(f"gain_offset must be 0 or 1, got {self.gain_offset!r}")
         for attr, choices in _CHOICES.items():
@@ -323,6 +329,27 @@ class Architecture:
         """
         return dict(self.rope_bases).get(self.layer_kind(i)) if self.rope_bases else None
 
+    @property
+    def rotary_width(self) -> Size:
+        """How many coordinates of each query/key head the rotary positions rotate (0 without rotary positions).
+
+        ``partial_rotary_factor * d_k`` (GPT-NeoX's ``rotary_pct``); ``d_k`` for
+        full rotary; an expression in ``d_k`` when it is a symbol.
+
+        Examples
+        --------
+        >>> get_arch("llama2-7b").rotary_width, get_arch("gpt2").rotary_width
+        (128, 0)
+        >>> dataclasses.replace(get_arch("llama2-7b"), partial_rotary_factor=0.25).rotary_width
+        32
+        """
+        if self.positional != "rotary":
+            return 0
+        if self.partial_rotary_factor == 1:
+            return self.d_k
+        r = sp.nsimplify(self.partial_rotary_factor) * self.d_k
+        return int(r) if isinstance(self.d_k, int) else r
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary (symbols as their names).
 
@@ -341,6 +368,22 @@ class Architecture:
                 v = list(v)
             out[f.name] = v
         return out
+
+
+def _check_partial_rotary(a: Architecture) -> None:
+    """A partial rotary factor must be in (0, 1], with rotary positions, and rotate an even number >= 2 of coordinates."""
+    f = a.partial_rotary_factor
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
+        raise SymtransError(f"partial_rotary_factor must be a number in (0, 1], got {f!r}")
+    if f == 1:
+        return
+    if a.positional != "rotary":
+        raise SymtransError(f"partial_rotary_factor = {f!r} needs rotary positions, {a.name} has {a.positional!r}")
+    if isinstance(a.d_k, int):
+        exact = sp.nsimplify(f) * a.d_k
+        if not exact.is_integer or int(exact) % 2 or int(exact) < 2 or int(a.d_k * f) != int(exact):
+            raise SymtransError(f"partial_rotary_factor = {f!r} of d_k = {a.d_k} gives {a.d_k * f:g} rotated "
+                                "coordinates; an even whole number of at least 2 is modelled")
 
 
 def _concrete(*values: Size) -> bool:
@@ -464,6 +507,9 @@ _FAMILY_KEYS["gemma2"] = _FAMILY_KEYS["llama"]
 _FAMILY_KEYS["phi3"] = _FAMILY_KEYS["llama"]
 # OLMo 2: post-norms only (no pre-norms), QK-norm on the full width of q and k, plain gains
 _FAMILY_KEYS["olmo2"] = _FAMILY_KEYS["llama"]
+# GPT-NeoX/Pythia: LayerNorm with biases, biased linear maps, a two-matrix MLP, rotary positions on part of each
+# head (rotary_pct), a parallel residual (use_parallel_residual), fused head-interleaved QKV (a layout), untied head
+_FAMILY_KEYS["gpt_neox"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 # ELECTRA's discriminator is BERT's encoder (no pooler) when its embeddings are as wide as the hidden states
 _FAMILY_ALIASES["electra"] = "bert"
@@ -612,6 +658,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             attention="causal", final_norm=True,
             tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown, default=True),
             ln_eps=_float_key(cfg, "layer_norm_epsilon", shown, 1e-5))
+    elif family == "gpt_neox":
+        arch = _gpt_neox(cfg, common, shown, positions)
     elif family in ("gemma3", "gemma2"):
         arch = _gemma3(cfg, common, shown, positions, head_dim or d_model // H, L)
     else:  # llama-like
@@ -646,6 +694,66 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             qk_norm=family in ("qwen3", "olmo2"), qk_norm_full=family == "olmo2", post_norms=family == "olmo2",
             pre_norms=family != "olmo2")
     return arch.with_sizes(n=n) if n is not None else arch
+
+
+def neox_rotary(cfg: dict[str, Any], shown: str) -> tuple[float, float]:
+    """GPT-NeoX's ``(rotary base, partial rotary factor)``, read as ``transformers``' ``GPTNeoXConfig`` reads them.
+
+    The rotary parameters are ``rope_scaling``, else ``rope_parameters``; the
+    base is their ``rope_theta``, else ``rotary_emb_base``, else 10000 (a
+    top-level ``rope_theta`` is not read); the factor their
+    ``partial_rotary_factor``, else ``rotary_pct``, else 0.25 (a top-level
+    ``partial_rotary_factor`` is not read).
+
+    Examples
+    --------
+    >>> neox_rotary({"rotary_pct": 0.25, "rotary_emb_base": 10000}, "c.json")
+    (10000.0, 0.25)
+    >>> neox_rotary({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 1.0},
+    ...              "rotary_pct": 0.5}, "c.json")
+    (500.0, 1.0)
+    """
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if not isinstance(rope, dict):
+        raise SymtransError(f"{shown}: key 'rope_parameters' must be an object, got {type(rope).__name__}")
+    theta = _float_key({"rope_theta": rope.get("rope_theta", cfg.get("rotary_emb_base"))}, "rope_theta", shown,
+                       DEFAULT_ROPE_THETA)
+    factor = rope.get("partial_rotary_factor", cfg.get("rotary_pct", 0.25))
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise SymtransError(f"{shown}: rotary_pct (partial_rotary_factor) must be a number in (0, 1], got "
+                            f"{terminal_safe(repr(factor))[:80]}")
+    return theta, float(factor)
+
+
+def _gpt_neox(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: int) -> Architecture:
+    """GPT-NeoX/Pythia (``model_type`` gpt_neox) from its config, every field ``transformers`` reads checked.
+
+    Modelled: ``use_parallel_residual`` (default true), the partial rotary
+    factor and base (:func:`neox_rotary`), ``layer_norm_eps``, ``hidden_act``,
+    ``tie_word_embeddings`` (default false). Refused by name:
+    ``attention_bias=false`` (biases on the MLP but not on attention, which
+    one bias flag cannot express) and a rotated width that is not an even
+    whole number.
+    """
+    if not _bool_key(cfg, "attention_bias", shown, default=True):
+        raise SymtransError(f"{shown}: attention_bias=false (gpt_neox's MLP keeps its biases, attention loses them) "
+                            "is not modelled")
+    d_k = common["d_model"] // common["H"]
+    _, factor = neox_rotary(cfg, shown)
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    scaling = _check_rope({"rope_parameters": {k: v for k, v in rope.items() if k != "partial_rotary_factor"}},
+                          shown)
+    if factor < 1 and (d_k * factor) % 2:
+        raise SymtransError(f"{shown}: rotary_pct {factor:g} of head width {d_k} rotates {d_k * factor:g} "
+                            "coordinates; an even whole number is modelled")
+    return Architecture(
+        **common, n=default_n(positions), H_kv=common["H"], d_k=d_k, d_v=d_k, max_positions=positions,
+        position_table=None, norm_placement="pre", norm="layernorm",
+        activation=_activation(cfg.get("hidden_act", "gelu"), shown), ffn="mlp", bias=True, attention="causal",
+        positional="rotary", final_norm=True, tied_lm_head=_bool_key(cfg, "tie_word_embeddings", shown),
+        ln_eps=_float_key(cfg, "layer_norm_eps", shown, 1e-5), rope_scaling=scaling,
+        parallel_residual=_bool_key(cfg, "use_parallel_residual", shown, default=True),
+        partial_rotary_factor=factor)
 
 
 def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int) -> None:

@@ -286,9 +286,14 @@ def gap_rank(singular_values: Any, *, min_gap: float = GAP_DECADES,
     """Numerical rank at the widest gap of the singular values (relative to the largest), with its record.
 
     The cut is placed at the largest drop, in decades, between consecutive
-    singular values; ``clear`` says whether that drop is at least ``min_gap``
-    decades and the values below it are at rounding level (below ``floor``
-    relative). A full-rank matrix has its cut at the end (``below`` is None).
+    singular values whose upper value is above float64's resolution
+    (``EPS64`` relative): a value below ``EPS64 sigma_max`` is indistinguishable
+    from zero, so a drop below it separates nothing (exactly cancelling
+    columns, such as two biases that only their sum reaches, sit at 1e-31
+    under the others' 1e-17); ``clear``
+    says whether that drop is at least ``min_gap`` decades and the values
+    below it are at rounding level. A full-rank matrix has its cut at the end
+    (``below`` is None).
 
     Examples
     --------
@@ -297,6 +302,8 @@ def gap_rank(singular_values: Any, *, min_gap: float = GAP_DECADES,
     (3, True, 14.7)
     >>> gap_rank([1.0, 1e-4, 1e-8, 1e-12])["clear"]  # no clear gap
     False
+    >>> gap_rank([1.0, 1e-3, 1e-15, 1e-17, 1e-31])["rank"]  # not the 14 decades between 1e-17 and 1e-31
+    2
     """
     s = [float(x) for x in singular_values]
     if not s or s[0] == 0:
@@ -307,7 +314,7 @@ def gap_rank(singular_values: Any, *, min_gap: float = GAP_DECADES,
     if not gaps or (rel[-1] > floor and max(gaps) < min_gap):
         return {"rank": len(s), "above": rel[-1], "below": None, "gap_decades": math.inf,
                 "clear": rel[-1] > floor, "size": len(s)}
-    cut = max(range(len(gaps)), key=lambda i: gaps[i])
+    cut = max((i for i in range(len(gaps)) if rel[i] > EPS64 or i == 0), key=lambda i: gaps[i])
     above, below = rel[cut], rel[cut + 1]
     return {"rank": cut + 1, "above": above, "below": below, "gap_decades": gaps[cut],
             "clear": gaps[cut] >= min_gap and below < floor, "size": len(s)}

@@ -29,7 +29,6 @@ def test_llama_structured_unknown_type_is_mapped_from_its_config_and_modules(tmp
 
 @pytest.mark.parametrize("model_type,named", [
     ("mixtral", "a mixture of experts \\(field 'num_local_experts' = 8\\)"),  # before its sliding window
-    ("gpt_neox", "field 'use_parallel_residual' = True"),
     ("bloom", "ALiBi biases on the attention scores"),
     ("t5", "field 'is_encoder_decoder' = True"),
     ("olmo", "'rms_norm_eps' absent"),
@@ -45,6 +44,13 @@ def test_families_once_refused_are_read(tmp_path, model_type):
     """Qwen3's QK-norm and Gemma 2's soft-capping are modelled now (tests/test_families.py checks them)."""
     T.AutoConfig.for_model(model_type, **{**SMALL, "head_dim": 16, "num_key_value_heads": 2}).save_pretrained(tmp_path)
     assert from_config(tmp_path).family == model_type
+
+
+def test_gpt_neox_once_refused_is_read(tmp_path):
+    """GPT-NeoX's parallel residual and partial rotary are modelled now (tests/test_gpt_neox.py checks them)."""
+    T.AutoConfig.for_model("gpt_neox", **SMALL).save_pretrained(tmp_path)
+    a = from_config(tmp_path)
+    assert (a.family, a.parallel_residual, a.partial_rotary_factor, a.rotary_width) == ("gpt_neox", True, 0.25, 4)
 
 
 def test_a_type_transformers_does_not_know_is_refused(tmp_path):

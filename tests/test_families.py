@@ -498,13 +498,17 @@ def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stre
     assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess
 
 
-def test_gpt_neox_is_still_refused_in_one_line_naming_the_feature(tmp_path: Path) -> None:
-    """GPT-NeoX/Pythia (parallel residual, partial rotary, interleaved fused QKV) is not modelled yet."""
+def test_gpt_neox_is_read_and_its_unmodelled_field_refused_in_one_line(tmp_path: Path) -> None:
+    """GPT-NeoX/Pythia is modelled now (tests/test_gpt_neox.py); attention without biases beside a biased MLP is not."""
     cfg = transformers.GPTNeoXConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
                                      intermediate_size=128)
     cfg.save_pretrained(tmp_path / "neox")
-    with pytest.raises(SymtransError, match="use_parallel_residual") as err:
-        from_config(tmp_path / "neox")
+    a = from_config(tmp_path / "neox")
+    assert a.family == "gpt_neox" and a.parallel_residual and a.rotary_width == 4
+    cfg.attention_bias = False
+    cfg.save_pretrained(tmp_path / "nobias")
+    with pytest.raises(SymtransError, match="attention_bias=false") as err:
+        from_config(tmp_path / "nobias")
     assert "\n" not in str(err.value)
 
 

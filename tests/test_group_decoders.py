@@ -47,7 +47,12 @@ def test_every_factor_holds_on_each_decoder_family(family):
             assert c.max_rel_change < 1e-13, c.line()
         else:
             assert c.max_rel_change > 1e-3, c.line()
-    if family != "gpt2":  # grouped-query attention, rotary positions and an untied head are all exercised
+    if family == "gpt_neox":  # partial rotary (key shifts kept on the position-free part), the parallel bias trade
+        by = {c.factor: c for c in checks}
+        assert w.arch.positional == "rotary" and w.arch.rotary_width < w.arch.d_k and w.arch.parallel_residual
+        assert by["key-bias-shift"].expect == by["parallel-bias-trade"].expect == "invariant"
+        assert by["ffn-scaling"].expect == "changes"  # GELU
+    elif family != "gpt2":  # grouped-query attention, rotary positions and an untied head are all exercised
         assert w.n_kv_heads < w.n_heads and w.arch.positional == "rotary"
         if family == "gemma3":  # tied head (no rotation), QK-norm: the qk-gauge is broken, the gains trade instead
             assert {"qk-gauge", "vo-gauge", "qk-norm-gain-trade"} <= present

@@ -42,6 +42,8 @@ def _variants() -> list:
     out.append(dataclasses.replace(base, positional="rotary", qk_norm=True, qk_norm_full=True, norm="rmsnorm"))
     out.append(dataclasses.replace(base, norm_placement="pre", attention="causal", tied_lm_head=False,
                                    final_norm=True))  # an untied head reads the final LayerNorm
+    out.append(dataclasses.replace(base, norm_placement="pre", positional="rotary", bias=True, parallel_residual=True,
+                                   partial_rotary_factor=0.5, d_k=4, d_v=4))  # GPT-NeoX: parallel, partial rotary
     return out
 
 
@@ -72,7 +74,8 @@ def test_every_factor_of_the_catalogue_has_one_entry_and_no_entry_is_stale() -> 
 def _tiny_spec(name: str) -> GroupSpec:
     """A tiny copy of the first architecture whose catalogue has ``name`` with tags (so it acts)."""
     for a in CATALOGUE[name]:
-        small = tiny_arch(a, L=2)  # two layers: a between-layer factor needs both sides
+        widths = {"d_k": a.d_k, "d_v": a.d_v} if a.partial_rotary_factor != 1 else {}  # a rotated and a free part
+        small = tiny_arch(a, L=2, **widths)  # two layers: a between-layer factor needs both sides
         spec = GroupSpec.from_arch(small, strict=False)
         if any(f.name == name and (f.tags or f.scope == "data") for f in spec.factors):
             return spec

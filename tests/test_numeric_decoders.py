@@ -33,7 +33,8 @@ def _reference(model, ids, dtype):
     heads_in: list[torch.Tensor] = []
     hooks = []
     for block in blocks:
-        proj = block.attn.c_proj if hasattr(block, "attn") else block.self_attn.o_proj
+        proj = block.attn.c_proj if hasattr(block, "attn") else block.attention.dense if hasattr(
+            block, "attention") else block.self_attn.o_proj  # GPT-2, GPT-NeoX, the Llama family
         hooks.append(proj.register_forward_hook(lambda m, inp, out: heads_in.append(inp[0][0].detach())))
     try:
         with torch.no_grad():
@@ -100,6 +101,9 @@ def test_structure_is_read_from_the_checkpoint(checkpoint):
         assert bool((A[:, i[:, None] - i[None, :] >= 5] == 0).all()), "sliding window of 5"
     if family == "gpt2":
         assert w.pos is not None and w.final_ln_b is not None
+    elif family == "gpt_neox":  # no position table, LayerNorm biases, one key/value head per query head
+        assert w.pos is None and w.final_ln_b is not None and tuple(w.W_K.shape[:2]) == (2, 4)
+        assert w.arch.parallel_residual and w.arch.rotary_width == 4 and "W_gate" not in w.layer(0)
     else:
         assert w.pos is None and tuple(w.W_K.shape[:2]) == (2, 2) and tuple(w.W_Q.shape[:2]) == (2, 4)
         assert "W_gate" in w.layer(0)

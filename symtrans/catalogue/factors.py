@@ -111,14 +111,24 @@ def _layer_factors(a: Architecture) -> list[Factor]:
     if QKV:
         qk_tags[1:1] = [AxisTag("b_Q", 1, "qk-gauge", "right", "element", index="head")]
         qk_tags.append(AxisTag("b_K", 1, "qk-gauge", "right", "inverse_transpose", index="kv"))
+    partial = rotary and a.partial_rotary_factor != 1  # GPT-NeoX: rotary on the first r coordinates of a head
+    r = sp.nsimplify(a.partial_rotary_factor) * S["d_k"]
+    qk_dim = (r + (S["d_k"] - r) ** 2) if partial else S["d_k"] if rotary else S["d_k"] ** 2
     f.append(Factor(
         "qk-gauge", "continuous", "layer",
-        "GL(d_k) per key/value head" + (", shrunk to the commutant of the rotary rotations" if rotary else ""),
-        kv * (S["d_k"] if rotary else S["d_k"] ** 2), None, tuple(qk_tags),
+        "GL(d_k) per key/value head" + (", shrunk to the commutant of the rotary rotations" if rotary else "")
+        + (" on the rotated coordinates times GL of the position-free ones" if partial else ""),
+        kv * qk_dim, None, tuple(qk_tags),
         (Breaking("rotary positions", "shrinks",
                   "queries and keys are rotated by R_i, R_j after projection, so M must commute with every "
                   "R_{j-i}: with distinct frequencies the commutant is one complex scalar a I + b J per 2x2 "
-                  "block, dimension d_k per head instead of d_k^2", rotary), gqa_shrink,
+                  "block, dimension d_k per head instead of d_k^2", rotary and not partial), gqa_shrink,
+         Breaking("partial rotary positions (GPT-NeoX's rotary_pct)", "shrinks",
+                  "only the first r = rotary_pct d_k coordinates rotate: the score is q_r R_t k_r^T + q_p k_p^T with "
+                  "P_t = R_t (+) I, and M P_t M^-1 = P_t for every offset t; R_t's eigenvalues exp(+-i theta_f t) "
+                  "are distinct and != 1 for generic t, so M preserves P_t's eigenspaces: M = M_r (+) M_p with M_r "
+                  "in the rotary commutant (dimension r) and M_p in GL(d_k - r), no coupling; dimension "
+                  "r + (d_k - r)^2 per head", partial),
          Breaking("QK-norm", "breaks",
                   "queries and keys are RMS-normalised per head before the product: RMSNorm(q M) = RMSNorm(q) M' "
                   "for every q forces M orthogonal (up to sign), and the norm's gain, shared by every head, must "
@@ -128,7 +138,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         + (" (soft-capping c tanh(s / c) is a function of the scores, so it keeps the factor)" if a.attn_softcap
            else ""),
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else ""),
-        coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", S["d_k"] if rotary else None),)))
+        coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", qk_dim if rotary else None),)))
     if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
         f.append(_qk_norm_trade(a, rotary))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
@@ -141,15 +151,23 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
         "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)", coordinates=(Piece("g", kv, (S["d_v"], S["d_v"]), "matrix"),)))
     if QKV:
+        free = S["d_k"] - r if partial else S["d_k"]  # the key coordinates no rotation reaches
         f.append(Factor(
-            "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)",
-            kv * S["d_k"], None, (AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv"),),
+            "key-bias-shift", "continuous", "layer", "translations of b_K (softmax row constants)"
+            + (" on the position-free coordinates" if partial else ""),
+            kv * free, None, (AxisTag("b_K", 1, "key-bias-shift", "add", "translate", "u", index="kv"),),
             (Breaking("rotary positions", "breaks",
                       "the key bias is rotated by R_j before the dot product, so q_i R_{j-i} b_K^T varies with j",
-                      rotary),),
+                      rotary and not partial),
+             Breaking("partial rotary positions (GPT-NeoX's rotary_pct)", "shrinks",
+                      "a shift u of the key bias on the first r (rotated) coordinates adds q_i R_{j-i} u^T, which "
+                      "varies with j; on the d_k - r position-free coordinates it adds q_i u^T, constant along j",
+                      partial)),
             "s_ij = q_i (k_j + u)^T = q_i k_j^T + q_i u^T: the added term is constant along the key index j, "
-            "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable",
-            "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}", coordinates=(Piece("u", kv, (1, S["d_k"])),)))
+            "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable"
+            + (" (partial rotary: u zero on the rotated coordinates)" if partial else ""),
+            "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}" + (", zero on the first r coordinates" if partial else ""),
+            coordinates=(Piece("u", kv, (1, S["d_k"]), "translation", free if partial else None),)))
         vb_tags = [AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv")]
         if B:
             vb_tags.append(AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O"))
@@ -163,6 +181,8 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
             "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
             "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}", coordinates=(Piece("v", kv, (1, S["d_v"])),)))
+    if a.parallel_residual:  # listed only where the residual is parallel, like the QK-norm trade
+        f.append(_parallel_bias_trade(a))
     head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
                  for t in ("W_Q", "b_Q", "W_O") if QKV or not t.startswith("b_")]
     head_tags += [AxisTag(t, 0, "S_H", "index", "permutation", "kappa", index="kv")
@@ -224,6 +244,35 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "W_gate, that one on W_in)",
             "D = diag(d), d_j > 0", coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),)))
     return f
+
+
+def _parallel_bias_trade(a: Architecture) -> Factor:
+    """GPT-NeoX's parallel residual: the attention's and the FFN's output biases are added together.
+
+    Derivation. With ``out = X + MHA(N1(X)) + b_O + FFN_0(N2(X)) + b_out`` both
+    biases reach the layer's output only through their sum (nothing reads
+    X + MHA + b_O on its own: the FFN's norm reads X), so (b_O + c, b_out - c)
+    leaves every layer output unchanged, c in R^{d_model}. In the sequential
+    form N2 reads X + MHA + b_O, and a change of b_O alone moves the FFN's input:
+    the trade is gone. Along the all-ones row the trade (c = a 1) is already a
+    centring shift (c_O = a, c_out = -a) when a centring norm reads every write,
+    so it adds d_model - 1 directions there, d_model otherwise.
+    """
+    B, ln = a.bias, a.norm == "layernorm"
+    centring = ln and B and (a.norm_placement == "post" or a.final_norm)
+    present = a.parallel_residual and B
+    tags = (AxisTag("b_O", 0, "parallel-bias-trade", "add", "translate", "c"),
+            AxisTag("b_out", 0, "parallel-bias-trade", "add", "translate_neg", "c")) if present else ()
+    return Factor(
+        "parallel-bias-trade", "continuous", "layer", "translations of b_O undone on b_out (parallel residual)",
+        S["d_model"] - (1 if centring else 0), None, tags,
+        (Breaking("no biases", "breaks", "without b_O and b_out there is nothing to trade", not B),
+         Breaking("LayerNorm centring", "shrinks",
+                  "the trade along the all-ones row, c = a 1, is already a centring shift (c_O = a, c_out = -a): "
+                  "d_model - 1 new directions", bool(centring and a.parallel_residual))),
+        "out = X + MHA(N1(X)) + (b_O + c) + FFN_0(N2(X)) + (b_out - c) = X + MHA(N1(X)) + b_O + FFN_0(N2(X)) + b_out",
+        "c in R^{d_model}" + (" (modulo the all-ones row, a centring shift)" if centring else ""),
+        coordinates=(Piece("c", 1, (1, S["d_model"])),))
 
 
 def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:

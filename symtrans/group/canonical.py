@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from symtrans.errors import SymtransError
 from symtrans.group.elements import with_role
 from symtrans.group.spec import GroupSpec
 
@@ -235,6 +236,11 @@ class _Canon:
 
     def rotary(self, f: Any) -> None:
         import torch
+
+        a = self.spec.arch
+        if a.partial_rotary_factor != 1:
+            raise SymtransError(f"{a.name}: the canonical form does not model partial rotary positions "
+                                f"(partial_rotary_factor = {a.partial_rotary_factor:g})")
 
         els = []
         for l in range(self.s.L):

@@ -40,7 +40,7 @@ from symtrans.group.forward import unread_pad_id, unused_position_rows
 from symtrans.group.params import param_at as _get
 from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
-__all__ = ["SCOPES", "small_arch", "measure", "jacobian", "relu_applies", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
+__all__ = ["SCOPES", "small_arch", "reduced_rotary_factor", "measure", "jacobian", "relu_applies", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
 
 SCOPES = ("layers", "model")
 
@@ -91,6 +91,13 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
             s[k] = s["d_model"]
     if "H_kv" not in s:
         s["H_kv"] = max(1, s["H"] // 2) if a.H_kv != a.H else s["H"]
+    if a.positional == "rotary" and a.head_dim_tied:  # d_k = d_model / H (GPT-NeoX): an even width, stream H d_k
+        s["d_k"] = sizes.get("d_k", 4)
+        if "d_model" not in sizes:
+            s["d_model"] = s["H"] * s["d_k"]
+    factor = a.partial_rotary_factor
+    if factor != 1:  # partial rotary (GPT-NeoX): keep a rotated part and a position-free part in each head
+        factor = reduced_rotary_factor(factor, s["d_k"], a.name)
     vocab = s.pop("vocab_size", 2 * s["d_model"])
     window = a.sliding_window
     if window is not None:  # keep the band visible at the reduced length: fewer keys than positions
@@ -103,7 +110,30 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
         max_positions=s["n"],
         position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
-        **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
+        partial_rotary_factor=factor, **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
+
+
+def reduced_rotary_factor(factor: float, d_k: int, name: str = "the model") -> float:
+    """The partial rotary factor of a measured instance of head width ``d_k``: a rotated and a position-free part.
+
+    The factor is kept when it rotates an even number of at least 2 and fewer
+    than ``d_k`` coordinates at that width, else replaced by ``2 / d_k`` (one
+    rotated plane); a factor of 1 (full rotary) stays 1. Both routes of
+    ``--complete`` reduce with this rule (the independent one from
+    ``transformers``' own reading of the factor).
+
+    Examples
+    --------
+    >>> reduced_rotary_factor(0.25, 4), reduced_rotary_factor(0.5, 8), reduced_rotary_factor(1.0, 4)
+    (0.5, 0.5, 1.0)
+    """
+    if factor == 1:
+        return 1.0
+    if d_k < 3:
+        raise SymtransError(f"{name}: partial rotary positions need d_k >= 3 in the measured instance (a rotated "
+                            f"plane and a position-free coordinate), got d_k = {d_k}")
+    r = d_k * factor
+    return float(factor) if r == int(r) and int(r) % 2 == 0 and 2 <= r < d_k else 2 / d_k
 
 
 #: ``--complete`` refuses a configuration with more layers than this (no published model has a tenth of it)
@@ -201,6 +231,8 @@ def plan(arch: Architecture | str, scope: str = "layers", layer_counts: tuple[in
         reduced["vocab_size"] = (int(a.vocab_size), int(first.vocab_size))
     if a.sliding_window and a.sliding_window != first.sliding_window:
         reduced["sliding_window"] = (a.sliding_window, first.sliding_window)
+    if a.partial_rotary_factor != first.partial_rotary_factor:  # the rotated width of a head, own and measured
+        reduced["rotary_width"] = (int(a.rotary_width), int(first.rotary_width))
     if a.type_vocab_size != first.type_vocab_size:
         reduced["type_vocab_size"] = (a.type_vocab_size, first.type_vocab_size)
     if a.H_kv != a.H and a.H // a.H_kv != first.H // first.H_kv:
@@ -262,6 +294,10 @@ def _kept_features(a: Architecture) -> list[str]:
         out.append("(1 + w) gains")
     if a.embedding_scale:
         out.append("embeddings x sqrt(d_model)")
+    if a.parallel_residual:
+        out.append("parallel residual")
+    if a.partial_rotary_factor != 1:
+        out.append("partial rotary positions (a rotated and a position-free part in each head)")
     if a.attn_softcap or a.final_softcap:
         out.append("soft-capping (" + ", ".join(w for w, c in (("scores", a.attn_softcap), ("logits", a.final_softcap))
                                                 if c) + ")")

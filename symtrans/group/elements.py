@@ -390,6 +390,11 @@ COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_ex
 
 
 # --------------------------------------------------------------------------- the per-head gauges
+def _rotated_width(spec: GroupSpec, k: int) -> int:
+    """How many of a head's ``k`` query/key coordinates rotate: all, or the first ``rotary_width`` (partial rotary)."""
+    return int(spec.arch.rotary_width) if spec.arch.partial_rotary_factor != 1 else k
+
+
 def _gauge_sample(width: str, rotary_commutant: bool) -> Callable[..., tuple[dict[str, Any], float]]:
     def sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
                ) -> tuple[dict[str, Any], float]:
@@ -400,19 +405,25 @@ def _gauge_sample(width: str, rotary_commutant: bool) -> Callable[..., tuple[dic
             mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
             return {"g": mats, "g_inv": invs}, kappa
         _check_pairs(rotary_pairs)
-        order = _halves_order(k)
+        r = _rotated_width(spec, k)  # partial rotary (GPT-NeoX): the first r coordinates rotate, the rest are free
+        order = _halves_order(r)
         mats, kappas = [], []
         for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
-            M = torch.zeros(k, k, dtype=torch.float64)
-            scale = torch.exp(torch.rand(k // 2, generator=gen, dtype=torch.float64) - 0.5)
-            angle = torch.rand(k // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
-            for b in range(k // 2):
+            M = torch.zeros(r, r, dtype=torch.float64)
+            scale = torch.exp(torch.rand(r // 2, generator=gen, dtype=torch.float64) - 0.5)
+            angle = torch.rand(r // 2, generator=gen, dtype=torch.float64) * 2 * math.pi
+            for b in range(r // 2):
                 c, s = scale[b] * torch.cos(angle[b]), scale[b] * torch.sin(angle[b])
                 M[2 * b:2 * b + 2, 2 * b:2 * b + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])
             if rotary_pairs == "halves":
                 M = M[order][:, order]
+            kappa = float(scale.max() / scale.min())
+            if r < k:  # GL(d_k - r) on the position-free coordinates, block-diagonal beside the commutant
+                (P,), _, kp = sample_gl(k - r, gen, torch.float64, count=1)  # type: ignore[misc]
+                M = torch.block_diag(M, P)
+                kappa = max(kappa, kp)
             mats.append(M.to(dtype))
-            kappas.append(float(scale.max() / scale.min()))
+            kappas.append(kappa)
         return {"g": mats}, max(kappas)
 
     return sample
@@ -428,12 +439,17 @@ def _gauge_lie(width: str, rotary_commutant: bool) -> Callable[..., dict[str, An
             return {"g": [eye + nxt().reshape(k, k) for _ in range(kv)]}
         _check_pairs(rotary_pairs)
         J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
-        order, mats = _halves_order(k), []
+        r = _rotated_width(spec, k)  # partial rotary: the commutant on r coordinates (+) GL(d_k - r)
+        order, mats = _halves_order(r), []
         for _ in range(kv):  # a I + b J per 2x2 block
             t = nxt()
-            M = eye + torch.block_diag(*[t[2 * b] * torch.eye(2, dtype=torch.float64) + t[2 * b + 1] * J
-                                         for b in range(k // 2)])
-            mats.append(M[order][:, order] if rotary_pairs == "halves" else M)
+            M = torch.block_diag(*[t[2 * b] * torch.eye(2, dtype=torch.float64) + t[2 * b + 1] * J
+                                   for b in range(r // 2)])
+            if rotary_pairs == "halves":
+                M = M[order][:, order]
+            if r < k:
+                M = torch.block_diag(M, t[r:].reshape(k - r, k - r))
+            mats.append(eye + M)
         return {"g": mats}
 
     return lie
@@ -459,16 +475,32 @@ def _vo_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
 
 
 # --------------------------------------------------------------------------- the softmax and b_O bias shifts
+def _shift_pad(spec: GroupSpec, key: str) -> int:
+    """Coordinates a key shift must leave alone: the rotated ones of a partial-rotary head (full rotary breaks it)."""
+    return int(spec.arch.rotary_width) if key == "u" and spec.arch.partial_rotary_factor != 1 else 0
+
+
 def _shift_sample(key: str, width: str) -> Callable[..., tuple[dict[str, Any], float]]:
     def sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
                ) -> tuple[dict[str, Any], float]:
         import torch
 
-        k = int(getattr(spec.arch, width))
-        return {key: [torch.randn(1, k, generator=gen, dtype=torch.float64).to(dtype)
+        k, pad = int(getattr(spec.arch, width)), _shift_pad(spec, key)
+        return {key: [torch.cat([torch.zeros(1, pad, dtype=torch.float64),
+                                 torch.randn(1, k - pad, generator=gen, dtype=torch.float64)], 1).to(dtype)
                       for _ in range(int(spec.arch.H_kv))]}, 1.0
 
     return sample
+
+
+def _shift_lie(key: str) -> Callable[..., dict[str, Any]]:
+    def lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = "adjacent") -> dict[str, Any]:
+        import torch
+
+        pad = torch.zeros(_shift_pad(spec, key), dtype=torch.float64)
+        return {key: [torch.cat([pad, nxt()]).reshape(1, -1) for _ in range(int(spec.arch.H_kv))]}
+
+    return lie
 
 
 def _shift_exact(key: str, width: str) -> Callable[..., list[tuple[str, Any]]]:
@@ -683,6 +715,13 @@ def _shared_gauge(letter: str, small: Callable[..., Architecture]) -> Witness:
                {"g": [sp.Matrix([[2, 1], [0, 1]]), sp.eye(2)]}), dataclasses.replace(a, H_kv=a.H)
 
 
+def _partial_rotary(small: Callable[..., Architecture]) -> Architecture:
+    """A small GPT-NeoX-like head: d_k = 4, the first 2 coordinates rotate (partial_rotary_factor 1/2)."""
+    import dataclasses
+
+    return dataclasses.replace(small(d_k=4), positional="rotary", partial_rotary_factor=0.5, bias=True)
+
+
 def _qk_witness(feature: str, base: Architecture, small: Callable[..., Architecture]) -> Witness | None:
     import dataclasses
 
@@ -691,6 +730,12 @@ def _qk_witness(feature: str, base: Architecture, small: Callable[..., Architect
     if feature == "rotary positions":
         a = dataclasses.replace(small(), positional="rotary", bias=True)
         return a, ("a shear M = [[1, 1], [0, 1]] (not in the commutant of the rotations)", _shear(a)), a
+    if feature == "partial rotary positions (GPT-NeoX's rotary_pct)":
+        a = _partial_rotary(small)
+        M = sp.eye(4)
+        M[0, 2] = 1  # a rotated coordinate feeds a position-free one: M is not block-diagonal
+        return a, ("M = I + E_02 (couples rotated coordinate 0 to position-free coordinate 2) on every key/value "
+                   "head", {"g": [M] * a.H_kv}), a
     if feature == "QK-norm":
         a = dataclasses.replace(small(), qk_norm=True)  # RMS-normalised queries and keys: a diagonal trade survives
         return a, ("a shear M = [[1, 1], [0, 1]] (neither orthogonal nor diagonal) on every key/value head",
@@ -710,6 +755,10 @@ def _key_shift_witness(feature: str, base: Architecture, small: Callable[..., Ar
     if feature == "rotary positions":
         a = dataclasses.replace(small(), positional="rotary", bias=True)
         return a, ("u = (1, 0) per key/value head", {"u": [sp.Matrix([[1, 0]])] * a.H_kv}), a
+    if feature == "partial rotary positions (GPT-NeoX's rotary_pct)":
+        a = _partial_rotary(small)
+        return a, ("u = (1, 0, 0, 0) per key/value head (a shift of a rotated coordinate)",
+                   {"u": [sp.Matrix([[1, 0, 0, 0]])] * a.H_kv}), a
     raise SymtransError(f"no witness construction for key-bias-shift / {feature}")
 
 
@@ -782,9 +831,9 @@ ELEMENTS: dict[str, FactorElements] = {
                                witness=_qk_witness, role="head-gauge"),
     "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
                                witness=_vo_witness, role="head-gauge"),
-    "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _coordinate_lie, _shift_exact("u", "d_k"),
+    "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _shift_lie("u"), _shift_exact("u", "d_k"),
                                      _learned_positions, witness=_key_shift_witness),
-    "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _coordinate_lie, _shift_exact("v", "d_v"),
+    "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _shift_lie("v"), _shift_exact("v", "d_v"),
                                        _with_output_bias, witness=_value_shift_witness),
     "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
     "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
@@ -804,7 +853,7 @@ ELEMENTS: dict[str, FactorElements] = {
     **{name: COORDINATES for name in (
         "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer", "attention-input-hyperplane",
         "ln1-bias-transfer", "ln2-bias-transfer", "embedding-centring-shift", "embedding-translation",
-        "unused-position-rows", "final-norm-bias-transfer")},
+        "unused-position-rows", "final-norm-bias-transfer", "parallel-bias-trade")},
     "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
 }
 """One entry per factor of the catalogue, keyed by its name."""

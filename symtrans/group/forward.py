@@ -67,6 +67,8 @@ class Features:
     attn_softcap: float | None = None  # Gemma 2: scores s -> c tanh(s / c) after scaling, before the mask
     pre_norms: bool = True  # False (OLMo 2): the sub-blocks read the residual stream directly
     qk_norm_full: bool = False  # OLMo 2: one query (key) norm over every head's entries (q_norm_full_w, k_norm_full_w)
+    parallel_residual: bool = False  # GPT-NeoX: out = X + MHA(N1(X)) + b_O + FFN(N2(X))
+    rotary_dim: int | None = None  # GPT-NeoX: rotary positions on each head's first rotary_dim coordinates only
     ablated: tuple[str, ...] = ()  # components removed (symtrans.arch.ABLATIONS): residual, nonlinearity, norm, wo-mixing
 
     @classmethod
@@ -84,7 +86,8 @@ class Features:
                    arch.positional, arch.ln_eps, arch.embedding_norm, arch.final_norm, unused_position_rows(arch),
                    None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
                    arch.attn_scalar, windows, arch.attn_softcap, arch.pre_norms, arch.qk_norm_full,
-                   arch.ablated)
+                   arch.parallel_residual,
+                   int(arch.rotary_width) if arch.partial_rotary_factor != 1 else None, arch.ablated)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -288,11 +291,16 @@ class SympyBackend:
         """Entry-wise product."""
         return A.multiply_elementwise(B)
 
-    def rotations(self, n: int, d_k: int) -> list[sp.Matrix]:
-        """Exact rotary matrices R_0 .. R_{n-1}: block-diagonal powers of rational rotations."""
-        if d_k // 2 > len(_PYTHAGOREAN):
+    def rotations(self, n: int, d_k: int, width: int | None = None) -> list[sp.Matrix]:
+        """Exact rotary matrices R_0 .. R_{n-1}: block-diagonal powers of rational rotations.
+
+        With ``width`` (partial rotary) the first ``width`` coordinates rotate, the rest stay (identity).
+        """
+        r = d_k if width is None else width
+        if r // 2 > len(_PYTHAGOREAN):
             raise SymtransError(f"exact rotary positions support d_k <= {2 * len(_PYTHAGOREAN)}")
-        base = sp.diag(*[sp.Matrix([[c, s], [-s, c]]) for c, s in _PYTHAGOREAN[: d_k // 2]])
+        blocks = [sp.Matrix([[c, s], [-s, c]]) for c, s in _PYTHAGOREAN[: r // 2]]
+        base = sp.diag(*(blocks + ([sp.eye(d_k - r)] if d_k > r else [])))
         return [base**i for i in range(n)]
 
     def rotate(self, Q: sp.Matrix, rots: list[sp.Matrix]) -> sp.Matrix:
@@ -382,18 +390,20 @@ class TorchBackend:
         """Entry-wise product."""
         return A * B
 
-    def rotations(self, n: int, d_k: int) -> list[Any]:
-        """Rotary matrices with the usual frequencies 10000^(-2f/d_k)."""
+    def rotations(self, n: int, d_k: int, width: int | None = None) -> list[Any]:
+        """Rotary matrices with the usual frequencies 10000^(-2f/r) on the first ``r = width`` (default d_k)
+        coordinates; the rest stay (the identity: GPT-NeoX's position-free part of a head)."""
         torch = self.torch
-        freqs = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=self.dtype) / d_k)
+        r = d_k if width is None else width
+        freqs = 10000.0 ** (-torch.arange(0, r, 2, dtype=self.dtype) / r)
         out = []
         for i in range(n):
-            R = torch.zeros(d_k, d_k, dtype=self.dtype)
+            R = torch.eye(d_k, dtype=self.dtype)
             c, s = torch.cos(i * freqs), torch.sin(i * freqs)
-            R[0::2, 0::2] = torch.diag(c)
-            R[1::2, 1::2] = torch.diag(c)
-            R[0::2, 1::2] = torch.diag(s)
-            R[1::2, 0::2] = torch.diag(-s)
+            R[0:r:2, 0:r:2] = torch.diag(c)
+            R[1:r:2, 1:r:2] = torch.diag(c)
+            R[0:r:2, 1:r:2] = torch.diag(s)
+            R[1:r:2, 0:r:2] = torch.diag(-s)
             out.append(R.to(self.device))
         return out
 
@@ -410,7 +420,8 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     """One layer's output for input ``X`` (tokens x d_model), in either backend.
 
     Post-LN: ``X1 = N1(X + MHA(X) + b_O)``, ``out = N2(X1 + FFN(X1))``. Pre-LN:
-    ``X1 = X + MHA(N1(X)) + b_O``, ``out = X1 + FFN(N2(X1))``.
+    ``X1 = X + MHA(N1(X)) + b_O``, ``out = X1 + FFN(N2(X1))``; with a parallel
+    residual (GPT-NeoX) ``out = X1 + FFN(N2(X))``.
 
     Examples
     --------
@@ -443,7 +454,7 @@ def layer_forward(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     X1 = be.canon(X1)
     if feat.norm_placement == "post":
         X1 = norm(X1, "ln1")
-    h = norm(X1, "ln2") if pre else X1
+    h = norm(X if feat.parallel_residual else X1, "ln2") if pre else X1  # GPT-NeoX: the FFN reads the input too
     ffn = be.memo(("ffn", h) + tuple(g(t) for t in ("W_gate", "b_gate", "W_in", "b_in", "W_out", "b_out")),
                   lambda: _ffn(p, h, feat, be))
     if feat.post_norms:
@@ -464,7 +475,7 @@ def _attention(p: dict[str, Any], X: Any, feat: Features, be: Any) -> Any:
     H, H_kv = len(p["W_Q"]), len(p["W_K"])
     group = H // H_kv
     d_k = p["W_Q"][0].shape[1]
-    rots = be.rotations(n, d_k) if feat.positional == "rotary" else None
+    rots = be.rotations(n, d_k, feat.rotary_dim) if feat.positional == "rotary" else None
     bQ, bK, bV = p.get("b_Q"), p.get("b_K"), p.get("b_V")
     total = None
     keys: dict[int, Any] = {}

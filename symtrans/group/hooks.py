@@ -462,7 +462,8 @@ def _layer(x: Effect, T: _Tags, spec: GroupSpec, factor: str, x_normed: bool) ->
     mha = Effect(tuple(m for m in result.moves if m.axis != "head"), result.data)
     mid = _residual([x, mha], T, "b_O")
     out.update(q=q, k=k, v=v, scores=scores, A=pattern, Y=z, YO=result, pre_ln1=mid)
-    X1 = _norm(mid, T, "ln2_w" if pre else "ln1_w", "ln2_b" if pre else "ln1_b", ln)
+    # GPT-NeoX's parallel residual: the FFN's norm reads the layer input, not the sum after attention
+    X1 = _norm(x if a.parallel_residual else mid, T, "ln2_w" if pre else "ln1_w", "ln2_b" if pre else "ln1_b", ln)
     h = _read(X1, T, "W_in", "b_in", "ff", True)
     if a.ffn == "gated":
         g = _read(X1, T, "W_gate", "b_gate", "ff", True)

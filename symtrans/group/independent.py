@@ -199,6 +199,15 @@ def hf_config(arch: Architecture | str, instance: Architecture) -> Any:
     for key in _EPS_KEYS:
         if key in own:
             setattr(conf, key, float(instance.ln_eps))
+    rope = getattr(conf, "rope_parameters", None)
+    if isinstance(rope, dict) and rope.get("partial_rotary_factor") not in (None, 1, 1.0):
+        # GPT-NeoX: transformers' own reading of the factor, reduced to the measured head width by the rule
+        # symtrans's instances follow (never symtrans's reading, so a misread factor shows as a disagreement)
+        from symtrans.group.complete import reduced_rotary_factor
+
+        width = int(instance.d_model) // int(instance.H)
+        conf.rope_parameters = {**rope, "partial_rotary_factor": reduced_rotary_factor(
+            float(rope["partial_rotary_factor"]), width, str(conf.model_type))}
     conf.use_cache = False
     return conf
 

@@ -76,6 +76,7 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     """
     spec = GroupSpec.from_arch(arch, strict=False)
     a = spec.arch
+    _refuse_partial_rotary(a, "the orbit dimension formula")
     kv = S["H"] if a.H_kv == a.H else S["H_kv"]
     # the attention gauges and bias shifts (and FFN scalings where unbroken); the norm factors act on other
     # tensors and are measured by symtrans.group.complete
@@ -149,6 +150,13 @@ def _vo_jacobian(WV: Any, bV: Any | None, WOs: list[Any]) -> Any:
     v_cols = torch.zeros(J.shape[0], k, dtype=torch.float64)
     v_cols[-k:] = I
     return torch.cat([J, v_cols], dim=1)
+
+
+def _refuse_partial_rotary(a: Architecture, what: str) -> None:
+    """Partial rotary positions (GPT-NeoX) are not modelled by the orbit computations: refused, naming it."""
+    if a.partial_rotary_factor != 1:
+        raise SymtransError(f"{a.name}: {what} does not model partial rotary positions (partial_rotary_factor = "
+                            f"{a.partial_rotary_factor:g}: a rotated and a position-free part in each head)")
 
 
 def _rotary_planes(k: int, pairs: str) -> list[tuple[int, int]]:
@@ -230,6 +238,7 @@ def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: i
 
     spec = GroupSpec.from_arch(arch, strict=False)
     a = spec.arch
+    _refuse_partial_rotary(a, "the numeric orbit dimension")
     f = orbit_dimension_formula(a)
     H, kv = int(a.H), int(a.H_kv)
     d_k, d_v = int(a.d_k), int(a.d_v)

@@ -21,8 +21,8 @@ from typing import Any
 __all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
 FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3",
-            "gemma2", "phi3", "olmo2")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2")
+            "gemma2", "phi3", "olmo2", "gpt_neox")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "gpt_neox")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -34,6 +34,13 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
         cfg = T.GPT2Config(vocab_size=vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_inner=d_ff,
                            n_positions=positions, attn_implementation="eager", **extra)
         model = (T.GPT2LMHeadModel if head else T.GPT2Model)(cfg).eval()
+    elif family == "gpt_neox":  # half of each head rotated (a pass-through part that shows), parallel residual
+        extra.setdefault("rotary_pct", 0.5)
+        extra.setdefault("rotary_emb_base", 500)
+        cfg = T.GPTNeoXConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers,
+                              num_attention_heads=n_heads, intermediate_size=d_ff, max_position_embeddings=positions,
+                              attn_implementation="eager", **extra)
+        model = (T.GPTNeoXForCausalLM if head else T.GPTNeoXModel)(cfg).eval()
     else:
         classes = {"llama": (T.LlamaConfig, T.LlamaModel, T.LlamaForCausalLM),
                    "mistral": (T.MistralConfig, T.MistralModel, T.MistralForCausalLM),
@@ -177,7 +184,7 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
     steps run in the input's dtype with the same formulas (nothing else
     changes), so a float64 model is a float64 reference for
     :func:`symtrans.numeric.forward.encode`. ``family``: ``gemma3`` (the
-    default), ``gemma2``, ``qwen3``, ``phi3`` or ``olmo2``.
+    default), ``gemma2``, ``qwen3``, ``phi3``, ``olmo2`` or ``gpt_neox``.
 
     Examples
     --------
@@ -231,10 +238,12 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
             finally:
                 torch.nn.functional.softmax = saved
 
-        norm_cls, rope_cls = getattr(G, f"{prefix}RMSNorm"), getattr(G, f"{prefix}RotaryEmbedding")
-        self._saved = [(norm_cls, "forward", norm_cls.forward), (rope_cls, "forward", rope_cls.forward),
-                       (G, "eager_attention_forward", original)]
-        norm_cls.forward = norm_forward
+        rope_cls = getattr(G, f"{prefix}RotaryEmbedding")
+        self._saved = [(rope_cls, "forward", rope_cls.forward), (G, "eager_attention_forward", original)]
+        norm_cls = getattr(G, f"{prefix}RMSNorm", None)  # GPT-NeoX: nn.LayerNorm, which keeps the input's dtype
+        if norm_cls is not None:
+            self._saved.append((norm_cls, "forward", norm_cls.forward))
+            norm_cls.forward = norm_forward
         rope_cls.forward = rope_forward
         G.eager_attention_forward = eager
         if self.family in ("gemma3", "gemma2"):
@@ -253,4 +262,4 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
 
 #: per family: (transformers module, class-name prefix) whose float32 steps float64_reference turns off
 _FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3"), "gemma2": ("gemma2", "Gemma2"),
-                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2")}
+                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2"), "gpt_neox": ("gpt_neox", "GPTNeoX")}

@@ -76,6 +76,7 @@ class LayerTrace:
     out: Any  # LN(pre_ln2) (pre-LN: pre_ln2)
     form: str = "post-ln"
     attn_in: Any = None  # what attention reads: X (post-LN) or N1(X) (pre-LN)
+    parallel: bool = False  # GPT-NeoX's parallel residual: the FFN's norm reads X, not pre_ln1
 
     @property
     def norm_inputs(self) -> dict[str, Any]:
@@ -88,7 +89,7 @@ class LayerTrace:
         (True, True)
         """
         if self.form == "pre-ln":
-            return {"ln1": self.X, "ln2": self.pre_ln1}
+            return {"ln1": self.X, "ln2": self.X if self.parallel else self.pre_ln1}
         return {"ln1": self.pre_ln1, "ln2": self.pre_ln2}
 
 
@@ -198,6 +199,8 @@ class Structure:
     qk_norm_full: bool = False  # OLMo 2: the query (key) norm is over all heads' entries at once
     # per layer (rotary base, window) when layers differ (Gemma 3's local/global layers); resolved by at(i)
     gain_offset: int = 0  # Gemma: gains stored as w and applied as 1 + w (the loader applies the offset)
+    parallel_residual: bool = False  # GPT-NeoX: out = X + MHA(N1(X)) + b_O + FFN(N2(X))
+    rotary_dim: int | None = None  # GPT-NeoX: rotary positions on each head's first rotary_dim coordinates only
     per_layer: tuple[tuple[float | None, int | None], ...] = ()
     layer: int | None = None  # the layer this structure was resolved for (at(i)), when layers differ
 
@@ -243,6 +246,13 @@ class Structure:
             kinds = sorted({(t, w) for t, w in self.per_layer}, key=str)
             pos = "rotary positions, per layer " + ", ".join(
                 f"(theta {t:g}, {'window ' + str(w) if w else 'no window'})" for t, w in kinds)
+        if self.rotary_dim is not None:
+            pos += f" on the first {self.rotary_dim} coordinates of each head"
+        if self.parallel_residual:
+            return (f"pre-LN decoder with a parallel residual: out = X + MHA(N1(X)) + b_O + FFN(N2(X)), N = {norm}, "
+                    f"{ffn_kind} FFN; causal attention{win}, {pos}; MHA = sum_h Y^h W_O^h without b_O"
+                    + ("; a final norm follows the last layer (in Trace.hidden_states, not in the rank profiles)"
+                       if self.final_norm else ""))
         if self.post_norms:
             return (f"pre-LN decoder with post-norms: Z = X + P1(MHA(N1(X))), out = Z + P2(FFN(N2(Z))), N, P = "
                     f"{norm} (gains 1 + w as stored), {ffn_kind} FFN; "
@@ -280,9 +290,11 @@ def structure(weights: Any) -> Structure:
             raise SymtransError(f"{a.name}: rotary scaling {dict(a.rope_scaling)['rope_type']!r} is not implemented "
                                 "by the numeric forward (default rotary frequencies only); formulas and the group "
                                 "do not depend on it")
-        from symtrans.arch import rope_theta
+        from symtrans.arch import neox_rotary, rope_theta
 
         theta = rope_theta(cfg, a.name)  # validated as the config was read; never replaced by a default
+        if a.family == "gpt_neox":  # GPTNeoXConfig reads rotary_emb_base, not a top-level rope_theta
+            theta = neox_rotary(cfg, a.name)[0]
     window = cfg.get("sliding_window") if cfg.get("model_type") in ("mistral", "phi3") else None
     if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
         raise SymtransError("qwen2 use_sliding_window=true (per-layer sliding windows) is not modelled")
@@ -295,7 +307,8 @@ def structure(weights: Any) -> Structure:
                      sliding_window=int(window) if window else None, final_norm=bool(a.final_norm),
                      qk_norm=a.qk_norm, post_norms=a.post_norms, attn_scalar=a.attn_scalar, attn_softcap=a.attn_softcap,
                      pre_norms=a.pre_norms, qk_norm_full=a.qk_norm_full, per_layer=per_layer,
-                     gain_offset=a.gain_offset)
+                     gain_offset=a.gain_offset, parallel_residual=a.parallel_residual,
+                     rotary_dim=int(a.rotary_width) if a.partial_rotary_factor != 1 else None)
 
 
 def norm(x: Any, weight: Any | None, bias: Any | None, st: Structure) -> Any:
@@ -409,7 +422,12 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     if k.shape[0] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
         idx = kv_index(H, k.shape[0], q.device)
         k, v = k[idx], v[idx]
-    if st is not None and st.rope_theta:
+    if st is not None and st.rope_theta and st.rotary_dim is not None:  # GPT-NeoX: the first rotary_dim only
+        r = st.rotary_dim
+        cos, sin = rope_tables(n, r, st.rope_theta, q.dtype, q.device, st.float32_internals)
+        q = torch.cat([_rotate(q[..., :r], cos, sin), q[..., r:]], -1)
+        k = torch.cat([_rotate(k[..., :r], cos, sin), k[..., r:]], -1)
+    elif st is not None and st.rope_theta:
         cos, sin = rope_tables(n, q.shape[-1], st.rope_theta, q.dtype, q.device, st.float32_internals)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
     if st is not None and st.attn_scalar:  # transformers' Gemma: scores * query_pre_attn_scalar^-1/2
@@ -505,11 +523,12 @@ def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
         pre_ln1 = X + norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
     else:
         pre_ln1 = X + mha + layer["b_O"]
-    X1 = norm(pre_ln1, layer["ln2_w"], layer["ln2_b"], st) if st.pre_norms else pre_ln1
+    read = X if st.parallel_residual else pre_ln1  # GPT-NeoX: both sub-blocks read the layer's input
+    X1 = norm(read, layer["ln2_w"], layer["ln2_b"], st) if st.pre_norms else read
     f = ffn(X1, layer, st.activation)
     out = pre_ln1 + (norm(f, layer["ln2_post_w"], None, st) if st.post_norms else f)
     return LayerTrace(X=X, A=A, Y=Y, YO=YO, mha=mha, pre_ln1=pre_ln1, X1=X1, ffn=f, pre_ln2=out, out=out,
-                      form="pre-ln", attn_in=attn_in)
+                      form="pre-ln", attn_in=attn_in, parallel=st.parallel_residual)
 
 
 def layer_forward(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:
@@ -707,9 +726,10 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
            float32_internals: bool = False) -> Trace:
     """Run the model (encoder or decoder) on text, token ids, a given ``X``, or ``n`` random tokens.
 
-    ``float32_internals`` (Llama family only) reproduces the float32 steps
-    ``transformers`` takes inside a float64 model (RMSNorm, rotary angles,
-    softmax): the parity tests use it to compare against an exact reference.
+    ``float32_internals`` (RMSNorm or rotary families: Llama's, GPT-NeoX)
+    reproduces the float32 steps ``transformers`` takes inside a float64 model
+    (RMSNorm, rotary angles, softmax): the parity tests use it to compare
+    against an exact reference.
 
     Examples
     --------
@@ -725,7 +745,7 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
     X, ids = embed_input(weights, text=text, input_ids=input_ids, X=X, n=n, seed=seed,
                          float32_internals=float32_internals)
     st = structure(weights)
-    if float32_internals and st.norm == "rmsnorm":  # GPT-2 in transformers is float64 throughout
+    if float32_internals and (st.norm == "rmsnorm" or st.rope_theta or st.per_layer):  # GPT-2: float64 throughout
         st = dataclasses.replace(st, float32_internals=True)
     count = weights.n_layers if layers is None else layers
     traces = []

@@ -73,8 +73,12 @@ _LAYOUTS["qwen3"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma2"] = _LAYOUTS["llama"]
 _LAYOUTS["phi3"] = _LAYOUTS["llama"]
 _LAYOUTS["olmo2"] = _LAYOUTS["llama"]
+_LAYOUTS["gpt_neox"] = {
+    "prefixes": ("", "gpt_neox."), "layer": "layers.{i}.",
+    "word": "embed_in.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "final_layer_norm",
+}
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
-                      "olmo2")
+                      "olmo2", "gpt_neox")
 
 
 def default_model_path() -> Path:
@@ -872,6 +876,8 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
+        if self.arch.family == "gpt_neox":
+            return self._neox_layer(i, into)
         if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
@@ -920,6 +926,33 @@ class _Checkpoint:
         out["b_out"] = self.raw(f"{lp}mlp.c_proj.bias", (D,))
         out["ln2_w"] = self.raw(f"{lp}ln_2.weight", (D,))
         out["ln2_b"] = self.raw(f"{lp}ln_2.bias", (D,))
+        return self._out(out, into)
+
+    def _neox_layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:
+        """GPT-NeoX: ``nn.Linear`` ``[out, in]``; ``query_key_value`` fuses Q, K, V head by head.
+
+        Its output rows are ``H`` blocks of ``3 d_k`` (``transformers`` views the
+        output as ``[..., H, 3 d_k]`` and chunks each head's block into q, k, v),
+        not three blocks of ``H d_k`` as GPT-2's ``c_attn``.
+        """
+        a = self.arch
+        H, D, dk, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_ff)
+        lp = f"layers.{i}."
+        w = self.raw(f"{lp}attention.query_key_value.weight", (3 * H * dk, D)).reshape(H, 3, dk, D)
+        b = self.raw(f"{lp}attention.query_key_value.bias", (3 * H * dk,)).reshape(H, 3, dk)
+        out: dict[str, Any] = {}
+        for j, (wname, bname) in enumerate((("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"))):
+            out[wname] = w[:, j].transpose(1, 2)  # [H, D, dk]
+            out[bname] = b[:, j]
+        out["W_O"] = self.raw(f"{lp}attention.dense.weight", (D, H * dk)).T.reshape(H, dk, D)
+        out["b_O"] = self.raw(f"{lp}attention.dense.bias", (D,))
+        for ln, key in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
+            out[f"{ln}_w"] = self.raw(f"{lp}{key}.weight", (D,))
+            out[f"{ln}_b"] = self.raw(f"{lp}{key}.bias", (D,))
+        out["W_in"] = self.raw(f"{lp}mlp.dense_h_to_4h.weight", (F, D)).T
+        out["b_in"] = self.raw(f"{lp}mlp.dense_h_to_4h.bias", (F,))
+        out["W_out"] = self.raw(f"{lp}mlp.dense_4h_to_h.weight", (D, F)).T
+        out["b_out"] = self.raw(f"{lp}mlp.dense_4h_to_h.bias", (D,))
         return self._out(out, into)
 
     def _llama_layer(self, i: int, into: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -196,7 +196,7 @@ class _LeanLayerTrace:
 
     # A is kept (H n^2 floats a layer, 2 MB at BERT-large size): recomputing it costs the layer's Q/K/V projections
     # (pre-LN decoders, streamed: attn_in, N1(X), is kept too; their pre_ln2 is out)
-    _KEPT = ("X", "A", "Y", "mha", "pre_ln1", "pre_ln2", "out", "form", "attn_in")
+    _KEPT = ("X", "A", "Y", "mha", "pre_ln1", "pre_ln2", "out", "form", "attn_in", "parallel")
 
     def __init__(self, w: Any, i: int, t: Any):
         self._w, self._i = w, i

@@ -46,6 +46,7 @@ from symtrans.certify.linear import wo_fibre as exact_wo_fibre
 from symtrans.certify.seal import certificate
 from symtrans.producers.templates import Summaries
 from symtrans.context import Context
+from symtrans.errors import SymtransError
 from symtrans.evidence import Evidence, Scope, Tolerance, Verdict, decide_verdict, producer
 from symtrans.producers.symbolic import (arch_preset, coq_link, exact_record,
                                          exact_weights, kernel_record, statement_dims, statement_scope)
@@ -379,6 +380,9 @@ def mlp_norm(w: Any) -> dict[str, Any]:
     ('layernorm', 'ln1_w', 1e-12)
     """
     a = w.arch
+    if getattr(a, "parallel_residual", False):  # GPT-NeoX: the MLP reads N2(X), which holds no head output
+        raise SymtransError(f"{a.name}: a parallel residual (the MLP reads N2 of the layer input, not of X + MHA(X) "
+                            "+ b_O) is not modelled by the MLP-input checks")
     pre = getattr(a, "norm_placement", "post") == "pre"
     kind = getattr(a, "norm", "layernorm")
     name = "RMSNorm" if kind == "rmsnorm" else "LayerNorm"
