@@ -95,11 +95,18 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     window = a.sliding_window
     if window is not None:  # keep the band visible at the reduced length: fewer keys than positions
         window = max(2, min(window, s["n"] - 2))
-    # per-layer attention types (Gemma 3): each kind the model has, in order of appearance, cycled over the layers
-    kinds = tuple(dict.fromkeys(a.layer_types))
-    types = tuple(kinds[i % len(kinds)] for i in range(layers)) if kinds else ()
+    # per-layer kinds (Gemma 3's attention types, SmolLM3's NoPE layers): the first layer of each distinct kind, in
+    # order of appearance, cycled over the layers (as the independent route picks them: independent._layer_pick)
+    L_own = int(a.L) if isinstance(a.L, int) else 0
+    per = [(a.layer_types[i] if a.layer_types else None, a.rope_layers[i] if a.rope_layers else None)
+           for i in range(L_own)] if a.layer_types or a.rope_layers else []
+    kinds = list(dict.fromkeys(per))
+    picked = [kinds[i % len(kinds)] for i in range(layers)] if kinds else []
+    types = tuple(t for t, _ in picked) if a.layer_types else ()
+    ropes = tuple(r for _, r in picked) if a.rope_layers else ()
     return dataclasses.replace(
-        a, sliding_window=window, layer_types=types, name=f"small-{a.name}", head_dim_tied=False, L=layers,
+        a, sliding_window=window, layer_types=types, rope_layers=ropes if not all(ropes) else (),
+        name=f"small-{a.name}", head_dim_tied=False, L=layers,
         max_positions=s["n"],
         position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
@@ -524,19 +531,30 @@ def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], s
     cols, names = [], []
     L = len(params["layers"])
     for f in spec.factors:
-        if f.kind != "continuous" or f.status == "broken" or not f.in_scope(scope):
+        live = any(f.per_layer) if f.per_layer else f.status != "broken"
+        if f.kind != "continuous" or not live or not f.in_scope(scope):
             continue
         count = spec.element_count(f.name, scope, L)
-        per = sum(spec.factor_sizes(f.name))
-        if per == 0 or count == 0:
+        if f.per_layer:  # the layers differ (NoPE): each layer's element from its own factor; none where broken
+            own = [spec.layer_spec(i) for i in range(count)]
+            sizes = [sum(own[i].factor_sizes(f.name)) if f.per_layer[i] else 0 for i in range(count)]
+        else:
+            own = [spec] * count
+            sizes = [sum(spec.factor_sizes(f.name))] * count
+        if sum(sizes) == 0:
             continue
+        starts = [sum(sizes[:i]) for i in range(count)]
+        idle = next(o for o, k in zip(own, sizes) if k)  # a spec where the factor lives: identity elements from it
 
-        def moved(theta: Any, f: Any = f, count: int = count, per: int = per) -> Any:
-            els = [_lie_element(spec, f.name, theta[i * per:(i + 1) * per]) for i in range(count)]
+        def moved(theta: Any, f: Any = f, own: Any = own, sizes: Any = sizes, starts: Any = starts,
+                  idle: Any = idle) -> Any:
+            els = [_lie_element(own[i], f.name, theta[starts[i]:starts[i] + sizes[i]]) if sizes[i] else
+                   _lie_element(idle, f.name, theta.new_zeros(sum(idle.factor_sizes(f.name))))
+                   for i in range(len(sizes))]
             element = els if f.scope in ("layer", "stack") else els[0]
             return _flatten(act(spec, params, f.name, element), paths)
 
-        J = jacfwd(moved)(torch.zeros(count * per, dtype=torch.float64))
+        J = jacfwd(moved)(torch.zeros(sum(sizes), dtype=torch.float64))
         cols.append(J)
         names += [f.name] * J.shape[1]
     if not cols:

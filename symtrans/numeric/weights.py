@@ -73,8 +73,9 @@ _LAYOUTS["qwen3"] = _LAYOUTS["llama"]
 _LAYOUTS["gemma2"] = _LAYOUTS["llama"]
 _LAYOUTS["phi3"] = _LAYOUTS["llama"]
 _LAYOUTS["olmo2"] = _LAYOUTS["llama"]
+_LAYOUTS["smollm3"] = _LAYOUTS["llama"]
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
-                      "olmo2")
+                      "olmo2", "smollm3")
 
 
 def default_model_path() -> Path:
@@ -872,7 +873,7 @@ class _Checkpoint:
         self._layer = i
         if self.arch.family == "gpt2":
             return self._gpt2_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
