@@ -519,3 +519,115 @@ def test_olmo2_variants_follow_the_layer_without_pre_norms(olmo2_tiny: tuple[Pat
     states = run_stack(w, tr.embeddings, "full")
     assert max(float((s - t.out).abs().max()) for s, t in zip(states[1:], tr.layers)) == 0
     assert run_stack(w, tr.embeddings, "pure-attention", depth=2, ln=True)[-1].shape == tr.embeddings.shape
+
+
+# =========================================================================== SmolLM3
+#: SmolLM3-3B's published config.json (HuggingFaceTB/SmolLM3-3B), the fields transformers reads: NoPE on every
+#: 4th layer (no_rope_layers 0), Llama's structure otherwise, tied embeddings
+SMOLLM3_3B: dict[str, Any] = {
+    "model_type": "smollm3", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008,
+    "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4, "max_position_embeddings": 65536,
+    "rope_theta": 5000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": True,
+    "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0, "use_sliding_window": False,
+    "sliding_window": None, "max_window_layers": 28, "no_rope_layer_interval": 4,
+    "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(36)], "pad_token_id": 128004, "bos_token_id": 128000,
+    "eos_token_id": 128012,
+}
+
+
+def test_smollm3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, SMOLLM3_3B))).value) == _hf_count(SMOLLM3_3B)
+
+
+def test_smollm3_config_is_read_with_its_nope_layers(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    assert (a.family, a.positional, a.tied_lm_head, a.H_kv) == ("smollm3", "rotary", True, 4)
+    assert [i for i in range(36) if not a.rotary_at(i)] == [i for i, r in enumerate(SMOLLM3_3B["no_rope_layers"])
+                                                            if r == 0]
+    # without the list, transformers derives it from the interval; symtrans derives the same
+    derived = {k: v for k, v in SMOLLM3_3B.items() if k != "no_rope_layers"}
+    assert from_config(_write(tmp_path, {**derived, "no_rope_layer_interval": 3}, "i")).rope_layers == tuple(
+        bool(r) for r in transformers.SmolLM3Config(**{**derived, "no_rope_layer_interval": 3}).no_rope_layers)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("no_rope_layers", [1, 0], "no_rope_layers"), ("layer_types", ["sliding_attention"] * 36, "layer_types"),
+    ("use_sliding_window", True, "use_sliding_window")])
+def test_smollm3_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any,
+                                                              named: str) -> None:
+    cfg = {**SMOLLM3_3B, field: value, **({"sliding_window": 4096} if field == "use_sliding_window" else {})}
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, cfg))
+
+
+def test_smollm3_group_derivation(tmp_path: Path) -> None:
+    """A NoPE layer's qk-gauge is the whole GL(d_k) per key/value head; a rotary layer's the commutant (d_k): G is
+    plain Llama's G plus (d_k^2 - d_k) H_kv per NoPE layer, the NoPE layers counted from the raw config."""
+    from symtrans.group.spec import GroupSpec
+
+    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    spec = GroupSpec.from_arch(a)
+    llama = GroupSpec.from_arch(dataclasses.replace(a, rope_layers=()))
+    nope = SMOLLM3_3B["no_rope_layers"].count(0)
+    d_k, kv = 2048 // 16, 4
+    for scope in ("layers", "model"):
+        assert spec.scope_dimension(scope) - llama.scope_dimension(scope) == nope * kv * (d_k ** 2 - d_k)
+    qk = spec.factor("qk-gauge")
+    assert [int(qk.layer_dimension(i).subs(spec.arch.substitutions())) for i in (0, 3)] == [kv * d_k, kv * d_k ** 2]
+    assert "NoPE layers (3, 7," in qk.group
+    assert int(formula("gauge-dimension-model", arch=str(_write(tmp_path, SMOLLM3_3B, "g"))).value) == \
+        36 * kv * (d_k + d_k ** 2) + nope * kv * (d_k ** 2 - d_k)
+
+
+@pytest.fixture(scope="module")
+def smollm3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("smollm3"), "smollm3", n_layers=2, head=True)
+
+
+def test_smollm3_forward_parity_with_transformers_in_float64(smollm3_tiny: tuple[Path, Any]) -> None:
+    path, model = smollm3_tiny
+    assert list(model.config.no_rope_layers) == [0, 1]  # a NoPE layer, then a rotary one
+    worst_h, worst_a = _float64_errors("smollm3", model, path)
+    print(f"smollm3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_smollm3_rotary_on_every_layer_breaks_parity(smollm3_tiny: tuple[Path, Any]) -> None:
+    """Negative control: the NoPE layer rotated as Llama's would be no longer matches transformers."""
+    path, model = smollm3_tiny
+    assert min(_float64_errors("smollm3", model, path, change={"rope_layers": ()})) > 1e-6
+
+
+def _smollm3_tiny_config(tmp_path: Path, pattern: list[int]) -> Path:
+    cfg = transformers.SmolLM3Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                     no_rope_layers=pattern, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    d = tmp_path / "".join(map(str, pattern))
+    cfg.save_pretrained(d)
+    return d
+
+
+@pytest.mark.parametrize("pattern,layers", [([0, 1, 1, 1], 1), ([1, 1, 1, 0], 2),
+                                            pytest.param([0, 1, 1, 1], 2, marks=pytest.mark.slow)])
+def test_smollm3_group_complete_agrees_through_both_routes(tmp_path: Path, pattern: list[int], layers: int) -> None:
+    """`group --complete` at L = 1 and 2 with a NoPE layer among the measured ones: symtrans's forward and
+    transformers' forward both measure G's dimension, which exceeds the all-rotary G by the derived
+    H_kv (d_k^2 - d_k) per NoPE layer."""
+    from symtrans.group.complete import measure, small_arch
+    from symtrans.group.independent import measure_transformers
+    from symtrans.group.spec import GroupSpec
+
+    a = from_config(_smollm3_tiny_config(tmp_path, pattern))
+    inst = small_arch(a, layers, d_k=4, d_v=4)
+    assert False in inst.rope_layers
+    hf = measure_transformers(a, inst)
+    own = measure(a, instance=inst, scope="model")
+    print(f"smollm3 {pattern} L={layers}: transformers {hf['measured_dimension']}, symtrans "
+          f"{own['measured_dimension']}, G {hf['group_dimension']}")
+    assert hf["agrees"] and own["agrees"], (hf, own["unexplained"])
+    assert hf["measured_dimension"] == own["measured_dimension"] == hf["group_dimension"]
+    rotary = int(GroupSpec.from_arch(dataclasses.replace(inst, rope_layers=())).scope_dimension("model"))
+    nope = inst.rope_layers.count(False)
+    assert hf["measured_dimension"] - rotary == nope * int(inst.H_kv) * (int(inst.d_k) ** 2 - int(inst.d_k)) > 0
