@@ -182,7 +182,7 @@ class GroupSpec:
         Examples
         --------
         >>> GroupSpec.from_arch("bert-base").layer_sum(("qk-gauge",))
-        L*H*d_k**2
+        H*L*d_k**2
         """
         fs = [f for f in self.factors if f.scope == "layer" and (names is None or f.name in names)]
         if not any(f.per_layer for f in fs):
