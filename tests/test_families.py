@@ -495,7 +495,86 @@ def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stre
     r = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 4, "d_ff": 8})
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
     small = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
-    assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess
+    assert small["measured_dimension"] > small["group_dimension"]  # the named small-size condition (below)
+
+
+#: OLMo 2 instances whose writers do not span the stream (d_model = 6): sizes, layers
+_WRITER_GAPS = [({"d_k": 4, "d_v": 2}, 1), ({"d_k": 4, "d_v": 1}, 1), ({"d_k": 4, "d_v": 2, "d_ff": 5}, 1),
+                ({"d_k": 4, "d_v": 3, "d_ff": 2}, 1), ({"d_k": 4, "d_v": 2}, 2)]
+
+
+def _writer_gap_brute(H: int, d_v: int, d_ff: int, d: int, L: int, seed: int = 0) -> int:
+    """The writer-gap dimension by brute force: the null space of the first-order conditions of complete.writer_gap
+    (an antisymmetric Omega, one gain change delta_w per writer; sym(P_U (Gamma Omega Gamma^-1 - diag delta) P_U^T)
+    = 0 on each writer's random row space U and gain Gamma), built as a matrix and its rank taken (float64,
+    rank cut at 1e-9 relative; the values are O(1) or rounding, the gap is > 10 decades)."""
+    gen = torch.Generator().manual_seed(seed)
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    writers = [min(H * d_v, d), min(d_ff, d)] * L
+    cols = len(pairs) + d * len(writers)
+    rows = []
+    for w, r in enumerate(writers):
+        U = torch.randn(r, d, generator=gen, dtype=torch.float64)
+        g = 1.0 + 0.3 * torch.randn(d, generator=gen, dtype=torch.float64)
+        blocks = []
+        for c in range(cols):
+            X = torch.zeros(d, d, dtype=torch.float64)
+            if c < len(pairs):
+                i, j = pairs[c]
+                X[i, j], X[j, i] = g[i] / g[j], -g[j] / g[i]  # Gamma Omega Gamma^-1 for Omega = e_ij - e_ji
+            elif (c - len(pairs)) // d == w:
+                X[(c - len(pairs)) % d, (c - len(pairs)) % d] = -1.0
+            S = U @ X @ U.T
+            blocks.append((S + S.T)[torch.triu_indices(r, r).unbind()])
+        rows.append(torch.stack(blocks, 1))
+    M = torch.cat(rows)
+    s = torch.linalg.svdvals(M)
+    return cols - int((s > 1e-9 * s[0]).sum())
+
+
+@pytest.mark.parametrize("sizes,layers", _WRITER_GAPS[:2] + [pytest.param(*c, marks=pytest.mark.slow)
+                                                             for c in _WRITER_GAPS[2:]])
+def test_olmo2_small_sizes_exceed_G_by_the_named_writer_gap(tmp_path: Path, sizes: dict[str, int],
+                                                             layers: int) -> None:
+    """Below its published sizes (H d_v < d_model, or d_ff(d_ff+1)/2 < d_model) OLMo 2's stabiliser exceeds G by
+    complete.writer_gap's formula: the measured excess equals it, and a brute-force count of the first-order
+    conditions (a second route) equals it too; --complete names the condition."""
+    from symtrans.group.complete import measure, writer_gap
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, scope="model", sizes=sizes)
+    inst = dataclasses.replace(a, L=layers, d_model=6, H=2, H_kv=1, d_v=sizes["d_v"], d_ff=sizes.get("d_ff", 3))
+    gap = writer_gap(inst)
+    brute = _writer_gap_brute(2, sizes["d_v"], sizes.get("d_ff", 3), 6, layers)
+    print(f"olmo2 {sizes} L={layers}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"formula {gap['dimension']}, brute force {brute}")
+    assert r["record"]["clear"] and r["measured_dimension"] - r["group_dimension"] == gap["dimension"] == brute > 0
+    assert r["condition"]["explains"] and not r["agrees"]
+    moved = {m["tensor"].split(".")[-1] for u in r["unexplained"] for m in u["moves"]}
+    assert "word" in moved and moved <= {"word", "lm_head", "W_Q", "W_K", "W_V", "W_in", "W_gate", "W_O", "W_out",
+                                         "ln1_post_w", "ln2_post_w", "final_ln_w"}, moved
+
+
+def test_olmo2_writer_gap_is_named_not_silent(tmp_path: Path) -> None:
+    """The false case: with the condition's dimension off by one, it no longer explains the measurement; the
+    reduction of a published config keeps the writers spanning (no gap); the CLI names the condition."""
+    from symtrans.cli.group import completeness_lines
+    from symtrans.group import complete as cm
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = cm.measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    line = "\n".join(completeness_lines({"scope": "model", "arch": a.name, "runs": [r]}))
+    assert "beyond G by exactly the named condition (11 directions derived): post-norm writers" in line
+    real = cm.writer_gap
+    try:
+        cm.writer_gap = lambda *x, **k: (lambda g: g and {**g, "dimension": g["dimension"] - 1})(real(*x, **k))
+        off = cm.measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    finally:
+        cm.writer_gap = real
+    assert not off["condition"]["explains"]
+    published = from_config(_write(tmp_path, OLMO2_7B))
+    assert all(real(i) is None for i in cm.plan(published, "model", (1, 2))["instances"])
+    assert real(dataclasses.replace(published, tied_lm_head=True, d_v=1))["dimension"] is None  # not derived
 
 
 def test_gpt_neox_is_still_refused_in_one_line_naming_the_feature(tmp_path: Path) -> None:
