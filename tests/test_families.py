@@ -551,7 +551,7 @@ def test_olmo2_small_sizes_exceed_G_by_the_named_writer_gap(tmp_path: Path, size
     assert r["record"]["clear"] and r["measured_dimension"] - r["group_dimension"] == gap["dimension"] == brute > 0
     assert r["condition"]["explains"] and not r["agrees"]
     moved = {m["tensor"].split(".")[-1] for u in r["unexplained"] for m in u["moves"]}
-    assert "word" in moved and moved <= {"word", "lm_head", "W_Q", "W_K", "W_V", "W_in", "W_gate", "W_O", "W_out",
+    assert moved and moved <= {"word", "lm_head", "W_Q", "W_K", "W_V", "W_in", "W_gate", "W_O", "W_out",
                                          "ln1_post_w", "ln2_post_w", "final_ln_w"}, moved
 
 
