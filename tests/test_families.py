@@ -710,3 +710,50 @@ def test_smollm3_group_complete_agrees_through_both_routes(tmp_path: Path, patte
     rotary = int(GroupSpec.from_arch(dataclasses.replace(inst, rope_layers=())).scope_dimension("model"))
     nope = inst.rope_layers.count(False)
     assert hf["measured_dimension"] - rotary == nope * int(inst.H_kv) * (int(inst.d_k) ** 2 - int(inst.d_k)) > 0
+
+
+# =========================================================================== completeness certificates
+@pytest.mark.parametrize("family,layers,named", [
+    ("PHI3_MINI", 1, None), ("SMOLLM3_3B", 1, None),
+    ("QWEN3_06B", 1, ["QK-norm (RMSNorm on each head's queries and keys)"]),
+    ("OLMO2_7B", 1, ["QK-norm (RMSNorm on all heads' queries and keys at once)", "post-norms",
+                     "a layer without pre-norms"]),
+    ("GEMMA2_2B", 1, ["post-norms", "(1 + w) norm gains", "query_pre_attn_scalar", "soft-capped attention scores"]),
+    ("SMOLLM3_3B", 2, ["NoPE layers"])])
+def test_completeness_certificates_of_the_new_families(tmp_path: Path, family: str, layers: int,
+                                                       named: list[str] | None) -> None:
+    """Where the checker covers the family (Phi-3: Llama's structure, its window; SmolLM3 at L = 1: its first,
+    rotary layer) a certificate is produced and verified, its dimension G's; elsewhere the refusal is one line
+    naming every feature the checker's instance cannot express."""
+    from symtrans.certify.checker import verify_certificate
+    from symtrans.certify.completeness import certificate_instance, completeness_certificate
+    from symtrans.group.spec import GroupSpec
+
+    path = _write(tmp_path, globals()[family])
+    if named is None:
+        cert = completeness_certificate(path, layers=layers)
+        ok, why = verify_certificate(cert)
+        assert ok, why
+        inst, notes = certificate_instance(path, layers)
+        assert cert["asserts"]["group_dimension"] == int(GroupSpec.from_arch(inst).scope_dimension("layers"))
+        if family == "SMOLLM3_3B":  # said, not silent: the certified layer is rotary, NoPE layers are not covered
+            assert any("NoPE" in n for n in notes)
+        return
+    with pytest.raises(SymtransError) as err:
+        completeness_certificate(path, layers=layers)
+    msg = str(err.value)
+    assert "not covered: the completeness checker's forward has no" in msg and "\n" not in msg
+    assert all(n in msg for n in named), msg
+
+
+def test_a_nope_certificate_without_the_guard_is_rejected_by_the_checker(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The false case of the refusal: with it disabled, SmolLM3 at L = 2 is written as an all-rotary instance with
+    the NoPE layer's G (44 at these sizes); the checker, whose forward rotates every layer, rejects the dimension."""
+    import symtrans.certify.completeness as cc
+    from symtrans.certify.checker import verify_certificate
+
+    monkeypatch.setattr(cc, "uncovered_features", lambda a: [])
+    cert = cc.completeness_certificate(_write(tmp_path, SMOLLM3_3B), layers=2)
+    ok, why = verify_certificate(cert)
+    assert not ok and "group_dimension" in why, why
