@@ -94,7 +94,7 @@ def uncovered_features(a: Architecture) -> list[str]:
     >>> uncovered_features(get_arch("llama2-7b"))
     []
     >>> uncovered_features(dataclasses.replace(get_arch("llama2-7b"), qk_norm=True, post_norms=True))
-    ['QK-norm (RMSNorm on each head\'s queries and keys)', 'post-norms (a norm on each sub-block\'s output)']
+    ["QK-norm (RMSNorm on each head's queries and keys)", "post-norms (a norm on each sub-block's output)"]
     """
     out = []
     if a.qk_norm:
