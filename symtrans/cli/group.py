@@ -93,7 +93,11 @@ def factor_lines(data: dict[str, Any]) -> list[str]:
     def num(v: Any) -> str:
         return f"{v:,}" if isinstance(v, int) else str(v)
 
-    lines += ["", f"continuous dimension per layer:            {num(data['layer_dimension'])}",
+    per = data.get("layer_dimensions")  # the layers differ (NoPE layers): each kind's dimension and its layers
+    kinds = {v: [i for i, w in enumerate(per) if w == v] for v in dict.fromkeys(per)} if per else {}
+    lines += ["", f"continuous dimension per layer:            {num(data['layer_dimension'])}" + (
+        "  (" + "; ".join(f"{num(v)} on {len(ix)} layer{'s' if len(ix) > 1 else ''}" for v, ix in kinds.items())
+        + ")" if kinds else ""),
               f"GL factors over {data['layers']} layers (qk + vo gauge):   {num(data['gauge_dimension'])}",
               f"total continuous dimension of G (scope layers): {num(data['total_dimension'])}"
               f"   ({data['total_dimension_expression']})"]
