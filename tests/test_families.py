@@ -757,3 +757,22 @@ def test_a_nope_certificate_without_the_guard_is_rejected_by_the_checker(tmp_pat
     cert = cc.completeness_certificate(_write(tmp_path, SMOLLM3_3B), layers=2)
     ok, why = verify_certificate(cert)
     assert not ok and "group_dimension" in why, why
+
+
+def test_olmo2_writer_gap_through_both_routes(tmp_path: Path) -> None:
+    """transformers' own OLMo 2 forward (d_k = d_v: one head width there) exceeds G by the same derived writer
+    gap, 11 at d_model = 6, H d_v = 4, d_ff = 3; the verdict over both routes names the condition."""
+    from symtrans.cli.group import completeness_lines
+    from symtrans.group.complete import measure, small_arch
+    from symtrans.group.independent import measure_transformers
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    inst = small_arch(a, 1, d_k=2, d_v=2)
+    hf = measure_transformers(a, inst)
+    own = measure(a, instance=inst, scope="model")
+    assert hf["parameters"] == hf["symtrans_parameters"] and hf["condition"]["explains"], hf
+    assert hf["measured_dimension"] - hf["group_dimension"] == hf["condition"]["dimension"] == 11
+    assert own["condition"]["explains"] and own["measured_dimension"] == hf["measured_dimension"]
+    lines = completeness_lines({"scope": "model", "arch": a.name, "runs": [own], "independent": [hf]})
+    assert any("verdict: G plus the named condition equals both measurements: post-norm writers" in x
+               for x in lines), lines
