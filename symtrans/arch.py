@@ -158,6 +158,9 @@ class Architecture:
     # coordinates of each query/key head only (the rest of the head is position-free)
     parallel_residual: bool = False
     partial_rotary_factor: float = 1.0
+    # SmolLM3: per layer, whether rotary positions apply (its ``no_rope_layers``: 0 marks a NoPE layer, whose
+    # queries and keys are not rotated); empty: every layer as ``positional``
+    rope_layers: tuple[bool, ...] = ()
     source: str = "preset"
     notes: tuple[str, ...] = field(default=())
 
@@ -178,6 +181,12 @@ class Architecture:
                 raise SymtransError(f"layer_types must be 'sliding' or 'full' per layer, got {self.layer_types!r}"[:200])
             if isinstance(self.L, int) and len(self.layer_types) != self.L:
                 raise SymtransError(f"layer_types lists {len(self.layer_types)} layers, the model has {self.L}")
+        if self.rope_layers:
+            if any(not isinstance(r, bool) for r in self.rope_layers) or self.positional != "rotary":
+                raise SymtransError(f"rope_layers must be true/false per layer of a rotary model, got "
+                                    f"{self.rope_layers!r} with {self.positional} positions"[:200])
+            if isinstance(self.L, int) and len(self.rope_layers) != self.L:
+                raise SymtransError(f"rope_layers lists {len(self.rope_layers)} layers, the model has {self.L}")
         for c in self.ablated:
             if c not in ABLATIONS:
                 raise SymtransError(suggest(str(c), ABLATIONS, "ablated component"))
@@ -273,6 +282,10 @@ class Architecture:
             extra["layer_types"] = tuple(self.layer_types[i % len(self.layer_types)] for i in range(sizes["L"]))
         elif self.layer_types and "L" in sizes and not isinstance(sizes["L"], int):
             extra["layer_types"] = ()
+        if self.rope_layers and "L" in sizes and isinstance(sizes["L"], int) and sizes["L"] != self.L:
+            extra["rope_layers"] = tuple(self.rope_layers[i % len(self.rope_layers)] for i in range(sizes["L"]))
+        elif self.rope_layers and "L" in sizes and not isinstance(sizes["L"], int):
+            raise SymtransError(f"{self.name}: NoPE layers (rope_layers) need a concrete number of layers")
         return dataclasses.replace(self, **sizes, **extra)
 
     def without(self, component: str) -> Architecture:
@@ -349,6 +362,33 @@ class Architecture:
             return self.d_k
         r = sp.nsimplify(self.partial_rotary_factor) * self.d_k
         return int(r) if isinstance(self.d_k, int) else r
+
+    def rotary_at(self, i: int) -> bool:
+        """Whether layer ``i`` rotates its queries and keys (False on SmolLM3's NoPE layers and without rotary).
+
+        Examples
+        --------
+        >>> get_arch("llama2-7b").rotary_at(0), get_arch("gpt2").rotary_at(0)
+        (True, False)
+        """
+        if self.positional != "rotary":
+            return False
+        return self.rope_layers[i] if self.rope_layers else True
+
+    def layer_nope(self) -> Architecture | None:
+        """The architecture a NoPE layer of this model has (rotary positions off), or None without NoPE layers.
+
+        A NoPE layer computes what a layer of the same model without positions
+        computes, so its per-layer group factors are those of this architecture.
+
+        Examples
+        --------
+        >>> get_arch("llama2-7b").layer_nope() is None
+        True
+        """
+        if all(self.rope_layers) or self.positional != "rotary":
+            return None
+        return dataclasses.replace(self, positional="none", rope_layers=())
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary (symbols as their names).
@@ -510,6 +550,8 @@ _FAMILY_KEYS["olmo2"] = _FAMILY_KEYS["llama"]
 # GPT-NeoX/Pythia: LayerNorm with biases, biased linear maps, a two-matrix MLP, rotary positions on part of each
 # head (rotary_pct), a parallel residual (use_parallel_residual), fused head-interleaved QKV (a layout), untied head
 _FAMILY_KEYS["gpt_neox"] = _FAMILY_KEYS["llama"]
+# SmolLM3: Llama's structure with rotary positions skipped on the layers ``no_rope_layers`` marks 0 (NoPE)
+_FAMILY_KEYS["smollm3"] = _FAMILY_KEYS["llama"]
 _FAMILY_ALIASES = {"xlm-roberta": "roberta", "camembert": "roberta", "mistral": "llama", "gemma3_text": "gemma3"}
 # ELECTRA's discriminator is BERT's encoder (no pooler) when its embeddings are as wide as the hidden states
 _FAMILY_ALIASES["electra"] = "bert"
@@ -602,7 +644,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     positions = _int_key(cfg, kP, shown)
     vocab = _int_key(cfg, "vocab_size", shown)
     head_dim = _int_key(cfg, "head_dim", shown, default=0, minimum=0) \
-        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2") else 0
+        if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
     if _bool_key(cfg, "add_cross_attention", shown):
@@ -673,6 +715,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         window = None
         if family == "qwen3":
             _qwen3_checks(cfg, shown, L)
+        rope_layers = _smollm3_rope_layers(cfg, shown, L) if family == "smollm3" else ()
         if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
             if model_type not in ("mistral", "phi3"):
                 raise SymtransError(f"{shown}: sliding_window with model_type {model_type!r} is not modelled "
@@ -692,7 +735,7 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             ln_eps=_float_key(cfg, "rms_norm_eps", shown, 1e-6), head_dim_tied=False, rope_scaling=rope_scaling,
             sliding_window=window if window is not None and window < positions else None,
             qk_norm=family in ("qwen3", "olmo2"), qk_norm_full=family == "olmo2", post_norms=family == "olmo2",
-            pre_norms=family != "olmo2")
+            pre_norms=family != "olmo2", rope_layers=rope_layers)
     return arch.with_sizes(n=n) if n is not None else arch
 
 
@@ -765,6 +808,42 @@ def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int) -> None:
                               or any(t != "full_attention" for t in types)):
         raise SymtransError(f"{shown}: layer_types other than 'full_attention' on every one of the {L} layers "
                             "(qwen3's sliding layers) are not modelled")
+
+
+def _smollm3_rope_layers(cfg: dict[str, Any], shown: str, L: int) -> tuple[bool, ...]:
+    """SmolLM3's ``no_rope_layers`` (1: rotary, 0: NoPE) per layer, derived from ``no_rope_layer_interval`` when absent.
+
+    transformers' SmolLM3Config writes the list as ``(i + 1) % interval != 0``
+    when the config gives none; every other field it reads is Llama's, except
+    per-layer sliding windows (refused by name). Returns ``()`` when every layer
+    is rotary. :data:`_MODELLED_LAYER_LISTS` names the list read here (a planted
+    misreading test empties it: the model then reads as plain Llama).
+
+    Examples
+    --------
+    >>> _smollm3_rope_layers({"no_rope_layer_interval": 2}, "c.json", 4)
+    (True, False, True, False)
+    >>> _smollm3_rope_layers({"no_rope_layers": [1, 1]}, "c.json", 2)
+    ()
+    """
+    if _bool_key(cfg, "use_sliding_window", shown) and cfg.get("sliding_window") is not None:
+        raise SymtransError(f"{shown}: use_sliding_window=true (smollm3's sliding windows on NoPE layers) is not "
+                            "modelled")
+    types = cfg.get("layer_types")
+    if types is not None and (not isinstance(types, list) or len(types) != L
+                              or any(t != "full_attention" for t in types)):
+        raise SymtransError(f"{shown}: layer_types other than 'full_attention' on every one of the {L} layers "
+                            "(smollm3's sliding layers) are not modelled")
+    if "no_rope_layers" not in _MODELLED_LAYER_LISTS:
+        return ()
+    value = cfg.get("no_rope_layers")
+    if value is None:
+        k = _int_key(cfg, "no_rope_layer_interval", shown, default=4)
+        value = [int((i + 1) % k != 0) for i in range(L)]
+    if not isinstance(value, list) or len(value) != L or any(v not in (0, 1) or isinstance(v, float) for v in value):
+        raise SymtransError(f"{shown}: no_rope_layers must list 0 (NoPE) or 1 (rotary) for each of the {L} layers")
+    flags = tuple(bool(v) for v in value)
+    return () if all(flags) else flags
 
 
 def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: int, head_dim: int,
@@ -856,11 +935,13 @@ _UNSUPPORTED_TYPES = {
     "starcoder2": "LayerNorms with biases and a non-gated MLP (c_fc/c_proj) around rotary attention",
     "cohere": "parallel attention and MLP read from one LayerNorm per layer, and logits scaled by logit_scale",
 }
-#: per-layer config lists in which a false entry marks a layer unlike Llama's (refused when any entry is false);
-#: a planted misreading (tests/test_complete_independent.py) empties this table and --complete must disagree
+#: per-layer config lists symtrans reads for a family (SmolLM3's NoPE layers: Architecture.rope_layers); a planted
+#: misreading (tests/test_complete_independent.py) empties this table and --complete must disagree
+_MODELLED_LAYER_LISTS = {"no_rope_layers": "smollm3"}
+#: per-layer config lists in which a false entry marks a layer unlike Llama's, in a model type read through
+#: AutoConfig (smollm3 itself is read natively): refused when any entry is false
 _REFUSED_LAYER_LISTS = {
-    "no_rope_layers": "SmolLM3's layers without rotary positions (NoPE), whose query/key gauge is the whole "
-                      "GL(d_k), not the rotary commutant",
+    "no_rope_layers": "layers without rotary positions (NoPE) outside model_type 'smollm3'",
 }
 
 

@@ -544,10 +544,9 @@ def _group_scope(scope):
 
 
 def _norm_symmetries(s, a):
-    spec = _group(a)
-    paper = spec.gauge_expression() + sp.Add(*[spec.factor(n).effective_dimension for n in spec.names()
-                                               if n in ("key-bias-shift", "value-bias-shift", "ffn-scaling")])
-    return sp.expand(spec.scope_expression("layers") - s.L * paper)
+    spec = _group(a)  # the paper's factors summed layer by layer (a NoPE layer's qk-gauge is larger)
+    paper = spec.layer_sum(("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "ffn-scaling"))
+    return sp.expand(spec.scope_expression("layers") - paper)
 
 
 def _head_permutations(s, a):
@@ -602,9 +601,10 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              ("agrees with the maximal gauge group of MHA, ((GL(d_k))^H x (GL(d_v))^H) x S_H, "
               "on a generic stratum",)), None),
     (Formula("gauge-dimension-model", "continuous gauge dimension over all layers", "dimension",
-             "L times gauge-dimension: the layers' gauge factors act independently",
+             "L times gauge-dimension, layer by layer where layers differ (a NoPE layer's qk-gauge is GL(d_k)): "
+             "the layers' gauge factors act independently",
              _P("toolkit", "framework-9", reason="the paper's definition of G is not in the text we hold"),
-             lambda s, a: s.L * _gauge_layer(s, a), (_GENERIC_W,)), None),
+             lambda s, a: _group(a).layer_sum(("qk-gauge", "vo-gauge")), (_GENERIC_W,)), None),
     (Formula("group-dimension", "continuous dimension of G on the layers scope", "dimension",
              "dimension of every continuous factor of G acting on the layer stack and final norm (hidden states "
              "in, last hidden state out): per-layer factors times L plus between-layer factors times L - 1; "

@@ -90,29 +90,47 @@ def test_layer_pick_keeps_each_kind():
     assert ind._layer_pick({"layer_types": ["s", "s", "f"]}, 3, 3) == [0, 2, 0]
 
 
-def test_smollm3_refused_naming_nope(tmp_path):
+def test_smollm3_reads_its_nope_layers(tmp_path):
+    a = get_arch(_smollm3(tmp_path))
+    raw = json.loads(_smollm3(tmp_path).read_text())["no_rope_layers"]
+    assert a.family == "smollm3" and [int(r) for r in a.rope_layers] == raw
+    # another model type with the field is still refused by name (only smollm3 is read natively)
     with pytest.raises(SymtransError, match="no_rope_layers.*NoPE"):
-        get_arch(_smollm3(tmp_path))
+        arch_mod._from_autoconfig({"model_type": "llama", "no_rope_layers": [1, 0], "num_hidden_layers": 2},
+                                  "llama", "c.json", "c")
+
+
+def test_smollm3_agrees_through_both_routes(tmp_path):
+    """Read with its NoPE layers, G counts the whole GL(d_k) there: both routes measure exactly G (L = 2 picks a
+    rotary layer and a NoPE layer, as the config's layers 0 and 3)."""
+    a = get_arch(_smollm3(tmp_path))
+    [inst] = plan(a, "model", (2,))["instances"]
+    assert inst.rope_layers == (True, False)
+    r = ind.measure_transformers(a, inst)
+    assert r["agrees"] and r["measured_dimension"] == r["group_dimension"], r
+    own = measure(a, instance=inst, scope="model")
+    assert own["agrees"] and own["measured_dimension"] == r["measured_dimension"], own["unexplained"]
 
 
 def test_planted_misreading_of_no_rope_layers_disagrees(tmp_path, monkeypatch, capsys):
     """Disable one modelled config field: with no_rope_layers ignored SmolLM3 reads as plain Llama; symtrans's own
     forward then agrees with its (wrong) G, and only transformers' forward shows the NoPE layer's larger gauge."""
     path = _smollm3(tmp_path)
-    monkeypatch.setattr(arch_mod, "_REFUSED_LAYER_LISTS", {})
+    monkeypatch.setattr(arch_mod, "_MODELLED_LAYER_LISTS", {})
     a = get_arch(path)
+    assert a.rope_layers == ()  # the misreading: every layer rotary
     [inst] = plan(a, "layers", (2,))["instances"]
     r = ind.measure_transformers(a, inst)
     assert r["record"]["clear"] and r["parameters"] == r["symtrans_parameters"]
     # the NoPE layer's Q/K gauge is GL(d_k) (d_k^2 per kv head), not the rotary commutant (d_k per kv head)
     extra = int(inst.H_kv) * (int(inst.d_k) ** 2 - int(inst.d_k))
-    assert r["measured_dimension"] - r["group_dimension"] == extra > 0
+    assert r["measured_dimension"] - r["group_dimension"] == extra > 0 and not r["agrees"]
 
 
 @pytest.mark.slow
 def test_planted_misreading_cli_names_the_route(tmp_path, monkeypatch, capsys):
     path = _smollm3(tmp_path)
-    monkeypatch.setattr(arch_mod, "_REFUSED_LAYER_LISTS", {})
+    monkeypatch.setattr(arch_mod, "_MODELLED_LAYER_LISTS", {})
     assert main(["group", "--arch", str(path), "--complete", "--layers", "2"]) == 1
     out = capsys.readouterr().out
     assert "verdict: DISAGREES: transformers' forward" in out and "(symtrans's forward agrees)" in out

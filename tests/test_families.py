@@ -495,7 +495,86 @@ def test_olmo2_group_complete_agrees_on_the_model_when_the_writers_span_the_stre
     r = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 4, "d_ff": 8})
     assert r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
     small = measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
-    assert small["measured_dimension"] > small["group_dimension"]  # the documented small-size excess
+    assert small["measured_dimension"] > small["group_dimension"]  # the named small-size condition (below)
+
+
+#: OLMo 2 instances whose writers do not span the stream (d_model = 6): sizes, layers
+_WRITER_GAPS = [({"d_k": 4, "d_v": 2}, 1), ({"d_k": 4, "d_v": 1}, 1), ({"d_k": 4, "d_v": 2, "d_ff": 5}, 1),
+                ({"d_k": 4, "d_v": 3, "d_ff": 2}, 1), ({"d_k": 4, "d_v": 2}, 2)]
+
+
+def _writer_gap_brute(H: int, d_v: int, d_ff: int, d: int, L: int, seed: int = 0) -> int:
+    """The writer-gap dimension by brute force: the null space of the first-order conditions of complete.writer_gap
+    (an antisymmetric Omega, one gain change delta_w per writer; sym(P_U (Gamma Omega Gamma^-1 - diag delta) P_U^T)
+    = 0 on each writer's random row space U and gain Gamma), built as a matrix and its rank taken (float64,
+    rank cut at 1e-9 relative; the values are O(1) or rounding, the gap is > 10 decades)."""
+    gen = torch.Generator().manual_seed(seed)
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    writers = [min(H * d_v, d), min(d_ff, d)] * L
+    cols = len(pairs) + d * len(writers)
+    rows = []
+    for w, r in enumerate(writers):
+        U = torch.randn(r, d, generator=gen, dtype=torch.float64)
+        g = 1.0 + 0.3 * torch.randn(d, generator=gen, dtype=torch.float64)
+        blocks = []
+        for c in range(cols):
+            X = torch.zeros(d, d, dtype=torch.float64)
+            if c < len(pairs):
+                i, j = pairs[c]
+                X[i, j], X[j, i] = g[i] / g[j], -g[j] / g[i]  # Gamma Omega Gamma^-1 for Omega = e_ij - e_ji
+            elif (c - len(pairs)) // d == w:
+                X[(c - len(pairs)) % d, (c - len(pairs)) % d] = -1.0
+            S = U @ X @ U.T
+            blocks.append((S + S.T)[torch.triu_indices(r, r).unbind()])
+        rows.append(torch.stack(blocks, 1))
+    M = torch.cat(rows)
+    s = torch.linalg.svdvals(M)
+    return cols - int((s > 1e-9 * s[0]).sum())
+
+
+@pytest.mark.parametrize("sizes,layers", _WRITER_GAPS[:2] + [pytest.param(*c, marks=pytest.mark.slow)
+                                                             for c in _WRITER_GAPS[2:]])
+def test_olmo2_small_sizes_exceed_G_by_the_named_writer_gap(tmp_path: Path, sizes: dict[str, int],
+                                                             layers: int) -> None:
+    """Below its published sizes (H d_v < d_model, or d_ff(d_ff+1)/2 < d_model) OLMo 2's stabiliser exceeds G by
+    complete.writer_gap's formula: the measured excess equals it, and a brute-force count of the first-order
+    conditions (a second route) equals it too; --complete names the condition."""
+    from symtrans.group.complete import measure, writer_gap
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = measure(a, layers=layers, scope="model", sizes=sizes)
+    inst = dataclasses.replace(a, L=layers, d_model=6, H=2, H_kv=1, d_v=sizes["d_v"], d_ff=sizes.get("d_ff", 3))
+    gap = writer_gap(inst)
+    brute = _writer_gap_brute(2, sizes["d_v"], sizes.get("d_ff", 3), 6, layers)
+    print(f"olmo2 {sizes} L={layers}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
+          f"formula {gap['dimension']}, brute force {brute}")
+    assert r["record"]["clear"] and r["measured_dimension"] - r["group_dimension"] == gap["dimension"] == brute > 0
+    assert r["condition"]["explains"] and not r["agrees"]
+    moved = {m["tensor"].split(".")[-1] for u in r["unexplained"] for m in u["moves"]}
+    assert moved and moved <= {"word", "lm_head", "W_Q", "W_K", "W_V", "W_in", "W_gate", "W_O", "W_out",
+                                         "ln1_post_w", "ln2_post_w", "final_ln_w"}, moved
+
+
+def test_olmo2_writer_gap_is_named_not_silent(tmp_path: Path) -> None:
+    """The false case: with the condition's dimension off by one, it no longer explains the measurement; the
+    reduction of a published config keeps the writers spanning (no gap); the CLI names the condition."""
+    from symtrans.cli.group import completeness_lines
+    from symtrans.group import complete as cm
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    r = cm.measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    line = "\n".join(completeness_lines({"scope": "model", "arch": a.name, "runs": [r]}))
+    assert "beyond G by exactly the named condition (11 directions derived): post-norm writers" in line
+    real = cm.writer_gap
+    try:
+        cm.writer_gap = lambda *x, **k: (lambda g: g and {**g, "dimension": g["dimension"] - 1})(real(*x, **k))
+        off = cm.measure(a, layers=1, scope="model", sizes={"d_k": 4, "d_v": 2})
+    finally:
+        cm.writer_gap = real
+    assert not off["condition"]["explains"]
+    published = from_config(_write(tmp_path, OLMO2_7B))
+    assert all(real(i) is None for i in cm.plan(published, "model", (1, 2))["instances"])
+    assert real(dataclasses.replace(published, tied_lm_head=True, d_v=1))["dimension"] is None  # not derived
 
 
 def test_gpt_neox_is_read_and_its_unmodelled_field_refused_in_one_line(tmp_path: Path) -> None:
@@ -523,3 +602,181 @@ def test_olmo2_variants_follow_the_layer_without_pre_norms(olmo2_tiny: tuple[Pat
     states = run_stack(w, tr.embeddings, "full")
     assert max(float((s - t.out).abs().max()) for s, t in zip(states[1:], tr.layers)) == 0
     assert run_stack(w, tr.embeddings, "pure-attention", depth=2, ln=True)[-1].shape == tr.embeddings.shape
+
+
+# =========================================================================== SmolLM3
+#: SmolLM3-3B's published config.json (HuggingFaceTB/SmolLM3-3B), the fields transformers reads: NoPE on every
+#: 4th layer (no_rope_layers 0), Llama's structure otherwise, tied embeddings
+SMOLLM3_3B: dict[str, Any] = {
+    "model_type": "smollm3", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008,
+    "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4, "max_position_embeddings": 65536,
+    "rope_theta": 5000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": True,
+    "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0, "use_sliding_window": False,
+    "sliding_window": None, "max_window_layers": 28, "no_rope_layer_interval": 4,
+    "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(36)], "pad_token_id": 128004, "bos_token_id": 128000,
+    "eos_token_id": 128012,
+}
+
+
+def test_smollm3_params_model_equals_transformers_count(tmp_path: Path) -> None:
+    assert int(formula("params-model", arch=str(_write(tmp_path, SMOLLM3_3B))).value) == _hf_count(SMOLLM3_3B)
+
+
+def test_smollm3_config_is_read_with_its_nope_layers(tmp_path: Path) -> None:
+    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    assert (a.family, a.positional, a.tied_lm_head, a.H_kv) == ("smollm3", "rotary", True, 4)
+    assert [i for i in range(36) if not a.rotary_at(i)] == [i for i, r in enumerate(SMOLLM3_3B["no_rope_layers"])
+                                                            if r == 0]
+    # without the list, transformers derives it from the interval; symtrans derives the same
+    derived = {k: v for k, v in SMOLLM3_3B.items() if k != "no_rope_layers"}
+    assert from_config(_write(tmp_path, {**derived, "no_rope_layer_interval": 3}, "i")).rope_layers == tuple(
+        bool(r) for r in transformers.SmolLM3Config(**{**derived, "no_rope_layer_interval": 3}).no_rope_layers)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("no_rope_layers", [1, 0], "no_rope_layers"), ("layer_types", ["sliding_attention"] * 36, "layer_types"),
+    ("use_sliding_window", True, "use_sliding_window")])
+def test_smollm3_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any,
+                                                              named: str) -> None:
+    cfg = {**SMOLLM3_3B, field: value, **({"sliding_window": 4096} if field == "use_sliding_window" else {})}
+    with pytest.raises(SymtransError, match=named):
+        from_config(_write(tmp_path, cfg))
+
+
+def test_smollm3_group_derivation(tmp_path: Path) -> None:
+    """A NoPE layer's qk-gauge is the whole GL(d_k) per key/value head; a rotary layer's the commutant (d_k): G is
+    plain Llama's G plus (d_k^2 - d_k) H_kv per NoPE layer, the NoPE layers counted from the raw config."""
+    from symtrans.group.spec import GroupSpec
+
+    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    spec = GroupSpec.from_arch(a)
+    llama = GroupSpec.from_arch(dataclasses.replace(a, rope_layers=()))
+    nope = SMOLLM3_3B["no_rope_layers"].count(0)
+    d_k, kv = 2048 // 16, 4
+    for scope in ("layers", "model"):
+        assert spec.scope_dimension(scope) - llama.scope_dimension(scope) == nope * kv * (d_k ** 2 - d_k)
+    qk = spec.factor("qk-gauge")
+    assert [int(qk.layer_dimension(i).subs(spec.arch.substitutions())) for i in (0, 3)] == [kv * d_k, kv * d_k ** 2]
+    assert "NoPE layers (3, 7," in qk.group
+    assert int(formula("gauge-dimension-model", arch=str(_write(tmp_path, SMOLLM3_3B, "g"))).value) == \
+        36 * kv * (d_k + d_k ** 2) + nope * kv * (d_k ** 2 - d_k)
+
+
+@pytest.fixture(scope="module")
+def smollm3_tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    return random_checkpoint(tmp_path_factory.mktemp("smollm3"), "smollm3", n_layers=2, head=True)
+
+
+def test_smollm3_forward_parity_with_transformers_in_float64(smollm3_tiny: tuple[Path, Any]) -> None:
+    path, model = smollm3_tiny
+    assert list(model.config.no_rope_layers) == [0, 1]  # a NoPE layer, then a rotary one
+    worst_h, worst_a = _float64_errors("smollm3", model, path)
+    print(f"smollm3 float64 parity: hidden states {worst_h:.2e}, attention {worst_a:.2e}")
+    assert worst_h < 1e-12 and worst_a < 1e-12
+
+
+def test_smollm3_rotary_on_every_layer_breaks_parity(smollm3_tiny: tuple[Path, Any]) -> None:
+    """Negative control: the NoPE layer rotated as Llama's would be no longer matches transformers."""
+    path, model = smollm3_tiny
+    assert min(_float64_errors("smollm3", model, path, change={"rope_layers": ()})) > 1e-6
+
+
+def _smollm3_tiny_config(tmp_path: Path, pattern: list[int]) -> Path:
+    cfg = transformers.SmolLM3Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=4,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                     no_rope_layers=pattern, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    d = tmp_path / "".join(map(str, pattern))
+    cfg.save_pretrained(d)
+    return d
+
+
+@pytest.mark.parametrize("pattern,layers", [([0, 1, 1, 1], 1), ([1, 1, 1, 0], 2),
+                                            pytest.param([0, 1, 1, 1], 2, marks=pytest.mark.slow)])
+def test_smollm3_group_complete_agrees_through_both_routes(tmp_path: Path, pattern: list[int], layers: int) -> None:
+    """`group --complete` at L = 1 and 2 with a NoPE layer among the measured ones: symtrans's forward and
+    transformers' forward both measure G's dimension, which exceeds the all-rotary G by the derived
+    H_kv (d_k^2 - d_k) per NoPE layer."""
+    from symtrans.group.complete import measure, small_arch
+    from symtrans.group.independent import measure_transformers
+    from symtrans.group.spec import GroupSpec
+
+    a = from_config(_smollm3_tiny_config(tmp_path, pattern))
+    inst = small_arch(a, layers, d_k=4, d_v=4)
+    assert False in inst.rope_layers
+    hf = measure_transformers(a, inst)
+    own = measure(a, instance=inst, scope="model")
+    print(f"smollm3 {pattern} L={layers}: transformers {hf['measured_dimension']}, symtrans "
+          f"{own['measured_dimension']}, G {hf['group_dimension']}")
+    assert hf["agrees"] and own["agrees"], (hf, own["unexplained"])
+    assert hf["measured_dimension"] == own["measured_dimension"] == hf["group_dimension"]
+    rotary = int(GroupSpec.from_arch(dataclasses.replace(inst, rope_layers=())).scope_dimension("model"))
+    nope = inst.rope_layers.count(False)
+    assert hf["measured_dimension"] - rotary == nope * int(inst.H_kv) * (int(inst.d_k) ** 2 - int(inst.d_k)) > 0
+
+
+# =========================================================================== completeness certificates
+@pytest.mark.parametrize("family,layers,named", [
+    ("PHI3_MINI", 1, None), ("SMOLLM3_3B", 1, None),
+    ("QWEN3_06B", 1, ["QK-norm (RMSNorm on each head's queries and keys)"]),
+    ("OLMO2_7B", 1, ["QK-norm (RMSNorm on all heads' queries and keys at once)", "post-norms",
+                     "a layer without pre-norms"]),
+    ("GEMMA2_2B", 1, ["post-norms", "(1 + w) norm gains", "query_pre_attn_scalar", "soft-capped attention scores"]),
+    ("SMOLLM3_3B", 2, ["NoPE layers"])])
+def test_completeness_certificates_of_the_new_families(tmp_path: Path, family: str, layers: int,
+                                                       named: list[str] | None) -> None:
+    """Where the checker covers the family (Phi-3: Llama's structure, its window; SmolLM3 at L = 1: its first,
+    rotary layer) a certificate is produced and verified, its dimension G's; elsewhere the refusal is one line
+    naming every feature the checker's instance cannot express."""
+    from symtrans.checker.check import verify_certificate
+    from symtrans.certify.completeness import certificate_instance, completeness_certificate
+    from symtrans.group.spec import GroupSpec
+
+    path = _write(tmp_path, globals()[family])
+    if named is None:
+        cert = completeness_certificate(path, layers=layers)
+        ok, why = verify_certificate(cert)
+        assert ok, why
+        inst, notes = certificate_instance(path, layers)
+        assert cert["asserts"]["group_dimension"] == int(GroupSpec.from_arch(inst).scope_dimension("layers"))
+        if family == "SMOLLM3_3B":  # said, not silent: the certified layer is rotary, NoPE layers are not covered
+            assert any("NoPE" in n for n in notes)
+        return
+    with pytest.raises(SymtransError) as err:
+        completeness_certificate(path, layers=layers)
+    msg = str(err.value)
+    assert "not covered: the completeness checker's forward has no" in msg and "\n" not in msg
+    assert all(n in msg for n in named), msg
+
+
+def test_a_nope_certificate_without_the_guard_is_rejected_by_the_checker(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The false case of the refusal: with it disabled, SmolLM3 at L = 2 is written as an all-rotary instance with
+    the NoPE layer's G (44 at these sizes); the checker, whose forward rotates every layer, rejects the dimension."""
+    import symtrans.certify.completeness as cc
+    from symtrans.checker.check import verify_certificate
+
+    monkeypatch.setattr(cc, "uncovered_features", lambda a: [])
+    cert = cc.completeness_certificate(_write(tmp_path, SMOLLM3_3B), layers=2)
+    ok, why = verify_certificate(cert)
+    assert not ok and "group_dimension" in why, why
+
+
+def test_olmo2_writer_gap_through_both_routes(tmp_path: Path) -> None:
+    """transformers' own OLMo 2 forward (d_k = d_v: one head width there) exceeds G by the same derived writer
+    gap, 11 at d_model = 6, H d_v = 4, d_ff = 3; the verdict over both routes names the condition."""
+    from symtrans.cli.group import completeness_lines
+    from symtrans.group.complete import measure, small_arch
+    from symtrans.group.independent import measure_transformers
+
+    a = from_config(_olmo2_tiny_config(tmp_path))
+    inst = small_arch(a, 1, d_k=2, d_v=2)
+    hf = measure_transformers(a, inst)
+    own = measure(a, instance=inst, scope="model")
+    assert hf["parameters"] == hf["symtrans_parameters"] and hf["condition"]["explains"], hf
+    assert hf["measured_dimension"] - hf["group_dimension"] == hf["condition"]["dimension"] == 11
+    assert own["condition"]["explains"] and own["measured_dimension"] == hf["measured_dimension"]
+    lines = completeness_lines({"scope": "model", "arch": a.name, "runs": [own], "independent": [hf]})
+    assert any("verdict: G plus the named condition equals both measurements: post-norm writers" in x
+               for x in lines), lines

@@ -229,14 +229,14 @@ def test_variants_follow_each_layers_structure(tiny: tuple[Path, Any]) -> None:
     assert float((pure - want).abs().max()) == 0
 
 
-def test_smollm3_nope_layers_are_refused_not_mapped_as_plain_llama(tmp_path: Path) -> None:
-    """SmolLM3 skips rotary positions on its NoPE layers: mapped as Llama, G would be too small (silently)."""
+def test_smollm3_nope_layers_are_read_not_mapped_as_plain_llama(tmp_path: Path) -> None:
+    """SmolLM3 skips rotary positions on its NoPE layers: read per layer (mapped as Llama, G would be too small)."""
     cfg = transformers.SmolLM3Config(num_hidden_layers=4, hidden_size=32, intermediate_size=64, num_attention_heads=4,
                                      num_key_value_heads=2, vocab_size=200000)
     assert 0 in cfg.no_rope_layers
     cfg.save_pretrained(tmp_path / "nope")
-    with pytest.raises(SymtransError, match="no_rope_layers"):
-        from_config(tmp_path / "nope")
-    cfg.no_rope_layers = [1, 1, 1, 1]  # rotary on every layer: Llama-structured, accepted
+    a = from_config(tmp_path / "nope")
+    assert [a.rotary_at(i) for i in range(4)] == [bool(r) for r in cfg.no_rope_layers]
+    cfg.no_rope_layers = [1, 1, 1, 1]  # rotary on every layer: Llama's structure, no per-layer list
     cfg.save_pretrained(tmp_path / "rope")
-    assert from_config(tmp_path / "rope").positional == "rotary"
+    assert from_config(tmp_path / "rope").positional == "rotary" and from_config(tmp_path / "rope").rope_layers == ()

@@ -65,6 +65,10 @@ def test_every_factor_holds_on_each_decoder_family(family):
         elif family == "gemma2":  # tied head, post-norms (no rotation); soft-capped scores keep the qk-gauge
             assert {"qk-gauge", "vo-gauge"} <= present and "residual-rotation" not in present
             assert {c.factor: c for c in checks}["qk-gauge"].expect == "invariant"
+        elif family == "smollm3":  # tied head (no rotation), a NoPE layer first: the qk-gauge holds (there the
+            # element is from the rotary commutant, a subgroup of the NoPE layer's GL(d_k); --complete measures all)
+            assert {"qk-gauge", "vo-gauge"} <= present and not w.arch.rotary_at(0) and w.arch.rotary_at(1)
+            assert {c.factor: c for c in checks}["qk-gauge"].expect == "invariant"
         else:
             assert {"qk-gauge", "vo-gauge", "final-norm-scaling", "residual-rotation"} <= present
     if family == "qwen2":  # Q, K, V biases: the shifts are listed and confirmed broken

@@ -407,6 +407,20 @@ class Factor:
     element: str  # what an element is (its components)
     data_tags: tuple[str, ...] = ()  # how it acts on data / outputs (equivariance)
     coordinates: tuple[Piece, ...] | None = None  # an element's Lie-algebra coordinates (continuous factors)
+    # per layer, the dimension that counts when the layers differ (SmolLM3's NoPE layers among rotary ones); empty:
+    # ``effective_dimension`` on every layer
+    per_layer: tuple[sp.Expr, ...] = ()
+
+    def layer_dimension(self, i: int) -> sp.Expr:
+        """The dimension that counts on layer ``i`` (``effective_dimension`` unless the layers differ).
+
+        Examples
+        --------
+        >>> from symtrans.catalogue import GroupSpec
+        >>> GroupSpec.from_arch("bert-base").factor("ffn-scaling").layer_dimension(3)
+        0
+        """
+        return self.per_layer[i] if self.per_layer else self.effective_dimension
 
     @property
     def status(self) -> str:
@@ -482,6 +496,8 @@ class Factor:
         size = self.dimension if self.kind == "continuous" else self.order
         key = "dimension" if self.kind == "continuous" else "order"
         out[key] = _size_json(size, arch)
+        if self.per_layer:
+            out["per_layer"] = [_size_json(sp.sympify(d), arch)["value"] for d in self.per_layer]
         out["acts_on"] = self.acts_on()
         out["broken_by"] = [b.to_dict() for b in self.broken_by]
         out["identity"] = self.identity

@@ -36,6 +36,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,7 @@ class GroupSpec:
         """
         a = get_arch(arch)
         factors, missing = factors_of(a)
+        factors = _per_layer(a, factors)
         if missing and strict:
             feature, reason = missing[0]
             raise SymtransError(f"{a.name}: the group of a model with {feature} is not modelled: {reason}")
@@ -159,6 +161,34 @@ class GroupSpec:
         """
         return sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "layer"])
 
+    def layer_spec(self, i: int) -> GroupSpec:
+        """G's factors as layer ``i`` has them: this spec, or on a NoPE layer the spec of the model without positions.
+
+        Examples
+        --------
+        >>> spec = GroupSpec.from_arch("llama2-7b")
+        >>> spec.layer_spec(0) is spec
+        True
+        """
+        nope = self.arch.layer_nope()
+        if nope is None or self.arch.rotary_at(i):
+            return self
+        return GroupSpec.from_arch(nope, strict=False)
+
+    def layer_sum(self, names: tuple[str, ...] | None = None) -> sp.Expr:
+        """The per-layer factors' dimensions (``names``, or all) summed over the layers: L times one layer's
+        unless the layers differ (NoPE layers), then layer by layer.
+
+        Examples
+        --------
+        >>> GroupSpec.from_arch("bert-base").layer_sum(("qk-gauge",))
+        H*L*d_k**2
+        """
+        fs = [f for f in self.factors if f.scope == "layer" and (names is None or f.name in names)]
+        if not any(f.per_layer for f in fs):
+            return S["L"] * sp.Add(*[f.effective_dimension for f in fs])
+        return sp.expand(sp.Add(*[f.layer_dimension(i) for f in fs for i in range(int(self.arch.L))]))
+
     def gauge_expression(self) -> sp.Expr:
         """Dimension of the per-head GL factors on (Q, K) and (V, O) of one layer.
 
@@ -206,7 +236,7 @@ class GroupSpec:
         """
         if scope not in ("layers", "model"):
             raise SymtransError(suggest(scope, ("layers", "model"), "scope"))
-        expr = S["L"] * self.layer_expression()
+        expr = self.layer_sum()
         b = S["L"] - 1
         if scope == "model":
             expr = expr + sp.Add(*[f.effective_dimension for f in self.factors if f.scope == "model"])
@@ -235,14 +265,18 @@ class GroupSpec:
         """
         return self.scope_expression("layers")
 
-    def factor_sizes(self, name: str) -> list[int]:
+    def factor_sizes(self, name: str, layer: int | None = None) -> list[int]:
         """Lie-algebra coordinates of one element of ``name``, piece by piece (concrete sizes only).
+
+        ``layer``: the element on that layer (a NoPE layer's qk-gauge is the whole GL(d_k)).
 
         Examples
         --------
         >>> GroupSpec.from_arch(get_arch("bert-base").with_sizes(H=2, d_k=384, d_v=384)).factor_sizes("key-bias-shift")
         [384, 384]
         """
+        if layer is not None and self.layer_spec(layer) is not self:
+            return self.layer_spec(layer).factor_sizes(name)
         f = self.factor(name)
         if f.coordinates is None:
             raise SymtransError(f"factor {name!r} is {f.kind} ({f.scope}): it has no Lie-algebra coordinates")
@@ -284,7 +318,7 @@ class GroupSpec:
         >>> GroupSpec.from_arch("bert-large").gauge_dimension_model()
         3145728
         """
-        return self._value(S["L"] * self.gauge_expression())
+        return self._value(self.layer_sum(("qk-gauge", "vo-gauge")))
 
     def total_dimension(self) -> sp.Expr:
         """Continuous dimension of G for this architecture.
@@ -340,7 +374,10 @@ class GroupSpec:
             "scopes": {name: {**_size_json(self.scope_expression(name), a), "covers": SCOPE_TEXT[name]}
                        for name in ("layers", "model")},
             "layer_dimension": _size_json(self.layer_expression(), a)["value"],
-            "gauge_dimension": _size_json(S["L"] * self.gauge_expression(), a)["value"],
+            **({"layer_dimensions": [_size_json(sp.Add(*[f.layer_dimension(i) for f in self.factors
+                                                         if f.scope == "layer"]), a)["value"]
+                                     for i in range(int(a.L))]} if any(f.per_layer for f in self.factors) else {}),
+            "gauge_dimension": _size_json(self.layer_sum(("qk-gauge", "vo-gauge")), a)["value"],
             "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
             "layers": _size_json(S["L"], a)["value"],
             "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
@@ -367,6 +404,43 @@ class GroupSpec:
                 "generic weights: G acts locally freely (orbit dimension = group dimension) and is the whole "
                 "continuous stabiliser of the function (measured by --complete); at special weights (a dead head, "
                 "a rank-deficient block) a stabiliser appears, and the orbit dimensions of --verify say how large"]
+
+
+def _per_layer(a: Architecture, factors: list[Factor]) -> list[Factor]:
+    """The per-layer factors with their dimension on each layer, where NoPE layers make the layers differ.
+
+    A NoPE layer (SmolLM3) computes what a layer of the same model without
+    positions computes, so each of its factors is that model's
+    (:meth:`~symtrans.arch.Architecture.layer_nope`): the qk-gauge is the whole
+    GL(d_k) per key/value head there, the rotary commutant on the other layers.
+
+    Examples
+    --------
+    >>> _per_layer(get_arch("llama2-7b"), [])
+    []
+    """
+    nope = a.layer_nope()
+    if nope is None:
+        return factors
+    if not isinstance(a.L, int):
+        raise SymtransError(f"{a.name}: NoPE layers need a concrete number of layers")
+    other = {f.name: f for f in factors_of(nope)[0] if f.scope == "layer"}
+    out = []
+    for f in factors:
+        g = other.get(f.name)
+        if f.scope != "layer" or g is None or g.effective_dimension == f.effective_dimension:
+            out.append(f)
+            continue
+        dims = tuple(f.effective_dimension if a.rotary_at(i) else g.effective_dimension for i in range(a.L))
+        where = [i for i in range(a.L) if not a.rotary_at(i)]
+        shown = ", ".join(map(str, where[:8])) + (", ..." if len(where) > 8 else "")
+        out.append(dataclasses.replace(f, per_layer=dims, group=f"{f.group} on the rotary layers; {g.group} on the "
+                                       f"{len(where)} NoPE layers ({shown})"))
+    missing = [g for name, g in other.items() if name not in {f.name for f in factors}]
+    if missing:
+        raise SymtransError(f"{a.name}: factor {missing[0].name!r} of a NoPE layer has no counterpart on the rotary "
+                            "layers (not modelled)")
+    return out
 
 
 def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]]:

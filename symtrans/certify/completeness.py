@@ -37,7 +37,7 @@ from typing import Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 
-__all__ = ["certificate_instance", "completeness_certificate", "PRECISION"]
+__all__ = ["certificate_instance", "completeness_certificate", "uncovered_features", "PRECISION"]
 
 #: ball precision (bits) of the certificates written
 PRECISION = 128
@@ -72,7 +72,51 @@ def certificate_instance(arch: Architecture | str, layers: int = 1) -> tuple[Arc
                       "near-symmetries would be null to float64, which chooses the minor; the certificate is for "
                       "this eps only")
         inst = dataclasses.replace(inst, ln_eps=MIN_EPS)
+    if a.rope_layers and not all(a.rope_layers) and (not inst.rope_layers or all(inst.rope_layers)):
+        why.append("the instance's layers are rotary ones: the statement does not cover this model's NoPE layers "
+                   "(no_rope_layers; --layers 2 includes one and is refused)")
     return inst, why
+
+
+def uncovered_features(a: Architecture) -> list[str]:
+    """The features of ``a`` the completeness statement cannot express (its instance has no field for them).
+
+    The checker's forward (:mod:`symtrans.checker.check`) knows only the
+    fields of :data:`~symtrans.checker.statements.INSTANCE_FIELDS`; a feature
+    outside them would be certified for a different model, so the producer
+    refuses it by name (Qwen3's and OLMo 2's QK-norm, Gemma's post-norms and
+    (1 + w) gains, OLMo 2's missing pre-norms, a query_pre_attn_scalar,
+    soft-capped scores, per-layer attention types, SmolLM3's NoPE layers).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> uncovered_features(get_arch("llama2-7b"))
+    []
+    >>> uncovered_features(dataclasses.replace(get_arch("llama2-7b"), qk_norm=True, post_norms=True))
+    ["QK-norm (RMSNorm on each head's queries and keys)", "post-norms (a norm on each sub-block's output)"]
+    """
+    out = []
+    if a.qk_norm:
+        out.append("QK-norm (RMSNorm on " + ("all heads' queries and keys at once)" if a.qk_norm_full
+                                             else "each head's queries and keys)"))
+    if a.post_norms:
+        out.append("post-norms (a norm on each sub-block's output)")
+    if not a.pre_norms:
+        out.append("a layer without pre-norms (its sub-blocks read the raw stream)")
+    if a.gain_offset:
+        out.append("(1 + w) norm gains")
+    if a.attn_scalar is not None:
+        out.append(f"scores scaled by query_pre_attn_scalar^-1/2 ({a.attn_scalar:g}) instead of d_k^-1/2")
+    if a.attn_softcap:
+        out.append("soft-capped attention scores")
+    if len(set(a.layer_types)) > 1 or len(set(dict(a.rope_bases).values())) > 1:
+        out.append("per-layer attention types (sliding and full layers, their own rotary bases)")
+    if a.rope_layers and not all(a.rope_layers):
+        out.append("NoPE layers (SmolLM3's no_rope_layers: rotary positions skipped on some layers)")
+    if a.ablated:
+        out.append(f"ablated components ({', '.join(a.ablated)})")
+    return out
 
 
 def _pivots(A: Any, r: int) -> list[int]:
@@ -129,6 +173,11 @@ def completeness_certificate(arch: Architecture | str, *, layers: int = 1, seed:
                             + ("a parallel residual" if a0.parallel_residual else "partial rotary positions")
                             + " (GPT-NeoX); group --complete measures it")
     a, _ = certificate_instance(a0, layers)
+    missing = uncovered_features(a)
+    if missing:  # before the statement's own structure check: name every feature its instance cannot express
+        raise SymtransError(f"{a0.name}: not covered: the completeness checker's forward has no "
+                            + "; no ".join(missing) + " (certify a structure it covers, or use --complete's "
+                            "measurement)")
     n, d = int(a.n), int(a.d_model)
     inst: dict[str, Any] = {
         "norm_placement": a.norm_placement, "norm": a.norm, "activation": a.activation,

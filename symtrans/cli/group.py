@@ -93,7 +93,11 @@ def factor_lines(data: dict[str, Any]) -> list[str]:
     def num(v: Any) -> str:
         return f"{v:,}" if isinstance(v, int) else str(v)
 
-    lines += ["", f"continuous dimension per layer:            {num(data['layer_dimension'])}",
+    per = data.get("layer_dimensions")  # the layers differ (NoPE layers): each kind's dimension and its layers
+    kinds = {v: [i for i, w in enumerate(per) if w == v] for v in dict.fromkeys(per)} if per else {}
+    lines += ["", f"continuous dimension per layer:            {num(data['layer_dimension'])}" + (
+        "  (" + "; ".join(f"{num(v)} on {len(ix)} layer{'s' if len(ix) > 1 else ''}" for v, ix in kinds.items())
+        + ")" if kinds else ""),
               f"GL factors over {data['layers']} layers (qk + vo gauge):   {num(data['gauge_dimension'])}",
               f"total continuous dimension of G (scope layers): {num(data['total_dimension'])}"
               f"   ({data['total_dimension_expression']})"]
@@ -234,6 +238,9 @@ def _completeness_word(r: dict[str, Any]) -> str:
 
     if r["agrees"]:
         return "agrees"
+    gap = r.get("condition")
+    if gap and gap.get("explains"):
+        return f"beyond G by exactly the named condition ({gap['dimension']} directions derived): {gap['condition']}"
     rec = r["record"]
     if rec.get("clear") is False:
         return (f"INCONCLUSIVE (the singular values have no clear gap: {rec['gap_decades']:.1f} decades, "
@@ -268,7 +275,9 @@ def independent_lines(data: dict[str, Any]) -> list[str]:
         below = f"{rec['cut_below']:.0e}" if rec["cut_below"] is not None else "none"
         sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items() if k != "L")
         same = r["parameters"] == r["symtrans_parameters"]
-        word = "agrees" if r["agrees"] else ("INCONCLUSIVE (no clear gap)" if not rec["clear"] else "DISAGREES")
+        word = "agrees" if r["agrees"] else ("INCONCLUSIVE (no clear gap)" if not rec["clear"] else
+                                             "beyond G by the named condition" if (r.get("condition") or {}).get(
+                                                 "explains") else "DISAGREES")
         lines.append(f"  L={r['sizes']['L']} ({r['model_type']}, {r['output']}; {sizes}): {r['parameters']} parameters"
                      f"{'' if same else ' != symtrans ' + str(r['symtrans_parameters'])}, measured "
                      f"{r['measured_dimension']} {'=' if r['measured_dimension'] == r['group_dimension'] else '!='} "
@@ -276,8 +285,13 @@ def independent_lines(data: dict[str, Any]) -> list[str]:
                      f"decades; {r['unread_parameters']} parameters never read)  {word}")
     own = all(r.get("agrees") for r in data["runs"])
     other = all(r.get("agrees") for r in runs)
+    named = all(r.get("agrees") or (r.get("condition") or {}).get("explains") for r in list(data["runs"]) + runs)
     if own and other:
         verdict = "agrees: G's dimension equals both measurements"
+    elif named:
+        gap = next(r["condition"] for r in list(data["runs"]) + runs if r.get("condition"))
+        verdict = (f"G plus the named condition equals both measurements: {gap['condition']} ({gap['scope']}; "
+                   f"dimension {gap['formula']})")
     elif own:
         verdict = ("DISAGREES: transformers' forward measures a different dimension than G (symtrans's forward "
                    "agrees)" if all("unavailable" not in r for r in runs) else

@@ -40,7 +40,8 @@ from symtrans.group.forward import unread_pad_id, unused_position_rows
 from symtrans.group.params import param_at as _get
 from symtrans.precision import GAP_DECADES, ROUNDING_FLOOR, gap_rank
 
-__all__ = ["SCOPES", "small_arch", "reduced_rotary_factor", "measure", "jacobian", "relu_applies", "rank_record", "MEASURE_SIZES", "plan", "parameter_count"]
+__all__ = ["SCOPES", "small_arch", "reduced_rotary_factor", "measure", "jacobian", "relu_applies", "rank_record", "MEASURE_SIZES", "plan",
+           "parameter_count", "writer_gap", "WRITER_GAP"]
 
 SCOPES = ("layers", "model")
 
@@ -102,15 +103,28 @@ def small_arch(arch: Architecture | str, layers: int = 1, **sizes: int) -> Archi
     window = a.sliding_window
     if window is not None:  # keep the band visible at the reduced length: fewer keys than positions
         window = max(2, min(window, s["n"] - 2))
-    # per-layer attention types (Gemma 3): each kind the model has, in order of appearance, cycled over the layers
-    kinds = tuple(dict.fromkeys(a.layer_types))
-    types = tuple(kinds[i % len(kinds)] for i in range(layers)) if kinds else ()
-    return dataclasses.replace(
-        a, sliding_window=window, layer_types=types, name=f"small-{a.name}", head_dim_tied=False, L=layers,
+    # per-layer kinds (Gemma 3's attention types, SmolLM3's NoPE layers): the first layer of each distinct kind, in
+    # order of appearance, cycled over the layers (as the independent route picks them: independent._layer_pick)
+    L_own = int(a.L) if isinstance(a.L, int) else 0
+    per = [(a.layer_types[i] if a.layer_types else None, a.rope_layers[i] if a.rope_layers else None)
+           for i in range(L_own)] if a.layer_types or a.rope_layers else []
+    kinds = list(dict.fromkeys(per))
+    picked = [kinds[i % len(kinds)] for i in range(layers)] if kinds else []
+    types = tuple(t for t, _ in picked) if a.layer_types else ()
+    ropes = tuple(r for _, r in picked) if a.rope_layers else ()
+    out = dataclasses.replace(
+        a, sliding_window=window, layer_types=types, rope_layers=ropes if not all(ropes) else (),
+        name=f"small-{a.name}", head_dim_tied=False, L=layers,
         max_positions=s["n"],
         position_table=s["n"] + unused_position_rows(a),
         vocab_size=vocab, type_vocab_size=min(a.type_vocab_size, 2), ln_eps=max(float(a.ln_eps), MIN_EPS),
         partial_rotary_factor=factor, **{k: v for k, v in s.items() if k in ("n", "H", "H_kv", "d_model", "d_k", "d_v", "d_ff")})
+    if concrete and writer_gap(a) is None and writer_gap(out) is not None and not {"d_v", "d_ff"} & set(sizes):
+        H, d = int(out.H), int(out.d_model)  # OLMo 2's writers span its stream: the reduction keeps them spanning
+        out = dataclasses.replace(out, d_v=max(int(out.d_v), -(-d // H)))  # (else writer_gap's directions)
+        if writer_gap(out) is not None:
+            out = dataclasses.replace(out, d_ff=max(int(out.d_ff), d))
+    return out
 
 
 def reduced_rotary_factor(factor: float, d_k: int, name: str = "the model") -> float:
@@ -270,6 +284,67 @@ def _measured_eps(a: Architecture, scope: str) -> tuple[float, str]:
                      "eps) would sit inside the singular values and blur the rank cut; G is the same for every eps > 0")
 
 
+#: the named condition of :func:`writer_gap`
+WRITER_GAP = ("post-norm writers that do not span the residual stream (no pre-norms, an untied output head: "
+              "OLMo 2 below its published sizes)")
+
+
+def writer_gap(a: Architecture, scope: str = "model") -> dict[str, Any] | None:
+    """The stabiliser beyond G when post-norm sub-blocks write to a subspace of a raw residual stream (OLMo 2).
+
+    Out of G's scope: it depends on the weights (the writers' row spaces).
+    Derivation. Without pre-norms the sub-blocks read the stream raw, so an
+    orthogonal map Q = I + Omega of the whole stream (the embeddings times Q,
+    every reader Q^-1 W, the untied output head through the final norm, which
+    only an orthogonal Q passes unchanged at eps > 0) is a symmetry as soon
+    as every writer can produce its output times Q. A writer (W_O, or W_out)
+    emits RMSNorm(z) Gamma with z in its row space U (rank r = min(H d_v,
+    d_model) or min(d_ff, d_model)); with W' = W Gamma Q Gamma'^-1 and a new
+    gain Gamma' = Gamma (1 + delta) it emits RMSNorm(z) Gamma Q exactly when
+    z -> z Gamma Q Gamma'^-1 keeps norms on U: to first order the symmetric
+    part of Gamma Omega Gamma^-1 - diag(delta) vanishes on U, r(r+1)/2
+    equations in the d_model entries of delta. A writer with r(r+1)/2 > d
+    leaves r(r+1)/2 - d conditions on Omega; one with r(r+1)/2 < d leaves
+    d - r(r+1)/2 gain directions free (Omega = 0). Generic row spaces and gains
+    make the conditions independent:
+
+        max(0, d(d-1)/2 - sum_w max(0, r_w(r_w+1)/2 - d)) + sum_w max(0, d - r_w(r_w+1)/2)
+
+    over the 2L writers. Zero when every writer spans the stream (r = d:
+    d(d+1)/2 - d = d(d-1)/2 conditions), as in every published OLMo 2
+    (H d_v = d_model < d_ff). Only on the ``model`` scope (on ``layers`` the
+    stream's input and output are fixed). ``dimension`` is None (not derived)
+    for a tied head, which ties Q to the embedding rows as well.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> a = dataclasses.replace(small_arch("llama2-7b"), pre_norms=False, post_norms=True, d_k=4, d_v=2)
+    >>> writer_gap(a)["dimension"]  # d = 6, writers of rank 4 (attention) and 3 (FFN): 15 - 4 + 0
+    11
+    >>> writer_gap(dataclasses.replace(a, d_v=3)) is None  # H d_v = d_model: the writers span the stream
+    True
+    """
+    if scope != "model" or a.pre_norms or not a.post_norms or not a.final_norm or a.norm != "rmsnorm" \
+            or a.ablated or not all(isinstance(x, int) for x in (a.L, a.H, a.d_v, a.d_ff, a.d_model)):
+        return None
+    d = int(a.d_model)
+    ranks = [min(int(a.H) * int(a.d_v), d), min(int(a.d_ff), d)] * int(a.L)
+    tri = [r * (r + 1) // 2 for r in ranks]
+    omega = max(0, d * (d - 1) // 2 - sum(max(0, t - d) for t in tri))
+    gains = sum(max(0, d - t) for t in tri)
+    if omega + gains == 0:
+        return None
+    return {"condition": WRITER_GAP, "dimension": None if a.tied_lm_head else omega + gains,
+            "rotations": omega, "gain_directions": gains, "writer_ranks": ranks[:2],
+            "formula": "max(0, d(d-1)/2 - sum_w max(0, r_w(r_w+1)/2 - d)) + sum_w max(0, d - r_w(r_w+1)/2), "
+                       "r = min(H d_v, d_model) (attention), min(d_ff, d_model) (FFN), 2L writers",
+            "hypotheses": ["model scope", "no pre-norms, RMSNorm post-norms and a final norm", "untied output head"
+                           + (" (this model's head is tied: the dimension is not derived)" if a.tied_lm_head
+                              else ""), "generic weights (row spaces and gains in general position)"],
+            "scope": "outside G: the directions depend on the writers' row spaces (weights), not a fixed action"}
+
+
 def _kept_features(a: Architecture) -> list[str]:
     """The structural features of ``a`` that a reduced instance keeps, in words."""
     out = [f"{a.norm_placement}-LN", a.norm, f"{a.activation} {'gated ' if a.ffn == 'gated' else ''}FFN",
@@ -287,7 +362,8 @@ def _kept_features(a: Architecture) -> list[str]:
     if a.qk_norm:
         out.append("QK-norm" + (" over the full width" if a.qk_norm_full else ""))
     if not a.pre_norms:
-        out.append("no pre-norms")
+        out.append("no pre-norms" + (" (post-norm writers spanning the stream: H d_v >= d_model)"
+                                     if a.post_norms and writer_gap(a) is None else ""))
     if a.post_norms:
         out.append("post-norms")
     if a.gain_offset:
@@ -538,19 +614,30 @@ def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], s
     cols, names = [], []
     L = len(params["layers"])
     for f in spec.factors:
-        if f.kind != "continuous" or f.status == "broken" or not f.in_scope(scope):
+        live = any(f.per_layer) if f.per_layer else f.status != "broken"
+        if f.kind != "continuous" or not live or not f.in_scope(scope):
             continue
         count = spec.element_count(f.name, scope, L)
-        per = sum(spec.factor_sizes(f.name))
-        if per == 0 or count == 0:
+        if f.per_layer:  # the layers differ (NoPE): each layer's element from its own factor; none where broken
+            own = [spec.layer_spec(i) for i in range(count)]
+            sizes = [sum(own[i].factor_sizes(f.name)) if f.per_layer[i] else 0 for i in range(count)]
+        else:
+            own = [spec] * count
+            sizes = [sum(spec.factor_sizes(f.name))] * count
+        if sum(sizes) == 0:
             continue
+        starts = [sum(sizes[:i]) for i in range(count)]
+        idle = next(o for o, k in zip(own, sizes) if k)  # a spec where the factor lives: identity elements from it
 
-        def moved(theta: Any, f: Any = f, count: int = count, per: int = per) -> Any:
-            els = [_lie_element(spec, f.name, theta[i * per:(i + 1) * per]) for i in range(count)]
+        def moved(theta: Any, f: Any = f, own: Any = own, sizes: Any = sizes, starts: Any = starts,
+                  idle: Any = idle) -> Any:
+            els = [_lie_element(own[i], f.name, theta[starts[i]:starts[i] + sizes[i]]) if sizes[i] else
+                   _lie_element(idle, f.name, theta.new_zeros(sum(idle.factor_sizes(f.name))))
+                   for i in range(len(sizes))]
             element = els if f.scope in ("layer", "stack") else els[0]
             return _flatten(act(spec, params, f.name, element), paths)
 
-        J = jacfwd(moved)(torch.zeros(count * per, dtype=torch.float64))
+        J = jacfwd(moved)(torch.zeros(sum(sizes), dtype=torch.float64))
         cols.append(J)
         names += [f.name] * J.shape[1]
     if not cols:
@@ -703,6 +790,11 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
     unexplained = _unexplained(null, TN, paths, entries, tn_rank)
     group_dim = int(spec.scope_dimension(scope))
     k = len(near_cols)
+    gap = writer_gap(a, scope)
+    if gap is not None:  # the named condition: does it account for exactly the directions beyond G?
+        gap = {**gap, "explains": bool(rec["clear"] and gap["dimension"] is not None and not relu["stuck"]
+                                       and measured == group_dim + k + gap["dimension"]
+                                       and len(unexplained) == gap["dimension"] and t_rank == group_dim)}
     return {
         "scope": scope, "arch": get_arch(arch).name, "instance": a.name, "excluded": list(exclude),
         "sizes": {"L": layers, "n": int(a.n), "H": int(a.H), "H_kv": int(a.H_kv), "d_model": int(a.d_model),
@@ -719,6 +811,7 @@ def measure(arch: Architecture | str, *, layers: int = 1, scope: str = "layers",
                    "rule": f"cut at the widest drop of the singular values (relative to the largest); clear if "
                            f">= {MIN_GAP_DECADES:g} decades and the values below are < 1e-9"},
         "unexplained": unexplained,
+        **({"condition": gap} if gap is not None else {}),
         **({"relu_units": relu} if relu_applies(a) else {}),
         "agrees": bool(rec["clear"] and measured == group_dim + k and t_rank == group_dim and tn_rank == group_dim + k
                        and not unexplained and inv < ROUNDING_FLOOR and not relu["stuck"]),

@@ -70,6 +70,7 @@ class Features:
     parallel_residual: bool = False  # GPT-NeoX: out = X + MHA(N1(X)) + b_O + FFN(N2(X))
     rotary_dim: int | None = None  # GPT-NeoX: rotary positions on each head's first rotary_dim coordinates only
     ablated: tuple[str, ...] = ()  # components removed (symtrans.arch.ABLATIONS): residual, nonlinearity, norm, wo-mixing
+    rope_layers: tuple[bool, ...] = ()  # SmolLM3: per layer, whether rotary positions apply (False: a NoPE layer)
 
     @classmethod
     def of(cls, arch: Architecture) -> Features:
@@ -87,7 +88,7 @@ class Features:
                    None if windows else getattr(arch, "sliding_window", None), arch.qk_norm, arch.post_norms,
                    arch.attn_scalar, windows, arch.attn_softcap, arch.pre_norms, arch.qk_norm_full,
                    arch.parallel_residual,
-                   int(arch.rotary_width) if arch.partial_rotary_factor != 1 else None, arch.ablated)
+                   int(arch.rotary_width) if arch.partial_rotary_factor != 1 else None, arch.ablated, arch.rope_layers)
 
 
 # Pythagorean rotations (cos, sin) for exact rotary positions, one per frequency
@@ -579,7 +580,10 @@ def stack_forward(params: dict[str, Any], X: Any, feat: Features, be: Any, *, em
     if embedded and feat.embedding_norm and "norm" not in feat.ablated:
         X = be.norm(X, feat.norm, params.get("emb_ln_w"), params.get("emb_ln_b"), params.get("emb_ln_eps", feat.eps))
     for i, lp in enumerate(params["layers"]):
-        X = layer_forward(lp, X, dataclasses.replace(feat, window=feat.windows[i]) if feat.windows else feat, be)
+        here = dataclasses.replace(feat, window=feat.windows[i]) if feat.windows else feat
+        if feat.rope_layers and not feat.rope_layers[i]:  # a NoPE layer: queries and keys are not rotated
+            here = dataclasses.replace(here, positional="none")
+        X = layer_forward(lp, X, here, be)
     if feat.final_norm and "norm" not in feat.ablated:
         X = be.norm(X, feat.norm, params.get("final_ln_w"), params.get("final_ln_b"),
                     params.get("final_ln_eps", feat.eps))

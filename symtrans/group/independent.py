@@ -277,7 +277,7 @@ def measure_transformers(arch: Architecture | str, instance: Architecture, *, se
     import torch
     from torch.func import functional_call, jacrev
 
-    from symtrans.group.complete import MIN_EPS, parameter_count, rank_record
+    from symtrans.group.complete import MIN_EPS, parameter_count, rank_record, writer_gap
     from symtrans.group.spec import GroupSpec
 
     a = get_arch(arch)
@@ -325,6 +325,10 @@ def measure_transformers(arch: Architecture | str, instance: Architecture, *, se
     spec = GroupSpec.from_arch(inst)
     group = int(spec.scope_dimension("model"))
     mine = parameter_count(inst, "model")
+    gap = writer_gap(inst, "model")  # a named condition outside G (complete.writer_gap): does it account for the rest?
+    if gap is not None:
+        gap = {**gap, "explains": bool(rec["clear"] and gap["dimension"] is not None and P == mine
+                                       and measured == group + gap["dimension"])}
     return {
         "route": "transformers", "model_type": conf.model_type, "scope": "model",
         "output": "logits" if causal else "last hidden state",
@@ -339,5 +343,6 @@ def measure_transformers(arch: Architecture | str, instance: Architecture, *, se
                    "gap_decades": rec["gap_decades"], "clear": rec["clear"],
                    "rule": "symtrans.precision.gap_rank: the widest drop of the singular values; clear if it spans "
                            f"enough decades and the values below are < {ROUNDING_FLOOR:g} relative"},
+        **({"condition": gap} if gap is not None else {}),
         "agrees": bool(rec["clear"] and measured == group and P == mine),
     }

@@ -21,8 +21,9 @@ from typing import Any
 __all__ = ["random_model", "random_checkpoint", "tiny_decoder", "FAMILIES", "DECODER_FAMILIES", "float64_reference"]
 
 FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3",
-            "gemma2", "phi3", "olmo2", "gpt_neox")
-DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "gpt_neox")
+            "gemma2", "phi3", "olmo2", "gpt_neox", "smollm3")
+DECODER_FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "gpt_neox",
+                    "smollm3")
 
 
 def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: int, vocab: int,
@@ -49,13 +50,19 @@ def _decoder(family: str, *, n_layers: int, d_model: int, n_heads: int, d_ff: in
                    "qwen3": (T.Qwen3Config, T.Qwen3Model, T.Qwen3ForCausalLM),
                    "gemma2": (T.Gemma2Config, T.Gemma2Model, T.Gemma2ForCausalLM),
                    "phi3": (T.Phi3Config, T.Phi3Model, T.Phi3ForCausalLM),
-                   "olmo2": (T.Olmo2Config, T.Olmo2Model, T.Olmo2ForCausalLM)}
+                   "olmo2": (T.Olmo2Config, T.Olmo2Model, T.Olmo2ForCausalLM),
+                   "smollm3": (T.SmolLM3Config, T.SmolLM3Model, T.SmolLM3ForCausalLM)}
         config_cls, base, lm = classes[family]
         extra.setdefault("num_key_value_heads", max(1, n_heads // 2))
         if family == "mistral":
             extra.setdefault("sliding_window", positions)
         if family == "qwen3":  # head_dim is its own field (default 128): the tiny width
             extra.setdefault("head_dim", d_model // n_heads)
+        if family == "smollm3":  # a NoPE layer first (the default puts one every 4th layer), ids inside the vocabulary
+            extra.setdefault("no_rope_layers", [int(i % 2 == 1) for i in range(n_layers)])
+            extra.setdefault("pad_token_id", 0)
+            extra.setdefault("bos_token_id", 1)
+            extra.setdefault("eos_token_id", 2)
         if family == "olmo2":  # the default pad and eos ids lie outside a tiny vocabulary
             extra.setdefault("pad_token_id", 0)
             extra.setdefault("eos_token_id", 1)
@@ -184,7 +191,7 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
     steps run in the input's dtype with the same formulas (nothing else
     changes), so a float64 model is a float64 reference for
     :func:`symtrans.numeric.forward.encode`. ``family``: ``gemma3`` (the
-    default), ``gemma2``, ``qwen3``, ``phi3``, ``olmo2`` or ``gpt_neox``.
+    default), ``gemma2``, ``qwen3``, ``phi3``, ``olmo2``, ``gpt_neox`` or ``smollm3``.
 
     Examples
     --------
@@ -262,4 +269,5 @@ class float64_reference:  # noqa: N801 - used as a context manager, like torch.n
 
 #: per family: (transformers module, class-name prefix) whose float32 steps float64_reference turns off
 _FLOAT64_MODULES = {"gemma3": ("gemma3", "Gemma3"), "qwen3": ("qwen3", "Qwen3"), "gemma2": ("gemma2", "Gemma2"),
-                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2"), "gpt_neox": ("gpt_neox", "GPTNeoX")}
+                    "phi3": ("phi3", "Phi3"), "olmo2": ("olmo2", "Olmo2"), "gpt_neox": ("gpt_neox", "GPTNeoX"),
+                    "smollm3": ("smollm3", "SmolLM3")}

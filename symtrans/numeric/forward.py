@@ -245,7 +245,8 @@ class Structure:
         if self.per_layer:
             kinds = sorted({(t, w) for t, w in self.per_layer}, key=str)
             pos = "rotary positions, per layer " + ", ".join(
-                f"(theta {t:g}, {'window ' + str(w) if w else 'no window'})" for t, w in kinds)
+                f"({'theta ' + format(t, 'g') if t else 'NoPE: no rotation'}, "
+                f"{'window ' + str(w) if w else 'no window'})" for t, w in kinds)
         if self.rotary_dim is not None:
             pos += f" on the first {self.rotary_dim} coordinates of each head"
         if self.parallel_residual:
@@ -301,6 +302,11 @@ def structure(weights: Any) -> Structure:
     per_layer: tuple[tuple[float | None, int | None], ...] = ()
     if a.layer_types:  # Gemma 3: each layer's own base and window, resolved by Structure.at(i)
         per_layer = tuple((a.rope_base_at(i), a.window_at(i)) for i in range(int(a.L)))
+        theta, window = None, None
+    if a.rope_layers:  # SmolLM3: no rotary angles on a NoPE layer (its base None), resolved by Structure.at(i)
+        per_layer = tuple(((t if per_layer else theta) if a.rotary_at(i) else None,
+                           w if per_layer else (int(window) if window else None))
+                          for i, (t, w) in enumerate(per_layer or [(None, None)] * int(a.L)))
         theta, window = None, None
     return Structure(form="pre-ln", norm=a.norm, eps=float(a.ln_eps), activation=a.activation,
                      gated=a.ffn == "gated", causal=a.attention == "causal", rope_theta=theta,

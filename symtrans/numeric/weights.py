@@ -77,8 +77,9 @@ _LAYOUTS["gpt_neox"] = {
     "prefixes": ("", "gpt_neox."), "layer": "layers.{i}.",
     "word": "embed_in.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "final_layer_norm",
 }
+_LAYOUTS["smollm3"] = _LAYOUTS["llama"]
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
-                      "olmo2", "gpt_neox")
+                      "olmo2", "gpt_neox", "smollm3")
 
 
 def default_model_path() -> Path:
@@ -878,7 +879,7 @@ class _Checkpoint:
             return self._gpt2_layer(i, into)
         if self.arch.family == "gpt_neox":
             return self._neox_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2"):
+        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3"):
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
