@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from symtrans.group.gauge import apply_gauge, gauge_factors, sample_gauge
-from symtrans.group.hooks import Effect, HOOKS, gauge_table, hook_values, predict
+from symtrans.group.hooks import Effect, HOOKS, gauge_table, hook_rows, hook_values, predict
 from symtrans.group.relate import relation_tolerance
 from symtrans.group.spec import GroupSpec
 from symtrans.numeric import load_model
@@ -56,7 +56,7 @@ def test_every_cell_numerically(bundled, factor):
     checked = 0
     for layer in range(w.n_layers):
         before, after = hook_values(w, trace, layer), hook_values(moved, trace2, layer)
-        for tl, name in HOOKS:
+        for tl, name in hook_rows(w.arch):
             cell = cells[tl, factor]
             if cell.verdict == "absent":
                 assert name not in before
@@ -121,7 +121,7 @@ def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
         tol, _ = relation_tolerance("float32", g.kappa)
         for layer in range(w.n_layers):
             before, after = hook_values(w, trace, layer), hook_values(moved, trace2, layer)
-            for tl, name in HOOKS:
+            for tl, name in hook_rows(w.arch):
                 cell = cells[tl, factor]
                 if cell.verdict == "absent" or name not in before:  # W_U: symtrans loads no output head
                     continue
