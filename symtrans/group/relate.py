@@ -425,22 +425,37 @@ class _Solver:
         d = A.shape[1]
         centred = bool(self.tags_on("word", "translate_ones"))
         rows = bool(self.tags_on("word", "translate_rows"))
-        Ac, Bc = A, B
-        if rows or centred:  # one copy of each table, centred in place (each whole-table copy is paged in anew)
-            Ac, Bc = A.clone(), B.clone()
-            for X in (Ac, Bc):
-                if rows:
-                    X.sub_(X.mean(0, keepdim=True))
-                if centred:  # right-multiplication by I - 11^T/d: each row loses its mean
+        # the tables projected off what the translations move, row chunk by row chunk: the column means are taken
+        # once on the whole table, the row means are per row, so each chunk is centred exactly as the whole table
+        # would be, without whole-table copies (each one paged in anew); whole tables only for least squares
+        cmA = A.mean(0, keepdim=True) if rows else None
+        cmB = B.mean(0, keepdim=True) if rows else None
+        centre_rows = centred  # fixed here: the least-squares fallback below may drop ``centred``
+
+        def centre(X: Any, cm: Any) -> Any:
+            if cm is not None:
+                X = X - cm  # a new tensor: the row centring below may act on it in place
+                if centre_rows:
                     X.sub_(X.mean(1, keepdim=True))
+            elif centre_rows:  # right-multiplication by I - 11^T/d: each row loses its mean
+                X = X - X.mean(1, keepdim=True)
+            return X
+
+        def dist(fa: Any) -> float:
+            """|fa(A projected) - B projected|_F, over row chunks."""
+            total = 0.0
+            for i in range(0, A.shape[0], _CHUNK_ROWS):
+                total += _fro(fa(centre(A[i:i + _CHUNK_ROWS], cmA)) - centre(B[i:i + _CHUNK_ROWS], cmB)) ** 2
+            return math.sqrt(total)
+
         tol = self.u_pivot("word", None)
         nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
-        if _fro_diff(Ac, Bc) / nB <= tol:
+        if dist(lambda x: x) / nB <= tol:
             return  # Q = I
         # a signed permutation: match columns (exact up to sign)
         # candidate columns from a subset of rows (the match is then checked on the whole table)
-        rows_used = torch.linspace(0, Ac.shape[0] - 1, min(Ac.shape[0], 4 * d)).long()
-        As, Bs = Ac[rows_used], Bc[rows_used]
+        rows_used = torch.linspace(0, A.shape[0] - 1, min(A.shape[0], 4 * d)).long()
+        As, Bs = centre(A[rows_used], cmA), centre(B[rows_used], cmB)
         na, nb = As.norm(dim=0), Bs.norm(dim=0)
         cos = (As.T @ Bs) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
         best = cos.abs().argmax(0)
@@ -451,13 +466,14 @@ class _Solver:
         mono, mono_fit = None, math.inf
         if len(set(perm)) == d:
             Qm = MonomialMatrix(perm, signs.to(A.dtype))
-            mono_fit = _fro_diff(Ac @ Qm, Bc) / nB
+            mono_fit = dist(lambda x: x @ Qm) / nB
             if mono_fit <= tol:
                 mono = Qm
         if mono is not None:
             X, fit, Q = mono.dense(), mono_fit, mono.dense()
         else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
             # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
+            Ac, Bc = centre(A, cmA), centre(B, cmB)
             X = _lstsq(Ac, Bc)
             fit, Q = _fro_diff(Ac @ X, Bc) / nB, X
             if centred:
@@ -502,7 +518,7 @@ class _Solver:
             feats += [f"residual-rotation {s}" for s in self.features_breaking(rot)]
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
-        size = _fro_diff(Ac @ best_mono if best_mono is not None else Ac, Bc) / nB
+        size = dist((lambda x: x @ best_mono) if best_mono is not None else (lambda x: x)) / nB
         self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
