@@ -13,7 +13,9 @@ time of this process (``time.process_time``); with one thread on each side it is
 jobs on the machine enter only through cache and memory contention (wall seconds, also one thread on each
 side, are printed beside it and move with the load). Interleaved: each round runs (a), (b), (c) once, after
 one warm-up round; the ratios b/a and c/a are taken per round, in CPU seconds, and their median printed with
-the range. The issue's target is 3. Then each command's CPU seconds per phase (``Relation.phases``,
+the range. The issue's target is 3. Two floors on the same clock: reading every value of both models once
+(a sum per tensor) and one fresh copy of one model (what each functional step of the element costs on the
+tensors it moves). Then each command's CPU seconds per phase (``Relation.phases``,
 ``Canonical.phases``: the solver's own timing, same clock), median over the rounds, as multiples of the
 forward. Loading (both commands read two, or one, checkpoints) is timed apart and not in the ratios.
 
@@ -77,7 +79,21 @@ def main() -> None:
     load = time.perf_counter() - t0
     spec = GroupSpec.from_arch(a.arch)
     b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0)))
-    runs = {"forward": forward, "relate": lambda: relate(a, b), "canonical": lambda: canonical(a)}
+    def read_both() -> None:  # the floor of any check of B against g . A: every value of both models read once
+        with single_threaded():
+            for w in (a, b):
+                for t in w.tensors.values():
+                    if t is not None:
+                        t.sum()
+
+    def copy_one() -> None:  # the floor of one functional step on every tensor: a fresh copy of one model
+        with single_threaded():
+            for t in a.tensors.values():
+                if t is not None:
+                    t.clone()
+
+    runs = {"forward": forward, "relate": lambda: relate(a, b), "canonical": lambda: canonical(a),
+            "read both models": read_both, "copy one model": copy_one}
     assert relate(a, b).related  # the warm-up round, and the benchmark measures a success
     for fn in runs.values():
         fn()
@@ -100,6 +116,9 @@ def main() -> None:
         r = [c / f for c, f in zip(cpu[name], cpu["forward"])]
         print(f"{label + ':':52s}{med[name]:.3f} s [wall {wmed[name]:.3f} s]  ratio {statistics.median(r):.1f} "
               f"(rounds {min(r):.1f}-{max(r):.1f}; wall ratio {wmed[name] / wmed['forward']:.1f}; target 3)")
+    for name in ("read both models", "copy one model"):
+        print(f"floor: {name + ' (float64, a sum / a clone per tensor):':52s}{med[name]:.3f} s  "
+              f"{med[name] / med['forward']:.2f}x the forward")
     for name in ("relate", "canonical"):
         keys = list(dict.fromkeys(k for ph in phases[name] for k in ph))
         print(f"{name} per phase (CPU s, median; x forward):")
