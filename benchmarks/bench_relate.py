@@ -116,8 +116,8 @@ def main() -> None:
         r = [c / f for c, f in zip(cpu[name], cpu["forward"])]
         print(f"{label + ':':52s}{med[name]:.3f} s [wall {wmed[name]:.3f} s]  ratio {statistics.median(r):.1f} "
               f"(rounds {min(r):.1f}-{max(r):.1f}; wall ratio {wmed[name] / wmed['forward']:.1f}; target 3)")
-    for name in ("read both models", "copy one model"):
-        print(f"floor: {name + ' (float64, a sum / a clone per tensor):':52s}{med[name]:.3f} s  "
+    for name, how in (("read both models", "a sum per tensor"), ("copy one model", "a clone per tensor")):
+        print(f"floor: {name + ' (float64, ' + how + '):':45s}{med[name]:.3f} s  "
               f"{med[name] / med['forward']:.2f}x the forward")
     for name in ("relate", "canonical"):
         keys = list(dict.fromkeys(k for ph in phases[name] for k in ph))

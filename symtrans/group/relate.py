@@ -441,16 +441,19 @@ class _Solver:
                 X = X - X.mean(1, keepdim=True)
             return X
 
-        def dist(fa: Any) -> float:
-            """|fa(A projected) - B projected|_F, over row chunks."""
+        def dist(fa: Any, above: float = math.inf) -> float:
+            """|fa(A projected) - B projected|_F, over row chunks; once the partial sum exceeds ``above`` it is
+            returned as it stands (a lower bound of the whole, already past the bound the caller tests)."""
             total = 0.0
             for i in range(0, A.shape[0], _CHUNK_ROWS):
                 total += _fro(fa(centre(A[i:i + _CHUNK_ROWS], cmA)) - centre(B[i:i + _CHUNK_ROWS], cmB)) ** 2
+                if total > above ** 2:
+                    break
             return math.sqrt(total)
 
         tol = self.u_pivot("word", None)
         nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
-        if dist(lambda x: x) / nB <= tol:
+        if dist(lambda x: x, above=tol * nB) / nB <= tol:
             return  # Q = I
         # a signed permutation: match columns (exact up to sign)
         # candidate columns from a subset of rows (the match is then checked on the whole table)
@@ -466,7 +469,7 @@ class _Solver:
         mono, mono_fit = None, math.inf
         if len(set(perm)) == d:
             Qm = MonomialMatrix(perm, signs.to(A.dtype))
-            mono_fit = dist(lambda x: x @ Qm) / nB
+            mono_fit = dist(lambda x: x @ Qm, above=tol * nB) / nB  # exact when it passes (<= tol)
             if mono_fit <= tol:
                 mono = Qm
         if mono is not None:
