@@ -88,6 +88,21 @@ def test_a_false_claim_fails(bundled):
     assert not _check(wrong, b["Y"], a["Y"], g.parts["vo-gauge"], w, 1, tol)[0]
 
 
+def test_post_ln_rows_come_from_names_py_and_a_missing_row_is_an_error(monkeypatch):
+    """Post-LN models read resid_mid at the second norm's input (pre_ln2), pre-LN models after attention (pre_ln1);
+    resid_post is the layer's output on both. Without names.py's post-LN row the table refuses to guess."""
+    from symtrans.errors import SymtransError
+    from symtrans.group import hooks
+
+    post, pre = dict(hook_rows("minilm-l6-h384")), dict(hook_rows("gpt2"))
+    assert (post["resid_mid"], post["resid_post"], pre["resid_mid"], pre["resid_post"]) == \
+        ("pre_ln2", "out", "pre_ln1", "out")
+    monkeypatch.setattr(hooks, "ACTIVATIONS", tuple(r for r in hooks.ACTIVATIONS if r.symtrans != "pre_ln2"))
+    with pytest.raises(SymtransError, match="0 rows for hook_resid_mid on a post-ln model"):
+        hook_rows("minilm-l6-h384")
+    assert dict(hook_rows("gpt2"))["resid_mid"] == "pre_ln1"
+
+
 def test_table_rows_and_names():
     """One row per hook and one column per factor acting on the weights; TL names come from names.py."""
     cells = gauge_table("minilm-l6-h384")
