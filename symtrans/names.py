@@ -4,7 +4,12 @@ The paper and symtrans write L, H, d_k, d_ff, A^h, Y^h and Y^h W_O^h; Transforme
 n_heads, d_head, d_mlp, ``hook_pattern``, ``hook_z`` and ``hook_result``. :data:`ACTIVATIONS` maps each
 per-layer internal of :class:`symtrans.numeric.forward.LayerTrace` to the TransformerLens 4.x hook that
 holds the same tensor, with the axis order of each; :data:`SIZES` maps the architecture's sizes.
-``tests/test_interop_names.py`` compares every row with a real ``TransformerBridge``'s ``run_with_cache``.
+``tests/test_interop_names.py`` compares every row with a real ``TransformerBridge``'s ``run_with_cache``: the
+pre-LN rows on GPT-2, the post-LN rows on the bundled BERT (all-MiniLM-L6-v2). For post-LN BERT the 4.x bridge and
+TransformerLens's legacy ``HookedEncoder`` hook different tensors under one name: the bridge's ``hook_resid_mid`` is
+``ln2.hook_in`` (the sum ``X_1 + FFN(X_1)``, the legacy ``hook_resid_post``) and its ``hook_resid_post`` the block's
+output after the second norm (the legacy ``hook_normalized_resid_post``); the legacy ``hook_resid_mid`` is
+``X + MHA(X) + b_O``, which the bridge hooks as ``ln1.hook_in``. The rows follow the bridge.
 
 Examples
 --------
@@ -62,10 +67,16 @@ ACTIVATIONS: tuple[NameRow, ...] = (
             "pre-ln"),
     NameRow("X1", "N_2(X + MHA(X) + b_O)", "blocks.{l}.ln2.hook_out", "pos, d_model", "batch, pos, d_model",
             "what the MLP reads: the second norm's output (pre-LN decoders)", "pre-ln"),
+    NameRow("X1", "N_1(X + MHA(X) + b_O)", "blocks.{l}.ln1.hook_out", "pos, d_model", "batch, pos, d_model",
+            "what the MLP reads: the first norm's output (post-LN encoders)", "post-ln"),
     NameRow("ffn", "FFN(X_1)", "blocks.{l}.hook_mlp_out", "pos, d_model", "batch, pos, d_model",
             "the MLP's output, b_out included"),
+    NameRow("pre_ln2", "X_1 + FFN(X_1)", "blocks.{l}.hook_resid_mid", "pos, d_model", "batch, pos, d_model",
+            "post-LN encoders: the sum the second norm reads (the 4.x bridge hooks it as hook_resid_mid, at "
+            "ln2.hook_in; the legacy HookedEncoder calls it hook_resid_post)", "post-ln"),
     NameRow("out", "the layer's output", "blocks.{l}.hook_resid_post", "pos, d_model", "batch, pos, d_model",
-            "the residual stream after the layer"),
+            "the residual stream after the layer (post-LN encoders: after the second norm, the bridge's block output; "
+            "the legacy HookedEncoder calls it hook_normalized_resid_post)"),
 )
 
 #: per-head projections TransformerLens hooks that :class:`~symtrans.numeric.forward.LayerTrace` does not keep: the

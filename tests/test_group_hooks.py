@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from symtrans.group.gauge import apply_gauge, gauge_factors, sample_gauge
-from symtrans.group.hooks import Effect, HOOKS, gauge_table, hook_values, predict
+from symtrans.group.hooks import Effect, HOOKS, gauge_table, hook_rows, hook_values, predict
 from symtrans.group.relate import relation_tolerance
 from symtrans.group.spec import GroupSpec
 from symtrans.numeric import load_model
@@ -56,7 +56,7 @@ def test_every_cell_numerically(bundled, factor):
     checked = 0
     for layer in range(w.n_layers):
         before, after = hook_values(w, trace, layer), hook_values(moved, trace2, layer)
-        for tl, name in HOOKS:
+        for tl, name in hook_rows(w.arch):
             cell = cells[tl, factor]
             if cell.verdict == "absent":
                 assert name not in before
@@ -86,6 +86,21 @@ def test_a_false_claim_fails(bundled):
     wrong = Effect(tuple(m.__class__(m.kind, m.axis, m.tag.__class__(**{**m.tag.__dict__, "how": "inverse_transpose"}),
                                      m.part) for m in z.moves))
     assert not _check(wrong, b["Y"], a["Y"], g.parts["vo-gauge"], w, 1, tol)[0]
+
+
+def test_post_ln_rows_come_from_names_py_and_a_missing_row_is_an_error(monkeypatch):
+    """Post-LN models read resid_mid at the second norm's input (pre_ln2), pre-LN models after attention (pre_ln1);
+    resid_post is the layer's output on both. Without names.py's post-LN row the table refuses to guess."""
+    from symtrans.errors import SymtransError
+    from symtrans.group import hooks
+
+    post, pre = dict(hook_rows("minilm-l6-h384")), dict(hook_rows("gpt2"))
+    assert (post["resid_mid"], post["resid_post"], pre["resid_mid"], pre["resid_post"]) == \
+        ("pre_ln2", "out", "pre_ln1", "out")
+    monkeypatch.setattr(hooks, "ACTIVATIONS", tuple(r for r in hooks.ACTIVATIONS if r.symtrans != "pre_ln2"))
+    with pytest.raises(SymtransError, match="0 rows for hook_resid_mid on a post-ln model"):
+        hook_rows("minilm-l6-h384")
+    assert dict(hook_rows("gpt2"))["resid_mid"] == "pre_ln1"
 
 
 def test_table_rows_and_names():
@@ -121,7 +136,7 @@ def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
         tol, _ = relation_tolerance("float32", g.kappa)
         for layer in range(w.n_layers):
             before, after = hook_values(w, trace, layer), hook_values(moved, trace2, layer)
-            for tl, name in HOOKS:
+            for tl, name in hook_rows(w.arch):
                 cell = cells[tl, factor]
                 if cell.verdict == "absent" or name not in before:  # W_U: symtrans loads no output head
                     continue

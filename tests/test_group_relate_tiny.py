@@ -321,3 +321,29 @@ def test_a_gemma_gain_keeps_what_a_learned_gain_keeps_and_must_be_folded_as_one_
     assert not relate(a, bad).related
     refused = relate(a, _with_tags(bad, "residual-permutation", {"Q": Q}, drop=gains))
     assert not refused.related and refused.stop.unexplained > refused.stop.tolerance
+
+
+def test_translations_broadcast_as_the_dense_product_and_refuse_a_malformed_element():
+    """act's row and column translations add g by broadcasting: bit for bit the dense ``1 g`` / ``g 1^T`` sums they
+    replaced; an element of the wrong shape (two rows, two columns) is refused, not broadcast."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.action import ACTIONS
+
+    spec = GroupSpec.from_arch("minilm-l6-h384")
+    tag = {how: next(t for f in spec.factors for t in f.tags if t.how == how)
+           for how in ("translate_rows", "translate_rows_neg", "translate_ones")}
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(7, 5, generator=gen, dtype=torch.float64)
+    r, c = torch.randn(1, 5, generator=gen, dtype=torch.float64), torch.randn(7, 1, generator=gen, dtype=torch.float64)
+    ones_col, ones_row = torch.ones(7, 1, dtype=X.dtype), torch.ones(1, 5, dtype=X.dtype)
+
+    def apply(how, g):
+        return ACTIONS[how].apply(X, tag[how], g, None, {}, None, None)
+
+    assert torch.equal(apply("translate_rows", r), X + ones_col @ r)
+    assert torch.equal(apply("translate_rows_neg", r), X - ones_col @ r)
+    assert torch.equal(apply("translate_ones", c), X + c @ ones_row)
+    with pytest.raises(SymtransError, match="one row"):
+        apply("translate_rows", torch.randn(2, 5, generator=gen, dtype=torch.float64))
+    with pytest.raises(SymtransError, match="one column"):
+        apply("translate_ones", torch.randn(7, 2, generator=gen, dtype=torch.float64))

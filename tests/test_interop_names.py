@@ -7,6 +7,7 @@ and each weight with the bridge's parameter. A row naming the wrong hook (or the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
@@ -50,17 +51,75 @@ def _to_symtrans(tensor, row):
     return tensor[0].permute(*[tl.index(a) for a in ours])
 
 
-@pytest.mark.parametrize("row", ACTIVATIONS, ids=lambda r: r.symtrans)
+def _agrees(trace, cache, row, layer) -> tuple[bool, float, float]:
+    """Whether the trace's field and the bridge's hook hold one tensor: (agrees, max deviation, tolerance).
+
+    float32 on both sides; 64 eps of the tensor's scale (at least 1): the two forwards round in different orders."""
+    ours = getattr(trace.layers[layer], row.symtrans).double()
+    theirs = _to_symtrans(cache[row.hook(layer)], row).double()
+    if ours.shape != theirs.shape:
+        return False, float("inf"), 0.0
+    tol = 64 * torch.finfo(torch.float32).eps * max(float(ours.abs().max()), 1.0)
+    dev = float((ours - theirs).abs().max())
+    return dev <= tol, dev, tol
+
+
+@pytest.mark.parametrize("row", [r for r in ACTIVATIONS if r.forms in ("both", "pre-ln")], ids=lambda r: r.symtrans)
 def test_each_activation_is_the_hook_the_map_names(run, row):
+    """GPT-2 is pre-LN: every row that holds on pre-LN models (the post-LN ones: :func:`test_post_ln_rows_on_bert`)."""
     bridge, cache, weights, trace = run
-    assert row.forms in ("both", "pre-ln")  # GPT-2 is pre-LN: every row of the map holds on it
     for layer in range(bridge.cfg.n_layers):
-        ours = getattr(trace.layers[layer], row.symtrans).double()
-        theirs = _to_symtrans(cache[row.hook(layer)], row).double()
-        assert ours.shape == theirs.shape, (row.symtrans, layer)
-        scale = float(ours.abs().max())
-        assert float((ours - theirs).abs().max()) <= 64 * torch.finfo(torch.float32).eps * max(scale, 1.0), \
-            (row.symtrans, layer)
+        ok, dev, tol = _agrees(trace, cache, row, layer)
+        assert ok, (row.symtrans, layer, dev, tol)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    """The bridge's cache and symtrans's trace of the bundled all-MiniLM-L6-v2 (post-LN BERT), one input."""
+    _interop("transformer_lens")
+    import transformers
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from symtrans.numeric.forward import encode
+    from symtrans.numeric.weights import default_model_path, load_model
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = str(default_model_path())
+    bridge = TransformerBridge.boot_transformers(path, device="cpu",
+                                                 tokenizer=transformers.AutoTokenizer.from_pretrained(path))
+    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 6251, 102]])
+    _, cache = bridge.run_with_cache(ids)
+    return bridge, cache, encode(load_model(path, dtype="float32"), input_ids=ids[0])
+
+
+@pytest.mark.parametrize("row", [r for r in ACTIVATIONS if r.forms in ("both", "post-ln") and r.symtrans != "YO"],
+                         ids=lambda r: r.symtrans)
+def test_post_ln_rows_on_bert(bert, row):
+    """Every row that holds on post-LN encoders against the real bridge on the bundled BERT: ``hook_resid_post`` is
+    the block's output after the second norm (``out``), ``hook_resid_mid`` the second norm's input (``pre_ln2``).
+
+    Not ``hook_result`` (YO): TransformerLens 4.3's BERT ``AttentionBridge`` refuses ``set_use_attn_result``
+    (NotImplementedError), so the bridge has no such hook on BERT; GPT-2 checks that row."""
+    bridge, cache, trace = bert
+    for layer in range(bridge.cfg.n_layers):
+        ok, dev, tol = _agrees(trace, cache, row, layer)
+        assert ok, (row.symtrans, layer, dev, tol)
+
+
+def test_post_ln_resid_mid_is_not_the_attention_sum(bert):
+    """The false case: on post-LN BERT the bridge's ``hook_resid_mid`` is not ``X + MHA(X) + b_O`` (``pre_ln1``, the
+    pre-LN row and the legacy HookedEncoder's hook), and ``hook_resid_post`` is not the sum before the second norm."""
+    from symtrans.group.hooks import hook_rows
+
+    bridge, cache, trace = bert
+    mid = next(r for r in ACTIVATIONS if r.symtrans == "pre_ln1")
+    assert mid.forms == "pre-ln"
+    assert not _agrees(trace, cache, mid, 1)[0]
+    post_as_sum = dataclasses.replace(next(r for r in ACTIVATIONS if r.symtrans == "pre_ln2"),
+                                      tl="blocks.{l}.hook_resid_post")
+    assert not _agrees(trace, cache, post_as_sum, 1)[0]
+    rows = dict(hook_rows("minilm-l6-h384"))
+    assert (rows["resid_mid"], rows["resid_post"]) == ("pre_ln2", "out")  # the gauge table reads these rows
 
 
 def test_a_wrong_row_fails_the_comparison(run):

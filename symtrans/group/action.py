@@ -154,10 +154,22 @@ def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
 
 def _translate_rows(sign: int) -> Callable[..., Any]:
     def apply(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
-        ones = sp.ones(block.shape[0], 1) if _is_sympy(block) else block.new_ones(block.shape[0], 1)
-        return block + sign * (ones @ g)
-
+        if _is_sympy(block):
+            return block + sign * (sp.ones(block.shape[0], 1) * g)
+        if g.shape[0] != 1:
+            raise SymtransError(f"tag {tag.describe()}: the element is one row (1 x {block.shape[1]}), got "
+                                f"{tuple(g.shape)}")
+        return block + sign * g  # broadcast: the same sums as 1 g, without the table-sized 1 g
     return apply
+
+
+def _translate_ones(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
+    if _is_sympy(block):
+        return block + g @ _ones_like_row(block)
+    if g.shape[-1] != 1:
+        raise SymtransError(f"tag {tag.describe()}: the element is one column ({block.shape[0]} x 1), got "
+                            f"{tuple(g.shape)}")
+    return block + g  # broadcast: the same sums as g 1^T, without the table-sized g 1^T
 
 
 def _conjugate_gain(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
@@ -218,7 +230,7 @@ _APPLY: dict[str, Callable[..., Any]] = {
     "translate": lambda block, tag, g, *_: block + g,
     "translate_image": _translate_image,
     "conjugate_diagonal": lambda block, tag, g, inverse, *_: _diagonal_row(inverse() @ _diag(block) @ g),
-    "translate_ones": lambda block, tag, g, *_: block + g @ _ones_like_row(block),
+    "translate_ones": _translate_ones,
     "translate_neg": lambda block, tag, g, *_: block - g,
     "hyperplane_weight": _hyperplane_weight,
     "hyperplane_bias": _hyperplane_bias,

@@ -59,6 +59,7 @@ class Canonical:
     weights: Any
     steps: list[dict[str, Any]]
     ambiguities: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # CPU seconds per phase, in order, then "weights"
 
 
 class _Canon:
@@ -90,10 +91,13 @@ class _Canon:
         if "word" not in self.cur or (perm_f is None and rot_f is None):
             return
         W = self.cur["word"]
-        if s.tags_on("word", "translate_rows"):
-            W = W - W.mean(0, keepdim=True)
-        if s.tags_on("word", "translate_ones"):
-            W = W - W.mean(1, keepdim=True)
+        rows, ones = bool(s.tags_on("word", "translate_rows")), bool(s.tags_on("word", "translate_ones"))
+        if rows or ones:  # one copy, centred in place
+            W = W.clone()
+            if rows:
+                W.sub_(W.mean(0, keepdim=True))
+            if ones:
+                W.sub_(W.mean(1, keepdim=True))
         d = W.shape[1]
         if rot_f is not None:
             rms = self.spec.arch.norm == "rmsnorm"
@@ -116,7 +120,9 @@ class _Canon:
             return
         if perm_f is None:
             return
-        norms = W.norm(dim=0)
+        from symtrans.group.relate import _col_norms
+
+        norms = _col_norms(W)
         order = torch.argsort(-norms, stable=True)
         sorted_norms = norms[order]
         close = ((sorted_norms[:-1] - sorted_norms[1:]) / sorted_norms[0]) < self.tie
@@ -411,21 +417,19 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import _load
+    from symtrans.group.relate import _load, _timed
     from symtrans.threads import single_threaded
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     c = _Canon(spec, model_blocks(w), tie)
+    phases: dict[str, float] = {}
+    out: list[Any] = []
     with single_threaded():
-        c.residual()
-        c.scalings()
-        c.translations()
-        c.heads()
-        c.units()
-        c.unit_scalings()
-        c.gauges()
-    return Canonical(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical"), c.s.steps, c.amb)
+        for name in ("residual", "scalings", "translations", "heads", "units", "unit_scalings", "gauges"):
+            _timed(phases, name, getattr(c, name))
+        _timed(phases, "weights", lambda: out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical")))
+    return Canonical(out[0], c.s.steps, c.amb, phases)
 
 
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:

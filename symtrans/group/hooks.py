@@ -42,9 +42,10 @@ from symtrans.errors import SymtransError
 from symtrans.group.spec import AxisTag, GroupSpec
 from symtrans.names import ACTIVATIONS, PRODUCTS, PROJECTIONS, WEIGHTS
 
-__all__ = ["HOOKS", "Move", "Effect", "Cell", "gauge_table", "markdown_table", "predict", "hook_values"]
+__all__ = ["HOOKS", "hook_rows", "Move", "Effect", "Cell", "gauge_table", "markdown_table", "predict", "hook_values"]
 
-#: the TransformerLens names of the table's rows, with the symtrans name (names.py) they stand for
+#: the TransformerLens names of the table's rows, with the symtrans name (names.py) they stand for, as on a pre-LN
+#: model; :func:`hook_rows` gives an architecture's (post-LN encoders hook ``resid_mid`` elsewhere)
 HOOKS: tuple[tuple[str, str], ...] = (
     ("resid_pre", "X"), ("hook_q", "q"), ("hook_k", "k"), ("hook_v", "v"), ("hook_attn_scores", "scores"),
     ("hook_pattern", "A"), ("hook_z", "Y"), ("hook_result", "YO"), ("resid_mid", "pre_ln1"),
@@ -54,6 +55,31 @@ HOOKS: tuple[tuple[str, str], ...] = (
 #: names.py's axis words -> the group's axis names (spec.LAYER_AXES)
 _AXIS = {"head": "head", "pos": "token", "query": "token", "key": "token", "d_v": "v", "d_k": "qk",
          "d_model": "model"}
+
+
+def hook_rows(arch: Architecture | str | Any) -> tuple[tuple[str, str], ...]:
+    """The table's rows (TransformerLens name, symtrans name) for ``arch``, each the names.py row of its norm placement.
+
+    On a post-LN encoder TransformerLens 4.x's bridge hooks ``hook_resid_mid`` at the second norm's input
+    (``X_1 + FFN(X_1)``, symtrans's ``pre_ln2``), not at ``X + MHA(X) + b_O``; ``hook_resid_post`` is the block's
+    output after that norm (``out``) on both forms. ``tests/test_interop_names.py`` checks both rows on a real bridge.
+
+    Examples
+    --------
+    >>> dict(hook_rows("minilm-l6-h384"))["resid_mid"], dict(hook_rows("gpt2"))["resid_mid"]
+    ('pre_ln2', 'pre_ln1')
+    >>> dict(hook_rows("minilm-l6-h384"))["resid_post"]
+    'out'
+    """
+    a = arch if isinstance(arch, Architecture) else getattr(arch, "arch", None) or get_arch(arch)
+    form = "pre-ln" if a.norm_placement == "pre" else "post-ln"
+    out = []
+    for tl, name in HOOKS:
+        rows = [r for r in ACTIVATIONS if r.tl.endswith("hook_" + tl) and r.forms in ("both", form)]
+        if tl.startswith("resid_") and len(rows) != 1:
+            raise SymtransError(f"names.py has {len(rows)} rows for hook_{tl} on a {form} model; one expected")
+        out.append((tl, rows[0].symtrans if tl.startswith("resid_") else name))
+    return tuple(out)
 
 
 def _carried(symtrans: str) -> tuple[str, ...]:
@@ -481,7 +507,8 @@ def _layer(x: Effect, T: _Tags, spec: GroupSpec, factor: str, x_normed: bool) ->
     if pre:
         out["out"] = _residual([mid, f], T, "b_out")
     else:
-        out["out"] = _norm(_residual([X1, f], T, "b_out"), T, "ln2_w", "ln2_b", ln)
+        out["pre_ln2"] = _residual([X1, f], T, "b_out")
+        out["out"] = _norm(out["pre_ln2"], T, "ln2_w", "ln2_b", ln)
     return out
 
 
@@ -564,9 +591,10 @@ def gauge_table(arch: Architecture | str | Any, layers: int | None = None) -> li
     if L < 1:
         raise SymtransError(f"layers must be at least 1, got {L}")
     cells = []
+    rows = hook_rows(spec.arch)
     for factor in gauge_factors(spec):
         per_layer = _effects(spec, factor, L)
-        for tl, name in HOOKS:
+        for tl, name in rows:
             effects = tuple(e[name] for e in per_layer)
             for e in effects:
                 bad = [m for m in e.moves if m.kind == "lin" and m.axis not in _carried(name) + ("ff",)]
@@ -654,7 +682,7 @@ def hook_values(weights: Any, trace: Any, layer: int) -> dict[str, Any]:
     k = torch.einsum("nd,hdk->hnk", x, lay["W_K"]) + (lay["b_K"][:, None, :] if "b_K" in lay else 0)
     v = torch.einsum("nd,hdk->hnk", x, lay["W_V"]) + (lay["b_V"][:, None, :] if "b_V" in lay else 0)
     out = {"X": t.X, "q": q, "k": k, "v": v, "scores": q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]),
-           "A": t.A, "Y": t.Y, "YO": t.YO, "pre_ln1": t.pre_ln1, "out": t.out,
+           "A": t.A, "Y": t.Y, "YO": t.YO, "pre_ln1": t.pre_ln1, "pre_ln2": t.pre_ln2, "out": t.out,
            "W_Q[h] W_K[h]^T": lay["W_Q"] @ lay["W_K"].transpose(-1, -2), "W_V[h] W_O[h]": lay["W_V"] @ lay["W_O"],
            "word": weights.tensors["word"]}
     if weights.tensors.get("lm_head") is not None:

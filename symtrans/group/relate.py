@@ -164,6 +164,7 @@ class Relation:
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # CPU seconds per phase (PHASES, then "check")
 
     def summary(self) -> str:
         """Lines for the terminal: the verdict, the factors moved, the worst residual, ties.
@@ -213,7 +214,7 @@ class Relation:
         """
         return {"related": self.related, "factors": [s["factor"] for s in self.steps], "residuals": self.residuals,
                 "ties": self.ties, "stop": dataclasses.asdict(self.stop) if self.stop else None,
-                "a": self.a, "b": self.b, "seconds": self.seconds}
+                "a": self.a, "b": self.b, "seconds": self.seconds, "phases": self.phases}
 
 
 class _Refused(Exception):
@@ -233,9 +234,52 @@ def _fro(x: Any) -> float:
     return float(_torch().linalg.norm(x))
 
 
+#: rows per chunk of :func:`_fro_diff` (a chunk of a d_model = 384 float64 table is 3 MB: it stays in cache, and
+#: the allocator reuses it, where a whole-table difference is a fresh 94 MB allocation paged in per call)
+_CHUNK_ROWS = 1024
+
+
+def _fro_diff(x: Any, y: Any) -> float:
+    """``|x - y|_F`` without forming the whole difference (row chunks of large tensors).
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.arange(6000.0, dtype=torch.float64).reshape(3000, 2)
+    >>> abs(_fro_diff(x, 2 * x) - float(torch.linalg.norm(x))) < 1e-9 * float(torch.linalg.norm(x))
+    True
+    """
+    if x.dim() < 2 or x.shape[0] <= 2 * _CHUNK_ROWS:
+        return _fro(x - y)
+    total = 0.0
+    for i in range(0, x.shape[0], _CHUNK_ROWS):
+        total += _fro(x[i:i + _CHUNK_ROWS] - y[i:i + _CHUNK_ROWS]) ** 2
+    return math.sqrt(total)
+
+
+def _col_norms(x: Any) -> Any:
+    """The column norms of a 2-D tensor, summed over row chunks for large tables (``norm(dim=0)`` strides across
+    the rows of a row-major table: 7x slower on the 30522 x 384 word table).
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.randn(5000, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> bool(torch.allclose(_col_norms(x), x.norm(dim=0), rtol=1e-13))
+    True
+    """
+    if x.shape[0] <= 2 * _CHUNK_ROWS:
+        return x.norm(dim=0)
+    out = x.new_zeros(x.shape[1])
+    for i in range(0, x.shape[0], _CHUNK_ROWS):
+        c = x[i:i + _CHUNK_ROWS]
+        out += (c * c).sum(0)
+    return out.sqrt()
+
+
 def _rel(x: Any, target: Any) -> float:
     n = _fro(target)
-    d = _fro(x - target)
+    d = _fro_diff(x, target)
     return d / n if n > 0 else d
 
 
@@ -296,6 +340,7 @@ class _Solver:
         self.broken = {f.name: f for f in spec.factors if f.tags and f.status == "broken"}
         self._tags_cache: dict[tuple[Any, ...], list[Any]] = {}
         self._sketches: dict[tuple[Any, ...], Any] = {}
+        self._invariants: dict[tuple[Any, ...], Any] = {}
         self.steps_before_residual = cur
         self.scaled = False
         a = spec.arch
@@ -328,14 +373,21 @@ class _Solver:
         A ``hyperplane_weight`` tag adds ``(1/gamma)^T v``: the rows are projected off ``1/gamma`` (left);
         a ``translate_ones`` tag adds ``w 1^T``: each row loses its mean (right). Rank-one updates, no dense projector.
         """
+        gains = [g for g in (self.gain_for(t, layer, params) for _, t in self.tags_on(tensor, "hyperplane_weight"))
+                 if g is not None]
+        # the same block under the same gains gives the same projection: cached by identity (the solver never
+        # changes a tensor in place; every step builds new ones), the objects kept so an id is never reused
+        key = (tensor, id(block), *map(id, gains))
+        hit = self._invariants.get(key)
+        if hit is not None and hit[0] is block and all(a is b for a, b in zip(hit[1], gains)):
+            return hit[2]
         out = block
-        for f, t in self.tags_on(tensor, "hyperplane_weight"):
-            g = self.gain_for(t, layer, params)
-            if g is not None:
-                u = (1 / g).reshape(-1, 1)
-                out = out - u @ ((u.T @ out) / float((u * u).sum()))
+        for g in gains:
+            u = (1 / g).reshape(-1, 1)
+            out = out - u @ ((u.T @ out) / float((u * u).sum()))
         if self.tags_on(tensor, "translate_ones"):
             out = out - out.mean(1, keepdim=True)
+        self._invariants[key] = (block, gains, out)
         return out
 
     def apply(self, factor: str, element: Any, note: str | None = None) -> None:
@@ -374,19 +426,40 @@ class _Solver:
         d = A.shape[1]
         centred = bool(self.tags_on("word", "translate_ones"))
         rows = bool(self.tags_on("word", "translate_rows"))
-        Ac, Bc = A, B
-        if rows:
-            Ac, Bc = Ac - Ac.mean(0, keepdim=True), Bc - Bc.mean(0, keepdim=True)
-        if centred:  # right-multiplication by I - 11^T/d: each row loses its mean
-            Ac, Bc = Ac - Ac.mean(1, keepdim=True), Bc - Bc.mean(1, keepdim=True)
+        # the tables projected off what the translations move, row chunk by row chunk: the column means are taken
+        # once on the whole table, the row means are per row, so each chunk is centred exactly as the whole table
+        # would be, without whole-table copies (each one paged in anew); whole tables only for least squares
+        cmA = A.mean(0, keepdim=True) if rows else None
+        cmB = B.mean(0, keepdim=True) if rows else None
+        centre_rows = centred  # fixed here: the least-squares fallback below may drop ``centred``
+
+        def centre(X: Any, cm: Any) -> Any:
+            if cm is not None:
+                X = X - cm  # a new tensor: the row centring below may act on it in place
+                if centre_rows:
+                    X.sub_(X.mean(1, keepdim=True))
+            elif centre_rows:  # right-multiplication by I - 11^T/d: each row loses its mean
+                X = X - X.mean(1, keepdim=True)
+            return X
+
+        def dist(fa: Any, above: float = math.inf) -> float:
+            """|fa(A projected) - B projected|_F, over row chunks; once the partial sum exceeds ``above`` it is
+            returned as it stands (a lower bound of the whole, already past the bound the caller tests)."""
+            total = 0.0
+            for i in range(0, A.shape[0], _CHUNK_ROWS):
+                total += _fro(fa(centre(A[i:i + _CHUNK_ROWS], cmA)) - centre(B[i:i + _CHUNK_ROWS], cmB)) ** 2
+                if total > above ** 2:
+                    break
+            return math.sqrt(total)
+
         tol = self.u_pivot("word", None)
         nB = max(_fro(B), 1e-300)  # B's rounding is relative to the stored table, not to its projection
-        if _fro(Ac - Bc) / nB <= tol:
+        if dist(lambda x: x, above=tol * nB) / nB <= tol:
             return  # Q = I
         # a signed permutation: match columns (exact up to sign)
         # candidate columns from a subset of rows (the match is then checked on the whole table)
-        rows_used = torch.linspace(0, Ac.shape[0] - 1, min(Ac.shape[0], 4 * d)).long()
-        As, Bs = Ac[rows_used], Bc[rows_used]
+        rows_used = torch.linspace(0, A.shape[0] - 1, min(A.shape[0], 4 * d)).long()
+        As, Bs = centre(A[rows_used], cmA), centre(B[rows_used], cmB)
         na, nb = As.norm(dim=0), Bs.norm(dim=0)
         cos = (As.T @ Bs) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
         best = cos.abs().argmax(0)
@@ -397,21 +470,22 @@ class _Solver:
         mono, mono_fit = None, math.inf
         if len(set(perm)) == d:
             Qm = MonomialMatrix(perm, signs.to(A.dtype))
-            mono_fit = _fro(Ac @ Qm - Bc) / nB
+            mono_fit = dist(lambda x: x @ Qm, above=tol * nB) / nB  # exact when it passes (<= tol)
             if mono_fit <= tol:
                 mono = Qm
         if mono is not None:
             X, fit, Q = mono.dense(), mono_fit, mono.dense()
         else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
             # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
+            Ac, Bc = centre(A, cmA), centre(B, cmB)
             X = _lstsq(Ac, Bc)
-            fit, Q = _fro(Ac @ X - Bc) / nB, X
+            fit, Q = _fro_diff(Ac @ X, Bc) / nB, X
             if centred:
                 Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
             if fit > tol and centred:
                 Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
                 X = _lstsq(Ar, Br)
-                fit, Q, centred = _fro(Ar @ X - Br) / nB, X, False
+                fit, Q, centred = _fro_diff(Ar @ X, Br) / nB, X, False
         gram = Q.T @ Q
         ones = torch.ones(d, 1, dtype=A.dtype)
         ok = {"monomial": mono is not None,
@@ -448,7 +522,7 @@ class _Solver:
             feats += [f"{rot.name} {s}" for s in self.features_breaking(rot)]
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
-        size = _fro((Ac @ best_mono if best_mono is not None else Ac) - Bc) / nB
+        size = dist((lambda x: x @ best_mono) if best_mono is not None else (lambda x: x)) / nB
         self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
@@ -810,14 +884,14 @@ class _Solver:
         torch = _torch()
         el: dict[str, Any] = {}
         centring = bool(self.present.get("embedding-centring-shift"))
-        for t in f.tags:
+        for t in f.tags:  # means of B minus means of A: the mean is linear, no whole-table difference is formed
             if t.how == "translate_rows":
-                m = self._diff(t.tensor, None).mean(0, keepdim=True)
+                m = self.tgt[t.tensor].mean(0, keepdim=True) - self.cur[t.tensor].mean(0, keepdim=True)
                 if centring:  # m (I - 11^T/d): the row mean removed (not a dense d x d product on the table)
                     m = m - m.mean(1, keepdim=True)
                 el[t.component] = m
             elif t.how == "translate_ones":
-                el[t.component] = self._diff(t.tensor, None).mean(1, keepdim=True)
+                el[t.component] = self.tgt[t.tensor].mean(1, keepdim=True) - self.cur[t.tensor].mean(1, keepdim=True)
             elif t.how == "translate_leading_rows":
                 from symtrans.group.forward import unused_position_rows
 
@@ -932,15 +1006,26 @@ def _same_shape(a: Any, b: Any) -> None:
         raise SymtransError(f"A and B are not one architecture: they differ in {', '.join(diff[:4])}")
 
 
-def _solve(s: _Solver) -> None:
-    """The order of the solve (module docstring): residual map, gain scalings, heads, units, scalings, gauges, shifts."""
-    s.residual()
-    s.scalings()
-    s.heads()
-    s.units()
-    s.unit_scalings()
-    s.gauges()
-    s.translations()
+#: the phases of the solve, in order (module docstring): residual map, gain scalings, heads, units, unit scalings,
+#: gauges, translations
+PHASES = ("residual", "scalings", "heads", "units", "unit_scalings", "gauges", "translations")
+
+
+def _timed(phases: dict[str, float], name: str, fn: Any) -> None:
+    """Run ``fn()`` and add its CPU seconds (``time.process_time``: this process, every thread) to ``phases[name]``."""
+    import time
+
+    t0 = time.process_time()
+    try:
+        fn()
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.process_time() - t0
+
+
+def _solve(s: _Solver, phases: dict[str, float]) -> None:
+    """The order of the solve (:data:`PHASES`), each phase's CPU seconds added to ``phases``."""
+    for name in PHASES:
+        _timed(phases, name, getattr(s, name))
 
 
 def relate(a: Any, b: Any) -> Relation:
@@ -980,15 +1065,19 @@ def relate(a: Any, b: Any) -> Relation:
     stop = None
     from symtrans.threads import single_threaded
 
+    phases: dict[str, float] = {}
     try:
         with single_threaded():  # small products and solves: one thread (oversubscribed cores cost ~100x)
-            _solve(s)
+            _solve(s, phases)
     except _Refused as err:
         stop = err.stop
     residuals: list[dict[str, Any]] = []
     if stop is None:
+        def check() -> None:
+            residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec))
+
         with single_threaded():
-            residuals = tensor_residuals(s.cur, s.tgt, precision, s.steps, spec)
+            _timed(phases, "check", check)
         bad = [r for r in residuals if not r["ok"]]
         if bad:
             first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
@@ -998,7 +1087,7 @@ def relate(a: Any, b: Any) -> Relation:
                         "by more than B's storage precision allows")
     steps = [st for st in s.steps]
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, phases)
 
 
 # --------------------------------------------------------------------------- the element file
