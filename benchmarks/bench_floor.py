@@ -221,7 +221,7 @@ def profile_producers(model: Path | None, n: int, mode: str) -> dict[str, dict]:
     from torch.utils.flop_counter import FlopCounterMode
 
     import symtrans.runner as runner
-    from symtrans.evidence import Context
+    from symtrans.context import Context
     from symtrans.report import build_report
 
     rows: dict[str, dict] = {}

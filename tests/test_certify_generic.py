@@ -57,3 +57,31 @@ def test_block_witness_and_stratum_dimension():
         assert stratum_dimension(n, d, r) == r * (n + d - r)
     assert summation_fibre(2, 3, 2) == summation_fibre(2, 3, 2, explicit=True) == 2 * 2 * 2
     assert rank_q(low_rank_int_matrix(6, 6, 3, random.Random(2)).tolist()) == 3
+
+
+def test_low_rank_product_in_float64_equals_the_integer_product():
+    """The BLAS product of the integer factors is exact (partial sums below 2^53): equal to numpy's int64 product."""
+    from symtrans.certify.linear import random_int_array
+
+    for m, n, r in [(512, 768, 256), (6, 5, 3), (3, 4, 1)]:
+        got = low_rank_int_matrix(m, n, r, random.Random(9))
+        rng = random.Random(9)
+        want = random_int_array(m, r, rng) @ random_int_array(r, n, rng)
+        assert got.dtype == want.dtype and (got == want).all()
+
+
+def test_head_subspace_rank_by_flint_equals_the_numpy_route_and_sees_a_deficient_w_o():
+    """rank(W_V[:r] W_O) mod p by flint's product equals matmul_mod_p then rank_mod_p; a rank-2 W_O caps it at 2."""
+    import numpy as np
+
+    from symtrans.certify.exact import rank_mod_p, to_mod_p
+    from symtrans.certify.linear import head_subspace_rank, matmul_mod_p, random_int_array
+
+    rng = random.Random(4)
+    for d, k in [(96, 16), (7, 3)]:
+        for r in (1, k // 2 or 1, k, 2 * k):
+            W_V, W_O = random_int_array(d, k, rng), random_int_array(k, d, rng)
+            assert head_subspace_rank(W_V, W_O, r) == rank_mod_p(matmul_mod_p(to_mod_p(W_V)[:r], to_mod_p(W_O)))
+    W_O = np.zeros((16, 96), dtype=np.int64)
+    W_O[0, 0] = W_O[1, 5] = 1  # rank 2: the product's rank is at most 2 whatever r (the false case of "= min(r, d_k)")
+    assert head_subspace_rank(random_int_array(96, 16, rng), W_O, 16) == 2

@@ -101,3 +101,40 @@ def test_squarefree_split_against_trial_division():
     # false case: a split that leaves a square in m is caught by the same test
     s, m = 1, 12
     assert not all(m % (p * p) for p in range(2, math.isqrt(m) + 1))
+
+
+def test_facts_decided_once_agree_with_the_uncached_routes():
+    """The cached X-only facts (H1, H2, sigma's membership, rank X) equal the routes that decide each alone.
+
+    Fresh random rational matrices, not in the cache before; an int and an equal Fraction entry share one entry.
+    """
+    rng = random.Random(7)
+    seen = 0
+    for _ in range(60):
+        n, d = rng.randint(1, 4), rng.randint(2, 5)
+        X = [[ln.Fraction(rng.randint(-3, 3), rng.randint(1, 3)) for _ in range(d)] for _ in range(n)]
+        h1, h2, sigma_in, r = ln._facts(ln._key(X))
+        assert r == rank_q(X) == ln.rank_x(X)
+        assert h1 == all(v > 0 for v in ln.variances(X))
+        assert h2 == (rank_q(X + [[1] * d]) > rank_q(X))
+        if h1:
+            seen += 1
+            assert sigma_in == ln.sigma_in_colspace(X)
+            assert ln.arank_ln(X) == rank_q(ln.centred(X)) + (0 if sigma_in else 1) - 1
+        else:
+            assert sigma_in is None
+            with pytest.raises(ValueError, match="H1 fails"):  # the false case: LN undefined, never a number
+                ln.arank_ln(X)
+    assert seen > 10  # both branches ran
+    ln._facts.cache_clear()
+    ln.rank_x([[1, 2], [2, 4]])
+    assert ln.rank_x([[ln.Fraction(1), ln.Fraction(2)], [2, 4]]) == 1 and ln._facts.cache_info().hits == 1
+
+
+def test_checks_report_each_rank_once_and_right():
+    """check_zero_beta's ranks: rank(LN X) and rank(X) against an independent LN over Q (a rank-raising case fails)."""
+    X, g = ln.RATIONAL_COUNTEREXAMPLE, [1, 2, 3, 4]  # sigma = (3, 1, 3): LN(X) over Q
+    c = ln.check_zero_beta(X, g)
+    assert c.hypotheses and c.holds and c.details["rank_LN_X"] == rank_q(ln.layer_norm_q(X, g)) == c.details["rank_X"] == rank_q(X)
+    bad = ln.check_remark_bound([[1, 1, -1, -1], [-1, -1, 1, 1]], [1, 1, 1, 1], [1, -1, 0, 0])
+    assert bad.details["rank_LN_X"] == bad.details["rank_X"] + 1 == 2  # beta raises the rank: not the zero-beta case

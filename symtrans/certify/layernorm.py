@@ -233,6 +233,48 @@ def _sigma_in_colspace(rows: list[tuple[list[int], int]]) -> bool:
     return rank_int(aug) == rank_int([c for c, _ in rows])
 
 
+def _key(X: Any) -> tuple[tuple[Any, ...], ...]:
+    """``X`` as a hashable tuple of row tuples (equal values, equal keys: a Fraction 2 and an int 2 alike)."""
+    return tuple(tuple(row) for row in X)
+
+
+@lru_cache(maxsize=8192)
+def _facts(key: tuple[tuple[Any, ...], ...]) -> tuple[bool, bool, bool | None, int]:
+    """``(H1, H2, sigma in colspace(XP) (None without H1), rank X)`` of the matrix whose rows are ``key``.
+
+    Pure in X and decided exactly, so computed once a process: ln-zero-beta, ln-remark and ln-corrected
+    search the same small-integer family, and each check read H1-H4, rank X and (for the affine rank of
+    LN X) sigma's membership again. ``rank X`` is the rank of the row-scaled integer matrix that H2
+    compares (row scaling keeps the rank). Callers build the dicts they return: nothing cached is mutable.
+
+    Examples
+    --------
+    >>> _facts(((1, 0, 0), (0, 1, 0), (-1, 2, 0)))
+    (True, True, False, 2)
+    >>> _facts(((1, 1, 1), (0, 1, 2)))  # row 0 constant: H1 fails (and 1 is a row: H2 too), sigma undecided
+    (False, False, None, 2)
+    """
+    Xq = [list(r) for r in key]
+    d = len(Xq[0])
+    rows = _centred_int(Xq)
+    h1 = all(v > 0 for v in _variances(rows))
+    Xi = _integer_rows(Xq)  # each row times its common denominator: row space and ranks unchanged
+    r = rank_int(Xi)
+    h2 = rank_int(Xi + [[1] * d]) > r
+    return h1, h2, (_sigma_in_colspace(rows) if h1 else None), r
+
+
+def rank_x(X: Any) -> int:
+    """rank(X) over Q, exactly; decided once a process for each X (:func:`_facts`).
+
+    Examples
+    --------
+    >>> rank_x([[1, 2], [2, 4]]), rank_x([[Fraction(1, 2), 0], [0, 3]])
+    (1, 2)
+    """
+    return _facts(_key(X))[3]
+
+
 def hypotheses(X: Any, gamma: Sequence[Any] | None = None) -> dict[str, bool]:
     """Check the paper's H1-H4 exactly for X (and gamma, default all ones).
 
@@ -248,14 +290,10 @@ def hypotheses(X: Any, gamma: Sequence[Any] | None = None) -> dict[str, bool]:
     >>> hypotheses([[1, 1, 1], [0, 1, 2]])["H1"], hypotheses([[1, 0], [0, 1]])["H2"]
     (False, False)
     """
-    Xq = [list(r) for r in X]
-    d = len(Xq[0])
-    rows = _centred_int(Xq)
-    h1 = all(v > 0 for v in _variances(rows))
-    Xi = _integer_rows(Xq)  # each row times its common denominator: row space and ranks unchanged
-    h2 = rank_int(Xi + [[1] * d]) > rank_int(Xi)
-    h3 = all(frac(g) != 0 for g in (gamma if gamma is not None else [1] * d))
-    h4 = (not _sigma_in_colspace(rows)) if h1 else False
+    key = _key(X)
+    h1, h2, sigma_in, _ = _facts(key)
+    h3 = all(frac(g) != 0 for g in (gamma if gamma is not None else [1] * len(key[0])))
+    h4 = (not sigma_in) if h1 else False
     return {"H1": h1, "H2": h2, "H3": h3, "H4": h4, "all": h1 and h2 and h3 and h4}
 
 
@@ -271,9 +309,10 @@ def arank_ln(X: Any) -> int:
     >>> arank_ln([[1, 0, 0], [0, 1, 0], [-1, 2, 0]])
     2
     """
-    if not all(v > 0 for v in variances(X)):
+    h1, _, sigma_in, _ = _facts(_key(X))
+    if not h1:
         raise ValueError("LayerNorm without epsilon is undefined on a constant row (H1 fails)")
-    return rank_int([c for c, _ in _centred_int(X)]) + (0 if sigma_in_colspace(X) else 1) - 1
+    return rank_int([c for c, _ in _centred_int(X)]) + (0 if sigma_in else 1) - 1
 
 
 def layer_norm_q(X: Any, gamma: Sequence[Any] | None = None,
@@ -385,7 +424,7 @@ def check_thm42_affine(X: Any) -> Check:
     if not h["H1"]:
         return Check(False, True, {"hypotheses": h})
     a, b = arank_q(X), arank_ln(X)
-    return Check(h["all"], a == b, {"hypotheses": h, "arank_X": a, "arank_LN_X": b, "rank_X": rank_q(X)})
+    return Check(h["all"], a == b, {"hypotheses": h, "arank_X": a, "arank_LN_X": b, "rank_X": rank_x(X)})
 
 
 def check_corrected(X: Any, gamma: Sequence[Any] | None = None, beta: Sequence[Any] | None = None) -> Check:
@@ -407,7 +446,7 @@ def check_corrected(X: Any, gamma: Sequence[Any] | None = None, beta: Sequence[A
     Y = layer_norm_q(X, gamma, beta) if h["H1"] and h["H3"] else None
     if Y is None:
         return Check(False, True, {"hypotheses": h, "rational_LN": False})
-    a_ln, r_x = arank_q(Y), rank_q(X)
+    a_ln, r_x = arank_q(Y), rank_x(X)
     sig = [s.coef for s in sigmas(X)]
     general = a_ln == rank_q([r + [s] for r, s in zip(centred(X), sig)]) - 1
     main = (a_ln == r_x) if h["all"] else True
@@ -428,7 +467,8 @@ def check_zero_beta(X: Any, gamma: Sequence[Any] | None = None) -> Check:
     if Y is None:
         return Check(False, True, {"hypotheses": h, "rational_LN": False})
     applicable = h["H1"] and h["H2"] and h["H3"]
-    return Check(applicable, rank_q(Y) == rank_q(X), {"hypotheses": h, "rank_LN_X": rank_q(Y), "rank_X": rank_q(X)})
+    r_ln, r_x = rank_q(Y), rank_x(X)  # each rank decided once (they were computed twice)
+    return Check(applicable, r_ln == r_x, {"hypotheses": h, "rank_LN_X": r_ln, "rank_X": r_x})
 
 
 def check_remark_bound(X: Any, gamma: Sequence[Any], beta: Sequence[Any]) -> Check:
@@ -444,7 +484,7 @@ def check_remark_bound(X: Any, gamma: Sequence[Any], beta: Sequence[Any]) -> Che
     Y = layer_norm_q(X, gamma, beta) if h["H1"] and h["H3"] else None
     if Y is None:
         return Check(False, True, {"hypotheses": h, "rational_LN": False})
-    rl, rx = rank_q(Y), rank_q(X)
+    rl, rx = rank_q(Y), rank_x(X)
     mean = sum(frac(b) for b in beta) / len(beta)
     return Check(h["H1"] and h["H2"] and h["H3"], rl <= rx + 1,
                  {"hypotheses": h, "rank_LN_X": rl, "rank_X": rx, "beta_mean": str(mean)})

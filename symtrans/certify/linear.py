@@ -128,7 +128,13 @@ def low_rank_int_matrix(m: int, n: int, r: int, rng: random.Random) -> Any:
     >>> rank_q(low_rank_int_matrix(4, 5, 2, random.Random(1)).tolist())
     2
     """
-    return random_int_array(m, r, rng) @ random_int_array(r, n, rng)
+    import numpy as np
+
+    U, V = random_int_array(m, r, rng), random_int_array(r, n, rng)
+    bound = r * int(np.abs(U).max(initial=0)) * int(np.abs(V).max(initial=0))
+    if bound < 2 ** 53:  # every partial sum an integer below 2^53: the float64 (BLAS) product is exact
+        return (U.astype(np.float64) @ V.astype(np.float64)).astype(np.int64)
+    return U @ V  # numpy's integer product (no BLAS: several times slower)
 
 
 def canonical(m: int, n: int, r: int) -> list[list[int]]:
@@ -199,7 +205,15 @@ def head_subspace_rank(W_V: Any, W_O: Any, r: int) -> int:
             return W  # already reduced
         return to_mod_p(np.asarray(W) if not isinstance(W, list) else W)
 
-    return rank_mod_p(matmul_mod_p(red(W_V)[:r], red(W_O)))
+    from flint import nmod_mat
+
+    A, B = red(W_V)[:r], red(W_O)
+    if 0 in A.shape or 0 in B.shape:
+        return 0
+    # the product and its rank in Z/p by flint, without a round trip through numpy (as matmul_mod_p then
+    # rank_mod_p): the same exact arithmetic mod p
+    prod = nmod_mat(*A.shape, A.ravel().tolist(), P) * nmod_mat(*B.shape, B.ravel().tolist(), P)
+    return int(prod.rank())
 
 
 def block_head_witness_rank(n: int, d_model: int, d_k: int, r: int) -> int:
