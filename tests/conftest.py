@@ -22,6 +22,32 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: modules left on the default threads: docs/gen.py's blocks are written by a plain process with the default
+#: threads, and a noise-level figure they print ("gap 13.7 decades" in docs/group.md) moves with the thread count
+DEFAULT_THREAD_MODULES = frozenset({"test_docs_gen.py"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _session_one_thread(request: pytest.FixtureRequest) -> Any:
+    """Each test module's in-process numeric work on one thread (torch and BLAS), as the producer runner runs
+    producers.
+
+    Multi-threaded BLAS gains little on these small matrices and, on the shared 2-core machine, spin-waits and
+    oversubscription made single tests ~8x costlier in CPU time (measured: two tests of test_checks_sec7_sec8.py
+    took 118 CPU s and 393 s at load 10 with the default threads, 14 CPU s and 31 s on one thread). Subprocesses
+    (the CLI tests) keep their own default. A module of quick-tier tests only imports no torch for it.
+    """
+    path = request.node.path
+    mine = [item for item in request.session.items if item.path == path]
+    if path.name in DEFAULT_THREAD_MODULES or all(item.get_closest_marker("quick") is not None for item in mine):
+        yield
+        return
+    from symtrans.threads import single_threaded
+
+    with single_threaded():
+        yield
+
+
 @pytest.fixture(scope="module")
 def one_thread() -> Any:
     """Small factorisations on one thread, as the producer runner does (oversubscribed cores are 100x slower)."""

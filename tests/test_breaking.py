@@ -76,11 +76,13 @@ def test_a_planted_architecture_whose_nonlinearity_breaks_nothing_fails_the_read
     assert breaking_verdict(full)[0] is Verdict.SUPPORTED
 
 
-def test_group_breaking_cli_bert_text_and_llama_config_json(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "symtrans", "group", "--breaking", "--arch", "bert-base",
-                          "--layers", "1"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    text = out.stdout
+def test_group_breaking_cli_bert_text_and_llama_config_json(tmp_path, capsys):
+    """The command in this process (main): the process itself is tested by test_ux.py and the refusal below."""
+    from symtrans.cli import main
+
+    rc = main(["group", "--breaking", "--arch", "bert-base", "--layers", "1"])
+    text, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
     for name in ("residual stream", "MLP non-linearity", "LayerNorm/RMSNorm", "W_O mixing of heads", "PG-OP's gates"):
         assert name in text
     assert "residual stream [residual]: enlarges G when removed" in text
@@ -88,10 +90,10 @@ def test_group_breaking_cli_bert_text_and_llama_config_json(tmp_path):
     cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
                                "num_key_value_heads": 2, "hidden_size": 16, "intermediate_size": 24,
                                "max_position_embeddings": 64, "vocab_size": 50}))
-    out = subprocess.run([sys.executable, "-m", "symtrans", "group", "--breaking", "--arch", str(cfg), "--layers", "1",
-                          "--format", "json"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    data = json.loads(out.stdout)
+    rc = main(["group", "--breaking", "--arch", str(cfg), "--layers", "1", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    data = json.loads(out)
     states = {r["component"]: r.get("state") for r in data["components"]}
     assert states == {"residual": "present", "nonlinearity": "present", "norm": "present", "wo-mixing": "present",
                       "gates": "absent"}

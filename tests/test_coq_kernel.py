@@ -3,7 +3,8 @@
 The refusals that need no compiler (an edited statement, a deleted proof file, a forbidden command) and the
 record written without Coq run everywhere; the ones that compile (an added axiom, swapped theorem names, the
 valid development) need coqc and coqchk: they skip on a developer's machine without them and fail under CI=true,
-where .ci/run installs them.
+where .ci/run installs them. Each compiling refusal costs a full compile: the default tier runs the valid
+development and one compiled cheat, the slow tier (CI's last command) the others.
 """
 
 from __future__ import annotations
@@ -136,8 +137,11 @@ def test_project_development_is_valid() -> None:
     assert again.ok and again.how == "cache" and again.files == res.files
 
 
+# Each refusal below compiles the whole development afresh (10-25 s each): the default tier keeps the valid
+# development and one compiled cheat (an axiom a theorem uses); the other compiled cheats are in the slow tier,
+# which CI runs (.ci/run), as is `symtrans verify --coq` on the project's own development.
 def test_added_axiom_refused(copy: Path) -> None:
-    """An axiom a theorem uses (Print Assumptions) and one that nothing uses (coqchk's summary): both refused."""
+    """An axiom a theorem uses is refused (Print Assumptions)."""
     _needs_coq()
     p = copy / "Linear.v"
     text = p.read_text(encoding="utf-8")
@@ -147,10 +151,18 @@ def test_added_axiom_refused(copy: Path) -> None:
              "Proof. exact: (False_ind _ cheat). Qed.")
     p.write_text(text[:start] + cheat + text[end:], encoding="utf-8")
     _refused(copy, "Symtrans.Linear.lem_rank_sum", "assumptions beyond the allow-list", "cheat")
-    p.write_text(text + "\nAxiom unused : False.\n", encoding="utf-8")
+
+
+@pytest.mark.slow  # a second full compile, then coqchk
+def test_added_unused_axiom_refused(copy: Path) -> None:
+    """An axiom that nothing uses is refused too (coqchk's summary)."""
+    _needs_coq()
+    p = copy / "Linear.v"
+    p.write_text(p.read_text(encoding="utf-8") + "\nAxiom unused : False.\n", encoding="utf-8")
     _refused(copy, "coqchk", "axioms", "Symtrans.Linear.unused")
 
 
+@pytest.mark.slow  # a full compile
 def test_swapped_theorem_names_refused(copy: Path) -> None:
     _needs_coq()
     p = copy / "Linear.v"
@@ -216,9 +228,8 @@ def test_docs_quote_the_statements_verbatim() -> None:
     assert all(link.theorem in section for link in COQ_LINKS)
 
 
-def test_declared_against_used_dependencies(copy: Path) -> None:
-    """Print All Dependencies: a proof that starts using another linked result shows it as used and, where the
-    registry does not declare it, flags it; the project's own proof of prop-5.1 does not use lem-rank-sum."""
+def test_declared_against_used_dependencies() -> None:
+    """Print All Dependencies: the project's own proof of prop-5.1 does not use lem-rank-sum, which it declares."""
     _needs_coq()
     from symtrans.producers.symbolic import dependencies
 
@@ -226,6 +237,15 @@ def test_declared_against_used_dependencies(copy: Path) -> None:
     assert res.ok, res.reason
     prop51 = next(link for link in COQ_LINKS if link.claim == "prop-5.1")
     assert dependencies(prop51, res.uses[prop51.theorem])["declared_not_used"] == ["lem-rank-sum"]
+
+
+@pytest.mark.slow  # a full compile of an edited copy
+def test_a_proof_that_starts_using_a_linked_result_is_flagged(copy: Path) -> None:
+    """A proof that starts using another linked result shows it as used and, where the registry does not declare
+    it, flags it (Print All Dependencies of an edited copy)."""
+    _needs_coq()
+    from symtrans.certify.kernel import dependencies
+
     p = copy / "LayerNorm.v"
     text = p.read_text(encoding="utf-8")
     start = text.index("move=> R n d X gamma beta h1.\nrewrite ln_decomp")

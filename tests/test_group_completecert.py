@@ -64,7 +64,8 @@ def _relu_gated():
     return dataclasses.replace(get_arch("llama2-7b"), activation="relu", name="llama-relu-gate")
 
 
-@pytest.mark.parametrize("which", ["gpt2", "qwen2-7b", "relu-gate", "one-head-dv=d"])
+@pytest.mark.parametrize("which", ["gpt2", "qwen2-7b", "relu-gate",
+                                   pytest.param("one-head-dv=d", marks=pytest.mark.slow)])  # ~20 s: L = 2
 def test_every_covered_structure_certifies_g(which, tmp_path):
     """GPT-2 (tanh GELU, pre-LN), Qwen2 (Q/K/V biases, GQA 4:1), a ReLU gate (its unit scalings in G) and a
     single-head post-LN config with d_v = d_model at L = 2 (the tag table's columns are dependent there: the
