@@ -244,7 +244,7 @@ def test_a_proof_that_starts_using_a_linked_result_is_flagged(copy: Path) -> Non
     """A proof that starts using another linked result shows it as used and, where the registry does not declare
     it, flags it (Print All Dependencies of an edited copy)."""
     _needs_coq()
-    from symtrans.certify.kernel import dependencies
+    from symtrans.producers.symbolic import dependencies
 
     p = copy / "LayerNorm.v"
     text = p.read_text(encoding="utf-8")

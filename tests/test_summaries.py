@@ -22,7 +22,7 @@ from symtrans.producers.templates import Summaries
 from symtrans.errors import SymtransError
 
 SOURCE = Path(__file__).resolve().parent.parent / "symtrans"
-#: the producer modules whose describe steps are templates (certify/producers.py still writes them inline)
+#: the producer modules whose describe steps are templates
 CONVERTED = ("symtrans.producers.sec4", "symtrans.producers.sec5", "symtrans.producers.sec6", "symtrans.producers.sec7",
              "symtrans.producers.sec8", "symtrans.producers.sec9")
 
