@@ -120,3 +120,32 @@ def test_report_on_gpt_neox_and_smollm3(tmp_path: Path) -> None:
                    timeout=600)
     rec = _assert_clean(json.loads((tmp_path / "r2" / "report.json").read_text()))
     assert rec["ln-real"]["verdict"] == "not-applicable" and "SmolLM3" in rec["ln-real"]["summary"]
+
+
+def _ln_pairs(w: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any, Any]]:
+    """The (input, gain, bias) triples thm-4.2's ln-real hands to ln_case on layer 0."""
+    from symtrans.context import Context
+    from symtrans.producers import sec4
+
+    seen: list[tuple[Any, Any, Any]] = []
+    monkeypatch.setattr(sec4, "ln_case", lambda X, g, b, eps=0.0: seen.append((X, g, b)))
+    sec4.real_cases(Context(model="default", n=6, seed=0).preload(w), layers=1)
+    return seen
+
+
+@pytest.mark.parametrize("family", ["gpt2", "gpt_neox", "bert"])
+def test_ln_real_pairs_each_norm_with_its_own_input(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each LayerNorm case reproduces what the model's norm outputs (pre-LN: N1(X) and the MLP's input X1)."""
+    from symtrans.numeric.fixtures import tiny_decoder
+    from symtrans.numeric.forward import encode, layer_norm
+    from symtrans.numeric.weights import load_model
+
+    w = load_model("default") if family == "bert" else tiny_decoder(family)
+    lt = encode(w, n=6, seed=0).layers[0]
+    eps = float(w.arch.ln_eps)
+    outs = [layer_norm(X, g, b, eps) for X, g, b in _ln_pairs(w, monkeypatch)]
+    want = [lt.X1, lt.out] if lt.form == "post-ln" else [lt.attn_in, lt.X1]
+    assert [float((o - t).abs().max()) < 1e-12 for o, t in zip(outs, want)] == [True, True]
+    if lt.form == "pre-ln":  # false case: the post-LN pairing (the sum after attention with N1's gain)
+        lay = w.layer(0)
+        assert float((layer_norm(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps) - lt.attn_in).abs().max()) > 1e-3
