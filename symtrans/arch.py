@@ -736,6 +736,9 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     a ``rope_type`` transformers does not define, a ``partial_rotary_factor``
     below 1. A rotary scaling (Llama 3.x's ``llama3``, ``linear``, ``yarn``, ...)
     is recorded in ``rope_scaling``; only position-dependent computations use it.
+    Every field of transformers' config of an accepted type is accounted for in
+    :data:`CONFIG_FIELDS` (modelled, irrelevant with a reason, or refused by
+    name when set off its default).
 
     Examples
     --------
