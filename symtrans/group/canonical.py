@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import with_role
+from symtrans.group.elements import translation_order, with_role
 from symtrans.group.spec import GroupSpec
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
@@ -159,10 +159,7 @@ class _Canon:
     def translations(self) -> None:
         """Every translation factor moves its pivot to 0 (the target B is the pivot with that part removed)."""
         s = self.s
-        order = ["embedding-translation", "embedding-centring-shift", "ffn-bias-transfer", "ln1-bias-transfer",
-                 "ln2-bias-transfer", "attention-bias-transfer", "final-norm-bias-transfer", "ffn-input-hyperplane",
-                 "attention-input-hyperplane", "key-bias-shift", "value-bias-shift", "centring-shift"]
-        for name in order:
+        for name in translation_order(s.spec, canonical=True):
             f = s.present.get(name)
             if f is None:
                 continue
@@ -175,7 +172,7 @@ class _Canon:
         import torch
 
         s = self.s
-        if "S_H" not in s.present:
+        if s.present.get("S_H") is None:  # the factor this step canonicalises
             return
         els = []
         for l in range(s.L):
@@ -202,7 +199,7 @@ class _Canon:
         from symtrans.group.numeric import MonomialMatrix
 
         s = self.s
-        if "S_dff" not in s.present:
+        if s.present.get("S_dff") is None:  # the factor this step canonicalises
             return
         els = []
         for l in range(s.L):

@@ -67,7 +67,7 @@ from symtrans.catalogue.model import ROLES
 from symtrans.catalogue.spec import GroupSpec, _pieces, generic_element
 from symtrans.errors import SymtransError
 
-__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "sample_gl", "MonomialMatrix",
+__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "translation_order", "sample_gl", "MonomialMatrix",
            "pair_diagonal", "perm_matrix", "generic_matrix"]
 
 ROTARY_PAIRS = ("adjacent", "halves")
@@ -327,6 +327,12 @@ class FactorElements:
     element that centres every writer into a LayerNorm along the all-ones row
     (TransformerLens's ``centre_writing_weights``;
     :func:`symtrans.group.gauge.centring_element` collects the parts).
+    ``translation``, for a translation factor that relate and the canonical
+    form fit one after the other, is its place in that sequence (a factor
+    whose pivot another's fit moves comes after it: the bias transfers before
+    the reader hyperplanes and bias shifts, the centring shift last;
+    :func:`translation_order`); ``canonical=False`` leaves the factor out of
+    the canonical form (relate still fits it).
 
     Examples
     --------
@@ -342,6 +348,8 @@ class FactorElements:
     stages: str = "scope"
     place: Callable[[GroupSpec, dict[str, Any]], dict[str, Any]] | None = None
     centre: Callable[[GroupSpec, str, Any], Any] | None = None
+    translation: int | None = None
+    canonical: bool = True
 
 
 # --------------------------------------------------------------------------- factors built from their coordinates
@@ -878,9 +886,9 @@ ELEMENTS: dict[str, FactorElements] = {
     "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
                                witness=_vo_witness),
     "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _shift_lie("u"), _shift_exact("u", "d_k"),
-                                     _learned_positions, witness=_key_shift_witness),
+                                     _learned_positions, witness=_key_shift_witness, translation=11),
     "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _shift_lie("v"), _shift_exact("v", "d_v"),
-                                       _with_output_bias, witness=_value_shift_witness),
+                                       _with_output_bias, witness=_value_shift_witness, translation=12),
     "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
     "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
     "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu,
@@ -892,13 +900,18 @@ ELEMENTS: dict[str, FactorElements] = {
                                            _learned_positions, witness=_residual_permutation_witness),
     "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact,
                                         stages="residual-and-head"),
-    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm", centre=_centre_writers),
-    "embedding-centring-shift": dataclasses.replace(COORDINATES, centre=_centre_tables),
-    **{name: COORDINATES for name in (
-        "ln1-scaling", "ln2-scaling", "final-norm-scaling", "ffn-bias-transfer", "ffn-input-hyperplane",
-        "attention-bias-transfer", "attention-input-hyperplane", "ln1-bias-transfer", "ln2-bias-transfer",
-        "embedding-translation",
-        "unused-position-rows", "final-norm-bias-transfer", "parallel-bias-trade")},
+    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm", centre=_centre_writers, translation=13),
+    "embedding-centring-shift": dataclasses.replace(COORDINATES, centre=_centre_tables, translation=2),
+    "embedding-translation": dataclasses.replace(COORDINATES, translation=1),
+    "unused-position-rows": dataclasses.replace(COORDINATES, translation=3, canonical=False),
+    "ffn-bias-transfer": dataclasses.replace(COORDINATES, translation=4),
+    "ln1-bias-transfer": dataclasses.replace(COORDINATES, translation=5),
+    "ln2-bias-transfer": dataclasses.replace(COORDINATES, translation=6),
+    "attention-bias-transfer": dataclasses.replace(COORDINATES, translation=7),
+    "final-norm-bias-transfer": dataclasses.replace(COORDINATES, translation=8),
+    "ffn-input-hyperplane": dataclasses.replace(COORDINATES, translation=9),
+    "attention-input-hyperplane": dataclasses.replace(COORDINATES, translation=10),
+    **{name: COORDINATES for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling", "parallel-bias-trade")},
     "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
 }
 """One entry per factor of the catalogue, keyed by its name."""
@@ -949,3 +962,24 @@ def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:
     if role not in ROLES:
         raise SymtransError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
     return [f for f in (spec.factors if factors is None else factors) if f.role == role]
+
+
+def translation_order(spec: GroupSpec, canonical: bool = False) -> list[str]:
+    """The translation factors of ``spec`` in the order relate (or, with ``canonical``, the canonical form) fits them.
+
+    Each factor's :data:`ELEMENTS` entry declares its place (``translation``);
+    the engines iterate this list and never list the factors themselves.
+
+    Examples
+    --------
+    >>> translation_order(GroupSpec.from_arch("roberta-base"))  # doctest: +NORMALIZE_WHITESPACE
+    ['embedding-translation', 'embedding-centring-shift', 'unused-position-rows', 'ffn-bias-transfer',
+     'attention-bias-transfer', 'ffn-input-hyperplane', 'attention-input-hyperplane', 'key-bias-shift',
+     'value-bias-shift', 'centring-shift']
+    >>> "unused-position-rows" in translation_order(GroupSpec.from_arch("roberta-base"), canonical=True)
+    False
+    """
+    ranked = [(ELEMENTS[f.name].translation, f.name) for f in spec.factors
+              if f.name in ELEMENTS and ELEMENTS[f.name].translation is not None
+              and (ELEMENTS[f.name].canonical or not canonical)]
+    return [name for _, name in sorted(ranked)]

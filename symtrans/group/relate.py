@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import with_role
+from symtrans.group.elements import translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -523,7 +523,7 @@ class _Solver:
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
         size = dist((lambda x: x @ best_mono) if best_mono is not None else (lambda x: x)) / nB
-        self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
+        self.refuse(rot.name if rot is not None else cands[0].name, None, "word", size, tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
                     + ("" if ok["fixes-ones"] else " and does not fix the all-ones direction")
@@ -810,11 +810,7 @@ class _Solver:
 
     # ---- 6. translations
     def translations(self) -> None:
-        order = ["embedding-translation", "embedding-centring-shift", "unused-position-rows",
-                 "ffn-bias-transfer", "ln1-bias-transfer", "ln2-bias-transfer", "attention-bias-transfer",
-                 "final-norm-bias-transfer", "ffn-input-hyperplane", "attention-input-hyperplane",
-                 "key-bias-shift", "value-bias-shift", "centring-shift"]
-        for name in order:
+        for name in translation_order(self.spec):
             f = self.present.get(name) or self.broken.get(name)
             if f is None:
                 continue
