@@ -928,7 +928,7 @@ def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
 
     Examples
     --------
-    >>> elements_of(GroupSpec.from_arch("bert-base"), "ffn-bias-transfer") is COORDINATES
+    >>> elements_of(GroupSpec.from_arch("gpt2"), "ln1-scaling") is COORDINATES
     True
     >>> elements_of(GroupSpec.from_arch("bert-base"), "S_m")
     Traceback (most recent call last):
@@ -974,8 +974,8 @@ def translation_order(spec: GroupSpec, canonical: bool = False) -> list[str]:
     --------
     >>> translation_order(GroupSpec.from_arch("roberta-base"))  # doctest: +NORMALIZE_WHITESPACE
     ['embedding-translation', 'embedding-centring-shift', 'unused-position-rows', 'ffn-bias-transfer',
-     'attention-bias-transfer', 'ffn-input-hyperplane', 'attention-input-hyperplane', 'key-bias-shift',
-     'value-bias-shift', 'centring-shift']
+     'attention-bias-transfer', 'final-norm-bias-transfer', 'ffn-input-hyperplane', 'attention-input-hyperplane',
+     'key-bias-shift', 'value-bias-shift', 'centring-shift']
     >>> "unused-position-rows" in translation_order(GroupSpec.from_arch("roberta-base"), canonical=True)
     False
     """
