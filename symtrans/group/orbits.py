@@ -75,8 +75,8 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     a = spec.arch
     _refuse_partial_rotary(a, "the orbit dimension formula")
     kv = S["H"] if a.H_kv == a.H else S["H_kv"]
-    # the attention gauges and bias shifts (and FFN scalings where unbroken); the norm factors act on other
-    # tensors and are measured by symtrans.group.complete
+    # the paper's continuous per-layer factors (Factor.paper): the attention gauges and bias shifts (and FFN
+    # scalings where unbroken); the norm factors act on other tensors and are measured by symtrans.group.complete
     group = sp.Add(*[spec.factor(n).effective_dimension for n in spec.names("continuous", "layer", paper=True)])
     if a.positional == "rotary":
         stab_qk = kv * z_QK
