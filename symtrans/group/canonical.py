@@ -86,8 +86,9 @@ class _Canon:
         from symtrans.group.numeric import MonomialMatrix
 
         s = self.s
-        perm_f = s.present.get("residual-permutation")
-        rot_f = s.present.get("residual-rotation")
+        residual = with_role(s.spec, "residual", list(s.present.values()))
+        perm_f = next((f for f in residual if f.kind == "discrete"), None)
+        rot_f = next((f for f in residual if f.kind == "continuous"), None)
         if "word" not in self.cur or (perm_f is None and rot_f is None):
             return
         W = self.cur["word"]

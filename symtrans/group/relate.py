@@ -541,7 +541,9 @@ class _Solver:
                  @ (self.invariant("W_O", lp["W_O"][h], l, params) @ R) for h in range(H))
         out["W_Q W_K^T (summed over heads)"] = qk
         out["W_V W_O (summed over heads)"] = vo
-        if not self.present.get("gate-scaling"):
+        # invariant unless a hidden-unit scaling moves W_out without W_in (a gate's scaling moves W_gate)
+        if all(any(t.tensor == "W_in" for t in x.tags)
+               for x in with_role(self.spec, "hidden-scaling", self.present.values())):
             out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ (
                 self.invariant("W_out", lp["W_out"], l, params) @ R)
         return out
@@ -879,7 +881,8 @@ class _Solver:
     def model_translation(self, f: Factor) -> dict[str, Any]:
         torch = _torch()
         el: dict[str, Any] = {}
-        centring = bool(self.present.get("embedding-centring-shift"))
+        # a model-wide factor moves the tables along the all-ones row: this translation keeps the part off it
+        centring = any(u.how == "translate_ones" for x in self.present.values() if x.scope == "model" for u in x.tags)
         for t in f.tags:  # means of B minus means of A: the mean is linear, no whole-table difference is formed
             if t.how == "translate_rows":
                 m = self.tgt[t.tensor].mean(0, keepdim=True) - self.cur[t.tensor].mean(0, keepdim=True)
