@@ -161,9 +161,11 @@ def _factor_literal() -> str:
 _Q = _factor_literal()
 #: a factor's name compared, tested for membership, chosen by a condition, or listed with another name in a literal
 #: tuple/list/set (to test, loop over or sum): a decision on the name. A lookup of the one factor a step is about
-#: (``spec.factor("S_H")``, ``present.get("S_H")``) names it and decides nothing.
+#: (``spec.factor("S_H")``, ``f = present.get("S_H")``) names it and decides nothing; testing such a lookup in a
+#: condition (``if not present.get("gate-scaling")``) decides on the name.
 CHAIN = re.compile(r"(?:==|!=)\s*%s|%s\s*(?:==|!=)|\bin\s*[\(\[\{]\s*%s|\.(?:endswith|startswith)\(\s*%s"
-                   r"|%s\s+(?:not\s+)?in\b|%s\s+if\b|[\(\[\{]\s*%s\s*,\s*%s" % ((_Q,) * 8))
+                   r"|%s\s+(?:not\s+)?in\b|%s\s+if\b|[\(\[\{]\s*%s\s*,\s*%s"
+                   r"|(?:\bif|\bnot|\band|\bor|\bbool\()\s*[\w.]+\.get\(\s*%s" % ((_Q,) * 9))
 
 #: where a factor's name may decide: its catalogue builder and its ELEMENTS entry
 OWNERS = ("catalogue/factors.py", "group/elements.py")
@@ -226,6 +228,9 @@ PLANTED = {
     "if centring and \"centring-shift\" not in present:\n    pass\n": 1,
     "order = [\"embedding-translation\",\n         \"ffn-bias-transfer\"]\n": 1,
     "self.refuse(\"residual-rotation\" if rot is not None else name)\n": 1,
+    "if not self.present.get(\"gate-scaling\"):\n    pass\n": 1,
+    "centring = bool(self.present.get(\"embedding-centring-shift\"))\n": 1,
+    "if x and s.present.get('S_H') is None:\n    pass\n": 1,
 }
 
 

@@ -173,7 +173,8 @@ class _Canon:
         import torch
 
         s = self.s
-        if s.present.get("S_H") is None:  # the factor this step canonicalises
+        f = s.present.get("S_H")  # the factor this step canonicalises
+        if f is None:
             return
         els = []
         for l in range(s.L):
@@ -192,7 +193,7 @@ class _Canon:
             if any(abs(a - b) <= self.tie * keys[0] for a, b in zip(keys, keys[1:])):
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
             els.append({"pi": pi, "kappa": korder})
-        self.apply("S_H", els)
+        self.apply(f.name, els)
 
     def units(self) -> None:
         import torch
@@ -200,7 +201,8 @@ class _Canon:
         from symtrans.group.numeric import MonomialMatrix
 
         s = self.s
-        if s.present.get("S_dff") is None:  # the factor this step canonicalises
+        f = s.present.get("S_dff")  # the factor this step canonicalises
+        if f is None:
             return
         els = []
         for l in range(s.L):
@@ -215,7 +217,7 @@ class _Canon:
                 self.amb.append(f"S_dff layer {l}: {int(close.sum())} pairs of FFN units whose keys differ by less "
                                 f"than {self.tie:g} relative (their order may change with rounding)")
             els.append({"P": MonomialMatrix(order.tolist(), torch.ones(len(order), dtype=key.dtype))})
-        self.apply("S_dff", els)
+        self.apply(f.name, els)
 
     def unit_scalings(self) -> None:
         import torch
