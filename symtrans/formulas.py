@@ -545,7 +545,7 @@ def _group_scope(scope):
 
 def _norm_symmetries(s, a):
     spec = _group(a)  # the paper's factors summed layer by layer (a NoPE layer's qk-gauge is larger)
-    paper = spec.layer_sum(("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "ffn-scaling"))
+    paper = spec.layer_sum(tuple(spec.names(paper=True)))
     return sp.expand(spec.scope_expression("layers") - paper)
 
 
@@ -604,7 +604,7 @@ _ENTRIES: list[tuple[Formula, tuple[str, str] | None]] = [
              "L times gauge-dimension, layer by layer where layers differ (a NoPE layer's qk-gauge is GL(d_k)): "
              "the layers' gauge factors act independently",
              _P("toolkit", "framework-9", reason="the paper's definition of G is not in the text we hold"),
-             lambda s, a: _group(a).layer_sum(("qk-gauge", "vo-gauge")), (_GENERIC_W,)), None),
+             lambda s, a: _group(a).layer_sum(tuple(_group(a).names(role="head-gauge"))), (_GENERIC_W,)), None),
     (Formula("group-dimension", "continuous dimension of G on the layers scope", "dimension",
              "dimension of every continuous factor of G acting on the layer stack and final norm (hidden states "
              "in, last hidden state out): per-layer factors times L plus between-layer factors times L - 1; "

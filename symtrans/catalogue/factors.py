@@ -138,7 +138,8 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         + (" (soft-capping c tanh(s / c) is a function of the scores, so it keeps the factor)" if a.attn_softcap
            else ""),
         "g = (M_1, ..., M_{H_kv}), M_g in GL(d_k)" + (" commuting with the rotations" if rotary else ""),
-        coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", qk_dim if rotary else None),)))
+        coordinates=(Piece("g", kv, (S["d_k"], S["d_k"]), "matrix", qk_dim if rotary else None),),
+        role="head-gauge", paper=True))
     if a.qk_norm:  # listed only where the norms exist, like gate-scaling for gated FFNs
         f.append(_qk_norm_trade(a, rotary))
     vo_tags = [AxisTag("W_V", 2, "vo-gauge", "right", "element", index="kv")]
@@ -149,7 +150,8 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         "vo-gauge", "continuous", "layer", "GL(d_v) per key/value head", kv * S["d_v"] ** 2, None,
         tuple(vo_tags), (gqa_shrink,),
         "A (X W_V N + 1 b_V N) N^-1 W_O = A (X W_V + 1 b_V) W_O: each head's output Y^h W_O^h is unchanged",
-        "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)", coordinates=(Piece("g", kv, (S["d_v"], S["d_v"]), "matrix"),)))
+        "g = (N_1, ..., N_{H_kv}), N_g in GL(d_v)", coordinates=(Piece("g", kv, (S["d_v"], S["d_v"]), "matrix"),),
+        role="head-gauge", paper=True))
     if QKV:
         free = S["d_k"] - r if partial else S["d_k"]  # the key coordinates no rotation reaches
         f.append(Factor(
@@ -167,7 +169,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "and softmax(s + c 1^T) = softmax(s); the whole key bias is unidentifiable"
             + (" (partial rotary: u zero on the rotated coordinates)" if partial else ""),
             "u = (u_1, ..., u_{H_kv}), u_g in R^{d_k}" + (", zero on the first r coordinates" if partial else ""),
-            coordinates=(Piece("u", kv, (1, S["d_k"]), "translation", free if partial else None),)))
+            coordinates=(Piece("u", kv, (1, S["d_k"]), "translation", free if partial else None),), paper=True))
         vb_tags = [AxisTag("b_V", 1, "value-bias-shift", "add", "translate", "v", index="kv")]
         if B:
             vb_tags.append(AxisTag("b_O", 0, "value-bias-shift", "add", "translate_image", "v", via="W_O"))
@@ -180,7 +182,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                       "non-zero for v != 0 when W_O^h is injective (d_v <= d_model, generic)", not B),),
             "A^h 1 = 1 (rows of A^h sum to one), so b_V^h contributes the constant row 1 b_V^h W_O^h: "
             "(b_V + v, b_O - sum_h v_h W_O^h) gives the same X + MHA(X) + b_O",
-            "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}", coordinates=(Piece("v", kv, (1, S["d_v"])),)))
+            "v = (v_1, ..., v_{H_kv}), v_g in R^{d_v}", coordinates=(Piece("v", kv, (1, S["d_v"])),), paper=True))
     if a.parallel_residual:  # listed only where the residual is parallel, like the QK-norm trade
         f.append(_parallel_bias_trade(a))
     head_tags = [AxisTag(t, 0, "S_H", "index", "permutation", "pi", index="head")
@@ -199,7 +201,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
                   "order H_kv! ((H/H_kv)!)^H_kv", gqa),),
         "sum_h Y^{pi(h)} W_O^{pi(h)} = sum_h Y^h W_O^h: MHA sums over heads",
         "pi a permutation of the query heads that maps key/value groups to groups; kappa the induced "
-        "permutation of the key/value heads"))
+        "permutation of the key/value heads", paper=True))
     ffn_ins = ["W_in", "b_in"] + (["W_gate", "b_gate"] if a.ffn == "gated" else [])
     ff_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "S_dff", "right", "element", "P")
                for t in ffn_ins if B or not t.startswith("b_")]
@@ -209,7 +211,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         tuple(ff_tags), (),
         "act(x W_in P + b_in P) P^-1 W_out = act(x W_in + b_in) W_out for a permutation matrix P "
         "(the activation acts entry-wise)" + ("; the gate is permuted with the up projection" if a.ffn == "gated" else ""),
-        "P a d_ff x d_ff permutation matrix"))
+        "P a d_ff x d_ff permutation matrix", paper=True))
     homog = a.activation == "relu" or a.ffn == "gated"
     sc_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "ffn-scaling", "right", "element", "D")
                for t in ("W_in", "b_in") if B or not t.startswith("b_")]
@@ -227,7 +229,7 @@ def _layer_factors(a: Architecture) -> list[Factor]:
         (Breaking(f"{a.activation} activation" if not homog else "non-homogeneous activation", "breaks",
                   "the activation is not positively homogeneous: act(d t) != d act(t) for d > 0, d != 1 "
                   "(e.g. gelu(2) != 2 gelu(1))", not homog),),
-        ident, el, coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),)))
+        ident, el, coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),), role="hidden-scaling", paper=True))
     if a.ffn == "gated":
         gate_ok = a.activation == "relu"
         g_tags = [AxisTag(t, 1 if t.startswith("W") else 0, "gate-scaling", "right", "element", "D")
@@ -242,7 +244,8 @@ def _layer_factors(a: Architecture) -> list[Factor]:
             "(relu(x W_gate D + b_gate D) * (x W_in + b_in)) D^-1 W_out = (relu(x W_gate + b_gate) * (x W_in + b_in)) "
             "W_out since relu(d t) = d relu(t) for d > 0; independent of the up-projection scaling (it acts on "
             "W_gate, that one on W_in)",
-            "D = diag(d), d_j > 0", coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),)))
+            "D = diag(d), d_j > 0", coordinates=(Piece("D", 1, (S["d_ff"], S["d_ff"]), "diagonal"),),
+            role="hidden-scaling"))
     return f
 
 
@@ -423,7 +426,7 @@ def _norm_factors(a: Architecture) -> list[Factor]:
                           "by the post-norms' outputs, which are added to it unscaled", not a.pre_norms),),
                 f"pre-LN: {norm.upper()}'s output is read only by affine maps: (gamma D, beta D, D^-1 W) gives "
                 "(z gamma D + beta D) D^-1 W = (z gamma + beta) W",
-                "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (d, d), "diagonal"),)))
+                "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (d, d), "diagonal"),), role="norm-scaling"))
             tr = [AxisTag(f"{norm}_b", 0, f"{norm}-bias-transfer", "add", "translate", "t")]
             tr += [AxisTag(b, 1 if ix else 0, f"{norm}-bias-transfer", "add", "translate_image", "t", via=w, index=ix)
                    for w, b, ix in readers]
@@ -564,7 +567,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                   "the final norm's output is the scope's output (encoders) or is read by the tied word table",
                   not untied),),
         "(gamma_f D, beta_f D, D^-1 W_head): (z gamma_f D + beta_f D) D^-1 W_head = (z gamma_f + beta_f) W_head",
-        "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (S["d_model"], S["d_model"]), "diagonal"),)))
+        "D = diag(s), s_i != 0", coordinates=(Piece("D", 1, (S["d_model"], S["d_model"]), "diagonal"),),
+        role="norm-scaling"))
     # every norm is read by affine maps only (pre-norm, untied head) and nothing fixed is added to the residual
     k = unused_position_rows(a)
     f.append(Factor(
@@ -654,7 +658,8 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                                                    "diag(gamma)") + ", so every hidden state becomes X Q and "
         "every norm output is unchanged after its reader",
         "Q in O(d_model)" if rms else "Q in O(d_model) with Q 1 = 1",
-        coordinates=(Piece("A", 1, (d, d), "rotation", d * (d - 1) / 2 if rms else (d - 1) * (d - 2) / 2),)))
+        coordinates=(Piece("A", 1, (d, d), "rotation", d * (d - 1) / 2 if rms else (d - 1) * (d - 2) / 2),),
+        role="residual"))
     return f
 
 
@@ -673,7 +678,7 @@ def _data_factors(a: Architecture) -> list[Factor]:
         "Layer(P X) = P Layer(X) for a permutation matrix P: softmax(P S P^T) = P softmax(S) P^T and "
         "every other step acts row by row",
         "P an n x n permutation matrix acting on the tokens (data, not weights)",
-        data_tags=("X axis n: left by P (tokens reordered)", "output axis n: left by P (equivariance)"))]
+        data_tags=("X axis n: left by P (tokens reordered)", "output axis n: left by P (equivariance)"), paper=True)]
 
 
 def _model_factors(a: Architecture) -> list[Factor]:
@@ -724,7 +729,7 @@ def _model_factors(a: Architecture) -> list[Factor]:
         "residual-permutation", "discrete", "model", group, None, order, tuple(tags), breaking,
         "Norm(x Q) = Norm(x) Q with the gains permuted (gamma -> diag(Q^-1 diag(gamma) Q), beta -> beta Q): "
         "readers absorb Q^-1, writers and embeddings Q, so every hidden state becomes X Q",
-        el, data_tags=("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",))]
+        el, data_tags=("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",), role="residual")]
 
 
 def factors_of(a: Architecture) -> tuple[list[Factor], list[tuple[str, str]]]:

@@ -57,9 +57,19 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["AxisTag", "Breaking", "Factor", "Piece", "ACTION_TEXT", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES",
-           "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "unused_position_rows"]
+           "ROLES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "unused_position_rows"]
 
 S = SYMBOLS
+
+ROLES = {
+    "head-gauge": "a per-head GL gauge (the maximal gauge group of MHA): relate fits it from the heads' products "
+                  "(qk-gauge, vo-gauge)",
+    "hidden-scaling": "a diagonal scaling of the FFN hidden units, undone by W_out (ffn-scaling, gate-scaling)",
+    "residual": "a map Q of the residual stream, fitted on the embedding table; the last hidden state moves by Q "
+                "(residual-permutation, -rotation)",
+    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers (ln1-, ln2-, final-norm-scaling)",
+}
+"""What a factor is for the code that treats a family of factors alike (:attr:`Factor.role`; empty: none)."""
 
 #: per-layer tensors and the names of their axes (leading head/kv axis = list of blocks)
 LAYER_AXES: dict[str, tuple[str, ...]] = {
@@ -387,6 +397,19 @@ class Factor:
     architecture, already shrunk by present shrinking features; a factor that
     a present feature breaks has ``status == "broken"`` and does not count.
 
+    A factor declares once what other code would otherwise decide from its
+    name: ``role`` (one of :data:`ROLES`, empty for none), the family it
+    belongs to (the per-head gauges, the hidden-unit scalings, the residual
+    maps, the norm gain scalings), and ``paper``, whether it is a factor of
+    the paper's G (§9) rather than one the toolkit adds. Callers select by
+    them (:meth:`symtrans.catalogue.spec.GroupSpec.names`); a new factor
+    sets them in its builder and no caller changes.
+
+    Raises
+    ------
+    SymtransError
+        For a role not in :data:`ROLES`.
+
     Examples
     --------
     >>> from symtrans.catalogue import GroupSpec
@@ -410,6 +433,12 @@ class Factor:
     # per layer, the dimension that counts when the layers differ (SmolLM3's NoPE layers among rotary ones); empty:
     # ``effective_dimension`` on every layer
     per_layer: tuple[sp.Expr, ...] = ()
+    role: str = ""  # the family it belongs to, one of ROLES (empty: none); callers ask this, never the name
+    paper: bool = False  # a factor of the paper's G (§9, claims.md); False: one the toolkit adds (the norms' ...)
+
+    def __post_init__(self) -> None:
+        if self.role and self.role not in ROLES:
+            raise SymtransError(suggest(self.role, tuple(ROLES), "factor role"))
 
     def layer_dimension(self, i: int) -> sp.Expr:
         """The dimension that counts on layer ``i`` (``effective_dimension`` unless the layers differ).

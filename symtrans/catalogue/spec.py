@@ -46,6 +46,7 @@ from symtrans.arch import Architecture, get_arch
 from symtrans.catalogue.factors import factors_of
 from symtrans.catalogue.model import (
     AXIS_SIZES,
+    ROLES,
     SCOPE_TEXT,
     Factor,
     _axes,
@@ -139,17 +140,39 @@ class GroupSpec:
                 return f
         raise SymtransError(suggest(name, [f.name for f in self.factors], "factor"))
 
-    def names(self, kind: str | None = None, scope: str | None = None) -> list[str]:
-        """Factor names, optionally of one kind and scope.
+    def names(self, kind: str | None = None, scope: str | None = None, role: str | None = None,
+              paper: bool | None = None) -> list[str]:
+        """Factor names, optionally of one kind, scope and role (:data:`~symtrans.catalogue.model.ROLES`), and
+        only the paper's factors (``paper=True``) or only the toolkit's (``paper=False``).
+
+        The one way to pick a family of factors: each factor declares its role
+        and whether the paper lists it (:class:`~symtrans.catalogue.model.Factor`),
+        so no caller lists factor names.
+
+        Raises
+        ------
+        SymtransError
+            For an unknown role.
 
         Examples
         --------
         >>> GroupSpec.from_arch("bert-base").names("continuous", "layer")  # doctest: +NORMALIZE_WHITESPACE
         ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling', 'centring-shift',
          'ffn-bias-transfer', 'ffn-input-hyperplane']
+        >>> GroupSpec.from_arch("bert-base").names(role="head-gauge")
+        ['qk-gauge', 'vo-gauge']
+        >>> GroupSpec.from_arch("bert-base").names("continuous", paper=True)
+        ['qk-gauge', 'vo-gauge', 'key-bias-shift', 'value-bias-shift', 'ffn-scaling']
+        >>> GroupSpec.from_arch("bert-base").names(role="gauge")
+        Traceback (most recent call last):
+        ...
+        symtrans.errors.SymtransError: unknown factor role 'gauge'; did you mean 'head-gauge'?
         """
+        if role is not None and role not in ROLES:
+            raise SymtransError(suggest(role, tuple(ROLES), "factor role"))
         return [f.name for f in self.factors
-                if (kind is None or f.kind == kind) and (scope is None or f.scope == scope)]
+                if (kind is None or f.kind == kind) and (scope is None or f.scope == scope)
+                and (role is None or f.role == role) and (paper is None or f.paper == paper)]
 
     def layer_expression(self) -> sp.Expr:
         """Continuous dimension per layer, as an expression in the canonical symbols.
@@ -197,7 +220,7 @@ class GroupSpec:
         >>> GroupSpec.from_arch("symbolic").gauge_expression()
         H*d_k**2 + H*d_v**2
         """
-        return sp.Add(*[self.factor(n).effective_dimension for n in ("qk-gauge", "vo-gauge")])
+        return sp.Add(*[self.factor(n).effective_dimension for n in self.names(role="head-gauge")])
 
     def stack_expression(self) -> sp.Expr:
         """Continuous dimension per boundary between two consecutive layers (between-layer factors).
@@ -318,7 +341,7 @@ class GroupSpec:
         >>> GroupSpec.from_arch("bert-large").gauge_dimension_model()
         3145728
         """
-        return self._value(self.layer_sum(("qk-gauge", "vo-gauge")))
+        return self._value(self.layer_sum(tuple(self.names(role="head-gauge"))))
 
     def total_dimension(self) -> sp.Expr:
         """Continuous dimension of G for this architecture.
@@ -365,6 +388,7 @@ class GroupSpec:
         (1324056, 1179648, 1359698)
         """
         a = self.arch
+        gauges = self.names(role="head-gauge")
         return {
             "arch": a.name,
             "factors": [f.to_dict(a) for f in self.factors],
@@ -377,8 +401,8 @@ class GroupSpec:
             **({"layer_dimensions": [_size_json(sp.Add(*[f.layer_dimension(i) for f in self.factors
                                                          if f.scope == "layer"]), a)["value"]
                                      for i in range(int(a.L))]} if any(f.per_layer for f in self.factors) else {}),
-            "gauge_dimension": _size_json(self.layer_sum(("qk-gauge", "vo-gauge")), a)["value"],
-            "gauge_dimension_counts": "L x (qk-gauge + vo-gauge): the per-head GL factors only",
+            "gauge_dimension": _size_json(self.layer_sum(tuple(gauges)), a)["value"],
+            "gauge_dimension_counts": f"L x ({' + '.join(gauges)}): the per-head GL factors only",
             "layers": _size_json(S["L"], a)["value"],
             "unmodelled": [{"feature": f, "reason": r} for f, r in self.unmodelled],
             "assumes": self.assumptions(),

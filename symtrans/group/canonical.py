@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import with_role
+from symtrans.group.elements import translation_order, with_role
 from symtrans.group.spec import GroupSpec
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
@@ -86,8 +86,9 @@ class _Canon:
         from symtrans.group.numeric import MonomialMatrix
 
         s = self.s
-        perm_f = s.present.get("residual-permutation")
-        rot_f = s.present.get("residual-rotation")
+        residual = with_role(s.spec, "residual", list(s.present.values()))
+        perm_f = next((f for f in residual if f.kind == "discrete"), None)
+        rot_f = next((f for f in residual if f.kind == "continuous"), None)
         if "word" not in self.cur or (perm_f is None and rot_f is None):
             return
         W = self.cur["word"]
@@ -159,10 +160,7 @@ class _Canon:
     def translations(self) -> None:
         """Every translation factor moves its pivot to 0 (the target B is the pivot with that part removed)."""
         s = self.s
-        order = ["embedding-translation", "embedding-centring-shift", "ffn-bias-transfer", "ln1-bias-transfer",
-                 "ln2-bias-transfer", "attention-bias-transfer", "final-norm-bias-transfer", "ffn-input-hyperplane",
-                 "attention-input-hyperplane", "key-bias-shift", "value-bias-shift", "centring-shift"]
-        for name in order:
+        for name in translation_order(s.spec, canonical=True):
             f = s.present.get(name)
             if f is None:
                 continue
@@ -175,7 +173,8 @@ class _Canon:
         import torch
 
         s = self.s
-        if "S_H" not in s.present:
+        f = s.present.get("S_H")  # the factor this step canonicalises
+        if f is None:
             return
         els = []
         for l in range(s.L):
@@ -194,7 +193,7 @@ class _Canon:
             if any(abs(a - b) <= self.tie * keys[0] for a, b in zip(keys, keys[1:])):
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
             els.append({"pi": pi, "kappa": korder})
-        self.apply("S_H", els)
+        self.apply(f.name, els)
 
     def units(self) -> None:
         import torch
@@ -202,7 +201,8 @@ class _Canon:
         from symtrans.group.numeric import MonomialMatrix
 
         s = self.s
-        if "S_dff" not in s.present:
+        f = s.present.get("S_dff")  # the factor this step canonicalises
+        if f is None:
             return
         els = []
         for l in range(s.L):
@@ -217,7 +217,7 @@ class _Canon:
                 self.amb.append(f"S_dff layer {l}: {int(close.sum())} pairs of FFN units whose keys differ by less "
                                 f"than {self.tie:g} relative (their order may change with rounding)")
             els.append({"P": MonomialMatrix(order.tolist(), torch.ones(len(order), dtype=key.dtype))})
-        self.apply("S_dff", els)
+        self.apply(f.name, els)
 
     def unit_scalings(self) -> None:
         import torch

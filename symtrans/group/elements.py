@@ -63,21 +63,15 @@ from typing import Any
 import sympy as sp
 
 from symtrans.arch import Architecture
+from symtrans.catalogue.model import ROLES
 from symtrans.catalogue.spec import GroupSpec, _pieces, generic_element
 from symtrans.errors import SymtransError
 
-__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "sample_gl", "MonomialMatrix",
+__all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "translation_order", "sample_gl", "MonomialMatrix",
            "pair_diagonal", "perm_matrix", "generic_matrix"]
 
 ROTARY_PAIRS = ("adjacent", "halves")
 
-ROLES = {
-    "head-gauge": "a per-head GL gauge: relate fits it from the heads' products (qk-gauge, vo-gauge)",
-    "hidden-scaling": "a diagonal scaling of the FFN hidden units, undone by W_out (ffn-scaling, gate-scaling)",
-    "residual": "a map of the residual stream, fitted on the embedding table (residual-permutation, -rotation)",
-    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers (ln1-, ln2-, final-norm-scaling)",
-}
-"""What the relate and canonical engines do with a factor, by role."""
 
 STAGES = {
     "scope": "by the factor's scope: the layer, one boundary, the model from token ids, or stage by stage",
@@ -322,12 +316,23 @@ class FactorElements:
     ``small(**sizes)`` is the tiny copy of ``base`` with one query head per
     key/value head.
 
-    ``role`` names what the relate and canonical engines do with the factor
-    (one of :data:`ROLES`, or empty). ``stages`` names how the exact
-    certificate compares outputs (one of :data:`STAGES`). ``place(spec,
-    element)``, where set, turns an element's coordinates into the tensor the
-    tags act on (the unread pad row: one row of the word table);
-    :func:`symtrans.group.action.act` calls it.
+    What the relate and canonical engines do with the factor follows from
+    its catalogue ``role`` (:attr:`symtrans.catalogue.model.Factor.role`,
+    read through :func:`with_role`), declared where the factor is built.
+    ``stages`` names how the exact certificate compares outputs (one of
+    :data:`STAGES`). ``place(spec, element)``, where set, turns an element's
+    coordinates into the tensor the tags act on (the unread pad row: one row
+    of the word table); :func:`symtrans.group.action.act` calls it.
+    ``centre(spec, factor, weights)``, where set, is the factor's part of the
+    element that centres every writer into a LayerNorm along the all-ones row
+    (TransformerLens's ``centre_writing_weights``;
+    :func:`symtrans.group.gauge.centring_element` collects the parts).
+    ``translation``, for a translation factor that relate and the canonical
+    form fit one after the other, is its place in that sequence (a factor
+    whose pivot another's fit moves comes after it: the bias transfers before
+    the reader hyperplanes and bias shifts, the centring shift last;
+    :func:`translation_order`); ``canonical=False`` leaves the factor out of
+    the canonical form (relate still fits it).
 
     Examples
     --------
@@ -340,9 +345,11 @@ class FactorElements:
     exact: Callable[..., list[tuple[str, Any]]]
     unbroken: Callable[[Architecture], Architecture] = _as_is
     witness: Callable[..., Witness | None] | None = None
-    role: str = ""
     stages: str = "scope"
     place: Callable[[GroupSpec, dict[str, Any]], dict[str, Any]] | None = None
+    centre: Callable[[GroupSpec, str, Any], Any] | None = None
+    translation: int | None = None
+    canonical: bool = True
 
 
 # --------------------------------------------------------------------------- factors built from their coordinates
@@ -846,35 +853,65 @@ def _pad_row_element(spec: GroupSpec, element: dict[str, Any]) -> dict[str, Any]
 
 
 
+def _centre_writers(spec: GroupSpec, factor: str, weights: Any) -> list[dict[str, Any]]:
+    """Per layer, ``w_O^h = -W_O^h 1 / d``, ``w_out = -W_out 1 / d``, ``c_O = -mean(b_O)``, ``c_out = -mean(b_out)``."""
+    d = int(weights.d_model)
+    per_layer = []
+    for i in range(weights.n_layers):
+        lay = weights.layer(i, shared_kv=True)
+        el: dict[str, Any] = {"w_O": [-(Wh.sum(-1, keepdim=True) / d) for Wh in lay["W_O"].unbind(0)],
+                              "w_out": -(lay["W_out"].sum(-1, keepdim=True) / d)}
+        if spec.arch.bias:
+            el["c_O"] = -(lay["b_O"].mean().reshape(1, 1))
+            el["c_out"] = -(lay["b_out"].mean().reshape(1, 1))
+        per_layer.append(el)
+    return per_layer
+
+
+def _centre_tables(spec: GroupSpec, factor: str, weights: Any) -> dict[str, Any]:
+    """Each embedding table's row means removed, one component per table the factor's tags name."""
+    d = int(weights.d_model)
+    emb = {}
+    for t in spec.factor(factor).tags:
+        table = weights.tensors.get(t.tensor)
+        if table is not None:
+            emb[t.component] = -(table.sum(-1, keepdim=True) / d)
+    return emb
+
+
 # --------------------------------------------------------------------------- the registry
 ELEMENTS: dict[str, FactorElements] = {
     "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact,
-                               witness=_qk_witness, role="head-gauge"),
+                               witness=_qk_witness),
     "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
-                               witness=_vo_witness, role="head-gauge"),
+                               witness=_vo_witness),
     "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _shift_lie("u"), _shift_exact("u", "d_k"),
-                                     _learned_positions, witness=_key_shift_witness),
+                                     _learned_positions, witness=_key_shift_witness, translation=11),
     "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _shift_lie("v"), _shift_exact("v", "d_v"),
-                                       _with_output_bias, witness=_value_shift_witness),
+                                       _with_output_bias, witness=_value_shift_witness, translation=12),
     "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
     "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
     "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu,
-                                  witness=_ffn_scaling_witness, role="hidden-scaling"),
-    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact, role="hidden-scaling"),
+                                  witness=_ffn_scaling_witness),
+    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact),
     "qk-norm-gain-trade": FactorElements(_gain_trade_sample, _gain_trade_lie, _coordinate_exact),
     "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions, witness=_tokens_witness),
     "residual-permutation": FactorElements(_residual_permutation_sample, _no_lie, _residual_permutation_exact,
-                                           _learned_positions, witness=_residual_permutation_witness,
-                                           role="residual"),
+                                           _learned_positions, witness=_residual_permutation_witness),
     "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact,
-                                        role="residual", stages="residual-and-head"),
-    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm"),
-    **{name: dataclasses.replace(COORDINATES, role="norm-scaling")
-       for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling")},
-    **{name: COORDINATES for name in (
-        "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer", "attention-input-hyperplane",
-        "ln1-bias-transfer", "ln2-bias-transfer", "embedding-centring-shift", "embedding-translation",
-        "unused-position-rows", "final-norm-bias-transfer", "parallel-bias-trade")},
+                                        stages="residual-and-head"),
+    "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm", centre=_centre_writers, translation=13),
+    "embedding-centring-shift": dataclasses.replace(COORDINATES, centre=_centre_tables, translation=2),
+    "embedding-translation": dataclasses.replace(COORDINATES, translation=1),
+    "unused-position-rows": dataclasses.replace(COORDINATES, translation=3, canonical=False),
+    "ffn-bias-transfer": dataclasses.replace(COORDINATES, translation=4),
+    "ln1-bias-transfer": dataclasses.replace(COORDINATES, translation=5),
+    "ln2-bias-transfer": dataclasses.replace(COORDINATES, translation=6),
+    "attention-bias-transfer": dataclasses.replace(COORDINATES, translation=7),
+    "final-norm-bias-transfer": dataclasses.replace(COORDINATES, translation=8),
+    "ffn-input-hyperplane": dataclasses.replace(COORDINATES, translation=9),
+    "attention-input-hyperplane": dataclasses.replace(COORDINATES, translation=10),
+    **{name: COORDINATES for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling", "parallel-bias-trade")},
     "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
 }
 """One entry per factor of the catalogue, keyed by its name."""
@@ -891,7 +928,7 @@ def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
 
     Examples
     --------
-    >>> elements_of(GroupSpec.from_arch("bert-base"), "ffn-bias-transfer") is COORDINATES
+    >>> elements_of(GroupSpec.from_arch("gpt2"), "ln1-scaling") is COORDINATES
     True
     >>> elements_of(GroupSpec.from_arch("bert-base"), "S_m")
     Traceback (most recent call last):
@@ -906,7 +943,16 @@ def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
 
 
 def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:
-    """The factors of ``spec`` (or of ``factors``, in their order) whose :data:`ELEMENTS` entry has ``role``.
+    """The factors of ``spec`` (or of ``factors``, in their order) whose catalogue ``role`` is ``role``.
+
+    The role is the factor's own (:attr:`symtrans.catalogue.model.Factor.role`,
+    one of :data:`ROLES`): the engines select a family of factors by it and
+    never by a list of names.
+
+    Raises
+    ------
+    SymtransError
+        For a role not in :data:`ROLES`.
 
     Examples
     --------
@@ -915,5 +961,25 @@ def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:
     """
     if role not in ROLES:
         raise SymtransError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
-    return [f for f in (spec.factors if factors is None else factors)
-            if f.name in ELEMENTS and ELEMENTS[f.name].role == role]
+    return [f for f in (spec.factors if factors is None else factors) if f.role == role]
+
+
+def translation_order(spec: GroupSpec, canonical: bool = False) -> list[str]:
+    """The translation factors of ``spec`` in the order relate (or, with ``canonical``, the canonical form) fits them.
+
+    Each factor's :data:`ELEMENTS` entry declares its place (``translation``);
+    the engines iterate this list and never list the factors themselves.
+
+    Examples
+    --------
+    >>> translation_order(GroupSpec.from_arch("roberta-base"))  # doctest: +NORMALIZE_WHITESPACE
+    ['embedding-translation', 'embedding-centring-shift', 'unused-position-rows', 'ffn-bias-transfer',
+     'attention-bias-transfer', 'final-norm-bias-transfer', 'ffn-input-hyperplane', 'attention-input-hyperplane',
+     'key-bias-shift', 'value-bias-shift', 'centring-shift']
+    >>> "unused-position-rows" in translation_order(GroupSpec.from_arch("roberta-base"), canonical=True)
+    False
+    """
+    ranked = [(ELEMENTS[f.name].translation, f.name) for f in spec.factors
+              if f.name in ELEMENTS and ELEMENTS[f.name].translation is not None
+              and (ELEMENTS[f.name].canonical or not canonical)]
+    return [name for _, name in sorted(ranked)]

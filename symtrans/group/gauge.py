@@ -18,8 +18,10 @@ checkpoint of its storage dtype, as a processed copy written to disk would be.
 
 :func:`centring_element` is the particular element that TransformerLens's
 ``centre_writing_weights`` applies (every writer into a LayerNorm made to sum
-to zero along the residual axis): an element of ``centring-shift`` (and of
-``embedding-centring-shift`` for the embedding tables).
+to zero along the residual axis): one part per factor whose
+:data:`~symtrans.group.elements.ELEMENTS` entry has a ``centre`` construction
+(``centring-shift`` for the layers' writers, ``embedding-centring-shift`` for
+the embedding tables); :func:`can_centre` says whether the architecture has one.
 
 This module computes; it never counts a verdict (the comparison of verdicts
 lives in :mod:`symtrans.report.gauge`).
@@ -38,10 +40,11 @@ import dataclasses
 from typing import Any
 
 from symtrans.errors import SymtransError
+from symtrans.group.elements import elements_of
 from symtrans.group.spec import GroupSpec
 
-__all__ = ["gauge_factors", "GaugeElement", "sample_gauge", "apply_gauge", "centring_element", "centre_writers",
-           "processed_weights"]
+__all__ = ["gauge_factors", "GaugeElement", "sample_gauge", "apply_gauge", "centring_factors", "can_centre",
+           "centring_element", "centre_writers", "processed_weights"]
 
 
 def gauge_factors(spec: GroupSpec) -> list[str]:
@@ -126,6 +129,31 @@ def sample_gauge(weights: Any, seed: int = 0, factors: list[str] | None = None,
     return GaugeElement(parts, kappa, f"random (seed {seed})")
 
 
+def centring_factors(spec: GroupSpec) -> list[Any]:
+    """The factors acting on the weights whose element centres writers (an :data:`~symtrans.group.elements.ELEMENTS`
+    entry with ``centre``), in the spec's order.
+
+    Examples
+    --------
+    >>> [f.name for f in centring_factors(GroupSpec.from_arch("bert-base"))]
+    ['centring-shift', 'embedding-centring-shift']
+    >>> centring_factors(GroupSpec.from_arch("llama2-7b"))
+    []
+    """
+    return [spec.factor(n) for n in gauge_factors(spec) if elements_of(spec, n).centre is not None]
+
+
+def can_centre(spec: GroupSpec) -> bool:
+    """Whether a LayerNorm reads every writer of the layers: a per-layer factor of :func:`centring_factors`.
+
+    Examples
+    --------
+    >>> can_centre(GroupSpec.from_arch("bert-base")), can_centre(GroupSpec.from_arch("llama2-7b"))
+    (True, False)
+    """
+    return any(f.scope == "layer" for f in centring_factors(spec))
+
+
 def centring_element(weights: Any) -> GaugeElement:
     """TransformerLens's ``centre_writing_weights`` as an element of G: every writer into a LayerNorm centred.
 
@@ -143,28 +171,11 @@ def centring_element(weights: Any) -> GaugeElement:
     (True, True)
     """
     spec = GroupSpec.from_arch(weights.arch)
-    present = gauge_factors(spec)
-    if "centring-shift" not in present:
+    if not can_centre(spec):
         raise SymtransError(f"{weights.arch.name} has no centring shift (no LayerNorm reads every writer): "
                             "nothing to centre")
-    d = int(weights.d_model)
-    per_layer = []
-    for i in range(weights.n_layers):
-        lay = weights.layer(i, shared_kv=True)
-        el: dict[str, Any] = {"w_O": [-(Wh.sum(-1, keepdim=True) / d) for Wh in lay["W_O"].unbind(0)],
-                              "w_out": -(lay["W_out"].sum(-1, keepdim=True) / d)}
-        if spec.arch.bias:
-            el["c_O"] = -(lay["b_O"].mean().reshape(1, 1))
-            el["c_out"] = -(lay["b_out"].mean().reshape(1, 1))
-        per_layer.append(el)
-    parts: dict[str, Any] = {"centring-shift": per_layer}
-    if "embedding-centring-shift" in present:
-        emb = {}
-        for t in spec.factor("embedding-centring-shift").tags:
-            table = weights.tensors.get(t.tensor)
-            if table is not None:
-                emb[t.component] = -(table.sum(-1, keepdim=True) / d)
-        parts["embedding-centring-shift"] = emb
+    parts: dict[str, Any] = {f.name: elements_of(spec, f.name).centre(spec, f.name, weights)  # type: ignore[misc]
+                             for f in centring_factors(spec)}
     return GaugeElement(parts, 1.0, "centring of the writers (TransformerLens centre_writing_weights)")
 
 
@@ -249,7 +260,7 @@ def processed_weights(weights: Any) -> list[str]:
 
     out = []
     spec = GroupSpec.from_arch(weights.arch)
-    if "centring-shift" in gauge_factors(spec):
+    if can_centre(spec):
         worst = 0.0
         for name in ("W_O", "W_out"):
             u = unit_roundoff(storage_precision(weights, name)[0])

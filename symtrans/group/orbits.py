@@ -49,9 +49,6 @@ r_Q, r_K, r_V, r_O = sp.symbols("r_Q r_K r_V r_O", integer=True, nonnegative=Tru
 z_QK = sp.Symbol("z_QK", integer=True, nonnegative=True)
 
 
-_ORBIT_FACTORS = ("qk-gauge", "vo-gauge", "key-bias-shift", "value-bias-shift", "ffn-scaling")
-
-
 def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     """Orbit dimension of one layer under the attention gauges and bias shifts: group dim - stabiliser dim.
 
@@ -78,9 +75,9 @@ def orbit_dimension_formula(arch: Architecture | str) -> dict[str, Any]:
     a = spec.arch
     _refuse_partial_rotary(a, "the orbit dimension formula")
     kv = S["H"] if a.H_kv == a.H else S["H_kv"]
-    # the attention gauges and bias shifts (and FFN scalings where unbroken); the norm factors act on other
-    # tensors and are measured by symtrans.group.complete
-    group = sp.Add(*[spec.factor(n).effective_dimension for n in _ORBIT_FACTORS if n in spec.names()])
+    # the paper's continuous per-layer factors (Factor.paper): the attention gauges and bias shifts (and FFN
+    # scalings where unbroken); the norm factors act on other tensors and are measured by symtrans.group.complete
+    group = sp.Add(*[spec.factor(n).effective_dimension for n in spec.names("continuous", "layer", paper=True)])
     if a.positional == "rotary":
         stab_qk = kv * z_QK
     else:

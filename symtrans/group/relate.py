@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import with_role
+from symtrans.group.elements import translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -523,7 +523,7 @@ class _Solver:
         feats += self.features_violated(cands, ok)
         best_mono = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
         size = dist((lambda x: x @ best_mono) if best_mono is not None else (lambda x: x)) / nB
-        self.refuse("residual-rotation" if rot is not None else cands[0].name, None, "word", size, tol, feats,
+        self.refuse(rot.name if rot is not None else cands[0].name, None, "word", size, tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
                     + ("" if ok["fixes-ones"] else " and does not fix the all-ones direction")
@@ -541,7 +541,9 @@ class _Solver:
                  @ (self.invariant("W_O", lp["W_O"][h], l, params) @ R) for h in range(H))
         out["W_Q W_K^T (summed over heads)"] = qk
         out["W_V W_O (summed over heads)"] = vo
-        if not self.present.get("gate-scaling"):
+        # invariant unless a hidden-unit scaling moves W_out without W_in (a gate's scaling moves W_gate)
+        if all(any(t.tensor == "W_in" for t in x.tags)
+               for x in with_role(self.spec, "hidden-scaling", self.present.values())):
             out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ (
                 self.invariant("W_out", lp["W_out"], l, params) @ R)
         return out
@@ -810,11 +812,7 @@ class _Solver:
 
     # ---- 6. translations
     def translations(self) -> None:
-        order = ["embedding-translation", "embedding-centring-shift", "unused-position-rows",
-                 "ffn-bias-transfer", "ln1-bias-transfer", "ln2-bias-transfer", "attention-bias-transfer",
-                 "final-norm-bias-transfer", "ffn-input-hyperplane", "attention-input-hyperplane",
-                 "key-bias-shift", "value-bias-shift", "centring-shift"]
-        for name in order:
+        for name in translation_order(self.spec):
             f = self.present.get(name) or self.broken.get(name)
             if f is None:
                 continue
@@ -883,7 +881,8 @@ class _Solver:
     def model_translation(self, f: Factor) -> dict[str, Any]:
         torch = _torch()
         el: dict[str, Any] = {}
-        centring = bool(self.present.get("embedding-centring-shift"))
+        # a model-wide factor moves the tables along the all-ones row: this translation keeps the part off it
+        centring = any(u.how == "translate_ones" for x in self.present.values() if x.scope == "model" for u in x.tags)
         for t in f.tags:  # means of B minus means of A: the mean is linear, no whole-table difference is formed
             if t.how == "translate_rows":
                 m = self.tgt[t.tensor].mean(0, keepdim=True) - self.cur[t.tensor].mean(0, keepdim=True)

@@ -192,8 +192,9 @@ class GaugeCheck:
 def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str, Any]:
     """Does ``moved = g . w`` compute the same function? The last hidden state compared, up to G's equivariance.
 
-    The residual factor (``residual-permutation``, ``residual-rotation``) is an
-    equivariance: the output becomes ``out Q``. The tolerance is
+    A factor of role ``residual`` (:data:`symtrans.catalogue.model.ROLES`: the
+    residual permutation or rotation) is an equivariance: the output becomes
+    ``out Q``. The tolerance is
     :func:`symtrans.group.numeric.tolerance` at the weights' storage dtype (the
     moved weights are rounded to it) and the element's condition number; the
     verdict rule is ``group --verify``'s (supported below it, fails above 100x).
@@ -207,7 +208,9 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     >>> same_function(w, apply_gauge(w, g), g, n=4, seed=0)["verdict"]
     'supported'
     """
+    from symtrans.group.elements import with_role
     from symtrans.group.numeric import _rel, _verdict, tolerance
+    from symtrans.group.spec import GroupSpec
     from symtrans.numeric.forward import encode, random_ids
     from symtrans.precision import torch_dtype
     from symtrans.numeric.weights import storage_precision
@@ -215,9 +218,9 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     ids = random_ids(w, n, seed)
     ref = encode(w, input_ids=ids).hidden_states[-1]
     out = encode(moved, input_ids=ids).hidden_states[-1]
-    for name in ("residual-permutation", "residual-rotation"):
-        if name in g.parts:
-            ref = ref @ g.parts[name]["Q"].to(ref.dtype)
+    for f in with_role(GroupSpec.from_arch(w.arch), "residual"):
+        if f.name in g.parts:
+            ref = ref @ g.parts[f.name]["Q"].to(ref.dtype)
     sd = storage_precision(w)[0]
     tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
@@ -260,7 +263,8 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     """
     from proofs._claim import declared_items
     from symtrans.context import Context
-    from symtrans.group.gauge import GaugeElement, apply_gauge, centring_element, gauge_factors, sample_gauge
+    from symtrans.group.gauge import (GaugeElement, apply_gauge, can_centre, centring_element, gauge_factors,
+                                      sample_gauge)
     from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers
 
@@ -282,9 +286,10 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
                 "symmetry": same_function(w, moved, g, n=n, seed=seed),
                 "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
 
-    present = gauge_factors(GroupSpec.from_arch(w.arch))
+    spec = GroupSpec.from_arch(w.arch)
+    present = gauge_factors(spec)
     runs = [run(sample_gauge(w, seed=seed + k), None) for k in range(elements)]
-    if centring and "centring-shift" in present:
+    if centring and can_centre(spec):
         runs.append(run(centring_element(w), None))
     if sets is None:
         sets = sorted({i.moved_by for i in declared_items() if i.id in base and i.about == "parametrisation"})
