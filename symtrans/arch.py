@@ -31,7 +31,7 @@ from symtrans.symbols import SIZE_NAMES, SYMBOLS
 from symtrans.validate import CONFIG_MAX_BYTES, MAX_NAME_CHARS, MAX_SIZE, read_json_file, terminal_safe
 
 __all__ = ["Architecture", "Size", "ABLATIONS", "PRESETS", "PAPER_N", "ROPE_TYPES", "rope_theta", "default_n", "get_arch",
-           "from_config", "preset_names"]
+           "from_config", "preset_names", "CONFIG_FIELDS", "config_field", "unaudited_fields"]
 
 Size = Union[int, sp.Symbol]
 
@@ -563,6 +563,136 @@ _GEMMA3_REFUSED = {"attn_logit_softcapping": "attention logit soft-capping",
                    "final_logit_softcapping": "final logit soft-capping"}
 
 
+# ---------------------------------------------------------------- the config-field audit
+#: The one table of what ``from_config`` does with each field of ``transformers``' default config of every
+#: accepted model type (``transformers.AutoConfig.for_model(t).to_dict()``): ``"modelled"`` (read; a value the
+#: reader cannot express is refused naming the field), ``("irrelevant", why)`` (does not change the hidden states
+#: symtrans measures), ``("refused", default, what)`` (refused by name at any value but ``default``; ``None`` reads
+#: as the default). tests/test_config_fields.py fails when such a config carries a field this table lacks.
+_COMMON_FIELDS: dict[str, Any] = {
+    "_name_or_path": "modelled", "model_type": "modelled", "vocab_size": "modelled",
+    "tie_word_embeddings": "modelled",
+    "architectures": ("irrelevant", "the head class a checkpoint was saved from; symtrans reads the base model"),
+    "transformers_version": ("irrelevant", "provenance only"),
+    "dtype": ("irrelevant", "the loader reads each tensor's stored dtype; the analysis dtype is --dtype"),
+    "initializer_range": ("irrelevant", "random initialisation only; a checkpoint's weights are read"),
+    "use_cache": ("irrelevant", "key/value caching during generation: the same function"),
+    "output_attentions": ("irrelevant", "which outputs transformers returns, not what it computes"),
+    "output_hidden_states": ("irrelevant", "which outputs transformers returns, not what it computes"),
+    "return_dict": ("irrelevant", "the return container, not what is computed"),
+    "bos_token_id": ("irrelevant", "a token id for generation; symtrans feeds its own ids"),
+    "eos_token_id": ("irrelevant", "a token id for generation; symtrans feeds its own ids"),
+    "pad_token_id": ("irrelevant", "the padding row's id; symtrans measures unpadded inputs (the row gets no "
+                                   "gradient, the forward is unchanged)"),
+    "id2label": ("irrelevant", "labels of a classification head"),
+    "label2id": ("irrelevant", "labels of a classification head"),
+    "problem_type": ("irrelevant", "the loss of a classification head"),
+    "chunk_size_feed_forward": ("irrelevant", "the feed-forward applied in chunks of tokens: the same function"),
+    "is_encoder_decoder": ("refused", False, "an encoder-decoder model"),
+    "add_cross_attention": ("refused", False, "cross-attention"),
+}
+_DROPOUT = ("irrelevant", "dropout: off at evaluation")
+_BERT_FIELDS: dict[str, Any] = {
+    **{k: "modelled" for k in ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                               "max_position_embeddings", "hidden_act", "layer_norm_eps", "type_vocab_size")},
+    "attention_probs_dropout_prob": _DROPOUT, "hidden_dropout_prob": _DROPOUT, "classifier_dropout": _DROPOUT,
+    "is_decoder": ("refused", False, "a causal encoder; the encoder is measured bidirectionally"),
+    "tie_word_embeddings": ("irrelevant", "ties the masked-LM head, after the hidden states symtrans measures"),
+}
+_LLAMA_FIELDS: dict[str, Any] = {
+    **{k: "modelled" for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+                               "intermediate_size", "max_position_embeddings", "hidden_act", "rms_norm_eps",
+                               "rope_parameters", "head_dim", "attention_bias", "mlp_bias")},
+    "attention_dropout": _DROPOUT,
+}
+_SLIDING = {k: "modelled" for k in ("sliding_window", "use_sliding_window", "layer_types")}
+CONFIG_FIELDS: dict[str, dict[str, Any]] = {
+    "bert": {**_COMMON_FIELDS, **_BERT_FIELDS},
+    "roberta": {**_COMMON_FIELDS, **_BERT_FIELDS, "pad_token_id": "modelled"},  # positions start at pad_token_id + 1
+    "distilbert": {**_COMMON_FIELDS, **{k: "modelled" for k in (
+        "n_layers", "n_heads", "dim", "hidden_dim", "max_position_embeddings", "activation", "sinusoidal_pos_embds")},
+        **{k: _DROPOUT for k in ("dropout", "attention_dropout", "qa_dropout", "seq_classif_dropout")},
+        "tie_word_embeddings": ("irrelevant", "ties the masked-LM head, after the hidden states symtrans measures")},
+    "gpt2": {**_COMMON_FIELDS, **{k: "modelled" for k in (
+        "n_layer", "n_head", "n_embd", "n_inner", "n_positions", "activation_function", "layer_norm_epsilon")},
+        **{k: _DROPOUT for k in ("attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_first_dropout")},
+        **{k: ("irrelevant", "the sequence-summary head of GPT2DoubleHeadsModel, after the hidden states")
+           for k in ("summary_activation", "summary_proj_to_labels", "summary_type", "summary_use_proj")},
+        "reorder_and_upcast_attn": ("irrelevant", "the scores' scaling order and float32 upcast: the same function "
+                                                  "in exact arithmetic (symtrans computes in float64)"),
+        "scale_attn_by_inverse_layer_idx": ("refused", False, "scores scaled by 1 / (layer index + 1)"),
+        "scale_attn_weights": ("refused", True, "scores not scaled by 1/sqrt(d_k)")},
+    "llama": {**_COMMON_FIELDS, **_LLAMA_FIELDS,
+              "pretraining_tp": ("irrelevant", "not read by transformers' Llama modelling (the same linear maps)")},
+    "mistral": {**_COMMON_FIELDS, **_LLAMA_FIELDS, "sliding_window": "modelled"},
+    "qwen2": {**_COMMON_FIELDS, **_LLAMA_FIELDS, **_SLIDING,
+              "max_window_layers": ("irrelevant", "places the sliding layers, and sliding windows are refused by "
+                                                  "name (use_sliding_window, layer_types)")},
+    "qwen3": {**_COMMON_FIELDS, **_LLAMA_FIELDS, **_SLIDING,
+              "max_window_layers": ("irrelevant", "places the sliding layers, and sliding windows are refused by "
+                                                  "name (use_sliding_window, layer_types)")},
+    "gemma3_text": {**_COMMON_FIELDS, **_LLAMA_FIELDS, **_SLIDING, **{k: "modelled" for k in (
+        "hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping")},
+        "_sliding_window_pattern": ("irrelevant", "kept for old configs; transformers reads layer_types, which "
+                                                  "symtrans reads (or derives from sliding_window_pattern)"),
+        "use_bidirectional_attention": ("refused", False, "bidirectional attention; causal attention only")},
+    "phi3": {**_COMMON_FIELDS, **_LLAMA_FIELDS, "sliding_window": "modelled", "embd_pdrop": _DROPOUT,
+             "resid_pdrop": _DROPOUT,
+             "original_max_position_embeddings": ("irrelevant", "longrope's original context length: read inside "
+                                                  "rope_parameters, which a longrope type must carry (refused "
+                                                  "without it); unused by default rotary positions")},
+    "olmo2": {**_COMMON_FIELDS, **_LLAMA_FIELDS},
+    "gpt_neox": {**_COMMON_FIELDS, **{k: "modelled" for k in (
+        "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
+        "hidden_act", "layer_norm_eps", "rope_parameters", "attention_bias", "use_parallel_residual")},
+        **{k: _DROPOUT for k in ("attention_dropout", "hidden_dropout", "classifier_dropout")},
+        "is_decoder": ("irrelevant", "not read by transformers' GPT-NeoX modelling: its attention is always causal")},
+    "smollm3": {**_COMMON_FIELDS, **_LLAMA_FIELDS, **_SLIDING, "no_rope_layers": "modelled",
+                "no_rope_layer_interval": "modelled"},
+}
+CONFIG_FIELDS["gemma2"] = {**CONFIG_FIELDS["gemma3_text"]}
+CONFIG_FIELDS["electra"] = {**CONFIG_FIELDS["bert"], "embedding_size": "modelled", "summary_last_dropout": _DROPOUT,
+                            **{k: ("irrelevant", "the sequence-summary head of ElectraForSequenceClassification")
+                               for k in ("summary_activation", "summary_type", "summary_use_proj")}}
+
+
+def config_field(model_type: str, key: str) -> Any:
+    """What ``from_config`` does with field ``key`` of a ``model_type`` config (:data:`CONFIG_FIELDS`); None if unlisted.
+
+    Aliases read as their family (xlm-roberta and camembert as roberta, electra as bert).
+
+    Examples
+    --------
+    >>> config_field("gpt2", "n_embd"), config_field("llama", "use_cache")[0]
+    ('modelled', 'irrelevant')
+    >>> config_field("gpt2", "scale_attn_weights")[:2], config_field("bert", "new_field") is None
+    (('refused', True), True)
+    """
+    table = CONFIG_FIELDS.get(model_type) or CONFIG_FIELDS.get(_FAMILY_ALIASES.get(model_type, model_type), {})
+    return table.get(key)
+
+
+def unaudited_fields(model_type: str, fields: Any) -> list[str]:
+    """The fields of a config dict that :data:`CONFIG_FIELDS` does not account for, sorted (``[]``: all audited).
+
+    Examples
+    --------
+    >>> unaudited_fields("gpt2", {"n_embd": 8, "use_cache": True, "attn_softmax_temperature": 2})
+    ['attn_softmax_temperature']
+    """
+    return sorted(k for k in fields if config_field(model_type, k) is None)
+
+
+def _refuse_fields(cfg: dict[str, Any], model_type: str, shown: str) -> None:
+    """Refuse, in one line naming it, a field :data:`CONFIG_FIELDS` marks refused and the config sets off its default."""
+    for key, value in cfg.items():
+        row = config_field(model_type, key)
+        if isinstance(row, tuple) and row[0] == "refused" and value is not None and (
+                value != row[1] or type(value) is not type(row[1])):
+            raise SymtransError(f"{shown}: field {key!r} = {terminal_safe(repr(value))[:80]} ({row[2]}) is not "
+                                "modelled")
+
+
 def _int_key(cfg: dict[str, Any], key: str, path: str, default: int | None = None,
              minimum: int = 1) -> int:
     value = cfg.get(key)
@@ -606,6 +736,9 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
     a ``rope_type`` transformers does not define, a ``partial_rotary_factor``
     below 1. A rotary scaling (Llama 3.x's ``llama3``, ``linear``, ``yarn``, ...)
     is recorded in ``rope_scaling``; only position-dependent computations use it.
+    Every field of transformers' config of an accepted type is accounted for in
+    :data:`CONFIG_FIELDS` (modelled, irrelevant with a reason, or refused by
+    name when set off its default).
 
     Examples
     --------
@@ -647,22 +780,15 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         if family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3") else 0
     if not head_dim and d_model % H:
         raise SymtransError(f"{shown}: hidden size {d_model} is not divisible by {H} heads")
-    if _bool_key(cfg, "add_cross_attention", shown):
-        raise SymtransError(f"{shown}: cross-attention (add_cross_attention) is not modelled")
+    _refuse_fields(cfg, model_type, shown)  # CONFIG_FIELDS: every field transformers reads, audited
     name = _config_name(cfg, p, model_type, shown)
     common: dict[str, Any] = dict(name=name, family=family, L=L, H=H, d_model=d_model,
                                   d_ff=d_ff, vocab_size=vocab, source=shown)
     if family in ("bert", "roberta"):
-        if _bool_key(cfg, "is_decoder", shown):
-            raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; only the "
-                                "bidirectional encoder")
         if cfg.get("position_embedding_type") not in (None, "absolute"):
             raise SymtransError(
                 f"{shown}: position_embedding_type {cfg['position_embedding_type']!r} is not modelled"
                 " (only 'absolute')")
-        if _bool_key(cfg, "is_decoder", shown):
-            raise SymtransError(f"{shown}: is_decoder=true (a causal {family}) is not modelled; the encoder "
-                                "is measured bidirectionally")
         if model_type == "electra":
             emb = _int_key(cfg, "embedding_size", shown, default=_ELECTRA_EMBEDDING_SIZE)
             if emb != d_model:
@@ -688,11 +814,6 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
             positional="sinusoidal" if _bool_key(cfg, "sinusoidal_pos_embds", shown) else "learned",
             embedding_norm=True, ln_eps=1e-12)
     elif family == "gpt2":
-        if _bool_key(cfg, "scale_attn_by_inverse_layer_idx", shown):
-            raise SymtransError(f"{shown}: scale_attn_by_inverse_layer_idx=true is not modelled")
-        if not _bool_key(cfg, "scale_attn_weights", shown, default=True):
-            raise SymtransError(f"{shown}: scale_attn_weights=false is not modelled (scores are scaled by "
-                                "1/sqrt(d_k))")
         arch = Architecture(
             **common, n=default_n(positions), H_kv=H, d_k=d_model // H, d_v=d_model // H,
             max_positions=positions, position_table=positions, norm_placement="pre",
@@ -713,8 +834,8 @@ def from_config(path: str | os.PathLike[str], n: int | None = None) -> Architect
         if qkv_bias and bias:
             raise SymtransError(f"{shown}: attention_bias=true is not part of the qwen2 structure")
         window = None
-        if family == "qwen3":
-            _qwen3_checks(cfg, shown, L)
+        if family in ("qwen2", "qwen3"):
+            _qwen3_checks(cfg, shown, L, family)
         rope_layers = _smollm3_rope_layers(cfg, shown, L) if family == "smollm3" else ()
         if cfg.get("sliding_window") is not None and _bool_key(cfg, "use_sliding_window", shown, default=True):
             if model_type not in ("mistral", "phi3"):
@@ -799,15 +920,15 @@ def _gpt_neox(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions
         partial_rotary_factor=factor)
 
 
-def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int) -> None:
-    """Qwen3's fields beyond Llama's: per-layer sliding windows are refused by name (full attention only)."""
+def _qwen3_checks(cfg: dict[str, Any], shown: str, L: int, family: str = "qwen3") -> None:
+    """Qwen2's and Qwen3's fields beyond Llama's: per-layer sliding windows are refused by name (full attention only)."""
     if _bool_key(cfg, "use_sliding_window", shown):
-        raise SymtransError(f"{shown}: use_sliding_window=true (qwen3's per-layer sliding windows) is not modelled")
+        raise SymtransError(f"{shown}: use_sliding_window=true ({family}'s per-layer sliding windows) is not modelled")
     types = cfg.get("layer_types")
     if types is not None and (not isinstance(types, list) or len(types) != L
                               or any(t != "full_attention" for t in types)):
         raise SymtransError(f"{shown}: layer_types other than 'full_attention' on every one of the {L} layers "
-                            "(qwen3's sliding layers) are not modelled")
+                            f"({family}'s sliding layers) are not modelled")
 
 
 def _smollm3_rope_layers(cfg: dict[str, Any], shown: str, L: int) -> tuple[bool, ...]:
@@ -865,8 +986,6 @@ def _gemma3(cfg: dict[str, Any], common: dict[str, Any], shown: str, positions: 
             raise SymtransError(f"{shown}: {key} = {cfg[key]!r} ({what}) is not modelled")
         if gemma2 and cfg.get(key) is not None:  # a positive cap c: s -> c tanh(s / c)
             caps[key] = _float_key(cfg, key, shown, 1.0)
-    if _bool_key(cfg, "use_bidirectional_attention", shown):
-        raise SymtransError(f"{shown}: use_bidirectional_attention=true is not modelled (causal attention only)")
     if _bool_key(cfg, "attention_bias", shown):
         raise SymtransError(f"{shown}: attention_bias=true is not modelled for {common['family']} (no biases)")
     types = cfg.get("layer_types")

@@ -30,6 +30,13 @@ residual          ``Z = X + MHA(X) + b_O``                     ``X + MHA(N1(X)) 
 mlp               ``F(MHA(X) + b_O)``                          ``F(N2(MHA(N1(X)) + b_O))``
 full              ``Z + F(Z)``, ``Z = X + MHA(X) + b_O``       the real pre-LN layer
 ================  ===========================================  ==========================================
+
+With a parallel residual (GPT-NeoX) the MLP reads the layer input, as the
+real layer does: ``mlp`` with ``ln`` is ``MHA(N1(X)) + b_O + F(N2(X))`` (the
+layer without its skip) and ``full`` with ``ln`` is
+``X + MHA(N1(X)) + b_O + F(N2(X))``; without ``ln`` the variants are the
+paper's sequential maps for every model.
+
 Biases are kept: ``b_V`` and ``b_O`` add rows of the form ``1 x^T`` (``A`` is
 row-stochastic), which leave Dong's residual unchanged.
 
@@ -130,8 +137,9 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
     (5, 384)
     """
     Z = _mha(X, layer, residual=False, st=st, ln=ln)
-    if _pre(st, ln):
-        return _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln)
+    if _pre(st, ln):  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input, beside attention
+        return (Z + _ffn(_pre_norm(X, layer, "ln2", st), layer, activation, st, ln) if st.parallel_residual
+                else _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln))
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = _ffn(Z, layer, activation)
@@ -150,8 +158,8 @@ def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: st
     True
     """
     Z = _mha(X, layer, residual=True, st=st, ln=ln)
-    if _pre(st, ln):
-        return Z + _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln)
+    if _pre(st, ln):  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input, not of Z
+        return Z + _ffn(_pre_norm(X if st.parallel_residual else Z, layer, "ln2", st), layer, activation, st, ln)
     if ln:
         Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
     out = Z + _ffn(Z, layer, activation)

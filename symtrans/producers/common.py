@@ -33,17 +33,20 @@ __all__ = ["ENCODERS", "DECODERS", "LAYERNORM_FAMILIES", "LEARNED_POSITION_FAMIL
 
 #: model families by structure, for ``producer(..., families=...)`` (``ModelWeights.family``; mistral is llama)
 ENCODERS = ("bert", "roberta", "distilbert")
-DECODERS = ("gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2")
-LAYERNORM_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses RMSNorm
-LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the Llama family uses rotary positions
+DECODERS = ("gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "gpt_neox", "smollm3")
+#: tests/test_report_decoders.py checks both against each family's Architecture (norm, positional)
+LAYERNORM_FAMILIES = ENCODERS + ("gpt2", "gpt_neox")  # the others use RMSNorm
+LEARNED_POSITION_FAMILIES = ENCODERS + ("gpt2",)  # the others use rotary positions
 FAMILIES_NOTE = {
     "layernorm": "the statement is about LayerNorm (centre, then scale); RMSNorm (Llama, Mistral, Qwen2 and 3, "
-                 "Gemma 2 and 3, OLMo 2, Phi-3) only scales, so its hypotheses and conclusion do not transfer",
+                 "Gemma 2 and 3, OLMo 2, Phi-3, SmolLM3) only scales, so its hypotheses and conclusion do not "
+                 "transfer",
     "bidirectional": "Dong et al.'s collapse theorem is proved for unmasked self-attention; under a causal mask "
                      "A^h is lower triangular and the first token attends only to itself (it never mixes), "
                      "which their bound does not cover (symtrans measure reports res(x_1) for decoders)",
     "learned-positions": "PG-OP's gates are functions of the learned position embeddings; a rotary-position "
-                         "model (Llama, Mistral, Qwen2 and 3, Gemma 2 and 3, OLMo 2, Phi-3) has no position table to gate with",
+                         "model (Llama, Mistral, Qwen2 and 3, Gemma 2 and 3, OLMo 2, Phi-3, GPT-NeoX, SmolLM3) "
+                         "has no position table to gate with",
 }
 
 def family_table() -> list[str]:

@@ -395,8 +395,9 @@ def real_cases(ctx: Context, n: int | None = None, layers: int | None = None,
     idx = [only] if only is not None else ctx.layer_indices(w.n_layers)  # --layers: the listed ones
     for i in (i for i in idx if i < len(tr.layers)):
         lt, lay = tr.layers[i], w.layer(i)
-        out.append((f"layer {i} pre_ln1", ln_case(lt.pre_ln1, lay["ln1_w"], lay["ln1_b"], eps)))
-        out.append((f"layer {i} pre_ln2", ln_case(lt.pre_ln2, lay["ln2_w"], lay["ln2_b"], eps)))
+        for k, x in lt.norm_inputs.items():  # each norm with its own input (pre-LN, parallel residual too)
+            label = f"pre_{k}" if lt.form != "pre-ln" else f"{k} input"
+            out.append((f"layer {i} {label}", ln_case(x, lay[f"{k}_w"], lay[f"{k}_b"], eps)))
     return out
 
 
@@ -406,7 +407,10 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
     rows = {name: c.to_dict() for name, c in cases}
     decided = [(nm, c, v) for nm, c, v in verdicts if v in (Verdict.SUPPORTED, Verdict.FAILS)]
     tol = RANK_TOLERANCE
-    inputs = {"n": n, "d_model": d, "inputs": "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer",
+    pre = any(nm.endswith(" input") for nm, _ in cases)
+    inputs = {"n": n, "d_model": d, "inputs": ("each norm's input with its own gain and bias at every layer: N1 reads "
+                                               "X, N2 reads X + MHA(N1 X) + b_O (a parallel residual: X)" if pre else
+                                               "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer"),
               "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": f"the model's gain and bias, {eps_text(ctx)}",
               "precision": "activations computed in float64; hypotheses and ranks decided at float64 computation "
                            "precision with the one band of DECISIVE_MARGIN decades"}

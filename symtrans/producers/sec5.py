@@ -759,7 +759,8 @@ _SWEEP_INPUTS = {"depth": SWEEP_DEPTH, "layers": "the model's layers cycled 0..L
                  "variants": {"pure-attention": "X <- MHA(X) + b_O (real Q/K/V biases), no residual, no LN",
                               "attention+residual": "X <- X + MHA(X) + b_O, no LN, no MLP",
                               "attention+residual+LN": "X <- LN1(X + MHA(X) + b_O), no MLP",
-                              "full-block": "real post-LN encoder layer",
+                              "full-block": "the model's real layer (post-LN encoder; pre-LN decoder, with its "
+                                            "parallel residual where it has one)",
                               "attention+MLP": "X <- MLP(MHA(X) + b_O), no residual, no LN"}}
 
 

@@ -100,6 +100,9 @@ SUMMARIES = Summaries({
         "post-norms": "not run: on this model the MLP reads N2(X + P1(MHA(X))) with a post-norm P1 on the attention "
                       "output (Gemma 3); this check's fibre computation (row Jacobian and exact kernel) is written "
                       "for N(X + Z W_O + b_O) and is not extended to the composed map yet",
+        "parallel-residual": "not applicable: the reading needs an MLP that reads norm(X + MHA(X) + b_O); with a "
+                             "parallel residual (GPT-NeoX) the MLP reads N2(X) of the layer input, which holds no "
+                             "head output of the layer, so there is no map Z -> MLP input to take the fibre of",
     },
     "fibre-ln": {
         "fails": "the map the MLP sees, Z -> {norm}(X + Z W_O + b_O) ({what}), has a per-token fibre of {per_row} "
@@ -591,6 +594,15 @@ def _ln_identifiable(ctx: Context, meas: _LnMeasure, common: dict[str, Any]) -> 
 def _ln(ctx: Context) -> list[Evidence]:
     """The two MLP-input records: measure (:func:`_ln_measure`), then decide and describe each reading."""
     w = weights(ctx)
+    if getattr(w.arch, "parallel_residual", False):  # hypothesis first: the MLP must read the heads' sum
+        from symtrans.evidence import HypothesisCheck
+
+        why = SUMMARIES("mlp-input", "parallel-residual")
+        hyp = HypothesisCheck("MLP reads norm(X + MHA(X) + b_O)", False, None,
+                              "parallel residual: out = X + MHA(N1(X)) + b_O + FFN(N2(X)), the MLP reads N2(X)")
+        return [record(ctx, claim, name, Verdict.NOT_APPLICABLE, why, hypothesis_checks=(hyp,),
+                       violated_hypothesis=hyp.name + f" ({hyp.detail})")
+                for claim, name in (("thm-recovery", "fibre-ln"), ("thm-7.3", "nonidentifiable-ln"))]
     if getattr(w.arch, "post_norms", False):  # Gemma 3: the MLP reads N2(X + P1(MHA(X))), not N2(X + MHA(X) + b_O)
         why = SUMMARIES("mlp-input", "post-norms")
         return [record(ctx, "thm-recovery", "fibre-ln", Verdict.NOT_RUN, why),
