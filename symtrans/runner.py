@@ -343,7 +343,7 @@ def _claim(counter: Any, total: int) -> int | None:
 def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
     """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
     from symtrans import progress as _progress
-    from symtrans.threads import as_child_process
+    from symtrans.threads import as_child_process, release_free_memory
 
     as_child_process()  # Ctrl-C and SIGTERM are the parent's (no traceback here); dies with the parent
     _progress.configure(quiet=True)  # the parent draws the progress
@@ -351,6 +351,7 @@ def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, 
         while (k := _claim(counter, len(units))) is not None:
             for i in units[k]:
                 res = _run_here(tasks[i][1], ctx)
+                release_free_memory()  # the producer's freed temporaries: not resident until the next one
                 try:
                     conn.send((i, res))
                 except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
@@ -470,6 +471,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     import multiprocessing
 
     from symtrans.progress import Progress
+    from symtrans.threads import release_free_memory
 
     if errors not in ("record", "raise"):
         raise ValueError(f"errors must be 'record' or 'raise', got {errors!r}")
@@ -488,6 +490,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             prepare(ctx)
         except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
             pass
+        release_free_memory()  # before forking: the child would start with the dead pages too
     with Progress(len(tasks), desc, unit=unit, enabled=progress) as bar:
         proc = conn = None
         counter: Any = _LocalCounter()
@@ -530,6 +533,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
                 for i in units[k]:
                     bar.show(name(*tasks[i]))
                     finish(i, run_one(tasks[i][1], ctx))
+                    if ctx.numeric:  # a producer's freed temporaries leave the resident set before the next one
+                        release_free_memory()
                     drain(block=False)
             drain(block=True)
             for i in range(len(tasks)):  # a worker that died: finish what it claimed here

@@ -4,7 +4,8 @@ For a small random instance of an architecture's family (the same structural
 flags: norm placement and kind, biases, grouped-query ratio, rotary positions,
 activation, FFN kind; reduced sizes, stated in the record) the map of a *scope*
 is differentiated with respect to all its parameters, over enough random
-inputs, in float64 (``torch.func.jacfwd`` over a ``vmap`` of the inputs):
+inputs, in float64 (reverse mode over a ``vmap`` of the inputs,
+:func:`symtrans.numeric.autodiff.jacobian`):
 
 * ``layers`` -- the layer stack and the final norm, if any: hidden states in,
   last hidden state out;
@@ -607,9 +608,9 @@ def _split(theta: Any, sizes: list[int]) -> list[Any]:
 def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], scope: str) -> tuple[Any, list[str]]:
     """Columns: G's tangent directions at ``params`` (derivative of the tag-table action at the identity)."""
     import torch
-    from torch.func import jacfwd
 
     from symtrans.group.spec import act
+    from symtrans.numeric.autodiff import jacobian as reverse_jacobian
 
     cols, names = [], []
     L = len(params["layers"])
@@ -637,7 +638,7 @@ def _tangents(spec: Any, params: dict[str, Any], paths: list[tuple[Any, ...]], s
             element = els if f.scope in ("layer", "stack") else els[0]
             return _flatten(act(spec, params, f.name, element), paths)
 
-        J = jacfwd(moved)(torch.zeros(sum(sizes), dtype=torch.float64))
+        J = reverse_jacobian(moved, torch.zeros(sum(sizes), dtype=torch.float64))
         cols.append(J)
         names += [f.name] * J.shape[1]
     if not cols:
@@ -675,8 +676,9 @@ def jacobian(a: Architecture, scope: str = "layers", seed: int = 0) -> dict[str,
     True
     """
     import torch
-    from torch.func import jacfwd, vmap
+    from torch.func import vmap
 
+    from symtrans.numeric.autodiff import jacobian as reverse_jacobian
     from symtrans.progress import tick
 
     out_size = int(a.n) * int(a.d_model)  # logits carry at most d_model independent values per token
@@ -704,7 +706,7 @@ def jacobian(a: Architecture, scope: str = "layers", seed: int = 0) -> dict[str,
         return outputs_at(_unflatten(theta, params, paths))
 
     tick(f"L={int(a.L)}: Jacobian {count * out_size} x {P}", 0)
-    J = jacfwd(outputs)(theta0)
+    J = reverse_jacobian(outputs, theta0)
     tick(f"L={int(a.L)}: singular values", 0)
     _, s, Vh = torch.linalg.svd(J, full_matrices=True)
     return {"params": params, "entries": entries, "paths": paths, "inputs": inputs, "outputs_at": outputs_at,

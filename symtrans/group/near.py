@@ -167,7 +167,8 @@ def eps_derivative(segment: dict[str, Any], outputs_at: Any, params: dict[str, A
     tensor([-0.0060], dtype=torch.float64)
     """
     import torch
-    from torch.func import jvp
+
+    from symtrans.numeric.autodiff import directional_derivative
 
     keys = list(segment["closing"])
     base = tuple(torch.tensor(float(eps), dtype=torch.float64) for _ in keys)
@@ -176,7 +177,7 @@ def eps_derivative(segment: dict[str, Any], outputs_at: Any, params: dict[str, A
     def f(*values: Any) -> Any:
         return outputs_at(_with_eps(params, dict(zip(keys, values))))
 
-    return jvp(f, base, direction)[1]
+    return directional_derivative(f, base, direction)
 
 
 def near_record(segment: dict[str, Any], J: Any, t: Any, predicted: Any, sigma_max: float, eps: float,
