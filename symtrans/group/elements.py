@@ -418,11 +418,6 @@ COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_ex
 
 
 # --------------------------------------------------------------------------- the per-head gauges
-def _rotated_width(spec: GroupSpec, k: int) -> int:
-    """How many of a head's ``k`` query/key coordinates rotate: all, or the first ``rotary_width`` (partial rotary)."""
-    return int(spec.arch.rotary_width) if spec.arch.partial_rotary_factor != 1 else k
-
-
 def _gauge_sample(width: str, rotary_commutant: bool) -> Callable[..., tuple[dict[str, Any], float]]:
     def sample(spec: GroupSpec, factor: str, gen: Any, dtype: Any, rotary_pairs: str = "adjacent"
                ) -> tuple[dict[str, Any], float]:
@@ -433,7 +428,7 @@ def _gauge_sample(width: str, rotary_commutant: bool) -> Callable[..., tuple[dic
             mats, invs, kappa = sample_gl(k, gen, dtype, count=kv)  # type: ignore[misc]
             return {"g": mats, "g_inv": invs}, kappa
         _check_pairs(rotary_pairs)
-        r = _rotated_width(spec, k)  # partial rotary (GPT-NeoX): the first r coordinates rotate, the rest are free
+        r = int(spec.arch.rotary_width)  # the rotated coordinates: all, or the first r (GPT-NeoX); the rest free
         order = _halves_order(r)
         mats, kappas = [], []
         for _ in range(kv):  # r (cos t I + sin t J) per 2x2 block: the commutant of the rotations
@@ -467,7 +462,7 @@ def _gauge_lie(width: str, rotary_commutant: bool) -> Callable[..., dict[str, An
             return {"g": [eye + nxt().reshape(k, k) for _ in range(kv)]}
         _check_pairs(rotary_pairs)
         J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
-        r = _rotated_width(spec, k)  # partial rotary: the commutant on r coordinates (+) GL(d_k - r)
+        r = int(spec.arch.rotary_width)  # partial rotary: the commutant on r coordinates (+) GL(d_k - r)
         order, mats = _halves_order(r), []
         for _ in range(kv):  # a I + b J per 2x2 block
             t = nxt()
