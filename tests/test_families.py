@@ -13,7 +13,6 @@ space at one and two layers), and a negative control per structural feature
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +21,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from _configs import write_config  # noqa: E402
 from symtrans.arch import from_config  # noqa: E402
 from symtrans.errors import SymtransError  # noqa: E402
 from symtrans.formulas import formula  # noqa: E402
 
 IDS = torch.tensor([7, 8, 5, 9, 10, 5, 11, 12, 70, 3, 64, 99])
 
-
-def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "m") -> Path:
-    d = tmp_path / name
-    d.mkdir(exist_ok=True)
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
 
 
 def _hf_count(cfg: dict[str, Any]) -> int:
@@ -81,15 +75,15 @@ QWEN3_06B: dict[str, Any] = {
 
 
 def test_qwen3_params_model_equals_transformers_count(tmp_path: Path) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, QWEN3_06B))).value) == _hf_count(QWEN3_06B)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, QWEN3_06B))).value) == _hf_count(QWEN3_06B)
     # Qwen3-8B's shape (untied, 36 layers, 32/8 heads of 128): derived, not echoed
     big = {**QWEN3_06B, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
            "num_attention_heads": 32, "tie_word_embeddings": False}
-    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, big, "b"))).value) == _hf_count(big)
 
 
 def test_qwen3_config_is_read_with_qk_norm_and_plain_gains(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, QWEN3_06B))
+    a = from_config(write_config(tmp_path, QWEN3_06B))
     assert (a.family, a.H, a.H_kv, a.d_k, a.d_model, a.qk_norm, a.post_norms, a.gain_offset) == \
         ("qwen3", 16, 8, 128, 1024, True, False, 0)
     assert a.tied_lm_head and not a.bias and not a.qkv_bias and a.sliding_window is None
@@ -102,7 +96,7 @@ def test_qwen3_config_is_read_with_qk_norm_and_plain_gains(tmp_path: Path) -> No
 ])
 def test_qwen3_unmodelled_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
     with pytest.raises(SymtransError, match=named):
-        from_config(_write(tmp_path, {**QWEN3_06B, field: value}))
+        from_config(write_config(tmp_path, {**QWEN3_06B, field: value}))
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +132,7 @@ def test_qwen3_group_derivation(tmp_path: Path) -> None:
     """QK-norm breaks the qk-gauge and leaves the gain trade (d_k / 2 per layer); plain gains change nothing else."""
     from symtrans.group.spec import GroupSpec
 
-    spec = GroupSpec.from_arch(from_config(_write(tmp_path, QWEN3_06B)))
+    spec = GroupSpec.from_arch(from_config(write_config(tmp_path, QWEN3_06B)))
     subs = spec.arch.substitutions()
     assert spec.factor("qk-gauge").status == "broken"
     assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 64
@@ -182,22 +176,22 @@ GEMMA2_2B: dict[str, Any] = {
 
 
 def test_gemma2_params_model_equals_transformers_count(tmp_path: Path) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, GEMMA2_2B))).value) == _hf_count(GEMMA2_2B)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, GEMMA2_2B))).value) == _hf_count(GEMMA2_2B)
     # Gemma 2 27B's shape (46 layers, 32/16 heads of 128, scalar 144 = d_model / H): derived, not echoed
     big = {**GEMMA2_2B, "hidden_size": 4608, "intermediate_size": 36864, "num_hidden_layers": 46,
            "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "query_pre_attn_scalar": 144}
-    assert int(formula("params-model", arch=str(_write(tmp_path, big, "b"))).value) == _hf_count(big)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, big, "b"))).value) == _hf_count(big)
 
 
 def test_gemma2_config_is_read_field_by_field(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, GEMMA2_2B))
+    a = from_config(write_config(tmp_path, GEMMA2_2B))
     assert (a.family, a.H, a.H_kv, a.d_k, a.qk_norm, a.post_norms, a.gain_offset, a.embedding_scale) == \
         ("gemma2", 8, 4, 256, False, True, 1, True)
     assert (a.attn_softcap, a.final_softcap, a.attn_scalar, a.sliding_window) == (50.0, 30.0, 256.0, 4096)
     # no layer_types in the published file: transformers alternates from layer 0 (sliding, full, ...)
     assert [a.layer_kind(i) for i in range(4)] == ["sliding", "full", "sliding", "full"]
     assert a.rope_base_at(0) == a.rope_base_at(1) == 10000.0
-    b = from_config(_write(tmp_path, {**GEMMA2_2B, "attn_logit_softcapping": None}, "nocap"))
+    b = from_config(write_config(tmp_path, {**GEMMA2_2B, "attn_logit_softcapping": None}, "nocap"))
     assert b.attn_softcap is None and b.final_softcap == 30.0
 
 
@@ -209,7 +203,7 @@ def test_gemma2_config_is_read_field_by_field(tmp_path: Path) -> None:
 def test_gemma2_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any,
                                                              named: str) -> None:
     with pytest.raises(SymtransError, match=named):
-        from_config(_write(tmp_path, {**GEMMA2_2B, field: value}))
+        from_config(write_config(tmp_path, {**GEMMA2_2B, field: value}))
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +245,7 @@ def test_gemma2_group_derivation(tmp_path: Path) -> None:
     """Soft-capping keeps the qk-gauge (the same scores, capped); post-norms break the residual rotation."""
     from symtrans.group.spec import GroupSpec
 
-    spec = GroupSpec.from_arch(from_config(_write(tmp_path, GEMMA2_2B)))
+    spec = GroupSpec.from_arch(from_config(write_config(tmp_path, GEMMA2_2B)))
     assert spec.factor("qk-gauge").status != "broken"
     assert spec.factor("residual-rotation").status == "broken"
     assert "qk-norm-gain-trade" not in [f.name for f in spec.factors]
@@ -285,15 +279,15 @@ PHI3_MINI: dict[str, Any] = {
 
 
 def test_phi3_params_model_equals_transformers_count(tmp_path: Path) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, PHI3_MINI))).value) == _hf_count(PHI3_MINI)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, PHI3_MINI))).value) == _hf_count(PHI3_MINI)
     # Phi-3-medium's shape (40 layers, 40 query heads sharing 10 key/value heads): derived, not echoed
     med = {**PHI3_MINI, "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40,
            "num_attention_heads": 40, "num_key_value_heads": 10}
-    assert int(formula("params-model", arch=str(_write(tmp_path, med, "m"))).value) == _hf_count(med)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, med, "m"))).value) == _hf_count(med)
 
 
 def test_phi3_config_is_read_as_llama_with_its_window(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, PHI3_MINI))
+    a = from_config(write_config(tmp_path, PHI3_MINI))
     assert (a.family, a.H, a.H_kv, a.d_k, a.ffn, a.bias, a.tied_lm_head, a.sliding_window) == \
         ("phi3", 32, 32, 96, "gated", False, False, 2047)
 
@@ -305,7 +299,7 @@ def test_phi3_config_is_read_as_llama_with_its_window(tmp_path: Path) -> None:
 ])
 def test_phi3_partial_rotary_is_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
     with pytest.raises(SymtransError, match=named):
-        from_config(_write(tmp_path, {**PHI3_MINI, field: value}))
+        from_config(write_config(tmp_path, {**PHI3_MINI, field: value}))
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +355,7 @@ def test_phi3_group_complete_agrees(tmp_path: Path, layers: int, scope: str) -> 
     """A parameter layout does not change G: Llama's factors, measured on the published config's reduction."""
     from symtrans.group.complete import measure
 
-    a = from_config(_write(tmp_path, PHI3_MINI))
+    a = from_config(write_config(tmp_path, PHI3_MINI))
     r = measure(a, layers=layers, scope=scope)
     print(f"phi3 L={layers} {scope}: measured {r['measured_dimension']}, G {r['group_dimension']}, "
           f"gap {r['record']['gap_decades']:.1f} decades")
@@ -381,21 +375,21 @@ OLMO2_7B: dict[str, Any] = {
 
 
 def test_olmo2_params_model_equals_transformers_count(tmp_path: Path) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, OLMO2_7B))).value) == _hf_count(OLMO2_7B)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, OLMO2_7B))).value) == _hf_count(OLMO2_7B)
     # a grouped-query shape (32 query heads, 8 key/value heads): the k-norm's width is H_kv d_k, derived
     gqa = {**OLMO2_7B, "num_key_value_heads": 8, "num_hidden_layers": 4}
-    assert int(formula("params-model", arch=str(_write(tmp_path, gqa, "g"))).value) == _hf_count(gqa)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, gqa, "g"))).value) == _hf_count(gqa)
 
 
 def test_olmo2_config_is_read_with_post_norms_only_and_full_width_qk_norm(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, OLMO2_7B))
+    a = from_config(write_config(tmp_path, OLMO2_7B))
     assert (a.family, a.pre_norms, a.post_norms, a.qk_norm, a.qk_norm_full, a.gain_offset, a.tied_lm_head) == \
         ("olmo2", False, True, True, True, 0, False)
 
 
 def test_olmo2_attention_bias_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(SymtransError, match="attention_bias"):
-        from_config(_write(tmp_path, {**OLMO2_7B, "attention_bias": True}))
+        from_config(write_config(tmp_path, {**OLMO2_7B, "attention_bias": True}))
 
 
 @pytest.fixture(scope="module")
@@ -448,7 +442,7 @@ def test_olmo2_group_derivation(tmp_path: Path) -> None:
     """No pre-norms: no norm scalings; full-width QK-norm: one gain trade per key/value head (H_kv d_k / 2)."""
     from symtrans.group.spec import GroupSpec
 
-    spec = GroupSpec.from_arch(from_config(_write(tmp_path, OLMO2_7B)))
+    spec = GroupSpec.from_arch(from_config(write_config(tmp_path, OLMO2_7B)))
     subs = spec.arch.substitutions()
     assert spec.factor("ln1-scaling").status == spec.factor("ln2-scaling").status == "broken"
     assert spec.factor("qk-gauge").status == spec.factor("residual-rotation").status == "broken"
@@ -572,7 +566,7 @@ def test_olmo2_writer_gap_is_named_not_silent(tmp_path: Path) -> None:
     finally:
         cm.writer_gap = real
     assert not off["condition"]["explains"]
-    published = from_config(_write(tmp_path, OLMO2_7B))
+    published = from_config(write_config(tmp_path, OLMO2_7B))
     assert all(real(i) is None for i in cm.plan(published, "model", (1, 2))["instances"])
     assert real(dataclasses.replace(published, tied_lm_head=True, d_v=1))["dimension"] is None  # not derived
 
@@ -619,17 +613,17 @@ SMOLLM3_3B: dict[str, Any] = {
 
 
 def test_smollm3_params_model_equals_transformers_count(tmp_path: Path) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, SMOLLM3_3B))).value) == _hf_count(SMOLLM3_3B)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, SMOLLM3_3B))).value) == _hf_count(SMOLLM3_3B)
 
 
 def test_smollm3_config_is_read_with_its_nope_layers(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    a = from_config(write_config(tmp_path, SMOLLM3_3B))
     assert (a.family, a.positional, a.tied_lm_head, a.H_kv) == ("smollm3", "rotary", True, 4)
     assert [i for i in range(36) if not a.rotary_at(i)] == [i for i, r in enumerate(SMOLLM3_3B["no_rope_layers"])
                                                             if r == 0]
     # without the list, transformers derives it from the interval; symtrans derives the same
     derived = {k: v for k, v in SMOLLM3_3B.items() if k != "no_rope_layers"}
-    assert from_config(_write(tmp_path, {**derived, "no_rope_layer_interval": 3}, "i")).rope_layers == tuple(
+    assert from_config(write_config(tmp_path, {**derived, "no_rope_layer_interval": 3}, "i")).rope_layers == tuple(
         bool(r) for r in transformers.SmolLM3Config(**{**derived, "no_rope_layer_interval": 3}).no_rope_layers)
 
 
@@ -640,7 +634,7 @@ def test_smollm3_unmodelled_or_bad_fields_are_refused_by_name(tmp_path: Path, fi
                                                               named: str) -> None:
     cfg = {**SMOLLM3_3B, field: value, **({"sliding_window": 4096} if field == "use_sliding_window" else {})}
     with pytest.raises(SymtransError, match=named):
-        from_config(_write(tmp_path, cfg))
+        from_config(write_config(tmp_path, cfg))
 
 
 def test_smollm3_group_derivation(tmp_path: Path) -> None:
@@ -648,7 +642,7 @@ def test_smollm3_group_derivation(tmp_path: Path) -> None:
     plain Llama's G plus (d_k^2 - d_k) H_kv per NoPE layer, the NoPE layers counted from the raw config."""
     from symtrans.group.spec import GroupSpec
 
-    a = from_config(_write(tmp_path, SMOLLM3_3B))
+    a = from_config(write_config(tmp_path, SMOLLM3_3B))
     spec = GroupSpec.from_arch(a)
     llama = GroupSpec.from_arch(dataclasses.replace(a, rope_layers=()))
     nope = SMOLLM3_3B["no_rope_layers"].count(0)
@@ -658,7 +652,7 @@ def test_smollm3_group_derivation(tmp_path: Path) -> None:
     qk = spec.factor("qk-gauge")
     assert [int(qk.layer_dimension(i).subs(spec.arch.substitutions())) for i in (0, 3)] == [kv * d_k, kv * d_k ** 2]
     assert "NoPE layers (3, 7," in qk.group
-    assert int(formula("gauge-dimension-model", arch=str(_write(tmp_path, SMOLLM3_3B, "g"))).value) == \
+    assert int(formula("gauge-dimension-model", arch=str(write_config(tmp_path, SMOLLM3_3B, "g"))).value) == \
         36 * kv * (d_k + d_k ** 2) + nope * kv * (d_k ** 2 - d_k)
 
 
@@ -733,7 +727,7 @@ def test_completeness_certificates_of_the_new_families(tmp_path: Path, family: s
     from symtrans.certify.completeness import certificate_instance, completeness_certificate
     from symtrans.group.spec import GroupSpec
 
-    path = _write(tmp_path, globals()[family])
+    path = write_config(tmp_path, globals()[family])
     if named is None:
         cert = completeness_certificate(path, layers=layers)
         ok, why = verify_certificate(cert)
@@ -758,7 +752,7 @@ def test_a_nope_certificate_without_the_guard_is_rejected_by_the_checker(tmp_pat
     from symtrans.checker.check import verify_certificate
 
     monkeypatch.setattr(cc, "uncovered_features", lambda a: [])
-    cert = cc.completeness_certificate(_write(tmp_path, SMOLLM3_3B), layers=2)
+    cert = cc.completeness_certificate(write_config(tmp_path, SMOLLM3_3B), layers=2)
     ok, why = verify_certificate(cert)
     assert not ok and "group_dimension" in why, why
 

@@ -11,7 +11,6 @@ breaks).
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from _configs import write_config  # noqa: E402
 from symtrans.arch import from_config  # noqa: E402
 from symtrans.errors import SymtransError  # noqa: E402
 from symtrans.formulas import formula  # noqa: E402
@@ -37,12 +37,6 @@ GEMMA3_270M: dict[str, Any] = {
 }
 
 
-def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "m") -> Path:
-    d = tmp_path / name
-    d.mkdir(exist_ok=True)
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
-
 
 def _hf_count(cfg: dict[str, Any]) -> int:
     conf = transformers.Gemma3TextConfig(**{k: v for k, v in cfg.items() if k != "model_type"})
@@ -53,15 +47,15 @@ def _hf_count(cfg: dict[str, Any]) -> int:
 
 def test_params_model_equals_transformers_count_on_the_published_270m_config(tmp_path: Path) -> None:
     count = _hf_count(GEMMA3_270M)
-    assert int(formula("params-model", arch=str(_write(tmp_path, GEMMA3_270M))).value) == count
+    assert int(formula("params-model", arch=str(write_config(tmp_path, GEMMA3_270M))).value) == count
     # a different shape too (GQA 2:1, no tie): the count is derived, not echoed
     other = {**GEMMA3_270M, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
              "num_hidden_layers": 5, "layer_types": ["sliding_attention"] * 4 + ["full_attention"]}
-    assert int(formula("params-model", arch=str(_write(tmp_path, other, "o"))).value) == _hf_count(other)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, other, "o"))).value) == _hf_count(other)
 
 
 def test_the_config_is_read_field_by_field(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, GEMMA3_270M))
+    a = from_config(write_config(tmp_path, GEMMA3_270M))
     assert (a.family, a.H, a.H_kv, a.d_k, a.qk_norm, a.post_norms, a.gain_offset, a.embedding_scale) == \
         ("gemma3", 4, 1, 256, True, True, 1, True)
     assert a.attn_scalar == 256.0 and a.sliding_window == 512 and a.tied_lm_head
@@ -70,7 +64,7 @@ def test_the_config_is_read_field_by_field(tmp_path: Path) -> None:
     assert (a.window_at(0), a.window_at(5)) == (512, None)
     # an older config: sliding_window_pattern and rope_local_base_freq instead of layer_types, rope_parameters
     old = {k: v for k, v in GEMMA3_270M.items() if k not in ("layer_types", "rope_parameters")}
-    b = from_config(_write(tmp_path, {**old, "sliding_window_pattern": 3, "rope_theta": 5e5,
+    b = from_config(write_config(tmp_path, {**old, "sliding_window_pattern": 3, "rope_theta": 5e5,
                                       "rope_local_base_freq": 2e4}, "old"))
     assert [b.layer_kind(i) for i in range(4)] == ["sliding", "sliding", "full", "sliding"]
     assert (b.rope_base_at(0), b.rope_base_at(2)) == (2e4, 5e5)
@@ -85,7 +79,7 @@ def test_the_config_is_read_field_by_field(tmp_path: Path) -> None:
 ])
 def test_unmodelled_fields_are_refused_by_name(tmp_path: Path, field: str, value: Any, named: str) -> None:
     with pytest.raises(SymtransError, match=named):
-        from_config(_write(tmp_path, {**GEMMA3_270M, field: value}))
+        from_config(write_config(tmp_path, {**GEMMA3_270M, field: value}))
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +153,7 @@ def test_group_derivation_qk_norm_and_post_norms(tmp_path: Path) -> None:
     """What each feature does to G, as derived in group/spec.py (the measured check is the next test)."""
     from symtrans.group.spec import GroupSpec
 
-    spec = GroupSpec.from_arch(from_config(_write(tmp_path, GEMMA3_270M)))
+    spec = GroupSpec.from_arch(from_config(write_config(tmp_path, GEMMA3_270M)))
     assert spec.factor("qk-gauge").status == "broken"  # QK-norm
     subs = spec.arch.substitutions()
     assert spec.factor("qk-norm-gain-trade").effective_dimension.subs(subs) == 128  # d_k / 2: one per rotated pair

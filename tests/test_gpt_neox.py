@@ -15,7 +15,6 @@ misreading per modelled field (``use_parallel_residual`` read as false,
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import symtrans.arch as arch_mod  # noqa: E402
+from _configs import write_config  # noqa: E402
 from symtrans.arch import from_config, get_arch  # noqa: E402
 from symtrans.errors import SymtransError  # noqa: E402
 from symtrans.formulas import formula  # noqa: E402
@@ -44,12 +44,6 @@ PYTHIA_160M: dict[str, Any] = {**PYTHIA_70M, "hidden_size": 768, "intermediate_s
                                "num_attention_heads": 12, "num_hidden_layers": 12}
 
 
-def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "m") -> Path:
-    d = tmp_path / name
-    d.mkdir(exist_ok=True)
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
-
 
 def _hf_count(cfg: dict[str, Any]) -> int:
     """transformers' parameter count of the base model (the causal LM adds the untied embed_out), meta device."""
@@ -63,11 +57,11 @@ def _hf_count(cfg: dict[str, Any]) -> int:
 
 @pytest.mark.parametrize("cfg", [PYTHIA_70M, PYTHIA_160M], ids=["pythia-70m", "pythia-160m"])
 def test_params_model_equals_transformers_count(tmp_path: Path, cfg: dict[str, Any]) -> None:
-    assert int(formula("params-model", arch=str(_write(tmp_path, cfg))).value) == _hf_count(cfg)
+    assert int(formula("params-model", arch=str(write_config(tmp_path, cfg))).value) == _hf_count(cfg)
 
 
 def test_pythia_70m_is_read_field_by_field(tmp_path: Path) -> None:
-    a = from_config(_write(tmp_path, PYTHIA_70M))
+    a = from_config(write_config(tmp_path, PYTHIA_70M))
     assert (a.family, a.L, a.H, a.H_kv, a.d_k, a.d_model, a.d_ff) == ("gpt_neox", 6, 8, 8, 64, 512, 2048)
     assert (a.norm, a.norm_placement, a.ffn, a.activation, a.bias, a.positional) == \
         ("layernorm", "pre", "mlp", "gelu", True, "rotary")
@@ -97,7 +91,7 @@ def test_rotary_fields_are_read_as_transformers_reads_them(fields: dict[str, Any
 def test_unmodelled_fields_are_refused_in_one_line_by_name(tmp_path: Path, field: str, value: Any,
                                                            named: str) -> None:
     with pytest.raises(SymtransError, match=named) as err:
-        from_config(_write(tmp_path, {**PYTHIA_70M, field: value}))
+        from_config(write_config(tmp_path, {**PYTHIA_70M, field: value}))
     assert "\n" not in str(err.value)
 
 
@@ -166,7 +160,7 @@ def test_group_derivation_on_pythia_70m(tmp_path: Path) -> None:
     parallel bias trade d_model - 1, the LayerNorm factors of a pre-LN biased model (as GPT-2's)."""
     from symtrans.group.spec import GroupSpec
 
-    spec = GroupSpec.from_arch(from_config(_write(tmp_path, PYTHIA_70M)))
+    spec = GroupSpec.from_arch(from_config(write_config(tmp_path, PYTHIA_70M)))
     subs = spec.arch.substitutions()
     H, dk, r, d = 8, 64, 16, 512
     dims = {f.name: int(f.effective_dimension.subs(subs)) for f in spec.factors if f.kind == "continuous"
@@ -260,7 +254,7 @@ def test_pythia_70m_agrees_through_transformers_forward(tmp_path: Path, layers: 
     from symtrans.group import independent as ind
     from symtrans.group.complete import plan
 
-    a = get_arch(_write(tmp_path, PYTHIA_70M))
+    a = get_arch(write_config(tmp_path, PYTHIA_70M))
     [inst] = plan(a, "model", (layers,))["instances"]
     r = ind.measure_transformers(a, inst)
     print(f"pythia-70m L={layers} transformers route: measured {r['measured_dimension']}, G {r['group_dimension']}, "
@@ -279,7 +273,7 @@ def test_planted_misreading_of_use_parallel_residual_disagrees(tmp_path: Path, m
     real = arch_mod._bool_key
     monkeypatch.setattr(arch_mod, "_bool_key", lambda cfg, key, *a, **k: False if key == "use_parallel_residual"
                         else real(cfg, key, *a, **k))
-    wrong = get_arch(_write(tmp_path, PYTHIA_70M))
+    wrong = get_arch(write_config(tmp_path, PYTHIA_70M))
     assert not wrong.parallel_residual
     [inst] = plan(wrong, "model", (1,))["instances"]
     assert measure(wrong, instance=inst, scope="model")["agrees"]  # symtrans's route cannot see it
@@ -296,7 +290,7 @@ def test_planted_misreading_of_rotary_pct_disagrees(tmp_path: Path, monkeypatch:
 
     real = arch_mod.neox_rotary
     monkeypatch.setattr(arch_mod, "neox_rotary", lambda cfg, shown: (real(cfg, shown)[0], 1.0))
-    wrong = get_arch(_write(tmp_path, PYTHIA_70M))
+    wrong = get_arch(write_config(tmp_path, PYTHIA_70M))
     assert wrong.partial_rotary_factor == 1.0
     [inst] = plan(wrong, "model", (1,))["instances"]
     r = ind.measure_transformers(wrong, inst)
@@ -308,7 +302,7 @@ def test_planted_misreading_of_rotary_pct_disagrees(tmp_path: Path, monkeypatch:
 def test_cli_group_complete_agrees_on_both_routes(tmp_path: Path, capsys: Any) -> None:
     from symtrans.cli import main
 
-    assert main(["group", "--arch", str(_write(tmp_path, PYTHIA_70M)), "--complete", "--layers", "1"]) == 0
+    assert main(["group", "--arch", str(write_config(tmp_path, PYTHIA_70M)), "--complete", "--layers", "1"]) == 0
     out = capsys.readouterr().out
     assert "parallel residual" in out and "rotary_width 16 -> 2" in out
     assert "verdict: agrees: G's dimension equals both measurements" in out
@@ -325,7 +319,7 @@ def test_tools_that_do_not_model_it_refuse_by_name(tmp_path: Path, neox_tiny: tu
 
     path, _, parallel = neox_tiny
     w = load_model(path)
-    a = get_arch(_write(tmp_path, PYTHIA_70M))
+    a = get_arch(write_config(tmp_path, PYTHIA_70M))
     for call, named in ((lambda: canonical(w), "partial rotary"), (lambda: orbit_dimension_formula(a), "partial rotary"),
                         (lambda: completeness_certificate(a), "parallel residual")):
         with pytest.raises(SymtransError, match=named) as err:
