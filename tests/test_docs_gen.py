@@ -321,7 +321,7 @@ def test_readme_test_command_is_the_one_ci_runs():
     commands = re.findall(r"```bash\n(python -m pip install [^\n]+)\n```", readme)
     assert commands[:2] == [
         'python -m pip install torch==2.13.0 -e ".[models]" && symtrans report --model default --out symtrans-report',
-        'python -m pip install torch==2.13.0 -e ".[dev]" && python -m pytest -q']
+        'python -m pip install torch==2.13.0 -e ".[dev]" && python -m pytest -q -n auto']
     assert commands[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
 
 
