@@ -760,7 +760,7 @@ def encode(weights: ModelWeights, *, text: str | None = None, input_ids: Any = N
     h = X
     with torch.no_grad():
         for i in range(count):
-            t = layer_forward(h, weights.layer(i), st.at(i))
+            t = layer_forward(h, weights.layer(i, shared_kv=True), st.at(i))
             traces.append(t)
             h = t.out
         final = None

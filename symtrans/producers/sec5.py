@@ -929,7 +929,7 @@ def autograd_jvp(fn: Any, X: Any, dX: Any) -> tuple[Any, Any]:
 def _layer(w: Any, h: Any, i: int, with_ln: bool) -> Any:
     from symtrans.numeric.forward import attention, layer_norm
 
-    lay = w.layer(i)
+    lay = w.layer(i, shared_kv=True)
     h = h + attention(h, lay)[2].sum(0) + lay["b_O"]
     if with_ln:
         h = layer_norm(h, lay["ln1_w"], lay["ln1_b"], float(w.arch.ln_eps))
