@@ -64,15 +64,19 @@ def test_attention_projections_equal_einsum_bit_for_bit():
 
 
 def test_loading_a_gemma_checkpoint_does_not_import_dynamo(tmp_path):
-    """check_headers lays the layers out on meta tensors; arithmetic on one would import torch._dynamo (seconds)."""
+    """check_headers and cor-dff's FLOP count run on meta tensors; arithmetic on one imports torch._dynamo (seconds)."""
     from symtrans.numeric.fixtures import tiny_decoder
     from symtrans.numeric.save import save_weights
 
     path = save_weights(tiny_decoder("gemma3"), tmp_path / "g3")
     code = ("import sys\n"
             "from symtrans.numeric import load_model\n"
+            "from symtrans.producers.sec6 import count_matmul_flops\n"
             f"w = load_model({str(path)!r})\n"
-            "print(w.arch.gain_offset, 'torch._dynamo' in sys.modules)\n")
+            "print(w.arch.gain_offset, w.n_kv_heads < w.n_heads, 'torch._dynamo' in sys.modules)\n"
+            "count_matmul_flops(w.layer(0, shared_kv=True), 5)  # cor-dff's count: kv_index on a meta arange\n"
+            "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split()[-1] == "False", out.stdout + out.stderr[-2000:]
+    assert out.stdout.split()[2:] == ["False", "False"], out.stdout + out.stderr[-2000:]
     assert float(out.stdout.split()[0]) != 0  # the gain offset path (Gemma's 1 + w) was taken
+    assert out.stdout.split()[1] == "True"  # grouped-query attention: the count indexes shared heads

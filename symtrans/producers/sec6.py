@@ -1067,7 +1067,9 @@ def _matmul_counter_class() -> Any:
     from torch.overrides import TorchFunctionMode
 
     elementwise = {"add", "__add__", "__radd__", "sub", "__sub__", "__rsub__", "mul", "__mul__", "__rmul__",
-                   "div", "__truediv__", "__rtruediv__", "gelu", "relu", "silu", "softmax", "sqrt", "tanh"}
+                   "div", "__truediv__", "__rtruediv__", "gelu", "relu", "silu", "softmax", "sqrt", "tanh",
+                   # kv_index's head // group on a meta arange (grouped-query attention): the shape is all it needs
+                   "floor_divide", "__floordiv__"}
 
     class _Counter(TorchFunctionMode):
         def __init__(self) -> None:
