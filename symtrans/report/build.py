@@ -339,7 +339,9 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
     producers of its own claims only. ``parallel`` (default: where two CPUs
     are usable and ``fork`` exists) shares the producers between this process
-    and one forked worker (:func:`symtrans.runner.run_tasks`); the verdicts are the same either way.
+    and one forked worker (:func:`symtrans.runner.run_tasks`), after a worker forked before the model
+    loads (:func:`symtrans.runner.start_early`) has started on the producers that read no model; the
+    verdicts are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.
