@@ -35,7 +35,7 @@ from symtrans.producer_table import CERTIFY_KIND, CHECK_KIND, PRODUCER_TABLE, Pr
 __all__ = ["PRODUCER_MODULES", "registry", "producers_for",
            "declared_producers", "run_producers", "run_producer", "remember", "check_producers",
            "certificate_producers", "run_tasks", "work_units", "parallel_default", "cuda_initialised", "run_checks",
-           "run_certificates", "layer_subset_scope"]
+           "run_certificates", "layer_subset_scope", "EarlyWorker", "start_early"]
 
 #: modules that define producers (one per paper section, exact and numeric side by side), in the table's order.
 PRODUCER_MODULES: list[str] = modules()
@@ -340,25 +340,81 @@ def _claim(counter: Any, total: int) -> int | None:
         return k
 
 
-def _worker(tasks: list[tuple[str, Any]], units: list[list[int]], counter: Any, ctx: Context, conn: Any) -> None:
-    """Forked worker: claim units until none is left; send ``(index, result)`` per task (None when unpicklable)."""
+def _worker(tasks: list[tuple[str, Any]], queues: list[tuple[list[list[int]], Any]], ctx: Context,
+            conn: Any) -> None:
+    """Forked worker: claim units from each ``(units, counter)`` queue in turn until none is left; send
+    ``(index, result)`` per task (None when unpicklable)."""
     from symtrans import progress as _progress
     from symtrans.threads import as_child_process, release_free_memory
 
     as_child_process()  # Ctrl-C and SIGTERM are the parent's (no traceback here); dies with the parent
     _progress.configure(quiet=True)  # the parent draws the progress
     try:
-        while (k := _claim(counter, len(units))) is not None:
-            for i in units[k]:
-                res = _run_here(tasks[i][1], ctx)
-                release_free_memory()  # the producer's freed temporaries: not resident until the next one
-                try:
-                    conn.send((i, res))
-                except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
-                    conn.send((i, None))
+        for units, counter in queues:
+            while (k := _claim(counter, len(units))) is not None:
+                for i in units[k]:
+                    res = _run_here(tasks[i][1], ctx)
+                    release_free_memory()  # the producer's freed temporaries: not resident until the next one
+                    try:
+                        conn.send((i, res))
+                    except Exception:  # noqa: BLE001 - unpicklable evidence: the parent runs it itself
+                        conn.send((i, None))
         conn.send(None)
     finally:
         conn.close()
+
+
+@dataclasses.dataclass
+class EarlyWorker:
+    """A worker forked before the model loads, running the units of a report that read no model.
+
+    ``units`` (task indices) are claimed through ``counter``, which the parent
+    and the later worker of :func:`run_tasks` share (they take what is left
+    once their own units are done); results come back on ``conn``.
+    """
+
+    proc: Any
+    conn: Any
+    units: list[list[int]]
+    counter: Any
+
+    def stop(self) -> None:
+        """End the worker if it still runs (the report failed before collecting it) and reap it."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | None = None) -> EarlyWorker | None:
+    """Fork a worker now for the units of ``tasks`` that read no model, or None (serial, or nothing to do).
+
+    A report spends its first seconds loading the model and building the
+    trace on one core; the units that need no model (exact certificates,
+    searches) run meanwhile on the other, in a process forked before the
+    model exists (it holds none of it). Pass the result to :func:`run_tasks`
+    (``early=``), and :meth:`EarlyWorker.stop` it if the report fails first.
+
+    Examples
+    --------
+    >>> start_early([("prop-5.1", p) for p in producers_for("prop-5.1")], Context(model=None)) is None
+    True
+    """
+    import multiprocessing
+
+    if parallel is None:
+        parallel = parallel_default()
+    units = [u for u in work_units(tasks) if not any(tasks[i][1].needs_model for i in u)]
+    if not (parallel and ctx.numeric and units and "fork" in multiprocessing.get_all_start_methods()
+            and not cuda_initialised()):
+        return None
+    mp = multiprocessing.get_context("fork")
+    counter = mp.Value("i", 0)
+    conn, child = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_worker, args=(tasks, [(units, counter)], ctx, child), daemon=True)
+    proc.start()
+    child.close()
+    return EarlyWorker(proc, conn, units, counter)
 
 
 class _LocalCounter:
@@ -444,7 +500,8 @@ def parallel_default() -> bool:
 def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = False,
               parallel: bool | None = None, prepare: Callable[[Context], Any] | None = None,
               errors: str = "record", desc: str = "report", unit: str = "producer",
-              label: Callable[[str, Producer], str] | None = None) -> list[list[Evidence] | str]:
+              label: Callable[[str, Producer], str] | None = None,
+              early: EarlyWorker | None = None) -> list[list[Evidence] | str]:
     """Run ``(claim, producer)`` tasks; each result is its evidence or the message of the exception it raised.
 
     The one runner of ``report``, ``check`` and ``certify`` (and of the API
@@ -462,6 +519,11 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     are in task order; verdicts do not depend on ``parallel`` (rounding-level
     numbers may, as between any two processes).
 
+    ``early`` (from :func:`start_early`, same ``tasks``) already runs the
+    units that read no model; they are not run again here: this process and
+    the child take what it has not claimed once their own units are done,
+    and its results are collected with theirs.
+
     Examples
     --------
     >>> tasks = [("prop-5.1", p) for p in producers_for("prop-5.1")]
@@ -475,32 +537,42 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
 
     if errors not in ("record", "raise"):
         raise ValueError(f"errors must be 'record' or 'raise', got {errors!r}")
+    if early is not None and errors != "record":
+        raise ValueError("early= needs errors='record' (a worker's exception cannot propagate)")
     run_one = run_producer if errors == "raise" else _run_here
     name = label or (lambda claim, p: f"{claim} / {p.name}")
     if parallel is None:
         parallel = parallel_default()
     results: list[Any] = [None] * len(tasks)
-    units = work_units(tasks)
+    taken = {i for u in early.units for i in u} if early is not None else set()
+    units = [u for u in work_units(tasks) if not taken.intersection(u)]
     parallel = bool(parallel and errors == "record" and ctx.numeric and len(units) > 1
                     and "fork" in multiprocessing.get_all_start_methods() and not _cuda_in_use(ctx))
     if not parallel:
-        units = [[i] for i in range(len(tasks))]  # serial: task order
+        units = [[i] for i in range(len(tasks)) if i not in taken]  # serial: task order
     elif prepare is not None and any(p.needs_model for _, p in tasks):  # what both processes read: built once
+        from symtrans.threads import single_threaded
+
         try:
-            prepare(ctx)
+            with single_threaded():  # as run_producer builds it in a serial run: the same numbers, no contention
+                prepare(ctx)
         except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
             pass
         release_free_memory()  # before forking: the child would start with the dead pages too
     with Progress(len(tasks), desc, unit=unit, enabled=progress) as bar:
-        proc = conn = None
+        proc = None
         counter: Any = _LocalCounter()
+        queues = [(units, counter)] + ([(early.units, early.counter)] if early is not None else [])
+        conns: list[tuple[Any, Any]] = [(early.proc, early.conn)] if early is not None else []
         if parallel:
             mp = multiprocessing.get_context("fork")  # only where fork exists (not on Windows)
             counter = mp.Value("i", 0)
+            queues[0] = (units, counter)
             conn, child = mp.Pipe(duplex=False)
-            proc = mp.Process(target=_worker, args=(tasks, units, counter, ctx, child), daemon=True)
+            proc = mp.Process(target=_worker, args=(tasks, queues, ctx, child), daemon=True)
             proc.start()
             child.close()
+            conns.append((proc, conn))
         done: set[int] = set()
 
         def finish(i: int, res: Any) -> None:
@@ -509,43 +581,44 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             bar.step(name(*tasks[i]))
 
         def drain(block: bool) -> None:
-            nonlocal conn
-            while conn is not None and (block or conn.poll()):
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):  # the child died: what it did not finish runs here
-                    msg = None
-                if msg is None:  # the worker is done (or dead): reap it now rather than leave a zombie
-                    proc.join()
-                    conn.close()
-                    conn = None
-                    break
-                i, res = msg
-                p = tasks[i][1]
-                if res is None:
-                    res = _run_here(p, ctx)
-                elif isinstance(res, list):
-                    remember(p, ctx, res)
-                finish(i, res)
+            for pc in list(conns):
+                worker, conn = pc
+                while block or conn.poll():
+                    try:
+                        msg = conn.recv()
+                    except (EOFError, OSError):  # the child died: what it did not finish runs here
+                        msg = None
+                    if msg is None:  # the worker is done (or dead): reap it now rather than leave a zombie
+                        worker.join()
+                        conn.close()
+                        conns.remove(pc)
+                        break
+                    i, res = msg
+                    p = tasks[i][1]
+                    if res is None:
+                        res = _run_here(p, ctx)
+                    elif isinstance(res, list):
+                        remember(p, ctx, res)
+                    finish(i, res)
 
         try:
-            while (k := _claim(counter, len(units))) is not None:
-                for i in units[k]:
-                    bar.show(name(*tasks[i]))
-                    finish(i, run_one(tasks[i][1], ctx))
-                    if ctx.numeric:  # a producer's freed temporaries leave the resident set before the next one
-                        release_free_memory()
-                    drain(block=False)
+            for queue, count in queues:
+                while (k := _claim(count, len(queue))) is not None:
+                    for i in queue[k]:
+                        bar.show(name(*tasks[i]))
+                        finish(i, run_one(tasks[i][1], ctx))
+                        if ctx.numeric:  # a producer's freed temporaries leave the resident set before the next one
+                            release_free_memory()
+                        drain(block=False)
             drain(block=True)
             for i in range(len(tasks)):  # a worker that died: finish what it claimed here
                 if i not in done:
                     finish(i, run_one(tasks[i][1], ctx))
         finally:
-            if proc is not None:
-                if proc.is_alive():
-                    proc.kill()
-                proc.join()
-            if conn is not None:
+            for worker, conn in conns:
+                if worker.is_alive():
+                    worker.kill()
+                worker.join()
                 conn.close()
     return results
 

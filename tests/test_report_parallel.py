@@ -121,3 +121,52 @@ def test_no_fork_with_weights_off_the_cpu():
     on = lambda dev: SimpleNamespace(numeric=True, weights=lambda: SimpleNamespace(device=torch.device(dev)))  # noqa: E731
     assert _cuda_in_use(on("meta")) and not _cuda_in_use(on("cpu"))
     assert not _cuda_in_use(SimpleNamespace(numeric=False))
+
+
+def _logged(path):
+    """A symbolic producer that appends one line per run to ``path`` (how many times it ran, in any process)."""
+    def func(ctx):
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return _ev(path.name, "logged")
+    return func
+
+
+@pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
+def test_early_worker_runs_each_model_free_unit_once(tmp_path):
+    """start_early forks before the model loads; run_tasks collects its units and runs none of them twice."""
+    from symtrans.runner import start_early
+
+    numeric = [(c, p) for c in ("prop-5.1", "thm-5.3") for p in producers_for(c) if p.needs_model]
+    logs = [tmp_path / f"log{k}" for k in range(4)]
+    tasks = numeric + [("c", _sym(f"logged{k}", _logged(path))) for k, path in enumerate(logs)] \
+        + [(c, p) for c in ("prop-5.1", "lem-rank-sum") for p in producers_for(c) if not p.needs_model]
+    ctx = Context(model="default", n=8, reuse=False)
+    early = start_early(tasks, ctx, parallel=True)
+    assert early is not None and ctx.loaded_weights() is None  # forked with no model loaded
+    assert sorted(i for u in early.units for i in u) == [i for i, (_, p) in enumerate(tasks) if not p.needs_model]
+    out = run_tasks(tasks, ctx, parallel=True, early=early)
+    serial = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=False)
+    assert [len(path.read_text().split()) for path in logs] == [2] * 4  # once with early=, once serially
+    assert _same(_view(serial), _view(out)), _diffs(_view(serial), _view(out))[:10]
+    _logged(logs[0])(ctx)
+    assert len(logs[0].read_text().split()) == 3  # the count can tell a second run
+    assert start_early(tasks, ctx, parallel=False) is None and start_early(tasks, Context(model=None)) is None
+
+
+@pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
+def test_early_worker_failures_are_handled():
+    from symtrans.runner import start_early
+
+    numeric = [("prop-5.1", p) for p in producers_for("prop-5.1") if p.kind == "numeric"]
+    tasks = numeric + [("c", _sym("raises", _raises)), ("c", _sym("unpicklable", _unpicklable)),
+                       ("c", _sym("dies", _dies_in_worker))]
+    ctx = Context(model="default", n=8, reuse=False)
+    out = run_tasks(tasks, ctx, parallel=True, early=start_early(tasks, ctx, parallel=True))
+    k = len(numeric)
+    assert out[k] == "ValueError: planted failure"
+    assert out[k + 1][0].summary == "has a lambda"
+    assert out[k + 2][0].summary == "ran in the parent"  # a worker died: its unfinished task ran here
+    early = start_early(tasks, ctx, parallel=True)
+    early.stop()  # a report that fails before collecting it: the worker ends, nothing is left behind
+    assert not early.proc.is_alive()

@@ -46,3 +46,37 @@ def test_flop_share_and_jacobian_checks_import_neither_transformers_nor_dynamo()
             "print(sorted(m for m in ('transformers', 'torch._dynamo') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
+
+
+def test_attention_projections_equal_einsum_bit_for_bit():
+    """attention() projects with ``X @ W`` (per-head GEMMs): the values einsum gave, to the last bit."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import tiny_decoder
+    from symtrans.threads import single_threaded
+
+    with single_threaded():
+        for w, n in ((load_model("default"), 40), (tiny_decoder("gemma3"), 9)):
+            X = encode(w, n=n, seed=0).embeddings
+            lay = w.layer(0)
+            for key in ("W_Q", "W_K", "W_V"):
+                assert torch.equal(X @ lay[key], torch.einsum("nd,hdk->hnk", X, lay[key])), key
+            assert not torch.equal(X @ lay["W_Q"], (X + 1e-9) @ lay["W_Q"])  # the comparison can fail
+
+
+def test_loading_a_gemma_checkpoint_does_not_import_dynamo(tmp_path):
+    """check_headers and cor-dff's FLOP count run on meta tensors; arithmetic on one imports torch._dynamo (seconds)."""
+    from symtrans.numeric.fixtures import tiny_decoder
+    from symtrans.numeric.save import save_weights
+
+    path = save_weights(tiny_decoder("gemma3"), tmp_path / "g3")
+    code = ("import sys\n"
+            "from symtrans.numeric import load_model\n"
+            "from symtrans.producers.sec6 import count_matmul_flops\n"
+            f"w = load_model({str(path)!r})\n"
+            "print(w.arch.gain_offset, w.n_kv_heads < w.n_heads, 'torch._dynamo' in sys.modules)\n"
+            "count_matmul_flops(w.layer(0, shared_kv=True), 5)  # cor-dff's count: kv_index on a meta arange\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[2:] == ["False", "False"], out.stdout + out.stderr[-2000:]
+    assert float(out.stdout.split()[0]) != 0  # the gain offset path (Gemma's 1 + w) was taken
+    assert out.stdout.split()[1] == "True"  # grouped-query attention: the count indexes shared heads

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                         "about six times the report's numeric checks")
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
-                        "worker share the producers, most expensive first; the verdicts are the same)")
+                        "worker share the producers, most expensive first, after a worker forked before the model "
+                        "loads has started on those that read no model; the verdicts are the same)")
     p.set_defaults(func=_cmd_report)
 
 

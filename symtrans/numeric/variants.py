@@ -259,7 +259,7 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
             i = layer_index if layer_index is not None else k % L
             if i not in cached:  # a streamed model loads each layer once, keeps one at a time
                 cached.clear()
-                cached[i] = (weights.layer(i), step_at(i))
+                cached[i] = (weights.layer(i, shared_kv=True), step_at(i))
             layer, step = cached[i]
             states.append(step(states[-1], layer))
     return states

@@ -1043,8 +1043,10 @@ class _Checkpoint:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
             out[f"{tag}_w"] = self.fetch(key + ".weight", (D,)) if key else None
-            if tag == "final_ln" and key and self.arch.gain_offset:
-                out[f"{tag}_w"] = out[f"{tag}_w"] + self.arch.gain_offset  # Gemma: the applied gain 1 + w
+            if tag == "final_ln" and key and self.arch.gain_offset and not self._dry:
+                # Gemma: the applied gain 1 + w (not on check_headers' meta tensors: arithmetic on a meta
+                # tensor imports torch._dynamo, seconds of a report's serial start, and the shape is unchanged)
+                out[f"{tag}_w"] = out[f"{tag}_w"] + self.arch.gain_offset
             if key:
                 self.stored[f"{tag}_w"] = self._key_dtype(self.key(key + ".weight"))
             if not key:

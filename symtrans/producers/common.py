@@ -185,7 +185,7 @@ def lean_encode(w: Any, *, n: int, seed: int = 0, layers: int | None = None) -> 
     out, h = [], X
     with torch.no_grad():
         for i in range(count):
-            t = layer_forward(h, w.layer(i), st.at(i))
+            t = layer_forward(h, w.layer(i, shared_kv=True), st.at(i))
             out.append(_LeanLayerTrace(w, i, t))
             h = t.out
             del t
@@ -219,7 +219,7 @@ class _LeanLayerTrace:
         from symtrans.numeric.forward import layer_forward, structure
 
         with torch.no_grad():
-            return layer_forward(self.X, self._w.layer(self._i), structure(self._w).at(self._i))
+            return layer_forward(self.X, self._w.layer(self._i, shared_kv=True), structure(self._w).at(self._i))
 
     @property
     def YO(self) -> Any:  # noqa: N802 - the LayerTrace field name

@@ -49,7 +49,7 @@ from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, SOFTMAX_SIZES,
 from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
 from symtrans.precision import margin as margin_of
 
-__all__ = ["mha_paper", "mha_paper_factored", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
+__all__ = ["mha_paper", "mha_paper_factored", "value_output", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
            "depth_sweep", "mha_jvp", "jacobian_check", "autograd_jvp", "MEASURE", "COLLAPSED", "RANK_TOLERANCE"]
 
 MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard Gaussian, scaled to the "
@@ -190,7 +190,7 @@ def mha_paper(X: Any, layer: dict[str, Any]) -> Any:
     return torch.stack([one(x) for x in flat]).reshape(X.shape)
 
 
-def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any], P3: Any = None) -> Any:
+def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any], P3: Any = None, VOW: Any = None) -> Any:
     """The paper's MHA(A B) for a rank-r input given by factors A (n x r) and B (r x d), without forming A B.
 
     The same map as :func:`mha_paper` (bias-free, no b_O, grouped key/value heads
@@ -198,7 +198,8 @@ def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any], P3: Any = None) ->
     (A^h A)(B W_V^h W_O^h) for r < d_v, else (A^h (A (B W_V^h))) W_O^h, whichever
     is cheaper; the r d (3 d_k) projection cost replaces n d (3 d_k). ``P3``,
     when given, is ``B @ pack_qkv(layer)`` already formed (e.g. sliced from a
-    larger nested B's product).
+    larger nested B's product); ``VOW``, when given, is ``B W_V^h W_O^h`` per
+    query head (``[H, r, d]``, see :func:`value_output`), likewise.
 
     Examples
     --------
@@ -232,10 +233,37 @@ def mha_paper_factored(A: Any, B: Any, layer: dict[str, Any], P3: Any = None) ->
     P = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
     n, d = A.shape[0], layer["W_O"].shape[-1]
     if r < dv:  # (A^h A)(B W_V^h W_O^h): n r d per head
-        return torch.einsum("hnr,hrd->nd", P @ A, VO @ layer["W_O"])
+        return torch.einsum("hnr,hrd->nd", P @ A, VO @ layer["W_O"] if VOW is None else VOW)
     # A^h (A (B W_V^h)) then one GEMM with the stacked W_O: n d_v d per head, as the dense forward
     Y = P @ (A @ VO)  # [H, n, d_v]
     return Y.transpose(0, 1).reshape(n, H * dv) @ layer["W_O"].reshape(H * dv, d)
+
+
+def value_output(P3: Any, layer: dict[str, Any]) -> Any:
+    """``B W_V^h W_O^h`` per query head (``[H, r, d]``) from ``P3 = B @ pack_qkv(layer)``.
+
+    With nested factors (B_r the first r rows of the largest B) the product for
+    the largest B serves every rank, sliced ``[:, :r]``: row j of B W_V^h W_O^h
+    reads only row j of B.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> lay = load_model("default").layer(1)
+    >>> B = torch.randn(3, 384, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> VOW = value_output(B @ pack_qkv(lay), lay)
+    >>> bool(torch.allclose(VOW[5], B @ lay["W_V"][5] @ lay["W_O"][5], rtol=1e-12, atol=1e-12))
+    True
+    """
+    from symtrans.numeric.forward import kv_index
+
+    Hq, Hk = layer["W_Q"].shape[0], layer["W_K"].shape[0]
+    dk, dv = layer["W_Q"].shape[-1], layer["W_V"].shape[-1]
+    VO = P3[:, (Hq + Hk) * dk:].reshape(P3.shape[0], Hk, dv).transpose(0, 1)  # [H_kv, r, d_v]
+    if Hk != Hq:  # grouped-query attention: each value head serves H / H_kv query heads
+        VO = VO[kv_index(Hq, Hk, VO.device)]
+    return VO @ layer["W_O"]
 
 
 def pack_qkv(layer: dict[str, Any]) -> Any:
@@ -388,9 +416,10 @@ def residual_rank_cases(X: Any, update: Any, ranks: list[int], seed: int,
                 raise ValueError("prefixed needs nested factors: every B the first rows of the largest")
             fn = prefixed(top)
         F = batch + (torch.stack([fn(A, B) for A, B in pairs]) if fn is not None else update(batch))
-        finite = torch.isfinite(F).flatten(1).all(1).tolist()
+        entries = torch.isfinite(F)
+        finite = entries.flatten(1).all(1).tolist()
         s_x = product_svdvals(pairs, min(batch.shape[-2:]))
-        s_f = svdvals(torch.where(torch.isfinite(F), F, torch.zeros_like(F)))
+        s_f = svdvals(F if all(finite) else torch.where(entries, F, torch.zeros_like(F)))
         shape = tuple(batch.shape[-2:])
         for r, sx, sf, ok in zip(ranks, s_x, s_f, finite):
             a = rank_from_singular_values(sx, shape, batch.dtype)
@@ -551,11 +580,14 @@ def check_thm_5_3(ctx: Context) -> list[Evidence]:
         if h.holds is not True:
             skipped.append((i, h))
             continue
-        packed = pack_qkv(layer)
+        kv = w.layer(i, shared_kv=True)  # K and V as stored: H_kv heads projected, not H copies
+        packed = pack_qkv(kv)
 
-        def prefixed(B_top: Any, layer: Any = layer, packed: Any = packed) -> Any:
-            top = B_top @ packed  # the nested B's share this product: slice it per rank
-            return lambda A, B: mha_paper_factored(A, B, layer, P3=top[:B.shape[0]])
+        def prefixed(B_top: Any, kv: Any = kv, packed: Any = packed) -> Any:
+            top = B_top @ packed  # the nested B's share this product and B W_V^h W_O^h: slice them per rank
+            VOW = value_output(top, kv) if B_top.shape[0] < kv["W_V"].shape[-1] else None
+            return lambda A, B: mha_paper_factored(A, B, kv, P3=top[:B.shape[0]],
+                                                   VOW=None if VOW is None else VOW[:, :B.shape[0]])
 
         for c in residual_rank_cases(lt.X, lambda B: mha_paper(B, layer), ranks, i, prefixed=prefixed):
             cases.append(dict(c, where=f"layer {i}", layer=i))
@@ -852,15 +884,14 @@ def mha_jvp(X: Any, dX: Any, layer: dict[str, Any]) -> Any:
     >>> float(mha_jvp(X, torch.zeros_like(X), w.layer(0)).abs().max())
     0.0
     """
-    import torch
 
     from symtrans.numeric.forward import attention
 
     A, _, _ = attention(X, layer)
-    q = torch.einsum("nd,hdk->hnk", X, layer["W_Q"]) + layer["b_Q"][:, None, :]
-    k = torch.einsum("nd,hdk->hnk", X, layer["W_K"]) + layer["b_K"][:, None, :]
-    dq = torch.einsum("nd,hdk->hnk", dX, layer["W_Q"])
-    dk = torch.einsum("nd,hdk->hnk", dX, layer["W_K"])
+    q = X @ layer["W_Q"] + layer["b_Q"][:, None, :]  # per-head GEMMs, as attention() (not einsum's re-layout)
+    k = X @ layer["W_K"] + layer["b_K"][:, None, :]
+    dq = dX @ layer["W_Q"]
+    dk = dX @ layer["W_K"]
     dS = (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     dA = A * (dS - (A * dS).sum(-1, keepdim=True))
     # sum_h (dA^h X W_V^h + A^h dX W_V^h) W_O^h, associated through the d_v-wide values: no H x d x d W_V^h W_O^h
@@ -898,7 +929,7 @@ def autograd_jvp(fn: Any, X: Any, dX: Any) -> tuple[Any, Any]:
 def _layer(w: Any, h: Any, i: int, with_ln: bool) -> Any:
     from symtrans.numeric.forward import attention, layer_norm
 
-    lay = w.layer(i)
+    lay = w.layer(i, shared_kv=True)
     h = h + attention(h, lay)[2].sum(0) + lay["b_O"]
     if with_ln:
         h = layer_norm(h, lay["ln1_w"], lay["ln1_b"], float(w.arch.ln_eps))

@@ -164,7 +164,9 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         rec = head_subspaces(lt, layer=i, W_O=lay["W_O"])  # K_h = T_h W_O^h from a QR of Y^h: no YO
         rx = numerical_rank(lt.X)
         sd, _ = storage_precision(w, "W_V", i)
-        wv = storage_ranks(lay["W_V"], sd)
+        # W_V^h as stored (one per key/value head), each record repeated for the query heads that read it
+        stored = w.layer(i, shared_kv=True)["W_V"]
+        wv = _per_query_head(storage_ranks(stored, sd), lay["W_V"].shape[0])
         wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
         k_lo, k_hi, route = _kappa_interval(ctx, i, lt, rec)
         ctx.cache[key] = {
@@ -178,6 +180,19 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
             "rank_WV": [r.rank for r in wv], "rank_WO": [r.rank for r in wo],
             "alpha": _alpha_defined(lay, storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
+
+
+def _per_query_head(records: list[Any], heads: int) -> list[Any]:
+    """Records of the stored key/value heads, repeated for the ``heads`` query heads that share them (GQA).
+
+    Examples
+    --------
+    >>> _per_query_head(["a", "b"], 4)
+    ['a', 'a', 'b', 'b']
+    """
+    from symtrans.numeric.forward import kv_index
+
+    return [records[int(j)] for j in kv_index(heads, len(records), "cpu")]
 
 
 #: how kappa is decided, by route (recorded in each contraction row)
@@ -1052,7 +1067,9 @@ def _matmul_counter_class() -> Any:
     from torch.overrides import TorchFunctionMode
 
     elementwise = {"add", "__add__", "__radd__", "sub", "__sub__", "__rsub__", "mul", "__mul__", "__rmul__",
-                   "div", "__truediv__", "__rtruediv__", "gelu", "relu", "silu", "softmax", "sqrt", "tanh"}
+                   "div", "__truediv__", "__rtruediv__", "gelu", "relu", "silu", "softmax", "sqrt", "tanh",
+                   # kv_index's head // group on a meta arange (grouped-query attention): the shape is all it needs
+                   "floor_divide", "__floordiv__"}
 
     class _Counter(TorchFunctionMode):
         def __init__(self) -> None:

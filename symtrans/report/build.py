@@ -32,7 +32,7 @@ from symtrans.evidence import Evidence, Verdict, record_certificates
 from symtrans.precision import dtype_name
 from symtrans.graph import ClaimGraph, ClaimStatus, EvidenceEntry, Standing, assess, mark_stale
 from symtrans.report.fmt import answer_counts, shown_as
-from symtrans.runner import producers_for, registry, run_tasks
+from symtrans.runner import producers_for, registry, run_tasks, start_early
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -339,7 +339,9 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     ``graph`` defaults to the paper's registry; a hand-built graph runs the
     producers of its own claims only. ``parallel`` (default: where two CPUs
     are usable and ``fork`` exists) shares the producers between this process
-    and one forked worker (:func:`symtrans.runner.run_tasks`); the verdicts are the same either way.
+    and one forked worker (:func:`symtrans.runner.run_tasks`), after a worker forked before the model
+    loads (:func:`symtrans.runner.start_early`) has started on the producers that read no model; the
+    verdicts are the same either way.
 
     A producer that raises is recorded as a ``not-run`` record naming the
     error (and listed in ``errors``); the other claims still run.
@@ -361,57 +363,66 @@ def build_report(ctx: Context, *, previous: str | Path | None = None, progress: 
     model_info: dict[str, Any] | None = None
     arch = None
     weights_hash = None
-    if ctx.numeric:
-        if progress:
-            from symtrans import progress as _progress
-
-            _progress.note("report", f"loading the model {ctx.model!r}")
-        w = ctx.weights()
-        weights_hash, arch = w.weights_hash, w.arch
-        from symtrans.numeric.weights import StreamedWeights
-
-        model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
-                      "weights_hash": w.weights_hash, "dtype": dtype_name(w.dtype),
-                      "device": str(w.device), "layers": int(w.n_layers),
-                      "streamed": isinstance(w, StreamedWeights), "eps": float(w.arch.ln_eps),
-                      "eps_source": "--eps" if ctx.eps is not None else "checkpoint"}
-        if not isinstance(w, StreamedWeights):  # a streamed model is not read whole here
-            from symtrans.group.gauge import processed_weights
-
-            model_info["processed"] = processed_weights(w)
-        ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
-        if ctx.layers is not None and set(ctx.layers) == set(range(int(w.n_layers))):
-            ctx.layers = None  # a subset naming every layer is the whole model: the same report as no --layers
-    errors: list[str] = []
-    raised: set[str] = set()
-    unknown = [cid for cid in earlier if cid not in graph]
-    if unknown:  # one line, however many: a 4 MB file can name 200,000 ids
-        from symtrans.validate import terminal_safe
-
-        shown = ", ".join(repr(terminal_safe(c)[:40]) for c in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
-        errors.append(f"previous report: evidence for {len(unknown)} unknown claim"
-                      f"{'s' if len(unknown) > 1 else ''} ignored ({shown})")
-    # every carried record is checked before any producer runs
-    model_dir = str(w.source) if ctx.numeric and Path(str(w.source)).is_dir() else None
-    checked: dict[str, list[tuple[Evidence, EvidenceEntry]]] = {}
-    refused: set[str] = set()
-    for cid, evs in earlier.items():
-        for e in evs:
-            if cid not in graph:  # filed under a claim this run does not have: refused, and its producer with it
-                refused.add(_writer(e))
-            elif e.verdict is not Verdict.NOT_RUN:
-                entry, warning = _carry(e, cid, ctx, graph, weights_hash, model_dir)
-                if entry.stale:
-                    refused.add(_writer(e))
-                if e.claim == cid:  # a misfiled record is dropped with its warning, never counted
-                    checked.setdefault(cid, []).append((e, entry))
-                if warning:
-                    errors.append(f"previous report: {warning}")
-    checked = _refuse_producers(checked, refused)
-    evidence: dict[str, list[EvidenceEntry]] = {}
     order = graph.topological_order()
     tasks = [(cid, p) for cid in order for p in producers_for(cid)]
-    results = run_tasks(tasks, ctx, progress=progress, parallel=parallel, prepare=_shared_trace)
+    # the units that read no model start now on the other core, in a worker forked before the model loads
+    early = start_early(tasks, ctx, parallel)
+    try:
+        if ctx.numeric:
+            if progress:
+                from symtrans import progress as _progress
+
+                _progress.note("report", f"loading the model {ctx.model!r}")
+            from symtrans.threads import single_threaded
+
+            with single_threaded():  # converting the checkpoint: threads gain little and stall under load
+                w = ctx.weights()
+            weights_hash, arch = w.weights_hash, w.arch
+            from symtrans.numeric.weights import StreamedWeights
+
+            model_info = {"spec": ctx.model, "source": str(w.source), "arch": w.arch.name,
+                          "weights_hash": w.weights_hash, "dtype": dtype_name(w.dtype),
+                          "device": str(w.device), "layers": int(w.n_layers),
+                          "streamed": isinstance(w, StreamedWeights), "eps": float(w.arch.ln_eps),
+                          "eps_source": "--eps" if ctx.eps is not None else "checkpoint"}
+            if not isinstance(w, StreamedWeights):  # a streamed model is not read whole here
+                from symtrans.group.gauge import processed_weights
+
+                model_info["processed"] = processed_weights(w)
+            ctx.layer_indices(int(w.n_layers))  # --layers beyond the model: refused before any producer runs
+            if ctx.layers is not None and set(ctx.layers) == set(range(int(w.n_layers))):
+                ctx.layers = None  # a subset naming every layer is the whole model: the same report as no --layers
+        errors: list[str] = []
+        raised: set[str] = set()
+        unknown = [cid for cid in earlier if cid not in graph]
+        if unknown:  # one line, however many: a 4 MB file can name 200,000 ids
+            from symtrans.validate import terminal_safe
+
+            shown = ", ".join(repr(terminal_safe(c)[:40]) for c in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+            errors.append(f"previous report: evidence for {len(unknown)} unknown claim"
+                          f"{'s' if len(unknown) > 1 else ''} ignored ({shown})")
+        # every carried record is checked before any producer runs
+        model_dir = str(w.source) if ctx.numeric and Path(str(w.source)).is_dir() else None
+        checked: dict[str, list[tuple[Evidence, EvidenceEntry]]] = {}
+        refused: set[str] = set()
+        for cid, evs in earlier.items():
+            for e in evs:
+                if cid not in graph:  # filed under a claim this run does not have: refused, and its producer with it
+                    refused.add(_writer(e))
+                elif e.verdict is not Verdict.NOT_RUN:
+                    entry, warning = _carry(e, cid, ctx, graph, weights_hash, model_dir)
+                    if entry.stale:
+                        refused.add(_writer(e))
+                    if e.claim == cid:  # a misfiled record is dropped with its warning, never counted
+                        checked.setdefault(cid, []).append((e, entry))
+                    if warning:
+                        errors.append(f"previous report: {warning}")
+        checked = _refuse_producers(checked, refused)
+        results = run_tasks(tasks, ctx, progress=progress, parallel=parallel, prepare=_shared_trace, early=early)
+    finally:
+        if early is not None:
+            early.stop()
+    evidence: dict[str, list[EvidenceEntry]] = {}
     by_claim: dict[str, list[Any]] = {}
     for (cid, p), res in zip(tasks, results):
         by_claim.setdefault(cid, []).append((p, res))
