@@ -84,6 +84,21 @@ KEEPS: dict[str, str] = {
 }
 
 
+#: the kinds of action (``AxisTag.how``) that :func:`relate` applies lazily to a large table: translations, each
+#: adding to every row of the table a row built from its component (so a row chunk of g . A is g acting on that
+#: chunk, and means over rows or columns follow from the component's). Per kind: (whether the component has one
+#: entry per row of the table, sliced with the chunk; the sign it is added with). A linear action (the residual
+#: map) is applied at once: a column gather costs about a copy, so redoing it in every pass over the table would
+#: cost more than the copy saves.
+ROW_WISE: dict[str, tuple[bool, int]] = {
+    "translate_rows": (False, 1), "translate_rows_neg": (False, -1),
+    "translate_ones": (True, 1), "translate": (True, 1), "translate_neg": (True, -1),
+}
+
+#: model tables of at least this many values are acted on lazily by :func:`relate` (``_Solver.apply``): the
+#: 30522 x 384 word table (11.7M values) is; a fresh float64 copy of it costs about one forward pass
+LAZY_VALUES = 2 ** 20
+
 #: the largest condition number an element may bring into a tolerance: beyond it a file is refused rather than
 #: given a looser tolerance (an ill-conditioned element would otherwise buy its own slack)
 KAPPA_MAX = 100.0
@@ -277,20 +292,6 @@ def _col_norms(x: Any) -> Any:
     return out.sqrt()
 
 
-def _col_means(x: Any) -> Any:
-    """The column means of a 2-D tensor as a 1 x n row: ``ones @ x / m``, one pass along the rows (``mean(0)``
-    strides across the rows of a row-major table: ~2x slower on the 30522 x 384 word table).
-
-    Examples
-    --------
-    >>> import torch
-    >>> x = torch.randn(5000, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    >>> bool(torch.allclose(_col_means(x), x.mean(0, keepdim=True), rtol=1e-12, atol=1e-15))
-    True
-    """
-    return (x.new_ones(x.shape[0]) @ x).div_(x.shape[0]).reshape(1, -1)
-
-
 def _rel(x: Any, target: Any) -> float:
     """``|x - target|_F / |target|_F`` (or the plain difference when the target is 0); a large table in one pass
     over row chunks of both (the two norms summed chunk by chunk while the chunk is in cache).
@@ -374,6 +375,10 @@ class _Solver:
         self._invariants: dict[tuple[Any, ...], Any] = {}
         self.steps_before_residual = cur
         self.scaled = False
+        # lazily acted tables (:meth:`apply`): off (None) unless the caller sets a size; relate sets LAZY_VALUES
+        self.lazy_values: int | None = None
+        self.pending: dict[str, list[tuple[str, tuple[Any, ...], Any, dict[str, Any]]]] = {}
+        self._base_means: dict[tuple[str, int], tuple[Any, Any]] = {}
         a = spec.arch
         self.group = int(a.H) // int(a.H_kv)
 
@@ -461,10 +466,120 @@ class _Solver:
         return qk, vo
 
     def apply(self, factor: str, element: Any, note: str | None = None) -> None:
+        """Apply one factor's element to the current parameters (a step of the element written).
+
+        With :attr:`lazy_values` set, a model table of at least that many values (the word table) is not
+        acted on here: the step is kept (:attr:`pending`) and applied row chunk by row chunk wherever the table
+        is read (:meth:`chunks`: its means, the final check), so no acted copy of the table is ever made. A step
+        that cannot act on row chunks, or that reads the table through another tensor's tag, first writes the
+        table out (:meth:`materialise`).
+        """
         if _is_identity(element):
             return  # nothing to move: no step
-        self.cur = act(self.spec, self.cur, factor, element)
+        from symtrans.group.elements import elements_of
+
+        f = self.spec.factor(factor)
+        lazy = self._lazy_tags(f) if self.lazy_values is not None and elements_of(self.spec, factor).place is None \
+            else {}
+        for name in list(self.pending):
+            if (name not in lazy and any(t.tensor == name for t in f.tags)) \
+                    or any(t.via and name in t.via.split(",") for t in f.tags):
+                self.materialise(name)
+        before = self.cur
+        if lazy:
+            self.cur = act(self.spec, before, factor, element, tags=tuple(t for t in f.tags if t.tensor not in lazy))
+            for name, tags in lazy.items():
+                self.pending.setdefault(name, []).append((factor, tags, element, before))
+        else:
+            self.cur = act(self.spec, before, factor, element)
         self.steps.append({"factor": factor, "element": element, **({"note": note} if note else {})})
+
+    def _lazy_tags(self, f: Factor) -> dict[str, tuple[Any, ...]]:
+        """The large model tables ``f`` may act on lazily, with its tags on each: every tag a translation of
+        :data:`ROW_WISE` (a row, a per-row column or a block added), on the whole table."""
+        out = {}
+        for name in {t.tensor for t in f.tags if t.scope == "model"}:
+            v = self.cur.get(name)
+            if v is None or not hasattr(v, "dim") or v.dim() != 2 or v.numel() < self.lazy_values:
+                continue
+            tags = tuple(t for t in f.tags if t.tensor == name)
+            if all(t.how in ROW_WISE and t.index is None for t in tags):
+                out[name] = tags
+        return out
+
+    def chunks(self, name: str) -> Any:
+        """(first row, rows of g . A) of model table ``name`` over row chunks, the pending steps applied to each
+        chunk (through :func:`act` and the factor's tag rows for this table; per-row components sliced)."""
+        base = self.cur[name]
+        steps = self.pending.get(name, [])
+        for i in range(0, base.shape[0], _CHUNK_ROWS):
+            x = base[i:i + _CHUNK_ROWS]
+            for factor, tags, element, before in steps:
+                el = dict(element)
+                for t in tags:
+                    if ROW_WISE[t.how][0]:  # a component with one entry per row: this chunk's rows
+                        el[t.component] = element[t.component][i:i + x.shape[0]]
+                # the table's own tags only, and no layers to walk (a translation reads no other tensor)
+                x = act(self.spec, {**before, "layers": [], name: x}, factor, el, tags=tags)[name]
+            yield i, x
+
+    def materialise(self, name: str) -> None:
+        """Write model table ``name`` out with its pending steps applied (one new table)."""
+        if not self.pending.get(name):
+            return
+        base = self.cur[name]
+        out = base.new_empty(base.shape)
+        for i, x in self.chunks(name):
+            out[i:i + x.shape[0]] = x
+        self.cur = {**self.cur, name: out}
+        del self.pending[name]
+
+    def table(self, name: str) -> Any:
+        """Model table ``name`` of the current parameters (written out first if steps are pending)."""
+        self.materialise(name)
+        return self.cur[name]
+
+    def col_means(self, name: str) -> Any:
+        """The column means (1 x n) of the current model table ``name`` (pending steps: from the stored table's)."""
+        base = self.cur[name]
+        m = self._base_means.get((name, 0))
+        if m is None or m[0] is not base:  # the stored table's column means, once (torch's cascade sum: a plain
+            m = self._base_means[(name, 0)] = (base, base.mean(0, keepdim=True))  # ones @ x loses 20x accuracy)
+        x = m[1]
+        # every pending step adds a row built from its component to each row: the mean over the rows of the
+        # table moves by the mean of what is added (a per-row component: its own mean over the rows)
+        for factor, tags, element, before in self.pending.get(name, []):
+            el = dict(element)
+            for t in tags:
+                if ROW_WISE[t.how][0]:
+                    el[t.component] = element[t.component].mean(0, keepdim=True)
+            x = act(self.spec, {**before, "layers": [], name: x}, factor, el, tags=tags)[name]
+        return x
+
+    def row_means(self, name: str) -> Any:
+        """The row means (m x 1) of the current model table ``name`` (pending steps: from the stored table's)."""
+        base = self.cur[name]
+        m = self._base_means.get((name, 1))
+        if m is None or m[0] is not base:
+            m = self._base_means[(name, 1)] = (base, base.mean(1, keepdim=True))
+        x = m[1]
+        for _, tags, element, _ in self.pending.get(name, []):  # each moves a row's mean by that of what it adds
+            for t in tags:
+                g = element[t.component]
+                x = x + ROW_WISE[t.how][1] * (g if t.how == "translate_ones" else g.mean(1, keepdim=True))
+        return x
+
+    def lazy_residual(self, name: str) -> float:
+        """``|g.A - B|_F / |B|_F`` of model table ``name`` in one pass over row chunks (as :func:`_rel` sums a
+        large table), the pending steps applied chunk by chunk: the check, without an acted copy."""
+        B = self.tgt[name]
+        n2 = d2 = 0.0
+        for i, x in self.chunks(name):
+            t = B[i:i + x.shape[0]]
+            n2 += _fro(t) ** 2
+            d2 += _fro(x - t) ** 2
+        n, d = math.sqrt(n2), math.sqrt(d2)
+        return d / n if n > 0 else d
 
     def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
                features: list[str], detail: str = "") -> None:
@@ -492,15 +607,15 @@ class _Solver:
             + [f for f in with_role(self.spec, "residual") if not f.tags]
         if not cands or "word" not in self.cur:
             return
-        A, B = self.cur["word"], self.tgt["word"]
+        A, B = self.table("word"), self.tgt["word"]
         d = A.shape[1]
         centred = bool(self.tags_on("word", "translate_ones"))
         rows = bool(self.tags_on("word", "translate_rows"))
         # the tables projected off what the translations move, row chunk by row chunk: the column means are taken
         # once on the whole table, the row means are per row, so each chunk is centred exactly as the whole table
         # would be, without whole-table copies (each one paged in anew); whole tables only for least squares
-        cmA = _col_means(A) if rows else None
-        cmB = _col_means(B) if rows else None
+        cmA = A.mean(0, keepdim=True) if rows else None
+        cmB = B.mean(0, keepdim=True) if rows else None
         centre_rows = centred  # fixed here: the least-squares fallback below may drop ``centred``
 
         def centre(X: Any, cm: Any) -> Any:
@@ -518,7 +633,7 @@ class _Solver:
             nb2, tot = 0.0, [0.0] * len(maps)
             for i in range(0, A.shape[0], _CHUNK_ROWS):
                 b = B[i:i + _CHUNK_ROWS]
-                nb2 += float((b * b).sum())
+                nb2 += _fro(b) ** 2
                 ac, bc = centre(A[i:i + _CHUNK_ROWS], cmA), centre(b, cmB)
                 for j, fa in enumerate(maps):
                     tot[j] += _fro(fa(ac) - bc) ** 2
@@ -700,12 +815,11 @@ class _Solver:
             D = torch.cdist(KB @ R, KA @ R)
         else:
             D = torch.cdist(KB, KA)
-        # the two nearest A keys of every B key: two argmins along the rows (topk(2) is 4x slower here)
-        best = D.argmin(1)
+        near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
+        best = near[:, 0]
         dist = (KB - KA[best]).norm(dim=1) / scale
         if D.shape[1] > 1:  # a second A key as close (in full) is a tie
-            D[torch.arange(D.shape[0]), best] = math.inf
-            second = (KB - KA[D.argmin(1)]).norm(dim=1) / scale
+            second = (KB - KA[near[:, 1]]).norm(dim=1) / scale
             for j in torch.nonzero(second <= tol).reshape(-1).tolist():
                 self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
                                  "(any of them gives the same weights)")
@@ -894,6 +1008,8 @@ class _Solver:
 
     def must_be_identity(self, f: Factor, el: Any) -> None:
         """A broken factor's needed element: if it moves B's pivot tensors beyond their precision, name the feature."""
+        for name in list(self.pending):  # the trial reads every tensor: the pending tables written out
+            self.materialise(name)
         trial = act(self.spec, self.cur, f.name, el)
         for name, l, v in _iter_tensors(trial):
             target = self.tgt[name] if l is None else self.tgt["layers"][l][name]
@@ -907,7 +1023,7 @@ class _Solver:
                             f"B differs from A by a move of this factor ({f.group}), which this architecture breaks")
 
     def _diff(self, tensor: str, l: int | None, index: int | None = None) -> Any:
-        a = self.cur[tensor] if l is None else self.cur["layers"][l][tensor]
+        a = self.table(tensor) if l is None else self.cur["layers"][l][tensor]
         b = self.tgt[tensor] if l is None else self.tgt["layers"][l][tensor]
         if index is not None:
             a, b = a[index], b[index]
@@ -955,12 +1071,12 @@ class _Solver:
         centring = any(u.how == "translate_ones" for x in self.present.values() if x.scope == "model" for u in x.tags)
         for t in f.tags:  # means of B minus means of A: the mean is linear, no whole-table difference is formed
             if t.how == "translate_rows":
-                m = _col_means(self.tgt[t.tensor]) - _col_means(self.cur[t.tensor])
+                m = self.tgt[t.tensor].mean(0, keepdim=True) - self.col_means(t.tensor)
                 if centring:  # m (I - 11^T/d): the row mean removed (not a dense d x d product on the table)
                     m = m - m.mean(1, keepdim=True)
                 el[t.component] = m
             elif t.how == "translate_ones":
-                el[t.component] = self.tgt[t.tensor].mean(1, keepdim=True) - self.cur[t.tensor].mean(1, keepdim=True)
+                el[t.component] = self.tgt[t.tensor].mean(1, keepdim=True) - self.row_means(t.tensor)
             elif t.how == "translate_leading_rows":
                 from symtrans.group.forward import unused_position_rows
 
@@ -1001,11 +1117,14 @@ def _iter_tensors(params: dict[str, Any]) -> Any:
 
 
 def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
-                     spec: GroupSpec) -> list[dict[str, Any]]:
+                     spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None
+                     ) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
     factors acting on each tensor are recomputed from ``steps`` (the element) and G's tag tables.
+    ``measured``: residuals already measured by the caller on g . A (relate's lazily acted tables, each
+    measured over every value in one chunked pass); those tensors of ``moved`` are not read.
 
     Examples
     --------
@@ -1026,7 +1145,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
         m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
         tol, why = relation_tolerance(dt, k, m)
-        res = _rel(v, target_tensors[(name, l)])
+        res = measured[(name, l)] if measured and (name, l) in measured else _rel(v, target_tensors[(name, l)])
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX})
     return out
@@ -1131,6 +1250,7 @@ def relate(a: Any, b: Any) -> Relation:
     spec = GroupSpec.from_arch(A.arch)
     precision = _precision(B)
     s = _Solver(spec, model_blocks(A), model_blocks(B), precision)
+    s.lazy_values = LAZY_VALUES  # the word table: acted on row chunk by row chunk where it is read, never copied
     stop = None
     from symtrans.threads import single_threaded
 
@@ -1142,8 +1262,9 @@ def relate(a: Any, b: Any) -> Relation:
         stop = err.stop
     residuals: list[dict[str, Any]] = []
     if stop is None:
-        def check() -> None:
-            residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec))
+        def check() -> None:  # the lazily acted tables: g applied and compared with B in one pass, chunk by chunk
+            measured = {(name, None): s.lazy_residual(name) for name in s.pending}
+            residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec, measured=measured))
 
         with single_threaded():
             _timed(phases, "check", check)
