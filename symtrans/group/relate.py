@@ -640,8 +640,14 @@ class _Solver:
         from symtrans.group.numeric import MonomialMatrix
 
         Qm = MonomialMatrix(perm, signs.to(A.dtype)) if len(set(perm)) == d else None
-        nB, (id_fit, *rest) = dists([lambda x: x] + ([lambda x: x @ Qm] if Qm is not None else []))
+        # the identity is measured in full unless the subset rows alone already put it past the tolerance (a
+        # lower bound of its full distance; B's norm read first, without a copy); a candidate always is
+        skip_id = Qm is not None and _fro(As - Bs) > tol * _fro(B)
+        maps = ([] if skip_id else [lambda x: x]) + ([lambda x: x @ Qm] if Qm is not None else [])
+        nB, fits = dists(maps)
         nB = max(nB, 1e-300)  # B's rounding is relative to the stored table, not to its projection
+        id_fit = math.inf if skip_id else fits[0]
+        rest = fits[0 if skip_id else 1:]
         if id_fit / nB <= tol:
             return  # Q = I
         mono, mono_fit = None, math.inf
@@ -799,7 +805,11 @@ class _Solver:
         # depend on it), not both key matrices (two key-sized copies per call)
         scale = max(float(KA.norm(dim=1).max()), 1e-300)
         if KA.shape[1] > 64 and KA.shape[0] > 64:  # candidates on a random 64-dim projection, checked in full below
-            R = torch.randn(KA.shape[1], 64, generator=torch.Generator().manual_seed(0), dtype=KA.dtype) / 8.0
+            key = ("match", KA.shape[1], KA.dtype)
+            if key not in self._sketches:  # one fixed projection (seed 0), drawn once per solve
+                self._sketches[key] = torch.randn(KA.shape[1], 64, generator=torch.Generator().manual_seed(0),
+                                                  dtype=KA.dtype) / 8.0
+            R = self._sketches[key]
             D = torch.cdist(KB @ R, KA @ R)
         else:
             D = torch.cdist(KB, KA)
