@@ -616,15 +616,27 @@ class _Solver:
             return X
 
         def dists(maps: list[Any]) -> tuple[float, list[float]]:
-            """|B|_F and |m(A projected) - B projected|_F for every map m, in ONE pass over row chunks of both
-            tables (each chunk centred once and read while in cache, for all the maps at once)."""
+            """|B|_F and |centre(A) M - centre(B)|_F for every signed permutation M in ``maps``, in ONE pass over
+            row chunks of both tables, each difference built in one buffer per chunk: with centre(X) =
+            (X - c)(I - 11^T/d) (c the column means, where a row translation acts; the row centring where a
+            centring shift acts) and s = 1^T M (M's signs, by column),
+            centre(A) M - centre(B) = A M - B - (c_A M - c_B) - r_A s + r_B 1^T, r the rows' means of X - c."""
             nb2, tot = 0.0, [0.0] * len(maps)
+            shift = [(cmA @ M - cmB) if cmA is not None else None for M in maps]
+            mA = float(cmA.mean()) if cmA is not None else 0.0
+            mB = float(cmB.mean()) if cmB is not None else 0.0
             for i in range(0, A.shape[0], _CHUNK_ROWS):
-                b = B[i:i + _CHUNK_ROWS]
+                a, b = A[i:i + _CHUNK_ROWS], B[i:i + _CHUNK_ROWS]
                 nb2 += _fro(b) ** 2
-                ac, bc = centre(A[i:i + _CHUNK_ROWS], cmA), centre(b, cmB)
-                for j, fa in enumerate(maps):
-                    tot[j] += _fro(fa(ac) - bc) ** 2
+                if centre_rows:
+                    rA, rB = a.mean(1) - mA, b.mean(1) - mB
+                for j, M in enumerate(maps):
+                    D = (a @ M).sub_(b)  # a fresh gathered chunk: the rest in place
+                    if shift[j] is not None:
+                        D.sub_(shift[j])
+                    if centre_rows:
+                        D.addr_(rA, M.vals, alpha=-1).add_(rB[:, None])
+                    tot[j] += _fro(D) ** 2
             return math.sqrt(nb2), [math.sqrt(t) for t in tot]
 
         tol = self.u_pivot("word", None)
@@ -643,7 +655,8 @@ class _Solver:
         # the identity is measured in full unless the subset rows alone already put it past the tolerance (a
         # lower bound of its full distance; B's norm read first, without a copy); a candidate always is
         skip_id = Qm is not None and _fro(As - Bs) > tol * _fro(B)
-        maps = ([] if skip_id else [lambda x: x]) + ([lambda x: x @ Qm] if Qm is not None else [])
+        identity = MonomialMatrix(list(range(d)), torch.ones(d, dtype=A.dtype))
+        maps = ([] if skip_id else [identity]) + ([Qm] if Qm is not None else [])
         nB, fits = dists(maps)
         nB = max(nB, 1e-300)  # B's rounding is relative to the stored table, not to its projection
         id_fit = math.inf if skip_id else fits[0]
