@@ -23,7 +23,9 @@
    shifts, embedding translations): the difference on each factor's pivot tensor.
 
 Every solved element is applied to the current A with :func:`~symtrans.group.spec.act`, so the
-element written is a list of (factor, element) steps that ``symtrans verify`` applies again from A.
+element written is a list of (factor, element) steps that ``symtrans verify`` applies again from A. (The
+translations of the word table stay pending and are applied chunk by chunk where the table is read, in the
+check: ``_Solver.apply``; the same values, without a translated copy of the table.)
 
 The answer is either the element (``related``), with the residual of every tensor against B's
 storage precision, or the first factor, layer and tensor where no element of G explains the
@@ -452,10 +454,11 @@ class _Solver:
         """Apply one factor's element to the current parameters (a step of the element written).
 
         With :attr:`lazy_values` set, a model table of at least that many values (the word table) is not
-        acted on here: the step is kept (:attr:`pending`) and applied row chunk by row chunk wherever the table
-        is read (:meth:`chunks`: its means, the final check), so no acted copy of the table is ever made. A step
-        that cannot act on row chunks, or that reads the table through another tensor's tag, first writes the
-        table out (:meth:`materialise`).
+        translated here: a step whose tags on it are all translations (:data:`ROW_WISE`) is kept
+        (:attr:`pending`); the solve reads the table's means from the stored table's (:meth:`col_means`,
+        :meth:`row_means`) and the check applies the steps row chunk by row chunk (:meth:`lazy_residual`), so no
+        translated copy of the table is made. Any other step on the table, or one that reads it through another
+        tensor's tag, first writes the table out (:meth:`materialise`).
         """
         if _is_identity(element):
             return  # nothing to move: no step
