@@ -15,7 +15,7 @@ import torch
 
 from symtrans.cli import main
 from symtrans.group.numeric import model_blocks, weights_from_blocks
-from symtrans.group.relate import apply_steps, check_relation, random_element, relate, write_relation
+from symtrans.group.relate import apply_steps, check_relation, random_element, relate, relation_tolerance, write_relation
 from symtrans.group.spec import GroupSpec, act
 from symtrans.numeric.save import save_weights
 
@@ -89,3 +89,34 @@ def test_ten_random_elements_are_found_and_recheck(family, default_model, tmp_pa
         path = write_relation(rel, tmp_path / f"g{seed}.json")
         ok, why = check_relation(json.loads(path.read_text()), path)
         assert ok, (seed, why)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_lazily_translated_table_measures_what_the_acted_table_measures(default_model, wrong):
+    """relate keeps the translations of a large model table pending (``_Solver.apply``) and reads the table
+    through them: its column and row means and the check's residual must be those of the acted table, for the
+    element B needs (residual within B's precision) and for a wrong one (residual far beyond it)."""
+    import symtrans.group.relate as rel_mod
+
+    a = default_model
+    spec = GroupSpec.from_arch(a.arch)
+    factors = ["embedding-translation", "embedding-centring-shift"]
+    steps = sorted(random_element(spec, a.n_layers, 3, factors=factors), key=lambda s: factors.index(s["factor"]))
+    assert [s["factor"] for s in steps] == factors  # relate's order (translation_order); the two commute
+    target = apply_steps(spec, model_blocks(a), steps)
+    if wrong:  # the centring shift of every row 1.5 times too large
+        steps[1] = {"factor": steps[1]["factor"], "element": {k: 1.5 * v for k, v in steps[1]["element"].items()}}
+    s = rel_mod._Solver(spec, model_blocks(a), target, lambda n, l: "float32")
+    s.lazy_values = 1
+    for st in steps:
+        s.apply(st["factor"], st["element"])
+    assert len(s.pending["word"]) == 2  # both steps pending: nothing acted on the stored table yet
+    assert torch.equal(s.cur["word"], model_blocks(a)["word"])
+    eager = apply_steps(spec, model_blocks(a), steps)["word"]
+    assert torch.allclose(s.col_means("word"), eager.mean(0, keepdim=True), rtol=1e-12, atol=1e-15)
+    assert torch.allclose(s.row_means("word"), eager.mean(1, keepdim=True), rtol=1e-12, atol=1e-15)
+    measured, direct = s.lazy_residual("word"), rel_mod._rel(eager, target["word"])
+    assert measured == pytest.approx(direct, rel=1e-9, abs=1e-16)
+    assert (measured > relation_tolerance("float32")[0]) == wrong
+    s.materialise("word")
+    assert "word" not in s.pending and torch.equal(s.cur["word"], eager)

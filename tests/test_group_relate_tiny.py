@@ -347,3 +347,25 @@ def test_translations_broadcast_as_the_dense_product_and_refuse_a_malformed_elem
         apply("translate_rows", torch.randn(2, 5, generator=gen, dtype=torch.float64))
     with pytest.raises(SymtransError, match="one column"):
         apply("translate_ones", torch.randn(7, 2, generator=gen, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_relate_gives_one_answer_with_and_without_lazy_tables(tiny, case, monkeypatch):
+    """Every model table lazy (``LAZY_VALUES = 1``) or none (``None``): the same factors, ties and verdicts, and
+    per-tensor residuals equal to rounding."""
+    import symtrans.group.relate as rel_mod
+
+    monkeypatch.setattr(rel_mod, "_CHUNK_ROWS", 7)
+    a = tiny[case]
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 5), spec)
+    out = {}
+    for lazy in (None, 1):
+        monkeypatch.setattr(rel_mod, "LAZY_VALUES", lazy)
+        out[lazy] = relate(a, b)
+    e, z = out[None], out[1]
+    assert e.related and z.related
+    assert [s["factor"] for s in e.steps] == [s["factor"] for s in z.steps] and e.ties == z.ties
+    for x, y in zip(e.residuals, z.residuals, strict=True):
+        assert (x["tensor"], x["layer"], x["ok"], x["tolerance"]) == (y["tensor"], y["layer"], y["ok"], y["tolerance"])
+        assert abs(x["residual"] - y["residual"]) <= 1e-14

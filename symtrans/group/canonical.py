@@ -93,14 +93,15 @@ class _Canon:
             return
         W = self.cur["word"]
         rows, ones = bool(s.tags_on("word", "translate_rows")), bool(s.tags_on("word", "translate_ones"))
-        if rows or ones:  # one copy, centred in place
-            W = W.clone()
-            if rows:
-                W.sub_(W.mean(0, keepdim=True))
-            if ones:
-                W.sub_(W.mean(1, keepdim=True))
+        cm = W.mean(0, keepdim=True) if rows else None
         d = W.shape[1]
         if rot_f is not None:
+            if rows or ones:  # one copy, centred in place (the SVD reads the whole table)
+                W = W.clone()
+                if rows:
+                    W.sub_(cm)
+                if ones:
+                    W.sub_(W.mean(1, keepdim=True))
             rms = self.spec.arch.norm == "rmsnorm"
             U, S, Vh = torch.linalg.svd(W, full_matrices=False)
             k = d if rms else d - 1  # LayerNorm: the table is centred, its axes span 1^perp
@@ -121,9 +122,21 @@ class _Canon:
             return
         if perm_f is None:
             return
-        from symtrans.group.relate import _col_norms
+        from symtrans.group.relate import _CHUNK_ROWS
 
-        norms = _col_norms(W)
+        # the centred table's column norms and third moments, row chunk by row chunk (each chunk centred as the
+        # whole table would be: column means once, row means per row), without a centred copy of the table
+        sq, cube = W.new_zeros(d), W.new_zeros(d)
+        for i in range(0, W.shape[0], _CHUNK_ROWS):
+            c = W[i:i + _CHUNK_ROWS]
+            if cm is not None:
+                c = c - cm
+            if ones:
+                c = c - c.mean(1, keepdim=True)
+            c2 = c * c
+            sq += c2.sum(0)
+            cube += (c2.mul_(c)).sum(0)
+        norms = sq.sqrt()
         order = torch.argsort(-norms, stable=True)
         sorted_norms = norms[order]
         close = ((sorted_norms[:-1] - sorted_norms[1:]) / sorted_norms[0]) < self.tie
@@ -131,10 +144,9 @@ class _Canon:
             self.amb.append(f"residual-permutation: {int(close.sum())} pairs of residual coordinates whose table "
                             f"norms differ by less than {self.tie:g} relative (their order may change with rounding)")
         if self.spec.arch.norm == "rmsnorm":
-            third = (W ** 3).sum(0)
-            signs = torch.where(third[order] < 0, -1.0, 1.0).to(W.dtype)
+            signs = torch.where(cube[order] < 0, -1.0, 1.0).to(W.dtype)
         else:
-            sign = -1.0 if float((W ** 3).sum()) < 0 else 1.0
+            sign = -1.0 if float(cube.sum()) < 0 else 1.0
             signs = torch.full((d,), sign, dtype=W.dtype)
         self.apply(perm_f.name, {"Q": MonomialMatrix(order.tolist(), signs)})
 
@@ -167,7 +179,7 @@ class _Canon:
             s.tgt = _zeroed_target(s, f)
             el = s.translation(f)
             self.apply(name, el)
-        s.tgt = s.cur
+        s.tgt, s.tgt_means = s.cur, {}
 
     def heads(self) -> None:
         import torch
@@ -361,11 +373,13 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
 
     Pivots: ``translate`` tags -> 0; ``translate_ones`` -> rows without their mean; ``hyperplane_weight`` ->
     projected off 1/gamma; ``translate_rows`` -> tables without their column mean (modulo 1 when centred).
-    relate's own translation solver then reads the element off the difference.
+    relate's own translation solver then reads the element off the difference. A model table's centred target
+    is not built: its means, all the solver reads of it, are 0 (given in ``s.tgt_means``).
     """
     import torch
 
     cur = s.cur
+    s.tgt_means = {}
     tgt = {k: v for k, v in cur.items() if k != "layers"}
     tgt["layers"] = [dict(lp) for lp in cur["layers"]]
     L = len(cur["layers"])
@@ -391,7 +405,11 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
             if t.how == "translate":
                 put(t.tensor, l, lambda b, h: torch.zeros_like(b), bool(t.index))
             elif t.how == "translate_ones":
-                put(t.tensor, l, lambda b, h: b - b.mean(1, keepdim=True), bool(t.index))
+                if l is None and t.tensor in cur and cur[t.tensor] is not None:  # a model table: only its row means
+                    v = cur[t.tensor]  # are read, and the centred table's are 0
+                    s.tgt_means[(t.tensor, 1)] = v.new_zeros(v.shape[0], 1)
+                else:
+                    put(t.tensor, l, lambda b, h: b - b.mean(1, keepdim=True), bool(t.index))
             elif t.how == "hyperplane_weight":
                 gain = s.gain_for(t, l, cur)
                 if gain is None:
@@ -399,7 +417,11 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
                 u = (1 / gain).reshape(-1, 1)
                 put(t.tensor, l, lambda b, h, u=u: b - u @ (u.T @ b) / float((u * u).sum()), bool(t.index))
             elif t.how == "translate_rows":
-                put(t.tensor, l, lambda b, h: b - b.mean(0, keepdim=True), False)
+                if l is None and t.tensor in cur:  # a model table: only its column means are read, and the centred
+                    v = cur[t.tensor]  # table's are 0 (no centred copy of the word table is built)
+                    s.tgt_means[(t.tensor, 0)] = v.new_zeros(1, v.shape[1])
+                else:
+                    put(t.tensor, l, lambda b, h: b - b.mean(0, keepdim=True), False)
     return tgt
 
 
