@@ -53,7 +53,9 @@ class Context:
     Loaded objects are cached in ``cache`` so producers share one load.
     ``loader`` loads the model (``None``: :data:`DEFAULT_LOADER`).
     With ``reuse`` (the default) evidence already produced in this process
-    for the same model, n, seed, dtype and device is reused, not recomputed.
+    for the same model, n, seed, dtype and device is reused, not recomputed
+    (a producer that reads no model: for the same n, seed, dtype and device,
+    whatever the model or layer subset; its context key names neither).
 
     Examples
     --------

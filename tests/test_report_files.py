@@ -416,9 +416,13 @@ def test_a_layer_subset_naming_every_layer_is_the_whole_model(tmp_path) -> None:
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "bert", "bert", n_layers=2)
-    whole = build_report(Context(model=str(path), n=8, reuse=False)).to_json()
+    # `named` is built with reuse off: every record of it computed again, none taken from `whole`. `whole` and
+    # `subset` share the model-free records (the same whatever the model or layers:
+    # test_a_model_free_producer_gives_the_same_records_whatever_the_model); their model records are keyed by
+    # their layers, so each computes its own
+    whole = build_report(Context(model=str(path), n=8)).to_json()
     named = build_report(Context(model=str(path), n=8, reuse=False, layers=(0, 1))).to_json()
-    subset = build_report(Context(model=str(path), n=8, reuse=False, layers=(1,))).to_json()
+    subset = build_report(Context(model=str(path), n=8, layers=(1,))).to_json()
     assert named["context"] == whole["context"] and named["context"]["layers"] is None
 
     def verdicts(doc):
@@ -427,3 +431,42 @@ def test_a_layer_subset_naming_every_layer_is_the_whole_model(tmp_path) -> None:
 
     assert verdicts(named) == verdicts(whole)
     assert subset["context"]["layers"] == "1"  # a true subset stays one (the false case)
+
+
+def _without_timings(doc):
+    """A record's dict without when it ran and for how long (``timestamp``, ``seconds`` at any depth): what two
+    runs of it must share."""
+    if isinstance(doc, dict):
+        return {k: _without_timings(v) for k, v in doc.items() if k not in ("seconds", "timestamp")}
+    if isinstance(doc, list):
+        return [_without_timings(v) for v in doc]
+    return doc
+
+
+#: model-free producers cheap enough for tier 1 (a Coq proof read from its cache, a small exact search); the slow
+#: tier compares every one
+CHEAP_MODEL_FREE = ("coq-lem-rank-sum", "thm53-small")
+
+
+@pytest.mark.parametrize("which", [CHEAP_MODEL_FREE, pytest.param(None, marks=pytest.mark.slow)],
+                         ids=["cheap", "every"])
+def test_a_model_free_producer_gives_the_same_records_whatever_the_model(which):
+    """The runner keeps one record of a producer that reads no model for every model, layer subset and eps
+    (runner._memo_key): sound only while each such producer's records are the same under all of them. Each runs
+    here twice, memo off, without a model and on a layer subset of the bundled model with another eps."""
+    from symtrans.runner import _memo_key, run_producer
+
+    free = [p for ps in registry().values() for p in ps if not p.needs_model]
+    assert len(free) > 10 and set(CHEAP_MODEL_FREE) <= {p.name for p in free}
+    bare, model = Context(model=None, n=4, reuse=False), Context(model="default", n=4, layers=(0,), eps=1e-5,
+                                                                  reuse=False)
+    for p in free if which is None else [p for p in free if p.name in which]:
+        a = [_without_timings(e.to_dict()) for e in run_producer(p, bare)]
+        b = [_without_timings(e.to_dict()) for e in run_producer(p, model)]
+        assert a and a == b, p.name
+    # the false case: a producer that reads the model is kept per model and per layer subset
+    reads = next(p for ps in registry().values() for p in ps if p.needs_model)
+    on = Context(model="default", n=4)
+    assert _memo_key(reads, on) != _memo_key(reads, Context(model="default", n=4, layers=(0,)))
+    assert _memo_key(reads, on) != _memo_key(reads, Context(model=None, n=4))
+    assert _memo_key(free[0], on) == _memo_key(free[0], Context(model=None, n=4))

@@ -1,5 +1,6 @@
 """Reports on large checkpoints: streamed weights give the in-memory verdicts; ``--layers`` states and caps its scope."""
 
+import re
 import subprocess
 import sys
 
@@ -147,9 +148,51 @@ def test_bad_layers_refused_in_one_line_before_any_load(tmp_path, value, message
     out = subprocess.run([sys.executable, "-m", "symtrans", "report", "--layers", value, "--out",
                           str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    # in a pipe, a refusal later than progress.HOLD_SECONDS follows the command's "starting" line, and only it
-    if len(lines) == 2 and lines[0].endswith("symtrans report: starting"):
-        lines = lines[1:]
+    lines = [line for line in out.stderr.strip().splitlines() if not _report_progress_line(line)]
     assert len(lines) == 1 and lines[0].startswith("symtrans: error: ") and message in lines[0], out.stderr
     assert not (tmp_path / "r").exists()  # nothing ran, nothing written
+
+
+#: the lines a piped ``symtrans report`` may print before a refusal, as symtrans.progress writes them: the
+#: command's "starting" line (``announce``, printed once progress.HOLD_SECONDS has passed) and, under load, its
+#: heartbeat (``_beat``: the same text plus " (still running, N s)" after progress.HEARTBEAT_SECONDS of silence)
+_REPORT_PROGRESS = re.compile(r"\[\d\d:\d\d:\d\d\] symtrans report: starting( \(still running, \d+ s\))?")
+
+
+def _report_progress_line(line: str) -> bool:
+    """True for the report command's own "starting" or heartbeat line (progress.announce / progress._beat).
+
+    The false cases: an error line, another command's line, or other text after "starting" are not skipped.
+    """
+    return _REPORT_PROGRESS.fullmatch(line) is not None
+
+
+def test_only_the_reports_own_progress_lines_are_skipped():
+    assert _report_progress_line("[09:15:02] symtrans report: starting")
+    assert _report_progress_line("[09:15:04] symtrans report: starting (still running, 2 s)")
+    assert not _report_progress_line("symtrans: error: --layers '': expected layer indices")
+    assert not _report_progress_line("[09:15:04] symtrans report: loading the model")
+    assert not _report_progress_line("[09:15:04] symtrans report: starting (still running, 2 s) symtrans: error: x")
+    assert not _report_progress_line("[9:15:04] symtrans report: starting")
+
+
+def test_the_skipped_lines_are_the_ones_progress_writes():
+    """The pattern above against the real announce and heartbeat output of symtrans.progress (fixed clock)."""
+    import io
+    import time
+
+    from symtrans import progress
+
+    err = io.StringIO()
+    progress.configure(stream=err, clock=lambda: "09:00:00")
+    try:
+        progress.announce("report")
+        deadline = time.monotonic() + 30  # the heartbeat comes HEARTBEAT_SECONDS after the line, every 0.25 s
+        while "still running" not in err.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        progress.finish(discard=True)
+        progress.configure()
+    lines = err.getvalue().splitlines()
+    assert any("still running" in line for line in lines), lines
+    assert lines and all(_report_progress_line(line) for line in lines), lines

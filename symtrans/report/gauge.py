@@ -21,15 +21,7 @@ Producers that read no weights (symbolic certificates, exact searches) are
 run once: no element of G can reach them. The element ``centring`` (on
 LayerNorm models) is TransformerLens's ``centre_writing_weights``
 (:func:`symtrans.group.gauge.centring_element`), the processed checkpoint a
-TransformerLens user loads.
-
-Examples
---------
->>> gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False)
->>> gc.defects
-[]
->>> [e["label"] for e in gc.elements]
-['random (seed 0)']
+TransformerLens user loads. An example run is :func:`gauge_check`'s (one check, run once by the doctests).
 """
 
 from __future__ import annotations
@@ -260,6 +252,10 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     >>> gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False)
     >>> any(r["id"] == "thm-7.3/wo" and r["about"] == "parametrisation" for r in gc.rows)
     True
+    >>> gc.defects
+    []
+    >>> [e["label"] for e in gc.elements]
+    ['random (seed 0)']
     """
     from proofs._claim import declared_items
     from symtrans.context import Context
