@@ -267,9 +267,32 @@ def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
 
 
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
-    if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
+    """The key ``p``'s records are reused under in this process, or None (not reused).
+
+    A producer that reads no model keys without it, as its context key
+    (:meth:`Context.key`: ``weights_hash`` None) does: a sweep's or a test
+    session's reports of several models compute the model-free records once.
+
+    Examples
+    --------
+    >>> free = Producer(claim="c", name="free", kind="symbolic", func=len)
+    >>> _memo_key(free, Context(model="a", n=8)) == _memo_key(free, Context(model="b", n=8))
+    True
+    >>> _memo_key(free, Context(model="a", n=8)) == _memo_key(free, Context(model="a", n=16))
+    False
+    >>> reads = Producer(claim="c", name="reads", kind="numeric", func=len, needs_model=True)
+    >>> _memo_key(reads, Context(model="a", n=8)) == _memo_key(reads, Context(model="b", n=8))
+    False
+    """
+    if not ctx.reuse:
         return None
-    return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
+    if not p.needs_model:
+        model: Any = None
+    elif ctx.model is None or isinstance(ctx.model, str):
+        model = ctx.model
+    else:
+        return None
+    return (p.claim, p.name, id(p.func), model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
 
 
 # ----------------------------------------------------------------- which producers
