@@ -273,7 +273,7 @@ def _run(cmd: list[str], cwd: Path) -> tuple[int, str]:
 
 def _build_keys(data: dict[str, bytes], names: list[str], version: str, coqc: str) -> dict[str, str]:
     """Each file's build key: the SHA-256 of the Coq version and flags, its name and bytes, and the keys of the
-    earlier project files whose module name it mentions as a word (its possible ``Require``\ s; mentioning more
+    earlier project files whose module name it mentions as a word (the files it may ``Require``; mentioning more
     only compiles more).
 
     Examples
