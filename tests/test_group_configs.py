@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from _subproc import cli_env
 from symtrans.arch import from_config, get_arch
 from symtrans.cli import main
 from symtrans.errors import SymtransError
@@ -193,9 +193,8 @@ def test_complete_cli_names_scope_instance_gap_and_near_symmetries(tmp_path):
     cfg = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 4,
            "intermediate_size": 2, "max_position_embeddings": 8, "vocab_size": 10, "layer_norm_eps": 1e-12}
     path = _write(tmp_path, "b", cfg)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.run([sys.executable, "-m", "symtrans", "group", "--arch", path, "--complete"],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=cli_env(), timeout=600)  # one BLAS thread
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "scope layers" in out and "instance: the configuration itself" in out

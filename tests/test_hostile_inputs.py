@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _subproc import cli_env
 from symtrans.cli import main
 from symtrans.errors import SymtransError
 
@@ -59,7 +60,7 @@ def _run(argv: list[str], *, mem_mib: int = 2048, timeout: float = 60.0, cwd: Pa
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "symtrans", *argv], capture_output=True, text=True,
                        timeout=timeout, preexec_fn=limit, cwd=cwd or ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       env=cli_env())
     return p.returncode, p.stdout, p.stderr, time.perf_counter() - t0
 
 
@@ -715,7 +716,7 @@ def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
             "        r = str(e)\n"
             "    print(json.dumps([r, time.perf_counter() - t]))\n")
     p = subprocess.run([sys.executable, "-c", code, *map(str, paths.values())], capture_output=True, text=True,
-                       timeout=240, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       timeout=240, cwd=ROOT, env=cli_env())
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [json.loads(x) for x in p.stdout.splitlines()]
     for (case, (_, words)), (result, took) in zip(JSON_BOUND_CASES.items(), lines):
@@ -830,7 +831,7 @@ def test_output_streams_never_give_a_traceback(case, tmp_path):
     argv = " ".join(shlex.quote(a) for a in make(tmp_path))
     cmd = f"{shlex.quote(sys.executable)} -m symtrans {argv} {redirect}"
     p = subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+                       env=cli_env(**env))
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == rc, (p.returncode, err)
     assert "Traceback" not in err and "Exception ignored" not in err, err
@@ -848,7 +849,7 @@ def test_non_utf8_directory_name_is_escaped(tmp_path):
         json.dump(cfg, f)
     p = subprocess.run([os.fsencode(sys.executable), b"-m", b"symtrans", b"arch", d + b"/config.json"],
                        capture_output=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8:strict"})
+                       env=cli_env(PYTHONIOENCODING="utf-8:strict"))
     assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr
     assert b"bad\\udcff" in p.stdout
 
@@ -859,7 +860,7 @@ def test_deleted_working_directory_with_default_out(tmp_path):
     code = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
             "from symtrans.cli import main; sys.exit(main(['report', '--model', 'none', '--quiet']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       env=cli_env())
     _assert_one_line_refusal(p.returncode, p.stdout, p.stderr)
     assert "working directory no longer exists" in p.stderr
 

@@ -17,7 +17,8 @@ refusal, one line, and no theorem counts.
    ``(Symtrans.M.name : Symtrans.Statements.name)``: a theorem that is missing,
    renamed, swapped or proves anything else is refused; and its
    ``Print Assumptions`` must list nothing beyond
-   :data:`proofs.kernel.ALLOWED_ASSUMPTIONS` (empty).
+   :data:`proofs.kernel.ALLOWED_ASSUMPTIONS` (empty). Once that passes, a second
+   generated file lists each link's ``Print All Dependencies`` (the ``uses``).
 5. ``coqchk -o -norec`` re-checks every compiled module of the project with
    Coq's independent checker (MathComp and the standard library are admitted:
    Debian's compiled libraries); its context summary must name no axiom of the
@@ -178,12 +179,21 @@ def _first_error(text: str) -> str:
 
 
 def kernel_check(directory: str | Path | None = None, *, use_cache: bool = True,
-                 links: tuple[CoqLink, ...] = COQ_LINKS) -> KernelResult:
+                 links: tuple[CoqLink, ...] = COQ_LINKS, compiled: dict[str, bytes] | None = None) -> KernelResult:
     """Compile and check the Coq proofs in ``directory`` (default: the project's) against the pinned statements.
 
     Returns a :class:`KernelResult`; never raises for a bad development (a
     refusal is ``ok=False`` with one line). Without ``coqc`` and ``coqchk`` the
     result is ``unavailable`` with the install hint.
+
+    ``compiled`` (opt-in; a caller's own dict) keeps each ``.vo`` that ``coqc``
+    wrote, under the SHA-256 of the Coq version and flags, the file's name and
+    bytes and the keys of the project files it names (:func:`_build_keys`): a
+    later check with the same dict copies an unchanged file's ``.vo`` instead
+    of compiling it again, as ``make`` would. Everything after compiling is
+    unchanged: the statement check, ``Print Assumptions`` and ``coqchk`` of
+    every module, reused ones included (``coqchk`` re-checks each ``.vo``
+    independently of the ``coqc`` that wrote it).
 
     Examples
     --------
@@ -241,7 +251,8 @@ def kernel_check(directory: str | Path | None = None, *, use_cache: bool = True,
         for name, b in data.items():
             (work / name).write_bytes(b)
         uses: dict[str, list[str]] = {}
-        problem = _compile_and_check(work, names, links, coqc, coqchk, uses)
+        keys = _build_keys(data, names, version, coqc) if compiled is not None else None
+        problem = _compile_and_check(work, names, links, coqc, coqchk, uses, compiled, keys)
     if problem:
         return KernelResult(False, problem, coq=version, files=files)
     result = KernelResult(True, "", "coqc + coqchk", version, theorems, files, time.perf_counter() - t0, uses=uses)
@@ -260,25 +271,55 @@ def _run(cmd: list[str], cwd: Path) -> tuple[int, str]:
     return p.returncode, p.stdout + p.stderr
 
 
+def _build_keys(data: dict[str, bytes], names: list[str], version: str, coqc: str) -> dict[str, str]:
+    """Each file's build key: the SHA-256 of the Coq version and flags, its name and bytes, and the keys of the
+    earlier project files whose module name it mentions as a word (the files it may ``Require``; mentioning more
+    only compiles more).
+
+    Examples
+    --------
+    >>> data = {"Statements.v": b"Definition s := 0.", "A.v": b"From Symtrans Require Statements.", "B.v": b""}
+    >>> k = _build_keys(data, ["Statements.v", "A.v", "B.v"], "8.16.1", "coqc")
+    >>> k2 = _build_keys({**data, "Statements.v": b"Definition s := 1."}, ["Statements.v", "A.v", "B.v"],
+    ...                  "8.16.1", "coqc")
+    >>> [k[n] == k2[n] for n in ("Statements.v", "A.v", "B.v")]  # A requires the edited file, B does not
+    [False, False, True]
+    """
+    keys: dict[str, str] = {}
+    for name in names:
+        words = set(re.findall(rb"[A-Za-z_][A-Za-z0-9_']*", data[name]))
+        deps = [keys[other] for other in keys if other[:-2].encode() in words]
+        keys[name] = _sha(json.dumps({"schema": CACHE_SCHEMA, "coq": version, "coqc": coqc, "warnings": WARNINGS,
+                                      "root": COQ_ROOT, "name": name, "sha256": _sha(data[name]),
+                                      "deps": deps}).encode())
+    return keys
+
+
 def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...], coqc: str, coqchk: str,
-                       uses: dict[str, list[str]]) -> str:
+                       uses: dict[str, list[str]], compiled: dict[str, bytes] | None = None,
+                       keys: dict[str, str] | None = None) -> str:
     """Steps 3-5 in ``work`` (a fresh copy); the refusal line, or "" when everything checks.
 
     Fills ``uses``: for each linked theorem, the other linked theorems its proof uses (``Print All Dependencies``).
+    With ``compiled`` and ``keys`` (see :func:`kernel_check`), a file whose key is there is not compiled again.
     """
     flags = ["-q", "-Q", ".", COQ_ROOT, "-w", WARNINGS]
     for name in names:
+        vo = work / f"{name[:-2]}.vo"
+        if compiled is not None and keys is not None and keys[name] in compiled:
+            vo.write_bytes(compiled[keys[name]])
+            continue
         rc, out = _run([coqc, *flags, name], work)
         if rc != 0:
             return f"coqc refused {name}: {_first_error(out)}"
+        if compiled is not None and keys is not None and vo.is_file():
+            compiled[keys[name]] = vo.read_bytes()
     modules = [f"{COQ_ROOT}.{name[:-2]}" for name in names]
     check = work / "SymtransKernelCheck.v"
     lines = [f"Require {' '.join(modules)}."]
     for i, link in enumerate(links):
         lines.append(f"Check ({link.theorem} : {link.statement}).")
         lines.append(f'Redirect "assumptions{i}" Print Assumptions {link.theorem}.')
-    for i, link in enumerate(links):
-        lines.append(f'Redirect "dependencies{i}" Print All Dependencies {link.theorem}.')
     check.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rc, out = _run([coqc, *flags, check.name], work)
     if rc != 0:
@@ -300,6 +341,14 @@ def _compile_and_check(work: Path, names: list[str], links: tuple[CoqLink, ...],
         if not text or extra or not used:
             return (f"{link.theorem} rests on assumptions beyond the allow-list: "
                     f"{', '.join(extra) if extra else text[:200] or 'no Print Assumptions output'}")
+    # the dependencies only once the assumptions passed (a second file: about a second a theorem, spent on a refusal
+    # for nothing); a statement or assumption problem is refused above without them
+    deps = work / "SymtransKernelDeps.v"
+    deps.write_text("\n".join([lines[0], *(f'Redirect "dependencies{i}" Print All Dependencies {link.theorem}.'
+                                           for i, link in enumerate(links))]) + "\n", encoding="utf-8")
+    rc, out = _run([coqc, *flags, deps.name], work)
+    if rc != 0:
+        return f"the dependency listing failed: {_first_error(out)}"
     for i, link in enumerate(links):
         path = work / f"dependencies{i}.out"
         words = set(re.findall(r"[\w.']+", path.read_text(encoding="utf-8"))) if path.is_file() else set()

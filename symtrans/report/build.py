@@ -168,6 +168,8 @@ def formula_rows(claim: Claim, arch: Any = None) -> list[dict[str, Any]]:
     >>> row["name"], row["values"]["bert-base"]["value"]
     ('recovery-ambiguity', 360448)
     """
+    import copy
+
     from symtrans.formulas import get_formula
 
     rows = []
@@ -176,15 +178,36 @@ def formula_rows(claim: Claim, arch: Any = None) -> list[dict[str, Any]]:
         f = get_formula(name)
         values: dict[str, Any] = {}
         for a in archs:
-            fv = f.evaluate(a)
-            at = {k: v["value"] for k, v in fv.substitutions.items() if k == "n"}
-            # each architecture's own expression: its flags (biases, grouped-query attention, a gated FFN)
-            # shape it, so a gated model's row must not show the two-matrix expression
-            values[fv.arch.name] = {"value": _short(fv.json_value()), "approx": _approx(fv),
-                                    "expression": str(fv.expression), **at}
+            arch_name, entry = _formula_value(f, a)
+            values[arch_name] = copy.deepcopy(entry)  # the caller's own: the memo is never handed out
         rows.append({"name": name, "summary": f.summary, "expression": str(f.expression()),
                      "counts": f.counts, "provenance": f.provenance.describe(), "values": values})
     return rows
+
+
+#: (formula name, architecture) -> its evaluated row entry: a function of the two (both immutable), so each
+#: process's reports (a sweep's, a test session's) evaluate the paper's sizes and each architecture once
+_FORMULA_VALUES: dict[tuple[str, Any], tuple[str, dict[str, Any]]] = {}
+
+
+def _formula_value(f: Any, a: Any) -> tuple[str, dict[str, Any]]:
+    """``(architecture name, row entry)`` of formula ``f`` evaluated for ``a`` (a name or an Architecture)."""
+    try:
+        key: tuple[str, Any] | None = (f.name, a)
+        hash(key)
+    except TypeError:  # an architecture with an unhashable field: evaluated each time
+        key = None
+    if key is not None and key in _FORMULA_VALUES:
+        return _FORMULA_VALUES[key]
+    fv = f.evaluate(a)
+    at = {k: v["value"] for k, v in fv.substitutions.items() if k == "n"}
+    # each architecture's own expression: its flags (biases, grouped-query attention, a gated FFN)
+    # shape it, so a gated model's row must not show the two-matrix expression
+    out = (fv.arch.name, {"value": _short(fv.json_value()), "approx": _approx(fv), "expression": str(fv.expression),
+                          **at})
+    if key is not None:
+        _FORMULA_VALUES[key] = out
+    return out
 
 
 def _short(value: Any) -> Any:
