@@ -430,6 +430,13 @@ def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | Non
     if not (parallel and ctx.numeric and units and "fork" in multiprocessing.get_all_start_methods()
             and not cuda_initialised()):
         return None
+    # The numeric stack (numpy, torch) is imported here, before the fork, as the model's load would import it:
+    # a Ctrl-C that lands inside a library's import can leave a half-imported module behind (seen: numpy without
+    # `matrix`, the report then finishing with every producer raising instead of exiting 130); the fork, which
+    # tells a Ctrl-C test that the report is running, comes after those imports, as it did before this worker.
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("i", 0)
     conn, child = mp.Pipe(duplex=False)
