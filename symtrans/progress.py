@@ -376,7 +376,11 @@ class Progress:
         else:
             unit = self.unit if self.count == 1 else self.unit + "s"
             _line(f"symtrans {self.desc}: done, {self.count} {unit} in {time.perf_counter() - self._start:.1f} s")
-        _mark(_OPEN[-1]._where() if _OPEN else None)  # the enclosing bar runs on, or nothing does
+        # the nearest enclosing bar that speaks runs on, or nothing does: a silent one (``enabled=False``, e.g.
+        # a report run without progress around a producer's own bar) never closes through here, so marking it
+        # would leave the heartbeat repeating it after everything ended
+        outer = next((b for b in reversed(_OPEN) if b.active), None)
+        _mark(outer._where() if outer is not None else None)
 
     def __enter__(self) -> Progress:
         return self

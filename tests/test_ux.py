@@ -298,6 +298,35 @@ def test_the_heartbeat_repeats_the_running_step_while_silent():
     assert lines[-1].startswith("[12:00:00] symtrans demo: done, 1 item")  # no beat after the end
 
 
+def test_no_heartbeat_for_a_silent_bar_after_a_speaking_inner_one_closes():
+    """A report without progress (a silent bar) around a producer's own bar: once the inner bar closes, the
+    heartbeat must not take up the silent bar (it repeated "report: 0/46" after the run ended)."""
+    import io
+    import time
+
+    from symtrans import progress
+
+    err = io.StringIO()
+    progress.configure(stream=err, clock=lambda: "12:00:00")
+    old = progress.HEARTBEAT_SECONDS
+    progress.HEARTBEAT_SECONDS = 0.3
+    try:
+        with progress.Progress(3, "outer", enabled=False):
+            with progress.Progress(1, "inner") as inner:
+                inner.step("x")
+            assert progress._BEAT["text"] is None  # the false case: before the fix, "symtrans outer: 0/3"
+            with progress.Progress(1, "speaking") as speaking:
+                with progress.Progress(1, "inner") as inner:
+                    inner.step("y")
+                assert progress._BEAT["text"] == "symtrans speaking: 0/1"  # an active outer bar still runs on
+                speaking.step("z")
+        time.sleep(0.8)
+    finally:
+        progress.HEARTBEAT_SECONDS = old
+        progress.configure()
+    assert not [x for x in err.getvalue().splitlines() if "outer" in x], err.getvalue()
+
+
 def test_progress_on_a_terminal_is_a_bar():
     import io
 
