@@ -312,7 +312,8 @@ class Progress:
 
     ``total`` may be ``None`` when unknown. ``step(label)`` records one
     finished step; ``show(label)`` names the step now running without
-    counting it. ``enabled=False`` silences this bar only.
+    counting it. ``enabled=False`` silences this bar only; ``hush=True`` also silences every bar opened while
+    this one is open (a report's producers, whose forked workers are silent too), whether or not it speaks.
 
     Examples
     --------
@@ -322,13 +323,20 @@ class Progress:
     >>> bar.step("S_H"); bar.close()
     >>> err.getvalue().splitlines()
     ['[08:00:00] symtrans group --certify: 1 S_H', '[08:00:00] symtrans group --certify: done, 1 certificate in 0.0 s']
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "08:00:00")
+    >>> with Progress(1, "report", unit="claim", enabled=False, hush=True) as outer:
+    ...     with Progress(2, "group --breaking") as inner:
+    ...         inner.step("L=1")
+    >>> err.getvalue(), inner.active
+    ('', False)
     >>> configure()
     """
 
-    def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True):
-        self.total, self.desc, self.unit = total, desc, unit
+    def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True,
+                 hush: bool = False):
+        self.total, self.desc, self.unit, self.hush = total, desc, unit, hush
         self.count = 0
-        self.active = enabled and globals()["enabled"]()
+        self.active = enabled and globals()["enabled"]() and not any(b.hush for b in _OPEN)
         self._start = time.perf_counter()
         self._bar: Any = None
         self._closed = False

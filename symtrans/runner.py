@@ -588,7 +588,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
         except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
             pass
         release_free_memory()  # before forking: the child would start with the dead pages too
-    with Progress(len(tasks), desc, unit=unit, enabled=progress) as bar:
+    # hush: a producer's own bar (group --breaking's Jacobians) stays silent in this process, as in the workers
+    with Progress(len(tasks), desc, unit=unit, enabled=progress, hush=True) as bar:
         proc = None
         counter: Any = _LocalCounter()
         queues = [(units, counter)] + ([(early.units, early.counter)] if early is not None else [])
