@@ -65,19 +65,24 @@ def _timeline(result, t0: float) -> list[str]:  # type: ignore[no-untyped-def]
     return out
 
 
-def local(args: argparse.Namespace) -> None:
-    """One worker against ``args.workers`` on the local pool, a zoo of six checkpoints."""
+def _checkpoints(root: Path, families: tuple[str, ...], args: argparse.Namespace) -> list[Path]:
+    """One random-init checkpoint per family under ``root``, at the sizes the arguments give."""
     from transformers.utils import logging
 
     from symtrans.numeric.fixtures import random_checkpoint
-    from symtrans.sweeps import plan, run_sweep
 
     logging.set_verbosity_error()
+    return [random_checkpoint(root / fam, fam, n_layers=args.layers, d_model=args.d_model, n_heads=4,
+                              d_ff=4 * args.d_model, vocab=500, positions=max(64, args.n))[0] for fam in families]
+
+
+def local(args: argparse.Namespace) -> None:
+    """One worker against ``args.workers`` on the local pool, a zoo of six checkpoints."""
+    from symtrans.sweeps import plan, run_sweep
+
     with tempfile.TemporaryDirectory(prefix="symtrans-bench-sweep-") as tmp:
         root = Path(tmp)
-        models = [random_checkpoint(root / fam, fam, n_layers=args.layers, d_model=args.d_model, n_heads=4,
-                                    d_ff=4 * args.d_model, vocab=500, positions=max(64, args.n))[0]
-                  for fam in ZOO]
+        models = _checkpoints(root, ZOO, args)
         walls, results = {}, {}
         for workers in (1, args.workers):
             out = root / f"w{workers}"
@@ -103,17 +108,12 @@ def main() -> None:
     if args.local:
         return local(args)
     import ray
-    from transformers.utils import logging
 
-    from symtrans.numeric.fixtures import random_checkpoint
     from symtrans.sweeps import plan, run_sweep
 
-    logging.set_verbosity_error()
     with tempfile.TemporaryDirectory(prefix="symtrans-bench-sweep-") as tmp:
         root = Path(tmp)
-        models = [random_checkpoint(root / fam, fam, n_layers=args.layers, d_model=args.d_model, n_heads=4,
-                                    d_ff=4 * args.d_model, vocab=500, positions=max(64, args.n))[0]
-                  for fam in FAMILIES]
+        models = _checkpoints(root, FAMILIES, args)
         tasks = plan(models, ns=[args.n], seeds=[0], out=root / "serial", device="cpu")
         t0 = time.perf_counter()
         serial = run_sweep(tasks, root / "serial", engine="local", workers=1, progress=False)
