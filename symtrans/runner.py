@@ -308,7 +308,9 @@ def share_model_free(directory: str | os.PathLike[str] | None) -> None:
     A sweep's local pool calls it in each worker with a private directory made for that run (and removed
     after it): of the workers that need a model-free record at the same n, seed, dtype and device, one
     computes it and the others read it, as the process's own memo would (:func:`run_producer`), instead of
-    each of them computing it. The key names the producer's source, so no record outlives its code.
+    each of them computing it. The key names the producer's function and its module's source, so no record
+    outlives its code; it is meant for the registry's producers, one function each (two ad hoc producers
+    sharing a name, module and qualified name, e.g. a closure made twice, would read each other's records).
     ``None`` stops sharing. Serial runs only (a report's own forked workers share through its pipes).
 
     Examples
@@ -329,7 +331,8 @@ def _shared_slot(p: Producer, ctx: Context) -> str | None:
     key = _memo_key(p, ctx)
     if _SHARED["dir"] is None or p.needs_model or key is None or key in _MEMO:
         return None
-    name = repr((p.claim, p.name, p.source_hash, ctx.n, ctx.seed, ctx.dtype, ctx.device))
+    func = (getattr(p.func, "__module__", None), getattr(p.func, "__qualname__", None))  # the function, not the name
+    name = repr((p.claim, p.name, func, p.source_hash, ctx.n, ctx.seed, ctx.dtype, ctx.device))
     return os.path.join(_SHARED["dir"], hashlib.sha256(name.encode()).hexdigest())
 
 
