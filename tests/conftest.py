@@ -37,11 +37,14 @@ def _session_one_thread(request: pytest.FixtureRequest) -> Any:
     Multi-threaded BLAS gains little on these small matrices and, on the shared 2-core machine, spin-waits and
     oversubscription made single tests ~8x costlier in CPU time (measured: two tests of test_checks_sec7_sec8.py
     took 118 CPU s and 393 s at load 10 with the default threads, 14 CPU s and 31 s on one thread). Subprocesses
-    (the CLI tests) keep their own default. A module of quick-tier tests only imports no torch for it.
+    (the CLI tests) keep their own default. A module of quick-tier tests only imports no torch for it: it is left
+    on the default threads when nothing has imported torch yet (collecting the other modules usually has: then
+    it runs on one thread too; test_group_relate_tiny.py: 18.1 CPU s with the default threads, 14.3 on one).
     """
     path = request.node.path
     mine = [item for item in request.session.items if item.path == path]
-    if path.name in DEFAULT_THREAD_MODULES or all(item.get_closest_marker("quick") is not None for item in mine):
+    quick = all(item.get_closest_marker("quick") is not None for item in mine)
+    if path.name in DEFAULT_THREAD_MODULES or (quick and "torch" not in sys.modules):
         yield
         return
     from symtrans.threads import single_threaded
