@@ -56,6 +56,8 @@ class Context:
     for the same model, n, seed, dtype and device is reused, not recomputed
     (a producer that reads no model: for the same n, seed, dtype and device,
     whatever the model or layer subset; its context key names neither).
+    ``reuse="model-free"`` reuses only those model-free records: every
+    producer that reads the model runs afresh (as after :meth:`preload`).
 
     Examples
     --------
@@ -70,7 +72,7 @@ class Context:
     dtype: str = DEFAULT_DTYPE
     progress: bool = False
     cache: dict[str, Any] = field(default_factory=dict)
-    reuse: bool = True  # reuse evidence produced earlier in this process for the same inputs
+    reuse: bool | str = True  # reuse evidence produced earlier in this process for the same inputs ("model-free")
     #: the layers numeric producers look at (``--layers``); ``None``: every layer. A subset is stated in every
     #: model record (its context key and scope), and a statement about every layer is not certified from it
     layers: tuple[int, ...] | None = None
@@ -187,16 +189,20 @@ class Context:
     def preload(self, weights: Any) -> Context:
         """Use ``weights`` (e.g. a deliberately broken copy) as this context's model; returns self.
 
-        Evidence reuse is switched off: the records must come from these weights.
+        Evidence reuse is switched off for every producer that reads the model: its records must come from these
+        weights. A producer that reads no model gives the same records whatever the weights, so its records are
+        still reused (unless reuse was off already).
 
         Examples
         --------
         >>> ctx = Context(model="default").preload("stand-in")
         >>> ctx.loaded_weights(), ctx.reuse
-        ('stand-in', False)
+        ('stand-in', 'model-free')
+        >>> Context(model="default", reuse=False).preload("stand-in").reuse
+        False
         """
         self.cache[self._weights_key(None, None)] = self._with_eps(weights)
-        self.reuse = False
+        self.reuse = "model-free" if self.reuse else False
         return self
 
     def loaded_weights(self) -> Any | None:

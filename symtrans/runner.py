@@ -274,7 +274,8 @@ def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     A model-free producer's records are the same whatever model (named or in memory), layer subset or eps the
     report has (its context key names none of them), so one record serves the report without a model and every
     model report at the same n, seed, dtype and device (a sweep and the test suite build many). Returns None
-    (not reused) when the context asks for a fresh run, or for a producer that reads an in-memory model.
+    (not reused) when the context asks for a fresh run (``reuse=False``; ``reuse="model-free"`` for a producer
+    that reads the model), or for a producer that reads an in-memory model.
 
     Examples
     --------
@@ -286,12 +287,15 @@ def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     >>> reads = Producer(claim="c", name="reads", kind="numeric", func=len, needs_model=True)
     >>> _memo_key(reads, Context(model=None, n=8)) == _memo_key(reads, Context(model="default", n=8))
     False
+    >>> fresh = Context(model="default", n=8, reuse="model-free")
+    >>> _memo_key(reads, fresh) is None, _memo_key(free, fresh) == _memo_key(free, Context(model=None, n=8))
+    (True, True)
     """
     if not ctx.reuse:
         return None
     if not p.needs_model:
         return (p.claim, p.name, id(p.func), ctx.n, ctx.seed, ctx.dtype, ctx.device)
-    if ctx.model is not None and not isinstance(ctx.model, str):
+    if ctx.reuse == "model-free" or (ctx.model is not None and not isinstance(ctx.model, str)):
         return None
     return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
 

@@ -2,9 +2,9 @@
 
 * ``default_model``: the bundled all-MiniLM-L6-v2 weights (float64, CPU), loaded once;
 * ``symbolic_report``: the proof-status report without a model (symbolic producers only);
-* ``example_report``: ``examples/proof_status.py`` run once, in this process (the same report as
-  ``symtrans report --model default``): its stdout, the parsed report.json and the path to it. The
-  example runs in-process, so later reports of the same context reuse its evidence records.
+* ``example_report``: ``examples/proof_status.py`` run once per test run, in the process of the first
+  xdist worker that asks for it (the same report as ``symtrans report --model default``): its stdout, the
+  parsed report.json and the path to it; the other worker reads the same files back.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import runpy
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,11 +37,14 @@ def _session_one_thread(request: pytest.FixtureRequest) -> Any:
     Multi-threaded BLAS gains little on these small matrices and, on the shared 2-core machine, spin-waits and
     oversubscription made single tests ~8x costlier in CPU time (measured: two tests of test_checks_sec7_sec8.py
     took 118 CPU s and 393 s at load 10 with the default threads, 14 CPU s and 31 s on one thread). Subprocesses
-    (the CLI tests) keep their own default. A module of quick-tier tests only imports no torch for it.
+    (the CLI tests) keep their own default. A module of quick-tier tests only imports no torch for it: it is left
+    on the default threads when nothing has imported torch yet (collecting the other modules usually has: then
+    it runs on one thread too; test_group_relate_tiny.py: 18.1 CPU s with the default threads, 14.3 on one).
     """
     path = request.node.path
     mine = [item for item in request.session.items if item.path == path]
-    if path.name in DEFAULT_THREAD_MODULES or all(item.get_closest_marker("quick") is not None for item in mine):
+    quick = all(item.get_closest_marker("quick") is not None for item in mine)
+    if path.name in DEFAULT_THREAD_MODULES or (quick and "torch" not in sys.modules):
         yield
         return
     from symtrans.threads import single_threaded
@@ -72,9 +77,8 @@ def symbolic_report() -> Any:
     return build_report(Context(model=None))
 
 
-@pytest.fixture(scope="session")
-def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
-    out = tmp_path_factory.mktemp("proof-status") / "report"
+def _run_example(out: Path) -> str:
+    """``examples/proof_status.py OUT`` in this process; its stdout."""
     buf = io.StringIO()
     argv = sys.argv
     sys.argv = [str(ROOT / "examples" / "proof_status.py"), str(out)]
@@ -83,8 +87,29 @@ def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict,
             runpy.run_path(str(ROOT / "examples" / "proof_status.py"), run_name="__main__")
     finally:
         sys.argv = argv
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="session")
+def example_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, Path]:
+    """The example's run, once per test run: under pytest-xdist the first worker to ask runs it (the others wait
+    on a lock in the run's shared temporary directory) and every worker reads the same files back."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's root under xdist
+    home = shared / "example-proof-status"
+    home.mkdir(exist_ok=True)
+    out, printed, done = home / "report", home / "stdout.txt", home / "done"
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the worker dies)
+        if not done.is_file():
+            if out.exists():  # a worker that died half-way: start afresh
+                shutil.rmtree(out)
+            printed.write_text(_run_example(out), encoding="utf-8")
+            done.write_text("ok", encoding="utf-8")
     path = out / "report.json"
-    return buf.getvalue(), json.loads(path.read_text(encoding="utf-8")), path
+    return printed.read_text(encoding="utf-8"), json.loads(path.read_text(encoding="utf-8")), path
 
 
 #: The quick tier (``python -m pytest -q -m quick``): modules that never load the bundled model or build

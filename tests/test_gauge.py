@@ -1,8 +1,8 @@
 """The gauge check: every statement's verdict on W against its verdict on g . W for random exact elements g of G.
 
 A function-reading that moves is a defect; a parametrisation-reading may move only under the factors it declares.
-Run on the bundled model (five random elements and TransformerLens's centring of the writers, at a small n to stay
-fast) and on a planted model whose stacked W_O is exactly singular; the false cases: a mislabelled reading, a
+Run on the bundled model (one random element and TransformerLens's centring of the writers at a small n; five
+random elements in the slow tier) and on a planted model whose stacked W_O is exactly singular; the false cases: a mislabelled reading, a
 declaration naming the wrong factor, and a transform that is not a symmetry.
 """
 
@@ -19,23 +19,36 @@ N = 8
 
 @pytest.fixture(scope="module")
 def bundled():
+    """One random element and the centring move (the five-element run is in the slow tier)."""
     from symtrans.report.gauge import gauge_check
 
-    return gauge_check("default", n=N, elements=5, restricted=0, centring=True)
+    return gauge_check("default", n=N, elements=1, restricted=0, centring=True)
 
 
-def test_five_random_elements_and_the_centring_move_no_function_reading(bundled):
-    full = [e for e in bundled.elements if e["without"] is None]
-    assert len(full) == 6 and full[-1]["label"].startswith("centring")
+def _random_elements_and_the_centring_move_no_function_reading(gc, elements: int) -> None:
+    full = [e for e in gc.elements if e["without"] is None]
+    assert len(full) == elements + 1 and full[-1]["label"].startswith("centring")
     # every random element has a part in every factor acting on the weights, model-scope ones included
-    for e in full[:5]:
+    for e in full[:elements]:
         assert {"centring-shift", "residual-permutation", "S_H", "S_dff", "qk-gauge", "vo-gauge",
                 "embedding-centring-shift"} <= set(e["factors"])
     # each element is a symmetry: the same function (up to the residual factor's equivariance) at float32 storage
-    assert all(e["symmetry"]["verdict"] == Verdict.SUPPORTED.label for e in bundled.elements), bundled.elements
-    assert bundled.defects == [], "\n".join(bundled.lines())
-    function_rows = [r for r in bundled.rows if r["about"] == "function"]
+    assert all(e["symmetry"]["verdict"] == Verdict.SUPPORTED.label for e in gc.elements), gc.elements
+    assert gc.defects == [], "\n".join(gc.lines())
+    function_rows = [r for r in gc.rows if r["about"] == "function"]
     assert len(function_rows) >= 5 and not any(r["moved_under"] for r in function_rows)
+
+
+def test_a_random_element_and_the_centring_move_no_function_reading(bundled):
+    _random_elements_and_the_centring_move_no_function_reading(bundled, 1)
+
+
+@pytest.mark.slow  # six re-runs of every model producer
+def test_five_random_elements_and_the_centring_move_no_function_reading():
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check("default", n=N, elements=5, restricted=0, centring=True)
+    _random_elements_and_the_centring_move_no_function_reading(gc, 5)
 
 
 def test_the_centred_copy_moves_thm73_wo_and_the_reading_says_why(bundled):

@@ -698,10 +698,15 @@ JSON_BOUND_CASES = {  # what the file holds -> words of the refusal (None: a leg
 }
 
 
-def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
-    """Each file read by the bounded reader in a subprocess under a 1 GiB address-space cap, in seconds."""
+#: the two largest files (120 and 60 MB of short strings: one refused, one legal) are read in the slow tier; the
+#: default tier keeps a refused and a legal file of every other shape
+JSON_BOUND_SLOW = ("120 MB of short strings", "60 MB of short strings, legal")
+
+
+def _json_reader_is_bounded(tmp_path, cases):
+    """Each file of ``cases`` read by the bounded reader in one subprocess under a 1 GiB address-space cap."""
     paths = {}
-    for i, (case, (make, _)) in enumerate(JSON_BOUND_CASES.items()):
+    for i, (case, (make, _)) in enumerate(cases.items()):
         paths[case] = tmp_path / f"{i}.json"
         paths[case].write_text(make())
     code = ("import resource, sys, time, json\n"
@@ -719,11 +724,24 @@ def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
                        timeout=240, cwd=ROOT, env=cli_env())
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [json.loads(x) for x in p.stdout.splitlines()]
-    for (case, (_, words)), (result, took) in zip(JSON_BOUND_CASES.items(), lines):
+    for (case, (_, words)), (result, took) in zip(cases.items(), lines):
         assert (result == "read") if words is None else (words in result), (case, result)
         assert took < 20, (case, took)
+    assert len(lines) == len(cases)
+    return paths
+
+
+def test_json_reader_is_bounded_in_time_and_memory(tmp_path):
+    """Every shape of JSON_BOUND_CASES but the two largest files, refused and legal ones alike."""
+    cases = {k: v for k, v in JSON_BOUND_CASES.items() if k not in JSON_BOUND_SLOW}
+    assert {w is None for _, w in cases.values()} == {True, False}  # legal files and refused ones
+    paths = _json_reader_is_bounded(tmp_path, cases)
     json.loads(paths["60-deep nests side by side"].read_text())  # the legal ones are legal JSON
-    assert len(lines) == len(JSON_BOUND_CASES)
+
+
+@pytest.mark.slow  # 180 MB of JSON written and read
+def test_json_reader_is_bounded_on_the_largest_files(tmp_path):
+    _json_reader_is_bounded(tmp_path, {k: JSON_BOUND_CASES[k] for k in JSON_BOUND_SLOW})
 
 
 def test_previous_unknown_claims_give_one_warning(tmp_path):

@@ -216,8 +216,8 @@ def test_a_bridge_in_compatibility_mode_is_reported_processed_with_the_same_func
     path, _ = models["gpt2"]
     bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
     bridge.enable_compatibility_mode(disable_warnings=True)
-    original = build_report(Context(model=str(path), n=8, reuse=False))
-    processed = build_report(Context(model=bridge, n=8, reuse=False))
+    original = build_report(Context(model=str(path), n=8, reuse="model-free"))  # model records afresh
+    processed = build_report(Context(model=bridge, n=8, reuse="model-free"))
     assert original.model["processed"] == []
     stated = " ".join(processed.model["processed"])
     assert "centred" in stated and "folded" in stated, stated

@@ -405,7 +405,7 @@ def test_a_one_layer_checkpoint_reports_with_no_producer_raising(tmp_path, famil
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / family, family, n_layers=1)
-    report = build_report(Context(model=str(path), n=12, reuse=False))
+    report = build_report(Context(model=str(path), n=12, reuse="model-free"))  # every model producer runs
     assert report.errors == []
     (entry,) = [e for e in report.statuses["prop-5.4"].evidence if e.evidence.producer == "residual-jacobian"]
     assert entry.evidence.inputs["layers"] == 1 and entry.evidence.verdict.value != "not-run"
@@ -416,12 +416,12 @@ def test_a_layer_subset_naming_every_layer_is_the_whole_model(tmp_path) -> None:
     from symtrans.numeric.fixtures import random_checkpoint
 
     path, _ = random_checkpoint(tmp_path / "bert", "bert", n_layers=2)
-    # `named` is built with reuse off: every record of it computed again, none taken from `whole`. `whole` and
-    # `subset` share the model-free records (the same whatever the model or layers:
-    # test_a_model_free_producer_gives_the_same_records_whatever_the_model); their model records are keyed by
-    # their layers, so each computes its own
+    # `named` is built with reuse of model records off: every record that reads the model computed again, none
+    # taken from `whole`. All three share the model-free records (the same whatever the model or layers:
+    # test_a_model_free_producer_gives_the_same_records_whatever_the_model); the model records of `whole` and
+    # `subset` are keyed by their layers, so each computes its own
     whole = build_report(Context(model=str(path), n=8)).to_json()
-    named = build_report(Context(model=str(path), n=8, reuse=False, layers=(0, 1))).to_json()
+    named = build_report(Context(model=str(path), n=8, reuse="model-free", layers=(0, 1))).to_json()
     subset = build_report(Context(model=str(path), n=8, layers=(1,))).to_json()
     assert named["context"] == whole["context"] and named["context"]["layers"] is None
 

@@ -31,7 +31,7 @@ def _records(report):
 def _report(model, **kw):
     from symtrans.report import build_report
 
-    return build_report(Context(model=model, n=12, reuse=False, **kw), parallel=False)
+    return build_report(Context(model=model, n=12, reuse="model-free", **kw), parallel=False)  # model records afresh
 
 
 def test_streamed_report_equals_in_memory(tiny_llama):
@@ -83,7 +83,7 @@ def test_auto_streams_only_above_the_budget(tmp_path):
 def test_layers_scope_in_every_record_and_header(tmp_path):
     from symtrans.report import build_report
 
-    r = build_report(Context(model="default", n=12, layers=(0, 2), reuse=False), parallel=False)
+    r = build_report(Context(model="default", n=12, layers=(0, 2), reuse="model-free"), parallel=False)
     assert r.context["layers"] == "0,2"
     assert r.scope_line.startswith("layers 0,2 of the model's 6 only (--layers)")
     model_records = [e.evidence for s in r.statuses.values() for e in s.evidence
