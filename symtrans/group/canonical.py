@@ -468,18 +468,27 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import _load, _timed
+    from symtrans.group.relate import LAZY_VALUES, _load, _timed
     from symtrans.threads import single_threaded
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     c = _Canon(spec, model_blocks(w), tie)
+    # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
+    # table's) and written out once with the weights, not one translated copy per factor
+    c.s.lazy_values = LAZY_VALUES
     phases: dict[str, float] = {}
     out: list[Any] = []
+
+    def weights() -> None:
+        for name in list(c.s.pending):
+            c.s.materialise(name)
+        out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical"))
+
     with single_threaded():
         for name in ("residual", "scalings", "translations", "heads", "units", "unit_scalings", "gauges"):
             _timed(phases, name, getattr(c, name))
-        _timed(phases, "weights", lambda: out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical")))
+        _timed(phases, "weights", weights)
     return Canonical(out[0], c.s.steps, c.amb, phases)
 
 
