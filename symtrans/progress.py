@@ -38,6 +38,7 @@ Examples
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -45,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
 __all__ = ["configure", "enabled", "announce", "finish", "note", "Progress", "track", "tick", "without_progress",
-           "announced"]
+           "progress_line", "announced"]
 
 T = TypeVar("T")
 
@@ -63,6 +64,13 @@ _TIMER: list[threading.Timer] = []
 HEARTBEAT_SECONDS = 2.0
 #: what the heartbeat repeats: the last line's text, when it (or the last beat) was written, when work began
 _BEAT: dict[str, Any] = {"text": None, "written": 0.0, "since": 0.0, "thread": None}
+
+#: How a piped line is written (:func:`_line`) and how the heartbeat repeats one (:func:`_beat`): the one home
+#: of both formats, read back by :func:`progress_line`.
+_STAMPED = "[{clock}] {text}\n"
+_STILL_RUNNING = "{text} (still running, {seconds:.0f} s)"
+_PIPED = re.compile(r"\[\d\d:\d\d:\d\d\] symtrans (?P<command>[^:]+): (?P<what>.*?)"
+                    r"(?: \(still running, (?P<seconds>\d+) s\))?")
 
 
 def configure(*, quiet: bool = False, stream: TextIO | None = None,
@@ -145,7 +153,7 @@ def _line(text: str, *, beat: bool = True) -> None:
             _clear_announce()
             stream.write(text + "\n")
         else:
-            line = f"[{_now()}] {text}\n"
+            line = _STAMPED.format(clock=_now(), text=text)
             with _LOCK:
                 if _TIMER:  # still within the hold after announce()
                     _HELD.append(line)
@@ -191,7 +199,7 @@ def _beat() -> None:
                     _stream().write(f"\r\033[K{text}\u2026 {now - since:.0f} s")
                     _stream().flush()
             else:
-                _line(f"{text} (still running, {now - since:.0f} s)", beat=False)
+                _line(_STILL_RUNNING.format(text=text, seconds=now - since), beat=False)
         except (OSError, ValueError):
             pass
 
@@ -248,7 +256,7 @@ def announce(command: str, what: str = "starting") -> None:
             timer = threading.Timer(HOLD_SECONDS, _release)
             timer.daemon = True
             _TIMER.append(timer)
-            _HELD.append(f"[{_now()}] symtrans {command}: {what}\n")
+            _HELD.append(_STAMPED.format(clock=_now(), text=f"symtrans {command}: {what}"))
         timer.start()
     else:
         _line(f"symtrans {command}: {what}", beat=False)
@@ -304,7 +312,8 @@ class Progress:
 
     ``total`` may be ``None`` when unknown. ``step(label)`` records one
     finished step; ``show(label)`` names the step now running without
-    counting it. ``enabled=False`` silences this bar only.
+    counting it. ``enabled=False`` silences this bar only; ``hush=True`` also silences every bar opened while
+    this one is open (a report's producers, whose forked workers are silent too), whether or not it speaks.
 
     Examples
     --------
@@ -314,13 +323,20 @@ class Progress:
     >>> bar.step("S_H"); bar.close()
     >>> err.getvalue().splitlines()
     ['[08:00:00] symtrans group --certify: 1 S_H', '[08:00:00] symtrans group --certify: done, 1 certificate in 0.0 s']
+    >>> err = io.StringIO(); configure(stream=err, clock=lambda: "08:00:00")
+    >>> with Progress(1, "report", unit="claim", enabled=False, hush=True) as outer:
+    ...     with Progress(2, "group --breaking") as inner:
+    ...         inner.step("L=1")
+    >>> err.getvalue(), inner.active
+    ('', False)
     >>> configure()
     """
 
-    def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True):
-        self.total, self.desc, self.unit = total, desc, unit
+    def __init__(self, total: int | None, desc: str, *, unit: str = "step", enabled: bool = True,
+                 hush: bool = False):
+        self.total, self.desc, self.unit, self.hush = total, desc, unit, hush
         self.count = 0
-        self.active = enabled and globals()["enabled"]()
+        self.active = enabled and globals()["enabled"]() and not any(b.hush for b in _OPEN)
         self._start = time.perf_counter()
         self._bar: Any = None
         self._closed = False
@@ -422,18 +438,51 @@ def tick(label: str = "", n: int = 1) -> None:
         _OPEN[-1].step(label, n)
 
 
-def without_progress(text: str) -> str:
+def progress_line(line: str) -> tuple[str, str, bool] | None:
+    """``(command, text, heartbeat)`` for one line this module writes to a pipe; None for any other line.
+
+    Examples
+    --------
+    >>> progress_line("[09:15:04] symtrans report: starting (still running, 2 s)")
+    ('report', 'starting', True)
+    >>> progress_line("[09:15:04] symtrans report: claims 3/35 thm-4.2")
+    ('report', 'claims 3/35 thm-4.2', False)
+    >>> progress_line("symtrans: error: bad") is None, progress_line("[9:15:04] symtrans report: starting") is None
+    (True, True)
+    """
+    m = _PIPED.fullmatch(line.rstrip("\n"))
+    return None if m is None else (m["command"], m["what"], m["seconds"] is not None)
+
+
+def without_progress(text: str, *, command: str | None = None, what: str | None = None,
+                     heartbeats_only: bool = False) -> str:
     """``text`` (a captured stderr) without the timestamped progress lines, e.g. to find the one error line.
+
+    By default every progress line goes. ``command`` (and ``what``) drop only that command's lines (with that
+    exact text), heartbeats included; ``heartbeats_only`` drops only the "(still running, N s)" repeats.
 
     Examples
     --------
     >>> without_progress("[08:00:00] symtrans measure: starting\\nsymtrans: error: bad\\n")
     'symtrans: error: bad\\n'
+    >>> log = ("[08:00:00] symtrans report: starting\\n[08:00:02] symtrans report: starting (still running, 2 s)\\n"
+    ...        "[08:00:03] symtrans report: loading the model\\n")
+    >>> without_progress(log, command="report", what="starting")
+    '[08:00:03] symtrans report: loading the model\\n'
+    >>> without_progress(log, heartbeats_only=True).count("\\n")
+    2
     """
-    import re
 
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if not re.match(r"^\[\d\d:\d\d:\d\d\] symtrans ", line))
+    def dropped(line: str) -> bool:
+        parsed = progress_line(line)
+        if parsed is None:
+            return False
+        cmd, said, beat = parsed
+        if heartbeats_only:
+            return beat
+        return (command is None or cmd == command) and (what is None or said == what)
+
+    return "".join(line for line in text.splitlines(keepends=True) if not dropped(line))
 
 
 F = TypeVar("F", bound=Callable[..., Any])

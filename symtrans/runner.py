@@ -23,7 +23,9 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -292,6 +294,102 @@ def _memo_key(p: Producer, ctx: Context) -> tuple[Any, ...] | None:
     if ctx.model is not None and not isinstance(ctx.model, str):
         return None
     return (p.claim, p.name, id(p.func), ctx.model, ctx.n, ctx.seed, ctx.dtype, ctx.device, ctx.layers, ctx.eps)
+
+
+# ----------------------------------------------------------------- shared across the processes of a sweep
+#: A private directory (or None) through which the worker processes of one local sweep share the records of
+#: the producers that read no model (:func:`share_model_free`): each is computed by one of them, once per run.
+_SHARED: dict[str, Any] = {"dir": None}
+
+
+def share_model_free(directory: str | os.PathLike[str] | None) -> None:
+    """Share the model-free producers' records with the other processes that name the same ``directory``.
+
+    A sweep's local pool calls it in each worker with a private directory made for that run (and removed
+    after it): of the workers that need a model-free record at the same n, seed, dtype and device, one
+    computes it and the others read it, as the process's own memo would (:func:`run_producer`), instead of
+    each of them computing it. The key names the producer's source, so no record outlives its code.
+    ``None`` stops sharing. Serial runs only (a report's own forked workers share through its pipes).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> share_model_free(tempfile.mkdtemp()); _SHARED["dir"] is not None
+    True
+    >>> share_model_free(None); _SHARED["dir"] is None
+    True
+    """
+    _SHARED["dir"] = None if directory is None else os.fspath(directory)
+
+
+def _shared_slot(p: Producer, ctx: Context) -> str | None:
+    """The path of ``p``'s shared record in this context, or None (not shared, or already in this process)."""
+    import hashlib
+
+    key = _memo_key(p, ctx)
+    if _SHARED["dir"] is None or p.needs_model or key is None or key in _MEMO:
+        return None
+    name = repr((p.claim, p.name, p.source_hash, ctx.n, ctx.seed, ctx.dtype, ctx.device))
+    return os.path.join(_SHARED["dir"], hashlib.sha256(name.encode()).hexdigest())
+
+
+def _shared_get(slot: str) -> list[Evidence] | None:
+    """The records another process wrote to ``slot``, or None when there are none (yet)."""
+    import pickle
+
+    try:
+        with open(slot + ".pkl", "rb") as f:
+            return pickle.load(f)  # noqa: S301 - written by this sweep's own workers into its private directory
+    except FileNotFoundError:
+        return None
+
+
+def _shared_claim(slot: str) -> bool:
+    """Claim ``slot`` for this process (True), or False when another process has claimed it."""
+    try:
+        fd = os.open(slot + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    return True
+
+
+def _shared_put(slot: str, result: list[Evidence] | str) -> None:
+    """Publish this process's records for ``slot`` (atomically); a producer that raised publishes nothing and
+    gives up the claim, so a process waiting for it runs it itself."""
+    import pickle
+
+    if isinstance(result, list):
+        tmp = f"{slot}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(result, f)
+        os.replace(tmp, slot + ".pkl")
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(slot + ".claim")
+
+
+def _shared_wait(slot: str) -> list[Evidence] | None:
+    """Wait for the records of a slot another process claimed; None when that process is gone without them."""
+    import time
+
+    while True:
+        if (got := _shared_get(slot)) is not None:
+            return got
+        try:
+            with open(slot + ".claim") as f:
+                owner = f.read().strip()
+        except FileNotFoundError:  # given up: it raised there
+            return None
+        if owner:
+            try:
+                os.kill(int(owner), 0)
+            except ProcessLookupError:  # killed while it ran the producer
+                return _shared_get(slot)
+            except PermissionError:  # alive, another user's: cannot happen in a private directory, but wait on
+                pass
+        time.sleep(0.05)
 
 
 # ----------------------------------------------------------------- which producers
@@ -588,7 +686,8 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
         except Exception:  # noqa: BLE001 - the producers that need it report the error themselves
             pass
         release_free_memory()  # before forking: the child would start with the dead pages too
-    with Progress(len(tasks), desc, unit=unit, enabled=progress) as bar:
+    # hush: a producer's own bar (group --breaking's Jacobians) stays silent in this process, as in the workers
+    with Progress(len(tasks), desc, unit=unit, enabled=progress, hush=True) as bar:
         proc = None
         counter: Any = _LocalCounter()
         queues = [(units, counter)] + ([(early.units, early.counter)] if early is not None else [])
@@ -630,15 +729,34 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
                         remember(p, ctx, res)
                     finish(i, res)
 
+        # a sweep's workers (serial reports) share the model-free records: one computes each, the others read it
+        shared = _SHARED["dir"] is not None and not parallel and errors == "record"
+        deferred: list[tuple[int, str]] = []  # claimed by another worker: collected once the rest is done
         try:
             for queue, count in queues:
                 while (k := _claim(count, len(queue))) is not None:
                     for i in queue[k]:
+                        p = tasks[i][1]
+                        slot = _shared_slot(p, ctx) if shared else None
+                        if slot is not None and (got := _shared_get(slot)) is not None:
+                            remember(p, ctx, got)
+                            slot = None
+                        elif slot is not None and not _shared_claim(slot):
+                            deferred.append((i, slot))
+                            continue
                         bar.show(name(*tasks[i]))
-                        finish(i, run_one(tasks[i][1], ctx))
+                        res = run_one(p, ctx)
+                        if slot is not None:
+                            _shared_put(slot, res)
+                        finish(i, res)
                         if ctx.numeric:  # a producer's freed temporaries leave the resident set before the next one
                             release_free_memory()
                         drain(block=False)
+            for i, slot in deferred:
+                bar.show(name(*tasks[i]))
+                if (got := _shared_wait(slot)) is not None:
+                    remember(tasks[i][1], ctx, got)
+                finish(i, run_one(tasks[i][1], ctx))
             drain(block=True)
             for i in range(len(tasks)):  # a worker that died: finish what it claimed here
                 if i not in done:

@@ -491,7 +491,7 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
            "report_sha256": hashlib.sha256(written.read_bytes()).hexdigest(),
            "report_identity": report_identity(json.loads(written.read_text(encoding="utf-8"))),
            "seconds": round(time.perf_counter() - start, 3), "report_errors": list(report.errors),
-           "verdicts": report.verdict_counts(), "peak_rss_bytes": _peak_rss(),
+           "verdicts": report.verdict_counts(), "peak_rss_bytes": _peak_rss(), "worker_pid": os.getpid(),
            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     _write_json(folder / MARKER, doc)
     (folder / RUNNING).unlink(missing_ok=True)
@@ -605,8 +605,30 @@ class _Tally:
         self.bar.close()
 
 
+def _local_worker(shared: str) -> None:
+    """The local pool's initializer: a child process (:func:`~symtrans.threads.as_child_process`) that shares
+    the model-free producers' records with the other workers through ``shared``."""
+    from symtrans.runner import share_model_free
+    from symtrans.threads import as_child_process
+
+    as_child_process()
+    share_model_free(shared)
+
+
 def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _Tally) -> list[dict[str, Any]]:
-    """The tasks on a local process pool (``spawn``: a fresh interpreter per worker); a dead worker's tasks retry."""
+    """The tasks on a local process pool (``spawn``: a fresh interpreter per worker); a dead worker's tasks retry.
+
+    The workers compute each model-free producer's records once between them (``symtrans.runner.
+    share_model_free``), through a private temporary directory that lives as long as this call.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="symtrans-sweep-shared-") as shared:  # mode 0700: this user's only
+        return _run_pool(tasks, out, workers, retries, tally, shared)
+
+
+def _run_pool(tasks: list[Task], out: str, workers: int, retries: int, tally: _Tally,
+              shared: str) -> list[dict[str, Any]]:
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
@@ -615,10 +637,8 @@ def _run_local(tasks: list[Task], out: str, workers: int, retries: int, tally: _
     lost: dict[str, int] = {}
     todo = list(tasks)
     while todo:
-        from symtrans.threads import as_child_process
-
         pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=as_child_process)  # workers exit with this process, signals are ours
+                                   initializer=_local_worker, initargs=(shared,))  # exit with us, signals are ours
         futures = {pool.submit(run_task, t, out): t for t in todo}
         todo = []
         tally.submitted(list(futures.values()))

@@ -138,7 +138,7 @@ def as_child_process() -> None:
     stops its workers, no worker prints a traceback), SIGTERM has its default
     action, and on Linux the kernel kills the worker when its parent exits
     (``PR_SET_PDEATHSIG``), however the parent ends (even ``kill -9``).
-    Also the initializer of the sweep's local pool (module-level: picklable).
+    Also called by the initializer of the sweep's local pool (module-level: picklable).
 
     Examples
     --------

@@ -1,11 +1,11 @@
 """Reports on large checkpoints: streamed weights give the in-memory verdicts; ``--layers`` states and caps its scope."""
 
-import re
 import subprocess
 import sys
 
 import pytest
 
+from symtrans import progress
 from symtrans.context import Context
 
 from symtrans.evidence import Evidence, Scope, Verdict
@@ -153,18 +153,11 @@ def test_bad_layers_refused_in_one_line_before_any_load(tmp_path, value, message
     assert not (tmp_path / "r").exists()  # nothing ran, nothing written
 
 
-#: the lines a piped ``symtrans report`` may print before a refusal, as symtrans.progress writes them: the
-#: command's "starting" line (``announce``, printed once progress.HOLD_SECONDS has passed) and, under load, its
-#: heartbeat (``_beat``: the same text plus " (still running, N s)" after progress.HEARTBEAT_SECONDS of silence)
-_REPORT_PROGRESS = re.compile(r"\[\d\d:\d\d:\d\d\] symtrans report: starting( \(still running, \d+ s\))?")
-
-
 def _report_progress_line(line: str) -> bool:
-    """True for the report command's own "starting" or heartbeat line (progress.announce / progress._beat).
-
-    The false cases: an error line, another command's line, or other text after "starting" are not skipped.
-    """
-    return _REPORT_PROGRESS.fullmatch(line) is not None
+    """True for the report command's own "starting" line or its heartbeat, the lines a piped ``symtrans report``
+    may print before a refusal (progress.announce, then progress._beat under load); read by symtrans.progress,
+    the one home of their format. Another command's line, a later step or an error line is not skipped."""
+    return not progress.without_progress(line + "\n", command="report", what="starting")
 
 
 def test_only_the_reports_own_progress_lines_are_skipped():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -115,6 +116,7 @@ def test_a_finished_task_records_its_peak_memory(zoo: dict[str, Any]) -> None:
     out = zoo["root"] / "peak"
     (task,) = plan([zoo["enc"]], ns=[N], seeds=[0], out=out, device="cpu")
     rec = run_task(task, out)
+    assert rec["worker_pid"] == os.getpid()  # run here; the pool's records name their workers (bench_sweep --local)
     # a process-wide maximum (ru_maxrss) would be at least before + 1 GiB; a tiny model's report adds far less
     assert 0 < rec["peak_rss_bytes"] < before + (1 << 29), (rec["peak_rss_bytes"], before)
 
@@ -374,3 +376,108 @@ def test_ctrl_c_stops_the_local_pool_and_leaves_the_run_to_redo(zoo: dict[str, A
     assert multiprocessing.active_children() == []
     assert not (out / "tasks" / tasks[0].folder / MARKER).exists()
     assert pending(tasks, out) == tasks
+
+
+# --- the model-free records, shared by a local pool's workers ------------------------------------------------
+
+def _free_task() -> tuple[str, Any]:
+    from symtrans.runner import producers_for
+
+    (p,) = [p for p in producers_for("prop-5.1") if p.name == "prop51-witness"]
+    assert not p.needs_model
+    return ("prop-5.1", p)
+
+
+def _fresh_ctx() -> Any:
+    from symtrans.context import Context
+
+    return Context(model=None, n=N, seed=0, reuse=True)
+
+
+@pytest.fixture()
+def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Sharing on, through ``tmp_path``, with this process's memo emptied (as a fresh worker's)."""
+    from symtrans import runner
+
+    monkeypatch.setattr(runner, "_MEMO", {})
+    runner.share_model_free(tmp_path)
+    yield tmp_path
+    runner.share_model_free(None)
+
+
+def _planted(slot: str) -> list[Any]:
+    from symtrans.evidence import Evidence, Verdict
+
+    return [Evidence(claim="prop-5.1", producer="prop51-witness", kind="symbolic", verdict=Verdict.SUPPORTED,
+                     summary="written by the other worker")]
+
+
+def test_a_record_another_worker_published_is_read_not_recomputed(shared: Path) -> None:
+    from symtrans import runner
+
+    task = _free_task()
+    slot = runner._shared_slot(task[1], _fresh_ctx())
+    assert slot is not None and runner._shared_claim(slot)
+    runner._shared_put(slot, _planted(slot))
+    (res,) = runner.run_tasks([task], _fresh_ctx(), parallel=False)
+    assert [e.summary for e in res] == ["written by the other worker"]
+    runner.share_model_free(None)  # the false case: not sharing, the producer runs here
+    runner._MEMO.clear()
+    (own,) = runner.run_tasks([task], _fresh_ctx(), parallel=False)
+    assert own and all(e.summary != "written by the other worker" for e in own)
+
+
+def test_a_claimed_record_is_waited_for_and_a_dead_claimers_is_run_here(shared: Path) -> None:
+    import multiprocessing
+    import threading
+
+    from symtrans import runner
+
+    task = _free_task()
+    slot = runner._shared_slot(task[1], _fresh_ctx())
+    assert slot is not None
+    with open(slot + ".claim", "w") as f:  # a live worker (this process) has it
+        f.write(str(os.getpid()))
+    timer = threading.Timer(0.5, runner._shared_put, (slot, _planted(slot)))
+    timer.start()
+    (res,) = runner.run_tasks([task], _fresh_ctx(), parallel=False)
+    timer.join()
+    assert [e.summary for e in res] == ["written by the other worker"]  # waited for, not computed here
+    runner._MEMO.clear()
+    os.unlink(slot + ".pkl")
+    dead = multiprocessing.get_context("spawn").Process(target=int)
+    dead.start(), dead.join()
+    with open(slot + ".claim", "w") as f:  # its worker was killed before it wrote anything
+        f.write(str(dead.pid))
+    (own,) = runner.run_tasks([task], _fresh_ctx(), parallel=False)
+    assert own and all(e.summary != "written by the other worker" for e in own)
+
+
+def test_a_producer_that_raised_gives_up_its_claim(shared: Path) -> None:
+    from symtrans import runner
+
+    slot = runner._shared_slot(_free_task()[1], _fresh_ctx())
+    assert slot is not None and runner._shared_claim(slot) and not runner._shared_claim(slot)
+    runner._shared_put(slot, "ValueError: boom")
+    assert runner._shared_wait(slot) is None  # a waiter runs it itself
+    assert runner._shared_claim(slot)
+
+
+@pytest.mark.slow
+def test_two_local_workers_compute_each_model_free_record_once(zoo: dict[str, Any]) -> None:
+    """Two checkpoints on two workers: both reports hold the same model-free records (one computed them), and
+    the verdicts are those of the in-process runs."""
+    out = zoo["root"] / "two-workers"
+    tasks = plan([zoo["enc"], zoo["dec"]], ns=[N], seeds=[0], out=out, device="cpu")
+    result = run_sweep(tasks, out, engine="local", workers=2, progress=False)
+    assert result.ok, result.failed
+    markers = [json.loads((out / "tasks" / t.folder / MARKER).read_text()) for t in tasks]
+    assert len({m["worker_pid"] for m in markers}) == 2  # each ran on its own worker
+    assert [m["verdicts"] for m in markers] == [r["verdicts"] for r in zoo["records"]]
+
+    def free(doc: dict[str, Any]) -> dict[tuple[str, str], tuple[str, str]]:
+        return {(c["id"], e["producer"]): (e["timestamp"], e["verdict"]) for c in doc["claims"]
+                for e in c["evidence"] if e["context"] and e["context"]["weights_hash"] is None}  # read no model
+
+    a, b = (free(_report_json(out, t)) for t in tasks)
+    assert a and a == b  # the same records, down to when they ran: computed once, in one of the workers

@@ -243,7 +243,9 @@ def _timed_stderr(*argv: str) -> tuple[float, list[tuple[float, str]], subproces
 def _steps(lines: list[tuple[float, str]]) -> list[str]:
     """The progress lines that are not heartbeats: on a loaded machine a step may outlast the heartbeat, and its
     "(still running, N s)" line then comes before the next step's line (the gaps are checked on all lines)."""
-    return [t for _, t in lines if "(still running, " not in t]
+    from symtrans.progress import without_progress
+
+    return [t for _, t in lines if without_progress(t, heartbeats_only=True)]
 
 
 @pytest.mark.parametrize("argv", [("group", "--arch", "bert-base", "--complete", "--layers", "1"),
@@ -325,6 +327,35 @@ def test_no_heartbeat_for_a_silent_bar_after_a_speaking_inner_one_closes():
         progress.HEARTBEAT_SECONDS = old
         progress.configure()
     assert not [x for x in err.getvalue().splitlines() if "outer" in x], err.getvalue()
+
+
+def test_a_producers_own_bar_is_silent_inside_the_runner():
+    """framework-9's ablations open a "group --breaking" bar; run by the report's runner in this process, it
+    must print nothing (its forked workers are silent), with or without the report's own progress."""
+    import io
+
+    from symtrans import progress
+    from symtrans.context import Context
+    from symtrans.numeric import load_model
+    from symtrans.runner import producers_for, run_tasks
+
+    w = load_model("default")
+    (prod,) = [p for p in producers_for("framework-9") if p.name == "ablation-stabilisers"]
+    err = io.StringIO()
+    progress.configure(stream=err, clock=lambda: "12:00:00")
+    try:  # a seed each: the measurements are memoised per seed, and a memoised one opens no bar
+        prod.func(Context(model="default", n=8, seed=101).preload(w))  # the false case: run alone, its bar speaks
+        alone = err.getvalue()
+        for seed, shown in ((102, False), (103, True)):
+            err.seek(0), err.truncate()
+            run_tasks([("framework-9", prod)], Context(model="default", n=8, seed=seed).preload(w),
+                      progress=shown, parallel=False)
+            lines = err.getvalue().splitlines()
+            assert not [x for x in lines if "group --breaking" in x], lines
+            assert bool(lines) == shown  # the runner's own bar still speaks when asked to
+    finally:
+        progress.configure()
+    assert "symtrans group --breaking: " in alone, alone
 
 
 def test_progress_on_a_terminal_is_a_bar():
