@@ -412,7 +412,7 @@ class _Solver:
         out = block
         for g in gains:
             u = (1 / g).reshape(-1, 1)
-            out = out - u @ ((u.T @ out) / float((u * u).sum()))
+            out = _torch().addmm(out, u, (u.T @ out) / float((u * u).sum()), alpha=-1)  # one pass, one buffer
         if self.tags_on(tensor, "translate_ones"):
             out = out - out.mean(1, keepdim=True)
         self._invariants[key] = (block, gains, out)
@@ -434,7 +434,7 @@ class _Solver:
         out = torch.stack(blocks)
         for g in gains:
             u = (1 / g).reshape(-1, 1)
-            out = out - u @ ((u.T @ out) / float((u * u).sum()))
+            out = _torch().baddbmm(out, u.expand(out.shape[0], -1, -1), (u.T @ out) / float((u * u).sum()), alpha=-1)
         if self.tags_on(tensor, "translate_ones"):
             out = out - out.mean(-1, keepdim=True)
         self._invariants[key] = (blocks, gains, out)
@@ -951,6 +951,7 @@ class _Solver:
         >>> s._match_parts([W, O], [W2, O[p]], 1e-6)
         (None, inf)
         """
+        torch = _torch()
         R = self._window_dirs(sum(x.shape[0] for x in A[:-1]) + A[-1].shape[1], A[-1].dtype)
 
         def proj(parts: list[Any]) -> Any:  # (8 x keys): the keys' projections, part by part
@@ -966,7 +967,11 @@ class _Solver:
         perm = self._window(proj(A).contiguous(), proj(B).contiguous(), tol * scale)
         if perm is None:
             return None, math.inf
-        d2 = sum((y - x[:, perm]).pow_(2).sum(0) for x, y in zip(A[:-1], B[:-1])) + (B[-1] - A[-1][perm]).pow_(2).sum(1)
+        from symtrans.group.elements import _take_columns
+
+        p = torch.tensor(perm)  # the matched pairs' squared distances, part by part, each in one buffer
+        d2 = sum(_take_columns(x, p).sub_(y).pow_(2).sum(0) for x, y in zip(A[:-1], B[:-1])) \
+            + A[-1][p].sub_(B[-1]).pow_(2).sum(1)
         dist = float(d2.max()) ** 0.5 / scale
         return (perm, dist) if dist <= tol else (None, math.inf)
 
