@@ -520,8 +520,12 @@ class _Solver:
             return
         base = self.cur[name]
         out = base.new_empty(base.shape)
-        for i, x in self.chunks(name):
-            out[i:i + x.shape[0]] = x
+        adds = [(*ROW_WISE[t.how], element[t.component]) for _, tags, element, _ in self.pending[name] for t in tags]
+        for i in range(0, base.shape[0], _CHUNK_ROWS):  # :meth:`chunks`' sums, written into the new table in place
+            o = out[i:i + _CHUNK_ROWS]
+            o.copy_(base[i:i + _CHUNK_ROWS])
+            for per_row, sign, g in adds:
+                o.add_(sign * (g[i:i + o.shape[0]] if per_row else g))
         self.cur = {**self.cur, name: out}
         del self.pending[name]
 
