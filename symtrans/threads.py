@@ -12,6 +12,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -179,15 +180,25 @@ def release_free_memory() -> bool:
     >>> release_free_memory() in (True, False)
     True
     """
-    import ctypes
-    import ctypes.util
     import sys
 
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-        return True
-    except (OSError, AttributeError):  # musl and other libcs have no malloc_trim
+    trim = _malloc_trim()
+    if trim is None:
         return False
+    trim(0)
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, looked up once per process (``find_library`` runs ``ldconfig``: ~6 ms a call),
+    or None (musl and other libcs have none)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None

@@ -80,3 +80,37 @@ def test_loading_a_gemma_checkpoint_does_not_import_dynamo(tmp_path):
     assert out.stdout.split()[2:] == ["False", "False"], out.stdout + out.stderr[-2000:]
     assert float(out.stdout.split()[0]) != 0  # the gain offset path (Gemma's 1 + w) was taken
     assert out.stdout.split()[1] == "True"  # grouped-query attention: the count indexes shared heads
+
+
+def test_decoder_sweep_variants_stepped_together_equal_one_at_a_time():
+    """run_stacks (the depth sweep's lockstep: one weight read per step for every variant) gives run_stack's
+    states bit for bit, for every decoder form the variants distinguish; batched attention is per sequence."""
+    from symtrans.numeric import encode
+    from symtrans.numeric.fixtures import tiny_decoder
+    from symtrans.numeric.forward import attention, structure
+    from symtrans.numeric.variants import run_stack, run_stacks
+    from symtrans.producers.sec5 import VARIANTS
+    from symtrans.threads import single_threaded
+
+    with single_threaded():
+        # GQA (llama), post-norms and (1 + w) gains (gemma3), parallel residual (gpt_neox), full-width QK-norm
+        # and no pre-norms (olmo2), soft-capping (gemma2)
+        for family in ("llama", "gemma3", "gpt_neox", "olmo2", "gemma2"):
+            w = tiny_decoder(family)
+            X = encode(w, n=7, seed=0).embeddings
+            depth = 2 * w.n_layers + 1  # cycles through the layers
+            together = run_stacks(w, X, dict(VARIANTS), depth=depth)
+            for name, (variant, ln) in VARIANTS.items():
+                alone = run_stack(w, X, variant, depth=depth, ln=ln)
+                assert len(together[name]) == len(alone) == depth + 1
+                for k, (a, b) in enumerate(zip(together[name], alone)):
+                    assert torch.equal(a, b), (family, name, k)
+            st = structure(w).at(0)
+            lay = w.layer(0, shared_kv=True)
+            batch = attention(torch.stack([X, 2 * X]), lay, st)
+            for j, Xj in enumerate((X, 2 * X)):
+                for a, b in zip(batch, attention(Xj, lay, st)):
+                    assert torch.equal(a[j], b), family
+            # the comparison can fail: another input gives other states
+            assert not torch.equal(run_stacks(w, X + 1e-9, {"f": ("full", True)}, depth=1)["f"][1],
+                                   together["full-block"][1])

@@ -375,17 +375,18 @@ def fibre_wo_numeric(weights: Any, layer: int, n: int) -> dict[str, Any]:
     """
     import torch
 
-    from symtrans.numeric.linalg import numerical_rank
+    from symtrans.numeric.linalg import rank_from_singular_values, svdvals
 
     W = weights.W_O[layer].to(torch.float64)
     stacked = W.reshape(-1, W.shape[-1])
-    rec = numerical_rank(stacked)
-    s = torch.linalg.svdvals(stacked)
+    s = svdvals(stacked)  # one SVD for the rank and the condition number
+    rec = rank_from_singular_values(s, tuple(stacked.shape), stacked.dtype)
     cond = float(s[0] / s[-1]) if float(s[-1]) > 0 else float("inf")
     return {"fibre": n * (stacked.shape[0] - rec.rank), "rank": rec.to_dict(), "condition_number": cond}
 
 
-def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0) -> dict[str, Any]:
+def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0,
+                            wo: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fibre of ``Y -> N(X + sum_h Y^h W_O^h + b_O)`` at the real per-head outputs: domain - Jacobian rank.
 
     ``N`` is the norm the FFN reads through: LN1 after the attention sum
@@ -396,7 +397,9 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
     token, each from autograd; the singular values of the whole are the union.
     Two cuts are reported: float64's conventional cut (``max(m, n) eps``), at
     which LN's eps-scaled radial directions already look flat, and ``10 eps``,
-    which separates them from the exact kernel (rounding level).
+    which separates them from the exact kernel (rounding level). ``wo``: :func:`fibre_wo_numeric`'s record of
+    the same layer of the same (float64) weights where the caller has it (its rank does not depend on ``n``;
+    otherwise it is computed here).
 
     Examples
     --------
@@ -441,7 +444,8 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0)
         "the row directions that LN scales by ~eps_LN/var sit above it"))
     z = t.pre_ln1
     var = ((z - z.mean(-1, keepdim=True)) ** 2).mean(-1) if w.arch.norm == "layernorm" else (z ** 2).mean(-1)
-    wo = fibre_wo_numeric(w, layer, n)
+    if wo is None:
+        wo = fibre_wo_numeric(w, layer, n)
     return {"fibre": domain - separating.rank, "expected": fibre_formula("ffn-input", w.arch, n=n)["value"],
             "rank": separating.to_dict(),
             "numerically_flat_fibre": domain - conventional.rank,

@@ -403,6 +403,13 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     rotary positions ``0..n-1`` and grouped-query key/value sharing apply;
     without it the layer is a bidirectional encoder's.
 
+    ``X`` may also be a batch ``[B, n, d]`` of sequences, each attended to on
+    its own (``A``, ``Y``, ``YO`` then lead with ``B``): the projections are
+    one GEMM per head over the rows of every sequence (each weight matrix read
+    once for the batch), whose rows are those of one sequence at a time
+    wherever the BLAS computes a row of a product independently of the rows
+    stacked with it (MKL does: bit-equal, tests/test_report_perf.py).
+
     Examples
     --------
     >>> w = load_model("default")
@@ -410,26 +417,38 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     >>> A, Y, YO = attention(X, w.layer(0))
     >>> tuple(A.shape), tuple(YO.shape)
     ((12, 6, 6), (12, 6, 384))
+    >>> import torch
+    >>> Ab, _, YOb = attention(torch.stack([X, 2 * X]), w.layer(0))
+    >>> tuple(YOb.shape), bool(torch.allclose(YOb[0], YO, rtol=0, atol=1e-12))
+    ((2, 12, 6, 384), True)
     """
     import torch
 
     if st is not None and st.per_layer:
         raise SymtransError("this model's layers differ (rotary base, window): resolve the structure of the layer "
                             "first (Structure.at(i))")
+    if X.ndim not in (2, 3):
+        raise SymtransError(f"attention reads X of shape [n, d] or [B, n, d], got {tuple(X.shape)}")
+    batch = X.shape[0] if X.ndim == 3 else None
+    rows = X.reshape(-1, X.shape[-1]) if batch is not None else X
+
+    def heads(P: Any) -> Any:  # [H, B n, w] -> [B, H, n, w] (a batch); [H, n, w] as it is
+        return P if batch is None else P.reshape(P.shape[0], batch, -1, P.shape[-1]).transpose(0, 1)
+
     # X @ W: one GEMM per head on the stored [H, d, d_k] blocks; einsum("nd,hdk->hnk") re-laid out W on every
     # call (2.5x slower at n = 128, 6x at n = 32, measured) for the same values (bit-equal: tests/test_report_perf.py)
-    q = X @ layer["W_Q"] + layer["b_Q"][:, None, :]
-    k = X @ layer["W_K"] + layer["b_K"][:, None, :]
-    v = X @ layer["W_V"] + layer["b_V"][:, None, :]
-    H, n = q.shape[0], q.shape[1]
+    q = heads(rows @ layer["W_Q"] + layer["b_Q"][:, None, :])
+    k = heads(rows @ layer["W_K"] + layer["b_K"][:, None, :])
+    v = heads(rows @ layer["W_V"] + layer["b_V"][:, None, :])
+    H, n = q.shape[-3], q.shape[-2]
     if st is not None and st.qk_norm_full:  # OLMo 2: over all heads' entries at once, before the rotation
         q, k = _full_norm(q, layer["q_norm_full_w"], st), _full_norm(k, layer["k_norm_full_w"], st)
     elif st is not None and st.qk_norm:  # before the rotation, per head, over the head's d_k entries
         q = norm(q, layer["q_norm_w"], None, st)
         k = norm(k, layer["k_norm_w"], None, st)
-    if k.shape[0] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
-        idx = kv_index(H, k.shape[0], q.device)
-        k, v = k[idx], v[idx]
+    if k.shape[-3] != H:  # grouped-query attention: each key/value head serves H / H_kv query heads
+        idx = kv_index(H, k.shape[-3], q.device)
+        k, v = k.index_select(-3, idx), v.index_select(-3, idx)
     if st is not None and st.rope_theta and st.rotary_dim is not None:  # GPT-NeoX: the first rotary_dim only
         r = st.rotary_dim
         cos, sin = rope_tables(n, r, st.rope_theta, q.dtype, q.device, st.float32_internals)
@@ -455,7 +474,10 @@ def attention(X: Any, layer: dict[str, Any], st: Structure | None = None) -> tup
     else:
         A = torch.softmax(scores, dim=-1)
     Y = A @ v
-    YO = Y @ layer["W_O"]
+    if batch is None:
+        YO = Y @ layer["W_O"]
+    else:  # one GEMM per head over every sequence's rows, as the projections
+        YO = heads(Y.transpose(0, 1).reshape(H, -1, Y.shape[-1]) @ layer["W_O"])
     return A, Y, YO
 
 
@@ -499,17 +521,17 @@ def ffn(Z: Any, layer: dict[str, Any], activation: str) -> Any:
 
 
 def _full_norm(z: Any, gain: Any, st: Structure) -> Any:
-    """RMSNorm of each token's entries over every head (``z``: ``[heads, n, d_k]``; ``gain``: ``[g, d_k]``).
+    """RMSNorm of each token's entries over every head (``z``: ``[..., heads, n, d_k]``; ``gain``: ``[g, d_k]``).
 
     Key/value heads repeated for their query heads (``weights.layer``) have
     the stored heads' mean square (each is repeated equally), and the gain is
     repeated the same way.
     """
-    heads, n, dk = z.shape
-    flat = z.permute(1, 0, 2).reshape(n, heads * dk)
+    heads, n, dk = z.shape[-3:]
+    flat = z.movedim(-3, -2).reshape(*z.shape[:-3], n, heads * dk)  # [..., n, heads d_k]
     if gain.shape[0] != heads:
         gain = gain[kv_index(heads, gain.shape[0], gain.device)]
-    return norm(flat, gain.reshape(-1), None, st).reshape(n, heads, dk).permute(1, 0, 2)
+    return norm(flat, gain.reshape(-1), None, st).reshape(*z.shape[:-3], n, heads, dk).movedim(-2, -3)
 
 
 def decoder_layer(X: Any, layer: dict[str, Any], st: Structure) -> LayerTrace:

@@ -59,7 +59,7 @@ from symtrans.numeric.forward import (Structure, attention, encode, encoder_laye
                                       norm, structure)
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
-__all__ = ["pure_attention", "attention_residual", "attention_mlp", "full_block", "run_stack",
+__all__ = ["pure_attention", "attention_residual", "attention_mlp", "full_block", "run_stack", "run_stacks",
            "VARIANTS", "variant_function", "default_ln"]
 
 
@@ -72,21 +72,48 @@ def _pre_norm(Z: Any, layer: dict[str, Any], which: str, st: Structure) -> Any:
     return norm(Z, layer[f"{which}_w"], layer[f"{which}_b"], st) if st.pre_norms else Z
 
 
-def _mha(X: Any, layer: dict[str, Any], residual: bool, st: Structure | None = None, ln: bool = False) -> Any:
-    """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order the forward uses (pre-LN: of ``N1(X)``)."""
-    inp = _pre_norm(X, layer, "ln1", st) if st is not None and _pre(st, ln) else X
-    mha = attention(inp, layer, st)[2].sum(0)
+def _attention_input(X: Any, layer: dict[str, Any], st: Structure | None, ln: bool) -> Any:
+    """What the variant's attention reads: ``N1(X)`` for a pre-LN model with ``ln``, else ``X``."""
+    return _pre_norm(X, layer, "ln1", st) if st is not None and _pre(st, ln) else X
+
+
+def _mha(X: Any, layer: dict[str, Any], residual: bool, st: Structure | None = None, ln: bool = False,
+         mha: Any = None) -> Any:
+    """``[X +] sum_h Y^h W_O^h + b_O``, summed in the order the forward uses (pre-LN: of ``N1(X)``).
+
+    ``mha`` (``sum_h Y^h W_O^h`` of :func:`_attention_input`) when already computed (:func:`run_stacks`).
+    """
+    if mha is None:
+        mha = attention(_attention_input(X, layer, st, ln), layer, st)[2].sum(0)
     if _pre(st, ln) and st is not None and st.post_norms:  # Gemma 3: the post-norm is part of the sub-block
         mha = norm(mha + layer["b_O"], layer["ln1_post_w"], None, st)
         return (X + mha) if residual else mha
     return (X + mha + layer["b_O"]) if residual else mha + layer["b_O"]
 
 
-def _ffn(Z: Any, layer: dict[str, Any], activation: str, st: Structure | None = None, ln: bool = False) -> Any:
-    out = ffn(Z, layer, activation)
+def _ffn_post(out: Any, layer: dict[str, Any], st: Structure | None, ln: bool) -> Any:
+    """The FFN sub-block's post-norm where the model has one (Gemma 3, with ``ln``), else ``out`` itself."""
     if _pre(st, ln) and st is not None and st.post_norms:
-        out = norm(out, layer["ln2_post_w"], None, st)
+        return norm(out, layer["ln2_post_w"], None, st)
     return out
+
+
+def _parts(variant: str, X: Any, layer: dict[str, Any], eps: float, ln: bool, st: Structure | None,
+           mha: Any = None) -> tuple[Any, Callable[[Any], Any]]:
+    """One step of ``variant`` in two parts: the FFN's input (None: no FFN), and what makes the next state of
+    the FFN's output (post-norm included; None where there is no FFN). ``mha`` as :func:`_mha` takes it."""
+    Z = _mha(X, layer, residual=variant in ("residual", "full"), st=st, ln=ln, mha=mha)
+    if variant in ("pure-attention", "residual"):
+        return None, lambda _: Z if _pre(st, ln) or not ln else layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
+    inp, finish = (_mlp_plan if variant == "mlp" else _full_plan)(X, Z, layer, eps, ln, st)
+    return inp, lambda f: finish(_ffn_post(f, layer, st if _pre(st, ln) else None, ln))
+
+
+def _one_step(variant: str, X: Any, layer: dict[str, Any], eps: float, activation: str, ln: bool,
+              st: Structure | None) -> Any:
+    """The next state of one variant (the definition :func:`run_stacks` steps several of at once)."""
+    inp, finish = _parts(variant, X, layer, eps, ln, st)
+    return finish(None if inp is None else ffn(inp, layer, activation))
 
 
 def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False,
@@ -101,10 +128,7 @@ def pure_attention(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: boo
     >>> bool((Z - (encode(w, n=5, seed=0).layers[0].mha + w.layer(0)["b_O"])).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=False, st=st, ln=ln)
-    if _pre(st, ln) or not ln:
-        return Z
-    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
+    return _one_step("pure-attention", X, layer, eps, "gelu", ln, st)
 
 
 def attention_residual(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln: bool = False,
@@ -119,10 +143,7 @@ def attention_residual(X: Any, layer: dict[str, Any], eps: float = 1e-12, *, ln:
     ...       - tr.layers[0].X1).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=True, st=st, ln=ln)
-    if _pre(st, ln) or not ln:
-        return Z
-    return layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
+    return _one_step("residual", X, layer, eps, "gelu", ln, st)
 
 
 def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: str = "gelu", *,
@@ -136,14 +157,20 @@ def attention_mlp(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation:
     >>> tuple(attention_mlp(X, w.layer(0), ln=True).shape)
     (5, 384)
     """
-    Z = _mha(X, layer, residual=False, st=st, ln=ln)
-    if _pre(st, ln):  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input, beside attention
-        return (Z + _ffn(_pre_norm(X, layer, "ln2", st), layer, activation, st, ln) if st.parallel_residual
-                else _ffn(_pre_norm(Z, layer, "ln2", st), layer, activation, st, ln))
+    return _one_step("mlp", X, layer, eps, activation, ln, st)
+
+
+def _mlp_plan(X: Any, Z: Any, layer: dict[str, Any], eps: float, ln: bool,
+              st: Structure | None) -> tuple[Any, Callable[[Any], Any]]:
+    """:func:`attention_mlp` after attention (``Z``): the FFN's input, and what makes the output of its FFN."""
+    if _pre(st, ln) and st is not None:  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input
+        if st.parallel_residual:
+            return _pre_norm(X, layer, "ln2", st), lambda f: Z + f
+        return _pre_norm(Z, layer, "ln2", st), lambda f: f
     if ln:
-        Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
-    out = _ffn(Z, layer, activation)
-    return layer_norm(out, layer["ln2_w"], layer["ln2_b"], eps) if ln else out
+        return (layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps),
+                lambda f: layer_norm(f, layer["ln2_w"], layer["ln2_b"], eps))
+    return Z, lambda f: f
 
 
 def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: str = "gelu", *,
@@ -157,13 +184,18 @@ def full_block(X: Any, layer: dict[str, Any], eps: float = 1e-12, activation: st
     >>> bool((full_block(tr.embeddings, w.layer(0), w.arch.ln_eps) - tr.layers[0].out).abs().max() == 0)
     True
     """
-    Z = _mha(X, layer, residual=True, st=st, ln=ln)
-    if _pre(st, ln):  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input, not of Z
-        return Z + _ffn(_pre_norm(X if st.parallel_residual else Z, layer, "ln2", st), layer, activation, st, ln)
+    return _one_step("full", X, layer, eps, activation, ln, st)
+
+
+def _full_plan(X: Any, Z: Any, layer: dict[str, Any], eps: float, ln: bool,
+               st: Structure | None) -> tuple[Any, Callable[[Any], Any]]:
+    """:func:`full_block` after attention (``Z``): the FFN's input, and what makes the output of its FFN."""
+    if _pre(st, ln) and st is not None:  # parallel residual (GPT-NeoX): the MLP reads N2 of the layer input
+        return _pre_norm(X if st.parallel_residual else Z, layer, "ln2", st), lambda f: Z + f
     if ln:
-        Z = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
-    out = Z + _ffn(Z, layer, activation)
-    return layer_norm(out, layer["ln2_w"], layer["ln2_b"], eps) if ln else out
+        Z1 = layer_norm(Z, layer["ln1_w"], layer["ln1_b"], eps)
+        return Z1, lambda f: layer_norm(Z1 + f, layer["ln2_w"], layer["ln2_b"], eps)
+    return Z, lambda f: Z + f
 
 
 #: variant name -> (function, takes an activation, default ``ln``)
@@ -246,12 +278,7 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
     def step_at(i: int) -> Any:  # each layer's own structure (Gemma 3: its rotary base and window)
         return variant_function(variant, weights.arch.ln_eps, weights.arch.activation, ln,
                                 st=st.at(i) if st.form == "pre-ln" else None)
-    L = weights.n_layers
-    depth = L if depth is None else int(depth)
-    if depth < 1:
-        raise SymtransError(f"depth must be at least 1, got {depth}")
-    if layer_index is not None and not 0 <= layer_index < L:
-        raise SymtransError(f"layer {layer_index} out of range: the model has {L} layers")
+    L, depth = weights.n_layers, _depth(weights, depth, layer_index)
     states = [X]
     cached: dict[int, Any] = {}
     with torch.no_grad():
@@ -262,4 +289,69 @@ def run_stack(weights: Any, X: Any, variant: str = "full", depth: int | None = N
                 cached[i] = (weights.layer(i, shared_kv=True), step_at(i))
             layer, step = cached[i]
             states.append(step(states[-1], layer))
+    return states
+
+
+def _depth(weights: Any, depth: int | None, layer_index: int | None) -> int:
+    """The number of steps of a stack (default: one per layer), ``layer_index`` checked against the model."""
+    L = weights.n_layers
+    depth = L if depth is None else int(depth)
+    if depth < 1:
+        raise SymtransError(f"depth must be at least 1, got {depth}")
+    if layer_index is not None and not 0 <= layer_index < L:
+        raise SymtransError(f"layer {layer_index} out of range: the model has {L} layers")
+    return depth
+
+
+def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]], depth: int | None = None,
+               layer_index: int | None = None) -> dict[str, list[Any]]:
+    """Several variants applied ``depth`` times from ``X``, stepped together: name -> :func:`run_stack`'s states.
+
+    ``variants`` maps a name to ``(variant, ln)`` (``ln=None``: the variant's
+    default); ``depth`` and ``layer_index`` are :func:`run_stack`'s. At each
+    step every variant applies the same layer, so its weights are read once
+    for all of them: the attention of every variant is one
+    :func:`~symtrans.numeric.forward.attention` call on the stacked inputs,
+    the FFN of every variant that has one is one
+    :func:`~symtrans.numeric.forward.ffn` call. The maps are the variants' own
+    (the one definition :func:`run_stack` applies), so the states equal
+    :func:`run_stack`'s bit for bit wherever the BLAS computes each row of a
+    product independently of the rows stacked with it (MKL does; another BLAS
+    may differ at rounding level).
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> d = tiny_decoder("llama")
+    >>> X = encode(d, n=5).embeddings
+    >>> both = run_stacks(d, X, {"a": ("residual", True), "b": ("mlp", False)}, depth=3)
+    >>> [bool((both[k][-1] == run_stack(d, X, v, depth=3, ln=ln)[-1]).all())
+    ...  for k, (v, ln) in (("a", ("residual", True)), ("b", ("mlp", False)))]
+    [True, True]
+    """
+    import torch
+
+    st = structure(weights)
+    eps, activation = weights.arch.ln_eps, weights.arch.activation
+    specs = {name: (_check(v), default_ln(v) if ln is None else bool(ln)) for name, (v, ln) in variants.items()}
+    L, depth = weights.n_layers, _depth(weights, depth, layer_index)
+    states = {name: [X] for name in specs}
+    cached: dict[int, Any] = {}
+    with torch.no_grad():
+        for k in range(depth):
+            i = layer_index if layer_index is not None else k % L
+            if i not in cached:  # a streamed model loads each layer once, keeps one at a time
+                cached.clear()
+                cached[i] = (weights.layer(i, shared_kv=True), st.at(i) if st.form == "pre-ln" else None)
+            layer, sti = cached[i]
+            cur = {name: states[name][-1] for name in specs}
+            YO = attention(torch.stack([_attention_input(cur[name], layer, sti, ln) for name, (_, ln) in specs.items()]),
+                           layer, sti)[2]  # [V, H, n, d]
+            parts = {name: _parts(v, cur[name], layer, eps, ln, sti, mha=YO[j].sum(0))
+                     for j, (name, (v, ln)) in enumerate(specs.items())}
+            fed = [name for name in specs if parts[name][0] is not None]
+            F = ffn(torch.stack([parts[name][0] for name in fed]), layer, activation) if fed else None
+            for name in specs:
+                inp, finish = parts[name]
+                states[name].append(finish(None if inp is None else F[fed.index(name)]))
     return states

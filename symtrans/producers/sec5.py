@@ -649,19 +649,16 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
 
     from symtrans.numeric.forward import structure
     from symtrans.numeric.measure import residual_ratio
-    from symtrans.numeric.variants import run_stack
+    from symtrans.numeric.variants import run_stacks
 
     def ratio(h: Any) -> float:
         return residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan
 
     if structure(w).form != "pre-ln" and w.layer(0)["W_K"].shape[0] == w.layer(0)["W_Q"].shape[0]:
         return {v: [ratio(h) for h in states] for v, states in _lockstep(w, X, depth, variants).items()}
-    out = {}
-    for v in variants:
-        name, ln = VARIANTS[v]
-        states = run_stack(w, X, name, depth=depth, ln=ln)
-        out[v] = [ratio(h) for h in states]
-    return out
+    # decoders (and grouped-query encoders): the variants' own maps, stepped together (one weight read per step)
+    stacks = run_stacks(w, X, {v: VARIANTS[v] for v in variants}, depth=depth)
+    return {v: [ratio(h) for h in stacks[v]] for v in variants}
 
 
 def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...]) -> dict[str, list[Any]]:

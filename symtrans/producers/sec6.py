@@ -165,8 +165,8 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         rx = numerical_rank(lt.X)
         sd, _ = storage_precision(w, "W_V", i)
         # W_V^h as stored (one per key/value head), each record repeated for the query heads that read it
-        stored = w.layer(i, shared_kv=True)["W_V"]
-        wv = _per_query_head(storage_ranks(stored, sd), lay["W_V"].shape[0])
+        shared = w.layer(i, shared_kv=True)  # W_K, W_V as stored: one per key/value head
+        wv = _per_query_head(storage_ranks(shared["W_V"], sd), lay["W_V"].shape[0])
         wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
         k_lo, k_hi, route = _kappa_interval(ctx, i, lt, rec)
         ctx.cache[key] = {
@@ -178,7 +178,8 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
             # a causal head's A^h: strictly upper part exactly 0 (the mask), diagonal exp(s_ii) / Z_i > 0 exactly
             "A_causal": [bool((a.triu(1) == 0).all()) for a in lt.A],
             "rank_WV": [r.rank for r in wv], "rank_WO": [r.rank for r in wo],
-            "alpha": _alpha_defined(lay, storage_precision(w, ("W_Q", "W_K"), i)[0])}
+            "alpha": _alpha_defined({"W_Q": lay["W_Q"], "W_K": shared["W_K"]},  # W_K as stored: once per head
+                                    storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
 
 
@@ -233,19 +234,23 @@ def _alpha_defined(lay: dict[str, Any], storage_dtype: str) -> list[dict[str, An
     from symtrans.numeric.linalg import unit_roundoff
 
     WQ, WK = lay["W_Q"].to(torch.float64), lay["W_K"].to(torch.float64)
+    # per-key-head quantities once per stored key head (W_K as stored: [H_kv, d, d_k]), then repeated for the
+    # query heads that read it (grouped-query attention): the same products, not H / H_kv copies of each
+    GK, nK = WK.transpose(-1, -2) @ WK, torch.linalg.matrix_norm(WK)
     if WK.shape[0] != WQ.shape[0]:  # grouped-query attention: each key head serves H / H_kv query heads
         from symtrans.numeric.forward import kv_index
 
-        WK = WK[kv_index(WQ.shape[0], WK.shape[0], WK.device)]
+        idx = kv_index(WQ.shape[0], WK.shape[0], WK.device)
+        WK, GK, nK = WK[idx], GK[idx], nK[idx]
     u = unit_roundoff(storage_dtype)
     # d_k x d_k Gram products instead of the d x d matrix M = W_Q W_K^T:
     # ||M||_F^2 = tr((W_Q^T W_Q)(W_K^T W_K)) and tr(M^2) = tr(C C), C = W_K^T W_Q
-    sq = ((WQ.transpose(-1, -2) @ WQ) * (WK.transpose(-1, -2) @ WK)).sum((-1, -2))
+    sq = ((WQ.transpose(-1, -2) @ WQ) * GK).sum((-1, -2))
     C = WK.transpose(-1, -2) @ WQ
     trM2 = (C * C.transpose(-1, -2)).sum((-1, -2))
     M = sq.clamp(min=0).sqrt()
     # rounding W_Q, W_K to storage moves M = W_Q W_K^T by at most about 2u ||W_Q||_F ||W_K||_F (Frobenius)
-    bound = 2 * u * torch.linalg.matrix_norm(WQ) * torch.linalg.matrix_norm(WK)
+    bound = 2 * u * torch.linalg.matrix_norm(WQ) * nK
     out = []
     for h in range(WQ.shape[0]):
         m, b = float(M[h]), float(bound[h])

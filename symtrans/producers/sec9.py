@@ -253,7 +253,7 @@ def _head_row(ctx: Context, w: Any, n: int) -> dict[str, Any]:
     vo = int(spec.factor("vo-gauge").dimension.subs(a.substitutions()))
     count = n * (H - 1) * d_v
     wo = fibre_wo_numeric(w, 0, n)
-    ffn = fibre_ffn_input_numeric(w, 0, n=min(n, 3), seed=ctx.seed)
+    ffn = fibre_ffn_input_numeric(w, 0, n=min(n, 3), seed=ctx.seed, wo=wo)  # W_O's SVD once
     count_ffn = min(n, 3) * (H - 1) * d_v
     # decided on the objects the function determines (G's orbit, the FFN input's fibre); the fibre of Z -> Z W_O
     # reads W_O as stored (the centring shift moves its rank) and is shown, not decided on
