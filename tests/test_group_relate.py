@@ -65,6 +65,9 @@ def test_a_scaled_gelu_unit_is_refused_by_the_activation(default_model):
     b.tensors["W_out"][2, 5] /= 3.0
     rel = relate(default_model, b)
     assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("ffn-scaling", 2, "W_in")
+    # relate's deferred first try stops here before anything it does otherwise (its identity residual map's fit,
+    # measured at the stop, within tolerance): that try's refusal is the answer, without a second solve
+    assert "deferred fit" in rel.phases and "deferred try" not in rel.phases
     spec = GroupSpec.from_arch(default_model.arch)
     gelu = next(x for x in spec.factor("ffn-scaling").broken_by if x.present)
     assert rel.stop.features == [f"{gelu.feature}: {gelu.reason}"]
@@ -146,3 +149,9 @@ def test_a_deferred_residual_fit_beyond_its_tolerance_is_solved_again(default_mo
     assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("residual-permutation", None,
                                                                                        "word")
     assert fit_tol < rel.stop.unexplained <= size * 1.01
+    # a refusal after the first try solved the gauges otherwise (QR) is answered by the second solve
+    c = a.copy()
+    c.tensors["W_O"][5, 0] *= 1 + 1e-5  # one head's W_O scaled, its W_V not: caught after the gauges, by the check
+    late = relate(a, c)
+    assert not late.related and "deferred try" in late.phases
+    assert (late.stop.layer, late.stop.tensor) == (5, "W_O")

@@ -369,10 +369,11 @@ class _Solver:
         # off (the default): every pivot fit measured where it is solved. On (relate's first try, :func:`relate`):
         # the residual map chosen on a subset of the embedding table's rows, its full fit left to the check
         # (``deferred``: tensor, layer, the fit's tolerance; the check's residual bounds the fit) and the per-layer
-        # key check after it skipped; a refusal, or a deferred fit the check does not bound, is answered by a
-        # second solve with this off
+        # key check after it skipped (``skipped``); where relate cannot keep that try's answer (:func:`relate`) a
+        # second solve with this off gives it
         self.defer = False
-        self.deferred: list[tuple[str, int | None, float]] = []
+        self.deferred: list[tuple[str, int | None, float, Any]] = []  # (tensor, layer, tolerance, measure the fit)
+        self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
 
     # ---- helpers reading the tag tables
     def tags_on(self, tensor: str, how: str | None = None, component: str | None = None) -> list[Any]:
@@ -676,7 +677,13 @@ class _Solver:
             # every value left to the check: centre() is a projection that kills what the translations add, so
             # |centre(A) M - centre(B)|_F <= |g.A - B|_F on the word table, and a check residual within ``tol``
             # means this solve would have measured a fit within ``tol`` and chosen the same map
-            self.deferred.append(("word", None, tol))
+            M = MonomialMatrix(list(range(d)), torch.ones(d, dtype=A.dtype)) if not skip_id else Qm
+
+            def fit() -> float:  # the fit this solve would have measured (for relate, where the check cannot tell)
+                nb, fits = dists([M])
+                return fits[0] / max(nb, 1e-300)
+
+            self.deferred.append(("word", None, tol, fit))
             if not skip_id:
                 return  # Q = I
         identity = MonomialMatrix(list(range(d)), torch.ones(d, dtype=A.dtype))
@@ -784,6 +791,7 @@ class _Solver:
         self.residual_element = self.steps[-1]["element"]
         self.scalings()
         if self.defer:  # a diagnostic of a refusal: the per-tensor check decides; a refusal re-solves without defer
+            self.skipped.append("the per-layer key check after the residual map")
             return
         for l in range(self.L):
             mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
@@ -1116,6 +1124,8 @@ class _Solver:
                 # decides (a rank-deficient block gives a non-finite or ill-conditioned element: refused there, so
                 # solved again by gelsd); the SVD-based gelsd otherwise
                 Ms = _torch().linalg.lstsq(A, B, driver="gels").solution if self.defer else _lstsq(A, B)
+                if self.defer and "gauges by QR" not in self.skipped:
+                    self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
                     Ms = _lstsq(A, B)
                 # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
@@ -1453,14 +1463,20 @@ def relate(a: Any, b: Any) -> Relation:
                             "by more than B's storage precision allows")
         return s, stop, residuals, phases
 
-    # first with the residual map's fit deferred to the check; where that try refuses, or its check does not
-    # bound a deferred fit, the answer is the solve that measures every fit where it is made
+    # first with the residual map's fit deferred to the check. Its answer stands where the check bounds every
+    # deferred fit and B is related; else where the deferred fits, measured now, are within their tolerance (the
+    # solve without defer would have chosen the same map) and, for a refusal, the try did nothing else
+    # otherwise before it (``skipped``); else the answer is the solve that measures every fit where it is made
     s, stop, residuals, phases = attempt(True)
     res = {(r["tensor"], r["layer"]): r["residual"] for r in residuals}
-    if stop is not None or any(res.get((name, l), math.inf) > bound for name, l, bound in s.deferred):
-        first_try = sum(phases.values())
-        s, stop, residuals, phases = attempt(False)
-        phases["deferred try"] = first_try
+    if stop is not None or any(res.get((name, l), math.inf) > bound for name, l, bound, _ in s.deferred):
+        fits: list[bool] = []
+        with single_threaded():
+            _timed(phases, "deferred fit", lambda: fits.extend(fit() <= bound for _, _, bound, fit in s.deferred))
+        if not all(fits) or (stop is not None and s.skipped):
+            first_try = sum(phases.values())
+            s, stop, residuals, phases = attempt(False)
+            phases["deferred try"] = first_try
     steps = [st for st in s.steps]
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases)
