@@ -9,7 +9,7 @@ Precision of a dtype (no torch needed: the values are exact powers of two):
 
 * :func:`dtype_name`: the one way a dtype (``torch.float32``, ``"F32"``, ``"float32"``)
   is written in records (``"float32"``);
-* :func:`machine_eps`, :func:`unit_roundoff` (``u = eps / 2``), :func:`smallest_normal`;
+* :func:`machine_eps`, :func:`unit_roundoff` (``u = eps / 2``), :func:`smallest_normal`, :func:`underflow_floor`;
   :data:`EPS64` and :data:`U64` for float64;
 * :func:`rank_rtol`: the rank cut ``max(m, n) eps`` relative to sigma_max, with its reason.
 
@@ -57,7 +57,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal",
+__all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal", "underflow_floor",
            "torch_dtype", "rank_rtol", "RankRecord",
            "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin", "finite",
            "TOLERANCE_DECADES", "tolerance_state", "GAP_DECADES", "ROUNDING_FLOOR", "gap_rank"]
@@ -146,6 +146,21 @@ def smallest_normal(dtype: Any) -> float:
     True
     """
     return _TINY[float_dtype_name(dtype)]
+
+
+def underflow_floor(dtype: Any) -> float:
+    """The size below which a matrix has underflowed: ``smallest_normal / eps`` (float64: 2^-970, about 1e-292).
+
+    A matrix whose largest entry ``m`` is at least this has every entry down to ``eps * m`` (all that reach its
+    norm at this precision) in the normal range; below it those entries are subnormal, with fewer significant
+    bits, so a scale-free quantity computed from it (a residual ratio) has lost its precision.
+
+    Examples
+    --------
+    >>> underflow_floor("float64") == 2.0 ** -970, underflow_floor("float32") == 2.0 ** -103
+    (True, True)
+    """
+    return smallest_normal(dtype) / machine_eps(dtype)
 
 
 def torch_dtype(dtype: Any) -> Any:

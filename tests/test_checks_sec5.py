@@ -291,3 +291,31 @@ def test_lockstep_sweep_equals_each_variant_run_alone():
     changed.W_O[1].mul_(3.0)
     other = sec5._lockstep(changed, X, 4, tuple(sec5.VARIANTS))
     assert all(not torch.equal(other[v][2], together[v][2]) for v in sec5.VARIANTS)
+
+
+def test_a_vanishing_state_is_not_a_collapse():
+    """A causal decoder's attention + MLP with the FFN's output scaled by 1e-40: the state shrinks by decades a
+    layer and its rows stay apart (an encoder's would not: a vanishing state makes its attention uniform, which
+    does collapse it). Its ratio is measured while the state is normal, then nan once it has underflowed,
+    and the variant is not stepped further; the reading that a collapse would fail is not decided by it."""
+    from symtrans.numeric import encode, load_model
+    from symtrans.numeric.fixtures import tiny_decoder
+    from symtrans.numeric.measure import residual_ratio
+
+    w = tiny_decoder("llama").copy()
+    w.W_out.mul_(1e-40)
+    X = encode(w, n=9, layers=0).embeddings
+    ratios = sec5.depth_sweep(w, X, 12, ("attention+MLP", "attention+residual"))
+    series = ratios["attention+MLP"]
+    assert len(series) == 13 and len(ratios["attention+residual"]) == 13
+    first_nan = next(k for k, r in enumerate(series) if r != r)
+    assert first_nan >= 2 and all(r != r for r in series[first_nan:])  # underflowed: nan to the end
+    assert min(series[:first_nan]) > 1e-3  # the rows never came together: no collapse before it
+    assert all(r == r for r in ratios["attention+residual"])  # the other variant stepped on
+    ctx = _series(context(load_model("default"), n=12), **{"attention+MLP": series})
+    assert sec5.check_mlp_sufficient(ctx)[0].verdict is Verdict.INCONCLUSIVE
+    # the false case: a normal state scaled to 1e-200 has the same ratio; the unscaled norm (the old ratio's)
+    # underflows to 0 there and read 0/0 as ratio 0, a collapse
+    h = X * 1e-200
+    assert residual_ratio(h).ratio == pytest.approx(residual_ratio(X).ratio, rel=1e-14) and residual_ratio(X).ratio > 0.1
+    assert float((h - h.mean(0)).norm()) == 0.0 == float(h.norm())

@@ -46,7 +46,7 @@ from symtrans.numeric.linalg import (RankRecord, full_row_rank_certificate, gram
                                      rank_from_singular_values, svdvals)
 from symtrans.numeric.variants import VARIANTS, default_ln, run_stack
 from symtrans.numeric.weights import load_model, storage_precision  # noqa: F401 (load_model: doctests)
-from symtrans.precision import dtype_name, machine_eps, smallest_normal
+from symtrans.precision import dtype_name, machine_eps, smallest_normal, underflow_floor
 from symtrans.threads import single_threaded
 
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
@@ -149,19 +149,37 @@ def residual_ratio(X: Any) -> ResidualRecord:
     >>> rec = residual_ratio(X)
     >>> rec.ratio, rec.composite_ratio
     (1.0, 1.0)
+
+    The ratios do not depend on X's scale, and are computed on X scaled by a power of two (exactly), so a
+    state far from 1 in size gets its ratio, not the underflow of a sum of squares (torch's norm does not
+    rescale: the Frobenius norm of entries below ~1e-154 is 0). A state whose largest entry is below
+    :func:`~symtrans.precision.underflow_floor` (the zero matrix included) has lost its precision
+    (underflow): its ratios are nan, not a collapse.
+
+    >>> residual_ratio(X * 1e-200).ratio, residual_ratio(X * 1e200).ratio
+    (1.0, 1.0)
+    >>> [math.isnan(residual_ratio(X * s).ratio) for s in (1e-300, 0.0)]
+    [True, True]
     """
+    import torch
+
+    big = float(X.abs().max()) if X.numel() else 0.0
+    if not big >= underflow_floor(X.dtype):  # underflowed (or zero, or nan): no ratio at this precision
+        return ResidualRecord(ratio=math.nan, composite_ratio=math.nan, first_row_ratio=math.nan,
+                              dtype=_dtype_name(X))
+    X = X * 2.0 ** -math.frexp(big)[1] if math.isfinite(big) else X  # exact: the largest entry in [1/2, 1)
     R = X - X.mean(0, keepdim=True)
 
     def composite(M: Any) -> float:
         a = M.abs()
         return math.sqrt(float(a.sum(0).max()) * float(a.sum(1).max()))
 
-    fx = float(X.norm())
-    ratio = float(R.norm()) / fx if fx > 0 else 0.0
+    fx = float(torch.linalg.vector_norm(X))
+    ratio = float(torch.linalg.vector_norm(R)) / fx
     cx = composite(X)
-    first = float((X - X[:1]).norm()) / fx if fx > 0 else 0.0
-    return ResidualRecord(ratio=ratio, composite_ratio=composite(R) / cx if cx > 0 else 0.0,
-                          first_row_ratio=first, dtype=_dtype_name(X))
+    first = float(torch.linalg.vector_norm(X - X[:1])) / fx
+    return ResidualRecord(ratio=ratio, composite_ratio=composite(R) / cx, first_row_ratio=first,
+                          dtype=_dtype_name(X))
 
 
 @dataclass

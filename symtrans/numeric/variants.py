@@ -304,7 +304,7 @@ def _depth(weights: Any, depth: int | None, layer_index: int | None) -> int:
 
 
 def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]], depth: int | None = None,
-               layer_index: int | None = None) -> dict[str, list[Any]]:
+               layer_index: int | None = None, stop: Callable[[Any], bool] | None = None) -> dict[str, list[Any]]:
     """Several variants applied ``depth`` times from ``X``, stepped together: name -> :func:`run_stack`'s states.
 
     ``variants`` maps a name to ``(variant, ln)`` (``ln=None``: the variant's
@@ -317,7 +317,8 @@ def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]
     (the one definition :func:`run_stack` applies), so the states equal
     :func:`run_stack`'s bit for bit wherever the BLAS computes each row of a
     product independently of the rows stacked with it (MKL does; another BLAS
-    may differ at rounding level).
+    may differ at rounding level). A variant whose state meets ``stop`` (e.g.
+    an underflowed one) is not stepped further: its list ends with that state.
 
     Examples
     --------
@@ -336,9 +337,14 @@ def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]
     specs = {name: (_check(v), default_ln(v) if ln is None else bool(ln)) for name, (v, ln) in variants.items()}
     L, depth = weights.n_layers, _depth(weights, depth, layer_index)
     states = {name: [X] for name in specs}
+    ended = {name for name in specs if stop is not None and stop(X)}
     cached: dict[int, Any] = {}
+    everything = specs
     with torch.no_grad():
         for k in range(depth):
+            specs = {name: spec for name, spec in everything.items() if name not in ended}
+            if not specs:
+                break
             i = layer_index if layer_index is not None else k % L
             if i not in cached:  # a streamed model loads each layer once, keeps one at a time
                 cached.clear()
@@ -354,4 +360,6 @@ def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]
             for name in specs:
                 inp, finish = parts[name]
                 states[name].append(finish(None if inp is None else F[fed.index(name)]))
+                if stop is not None and stop(states[name][-1]):
+                    ended.add(name)
     return states

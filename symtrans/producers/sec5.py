@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 from symtrans.producers.common import (ENCODERS, FAMILIES_NOTE, RANK_TOLERANCE, record, sanity, storage_precision,
@@ -47,6 +48,7 @@ from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdi
 from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, SOFTMAX_SIZES, coq_link, exact_record,
                                          exact_weights, kernel_record, arch_preset, statement_dims, statement_scope)
 from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
+from symtrans.precision import underflow_floor
 from symtrans.precision import margin as margin_of
 
 __all__ = ["mha_paper", "mha_paper_factored", "value_output", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
@@ -78,7 +80,8 @@ SUMMARIES = Summaries({
         "inconclusive": "{name} undecided at every layer",
     },
     "depth-sweep-pure-attention": {
-        "overflow": "pure attention overflowed (a non-finite state) before the end of the sweep",
+        "overflow": "pure attention left float64's range before the end of the sweep: a non-finite state (overflow) "
+                    "or one below its normal numbers (underflow), whose ratio has no precision",
         "degenerate": "degenerate instance: pure attention collapses at depth {depth} (ratio {first:.3g} -> "
                       "{second:.3g}), so no decay rate can be observed (fewer than two ratios above the rounding "
                       "floor); e.g. uniform attention (A = 11^T/n) collapses in one step. Dong's claim is about the "
@@ -92,7 +95,8 @@ SUMMARIES = Summaries({
         "fails": "pure attention did not collapse within depth {depth}: ratio {final:.3g}",
     },
     "depth-sweep-residual": {
-        "overflow": "a residual variant overflowed (a non-finite state) before the end of the sweep",
+        "overflow": "a residual variant left float64's range before the end of the sweep: a non-finite state "
+                    "(overflow) or one below its normal numbers (underflow), whose ratio has no precision",
         "near-threshold": "smallest residual-variant ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "no collapse with residuals over depth {depth}: smallest ratio {worst:.3g} ({ends}); pure "
                      "attention ends at {pure:.3g}",
@@ -129,7 +133,8 @@ SUMMARIES = Summaries({
         "supported": "X_L stays in the span of the token embeddings (rank [X0; X_L] = rank X0 = {rank_X0})",
     },
     "no-collapse-without-mlp": {
-        "overflow": "the attention + residual stack overflowed (non-finite state)",
+        "overflow": "the attention + residual stack left float64's range (a non-finite state, or one below its "
+                    "normal numbers, whose ratio has no precision)",
         "near-threshold": "smallest ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
                      "{worst:.3g} (pure attention ends at {pure:.3g}); the MLP is not necessary against collapse",
@@ -137,7 +142,8 @@ SUMMARIES = Summaries({
     },
     "mlp-prevents-collapse": {
         "not-applicable": "not applicable: {name} is violated ({detail})",
-        "undecided": "pure attention's collapse is undecided or the attention + MLP stack overflowed",
+        "undecided": "pure attention's collapse is undecided, or the attention + MLP stack left float64's range (a "
+                     "non-finite state, or one below its normal numbers: a vanishing state is not a collapse)",
         "fails": "attention + MLP without residual collapses too: ratio {ratio:.3g} at depth {depth} (pure "
                  "attention: below 1e-9 from depth {pure_depth}); the MLP acts row by row, so equal rows stay equal: "
                  "it can slow the collapse, not undo it",
@@ -635,7 +641,10 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     ``attention+residual`` X <- X + MHA(X) + b_O; ``attention+residual+LN`` the
     same then LN1 (no MLP); ``full-block`` the real post-LN encoder layer;
     ``attention+MLP`` X <- MLP(MHA(X) + b_O), no skip connection, no LN.
-    A non-finite state gives ``nan`` (reported, never fitted).
+    A non-finite state gives ``nan`` (reported, never fitted), and so does an
+    underflowed one (:func:`~symtrans.numeric.measure.residual_ratio`: its ratio
+    has lost its precision, a vanishing state is not a collapse); a variant is
+    not stepped past an underflowed state (its later depths are ``nan`` too).
 
     Examples
     --------
@@ -654,14 +663,21 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     def ratio(h: Any) -> float:
         return residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan
 
+    def underflowed(h: Any) -> bool:  # its ratio is nan, and stepping its subnormal entries is slow and moot
+        return not float(h.abs().max()) >= underflow_floor(h.dtype)
+
+    def ratios(states: list[Any]) -> list[float]:
+        return [ratio(h) for h in states] + [math.nan] * (depth + 1 - len(states))
+
     if structure(w).form != "pre-ln" and w.layer(0)["W_K"].shape[0] == w.layer(0)["W_Q"].shape[0]:
-        return {v: [ratio(h) for h in states] for v, states in _lockstep(w, X, depth, variants).items()}
+        return {v: ratios(states) for v, states in _lockstep(w, X, depth, variants, underflowed).items()}
     # decoders (and grouped-query encoders): the variants' own maps, stepped together (one weight read per step)
-    stacks = run_stacks(w, X, {v: VARIANTS[v] for v in variants}, depth=depth)
-    return {v: [ratio(h) for h in stacks[v]] for v in variants}
+    stacks = run_stacks(w, X, {v: VARIANTS[v] for v in variants}, depth=depth, stop=underflowed)
+    return {v: ratios(stacks[v]) for v in variants}
 
 
-def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...]) -> dict[str, list[Any]]:
+def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...],
+              stop: Callable[[Any], bool] | None = None) -> dict[str, list[Any]]:
     """The post-LN variants of :func:`depth_sweep` stepped together: one projection GEMM per layer for all.
 
     At each depth every variant applies the same real layer (cycling), so the
@@ -669,7 +685,8 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...]) -> dict[str
     the FFN, for the variants with one): each weight matrix is read once per
     step instead of once per variant. The maps are those of
     :func:`symtrans.numeric.variants.run_stack` (biases kept); the head sum is
-    one GEMM with the stacked W_O, so values agree with it to rounding.
+    one GEMM with the stacked W_O, so values agree with it to rounding. A
+    variant whose state meets ``stop`` is not stepped further (its list ends).
     """
     import torch
 
@@ -677,8 +694,12 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...]) -> dict[str
 
     eps, act = w.arch.ln_eps, w.arch.activation
     states = {v: [X] for v in variants}
+    every = variants
     with torch.no_grad():
         for k in range(depth):
+            variants = tuple(v for v in every if stop is None or not stop(states[v][-1]))
+            if not variants:
+                break
             lay = w.layer(k % w.n_layers)
             H, d, dk = lay["W_Q"].shape
             dv = lay["W_V"].shape[-1]
