@@ -511,8 +511,9 @@ class _Solver:
                 for t in tags]
         for i in range(0, base.shape[0], _CHUNK_ROWS):
             x = base[i:i + _CHUNK_ROWS]
-            for per_row, sign, g in adds:
-                x = x + sign * (g[i:i + x.shape[0]] if per_row else g)  # per-row components: this chunk's rows
+            for k, (per_row, sign, g) in enumerate(adds):
+                term = sign * (g[i:i + x.shape[0]] if per_row else g)  # per-row components: this chunk's rows
+                x = x + term if k == 0 else x.add_(term)  # the first sum a new chunk, the rest added into it
             yield i, x
 
     def materialise(self, name: str) -> None:
@@ -575,10 +576,11 @@ class _Solver:
         large table), the pending steps applied chunk by chunk: the check, without an acted copy."""
         B = self.tgt[name]
         n2 = d2 = 0.0
+        fresh = bool(self.pending.get(name))  # the chunks are new tensors (else views of the stored table)
         for i, x in self.chunks(name):
             t = B[i:i + x.shape[0]]
             n2 += _fro(t) ** 2
-            d2 += _fro(x - t) ** 2
+            d2 += _fro(x.sub_(t) if fresh else x - t) ** 2
         n, d = math.sqrt(n2), math.sqrt(d2)
         return d / n if n > 0 else d
 
