@@ -291,21 +291,50 @@ class _Canon:
             for l in range(s.L):
                 lp = self.cur["layers"][l]
                 kv = len(lp["W_K"])
+                # every key/value head's group at once: A and B stacked (kv x rows x d_k), one batched QR each, the
+                # k x k cores' SVDs batched (:func:`_low_rank_svd`); M solves A M = U sqrt(S) through A's own QR
+                # (U = Qa Uc lies in A's range: Ra M = Uc sqrt(S), a triangular solve, what a least-squares solve
+                # of A M = U sqrt(S) gives exactly)
+                A, B = (_gauge_stack(lp, t, kv) for t in (left, right))
+                Qa, Ra = torch.linalg.qr(A)
+                Qb, Rb = torch.linalg.qr(B)
+                Uc, S, _ = torch.linalg.svd(Ra @ Rb.mT)
+                U = Qa @ Uc
+                lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
+                sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
+                Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
+                gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
                 for g in range(kv):
-                    heads = range(g * self.group, (g + 1) * self.group)
-                    A, B = (_gauge_side(lp, t, g, heads) for t in (left, right))
-                    U, S = _low_rank_svd(A, B)
-                    lead = U.gather(0, U.abs().argmax(0, keepdim=True)).reshape(-1)
-                    U = U * torch.where(lead < 0, -1.0, 1.0).to(U.dtype)[None, :]
-                    M = torch.linalg.lstsq(A, U * S.sqrt()[None, :]).solution
-                    gaps = (S[:-1] - S[1:]) / S[0]
-                    if bool((gaps < self.tie).any()):
+                    M = Ms[g]
+                    if not bool(torch.isfinite(M).all()):  # A without full column rank: least squares
+                        M = torch.linalg.lstsq(A[g], (U[g] * sign[g]) * S[g].sqrt()[None, :]).solution
+                    if gaps[g]:
                         self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
                                         f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
                     mats.append(M)
                 els.append({"g": mats})
             self.apply(f.name, els)
+
+
+def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
+    """:func:`_gauge_side` of every key/value head's group, stacked (kv x rows x d_k).
+
+    Examples
+    --------
+    >>> import torch
+    >>> lp = {"W_O": [torch.randn(2, 5, dtype=torch.float64) for _ in range(4)]}
+    >>> class T: tensor, index, side = "W_O", "head", "left"
+    >>> st = _gauge_stack(lp, T, 2)
+    >>> st.shape, bool(torch.equal(st[1], _gauge_side(lp, T, 1, range(2, 4))))
+    (torch.Size([2, 10, 2]), True)
+    """
+    import torch
+
+    x = torch.stack(lp[tag.tensor])
+    if tag.side != "right":  # the gauge acts on the rows: its axis last
+        x = x.transpose(1, 2)
+    return x.reshape(kv, -1, x.shape[-1]) if tag.index == "head" else x
 
 
 def _gauge_side(lp: dict[str, Any], tag: Any, g: int, heads: range) -> Any:
@@ -439,18 +468,27 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import _load, _timed
+    from symtrans.group.relate import LAZY_VALUES, _load, _timed
     from symtrans.threads import single_threaded
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     c = _Canon(spec, model_blocks(w), tie)
+    # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
+    # table's) and written out once with the weights, not one translated copy per factor
+    c.s.lazy_values = LAZY_VALUES
     phases: dict[str, float] = {}
     out: list[Any] = []
+
+    def weights() -> None:
+        for name in list(c.s.pending):
+            c.s.materialise(name)
+        out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical"))
+
     with single_threaded():
         for name in ("residual", "scalings", "translations", "heads", "units", "unit_scalings", "gauges"):
             _timed(phases, name, getattr(c, name))
-        _timed(phases, "weights", lambda: out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical")))
+        _timed(phases, "weights", weights)
     return Canonical(out[0], c.s.steps, c.amb, phases)
 
 
