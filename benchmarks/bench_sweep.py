@@ -60,7 +60,7 @@ def _timeline(result, t0: float) -> list[str]:  # type: ignore[no-untyped-def]
     out = []
     for pid, tasks in sorted(rows.items()):
         tasks.sort()
-        out.append(f"  worker {pid}: first task began at {tasks[0][0]:5.1f} s; "
+        out.append(f"  worker {pid}: first task began at ~{max(tasks[0][0], 0.0):4.1f} s (+-1 s: whole seconds); "
                    + ", ".join(f"{label} {sec:.1f} s" for _, label, sec in tasks))
     return out
 
