@@ -51,7 +51,7 @@ from symtrans.threads import single_threaded
 
 __all__ = ["LayerRankRecord", "RankProfile", "ResidualRecord", "AsymmetryRecord", "HeadSubspaceRecord",
            "WOConditioningRecord", "HypothesisRecord", "LNHypothesesRecord", "MeasureReport",
-           "rank_profile", "residual_ratio", "asymmetry", "head_subspaces", "wo_conditioning",
+           "rank_profile", "residual_ratio", "underflowed", "asymmetry", "head_subspaces", "wo_conditioning",
            "ln_hypotheses", "measure_all", "stable_rank", "effective_rank", "peak_memory", "reset_peak_memory",
            "single_threaded"]
 
@@ -109,6 +109,21 @@ def effective_rank(s: Sequence[float]) -> float:
     return math.exp(-sum((v / total) * math.log(v / total) for v in s if v > 0))
 
 
+def underflowed(X: Any) -> bool:
+    """Whether the state ``X`` has underflowed: its largest entry below :func:`~symtrans.precision.underflow_floor`
+    of its dtype (the zero matrix, an empty one and a nan one included), so no scale-free ratio of it has precision.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.ones(2, 2, dtype=torch.float64)
+    >>> [underflowed(X * s) for s in (1e-200, 1e-300, 0.0)]
+    [False, True, True]
+    """
+    big = float(X.abs().max()) if X.numel() else 0.0
+    return not big >= underflow_floor(X.dtype)
+
+
 @dataclass
 class ResidualRecord(_Record):
     """Dong et al.'s residual ratio ``||X - 1 x^T|| / ||X||`` with the norm and the minimiser stated.
@@ -163,10 +178,10 @@ def residual_ratio(X: Any) -> ResidualRecord:
     """
     import torch
 
-    big = float(X.abs().max()) if X.numel() else 0.0
-    if not big >= underflow_floor(X.dtype):  # underflowed (or zero, or nan): no ratio at this precision
+    if underflowed(X):  # (or zero, or nan): no ratio at this precision
         return ResidualRecord(ratio=math.nan, composite_ratio=math.nan, first_row_ratio=math.nan,
                               dtype=_dtype_name(X))
+    big = float(X.abs().max())
     X = X * 2.0 ** -math.frexp(big)[1] if math.isfinite(big) else X  # exact: the largest entry in [1/2, 1)
     R = X - X.mean(0, keepdim=True)
 

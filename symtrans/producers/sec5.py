@@ -48,7 +48,6 @@ from symtrans.evidence import Evidence, HypothesisCheck, Scope, Tolerance, Verdi
 from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, SOFTMAX_SIZES, coq_link, exact_record,
                                          exact_weights, kernel_record, arch_preset, statement_dims, statement_scope)
 from symtrans.precision import DECISIVE_MARGIN, dtype_name, hypothesis_state, machine_eps  # noqa: F401  (re-export)
-from symtrans.precision import underflow_floor
 from symtrans.precision import margin as margin_of
 
 __all__ = ["mha_paper", "mha_paper_factored", "value_output", "pack_qkv", "low_rank_factors", "product_svdvals", "rank_grid", "low_rank_inputs", "residual_rank_cases", "hypothesis_state",
@@ -657,19 +656,17 @@ def depth_sweep(w: Any, X: Any, depth: int, variants: tuple[str, ...] = tuple(VA
     import torch
 
     from symtrans.numeric.forward import structure
-    from symtrans.numeric.measure import residual_ratio
+    from symtrans.numeric.measure import residual_ratio, underflowed
     from symtrans.numeric.variants import run_stacks
 
     def ratio(h: Any) -> float:
         return residual_ratio(h).ratio if bool(torch.isfinite(h).all()) else math.nan
 
-    def underflowed(h: Any) -> bool:  # its ratio is nan, and stepping its subnormal entries is slow and moot
-        return not float(h.abs().max()) >= underflow_floor(h.dtype)
-
     def ratios(states: list[Any]) -> list[float]:
         return [ratio(h) for h in states] + [math.nan] * (depth + 1 - len(states))
 
     if structure(w).form != "pre-ln" and w.layer(0)["W_K"].shape[0] == w.layer(0)["W_Q"].shape[0]:
+        # an underflowed state's ratio is nan, and stepping its subnormal entries is slow and moot: it stops
         return {v: ratios(states) for v, states in _lockstep(w, X, depth, variants, underflowed).items()}
     # decoders (and grouped-query encoders): the variants' own maps, stepped together (one weight read per step)
     stacks = run_stacks(w, X, {v: VARIANTS[v] for v in variants}, depth=depth, stop=underflowed)
