@@ -291,8 +291,10 @@ class _Canon:
             for l in range(s.L):
                 lp = self.cur["layers"][l]
                 kv = len(lp["W_K"])
-                # every key/value head's group at once: A and B stacked (kv x rows x d_k), one batched QR each, the
-                # k x k cores' SVDs batched (:func:`_low_rank_svd`); M solves A M = U sqrt(S) through A's own QR
+                # every key/value head's group at once: A and B stacked (kv x rows x d_k), one batched QR each
+                # (A = Qa Ra, B = Qb Rb, so A B^T = Qa (Ra Rb^T) Qb^T: the k x k cores' SVDs, batched, give the
+                # leading left singular vectors U = Qa Uc and values S of A B^T without the d x d product);
+                # M solves A M = U sqrt(S) through A's own QR
                 # (U = Qa Uc lies in A's range: Ra M = Uc sqrt(S), a triangular solve, what a least-squares solve
                 # of A M = U sqrt(S) gives exactly)
                 A, B = (_gauge_stack(lp, t, kv) for t in (left, right))
@@ -318,7 +320,8 @@ class _Canon:
 
 
 def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
-    """:func:`_gauge_side` of every key/value head's group, stacked (kv x rows x d_k).
+    """One side of a per-head gauge's product for every key/value head's group, stacked (kv x rows x d_k): the
+    gauge's axis last, each group's per-query-head blocks one above the other.
 
     Examples
     --------
@@ -326,7 +329,7 @@ def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
     >>> lp = {"W_O": [torch.randn(2, 5, dtype=torch.float64) for _ in range(4)]}
     >>> class T: tensor, index, side = "W_O", "head", "left"
     >>> st = _gauge_stack(lp, T, 2)
-    >>> st.shape, bool(torch.equal(st[1], _gauge_side(lp, T, 1, range(2, 4))))
+    >>> st.shape, bool(torch.equal(st[1], torch.cat([lp["W_O"][2], lp["W_O"][3]], 1).T))  # group 1: heads 2, 3
     (torch.Size([2, 10, 2]), True)
     """
     import torch
@@ -335,41 +338,6 @@ def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
     if tag.side != "right":  # the gauge acts on the rows: its axis last
         x = x.transpose(1, 2)
     return x.reshape(kv, -1, x.shape[-1]) if tag.index == "head" else x
-
-
-def _gauge_side(lp: dict[str, Any], tag: Any, g: int, heads: range) -> Any:
-    """One side of a per-head gauge's product: the gauge's axis last, per-query-head blocks stacked."""
-    import torch
-
-    blocks = [lp[tag.tensor][h] for h in heads] if tag.index == "head" else [lp[tag.tensor][g]]
-    if tag.side == "right":  # the gauge acts on the columns: stack rows
-        return torch.cat(blocks) if tag.index == "head" else blocks[0]
-    return torch.cat(blocks, 1).T if tag.index == "head" else blocks[0].T
-
-
-def _low_rank_svd(A: Any, B: Any) -> tuple[Any, Any]:
-    """The k leading left singular vectors and values of ``A @ B.T`` (A m x k, B n x k), from k x k work only.
-
-    ``A = Qa Ra`` and ``B = Qb Rb`` (reduced QR), so ``A B^T = Qa (Ra Rb^T) Qb^T`` and the SVD of the k x k core
-    ``Ra Rb^T = Uc S Vc^T`` gives ``U = Qa Uc`` with the same S: the product has rank at most k, and a full SVD of
-    the m x n product (d_model x d_model per head) is 100x the work.
-
-    Examples
-    --------
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
-    >>> A, B = torch.randn(9, 3, generator=g, dtype=torch.float64), torch.randn(7, 3, generator=g, dtype=torch.float64)
-    >>> U, S = _low_rank_svd(A, B)
-    >>> U0, S0, _ = torch.linalg.svd(A @ B.T)
-    >>> bool(torch.allclose(S, S0[:3])), bool(torch.allclose((U * U0[:, :3]).sum(0).abs(), torch.ones(3, dtype=torch.float64)))
-    (True, True)
-    """
-    import torch
-
-    Qa, Ra = torch.linalg.qr(A)
-    Qb, Rb = torch.linalg.qr(B)
-    Uc, S, _ = torch.linalg.svd(Ra @ Rb.T)
-    return Qa @ Uc, S
 
 
 def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
