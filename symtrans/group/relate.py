@@ -287,13 +287,26 @@ def _rel(x: Any, target: Any) -> float:
     """
     if x.dim() < 2 or x.shape[0] <= 2 * _CHUNK_ROWS:
         n, d = _fro(target), _fro(x - target)
-    else:
-        n2 = d2 = 0.0
-        for i in range(0, x.shape[0], _CHUNK_ROWS):
-            t = target[i:i + _CHUNK_ROWS]
-            n2 += _fro(t) ** 2
-            d2 += _fro(x[i:i + _CHUNK_ROWS] - t) ** 2
-        n, d = math.sqrt(n2), math.sqrt(d2)
+        return d / n if n > 0 else d
+    return _rel_chunks((x[i:i + _CHUNK_ROWS], target[i:i + _CHUNK_ROWS]) for i in range(0, x.shape[0], _CHUNK_ROWS))
+
+
+def _rel_chunks(pairs: Any, *, in_place: bool = False) -> float:
+    """:func:`_rel` of a table given as ``(chunk of x, chunk of target)`` pairs, the two norms summed chunk by
+    chunk; ``in_place``: each x chunk is a fresh tensor, the difference formed in it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> t = torch.ones(6, 2, dtype=torch.float64)
+    >>> _rel_chunks((1.5 * t[i:i + 2], t[i:i + 2]) for i in range(0, 6, 2))
+    0.5
+    """
+    n2 = d2 = 0.0
+    for x, t in pairs:
+        n2 += _fro(t) ** 2
+        d2 += _fro(x.sub_(t) if in_place else x - t) ** 2
+    n, d = math.sqrt(n2), math.sqrt(d2)
     return d / n if n > 0 else d
 
 
@@ -505,10 +518,7 @@ class _Solver:
         """(first row, rows of g . A) of model table ``name`` over row chunks, the pending steps applied to each
         chunk (through :func:`act` and the factor's tag rows for this table; per-row components sliced)."""
         base = self.cur[name]
-        # every pending tag adds ``sign * component`` to the table (act's translations, :data:`ROW_WISE`), in the
-        # order act applies them: the same sums, without act's walk per chunk and step
-        adds = [(*ROW_WISE[t.how], element[t.component]) for _, tags, element, _ in self.pending.get(name, [])
-                for t in tags]
+        adds = self._adds(name)
         for i in range(0, base.shape[0], _CHUNK_ROWS):
             x = base[i:i + _CHUNK_ROWS]
             for k, (per_row, sign, g) in enumerate(adds):
@@ -516,13 +526,20 @@ class _Solver:
                 x = x + term if k == 0 else x.add_(term)  # the first sum a new chunk, the rest added into it
             yield i, x
 
+    def _adds(self, name: str) -> list[tuple[bool, int, Any]]:
+        """The pending steps on model table ``name`` as ``(per_row, sign, component)``: each tag adds ``sign *
+        component`` to the table (act's translations, :data:`ROW_WISE`), in the order act applies them (the same
+        sums, without act's walk per chunk and step); a per-row component is sliced with the chunk."""
+        return [(*ROW_WISE[t.how], element[t.component]) for _, tags, element, _ in self.pending.get(name, [])
+                for t in tags]
+
     def materialise(self, name: str) -> None:
         """Write model table ``name`` out with its pending steps applied (one new table)."""
         if not self.pending.get(name):
             return
         base = self.cur[name]
         out = base.new_empty(base.shape)
-        adds = [(*ROW_WISE[t.how], element[t.component]) for _, tags, element, _ in self.pending[name] for t in tags]
+        adds = self._adds(name)
         for i in range(0, base.shape[0], _CHUNK_ROWS):  # :meth:`chunks`' sums, written into the new table in place
             o = out[i:i + _CHUNK_ROWS]
             o.copy_(base[i:i + _CHUNK_ROWS])
@@ -575,14 +592,8 @@ class _Solver:
         """``|g.A - B|_F / |B|_F`` of model table ``name`` in one pass over row chunks (as :func:`_rel` sums a
         large table), the pending steps applied chunk by chunk: the check, without an acted copy."""
         B = self.tgt[name]
-        n2 = d2 = 0.0
         fresh = bool(self.pending.get(name))  # the chunks are new tensors (else views of the stored table)
-        for i, x in self.chunks(name):
-            t = B[i:i + x.shape[0]]
-            n2 += _fro(t) ** 2
-            d2 += _fro(x.sub_(t) if fresh else x - t) ** 2
-        n, d = math.sqrt(n2), math.sqrt(d2)
-        return d / n if n > 0 else d
+        return _rel_chunks(((x, B[i:i + x.shape[0]]) for i, x in self.chunks(name)), in_place=fresh)
 
     def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
                features: list[str], detail: str = "") -> None:
