@@ -449,11 +449,14 @@ def _error_message(err: BaseException) -> str:
 
 def _run_here(p: Any, ctx: Context) -> list[Evidence] | str:
     """One producer in this process: its evidence, or the message of what it raised."""
+    from symtrans.threads import raise_if_signalled
+
     try:
         return run_producer(p, ctx)
     except KeyboardInterrupt:
         raise
     except Exception as err:  # noqa: BLE001 - reported as a not-run record by the caller
+        raise_if_signalled()  # a library's error made of a Ctrl-C is the Ctrl-C, not this producer's failure
         return _error_message(err)
 
 
@@ -542,11 +545,13 @@ def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | Non
     import numpy  # noqa: F401
     import torch  # noqa: F401
 
+    from symtrans.threads import start_forked
+
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("i", 0)
     conn, child = mp.Pipe(duplex=False)
     proc = mp.Process(target=_worker, args=(tasks, [(units, counter)], ctx, child), daemon=True)
-    proc.start()
+    start_forked(proc)  # a Ctrl-C during the fork acts here, once the worker is known
     child.close()
     return EarlyWorker(proc, conn, units, counter)
 
@@ -667,7 +672,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     import multiprocessing
 
     from symtrans.progress import Progress
-    from symtrans.threads import release_free_memory
+    from symtrans.threads import release_free_memory, start_forked
 
     if errors not in ("record", "raise"):
         raise ValueError(f"errors must be 'record' or 'raise', got {errors!r}")
@@ -705,9 +710,11 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             queues[0] = (units, counter)
             conn, child = mp.Pipe(duplex=False)
             proc = mp.Process(target=_worker, args=(tasks, queues, ctx, child), daemon=True)
-            proc.start()
-            child.close()
-            conns.append((proc, conn))
+            try:
+                start_forked(proc)
+            finally:  # a Ctrl-C during the fork is raised once the worker is started: stop it as the rest
+                child.close()
+                conns.append((proc, conn))
         done: set[int] = set()
 
         def finish(i: int, res: Any) -> None:

@@ -18,7 +18,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["single_threaded", "as_child_process", "Terminated", "terminate_on_sigterm", "release_free_memory"]
+__all__ = ["single_threaded", "as_child_process", "Terminated", "command_signals", "signal_received",
+           "raise_if_signalled", "start_forked", "release_free_memory"]
 
 
 @contextlib.contextmanager
@@ -95,23 +96,33 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM in the command's process: unwinds like Ctrl-C (every cleanup runs), and the exit status is 143."""
 
 
+#: the signal (SIGINT or SIGTERM) the command's process received inside :func:`command_signals`, if any
+_RECEIVED: list[int] = []
+
+
 @contextlib.contextmanager
-def terminate_on_sigterm() -> Iterator[None]:
-    """Inside the block, SIGTERM raises :class:`Terminated` in this (the main) thread; the old handler comes back after.
+def command_signals() -> Iterator[None]:
+    """Inside the block, Ctrl-C raises ``KeyboardInterrupt`` and SIGTERM :class:`Terminated`, and both are remembered.
 
     The one handler of a symtrans process tree: worker processes reset it
     (:func:`as_child_process`), so only the command's own process unwinds,
-    stops its workers and exits with status 143, leaving nothing running.
+    stops its workers and exits (130 or 143), leaving nothing running. The
+    signal is also remembered (:func:`signal_received`), because a library
+    may turn the exception into its own (torch, interrupted inside a tensor
+    read, raised "could not determine the shape of object type") or drop it;
+    the command then still ends as interrupted. The old handlers come back after.
 
     Examples
     --------
     >>> import os, signal
-    >>> with terminate_on_sigterm():
+    >>> with command_signals():
     ...     try:
     ...         os.kill(os.getpid(), signal.SIGTERM)
     ...     except Terminated:
-    ...         print("unwound")
-    unwound
+    ...         print("unwound; received", signal_received() == signal.SIGTERM)
+    unwound; received True
+    >>> signal_received() is None  # only inside the block
+    True
     """
     import signal
 
@@ -121,15 +132,105 @@ def terminate_on_sigterm() -> Iterator[None]:
     main_pid = os.getpid()
 
     def handler(signum: int, frame: Any) -> None:
-        if os.getpid() != main_pid:  # a forked child before as_child_process(): exit as SIGTERM would
-            os._exit(128 + signal.SIGTERM)
-        raise Terminated()
+        if os.getpid() != main_pid:  # a forked child before as_child_process(): the parent acts
+            if signum == signal.SIGTERM:
+                os._exit(128 + signal.SIGTERM)
+            return
+        _RECEIVED.append(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    _RECEIVED.clear()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        _RECEIVED.clear()
+
+
+def signal_received() -> int | None:
+    """The first signal (SIGINT, SIGTERM) received inside :func:`command_signals`, or None.
+
+    Examples
+    --------
+    >>> signal_received() is None
+    True
+    """
+    return _RECEIVED[0] if _RECEIVED else None
+
+
+def raise_if_signalled() -> None:
+    """Raise what the received signal means (``KeyboardInterrupt``, :class:`Terminated`), if one was received.
+
+    For a caller that caught an exception a library may have made of it.
+
+    Examples
+    --------
+    >>> raise_if_signalled()  # nothing received: nothing raised
+    """
+    import signal
+
+    got = signal_received()
+    if got is not None:
+        raise Terminated() if got == signal.SIGTERM else KeyboardInterrupt()
+
+
+def start_forked(proc: Any) -> None:
+    """Start a forked worker ``proc`` with Ctrl-C and SIGTERM held until the fork is done; then act on them here.
+
+    A signal that lands inside ``os.fork`` runs its handler in an at-fork
+    hook (``logging``'s lock release), where Python prints the exception and
+    drops it: a Ctrl-C there was lost and the report ran on to exit 0. One
+    that lands in the child before :func:`as_child_process` unwound the
+    command's own stack in the child. While held, the parent records the
+    signal and, once the fork is done, kills and reaps ``proc`` and raises it
+    (``KeyboardInterrupt``, :class:`Terminated`): the caller never holds a
+    worker it was not given. The child ignores Ctrl-C and exits on SIGTERM,
+    as :func:`as_child_process` then sets.
+    Outside the main thread it only starts ``proc`` (no handler can be set).
+
+    Examples
+    --------
+    >>> import multiprocessing, signal, time
+    >>> class Process(multiprocessing.get_context("fork").Process):
+    ...     def start(self):  # a Ctrl-C as the fork returns
+    ...         super().start(); signal.raise_signal(signal.SIGINT)
+    >>> p = Process(target=time.sleep, args=(60,), daemon=True)
+    >>> try:
+    ...     start_forked(p)
+    ... except KeyboardInterrupt:
+    ...     print("interrupted; the worker was killed:", p.exitcode == -signal.SIGKILL)
+    interrupted; the worker was killed: True
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    owner, caught = os.getpid(), []
+
+    def hold(signum: int, frame: Any) -> None:
+        if os.getpid() == owner:
+            caught.append(signum)
+        elif signum == signal.SIGTERM:  # the child, before as_child_process()
+            os._exit(128 + signal.SIGTERM)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        proc.start()
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    for s in caught[:1]:
+        if old[s] == signal.SIG_IGN:
+            continue
+        if proc.is_alive():  # the worker goes before the signal acts: the caller never holds one it did not get
+            proc.kill()
+        proc.join()
+        if callable(old[s]):
+            old[s](s, None)
+        signal.raise_signal(s)  # SIG_DFL, or a handler that returned
 
 
 def as_child_process() -> None:

@@ -216,6 +216,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     Finalizers and ``atexit`` handlers still run. Only for a process that is
     about to exit: a frozen object is never collected.
 
+    The exit status is :func:`main`'s, 130 after a Ctrl-C included: CPython
+    remembers a ``KeyboardInterrupt`` that passed through a C-level
+    evaluation (``PyRun_String``, which Cython's limited-API modules such as
+    python-flint's run on import) and, at exit, kills the process with
+    SIGINT even when the command caught it and returned 130 (seen: a Ctrl-C
+    during a report's imports exited -2 instead of 130).
+    :func:`_forget_interrupt_record` clears that record.
+
     Examples
     --------
     >>> import gc
@@ -227,8 +235,31 @@ def run(argv: Sequence[str] | None = None) -> int:
     import gc
 
     status = main(argv)
+    _forget_interrupt_record()
     gc.freeze()
     return status
+
+
+def _forget_interrupt_record() -> None:
+    """Clear CPython's record of a caught ``KeyboardInterrupt`` that would turn the exit into death by SIGINT.
+
+    The record (``unhandled_keyboard_interrupt``) is set when the exception
+    leaves a ``PyRun_*`` evaluation, and reset at the start of each one: one
+    empty evaluation resets it. No-op where ``ctypes.pythonapi`` is missing.
+
+    Examples
+    --------
+    >>> _forget_interrupt_record()
+    """
+    try:
+        import ctypes
+
+        evaluate = ctypes.pythonapi.PyRun_String
+    except (ImportError, AttributeError):  # not CPython
+        return
+    evaluate.restype = ctypes.py_object
+    evaluate.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]
+    evaluate(b"None", 258, {}, {})  # 258: Py_eval_input
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -248,13 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"symtrans {__version__}")
         return 0
     command = next((a for a in argv if not a.startswith("-")), None)
-    from symtrans.threads import Terminated, terminate_on_sigterm
+    from symtrans.threads import command_signals
 
-    with terminate_on_sigterm():  # SIGTERM unwinds like Ctrl-C: workers stopped, nothing partial, exit 143
-        return _main(argv, command, Terminated)
+    with command_signals():  # Ctrl-C and SIGTERM unwind: workers stopped, nothing partial, exit 130 or 143
+        return _main(argv, command)
 
 
-def _main(argv: list[str], command: str | None, terminated: type) -> int:
+def _main(argv: list[str], command: str | None) -> int:
     stdout = sys.stdout
     sys.stdout = _TerminalSafe(stdout)  # names from config files cannot drive the terminal
     try:
@@ -282,6 +313,8 @@ def _main(argv: list[str], command: str | None, terminated: type) -> int:
         from symtrans import progress
         from symtrans.validate import terminal_safe
 
+        if (interrupted := _signalled()) is not None:  # a library made its own error of the Ctrl-C
+            return interrupted
         progress.finish(discard=True)
         msg = str(err)
         if not msg.startswith("symtrans"):
@@ -292,6 +325,8 @@ def _main(argv: list[str], command: str | None, terminated: type) -> int:
     except ModuleNotFoundError as err:  # an optional dependency (torch, the bundled model, matplotlib)
         from symtrans.errors import missing_extra
 
+        if (interrupted := _signalled()) is not None:  # an import the Ctrl-C cut short
+            return interrupted
         why = missing_extra(err)
         if why is None:
             raise
@@ -301,18 +336,36 @@ def _main(argv: list[str], command: str | None, terminated: type) -> int:
         print(f"symtrans: error: {command or 'this command'} {why}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        if isinstance(err, terminated):
-            print("symtrans: terminated", file=sys.stderr)
-            return 143
-        print("symtrans: interrupted", file=sys.stderr)
-        return 130
+        from symtrans.threads import Terminated
+
+        return _stopped(isinstance(err, Terminated))
     except BrokenPipeError:
         return 0
+    except Exception:
+        if (interrupted := _signalled()) is not None:  # a library made its own error of the Ctrl-C
+            return interrupted
+        raise
     finally:
         from symtrans import progress
 
         progress.finish()
         sys.stdout = stdout
+
+
+def _stopped(terminated: bool) -> int:
+    """Say that the command was stopped (SIGTERM or Ctrl-C) and return its exit status, 143 or 130."""
+    print(f"symtrans: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+    return 143 if terminated else 130
+
+
+def _signalled() -> int | None:
+    """The exit status of a signal received while the command ran (see :func:`_stopped`), or None if none came."""
+    import signal
+
+    from symtrans.threads import signal_received
+
+    got = signal_received()
+    return None if got is None else _stopped(got == signal.SIGTERM)
 
 
 class _TerminalSafe:

@@ -83,22 +83,26 @@ def _render_aside(report: Report, f: str) -> Any:
     import multiprocessing
 
     from symtrans.runner import cuda_initialised, parallel_default
+    from symtrans.threads import start_forked
 
     if not parallel_default() or cuda_initialised():
         return None
     mp = multiprocessing.get_context("fork")
     conn, child = mp.Pipe(duplex=False)
     proc = mp.Process(target=_render_child, args=(report, f, child), daemon=True)
-    proc.start()
+    start_forked(proc)
     child.close()
 
     def result() -> str:
+        text = None
         try:
             text = conn.recv()
         except (EOFError, OSError):  # the child died: render here
-            text = None
+            pass
         finally:
             conn.close()
+            if text is None and proc.is_alive():  # a Ctrl-C here: the child holds the pipe's read end too and
+                proc.kill()  # would block forever on a full pipe, and this join with it (seen: a hung report)
             proc.join()
         return text if isinstance(text, str) else _render_one(report, f)
 

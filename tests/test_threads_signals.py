@@ -1,0 +1,134 @@
+"""A Ctrl-C that lands while a worker is forked acts in the command, once (threads.start_forked)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+
+# A Ctrl-C delivered during os.fork: an at-fork hook sends it, so Python runs its handler inside the hook,
+# which is where a real Ctrl-C ran it when it landed in logging's lock release (the report then ran to exit 0).
+_SCRIPT = textwrap.dedent("""
+    import multiprocessing, os, signal, sys, time
+    from symtrans.threads import start_forked
+
+    armed = []
+    os.register_at_fork(after_in_parent=lambda: armed and os.kill(os.getpid(), signal.SIGINT))
+    mp = multiprocessing.get_context("fork")
+    start = start_forked if sys.argv[1] == "held" else (lambda p: p.start())
+    p = mp.Process(target=time.sleep, args=(30,), daemon=True)
+    armed.append(1)
+    try:
+        start(p)
+        time.sleep(0.5)  # a handler that ran late would raise here
+        print("ran on")
+    except KeyboardInterrupt:
+        print("interrupted", p.exitcode)
+    finally:
+        armed.clear()
+        if p.is_alive():
+            p.kill()
+            p.join()
+""")
+
+
+def _run(how: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _SCRIPT, how], capture_output=True, text=True, timeout=120)
+
+
+def test_a_ctrl_c_inside_the_fork_is_raised_after_it_and_the_worker_is_reaped() -> None:
+    """Held across the fork, the Ctrl-C is raised once the start is done, after the worker was killed and reaped."""
+    import signal
+
+    done = _run("held")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["interrupted", str(-signal.SIGKILL)], (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_without_holding_the_same_ctrl_c_is_lost() -> None:
+    """The false case: started plainly, the handler raises inside the hook, Python drops it and the run goes on."""
+    done = _run("plain")
+    assert done.stdout.split() == ["ran", "on"], (done.stdout, done.stderr)
+    assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr, done.stderr
+
+
+# CPython remembers a KeyboardInterrupt that left a PyRun_* evaluation (Cython's limited-API modules, such as
+# python-flint's, run one on import) and then exits by SIGINT whatever status the program chose. The module
+# below sends a caught Ctrl-C through that path, as one landing in flint's import did during a report.
+_MODULE = textwrap.dedent("""
+    import ctypes, sys
+    evaluate = ctypes.pythonapi.PyRun_String
+    evaluate.restype = ctypes.py_object
+    evaluate.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]
+    try:
+        evaluate(b"raise KeyboardInterrupt", 257, {}, {})  # 257: Py_file_input
+    except KeyboardInterrupt:
+        pass
+    if sys.argv[1] == "cli":
+        from symtrans.cli import run
+        sys.exit(run(["--version"]))
+    sys.exit(0)
+""")
+
+
+@pytest.mark.parametrize("how", ["cli", "plain"])
+def test_a_caught_ctrl_c_keeps_the_commands_exit_status(how: str, tmp_path: Path) -> None:
+    """``python -m`` a command that caught a Ctrl-C: the CLI's status stands; without the CLI, Python's SIGINT exit."""
+    import os
+    import signal
+
+    (tmp_path / "interrupted_once.py").write_text(_MODULE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[1])])}
+    done = subprocess.run([sys.executable, "-m", "interrupted_once", how], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == (0 if how == "cli" else -signal.SIGINT), (done.returncode, done.stderr)
+
+
+class _Interrupting:
+    """A sequence torch reads to find a tensor's shape while a Ctrl-C lands (the handler runs in its item read)."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int) -> float:
+        import signal
+
+        signal.raise_signal(signal.SIGINT)
+        return 0.0
+
+
+def test_a_ctrl_c_torch_turned_into_its_own_error_still_ends_the_command_as_interrupted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """torch makes "could not determine the shape" of the KeyboardInterrupt (seen in a report's tensor read); 130."""
+    import torch
+
+    from symtrans.cli import _signalled
+    from symtrans.threads import command_signals, raise_if_signalled
+
+    with command_signals():
+        with pytest.raises(ValueError, match="could not determine the shape"):
+            torch.tensor([_Interrupting()])
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_signalled()
+        assert _signalled() == 130
+    assert capsys.readouterr().err == "symtrans: interrupted\n"
+
+
+def test_without_the_command_handler_the_same_ctrl_c_is_only_torchs_error() -> None:
+    """The false case: under Python's own handler nothing remembers it, so the error would be all a user saw."""
+    import torch
+
+    from symtrans.cli import _signalled
+    from symtrans.threads import raise_if_signalled
+
+    with pytest.raises(ValueError, match="could not determine the shape"):
+        torch.tensor([_Interrupting()])
+    raise_if_signalled()
+    assert _signalled() is None
