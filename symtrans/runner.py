@@ -672,7 +672,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
     import multiprocessing
 
     from symtrans.progress import Progress
-    from symtrans.threads import release_free_memory, start_forked
+    from symtrans.threads import raise_if_signalled, release_free_memory, start_forked
 
     if errors not in ("record", "raise"):
         raise ValueError(f"errors must be 'record' or 'raise', got {errors!r}")
@@ -721,6 +721,7 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             done.add(i)
             results[i] = res
             bar.step(name(*tasks[i]))
+            raise_if_signalled()  # a Ctrl-C Python dropped (raised in a weakref callback or an at-fork hook)
 
         def drain(block: bool) -> None:
             for pc in list(conns):

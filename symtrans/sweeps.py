@@ -483,6 +483,11 @@ def run_task(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         (folder / RUNNING).unlink(missing_ok=True)
         raise
     except Exception as err:  # noqa: BLE001 - recorded; one failed task must not stop the sweep
+        from symtrans.threads import raise_if_signalled, signal_received
+
+        if signal_received() is not None:  # a library's error made of a Ctrl-C is the Ctrl-C, not a failure
+            (folder / RUNNING).unlink(missing_ok=True)
+            raise_if_signalled()
         rec = record_failure(task, out, _error_text(err), attempts=attempts, trace=traceback.format_exc())
         (folder / RUNNING).unlink(missing_ok=True)
         return rec

@@ -132,3 +132,46 @@ def test_without_the_command_handler_the_same_ctrl_c_is_only_torchs_error() -> N
         torch.tensor([_Interrupting()])
     raise_if_signalled()
     assert _signalled() is None
+
+
+def _drop_a_ctrl_c_in_a_weakref_callback() -> list[str]:
+    """A Ctrl-C whose handler runs in a weakref callback, where Python reports the exception and drops it.
+
+    Seen in a report: the handler ran in importlib's module-lock callback during an import, and the
+    report went on to exit 0. Returns the names of the exceptions Python dropped.
+    """
+    import signal
+    import weakref
+
+    class Thing:
+        pass
+
+    dropped: list[str] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: dropped.append(type(u.exc_value).__name__)
+    try:
+        thing = Thing()
+        ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+        del thing  # the callback runs here
+    finally:
+        sys.unraisablehook = hook
+    assert ref() is None
+    return dropped
+
+
+def test_a_ctrl_c_python_dropped_is_raised_at_the_next_check() -> None:
+    """Remembered by the command's handler, the dropped Ctrl-C is raised by raise_if_signalled (runner, CLI)."""
+    from symtrans.threads import command_signals, raise_if_signalled
+
+    with command_signals():
+        assert _drop_a_ctrl_c_in_a_weakref_callback() == ["KeyboardInterrupt"]  # no exception reaches here
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_signalled()
+
+
+def test_under_pythons_handler_a_dropped_ctrl_c_is_gone() -> None:
+    """The false case: with Python's own handler nothing remembers it and the program goes on."""
+    from symtrans.threads import raise_if_signalled, signal_received
+
+    assert _drop_a_ctrl_c_in_a_weakref_callback() == ["KeyboardInterrupt"]
+    raise_if_signalled()
+    assert signal_received() is None

@@ -307,6 +307,9 @@ def _main(argv: list[str], command: str | None) -> int:
         sys.set_int_max_str_digits(0)  # exact orders such as d_ff! have thousands of digits (capped in validate)
         progress.configure(quiet=bool(getattr(args, "quiet", False)) or getattr(args, "progress", "auto") == "off")
         status = int(args.func(args) or 0)
+        from symtrans.threads import raise_if_signalled
+
+        raise_if_signalled()  # a Ctrl-C Python dropped (raised in a weakref callback): still an interrupted command
         sys.stdout.flush()  # a full or closed stdout is this command's error, not the interpreter's at exit
         return status
     except SymtransError as err:
