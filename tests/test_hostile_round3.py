@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from symtrans.cli import main
@@ -531,14 +532,11 @@ def test_ray_engine_that_cannot_start_creates_nothing(tiny: Path, tmp_path: Path
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and int((d / "stat").read_text().split(") ", 1)[1].split()[1]) == pid:
-                out.append(int(d.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
+    """The pids of ``pid``'s child processes (none once it has exited)."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists() or (os.cpu_count() or 1) < 2,
