@@ -710,11 +710,9 @@ def run_tasks(tasks: list[tuple[str, Any]], ctx: Context, *, progress: bool = Fa
             queues[0] = (units, counter)
             conn, child = mp.Pipe(duplex=False)
             proc = mp.Process(target=_worker, args=(tasks, queues, ctx, child), daemon=True)
-            try:
-                start_forked(proc)
-            finally:  # a Ctrl-C during the fork is raised once the worker is started: stop it as the rest
-                child.close()
-                conns.append((proc, conn))
+            start_forked(proc)  # a Ctrl-C during the fork: the worker is reaped there, then it is raised here
+            child.close()
+            conns.append((proc, conn))
         done: set[int] = set()
 
         def finish(i: int, res: Any) -> None:

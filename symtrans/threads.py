@@ -100,6 +100,34 @@ class Terminated(KeyboardInterrupt):
 _RECEIVED: list[int] = []
 
 
+def _exception(signum: int) -> KeyboardInterrupt:
+    """What a received signal raises in the command's process: :class:`Terminated` for SIGTERM, else Ctrl-C's."""
+    import signal
+
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _in_forked_child(signum: int) -> None:
+    """A signal in a forked child before :func:`as_child_process`: SIGTERM exits as it would, Ctrl-C is the parent's."""
+    import signal
+
+    if signum == signal.SIGTERM:
+        os._exit(128 + signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _handling(handler: Any) -> Iterator[dict[int, Any]]:
+    """``handler`` for SIGINT and SIGTERM inside the block; yields the old handlers, which come back after."""
+    import signal
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield old
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 @contextlib.contextmanager
 def command_signals() -> Iterator[None]:
     """Inside the block, Ctrl-C raises ``KeyboardInterrupt`` and SIGTERM :class:`Terminated`, and both are remembered.
@@ -124,28 +152,22 @@ def command_signals() -> Iterator[None]:
     >>> signal_received() is None  # only inside the block
     True
     """
-    import signal
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     main_pid = os.getpid()
 
     def handler(signum: int, frame: Any) -> None:
-        if os.getpid() != main_pid:  # a forked child before as_child_process(): the parent acts
-            if signum == signal.SIGTERM:
-                os._exit(128 + signal.SIGTERM)
-            return
+        if os.getpid() != main_pid:
+            return _in_forked_child(signum)
         _RECEIVED.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        raise _exception(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     _RECEIVED.clear()
     try:
-        yield
+        with _handling(handler):
+            yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         _RECEIVED.clear()
 
 
@@ -169,11 +191,9 @@ def raise_if_signalled() -> None:
     --------
     >>> raise_if_signalled()  # nothing received: nothing raised
     """
-    import signal
-
     got = signal_received()
     if got is not None:
-        raise Terminated() if got == signal.SIGTERM else KeyboardInterrupt()
+        raise _exception(got)
 
 
 def start_forked(proc: Any) -> None:
@@ -211,17 +231,12 @@ def start_forked(proc: Any) -> None:
     owner, caught = os.getpid(), []
 
     def hold(signum: int, frame: Any) -> None:
-        if os.getpid() == owner:
-            caught.append(signum)
-        elif signum == signal.SIGTERM:  # the child, before as_child_process()
-            os._exit(128 + signal.SIGTERM)
+        if os.getpid() != owner:
+            return _in_forked_child(signum)
+        caught.append(signum)
 
-    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _handling(hold) as old:
         proc.start()
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
     for s in caught[:1]:
         if old[s] == signal.SIG_IGN:
             continue
