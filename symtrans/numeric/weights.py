@@ -326,21 +326,22 @@ def _short(err: Exception) -> str:
     return str(err).splitlines()[0][:160] if str(err) else type(err).__name__
 
 
-_HASHES: dict[tuple[tuple[str, int, int], ...], str] = {}
+_HASHES: dict[tuple[tuple[str, int, int, int, int, int], ...], str] = {}
 
 
 def _hash_files(files: list[Path], config: Path) -> str:
-    """The model's ``weights_hash``: SHA-256 over config.json and the weight files, cached by (path, size, mtime).
+    """The model's ``weights_hash``: SHA-256 over config.json and the weight files, remembered by file identity.
 
     The rule is the checker's (:func:`symtrans.checker.reader.model_hash`: one definition, so a certificate
-    written here re-checks there).
+    written here re-checks there); :func:`symtrans.numeric.hashcache.cached_digest` remembers it across runs
+    for the same device, inode, size, mtime and ctime of every file (and this process keeps it too).
     """
     from symtrans.checker.reader import model_hash
+    from symtrans.numeric.hashcache import cached_digest, file_identity
 
-    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in [config, *files])
-    if key in _HASHES:
-        return _HASHES[key]
-    _HASHES[key] = model_hash(config, files)
+    key = tuple(file_identity(f) for f in [config, *files])
+    if key not in _HASHES:
+        _HASHES[key] = cached_digest([config, *files], lambda: model_hash(config, files))
     return _HASHES[key]
 
 
