@@ -266,8 +266,10 @@ def _embedding_parts(weights: Any, ids: list[int]) -> list[Any]:
     """The float64 arrays whose sum is X = word[ids] + pos[:n] + type[0] (those the model has)."""
     import numpy as np
 
+    from symtrans.numeric.weights import table_rows
+
     n = len(ids)
-    parts = [_np(weights.word[list(ids)])]
+    parts = [_np(table_rows(weights, "word", list(ids)))]
     if getattr(weights, "pos", None) is not None:
         parts.append(_np(weights.pos[:n]))
     if getattr(weights, "type", None) is not None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.numeric.weights import ModelWeights, default_model_path, load_model  # noqa: F401 (doctests)
+from symtrans.numeric.weights import ModelWeights, default_model_path, load_model, table_rows  # noqa: F401 (doctests)
 
 __all__ = ["LayerTrace", "Trace", "Structure", "structure", "encode", "embed", "embed_input", "embedding_scale", "tokenize",
            "layer_norm", "rms_norm", "norm", "attention", "encoder_layer", "decoder_layer", "layer_forward",
@@ -664,7 +664,7 @@ def embed(weights: ModelWeights, input_ids: Any, float32_internals: bool = False
                             f"{weights.pos.shape[0] - weights.position_offset} positions")
     if int(ids.min()) < 0 or int(ids.max()) >= int(arch.vocab_size):
         raise SymtransError(f"token id out of range [0, {arch.vocab_size})")
-    x = weights.word[ids]
+    x = table_rows(weights, "word", ids)  # the rows only: no float64 copy of the whole table
     if getattr(arch, "embedding_scale", False):  # Gemma: word rows times sqrt(d_model)
         x = x * embedding_scale(arch, float32_internals)
     if weights.pos is not None:

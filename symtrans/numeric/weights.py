@@ -32,7 +32,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, read_json_file,
                                shard_file)
 
-__all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "resolve_device",
+__all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "table_rows", "resolve_device",
            "resolve_dtype", "default_model_path", "unwrap_model", "module_state", "expand_kv", "SUPPORTED_FAMILIES",
            "storage_precision"]
 
@@ -134,6 +134,104 @@ def resolve_dtype(dtype: str | Any) -> Any:
     return table[dtype]
 
 
+class _Unconverted:
+    """The value a :class:`_Tensors` entry holds until it is converted: any use of it is an error, not a None."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise SymtransError(f"internal error: tensor {self.name!r} was read around ModelWeights.tensors' "
+                            "conversion (index the mapping, or use table_rows)")
+
+
+class _Tensors(dict):  # type: ignore[type-arg]
+    """A model's tensors by name, where an embedding table may wait in its stored dtype until it is read whole.
+
+    A 262,144-row word table (the bundled Gemma 3) costs about 1 s and 1.3 GB to convert to float64, and a
+    forward reads a few rows of it: :func:`table_rows` converts only those (exactly: float32 and float16 values
+    are float64 values). Reading the entry (``tensors[name]``, ``get``, ``items``, ``values``, ``dict(...)``)
+    converts the whole table once, in place, so every other reader sees an ordinary tensor in the working dtype.
+
+    Examples
+    --------
+    >>> import torch
+    >>> t = _Tensors({"a": torch.zeros(1)}, {"word": (torch.ones(3, 2, dtype=torch.float32), torch.float64, None)})
+    >>> t.rows("word", [0, 2]).dtype, t.pending
+    (torch.float64, ('word',))
+    >>> t["word"].dtype, t.pending
+    (torch.float64, ())
+    """
+
+    def __init__(self, tensors: dict[str, Any], pending: dict[str, tuple[Any, Any, Any]] | None = None):
+        pending = dict(pending or {})
+        super().__init__({**tensors, **{k: _Unconverted(k) for k in pending}})
+        self._pending = pending  # name -> (tensor as stored, working dtype, device)
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The names still in their stored dtype."""
+        return tuple(self._pending)
+
+    def _convert(self, key: str) -> None:
+        stored, dt, dev = self._pending.pop(key)
+        super().__setitem__(key, stored.to(device=dev, dtype=dt))
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._pending:
+            self._convert(key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._pending.pop(key, None)
+        super().__setitem__(key, value)
+
+    def __iter__(self) -> Iterator[str]:  # defined so that dict(t) and {**t} read values through __getitem__
+        return super().__iter__()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def items(self) -> Any:
+        for k in list(self._pending):
+            self._convert(k)
+        return super().items()
+
+    def values(self) -> Any:
+        self.items()  # converts what waits
+        return super().values()
+
+    def __reduce__(self) -> Any:  # a pickled copy is a plain dict of converted tensors
+        return dict, (dict(self.items()),)
+
+    def rows(self, key: str, index: Any) -> Any:
+        """``self[key][index]`` without converting the rest of the table."""
+        if key in self._pending:
+            stored, dt, dev = self._pending[key]
+            return stored[index].to(device=dev, dtype=dt)
+        return self[key][index]
+
+    def clone(self) -> _Tensors:
+        """A copy with its own tensors; a table still in its stored dtype stays so (its stored tensor cloned)."""
+        done = {k: (v.clone() if v is not None else None) for k, v in super().items() if k not in self._pending}
+        return _Tensors(done, {k: (t.clone(), dt, dev) for k, (t, dt, dev) in self._pending.items()})
+
+
+def table_rows(weights: Any, name: str, index: Any) -> Any:
+    """Rows ``index`` of embedding table ``name`` in the working dtype, converting no other row.
+
+    Examples
+    --------
+    >>> w = load_model("default")
+    >>> bool((table_rows(w, "word", [3, 1]) == w.tensors["word"][[3, 1]]).all())
+    True
+    """
+    tensors = getattr(weights, "tensors", None)
+    if isinstance(tensors, _Tensors):
+        return tensors.rows(name, index)
+    return getattr(weights, name)[index]
+
+
 @dataclass
 class ModelWeights:
     """A BERT-family encoder's weights in the per-head layout, on one device and dtype.
@@ -233,7 +331,8 @@ class ModelWeights:
         >>> float(w.W_Q.abs().max()) > 0
         True
         """
-        tensors = {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()}
+        tensors = (self.tensors.clone() if isinstance(self.tensors, _Tensors)
+                   else {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()})
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
                             self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes),
                             dict(self.quantized))
@@ -258,7 +357,8 @@ class ModelWeights:
         """
         if not 0 <= i < self.n_layers:
             raise SymtransError(f"layer {i} out of range: the model has {self.n_layers} layers")
-        out = {k: v[i] for k, v in self.tensors.items() if k in _PER_LAYER and v is not None}
+        t = self.tensors  # by key: reading every value would convert a table kept as stored (_Tensors)
+        out = {k: t[k][i] for k in t if k in _PER_LAYER and t[k] is not None}
         return out if shared_kv else expand_kv(out)
 
 
@@ -1031,8 +1131,12 @@ class _Checkpoint:
             "type": (int(a.type_vocab_size), D) if self.has(lay["type"]) and a.type_vocab_size else None,
         }
 
-    def embeddings(self, lazy_tables: bool = False) -> dict[str, Any]:
-        """Embedding tensors; with ``lazy_tables`` the word/position tables read rows on demand."""
+    def embeddings(self, lazy_tables: bool = False, stored_tables: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Embedding tensors; with ``lazy_tables`` the word/position tables read rows on demand.
+
+        The tables named in ``stored_tables`` are read whole and checked but kept in their stored dtype
+        (:class:`_Tensors` converts them when read).
+        """
         lay, D = self.layout, int(self.arch.d_model)
         out: dict[str, Any] = {}
         for name, shape in self.table_shapes().items():
@@ -1040,6 +1144,8 @@ class _Checkpoint:
                 out[name] = None
             elif lazy_tables and self.slicer is not None:
                 out[name] = _LazyRows(self, self.key(lay[name]), shape)
+            elif name in stored_tables:
+                out[name] = self.raw(lay[name], shape)
             else:
                 out[name] = self.fetch(lay[name], shape)
         for tag, key in (("emb_ln", lay["emb_ln"]), ("final_ln", lay.get("final_ln"))):
@@ -1086,8 +1192,14 @@ class _Checkpoint:
                     tensors[k] = torch.empty((L, *lay[k].shape), dtype=lay[k].dtype, device=lay[k].device)
                     tensors[k][0] = lay[k]
             del lay
-        tensors.update(self.embeddings())
-        return tensors
+        emb = self.embeddings(stored_tables=_STORED_TABLES)
+        pending = {k: (emb.pop(k), self.dt, self.dev) for k in _STORED_TABLES if emb.get(k) is not None}
+        tensors.update(emb)
+        return _Tensors(tensors, pending)
+
+
+#: the tables :meth:`_Checkpoint.all_tensors` keeps in their stored dtype until read whole (a forward reads rows)
+_STORED_TABLES = ("word",)
 
 
 class _LazyRows:
