@@ -411,7 +411,7 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0,
     import torch
 
     from symtrans.numeric.forward import encode, norm, structure
-    from symtrans.numeric.linalg import rank_from_singular_values
+    from symtrans.numeric.linalg import rank_from_singular_values, svdvals
 
     from symtrans.precision import dtype_name
 
@@ -433,7 +433,7 @@ def fibre_ffn_input_numeric(weights: Any, layer: int, n: int = 4, seed: int = 0,
             if st.post_norms:  # Gemma 3: the attention output passes its post-norm before the residual add
                 z = norm(z[None], L["ln1_post_w"], None, st)[0]
             return norm((t.X[i] + z)[None], gain, shift, st)[0]
-        svals.append(torch.linalg.svdvals(torch.autograd.functional.jacobian(row, Y[i].clone(), vectorize=True)))
+        svals.append(svdvals(torch.autograd.functional.jacobian(row, Y[i].clone(), vectorize=True)))
     s = torch.sort(torch.cat(svals), descending=True).values
     shape = (n * w.d_model, Y.numel())
     domain = shape[1]

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
-           "rank_from_singular_values", "storage_rank", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
+           "rank_from_singular_values", "storage_rank", "storage_rank_from", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
            "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
            "check_storage_dtype", "rank_interval"]
 
@@ -315,12 +315,28 @@ def storage_rank(M: Any, storage_dtype: Any) -> RankRecord:
 
     W = torch.as_tensor(M).to(torch.float64)
     shape = (int(W.shape[-2]), int(W.shape[-1]))
-    s = svdvals(W)
-    cut, why = storage_cut(float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
+    return storage_rank_from(svdvals(W), float(torch.linalg.matrix_norm(W)), storage_dtype, shape)
+
+
+def storage_rank_from(s: Any, norm: float, storage_dtype: Any, shape: tuple[int, int]) -> RankRecord:
+    """The :func:`storage_rank` record of a matrix of ``shape`` from its float64 singular values and Frobenius norm.
+
+    For callers that already hold the singular values (:func:`storage_ranks`' batch,
+    :func:`symtrans.numeric.wo.wo_rank_of`'s heads): one rule, whichever factorisation computed them.
+
+    Examples
+    --------
+    >>> import torch
+    >>> rec = storage_rank_from(torch.tensor([2.0, 1e-12], dtype=torch.float64), 5 ** 0.5, "float32", (2, 2))
+    >>> rec.rank, rec.precision
+    (1, 'float32 storage rounding')
+    """
+    import torch
+
+    cut, why = storage_cut(norm, storage_dtype, shape)
     smax = float(s[0]) if s.numel() else 0.0
     rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
-    name = float_dtype_name(storage_dtype)
-    return dataclasses.replace(rec, precision=f"{name} storage rounding")
+    return dataclasses.replace(rec, precision=f"{float_dtype_name(storage_dtype)} storage rounding")
 
 
 def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> list[Any]:
@@ -366,10 +382,7 @@ def storage_ranks(batch: Any, storage_dtype: Any, *, certify: bool = False) -> l
     rest = [k for k in range(W.shape[0]) if out[k] is None]
     svals = svdvals(W[rest]).cpu() if rest else []
     for k, s in zip(rest, svals):
-        cut, why = storage_cut(float(norms[k]), dts[k], shape)
-        smax = float(s[0]) if s.numel() else 0.0
-        rec = rank_from_singular_values(s, shape, torch.float64, rtol=cut / smax if smax > 0 else 0.0, reason=why)
-        out[k] = dataclasses.replace(rec, precision=f"{names[k]} storage rounding")
+        out[k] = storage_rank_from(s, float(norms[k]), dts[k], shape)
     return out
 
 

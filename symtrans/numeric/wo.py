@@ -41,7 +41,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of", "wo_quotient_rank"]
+__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of", "wo_quotient_rank",
+           "HeadRanks", "head_ranks_of", "wo_head_ranks"]
 
 
 def stacked_wo(W_O: Any) -> Any:
@@ -106,6 +107,13 @@ class WoRank:
     head_low: tuple[int, ...]
     head_high: tuple[int, ...]
     centred: bool = False
+    #: each head block's own rank record at storage precision (:func:`~symtrans.numeric.linalg.storage_rank_from`)
+    head_records: tuple[Any, ...] = ()
+
+    @property
+    def head_ranks(self) -> HeadRanks:
+        """The per-head part as the :class:`HeadRanks` it was built from."""
+        return HeadRanks(self.head_records, self.head_low, self.head_high)
 
     @property
     def rank(self) -> int:
@@ -158,12 +166,13 @@ class WoRank:
 
 
 def wo_rank_of(W_O: Any, storage_dtype: Any, *, layer: int | None = None, centred: bool = False,
-               certify: bool = True) -> WoRank:
+               certify: bool = True, heads: HeadRanks | None = None) -> WoRank:
     """:class:`WoRank` of a per-head ``W_O [H, d_v, d_model]`` stored in ``storage_dtype`` (no model needed).
 
     ``centred``: the rank of ``W_O P`` (each row minus its mean: W_O modulo the
     centring shift) at the storage cut of ``W_O`` itself. ``certify``: try a
-    Cholesky proof of full rank first (no SVD where it goes through).
+    Cholesky proof of full rank first (no SVD where it goes through). ``heads``:
+    the per-head ranks (:func:`head_ranks_of` of the same ``W_O``), when already computed.
 
     Examples
     --------
@@ -198,16 +207,63 @@ def wo_rank_of(W_O: Any, storage_dtype: Any, *, layer: int | None = None, centre
                                         reason=f"{what}: {cut[1]}")
         rec = dataclasses.replace(rec, precision=f"{sd} storage rounding")
         low, high = rank_interval(s, cut[0])
-    # per head: W_O^h (d_v x d_model) at its own storage cut, one batched SVD
+    heads = head_ranks_of(W_O, sd) if heads is None else heads
+    return WoRank(layer=layer, rows=H * dv, cols=d, storage_dtype=sd, record=rec, low=low, high=high,
+                  head_low=heads.low, head_high=heads.high, centred=centred, head_records=heads.records)
+
+
+@dataclass(frozen=True)
+class HeadRanks:
+    """Each head block ``W_O^h`` (``d_v x d_model``) at its own storage cut: records and rank intervals."""
+
+    records: tuple[Any, ...]
+    low: tuple[int, ...]
+    high: tuple[int, ...]
+
+
+def head_ranks_of(W_O: Any, storage_dtype: Any) -> HeadRanks:
+    """:class:`HeadRanks` of a per-head ``W_O [H, d_v, d_model]`` stored in ``storage_dtype``: one batched SVD.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.zeros(2, 3, 5, dtype=torch.float64); W[0, :, :3] = torch.eye(3); W[1, 0, 0] = 1.0
+    >>> r = head_ranks_of(W, "float32")
+    >>> [x.rank for x in r.records], r.low, r.high
+    ([3, 1], (3, 1), (3, 1))
+    """
+    import torch
+
+    from symtrans.numeric.linalg import rank_interval, storage_cut, storage_rank_from, svdvals
+    from symtrans.numeric.weights import _dtype_name
+
+    W_O = torch.as_tensor(W_O).to(torch.float64)
+    H, dv, d = (int(x) for x in W_O.shape)
+    sd = _dtype_name(storage_dtype)
     hs = svdvals(W_O).cpu()
     norms = torch.linalg.matrix_norm(W_O).cpu()
-    hl, hh = [], []
-    for h in range(H):
-        a, b = rank_interval(hs[h], storage_cut(float(norms[h]), sd, (dv, d))[0])
-        hl.append(a)
-        hh.append(b)
-    return WoRank(layer=layer, rows=H * dv, cols=d, storage_dtype=sd, record=rec, low=low, high=high,
-                  head_low=tuple(hl), head_high=tuple(hh), centred=centred)
+    bands = [rank_interval(hs[h], storage_cut(float(norms[h]), sd, (dv, d))[0]) for h in range(H)]
+    return HeadRanks(records=tuple(storage_rank_from(hs[h], float(norms[h]), sd, (dv, d)) for h in range(H)),
+                     low=tuple(a for a, _ in bands), high=tuple(b for _, b in bands))
+
+
+def wo_head_ranks(ctx: Any, layer: int) -> HeadRanks:
+    """:func:`head_ranks_of` ``layer``'s W_O in the context's model, computed once per context (sec6 and sec7 read it).
+
+    Examples
+    --------
+    >>> from symtrans.context import Context
+    >>> ctx = Context(model="default", n=4)
+    >>> wo_head_ranks(ctx, 2) == wo_rank(ctx, 2).head_ranks, wo_head_ranks(ctx, 2).high[:3]
+    (True, (32, 32, 32))
+    """
+    from symtrans.numeric.weights import storage_precision
+
+    key = ("wo-head-ranks", int(layer))
+    if key not in ctx.cache:
+        w = ctx.weights()
+        ctx.cache[key] = head_ranks_of(w.layer(layer)["W_O"], storage_precision(w, "W_O", layer)[0])
+    return ctx.cache[key]
 
 
 def wo_rank(ctx: Any, layer: int, *, centred: bool = False) -> WoRank:
@@ -233,7 +289,8 @@ def wo_rank(ctx: Any, layer: int, *, centred: bool = False) -> WoRank:
     if key not in ctx.cache:
         w = ctx.weights()
         sd = storage_precision(w, "W_O", layer)[0]
-        ctx.cache[key] = wo_rank_of(w.layer(layer)["W_O"], sd, layer=int(layer), centred=centred)
+        ctx.cache[key] = wo_rank_of(w.layer(layer)["W_O"], sd, layer=int(layer), centred=centred,
+                                    heads=wo_head_ranks(ctx, layer))
     return ctx.cache[key]
 
 

@@ -44,7 +44,7 @@ from symtrans.producers.symbolic import (MOD_P_NOTE, SMALL_SIZES, arch_preset, c
                                          exact_weights, kernel_record, statement_dims, statement_scope)
 from symtrans.precision import EPS64
 
-__all__ = ["layer_subspaces", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
+__all__ = ["layer_subspaces", "identity_at", "head_hypotheses", "bound_verdict", "mha_rank_clause", "pair_ties", "pairwise_ranks", "all_tied", "specialised_layers", "spearman_test", "alignment_verdict",
            "count_flops", "count_flops_bert_layer", "count_matmul_flops", "meta_layer", "paper_share_range",
            "ALPHA_LEVEL", "RANK_TOLERANCE"]
 
@@ -154,6 +154,7 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
     from symtrans.producers.common import storage_precision, storage_ranks
     from symtrans.numeric.linalg import numerical_rank, numerical_ranks
     from symtrans.numeric.measure import head_subspaces
+    from symtrans.numeric.wo import wo_head_ranks
 
     n = ctx.n if n is None else n
     key = ("sec6-layer", i, n)
@@ -167,12 +168,11 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
         # W_V^h as stored (one per key/value head), each record repeated for the query heads that read it
         shared = w.layer(i, shared_kv=True)  # W_K, W_V as stored: one per key/value head
         wv = _per_query_head(storage_ranks(shared["W_V"], sd), lay["W_V"].shape[0])
-        wo = storage_ranks(lay["W_O"], storage_precision(w, "W_O", i)[0])
+        wo = list(wo_head_ranks(ctx, i).records)  # W_O^h at storage precision: the one home, shared with thm-7.3
         k_lo, k_hi, route = _kappa_interval(ctx, i, lt, rec)
         ctx.cache[key] = {
-            "kappa_interval": (k_lo, k_hi), "kappa_route": route,
-            "layer": i, "n": n, "records": rec.dim_R_records, "dim_R": rec.dim_R, "dim_sum": rec.dim_sum,
-            "rank_MHA": rec.rank_mha.rank, "rank_MHA_record": rec.rank_mha, "kappa": rec.kappa,
+            "kappa_interval": (k_lo, k_hi), "kappa_route": route, **_identity_fields(i, n, rec),
+            "dim_R": rec.dim_R, "kappa": rec.kappa,
             "alpha_MHA": rec.alpha_mha, "overlap": rec.overlap, "rank_X": rx.rank, "rank_X_record": rx,
             "A_records": numerical_ranks(lt.A), "WV_records": wv, "WO_records": wo,
             # a causal head's A^h: strictly upper part exactly 0 (the mask), diagonal exp(s_ii) / Z_i > 0 exactly
@@ -181,6 +181,30 @@ def layer_subspaces(ctx: Context, i: int, n: int | None = None) -> dict[str, Any
             "alpha": _alpha_defined({"W_Q": lay["W_Q"], "W_K": shared["W_K"]},  # W_K as stored: once per head
                                     storage_precision(w, ("W_Q", "W_K"), i)[0])}
     return ctx.cache[key]
+
+
+def _identity_fields(i: int, n: int, rec: Any) -> dict[str, Any]:
+    """The fields of a layer record that prop-6.2's identity reads (:func:`_layer_rows`), from its head record."""
+    return {"layer": i, "n": n, "records": rec.dim_R_records, "dim_sum": rec.dim_sum, "rank_MHA": rec.rank_mha.rank,
+            "rank_MHA_record": rec.rank_mha}
+
+
+def identity_at(ctx: Context, i: int, n: int) -> dict[str, Any]:
+    """Layer ``i``'s rank MHA(X), each dim R_h and dim of their sum at ``n``: the part of :func:`layer_subspaces` the
+    identity reads, without the rest (A^h, W_V, alpha: seconds at n > d_model, read by no check there).
+
+    Examples
+    --------
+    >>> from symtrans.context import Context
+    >>> ctx = Context(model="default", n=6)
+    >>> full, lean = layer_subspaces(ctx, 1), identity_at(ctx, 1, 6)
+    >>> lean["rank_MHA"] == full["rank_MHA"], lean["dim_sum"].rank == full["dim_sum"].rank, set(lean) < set(full)
+    (True, True, True)
+    """
+    from symtrans.numeric.measure import head_subspaces
+
+    lt = trace(ctx, n=n, layers=None if n == ctx.n else i + 1).layers[i]
+    return _identity_fields(i, n, head_subspaces(lt, layer=i, W_O=weights(ctx).layer(i)["W_O"]))
 
 
 def _per_query_head(records: list[Any], heads: int) -> list[Any]:
@@ -508,7 +532,7 @@ def check_prop_6_2(ctx: Context) -> list[Evidence]:
     big = min(w.d_model + 64, int(w.arch.max_positions))
     if ctx.n <= w.d_model < big:
         first = ctx.layer_indices(w.n_layers)[0]  # layer 0, or the first of --layers
-        out.append(_prop_6_2_evidence(ctx, [layer_subspaces(ctx, first, n=big)], f"mha-rank-vs-sum-n{big}"))
+        out.append(_prop_6_2_evidence(ctx, [identity_at(ctx, first, big)], f"mha-rank-vs-sum-n{big}"))
     return out
 
 
