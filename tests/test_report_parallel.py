@@ -170,3 +170,49 @@ def test_early_worker_failures_are_handled():
     early = start_early(tasks, ctx, parallel=True)
     early.stop()  # a report that fails before collecting it: the worker ends, nothing is left behind
     assert not early.proc.is_alive()
+
+
+def _big(ctx):
+    return [Evidence(claim="c", producer="big", kind="symbolic", verdict=Verdict.SUPPORTED, summary="x" * 300_000)]
+
+
+def test_a_result_larger_than_the_pipe_does_not_stop_the_worker():
+    """The worker hands results to a sender thread: with the parent not reading, it still claims every unit.
+
+    The false case: a plain ``Connection.send`` of the same result into a pipe nobody reads blocks, which is
+    what stopped the worker before (1.4 s idle in the Gemma 3 report).
+    """
+    import multiprocessing
+    import threading
+    import time
+
+    from symtrans.runner import _worker
+
+    big = Producer(claim="c", name="big", kind="symbolic", func=_big, description="a large record")
+    small = Producer(claim="c", name="small", kind="symbolic", func=lambda ctx: [], description="none")
+    tasks = [("c", big), ("c", small)]
+    mp = multiprocessing.get_context("fork")
+    counter = mp.Value("i", 0)
+    reader, writer = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_worker, args=(tasks, [([[0], [1]], counter)], Context(model=None), writer))
+    proc.start()
+    writer.close()
+    deadline = time.monotonic() + 60
+    while counter.value < 2 and time.monotonic() < deadline:  # not reading: the worker must go on regardless
+        time.sleep(0.05)
+    claimed = counter.value
+    got = []
+    while (msg := reader.recv()) is not None:
+        got.append(msg)
+    proc.join(30)
+    assert claimed == 2, "the worker stopped at its first result while the parent was not reading"
+    assert sorted(i for i, _ in got) == [0, 1] and len(got[0][1][0].summary) == 300_000
+
+    r, w = mp.Pipe(duplex=False)
+    blocked = threading.Thread(target=w.send, args=(_big(None),), daemon=True)
+    blocked.start()
+    blocked.join(2)
+    assert blocked.is_alive()  # the old way: still blocked, nobody reads
+    r.recv()
+    blocked.join(10)
+    assert not blocked.is_alive()
