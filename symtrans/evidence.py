@@ -625,7 +625,8 @@ def producer(claim: str, *, kind: str, name: str | None = None, needs_model: boo
     records ``not-applicable`` naming ``applies_to``, the structural reason.
     A report may run producers in two processes (it forks after loading the
     weights and building the trace). ``share`` names a context cache the
-    producer shares with others beyond those two (e.g. ``"sec6-layer"``):
+    producer shares with others beyond those two (e.g. ``"head-ranks"``: sec6's layer records, sec7's W_O
+    records and :func:`symtrans.numeric.wo.wo_head_ranks`, the per-head W_O ranks both read):
     producers with the same ``share`` run in one process, one after the other,
     so the cache is computed once. ``cost`` is its relative running time on
     a BERT-large-sized model (seconds there, roughly): the report hands out the

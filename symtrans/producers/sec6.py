@@ -394,7 +394,7 @@ def _hyp_record(ctx: Context, claim: str, name: str, rows: list[dict[str, Any]],
     return out
 
 
-@producer("prop-6.3", kind="numeric", name="head-subspace-dim", needs_model=True, honours_layers=True, share="sec6-layer")
+@producer("prop-6.3", kind="numeric", name="head-subspace-dim", needs_model=True, honours_layers=True, share="head-ranks")
 def check_prop_6_3(ctx: Context) -> list[Evidence]:
     """dim R_h = min(rank X, d_k) per head where the hypotheses hold (n > d_k, A^h invertible, rank W_V^h W_O^h = d_k)."""
     from symtrans.producers.common import storage_precision
@@ -523,7 +523,7 @@ def _prop_6_2_evidence(ctx: Context, layers: list[dict[str, Any]], name: str) ->
                             values=sorted({r["rank_MHA"] for r in rows})), **common)
 
 
-@producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True, honours_layers=True, share="sec6-layer",
+@producer("prop-6.2/identity", kind="numeric", name="mha-rank-vs-sum", needs_model=True, honours_layers=True, share="head-ranks",
           cost=10)
 def check_prop_6_2(ctx: Context) -> list[Evidence]:
     """rank MHA(X) = dim(sum_h R_h) at n = ctx.n (all layers) and at n > d_model (layer 0)."""
@@ -563,7 +563,7 @@ def bound_verdict(rows: list[dict[str, Any]]) -> tuple[Verdict, list[dict[str, A
     return decide_verdict(bad, unsure), bad, unsure
 
 
-@producer("prop-6.2/bound", kind="numeric", name="mha-rank-bound", needs_model=True, honours_layers=True, share="sec6-layer")
+@producer("prop-6.2/bound", kind="numeric", name="mha-rank-bound", needs_model=True, honours_layers=True, share="head-ranks")
 def check_prop_6_2_bound(ctx: Context) -> list[Evidence]:
     """rank MHA(X) <= min(n, H d_v, d_model) and rank MHA(X) <= dim(sum_h R_h) at every layer."""
     from symtrans.evidence import Scope
@@ -597,7 +597,7 @@ def check_prop_6_2_bound(ctx: Context) -> list[Evidence]:
     return sanity([record(ctx, "prop-6.2", "mha-rank-bound", v, s, **common)])
 
 
-@producer("thm-rank-contraction", kind="numeric", name="contraction-kappa", needs_model=True, honours_layers=True, share="sec6-layer")
+@producer("thm-rank-contraction", kind="numeric", name="contraction-kappa", needs_model=True, honours_layers=True, share="head-ranks")
 def check_rank_contraction(ctx: Context) -> list[Evidence]:
     """kappa = sum_h dim R_h - dim(sum_h R_h) per layer: contraction occurs somewhere; d_ff >= max kappa."""
     from symtrans.evidence import Scope
@@ -953,7 +953,7 @@ def _per_layer_rho(layers: list[dict[str, Any]], meas: _AlignMeasure, y_band: fl
     return per_layer
 
 
-@producer("claim-align", kind="numeric", name="alpha-vs-alignment", needs_model=True, honours_layers=True, share="sec6-layer")
+@producer("claim-align", kind="numeric", name="alpha-vs-alignment", needs_model=True, honours_layers=True, share="head-ranks")
 def check_alignment(ctx: Context) -> list[Evidence]:
     """Directional heads (high alpha_h) have more aligned output subspaces: Spearman test over all heads."""
     import numpy as np

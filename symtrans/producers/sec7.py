@@ -619,13 +619,13 @@ def _ln(ctx: Context) -> list[Evidence]:
     return [_ln_recovery(ctx, meas, paper_per_token, common), _ln_identifiable(ctx, meas, common)]
 
 
-@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, honours_layers=True, share="sec7", cost=6)
+@producer("thm-recovery", kind="numeric", name="recovery-fibres-measured", needs_model=True, honours_layers=True, share="head-ranks", cost=6)
 def check_recovery(ctx: Context) -> list[Evidence]:
     """Fibre dimension of each named map (summation, Z -> Z W_O, the map into the MLP) against the formulas."""
     return [e for e in _cached(ctx) if e.claim == "thm-recovery"]
 
 
-@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, honours_layers=True, share="sec7", cost=0.1)
+@producer("thm-7.3", kind="numeric", name="head-identifiability", needs_model=True, honours_layers=True, share="head-ranks", cost=0.1)
 def check_nonidentifiability(ctx: Context) -> list[Evidence]:
     """Are per-head outputs identifiable from each named map's output? (fibre > 0 means no)."""
     return [e for e in _cached(ctx) if e.claim == "thm-7.3"]
@@ -701,7 +701,7 @@ def recovery(ctx: Context) -> list[Evidence]:
 
 @producer("thm-recovery/wo", kind="symbolic", name="recovery-wo-real", needs_model=True,
           description="exact rank of each layer's stacked W_O (real weights): fibre of Z -> Z W_O", cost=3,
-          share="sec7", whole_model="its certificate file (thm-recovery/wo-rank) lists every layer's stacked W_O: no "
+          share="head-ranks", whole_model="its certificate file (thm-recovery/wo-rank) lists every layer's stacked W_O: no "
                                     "per-subset certificate is written")
 def recovery_real(ctx: Context) -> list[Evidence]:
     """Certify rank W_O = H d_v for every layer of the model (verified float64 minor, else exact rank with flint).
