@@ -8,7 +8,10 @@ run builds the cached checkpoint (not timed: it is built before either side star
 symtrans byte-compiled as an install leaves it (``_installed.py``), and the checkpoint's weights hash
 remembered as the first report on it leaves it (:mod:`symtrans.numeric.hashcache`: about 2 s of CPU once).
 
-    python benchmarks/bench_gemma.py [--n 128]
+    python benchmarks/bench_gemma.py [--n 128] [--rounds 3]
+
+Each round runs the baseline, then the report, so a machine whose speed drifts (a shared host) moves both
+sides of a round together; the median of the rounds' ratios is the result.
 """
 
 from __future__ import annotations
@@ -50,7 +53,11 @@ def _run(cmd: list[str]) -> tuple[float, float]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved rounds (baseline, then report, each round); the median ratio is the result")
     args = p.parse_args()
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     from symtrans.numeric.bundled import bundled_gemma_path
 
     path = bundled_gemma_path(lambda m: print(m, file=sys.stderr))
@@ -59,15 +66,19 @@ def main() -> None:
     compile_symtrans()  # as an installed package: not ~84 modules compiled in each timed process
     from symtrans.numeric.weights import stream_model
 
-    stream_model(path)  # the weights hash, remembered across runs (symtrans.numeric.hashcache), as any earlier run leaves it
-    base_t, base_m = _run([sys.executable, "-c", BASELINE, str(args.n)])
-    with tempfile.TemporaryDirectory() as out:
-        rep_t, rep_m = _run([sys.executable, "-m", "symtrans", "report", "--model", "gemma3-270m", "--n",
-                             str(args.n), "--out", out, "--quiet"])
-    print(f"transformers forward + hidden states + float64 svdvals: {base_t:.1f} s, peak {base_m:.0f} MiB")
-    print(f"symtrans report --model gemma3-270m (n = {args.n}):       {rep_t:.1f} s, peak {rep_m:.0f} MiB "
-          "(largest process)")
-    print(f"ratio: time {rep_t / base_t:.1f}x, peak memory {rep_m / base_m:.1f}x (target: 2x each)")
+    stream_model(path)  # the weights hash, remembered across runs (numeric.hashcache), as an earlier run leaves it
+    ratios = []
+    for r in range(1, args.rounds + 1):
+        base_t, base_m = _run([sys.executable, "-c", BASELINE, str(args.n)])
+        with tempfile.TemporaryDirectory() as out:
+            rep_t, rep_m = _run([sys.executable, "-m", "symtrans", "report", "--model", "gemma3-270m", "--n",
+                                 str(args.n), "--out", out, "--quiet"])
+        ratios.append((rep_t / base_t, rep_m / base_m))
+        print(f"round {r}: transformers forward + hidden states + float64 svdvals {base_t:.1f} s, peak "
+              f"{base_m:.0f} MiB; symtrans report --model gemma3-270m (n = {args.n}) {rep_t:.1f} s, peak "
+              f"{rep_m:.0f} MiB (largest process): time {rep_t / base_t:.2f}x, memory {rep_m / base_m:.2f}x")
+    time_r, mem_r = (sorted(x)[len(x) // 2] for x in zip(*ratios))
+    print(f"median of {args.rounds} rounds: time {time_r:.2f}x, peak memory {mem_r:.2f}x (target: 2x each)")
 
 
 if __name__ == "__main__":
