@@ -302,7 +302,7 @@ def _entropy_row(ctx: Context, w: Any, n: int, causal: bool) -> dict[str, Any]:
     import torch
 
     H = int(w.arch.H)
-    A = trace(ctx, n=n).layers[0].A.to(torch.float64)  # [H, n, n]
+    A = trace(ctx, n=n, layers=1).layers[0].A.to(torch.float64)  # [H, n, n]: layer 0 only, one layer run
     kernels, margins = _softmax_kernels(A, causal)
     extra = sum(k - 1 for k in kernels)
     decided = hypothesis_state(min(margins) if margins else math.inf) is not None  # the one decisiveness band
