@@ -72,3 +72,18 @@ def test_the_placeholder_is_loud_where_a_reader_bypasses_the_mapping(ckpt):
     assert raw is not None
     with pytest.raises(SymtransError, match="conversion"):
         raw.shape
+
+
+def test_replacing_or_removing_a_waiting_table_forgets_the_stored_one(ckpt):
+    """update/pop/del go through the mapping: a replaced table is never converted over its replacement."""
+    w = _fresh(ckpt)
+    new = torch.zeros_like(w.tensors._pending["word"][0], dtype=torch.float64)
+    w.tensors.update({"word": new})  # dict.update would bypass __setitem__ and leave the stored table waiting
+    assert w.tensors.pending == () and w.tensors["word"] is new
+    w = _fresh(ckpt)
+    assert w.tensors.pop("word").dtype == torch.float64 and "word" not in w.tensors
+    w = _fresh(ckpt)
+    del w.tensors["word"]
+    assert w.tensors.pending == () and w.tensors.get("word") is None
+    w = _fresh(ckpt)
+    assert w.tensors.copy()["word"].dtype == torch.float64 and type(w.tensors.copy()) is dict

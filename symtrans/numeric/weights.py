@@ -186,8 +186,34 @@ class _Tensors(dict):  # type: ignore[type-arg]
         self._pending.pop(key, None)
         super().__setitem__(key, value)
 
+    def __delitem__(self, key: str) -> None:
+        self._pending.pop(key, None)
+        super().__delitem__(key)
+
     def __iter__(self) -> Iterator[str]:  # defined so that dict(t) and {**t} read values through __getitem__
         return super().__iter__()
+
+    # dict's own update/pop/setdefault/popitem/copy bypass __getitem__ and __setitem__: each goes through them
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+        if key in self._pending:
+            self._convert(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self) -> tuple[str, Any]:
+        self.items()
+        return super().popitem()
+
+    def copy(self) -> dict[str, Any]:  # type: ignore[override]
+        return dict(self.items())
 
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self else default
