@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def main() -> None:
         print(f"round {r}: transformers forward + hidden states + float64 svdvals {base_t:.1f} s, peak "
               f"{base_m:.0f} MiB; symtrans report --model gemma3-270m (n = {args.n}) {rep_t:.1f} s, peak "
               f"{rep_m:.0f} MiB (largest process): time {rep_t / base_t:.2f}x, memory {rep_m / base_m:.2f}x")
-    time_r, mem_r = (sorted(x)[len(x) // 2] for x in zip(*ratios))
+    time_r, mem_r = (statistics.median(x) for x in zip(*ratios))
     print(f"median of {args.rounds} rounds: time {time_r:.2f}x, peak memory {mem_r:.2f}x (target: 2x each)")
 
 

@@ -35,8 +35,9 @@ def test_a_forward_reads_rows_only_and_matches_the_converted_table(ckpt):
     w = _fresh(ckpt)
     got = encode(w, n=8, seed=0)
     assert w.tensors.pending == ("word",)  # the forward converted no whole table
-    ref = load_model(str(ckpt)).to(dtype="float64")  # to() converts every tensor: a plain dict
-    assert not hasattr(ref.tensors, "pending")
+    ref = load_model(str(ckpt))
+    ref.tensors["word"]  # converted whole: the reference reads an ordinary float64 table
+    assert ref.tensors.pending == ()
     want = encode(ref, n=8, seed=0)
     assert torch.equal(got.embeddings, want.embeddings)
     assert all(torch.equal(a.out, b.out) for a, b in zip(got.layers, want.layers))
@@ -87,3 +88,11 @@ def test_replacing_or_removing_a_waiting_table_forgets_the_stored_one(ckpt):
     assert w.tensors.pending == () and w.tensors.get("word") is None
     w = _fresh(ckpt)
     assert w.tensors.copy()["word"].dtype == torch.float64 and type(w.tensors.copy()) is dict
+
+
+def test_to_another_dtype_keeps_the_table_waiting_for_that_dtype(ckpt):
+    w = _fresh(ckpt)
+    f32 = w.to(dtype="float32")
+    assert w.tensors.pending == ("word",) and f32.tensors.pending == ("word",)  # no float64 copy on the way
+    assert f32.tensors["word"].dtype == torch.float32 and f32.W_Q.dtype == torch.float32
+    assert torch.equal(f32.tensors["word"].double(), w.tensors["word"])  # float32 values, exactly

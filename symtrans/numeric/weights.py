@@ -237,6 +237,13 @@ class _Tensors(dict):  # type: ignore[type-arg]
             return stored[index].to(device=dev, dtype=dt)
         return self[key][index]
 
+    def to(self, dtype: Any, device: Any) -> _Tensors:
+        """The floating tensors in ``dtype`` on ``device``; a table still waiting now waits for that dtype (no
+        float64 copy made on the way to another dtype)."""
+        done = {k: (v.to(device=device, dtype=dtype) if v is not None and v.is_floating_point() else v)
+                for k, v in super().items() if k not in self._pending}
+        return _Tensors(done, {k: (t.to(device=device), dtype, device) for k, (t, _, _) in self._pending.items()})
+
     def clone(self) -> _Tensors:
         """A copy with its own tensors; a table still in its stored dtype stays so (its stored tensor cloned)."""
         done = {k: (v.clone() if v is not None else None) for k, v in super().items() if k not in self._pending}
@@ -340,8 +347,9 @@ class ModelWeights:
         dev = resolve_device(device) if isinstance(device, str) or device is None else device
         if device is None:
             dev = self.device
-        tensors = {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
-                   for k, v in self.tensors.items()}
+        tensors = (self.tensors.to(dt, dev) if isinstance(self.tensors, _Tensors) else
+                   {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
+                    for k, v in self.tensors.items()})
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
                             self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
                             dict(self.quantized))
