@@ -945,7 +945,7 @@ def _layer(w: Any, h: Any, i: int, with_ln: bool) -> Any:
     from symtrans.numeric.forward import attention, layer_norm
 
     lay = w.layer(i, shared_kv=True)
-    h = h + attention(h, lay)[2].sum(0) + lay["b_O"]
+    h = h + attention(h, lay)[2].sum(-3) + lay["b_O"]  # the head sum; h may be a batch [B, n, d] of inputs
     if with_ln:
         h = layer_norm(h, lay["ln1_w"], lay["ln1_b"], float(w.arch.ln_eps))
     return h
@@ -1055,7 +1055,9 @@ def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_
     """Relative second differences ``|F(X + D) + F(X - D) - 2 F(X)| / |F(X)|`` (max norms) of the no-MLP, no-LN stack.
 
     An affine map has them zero up to rounding; ``D`` is a random direction
-    scaled to ``step * ||X||_F``.
+    scaled to ``step * ||X||_F``. The ``2 directions + 1`` inputs run through
+    the stack as one batch (each layer's weights read once for all of them,
+    :func:`symtrans.numeric.forward.attention`), not one pass each.
 
     Examples
     --------
@@ -1067,16 +1069,17 @@ def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    out = []
+    inputs = [X]
+    for _ in range(directions):
+        D = torch.randn(X.shape, generator=g, dtype=X.dtype)
+        D = D * (step * float(X.norm()) / float(D.norm()))
+        inputs += [X + D, X - D]
     with torch.no_grad():
-        F0 = _stack(w, X, layers, False)
-        scale = float(F0.abs().max())
-        for _ in range(directions):
-            D = torch.randn(X.shape, generator=g, dtype=X.dtype)
-            D = D * (step * float(X.norm()) / float(D.norm()))
-            second = _stack(w, X + D, layers, False) + _stack(w, X - D, layers, False) - 2 * F0
-            out.append(float(second.abs().max()) / scale if scale > 0 else 0.0)
-    return out
+        F = _stack(w, torch.stack(inputs), layers, False)
+    F0 = F[0]
+    scale = float(F0.abs().max())
+    return [float((F[2 * k + 1] + F[2 * k + 2] - 2 * F0).abs().max()) / scale if scale > 0 else 0.0
+            for k in range(directions)]
 
 
 @producer("prop-5.4", kind="numeric", name="global-non-affine", needs_model=True, cost=1,
