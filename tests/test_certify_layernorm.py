@@ -85,6 +85,21 @@ def test_corrected_statement_and_its_proof():
     assert c.details["H1-H4"] and c.details["arank_LN_X"] == rank_q(ln.RATIONAL_COUNTEREXAMPLE) == 2
 
 
+def test_the_symbolic_identity_refuses_a_wrong_column_operation():
+    """The proof's column operation gives residuals 0 at every width tried; dropping beta or gamma does not."""
+    for d in (2, 3, 5):
+        assert ln.identity_residuals(d) == [0] * (d + 1)
+        assert any(r != 0 for r in ln.identity_residuals(d, lambda v, b, g: v / g))  # beta left in
+        assert any(r != 0 for r in ln.identity_residuals(d, lambda v, b, g: v - b))  # gamma not divided out
+    # an independent route: the residual of the beta-less operation is sigma beta_j / gamma_j, evaluated at a point
+    import sympy as sp
+
+    r = ln.identity_residuals(2, lambda v, b, g: v / g)[0]
+    at = {sp.Symbol("x0", real=True): 3, sp.Symbol("x1", real=True): 1, sp.Symbol("b0", real=True): 2,
+          sp.Symbol("g0", nonzero=True, real=True): 4}
+    assert r.subs(at) == sp.Rational(2, 4)  # sigma = |3 - 1| / 2 = 1
+
+
 def test_zero_mean_beta_still_raises_matrix_rank():
     c = ln.check_remark_bound([[1, 1, -1, -1], [-1, -1, 1, 1]], [1, 1, 1, 1], [1, -1, 0, 0])
     assert c.holds and c.details["beta_mean"] == "0" and c.details["rank_LN_X"] == c.details["rank_X"] + 1

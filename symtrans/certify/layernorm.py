@@ -46,6 +46,7 @@ __all__ = [
     "CORRECTED_LATEX", "CORRECTED_PROOF", "check_thm42_affine", "check_corrected", "check_zero_beta",
     "check_remark_bound", "minimal_counterexample_families", "rational_norm_families",
     "verify_symbolic_identity",
+    "identity_residuals",
 ]
 
 
@@ -391,14 +392,37 @@ def verify_symbolic_identity(d: int = 3) -> bool:
     columns j <- (column j - beta_j * last) / gamma_j. Each entry involves only
     its own row, so one symbolic row of width d covers every n. Pure in ``d``:
     computed once per process (ln-zero-beta and ln-corrected both check it).
+    The residuals are those of :func:`identity_residuals`, each expanded to 0.
 
     Examples
     --------
     >>> verify_symbolic_identity(3) and verify_symbolic_identity(4)
     True
     """
+    return all(r == 0 for r in identity_residuals(d))
+
+
+def identity_residuals(d: int, column_op: Any = None) -> list[Any]:
+    """The entries of ``diag(sigma) ([LN X | 1] C) - [XP | sigma]`` for a symbolic row of width d, expanded.
+
+    ``column_op(ln_j, beta_j, gamma_j)`` is column j of ``[LN X | 1] C``; the
+    default is the proof's ``(ln_j - beta_j) / gamma_j``. ``expand`` is an
+    identity transformation, so a residual it gives as 0 is 0 (the converse
+    is what the proof's operation must not need: SymPy's own cancellation of
+    ``sigma / sigma`` already gives 0 here, without ``simplify``, which also
+    costs a third of a second of imports per process).
+
+    Examples
+    --------
+    >>> identity_residuals(3)
+    [0, 0, 0, 0]
+    >>> [r == 0 for r in identity_residuals(2, lambda ln, b, g: ln / g)]  # beta not removed: not the identity
+    [False, False, True]
+    """
     import sympy as sp
 
+    if column_op is None:
+        column_op = lambda ln, b, g: (ln - b) / g  # noqa: E731
     x = sp.symbols(f"x0:{d}", real=True)
     g = sp.symbols(f"g0:{d}", nonzero=True, real=True)
     b = sp.symbols(f"b0:{d}", real=True)
@@ -406,9 +430,9 @@ def verify_symbolic_identity(d: int = 3) -> bool:
     c = [xi - mean for xi in x]
     sigma = sp.sqrt(sum(v**2 for v in c) / d)
     ln = [c[j] / sigma * g[j] + b[j] for j in range(d)]
-    lhs = [sp.simplify(sigma * (ln[j] - b[j] * 1) / g[j]) for j in range(d)] + [sigma * 1]
+    lhs = [sigma * column_op(ln[j], b[j], g[j]) for j in range(d)] + [sigma * 1]
     rhs = c + [sigma]
-    return all(sp.simplify(lv - rv) == 0 for lv, rv in zip(lhs, rhs))
+    return [sp.expand(lv - rv) for lv, rv in zip(lhs, rhs)]
 
 
 # -------------------------------------------------------------- the checks
