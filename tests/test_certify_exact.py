@@ -98,3 +98,26 @@ def test_dyadic_matrix_is_exact_on_extreme_floats():
             assert Fraction(int(rows[i][j])) * Fraction(2) ** s == Fraction(float(A[i, j]))
     with pytest.raises(ArithmeticError):
         dyadic_matrix(np.array([[np.nan]]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_triangular_rank_agrees_with_exact_rank_and_declines_otherwise(seed):
+    """A leading triangle with a non-zero diagonal gives min(m, n), as rank over Q does; anything else gives None."""
+    from symtrans.certify.exact import triangular_rank
+
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        m, n = (int(x) for x in rng.integers(1, 7, 2))
+        A = rng.integers(-3, 4, (m, n)).astype(np.float64)
+        k = min(m, n)
+        A[:k, :k] = np.triu(A[:k, :k]) if rng.integers(2) else np.tril(A[:k, :k])
+        np.fill_diagonal(A[:k, :k], rng.choice([-2.0, -1.0, 0.5, 3.0], k))
+        assert triangular_rank(A) == rank_q(A.tolist()) == k
+        Z = A.copy()
+        Z[k - 1, k - 1] = 0.0  # a zero pivot: the rule cannot conclude (the rank may or may not drop)
+        assert triangular_rank(Z) is None
+        if k >= 2:
+            F = A.copy()
+            F[0, k - 1], F[k - 1, 0] = 1.0, 1.0  # entries on both sides of the diagonal: not triangular
+            assert triangular_rank(F) is None
+    assert triangular_rank(np.zeros((0, 3))) is None and triangular_rank([[np.nan]]) is None

@@ -37,7 +37,7 @@ from typing import Any
 __all__ = [
     "P", "Rational", "QMatrix", "frac", "qmatrix", "shape", "matmul", "transpose", "rref",
     "rank_q", "rank_int", "nullspace", "left_nullspace", "in_colspace", "det_q", "Minor", "nonzero_minor",
-    "to_mod_p", "rank_mod_p", "kron", "identity", "as_strings", "from_strings",
+    "to_mod_p", "rank_mod_p", "triangular_rank", "kron", "identity", "as_strings", "from_strings",
     "fmpq_matrix", "dyadic_matrix", "solve_q",
 ]
 
@@ -493,6 +493,35 @@ def to_mod_p(M: Any, p: int = P) -> Any:
                 raise ArithmeticError(f"p = {p} divides a denominator")
             out[i, j] = v.numerator % p * pow(v.denominator, -1, p) % p
     return out
+
+
+def triangular_rank(M: Any) -> int | None:
+    """min(m, n) when M's leading square block is triangular with a non-zero diagonal (its rank, exactly); else None.
+
+    That block's determinant is the product of its diagonal, so rank M >=
+    min(m, n), and rank M <= min(m, n) always. O(m n) comparisons of the
+    entries as given (integers, or floats taken exactly), no elimination: a
+    certified rank for witnesses built that way (an identity, a unit
+    triangle), where :func:`rank_mod_p` would spend an elimination.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> triangular_rank(np.eye(3, 5)), triangular_rank(np.triu(np.ones((4, 4)))), triangular_rank(np.eye(3)[::-1])
+    (3, 4, None)
+    >>> triangular_rank(np.diag([1.0, 0.0, 2.0])) is None  # a zero on the diagonal: no conclusion
+    True
+    """
+    import numpy as np
+
+    A = np.asarray(M)
+    if A.ndim != 2 or not A.size or not np.isfinite(A).all():
+        return None
+    k = min(A.shape)
+    B = A[:k, :k]
+    if not (np.diagonal(B) != 0).all():
+        return None
+    return k if not np.triu(B, 1).any() or not np.tril(B, -1).any() else None
 
 
 def rank_mod_p(M: Any, p: int = P) -> int:

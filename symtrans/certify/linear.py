@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from symtrans.certify.exact import P, kron, nonzero_minor, rank_mod_p, rank_q
+from symtrans.certify.exact import P, kron, nonzero_minor, rank_mod_p, rank_q, triangular_rank
 from symtrans.certify.search import Check, Family
 
 __all__ = [
@@ -269,7 +269,8 @@ def wo_fibre(n: int, W_O: Any, *, explicit: bool = False) -> tuple[int, int]:
     """(rank W_O, fibre dimension of Z -> Z W_O on R^{n x H d_v}) = (rank, n (H d_v - rank W_O)).
 
     vec(Z W_O) = (W_O^T (x) I_n) vec(Z), so the map's rank is n rank(W_O).
-    Large W_O (real weights) are ranked mod p: full rank mod p certifies full rank.
+    Large W_O are ranked by :func:`~symtrans.certify.exact.triangular_rank` where their leading square block
+    is triangular with a non-zero diagonal (the identity witness), else mod p: full rank mod p certifies full rank.
 
     Examples
     --------
@@ -286,7 +287,10 @@ def wo_fibre(n: int, W_O: Any, *, explicit: bool = False) -> tuple[int, int]:
         Wt = [list(c) for c in zip(*W_O)]
         rk = rank_q(kron(Wt, canonical(n, n, n)))
         return rk // n, n * rows - rk
-    rk = rank_q(W_O if isinstance(W_O, list) else W_O.tolist()) if rows <= 40 else rank_mod_p(W_O)
+    if rows <= 40:
+        rk = rank_q(W_O if isinstance(W_O, list) else W_O.tolist())
+    else:  # a triangular witness (the identity) is ranked by its diagonal; anything else mod p
+        rk = triangular_rank(W_O) or rank_mod_p(W_O)
     return rk, n * (rows - rk)
 
 
