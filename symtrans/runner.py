@@ -37,7 +37,7 @@ from symtrans.producer_table import CERTIFY_KIND, CHECK_KIND, PRODUCER_TABLE, Pr
 __all__ = ["PRODUCER_MODULES", "registry", "producers_for",
            "declared_producers", "run_producers", "run_producer", "remember", "check_producers",
            "certificate_producers", "run_tasks", "work_units", "parallel_default", "cuda_initialised", "run_checks",
-           "run_certificates", "layer_subset_scope", "EarlyWorker", "start_early"]
+           "run_certificates", "layer_subset_scope", "EarlyWorker", "start_early", "uses_torch"]
 
 #: modules that define producers (one per paper section, exact and numeric side by side), in the table's order.
 PRODUCER_MODULES: list[str] = modules()
@@ -159,6 +159,22 @@ def declared_producers(claim: str) -> list[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------- one producer
+def uses_torch(p: Producer) -> bool:
+    """Whether running ``p`` imports torch: it reads a model, or it is numeric (run on one torch thread).
+
+    :func:`run_producer` runs these inside :func:`~symtrans.threads.single_threaded`;
+    :func:`start_early`'s worker, forked before torch is imported, takes only
+    the others.
+
+    Examples
+    --------
+    >>> [(p.name, uses_torch(p)) for p in producers_for("thm-4.2") if p.name in ("ln-zero-beta", "ln-search-arank",
+    ...                                                                           "ln-real")]
+    [('ln-zero-beta', False), ('ln-search-arank', True), ('ln-real', True)]
+    """
+    return bool(p.needs_model or p.kind == "numeric")
+
+
 def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
     """Run one producer in ``ctx``: reuse, single-threaded torch for model work, seconds recorded.
 
@@ -190,7 +206,7 @@ def run_producer(p: Producer, ctx: Context) -> list[Evidence]:
                 summary=f"not applicable to a {family} model: {p.applies_to}",
                 violated_hypothesis=f"model family in {', '.join(p.families)} ({p.applies_to})"))]
     start = time.perf_counter()
-    if p.needs_model or p.kind == "numeric":
+    if uses_torch(p):
         from symtrans.threads import single_threaded
 
         try:
@@ -537,13 +553,17 @@ class EarlyWorker:
 
 
 def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | None = None) -> EarlyWorker | None:
-    """Fork a worker now for the units of ``tasks`` that read no model, or None (serial, or nothing to do).
+    """Fork a worker now for the units of ``tasks`` that read no model and no torch, or None (serial, or nothing to do).
 
-    A report spends its first seconds loading the model and building the
-    trace on one core; the units that need no model (exact certificates,
-    searches) run meanwhile on the other, in a process forked before the
-    model exists (it holds none of it). Pass the result to :func:`run_tasks`
-    (``early=``), and :meth:`EarlyWorker.stop` it if the report fails first.
+    A report spends its first seconds importing torch, loading the model and
+    building the trace on one core; the units that need neither (exact
+    certificates, symbolic searches: :func:`uses_torch` false for each of their
+    producers) run meanwhile on the other, in a process forked before torch is
+    imported (it holds none of the model, and never imports torch for them:
+    about a second of CPU each report). The model-free units that do use torch
+    (a numeric search) run after the load, with the others. Pass the result to
+    :func:`run_tasks` (``early=``), and :meth:`EarlyWorker.stop` it if the
+    report fails first.
 
     Examples
     --------
@@ -554,18 +574,17 @@ def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | Non
 
     if parallel is None:
         parallel = parallel_default()
-    units = [u for u in work_units(tasks) if not any(tasks[i][1].needs_model for i in u)]
+    units = [u for u in work_units(tasks) if not any(uses_torch(tasks[i][1]) for i in u)]
     if not (parallel and ctx.numeric and units and "fork" in multiprocessing.get_all_start_methods()
             and not cuda_initialised()):
         return None
-    # The numeric stack (numpy, torch) is imported here, before the fork, as the model's load would import it:
-    # a Ctrl-C that lands inside a library's import can leave a half-imported module behind (seen: numpy without
-    # `matrix`, the report then finishing with every producer raising instead of exiting 130); the fork, which
-    # tells a Ctrl-C test that the report is running, comes after those imports, as it did before this worker.
+    # A Ctrl-C that lands inside a library's import can leave a half-imported module behind (seen: numpy without
+    # `matrix`, the report then finishing with every producer raising instead of exiting 130). numpy (the worker's
+    # too) is imported before the fork; torch, which the worker does not need, after it (below), with the Ctrl-C
+    # held until its import is done (one landing inside it once aborted the interpreter: exit -6).
     import numpy  # noqa: F401
-    import torch  # noqa: F401
 
-    from symtrans.threads import start_forked
+    from symtrans.threads import import_held, start_forked
 
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("i", 0)
@@ -573,7 +592,13 @@ def start_early(tasks: list[tuple[str, Any]], ctx: Context, parallel: bool | Non
     proc = mp.Process(target=_worker, args=(tasks, [(units, counter)], ctx, child), daemon=True)
     start_forked(proc)  # a Ctrl-C during the fork acts here, once the worker is known
     child.close()
-    return EarlyWorker(proc, conn, units, counter)
+    early = EarlyWorker(proc, conn, units, counter)
+    try:
+        import_held("torch")  # the load's own import, while the worker runs on the other core
+    except BaseException:
+        early.stop()
+        raise
+    return early
 
 
 class _LocalCounter:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["single_threaded", "as_child_process", "Terminated", "command_signals", "signal_received",
-           "raise_if_signalled", "start_forked", "release_free_memory"]
+           "raise_if_signalled", "start_forked", "import_held", "release_free_memory"]
 
 
 @contextlib.contextmanager
@@ -223,11 +223,55 @@ def start_forked(proc: Any) -> None:
     ...     print("interrupted; the worker was killed:", p.exitcode == -signal.SIGKILL)
     interrupted; the worker was killed: True
     """
-    import signal
-
     if threading.current_thread() is not threading.main_thread():
         proc.start()
         return
+
+    def reap() -> None:  # the worker goes before the signal acts: the caller never holds one it did not get
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+
+    with _held() as act:
+        proc.start()
+    act(before=reap)
+
+
+def import_held(name: str) -> Any:
+    """Import module ``name`` with Ctrl-C and SIGTERM held until the import is done; then act on them.
+
+    A signal that lands inside a library's import can leave the module
+    half-imported (numpy without ``matrix``, the report then ending with every
+    producer raising) or abort the interpreter (exit -6, seen once in 70
+    interrupted reports during torch's import). Held, it acts at once after
+    the import, as it would have before. Outside the main thread it only
+    imports.
+
+    Examples
+    --------
+    >>> import_held("json").__name__  # tests/test_threads_signals.py interrupts an import
+    'json'
+    """
+    import importlib
+
+    if threading.current_thread() is not threading.main_thread():
+        return importlib.import_module(name)
+    with _held() as act:
+        module = importlib.import_module(name)
+    act()
+    return module
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[Any]:
+    """SIGINT and SIGTERM recorded, not acted on, inside the block; yields ``act(before=None)`` to call after it.
+
+    ``act`` runs ``before`` (if a signal came) and then what the handler that was in place would have done:
+    call it (``KeyboardInterrupt``, :class:`Terminated`) or, for ``SIG_DFL``, re-raise the signal. Main thread
+    only (the caller checks).
+    """
+    import signal
+
     owner, caught = os.getpid(), []
 
     def hold(signum: int, frame: Any) -> None:
@@ -236,16 +280,17 @@ def start_forked(proc: Any) -> None:
         caught.append(signum)
 
     with _handling(hold) as old:
-        proc.start()
-    for s in caught[:1]:
-        if old[s] == signal.SIG_IGN:
-            continue
-        if proc.is_alive():  # the worker goes before the signal acts: the caller never holds one it did not get
-            proc.kill()
-        proc.join()
-        if callable(old[s]):
-            old[s](s, None)
-        signal.raise_signal(s)  # SIG_DFL, or a handler that returned
+        def act(before: Any = None) -> None:
+            for s in caught[:1]:
+                if old[s] == signal.SIG_IGN:
+                    continue
+                if before is not None:
+                    before()
+                if callable(old[s]):
+                    old[s](s, None)
+                signal.raise_signal(s)  # SIG_DFL, or a handler that returned
+
+        yield act
 
 
 def as_child_process() -> None:

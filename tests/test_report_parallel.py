@@ -137,14 +137,20 @@ def test_early_worker_runs_each_model_free_unit_once(tmp_path):
     """start_early forks before the model loads; run_tasks collects its units and runs none of them twice."""
     from symtrans.runner import start_early
 
+    from symtrans.runner import uses_torch
+
     numeric = [(c, p) for c in ("prop-5.1", "thm-5.3") for p in producers_for(c) if p.needs_model]
     logs = [tmp_path / f"log{k}" for k in range(4)]
+    search = [("thm-4.2", p) for p in producers_for("thm-4.2") if p.name == "ln-search-arank"]  # model-free, torch
     tasks = numeric + [("c", _sym(f"logged{k}", _logged(path))) for k, path in enumerate(logs)] \
-        + [(c, p) for c in ("prop-5.1", "lem-rank-sum") for p in producers_for(c) if not p.needs_model]
+        + [(c, p) for c in ("prop-5.1", "lem-rank-sum") for p in producers_for(c) if not p.needs_model] + search
+    assert search and not search[0][1].needs_model and uses_torch(search[0][1])
     ctx = Context(model="default", n=8, reuse=False)
     early = start_early(tasks, ctx, parallel=True)
     assert early is not None and ctx.loaded_weights() is None  # forked with no model loaded
-    assert sorted(i for u in early.units for i in u) == [i for i, (_, p) in enumerate(tasks) if not p.needs_model]
+    # the units that read neither a model nor torch; the numeric search runs after the load, with the model's
+    assert sorted(i for u in early.units for i in u) == [i for i, (_, p) in enumerate(tasks) if not uses_torch(p)]
+    assert len(tasks) - 1 not in {i for u in early.units for i in u}
     out = run_tasks(tasks, ctx, parallel=True, early=early)
     serial = run_tasks(tasks, Context(model="default", n=8, reuse=False), parallel=False)
     assert [len(path.read_text().split()) for path in logs] == [2] * 4  # once with early=, once serially
@@ -152,6 +158,40 @@ def test_early_worker_runs_each_model_free_unit_once(tmp_path):
     _logged(logs[0])(ctx)
     assert len(logs[0].read_text().split()) == 3  # the count can tell a second run
     assert start_early(tasks, ctx, parallel=False) is None and start_early(tasks, Context(model=None)) is None
+
+
+EARLY_SCRIPT = """
+import sys
+from symtrans.context import Context
+from symtrans.evidence import Evidence, Producer, Verdict
+from symtrans.runner import producers_for, run_tasks, start_early
+
+def probe(ctx):  # what the worker that runs it has imported
+    return [Evidence(claim="c", producer="probe", kind="symbolic", verdict=Verdict.SUPPORTED,
+                     summary=f"torch {'torch' in sys.modules}")]
+
+tasks = [("c", Producer(claim="c", name="probe", kind="symbolic", func=probe, description="probe"))]
+tasks += [(c, p) for c in ("lem-rank-sum", "thm-5.3") for p in producers_for(c)]
+assert "torch" not in sys.modules
+ctx = Context(model="default", n=8)
+early = start_early(tasks, ctx, parallel=True)
+assert "torch" in sys.modules  # the parent imports it after the fork, as the load would
+out = run_tasks(tasks, ctx, parallel=True, early=early)
+print(out[0][0].summary, sorted({e.verdict.value for r in out for e in r}))
+"""
+
+
+@pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")
+def test_early_worker_is_forked_before_torch_and_never_imports_it():
+    """The early worker's units are torch-free, and it is forked before the parent imports torch: it never does."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", EARLY_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary, verdicts = out.stdout.strip().split(" [", 1)
+    assert summary == "torch False", out.stdout  # run by the early worker, which has no torch
+    assert "not-run" not in verdicts and "'certified'" in verdicts and "'supported'" in verdicts, verdicts
 
 
 @pytest.mark.skipif(not parallel_default(), reason="needs fork and two CPUs")

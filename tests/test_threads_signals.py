@@ -175,3 +175,38 @@ def test_under_pythons_handler_a_dropped_ctrl_c_is_gone() -> None:
     assert _drop_a_ctrl_c_in_a_weakref_callback() == ["KeyboardInterrupt"]
     raise_if_signalled()
     assert signal_received() is None
+
+
+# A module whose import is interrupted half-way: the Ctrl-C arrives between its two halves, as one landing in a
+# library's import does (numpy left without `matrix`; torch's import once aborted the interpreter, exit -6).
+_HALVES = textwrap.dedent("""
+    import signal
+    first = True
+    signal.raise_signal(signal.SIGINT)
+    second = True
+""")
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_ctrl_c_inside_an_import_acts_after_it_when_held(held: bool, tmp_path: Path) -> None:
+    """Held, the import completes and then the Ctrl-C is raised; the false case: plainly, it stops the import."""
+    import importlib
+
+    from symtrans.threads import command_signals, import_held, signal_received
+
+    name = f"symtrans_halves_{'held' if held else 'plain'}"
+    (tmp_path / f"{name}.py").write_text(_HALVES, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with command_signals():
+            with pytest.raises(KeyboardInterrupt):
+                (import_held if held else importlib.import_module)(name)
+            assert signal_received() is not None
+        module = sys.modules.get(name)
+        if held:
+            assert module is not None and module.first and module.second  # the whole module, then the Ctrl-C
+        else:
+            assert module is None  # the import stopped between the halves (and Python dropped the half module)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)
