@@ -256,9 +256,13 @@ def import_held(name: str) -> Any:
 
     if threading.current_thread() is not threading.main_thread():
         return importlib.import_module(name)
-    with _held() as act:
-        module = importlib.import_module(name)
-    act()
+    act = None
+    try:
+        with _held() as act:
+            module = importlib.import_module(name)
+    finally:
+        if act is not None:
+            act()  # a held signal acts even when the import failed: the interrupt, not the import error
     return module
 
 

@@ -210,3 +210,21 @@ def test_a_ctrl_c_inside_an_import_acts_after_it_when_held(held: bool, tmp_path:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop(name, None)
+
+
+def test_a_ctrl_c_held_during_a_failing_import_is_still_raised(tmp_path: Path) -> None:
+    """The import fails after the Ctrl-C arrived: the interrupt is raised, not the import's error."""
+    from symtrans.threads import command_signals, import_held
+
+    (tmp_path / "symtrans_halves_failing.py").write_text(_HALVES + "raise ImportError('planted')\n", encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with command_signals():
+            with pytest.raises(KeyboardInterrupt) as got:
+                import_held("symtrans_halves_failing")
+        assert isinstance(got.value.__context__, ImportError)  # the import's error is kept as the context
+        with pytest.raises(ImportError):  # and without a signal the import's own error is what comes out
+            import_held("symtrans_halves_failing_missing")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("symtrans_halves_failing", None)
