@@ -121,3 +121,13 @@ def test_triangular_rank_agrees_with_exact_rank_and_declines_otherwise(seed):
             F[0, k - 1], F[k - 1, 0] = 1.0, 1.0  # entries on both sides of the diagonal: not triangular
             assert triangular_rank(F) is None
     assert triangular_rank(np.zeros((0, 3))) is None and triangular_rank([[np.nan]]) is None
+
+
+def test_triangular_rank_reads_rationals_exactly():
+    """Fractions and "p/q" strings, as rank_q takes them: a tiny non-zero pivot counts, an exact zero does not."""
+    from symtrans.certify.exact import triangular_rank
+
+    tiny = Fraction(1, 10 ** 400)  # below every float: exact arithmetic still sees it
+    assert triangular_rank([[tiny, 5], [0, Fraction(-2, 3)]]) == rank_q([[tiny, 5], [0, Fraction(-2, 3)]]) == 2
+    assert triangular_rank([["1/3", "0", "7"], ["0", "-1/2", "1"]]) == 2
+    assert triangular_rank([[Fraction(0), 1], [0, 1]]) is None and triangular_rank([["1", "1"], ["1", "1"]]) is None

@@ -511,11 +511,17 @@ def triangular_rank(M: Any) -> int | None:
     (3, 4, None)
     >>> triangular_rank(np.diag([1.0, 0.0, 2.0])) is None  # a zero on the diagonal: no conclusion
     True
+    >>> triangular_rank([["1/2", 0], [0, 3]]), triangular_rank([["1/2", 1], [1, 3]])  # rationals, exactly
+    (2, None)
     """
     import numpy as np
 
     A = np.asarray(M)
-    if A.ndim != 2 or not A.size or not np.isfinite(A).all():
+    if A.dtype.kind in "OU":  # rationals (Fraction, "p/q" strings): compared exactly as Python numbers
+        A = np.vectorize(frac, otypes=[object])(A) if A.ndim == 2 and A.size else A
+    elif A.dtype.kind not in "biuf" or not np.isfinite(A).all():
+        return None
+    if A.ndim != 2 or not A.size:
         return None
     k = min(A.shape)
     B = A[:k, :k]
