@@ -223,9 +223,6 @@ def start_forked(proc: Any) -> None:
     ...     print("interrupted; the worker was killed:", p.exitcode == -signal.SIGKILL)
     interrupted; the worker was killed: True
     """
-    if threading.current_thread() is not threading.main_thread():
-        proc.start()
-        return
 
     def reap() -> None:  # the worker goes before the signal acts: the caller never holds one it did not get
         if proc.is_alive():
@@ -254,8 +251,6 @@ def import_held(name: str) -> Any:
     """
     import importlib
 
-    if threading.current_thread() is not threading.main_thread():
-        return importlib.import_module(name)
     act = None
     try:
         with _held() as act:
@@ -271,11 +266,14 @@ def _held() -> Iterator[Any]:
     """SIGINT and SIGTERM recorded, not acted on, inside the block; yields ``act(before=None)`` to call after it.
 
     ``act`` runs ``before`` (if a signal came) and then what the handler that was in place would have done:
-    call it (``KeyboardInterrupt``, :class:`Terminated`) or, for ``SIG_DFL``, re-raise the signal. Main thread
-    only (the caller checks).
+    call it (``KeyboardInterrupt``, :class:`Terminated`) or, for ``SIG_DFL``, re-raise the signal. Outside the
+    main thread no handler can be set: the block runs as it is, and ``act`` does nothing.
     """
     import signal
 
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda before=None: None
+        return
     owner, caught = os.getpid(), []
 
     def hold(signum: int, frame: Any) -> None:

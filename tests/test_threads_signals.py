@@ -228,3 +228,28 @@ def test_a_ctrl_c_held_during_a_failing_import_is_still_raised(tmp_path: Path) -
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("symtrans_halves_failing", None)
+
+
+def test_outside_the_main_thread_the_hold_only_runs_the_block() -> None:
+    """No handler can be set off the main thread: start_forked starts, import_held imports, nothing else."""
+    import threading
+    import time
+
+    from symtrans.threads import import_held, start_forked
+
+    got: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            got["module"] = import_held("json").__name__
+            p = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,), daemon=True)
+            start_forked(p)
+            p.join(30)
+            got["exit"] = p.exitcode
+        except BaseException as err:  # noqa: BLE001 - reported below
+            got["error"] = repr(err)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert got == {"module": "json", "exit": 0}, got
