@@ -68,6 +68,28 @@ def test_reduction_agrees_with_algebraic_layernorm():
     assert seen >= 5
 
 
+def test_algebraic_ranks_on_one_field_match_a_derivation_and_sympy_matrix_rank():
+    """ln_ranks_sympy takes both ranks over the field of [LN(X) | 1]: the rank of LN(X) must be that of its
+    first d columns. For d = 2, LN(x) = sign(x_0 - x_1) (1, -1) for every x (centred (x_0 - x_1)/2 (1, -1),
+    sigma |x_0 - x_1| / 2): rank 1, affine rank 1 with both signs present; with beta = (1, 0) the rows are
+    (2, -1) and (0, 1): rank 2. Larger cases against SymPy's ``Matrix.rank`` on the same entries."""
+    import sympy as sp
+
+    r = ln.ln_ranks_sympy([[3, 1], [0, 5], [7, 2]])
+    assert (r["rank"], r["arank"]) == (1, 1)  # the false case: the ones column taken in gives rank 2
+    assert ln.ln_ranks_sympy([[3, 1], [0, 5]], beta=[1, 0])["rank"] == 2
+    rng = random.Random(4)
+    for _ in range(12):
+        n, d = rng.randint(1, 4), rng.randint(2, 4)
+        X = [[rng.randint(-3, 3) for _ in range(d - 1)] for _ in range(n)]
+        X = [x + [x[0] + 1] for x in X]  # never a constant row
+        g, b = [rng.choice([1, 2, -1]) for _ in range(d)], [rng.randint(-2, 2) for _ in range(d)]
+        r = ln.ln_ranks_sympy(X, g, b)
+        M = sp.Matrix([[sp.sympify(v) for v in row] for row in r["LN"]])
+        assert r["rank"] == M.rank(simplify=True), (X, g, b)
+        assert r["arank"] == M.row_join(sp.ones(n, 1)).rank(simplify=True) - 1, (X, g, b)
+
+
 def test_true_universal_statements_have_no_counterexample():
     zero_beta = search_universal("zero beta", ln.rational_norm_families(seed=3, count=30),
                                  lambda X, g, b: ln.check_zero_beta(X, g), stop_at_first=False)

@@ -371,8 +371,10 @@ def ln_ranks_sympy(X: Any, gamma: Sequence[Any] | None = None,
         c = [v - mean for v in xs]
         sigma = sp.sqrt(sum(v * v for v in c) / d)
         rows.append([c[j] / sigma * g[j] + b[j] for j in range(d)])
-    Y = DomainMatrix.from_list_sympy(n, d, rows, extension=True)
+    # one field for both ranks: [LN(X) | 1] has the same entries plus rationals, and a rank does not change with
+    # the field it is taken over (building the algebraic field, a primitive element, is most of the cost)
     Y1 = DomainMatrix.from_list_sympy(n, d + 1, [r + [sp.Integer(1)] for r in rows], extension=True)
+    Y = Y1.extract(list(range(n)), list(range(d)))
     return {"rank": Y.rank(), "arank": Y1.rank() - 1, "field": str(Y1.domain),
             "LN": [[str(v) for v in r] for r in rows]}
 
