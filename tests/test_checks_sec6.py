@@ -351,6 +351,7 @@ def test_pairwise_ranks_equal_the_count_over_every_pair():
     # the false case: ranks that chain ties (one group for a spread of values) are not what is counted
     a = np.linspace(0.0, 1.0, 11)
     assert pairwise_ranks(a, 0.06).tolist() != [6.0] * 11
+    assert pairwise_ranks(np.array([])).shape == (0,) and pairwise_ranks(np.zeros((3, 0))).shape == (3, 0)
 
 
 def test_spearman_bootstrap_memory_is_bounded_and_equals_resamples_ranked_one_by_one():

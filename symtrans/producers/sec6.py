@@ -817,6 +817,8 @@ def pairwise_ranks(a: Any, band: Any = 0.0) -> Any:
 
     lo, hi = _band_edges(a, band)
     n = lo.shape[-1] if lo.ndim else 1
+    if lo.size == 0:
+        return np.zeros(lo.shape)
     rows_lo, rows_hi = lo.reshape(-1, n), hi.reshape(-1, n)
     below, above = np.empty(rows_lo.shape), np.empty(rows_lo.shape)
     for r in range(rows_lo.shape[0]):
