@@ -352,6 +352,9 @@ def test_pairwise_ranks_equal_the_count_over_every_pair():
     a = np.linspace(0.0, 1.0, 11)
     assert pairwise_ranks(a, 0.06).tolist() != [6.0] * 11
     assert pairwise_ranks(np.array([])).shape == (0,) and pairwise_ranks(np.zeros((3, 0))).shape == (3, 0)
+    for bad in ((np.array([0.0, np.nan]), 0.0), (np.array([0.0, 1.0]), np.array([0.1, np.nan]))):
+        with pytest.raises(ValueError, match="NaN"):
+            pairwise_ranks(*bad)
 
 
 def test_spearman_bootstrap_memory_is_bounded_and_equals_resamples_ranked_one_by_one():

@@ -816,6 +816,8 @@ def pairwise_ranks(a: Any, band: Any = 0.0) -> Any:
     import numpy as np
 
     lo, hi = _band_edges(a, band)
+    if np.isnan(lo).any() or np.isnan(hi).any():  # a NaN has no place in an order: no silent rank for it
+        raise ValueError("pairwise_ranks: a value or a band is NaN")
     n = lo.shape[-1] if lo.ndim else 1
     if lo.size == 0:
         return np.zeros(lo.shape)
