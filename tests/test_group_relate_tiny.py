@@ -369,3 +369,29 @@ def test_relate_gives_one_answer_with_and_without_lazy_tables(tiny, case, monkey
     for x, y in zip(e.residuals, z.residuals, strict=True):
         assert (x["tensor"], x["layer"], x["ok"], x["tolerance"]) == (y["tensor"], y["layer"], y["ok"], y["tolerance"])
         assert abs(x["residual"] - y["residual"]) <= 1e-14
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_a_zero_norm_gain_is_solved_from_the_rows_it_scales_not_divided_by(family):
+    """A gain stored as exactly 0 (Gemma 3 270M holds 19 in ``ln2_w``) made relate divide 0 by 0: the NaN
+    scaling sent even relate(A, A) to "not related" (150 s on Gemma 3) and g . A to an error inside lstsq. The
+    scaling of such a channel comes from the rows the factor scales inversely (W_Q/W_K/W_V for ln1, W_in/W_gate
+    for ln2), and a channel whose rows in B are no multiple of A's is still refused."""
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder(family)
+    w.tensors["ln2_w"][0, 3] = 0.0
+    w.tensors["ln1_w"][1, 2] = 0.0
+    same = relate(w, w.copy())
+    assert same.related and same.steps == [], same.summary()
+    spec = GroupSpec.from_arch(w.arch)
+    scalings = [f for f in ("ln1-scaling", "ln2-scaling") if spec.factor(f).status != "broken"]
+    steps = random_element(spec, w.n_layers, 3, factors=scalings)
+    b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps))
+    assert float(b.tensors["W_in"][0, 3].norm()) != pytest.approx(float(w.tensors["W_in"][0, 3].norm()))  # moved
+    rel = relate(w, b)
+    assert rel.related, rel.summary()
+    assert max(r["residual"] for r in rel.residuals) < relation_tolerance("float64")[0]
+    c = w.copy()  # the false case: the dead channel's W_in row replaced, not scaled
+    c.tensors["W_in"][0, 3] = torch.linspace(-1, 1, c.tensors["W_in"].shape[-1], dtype=c.tensors["W_in"].dtype)
+    assert not relate(w, c).related

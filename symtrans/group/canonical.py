@@ -422,6 +422,38 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
     return tgt
 
 
+def _refuse_zero_gains(spec: GroupSpec, w: Any) -> None:
+    """Refuse a model with a norm gain of exactly 0 where G scales the gain: the gauge fixing divides by it.
+
+    Such a channel is dead (the norm writes 0 there, whatever its readers hold), and no element of the norm
+    scaling moves the gain off 0, so "gain 1" cannot fix it; the residual map's fixing divides by the gains
+    too. Gemma 3 270M stores 19 such entries in ``ln2_w``. ``relate`` handles them (its scaling is solved
+    from the rows the factor scales inversely); the canonical form does not yet, and says so rather than
+    writing a form full of NaN.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("llama"); w.tensors["ln2_w"][0, 3] = 0.0
+    >>> _refuse_zero_gains(GroupSpec.from_arch(w.arch), w)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: canonical: ln2_w holds 1 gain of exactly 0 (first: layer 0, channel 3), where G scales the gain (ln2-scaling): the canonical form of a dead norm channel is not implemented
+    """
+    for f in with_role(spec, "norm-scaling"):
+        if f.status == "broken" or f.scope not in ("layer", "model"):
+            continue
+        pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+        g = w.tensors.get(pivot.tensor)
+        if g is None or not bool((g == 0).any()):
+            continue
+        zeros = (g == 0).nonzero().tolist()
+        where = f"layer {zeros[0][0]}, channel {zeros[0][1]}" if g.dim() == 2 else f"channel {zeros[0][0]}"
+        raise SymtransError(f"canonical: {pivot.tensor} holds {len(zeros)} gain{'s' if len(zeros) > 1 else ''} of "
+                            f"exactly 0 (first: {where}), where G scales the gain ({f.name}): the canonical form "
+                            "of a dead norm channel is not implemented")
+
+
 def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     """The canonical form of ``model`` modulo G (weights, the gauge-fixing element, the remaining ambiguities).
 
@@ -441,6 +473,7 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
+    _refuse_zero_gains(spec, w)
     c = _Canon(spec, model_blocks(w), tie)
     # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
     # table's) and written out once with the weights, not one translated copy per factor

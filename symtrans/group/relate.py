@@ -849,16 +849,51 @@ class _Solver:
                 a, b = self.cur.get(pivot.tensor), self.tgt.get(pivot.tensor)
                 if a is None:
                     continue
-                s = (b / a).reshape(-1)
+                s = self.gain_ratio(f, a, b, None)
                 self.apply(f.name, {"D": MonomialMatrix(list(range(s.numel())), s)})
                 continue
             els = []
             for l in range(self.L):
                 a, b = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
-                s = (b / a).reshape(-1)
+                s = self.gain_ratio(f, a, b, l)
                 els.append({"D": MonomialMatrix(list(range(s.numel())), s)})
             self.apply(f.name, els)
             self.kappa_all(max(float(e["D"].vals.abs().max() / e["D"].vals.abs().min()) for e in els))
+
+    def scaled_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
+        """The blocks of ``params`` (layer ``l``, None: the model's) that norm-scaling factor ``f`` scales by the
+        inverse of its element, each with the gain's channels as rows (per-head blocks one by one)."""
+        for t in f.tags:
+            if t.how != "inverse" or t.scope != f.scope:
+                continue
+            X = params[t.tensor] if l is None else params["layers"][l][t.tensor]
+            for x in X if isinstance(X, list) else (X,):
+                yield x.T if t.side == "right" else x
+
+    def gain_ratio(self, f: Factor, a: Any, b: Any, l: int | None) -> Any:
+        """The scaling ``s`` of norm-scaling factor ``f`` with B's gain ``b = s * a`` (A's gain ``a``, one layer).
+
+        Where A's gain is exactly 0 the gain says nothing (``0 / 0``; Gemma 3 270M stores 19 such channels in
+        ``ln2_w``): ``s_j`` then comes from the tensors ``f`` scales inversely, whose channel j in B is that of A
+        divided by ``s_j`` (least squares over every such tensor: ``1 / s_j = <A_j, B_j> / <A_j, A_j>``), and is
+        1 where those are zero in A too (any scaling leaves such a channel as it is). A channel no scaling
+        explains (B's gain non-zero there, or B's rows not a multiple of A's) is left to the check, which
+        measures what is left unexplained.
+        """
+        torch = _torch()
+        s = (b / a).reshape(-1)
+        dead = a.reshape(-1) == 0
+        if not bool(dead.any()):
+            return s
+        num = torch.zeros_like(s)
+        den = torch.zeros_like(s)
+        for x, y in zip(self.scaled_rows(f, self.cur, l), self.scaled_rows(f, self.tgt, l)):
+            num += (x * y).sum(1)
+            den += (x * x).sum(1)
+        fit = den / num  # 1 / s_j = num_j / den_j
+        ok = dead & (den > 0) & (num != 0)
+        s = torch.where(ok, fit, s)
+        return torch.where(dead & ~ok, torch.ones_like(s), s)
 
     # ---- 3. discrete per-layer factors
     def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
