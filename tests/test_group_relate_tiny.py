@@ -254,6 +254,22 @@ def test_cli_refuses_a_missing_model_in_one_line(argv, capsys):
     assert len(err) == 1 and err[0].startswith("symtrans: error: ") and "/no/such/dir" in err[0] and "model dir" in err[0]
 
 
+def test_cli_names_models_as_report_does(tmp_path, capsys):
+    """relate and canonical read a model argument through the one rule report's --model uses
+    (validate.check_model_dir): a checkpoint's config.json names its directory, and a bundled name is accepted
+    before any loading; the commands once accepted only 'default' or a directory."""
+    from symtrans.cli import main
+    from symtrans.validate import BUNDLED_MODELS, check_model_dir
+
+    random_checkpoint(tmp_path / "m", "llama")
+    cfg = str(tmp_path / "m" / "config.json")
+    assert main(["relate", cfg, str(tmp_path / "m"), "--out", str(tmp_path / "r.json")]) == 0
+    assert "related" in capsys.readouterr().out
+    assert main(["canonical", cfg, "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c" / "config.json").is_file()
+    assert all(check_model_dir(name) == name for name in BUNDLED_MODELS)
+
+
 def _gemma_gains(w: Any) -> Any:
     """``w`` as a Gemma-style model: its norms apply the gain 1 + w to a stored w (``gain_offset`` 1).
 

@@ -23,20 +23,19 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     '/tmp/c'
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("model", metavar="MODEL", help="a checkpoint directory, or 'default' (bundled MiniLM)")
+    p.add_argument("model", metavar="MODEL",
+                   help="a checkpoint directory, 'default' (bundled MiniLM), 'gemma3-270m' or a hub id, as report --model")
     p.add_argument("--out", metavar="DIR", required=True, help="where the canonical checkpoint is written")
     p.add_argument("--distance", metavar="OTHER", help="also print the orbit distance to this checkpoint")
     p.set_defaults(func=_cmd_canonical)
 
 
 def _cmd_canonical(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from symtrans.validate import check_model_dir
 
-    from symtrans.errors import SymtransError
-
-    for spec in [args.model] + ([args.distance] if args.distance else []):
-        if spec != "default" and not Path(spec).is_dir():
-            raise SymtransError(f"canonical: {spec}: not a model directory (pass a checkpoint directory or 'default')")
+    for spec, name in ((args.model, "MODEL"), (args.distance, "--distance")):  # as report reads --model
+        if spec is not None:
+            check_model_dir(spec, name=name)
     from symtrans.group.canonical import canonical, orbit_distance
     from symtrans.numeric.save import save_weights
 

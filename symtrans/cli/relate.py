@@ -1,7 +1,8 @@
 """Sub-command ``relate``: is checkpoint B = g . A for an element g of the invariance group G?
 
-``symtrans relate A B [--out FILE] [--format text|json]``: A and B are checkpoint directories (or
-``default``, the bundled model) of one architecture. Exit 0 when an element g of G with g . A = B
+``symtrans relate A B [--out FILE] [--format text|json]``: A and B are models of one architecture, named
+as ``report --model`` names them (a checkpoint directory, ``default`` or ``gemma3-270m``, the bundled
+models, or a hub id). Exit 0 when an element g of G with g . A = B
 (within B's storage precision, tensor by tensor) is found: it is written to ``FILE`` (default
 ``relation.json``, with its tensors in ``FILE.safetensors``), which ``symtrans verify FILE``
 re-checks from A and B. Exit 1 when no element of G explains B: the first factor, layer and tensor
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
     ('default', '/tmp/b', 'relation.json')
     """
     p = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("a", metavar="A", help="the first checkpoint: a directory, or 'default' (bundled MiniLM)")
+    p.add_argument("a", metavar="A", help="the first model: a checkpoint directory, 'default' (bundled MiniLM), "
+                                          "'gemma3-270m' or a hub id, as report --model")
     p.add_argument("b", metavar="B", help="the second checkpoint, of the same architecture")
     p.add_argument("--out", metavar="FILE", default="relation.json",
                    help="where the element g goes when one is found (FILE and FILE.safetensors), for `symtrans verify`")
@@ -37,10 +39,10 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 def _cmd_relate(args: argparse.Namespace) -> int:
     from symtrans.group.relate import relate, write_relation
-    from symtrans.validate import dumps_strict
+    from symtrans.validate import check_model_dir, dumps_strict
 
-    for spec in (args.a, args.b):
-        _check_model(spec)
+    for spec, name in ((args.a, "A"), (args.b, "B")):  # as report reads --model: one line, exit 2, before torch
+        check_model_dir(spec, name=name)
     rel = relate(args.a, args.b)
     written = write_relation(rel, args.out) if rel.related else None
     if args.format == "json":
@@ -53,14 +55,3 @@ def _cmd_relate(args: argparse.Namespace) -> int:
             print(f"wrote the element to {written} (re-check: symtrans verify {written})")
         print(f"({rel.seconds:.1f} s)")
     return 0 if rel.related else 1
-
-
-def _check_model(spec: str) -> None:
-    """A model argument is 'default' or an existing directory (one line, exit 2, before torch is imported)."""
-    from pathlib import Path
-
-    from symtrans.errors import SymtransError
-
-    if spec != "default" and not Path(spec).is_dir():
-        raise SymtransError(f"relate: {spec}: not a model directory (pass a checkpoint directory or 'default')")
-
