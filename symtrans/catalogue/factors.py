@@ -317,7 +317,10 @@ def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
         "(q Gamma_q S R_t)(k Gamma_k S^-1 R_s)^T = (q Gamma_q R_t)(k Gamma_k R_s)^T when S commutes with the rotations "
         "(S diagonal and equal on each rotated pair): every score is unchanged",
         "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""),
-        coordinates=(Piece("D", S["H_kv"] if full else 1, (S["d_k"], S["d_k"]), "diagonal", dim),))
+        coordinates=(Piece("D", S["H_kv"] if full else 1, (S["d_k"], S["d_k"]), "diagonal", dim),),
+        # one gain scaled, the other gain undoing it: relate and the canonical form solve it as a norm's gain
+        # scaling (the per-head blocks of the full-width norm are not that shape, and keep no role)
+        role="" if full else "norm-scaling")
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:

@@ -67,7 +67,8 @@ ROLES = {
     "hidden-scaling": "a diagonal scaling of the FFN hidden units, undone by W_out (ffn-scaling, gate-scaling)",
     "residual": "a map Q of the residual stream, fitted on the embedding table; the last hidden state moves by Q "
                 "(residual-permutation, -rotation)",
-    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers (ln1-, ln2-, final-norm-scaling)",
+    "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers or by the other gain of a pair "
+                    "(ln1-, ln2-, final-norm-scaling, qk-norm-gain-trade)",
 }
 """What a factor is for the code that treats a family of factors alike (:attr:`Factor.role`; empty: none)."""
 
