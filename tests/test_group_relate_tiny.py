@@ -436,3 +436,18 @@ def test_relate_and_canonical_solve_the_query_key_norm_gain_trade(family):
     for k, v in ca.items():
         if v is not None:
             assert float((v - cb[k]).abs().max()) <= 1e-10 * max(float(v.abs().max()), 1.0), k
+
+
+def test_a_head_permutation_of_olmo2_is_found_not_a_type_error():
+    """OLMo 2's full-width QK-norm gains are one tensor per layer in the loaded weights and per-head blocks once
+    a head permutation has acted on them: the check compared the two forms and raised a TypeError inside
+    torch._foreach_norm instead of answering. The blocks are compared with their stacked tensor now."""
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder("olmo2")
+    spec = GroupSpec.from_arch(w.arch)
+    b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), random_element(spec, w.n_layers, 1,
+                                                                                 factors=["S_H"])))
+    assert not torch.equal(b.tensors["q_norm_full_w"], w.tensors["q_norm_full_w"])  # the gains moved with the heads
+    rel = relate(w, b)
+    assert rel.related and [s["factor"] for s in rel.steps] == ["S_H"], rel.summary()

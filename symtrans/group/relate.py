@@ -1339,10 +1339,14 @@ def _rel_any(x: Any, target: Any) -> float:
     >>> flat = [torch.cat([x.reshape(-1) for x in y]) for y in (a, b)]
     >>> round(_rel_any(a, b), 12), round(_rel(*flat), 12), round((3 / 7) ** 0.5, 12)
     (0.654653670708, 0.654653670708, 0.654653670708)
+    >>> round(_rel_any([torch.ones(2), 2 * torch.ones(2)], torch.ones(2, 2)), 6)  # blocks against their stack
+    0.707107
     """
+    torch = _torch()
+    if isinstance(x, list) != isinstance(target, list):  # per-head blocks (act's form) against the stacked tensor
+        x, target = (torch.stack(x), target) if isinstance(x, list) else (x, torch.stack(target))
     if not isinstance(x, list):
         return _rel(x, target)
-    torch = _torch()
     n = math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(target)))
     d = math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(torch._foreach_sub(x, target))))
     return d / n if n > 0 else d
