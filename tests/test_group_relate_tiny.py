@@ -451,3 +451,20 @@ def test_a_head_permutation_of_olmo2_is_found_not_a_type_error():
     assert not torch.equal(b.tensors["q_norm_full_w"], w.tensors["q_norm_full_w"])  # the gains moved with the heads
     rel = relate(w, b)
     assert rel.related and [s["factor"] for s in rel.steps] == ["S_H"], rel.summary()
+
+
+def test_relate_finds_random_elements_of_gpt_neox_partial_rotary_and_parallel_bias_trade():
+    """GPT-NeoX (rotary on the first half of each head, parallel residual): relate refused every random element
+    of G twice over. The query-key gauge's commutation test built the rotation generator on all d_k
+    coordinates, where G's gauge commutes only with the rotation of the first rotary_width (and is free on the
+    rest); and parallel-bias-trade (b_O + c, b_out - c) had no place in the translations. Both are fitted now."""
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder("gpt_neox")
+    assert 0 < int(w.arch.rotary_width) < int(w.arch.d_k)
+    spec = GroupSpec.from_arch(w.arch)
+    for factors in (["qk-gauge"], ["parallel-bias-trade"], None):
+        b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), random_element(spec, w.n_layers, 2,
+                                                                                     factors=factors)))
+        rel = relate(w, b)
+        assert rel.related, (factors, rel.summary())

@@ -907,7 +907,10 @@ ELEMENTS: dict[str, FactorElements] = {
     "final-norm-bias-transfer": dataclasses.replace(COORDINATES, translation=8),
     "ffn-input-hyperplane": dataclasses.replace(COORDINATES, translation=9),
     "attention-input-hyperplane": dataclasses.replace(COORDINATES, translation=10),
-    **{name: COORDINATES for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling", "parallel-bias-trade")},
+    **{name: COORDINATES for name in ("ln1-scaling", "ln2-scaling", "final-norm-scaling")},
+    # GPT-NeoX's parallel residual: only b_O + b_out is read; its pivot b_O is fitted last, on what the centring
+    # shift left of the difference
+    "parallel-bias-trade": dataclasses.replace(COORDINATES, translation=14),
     "unread-pad-row": dataclasses.replace(COORDINATES, place=_pad_row_element),
 }
 """One entry per factor of the catalogue, keyed by its name."""

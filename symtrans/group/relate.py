@@ -1187,10 +1187,12 @@ class _Solver:
                         self.refuse(name, l, pivot.tensor, fit, tol, [],
                                     f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})")
                     if "rotary" in f.group:
-                        k = M.shape[0] // 2
+                        # the generator of the rotations on the rotated coordinates (halves pairing): the first r of
+                        # d_k under partial rotary (GPT-NeoX), all otherwise; commuting with it leaves the rest free
+                        k = int(self.spec.arch.rotary_width) // 2
                         J = torch.zeros_like(M)
-                        J[:k, k:] = -torch.eye(k, dtype=M.dtype)
-                        J[k:, :k] = torch.eye(k, dtype=M.dtype)
+                        J[:k, k:2 * k] = -torch.eye(k, dtype=M.dtype)
+                        J[k:2 * k, :k] = torch.eye(k, dtype=M.dtype)
                         comm = _fro(M @ J - J @ M) / _fro(M)
                         if comm > 1e3 * tol:
                             self.refuse(name, l, pivot.tensor, comm, 1e3 * tol,
