@@ -266,8 +266,12 @@ def test_roles_are_declared_by_the_catalogue_and_checked() -> None:
     from symtrans.catalogue.model import ROLES as DECLARED, Factor
 
     assert ROLES is DECLARED
-    roles = {f.role for p in PRESETS for f in GroupSpec.from_arch(get_arch(p), strict=False).factors}
-    assert roles == {"", *ROLES}  # every role is some preset factor's
+    from symtrans.numeric.fixtures import DECODER_FAMILIES, tiny_decoder
+
+    archs = [get_arch(p) for p in PRESETS] + [tiny_decoder(f).arch for f in DECODER_FAMILIES]
+    roles = {f.role for a in archs for f in GroupSpec.from_arch(a, strict=False).factors}
+    assert roles == {"", *ROLES}  # every role is some factor's, of a preset or of a decoder family (OLMo 2's
+    # head-gain-trade has no preset)
     spec = GroupSpec.from_arch("bert-base")
     with pytest.raises(SymtransError, match="unknown factor role 'gauge'"):
         dataclasses.replace(spec.factor("qk-gauge"), role="gauge")

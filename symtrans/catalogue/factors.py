@@ -319,8 +319,8 @@ def _qk_norm_trade(a: Architecture, rotary: bool) -> Factor:
         "D = diag(s), s_i != 0" + (", s equal on the two coordinates of each rotated pair" if rotary else ""),
         coordinates=(Piece("D", S["H_kv"] if full else 1, (S["d_k"], S["d_k"]), "diagonal", dim),),
         # one gain scaled, the other gain undoing it: relate and the canonical form solve it as a norm's gain
-        # scaling (the per-head blocks of the full-width norm are not that shape, and keep no role)
-        role="" if full else "norm-scaling")
+        # scaling; the full-width norm's per-head gain blocks take one scaling per key/value head
+        role="head-gain-trade" if full else "norm-scaling")
 
 
 def _readers(a: Architecture, which: str) -> list[tuple[str, str | None, str | None]]:

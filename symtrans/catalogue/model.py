@@ -69,6 +69,8 @@ ROLES = {
                 "(residual-permutation, -rotation)",
     "norm-scaling": "a diagonal rescaling of a norm's gain, undone by its readers or by the other gain of a pair "
                     "(ln1-, ln2-, final-norm-scaling, qk-norm-gain-trade)",
+    "head-gain-trade": "a diagonal scaling per key/value head of a full-width QK-norm's per-head query gains, undone "
+                       "on that key head's gains (OLMo 2's qk-norm-gain-trade): fitted after the heads are matched",
 }
 """What a factor is for the code that treats a family of factors alike (:attr:`Factor.role`; empty: none)."""
 

@@ -168,6 +168,23 @@ class _Canon:
                 v = (1 / self.cur["layers"][l][pivot.tensor]).reshape(-1)
                 els.append({"D": MonomialMatrix(list(range(v.numel())), v)})
             self.apply(f.name, els)
+        for f in with_role(self.s.spec, "head-gain-trade", list(self.s.present.values())):
+            self.apply(f.name, [{"D": self.unit_key_gains(f, l)} for l in range(self.s.L)])
+
+    def unit_key_gains(self, f: Any, l: int) -> list[Any]:
+        """Layer ``l``'s element of a per-key/value-head gain trade that makes each key gain 1 (D_g = diag(k_g));
+        on a coordinate where k_g is 0, the first query gain of the group instead (1 where that is 0 too). Every
+        element of ``f`` moves k_g to k_g D^-1 and q_h to q_h D, so the result is the same for all of the orbit."""
+        import torch
+
+        q, k = self.s.head_gains(f, self.cur, l)
+        per = q.shape[0] // k.shape[0]
+        out = []
+        for g in range(k.shape[0]):
+            first = q[g * per]
+            d = torch.where(k[g] != 0, k[g], torch.where(first != 0, 1 / torch.where(first != 0, first, 1), 1.0))
+            out.append(torch.diag(d))
+        return out
 
     def translations(self) -> None:
         """Every translation factor moves its pivot to 0 (the target B is the pivot with that part removed)."""

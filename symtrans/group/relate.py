@@ -860,6 +860,35 @@ class _Solver:
             self.apply(f.name, els)
             self.kappa_all(max(float(e["D"].vals.abs().max() / e["D"].vals.abs().min()) for e in els))
 
+    def head_gains(self, f: Factor, params: dict[str, Any], l: int) -> tuple[Any, Any]:
+        """The query and the key gains a per-key/value-head gain trade ``f`` acts on, in layer ``l`` of ``params``:
+        ``[H, d_k]`` and ``[H_kv, d_k]`` (stacked from per-head blocks where an action left them so)."""
+        torch = _torch()
+
+        def rows(how: str) -> Any:
+            v = params["layers"][l][next(t for t in f.tags if t.how == how).tensor]
+            return torch.stack([x.reshape(-1) for x in v]) if isinstance(v, list) else v
+
+        return rows("element"), rows("inverse")
+
+    def head_gain_ratio(self, f: Factor, l: int) -> list[Any]:
+        """Layer ``l``'s element of a per-key/value-head gain trade: one diagonal D_g per key/value head g, with B's
+        query gains ``q_h D_g`` for every query head h of g (least squares over those heads) and key gains
+        ``k_g D_g^-1``; a coordinate where A's query gains of the group are all 0 is fitted on the key gain
+        (``1 / d = <k_A, k_B> / <k_A, k_A>``), and is 1 where that is 0 too (the check judges what is left)."""
+        torch = _torch()
+        (qa, ka), (qb, kb) = self.head_gains(f, self.cur, l), self.head_gains(f, self.tgt, l)
+        per = qa.shape[0] // ka.shape[0]  # query heads per key/value head (transformers' repeat_kv order)
+        out = []
+        for g in range(ka.shape[0]):
+            a, b = qa[g * per:(g + 1) * per], qb[g * per:(g + 1) * per]
+            num, den = (a * b).sum(0), (a * a).sum(0)  # d = <q_A, q_B> / <q_A, q_A> over the group's query heads
+            d = torch.where(den > 0, num / torch.where(den > 0, den, 1), torch.ones_like(num))
+            kk = ka[g] * kb[g]  # the key gain: k_B = k_A / d, so d = k_A^2 / (k_A k_B)
+            d = torch.where((den == 0) & (kk != 0), ka[g] * ka[g] / torch.where(kk != 0, kk, 1), d)
+            out.append(torch.diag(d))
+        return out
+
     def scaled_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
         """The blocks of ``params`` (layer ``l``, None: the model's) that norm-scaling factor ``f`` scales by the
         inverse of its element, each with the gain's channels as rows (per-head blocks one by one)."""
@@ -1154,6 +1183,12 @@ class _Solver:
     # ---- 5. GL gauges
     def gauges(self) -> None:
         torch = _torch()
+        # a per-key/value-head trade of QK-norm gains (OLMo 2): per head, so after the heads are matched
+        for f in with_role(self.spec, "head-gain-trade", self.present.values()):
+            els = [{"D": self.head_gain_ratio(f, l)} for l in range(self.L)]
+            self.apply(f.name, els)
+            self.kappa_all(max(float(d.diagonal().abs().max() / d.diagonal().abs().min()) for e in els
+                               for d in e["D"]))
         for name in [x.name for x in with_role(self.spec, "head-gauge")]:
             f = self.present.get(name)
             if f is None:
