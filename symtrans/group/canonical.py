@@ -152,11 +152,12 @@ class _Canon:
 
     def scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix
+        from symtrans.group.relate import gain_pivot
 
         for f in with_role(self.s.spec, "norm-scaling", list(self.s.present.values())):
             if f.scope not in ("layer", "model"):
                 continue
-            pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+            pivot = gain_pivot(f)
             if f.scope == "model":
                 g = self.cur.get(pivot.tensor)
                 if g is not None:
@@ -457,10 +458,12 @@ def _refuse_zero_gains(spec: GroupSpec, w: Any) -> None:
     ...
     symtrans.errors.SymtransError: canonical: ln2_w holds 1 gain of exactly 0 (first: layer 0, channel 3), where G scales the gain (ln2-scaling): the canonical form of a dead norm channel is not implemented
     """
+    from symtrans.group.relate import gain_pivot
+
     for f in with_role(spec, "norm-scaling"):
         if f.status == "broken" or f.scope not in ("layer", "model"):
             continue
-        pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+        pivot = gain_pivot(f)
         g = w.tensors.get(pivot.tensor)
         if g is None or not bool((g == 0).any()):
             continue

@@ -310,6 +310,37 @@ def _rel_chunks(pairs: Any, *, in_place: bool = False) -> float:
     return d / n if n > 0 else d
 
 
+def gain_pivot(f: Factor) -> Any:
+    """The tag of norm-scaling factor ``f`` on the gain it scales (the pivot its element is read from or fixes).
+
+    Examples
+    --------
+    >>> gain_pivot(GroupSpec.from_arch("llama2-7b").factor("ln1-scaling")).tensor
+    'ln1_w'
+    """
+    return next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+
+
+def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
+    """``(d, ok)``: the diagonal d with ``y = diag(d)^-1 x`` row by row, by least squares over ``(x, y)`` pairs of
+    blocks (rows: the coordinates d scales): ``d_j = <x_j, x_j> / <x_j, y_j>``; ``ok`` where that is defined
+    (x_j and <x_j, y_j> non-zero). How a diagonal scaling is read off the tensors it scales inversely.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]])
+    >>> d, ok = _inverse_fit([(x, x / torch.tensor([[2.0], [5.0], [-1.0]]))])
+    >>> d[ok].tolist(), ok.tolist()
+    ([2.0, -1.0], [True, False, True])
+    """
+    num = den = None
+    for x, y in pairs:
+        num = (x * y).sum(1) if num is None else num + (x * y).sum(1)
+        den = (x * x).sum(1) if den is None else den + (x * x).sum(1)
+    return den / num, (den > 0) & (num != 0)
+
+
 def _centre_cols(d: int, dtype: Any) -> Any:
     torch = _torch()
     return torch.eye(d, dtype=dtype) - torch.full((d, d), 1.0 / d, dtype=dtype)
@@ -844,7 +875,7 @@ class _Solver:
         for f in with_role(self.spec, "norm-scaling", self.present.values()):
             if f.scope not in ("layer", "model"):
                 continue
-            pivot = next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
+            pivot = gain_pivot(f)
             if f.scope == "model":
                 a, b = self.cur.get(pivot.tensor), self.tgt.get(pivot.tensor)
                 if a is None:
@@ -884,8 +915,8 @@ class _Solver:
             a, b = qa[g * per:(g + 1) * per], qb[g * per:(g + 1) * per]
             num, den = (a * b).sum(0), (a * a).sum(0)  # d = <q_A, q_B> / <q_A, q_A> over the group's query heads
             d = torch.where(den > 0, num / torch.where(den > 0, den, 1), torch.ones_like(num))
-            kk = ka[g] * kb[g]  # the key gain: k_B = k_A / d, so d = k_A^2 / (k_A k_B)
-            d = torch.where((den == 0) & (kk != 0), ka[g] * ka[g] / torch.where(kk != 0, kk, 1), d)
+            fit, ok = _inverse_fit([(ka[g][:, None], kb[g][:, None])])  # the key gain: k_B = k_A / d
+            d = torch.where((den == 0) & ok, fit, d)
             out.append(torch.diag(d))
         return out
 
@@ -914,13 +945,8 @@ class _Solver:
         dead = a.reshape(-1) == 0
         if not bool(dead.any()):
             return s
-        num = torch.zeros_like(s)
-        den = torch.zeros_like(s)
-        for x, y in zip(self.scaled_rows(f, self.cur, l), self.scaled_rows(f, self.tgt, l)):
-            num += (x * y).sum(1)
-            den += (x * x).sum(1)
-        fit = den / num  # 1 / s_j = num_j / den_j
-        ok = dead & (den > 0) & (num != 0)
+        fit, ok = _inverse_fit(zip(self.scaled_rows(f, self.cur, l), self.scaled_rows(f, self.tgt, l)))
+        ok = dead & ok
         s = torch.where(ok, fit, s)
         return torch.where(dead & ~ok, torch.ones_like(s), s)
 
