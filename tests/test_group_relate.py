@@ -155,3 +155,33 @@ def test_a_deferred_residual_fit_beyond_its_tolerance_is_solved_again(default_mo
     late = relate(a, c)
     assert not late.related and "deferred try" in late.phases
     assert (late.stop.layer, late.stop.tensor) == (5, "W_O")
+
+
+def test_a_unit_the_window_matches_beyond_its_key_tolerance_is_measured_and_refused(default_model):
+    """relate's first try takes the FFN units' match from the window on their keys' projections
+    (``_Solver.unit_keys``) and leaves the keys' full distances to where relate needs them. A unit of B whose
+    input column differs from A's only off the window's directions (so the window matches it), by 100x the key
+    tolerance relative to the column (about 10x relative to the largest key, the distance's scale), must still be refused at the units, with that distance measured, not accepted."""
+    from symtrans.group.relate import _Solver
+
+    a, l, j = default_model, 2, 5
+    spec = GroupSpec.from_arch(a.arch)
+    s = _Solver(spec, model_blocks(a), model_blocks(a), lambda n, k: "float32")
+    w = a.tensors["W_in"][l, :, j].clone()
+    d = w.numel()
+    R = s._window_dirs(d + a.tensors["W_out"].shape[-1], torch.float64)[:d]  # the input part's directions
+    (_, tag), = s.tags_on("W_in", "hyperplane_weight")
+    u = (1 / s.gain_for(tag, l, s.cur)).reshape(-1)
+    M = torch.cat([R, u.reshape(-1, 1), w.reshape(-1, 1)], 1)
+    z = torch.randn(d, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    delta = z - M @ torch.linalg.lstsq(M, z.reshape(-1, 1)).solution.reshape(-1)  # off every direction, u and w
+    key_tol = 1e3 * relation_tolerance("float32")[0]
+    inv = w - u * (u @ w) / (u @ u)
+    delta *= 100 * key_tol * float(inv.norm()) / float(delta.norm())
+    assert float((R.T @ delta).abs().max()) < 1e-6 * key_tol * float(inv.norm())  # invisible to the window
+    b = a.copy()
+    b.tensors["W_in"][l, :, j] += delta
+    rel = relate(a, b)
+    assert not rel.related and (rel.stop.factor, rel.stop.layer) == ("S_dff", l)
+    assert 2 * key_tol < rel.stop.unexplained <= 100 * key_tol  # measured: beyond the tolerance, at most |delta|
+    assert "deferred try" in rel.phases  # the first try's answer not taken: the distance measured where made

@@ -416,7 +416,10 @@ class _Solver:
         # key check after it skipped (``skipped``); where relate cannot keep that try's answer (:func:`relate`) a
         # second solve with this off gives it
         self.defer = False
-        self.deferred: list[tuple[str, int | None, float, Any]] = []  # (tensor, layer, tolerance, measure the fit)
+        # (tensor, layer, tolerance, measure the fit): the residual map's fit on the embedding table, and the FFN
+        # units' key distances once the window has matched them (measured where the check of that tensor exceeds
+        # the tolerance or relate refuses: a related answer rests on the check alone)
+        self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
 
     # ---- helpers reading the tag tables
@@ -1047,10 +1050,12 @@ class _Solver:
         perm = cand.tolist()  # one candidate per B key, in B's order
         return perm if len(set(perm)) == len(perm) else None
 
-    def _match_parts(self, A: list[Any], B: list[Any], tol: float) -> tuple[list[int] | None, float]:
+    def _match_parts(self, A: list[Any], B: list[Any], tol: float, *,
+                     perm: list[int] | None = None) -> tuple[list[int] | None, float]:
         """:meth:`_match`'s answer for keys given in parts (every part but the last one column per key, the last
         one row per key: the FFN units' input columns and output rows), where :meth:`_match_window` settles every
-        key within the tolerance; else (None, inf): the caller matches the concatenated keys.
+        key within the tolerance; else (None, inf): the caller matches the concatenated keys. ``perm``: the
+        window's answer, already found on the keys' projections (:meth:`unit_keys`): only measured here.
 
         Examples
         --------
@@ -1079,7 +1084,8 @@ class _Solver:
 
         norms2 = sum((x * x).sum(0) for x in A[:-1]) + (A[-1] * A[-1]).sum(1)
         scale = max(float(norms2.max()) ** 0.5, 1e-300)
-        perm = self._window(proj(A).contiguous(), proj(B).contiguous(), tol * scale)
+        if perm is None:
+            perm = self._window(proj(A).contiguous(), proj(B).contiguous(), tol * scale)
         if perm is None:
             return None, math.inf
         from symtrans.group.elements import _take_columns
@@ -1120,6 +1126,108 @@ class _Solver:
         if any(e["pi"] != sorted(e["pi"]) for e in els):
             self.apply("S_H", els)
 
+    def unit_keys(self, params: dict[str, Any], l: int, ins: list[str], scaled: list[str],
+                  tol: float) -> tuple[Any, Any, Any]:
+        """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts)``.
+
+        A unit's key is its input columns (each tensor of ``ins``, projected by :meth:`invariant`; one of
+        ``scaled`` divided by its norm times a sign) followed by its output row of ``W_out`` (projected, times the
+        product of those divisors). ``proj`` (8 x units) is the keys' projections on :meth:`_window_dirs`,
+        ``norms2`` their squared norms and ``parts()`` the keys written out in their parts (as
+        :meth:`_match_parts` takes them). The sign is that of the projection of largest magnitude: one rule on
+        both sides, so a unit scaled by any non-zero number keeps its key.
+
+        A tensor whose invariant is ``x`` minus one rank-one term (one gain's ``u (u^T x) / |u|^2`` on an input;
+        each row's mean on ``W_out``) is read once by a product with the directions and that term's vector, its
+        columns' norms from their squares less the term's: no projected copy. That difference loses the digits
+        the term cancels (its rounding is ``eps |x_j|^2 / |inv x_j|^2`` relative); where that could reach 1% of the
+        matching tolerance ``tol``, or elsewhere (two gains, a mean across units), the projected block is formed.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric import load_model
+        >>> a = load_model("default"); spec = GroupSpec.from_arch(a.arch)
+        >>> from symtrans.group.numeric import model_blocks
+        >>> s = _Solver(spec, model_blocks(a), model_blocks(a), lambda n, l: "float32")
+        >>> def agrees(scaled):  # the projections and norms against those of the keys written out
+        ...     proj, n2, parts = s.unit_keys(s.cur, 0, ["W_in"], scaled, 1e-4)
+        ...     keys = parts(); R = s._window_dirs(keys[0].shape[0] + keys[1].shape[1], proj.dtype)
+        ...     full = torch.cat([keys[0], keys[1].T])  # one column per unit: its key
+        ...     return bool(torch.allclose(proj, R.T @ full, atol=1e-12)) and bool(torch.allclose(n2, (full * full).sum(0)))
+        >>> agrees([]), agrees(["W_in"])
+        (True, True)
+        """
+        torch = _torch()
+        lp = params["layers"][l]
+        dims = [lp[name].shape[0] for name in ins] + [lp["W_out"].shape[1]]
+        R = self._window_dirs(sum(dims), lp["W_out"].dtype)
+        proj = n2 = factor = None
+        divisors: list[Any] = []
+        i = 0
+        for name, dim in zip(ins, dims):
+            w, Ri = lp[name], R[i:i + dim]
+            i += dim
+            gains = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on(name, "hyperplane_weight"))
+                     if g is not None]
+            p = sq = None
+            if len(gains) <= 1 and not self.tags_on(name, "translate_ones"):
+                if gains:  # R^T (w - u c / |u|^2) with c = u^T w: one product with [R u], no projected copy
+                    u = (1 / gains[0]).reshape(-1, 1)
+                    uu = float((u * u).sum())
+                    M = torch.cat([Ri, u], 1).T @ w
+                    c = M[-1]
+                    p = M[:-1] - (Ri.T @ u) * (c / uu)
+                else:
+                    p = Ri.T @ w
+                if name in scaled:
+                    raw = torch.linalg.vector_norm(w, dim=0).square_()
+                    sq = raw - c * c / uu if gains else raw
+                    if gains and float((raw / sq.clamp_min(1e-300)).max()) * torch.finfo(w.dtype).eps > tol / 100:
+                        p = sq = None  # the cancellation could cost digits the match needs: formed below
+            if p is None:
+                x = self.invariant(name, w, l, params)
+                p = Ri.T @ x
+                sq = (x * x).sum(0) if name in scaled else None
+            if name in scaled:
+                n = sq.clamp_min(0).sqrt().clamp_min(1e-300)
+                big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
+                ns = n * torch.where(big < 0, -1.0, 1.0).to(n.dtype)
+                p = p / ns
+                factor = ns if factor is None else factor * ns
+                divisors.append(ns)
+                part2 = torch.ones_like(n)
+            else:
+                divisors.append(None)
+                part2 = torch.linalg.vector_norm(self.invariant(name, w, l, params), dim=0).square_()
+            proj = p if proj is None else proj + p
+            n2 = part2 if n2 is None else n2 + part2
+        out, Ro = lp["W_out"], R[i:]
+        hyper = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on("W_out", "hyperplane_weight"))
+                 if g is not None]
+        if hyper:
+            x = self.invariant("W_out", out, l, params)
+            po, so = x @ Ro, (x * x).sum(1)
+        elif self.tags_on("W_out", "translate_ones"):  # each row less its mean: (x C) R = x (C R), |x C|^2 = |x|^2 - d m^2
+            d = out.shape[1]
+            M = out @ torch.cat([Ro - Ro.mean(0, keepdim=True), torch.full((d, 1), 1.0 / d, dtype=out.dtype)], 1)
+            po, m = M[:, :-1], M[:, -1]
+            so = (torch.linalg.vector_norm(out, dim=1).square_() - d * m * m).clamp_min(0)
+        else:
+            po, so = out @ Ro, torch.linalg.vector_norm(out, dim=1).square_()
+        if factor is not None:
+            po, so = po * factor[:, None], so * factor * factor
+        proj = po.T if proj is None else proj + po.T
+        n2 = so if n2 is None else n2 + so
+
+        def parts() -> list[Any]:
+            keys = [self.invariant(name, lp[name], l, params) for name in ins]
+            keys = [x if ns is None else x / ns for x, ns in zip(keys, divisors)]
+            rows = self.invariant("W_out", out, l, params)
+            return keys + [rows if factor is None else rows * factor[:, None]]
+
+        return proj, n2, parts
+
     def units(self) -> None:
         f = self.present.get("S_dff")
         if f is None:
@@ -1129,32 +1237,24 @@ class _Solver:
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
-            # each side's key, one row per unit, kept in its parts: the scale-normalised input columns (units as
-            # columns of the stored block) and the output rows; concatenated only if the parts do not settle it
-            keys = []
-            for params in (self.cur, self.tgt):
-                lp = params["layers"][l]
-                out_rows = self.invariant("W_out", lp["W_out"], l, params)
-                parts = []
-                factor = None
-                for name in ins:
-                    w = self.invariant(name, lp[name], l, params)  # one column per unit
-                    if name in scaled_in:  # reduced along the rows of the stored (row-major) block, not strided
-                        n = (w * w).sum(0).sqrt().clamp_min(1e-300)
-                        # the sign of the entry of largest magnitude: + where the column's maximum reaches it
-                        # (amax: 4x faster than an argmax across the rows and a gather)
-                        s = (w.amax(0) >= w.abs().amax(0)).to(w.dtype).mul_(2).sub_(1)
-                        ns = n * s
-                        w = w / ns
-                        factor = ns if factor is None else factor * ns
-                    parts.append(w)
-                parts.append(out_rows if factor is None else out_rows * factor[:, None])
-                keys.append(parts)
+            # each side's keys (:meth:`unit_keys`): their projections decide the match where every unit of B has
+            # exactly one unit of A within the tolerance on them (:meth:`_window`); the keys in full measure it
             tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
-            P, dist = self._match_parts(keys[0], keys[1], tol)
-            if P is None:  # a unit with no or several candidates, or beyond the tolerance: the full keys
-                full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
-                P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
+            (pA, nA, partsA), (pB, _, partsB) = (self.unit_keys(p, l, ins, scaled_in, tol) for p in (self.cur, self.tgt))
+            scale = max(float(nA.max()) ** 0.5, 1e-300)
+            P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
+            if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
+                self.deferred.append(("W_in", l, tol, lambda P=P, a=partsA, b=partsB: self._match_parts(
+                    a(), b(), tol, perm=P)[1]))
+                dist = 0.0
+            else:
+                keys = [partsA(), partsB()]
+                dist = math.inf
+                if P is not None:
+                    P, dist = self._match_parts(keys[0], keys[1], tol, perm=P)
+                if P is None:  # a unit with no or several candidates, or beyond the tolerance: the full keys
+                    full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
+                    P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
             if dist > tol:
                 tags = "; ".join(t.describe() for t in f.tags)
                 self.refuse("S_dff", l, "(W_in column, W_out row) per unit", dist, tol, [],
@@ -1590,8 +1690,10 @@ def relate(a: Any, b: Any) -> Relation:
             _timed(phases, "deferred fit", lambda: fits.extend(fit() <= bound for _, _, bound, fit in s.deferred))
         if not all(fits) or (stop is not None and s.skipped):
             first_try = sum(phases.values())
+            s.deferred.clear()  # its fits close over the solver: freed now, not at the next garbage collection
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
+    s.deferred.clear()
     steps = [st for st in s.steps]
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases)
