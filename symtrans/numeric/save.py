@@ -1,7 +1,8 @@
 """Write per-head weights back into a Hugging Face checkpoint directory (the loader's layout, inverted).
 
 :func:`save_weights` is the inverse of :func:`symtrans.numeric.weights.load_model` for the
-families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, Llama/Mistral/Qwen2): it copies the
+families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, and the Llama-like Llama, Mistral, Qwen2,
+Qwen3, Gemma 2 and 3, Phi-3, OLMo 2 and SmolLM3; GPT-NeoX is refused): it copies the
 source checkpoint's ``config.json`` and every tensor it holds (so tensors the per-head layout does
 not carry, such as an output head or a pooler, are kept as they are), and overwrites the tensors the
 per-head layout names with the given weights, each in its stored dtype unless ``dtype`` says
@@ -55,8 +56,25 @@ def _layer_keys(family: str, prefix: str, i: int) -> dict[str, str]:
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    """Overwrite ``key`` with ``value`` in the key's stored dtype and shape (a key the source lacks is skipped)."""
+    """Overwrite ``key`` with ``value`` in the key's stored dtype and shape; a key the source lacks is skipped
+    where ``value`` is all zeros (an absent bias, stored as zeros by the loader), and refused otherwise: the
+    weights would be lost without a word.
+
+    Examples
+    --------
+    >>> import torch
+    >>> out = {"a.weight": torch.zeros(2)}
+    >>> _put(out, "a.bias", torch.zeros(2)); sorted(out)
+    ['a.weight']
+    >>> _put(out, "a.bias", torch.ones(2))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: a.bias: the weights hold non-zero values for a tensor the source checkpoint does not have; writing them there is not supported
+    """
     if key not in out:
+        if value is not None and bool((value != 0).any()):
+            raise SymtransError(f"{key}: the weights hold non-zero values for a tensor the source checkpoint does "
+                                "not have; writing them there is not supported")
         return
     old = out[key]
     out[key] = value.detach().reshape(old.shape).to(dtype=old.dtype, device="cpu").contiguous()
@@ -99,7 +117,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     from symtrans.numeric.weights import _LAYOUTS
 
     lay = _LAYOUTS.get(family)
-    if lay is None:
+    if lay is None or family == "gpt_neox":  # GPT-NeoX: its fused query_key_value layout is not written yet
         raise SymtransError(f"{family}: writing this family is not supported")
     prefix = next((p for p in lay["prefixes"] if p + lay["word"] in out), None)
     if prefix is None:
@@ -119,20 +137,8 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
                      "ln_2.weight": "ln2_w", "ln_2.bias": "ln2_b"}
             for key, name in names.items():
                 _put(out, lp + key, q[name])
-        elif family in ("llama", "qwen2", "mistral"):
-            lp = f"{prefix}layers.{i}."
-            for tag, w, b in (("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"), ("v", "W_V", "b_V")):
-                _put(out, f"{lp}self_attn.{tag}_proj.weight", q[w].permute(1, 0, 2).reshape(D, -1).T)
-                _put(out, f"{lp}self_attn.{tag}_proj.bias", q[b].reshape(-1))
-            _put(out, lp + "self_attn.o_proj.weight", q["W_O"].reshape(-1, D).T)
-            _put(out, lp + "self_attn.o_proj.bias", q["b_O"])
-            _put(out, lp + "input_layernorm.weight", q["ln1_w"])
-            _put(out, lp + "post_attention_layernorm.weight", q["ln2_w"])
-            for tag, w, b in (("gate", "W_gate", "b_gate"), ("up", "W_in", "b_in")):
-                _put(out, f"{lp}mlp.{tag}_proj.weight", q[w].T)
-                _put(out, f"{lp}mlp.{tag}_proj.bias", q[b])
-            _put(out, lp + "mlp.down_proj.weight", q["W_out"].T)
-            _put(out, lp + "mlp.down_proj.bias", q["b_out"])
+        elif family in _LLAMA_LIKE:
+            _put_llama_layer(out, f"{prefix}layers.{i}.", q, weights.arch)
         else:
             k = _layer_keys(family, prefix, i)
             for tag, w, b in (("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"), ("v", "W_V", "b_V")):
@@ -150,10 +156,11 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     for name, key in (("word", lay["word"]), ("pos", lay.get("pos")), ("type", lay.get("type"))):
         if key and t.get(name) is not None:
             _put(out, prefix + key, t[name])
+    offset = float(getattr(weights.arch, "gain_offset", 0) or 0)  # Gemma stores w, applies 1 + w (the loader adds it)
     for tag in ("emb_ln", "final_ln"):
         key = lay.get(tag)
         if key and t.get(f"{tag}_w") is not None:
-            _put(out, _ln_key(out, prefix + key, "weight"), t[f"{tag}_w"])
+            _put(out, _ln_key(out, prefix + key, "weight"), t[f"{tag}_w"] - offset)
             _put(out, _ln_key(out, prefix + key, "bias"), t[f"{tag}_b"])
     _ = H
     config = json.loads((src / "config.json").read_text())
@@ -173,6 +180,68 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     return target
 
 
+#: the families whose layers the loader reads as Llama's (``_Checkpoint._llama_layer``)
+_LLAMA_LIKE = ("llama", "qwen2", "mistral", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3")
+
+
+def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any) -> None:
+    """One layer of a Llama-like family written under ``lp``: the inverse of the loader's ``_llama_layer`` (Phi-3's
+    fused ``qkv_proj`` and ``gate_up_proj``; QK norms, per head or over all heads; Gemma's norms before and after
+    each sub-block, whose stored ``w`` is the applied gain less ``gain_offset``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from symtrans.numeric.fixtures import random_checkpoint
+    >>> from symtrans.numeric.weights import load_model
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = random_checkpoint(d + "/a", "gemma3", seed=0)
+    ...     w = load_model(d + "/a"); w.tensors["ln2_w"][0, 1] = 0.5  # an applied gain: stored as 0.5 - 1
+    ...     back = load_model(save_weights(w, d + "/b"))
+    ...     max(float((back.tensors[k] - w.tensors[k]).abs().max()) for k in w.tensors if w.tensors[k] is not None) < 1e-6
+    True
+    """
+    import torch
+
+    D = int(arch.d_model)
+    offset = float(getattr(arch, "gain_offset", 0) or 0)
+    rows = {tag: q[w].permute(1, 0, 2).reshape(D, -1).T for tag, w in (("q", "W_Q"), ("k", "W_K"), ("v", "W_V"))}
+    if arch.family == "phi3":  # one qkv_proj (rows q, then k, then v) and one gate_up_proj (gate, then up)
+        _put(out, lp + "self_attn.qkv_proj.weight", torch.cat([rows["q"], rows["k"], rows["v"]]))
+        _put(out, lp + "mlp.gate_up_proj.weight", torch.cat([q["W_gate"].T, q["W_in"].T]))
+    else:
+        for tag in ("q", "k", "v"):
+            _put(out, f"{lp}self_attn.{tag}_proj.weight", rows[tag])
+        _put(out, lp + "mlp.gate_proj.weight", q["W_gate"].T)
+        _put(out, lp + "mlp.up_proj.weight", q["W_in"].T)
+    for tag, b in (("q", "b_Q"), ("k", "b_K"), ("v", "b_V")):
+        _put(out, f"{lp}self_attn.{tag}_proj.bias", q[b].reshape(-1))
+    _put(out, lp + "self_attn.o_proj.weight", q["W_O"].reshape(-1, D).T)
+    _put(out, lp + "self_attn.o_proj.bias", q["b_O"])
+    for tag, b in (("gate", "b_gate"), ("up", "b_in")):
+        _put(out, f"{lp}mlp.{tag}_proj.bias", q[b])
+    _put(out, lp + "mlp.down_proj.weight", q["W_out"].T)
+    _put(out, lp + "mlp.down_proj.bias", q["b_out"])
+    gemma = arch.family in ("gemma3", "gemma2")
+    gains = {}
+    if arch.pre_norms:
+        gains["input_layernorm"] = "ln1_w"
+        gains["pre_feedforward_layernorm" if gemma else "post_attention_layernorm"] = "ln2_w"
+    if arch.post_norms:  # Gemma: post_attention_layernorm is the norm after attention
+        gains.update(post_attention_layernorm="ln1_post_w", post_feedforward_layernorm="ln2_post_w")
+    if arch.qk_norm_full:  # one gain over every head's entries, held per head
+        gains.update({"self_attn.q_norm": "q_norm_full_w", "self_attn.k_norm": "k_norm_full_w"})
+    elif arch.qk_norm:
+        gains.update({"self_attn.q_norm": "q_norm_w", "self_attn.k_norm": "k_norm_w"})
+    for key, name in gains.items():
+        shift = 0.0 if name.endswith("full_w") else offset  # the loader adds the offset to these (_gain_offset)
+        _put(out, f"{lp}{key}.weight", q[name].reshape(-1) - shift)
+    for name in ("ln1_b", "ln2_b"):  # RMSNorm has no shift: the loader's zeros must still be zeros
+        if q.get(name) is not None and bool((q[name] != 0).any()):
+            raise SymtransError(f"{lp}{name}: the weights hold a norm shift this RMSNorm family does not store; "
+                                "writing it is not supported")
+
+
 def _ln_key(out: dict[str, Any], stem: str, kind: str) -> str:
     """A LayerNorm's key: ``.weight``/``.bias``, or the old ``.gamma``/``.beta`` where the source uses them."""
     key = f"{stem}.{kind}"
@@ -182,4 +251,5 @@ def _ln_key(out: dict[str, Any], stem: str, kind: str) -> str:
 
 
 _LAYER_NAMES = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "ln1_w", "ln1_b", "W_gate", "b_gate",
-                "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b")
+                "W_in", "b_in", "W_out", "b_out", "ln2_w", "ln2_b", "q_norm_w", "k_norm_w", "q_norm_full_w",
+                "k_norm_full_w", "ln1_post_w", "ln2_post_w")
