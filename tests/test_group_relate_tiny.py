@@ -408,9 +408,95 @@ def test_a_zero_norm_gain_is_solved_from_the_rows_it_scales_not_divided_by(famil
     rel = relate(w, b)
     assert rel.related, rel.summary()
     assert max(r["residual"] for r in rel.residuals) < relation_tolerance("float64")[0]
+    # with every other factor moved too (the FFN units permuted and scaled, the heads permuted and gauged): the
+    # dead channel's rows in W_in are then no multiple of A's; its scaling comes from the W_in W_out and W_V W_O
+    # keys, which those factors leave (solved from W_in itself, every such element was refused)
+    rotation = [f.name for f in spec.factors if f.name == "residual-rotation"]  # acts through 1/gain: undefined
+    for seed in range(2):
+        steps = [st for st in random_element(spec, w.n_layers, 11 + seed) if st["factor"] not in rotation]
+        assert {"S_dff", "S_H", "ffn-scaling"} <= {st["factor"] for st in steps}
+        rel = relate(w, weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps)))
+        assert rel.related, (seed, rel.summary())
     c = w.copy()  # the false case: the dead channel's W_in row replaced, not scaled
     c.tensors["W_in"][0, 3] = torch.linspace(-1, 1, c.tensors["W_in"].shape[-1], dtype=c.tensors["W_in"].dtype)
     assert not relate(w, c).related
+
+
+@pytest.mark.parametrize("family", ["gemma3", "gemma2"])
+def test_the_canonical_form_of_a_dead_norm_channel_normalises_the_rows_it_would_scale(family):
+    """A gain of exactly 0 stays 0 under every norm scaling, so "gain 1" cannot fix that channel: the canonical
+    form refused such a model (Gemma 3 270M) and, without the refusal, wrote NaN (0 x 1/0). The rows the scaling
+    moves inversely, read where no other factor moves them (its row of the W_V W_O or W_in W_out key), are
+    fixed instead: canonical(g . A) = canonical(A) for random elements of all of G, the dead gain stays 0 and
+    that row gets the live rows' RMS norm and a positive largest entry. A false case: the dead channel's W_in row replaced (not
+    scaled) gives a different canonical form. (A Llama-style model, whose residual rotation acts through 1/gain,
+    is refused: test below.)"""
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder(family)
+    w.tensors["ln2_w"][0, 3] = 0.0
+    w.tensors["ln1_w"][1, 2] = 0.0
+    spec = GroupSpec.from_arch(w.arch)
+    ca = canonical(w)
+    assert relate(w, ca.weights).related
+    for name, l in (("ln2_w", 0), ("ln1_w", 1)):
+        gain = ca.weights.tensors[name][l]
+        (j,), = (gain == 0).nonzero().tolist()  # still one dead channel (the residual map may have moved it)
+        f = spec.factor(name.replace("_w", "-scaling"))
+        if f.status == "broken":
+            continue
+        from symtrans.group.relate import _Solver
+
+        s = _Solver(spec, model_blocks(ca.weights), model_blocks(ca.weights), lambda n, k: "float64")
+        rows = torch.cat(list(s.fit_rows(f, s.cur, l)), 1)
+        live = torch.arange(gain.numel()) != j
+        assert torch.allclose(gain[live], torch.ones_like(gain[live]), atol=1e-12)
+        rho = float(rows[live].norm(dim=1).square().mean().sqrt())  # the live rows' RMS norm, their gains 1
+        assert float(rows[j].norm()) == pytest.approx(rho, rel=1e-12) and float(rows[j][rows[j].abs().argmax()]) > 0
+    for seed in range(3):
+        cb = canonical(_moved(w, random_element(spec, w.n_layers, 40 + seed), spec))
+        assert _max_distance(ca.weights, cb.weights) < 1e-10, seed
+    c = w.copy()
+    c.tensors["W_in"][0, 3] = torch.linspace(-1, 1, c.tensors["W_in"].shape[-1], dtype=c.tensors["W_in"].dtype)
+    assert _max_distance(ca.weights, canonical(c).weights) > 1e-3
+
+
+def test_a_factor_acting_through_a_dead_gain_is_refused_in_one_line():
+    """Llama's residual rotation acts on the readers through diag(1/gain): with a gain of exactly 0 that element
+    is not defined (and a general rotation is no symmetry), so the canonical form refuses, naming the gain, the
+    channel and the factor, instead of writing NaN (it did, without the earlier blanket refusal)."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder("llama")
+    assert canonical(w).weights is not None  # live gains: no refusal
+    w.tensors["ln1_w"][1, 2] = 0.0
+    with pytest.raises(SymtransError, match=r"canonical: residual-rotation acts through 1/ln1_w \(conjugate_gain\), "
+                                            r"and ln1_w holds 1 gain of exactly 0 \(first: layer 1, channel 2\)"):
+        canonical(w)
+    # relate refuses likewise where B needs a rotation, and a LayerNorm model's hyperplanes always: not a NaN
+    # "not related" (relate(A, A) said so on a GPT-2 with one dead gain)
+    from symtrans.group.relate import dead_gain_actions
+
+    spec = GroupSpec.from_arch(w.arch)
+    q = torch.linalg.qr(torch.randn(w.arch.d_model, w.arch.d_model, generator=torch.Generator().manual_seed(0),
+                                    dtype=torch.float64)).Q
+    live = w.copy()
+    live.tensors["ln1_w"][1, 2] = 1.0
+    rotated = weights_from_blocks(live, act(spec, model_blocks(live), "residual-rotation", {"Q": q}))
+    rotated.tensors["ln1_w"][1, 2] = 0.0  # the rotation of A, with the same dead gain
+    assert dead_gain_actions(spec, rotated, ("conjugate_gain",))
+    with pytest.raises(SymtransError, match=r"relate: B needs a residual rotation"):
+        relate(w, rotated)
+    assert relate(w, w.copy()).related  # no rotation needed: decided
+    g = tiny_decoder("gpt2")
+    g.tensors["ln2_w"][0, 3] = 0.0
+    with pytest.raises(SymtransError, match=r"relate: in A, ffn-input-hyperplane acts through 1/ln2_w"):
+        relate(g, g.copy())
+    with pytest.raises(SymtransError, match=r"canonical: .* acts through 1/ln\d_w"):
+        canonical(g)
 
 
 @pytest.mark.parametrize("family", ["gemma3", "qwen3", "olmo2"])
@@ -487,3 +573,26 @@ def test_relate_finds_a_random_element_of_all_of_g_on_every_decoder_family(famil
     b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), random_element(spec, w.n_layers, 7)))
     rel = relate(w, b)
     assert rel.related, rel.summary()
+
+
+def test_a_norm_scaling_of_wide_spread_is_related_with_condition_number_one():
+    """A permutation with scalings moves each entry by one multiplication, keeping its relative rounding, so
+    it brings condition number 1 into the tolerance (``element_cond``). Counting its spread (max / min) put
+    Gemma 3 270M's gain fixing (non-zero gains 0.0039 to 234) past KAPPA_MAX and refused relate(A, canonical(A)).
+    A false case: the same scaling with W_out moved by 1e-5 of its norm (no factor of G explains that) is refused."""
+    from symtrans.group.numeric import MonomialMatrix
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder("llama")
+    spec = GroupSpec.from_arch(w.arch)
+    d = w.arch.d_model
+    spread = torch.logspace(-3, 3, d, dtype=torch.float64)[torch.randperm(d, generator=torch.Generator().manual_seed(0))]
+    els = [{"D": MonomialMatrix(list(range(d)), spread)} for _ in range(w.n_layers)]
+    b = weights_from_blocks(w, act(spec, model_blocks(w), "ln1-scaling", els))
+    rel = relate(w, b)
+    assert rel.related, rel.summary()
+    assert [s["factor"] for s in rel.steps] == ["ln1-scaling"] and max(r["kappa"] for r in rel.residuals) == 1.0
+    bad = b.copy()
+    noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    bad.tensors["W_out"] += 1e-5 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
+    assert not relate(w, bad).related

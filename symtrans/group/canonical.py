@@ -7,7 +7,9 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
 * residual map: signed permutations sort the residual coordinates by the norms of the (translation-free)
   embedding table's columns, the global sign by its third moment; rotations (RMSNorm with an untied head)
   take the table's principal axes, each axis's sign by its third moment;
-* gain scalings: every scalable norm gain becomes 1 (folded into its readers);
+* gain scalings: every scalable norm gain becomes 1 (folded into its readers); a gain of exactly 0 stays 0
+  and the channel's row of the W_V W_O or W_in W_out key is normalised instead (unit norm, largest entry
+  positive);
 * translations: every bias transfer moves the norm bias to 0, every reader hyperplane projects its
   weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
   means, the embedding translations and centring shifts centre the tables;
@@ -161,16 +163,63 @@ class _Canon:
             if f.scope == "model":
                 g = self.cur.get(pivot.tensor)
                 if g is not None:
-                    v = (1 / g).reshape(-1)
+                    v = self.gain_fixing(f, g, None)
                     self.apply(f.name, {"D": MonomialMatrix(list(range(v.numel())), v)})
                 continue
             els = []
             for l in range(self.s.L):
-                v = (1 / self.cur["layers"][l][pivot.tensor]).reshape(-1)
+                v = self.gain_fixing(f, self.cur["layers"][l][pivot.tensor], l)
                 els.append({"D": MonomialMatrix(list(range(v.numel())), v)})
             self.apply(f.name, els)
         for f in with_role(self.s.spec, "head-gain-trade", list(self.s.present.values())):
             self.apply(f.name, [{"D": self.unit_key_gains(f, l)} for l in range(self.s.L)])
+
+    def gain_fixing(self, f: Any, gain: Any, l: int | None) -> Any:
+        """The element ``d`` of norm-scaling factor ``f`` (layer ``l``; None: the model's) that fixes its gauge:
+        ``1 / gain``, so every gain becomes 1. A gain of exactly 0 (a dead channel: Gemma 3 270M stores 19 in
+        ``ln2_w``) stays 0 under every scaling, so there a row ``f`` scales inversely is fixed instead, read
+        where no other per-layer factor moves it (:meth:`~symtrans.group.relate._Solver.fit_rows`: the channel's
+        row of the ``W_V W_O`` or ``W_in W_out`` key): ``d_j`` is its norm over ``rho`` times the sign of its
+        entry of largest magnitude, so its largest entry becomes positive and its norm ``rho``, the RMS norm of
+        the live channels' rows once their gains are 1 (invariant too, and of the live scalings' size, so the
+        element's condition number stays small); 1 where it is zero (no scaling moves that channel). A scaling ``s`` of A moves that row to ``row / s_j``, every other factor leaves it,
+        and the rule gives the same form back.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("llama"); w.tensors["ln2_w"][0, 3] = 0.0
+        >>> c = _Canon(GroupSpec.from_arch(w.arch), model_blocks(w), 1e-6)
+        >>> f = c.spec.factor("ln2-scaling")
+        >>> d = c.gain_fixing(f, c.cur["layers"][0]["ln2_w"], 0)
+        >>> rows = torch.cat([x[3] for x in c.s.fit_rows(f, c.cur, 0)])
+        >>> g = c.cur["layers"][0]["ln2_w"].reshape(-1)
+        >>> R = torch.cat(list(c.s.fit_rows(f, c.cur, 0)), 1); live = torch.arange(g.numel()) != 3
+        >>> rho = (R[live].norm(dim=1) * g[live]).square().mean().sqrt()
+        >>> bool(torch.isclose(d[3].abs(), rows.norm() / rho)), bool(torch.isclose(d[2], 1 / g[2]))
+        (True, True)
+        """
+        import torch
+
+        g = gain.reshape(-1)
+        dead = g == 0
+        v = 1 / torch.where(dead, 1.0, g)
+        if not bool(dead.any()):
+            return v
+        rows = torch.cat(list(self.s.fit_rows(f, self.cur, l)), 1)  # channels as rows, no other factor moves them
+        norm = torch.linalg.vector_norm(rows, dim=1)
+        big = rows.gather(1, rows.abs().argmax(1, keepdim=True))[:, 0]
+        # rho: the RMS norm of the live rows once their gains are 1 (each row times its gain)
+        live = (~dead) & (norm > 0)
+        rho = float((norm[live] * g[live]).square().mean().sqrt()) if bool(live.any()) else 1.0
+        fixed = torch.where(norm > 0, norm / rho * torch.where(big < 0, -1.0, 1.0).to(norm.dtype), 1.0)
+        top2 = rows.abs().topk(min(2, rows.shape[1]), dim=1).values
+        if rows.shape[1] > 1 and bool((dead & (norm > 0) & (top2[:, 0] - top2[:, 1] <= self.tie * top2[:, 0])).any()):
+            self.amb.append(f"{f.name}{'' if l is None else f' layer {l}'}: a dead channel's rows have two entries "
+                            "of equal magnitude at their largest (their sign is not fixed)")
+        return torch.where(dead, fixed, v)
 
     def unit_key_gains(self, f: Any, l: int) -> list[Any]:
         """Layer ``l``'s element of a per-key/value-head gain trade that makes each key gain 1 (D_g = diag(k_g));
@@ -440,38 +489,28 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
     return tgt
 
 
-def _refuse_zero_gains(spec: GroupSpec, w: Any) -> None:
-    """Refuse a model with a norm gain of exactly 0 where G scales the gain: the gauge fixing divides by it.
-
-    Such a channel is dead (the norm writes 0 there, whatever its readers hold), and no element of the norm
-    scaling moves the gain off 0, so "gain 1" cannot fix it; the residual map's fixing divides by the gains
-    too. Gemma 3 270M stores 19 such entries in ``ln2_w``. ``relate`` handles them (its scaling is solved
-    from the rows the factor scales inversely); the canonical form does not yet, and says so rather than
-    writing a form full of NaN.
+def _refuse_dead_gain_actions(spec: GroupSpec, w: Any) -> None:
+    """Refuse a model on which a factor the canonical form fixes acts through ``1/gain`` of a gain holding an exact
+    0 (:func:`~symtrans.group.relate.dead_gain_actions`: Llama's residual rotation, a LayerNorm reader's
+    hyperplane): that factor is not defined there. Gains fixed by a norm scaling are handled
+    (:meth:`_Canon.gain_fixing`); Gemma 3 270M, whose rotation the (1 + w) gain breaks, is not refused.
 
     Examples
     --------
     >>> from symtrans.numeric.fixtures import tiny_decoder
     >>> w = tiny_decoder("llama"); w.tensors["ln2_w"][0, 3] = 0.0
-    >>> _refuse_zero_gains(GroupSpec.from_arch(w.arch), w)
+    >>> _refuse_dead_gain_actions(GroupSpec.from_arch(w.arch), w)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: canonical: ln2_w holds 1 gain of exactly 0 (first: layer 0, channel 3), where G scales the gain (ln2-scaling): the canonical form of a dead norm channel is not implemented
+    symtrans.errors.SymtransError: canonical: residual-rotation acts through 1/ln2_w (conjugate_gain), and ln2_w holds 1 gain of exactly 0 (first: layer 0, channel 3): that factor is not defined on this model, so no canonical form modulo it is
+    >>> _refuse_dead_gain_actions(GroupSpec.from_arch(w.arch), tiny_decoder("gemma3"))  # nothing to refuse
     """
-    from symtrans.group.relate import gain_pivot
+    from symtrans.group.relate import dead_gain_actions
 
-    for f in with_role(spec, "norm-scaling"):
-        if f.status == "broken" or f.scope not in ("layer", "model"):
-            continue
-        pivot = gain_pivot(f)
-        g = w.tensors.get(pivot.tensor)
-        if g is None or not bool((g == 0).any()):
-            continue
-        zeros = (g == 0).nonzero().tolist()
-        where = f"layer {zeros[0][0]}, channel {zeros[0][1]}" if g.dim() == 2 else f"channel {zeros[0][0]}"
-        raise SymtransError(f"canonical: {pivot.tensor} holds {len(zeros)} gain{'s' if len(zeros) > 1 else ''} of "
-                            f"exactly 0 (first: {where}), where G scales the gain ({f.name}): the canonical form "
-                            "of a dead norm channel is not implemented")
+    dead = dead_gain_actions(spec, w)
+    if dead:
+        raise SymtransError(f"canonical: {dead[0]}: that factor is not defined on this model, so no canonical form "
+                            "modulo it is")
 
 
 def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
@@ -493,7 +532,7 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
-    _refuse_zero_gains(spec, w)
+    _refuse_dead_gain_actions(spec, w)
     c = _Canon(spec, model_blocks(w), tie)
     # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
     # table's) and written out once with the weights, not one translated copy per factor

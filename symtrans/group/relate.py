@@ -101,9 +101,20 @@ ROW_WISE: dict[str, tuple[bool, int]] = {
 #: 30522 x 384 word table (11.7M values) is; a fresh float64 copy of it costs about one forward pass
 LAZY_VALUES = 2 ** 20
 
-#: the largest condition number an element may bring into a tolerance: beyond it a file is refused rather than
-#: given a looser tolerance (an ill-conditioned element would otherwise buy its own slack)
+#: the largest condition number an element may bring into a tolerance (:func:`element_cond`; a permutation with
+#: scalings brings 1): beyond it a file is refused rather than given a looser tolerance (an ill-conditioned
+#: element would otherwise buy its own slack)
 KAPPA_MAX = 100.0
+
+
+#: relate's per-layer keys, each a product of two weights (d_model x d_model, kept as a sketch P R): its name and
+#: its left and right factor. Invariant under the heads', units' and per-head gauges' factors; the residual map and
+#: the norm scalings move them (:meth:`_Solver.layer_keys`, :meth:`_Solver.fit_rows`)
+LAYER_KEYS: dict[str, tuple[str, str]] = {
+    "W_Q W_K^T (summed over heads)": ("W_Q", "W_K"),
+    "W_V W_O (summed over heads)": ("W_V", "W_O"),
+    "W_in W_out": ("W_in", "W_out"),
+}
 
 
 def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1) -> tuple[float, str]:
@@ -321,6 +332,50 @@ def gain_pivot(f: Factor) -> Any:
     return next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
 
 
+#: the kinds of action that divide by a norm gain (``1/gain``, named by the tag's ``via``): undefined where the gain
+#: holds an exact 0, and the symmetry they model is not one there (a dead channel's rows are free instead)
+THROUGH_INVERSE_GAIN = ("conjugate_gain", "conjugate_gain_row", "hyperplane_weight", "hyperplane_bias", "hyperplane_head")
+
+
+def dead_gain_actions(spec: GroupSpec, w: Any, kinds: tuple[str, ...] = THROUGH_INVERSE_GAIN) -> list[str]:
+    """One line per present factor of G that acts through ``1/gain`` (a tag of ``kinds``) on a model ``w`` whose gain
+    holds an exact 0 there: the factor is not defined on that model, and the symmetry it models is not one.
+
+    With LayerNorm, a reader's hyperplane direction is ``1/gamma`` only while every gain is non-zero: with
+    ``gamma_j = 0`` the invariant directions ``u`` (``u . (gamma * n) = 0`` for every centred ``n``) are those
+    supported on the dead channels. With RMSNorm and unfolded gains, the residual rotation conjugates by the
+    gains, and ``Q diag(g) W' = diag(g) W`` has no solution for a general ``Q`` when ``g`` has a zero.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("gpt2"); w.tensors["ln2_w"][0, 3] = 0.0
+    >>> dead_gain_actions(GroupSpec.from_arch(w.arch), w)
+    ['ffn-input-hyperplane acts through 1/ln2_w (hyperplane_weight, hyperplane_bias), and ln2_w holds 1 gain of exactly 0 (first: layer 0, channel 3)']
+    >>> dead_gain_actions(GroupSpec.from_arch(w.arch), tiny_decoder("gpt2"))
+    []
+    """
+    found: dict[tuple[str, str], list[str]] = {}  # (factor, gain): the kinds of its tags through 1/gain
+    for f in spec.factors:
+        if f.status == "broken":
+            continue
+        for t in f.tags:
+            if t.how not in kinds or not t.via:
+                continue
+            gain = t.via.split(",")[0]
+            g = w.tensors.get(gain)
+            if g is not None and bool((g == 0).any()) and t.how not in found.setdefault((f.name, gain), []):
+                found[(f.name, gain)].append(t.how)
+    out = []
+    for (name, gain), hows in found.items():
+        g = w.tensors[gain]
+        zeros = (g == 0).nonzero().tolist()
+        where = f"layer {zeros[0][0]}, channel {zeros[0][1]}" if g.dim() == 2 else f"channel {zeros[0][0]}"
+        out.append(f"{name} acts through 1/{gain} ({', '.join(hows)}), and {gain} holds {len(zeros)} "
+                   f"gain{'s' if len(zeros) > 1 else ''} of exactly 0 (first: {where})")
+    return out
+
+
 def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
     """``(d, ok)``: the diagonal d with ``y = diag(d)^-1 x`` row by row, by least squares over ``(x, y)`` pairs of
     blocks (rows: the coordinates d scales): ``d_j = <x_j, x_j> / <x_j, y_j>``; ``ok`` where that is defined
@@ -421,6 +476,7 @@ class _Solver:
         # the tolerance or relate refuses: a related answer rests on the check alone)
         self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
+        self.dead_conjugation: list[str] = []  # :func:`dead_gain_actions` of A's conjugations (relate sets it)
 
     # ---- helpers reading the tag tables
     def tags_on(self, tensor: str, how: str | None = None, component: str | None = None) -> list[Any]:
@@ -786,6 +842,10 @@ class _Solver:
             self.residual_keys(perm_f, ok)
             return
         if rot_f is not None and ok["orthogonal"] and ok["fixes-ones"]:
+            if self.dead_conjugation:  # the rotation's action divides by a gain of 0 (:func:`dead_gain_actions`)
+                raise SymtransError(f"relate: B needs a residual rotation (not a signed permutation), and "
+                                    f"{self.dead_conjugation[0]}: G as modelled assumes that gain non-zero, so "
+                                    "relate cannot decide this pair")
             self.apply(rot_f.name, {"Q": Q})
             self.kappa[None] = max(self.kappa.get(None, 1.0), _cond(Q))
             self.residual_keys(rot_f, ok)
@@ -804,19 +864,45 @@ class _Solver:
                     + ("" if ok["monomial"] else ", not a signed permutation"))
 
     def layer_keys(self, params: dict[str, Any], l: int) -> dict[str, Any]:
-        """Per-layer weight keys invariant under the per-layer factors: sum_h W_Q W_K^T, sum_h W_V W_O, W_in W_out."""
+        """Per-layer weight keys invariant under the per-layer factors: sum_h W_Q W_K^T, sum_h W_V W_O, W_in W_out
+        (named in :data:`LAYER_KEYS` with their two factors)."""
         lp = params["layers"][l]
+        qk_name, vo_name, ffn_name = LAYER_KEYS
         out = {}
         R = self.sketch(lp["W_Q"][0].shape[0], lp["W_Q"][0].dtype)  # P R, not P: equal P give equal keys
-        qk, vo = (x.sum(0) for x in self.head_keys(params, l))
-        out["W_Q W_K^T (summed over heads)"] = qk
-        out["W_V W_O (summed over heads)"] = vo
+        out[qk_name], out[vo_name] = (x.sum(0) for x in self.head_keys(params, l))
         # invariant unless a hidden-unit scaling moves W_out without W_in (a gate's scaling moves W_gate)
         if all(any(t.tensor == "W_in" for t in x.tags)
                for x in with_role(self.spec, "hidden-scaling", self.present.values())):
-            out["W_in W_out"] = self.invariant("W_in", lp["W_in"], l, params) @ (
+            out[ffn_name] = self.invariant("W_in", lp["W_in"], l, params) @ (
                 self.invariant("W_out", lp["W_out"], l, params) @ R)
         return out
+
+    def fit_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
+        """Blocks whose rows norm-scaling factor ``f`` scales by the inverse of its element (the gain's channels as
+        rows) and no other factor moves once the residual map is applied: the layer keys (:data:`LAYER_KEYS`)
+        whose left factor ``f`` scales and whose right factor it does not (``W_V W_O`` for an attention norm,
+        ``W_in W_out`` for an FFN norm), invariant under the heads', units' and gauges' factors. Elsewhere (a
+        model-wide factor, or no such key) :meth:`scaled_rows`, which those factors may also move.
+
+        Examples
+        --------
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("gemma3"); spec = GroupSpec.from_arch(w.arch)
+        >>> s = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "float32")
+        >>> [tuple(x.shape) for x in s.fit_rows(spec.factor("ln2-scaling"), s.cur, 0)]  # d_model x sketch width
+        [(32, 32)]
+        """
+        if l is not None:
+            inverse = {t.tensor for t in f.tags if t.how == "inverse" and t.side == "left" and t.scope == f.scope}
+            keys = self.layer_keys(params, l)
+            found = [keys[name] for name, (x, y) in LAYER_KEYS.items() if name in keys and x in inverse
+                     and y not in inverse]
+            if found:
+                yield from found
+                return
+        yield from self.scaled_rows(f, params, l)
 
     def sketch(self, d: int, dtype: Any, k: int = 32) -> Any:
         """One fixed random d x k matrix R (entries N(0, 1/k)): keys are sketches P R of G-invariant products P.
@@ -892,7 +978,6 @@ class _Solver:
                 s = self.gain_ratio(f, a, b, l)
                 els.append({"D": MonomialMatrix(list(range(s.numel())), s)})
             self.apply(f.name, els)
-            self.kappa_all(max(float(e["D"].vals.abs().max() / e["D"].vals.abs().min()) for e in els))
 
     def head_gains(self, f: Factor, params: dict[str, Any], l: int) -> tuple[Any, Any]:
         """The query and the key gains a per-key/value-head gain trade ``f`` acts on, in layer ``l`` of ``params``:
@@ -937,9 +1022,9 @@ class _Solver:
         """The scaling ``s`` of norm-scaling factor ``f`` with B's gain ``b = s * a`` (A's gain ``a``, one layer).
 
         Where A's gain is exactly 0 the gain says nothing (``0 / 0``; Gemma 3 270M stores 19 such channels in
-        ``ln2_w``): ``s_j`` then comes from the tensors ``f`` scales inversely, whose channel j in B is that of A
-        divided by ``s_j`` (least squares over every such tensor: ``1 / s_j = <A_j, B_j> / <A_j, A_j>``), and is
-        1 where those are zero in A too (any scaling leaves such a channel as it is). A channel no scaling
+        ``ln2_w``): ``s_j`` then comes from the rows ``f`` scales inversely that no other per-layer factor moves
+        (:meth:`fit_rows`), whose channel j in B is that of A divided by ``s_j`` (least squares over every such
+        block: ``1 / s_j = <A_j, B_j> / <A_j, A_j>``), and is 1 where those are zero in A too (any scaling leaves such a channel as it is). A channel no scaling
         explains (B's gain non-zero there, or B's rows not a multiple of A's) is left to the check, which
         measures what is left unexplained.
         """
@@ -948,7 +1033,7 @@ class _Solver:
         dead = a.reshape(-1) == 0
         if not bool(dead.any()):
             return s
-        fit, ok = _inverse_fit(zip(self.scaled_rows(f, self.cur, l), self.scaled_rows(f, self.tgt, l)))
+        fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
         ok = dead & ok
         s = torch.where(ok, fit, s)
         return torch.where(dead & ~ok, torch.ones_like(s), s)
@@ -1300,11 +1385,6 @@ class _Solver:
                     self.refuse(name, l, pivot.tensor, float((s.clamp(max=0)).abs().max()), 0.0, [],
                                 f"a unit is scaled by a negative number; G: {f.element}")
             self.apply(name, [{"D": MonomialMatrix(list(range(s.numel())), s)} for s, _ in els])
-            self.kappa_all(max(float(s.abs().max() / s.abs().min()) for s, _ in els))
-
-    def kappa_all(self, k: float) -> None:
-        for l in range(self.L):
-            self.kappa[l] = max(self.kappa.get(l, 1.0), k)
 
     # ---- 5. GL gauges
     def gauges(self) -> None:
@@ -1313,8 +1393,6 @@ class _Solver:
         for f in with_role(self.spec, "head-gain-trade", self.present.values()):
             els = [{"D": self.head_gain_ratio(f, l)} for l in range(self.L)]
             self.apply(f.name, els)
-            self.kappa_all(max(float(d.diagonal().abs().max() / d.diagonal().abs().min()) for e in els
-                               for d in e["D"]))
         for name in [x.name for x in with_role(self.spec, "head-gauge")]:
             f = self.present.get(name)
             if f is None:
@@ -1647,6 +1725,12 @@ def relate(a: Any, b: Any) -> Relation:
     A, B = _load(a), _load(b)
     _same_shape(A, B)
     spec = GroupSpec.from_arch(A.arch)
+    for name, w in (("A", A), ("B", B)):  # every key projects with 1/gain: refused, not a NaN "not related"
+        dead = dead_gain_actions(spec, w, tuple(k for k in THROUGH_INVERSE_GAIN if k.startswith("hyperplane")))
+        if dead:
+            raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
+                                "relate cannot decide this pair")
+    dead_conjugation = dead_gain_actions(spec, A, ("conjugate_gain", "conjugate_gain_row"))
     precision = _precision(B)
     from symtrans.threads import single_threaded
 
@@ -1654,6 +1738,7 @@ def relate(a: Any, b: Any) -> Relation:
         s = _Solver(spec, model_blocks(A), model_blocks(B), precision)
         s.lazy_values = LAZY_VALUES  # the word table: acted on row chunk by row chunk where it is read, never copied
         s.defer = defer
+        s.dead_conjugation = dead_conjugation
         stop = None
         phases: dict[str, float] = {}
         try:
@@ -1836,19 +1921,40 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         return False, f"malformed relation file ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
 
 
-def _element_kappa(steps: list[dict[str, Any]], L: int) -> dict[int | None, float]:
-    """The condition number of the element acting on each layer, recomputed from the element itself."""
+def element_cond(x: Any) -> float:
+    """The condition number a component of an element brings into a tolerance: 1 for a monomial matrix (a
+    permutation times a diagonal, stored or dense), whose action moves each entry by one multiplication and so
+    keeps every entry's relative rounding, whatever the spread of its scalings; ``cond_2`` of any other square
+    matrix; 1 for anything else (a translation, a vector).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.group.numeric import MonomialMatrix
+    >>> element_cond(MonomialMatrix([1, 0], torch.tensor([1e-3, 1e3], dtype=torch.float64)))
+    1.0
+    >>> element_cond(torch.diag(torch.tensor([1e-3, 1e3], dtype=torch.float64)))
+    1.0
+    >>> round(element_cond(torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=torch.float64)), 6)  # (1 + sqrt 5) ** 2 / 4
+    2.618034
+    """
     from symtrans.group.numeric import MonomialMatrix
 
-    out: dict[int | None, float] = {}
-
-    def cond(x: Any) -> float:
-        if isinstance(x, MonomialMatrix):
-            v = x.vals.abs()
-            return float(v.max() / v.min())
-        if hasattr(x, "shape") and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1:
-            return _cond(x)
+    if isinstance(x, MonomialMatrix):
         return 1.0
+    if hasattr(x, "shape") and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1:
+        nz = x != 0
+        if bool((nz.sum(0) == 1).all()) and bool((nz.sum(1) == 1).all()):
+            return 1.0
+        return _cond(x)
+    return 1.0
+
+
+def _element_kappa(steps: list[dict[str, Any]], L: int) -> dict[int | None, float]:
+    """The condition number of the element acting on each layer (:func:`element_cond`), recomputed from the
+    element itself."""
+    out: dict[int | None, float] = {}
+    cond = element_cond
 
     for s in steps:
         el = s["element"]
