@@ -1243,6 +1243,8 @@ class _Solver:
         >>> agrees([]), agrees(["W_in"])
         (True, True)
         """
+        from symtrans.precision import machine_eps
+
         torch = _torch()
         lp = params["layers"][l]
         dims = [lp[name].shape[0] for name in ins] + [lp["W_out"].shape[1]]
@@ -1268,7 +1270,7 @@ class _Solver:
                 if name in scaled:
                     raw = torch.linalg.vector_norm(w, dim=0).square_()
                     sq = raw - c * c / uu if gains else raw
-                    if gains and float((raw / sq.clamp_min(1e-300)).max()) * torch.finfo(w.dtype).eps > tol / 100:
+                    if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
                         p = sq = None  # the cancellation could cost digits the match needs: formed below
             if p is None:
                 x = self.invariant(name, w, l, params)
