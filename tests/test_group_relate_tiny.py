@@ -270,6 +270,26 @@ def test_cli_names_models_as_report_does(tmp_path, capsys):
     assert all(check_model_dir(name) == name for name in BUNDLED_MODELS)
 
 
+def test_cli_canonical_of_a_gemma_checkpoint_with_a_dead_gain_writes_its_form_and_relate_finds_it(tmp_path, capsys):
+    """The user's path end to end on a Gemma 3 checkpoint with a dead norm channel (as Gemma 3 270M has): the
+    canonical form is written (it was refused; then, once computed, save_weights wrote the source's layers),
+    relate finds the element from the model to the written form, and verify re-checks the file."""
+    from symtrans.cli import main
+
+    random_checkpoint(tmp_path / "src", "gemma3", seed=3)
+    w = load_model(tmp_path / "src")
+    w.tensors["ln2_w"][0, 5] = 0.0  # an applied gain of 0 (stored as -1)
+    save_weights(w, tmp_path / "m")
+    m, c, g = (str(tmp_path / x) for x in ("m", "c", "g.json"))
+    assert main(["canonical", m, "--out", c]) == 0
+    written = load_model(c)
+    assert float(written.tensors["ln2_w"][0].abs().min()) == 0.0  # the dead channel, wherever the map sent it
+    assert not torch.equal(written.tensors["W_Q"], w.tensors["W_Q"])  # the form, not the source, was written
+    assert main(["relate", m, c, "--out", g]) == 0
+    assert main(["verify", g]) == 0
+    assert "valid" in capsys.readouterr().out
+
+
 def _gemma_gains(w: Any) -> Any:
     """``w`` as a Gemma-style model: its norms apply the gain 1 + w to a stored w (``gain_offset`` 1).
 
