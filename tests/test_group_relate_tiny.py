@@ -595,6 +595,44 @@ def test_relate_finds_a_random_element_of_all_of_g_on_every_decoder_family(famil
     assert rel.related, rel.summary()
 
 
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_every_decoder_family_with_dead_norm_channels_is_related_or_refused_in_one_line(family):
+    """Channel 3 of every norm gain set to exactly 0 (Gemma 3 270M has 19 such in ln2_w, 39 in q_norm_w, 74 in
+    k_norm_w). relate must find a random element of G (less a residual rotation, whose action divides by the
+    gains), or, where a factor G needs acts through 1/gain (a LayerNorm reader's hyperplane), refuse in one line:
+    never a false 'not related' (an untied head's dead final-norm channel raised a KeyError; the FFN norm's
+    dead channel was read from rows the units' factors move). The canonical form likewise: invariant on the
+    orbit, or refused in one line."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+    from symtrans.group.relate import _iter_tensors, dead_gain_actions
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder(family)
+    for name in ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "final_ln_w"):
+        if w.tensors.get(name) is not None:
+            w.tensors[name].view(-1)[3] = 0.0
+    spec = GroupSpec.from_arch(w.arch)
+    steps = [st for st in random_element(spec, w.n_layers, 5) if st["factor"] != "residual-rotation"]
+    b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps))
+    hyperplanes = dead_gain_actions(spec, w, ("hyperplane_weight", "hyperplane_bias", "hyperplane_head"))
+    if hyperplanes:
+        with pytest.raises(SymtransError, match="relate: in A, .* acts through 1/"):
+            relate(w, b)
+    else:
+        rel = relate(w, b)
+        assert rel.related, rel.summary()
+    if dead_gain_actions(spec, w):
+        with pytest.raises(SymtransError, match="canonical: .* acts through 1/"):
+            canonical(w)
+        return
+    ca, cb = canonical(w), canonical(b)
+    ta = {(n, l): v for n, l, v in _iter_tensors(model_blocks(ca.weights))}
+    scale = max(float(v.norm()) for v in ta.values())
+    assert all(float((v - ta[(n, l)]).norm()) <= 1e-10 * max(float(v.norm()), 1e-9 * scale)
+               for n, l, v in _iter_tensors(model_blocks(cb.weights)) if (n, l) in ta)
+
+
 def test_a_norm_scaling_of_wide_spread_is_related_with_condition_number_one():
     """A permutation with scalings moves each entry by one multiplication, keeping its relative rounding, so
     it brings condition number 1 into the tolerance (``element_cond``). Counting its spread (max / min) put

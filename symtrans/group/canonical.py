@@ -208,7 +208,10 @@ class _Canon:
         v = 1 / torch.where(dead, 1.0, g)
         if not bool(dead.any()):
             return v
-        rows = torch.cat(list(self.s.fit_rows(f, self.cur, l)), 1)  # channels as rows, no other factor moves them
+        blocks = list(self.s.fit_rows(f, self.cur, l))  # channels as rows, no other factor moves them
+        if not blocks:  # nothing loaded that f scales (an untied head): the dead channels stay as they are
+            return v
+        rows = torch.cat(blocks, 1)
         norm = torch.linalg.vector_norm(rows, dim=1)
         big = rows.gather(1, rows.abs().argmax(1, keepdim=True))[:, 0]
         # rho: the RMS norm of the live rows once their gains are 1 (each row times its gain)

@@ -379,7 +379,8 @@ def dead_gain_actions(spec: GroupSpec, w: Any, kinds: tuple[str, ...] = THROUGH_
 def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
     """``(d, ok)``: the diagonal d with ``y = diag(d)^-1 x`` row by row, by least squares over ``(x, y)`` pairs of
     blocks (rows: the coordinates d scales): ``d_j = <x_j, x_j> / <x_j, y_j>``; ``ok`` where that is defined
-    (x_j and <x_j, y_j> non-zero). How a diagonal scaling is read off the tensors it scales inversely.
+    (x_j and <x_j, y_j> non-zero); ``(None, None)`` without any pair. How a diagonal scaling is read off the
+    tensors it scales inversely.
 
     Examples
     --------
@@ -393,6 +394,8 @@ def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
     for x, y in pairs:
         num = (x * y).sum(1) if num is None else num + (x * y).sum(1)
         den = (x * x).sum(1) if den is None else den + (x * x).sum(1)
+    if num is None:  # no block to read it from: defined nowhere
+        return None, None
     return den / num, (den > 0) & (num != 0)
 
 
@@ -1010,11 +1013,14 @@ class _Solver:
 
     def scaled_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
         """The blocks of ``params`` (layer ``l``, None: the model's) that norm-scaling factor ``f`` scales by the
-        inverse of its element, each with the gain's channels as rows (per-head blocks one by one)."""
+        inverse of its element, each with the gain's channels as rows (per-head blocks one by one); a tensor the
+        parameters do not hold (an untied output head is not loaded) is skipped."""
         for t in f.tags:
             if t.how != "inverse" or t.scope != f.scope:
                 continue
-            X = params[t.tensor] if l is None else params["layers"][l][t.tensor]
+            X = params.get(t.tensor) if l is None else params["layers"][l].get(t.tensor)
+            if X is None:  # not loaded (an untied output head): nothing of it to read
+                continue
             for x in X if isinstance(X, list) else (X,):
                 yield x.T if t.side == "right" else x
 
@@ -1034,6 +1040,8 @@ class _Solver:
         if not bool(dead.any()):
             return s
         fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
+        if fit is None:  # nothing loaded that f scales inversely (an untied head): the dead channels' scaling is
+            return torch.where(dead, torch.ones_like(s), s)  # not seen by any tensor relate checks
         ok = dead & ok
         s = torch.where(ok, fit, s)
         return torch.where(dead & ~ok, torch.ones_like(s), s)
