@@ -8,8 +8,8 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
   embedding table's columns, the global sign by its third moment; rotations (RMSNorm with an untied head)
   take the table's principal axes, each axis's sign by its third moment;
 * gain scalings: every scalable norm gain becomes 1 (folded into its readers); a gain of exactly 0 stays 0
-  and the channel's row of the W_V W_O or W_in W_out key is normalised instead (unit norm, largest entry
-  positive);
+  and the channel's row of the W_V W_O or W_in W_out key is fixed instead (the live rows' RMS norm, largest
+  entry positive);
 * translations: every bias transfer moves the norm bias to 0, every reader hyperplane projects its
   weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
   means, the embedding translations and centring shifts centre the tables;
@@ -182,8 +182,9 @@ class _Canon:
         row of the ``W_V W_O`` or ``W_in W_out`` key): ``d_j`` is its norm over ``rho`` times the sign of its
         entry of largest magnitude, so its largest entry becomes positive and its norm ``rho``, the RMS norm of
         the live channels' rows once their gains are 1 (invariant too, and of the live scalings' size, so the
-        element's condition number stays small); 1 where it is zero (no scaling moves that channel). A scaling ``s`` of A moves that row to ``row / s_j``, every other factor leaves it,
-        and the rule gives the same form back.
+        element's condition number stays small); 1 where it is zero (no scaling moves that channel). A scaling
+        ``s`` of A moves that row to ``row / s_j``, every other factor leaves it, and the rule gives the same
+        form back.
 
         Examples
         --------
