@@ -114,7 +114,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         dt = resolve_dtype(dtype)
         out = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in out.items()}
     family = weights.family
-    from symtrans.numeric.weights import _LAYOUTS
+    from symtrans.numeric.weights import _LAYOUTS, LLAMA_LIKE
 
     lay = _LAYOUTS.get(family)
     if lay is None or family == "gpt_neox":  # GPT-NeoX: its fused query_key_value layout is not written yet
@@ -137,7 +137,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
                      "ln_2.weight": "ln2_w", "ln_2.bias": "ln2_b"}
             for key, name in names.items():
                 _put(out, lp + key, q[name])
-        elif family in _LLAMA_LIKE:
+        elif family in LLAMA_LIKE:
             _put_llama_layer(out, f"{prefix}layers.{i}.", q, weights.arch)
         else:
             k = _layer_keys(family, prefix, i)
@@ -178,10 +178,6 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         seen[ptr] = key
     save_file(shared, str(target / "model.safetensors"), metadata={"format": "pt"})
     return target
-
-
-#: the families whose layers the loader reads as Llama's (``_Checkpoint._llama_layer``)
-_LLAMA_LIKE = ("llama", "qwen2", "mistral", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3")
 
 
 def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any) -> None:

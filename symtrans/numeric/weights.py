@@ -78,6 +78,9 @@ _LAYOUTS["gpt_neox"] = {
     "word": "embed_in.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "final_layer_norm",
 }
 _LAYOUTS["smollm3"] = _LAYOUTS["llama"]
+#: the families whose layers are read as Llama's (:meth:`_Checkpoint._llama_layer`; written back by
+#: :func:`symtrans.numeric.save.save_weights` through its inverse). Mistral checkpoints load as ``llama``.
+LLAMA_LIKE = ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3")
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
                       "olmo2", "gpt_neox", "smollm3")
 
@@ -1014,7 +1017,7 @@ class _Checkpoint:
             return self._gpt2_layer(i, into)
         if self.arch.family == "gpt_neox":
             return self._neox_layer(i, into)
-        if self.arch.family in ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3"):
+        if self.arch.family in LLAMA_LIKE:
             return self._llama_layer(i, into)
         a, lay = self.arch, self.layout
         H, D, dk, dv, F = int(a.H), int(a.d_model), int(a.d_k), int(a.d_v), int(a.d_ff)
