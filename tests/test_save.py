@@ -1,4 +1,4 @@
-"""``save_weights`` writes what it is given: a round trip of MODIFIED weights, on every decoder family.
+"""``save_weights`` writes what it is given: a round trip of MODIFIED weights, on every family it writes.
 
 A round trip of unmodified weights cannot tell a writer that skips a tensor (the source's copy is kept) from one
 that writes it; the writer did skip every layer tensor of Gemma 2/3, Qwen3, Phi-3, OLMo 2 and SmolLM3, so
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from symtrans.errors import SymtransError
-from symtrans.numeric.fixtures import DECODER_FAMILIES, random_checkpoint
+from symtrans.numeric.fixtures import FAMILIES, random_checkpoint
 from symtrans.numeric.save import save_weights
 from symtrans.numeric.weights import load_model
 
 
-@pytest.mark.parametrize("family", [f for f in DECODER_FAMILIES if f != "gpt_neox"])
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "gpt_neox"])
 def test_every_tensor_written_is_read_back(family, tmp_path):
     random_checkpoint(tmp_path / "a", family, seed=0)
     w = load_model(tmp_path / "a")
