@@ -49,3 +49,31 @@ def test_a_tensor_the_source_lacks_is_refused_not_dropped(tmp_path):
     n = load_model(tmp_path / "n")
     with pytest.raises(SymtransError, match="gpt_neox: writing this family is not supported"):
         save_weights(n, tmp_path / "c")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in ("gpt_neox", "bert", "roberta", "distilbert")])
+def test_written_elements_and_canonical_forms_are_related_from_disk(family, tmp_path):
+    """The user's path on every decoder family it writes: g . A and canonical(A) written as checkpoints (each
+    tensor rounded to its stored dtype), read back, and related to A; the element file re-checks. Before the
+    writer's fix, canonical forms of Gemma 2/3, Qwen3, Phi-3, OLMo 2 and SmolLM3 were written as A itself."""
+    import json
+
+    from symtrans.group.canonical import canonical
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, check_relation, random_element, relate, write_relation
+    from symtrans.group.spec import GroupSpec
+
+    random_checkpoint(tmp_path / "a", family, seed=0)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 3))),
+                 tmp_path / "b")
+    rel = relate(tmp_path / "a", tmp_path / "b")
+    assert rel.related, rel.summary()
+    path = write_relation(rel, tmp_path / "g.json")
+    assert check_relation(json.loads(path.read_text()), path)[0]
+    c = canonical(tmp_path / "a")
+    save_weights(c.weights, tmp_path / "c")
+    assert not torch.equal(load_model(tmp_path / "c").tensors["W_Q"], a.tensors["W_Q"])  # the form was written
+    assert relate(tmp_path / "a", tmp_path / "c").related
