@@ -654,3 +654,30 @@ def test_a_norm_scaling_of_wide_spread_is_related_with_condition_number_one():
     noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     bad.tensors["W_out"] += 1e-5 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
     assert not relate(w, bad).related
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_float64_checkpoint_of_g_a_is_related_the_float64_sums_in_the_tolerance(family, tmp_path):
+    """g . A stored in float64: B's rounding (4 u = 4.4e-16) is then below the rounding of relate's own float64
+    products (a residual rotation sums d_model products per entry, a gauge d_k), and relate refused every such
+    pair ("the embedding table is not a linear map of A's", 1.3e-15 > 4.4e-16). The tolerance adds
+    gamma_n = n u64 / (1 - n u64) for the longest dense step applied (relation_tolerance's ``length``). A false
+    case: the same B with W_out moved by 1e-12 of its norm is refused."""
+    from symtrans.group.relate import relation_tolerance
+
+    random_checkpoint(tmp_path / "a", family, seed=0)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 3)))
+    save_weights(b, tmp_path / "b", dtype="float64")
+    rel = relate(tmp_path / "a", tmp_path / "b")
+    assert rel.related, rel.summary()
+    assert "residual-rotation" in {s["factor"] for s in rel.steps}
+    worst = max(rel.residuals, key=lambda r: r["residual"])
+    assert worst["dtype"] == "float64" and worst["residual"] > relation_tolerance("float64")[0] / 2  # past 4 u
+    path = write_relation(rel, tmp_path / "g.json")
+    assert check_relation(json.loads(path.read_text()), path)[0]
+    bad = load_model(tmp_path / "b")
+    noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    bad.tensors["W_out"] += 1e-12 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
+    assert not relate(a, bad).related

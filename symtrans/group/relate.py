@@ -117,11 +117,15 @@ LAYER_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1) -> tuple[float, str]:
+def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1) -> tuple[float, str]:
     """The largest relative Frobenius residual of a reproduced tensor, and why (see the module docstring).
 
     ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`);
-    ``factors``: how many of the element's factors act on it (each fitted from rounded data).
+    ``factors``: how many of the element's factors act on it (each fitted from rounded data); ``length``: the
+    longest sum of products by which a dense part of the element acts on it (``d`` for a ``d x d`` map; 1 for a
+    permutation with scalings). relate works in float64: each such sum carries ``gamma_n = n u64 / (1 - n u64)``
+    of its own rounding (Higham's bound), negligible beside a float32 B's storage rounding but not beside a
+    float64 B's, which it exceeds from n = 5 on.
 
     Examples
     --------
@@ -132,6 +136,9 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1)
     '4 u (1 + kappa) sqrt(m) with u = 5.96e-08 (float32), kappa = 1, m = 1 factors'
     >>> relation_tolerance("float32", 1e9)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
     True
+    >>> t64, why = relation_tolerance("float64", 1.0, 1, 64)  # a 64 x 64 rotation applied to a float64 B
+    >>> round(t64 / 2.0**-53, 1), why.split(";")[0]
+    (136.0, '(4 u + gamma_n) (1 + kappa) sqrt(m) with u = 1.11e-16 (float64), kappa = 1, m = 1 factors, n = 64')
     """
     from symtrans.precision import dtype_name, unit_roundoff
 
@@ -139,11 +146,20 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1)
     name = dtype_name(storage_dtype)
     k = min(float(kappa), KAPPA_MAX)
     m = max(int(factors), 1)
-    tol = 4 * u * (1 + k) * math.sqrt(m)
-    return tol, (f"4 u (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors: B's "
-                 "rounding is at most u |B|_F, each factor's element is fitted to rounded data and carries that "
-                 "error into the tensors it moves, amplified by at most kappa; m such errors add in quadrature; "
-                 "x4 headroom")
+    n = max(int(length), 1)
+    u64 = unit_roundoff("float64")
+    gamma = n * u64 / (1 - n * u64) if n > 1 else 0.0
+    tol = (4 * u + gamma) * (1 + k) * math.sqrt(m)
+    if n == 1:
+        return tol, (f"4 u (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors: B's "
+                     "rounding is at most u |B|_F, each factor's element is fitted to rounded data and carries that "
+                     "error into the tensors it moves, amplified by at most kappa; m such errors add in quadrature; "
+                     "x4 headroom")
+    return tol, (f"(4 u + gamma_n) (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors, "
+                 f"n = {n}; gamma_n = n u64 / (1 - n u64) = {gamma:.3g}: B's rounding is at most u |B|_F and the "
+                 "float64 sums of n products that apply the element carry at most gamma_n; each factor's element "
+                 "is fitted to rounded data and carries that error into the tensors it moves, amplified by at "
+                 "most kappa; m such errors add in quadrature; x4 headroom on B's rounding")
 
 
 @dataclass
@@ -449,6 +465,9 @@ class _Solver:
         self.steps: list[dict[str, Any]] = []
         self.ties: list[str] = []
         self.kappa: dict[int | None, float] = {}
+        # the longest sum of products a dense step has applied (per layer; None: the model-wide residual map):
+        # its float64 rounding enters every later pivot fit (relation_tolerance's ``length``)
+        self.length: dict[int | None, int] = {}
         self.L = len(cur["layers"])
         # factors with a tag table: those G keeps (solved and applied) and those a present feature breaks (their
         # needed element must be the identity, else the feature is named)
@@ -491,8 +510,14 @@ class _Solver:
                 if t.tensor == tensor and (how is None or t.how == how) and (component is None or t.component == component)]
         return hit
 
-    def u_pivot(self, tensor: str, layer: int | None) -> float:
-        return relation_tolerance(self.precision(tensor, layer))[0] / 2  # 4 u: the pivot check, kappa-free
+    def applied_length(self, layer: int | None) -> int:
+        """The longest sum of products the steps so far applied to ``layer``'s tensors (:attr:`length`)."""
+        return max(self.length.get(None, 1), self.length.get(layer, 1) if layer is not None else 1)
+
+    def u_pivot(self, tensor: str, layer: int | None, length: int = 1) -> float:
+        # 4 u (+ gamma_n where a dense n x n map was or is applied): the pivot check, kappa-free
+        n = max(length, self.applied_length(layer))
+        return relation_tolerance(self.precision(tensor, layer), length=n)[0] / 2
 
     def gain_for(self, tag: Any, layer: int, params: dict[str, Any]) -> Any:
         via = tag.via.split(",")[0]
@@ -832,6 +857,8 @@ class _Solver:
             ok["fixes-ones"] = min(_fro(Q @ ones - ones), _fro(Q @ ones + ones)) <= 1e3 * tol * d ** 0.5
         if self.spec.arch.norm == "rmsnorm":
             ok["fixes-ones"] = True  # no centring: nothing asks Q to fix the all-ones direction
+        if mono is None:  # a dense d x d map: its float64 products carry their own rounding (relation_tolerance)
+            tol = self.u_pivot("word", None, d)
         if fit > tol:
             self.refuse(cands[0].name, None, "word", fit, tol, [],
                         "the embedding table is not a linear map of A's: no residual map explains it")
@@ -851,6 +878,7 @@ class _Solver:
                                     "relate cannot decide this pair")
             self.apply(rot_f.name, {"Q": Q})
             self.kappa[None] = max(self.kappa.get(None, 1.0), _cond(Q))
+            self.length[None] = int(element_length(Q))
             self.residual_keys(rot_f, ok)
             return
         # no factor of G has this element: name what breaks it
@@ -1428,7 +1456,7 @@ class _Solver:
                 # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
                 raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
-                tol = self.u_pivot(pivot.tensor, l)
+                tol = self.u_pivot(pivot.tensor, l, A.shape[-1])  # a dense d_k x d_k element
                 mats = []
                 for g in range(per_kv):
                     M, fit = Ms[g], fits[g]
@@ -1449,6 +1477,7 @@ class _Solver:
                                         "the needed GL(d_k) element does not commute with the rotary rotations")
                     mats.append(M)
                 els.append({"g": mats})
+                self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
                 sv = torch.linalg.svdvals(Ms)  # the condition number of every group's element at once
                 conds = [float(x) if m > 0 else math.inf for x, m in zip(sv.max(1).values / sv.min(1).values,
                                                                           sv.min(1).values.tolist())]
@@ -1478,7 +1507,7 @@ class _Solver:
             before = self.cur[name] if l is None else self.cur["layers"][l][name]
             before = _torch().cat([x.reshape(1, -1) for x in before]) if isinstance(before, list) else before
             moved = _rel(v, before)
-            tol = relation_tolerance(self.precision(name, l))[0]
+            tol = relation_tolerance(self.precision(name, l), length=self.applied_length(l))[0]
             if moved > tol and _rel(v, target) < _rel(before, target):
                 self.refuse(f.name, l, name, _rel(before, target), tol, self.features_breaking(f),
                             f"B differs from A by a move of this factor ({f.group}), which this architecture breaks")
@@ -1623,6 +1652,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     ('W_O', 0.0, True)
     """
     kappa = _element_kappa(steps, len(moved["layers"]))
+    length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
@@ -1631,7 +1661,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         dt = precision(name, l)
         k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
         m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
-        tol, why = relation_tolerance(dt, k, m)
+        n = int(max(length.get(l, 1.0), length.get(None, 1.0)))
+        tol, why = relation_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX})
@@ -1952,21 +1983,45 @@ def element_cond(x: Any) -> float:
     """
     from symtrans.group.numeric import MonomialMatrix
 
-    if isinstance(x, MonomialMatrix):
+    if isinstance(x, MonomialMatrix) or not _square(x) or _monomial(x):
         return 1.0
-    if hasattr(x, "shape") and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1:
-        nz = x != 0
-        if bool((nz.sum(0) == 1).all()) and bool((nz.sum(1) == 1).all()):
-            return 1.0
-        return _cond(x)
-    return 1.0
+    return _cond(x)
 
 
-def _element_kappa(steps: list[dict[str, Any]], L: int) -> dict[int | None, float]:
+def element_length(x: Any) -> float:
+    """The length of the sums of products by which a component of an element acts: ``k`` for a square ``k x k``
+    matrix that is not monomial (a rotation too: perfectly conditioned, but each entry a sum of ``k`` products),
+    1 for a permutation with scalings or anything else (:func:`relation_tolerance`'s ``length``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> element_length(torch.eye(3, dtype=torch.float64)), element_length(torch.ones(3, 3, dtype=torch.float64))
+    (1.0, 3.0)
+    """
+    return float(x.shape[0]) if _square(x) and not _monomial(x) else 1.0
+
+
+def _square(x: Any) -> bool:
+    """A dense square matrix larger than 1 x 1 (a :class:`MonomialMatrix` is not dense)."""
+    return hasattr(x, "ndim") and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1
+
+
+def _monomial(x: Any) -> bool:
+    """One non-zero per row and column: a permutation with scalings, stored or dense."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    if isinstance(x, MonomialMatrix):
+        return True
+    nz = x != 0
+    return bool((nz.sum(0) == 1).all()) and bool((nz.sum(1) == 1).all())
+
+
+def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None) -> dict[int | None, float]:
     """The condition number of the element acting on each layer (:func:`element_cond`), recomputed from the
-    element itself."""
+    element itself; with ``measure``, that function of each component instead (:func:`element_length`)."""
     out: dict[int | None, float] = {}
-    cond = element_cond
+    cond = measure or element_cond
 
     for s in steps:
         el = s["element"]
