@@ -136,8 +136,9 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
     '4 u (1 + kappa) sqrt(m) with u = 5.96e-08 (float32), kappa = 1, m = 1 factors'
     >>> relation_tolerance("float32", 1e9)[0] == relation_tolerance("float32", KAPPA_MAX)[0]
     True
+    >>> from symtrans.precision import unit_roundoff
     >>> t64, why = relation_tolerance("float64", 1.0, 1, 64)  # a 64 x 64 rotation applied to a float64 B
-    >>> round(t64 / 2.0**-53, 1), why.split(";")[0]
+    >>> round(t64 / unit_roundoff("float64"), 1), why.split(";")[0]
     (136.0, '(4 u + gamma_n) (1 + kappa) sqrt(m) with u = 1.11e-16 (float64), kappa = 1, m = 1 factors, n = 64')
     """
     from symtrans.precision import dtype_name, unit_roundoff
