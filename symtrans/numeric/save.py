@@ -114,7 +114,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         dt = resolve_dtype(dtype)
         out = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in out.items()}
     family = weights.family
-    from symtrans.numeric.weights import _LAYOUTS, LLAMA_LIKE
+    from symtrans.numeric.weights import _LAYOUTS, GAIN_OFFSET_TENSORS, LLAMA_LIKE
 
     lay = _LAYOUTS.get(family)
     if lay is None or family == "gpt_neox":  # GPT-NeoX: its fused query_key_value layout is not written yet
@@ -156,11 +156,12 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     for name, key in (("word", lay["word"]), ("pos", lay.get("pos")), ("type", lay.get("type"))):
         if key and t.get(name) is not None:
             _put(out, prefix + key, t[name])
-    offset = float(getattr(weights.arch, "gain_offset", 0) or 0)  # Gemma stores w, applies 1 + w (the loader adds it)
+    offset = float(weights.arch.gain_offset or 0)  # Gemma stores w, applies 1 + w (the loader adds it)
     for tag in ("emb_ln", "final_ln"):
         key = lay.get(tag)
         if key and t.get(f"{tag}_w") is not None:
-            _put(out, _ln_key(out, prefix + key, "weight"), t[f"{tag}_w"] - offset)
+            shift = offset if f"{tag}_w" in GAIN_OFFSET_TENSORS else 0.0
+            _put(out, _ln_key(out, prefix + key, "weight"), t[f"{tag}_w"] - shift)
             _put(out, _ln_key(out, prefix + key, "bias"), t[f"{tag}_b"])
     _ = H
     config = json.loads((src / "config.json").read_text())
@@ -199,8 +200,10 @@ def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any)
     """
     import torch
 
+    from symtrans.numeric.weights import GAIN_OFFSET_TENSORS
+
     D = int(arch.d_model)
-    offset = float(getattr(arch, "gain_offset", 0) or 0)
+    offset = float(arch.gain_offset or 0)
     rows = {tag: q[w].permute(1, 0, 2).reshape(D, -1).T for tag, w in (("q", "W_Q"), ("k", "W_K"), ("v", "W_V"))}
     if arch.family == "phi3":  # one qkv_proj (rows q, then k, then v) and one gate_up_proj (gate, then up)
         _put(out, lp + "self_attn.qkv_proj.weight", torch.cat([rows["q"], rows["k"], rows["v"]]))
@@ -230,8 +233,7 @@ def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any)
     elif arch.qk_norm:
         gains.update({"self_attn.q_norm": "q_norm_w", "self_attn.k_norm": "k_norm_w"})
     for key, name in gains.items():
-        shift = 0.0 if name.endswith("full_w") else offset  # the loader adds the offset to these (_gain_offset)
-        _put(out, f"{lp}{key}.weight", q[name].reshape(-1) - shift)
+        _put(out, f"{lp}{key}.weight", q[name].reshape(-1) - (offset if name in GAIN_OFFSET_TENSORS else 0.0))
     for name in ("ln1_b", "ln2_b"):  # RMSNorm has no shift: the loader's zeros must still be zeros
         if q.get(name) is not None and bool((q[name] != 0).any()):
             raise SymtransError(f"{lp}{name}: the weights hold a norm shift this RMSNorm family does not store; "

@@ -81,6 +81,9 @@ _LAYOUTS["smollm3"] = _LAYOUTS["llama"]
 #: the families whose layers are read as Llama's (:meth:`_Checkpoint._llama_layer`; written back by
 #: :func:`symtrans.numeric.save.save_weights` through its inverse). Mistral checkpoints load as ``llama``.
 LLAMA_LIKE = ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "smollm3")
+#: the gains a Gemma-style norm applies as ``gain_offset + w`` to a stored ``w``: the per-head layout holds the
+#: applied gain (``_Checkpoint._gain_offset`` adds the offset; ``save_weights`` takes it off again)
+GAIN_OFFSET_TENSORS = ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w")
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
                       "olmo2", "gpt_neox", "smollm3")
 
@@ -1154,7 +1157,7 @@ class _Checkpoint:
         kind of gain; the stored dtype of ``w`` stays recorded as the tensor's.
         """
         if self.arch.gain_offset:
-            for k in ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w"):
+            for k in GAIN_OFFSET_TENSORS:
                 if k in out and out[k] is not None:
                     out[k] += self.arch.gain_offset
         return out
