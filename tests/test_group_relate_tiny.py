@@ -498,7 +498,7 @@ def test_a_factor_acting_through_a_dead_gain_is_refused_in_one_line():
         canonical(w)
     # relate refuses likewise where B needs a rotation, and a LayerNorm model's hyperplanes always: not a NaN
     # "not related" (relate(A, A) said so on a GPT-2 with one dead gain)
-    from symtrans.group.relate import dead_gain_actions
+    from symtrans.group.relate import CONJUGATION_KINDS, dead_gain_actions
 
     spec = GroupSpec.from_arch(w.arch)
     q = torch.linalg.qr(torch.randn(w.arch.d_model, w.arch.d_model, generator=torch.Generator().manual_seed(0),
@@ -507,7 +507,7 @@ def test_a_factor_acting_through_a_dead_gain_is_refused_in_one_line():
     live.tensors["ln1_w"][1, 2] = 1.0
     rotated = weights_from_blocks(live, act(spec, model_blocks(live), "residual-rotation", {"Q": q}))
     rotated.tensors["ln1_w"][1, 2] = 0.0  # the rotation of A, with the same dead gain
-    assert dead_gain_actions(spec, rotated, ("conjugate_gain",))
+    assert dead_gain_actions(spec, rotated, CONJUGATION_KINDS)
     with pytest.raises(SymtransError, match=r"relate: B needs a residual rotation"):
         relate(w, rotated)
     assert relate(w, w.copy()).related  # no rotation needed: decided
@@ -605,7 +605,7 @@ def test_every_decoder_family_with_dead_norm_channels_is_related_or_refused_in_o
     orbit, or refused in one line."""
     from symtrans.errors import SymtransError
     from symtrans.group.canonical import canonical
-    from symtrans.group.relate import _iter_tensors, dead_gain_actions
+    from symtrans.group.relate import HYPERPLANE_KINDS, _iter_tensors, dead_gain_actions
     from symtrans.numeric.fixtures import tiny_decoder
 
     w = tiny_decoder(family)
@@ -615,7 +615,7 @@ def test_every_decoder_family_with_dead_norm_channels_is_related_or_refused_in_o
     spec = GroupSpec.from_arch(w.arch)
     steps = [st for st in random_element(spec, w.n_layers, 5) if st["factor"] != "residual-rotation"]
     b = weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps))
-    hyperplanes = dead_gain_actions(spec, w, ("hyperplane_weight", "hyperplane_bias", "hyperplane_head"))
+    hyperplanes = dead_gain_actions(spec, w, HYPERPLANE_KINDS)
     if hyperplanes:
         with pytest.raises(SymtransError, match="relate: in A, .* acts through 1/"):
             relate(w, b)

@@ -350,8 +350,11 @@ def gain_pivot(f: Factor) -> Any:
 
 
 #: the kinds of action that divide by a norm gain (``1/gain``, named by the tag's ``via``): undefined where the gain
-#: holds an exact 0, and the symmetry they model is not one there (a dead channel's rows are free instead)
-THROUGH_INVERSE_GAIN = ("conjugate_gain", "conjugate_gain_row", "hyperplane_weight", "hyperplane_bias", "hyperplane_head")
+#: holds an exact 0, and the symmetry they model is not one there (a dead channel's rows are free instead). The
+#: hyperplanes act on every key relate reads; the conjugations only where a residual rotation is applied
+HYPERPLANE_KINDS = ("hyperplane_weight", "hyperplane_bias", "hyperplane_head")
+CONJUGATION_KINDS = ("conjugate_gain", "conjugate_gain_row")
+THROUGH_INVERSE_GAIN = CONJUGATION_KINDS + HYPERPLANE_KINDS
 
 
 def dead_gain_actions(spec: GroupSpec, w: Any, kinds: tuple[str, ...] = THROUGH_INVERSE_GAIN) -> list[str]:
@@ -1768,11 +1771,11 @@ def relate(a: Any, b: Any) -> Relation:
     _same_shape(A, B)
     spec = GroupSpec.from_arch(A.arch)
     for name, w in (("A", A), ("B", B)):  # every key projects with 1/gain: refused, not a NaN "not related"
-        dead = dead_gain_actions(spec, w, tuple(k for k in THROUGH_INVERSE_GAIN if k.startswith("hyperplane")))
+        dead = dead_gain_actions(spec, w, HYPERPLANE_KINDS)
         if dead:
             raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
                                 "relate cannot decide this pair")
-    dead_conjugation = dead_gain_actions(spec, A, ("conjugate_gain", "conjugate_gain_row"))
+    dead_conjugation = dead_gain_actions(spec, A, CONJUGATION_KINDS)
     precision = _precision(B)
     from symtrans.threads import single_threaded
 
