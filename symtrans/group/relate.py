@@ -1307,15 +1307,14 @@ class _Solver:
                     p = M[:-1] - (Ri.T @ u) * (c / uu)
                 else:
                     p = Ri.T @ w
-                if name in scaled:
-                    raw = torch.linalg.vector_norm(w, dim=0).square_()
-                    sq = raw - c * c / uu if gains else raw
-                    if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
-                        p = sq = None  # the cancellation could cost digits the match needs: formed below
+                raw = torch.linalg.vector_norm(w, dim=0).square_()
+                sq = raw - c * c / uu if gains else raw
+                if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
+                    p = sq = None  # the cancellation could cost digits the match needs: formed below
             if p is None:
                 x = self.invariant(name, w, l, params)
                 p = Ri.T @ x
-                sq = (x * x).sum(0) if name in scaled else None
+                sq = (x * x).sum(0)
             if name in scaled:
                 n = sq.clamp_min(0).sqrt().clamp_min(1e-300)
                 big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
@@ -1326,7 +1325,7 @@ class _Solver:
                 part2 = torch.ones_like(n)
             else:
                 divisors.append(None)
-                part2 = torch.linalg.vector_norm(self.invariant(name, w, l, params), dim=0).square_()
+                part2 = sq.clamp_min(0)
             proj = p if proj is None else proj + p
             n2 = part2 if n2 is None else n2 + part2
         out, Ro = lp["W_out"], R[i:]
