@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import translation_order, with_role
+from symtrans.group.elements import equal_pairs, pair_signed_rms, translation_order, with_role
 from symtrans.group.spec import GroupSpec
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
@@ -184,7 +184,9 @@ class _Canon:
         the live channels' rows once their gains are 1 (invariant too, and of the live scalings' size, so the
         element's condition number stays small); 1 where it is zero (no scaling moves that channel). A scaling
         ``s`` of A moves that row to ``row / s_j``, every other factor leaves it, and the rule gives the same
-        form back.
+        form back. A factor whose scaling is one per rotated pair (the QK-norm gain trade,
+        :func:`~symtrans.group.elements.equal_pairs`) takes each pair's signed RMS of those values
+        (:func:`~symtrans.group.elements.pair_signed_rms`): the pair's gains then have RMS 1, the first positive.
 
         Examples
         --------
@@ -207,11 +209,12 @@ class _Canon:
         g = gain.reshape(-1)
         dead = g == 0
         v = 1 / torch.where(dead, 1.0, g)
+        pairs = equal_pairs(self.spec, f.name)  # one scaling per rotated pair: its signed RMS, read where known
         if not bool(dead.any()):
-            return v
+            return pair_signed_rms(v, pairs)
         blocks = list(self.s.fit_rows(f, self.cur, l))  # channels as rows, no other factor moves them
         if not blocks:  # nothing loaded that f scales (an untied head): the dead channels stay as they are
-            return v
+            return pair_signed_rms(v, pairs, (~dead).to(v.dtype))
         rows = torch.cat(blocks, 1)
         norm = torch.linalg.vector_norm(rows, dim=1)
         big = rows.gather(1, rows.abs().argmax(1, keepdim=True))[:, 0]
@@ -223,21 +226,23 @@ class _Canon:
         if rows.shape[1] > 1 and bool((dead & (norm > 0) & (top2[:, 0] - top2[:, 1] <= self.tie * top2[:, 0])).any()):
             self.amb.append(f"{f.name}{'' if l is None else f' layer {l}'}: a dead channel's rows have two entries "
                             "of equal magnitude at their largest (their sign is not fixed)")
-        return torch.where(dead, fixed, v)
+        return pair_signed_rms(torch.where(dead, fixed, v), pairs, ((~dead) | (norm > 0)).to(v.dtype))
 
     def unit_key_gains(self, f: Any, l: int) -> list[Any]:
         """Layer ``l``'s element of a per-key/value-head gain trade that makes each key gain 1 (D_g = diag(k_g));
-        on a coordinate where k_g is 0, the first query gain of the group instead (1 where that is 0 too). Every
-        element of ``f`` moves k_g to k_g D^-1 and q_h to q_h D, so the result is the same for all of the orbit."""
+        on a coordinate where k_g is 0, the first query gain of the group instead (1 where that is 0 too); one
+        per rotated pair where the positions are rotary (the pair's signed RMS of those values). Every element of
+        ``f`` moves k_g to k_g D^-1 and q_h to q_h D, so the result is the same for all of the orbit."""
         import torch
 
         q, k = self.s.head_gains(f, self.cur, l)
         per = q.shape[0] // k.shape[0]
+        pairs = equal_pairs(self.spec, f.name)  # one scaling per rotated pair: its signed RMS, read where known
         out = []
         for g in range(k.shape[0]):
             first = q[g * per]
             d = torch.where(k[g] != 0, k[g], torch.where(first != 0, 1 / torch.where(first != 0, first, 1), 1.0))
-            out.append(torch.diag(d))
+            out.append(torch.diag(pair_signed_rms(d, pairs, ((k[g] != 0) | (first != 0)).to(d.dtype))))
         return out
 
     def translations(self) -> None:

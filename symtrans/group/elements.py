@@ -334,6 +334,14 @@ class FactorElements:
     the reader hyperplanes and bias shifts, the centring shift last;
     :func:`translation_order`); ``canonical=False`` leaves the factor out of
     the canonical form (relate still fits it).
+    ``member(spec, factor, element, rotary_pairs) -> element``, where set,
+    brings an element onto the factor's group as this architecture keeps it
+    (:func:`in_factor` calls it after the shapes are checked against the
+    factor's own ``sample``): a continuous part is projected, a discrete one
+    refused with a :class:`~symtrans.errors.SymtransError` naming what is not
+    in the group. ``paired``: the element is a diagonal equal on the two
+    coordinates of each rotated pair where the positions are rotary
+    (:func:`equal_pairs`).
 
     Examples
     --------
@@ -351,6 +359,8 @@ class FactorElements:
     centre: Callable[[GroupSpec, str, Any], Any] | None = None
     translation: int | None = None
     canonical: bool = True
+    member: Callable[..., dict[str, Any]] | None = None
+    paired: bool = False
 
 
 # --------------------------------------------------------------------------- factors built from their coordinates
@@ -414,7 +424,8 @@ def _coordinate_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
     return [(what, el)]
 
 
-COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_exact)
+COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_exact,  # member: defined below
+                             member=lambda *a, **k: _coordinate_member(*a, **k))
 """The construction of a factor whose element is built from its coordinates alone."""
 
 
@@ -875,27 +886,227 @@ def _centre_tables(spec: GroupSpec, factor: str, weights: Any) -> dict[str, Any]
     return emb
 
 
+# --------------------------------------------------------------------------- membership: onto the group kept
+def _refuse(factor: str, what: str) -> SymtransError:
+    return SymtransError(f"{factor}: the element is not in the factor's group: {what}")
+
+
+def _rotary_planes(r: int, rotary_pairs: str) -> tuple[Any, Any]:
+    """The coordinate pairs (i, j) among the first ``r`` that the rotary positions rotate together."""
+    import torch
+
+    _check_pairs(rotary_pairs)
+    b = torch.arange(r // 2)
+    return (b, b + r // 2) if rotary_pairs == "halves" else (2 * b, 2 * b + 1)
+
+
+def onto_rotary_commutant(M: Any, r: int, rotary_pairs: str = "halves") -> Any:
+    """``M`` projected onto the matrices that commute with every rotary rotation of its first ``r`` coordinates.
+
+    Each rotated plane keeps its part ``a I + b J`` (a scaled rotation), nothing couples two planes or a plane
+    with the ``d_k - r`` coordinates no position rotates, which keep their block (GL there). An element of
+    that group is its own projection.
+
+    Examples
+    --------
+    >>> import torch
+    >>> M = torch.arange(16.0, dtype=torch.float64).reshape(4, 4)
+    >>> onto_rotary_commutant(M, 4, "adjacent").tolist()  # planes (0, 1), (2, 3): a = mean diagonal, b = mean skew
+    [[2.5, -1.5, 0.0, 0.0], [1.5, 2.5, 0.0, 0.0], [0.0, 0.0, 12.5, -1.5], [0.0, 0.0, 1.5, 12.5]]
+    >>> bool((onto_rotary_commutant(onto_rotary_commutant(M, 2), 2) == onto_rotary_commutant(M, 2)).all())
+    True
+    """
+    import torch
+
+    i, j = _rotary_planes(r, rotary_pairs)
+    a = (M[i, i] + M[j, j]) / 2
+    b = (M[i, j] - M[j, i]) / 2
+    out = torch.zeros_like(M)
+    out[i, i], out[j, j], out[i, j], out[j, i] = a, a, b, -b
+    out[r:, r:] = M[r:, r:]
+    return out
+
+
+def _gauge_member(width: str, rotary_commutant: bool) -> Callable[..., dict[str, Any]]:
+    def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+               ) -> dict[str, Any]:
+        import torch
+
+        # a supplied inverse is not trusted: the action recomputes it from g
+        g = list(element["g"])
+        if rotary_commutant and spec.arch.positional == "rotary":
+            g = [onto_rotary_commutant(M, int(spec.arch.rotary_width), rotary_pairs) for M in g]
+        for i, M in enumerate(g):
+            if int(torch.linalg.inv_ex(M).info):
+                raise _refuse(factor, f"its matrix for key/value head {i} is singular")
+        return {"g": g}
+
+    return member
+
+
+def _shift_member(key: str) -> Callable[..., dict[str, Any]]:
+    def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+               ) -> dict[str, Any]:
+        pad = _shift_pad(spec, key)  # the rotated coordinates of a partial-rotary head: left alone
+        return {key: [u.clone().index_fill_(1, _arange(pad), 0.0) if pad else u for u in element[key]]}
+
+    return member
+
+
+def _arange(n: int) -> Any:
+    import torch
+
+    return torch.arange(n)
+
+
+def _heads_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+                  ) -> dict[str, Any]:
+    H, kv = int(spec.arch.H), int(spec.arch.H_kv)
+    group = H // kv
+    pi, kappa = list(element["pi"]), list(element["kappa"])
+    if sorted(pi) != list(range(H)) or sorted(kappa) != list(range(kv)):
+        raise _refuse(factor, "pi is not a permutation of the heads or kappa of the key/value heads")
+    moved = [h for h in range(H) if pi[h] // group != kappa[h // group]]
+    if moved:
+        raise _refuse(factor, f"query head {pi[moved[0]]} leaves the key/value head it reads (pi and kappa disagree "
+                      f"at position {moved[0]}; {group} query head(s) per key/value head)")
+    return {"pi": pi, "kappa": kappa}
+
+
+def _as_monomial(factor: str, M: Any) -> MonomialMatrix:
+    """``M`` as a :class:`MonomialMatrix` (a dense one converted); refused unless one non-zero per row and column."""
+    if isinstance(M, MonomialMatrix):
+        return M
+    nz = M != 0
+    if not (bool((nz.sum(0) == 1).all()) and bool((nz.sum(1) == 1).all())):
+        raise _refuse(factor, "not a permutation with values (one non-zero per row and column)")
+    rows = nz.to(M.dtype).argmax(0)  # column j's non-zero sits in row rows[j]
+    return MonomialMatrix(rows.tolist(), M[rows, range(M.shape[1])])
+
+
+def _monomial_member(component: str, *, perm: bool, values: str) -> Callable[..., dict[str, Any]]:
+    """A permutation with values: ``perm`` whether it may reorder; ``values`` one of ``one``, ``sign``,
+    ``one-sign`` (one sign for all), ``positive``, ``non-zero``, ``positive-unless-gated``."""
+
+    def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+               ) -> dict[str, Any]:
+        import torch
+
+        M = _as_monomial(factor, element[component])
+        if not perm and not bool((M.perm == torch.arange(M.perm.numel())).all()):
+            raise _refuse(factor, "a scaling must not reorder (its permutation is not the identity)")
+        v = M.vals
+        rule = values
+        if rule == "positive-unless-gated":
+            rule = "non-zero" if spec.arch.ffn == "gated" else "positive"
+        if rule == "one-sign" and spec.arch.norm == "rmsnorm":
+            rule = "sign"  # RMSNorm commutes with every signed permutation, LayerNorm with +-P only
+        bad = {"one": v != 1, "sign": v.abs() != 1, "positive": ~(v > 0), "non-zero": ~(v != 0) | ~v.isfinite(),
+               "one-sign": (v.abs() != 1) | (v != v[:1])}[rule]
+        if bool(bad.any()):
+            at = int(bad.nonzero()[0])
+            raise _refuse(factor, f"value {float(v[at]):.6g} at {at}; the group needs "
+                          + {"one": "a permutation (every value 1)", "sign": "values +-1",
+                             "positive": "positive values", "non-zero": "non-zero values",
+                             "one-sign": "values all +1 or all -1"}[rule])
+        return {component: M}
+
+    return member
+
+
+def _onto_diagonal(factor: str, D: Any, pairs: Any = None) -> Any:
+    """A gain scaling (dense, or a :class:`MonomialMatrix` that must not reorder) onto its non-zero diagonal, made
+    equal on each of ``pairs`` (two index tensors) where given; in the representation it came in."""
+    import torch
+
+    if isinstance(D, MonomialMatrix):
+        if not bool((D.perm == torch.arange(D.perm.numel())).all()):
+            raise _refuse(factor, "a scaling must not reorder (its permutation is not the identity)")
+        d = D.vals
+    else:
+        d = D.diagonal()
+    if pairs is not None:
+        i, j = pairs
+        d = d.clone()
+        d[i] = d[j] = (d[i] + d[j]) / 2
+    if not bool((d != 0).all() and d.isfinite().all()):
+        raise _refuse(factor, "a gain scaling needs a non-zero diagonal" + (" (a rotated pair's two gains of "
+                                                                              "opposite signs average to 0)"
+                                                                              if pairs is not None else ""))
+    return MonomialMatrix(D.perm.tolist(), d) if isinstance(D, MonomialMatrix) else torch.diag(d)
+
+
+def _coordinate_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+                       ) -> dict[str, Any]:
+    """A gain scaling onto its diagonal; a residual rotation onto O(d) (its polar factor), under LayerNorm also
+    onto the maps that keep the all-ones direction (they commute with the mean); translations are free."""
+    import torch
+
+    out = dict(element)
+    if "D" in out:
+        out["D"] = ([_onto_diagonal(factor, D) for D in out["D"]] if isinstance(out["D"], list)
+                    else _onto_diagonal(factor, out["D"]))
+    if isinstance(out.get("Q"), MonomialMatrix):  # a signed permutation: orthogonal iff every value is +-1
+        out = {**out, **_monomial_member("Q", perm=True, values="one-sign")(spec, factor, out, rotary_pairs)}
+    elif "Q" in out:
+        Q = out["Q"]
+        if spec.arch.norm != "rmsnorm":  # the block of 1/sqrt(d) and the block of its complement, each kept
+            d = Q.shape[0]
+            one = torch.full((d, 1), d ** -0.5, dtype=Q.dtype)
+            P = torch.eye(d, dtype=Q.dtype) - one @ one.T
+            s = 1.0 if float(one.T @ Q @ one) >= 0 else -1.0
+            Q = P @ Q @ P + s * (one @ one.T)
+        U, _, Vh = torch.linalg.svd(Q)
+        out["Q"] = U @ Vh
+    return out
+
+
+def _gain_trade_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+                       ) -> dict[str, Any]:
+    """Onto diagonals equal on each rotated pair (the rotations must commute with the traded gain)."""
+
+    pairs = equal_pairs(spec, factor, rotary_pairs)
+    D = element["D"]
+    return {"D": [_onto_diagonal(factor, x, pairs) for x in D] if isinstance(D, list)
+            else _onto_diagonal(factor, D, pairs)}
+
+
+def _tokens_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+                   ) -> dict[str, Any]:
+    if sorted(element["P"]) != list(range(int(spec.arch.n))):
+        raise _refuse(factor, "P is not a permutation of the tokens")
+    return {"P": list(element["P"])}
+
+
 # --------------------------------------------------------------------------- the registry
 ELEMENTS: dict[str, FactorElements] = {
     "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact,
-                               witness=_qk_witness),
+                               witness=_qk_witness, member=_gauge_member("d_k", True)),
     "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
-                               witness=_vo_witness),
+                               witness=_vo_witness, member=_gauge_member("d_v", False)),
     "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _shift_lie("u"), _shift_exact("u", "d_k"),
-                                     _learned_positions, witness=_key_shift_witness, translation=11),
+                                     _learned_positions, witness=_key_shift_witness, translation=11,
+                                     member=_shift_member("u")),
     "value-bias-shift": FactorElements(_shift_sample("v", "d_v"), _shift_lie("v"), _shift_exact("v", "d_v"),
-                                       _with_output_bias, witness=_value_shift_witness, translation=12),
-    "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness),
-    "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness),
+                                       _with_output_bias, witness=_value_shift_witness, translation=12,
+                                       member=_shift_member("v")),
+    "S_H": FactorElements(_heads_sample, _no_lie, _heads_exact, witness=_heads_witness, member=_heads_member),
+    "S_dff": FactorElements(_hidden_sample, _no_lie, _hidden_exact, witness=_no_witness,
+                            member=_monomial_member("P", perm=True, values="one")),
     "ffn-scaling": FactorElements(_ffn_scaling_sample, _coordinate_lie, _ffn_scaling_exact, _relu,
-                                  witness=_ffn_scaling_witness),
-    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact),
-    "qk-norm-gain-trade": FactorElements(_gain_trade_sample, _gain_trade_lie, _coordinate_exact),
-    "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions, witness=_tokens_witness),
+                                  witness=_ffn_scaling_witness,
+                                  member=_monomial_member("D", perm=False, values="positive-unless-gated")),
+    "gate-scaling": FactorElements(_gate_scaling_sample, _coordinate_lie, _gate_scaling_exact,
+                                   member=_monomial_member("D", perm=False, values="positive")),
+    "qk-norm-gain-trade": FactorElements(_gain_trade_sample, _gain_trade_lie, _coordinate_exact,
+                                         member=_gain_trade_member, paired=True),
+    "S_n": FactorElements(_tokens_sample, _no_lie, _tokens_exact, _no_positions, witness=_tokens_witness,
+                          member=_tokens_member),
     "residual-permutation": FactorElements(_residual_permutation_sample, _no_lie, _residual_permutation_exact,
-                                           _learned_positions, witness=_residual_permutation_witness),
+                                           _learned_positions, witness=_residual_permutation_witness,
+                                           member=_monomial_member("Q", perm=True, values="one-sign")),
     "residual-rotation": FactorElements(_coordinate_sample, _coordinate_lie, _residual_rotation_exact,
-                                        stages="residual-and-head"),
+                                        stages="residual-and-head", member=_coordinate_member),
     "centring-shift": dataclasses.replace(COORDINATES, stages="final-norm", centre=_centre_writers, translation=13),
     "embedding-centring-shift": dataclasses.replace(COORDINATES, centre=_centre_tables, translation=2),
     "embedding-translation": dataclasses.replace(COORDINATES, translation=1),
@@ -939,6 +1150,208 @@ def elements_of(spec: GroupSpec, factor: str) -> FactorElements:
         raise SymtransError(f"no element constructions for factor {factor!r}: add its entry to "
                             "symtrans.group.elements.ELEMENTS")
     return ELEMENTS[factor]
+
+
+def equal_pairs(spec: GroupSpec, factor: str, rotary_pairs: str = "halves") -> tuple[Any, Any] | None:
+    """The coordinate pairs ``(i, j)`` on which ``factor``'s diagonal element must be equal, or None.
+
+    A factor declared ``paired`` (the QK-norm gain trade: the rotations act after the gains, so a trade commutes
+    with them only when it is one scaling per rotated pair) on a model with rotary positions; relate's fit, the
+    canonical form's gauge and membership all read the pairs here.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> spec = GroupSpec.from_arch(tiny_decoder("qwen3").arch)
+    >>> i, j = equal_pairs(spec, "qk-norm-gain-trade"); (j - i).tolist() == [int(spec.arch.d_k) // 2] * len(i)
+    True
+    >>> equal_pairs(spec, "ln1-scaling") is None
+    True
+    """
+    if not elements_of(spec, factor).paired or spec.arch.positional != "rotary":
+        return None
+    return _rotary_planes(int(spec.arch.d_k), rotary_pairs)
+
+
+def pair_mean(values: Any, pairs: tuple[Any, Any] | None, weights: Any = None) -> Any:
+    """``values`` made equal on each pair: the ``weights``-weighted mean of the two (plain where not given; a pair
+    of zero weight keeps its plain mean). Without pairs, ``values`` as they are.
+
+    Examples
+    --------
+    >>> import torch
+    >>> v = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    >>> pairs = (torch.tensor([0, 1]), torch.tensor([2, 3]))
+    >>> pair_mean(v, pairs).tolist(), pair_mean(v, pairs, torch.tensor([1.0, 0.0, 0.0, 0.0])).tolist()
+    ([2.0, 3.0, 2.0, 3.0], [1.0, 3.0, 1.0, 3.0])
+    """
+    if pairs is None:
+        return values
+    i, j = pairs
+    out = values.clone()
+    plain = (values[i] + values[j]) / 2
+    if weights is None:
+        out[i] = out[j] = plain
+        return out
+    w = weights[i] + weights[j]
+    mean = (weights[i] * values[i] + weights[j] * values[j]) / w.where(w != 0, 1)
+    out[i] = out[j] = mean.where(w != 0, plain)
+    return out
+
+
+def pair_signed_rms(values: Any, pairs: tuple[Any, Any] | None, weights: Any = None) -> Any:
+    """``values`` made equal on each pair: the root mean square of the two (``weights``-weighted; where both
+    weigh 0, plain) with the sign of the first of them that weighs. Scaling a pair's two values by one ``t``
+    scales the result by ``t``, so a gauge fixed with it is the same for the whole orbit. Without pairs,
+    ``values`` as they are.
+
+    Examples
+    --------
+    >>> import torch
+    >>> v = torch.tensor([-3.0, 2.0, 4.0, 2.0], dtype=torch.float64)
+    >>> pairs = (torch.tensor([0, 1]), torch.tensor([2, 3]))
+    >>> [round(x, 6) for x in pair_signed_rms(v, pairs).tolist()]  # sqrt(12.5), sqrt(4)
+    [-3.535534, 2.0, -3.535534, 2.0]
+    >>> pair_signed_rms(v, pairs, torch.tensor([0.0, 1.0, 1.0, 1.0])).tolist()  # pair 0 reads 4 alone
+    [4.0, 2.0, 4.0, 2.0]
+    """
+    import torch
+
+    if pairs is None:
+        return values
+    i, j = pairs
+    w = torch.ones_like(values) if weights is None else weights
+    wi, wj = w[i], w[j]
+    none = (wi + wj) == 0
+    wi, wj = torch.where(none, 1.0, wi).to(values.dtype), torch.where(none, 1.0, wj).to(values.dtype)
+    rms = ((wi * values[i] ** 2 + wj * values[j] ** 2) / (wi + wj)).sqrt()
+    sign = torch.where((wi > 0) & (values[i] != 0), values[i].sign(), values[j].sign())
+    out = values.clone()
+    out[i] = out[j] = torch.where(sign == 0, 1.0, sign) * rms
+    return out
+
+
+def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "halves", reference: Any = None) -> Any:
+    """``element`` of ``factor`` brought onto the group this architecture keeps; an element outside it refused.
+
+    A broken factor has no element but the identity; the element's components,
+    counts and shapes must be those of the factor's own ``sample`` (an
+    inverse it carries is dropped: the action recomputes it); then the
+    factor's ``member`` projects its continuous part (so a member comes back
+    unchanged up to rounding, and a non-member moves, and is caught where the
+    moved element is compared with B) and refuses a discrete part outside
+    the group (a scaling that reorders, a query head moved out of its
+    key/value group). ``rotary_pairs``: the pairing of the stored weights
+    (``halves`` for every checkpoint :mod:`symtrans.numeric` loads);
+    ``reference``: the factor's sample, where the caller has one.
+
+    Raises
+    ------
+    SymtransError
+        Naming the factor and what is not in its group.
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("minilm-l6-h384")
+    >>> in_factor(spec, "S_H", {"pi": [1, 0] + list(range(2, 12)), "kappa": [0, 1] + list(range(2, 12))})
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: S_H: the element is not in the factor's group: query head 1 leaves the key/value head it reads (pi and kappa disagree at position 0; 1 query head(s) per key/value head)
+    >>> in_factor(spec, "ffn-scaling", {})
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: ffn-scaling: broken in this architecture (by gelu activation): no element but the identity is a symmetry
+    """
+    f = spec.factor(factor)
+    if f.status == "broken":
+        by = [b.feature for b in f.broken_by if b.present and b.effect == "breaks"]
+        raise SymtransError(f"{factor}: broken in this architecture (by {', '.join(by) or 'its features'}): no "
+                            "element but the identity is a symmetry")
+    entry = elements_of(spec, factor)
+    if reference is None:
+        reference = entry.sample(spec, factor, _generator(), _float64(), rotary_pairs)[0]
+    _same_structure(factor, reference, element, "")
+    return entry.member(spec, factor, element, rotary_pairs) if entry.member is not None else element
+
+
+def _generator() -> Any:
+    import torch
+
+    return torch.Generator().manual_seed(0)
+
+
+def _float64() -> Any:
+    import torch
+
+    return torch.float64
+
+
+def _same_structure(factor: str, ref: Any, el: Any, where: str) -> None:
+    """Refuse ``el`` unless it has ``ref``'s components, counts and shapes, every value finite."""
+    import torch
+
+    at = f" at {where}" if where else ""
+    if isinstance(ref, dict):
+        need = {k for k in ref if not k.endswith("_inv")}
+        if not isinstance(el, dict) or not need <= set(el) or not set(el) <= set(ref):
+            got = sorted(el) if isinstance(el, dict) else type(el).__name__
+            raise _refuse(factor, f"components {got}{at}, the factor's are {sorted(need)}")
+        for k in need:
+            _same_structure(factor, ref[k], el[k], f"{where}.{k}" if where else k)
+    elif isinstance(ref, list) and all(isinstance(x, int) for x in ref):
+        if not isinstance(el, list) or len(el) != len(ref) or not all(type(x) is int for x in el):
+            raise _refuse(factor, f"{len(ref)} integers expected{at}")
+    elif isinstance(ref, list):
+        if not isinstance(el, list) or len(el) != len(ref):
+            raise _refuse(factor, f"{len(ref)} blocks expected{at}")
+        for i, (r, e) in enumerate(zip(ref, el)):
+            _same_structure(factor, r, e, f"{where}[{i}]")
+    elif isinstance(ref, MonomialMatrix) or isinstance(el, MonomialMatrix):
+        # one k x k matrix stored either way: a permutation with values, or dense
+        k = ref.perm.numel() if isinstance(ref, MonomialMatrix) else (ref.shape[0] if ref.ndim == 2 else -1)
+        square = isinstance(ref, MonomialMatrix) or tuple(ref.shape) == (k, k)
+        if isinstance(el, MonomialMatrix):
+            ok = square and tuple(el.perm.shape) == (k,) and isinstance(el.vals, torch.Tensor) \
+                and tuple(el.vals.shape) == (k,) and bool(el.vals.isfinite().all())
+        else:
+            ok = isinstance(el, torch.Tensor) and tuple(el.shape) == (k, k) and bool(el.isfinite().all())
+        if not ok:
+            raise _refuse(factor, f"a {k} x {k} matrix with finite values expected{at}")
+    elif isinstance(ref, torch.Tensor):
+        if not (isinstance(el, torch.Tensor) and el.shape == ref.shape and bool(el.isfinite().all())):
+            raise _refuse(factor, f"a finite tensor of shape {tuple(ref.shape)} expected{at}")
+    else:
+        raise _refuse(factor, f"unexpected part {type(ref).__name__}{at}")
+
+
+def in_group(spec: GroupSpec, steps: list[dict[str, Any]], rotary_pairs: str = "halves") -> list[dict[str, Any]]:
+    """Every step's element brought onto its factor's group (:func:`in_factor`), one per layer where it has them.
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("minilm-l6-h384")
+    >>> P = MonomialMatrix(list(range(1536)), torch.full((1536,), 2.0, dtype=torch.float64))
+    >>> in_group(spec, [{"factor": "S_dff", "element": [{"P": P}] * 6}])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: S_dff: the element is not in the factor's group: value 2 at 0; the group needs a permutation (every value 1)
+    """
+    out = []
+    for s in steps:
+        f = spec.factor(s["factor"])
+        el = s["element"]
+        if f.scope in ("layer", "stack"):
+            if not isinstance(el, list):
+                raise _refuse(f.name, "one element per layer (or per boundary) expected")
+            ref = None if f.status == "broken" else elements_of(spec, f.name).sample(
+                spec, f.name, _generator(), _float64(), rotary_pairs)[0]  # one sample: every layer's shapes
+            el = [in_factor(spec, f.name, e, rotary_pairs, ref) for e in el]
+        else:
+            el = in_factor(spec, f.name, el, rotary_pairs)
+        out.append({"factor": f.name, "element": el})
+    return out
 
 
 def with_role(spec: GroupSpec, role: str, factors: Any = None) -> list[Any]:

@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import translation_order, with_role
+from symtrans.group.elements import equal_pairs, in_group, pair_mean, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -1033,6 +1033,7 @@ class _Solver:
         torch = _torch()
         (qa, ka), (qb, kb) = self.head_gains(f, self.cur, l), self.head_gains(f, self.tgt, l)
         per = qa.shape[0] // ka.shape[0]  # query heads per key/value head (transformers' repeat_kv order)
+        pairs = equal_pairs(self.spec, f.name)  # one scaling per rotated pair: least squares over the pair too
         out = []
         for g in range(ka.shape[0]):
             a, b = qa[g * per:(g + 1) * per], qb[g * per:(g + 1) * per]
@@ -1040,7 +1041,7 @@ class _Solver:
             d = torch.where(den > 0, num / torch.where(den > 0, den, 1), torch.ones_like(num))
             fit, ok = _inverse_fit([(ka[g][:, None], kb[g][:, None])])  # the key gain: k_B = k_A / d
             d = torch.where((den == 0) & ok, fit, d)
-            out.append(torch.diag(d))
+            out.append(torch.diag(pair_mean(d, pairs, den)))
         return out
 
     def scaled_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
@@ -1067,16 +1068,20 @@ class _Solver:
         measures what is left unexplained.
         """
         torch = _torch()
+        # a factor whose scaling is one per rotated pair (the QK-norm gain trade): least squares over the pair
+        # (the mean of b / a weighted by a^2); a pair dead on one side reads the other
+        pairs = equal_pairs(self.spec, f.name)
+        weights = a.reshape(-1) ** 2
         s = (b / a).reshape(-1)
         dead = a.reshape(-1) == 0
         if not bool(dead.any()):
-            return s
+            return pair_mean(s, pairs, weights)
         fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
         if fit is None:  # nothing loaded that f scales inversely (an untied head): the dead channels' scaling is
-            return torch.where(dead, torch.ones_like(s), s)  # not seen by any tensor relate checks
+            return pair_mean(torch.where(dead, torch.ones_like(s), s), pairs, weights)  # not seen by any check
         ok = dead & ok
         s = torch.where(ok, fit, s)
-        return torch.where(dead & ~ok, torch.ones_like(s), s)
+        return pair_mean(torch.where(dead & ~ok, torch.ones_like(s), s), pairs, weights)
 
     # ---- 3. discrete per-layer factors
     def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
@@ -1826,8 +1831,62 @@ def relate(a: Any, b: Any) -> Relation:
             phases["deferred try"] = first_try
     s.deferred.clear()
     steps = [st for st in s.steps]
+    if stop is None:  # the element found must be one of G's, as verify demands of a file
+        kept: list[Any] = []
+        with single_threaded():
+            _timed(phases, "in G", lambda: kept.append(_kept_in_group(spec, A, B, precision, steps, residuals)))
+        steps, stop, residuals = kept[0]
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases)
+
+
+def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[dict[str, Any]],
+                   residuals: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Stop | None, list[dict[str, Any]]]:
+    """relate's element brought onto G (:func:`~symtrans.group.elements.in_group`), as ``verify`` brings a file's.
+
+    A part outside G that cannot be projected (a permutation that scales, a query head moved out of its key/value
+    group) stops relate there. Where the projection moved a continuous part by more than the float64 rounding of
+    its own construction (:func:`relation_tolerance` at float64, of the part's length), the element as projected
+    is applied to A afresh and compared with B: B is related only if that element, one of G's, reproduces it.
+    Returns the projected steps, the stop (None: related) and the residuals that decided.
+    """
+    try:
+        kept = in_group(spec, steps)
+    except SymtransError as err:
+        factor = str(err).split(":", 1)[0]
+        return steps, Stop(factor, None, "-", math.inf, 0.0, [], f"the element found is not in G: {err}"), residuals
+    if all(_within_rounding(s["element"], k["element"]) for s, k in zip(steps, kept)):
+        return kept, None, residuals
+    from symtrans.group.numeric import model_blocks
+
+    res = tensor_residuals(apply_steps(spec, model_blocks(A), kept), model_blocks(B), precision, kept, spec)
+    bad = [r for r in res if not r["ok"]]
+    if not bad:
+        return kept, None, res
+    first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+    name = _last_factor(spec, kept, first["tensor"])
+    f = spec.factor(name)
+    features = [f"{b.feature} ({f.name} {b.effect} by it): {b.reason}" for b in f.broken_by
+                if b.present and b.effect in ("shrinks", "breaks")]
+    return kept, Stop(name, first["layer"], first["tensor"], first["residual"], first["tolerance"], features,
+                      f"{first['dtype']}; the element that reproduces B is not in G, and brought onto G it does "
+                      "not reproduce B"), res
+
+
+def _within_rounding(x: Any, y: Any) -> bool:
+    """Whether ``y`` (``x`` brought onto G) is ``x`` up to float64 rounding, part by part (``y``'s parts)."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    if isinstance(y, dict):
+        return all(_within_rounding(x[k], v) for k, v in y.items())
+    if isinstance(y, list):
+        return all(_within_rounding(a, b) for a, b in zip(x, y))
+    if isinstance(y, MonomialMatrix):
+        return bool((x.perm == y.perm).all()) and _within_rounding(x.vals, y.vals)
+    if hasattr(y, "shape"):
+        n = int(y.shape[0]) if y.ndim == 2 and y.shape[0] == y.shape[1] else 1
+        return _rel(y, x) <= relation_tolerance("float64", length=n)[0]
+    return x == y
 
 
 # --------------------------------------------------------------------------- the element file
@@ -1913,8 +1972,11 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
     """Re-check a relation file: load A and B, apply its element to A through the tag tables, compare with B.
 
     Nothing the file claims is trusted: the models are re-read (their weights hashes must be the file's),
-    the element re-applied, every tensor's residual and tolerance recomputed from B's storage precision
-    and the element's own condition numbers. Returns (valid, one line); never raises.
+    the element brought onto G (:func:`~symtrans.group.elements.in_group`: a factor the architecture breaks,
+    a permutation that scales, a query head moved out of its key/value group are refused; a gauge's
+    inverse is recomputed, a rotation, a rotary commutant or a gain scaling projected) and re-applied,
+    every tensor's residual and tolerance recomputed from B's storage precision and the element's own
+    condition numbers. Returns (valid, one line); never raises.
 
     Examples
     --------
@@ -1945,8 +2007,9 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         _same_shape(A, B)
         spec = GroupSpec.from_arch(A.arch)
         steps = [{"factor": s["factor"], "element": _unflatten(s["element"], store)} for s in data["steps"]]
-        for s in steps:
-            spec.factor(s["factor"])  # an unknown factor is refused
+        # an unknown or broken factor, or an element outside its factor's group, is refused; a continuous part
+        # is projected onto the group first, so what is compared with B below is the action of an element of G
+        steps = in_group(spec, steps)
         moved = apply_steps(spec, model_blocks(A), steps)
         res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec)
         bad = [r for r in res if not r["ok"]]
