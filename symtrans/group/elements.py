@@ -58,6 +58,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import sympy as sp
@@ -1231,7 +1232,7 @@ def pair_signed_rms(values: Any, pairs: tuple[Any, Any] | None, weights: Any = N
     return out
 
 
-def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "halves", reference: Any = None) -> Any:
+def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "halves") -> Any:
     """``element`` of ``factor`` brought onto the group this architecture keeps; an element outside it refused.
 
     A broken factor has no element but the identity; the element's components,
@@ -1242,8 +1243,7 @@ def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "h
     moved element is compared with B) and refuses a discrete part outside
     the group (a scaling that reorders, a query head moved out of its
     key/value group). ``rotary_pairs``: the pairing of the stored weights
-    (``halves`` for every checkpoint :mod:`symtrans.numeric` loads);
-    ``reference``: the factor's sample, where the caller has one.
+    (``halves`` for every checkpoint :mod:`symtrans.numeric` loads).
 
     Raises
     ------
@@ -1252,7 +1252,6 @@ def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "h
 
     Examples
     --------
-    >>> import torch
     >>> spec = GroupSpec.from_arch("minilm-l6-h384")
     >>> in_factor(spec, "S_H", {"pi": [1, 0] + list(range(2, 12)), "kappa": [0, 1] + list(range(2, 12))})
     Traceback (most recent call last):
@@ -1268,61 +1267,71 @@ def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "h
         by = [b.feature for b in f.broken_by if b.present and b.effect == "breaks"]
         raise SymtransError(f"{factor}: broken in this architecture (by {', '.join(by) or 'its features'}): no "
                             "element but the identity is a symmetry")
+    _same_structure(factor, _signature(spec.arch, factor, rotary_pairs), element, "")
     entry = elements_of(spec, factor)
-    if reference is None:
-        reference = entry.sample(spec, factor, _generator(), _float64(), rotary_pairs)[0]
-    _same_structure(factor, reference, element, "")
     return entry.member(spec, factor, element, rotary_pairs) if entry.member is not None else element
 
 
-def _generator() -> Any:
+@lru_cache(maxsize=512)
+def _signature(arch: Architecture, factor: str, rotary_pairs: str) -> tuple:
+    """The components, counts and shapes of ``factor``'s elements on ``arch``: read off its own ``sample``."""
     import torch
 
-    return torch.Generator().manual_seed(0)
+    spec = GroupSpec.from_arch(arch)
+    ref = elements_of(spec, factor).sample(spec, factor, torch.Generator().manual_seed(0), torch.float64,
+                                           rotary_pairs)[0]
+
+    def sig(x: Any) -> tuple:
+        if isinstance(x, dict):  # an inverse the sampler supplies is optional (the action recomputes it)
+            return ("dict", tuple(sorted((k, sig(v)) for k, v in x.items() if not k.endswith("_inv"))),
+                    frozenset(x))
+        if isinstance(x, list) and all(isinstance(v, int) for v in x):
+            return ("ints", len(x))
+        if isinstance(x, list):
+            return ("list", tuple(sig(v) for v in x))
+        if isinstance(x, MonomialMatrix):
+            return ("square", int(x.perm.numel()))
+        if isinstance(x, torch.Tensor):
+            square = x.ndim == 2 and x.shape[0] == x.shape[1]
+            return ("square", int(x.shape[0])) if square else ("tensor", tuple(x.shape))
+        raise SymtransError(f"{factor}: cannot describe an element part of type {type(x).__name__}")
+
+    return sig(ref)
 
 
-def _float64() -> Any:
-    import torch
-
-    return torch.float64
-
-
-def _same_structure(factor: str, ref: Any, el: Any, where: str) -> None:
-    """Refuse ``el`` unless it has ``ref``'s components, counts and shapes, every value finite."""
+def _same_structure(factor: str, sig: tuple, el: Any, where: str) -> None:
+    """Refuse ``el`` unless it has the components, counts and shapes of ``sig`` (:func:`_signature`), every value
+    finite; a square matrix may be stored dense or as a :class:`MonomialMatrix`."""
     import torch
 
     at = f" at {where}" if where else ""
-    if isinstance(ref, dict):
-        need = {k for k in ref if not k.endswith("_inv")}
-        if not isinstance(el, dict) or not need <= set(el) or not set(el) <= set(ref):
+    kind = sig[0]
+    if kind == "dict":
+        need = {k for k, _ in sig[1]}
+        if not isinstance(el, dict) or not need <= set(el) or not set(el) <= sig[2]:
             got = sorted(el) if isinstance(el, dict) else type(el).__name__
             raise _refuse(factor, f"components {got}{at}, the factor's are {sorted(need)}")
-        for k in need:
-            _same_structure(factor, ref[k], el[k], f"{where}.{k}" if where else k)
-    elif isinstance(ref, list) and all(isinstance(x, int) for x in ref):
-        if not isinstance(el, list) or len(el) != len(ref) or not all(type(x) is int for x in el):
-            raise _refuse(factor, f"{len(ref)} integers expected{at}")
-    elif isinstance(ref, list):
-        if not isinstance(el, list) or len(el) != len(ref):
-            raise _refuse(factor, f"{len(ref)} blocks expected{at}")
-        for i, (r, e) in enumerate(zip(ref, el)):
-            _same_structure(factor, r, e, f"{where}[{i}]")
-    elif isinstance(ref, MonomialMatrix) or isinstance(el, MonomialMatrix):
-        # one k x k matrix stored either way: a permutation with values, or dense
-        k = ref.perm.numel() if isinstance(ref, MonomialMatrix) else (ref.shape[0] if ref.ndim == 2 else -1)
-        square = isinstance(ref, MonomialMatrix) or tuple(ref.shape) == (k, k)
+        for k, sub in sig[1]:
+            _same_structure(factor, sub, el[k], f"{where}.{k}" if where else k)
+    elif kind == "ints":
+        if not isinstance(el, list) or len(el) != sig[1] or not all(type(x) is int for x in el):
+            raise _refuse(factor, f"{sig[1]} integers expected{at}")
+    elif kind == "list":
+        if not isinstance(el, list) or len(el) != len(sig[1]):
+            raise _refuse(factor, f"{len(sig[1])} blocks expected{at}")
+        for i, (sub, e) in enumerate(zip(sig[1], el)):
+            _same_structure(factor, sub, e, f"{where}[{i}]")
+    elif kind == "square":  # one k x k matrix stored either way: a permutation with values, or dense
+        k = sig[1]
         if isinstance(el, MonomialMatrix):
-            ok = square and tuple(el.perm.shape) == (k,) and isinstance(el.vals, torch.Tensor) \
+            ok = tuple(el.perm.shape) == (k,) and isinstance(el.vals, torch.Tensor) \
                 and tuple(el.vals.shape) == (k,) and bool(el.vals.isfinite().all())
         else:
             ok = isinstance(el, torch.Tensor) and tuple(el.shape) == (k, k) and bool(el.isfinite().all())
         if not ok:
             raise _refuse(factor, f"a {k} x {k} matrix with finite values expected{at}")
-    elif isinstance(ref, torch.Tensor):
-        if not (isinstance(el, torch.Tensor) and el.shape == ref.shape and bool(el.isfinite().all())):
-            raise _refuse(factor, f"a finite tensor of shape {tuple(ref.shape)} expected{at}")
-    else:
-        raise _refuse(factor, f"unexpected part {type(ref).__name__}{at}")
+    elif not (isinstance(el, torch.Tensor) and tuple(el.shape) == sig[1] and bool(el.isfinite().all())):
+        raise _refuse(factor, f"a finite tensor of shape {sig[1]} expected{at}")
 
 
 def in_group(spec: GroupSpec, steps: list[dict[str, Any]], rotary_pairs: str = "halves") -> list[dict[str, Any]]:
@@ -1345,9 +1354,7 @@ def in_group(spec: GroupSpec, steps: list[dict[str, Any]], rotary_pairs: str = "
         if f.scope in ("layer", "stack"):
             if not isinstance(el, list):
                 raise _refuse(f.name, "one element per layer (or per boundary) expected")
-            ref = None if f.status == "broken" else elements_of(spec, f.name).sample(
-                spec, f.name, _generator(), _float64(), rotary_pairs)[0]  # one sample: every layer's shapes
-            el = [in_factor(spec, f.name, e, rotary_pairs, ref) for e in el]
+            el = [in_factor(spec, f.name, e, rotary_pairs) for e in el]
         else:
             el = in_factor(spec, f.name, el, rotary_pairs)
         out.append({"factor": f.name, "element": el})

@@ -1877,6 +1877,8 @@ def _within_rounding(x: Any, y: Any) -> bool:
     """Whether ``y`` (``x`` brought onto G) is ``x`` up to float64 rounding, part by part (``y``'s parts)."""
     from symtrans.group.numeric import MonomialMatrix
 
+    if x is y:  # a part the projection kept as it was (a translation, a gauge without rotary positions)
+        return True
     if isinstance(y, dict):
         return all(_within_rounding(x[k], v) for k, v in y.items())
     if isinstance(y, list):
