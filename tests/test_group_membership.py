@@ -201,3 +201,17 @@ def test_canonical_form_of_a_qk_norm_model_keeps_its_logits(family, tmp_path):
     change = float((logits[0] - logits[1]).norm() / logits[0].norm())
     assert change < 1e-5, change  # the source's float32 storage: ~1e-7 here; the old form moved them 3e-2 and more
     assert relate(w, c.weights).related
+
+
+def test_canonical_refuses_a_gauge_fixing_element_outside_g(monkeypatch):
+    """The false case of canonical's own gate: with the old gauge of the gain trade (each coordinate fixed on its
+    own, as if no rotation acted after the gains) the element leaves G, and canonical says so instead of
+    returning another function under the name of A's form."""
+    import symtrans.group.canonical as C
+    from symtrans.errors import SymtransError
+
+    w = tiny_decoder("qwen3")
+    assert "in G" in C.canonical(w).phases  # the gate ran on the true gauge, and passed
+    monkeypatch.setattr(C, "equal_pairs", lambda spec, factor, rotary_pairs="halves": None)
+    with pytest.raises(SymtransError, match="fixes qk-norm-gain-trade is not in G"):
+        C.canonical(w)

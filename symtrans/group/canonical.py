@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import equal_pairs, pair_signed_rms, translation_order, with_role
+from symtrans.group.elements import equal_pairs, in_group, pair_signed_rms, translation_order, with_role
 from symtrans.group.spec import GroupSpec
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
@@ -557,8 +557,23 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     with single_threaded():
         for name in ("residual", "scalings", "translations", "heads", "units", "unit_scalings", "gauges"):
             _timed(phases, name, getattr(c, name))
+        _timed(phases, "in G", lambda: _in_group(spec, c.s.steps))
         _timed(phases, "weights", weights)
     return Canonical(out[0], c.s.steps, c.amb, phases)
+
+
+def _in_group(spec: GroupSpec, steps: list[dict[str, Any]]) -> None:
+    """Refuse a gauge-fixing element that is not one of G's (its form would be another function, not A's).
+
+    Each step is brought onto G (:func:`~symtrans.group.elements.in_group`) and must come back unchanged up to
+    the float64 rounding of its own construction, as relate demands of the element it finds.
+    """
+    from symtrans.group.relate import _within_rounding
+
+    for step, kept in zip(steps, in_group(spec, steps)):
+        if not _within_rounding(step["element"], kept["element"]):
+            raise SymtransError(f"canonical: the element that fixes {step['factor']} is not in G (brought onto G it "
+                                "moves beyond rounding): the form would not be the same function; please report")
 
 
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
