@@ -53,6 +53,24 @@ def _session_one_thread(request: pytest.FixtureRequest) -> Any:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept(request: pytest.FixtureRequest) -> Any:
+    """A test that leaves the SIGINT or SIGTERM handler changed fails, and the handler is put back.
+
+    Seen: a full run hung in ``test_threads_signals.py``, whose Ctrl-C case assumes Python's own handler: with a
+    leaked ``SIG_IGN`` the Ctrl-C never raised, and torch read its sequence forever.
+    """
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = [s.name for s, h in before.items() if signal.getsignal(s) is not h]
+    for s, h in before.items():
+        signal.signal(s, h)
+    if changed:
+        pytest.fail(f"{request.node.nodeid} left the {', '.join(changed)} handler changed")
+
+
 @pytest.fixture(scope="module")
 def one_thread() -> Any:
     """Small factorisations on one thread, as the producer runner does (oversubscribed cores are 100x slower)."""

@@ -100,6 +100,8 @@ class _Interrupting:
     def __getitem__(self, i: int) -> float:
         import signal
 
+        if i > 0:  # one item: a handler that does not raise must not make torch read on forever
+            raise IndexError(i)
         signal.raise_signal(signal.SIGINT)
         return 0.0
 
@@ -125,9 +127,12 @@ def test_without_the_command_handler_the_same_ctrl_c_is_only_torchs_error() -> N
     """The false case: under Python's own handler nothing remembers it, so the error would be all a user saw."""
     import torch
 
+    import signal
+
     from symtrans.cli import _signalled
     from symtrans.threads import raise_if_signalled
 
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the premise: Python's own handler
     with pytest.raises(ValueError, match="could not determine the shape"):
         torch.tensor([_Interrupting()])
     raise_if_signalled()
