@@ -681,3 +681,20 @@ def test_a_float64_checkpoint_of_g_a_is_related_the_float64_sums_in_the_toleranc
     noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     bad.tensors["W_out"] += 1e-12 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
     assert not relate(a, bad).related
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_a_float64_canonical_form_written_and_related_back_is_related(family, tmp_path):
+    """The pivot fits took half the check's tolerance (4 u) and refused the float64 canonical form of Qwen2 and
+    Qwen3 at the W_V pivot (5.2e-15 against 4.0e-15: the form's own float64 construction), which the check
+    accepts. A false case: the form with W_out moved by 1e-12 of its norm is refused."""
+    from symtrans.group.canonical import canonical
+
+    random_checkpoint(tmp_path / "a", family, seed=0)
+    save_weights(canonical(str(tmp_path / "a")).weights, tmp_path / "c", dtype="float64")
+    rel = relate(tmp_path / "a", tmp_path / "c")
+    assert rel.related, rel.summary()
+    bad = load_model(tmp_path / "c")
+    noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    bad.tensors["W_out"] += 1e-12 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
+    assert not relate(tmp_path / "a", bad).related

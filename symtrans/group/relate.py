@@ -40,7 +40,8 @@ storage dtype for that tensor and ``kappa`` the condition number of the element 
 (1 for permutations and translations): B's own rounding is ``u/sqrt(3)`` in that norm, and a
 least-squares element fitted to rounded data carries it into the tensors it predicts, amplified
 by at most ``kappa``; 4 is headroom. A perturbation of 10 eps = 20 u per entry exceeds it when
-kappa is below 4 (the solver's pivot fits are checked against ``4 u``, kappa-free).
+kappa is below 4, and at the solver's pivot fits whatever kappa (checked against ``8 u``, the check's
+tolerance at kappa 1, kappa-free).
 
 Examples
 --------
@@ -519,9 +520,12 @@ class _Solver:
         return max(self.length.get(None, 1), self.length.get(layer, 1) if layer is not None else 1)
 
     def u_pivot(self, tensor: str, layer: int | None, length: int = 1) -> float:
-        # 4 u (+ gamma_n where a dense n x n map was or is applied): the pivot check, kappa-free
+        # the check's own tolerance for a perfectly conditioned element (kappa = 1: 8 u, + gamma_n where a dense
+        # n x n map was or is applied): a pivot refused here could not pass the check either. Half of it (4 u)
+        # refused B computed in its own storage dtype (a float32 rotation at d = 256-1024: 4.2-4.9 u) and the
+        # float64 canonical form of Qwen2/Qwen3 (5.2e-15 against 4.0e-15), which the check accepts
         n = max(length, self.applied_length(layer))
-        return relation_tolerance(self.precision(tensor, layer), length=n)[0] / 2
+        return relation_tolerance(self.precision(tensor, layer), length=n)[0]
 
     def gain_for(self, tag: Any, layer: int, params: dict[str, Any]) -> Any:
         via = tag.via.split(",")[0]
