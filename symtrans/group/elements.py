@@ -69,7 +69,7 @@ from symtrans.catalogue.spec import GroupSpec, _pieces, generic_element
 from symtrans.errors import SymtransError
 
 __all__ = ["FactorElements", "ELEMENTS", "COORDINATES", "ROLES", "STAGES", "Witness", "elements_of", "with_role", "translation_order", "sample_gl", "MonomialMatrix",
-           "pair_diagonal", "perm_matrix", "generic_matrix"]
+           "pair_diagonal", "rotary_planes", "perm_matrix", "generic_matrix"]
 
 ROTARY_PAIRS = ("adjacent", "halves")
 
@@ -219,6 +219,26 @@ def _perm(k: int, gen: Any) -> list[int]:
     return torch.randperm(k, generator=gen).tolist()
 
 
+def rotary_planes(r: int, rotary_pairs: str) -> tuple[Any, Any]:
+    """The coordinate pairs ``(i[b], j[b])`` among the first ``r`` that the rotary positions rotate together:
+    ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + r/2), as index tensors.
+
+    Examples
+    --------
+    >>> [t.tolist() for t in rotary_planes(6, "halves")], [t.tolist() for t in rotary_planes(4, "adjacent")]
+    ([[0, 1, 2], [3, 4, 5]], [[0, 2], [1, 3]])
+    >>> rotary_planes(4, "interleaved")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: rotary_pairs must be 'adjacent' or 'halves', got 'interleaved'
+    """
+    import torch
+
+    _check_pairs(rotary_pairs)
+    b = torch.arange(r // 2)
+    return (b, b + r // 2) if rotary_pairs == "halves" else (2 * b, 2 * b + 1)
+
+
 def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adjacent") -> Any:
     """A diagonal of width ``d_k`` equal on each rotated pair: ``adjacent`` (2b, 2b+1) or ``halves`` (b, b + d_k/2).
 
@@ -234,9 +254,10 @@ def pair_diagonal(values: Any, d_k: int, rotary: bool, rotary_pairs: str = "adja
     """
     if not rotary:
         return values
-    if rotary_pairs == "halves":
-        return values.repeat(2)
-    return values.repeat_interleave(2)
+    i, j = rotary_planes(d_k, rotary_pairs)
+    out = values.new_empty(d_k)
+    out[i], out[j] = values, values
+    return out
 
 
 def perm_matrix(perm: list[int]) -> sp.Matrix:
@@ -892,15 +913,6 @@ def _refuse(factor: str, what: str) -> SymtransError:
     return SymtransError(f"{factor}: the element is not in the factor's group: {what}")
 
 
-def _rotary_planes(r: int, rotary_pairs: str) -> tuple[Any, Any]:
-    """The coordinate pairs (i, j) among the first ``r`` that the rotary positions rotate together."""
-    import torch
-
-    _check_pairs(rotary_pairs)
-    b = torch.arange(r // 2)
-    return (b, b + r // 2) if rotary_pairs == "halves" else (2 * b, 2 * b + 1)
-
-
 def onto_rotary_commutant(M: Any, r: int, rotary_pairs: str = "halves") -> Any:
     """``M`` projected onto the matrices that commute with every rotary rotation of its first ``r`` coordinates.
 
@@ -919,7 +931,7 @@ def onto_rotary_commutant(M: Any, r: int, rotary_pairs: str = "halves") -> Any:
     """
     import torch
 
-    i, j = _rotary_planes(r, rotary_pairs)
+    i, j = rotary_planes(r, rotary_pairs)
     a = (M[i, i] + M[j, j]) / 2
     b = (M[i, j] - M[j, i]) / 2
     out = torch.zeros_like(M)
@@ -1171,7 +1183,7 @@ def equal_pairs(spec: GroupSpec, factor: str, rotary_pairs: str = "halves") -> t
     """
     if not elements_of(spec, factor).paired or spec.arch.positional != "rotary":
         return None
-    return _rotary_planes(int(spec.arch.d_k), rotary_pairs)
+    return rotary_planes(int(spec.arch.d_k), rotary_pairs)
 
 
 def pair_mean(values: Any, pairs: tuple[Any, Any] | None, weights: Any = None) -> Any:

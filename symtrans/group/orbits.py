@@ -37,6 +37,7 @@ import sympy as sp
 
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
+from symtrans.group.elements import rotary_planes
 from symtrans.group.spec import GroupSpec
 from symtrans.precision import EPS64
 from symtrans.symbols import SYMBOLS
@@ -156,15 +157,6 @@ def _refuse_partial_rotary(a: Architecture, what: str) -> None:
                             f"{a.partial_rotary_factor:g}: a rotated and a position-free part in each head)")
 
 
-def _rotary_planes(k: int, pairs: str) -> list[tuple[int, int]]:
-    """The coordinate pairs that rotary positions rotate together: adjacent (2b, 2b+1) or halves (b, b + k/2)."""
-    if pairs == "adjacent":
-        return [(2 * b, 2 * b + 1) for b in range(k // 2)]
-    if pairs == "halves":
-        return [(b, b + k // 2) for b in range(k // 2)]
-    raise SymtransError(f"rotary_pairs must be 'adjacent' or 'halves', got {pairs!r}")
-
-
 def _rotary_qk_jacobian(tall_Q: Any, tall_K: Any, planes: list[tuple[int, int]]) -> Any:
     """Jacobian of the commutant qk-gauge at the identity: a I + b J per plane -> (Q E, -K E^T), one column each."""
     import torch
@@ -254,7 +246,7 @@ def orbit_dimension_numeric(blocks: dict[str, Any], arch: Architecture, layer: i
     # a bias shift absorbs its bias's rows; without it the bias is one more row the gauge must fix
     kshift, vshift = unbroken("key-bias-shift"), unbroken("value-bias-shift")
     extra_k, extra_v = (d_k if kshift else 0), (d_v if vshift else 0)
-    planes = _rotary_planes(d_k, rotary_pairs) if rotary else []
+    planes = list(zip(*(t.tolist() for t in rotary_planes(d_k, rotary_pairs)))) if rotary else []
     total, measured, margins = 0, 0, []
     ranks: dict[str, list[int]] = {"r_Q": [], "r_K": [], "r_V": [], "r_O": [], "z_QK": []}
     for g in range(kv):

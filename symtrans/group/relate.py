@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import equal_pairs, in_group, pair_mean, translation_order, with_role
+from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -1478,10 +1478,9 @@ class _Solver:
                     if "rotary" in f.group:
                         # the generator of the rotations on the rotated coordinates (halves pairing): the first r of
                         # d_k under partial rotary (GPT-NeoX), all otherwise; commuting with it leaves the rest free
-                        k = int(self.spec.arch.rotary_width) // 2
+                        i, j = rotary_planes(int(self.spec.arch.rotary_width), "halves")
                         J = torch.zeros_like(M)
-                        J[:k, k:2 * k] = -torch.eye(k, dtype=M.dtype)
-                        J[k:2 * k, :k] = torch.eye(k, dtype=M.dtype)
+                        J[i, j], J[j, i] = -1.0, 1.0
                         comm = _fro(M @ J - J @ M) / _fro(M)
                         if comm > 1e3 * tol:
                             self.refuse(name, l, pivot.tensor, comm, 1e3 * tol,
