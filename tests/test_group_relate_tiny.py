@@ -698,3 +698,21 @@ def test_a_float64_canonical_form_written_and_related_back_is_related(family, tm
     noise = torch.randn(bad.tensors["W_out"].shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     bad.tensors["W_out"] += 1e-12 * float(bad.tensors["W_out"].norm()) / float(noise.norm()) * noise
     assert not relate(tmp_path / "a", bad).related
+
+
+def test_a_word_table_with_fewer_rows_than_d_model_is_undecided_not_refused(tmp_path):
+    """A rotation of a Llama whose vocabulary (120) is smaller than d_model (256) is an element of G, but the word
+    table does not determine it: relate answered "not related, broken by learned norm gains", a false reason for
+    a false answer. It now says it cannot decide; with a vocabulary larger than d_model the same rotation is found."""
+    from symtrans.errors import SymtransError
+
+    for vocab, decided in ((120, False), (1024, True)):
+        random_checkpoint(tmp_path / f"a{vocab}", "llama", seed=0, d_model=256, d_ff=512, n_heads=4, vocab=vocab)
+        a = load_model(tmp_path / f"a{vocab}")
+        spec = GroupSpec.from_arch(a.arch)
+        b = _moved(a, random_element(spec, a.n_layers, 3, factors=["residual-rotation"]), spec)
+        if decided:
+            assert relate(a, b).related
+        else:
+            with pytest.raises(SymtransError, match="fewer than d_model = 256"):
+                relate(a, b)

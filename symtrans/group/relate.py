@@ -838,6 +838,10 @@ class _Solver:
             mono_fit = rest[0] / nB
             if mono_fit <= tol:
                 mono = Qm
+        if mono is None and A.shape[0] < d:  # a dense map fitted to fewer rows than columns: any B's table fits
+            raise SymtransError(f"relate: A's word table has {A.shape[0]} rows, fewer than d_model = {d}, so it does "
+                                "not determine a dense residual map (every B's table is a linear image of it); "
+                                "relate cannot decide this pair")
         if mono is not None:
             X, fit, Q = mono.dense(), mono_fit, mono.dense()
         else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
