@@ -716,3 +716,24 @@ def test_a_word_table_with_fewer_rows_than_d_model_is_undecided_not_refused(tmp_
         else:
             with pytest.raises(SymtransError, match="fewer than d_model = 256"):
                 relate(a, b)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3"])
+def test_a_gain_trade_unequal_on_a_rotated_pair_is_refused_where_it_is_fitted(family):
+    """The trade is one scaling per rotated pair (the rotations act after the gains); a B whose gains need two
+    different scalings on a pair is refused at the trade's own pivot, saying why, not only by the final check.
+    The control: a random element of all of G (its trade equal on pairs) is related."""
+    from symtrans.numeric.fixtures import tiny_decoder
+
+    w = tiny_decoder(family)
+    spec = GroupSpec.from_arch(w.arch)
+    gen = torch.Generator().manual_seed(1)
+    el = [sample_element(spec, "qk-norm-gain-trade", gen, torch.float64, rotary_pairs="halves")[0]
+          for _ in range(w.n_layers)]
+    for e in el:
+        e["D"][0, 0] *= 1.7  # coordinate 0 apart from its partner d_k / 2
+    rel = relate(w, _moved(w, [{"factor": "qk-norm-gain-trade", "element": el}], spec))
+    assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("qk-norm-gain-trade", 0,
+                                                                                      "q_norm_w")
+    assert "two coordinates of a rotated pair" in rel.stop.detail
+    assert relate(w, _moved(w, random_element(spec, w.n_layers, 2), spec)).related

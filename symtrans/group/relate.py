@@ -1016,9 +1016,16 @@ class _Solver:
                 self.apply(f.name, {"D": MonomialMatrix(list(range(s.numel())), s)})
                 continue
             els = []
+            paired = equal_pairs(self.spec, f.name) is not None
             for l in range(self.L):
                 a, b = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
                 s = self.gain_ratio(f, a, b, l)
+                if paired:  # one scaling per rotated pair: B's gains must be A's times it
+                    misfit, tol = _rel(a.reshape(-1) * s, b.reshape(-1)), self.u_pivot(pivot.tensor, l)
+                    if misfit > tol:
+                        self.refuse(f.name, l, pivot.tensor, misfit, tol, [],
+                                    "B's gains need different scalings on the two coordinates of a rotated pair; "
+                                    "the rotary rotations act after the gains, so G trades one scaling per pair")
                 els.append({"D": MonomialMatrix(list(range(s.numel())), s)})
             self.apply(f.name, els)
 
