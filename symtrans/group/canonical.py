@@ -568,12 +568,12 @@ def _in_group(spec: GroupSpec, steps: list[dict[str, Any]]) -> None:
     Each step is brought onto G (:func:`~symtrans.group.elements.in_group`) and must come back unchanged up to
     the float64 rounding of its own construction, as relate demands of the element it finds.
     """
-    from symtrans.group.relate import _within_rounding
+    from symtrans.group.relate import moved_off_group
 
-    for step, kept in zip(steps, in_group(spec, steps)):
-        if not _within_rounding(step["element"], kept["element"]):
-            raise SymtransError(f"canonical: the element that fixes {step['factor']} is not in G (brought onto G it "
-                                "moves beyond rounding): the form would not be the same function; please report")
+    factor = moved_off_group(steps, in_group(spec, steps))
+    if factor is not None:
+        raise SymtransError(f"canonical: the element that fixes {factor} is not in G (brought onto G it moves beyond "
+                            "rounding): the form would not be the same function; please report")
 
 
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:

@@ -446,8 +446,33 @@ def _coordinate_exact(spec: GroupSpec, factor: str) -> list[tuple[str, Any]]:
     return [(what, el)]
 
 
-COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_exact,  # member: defined below
-                             member=lambda *a, **k: _coordinate_member(*a, **k))
+def _coordinate_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
+                       ) -> dict[str, Any]:
+    """A gain scaling onto its diagonal; a residual rotation onto O(d) (its polar factor), under LayerNorm also
+    onto the maps that keep the all-ones direction (they commute with the mean); translations are free."""
+    import torch
+
+    out = dict(element)
+    if "D" in out:
+        out["D"] = ([_onto_diagonal(factor, D) for D in out["D"]] if isinstance(out["D"], list)
+                    else _onto_diagonal(factor, out["D"]))
+    if isinstance(out.get("Q"), MonomialMatrix):  # a signed permutation: orthogonal iff every value is +-1
+        out = {**out, **_monomial_member("Q", perm=True, values="one-sign")(spec, factor, out, rotary_pairs)}
+    elif "Q" in out:
+        Q = out["Q"]
+        if spec.arch.norm != "rmsnorm":  # the block of 1/sqrt(d) and the block of its complement, each kept
+            d = Q.shape[0]
+            one = torch.full((d, 1), d ** -0.5, dtype=Q.dtype)
+            P = torch.eye(d, dtype=Q.dtype) - one @ one.T
+            s = 1.0 if float(one.T @ Q @ one) >= 0 else -1.0
+            Q = P @ Q @ P + s * (one @ one.T)
+        U, _, Vh = torch.linalg.svd(Q)
+        out["Q"] = U @ Vh
+    return out
+
+
+COORDINATES = FactorElements(_coordinate_sample, _coordinate_lie, _coordinate_exact,
+                             member=_coordinate_member)
 """The construction of a factor whose element is built from its coordinates alone."""
 
 
@@ -940,7 +965,7 @@ def onto_rotary_commutant(M: Any, r: int, rotary_pairs: str = "halves") -> Any:
     return out
 
 
-def _gauge_member(width: str, rotary_commutant: bool) -> Callable[..., dict[str, Any]]:
+def _gauge_member(rotary_commutant: bool) -> Callable[..., dict[str, Any]]:
     def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
                ) -> dict[str, Any]:
         import torch
@@ -960,16 +985,14 @@ def _gauge_member(width: str, rotary_commutant: bool) -> Callable[..., dict[str,
 def _shift_member(key: str) -> Callable[..., dict[str, Any]]:
     def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
                ) -> dict[str, Any]:
+        import torch
+
         pad = _shift_pad(spec, key)  # the rotated coordinates of a partial-rotary head: left alone
-        return {key: [u.clone().index_fill_(1, _arange(pad), 0.0) if pad else u for u in element[key]]}
+        if not pad:
+            return {key: list(element[key])}
+        return {key: [torch.cat([u.new_zeros(u.shape[0], pad), u[:, pad:]], 1) for u in element[key]]}
 
     return member
-
-
-def _arange(n: int) -> Any:
-    import torch
-
-    return torch.arange(n)
 
 
 def _heads_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
@@ -984,6 +1007,14 @@ def _heads_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_
         raise _refuse(factor, f"query head {pi[moved[0]]} leaves the key/value head it reads (pi and kappa disagree "
                       f"at position {moved[0]}; {group} query head(s) per key/value head)")
     return {"pi": pi, "kappa": kappa}
+
+
+def _not_reordering(factor: str, M: MonomialMatrix) -> None:
+    """Refuse a scaling stored as a permutation with values whose permutation is not the identity."""
+    import torch
+
+    if not bool((M.perm == torch.arange(M.perm.numel())).all()):
+        raise _refuse(factor, "a scaling must not reorder (its permutation is not the identity)")
 
 
 def _as_monomial(factor: str, M: Any) -> MonomialMatrix:
@@ -1003,11 +1034,10 @@ def _monomial_member(component: str, *, perm: bool, values: str) -> Callable[...
 
     def member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
                ) -> dict[str, Any]:
-        import torch
 
         M = _as_monomial(factor, element[component])
-        if not perm and not bool((M.perm == torch.arange(M.perm.numel())).all()):
-            raise _refuse(factor, "a scaling must not reorder (its permutation is not the identity)")
+        if not perm:
+            _not_reordering(factor, M)
         v = M.vals
         rule = values
         if rule == "positive-unless-gated":
@@ -1033,8 +1063,7 @@ def _onto_diagonal(factor: str, D: Any, pairs: Any = None) -> Any:
     import torch
 
     if isinstance(D, MonomialMatrix):
-        if not bool((D.perm == torch.arange(D.perm.numel())).all()):
-            raise _refuse(factor, "a scaling must not reorder (its permutation is not the identity)")
+        _not_reordering(factor, D)
         d = D.vals
     else:
         d = D.diagonal()
@@ -1047,31 +1076,6 @@ def _onto_diagonal(factor: str, D: Any, pairs: Any = None) -> Any:
                                                                               "opposite signs average to 0)"
                                                                               if pairs is not None else ""))
     return MonomialMatrix(D.perm.tolist(), d) if isinstance(D, MonomialMatrix) else torch.diag(d)
-
-
-def _coordinate_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
-                       ) -> dict[str, Any]:
-    """A gain scaling onto its diagonal; a residual rotation onto O(d) (its polar factor), under LayerNorm also
-    onto the maps that keep the all-ones direction (they commute with the mean); translations are free."""
-    import torch
-
-    out = dict(element)
-    if "D" in out:
-        out["D"] = ([_onto_diagonal(factor, D) for D in out["D"]] if isinstance(out["D"], list)
-                    else _onto_diagonal(factor, out["D"]))
-    if isinstance(out.get("Q"), MonomialMatrix):  # a signed permutation: orthogonal iff every value is +-1
-        out = {**out, **_monomial_member("Q", perm=True, values="one-sign")(spec, factor, out, rotary_pairs)}
-    elif "Q" in out:
-        Q = out["Q"]
-        if spec.arch.norm != "rmsnorm":  # the block of 1/sqrt(d) and the block of its complement, each kept
-            d = Q.shape[0]
-            one = torch.full((d, 1), d ** -0.5, dtype=Q.dtype)
-            P = torch.eye(d, dtype=Q.dtype) - one @ one.T
-            s = 1.0 if float(one.T @ Q @ one) >= 0 else -1.0
-            Q = P @ Q @ P + s * (one @ one.T)
-        U, _, Vh = torch.linalg.svd(Q)
-        out["Q"] = U @ Vh
-    return out
 
 
 def _gain_trade_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary_pairs: str = "halves"
@@ -1094,9 +1098,9 @@ def _tokens_member(spec: GroupSpec, factor: str, element: dict[str, Any], rotary
 # --------------------------------------------------------------------------- the registry
 ELEMENTS: dict[str, FactorElements] = {
     "qk-gauge": FactorElements(_gauge_sample("d_k", True), _gauge_lie("d_k", True), _qk_exact,
-                               witness=_qk_witness, member=_gauge_member("d_k", True)),
+                               witness=_qk_witness, member=_gauge_member(True)),
     "vo-gauge": FactorElements(_gauge_sample("d_v", False), _gauge_lie("d_v", False), _vo_exact,
-                               witness=_vo_witness, member=_gauge_member("d_v", False)),
+                               witness=_vo_witness, member=_gauge_member(False)),
     "key-bias-shift": FactorElements(_shift_sample("u", "d_k"), _shift_lie("u"), _shift_exact("u", "d_k"),
                                      _learned_positions, witness=_key_shift_witness, translation=11,
                                      member=_shift_member("u")),

@@ -735,7 +735,7 @@ class _Solver:
             for b in f.broken_by:
                 kind = KEEPS.get(b.feature)
                 if b.present and kind is not None and ok.get(kind) is False:
-                    text = f"{b.feature} ({f.name} {b.effect} by it): {b.reason}"
+                    text = _feature_line(f, b)
                     if text not in out:
                         out.append(text)
         return out
@@ -1089,14 +1089,12 @@ class _Solver:
         weights = a.reshape(-1) ** 2
         s = (b / a).reshape(-1)
         dead = a.reshape(-1) == 0
-        if not bool(dead.any()):
-            return pair_mean(s, pairs, weights)
-        fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
-        if fit is None:  # nothing loaded that f scales inversely (an untied head): the dead channels' scaling is
-            return pair_mean(torch.where(dead, torch.ones_like(s), s), pairs, weights)  # not seen by any check
-        ok = dead & ok
-        s = torch.where(ok, fit, s)
-        return pair_mean(torch.where(dead & ~ok, torch.ones_like(s), s), pairs, weights)
+        if bool(dead.any()):  # a dead channel: its fit where defined, else 1
+            fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
+            s = torch.where(dead, torch.ones_like(s), s)
+            if fit is not None:  # None: nothing loaded that f scales inversely (an untied head), which no check sees
+                s = torch.where(dead & ok, fit, s)
+        return pair_mean(s, pairs, weights)
 
     # ---- 3. discrete per-layer factors
     def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
@@ -1819,7 +1817,7 @@ def relate(a: Any, b: Any) -> Relation:
                 _timed(phases, "check", check)
             bad = [r for r in residuals if not r["ok"]]
             if bad:
-                first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+                first = _first_failure(bad)
                 stop = Stop(_last_factor(spec, s.steps, first["tensor"]), first["layer"], first["tensor"],
                             first["residual"], first["tolerance"], [],
                             f"{first['dtype']}; after every factor's element was solved, this tensor differs from B "
@@ -1869,7 +1867,7 @@ def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[
     except SymtransError as err:
         factor = str(err).split(":", 1)[0]
         return steps, Stop(factor, None, "-", math.inf, 0.0, [], f"the element found is not in G: {err}"), residuals
-    if all(_within_rounding(s["element"], k["element"]) for s, k in zip(steps, kept)):
+    if moved_off_group(steps, kept) is None:
         return kept, None, residuals
     from symtrans.group.numeric import model_blocks
 
@@ -1877,14 +1875,38 @@ def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[
     bad = [r for r in res if not r["ok"]]
     if not bad:
         return kept, None, res
-    first = min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+    first = _first_failure(bad)
     name = _last_factor(spec, kept, first["tensor"])
     f = spec.factor(name)
-    features = [f"{b.feature} ({f.name} {b.effect} by it): {b.reason}" for b in f.broken_by
-                if b.present and b.effect in ("shrinks", "breaks")]
+    features = [_feature_line(f, b) for b in f.broken_by if b.present and b.effect in ("shrinks", "breaks")]
     return kept, Stop(name, first["layer"], first["tensor"], first["residual"], first["tolerance"], features,
                       f"{first['dtype']}; the element that reproduces B is not in G, and brought onto G it does "
                       "not reproduce B"), res
+
+
+def _feature_line(f: Factor, b: Any) -> str:
+    """How a stop names a present feature ``b`` of factor ``f`` that shrinks or breaks it."""
+    return f"{b.feature} ({f.name} {b.effect} by it): {b.reason}"
+
+
+def _first_failure(bad: list[dict[str, Any]]) -> dict[str, Any]:
+    """The residual record a stop reports among failing ones: the model-wide tensors first, then by layer, by name."""
+    return min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+
+
+def moved_off_group(steps: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str | None:
+    """The first factor whose element ``kept`` (``steps`` brought onto G by
+    :func:`~symtrans.group.elements.in_group`) moved beyond float64 rounding, or None where every one stayed.
+
+    Examples
+    --------
+    >>> import torch
+    >>> Q = torch.eye(2, dtype=torch.float64)
+    >>> moved_off_group([{"factor": "f", "element": {"Q": Q}}], [{"factor": "f", "element": {"Q": Q * (1 + 1e-16)}}])
+    >>> moved_off_group([{"factor": "f", "element": {"Q": Q}}], [{"factor": "f", "element": {"Q": 2 * Q}}])
+    'f'
+    """
+    return next((s["factor"] for s, k in zip(steps, kept) if not _within_rounding(s["element"], k["element"])), None)
 
 
 def _within_rounding(x: Any, y: Any) -> bool:
