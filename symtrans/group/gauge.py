@@ -43,7 +43,7 @@ from symtrans.errors import SymtransError
 from symtrans.group.elements import elements_of
 from symtrans.group.spec import GroupSpec
 
-__all__ = ["gauge_factors", "GaugeElement", "sample_gauge", "apply_gauge", "centring_factors", "can_centre",
+__all__ = ["gauge_factors", "GaugeElement", "sample_gauge", "apply_gauge", "apply_gauge_head", "centring_factors", "can_centre",
            "centring_element", "centre_writers", "processed_weights"]
 
 
@@ -195,6 +195,9 @@ def centre_writers(weights: Any) -> Any:
 def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool = True) -> Any:
     """``element . weights``: each factor's part applied through the tag table, then rounded to storage precision.
 
+    The part of the action on an untied output head (not loaded) is dropped here; :func:`apply_gauge_head`
+    returns it too, and any comparison of outputs needs it.
+
     The result keeps the checkpoint's per-tensor storage dtypes (so rank
     decisions are made at the same precision as on ``weights``) and gets its
     own weights hash. ``round_to_storage=False`` keeps the float64 values.
@@ -207,13 +210,32 @@ def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool =
     >>> moved.weights_hash != w.weights_hash, moved.storage_dtypes == w.storage_dtypes
     (True, True)
     """
+    return apply_gauge_head(weights, element, round_to_storage=round_to_storage)[0]
+
+
+def apply_gauge_head(weights: Any, element: GaugeElement, *, round_to_storage: bool = True) -> tuple[Any, Any]:
+    """:func:`apply_gauge`, and the element's image of an identity output head (None without an untied head).
+
+    An untied head ``W`` is not part of the loaded weights; the element sends
+    it to ``M W`` (:func:`symtrans.group.numeric.transform_with_head`), and
+    the logits are unchanged when the moved model's last hidden state ``h'``
+    satisfies ``h' M = h``.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("llama")
+    >>> moved, head = apply_gauge_head(w, sample_gauge(w, seed=0, factors=["final-norm-scaling"]))
+    >>> tuple(head.shape), apply_gauge_head(w, sample_gauge(w, seed=0, factors=["S_H"]))[1].equal(head)
+    ((32, 32), False)
+    """
     import hashlib
 
-    from symtrans.group.numeric import transform_weights_steps
+    from symtrans.group.numeric import transform_with_head
     from symtrans.numeric.weights import storage_precision
 
     spec = GroupSpec.from_arch(weights.arch)
-    w = transform_weights_steps(weights, spec, list(element.parts.items()), "gauge")
+    w, head = transform_with_head(weights, spec, list(element.parts.items()), "gauge")
     tensors = dict(w.tensors)
     if round_to_storage:
         for name, value in tensors.items():
@@ -228,7 +250,7 @@ def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool =
             else:
                 tensors[name] = _round(value, storage_precision(weights, name)[0])
     h = hashlib.sha256(f"{weights.weights_hash}:gauge:{element.label}:{sorted(element.parts)}".encode()).hexdigest()
-    return dataclasses.replace(weights, tensors=tensors, weights_hash=h)
+    return dataclasses.replace(weights, tensors=tensors, weights_hash=h), head
 
 
 def processed_weights(weights: Any) -> list[str]:

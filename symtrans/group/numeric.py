@@ -42,7 +42,8 @@ from symtrans.group.elements import MonomialMatrix, elements_of, pair_diagonal, 
 from symtrans.group.spec import GroupSpec, act
 
 __all__ = ["InvarianceCheck", "sample_gl", "sample_element", "layer_blocks", "from_blocks",
-           "transform_weights", "transform_weights_steps", "model_blocks", "weights_from_blocks", "verify_model",
+           "transform_weights", "transform_weights_steps", "transform_with_head", "model_output", "output_target",
+           "model_blocks", "weights_from_blocks", "verify_model",
            "random_blocks", "verify_random", "tolerance", "lie_element", "MonomialMatrix", "pair_diagonal"]
 
 
@@ -254,7 +255,77 @@ def transform_weights_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str
     >>> bool((one.W_Q == two.W_Q).all())
     True
     """
-    return _transform_steps(weights, spec, [(f, el, None) for f, el in steps], weights.weights_hash + "+" + tag)[0]
+    return transform_with_head(weights, spec, steps, tag)[0]
+
+
+def transform_with_head(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any]], tag: str = "g") -> tuple[Any, Any]:
+    """:func:`transform_weights_steps`, and the image of an identity output head (None without an untied head).
+
+    The loaded weights stop at the last hidden state; an untied head is not
+    loaded, so the part of the action that moves it is returned apart: the
+    head image ``M`` (see :func:`_transform`), which :func:`model_output` applies.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.group.gauge import sample_gauge
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("llama")
+    >>> D = sample_gauge(w, seed=0, factors=["final-norm-scaling"]).parts["final-norm-scaling"]["D"]
+    >>> moved, head = transform_with_head(w, GroupSpec.from_arch(w.arch), [("final-norm-scaling", {"D": D})])
+    >>> bool(torch.allclose(head, torch.diag(1 / D.diagonal())))  # the gain scaled, the head scaled back
+    True
+    """
+    return _transform_steps(weights, spec, [(f, el, None) for f, el in steps], weights.weights_hash + "+" + tag)
+
+
+def model_output(weights: Any, head: Any = None, **inputs: Any) -> Any:
+    """The output the loaded weights compute: the last hidden state (through any final norm), times ``head``.
+
+    ``head`` is the image of an identity output head under an element of G
+    (:func:`transform_with_head`): ``h' M = h`` for every head ``W`` is
+    invariance of the logits ``h W``. Compare with :func:`output_target`.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.numeric.forward import random_ids
+    >>> w = load_model("default")
+    >>> tuple(model_output(w, input_ids=random_ids(w, 5, 0)).shape)
+    (5, 384)
+    """
+    from symtrans.numeric.forward import encode
+
+    h = encode(weights, **inputs).hidden_states[-1]
+    return h if head is None else h @ head.to(h.dtype)
+
+
+def output_target(spec: GroupSpec, ref: Any, parts: dict[str, Any]) -> Any:
+    """What :func:`model_output` of ``g . W`` must equal where that of ``W`` is ``ref``: ``ref``, or ``ref Q``.
+
+    A factor of role ``residual`` whose tag table leaves the output head alone
+    (the residual permutation) is an equivariance: the output becomes ``out Q``.
+    Every other factor, the residual rotation included (it moves the head), leaves it unchanged once the head
+    image is applied. ``parts`` maps factor names to their elements (model-scope factors: one element).
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("gpt2")
+    >>> Q = MonomialMatrix([1, 0] + list(range(2, 768)), torch.ones(768, dtype=torch.float64))
+    >>> ref = torch.eye(768, dtype=torch.float64)[:2]
+    >>> output_target(spec, ref, {"residual-permutation": {"Q": Q}})[0, :2].tolist()
+    [0.0, 1.0]
+    >>> output_target(spec, ref, {"S_H": []}) is ref
+    True
+    """
+    from symtrans.group.elements import with_role
+
+    for f in with_role(spec, "residual"):
+        if f.name in parts and not any(t.tensor == "lm_head" for t in f.tags):
+            Q = parts[f.name]["Q"]
+            ref = ref @ (Q.dense() if hasattr(Q, "dense") else Q).to(ref.dtype)
+    return ref
 
 
 def _transform_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any, Any]], new_hash: str) -> tuple[Any, Any]:
@@ -374,9 +445,7 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
     # real checkpoints follow transformers' rotate_half convention (symtrans.numeric.forward.rope_tables)
     pairs = "halves"
 
-    def output(w: Any, head: Any = None, **inp: Any) -> Any:
-        h = encode(w, **inp).hidden_states[-1]
-        return h if head is None else h @ head
+    output = model_output
 
     out: list[InvarianceCheck] = []
     for dt_name in dtypes:
@@ -415,12 +484,9 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
                           for _ in range(L if f.scope == "layer" else int(spec.boundaries("model")))]
                 element, kappa = [p[0] for p in pairs_], max(p[1] for p in pairs_)
                 target = ref
-            elif f.kind == "continuous":  # embedding and head factors: the output is unchanged
+            else:  # model-scope factors: the output unchanged, or moved by a residual equivariance
                 element, kappa = sample_element(spec, name, gen, dt, rotary_pairs=pairs)
-                target = ref
-            else:  # the residual factor: an equivariance
-                element, kappa = sample_element(spec, name, gen, dt, rotary_pairs=pairs)
-                target = ref @ element["Q"]
+                target = output_target(spec, ref, {name: element})
             moved_w, head = _transform(w, spec, name, element, tags=the_tags)
             moved = output(moved_w, head, input_ids=ids)
             tol, why = tolerance(dt, d, L, kappa)

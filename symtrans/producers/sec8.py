@@ -233,6 +233,23 @@ class _PgopMeasure:
         return sum(self.HdV - r.rank for r in self.recs[1:])
 
 
+def _read_positions(w: Any, n: int | None = None) -> Any:
+    """The position-table rows that positions 0, 1, ... (the first ``n``) read: RoBERTa's start at padding_idx + 1.
+
+    The rows before them are read by no input, so an element of G (``unused-position-rows``) may set them to
+    anything: the gates are built from the rows the model reads.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default")  # BERT numbers positions from row 0
+    >>> bool((_read_positions(w, 3) == w.pos[:3]).all())
+    True
+    """
+    off = int(w.position_offset)
+    return w.pos[off:] if n is None else w.pos[off:off + n]
+
+
 def _pgop_measure(ctx: Context) -> _PgopMeasure:
     """Draw one generic gate setting (fixed seed 0) and measure the gated and plain fibres at layer 0."""
     import torch
@@ -245,9 +262,9 @@ def _pgop_measure(ctx: Context) -> _PgopMeasure:
     m = PGOP(H, w.d_model, dtype=w.dtype, device=w.device)
     g = torch.Generator().manual_seed(0)  # a fixed draw: verdicts must not depend on --seed
     with torch.no_grad():  # a generic gate setting: gates spread over (0, 1)
-        m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / w.pos[:].norm(dim=1).mean())
+        m.u.copy_(torch.randn(m.u.shape, generator=g, dtype=w.dtype) / _read_positions(w).norm(dim=1).mean())
         m.b.copy_(torch.randn(m.b.shape, generator=g, dtype=w.dtype))
-    P = w.pos[:n]
+    P = _read_positions(w, n)
     gates = m.gates(P).detach()
     gated = sum(summation_fibre(1, H, dv, coefficients=gates[i])["fibre"] for i in range(n))
     plain = summation_fibre(n, H, dv)["fibre"]
@@ -305,7 +322,7 @@ def check_pgop_fibre(ctx: Context) -> list[Evidence]:
 
     w = weights(ctx)
     n = ctx.n
-    pos_norm = float(w.pos[:n].norm(dim=1).mean())
+    pos_norm = float(_read_positions(w, n).norm(dim=1).mean())
     pos_hyp = HypothesisCheck("position embeddings non-zero (the gates depend on the position)", pos_norm > 0,
                               finite(pos_norm), "mean norm of the first n position embeddings")
     if not pos_norm > 0:  # legal weights: the gates would be constant over positions, PG-OP is not position-gated

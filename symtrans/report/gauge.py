@@ -181,15 +181,20 @@ class GaugeCheck:
         return out
 
 
-def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str, Any]:
-    """Does ``moved = g . w`` compute the same function? The last hidden state compared, up to G's equivariance.
+def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = ...) -> dict[str, Any]:
+    """Does ``moved = g . w`` compute the same function? The output compared, up to G's equivariance.
 
-    A factor of role ``residual`` (:data:`symtrans.catalogue.model.ROLES`: the
-    residual permutation or rotation) is an equivariance: the output becomes
-    ``out Q``. The tolerance is
-    :func:`symtrans.group.numeric.tolerance` at the weights' storage dtype (the
-    moved weights are rounded to it) and the element's condition number; the
-    verdict rule is ``group --verify``'s (supported below it, fails above 100x).
+    The output is :func:`symtrans.group.numeric.model_output`: the last hidden
+    state, mapped by ``head``, the element's image of an identity output head
+    where the model has an untied one (the logits ``h W`` are unchanged when
+    ``h' M = h``). ``head`` defaults to that of G's own action of ``g``
+    (:func:`symtrans.group.gauge.apply_gauge_head`). A residual factor that
+    leaves the head alone (the residual permutation) is an equivariance: the
+    output becomes ``out Q`` (:func:`symtrans.group.numeric.output_target`).
+    The tolerance is :func:`symtrans.group.numeric.tolerance` at the weights'
+    storage dtype (the moved weights are rounded to it) and the element's
+    condition number; the verdict rule is ``group --verify``'s (supported
+    below it, fails above 100x).
 
     Examples
     --------
@@ -200,19 +205,18 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int) -> dict[str,
     >>> same_function(w, apply_gauge(w, g), g, n=4, seed=0)["verdict"]
     'supported'
     """
-    from symtrans.group.elements import with_role
-    from symtrans.group.numeric import _rel, _verdict, tolerance
+    from symtrans.group.gauge import apply_gauge_head
+    from symtrans.group.numeric import _rel, _verdict, model_output, output_target, tolerance
     from symtrans.group.spec import GroupSpec
-    from symtrans.numeric.forward import encode, random_ids
+    from symtrans.numeric.forward import random_ids
     from symtrans.precision import torch_dtype
     from symtrans.numeric.weights import storage_precision
 
+    if head is ...:
+        head = apply_gauge_head(w, g, round_to_storage=False)[1]
     ids = random_ids(w, n, seed)
-    ref = encode(w, input_ids=ids).hidden_states[-1]
-    out = encode(moved, input_ids=ids).hidden_states[-1]
-    for f in with_role(GroupSpec.from_arch(w.arch), "residual"):
-        if f.name in g.parts:
-            ref = ref @ g.parts[f.name]["Q"].to(ref.dtype)
+    ref = output_target(GroupSpec.from_arch(w.arch), model_output(w, input_ids=ids), g.parts)
+    out = model_output(moved, head, input_ids=ids)
     sd = storage_precision(w)[0]
     tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
@@ -259,7 +263,7 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     """
     from proofs._claim import declared_items
     from symtrans.context import Context
-    from symtrans.group.gauge import (GaugeElement, apply_gauge, can_centre, centring_element, gauge_factors,
+    from symtrans.group.gauge import (GaugeElement, apply_gauge_head, can_centre, centring_element, gauge_factors,
                                       sample_gauge)
     from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers
@@ -269,17 +273,16 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     if weights is not None:
         base_ctx.preload(weights)
     w = base_ctx.weights()
-    act = transform or apply_gauge
     model_ps = _model_producers()
     fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
     ids = {i.id for i in declared_items()}
     base = {i: v for i, v in verdicts_of(fixed + _records(base_ctx, model_ps)).items() if i in ids}
 
     def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
-        moved = act(w, g)
+        moved, head = apply_gauge_head(w, g) if transform is None else (transform(w, g), ...)
         ctx = Context(model=spec_name, n=n, seed=seed).preload(moved)  # fixed records: no g reaches them
         return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
-                "symmetry": same_function(w, moved, g, n=n, seed=seed),
+                "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head),
                 "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
 
     spec = GroupSpec.from_arch(w.arch)
