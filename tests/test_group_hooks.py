@@ -114,33 +114,44 @@ def test_table_rows_and_names():
         gauge_table("minilm-l6-h384", layers=0)
 
 
-@pytest.mark.parametrize("family,extra", [("gpt2", {"tie_word_embeddings": False}), ("llama", {})],
-                         ids=["gpt2-untied", "llama"])
-def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
-    """Pre-LN decoders (LayerNorm with biases; RMSNorm, gated FFN, rotary, grouped-query attention): every
-    invariant and changing cell is checked; a covariant cell whose map predict cannot form numerically (a gain-
-    conjugated residual rotation on the weight products, per-kv-head elements on query-head blocks) only has to
-    move, and is counted. W_U is not checked here: symtrans does not load output heads."""
+def _every_cell_on(family, extra, tmp_path):
+    """Every invariant and changing cell on a random tiny checkpoint of ``family``; a covariant cell whose map
+    predict cannot form numerically (a gain-conjugated residual rotation on the weight products, per-kv-head
+    elements on query-head blocks) only has to move, and is counted. W_U (symtrans loads no output head) is
+    checked through the element's image M of an identity head (apply_gauge_head: the head W goes to M W): an
+    invariant cell must leave M = I, any other must move it."""
+    import torch
+
     from symtrans.errors import SymtransError
+    from symtrans.group.gauge import apply_gauge_head
     from symtrans.numeric.fixtures import random_checkpoint
 
     random_checkpoint(tmp_path, family, **extra)
     w = load_model(tmp_path)
     cells = {(c.hook, c.factor): c for c in gauge_table(w)}
     trace = encode(w, n=8, seed=3)
-    failures, unpredicted, checked = [], 0, 0
+    failures, unpredicted, checked, heads = [], 0, 0, 0
     for factor in gauge_factors(GroupSpec.from_arch(w.arch)):
         g = sample_gauge(w, seed=5, factors=[factor])
-        moved = apply_gauge(w, g, round_to_storage=False)
+        moved, head = apply_gauge_head(w, g, round_to_storage=False)
         trace2 = encode(moved, input_ids=trace.input_ids)
         tol, _ = relation_tolerance("float32", g.kappa)
         for layer in range(w.n_layers):
             before, after = hook_values(w, trace, layer), hook_values(moved, trace2, layer)
             for tl, name in hook_rows(w.arch):
                 cell = cells[tl, factor]
-                if cell.verdict == "absent" or name not in before:  # W_U: symtrans loads no output head
+                if cell.verdict == "absent":
                     continue
                 effect = cell.layers[layer]
+                if name not in before:  # W_U: the head is not loaded; its image under the element is
+                    assert name == "lm_head" and head is not None, (tl, name)
+                    eye = torch.eye(head.shape[0], dtype=head.dtype)
+                    ok = (_rel(head, eye) <= tol) == (effect.verdict == "invariant")
+                    heads += 1
+                    if not ok:
+                        failures.append(f"{factor} layer {layer} {tl}: {effect.verdict} claimed, the head's image "
+                                        f"moved {_rel(head, eye):.3g}")
+                    continue
                 try:
                     ok, text = _check(effect, before[name], after[name], g.parts[factor], w, layer, tol)
                 except SymtransError:
@@ -152,3 +163,23 @@ def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
                     failures.append(f"{factor} layer {layer} {tl}: {text}")
     assert not failures, "\n".join(failures)
     assert checked > 0 and unpredicted < checked / 5
+    untied = w.arch.attention == "causal" and not w.arch.tied_lm_head
+    assert (heads > 0) == untied
+
+
+@pytest.mark.parametrize("family,extra", [("gpt2", {"tie_word_embeddings": False}), ("llama", {}), ("roberta", {}),
+                                          ("gpt_neox", {})], ids=["gpt2-untied", "llama", "roberta", "gpt_neox"])
+def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
+    """Pre-LN decoders (LayerNorm with biases; RMSNorm, gated FFN, rotary, grouped-query attention; GPT-NeoX's
+    parallel residual) and RoBERTa (rows no input reads): the table once said that G's unused-position-rows and
+    unread-pad-row change every activation (they move rows no unpadded input reads: nothing moved, measured),
+    and that GPT-NeoX's parallel-bias-trade changes the residual stream (b_O + c and b_out - c cancel in the
+    parallel sum: nothing moved)."""
+    _every_cell_on(family, extra, tmp_path)
+
+
+@pytest.mark.slow  # the remaining families, about 3 s each
+@pytest.mark.parametrize("family", ["bert", "distilbert", "mistral", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
+                                    "olmo2", "smollm3"])
+def test_every_cell_on_every_other_family(family, tmp_path):
+    _every_cell_on(family, {}, tmp_path)

@@ -584,7 +584,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
         "positions run from the first used row on (symtrans.numeric reads pos[offset + i] for unpadded input), so "
         "the leading rows never enter any output; a padded batch would read row padding_idx for its pad tokens",
         "r in R^{k x d_model}, k = position_table - max_positions leading rows",
-        coordinates=(Piece("r", 1, (k, S["d_model"])),)))
+        coordinates=(Piece("r", 1, (k, S["d_model"])),), role="unread"))
     pad = unread_pad_id(a)
     pad_centred = centred and "word" in free  # the row's move along 1 is already an embedding-centring shift
     f.append(Factor(
@@ -599,7 +599,7 @@ def _embedding_factors(a: Architecture) -> list[Factor]:
                                                                 "centring shift: d_model - 1 new directions)"
                                                                 if pad_centred else ""),
         "r in R^{1 x d_model} added to word[padding_idx] (act() places it on that row)",
-        coordinates=(Piece("r", 1, (1, S["d_model"])),)))
+        coordinates=(Piece("r", 1, (1, S["d_model"])),), role="unread"))
     ln_head = untied and a.norm == "layernorm"
     f.append(Factor(
         "final-norm-bias-transfer", "continuous", "model",

@@ -71,6 +71,8 @@ ROLES = {
                     "(ln1-, ln2-, final-norm-scaling, qk-norm-gain-trade)",
     "head-gain-trade": "a diagonal scaling per key/value head of a full-width QK-norm's per-head query gains, undone "
                        "on that key head's gains (OLMo 2's qk-norm-gain-trade): fitted after the heads are matched",
+    "unread": "a move of embedding-table rows that no unpadded input reads (unused-position-rows, unread-pad-row): "
+              "no activation moves, only the stored rows",
 }
 """What a factor is for the code that treats a family of factors alike (:attr:`Factor.role`; empty: none)."""
 

@@ -436,6 +436,8 @@ def _residual(terms: list[Effect], T: _Tags, bias: str) -> Effect:
         elif t.how == "translate_ones":
             if data is None:
                 moves.append(Move("shift", "model", t, p))
+        elif t.how == "translate":  # a bias moved by a vector (GPT-NeoX's b_O), undone where a translate_neg meets it
+            shifts.append(Move("shift", "model", t, p))
         elif t.how != "element":
             return _chg(f"{bias} moves ({t.describe()})")
     return Effect(tuple(moves + shifts), data)
@@ -546,11 +548,22 @@ def _model_matrix(T: _Tags, name: str) -> Effect:
     return Effect(tuple(moves))
 
 
+def _unread_rows(T: _Tags, name: str) -> Effect:
+    """A table whose only move is on rows no unpadded input reads (role ``unread``): those rows change, alone."""
+    tags = T.of(name)
+    return _chg(f"{tags[0][0].describe()}, on rows that no unpadded input reads") if tags else Effect()
+
+
 def _effects(spec: GroupSpec, factor: str, L: int) -> list[dict[str, Effect]]:
-    """Each layer's hooks under one factor (its part at every layer and boundary), first layer first."""
+    """Each layer's hooks under one factor (its part at every layer and boundary), first layer first.
+
+    A factor of role ``unread`` moves only table rows that no input reads: every activation is unchanged (the
+    tag tables describe the move as a translation of the table; the element is placed on those rows).
+    """
     a = spec.arch
     layer_tags, model_tags = _layer_tags(spec, factor, L)
-    x = _embed(spec, model_tags)
+    unread = spec.factor(factor).role == "unread"
+    x = _embed(spec, _Tags() if unread else model_tags)
     normed = False
     if a.embedding_norm:
         x = _norm(x, model_tags, "emb_ln_w", "emb_ln_b", a.norm == "layernorm")
@@ -559,7 +572,7 @@ def _effects(spec: GroupSpec, factor: str, L: int) -> list[dict[str, Effect]]:
     for i in range(L):
         hooks = _layer(x, layer_tags[i], spec, factor, normed)
         hooks.update(_products(layer_tags[i]))
-        hooks["word"] = _model_matrix(model_tags, "word")
+        hooks["word"] = (_unread_rows if unread else _model_matrix)(model_tags, "word")
         hooks["lm_head"] = _model_matrix(model_tags, "lm_head")
         out.append(hooks)
         x = hooks["out"]
