@@ -243,6 +243,16 @@ def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisa
     other = load_model(tmp_path / "other")
     d = orbit_distance(a, other)
     assert 0.1 < d["total"] and d["bound"].startswith("upper bound")
+    # the bound is the absolute |can(A) - can(B)|_F (the infimum over g, h of |g.A - h.B|_F is absolute), measured
+    # here apart on the two canonical forms; total is it over the forms' size, not |B|
+    from symtrans.group.canonical import canonical
+    from symtrans.group.relate import _iter_tensors
+
+    ca = {(n, l): v for n, l, v in _iter_tensors(model_blocks(canonical(a).weights))}
+    cb = {(n, l): v for n, l, v in _iter_tensors(model_blocks(canonical(other).weights))}
+    direct = sum(float((ca[k] - cb[k]).norm()) ** 2 for k in cb if k in ca) ** 0.5
+    assert abs(d["absolute"] - direct) <= 1e-12 * direct
+    assert abs(d["total"] * d["scale"] - d["absolute"]) <= 1e-12 * d["absolute"]
 
 
 @pytest.mark.parametrize("argv", [["relate", "/no/such/dir", "default"], ["canonical", "/no/such/dir", "--out", "/tmp/x"]])

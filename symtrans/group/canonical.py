@@ -579,15 +579,19 @@ def _in_group(spec: GroupSpec, steps: list[dict[str, Any]]) -> None:
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     """Relative Frobenius distance of the canonical forms of ``a`` and ``b``, per tensor and layer, and in all.
 
-    ``total`` (``|can(A) - can(B)|_F / |can(B)|_F`` over every tensor) is an upper bound of the distance
-    between the orbits of A and B (each canonical form lies on its orbit); it is 0 within rounding when
-    B = g . A.
+    ``absolute`` (``|can(A) - can(B)|_F`` over every tensor) is an upper bound of the distance between the
+    orbits of A and B, the infimum over g, h in G of ``|g.A - h.B|_F`` (each canonical form lies on its
+    orbit); ``total`` is ``absolute / scale``, ``scale`` the canonical forms' size (per tensor the larger of
+    the two norms, summed in squares), so it bounds that infimum divided by the same ``scale``. Both are 0
+    within rounding when B = g . A.
 
     Examples
     --------
     >>> d = orbit_distance("default", "default")
-    >>> d["total"] < 1e-12, d["bound"]
-    (True, 'upper bound: can(A) and can(B) lie on the orbits of A and B')
+    >>> d["total"] < 1e-12, abs(d["absolute"] - d["total"] * d["scale"]) <= 1e-12 * d["scale"]
+    (True, True)
+    >>> d["bound"][:60]
+    'upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute'
     """
     import torch
 
@@ -605,6 +609,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
         size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(ta[(n, l)])))
         num, den = num + diff ** 2, den + size ** 2
         rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor else diff / size})
-    return {"total": math.sqrt(num / den) if den else 0.0, "per_tensor": rows,
-            "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities},
-            "bound": "upper bound: can(A) and can(B) lie on the orbits of A and B"}
+    return {"total": math.sqrt(num / den) if den else 0.0, "absolute": math.sqrt(num), "scale": math.sqrt(den),
+            "per_tensor": rows, "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities},
+            "bound": "upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute = |can(A) - can(B)|_F, since "
+                     "can(A) and can(B) lie on the orbits of A and B; total = absolute / scale"}
