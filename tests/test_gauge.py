@@ -314,3 +314,33 @@ def test_pgop_gates_read_the_position_rows_the_model_reads(tmp_path):
     after = _pgop_measure(Context(model=path, n=16, seed=0).preload(moved))
     assert torch.equal(after.gates, base.gates)
     assert [r.rank for r in after.recs] == [r.rank for r in base.recs]
+
+
+def test_centring_moves_a_theorem_42_instance_record_never_its_verdict(tmp_path):
+    # thm-4.2's real-weights check reads the pre-LN sums, which G moves along 1: on a float64-stored GPT-2 with an
+    # untied head (so the word table can be centred too), TransformerLens's centring makes every residual row sum
+    # to 0, H2 (1 outside rowspace X) starts to hold at n > d, and the n > d record goes from not-applicable to
+    # supported. Instances of a universal statement cannot decide it: the claim's verdict (the exact search's
+    # counterexample) is the same on both, and the record says what it reads.
+    import dataclasses
+
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, centring_element
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.weights import load_model
+    from symtrans.producers.sec4 import check_ln_real
+    from symtrans.report.gauge import gauge_check
+
+    path = str(random_checkpoint(tmp_path, "gpt2", tie_word_embeddings=False)[0])
+    w = load_model(path)
+    w = dataclasses.replace(w, storage_dtype="float64", storage_dtypes={
+        k: ["float64"] * len(v) if isinstance(v, (list, tuple)) else "float64" for k, v in w.storage_dtypes.items()})
+    centred = apply_gauge(w, centring_element(w))
+    before, after = (check_ln_real(Context(model=path, n=8, seed=0).preload(x))[-1] for x in (w, centred))
+    assert before.producer == after.producer == "ln-real-n40"
+    assert (before.verdict, after.verdict) == (Verdict.NOT_APPLICABLE, Verdict.SUPPORTED)
+    assert "parametrisation" in after.inputs and "centring" in after.inputs["parametrisation"]
+    gc = gauge_check(path, n=8, elements=0, restricted=0, centring=True, weights=w)
+    row = next(r for r in gc.rows if r["id"] == "thm-4.2")
+    assert row["about"] == "function" and row["verdict"] == "fails" and row["moved_under"] == {}
+    assert gc.defects == [], gc.defects

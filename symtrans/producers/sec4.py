@@ -413,7 +413,13 @@ def _real_evidence(ctx: Context, cases: list[tuple[str, LNCase]], n: int) -> Evi
                                                "pre-LN sums X + MHA(X) + b_O and X1 + FFN(X1) at every layer"),
               "tokens": f"{n} seeded random token ids (seed {ctx.seed})", "layernorm": f"the model's gain and bias, {eps_text(ctx)}",
               "precision": "activations computed in float64; hypotheses and ranks decided at float64 computation "
-                           "precision with the one band of DECISIVE_MARGIN decades"}
+                           "precision with the one band of DECISIVE_MARGIN decades",
+              "parametrisation": "the pre-LN sums are the stored parametrisation's, not the function's: an element of "
+                                 "G that moves the residual stream along 1 (TransformerLens's centring of the "
+                                 "writers and embeddings) changes them and so which of H1-H4 hold (measured: a "
+                                 "float64 GPT-2 with an untied head, centred, goes from H2 violated at n > d to "
+                                 "supported); instances of a universal statement, they count as such and the "
+                                 "claim's verdict rests on the exact evidence"}
     scope = Scope("instances", f"the model's {len(cases)} pre-LN sums at n = {n}", tuple(nm for nm, _ in cases))
     ranks = sorted({(c.rank_x.rank, c.arank_x.rank, c.arank_ln.rank) for _, c in cases})
     name = f"ln-real-n{n}"
