@@ -329,7 +329,8 @@ def test_centring_moves_a_theorem_42_instance_record_never_its_verdict(tmp_path)
     from symtrans.numeric.fixtures import random_checkpoint
     from symtrans.numeric.weights import load_model
     from symtrans.producers.sec4 import check_ln_real
-    from symtrans.report.gauge import gauge_check
+    from symtrans.report.gauge import _records, verdicts_of
+    from symtrans.runner import check_producers
 
     path = str(random_checkpoint(tmp_path, "gpt2", tie_word_embeddings=False)[0])
     w = load_model(path)
@@ -340,7 +341,9 @@ def test_centring_moves_a_theorem_42_instance_record_never_its_verdict(tmp_path)
     assert before.producer == after.producer == "ln-real-n40"
     assert (before.verdict, after.verdict) == (Verdict.NOT_APPLICABLE, Verdict.SUPPORTED)
     assert "parametrisation" in after.inputs and "centring" in after.inputs["parametrisation"]
-    gc = gauge_check(path, n=8, elements=0, restricted=0, centring=True, weights=w)
-    row = next(r for r in gc.rows if r["id"] == "thm-4.2")
-    assert row["about"] == "function" and row["verdict"] == "fails" and row["moved_under"] == {}
-    assert gc.defects == [], gc.defects
+    # the claim's verdict from all of its producers (the exact search included), on W and on the centred copy
+    producers = [p for p in check_producers() if p.claim == "thm-4.2"]
+    assert {p.needs_model for p in producers} == {True, False}
+    verdicts = [verdicts_of(_records(Context(model=path, n=8, seed=0).preload(x), producers))["thm-4.2"]
+                for x in (w, centred)]
+    assert verdicts == ["fails", "fails"] and get_claim("thm-4.2").about == "function"
