@@ -24,7 +24,9 @@ from symtrans.numeric.fixtures import DECODER_FAMILIES, random_checkpoint
 from symtrans.numeric.save import save_weights
 from symtrans.numeric.weights import load_model
 
-CASES = {"llama": ("llama", {}), "gpt2": ("gpt2", {}), "gpt2-untied": ("gpt2", {"tie_word_embeddings": False})}
+# RoBERTa: two position rows and the pad token's word row that no input reads, moved freely by G (role unread)
+CASES = {"llama": ("llama", {}), "gpt2": ("gpt2", {}), "gpt2-untied": ("gpt2", {"tie_word_embeddings": False}),
+         "roberta": ("roberta", {})}
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +212,10 @@ def _max_distance(x: Any, y: Any) -> float:
 
     tx = {(n, l): v for n, l, v in _iter_tensors(model_blocks(x))}
     scale = max(float(v.norm()) for v in tx.values())
-    return max(float((v - tx[(n, l)]).norm()) / max(float(v.norm()), 1e-9 * scale)
+    # a tensor both forms set to 0 (biases the gauge fixing removes) is 0 up to float64 rounding of the largest
+    # tensor's size: at most 1e-12 of it in both counts as equal (a post-LN encoder's leave ~1e-15 absolute)
+    return max(0.0 if max(float(v.norm()), float(tx[(n, l)].norm())) <= 1e-12 * scale else
+               float((v - tx[(n, l)]).norm()) / max(float(v.norm()), float(tx[(n, l)].norm()))
                for n, l, v in _iter_tensors(model_blocks(y)) if (n, l) in tx)
 
 
@@ -747,3 +752,28 @@ def test_a_gain_trade_unequal_on_a_rotated_pair_is_refused_where_it_is_fitted(fa
                                                                                       "q_norm_w")
     assert "two coordinates of a rotated pair" in rel.stop.detail
     assert relate(w, _moved(w, random_element(spec, w.n_layers, 2), spec)).related
+
+
+def test_rows_no_input_reads_are_solved_last_and_a_read_row_is_refused(tiny):
+    """RoBERTa's leading position rows and pad row are read by no unpadded input and moved freely by G; relate fit
+    the residual map and the translations on every row, so a B with one of them moved was "not related" (a
+    random element of G too), and the canonical form depended on them. The fits now read the read rows only."""
+    from symtrans.group.canonical import canonical
+
+    a = tiny["roberta"]
+    b = a.copy()
+    b.tensors["word"][1] += 5.0  # the pad row (padding_idx 1)
+    b.tensors["pos"][:2] -= 3.0
+    rel = relate(a, b)
+    assert rel.related, rel.summary()
+    assert [s["factor"] for s in rel.steps] == ["unused-position-rows", "unread-pad-row"]
+    c = a.copy()
+    # a row that inputs read, moved off its all-ones direction (a constant added to one row is G's embedding-
+    # centring shift): no element of G moves it alone
+    c.tensors["word"][5] += 1e-3 * torch.randn(c.tensors["word"].shape[1], generator=torch.Generator().manual_seed(2),
+                                                dtype=c.tensors["word"].dtype)
+    stop = relate(a, c).stop
+    assert stop is not None and stop.tensor == "word", stop
+    form = canonical(b).weights
+    assert float(form.word[1].abs().max()) == 0.0 and float(form.pos[:2].abs().max()) == 0.0
+    assert float(canonical(a).weights.word[2].abs().max()) > 0.0  # a read row keeps its (gauge-fixed) values

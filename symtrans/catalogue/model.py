@@ -57,7 +57,7 @@ from symtrans.errors import SymtransError, suggest
 from symtrans.symbols import SYMBOLS
 
 __all__ = ["AxisTag", "Breaking", "Factor", "Piece", "ACTION_TEXT", "LAYER_AXES", "MODEL_AXES", "AXIS_SIZES",
-           "ROLES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "unused_position_rows"]
+           "ROLES", "SCOPE_TEXT", "layer_tensor_names", "model_tensor_names", "unused_position_rows", "unread_rows"]
 
 S = SYMBOLS
 
@@ -205,6 +205,25 @@ def unread_pad_id(arch: Architecture) -> int | None:
     """
     k = unused_position_rows(arch)
     return k - 1 if k else None
+
+
+def unread_rows(arch: Architecture) -> dict[str, tuple[int, ...]]:
+    """The rows of each embedding table that no unpadded input reads: what G's role-``unread`` factors move.
+
+    Examples
+    --------
+    >>> from symtrans.arch import get_arch
+    >>> unread_rows(get_arch("roberta-base")), unread_rows(get_arch("bert-base"))
+    ({'pos': (0, 1), 'word': (1,)}, {})
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    k = unused_position_rows(arch)
+    if k:
+        out["pos"] = tuple(range(k))
+    pad = unread_pad_id(arch)
+    if pad is not None:
+        out["word"] = (pad,)
+    return out
 
 
 @dataclass(frozen=True)

@@ -536,13 +536,15 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import LAZY_VALUES, _load, _timed
+    from symtrans.group.relate import LAZY_VALUES, _load, _timed, fill_unread
     from symtrans.threads import single_threaded
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     _refuse_dead_gain_actions(spec, w)
-    c = _Canon(spec, model_blocks(w), tie)
+    blocks = model_blocks(w)
+    filled = fill_unread(spec, blocks)  # rows no input reads: every gauge fixed from the read rows
+    c = _Canon(spec, filled, tie)
     # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
     # table's) and written out once with the weights, not one translated copy per factor
     c.s.lazy_values = LAZY_VALUES
@@ -557,6 +559,8 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     with single_threaded():
         for name in ("residual", "scalings", "translations", "heads", "units", "unit_scalings", "gauges"):
             _timed(phases, name, getattr(c, name))
+        if filled is not blocks:  # the element applied to the true tables, then their unread rows set to 0
+            _timed(phases, "unread rows", lambda: c.s.solve_unread(blocks, None))
         _timed(phases, "in G", lambda: _in_group(spec, c.s.steps))
         _timed(phases, "weights", weights)
     return Canonical(out[0], c.s.steps, c.amb, phases)

@@ -463,6 +463,66 @@ def _is_identity(element: Any, tol: float = 1e-12) -> bool:
     return False
 
 
+# --------------------------------------------------------------------------- rows no input reads
+def fill_unread(spec: GroupSpec, blocks: dict[str, Any]) -> dict[str, Any]:
+    """``blocks`` with each embedding table's unread rows (:func:`~symtrans.catalogue.model.unread_rows`) replaced
+    by the mean of its read rows; unchanged (the same dict) where the architecture has none.
+
+    G's role-``unread`` factors move those rows to anything, so a fit that reads them (the residual map from the
+    word table, the translations from its means) would see noise where B = g . A. Every other factor acts on a
+    table's rows by one map and one added row, or by a column of per-row shifts, so the read rows' mean moves as
+    each read row does: if B = g . A, the filled B is g' . (filled A) for a g' that differs from g only in the
+    unread rows' parts. relate and the canonical form solve on the filled tables and then solve the unread rows
+    on the true ones (:func:`unread_element`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("roberta-base")
+    >>> pos = torch.arange(8.0, dtype=torch.float64).reshape(4, 2)
+    >>> fill_unread(spec, {"layers": [], "pos": pos})["pos"].tolist()  # rows 0, 1 unread: the mean of rows 2, 3
+    [[5.0, 6.0], [5.0, 6.0], [4.0, 5.0], [6.0, 7.0]]
+    >>> b = {"layers": [], "pos": pos}; fill_unread(GroupSpec.from_arch("bert-base"), b) is b
+    True
+    """
+    from symtrans.catalogue.model import unread_rows
+
+    rows = {name: r for name, r in unread_rows(spec.arch).items() if blocks.get(name) is not None}
+    if not rows:
+        return blocks
+    out = dict(blocks)
+    for name, r in rows.items():
+        table = blocks[name].clone()
+        keep = _torch().ones(table.shape[0], dtype=_torch().bool)
+        keep[list(r)] = False
+        table[list(r)] = table[keep].mean(0, keepdim=True)
+        out[name] = table
+    return out
+
+
+def unread_element(spec: GroupSpec, factor: str, cur: dict[str, Any], target: dict[str, Any] | None) -> dict[str, Any]:
+    """The element of role-``unread`` factor ``factor`` that takes ``cur``'s unread rows to ``target``'s (to 0
+    where ``target`` is None: the canonical form's choice), one component per tag, shaped as the factor's piece
+    (the leading position rows: k x d_model; the pad row: 1 x d_model, placed on its row by :func:`act`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("roberta-base")
+    >>> cur = {"pos": torch.ones(4, 2, dtype=torch.float64)}
+    >>> unread_element(spec, "unused-position-rows", cur, None)["r"].tolist()
+    [[-1.0, -1.0], [-1.0, -1.0]]
+    """
+    from symtrans.catalogue.model import unread_rows
+
+    rows = unread_rows(spec.arch)
+    el = {}
+    for t in spec.factor(factor).tags:
+        idx = list(rows[t.tensor])
+        el[t.component] = (-cur[t.tensor][idx] if target is None else target[t.tensor][idx] - cur[t.tensor][idx])
+    return el
+
+
 # --------------------------------------------------------------------------- the solver
 class _Solver:
     def __init__(self, spec: GroupSpec, cur: dict[str, Any], tgt: dict[str, Any], precision: Any) -> None:
@@ -504,6 +564,19 @@ class _Solver:
         self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
         self.dead_conjugation: list[str] = []  # :func:`dead_gain_actions` of A's conjugations (relate sets it)
+
+    def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
+        """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
+        role-``unread`` factor's element solved on the true rows (to ``b``'s, or to 0 where ``b`` is None).
+        The solver then holds the true tables (``b`` as the target, where given)."""
+        for name in list(self.pending):
+            self.materialise(name)
+        self.cur = apply_steps(self.spec, a, self.steps)
+        self._base_means, self.tgt_means = {}, {}
+        if b is not None:
+            self.tgt = b
+        for f in with_role(self.spec, "unread", self.present.values()):
+            self.apply(f.name, unread_element(self.spec, f.name, self.cur, b))
 
     # ---- helpers reading the tag tables
     def tags_on(self, tensor: str, how: str | None = None, component: str | None = None) -> list[Any]:
@@ -1508,7 +1581,7 @@ class _Solver:
     def translations(self) -> None:
         for name in translation_order(self.spec):
             f = self.present.get(name) or self.broken.get(name)
-            if f is None:
+            if f is None or f.role == "unread":  # rows no input reads: solved last, on the true tables
                 continue
             el = self.translation(f)
             if f.status == "broken":
@@ -1795,8 +1868,11 @@ def relate(a: Any, b: Any) -> Relation:
     precision = _precision(B)
     from symtrans.threads import single_threaded
 
+    blocks_a, blocks_b = model_blocks(A), model_blocks(B)
+    filled_a, filled_b = fill_unread(spec, blocks_a), fill_unread(spec, blocks_b)  # rows no input reads
+
     def attempt(defer: bool) -> tuple[_Solver, Stop | None, list[dict[str, Any]], dict[str, float]]:
-        s = _Solver(spec, model_blocks(A), model_blocks(B), precision)
+        s = _Solver(spec, filled_a, filled_b, precision)
         s.lazy_values = LAZY_VALUES  # the word table: acted on row chunk by row chunk where it is read, never copied
         s.defer = defer
         s.dead_conjugation = dead_conjugation
@@ -1805,6 +1881,8 @@ def relate(a: Any, b: Any) -> Relation:
         try:
             with single_threaded():  # small products and solves: one thread (oversubscribed cores cost ~100x)
                 _solve(s, phases)
+                if filled_a is not blocks_a:
+                    _timed(phases, "unread rows", lambda: s.solve_unread(blocks_a, blocks_b))
         except _Refused as err:
             stop = err.stop
         residuals: list[dict[str, Any]] = []
