@@ -242,8 +242,9 @@ def test_norm_map_fibre_three_routes_agree_at_tiny_sizes(kind):
 def test_equilibrated_rows_share_one_decision():
     """One rank decision of P W_O^T decides each row as the row's own Jacobian SVD does (rows are its multiples).
 
-    At d = 48 the certificate goes through for a full-rank W_O and its bounds bracket the SVD's values of
-    P W_O^T; a W_O of rank d - 3 is refused by the certificate and decided by the SVD.
+    At d = 48 the certificate of B^T W_O^T (B an orthonormal basis of 1^perp, P = B B^T) goes through for a
+    full-rank W_O and bounds the smallest non-zero value of P W_O^T from below; a W_O of rank d - 3 is refused
+    by the certificate and decided by the SVD.
     """
     from symtrans.numeric.linalg import numerical_rank
 
@@ -267,8 +268,9 @@ def test_equilibrated_rows_share_one_decision():
         assert ("Cholesky" in r["precision"]) is (not deficient)
         if deficient:
             assert r["sigma_above"] == pytest.approx(float(sv[d - 4]), rel=1e-9)
-        else:
-            assert float(sv[d - 2]) >= r["sigma_above"] and float(sv[d - 1]) <= r["sigma_below"] < r["cut"]
+        else:  # B^T W_O^T's full rank certified: its smallest value bounded below, P's kernel never ranked
+            assert float(sv[d - 2]) >= r["sigma_above"] > r["cut"] and r["sigma_below"] is None
+            assert float(sv[d - 1]) < 1e-13 * float(sv[0])  # the kernel the old route ranked: rounding level
         assert all(x["decisive"] for x in shared) and all(e.decisive for e in each)
 
 

@@ -347,3 +347,27 @@ def test_centring_moves_a_theorem_42_instance_record_never_its_verdict(tmp_path)
     verdicts = [verdicts_of(_records(Context(model=path, n=8, seed=0).preload(x), producers))["thm-4.2"]
                 for x in (w, centred)]
     assert verdicts == ["fails", "fails"] and get_claim("thm-4.2").about == "function"
+
+
+def test_the_mlp_input_fibre_is_decided_on_every_element_of_g(tmp_path):
+    # thm-7.3/mlp-input and thm-recovery/mlp-input (function-readings) rank P W_O^T, P the LayerNorm's centring.
+    # Ranked as it stands, P's exact kernel gave a rounding-level singular value whose size grows with the heads'
+    # conditioning, which G moves: on float64-stored GPT-2 and BERT checkpoints random elements of G took both
+    # readings to inconclusive (margin 7 decades -> 0.6). Ranked as B^T W_O^T (B a basis of 1^perp) no singular
+    # value stands for that kernel, and the decision is the same on every element.
+    import dataclasses
+
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, sample_gauge
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.weights import load_model
+    from symtrans.producers.sec7 import _ln_measure
+
+    path = str(random_checkpoint(tmp_path, "gpt2")[0])
+    w = load_model(path)
+    w = dataclasses.replace(w, storage_dtype="float64", storage_dtypes={
+        k: ["float64"] * len(v) if isinstance(v, (list, tuple)) else "float64" for k, v in w.storage_dtypes.items()})
+    for x in [w] + [apply_gauge(w, sample_gauge(w, seed=s)) for s in range(3)]:
+        rows = _ln_measure(Context(model=path, n=40, seed=0).preload(x)).rows
+        assert [(r["fibre"], r["decided"]) for r in rows] == [(1, True)] * len(rows), rows
+        assert min(r["margin_decades"] for r in rows) > 5

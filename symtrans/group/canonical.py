@@ -113,9 +113,9 @@ class _Canon:
             if rms:
                 Q = V
             else:  # map the axes onto a fixed basis of 1^perp, and 1 to itself (Q 1 = 1)
-                first = torch.cat([torch.ones(d, 1, dtype=W.dtype), torch.eye(d, dtype=W.dtype)[:, : d - 1]], 1)
-                basis = torch.linalg.qr(first).Q[:, 1:]
-                Q = V @ basis.T + torch.full((d, d), 1.0 / d, dtype=W.dtype)
+                from symtrans.numeric.linalg import ones_complement
+
+                Q = V @ ones_complement(d, W.dtype).T + torch.full((d, d), 1.0 / d, dtype=W.dtype)
             self.apply(rot_f.name, {"Q": Q})
             gaps = (S[:-1] - S[1:]) / S[0]
             if bool((gaps < self.tie).any()):

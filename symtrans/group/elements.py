@@ -402,9 +402,10 @@ def _coordinate_lie(spec: GroupSpec, factor: str, nxt: Any, rotary_pairs: str = 
             iu = torch.triu_indices(k, k, 1)
             A = A.index_put((iu[0], iu[1]), nxt())
             A = A - A.T
-            if k < d:  # B: an orthonormal basis of 1^perp (QR of [1, e_0, ..., e_{d-2}], first column dropped)
-                first = torch.cat([torch.ones(d, 1, dtype=torch.float64), torch.eye(d, dtype=torch.float64)[:, :d - 1]], 1)
-                B = torch.linalg.qr(first).Q[:, 1:]
+            if k < d:  # B: an orthonormal basis of 1^perp
+                from symtrans.numeric.linalg import ones_complement
+
+                B = ones_complement(d)
                 A = B @ A @ B.T
             out["Q"] = torch.linalg.matrix_exp(A)
             continue

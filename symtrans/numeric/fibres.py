@@ -171,11 +171,11 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
 def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     """Rank record of ``P W^T`` (LayerNorm; ``W^T`` for RMSNorm), every row's equilibrated norm Jacobian.
 
-    ``W`` is the stacked ``W_O`` (H d_v x d). A certificate first: rank d - 1
-    of the centred ``P W^T`` (:func:`~symtrans.numeric.linalg.centred_rank_certificate`)
-    or full rank (:func:`~symtrans.numeric.linalg.certified_rank`), each at least 1.5 decades from the float64 cut on
-    both sides; where none goes through, the SVD decides
-    (:func:`~symtrans.numeric.linalg.numerical_rank`).
+    ``W`` is the stacked ``W_O`` (H d_v x d). With LayerNorm and H d_v >= d it is the rank of ``B^T W^T``, ``B``
+    an orthonormal basis of 1^perp (:func:`~symtrans.numeric.linalg.ones_complement`; P = B B^T): P's exact
+    kernel is not ranked. A certificate first (full rank,
+    :func:`~symtrans.numeric.linalg.certified_rank`, at least 1.5 decades from the float64 cut); where it does
+    not go through, the SVD decides (:func:`~symtrans.numeric.linalg.numerical_rank`).
 
     Examples
     --------
@@ -192,14 +192,14 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     >>> equilibrated_rank(torch.randn(40, 40, generator=g, dtype=torch.float64), "rmsnorm").rank
     40
     """
-    from symtrans.numeric.linalg import centred_rank_certificate, certified_rank, numerical_rank
+    from symtrans.numeric.linalg import certified_rank, ones_complement
 
-    base = _projected_wt(W, norm)
-    d, k = base.shape
-    if norm == "layernorm" and d <= k:
-        rec = centred_rank_certificate(base)
-        return rec if rec is not None else numerical_rank(base)
-    return certified_rank(base)  # full rank min(d, k): P's kernel (the all-ones column) does not bind when d > k
+    if norm == "layernorm" and W.shape[1] <= W.shape[0]:
+        # P = B B^T (B an orthonormal basis of 1^perp): rank P W^T = rank B^T W^T, read with no singular value
+        # standing for P's exact kernel. Ranked on P W^T itself, that kernel's rounding-level value grows with W's
+        # conditioning (an element of G rescales the heads' W_O) to within a decade of the cut: undecided
+        return certified_rank(ones_complement(int(W.shape[1]), W.dtype).T @ W.T)
+    return certified_rank(_projected_wt(W, norm))  # full rank min(d, k): P's kernel does not bind when d > k
 
 
 def _projected_wt(W: Any, norm: str) -> Any:

@@ -24,7 +24,8 @@ from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_rank_from", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
-           "full_rank_certificate", "centred_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
+           "full_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
+           "ones_complement",
            "check_storage_dtype", "rank_interval"]
 
 # the precision of each dtype, the rank cut, the decisive band and RankRecord live in symtrans.precision
@@ -166,6 +167,28 @@ def rank_interval(s: Any, cut: float) -> tuple[int, int]:
     low = sum(v > 0 and decided(math.log10(v / cut)) for v in vals)
     high = len(vals) - sum(v <= 0 or decided(math.log10(cut / v)) for v in vals)
     return low, high
+
+
+def ones_complement(d: int, dtype: Any = None) -> Any:
+    """An orthonormal basis of the complement of the all-ones vector in R^d (d x (d - 1)): QR of [1, e_0, ..., e_{d-2}].
+
+    The one construction of 1^perp: a LayerNorm's centring P = B B^T, so a rank on 1^perp is read from
+    ``B^T M`` with no rounding-level singular value standing for P's exact kernel.
+
+    Examples
+    --------
+    >>> import torch
+    >>> B = ones_complement(4)
+    >>> tuple(B.shape), float((B.T @ torch.ones(4, dtype=B.dtype)).abs().max()) < 1e-15
+    ((4, 3), True)
+    >>> bool(torch.allclose(B @ B.T, torch.eye(4, dtype=B.dtype) - 0.25))
+    True
+    """
+    import torch
+
+    dtype = dtype or torch.float64
+    first = torch.cat([torch.ones(d, 1, dtype=dtype), torch.eye(d, dtype=dtype)[:, : d - 1]], 1)
+    return torch.linalg.qr(first).Q[:, 1:]
 
 
 def numerical_rank(M: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:
@@ -527,108 +550,3 @@ def certified_rank(M: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankReco
     if M.dtype == torch.float64 and M.ndim == 2 and M.device.type == "cpu" and min(M.shape) > 0:
         rec = full_rank_certificate(M, margin=margin)
     return rec if rec is not None else numerical_rank(M)
-
-
-def _column_sum_bounds(a: Any) -> Any:
-    """Upper bounds on ``|sum_i a_ij|`` per column of a float64 numpy array: error-free pairwise TwoSum.
-
-    Each pairwise step ``x + y = s + e`` is exact (Knuth's TwoSum, no overflow),
-    so the exact sums are the last row of ``s`` plus every ``e``; only the
-    float64 sum of the ``e``s (each at most ``u |s|``) is rounded, by at most
-    ``gamma_m`` times the sum of their magnitudes.
-    """
-    import numpy as np
-
-    m = a.shape[0]
-    g = _gamma(m)
-    err = np.zeros(a.shape[1])
-    err_abs = np.zeros(a.shape[1])
-    rows = a
-    while rows.shape[0] > 1:
-        k = rows.shape[0] // 2
-        x, y = rows[:k], rows[k:2 * k]
-        s = x + y
-        z = s - x
-        e = (x - (s - z)) + (y - z)
-        err += e.sum(0)
-        err_abs += np.abs(e).sum(0)
-        rows = s if rows.shape[0] == 2 * k else np.concatenate([s, rows[2 * k:]])
-    total = rows[0] + err
-    # |exact - total| <= u |total| (the last addition) + gamma_m * (sum |e|) / (1 - gamma_m) (the e's own sum)
-    return np.abs(total) * (1 + 2 * _U) + g * err_abs / (1 - g)
-
-
-def centred_rank_certificate(C: Any, *, margin: float = DECISIVE_MARGIN + 0.5) -> RankRecord | None:
-    """Prove that a centred ``C`` (m x n, m <= n, float64, columns summing to 0) has rank m - 1, or None.
-
-    Both neighbours of the float64 cut ``max(m, n) eps sigma_max`` are bounded,
-    each at least ``margin`` decades from it, without an SVD:
-
-    * ``sigma_{m-1}(C) >= sigma_min(C')``, C' = C without its last row
-      (deleting a row interlaces the singular values), proved by
-      :func:`full_row_rank_certificate` against an upper bound of the cut
-      (``sigma_max <= ||C||_F``);
-    * ``sigma_m(C) <= ||1^T C||_2 / sqrt(m)`` (the all-ones vector's Rayleigh
-      quotient), with the column sums ``1^T C`` bounded by an error-free
-      pairwise summation, against a lower bound of the cut (``sigma_max`` is
-      at least the largest row norm).
-
-    So wherever it answers, an SVD of ``C`` decides rank m - 1 with at least
-    this margin. The record's ``sigma_above`` and ``sigma_below`` are the
-    proved bounds, its ``cut`` the upper bound of the cut, and its margin the
-    smaller of the two proved margins. None where a bound does not go through
-    (e.g. C' rank-deficient): the caller decides with an SVD.
-
-    Examples
-    --------
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
-    >>> W = torch.randn(30, 40, generator=g, dtype=torch.float64)
-    >>> rec = centred_rank_certificate(W - W.mean(0))
-    >>> rec.rank, rec.decisive, rec.sigma_below < rec.cut < rec.sigma_above
-    (29, True, True)
-    >>> W[3] = W[4]  # two equal rows: the centred matrix has rank 28, no certificate
-    >>> centred_rank_certificate(W - W.mean(0)) is None
-    True
-    """
-    import numpy as np
-    import torch
-
-    C = torch.as_tensor(C)
-    if C.dtype != torch.float64 or C.ndim != 2 or C.device.type != "cpu":
-        return None
-    m, n = int(C.shape[0]), int(C.shape[1])
-    if m < 2 or m > n:
-        return None
-    a = C.detach().contiguous().numpy()
-    if not np.isfinite(a).all():
-        return None
-    tiny = (m * n + n) * 2.0 ** -1000  # squares and products that underflow (each below 2^-1074)
-    with np.errstate(over="ignore"):  # a square beyond float64's range is inf: declined just below
-        fro2 = float((a * a).sum()) * (1 + _gamma(m * n + 1)) + tiny
-        row2 = float((a * a).sum(1).max()) * (1 - _gamma(n + 1)) - tiny
-    if not (math.isfinite(fro2) and row2 > 0):
-        return None
-    eps = EPS64
-    # each bound below is inflated (or deflated) past the rounding of its own evaluation: a square root, a
-    # product and a quotient of float64 values (a few u), and b's own few operations (gamma_(n + 16) > gamma_n + 16 u)
-    cut_hi = max(m, n) * eps * math.sqrt(fro2) * (1 + 4 * _U)
-    cut_lo = max(m, n) * eps * math.sqrt(row2) * (1 - 4 * _U)
-    b = _column_sum_bounds(a)
-    below = math.sqrt((float(b @ b) * (1 + _gamma(n + 16)) + tiny) / m) * (1 + 4 * _U)  # >= sigma_m(C)
-    if not math.isfinite(below):  # not reached while ||C||_F is finite; a NaN must never pass the test below
-        return None
-    low_margin = math.log10(cut_lo / below) if below > 0 else math.inf
-    if low_margin < margin:
-        return None
-    why = ("float64 computation: rank m - 1 proved without an SVD: sigma_(m-1) >= sigma_min(C without its last row) "
-           "by a shifted Cholesky certificate (full_row_rank_certificate), sigma_m <= ||1^T C|| / sqrt(m) with the "
-           "column sums bounded by error-free pairwise summation; the cut max(m, n) eps sigma_max lies between "
-           "max(m, n) eps (largest row norm) and max(m, n) eps ||C||_F, and the recorded cut is the upper one")
-    rec = full_row_rank_certificate(C[:-1], margin=margin, cut=(cut_hi, why))
-    if rec is None:
-        return None
-    return RankRecord(rank=m - 1, shape=(m, n), dtype="float64", cut=cut_hi, rtol=max(m, n) * eps,
-                      tolerance_reason=why, sigma_max=math.sqrt(fro2), sigma_above=rec.sigma_above,
-                      sigma_below=below, margin=min(rec.margin, low_margin),
-                      precision="float64 computation (Cholesky certificate)")

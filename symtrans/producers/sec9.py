@@ -276,7 +276,7 @@ def _softmax_kernels(A: Any, causal: bool) -> tuple[list[int], list[float]]:
     """Per score row and head, the dimension of the row softmax's fibre at A, and the rank decisions' margins."""
     import torch
 
-    from symtrans.numeric.linalg import numerical_ranks
+    from symtrans.numeric.linalg import numerical_ranks, ones_complement
 
     H, n = int(A.shape[0]), int(A.shape[1])
     kernels, margins = [], []
@@ -289,8 +289,7 @@ def _softmax_kernels(A: Any, causal: bool) -> tuple[list[int], list[float]]:
             continue
         J = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
         # J 1 = 0 exactly (the orbit's direction); the rest of the fibre is the kernel of J on the complement of 1
-        Q = torch.linalg.qr(torch.cat([torch.ones(keys, 1, dtype=J.dtype), torch.eye(keys, dtype=J.dtype)[:, :-1]],
-                                      1))[0][:, 1:]
+        Q = ones_complement(keys, J.dtype)
         for r in numerical_ranks(J @ Q):
             kernels.append(1 + (keys - 1 - r.rank))
             margins.append(r.margin)
