@@ -777,3 +777,25 @@ def test_rows_no_input_reads_are_solved_last_and_a_read_row_is_refused(tiny):
     form = canonical(b).weights
     assert float(form.word[1].abs().max()) == 0.0 and float(form.pos[:2].abs().max()) == 0.0
     assert float(canonical(a).weights.word[2].abs().max()) > 0.0  # a read row keeps its (gauge-fixed) values
+
+
+@pytest.mark.xfail(strict=True, reason="known false refusal: FFN units matched on projected keys at bfloat16 (see "
+                                       "docs/relate.md, 'Low-precision storage')")
+def test_a_bfloat16_layernorm_model_moved_by_a_large_hyperplane_element_is_related(tiny):
+    """B = g . A rounded to bfloat16, g a random element of the FFN input hyperplane (its term ~30x W_in): relate
+    compares the FFN units on keys projected off that hyperplane, whose rounding noise is B's (u |W_in of B|), ~100x
+    the projected key's own u at this size; the units' window and match tolerance (1e3 x the tensor's) does not see
+    that, a unit pair is swapped, and relate refuses at ffn-scaling. Strict: passes, and fails the suite, once fixed."""
+    import dataclasses
+
+    def bf16(w: Any) -> Any:
+        t = {k: v.to(torch.bfloat16).to(torch.float64) if v is not None and v.is_floating_point() else v
+             for k, v in w.tensors.items()}
+        sd = {k: ["bfloat16"] * len(v) if isinstance(v, (list, tuple)) else "bfloat16" for k, v in w.storage_dtypes.items()}
+        return dataclasses.replace(w, tensors=t, storage_dtype="bfloat16", storage_dtypes=sd)
+
+    a = bf16(tiny["gpt2"])
+    spec = GroupSpec.from_arch(a.arch)
+    b = bf16(_moved(a, random_element(spec, a.n_layers, 0, factors=["ffn-input-hyperplane"]), spec))
+    rel = relate(a, b)
+    assert rel.related, rel.summary()
