@@ -564,6 +564,9 @@ class _Solver:
         self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
         self.dead_conjugation: list[str] = []  # :func:`dead_gain_actions` of A's conjugations (relate sets it)
+        # layers whose FFN unit keys B's storage cannot resolve (:meth:`key_noise` above KEY_NOISE_LIMIT): a
+        # refusal after them is not an answer (:func:`relate` says it cannot decide)
+        self.unresolved: list[str] = []
 
     def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
         """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
@@ -1445,6 +1448,26 @@ class _Solver:
 
         return proj, n2, parts
 
+    def key_noise(self, l: int, ins: list[str]) -> float:
+        """The relative rounding noise of layer ``l``'s FFN unit keys: the storage unit roundoff times the largest
+        ratio of a unit's input column to its projection (:meth:`invariant`), over A and B.
+
+        A key is a projection of the stored column; the column's rounding (u |w_j|) survives the projection whole,
+        so relative to the projected key it is u |w_j| / |inv w_j|: large where a translation element (an FFN
+        input hyperplane) is much larger than the column it moves, at bfloat16 or float16.
+        """
+        from symtrans.precision import unit_roundoff
+
+        worst = 0.0
+        for params in (self.cur, self.tgt):
+            for name in ins:
+                w = params["layers"][l][name]
+                x = self.invariant(name, w, l, params)
+                amp = float((_torch().linalg.vector_norm(w, dim=0)
+                             / _torch().linalg.vector_norm(x, dim=0).clamp_min(1e-300)).max())
+                worst = max(worst, unit_roundoff(self.precision(name, l)) * amp)
+        return worst
+
     def units(self) -> None:
         f = self.present.get("S_dff")
         if f is None:
@@ -1454,6 +1477,11 @@ class _Solver:
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
+            noise = self.key_noise(l, ins)
+            if noise > KEY_NOISE_LIMIT:
+                self.unresolved.append(f"layer {l}: the FFN units' keys carry {noise:.2g} relative rounding noise "
+                                       f"({self.precision('W_in', l)} storage times the projection off the FFN "
+                                       "input translations)")
             # each side's keys (:meth:`unit_keys`): their projections decide the match where every unit of B has
             # exactly one unit of A within the tolerance on them (:meth:`_window`); the keys in full measure it
             tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
@@ -1809,6 +1837,10 @@ def _same_shape(a: Any, b: Any) -> None:
 #: gauges, translations
 PHASES = ("residual", "scalings", "heads", "units", "unit_scalings", "gauges", "translations")
 
+#: the largest relative rounding noise of the FFN unit keys (:meth:`_Solver.key_noise`) at which relate still
+#: answers "not related": beyond it a pair of units can swap and the refusal would not be an answer
+KEY_NOISE_LIMIT = 1e-2
+
 
 def _timed(phases: dict[str, float], name: str, fn: Any) -> None:
     """Run ``fn()`` and add its CPU seconds (``time.process_time``: this process, every thread) to ``phases[name]``."""
@@ -1920,6 +1952,9 @@ def relate(a: Any, b: Any) -> Relation:
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
     s.deferred.clear()
+    if stop is not None and s.unresolved:
+        raise SymtransError(f"relate: B's storage cannot resolve what the solve compares ({s.unresolved[0]}), so "
+                            f"the refusal it reached ({stop.line()}) is not an answer: relate cannot decide this pair")
     steps = [st for st in s.steps]
     if stop is None:  # the element found must be one of G's, as verify demands of a file
         kept: list[Any] = []
