@@ -1346,15 +1346,18 @@ class _Solver:
             self.apply("S_H", els)
 
     def unit_keys(self, params: dict[str, Any], l: int, ins: list[str], scaled: list[str],
-                  tol: float) -> tuple[Any, Any, Any]:
-        """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts)``.
+                  tol: float) -> tuple[Any, Any, Any, float]:
+        """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts, noise)``.
 
         A unit's key is its input columns (each tensor of ``ins``, projected by :meth:`invariant`; one of
         ``scaled`` divided by its norm times a sign) followed by its output row of ``W_out`` (projected, times the
         product of those divisors). ``proj`` (8 x units) is the keys' projections on :meth:`_window_dirs`,
         ``norms2`` their squared norms and ``parts()`` the keys written out in their parts (as
         :meth:`_match_parts` takes them). The sign is that of the projection of largest magnitude: one rule on
-        both sides, so a unit scaled by any non-zero number keeps its key.
+        both sides, so a unit scaled by any non-zero number keeps its key. ``noise`` is the keys' relative
+        rounding noise: a column's storage rounding (u |w_j|) survives the projection whole, so relative to the
+        projected column it is u |w_j| / |inv w_j| (largest over units and input tensors): large where a
+        translation element (an FFN input hyperplane) is much larger than the column it moves, at bfloat16.
 
         A tensor whose invariant is ``x`` minus one rank-one term (one gain's ``u (u^T x) / |u|^2`` on an input;
         each row's mean on ``W_out``) is read once by a product with the directions and that term's vector, its
@@ -1370,17 +1373,18 @@ class _Solver:
         >>> from symtrans.group.numeric import model_blocks
         >>> s = _Solver(spec, model_blocks(a), model_blocks(a), lambda n, l: "float32")
         >>> def agrees(scaled):  # the projections and norms against those of the keys written out
-        ...     proj, n2, parts = s.unit_keys(s.cur, 0, ["W_in"], scaled, 1e-4)
+        ...     proj, n2, parts, noise = s.unit_keys(s.cur, 0, ["W_in"], scaled, 1e-4)
         ...     keys = parts(); R = s._window_dirs(keys[0].shape[0] + keys[1].shape[1], proj.dtype)
         ...     full = torch.cat([keys[0], keys[1].T])  # one column per unit: its key
         ...     return bool(torch.allclose(proj, R.T @ full, atol=1e-12)) and bool(torch.allclose(n2, (full * full).sum(0)))
         >>> agrees([]), agrees(["W_in"])
         (True, True)
         """
-        from symtrans.precision import machine_eps
+        from symtrans.precision import machine_eps, unit_roundoff
 
         torch = _torch()
         lp = params["layers"][l]
+        noise = 0.0
         dims = [lp[name].shape[0] for name in ins] + [lp["W_out"].shape[1]]
         R = self._window_dirs(sum(dims), lp["W_out"].dtype)
         proj = n2 = factor = None
@@ -1409,6 +1413,10 @@ class _Solver:
                 x = self.invariant(name, w, l, params)
                 p = Ri.T @ x
                 sq = (x * x).sum(0)
+                raw = torch.linalg.vector_norm(w, dim=0).square_() if gains or self.tags_on(name, "translate_ones") \
+                    else sq
+            amp2 = float((raw / sq.clamp_min(1e-300)).max()) if raw is not sq else 1.0
+            noise = max(noise, unit_roundoff(self.precision(name, l)) * math.sqrt(max(amp2, 1.0)))
             if name in scaled:
                 n = sq.clamp_min(0).sqrt().clamp_min(1e-300)
                 big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
@@ -1446,27 +1454,7 @@ class _Solver:
             rows = self.invariant("W_out", out, l, params)
             return keys + [rows if factor is None else rows * factor[:, None]]
 
-        return proj, n2, parts
-
-    def key_noise(self, l: int, ins: list[str]) -> float:
-        """The relative rounding noise of layer ``l``'s FFN unit keys: the storage unit roundoff times the largest
-        ratio of a unit's input column to its projection (:meth:`invariant`), over A and B.
-
-        A key is a projection of the stored column; the column's rounding (u |w_j|) survives the projection whole,
-        so relative to the projected key it is u |w_j| / |inv w_j|: large where a translation element (an FFN
-        input hyperplane) is much larger than the column it moves, at bfloat16 or float16.
-        """
-        from symtrans.precision import unit_roundoff
-
-        worst = 0.0
-        for params in (self.cur, self.tgt):
-            for name in ins:
-                w = params["layers"][l][name]
-                x = self.invariant(name, w, l, params)
-                amp = float((_torch().linalg.vector_norm(w, dim=0)
-                             / _torch().linalg.vector_norm(x, dim=0).clamp_min(1e-300)).max())
-                worst = max(worst, unit_roundoff(self.precision(name, l)) * amp)
-        return worst
+        return proj, n2, parts, noise
 
     def units(self) -> None:
         f = self.present.get("S_dff")
@@ -1477,15 +1465,15 @@ class _Solver:
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
-            noise = self.key_noise(l, ins)
-            if noise > KEY_NOISE_LIMIT:
-                self.unresolved.append(f"layer {l}: the FFN units' keys carry {noise:.2g} relative rounding noise "
-                                       f"({self.precision('W_in', l)} storage times the projection off the FFN "
-                                       "input translations)")
             # each side's keys (:meth:`unit_keys`): their projections decide the match where every unit of B has
             # exactly one unit of A within the tolerance on them (:meth:`_window`); the keys in full measure it
             tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
-            (pA, nA, partsA), (pB, _, partsB) = (self.unit_keys(p, l, ins, scaled_in, tol) for p in (self.cur, self.tgt))
+            (pA, nA, partsA, noiseA), (pB, _, partsB, noiseB) = (self.unit_keys(p, l, ins, scaled_in, tol)
+                                                                 for p in (self.cur, self.tgt))
+            if max(noiseA, noiseB) > KEY_NOISE_LIMIT:
+                self.unresolved.append(f"layer {l}: the FFN units' keys carry {max(noiseA, noiseB):.2g} relative "
+                                       f"rounding noise ({self.precision('W_in', l)} storage times the projection "
+                                       "off the FFN input translations)")
             scale = max(float(nA.max()) ** 0.5, 1e-300)
             P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
             if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
