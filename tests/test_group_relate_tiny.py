@@ -783,7 +783,7 @@ def test_a_bfloat16_layernorm_model_moved_by_a_large_hyperplane_element_is_undec
     """B = g . A rounded to bfloat16, g a random element of the FFN input hyperplane (its term ~30x W_in): relate
     compares the FFN units on keys projected off that hyperplane, whose rounding noise is B's (u |W_in of B|),
     about 100x the projected key's own u here. A pair of units swapped and relate refused at ffn-scaling, naming
-    GELU: a false "not related". It now says it cannot decide, with the keys' noise (``_Solver.key_noise``); at
+    GELU: a false "not related". It now says it cannot decide, with the keys' noise (``_Solver.unit_keys``); at
     float32 the same element is related. Relating it at bfloat16 needs keys weighted by their noise (not done)."""
     import dataclasses
 

@@ -564,7 +564,7 @@ class _Solver:
         self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
         self.dead_conjugation: list[str] = []  # :func:`dead_gain_actions` of A's conjugations (relate sets it)
-        # layers whose FFN unit keys B's storage cannot resolve (:meth:`key_noise` above KEY_NOISE_LIMIT): a
+        # layers whose FFN unit keys B's storage cannot resolve (:meth:`unit_keys` noise above KEY_NOISE_LIMIT): a
         # refusal after them is not an answer (:func:`relate` says it cannot decide)
         self.unresolved: list[str] = []
 
@@ -1825,7 +1825,7 @@ def _same_shape(a: Any, b: Any) -> None:
 #: gauges, translations
 PHASES = ("residual", "scalings", "heads", "units", "unit_scalings", "gauges", "translations")
 
-#: the largest relative rounding noise of the FFN unit keys (:meth:`_Solver.key_noise`) at which relate still
+#: the largest relative rounding noise of the FFN unit keys (:meth:`_Solver.unit_keys`) at which relate still
 #: answers "not related": beyond it a pair of units can swap and the refusal would not be an answer
 KEY_NOISE_LIMIT = 1e-2
 
