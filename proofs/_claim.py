@@ -32,7 +32,7 @@ from typing import Any
 from symtrans.errors import SymtransError, suggest
 
 __all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "ABOUT", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims",
-           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
+           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
            "claim_ids", "CLAIM_MODULES", "REGISTRY"]
 
 
@@ -86,6 +86,11 @@ ABOUT: dict[str, str] = {
 
 #: The factor of G that moves a statement about what is written into the residual stream before a centring norm.
 CENTRING: tuple[str, ...] = ("centring-shift",)
+#: What moves a statement decided on the stored per-head W_O blocks' ranks at their storage precision: the centring
+#: shift (W_O^h 1 = 0 makes them singular), and, in the decision though not in the exact rank, the value gauge
+#: (W_O^h -> g^-1 W_O^h re-conditions a block) and the attention input hyperplane (it shifts the values the
+#: heads write); measured at bfloat16 storage on random GPT-2, BERT, Llama, Qwen3 and OLMo 2 checkpoints
+STORED_HEAD_RANKS: tuple[str, ...] = ("centring-shift", "vo-gauge", "attention-input-hyperplane")
 #: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
 #: without the residual or MLP beside it) does not have them as symmetries.
 NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
@@ -95,6 +100,10 @@ NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-inp
 #: The gauge-invariant counterpart of a statement about head outputs or W_O as written before a centring norm.
 CENTRED_COUNTERPART = ('the same ranks on the centred head outputs Y^h W_O^h P (P = I - 1 1^T / d_model: what the '
                        'norm after the residual sum sees), which the centring shift leaves unchanged')
+#: The counterpart of a statement moved by :data:`STORED_HEAD_RANKS`.
+STORED_RANKS_COUNTERPART = (CENTRED_COUNTERPART + "; the value gauge re-conditions a stored block (its exact rank "
+                            "unchanged) and the attention input hyperplane shifts the values the heads write: "
+                            "either can move a decision at the storage cut, as a low-precision dtype shows")
 #: The gauge-invariant counterpart of a statement about an ablated variant built from the stored weights.
 NORMED_COUNTERPART = ("the same statement for the model with its norms (the function): the ablated variant (no norm, "
                       "or no residual or MLP beside it) is built from the stored weights, so the norm factors of G, "

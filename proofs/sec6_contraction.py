@@ -7,7 +7,8 @@ Examples
 ('head-subspace-dim',)
 """
 
-from proofs._claim import CENTRED_COUNTERPART, CENTRING, Claim, Reading, register
+from proofs._claim import (CENTRED_COUNTERPART, CENTRING, STORED_HEAD_RANKS, STORED_RANKS_COUNTERPART, Claim, Reading,
+                           register)
 
 ALPHA_MHA = register(Claim(
     id="def-alpha-mha",
@@ -66,7 +67,7 @@ MHA_RANK = register(Claim(
 
 HEAD_DIM = register(Claim(
     id="prop-6.3",
-    about="parametrisation", moved_by=CENTRING, invariant=CENTRED_COUNTERPART,
+    about="parametrisation", moved_by=STORED_HEAD_RANKS, invariant=STORED_RANKS_COUNTERPART,
     kind="proposition", section="§6.1", paper_ref="Proposition 6.3",
     title="head subspaces keep their dimension",
     statement=("For generic W_V^h, W_O^h (W_O^h of rank d_k) and n > d_k: dim R_h = min(rank X, d_k), "
@@ -135,15 +136,15 @@ RANK_CONTRACTION = register(Claim(
                 "at the precision W_O was stored in (the rank thm-7.3/wo reads); otherwise kappa is measured from "
                 "the real head contributions at float64 computation precision",
                 hypotheses=("heads specialised: every score matrix W_Q^h W_K^h^T non-zero",), quantifier="model-some",
-                about="parametrisation", moved_by=CENTRING,
-                invariant=CENTRED_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_RANKS,
+                invariant=STORED_RANKS_COUNTERPART),
         Reading("dff-bound", "d_ff >= kappa(X) at every layer of the model under test",
                 "the MLP must expand exactly the directions the heads contracted; this gives the first principled "
                 "lower bound on d_ff",
                 "reads the bound as d_ff >= the contracted dimension kappa, worst case over the layers; since "
                 "kappa <= H d_v it is vacuous for any d_ff >= H d_v", quantifier="model-every",
-                about="parametrisation", moved_by=CENTRING,
-                invariant=CENTRED_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_RANKS,
+                invariant=STORED_RANKS_COUNTERPART),
     ),
 ))
 
