@@ -32,7 +32,7 @@ from typing import Any
 from symtrans.errors import SymtransError, suggest
 
 __all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "ABOUT", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims",
-           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
+           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_WO_RANK", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
            "claim_ids", "CLAIM_MODULES", "REGISTRY"]
 
 
@@ -86,11 +86,15 @@ ABOUT: dict[str, str] = {
 
 #: The factor of G that moves a statement about what is written into the residual stream before a centring norm.
 CENTRING: tuple[str, ...] = ("centring-shift",)
-#: What moves a statement decided on the stored per-head W_O blocks' ranks at their storage precision: the centring
-#: shift (W_O^h 1 = 0 makes them singular), and, in the decision though not in the exact rank, the value gauge
-#: (W_O^h -> g^-1 W_O^h re-conditions a block) and the attention input hyperplane (it shifts the values the
-#: heads write); measured at bfloat16 storage on random GPT-2, BERT, Llama, Qwen3 and OLMo 2 checkpoints
-STORED_HEAD_RANKS: tuple[str, ...] = ("centring-shift", "vo-gauge", "attention-input-hyperplane")
+#: What moves a statement decided on the stored W_O's rank at its storage precision: the centring shift (W_O 1 = 0
+#: makes it singular) and, in the decision though not in the exact rank, the value gauge (W_O^h -> g^-1 W_O^h
+#: re-conditions the blocks); measured at float16 storage on random Llama, Mistral, Qwen3, Gemma 2, OLMo 2 and
+#: SmolLM3 checkpoints (thm-7.3/wo, thm-recovery/wo)
+STORED_WO_RANK: tuple[str, ...] = ("centring-shift", "vo-gauge")
+#: What moves a statement decided on the stored per-head W_O blocks' ranks and the values the heads write: those
+#: of :data:`STORED_WO_RANK`, and the attention input hyperplane (it shifts the values); measured at bfloat16 on
+#: random GPT-2, BERT, Llama, Qwen3 and OLMo 2 checkpoints (prop-6.3, thm-rank-contraction)
+STORED_HEAD_RANKS: tuple[str, ...] = STORED_WO_RANK + ("attention-input-hyperplane",)
 #: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
 #: without the residual or MLP beside it) does not have them as symmetries.
 NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
@@ -405,7 +409,7 @@ def about_dict(item: Claim | Reading) -> dict[str, Any]:
     >>> about_dict(get_claim("thm-7.3").reading("thm-7.3/wo"))["about"]
     'parametrisation'
     >>> about_dict(get_claim("thm-7.3").reading("thm-7.3/wo"))["moved_by"]
-    ['centring-shift']
+    ['centring-shift', 'vo-gauge']
     """
     return {"about": item.about or "undeclared", "moved_by": list(item.moved_by), "invariant": item.invariant}
 
@@ -418,7 +422,7 @@ def about_text(item: Claim | Reading) -> str:
     >>> about_text(get_claim("thm-7.3").reading("thm-7.3/sum"))
     'function'
     >>> about_text(get_claim("thm-7.3").reading("thm-7.3/wo")).split(";")[0]
-    'parametrisation (moved by centring-shift)'
+    'parametrisation (moved by centring-shift, vo-gauge)'
     """
     if item.about != "parametrisation":
         return item.about or "undeclared"

@@ -10,7 +10,7 @@ Examples
 True
 """
 
-from proofs._claim import CENTRING, Claim, Reading, register
+from proofs._claim import STORED_WO_RANK, Claim, Reading, register
 
 _MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H (heads in one shared channel); "
          "(b) Z -> Z W_O on the concatenated head outputs Z in R^{n x H d_v}, with W_O the stacked output "
@@ -47,9 +47,10 @@ NON_IDENTIFIABILITY = register(Claim(
                 "reads 'through W_O' as the real stacked output projection, known to the reader of MHA(X); the "
                 "rank of W_O is decided at the precision its weights were stored in",
                 hypotheses=("W_O known",), quantifier="model-every",
-                about="parametrisation", moved_by=CENTRING,
+                about="parametrisation", moved_by=STORED_WO_RANK,
                 invariant=("the rank of W_O P on the quotient by the centring shift (P = I - 1 1^T / "
-                           "d_model: what the norm after the residual sum sees), at storage precision, shown beside it")),
+                           "d_model: what the norm after the residual sum sees), at storage precision, shown beside it; "
+                           "the value gauge re-conditions W_O, which can move the decision at a low-precision cut")),
         Reading("mlp-input", "the map (Y^1, ..., Y^H) -> N(X + sum_h Y^h W_O^h + b_O) (X fixed), what the MLP "
                 "receives (N: LN1 of a post-LN layer, the second norm of a pre-LN layer), has a "
                 "positive-dimensional fibre at every layer of the model",
@@ -89,9 +90,10 @@ RECOVERY = register(Claim(
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the recovery map with W_O known: n (H d_v - rank W_O)",
                 hypotheses=("W_O known",), quantifier="model-every",
-                about="parametrisation", moved_by=CENTRING,
+                about="parametrisation", moved_by=STORED_WO_RANK,
                 invariant=("the fibre n (H d_v - rank W_O P) of Z -> Z W_O P, with W_O P the stacked W_O on "
-                           "the quotient by the centring shift (what the norm after the residual sum sees)")),
+                           "the quotient by the centring shift (what the norm after the residual sum sees); the value "
+                           "gauge re-conditions W_O, which can move the decision at a low-precision cut")),
         Reading("mlp-input", "the fibre of (Y^1..Y^H) -> N(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
                 "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the tangent fibre of the map the MLP sees (N: the norm in front of the MLP, real gain, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import planted
-from proofs._claim import Reading, get_claim
+from proofs._claim import STORED_WO_RANK, Reading, get_claim
 from symtrans.evidence import Verdict
 
 N = 8
@@ -55,7 +55,7 @@ def test_the_centred_copy_moves_thm73_wo_and_the_reading_says_why(bundled):
     # TransformerLens's centring makes every stacked W_O singular (W_O 1 = 0, H d_v = d_model): thm-7.3/wo goes
     # from fails to supported. The reading declares the centring shift, so this is reported, not a defect.
     row = next(r for r in bundled.rows if r["id"] == "thm-7.3/wo")
-    assert row["about"] == "parametrisation" and row["moved_by"] == ["centring-shift"]
+    assert row["about"] == "parametrisation" and row["moved_by"] == list(STORED_WO_RANK)
     centring = [k for k in row["moved_under"] if k.startswith("centring")]
     assert centring and row["moved_under"][centring[0]] == "fails to supported"
 
@@ -87,18 +87,19 @@ def test_a_transform_that_is_not_a_symmetry_is_caught():
 
 def test_planted_singular_wo_moves_only_under_the_declared_factor():
     # every layer's stacked W_O exactly singular, stored as float64: a random centring shift makes it invertible
-    # (thm-7.3/wo: supported -> fails), an element of G without the centring shift does not move it
+    # (thm-7.3/wo: supported -> fails), an element of G without its declared factors (the centring shift and the
+    # value gauge, which re-conditions W_O) does not move it
     from symtrans.report.gauge import gauge_check
 
     gc = gauge_check("default", weights=planted.build("wo-singular-all"), n=N, elements=1, restricted=1,
-                     centring=False, sets=[("centring-shift",)])
+                     centring=False, sets=[STORED_WO_RANK])
     assert gc.defects == [], "\n".join(gc.lines())
     row = next(r for r in gc.rows if r["id"] == "thm-7.3/wo")
     assert row["verdict"] == "supported"
     assert [k for k in row["moved_under"]] == ["random (seed 0)"], row
     assert row["moved_under"]["random (seed 0)"] == "supported to fails"
-    assert any(e["without"] == ("centring-shift",) for e in gc.elements)
-    assert get_claim("thm-7.3").reading("thm-7.3/wo").moved_by == ("centring-shift",)
+    assert any(e["without"] == STORED_WO_RANK for e in gc.elements)
+    assert get_claim("thm-7.3").reading("thm-7.3/wo").moved_by == STORED_WO_RANK
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -190,7 +191,7 @@ def check_gauge_report(data: dict) -> None:
     assert params and all(r["moved_by"] and r["invariant"] for r in params)
     # the case: the centred (TransformerLens) copy moves thm-7.3/wo, which names the centring shift
     wo = next(r for r in params if r["id"] == "thm-7.3/wo")
-    assert wo["moved_by"] == ["centring-shift"] and any(k.startswith("centring") for k in wo["moved_under"])
+    assert wo["moved_by"] == list(STORED_WO_RANK) and any(k.startswith("centring") for k in wo["moved_under"])
     for r in params:  # a restricted element (drawn without the declared factors) never moves it
         assert not any(k.startswith("random without") for k in r["moved_under"]), r
 

@@ -52,7 +52,7 @@ def test_thm73_wo_is_about_the_parametrisation_and_sum_about_the_function():
     from proofs import get_claim
 
     c = get_claim("thm-7.3")
-    assert c.reading("thm-7.3/wo").moved_by == ("centring-shift",)
+    assert c.reading("thm-7.3/wo").moved_by == ("centring-shift", "vo-gauge")  # proofs._claim.STORED_WO_RANK
     assert c.reading("thm-7.3/sum").about == "function"
 
 
