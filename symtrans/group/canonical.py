@@ -526,7 +526,9 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     """The canonical form of ``model`` modulo G (weights, the gauge-fixing element, the remaining ambiguities).
 
     ``tie``: keys (head and unit norms, singular values) closer than this, relative to the largest, are reported
-    as ties: the canonical form does not fix their order.
+    as ties: the canonical form does not fix their order. It is at least the coarsest stored dtype's own
+    resolution (relate's tolerance for one factor, 8 u: 0.031 at bfloat16), since keys read from stored weights
+    differ by that much between two roundings of one orbit.
 
     Examples
     --------
@@ -539,9 +541,12 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     from symtrans.group.relate import LAZY_VALUES, _load, _timed, fill_unread
     from symtrans.threads import single_threaded
 
+    from symtrans.group.relate import relation_tolerance
+
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     _refuse_dead_gain_actions(spec, w)
+    tie = max(tie, relation_tolerance(w.storage_dtype)[0])  # closer keys than the storage resolves: a tie
     blocks = model_blocks(w)
     filled = fill_unread(spec, blocks)  # rows no input reads: every gauge fixed from the read rows
     c = _Canon(spec, filled, tie)
