@@ -254,6 +254,21 @@ def test_an_element_that_moves_the_untied_head_is_judged_on_the_logits(llama_che
         assert same_function(w, apply_gauge(w, g), g, n=N, seed=0, head=None)["verdict"] == Verdict.FAILS.label
 
 
+def test_declarations_that_differ_only_in_absent_factors_share_one_restricted_run(llama_checkpoint):
+    # on a Llama the centring shift and the attention input hyperplane do not act: both stored-rank declarations
+    # leave out the value gauge alone, so one element serves both (it was drawn twice, the same element)
+    from proofs._claim import STORED_HEAD_RANKS
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check(llama_checkpoint, n=N, elements=0, restricted=1, centring=False,
+                     sets=[STORED_WO_RANK, STORED_HEAD_RANKS])
+    assert [e["without"] for e in gc.elements] == [("vo-gauge",)], gc.elements
+    assert gc.elements[0]["label"].startswith("random without vo-gauge (seed")
+    rows = {r["id"]: r for r in gc.rows}
+    assert rows["thm-7.3/wo"]["moved_by"] == list(STORED_WO_RANK) and rows["prop-6.3"]["moved_by"] == list(STORED_HEAD_RANKS)
+    assert gc.defects == [], gc.defects
+
+
 def test_llama_gauge_check_has_no_false_symmetry_defect(llama_checkpoint):
     from symtrans.report.gauge import gauge_check
 

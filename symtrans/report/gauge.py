@@ -81,6 +81,14 @@ class GaugeCheck:
     seed: int
     base: dict[str, str]
     runs: list[dict[str, Any]]
+    #: the factors of G acting on this model's weights; a restricted run's ``without`` is a declaration less the
+    #: factors absent here, so two declarations that differ only in absent factors share one run (None: compared
+    #: as given)
+    present: list[str] | None = None
+
+    def _declared_here(self, moved_by: tuple[str, ...]) -> tuple[str, ...]:
+        """A declaration less the factors that do not act on this model (what a restricted run leaves out)."""
+        return tuple(moved_by) if self.present is None else tuple(f for f in moved_by if f in self.present)
 
     def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``."""
@@ -102,8 +110,8 @@ class GaugeCheck:
                     continue
                 it = items.get(i)
                 about = getattr(it, "about", "")
-                if run["without"] is not None:  # a restricted run: only the statements declaring that set
-                    if about != "parametrisation" or tuple(it.moved_by) != tuple(run["without"]):
+                if run["without"] is not None:  # a restricted run: only the statements declaring that set here
+                    if about != "parametrisation" or self._declared_here(it.moved_by) != tuple(run["without"]):
                         continue
                 moved_under[i][label] = f"{v} to {after.get(i)}"
                 if about == "function":
@@ -292,12 +300,14 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
         runs.append(run(centring_element(w), None))
     if sets is None:
         sets = sorted({i.moved_by for i in declared_items() if i.id in base and i.about == "parametrisation"})
+    # one restricted run per declaration as it stands here: declarations that differ only in factors absent from
+    # this model draw the same element (it leaves out the same present factors)
+    here = list(dict.fromkeys(tuple(f for f in moved_by if f in present) for moved_by in sets))
     for k in range(elements if restricted is None else restricted):
-        for moved_by in sets:
-            rest = [f for f in present if f not in moved_by]
+        for without in here:
+            rest = [f for f in present if f not in without]
             g = sample_gauge(w, seed=seed + 1000 + k, factors=rest)
-            g.label = (f"random without {', '.join(f for f in moved_by if f in present) or 'nothing present'} "
-                       f"(seed {seed + 1000 + k})")
-            runs.append(run(g, moved_by))
+            g.label = f"random without {', '.join(without) or 'nothing present'} (seed {seed + 1000 + k})"
+            runs.append(run(g, without))
     name = f"{w.arch.name} (weights {str(w.weights_hash)[:12]})"
-    return GaugeCheck(name, n, seed, base, runs)
+    return GaugeCheck(name, n, seed, base, runs, present)
