@@ -538,10 +538,8 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import LAZY_VALUES, _load, _timed, fill_unread
+    from symtrans.group.relate import LAZY_VALUES, _load, _timed, fill_unread, relation_tolerance
     from symtrans.threads import single_threaded
-
-    from symtrans.group.relate import relation_tolerance
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)

@@ -445,8 +445,6 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
     # real checkpoints follow transformers' rotate_half convention (symtrans.numeric.forward.rope_tables)
     pairs = "halves"
 
-    output = model_output
-
     out: list[InvarianceCheck] = []
     for dt_name in dtypes:
         w = weights.to(dtype=dt_name)
@@ -469,12 +467,12 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
                 inside = [b.feature for b in f.broken_by
                           if b.present and (b.feature == "causal mask" or b.feature.startswith("rotary"))]
                 exp1 = "changes" if inside else "invariant"
-                ch = _rel(output(w, X=base.embeddings[P]), ref[P])
+                ch = _rel(model_output(w, X=base.embeddings[P]), ref[P])
                 out.append(InvarianceCheck(f"{name} (layers, on embeddings)", dt_name, exp1, ch, tol, why,
                                            _verdict(ch, tol, exp1), kappa, w.arch.name,
                                            "Layers(P X) vs P Layers(X)" + (f"; broken by {', '.join(inside)}"
                                                                            if inside else "")))
-                ch = _rel(output(w, input_ids=ids[P]), ref[P])
+                ch = _rel(model_output(w, input_ids=ids[P]), ref[P])
                 out.append(InvarianceCheck(f"{name} (token ids, {spec.arch.positional} positions)", dt_name, expect,
                                            ch, tol, why, _verdict(ch, tol, expect), kappa, w.arch.name,
                                            "Model(P ids) vs P Model(ids)"))
@@ -488,7 +486,7 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
                 element, kappa = sample_element(spec, name, gen, dt, rotary_pairs=pairs)
                 target = output_target(spec, ref, {name: element})
             moved_w, head = _transform(w, spec, name, element, tags=the_tags)
-            moved = output(moved_w, head, input_ids=ids)
+            moved = model_output(moved_w, head, input_ids=ids)
             tol, why = tolerance(dt, d, L, kappa)
             ch = _rel(moved, target)
             detail = "; ".join(b.feature for b in f.broken_by if b.present and b.effect == "breaks")

@@ -1395,7 +1395,7 @@ class _Solver:
             i += dim
             gains = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on(name, "hyperplane_weight"))
                      if g is not None]
-            p = sq = None
+            p = sq = raw = None
             if len(gains) <= 1 and not self.tags_on(name, "translate_ones"):
                 if gains:  # R^T (w - u c / |u|^2) with c = u^T w: one product with [R u], no projected copy
                     u = (1 / gains[0]).reshape(-1, 1)
@@ -1413,8 +1413,8 @@ class _Solver:
                 x = self.invariant(name, w, l, params)
                 p = Ri.T @ x
                 sq = (x * x).sum(0)
-                raw = torch.linalg.vector_norm(w, dim=0).square_() if gains or self.tags_on(name, "translate_ones") \
-                    else sq
+                if raw is None:  # the projected block was formed at once: the columns' own norms read here
+                    raw = torch.linalg.vector_norm(w, dim=0).square_()
             amp2 = float((raw / sq.clamp_min(1e-300)).max()) if raw is not sq else 1.0
             noise = max(noise, unit_roundoff(self.precision(name, l)) * math.sqrt(max(amp2, 1.0)))
             if name in scaled:

@@ -34,6 +34,18 @@ from symtrans.config import DEFAULT_SEED
 __all__ = ["GaugeCheck", "gauge_check", "verdicts_of", "same_function"]
 
 
+def declared_here(moved_by: tuple[str, ...], present: list[str] | None) -> tuple[str, ...]:
+    """A declaration less the factors of G that do not act on the model (``present``; None: as given): what a
+    restricted run of the gauge check leaves out for it.
+
+    Examples
+    --------
+    >>> declared_here(("centring-shift", "vo-gauge"), ["qk-gauge", "vo-gauge"]), declared_here(("a",), None)
+    (('vo-gauge',), ('a',))
+    """
+    return tuple(moved_by) if present is None else tuple(f for f in moved_by if f in present)
+
+
 def verdicts_of(records: list[Any]) -> dict[str, str]:
     """Each statement's verdict (readings, and claims without readings) counted from ``records``.
 
@@ -86,9 +98,6 @@ class GaugeCheck:
     #: as given)
     present: list[str] | None = None
 
-    def _declared_here(self, moved_by: tuple[str, ...]) -> tuple[str, ...]:
-        """A declaration less the factors that do not act on this model (what a restricted run leaves out)."""
-        return tuple(moved_by) if self.present is None else tuple(f for f in moved_by if f in self.present)
 
     def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``."""
@@ -111,7 +120,7 @@ class GaugeCheck:
                 it = items.get(i)
                 about = getattr(it, "about", "")
                 if run["without"] is not None:  # a restricted run: only the statements declaring that set here
-                    if about != "parametrisation" or self._declared_here(it.moved_by) != tuple(run["without"]):
+                    if about != "parametrisation" or declared_here(it.moved_by, self.present) != tuple(run["without"]):
                         continue
                 moved_under[i][label] = f"{v} to {after.get(i)}"
                 if about == "function":
@@ -302,7 +311,7 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
         sets = sorted({i.moved_by for i in declared_items() if i.id in base and i.about == "parametrisation"})
     # one restricted run per declaration as it stands here: declarations that differ only in factors absent from
     # this model draw the same element (it leaves out the same present factors)
-    here = list(dict.fromkeys(tuple(f for f in moved_by if f in present) for moved_by in sets))
+    here = list(dict.fromkeys(declared_here(moved_by, present) for moved_by in sets))
     for k in range(elements if restricted is None else restricted):
         for without in here:
             rest = [f for f in present if f not in without]
