@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from symtrans.arch import Architecture, from_config
+from symtrans.catalogue.model import unused_position_rows
 from symtrans.errors import SymtransError
 from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, read_json_file,
                                shard_file)
@@ -339,7 +340,7 @@ class ModelWeights:
         >>> load_model("default").position_offset
         0
         """
-        return _position_offset(self.family, self.config)
+        return unused_position_rows(self.arch)
 
     def to(self, dtype: str | Any = None, device: str | Any = None) -> ModelWeights:
         """Return a copy in another dtype and/or on another device.
@@ -1301,7 +1302,7 @@ class StreamedWeights:
     d_head = property(lambda self: int(self.arch.d_k), doc="Head width.")
     d_model = property(lambda self: int(self.arch.d_model), doc="Residual-stream width.")
     model_dir = property(lambda self: Path(self.source), doc="The checkpoint directory.")
-    position_offset = property(lambda self: _position_offset(self.family, self.config),
+    position_offset = property(lambda self: unused_position_rows(self.arch),
                                doc="Index of the first position row used.")
 
     def layer(self, i: int, *, shared_kv: bool = False) -> dict[str, Any]:
@@ -1407,14 +1408,6 @@ def expand_kv(layer: dict[str, Any]) -> dict[str, Any]:
         if k in out:
             out[k] = out[k].repeat_interleave(H // Hkv, dim=0)
     return out
-
-
-def _position_offset(family: str, config: dict[str, Any]) -> int:
-    """RoBERTa numbers positions from ``padding_idx + 1``; BERT and DistilBERT from 0."""
-    if family == "roberta":
-        pad = config.get("pad_token_id")  # checked by from_config: an integer >= 0 that leaves positions
-        return int(pad if pad is not None else 1) + 1
-    return 0
 
 
 def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
