@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import sympy as sp
@@ -303,7 +304,7 @@ class GroupSpec:
         f = self.factor(name)
         if f.coordinates is None:
             raise SymtransError(f"factor {name!r} is {f.kind} ({f.scope}): it has no Lie-algebra coordinates")
-        return [int(self._value(p.coordinate_count)) for p in f.coordinates for _ in range(int(self._value(p.count)))]
+        return list(_coordinate_sizes(self.arch, f.coordinates))
 
     def element_count(self, name: str, scope: str, layers: int) -> int:
         """How many independent elements of ``name`` act on ``scope`` of a ``layers``-layer model.
@@ -321,7 +322,7 @@ class GroupSpec:
         return 1 if f.in_scope(scope) else 0
 
     def _value(self, expr: sp.Expr) -> sp.Expr:
-        return sp.sympify(expr).subs(self.arch.substitutions())
+        return _at_sizes(self.arch, expr)
 
     def layer_dimension(self) -> sp.Expr:
         """Continuous dimension per layer for this architecture's sizes.
@@ -486,8 +487,14 @@ def _pieces(spec: GroupSpec, name: str) -> list[tuple[str, int, tuple[int, int]]
     f = spec.factor(name)
     if f.coordinates is None or any(p.how == "matrix" for p in f.coordinates):
         raise SymtransError(f"no coordinates for factor {name!r}")
-    value = lambda x: int(spec._value(x))  # noqa: E731
-    return [(p.component, value(p.count), (value(p.shape[0]), value(p.shape[1]))) for p in f.coordinates]
+    return list(_piece_shapes(spec.arch, f.coordinates))
+
+
+@lru_cache(maxsize=4096)
+def _piece_shapes(arch: Architecture, pieces: tuple[Any, ...]) -> tuple[tuple[str, int, tuple[int, int]], ...]:
+    """:func:`_pieces` at ``arch``'s sizes, substituted once a process (pure in the frozen arguments)."""
+    value = lambda x: int(_at_sizes(arch, x))  # noqa: E731
+    return tuple((p.component, value(p.count), (value(p.shape[0]), value(p.shape[1]))) for p in pieces)
 
 
 def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:
@@ -513,3 +520,31 @@ def generic_element(spec: GroupSpec, factor: str) -> dict[str, Any]:
         out[comp] = blocks if count > 1 else blocks[0]
     return out
 
+
+@lru_cache(maxsize=4096)
+def _coordinate_sizes(arch: Architecture, pieces: tuple[Any, ...]) -> tuple[int, ...]:
+    """The coordinate counts of a factor's pieces at ``arch``'s sizes (:meth:`GroupSpec.factor_sizes`).
+
+    A pure function of the (frozen) architecture and pieces, substituted once a process: group.complete reads
+    it at every tangent evaluation, and each ablation of group.breaking builds a new spec of the same factors.
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("bert-base")  # the query/key gauge: GL(d_k) at each of the H = 12 heads
+    >>> _coordinate_sizes(spec.arch, spec.factor("qk-gauge").coordinates) == (64 * 64,) * 12
+    True
+    """
+    value = lambda x: int(_at_sizes(arch, x))  # noqa: E731
+    return tuple(value(p.coordinate_count) for p in pieces for _ in range(value(p.count)))
+
+
+def _at_sizes(arch: Architecture, expr: Any) -> sp.Expr:
+    """``expr`` with ``arch``'s sizes substituted (symbols the architecture leaves free stay).
+
+    Examples
+    --------
+    >>> from symtrans.symbols import SYMBOLS as S
+    >>> _at_sizes(get_arch("bert-base"), S["H"] * S["d_k"])
+    768
+    """
+    return sp.sympify(expr).subs(arch.substitutions())

@@ -475,9 +475,12 @@ def full_row_rank_certificate(M: Any, *, margin: float = 2.0, gram: Any = None,
     shift = 2 * (target + gram_err + chol_err + _U * diag_max)
     G.diagonal().sub_(shift)
     R, info = torch.linalg.cholesky_ex(G)
-    if int(info) != 0 or not bool(torch.isfinite(R).all()):
+    if int(info) != 0:
         return None
+    # a non-finite entry of R makes this sum non-finite (so does an overflow: then no certificate either)
     r_fro2 = float((R * R).sum()) * (1 + _gamma(m * m + 1))
+    if not math.isfinite(r_fro2):
+        return None
     # the last term covers underflow in the squares and products (each at most 2^-1074, m^2 + m n of them)
     lower = shift - _gamma(m + 1) * r_fro2 - _U * (diag_max + shift) - gram_err - (m * m + m * n) * 2.0 ** -1000
     if lower <= 0:
