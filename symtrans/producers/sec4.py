@@ -353,6 +353,11 @@ def _search_evidence(ctx: Context, which: str, cases: list[tuple[dict[str, Any],
                                                                    " (applicable inputs)"))
 
 
+#: The exact LayerNorm searches read one process-wide cache (``certify.layernorm``: each small X's H1-H4, rank
+#: and sigma membership, and the SymPy check of the proof's identity): a report runs them in one process.
+LN_EXACT = "ln-exact"
+
+
 @producer("thm-4.2", kind="numeric", name="ln-search-arank", needs_model=False, share="sec4-search")
 def check_ln_search_arank(ctx: Context) -> list[Evidence]:
     """Search constructed inputs for violations of arank(LN X) = arank(X) under H1-H4."""
@@ -490,7 +495,7 @@ def _verify_counterexample(X: Any) -> dict[str, Any]:
                                 "LN_X": alg["LN"]}}
 
 
-@producer("thm-4.2", kind="symbolic", name="ln-affine-search",
+@producer("thm-4.2", kind="symbolic", name="ln-affine-search", share=LN_EXACT,
           description="exact counterexample search for arank(LN X) = arank(X) under H1-H4")
 def thm42_affine(ctx: Context) -> list[Evidence]:
     """Search the affine-rank statement exhaustively in increasing size; minimal exact counterexample."""
@@ -536,7 +541,7 @@ def thm42_affine(ctx: Context) -> list[Evidence]:
                          "correction": "thm-4.2-corrected"})]
 
 
-@producer("thm-4.2", kind="symbolic", name="ln-zero-beta",
+@producer("thm-4.2", kind="symbolic", name="ln-zero-beta", share=LN_EXACT,
           description="matrix-rank part: rank(LN X) = rank X under H1-H3 with beta = 0 (proof + exact search)")
 def thm42_zero_beta(ctx: Context) -> list[Evidence]:
     """Certify the zero-beta part by its proof (symbolically checked identity) and an exact search."""
@@ -556,7 +561,7 @@ def thm42_zero_beta(ctx: Context) -> list[Evidence]:
                          "note": "this certifies only the beta = 0 part; the affine part fails (ln-affine-search)"})]
 
 
-@producer("thm-4.2", kind="symbolic", name="ln-remark",
+@producer("thm-4.2", kind="symbolic", name="ln-remark", share=LN_EXACT,
           description="Remark: rank(LN X) <= rank X + 1 for any beta (proof + exact search)")
 def thm42_remark(ctx: Context) -> list[Evidence]:
     """Certify the Remark's bound; show an increase with a zero-mean beta (the parenthetical is not necessary)."""
@@ -577,7 +582,7 @@ def thm42_remark(ctx: Context) -> list[Evidence]:
                                         {"X": X, "gamma": g, "beta": b, **ex.details}})]
 
 
-@producer("thm-4.2-corrected", kind="symbolic", name="ln-corrected",
+@producer("thm-4.2-corrected", kind="symbolic", name="ln-corrected", share=LN_EXACT,
           description="corrected LayerNorm rank theorem: arank(LN X) = rank(XP) = rank(X) under H1-H4")
 def thm42_corrected(ctx: Context) -> list[Evidence]:
     """Certify the corrected statement: checked proof, cross-checked reduction, exact search."""
