@@ -321,7 +321,12 @@ class _Canon:
             els = []
             for l in range(self.s.L):
                 W = self.cur["layers"][l][pivot.tensor]
-                d = 1 / W.norm(dim=0)
+                norm = W.norm(dim=0)
+                dead = norm <= self.tie * norm.max()  # a unit 0 in the pivot (a dead unit): no scale to fix
+                if bool(dead.any()):
+                    self.amb.append(f"{name} layer {l}: {int(dead.sum())} FFN units with {pivot.tensor} = 0 (below "
+                                    f"{self.tie:g} of the largest column): their scaling is not fixed")
+                d = torch.where(dead, 1.0, 1 / norm.clamp_min(1e-300))
                 if signed:
                     lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
                     d = d * torch.where(lead < 0, -1.0, 1.0).to(W.dtype)
@@ -380,19 +385,46 @@ class _Canon:
                 U = Qa @ Uc
                 lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
                 sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
-                Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
+                # a product of rank below d_k (a silenced head: W_O^h = 0) fixes no scale on its null space: the
+                # singular values there are lifted to tie x the largest (1 for a zero product), so M stays
+                # invertible, and the directions it leaves free are reported
+                top = S[:, :1]
+                low = S <= self.tie * top
+                lifted = torch.where(low, torch.where(top > 0, self.tie * top, torch.ones_like(top)), S)
+                Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * lifted.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
                 for g in range(kv):
                     M = Ms[g]
-                    if not bool(torch.isfinite(M).all()):  # A without full column rank: least squares
-                        M = torch.linalg.lstsq(A[g], (U[g] * sign[g]) * S[g].sqrt()[None, :]).solution
-                    if gaps[g]:
+                    if not _full_rank_r(Ra[g], self.tie):  # A without full column rank (W_O^h = 0): B's side
+                        if not _full_rank_r(Rb[g], self.tie):
+                            raise SymtransError(
+                                f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
+                                f"{right.tensor} lack full column rank, so no element of the gauge is fixed by them")
+                        M = Rb[g].mT.clone()  # B M^-T = Qb: the gauge fixed by B alone (reported as not fixed)
+                    if bool(low[g].any()):
+                        self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "
+                                        f"{int((~low[g]).sum())} < {S.shape[-1]} (below {self.tie:g} of its largest "
+                                        "singular value): the gauge on its null space is not fixed")
+                    elif gaps[g]:
                         self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
                                         f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
                     mats.append(M)
                 els.append({"g": mats})
             self.apply(f.name, els)
+
+
+def _full_rank_r(R: Any, tie: float) -> bool:
+    """Whether the triangular QR factor ``R`` of a block has every diagonal entry above ``tie`` times the largest.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _full_rank_r(torch.eye(2), 1e-6), _full_rank_r(torch.zeros(2, 2), 1e-6)
+    (True, False)
+    """
+    d = R.diagonal().abs()
+    return bool(d.max() > 0) and bool((d > tie * d.max()).all())
 
 
 def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:

@@ -1355,9 +1355,13 @@ class _Solver:
         ``norms2`` their squared norms and ``parts()`` the keys written out in their parts (as
         :meth:`_match_parts` takes them). The sign is that of the projection of largest magnitude: one rule on
         both sides, so a unit scaled by any non-zero number keeps its key. ``noise`` is the keys' relative
-        rounding noise: a column's storage rounding (u |w_j|) survives the projection whole, so relative to the
-        projected column it is u |w_j| / |inv w_j| (largest over units and input tensors): large where a
-        translation element (an FFN input hyperplane) is much larger than the column it moves, at bfloat16.
+        rounding noise: a column's storage rounding (u |w_j|) survives the projection whole. The match measures
+        distances against the largest key, so for a tensor taken as it is the noise is u max_j |w_j| / max_j
+        |inv w_j|; for one of ``scaled`` each part is divided by its own norm, so it is u |w_j| / |inv w_j|, the
+        largest over units that are not dead (a column within its storage rounding of 0 is taken as it is, its
+        key part about 0 on both sides, and carries no noise). Large where a
+        translation element (an FFN input hyperplane) is much larger than the columns it moves, at bfloat16; a
+        unit that is 0 up to its translation (a dead unit) is not noisy against the largest key.
 
         A tensor whose invariant is ``x`` minus one rank-one term (one gain's ``u (u^T x) / |u|^2`` on an input;
         each row's mean on ``W_out``) is read once by a product with the directions and that term's vector, its
@@ -1415,16 +1419,27 @@ class _Solver:
                 sq = (x * x).sum(0)
                 if raw is None:  # the projected block was formed at once: the columns' own norms read here
                     raw = torch.linalg.vector_norm(w, dim=0).square_()
-            amp2 = float((raw / sq.clamp_min(1e-300)).max()) if raw is not sq else 1.0
-            noise = max(noise, unit_roundoff(self.precision(name, l)) * math.sqrt(max(amp2, 1.0)))
+            u = unit_roundoff(self.precision(name, l))
+            # a column whose invariant is within its own storage rounding of 0 (u |w_j| bounds what rounding
+            # leaves of a column G translates to 0; 4 u for the float64 arithmetic on top): a dead unit, whose
+            # key part is that invariant as it is, not divided by its norm (noise over noise)
+            null = sq <= (4 * u) ** 2 * raw if name in scaled else None
+            if raw is sq:
+                amp2 = 1.0
+            elif name in scaled:  # each key part divided by its own norm: its noise relative to that norm
+                live = ~null
+                amp2 = float((raw[live] / sq[live].clamp_min(1e-300)).max()) if bool(live.any()) else 1.0
+            else:  # the match measures distances against the largest key: the noise relative to that size
+                amp2 = float(raw.max()) / max(float(sq.max()), 1e-300)
+            noise = max(noise, u * math.sqrt(max(amp2, 1.0)))
             if name in scaled:
-                n = sq.clamp_min(0).sqrt().clamp_min(1e-300)
+                n = torch.where(null, 1.0, sq.clamp_min(0).sqrt().clamp_min(1e-300))
                 big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
                 ns = n * torch.where(big < 0, -1.0, 1.0).to(n.dtype)
                 p = p / ns
                 factor = ns if factor is None else factor * ns
                 divisors.append(ns)
-                part2 = torch.ones_like(n)
+                part2 = torch.where(null, sq.clamp_min(0), 1.0)
             else:
                 divisors.append(None)
                 part2 = sq.clamp_min(0)
@@ -1505,6 +1520,7 @@ class _Solver:
     def unit_scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix
 
+        torch = _torch()
         for name in [x.name for x in with_role(self.spec, "hidden-scaling")]:
             f = self.present.get(name) or self.broken.get(name)
             if f is None:
@@ -1514,7 +1530,11 @@ class _Solver:
             for l in range(self.L):
                 a = self.invariant(pivot.tensor, self.cur["layers"][l][pivot.tensor], l, self.cur)
                 b = self.invariant(pivot.tensor, self.tgt["layers"][l][pivot.tensor], l, self.tgt)
-                s = (a * b).sum(0) / (a * a).sum(0).clamp_min(1e-300)
+                aa, bb = (a * a).sum(0), (b * b).sum(0)
+                s = (a * b).sum(0) / aa.clamp_min(1e-300)
+                # a unit 0 on both sides (a dead unit, up to the check's own tolerance) keeps any scaling: 1
+                eps2 = self.u_pivot(pivot.tensor, l) ** 2
+                s = torch.where((aa <= eps2 * aa.max()) & (bb <= eps2 * bb.max()), torch.ones_like(s), s)
                 dev = float((s - 1).abs().max())
                 if dev > worst:
                     worst, where = dev, l
