@@ -429,3 +429,45 @@ def test_every_factor_that_moves_a_stored_head_rank_decision_at_bfloat16_is_decl
         declared = set(get_claim("prop-6.3").moved_by if i == "prop-6.3" else
                        get_claim("thm-rank-contraction").reading(i).moved_by)
         assert moving <= declared, (i, moving - declared)
+
+
+def test_a_silenced_head_moved_by_the_centring_shift_keeps_its_equilibrated_rank():
+    """The MLP-input fibre ranks B^T W_O^T: a head with W_O^h = 0 that G shifts to c 1^T is still in P's kernel."""
+    import torch
+
+    from symtrans.numeric.fibres import equilibrated_rank
+    from symtrans.numeric.linalg import numerical_rank
+
+    g = torch.Generator().manual_seed(0)
+    H, dv, d = 4, 8, 32
+    W = torch.randn(H * dv, d, generator=g, dtype=torch.float64) / d ** 0.5
+    W[2 * dv:3 * dv] = 0  # head 2 silenced
+    base = equilibrated_rank(W)
+    # an independent route: rank(W P) = rank([W; 1^T]) - 1 when 1 is not in W's row space (W's rank 24 < 31)
+    ones = torch.ones(1, d, dtype=W.dtype)
+    assert base.rank == numerical_rank(torch.cat([W, ones])).rank - 1 == 3 * dv and base.decisive
+    for c in (1.0, 1e3, 1e6):  # the centring shift adds c_r 1^T to each row; large c on the silenced rows
+        shift = c * torch.randn(H * dv, 1, generator=g, dtype=W.dtype)
+        moved = equilibrated_rank(W + shift @ ones)
+        assert moved.rank == base.rank and moved.decisive, (c, moved)
+    # the false case: a row that is not constant is ranked, however close to constant
+    W2 = W + (torch.randn(H * dv, 1, generator=g, dtype=W.dtype) @ ones)
+    W2[2 * dv, 0] += 1e-3
+    assert equilibrated_rank(W2).rank == base.rank + 1
+
+
+@pytest.mark.slow  # one gauge check on a planted checkpoint (about 6 s)
+def test_a_silenced_head_moves_no_function_reading_under_g(tmp_path):
+    import torch
+
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.save import save_weights
+    from symtrans.numeric.weights import load_model
+    from symtrans.report.gauge import gauge_check
+
+    src, _ = random_checkpoint(tmp_path / "src", "bert")
+    w = load_model(src, dtype="float32")
+    with torch.no_grad():
+        w.tensors["W_O"][1, 2] = 0
+    gc = gauge_check(str(save_weights(w, tmp_path / "silenced")), n=16, elements=3, seed=0)
+    assert gc.elements and not gc.defects, gc.defects  # was: thm-7.3/mlp-input supported -> inconclusive

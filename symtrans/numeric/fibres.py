@@ -192,12 +192,20 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     >>> equilibrated_rank(torch.randn(40, 40, generator=g, dtype=torch.float64), "rmsnorm").rank
     40
     """
+    import torch
+
     from symtrans.numeric.linalg import certified_rank, ones_complement
 
     if norm == "layernorm" and W.shape[1] <= W.shape[0]:
         # P = B B^T (B an orthonormal basis of 1^perp): rank P W^T = rank B^T W^T, read with no singular value
         # standing for P's exact kernel. Ranked on P W^T itself, that kernel's rounding-level value grows with W's
-        # conditioning (an element of G rescales the heads' W_O) to within a decade of the cut: undecided
+        # conditioning (an element of G rescales the heads' W_O) to within a decade of the cut: undecided.
+        # A row of W with all entries equal lies in that kernel exactly (a silenced head's W_O^h = 0 moved by
+        # the centring shift, c 1^T): it is taken as 0, not as B^T's rounding of it (u |c| sqrt(d), which
+        # grows with the shift to the cut)
+        const = (W == W[:, :1]).all(1)
+        if bool(const.any()):
+            W = torch.where(const[:, None], torch.zeros((), dtype=W.dtype), W)
         return certified_rank(ones_complement(int(W.shape[1]), W.dtype).T @ W.T)
     return certified_rank(_projected_wt(W, norm))  # full rank min(d, k): P's kernel does not bind when d > k
 
