@@ -848,7 +848,7 @@ def _planted(w: Any, tmp: Path) -> Any:
 
 
 @pytest.mark.parametrize("case", ["gpt2", "llama"])
-def test_a_silenced_head_and_a_dead_unit_are_related_and_canonical_reports_what_they_leave_free(tiny, case, tmp_path):
+def test_a_silenced_head_and_a_dead_unit_are_related_and_have_one_canonical_form(tiny, case, tmp_path):
     from symtrans.group.canonical import canonical
 
     a = _planted(tiny[case], tmp_path)
@@ -862,11 +862,38 @@ def test_a_silenced_head_and_a_dead_unit_are_related_and_canonical_reports_what_
     ca, cb = canonical(a), canonical(b)  # was: a singular gauge (GPT-2), a non-finite unit scaling (Llama)
     assert relate(a, ca.weights).related  # the form is on A's orbit
     free = " ".join(ca.ambiguities)
-    if case == "gpt2":  # the silenced head is alone in its group: the value gauge is not fixed there
-        assert "vo-gauge layer 1" in free and "rank 0 < 8" in free, free
-    else:  # gated: the dead unit's scaling is not fixed; the silenced head shares its key/value head
-        assert "ffn-scaling layer 0: 1 FFN units" in free, free
-        for k, x in ca.weights.tensors.items():
-            if x is not None:  # nothing else left free: one form for A and g . A
-                y = cb.weights.tensors[k]
-                assert float((x - y).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
+    # the silenced head's value gauge is fixed by W_V's column space alone (GPT-2: alone in its group; Llama:
+    # its key/value head is shared); a gated FFN's dead unit keeps scaling 1, reported
+    assert "vo-gauge" not in free, free
+    assert ("ffn-scaling layer 0: 1 FFN units" in free) == (case == "llama"), free
+    for k, x in ca.weights.tensors.items():
+        if x is not None:  # one form for A and g . A
+            y = cb.weights.tensors[k]
+            assert float((x - y).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
+
+
+@pytest.mark.parametrize("case", ["gpt2", "llama"])
+@pytest.mark.parametrize("pruned", ["W_V", "head"])
+def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_form(tiny, case, pruned, tmp_path):
+    from symtrans.group.canonical import canonical
+
+    c = load_model(tiny[case].source, dtype="float32")
+    t, gqa = c.tensors, c.arch.H_kv != c.arch.H
+    with torch.no_grad():
+        if pruned == "W_V":  # layer 1's value head 1 (under grouped-query attention shared by two query heads)
+            t["W_V"][1, 1] = 0
+            t["b_V"][1, 1] = 0
+        else:  # layer 1's head 2 whole (under grouped-query attention its key/value head stays: shared)
+            for k in ("W_Q", "b_Q", "W_O") + (() if gqa else ("W_K", "b_K", "W_V", "b_V")):
+                if t.get(k) is not None:
+                    t[k][1, 2] = 0
+    a = load_model(save_weights(c, tmp_path / "pruned"))
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 1), spec)
+    _related_on_disk(a, b, tmp_path)  # was: a raw LinAlgError (the gauge solved on a zero W_V, singular)
+    # the false cases, both ways: the original (the head alive) is not g . A, nor A g . original
+    assert not relate(a, tiny[case]).related and not relate(tiny[case], a).related
+    ca, cb = canonical(a), canonical(b)  # was: "both W_Q and W_K lack full column rank" (a pruned head)
+    for k, x in ca.weights.tensors.items():
+        if x is not None:
+            assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), (k, ca.ambiguities)

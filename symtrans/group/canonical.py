@@ -386,27 +386,37 @@ class _Canon:
                 lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
                 sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
                 # a product of rank below d_k (a silenced head: W_O^h = 0) fixes no scale on its null space: the
-                # singular values there are lifted to tie x the largest (1 for a zero product), so M stays
+                # singular values there are lifted to tie x the layer's largest (1 for a zero layer), so M stays
                 # invertible, and the directions it leaves free are reported
-                top = S[:, :1]
+                # (against the layer's largest product: a head whose product is rounding left by a translation
+                # is as deficient in g . A as the exact zero it is in A)
+                top = S[:, :1].max()
                 low = S <= self.tie * top
-                lifted = torch.where(low, torch.where(top > 0, self.tie * top, torch.ones_like(top)), S)
+                lifted = torch.where(low, self.tie * top if top > 0 else torch.ones_like(top), S)
                 Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * lifted.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
+                (oks, small) = zip(*(_full_column_rank(X, R, self.tie) for X, R in ((A, Ra), (B, Rb))))
                 for g in range(kv):
                     M = Ms[g]
-                    if not _full_rank_r(Ra[g], self.tie):  # A without full column rank (W_O^h = 0): B's side
-                        if not _full_rank_r(Rb[g], self.tie):
+                    # one side without full column rank (a silenced head: W_V^h or W_O^h = 0; in g . A the rounding a
+                    # translation left of it): the product fixes nothing there, the other side's column space does
+                    a_ok, b_ok = oks[0][g], oks[1][g]
+                    if a_ok and not b_ok:
+                        M = _span_gauge(Qa[g], Ra[g])  # A M fixed by A alone
+                    elif b_ok and not a_ok:
+                        M = torch.linalg.inv(_span_gauge(Qb[g], Rb[g])).mT  # B M^-T fixed by B alone
+                    elif not a_ok:
+                        if not (small[0][g] and small[1][g]):
                             raise SymtransError(
                                 f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
                                 f"{right.tensor} lack full column rank, so no element of the gauge is fixed by them")
-                        M = Rb[g].mT.clone()  # B M^-T = Qb: the gauge fixed by B alone (reported as not fixed)
-                    if bool(low[g].any()):
+                        M = torch.eye(A.shape[-1], dtype=A.dtype)  # a pruned head: g acts on 0
+                    if not (a_ok or b_ok) or (a_ok and b_ok and bool(low[g].any())):
                         self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "
-                                        f"{int((~low[g]).sum())} < {S.shape[-1]} (below {self.tie:g} of its largest "
-                                        "singular value): the gauge on its null space is not fixed")
-                    elif gaps[g]:
+                                        f"{int((~low[g]).sum())} < {S.shape[-1]} (below {self.tie:g} of the layer's "
+                                        "largest singular value): the gauge on its null space is not fixed")
+                    elif gaps[g] and a_ok and b_ok:
                         self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
                                         f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
                     mats.append(M)
@@ -414,17 +424,47 @@ class _Canon:
             self.apply(f.name, els)
 
 
-def _full_rank_r(R: Any, tie: float) -> bool:
-    """Whether the triangular QR factor ``R`` of a block has every diagonal entry above ``tie`` times the largest.
+def _span_gauge(Q: Any, R: Any) -> Any:
+    """The ``N`` with ``X N = C`` for ``X = Q R`` of full column rank, ``C`` a basis of X's column space read off its
+    projector only (the first k columns of ``Q Q^T``, orthonormalised, QR's diagonal made positive): the same
+    ``C`` for every ``X N'`` with ``N'`` invertible, so one side of a per-head gauge fixes it where the other is 0.
 
     Examples
     --------
     >>> import torch
-    >>> _full_rank_r(torch.eye(2), 1e-6), _full_rank_r(torch.zeros(2, 2), 1e-6)
-    (True, False)
+    >>> X = torch.randn(6, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> G = torch.tensor([[2.0, 1.0], [0.5, -3.0]], dtype=torch.float64)
+    >>> (Xa, Xb) = (X, X @ G)
+    >>> Ca, Cb = (Y @ _span_gauge(*torch.linalg.qr(Y)) for Y in (Xa, Xb))
+    >>> bool(torch.allclose(Ca, Cb, atol=1e-12)), bool(torch.allclose(Ca.mT @ Ca, torch.eye(2, dtype=X.dtype)))
+    (True, True)
     """
-    d = R.diagonal().abs()
-    return bool(d.max() > 0) and bool((d > tie * d.max()).all())
+    import torch
+
+    Qc, Rc = torch.linalg.qr((Q @ Q.mT)[:, :Q.shape[-1]])
+    C = Qc * torch.where(Rc.diagonal() < 0, -1.0, 1.0).to(Qc.dtype)
+    return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True)
+
+
+def _full_column_rank(X: Any, R: Any, tie: float) -> tuple[list[bool], list[bool]]:
+    """For each group of a stack ``X`` (groups x rows x d_k) with QR factors ``R``: (full column rank, 0).
+
+    Full column rank: every diagonal entry of R above ``tie`` times the group's largest, and the group not 0; 0:
+    the group's norm below ``tie`` times the largest group's (in g . A, what a translation left of a zero block).
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.stack([torch.eye(2), torch.tensor([[1.0, 1.0], [1.0, 1.0]]), 1e-12 * torch.eye(2)])
+    >>> _full_column_rank(X, torch.linalg.qr(X)[1], 1e-6)
+    ([True, False, False], [False, False, True])
+    """
+    d = R.diagonal(dim1=-2, dim2=-1).abs()
+    top = d.max(-1, keepdim=True).values
+    norms = X.norm(dim=(-2, -1))
+    small = norms <= tie * norms.max()
+    full = (top[:, 0] > 0) & (d > tie * top).all(-1) & ~small
+    return full.tolist(), small.tolist()
 
 
 def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:

@@ -1583,6 +1583,7 @@ class _Solver:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
                     Ms = _lstsq(A, B)
+                Ms, sv = self.gauge_from_inverse(f, l, A, Ms)
                 # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
                 raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
@@ -1607,11 +1608,63 @@ class _Solver:
                     mats.append(M)
                 els.append({"g": mats})
                 self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
-                sv = torch.linalg.svdvals(Ms)  # the condition number of every group's element at once
+                # the condition number of every group's element at once (sv: Ms's singular values)
                 conds = [float(x) if m > 0 else math.inf for x, m in zip(sv.max(1).values / sv.min(1).values,
                                                                           sv.min(1).values.tolist())]
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
+
+    def gauge_from_inverse(self, f: Any, l: int, A: Any, Ms: Any) -> tuple[Any, Any]:
+        """``(Ms, its singular values)``, each group's element solved on the gauge's inverse side where the pivot
+        ``A`` cannot fix it.
+
+        A pivot block without full column rank (a head with W_V^h = 0, or W_Q^h = 0) leaves the least-squares
+        element singular (the minimum-norm solution on its row space): there the element is solved on the
+        tensor it acts on by the inverse (W_O^h = M^-1 ..., W_K = ... M^-T), and where that is deficient too
+        and both sides are 0 up to rounding against the layer's other heads (a pruned head) the element is the
+        identity. The per-tensor check decides as everywhere.
+        """
+        from symtrans.precision import rank_rtol
+
+        torch = _torch()
+        k = int(A.shape[-1])
+        # the minimum-norm solution on a deficient A is singular (its rank at most A's): read off the k x k
+        # elements' own singular values, not A's (rows x k)
+        sv = torch.linalg.svdvals(Ms)
+        cut = rank_rtol("float64", (k, k))[0] * sv[:, :1]
+        short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())]
+        if not short:
+            return Ms, sv
+        pivot = next(t for t in f.tags if t.how == "element" and t.tensor.startswith("W_"))
+        inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
+        XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
+        per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
+        Ms = Ms.clone()
+        for g in short:
+            xa, xb = XA[g * per:(g + 1) * per], XB[g * per:(g + 1) * per]
+            if inv.side == "left":  # X -> M^-1 X on the gauge's rows: X_A = M X_B, so X_A^T = X_B^T M^T
+                xa, xb = xa.mT, xb.mT
+            # the right side (X -> X M^-T): X_A = X_B M^T
+            xa, xb = xa.reshape(-1, k), xb.reshape(-1, k)
+            if self._zero_block(self.tgt, inv, l, xb, g, len(A)):
+                if self._zero_block(self.cur, pivot, l, A[g], g, len(A)):
+                    Ms[g] = torch.eye(k, dtype=Ms.dtype)  # both sides 0 up to their storage rounding: g acts on 0
+                continue
+            svx = torch.linalg.svdvals(xb)
+            if bool((svx > rank_rtol("float64", tuple(xb.shape))[0] * svx[:1]).all()):
+                Ms[g] = _lstsq(xb, xa).mT
+        return Ms, torch.linalg.svdvals(Ms)
+
+    def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
+        """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the storage rounding of the stored
+        blocks they were projected from (a column G translates to 0 keeps u |w| of rounding, 4 u for the float64
+        arithmetic on top, as :meth:`unit_keys` takes a dead unit)."""
+        from symtrans.precision import unit_roundoff
+
+        blocks = params["layers"][l][tag.tensor]
+        per = len(blocks) // groups
+        raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
+        return float(invariant.norm()) <= 4 * unit_roundoff(self.precision(tag.tensor, l)) * raw
 
     # ---- 6. translations
     def translations(self) -> None:
