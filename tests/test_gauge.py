@@ -471,3 +471,32 @@ def test_a_silenced_head_moves_no_function_reading_under_g(tmp_path):
         w.tensors["W_O"][1, 2] = 0
     gc = gauge_check(str(save_weights(w, tmp_path / "silenced")), n=16, elements=3, seed=0)
     assert gc.elements and not gc.defects, gc.defects  # was: thm-7.3/mlp-input supported -> inconclusive
+
+
+def test_a_head_with_w_v_zero_enters_claim_align_under_the_value_bias_shift_which_it_declares(tmp_path):
+    # R_h is the span of the head's outputs (A X W_V + 1 b_V) W_O. A head with W_V^h = 0 and b_V^h = 0 writes
+    # nothing and is left out; the value-bias shift (b_V + v, b_O - v W_O: the same function) gives it a bias,
+    # so it enters the test. A planted BERT's gauge check found claim-align moved (not-applicable ->
+    # inconclusive) by elements without the declared factors: value-bias-shift was not declared.
+    import torch
+
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, sample_gauge
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.save import save_weights
+    from symtrans.numeric.weights import load_model
+    from symtrans.producers.sec6 import check_alignment
+
+    src, _ = random_checkpoint(tmp_path / "src", "bert")
+    w = load_model(src, dtype="float32")
+    with torch.no_grad():
+        w.tensors["W_V"][1, 2] = 0
+        w.tensors["b_V"][1, 2] = 0
+    path = str(save_weights(w, tmp_path / "zero-v"))
+    ctx = Context(model=path, n=16, seed=0)
+    base = check_alignment(ctx)[0]
+    assert any(s == {"layer": 1, "head": 2, "why": "R_h = 0 (the head writes nothing)"} for s in base.details["skipped"])
+    moved = check_alignment(Context(model=path, n=16, seed=0).preload(
+        apply_gauge(ctx.weights(), sample_gauge(ctx.weights(), seed=3, factors=["value-bias-shift"]))))[0]
+    assert not any(s["layer"] == 1 and s["head"] == 2 for s in moved.details.get("skipped", []))  # it entered
+    assert "value-bias-shift" in get_claim("claim-align").moved_by
