@@ -873,8 +873,9 @@ def test_a_silenced_head_and_a_dead_unit_are_related_and_have_one_canonical_form
 
 
 @pytest.mark.parametrize("case", ["gpt2", "llama"])
-@pytest.mark.parametrize("pruned", ["W_V", "head"])
+@pytest.mark.parametrize("pruned", ["W_V", "head", "half"])
 def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_form(tiny, case, pruned, tmp_path):
+    from symtrans.errors import SymtransError
     from symtrans.group.canonical import canonical
 
     c = load_model(tiny[case].source, dtype="float32")
@@ -883,6 +884,11 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
         if pruned == "W_V":  # layer 1's value head 1 (under grouped-query attention shared by two query heads)
             t["W_V"][1, 1] = 0
             t["b_V"][1, 1] = 0
+        elif pruned == "half":  # half the value channel of layer 1's value head 1, pruned on both sides
+            t["W_V"][1, 1][:, 4:] = 0
+            t["b_V"][1, 1][4:] = 0
+            for h in range(c.arch.H // c.arch.H_kv):  # every query head reading it
+                t["W_O"][1, c.arch.H // c.arch.H_kv + h][4:] = 0
         else:  # layer 1's head 2 whole (under grouped-query attention its key/value head stays: shared)
             for k in ("W_Q", "b_Q", "W_O") + (() if gqa else ("W_K", "b_K", "W_V", "b_V")):
                 if t.get(k) is not None:
@@ -893,6 +899,10 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
     _related_on_disk(a, b, tmp_path)  # was: a raw LinAlgError (the gauge solved on a zero W_V, singular)
     # the false cases, both ways: the original (the head alive) is not g . A, nor A g . original
     assert not relate(a, tiny[case]).related and not relate(tiny[case], a).related
+    if pruned == "half":  # both sides partly 0 (was, in relate: a raw LinAlgError from gels, then a singular g)
+        with pytest.raises(SymtransError, match=r"vo-gauge layer 1 head group \d: both W_V and W_O lack full"):
+            canonical(a)
+        return
     ca, cb = canonical(a), canonical(b)  # was: "both W_Q and W_K lack full column rank" (a pruned head)
     for k, x in ca.weights.tensors.items():
         if x is not None:

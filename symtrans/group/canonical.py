@@ -410,7 +410,8 @@ class _Canon:
                         if not (small[0][g] and small[1][g]):
                             raise SymtransError(
                                 f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
-                                f"{right.tensor} lack full column rank, so no element of the gauge is fixed by them")
+                                f"{right.tensor} lack full column rank (e.g. a value channel pruned on both sides) "
+                                "and are not 0: the canonical form of such a head is not defined (relate solves it)")
                         M = torch.eye(A.shape[-1], dtype=A.dtype)  # a pruned head: g acts on 0
                     if not (a_ok or b_ok) or (a_ok and b_ok and bool(low[g].any())):
                         self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "

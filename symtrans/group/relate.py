@@ -436,6 +436,43 @@ def _lstsq(A: Any, B: Any) -> Any:
     return _torch().linalg.lstsq(A, B, driver="gelsd").solution
 
 
+def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float) -> Any:
+    """An invertible ``M`` with ``A M = B`` and ``M YB = YA`` where neither ``A`` nor ``YB`` has full rank k.
+
+    ``M0 = A^+ B`` solves the first on A's row space; the null space ``N`` of A (singular values of A at or
+    below ``cut_a``) takes ``N N^T (YA - M0 YB) YB^+`` for the second; what both leave free (``N`` against the
+    left null space ``L`` of YB, singular values at or below ``cut_y``) is filled with ``N L^T`` when the two
+    have one dimension, so M is invertible where the data allow. (A value channel pruned on both sides:
+    ``A = [V 0]``, ``YA = [O; 0]`` give ``M = [M_top; T M_bottom]``.) The caller's check decides.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> V, O = torch.randn(6, 2, generator=g, dtype=torch.float64), torch.randn(2, 5, generator=g, dtype=torch.float64)
+    >>> A, YA = torch.cat([V, torch.zeros(6, 2, dtype=V.dtype)], 1), torch.cat([O, torch.zeros(2, 5, dtype=V.dtype)])
+    >>> Mt = torch.randn(4, 4, generator=g, dtype=V.dtype)  # the element relating A to B
+    >>> M = _joint_gauge(A, A @ Mt, YA, torch.linalg.inv(Mt) @ YA, 1e-12, 1e-12)
+    >>> bool(torch.allclose(A @ M, A @ Mt)), bool(torch.allclose(M @ torch.linalg.inv(Mt) @ YA, YA))
+    (True, True)
+    >>> bool(torch.linalg.svdvals(M).min() > 1e-8)  # invertible
+    True
+    """
+    torch = _torch()
+    Ua, sa, Vha = torch.linalg.svd(A)  # Vha: k x k (every right singular vector: the null space too)
+    ra = int((sa > cut_a).sum())
+    M = Vha[:ra].mT @ (Ua[:, :ra] / sa[:ra]).mT @ B  # A^+ B
+    N = Vha[ra:].mT  # null space of A: k x (k - ra)
+    Uy, sy, Vhy = torch.linalg.svd(YB)  # Uy: k x k
+    ry = int((sy > cut_y).sum())
+    pinv_y = Vhy[:ry].mT @ (Uy[:, :ry] / sy[:ry]).mT
+    M = M + N @ (N.mT @ (YA - M @ YB)) @ pinv_y
+    Ly = Uy[:, ry:]  # left null space of YB
+    if N.shape[1] == Ly.shape[1] and N.shape[1]:
+        M = M + N @ Ly.mT
+    return M
+
+
 def _cond(M: Any) -> float:
     s = _torch().linalg.svdvals(M)
     return float(s.max() / s.min()) if float(s.min()) > 0 else math.inf
@@ -1578,12 +1615,15 @@ class _Solver:
                 # QR (LAPACK gels: full column rank assumed, 2x faster) in the deferred try, whose answer the check
                 # decides (a rank-deficient block gives a non-finite or ill-conditioned element: refused there, so
                 # solved again by gelsd); the SVD-based gelsd otherwise
-                Ms = _torch().linalg.lstsq(A, B, driver="gels").solution if self.defer else _lstsq(A, B)
+                try:
+                    Ms = _torch().linalg.lstsq(A, B, driver="gels").solution if self.defer else _lstsq(A, B)
+                except _torch().linalg.LinAlgError:  # gels refuses a block without full column rank: gelsd
+                    Ms = _lstsq(A, B)
                 if self.defer and "gauges by QR" not in self.skipped:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
                     Ms = _lstsq(A, B)
-                Ms, sv = self.gauge_from_inverse(f, l, A, Ms)
+                Ms, sv = self.gauge_from_inverse(f, l, A, Ms, B)
                 # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
                 raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
@@ -1614,15 +1654,16 @@ class _Solver:
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
 
-    def gauge_from_inverse(self, f: Any, l: int, A: Any, Ms: Any) -> tuple[Any, Any]:
+    def gauge_from_inverse(self, f: Any, l: int, A: Any, Ms: Any, B: Any) -> tuple[Any, Any]:
         """``(Ms, its singular values)``, each group's element solved on the gauge's inverse side where the pivot
         ``A`` cannot fix it.
 
         A pivot block without full column rank (a head with W_V^h = 0, or W_Q^h = 0) leaves the least-squares
         element singular (the minimum-norm solution on its row space): there the element is solved on the
-        tensor it acts on by the inverse (W_O^h = M^-1 ..., W_K = ... M^-T), and where that is deficient too
-        and both sides are 0 up to rounding against the layer's other heads (a pruned head) the element is the
-        identity. The per-tensor check decides as everywhere.
+        tensor it acts on by the inverse (W_O^h = M^-1 ..., W_K = ... M^-T). Where that is deficient too: the
+        identity where both sides are 0 up to their storage rounding (a pruned head), else both equations at
+        once (:func:`_joint_gauge`: a head whose value channel is pruned on both sides). The per-tensor check
+        decides as everywhere.
         """
         from symtrans.precision import rank_rtol
 
@@ -1650,21 +1691,29 @@ class _Solver:
                 if self._zero_block(self.cur, pivot, l, A[g], g, len(A)):
                     Ms[g] = torch.eye(k, dtype=Ms.dtype)  # both sides 0 up to their storage rounding: g acts on 0
                 continue
-            svx = torch.linalg.svdvals(xb)
-            if bool((svx > rank_rtol("float64", tuple(xb.shape))[0] * svx[:1]).all()):
+            cut_y = self._storage_cut(self.tgt, inv, l, g, len(A))  # B's blocks: rank at their storage precision
+            if bool((torch.linalg.svdvals(xb) > cut_y).all()):
                 Ms[g] = _lstsq(xb, xa).mT
+            else:  # A M = B and M Y_B = Y_A (Y = the inverse side's blocks, gauge axis first), both deficient
+                Ms[g] = _joint_gauge(A[g], B[g], xa.mT, xb.mT, self._storage_cut(self.cur, pivot, l, g, len(A)),
+                                     cut_y)
         return Ms, torch.linalg.svdvals(Ms)
 
     def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
         """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the storage rounding of the stored
         blocks they were projected from (a column G translates to 0 keeps u |w| of rounding, 4 u for the float64
         arithmetic on top, as :meth:`unit_keys` takes a dead unit)."""
+        return float(invariant.norm()) <= self._storage_cut(params, tag, l, g, groups)
+
+    def _storage_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
+        """4 u times the Frobenius norm of a group's stored blocks of ``tag``'s tensor (u: its storage's unit
+        roundoff): what rounding leaves, after the projections, of a part G sends to 0."""
         from symtrans.precision import unit_roundoff
 
         blocks = params["layers"][l][tag.tensor]
         per = len(blocks) // groups
         raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
-        return float(invariant.norm()) <= 4 * unit_roundoff(self.precision(tag.tensor, l)) * raw
+        return 4 * unit_roundoff(self.precision(tag.tensor, l)) * raw
 
     # ---- 6. translations
     def translations(self) -> None:
