@@ -87,7 +87,7 @@ ALIGNMENT = register(Claim(
     id="claim-align",
     about="parametrisation",
     moved_by=("centring-shift", "attention-input-hyperplane", "ln1-scaling", "residual-rotation", "qk-gauge",
-              "value-bias-shift"),
+              "value-bias-shift", "vo-gauge"),
     invariant=(CENTRED_COUNTERPART + "; alpha_h on the score form the attention actually applies, "
                "diag(g) W_Q W_K^T diag(g) on the normalised input (g the attention norm's gain, LayerNorm's "
                "restricted to 1^perp), which the gain scalings and residual maps move only by an orthogonal "
@@ -97,7 +97,9 @@ ALIGNMENT = register(Claim(
                "rounding of the stored W_Q, W_K, and so alpha_h's band (a float16 copy shows it); R_h is the span of the "
                "head's outputs (A X W_V + 1 b_V) W_O, whose value bias the value-bias shift moves (b_O takes it "
                "back): a head with W_V^h = 0 writes nothing until the shift gives it a bias, and then enters the "
-               "test"), kind="claim", section="§6.1", paper_ref="end of §6.1",
+               "test; dim R_h is decided on the stored W_V^h and W_O^h, whose rounding the value gauge moves "
+               "while leaving W_V W_O exact: a head whose W_V^h W_O^h is rank-deficient (a pruned value "
+               "channel) can be decided otherwise"), kind="claim", section="§6.1", paper_ref="end of §6.1",
     title="directional heads align their subspaces",
     statement=("Directional heads (high alpha_h) tend to have aligned output subspaces, so "
                "dim(sum_h R_h) < H d_k."),

@@ -500,3 +500,30 @@ def test_a_head_with_w_v_zero_enters_claim_align_under_the_value_bias_shift_whic
         apply_gauge(ctx.weights(), sample_gauge(ctx.weights(), seed=3, factors=["value-bias-shift"]))))[0]
     assert not any(s["layer"] == 1 and s["head"] == 2 for s in moved.details.get("skipped", []))  # it entered
     assert "value-bias-shift" in get_claim("claim-align").moved_by
+
+
+def test_a_half_pruned_value_channel_moves_claim_align_under_the_value_gauge_which_it_declares(tmp_path):
+    # dim R_h is decided on the stored W_V^h, W_O^h: the value gauge keeps W_V W_O exact but mixes a head's
+    # pruned value columns with its live ones, and the rank decision moves (a planted BERT's gauge check found
+    # claim-align moved from fails to inconclusive by elements without the declared factors)
+    import torch
+
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, sample_gauge
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.save import save_weights
+    from symtrans.numeric.weights import load_model
+    from symtrans.producers.sec6 import check_alignment
+
+    src, _ = random_checkpoint(tmp_path / "src", "bert")
+    w = load_model(src, dtype="float32")
+    with torch.no_grad():
+        w.tensors["W_V"][1, 2][:, 4:] = 0
+        w.tensors["b_V"][1, 2][4:] = 0
+    path = str(save_weights(w, tmp_path / "half"))
+    ctx = Context(model=path, n=16, seed=0)
+    base = check_alignment(ctx)[0].verdict
+    moved = {check_alignment(Context(model=path, n=16, seed=0).preload(apply_gauge(
+        ctx.weights(), sample_gauge(ctx.weights(), seed=s, factors=["vo-gauge"]))))[0].verdict for s in (100, 101)}
+    assert moved != {base}, (base, moved)  # the false case: the value gauge does move this reading here
+    assert "vo-gauge" in get_claim("claim-align").moved_by
