@@ -1457,10 +1457,9 @@ class _Solver:
                 if raw is None:  # the projected block was formed at once: the columns' own norms read here
                     raw = torch.linalg.vector_norm(w, dim=0).square_()
             u = unit_roundoff(self.precision(name, l))
-            # a column whose invariant is within its own storage rounding of 0 (u |w_j| bounds what rounding
-            # leaves of a column G translates to 0; 4 u for the float64 arithmetic on top): a dead unit, whose
+            # a column whose invariant is within its own rounding of 0 (:meth:`null_level`): a dead unit, whose
             # key part is that invariant as it is, not divided by its norm (noise over noise)
-            null = sq <= (4 * u) ** 2 * raw if name in scaled else None
+            null = sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw if name in scaled else None
             if raw is sq:
                 amp2 = 1.0
             elif name in scaled:  # each key part divided by its own norm: its noise relative to that norm
@@ -1569,9 +1568,11 @@ class _Solver:
                 b = self.invariant(pivot.tensor, self.tgt["layers"][l][pivot.tensor], l, self.tgt)
                 aa, bb = (a * a).sum(0), (b * b).sum(0)
                 s = (a * b).sum(0) / aa.clamp_min(1e-300)
-                # a unit 0 on both sides (a dead unit, up to the check's own tolerance) keeps any scaling: 1
-                eps2 = self.u_pivot(pivot.tensor, l) ** 2
-                s = torch.where((aa <= eps2 * aa.max()) & (bb <= eps2 * bb.max()), torch.ones_like(s), s)
+                # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
+                t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
+                raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor], dim=0).square()
+                                for p in (self.cur, self.tgt))
+                s = torch.where((aa <= t2 * raw_a) & (bb <= t2 * raw_b), torch.ones_like(s), s)
                 dev = float((s - 1).abs().max())
                 if dev > worst:
                     worst, where = dev, l
@@ -1706,14 +1707,22 @@ class _Solver:
         return float(invariant.norm()) <= self._storage_cut(params, tag, l, g, groups)
 
     def _storage_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
-        """4 u times the Frobenius norm of a group's stored blocks of ``tag``'s tensor (u: its storage's unit
-        roundoff): what rounding leaves, after the projections, of a part G sends to 0."""
-        from symtrans.precision import unit_roundoff
-
+        """:meth:`null_level` times the Frobenius norm of a group's stored blocks of ``tag``'s tensor: what
+        rounding leaves, after the projections, of a part G sends to 0."""
         blocks = params["layers"][l][tag.tensor]
         per = len(blocks) // groups
         raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
-        return 4 * unit_roundoff(self.precision(tag.tensor, l)) * raw
+        return self.null_level(tag.tensor, l, int(blocks[0].shape[0])) * raw
+
+    def null_level(self, tensor: str, l: int, length: int) -> float:
+        """The relative size below which a stored part G sends to 0 is 0 (a dead unit, a silenced head).
+
+        Storage rounds each entry by at most u of itself and the float64 projections off the translations add
+        a sum of ``length`` products: the check's own tolerance at condition number 1 with that length
+        (:func:`relation_tolerance`, 8 u + 2 gamma_length). At float32 it is 8 u; at float64 the arithmetic
+        dominates (4 u alone left a float64 dead unit noisy, and a pruned head's element singular).
+        """
+        return relation_tolerance(self.precision(tensor, l), length=length)[0]
 
     # ---- 6. translations
     def translations(self) -> None:
