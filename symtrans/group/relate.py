@@ -1570,9 +1570,16 @@ class _Solver:
                 s = (a * b).sum(0) / aa.clamp_min(1e-300)
                 # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
                 t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
-                raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor], dim=0).square()
-                                for p in (self.cur, self.tgt))
-                s = torch.where((aa <= t2 * raw_a) & (bb <= t2 * raw_b), torch.ones_like(s), s)
+                # the stored columns' norms are read only for the candidates: a dead unit's invariant is at most
+                # null_level |w_j|, so within KAPPA_MAX^2 t2 of the largest unless a translation made its stored
+                # column KAPPA_MAX times the largest invariant (beyond what the check's tolerance covers)
+                cand = ((aa <= KAPPA_MAX ** 2 * t2 * aa.max()) & (bb <= KAPPA_MAX ** 2 * t2 * bb.max())).nonzero()
+                if len(cand):
+                    j = cand.reshape(-1)
+                    raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor].index_select(1, j),
+                                                             dim=0).square() for p in (self.cur, self.tgt))
+                    dead = j[(aa[j] <= t2 * raw_a) & (bb[j] <= t2 * raw_b)]
+                    s = s.index_fill(0, dead, 1.0)
                 dev = float((s - 1).abs().max())
                 if dev > worst:
                     worst, where = dev, l
