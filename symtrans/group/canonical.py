@@ -407,12 +407,15 @@ class _Canon:
                     elif b_ok and not a_ok:
                         M = torch.linalg.inv(_span_gauge(Qb[g], Rb[g])).mT  # B M^-T fixed by B alone
                     elif not a_ok:
-                        if not (small[0][g] and small[1][g]):
-                            raise SymtransError(
-                                f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
-                                f"{right.tensor} lack full column rank (e.g. a value channel pruned on both sides) "
-                                "and are not 0: the canonical form of such a head is not defined (relate solves it)")
-                        M = torch.eye(A.shape[-1], dtype=A.dtype)  # a pruned head: g acts on 0
+                        if small[0][g] and small[1][g]:
+                            M = torch.eye(A.shape[-1], dtype=A.dtype)  # a pruned head: g acts on 0
+                        else:  # both sides deficient (a value channel pruned on both): the product's own pair
+                            M = _pruned_gauge(A[g], B[g], self.tie)
+                            if M is None:
+                                raise SymtransError(
+                                    f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
+                                    f"{right.tensor} lack full column rank and their ranks differ from their "
+                                    "product's: the canonical form of such a head is not defined (relate solves it)")
                     if not (a_ok or b_ok) or (a_ok and b_ok and bool(low[g].any())):
                         self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "
                                         f"{int((~low[g]).sum())} < {S.shape[-1]} (below {self.tie:g} of the layer's "
@@ -423,6 +426,50 @@ class _Canon:
                     mats.append(M)
                 els.append({"g": mats})
             self.apply(f.name, els)
+
+
+def _pruned_gauge(A: Any, B: Any, tie: float) -> Any:
+    """The ``M`` with ``A M = [U_r S_r^(1/2) | 0]`` and ``B M^-T = [W_r S_r^(1/2) | 0]`` (``A B^T = U S W^T``), or None.
+
+    Where both sides of a head's product lack full column rank and each has the product's rank r (a value
+    channel pruned on both sides), the pair is moved onto the product's own factors, padded with zeros: the
+    same pair for every element of the gauge (signs: each column of U with its largest entry positive, W's
+    column with it). None where the ranks differ (no such M exists) or the solve does not reproduce it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> V, O = torch.randn(6, 2, generator=g, dtype=torch.float64), torch.randn(5, 2, generator=g, dtype=torch.float64)
+    >>> z = torch.zeros(6, 2, dtype=V.dtype)
+    >>> A, B = torch.cat([V, z], 1), torch.cat([O, z[:5]], 1)
+    >>> N = torch.randn(4, 4, generator=g, dtype=V.dtype)  # an element of the gauge
+    >>> M1, M2 = _pruned_gauge(A, B, 1e-6), _pruned_gauge(A @ N, B @ torch.linalg.inv(N).mT, 1e-6)
+    >>> bool(torch.allclose(A @ M1, A @ N @ M2, atol=1e-10)), bool(torch.allclose((A @ M1)[:, 2:], z))
+    (True, True)
+    >>> _pruned_gauge(A, torch.cat([z[:5], O], 1), 1e-6) is None  # each side alive where the other is 0
+    True
+    """
+    import torch
+
+    from symtrans.group.relate import _joint_gauge
+
+    U, S, Wh = torch.linalg.svd(A @ B.mT, full_matrices=False)
+    r = int((S > tie * S[0]).sum()) if float(S[0]) > 0 else 0
+    sa, sb = torch.linalg.svdvals(A), torch.linalg.svdvals(B)
+    ranks = [int((s > tie * s[0]).sum()) for s in (sa, sb)]
+    if r == 0 or ranks != [r, r]:
+        return None
+    lead = U[:, :r].gather(0, U[:, :r].abs().argmax(0, keepdim=True))
+    sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
+    root = S[:r].sqrt()
+    At, Bt = A.new_zeros(A.shape), B.new_zeros(B.shape)
+    At[:, :r], Bt[:, :r] = U[:, :r] * sign * root, Wh[:r].mT * sign * root
+    M = _joint_gauge(A, At, B.mT, Bt.mT, tie * float(sa[0]), tie * float(S[0]) ** 0.5)  # Bt's largest: sqrt(S0)
+    ok = (bool(torch.isfinite(M).all()) and float(torch.linalg.svdvals(M).min()) > 0
+          and float((A @ M - At).norm()) <= 1e-8 * float(At.norm())
+          and float((B @ torch.linalg.inv(M).mT - Bt).norm()) <= 1e-8 * float(Bt.norm()))
+    return M if ok else None
 
 
 def _span_gauge(Q: Any, R: Any) -> Any:
