@@ -92,9 +92,11 @@ CENTRING: tuple[str, ...] = ("centring-shift",)
 #: SmolLM3 checkpoints (thm-7.3/wo, thm-recovery/wo)
 STORED_WO_RANK: tuple[str, ...] = ("centring-shift", "vo-gauge")
 #: What moves a statement decided on the stored per-head W_O blocks' ranks and the values the heads write: those
-#: of :data:`STORED_WO_RANK`, and the attention input hyperplane (it shifts the values); measured at bfloat16 on
-#: random GPT-2, BERT, Llama, Qwen3 and OLMo 2 checkpoints (prop-6.3, thm-rank-contraction)
-STORED_HEAD_RANKS: tuple[str, ...] = STORED_WO_RANK + ("attention-input-hyperplane",)
+#: of :data:`STORED_WO_RANK`, the attention input hyperplane (it shifts the values; measured at bfloat16 on random
+#: GPT-2, BERT, Llama, Qwen3 and OLMo 2 checkpoints: prop-6.3, thm-rank-contraction) and the value-bias shift (it
+#: gives the values a constant part: a head with W_V^h = 0 then writes a rank-one R_h; measured on planted BERT and
+#: GPT-2 checkpoints: claim-align, prop-6.2)
+STORED_HEAD_RANKS: tuple[str, ...] = STORED_WO_RANK + ("attention-input-hyperplane", "value-bias-shift")
 #: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
 #: without the residual or MLP beside it) does not have them as symmetries.
 NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
@@ -106,8 +108,10 @@ CENTRED_COUNTERPART = ('the same ranks on the centred head outputs Y^h W_O^h P (
                        'norm after the residual sum sees), which the centring shift leaves unchanged')
 #: The counterpart of a statement moved by :data:`STORED_HEAD_RANKS`.
 STORED_RANKS_COUNTERPART = (CENTRED_COUNTERPART + "; the value gauge re-conditions a stored block (its exact rank "
-                            "unchanged) and the attention input hyperplane shifts the values the heads write: "
-                            "either can move a decision at the storage cut, as a low-precision dtype shows")
+                            "unchanged), the attention input hyperplane shifts the values the heads write and the "
+                            "value-bias shift gives them a constant part: each can move a decision at the storage "
+                            "cut (a low-precision dtype shows it) or the rank of a degenerate head's R_h (a head "
+                            "with W_V^h = 0 or half its value channel pruned)")
 #: The gauge-invariant counterpart of a statement about an ablated variant built from the stored weights.
 NORMED_COUNTERPART = ("the same statement for the model with its norms (the function): the ablated variant (no norm, "
                       "or no residual or MLP beside it) is built from the stored weights, so the norm factors of G, "

@@ -54,14 +54,14 @@ MHA_RANK = register(Claim(
                 "rank(MHA(X)) <= H d_k = d_model (subadditivity); rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the displayed identity as what the subadditivity argument gives: the row space of the "
                 "sum lies inside the sum of the row spaces", quantifier="universal",
-                about="parametrisation", moved_by=CENTRING,
-                invariant=CENTRED_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_RANKS,
+                invariant=STORED_RANKS_COUNTERPART),
         Reading("identity", "rank(MHA(X)) = dim(R_1 + ... + R_H) for generic weights and inputs",
                 "rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the identity as an equality holding generically (the paper's gloss); it fails on an open "
                 "set whenever n < dim(sum_h R_h), since rank MHA(X) <= n", quantifier="generic",
-                about="parametrisation", moved_by=CENTRING,
-                invariant=CENTRED_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_RANKS,
+                invariant=STORED_RANKS_COUNTERPART),
     ),
 ))
 
@@ -86,8 +86,7 @@ HEAD_DIM = register(Claim(
 ALIGNMENT = register(Claim(
     id="claim-align",
     about="parametrisation",
-    moved_by=("centring-shift", "attention-input-hyperplane", "ln1-scaling", "residual-rotation", "qk-gauge",
-              "value-bias-shift", "vo-gauge"),
+    moved_by=STORED_HEAD_RANKS + ("ln1-scaling", "residual-rotation", "qk-gauge"),
     invariant=(CENTRED_COUNTERPART + "; alpha_h on the score form the attention actually applies, "
                "diag(g) W_Q W_K^T diag(g) on the normalised input (g the attention norm's gain, LayerNorm's "
                "restricted to 1^perp), which the gain scalings and residual maps move only by an orthogonal "

@@ -527,3 +527,35 @@ def test_a_half_pruned_value_channel_moves_claim_align_under_the_value_gauge_whi
         ctx.weights(), sample_gauge(ctx.weights(), seed=s, factors=["vo-gauge"]))))[0].verdict for s in (100, 101)}
     assert moved != {base}, (base, moved)  # the false case: the value gauge does move this reading here
     assert "vo-gauge" in get_claim("claim-align").moved_by
+
+
+def test_the_attention_input_hyperplane_moves_prop62_on_a_head_with_w_v_zero_and_prop62_declares_it(tmp_path):
+    # the hyperplane adds (1/gamma) v^T to W_V: on a head with W_V^h = 0 the values gain a constant part and R_h a
+    # dimension; a planted GPT-2's gauge check at n = 40 found prop-6.2/identity moved (supported ->
+    # inconclusive) by elements without it: prop-6.2's readings declared only the centring shift
+    import torch
+
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, sample_gauge
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.save import save_weights
+    from symtrans.numeric.weights import load_model
+    from symtrans.producers.sec6 import check_prop_6_2
+
+    src, _ = random_checkpoint(tmp_path / "src", "gpt2")
+    w = load_model(src, dtype="float32")
+    with torch.no_grad():
+        w.tensors["W_V"][1, 2] = 0
+        w.tensors["b_V"][1, 2] = 0
+    path = str(save_weights(w, tmp_path / "zero-v"))
+    ctx = Context(model=path, n=40, seed=0)
+
+    def identity(c: Context) -> str:
+        return check_prop_6_2(c)[0].verdict
+
+    base = identity(ctx)
+    moved = {identity(Context(model=path, n=40, seed=0).preload(apply_gauge(
+        ctx.weights(), sample_gauge(ctx.weights(), seed=s, factors=["attention-input-hyperplane"])))) for s in (1000, 1001, 1002)}
+    assert moved != {base}, (base, moved)  # the false case: it does move the reading here
+    for reading in get_claim("prop-6.2").readings:
+        assert {"attention-input-hyperplane", "value-bias-shift", "vo-gauge"} <= set(reading.moved_by), reading.name
