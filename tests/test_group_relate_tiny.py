@@ -908,3 +908,33 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
     for k, x in ca.weights.tensors.items():
         if x is not None:
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), (k, ca.ambiguities)
+
+
+def test_a_pruned_key_value_head_is_related_or_undecided_never_refused_and_canonical_balances_one_side(tiny, tmp_path):
+    # Llama (rotary, grouped-query): layer 1's key/value head 1 pruned, so query heads 2 and 3 score 0 and write
+    # 0. Their products tie, and W_Q is then free beyond G's gauge: the match's choice between the two may be one
+    # no gauge completes. relate said "not related" (a false answer) for seed 1; canonical raised a raw
+    # LinAlgError (the rotary balance divided the key's zero norm).
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+
+    c = load_model(tiny["llama"].source, dtype="float32")
+    with torch.no_grad():
+        for k in ("W_K", "b_K", "W_V", "b_V"):
+            if c.tensors.get(k) is not None:
+                c.tensors[k][1, 1] = 0
+    a = load_model(save_weights(c, tmp_path / "pruned-kv"))
+    spec = GroupSpec.from_arch(a.arch)
+    answers = []
+    for seed in (0, 1):
+        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+        try:
+            answers.append(relate(a, b).related)
+        except SymtransError as e:
+            assert "cannot decide" in str(e) and "heads whose products tie" in str(e), str(e)
+            answers.append(None)
+    assert answers[0] is True and False not in answers, answers
+    ca, cb = canonical(a), canonical(_moved(a, random_element(spec, a.n_layers, 0), spec))
+    assert relate(a, ca.weights).related
+    assert max(float((x - cb.weights.tensors[k]).norm()) / max(float(x.norm()), 1.0)
+               for k, x in ca.weights.tensors.items() if x is not None) < 1e-10

@@ -540,7 +540,18 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
     """The canonical element of the rotary commutant for one key/value head (``rotate_half`` planes (b, b + k)).
 
     On plane b the element multiplies the complex column ``w_q = A[:, b] + i A[:, b+k]`` by z and the key's by
-    1/conj(z); z balances the two norms and makes the largest entry of ``z w_q`` real and positive.
+    1/conj(z); z balances the two norms and makes the largest entry of ``z w_q`` real and positive. Where one
+    side of a plane is 0 (below ``tie`` of that side's largest plane: a pruned key head), z sets the other
+    side's norm to 1 and its largest entry real and positive; where both are, z = 1.
+
+    Examples
+    --------
+    >>> import torch
+    >>> A = torch.randn(6, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> M, _ = _rotary_block(A, torch.zeros(3, 4, dtype=A.dtype), 1e-6)  # the key head pruned
+    >>> B = A @ M
+    >>> [round(float(torch.complex(B[:, b], B[:, b + 2]).abs().norm()), 12) for b in range(2)]
+    [1.0, 1.0]
     """
     import torch
 
@@ -548,10 +559,14 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
     k = d // 2
     M = torch.zeros(d, d, dtype=A.dtype)
     tied = False
-    for b in range(k):
-        wq = torch.complex(A[:, b], A[:, b + k])
-        wk = torch.complex(K[:, b], K[:, b + k])
-        r = math.sqrt(float(wk.abs().norm()) / float(wq.abs().norm()))
+    planes = [(torch.complex(A[:, b], A[:, b + k]), torch.complex(K[:, b], K[:, b + k])) for b in range(k)]
+    nq, nk = ([float(w.abs().norm()) for w in side] for side in zip(*planes))
+    for b, (wq, wk) in enumerate(planes):
+        # a plane 0 on one side (a pruned key or query head) is balanced on the other alone: its norm set to 1
+        q_live, k_live = nq[b] > tie * max(nq), nk[b] > tie * max(nk)
+        r = (math.sqrt(nk[b] / nq[b]) if q_live and k_live else 1 / nq[b] if q_live else nk[b] if k_live else 1.0)
+        if not q_live:  # the phase from the key's largest entry (the key is multiplied by 1/conj(z))
+            wq = wk
         mags = wq.abs()
         top = mags.topk(2).values if mags.numel() > 1 else mags
         tied |= bool(mags.numel() > 1 and float(top[0] - top[1]) <= tie * float(top[0]))

@@ -566,6 +566,7 @@ class _Solver:
         self.spec, self.cur, self.tgt, self.precision = spec, cur, tgt, precision
         self.steps: list[dict[str, Any]] = []
         self.ties: list[str] = []
+        self.tied_heads: set[int] = set()  # layers where two heads of A match one of B (:meth:`_match`)
         self.kappa: dict[int | None, float] = {}
         # the longest sum of products a dense step has applied (per layer; None: the model-wide residual map):
         # its float64 rounding enters every later pivot fit (relation_tolerance's ``length``)
@@ -1237,7 +1238,11 @@ class _Solver:
             second = (KB - KA[near[:, 1]]).norm(dim=1) / scale
             for j in torch.nonzero(second <= tol).reshape(-1).tolist():
                 self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
-                                 "(any of them gives the same weights)")
+                                 "(any of them gives the same weights)" if what != "head" else
+                                 f"layer {l}: head {j} of B matches two or more of A's heads' products exactly "
+                                 "(equal products: the heads differ at most in their gauge)")
+                if what == "head":
+                    self.tied_heads.add(l)
         perm = best.tolist()
         if len(set(perm)) != len(perm):  # clashes (near-ties) resolved one to one, greedily, in full distances
             from collections import Counter
@@ -1522,7 +1527,8 @@ class _Solver:
             (pA, nA, partsA, noiseA), (pB, _, partsB, noiseB) = (self.unit_keys(p, l, ins, scaled_in, tol)
                                                                  for p in (self.cur, self.tgt))
             if max(noiseA, noiseB) > KEY_NOISE_LIMIT:
-                self.unresolved.append(f"layer {l}: the FFN units' keys carry {max(noiseA, noiseB):.2g} relative "
+                self.unresolved.append(f"B's storage cannot resolve it: layer {l}: the FFN units' keys carry "
+                                       f"{max(noiseA, noiseB):.2g} relative "
                                        f"rounding noise ({self.precision('W_in', l)} storage times the projection "
                                        "off the FFN input translations)")
             scale = max(float(nA.max()) ** 0.5, 1e-300)
@@ -2078,9 +2084,15 @@ def relate(a: Any, b: Any) -> Relation:
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
     s.deferred.clear()
+    if stop is not None and stop.layer in s.tied_heads:
+        # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
+        # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one
+        # that no gauge completes: a refusal there is not an answer
+        s.unresolved.append(f"layer {stop.layer}: heads whose products tie (the match's choice among them may "
+                            "be one no gauge completes)")
     if stop is not None and s.unresolved:
-        raise SymtransError(f"relate: B's storage cannot resolve what the solve compares ({s.unresolved[0]}), so "
-                            f"the refusal it reached ({stop.line()}) is not an answer: relate cannot decide this pair")
+        raise SymtransError(f"relate: the solve cannot tell this pair apart ({s.unresolved[0]}), so the refusal it "
+                            f"reached ({stop.line()}) is not an answer: relate cannot decide this pair")
     steps = [st for st in s.steps]
     if stop is None:  # the element found must be one of G's, as verify demands of a file
         kept: list[Any] = []
