@@ -474,8 +474,9 @@ def _pruned_gauge(A: Any, B: Any, tie: float) -> Any:
 
 def _span_gauge(Q: Any, R: Any) -> Any:
     """The ``N`` with ``X N = C`` for ``X = Q R`` of full column rank, ``C`` a basis of X's column space read off its
-    projector only (the first k columns of ``Q Q^T``, orthonormalised, QR's diagonal made positive): the same
-    ``C`` for every ``X N'`` with ``N'`` invertible, so one side of a per-head gauge fixes it where the other is 0.
+    projector ``P = Q Q^T`` only (its k columns of largest norm, in that order, orthonormalised, QR's diagonal
+    made positive): the same ``C`` for every ``X N'`` with ``N'`` invertible, so one side of a per-head gauge
+    fixes it where the other is 0.
 
     Examples
     --------
@@ -489,7 +490,9 @@ def _span_gauge(Q: Any, R: Any) -> Any:
     """
     import torch
 
-    Qc, Rc = torch.linalg.qr((Q @ Q.mT)[:, :Q.shape[-1]])
+    P = Q @ Q.mT
+    pick = torch.argsort(-P.diagonal(), stable=True)[:Q.shape[-1]]  # |P e_i|^2 = P_ii: the columns of largest norm
+    Qc, Rc = torch.linalg.qr(P[:, pick])
     C = Qc * torch.where(Rc.diagonal() < 0, -1.0, 1.0).to(Qc.dtype)
     return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True)
 

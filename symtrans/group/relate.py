@@ -1400,10 +1400,10 @@ class _Solver:
         rounding noise: a column's storage rounding (u |w_j|) survives the projection whole. The match measures
         distances against the largest key, so for a tensor taken as it is the noise is u max_j |w_j| / max_j
         |inv w_j|; for one of ``scaled`` each part is divided by its own norm, so it is u |w_j| / |inv w_j|, the
-        largest over units that are not dead (a column within its storage rounding of 0 is taken as it is, its
-        key part about 0 on both sides, and carries no noise). Large where a
-        translation element (an FFN input hyperplane) is much larger than the columns it moves, at bfloat16; a
-        unit that is 0 up to its translation (a dead unit) is not noisy against the largest key.
+        largest over units that are not dead (a column within :meth:`null_level` of 0 is taken as it is, its key
+        part about 0 on both sides, and carries no noise). Large where a translation element (an FFN input
+        hyperplane) is much larger than the columns it moves, at bfloat16; a unit that is 0 up to its
+        translation (a dead unit) is not noisy against the largest key.
 
         A tensor whose invariant is ``x`` minus one rank-one term (one gain's ``u (u^T x) / |u|^2`` on an input;
         each row's mean on ``W_out``) is read once by a product with the directions and that term's vector, its
@@ -1714,9 +1714,8 @@ class _Solver:
         return Ms, torch.linalg.svdvals(Ms)
 
     def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
-        """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the storage rounding of the stored
-        blocks they were projected from (a column G translates to 0 keeps u |w| of rounding, 4 u for the float64
-        arithmetic on top, as :meth:`unit_keys` takes a dead unit)."""
+        """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the rounding of the stored blocks they
+        were projected from (:meth:`_storage_cut`, the level :meth:`unit_keys` takes a dead unit at)."""
         return float(invariant.norm()) <= self._storage_cut(params, tag, l, g, groups)
 
     def _storage_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
