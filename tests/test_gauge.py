@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 import planted
+from _degenerate import planted_checkpoint
 from proofs._claim import STORED_WO_RANK, Reading, get_claim
 from symtrans.evidence import Verdict
 
@@ -458,18 +459,10 @@ def test_a_silenced_head_moved_by_the_centring_shift_keeps_its_equilibrated_rank
 
 @pytest.mark.slow  # one gauge check on a planted checkpoint (about 6 s)
 def test_a_silenced_head_moves_no_function_reading_under_g(tmp_path):
-    import torch
 
-    from symtrans.numeric.fixtures import random_checkpoint
-    from symtrans.numeric.save import save_weights
-    from symtrans.numeric.weights import load_model
     from symtrans.report.gauge import gauge_check
 
-    src, _ = random_checkpoint(tmp_path / "src", "bert")
-    w = load_model(src, dtype="float32")
-    with torch.no_grad():
-        w.tensors["W_O"][1, 2] = 0
-    gc = gauge_check(str(save_weights(w, tmp_path / "silenced")), n=16, elements=3, seed=0)
+    gc = gauge_check(str(planted_checkpoint("bert", ("zero-wo",), tmp_path).source), n=16, elements=3, seed=0)
     assert gc.elements and not gc.defects, gc.defects  # was: thm-7.3/mlp-input supported -> inconclusive
 
 
@@ -478,21 +471,12 @@ def test_a_head_with_w_v_zero_enters_claim_align_under_the_value_bias_shift_whic
     # nothing and is left out; the value-bias shift (b_V + v, b_O - v W_O: the same function) gives it a bias,
     # so it enters the test. A planted BERT's gauge check found claim-align moved (not-applicable ->
     # inconclusive) by elements without the declared factors: value-bias-shift was not declared.
-    import torch
 
     from symtrans.context import Context
     from symtrans.group.gauge import apply_gauge, sample_gauge
-    from symtrans.numeric.fixtures import random_checkpoint
-    from symtrans.numeric.save import save_weights
-    from symtrans.numeric.weights import load_model
     from symtrans.producers.sec6 import check_alignment
 
-    src, _ = random_checkpoint(tmp_path / "src", "bert")
-    w = load_model(src, dtype="float32")
-    with torch.no_grad():
-        w.tensors["W_V"][1, 2] = 0
-        w.tensors["b_V"][1, 2] = 0
-    path = str(save_weights(w, tmp_path / "zero-v"))
+    path = str(planted_checkpoint("bert", ("zero-v",), tmp_path).source)
     ctx = Context(model=path, n=16, seed=0)
     base = check_alignment(ctx)[0]
     assert any(s == {"layer": 1, "head": 2, "why": "R_h = 0 (the head writes nothing)"} for s in base.details["skipped"])
@@ -506,21 +490,12 @@ def test_a_half_pruned_value_channel_moves_claim_align_under_the_value_gauge_whi
     # dim R_h is decided on the stored W_V^h, W_O^h: the value gauge keeps W_V W_O exact but mixes a head's
     # pruned value columns with its live ones, and the rank decision moves (a planted BERT's gauge check found
     # claim-align moved from fails to inconclusive by elements without the declared factors)
-    import torch
 
     from symtrans.context import Context
     from symtrans.group.gauge import apply_gauge, sample_gauge
-    from symtrans.numeric.fixtures import random_checkpoint
-    from symtrans.numeric.save import save_weights
-    from symtrans.numeric.weights import load_model
     from symtrans.producers.sec6 import check_alignment
 
-    src, _ = random_checkpoint(tmp_path / "src", "bert")
-    w = load_model(src, dtype="float32")
-    with torch.no_grad():
-        w.tensors["W_V"][1, 2][:, 4:] = 0
-        w.tensors["b_V"][1, 2][4:] = 0
-    path = str(save_weights(w, tmp_path / "half"))
+    path = str(planted_checkpoint("bert", ("half-v",), tmp_path).source)
     ctx = Context(model=path, n=16, seed=0)
     base = check_alignment(ctx)[0].verdict
     moved = {check_alignment(Context(model=path, n=16, seed=0).preload(apply_gauge(
@@ -533,21 +508,12 @@ def test_the_attention_input_hyperplane_moves_prop62_on_a_head_with_w_v_zero_and
     # the hyperplane adds (1/gamma) v^T to W_V: on a head with W_V^h = 0 the values gain a constant part and R_h a
     # dimension; a planted GPT-2's gauge check at n = 40 found prop-6.2/identity moved (supported ->
     # inconclusive) by elements without it: prop-6.2's readings declared only the centring shift
-    import torch
 
     from symtrans.context import Context
     from symtrans.group.gauge import apply_gauge, sample_gauge
-    from symtrans.numeric.fixtures import random_checkpoint
-    from symtrans.numeric.save import save_weights
-    from symtrans.numeric.weights import load_model
     from symtrans.producers.sec6 import check_prop_6_2
 
-    src, _ = random_checkpoint(tmp_path / "src", "gpt2")
-    w = load_model(src, dtype="float32")
-    with torch.no_grad():
-        w.tensors["W_V"][1, 2] = 0
-        w.tensors["b_V"][1, 2] = 0
-    path = str(save_weights(w, tmp_path / "zero-v"))
+    path = str(planted_checkpoint("gpt2", ("zero-v",), tmp_path).source)
     ctx = Context(model=path, n=40, seed=0)
 
     def identity(c: Context) -> str:

@@ -834,18 +834,9 @@ def test_the_canonical_form_reports_the_ties_its_storage_cannot_resolve(tiny):
 def _planted(w: Any, tmp: Path, store: str | None = None) -> Any:
     """``w`` with layer 1's head 2 silenced (W_O^h = 0) and layer 0's FFN unit 3 dead (0 in every tensor), on disk
     (in ``store``, default the source's dtype)."""
-    c = load_model(w.source, dtype="float32")
-    t = c.tensors
-    with torch.no_grad():
-        t["W_O"][1, 2] = 0
-        for k in ("W_in", "W_gate"):
-            if t.get(k) is not None:
-                t[k][0, :, 3] = 0
-        for k in ("b_in", "b_gate"):
-            if t.get(k) is not None:
-                t[k][0, 3] = 0
-        t["W_out"][0, 3] = 0
-    return load_model(save_weights(c, tmp / "planted", dtype=store))
+    from _degenerate import planted
+
+    return planted(w.source, ("zero-wo", "dead-unit"), tmp / "planted", store)
 
 
 @pytest.mark.parametrize("case,store", [("gpt2", None), ("llama", None), ("gpt2", "float64")])

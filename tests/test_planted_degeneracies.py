@@ -18,66 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from _degenerate import KINDS, planted_checkpoint
 
 from symtrans.group.canonical import canonical
 from symtrans.group.numeric import model_blocks, weights_from_blocks
 from symtrans.group.relate import apply_steps, random_element, relate
 from symtrans.group.spec import GroupSpec
-from symtrans.numeric.fixtures import random_checkpoint
-from symtrans.numeric.save import save_weights
-from symtrans.numeric.weights import load_model
 
 pytestmark = pytest.mark.slow
 
-KINDS = ("zero-wo", "zero-v", "zero-head", "half-v", "half-both", "zero-q", "half-qk", "dead-unit", "dup-head",
-         "dup-unit")
-
 
 def plant(family: str, kind: str, tmp: Path) -> Any:
-    """A random ``family`` checkpoint with ``kind`` planted (layer 1, head 2; layer 0 or 1, units 3, 5, 6)."""
-    src, _ = random_checkpoint(tmp / "src", family)
-    w = load_model(src, dtype="float32")
-    t, H, Hkv = w.tensors, w.arch.H, w.arch.H_kv
-    own_kv = Hkv == H  # under grouped-query attention the key/value head is shared: left alone
-    with torch.no_grad():
-        if kind == "zero-wo":
-            t["W_O"][1, 2] = 0
-        elif kind == "zero-v" and own_kv:
-            t["W_V"][1, 2], t["b_V"][1, 2] = 0, 0
-        elif kind == "zero-head":
-            for k in ("W_Q", "b_Q", "W_O") + (("W_K", "b_K", "W_V", "b_V") if own_kv else ()):
-                t[k][1, 2] = 0
-        elif kind in ("half-v", "half-both"):
-            if own_kv:
-                t["W_V"][1, 2][:, 4:], t["b_V"][1, 2][4:] = 0, 0
-            if kind == "half-both":
-                t["W_O"][1, 2][4:] = 0
-        elif kind == "half-qk":  # half the query/key channel of head 2 pruned on both sides
-            t["W_Q"][1, 2][:, 4:], t["b_Q"][1, 2][4:] = 0, 0
-            t["W_K"][1, 2 * Hkv // H][:, 4:], t["b_K"][1, 2 * Hkv // H][4:] = 0, 0
-        elif kind == "zero-q":
-            t["W_Q"][1, 2], t["b_Q"][1, 2] = 0, 0
-        elif kind == "dead-unit":
-            for k in ("W_in", "W_gate"):
-                if t.get(k) is not None:
-                    t[k][0, :, 3] = 0
-            for k in ("b_in", "b_gate"):
-                if t.get(k) is not None:
-                    t[k][0, 3] = 0
-            t["W_out"][0, 3] = 0
-        elif kind == "dup-head":
-            for k in ("W_Q", "b_Q", "W_O") + (("W_K", "b_K", "W_V", "b_V") if own_kv else ()):
-                t[k][0, 1] = t[k][0, 0]
-        elif kind == "dup-unit":
-            for k in ("W_in", "W_gate"):
-                if t.get(k) is not None:
-                    t[k][1, :, 6] = t[k][1, :, 5]
-            for k in ("b_in", "b_gate"):
-                if t.get(k) is not None:
-                    t[k][1, 6] = t[k][1, 5]
-            t["W_out"][1, 6] = t["W_out"][1, 5]
-    return load_model(save_weights(w, tmp / kind))
+    """A random ``family`` checkpoint with ``kind`` planted (:mod:`_degenerate`)."""
+    return planted_checkpoint(family, (kind,), tmp)
 
 
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
