@@ -385,22 +385,16 @@ class _Canon:
                 U = Qa @ Uc
                 lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
                 sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
-                # a product of rank below d_k (a silenced head: W_O^h = 0) fixes no scale on its null space: the
-                # singular values there are lifted to tie x the layer's largest (1 for a zero layer), so M stays
-                # invertible, and the directions it leaves free are reported
-                # (against the layer's largest product: a head whose product is rounding left by a translation
-                # is as deficient in g . A as the exact zero it is in A)
-                top = S[:, :1].max()
-                low = S <= self.tie * top
-                lifted = torch.where(low, self.tie * top if top > 0 else torch.ones_like(top), S)
-                Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * lifted.sqrt()[:, None, :]), upper=True)
+                Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
                 (oks, small) = zip(*(_full_column_rank(X, R, self.tie) for X, R in ((A, Ra), (B, Rb))))
                 for g in range(kv):
                     M = Ms[g]
                     # one side without full column rank (a silenced head: W_V^h or W_O^h = 0; in g . A the rounding a
-                    # translation left of it): the product fixes nothing there, the other side's column space does
+                    # translation left of it, judged against the layer's largest head): the product fixes nothing
+                    # there, the other side's column space does; with both sides of full column rank so has the
+                    # product, and M above is the element
                     a_ok, b_ok = oks[0][g], oks[1][g]
                     if a_ok and not b_ok:
                         M = _span_gauge(Qa[g], Ra[g])  # A M fixed by A alone
@@ -416,10 +410,11 @@ class _Canon:
                                     f"canonical: {f.name} layer {l} head group {g}: both {left.tensor} and "
                                     f"{right.tensor} lack full column rank and their ranks differ from their "
                                     "product's: the canonical form of such a head is not defined (relate solves it)")
-                    if not (a_ok or b_ok) or (a_ok and b_ok and bool(low[g].any())):
+                    if not (a_ok or b_ok):  # the rank against the layer's largest product (0 in a pruned head)
+                        rank = int((S[g] > self.tie * S[:, :1].max()).sum())
                         self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "
-                                        f"{int((~low[g]).sum())} < {S.shape[-1]} (below {self.tie:g} of the layer's "
-                                        "largest singular value): the gauge on its null space is not fixed")
+                                        f"{rank} < {S.shape[-1]} (below {self.tie:g} of the layer's largest "
+                                        "singular value): the gauge on its null space is not fixed")
                     elif gaps[g] and a_ok and b_ok:
                         self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
                                         f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
