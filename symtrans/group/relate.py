@@ -1637,7 +1637,7 @@ class _Solver:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
                     Ms = _lstsq(A, B)
-                Ms, sv = self.gauge_from_inverse(f, l, A, Ms, B)
+                Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B)
                 # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
                 raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
@@ -1668,9 +1668,9 @@ class _Solver:
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
 
-    def gauge_from_inverse(self, f: Any, l: int, A: Any, Ms: Any, B: Any) -> tuple[Any, Any]:
+    def gauge_from_inverse(self, f: Any, pivot: Any, l: int, A: Any, Ms: Any, B: Any) -> tuple[Any, Any]:
         """``(Ms, its singular values)``, each group's element solved on the gauge's inverse side where the pivot
-        ``A`` cannot fix it.
+        (tag ``pivot``, stacked invariant blocks ``A``) cannot fix it.
 
         A pivot block without full column rank (a head with W_V^h = 0, or W_Q^h = 0) leaves the least-squares
         element singular (the minimum-norm solution on its row space): there the element is solved on the
@@ -1690,7 +1690,6 @@ class _Solver:
         short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())]
         if not short:
             return Ms, sv
-        pivot = next(t for t in f.tags if t.how == "element" and t.tensor.startswith("W_"))
         inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
         XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
         per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
