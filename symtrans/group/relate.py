@@ -1704,20 +1704,20 @@ class _Solver:
                 if self._zero_block(self.cur, pivot, l, A[g], g, len(A)):
                     Ms[g] = torch.eye(k, dtype=Ms.dtype)  # both sides 0 up to their storage rounding: g acts on 0
                 continue
-            cut_y = self._storage_cut(self.tgt, inv, l, g, len(A))  # B's blocks: rank at their storage precision
+            cut_y = self._null_cut(self.tgt, inv, l, g, len(A))  # B's blocks: rank at their storage precision
             if bool((torch.linalg.svdvals(xb) > cut_y).all()):
                 Ms[g] = _lstsq(xb, xa).mT
             else:  # A M = B and M Y_B = Y_A (Y = the inverse side's blocks, gauge axis first), both deficient
-                Ms[g] = _joint_gauge(A[g], B[g], xa.mT, xb.mT, self._storage_cut(self.cur, pivot, l, g, len(A)),
+                Ms[g] = _joint_gauge(A[g], B[g], xa.mT, xb.mT, self._null_cut(self.cur, pivot, l, g, len(A)),
                                      cut_y)
         return Ms, torch.linalg.svdvals(Ms)
 
     def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
         """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the rounding of the stored blocks they
-        were projected from (:meth:`_storage_cut`, the level :meth:`unit_keys` takes a dead unit at)."""
-        return float(invariant.norm()) <= self._storage_cut(params, tag, l, g, groups)
+        were projected from (:meth:`_null_cut`, the level :meth:`unit_keys` takes a dead unit at)."""
+        return float(invariant.norm()) <= self._null_cut(params, tag, l, g, groups)
 
-    def _storage_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
+    def _null_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
         """:meth:`null_level` times the Frobenius norm of a group's stored blocks of ``tag``'s tensor: what
         rounding leaves, after the projections, of a part G sends to 0."""
         blocks = params["layers"][l][tag.tensor]
