@@ -126,14 +126,18 @@ def recover_heads(Z: Any, W_O: Any, *, square_invertible: bool = False) -> float
 
 
 def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                  norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False) -> list[dict[str, Any]]:
+                  norm: str = "layernorm", gain: str = "ln1_w", equilibrate: bool = False,
+                  storage_dtype: Any = "float64", equilibrated: Any = None) -> list[dict[str, Any]]:
     """Per-row tangent fibre of ``z_i -> N(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
 
     ``N`` is LayerNorm or RMSNorm (``norm``) with the gain ``layer[gain]``
     and ``eps``; ``equilibrate`` (``eps > 0`` only) measures, for every row,
-    the rank of ``P W_O^T`` (:func:`equilibrated_rank`), which is the row's
+    the rank of ``P W_O^T`` (:func:`equilibrated_rank`, at the precision
+    ``storage_dtype`` W_O is stored in), which is the row's
     Jacobian left-multiplied by an invertible matrix (see
-    :func:`ln_row_jacobians`).
+    :func:`ln_row_jacobians`); ``equilibrated`` is that rank record when the
+    caller already holds it (:func:`symtrans.numeric.wo.wo_rank`). Unequilibrated
+    Jacobians are ranked at float64 computation precision.
 
     Examples
     --------
@@ -156,7 +160,7 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     if equilibrate and rows:
         # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T (P = I for RMSNorm); left-multiplied by the invertible
         # s_i diag(g)^{-1} (every gain non-zero) it is P W_O^T, the same for every row: one decision serves all
-        rec = equilibrated_rank(W, norm)
+        rec = equilibrated if equilibrated is not None else equilibrated_rank(W, norm, storage_dtype)
         recs = [rec] * len(rows)
     else:
         recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
@@ -168,14 +172,15 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     return out
 
 
-def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
+def equilibrated_rank(W: Any, norm: str = "layernorm", storage_dtype: Any = "float64") -> Any:
     """Rank record of ``P W^T`` (LayerNorm; ``W^T`` for RMSNorm), every row's equilibrated norm Jacobian.
 
-    ``W`` is the stacked ``W_O`` (H d_v x d). With LayerNorm and H d_v >= d it is the rank of ``B^T W^T``, ``B``
-    an orthonormal basis of 1^perp (:func:`~symtrans.numeric.linalg.ones_complement`; P = B B^T): P's exact
-    kernel is not ranked. A certificate first (full rank,
-    :func:`~symtrans.numeric.linalg.certified_rank`, at least 1.5 decades from the float64 cut); where it does
-    not go through, the SVD decides (:func:`~symtrans.numeric.linalg.numerical_rank`).
+    ``W`` is the stacked ``W_O`` (H d_v x d), stored in ``storage_dtype``. The rank is W_O's own
+    (RMSNorm) or W_O's modulo the centring shift (LayerNorm: ``rank P W^T = rank W P``), decided where
+    every W_O rank is decided: :func:`~symtrans.numeric.wo.wo_rank_record`, at W_O's storage precision
+    (a Cholesky certificate of full rank where one goes through, else the SVD). At a float64 cut, the
+    rounding of a stored float32 W_O moved by an element of G (a head's zero rows mixed with the others) is
+    read as rank: the verdict would follow the element, not the function.
 
     Examples
     --------
@@ -184,30 +189,17 @@ def equilibrated_rank(W: Any, norm: str = "layernorm") -> Any:
     >>> W = torch.randn(40, 40, generator=g, dtype=torch.float64)
     >>> r = equilibrated_rank(W)
     >>> r.rank, r.precision
-    (39, 'float64 computation (Cholesky certificate)')
+    (39, 'float64 storage rounding (Cholesky certificate)')
     >>> W[:2] = 0  # W of rank 38, and so P W^T: the certificate declines, the SVD decides
-    >>> r = equilibrated_rank(W)
+    >>> r = equilibrated_rank(W, storage_dtype="float32")
     >>> r.rank, r.precision
-    (38, 'float64 computation')
+    (38, 'float32 storage rounding')
     >>> equilibrated_rank(torch.randn(40, 40, generator=g, dtype=torch.float64), "rmsnorm").rank
     40
     """
-    import torch
+    from symtrans.numeric.wo import wo_rank_record
 
-    from symtrans.numeric.linalg import certified_rank, ones_complement
-
-    if norm == "layernorm" and W.shape[1] <= W.shape[0]:
-        # P = B B^T (B an orthonormal basis of 1^perp): rank P W^T = rank B^T W^T, read with no singular value
-        # standing for P's exact kernel. Ranked on P W^T itself, that kernel's rounding-level value grows with W's
-        # conditioning (an element of G rescales the heads' W_O) to within a decade of the cut: undecided.
-        # A row of W with all entries equal lies in that kernel exactly (a silenced head's W_O^h = 0 moved by
-        # the centring shift, c 1^T): it is taken as 0, not as B^T's rounding of it (u |c| sqrt(d), which
-        # grows with the shift to the cut)
-        const = (W == W[:, :1]).all(1)
-        if bool(const.any()):
-            W = torch.where(const[:, None], torch.zeros((), dtype=W.dtype), W)
-        return certified_rank(ones_complement(int(W.shape[1]), W.dtype).T @ W.T)
-    return certified_rank(_projected_wt(W, norm))  # full rank min(d, k): P's kernel does not bind when d > k
+    return wo_rank_record(W, storage_dtype, centred=norm == "layernorm")[0]
 
 
 def _projected_wt(W: Any, norm: str) -> Any:
@@ -365,24 +357,26 @@ def norm_kernel(u: Any, eps: float, norm: str = "layernorm", zero_gain: Any = ()
 
 
 def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: float = 0.0, *,
-                       norm: str = "layernorm", wo_record: Any = None, gain: str | None = None) -> list[dict[str, Any]]:
+                       norm: str = "layernorm", wo_record: Any = None, gain: str | None = None,
+                       storage_dtype: Any = "float64") -> list[dict[str, Any]]:
     """The same per-row fibre without the Jacobian: ``H d_v + k - rank [W_O; B^T]``, B the norm's kernel (k columns).
 
     ``ker J_i = {dz : dz W_O in ker N'}``, so its dimension is
     ``(H d_v - rank W_O) + dim(row W_O cap ker N')``, and
     ``dim(A cap B) = dim A + dim B - dim(A + B)`` gives
     ``H d_v + k - rank [W_O; B^T]`` with ``B`` from :func:`norm_kernel` (exact)
-    and one float64 rank of the stacked matrix (``W_O`` scaled to unit Frobenius norm; rows with the same
-    kernel share it).
+    and one rank of the stacked matrix (``W_O`` scaled to unit Frobenius norm; rows with the same
+    kernel share it) at the precision ``storage_dtype`` W_O is stored in: rounding W_O moves ``Wn`` by at
+    most ``u ||Wn||_F = u`` (Weyl), and the cut is :func:`~symtrans.numeric.linalg.storage_cut` of
+    ``||[Wn; B]||_F = sqrt(1 + k)``, which bounds that and the float64 SVD's error.
     With ``gain`` (the gain tensor's name in ``layer``) the coordinates whose gain is exactly 0 enter the
     kernel (:func:`norm_kernel`, ``eps > 0``); without it every gain is taken as non-zero.
 
-    ``wo_record`` (a :class:`~symtrans.numeric.linalg.RankRecord` from an SVD of the
+    ``wo_record`` (a :class:`~symtrans.numeric.linalg.RankRecord` from an SVD or a certificate of the
     stacked W_O, e.g. its storage rank) saves the SVD when W_O has full column
     rank d: then ``[Wn; B]`` has rank d too, with ``sigma_min([Wn; B]) >=
-    sigma_min(Wn)`` (appending rows only adds ``B^T B >= 0`` to the Gram matrix) and
-    ``sigma_max([Wn; B]) <= sqrt(sigma_max(Wn)^2 + 1)`` (B has orthonormal rows), so the
-    margin from the float64 cut is at least ``log10(sigma_min(Wn) / cut_bound)``. A
+    sigma_min(Wn)`` (appending rows only adds ``B^T B >= 0`` to the Gram matrix), so the
+    margin from the same cut is at least ``log10(sigma_min(Wn) / cut)``. A
     bound below 1 decade falls back to the SVD.
 
     Examples
@@ -398,10 +392,15 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
     >>> r = derived_row_fibres(X, Z, lay, [0], 1e-6, wo_record=rec)[0]
     >>> r["fibre"], r["method"][:5]
     (1, 'bound')
+    >>> lay["W_O"][0, :2] *= 1e-9  # below float32's rounding: rank 4, the all-ones row out of W_O's row space
+    >>> [derived_row_fibres(X, Z, lay, [0], 1e-6, storage_dtype=t)[0]["fibre"] for t in ("float64", "float32")]
+    [1, 2]
     """
+    import math
+
     import torch
 
-    from symtrans.numeric.linalg import numerical_rank
+    from symtrans.numeric.linalg import storage_cut, storage_rank_from, svdvals
 
     W = stacked_wo(layer["W_O"])
     # any positive scale keeps the rank; the Frobenius norm (not the spectral norm: a d x d SVD) puts W_O's
@@ -423,39 +422,37 @@ def derived_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], e
                         "decisive": True, "margin_decades": None,
                         "method": "exact: W_O = 0, so rank [W_O; B^T] = rank B = k (orthonormal rows)"})
             continue
-        bound = _full_column_bound(wo_record, fro, shape)
+        norm_stacked = math.sqrt(1.0 + B.shape[0])  # ||[Wn; B]||_F: Wn has unit norm, B orthonormal rows
+        bound = _full_column_bound(wo_record, fro, storage_cut(norm_stacked, storage_dtype, shape)[0], shape)
         if bound is not None:
             out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - W.shape[1], "kernel_dim": int(B.shape[0]),
                         "rank_stacked": int(W.shape[1]), "decisive": True, "margin_decades": finite(bound),
-                        "method": "bound from W_O's SVD: full column rank, sigma_min([Wn; B]) >= sigma_min(Wn); "
-                                  "the margin is a lower bound"})
+                        "method": "bound from W_O's rank record: full column rank, sigma_min([Wn; B]) >= "
+                                  "sigma_min(Wn); the margin is a lower bound"})
             continue
         rec = next((r for b, r in seen if b.shape == B.shape and torch.equal(b, B)), None)
         if rec is None:
-            rec = numerical_rank(torch.cat([Wn, B]))
+            rec = storage_rank_from(svdvals(torch.cat([Wn, B])).cpu(), norm_stacked, storage_dtype, shape)
             seen.append((B, rec))
         out.append({"row": i, "fibre": W.shape[0] + B.shape[0] - rec.rank, "kernel_dim": int(B.shape[0]),
                     "rank_stacked": rec.rank, "decisive": rec.decisive, "margin_decades": finite(rec.margin),
-                    "method": "float64 SVD of [Wn; B]"})
+                    "method": f"SVD of [Wn; B], cut at W_O's {rec.precision}"})
     return out
 
 
-def _full_column_bound(rec: Any, fro: float, shape: tuple[int, int]) -> float | None:
-    """Lower bound (decades) on the float64-cut margin of ``[W / fro; B]`` from an SVD record of W; None unless >= 1.
+def _full_column_bound(rec: Any, fro: float, cut: float, shape: tuple[int, int]) -> float | None:
+    """Lower bound (decades) on the margin of ``[W / fro; B]`` from ``cut``, from a rank record of W; None unless >= 1.
 
     Only when ``rec`` says W has full column rank (its smallest kept singular
-    value is sigma_min(W)); the cut of ``[Wn; B]`` is ``max(m, n) eps64 sigma_max``,
-    bounded above with ``sigma_max <= sqrt(sigma_max(Wn)^2 + 1)``.
+    value, or a certificate's proved lower bound, is at most sigma_min(W)).
     """
     import math
 
-    from symtrans.precision import decided, rank_rtol
+    from symtrans.precision import decided
 
-    if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above:
+    if rec is None or rec.rank != shape[1] or rec.rank != min(rec.shape) or not rec.sigma_above or not cut > 0:
         return None
-    smin, smax = rec.sigma_above / fro, rec.sigma_max / fro
-    cut = rank_rtol("float64", shape)[0] * math.sqrt(smax * smax + 1.0)
-    margin = math.log10(smin / cut)
+    margin = math.log10(rec.sigma_above / fro / cut)
     return margin if decided(margin) else None
 
 

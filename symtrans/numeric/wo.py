@@ -41,7 +41,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["stacked_wo", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of", "wo_quotient_rank",
+__all__ = ["stacked_wo", "wo_rank_record", "wo_storage_ranks", "WoRank", "wo_rank", "wo_ranks", "wo_rank_of", "wo_quotient_rank",
            "HeadRanks", "head_ranks_of", "wo_head_ranks"]
 
 
@@ -165,6 +165,55 @@ class WoRank:
                 "kappa_interval": list(self.kappa), "record": self.record.to_dict()}
 
 
+def wo_rank_record(W: Any, storage_dtype: Any, *, centred: bool = False, certify: bool = True) -> tuple[Any, int, int]:
+    """Rank of a stacked ``W_O`` (``H d_v x d_model``), or of ``W_O P`` with ``centred``, at W_O's storage precision.
+
+    The one decision every W_O rank reads: the cut is
+    :func:`~symtrans.numeric.linalg.storage_cut` of ``||W_O||_F`` (rounding
+    ``W_O`` to its storage dtype moves it by ``E`` with ``||E||_F <= u ||W_O||_F``,
+    and ``||E P||_2 <= ||E||_2``), with the one decisive band
+    (:func:`~symtrans.numeric.linalg.rank_interval`). ``centred`` ranks ``W_O B``,
+    ``B`` an orthonormal basis of 1^perp (:func:`~symtrans.numeric.linalg.ones_complement`;
+    ``P = B B^T``, so ``rank W_O P = rank W_O B``): P's exact kernel gets no
+    rounding-level singular value, which would grow with ``W_O``'s conditioning (an
+    element of G rescales the heads). ``certify``: a Cholesky proof of full rank
+    first, against the same cut. Returns the record and the band ``(low, high)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    >>> rec, low, high = wo_rank_record(W, "float32", centred=True)
+    >>> rec.rank, (low, high), rec.precision
+    (5, (5, 5), 'float32 storage rounding (Cholesky certificate)')
+    >>> W[:2] = 1e-9 * W[:2]  # two rows below float32's cut, far above float64's
+    >>> wo_rank_record(W, "float32")[0].rank, wo_rank_record(W, "float64")[0].rank
+    (4, 6)
+    """
+    import torch
+
+    from symtrans.numeric.linalg import (DECISIVE_MARGIN, full_rank_certificate, ones_complement,
+                                         rank_from_singular_values, rank_interval, storage_cut, svdvals)
+    from symtrans.precision import float_dtype_name
+
+    W = torch.as_tensor(W).to(torch.float64)
+    m, d = (int(x) for x in W.shape)
+    sd = float_dtype_name(storage_dtype)
+    cut = storage_cut(float(torch.linalg.matrix_norm(W)), sd, (m, d))
+    M = W @ ones_complement(d, W.dtype).to(W.device) if centred else W
+    if certify and min(M.shape) > 0:
+        rec = full_rank_certificate(M, margin=DECISIVE_MARGIN + 0.5, cut=cut)
+        if rec is not None:
+            return dataclasses.replace(rec, precision=f"{sd} storage rounding (Cholesky certificate)"), rec.rank, rec.rank
+    what = "W_O P (modulo the centring shift, as W_O B; the cut of W_O: ||E P|| <= ||E||)" if centred else "W_O"
+    s = svdvals(M).cpu()
+    smax = float(s[0]) if s.numel() else 0.0
+    rec = rank_from_singular_values(s, tuple(M.shape), torch.float64, rtol=cut[0] / smax if smax > 0 else 0.0,
+                                    reason=f"{what}: {cut[1]}")
+    low, high = rank_interval(s, cut[0])
+    return dataclasses.replace(rec, precision=f"{sd} storage rounding"), low, high
+
+
 def wo_rank_of(W_O: Any, storage_dtype: Any, *, layer: int | None = None, centred: bool = False,
                certify: bool = True, heads: HeadRanks | None = None) -> WoRank:
     """:class:`WoRank` of a per-head ``W_O [H, d_v, d_model]`` stored in ``storage_dtype`` (no model needed).
@@ -183,30 +232,12 @@ def wo_rank_of(W_O: Any, storage_dtype: Any, *, layer: int | None = None, centre
     """
     import torch
 
-    from symtrans.numeric.linalg import (full_rank_certificate, rank_from_singular_values, rank_interval,
-                                         storage_cut, svdvals, DECISIVE_MARGIN)
     from symtrans.numeric.weights import _dtype_name
 
     W_O = torch.as_tensor(W_O).to(torch.float64)
     H, dv, d = (int(x) for x in W_O.shape)
-    W = W_O.reshape(H * dv, d)
-    sd = _dtype_name(storage_dtype if not isinstance(storage_dtype, torch.dtype) else storage_dtype)
-    cut = storage_cut(float(torch.linalg.matrix_norm(W)), sd, (H * dv, d))
-    M = W - W.mean(1, keepdim=True) if centred else W
-    what = "W_O P (modulo the centring shift; the cut of W_O: ||E P|| <= ||E||)" if centred else "W_O"
-    rec = None
-    if certify and not centred:
-        rec = full_rank_certificate(M, margin=DECISIVE_MARGIN + 0.5, cut=cut)
-        if rec is not None:
-            rec = dataclasses.replace(rec, precision=f"{sd} storage rounding (Cholesky certificate)")
-            low = high = rec.rank
-    if rec is None:
-        s = svdvals(M).cpu()
-        smax = float(s[0]) if s.numel() else 0.0
-        rec = rank_from_singular_values(s, (H * dv, d), torch.float64, rtol=cut[0] / smax if smax > 0 else 0.0,
-                                        reason=f"{what}: {cut[1]}")
-        rec = dataclasses.replace(rec, precision=f"{sd} storage rounding")
-        low, high = rank_interval(s, cut[0])
+    sd = _dtype_name(storage_dtype)
+    rec, low, high = wo_rank_record(W_O.reshape(H * dv, d), sd, centred=centred, certify=certify)
     heads = head_ranks_of(W_O, sd) if heads is None else heads
     return WoRank(layer=layer, rows=H * dv, cols=d, storage_dtype=sd, record=rec, low=low, high=high,
                   head_low=heads.low, head_high=heads.high, centred=centred, head_records=heads.records)

@@ -53,7 +53,7 @@ from symtrans.producers.symbolic import (arch_preset, coq_link, exact_record,
 from symtrans.numeric.fibres import (dense_summation_fibre, derived_row_fibres, equilibrated_rank,  # noqa: F401
                                      ln_row_fibres, ln_row_jacobians, norm_input, norm_kernel, norm_map_fibre,
                                      recover_heads, scale_sq, summation_fibre, wo_fibre)  # (re-exported: the mathematics)
-from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
+from symtrans.numeric.wo import stacked_wo, wo_quotient_rank, wo_rank, wo_storage_ranks  # noqa: F401  (re-exported: the W_O mathematics)
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "ln_row_fibres", "ln_row_jacobians", "equilibrated_rank",
            "norm_kernel", "derived_row_fibres", "norm_map_fibre", "count_verdict", "mlp_norm",
@@ -222,7 +222,7 @@ def _wo_storage(ctx: Context) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`wo_rows` and the rank record of each layer's W_O it was built from, computed once per context."""
     from symtrans.certify.real import exact_rank
     from symtrans.producers.common import finite
-    from symtrans.numeric.wo import wo_rank, wo_ranks
+    from symtrans.numeric.wo import wo_ranks
 
     key = ("sec7-wo", ctx.n)
     if key in ctx.cache:
@@ -464,15 +464,20 @@ def _ln_row(r: dict[str, Any], dv: dict[str, Any] | None, direct: dict[str, Any]
     return row
 
 
-def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int) -> None:
-    """Measure layer ``i``'s sampled rows by both routes into ``meas`` (rows and scale shrinks)."""
+def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int, wo_eq: Any) -> None:
+    """Measure layer ``i``'s sampled rows by both routes into ``meas`` (rows and scale shrinks).
+
+    ``wo_eq``: the layer's :class:`~symtrans.numeric.wo.WoRank` that the equilibrated Jacobian's rank is (W_O's own
+    for RMSNorm, modulo the centring shift for LayerNorm), decided at W_O's storage precision like both routes.
+    """
     m, rows_sel = meas.norm, meas.rows_sel
     eps = m["eps"]
     lay = w.layer(i)
     Z = lt.Y.transpose(0, 1).reshape(n, -1)
     zero_gain = bool((lay[m["gain"]] == 0).any())
     equil = eps > 0 and not zero_gain
-    jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil)
+    jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil,
+                        storage_dtype=wo_eq.storage_dtype, equilibrated=wo_eq.record)
     # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
     direct = (jac if not equil else
               ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
@@ -482,7 +487,8 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int)
              ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
     # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
     # (norm_kernel with the zero coordinates, eps > 0) decides alone
-    derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo_record, gain=m["gain"])
+    derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo_record, gain=m["gain"],
+                                  storage_dtype=wo_eq.storage_dtype)
                if not zero_gain or eps > 0 else [None] * len(rows_sel))
     kernel_only = zero_gain and eps > 0
     c = norm_input(lt.X, Z, lay, rows_sel, m["norm"])
@@ -504,7 +510,7 @@ def _ln_measure(ctx: Context) -> _LnMeasure:
                      int(stacked_wo(w.layer(0)["W_O"]).shape[0]))
     wo = _wo_storage(ctx)[1]  # W_O's rank record per layer (cached): the derived count reads its singular values
     for k, i in enumerate(meas.layers):
-        _ln_layer(meas, w, tr.layers[i], i, wo[k], n)
+        _ln_layer(meas, w, tr.layers[i], i, wo[k], n, wo_rank(ctx, i, centred=meas.norm["norm"] == "layernorm"))
     return meas
 
 
@@ -535,8 +541,10 @@ def _ln_common(ctx: Context, meas: _LnMeasure, paper_per_token: int) -> dict[str
                "per_token_eps0": meas.eps0, "scale_shrink_lambda_min": finite(lam_min),
                "exact_statement": _ln_statement(m, generic, meas.eps0),
                "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0: P W_O^T, "
-                         "decided by a Cholesky certificate where one goes through, else a float64 SVD) and the derived count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel; "
-                         "a row is decided when both are decisive and agree",
+                         "the rank of W_O modulo the centring shift, or W_O^T for RMSNorm, decided at W_O's storage "
+                         "precision by a Cholesky certificate where one goes through, else the SVD) and the derived "
+                         "count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel (the same storage "
+                         "precision); a row is decided when both are decisive and agree",
                "note": (f"the scale direction is shrunk by lambda = eps / (mean square + eps), smallest "
                         f"{lam_min:.3g} over the sampled rows: recovering it amplifies errors by up to "
                         f"{1 / lam_min:.3g}" if lam_min else "eps = 0: the scale direction is in the kernel")}
@@ -546,10 +554,13 @@ def _ln_common(ctx: Context, meas: _LnMeasure, paper_per_token: int) -> dict[str
     return dict(margin=min(margins) if margins else None, inputs=inputs, details=details, scope=scope,
                 hypothesis_checks=(hyp,), margin_meaning="smallest distance (decades) of a singular value from "
                 "its cut, over the sampled rows and both routes",
-                tolerance=Tolerance(out[0]["cut"] or 0.0, "float64 rank cut max(m, n) eps sigma_max of each row "
-                                    "Jacobian (row 0 of layer 0 shown) and of each [W_O; B^T]; a decision counts "
-                                    "when the singular values sit at least 1 decade from the cut and the two "
-                                    "routes agree", "absolute (singular value)"))
+                tolerance=Tolerance(out[0]["cut"] or 0.0, "W_O's storage cut (u ||W_O||_F, the Weyl bound of "
+                                    "rounding W_O to its storage dtype, plus the float64 SVD's error) of each "
+                                    "equilibrated Jacobian (row 0 of the first layer shown) and of each "
+                                    "[W_O; B^T]; an unequilibrated Jacobian (eps = 0) at the float64 cut "
+                                    "max(m, n) eps sigma_max; a decision counts when the singular values sit at "
+                                    "least 1 decade from the cut and the two routes agree",
+                                    "absolute (singular value)"))
 
 
 def _ln_recovery(ctx: Context, meas: _LnMeasure, paper_per_token: int, common: dict[str, Any]) -> Evidence:
@@ -713,7 +724,6 @@ def recovery_real(ctx: Context) -> list[Evidence]:
     through :func:`~symtrans.certify.real.stacked_wo_rank`.
     """
     from symtrans.certify.real import MODULUS, stacked_wo_rank
-    from symtrans.numeric.wo import wo_rank
     from symtrans.formulas import formula
 
     w = exact_weights(ctx)
