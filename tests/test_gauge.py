@@ -487,6 +487,35 @@ def test_a_half_pruned_head_keeps_its_mlp_input_fibre_under_the_value_gauge_on_t
         assert fibres(moved) == (verdict, base), seed
 
 
+def test_two_equal_heads_keep_the_pgop_fibre_under_the_value_gauge_on_the_real_model():
+    """PG-OP's W_O ranks are read at W_O's storage precision, so the value gauge cannot fill a duplicated head's rank.
+
+    Layer 0's heads 0 and 1 made equal on the real MiniLM: W_O has rank 384 - 32. The value gauge moves the two
+    heads by different elements, and the moved model rounds to float32: at a float64 cut those 32 directions
+    read as rank, and a gauge check found pgop/remedy moved from fails to inconclusive by elements without its
+    declared factors.
+    """
+    from _degenerate import plant_into
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge_head, sample_gauge
+    from symtrans.numeric import load_model
+    from symtrans.producers.sec8 import check_pgop_fibre
+
+    w = load_model("default")
+    plant_into(w, "dup-head")
+
+    def fibre(model):
+        ev = check_pgop_fibre(Context(model="default", n=16, seed=0).preload(model))[0]
+        return ev.verdict, ev.details["wo_fibre_plain_rows"], ev.details["wo_fibre_gated_rows"]
+
+    base = fibre(w)
+    assert base == (Verdict.FAILS, 3 * 32, 3 * 32)  # 3 ranked rows, each W_O short by one head's 32 rows
+    for seed in (0, 1):
+        moved, _ = apply_gauge_head(w, sample_gauge(w, seed=seed, factors=["vo-gauge"]))
+        assert not moved.W_O[0, 1].equal(moved.W_O[0, 0])  # the two heads' W_O now differ
+        assert fibre(moved) == base, seed
+
+
 @pytest.mark.slow  # one gauge check on a planted checkpoint (about 6 s)
 def test_a_silenced_head_moves_no_function_reading_under_g(tmp_path):
 

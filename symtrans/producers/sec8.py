@@ -218,7 +218,7 @@ class _PgopMeasure:
     plain: int  # fibre of the plain summation map at n
     gated: int  # the gated summation's fibre, summed over positions
     rows: list[int]  # the positions whose gated W_O is ranked
-    recs: list[Any]  # rank records: the plain W_O, then diag(G_i) W_O for each row
+    recs: list[Any]  # rank records: the plain W_O, then diag(G_i) W_O for each row (W_O's own where G_i > 0)
     err: float | None  # all gates one: relative error of the module against the layer's own MHA
     HdV: int  # H d_v, the domain of Z -> Z W_O per row
 
@@ -254,7 +254,7 @@ def _pgop_measure(ctx: Context) -> _PgopMeasure:
     """Draw one generic gate setting (fixed seed 0) and measure the gated and plain fibres at layer 0."""
     import torch
 
-    from symtrans.numeric.linalg import certified_rank
+    from symtrans.numeric.wo import wo_rank, wo_rank_record
 
     w = weights(ctx)
     n, H, dv = ctx.n, w.n_heads, w.d_head
@@ -271,10 +271,16 @@ def _pgop_measure(ctx: Context) -> _PgopMeasure:
     G = torch.repeat_interleave(gates, dv, dim=1)  # [n, H d_v] per-column gate of each head
     wo_stack = w.W_O[0].reshape(-1, w.d_model)
     rows = sorted({0, n // 2, n - 1})
-    # Z -> (Z * G_i) W_O per row: rank of diag(G_i) W_O against the plain W_O, both at float64 computation
-    # precision (the gated matrix is computed, not stored: the stored W_O's rank is reported in sec7)
-    # each a Cholesky proof of full rank where one goes through (a d x d SVD otherwise)
-    recs = [certified_rank(M) for M in [wo_stack] + [G[i][:, None] * wo_stack for i in rows]]
+    # Z -> (Z * G_i) W_O per row: rank of diag(G_i) W_O against the plain W_O, at W_O's storage precision (the
+    # one home's record, which sec7 reads too): at a float64 cut, an element of G that mixes two equal heads' rows
+    # (the value gauge) has the stored rounding read as rank. With every gate of the row positive, diag(G_i) is
+    # invertible and rounding W_O moves diag(G_i) W_O by diag(G_i) E: the gated matrix is decided by W_O's own
+    # record (equilibrated). Its own singular values would not do: a small gate shrinks a head's rows, and their
+    # rounding with them, below the Weyl bound u ||diag(G_i) W_O||_F. A row with a gate <= 0 (not applicable) is
+    # ranked as it stands, at the same storage precision.
+    plain_rank = wo_rank(ctx, 0)
+    recs = [plain_rank.record] + [plain_rank.record if bool((gates[i] > 0).all()) else
+                                  wo_rank_record(G[i][:, None] * wo_stack, plain_rank.storage_dtype)[0] for i in rows]
     with torch.no_grad():  # the module computes the layer's own MHA when every gate is 1
         m1 = PGOP(H, w.d_model, dtype=w.dtype, device=w.device)
         m1.b.fill_(60.0)
@@ -295,19 +301,22 @@ def _pgop_common(ctx: Context, meas: _PgopMeasure, hyps: tuple[Any, ...]) -> dic
     details = {"summation_fibre_plain": meas.plain, "summation_fibre_gated": meas.gated,
                "wo_fibre_plain_rows": meas.plain_wo, "wo_fibre_gated_rows": meas.gated_wo,
                "all_gates_one_rel_error_vs_layer_mha": finite(meas.err),
-               "precision": "float64 computation (plain and gated W_O alike): "
+               "precision": "W_O's storage precision (plain and gated W_O alike): "
                             + ", ".join(sorted({r.precision for r in recs})),
                "formalisation": "PG-OP remedies non-identifiability if it shrinks the fibre of the head-channel map; "
                                 "other formalisations (e.g. attribution across positions) are not tested",
                "decided_by": "structure: a positive gate rescales a head, so the 1 x H gated block keeps rank 1 and "
-                             "diag(G_i) W_O keeps W_O's rank; for the reconstruction this check can only fail (or "
-                             "be not-applicable / inconclusive), the measurement confirms the argument on one draw"}
+                             "diag(G_i) W_O keeps W_O's rank (read from W_O's record at its storage precision); "
+                             "for the reconstruction this check can only fail (or be not-applicable / "
+                             "inconclusive); the gated block's rank is measured at every position on one draw"}
     margins = [finite(r.margin) for r in recs if finite(r.margin) is not None]
     return dict(margin=min(margins) if margins else None, tolerance=Tolerance(
-        recs[0].rtol, "rank of W_O and of diag(G_i) W_O at float64 computation precision (cut max(m, n) eps64 "
-        "sigma_max); a decision counts when every singular value sits at least 1 decade from the cut", "sigma_max"),
+        recs[0].rtol, "rank of W_O at its storage precision (cut u ||W_O||_F, the Weyl bound of rounding W_O to its "
+        "storage dtype, plus the float64 SVD's error), which is the rank of diag(G_i) W_O for positive gates "
+        "(diag(G_i) invertible, its rounding diag(G_i) E); a decision counts when every singular value sits at least "
+        "1 decade from the cut", "sigma_max"),
         inputs=inputs, details=details, hypothesis_checks=hyps, reading="pgop/remedy",
-        margin_meaning="smallest distance (decades) of a singular value from the float64 cut of (gated) W_O",
+        margin_meaning="smallest distance (decades) of a singular value from the storage cut of (gated) W_O",
         scope=Scope("instances", f"one fixed generic gate setting, n = {n}, layer 0", ("layer 0",)))
 
 
