@@ -901,11 +901,12 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), (k, ca.ambiguities)
 
 
-def test_a_pruned_key_value_head_is_related_or_undecided_never_refused_and_canonical_balances_one_side(tiny, tmp_path):
+def test_a_pruned_key_value_head_is_related_by_its_heads_spaces_and_canonical_balances_one_side(tiny, tmp_path):
     # Llama (rotary, grouped-query): layer 1's key/value head 1 pruned, so query heads 2 and 3 score 0 and write
     # 0. Their products tie, and W_Q is then free beyond G's gauge: the match's choice between the two may be one
-    # no gauge completes. relate said "not related" (a false answer) for seed 1; canonical raised a raw
-    # LinAlgError (the rotary balance divided the key's zero norm).
+    # no gauge completes. relate said "not related" (a false answer) for seed 1, then "cannot decide"; the heads'
+    # W_Q column and W_O row spaces, which the gauges leave as they are, now tell them apart. canonical raised a
+    # raw LinAlgError (the rotary balance divided the key's zero norm).
     from symtrans.errors import SymtransError
     from symtrans.group.canonical import canonical
 
@@ -916,15 +917,29 @@ def test_a_pruned_key_value_head_is_related_or_undecided_never_refused_and_canon
                 c.tensors[k][1, 1] = 0
     a = load_model(save_weights(c, tmp_path / "pruned-kv"))
     spec = GroupSpec.from_arch(a.arch)
+    for seed in (0, 1, 2, 3):
+        r = relate(a, _moved(a, random_element(spec, a.n_layers, seed), spec))
+        assert r.related, (seed, r.summary())
+        assert any("told apart by their W_Q column and W_O row spaces" in t for t in r.ties), r.ties
+    # the false case: head 3's W_Q a non-gauge transform of head 2's (the same column space) and the same W_O, so
+    # the second key ties too: related where the choice is right, "cannot decide" where not, never "not related"
+    with torch.no_grad():
+        T = torch.randn(c.tensors["W_Q"].shape[-1], c.tensors["W_Q"].shape[-1], generator=torch.Generator().manual_seed(5))
+        c.tensors["W_Q"][1, 3] = c.tensors["W_Q"][1, 2] @ T.to(c.tensors["W_Q"].dtype)
+        c.tensors["W_O"][1, 3] = c.tensors["W_O"][1, 2]
+    twin = load_model(save_weights(c, tmp_path / "pruned-kv-twin"))
     answers = []
-    for seed in (0, 1):
-        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+    for seed in (0, 1, 2, 3):
         try:
-            answers.append(relate(a, b).related)
+            r = relate(twin, _moved(twin, random_element(spec, twin.n_layers, seed), spec))
         except SymtransError as e:
             assert "cannot decide" in str(e) and "heads whose products tie" in str(e), str(e)
             answers.append(None)
-    assert answers[0] is True and False not in answers, answers
+            continue
+        answers.append(r.related)
+        tie = [t for t in r.ties if t.startswith("layer 1: head ")]
+        assert tie and not any("told apart" in t for t in tie), r.ties  # reported as a tie the spaces do not settle
+    assert False not in answers, answers
     ca, cb = canonical(a), canonical(_moved(a, random_element(spec, a.n_layers, 0), spec))
     assert relate(a, ca.weights).related
     assert max(float((x - cb.weights.tensors[k]).norm()) / max(float(x.norm()), 1.0)

@@ -1240,7 +1240,7 @@ class _Solver:
                 self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
                                  "(any of them gives the same weights)" if what != "head" else
                                  f"layer {l}: head {j} of B matches two or more of A's heads' products exactly "
-                                 "(equal products: the heads differ at most in their gauge)")
+                                 "(equal W_Q W_K^T and W_V W_O)")
                 if what == "head":
                     self.tied_heads.add(l)
         perm = best.tolist()
@@ -1372,6 +1372,8 @@ class _Solver:
                 keys.append(torch.cat([qk.reshape(qk.shape[0], -1), vo.reshape(vo.shape[0], -1)], 1))
             tol = 1e3 * relation_tolerance(self.precision("W_Q", l))[0]
             pi, dist = self._match(keys[0], keys[1], tol, "head", l)
+            if l in self.tied_heads:
+                pi = self.break_head_ties(l, keys[0], keys[1], pi, tol)
             if dist > tol:
                 self.refuse("S_H", l, "W_Q W_K^T, W_V W_O (per head)", dist, tol, [],
                             "a head of B has no head of A with the same products: no head relabelling explains it")
@@ -1386,6 +1388,50 @@ class _Solver:
             els.append({"pi": pi, "kappa": kappa})
         if any(e["pi"] != sorted(e["pi"]) for e in els):
             self.apply("S_H", els)
+
+    def head_spaces(self, params: dict[str, Any], l: int) -> Any:
+        """Per head of layer ``l``: sketches of the projectors onto W_Q^h's column space and W_O^h's row space.
+
+        The per-head gauges act on W_Q from the right and on W_O from the left, so they leave both spaces as they
+        are: a second key for heads whose products tie (a pruned key/value head: every query head reading it has
+        products 0, but its own W_Q^h is free beyond the gauge). A direction below :meth:`null_level` of the
+        head's largest singular value is not part of the space.
+        """
+        torch = _torch()
+        out = []
+        for name, M in (("W_Q", self.stacked("W_Q", l, params)), ("W_O", self.stacked("W_O", l, params).transpose(1, 2))):
+            U, S, _ = torch.linalg.svd(M, full_matrices=False)  # heads x d_model x k
+            U = U * (S > S[:, :1] * self.null_level(name, l, int(M.shape[1]))).unsqueeze(1)
+            R = self.sketch(int(M.shape[1]), M.dtype)
+            out.append((U @ (U.transpose(1, 2) @ R)).reshape(M.shape[0], -1))
+        return torch.cat(out, 1)
+
+    def break_head_ties(self, l: int, KA: Any, KB: Any, pi: list[int], tol: float) -> list[int]:
+        """Re-pair the heads of layer ``l`` whose products tie by :meth:`head_spaces`, nearest first; the match's
+        ``pi`` where that settles nothing. The layer stays in :attr:`tied_heads` unless every tied head of B has one
+        candidate whose spaces are within ``tol`` and no other that is."""
+        torch = _torch()
+        scale = max(float(KA.norm(dim=1).max()), 1e-300)
+        cand = torch.cdist(KB, KA) / scale <= tol  # B head j, A head i: equal products
+        SA, SB = self.head_spaces(self.cur, l), self.head_spaces(self.tgt, l)
+        S = torch.cdist(SB, SA) / max(float(SA.norm(dim=1).max()), 1e-300)
+        S = torch.where(cand, S, torch.full_like(S, math.inf))
+        out, taken = [-1] * len(pi), set()
+        for flat in torch.argsort(S.reshape(-1)).tolist():
+            j, i = divmod(flat, S.shape[1])
+            if not math.isfinite(float(S[j, i])):
+                break
+            if out[j] < 0 and i not in taken:
+                out[j] = i
+                taken.add(i)
+        if any(i < 0 for i in out):
+            return pi
+        tied = [j for j in range(len(out)) if int(cand[j].sum()) > 1]
+        if all(float(S[j, out[j]]) <= tol and int((S[j] <= tol).sum()) == 1 for j in tied):
+            self.tied_heads.discard(l)
+            self.ties = [t + "; told apart by their W_Q column and W_O row spaces"
+                         if t.startswith(f"layer {l}: head ") else t for t in self.ties]
+        return out
 
     def unit_keys(self, params: dict[str, Any], l: int, ins: list[str], scaled: list[str],
                   tol: float) -> tuple[Any, Any, Any, float]:
