@@ -273,15 +273,46 @@ class _Canon:
             groups = H // self.group
             gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
             korder = sorted(range(groups), key=lambda g: -gkey[g])
-            pi = []
+            top = max(max(vo), 1e-300)
+            space = None
+            if any(abs(a - b) <= self.tie * top for a, b in zip(sorted(vo), sorted(vo)[1:])):
+                # heads with equal |W_V W_O| (a pruned key/value head: every query head reading it has products
+                # 0) are ordered by what the per-head gauges leave of W_Q and W_O: their column and row spaces
+                S = s.head_spaces(self.cur, l)
+                space = [float(x) for x in (S * S).sum(1)]
+            pi, fixed = [], True
             for g in korder:
-                inner = sorted(range(g * self.group, (g + 1) * self.group), key=lambda h: (-vo[h], -qk[h]))
+                inner, ok = self._tie_order(list(range(g * self.group, (g + 1) * self.group)), vo, qk, space, top)
                 pi += inner
-            keys = sorted(vo, reverse=True)
-            if any(abs(a - b) <= self.tie * keys[0] for a, b in zip(keys, keys[1:])):
+                fixed = fixed and ok
+            gk = sorted(gkey)
+            if not fixed or any(abs(a - b) <= self.tie * max(gk[-1], 1e-300) for a, b in zip(gk, gk[1:])):
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
             els.append({"pi": pi, "kappa": korder})
         self.apply(f.name, els)
+
+    def _tie_order(self, heads: list[int], vo: list[float], qk: list[float], space: list[float] | None,
+                   top: float) -> tuple[list[int], bool]:
+        """``heads`` by |W_V W_O| (largest first); a run of equal ones (within the tie) by |W_Q W_K^T|, then by
+        ``space`` (:meth:`~symtrans.group.relate._Solver.head_spaces`' squared norm). Returns the order and
+        whether it is fixed: no two heads of a run equal on every key that reads them."""
+        order = sorted(heads, key=lambda h: -vo[h])
+        out, fixed, i = [], True, 0
+        while i < len(order):
+            j = i + 1
+            while j < len(order) and vo[order[j - 1]] - vo[order[j]] <= self.tie * top:
+                j += 1
+            run = order[i:j]
+            keys = [(qk[h], space[h] if space is not None else 0.0) for h in run]
+            run = [h for _, h in sorted(zip(keys, run), key=lambda x: (-x[0][0], -x[0][1]))]
+            qtop, stop = max(max(qk), 1e-300), max(max(space or [0.0]), 1e-300)
+            for a, b in zip(run, run[1:]):
+                same_qk = abs(qk[a] - qk[b]) <= self.tie * qtop
+                if same_qk and (space is None or abs(space[a] - space[b]) <= self.tie * stop):
+                    fixed = False
+            out += run
+            i = j
+        return out, fixed
 
     def units(self) -> None:
         import torch
