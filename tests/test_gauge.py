@@ -516,6 +516,34 @@ def test_two_equal_heads_keep_the_pgop_fibre_under_the_value_gauge_on_the_real_m
         assert fibre(moved) == base, seed
 
 
+def test_fibre_above_zero_is_decided_by_the_interval_where_the_fibre_is_not(tmp_path):
+    """thm-7.3/mlp-input asks only "fibre > 0": decided when every fibre W_O's rank band leaves possible is > 0.
+
+    Two equal heads at layer 0 of a tiny RoBERTa (d_model 32), moved by a random element of G and rounded to
+    float32: the mixed heads' 8 rounding-level directions sit 0.9 decades below the storage cut, inside the
+    decisive band, so the fibre (8) is undecided there and a gauge check found the function reading moved from
+    supported to inconclusive. Every rank in the band leaves a fibre of at least 1, and the derived count (8)
+    lies in it: "fibre > 0" is the same at both ends.
+    """
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge_head, sample_gauge
+    from symtrans.producers.sec7 import check_nonidentifiability
+
+    path = str(planted_checkpoint("roberta", ("dup-head",), tmp_path).source)
+    w = Context(model=path, n=40, seed=0).weights()
+    moved, _ = apply_gauge_head(w, sample_gauge(w, seed=0))
+    ev = {e.reading: e for e in check_nonidentifiability(Context(model=path, n=40, seed=0).preload(moved))}
+    rows = ev["thm-7.3/mlp-input"].details["rows"]
+    open_rows = [r for r in rows if not r["decided"]]
+    assert open_rows and all(r["fibre_interval"][0] >= 1 and r["fibre_interval"][1] > r["fibre_interval"][0]
+                             for r in open_rows), open_rows  # the fibre itself undecided, every end positive
+    assert ev["thm-7.3/mlp-input"].verdict is Verdict.SUPPORTED
+    # the false case: an interval reaching 0 decides nothing
+    from symtrans.producers.sec7 import _positive_by_interval
+
+    assert not any(_positive_by_interval(dict(r, fibre_interval=[0, r["fibre_interval"][1]])) for r in open_rows)
+
+
 @pytest.mark.slow  # one gauge check on a planted checkpoint (about 6 s)
 def test_a_silenced_head_moves_no_function_reading_under_g(tmp_path):
 
@@ -584,3 +612,4 @@ def test_the_attention_input_hyperplane_moves_prop62_on_a_head_with_w_v_zero_and
     assert moved != {base}, (base, moved)  # the false case: it does move the reading here
     for reading in get_claim("prop-6.2").readings:
         assert {"attention-input-hyperplane", "value-bias-shift", "vo-gauge"} <= set(reading.moved_by), reading.name
+

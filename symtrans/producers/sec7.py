@@ -425,6 +425,33 @@ class _LnMeasure:
         """The layers with a row not decided."""
         return sorted({r["layer"] for r in self.rows if not r["decided"]})
 
+    @property
+    def undecided_positive(self) -> list[int]:
+        """The layers with a row for which "fibre > 0" is not decided (thm-7.3's question).
+
+        A row whose fibre is undecided still decides it when its fibre interval (the ranks W_O's band leaves
+        possible, :class:`~symtrans.numeric.wo.WoRank`) lies above 0 at both ends and the derived count, decided,
+        falls inside it: the same at both ends of the interval, as every W_O rank's derived quantity.
+        """
+        return sorted({r["layer"] for r in self.rows if not r["decided"] and not _positive_by_interval(r)})
+
+
+def _positive_by_interval(row: dict[str, Any]) -> bool:
+    """Whether a row's fibre is decided > 0 by its interval and the derived count agrees (see ``undecided_positive``).
+
+    Examples
+    --------
+    >>> _positive_by_interval({"fibre_interval": [1, 9], "derived_decisive": True, "derived_fibre": 8})
+    True
+    >>> _positive_by_interval({"fibre_interval": [0, 9], "derived_decisive": True, "derived_fibre": 8})
+    False
+    >>> _positive_by_interval({"fibre_interval": [1, 9], "derived_decisive": True, "derived_fibre": 12})
+    False
+    """
+    lo_hi, dv = row.get("fibre_interval"), row.get("derived_fibre")
+    return bool(lo_hi and lo_hi[0] >= 1 and row.get("derived_decisive") and dv is not None
+                and lo_hi[0] <= dv <= lo_hi[1])
+
 
 def _jacobian_note(equil: bool, kernel_only: bool, zero_gain: bool) -> str:
     """How a row's Jacobian was ranked (equilibrated, direct, or replaced by the exact kernel's count)."""
@@ -496,9 +523,11 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int,
     meas.lambdas += lam
     how = _jacobian_note(equil, kernel_only, zero_gain)
     for j, r in enumerate(jac):
-        meas.rows.append(_ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
-                                 layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j],
-                                 zero_gain=zero_gain))
+        row = _ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
+                      layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j], zero_gain=zero_gain)
+        # the fibres the equilibrated rank's band leaves possible (the one home's interval of W_O's rank)
+        row["fibre_interval"] = [meas.H_dv - wo_eq.high, meas.H_dv - wo_eq.low] if equil and not kernel_only else None
+        meas.rows.append(row)
 
 
 def _ln_measure(ctx: Context) -> _LnMeasure:
@@ -586,14 +615,14 @@ def _ln_identifiable(ctx: Context, meas: _LnMeasure, common: dict[str, Any]) -> 
     m, per_row, eps0, lam_min, eps = meas.norm, meas.per_row, meas.eps0, meas.lam_min, meas.norm["eps"]
     N, what = m["name"], SUMMARIES("mlp-input", "what", norm=m["name"], eps=eps_text(ctx))
     zero = [r for r in meas.rows if r["decided"] and r["fibre"] == 0]
-    v = decide_verdict(zero, meas.undecided)
+    v = decide_verdict(zero, meas.undecided_positive)  # "fibre > 0" may be decided where the fibre is not
     S = SUMMARIES
     if v is Verdict.FAILS:
         s = S("nonidentifiable-ln", "fails", layers=sorted({r["layer"] for r in zero}), norm=N, what=what,
               kept=S("nonidentifiable-ln", "kept-rmsnorm" if m["norm"] == "rmsnorm" else "kept-layernorm"), eps0=eps0,
               shrink=S("nonidentifiable-ln", "shrink", lam=lam_min, amplification=1 / lam_min) if lam_min else "")
     elif v is Verdict.INCONCLUSIVE:
-        s = S("mlp-input", "inconclusive", undecided=meas.undecided)
+        s = S("mlp-input", "inconclusive", undecided=meas.undecided_positive)
     else:
         lost = ("lost-layernorm" if eps > 0 else "lost-layernorm-eps0") if m["norm"] == "layernorm" else "lost-rmsnorm"
         s = S("nonidentifiable-ln", "supported", norm=N, per_row=per_row, lost=S("nonidentifiable-ln", lost),
