@@ -32,7 +32,7 @@ from typing import Any
 from symtrans.errors import SymtransError, suggest
 
 __all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "ABOUT", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims",
-           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_WO_RANK", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
+           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_WO_RANK", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "STORED_HEAD_OUTPUTS", "STORED_OUTPUTS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
            "claim_ids", "CLAIM_MODULES", "REGISTRY"]
 
 
@@ -97,6 +97,11 @@ STORED_WO_RANK: tuple[str, ...] = ("centring-shift", "vo-gauge")
 #: gives the values a constant part: a head with W_V^h = 0 then writes a rank-one R_h; measured on planted BERT and
 #: GPT-2 checkpoints: claim-align, prop-6.2)
 STORED_HEAD_RANKS: tuple[str, ...] = STORED_WO_RANK + ("attention-input-hyperplane", "value-bias-shift")
+#: What moves a statement decided on the span of the heads' outputs: those of :data:`STORED_HEAD_RANKS` and the factors
+#: that re-round the scores, the query/key gauge and the key-bias shift (exact on the scores, not on their stored
+#: rounding): two equal heads moved by different elements write outputs equal only up to that rounding, which a
+#: float64 rank reads (measured on planted BERT with two equal heads, n = 40: prop-6.2/identity)
+STORED_HEAD_OUTPUTS: tuple[str, ...] = STORED_HEAD_RANKS + ("qk-gauge", "key-bias-shift")
 #: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
 #: without the residual or MLP beside it) does not have them as symmetries.
 NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
@@ -112,6 +117,10 @@ STORED_RANKS_COUNTERPART = (CENTRED_COUNTERPART + "; the value gauge re-conditio
                             "value-bias shift gives them a constant part: each can move a decision at the storage "
                             "cut (a low-precision dtype shows it) or the rank of a degenerate head's R_h (a head "
                             "with W_V^h = 0 or half its value channel pruned)")
+#: The counterpart of a statement moved by :data:`STORED_HEAD_OUTPUTS`.
+STORED_OUTPUTS_COUNTERPART = (STORED_RANKS_COUNTERPART + "; the query/key gauge and the key-bias shift re-round the "
+                              "scores, so heads equal in the function (two equal heads) write outputs equal only up "
+                              "to the stored rounding")
 #: The gauge-invariant counterpart of a statement about an ablated variant built from the stored weights.
 NORMED_COUNTERPART = ("the same statement for the model with its norms (the function): the ablated variant (no norm, "
                       "or no residual or MLP beside it) is built from the stored weights, so the norm factors of G, "

@@ -7,8 +7,8 @@ Examples
 ('head-subspace-dim',)
 """
 
-from proofs._claim import (CENTRED_COUNTERPART, CENTRING, STORED_HEAD_RANKS, STORED_RANKS_COUNTERPART, Claim, Reading,
-                           register)
+from proofs._claim import (CENTRED_COUNTERPART, CENTRING, STORED_HEAD_OUTPUTS, STORED_HEAD_RANKS,
+                           STORED_OUTPUTS_COUNTERPART, STORED_RANKS_COUNTERPART, Claim, Reading, register)
 
 ALPHA_MHA = register(Claim(
     id="def-alpha-mha",
@@ -54,14 +54,14 @@ MHA_RANK = register(Claim(
                 "rank(MHA(X)) <= H d_k = d_model (subadditivity); rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the displayed identity as what the subadditivity argument gives: the row space of the "
                 "sum lies inside the sum of the row spaces", quantifier="universal",
-                about="parametrisation", moved_by=STORED_HEAD_RANKS,
-                invariant=STORED_RANKS_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_OUTPUTS,
+                invariant=STORED_OUTPUTS_COUNTERPART),
         Reading("identity", "rank(MHA(X)) = dim(R_1 + ... + R_H) for generic weights and inputs",
                 "rank(MHA(X)) = dim(R_1 + ... + R_H)",
                 "reads the identity as an equality holding generically (the paper's gloss); it fails on an open "
                 "set whenever n < dim(sum_h R_h), since rank MHA(X) <= n", quantifier="generic",
-                about="parametrisation", moved_by=STORED_HEAD_RANKS,
-                invariant=STORED_RANKS_COUNTERPART),
+                about="parametrisation", moved_by=STORED_HEAD_OUTPUTS,
+                invariant=STORED_OUTPUTS_COUNTERPART),
     ),
 ))
 

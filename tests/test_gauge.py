@@ -613,3 +613,21 @@ def test_the_attention_input_hyperplane_moves_prop62_on_a_head_with_w_v_zero_and
     for reading in get_claim("prop-6.2").readings:
         assert {"attention-input-hyperplane", "value-bias-shift", "vo-gauge"} <= set(reading.moved_by), reading.name
 
+
+def test_the_query_key_gauge_moves_prop62_on_two_equal_heads_and_prop62_declares_it(tmp_path):
+    # two equal heads write one R_h; the query/key gauge (exact on the scores) moves them by different elements,
+    # and the float32 rounding of their scores makes their outputs differ at rounding level, which dim(sum R_h)'s
+    # float64 rank reads. A planted BERT's gauge check at n = 40 found prop-6.2/identity moved (supported ->
+    # inconclusive) by elements without the query/key gauge and the key-bias shift: both are declared now
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge_head, sample_gauge
+    from symtrans.producers.sec6 import check_prop_6_2
+
+    path = str(planted_checkpoint("bert", ("dup-head",), tmp_path).source)
+    ctx = Context(model=path, n=40, seed=0)
+    base = check_prop_6_2(ctx)[0].verdict
+    moved = {check_prop_6_2(Context(model=path, n=40, seed=0).preload(apply_gauge_head(
+        ctx.weights(), sample_gauge(ctx.weights(), seed=s, factors=["qk-gauge"]))[0]))[0].verdict for s in (1000, 1001)}
+    assert moved != {base}, (base, moved)  # the false case: it does move the reading here
+    for reading in get_claim("prop-6.2").readings:
+        assert {"qk-gauge", "key-bias-shift"} <= set(reading.moved_by), reading.name
