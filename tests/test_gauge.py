@@ -114,6 +114,52 @@ def test_report_gauge_check_refuses_what_it_cannot_run(tmp_path, capsys, argv, m
     assert message in capsys.readouterr().err
 
 
+def test_the_gauge_check_computes_every_verdict_with_the_reports_eps():
+    # report --eps E --gauge-check ran the gauge check with the checkpoint's eps (1e-12): it judged verdicts
+    # other than the ones the report states. Every context of the check now carries the report's run parameters
+    from symtrans.group.gauge import apply_gauge
+    from symtrans.report.gauge import gauge_check
+
+    seen = []
+
+    def spy(w, g):  # the weights every moved run starts from
+        seen.append(float(w.arch.ln_eps))
+        return apply_gauge(w, g)
+
+    gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False, transform=spy, eps=1e-5)
+    assert seen == [1e-5] and gc.eps == 1e-5 and gc.to_dict()["eps"] == 1e-5, seen
+
+
+def test_report_gauge_check_refuses_eps_zero_before_the_report(tmp_path, capsys):
+    # G is not modelled for an eps-free norm: refused in one line before minutes of checks (it ran at 1e-12)
+    from symtrans.cli import main
+
+    assert main(["report", "--n", "4", "--eps", "0", "--gauge-check", "--out", str(tmp_path / "z"), "--quiet"]) == 2
+    assert "norm epsilon = 0 is not modelled" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists() or not (tmp_path / "z" / "report.json").exists()
+
+
+@pytest.mark.slow  # two gauge checks and a report with one (about 20 s)
+def test_the_gauge_check_reads_the_checkpoints_eps_without_one_and_the_cli_passes_it(tmp_path):
+    import json
+
+    from symtrans.cli import main
+    from symtrans.group.gauge import apply_gauge
+    from symtrans.report.gauge import gauge_check
+
+    seen = []
+
+    def spy(w, g):
+        seen.append(float(w.arch.ln_eps))
+        return apply_gauge(w, g)
+
+    gauge_check("default", n=4, elements=1, restricted=0, centring=False, transform=spy)  # the false case
+    assert seen == [1e-12], seen
+    assert main(["report", "--n", "4", "--eps", "1e-5", "--gauge-check", "--out", str(tmp_path / "r"), "--quiet",
+                 "--format", "json"]) == 0
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["gauge_check"]["eps"] == 1e-5
+
+
 def test_wo_quotient_rank_is_the_invariant_counterpart_of_thm73_wo():
     import torch
 

@@ -93,12 +93,17 @@ def _report_locked(args: argparse.Namespace) -> int:
         raise SymtransError("--gauge-check needs a model (--model default or a model directory), not --model none")
     if gauge and ctx.layers is not None:
         raise SymtransError("--gauge-check compares every layer's verdicts: drop --layers")
+    if gauge:  # G must be modelled for the model as the report runs it (--eps 0 is not): say so before the report
+        from symtrans.group.spec import GroupSpec
+
+        GroupSpec.from_arch(ctx.weights().arch)
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     if gauge:
         from symtrans.report.gauge import gauge_check
 
-        report.gauge = gauge_check(ctx.model, n=ctx.n, seed=ctx.seed, elements=5, restricted=1)
+        report.gauge = gauge_check(ctx.model, n=ctx.n, seed=ctx.seed, elements=5, restricted=1, eps=ctx.eps,
+                                   dtype=ctx.dtype, device=ctx.device)
     paths = write_report(report, args.out, formats)
     from symtrans.report.fmt import answer_line
 

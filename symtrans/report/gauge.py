@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from symtrans.config import DEFAULT_SEED
+from symtrans.config import DEFAULT_DTYPE, DEFAULT_SEED
 
 __all__ = ["GaugeCheck", "gauge_check", "verdicts_of", "same_function"]
 
@@ -97,6 +97,9 @@ class GaugeCheck:
     #: factors absent here, so two declarations that differ only in absent factors share one run (None: compared
     #: as given)
     present: list[str] | None = None
+    #: the run parameters every verdict was computed with, as the report's (``--eps``: None is the checkpoint's own)
+    eps: float | None = None
+    dtype: str = DEFAULT_DTYPE
 
 
     def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
@@ -164,11 +167,11 @@ class GaugeCheck:
         Examples
         --------
         >>> sorted(GaugeCheck("m", 4, 0, {}, []).to_dict())
-        ['defects', 'elements', 'model', 'n', 'rows', 'seed']
+        ['defects', 'dtype', 'elements', 'eps', 'model', 'n', 'rows', 'seed']
         """
         rows, defects = self.judge()
-        return {"model": self.model, "n": self.n, "seed": self.seed, "elements": self.elements, "rows": rows,
-                "defects": defects}
+        return {"model": self.model, "n": self.n, "seed": self.seed, "eps": self.eps, "dtype": self.dtype,
+                "elements": self.elements, "rows": rows, "defects": defects}
 
     def lines(self) -> list[str]:
         """Plain-text lines: the elements, every statement that moved, the defects.
@@ -256,7 +259,8 @@ def _records(ctx: Any, producers: list[Any]) -> list[Any]:
 
 def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, elements: int = 5, restricted: int | None = None,
                 centring: bool = True, weights: Any = None, transform: Any = None,
-                sets: list[tuple[str, ...]] | None = None) -> GaugeCheck:
+                sets: list[tuple[str, ...]] | None = None, eps: float | None = None, dtype: str = DEFAULT_DTYPE,
+                device: str | None = None) -> GaugeCheck:
     """Compare every statement's verdict on W with its verdict on ``elements`` random elements g of G applied to W.
 
     ``restricted`` (default: ``elements``) is how many elements are also
@@ -267,6 +271,9 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     case of a transform that is not a symmetry). ``weights`` gives the model
     as loaded weights (a planted copy). ``sets`` limits the restricted runs
     to these declared sets of factors (default: every one a statement declares).
+    ``eps``, ``dtype`` and ``device`` are the report's run parameters
+    (``--eps``, ``--dtype``, ``--device``): every verdict, on W and on each
+    g . W, is computed with them, so the check judges the verdicts the report states.
 
     Examples
     --------
@@ -286,10 +293,12 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     from symtrans.runner import check_producers
 
     spec_name = model if isinstance(model, str) else "default"
-    base_ctx = Context(model=spec_name, n=n, seed=seed)
+    run_params = {"n": n, "seed": seed, "eps": eps, "dtype": dtype, "device": device}
+    base_ctx = Context(model=spec_name, **run_params)
     if weights is not None:
         base_ctx.preload(weights)
     w = base_ctx.weights()
+    spec = GroupSpec.from_arch(w.arch)  # first: G may not be modelled for this model (eps = 0)
     model_ps = _model_producers()
     fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
     ids = {i.id for i in declared_items()}
@@ -297,12 +306,11 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
 
     def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
         moved, head = apply_gauge_head(w, g) if transform is None else (transform(w, g), ...)
-        ctx = Context(model=spec_name, n=n, seed=seed).preload(moved)  # fixed records: no g reaches them
+        ctx = Context(model=spec_name, **run_params).preload(moved)  # fixed records: no g reaches them
         return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
                 "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head),
                 "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
 
-    spec = GroupSpec.from_arch(w.arch)
     present = gauge_factors(spec)
     runs = [run(sample_gauge(w, seed=seed + k), None) for k in range(elements)]
     if centring and can_centre(spec):
@@ -319,4 +327,4 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
             g.label = f"random without {', '.join(without) or 'nothing present'} (seed {seed + 1000 + k})"
             runs.append(run(g, without))
     name = f"{w.arch.name} (weights {str(w.weights_hash)[:12]})"
-    return GaugeCheck(name, n, seed, base, runs, present)
+    return GaugeCheck(name, n, seed, base, runs, present, eps=eps, dtype=dtype)
