@@ -139,8 +139,8 @@ def test_report_gauge_check_refuses_eps_zero_before_the_report(tmp_path, capsys)
     assert not (tmp_path / "z").exists() or not (tmp_path / "z" / "report.json").exists()
 
 
-@pytest.mark.slow  # two gauge checks and a report with one (about 20 s)
-def test_the_gauge_check_reads_the_checkpoints_eps_without_one_and_the_cli_passes_it(tmp_path):
+@pytest.mark.slow  # three gauge checks and a report with one (about 30 s)
+def test_the_gauge_check_reads_the_checkpoints_eps_without_one_runs_in_float32_and_the_cli_passes_eps(tmp_path):
     import json
 
     from symtrans.cli import main
@@ -155,6 +155,10 @@ def test_the_gauge_check_reads_the_checkpoints_eps_without_one_and_the_cli_passe
 
     gauge_check("default", n=4, elements=1, restricted=0, centring=False, transform=spy)  # the false case
     assert seen == [1e-12], seen
+    # --dtype float32: G acts in float64 (its elements are), each moved model is judged in float32 (was: a raw
+    # dtype mismatch in the action once the dtype reached the check)
+    gc = gauge_check("default", n=8, elements=1, restricted=0, centring=True, dtype="float32")
+    assert gc.dtype == "float32" and len(gc.elements) == 2 and not gc.defects, gc.defects
     assert main(["report", "--n", "4", "--eps", "1e-5", "--gauge-check", "--out", str(tmp_path / "r"), "--quiet",
                  "--format", "json"]) == 0
     assert json.loads((tmp_path / "r" / "report.json").read_text())["gauge_check"]["eps"] == 1e-5

@@ -299,6 +299,10 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
         base_ctx.preload(weights)
     w = base_ctx.weights()
     spec = GroupSpec.from_arch(w.arch)  # first: G may not be modelled for this model (eps = 0)
+    # G acts in float64 on the CPU (its elements are drawn so); each moved model is then judged in the run's dtype
+    # and device, as the base is
+    if str(w.dtype) != "torch.float64" or str(w.device) != "cpu":
+        w = w.to(dtype="float64", device="cpu")
     model_ps = _model_producers()
     fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
     ids = {i.id for i in declared_items()}
@@ -306,7 +310,8 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
 
     def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
         moved, head = apply_gauge_head(w, g) if transform is None else (transform(w, g), ...)
-        ctx = Context(model=spec_name, **run_params).preload(moved)  # fixed records: no g reaches them
+        judged = moved if (dtype, device) == (DEFAULT_DTYPE, None) else moved.to(dtype=dtype, device=device)
+        ctx = Context(model=spec_name, **run_params).preload(judged)  # fixed records: no g reaches them
         return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
                 "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head),
                 "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
