@@ -280,12 +280,16 @@ class _Canon:
                 # 0) are ordered by what the per-head gauges leave of W_Q and W_O: their column and row spaces
                 S = s.head_spaces(self.cur, l)
                 space = [float(x) for x in (S * S).sum(1)]
-            pi, fixed = [], True
-            for g in korder:
-                inner, ok = self._tie_order(list(range(g * self.group, (g + 1) * self.group)), vo, qk, space, top)
-                pi += inner
-                fixed = fixed and ok
-            gk = sorted(gkey)
+            if self.group == 1:  # every head its own key/value group: the group order is the heads' order
+                pi, fixed = self._tie_order(list(range(H)), vo, qk, space, top)
+                korder, gk = list(pi), []
+            else:
+                pi, fixed = [], True
+                for g in korder:
+                    inner, ok = self._tie_order(list(range(g * self.group, (g + 1) * self.group)), vo, qk, space, top)
+                    pi += inner
+                    fixed = fixed and ok
+                gk = sorted(gkey)
             if not fixed or any(abs(a - b) <= self.tie * max(gk[-1], 1e-300) for a, b in zip(gk, gk[1:])):
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
             els.append({"pi": pi, "kappa": korder})
@@ -293,26 +297,36 @@ class _Canon:
 
     def _tie_order(self, heads: list[int], vo: list[float], qk: list[float], space: list[float] | None,
                    top: float) -> tuple[list[int], bool]:
-        """``heads`` by |W_V W_O| (largest first); a run of equal ones (within the tie) by |W_Q W_K^T|, then by
-        ``space`` (:meth:`~symtrans.group.relate._Solver.head_spaces`' squared norm). Returns the order and
-        whether it is fixed: no two heads of a run equal on every key that reads them."""
-        order = sorted(heads, key=lambda h: -vo[h])
-        out, fixed, i = [], True, 0
-        while i < len(order):
-            j = i + 1
-            while j < len(order) and vo[order[j - 1]] - vo[order[j]] <= self.tie * top:
-                j += 1
-            run = order[i:j]
-            keys = [(qk[h], space[h] if space is not None else 0.0) for h in run]
-            run = [h for _, h in sorted(zip(keys, run), key=lambda x: (-x[0][0], -x[0][1]))]
-            qtop, stop = max(max(qk), 1e-300), max(max(space or [0.0]), 1e-300)
-            for a, b in zip(run, run[1:]):
-                same_qk = abs(qk[a] - qk[b]) <= self.tie * qtop
-                if same_qk and (space is None or abs(space[a] - space[b]) <= self.tie * stop):
-                    fixed = False
-            out += run
-            i = j
+        """``heads`` by |W_V W_O| (largest first); a run of equal ones (within the tie) by |W_Q W_K^T|, a run of
+        those by ``space`` (:meth:`~symtrans.group.relate._Solver.head_spaces`' squared norm). Returns the order
+        and whether it is fixed: no two heads equal (within the tie) on every key that reads them.
+
+        Examples
+        --------
+        >>> c = _Canon.__new__(_Canon); c.tie = 1e-6
+        >>> c._tie_order([0, 1, 2], [1.0, 0.0, 1e-16], [0.5, 1e-16, 0.0], [1.0, 2.0, 3.0], 1.0)  # rounding-level ties
+        ([0, 2, 1], True)
+        >>> c._tie_order([0, 1], [0.0, 0.0], [0.0, 0.0], None, 1.0)
+        ([0, 1], False)
+        """
+        out, fixed = [], True
+        for run in self._runs(heads, vo, top):
+            for r in self._runs(run, qk, max(max(qk), 1e-300)):
+                last = self._runs(r, space, max(max(space), 1e-300)) if space is not None else [r]
+                fixed = fixed and all(len(x) == 1 for x in last)
+                out += [h for x in last for h in x]
         return out, fixed
+
+    def _runs(self, heads: list[int], key: list[float], top: float) -> list[list[int]]:
+        """``heads`` by ``key``, largest first, cut into runs whose neighbours are within the tie (``tie * top``)."""
+        order = sorted(heads, key=lambda h: -key[h])
+        runs: list[list[int]] = []
+        for h in order:
+            if runs and key[runs[-1][-1]] - key[h] <= self.tie * top:
+                runs[-1].append(h)
+            else:
+                runs.append([h])
+        return runs
 
     def units(self) -> None:
         import torch
