@@ -342,8 +342,8 @@ def wo_quotient_rank(W: Any, storage_dtype: Any) -> Any:
 
     ``P = I - 1 1^T / d``. The centring shift of G moves W_O to ``W_O + w 1^T``; ``W_O P`` is what no element of
     it moves (``1^T P = 0``) and what a norm that subtracts the row mean sees of the heads: the gauge-invariant
-    counterpart of thm-7.3/wo and thm-recovery/wo. Decided by :func:`wo_rank_of` with ``centred=True`` (the one
-    home: the storage cut of W_O itself, since ``||E P||_2 <= ||E||_2``).
+    counterpart of thm-7.3/wo and thm-recovery/wo. Decided by :func:`wo_rank_record` with ``centred=True`` (the
+    one home: the storage cut of W_O itself, since ``||E P||_2 <= ||E||_2``).
 
     Examples
     --------
@@ -354,5 +354,4 @@ def wo_quotient_rank(W: Any, storage_dtype: Any) -> Any:
     """
     import torch
 
-    W = torch.as_tensor(W).to(torch.float64)
-    return wo_rank_of(W.reshape(1, *W.shape), storage_dtype, centred=True, certify=False).record
+    return wo_rank_record(torch.as_tensor(W), storage_dtype, centred=True, certify=False)[0]
