@@ -270,27 +270,27 @@ class _Canon:
             H = len(lp["W_Q"])
             vo = [float(torch.linalg.norm(lp["W_V"][h // self.group] @ lp["W_O"][h])) for h in range(H)]
             qk = [float(torch.linalg.norm(lp["W_Q"][h] @ lp["W_K"][h // self.group].T)) for h in range(H)]
-            groups = H // self.group
-            gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
-            korder = sorted(range(groups), key=lambda g: -gkey[g])
             top = max(max(vo), 1e-300)
             space = None
-            if any(abs(a - b) <= self.tie * top for a, b in zip(sorted(vo), sorted(vo)[1:])):
+            if len(self._runs(list(range(H)), vo, top)) < H:
                 # heads with equal |W_V W_O| (a pruned key/value head: every query head reading it has products
                 # 0) are ordered by what the per-head gauges leave of W_Q and W_O: their column and row spaces
                 S = s.head_spaces(self.cur, l)
                 space = [float(x) for x in (S * S).sum(1)]
             if self.group == 1:  # every head its own key/value group: the group order is the heads' order
                 pi, fixed = self._tie_order(list(range(H)), vo, qk, space, top)
-                korder, gk = list(pi), []
+                korder = list(pi)
             else:
-                pi, fixed = [], True
+                groups = H // self.group
+                gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
+                korder = sorted(range(groups), key=lambda g: -gkey[g])
+                fixed = len(self._runs(list(range(groups)), gkey, max(max(gkey), 1e-300))) == groups
+                pi = []
                 for g in korder:
                     inner, ok = self._tie_order(list(range(g * self.group, (g + 1) * self.group)), vo, qk, space, top)
                     pi += inner
                     fixed = fixed and ok
-                gk = sorted(gkey)
-            if not fixed or any(abs(a - b) <= self.tie * max(gk[-1], 1e-300) for a, b in zip(gk, gk[1:])):
+            if not fixed:
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
             els.append({"pi": pi, "kappa": korder})
         self.apply(f.name, els)
