@@ -285,6 +285,8 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     >>> [e["label"] for e in gc.elements]
     ['random (seed 0)']
     """
+    import torch
+
     from proofs._claim import declared_items
     from symtrans.context import Context
     from symtrans.group.gauge import (GaugeElement, apply_gauge_head, can_centre, centring_element, gauge_factors,
@@ -297,12 +299,12 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     base_ctx = Context(model=spec_name, **run_params)
     if weights is not None:
         base_ctx.preload(weights)
-    w = base_ctx.weights()
-    spec = GroupSpec.from_arch(w.arch)  # first: G may not be modelled for this model (eps = 0)
-    # G acts in float64 on the CPU (its elements are drawn so); each moved model is then judged in the run's dtype
-    # and device, as the base is
-    if str(w.dtype) != "torch.float64" or str(w.device) != "cpu":
-        w = w.to(dtype="float64", device="cpu")
+    loaded = base_ctx.weights()
+    spec = GroupSpec.from_arch(loaded.arch)  # first: G may not be modelled for this model (eps = 0)
+    # G acts in float64 on the CPU (its elements are drawn so); each moved model is then judged in the dtype and on
+    # the device the base was loaded with
+    cpu64 = loaded.dtype == torch.float64 and torch.device(loaded.device).type == "cpu"
+    w = loaded if cpu64 else loaded.to(dtype="float64", device="cpu")  # no copy where it is already so
     model_ps = _model_producers()
     fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
     ids = {i.id for i in declared_items()}
@@ -310,7 +312,7 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
 
     def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
         moved, head = apply_gauge_head(w, g) if transform is None else (transform(w, g), ...)
-        judged = moved if (dtype, device) == (DEFAULT_DTYPE, None) else moved.to(dtype=dtype, device=device)
+        judged = moved if w is loaded else moved.to(dtype=loaded.dtype, device=loaded.device)
         ctx = Context(model=spec_name, **run_params).preload(judged)  # fixed records: no g reaches them
         return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
                 "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head),
