@@ -126,6 +126,22 @@ def test_eps_zero_runs_every_producer_and_is_stated():
     assert {r["fibre"] for r in e.details["rows"]} == {1}
 
 
+def test_report_at_eps_zero_writes_its_report(tmp_path, capsys):
+    """``report --eps 0`` ran no producer: the report's processed-weights probe built G strictly, and G is not
+    fully modelled for an eps-free norm, so the command stopped with that refusal. The probe reads G's modelled
+    factors (the centring shift among them); the report states eps 0 and what was detected."""
+    import json
+
+    from symtrans.cli import main
+
+    assert main(["report", "--n", "8", "--eps", "0", "--format", "json", "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert data["model"]["eps"] == 0.0 and data["model"]["eps_source"] == "--eps" and data["errors"] == []
+    assert data["model"]["processed"] == []  # the stored MiniLM: nothing centred, nothing folded
+    fib = next(e for c in data["claims"] for e in c["evidence"] if e.get("reading") == "thm-7.3/mlp-input")
+    assert fib["verdict"] == "supported" and "eps = 0" in fib["summary"]
+
+
 @pytest.mark.parametrize("bad", ["-1", "nan", "inf", "x"])
 def test_eps_refused_in_one_line(bad):
     import subprocess

@@ -264,7 +264,10 @@ def processed_weights(weights: Any) -> list[str]:
     * norms folded (``fold_ln``): every norm gain exactly 1 and every norm bias exactly 0.
 
     An empty list: nothing detected (the weights are read as stored either way;
-    the gauge check shows which verdicts a processing step can move).
+    the gauge check shows which verdicts a processing step can move). The
+    factors looked for are G's as modelled (``strict=False``: a model whose G is
+    only partly modelled, such as an eps-free norm's under ``--eps 0``, is read
+    for the factors that are).
 
     Examples
     --------
@@ -274,6 +277,9 @@ def processed_weights(weights: Any) -> list[str]:
     []
     >>> processed_weights(centre_writers(w))[0][:40]
     'writers centred along the all-ones row ('
+    >>> import dataclasses  # the eps-free LayerNorm (--eps 0): G not fully modelled, the centring shift still is
+    >>> processed_weights(dataclasses.replace(centre_writers(w), arch=dataclasses.replace(w.arch, ln_eps=0.0)))[0][:21]
+    'writers centred along'
     """
     import torch
 
@@ -281,7 +287,7 @@ def processed_weights(weights: Any) -> list[str]:
     from symtrans.numeric.weights import storage_precision
 
     out = []
-    spec = GroupSpec.from_arch(weights.arch)
+    spec = GroupSpec.from_arch(weights.arch, strict=False)
     if can_centre(spec):
         worst = 0.0
         for name in ("W_O", "W_out"):
