@@ -231,9 +231,12 @@ def test_norm_map_fibre_three_routes_agree_at_tiny_sizes(kind):
         rows = list(range(n))
         for eps in (0.0, 1e-2):
             brute = _brute_nullity(X, Z, lay, kind, eps)
-            jac = sec7.ln_row_fibres(X, Z, lay, rows, eps, norm=kind, equilibrate=eps > 0)
             der = sec7.derived_row_fibres(X, Z, lay, rows, eps, norm=kind)
-            assert sum(r["fibre"] for r in jac) == sum(r["fibre"] for r in der) == brute
+            # the Jacobian direct (eps = 0 only: with eps > 0 its lambda-shrunk direction is not decisive) and
+            # equilibrated (eps = 0: each row's own quotient of W_O, :func:`eps_free_row_ranks`)
+            for equilibrate in ((False, True) if eps == 0 else (True,)):
+                jac = sec7.ln_row_fibres(X, Z, lay, rows, eps, norm=kind, equilibrate=equilibrate)
+                assert sum(r["fibre"] for r in jac) == sum(r["fibre"] for r in der) == brute, equilibrate
             assert brute == n * sec7.norm_map_fibre(kind, eps, H * dv, d)
     # exactly: RMSNorm with eps > 0 loses nothing, LayerNorm with eps > 0 only the all-ones shift
     assert [sec7.norm_map_fibre(k, e, 8, 8) for k in ("rmsnorm", "layernorm") for e in (1e-6, 0)] == [0, 1, 1, 2]

@@ -31,7 +31,7 @@ from symtrans.numeric.wo import stacked_wo
 from symtrans.precision import finite
 
 __all__ = ["summation_fibre", "dense_summation_fibre", "wo_fibre", "recover_heads", "ln_row_fibres", "ln_row_jacobians",
-           "equilibrated_rank", "norm_kernel", "derived_row_fibres", "norm_map_fibre", "norm_input", "scale_sq"]
+           "equilibrated_rank", "eps_free_row_ranks", "norm_kernel", "derived_row_fibres", "norm_map_fibre", "norm_input", "scale_sq"]
 
 
 def summation_fibre(n: int, H: int, d_v: int, coefficients: Any = None) -> dict[str, Any]:
@@ -131,13 +131,16 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     """Per-row tangent fibre of ``z_i -> N(x_i + z_i W_O + b_O)``: H d_v - rank J_i, J_i in closed form.
 
     ``N`` is LayerNorm or RMSNorm (``norm``) with the gain ``layer[gain]``
-    and ``eps``; ``equilibrate`` (``eps > 0`` only) measures, for every row,
-    the rank of ``P W_O^T`` (:func:`equilibrated_rank`, at the precision
-    ``storage_dtype`` W_O is stored in), which is the row's
-    Jacobian left-multiplied by an invertible matrix (see
-    :func:`ln_row_jacobians`); ``equilibrated`` is that rank record when the
-    caller already holds it (:func:`symtrans.numeric.wo.wo_rank`). Unequilibrated
-    Jacobians are ranked at float64 computation precision.
+    and ``eps``; ``equilibrate`` (every gain non-zero) ranks, for every row,
+    the row's Jacobian left-multiplied by an invertible matrix (see
+    :func:`ln_row_jacobians`), at the precision ``storage_dtype`` W_O is
+    stored in: with ``eps > 0`` that is ``P W_O^T`` for every row
+    (:func:`equilibrated_rank`; ``equilibrated`` is that rank record when the
+    caller already holds it, :func:`symtrans.numeric.wo.wo_rank`); at ``eps = 0``
+    it is each row's own (:func:`eps_free_row_ranks`). Unequilibrated
+    Jacobians are ranked at float64 computation precision. An equilibrated row
+    carries ``fibre_interval``, the fibres the rank's decisive band leaves possible
+    (None where the caller's record came without its band).
 
     Examples
     --------
@@ -153,22 +156,76 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     >>> ln_row_fibres(X, Z, lay, [0], norm="rmsnorm")[0]["fibre"], ln_row_fibres(X, Z, lay, [0], 1e-6,
     ...                                        norm="rmsnorm", equilibrate=True)[0]["fibre"]
     (1, 0)
+    >>> r = ln_row_fibres(X, Z, lay, [0], equilibrate=True, storage_dtype="float32")[0]  # eps = 0, per row
+    >>> r["fibre"], r["fibre_interval"], r["precision"][:24]
+    (2, [2, 2], 'float32 storage rounding')
     """
     from symtrans.numeric.linalg import numerical_ranks
 
     W = stacked_wo(layer["W_O"])
-    if equilibrate and rows:
+    bands: list[Any] = [None] * len(rows)
+    if equilibrate and rows and eps > 0:
         # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T (P = I for RMSNorm); left-multiplied by the invertible
         # s_i diag(g)^{-1} (every gain non-zero) it is P W_O^T, the same for every row: one decision serves all
-        rec = equilibrated if equilibrated is not None else equilibrated_rank(W, norm, storage_dtype)
-        recs = [rec] * len(rows)
+        if equilibrated is not None:
+            recs = [equilibrated] * len(rows)
+        else:
+            from symtrans.numeric.wo import wo_rank_record
+
+            rec, low, high = wo_rank_record(W, storage_dtype, centred=norm == "layernorm")
+            recs, bands = [rec] * len(rows), [(low, high)] * len(rows)
+    elif equilibrate and rows:  # eps = 0: each row's own quotient (its kernel holds the row's direction)
+        free = eps_free_row_ranks(X, Z, layer, rows, norm=norm, storage_dtype=storage_dtype)
+        direct = [k for k, r in enumerate(free) if r is None]  # not differentiable there: the closed form, as is
+        dj = numerical_ranks(ln_row_jacobians(X, Z, layer, [rows[k] for k in direct], eps, norm=norm, gain=gain)) \
+            if direct else []
+        recs = [r[0] if r is not None else dj[direct.index(k)] for k, r in enumerate(free)]
+        bands = [r[1:] if r is not None else None for r in free]
     else:
         recs = numerical_ranks(ln_row_jacobians(X, Z, layer, rows, eps, norm=norm, gain=gain))
     out = []
-    for i, rec in zip(rows, recs):
-        out.append({"row": i, "rank_J": rec.rank, "fibre": W.shape[0] - rec.rank, "decisive": rec.decisive,
+    H_dv = int(W.shape[0])
+    for i, rec, band in zip(rows, recs, bands):
+        out.append({"row": i, "rank_J": rec.rank, "fibre": H_dv - rec.rank, "decisive": rec.decisive,
                     "margin_decades": finite(rec.margin), "sigma_above": finite(rec.sigma_above),
-                    "sigma_below": finite(rec.sigma_below), "cut": finite(rec.cut), "precision": rec.precision})
+                    "sigma_below": finite(rec.sigma_below), "cut": finite(rec.cut), "precision": rec.precision,
+                    "fibre_interval": [H_dv - band[1], H_dv - band[0]] if band is not None else None})
+    return out
+
+
+def eps_free_row_ranks(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], *, norm: str = "layernorm",
+                       storage_dtype: Any = "float64") -> list[Any]:
+    """Per row, the rank of the eps-free norm's equilibrated Jacobian at W_O's storage precision (record, low, high).
+
+    At ``eps = 0`` the row Jacobian is ``(1/s_i) diag(g) Pi_i W_O^T`` with
+    ``Pi_i`` the projector off the norm's exact kernel at the row
+    (:func:`norm_kernel`: 1 and the centred row ``c_i`` for LayerNorm, the row
+    ``u_i`` for RMSNorm); with every gain non-zero its rank is that of
+    ``W_O B_i``, ``B_i`` an orthonormal basis of the kernel's complement, which
+    :func:`~symtrans.numeric.wo.wo_rank_record` decides at W_O's storage cut (the
+    rounding ``E`` of W_O moves ``W_O B_i`` by ``E B_i``, ``||E B_i|| <= ||E||``),
+    as every W_O rank is decided. None for a row where the norm is not
+    differentiable (``c_i = 0`` or ``u_i = 0``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> lay = {"W_O": torch.randn(2, 3, 6, dtype=torch.float64, generator=g), "b_O": torch.zeros(6, dtype=torch.float64)}
+    >>> X, Z = torch.randn(2, 6, dtype=torch.float64, generator=g), torch.randn(2, 6, dtype=torch.float64, generator=g)
+    >>> [r[0].rank for r in eps_free_row_ranks(X, Z, lay, [0, 1])]  # rank W_O = 6, less the kernel's 2 directions
+    [4, 4]
+    >>> [r[0].rank for r in eps_free_row_ranks(X, Z, lay, [0], norm="rmsnorm")]
+    [5]
+    """
+    from symtrans.numeric.wo import wo_rank_record
+
+    W = stacked_wo(layer["W_O"])
+    u = _row_sums(X, Z, layer, rows)
+    out: list[Any] = []
+    for k in range(len(rows)):
+        K = norm_kernel(u[k], 0.0, norm)
+        out.append(None if K is None else wo_rank_record(W, storage_dtype, off=K))
     return out
 
 

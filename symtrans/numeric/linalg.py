@@ -25,7 +25,7 @@ from typing import Any
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
            "rank_from_singular_values", "storage_rank", "storage_rank_from", "storage_ranks", "storage_cut", "unit_roundoff", "full_row_rank_certificate",
            "full_rank_certificate", "certified_rank", "gram_matrix", "DECISIVE_MARGIN",
-           "ones_complement",
+           "ones_complement", "orthogonal_complement",
            "check_storage_dtype", "rank_interval"]
 
 # the precision of each dtype, the rank cut, the decisive band and RankRecord live in symtrans.precision
@@ -189,6 +189,23 @@ def ones_complement(d: int, dtype: Any = None) -> Any:
     dtype = dtype or torch.float64
     first = torch.cat([torch.ones(d, 1, dtype=dtype), torch.eye(d, dtype=dtype)[:, : d - 1]], 1)
     return torch.linalg.qr(first).Q[:, 1:]
+
+
+def orthogonal_complement(V: Any) -> Any:
+    """An orthonormal basis (d x (d - k)) of the complement of the span of the k rows of ``V`` (rank k): complete QR.
+
+    Examples
+    --------
+    >>> import torch
+    >>> V = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, -1.0, 0.0, 0.0]], dtype=torch.float64)
+    >>> B = orthogonal_complement(V)
+    >>> tuple(B.shape), float((V @ B).abs().max()) < 1e-15, bool(torch.allclose(B.T @ B, torch.eye(2, dtype=B.dtype)))
+    ((4, 2), True, True)
+    """
+    import torch
+
+    V = torch.as_tensor(V)
+    return torch.linalg.qr(V.T, mode="complete").Q[:, V.shape[0]:]
 
 
 def numerical_rank(M: Any, *, rtol: float | None = None, reason: str | None = None) -> RankRecord:

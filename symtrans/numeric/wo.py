@@ -165,7 +165,8 @@ class WoRank:
                 "kappa_interval": list(self.kappa), "record": self.record.to_dict()}
 
 
-def wo_rank_record(W: Any, storage_dtype: Any, *, centred: bool = False, certify: bool = True) -> tuple[Any, int, int]:
+def wo_rank_record(W: Any, storage_dtype: Any, *, centred: bool = False, off: Any = None,
+                   certify: bool = True) -> tuple[Any, int, int]:
     """Rank of a stacked ``W_O`` (``H d_v x d_model``), or of ``W_O P`` with ``centred``, at W_O's storage precision.
 
     The one decision every W_O rank reads: the cut is
@@ -176,7 +177,11 @@ def wo_rank_record(W: Any, storage_dtype: Any, *, centred: bool = False, certify
     ``B`` an orthonormal basis of 1^perp (:func:`~symtrans.numeric.linalg.ones_complement`;
     ``P = B B^T``, so ``rank W_O P = rank W_O B``): P's exact kernel gets no
     rounding-level singular value, which would grow with ``W_O``'s conditioning (an
-    element of G rescales the heads). ``certify``: a Cholesky proof of full rank
+    element of G rescales the heads). ``off`` (k x d_model, rows spanning the
+    directions quotiented out, e.g. an eps-free norm's exact kernel,
+    :func:`~symtrans.numeric.fibres.norm_kernel`) ranks ``W_O B`` with ``B`` an
+    orthonormal basis of their complement instead (the all-ones row among them
+    where ``centred``), at the same cut. ``certify``: a Cholesky proof of full rank
     first, against the same cut. Returns the record and the band ``(low, high)``.
 
     Examples
@@ -189,23 +194,34 @@ def wo_rank_record(W: Any, storage_dtype: Any, *, centred: bool = False, certify
     >>> W[:2] = 1e-9 * W[:2]  # two rows below float32's cut, far above float64's
     >>> wo_rank_record(W, "float32")[0].rank, wo_rank_record(W, "float64")[0].rank
     (4, 6)
+    >>> W[:2] = 0  # rank 4; quotienting out one direction off its row space leaves 4, one inside it 3
+    >>> wo_rank_record(W, "float32", off=torch.ones(1, 6))[0].rank, wo_rank_record(W, "float32", off=W[2:3])[0].rank
+    (4, 3)
     """
     import torch
 
     from symtrans.numeric.linalg import (DECISIVE_MARGIN, full_rank_certificate, ones_complement,
-                                         rank_from_singular_values, rank_interval, storage_cut, svdvals)
+                                         orthogonal_complement, rank_from_singular_values, rank_interval, storage_cut,
+                                         svdvals)
     from symtrans.precision import float_dtype_name
 
     W = torch.as_tensor(W).to(torch.float64)
     m, d = (int(x) for x in W.shape)
     sd = float_dtype_name(storage_dtype)
     cut = storage_cut(float(torch.linalg.matrix_norm(W)), sd, (m, d))
-    M = W @ ones_complement(d, W.dtype).to(W.device) if centred else W
+    if off is not None:
+        V = torch.as_tensor(off).to(W).reshape(-1, d)
+        M = W @ orthogonal_complement(torch.cat([torch.ones(1, d, dtype=W.dtype, device=W.device), V]) if centred
+                                      else V)
+    else:
+        M = W @ ones_complement(d, W.dtype).to(W.device) if centred else W
     if certify and min(M.shape) > 0:
         rec = full_rank_certificate(M, margin=DECISIVE_MARGIN + 0.5, cut=cut)
         if rec is not None:
             return dataclasses.replace(rec, precision=f"{sd} storage rounding (Cholesky certificate)"), rec.rank, rec.rank
-    what = "W_O P (modulo the centring shift, as W_O B; the cut of W_O: ||E P|| <= ||E||)" if centred else "W_O"
+    what = (f"W_O B, B an orthonormal basis of the complement of {int(V.shape[0]) + int(centred)} directions (the cut "
+            "of W_O: ||E B|| <= ||E||)" if off is not None else
+            "W_O P (modulo the centring shift, as W_O B; the cut of W_O: ||E P|| <= ||E||)" if centred else "W_O")
     s = svdvals(M).cpu()
     smax = float(s[0]) if s.numel() else 0.0
     rec = rank_from_singular_values(s, tuple(M.shape), torch.float64, rtol=cut[0] / smax if smax > 0 else 0.0,

@@ -453,8 +453,19 @@ def _positive_by_interval(row: dict[str, Any]) -> bool:
                 and lo_hi[0] <= dv <= lo_hi[1])
 
 
-def _jacobian_note(equil: bool, kernel_only: bool, zero_gain: bool) -> str:
-    """How a row's Jacobian was ranked (equilibrated, direct, or replaced by the exact kernel's count)."""
+def _jacobian_note(equil: bool, kernel_only: bool, zero_gain: bool, eps: float = 1.0) -> str:
+    """How a row's Jacobian was ranked (equilibrated, direct, or replaced by the exact kernel's count).
+
+    Examples
+    --------
+    >>> _jacobian_note(True, False, False, 0.0)[:60]
+    'equilibrated: the eps-free row Jacobian left-multiplied by t'
+    >>> _jacobian_note(False, False, True)
+    'direct (a gain is exactly 0: no equilibration)'
+    """
+    if equil and eps == 0:
+        return ("equilibrated: the eps-free row Jacobian left-multiplied by the invertible s_i diag(g)^{-1}, i.e. "
+                "Pi_i W_O^T with Pi_i the projector off the norm's kernel at the row (same rank, that of W_O B_i)")
     if equil:
         return ("equilibrated: the row Jacobian left-multiplied by the invertible s_i R^{-1} diag(g)^{-1}, i.e. "
                 "P W_O^T (same rank)")
@@ -502,16 +513,19 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int,
     lay = w.layer(i)
     Z = lt.Y.transpose(0, 1).reshape(n, -1)
     zero_gain = bool((lay[m["gain"]] == 0).any())
-    equil = eps > 0 and not zero_gain
+    # every gain non-zero: the row Jacobian is ranked equilibrated, at W_O's storage precision (eps > 0: the one
+    # rank of W_O modulo the centring shift; eps = 0: each row's own quotient, :func:`eps_free_row_ranks`)
+    equil = not zero_gain
     jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil,
-                        storage_dtype=wo_eq.storage_dtype, equilibrated=wo_eq.record)
+                        storage_dtype=wo_eq.storage_dtype, equilibrated=wo_eq.record if eps > 0 else None)
     # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
     direct = (jac if not equil else
               ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
     # the eps-free (paper's) count is reported beside the verdict, not part of it: layer 0's rows (the
     # same Jacobian as the verdict's when the checkpoint's eps is 0)
     paper = (jac if eps == 0 else
-             ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
+             ln_row_fibres(lt.X, Z, lay, rows_sel, 0.0, norm=m["norm"], gain=m["gain"], equilibrate=equil,
+                           storage_dtype=wo_eq.storage_dtype) if i == 0 else None)
     # with a zero gain the Jacobian's lambda-shrunk direction cannot be equilibrated away: the exact kernel
     # (norm_kernel with the zero coordinates, eps > 0) decides alone
     derived = (derived_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], wo_record=wo_record, gain=m["gain"],
@@ -521,12 +535,13 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int,
     c = norm_input(lt.X, Z, lay, rows_sel, m["norm"])
     lam = (eps / scale_sq(c, eps)).tolist() if eps > 0 else [0.0] * len(rows_sel)
     meas.lambdas += lam
-    how = _jacobian_note(equil, kernel_only, zero_gain)
+    how = _jacobian_note(equil, kernel_only, zero_gain, eps)
     for j, r in enumerate(jac):
         row = _ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
                       layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j], zero_gain=zero_gain)
         # the fibres the equilibrated rank's band leaves possible (the one home's interval of W_O's rank)
-        row["fibre_interval"] = [meas.H_dv - wo_eq.high, meas.H_dv - wo_eq.low] if equil and not kernel_only else None
+        row["fibre_interval"] = (None if not equil or kernel_only else r["fibre_interval"] if eps == 0 else
+                                 [meas.H_dv - wo_eq.high, meas.H_dv - wo_eq.low])
         meas.rows.append(row)
 
 
@@ -569,9 +584,10 @@ def _ln_common(ctx: Context, meas: _LnMeasure, paper_per_token: int) -> dict[str
     details = {"rows": out, "paper_per_token": paper_per_token, "norm": m, "generic_fibre_formula": generic,
                "per_token_eps0": meas.eps0, "scale_shrink_lambda_min": finite(lam_min),
                "exact_statement": _ln_statement(m, generic, meas.eps0),
-               "routes": "per row: the rank of the closed-form Jacobian (equilibrated when eps > 0: P W_O^T, "
-                         "the rank of W_O modulo the centring shift, or W_O^T for RMSNorm, decided at W_O's storage "
-                         "precision by a Cholesky certificate where one goes through, else the SVD) and the derived "
+               "routes": "per row: the rank of the closed-form Jacobian (equilibrated where every gain is "
+                         "non-zero: with eps > 0 P W_O^T, the rank of W_O modulo the centring shift, or W_O^T for "
+                         "RMSNorm; at eps = 0 Pi_i W_O^T, W_O modulo the norm's kernel at the row; decided at W_O's "
+                         "storage precision by a Cholesky certificate where one goes through, else the SVD) and the derived "
                          "count H d_v + k - rank [W_O; B^T] with B the norm's exact kernel (the same storage "
                          "precision); a row is decided when both are decisive and agree",
                "note": (f"the scale direction is shrunk by lambda = eps / (mean square + eps), smallest "
@@ -586,7 +602,7 @@ def _ln_common(ctx: Context, meas: _LnMeasure, paper_per_token: int) -> dict[str
                 tolerance=Tolerance(out[0]["cut"] or 0.0, "W_O's storage cut (u ||W_O||_F, the Weyl bound of "
                                     "rounding W_O to its storage dtype, plus the float64 SVD's error) of each "
                                     "equilibrated Jacobian (row 0 of the first layer shown) and of each "
-                                    "[W_O; B^T]; an unequilibrated Jacobian (eps = 0) at the float64 cut "
+                                    "[W_O; B^T]; an unequilibrated Jacobian (a gain exactly 0) at the float64 cut "
                                     "max(m, n) eps sigma_max; a decision counts when the singular values sit at "
                                     "least 1 decade from the cut and the two routes agree",
                                     "absolute (singular value)"))
