@@ -103,8 +103,16 @@ class Context:
         for name in PARAMS:
             setattr(self, name, check_param(name, getattr(self, name)))
 
-    def _with_eps(self, w: Any) -> Any:
-        """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set)."""
+    def with_eps(self, w: Any) -> Any:
+        """``w`` with the architecture's ``ln_eps`` replaced by :attr:`eps` (when set): the one rule for ``--eps``.
+
+        Examples
+        --------
+        >>> from symtrans.numeric import load_model
+        >>> w = load_model("default")
+        >>> Context(model=None, eps=0.0).with_eps(w).arch.ln_eps, Context(model=None).with_eps(w) is w
+        (0.0, True)
+        """
         import dataclasses
 
         if self.eps is None or not hasattr(w, "arch") or float(w.arch.ln_eps) == self.eps:
@@ -150,7 +158,7 @@ class Context:
         key = self._weights_key(dtype, device)
         if key not in self.cache:
             load = self.loader if self.loader is not None else _default_loader()
-            self.cache[key] = self._with_eps(load(self.model, dtype=key[2], device=key[3], stream=self.stream))
+            self.cache[key] = self.with_eps(load(self.model, dtype=key[2], device=key[3], stream=self.stream))
         return self.cache[key]
 
     def layer_indices(self, n_layers: int) -> list[int]:
@@ -201,7 +209,7 @@ class Context:
         >>> Context(model="default", reuse=False).preload("stand-in").reuse
         False
         """
-        self.cache[self._weights_key(None, None)] = self._with_eps(weights)
+        self.cache[self._weights_key(None, None)] = self.with_eps(weights)
         self.reuse = "model-free" if self.reuse else False
         return self
 

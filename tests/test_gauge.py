@@ -114,29 +114,77 @@ def test_report_gauge_check_refuses_what_it_cannot_run(tmp_path, capsys, argv, m
     assert message in capsys.readouterr().err
 
 
-def test_the_gauge_check_computes_every_verdict_with_the_reports_eps():
+def _eps_spy(monkeypatch):
+    """The eps of every context whose verdicts the gauge check computes (base and moved models), in order."""
+    from symtrans.report import gauge as gauge_mod
+
+    seen, records = [], gauge_mod._records
+
+    def spy(ctx, producers):
+        if any(p.needs_model for p in producers):
+            seen.append(float(ctx.weights().arch.ln_eps))
+        return records(ctx, producers)
+
+    monkeypatch.setattr(gauge_mod, "_records", spy)
+    return seen
+
+
+def test_the_gauge_check_computes_every_verdict_with_the_reports_eps(monkeypatch):
     # report --eps E --gauge-check ran the gauge check with the checkpoint's eps (1e-12): it judged verdicts
     # other than the ones the report states. Every context of the check now carries the report's run parameters
-    from symtrans.group.gauge import apply_gauge
     from symtrans.report.gauge import gauge_check
 
-    seen = []
-
-    def spy(w, g):  # the weights every moved run starts from
-        seen.append(float(w.arch.ln_eps))
-        return apply_gauge(w, g)
-
-    gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False, transform=spy, eps=1e-5)
-    assert seen == [1e-5] and gc.eps == 1e-5 and gc.to_dict()["eps"] == 1e-5, seen
+    seen = _eps_spy(monkeypatch)
+    gc = gauge_check("default", n=4, elements=1, restricted=0, centring=False, eps=1e-5)
+    assert seen == [1e-5, 1e-5] and gc.eps == 1e-5 and gc.to_dict()["eps"] == 1e-5, seen
+    assert gc.group is None and not gc.defects
 
 
-def test_report_gauge_check_refuses_eps_zero_before_the_report(tmp_path, capsys):
-    # G is not modelled for an eps-free norm: refused in one line before minutes of checks (it ran at 1e-12)
-    from symtrans.cli import main
+def test_the_gauge_check_at_eps_zero_samples_gs_modelled_subgroup_and_checks_each_element_there(monkeypatch):
+    # G is not modelled for an eps-free norm, so --eps 0 --gauge-check was refused. G as modelled at the
+    # checkpoint's eps is a subgroup of the eps-free invariance group: the check acts with it, judges every verdict
+    # at eps 0 and checks each element's symmetry at eps 0, and says which group it sampled
+    from symtrans.report.gauge import gauge_check
 
-    assert main(["report", "--n", "4", "--eps", "0", "--gauge-check", "--out", str(tmp_path / "z"), "--quiet"]) == 2
-    assert "norm epsilon = 0 is not modelled" in capsys.readouterr().err
-    assert not (tmp_path / "z").exists() or not (tmp_path / "z" / "report.json").exists()
+    seen = _eps_spy(monkeypatch)
+    gc = gauge_check("default", n=4, elements=1, restricted=0, centring=True, eps=0.0)
+    assert seen == [0.0, 0.0, 0.0] and gc.to_dict()["eps"] == 0.0, seen
+    assert gc.group.startswith("G as modelled at the checkpoint's eps (1e-12)") and "G sampled" in gc.lines()[1]
+    assert [e["symmetry"]["verdict"] for e in gc.elements] == ["supported", "supported"] and not gc.defects
+
+
+def test_same_function_runs_both_forwards_at_the_given_eps():
+    # the false case of the symmetry check's eps: the embedding tables scaled by 2 are a symmetry of the eps-free
+    # LayerNorm only (LN(2 e) = LN(e) at eps = 0), so the check must pass at eps 0 and fail at eps 1
+    import dataclasses
+
+    from symtrans.group.gauge import apply_gauge, centring_element
+    from symtrans.numeric import load_model
+    from symtrans.report.gauge import same_function
+
+    w = load_model("default")
+    g = centring_element(w)
+    moved = apply_gauge(w, g)
+    scaled = {k: (2 * v if k in ("word", "pos", "type") else v) for k, v in moved.tensors.items()}
+    assert {"word", "pos", "type"} <= set(moved.tensors)
+    moved = dataclasses.replace(moved, tensors=scaled)
+    assert same_function(w, moved, g, n=8, seed=0, eps=0.0)["verdict"] == "supported"
+    assert same_function(w, moved, g, n=8, seed=0, eps=1.0)["verdict"] == "fails"
+
+
+def test_the_gauge_check_refuses_weights_whose_own_eps_is_zero():
+    # G is not modelled for an eps-free norm stored so (a checkpoint's config refuses eps 0 at loading; in-memory
+    # weights can carry it): refused before any verdict is computed
+    import dataclasses
+
+    from symtrans.errors import SymtransError
+    from symtrans.numeric import load_model
+    from symtrans.report.gauge import gauge_check
+
+    w = load_model("default")
+    w = dataclasses.replace(w, arch=dataclasses.replace(w.arch, ln_eps=0.0))
+    with pytest.raises(SymtransError, match="norm epsilon = 0 is not modelled"):
+        gauge_check("default", weights=w, n=4, elements=1, restricted=0, eps=0.0)
 
 
 @pytest.mark.slow  # three gauge checks and a report with one (about 30 s)
@@ -154,7 +202,7 @@ def test_the_gauge_check_reads_the_checkpoints_eps_without_one_runs_in_float32_a
         return apply_gauge(w, g)
 
     gauge_check("default", n=4, elements=1, restricted=0, centring=False, transform=spy)  # the false case
-    assert seen == [1e-12], seen
+    assert seen == [1e-12], seen  # the weights G acts on: the checkpoint's own
     # --dtype float32: G acts in float64 (its elements are), each moved model is judged in float32 (was: a raw
     # dtype mismatch in the action once the dtype reached the check)
     gc = gauge_check("default", n=8, elements=1, restricted=0, centring=True, dtype="float32")

@@ -93,10 +93,11 @@ def _report_locked(args: argparse.Namespace) -> int:
         raise SymtransError("--gauge-check needs a model (--model default or a model directory), not --model none")
     if gauge and ctx.layers is not None:
         raise SymtransError("--gauge-check compares every layer's verdicts: drop --layers")
-    if gauge:  # G must be modelled for the model as the report runs it (--eps 0 is not): say so before the report
-        from symtrans.group.spec import GroupSpec
+    if gauge:  # G must be modelled for the model (a checkpoint with eps = 0 is not): say so before the report
+        from symtrans.report.gauge import gauge_group
 
-        GroupSpec.from_arch(ctx.weights().arch)
+        gauge_group(ctx.model, eps=ctx.eps, weights=ctx.weights() if ctx.eps != 0 else None, dtype=ctx.dtype,
+                    device=ctx.device)
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     if gauge:

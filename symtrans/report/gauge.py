@@ -100,7 +100,8 @@ class GaugeCheck:
     #: the run parameters every verdict was computed with, as the report's (``--eps``: None is the checkpoint's own)
     eps: float | None = None
     dtype: str = DEFAULT_DTYPE
-
+    #: how G was sampled where it is not G as modelled for the run's eps (eps = 0: :func:`gauge_group`); None: it is
+    group: str | None = None
 
     def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
         """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``."""
@@ -167,11 +168,11 @@ class GaugeCheck:
         Examples
         --------
         >>> sorted(GaugeCheck("m", 4, 0, {}, []).to_dict())
-        ['defects', 'dtype', 'elements', 'eps', 'model', 'n', 'rows', 'seed']
+        ['defects', 'dtype', 'elements', 'eps', 'group', 'model', 'n', 'rows', 'seed']
         """
         rows, defects = self.judge()
         return {"model": self.model, "n": self.n, "seed": self.seed, "eps": self.eps, "dtype": self.dtype,
-                "elements": self.elements, "rows": rows, "defects": defects}
+                "group": self.group, "elements": self.elements, "rows": rows, "defects": defects}
 
     def lines(self) -> list[str]:
         """Plain-text lines: the elements, every statement that moved, the defects.
@@ -184,7 +185,7 @@ class GaugeCheck:
         rows, defects = self.judge()
         head = (f"gauge check on {self.model} (n = {self.n}, seed {self.seed}): {len(self.runs)} elements of G; "
                 + (f"{len(defects)} DEFECTS" if defects else "no defect"))
-        out = [head]
+        out = [head] + ([f"  G sampled: {self.group}"] if self.group else [])
         for e in self.elements:
             sym = e.get("symmetry") or {}
             out.append(f"  element {e['label']}: {len(e['factors'])} factors (kappa {e['kappa']:.3g})"
@@ -201,7 +202,8 @@ class GaugeCheck:
         return out
 
 
-def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = ...) -> dict[str, Any]:
+def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = ...,
+                  eps: float | None = None) -> dict[str, Any]:
     """Does ``moved = g . w`` compute the same function? The output compared, up to G's equivariance.
 
     The output is :func:`symtrans.group.numeric.model_output`: the last hidden
@@ -214,7 +216,8 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = 
     The tolerance is :func:`symtrans.group.numeric.tolerance` at the weights'
     storage dtype (the moved weights are rounded to it) and the element's
     condition number; the verdict rule is ``group --verify``'s (supported
-    below it, fails above 100x).
+    below it, fails above 100x). ``eps`` (the report's ``--eps``): both
+    forwards run with the norms at that eps (None: the weights' own).
 
     Examples
     --------
@@ -234,9 +237,12 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = 
 
     if head is ...:
         head = apply_gauge_head(w, g, round_to_storage=False)[1]
+    from symtrans.context import Context
+
+    at = Context(model=None, eps=eps).with_eps  # the one rule that puts a run's eps into the weights
     ids = random_ids(w, n, seed)
-    ref = output_target(GroupSpec.from_arch(w.arch), model_output(w, input_ids=ids), g.parts)
-    out = model_output(moved, head, input_ids=ids)
+    ref = output_target(GroupSpec.from_arch(w.arch), model_output(at(w), input_ids=ids), g.parts)
+    out = model_output(at(moved), head, input_ids=ids)
     sd = storage_precision(w)[0]
     tol, why = tolerance(torch_dtype(sd), int(w.d_model), int(w.n_layers), float(g.kappa))
     change = _rel(out, ref)
@@ -255,6 +261,47 @@ def _records(ctx: Any, producers: list[Any]) -> list[Any]:
 
     results = run_tasks([(p.claim, p) for p in producers], ctx, parallel=False, errors="raise")
     return [e for res in results for e in res]
+
+
+def gauge_group(model: Any = "default", *, eps: float | None = None, weights: Any = None,
+                dtype: str = DEFAULT_DTYPE, device: str | None = None) -> tuple[Any, Any, str | None]:
+    """The weights G acts on in a gauge check at the run's ``eps``, G as modelled for them, and how it was sampled.
+
+    G is modelled for norms with eps > 0 only (:meth:`GroupSpec.from_arch`
+    refuses an eps-free norm: each residual segment then has a scaling
+    symmetry the toolkit does not model). At ``eps = 0`` (``--eps 0``) the
+    check acts with G as modelled at the checkpoint's own eps: each of its
+    elements is a symmetry of the eps-free model too (a norm sees its row
+    only through the scale ``s`` of its centred row, and no factor changes a
+    norm input's scale: the residual factors are isometries that commute
+    with the norm, the rest act after the norm or along the all-ones
+    direction it removes), which the check verifies on every element
+    (:func:`same_function` at eps 0). The sampled group is then a subgroup of
+    the eps-free invariance group, and says so (the note). A checkpoint whose
+    own eps is 0 is refused. ``weights``: the model as loaded weights (the
+    check's planted copies), else ``model`` is loaded.
+
+    Examples
+    --------
+    >>> w, spec, note = gauge_group("default", eps=0.0)
+    >>> w.arch.ln_eps, spec.factor("S_H").name, note.split(":")[0]
+    (1e-12, 'S_H', "G as modelled at the checkpoint's eps (1e-12)")
+    >>> gauge_group("default")[2] is None
+    True
+    """
+    from symtrans.context import Context
+    from symtrans.group.spec import GroupSpec
+
+    if weights is None:
+        weights = Context(model=model if isinstance(model, str) else "default", dtype=dtype, device=device).weights()
+    own = weights  # as stored: the checkpoint's own eps
+    spec = GroupSpec.from_arch(own.arch if eps == 0 else Context(model=None, eps=eps).with_eps(own).arch)
+    note = None
+    if eps == 0:
+        note = (f"G as modelled at the checkpoint's eps ({float(own.arch.ln_eps):g}): a subgroup of the eps-free "
+                "model's invariance group (its elements keep every norm input's scale; the eps-free scalings are "
+                "not modelled, so not sampled); each element's symmetry is checked at eps = 0")
+    return own, spec, note
 
 
 def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, elements: int = 5, restricted: int | None = None,
@@ -291,20 +338,19 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
     from symtrans.context import Context
     from symtrans.group.gauge import (GaugeElement, apply_gauge_head, can_centre, centring_element, gauge_factors,
                                       sample_gauge)
-    from symtrans.group.spec import GroupSpec
     from symtrans.runner import check_producers
 
     spec_name = model if isinstance(model, str) else "default"
     run_params = {"n": n, "seed": seed, "eps": eps, "dtype": dtype, "device": device}
     base_ctx = Context(model=spec_name, **run_params)
-    if weights is not None:
-        base_ctx.preload(weights)
-    loaded = base_ctx.weights()
-    spec = GroupSpec.from_arch(loaded.arch)  # first: G may not be modelled for this model (eps = 0)
+    # first: G may not be modelled for this model (a checkpoint with eps = 0); at --eps 0, G as modelled at the
+    # checkpoint's eps acts on the stored weights, and each moved model is judged at eps 0 (gauge_group)
+    own, spec, group_note = gauge_group(spec_name, eps=eps, weights=weights, dtype=dtype, device=device)
+    base_ctx.preload(own)
     # G acts in float64 on the CPU (its elements are drawn so); each moved model is then judged in the dtype and on
     # the device the base was loaded with
-    cpu64 = loaded.dtype == torch.float64 and torch.device(loaded.device).type == "cpu"
-    w = loaded if cpu64 else loaded.to(dtype="float64", device="cpu")  # no copy where it is already so
+    cpu64 = own.dtype == torch.float64 and torch.device(own.device).type == "cpu"
+    w = own if cpu64 else own.to(dtype="float64", device="cpu")  # no copy where it is already so
     model_ps = _model_producers()
     fixed = _records(Context(model=None, n=n, seed=seed), [p for p in check_producers() if not p.needs_model])
     ids = {i.id for i in declared_items()}
@@ -312,10 +358,10 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
 
     def run(g: GaugeElement, without: tuple[str, ...] | None) -> dict[str, Any]:
         moved, head = apply_gauge_head(w, g) if transform is None else (transform(w, g), ...)
-        judged = moved if w is loaded else moved.to(dtype=loaded.dtype, device=loaded.device)
+        judged = moved if w is own else moved.to(dtype=own.dtype, device=own.device)
         ctx = Context(model=spec_name, **run_params).preload(judged)  # fixed records: no g reaches them
         return {"label": g.label, "factors": g.factors, "kappa": g.kappa, "without": without,
-                "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head),
+                "symmetry": same_function(w, moved, g, n=n, seed=seed, head=head, eps=eps),
                 "verdicts": verdicts_of(fixed + _records(ctx, model_ps))}
 
     present = gauge_factors(spec)
@@ -334,4 +380,4 @@ def gauge_check(model: Any = "default", *, n: int, seed: int = DEFAULT_SEED, ele
             g.label = f"random without {', '.join(without) or 'nothing present'} (seed {seed + 1000 + k})"
             runs.append(run(g, without))
     name = f"{w.arch.name} (weights {str(w.weights_hash)[:12]})"
-    return GaugeCheck(name, n, seed, base, runs, present, eps=eps, dtype=dtype)
+    return GaugeCheck(name, n, seed, base, runs, present, eps=eps, dtype=dtype, group=group_note)

@@ -220,6 +220,9 @@ def _gauge(report: Report) -> list[str]:
            f"Every statement's verdict on W compared with its verdict on {len(gc.runs)} exact elements g of the "
            f"invariance group G applied to the weights (n = {gc.n}, seed {gc.seed}); a function-reading must not "
            "move, a parametrisation-reading may move only under the factors it declares.", ""]
+    group = getattr(gc, "group", None)
+    if group:  # --eps 0: the elements are G's as modelled at the checkpoint's eps (a subgroup), and it says so
+        out += [f"Elements sampled from {_md(group)}.", ""]
     if defects:
         out += [f"**DEFECT:** {_md(d)}" for d in defects] + [""]
     else:
