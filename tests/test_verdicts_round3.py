@@ -6,6 +6,7 @@ small random decoder) and derives what a correct tool must say from the construc
 
 import numpy as np
 import pytest
+from pathlib import Path
 
 import planted
 from symtrans.context import Context
@@ -140,6 +141,27 @@ def test_report_at_eps_zero_writes_its_report(tmp_path, capsys):
     assert data["model"]["processed"] == []  # the stored MiniLM: nothing centred, nothing folded
     fib = next(e for c in data["claims"] for e in c["evidence"] if e.get("reading") == "thm-7.3/mlp-input")
     assert fib["verdict"] == "supported" and "eps = 0" in fib["summary"]
+
+
+def test_the_eps_free_norm_refuses_a_zero_row_instead_of_computing_on_nan(tmp_path):
+    """At eps = 0 a norm divides a zero row by its zero scale (0/0). A Qwen3 whose layer-1 head 2 has W_Q = 0 feeds
+    its per-head query norm zero rows: the forward was NaN from there on, and producers stated verdicts on it
+    (thm-5.3's residual rank "supported", prop-5.1 "supported", claim-align and framework-9 decided). Now the
+    forward refuses in words, so each such producer is an error, never a verdict; the checkpoint's eps runs."""
+    import sys
+
+    from symtrans.errors import SymtransError
+    from symtrans.runner import producers_for, run_producer
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _degenerate import planted_checkpoint
+
+    w = planted_checkpoint("qwen3", ("zero-q",), tmp_path)
+    p = next(p for p in producers_for("thm-5.3") if p.name == "residual-rank")
+    with pytest.raises(SymtransError, match=r"eps-free RMSNorm \(eps = 0\) is not defined at a row that is 0"):
+        run_producer(p, Context(model="default", n=8, eps=0.0).preload(w))
+    recs = run_producer(p, Context(model="default", n=8).preload(w))  # the checkpoint's eps: defined, decided
+    assert recs and all(e.context["eps"] > 0 and e.verdict is not Verdict.NOT_RUN for e in recs)
 
 
 @pytest.mark.parametrize("bad", ["-1", "nan", "inf", "x"])

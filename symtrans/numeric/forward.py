@@ -121,6 +121,25 @@ class Trace:
         return states
 
 
+def _eps_free_defined(scale_sq: Any, name: str, row: str) -> None:
+    """Refuse an eps-free norm at a row it divides by a zero scale (0/0: the model is not defined there).
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer_norm(torch.zeros(2, 3, dtype=torch.float64), None, None, 0.0)
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: the eps-free LayerNorm (eps = 0) is not defined at a row whose entries are all equal (its centred row is 0): it divides 0 by 0 there (a pruned head's queries or keys under a per-head norm, or a constant row); the model has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)
+    """
+    if bool((scale_sq == 0).any()):
+        from symtrans.errors import SymtransError
+
+        raise SymtransError(f"the eps-free {name} (eps = 0) is not defined at a row {row}: it divides 0 by 0 there "
+                            "(a pruned head's queries or keys under a per-head norm, or a constant row); the model "
+                            "has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)")
+
+
 def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:
     """Row-wise LayerNorm ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance).
 
@@ -134,6 +153,8 @@ def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:
     mean = x.mean(-1, keepdim=True)
     centred = x - mean
     var = (centred * centred).mean(-1, keepdim=True)
+    if eps == 0:
+        _eps_free_defined(var, "LayerNorm", "whose entries are all equal (its centred row is 0)")
     y = centred / (var + eps).sqrt()
     if weight is not None:
         y = y * weight
@@ -163,7 +184,10 @@ def rms_norm(x: Any, weight: Any | None, eps: float, float32_internals: bool = F
 
     dt = x.dtype
     h = x.to(torch.float32) if float32_internals else x
-    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    ms = h.pow(2).mean(-1, keepdim=True)
+    if eps == 0:
+        _eps_free_defined(ms, "RMSNorm", "that is 0")
+    y = h * torch.rsqrt(ms + eps)
     if float32_internals and gain_in_float32 and weight is not None:
         return (y * weight.to(torch.float32)).to(dt)
     y = y.to(dt)
