@@ -901,6 +901,39 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), (k, ca.ambiguities)
 
 
+@pytest.mark.parametrize("family,kind", [("roberta", None), ("gpt2", "zero-v"), ("gpt2", "dead-unit"),
+                                         ("llama", "zero-v")])
+def test_relate_is_symmetric_and_relates_a_moved_model_to_its_canonical_form(family, kind, tmp_path):
+    # G is a group: B = g . A if and only if A = g^-1 . B, and canonical(B) is on B's orbit. The sweeps only ever
+    # related A to g . A; backwards, three things answered a decided "not related":
+    # * a silenced head (W_V^h = 0) moved by G: its W_V^h is then G's hyperplane term, which the projection leaves
+    #   as rounding; the gauge solved on that rounding was a full-rank element of noise, and its fit was measured
+    #   against the target's stored W_V^h = 0 (an unexplained part of inf);
+    # * a post-LN encoder's canonical form cancels b_O to about 1e-16: the check's residual relative to |B| alone
+    #   was 1.44 (now relative to max(|A|, |B|), the scale of what the element moves);
+    # * a canonical form's dead unit, about 1e-16 of its tensor, had its key and scaling read as noise over noise
+    #   (now 0 within the float64 arithmetic of the tensor, as a silenced head's blocks are)
+    import sys
+
+    from symtrans.group.canonical import canonical
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _degenerate import planted
+
+    src, _ = random_checkpoint(tmp_path / "src", family)
+    a = planted(src, (kind,), tmp_path / "planted") if kind else load_model(src)
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 0), spec)
+    cb = canonical(b).weights
+    for x, y in ((a, b), (b, a), (b, cb), (cb, b)):
+        r = relate(x, y)
+        assert r.related, r.summary()
+    # the false case: a model off the orbit stays refused backwards too (one unit's input column scaled by 2)
+    c = a.copy()
+    c.W_in[0, :, 5].mul_(2.0)
+    assert not relate(b, c).related
+
+
 def test_canonical_orders_two_heads_pruned_on_the_key_value_side_of_a_multi_head_model(tiny, tmp_path):
     # GPT-2 (one key/value head per head): heads 1 and 2 of layer 1 with W_K, b_K, W_V, b_V = 0 have products 0.
     # In g . A those products are 0 only up to rounding (1e-16), so ordering by the raw values followed the

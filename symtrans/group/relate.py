@@ -35,7 +35,8 @@ from G: the factor's own present breaking features when it is broken, else the p
 (:data:`KEEPS`: what each feature keeps, e.g. ``learned norm gains`` keeps monomial residual maps).
 
 Tolerance (:func:`relation_tolerance`): a tensor is reproduced when its relative Frobenius
-residual ``|g.A - B|_F / |B|_F`` is at most ``4 u (1 + kappa)``, ``u`` the unit roundoff of B's
+residual ``|g.A - B|_F / max(|A|_F, |B|_F)`` (the scale of the values the element moves: a tensor g
+cancels to 0 is 0 only up to the rounding of what it cancelled) is at most ``4 u (1 + kappa)``, ``u`` the unit roundoff of B's
 storage dtype for that tensor and ``kappa`` the condition number of the element acting on it
 (1 for permutations and translations): B's own rounding is ``u/sqrt(3)`` in that norm, and a
 least-squares element fitted to rounded data carries it into the tensors it predicts, amplified
@@ -1510,7 +1511,11 @@ class _Solver:
             u = unit_roundoff(self.precision(name, l))
             # a column whose invariant is within its own rounding of 0 (:meth:`null_level`): a dead unit, whose
             # key part is that invariant as it is, not divided by its norm (noise over noise)
-            null = sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw if name in scaled else None
+            # (or within the float64 arithmetic of the largest column: a unit a computation cancelled, as a
+            # canonical form's dead unit, about 1e-16 of the tensor, is not noise over noise either)
+            null = ((sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw)
+                    | (sq <= self.null_level(name, l, int(w.shape[0]), arithmetic=True) ** 2 * raw.max())
+                    if name in scaled else None)
             if raw is sq:
                 amp2 = 1.0
             elif name in scaled:  # each key part divided by its own norm: its noise relative to that norm
@@ -1630,7 +1635,10 @@ class _Solver:
                     j = cand.reshape(-1)
                     raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor].index_select(1, j),
                                                              dim=0).square() for p in (self.cur, self.tgt))
-                    dead = j[(aa[j] <= t2 * raw_a) & (bb[j] <= t2 * raw_b)]
+                    # (or within the float64 arithmetic of the largest invariant: a unit a computation cancelled)
+                    t64 = self.null_level(pivot.tensor, l, int(a.shape[0]), arithmetic=True) ** 2
+                    dead = j[((aa[j] <= t2 * raw_a) | (aa[j] <= t64 * aa.max()))
+                             & ((bb[j] <= t2 * raw_b) | (bb[j] <= t64 * bb.max()))]
                     s = s.index_fill(0, dead, 1.0)
                 dev = float((s - 1).abs().max())
                 if dev > worst:
@@ -1688,6 +1696,11 @@ class _Solver:
                 raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
                 tol = self.u_pivot(pivot.tensor, l, A.shape[-1])  # a dense d_k x d_k element
+                if max(fits) > tol:  # both pivots 0 up to their rounding: the pivot asks nothing of the element
+                    # (solved on the inverse side, :meth:`gauge_from_inverse`)
+                    za = (A.norm(dim=(1, 2)) <= self._zero_cuts(self.cur, pivot, l, per_kv)).tolist()
+                    zb = (B.norm(dim=(1, 2)) <= self._zero_cuts(self.tgt, pivot, l, per_kv)).tolist()
+                    fits = [0.0 if za[g] and zb[g] else fit for g, fit in enumerate(fits)]
                 mats = []
                 for g in range(per_kv):
                     M, fit = Ms[g], fits[g]
@@ -1733,7 +1746,11 @@ class _Solver:
         # elements' own singular values, not A's (rows x k)
         sv = torch.linalg.svdvals(Ms)
         cut = rank_rtol("float64", (k, k))[0] * sv[:, :1]
-        short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())]
+        # a pivot block 0 up to its rounding (:meth:`_zero_cuts`: a head whose W_V^h only G's hyperplane translation
+        # made non-zero, projected off it, is rounding, and a solve on rounding is a full-rank element of noise)
+        zero = (A.norm(dim=(1, 2)) <= self._zero_cuts(self.cur, pivot, l, len(A))).tolist()
+        short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())
+                 or zero[g]]
         if not short:
             return Ms, sv
         inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
@@ -1759,9 +1776,20 @@ class _Solver:
         return Ms, torch.linalg.svdvals(Ms)
 
     def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
-        """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to the rounding of the stored blocks they
-        were projected from (:meth:`_null_cut`, the level :meth:`unit_keys` takes a dead unit at)."""
-        return float(invariant.norm()) <= self._null_cut(params, tag, l, g, groups)
+        """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to rounding (:meth:`_zero_cuts`)."""
+        return float(invariant.norm()) <= float(self._zero_cuts(params, tag, l, groups)[g])
+
+    def _zero_cuts(self, params: dict[str, Any], tag: Any, l: int, groups: int) -> Any:
+        """Per group, the size at or below which its invariant blocks of ``tag``'s tensor are 0: the rounding of
+        the stored blocks they were projected from (:meth:`null_level` of the group's norm, the level
+        :meth:`unit_keys` takes a dead unit at), or the float64 arithmetic of the layer's whole tensor (a group a
+        computation cancelled to about 1e-16 of its tensor, as in a canonical form, is not made a head by its own
+        norm)."""
+        blocks = params["layers"][l][tag.tensor]
+        sq = _torch().stack(blocks).square().reshape(groups, -1).sum(1)
+        length = int(blocks[0].shape[0])
+        return (self.null_level(tag.tensor, l, length) * sq.sqrt()).clamp_min(
+            self.null_level(tag.tensor, l, length, arithmetic=True) * float(sq.sum().sqrt()))
 
     def _null_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
         """:meth:`null_level` times the Frobenius norm of a group's stored blocks of ``tag``'s tensor: what
@@ -1771,15 +1799,17 @@ class _Solver:
         raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
         return self.null_level(tag.tensor, l, int(blocks[0].shape[0])) * raw
 
-    def null_level(self, tensor: str, l: int, length: int) -> float:
+    def null_level(self, tensor: str, l: int, length: int, *, arithmetic: bool = False) -> float:
         """The relative size below which a stored part G sends to 0 is 0 (a dead unit, a silenced head).
 
         Storage rounds each entry by at most u of itself and the float64 projections off the translations add
         a sum of ``length`` products: the check's own tolerance at condition number 1 with that length
         (:func:`relation_tolerance`, 8 u + 2 gamma_length). At float32 it is 8 u; at float64 the arithmetic
         dominates (4 u alone left a float64 dead unit noisy, and a pruned head's element singular).
+        ``arithmetic``: the float64 level alone, against the whole tensor's scale (:meth:`_zero_cuts`): what a
+        float64 computation leaves of values it cancelled (a canonical form's silenced head, a dead unit).
         """
-        return relation_tolerance(self.precision(tensor, l), length=length)[0]
+        return relation_tolerance("float64" if arithmetic else self.precision(tensor, l), length=length)[0]
 
     # ---- 6. translations
     def translations(self) -> None:
@@ -1929,15 +1959,36 @@ def _rel_any(x: Any, target: Any) -> float:
     return d / n if n > 0 else d
 
 
+def _norm_any(x: Any) -> float:
+    """``|x|_F`` of a tensor, or of a list of per-head blocks as if concatenated.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _norm_any([torch.ones(2, 2, dtype=torch.float64), torch.ones(5, dtype=torch.float64)])
+    3.0
+    """
+    torch = _torch()
+    if isinstance(x, list):
+        return math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(x)))
+    return _fro(x)
+
+
 def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
-                     spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None
-                     ) -> list[dict[str, Any]]:
+                     spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
+                     source: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
     factors acting on each tensor are recomputed from ``steps`` (the element) and G's tag tables.
     ``measured``: residuals already measured by the caller on g . A (relate's lazily acted tables, each
-    measured over every value in one chunked pass); those tensors of ``moved`` are not read.
+    measured over every value in one chunked pass, relative to B's table); those tensors of ``moved`` are not
+    read. ``source``: A's tensors (block form); a residual above its tolerance relative to B's tensor is then
+    taken relative to the larger of A's and B's tensor, the scale of the values the element moves (each
+    record's ``relative_to`` says which): a tensor that g cancels to 0 (a bias the translations move away
+    entirely, as a canonical form's) is 0 only up to the rounding of what was cancelled, which relative to
+    B's own near-0 norm is unbounded. (Where the residual relative to B passes, so does the other, which is
+    never larger: A's tensors are read only for a tensor that would otherwise fail.)
 
     Examples
     --------
@@ -1951,6 +2002,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     kappa = _element_kappa(steps, len(moved["layers"]))
     length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
+    sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -1961,8 +2013,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         n = int(max(length.get(l, 1.0), length.get(None, 1.0)))
         tol, why = relation_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
+        relative_to = "B"
+        if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
+            na, nb = _norm_any(sources[(name, l)]), _norm_any(target_tensors[(name, l)])
+            if na > nb:
+                res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
-                    "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX})
+                    "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX, "relative_to": relative_to})
     return out
 
 
@@ -2097,7 +2154,8 @@ def relate(a: Any, b: Any) -> Relation:
         if stop is None:
             def check() -> None:  # the lazily acted tables: g applied and compared with B in one pass, chunk by chunk
                 measured = {(name, None): s.lazy_residual(name) for name in s.pending}
-                residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec, measured=measured))
+                residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec, measured=measured,
+                                                  source=blocks_a))
 
             with single_threaded():
                 _timed(phases, "check", check)
@@ -2166,7 +2224,8 @@ def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[
         return kept, None, residuals
     from symtrans.group.numeric import model_blocks
 
-    res = tensor_residuals(apply_steps(spec, model_blocks(A), kept), model_blocks(B), precision, kept, spec)
+    blocks_a = model_blocks(A)
+    res = tensor_residuals(apply_steps(spec, blocks_a, kept), model_blocks(B), precision, kept, spec, source=blocks_a)
     bad = [r for r in res if not r["ok"]]
     if not bad:
         return kept, None, res
@@ -2343,8 +2402,9 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         # an unknown or broken factor, or an element outside its factor's group, is refused; a continuous part
         # is projected onto the group first, so what is compared with B below is the action of an element of G
         steps = in_group(spec, steps)
-        moved = apply_steps(spec, model_blocks(A), steps)
-        res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec)
+        blocks_a = model_blocks(A)
+        moved = apply_steps(spec, blocks_a, steps)
+        res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec, source=blocks_a)
         bad = [r for r in res if not r["ok"]]
         if bad:
             r = bad[0]
