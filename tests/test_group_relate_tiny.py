@@ -901,6 +901,39 @@ def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_f
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), (k, ca.ambiguities)
 
 
+@pytest.mark.parametrize("side", ["W_O", "W_V"])
+@pytest.mark.parametrize("rows", ["coordinates", "pairs"])
+def test_a_silenced_head_whose_other_side_is_sparse_has_one_canonical_form_on_its_orbit(tiny, side, rows, tmp_path):
+    # one side of GPT-2's layer 1 head 2 is 0, the other sparse: its d_v rows (W_O^h; W_V^h's columns) on
+    # single coordinates or on coordinate pairs. The basis of its column space was read off the projector's
+    # columns of largest norm: rows on single coordinates made those norms tie exactly, taken in an order
+    # rounding flips (forms of A and g . A 4.0 apart in W_O, no ambiguity reported); rows on pairs made two
+    # picked columns equal, so the "basis" was none and canonical(A) was not even related to A
+    from symtrans.group.canonical import canonical
+
+    c = load_model(tiny["gpt2"].source, dtype="float32")
+    t = c.tensors
+    dv, d = t["W_O"].shape[-2:]
+    sparse = torch.zeros(dv, d)
+    for j in range(dv):
+        cols = [j] if rows == "coordinates" else [2 * j, 2 * j + 1]
+        sparse[j, cols] = 0.3 * (j + 1) if rows == "pairs" else 0.3
+    with torch.no_grad():
+        if side == "W_O":
+            t["W_V"][1, 2], t["b_V"][1, 2], t["W_O"][1, 2] = 0, 0, sparse
+        else:
+            t["W_O"][1, 2], t["W_V"][1, 2] = 0, sparse.T
+    a = load_model(save_weights(c, tmp_path / "sparse"))
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 1), spec)
+    ca, cb = canonical(a), canonical(b)
+    assert relate(a, ca.weights).related and relate(b, cb.weights).related  # each form on its own orbit
+    assert not any("vo-gauge" in x for x in ca.ambiguities + cb.ambiguities), ca.ambiguities
+    for k, x in ca.weights.tensors.items():
+        if x is not None:  # one form for A and g . A
+            assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
+
+
 @pytest.mark.parametrize("family,kind", [("roberta", None), ("gpt2", "zero-v"), ("gpt2", "dead-unit"),
                                          ("llama", "zero-v")])
 def test_relate_is_symmetric_and_relates_a_moved_model_to_its_canonical_form(family, kind, tmp_path):

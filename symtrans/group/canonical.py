@@ -441,10 +441,15 @@ class _Canon:
                     # there, the other side's column space does; with both sides of full column rank so has the
                     # product, and M above is the element
                     a_ok, b_ok = oks[0][g], oks[1][g]
-                    if a_ok and not b_ok:
-                        M = _span_gauge(Qa[g], Ra[g])  # A M fixed by A alone
-                    elif b_ok and not a_ok:
-                        M = torch.linalg.inv(_span_gauge(Qb[g], Rb[g])).mT  # B M^-T fixed by B alone
+                    if a_ok != b_ok:
+                        Qs, Rs, side = (Qa[g], Ra[g], left.tensor) if a_ok else (Qb[g], Rb[g], right.tensor)
+                        M, cond = _span_gauge(Qs, Rs, s.sketch(Qs.shape[-2], Qs.dtype, Qs.shape[-1]))
+                        # A M fixed by A alone, or B M^-T by B alone
+                        M = M if a_ok else torch.linalg.inv(M).mT
+                        if cond < self.tie:
+                            self.amb.append(f"{f.name} layer {l} head group {g}: the basis of {side}'s column space "
+                                            f"read off its projector is ill-conditioned ({cond:.2g}, below "
+                                            f"{self.tie:g}): the gauge is not fixed within rounding")
                     elif not a_ok:
                         if small[0][g] and small[1][g]:
                             M = torch.eye(A.shape[-1], dtype=A.dtype)  # a pruned head: g acts on 0
@@ -512,29 +517,38 @@ def _pruned_gauge(A: Any, B: Any, tie: float) -> Any:
     return M if ok else None
 
 
-def _span_gauge(Q: Any, R: Any) -> Any:
+def _span_gauge(Q: Any, R: Any, sketch: Any) -> tuple[Any, float]:
     """The ``N`` with ``X N = C`` for ``X = Q R`` of full column rank, ``C`` a basis of X's column space read off its
-    projector ``P = Q Q^T`` only (its k columns of largest norm, in that order, orthonormalised, QR's diagonal
-    made positive): the same ``C`` for every ``X N'`` with ``N'`` invertible, so one side of a per-head gauge
-    fixes it where the other is 0.
+    projector ``P = Q Q^T`` only: ``P S`` orthonormalised (QR, diagonal made positive), ``S`` a fixed random
+    ``d x k`` sketch (:meth:`symtrans.group.relate._Solver.sketch`). The same ``C`` for every ``X N'`` with ``N'``
+    invertible, so one side of a per-head gauge fixes it where the other is 0; and no tie can make it depend on
+    the rounding (``P S`` has rank k for almost every ``S``; a choice among P's own columns did not: columns of
+    equal norm were taken in an order rounding could flip, and two equal columns made ``C`` no basis at all).
+    Also returns the conditioning of the choice, the smallest over the largest diagonal entry of ``P S``'s QR
+    factor: where it is at rounding level, ``C`` is not fixed by ``P`` (reported by the caller).
 
     Examples
     --------
     >>> import torch
     >>> X = torch.randn(6, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     >>> G = torch.tensor([[2.0, 1.0], [0.5, -3.0]], dtype=torch.float64)
+    >>> S = torch.randn(6, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     >>> (Xa, Xb) = (X, X @ G)
-    >>> Ca, Cb = (Y @ _span_gauge(*torch.linalg.qr(Y)) for Y in (Xa, Xb))
+    >>> Ca, Cb = (Y @ _span_gauge(*torch.linalg.qr(Y), S)[0] for Y in (Xa, Xb))
     >>> bool(torch.allclose(Ca, Cb, atol=1e-12)), bool(torch.allclose(Ca.mT @ Ca, torch.eye(2, dtype=X.dtype)))
     (True, True)
+    >>> Y = torch.zeros(6, 2, dtype=torch.float64); Y[0, 0] = Y[1, 0] = Y[2, 1] = Y[3, 1] = 1.0  # P's columns tie
+    >>> C = Y @ _span_gauge(*torch.linalg.qr(Y), S)[0]
+    >>> bool(torch.allclose(C.mT @ C, torch.eye(2, dtype=Y.dtype)))  # a basis (two equal columns of P were picked)
+    True
     """
     import torch
 
-    P = Q @ Q.mT
-    pick = torch.argsort(-P.diagonal(), stable=True)[:Q.shape[-1]]  # |P e_i|^2 = P_ii: the columns of largest norm
-    Qc, Rc = torch.linalg.qr(P[:, pick])
+    Qc, Rc = torch.linalg.qr(Q @ (Q.mT @ sketch.to(Q)))
+    d = Rc.diagonal().abs()
     C = Qc * torch.where(Rc.diagonal() < 0, -1.0, 1.0).to(Qc.dtype)
-    return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True)
+    cond = float(d.min() / d.max()) if d.numel() and float(d.max()) > 0 else 0.0
+    return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True), cond
 
 
 def _full_column_rank(X: Any, R: Any, tie: float) -> tuple[list[bool], list[bool]]:
