@@ -1511,10 +1511,9 @@ class _Solver:
             u = unit_roundoff(self.precision(name, l))
             # a column whose invariant is within its own rounding of 0 (:meth:`null_level`): a dead unit, whose
             # key part is that invariant as it is, not divided by its norm (noise over noise)
-            # (or within the float64 arithmetic of the largest column: a unit a computation cancelled, as a
-            # canonical form's dead unit, about 1e-16 of the tensor, is not noise over noise either)
-            null = ((sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw)
-                    | (sq <= self.null_level(name, l, int(w.shape[0]), arithmetic=True) ** 2 * raw.max())
+            # (or one a computation cancelled, :meth:`cancelled`: a canonical form's dead unit is not noise over
+            # noise either)
+            null = ((sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw) | self.cancelled(name, l, sq)
                     if name in scaled else None)
             if raw is sq:
                 amp2 = 1.0
@@ -1635,10 +1634,9 @@ class _Solver:
                     j = cand.reshape(-1)
                     raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor].index_select(1, j),
                                                              dim=0).square() for p in (self.cur, self.tgt))
-                    # (or within the float64 arithmetic of the largest invariant: a unit a computation cancelled)
-                    t64 = self.null_level(pivot.tensor, l, int(a.shape[0]), arithmetic=True) ** 2
-                    dead = j[((aa[j] <= t2 * raw_a) | (aa[j] <= t64 * aa.max()))
-                             & ((bb[j] <= t2 * raw_b) | (bb[j] <= t64 * bb.max()))]
+                    # (or one a computation cancelled, :meth:`cancelled`)
+                    dead = j[((aa[j] <= t2 * raw_a) | self.cancelled(pivot.tensor, l, aa)[j])
+                             & ((bb[j] <= t2 * raw_b) | self.cancelled(pivot.tensor, l, bb)[j])]
                     s = s.index_fill(0, dead, 1.0)
                 dev = float((s - 1).abs().max())
                 if dev > worst:
@@ -1798,6 +1796,13 @@ class _Solver:
         per = len(blocks) // groups
         raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
         return self.null_level(tag.tensor, l, int(blocks[0].shape[0])) * raw
+
+    def cancelled(self, tensor: str, l: int, sq: Any) -> Any:
+        """Which FFN units' invariant columns (squared norms ``sq`` of ``tensor`` in layer ``l``) are 0 within the
+        float64 arithmetic of the largest (:meth:`null_level` with ``arithmetic``): units a computation cancelled,
+        as a canonical form's dead unit (about 1e-16 of its tensor), whose own norm is that rounding."""
+        return sq <= self.null_level(tensor, l, int(self.cur["layers"][l][tensor].shape[0]), arithmetic=True) ** 2 \
+            * sq.max()
 
     def null_level(self, tensor: str, l: int, length: int, *, arithmetic: bool = False) -> float:
         """The relative size below which a stored part G sends to 0 is 0 (a dead unit, a silenced head).
