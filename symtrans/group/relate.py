@@ -883,18 +883,19 @@ class _Solver:
             return X
 
         def dists(maps: list[Any]) -> tuple[float, list[float]]:
-            """|B|_F and |centre(A) M - centre(B)|_F for every signed permutation M in ``maps``, in ONE pass over
+            """max(|A|_F, |B|_F) (the scale of the values the map moves, as the check's, :func:`tensor_residuals`)
+            and |centre(A) M - centre(B)|_F for every signed permutation M in ``maps``, in ONE pass over
             row chunks of both tables, each difference built in one buffer per chunk: with centre(X) =
             (X - c)(I - 11^T/d) (c the column means, where a row translation acts; the row centring where a
             centring shift acts) and s = 1^T M (M's signs, by column),
             centre(A) M - centre(B) = A M - B - (c_A M - c_B) - r_A s + r_B 1^T, r the rows' means of X - c."""
-            nb2, tot = 0.0, [0.0] * len(maps)
+            na2, nb2, tot = 0.0, 0.0, [0.0] * len(maps)
             shift = [(cmA @ M - cmB) if cmA is not None else None for M in maps]
             mA = float(cmA.mean()) if cmA is not None else 0.0
             mB = float(cmB.mean()) if cmB is not None else 0.0
             for i in range(0, A.shape[0], _CHUNK_ROWS):
                 a, b = A[i:i + _CHUNK_ROWS], B[i:i + _CHUNK_ROWS]
-                nb2 += _fro(b) ** 2
+                na2, nb2 = na2 + _fro(a) ** 2, nb2 + _fro(b) ** 2
                 if centre_rows:
                     rA, rB = a.mean(1) - mA, b.mean(1) - mB
                 for j, M in enumerate(maps):
@@ -904,7 +905,7 @@ class _Solver:
                     if centre_rows:
                         D.addr_(rA, M.vals, alpha=-1).add_(rB[:, None])
                     tot[j] += _fro(D) ** 2
-            return math.sqrt(nb2), [math.sqrt(t) for t in tot]
+            return math.sqrt(max(na2, nb2)), [math.sqrt(t) for t in tot]
 
         tol = self.u_pivot("word", None)
         # the candidate signed permutation first (columns matched on a subset of rows, cheap), so that one pass
@@ -943,7 +944,7 @@ class _Solver:
         identity = MonomialMatrix(list(range(d)), torch.ones(d, dtype=A.dtype))
         maps = ([] if skip_id else [identity]) + ([Qm] if Qm is not None else [])
         nB, fits = dists(maps) if not deferred else (1.0, [0.0])  # deferred: the candidate, fit 0 until checked
-        nB = max(nB, 1e-300)  # B's rounding is relative to the stored table, not to its projection
+        nB = max(nB, 1e-300)  # the rounding is relative to the stored tables, not to their projections
         id_fit = math.inf if skip_id else fits[0]
         rest = fits[0 if skip_id else 1:]
         if id_fit / nB <= tol:
@@ -1690,8 +1691,10 @@ class _Solver:
                 if not bool(torch.isfinite(Ms).all()):
                     Ms = _lstsq(A, B)
                 Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B)
-                # B's rounding is relative to the stored blocks: the norm of each group's stored blocks
-                raw = torch.stack(cb).reshape(per_kv, -1).norm(dim=1)
+                # the rounding is relative to the stored blocks: the norm of each group's stored blocks, B's or A's
+                # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
+                raw = torch.maximum(torch.stack(cb).reshape(per_kv, -1).norm(dim=1),
+                                    torch.stack(self.cur["layers"][l][pivot.tensor]).reshape(per_kv, -1).norm(dim=1))
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
                 tol = self.u_pivot(pivot.tensor, l, A.shape[-1])  # a dense d_k x d_k element
                 if max(fits) > tol:  # both pivots 0 up to their rounding: the pivot asks nothing of the element
