@@ -736,3 +736,43 @@ def test_the_query_key_gauge_moves_prop62_on_two_equal_heads_and_prop62_declares
     assert moved != {base}, (base, moved)  # the false case: it does move the reading here
     for reading in get_claim("prop-6.2").readings:
         assert {"qk-gauge", "key-bias-shift"} <= set(reading.moved_by), reading.name
+
+
+@pytest.mark.parametrize("model", ["minilm-half-both", "llama"])
+def test_the_canonical_form_keeps_every_function_verdict(model, tmp_path):
+    """canonical(W) is one specific element of G applied to W, with structure random elements never reach (every
+    writer centred, every bias moved where G lets it go, gains normalised): no function-reading may move under it.
+    The real MiniLM with layer 1 head 2 half pruned, and a random Llama; every model producer at n = 16, with the
+    model-free records as the gauge check counts them. The false case: one head's W_O zeroed at every layer (no
+    element of G) moves the Llama's thm-7.3/mlp-input (RMSNorm with W_O injective: fibre 0, fails; with the head
+    silenced: fibre d_v, supported)."""
+    from symtrans.context import Context
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric import load_model
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.report.gauge import _model_producers, _records, verdicts_of
+    from symtrans.runner import check_producers
+    from _degenerate import plant_into
+    from proofs._claim import declared_items
+
+    about = {i.id: i.about for i in declared_items()}
+    fixed = _records(Context(model=None, n=16, seed=0), [p for p in check_producers() if not p.needs_model])
+
+    def verdicts(w):
+        return verdicts_of(fixed + _records(Context(model="default", n=16, seed=0).preload(w), _model_producers()))
+
+    if model == "llama":
+        w = load_model(random_checkpoint(tmp_path / "llama", "llama")[0])
+    else:
+        w = load_model("default")
+        plant_into(w, "half-both")
+    base, canon = verdicts(w), verdicts(canonical(w).weights)
+    moved = {k: (base.get(k), canon.get(k)) for k in set(base) | set(canon) if base.get(k) != canon.get(k)}
+    assert not {k: v for k, v in moved.items() if about.get(k) != "parametrisation"}, moved
+    if model == "llama":
+        off = w.copy()
+        off.W_O[:, 0].zero_()  # head 0 silenced at every layer: not an element of G
+        assert (base["thm-7.3/mlp-input"], verdicts(off)["thm-7.3/mlp-input"]) == ("fails", "supported")
+        assert about["thm-7.3/mlp-input"] == "function"
+    else:  # the stored W_O is centred by the form: thm-7.3/wo (a parametrisation reading) moves, as declared
+        assert moved.get("thm-7.3/wo") == ("fails", "supported"), moved
