@@ -539,7 +539,7 @@ def _span_gauge(Q: Any, R: Any, sketch: Any) -> tuple[Any, float]:
     (True, True)
     >>> Y = torch.zeros(6, 2, dtype=torch.float64); Y[0, 0] = Y[1, 0] = Y[2, 1] = Y[3, 1] = 1.0  # P's columns tie
     >>> C = Y @ _span_gauge(*torch.linalg.qr(Y), S)[0]
-    >>> bool(torch.allclose(C.mT @ C, torch.eye(2, dtype=Y.dtype)))  # a basis (two equal columns of P were picked)
+    >>> bool(torch.allclose(C.mT @ C, torch.eye(2, dtype=Y.dtype)))  # a basis (P's two largest columns are equal)
     True
     """
     import torch

@@ -1672,7 +1672,6 @@ class _Solver:
             pivot = next(t for t in f.tags if t.how == "element" and t.tensor.startswith("W_"))
             els = []
             for l in range(self.L):
-                cb = self.tgt["layers"][l][pivot.tensor]
                 per_kv = len(self.cur["layers"][l]["W_K"])
                 # every key/value head's group of blocks at once: the stacked invariant blocks, each group's
                 # blocks one above the other (as concatenated), one batched least-squares solve
@@ -1693,8 +1692,8 @@ class _Solver:
                 Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B)
                 # the rounding is relative to the stored blocks: the norm of each group's stored blocks, B's or A's
                 # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
-                raw = torch.maximum(torch.stack(cb).reshape(per_kv, -1).norm(dim=1),
-                                    torch.stack(self.cur["layers"][l][pivot.tensor]).reshape(per_kv, -1).norm(dim=1))
+                raw = torch.maximum(self._group_norms(self.tgt, pivot.tensor, l, per_kv),
+                                    self._group_norms(self.cur, pivot.tensor, l, per_kv))
                 fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
                 tol = self.u_pivot(pivot.tensor, l, A.shape[-1])  # a dense d_k x d_k element
                 if max(fits) > tol:  # both pivots 0 up to their rounding: the pivot asks nothing of the element
@@ -1786,19 +1785,22 @@ class _Solver:
         :meth:`unit_keys` takes a dead unit at), or the float64 arithmetic of the layer's whole tensor (a group a
         computation cancelled to about 1e-16 of its tensor, as in a canonical form, is not made a head by its own
         norm)."""
-        blocks = params["layers"][l][tag.tensor]
-        sq = _torch().stack(blocks).square().reshape(groups, -1).sum(1)
-        length = int(blocks[0].shape[0])
-        return (self.null_level(tag.tensor, l, length) * sq.sqrt()).clamp_min(
-            self.null_level(tag.tensor, l, length, arithmetic=True) * float(sq.sum().sqrt()))
+        norms = self._group_norms(params, tag.tensor, l, groups)
+        length = int(params["layers"][l][tag.tensor][0].shape[0])
+        return (self.null_level(tag.tensor, l, length) * norms).clamp_min(
+            self.null_level(tag.tensor, l, length, arithmetic=True) * float(norms.norm()))
 
     def _null_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
         """:meth:`null_level` times the Frobenius norm of a group's stored blocks of ``tag``'s tensor: what
         rounding leaves, after the projections, of a part G sends to 0."""
-        blocks = params["layers"][l][tag.tensor]
-        per = len(blocks) // groups
-        raw = math.sqrt(sum(float(b.square().sum()) for b in blocks[g * per:(g + 1) * per]))
-        return self.null_level(tag.tensor, l, int(blocks[0].shape[0])) * raw
+        length = int(params["layers"][l][tag.tensor][0].shape[0])
+        return self.null_level(tag.tensor, l, length) * float(self._group_norms(params, tag.tensor, l, groups)[g])
+
+    @staticmethod
+    def _group_norms(params: dict[str, Any], tensor: str, l: int, groups: int) -> Any:
+        """The Frobenius norm of each group's stored blocks of ``tensor`` in layer ``l`` (the blocks of a group are
+        consecutive: a key/value head's query heads), as one tensor (groups,)."""
+        return _torch().stack(params["layers"][l][tensor]).reshape(groups, -1).norm(dim=1)
 
     def cancelled(self, tensor: str, l: int, sq: Any) -> Any:
         """Which FFN units' invariant columns (squared norms ``sq`` of ``tensor`` in layer ``l``) are 0 within the
@@ -1962,8 +1964,7 @@ def _rel_any(x: Any, target: Any) -> float:
         x, target = (torch.stack(x), target) if isinstance(x, list) else (x, torch.stack(target))
     if not isinstance(x, list):
         return _rel(x, target)
-    n = math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(target)))
-    d = math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(torch._foreach_sub(x, target))))
+    n, d = _norm_any(target), _norm_any(torch._foreach_sub(x, target))
     return d / n if n > 0 else d
 
 
@@ -1977,7 +1978,7 @@ def _norm_any(x: Any) -> float:
     3.0
     """
     torch = _torch()
-    if isinstance(x, list):
+    if isinstance(x, (list, tuple)):  # torch._foreach_* return tuples
         return math.sqrt(sum(float(v) ** 2 for v in torch._foreach_norm(x)))
     return _fro(x)
 
