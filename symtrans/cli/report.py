@@ -93,18 +93,19 @@ def _report_locked(args: argparse.Namespace) -> int:
         raise SymtransError("--gauge-check needs a model (--model default or a model directory), not --model none")
     if gauge and ctx.layers is not None:
         raise SymtransError("--gauge-check compares every layer's verdicts: drop --layers")
+    acted = None
     if gauge:  # G must be modelled for the model (a checkpoint with eps = 0 is not): say so before the report
         from symtrans.report.gauge import gauge_group
 
-        gauge_group(ctx.model, eps=ctx.eps, weights=ctx.weights() if ctx.eps != 0 else None, dtype=ctx.dtype,
-                    device=ctx.device)
+        acted = gauge_group(ctx.model, eps=ctx.eps, weights=ctx.weights() if ctx.eps != 0 else None,
+                            dtype=ctx.dtype, device=ctx.device)[0]  # the weights G acts on: loaded once
     report = build_report(ctx, previous=args.previous, progress=not args.quiet and getattr(args, "progress", "auto") != "off",
                           parallel=False if getattr(args, "serial", False) else None)
     if gauge:
         from symtrans.report.gauge import gauge_check
 
         report.gauge = gauge_check(ctx.model, n=ctx.n, seed=ctx.seed, elements=5, restricted=1, eps=ctx.eps,
-                                   dtype=ctx.dtype, device=ctx.device)
+                                   dtype=ctx.dtype, device=ctx.device, weights=acted)
     paths = write_report(report, args.out, formats)
     from symtrans.report.fmt import answer_line
 

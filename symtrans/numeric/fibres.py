@@ -135,12 +135,12 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     the row's Jacobian left-multiplied by an invertible matrix (see
     :func:`ln_row_jacobians`), at the precision ``storage_dtype`` W_O is
     stored in: with ``eps > 0`` that is ``P W_O^T`` for every row
-    (:func:`equilibrated_rank`; ``equilibrated`` is that rank record when the
+    (:func:`equilibrated_rank`; ``equilibrated`` is that decision, ``(record, low,
+    high)`` as :func:`~symtrans.numeric.wo.wo_rank_record` returns it, when the
     caller already holds it, :func:`symtrans.numeric.wo.wo_rank`); at ``eps = 0``
     it is each row's own (:func:`eps_free_row_ranks`). Unequilibrated
     Jacobians are ranked at float64 computation precision. An equilibrated row
-    carries ``fibre_interval``, the fibres the rank's decisive band leaves possible
-    (None where the caller's record came without its band).
+    carries ``fibre_interval``, the fibres the rank's decisive band leaves possible.
 
     Examples
     --------
@@ -167,13 +167,12 @@ def ln_row_fibres(X: Any, Z: Any, layer: dict[str, Any], rows: list[int], eps: f
     if equilibrate and rows and eps > 0:
         # the equilibrated J_i is (1 / s_i) diag(g) P W_O^T (P = I for RMSNorm); left-multiplied by the invertible
         # s_i diag(g)^{-1} (every gain non-zero) it is P W_O^T, the same for every row: one decision serves all
-        if equilibrated is not None:
-            recs = [equilibrated] * len(rows)
-        else:
+        if equilibrated is None:
             from symtrans.numeric.wo import wo_rank_record
 
-            rec, low, high = wo_rank_record(W, storage_dtype, centred=norm == "layernorm")
-            recs, bands = [rec] * len(rows), [(low, high)] * len(rows)
+            equilibrated = wo_rank_record(W, storage_dtype, centred=norm == "layernorm")
+        rec, low, high = equilibrated
+        recs, bands = [rec] * len(rows), [(low, high)] * len(rows)
     elif equilibrate and rows:  # eps = 0: each row's own quotient (its kernel holds the row's direction)
         free = eps_free_row_ranks(X, Z, layer, rows, norm=norm, storage_dtype=storage_dtype)
         direct = [k for k, r in enumerate(free) if r is None]  # not differentiable there: the closed form, as is

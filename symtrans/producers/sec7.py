@@ -517,7 +517,8 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int,
     # rank of W_O modulo the centring shift; eps = 0: each row's own quotient, :func:`eps_free_row_ranks`)
     equil = not zero_gain
     jac = ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"], equilibrate=equil,
-                        storage_dtype=wo_eq.storage_dtype, equilibrated=wo_eq.record if eps > 0 else None)
+                        storage_dtype=wo_eq.storage_dtype,
+                        equilibrated=(wo_eq.record, wo_eq.low, wo_eq.high) if eps > 0 else None)
     # the unequilibrated SVD only illustrates why the Jacobian is equilibrated: layer 0 only (a d x d SVD per row)
     direct = (jac if not equil else
               ln_row_fibres(lt.X, Z, lay, rows_sel, eps, norm=m["norm"], gain=m["gain"]) if i == 0 else None)
@@ -537,12 +538,11 @@ def _ln_layer(meas: _LnMeasure, w: Any, lt: Any, i: int, wo_record: Any, n: int,
     meas.lambdas += lam
     how = _jacobian_note(equil, kernel_only, zero_gain, eps)
     for j, r in enumerate(jac):
-        row = _ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
-                      layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j], zero_gain=zero_gain)
-        # the fibres the equilibrated rank's band leaves possible (the one home's interval of W_O's rank)
-        row["fibre_interval"] = (None if not equil or kernel_only else r["fibre_interval"] if eps == 0 else
-                                 [meas.H_dv - wo_eq.high, meas.H_dv - wo_eq.low])
-        meas.rows.append(row)
+        # each row carries r's fibre_interval: the fibres the equilibrated rank's band leaves possible (None where
+        # the Jacobian is not equilibrated)
+        meas.rows.append(_ln_row(r, derived[j], direct[j] if direct else None, paper[j] if paper else None,
+                                 layer=i, kernel_only=kernel_only, H_dv=meas.H_dv, jacobian=how, lam=lam[j],
+                                 zero_gain=zero_gain))
 
 
 def _ln_measure(ctx: Context) -> _LnMeasure:
