@@ -1499,7 +1499,7 @@ class _Solver:
                     p = M[:-1] - (Ri.T @ u) * (c / uu)
                 else:
                     p = Ri.T @ w
-                raw = torch.linalg.vector_norm(w, dim=0).square_()
+                raw = (w * w).sum(0)  # the columns' squared norms (vector_norm(dim=0) on rows: 4-6x slower)
                 sq = raw - c * c / uu if gains else raw
                 if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
                     p = sq = None  # the cancellation could cost digits the match needs: formed below
@@ -1508,7 +1508,7 @@ class _Solver:
                 p = Ri.T @ x
                 sq = (x * x).sum(0)
                 if raw is None:  # the projected block was formed at once: the columns' own norms read here
-                    raw = torch.linalg.vector_norm(w, dim=0).square_()
+                    raw = (w * w).sum(0)
             u = unit_roundoff(self.precision(name, l))
             # a column whose invariant is within its own rounding of 0 (:meth:`null_level`): a dead unit, whose
             # key part is that invariant as it is, not divided by its norm (noise over noise)
