@@ -233,7 +233,12 @@ def test_group_complete_agrees_on_symtrans_forward(tmp_path: Path, parallel: boo
     print(f"gpt_neox parallel={parallel} L={layers} {scope}: measured {r['measured_dimension']}, "
           f"G {r['group_dimension']}, gap {r['record']['gap_decades']:.1f} decades")
     assert r["sizes"]["d_k"] == 4 and r["agrees"] and r["measured_dimension"] == r["group_dimension"] > 0, r
-    assert r["record"]["gap_decades"] > 8
+    # one decade beyond the rule (GAP_DECADES). The cut sits between this model's smallest tangent singular value
+    # (2.1e-8 relative, parallel residual, model scope) and the BLAS rounding below it, which depends on the CPU:
+    # 4.7e-16 on an AMD EPYC, where 8 decades failed (7.66) for a gap that Intel's kernels put past 8
+    from symtrans.precision import GAP_DECADES
+
+    assert r["record"]["clear"] and r["record"]["gap_decades"] >= GAP_DECADES + 1
 
 
 def test_a_group_without_the_parallel_bias_trade_disagrees(tmp_path: Path) -> None:
