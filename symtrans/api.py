@@ -154,6 +154,9 @@ def _as_weights(model: Any, dtype: str, device: str | None) -> Any:
     from symtrans.numeric.weights import ModelWeights, StreamedWeights
 
     if isinstance(model, (ModelWeights, StreamedWeights)):  # not any object with an ``arch`` and a ``layer``
+        bad = model.first_nonfinite() if isinstance(model, ModelWeights) else None  # streamed: checked as read
+        if bad is not None:  # a checkpoint or model object with one is refused at load; edited weights here
+            raise SymtransError(f"model: the weights given hold NaN or Inf in tensor {bad}")
         return model
     return load(model, dtype=dtype, device=device)
 

@@ -130,3 +130,20 @@ def test_long_plain_text_is_cut_with_a_pointer_to_the_full_data():
     text = _bounded([f"line {i} " + "x" * 80 for i in range(500)])
     assert len(text) <= REPR_MAX_CHARS and text.endswith("more characters; .to_dict() has everything)")
     assert _bounded(["short"]) == "short"
+
+
+def test_loaded_weights_edited_to_hold_nan_are_refused_naming_the_tensor():
+    """A checkpoint or a model object holding NaN or Inf is refused at load; weights loaded and then edited in
+    place reached check and measure as they were: check raised LinAlgError from an SVD ("failed to converge"),
+    with no word of which weights. Each API entry that takes loaded weights now names the tensor and layer."""
+    import symtrans
+    from symtrans.errors import SymtransError
+
+    w = symtrans.load()
+    assert w.first_nonfinite() is None  # the false case: the weights as loaded pass
+    c = w.copy()
+    c.W_in[2, 5, 7] = float("inf")
+    for call in (lambda: symtrans.check_claims(c, ["thm-7.3"], n=8), lambda: symtrans.measure(c, n=8),
+                 lambda: symtrans.relate(c, w)):
+        with pytest.raises(SymtransError, match=r"model: the weights given hold NaN or Inf in tensor W_in \(layer 2\)"):
+            call()

@@ -1043,3 +1043,96 @@ def test_a_pruned_key_value_head_is_related_by_its_heads_spaces_and_canonical_ba
         assert max(float((x - cb.weights.tensors[k]).norm()) / max(float(x.norm()), 1.0)
                    for k, x in ca.weights.tensors.items() if x is not None) < 1e-10, seed
     assert any(x.startswith("S_H layer 1") for x in canonical(twin).ambiguities)
+
+
+# ------------------------------------------------------------------ ill-conditioned heads, NaN and overflow
+def _soft_pruned(w: Any, tensor: str, scale: float, tmp: Path) -> Any:
+    """``w`` with one direction of head 0 of layer 0 scaled by ``scale`` in ``tensor`` (a W_V column, a W_O
+    row), written to disk in float32 and read back: a nearly singular head of a real checkpoint."""
+    c = w.copy()
+    t = c.tensors[tensor]
+    if tensor == "W_O":
+        t[0, 0, 0, :] *= scale
+    else:
+        t[0, 0, :, 0] *= scale
+    save_weights(c, tmp / "soft")
+    return load_model(tmp / "soft")
+
+
+@pytest.mark.parametrize("case,scale", [("llama", 1e-3), ("gpt2", 1e-6)])
+def test_a_value_head_with_one_weak_direction_is_related_both_ways(tiny, case, scale, tmp_path):
+    """A value head with one W_V direction scaled down (Llama: by 1e-3, a condition number about 1e3): its
+    vo-gauge solved from W_V alone read that direction from B's rounding divided by the scale, and the error
+    landed on W_O: relate answered "not related" (at W_O, naming RMSNorm on Llama and the centring shift on
+    GPT-2) for B = g . A and for A from g . A. The gauge is now solved on W_V and W_O together
+    (``_two_sided_gauge``)."""
+    a = _soft_pruned(tiny[case], "W_V", scale, tmp_path)
+    spec = GroupSpec.from_arch(a.arch)
+    for seed in (1, 2):
+        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+        _related_on_disk(a, b, tmp_path)
+        assert relate(tmp_path / "b", a.source).related  # back
+    # the false case: the weak head's W_O moved by 10x the storage precision on top of g . A is refused
+    c = b.copy()
+    c.tensors["W_O"][0, 0] += 10 * 2.0**-24 * float(c.tensors["W_O"][0, 0].norm()) * torch.randn(
+        c.tensors["W_O"][0, 0].shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    assert not relate(a, c).related
+
+
+def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path):
+    """The canonical form balances a value head with one direction scaled by 1e-5, by an element whose condition
+    number is past KAPPA_MAX: every tensor was reproduced (2e-15 against 5e-5) and relate answered "not
+    related", naming the residual it had passed. It now says it cannot decide, with the condition number."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+
+    a = _soft_pruned(tiny["llama"], "W_V", 1e-5, tmp_path)
+    with pytest.raises(SymtransError, match=r"reproduces every tensor of B .* condition number [0-9.e+]+ at layer 0 "
+                                            r"exceeds 100, .* cannot decide"):
+        relate(a, canonical(a).weights)
+    # the false case: the canonical form of the model as it was is related (an element within KAPPA_MAX)
+    assert relate(tiny["llama"], canonical(tiny["llama"]).weights).related
+
+
+@pytest.mark.parametrize("where", ["W_in", "word"])
+def test_weights_with_nan_or_inf_are_refused_naming_the_tensor(tiny, where, capfd):
+    """Weights edited in memory reach relate and canonical unchecked (checkpoints and model objects are refused
+    at load): a NaN in B's W_in gave "not related: ffn-input-hyperplane ... unexplained part nan", one in the
+    word table a raw LAPACK error (its own line on stderr first), canonical an element "not in the factor's
+    group". Each now names the side, the tensor and the layer."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+
+    a = tiny["gpt2"]
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 0), spec)
+    assert relate(a, b).related  # the false case: the same pair, finite
+    t = b.tensors[where]
+    (t[1] if where == "W_in" else t)[0, 0] = float("nan")
+    layer = " \\(layer 1\\)" if where == "W_in" else ""
+    with pytest.raises(SymtransError, match=f"relate: B holds NaN or Inf in tensor {where}{layer}: no element of G"):
+        relate(a, b)
+    with pytest.raises(SymtransError, match=f"relate: A holds NaN or Inf in tensor {where}{layer}"):
+        relate(b, a)
+    with pytest.raises(SymtransError, match=f"canonical: model holds NaN or Inf in tensor {where}{layer}"):
+        canonical(b)
+    assert "MKL" not in capfd.readouterr().err
+
+
+def test_a_refusal_measured_in_nan_is_no_answer(tiny):
+    """One float64 weight of 1e160: a sum of squares overflows, and relate(A, canonical(A)) answered "not
+    related ... unexplained part nan". A size that is not a number decides nothing: it cannot decide, and says
+    why. (At 1e30 the same pair is related: the false case.)"""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+
+    for value, related in ((1e30, True), (1e160, False)):
+        c = tiny["gpt2"].copy()
+        c.tensors["W_in"][0][0, 0] = value
+        form = canonical(c).weights
+        if related:
+            assert relate(c, form).related
+        else:
+            with pytest.raises(SymtransError, match=r"arithmetic is not finite at .* largest \|value\| of A and B is "
+                                                    r"1e\+160.* cannot decide"):
+                relate(c, form)

@@ -729,13 +729,28 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     >>> float(c.weights.b_K.abs().max()) == 0.0, c.ambiguities[1]
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
-    from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import LAZY_VALUES, _load, _timed, fill_unread, relation_tolerance
-    from symtrans.threads import single_threaded
+    from symtrans.group.relate import _load, max_abs, require_finite
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     _refuse_dead_gain_actions(spec, w)
+    # no check closes the canonical form (relate's compares g . A with B, which no NaN passes): its input is read
+    # for NaN and Inf first, and the form it returns after
+    require_finite(w, "canonical", "model")
+    c = _canonical(w, spec, tie)
+    bad = c.weights.first_nonfinite()
+    if bad is not None:
+        raise SymtransError(f"canonical: the form's arithmetic is not finite in tensor {bad} (the largest |value| "
+                            f"of the model is {max_abs(w):.3g}; a float64 sum of squares overflows past about 1e154)")
+    return c
+
+
+def _canonical(w: Any, spec: GroupSpec, tie: float) -> Canonical:
+    """:func:`canonical` on loaded float64 weights on which every factor of ``spec`` is defined."""
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import LAZY_VALUES, _timed, fill_unread, relation_tolerance
+    from symtrans.threads import single_threaded
+
     tie = max(tie, relation_tolerance(w.storage_dtype)[0])  # closer keys than the storage resolves: a tie
     blocks = model_blocks(w)
     filled = fill_unread(spec, blocks)  # rows no input reads: every gauge fixed from the read rows

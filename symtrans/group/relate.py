@@ -55,6 +55,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -66,6 +67,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
+from symtrans.precision import EPS64
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
            "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "random_element", "tensor_residuals"]
@@ -433,8 +435,61 @@ def _proj_normal(u: Any) -> Any:
     return torch.eye(u.shape[0], dtype=u.dtype) - (u @ u.T) / float((u * u).sum())
 
 
-def _lstsq(A: Any, B: Any) -> Any:
-    return _torch().linalg.lstsq(A, B, driver="gelsd").solution
+def _lstsq(A: Any, B: Any, *, singular_values: bool = False) -> Any:
+    """The minimum-norm least-squares solution of ``A X = B`` (SVD-based, batched); with ``singular_values``,
+    ``(X, A's singular values)`` (gelsd computes them anyway)."""
+    from symtrans.numeric.weights import all_finite
+
+    if not (all_finite(A) and all_finite(B)):  # LAPACK's gelsd would print its own error on stderr, then raise
+        raise SymtransError("least squares on values that are not finite")
+    out = _torch().linalg.lstsq(A, B, driver="gelsd")
+    return (out.solution, out.singular_values) if singular_values else out.solution
+
+
+#: a pivot block whose condition number exceeds this has its gauge solved on both tensors the gauge acts on
+#: (:func:`_two_sided_gauge`) where the solve is by SVD; below it the pivot alone fixes the gauge to within its
+#: rounding times this number, well inside the check's tolerance
+JOINT_COND = 10.0
+
+
+def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any) -> Any:
+    """The ``M`` that best fits ``A M = B`` and ``XB M^T = XA`` together, each relative to its own size; None
+    where some direction is fixed by neither (the caller keeps its own solution).
+
+    The two least-squares problems, each divided by its size (``max(|A|, |B|)``, ``max(|XA|, |XB|)``), have
+    the normal equations ``P M + M Q = C`` (a Sylvester equation) with ``P = A^T A``, ``Q = XB^T XB`` and
+    ``C = A^T B + XA^T XB`` (of the scaled blocks); with ``P = U diag(l) U^T`` and ``Q = V diag(m) V^T``, ``M = U [(U^T C V)_ij /
+    (l_i + m_j)] V^T``. A direction weak in ``A`` (a value head with one direction scaled down) is fixed by
+    the other side, where the pivot alone would read it from B's rounding divided by its small singular value.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> A = torch.randn(40, 4, generator=g, dtype=torch.float64); A[:, 0] *= 1e-6  # one weak direction
+    >>> X = torch.randn(30, 4, generator=g, dtype=torch.float64)
+    >>> M = torch.randn(4, 4, generator=g, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    >>> B, XB = A @ M, X @ torch.linalg.inv(M).T  # XB M^T = X
+    >>> B = B + 1e-9 * torch.randn(B.shape, generator=g, dtype=B.dtype)  # B's rounding
+    >>> one = torch.linalg.lstsq(A, B).solution  # the pivot alone: the weak row of M read from the rounding
+    >>> both = _two_sided_gauge(A, B, X, XB)
+    >>> float((one - M).abs().max()) > 1e-4, float((both - M).abs().max()) < 1e-7
+    (True, True)
+    >>> _two_sided_gauge(A[:, 1:] @ torch.ones(3, 4, dtype=A.dtype), B, X * 0, XB * 0) is None  # fixed by neither
+    True
+    """
+    torch = _torch()
+    s1, s2 = max(_fro(A), _fro(B)), max(_fro(XA), _fro(XB))
+    if not (s1 > 0 and s2 > 0):
+        return None
+    A, B, XA, XB = A / s1, B / s1, XA / s2, XB / s2  # the weights: each side relative to its own size
+    lam, U = torch.linalg.eigh(A.T @ A)
+    mu, V = torch.linalg.eigh(XB.T @ XB)
+    den = lam.clamp_min(0)[:, None] + mu.clamp_min(0)[None, :]
+    if float(den.min()) <= 1e3 * EPS64 * float(den.max()):
+        return None
+    C = A.T @ B + XA.T @ XB
+    return U @ ((U.T @ C @ V) / den) @ V.T
 
 
 def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float) -> Any:
@@ -1681,15 +1736,19 @@ class _Solver:
                 # QR (LAPACK gels: full column rank assumed, 2x faster) in the deferred try, whose answer the check
                 # decides (a rank-deficient block gives a non-finite or ill-conditioned element: refused there, so
                 # solved again by gelsd); the SVD-based gelsd otherwise
+                sv_pivot = None  # the pivot blocks' singular values (gelsd's by-product): where solved by SVD
                 try:
-                    Ms = _torch().linalg.lstsq(A, B, driver="gels").solution if self.defer else _lstsq(A, B)
+                    if self.defer:
+                        Ms = _torch().linalg.lstsq(A, B, driver="gels").solution
+                    else:
+                        Ms, sv_pivot = _lstsq(A, B, singular_values=True)
                 except _torch().linalg.LinAlgError:  # gels refuses a block without full column rank: gelsd
-                    Ms = _lstsq(A, B)
+                    Ms, sv_pivot = _lstsq(A, B, singular_values=True)
                 if self.defer and "gauges by QR" not in self.skipped:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
-                    Ms = _lstsq(A, B)
-                Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B)
+                    Ms, sv_pivot = _lstsq(A, B, singular_values=True)
+                Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B, sv_pivot)
                 # the rounding is relative to the stored blocks: the norm of each group's stored blocks, B's or A's
                 # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
                 raw = torch.maximum(self._group_norms(self.tgt, pivot.tensor, l, per_kv),
@@ -1727,9 +1786,17 @@ class _Solver:
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
 
-    def gauge_from_inverse(self, f: Any, pivot: Any, l: int, A: Any, Ms: Any, B: Any) -> tuple[Any, Any]:
+    def gauge_from_inverse(self, f: Any, pivot: Any, l: int, A: Any, Ms: Any, B: Any,
+                           sv_pivot: Any = None) -> tuple[Any, Any]:
         """``(Ms, its singular values)``, each group's element solved on the gauge's inverse side where the pivot
-        (tag ``pivot``, stacked invariant blocks ``A``) cannot fix it.
+        (tag ``pivot``, stacked invariant blocks ``A``) cannot fix it, and on both sides at once where the pivot
+        fixes it badly.
+
+        ``sv_pivot``: the pivot blocks' singular values (per group, descending), where the solve has them. A
+        group whose pivot block is ill-conditioned (:data:`JOINT_COND`) but not deficient is solved on both
+        tensors the gauge acts on (:func:`_two_sided_gauge`): from the pivot alone, B's rounding along the
+        block's weak directions is amplified by its condition number and carried into the inverse side (a value
+        head with one direction scaled by 1e-3 was "not related" to a moved copy of itself, at W_O).
 
         A pivot block without full column rank (a head with W_V^h = 0, or W_Q^h = 0) leaves the least-squares
         element singular (the minimum-norm solution on its row space): there the element is solved on the
@@ -1751,18 +1818,25 @@ class _Solver:
         zero = (A.norm(dim=(1, 2)) <= self._zero_cuts(self.cur, pivot, l, len(A))).tolist()
         short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())
                  or zero[g]]
-        if not short:
+        ill = [] if sv_pivot is None else \
+            [g for g in range(len(A)) if g not in short and float(sv_pivot[g, 0]) > JOINT_COND * float(sv_pivot[g, -1])]
+        if not short and not ill:
             return Ms, sv
         inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
         XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
         per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
         Ms = Ms.clone()
-        for g in short:
+        for g in short + ill:
             xa, xb = XA[g * per:(g + 1) * per], XB[g * per:(g + 1) * per]
             if inv.side == "left":  # X -> M^-1 X on the gauge's rows: X_A = M X_B, so X_A^T = X_B^T M^T
                 xa, xb = xa.mT, xb.mT
             # the right side (X -> X M^-T): X_A = X_B M^T
             xa, xb = xa.reshape(-1, k), xb.reshape(-1, k)
+            if g in ill:
+                both = _two_sided_gauge(A[g], B[g], xa, xb)
+                if both is not None:
+                    Ms[g] = both
+                continue
             if self._zero_block(self.tgt, inv, l, xb, g, len(A)):
                 if self._zero_block(self.cur, pivot, l, A[g], g, len(A)):
                     Ms[g] = torch.eye(k, dtype=Ms.dtype)  # both sides 0 up to their storage rounding: g acts on 0
@@ -2048,6 +2122,66 @@ def _load(x: Any) -> Any:
     return load_model(x, dtype="float64")
 
 
+def require_finite(w: Any, who: str, side: str, cause: BaseException | None = None) -> None:
+    """Refuse loaded weights that hold NaN or Inf, naming the first such tensor and layer.
+
+    Checkpoints and model objects are refused at load (:func:`symtrans.numeric.weights.all_finite`); weights
+    built or edited in memory reach relate and canonical as they are, where a NaN either raises deep in a solve
+    or gives a refusal measured in NaN. ``cause``: the error that made the caller look (chained).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default").copy(); _ = w.W_in[2, 5, 7].fill_(float("nan"))
+    >>> require_finite(w, "relate", "B")
+    Traceback (most recent call last):
+    symtrans.errors.SymtransError: relate: B holds NaN or Inf in tensor W_in (layer 2): no element of G is defined on it
+    """
+    bad = w.first_nonfinite()
+    if bad is not None:
+        raise SymtransError(f"{who}: {side} holds NaN or Inf in tensor {bad}: no element of G is defined on it") \
+            from cause
+
+
+@contextlib.contextmanager
+def finite_or_named(who: str, **sides: Any) -> Any:
+    """Run relate's solve on ``sides`` (name: loaded weights); where it raises, a side holding NaN or Inf is
+    named (:func:`require_finite`) instead of the error the NaN caused deep in the solve. Nothing is read where
+    the solve succeeds: its final check compares every tensor, and a NaN passes no tolerance. (canonical has no
+    such check: it reads its input first.)
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> w = load_model("default").copy(); _ = w.word[0, 0].fill_(float("inf"))
+    >>> with finite_or_named("relate", B=w):
+    ...     raise RuntimeError("lstsq: illegal value")
+    Traceback (most recent call last):
+    symtrans.errors.SymtransError: relate: B holds NaN or Inf in tensor word: no element of G is defined on it
+    """
+    try:
+        yield
+    except Exception as err:
+        for side, w in sides.items():
+            require_finite(w, who, side, err)
+        raise
+
+
+def max_abs(w: Any) -> float:
+    """The largest |value| over the tensors of loaded weights ``w`` (G's blocks).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> max_abs(load_model("default")) > 1
+    True
+    """
+    from symtrans.group.numeric import model_blocks
+
+    return max(float(x.abs().max()) for _, _, v in _iter_tensors(model_blocks(w), blocks=True)
+               for x in (v if isinstance(v, (list, tuple)) else [v]) if x is not None and x.numel())
+
+
 def _precision(w: Any) -> Any:
     from symtrans.numeric.weights import storage_precision
 
@@ -2127,8 +2261,6 @@ def relate(a: Any, b: Any) -> Relation:
     """
     import time
 
-    from symtrans.group.numeric import model_blocks
-
     t0 = time.perf_counter()
     A, B = _load(a), _load(b)
     _same_shape(A, B)
@@ -2138,6 +2270,29 @@ def relate(a: Any, b: Any) -> Relation:
         if dead:
             raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
                                 "relate cannot decide this pair")
+    with finite_or_named("relate", A=A, B=B):
+        rel = _relate(A, B, spec, t0)
+    if rel.stop is not None and math.isnan(rel.stop.unexplained):
+        # NaN is no size: a refusal measured in it is not an answer. The inputs are finite (else named above):
+        # the arithmetic overflowed (a float64 sum of squares past 1.8e308: values beyond ~1e154)
+        for side, w in (("A", A), ("B", B)):
+            require_finite(w, "relate", side)
+        big = max(max_abs(A), max_abs(B))
+        raise SymtransError(f"relate: the solve's arithmetic is not finite at {rel.stop.factor}"
+                            f"{'' if rel.stop.layer is None else f', layer {rel.stop.layer}'}, tensor "
+                            f"{rel.stop.tensor} (the largest |value| of A and B is {big:.3g}; a float64 sum of "
+                            "squares overflows past about 1e154), so the refusal it reached is not an answer: relate "
+                            "cannot decide this pair")
+    return rel
+
+
+def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
+    """:func:`relate` on loaded float64 weights of one architecture, every gain a hyperplane divides by non-zero
+    (``t0``: when the call began, for the answer's timing)."""
+    import time
+
+    from symtrans.group.numeric import model_blocks
+
     dead_conjugation = dead_gain_actions(spec, A, CONJUGATION_KINDS)
     precision = _precision(B)
     from symtrans.threads import single_threaded
@@ -2195,6 +2350,17 @@ def relate(a: Any, b: Any) -> Relation:
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
     s.deferred.clear()
+    failed = [r for r in residuals if not r["ok"]]
+    if stop is not None and failed and all(r["residual"] <= r["tolerance"] for r in failed):
+        # every tensor reproduced within B's storage precision; only the element's condition number is past
+        # KAPPA_MAX, beyond which no element is accepted (an ill-conditioned element would buy its own slack): not
+        # evidence that B is off A's orbit (a head whose value or query block is nearly singular, and the
+        # canonical form that balances it, are related by such elements)
+        worst = max(failed, key=lambda r: r["kappa"])
+        where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
+        raise SymtransError(f"relate: the element found reproduces every tensor of B within its storage precision, "
+                            f"but its condition number {worst['kappa']:.3g}{where} exceeds {KAPPA_MAX:g}, beyond "
+                            "which relate accepts no element: relate cannot decide this pair")
     if stop is not None and stop.layer in s.tied_heads:
         # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
         # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one

@@ -33,7 +33,7 @@ from symtrans.errors import SymtransError
 from symtrans.validate import (CONFIG_MAX_BYTES, check_device, check_model_dir, read_json_file,
                                shard_file)
 
-__all__ = ["ModelWeights", "StreamedWeights", "load_model", "stream_model", "iter_layers", "table_rows", "resolve_device",
+__all__ = ["ModelWeights", "all_finite", "StreamedWeights", "load_model", "stream_model", "iter_layers", "table_rows", "resolve_device",
            "resolve_dtype", "default_model_path", "unwrap_model", "module_state", "expand_kv", "SUPPORTED_FAMILIES",
            "storage_precision"]
 
@@ -272,6 +272,26 @@ def table_rows(weights: Any, name: str, index: Any) -> Any:
     return getattr(weights, name)[index]
 
 
+def all_finite(t: Any) -> bool:
+    """Whether every value of tensor ``t`` is finite (no NaN, no Inf): the one rule of the loader and of the
+    solvers that take loaded weights (:func:`symtrans.group.relate.require_finite`).
+
+    A sum is finite iff no entry is NaN or Inf, barring overflow, so the sum decides and the exact test runs only
+    where it is not finite (a float32 accumulator below float64: 30x faster than a float64 copy, and an overflow
+    only costs the exact test).
+
+    Examples
+    --------
+    >>> import torch
+    >>> all_finite(torch.ones(3)), all_finite(torch.tensor([1.0, float("nan")])), all_finite(torch.tensor([3e38, 3e38]))
+    (True, False, True)
+    """
+    import torch
+
+    acc = torch.float64 if t.dtype == torch.float64 else torch.float32
+    return bool(torch.isfinite(t.sum(dtype=acc))) or bool(torch.isfinite(t).all())
+
+
 @dataclass
 class ModelWeights:
     """A BERT-family encoder's weights in the per-head layout, on one device and dtype.
@@ -360,6 +380,28 @@ class ModelWeights:
         return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
                             self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
                             dict(self.quantized))
+
+    def first_nonfinite(self) -> str | None:
+        """The first tensor (with its layer) that holds NaN or Inf, as ``"W_in (layer 2)"``; None where every
+        value is finite (:func:`all_finite`). The loader refuses such checkpoints; weights edited in memory are
+        checked here by what takes them (:func:`symtrans.api.load`'s callers, relate, canonical).
+
+        Examples
+        --------
+        >>> w = load_model("default").copy()
+        >>> w.first_nonfinite() is None
+        True
+        >>> _ = w.W_in[2, 5, 7].fill_(float("nan")); w.first_nonfinite()
+        'W_in (layer 2)'
+        """
+        for name, t in self.tensors.items():
+            if t is None or not hasattr(t, "is_floating_point") or not t.is_floating_point() or all_finite(t):
+                continue
+            if name in _PER_LAYER and t.dim() > 1:
+                layer = next(i for i in range(t.shape[0]) if not all_finite(t[i]))
+                return f"{name} (layer {layer})"
+            return name
+        return None
 
     def copy(self) -> ModelWeights:
         """Return a copy with its own tensors (safe to modify in place).
@@ -962,7 +1004,6 @@ class _Checkpoint:
     _dry = False  # check_headers: tensors are meta tensors from the headers (shape and dtype only)
 
     def _check(self, key: str, t: Any, shape: tuple[int, ...] | None, convert: bool = True) -> Any:
-        import torch
 
         from symtrans.numeric.linalg import check_storage_dtype
 
@@ -973,10 +1014,7 @@ class _Checkpoint:
         check_storage_dtype(t.dtype, f"{self.where}: tensor {key!r}")
         if self._dry:
             return t
-        # a sum is finite iff no entry is NaN/Inf, barring overflow; confirm exactly on failure (a float32
-        # accumulator: 30x faster than converting to float64, and an overflow only costs the exact check)
-        acc = torch.float64 if t.dtype == torch.float64 else torch.float32
-        if not torch.isfinite(t.sum(dtype=acc)) and not bool(torch.isfinite(t).all()):
+        if not all_finite(t):
             raise SymtransError(f"{self.where}: tensor {key!r} contains NaN or Inf")
         self._seen[key] = _dtype_name(t.dtype)
         return t.to(device=self.dev, dtype=self.dt) if convert else t.to(device=self.dev)
