@@ -800,7 +800,9 @@ def test_a_bfloat16_layernorm_model_moved_by_a_large_hyperplane_element_is_undec
     a = stored(tiny["gpt2"], torch.bfloat16, "bfloat16")
     with pytest.raises(SymtransError, match="cannot decide") as err:
         relate(a, stored(_moved(a, el, spec), torch.bfloat16, "bfloat16"))
-    assert "relative rounding noise (bfloat16 storage" in str(err.value) and "ffn-scaling" in str(err.value)
+    # (the refusal behind it: at ffn-scaling, naming GELU, until each unit's scaling was measured against its own
+    # noise; at the check since)
+    assert "relative rounding noise (bfloat16 storage" in str(err.value) and "refusal it reached" in str(err.value)
     a = stored(tiny["gpt2"], torch.float32, "float32")
     assert relate(a, stored(_moved(a, el, spec), torch.float32, "float32")).related  # the control
 
@@ -1136,3 +1138,38 @@ def test_a_refusal_measured_in_nan_is_no_answer(tiny):
             with pytest.raises(SymtransError, match=r"arithmetic is not finite at .* largest \|value\| of A and B is "
                                                     r"1e\+160.* cannot decide"):
                 relate(c, form)
+
+
+@pytest.mark.parametrize("case", ["gpt2", "roberta"])
+def test_a_weak_ffn_unit_is_related_and_a_near_dead_one_undecided(tiny, case, tmp_path):
+    """An FFN unit whose W_in column is scaled by 1e-3: B = g . A moves W_in by an FFN input hyperplane element
+    (~30x W_in), whose rounding, relative to the weak unit's projected column, put its scaling 2e-4 off 1, and
+    GELU's "B scales FFN units" refused (at ffn-scaling, "not related"). Each unit's scaling is now measured
+    against its own rounding. At 1e-6 the unit is within its rounding of 0 in B (whose stored column carries
+    the translation) but not in A: relate refused at S_dff; the two sides read different numbers of dead units,
+    so it now says it cannot decide."""
+    from symtrans.errors import SymtransError
+
+    c = tiny[case].copy()
+    c.tensors["W_in"][0][:, 3] *= 1e-3
+    save_weights(c, tmp_path / "weak")
+    a = load_model(tmp_path / "weak")
+    spec = GroupSpec.from_arch(a.arch)
+    for seed in (1, 2):
+        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+        _related_on_disk(a, b, tmp_path)
+        assert relate(tmp_path / "b", a.source).related
+    # the false case: that unit scaled by 2 on both sides of GELU is still refused at ffn-scaling
+    c = b.copy()
+    c.tensors["W_in"][1][:, 5] *= 2.0
+    c.tensors["W_out"][1][5, :] /= 2.0
+    rel = relate(a, c)
+    assert not rel.related and (rel.stop.factor, rel.stop.layer) == ("ffn-scaling", 1), rel.stop
+    c = tiny[case].copy()
+    c.tensors["W_in"][0][:, 3] *= 1e-6
+    save_weights(c, tmp_path / "dead")
+    a = load_model(tmp_path / "dead")
+    b = _moved(a, random_element(spec, a.n_layers, 1), spec)
+    save_weights(b, tmp_path / "b6")
+    with pytest.raises(SymtransError, match=r"FFN units of A and 1 of B are within their rounding of 0.* cannot decide"):
+        relate(a.source, tmp_path / "b6")

@@ -661,6 +661,8 @@ class _Solver:
         # layers whose FFN unit keys B's storage cannot resolve (:meth:`unit_keys` noise above KEY_NOISE_LIMIT): a
         # refusal after them is not an answer (:func:`relate` says it cannot decide)
         self.unresolved: list[str] = []
+        #: (id of a side's parameters, layer) -> FFN units :meth:`unit_keys` read as dead there
+        self.dead_units: dict[tuple[int, int], int] = {}
 
     def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
         """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
@@ -1538,6 +1540,22 @@ class _Solver:
         R = self._window_dirs(sum(dims), lp["W_out"].dtype)
         proj = n2 = factor = None
         divisors: list[Any] = []
+        dead = 0  # units whose every scaled input part is null (read as dead): counted for :meth:`units`
+        # the output rows first: a dead unit's key takes its sign from its output row (its input part is noise)
+        out, Ro = lp["W_out"], R[sum(dims[:-1]):]
+        hyper = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on("W_out", "hyperplane_weight"))
+                 if g is not None]
+        if hyper:
+            x = self.invariant("W_out", out, l, params)
+            po, so = x @ Ro, (x * x).sum(1)
+        elif self.tags_on("W_out", "translate_ones"):  # each row less its mean: (x C) R = x (C R), |x C|^2 = |x|^2 - d m^2
+            d = out.shape[1]
+            M = out @ torch.cat([Ro - Ro.mean(0, keepdim=True), torch.full((d, 1), 1.0 / d, dtype=out.dtype)], 1)
+            po, m = M[:, :-1], M[:, -1]
+            so = (torch.linalg.vector_norm(out, dim=1).square_() - d * m * m).clamp_min(0)
+        else:
+            po, so = out @ Ro, torch.linalg.vector_norm(out, dim=1).square_()
+        out_sign = torch.where(po.gather(1, po.abs().argmax(1, keepdim=True))[:, 0] < 0, -1.0, 1.0).to(po.dtype)
         i = 0
         for name, dim in zip(ins, dims):
             w, Ri = lp[name], R[i:i + dim]
@@ -1582,29 +1600,20 @@ class _Solver:
             if name in scaled:
                 n = torch.where(null, 1.0, sq.clamp_min(0).sqrt().clamp_min(1e-300))
                 big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
-                ns = n * torch.where(big < 0, -1.0, 1.0).to(n.dtype)
+                # a dead unit's projection is noise, its sign too: the output row's sign stands in (it moves with
+                # the unit's scaling by the inverse, so the product of the two parts' signs is what the key keeps)
+                sign = torch.where(big < 0, -1.0, 1.0).to(n.dtype)
+                ns = n * torch.where(null, out_sign, sign)
                 p = p / ns
                 factor = ns if factor is None else factor * ns
                 divisors.append(ns)
+                dead = max(dead, int(null.sum()))
                 part2 = torch.where(null, sq.clamp_min(0), 1.0)
             else:
                 divisors.append(None)
                 part2 = sq.clamp_min(0)
             proj = p if proj is None else proj + p
             n2 = part2 if n2 is None else n2 + part2
-        out, Ro = lp["W_out"], R[i:]
-        hyper = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on("W_out", "hyperplane_weight"))
-                 if g is not None]
-        if hyper:
-            x = self.invariant("W_out", out, l, params)
-            po, so = x @ Ro, (x * x).sum(1)
-        elif self.tags_on("W_out", "translate_ones"):  # each row less its mean: (x C) R = x (C R), |x C|^2 = |x|^2 - d m^2
-            d = out.shape[1]
-            M = out @ torch.cat([Ro - Ro.mean(0, keepdim=True), torch.full((d, 1), 1.0 / d, dtype=out.dtype)], 1)
-            po, m = M[:, :-1], M[:, -1]
-            so = (torch.linalg.vector_norm(out, dim=1).square_() - d * m * m).clamp_min(0)
-        else:
-            po, so = out @ Ro, torch.linalg.vector_norm(out, dim=1).square_()
         if factor is not None:
             po, so = po * factor[:, None], so * factor * factor
         proj = po.T if proj is None else proj + po.T
@@ -1616,6 +1625,7 @@ class _Solver:
             rows = self.invariant("W_out", out, l, params)
             return keys + [rows if factor is None else rows * factor[:, None]]
 
+        self.dead_units[(id(params), l)] = dead
         return proj, n2, parts, noise
 
     def units(self) -> None:
@@ -1652,6 +1662,11 @@ class _Solver:
                     full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
                     P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
             if dist > tol:
+                da, db = self.dead_units.get((id(self.cur), l), 0), self.dead_units.get((id(self.tgt), l), 0)
+                if da != db:  # a unit near its rounding on one side only (G's translations move the stored
+                    # columns, so the rounding a unit is read against differs between A and B)
+                    self.unresolved.append(f"layer {l}: {da} FFN units of A and {db} of B are within their rounding "
+                                           "of 0, so the units' keys are not read alike on the two sides")
                 tags = "; ".join(t.describe() for t in f.tags)
                 self.refuse("S_dff", l, "(W_in column, W_out row) per unit", dist, tol, [],
                             f"a unit of B has no unit of A with the same input and output weights; G moves a unit "
@@ -1676,25 +1691,23 @@ class _Solver:
             pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
             els, worst, where = [], 0.0, 0
             for l in range(self.L):
-                a = self.invariant(pivot.tensor, self.cur["layers"][l][pivot.tensor], l, self.cur)
-                b = self.invariant(pivot.tensor, self.tgt["layers"][l][pivot.tensor], l, self.tgt)
+                wa, wb = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
+                a, b = self.invariant(pivot.tensor, wa, l, self.cur), self.invariant(pivot.tensor, wb, l, self.tgt)
                 aa, bb = (a * a).sum(0), (b * b).sum(0)
                 s = (a * b).sum(0) / aa.clamp_min(1e-300)
+                # each stored column's rounding (u |w_j|) survives the projection whole: relative to the unit's
+                # invariant it is amplified by |w_j| / |inv w_j| (a weak unit under a large hyperplane element: a
+                # W_in column scaled by 1e-3 read its scaling 2e-4 off 1, and GELU's "B scales FFN units" refused
+                # B = g . A); the scaling's deviation is measured in units of that amplification
+                raw_a, raw_b = (wa * wa).sum(0), (wb * wb).sum(0)
+                amp = (torch.maximum(raw_a, raw_b) / torch.minimum(aa, bb).clamp_min(1e-300)).sqrt().clamp_min(1.0)
                 # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
+                # (or one a computation cancelled, :meth:`cancelled`)
                 t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
-                # the stored columns' norms are read only for the candidates: a dead unit's invariant is at most
-                # null_level |w_j|, so within KAPPA_MAX^2 t2 of the largest unless a translation made its stored
-                # column KAPPA_MAX times the largest invariant (beyond what the check's tolerance covers)
-                cand = ((aa <= KAPPA_MAX ** 2 * t2 * aa.max()) & (bb <= KAPPA_MAX ** 2 * t2 * bb.max())).nonzero()
-                if len(cand):
-                    j = cand.reshape(-1)
-                    raw_a, raw_b = (torch.linalg.vector_norm(p["layers"][l][pivot.tensor].index_select(1, j),
-                                                             dim=0).square() for p in (self.cur, self.tgt))
-                    # (or one a computation cancelled, :meth:`cancelled`)
-                    dead = j[((aa[j] <= t2 * raw_a) | self.cancelled(pivot.tensor, l, aa)[j])
-                             & ((bb[j] <= t2 * raw_b) | self.cancelled(pivot.tensor, l, bb)[j])]
-                    s = s.index_fill(0, dead, 1.0)
-                dev = float((s - 1).abs().max())
+                dead = (((aa <= t2 * raw_a) | self.cancelled(pivot.tensor, l, aa))
+                        & ((bb <= t2 * raw_b) | self.cancelled(pivot.tensor, l, bb)))
+                s = torch.where(dead, torch.ones_like(s), s)
+                dev = float(((s - 1).abs() / amp).max())
                 if dev > worst:
                     worst, where = dev, l
                 els.append((s, l))
