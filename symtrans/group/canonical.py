@@ -729,17 +729,18 @@ def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
     >>> float(c.weights.b_K.abs().max()) == 0.0, c.ambiguities[1]
     (True, 'S_dff layer 0: 112 pairs of FFN units whose keys differ by less than 1e-06 relative (their order may change with rounding)')
     """
-    from symtrans.group.relate import _load, max_abs, require_finite
+    from symtrans.group.relate import _load, finite_or_named, max_abs, require_finite
 
     w = _load(model)
     spec = GroupSpec.from_arch(w.arch)
     _refuse_dead_gain_actions(spec, w)
-    # no check closes the canonical form (relate's compares g . A with B, which no NaN passes): its input is read
-    # for NaN and Inf first, and the form it returns after
-    require_finite(w, "canonical", "model")
-    c = _canonical(w, spec, tie)
+    # no check closes the canonical form (relate's compares g . A with B, which no NaN passes): the form is read
+    # for NaN and Inf, and where it fails (or the solve raises), the input first, to name what holds them
+    with finite_or_named("canonical", model=w):
+        c = _canonical(w, spec, tie)
     bad = c.weights.first_nonfinite()
     if bad is not None:
+        require_finite(w, "canonical", "model")
         raise SymtransError(f"canonical: the form's arithmetic is not finite in tensor {bad} (the largest |value| "
                             f"of the model is {max_abs(w):.3g}; a float64 sum of squares overflows past about 1e154)")
     return c

@@ -2160,8 +2160,8 @@ def require_finite(w: Any, who: str, side: str, cause: BaseException | None = No
 def finite_or_named(who: str, **sides: Any) -> Any:
     """Run relate's solve on ``sides`` (name: loaded weights); where it raises, a side holding NaN or Inf is
     named (:func:`require_finite`) instead of the error the NaN caused deep in the solve. Nothing is read where
-    the solve succeeds: its final check compares every tensor, and a NaN passes no tolerance. (canonical has no
-    such check: it reads its input first.)
+    the solve succeeds: relate's final check compares every tensor, and a NaN passes no tolerance (canonical,
+    which has no such check, reads the form it returns).
 
     Examples
     --------
