@@ -1081,17 +1081,25 @@ def test_a_value_head_with_one_weak_direction_is_related_both_ways(tiny, case, s
     assert not relate(a, c).related
 
 
-def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path):
+def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path, capsys):
     """The canonical form balances a value head with one direction scaled by 1e-5, by an element whose condition
     number is past KAPPA_MAX: every tensor was reproduced (2e-15 against 5e-5) and relate answered "not
-    related", naming the residual it had passed. It now says it cannot decide, with the condition number."""
+    related" (exit 1), naming the residual it had passed. It now says it cannot decide, with the condition
+    number: one line, exit 2."""
+    from symtrans.cli import main
     from symtrans.errors import SymtransError
     from symtrans.group.canonical import canonical
 
     a = _soft_pruned(tiny["llama"], "W_V", 1e-5, tmp_path)
+    form = canonical(a).weights
     with pytest.raises(SymtransError, match=r"reproduces every tensor of B .* condition number [0-9.e+]+ at layer 0 "
                                             r"exceeds 100, .* cannot decide"):
-        relate(a, canonical(a).weights)
+        relate(a, form)
+    save_weights(form, tmp_path / "form", dtype="float64")
+    capsys.readouterr()
+    assert main(["relate", str(tmp_path / "soft"), str(tmp_path / "form"), "--out", str(tmp_path / "g.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot decide" in err[0] and not (tmp_path / "g.json").exists()
     # the false case: the canonical form of the model as it was is related (an element within KAPPA_MAX)
     assert relate(tiny["llama"], canonical(tiny["llama"]).weights).related
 

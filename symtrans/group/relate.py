@@ -1773,10 +1773,20 @@ class _Solver:
                     za = (A.norm(dim=(1, 2)) <= self._zero_cuts(self.cur, pivot, l, per_kv)).tolist()
                     zb = (B.norm(dim=(1, 2)) <= self._zero_cuts(self.tgt, pivot, l, per_kv)).tolist()
                     fits = [0.0 if za[g] and zb[g] else fit for g, fit in enumerate(fits)]
+                # the condition number of every group's element at once (sv: Ms's singular values)
+                conds = [float(x) if m > 0 else math.inf for x, m in zip(sv.max(1).values / sv.min(1).values,
+                                                                          sv.min(1).values.tolist())]
                 mats = []
                 for g in range(per_kv):
                     M, fit = Ms[g], fits[g]
                     if fit > tol:
+                        if KAPPA_MAX < conds[g] < math.inf and fit <= tol * conds[g]:
+                            # an element past KAPPA_MAX carries A's rounding and its own float64 arithmetic by its
+                            # condition number: no element past it is accepted, and no refusal within it is one
+                            self.unresolved.append(
+                                f"layer {l}: the {name} element needed has condition number {conds[g]:.3g}, past "
+                                f"{KAPPA_MAX:g}, and its fit on {pivot.tensor} ({fit:.3g} against {tol:.3g}) is "
+                                "within what that condition number carries")
                         self.refuse(name, l, pivot.tensor, fit, tol, [],
                                     f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})")
                     if "rotary" in f.group:
@@ -1793,9 +1803,6 @@ class _Solver:
                     mats.append(M)
                 els.append({"g": mats})
                 self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
-                # the condition number of every group's element at once (sv: Ms's singular values)
-                conds = [float(x) if m > 0 else math.inf for x, m in zip(sv.max(1).values / sv.min(1).values,
-                                                                          sv.min(1).values.tolist())]
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
 
