@@ -661,8 +661,6 @@ class _Solver:
         # layers whose FFN unit keys B's storage cannot resolve (:meth:`unit_keys` noise above KEY_NOISE_LIMIT): a
         # refusal after them is not an answer (:func:`relate` says it cannot decide)
         self.unresolved: list[str] = []
-        #: (id of a side's parameters, layer) -> FFN units :meth:`unit_keys` read as dead there
-        self.dead_units: dict[tuple[int, int], int] = {}
 
     def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
         """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
@@ -1493,15 +1491,17 @@ class _Solver:
         return out
 
     def unit_keys(self, params: dict[str, Any], l: int, ins: list[str], scaled: list[str],
-                  tol: float) -> tuple[Any, Any, Any, float]:
-        """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts, noise)``.
+                  tol: float) -> tuple[Any, Any, Any, float, int]:
+        """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts, noise, dead)``.
 
         A unit's key is its input columns (each tensor of ``ins``, projected by :meth:`invariant`; one of
         ``scaled`` divided by its norm times a sign) followed by its output row of ``W_out`` (projected, times the
         product of those divisors). ``proj`` (8 x units) is the keys' projections on :meth:`_window_dirs`,
         ``norms2`` their squared norms and ``parts()`` the keys written out in their parts (as
         :meth:`_match_parts` takes them). The sign is that of the projection of largest magnitude: one rule on
-        both sides, so a unit scaled by any non-zero number keeps its key. ``noise`` is the keys' relative
+        both sides, so a unit scaled by any non-zero number keeps its key; a dead unit's (its input part is noise)
+        is its output row's. ``dead`` counts the units read as dead (the most over the scaled inputs), which the
+        two sides of a relation share. ``noise`` is the keys' relative
         rounding noise: a column's storage rounding (u |w_j|) survives the projection whole. The match measures
         distances against the largest key, so for a tensor taken as it is the noise is u max_j |w_j| / max_j
         |inv w_j|; for one of ``scaled`` each part is divided by its own norm, so it is u |w_j| / |inv w_j|, the
@@ -1524,7 +1524,7 @@ class _Solver:
         >>> from symtrans.group.numeric import model_blocks
         >>> s = _Solver(spec, model_blocks(a), model_blocks(a), lambda n, l: "float32")
         >>> def agrees(scaled):  # the projections and norms against those of the keys written out
-        ...     proj, n2, parts, noise = s.unit_keys(s.cur, 0, ["W_in"], scaled, 1e-4)
+        ...     proj, n2, parts, noise, _ = s.unit_keys(s.cur, 0, ["W_in"], scaled, 1e-4)
         ...     keys = parts(); R = s._window_dirs(keys[0].shape[0] + keys[1].shape[1], proj.dtype)
         ...     full = torch.cat([keys[0], keys[1].T])  # one column per unit: its key
         ...     return bool(torch.allclose(proj, R.T @ full, atol=1e-12)) and bool(torch.allclose(n2, (full * full).sum(0)))
@@ -1540,7 +1540,7 @@ class _Solver:
         R = self._window_dirs(sum(dims), lp["W_out"].dtype)
         proj = n2 = factor = None
         divisors: list[Any] = []
-        dead = 0  # units whose every scaled input part is null (read as dead): counted for :meth:`units`
+        dead = 0  # the most units any scaled input part reads as null (dead): :meth:`units` compares the sides
         # the output rows first: a dead unit's key takes its sign from its output row (its input part is noise)
         out, Ro = lp["W_out"], R[sum(dims[:-1]):]
         hyper = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on("W_out", "hyperplane_weight"))
@@ -1625,8 +1625,7 @@ class _Solver:
             rows = self.invariant("W_out", out, l, params)
             return keys + [rows if factor is None else rows * factor[:, None]]
 
-        self.dead_units[(id(params), l)] = dead
-        return proj, n2, parts, noise
+        return proj, n2, parts, noise, dead
 
     def units(self) -> None:
         f = self.present.get("S_dff")
@@ -1640,7 +1639,7 @@ class _Solver:
             # each side's keys (:meth:`unit_keys`): their projections decide the match where every unit of B has
             # exactly one unit of A within the tolerance on them (:meth:`_window`); the keys in full measure it
             tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
-            (pA, nA, partsA, noiseA), (pB, _, partsB, noiseB) = (self.unit_keys(p, l, ins, scaled_in, tol)
+            (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled_in, tol)
                                                                  for p in (self.cur, self.tgt))
             if max(noiseA, noiseB) > KEY_NOISE_LIMIT:
                 self.unresolved.append(f"B's storage cannot resolve it: layer {l}: the FFN units' keys carry "
@@ -1662,7 +1661,6 @@ class _Solver:
                     full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
                     P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
             if dist > tol:
-                da, db = self.dead_units.get((id(self.cur), l), 0), self.dead_units.get((id(self.tgt), l), 0)
                 if da != db:  # a unit near its rounding on one side only (G's translations move the stored
                     # columns, so the rounding a unit is read against differs between A and B)
                     self.unresolved.append(f"layer {l}: {da} FFN units of A and {db} of B are within their rounding "

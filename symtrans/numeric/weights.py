@@ -1009,7 +1009,6 @@ class _Checkpoint:
     _dry = False  # check_headers: tensors are meta tensors from the headers (shape and dtype only)
 
     def _check(self, key: str, t: Any, shape: tuple[int, ...] | None, convert: bool = True) -> Any:
-
         from symtrans.numeric.linalg import check_storage_dtype
 
         if shape is not None and tuple(t.shape) != shape:
