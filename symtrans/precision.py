@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal", "underflow_floor",
-           "torch_dtype", "rank_rtol", "RankRecord",
+           "offset_loss", "torch_dtype", "rank_rtol", "RankRecord",
            "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin", "finite",
            "TOLERANCE_DECADES", "tolerance_state", "GAP_DECADES", "ROUNDING_FLOOR", "gap_rank"]
 
@@ -161,6 +161,36 @@ def underflow_floor(dtype: Any) -> float:
     (True, True)
     """
     return smallest_normal(dtype) / machine_eps(dtype)
+
+
+def offset_loss(values: Any, offset: float) -> Any:
+    """How many times coarser than its dtype a value stored as ``value - offset`` is resolved: ``|value - offset| /
+    |value|`` (at least 1; ``inf`` at an exact 0), as a tensor like ``values``.
+
+    Gemma's norms store ``w`` and apply the gain ``1 + w``: a stored ``w`` is rounded to ``u |w|``, so an applied
+    gain near 0 (``w`` near -1) is known only to ``u |w| / |1 + w|`` of itself. The real Gemma 3 270M holds gains
+    of 1/256 (``w = -255/256``): 255 times coarser than their float32 storage suggests. Without an offset nothing
+    is lost (all ones).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.tensor([1.5, 1 / 256, 0.0], dtype=torch.float64)
+    >>> offset_loss(g, 1).tolist(), offset_loss(g, 0).tolist()
+    ([1.0, 255.0, inf], [1.0, 1.0, 1.0])
+    >>> gain = torch.tensor(1 / 256 + 2.5e-8, dtype=torch.float64)  # stored as w in float32, read back as 1 + w
+    >>> err = float(abs((1 + (gain - 1).float().double()) - gain) / gain) / unit_roundoff("float32")
+    >>> 100 < err <= float(offset_loss(gain, 1))  # 100 u of itself, not the u its dtype resolves; within the loss
+    True
+    """
+    import torch
+
+    v = torch.as_tensor(values)
+    if not offset:
+        return torch.ones_like(v)
+    a = v.abs()
+    loss = (v - offset).abs() / torch.where(a > 0, a, 1)
+    return torch.where(a > 0, loss.clamp_min(1.0), torch.full_like(loss, math.inf))
 
 
 def torch_dtype(dtype: Any) -> Any:

@@ -1181,3 +1181,27 @@ def test_a_weak_ffn_unit_is_related_and_a_near_dead_one_undecided(tiny, case, tm
     save_weights(b, tmp_path / "b6")
     with pytest.raises(SymtransError, match=r"FFN units of A and 1 of B are within their rounding of 0.* cannot decide"):
         relate(a.source, tmp_path / "b6")
+
+
+def test_a_gemma_gain_near_zero_is_read_from_its_rows_not_its_coarse_stored_form(tmp_path):
+    """Gemma stores a norm gain as w and applies 1 + w: a gain of 1.4e-3 is stored as w = -0.9986, rounded to
+    u |w|, so B's stored gain was 2e-5 off of itself (not u), and the scaling b / a carried that into every row
+    it moves: B = g . A was "not related" at vo-gauge, W_V (2.4e-6 against 4.8e-7), both ways. Such a channel is
+    now read from the rows it scales. The false case: B's gain there doubled (the function changes) is refused
+    at that gain."""
+    random_checkpoint(tmp_path / "c", "gemma3")
+    c = load_model(tmp_path / "c")
+    c.tensors["ln1_w"][0][5] *= 1e-3
+    c.tensors["ln2_w"][1][7] *= 1e-6
+    save_weights(c, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    for seed in (1, 2):
+        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+        _related_on_disk(a, b, tmp_path)
+        assert relate(tmp_path / "b", a.source).related
+    bad = load_model(tmp_path / "b")
+    j = int(bad.tensors["ln1_w"][0].abs().argmin())
+    bad.tensors["ln1_w"][0][j] *= 2.0
+    rel = relate(a, bad)
+    assert not rel.related and (rel.stop.tensor, rel.stop.layer) == ("ln1_w", 0), rel.stop

@@ -342,6 +342,12 @@ def _rel_chunks(pairs: Any, *, in_place: bool = False) -> float:
     return d / n if n > 0 else d
 
 
+#: a norm-scaling's channel is read from the rows it scales, not from its gains, where a gain's stored form
+#: resolves it more than this many times more coarsely than its dtype (:func:`symtrans.precision.offset_loss`: a
+#: Gemma gain near 0); the rows' least-squares ratio is good to a few u
+OFFSET_LOSS_ROWS = 2.0
+
+
 def gain_pivot(f: Factor) -> Any:
     """The tag of norm-scaling factor ``f`` on the gain it scales (the pivot its element is read from or fixes).
 
@@ -1254,17 +1260,25 @@ class _Solver:
         measures what is left unexplained.
         """
         torch = _torch()
+        from symtrans.numeric.weights import GAIN_OFFSET_TENSORS
+        from symtrans.precision import offset_loss
+
         # a factor whose scaling is one per rotated pair (the QK-norm gain trade): least squares over the pair
         # (the mean of b / a weighted by a^2); a pair dead on one side reads the other
         pairs = equal_pairs(self.spec, f.name)
         weights = a.reshape(-1) ** 2
         s = (b / a).reshape(-1)
         dead = a.reshape(-1) == 0
-        if bool(dead.any()):  # a dead channel: its fit where defined, else 1
+        # a gain stored as w = gain - offset (Gemma) and near 0 is resolved far more coarsely than its rows: B's
+        # stored gain of 1.4e-3 was 2e-5 off of itself, carried by b / a into every row the scaling moves (a moved
+        # Gemma 3 was "not related" at W_V); such a channel is read from its rows as a dead one is
+        offset = self.spec.arch.gain_offset if gain_pivot(f).tensor in GAIN_OFFSET_TENSORS else 0
+        coarse = dead | (torch.maximum(offset_loss(a, offset), offset_loss(b, offset)).reshape(-1) > OFFSET_LOSS_ROWS)
+        if bool(coarse.any()):  # its fit where defined; else a dead channel's scaling is 1, a coarse one's b / a
             fit, ok = _inverse_fit(zip(self.fit_rows(f, self.cur, l), self.fit_rows(f, self.tgt, l)))
             s = torch.where(dead, torch.ones_like(s), s)
             if fit is not None:  # None: nothing loaded that f scales inversely (an untied head), which no check sees
-                s = torch.where(dead & ok, fit, s)
+                s = torch.where(coarse & ok, fit, s)
         return pair_mean(s, pairs, weights)
 
     # ---- 3. discrete per-layer factors
