@@ -121,10 +121,12 @@ LAYER_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1) -> tuple[float, str]:
+def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1, *,
+                       cap: bool = True) -> tuple[float, str]:
     """The largest relative Frobenius residual of a reproduced tensor, and why (see the module docstring).
 
-    ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`);
+    ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`; not with
+    ``cap=False``, for what such an element's rounding can reach: :func:`accepted_tolerance`);
     ``factors``: how many of the element's factors act on it (each fitted from rounded data); ``length``: the
     longest sum of products by which a dense part of the element acts on it (``d`` for a ``d x d`` map; 1 for a
     permutation with scalings). relate works in float64: each such sum carries ``gamma_n = n u64 / (1 - n u64)``
@@ -149,7 +151,7 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
 
     u = unit_roundoff(storage_dtype)
     name = dtype_name(storage_dtype)
-    k = min(float(kappa), KAPPA_MAX)
+    k = min(float(kappa), KAPPA_MAX) if cap else float(kappa)
     m = max(int(factors), 1)
     n = max(int(length), 1)
     u64 = unit_roundoff("float64")
@@ -165,6 +167,33 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
                  "float64 sums of n products that apply the element carry at most gamma_n; each factor's element "
                  "is fitted to rounded data and carries that error into the tensors it moves, amplified by at "
                  "most kappa; m such errors add in quadrature; x4 headroom on B's rounding")
+
+
+def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1) -> tuple[float, float]:
+    """``(tolerance, undecided up to)``: the residual up to which a reproduced tensor is accepted, and up to which a
+    larger one is undecided rather than refused.
+
+    Within :data:`KAPPA_MAX` the element's condition number widens the tolerance (:func:`relation_tolerance`) and
+    both are that. Past it the element buys no slack: a tensor is accepted only within a perfectly conditioned
+    element's tolerance (kappa = 1), and a residual up to what its condition number carries (uncapped) is no
+    evidence that B is off A's orbit: undecided. A moved copy of a Llama whose gain has one channel at 1e-3 of the
+    others (a rotation through it: condition number about 1e6) reproduces A to 115 u: undecided, not refused.
+
+    Examples
+    --------
+    >>> from symtrans.precision import unit_roundoff
+    >>> u = unit_roundoff("float32")
+    >>> [round(x / u, 1) for x in accepted_tolerance("float32", 3.0)]  # within KAPPA_MAX: 4 u (1 + kappa), both
+    [16.0, 16.0]
+    >>> [round(x / u, 1) for x in accepted_tolerance("float32", 1e6)]  # past it: 8 u accepted, 4 u (1 + 1e6) undecided
+    [8.0, 4000004.0]
+    """
+    k = float(kappa)
+    if k <= KAPPA_MAX:
+        tol = relation_tolerance(storage_dtype, k, factors, length)[0]
+        return tol, tol
+    return (relation_tolerance(storage_dtype, 1.0, factors, length)[0],
+            relation_tolerance(storage_dtype, k, factors, length, cap=False)[0])
 
 
 @dataclass
@@ -695,6 +724,10 @@ class _Solver:
         """The longest sum of products the steps so far applied to ``layer``'s tensors (:attr:`length`)."""
         return max(self.length.get(None, 1), self.length.get(layer, 1) if layer is not None else 1)
 
+    def layer_kappa(self, layer: int | None) -> float:
+        """The condition number the steps so far brought to ``layer``'s tensors (:attr:`kappa`; the model's too)."""
+        return max(self.kappa.get(None, 1.0), self.kappa.get(layer, 1.0) if layer is not None else 1.0)
+
     def u_pivot(self, tensor: str, layer: int | None, length: int = 1) -> float:
         # the check's own tolerance for a perfectly conditioned element (kappa = 1: 8 u, + gamma_n where a dense
         # n x n map was or is applied): a pivot refused here could not pass the check either. Half of it (4 u)
@@ -795,6 +828,8 @@ class _Solver:
                     or any(t.via and name in t.via.split(",") for t in f.tags):
                 self.materialise(name)
         before = self.cur
+        for l, k in conjugation_kappa(self.spec, factor, element, before).items():  # through spread gains
+            self.kappa[l] = max(self.kappa.get(l, 1.0), k)
         if lazy:
             self.cur = act(self.spec, before, factor, element, tags=tuple(t for t in f.tags if t.tensor not in lazy))
             for name, tags in lazy.items():
@@ -898,7 +933,22 @@ class _Solver:
         return _rel_chunks(((x, B[i:i + x.shape[0]]) for i, x in self.chunks(name)), in_place=fresh)
 
     def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
-               features: list[str], detail: str = "") -> None:
+               features: list[str], detail: str = "", *, rounding: float | None = None,
+               kappa: float = 1.0) -> None:
+        """Stop the solve: no element of ``factor`` explains B at ``layer``, ``tensor`` (``size`` against ``tol``).
+
+        ``rounding``: where given, the rounding of the compared values under a perfectly conditioned element
+        (``tol`` less any headroom a key comparison adds). Where the element on that layer (the steps so far, and
+        ``kappa``: the one being fitted) has a condition number ``k`` past :data:`KAPPA_MAX` and ``size`` is
+        within ``k rounding``, what is unexplained is within what such an element carries of the rounding (a
+        rotation conjugating through a gain with an outlier channel): the refusal is then no answer
+        (:attr:`unresolved`: relate cannot decide)."""
+        k = max(float(kappa), self.layer_kappa(layer))
+        if rounding is not None and KAPPA_MAX < k < math.inf and size <= rounding * k:
+            where = "" if layer is None else f"layer {layer}: "
+            self.unresolved.append(f"{where}the element needed there has condition number {k:.3g}, past "
+                                   f"{KAPPA_MAX:g}, and what {factor} leaves at {tensor} ({size:.3g}; rounding "
+                                   f"{rounding:.3g}) is within what that number carries")
         raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
 
     def features_breaking(self, f: Factor) -> list[str]:
@@ -1150,13 +1200,15 @@ class _Solver:
             mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
             for name in mine:
                 size = _rel(mine[name], theirs[name])
-                tol = 1e3 * relation_tolerance(self.precision("W_Q", l), self.kappa.get(None, 1.0))[0]
+                kap = self.layer_kappa(l)
+                tol = 1e3 * relation_tolerance(self.precision("W_Q", l), kap)[0]
                 if size > tol:
                     feats = self.other_residual_actions(f, l, name, theirs[name], ok)
                     self.refuse(f.name, l, name, size, tol, feats,
                                 f"the residual map found on the embedding table, acted through {f.name}'s tags, "
                                 "does not give B's readers and writers (key tolerance 1e3 x the tensor tolerance: "
-                                "the per-tensor check is decisive)")
+                                "the per-tensor check is decisive)",
+                                rounding=relation_tolerance(self.precision("W_Q", l))[0])
 
     def other_residual_actions(self, f: Factor, l: int, name: str, target: Any, ok: dict[str, bool]) -> list[str]:
         """Whether another residual factor's tag table (with the same map) explains B; its violated features."""
@@ -1447,7 +1499,8 @@ class _Solver:
                 pi = self.break_head_ties(l, keys[0], keys[1], pi, tol)
             if dist > tol:
                 self.refuse("S_H", l, "W_Q W_K^T, W_V W_O (per head)", dist, tol, [],
-                            "a head of B has no head of A with the same products: no head relabelling explains it")
+                            "a head of B has no head of A with the same products: no head relabelling explains it",
+                            rounding=tol / 1e3)
             kappa = []
             for g in range(len(pi) // self.group):
                 mapped = {pi[g * self.group + i] // self.group for i in range(self.group)}
@@ -1682,7 +1735,7 @@ class _Solver:
                 tags = "; ".join(t.describe() for t in f.tags)
                 self.refuse("S_dff", l, "(W_in column, W_out row) per unit", dist, tol, [],
                             f"a unit of B has no unit of A with the same input and output weights; G moves a unit "
-                            f"only as a whole ({tags})")
+                            f"only as a whole ({tags})", rounding=tol / 1e3)
             els.append(P)
         if any(P != sorted(P) for P in els):
             from symtrans.group.numeric import MonomialMatrix
@@ -1792,15 +1845,11 @@ class _Solver:
                 for g in range(per_kv):
                     M, fit = Ms[g], fits[g]
                     if fit > tol:
-                        if KAPPA_MAX < conds[g] < math.inf and fit <= tol * conds[g]:
-                            # an element past KAPPA_MAX carries A's rounding and its own float64 arithmetic by its
-                            # condition number: no element past it is accepted, and no refusal within it is one
-                            self.unresolved.append(
-                                f"layer {l}: the {name} element needed has condition number {conds[g]:.3g}, past "
-                                f"{KAPPA_MAX:g}, and its fit on {pivot.tensor} ({fit:.3g} against {tol:.3g}) is "
-                                "within what that condition number carries")
+                        # an element past KAPPA_MAX (this gauge's, or the layer's so far) carries A's rounding and
+                        # its own float64 arithmetic by its condition number: no refusal within it is one
                         self.refuse(name, l, pivot.tensor, fit, tol, [],
-                                    f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})")
+                                    f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})",
+                                    rounding=tol, kappa=conds[g])
                     if "rotary" in f.group:
                         # the generator of the rotations on the rotated coordinates (halves pairing): the first r of
                         # d_k under partial rotary (GPT-NeoX), all otherwise; commuting with it leaves the rest free
@@ -2114,7 +2163,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
-    kappa = _element_kappa(steps, len(moved["layers"]))
+    kappa = _element_kappa(steps, len(moved["layers"]), spec=spec, source=source)
     length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
@@ -2126,7 +2175,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
         m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
         n = int(max(length.get(l, 1.0), length.get(None, 1.0)))
-        tol, why = relation_tolerance(dt, k, m, n)
+        tol, undecided_to = accepted_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
         relative_to = "B"
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
@@ -2134,7 +2183,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
-                    "kappa": k, "factors": m, "ok": res <= tol and k <= KAPPA_MAX, "relative_to": relative_to})
+                    "kappa": k, "factors": m, "ok": res <= tol, "undecided_to": undecided_to,
+                    "relative_to": relative_to})
     return out
 
 
@@ -2382,17 +2432,8 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
     s.deferred.clear()
-    failed = [r for r in residuals if not r["ok"]]
-    if stop is not None and failed and all(r["residual"] <= r["tolerance"] for r in failed):
-        # every tensor reproduced within B's storage precision; only the element's condition number is past
-        # KAPPA_MAX, beyond which no element is accepted (an ill-conditioned element would buy its own slack): not
-        # evidence that B is off A's orbit (a head whose value or query block is nearly singular, and the
-        # canonical form that balances it, are related by such elements)
-        worst = max(failed, key=lambda r: r["kappa"])
-        where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
-        raise SymtransError(f"relate: the element found reproduces every tensor of B within its storage precision, "
-                            f"but its condition number {worst['kappa']:.3g}{where} exceeds {KAPPA_MAX:g}, beyond "
-                            "which relate accepts no element: relate cannot decide this pair")
+    if stop is not None:
+        _raise_if_undecided(residuals)
     if stop is not None and stop.layer in s.tied_heads:
         # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
         # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one
@@ -2408,8 +2449,27 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         with single_threaded():
             _timed(phases, "in G", lambda: kept.append(_kept_in_group(spec, A, B, precision, steps, residuals)))
         steps, stop, residuals = kept[0]
+        if stop is not None:  # the element brought onto G, re-applied: judged as the check's
+            _raise_if_undecided(residuals)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases)
+
+
+def _raise_if_undecided(residuals: list[dict[str, Any]]) -> None:
+    """Raise "cannot decide" where every tensor the check failed is within what the element's condition number
+    carries (:func:`accepted_tolerance`), that number being past :data:`KAPPA_MAX`: not evidence that B is off
+    A's orbit (a head whose value or query block is nearly singular and the canonical form that balances it; a
+    rotation conjugating through a gain with an outlier channel)."""
+    failed = [r for r in residuals if not r["ok"]]
+    if not failed or not all(r["residual"] <= r["undecided_to"] for r in failed):
+        return
+    worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
+    where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
+    raise SymtransError(f"relate: the element found reproduces every tensor of B within what its condition number "
+                        f"carries, but that number, {worst['kappa']:.3g}{where}, exceeds {KAPPA_MAX:g}, beyond which "
+                        f"an element buys no slack, and {worst['tensor']} differs by {worst['residual']:.3g}, more "
+                        f"than a perfectly conditioned element's {worst['tolerance']:.3g}: relate cannot decide this "
+                        "pair")
 
 
 def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[dict[str, Any]],
@@ -2683,11 +2743,18 @@ def _monomial(x: Any) -> bool:
     return bool((nz.sum(0) == 1).all()) and bool((nz.sum(1) == 1).all())
 
 
-def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None) -> dict[int | None, float]:
+def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, spec: GroupSpec | None = None,
+                   source: dict[str, Any] | None = None) -> dict[int | None, float]:
     """The condition number of the element acting on each layer (:func:`element_cond`), recomputed from the
-    element itself; with ``measure``, that function of each component instead (:func:`element_length`)."""
+    element itself; with ``measure``, that function of each component instead (:func:`element_length`).
+
+    With ``spec`` and A's tensors ``source`` (block form), also what each step brings by conjugation through the
+    gains (:func:`conjugation_kappa`), the gains carried through the steps before it (a scaling or a permutation
+    of the gains changes their spread before a rotation conjugates through them)."""
     out: dict[int | None, float] = {}
     cond = measure or element_cond
+    gains = _gains_of(spec, source) if measure is None and spec is not None and source is not None else None
+    names = _conjugating_gains(spec) if gains is not None else set()
 
     for s in steps:
         el = s["element"]
@@ -2700,6 +2767,73 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None) -> 
         else:
             k = max([cond(v) for v in el.values() if not isinstance(v, list)] + [1.0])
             out[None] = max(out.get(None, 1.0), k)
+        if gains is not None:
+            for l, k in conjugation_kappa(spec, s["factor"], el, gains).items():
+                out[l] = max(out.get(l, 1.0), k)
+            tags = tuple(t for t in spec.factor(s["factor"]).tags if t.tensor in names)
+            if tags:
+                gains = act(spec, gains, s["factor"], el, tags=tags)
+    return out
+
+
+def _conjugating_gains(spec: GroupSpec) -> set[str]:
+    """The gains G's conjugations act through (``via`` of every :data:`CONJUGATION_KINDS` tag)."""
+    return {t.via for f in spec.factors for t in f.tags if t.how in CONJUGATION_KINDS and t.via}
+
+
+def _gains_of(spec: GroupSpec, blocks: dict[str, Any]) -> dict[str, Any]:
+    """The gains of ``blocks`` (block form) that G's conjugations act through, as parameters :func:`act` moves."""
+    names = _conjugating_gains(spec)
+    return {"layers": [{n: lp[n] for n in names if lp.get(n) is not None} for lp in blocks["layers"]],
+            **{n: blocks[n] for n in names if blocks.get(n) is not None}}
+
+
+def conjugation_kappa(spec: GroupSpec, factor: str, element: Any, params: dict[str, Any]) -> dict[int | None, float]:
+    """The condition number ``factor``'s element brings, by layer (None: the model's tensors), to the tensors it
+    moves by conjugation through a norm gain (``diag(1/g) Q diag(g)``, a residual rotation with unfolded RMSNorm
+    gains): ``cond(Q) spread(g)^2`` with ``spread = max|g| / min|g|``, the bound of ``cond(D^-1 Q D)`` that a gain
+    with one outlier channel reaches; 1 for a monomial ``Q`` (the product stays monomial) and where no tag
+    conjugates. ``params``: what the element acts on (its gains are read).
+
+    Uncounted, a Llama whose ``ln1_w`` has one channel at 1e-3 of the others, moved by a rotation (condition
+    number about 1e6) and written in float32, was "not related" from the moved copy back to itself at the
+    query/key gauge (6.9e-6 against 4.8e-7): the moved copy's rounding, carried back through the conjugation.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> from symtrans.group.numeric import model_blocks
+    >>> w = tiny_decoder("llama"); spec = GroupSpec.from_arch(w.arch)
+    >>> gain = torch.ones(w.arch.d_model, dtype=torch.float64); gain[5] = 1e-3
+    >>> blocks = model_blocks(w); blocks["layers"][0]["ln1_w"] = gain
+    >>> Q = torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64))[0]
+    >>> k = conjugation_kappa(spec, "residual-rotation", {"Q": Q}, blocks)
+    >>> measured = float(torch.linalg.cond(torch.diag(1 / gain) @ Q @ torch.diag(gain)))  # the matrix itself
+    >>> measured <= k[0] < 4 * measured, k[0] > 1e5
+    (True, True)
+    >>> conjugation_kappa(spec, "residual-rotation", {"Q": torch.eye(32, dtype=torch.float64)}, blocks)
+    {}
+    """
+    torch = _torch()
+    f = spec.factor(factor)
+    tags = [t for t in f.tags if t.how in CONJUGATION_KINDS and t.via]
+    if not tags or isinstance(element, list):
+        return {}
+    out: dict[int | None, float] = {}
+    for t in tags:
+        Q = element.get(t.component)
+        if Q is None or element_cond(Q) == 1.0 and _monomial(Q):
+            continue
+        cq = _cond(Q)
+        where = [(l, lp.get(t.via)) for l, lp in enumerate(params.get("layers", []))] if t.scope == "layer" \
+            else [(None, params.get(t.via))]
+        for l, g in where:
+            if g is None:
+                continue
+            a = g.reshape(-1).abs().to(torch.float64)
+            spread = float(a.max() / a.min()) if bool((a > 0).all()) else math.inf
+            out[l] = max(out.get(l, 1.0), cq * spread * spread)
     return out
 
 
