@@ -1236,3 +1236,30 @@ def test_a_rotation_through_a_gain_with_an_outlier_channel_counts_its_condition_
     bad.tensors["W_in"][1][:, 5] *= 2.0
     rel = relate(a, bad)
     assert not rel.related and rel.stop.layer == 1, rel.stop
+
+
+def test_a_residual_map_fitted_on_an_ill_conditioned_word_table_is_undecided_not_refused(tmp_path):
+    """A Llama whose word table has one column at 1e-3 (or 1e-6) of the others: the residual rotation is fitted on
+    that table alone, so B's rounding enters the map amplified by the table's condition number (1.8e3, 1.8e6),
+    which the element's own (a rotation: 1) does not show. B = g . A was "not related": at the query/key gauge
+    (1.6e-6 against 4.8e-7), and at 1e-6 at the word table itself (the fitted map 1.41 off orthogonal). Both
+    are within what that condition number carries: relate cannot decide. The false case (the 1e-3 table): one
+    FFN unit scaled on one side of its activation in layer 1 is still refused there."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "c", "llama")
+    for scale in (1e-6, 1e-3):  # the false case below on the 1e-3 table
+        c = load_model(tmp_path / "c")
+        c.tensors["word"][:, 5] *= scale
+        save_weights(c, tmp_path / "a")
+        a = load_model(tmp_path / "a")
+        spec = GroupSpec.from_arch(a.arch)
+        save_weights(_moved(a, random_element(spec, a.n_layers, 1), spec), tmp_path / "b")
+        for x, y in ((a.source, tmp_path / "b"), (tmp_path / "b", a.source)):
+            with pytest.raises(SymtransError, match=r"embedding table.* condition number [0-9.e+]+, past 100.*"
+                                                    r"cannot decide"):
+                relate(x, y)
+    bad = load_model(tmp_path / "b")
+    bad.tensors["W_in"][1][:, 5] *= 2.0
+    rel = relate(a, bad)
+    assert not rel.related and rel.stop.layer == 1, rel.stop

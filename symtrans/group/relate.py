@@ -659,6 +659,9 @@ class _Solver:
         self.ties: list[str] = []
         self.tied_heads: set[int] = set()  # layers where two heads of A match one of B (:meth:`_match`)
         self.kappa: dict[int | None, float] = {}
+        # the condition number of the embedding table a dense residual map was fitted on: B's rounding enters that
+        # map (and every tensor it moves) amplified by it; the element's own condition number does not show it
+        self.fit_kappa = 1.0
         # the longest sum of products a dense step has applied (per layer; None: the model-wide residual map):
         # its float64 rounding enters every later pivot fit (relation_tolerance's ``length``)
         self.length: dict[int | None, int] = {}
@@ -942,13 +945,18 @@ class _Solver:
         ``kappa``: the one being fitted) has a condition number ``k`` past :data:`KAPPA_MAX` and ``size`` is
         within ``k rounding``, what is unexplained is within what such an element carries of the rounding (a
         rotation conjugating through a gain with an outlier channel): the refusal is then no answer
-        (:attr:`unresolved`: relate cannot decide)."""
+        (:attr:`unresolved`: relate cannot decide). Likewise within :attr:`fit_kappa` times it, past KAPPA_MAX
+        (a residual map fitted on an ill-conditioned embedding table)."""
         k = max(float(kappa), self.layer_kappa(layer))
+        where = "" if layer is None else f"layer {layer}: "
+        left = f"what {factor} leaves at {tensor} ({size:.3g}; rounding {rounding:.3g}) is within what that number " \
+            "carries" if rounding is not None else ""
         if rounding is not None and KAPPA_MAX < k < math.inf and size <= rounding * k:
-            where = "" if layer is None else f"layer {layer}: "
             self.unresolved.append(f"{where}the element needed there has condition number {k:.3g}, past "
-                                   f"{KAPPA_MAX:g}, and what {factor} leaves at {tensor} ({size:.3g}; rounding "
-                                   f"{rounding:.3g}) is within what that number carries")
+                                   f"{KAPPA_MAX:g}, and {left}")
+        elif rounding is not None and KAPPA_MAX < self.fit_kappa < math.inf and size <= rounding * self.fit_kappa:
+            self.unresolved.append(f"{where}the residual map was fitted on an embedding table of condition number "
+                                   f"{self.fit_kappa:.3g}, past {KAPPA_MAX:g}, and {left}")
         raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
 
     def features_breaking(self, f: Factor) -> list[str]:
@@ -1074,19 +1082,27 @@ class _Solver:
         else:  # modulo the all-ones column where centring shifts act (a row-mean shift is itself linear, so
             # the table alone would also fit, with a Q that is not orthogonal); else, or if that fails, the table
             Ac, Bc = centre(A, cmA), centre(B, cmB)
-            X = _lstsq(Ac, Bc)
+            X, sv = _lstsq(Ac, Bc, singular_values=True)
             fit, Q = _fro_diff(Ac @ X, Bc) / nB, X
             if centred:
                 Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
             if fit > tol and centred:
                 Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
-                X = _lstsq(Ar, Br)
+                X, sv = _lstsq(Ar, Br, singular_values=True)
                 fit, Q, centred = _fro_diff(Ar @ X, Br) / nB, X, False
+            # the table's condition number (its singular values on the centred columns: the last is 0 there)
+            live = sv[:-1] if centred else sv
+            self.fit_kappa = float(live[0] / live[-1]) if float(live[-1]) > 0 else math.inf
         gram = Q.T @ Q
         ones = torch.ones(d, 1, dtype=A.dtype)
-        ok = {"monomial": mono is not None,
-              "orthogonal": _fro(gram - torch.eye(d, dtype=A.dtype)) <= 1e3 * tol * d ** 0.5,
-              "fixes-ones": True}
+        off = _fro(gram - torch.eye(d, dtype=A.dtype))
+        ok = {"monomial": mono is not None, "orthogonal": off <= 1e3 * tol * d ** 0.5, "fixes-ones": True}
+        if not ok["orthogonal"] and KAPPA_MAX < self.fit_kappa and off <= 1e3 * tol * d ** 0.5 * self.fit_kappa:
+            # a table too ill-conditioned to fix the map to its rounding: a map off orthogonal by no more than
+            # that carries is no evidence of one G lacks
+            self.unresolved.append(f"the embedding table's condition number {self.fit_kappa:.3g}, past "
+                                   f"{KAPPA_MAX:g}, does not fix the residual map to B's rounding (the map fitted "
+                                   f"on it is {off:.3g} off orthogonal, within what that number carries)")
         if mono is not None:
             ok["fixes-ones"] = bool((signs == signs[0]).all())
         elif centred:  # only Q restricted to 1^perp is seen: it must be an isometry of 1^perp
@@ -2433,7 +2449,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             phases["deferred try"] = first_try
     s.deferred.clear()
     if stop is not None:
-        _raise_if_undecided(residuals)
+        _raise_if_undecided(residuals, s.fit_kappa)
     if stop is not None and stop.layer in s.tied_heads:
         # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
         # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one
@@ -2450,19 +2466,28 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             _timed(phases, "in G", lambda: kept.append(_kept_in_group(spec, A, B, precision, steps, residuals)))
         steps, stop, residuals = kept[0]
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
-            _raise_if_undecided(residuals)
+            _raise_if_undecided(residuals, s.fit_kappa)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases)
 
 
-def _raise_if_undecided(residuals: list[dict[str, Any]]) -> None:
+def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0) -> None:
     """Raise "cannot decide" where every tensor the check failed is within what the element's condition number
     carries (:func:`accepted_tolerance`), that number being past :data:`KAPPA_MAX`: not evidence that B is off
     A's orbit (a head whose value or query block is nearly singular and the canonical form that balances it; a
-    rotation conjugating through a gain with an outlier channel)."""
+    rotation conjugating through a gain with an outlier channel). ``fit_kappa``: the condition number of the
+    table a dense residual map was fitted on (:attr:`_Solver.fit_kappa`), past KAPPA_MAX, likewise."""
     failed = [r for r in residuals if not r["ok"]]
-    if not failed or not all(r["residual"] <= r["undecided_to"] for r in failed):
+    fitted = fit_kappa > KAPPA_MAX
+    if not failed or not all(r["residual"] <= r["undecided_to"]
+                             or (fitted and r["residual"] <= r["tolerance"] * fit_kappa) for r in failed):
         return
+    if fitted and not all(r["residual"] <= r["undecided_to"] for r in failed):
+        worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
+        raise SymtransError(f"relate: the residual map was fitted on an embedding table of condition number "
+                            f"{fit_kappa:.3g}, past {KAPPA_MAX:g}, and every tensor of B is reproduced within what "
+                            f"that number carries ({worst['tensor']}: {worst['residual']:.3g} against "
+                            f"{worst['tolerance']:.3g}): relate cannot decide this pair")
     worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
     raise SymtransError(f"relate: the element found reproduces every tensor of B within what its condition number "
