@@ -1263,3 +1263,28 @@ def test_a_residual_map_fitted_on_an_ill_conditioned_word_table_is_undecided_not
     bad.tensors["W_in"][1][:, 5] *= 2.0
     rel = relate(a, bad)
     assert not rel.related and rel.stop.layer == 1, rel.stop
+
+
+def test_rounding_a_translation_carries_from_a_large_tensor_into_a_small_one_is_undecided(tmp_path):
+    """A GPT-2 whose ln1_w has one channel at 1e-3 of the others: G's attention input hyperplane moves b_V by
+    (beta . 1/gamma) v, 3700 times A's b_V, and B's rounding of it enters b_O through W_O when relate solves
+    the value bias shift (b_O += v W_O, v read from b_V). B = g . A was "not related" at b_O (2.4e-6 against
+    1.9e-6), both ways. That is within the rounding of b_V carried through W_O (``carried_size``): relate
+    cannot decide. The false case: that B with b_O moved by 1% is refused at b_O."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "c", "gpt2")
+    c = load_model(tmp_path / "c")
+    c.tensors["ln1_w"][0][5] *= 1e-3
+    save_weights(c, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(_moved(a, random_element(spec, a.n_layers, 2), spec), tmp_path / "b")
+    for x, y in ((a.source, tmp_path / "b"), (tmp_path / "b", a.source)):
+        with pytest.raises(SymtransError, match=r"b_O at layer 0 differs .* within the rounding of b_V through W_O: "
+                                                r"relate cannot decide"):
+            relate(x, y)
+    bad = load_model(tmp_path / "b")
+    bad.tensors["b_O"][0] *= 1.01
+    rel = relate(a, bad)
+    assert not rel.related and (rel.stop.tensor, rel.stop.layer) == ("b_O", 0), rel.stop

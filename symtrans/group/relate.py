@@ -2181,6 +2181,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     """
     kappa = _element_kappa(steps, len(moved["layers"]), spec=spec, source=source)
     length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
+    carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
     out = []
@@ -2193,15 +2194,81 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         n = int(max(length.get(l, 1.0), length.get(None, 1.0)))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
-        relative_to = "B"
+        relative_to, through = "B", None
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
             na, nb = _norm_any(sources[(name, l)]), _norm_any(target_tensors[(name, l)])
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
+            sides = [x if l is None else x["layers"][l] for x in (target, source)]
+            size, through = carried_size(carried.get(name, []), sides)
+            ref = max(na, nb)
+            if through is not None and ref > 0:  # what the solve carried in: 4 u of Z (x4 headroom) through Y
+                from symtrans.precision import unit_roundoff
+
+                undecided_to = max(undecided_to, 4 * unit_roundoff(precision(through.split()[0], l)) * size / ref)
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "ok": res <= tol, "undecided_to": undecided_to,
-                    "relative_to": relative_to})
+                    "relative_to": relative_to, **({"carried": through} if through is not None else {})})
     return out
+
+
+def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """Per tensor X a translation of ``steps`` moves by the image of a component read from another tensor Z's
+    difference (a ``translate_image`` tag ``X += c Y``, ``c`` read from Z by a ``translate`` tag of the same
+    factor): the pairs ``(Z, Y)``. The rounding of Z enters X through Y however small X is (:func:`carried_size`).
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> spec = GroupSpec.from_arch(tiny_decoder("gpt2").arch)
+    >>> _carried(spec, [{"factor": "value-bias-shift"}])
+    {'b_O': [('b_V', 'W_O')]}
+    """
+    out: dict[str, list[tuple[str, str]]] = {}
+    for st in steps:
+        f = spec.factor(st["factor"])
+        read = {t.component: t.tensor for t in f.tags if t.how == "translate"}
+        for t in f.tags:
+            z = read.get(t.component)
+            if t.how == "translate_image" and t.via and z not in (None, t.tensor) \
+                    and (z, t.via) not in out.setdefault(t.tensor, []):
+                out[t.tensor].append((z, t.via))
+    return out
+
+
+def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> tuple[float, str | None]:
+    """The largest ``|Z|_F |Y|_2`` over the ``(Z, Y)`` pairs (:func:`_carried`), and which (``"Z through Y"``): the
+    rounding of Z, ``u |Z|``, carried into a tensor through Y. ``sides``: the parameters (one layer's or the
+    model's) of A and of B. ``|Z|`` is the larger side's (the rounding is the stored values'), ``|Y|_2`` (the
+    largest singular value; per-head blocks: the root sum of their squares) the smaller side's: the solve
+    transfers before G's later factors move Y, and the larger side's Y carries those moves (the centring shift's
+    all-ones rows, which the transfer's error does not reach past that shift). B's ``b_V``, 3700 times A's where
+    G's input hyperplane moved it through a LayerNorm gain channel at 1e-3, put 2.4e-6 of rounding into ``b_O``
+    through ``W_O`` (a tolerance of 1.9e-6); from that B back to A, A's did.
+
+    Examples
+    --------
+    >>> import torch
+    >>> a = {"b_V": [torch.tensor([3.0, 4.0])], "W_O": [torch.diag(torch.tensor([2.0, 1.0]))]}
+    >>> b = {"b_V": [torch.tensor([0.6, 0.8])], "W_O": [torch.diag(torch.tensor([20.0, 1.0]))]}
+    >>> carried_size([("b_V", "W_O")], [a, b])  # |b_V| = 5 (A's), |W_O|_2 = 2 (A's)
+    (10.0, 'b_V through W_O')
+    """
+    torch = _torch()
+    best, which = 0.0, None
+    for z, via in pairs:
+        Zs = [_norm_any(p[z]) for p in sides if p.get(z) is not None]
+        Ys = [p[via] for p in sides if p.get(via) is not None]
+        if not Zs or not Ys:
+            continue
+        two = []
+        for Y in Ys:
+            Y = torch.stack(list(Y)) if isinstance(Y, (list, tuple)) else Y
+            two.append(float(torch.linalg.matrix_norm(Y.to(torch.float64), ord=2).square().sum().sqrt()))
+        size = max(Zs) * min(two)
+        if size > best:
+            best, which = size, f"{z} through {via}"
+    return best, which
 
 
 def _last_factor(spec: GroupSpec, steps: list[dict[str, Any]], tensor: str) -> str:
@@ -2490,6 +2557,11 @@ def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0)
                             f"{worst['tolerance']:.3g}): relate cannot decide this pair")
     worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
+    if worst["kappa"] <= KAPPA_MAX:  # within what the solve carried into it from another tensor
+        raise SymtransError(f"relate: the element found reproduces every tensor of B within the rounding its solve "
+                            f"carries in: {worst['tensor']}{where} differs by {worst['residual']:.3g}, more than its "
+                            f"tolerance {worst['tolerance']:.3g} but within the rounding of "
+                            f"{worst.get('carried', 'the tensors')}: relate cannot decide this pair")
     raise SymtransError(f"relate: the element found reproduces every tensor of B within what its condition number "
                         f"carries, but that number, {worst['kappa']:.3g}{where}, exceeds {KAPPA_MAX:g}, beyond which "
                         f"an element buys no slack, and {worst['tensor']} differs by {worst['residual']:.3g}, more "
