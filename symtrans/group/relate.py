@@ -2254,6 +2254,8 @@ def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> t
     >>> carried_size([("b_V", "W_O")], [a, b])  # |b_V| = 5 (A's), |W_O|_2 = 2 (A's)
     (10.0, 'b_V through W_O')
     """
+    from symtrans.numeric.weights import all_finite
+
     torch = _torch()
     best, which = 0.0, None
     for z, via in pairs:
@@ -2264,7 +2266,9 @@ def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> t
         two = []
         for Y in Ys:
             Y = torch.stack(list(Y)) if isinstance(Y, (list, tuple)) else Y
-            two.append(float(torch.linalg.matrix_norm(Y.to(torch.float64), ord=2).square().sum().sqrt()))
+            # a non-finite Y bounds nothing (and LAPACK would print its own error on stderr): no size
+            two.append(float(torch.linalg.matrix_norm(Y.to(torch.float64), ord=2).square().sum().sqrt())
+                       if all_finite(Y) else math.inf)
         size = max(Zs) * min(two)
         if size > best:
             best, which = size, f"{z} through {via}"
