@@ -2862,8 +2862,8 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
         if isinstance(el, list):
             for l, e in enumerate(el):
                 k = max([cond(v) for v in e.values() if not isinstance(v, list)]
-                        + [cond(m) for v in e.values() if isinstance(v, list) for m in v if hasattr(m, "shape")]
-                        + [1.0])
+                        + [_largest([m for m in v if hasattr(m, "shape")], cond) for v in e.values()
+                           if isinstance(v, list)] + [1.0])
                 out[l] = max(out.get(l, 1.0), k)
         else:
             k = max([cond(v) for v in el.values() if not isinstance(v, list)] + [1.0])
@@ -2875,6 +2875,40 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
             if tags:
                 gains = act(spec, gains, s["factor"], el, tags=tags)
     return out
+
+
+def _largest(mats: list[Any], measure: Any) -> float:
+    """``max(measure(m) for m in mats)`` (at least 1): :func:`element_cond` or :func:`element_length` of a list of
+    per-head components at once where they are dense squares of one shape (one batched SVD for a layer's gauges,
+    not one per head), else one by one.
+
+    Examples
+    --------
+    >>> import torch
+    >>> mats = [torch.eye(3, dtype=torch.float64), torch.tensor([[2.0, 1.0, 0], [0, 1, 0], [0, 0, 1]]).double()]
+    >>> _largest(mats, element_cond) == max(element_cond(m) for m in mats), _largest(mats, element_length)
+    (True, 3.0)
+    """
+    from symtrans.group.numeric import MonomialMatrix
+
+    torch = _torch()
+    dense = [m for m in mats if not isinstance(m, MonomialMatrix) and _square(m)]
+    rest = [m for m in mats if not any(m is x for x in dense)]
+    out = max([measure(m) for m in rest] + [1.0])
+    if len(dense) < 2 or measure not in (element_cond, element_length) \
+            or any(m.shape != dense[0].shape or m.dtype != dense[0].dtype for m in dense):
+        return max([out] + [measure(m) for m in dense])
+    X = torch.stack(dense)
+    nz = X != 0
+    mono = (nz.sum(1) == 1).all(-1) & (nz.sum(2) == 1).all(-1)  # :func:`_monomial`, each at once
+    if bool(mono.all()):
+        return out
+    if measure is element_length:
+        return max(out, float(X.shape[-1]))
+    sv = torch.linalg.svdvals(X[~mono])  # descending: :func:`_cond` of each
+    lo, hi = sv[:, -1], sv[:, 0]
+    conds = torch.where(lo > 0, hi / torch.where(lo > 0, lo, 1), torch.full_like(hi, math.inf))
+    return max(out, float(conds.max()))
 
 
 def _conjugating_gains(spec: GroupSpec) -> set[str]:
