@@ -64,6 +64,20 @@ def _related_on_disk(a: Any, b: Any, tmp: Path) -> tuple[Any, Path]:
     return rel, write_relation(rel, tmp / "g.json")
 
 
+def _edited(family: str, plant: Any, tmp: Path, seed: int | None = 1) -> tuple[Any, GroupSpec]:
+    """A random ``family`` checkpoint edited by ``plant(tensors)``, written in float32 and read back: (A, its G);
+    with ``seed``, B = g . A for that random element of G written to ``tmp / "b"`` (rounded once to float32)."""
+    random_checkpoint(tmp / "c", family)
+    c = load_model(tmp / "c")
+    plant(c.tensors)
+    save_weights(c, tmp / "a")
+    a = load_model(tmp / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    if seed is not None:
+        save_weights(_moved(a, random_element(spec, a.n_layers, seed), spec), tmp / "b")
+    return a, spec
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_relate_finds_a_random_element_of_g_and_verify_rechecks_it(tiny, case, seed, tmp_path):
@@ -1193,13 +1207,11 @@ def test_a_gemma_gain_near_zero_is_read_from_its_rows_not_its_coarse_stored_form
     it moves: B = g . A was "not related" at vo-gauge, W_V (2.4e-6 against 4.8e-7), both ways. Such a channel is
     now read from the rows it scales. The false case: B's gain there doubled (the function changes) is refused
     at that gain."""
-    random_checkpoint(tmp_path / "c", "gemma3")
-    c = load_model(tmp_path / "c")
-    c.tensors["ln1_w"][0][5] *= 1e-3
-    c.tensors["ln2_w"][1][7] *= 1e-6
-    save_weights(c, tmp_path / "a")
-    a = load_model(tmp_path / "a")
-    spec = GroupSpec.from_arch(a.arch)
+    def plant(t: Any) -> None:
+        t["ln1_w"][0][5] *= 1e-3
+        t["ln2_w"][1][7] *= 1e-6
+
+    a, spec = _edited("gemma3", plant, tmp_path, seed=None)
     for seed in (1, 2):
         b = _moved(a, random_element(spec, a.n_layers, seed), spec)
         _related_on_disk(a, b, tmp_path)
@@ -1221,12 +1233,7 @@ def test_a_rotation_through_a_gain_with_an_outlier_channel_counts_its_condition_
     other layer (whose gains are not spread) is still refused there."""
     from symtrans.errors import SymtransError
 
-    random_checkpoint(tmp_path / "c", "llama")
-    c = load_model(tmp_path / "c")
-    c.tensors["ln1_w"][0][5] *= 1e-3
-    save_weights(c, tmp_path / "a")
-    a = load_model(tmp_path / "a")
-    spec = GroupSpec.from_arch(a.arch)
+    a, spec = _edited("llama", lambda t: t["ln1_w"][0][5].mul_(1e-3), tmp_path, seed=None)
     b = _moved(a, random_element(spec, a.n_layers, 1), spec)
     rel, path = _related_on_disk(a, b, tmp_path)
     kappa = {r["layer"]: r["kappa"] for r in rel.residuals}
@@ -1250,14 +1257,8 @@ def test_a_residual_map_fitted_on_an_ill_conditioned_word_table_is_undecided_not
     FFN unit scaled on one side of its activation in layer 1 is still refused there."""
     from symtrans.errors import SymtransError
 
-    random_checkpoint(tmp_path / "c", "llama")
     for scale in (1e-6, 1e-3):  # the false case below on the 1e-3 table
-        c = load_model(tmp_path / "c")
-        c.tensors["word"][:, 5] *= scale
-        save_weights(c, tmp_path / "a")
-        a = load_model(tmp_path / "a")
-        spec = GroupSpec.from_arch(a.arch)
-        save_weights(_moved(a, random_element(spec, a.n_layers, 1), spec), tmp_path / "b")
+        a, _ = _edited("llama", lambda t, scale=scale: t["word"][:, 5].mul_(scale), tmp_path)
         for x, y in ((a.source, tmp_path / "b"), (tmp_path / "b", a.source)):
             with pytest.raises(SymtransError, match=r"embedding table.* condition number [0-9.e+]+, past 100.*"
                                                     r"cannot decide"):
@@ -1276,13 +1277,7 @@ def test_rounding_a_translation_carries_from_a_large_tensor_into_a_small_one_is_
     cannot decide. The false case: that B with b_O moved by 1% is refused at b_O."""
     from symtrans.errors import SymtransError
 
-    random_checkpoint(tmp_path / "c", "gpt2")
-    c = load_model(tmp_path / "c")
-    c.tensors["ln1_w"][0][5] *= 1e-3
-    save_weights(c, tmp_path / "a")
-    a = load_model(tmp_path / "a")
-    spec = GroupSpec.from_arch(a.arch)
-    save_weights(_moved(a, random_element(spec, a.n_layers, 2), spec), tmp_path / "b")
+    a, _ = _edited("gpt2", lambda t: t["ln1_w"][0][5].mul_(1e-3), tmp_path, seed=2)
     for x, y in ((a.source, tmp_path / "b"), (tmp_path / "b", a.source)):
         with pytest.raises(SymtransError, match=r"b_O at layer 0 differs .* within the rounding of b_V through W_O: "
                                                 r"relate cannot decide"):
