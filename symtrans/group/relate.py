@@ -1086,10 +1086,12 @@ class _Solver:
             fit, Q = _fro_diff(Ac @ X, Bc) / nB, X
             if centred:
                 Q = X + torch.full((d, d), 1.0 / d, dtype=A.dtype)
-            if fit > tol and centred:
+            if fit > tol and centred:  # the fit that explains more is kept (and so reported where it fails)
                 Ar, Br = (A - A.mean(0, keepdim=True), B - B.mean(0, keepdim=True)) if rows else (A, B)
-                X, sv = _lstsq(Ar, Br, singular_values=True)
-                fit, Q, centred = _fro_diff(Ar @ X, Br) / nB, X, False
+                X2, sv2 = _lstsq(Ar, Br, singular_values=True)
+                fit2 = _fro_diff(Ar @ X2, Br) / nB
+                if fit2 < fit:
+                    X, sv, fit, Q, centred = X2, sv2, fit2, X2, False
             # the table's condition number (its singular values on the centred columns: the last is 0 there)
             live = sv[:-1] if centred else sv
             self.fit_kappa = float(live[0] / live[-1]) if float(live[-1]) > 0 else math.inf
