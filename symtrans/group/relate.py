@@ -2181,6 +2181,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
+    from symtrans.precision import unit_roundoff
+
     kappa = _element_kappa(steps, len(moved["layers"]), spec=spec, source=source)
     length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     carried = _carried(spec, steps)
@@ -2202,12 +2204,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
             sides = [x if l is None else x["layers"][l] for x in (target, source)]
-            size, through = carried_size(carried.get(name, []), sides)
+            size, pair = carried_size(carried.get(name, []), sides)
             ref = max(na, nb)
-            if through is not None and ref > 0:  # what the solve carried in: 4 u of Z (x4 headroom) through Y
-                from symtrans.precision import unit_roundoff
-
-                undecided_to = max(undecided_to, 4 * unit_roundoff(precision(through.split()[0], l)) * size / ref)
+            if pair is not None and ref > 0:  # what the solve carried in: 4 u of Z (x4 headroom) through Y
+                through = f"{pair[0]} through {pair[1]}"
+                undecided_to = max(undecided_to, 4 * unit_roundoff(precision(pair[0], l)) * size / ref)
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "ok": res <= tol, "undecided_to": undecided_to,
                     "relative_to": relative_to, **({"carried": through} if through is not None else {})})
@@ -2238,8 +2239,9 @@ def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tup
     return out
 
 
-def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> tuple[float, str | None]:
-    """The largest ``|Z|_F |Y|_2`` over the ``(Z, Y)`` pairs (:func:`_carried`), and which (``"Z through Y"``): the
+def carried_size(pairs: list[tuple[str, str]],
+                 sides: list[dict[str, Any]]) -> tuple[float, tuple[str, str] | None]:
+    """The largest ``|Z|_F |Y|_2`` over the ``(Z, Y)`` pairs (:func:`_carried`), and which pair: the
     rounding of Z, ``u |Z|``, carried into a tensor through Y. ``sides``: the parameters (one layer's or the
     model's) of A and of B. ``|Z|`` is the larger side's (the rounding is the stored values'), ``|Y|_2`` (the
     largest singular value; per-head blocks: the root sum of their squares) the smaller side's: the solve
@@ -2254,7 +2256,7 @@ def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> t
     >>> a = {"b_V": [torch.tensor([3.0, 4.0])], "W_O": [torch.diag(torch.tensor([2.0, 1.0]))]}
     >>> b = {"b_V": [torch.tensor([0.6, 0.8])], "W_O": [torch.diag(torch.tensor([20.0, 1.0]))]}
     >>> carried_size([("b_V", "W_O")], [a, b])  # |b_V| = 5 (A's), |W_O|_2 = 2 (A's)
-    (10.0, 'b_V through W_O')
+    (10.0, ('b_V', 'W_O'))
     """
     from symtrans.numeric.weights import all_finite
 
@@ -2273,7 +2275,7 @@ def carried_size(pairs: list[tuple[str, str]], sides: list[dict[str, Any]]) -> t
                        if all_finite(Y) else math.inf)
         size = max(Zs) * min(two)
         if size > best:
-            best, which = size, f"{z} through {via}"
+            best, which = size, (z, via)
     return best, which
 
 
@@ -2551,17 +2553,19 @@ def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0)
     rotation conjugating through a gain with an outlier channel). ``fit_kappa``: the condition number of the
     table a dense residual map was fitted on (:attr:`_Solver.fit_kappa`), past KAPPA_MAX, likewise."""
     failed = [r for r in residuals if not r["ok"]]
-    fitted = fit_kappa > KAPPA_MAX
-    if not failed or not all(r["residual"] <= r["undecided_to"]
-                             or (fitted and r["residual"] <= r["tolerance"] * fit_kappa) for r in failed):
+    if not failed:
         return
-    if fitted and not all(r["residual"] <= r["undecided_to"] for r in failed):
-        worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
+    by_kappa = all(r["residual"] <= r["undecided_to"] for r in failed)
+    by_fit = fit_kappa > KAPPA_MAX and all(r["residual"] <= max(r["undecided_to"], r["tolerance"] * fit_kappa)
+                                           for r in failed)
+    if not (by_kappa or by_fit):
+        return
+    worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
+    if not by_kappa:
         raise SymtransError(f"relate: the residual map was fitted on an embedding table of condition number "
                             f"{fit_kappa:.3g}, past {KAPPA_MAX:g}, and every tensor of B is reproduced within what "
                             f"that number carries ({worst['tensor']}: {worst['residual']:.3g} against "
                             f"{worst['tolerance']:.3g}): relate cannot decide this pair")
-    worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
     if worst["kappa"] <= KAPPA_MAX:  # within what the solve carried into it from another tensor
         raise SymtransError(f"relate: the element found reproduces every tensor of B within the rounding its solve "
@@ -2894,8 +2898,9 @@ def _largest(mats: list[Any], measure: Any) -> float:
     from symtrans.group.numeric import MonomialMatrix
 
     torch = _torch()
-    dense = [m for m in mats if not isinstance(m, MonomialMatrix) and _square(m)]
-    rest = [m for m in mats if not any(m is x for x in dense)]
+    dense, rest = [], []
+    for m in mats:
+        (rest if isinstance(m, MonomialMatrix) or not _square(m) else dense).append(m)
     out = max([measure(m) for m in rest] + [1.0])
     if len(dense) < 2 or measure not in (element_cond, element_length) \
             or any(m.shape != dense[0].shape or m.dtype != dense[0].dtype for m in dense):
@@ -2954,17 +2959,21 @@ def conjugation_kappa(spec: GroupSpec, factor: str, element: Any, params: dict[s
     """
     torch = _torch()
     f = spec.factor(factor)
-    tags = [t for t in f.tags if t.how in CONJUGATION_KINDS and t.via]
-    if not tags or isinstance(element, list):
+    # one (component, gain, scope) per conjugation: the rotation conjugates W_Q, W_K and W_V through one gain
+    through = {(t.component, t.via, t.scope) for t in f.tags if t.how in CONJUGATION_KINDS and t.via}
+    if not through or isinstance(element, list):
         return {}
+    conds: dict[str, float | None] = {}  # cond(Q) once per component (an SVD of d_model x d_model)
     out: dict[int | None, float] = {}
-    for t in tags:
-        Q = element.get(t.component)
-        if Q is None or element_cond(Q) == 1.0 and _monomial(Q):
+    for component, via, scope in through:
+        if component not in conds:
+            Q = element.get(component)
+            conds[component] = None if Q is None or _monomial(Q) else _cond(Q)
+        cq = conds[component]
+        if cq is None:
             continue
-        cq = _cond(Q)
-        where = [(l, lp.get(t.via)) for l, lp in enumerate(params.get("layers", []))] if t.scope == "layer" \
-            else [(None, params.get(t.via))]
+        where = [(l, lp.get(via)) for l, lp in enumerate(params.get("layers", []))] if scope == "layer" \
+            else [(None, params.get(via))]
         for l, g in where:
             if g is None:
                 continue
