@@ -2181,8 +2181,6 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
-    from symtrans.precision import unit_roundoff
-
     kappa = _element_kappa(steps, len(moved["layers"]), spec=spec, source=source)
     length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     carried = _carried(spec, steps)
@@ -2206,9 +2204,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             sides = [x if l is None else x["layers"][l] for x in (target, source)]
             size, pair = carried_size(carried.get(name, []), sides)
             ref = max(na, nb)
-            if pair is not None and ref > 0:  # what the solve carried in: 4 u of Z (x4 headroom) through Y
+            if pair is not None and ref > 0:  # what the solve carried in: Z's rounding through Y, with the
+                # tolerance's own headroom on stored rounding (kappa 0: no element amplifies it, Z is only read)
                 through = f"{pair[0]} through {pair[1]}"
-                undecided_to = max(undecided_to, 4 * unit_roundoff(precision(pair[0], l)) * size / ref)
+                undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "ok": res <= tol, "undecided_to": undecided_to,
                     "relative_to": relative_to, **({"carried": through} if through is not None else {})})
