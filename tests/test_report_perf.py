@@ -8,6 +8,7 @@ import torch
 
 from symtrans.producers import common
 from symtrans.context import Context
+from symtrans.precision import EPS64
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="device None means CUDA here")
@@ -52,7 +53,7 @@ def test_flop_share_and_jacobian_checks_import_neither_transformers_nor_dynamo()
 #: the rows stacked with it, so batched and one-at-a-time states and einsum agree bit for bit; on an AMD EPYC it
 #: blocks by the whole product's shape, and they differ at rounding level (measured: at most 6.8e-16 of the
 #: largest entry, about 3 eps). 64 eps leaves 20x; every false case below moves by 3e-9 or more.
-SAME_SUMS = 64 * 2.0**-52
+SAME_SUMS = 64 * EPS64
 
 
 def _same_sums(a, b) -> bool:  # noqa: ANN001
