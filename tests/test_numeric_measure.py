@@ -294,3 +294,43 @@ def test_head_subspaces_certificate_and_svd_routes_agree(trace):
     assert rec.dim_sum.rank == numerical_rank(bases).rank
     if "Cholesky" in rec.dim_sum.precision:
         assert rec.dim_sum.rank == sum(rec.dim_R)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.sampled_from([(), (3,), (2, 1)]), m=st.integers(1, 9), k=st.integers(1, 9), n=st.integers(1, 9),
+       dtype=st.sampled_from([torch.float64, torch.float32]), seed=st.integers(0, 2 ** 16),
+       transpose=st.booleans())
+def test_matmul_routed_through_numpy_is_the_product(batch, m, k, n, dtype, seed, transpose):
+    """symtrans.numeric.linalg.matmul (NumPy's BLAS for CPU float blocks) gives ``a @ b``: same shape and dtype,
+    every entry within the bound of one k-term dot product (gamma_k sum |a||b|), strided inputs included; the
+    bound is checked against an exact (float64 of exact products of the float32 inputs, or math.fsum) reference."""
+    from symtrans.numeric.linalg import matmul
+    from symtrans.precision import unit_roundoff
+
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*batch, k, m, generator=g, dtype=dtype).mT if transpose else \
+        torch.randn(*batch, m, k, generator=g, dtype=dtype)
+    b = torch.randn(k, n, generator=g, dtype=dtype)
+    c = matmul(a, b)
+    assert c.shape == (a @ b).shape and c.dtype == dtype
+    A, B = a.to(torch.float64).numpy(), b.to(torch.float64).numpy()
+    exact = np.array([math.fsum(A[idx][i, j] * B[j, l] for j in range(k))
+                      for idx in np.ndindex(*batch) for i in range(m) for l in range(n)]).reshape(c.shape)
+    bound = (np.abs(A) @ np.abs(B)) * k * unit_roundoff(dtype) * 1.01 + 1e-300
+    assert (np.abs(c.numpy().astype(np.float64) - exact) <= bound).all()
+
+
+def test_matmul_leaves_what_it_does_not_route_to_the_operator():
+    """An outer product (inner dimension 1), a tensor that needs a gradient, a bfloat16 block and a SymPy matrix
+    are multiplied by ``@`` (the gradient kept; SymPy exact)."""
+    import sympy as sp
+
+    from symtrans.numeric.linalg import matmul
+
+    u, v = torch.ones(3, 1, dtype=torch.float64), torch.ones(1, 4, dtype=torch.float64)
+    assert matmul(u, v).shape == (3, 4)
+    w = torch.ones(2, 2, dtype=torch.float64, requires_grad=True)
+    assert matmul(w, w).requires_grad
+    h = torch.ones(2, 2, dtype=torch.bfloat16)
+    assert matmul(h, h).dtype == torch.bfloat16
+    assert matmul(sp.Matrix([[1, 2]]), sp.Matrix([[3], [sp.Rational(1, 2)]])) == sp.Matrix([[4]])

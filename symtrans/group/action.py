@@ -53,6 +53,7 @@ from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
 from symtrans.catalogue.spec import GroupSpec
 from symtrans.errors import SymtransError
 from symtrans.group.elements import elements_of
+from symtrans.numeric.linalg import matmul
 
 __all__ = ["act", "Action", "ACTIONS"]
 
@@ -144,10 +145,10 @@ def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
         if tag.side == "right":
             if bax != 1:
                 raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
-            return block @ R
+            return matmul(block, R)
         if bax != 0:
             raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
-        return R @ block
+        return matmul(R, block)
 
     return apply
 

@@ -44,6 +44,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.group.elements import equal_pairs, in_group, pair_signed_rms, translation_order, with_role
 from symtrans.group.spec import GroupSpec
+from symtrans.numeric.linalg import matmul
 
 __all__ = ["Canonical", "canonical", "orbit_distance"]
 
@@ -268,8 +269,8 @@ class _Canon:
         for l in range(s.L):
             lp = self.cur["layers"][l]
             H = len(lp["W_Q"])
-            vo = [float(torch.linalg.norm(lp["W_V"][h // self.group] @ lp["W_O"][h])) for h in range(H)]
-            qk = [float(torch.linalg.norm(lp["W_Q"][h] @ lp["W_K"][h // self.group].T)) for h in range(H)]
+            vo = [float(torch.linalg.norm(matmul(lp["W_V"][h // self.group], lp["W_O"][h]))) for h in range(H)]
+            qk = [float(torch.linalg.norm(matmul(lp["W_Q"][h], lp["W_K"][h // self.group].T))) for h in range(H)]
             top = max(max(vo), 1e-300)
             space = None
             if len(self._runs(list(range(H)), vo, top)) < H:
@@ -426,8 +427,8 @@ class _Canon:
                 A, B = (_gauge_stack(lp, t, kv) for t in (left, right))
                 Qa, Ra = torch.linalg.qr(A)
                 Qb, Rb = torch.linalg.qr(B)
-                Uc, S, _ = torch.linalg.svd(Ra @ Rb.mT)
-                U = Qa @ Uc
+                Uc, S, _ = torch.linalg.svd(matmul(Ra, Rb.mT))
+                U = matmul(Qa, Uc)
                 lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
                 sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
                 Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)

@@ -67,6 +67,7 @@ from typing import Any
 from symtrans.errors import SymtransError
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
+from symtrans.numeric.linalg import matmul
 from symtrans.precision import EPS64
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
@@ -804,8 +805,8 @@ class _Solver:
             return hit[1]
         R = self.sketch(Q3.shape[1], Q3.dtype)
         kv = torch.arange(Q3.shape[0]) // self.group
-        qk = Q3 @ (K3.transpose(1, 2) @ R)[kv]  # W_Q^h (W_K^(kv h)T R)
-        vo = V3[kv] @ (O3 @ R)  # W_V^(kv h) (W_O^h R)
+        qk = matmul(Q3, matmul(K3.transpose(1, 2), R)[kv])  # W_Q^h (W_K^(kv h)T R)
+        vo = matmul(V3[kv], matmul(O3, R))  # W_V^(kv h) (W_O^h R)
         self._invariants[key] = ((Q3, K3, V3, O3), (qk, vo))
         return qk, vo
 
@@ -1162,8 +1163,8 @@ class _Solver:
         # invariant unless a hidden-unit scaling moves W_out without W_in (a gate's scaling moves W_gate)
         if all(any(t.tensor == "W_in" for t in x.tags)
                for x in with_role(self.spec, "hidden-scaling", self.present.values())):
-            out[ffn_name] = self.invariant("W_in", lp["W_in"], l, params) @ (
-                self.invariant("W_out", lp["W_out"], l, params) @ R)
+            out[ffn_name] = matmul(self.invariant("W_in", lp["W_in"], l, params),
+                                   matmul(self.invariant("W_out", lp["W_out"], l, params), R))
         return out
 
     def fit_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
@@ -1369,7 +1370,7 @@ class _Solver:
                 self._sketches[key] = torch.randn(KA.shape[1], 64, generator=torch.Generator().manual_seed(0),
                                                   dtype=KA.dtype) / 8.0
             R = self._sketches[key]
-            D = torch.cdist(KB @ R, KA @ R)
+            D = torch.cdist(matmul(KB, R), matmul(KA, R))
         else:
             D = torch.cdist(KB, KA)
         near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
@@ -1420,7 +1421,7 @@ class _Solver:
         True
         """
         R = self._window_dirs(KA.shape[1], KA.dtype)
-        return self._window((KA @ R).T.contiguous(), (KB @ R).T.contiguous(), radius)
+        return self._window(matmul(KA, R).T.contiguous(), matmul(KB, R).T.contiguous(), radius)
 
     def _window_dirs(self, d: int, dtype: Any) -> Any:
         """The 8 fixed unit directions (d x 8, seed 2) of :meth:`_match_window`."""
@@ -1632,14 +1633,14 @@ class _Solver:
                  if g is not None]
         if hyper:
             x = self.invariant("W_out", out, l, params)
-            po, so = x @ Ro, (x * x).sum(1)
+            po, so = matmul(x, Ro), (x * x).sum(1)
         elif self.tags_on("W_out", "translate_ones"):  # each row less its mean: (x C) R = x (C R), |x C|^2 = |x|^2 - d m^2
             d = out.shape[1]
-            M = out @ torch.cat([Ro - Ro.mean(0, keepdim=True), torch.full((d, 1), 1.0 / d, dtype=out.dtype)], 1)
+            M = matmul(out, torch.cat([Ro - Ro.mean(0, keepdim=True), torch.full((d, 1), 1.0 / d, dtype=out.dtype)], 1))
             po, m = M[:, :-1], M[:, -1]
             so = (torch.linalg.vector_norm(out, dim=1).square_() - d * m * m).clamp_min(0)
         else:
-            po, so = out @ Ro, torch.linalg.vector_norm(out, dim=1).square_()
+            po, so = matmul(out, Ro), torch.linalg.vector_norm(out, dim=1).square_()
         out_sign = torch.where(po.gather(1, po.abs().argmax(1, keepdim=True))[:, 0] < 0, -1.0, 1.0).to(po.dtype)
         i = 0
         for name, dim in zip(ins, dims):
@@ -1652,18 +1653,18 @@ class _Solver:
                 if gains:  # R^T (w - u c / |u|^2) with c = u^T w: one product with [R u], no projected copy
                     u = (1 / gains[0]).reshape(-1, 1)
                     uu = float((u * u).sum())
-                    M = torch.cat([Ri, u], 1).T @ w
+                    M = matmul(torch.cat([Ri, u], 1).T, w)
                     c = M[-1]
                     p = M[:-1] - (Ri.T @ u) * (c / uu)
                 else:
-                    p = Ri.T @ w
+                    p = matmul(Ri.T, w)
                 raw = (w * w).sum(0)  # the columns' squared norms (vector_norm(dim=0) on rows: 4-6x slower)
                 sq = raw - c * c / uu if gains else raw
                 if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
                     p = sq = None  # the cancellation could cost digits the match needs: formed below
             if p is None:
                 x = self.invariant(name, w, l, params)
-                p = Ri.T @ x
+                p = matmul(Ri.T, x)
                 sq = (x * x).sum(0)
                 if raw is None:  # the projected block was formed at once: the columns' own norms read here
                     raw = (w * w).sum(0)
@@ -1849,7 +1850,7 @@ class _Solver:
                 # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
                 raw = torch.maximum(self._group_norms(self.tgt, pivot.tensor, l, per_kv),
                                     self._group_norms(self.cur, pivot.tensor, l, per_kv))
-                fits = ((A @ Ms - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
+                fits = ((matmul(A, Ms) - B).reshape(per_kv, -1).norm(dim=1) / raw).tolist()
                 tol = self.u_pivot(pivot.tensor, l, A.shape[-1])  # a dense d_k x d_k element
                 if max(fits) > tol:  # both pivots 0 up to their rounding: the pivot asks nothing of the element
                     # (solved on the inverse side, :meth:`gauge_from_inverse`)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
 __all__ = ["RankRecord", "numerical_rank", "numerical_ranks", "affine_rank", "default_rtol",
@@ -95,6 +96,38 @@ def gram_matrix(M: Any) -> Any:
         return M @ M.mT
     a = M.detach().contiguous().numpy()
     return torch.from_numpy(a @ a.T)
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` (batched as ``@`` broadcasts), CPU float blocks through NumPy's BLAS: the same product, faster on
+    the small and skinny blocks of the group solves.
+
+    torch's CPU build calls MKL, which on the AMD EPYC hosts this project runs on multiplies float64 stacks of
+    384 x 32 blocks by 32 x 32 ones, or a 1536 x 384 block by 384 x 9, 1.3-2.5x slower than NumPy's OpenBLAS,
+    and large products no faster (``benchmarks/bench_matmul.py``; float32 about even but for skinny products). Every entry is still one dot
+    product in the inputs' dtype (its error bound holds for any summation order). An inner dimension of 1 (an
+    outer product, which NumPy does not hand to BLAS), other devices and dtypes, tensors that need a gradient
+    and anything that is not a torch tensor (a SymPy matrix, a monomial matrix) use ``@``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> a = torch.randn(3, 7, 5, dtype=torch.float64, generator=g)
+    >>> b = torch.randn(5, 2, dtype=torch.float64, generator=g)
+    >>> c = matmul(a, b)
+    >>> c.shape, float((c - a @ b).abs().max()) < 1e-14
+    (torch.Size([3, 7, 2]), True)
+    """
+    torch = sys.modules.get("torch")  # not imported: no tensor to route (a SymPy product imports no torch)
+    if torch is None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) \
+            or a.device.type != "cpu" or b.device.type != "cpu" or a.dtype != b.dtype \
+            or a.dtype not in (torch.float64, torch.float32) or a.shape[-1] < 2 or a.ndim < 2 or b.ndim < 2 \
+            or a.requires_grad or b.requires_grad:
+        return a @ b
+    import numpy as np
+
+    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
 
 
 def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: float | None = None,
