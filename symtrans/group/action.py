@@ -53,7 +53,6 @@ from symtrans.catalogue.model import ACTION_TEXT, AxisTag, Factor, _axes
 from symtrans.catalogue.spec import GroupSpec
 from symtrans.errors import SymtransError
 from symtrans.group.elements import elements_of
-from symtrans.numeric.linalg import matmul
 
 __all__ = ["act", "Action", "ACTIONS"]
 
@@ -135,6 +134,16 @@ class Action:
     apply: Callable[..., Any]
 
 
+def _product(a: Any, b: Any) -> Any:
+    """``a @ b``: SymPy's exact product, a tensor product through :func:`symtrans.numeric.linalg.matmul` (imported
+    only then: a symbolic query loads no numeric engine)."""
+    if _is_sympy(a) or _is_sympy(b):
+        return a @ b
+    from symtrans.numeric.linalg import matmul
+
+    return matmul(a, b)
+
+
 def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
     """A linear action on the side the tag names: by the element, its inverse or its inverse transpose."""
     def apply(block: Any, tag: AxisTag, g: Any, inverse: Any, original: Any, which: Any, head: Any) -> Any:
@@ -145,10 +154,10 @@ def _linear(transpose: bool, use_inverse: bool) -> Callable[..., Any]:
         if tag.side == "right":
             if bax != 1:
                 raise SymtransError(f"tag {tag.describe()}: a right action needs the column axis")
-            return matmul(block, R)
+            return _product(block, R)
         if bax != 0:
             raise SymtransError(f"tag {tag.describe()}: a left action needs the row axis")
-        return matmul(R, block)
+        return _product(R, block)
 
     return apply
 
