@@ -376,6 +376,11 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
     return out
 
 
+#: the tensors a between-layer factor's ``next`` tags read from the layer before the boundary (its closing norm;
+#: the embedding norm before layer 0), every other tensor from the layer after it
+BOUNDARY_NORM = ("ln2_w", "ln2_b")
+
+
 def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list[Any],
                tags: tuple[AxisTag, ...]) -> dict[str, Any]:
     """A between-layer factor: one element per boundary (L - 1, or L with the embedding norm first)."""
@@ -392,7 +397,7 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
     for k, el in enumerate(element):
         nxt = first + k
         if nxt == 0:  # the embedding norm plays LN2 of the layer before
-            prev_orig = {"ln2_w": params.get("emb_ln_w"), "ln2_b": params.get("emb_ln_b")}
+            prev_orig = dict(zip(BOUNDARY_NORM, (params.get("emb_ln_w"), params.get("emb_ln_b"))))
         else:
             prev_orig = params["layers"][nxt - 1]
         next_orig = dict(layers[nxt])
@@ -405,7 +410,7 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
                 else:
                     layers[nxt - 1] = {**layers[nxt - 1], t.tensor: target[t.tensor]}
             elif t.scope == "next":
-                original = {**next_orig, **{n: v for n, v in prev_orig.items() if n in ("ln2_w", "ln2_b")}}
+                original = {**next_orig, **{n: v for n, v in prev_orig.items() if n in BOUNDARY_NORM}}
                 target = dict(layers[nxt])
                 _apply_tag(target, dataclasses.replace(t, scope="layer"), el, original, {}, group)
                 layers[nxt] = target

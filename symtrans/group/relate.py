@@ -66,6 +66,7 @@ from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
+from symtrans.group.action import BOUNDARY_NORM
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul
 from symtrans.precision import EPS64
@@ -697,9 +698,12 @@ class _Solver:
         self.deferred: list[tuple[str, int | None, float, Any]] = []
         self.skipped: list[str] = []  # what the deferred try did otherwise than a solve without defer, in order
         self.dead_conjugation: list[str] = []  # :func:`dead_gain_actions` of A's conjugations (relate sets it)
-        # layers whose FFN unit keys B's storage cannot resolve (:meth:`unit_keys` noise above KEY_NOISE_LIMIT): a
-        # refusal after them is not an answer (:func:`relate` says it cannot decide)
+        # why a refusal is no answer wherever it falls (:func:`relate` says it cannot decide)
         self.unresolved: list[str] = []
+        # (layer, phase, why) where one layer's match in ``phase`` may be wrong ("units": keys B's storage cannot
+        # resolve, :meth:`unit_keys` noise above KEY_NOISE_LIMIT; relate adds "heads" for :attr:`tied_heads`): a
+        # refusal then is no answer only where that match can reach (:func:`match_scope`)
+        self.local_unresolved: list[tuple[int, str, str]] = []
 
     def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
         """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
@@ -1728,10 +1732,10 @@ class _Solver:
             (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled_in, tol)
                                                                  for p in (self.cur, self.tgt))
             if max(noiseA, noiseB) > KEY_NOISE_LIMIT:
-                self.unresolved.append(f"B's storage cannot resolve it: layer {l}: the FFN units' keys carry "
-                                       f"{max(noiseA, noiseB):.2g} relative "
-                                       f"rounding noise ({self.precision('W_in', l)} storage times the projection "
-                                       "off the FFN input translations)")
+                why = (f"B's storage cannot resolve it: layer {l}: the FFN units' keys carry "
+                       f"{max(noiseA, noiseB):.2g} relative rounding noise ({self.precision('W_in', l)} storage "
+                       "times the projection off the FFN input translations)")
+                self.local_unresolved.append((l, "units", why))
             scale = max(float(nA.max()) ** 0.5, 1e-300)
             P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
             if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
@@ -2210,7 +2214,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 through = f"{pair[0]} through {pair[1]}"
                 undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
-                    "kappa": k, "factors": m, "ok": res <= tol, "undecided_to": undecided_to,
+                    "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                     "relative_to": relative_to, **({"carried": through} if through is not None else {})})
     return out
 
@@ -2498,11 +2502,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                 _timed(phases, "check", check)
             bad = [r for r in residuals if not r["ok"]]
             if bad:
-                first = _first_failure(bad)
-                stop = Stop(_last_factor(spec, s.steps, first["tensor"]), first["layer"], first["tensor"],
-                            first["residual"], first["tolerance"], [],
-                            f"{first['dtype']}; after every factor's element was solved, this tensor differs from B "
-                            "by more than B's storage precision allows")
+                stop = _check_stop(spec, s.steps, bad)
         return s, stop, residuals, phases
 
     # first with the residual map's fit deferred to the check. Its answer stands where the check bounds every
@@ -2525,12 +2525,16 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
     s.deferred.clear()
     if stop is not None:
         _raise_if_undecided(residuals, s.fit_kappa)
-    if stop is not None and stop.layer in s.tied_heads:
+    if stop is not None:
         # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
         # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one
-        # that no gauge completes: a refusal there is not an answer
-        s.unresolved.append(f"layer {stop.layer}: heads whose products tie (the match's choice among them may "
-                            "be one no gauge completes)")
+        # that no gauge completes: a refusal it can reach is not an answer (nor one FFN units' keys B's storage
+        # cannot resolve can reach); a tensor of B neither can reach that no element reproduces is
+        local = s.local_unresolved + [(l, "heads", f"layer {l}: heads whose products tie (the match's choice among "
+                                       "them may be one no gauge completes)") for l in sorted(s.tied_heads)]
+        names = set(A.tensors) | {k for lp in s.cur["layers"][:1] for k in lp}
+        stop = _outside_local(spec, stop, [r for r in residuals if not r["ok"]], local, s.unresolved, names, s.steps,
+                              s.L)
     if stop is not None and s.unresolved:
         raise SymtransError(f"relate: the solve cannot tell this pair apart ({s.unresolved[0]}), so the refusal it "
                             f"reached ({stop.line()}) is not an answer: relate cannot decide this pair")
@@ -2620,6 +2624,122 @@ def _feature_line(f: Factor, b: Any) -> str:
 def _first_failure(bad: list[dict[str, Any]]) -> dict[str, Any]:
     """The residual record a stop reports among failing ones: the model-wide tensors first, then by layer, by name."""
     return min(bad, key=lambda r: (-1 if r["layer"] is None else r["layer"], r["tensor"]))
+
+
+def _solved_from(spec: GroupSpec, phase: str) -> list[Factor]:
+    """The factors relate's solve fits in ``phase`` ("heads" or "units") and in the phases after it
+    (:data:`PHASES`): those whose element a choice made in ``phase`` can reach (the match's own factor first)."""
+    by_phase = {"heads": [f for f in spec.factors if f.name == "S_H"],
+                "units": [f for f in spec.factors if f.name == "S_dff"],
+                "unit_scalings": with_role(spec, "hidden-scaling"),
+                "gauges": with_role(spec, "head-gauge") + with_role(spec, "head-gain-trade"),
+                "translations": [f for n in translation_order(spec) for f in spec.factors if f.name == n]}
+    return [f for p in PHASES[PHASES.index(phase):] for f in by_phase.get(p, [])]
+
+
+def match_scope(spec: GroupSpec, phase: str, layers: int) -> frozenset[tuple[str, int | None]]:
+    """What a wrong match in ``phase`` ("heads", "units") of one layer can change in relate's g . A: pairs
+    (tensor, layer offset from the match's layer), offset None for a tensor in every layer and the model tables
+    (``layers``: the model's depth, which bounds the offsets).
+
+    From the tag tables alone: the match's factor moves its tensors (offset 0); a factor fitted after it
+    (:func:`_solved_from`) whose component is read from, or acts through (``via``), a tensor reached so far moves
+    every tensor that component acts on: in the same layer for a per-layer factor, in the layers before and after
+    a boundary for a between-layer one (post-LN's bias transfer: the ``prev`` and ``next`` tags), in every layer
+    for a model-wide one. Reading a component from all its tensors, not only the one the solve fits it on,
+    reaches no less than the solve can (a sound over-count). A refusal at a tensor outside the scope is evidence
+    the match did not cause.
+
+    Examples
+    --------
+    >>> sorted(match_scope(GroupSpec.from_arch("gpt2"), "heads", 12))  # doctest: +NORMALIZE_WHITESPACE
+    [('W_K', 0), ('W_O', 0), ('W_Q', 0), ('W_V', 0), ('b_K', 0), ('b_O', 0), ('b_Q', 0), ('b_V', 0), ('ln1_b', 0)]
+    >>> sorted(t for t, o in match_scope(GroupSpec.from_arch("bert-base"), "heads", 12) if o == -1)  # a boundary
+    ['ln2_b']
+    """
+    fs = [f for f in _solved_from(spec, phase) if f.tags]
+    if not fs:
+        return frozenset()
+    reached: set[tuple[str, int | None]] = {(t.tensor, 0) for t in fs[0].tags}
+    names = lambda: {n for n, _ in reached}  # noqa: E731
+
+    def via_at(t: Any, name: str, o: int | None) -> int | None:  # a next-layer tag reads the closing norm before
+        return o - 1 if o is not None and t.scope == "next" and name in BOUNDARY_NORM else o  # (:func:`act`)
+
+    def hit(name: str, o: int | None) -> bool:
+        return (name, o) in reached or (name, None) in reached or (o is None and name in names())
+
+    grew = True
+    while grew:
+        grew = False
+        offsets = [o for _, o in reached if o is not None] or [0]
+        for f in fs[1:]:
+            comps: dict[str, list[Any]] = {}
+            for t in f.tags:
+                comps.setdefault(t.component, []).append(t)
+            for tags in comps.values():
+                if f.scope == "model":  # one element for every layer and table
+                    spots = [None]
+                else:  # one element per layer (or per boundary: the layer after it)
+                    spots = [o for o in range(min(offsets) - 1, max(offsets) + 2) if abs(o) <= layers]
+
+                for o in spots:
+                    def at(t: Any, o: int | None = o) -> int | None:
+                        return None if o is None or t.scope == "model" else (o - 1 if t.scope == "prev" else o)
+
+                    reads = [(t.tensor, at(t)) for t in tags] + [(v, via_at(t, v, at(t))) for t in tags if t.via
+                                                                  for v in t.via.split(",")]
+                    if any(hit(n, x) for n, x in reads):
+                        new = {(t.tensor, at(t)) for t in tags} - reached
+                        if new:
+                            reached |= new
+                            grew = True
+    return frozenset(reached)
+
+
+def _outside_local(spec: GroupSpec, stop: Stop, bad: list[dict[str, Any]], local: list[tuple[int, str, str]],
+                   unresolved: list[str], tensors: set[str], steps: list[dict[str, Any]], layers: int) -> Stop:
+    """The stop relate reports given the layers whose heads' or units' match may be wrong (``local``: layer,
+    phase, why): a failing tensor of the check (``bad``) that no such match can reach (:func:`match_scope`) is the
+    stop; else, where one can reach the stop, ``why`` joins ``unresolved`` (relate cannot decide). A stop at a
+    label that is not one of ``tensors`` (a key of the match itself) is within every scope of its layer."""
+    scopes = {phase: match_scope(spec, phase, layers) for phase in {p for _, p, _ in local}}
+
+    def reached_by(layer: int | None, tensor: str) -> str | None:
+        for l, phase, why in local:
+            scope = scopes[phase]
+            at = {None if o is None else l + o for _, o in scope}  # the layers the match reaches
+            if layer is None:  # a model table: one the match reaches by name, or through a layer outside the model
+                hit = (tensor, None) in scope or any(x is not None and not 0 <= x < layers for x in at)
+            elif tensor not in tensors:  # a label (the keys of a match): any layer the match reaches
+                hit = layer in at or None in at
+            else:
+                hit = (tensor, layer - l) in scope or (tensor, None) in scope
+            if hit:
+                return why
+        return None
+
+    if bad and all(math.isfinite(r["residual"]) for r in bad):  # a size that is no number decides nothing
+        # evidence no wrong match explains: a tensor no such match reaches, beyond every tolerance an element of
+        # condition number up to KAPPA_MAX gives and beyond what the layer's own carries (a record's tolerance is
+        # the layer's, and a wrong match moves the layer's condition number: it must not decide the answer)
+        free = [r for r in bad if reached_by(r["layer"], r["tensor"]) is None
+                and r["residual"] > max(r["undecided_to"], relation_tolerance(r["dtype"], KAPPA_MAX, r["factors"],
+                                                                              r["length"])[0])]
+        if free:
+            return _check_stop(spec, steps, free)
+    why = reached_by(stop.layer, stop.tensor)
+    if why is not None:
+        unresolved.append(why)
+    return stop
+
+
+def _check_stop(spec: GroupSpec, steps: list[dict[str, Any]], bad: list[dict[str, Any]]) -> Stop:
+    """The stop of a check whose failing residual records are ``bad`` (:func:`_first_failure`), after ``steps``."""
+    first = _first_failure(bad)
+    return Stop(_last_factor(spec, steps, first["tensor"]), first["layer"], first["tensor"], first["residual"],
+                first["tolerance"], [], f"{first['dtype']}; after every factor's element was solved, this tensor "
+                "differs from B by more than B's storage precision allows")
 
 
 def moved_off_group(steps: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str | None:
