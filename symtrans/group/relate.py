@@ -2629,8 +2629,9 @@ def _first_failure(bad: list[dict[str, Any]]) -> dict[str, Any]:
 def _solved_from(spec: GroupSpec, phase: str) -> list[Factor]:
     """The factors relate's solve fits in ``phase`` ("heads" or "units") and in the phases after it
     (:data:`PHASES`): those whose element a choice made in ``phase`` can reach (the match's own factor first)."""
-    by_phase = {"heads": [f for f in spec.factors if f.name == "S_H"],
-                "units": [f for f in spec.factors if f.name == "S_dff"],
+    present = {f.name: f for f in spec.factors}
+    heads, units = present.get("S_H"), present.get("S_dff")  # as the solve's phases take them (:class:`_Solver`)
+    by_phase = {"heads": [heads] if heads else [], "units": [units] if units else [],
                 "unit_scalings": with_role(spec, "hidden-scaling"),
                 "gauges": with_role(spec, "head-gauge") + with_role(spec, "head-gain-trade"),
                 "translations": [f for n in translation_order(spec) for f in spec.factors if f.name == n]}
