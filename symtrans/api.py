@@ -383,7 +383,8 @@ def canonical(model: Any) -> Any:
 
 
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
-    """Relative Frobenius distance of the canonical forms of ``a`` and ``b``: an upper bound of their orbit distance.
+    """Relative Frobenius distance of the canonical forms of ``a`` and ``b`` (each layer's heads and FFN units paired
+    where that is closer): an upper bound of their orbit distance.
 
     Examples
     --------

@@ -50,6 +50,8 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
         worst = sorted(d["per_tensor"], key=lambda r: -r["distance"])[:5]
         print(f"orbit distance {d['total']:.3g} (relative Frobenius of the canonical forms: {d['absolute']:.3g} "
               f"absolute over their size {d['scale']:.3g}; {d['bound']})")
+        if d["paired"]:
+            print("  paired with the other form's nearest: " + "; ".join(d["paired"]))
         for r in worst:
             where = f" layer {r['layer']}" if r["layer"] is not None else ""
             print(f"  {r['tensor']}{where}: {r['distance']:.3g}")

@@ -857,17 +857,20 @@ def _in_group(spec: GroupSpec, steps: list[dict[str, Any]]) -> None:
 def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     """Relative Frobenius distance of the canonical forms of ``a`` and ``b``, per tensor and layer, and in all.
 
-    ``absolute`` (``|can(A) - can(B)|_F`` over every tensor) is an upper bound of the distance between the
-    orbits of A and B, the infimum over g, h in G of ``|g.A - h.B|_F`` (each canonical form lies on its
-    orbit); ``total`` is ``absolute / scale``, ``scale`` the canonical forms' size (per tensor the larger of
-    the two norms, summed in squares), so it bounds that infimum divided by the same ``scale``. Both are 0
-    within rounding when B = g . A.
+    ``absolute`` (``|p . can(A) - can(B)|_F`` over every tensor) is an upper bound of the distance between the
+    orbits of A and B, the infimum over g, h in G of ``|g.A - h.B|_F`` (each canonical form lies on its orbit,
+    and so does ``p . can(A)`` for any p in G); ``total`` is ``absolute / scale``, ``scale`` the canonical forms'
+    size (per tensor the larger of the two norms, summed in squares), so it bounds that infimum divided by the
+    same ``scale``. Both are 0 within rounding when B = g . A. ``p`` pairs each layer's heads and FFN units of
+    can(A) with can(B)'s nearest (:func:`_paired`), in the layers where that brings the forms closer (``paired``
+    lists them): a canonical form orders units by their keys, and two models off one orbit order them apart
+    wherever keys cross, so without the pairing one layer moved by 0.1% puts its units 95% apart.
 
     Examples
     --------
     >>> d = orbit_distance("default", "default")
-    >>> d["total"] < 1e-12, abs(d["absolute"] - d["total"] * d["scale"]) <= 1e-12 * d["scale"]
-    (True, True)
+    >>> d["total"] < 1e-12, abs(d["absolute"] - d["total"] * d["scale"]) <= 1e-12 * d["scale"], d["paired"]
+    (True, True, [])
     >>> d["bound"][:60]
     'upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute'
     """
@@ -877,17 +880,89 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     from symtrans.group.relate import _iter_tensors
 
     ca, cb = canonical(a), canonical(b)
-    ta = dict(((n, l), v) for n, l, v in _iter_tensors(model_blocks(ca.weights)))
-    tb = [(n, l, v) for n, l, v in _iter_tensors(model_blocks(cb.weights)) if (n, l) in ta]
+    blocks_a, blocks_b = model_blocks(ca.weights), model_blocks(cb.weights)
+    spec = GroupSpec.from_arch(ca.weights.arch)
+    options = [blocks_a, *_paired(spec, blocks_a, blocks_b)]
+    tb = [(n, l, v) for n, l, v in _iter_tensors(blocks_b)]
+    tas = [dict(((n, l), v) for n, l, v in _iter_tensors(x)) for x in options]
+    tb = [(n, l, v) for n, l, v in tb if (n, l) in tas[0]]
     # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0
     floor = 1e-12 * max(float(torch.linalg.norm(v)) for _, _, v in tb)
+    diffs = [{(n, l): float(torch.linalg.norm(ta[(n, l)] - v)) for n, l, v in tb} for ta in tas]
+    # per layer the option (as it is, heads paired, units paired, both) nearest can(B): each acts on that layer only
+    layer_sq = [{} for _ in diffs]
+    for i, dd in enumerate(diffs):
+        for (n, l), x in dd.items():
+            layer_sq[i][l] = layer_sq[i].get(l, 0.0) + x * x
+    pick = {l: min(range(len(diffs)), key=lambda i: (layer_sq[i][l], i)) for l in layer_sq[0]}
+    labels = ["", "heads", "FFN units", "heads and FFN units"]
     rows, num, den = [], 0.0, 0.0
     for n, l, v in tb:
-        diff = float(torch.linalg.norm(ta[(n, l)] - v))
-        size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(ta[(n, l)])))
+        i = pick[l] if l is not None else 0
+        diff = diffs[i][(n, l)]
+        size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[i][(n, l)])))
         num, den = num + diff ** 2, den + size ** 2
         rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor else diff / size})
+    paired = [f"layer {l}: {labels[i]}" for l, i in sorted(pick.items(), key=lambda x: (x[0] is None, x[0] or 0))
+              if l is not None and i]
     return {"total": math.sqrt(num / den) if den else 0.0, "absolute": math.sqrt(num), "scale": math.sqrt(den),
-            "per_tensor": rows, "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities},
-            "bound": "upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute = |can(A) - can(B)|_F, since "
-                     "can(A) and can(B) lie on the orbits of A and B; total = absolute / scale"}
+            "per_tensor": rows, "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities}, "paired": paired,
+            "bound": "upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute = |p.can(A) - can(B)|_F, since "
+                     "can(A), can(B) and p.can(A) (p in G: each layer's heads and FFN units of can(A) paired with "
+                     "can(B)'s nearest, where that is closer) lie on the orbits of A and B; total = absolute / scale"}
+
+
+def _paired(spec: GroupSpec, A: dict[str, Any], B: dict[str, Any]) -> list[dict[str, Any]]:
+    """A's blocks with every layer's heads (``S_H``), FFN units (``S_dff``), and both, re-paired to B's nearest
+    by relate's matching on G-invariant keys (:meth:`symtrans.group.relate._Solver._match`: head products, unit
+    columns and rows): three models on A's orbit (the same blocks where a factor is absent or cannot pair).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.group.numeric import MonomialMatrix, model_blocks
+    >>> from symtrans.group.spec import act
+    >>> a = model_blocks(load_model("default")); spec = GroupSpec.from_arch("bert-base")
+    >>> P = MonomialMatrix(list(range(1, 1536)) + [0], torch.ones(1536, dtype=torch.float64))
+    >>> b = act(spec, a, "S_dff", [{"P": P}] * 6)
+    >>> _, units, _ = _paired(spec, a, b)
+    >>> bool(torch.equal(units["layers"][3]["W_in"], b["layers"][3]["W_in"]))
+    True
+    """
+    import torch
+
+    from symtrans.group.numeric import MonomialMatrix
+    from symtrans.group.relate import _Solver
+    from symtrans.group.spec import act
+
+    s = _Solver(spec, A, B, lambda n, l: "float64")
+    heads_f, units_f = s.present.get("S_H"), s.present.get("S_dff")
+    by_heads = by_units = None
+    if heads_f is not None:
+        els = []
+        for l in range(s.L):
+            keys = [torch.cat([x.reshape(x.shape[0], -1) for x in s.head_keys(p, l)], 1) for p in (A, B)]
+            pi, _ = s._match(keys[0], keys[1], 0.0, "head", l)
+            groups = [{pi[g * s.group + i] // s.group for i in range(s.group)} for g in range(len(pi) // s.group)]
+            if any(len(x) != 1 for x in groups):  # a key/value group split: no element of S_H pairs them
+                pi, groups = list(range(len(pi))), [{g} for g in range(len(pi) // s.group)]
+            els.append({"pi": pi, "kappa": [x.pop() for x in groups]})
+        by_heads = act(spec, A, heads_f.name, els)
+    if units_f is not None:
+        els = []
+        for l in range(s.L):
+            keys = []
+            for p in (A, B):
+                lp = p["layers"][l]
+                cols = [lp[t.tensor] for t in units_f.tags if t.side == "right" and lp.get(t.tensor) is not None
+                        and lp[t.tensor].dim() == 2]
+                rows = [lp[t.tensor] for t in units_f.tags if t.side != "right" and lp.get(t.tensor) is not None
+                        and lp[t.tensor].dim() == 2]
+                keys.append(torch.cat([x.T for x in cols] + rows, 1))
+            P, _ = s._match(keys[0], keys[1], 0.0, "FFN unit", l)
+            els.append({"P": MonomialMatrix(P, torch.ones(len(P), dtype=keys[0].dtype))})
+        by_units = act(spec, A, units_f.name, els)
+    both = act(spec, by_heads, units_f.name, els) if by_heads is not None and by_units is not None else None
+    return [by_heads if by_heads is not None else A, by_units if by_units is not None else A,
+            both if both is not None else (by_heads if by_heads is not None else (by_units or A))]
