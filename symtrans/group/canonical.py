@@ -142,8 +142,7 @@ class _Canon:
             cube += (c2.mul_(c)).sum(0)
         norms = sq.sqrt()
         # near-equal norms by the columns' fourth moments (unchanged by the signs fixed below)
-        order_list, close = _lex_order([norms, torch.where(sq > 0, quart / torch.where(sq > 0, sq * sq, 1.0), 0.0)],
-                                       self.tie)
+        order_list, close = _lex_order([norms, _moment_ratio(quart, sq)], self.tie)
         order = torch.tensor(order_list, dtype=torch.long)
         if close:
             self.amb.append(f"residual-permutation: {close} pairs of residual coordinates whose table "
@@ -529,11 +528,22 @@ def _fourth_moment(X: Any, dim: int) -> Any:
     >>> _fourth_moment(torch.tensor([[1.0, 0.0], [1.0, 0.0]]), 0).tolist()
     [0.5, 0.0]
     """
+    x2 = X * X
+    return _moment_ratio((x2 * x2).sum(dim), x2.sum(dim))
+
+
+def _moment_ratio(s4: Any, s2: Any) -> Any:
+    """``s4 / s2^2`` from a vector's sums of fourth and second powers: its fourth moment (0 where ``s2`` is 0).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _moment_ratio(torch.tensor([2.0, 0.0]), torch.tensor([2.0, 0.0])).tolist()
+    [0.5, 0.0]
+    """
     import torch
 
-    x2 = X * X
-    s2 = x2.sum(dim)
-    return torch.where(s2 > 0, (x2 * x2).sum(dim) / torch.where(s2 > 0, s2 * s2, 1.0), 0.0)
+    return torch.where(s2 > 0, s4 / torch.where(s2 > 0, s2 * s2, 1.0), 0.0)
 
 
 def _pruned_gauge(A: Any, B: Any, tie: float) -> Any:
