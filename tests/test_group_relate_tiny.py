@@ -870,25 +870,27 @@ def test_a_half_precision_pair_with_w_in_moved_is_refused_though_its_heads_tie(t
     layer tie, and relate made any refusal in a layer with tied heads "cannot decide": B = g . A with layer 1's
     W_in moved by 10% was undecided in 16 of 16 Llama and Gemma 3 cases. A wrong choice among tied heads can move
     only the tensors :func:`match_scope` names (W_out is not one): a tensor outside them that no element
-    reproduces, beyond every tolerance a condition number up to KAPPA_MAX gives, is refused. The false case: the
-    same pair unmoved is related; and a failure the heads' choice can reach stays undecided (the pruned twin
-    heads test)."""
+    reproduces, beyond what its layer's condition number carries, is refused (W_out moved by 50% directly too).
+    The false case: the same pair unmoved is related; and a failure the heads' choice can reach stays undecided
+    (the pruned twin heads test)."""
     from symtrans.group.relate import match_scope
 
     a = _stored(tiny["llama"], dtype, name)
     spec = GroupSpec.from_arch(a.arch)
     scope = match_scope(spec, "heads", a.n_layers)
     assert {t for t, _ in scope} == {"W_Q", "W_K", "W_V", "W_O"} and {o for _, o in scope} == {0}
-    for seed in (1, 2):
+    # W_out moved by half its size: beyond the layer's tolerance (0.25 at bfloat16 for kappa about 15), within
+    # 4 u (1 + KAPPA_MAX) = 1.6, which must not decide (a tensor no wrong match reaches keeps its residual)
+    for seed, tensor, size in ((1, "W_in", 0.1), (2, "W_in", 0.1), (1, "W_out", 0.5)):
         moved = _moved(a, random_element(spec, a.n_layers, seed), spec)
         assert relate(a, _stored(moved, dtype, name)).related  # the false case
         b = moved.copy()
-        t = b.tensors["W_in"][1]
+        t = b.tensors[tensor][1]
         n = torch.randn(t.shape, generator=torch.Generator().manual_seed(seed), dtype=t.dtype)
-        t += 0.1 * n * t.norm() / n.norm()
+        t += size * n * t.norm() / n.norm()
         rel = relate(a, _stored(b, dtype, name))
         assert not rel.related and rel.stop.layer == 1 and (rel.stop.tensor, 0) not in scope, rel.summary()
-        assert rel.stop.unexplained > 10 * rel.stop.tolerance
+        assert rel.stop.unexplained > rel.stop.tolerance
 
 
 def test_a_float32_moved_copy_of_the_bundled_model_has_the_same_canonical_form(tmp_path):

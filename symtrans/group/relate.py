@@ -2726,14 +2726,19 @@ def _outside_local(spec: GroupSpec, stop: Stop, bad: list[dict[str, Any]], local
         return None
 
     if bad and all(math.isfinite(r["residual"]) for r in bad):  # a size that is no number decides nothing
-        # evidence no wrong match explains: a tensor no such match reaches, beyond every tolerance an element of
-        # condition number up to KAPPA_MAX gives and beyond what the layer's own carries (a record's tolerance is
-        # the layer's, and a wrong match moves the layer's condition number: it must not decide the answer)
-        free = [r for r in bad if reached_by(r["layer"], r["tensor"]) is None
-                and r["residual"] > max(r["undecided_to"], relation_tolerance(r["dtype"], KAPPA_MAX, r["factors"],
-                                                                              r["length"])[0])]
+        # a failure no wrong match explains: a tensor none reaches, beyond what its layer's condition number
+        # carries. A tensor no wrong match reaches has the same residual under every choice, and its tolerance,
+        # from the layer's largest condition number (every factor's of the layer, its own among them), is no
+        # smaller than one from the factors that act on it alone; past KAPPA_MAX a layer accepts only 8 u, so
+        # the residual must also exceed what that number carries (``undecided_to``)
+        free = [r for r in bad if reached_by(r["layer"], r["tensor"]) is None and r["residual"] > r["undecided_to"]]
         if free:
             return _check_stop(spec, steps, free)
+        # no evidence: the failures a wrong match reaches, and the rest within what their condition number carries
+        why = next((w for r in bad if (w := reached_by(r["layer"], r["tensor"])) is not None), None)
+        if why is not None:
+            unresolved.append(why)
+        return stop
     why = reached_by(stop.layer, stop.tensor)
     if why is not None:
         unresolved.append(why)
