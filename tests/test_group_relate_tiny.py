@@ -276,13 +276,19 @@ def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisa
     # the bound is the absolute |can(A) - can(B)|_F (the infimum over g, h of |g.A - h.B|_F is absolute), measured
     # here apart on the two canonical forms; total is it over the forms' size, not |B|
     from symtrans.group.canonical import canonical
-    from symtrans.group.relate import _iter_tensors
 
-    ca = {(n, l): v for n, l, v in _iter_tensors(model_blocks(canonical(a).weights))}
-    cb = {(n, l): v for n, l, v in _iter_tensors(model_blocks(canonical(other).weights))}
-    direct = sum(float((ca[k] - cb[k]).norm()) ** 2 for k in cb if k in ca) ** 0.5
+    direct = _unpaired_distance(canonical(a).weights, canonical(other).weights)
     assert d["absolute"] <= direct * (1 + 1e-12)  # the pairing of heads and units only brings the forms closer
     assert abs(d["total"] * d["scale"] - d["absolute"]) <= 1e-12 * d["absolute"]
+
+
+def _unpaired_distance(ca: Any, cb: Any) -> float:
+    """``|can(A) - can(B)|_F`` over every tensor both canonical forms hold, as they are (no heads or units paired)."""
+    from symtrans.group.relate import _iter_tensors
+
+    ta = {(n, l): v for n, l, v in _iter_tensors(model_blocks(ca))}
+    return sum(float((ta[(n, l)] - v).norm()) ** 2 for n, l, v in _iter_tensors(model_blocks(cb))
+               if (n, l) in ta) ** 0.5
 
 
 def test_cli_canonical_prints_the_orbit_distance_and_what_it_paired(tiny, tmp_path, capsys):
@@ -306,7 +312,6 @@ def test_orbit_distance_pairs_units_a_small_move_reordered(tiny):
     and units of can(A) are now paired with can(B)'s nearest where that is closer: 0.033. Every paired form is
     checked, by relate, to lie on A's orbit (the bound's premise); the unpaired distance is the false case."""
     from symtrans.group.canonical import _paired, canonical, orbit_distance
-    from symtrans.group.relate import _iter_tensors
 
     a = tiny["gpt2"]
     spec = GroupSpec.from_arch(a.arch)
@@ -317,9 +322,7 @@ def test_orbit_distance_pairs_units_a_small_move_reordered(tiny):
     d = orbit_distance(a, b)
     assert d["paired"] == ["layer 1: FFN units"], d["paired"]
     ca, cb = canonical(a).weights, canonical(b).weights
-    ta = {(k, l): v for k, l, v in _iter_tensors(model_blocks(ca))}
-    direct = sum(float((ta[k] - v).norm()) ** 2 for k, v in
-                 (((k, l), v) for k, l, v in _iter_tensors(model_blocks(cb))) if k in ta) ** 0.5
+    direct = _unpaired_distance(ca, cb)
     assert d["absolute"] < direct / 10, (d["absolute"], direct)
     for paired in _paired(spec, model_blocks(ca), model_blocks(cb)):
         assert relate(ca, weights_from_blocks(ca, paired)).related

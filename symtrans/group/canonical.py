@@ -893,9 +893,8 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     blocks_a, blocks_b = model_blocks(ca.weights), model_blocks(cb.weights)
     spec = GroupSpec.from_arch(ca.weights.arch)
     options = [blocks_a, *_paired(spec, blocks_a, blocks_b)]
-    tb = [(n, l, v) for n, l, v in _iter_tensors(blocks_b)]
     tas = [dict(((n, l), v) for n, l, v in _iter_tensors(x)) for x in options]
-    tb = [(n, l, v) for n, l, v in tb if (n, l) in tas[0]]
+    tb = [(n, l, v) for n, l, v in _iter_tensors(blocks_b) if (n, l) in tas[0]]
     # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0
     floor = 1e-12 * max(float(torch.linalg.norm(v)) for _, _, v in tb)
     diffs = [{(n, l): float(torch.linalg.norm(ta[(n, l)] - v)) for n, l, v in tb} for ta in tas]
@@ -948,19 +947,19 @@ def _paired(spec: GroupSpec, A: dict[str, Any], B: dict[str, Any]) -> list[dict[
 
     s = _Solver(spec, A, B, lambda n, l: "float64")
     heads_f, units_f = s.present.get("S_H"), s.present.get("S_dff")
-    by_heads = by_units = None
+    by_heads = by_units = both = A
     if heads_f is not None:
-        els = []
+        head_els = []
         for l in range(s.L):
             keys = [torch.cat([x.reshape(x.shape[0], -1) for x in s.head_keys(p, l)], 1) for p in (A, B)]
             pi, _ = s._match(keys[0], keys[1], 0.0, "head", l)
             groups = [{pi[g * s.group + i] // s.group for i in range(s.group)} for g in range(len(pi) // s.group)]
             if any(len(x) != 1 for x in groups):  # a key/value group split: no element of S_H pairs them
                 pi, groups = list(range(len(pi))), [{g} for g in range(len(pi) // s.group)]
-            els.append({"pi": pi, "kappa": [x.pop() for x in groups]})
-        by_heads = act(spec, A, heads_f.name, els)
+            head_els.append({"pi": pi, "kappa": [x.pop() for x in groups]})
+        by_heads = both = act(spec, A, heads_f.name, head_els)
     if units_f is not None:
-        els = []
+        unit_els = []
         for l in range(s.L):
             keys = []
             for p in (A, B):
@@ -971,8 +970,7 @@ def _paired(spec: GroupSpec, A: dict[str, Any], B: dict[str, Any]) -> list[dict[
                         and lp[t.tensor].dim() == 2]
                 keys.append(torch.cat([x.T for x in cols] + rows, 1))
             P, _ = s._match(keys[0], keys[1], 0.0, "FFN unit", l)
-            els.append({"P": MonomialMatrix(P, torch.ones(len(P), dtype=keys[0].dtype))})
-        by_units = act(spec, A, units_f.name, els)
-    both = act(spec, by_heads, units_f.name, els) if by_heads is not None and by_units is not None else None
-    return [by_heads if by_heads is not None else A, by_units if by_units is not None else A,
-            both if both is not None else (by_heads if by_heads is not None else (by_units or A))]
+            unit_els.append({"P": MonomialMatrix(P, torch.ones(len(P), dtype=keys[0].dtype))})
+        by_units = act(spec, A, units_f.name, unit_els)
+        both = act(spec, by_heads, units_f.name, unit_els)
+    return [by_heads, by_units, both]

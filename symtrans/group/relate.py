@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.action import BOUNDARY_NORM
+from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul
 from symtrans.precision import EPS64
@@ -2639,7 +2639,7 @@ def _solved_from(spec: GroupSpec, phase: str) -> list[Factor]:
     by_phase = {"heads": [heads] if heads else [], "units": [units] if units else [],
                 "unit_scalings": with_role(spec, "hidden-scaling"),
                 "gauges": with_role(spec, "head-gauge") + with_role(spec, "head-gain-trade"),
-                "translations": [f for n in translation_order(spec) for f in spec.factors if f.name == n]}
+                "translations": [present[n] for n in translation_order(spec) if n in present]}
     return [f for p in PHASES[PHASES.index(phase):] for f in by_phase.get(p, [])]
 
 
@@ -2667,13 +2667,12 @@ def match_scope(spec: GroupSpec, phase: str, layers: int) -> frozenset[tuple[str
     if not fs:
         return frozenset()
     reached: set[tuple[str, int | None]] = {(t.tensor, 0) for t in fs[0].tags}
-    names = lambda: {n for n, _ in reached}  # noqa: E731
 
     def via_at(t: Any, name: str, o: int | None) -> int | None:  # a next-layer tag reads the closing norm before
         return o - 1 if o is not None and t.scope == "next" and name in BOUNDARY_NORM else o  # (:func:`act`)
 
     def hit(name: str, o: int | None) -> bool:
-        return (name, o) in reached or (name, None) in reached or (o is None and name in names())
+        return (name, o) in reached or (name, None) in reached or (o is None and any(n == name for n, _ in reached))
 
     grew = True
     while grew:

@@ -104,10 +104,11 @@ def matmul(a: Any, b: Any) -> Any:
 
     torch's CPU build calls MKL, which on the AMD EPYC hosts this project runs on multiplies float64 stacks of
     384 x 32 blocks by 32 x 32 ones, or a 1536 x 384 block by 384 x 9, 1.3-2.5x slower than NumPy's OpenBLAS,
-    and large products no faster (``benchmarks/bench_matmul.py``; float32 about even but for skinny products). Every entry is still one dot
-    product in the inputs' dtype (its error bound holds for any summation order). An inner dimension of 1 (an
-    outer product, which NumPy does not hand to BLAS), other devices and dtypes, tensors that need a gradient
-    and anything that is not a torch tensor (a SymPy matrix, a monomial matrix) use ``@``.
+    and large products no faster (``benchmarks/bench_matmul.py``; float32 about even but for skinny products).
+    Every entry is still one dot product in the inputs' dtype (its error bound holds for any summation order).
+    An inner dimension of 1 (an outer product, which NumPy does not hand to BLAS), other devices and dtypes,
+    tensors that need a gradient and anything that is not a torch tensor (a SymPy matrix, a monomial matrix)
+    use ``@``.
 
     Examples
     --------
