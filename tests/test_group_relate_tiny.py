@@ -1434,3 +1434,23 @@ def test_a_refusal_at_the_word_table_reports_the_better_of_its_two_fits(tiny, ca
     rel = relate(a, b)
     assert not rel.related and rel.stop.tensor == "word", rel.stop
     assert rel.stop.tolerance < rel.stop.unexplained <= bound, (rel.stop.unexplained, bound)
+
+
+@pytest.mark.parametrize("case", ["llama", "gpt2"])
+def test_a_change_in_one_layer_is_named_at_that_layers_factor_and_one_in_every_layer_at_the_residual_map(tiny, case):
+    a = tiny[case]
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 0), spec)
+    owner = {"W_in W_out": "S_dff", "W_V W_O (summed over heads)": "S_H"}
+    for tensor, key in (("W_in", "W_in W_out"), ("W_V", "W_V W_O (summed over heads)")):
+        one = b.copy()
+        one.tensors[tensor][1][..., 3].mul_(2.0)  # layer 1 only: one unit's input, or one value column, doubled
+        rel = relate(a, one)
+        assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == (owner[key], 1, key)
+        assert f"gives B's keys in {a.n_layers - 1} of the {a.n_layers} layers but not in this one" in rel.stop.detail
+        every = b.copy()
+        for l in range(a.n_layers):  # the same in every layer: no layer confirms the residual map
+            every.tensors[tensor][l][..., 3].mul_(2.0)
+        rel = relate(a, every)
+        assert not rel.related and rel.stop.factor.startswith("residual-") and rel.stop.layer == 0
+        assert rel.stop.detail.startswith("the residual map found on the embedding table")

@@ -1219,19 +1219,47 @@ class _Solver:
         if self.defer:  # a diagnostic of a refusal: the per-tensor check decides; a refusal re-solves without defer
             self.skipped.append("the per-layer key check after the residual map")
             return
+        fails = []  # (layer, key, size, tolerance, B's key): every layer's, so a refusal can say which agree
         for l in range(self.L):
             mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
             for name in mine:
                 size = _rel(mine[name], theirs[name])
-                kap = self.layer_kappa(l)
-                tol = 1e3 * relation_tolerance(self.precision("W_Q", l), kap)[0]
+                tol = 1e3 * relation_tolerance(self.precision("W_Q", l), self.layer_kappa(l))[0]
                 if size > tol:
-                    feats = self.other_residual_actions(f, l, name, theirs[name], ok)
-                    self.refuse(f.name, l, name, size, tol, feats,
-                                f"the residual map found on the embedding table, acted through {f.name}'s tags, "
-                                "does not give B's readers and writers (key tolerance 1e3 x the tensor tolerance: "
-                                "the per-tensor check is decisive)",
-                                rounding=relation_tolerance(self.precision("W_Q", l))[0])
+                    fails.append((l, name, size, tol, theirs[name]))
+        if not fails:
+            return
+        l, name, size, tol, target = fails[0]
+        feats = self.other_residual_actions(f, l, name, target, ok)
+        agree = [k for k in range(self.L) if all(x[0] != k for x in fails)]
+        owner = self.key_owner(name)
+        if not feats and agree and owner is not None:
+            # the map gives B's keys in other layers: the difference is this layer's own, named at the first
+            # per-layer factor the solve fits on the key's tensors (the key is invariant under every one of them)
+            factor, detail = owner.name, (
+                f"the key is unchanged by every per-layer factor of G, and the residual map found on the embedding "
+                f"table gives B's keys in {len(agree)} of the {self.L} layers but not in this one: "
+                f"no element of {owner.name} or of any other per-layer factor explains this layer (key tolerance "
+                "1e3 x the tensor tolerance)")
+        else:
+            factor, detail = f.name, (
+                f"the residual map found on the embedding table, acted through {f.name}'s tags, does not give B's "
+                "readers and writers (key tolerance 1e3 x the tensor tolerance: the per-tensor check is decisive)")
+        self.refuse(factor, l, name, size, tol, feats, detail, rounding=relation_tolerance(self.precision("W_Q", l))[0])
+
+    def key_owner(self, key: str) -> Factor | None:
+        """The first per-layer factor the solve fits (:func:`_solved_from`) acting on a layer key's tensors
+        (:data:`LAYER_KEYS`): the factor a difference in that key, and in no other layer's, is named at.
+
+        Examples
+        --------
+        >>> s = _Solver.__new__(_Solver); s.spec = GroupSpec.from_arch("bert-base")
+        >>> [s.key_owner(k).name for k in LAYER_KEYS]
+        ['S_H', 'S_H', 'S_dff']
+        """
+        tensors = set(LAYER_KEYS[key])
+        return next((g for g in _solved_from(self.spec, "heads")
+                     if g.scope == "layer" and g.status != "broken" and any(t.tensor in tensors for t in g.tags)), None)
 
     def other_residual_actions(self, f: Factor, l: int, name: str, target: Any, ok: dict[str, bool]) -> list[str]:
         """Whether another residual factor's tag table (with the same map) explains B; its violated features."""
