@@ -468,6 +468,34 @@ def test_translations_broadcast_as_the_dense_product_and_refuse_a_malformed_elem
         apply("translate_ones", torch.randn(7, 2, generator=gen, dtype=torch.float64))
 
 
+def test_a_reader_hyperplane_is_one_rank_one_update_within_one_rounding_of_the_exact_sum():
+    """act's ``hyperplane_weight`` adds (1/gamma)^T g in one pass (torch.addr): every entry within the product's
+    and the sum's roundings of the exact rational W + (1/gamma)^T g (SymPy on the same float64 inputs), as the
+    dense product it replaced; a symbolic block still takes the exact route."""
+    import sympy as sp
+
+    from symtrans.group.action import ACTIONS
+
+    spec = GroupSpec.from_arch("minilm-l6-h384")
+    tag = next(t for f in spec.factors for t in f.tags if t.how == "hyperplane_weight")
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(7, 5, generator=gen, dtype=torch.float64)
+    gain = torch.rand(1, 7, generator=gen, dtype=torch.float64) + 0.5
+    g = torch.randn(1, 5, generator=gen, dtype=torch.float64) * 1e3  # a translation far larger than W's entries
+    original = {tag.via.split(",")[0]: gain}
+    out = ACTIONS["hyperplane_weight"].apply(X, tag, g, None, original, None, None)
+    u = 2.0 ** -53
+    for i in range(7):
+        for j in range(5):
+            inv = sp.Rational(float(1 / gain[0, i]))  # 1/gamma as float64 computes it: the input of both routes
+            e = sp.Rational(float(X[i, j])) + inv * sp.Rational(float(g[0, j]))
+            assert abs(sp.Rational(float(out[i, j])) - e) <= u * abs(e) + u * abs(inv * sp.Rational(float(g[0, j])))
+    assert torch.allclose(out, X + (1 / gain).T @ g, rtol=4 * u, atol=0)
+    sym = ACTIONS["hyperplane_weight"].apply(sp.Matrix([[1, 2]]), tag, sp.Matrix([[3, 4]]),
+                                             None, {tag.via.split(",")[0]: sp.Matrix([[2]])}, None, None)
+    assert sym == sp.Matrix([[sp.Rational(5, 2), 4]])
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_relate_gives_one_answer_with_and_without_lazy_tables(tiny, case, monkeypatch):
     """Every model table lazy (``LAZY_VALUES = 1``) or none (``None``): the same factors, ties and verdicts, and

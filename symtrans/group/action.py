@@ -201,7 +201,12 @@ def _hyperplane_head(block: Any, tag: AxisTag, g: Any, inverse: Any, original: d
 
 
 def _hyperplane_weight(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
-    return block + _reciprocal(original[tag.via.split(",")[0]]).T @ g
+    u = _reciprocal(original[tag.via.split(",")[0]])
+    if _is_sympy(block) or g.dim() != 2 or g.shape[0] != 1 or u.dim() != 2 or u.shape[0] != 1:
+        return block + u.T @ g
+    # the rank-one update in one pass (torch.addr): no block-sized outer product written first (a W_in block's
+    # fresh pages cost more than its arithmetic); each entry block_ij + u_i g_j, as the product gives it
+    return sys.modules["torch"].addr(block, u.reshape(-1), g.reshape(-1))
 
 
 def _hyperplane_bias(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
