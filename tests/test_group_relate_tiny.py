@@ -1513,3 +1513,29 @@ def test_a_related_answer_states_its_resolution_and_a_difference_beyond_it_is_re
     f32 = relate(tiny["llama"], _moved(tiny["llama"], random_element(GroupSpec.from_arch(tiny["llama"].arch),
                                                                   tiny["llama"].n_layers, 0)))
     assert f32.related and f32.resolution["dtype"] == "float32" and f32.resolution["tolerance"] < 1e-4
+
+
+def test_a_broken_factor_is_named_only_where_its_move_accounts_for_the_difference(tiny):
+    """On an RMSNorm model G has no centring shift (RMSNorm does not subtract the mean). B = A plus one (a per-row
+    constant added to layer 1's W_out) is refused naming RMSNorm; B = A plus random noise on that W_out, whose row
+    means a centring shift would also move (a sliver of the difference), is refused as before, but as "not in the
+    orbit of A", at the first per-layer factor acting on W_out, with no feature named and the sliver stated."""
+    a = tiny["llama"]
+    spec = GroupSpec.from_arch(a.arch)
+    f = spec.factor("centring-shift")
+    assert f.status == "broken" and any(b.present and b.effect == "breaks" for b in f.broken_by)
+    gen = torch.Generator().manual_seed(0)
+    shift = a.copy()
+    W = shift.tensors["W_out"][1]
+    W += 0.005 * W.abs().mean() * torch.randn(W.shape[0], 1, generator=gen, dtype=W.dtype)  # a w 1^T move
+    rel = relate(a, shift)
+    assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("centring-shift", 1, "W_out")
+    assert rel.stop.features and rel.stop.features[0].startswith("RMSNorm")
+    noise = a.copy()
+    W = noise.tensors["W_out"][1]
+    n = torch.randn(W.shape, generator=gen, dtype=W.dtype)
+    W += 1e-3 * n * W.norm() / n.norm()
+    rel = relate(a, noise)
+    assert not rel.related and (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("S_dff", 1, "W_out")
+    assert rel.stop.features == [] and "not in the orbit of A" in rel.stop.line()
+    assert "a move of centring-shift" in rel.stop.detail and "of the squared difference" in rel.stop.detail

@@ -2073,7 +2073,13 @@ class _Solver:
             self.apply(name, el)
 
     def must_be_identity(self, f: Factor, el: Any) -> None:
-        """A broken factor's needed element: if it moves B's pivot tensors beyond their precision, name the feature."""
+        """A broken factor's needed element: where it moves a tensor beyond its precision and brings it closer to B,
+        B is refused there; the feature that breaks the factor is named where the move accounts for most of that
+        tensor's difference (it at least halves the residual).
+
+        A move that removes only a sliver of the difference (the row means of a random perturbation of W_out, which
+        a centring shift would move) is no explanation: the refusal then names the tensor at its first factor
+        (:func:`_last_factor`), "not in the orbit of A", and says how much of the difference the move carried."""
         for name in list(self.pending):  # the trial reads every tensor: the pending tables written out
             self.materialise(name)
         trial = act(self.spec, self.cur, f.name, el)
@@ -2084,9 +2090,16 @@ class _Solver:
             before = _torch().cat([x.reshape(1, -1) for x in before]) if isinstance(before, list) else before
             moved = _rel(v, before)
             tol = relation_tolerance(self.precision(name, l), length=self.applied_length(l))[0]
-            if moved > tol and _rel(v, target) < _rel(before, target):
-                self.refuse(f.name, l, name, _rel(before, target), tol, self.features_breaking(f),
-                            f"B differs from A by a move of this factor ({f.group}), which this architecture breaks")
+            after, size = _rel(v, target), _rel(before, target)
+            if moved > tol and after < size:
+                if after <= size / 2:
+                    self.refuse(f.name, l, name, size, tol, self.features_breaking(f),
+                                f"B differs from A by a move of this factor ({f.group}), which this architecture "
+                                "breaks")
+                self.refuse(_last_factor(self.spec, self.steps, name), l, name, size, tol, [],
+                            f"B differs from A there beyond its precision; a move of {f.name} ({f.group}), which "
+                            f"this architecture breaks, would carry {1 - (after / size) ** 2:.0%} of the squared "
+                            "difference, and no element of G the rest")
 
     def _diff(self, tensor: str, l: int | None, index: int | None = None) -> Any:
         a = self.table(tensor) if l is None else self.cur["layers"][l][tensor]
@@ -2345,11 +2358,22 @@ def carried_size(pairs: list[tuple[str, str]],
 
 
 def _last_factor(spec: GroupSpec, steps: list[dict[str, Any]], tensor: str) -> str:
+    """The factor a check failure at ``tensor`` is named at: the last step that moved it; where none did, the first
+    factor of G acting on it, a per-layer one for a per-layer tensor (a layer's W_gate: ``S_dff``, not the
+    model-wide residual map).
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("llama2-7b")
+    >>> _last_factor(spec, [], "W_gate"), _last_factor(spec, [{"factor": "residual-rotation"}], "W_gate")
+    ('S_dff', 'residual-rotation')
+    """
     for s in reversed(steps):
         if any(t.tensor == tensor for t in spec.factor(s["factor"]).tags):
             return s["factor"]
-    acting = [f.name for f in spec.factors for t in f.tags if t.tensor == tensor]
-    return acting[-1] if acting else "(no factor of G acts on it)"
+    acting = [f for f in spec.factors if any(t.tensor == tensor for t in f.tags)]
+    own = [f for f in acting if (f.scope == "model") == all(t.scope == "model" for t in f.tags if t.tensor == tensor)]
+    return (own or acting)[0].name if acting else "(no factor of G acts on it)"
 
 
 def _load(x: Any) -> Any:
