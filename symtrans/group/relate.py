@@ -1838,7 +1838,7 @@ class _Solver:
             if f is None:
                 continue
             pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
-            els, worst, where = [], 0.0, 0
+            els, worst, where, fits = [], 0.0, 0, []
             for l in range(self.L):
                 wa, wb = self.cur["layers"][l][pivot.tensor], self.tgt["layers"][l][pivot.tensor]
                 a, b = self.invariant(pivot.tensor, wa, l, self.cur), self.invariant(pivot.tensor, wb, l, self.tgt)
@@ -1859,6 +1859,14 @@ class _Solver:
                 dev = float(((s - 1).abs() / amp).max())
                 if dev > worst:
                     worst, where = dev, l
+                # the pivot's fit, as the gauges measure theirs: what no scaling of A's columns gives of B's, relative
+                # to the stored tensors (the larger of A's and B's: the scale of the values the element moves). A
+                # perturbed W_in is refused here, at its own tensor, not where the scalings it moved land (W_out).
+                # Each column is fitted alone (its rounding u |w_j| on each side, whatever the other scalings): the
+                # spread of the scalings amplifies nothing here, and one fitted to a perturbation would be read
+                # from what it tests
+                fit = _fro(b - a * s) / max(float(raw_a.sum()), float(raw_b.sum()), 1e-300) ** 0.5
+                fits.append((fit, l))
                 els.append((s, l))
             tol = self.u_pivot(pivot.tensor, where) * 10
             if worst <= tol:
@@ -1868,6 +1876,19 @@ class _Solver:
                 self.refuse(name, where, pivot.tensor, size, relation_tolerance(self.precision(pivot.tensor, where))[0],
                             self.features_breaking(f),
                             "B scales FFN units, which this activation does not allow")
+            for fit, l in fits:
+                # refused here only beyond what the steps so far carry of A's rounding (4 u (1 + kappa) uncapped,
+                # and the undecided bands :meth:`refuse` reads: kappa or the residual map's fit_kappa past
+                # KAPPA_MAX), else the check decides: a fit within them is no evidence, and the check's answer is
+                # no weaker than one here would be
+                tol_l = self.u_pivot(pivot.tensor, l)
+                k = self.layer_kappa(l)
+                band = max(tol_l, relation_tolerance(self.precision(pivot.tensor, l), k, cap=False)[0],
+                           *(tol_l * x for x in (k, self.fit_kappa) if KAPPA_MAX < x < math.inf))
+                if fit > band:
+                    self.refuse(name, l, pivot.tensor, fit, tol_l, [],
+                                f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})",
+                                rounding=tol_l)
             positive = "d_j > 0" in f.element
             for s, l in els:
                 if positive and bool((s <= 0).any()):
