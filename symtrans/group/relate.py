@@ -1413,7 +1413,10 @@ class _Solver:
         return pair_mean(s, pairs, weights)
 
     # ---- 3. discrete per-layer factors
-    def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int) -> tuple[list[int], float]:
+    def _match(self, KA: Any, KB: Any, tol: float, what: str, l: int, tie: Any = None) -> tuple[list[int], float]:
+        """Each B key's nearest A key (one to one), and the largest matched distance relative to A's largest key.
+        A second A key within the tie radius of a B key is a tie, reported: ``tol``, or where given ``tie(scale)``
+        (per B key, relative like ``tol``; called only where some second key lies within ``tol``)."""
         torch = _torch()
         # distances relative to the largest key of A: each norm divided by it (the candidates' order does not
         # depend on it), not both key matrices (two key-sized copies per call)
@@ -1438,7 +1441,10 @@ class _Solver:
         dist = (KB - KA[best]).norm(dim=1) / scale
         if D.shape[1] > 1:  # a second A key as close (in full) is a tie
             second = (KB - KA[near[:, 1]]).norm(dim=1) / scale
-            for j in torch.nonzero(second <= tol).reshape(-1).tolist():
+            close = second <= tol
+            if tie is not None and bool(close.any()):
+                close = second <= torch.clamp(tie(scale), max=tol)
+            for j in torch.nonzero(close).reshape(-1).tolist():
                 self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
                                  "(any of them gives the same weights)" if what != "head" else
                                  f"layer {l}: head {j} of B matches two or more of A's heads' products exactly "
@@ -1578,7 +1584,8 @@ class _Solver:
                 qk, vo = self.head_keys(params, l)
                 keys.append(torch.cat([qk.reshape(qk.shape[0], -1), vo.reshape(vo.shape[0], -1)], 1))
             tol = 1e3 * relation_tolerance(self.precision("W_Q", l))[0]
-            pi, dist = self._match(keys[0], keys[1], tol, "head", l)
+            pi, dist = self._match(keys[0], keys[1], tol, "head", l,
+                                   tie=lambda scale, l=l: self.head_key_noise(l) / scale)
             if l in self.tied_heads:
                 pi = self.break_head_ties(l, keys[0], keys[1], pi, tol)
             if dist > tol:
@@ -1596,6 +1603,50 @@ class _Solver:
             els.append({"pi": pi, "kappa": kappa})
         if any(e["pi"] != sorted(e["pi"]) for e in els):
             self.apply("S_H", els)
+
+    def head_key_noise(self, l: int) -> Any:
+        """Per head of B in layer ``l``: a bound on how far its keys (:meth:`head_keys`) can lie from those of
+        g . A when B is g . A up to storage rounding, on either side (A's carried by the steps so far).
+
+        Storage rounds each entry by at most u of itself; the projections off the translations are orthogonal
+        (they shrink an error) but read the rounded gains (one more term of the same size). For the query-key
+        half, |E_Q (W_K^T R)| + |W_Q (E_K^T R)| <= u |W_Q|_F (|W_K^T R|_F + |W_K|_F |R|_2), the stored
+        norms; the value-output half likewise. Each side's sum, B's and A's (times the layer's condition number
+        so far; the largest of its heads', as the partner is not known yet), doubled for the gains and with
+        relation_tolerance's headroom (4x), with the float64 rounding of the products (gamma_n, n the longest
+        sum): two A heads both within it of a B head's keys tie, and where only one is, the nearest is the one
+        B's rounding allows.
+
+        Examples
+        --------
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("llama"); spec = GroupSpec.from_arch(w.arch)
+        >>> s = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "bfloat16")
+        >>> t = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "float32")
+        >>> n16, n32 = s.head_key_noise(0), t.head_key_noise(0)
+        >>> n16.shape == (w.arch.H,), bool((n16 / n32 - 2.0 ** 16).abs().max() < 1e-6 * 2.0 ** 16)
+        (True, True)
+        """
+        torch = _torch()
+        lp_b, lp_a = self.tgt["layers"][l], self.cur["layers"][l]
+        d = int(lp_b["W_Q"][0].shape[0])
+        R = self.sketch(d, lp_b["W_Q"][0].dtype)
+        r2 = float(torch.linalg.matrix_norm(R, ord=2))
+        n = max(self.applied_length(l), d, int(lp_b["W_Q"][0].shape[1]))
+        u = relation_tolerance(self.precision("W_Q", l), 1.0, length=n)[0] / 8  # u + gamma_n / 4 at kappa 1
+        kv = torch.arange(len(lp_b["W_Q"])) // self.group
+
+        def side(lp: dict[str, Any]) -> Any:
+            X = {t: torch.stack(lp[t]) for t in ("W_Q", "W_K", "W_V", "W_O")}  # heads x rows x cols, each
+            fro = {t: x.reshape(x.shape[0], -1).norm(dim=1) for t, x in X.items()}
+            kr = matmul(X["W_K"].transpose(1, 2), R).reshape(len(lp["W_K"]), -1).norm(dim=1)  # |W_K^T R|_F
+            orr = matmul(X["W_O"], R).reshape(len(lp["W_O"]), -1).norm(dim=1)  # |W_O R|_F per query head
+            qk = fro["W_Q"] * (kr[kv] + fro["W_K"][kv] * r2)
+            vo = fro["W_V"][kv] * (orr + fro["W_O"] * r2)
+            return (qk * qk + vo * vo).sqrt()
+
+        return 2 * 4 * u * (side(lp_b) + self.layer_kappa(l) * side(lp_a).max())  # A's partner: any of its heads
 
     def head_spaces(self, params: dict[str, Any], l: int) -> Any:
         """Per head of layer ``l``: sketches of the projectors onto W_Q^h's column space and W_O^h's row space.
