@@ -1575,3 +1575,29 @@ def test_half_precision_heads_tie_only_within_their_keys_rounding(tiny, seed):
     t += 0.1 * n * t.norm() / n.norm()
     rel = relate(a, _stored(c, torch.float16, "float16"))
     assert not rel.related and rel.stop.layer == 1, rel.summary()
+
+
+@pytest.mark.parametrize("case", ["roberta", "gpt2"])
+def test_a_moved_norm_gain_is_not_read_as_units_scaled_through_gelu(tiny, case):
+    """A norm gain moved by 1e-4 changes the direction the FFN units' columns are projected off (its hyperplane),
+    so their scalings read off 1 although B's W_in is A's: relate refused "ffn-scaling ... unexplained part 0,
+    broken by GELU" (post-LN: the first norm feeds the FFN). GELU is now named only where the scaling accounts for
+    most of the projected columns' difference (else "B's units are not A's scaled", sized by that difference);
+    the one-unit scaling still is (the false case)."""
+    a = tiny[case]
+    gain = "ln1_w" if case == "roberta" else "ln2_w"
+    b = a.copy()
+    t = b.tensors[gain][1]
+    n = torch.randn(t.shape, generator=torch.Generator().manual_seed(0), dtype=t.dtype)
+    t += 1e-4 * n * t.norm() / n.norm()
+    rel = relate(a, b)
+    assert not rel.related and rel.stop.unexplained > rel.stop.tolerance, rel.summary()
+    assert not any("activation" in x for x in rel.stop.features), rel.summary()
+    if rel.stop.factor == "ffn-scaling":
+        assert rel.stop.detail.startswith("B's units are not A's scaled")
+    c = a.copy()
+    c.tensors["W_in"][1][:, 5] *= 2.0
+    c.tensors["W_out"][1][5, :] /= 2.0
+    rel = relate(a, c)
+    assert (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("ffn-scaling", 1, "W_in")
+    assert "activation" in rel.stop.features[0] and rel.stop.unexplained > 100 * rel.stop.tolerance

@@ -1923,10 +1923,25 @@ class _Solver:
             if worst <= tol:
                 continue  # the identity
             if f.status == "broken":
-                size = _rel(self.cur["layers"][where][pivot.tensor], self.tgt["layers"][where][pivot.tensor])
-                self.refuse(name, where, pivot.tensor, size, relation_tolerance(self.precision(pivot.tensor, where))[0],
-                            self.features_breaking(f),
-                            "B scales FFN units, which this activation does not allow")
+                # named only where B's units are A's scaled: the scaling accounts for most of the pivot's difference
+                # (it at least halves it, as :meth:`must_be_identity` asks). Scalings read off 1 through a changed
+                # gain of the projection (B's norm gain moved, W_in as A's) explain nothing: the check decides
+                # (measured on the projections the scalings were read from: what translations cannot move)
+                s_l = els[where][0]
+                wa, wb = self.cur["layers"][where][pivot.tensor], self.tgt["layers"][where][pivot.tensor]
+                a = self.invariant(pivot.tensor, wa, where, self.cur)
+                b = self.invariant(pivot.tensor, wb, where, self.tgt)
+                size, tol_w = _rel(a, b), relation_tolerance(self.precision(pivot.tensor, where))[0]
+                after = _rel(a * s_l, b)
+                if size > tol_w and after <= size / 2:
+                    self.refuse(name, where, pivot.tensor, size, tol_w, self.features_breaking(f),
+                                "B scales FFN units, which this activation does not allow")
+                if size > tol_w:  # refused as before, but no scaling explains it: not the activation's doing
+                    self.refuse(name, where, pivot.tensor, size, tol_w, [],
+                                f"B's units are not A's scaled: the scalings that fit them best carry "
+                                f"{1 - (after / size) ** 2:.0%} of the projected columns' squared difference, and no "
+                                "element of G the rest")
+                continue  # the projected columns agree within their rounding: the check decides
             for fit, l in fits:
                 # refused here only beyond what the steps so far carry of A's rounding (4 u (1 + kappa) uncapped,
                 # and the undecided bands :meth:`refuse` reads: kappa or the residual map's fit_kappa past
