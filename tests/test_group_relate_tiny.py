@@ -1601,3 +1601,24 @@ def test_a_moved_norm_gain_is_not_read_as_units_scaled_through_gelu(tiny, case):
     rel = relate(a, c)
     assert (rel.stop.factor, rel.stop.layer, rel.stop.tensor) == ("ffn-scaling", 1, "W_in")
     assert "activation" in rel.stop.features[0] and rel.stop.unexplained > 100 * rel.stop.tolerance
+
+
+def test_a_step_on_an_unloaded_output_head_is_reported_as_not_checked(tiny, tmp_path):
+    """An untied output head is not among the loaded weights, so a final norm gain moved by 1% is related by a
+    final-norm-scaling whose inverse action on the head no check sees: the answer says so (``unchecked``, a "not
+    checked" line, the JSON), since B computes A's function only if its head is A's moved by g. A tied GPT-2
+    moved by a random element of G, and the pair (A, A), have nothing unchecked (the false cases)."""
+    a = tiny["llama"]
+    b = a.copy()
+    b.tensors["final_ln_w"].mul_(1.01)
+    rel = relate(a, b)
+    assert rel.related and [s["factor"] for s in rel.steps] == ["final-norm-scaling"]
+    assert rel.unchecked == [("final-norm-scaling", "lm_head")]
+    assert any(x.startswith("not checked: lm_head, which final-norm-scaling moves") for x in rel.summary().splitlines())
+    assert rel.to_dict()["unchecked"] == [{"factor": "final-norm-scaling", "tensor": "lm_head"}]
+    assert "exact" in rel.summary().splitlines()[1]  # every loaded tensor reproduced with residual 0
+    assert relate(a, a).unchecked == []
+    g = tiny["gpt2"]
+    spec = GroupSpec.from_arch(g.arch)
+    moved = relate(g, _moved(g, random_element(spec, g.n_layers, 0), spec))
+    assert moved.related and moved.unchecked == [] and "not checked" not in moved.summary()

@@ -245,6 +245,9 @@ class Relation:
     b: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # CPU seconds per phase (PHASES, then "check")
+    # (factor, tensor): a tensor the element's steps act on that the loaded weights do not hold (an untied output
+    # head), so no check saw what g does to it (:func:`unchecked_tensors`)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         """Lines for the terminal: the verdict, the factors moved, the worst residual, ties.
@@ -262,11 +265,12 @@ class Relation:
                                                   "moving " + ", ".join(moved))]
         if self.residuals:
             worst = max(self.residuals, key=lambda r: r["residual"] / r["tolerance"])
+            margin = "exact" if worst["residual"] == 0 else \
+                f"margin {math.log10(worst['tolerance'] / worst['residual']):.1f} decades"
             lines.append(f"worst tensor {worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None
                                                               else "")
                          + f": residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} "
-                         f"({worst['dtype']}; margin {math.log10(worst['tolerance'] / max(worst['residual'], 1e-300)):.1f}"
-                         " decades)")
+                         f"({worst['dtype']}; {margin})")
             res = self.resolution
             lines.append(f"resolution: a non-symmetric difference up to {res['tolerance']:.3g} (relative Frobenius) "
                          f"is not excluded, the largest at {res['tensor']}"
@@ -274,6 +278,10 @@ class Relation:
                          + f": {res['dtype']} storage, condition number {res['kappa']:.3g}, {res['factors']} "
                          f"factor{'s' if res['factors'] != 1 else ''} (what rounding at that precision, of A and of B, "
                          "carried through g, can produce)")
+        for factor, tensor in self.unchecked:
+            lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
+                         f"output head): B = g . A holds for every loaded tensor, and B's {tensor} must be A's moved "
+                         "by g for the models to compute the same function")
         for t in self.ties:
             lines.append(f"tie: {t}")
         return "\n".join(lines)
@@ -321,7 +329,8 @@ class Relation:
         return {"related": self.related, "factors": [s["factor"] for s in self.steps], "residuals": self.residuals,
                 "resolution": None if res is None else {k: res[k] for k in ("tensor", "layer", "tolerance", "dtype",
                                                                              "kappa", "factors")},
-                "ties": self.ties, "stop": dataclasses.asdict(self.stop) if self.stop else None,
+                "ties": self.ties, "unchecked": [{"factor": f, "tensor": t} for f, t in self.unchecked],
+                "stop": dataclasses.asdict(self.stop) if self.stop else None,
                 "a": self.a, "b": self.b, "seconds": self.seconds, "phases": self.phases}
 
 
@@ -2719,7 +2728,26 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
             _raise_if_undecided(residuals, s.fit_kappa)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
-                    time.perf_counter() - t0, phases)
+                    time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A))
+
+
+def unchecked_tensors(spec: GroupSpec, steps: list[dict[str, Any]], w: Any) -> list[tuple[str, str]]:
+    """(factor, tensor) for every tensor a step of ``steps`` acts on (its factor's tag table) that ``w`` does not
+    hold: what the element does there no check of the loaded weights sees (an untied output head, ``lm_head``).
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("llama"); spec = GroupSpec.from_arch(w.arch)
+    >>> unchecked_tensors(spec, [{"factor": "final-norm-scaling"}, {"factor": "S_H"}], w)
+    [('final-norm-scaling', 'lm_head')]
+    """
+    out: list[tuple[str, str]] = []
+    for st in steps:
+        for t in spec.factor(st["factor"]).tags:
+            if w.tensors.get(t.tensor) is None and (st["factor"], t.tensor) not in out:
+                out.append((st["factor"], t.tensor))
+    return out
 
 
 def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0) -> None:
