@@ -1932,10 +1932,11 @@ class _Solver:
             if worst <= tol:
                 continue  # the identity
             if f.status == "broken":
-                # named only where B's units are A's scaled: the scaling accounts for most of the pivot's difference
-                # (it at least halves it, as :meth:`must_be_identity` asks). Scalings read off 1 through a changed
-                # gain of the projection (B's norm gain moved, W_in as A's) explain nothing: the check decides
-                # (measured on the projections the scalings were read from: what translations cannot move)
+                # the activation is named only where B's units are A's scaled: the scaling accounts for most of the
+                # pivot's difference (it at least halves it, as :meth:`must_be_identity` asks). Scalings read off 1
+                # through a changed gain of the projection (B's norm gain moved, W_in as A's) explain nothing: the
+                # refusal then names no feature (measured on the projections the scalings were read from: what
+                # translations cannot move)
                 s_l = els[where][0]
                 wa, wb = self.cur["layers"][where][pivot.tensor], self.tgt["layers"][where][pivot.tensor]
                 a = self.invariant(pivot.tensor, wa, where, self.cur)
