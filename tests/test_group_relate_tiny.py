@@ -1618,7 +1618,12 @@ def test_a_step_on_an_unloaded_output_head_is_reported_as_not_checked(tiny, tmp_
     assert rel.to_dict()["unchecked"] == [{"factor": "final-norm-scaling", "tensor": "lm_head"}]
     assert "exact" in rel.summary().splitlines()[1]  # every loaded tensor reproduced with residual 0
     assert relate(a, a).unchecked == []
+    _, path = _related_on_disk(a, b, tmp_path)  # verify's line says it too
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok and why.endswith("; not checked: lm_head (moved by final-norm-scaling; not among the loaded weights)")
     g = tiny["gpt2"]
     spec = GroupSpec.from_arch(g.arch)
     moved = relate(g, _moved(g, random_element(spec, g.n_layers, 0), spec))
     assert moved.related and moved.unchecked == [] and "not checked" not in moved.summary()
+    _, path = _related_on_disk(g, _moved(g, random_element(spec, g.n_layers, 0), spec), tmp_path / "g")
+    assert "not checked" not in check_relation(json.loads(path.read_text()), path)[1]

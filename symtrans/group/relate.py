@@ -3114,9 +3114,12 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
                            + (f"; the element's condition number {r['kappa']:.3g} exceeds {KAPPA_MAX:g}"
                               if r["kappa"] > KAPPA_MAX else "") + ")")
         worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
+        unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
+                            for f, t in unchecked_tensors(spec, steps, A))
         return True, (f"g . A reproduces B in all {len(res)} tensors ({len(steps)} factor steps); worst "
                       f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
-                      + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})")
+                      + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})"
+                      + unchecked)
     except SymtransError as err:
         return False, str(err)
     except Exception as err:  # noqa: BLE001 - fail closed
