@@ -989,17 +989,26 @@ class _Solver:
         rotation conjugating through a gain with an outlier channel): the refusal is then no answer
         (:attr:`unresolved`: relate cannot decide). Likewise within :attr:`fit_kappa` times it, past KAPPA_MAX
         (a residual map fitted on an ill-conditioned embedding table)."""
+        why = self.undecided_why(factor, layer, tensor, size, rounding, kappa) if rounding is not None else None
+        if why is not None:
+            self.unresolved.append(why)
+        raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
+
+    def undecided_why(self, factor: str, layer: int | None, tensor: str, size: float, rounding: float,
+                      kappa: float = 1.0) -> str | None:
+        """Why a refusal of ``size`` against ``rounding`` is no answer (:meth:`refuse`'s rule), or None where it is
+        one: within the rounding times a condition number past :data:`KAPPA_MAX`, the element's on ``layer`` (the
+        steps so far, and ``kappa``) or the residual map's fit (:attr:`fit_kappa`)."""
         k = max(float(kappa), self.layer_kappa(layer))
         where = "" if layer is None else f"layer {layer}: "
         left = f"what {factor} leaves at {tensor} ({size:.3g}; rounding {rounding:.3g}) is within what that number " \
-            "carries" if rounding is not None else ""
-        if rounding is not None and KAPPA_MAX < k < math.inf and size <= rounding * k:
-            self.unresolved.append(f"{where}the element needed there has condition number {k:.3g}, past "
-                                   f"{KAPPA_MAX:g}, and {left}")
-        elif rounding is not None and KAPPA_MAX < self.fit_kappa < math.inf and size <= rounding * self.fit_kappa:
-            self.unresolved.append(f"{where}the residual map was fitted on an embedding table of condition number "
-                                   f"{self.fit_kappa:.3g}, past {KAPPA_MAX:g}, and {left}")
-        raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
+            "carries"
+        if KAPPA_MAX < k < math.inf and size <= rounding * k:
+            return f"{where}the element needed there has condition number {k:.3g}, past {KAPPA_MAX:g}, and {left}"
+        if KAPPA_MAX < self.fit_kappa < math.inf and size <= rounding * self.fit_kappa:
+            return (f"{where}the residual map was fitted on an embedding table of condition number "
+                    f"{self.fit_kappa:.3g}, past {KAPPA_MAX:g}, and {left}")
+        return None
 
     def features_breaking(self, f: Factor) -> list[str]:
         return [f"{b.feature}: {b.reason}" for b in f.broken_by if b.present and b.effect == "breaks"]
@@ -1942,26 +1951,22 @@ class _Solver:
                 a = self.invariant(pivot.tensor, wa, where, self.cur)
                 b = self.invariant(pivot.tensor, wb, where, self.tgt)
                 size, tol_w = _rel(a, b), relation_tolerance(self.precision(pivot.tensor, where))[0]
-                after = _rel(a * s_l, b)
-                if size > tol_w and after <= size / 2:
+                explains, share = _move_explains(size, _rel(a * s_l, b))
+                if size > tol_w and explains:
                     self.refuse(name, where, pivot.tensor, size, tol_w, self.features_breaking(f),
                                 "B scales FFN units, which this activation does not allow")
                 if size > tol_w:  # refused as before, but no scaling explains it: not the activation's doing
                     self.refuse(name, where, pivot.tensor, size, tol_w, [],
-                                f"B's units are not A's scaled: the scalings that fit them best carry "
-                                f"{1 - (after / size) ** 2:.0%} of the projected columns' squared difference, and no "
-                                "element of G the rest")
+                                f"B's units are not A's scaled: the scalings that fit them best carry {share:.0%} of "
+                                "the projected columns' squared difference, and no element of G the rest")
                 continue  # the projected columns agree within their rounding: the check decides
             for fit, l in fits:
-                # refused here only beyond what the steps so far carry of A's rounding (4 u (1 + kappa) uncapped,
-                # and the undecided bands :meth:`refuse` reads: kappa or the residual map's fit_kappa past
-                # KAPPA_MAX), else the check decides: a fit within them is no evidence, and the check's answer is
-                # no weaker than one here would be
+                # refused here only beyond what the check itself leaves undecided (accepted_tolerance's upper end:
+                # 4 u (1 + kappa) of the steps so far, uncapped) and where refuse would give an answer; else the
+                # check decides: a fit within them is no evidence, and the check's answer is no weaker
                 tol_l = self.u_pivot(pivot.tensor, l)
-                k = self.layer_kappa(l)
-                band = max(tol_l, relation_tolerance(self.precision(pivot.tensor, l), k, cap=False)[0],
-                           *(tol_l * x for x in (k, self.fit_kappa) if KAPPA_MAX < x < math.inf))
-                if fit > band:
+                beyond = max(tol_l, accepted_tolerance(self.precision(pivot.tensor, l), self.layer_kappa(l))[1])
+                if fit > beyond and self.undecided_why(name, l, pivot.tensor, fit, tol_l) is None:
                     self.refuse(name, l, pivot.tensor, fit, tol_l, [],
                                 f"no {f.group} element maps A's {pivot.tensor} to B's ({pivot.describe()})",
                                 rounding=tol_l)
@@ -2189,14 +2194,15 @@ class _Solver:
             tol = relation_tolerance(self.precision(name, l), length=self.applied_length(l))[0]
             after, size = _rel(v, target), _rel(before, target)
             if moved > tol and after < size:
-                if after <= size / 2:
+                explains, share = _move_explains(size, after)
+                if explains:
                     self.refuse(f.name, l, name, size, tol, self.features_breaking(f),
                                 f"B differs from A by a move of this factor ({f.group}), which this architecture "
                                 "breaks")
                 self.refuse(_last_factor(self.spec, self.steps, name), l, name, size, tol, [],
                             f"B differs from A there beyond its precision; a move of {f.name} ({f.group}), which "
-                            f"this architecture breaks, would carry {1 - (after / size) ** 2:.0%} of the squared "
-                            "difference, and no element of G the rest")
+                            f"this architecture breaks, would carry {share:.0%} of the squared difference, and no "
+                            "element of G the rest")
 
     def _diff(self, tensor: str, l: int | None, index: int | None = None) -> Any:
         a = self.table(tensor) if l is None else self.cur["layers"][l][tensor]
@@ -2815,6 +2821,19 @@ def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[
     return kept, Stop(name, first["layer"], first["tensor"], first["residual"], first["tolerance"], features,
                       f"{first['dtype']}; the element that reproduces B is not in G, and brought onto G it does "
                       "not reproduce B"), res
+
+
+def _move_explains(size: float, after: float) -> tuple[bool, float]:
+    """Whether a move G lacks (a broken factor's, an activation's scaling) explains a difference of ``size``,
+    leaving ``after``: it at least halves it, so the feature that breaks it is named; and the share of the squared
+    difference it carries, stated where it does not.
+
+    Examples
+    --------
+    >>> _move_explains(1.0, 0.5), _move_explains(1.0, 0.9)[0]
+    ((True, 0.75), False)
+    """
+    return after <= size / 2, 1 - (after / size) ** 2 if size > 0 else 0.0
 
 
 def _feature_line(f: Factor, b: Any) -> str:
