@@ -135,3 +135,17 @@ def test_perturbed_model_scope_action_is_refuted(arch, factor, wrong):
     assert tags != spec.factor(factor).tags
     c = certify_factor(arch, factor, tags=tags)
     assert c.outcome == "refuted" and not c.ok and "changes by" in c.witness, c.line()
+
+
+def test_the_residual_permutation_keeps_an_untied_heads_logits_and_a_table_without_its_head_tag_is_refuted():
+    """With an untied output head the residual permutation is an invariance of the logits: the head absorbs Q^-1
+    (its tag on lm_head), and the certificate compares the final norm and head stage. The tag table without it
+    (G as it stood, which left the head alone) is refuted at that stage; a tied GPT-2 has no such tag and no
+    such stage to pass."""
+    spec = GroupSpec.from_arch("llama2-7b")
+    assert any(t.tensor == "lm_head" and t.how == "inverse" for t in spec.factor("residual-permutation").tags)
+    assert certify_factor("llama2-7b", "residual-permutation").outcome == "certified"
+    without = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != "lm_head")
+    c = certify_factor("llama2-7b", "residual-permutation", tags=without)
+    assert c.outcome == "refuted" and "final norm and head stage" in c.witness
+    assert not any(t.tensor == "lm_head" for t in GroupSpec.from_arch("gpt2").factor("residual-permutation").tags)

@@ -706,6 +706,9 @@ def _model_factors(a: Architecture) -> list[Factor]:
         else:
             ax = 0 if t.endswith("_b") else 1
             tags.append(AxisTag(t, ax, "residual-permutation", "right", "element", "Q", scope="model"))
+    untied = _has_head(a) and not a.tied_lm_head
+    if untied:  # the untied head reads the final norm's output X Q: it absorbs Q^-1 and the logits stay
+        tags.append(AxisTag("lm_head", 0, "residual-permutation", "left", "inverse", "Q", scope="model"))
     d = S["d_model"]
     if rms:
         group, order = "signed permutations of the residual coordinates (hyperoctahedral group)", 2 ** d * sp.factorial(d)
@@ -731,8 +734,10 @@ def _model_factors(a: Architecture) -> list[Factor]:
     return [Factor(
         "residual-permutation", "discrete", "model", group, None, order, tuple(tags), breaking,
         "Norm(x Q) = Norm(x) Q with the gains permuted (gamma -> diag(Q^-1 diag(gamma) Q), beta -> beta Q): "
-        "readers absorb Q^-1, writers and embeddings Q, so every hidden state becomes X Q",
-        el, data_tags=("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",), role="residual")]
+        "readers absorb Q^-1, writers and embeddings Q, so every hidden state becomes X Q"
+        + ("; the untied head absorbs Q^-1, so the logits are unchanged" if untied else ""),
+        el, data_tags=(() if untied else ("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",)),
+        role="residual")]
 
 
 def factors_of(a: Architecture) -> tuple[list[Factor], list[tuple[str, str]]]:

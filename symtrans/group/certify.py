@@ -256,16 +256,17 @@ def _model_params(a: Architecture, seed: int) -> dict[str, Any]:
     """:func:`random_params` plus the tables the ``model`` scope reads: word, type, an untied head."""
     rng = random.Random(seed + 17)
     params = random_params(a, seed)
-
-    def mat(rows: int, cols: int) -> sp.Matrix:
-        return sp.Matrix(rows, cols, lambda i, j: sp.Rational(rng.randint(-3, 3), rng.randint(1, 2)))
-
-    params["word"] = mat(int(a.vocab_size), a.d_model)
+    params["word"] = _rational_matrix(rng, int(a.vocab_size), a.d_model)
     if a.type_vocab_size:
-        params["type"] = mat(min(a.type_vocab_size, 2), a.d_model)
+        params["type"] = _rational_matrix(rng, min(a.type_vocab_size, 2), a.d_model)
     if a.attention == "causal" and not a.tied_lm_head:
-        params["lm_head"] = mat(a.d_model, int(a.vocab_size))
+        params["lm_head"] = _rational_matrix(rng, a.d_model, int(a.vocab_size))
     return params
+
+
+def _rational_matrix(rng: random.Random, rows: int, cols: int) -> sp.Matrix:
+    """A random exact matrix: entries p/q with p in [-3, 3] and q in {1, 2}, drawn from ``rng``."""
+    return sp.Matrix(rows, cols, lambda i, j: sp.Rational(rng.randint(-3, 3), rng.randint(1, 2)))
 
 
 def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, be: SympyBackend,
@@ -293,15 +294,11 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
             return _embed({**p, "X": tok}, feat, be).applyfunc(be.simplify)
 
         Z = X  # any residual state: the final norm and head read it
-
-        def head(p: dict[str, Any], Z: sp.Matrix) -> sp.Matrix:
-            out = be.norm(Z, feat.norm, p.get("final_ln_w"), p.get("final_ln_b"), feat.eps)
-            return (out @ p["lm_head"]).applyfunc(be.simplify)
-
         return [("embedding", (embedding(params) @ Q).applyfunc(be.simplify), embedding(moved)),
                 ("layer", (layer_forward(lp, X, feat, be) @ Q).applyfunc(be.simplify),
                  layer_forward(moved["layers"][0], (X @ Q).applyfunc(be.simplify), feat, be)),
-                ("final norm and head", head(params, Z), head(moved, (Z @ Q).applyfunc(be.simplify)))]
+                ("final norm and head", _final_head(params, Z, feat, be),
+                 _final_head(moved, (Z @ Q).applyfunc(be.simplify), feat, be))]
     if f.scope == "model" and f.kind == "continuous":  # embeddings and head: token ids in, the scope's output out
         return [("model from token ids", _token_model(spec, params, be),
                  _token_model(spec, act(spec, params, factor, element, tags=tags), be))]
@@ -336,11 +333,25 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
         out.append(("layer", rows(layer_forward(lp, X, feat, be)), layer_forward(lp, rows(X), feat, be)))
         return out
     Q = element["Q"]
+    # an untied head reads the residual through the final norm: the logits must not move (whatever the tags say)
+    head = spec.arch.attention == "causal" and not spec.arch.tied_lm_head
+    if head and params.get("lm_head") is None:
+        params = {**params, "lm_head": _rational_matrix(random.Random(23), spec.arch.d_model,
+                                                        int(spec.arch.vocab_size))}
     moved = act(spec, params, factor, element, tags=tags)
     moved["X"] = X @ Q  # the word/type rows are writers like every other
     out = [("embedding", _embed(params, feat, be) @ Q, _embed(moved, feat, be))]
     out.append(("layer", layer_forward(lp, X, feat, be) @ Q, layer_forward(moved["layers"][0], X @ Q, feat, be)))
+    if head:  # the logits unchanged: the head absorbs Q^-1 of the final norm's output
+        out.append(("final norm and head", _final_head(params, X, feat, be),
+                    _final_head(moved, (X @ Q).applyfunc(be.simplify), feat, be)))
     return out
+
+
+def _final_head(p: dict[str, Any], Z: sp.Matrix, feat: Features, be: SympyBackend) -> sp.Matrix:
+    """The logits an untied head ``p["lm_head"]`` reads from residual state ``Z`` through the final norm."""
+    out = be.norm(Z, feat.norm, p.get("final_ln_w"), p.get("final_ln_b"), feat.eps) if feat.final_norm else Z
+    return (out @ p["lm_head"]).applyfunc(be.simplify)
 
 
 def _compare(expected: sp.Matrix, actual: sp.Matrix, be: SympyBackend, syms: set[sp.Symbol],

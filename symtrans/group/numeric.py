@@ -194,7 +194,7 @@ def from_blocks(blocks: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_MODEL_TENSORS = ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b")
+_MODEL_TENSORS = ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b", "lm_head")
 
 
 def _untied_head(arch: Architecture) -> bool:
@@ -227,10 +227,11 @@ def transform_weights(weights: Any, spec: GroupSpec, factor: str, element: Any, 
 def _transform(weights: Any, spec: GroupSpec, factor: str, element: Any, *, tags: Any = None) -> tuple[Any, Any]:
     """:func:`transform_weights`, and what the action does to an identity output head (None without an untied head).
 
-    The loaded weights stop at the last hidden state; a model with an untied
-    head ``W`` maps it to logits ``h W``. An action that moves the head sends
-    ``W`` to ``M W`` (every head tag acts on its rows), so acting on ``W = I``
-    gives ``M``, and ``h' M = h`` is invariance of the logits for every head.
+    A model with an untied head ``W`` maps its last hidden state ``h`` to
+    logits ``h W``. An action that moves the head sends ``W`` to ``M W`` (every
+    head tag acts on its rows), so acting on ``W = I`` gives ``M``, and
+    ``h' M = h`` is invariance of the logits for every head, loaded or not (a
+    loaded head, ``lm_head`` of the weights, is moved with the rest).
     """
     return _transform_steps(weights, spec, [(factor, element, tags)], weights.weights_hash + "+" + factor)
 
@@ -261,9 +262,9 @@ def transform_weights_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str
 def transform_with_head(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any]], tag: str = "g") -> tuple[Any, Any]:
     """:func:`transform_weights_steps`, and the image of an identity output head (None without an untied head).
 
-    The loaded weights stop at the last hidden state; an untied head is not
-    loaded, so the part of the action that moves it is returned apart: the
-    head image ``M`` (see :func:`_transform`), which :func:`model_output` applies.
+    The part of the action that moves an untied head is returned apart as the
+    head image ``M`` (see :func:`_transform`), which :func:`model_output`
+    applies; a head the weights hold (``lm_head``) is moved as well.
 
     Examples
     --------
@@ -304,7 +305,8 @@ def output_target(spec: GroupSpec, ref: Any, parts: dict[str, Any]) -> Any:
     """What :func:`model_output` of ``g . W`` must equal where that of ``W`` is ``ref``: ``ref``, or ``ref Q``.
 
     A factor of role ``residual`` whose tag table leaves the output head alone
-    (the residual permutation) is an equivariance: the output becomes ``out Q``.
+    (the residual permutation of an encoder or of a tied head) is an
+    equivariance: the output becomes ``out Q``.
     Every other factor, the residual rotation included (it moves the head), leaves it unchanged once the head
     image is applied. ``parts`` maps factor names to their elements (model-scope factors: one element).
 
@@ -333,12 +335,17 @@ def _transform_steps(weights: Any, spec: GroupSpec, steps: list[tuple[str, Any, 
 
     model = model_blocks(weights)
     head = _untied_head(weights.arch)
-    if head:
-        model["lm_head"] = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)
+    d = weights.d_model
+    if head:  # the identity head beside the loaded one (if any): every head tag acts on rows, column by column
+        eye = torch.eye(d, dtype=weights.dtype, device=weights.device)
+        model["lm_head"] = eye if model.get("lm_head") is None else torch.cat([eye, model["lm_head"]], 1)
     moved = model
     for factor, element, tags in steps:
         moved = act(spec, moved, factor, element, tags=tags)
-    return weights_from_blocks(weights, moved, new_hash), (moved["lm_head"] if head else None)
+    image = None
+    if head:
+        image, moved = moved["lm_head"][:, :d], {**moved, "lm_head": moved["lm_head"][:, d:].contiguous()}
+    return weights_from_blocks(weights, moved, new_hash), image
 
 
 def model_blocks(weights: Any) -> dict[str, Any]:
@@ -425,7 +432,8 @@ def verify_model(weights: Any, *, n: int, dtypes: tuple[str, ...] = RUN_DTYPES,
     twice: on the embeddings (layers only; an equivariance, unless a causal
     mask or rotary positions inside the layers break it) and on token ids with
     the model's positions (a change expected where positions are used). The
-    residual factor is an equivariance: the output must become ``out Q``. A
+    residual permutation is an equivariance (the output must become ``out Q``)
+    unless an untied head absorbs it (:func:`output_target`). A
     factor that a present feature breaks (e.g. ``ffn-scaling`` under GeLU)
     must change it. ``tags`` replaces factors' tag tables (to test a wrong action).
 

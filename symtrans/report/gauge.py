@@ -211,7 +211,7 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = 
     where the model has an untied one (the logits ``h W`` are unchanged when
     ``h' M = h``). ``head`` defaults to that of G's own action of ``g``
     (:func:`symtrans.group.gauge.apply_gauge_head`). A residual factor that
-    leaves the head alone (the residual permutation) is an equivariance: the
+    leaves the head alone (the residual permutation, but for an untied head) is an equivariance: the
     output becomes ``out Q`` (:func:`symtrans.group.numeric.output_target`).
     The tolerance is :func:`symtrans.group.numeric.tolerance` at the weights'
     storage dtype (the moved weights are rounded to it) and the element's
