@@ -27,7 +27,9 @@ from symtrans.numeric.weights import load_model
 
 # RoBERTa: two position rows and the pad token's word row that no input reads, moved freely by G (role unread)
 CASES = {"llama": ("llama", {}), "gpt2": ("gpt2", {}), "gpt2-untied": ("gpt2", {"tie_word_embeddings": False}),
-         "roberta": ("roberta", {})}
+         "roberta": ("roberta", {}),
+         # a causal-LM checkpoint with its untied output head: G moves the head, and relate checks it
+         "llama-head": ("llama", {"head": True, "tie_word_embeddings": False})}
 
 
 @pytest.fixture(scope="module")
@@ -1627,3 +1629,48 @@ def test_a_step_on_an_unloaded_output_head_is_reported_as_not_checked(tiny, tmp_
     assert moved.related and moved.unchecked == [] and "not checked" not in moved.summary()
     _, path = _related_on_disk(g, _moved(g, random_element(spec, g.n_layers, 0), spec), tmp_path / "g")
     assert "not checked" not in check_relation(json.loads(path.read_text()), path)[1]
+
+
+def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonical(tiny, tmp_path):
+    """A causal-LM checkpoint's untied head is loaded (``lm_head``, d_model x vocab: transformers' weight
+    transposed), so relate compares it: a B whose head alone differs is refused there (the loaded weights once
+    stopped at the last hidden state, and such a B was "related" with g the identity), and an element that moves
+    the head is checked on it. The canonical form moves the head with the final norm gain and the residual
+    rotation, so the checkpoint it writes computes A's logits (through ``transformers``); A's head left beside
+    the canonical rest (what was written before) does not (the false case)."""
+    from transformers import AutoModelForCausalLM
+
+    from symtrans.group.canonical import canonical
+
+    a = tiny["llama-head"]
+    ref = AutoModelForCausalLM.from_pretrained(a.source).eval()
+    assert torch.equal(a.tensors["lm_head"], ref.lm_head.weight.detach().T.to(torch.float64))
+    b = a.copy()
+    b.tensors["lm_head"][:, 3].mul_(1.001)  # one token's logit scaled: another function
+    stop = relate(a, b).stop
+    assert stop is not None and stop.tensor == "lm_head" and stop.unexplained > 10 * stop.tolerance, stop
+    spec = GroupSpec.from_arch(a.arch)
+    steps = random_element(spec, a.n_layers, 0)
+    assert {"final-norm-scaling", "residual-rotation"} <= {s["factor"] for s in steps}
+    rel, path = _related_on_disk(a, _moved(a, steps, spec), tmp_path)
+    assert rel.unchecked == [] and "not checked" not in rel.summary()
+    head = [r for r in rel.residuals if r["tensor"] == "lm_head"]
+    assert len(head) == 1 and head[0]["ok"] and head[0]["residual"] > 0  # B's head: A's moved, rounded to float32
+    assert check_relation(json.loads(path.read_text()), path)[0]
+
+    ids = torch.randint(0, int(a.arch.vocab_size), (1, 12), generator=torch.Generator().manual_seed(0))
+
+    def logits(w: Any, where: Path) -> Any:
+        save_weights(w, where, dtype="float64")
+        with torch.no_grad():
+            return AutoModelForCausalLM.from_pretrained(where, dtype=torch.float64).eval()(ids).logits
+
+    want = logits(a, tmp_path / "a64")
+    form = canonical(a).weights
+    assert [s["factor"] for s in canonical(a).steps][:1] == ["residual-rotation"]
+    got = logits(form, tmp_path / "c64")
+    # transformers' RMSNorm computes in float32 whatever the model's dtype: float32 rounding, not float64's
+    assert float((got - want).norm() / want.norm()) < 1e-6
+    stale = form.copy()
+    stale.tensors["lm_head"] = a.tensors["lm_head"].clone()
+    assert float((logits(stale, tmp_path / "s64") - want).norm() / want.norm()) > 1e-2

@@ -195,8 +195,9 @@ def centre_writers(weights: Any) -> Any:
 def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool = True) -> Any:
     """``element . weights``: each factor's part applied through the tag table, then rounded to storage precision.
 
-    The part of the action on an untied output head (not loaded) is dropped here; :func:`apply_gauge_head`
-    returns it too, and any comparison of outputs needs it.
+    An untied output head the weights hold (``lm_head``) is moved with them; the element's image of an
+    identity head, which any comparison of outputs needs (a base-model checkpoint holds no head), is returned
+    by :func:`apply_gauge_head`.
 
     The result keeps the checkpoint's per-tensor storage dtypes (so rank
     decisions are made at the same precision as on ``weights``) and gets its
@@ -216,10 +217,10 @@ def apply_gauge(weights: Any, element: GaugeElement, *, round_to_storage: bool =
 def apply_gauge_head(weights: Any, element: GaugeElement, *, round_to_storage: bool = True) -> tuple[Any, Any]:
     """:func:`apply_gauge`, and the element's image of an identity output head (None without an untied head).
 
-    An untied head ``W`` is not part of the loaded weights; the element sends
-    it to ``M W`` (:func:`symtrans.group.numeric.transform_with_head`), and
-    the logits are unchanged when the moved model's last hidden state ``h'``
-    satisfies ``h' M = h``.
+    The element sends an untied head ``W`` to ``M W``
+    (:func:`symtrans.group.numeric.transform_with_head`; a head the weights
+    hold is moved with them), and the logits are unchanged when the moved
+    model's last hidden state ``h'`` satisfies ``h' M = h``, whatever ``W``.
 
     Examples
     --------

@@ -280,7 +280,7 @@ class Relation:
                          "carried through g, can produce)")
         for factor, tensor in self.unchecked:
             lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
-                         f"output head): B = g . A holds for every loaded tensor, and B's {tensor} must be A's moved "
+                         f"output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and B's {tensor} must be A's moved "
                          "by g for the models to compute the same function")
         for t in self.ties:
             lines.append(f"tie: {t}")
@@ -1388,12 +1388,12 @@ class _Solver:
     def scaled_rows(self, f: Factor, params: dict[str, Any], l: int | None) -> Any:
         """The blocks of ``params`` (layer ``l``, None: the model's) that norm-scaling factor ``f`` scales by the
         inverse of its element, each with the gain's channels as rows (per-head blocks one by one); a tensor the
-        parameters do not hold (an untied output head is not loaded) is skipped."""
+        parameters do not hold (an untied output head a base-model checkpoint lacks) is skipped."""
         for t in f.tags:
             if t.how != "inverse" or t.scope != f.scope:
                 continue
             X = params.get(t.tensor) if l is None else params["layers"][l].get(t.tensor)
-            if X is None:  # not loaded (an untied output head): nothing of it to read
+            if X is None:  # not held (a base model's untied output head): nothing of it to read
                 continue
             for x in X if isinstance(X, list) else (X,):
                 yield x.T if t.side == "right" else x
@@ -2605,8 +2605,9 @@ def relate(a: Any, b: Any) -> Relation:
 
     ``a`` and ``b`` are checkpoint directories, ``"default"`` or loaded
     :class:`~symtrans.numeric.weights.ModelWeights` of one architecture.
-    Output heads are not part of the loaded weights; the element's action on an
-    untied head is therefore not checked (every other tensor is).
+    Every loaded tensor is checked, an untied output head (``lm_head``) among
+    them; where the checkpoints hold no head (a base model), the element's
+    action on it is listed as not checked (:attr:`Relation.unchecked`).
 
     Examples
     --------

@@ -4,8 +4,8 @@
 families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, and the Llama-like Llama, Mistral, Qwen2,
 Qwen3, Gemma 2 and 3, Phi-3, OLMo 2 and SmolLM3; GPT-NeoX is refused): it copies the
 source checkpoint's ``config.json`` and every tensor it holds (so tensors the per-head layout does
-not carry, such as an output head or a pooler, are kept as they are), and overwrites the tensors the
-per-head layout names with the given weights, each in its stored dtype unless ``dtype`` says
+not carry, such as a pooler, are kept as they are), and overwrites the tensors the per-head layout
+names (an untied output head among them) with the given weights, each in its stored dtype unless ``dtype`` says
 otherwise. ``symtrans relate`` and ``symtrans canonical`` use it to write ``g . A`` and gauge-fixed
 checkpoints; loading the written directory gives the weights back (a round trip the tests check).
 
@@ -114,7 +114,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         dt = resolve_dtype(dtype)
         out = {k: (v.to(dt) if v.is_floating_point() else v) for k, v in out.items()}
     family = weights.family
-    from symtrans.numeric.weights import _LAYOUTS, GAIN_OFFSET_TENSORS, LLAMA_LIKE
+    from symtrans.numeric.weights import _LAYOUTS, GAIN_OFFSET_TENSORS, HEAD_KEY, LLAMA_LIKE
 
     lay = _LAYOUTS.get(family)
     if lay is None or family == "gpt_neox":  # GPT-NeoX: its fused query_key_value layout is not written yet
@@ -156,6 +156,8 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     for name, key in (("word", lay["word"]), ("pos", lay.get("pos")), ("type", lay.get("type"))):
         if key and t.get(name) is not None:
             _put(out, prefix + key, t[name])
+    if t.get("lm_head") is not None:  # an untied output head: W_U (d_model x vocab), stored as [vocab, d_model]
+        _put(out, lay.get("head", HEAD_KEY), t["lm_head"].T)
     offset = float(weights.arch.gain_offset or 0)  # Gemma stores w, applies 1 + w (the loader adds it)
     for tag in ("emb_ln", "final_ln"):
         key = lay.get(tag)

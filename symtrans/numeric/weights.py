@@ -77,6 +77,7 @@ _LAYOUTS["olmo2"] = _LAYOUTS["llama"]
 _LAYOUTS["gpt_neox"] = {
     "prefixes": ("", "gpt_neox."), "layer": "layers.{i}.",
     "word": "embed_in.weight", "pos": None, "type": None, "emb_ln": None, "final_ln": "final_layer_norm",
+    "head": "embed_out.weight",
 }
 _LAYOUTS["smollm3"] = _LAYOUTS["llama"]
 #: the families whose layers are read as Llama's (:meth:`_Checkpoint._llama_layer`; written back by
@@ -85,6 +86,9 @@ LLAMA_LIKE = ("llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3", "olmo2", "s
 #: the gains a Gemma-style norm applies as ``gain_offset + w`` to a stored ``w``: the per-head layout holds the
 #: applied gain (``_Checkpoint._gain_offset`` adds the offset; ``save_weights`` takes it off again)
 GAIN_OFFSET_TENSORS = ("ln1_w", "ln2_w", "q_norm_w", "k_norm_w", "ln1_post_w", "ln2_post_w", "final_ln_w")
+#: an untied output head's key where a family's layout names none: ``transformers``' causal-LM wrapper stores it
+#: beside the base model, outside its prefix (``lm_head.weight`` next to ``model.embed_tokens.weight``)
+HEAD_KEY = "lm_head.weight"
 SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "llama", "qwen2", "gemma3", "qwen3", "gemma2", "phi3",
                       "olmo2", "gpt_neox", "smollm3")
 
@@ -152,6 +156,12 @@ class _Unconverted:
                             "conversion (index the mapping, or use table_rows)")
 
 
+def _contiguous() -> Any:
+    import torch
+
+    return torch.contiguous_format
+
+
 class _Tensors(dict):  # type: ignore[type-arg]
     """A model's tensors by name, where an embedding table may wait in its stored dtype until it is read whole.
 
@@ -181,8 +191,8 @@ class _Tensors(dict):  # type: ignore[type-arg]
         return tuple(self._pending)
 
     def _convert(self, key: str) -> None:
-        stored, dt, dev = self._pending.pop(key)
-        super().__setitem__(key, stored.to(device=dev, dtype=dt))
+        stored, dt, dev = self._pending.pop(key)  # contiguous: a head waits as a transposed view of its storage
+        super().__setitem__(key, stored.to(device=dev, dtype=dt, memory_format=_contiguous()))
 
     def __getitem__(self, key: str) -> Any:
         if key in self._pending:
@@ -1002,6 +1012,7 @@ class _Checkpoint:
             for i in range(int(self.arch.L)):
                 self.layer(i)
             self.embeddings()
+            self.head()
         finally:
             self.get, self.slicer, self.stored, self._seen, self._layer, self.dev = saved
             self._dry = False
@@ -1251,6 +1262,26 @@ class _Checkpoint:
                 self.stored[name] = self._key_dtype(self.key(lay[name]))
         return out
 
+    def head_key(self) -> str | None:
+        """The key of the untied output head where the checkpoint holds one (a causal-LM checkpoint whose head is
+        not the word table); None for a tied head, an encoder, or a base model saved without its head."""
+        if self.arch.attention != "causal" or self.arch.tied_lm_head:
+            return None
+        key = self.layout.get("head", HEAD_KEY)
+        return key if key in self.keyset else None
+
+    def head(self) -> Any:
+        """The untied output head ``W_U`` (d_model x vocab: logits = h W_U), checked and in its stored dtype (a
+        transposed view of the stored ``[vocab, d_model]`` weight), or None (:meth:`head_key`)."""
+        key = self.head_key()
+        if key is None:
+            return None
+        a = self.arch
+        W = self._check(key, self.get(key), (int(a.vocab_size), int(a.d_model)), convert=False)
+        if not self._dry:
+            self.stored["lm_head"] = self._key_dtype(key)
+        return W.T
+
     def storage_dtypes(self) -> dict[str, Any]:
         """Every tensor's stored dtype read so far: per-layer tensors as a tuple over layers, embeddings as one."""
         L = int(self.arch.L)
@@ -1277,6 +1308,9 @@ class _Checkpoint:
             del lay
         emb = self.embeddings(stored_tables=_STORED_TABLES)
         pending = {k: (emb.pop(k), self.dt, self.dev) for k in _STORED_TABLES if emb.get(k) is not None}
+        head = self.head()  # an untied output head: G moves it, so relate checks it and canonical writes it
+        if head is not None:
+            pending["lm_head"] = (head, self.dt, self.dev)
         tensors.update(emb)
         return _Tensors(tensors, pending)
 
