@@ -233,6 +233,27 @@ def test_relate_refuses_two_architectures(tiny):
         relate(tiny["llama"], tiny["gpt2"])
 
 
+def test_relate_and_the_orbit_distance_refuse_configs_the_forward_reads_differently(tiny, tmp_path):
+    """The same weights under another rotary base compute another function, and no element of G changes a
+    config: relate once answered "related: g the identity" for such a pair, and the orbit distance 0. Both now
+    refuse, naming the field; the orbit distance also refuses two architectures in one line (it raised torch's
+    "X1 and X2 must have the same number of columns"). The same config is related (the false case)."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import orbit_distance
+
+    a = tiny["llama"]
+    save_weights(a, tmp_path / "b")
+    config = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert relate(a.source, tmp_path / "b").related
+    config["rope_parameters"]["rope_theta"] = 5e5
+    (tmp_path / "b" / "config.json").write_text(json.dumps(config))
+    for check in (relate, orbit_distance):
+        with pytest.raises(SymtransError, match=r"configs differ in rope_theta \(10000.0 in A, 500000.0 in B\)"):
+            check(a.source, str(tmp_path / "b"))
+    with pytest.raises(SymtransError, match="not one architecture: tensor W_K"):
+        orbit_distance(tiny["llama"], tiny["gpt2"])
+
+
 # ------------------------------------------------------------------ canonical form and orbit distance
 def _max_distance(x: Any, y: Any) -> float:
     from symtrans.group.relate import _iter_tensors

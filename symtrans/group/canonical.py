@@ -887,9 +887,11 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     import torch
 
     from symtrans.group.numeric import model_blocks
-    from symtrans.group.relate import _iter_tensors
+    from symtrans.group.relate import _iter_tensors, _load, _same_shape
 
-    ca, cb = canonical(a), canonical(b)
+    A, B = _load(a), _load(b)
+    _same_shape(A, B)  # G acts on one architecture and config: across two, no orbit holds both (as relate refuses)
+    ca, cb = canonical(A), canonical(B)
     blocks_a, blocks_b = model_blocks(ca.weights), model_blocks(cb.weights)
     spec = GroupSpec.from_arch(ca.weights.arch)
     options = [blocks_a, *_paired(spec, blocks_a, blocks_b)]

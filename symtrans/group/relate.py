@@ -2572,6 +2572,26 @@ def _same_shape(a: Any, b: Any) -> None:
             if f.name not in skip and getattr(a.arch, f.name) != getattr(b.arch, f.name)]
     if diff:
         raise SymtransError(f"A and B are not one architecture: they differ in {', '.join(diff[:4])}")
+    # what the forward reads from each config beside the architecture (the rotary base, a sliding window): equal
+    # weights under another base compute another function, so g . A = B alone would not make B A's function
+    sa, sb = _structure(a), _structure(b)
+    if sa is not None and sb is not None and sa != sb:
+        diff = [f"{f.name} ({getattr(sa, f.name)!r} in A, {getattr(sb, f.name)!r} in B)"
+                for f in dataclasses.fields(sa) if getattr(sa, f.name) != getattr(sb, f.name)]
+        raise SymtransError(f"A and B are not one architecture: their configs differ in {', '.join(diff[:4])}, "
+                            "which the forward reads: no element of G changes it")
+
+
+def _structure(w: Any) -> Any:
+    """What the numeric forward reads from ``w``'s architecture and config
+    (:func:`symtrans.numeric.forward.structure`), or None where it refuses the config (rotary scaling, which the
+    architecture records itself)."""
+    from symtrans.numeric.forward import structure
+
+    try:
+        return structure(w)
+    except SymtransError:
+        return None
 
 
 #: the phases of the solve, in order (module docstring): residual map, gain scalings, heads, units, unit scalings,
