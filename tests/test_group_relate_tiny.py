@@ -29,7 +29,9 @@ from symtrans.numeric.weights import load_model
 CASES = {"llama": ("llama", {}), "gpt2": ("gpt2", {}), "gpt2-untied": ("gpt2", {"tie_word_embeddings": False}),
          "roberta": ("roberta", {}),
          # a causal-LM checkpoint with its untied output head: G moves the head, and relate checks it
-         "llama-head": ("llama", {"head": True, "tie_word_embeddings": False})}
+         "llama-head": ("llama", {"head": True, "tie_word_embeddings": False}),
+         # a LayerNorm one: its head also absorbs the final norm's bias through the norm's hyperplane
+         "gpt2-head": ("gpt2", {"head": True, "tie_word_embeddings": False})}
 
 
 @pytest.fixture(scope="module")
@@ -1652,18 +1654,21 @@ def test_a_step_on_an_unloaded_output_head_is_reported_as_not_checked(tiny, tmp_
     assert "not checked" not in check_relation(json.loads(path.read_text()), path)[1]
 
 
-def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonical(tiny, tmp_path):
+@pytest.mark.parametrize("case", ["llama-head", "gpt2-head"])
+def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonical(tiny, case, tmp_path):
     """A causal-LM checkpoint's untied head is loaded (``lm_head``, d_model x vocab: transformers' weight
     transposed), so relate compares it: a B whose head alone differs is refused there (the loaded weights once
     stopped at the last hidden state, and such a B was "related" with g the identity), and an element that moves
     the head is checked on it. The canonical form moves the head with the final norm gain and the residual
-    rotation, so the checkpoint it writes computes A's logits (through ``transformers``); A's head left beside
-    the canonical rest (what was written before) does not (the false case)."""
+    rotation (Llama), and the final LayerNorm's bias transfer (GPT-2: the bias goes to u / |u|^2, u = 1/gamma,
+    not to 0, where the head's action divides by <beta, u> = 0 and the form was not finite), so the checkpoint
+    it writes computes A's logits (through ``transformers``); A's head left beside the canonical rest (what was
+    written before) does not (the false case)."""
     from transformers import AutoModelForCausalLM
 
     from symtrans.group.canonical import canonical
 
-    a = tiny["llama-head"]
+    a = tiny[case]
     ref = AutoModelForCausalLM.from_pretrained(a.source).eval()
     assert torch.equal(a.tensors["lm_head"], ref.lm_head.weight.detach().T.to(torch.float64))
     b = a.copy()
@@ -1672,7 +1677,7 @@ def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonica
     assert stop is not None and stop.tensor == "lm_head" and stop.unexplained > 10 * stop.tolerance, stop
     spec = GroupSpec.from_arch(a.arch)
     steps = random_element(spec, a.n_layers, 0)
-    assert {"final-norm-scaling", "residual-rotation"} <= {s["factor"] for s in steps}
+    assert {"final-norm-scaling", "residual-permutation"} <= {s["factor"] for s in steps}
     rel, path = _related_on_disk(a, _moved(a, steps, spec), tmp_path)
     assert rel.unchecked == [] and "not checked" not in rel.summary()
     head = [r for r in rel.residuals if r["tensor"] == "lm_head"]
@@ -1688,7 +1693,10 @@ def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonica
 
     want = logits(a, tmp_path / "a64")
     form = canonical(a).weights
-    assert [s["factor"] for s in canonical(a).steps][:1] == ["residual-rotation"]
+    if case == "gpt2-head":  # the head's bias transfer put the final bias where <beta, 1/gamma> = 1
+        assert abs(float((form.tensors["final_ln_b"] / form.tensors["final_ln_w"]).sum()) - 1) < 1e-12
+    else:
+        assert [s["factor"] for s in canonical(a).steps][:1] == ["residual-rotation"]
     got = logits(form, tmp_path / "c64")
     # transformers' RMSNorm computes in float32 whatever the model's dtype: float32 rounding, not float64's
     assert float((got - want).norm() / want.norm()) < 1e-6

@@ -10,8 +10,9 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
 * gain scalings: every scalable norm gain becomes 1 (folded into its readers); a gain of exactly 0 stays 0
   and the channel's row of the W_V W_O or W_in W_out key is fixed instead (the live rows' RMS norm, largest
   entry positive);
-* translations: every bias transfer moves the norm bias to 0, every reader hyperplane projects its
-  weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
+* translations: every bias transfer moves the norm bias to 0 (but the final LayerNorm's bias an untied head
+  absorbs, to u/|u|^2 with u = 1/gamma: that action is undefined at <beta, u> = 0), every reader hyperplane
+  projects its weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
   means, the embedding translations and centring shifts centre the tables;
 * heads sorted by ``|W_V W_O|_F``, then ``|W_Q W_K^T|_F``; FFN units by ``|W_in[:, j]| |W_out[j]|``
   (then the bias); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of the largest entry positive
@@ -709,7 +710,8 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
 def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
     """The current parameters with the pivot tensors of translation factor ``f`` moved to their canonical value.
 
-    Pivots: ``translate`` tags -> 0; ``translate_ones`` -> rows without their mean; ``hyperplane_weight`` ->
+    Pivots: ``translate`` tags -> 0 (a final norm bias an untied head absorbs, ``hyperplane_head``: ``u / |u|^2``,
+    u = 1/gamma, since the action is undefined where ``<beta, u> = 0``); ``translate_ones`` -> rows without their mean; ``hyperplane_weight`` ->
     projected off 1/gamma; ``translate_rows`` -> tables without their column mean (modulo 1 when centred).
     relate's own translation solver then reads the element off the difference. A model table's centred target
     is not built: its means, all the solver reads of it, are 0 (given in ``s.tgt_means``).
@@ -721,6 +723,9 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
     tgt = {k: v for k, v in cur.items() if k != "layers"}
     tgt["layers"] = [dict(lp) for lp in cur["layers"]]
     L = len(cur["layers"])
+
+    # bias -> gain of every norm whose bias an untied head absorbs through the hyperplane (hyperplane_head's via)
+    head_bias = {t.via.split(",")[1]: t.via.split(",")[0] for t in f.tags if t.how == "hyperplane_head"}
 
     def put(tensor: str, l: int | None, fn: Any, index: bool) -> None:
         where = tgt if l is None else tgt["layers"][l]
@@ -740,7 +745,13 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
             continue
         layers = [None] if t.scope == "model" else range(L)
         for l in layers:
-            if t.how == "translate":
+            if t.how == "translate" and t.tensor in head_bias:
+                # an untied head absorbs the final LayerNorm's bias beta through the hyperplane <beta, u> (u = 1/gamma):
+                # at <beta, u> = 0 that action is undefined (its v divides by it), so the bias goes to u / |u|^2
+                # (<beta, u> = 1), a value of the gain alone, not to 0
+                u = 1 / cur[head_bias[t.tensor]]
+                put(t.tensor, l, lambda b, h, u=u: (u / float((u * u).sum())).reshape(b.shape), False)
+            elif t.how == "translate":
                 put(t.tensor, l, lambda b, h: torch.zeros_like(b), bool(t.index))
             elif t.how == "translate_ones":
                 if l is None and t.tensor in cur and cur[t.tensor] is not None:  # a model table: only its row means
