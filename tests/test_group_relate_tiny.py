@@ -254,6 +254,8 @@ def test_relate_and_the_orbit_distance_refuse_configs_the_forward_reads_differen
             check(a.source, str(tmp_path / "b"))
     with pytest.raises(SymtransError, match="not one architecture: tensor W_K"):
         orbit_distance(tiny["llama"], tiny["gpt2"])
+    with pytest.raises(SymtransError, match=r"^B holds an untied output head \(lm_head\) and A does not"):
+        relate(tiny["llama"], tiny["llama-head"])
 
 
 # ------------------------------------------------------------------ canonical form and orbit distance
