@@ -1705,3 +1705,32 @@ def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonica
     stale = form.copy()
     stale.tensors["lm_head"] = a.tensors["lm_head"].clone()
     assert float((logits(stale, tmp_path / "s64") - want).norm() / want.norm()) > 1e-2
+
+
+def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_answer(tiny):
+    """An untied head absorbs a shift t of the final LayerNorm's bias through ``v = -t W / <beta + t, 1/gamma>``:
+    undefined where B's ``<beta, 1/gamma>`` is 0, and where A's is, the head has a free direction G lacks. A GPT-2
+    with its final bias 0 (as transformers initialises it) moved by a random element of G computes A's function
+    and is related; from the moved copy back to it the element is undefined, and relate refused "unexplained
+    part inf" there, a false refusal. It now cannot decide. A head moved off the orbit of a model off the
+    hyperplane is still refused (the false case)."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.numeric import model_output
+    from symtrans.group.relate import singular_head_biases
+    from symtrans.numeric.forward import random_ids
+
+    a = tiny["gpt2-head"].copy()
+    spec = GroupSpec.from_arch(a.arch)
+    assert singular_head_biases(spec, a) == []
+    a.tensors["final_ln_b"].zero_()
+    assert singular_head_biases(spec, a)[0].startswith("final-norm-bias-transfer absorbs final_ln_b")
+    b = _moved(a, random_element(spec, a.n_layers, 2), spec)
+    ids = random_ids(a, 8, 0)
+    want = model_output(a, input_ids=ids) @ a.tensors["lm_head"]
+    assert float((model_output(b, input_ids=ids) @ b.tensors["lm_head"] - want).norm() / want.norm()) < 1e-12
+    assert relate(a, b).related
+    with pytest.raises(SymtransError, match=r"^relate: in B, final-norm-bias-transfer .* cannot decide this pair$"):
+        relate(b, a)
+    c = tiny["gpt2-head"].copy()
+    c.tensors["lm_head"][:, 0] += 1e-3
+    assert relate(tiny["gpt2-head"], c).stop.tensor == "lm_head"

@@ -474,6 +474,47 @@ def dead_gain_actions(spec: GroupSpec, w: Any, kinds: tuple[str, ...] = THROUGH_
     return out
 
 
+def singular_head_biases(spec: GroupSpec, w: Any) -> list[str]:
+    """One line per present factor that absorbs a norm bias into an untied head (``hyperplane_head``, via ``gain,
+    bias``) where ``w``'s ``<bias, 1/gain>`` is 0 within its rounding: the action divides by that product, and at 0
+    the head has a free direction G does not model (``W -> W + (1/gain)^T v`` for any v), so a refusal there is no
+    answer. Within rounding: ``(u + gamma_d) sum_i |bias_i / gain_i|``, u the bias's storage unit roundoff (the
+    stored value of a bias on the hyperplane is off it by that much) and ``gamma_d`` the float64 sum's.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(dataclasses.replace(w.arch, tied_lm_head=False))
+    >>> singular_head_biases(spec, w)
+    []
+    >>> w.tensors["final_ln_b"].zero_() is not None
+    True
+    >>> singular_head_biases(spec, w)[0][:80]
+    'final-norm-bias-transfer absorbs final_ln_b into the head through <final_ln_b, 1'
+    """
+    from symtrans.numeric.linalg import _gamma
+    from symtrans.numeric.weights import storage_precision
+    from symtrans.precision import unit_roundoff
+
+    out = []
+    for f in spec.factors:
+        for t in f.tags if f.status != "broken" else ():
+            if t.how != "hyperplane_head" or not t.via:
+                continue
+            gain, bias = t.via.split(",")
+            g, b = w.tensors.get(gain), w.tensors.get(bias)
+            if g is None or b is None or bool((g == 0).any()):  # a dead gain: dead_gain_actions names it
+                continue
+            terms = b.reshape(-1) / g.reshape(-1)
+            dot, mass = float(terms.sum()), float(terms.abs().sum())
+            rounding = (unit_roundoff(storage_precision(w, bias)[0]) + _gamma(terms.numel())) * mass
+            if abs(dot) <= rounding:
+                out.append(f"{f.name} absorbs {bias} into the head through <{bias}, 1/{gain}> = {dot:.3g}, within "
+                           f"its rounding {rounding:.3g} of 0, where that action divides by it (and the head has a "
+                           "free direction G does not model)")
+    return out
+
+
 def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
     """``(d, ok)``: the diagonal d with ``y = diag(d)^-1 x`` row by row, by least squares over ``(x, y)`` pairs of
     blocks (rows: the coordinates d scales): ``d_j = <x_j, x_j> / <x_j, y_j>``; ``ok`` where that is defined
@@ -2661,8 +2702,14 @@ def relate(a: Any, b: Any) -> Relation:
         if dead:
             raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
                                 "relate cannot decide this pair")
+    # a bias an untied head absorbs, on the hyperplane its action divides by: in B, the element reaching it is
+    # undefined; in A, the head has a free direction G lacks. A related answer stands (g found and checked)
+    singular = [f"in {name}, {line}" for name, w in (("A", A), ("B", B)) for line in singular_head_biases(spec, w)]
     with finite_or_named("relate", A=A, B=B):
         rel = _relate(A, B, spec, t0)
+    if rel.stop is not None and singular:
+        raise SymtransError(f"relate: {singular[0]}: G as modelled assumes that product non-zero, so the refusal "
+                            f"relate reached ({rel.stop.line()[:160]}) is not an answer: relate cannot decide this pair")
     if rel.stop is not None and math.isnan(rel.stop.unexplained):
         # NaN is no size: a refusal measured in it is not an answer. The inputs are finite (else named above):
         # the arithmetic overflowed (a float64 sum of squares past 1.8e308: values beyond ~1e154)
