@@ -1734,3 +1734,40 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
     c = tiny["gpt2-head"].copy()
     c.tensors["lm_head"][:, 0] += 1e-3
     assert relate(tiny["gpt2-head"], c).stop.tensor == "lm_head"
+
+
+def test_tensors_outside_the_modelled_function_are_named_as_not_compared(tiny, tmp_path, capsys):
+    """The bundled MiniLM's checkpoint holds a pooler that the per-head layout does not read, and no element of G
+    as modelled moves it: two checkpoints that differ only there are related (the function symtrans models ends
+    at the last hidden state), and the answer, verify's line, the orbit distance and the canonical form name
+    it instead of passing over it (the canonical form, which permutes the residual stream, changes the pooler's
+    output by about 150%). A causal-LM checkpoint, every tensor of which is read, names nothing (the false
+    case)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.cli import main
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.weights import default_model_path
+
+    src = Path(default_model_path())
+    shutil.copytree(src, tmp_path / "b")
+    state = load_file(str(src / "model.safetensors"))
+    state["pooler.dense.weight"] = state["pooler.dense.weight"] * 2
+    save_file(state, str(tmp_path / "b" / "model.safetensors"), metadata={"format": "pt"})
+    a = load_model("default")
+    assert a.outside == ("pooler.dense.bias", "pooler.dense.weight")  # position_ids, an integer buffer: not listed
+    rel = relate("default", str(tmp_path / "b"))
+    assert rel.related and rel.outside == ["pooler.dense.bias", "pooler.dense.weight"]
+    assert any(x.startswith("not compared: pooler.dense.bias, pooler.dense.weight, held by the checkpoints")
+               for x in rel.summary().splitlines())
+    assert rel.to_dict()["outside"] == rel.outside
+    path = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok and why.endswith("; not compared: pooler.dense.bias, pooler.dense.weight (outside the modelled function)")
+    assert canonical(a).outside == a.outside
+    assert main(["canonical", "default", "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert "copied unchanged: pooler.dense.bias, pooler.dense.weight" in capsys.readouterr().out
+    head = tiny["llama-head"]
+    assert head.outside == () and relate(head, head).outside == [] and "not compared" not in relate(head, head).summary()

@@ -45,6 +45,10 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
           + ", ".join(dict.fromkeys(s["factor"] for s in c.steps)) + ")")
     for line in c.ambiguities:
         print(f"  ambiguous: {line}")
+    if c.outside:
+        print(f"  copied unchanged: {', '.join(c.outside)}: outside the function symtrans models, so not moved with "
+              "the rest; where the form moves the last hidden state (a residual permutation), their output is not "
+              f"{args.model}'s")
     if args.distance:
         d = orbit_distance(args.model, args.distance)
         worst = sorted(d["per_tensor"], key=lambda r: -r["distance"])[:5]
@@ -52,6 +56,8 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
               f"absolute over their size {d['scale']:.3g}; {d['bound']})")
         if d["paired"]:
             print("  paired with the other form's nearest: " + "; ".join(d["paired"]))
+        if d["outside"]:
+            print(f"  not compared: {', '.join(d['outside'])} (outside the modelled function)")
         for r in worst:
             where = f" layer {r['layer']}" if r["layer"] is not None else ""
             print(f"  {r['tensor']}{where}: {r['distance']:.3g}")

@@ -65,6 +65,20 @@ class Canonical:
     ambiguities: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # CPU seconds per phase, in order, then "weights"
 
+    @property
+    def outside(self) -> tuple[str, ...]:
+        """Checkpoint tensors outside the function symtrans models (a BERT pooler), which the form leaves as A's:
+        where it moves the last hidden state (a residual permutation), what reads them there no longer gives A's
+        output.
+
+        Examples
+        --------
+        >>> from symtrans.numeric import load_model
+        >>> canonical(load_model("default")).outside
+        ('pooler.dense.bias', 'pooler.dense.weight')
+        """
+        return tuple(getattr(self.weights, "outside", ()))
+
 
 class _Canon:
     def __init__(self, spec: GroupSpec, cur: dict[str, Any], tie: float) -> None:
@@ -898,7 +912,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     import torch
 
     from symtrans.group.numeric import model_blocks
-    from symtrans.group.relate import _iter_tensors, _load, _same_shape
+    from symtrans.group.relate import _iter_tensors, _load, _same_shape, outside_tensors
 
     A, B = _load(a), _load(b)
     _same_shape(A, B)  # G acts on one architecture and config: across two, no orbit holds both (as relate refuses)
@@ -929,6 +943,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
               if l is not None and i]
     return {"total": math.sqrt(num / den) if den else 0.0, "absolute": math.sqrt(num), "scale": math.sqrt(den),
             "per_tensor": rows, "ambiguities": {"a": ca.ambiguities, "b": cb.ambiguities}, "paired": paired,
+            "outside": outside_tensors(A, B),
             "bound": "upper bound: inf over g, h in G of |g.A - h.B|_F <= absolute = |p.can(A) - can(B)|_F, since "
                      "can(A), can(B) and p.can(A) (p in G: each layer's heads and FFN units of can(A) paired with "
                      "can(B)'s nearest, where that is closer) lie on the orbits of A and B; total = absolute / scale"}

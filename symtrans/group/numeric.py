@@ -383,7 +383,7 @@ def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str 
     """
     import torch
 
-    from symtrans.numeric.weights import ModelWeights, _PER_LAYER
+    from symtrans.numeric.weights import _PER_LAYER
 
     tensors = dict(weights.tensors)
     per_layer = [from_blocks(lp) for lp in blocks["layers"]]
@@ -393,9 +393,8 @@ def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str 
     for t in _MODEL_TENSORS:
         if t in blocks and weights.tensors.get(t) is not None:
             tensors[t] = blocks[t].reshape(weights.tensors[t].shape)
-    return ModelWeights(weights.arch, tensors, weights.source, weights_hash or weights.weights_hash,
-                        weights.dtype, weights.device, weights.family, weights.config, weights.storage_dtype,
-                        dict(weights.storage_dtypes))
+    return dataclasses.replace(weights, tensors=tensors, weights_hash=weights_hash or weights.weights_hash,
+                               storage_dtypes=dict(weights.storage_dtypes))
 
 
 def _verdict(change: float, tol: float, expect: str) -> Verdict:

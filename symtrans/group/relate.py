@@ -248,6 +248,9 @@ class Relation:
     # (factor, tensor): a tensor the element's steps act on that the loaded weights do not hold (an untied output
     # head), so no check saw what g does to it (:func:`unchecked_tensors`)
     unchecked: list[tuple[str, str]] = field(default_factory=list)
+    # checkpoint keys of A or B outside the function symtrans models (a BERT pooler: :attr:`ModelWeights.outside`),
+    # which no element of G as modelled moves and relate does not compare
+    outside: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """Lines for the terminal: the verdict, the factors moved, the worst residual, ties.
@@ -282,6 +285,10 @@ class Relation:
             lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
                          f"output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and B's {tensor} must be A's moved "
                          "by g for the models to compute the same function")
+        if self.outside:
+            lines.append(f"not compared: {', '.join(self.outside)}, held by the checkpoints outside the function symtrans "
+                         "models (which ends at the last hidden state, or the logits of an untied head): no element of "
+                         "G as modelled moves them, so B = g . A says nothing of them")
         for t in self.ties:
             lines.append(f"tie: {t}")
         return "\n".join(lines)
@@ -330,6 +337,7 @@ class Relation:
                 "resolution": None if res is None else {k: res[k] for k in ("tensor", "layer", "tolerance", "dtype",
                                                                              "kappa", "factors")},
                 "ties": self.ties, "unchecked": [{"factor": f, "tensor": t} for f, t in self.unchecked],
+                "outside": self.outside,
                 "stop": dataclasses.asdict(self.stop) if self.stop else None,
                 "a": self.a, "b": self.b, "seconds": self.seconds, "phases": self.phases}
 
@@ -2808,7 +2816,20 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
             _raise_if_undecided(residuals, s.fit_kappa)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
-                    time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A))
+                    time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
+
+
+def outside_tensors(*models: Any) -> list[str]:
+    """The checkpoint keys any of ``models`` holds outside the function symtrans models
+    (:attr:`~symtrans.numeric.weights.ModelWeights.outside`), sorted: what relate and verify do not compare.
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model
+    >>> outside_tensors(load_model("default"))  # the bundled MiniLM's pooler
+    ['pooler.dense.bias', 'pooler.dense.weight']
+    """
+    return sorted({k for w in models for k in getattr(w, "outside", ())})
 
 
 def unchecked_tensors(spec: GroupSpec, steps: list[dict[str, Any]], w: Any) -> list[tuple[str, str]]:
@@ -3208,6 +3229,9 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
         unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
                             for f, t in unchecked_tensors(spec, steps, A))
+        outside = outside_tensors(A, B)
+        if outside:
+            unchecked += f"; not compared: {', '.join(outside)} (outside the modelled function)"
         return True, (f"g . A reproduces B in all {len(res)} tensors ({len(steps)} factor steps); worst "
                       f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
                       + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})"

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -328,6 +329,9 @@ class ModelWeights:
     storage_dtypes: dict[str, Any] = field(default_factory=dict)
     # per tensor, the GGUF type it was dequantized from (the bundled Gemma 3: symtrans.numeric.bundled), else empty
     quantized: dict[str, Any] = field(default_factory=dict)
+    # floating tensors the checkpoint holds that the per-head layout does not read (a BERT pooler): outside the
+    # function symtrans models, so no element of G moves them and relate does not compare them
+    outside: tuple[str, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
         tensors = self.__dict__.get("tensors", {})
@@ -387,9 +391,8 @@ class ModelWeights:
         tensors = (self.tensors.to(dt, dev) if isinstance(self.tensors, _Tensors) else
                    {k: (v.to(device=dev, dtype=dt) if v is not None and v.is_floating_point() else v)
                     for k, v in self.tensors.items()})
-        return ModelWeights(self.arch, tensors, self.source, self.weights_hash, dt, dev,
-                            self.family, self.config, self.storage_dtype, dict(self.storage_dtypes),
-                            dict(self.quantized))
+        return dataclasses.replace(self, tensors=tensors, dtype=dt, device=dev, storage_dtypes=dict(self.storage_dtypes),
+                                   quantized=dict(self.quantized))
 
     def first_nonfinite(self) -> str | None:
         """The first tensor (with its layer) that holds NaN or Inf, as ``"W_in (layer 2)"``; None where every
@@ -431,9 +434,8 @@ class ModelWeights:
         """
         tensors = (self.tensors.clone() if isinstance(self.tensors, _Tensors)
                    else {k: (v.clone() if v is not None else None) for k, v in self.tensors.items()})
-        return ModelWeights(self.arch, tensors, self.source, self.weights_hash, self.dtype, self.device,
-                            self.family, dict(self.config), self.storage_dtype, dict(self.storage_dtypes),
-                            dict(self.quantized))
+        return dataclasses.replace(self, tensors=tensors, config=dict(self.config),
+                                   storage_dtypes=dict(self.storage_dtypes), quantized=dict(self.quantized))
 
     @property
     def n_kv_heads(self) -> int:
@@ -765,7 +767,7 @@ def load_model(spec: Any = "default", *, dtype: str | Any = "float64", device: s
 
     weights = ModelWeights(ckpt.arch, tensors, ckpt.where, weights_hash, dt, dev,
                            ckpt.arch.family, ckpt.config, _coarsest(ckpt.stored), ckpt.storage_dtypes(),
-                           gguf_per_head_types(Path(ckpt.where)))
+                           gguf_per_head_types(Path(ckpt.where)), ckpt.outside())
     if small and stamp in _SEEN:  # loaded twice: keep a copy (tests and doctests load "default" often)
         _LOADED.clear()
         _LOADED[stamp] = weights.copy()
@@ -967,6 +969,7 @@ class _Checkpoint:
         self.stored: dict[str, Any] = {}
         self._layer = -1  # the layer being read (layer() sets it for _out)
         self._seen: dict[str, str] = {}  # checkpoint key -> its dtype, for every tensor read and checked
+        self._header_dtypes: dict[str, str] = {}  # checkpoint key -> its stored dtype, from the headers
         self.prefix = next((p for p in layout["prefixes"] if f"{p}{layout['word']}" in self.keyset), None)
         if self.prefix is None:
             raise SymtransError(f"{where}: missing tensor {layout['word']!r} (not a {arch.family} checkpoint?)")
@@ -1006,6 +1009,7 @@ class _Checkpoint:
             check_storage_dtype(entry["dtype"], f"{self.where}: tensor {key!r}")
             return torch.empty(tuple(entry["shape"]), dtype=torch_dtype(entry["dtype"]), device="meta")
 
+        self._header_dtypes = {k: str(e.get("dtype")) for k, e in header.items() if isinstance(e, dict)}
         saved = (self.get, self.slicer, self.stored, self._seen, self._layer, self.dev)
         self.get, self.slicer, self.stored, self._seen, self.dev, self._dry = meta, None, {}, {}, "meta", True
         try:
@@ -1282,6 +1286,24 @@ class _Checkpoint:
             self.stored["lm_head"] = self._key_dtype(key)
         return W.T
 
+    def outside(self) -> tuple[str, ...]:
+        """The floating tensors the checkpoint holds that nothing read so far read (after :meth:`all_tensors`: those
+        the per-head layout does not carry, such as a BERT pooler), by key; integer buffers (position ids) are not
+        listed. The stored dtype comes from the headers, else from the tensor."""
+        from symtrans.precision import float_dtype_name
+
+        out = []
+        for key in sorted(self.keyset - set(self._seen)):
+            dt = self._header_dtypes.get(key)
+            if dt is None:
+                dt = str(self.get(key).dtype)
+            try:
+                float_dtype_name(dt)
+            except ValueError:
+                continue
+            out.append(key)
+        return tuple(out)
+
     def storage_dtypes(self) -> dict[str, Any]:
         """Every tensor's stored dtype read so far: per-layer tensors as a tuple over layers, embeddings as one."""
         L = int(self.arch.L)
@@ -1530,7 +1552,7 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
         weights_hash = h.hexdigest()
     label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
     return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
-                        _coarsest(ckpt.stored), ckpt.storage_dtypes())
+                        _coarsest(ckpt.stored), ckpt.storage_dtypes(), outside=ckpt.outside())
 
 
 def _copy_limit() -> int:
