@@ -724,9 +724,9 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
 def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
     """The current parameters with the pivot tensors of translation factor ``f`` moved to their canonical value.
 
-    Pivots: ``translate`` tags -> 0 (a final norm bias an untied head absorbs, ``hyperplane_head``: ``u / |u|^2``,
-    u = 1/gamma, since the action is undefined where ``<beta, u> = 0``); ``translate_ones`` -> rows without their mean; ``hyperplane_weight`` ->
-    projected off 1/gamma; ``translate_rows`` -> tables without their column mean (modulo 1 when centred).
+    Pivots: ``translate`` tags -> 0 (a final norm bias an untied head absorbs, ``hyperplane_head``:
+    ``u / |u|^2``, u = 1/gamma, since the action is undefined where ``<beta, u> = 0``); ``translate_ones`` -> rows
+    without their mean; ``hyperplane_weight`` -> projected off 1/gamma; ``translate_rows`` -> tables without their column mean (modulo 1 when centred).
     relate's own translation solver then reads the element off the difference. A model table's centred target
     is not built: its means, all the solver reads of it, are 0 (given in ``s.tgt_means``).
     """

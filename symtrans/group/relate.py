@@ -283,8 +283,8 @@ class Relation:
                          "carried through g, can produce)")
         for factor, tensor in self.unchecked:
             lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
-                         f"output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and B's {tensor} must be A's moved "
-                         "by g for the models to compute the same function")
+                         "output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and "
+                         f"B's {tensor} must be A's moved by g for the models to compute the same function")
         if self.outside:
             lines.append(f"not compared: {', '.join(self.outside)}, held by the checkpoints outside the function symtrans "
                          "models (which ends at the last hidden state, or the logits of an untied head): no element of "
