@@ -1771,3 +1771,22 @@ def test_tensors_outside_the_modelled_function_are_named_as_not_compared(tiny, t
     assert "copied unchanged: pooler.dense.bias, pooler.dense.weight" in capsys.readouterr().out
     head = tiny["llama-head"]
     assert head.outside == () and relate(head, head).outside == [] and "not compared" not in relate(head, head).summary()
+
+
+def test_the_head_bias_hyperplane_is_judged_within_the_bias_storage_rounding(tiny):
+    """``singular_head_biases`` flags ``<beta, 1/gamma>`` within ``(u + gamma_d) sum |beta_i / gamma_i|`` of 0 (u:
+    the bias's storage unit roundoff, float32 here), and nothing 100 times beyond it."""
+    from symtrans.group.relate import singular_head_biases
+    from symtrans.precision import unit_roundoff
+
+    w = tiny["gpt2-head"].copy()
+    spec = GroupSpec.from_arch(w.arch)
+    b, g = w.tensors["final_ln_b"], w.tensors["final_ln_w"]
+    u = 1 / g
+    b.sub_(u * float((b * u).sum()) / float((u * u).sum()))  # onto the hyperplane, up to float64 rounding
+    mass = float((b * u).abs().sum())
+    for off, flagged in ((0.5, True), (100.0, False)):
+        c = w.copy()
+        # move along u by off x the rounding bound: <beta, u> changes by exactly that much (to float64 rounding)
+        c.tensors["final_ln_b"].add_(u * off * unit_roundoff("float32") * mass / float((u * u).sum()))
+        assert bool(singular_head_biases(spec, c)) is flagged, off
