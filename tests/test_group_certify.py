@@ -149,3 +149,17 @@ def test_the_residual_permutation_keeps_an_untied_heads_logits_and_a_table_witho
     c = certify_factor("llama2-7b", "residual-permutation", tags=without)
     assert c.outcome == "refuted" and "final norm and head stage" in c.witness
     assert not any(t.tensor == "lm_head" for t in GroupSpec.from_arch("gpt2").factor("residual-permutation").tags)
+
+
+def test_the_residual_permutation_keeps_an_encoders_pooler_output_and_a_table_without_its_pooler_tag_is_refuted():
+    """An encoder's pooler (BERT, RoBERTa) reads the last hidden state X Q: with its tag the permutation leaves the
+    pooler's output unchanged (the pooler stage of the certificate); the table without it is refuted there, and an
+    encoder without a pooler (DistilBERT) has neither."""
+    spec = GroupSpec.from_arch("bert-base")
+    assert any(t.tensor == "pooler_w" and t.how == "inverse" for t in spec.factor("residual-permutation").tags)
+    assert certify_factor("bert-base", "residual-permutation").outcome == "certified"
+    without = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != "pooler_w")
+    c = certify_factor("bert-base", "residual-permutation", tags=without)
+    assert c.outcome == "refuted" and "pooler stage" in c.witness
+    assert not any(t.tensor == "pooler_w"
+                   for t in GroupSpec.from_arch("distilbert-base").factor("residual-permutation").tags)

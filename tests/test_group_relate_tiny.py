@@ -1737,40 +1737,75 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
 
 
 def test_tensors_outside_the_modelled_function_are_named_as_not_compared(tiny, tmp_path, capsys):
-    """The bundled MiniLM's checkpoint holds a pooler that the per-head layout does not read, and no element of G
-    as modelled moves it: two checkpoints that differ only there are related (the function symtrans models ends
-    at the last hidden state), and the answer, verify's line, the orbit distance and the canonical form name
-    it instead of passing over it (the canonical form, which permutes the residual stream, changes the pooler's
-    output by about 150%). A causal-LM checkpoint, every tensor of which is read, names nothing (the false
-    case)."""
+    """A checkpoint may hold tensors the per-head layout does not read (a pre-training head left beside a BERT:
+    ``cls.predictions.bias``), which no element of G as modelled moves: two checkpoints that differ only there are
+    related (the function symtrans models ends at the last hidden state, its pooler and any untied head), and the
+    answer, verify's line, the orbit distance and the canonical form name them instead of passing over them. The
+    bundled MiniLM and a causal-LM checkpoint, every tensor of which is read, name nothing (the false cases)."""
     import shutil
 
+    import torch
     from safetensors.torch import load_file, save_file
 
     from symtrans.cli import main
-    from symtrans.group.canonical import canonical
+    from symtrans.group.canonical import canonical, orbit_distance
     from symtrans.numeric.weights import default_model_path
 
     src = Path(default_model_path())
     shutil.copytree(src, tmp_path / "b")
     state = load_file(str(src / "model.safetensors"))
-    state["pooler.dense.weight"] = state["pooler.dense.weight"] * 2
+    state["cls.predictions.bias"] = torch.randn(int(state["embeddings.word_embeddings.weight"].shape[0]))
     save_file(state, str(tmp_path / "b" / "model.safetensors"), metadata={"format": "pt"})
-    a = load_model("default")
-    assert a.outside == ("pooler.dense.bias", "pooler.dense.weight")  # position_ids, an integer buffer: not listed
+    a, b = load_model("default"), load_model(tmp_path / "b")
+    assert a.outside == () and b.outside == ("cls.predictions.bias",)  # position_ids, an integer buffer: not listed
     rel = relate("default", str(tmp_path / "b"))
-    assert rel.related and rel.outside == ["pooler.dense.bias", "pooler.dense.weight"]
-    assert any(x.startswith("not compared: pooler.dense.bias, pooler.dense.weight, held by the checkpoints")
+    assert rel.related and rel.outside == ["cls.predictions.bias"]
+    assert any(x.startswith("not compared: cls.predictions.bias, held by the checkpoints")
                for x in rel.summary().splitlines())
     assert rel.to_dict()["outside"] == rel.outside
     path = write_relation(rel, tmp_path / "g.json")
     ok, why = check_relation(json.loads(path.read_text()), path)
-    assert ok and why.endswith("; not compared: pooler.dense.bias, pooler.dense.weight (outside the modelled function)")
-    assert canonical(a).outside == a.outside
-    assert main(["canonical", "default", "--out", str(tmp_path / "c"), "--quiet"]) == 0
-    assert "copied unchanged: pooler.dense.bias, pooler.dense.weight" in capsys.readouterr().out
+    assert ok and why.endswith("; not compared: cls.predictions.bias (outside the modelled function)")
+    assert orbit_distance(a, b)["outside"] == ["cls.predictions.bias"]
+    assert canonical(b).outside == b.outside and canonical(a).outside == ()
+    assert main(["canonical", str(tmp_path / "b"), "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert "copied unchanged: cls.predictions.bias" in capsys.readouterr().out
     head = tiny["llama-head"]
     assert head.outside == () and relate(head, head).outside == [] and "not compared" not in relate(head, head).summary()
+    assert "not compared" not in relate(a, a).summary()
+
+
+def test_an_encoders_pooler_is_loaded_checked_by_relate_and_moved_by_canonical(tmp_path):
+    """The bundled MiniLM's pooler (tanh(h_0 W + b) of the first token) reads the last hidden state, which G's
+    residual permutation moves: it absorbs Q^-1, so relate compares it and the canonical form moves it. A B whose
+    pooler alone differs is refused at pooler_w (it was related: the pooler was never read), and the canonical
+    checkpoint's pooler output through ``transformers`` is A's (it was 149% off: the form permuted the residual
+    stream and kept A's pooler, which the false case restores)."""
+    from transformers import BertModel
+
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.weights import default_model_path
+
+    a = load_model("default")
+    ref = BertModel.from_pretrained(str(default_model_path())).eval()
+    assert torch.equal(a.tensors["pooler_w"], ref.pooler.dense.weight.detach().T.to(torch.float64))
+    b = a.copy()
+    b.tensors["pooler_w"][:, 5].mul_(1.01)
+    stop = relate(a, b).stop
+    assert stop is not None and stop.tensor == "pooler_w" and stop.factor == "residual-permutation", stop
+    ids = torch.randint(1000, 30000, (1, 16), generator=torch.Generator().manual_seed(0))
+
+    def pooled(w: Any, where: Path) -> Any:
+        save_weights(w, where, dtype="float64")
+        with torch.no_grad():
+            return BertModel.from_pretrained(where, dtype=torch.float64).eval()(ids).pooler_output
+
+    want = pooled(a, tmp_path / "a")
+    form = canonical(a).weights
+    assert float((pooled(form, tmp_path / "c") - want).norm() / want.norm()) < 1e-10
+    stale = form.copy()
+    stale.tensors["pooler_w"] = a.tensors["pooler_w"].clone()
+    assert float((pooled(stale, tmp_path / "s") - want).norm() / want.norm()) > 0.1
 
 
 def test_the_head_bias_hyperplane_is_judged_within_the_bias_storage_rounding(tiny):

@@ -13,7 +13,7 @@ import sympy as sp
 from symtrans.arch import get_arch
 from symtrans.errors import SymtransError
 from symtrans.formulas import formula
-from symtrans.group.spec import LAYER_AXES, GroupSpec, layer_tensor_names
+from symtrans.group.spec import LAYER_AXES, MODEL_AXES, GroupSpec, layer_tensor_names
 
 rep = dataclasses.replace
 
@@ -54,8 +54,9 @@ def test_every_tag_names_a_real_axis_and_a_valid_side():
                     assert t.tensor in names, (f.name, t.tensor)
                     assert 0 <= t.axis < len(LAYER_AXES[t.tensor])
                 if t.side in ("left", "right"):
-                    inner = LAYER_AXES.get(t.tensor, ("x",))[1 if t.index else 0:]
-                    assert (t.side == "right") == (len(inner) == 1 or t.axis == len(LAYER_AXES.get(t.tensor, inner)) - 1)
+                    axes = MODEL_AXES[t.tensor] if t.scope == "model" else LAYER_AXES[t.tensor]
+                    inner = axes[1 if t.index else 0:]
+                    assert (t.side == "right") == (len(inner) == 1 or t.axis == len(axes) - 1), (f.name, t.tensor)
 
 
 def test_tag_table_covers_every_axis():

@@ -81,10 +81,20 @@ def test_a_bert_bridge_loads_like_its_directory(tmp_path, tokenizer):
     _interop("transformer_lens")
     from transformer_lens.model_bridge import TransformerBridge
 
-    path, _ = random_checkpoint(tmp_path, "bert")
-    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
-    ref, w = symtrans.load(path), symtrans.load(bridge)
+    import transformers
+
+    # the bridge boots a BertForMaskedLM, which has no pooler: saved as one, its directory is the bridge's model
+    # (a BertModel directory holds a pooler, which symtrans loads, so its weights are not the bridge's)
+    _, base = random_checkpoint(tmp_path / "base", "bert")
+    mlm = transformers.BertForMaskedLM(base.config).eval()
+    mlm.bert.load_state_dict(base.state_dict(), strict=False)
+    mlm.save_pretrained(tmp_path / "mlm")
+    bridge = TransformerBridge.boot_transformers(str(tmp_path / "mlm"), device="cpu", tokenizer=tokenizer)
+    ref, w = symtrans.load(tmp_path / "mlm"), symtrans.load(bridge)
     assert w.weights_hash == ref.weights_hash and torch.equal(w.W_O, ref.W_O) and torch.equal(w.W_in, ref.W_in)
+    assert w.tensors.get("pooler_w") is None and w.outside == ref.outside and "cls.predictions.bias" in w.outside
+    with_pooler = symtrans.load(tmp_path / "base")
+    assert with_pooler.tensors["pooler_w"] is not None and torch.equal(with_pooler.W_O, w.W_O)
 
 
 def test_a_modified_model_gets_its_own_hash(models):

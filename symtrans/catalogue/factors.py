@@ -709,6 +709,8 @@ def _model_factors(a: Architecture) -> list[Factor]:
     untied = _has_head(a) and not a.tied_lm_head
     if untied:  # the untied head reads the final norm's output X Q: it absorbs Q^-1 and the logits stay
         tags.append(AxisTag("lm_head", 0, "residual-permutation", "left", "inverse", "Q", scope="model"))
+    if a.pooler:  # an encoder's pooler reads the first token's last hidden state X Q: it absorbs Q^-1 likewise
+        tags.append(AxisTag("pooler_w", 0, "residual-permutation", "left", "inverse", "Q", scope="model"))
     d = S["d_model"]
     if rms:
         group, order = "signed permutations of the residual coordinates (hyperoctahedral group)", 2 ** d * sp.factorial(d)
@@ -735,7 +737,8 @@ def _model_factors(a: Architecture) -> list[Factor]:
         "residual-permutation", "discrete", "model", group, None, order, tuple(tags), breaking,
         "Norm(x Q) = Norm(x) Q with the gains permuted (gamma -> diag(Q^-1 diag(gamma) Q), beta -> beta Q): "
         "readers absorb Q^-1, writers and embeddings Q, so every hidden state becomes X Q"
-        + ("; the untied head absorbs Q^-1, so the logits are unchanged" if untied else ""),
+        + ("; the untied head absorbs Q^-1, so the logits are unchanged" if untied else "")
+        + ("; the pooler absorbs Q^-1, so its output is unchanged" if a.pooler else ""),
         el, data_tags=(() if untied else ("output axis d_model: right by Q (equivariance: a readout absorbs Q^-1)",)),
         role="residual")]
 

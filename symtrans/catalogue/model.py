@@ -98,10 +98,12 @@ MODEL_AXES: dict[str, tuple[str, ...]] = {
     "word": ("vocab", "model"), "pos": ("position", "model"), "type": ("type", "model"),
     "emb_ln_w": ("model",), "emb_ln_b": ("model",),
     "final_ln_w": ("model",), "final_ln_b": ("model",), "lm_head": ("model", "vocab"),
+    # an encoder's pooler (BERT, RoBERTa): tanh(h_0 W + b) of the first token's last hidden state
+    "pooler_w": ("model", "pooled"), "pooler_b": ("pooled",),
     "X": ("token", "model"),
 }
 #: axis name -> size symbol name
-AXIS_SIZES: dict[str, str] = {"head": "H", "kv": "H_kv", "model": "d_model", "qk": "d_k", "v": "d_v",
+AXIS_SIZES: dict[str, str] = {"head": "H", "kv": "H_kv", "model": "d_model", "pooled": "d_model", "qk": "d_k", "v": "d_v",
                               "ff": "d_ff", "vocab": "vocab_size", "position": "max_positions",
                               "type": "type_vocab_size", "token": "n"}
 

@@ -67,15 +67,15 @@ class Canonical:
 
     @property
     def outside(self) -> tuple[str, ...]:
-        """Checkpoint tensors outside the function symtrans models (a BERT pooler), which the form leaves as A's:
-        where it moves the last hidden state (a residual permutation), what reads them there no longer gives A's
-        output.
+        """Checkpoint tensors outside the function symtrans models (a pre-training head beside a BERT), which the
+        form leaves as A's: where it moves the last hidden state (a residual permutation), what reads them there no
+        longer gives A's output.
 
         Examples
         --------
         >>> from symtrans.numeric import load_model
-        >>> canonical(load_model("default")).outside
-        ('pooler.dense.bias', 'pooler.dense.weight')
+        >>> canonical(load_model("default")).outside  # every floating tensor of the bundled MiniLM is modelled
+        ()
         """
         return tuple(getattr(self.weights, "outside", ()))
 

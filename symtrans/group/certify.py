@@ -335,16 +335,24 @@ def _outputs(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any,
     Q = element["Q"]
     # an untied head reads the residual through the final norm: the logits must not move (whatever the tags say)
     head = spec.arch.attention == "causal" and not spec.arch.tied_lm_head
+    d = spec.arch.d_model
     if head and params.get("lm_head") is None:
-        params = {**params, "lm_head": _rational_matrix(random.Random(23), spec.arch.d_model,
-                                                        int(spec.arch.vocab_size))}
+        params = {**params, "lm_head": _rational_matrix(random.Random(23), d, int(spec.arch.vocab_size))}
+    if spec.arch.pooler and params.get("pooler_w") is None:  # an encoder's pooler reads the last hidden state too
+        rng = random.Random(29)
+        params = {**params, "pooler_w": _rational_matrix(rng, d, d), "pooler_b": _rational_matrix(rng, 1, d)}
     moved = act(spec, params, factor, element, tags=tags)
     moved["X"] = X @ Q  # the word/type rows are writers like every other
     out = [("embedding", _embed(params, feat, be) @ Q, _embed(moved, feat, be))]
     out.append(("layer", layer_forward(lp, X, feat, be) @ Q, layer_forward(moved["layers"][0], X @ Q, feat, be)))
+    XQ = (X @ Q).applyfunc(be.simplify)
     if head:  # the logits unchanged: the head absorbs Q^-1 of the final norm's output
-        out.append(("final norm and head", _final_head(params, X, feat, be),
-                    _final_head(moved, (X @ Q).applyfunc(be.simplify), feat, be)))
+        out.append(("final norm and head", _final_head(params, X, feat, be), _final_head(moved, XQ, feat, be)))
+    if spec.arch.pooler:  # the pooler's input to tanh (which acts entry by entry) unchanged: it absorbs Q^-1
+        def pooled(p: dict[str, Any], Z: sp.Matrix) -> sp.Matrix:
+            return (Z @ p["pooler_w"] + sp.ones(Z.rows, 1) * p["pooler_b"]).applyfunc(be.simplify)
+
+        out.append(("pooler", pooled(params, X), pooled(moved, XQ)))
     return out
 
 

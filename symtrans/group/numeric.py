@@ -194,7 +194,8 @@ def from_blocks(blocks: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_MODEL_TENSORS = ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b", "lm_head")
+_MODEL_TENSORS = ("word", "pos", "type", "emb_ln_w", "emb_ln_b", "final_ln_w", "final_ln_b", "lm_head", "pooler_w",
+                  "pooler_b")
 
 
 def _untied_head(arch: Architecture) -> bool:

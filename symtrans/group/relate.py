@@ -248,7 +248,8 @@ class Relation:
     # (factor, tensor): a tensor the element's steps act on that the loaded weights do not hold (an untied output
     # head), so no check saw what g does to it (:func:`unchecked_tensors`)
     unchecked: list[tuple[str, str]] = field(default_factory=list)
-    # checkpoint keys of A or B outside the function symtrans models (a BERT pooler: :attr:`ModelWeights.outside`),
+    # checkpoint keys of A or B outside the function symtrans models (a pre-training head beside a BERT:
+    # :attr:`ModelWeights.outside`),
     # which no element of G as modelled moves and relate does not compare
     outside: list[str] = field(default_factory=list)
 
@@ -2826,8 +2827,9 @@ def outside_tensors(*models: Any) -> list[str]:
     Examples
     --------
     >>> from symtrans.numeric import load_model
-    >>> outside_tensors(load_model("default"))  # the bundled MiniLM's pooler
-    ['pooler.dense.bias', 'pooler.dense.weight']
+    >>> w = load_model("default")  # every floating tensor of the bundled MiniLM is read
+    >>> outside_tensors(w), outside_tensors(w, dataclasses.replace(w, outside=("cls.predictions.bias",)))
+    ([], ['cls.predictions.bias'])
     """
     return sorted({k for w in models for k in getattr(w, "outside", ())})
 

@@ -4,8 +4,8 @@
 families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, and the Llama-like Llama, Mistral, Qwen2,
 Qwen3, Gemma 2 and 3, Phi-3, OLMo 2 and SmolLM3; GPT-NeoX is refused): it copies the
 source checkpoint's ``config.json`` and every tensor it holds (so tensors the per-head layout does
-not carry, such as a pooler, are kept as they are), and overwrites the tensors the per-head layout
-names (an untied output head among them) with the given weights, each in its stored dtype unless ``dtype`` says
+not carry, such as a classifier, are kept as they are), and overwrites the tensors the per-head layout
+names (an untied output head and an encoder's pooler among them) with the given weights, each in its stored dtype unless ``dtype`` says
 otherwise. ``symtrans relate`` and ``symtrans canonical`` use it to write ``g . A`` and gauge-fixed
 checkpoints; loading the written directory gives the weights back (a round trip the tests check).
 
@@ -158,6 +158,9 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
             _put(out, prefix + key, t[name])
     if t.get("lm_head") is not None:  # an untied output head: W_U (d_model x vocab), stored as [vocab, d_model]
         _put(out, lay.get("head", HEAD_KEY), t["lm_head"].T)
+    if t.get("pooler_w") is not None:  # an encoder's pooler: in x out here, nn.Linear's [out, in] there
+        _put(out, prefix + "pooler.dense.weight", t["pooler_w"].T)
+        _put(out, prefix + "pooler.dense.bias", t["pooler_b"])
     offset = float(weights.arch.gain_offset or 0)  # Gemma stores w, applies 1 + w (the loader adds it)
     for tag in ("emb_ln", "final_ln"):
         key = lay.get(tag)

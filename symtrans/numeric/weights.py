@@ -329,8 +329,8 @@ class ModelWeights:
     storage_dtypes: dict[str, Any] = field(default_factory=dict)
     # per tensor, the GGUF type it was dequantized from (the bundled Gemma 3: symtrans.numeric.bundled), else empty
     quantized: dict[str, Any] = field(default_factory=dict)
-    # floating tensors the checkpoint holds that the per-head layout does not read (a BERT pooler): outside the
-    # function symtrans models, so no element of G moves them and relate does not compare them
+    # floating tensors the checkpoint holds that the per-head layout does not read (a pre-training head beside a
+    # BERT): outside the function symtrans models, so no element of G moves them and relate does not compare them
     outside: tuple[str, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
@@ -1017,6 +1017,7 @@ class _Checkpoint:
                 self.layer(i)
             self.embeddings()
             self.head()
+            self.pooler()
         finally:
             self.get, self.slicer, self.stored, self._seen, self._layer, self.dev = saved
             self._dry = False
@@ -1286,14 +1287,39 @@ class _Checkpoint:
             self.stored["lm_head"] = self._key_dtype(key)
         return W.T
 
+    def pooler(self) -> dict[str, Any]:
+        """An encoder's pooler where the architecture has one and the checkpoint holds it (BERT, RoBERTa):
+        ``pooler_w`` (d_model x d_model, in x out: the pooled output is ``tanh(h_0 pooler_w + pooler_b)``) and
+        ``pooler_b``, in the working dtype; empty otherwise."""
+        if not self.arch.pooler or not self.has("pooler.dense.weight"):
+            return {}
+        D = int(self.arch.d_model)
+        W = self.fetch("pooler.dense.weight", (D, D)).T  # nn.Linear: [out, in]
+        out = {"pooler_w": W if self._dry else W.contiguous(), "pooler_b": self.fetch("pooler.dense.bias", (D,))}
+        if not self._dry:
+            for name, key in (("pooler_w", "pooler.dense.weight"), ("pooler_b", "pooler.dense.bias")):
+                self.stored[name] = self._key_dtype(self.key(key))
+        return out
+
     def outside(self) -> tuple[str, ...]:
         """The floating tensors the checkpoint holds that nothing read so far read (after :meth:`all_tensors`: those
-        the per-head layout does not carry, such as a BERT pooler), by key; integer buffers (position ids) are not
-        listed. The stored dtype comes from the headers, else from the tensor."""
+        the per-head layout does not carry, such as a pre-training head beside a BERT), by key; integer buffers (position ids) are not
+        listed. The stored dtype comes from the headers, else from the tensor. An in-memory model's tensor that
+        shares storage with another is listed once, and not at all where that one is read (a TransformerLens
+        bridge's aliases, a decoder tied to the word table)."""
         from symtrans.precision import float_dtype_name
 
+        def storage(key: str) -> int:
+            return self.get(key).untyped_storage().data_ptr()
+
+        aliased = self.slicer is None  # a state dict (in memory, or a pickle) may alias; a safetensors file cannot
+        read = {storage(k) for k in self._seen} if aliased else set()
         out = []
         for key in sorted(self.keyset - set(self._seen)):
+            if aliased:  # one key per storage: a tensor read, or the first name of an unread one
+                if storage(key) in read:
+                    continue
+                read.add(storage(key))
             dt = self._header_dtypes.get(key)
             if dt is None:
                 dt = str(self.get(key).dtype)
@@ -1334,6 +1360,7 @@ class _Checkpoint:
         if head is not None:
             pending["lm_head"] = (head, self.dt, self.dev)
         tensors.update(emb)
+        tensors.update(self.pooler())  # likewise an encoder's pooler
         return _Tensors(tensors, pending)
 
 
