@@ -137,29 +137,20 @@ def test_perturbed_model_scope_action_is_refuted(arch, factor, wrong):
     assert c.outcome == "refuted" and not c.ok and "changes by" in c.witness, c.line()
 
 
-def test_the_residual_permutation_keeps_an_untied_heads_logits_and_a_table_without_its_head_tag_is_refuted():
-    """With an untied output head the residual permutation is an invariance of the logits: the head absorbs Q^-1
-    (its tag on lm_head), and the certificate compares the final norm and head stage. The tag table without it
-    (G as it stood, which left the head alone) is refuted at that stage; a tied GPT-2 has no such tag and no
-    such stage to pass."""
-    spec = GroupSpec.from_arch("llama2-7b")
-    assert any(t.tensor == "lm_head" and t.how == "inverse" for t in spec.factor("residual-permutation").tags)
-    assert certify_factor("llama2-7b", "residual-permutation").outcome == "certified"
-    without = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != "lm_head")
-    c = certify_factor("llama2-7b", "residual-permutation", tags=without)
-    assert c.outcome == "refuted" and "final norm and head stage" in c.witness
-    assert not any(t.tensor == "lm_head" for t in GroupSpec.from_arch("gpt2").factor("residual-permutation").tags)
-
-
-def test_the_residual_permutation_keeps_an_encoders_pooler_output_and_a_table_without_its_pooler_tag_is_refuted():
-    """An encoder's pooler (BERT, RoBERTa) reads the last hidden state X Q: with its tag the permutation leaves the
-    pooler's output unchanged (the pooler stage of the certificate); the table without it is refuted there, and an
-    encoder without a pooler (DistilBERT) has neither."""
-    spec = GroupSpec.from_arch("bert-base")
-    assert any(t.tensor == "pooler_w" and t.how == "inverse" for t in spec.factor("residual-permutation").tags)
-    assert certify_factor("bert-base", "residual-permutation").outcome == "certified"
-    without = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != "pooler_w")
-    c = certify_factor("bert-base", "residual-permutation", tags=without)
-    assert c.outcome == "refuted" and "pooler stage" in c.witness
-    assert not any(t.tensor == "pooler_w"
-                   for t in GroupSpec.from_arch("distilbert-base").factor("residual-permutation").tags)
+@pytest.mark.parametrize("arch, reader, stage, without_reader", [
+    ("llama2-7b", "lm_head", "final norm and head stage", "gpt2"),
+    ("bert-base", "pooler_w", "pooler stage", "distilbert-base"),
+])
+def test_the_residual_permutation_keeps_what_reads_the_last_hidden_state_and_a_table_without_its_tag_is_refuted(
+        arch, reader, stage, without_reader):
+    """An untied output head (through the final norm) and an encoder's pooler read the last hidden state X Q: with
+    their tag (Q^-1 on their input) the permutation leaves the logits and the pooler's output unchanged, which the
+    certificate compares in its own stage. The tag table without it (G as it stood, which left them alone) is
+    refuted at that stage; a tied GPT-2 and a DistilBERT (no pooler) have neither tag."""
+    spec = GroupSpec.from_arch(arch)
+    assert any(t.tensor == reader and t.how == "inverse" for t in spec.factor("residual-permutation").tags)
+    assert certify_factor(arch, "residual-permutation").outcome == "certified"
+    without = tuple(t for t in spec.factor("residual-permutation").tags if t.tensor != reader)
+    c = certify_factor(arch, "residual-permutation", tags=without)
+    assert c.outcome == "refuted" and stage in c.witness
+    assert not any(t.tensor == reader for t in GroupSpec.from_arch(without_reader).factor("residual-permutation").tags)

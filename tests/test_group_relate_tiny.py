@@ -69,6 +69,14 @@ def _related_on_disk(a: Any, b: Any, tmp: Path) -> tuple[Any, Path]:
     return rel, write_relation(rel, tmp / "g.json")
 
 
+def _written_output(w: Any, where: Path, model_class: Any, ids: Any, output: str) -> Any:
+    """``w`` written to ``where`` in float64 and read back by ``transformers``' ``model_class``: its ``output``
+    (``logits``, ``pooler_output``) on token ``ids``, the reference a canonical form must reproduce."""
+    save_weights(w, where, dtype="float64")
+    with torch.no_grad():
+        return getattr(model_class.from_pretrained(where, dtype=torch.float64).eval()(ids), output)
+
+
 def _stored(w: Any, dt: Any, name: str) -> Any:
     """``w`` with every float tensor rounded to ``dt`` (kept in float64) and recorded as stored in ``name``."""
     import dataclasses
@@ -1689,9 +1697,7 @@ def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonica
     ids = torch.randint(0, int(a.arch.vocab_size), (1, 12), generator=torch.Generator().manual_seed(0))
 
     def logits(w: Any, where: Path) -> Any:
-        save_weights(w, where, dtype="float64")
-        with torch.no_grad():
-            return AutoModelForCausalLM.from_pretrained(where, dtype=torch.float64).eval()(ids).logits
+        return _written_output(w, where, AutoModelForCausalLM, ids, "logits")
 
     want = logits(a, tmp_path / "a64")
     form = canonical(a).weights
@@ -1796,9 +1802,7 @@ def test_an_encoders_pooler_is_loaded_checked_by_relate_and_moved_by_canonical(t
     ids = torch.randint(1000, 30000, (1, 16), generator=torch.Generator().manual_seed(0))
 
     def pooled(w: Any, where: Path) -> Any:
-        save_weights(w, where, dtype="float64")
-        with torch.no_grad():
-            return BertModel.from_pretrained(where, dtype=torch.float64).eval()(ids).pooler_output
+        return _written_output(w, where, BertModel, ids, "pooler_output")
 
     want = pooled(a, tmp_path / "a")
     form = canonical(a).weights
