@@ -5,9 +5,9 @@ families the loader reads (BERT, RoBERTa, DistilBERT, GPT-2, and the Llama-like 
 Qwen3, Gemma 2 and 3, Phi-3, OLMo 2 and SmolLM3; GPT-NeoX is refused): it copies the
 source checkpoint's ``config.json`` and every tensor it holds (so tensors the per-head layout does
 not carry, such as a classifier, are kept as they are), and overwrites the tensors the per-head layout
-names (an untied output head and an encoder's pooler among them) with the given weights, each in its stored dtype unless ``dtype`` says
-otherwise. ``symtrans relate`` and ``symtrans canonical`` use it to write ``g . A`` and gauge-fixed
-checkpoints; loading the written directory gives the weights back (a round trip the tests check).
+names (an untied output head and an encoder's pooler among them) with the given weights, each in its
+stored dtype unless ``dtype`` says otherwise. ``symtrans relate`` and ``symtrans canonical`` use it to write
+``g . A`` and gauge-fixed checkpoints; loading the written directory gives the weights back (a round trip the tests check).
 
 Examples
 --------

@@ -1303,8 +1303,8 @@ class _Checkpoint:
 
     def outside(self) -> tuple[str, ...]:
         """The floating tensors the checkpoint holds that nothing read so far read (after :meth:`all_tensors`: those
-        the per-head layout does not carry, such as a pre-training head beside a BERT), by key; integer buffers (position ids) are not
-        listed. The stored dtype comes from the headers, else from the tensor. An in-memory model's tensor that
+        the per-head layout does not carry, such as a pre-training head beside a BERT), by key; integer buffers
+        (position ids) are not listed. The stored dtype comes from the headers, else from the tensor. An in-memory model's tensor that
         shares storage with another is listed once, and not at all where that one is read (a TransformerLens
         bridge's aliases, a decoder tied to the word table)."""
         from symtrans.precision import float_dtype_name
