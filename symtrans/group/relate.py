@@ -249,8 +249,7 @@ class Relation:
     # head), so no check saw what g does to it (:func:`unchecked_tensors`)
     unchecked: list[tuple[str, str]] = field(default_factory=list)
     # checkpoint keys of A or B outside the function symtrans models (a pre-training head beside a BERT:
-    # :attr:`ModelWeights.outside`),
-    # which no element of G as modelled moves and relate does not compare
+    # :attr:`ModelWeights.outside`), which no element of G as modelled moves and relate does not compare
     outside: list[str] = field(default_factory=list)
 
     def summary(self) -> str:

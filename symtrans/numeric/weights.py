@@ -157,12 +157,6 @@ class _Unconverted:
                             "conversion (index the mapping, or use table_rows)")
 
 
-def _contiguous() -> Any:
-    import torch
-
-    return torch.contiguous_format
-
-
 class _Tensors(dict):  # type: ignore[type-arg]
     """A model's tensors by name, where an embedding table may wait in its stored dtype until it is read whole.
 
@@ -192,8 +186,10 @@ class _Tensors(dict):  # type: ignore[type-arg]
         return tuple(self._pending)
 
     def _convert(self, key: str) -> None:
+        import torch
+
         stored, dt, dev = self._pending.pop(key)  # contiguous: a head waits as a transposed view of its storage
-        super().__setitem__(key, stored.to(device=dev, dtype=dt, memory_format=_contiguous()))
+        super().__setitem__(key, stored.to(device=dev, dtype=dt, memory_format=torch.contiguous_format))
 
     def __getitem__(self, key: str) -> Any:
         if key in self._pending:
