@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from symtrans.names import ACTIVATIONS, SIZES, WEIGHTS  # noqa: E402
-from tests.test_numeric_models import _interop  # noqa: E402
+from tests.test_numeric_models import _interop, agrees_in_float32  # noqa: E402
 
 IDS = [[3, 17, 5, 29, 11, 2, 7]]
 
@@ -52,16 +52,8 @@ def _to_symtrans(tensor, row):
 
 
 def _agrees(trace, cache, row, layer) -> tuple[bool, float, float]:
-    """Whether the trace's field and the bridge's hook hold one tensor: (agrees, max deviation, tolerance).
-
-    float32 on both sides; 64 eps of the tensor's scale (at least 1): the two forwards round in different orders."""
-    ours = getattr(trace.layers[layer], row.symtrans).double()
-    theirs = _to_symtrans(cache[row.hook(layer)], row).double()
-    if ours.shape != theirs.shape:
-        return False, float("inf"), 0.0
-    tol = 64 * torch.finfo(torch.float32).eps * max(float(ours.abs().max()), 1.0)
-    dev = float((ours - theirs).abs().max())
-    return dev <= tol, dev, tol
+    """Whether the trace's field and the bridge's hook hold one tensor: (agrees, max deviation, tolerance)."""
+    return agrees_in_float32(getattr(trace.layers[layer], row.symtrans), _to_symtrans(cache[row.hook(layer)], row))
 
 
 @pytest.mark.parametrize("row", [r for r in ACTIVATIONS if r.forms in ("both", "pre-ln")], ids=lambda r: r.symtrans)

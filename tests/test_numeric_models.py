@@ -97,6 +97,68 @@ def test_a_bert_bridge_loads_like_its_directory(tmp_path, tokenizer):
     assert with_pooler.tensors["pooler_w"] is not None and torch.equal(with_pooler.W_O, w.W_O)
 
 
+def agrees_in_float32(ours, theirs) -> tuple[bool, float, float]:
+    """Whether two forwards' tensors agree: (agrees, max deviation, tolerance). At least one side float32; 64 eps
+    of the tensor's scale (at least 1): the two forwards round in different orders."""
+    ours, theirs = ours.double(), theirs.double()
+    if ours.shape != theirs.shape:
+        return False, float("inf"), 0.0
+    tol = 64 * torch.finfo(torch.float32).eps * max(float(ours.abs().max()), 1.0)
+    dev = float((ours - theirs).abs().max())
+    return dev <= tol, dev, tol
+
+
+def _bridge_residual(path, tokenizer, ids, *, compatibility: bool):
+    """A TransformerLens bridge booted from ``path`` (in compatibility mode where asked), its last block's
+    ``hook_resid_post`` on ``ids``, and symtrans's last layer output on the weights it reads from that bridge.
+    LayerNorm families: both rows centred (compatibility mode centres the writers: an element of G's centring
+    shift, which moves the residual along the all-ones row and nothing else)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from symtrans.numeric.forward import encode
+
+    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
+    if compatibility:
+        bridge.enable_compatibility_mode(disable_warnings=True)
+    _, cache = bridge.run_with_cache(ids)
+    w = symtrans.load(bridge)
+    theirs = cache[f"blocks.{bridge.cfg.n_layers - 1}.hook_resid_post"][0]
+    ours = encode(w, input_ids=ids[0]).layers[-1].out
+    if w.arch.norm == "layernorm":
+        theirs, ours = (x - x.mean(-1, keepdim=True) for x in (theirs, ours))
+    return w, ours, theirs
+
+
+@pytest.mark.parametrize("family", ["gpt2", "gpt_neox", "phi3"])
+def test_a_bridge_that_splits_a_fused_projection_is_read_as_it_computes(tmp_path, tokenizer, family, monkeypatch):
+    """TransformerLens splits GPT-2's c_attn, GPT-NeoX's query_key_value and Phi-3's qkv_proj and gate_up_proj into
+    copies its forward computes with; compatibility mode writes the folded weights into the copies alone. symtrans
+    reads the copies, so its forward is the bridge's, before and after. The false case: read the stale fused tensor
+    (the split copies ignored, as before) and the forward is not the bridge's."""
+    _interop("transformer_lens")
+    import symtrans.numeric.weights as weights
+
+    path, _ = random_checkpoint(tmp_path, family, head=True)
+    ids = torch.tensor([[3, 17, 5, 29, 11, 2, 7]])
+    for compatibility in (False, True):
+        w, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=compatibility)
+        ok, dev, tol = agrees_in_float32(ours, theirs)
+        assert ok, (compatibility, dev, tol)
+        assert not any(".q." in k or ".gate." in k for k in w.outside), w.outside  # the copies are read, not outside
+    monkeypatch.setattr(weights, "_BRIDGE_SPLITS", {})
+    _, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=True)
+    ok, dev, tol = agrees_in_float32(ours, theirs)
+    assert not ok and dev > 100 * tol, (dev, tol)
+
+
+def test_an_in_memory_gpt_neox_reads_its_head_as_its_directory_does(tmp_path):
+    """transformers 5 names an in-memory GPT-NeoX's head lm_head (its files: embed_out): both are read."""
+    path, model = random_checkpoint(tmp_path, "gpt_neox", head=True)
+    ref, w = symtrans.load(path), symtrans.load(model)
+    assert ref.tensors["lm_head"] is not None and torch.equal(w.tensors["lm_head"], ref.tensors["lm_head"])
+    assert w.outside == () == ref.outside
+
+
 def test_a_modified_model_gets_its_own_hash(models):
     import transformers
 

@@ -892,10 +892,15 @@ def module_state(model: Any) -> dict[str, Any]:
     """The tensors of an in-memory model under its ``transformers`` names, on a real device.
 
     A TransformerLens 4.x bridge wraps each original module in place, so its
-    names carry ``._original_component``; those segments are removed (the
-    bridge's own extra tensors, such as split ``attn.q``, are ignored by the
-    reader, which asks for the original names). Weights on the meta device
-    (a model built lazily, without its weights) are refused in one line.
+    names carry ``._original_component``; those segments are removed. Where
+    the bridge holds its own split copies of a fused projection (GPT-2's
+    ``c_attn``, GPT-NeoX's ``query_key_value``, Phi-3's ``qkv_proj`` and
+    ``gate_up_proj``: :data:`_BRIDGE_SPLITS`), its forward computes with the
+    copies, so the fused tensor is rebuilt from them (after TransformerLens's
+    weight processing only the copies hold the processed values) and the
+    copies are dropped. The bridge's other extra names alias the original
+    tensors. Weights on the meta device (a model built lazily, without its
+    weights) are refused in one line.
 
     Examples
     --------
@@ -921,7 +926,72 @@ def module_state(model: Any) -> dict[str, Any]:
                                 "them): load them first (nnsight: LanguageModel(path, dispatch=True) or .dispatch(); "
                                 "transformers: from_pretrained without a meta device map)")
         state.setdefault(key.replace(_BRIDGE_SEGMENT, ""), value.detach())
+    if any(_BRIDGE_SEGMENT in key for key in model.state_dict()):
+        _join_bridge_splits(state, int(getattr(model.config, "num_attention_heads", 0) or 0))
     return state
+
+
+#: TransformerLens 4.x splits each fused projection into copies of its own, which the bridge's forward computes
+#: with: at boot they hold the fused tensor's values (GPT-2's, Phi-3's as views of it; GPT-NeoX's as copies), and
+#: ``process_weights`` (``enable_compatibility_mode``) writes the folded and centred values into the copies alone,
+#: leaving the fused tensor stale. Per fused module (the original name): the copies' modules, in the fused order,
+#: and how the fused weight stacks them: ``columns`` (a Conv1D ``[in, out]``: each copy an ``nn.Linear`` ``[out_j,
+#: in]``, transposed), ``rows`` (an ``nn.Linear``: the copies' rows one after another), ``heads`` (an ``nn.Linear``
+#: whose rows are, head by head, that head's rows of each copy). Biases are stacked alike along their one axis.
+_BRIDGE_SPLITS: dict[str, tuple[tuple[str, ...], str]] = {
+    "attn.c_attn": (("attn.q", "attn.k", "attn.v"), "columns"),  # GPT-2
+    "attention.query_key_value": (("attention.q", "attention.k", "attention.v"), "heads"),  # GPT-NeoX
+    "self_attn.qkv_proj": (("self_attn.q", "self_attn.k", "self_attn.v"), "rows"),  # Phi-3
+    "mlp.gate_up_proj": (("mlp.gate", "mlp.in"), "rows"),  # Phi-3: gate, then up
+}
+
+
+def _join_bridge_splits(state: dict[str, Any], heads: int) -> None:
+    """Rebuild in ``state`` each fused tensor a bridge holds split copies of (:data:`_BRIDGE_SPLITS`) from the
+    copies, and drop the copies: the tensors the bridge's forward computes with, under the original names.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = torch.arange(24.0).reshape(2, 12)  # a GPT-2 c_attn [in, out]: q | k | v, each 2 x 4
+    >>> state = {"h.0.attn.c_attn.weight": torch.zeros(2, 12)}  # stale
+    >>> state.update({f"h.0.attn.{p}.weight": W[:, 4 * j:4 * (j + 1)].T for j, p in enumerate("qkv")})
+    >>> _join_bridge_splits(state, heads=2)
+    >>> sorted(state), bool(torch.equal(state["h.0.attn.c_attn.weight"], W))
+    (['h.0.attn.c_attn.weight'], True)
+    """
+    import torch
+
+    def storage(t: Any) -> int:
+        return t.untyped_storage().data_ptr()
+
+    stale: set[int] = set()  # the storages of the copies and of the fused tensors replaced: every name of them goes
+    for key in list(state):
+        for fused, (parts, how) in _BRIDGE_SPLITS.items():
+            leaf = key.rsplit(".", 1)[-1]
+            scope = key[:-len(f"{fused}.{leaf}")]
+            if not key.endswith(f"{fused}.{leaf}") or (scope and not scope.endswith(".")):
+                continue
+            copies = [state.get(f"{scope}{p}.{leaf}") for p in parts]
+            if any(c is None for c in copies):
+                continue
+            if how == "columns":
+                joined = torch.cat([c.T if c.ndim == 2 else c for c in copies], dim=-1)
+            elif how == "rows":
+                joined = torch.cat(copies, dim=0)
+            else:
+                if heads < 1:
+                    raise SymtransError(f"{key}: the bridge's split copies are stacked head by head, and the "
+                                        "config gives no num_attention_heads")
+                joined = torch.stack([c.reshape(heads, -1, *c.shape[1:]) for c in copies], dim=1) \
+                    .reshape(-1, *copies[0].shape[1:])
+            if joined.shape != state[key].shape:
+                raise SymtransError(f"{key}: the bridge's split copies {', '.join(parts)} stack to "
+                                    f"{tuple(joined.shape)}, not the fused tensor's {tuple(state[key].shape)}")
+            stale.update(storage(t) for t in (state[key], *copies))
+            state[key] = joined
+    for key in [k for k, t in state.items() if storage(t) in stale]:
+        del state[key]
 
 
 def _is_hf_model(obj: Any, strict: bool) -> bool:
@@ -1268,8 +1338,10 @@ class _Checkpoint:
         not the word table); None for a tied head, an encoder, or a base model saved without its head."""
         if self.arch.attention != "causal" or self.arch.tied_lm_head:
             return None
-        key = self.layout.get("head", HEAD_KEY)
-        return key if key in self.keyset else None
+        # the layout's name in a file (GPT-NeoX's embed_out), else transformers' module name (an in-memory GPT-NeoX
+        # is lm_head since transformers 5)
+        return next((k for k in dict.fromkeys((self.layout.get("head", HEAD_KEY), HEAD_KEY)) if k in self.keyset),
+                    None)
 
     def head(self) -> Any:
         """The untied output head ``W_U`` (d_model x vocab: logits = h W_U), checked and in its stored dtype (a
