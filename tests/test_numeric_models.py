@@ -151,6 +151,31 @@ def test_a_bridge_that_splits_a_fused_projection_is_read_as_it_computes(tmp_path
     assert not ok and dev > 100 * tol, (dev, tol)
 
 
+def test_a_head_untied_in_memory_is_read_as_untied(tmp_path, tokenizer):
+    """TransformerLens's compatibility mode unties GPT-2's head from the word table (it folds the final norm into
+    it): the bridge computes its logits with that head, so symtrans reads it as an untied model, and relate names
+    the difference from the tied directory. The false cases: the same bridge before compatibility mode, whose
+    head is the word table, and a head that is a separate tensor equal to the word table, stay tied."""
+    _interop("transformer_lens")
+    import transformers
+    from transformer_lens.model_bridge import TransformerBridge
+
+    path, _ = random_checkpoint(tmp_path / "gpt2", "gpt2", head=True)
+    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", tokenizer=tokenizer)
+    assert symtrans.load(bridge).arch.tied_lm_head and "lm_head" not in symtrans.load(bridge).tensors
+    bridge.enable_compatibility_mode(disable_warnings=True)
+    w = symtrans.load(bridge)
+    head = bridge.original_model.state_dict()["lm_head._original_component.weight"]
+    assert not w.arch.tied_lm_head and torch.equal(w.tensors["lm_head"], head.T.double())
+    assert "lm_head.weight" not in w.outside
+    with pytest.raises(SymtransError, match=r"B holds an untied output head \(lm_head\) and A does not \(its head "
+                                            r"is the word table\)"):
+        symtrans.relate(path, bridge)
+    copy = transformers.AutoModelForCausalLM.from_pretrained(path)
+    copy.lm_head.weight = torch.nn.Parameter(copy.transformer.wte.weight.detach().clone())  # equal, not shared
+    assert symtrans.load(copy).arch.tied_lm_head
+
+
 def test_an_in_memory_gpt_neox_reads_its_head_as_its_directory_does(tmp_path):
     """transformers 5 names an in-memory GPT-NeoX's head lm_head (its files: embed_out): both are read."""
     path, model = random_checkpoint(tmp_path, "gpt_neox", head=True)

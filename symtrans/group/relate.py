@@ -2613,8 +2613,9 @@ def _same_shape(a: Any, b: Any) -> None:
     heads = [side for side, w in (("A", a), ("B", b)) if w.tensors.get("lm_head") is not None]
     if len(heads) == 1:  # a causal-LM checkpoint beside its base model: G moves the head, only one side has it
         other = "B" if heads == ["A"] else "A"
-        raise SymtransError(f"{heads[0]} holds an untied output head (lm_head) and {other} does not (a base-model "
-                            "checkpoint): compare both with their heads, or both without")
+        why = "its head is the word table" if (b if other == "B" else a).arch.tied_lm_head else "a base-model checkpoint"
+        raise SymtransError(f"{heads[0]} holds an untied output head (lm_head) and {other} does not ({why}): compare "
+                            "both with their heads, or both without")
     for k, v in a.tensors.items():
         o = b.tensors.get(k)
         if (v is None) != (o is None) or (v is not None and tuple(v.shape) != tuple(o.shape)):

@@ -1625,10 +1625,16 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
         raise SymtransError(f"{where}: its config.to_dict() returned a {type(cfg).__name__}, not a dict")
     name = str(getattr(model.config, "name_or_path", "") or cfg.get("_name_or_path") or where)
     cfg["_name_or_path"] = name
-    with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
-        arch = from_config(tmp)
-    ckpt = _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
+
+    def read(cfg: dict[str, Any]) -> tuple[Architecture, _Checkpoint]:
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "config.json").write_text(json.dumps(cfg, default=str))
+            arch = from_config(tmp)
+        return arch, _Checkpoint(arch, cfg, list(state), state.__getitem__, None, dt, dev, where)
+
+    arch, ckpt = read(cfg)
+    if _untied_in_memory(arch, ckpt, state):  # computed with its own head: read as the untied model it is
+        arch, ckpt = read({**cfg, "tie_word_embeddings": False})
     # shapes and dtypes first, on the meta device, then the size of the copy: an expanded view of 10^9 rows
     # holds little memory, its float64 copy does not
     ckpt.check_headers({k: {"dtype": _dtype_name(v.dtype), "shape": list(v.shape)} for k, v in state.items()})
@@ -1648,6 +1654,20 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
     label = f"<in-memory {where}>" if name == where else f"<in-memory {where} {name}>"  # no class name twice
     return ModelWeights(arch, tensors, label, weights_hash, dt, dev, arch.family, cfg,
                         _coarsest(ckpt.stored), ckpt.storage_dtypes(), outside=ckpt.outside())
+
+
+def _untied_in_memory(arch: Architecture, ckpt: _Checkpoint, state: dict[str, Any]) -> bool:
+    """Whether a causal model whose config ties its head holds, in memory, an ``lm_head`` of its own that is not
+    the word table (TransformerLens's weight processing unties GPT-2's and Gemma's to fold the final norm into
+    it): its logits are computed with that head, so it is read as untied."""
+    import torch
+
+    if arch.attention != "causal" or not arch.tied_lm_head or HEAD_KEY not in state:
+        return False
+    head, word = state[HEAD_KEY], state.get(ckpt.key(ckpt.layout["word"]))
+    if word is None or head.untyped_storage().data_ptr() == word.untyped_storage().data_ptr():
+        return False
+    return head.shape != word.shape or not torch.equal(head, word)
 
 
 def _copy_limit() -> int:
