@@ -208,6 +208,14 @@ def test_measure_and_check_claims_take_model_objects(models, bridges):
     assert "causal" in by["depth-sweep-pure-attention"].summary and "RMSNorm" in by["ln-real"].summary
 
 
+def test_a_compiled_model_is_read_through_its_original_module(models):
+    """torch.compile keeps the model as ``_orig_mod`` and prefixes every tensor name with it: read as the model."""
+    path, model = models["gpt2"]
+    compiled = torch.compile(model)
+    assert unwrap_model(compiled) is model
+    assert symtrans.load(compiled).weights_hash == symtrans.load(model).weights_hash
+
+
 def test_nnsight_wrapper(models):
     nnsight = _interop("nnsight")
     path, model = models["gpt2"]

@@ -834,16 +834,17 @@ def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
 
 
 #: attributes under which wrappers keep the original ``transformers`` model: TransformerLens'
-#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``
-_WRAPPED = ("original_model", "_module")
+#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``, ``torch.compile``'s ``OptimizedModule._orig_mod``
+_WRAPPED = ("original_model", "_module", "_orig_mod")
 
 
 def unwrap_model(obj: Any) -> Any:
     """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight), or ``obj`` itself.
 
     Accepted: a ``PreTrainedModel`` (base or with a head), or an object that
-    keeps one as ``original_model`` (TransformerLens ``TransformerBridge``) or
-    ``_module`` (nnsight ``NNsight``/``LanguageModel``), nested up to 4 deep.
+    keeps one as ``original_model`` (TransformerLens ``TransformerBridge``),
+    ``_module`` (nnsight ``NNsight``/``LanguageModel``) or ``_orig_mod``
+    (``torch.compile``), nested up to 4 deep.
 
     Examples
     --------
@@ -854,7 +855,7 @@ def unwrap_model(obj: Any) -> Any:
     >>> unwrap_model(3.5)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight wrapper
+    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight wrapper or a torch.compile'd model
     """
     current = obj
     for _ in range(5):
@@ -869,8 +870,8 @@ def unwrap_model(obj: Any) -> Any:
             break
         current = inner
     raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
-                        "a hub id, a transformers model, a TransformerLens bridge (original_model) or an nnsight "
-                        "wrapper")
+                        "a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight "
+                        "wrapper or a torch.compile'd model")
 
 
 def _dispatch(wrapper: Any) -> None:
