@@ -968,8 +968,8 @@ def _join_bridge_splits(state: dict[str, Any], heads: int) -> None:
 
     stale: set[int] = set()  # the storages of the copies and of the fused tensors replaced: every name of them goes
     for key in list(state):
+        leaf = key.rsplit(".", 1)[-1]
         for fused, (parts, how) in _BRIDGE_SPLITS.items():
-            leaf = key.rsplit(".", 1)[-1]
             scope = key[:-len(f"{fused}.{leaf}")]
             if not key.endswith(f"{fused}.{leaf}") or (scope and not scope.endswith(".")):
                 continue
@@ -991,6 +991,7 @@ def _join_bridge_splits(state: dict[str, Any], heads: int) -> None:
                                     f"{tuple(joined.shape)}, not the fused tensor's {tuple(state[key].shape)}")
             stale.update(storage(t) for t in (state[key], *copies))
             state[key] = joined
+    stale.discard(0)  # an empty tensor's storage has no address: never another's
     for key in [k for k, t in state.items() if storage(t) in stale]:
         del state[key]
 
