@@ -216,6 +216,21 @@ def test_a_compiled_model_is_read_through_its_original_module(models):
     assert symtrans.load(compiled).weights_hash == symtrans.load(model).weights_hash
 
 
+def test_a_sentence_transformers_pipeline_is_read_as_its_transformer():
+    """The bundled model's own library: a SentenceTransformer (transformer, mean pooling, normalisation) is read as
+    its BertModel, with the bundled directory's hash. The false case: a pipeline with a Dense projection after the
+    pooling holds weights symtrans would not read, and is refused by name."""
+    st = _interop("sentence_transformers")
+    from symtrans.numeric.weights import default_model_path
+
+    pipeline = st.SentenceTransformer(str(default_model_path()), device="cpu")
+    assert unwrap_model(pipeline) is pipeline[0].auto_model
+    assert symtrans.load(pipeline).weights_hash == symtrans.load("default").weights_hash
+    dense = st.SentenceTransformer(modules=[pipeline[0], pipeline[1], st.models.Dense(384, 16)], device="cpu")
+    with pytest.raises(SymtransError, match=r"module 2 \(Dense\) holds weights that act after the transformer"):
+        symtrans.load(dense)
+
+
 def test_nnsight_wrapper(models):
     nnsight = _interop("nnsight")
     path, model = models["gpt2"]

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -834,17 +835,23 @@ def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
 
 
 #: attributes under which wrappers keep the original ``transformers`` model: TransformerLens'
-#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``, ``torch.compile``'s ``OptimizedModule._orig_mod``
-_WRAPPED = ("original_model", "_module", "_orig_mod")
+#: ``TransformerBridge.original_model``, nnsight's ``Envoy._module``, ``torch.compile``'s ``OptimizedModule._orig_mod``,
+#: a sentence-transformers ``Transformer`` module's ``auto_model``
+_WRAPPED = ("original_model", "_module", "_orig_mod", "auto_model")
 
 
 def unwrap_model(obj: Any) -> Any:
-    """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight), or ``obj`` itself.
+    """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight, ...), or ``obj`` itself.
 
     Accepted: a ``PreTrainedModel`` (base or with a head), or an object that
     keeps one as ``original_model`` (TransformerLens ``TransformerBridge``),
-    ``_module`` (nnsight ``NNsight``/``LanguageModel``) or ``_orig_mod``
-    (``torch.compile``), nested up to 4 deep.
+    ``_module`` (nnsight ``NNsight``/``LanguageModel``), ``_orig_mod``
+    (``torch.compile``) or ``auto_model`` (a sentence-transformers module),
+    nested up to 4 deep; and a sentence-transformers pipeline (the bundled
+    model's own library: an ``nn.Sequential`` whose first module holds the
+    transformer), read as that transformer where the modules after it hold no
+    weights (mean pooling, normalisation), refused by name where they do (a
+    ``Dense`` projection would act outside the function symtrans reads).
 
     Examples
     --------
@@ -855,7 +862,7 @@ def unwrap_model(obj: Any) -> Any:
     >>> unwrap_model(3.5)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight wrapper or a torch.compile'd model
+    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight wrapper, a torch.compile'd model or a sentence-transformers model
     """
     current = obj
     for _ in range(5):
@@ -864,6 +871,8 @@ def unwrap_model(obj: Any) -> Any:
         if _is_hf_model(current, strict=True):
             return current
         inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
+        if inner is None:
+            inner = _pipeline_transformer(current)
         if inner is None or inner is current:  # no wrapper left: a duck-typed model, or nothing
             if _is_hf_model(current, strict=False):
                 return current
@@ -871,7 +880,23 @@ def unwrap_model(obj: Any) -> Any:
         current = inner
     raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
                         "a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight "
-                        "wrapper or a torch.compile'd model")
+                        "wrapper, a torch.compile'd model or a sentence-transformers model")
+
+
+def _pipeline_transformer(obj: Any) -> Any:
+    """The first module of a sentence-transformers pipeline (an ``nn.Sequential`` whose first module keeps its
+    ``transformers`` model as ``auto_model``), or None for anything else; refused where a later module holds
+    weights (they act after the transformer, on what symtrans would not read)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.nn.Sequential) or not len(obj) \
+            or getattr(obj[0], "auto_model", None) is None:
+        return None
+    weighted = [f"{i} ({type(m).__name__})" for i, m in enumerate(obj) if i and any(True for _ in m.parameters())]
+    if weighted:
+        raise SymtransError(f"{type(obj).__name__}: the pipeline's module {weighted[0]} holds weights that act after "
+                            "the transformer, outside the function symtrans reads; pass the transformer alone "
+                            "(pipeline[0].auto_model) to read it")
+    return obj[0]
 
 
 def _dispatch(wrapper: Any) -> None:
