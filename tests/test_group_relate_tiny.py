@@ -1718,11 +1718,14 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
     undefined where B's ``<beta, 1/gamma>`` is 0, and where A's is, the head has a free direction G lacks. A GPT-2
     with its final bias 0 (as transformers initialises it) moved by a random element of G computes A's function
     and is related; from the moved copy back to it the element is undefined, and relate refused "unexplained
-    part inf" there, a false refusal. It now cannot decide. A head moved off the orbit of a model off the
-    hyperplane is still refused (the false case)."""
+    part inf" there, a false refusal. It now cannot decide. The singular point reaches only the head and the
+    final norm: a layer moved off the orbit is still refused, and so is a head moved off the orbit of a model off
+    the hyperplane (the false cases)."""
     from symtrans.errors import SymtransError
     from symtrans.group.numeric import model_output
-    from symtrans.group.relate import singular_head_biases
+    import torch
+
+    from symtrans.group.relate import head_hyperplane_tensors, singular_head_biases
     from symtrans.numeric.forward import random_ids
 
     a = tiny["gpt2-head"].copy()
@@ -1737,6 +1740,12 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
     assert relate(a, b).related
     with pytest.raises(SymtransError, match=r"^relate: in B, final-norm-bias-transfer .* cannot decide this pair$"):
         relate(b, a)
+    # the singular point reaches only the head, the final gain and bias: a difference elsewhere is still refused
+    far = a.copy()
+    noise = torch.randn(far.tensors["W_Q"][1].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    far.tensors["W_Q"][1] += 1e-3 * noise * far.tensors["W_Q"][1].norm() / noise.norm()
+    stop = relate(b, far).stop
+    assert stop is not None and stop.layer == 1 and stop.tensor not in head_hyperplane_tensors(spec), stop
     c = tiny["gpt2-head"].copy()
     c.tensors["lm_head"][:, 0] += 1e-3
     assert relate(tiny["gpt2-head"], c).stop.tensor == "lm_head"

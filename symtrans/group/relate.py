@@ -523,6 +523,27 @@ def singular_head_biases(spec: GroupSpec, w: Any) -> list[str]:
     return out
 
 
+def head_hyperplane_tensors(spec: GroupSpec) -> set[str]:
+    """The tensors a factor absorbing a norm bias into an untied head (``hyperplane_head``) acts on or reads: the
+    only ones :func:`singular_head_biases`' singular point reaches.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> sorted(head_hyperplane_tensors(GroupSpec.from_arch(dataclasses.replace(tiny_decoder("gpt2").arch,
+    ...                                                                            tied_lm_head=False))))
+    ['final_ln_b', 'final_ln_w', 'lm_head']
+    >>> head_hyperplane_tensors(GroupSpec.from_arch(tiny_decoder("gpt2").arch))  # tied: no such factor
+    set()
+    """
+    out: set[str] = set()
+    for f in spec.factors:
+        if f.status != "broken" and any(t.how == "hyperplane_head" for t in f.tags):
+            out.update(t.tensor for t in f.tags)
+            out.update(v for t in f.tags for v in (t.via or "").split(",") if v)
+    return out
+
+
 def _inverse_fit(pairs: Any) -> tuple[Any, Any]:
     """``(d, ok)``: the diagonal d with ``y = diag(d)^-1 x`` row by row, by least squares over ``(x, y)`` pairs of
     blocks (rows: the coordinates d scales): ``d_j = <x_j, x_j> / <x_j, y_j>``; ``ok`` where that is defined
@@ -2712,11 +2733,14 @@ def relate(a: Any, b: Any) -> Relation:
             raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
                                 "relate cannot decide this pair")
     # a bias an untied head absorbs, on the hyperplane its action divides by: in B, the element reaching it is
-    # undefined; in A, the head has a free direction G lacks. A related answer stands (g found and checked)
+    # undefined; in A, the head has a free direction G lacks. Both touch only the tensors of that absorption (the
+    # head, the norm's gain and bias): a related answer stands (g found and checked), and so does a refusal at any
+    # other tensor (no solve of another tensor reads the head)
     singular = [f"in {name}, {line}" for name, w in (("A", A), ("B", B)) for line in singular_head_biases(spec, w)]
     with finite_or_named("relate", A=A, B=B):
         rel = _relate(A, B, spec, t0)
-    if rel.stop is not None and singular:
+    if rel.stop is not None and singular and (rel.stop.tensor in head_hyperplane_tensors(spec)
+                                              or not math.isfinite(rel.stop.unexplained)):
         raise SymtransError(f"relate: {singular[0]}: G as modelled assumes that product non-zero, so the refusal "
                             f"relate reached ({rel.stop.line()[:160]}) is not an answer: relate cannot decide this pair")
     if rel.stop is not None and math.isnan(rel.stop.unexplained):
