@@ -167,6 +167,7 @@ def test_a_head_untied_in_memory_is_read_as_untied(tmp_path, tokenizer):
     w = symtrans.load(bridge)
     head = bridge.original_model.state_dict()["lm_head._original_component.weight"]
     assert not w.arch.tied_lm_head and torch.equal(w.tensors["lm_head"], head.T.double())
+    assert w.config["tie_word_embeddings"] is False  # the config kept with the weights agrees with the architecture
     assert "lm_head.weight" not in w.outside
     with pytest.raises(SymtransError, match=r"B holds an untied output head \(lm_head\) and A does not \(its head "
                                             r"is the word table\)"):

@@ -1661,7 +1661,8 @@ def _from_module(model: Any, dt: Any, dev: Any) -> ModelWeights:
 
     arch, ckpt = read(cfg)
     if _untied_in_memory(arch, ckpt, state):  # computed with its own head: read as the untied model it is
-        arch, ckpt = read({**cfg, "tie_word_embeddings": False})
+        cfg = {**cfg, "tie_word_embeddings": False}  # the config kept with the weights says so too
+        arch, ckpt = read(cfg)
     # shapes and dtypes first, on the meta device, then the size of the copy: an expanded view of 10^9 rows
     # holds little memory, its float64 copy does not
     ckpt.check_headers({k: {"dtype": _dtype_name(v.dtype), "shape": list(v.shape)} for k, v in state.items()})
