@@ -25,9 +25,10 @@ hub id found in the local Hugging Face cache, a loaded
 :class:`~symtrans.numeric.ModelWeights`, an in-memory ``transformers`` model
 (base or with a head; BERT, RoBERTa, DistilBERT, GPT-2, Llama, Mistral, Qwen2),
 a TransformerLens ``TransformerBridge`` (read through its ``original_model``),
-an nnsight wrapper (its ``_module``), a ``torch.compile``'d model (its
-``_orig_mod``), a sentence-transformers model (its transformer), or ``None``
-(symbolic only, where that makes sense).
+an nnsight wrapper (its ``_module``), a ``torch.compile``'d or ``DataParallel``
+model or a ``transformers`` pipeline (the model each holds), a
+sentence-transformers model (its transformer), or ``None`` (symbolic only,
+where that makes sense).
 Everything here is re-exported from :mod:`symtrans`; torch and networkx load
 only when a function that needs them runs.
 

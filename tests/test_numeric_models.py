@@ -228,12 +228,16 @@ def test_measure_and_check_claims_take_model_objects(models, bridges):
     assert "causal" in by["depth-sweep-pure-attention"].summary and "RMSNorm" in by["ln-real"].summary
 
 
-def test_a_compiled_model_is_read_through_its_original_module(models):
-    """torch.compile keeps the model as ``_orig_mod`` and prefixes every tensor name with it: read as the model."""
+def test_compiled_parallel_and_pipeline_models_are_read_through_the_model_they_wrap(models, tokenizer):
+    """torch.compile keeps the model as ``_orig_mod``, DataParallel as ``module`` (each prefixing every tensor name
+    with it), a transformers pipeline as ``model``: each is read as the model it wraps, with its hash."""
+    import transformers
+
     path, model = models["gpt2"]
-    compiled = torch.compile(model)
-    assert unwrap_model(compiled) is model
-    assert symtrans.load(compiled).weights_hash == symtrans.load(model).weights_hash
+    pipe = transformers.pipeline("feature-extraction", model=model, tokenizer=tokenizer, device="cpu")
+    for wrapper in (torch.compile(model), torch.nn.DataParallel(model), pipe):
+        assert unwrap_model(wrapper) is model
+        assert symtrans.load(wrapper).weights_hash == symtrans.load(model).weights_hash
 
 
 def test_a_sentence_transformers_pipeline_is_read_as_its_transformer():

@@ -839,6 +839,11 @@ def iter_layers(spec: Any = "default", *, dtype: str | Any = "float64",
 #: a sentence-transformers ``Transformer`` module's ``auto_model``
 _WRAPPED = ("original_model", "_module", "_orig_mod", "auto_model")
 
+#: attributes under which containers keep one, followed only by an object that is not itself a (duck-typed) model,
+#: whose own ``model`` may be a part of it: torch's ``DataParallel.module`` (and ``DistributedDataParallel``'s), a
+#: ``transformers`` pipeline's ``model``
+_CONTAINERS = ("module", "model")
+
 
 def unwrap_model(obj: Any) -> Any:
     """The ``transformers`` model inside a wrapper (TransformerLens bridge, nnsight, ...), or ``obj`` itself.
@@ -846,8 +851,9 @@ def unwrap_model(obj: Any) -> Any:
     Accepted: a ``PreTrainedModel`` (base or with a head), or an object that
     keeps one as ``original_model`` (TransformerLens ``TransformerBridge``),
     ``_module`` (nnsight ``NNsight``/``LanguageModel``), ``_orig_mod``
-    (``torch.compile``) or ``auto_model`` (a sentence-transformers module),
-    nested up to 4 deep; and a sentence-transformers pipeline (the bundled
+    (``torch.compile``), ``auto_model`` (a sentence-transformers module),
+    ``module`` (torch's ``DataParallel``, ``DistributedDataParallel``) or
+    ``model`` (a ``transformers`` pipeline), nested up to 4 deep; and a sentence-transformers pipeline (the bundled
     model's own library: an ``nn.Sequential`` whose first module holds the
     transformer), read as that transformer where the modules after it hold no
     weights (mean pooling, normalisation), refused by name where they do (a
@@ -862,7 +868,7 @@ def unwrap_model(obj: Any) -> Any:
     >>> unwrap_model(3.5)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight wrapper, a torch.compile'd model or a sentence-transformers model
+    symtrans.errors.SymtransError: cannot read weights from a float: pass a model directory, "default", a hub id, a transformers model or pipeline, a TransformerLens bridge (original_model), an nnsight wrapper, a torch.compile'd or DataParallel model or a sentence-transformers model
     """
     current = obj
     for _ in range(5):
@@ -873,14 +879,16 @@ def unwrap_model(obj: Any) -> Any:
         inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
         if inner is None:
             inner = _pipeline_transformer(current)
+        if inner is None and not _is_hf_model(current, strict=False):
+            inner = next((v for v in (getattr(current, a, None) for a in _CONTAINERS) if v is not None), None)
         if inner is None or inner is current:  # no wrapper left: a duck-typed model, or nothing
             if _is_hf_model(current, strict=False):
                 return current
             break
         current = inner
     raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
-                        "a hub id, a transformers model, a TransformerLens bridge (original_model), an nnsight "
-                        "wrapper, a torch.compile'd model or a sentence-transformers model")
+                        "a hub id, a transformers model or pipeline, a TransformerLens bridge (original_model), an "
+                        "nnsight wrapper, a torch.compile'd or DataParallel model or a sentence-transformers model")
 
 
 def _pipeline_transformer(obj: Any) -> Any:
