@@ -1721,10 +1721,10 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
     part inf" there, a false refusal. It now cannot decide. The singular point reaches only the head and the
     final norm: a layer moved off the orbit is still refused, and so is a head moved off the orbit of a model off
     the hyperplane (the false cases)."""
-    from symtrans.errors import SymtransError
-    from symtrans.group.numeric import model_output
     import torch
 
+    from symtrans.errors import SymtransError
+    from symtrans.group.numeric import model_output
     from symtrans.group.relate import head_hyperplane_tensors, singular_head_biases
     from symtrans.numeric.forward import random_ids
 
