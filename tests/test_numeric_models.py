@@ -134,18 +134,27 @@ BRIDGED = ("bert", "gpt2", "llama", "mistral", "qwen2", "gemma3", "qwen3", "gemm
            "smollm3")
 
 
+def _read_as_the_bridge_computes(tmp_path, tokenizer, family):
+    """A random ``family`` checkpoint booted as a bridge: symtrans's forward of what it reads is the bridge's, before
+    and after compatibility mode (asserted). Returns the checkpoint, the input and the weights read each time."""
+    _interop("transformer_lens")
+    path, _ = random_checkpoint(tmp_path, family, head=True)
+    ids = torch.tensor([[3, 17, 5, 29, 11, 2, 7]])
+    read = []
+    for compatibility in (False, True):
+        w, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=compatibility)
+        ok, dev, tol = agrees_in_float32(ours, theirs)
+        assert ok, (family, compatibility, dev, tol)
+        read.append(w)
+    return path, ids, read
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", [f for f in BRIDGED if f not in ("gpt2", "gpt_neox", "phi3")])
 def test_every_bridged_family_is_read_as_the_bridge_computes(tmp_path, tokenizer, family):
     """Every other family TransformerLens boots: symtrans's forward of the weights it reads from the bridge is the
     bridge's, before and after compatibility mode (the three that split a fused projection: the test below)."""
-    _interop("transformer_lens")
-    path, _ = random_checkpoint(tmp_path, family, head=True)
-    ids = torch.tensor([[3, 17, 5, 29, 11, 2, 7]])
-    for compatibility in (False, True):
-        _, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=compatibility)
-        ok, dev, tol = agrees_in_float32(ours, theirs)
-        assert ok, (compatibility, dev, tol)
+    _read_as_the_bridge_computes(tmp_path, tokenizer, family)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "gpt_neox", "phi3"])
@@ -154,16 +163,11 @@ def test_a_bridge_that_splits_a_fused_projection_is_read_as_it_computes(tmp_path
     copies its forward computes with; compatibility mode writes the folded weights into the copies alone. symtrans
     reads the copies, so its forward is the bridge's, before and after. The false case: read the stale fused tensor
     (the split copies ignored, as before) and the forward is not the bridge's."""
-    _interop("transformer_lens")
     import symtrans.numeric.weights as weights
 
-    path, _ = random_checkpoint(tmp_path, family, head=True)
-    ids = torch.tensor([[3, 17, 5, 29, 11, 2, 7]])
-    for compatibility in (False, True):
-        w, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=compatibility)
-        ok, dev, tol = agrees_in_float32(ours, theirs)
-        assert ok, (compatibility, dev, tol)
-        assert not any(".q." in k or ".gate." in k for k in w.outside), w.outside  # the copies are read, not outside
+    path, ids, read = _read_as_the_bridge_computes(tmp_path, tokenizer, family)
+    for w in read:  # the copies are read, not listed outside
+        assert not any(".q." in k or ".gate." in k for k in w.outside), w.outside
     monkeypatch.setattr(weights, "_BRIDGE_SPLITS", {})
     _, ours, theirs = _bridge_residual(path, tokenizer, ids, compatibility=True)
     ok, dev, tol = agrees_in_float32(ours, theirs)
