@@ -98,8 +98,9 @@ def main() -> None:
     from symtrans.numeric.fixtures import random_model
 
     tiny = load_model(random_model("bert", n_layers=a.n_layers, n_heads=a.n_heads, d_model=2 * a.n_heads, d_ff=48))
-    tiny_b = weights_from_blocks(tiny, apply_steps(spec_t := GroupSpec.from_arch(tiny.arch), model_blocks(tiny),
-                                                   random_element(spec_t, tiny.n_layers, 0)))
+    tiny_spec = GroupSpec.from_arch(tiny.arch)
+    tiny_b = weights_from_blocks(tiny, apply_steps(tiny_spec, model_blocks(tiny),
+                                                   random_element(tiny_spec, tiny.n_layers, 0)))
 
     runs = {"forward": forward, "relate": lambda: relate(a, b), "canonical": lambda: canonical(a),
             "read both models": read_both, "copy one model": copy_one,

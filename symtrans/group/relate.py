@@ -505,22 +505,27 @@ def singular_head_biases(spec: GroupSpec, w: Any) -> list[str]:
     from symtrans.precision import unit_roundoff
 
     out = []
-    for f in spec.factors:
-        for t in f.tags if f.status != "broken" else ():
-            if t.how != "hyperplane_head" or not t.via:
-                continue
-            gain, bias = t.via.split(",")
-            g, b = w.tensors.get(gain), w.tensors.get(bias)
-            if g is None or b is None or bool((g == 0).any()):  # a dead gain: dead_gain_actions names it
-                continue
-            terms = b.reshape(-1) / g.reshape(-1)
-            dot, mass = float(terms.sum()), float(terms.abs().sum())
-            rounding = (unit_roundoff(storage_precision(w, bias)[0]) + _gamma(terms.numel())) * mass
-            if abs(dot) <= rounding:
-                out.append(f"{f.name} absorbs {bias} into the head through <{bias}, 1/{gain}> = {dot:.3g}, within "
-                           f"its rounding {rounding:.3g} of 0, where that action divides by it (and the head has a "
-                           "free direction G does not model)")
+    for f, t in _head_hyperplanes(spec):
+        gain, bias = t.via.split(",")
+        g, b = w.tensors.get(gain), w.tensors.get(bias)
+        if g is None or b is None or bool((g == 0).any()):  # a dead gain: dead_gain_actions names it
+            continue
+        terms = b.reshape(-1) / g.reshape(-1)
+        dot, mass = float(terms.sum()), float(terms.abs().sum())
+        rounding = (unit_roundoff(storage_precision(w, bias)[0]) + _gamma(terms.numel())) * mass
+        if abs(dot) <= rounding:
+            out.append(f"{f.name} absorbs {bias} into the head through <{bias}, 1/{gain}> = {dot:.3g}, within "
+                       f"its rounding {rounding:.3g} of 0, where that action divides by it (and the head has a "
+                       "free direction G does not model)")
     return out
+
+
+def _head_hyperplanes(spec: GroupSpec) -> list[tuple[Factor, Any]]:
+    """(factor, tag) for each tag of a present factor that absorbs a norm bias into an untied head
+    (``hyperplane_head``, via ``gain,bias``): the one scan :func:`singular_head_biases` and
+    :func:`head_hyperplane_tensors` read."""
+    return [(f, t) for f in spec.factors if f.status != "broken" for t in f.tags
+            if t.how == "hyperplane_head" and t.via]
 
 
 def head_hyperplane_tensors(spec: GroupSpec) -> set[str]:
@@ -537,10 +542,9 @@ def head_hyperplane_tensors(spec: GroupSpec) -> set[str]:
     set()
     """
     out: set[str] = set()
-    for f in spec.factors:
-        if f.status != "broken" and any(t.how == "hyperplane_head" for t in f.tags):
-            out.update(t.tensor for t in f.tags)
-            out.update(v for t in f.tags for v in (t.via or "").split(",") if v)
+    for f in {f.name: f for f, _ in _head_hyperplanes(spec)}.values():
+        out.update(t.tensor for t in f.tags)
+        out.update(v for t in f.tags for v in (t.via or "").split(",") if v)
     return out
 
 

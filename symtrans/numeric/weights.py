@@ -853,11 +853,12 @@ def unwrap_model(obj: Any) -> Any:
     ``_module`` (nnsight ``NNsight``/``LanguageModel``), ``_orig_mod``
     (``torch.compile``), ``auto_model`` (a sentence-transformers module),
     ``module`` (torch's ``DataParallel``, ``DistributedDataParallel``) or
-    ``model`` (a ``transformers`` pipeline), nested up to 4 deep; and a sentence-transformers pipeline (the bundled
-    model's own library: an ``nn.Sequential`` whose first module holds the
-    transformer), read as that transformer where the modules after it hold no
-    weights (mean pooling, normalisation), refused by name where they do (a
-    ``Dense`` projection would act outside the function symtrans reads).
+    ``model`` (a ``transformers`` pipeline), nested up to 4 deep; and a
+    sentence-transformers pipeline (the bundled model's own library: an
+    ``nn.Sequential`` whose first module holds the transformer), read as that
+    transformer where the modules after it hold no weights (mean pooling,
+    normalisation), refused by name where they do (a ``Dense`` projection
+    would act outside the function symtrans reads).
 
     Examples
     --------
@@ -876,19 +877,25 @@ def unwrap_model(obj: Any) -> Any:
             _dispatch(current)  # a lazy nnsight model: its weights are still on the meta device
         if _is_hf_model(current, strict=True):
             return current
-        inner = next((v for v in (getattr(current, a, None) for a in _WRAPPED) if v is not None), None)
+        duck = _is_hf_model(current, strict=False)
+        inner = _first_attribute(current, _WRAPPED)
         if inner is None:
             inner = _pipeline_transformer(current)
-        if inner is None and not _is_hf_model(current, strict=False):
-            inner = next((v for v in (getattr(current, a, None) for a in _CONTAINERS) if v is not None), None)
+        if inner is None and not duck:
+            inner = _first_attribute(current, _CONTAINERS)
         if inner is None or inner is current:  # no wrapper left: a duck-typed model, or nothing
-            if _is_hf_model(current, strict=False):
+            if duck:
                 return current
             break
         current = inner
     raise SymtransError(f"cannot read weights from a {type(obj).__name__}: pass a model directory, \"default\", "
                         "a hub id, a transformers model or pipeline, a TransformerLens bridge (original_model), an "
                         "nnsight wrapper, a torch.compile'd or DataParallel model or a sentence-transformers model")
+
+
+def _first_attribute(obj: Any, names: tuple[str, ...]) -> Any:
+    """The first of ``obj``'s attributes ``names`` that is set (not None), or None."""
+    return next((v for v in (getattr(obj, a, None) for a in names) if v is not None), None)
 
 
 def _pipeline_transformer(obj: Any) -> Any:
@@ -952,6 +959,7 @@ def module_state(model: Any) -> dict[str, Any]:
     import torch
 
     state: dict[str, Any] = {}
+    bridged = False
     for key, value in model.state_dict().items():
         if not torch.is_tensor(value):
             continue
@@ -959,8 +967,9 @@ def module_state(model: Any) -> dict[str, Any]:
             raise SymtransError(f"{type(model).__name__}: its weights are on the meta device (built without loading "
                                 "them): load them first (nnsight: LanguageModel(path, dispatch=True) or .dispatch(); "
                                 "transformers: from_pretrained without a meta device map)")
+        bridged = bridged or _BRIDGE_SEGMENT in key
         state.setdefault(key.replace(_BRIDGE_SEGMENT, ""), value.detach())
-    if any(_BRIDGE_SEGMENT in key for key in model.state_dict()):
+    if bridged:
         _join_bridge_splits(state, int(getattr(model.config, "num_attention_heads", 0) or 0))
     return state
 
