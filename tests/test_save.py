@@ -77,3 +77,39 @@ def test_written_elements_and_canonical_forms_are_related_from_disk(family, tmp_
     save_weights(c.weights, tmp_path / "c")
     assert not torch.equal(load_model(tmp_path / "c").tensors["W_Q"], a.tensors["W_Q"])  # the form was written
     assert relate(tmp_path / "a", tmp_path / "c").related
+
+
+def test_canonical_never_writes_over_a_checkpoint_it_did_not_write(tmp_path, capsys):
+    """``canonical --out`` wrote into any directory: the model's own (its weights replaced without a word), another
+    checkpoint's (its weights overwritten, its tokenizer kept beside the new weights), through a link. Each is now
+    refused before the solve, the files there untouched; a new directory, and one symtrans wrote, are written."""
+    import hashlib
+
+    from symtrans.cli import main
+
+    def digest(d):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir()) if p.is_file()}
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=0)
+    random_checkpoint(tmp_path / "other", "gpt2", seed=1)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.md").write_text("mine\n")
+    (tmp_path / "link").symlink_to(tmp_path / "other")
+    a = str(tmp_path / "a")
+    for out, said in (("a", "the model's own checkpoint directory"), ("other", "a checkpoint symtrans did not write"),
+                      ("notes", "files symtrans did not write (README.md)"), ("link", "a symbolic link")):
+        before = digest(tmp_path / out)
+        assert main(["canonical", a, "--out", str(tmp_path / out), "--quiet"]) == 2, out
+        assert said in capsys.readouterr().err, out
+        assert digest(tmp_path / out) == before, out  # nothing written there
+    assert main(["canonical", a, "--out", str(tmp_path / "can"), "--quiet"]) == 0  # a new directory
+    from symtrans.numeric.save import WRITTEN_BY, _mark
+
+    assert _mark(tmp_path / "can" / "model.safetensors") == WRITTEN_BY[1]
+    assert _mark(tmp_path / "a" / "model.safetensors") is None  # a checkpoint symtrans did not write: unmarked
+    # written again (a symtrans directory), from a source without the tokenizer file an earlier write copied
+    (tmp_path / "can" / "vocab.txt").write_text("from an earlier source\n")
+    first = load_model(tmp_path / "can").weights_hash
+    assert main(["canonical", str(tmp_path / "other"), "--out", str(tmp_path / "can"), "--quiet"]) == 0
+    assert not (tmp_path / "can" / "vocab.txt").exists()
+    assert load_model(tmp_path / "can").weights_hash != first

@@ -9,6 +9,7 @@ of the two canonical forms, an upper bound of the distance between the orbits, p
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 __all__ = ["register"]
 
@@ -31,14 +32,17 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def _cmd_canonical(args: argparse.Namespace) -> int:
-    from symtrans.validate import check_model_dir
+    from symtrans.validate import BUNDLED_MODELS, check_model_dir
 
     for spec, name in ((args.model, "MODEL"), (args.distance, "--distance")):  # as report reads --model
         if spec is not None:
             check_model_dir(spec, name=name)
     from symtrans.group.canonical import canonical, orbit_distance
-    from symtrans.numeric.save import save_weights
+    from symtrans.numeric.save import check_checkpoint_out, save_weights
+    from symtrans.numeric.weights import _resolve_directory
 
+    local = args.model in BUNDLED_MODELS or Path(args.model).exists()  # a hub id: resolved (fetched) by the load
+    check_checkpoint_out(args.out, _resolve_directory(args.model) if local else None)  # before the solve
     c = canonical(args.model)
     save_weights(c.weights, args.out)
     print(f"wrote the canonical form of {args.model} to {args.out} (gauge fixed: "

@@ -24,13 +24,94 @@ True
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
 
-__all__ = ["save_weights"]
+__all__ = ["save_weights", "check_checkpoint_out", "WRITTEN_BY"]
+
+#: the metadata entry :func:`save_weights` puts in the ``model.safetensors`` it writes: a directory holding that
+#: file (and nothing but what save_weights writes) is one symtrans wrote, which it may write again
+WRITTEN_BY = ("written_by", "symtrans")
+
+#: the tokenizer files copied from the source checkpoint
+_EXTRAS = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+
+#: every name :func:`save_weights` writes into its directory
+_WRITES = ("model.safetensors", "config.json", *_EXTRAS)
+
+
+def _ours(name: str) -> bool:
+    """A name save_weights writes, or the temporary file of one (left by a killed write)."""
+    return name in _WRITES or any(name.startswith(f".{w}.tmp-") for w in _WRITES)
+
+
+def check_checkpoint_out(directory: Any, source: Any = None, option: str = "--out") -> Path:
+    """Refuse, before any work, a directory :func:`save_weights` must not write into; return its absolute path.
+
+    Written: a new directory, an empty one, or one symtrans wrote (its ``model.safetensors`` carries
+    :data:`WRITTEN_BY`, and it holds nothing else but what save_weights writes). Refused in one line: the
+    ``source`` checkpoint's own directory (its weights would be replaced by the new ones), a symbolic link
+    (symtrans never writes through one), a file in the way, a directory holding anything else (another
+    checkpoint's weights or shard index, which would be overwritten or read beside the new weights, or any other
+    file), and a place where nothing can be written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> check_checkpoint_out(d / "new") == d / "new"
+    True
+    >>> _ = (d / "notes.txt").write_text("mine")
+    >>> check_checkpoint_out(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --out ...: holds files symtrans did not write (notes.txt); give a new or empty directory
+    """
+    import os
+
+    from symtrans.outdir import check_output_file
+    from symtrans.validate import terminal_safe
+
+    if isinstance(directory, os.PathLike):
+        directory = os.fspath(directory)
+    if not isinstance(directory, str) or not directory.strip() or "\x00" in directory:
+        raise SymtransError(f"{option} {terminal_safe(repr(directory))[:60]}: expected a directory path")
+    target = Path(os.path.abspath(directory))
+    shown = f"{option} {terminal_safe(str(target))}"
+    if target.is_symlink():
+        raise SymtransError(f"{shown}: a symbolic link; symtrans never writes through one")
+    if target.exists() and not target.is_dir():
+        raise SymtransError(f"{shown}: a file is in the way of the checkpoint directory")
+    if target.is_dir():
+        if source is not None and Path(source).is_dir() and os.path.samefile(target, source):
+            raise SymtransError(f"{shown}: the model's own checkpoint directory; writing there would replace its "
+                                "weights, so give another directory")
+        names = sorted(p.name for p in target.iterdir())
+        foreign = [n for n in names if not _ours(n)]
+        if foreign:
+            listed = ", ".join(terminal_safe(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise SymtransError(f"{shown}: holds files symtrans did not write ({listed}); give a new or empty "
+                                "directory")
+        if [n for n in names if n in _WRITES] and _mark(target / "model.safetensors") != WRITTEN_BY[1]:
+            raise SymtransError(f"{shown}: holds a checkpoint symtrans did not write; give a new or empty directory")
+    check_output_file(str(target / "model.safetensors"), option, "checkpoint")  # a real write, where it can go
+    return target
+
+
+def _mark(path: Path) -> str | None:
+    """Who wrote the safetensors file at ``path`` (its :data:`WRITTEN_BY` entry), None where it says nothing, is
+    missing or is not a safetensors file."""
+    from safetensors import safe_open
+
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        with safe_open(str(path), "pt") as f:
+            return (f.metadata() or {}).get(WRITTEN_BY[0])
+    except Exception:  # noqa: BLE001 - not a readable safetensors file: not one symtrans wrote
+        return None
 
 
 def _source_tensors(directory: Path) -> dict[str, Any]:
@@ -94,15 +175,17 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     >>> save_weights(load_model("default"), "/proc/no-such-place")
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: /proc/no-such-place: cannot create the checkpoint directory (No such file or directory)
+    symtrans.errors.SymtransError: checkpoint /proc/no-such-place/model.safetensors: cannot write there (No such file or directory)
     """
     import torch
     from safetensors.torch import save_file
 
+    from symtrans.outdir import write_file
+
     src = Path(weights.source)
     if not (src / "config.json").is_file():
         raise SymtransError(f"{weights.source}: weights must come from a local checkpoint directory to be written")
-    target = Path(directory)
+    target = check_checkpoint_out(directory, src, "checkpoint")
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -172,18 +255,47 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     config = json.loads((src / "config.json").read_text())
     if dtype is not None:
         config["torch_dtype"] = dtype
-    (target / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    for extra in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        if (src / extra).is_file() and not (target / extra).exists():
-            shutil.copyfile(src / extra, target / extra)
     shared = {}
     seen: dict[int, str] = {}
     for key, v in out.items():  # tied tensors: safetensors refuses shared storage, so each key gets its own copy
         ptr = v.data_ptr()
         shared[key] = v.clone() if ptr in seen else v
         seen[ptr] = key
-    save_file(shared, str(target / "model.safetensors"), metadata={"format": "pt"})
+    # every file written beside and then put in place (os.replace: a link there is replaced, never followed; a
+    # killed write leaves the old file or the new one); the weights first, carrying symtrans's mark, so a
+    # directory left half-written is still one symtrans may write again
+    _replace_with(target, "model.safetensors",
+                  lambda tmp: save_file(shared, tmp, metadata={"format": "pt", WRITTEN_BY[0]: WRITTEN_BY[1]}))
+    write_file(target, "config.json", (json.dumps(config, indent=1) + "\n").encode(), "config")
+    for extra in _EXTRAS:  # the source's tokenizer; one an earlier write copied from another source goes
+        if (src / extra).is_file():
+            write_file(target, extra, (src / extra).read_bytes(), "tokenizer file")
+        elif (target / extra).is_file():
+            (target / extra).unlink()
     return target
+
+
+def _replace_with(directory: Path, name: str, write: Any) -> None:
+    """Put the file ``write(path)`` writes at ``directory / name``: written to a fresh temporary file beside it
+    (``mkstemp``: a link planted under that name is never followed), synced, then moved into place."""
+    import os
+    import tempfile
+
+    from symtrans.outdir import OutputError
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / name)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{directory / name}: cannot write the checkpoint ({err.strerror})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any) -> None:
