@@ -54,7 +54,7 @@ from symtrans.catalogue.spec import GroupSpec
 from symtrans.errors import SymtransError
 from symtrans.group.elements import elements_of
 
-__all__ = ["act", "Action", "ACTIONS"]
+__all__ = ["act", "Action", "ACTIONS", "LINEAR_ACTIONS", "inverse_element", "inverse_steps"]
 
 
 def _is_sympy(x: Any) -> bool:
@@ -379,6 +379,92 @@ def act(spec: GroupSpec, params: dict[str, Any], factor: str, element: Any, *,
         if t.scope == "layer":
             _apply_tag(out, t, element, params, cache, group)
     return out
+
+
+#: the kinds of action linear in the element's component (the block is multiplied by it, its inverse or transpose,
+#: or its blocks reordered): a factor whose tags are all of these is undone by the inverse of each component. Every
+#: other kind adds a term linear in the component to the block (a translation): undone by the negated component.
+LINEAR_ACTIONS = frozenset({"element", "inverse", "inverse_transpose", "permutation", "conjugate_diagonal",
+                            "conjugate_gain", "conjugate_gain_row"})
+
+
+def _inverse_component(x: Any) -> Any:
+    """A component's inverse: a permutation (list of indices) its inverse permutation, a matrix its inverse."""
+    from symtrans.group.elements import MonomialMatrix
+
+    if isinstance(x, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in x):
+        inv = [0] * len(x)
+        for j, i in enumerate(x):
+            inv[i] = j
+        return inv
+    if isinstance(x, (list, tuple)):  # one matrix per head
+        return [_inverse_component(m) for m in x]
+    if isinstance(x, MonomialMatrix):
+        return x.inverse()
+    return _inverse(x)
+
+
+def _negated(x: Any) -> Any:
+    return [_negated(v) for v in x] if isinstance(x, (list, tuple)) else -x
+
+
+def inverse_element(spec: GroupSpec, factor: str, element: Any) -> Any:
+    """The element of ``factor`` whose action undoes ``element``'s (its inverse in the factor's group).
+
+    Every factor of G acts either linearly in its components (all its tags in :data:`LINEAR_ACTIONS`: the inverse
+    inverts each component, a permutation by its inverse permutation) or by translations (each tag adds a term
+    linear in the component to its block, the terms reading tensors the factor does not move, or, for the final
+    norm's bias shift through an untied head, the bias it moves: either way the negated component undoes it).
+    ``element`` is one element, or a list of them (one per layer or boundary) for a per-layer factor.
+
+    Raises
+    ------
+    SymtransError
+        For a factor whose tags mix the two kinds (no such factor in G's tables).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric import load_model
+    >>> from symtrans.group.numeric import model_blocks, sample_element
+    >>> a = load_model("default")
+    >>> spec = GroupSpec.from_arch(a.arch)
+    >>> g = [sample_element(spec, "qk-gauge", torch.Generator().manual_seed(i), torch.float64)[0] for i in range(6)]
+    >>> w = model_blocks(a)
+    >>> back = act(spec, act(spec, w, "qk-gauge", g), "qk-gauge", inverse_element(spec, "qk-gauge", g))
+    >>> float((back["layers"][2]["W_K"][3] - w["layers"][2]["W_K"][3]).abs().max()) < 1e-12
+    True
+    """
+    f = spec.factor(factor)
+    kinds = {t.how for t in f.tags}
+    if kinds <= LINEAR_ACTIONS:
+        one = _inverse_component
+    elif not kinds & LINEAR_ACTIONS:
+        one = _negated
+    else:
+        raise SymtransError(f"{factor}: its tags mix linear actions and translations ({', '.join(sorted(kinds))}); "
+                            "no inverse is defined for it")
+    if isinstance(element, (list, tuple)):
+        return [{k: one(v) for k, v in el.items() if not k.endswith("_inv")} for el in element]
+    return {k: one(v) for k, v in element.items() if not k.endswith("_inv")}
+
+
+def inverse_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps of g^-1 for the steps of g: each step's inverse element (:func:`inverse_element`), in reverse order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.group.elements import MonomialMatrix
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> P = MonomialMatrix([1, 2, 0], torch.ones(3, dtype=torch.float64))
+    >>> inv = inverse_steps(spec, [{"factor": "S_dff", "element": [{"P": P}]}, {"factor": "key-bias-shift",
+    ...                                                                       "element": [{"u": torch.ones(1, 2)}]}])
+    >>> [s["factor"] for s in inv], inv[1]["element"][0]["P"].perm.tolist(), inv[0]["element"][0]["u"].tolist()
+    (['key-bias-shift', 'S_dff'], [2, 0, 1], [[-1.0, -1.0]])
+    """
+    return [{"factor": s["factor"], "element": inverse_element(spec, s["factor"], s["element"])}
+            for s in reversed(steps)]
 
 
 #: the tensors a between-layer factor's ``next`` tags read from the layer before the boundary (its closing norm;

@@ -72,7 +72,8 @@ from symtrans.numeric.linalg import matmul
 from symtrans.precision import EPS64
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
-           "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "random_element", "tensor_residuals"]
+           "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "kappa_limit", "random_element", "tensor_residuals",
+           "pulled_back_residuals"]
 
 RELATION_SCHEMA = "symtrans-relation/1"
 
@@ -113,6 +114,24 @@ LAZY_VALUES = 2 ** 20
 KAPPA_MAX = 100.0
 
 
+def kappa_limit(storage_dtype: Any) -> float:
+    """The largest condition number an element may bring into a tolerance at this storage precision.
+
+    :data:`KAPPA_MAX`, or less where ``kappa u`` would pass 1/100 (bfloat16: 2.56; float16: 20.5): the tolerance
+    rests on a first-order rounding bound (an error of ``kappa u``), whose neglected second-order part is
+    ``kappa u`` times itself, and past that point ``4 u (1 + kappa)`` stops being a statement about rounding (at
+    bfloat16 and kappa 99 it is 1.56: any tensor would pass).
+
+    Examples
+    --------
+    >>> kappa_limit("float32") == KAPPA_MAX, round(kappa_limit("bfloat16"), 2), round(kappa_limit("float16"), 1)
+    (True, 2.56, 20.5)
+    """
+    from symtrans.precision import unit_roundoff
+
+    return min(KAPPA_MAX, 0.01 / unit_roundoff(storage_dtype))
+
+
 #: relate's per-layer keys, each a product of two weights (d_model x d_model, kept as a sketch P R): its name and
 #: its left and right factor. Invariant under the heads', units' and per-head gauges' factors; the residual map and
 #: the norm scalings move them (:meth:`_Solver.layer_keys`, :meth:`_Solver.fit_rows`)
@@ -127,7 +146,7 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
                        cap: bool = True) -> tuple[float, str]:
     """The largest relative Frobenius residual of a reproduced tensor, and why (see the module docstring).
 
-    ``kappa``: the condition number of the element acting on the tensor (capped at :data:`KAPPA_MAX`; not with
+    ``kappa``: the condition number of the element acting on the tensor (capped at :func:`kappa_limit`; not with
     ``cap=False``, for what such an element's rounding can reach: :func:`accepted_tolerance`);
     ``factors``: how many of the element's factors act on it (each fitted from rounded data); ``length``: the
     longest sum of products by which a dense part of the element acts on it (``d`` for a ``d x d`` map; 1 for a
@@ -153,7 +172,7 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
 
     u = unit_roundoff(storage_dtype)
     name = dtype_name(storage_dtype)
-    k = min(float(kappa), KAPPA_MAX) if cap else float(kappa)
+    k = min(float(kappa), kappa_limit(storage_dtype)) if cap else float(kappa)
     m = max(int(factors), 1)
     n = max(int(length), 1)
     u64 = unit_roundoff("float64")
@@ -175,7 +194,7 @@ def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
     """``(tolerance, undecided up to)``: the residual up to which a reproduced tensor is accepted, and up to which a
     larger one is undecided rather than refused.
 
-    Within :data:`KAPPA_MAX` the element's condition number widens the tolerance (:func:`relation_tolerance`) and
+    Within :func:`kappa_limit` (:data:`KAPPA_MAX` at float32) the element's condition number widens the tolerance (:func:`relation_tolerance`) and
     both are that. Past it the element buys no slack: a tensor is accepted only within a perfectly conditioned
     element's tolerance (kappa = 1), and a residual up to what its condition number carries (uncapped) is no
     evidence that B is off A's orbit: undecided. A moved copy of a Llama whose gain has one channel at 1e-3 of the
@@ -191,7 +210,7 @@ def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
     [8.0, 4000004.0]
     """
     k = float(kappa)
-    if k <= KAPPA_MAX:
+    if k <= kappa_limit(storage_dtype):
         tol = relation_tolerance(storage_dtype, k, factors, length)[0]
         return tol, tol
     return (relation_tolerance(storage_dtype, 1.0, factors, length)[0],
@@ -2437,8 +2456,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
-    kappa = _element_kappa(steps, len(moved["layers"]), spec=spec, source=source)
-    length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
+    acts = [{t.tensor for t in spec.factor(s["factor"]).tags} for s in steps]
+    kappa = _chained(spec, steps, _element_kappa(steps, len(moved["layers"]), spec=spec, source=source))
+    length = _chained(spec, steps, _element_kappa(steps, len(moved["layers"]), measure=element_length))
     carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
@@ -2447,9 +2467,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         if (name, l) not in target_tensors:
             continue
         dt = precision(name, l)
-        k = max(kappa.get(l, 1.0), kappa.get(None, 1.0))
-        m = len({s["factor"] for s in steps if any(t.tensor == name for t in spec.factor(s["factor"]).tags)})
-        n = int(max(length.get(l, 1.0), length.get(None, 1.0)))
+        # the condition number of the steps that act on this tensor, each with what it inherits from the steps
+        # before it (:func:`_chained`); a permutation is no fitted factor
+        k = _on(name, l, kappa, acts)
+        m = len({s["factor"] for s, t in zip(steps, acts) if name in t and not _inert_step(s)})
+        n = int(_on(name, l, length, acts))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
@@ -2467,6 +2489,45 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                     "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                     "relative_to": relative_to, **({"carried": through} if through is not None else {})})
+    return out
+
+
+def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any], precision: Any,
+                          steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The check from A's side: ``g^-1 . B`` against A, tensor by tensor (:func:`tensor_residuals` with the roles
+    swapped; g^-1 from :func:`~symtrans.group.action.inverse_steps`), each record marked ``"side": "A"``.
+
+    ``|g.A - B|_F`` relative to ``|B|_F`` cannot see a part of a tensor that g shrinks beside the rest: a per-head
+    gauge of 1e-8 on some heads (their queries then 1e-8 of the others, their keys 1e8) leaves those heads'
+    queries below the rounding of the other heads', so a B with them set to 0 (uniform attention in every such
+    head) passed. Pulled back to A's scale, that part is as large as in A. Both sides are measured against B's
+    storage precision (``precision``): what ``g^-1`` carries back is B's rounding.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.group.numeric import model_blocks
+    >>> from symtrans.numeric import load_model
+    >>> a = load_model("default")
+    >>> spec = GroupSpec.from_arch(a.arch)
+    >>> eye = torch.eye(32, dtype=torch.float64)
+    >>> steps = [{"factor": "qk-gauge", "element": [{"g": [eye] + [1e-8 * eye] * 11} for _ in range(6)]}]
+    >>> A = model_blocks(a)
+    >>> B = apply_steps(spec, A, steps)
+    >>> B["layers"][0]["W_Q"] = [B["layers"][0]["W_Q"][0]] + [0 * q for q in B["layers"][0]["W_Q"][1:]]
+    >>> moved = apply_steps(spec, A, steps)
+    >>> [r["ok"] for r in tensor_residuals(moved, B, _precision(a), steps, spec) if r["tensor"] == "W_Q"][0]
+    True
+    >>> back = pulled_back_residuals(spec, A, B, _precision(a), steps)
+    >>> [(r["ok"], round(r["residual"], 2)) for r in back if r["tensor"] == "W_Q" and r["layer"] == 0]
+    [(False, 0.96)]
+    """
+    from symtrans.group.action import inverse_steps
+
+    inv = inverse_steps(spec, steps)
+    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b)
+    for r in out:
+        r["side"] = "A"
     return out
 
 
@@ -3126,12 +3187,13 @@ def _within_rounding(x: Any, y: Any) -> bool:
 
 # --------------------------------------------------------------------------- the element file
 def _flatten(element: Any, prefix: str, store: dict[str, Any]) -> Any:
-    """The element as JSON, its tensors moved into ``store`` under names."""
+    """The element as JSON, its tensors copied into ``store`` under names (one tensor reused in several places, as
+    one matrix for every layer, is stored once per place)."""
     torch = _torch()
     from symtrans.group.numeric import MonomialMatrix
 
     if isinstance(element, MonomialMatrix):
-        store[prefix + ".vals"] = element.vals.to(torch.float64).contiguous()
+        store[prefix + ".vals"] = element.vals.to(torch.float64).clone()
         return {"monomial": element.perm.tolist(), "vals": prefix + ".vals"}
     if isinstance(element, dict):
         return {k: _flatten(v, f"{prefix}.{k}", store) for k, v in element.items()}
@@ -3139,8 +3201,8 @@ def _flatten(element: Any, prefix: str, store: dict[str, Any]) -> Any:
         if all(isinstance(x, int) for x in element):
             return {"ints": list(element)}
         return {"list": [_flatten(v, f"{prefix}.{i}", store) for i, v in enumerate(element)]}
-    if hasattr(element, "shape"):
-        store[prefix] = element.to(torch.float64).contiguous()
+    if hasattr(element, "shape"):  # a copy: safetensors refuses two names on one storage (one matrix reused)
+        store[prefix] = element.detach().to(torch.float64).clone(memory_format=torch.contiguous_format)
         return {"tensor": prefix}
     raise SymtransError(f"cannot store element part of type {type(element).__name__}")
 
@@ -3245,24 +3307,29 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         # an unknown or broken factor, or an element outside its factor's group, is refused; a continuous part
         # is projected onto the group first, so what is compared with B below is the action of an element of G
         steps = in_group(spec, steps)
-        blocks_a = model_blocks(A)
+        blocks_a, blocks_b = model_blocks(A), model_blocks(B)
         moved = apply_steps(spec, blocks_a, steps)
-        res = tensor_residuals(moved, model_blocks(B), _precision(B), steps, spec, source=blocks_a)
+        res = tensor_residuals(moved, blocks_b, _precision(B), steps, spec, source=blocks_a)
+        # and from A's side: what g shrinks beside the rest of a tensor is measured at A's scale
+        res += pulled_back_residuals(spec, blocks_a, blocks_b, _precision(B), steps)
         bad = [r for r in res if not r["ok"]]
         if bad:
             r = bad[0]
-            return False, (f"g . A differs from B at {r['tensor']}" + (f" (layer {r['layer']})" if r["layer"] is not None
-                                                                        else "")
+            where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
+            limit = kappa_limit(r["dtype"])
+            return False, ((f"g^-1 . B differs from A at {where}" if r.get("side") == "A" else
+                            f"g . A differs from B at {where}")
                            + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
-                           + (f"; the element's condition number {r['kappa']:.3g} exceeds {KAPPA_MAX:g}"
-                              if r["kappa"] > KAPPA_MAX else "") + ")")
-        worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
+                           + (f"; the element's condition number {r['kappa']:.3g} exceeds {limit:.3g}"
+                              if r["kappa"] > limit else "") + ")")
+        worst = max((r for r in res if r.get("side") != "A"), key=lambda r: r["residual"] / r["tolerance"])
         unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
                             for f, t in unchecked_tensors(spec, steps, A))
         outside = outside_tensors(A, B)
         if outside:
             unchecked += f"; not compared: {', '.join(outside)} (outside the modelled function)"
-        return True, (f"g . A reproduces B in all {len(res)} tensors ({len(steps)} factor steps); worst "
+        return True, (f"g . A reproduces B in all {len(res) // 2} tensors, and g^-1 . B reproduces A ({len(steps)} "
+                      "factor steps); worst "
                       f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
                       + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})"
                       + unchecked)
@@ -3326,19 +3393,22 @@ def _monomial(x: Any) -> bool:
 
 
 def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, spec: GroupSpec | None = None,
-                   source: dict[str, Any] | None = None) -> dict[int | None, float]:
-    """The condition number of the element acting on each layer (:func:`element_cond`), recomputed from the
-    element itself; with ``measure``, that function of each component instead (:func:`element_length`).
+                   source: dict[str, Any] | None = None) -> list[dict[int | None, float]]:
+    """Per step, the condition number of its element on each layer (:func:`element_cond`; ``None``: a model-wide
+    element), recomputed from the element itself; with ``measure``, that function of each component instead
+    (:func:`element_length`). :func:`tensor_residuals` gives each tensor those of the steps that act on it
+    (:func:`_chained`, :func:`_on`).
 
     With ``spec`` and A's tensors ``source`` (block form), also what each step brings by conjugation through the
     gains (:func:`conjugation_kappa`), the gains carried through the steps before it (a scaling or a permutation
     of the gains changes their spread before a rotation conjugates through them)."""
-    out: dict[int | None, float] = {}
+    per_step: list[dict[int | None, float]] = []
     cond = measure or element_cond
     gains = _gains_of(spec, source) if measure is None and spec is not None and source is not None else None
     names = _conjugating_gains(spec) if gains is not None else set()
 
     for s in steps:
+        out: dict[int | None, float] = {}
         el = s["element"]
         if isinstance(el, list):
             for l, e in enumerate(el):
@@ -3355,7 +3425,111 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
             tags = tuple(t for t in spec.factor(s["factor"]).tags if t.tensor in names)
             if tags:
                 gains = act(spec, gains, s["factor"], el, tags=tags)
+        per_step.append(out)
+    return per_step
+
+
+def _reads(spec: GroupSpec, factor: str) -> set[str]:
+    """The tensors a step of ``factor`` acts on or reads (its tags' tensors and the tensors they act through)."""
+    return {n for t in spec.factor(factor).tags for n in (t.tensor, *(t.via.split(",") if t.via else ()))}
+
+
+def solve_rank(spec: GroupSpec) -> dict[str, int]:
+    """Where relate's solve fits each factor: its place in :data:`PHASES` (the residual map, the gain scalings, the
+    heads, the units, the unit scalings, the gauges, then the translations in their order); a factor the solve
+    fits last (rows no input reads) after all of them.
+
+    Examples
+    --------
+    >>> r = solve_rank(GroupSpec.from_arch("bert-base"))
+    >>> r["residual-permutation"] < r["S_H"] < r["S_dff"] < r["qk-gauge"] < r["key-bias-shift"]
+    True
+    """
+    rank: dict[str, int] = {}
+    for f in spec.factors:
+        if f.scope == "model" and any(t.component == "Q" for t in f.tags) or f in with_role(spec, "residual"):
+            rank[f.name] = 0
+    for f in with_role(spec, "norm-scaling"):
+        rank.setdefault(f.name, 1)
+    for i, f in enumerate(_solved_from(spec, "heads")):
+        rank.setdefault(f.name, 2 + i)
+    last = 2 + len(rank) + len(spec.factors)
+    return {f.name: rank.get(f.name, last) for f in spec.factors}
+
+
+def _chained(spec: GroupSpec, steps: list[dict[str, Any]],
+             per_step: list[dict[int | None, float]]) -> list[dict[int | None, float]]:
+    """Each step's condition numbers (per layer; ``None``: model-wide) with those of every step relate's solve fits
+    before it (:func:`solve_rank`, then the file's order) that moved a tensor it acts on or reads (:func:`_reads`):
+    a fit that reads a tensor another fit moved carries that fit's error, amplified, into every tensor it moves.
+    Taken in the solve's order, not the file's, so a step listed after an ill-conditioned one inherits nothing it
+    would not inherit in relate's own solve: a gauge on one head widens no tolerance of a W_in no fit after it
+    reaches.
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> steps = [{"factor": f, "element": {"x": 1.0}} for f in ("qk-gauge", "key-bias-shift", "residual-permutation")]
+    >>> _chained(spec, steps, [{0: 50.0}, {0: 1.0}, {None: 3.0}])  # the residual map is fitted first
+    [{0: 50.0, None: 3.0}, {0: 50.0, None: 3.0}, {None: 3.0}]
+    """
+    rank = solve_rank(spec)
+    reads = [_reads(spec, s["factor"]) for s in steps]
+    acts = [{t.tensor for t in spec.factor(s["factor"]).tags} for s in steps]
+    inert = [_inert_step(s) for s in steps]  # nothing fitted: no error of its own, none carried on
+    order = sorted(range(len(steps)), key=lambda i: (rank[steps[i]["factor"]], i))
+    out: list[dict[int | None, float]] = [{} if inert[i] else dict(k) for i, k in enumerate(per_step)]
+    for pos, i in enumerate(order):
+        for j in order[:pos]:
+            if not inert[i] and not inert[j] and acts[j] & reads[i]:
+                for l, v in out[j].items():
+                    out[i][l] = max(out[i].get(l, 1.0), v)
     return out
+
+
+def _on(name: str, l: int | None, per_step: list[dict[int | None, float]], acts: list[set[str]]) -> float:
+    """The largest condition number (or length) at layer ``l`` of the steps that act on tensor ``name``."""
+    return max([1.0] + [max(k.get(l, 1.0), k.get(None, 1.0)) for k, t in zip(per_step, acts) if name in t])
+
+
+def _exact_component(x: Any) -> bool:
+    """A component whose action rounds nothing: a permutation (indices, a monomial matrix of +-1) or a list of them."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    if isinstance(x, MonomialMatrix):
+        return bool((x.vals.abs() == 1).all())
+    if isinstance(x, (list, tuple)):
+        return all(isinstance(i, int) for i in x) or all(_exact_component(v) for v in x)
+    return False
+
+
+def _inert_step(step: dict[str, Any]) -> bool:
+    """A step that fits nothing: a permutation (:func:`_exact_step`) or the identity of its factor (a translation by
+    0). It counts among no tensor's factors and passes no condition number on (:func:`_chained`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _inert_step({"factor": "key-bias-shift", "element": [{"u": torch.zeros(1, 4)}]})
+    True
+    """
+    return _exact_step(step) or _is_identity(step["element"])
+
+
+def _exact_step(step: dict[str, Any]) -> bool:
+    """A step whose element only permutes (with signs): it carries no fitted error and rounds nothing, so it does
+    not count among the factors a tolerance allows for (:func:`relation_tolerance`'s ``m``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _exact_step({"factor": "S_H", "element": [{"pi": [1, 0], "kappa": [1, 0]}]})
+    True
+    >>> _exact_step({"factor": "qk-gauge", "element": [{"g": [torch.eye(2, dtype=torch.float64)]}]})
+    False
+    """
+    el = step["element"]
+    return all(_exact_component(v) for e in (el if isinstance(el, list) else [el]) for v in e.values())
 
 
 def _largest(mats: list[Any], measure: Any) -> float:

@@ -1,0 +1,222 @@
+"""Elements of G that ``verify`` must not let hide a B off A's orbit.
+
+Each forgery below is an element that IS in G, written beside a B that is NOT g . A, which the old check (g . A
+against B, one relative Frobenius residual per tensor, one condition number per layer) called valid:
+
+- a per-head gauge that shrinks some heads by 1e-8 beside the rest: their queries then sit below the rounding of
+  the other heads', and a B with them set to 0 (uniform attention in every such head) passed;
+- a scalar value gauge of 1e-8 on every head: a B whose value weights are random passed, because a failing residual
+  was re-read relative to A's (1e8 times larger) tensor;
+- a gauge of condition number 99 on one head widened the tolerance of every tensor of its layer, W_in among them,
+  which no step moved; at bfloat16 the same number made the tolerance 1.56, so any tensor passed.
+
+verify now also pulls B back to A's scale (``g^-1 . B`` against A), gives each tensor the condition number of the
+steps that act on it, counts no permutation among its fitted factors and caps the condition number where
+``kappa u`` passes 1/100 (:func:`symtrans.group.relate.kappa_limit`). Each forgery has a control: the same element
+with B = g . A, valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from symtrans.group.numeric import MonomialMatrix, model_blocks, weights_from_blocks
+from symtrans.group.relate import (_precision, apply_steps, check_relation, relate, relation_tolerance,
+                                   tensor_residuals, write_relation)
+from symtrans.group.spec import GroupSpec
+from symtrans.numeric.fixtures import tiny_decoder
+from symtrans.numeric.save import save_weights
+from symtrans.numeric.weights import load_model
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A tiny GPT-2 on disk (a relation file names its models by path), loaded back."""
+    path = tmp_path_factory.mktemp("gpt2")
+    save_weights(tiny_decoder("gpt2"), path)
+    return path, load_model(path)
+
+
+def _claim(pa: Path, a: Any, steps: list[dict[str, Any]], blocks: dict[str, Any], tmp: Path,
+           dtype: Any = None) -> Path:
+    """B written from ``blocks`` (in ``dtype`` where given), and a relation file claiming B = g . A for ``steps``."""
+    save_weights(weights_from_blocks(a, blocks), tmp / "b")
+    if dtype is not None:  # B stored in a coarser dtype (the checkpoint says so; the loader reads it)
+        from safetensors.torch import load_file, save_file
+
+        f = tmp / "b" / "model.safetensors"
+        save_file({k: v.to(dtype) for k, v in load_file(str(f)).items()}, str(f))
+    claim = copy.copy(relate(str(pa), str(pa)))  # a genuine file's metadata, the claimed steps
+    claim.steps, claim.b = steps, relate(str(tmp / "b"), str(tmp / "b")).b
+    return write_relation(claim, tmp / "g.json")
+
+
+def _verdict(path: Path) -> tuple[bool, str]:
+    return check_relation(json.loads(path.read_text()), path)
+
+
+def _gauge(a: Any, head: Any) -> list[dict[str, Any]]:
+    """One qk-gauge element per layer: ``head(l, h)`` the matrix of head h in layer l."""
+    return [{"g": [head(l, h) for h in range(a.arch.H_kv)]} for l in range(a.n_layers)]
+
+
+def _forward_ok(a: Any, steps: list[dict[str, Any]], blocks: dict[str, Any]) -> bool:
+    """What the old check saw: g . A against B alone, every tensor within its tolerance."""
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    return all(r["ok"] for r in tensor_residuals(apply_steps(spec, A, steps), blocks, _precision(a), steps, spec,
+                                                 source=A))
+
+
+def test_a_gauge_that_shrinks_some_heads_cannot_hide_them(gpt2, tmp_path):
+    pa, a = gpt2
+    spec = GroupSpec.from_arch(a.arch)
+    eye = torch.eye(a.d_model // a.arch.H, dtype=torch.float64)
+    steps = [{"factor": "qk-gauge", "element": _gauge(a, lambda l, h: eye if h == 0 else 1e-8 * eye)}]
+    forged = apply_steps(spec, model_blocks(a), steps)
+    for lp in forged["layers"]:  # heads 1.. attend uniformly: their queries gone
+        lp["W_Q"] = [lp["W_Q"][0]] + [0 * q for q in lp["W_Q"][1:]]
+        lp["b_Q"] = [lp["b_Q"][0]] + [0 * q for q in lp["b_Q"][1:]]
+    assert _forward_ok(a, steps, forged)  # the blind spot: g . A against B alone passes
+    ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged"))
+    assert not ok and why.startswith("g^-1 . B differs from A at W_Q"), why
+    ok, why = _verdict(_claim(pa, a, steps, apply_steps(spec, model_blocks(a), steps), tmp_path / "genuine"))
+    assert ok, why
+
+
+def test_a_scalar_gauge_cannot_hide_a_replaced_value_path(gpt2, tmp_path):
+    pa, a = gpt2
+    spec = GroupSpec.from_arch(a.arch)
+    eye = torch.eye(a.d_model // a.arch.H, dtype=torch.float64)
+    steps = [{"factor": "vo-gauge", "element": _gauge(a, lambda l, h: 1e-8 * eye)}]
+    forged = apply_steps(spec, model_blocks(a), steps)
+    gen = torch.Generator().manual_seed(0)
+    for lp, la in zip(forged["layers"], model_blocks(a)["layers"]):  # random values at 1e-7 of A's
+        lp["W_V"] = [1e-7 * v.norm() * (r := torch.randn(v.shape, generator=gen, dtype=v.dtype)) / r.norm()
+                     for v in la["W_V"]]
+    assert _forward_ok(a, steps, forged)  # passed through the residual re-read relative to A's tensor
+    ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged"))
+    assert not ok and why.startswith("g^-1 . B differs from A at W_V"), why
+    ok, why = _verdict(_claim(pa, a, steps, apply_steps(spec, model_blocks(a), steps), tmp_path / "genuine"))
+    assert ok, why
+
+
+def _conditioned(k: int, c: float, seed: int) -> Any:
+    """A k x k matrix of condition number c: U diag(1 .. 1/c) V^T."""
+    gen = torch.Generator().manual_seed(seed)
+    U = torch.linalg.qr(torch.randn(k, k, generator=gen, dtype=torch.float64))[0]
+    V = torch.linalg.qr(torch.randn(k, k, generator=gen, dtype=torch.float64))[0]
+    return U @ torch.diag(torch.logspace(0, -float(torch.log10(torch.tensor(c))), k, dtype=torch.float64)) @ V.T
+
+
+def test_a_condition_number_widens_only_the_tolerance_of_what_its_step_moves(gpt2, tmp_path):
+    pa, a = gpt2
+    spec = GroupSpec.from_arch(a.arch)
+    d_k = a.d_model // a.arch.H
+    eye = torch.eye(d_k, dtype=torch.float64)
+    steps = [{"factor": "qk-gauge", "element": _gauge(a, lambda l, h: _conditioned(d_k, 99.0, 0)
+                                                       if (l, h) == (0, 0) else eye)}]
+    forged = apply_steps(spec, model_blocks(a), steps)
+    w = forged["layers"][0]["W_in"]
+    noise = torch.randn(w.shape, generator=torch.Generator().manual_seed(1), dtype=w.dtype)
+    size = 0.5 * relation_tolerance("float32", 99.0)[0]  # within the old, layer-wide tolerance; 25 x the new one
+    forged["layers"][0]["W_in"] = w + size * w.norm() * noise / noise.norm()
+    assert size > 20 * relation_tolerance("float32")[0]
+    ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged"))
+    assert not ok and why.startswith("g . A differs from B at W_in (layer 0)"), why
+    ok, why = _verdict(_claim(pa, a, steps, apply_steps(spec, model_blocks(a), steps), tmp_path / "genuine"))
+    assert ok, why
+    # nor does a tensor inherit the gauge's number through steps that fit nothing (translations by 0, an identity
+    # residual permutation listed after the gauge: relate's solve fits the residual map first)
+    from symtrans.group.action import LINEAR_ACTIONS
+    from symtrans.group.relate import random_element
+
+    def zero(x: Any) -> Any:
+        return [zero(v) for v in x] if isinstance(x, list) else (0 * x if hasattr(x, "shape") else x)
+
+    padded = list(steps)
+    for st in random_element(spec, a.n_layers, 0):
+        if not {t.how for t in spec.factor(st["factor"]).tags} & LINEAR_ACTIONS:
+            el = st["element"]
+            padded.append({"factor": st["factor"], "element": [{k: zero(v) for k, v in e.items()} for e in el]
+                           if isinstance(el, list) else {k: zero(v) for k, v in el.items()}})
+    d = a.d_model
+    padded.append({"factor": "residual-permutation",
+                   "element": {"Q": MonomialMatrix(list(range(d)), torch.ones(d, dtype=torch.float64))}})
+    assert len(padded) > 5
+    forged = apply_steps(spec, model_blocks(a), padded)  # now W_out, which those translations would reach
+    w = forged["layers"][0]["W_out"]
+    forged["layers"][0]["W_out"] = w + size * w.norm() * noise.T / noise.norm()
+    ok, why = _verdict(_claim(pa, a, padded, forged, tmp_path / "padded"))
+    assert not ok and why.startswith("g . A differs from B at W_out (layer 0)"), why
+
+
+def test_a_bfloat16_tolerance_stays_a_statement_about_rounding(gpt2, tmp_path):
+    """At bfloat16 a condition number of 99 and five factors made the tolerance 4 u (1 + 99) sqrt(5) = 3.5 (the
+    identity permutations counted as factors): 40% of every tensor passed. Now the condition number is capped at
+    :func:`kappa_limit` and permutations do not count: the tolerance stays below 10%, the 40% B is refused."""
+    from symtrans.group.relate import kappa_limit
+
+    pa, a = gpt2
+    spec = GroupSpec.from_arch(a.arch)
+    d_k, H, L, d_ff = a.d_model // a.arch.H, a.arch.H, a.n_layers, a.tensors["W_in"].shape[-1]
+    assert relation_tolerance("bfloat16", 99.0, 1)[0] < 0.1 and kappa_limit("bfloat16") < 3
+    identity = [{"factor": "S_H", "element": [{"pi": list(range(H)), "kappa": list(range(H))}] * L},
+                {"factor": "S_dff", "element": [{"P": MonomialMatrix(list(range(d_ff)),
+                                                                     torch.ones(d_ff, dtype=torch.float64))}] * L}]
+
+    def gauged(c: float) -> list[dict[str, Any]]:  # head 0 of every layer: condition number c
+        return [{"factor": "qk-gauge", "element": _gauge(a, lambda l, h: _conditioned(d_k, c, l) if h == 0
+                                                          else torch.eye(d_k, dtype=torch.float64))}] + identity
+
+    steps = gauged(99.0)
+    moved = apply_steps(spec, model_blocks(a), steps)
+    records = tensor_residuals(moved, moved, _precision(a), steps, spec)
+    assert {r["factors"] for r in records if r["tensor"] == "W_Q"} == {1}  # the permutations are not counted
+    forged = copy.deepcopy(moved)
+    gen = torch.Generator().manual_seed(2)
+    for lp in forged["layers"]:
+        for name, v in list(lp.items()):
+            if isinstance(v, list):
+                lp[name] = [x + 0.4 * x.norm() * (n := torch.randn(x.shape, generator=gen, dtype=x.dtype)) / n.norm()
+                            for x in v]
+    ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged", torch.bfloat16))
+    assert not ok and "bfloat16" in why, why
+    # B = g . A in bfloat16: within the limit the condition number widens the tolerance (valid); past it the
+    # element buys no slack, and its pulled-back rounding (up to 99 u) is refused, the number named
+    ok, why = _verdict(_claim(pa, a, gauged(2.5), apply_steps(spec, model_blocks(a), gauged(2.5)),
+                              tmp_path / "genuine", torch.bfloat16))
+    assert ok, why
+    ok, why = _verdict(_claim(pa, a, steps, moved, tmp_path / "unresolved", torch.bfloat16))
+    assert ok or "the element's condition number 99 exceeds 2.56" in why, why
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "gpt2", "llama", "qwen3", "gemma3", "phi3",
+                                    "olmo2", "gpt_neox"])
+def test_the_inverse_steps_undo_a_random_element_of_g_on_every_family(family):
+    """``inverse_steps`` (each linear factor's components inverted, each translation's negated, in reverse order)
+    brings g . A back to A to float64 rounding on every family, every factor of G moved; the steps reversed but not
+    inverted do not (the check can fail)."""
+    from symtrans.group.action import inverse_steps
+    from symtrans.group.relate import _iter_tensors, _rel_any, random_element
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family)) if family in ("bert", "roberta", "distilbert") else tiny_decoder(family)
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    steps = random_element(spec, a.n_layers, 3)
+    assert len({s["factor"] for s in steps}) >= 6
+    ref = {(n, l): v for n, l, v in _iter_tensors(A, blocks=True)}
+
+    def worst(back: dict[str, Any]) -> float:
+        return max(_rel_any(v, ref[(n, l)]) for n, l, v in _iter_tensors(back, blocks=True))
+
+    moved = apply_steps(spec, A, steps)
+    assert worst(apply_steps(spec, moved, inverse_steps(spec, steps))) < 1e-12
+    assert worst(apply_steps(spec, moved, list(reversed(steps)))) > 1e-3
