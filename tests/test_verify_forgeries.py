@@ -6,12 +6,14 @@ against B, one relative Frobenius residual per tensor, one condition number per 
 - a per-head gauge that shrinks some heads by 1e-8 beside the rest: their queries then sit below the rounding of
   the other heads', and a B with them set to 0 (uniform attention in every such head) passed;
 - a scalar value gauge of 1e-8 on every head: a B whose value weights are random passed, because a failing residual
-  was re-read relative to A's (1e8 times larger) tensor;
+  was re-read relative to A's (1e8 times larger) tensor (now refused from both sides);
 - a gauge of condition number 99 on one head widened the tolerance of every tensor of its layer, W_in among them,
-  which no step moved; at bfloat16 the same number made the tolerance 1.56, so any tensor passed.
+  which no step moved; at bfloat16 the same number made the tolerance 1.56, so any tensor passed;
+- a value gauge diag(1e-9, 1, ..) on one head: one W_O row of B 1e9 times the rest, every other head's rows free.
 
-verify now also pulls B back to A's scale (``g^-1 . B`` against A), gives each tensor the condition number of the
-steps that act on it, counts no permutation among its fitted factors and caps the condition number where
+verify now also pulls B back to A's scale (``g^-1 . B`` against A), re-reads a failing residual only at the scale
+of what a translation cancels (A moved by the element's linear steps), gives each tensor the condition number of
+the steps that act on it, counts no permutation among its fitted factors and caps the condition number where
 ``kappa u`` passes 1/100 (:func:`symtrans.group.relate.kappa_limit`). Each forgery has a control: the same element
 with B = g . A, valid.
 """
@@ -100,9 +102,32 @@ def test_a_scalar_gauge_cannot_hide_a_replaced_value_path(gpt2, tmp_path):
     for lp, la in zip(forged["layers"], model_blocks(a)["layers"]):  # random values at 1e-7 of A's
         lp["W_V"] = [1e-7 * v.norm() * (r := torch.randn(v.shape, generator=gen, dtype=v.dtype)) / r.norm()
                      for v in la["W_V"]]
-    assert _forward_ok(a, steps, forged)  # passed through the residual re-read relative to A's tensor
     ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged"))
-    assert not ok and why.startswith("g^-1 . B differs from A at W_V"), why
+    assert not ok and "differs from" in why and "at W_V" in why, why
+    ok, why = _verdict(_claim(pa, a, steps, apply_steps(spec, model_blocks(a), steps), tmp_path / "genuine"))
+    assert ok, why
+
+
+def test_one_inflated_coordinate_cannot_swamp_a_tensor_from_either_side(gpt2, tmp_path):
+    """A value gauge diag(1e-9, 1, ..) on one head multiplies that head's first W_O row by 1e9: in B that row is
+    nearly all of |W_O|, so g . A against B cannot see the other heads (a monomial: condition number 1). Pulled
+    back, their rows are as large as in A, and B's zeroed rows were refused, then re-read relative to B's
+    inflated tensor (the scale of a cancellation) and passed. A gauge cancels nothing: the re-read now uses A
+    moved by the element's linear steps alone, and B is refused (found by a second adversarial probe, which did
+    the same with norm-gain and unit scalings of spread 1e10 on every decoder family)."""
+    pa, a = gpt2
+    spec = GroupSpec.from_arch(a.arch)
+    d_k, H = a.d_model // a.arch.H, a.arch.H
+    eye = torch.eye(d_k, dtype=torch.float64)
+    N = eye.clone()
+    N[0, 0] = 1e-9
+    steps = [{"factor": "vo-gauge", "element": [{"g": [N if (l, h) == (0, 0) else eye for h in range(H)]}
+                                                for l in range(a.n_layers)]}]
+    forged = apply_steps(spec, model_blocks(a), steps)
+    forged["layers"][0]["W_O"] = [forged["layers"][0]["W_O"][0]] + [0 * w for w in forged["layers"][0]["W_O"][1:]]
+    assert _forward_ok(a, steps, forged)
+    ok, why = _verdict(_claim(pa, a, steps, forged, tmp_path / "forged"))
+    assert not ok and why.startswith("g^-1 . B differs from A at W_O (layer 0)"), why
     ok, why = _verdict(_claim(pa, a, steps, apply_steps(spec, model_blocks(a), steps), tmp_path / "genuine"))
     assert ok, why
 

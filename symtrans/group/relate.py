@@ -1096,8 +1096,9 @@ class _Solver:
         where = "" if layer is None else f"layer {layer}: "
         left = f"what {factor} leaves at {tensor} ({size:.3g}; rounding {rounding:.3g}) is within what that number " \
             "carries"
-        if KAPPA_MAX < k < math.inf and size <= rounding * k:
-            return f"{where}the element needed there has condition number {k:.3g}, past {KAPPA_MAX:g}, and {left}"
+        limit = kappa_limit(self.precision(tensor, layer))  # a key (a product) names no tensor: the coarsest dtype
+        if limit < k < math.inf and size <= rounding * k:
+            return f"{where}the element needed there has condition number {k:.3g}, past {limit:.3g}, and {left}"
         if KAPPA_MAX < self.fit_kappa < math.inf and size <= rounding * self.fit_kappa:
             return (f"{where}the residual map was fitted on an embedding table of condition number "
                     f"{self.fit_kappa:.3g}, past {KAPPA_MAX:g}, and {left}")
@@ -2441,11 +2442,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     ``measured``: residuals already measured by the caller on g . A (relate's lazily acted tables, each
     measured over every value in one chunked pass, relative to B's table); those tensors of ``moved`` are not
     read. ``source``: A's tensors (block form); a residual above its tolerance relative to B's tensor is then
-    taken relative to the larger of A's and B's tensor, the scale of the values the element moves (each
-    record's ``relative_to`` says which): a tensor that g cancels to 0 (a bias the translations move away
-    entirely, as a canonical form's) is 0 only up to the rounding of what was cancelled, which relative to
-    B's own near-0 norm is unbounded. (Where the residual relative to B passes, so does the other, which is
-    never larger: A's tensors are read only for a tensor that would otherwise fail.)
+    taken relative to the larger of B's tensor and A's moved by the element's linear steps alone, the scale of
+    what a translation cancels (each record's ``relative_to`` says which): a tensor that g cancels to 0 (a bias
+    the translations move away entirely, as a canonical form's) is 0 only up to the rounding of what was
+    cancelled, which relative to B's own near-0 norm is unbounded. Not A's own tensor: a gauge that shrinks a
+    tensor by 1e-8 cancels nothing, and relative to A's tensor a B with random values there passed. (Where the
+    residual relative to B passes, so does the other, which is never larger: the linear steps are applied only
+    for a tensor that would otherwise fail.)
 
     Examples
     --------
@@ -2462,6 +2465,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
+    linear: dict[tuple[str, int | None], Any] = {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -2476,7 +2480,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
-            na, nb = _norm_any(sources[(name, l)]), _norm_any(target_tensors[(name, l)])
+            if not linear:  # A moved by the element's linear steps alone, once: the scale of what a translation
+                # cancels (a shrinking or inflating gauge or scaling is no cancellation: entrywise storage keeps it)
+                linear.update({(n, i): x for n, i, x in _iter_tensors(
+                    apply_steps(spec, source, [s for s in steps if _linear_factor(spec, s["factor"])]), blocks=True)})
+            na, nb = _norm_any(linear[(name, l)]), _norm_any(target_tensors[(name, l)])
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
             sides = [x if l is None else x["layers"][l] for x in (target, source)]
@@ -2905,6 +2913,17 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         steps, stop, residuals = kept[0]
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
             _raise_if_undecided(residuals, s.fit_kappa)
+    if stop is None and any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals):
+        # an element past the limit buys no slack from A's side either (verify's second side): B's rounding pulled
+        # back through it is what it carries. relate's solve compares G-invariant keys, so only there can the two
+        # sides part; elsewhere the pull-back (a second application of the element) is left to verify
+        with single_threaded():
+            back: list[dict[str, Any]] = []
+            _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
+                                                                             steps)))
+        if any(not r["ok"] for r in back):
+            _raise_if_undecided(back, s.fit_kappa)
+            stop = _check_stop(spec, steps, [r for r in back if not r["ok"]])
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
 
@@ -2963,13 +2982,14 @@ def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0)
                             f"that number carries ({worst['tensor']}: {worst['residual']:.3g} against "
                             f"{worst['tolerance']:.3g}): relate cannot decide this pair")
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
-    if worst["kappa"] <= KAPPA_MAX:  # within what the solve carried into it from another tensor
+    limit = kappa_limit(worst["dtype"])
+    if worst["kappa"] <= limit:  # within what the solve carried into it from another tensor
         raise SymtransError(f"relate: the element found reproduces every tensor of B within the rounding its solve "
                             f"carries in: {worst['tensor']}{where} differs by {worst['residual']:.3g}, more than its "
                             f"tolerance {worst['tolerance']:.3g} but within the rounding of "
                             f"{worst.get('carried', 'the tensors')}: relate cannot decide this pair")
     raise SymtransError(f"relate: the element found reproduces every tensor of B within what its condition number "
-                        f"carries, but that number, {worst['kappa']:.3g}{where}, exceeds {KAPPA_MAX:g}, beyond which "
+                        f"carries, but that number, {worst['kappa']:.3g}{where}, exceeds {limit:.3g}, beyond which "
                         f"an element buys no slack, and {worst['tensor']} differs by {worst['residual']:.3g}, more "
                         f"than a perfectly conditioned element's {worst['tolerance']:.3g}: relate cannot decide this "
                         "pair")
@@ -3427,6 +3447,14 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
                 gains = act(spec, gains, s["factor"], el, tags=tags)
         per_step.append(out)
     return per_step
+
+
+def _linear_factor(spec: GroupSpec, factor: str) -> bool:
+    """Whether ``factor`` acts linearly (every tag in :data:`~symtrans.group.action.LINEAR_ACTIONS`), not by
+    translations."""
+    from symtrans.group.action import LINEAR_ACTIONS
+
+    return {t.how for t in spec.factor(factor).tags} <= LINEAR_ACTIONS
 
 
 def _reads(spec: GroupSpec, factor: str) -> set[str]:
