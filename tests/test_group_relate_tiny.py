@@ -1862,3 +1862,31 @@ def test_the_head_bias_hyperplane_is_judged_within_the_bias_storage_rounding(tin
         # move along u by off x the rounding bound: <beta, u> changes by exactly that much (to float64 rounding)
         c.tensors["final_ln_b"].add_(u * off * unit_roundoff("float32") * mass / float((u * u).sum()))
         assert bool(singular_head_biases(spec, c)) is flagged, off
+
+
+def test_a_side_that_cannot_confirm_a_related_pair_is_undecided_never_refused(tmp_path):
+    """A random BERT stored in bfloat16 and B = g . A (every factor of G, rounded to bfloat16): from B to A every
+    tensor is reproduced, and the element's condition number is past the bfloat16 limit (2.56), so relate also
+    checks from A's side. There the FFN input hyperplane's large component, pulled back, reads ln2_b at B's
+    rounding (a carried rounding B's side never sees): b_in of layer 0 is off by 0.071 against 0.044, and relate
+    answered "not related" for a pair that is g . A. A failing confirmation is now "cannot decide"; the false case,
+    W_in of layer 1 moved by 10%, is still no related answer."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a", "bert")
+    a = _stored(load_model(tmp_path / "a"), torch.bfloat16, "bfloat16")
+    spec = GroupSpec.from_arch(a.arch)
+    b = _stored(_moved(a, random_element(spec, a.n_layers, 1), spec), torch.bfloat16, "bfloat16")
+    try:
+        rel = relate(b, a)
+        assert rel.related, rel.summary()
+    except SymtransError as err:
+        assert "cannot decide" in str(err), err
+    bad = b.copy()
+    t = bad.tensors["W_in"][1]
+    n = torch.randn(t.shape, generator=torch.Generator().manual_seed(0), dtype=t.dtype)
+    t += 0.1 * n * t.norm() / n.norm()
+    try:
+        assert not relate(bad, a).related
+    except SymtransError as err:
+        assert "cannot decide" in str(err), err

@@ -2921,9 +2921,17 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             back: list[dict[str, Any]] = []
             _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
                                                                              steps)))
-        if any(not r["ok"] for r in back):
+        failed = [r for r in back if not r["ok"]]
+        if failed:  # B's side reproduced, A's not: a confirmation that fails is no refusal (the translations'
+            # components pulled back read tensors at B's rounding, which B's side never carries): undecided
             _raise_if_undecided(back, s.fit_kappa)
-            stop = _check_stop(spec, steps, [r for r in back if not r["ok"]])
+            worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
+            where = "" if worst["layer"] is None else f" (layer {worst['layer']})"
+            raise SymtransError(f"relate: the element found reproduces every tensor of B, but B pulled back through it "
+                                f"differs from A at {worst['tensor']}{where} by {worst['residual']:.3g}, more than "
+                                f"{worst['tolerance']:.3g} ({worst['dtype']}; the element's condition number "
+                                f"{worst['kappa']:.3g} is past {kappa_limit(worst['dtype']):.3g}, so it buys no "
+                                "slack): relate cannot decide this pair")
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
 
