@@ -54,7 +54,7 @@ from symtrans.catalogue.spec import GroupSpec
 from symtrans.errors import SymtransError
 from symtrans.group.elements import elements_of
 
-__all__ = ["act", "Action", "ACTIONS", "LINEAR_ACTIONS", "inverse_element", "inverse_steps"]
+__all__ = ["act", "Action", "ACTIONS", "LINEAR_ACTIONS", "linear_factor", "inverse_element", "inverse_steps"]
 
 
 def _is_sympy(x: Any) -> bool:
@@ -388,6 +388,18 @@ LINEAR_ACTIONS = frozenset({"element", "inverse", "inverse_transpose", "permutat
                             "conjugate_gain", "conjugate_gain_row"})
 
 
+def linear_factor(spec: GroupSpec, factor: str) -> bool:
+    """Whether ``factor`` acts linearly in its components (every tag in :data:`LINEAR_ACTIONS`), not by translations.
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> linear_factor(spec, "qk-gauge"), linear_factor(spec, "key-bias-shift")
+    (True, False)
+    """
+    return {t.how for t in spec.factor(factor).tags} <= LINEAR_ACTIONS
+
+
 def _inverse_component(x: Any) -> Any:
     """A component's inverse: a permutation (list of indices) its inverse permutation, a matrix its inverse."""
     from symtrans.group.elements import MonomialMatrix
@@ -435,9 +447,8 @@ def inverse_element(spec: GroupSpec, factor: str, element: Any) -> Any:
     >>> float((back["layers"][2]["W_K"][3] - w["layers"][2]["W_K"][3]).abs().max()) < 1e-12
     True
     """
-    f = spec.factor(factor)
-    kinds = {t.how for t in f.tags}
-    if kinds <= LINEAR_ACTIONS:
+    kinds = {t.how for t in spec.factor(factor).tags}
+    if linear_factor(spec, factor):
         one = _inverse_component
     elif not kinds & LINEAR_ACTIONS:
         one = _negated

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.action import BOUNDARY_NORM
+from symtrans.group.action import BOUNDARY_NORM, linear_factor
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul
@@ -194,8 +194,8 @@ def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
     """``(tolerance, undecided up to)``: the residual up to which a reproduced tensor is accepted, and up to which a
     larger one is undecided rather than refused.
 
-    Within :func:`kappa_limit` (:data:`KAPPA_MAX` at float32) the element's condition number widens the tolerance (:func:`relation_tolerance`) and
-    both are that. Past it the element buys no slack: a tensor is accepted only within a perfectly conditioned
+    Within :func:`kappa_limit` (:data:`KAPPA_MAX` at float32) the element's condition number widens the tolerance
+    (:func:`relation_tolerance`) and both are that. Past it the element buys no slack: a tensor is accepted only within a perfectly conditioned
     element's tolerance (kappa = 1), and a residual up to what its condition number carries (uncapped) is no
     evidence that B is off A's orbit: undecided. A moved copy of a Llama whose gain has one channel at 1e-3 of the
     others (a rotation through it: condition number about 1e6) reproduces A to 115 u: undecided, not refused.
@@ -2482,8 +2482,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
             if not linear:  # A moved by the element's linear steps alone, once: the scale of what a translation
                 # cancels (a shrinking or inflating gauge or scaling is no cancellation: entrywise storage keeps it)
-                linear.update({(n, i): x for n, i, x in _iter_tensors(
-                    apply_steps(spec, source, [s for s in steps if _linear_factor(spec, s["factor"])]), blocks=True)})
+                linear.update({(nm, li): x for nm, li, x in _iter_tensors(
+                    apply_steps(spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
             na, nb = _norm_any(linear[(name, l)]), _norm_any(target_tensors[(name, l)])
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
@@ -2534,8 +2534,8 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
 
     inv = inverse_steps(spec, steps)
     out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b)
-    for r in out:
-        r["side"] = "A"
+    for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
+        r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
 
 
@@ -3455,14 +3455,6 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
                 gains = act(spec, gains, s["factor"], el, tags=tags)
         per_step.append(out)
     return per_step
-
-
-def _linear_factor(spec: GroupSpec, factor: str) -> bool:
-    """Whether ``factor`` acts linearly (every tag in :data:`~symtrans.group.action.LINEAR_ACTIONS`), not by
-    translations."""
-    from symtrans.group.action import LINEAR_ACTIONS
-
-    return {t.how for t in spec.factor(factor).tags} <= LINEAR_ACTIONS
 
 
 def _reads(spec: GroupSpec, factor: str) -> set[str]:
