@@ -245,3 +245,41 @@ def test_the_inverse_steps_undo_a_random_element_of_g_on_every_family(family):
     moved = apply_steps(spec, A, steps)
     assert worst(apply_steps(spec, moved, inverse_steps(spec, steps))) < 1e-12
     assert worst(apply_steps(spec, moved, list(reversed(steps)))) > 1e-3
+
+
+@pytest.mark.parametrize("case", ["ln1-scaling hides W_V", "final-norm-scaling hides lm_head"])
+def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
+    """relate itself (a third probe): B = g . A for a diagonal norm scaling with one channel at 1e-9 (condition
+    number 1: each entry keeps its rounding), then B's W_V in layer 0, or its untied head, changed in every row
+    but that channel. Those rows sit 1e-9 below the scaled one, so g . A against B, and the per-head keys the
+    scaled row dominates, could not see them: relate answered related with the function 29% (the logits 97%) off.
+    An element whose spread passes the limit is now also checked from A's side (:func:`element_spread`), where
+    those rows are as large as in A; where only linear steps move the tensor, the difference is refused there.
+    The control: the same element with B = g . A is related."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    head = {} if case.startswith("ln1") else {"head": True, "tie_word_embeddings": False}  # an untied head
+    random_checkpoint(tmp_path / "a", "llama", **head)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    eye = torch.eye(a.d_model, dtype=torch.float64)
+    D = eye.clone()
+    D[0, 0] = 1e-9
+    if case.startswith("ln1"):
+        steps = [{"factor": "ln1-scaling", "element": [{"D": D if l == 0 else eye} for l in range(a.n_layers)]}]
+    else:
+        steps = [{"factor": "final-norm-scaling", "element": {"D": D}}]
+    genuine = apply_steps(spec, model_blocks(a), steps)
+    forged = copy.deepcopy(genuine)
+    gen = torch.Generator().manual_seed(0)
+    rows = forged["layers"][0]["W_V"] if case.startswith("ln1") else [forged["lm_head"]]
+    for h in rows:  # every row but the scaled channel's, moved by 100% of its entries
+        P = h.abs() * torch.randn(h.shape, generator=gen, dtype=h.dtype)
+        P[0] = 0
+        h.add_(P)
+    save_weights(weights_from_blocks(a, forged), tmp_path / "forged")
+    rel = relate(a, load_model(tmp_path / "forged"))
+    assert not rel.related and rel.stop.tensor == ("W_V" if case.startswith("ln1") else "lm_head"), rel.summary()
+    assert "B pulled back through the element differs from A there" in rel.stop.detail
+    save_weights(weights_from_blocks(a, genuine), tmp_path / "genuine")
+    assert relate(a, load_model(tmp_path / "genuine")).related

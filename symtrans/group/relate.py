@@ -1974,6 +1974,7 @@ class _Solver:
                 if P is None:  # a unit with no or several candidates, or beyond the tolerance: the full keys
                     full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
                     P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
+                    self.ambiguous_units(full[0], full[1], P, tol, l)
             if dist > tol:
                 if da != db:  # a unit near its rounding on one side only (G's translations move the stored
                     # columns, so the rounding a unit is read against differs between A and B)
@@ -1990,6 +1991,26 @@ class _Solver:
             dt = self.cur["layers"][0]["W_in"].dtype
             # act's right action X @ P with column j of P in row perm[j]: new unit j = old unit perm[j]
             self.apply("S_dff", [{"P": MonomialMatrix(P, torch.ones(len(P), dtype=dt))} for P in els])
+
+    def ambiguous_units(self, KA: Any, KB: Any, P: list[int], tol: float, l: int) -> None:
+        """Mark layer ``l``'s unit match as one B's storage cannot fix (:attr:`local_unresolved`) where a unit of B
+        was not given its nearest unit of A, that unit lying within the match's tolerance ``tol`` (relative to A's
+        largest key) and differing from the one given (A's exact duplicates are interchangeable). The match then
+        resolved a clash, two units of B nearest one of A, by a guess. At bfloat16 the tolerance (1e3 times the
+        tensor's, 31 relative) admits every unit, and such a guess swapped a pair: relate refused a genuine g . A at
+        the unit scaling (3 of 50 random gated-FFN pairs)."""
+        torch = _torch()
+        rows, cols = torch.arange(len(P)), torch.tensor(P)
+        D = torch.cdist(KB, KA)
+        near = D.argmin(1)
+        scale = max(float(KA.norm(dim=1).max()), 1e-300)
+        moved = (near != cols) & (D[rows, near] < D[rows, cols]) & (D[rows, near] <= tol * scale)
+        apart = (KA[near] - KA[cols]).norm(dim=1) > 1e3 * EPS64 * (KA[near].norm(dim=1) + KA[cols].norm(dim=1))
+        n = int((moved & apart).sum())
+        if n:
+            self.local_unresolved.append((l, "units", f"B's storage cannot resolve it: layer {l}: {n} FFN units of B "
+                                          "were matched to a unit of A other than their nearest (two units of B "
+                                          "nearest one of A, within the match's tolerance)"))
 
     # ---- 4. unit scalings
     def unit_scalings(self) -> None:
@@ -2913,25 +2934,41 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         steps, stop, residuals = kept[0]
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
             _raise_if_undecided(residuals, s.fit_kappa)
-    if stop is None and any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals):
+    limit = min(kappa_limit(r["dtype"]) for r in residuals) if residuals else KAPPA_MAX
+    if stop is None and (any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals)
+                         or any(element_spread(st["element"]) > limit for st in steps)):
         # an element past the limit buys no slack from A's side either (verify's second side): B's rounding pulled
-        # back through it is what it carries. relate's solve compares G-invariant keys, so only there can the two
-        # sides part; elsewhere the pull-back (a second application of the element) is left to verify
+        # back through it is what it carries; and an element whose spread passes it (:func:`element_spread`) may hide
+        # a part of a tensor from B's side. Elsewhere the two sides do not part on relate's own element (its solve
+        # compares G-invariant keys), and the pull-back (a second application of the element) is left to verify
         with single_threaded():
             back: list[dict[str, Any]] = []
             _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
                                                                              steps)))
         failed = [r for r in back if not r["ok"]]
-        if failed:  # B's side reproduced, A's not: a confirmation that fails is no refusal (the translations'
-            # components pulled back read tensors at B's rounding, which B's side never carries): undecided
+        # B's side reproduced, A's not. Where only linear steps move the tensor and its condition number is within
+        # the limit, B's rounding comes back as the tolerance allows: a difference beyond it is B's own, refused
+        # (a part of B the element's spread hid from B's side). Elsewhere a translation's component pulled back
+        # reads tensors at B's rounding, which B's side never carries: a confirmation that fails is undecided
+        moved_by = [{t.tensor for t in spec.factor(st["factor"]).tags} for st in steps if not _inert_step(st)]
+        translated = {n for st, t in zip([st for st in steps if not _inert_step(st)], moved_by)
+                      if not linear_factor(spec, st["factor"]) for n in t}
+        firm = [r for r in failed if r["tensor"] not in translated and r["kappa"] <= kappa_limit(r["dtype"])]
+        if firm:
+            stop = _check_stop(spec, steps, firm)
+            stop = dataclasses.replace(stop, detail=stop.detail + "; B pulled back through the element differs from "
+                                       f"A there (the element's spread {max(element_spread(st['element']) for st in steps):.3g} "
+                                       "hides that part of the tensor from g . A against B)")
+        elif failed:
             _raise_if_undecided(back, s.fit_kappa)
             worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
             where = "" if worst["layer"] is None else f" (layer {worst['layer']})"
+            why = (f"the element's condition number {worst['kappa']:.3g} is past {kappa_limit(worst['dtype']):.3g}, "
+                   "so it buys no slack" if worst["kappa"] > kappa_limit(worst["dtype"]) else
+                   "a translation moves it, whose component pulled back reads tensors at B's rounding")
             raise SymtransError(f"relate: the element found reproduces every tensor of B, but B pulled back through it "
                                 f"differs from A at {worst['tensor']}{where} by {worst['residual']:.3g}, more than "
-                                f"{worst['tolerance']:.3g} ({worst['dtype']}; the element's condition number "
-                                f"{worst['kappa']:.3g} is past {kappa_limit(worst['dtype']):.3g}, so it buys no "
-                                "slack): relate cannot decide this pair")
+                                f"{worst['tolerance']:.3g} ({worst['dtype']}; {why}): relate cannot decide this pair")
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
 
@@ -3365,6 +3402,40 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         return False, str(err)
     except Exception as err:  # noqa: BLE001 - fail closed
         return False, f"malformed relation file ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+
+
+def element_spread(element: Any) -> float:
+    """How far an element's linear components stretch one part of a tensor against another: the largest singular
+    value over the smallest, over all of a component's matrices at once (one per head counts as one block-diagonal
+    map; a monomial matrix by its values). 1 for a permutation; translations and index lists count 1.
+
+    :func:`element_cond` counts a monomial matrix as 1, rightly for rounding (each entry keeps its relative
+    rounding), but a spread hides a part of a tensor beside the rest from a relative Frobenius residual: a value
+    gauge of 1e-9 on one head makes that head's W_O rows 1e9 times the others'. Past :func:`kappa_limit` relate
+    therefore also checks from A's side (:func:`pulled_back_residuals`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> eye = torch.eye(2, dtype=torch.float64)
+    >>> round(element_spread({"g": [eye, 1e-9 * eye]})), element_spread([{"g": [eye, 2 * eye]}])
+    (1000000000, 2.0)
+    """
+    from symtrans.group.numeric import MonomialMatrix
+
+    torch = _torch()
+    lo, hi = math.inf, 0.0
+    for v in (element if isinstance(element, list) else [element]):
+        for x in v.values():
+            for m in (x if isinstance(x, (list, tuple)) else [x]):
+                if isinstance(m, MonomialMatrix):
+                    a = m.vals.abs()
+                elif _square(m):
+                    a = torch.linalg.svdvals(m)
+                else:
+                    continue
+                lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
+    return hi / lo if hi > 0 and lo > 0 else (1.0 if hi == 0 else math.inf)
 
 
 def element_cond(x: Any) -> float:
