@@ -1974,7 +1974,7 @@ class _Solver:
                 if P is None:  # a unit with no or several candidates, or beyond the tolerance: the full keys
                     full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
                     P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
-                    self.ambiguous_units(full[0], full[1], P, tol, l)
+                    self.ambiguous_units(full[0], full[1], P, max(noiseA, noiseB), l)
             if dist > tol:
                 if da != db:  # a unit near its rounding on one side only (G's translations move the stored
                     # columns, so the rounding a unit is read against differs between A and B)
@@ -1992,25 +1992,26 @@ class _Solver:
             # act's right action X @ P with column j of P in row perm[j]: new unit j = old unit perm[j]
             self.apply("S_dff", [{"P": MonomialMatrix(P, torch.ones(len(P), dtype=dt))} for P in els])
 
-    def ambiguous_units(self, KA: Any, KB: Any, P: list[int], tol: float, l: int) -> None:
+    def ambiguous_units(self, KA: Any, KB: Any, P: list[int], noise: float, l: int) -> None:
         """Mark layer ``l``'s unit match as one B's storage cannot fix (:attr:`local_unresolved`) where a unit of B
-        was not given its nearest unit of A, that unit lying within the match's tolerance ``tol`` (relative to A's
-        largest key) and differing from the one given (A's exact duplicates are interchangeable). The match then
-        resolved a clash, two units of B nearest one of A, by a guess. At bfloat16 the tolerance (1e3 times the
-        tensor's, 31 relative) admits every unit, and such a guess swapped a pair: relate refused a genuine g . A at
-        the unit scaling (3 of 50 random gated-FFN pairs)."""
+        was not given its nearest unit of A although that unit lies within the keys' rounding (``noise``, relative,
+        of both keys: where B's unit is as g . A has it) and differs from the one given (A's exact duplicates are
+        interchangeable). The match then resolved a clash, two units of B nearest one of A, by a guess. At
+        bfloat16 its tolerance (1e3 times the tensor's, 31 relative) admits every unit, and such a guess swapped a
+        pair: relate refused a genuine g . A at the unit scaling (3 of 50 random gated-FFN pairs). A unit of B
+        moved off A's (a W_in moved by 10%) has no unit of A within the rounding: its refusal stands."""
         torch = _torch()
         rows, cols = torch.arange(len(P)), torch.tensor(P)
         D = torch.cdist(KB, KA)
         near = D.argmin(1)
-        scale = max(float(KA.norm(dim=1).max()), 1e-300)
-        moved = (near != cols) & (D[rows, near] < D[rows, cols]) & (D[rows, near] <= tol * scale)
+        radius = 2 * noise * (KB.norm(dim=1) + KA[near].norm(dim=1))
+        moved = (near != cols) & (D[rows, near] < D[rows, cols]) & (D[rows, near] <= radius)
         apart = (KA[near] - KA[cols]).norm(dim=1) > 1e3 * EPS64 * (KA[near].norm(dim=1) + KA[cols].norm(dim=1))
         n = int((moved & apart).sum())
         if n:
             self.local_unresolved.append((l, "units", f"B's storage cannot resolve it: layer {l}: {n} FFN units of B "
-                                          "were matched to a unit of A other than their nearest (two units of B "
-                                          "nearest one of A, within the match's tolerance)"))
+                                          "were matched to a unit of A other than their nearest, which lies within "
+                                          f"the keys' rounding ({noise:.2g} relative): two units of B nearest one of A"))
 
     # ---- 4. unit scalings
     def unit_scalings(self) -> None:
