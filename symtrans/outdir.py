@@ -36,14 +36,14 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from symtrans.errors import SymtransError
 from symtrans.validate import terminal_safe
 
-__all__ = ["OutputError", "check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
+__all__ = ["OutputError", "output_path", "check_output_dir", "check_output_file", "confined_dir", "DirLock", "recover", "replace_dir", "write_file"]
 
 class OutputError(SymtransError):
     """The output folder cannot be written (full disk, read-only, a link planted in it): no run can go on there.
@@ -67,18 +67,33 @@ def _name_max(parent: Path) -> int:
         return 255
 
 
-def _as_path(out: Any) -> Path:
+def output_path(out: Any, option: str = "--out", what: str = "a report") -> Path:
+    """The absolute path of an output directory ``out`` (``option`` names it in messages; ``what`` is what goes there).
+
+    Refused in one line: anything but a non-empty path without NUL, a relative path in a working directory
+    deleted under us, and the root directory.
+
+    Examples
+    --------
+    >>> output_path("/tmp/rep").name
+    'rep'
+    >>> output_path("/", "--out", "a checkpoint")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: /: cannot write a checkpoint over the root directory
+    """
     if isinstance(out, os.PathLike):
         out = os.fspath(out)
     if not isinstance(out, str) or not out or "\x00" in out:
-        raise SymtransError(f"--out: expected a directory path, got {type(out).__name__ if not isinstance(out, str) else repr(out)[:40]}")
+        raise SymtransError(f"{option}: expected a directory path, got "
+                            f"{type(out).__name__ if not isinstance(out, str) else repr(out)[:40]}")
     try:
         path = Path(os.path.abspath(out))
     except FileNotFoundError:  # a relative --out (the default too) in a working directory deleted under us
-        raise SymtransError(f"--out {terminal_safe(out)}: the working directory no longer exists; "
-                            "pass an absolute --out") from None
+        raise SymtransError(f"{option} {terminal_safe(out)}: the working directory no longer exists; "
+                            f"pass an absolute {option}") from None
     if not path.name:
-        raise SymtransError(f"{terminal_safe(out)}: cannot write a report over the root directory")
+        raise SymtransError(f"{terminal_safe(out)}: cannot write {what} over the root directory")
     return path
 
 
@@ -107,7 +122,7 @@ def check_output_dir(out: Any, files: Iterable[str]) -> Path:
     ...
     symtrans.errors.SymtransError: --out: the name has 300 bytes; at most ... fit beside the temporary names
     """
-    path = _as_path(out)
+    path = output_path(out)
     shown = terminal_safe(str(out))
     allowed = set(files)
     parent = path.parent
@@ -191,10 +206,12 @@ def _refuse_non_file(path: Path, shown: str, what: str, unreadable: str) -> None
         raise SymtransError(f"{shown}: {kind} is in the way of the {what}")
 
 
-def _synced_temp(directory: Path, prefix: str, data: bytes) -> str:
+def _synced_temp(directory: Path, prefix: str, data: bytes | Callable[[str], Any]) -> str:
     """A new temporary file in ``directory`` holding ``data``, written and synced (removed again if that fails).
 
-    ``mkstemp`` opens with O_EXCL, so a link planted under the name is never followed.
+    ``mkstemp`` creates it with O_EXCL, so a link planted under the name is never followed. ``data`` is the bytes,
+    or a function that writes the file at the path it is given (a writer that streams, such as safetensors'
+    ``save_file``, with no copy of the whole file in memory).
 
     Examples
     --------
@@ -203,14 +220,22 @@ def _synced_temp(directory: Path, prefix: str, data: bytes) -> str:
     >>> tmp = _synced_temp(d, ".x.tmp-", b"abc")
     >>> Path(tmp).read_bytes(), Path(tmp).parent == d
     (b'abc', True)
+    >>> Path(_synced_temp(d, ".y.tmp-", lambda path: Path(path).write_text("def"))).read_text()
+    'def'
     """
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError:
+        if callable(data):
+            os.close(fd)
+            data(tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        else:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:  # the writer's own error too: no temporary file is left behind
         _unlink_quietly(tmp)
         raise
     return tmp
@@ -378,7 +403,7 @@ class DirLock:
     """
 
     def __init__(self, out: Any):
-        self.out = _as_path(out)
+        self.out = output_path(out)
         self.path = self.out.parent / f".{self.out.name}.lock"
         self.fd: int | None = None
 
@@ -455,7 +480,7 @@ def recover(path: str | os.PathLike[str]) -> list[str]:
     >>> recover(d), sorted(p.name for p in d.parent.iterdir())  # a killed probe goes; anything else stays
     (['removed .rep.probe-k1'], ['.rep.probe-k2', 'rep'])
     """
-    path = _as_path(path)
+    path = output_path(path)
     done: list[str] = []
     if not path.exists() and not path.is_symlink():
         for old in reversed(_siblings(path, "old")):  # newest name last; any holds a complete report
@@ -584,11 +609,12 @@ def replace_dir(out: str | os.PathLike[str], texts: dict[str, str], files: Itera
     return [path / name for name in texts]
 
 
-def write_file(directory: str | os.PathLike[str], name: str, data: bytes, what: str = "file") -> Path:
+def write_file(directory: str | os.PathLike[str], name: str, data: bytes | Callable[[str], Any],
+               what: str = "file") -> Path:
     """Write ``directory/name`` atomically without following a symbolic link at that name.
 
-    The bytes go to a fresh temporary file in ``directory`` (``O_EXCL``,
-    ``O_NOFOLLOW``), then ``os.replace`` puts it at ``name``: a symbolic link
+    The bytes (or what the function ``data`` writes at the path it is given) go to a fresh temporary file in
+    ``directory`` (``O_EXCL``, ``O_NOFOLLOW``), then ``os.replace`` puts it at ``name``: a symbolic link
     there is replaced, its target never written; a directory (or anything not
     a regular file or link) in the way is refused in one line.
 

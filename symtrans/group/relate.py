@@ -2481,9 +2481,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     >>> r[0]["tensor"], r[0]["residual"], r[0]["ok"]
     ('W_O', 0.0, True)
     """
-    acts = [{t.tensor for t in spec.factor(s["factor"]).tags} for s in steps]
-    kappa = _chained(spec, steps, _element_kappa(steps, len(moved["layers"]), spec=spec, source=source))
-    length = _chained(spec, steps, _element_kappa(steps, len(moved["layers"]), measure=element_length))
+    chain = _Chain.of(spec, steps)
+    kappa = chain.inherit(_element_kappa(steps, len(moved["layers"]), spec=spec, source=source))
+    length = chain.inherit(_element_kappa(steps, len(moved["layers"]), measure=element_length))
     carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
@@ -2494,10 +2494,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             continue
         dt = precision(name, l)
         # the condition number of the steps that act on this tensor, each with what it inherits from the steps
-        # before it (:func:`_chained`); a permutation is no fitted factor
-        k = _on(name, l, kappa, acts)
-        m = len({s["factor"] for s, t in zip(steps, acts) if name in t and not _inert_step(s)})
-        n = int(_on(name, l, length, acts))
+        # before it (:meth:`_Chain.inherit`); a permutation is no fitted factor
+        k = chain.on(name, l, kappa)
+        m = chain.fitted(name)
+        n = int(chain.on(name, l, length))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
         res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
@@ -2951,9 +2951,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         # the limit, B's rounding comes back as the tolerance allows: a difference beyond it is B's own, refused
         # (a part of B the element's spread hid from B's side). Elsewhere a translation's component pulled back
         # reads tensors at B's rounding, which B's side never carries: a confirmation that fails is undecided
-        moved_by = [{t.tensor for t in spec.factor(st["factor"]).tags} for st in steps if not _inert_step(st)]
-        translated = {n for st, t in zip([st for st in steps if not _inert_step(st)], moved_by)
-                      if not linear_factor(spec, st["factor"]) for n in t}
+        translated = _Chain.of(spec, steps).translated(spec)
         firm = [r for r in failed if r["tensor"] not in translated and r["kappa"] <= kappa_limit(r["dtype"])]
         if firm:
             stop = _check_stop(spec, steps, firm)
@@ -3377,8 +3375,8 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         moved = apply_steps(spec, blocks_a, steps)
         res = tensor_residuals(moved, blocks_b, _precision(B), steps, spec, source=blocks_a)
         # and from A's side: what g shrinks beside the rest of a tensor is measured at A's scale
-        res += pulled_back_residuals(spec, blocks_a, blocks_b, _precision(B), steps)
-        bad = [r for r in res if not r["ok"]]
+        back = pulled_back_residuals(spec, blocks_a, blocks_b, _precision(B), steps)
+        bad = [r for r in res + back if not r["ok"]]
         if bad:
             r = bad[0]
             where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
@@ -3388,13 +3386,13 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
                            + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
                            + (f"; the element's condition number {r['kappa']:.3g} exceeds {limit:.3g}"
                               if r["kappa"] > limit else "") + ")")
-        worst = max((r for r in res if r.get("side") != "A"), key=lambda r: r["residual"] / r["tolerance"])
+        worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
         unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
                             for f, t in unchecked_tensors(spec, steps, A))
         outside = outside_tensors(A, B)
         if outside:
             unchecked += f"; not compared: {', '.join(outside)} (outside the modelled function)"
-        return True, (f"g . A reproduces B in all {len(res) // 2} tensors, and g^-1 . B reproduces A ({len(steps)} "
+        return True, (f"g . A reproduces B in all {len(res)} tensors, and g^-1 . B reproduces A ({len(steps)} "
                       "factor steps); worst "
                       f"{worst['tensor']}" + (f" (layer {worst['layer']})" if worst["layer"] is not None else "")
                       + f" residual {worst['residual']:.3g} <= tolerance {worst['tolerance']:.3g} ({worst['dtype']})"
@@ -3497,7 +3495,7 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
     """Per step, the condition number of its element on each layer (:func:`element_cond`; ``None``: a model-wide
     element), recomputed from the element itself; with ``measure``, that function of each component instead
     (:func:`element_length`). :func:`tensor_residuals` gives each tensor those of the steps that act on it
-    (:func:`_chained`, :func:`_on`).
+    (:meth:`_Chain.inherit`, :meth:`_Chain.on`).
 
     With ``spec`` and A's tensors ``source`` (block form), also what each step brings by conjugation through the
     gains (:func:`conjugation_kappa`), the gains carried through the steps before it (a scaling or a permutation
@@ -3557,39 +3555,62 @@ def solve_rank(spec: GroupSpec) -> dict[str, int]:
     return {f.name: rank.get(f.name, last) for f in spec.factors}
 
 
-def _chained(spec: GroupSpec, steps: list[dict[str, Any]],
-             per_step: list[dict[int | None, float]]) -> list[dict[int | None, float]]:
-    """Each step's condition numbers (per layer; ``None``: model-wide) with those of every step relate's solve fits
-    before it (:func:`solve_rank`, then the file's order) that moved a tensor it acts on or reads (:func:`_reads`):
-    a fit that reads a tensor another fit moved carries that fit's error, amplified, into every tensor it moves.
-    Taken in the solve's order, not the file's, so a step listed after an ill-conditioned one inherits nothing it
-    would not inherit in relate's own solve: a gauge on one head widens no tolerance of a W_in no fit after it
-    reaches.
+@dataclass(frozen=True)
+class _Chain:
+    """An element's steps as the tolerances read them, built once per element (:meth:`of`): the tensors each step
+    acts on and reads (:func:`_reads`), whether it fits anything (:func:`_inert_step`), and the order relate's solve
+    fits them in (:func:`solve_rank`, then the file's order)."""
 
-    Examples
-    --------
-    >>> spec = GroupSpec.from_arch("bert-base")
-    >>> steps = [{"factor": f, "element": {"x": 1.0}} for f in ("qk-gauge", "key-bias-shift", "residual-permutation")]
-    >>> _chained(spec, steps, [{0: 50.0}, {0: 1.0}, {None: 3.0}])  # the residual map is fitted first
-    [{0: 50.0, None: 3.0}, {0: 50.0, None: 3.0}, {None: 3.0}]
-    """
-    rank = solve_rank(spec)
-    reads = [_reads(spec, s["factor"]) for s in steps]
-    acts = [{t.tensor for t in spec.factor(s["factor"]).tags} for s in steps]
-    inert = [_inert_step(s) for s in steps]  # nothing fitted: no error of its own, none carried on
-    order = sorted(range(len(steps)), key=lambda i: (rank[steps[i]["factor"]], i))
-    out: list[dict[int | None, float]] = [{} if inert[i] else dict(k) for i, k in enumerate(per_step)]
-    for pos, i in enumerate(order):
-        for j in order[:pos]:
-            if not inert[i] and not inert[j] and acts[j] & reads[i]:
-                for l, v in out[j].items():
-                    out[i][l] = max(out[i].get(l, 1.0), v)
-    return out
+    factors: tuple[str, ...]
+    acts: tuple[frozenset[str], ...]
+    reads: tuple[frozenset[str], ...]
+    inert: tuple[bool, ...]
+    order: tuple[int, ...]
 
+    @classmethod
+    def of(cls, spec: GroupSpec, steps: list[dict[str, Any]]) -> _Chain:
+        rank = solve_rank(spec)
+        return cls(tuple(s["factor"] for s in steps),
+                   tuple(frozenset(t.tensor for t in spec.factor(s["factor"]).tags) for s in steps),
+                   tuple(frozenset(_reads(spec, s["factor"])) for s in steps),
+                   tuple(_inert_step(s) for s in steps),  # nothing fitted: no error of its own, none carried on
+                   tuple(sorted(range(len(steps)), key=lambda i: (rank[steps[i]["factor"]], i))))
 
-def _on(name: str, l: int | None, per_step: list[dict[int | None, float]], acts: list[set[str]]) -> float:
-    """The largest condition number (or length) at layer ``l`` of the steps that act on tensor ``name``."""
-    return max([1.0] + [max(k.get(l, 1.0), k.get(None, 1.0)) for k, t in zip(per_step, acts) if name in t])
+    def inherit(self, per_step: list[dict[int | None, float]]) -> list[dict[int | None, float]]:
+        """Each step's condition numbers (per layer; ``None``: model-wide) with those of every step relate's solve
+        fits before it that moved a tensor it acts on or reads: a fit that reads a tensor another fit moved carries
+        that fit's error, amplified, into every tensor it moves. Taken in the solve's order, not the file's, so a
+        step listed after an ill-conditioned one inherits nothing it would not inherit in relate's own solve: a
+        gauge on one head widens no tolerance of a W_in no fit after it reaches.
+
+        Examples
+        --------
+        >>> spec = GroupSpec.from_arch("bert-base")
+        >>> steps = [{"factor": f, "element": {"x": 1.0}} for f in ("qk-gauge", "key-bias-shift",
+        ...                                                        "residual-permutation")]
+        >>> _Chain.of(spec, steps).inherit([{0: 50.0}, {0: 1.0}, {None: 3.0}])  # the residual map is fitted first
+        [{0: 50.0, None: 3.0}, {0: 50.0, None: 3.0}, {None: 3.0}]
+        """
+        out: list[dict[int | None, float]] = [{} if self.inert[i] else dict(k) for i, k in enumerate(per_step)]
+        for pos, i in enumerate(self.order):
+            for j in self.order[:pos]:
+                if not self.inert[i] and not self.inert[j] and self.acts[j] & self.reads[i]:
+                    for l, v in out[j].items():
+                        out[i][l] = max(out[i].get(l, 1.0), v)
+        return out
+
+    def on(self, name: str, l: int | None, per_step: list[dict[int | None, float]]) -> float:
+        """The largest condition number (or length) at layer ``l`` of the steps that act on tensor ``name``."""
+        return max([1.0] + [max(k.get(l, 1.0), k.get(None, 1.0)) for k, t in zip(per_step, self.acts) if name in t])
+
+    def fitted(self, name: str) -> int:
+        """How many of the element's factors fit something and act on tensor ``name`` (relation_tolerance's ``m``)."""
+        return len({f for f, t, x in zip(self.factors, self.acts, self.inert) if name in t and not x})
+
+    def translated(self, spec: GroupSpec) -> set[str]:
+        """The tensors a step that fits something moves by a translation (a factor not linear in its components)."""
+        return {n for f, t, x in zip(self.factors, self.acts, self.inert) if not x and not linear_factor(spec, f)
+                for n in t}
 
 
 def _exact_component(x: Any) -> bool:
@@ -3605,7 +3626,7 @@ def _exact_component(x: Any) -> bool:
 
 def _inert_step(step: dict[str, Any]) -> bool:
     """A step that fits nothing: a permutation (:func:`_exact_step`) or the identity of its factor (a translation by
-    0). It counts among no tensor's factors and passes no condition number on (:func:`_chained`).
+    0). It counts among no tensor's factors and passes no condition number on (:meth:`_Chain.inherit`).
 
     Examples
     --------

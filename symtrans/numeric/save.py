@@ -71,14 +71,12 @@ def check_checkpoint_out(directory: Any, source: Any = None, option: str = "--ou
     """
     import os
 
-    from symtrans.outdir import check_output_file
+    from symtrans.outdir import check_output_file, output_path
     from symtrans.validate import terminal_safe
 
-    if isinstance(directory, os.PathLike):
-        directory = os.fspath(directory)
-    if not isinstance(directory, str) or not directory.strip() or "\x00" in directory:
-        raise SymtransError(f"{option} {terminal_safe(repr(directory))[:60]}: expected a directory path")
-    target = Path(os.path.abspath(directory))
+    if isinstance(directory, str) and directory and not directory.strip():
+        raise SymtransError(f"{option} {directory!r}: expected a directory path")
+    target = output_path(directory, option, "a checkpoint")
     shown = f"{option} {terminal_safe(str(target))}"
     if target.is_symlink():
         raise SymtransError(f"{shown}: a symbolic link; symtrans never writes through one")
@@ -264,8 +262,8 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     # every file written beside and then put in place (os.replace: a link there is replaced, never followed; a
     # killed write leaves the old file or the new one); the weights first, carrying symtrans's mark, so a
     # directory left half-written is still one symtrans may write again
-    _replace_with(target, "model.safetensors",
-                  lambda tmp: save_file(shared, tmp, metadata={"format": "pt", WRITTEN_BY[0]: WRITTEN_BY[1]}))
+    write_file(target, "model.safetensors",
+               lambda tmp: save_file(shared, tmp, metadata={"format": "pt", WRITTEN_BY[0]: WRITTEN_BY[1]}), "checkpoint")
     write_file(target, "config.json", (json.dumps(config, indent=1) + "\n").encode(), "config")
     for extra in _EXTRAS:  # the source's tokenizer; one an earlier write copied from another source goes
         if (src / extra).is_file():
@@ -273,29 +271,6 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         elif (target / extra).is_file():
             (target / extra).unlink()
     return target
-
-
-def _replace_with(directory: Path, name: str, write: Any) -> None:
-    """Put the file ``write(path)`` writes at ``directory / name``: written to a fresh temporary file beside it
-    (``mkstemp``: a link planted under that name is never followed), synced, then moved into place."""
-    import os
-    import tempfile
-
-    from symtrans.outdir import OutputError
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / name)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{directory / name}: cannot write the checkpoint ({err.strerror})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any) -> None:
