@@ -123,8 +123,14 @@ def test_a_lazily_translated_table_measures_what_the_acted_table_measures(defaul
     eager = apply_steps(spec, model_blocks(a), steps)["word"]
     assert torch.allclose(s.col_means("word"), eager.mean(0, keepdim=True), rtol=1e-12, atol=1e-15)
     assert torch.allclose(s.row_means("word"), eager.mean(1, keepdim=True), rtol=1e-12, atol=1e-15)
-    measured, direct = s.lazy_residual("word"), rel_mod._rel(eager, target["word"])
+    measured, direct = s.lazy_residual("word")[0], rel_mod._rel(eager, target["word"])
     assert measured == pytest.approx(direct, rel=1e-9, abs=1e-16)
+    # its slices (word rows and columns), summed chunk by chunk, are those of the acted table's
+    again, stats = s.lazy_residual("word", (0, 1))
+    assert again == pytest.approx(direct, rel=1e-9, abs=1e-16)
+    for p, got in rel_mod.slice_stats("word", eager, target["word"], (0, 1)).items():
+        for x, y in zip(stats[p], got):
+            assert torch.allclose(x, y, rtol=1e-9, atol=1e-15)
     assert (measured > relation_tolerance("float32")[0]) == wrong
     s.materialise("word")
     assert "word" not in s.pending and torch.equal(s.cur["word"], eager)

@@ -283,3 +283,51 @@ def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
     assert "B pulled back through the element differs from A there" in rel.stop.detail
     save_weights(weights_from_blocks(a, genuine), tmp_path / "genuine")
     assert relate(a, load_model(tmp_path / "genuine")).related
+
+
+@pytest.mark.parametrize("case", ["minilm word row", "llama head column", "gpt2 head row"])
+def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path):
+    """A pathological A (one word row at 1e10 times the rest, or one column or row of an untied head at 1e9) and a
+    B that keeps that slice and rewrites every other one by about half of each entry (no column mean left for a
+    translation to absorb). One relative Frobenius residual
+    per tensor is dominated by the large slice, so relate answered related (with the embedding translations only)
+    and verify accepted a file claiming B = A. Each slice along an axis the element moves slice by slice is now
+    measured against its own scale (:func:`symtrans.group.relate.worst_slice`): relate cannot decide, verify
+    refuses the file. Controls: B = A itself, and (for the heads) B = g . A for a random element, stay related."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    family = case.split()[0]
+    if family == "minilm":  # the bundled model: row 3 is [unused2], which no text reads
+        a = load_model("default")
+    else:
+        random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False)
+        a = load_model(tmp_path / "a0")
+    name = "word" if family == "minilm" else "lm_head"
+    big = (3,) if case.endswith("row") else (slice(None), 3)
+    a.tensors[name][big] *= 1e10 if family == "minilm" else 1e9
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    b = a.copy()
+    T = b.tensors[name]
+    noise = T.abs() * torch.randn(T.shape, generator=torch.Generator().manual_seed(0), dtype=T.dtype)
+    noise[big] = 0
+    noise -= noise.sum(0, keepdim=True) / (noise.shape[0] - 1)  # no column mean for a translation to absorb
+    noise[big] = 0
+    T.add_(0.5 * noise)
+    save_weights(b, tmp_path / "forged")
+    b = load_model(tmp_path / "forged")
+    forged = model_blocks(b)
+    changed = (b.tensors[name] - a.tensors[name]).abs() > 0.1 * a.tensors[name].abs()
+    assert changed.float().mean() > 0.3  # most entries of B's table moved by more than 10%
+    with pytest.raises(SymtransError, match=r"reproduces every tensor of B as a whole, but not .*slice"):
+        relate(a, b)
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], forged, tmp_path / "file"))
+    assert not ok and "as a whole, but not" in why, why
+    assert relate(a, a).related
+    if family != "minilm":  # a genuine element moves the pathological A onto B = g . A: related
+        save_weights(weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0))),
+                     tmp_path / "genuine")
+        assert relate(a, load_model(tmp_path / "genuine")).related

@@ -1063,12 +1063,27 @@ class _Solver:
         given = self.tgt_means.get((name, dim))
         return given if given is not None else self.tgt[name].mean(dim, keepdim=True)
 
-    def lazy_residual(self, name: str) -> float:
+    def lazy_residual(self, name: str, keep: tuple[int, ...] = ()) -> tuple[float, Any]:
         """``|g.A - B|_F / |B|_F`` of model table ``name`` in one pass over row chunks (as :func:`_rel` sums a
-        large table), the pending steps applied chunk by chunk: the check, without an acted copy."""
+        large table), the pending steps applied chunk by chunk: the check, without an acted copy. With ``keep``
+        (axes of :func:`slice_axes`), also the table's :func:`slice_stats` along them, summed in the same pass."""
         B = self.tgt[name]
         fresh = bool(self.pending.get(name))  # the chunks are new tensors (else views of the stored table)
-        return _rel_chunks(((x, B[i:i + x.shape[0]]) for i, x in self.chunks(name)), in_place=fresh)
+        if not keep:
+            return _rel_chunks(((x, B[i:i + x.shape[0]]) for i, x in self.chunks(name)), in_place=fresh), None
+        torch = _torch()
+        rows: list[list[Any]] = [[], []]
+        cols: list[Any] = [0.0, 0.0]
+        for i, x in self.chunks(name):
+            t = B[i:i + x.shape[0]]
+            for k, y in enumerate((x.sub_(t) if fresh else x - t, t)):
+                sq = y.square_() if k == 0 else y.square()  # the difference is this chunk's own: squared in place
+                if 0 in keep:
+                    rows[k].append(sq.sum(1))
+                if 1 in keep:
+                    cols[k] = cols[k] + sq.sum(0)
+        stats = {p: tuple((torch.cat(rows[k]) if p == 0 else cols[k]).sqrt() for k in (0, 1)) for p in keep}
+        return _stats_residual(stats), stats
 
     def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
                features: list[str], detail: str = "", *, rounding: float | None = None,
@@ -2454,9 +2469,148 @@ def _norm_any(x: Any) -> float:
     return _fro(x)
 
 
+#: the actions that move each slice of the axis they act on by itself where their component is monomial (a
+#: permutation with scalings): a dense component (a gauge, a rotation) mixes the axis's slices, and so does every
+#: other kind acting on an axis (a conjugation through a gain)
+_SLICE_KEEPING = ("element", "inverse", "inverse_transpose", "permutation")
+
+
+def _mixes(x: Any) -> bool:
+    """Whether a component of an element mixes the slices of the axis it acts on: a dense square matrix that is
+    not monomial (a list of per-head ones: any of them); a permutation, scalings or a vector mix nothing."""
+    if isinstance(x, (list, tuple)):
+        mats = [m for m in x if hasattr(m, "shape")]
+        return bool(mats) and _largest(mats, element_length) > 1
+    return hasattr(x, "shape") and element_length(x) > 1
+
+
+def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any) -> dict[str, tuple[int, ...]]:
+    """Per tensor of ``names`` with at least two axes, the axes (positions in its axes, ``head`` first for a
+    per-head tensor) along which ``steps`` move every slice by itself: no step mixes them (a permutation, monomial
+    scalings and translations do not; a dense gauge or rotation does). Along such an axis each slice of g . A is
+    reproduced to the rounding of that slice, whatever the rest of the tensor holds (:func:`slice_residuals`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> steps = [{"factor": "qk-gauge", "element": [{"g": [torch.tensor([[1.0, 1.0], [0.0, 1.0]])]}]}]
+    >>> slice_axes(spec, steps, ["W_Q", "word", "b_O"])  # W_Q: heads and model rows; its qk columns mixed
+    {'W_Q': (0, 1), 'word': (0, 1)}
+    """
+    from symtrans.catalogue.model import _axes
+
+    mixed: dict[str, set[int]] = {}
+    for st in steps:
+        layers = st["element"] if isinstance(st["element"], list) else [st["element"]]
+        for t in spec.factor(st["factor"]).tags:
+            if t.side not in ("left", "right"):
+                continue  # a head permutation or a translation: each slice moved by itself
+            if t.how not in _SLICE_KEEPING or any(_mixes(e.get(t.component)) for e in layers):
+                mixed.setdefault(t.tensor, set()).add(t.axis)
+    out = {}
+    for name in names:
+        axes = _axes(name)
+        keep = tuple(p for p in range(len(axes)) if p not in mixed.get(name, ()))
+        if len(axes) >= 2 and keep:
+            out[name] = keep
+    return out
+
+
+def _slice_norms(x: Any, dims: tuple[int, ...]) -> list[Any]:
+    """Per axis of ``dims``, the Frobenius norm of each slice of ``x`` along it."""
+    sq = x.square()
+    return [sq.sum([d for d in range(x.dim()) if d != k]).sqrt().reshape(-1) if x.dim() > 1 else sq.sqrt()
+            for k in dims]
+
+
+def _stacked_dims(name: str, v: Any, keep: tuple[int, ...]) -> tuple[Any, tuple[int, ...]] | None:
+    """``(tensor, dims)``: a block-form tensor as one tensor (per-head blocks stacked, the head axis first) and
+    the dims that axes ``keep`` of :func:`slice_axes` are in it; None for a vector (a 1 x m row, no slices)."""
+    from symtrans.catalogue.model import _axes
+
+    axes = _axes(name)
+    if isinstance(v, (list, tuple)):
+        inner = axes[1:]
+        dims = tuple(0 if p == 0 else (2 if len(inner) == 1 else p) for p in keep)
+        return _torch().stack(list(v)), dims
+    if len(axes) < 2 or v.dim() != len(axes):
+        return None
+    return v, keep
+
+
+def slice_stats(name: str, moved: Any, target: Any, keep: tuple[int, ...]) -> dict[int, tuple[Any, Any]] | None:
+    """Per axis of ``keep`` (:func:`slice_axes`), the norms of each slice of g . A - B and of B (block form): what
+    :func:`worst_slice` reads, and the tensor's own residual (:func:`_stats_residual`). None for a vector.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> st = slice_stats("W_in", x, 2 * x, (0, 1))
+    >>> [v.tolist() for v in st[0]], _stats_residual(st)
+    ([[1.0, 1.0], [2.0, 2.0]], 0.5)
+    """
+    got = _stacked_dims(name, moved, keep)
+    if got is None:
+        return None
+    x, dims = got
+    t = _stacked_dims(name, target, keep)[0]
+    return {p: ns for p, ns in zip(keep, zip(_slice_norms(x - t, dims), _slice_norms(t, dims)))}
+
+
+def _stats_residual(stats: dict[int, tuple[Any, Any]]) -> float:
+    """``|g.A - B|_F / |B|_F`` from one axis's slice norms (:func:`slice_stats`): the tensor's residual, as
+    :func:`_rel` measures it, without a second pass."""
+    dn, tn = next(iter(stats.values()))
+    d, n = float(dn.square().sum().sqrt()), float(tn.square().sum().sqrt())
+    return d / n if n > 0 else d
+
+
+def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None
+                ) -> dict[str, Any] | None:
+    """The slice of a tensor (its axis, index, residual relative to its scale, and the slice's share of the tensor's
+    norm) reproduced worst. A slice's scale is the largest of B's slice (``extra``: per axis, also those of g . A
+    and of A moved by the element's linear steps, the scale of what a translation cancels) and the median's along
+    that axis: a translation or a map fitted over the whole tensor spreads its error over the slices evenly, so a
+    slice smaller than most is reproduced to the rounding of a typical one; one beside a few much larger ones (a
+    word row of 1e10) to its own.
+
+    Examples
+    --------
+    >>> import torch
+    >>> dn = torch.tensor([1e-3, 1.0, 1e-6], dtype=torch.float64)
+    >>> tn = torch.tensor([1e10, 1.0, 2.0], dtype=torch.float64)  # row 1 rewritten beside 1e10
+    >>> w = worst_slice("word", {0: (dn, tn)})
+    >>> w["axis"], w["index"], w["residual"], w["share"] < 1e-9
+    ('vocab', 1, 0.5, True)
+    >>> dn, tn = torch.tensor([0.0, 0.0, 1e-3]), torch.tensor([1.0, 1.0, 1e-3])  # a small slice: the median's
+    >>> round(worst_slice("word", {0: (dn, tn)})["residual"], 6)
+    0.001
+    """
+    from symtrans.catalogue.model import _axes
+
+    torch = _torch()
+    best: dict[str, Any] | None = None
+    for p, (dn, tn) in stats.items():
+        scale = tn
+        if extra is not None and p in extra:
+            scale = torch.maximum(scale, extra[p])
+        scale = scale.clamp_min(float(scale.median()))
+        ratio = torch.where(scale > 0, dn / torch.where(scale > 0, scale, 1), torch.where(dn > 0, math.inf, 0.0))
+        i = int(ratio.argmax())
+        r = float(ratio[i])
+        if best is None or r > best["residual"]:
+            total = float(scale.square().sum().sqrt())
+            best = {"axis": _axes(name)[p], "index": i, "residual": r,
+                    "share": float(scale[i]) / total if total > 0 else 0.0}
+    return best
+
+
 def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
                      spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
-                     source: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                     source: dict[str, Any] | None = None, slices: bool = False,
+                     measured_slices: dict[tuple[str, int | None], Any] | None = None) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
@@ -2471,6 +2625,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     tensor by 1e-8 cancels nothing, and relative to A's tensor a B with random values there passed. (Where the
     residual relative to B passes, so does the other, which is never larger: the linear steps are applied only
     for a tensor that would otherwise fail.)
+
+    ``slices``: also each tensor's slices along the axes the element moves slice by slice (:func:`slice_axes`),
+    each against the same tolerance relative to its own norm (``measured_slices``: :func:`slice_stats` of the
+    lazily acted tables); the worst is the record's ``slice``, with ``slice_ok``. One tensor's Frobenius residual
+    cannot see a slice beside a much larger one: a word row of A at 1e10 let B rewrite every other row.
 
     Examples
     --------
@@ -2488,6 +2647,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
     linear: dict[tuple[str, int | None], Any] = {}
+    axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -2499,7 +2659,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         m = chain.fitted(name)
         n = int(chain.on(name, l, length))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
-        res = measured[(name, l)] if measured and (name, l) in measured else _rel_any(v, target_tensors[(name, l)])
+        stats = (measured_slices or {}).get((name, l))
+        if stats is None and name in axes:  # the slices' norms, and the tensor's residual from them
+            stats = slice_stats(name, v, target_tensors[(name, l)], axes[name])
+        res = measured[(name, l)] if measured and (name, l) in measured else \
+            _stats_residual(stats) if stats else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
             if not linear:  # A moved by the element's linear steps alone, once: the scale of what a translation
@@ -2516,9 +2680,25 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 # tolerance's own headroom on stored rounding (kappa 0: no element amplifies it, Z is only read)
                 through = f"{pair[0]} through {pair[1]}"
                 undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
-        out.append({"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
-                    "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
-                    "relative_to": relative_to, **({"carried": through} if through is not None else {})})
+        rec = {"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
+               "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
+               "relative_to": relative_to, **({"carried": through} if through is not None else {})}
+        if stats and res <= tol:
+            worst = worst_slice(name, stats)
+            if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by
+                # the linear steps: the scale of what a translation cancels
+                scales = [_stacked_dims(name, v, axes[name])]
+                if (name, l) in sources:
+                    if not linear:
+                        linear.update({(nm, li): x for nm, li, x in _iter_tensors(apply_steps(
+                            spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
+                    scales.append(_stacked_dims(name, linear[(name, l)], axes[name]))
+                norms = [_slice_norms(*got) for got in scales]
+                worst = worst_slice(name, stats, {p: _torch().stack([ns[i] for ns in norms]).amax(0)
+                                                  for i, p in enumerate(axes[name])})
+            if worst is not None:
+                rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
+        out.append(rec)
     return out
 
 
@@ -2883,9 +3063,11 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         residuals: list[dict[str, Any]] = []
         if stop is None:
             def check() -> None:  # the lazily acted tables: g applied and compared with B in one pass, chunk by chunk
-                measured = {(name, None): s.lazy_residual(name) for name in s.pending}
-                residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec, measured=measured,
-                                                  source=blocks_a))
+                keep = slice_axes(spec, s.steps, list(s.pending))
+                lazy = {(name, None): s.lazy_residual(name, keep.get(name, ())) for name in s.pending}
+                residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec,
+                                                  measured={k: v[0] for k, v in lazy.items()}, source=blocks_a,
+                                                  slices=True, measured_slices={k: v[1] for k, v in lazy.items()}))
 
             with single_threaded():
                 _timed(phases, "check", check)
@@ -2968,8 +3150,45 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             raise SymtransError(f"relate: the element found reproduces every tensor of B, but B pulled back through it "
                                 f"differs from A at {worst['tensor']}{where} by {worst['residual']:.3g}, more than "
                                 f"{worst['tolerance']:.3g} ({worst['dtype']}; {why}): relate cannot decide this pair")
+    if stop is None:
+        _raise_if_slice_unreproduced(residuals)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
+
+
+def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
+    """What the check of whole tensors passed but one slice of a tensor does not reproduce (the worst, relative to
+    its tolerance; :func:`tensor_residuals` with ``slices``), in words; None where every slice is reproduced.
+
+    Examples
+    --------
+    >>> r = {"tensor": "word", "layer": None, "residual": 1e-12, "tolerance": 5e-7, "dtype": "float32",
+    ...      "slice": {"axis": "vocab", "index": 7, "residual": 0.3, "share": 1e-10}, "slice_ok": False}
+    >>> print(slice_failure([r]))
+    word, vocab slice 7: off by 0.3 relative to the slice, more than the tolerance 5e-07 (float32), though the whole tensor's residual is 1e-12: that slice holds 1e-10 of the tensor's norm
+    """
+    bad = [r for r in residuals if r.get("slice_ok") is False]
+    if not bad:
+        return None
+    r = max(bad, key=lambda r: r["slice"]["residual"] / r["tolerance"])
+    sl = r["slice"]
+    where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
+    return (f"{where}, {sl['axis']} slice {sl['index']}: off by {sl['residual']:.3g} relative to the slice, more than "
+            f"the tolerance {r['tolerance']:.3g} ({r['dtype']}), though the whole tensor's residual is "
+            f"{r['residual']:.3g}: that slice holds {sl['share']:.3g} of the tensor's norm")
+
+
+def _raise_if_slice_unreproduced(residuals: list[dict[str, Any]]) -> None:
+    """Raise "cannot decide" where every tensor is reproduced but a slice of one is not (:func:`slice_failure`).
+
+    Not a refusal: a translation fitted over the whole tensor, or a dense fit read from its large slices, carries
+    their rounding into the small ones, so a slice of a genuine g . A may miss its own rounding there. Not
+    related: the tensor's residual cannot vouch for a slice that small beside the rest.
+    """
+    why = slice_failure(residuals)
+    if why is not None:
+        raise SymtransError(f"relate: the element found reproduces every tensor of B as a whole, but not {why}: "
+                            "relate cannot decide this pair")
 
 
 def outside_tensors(*models: Any) -> list[str]:
@@ -3059,7 +3278,8 @@ def _kept_in_group(spec: GroupSpec, A: Any, B: Any, precision: Any, steps: list[
     from symtrans.group.numeric import model_blocks
 
     blocks_a = model_blocks(A)
-    res = tensor_residuals(apply_steps(spec, blocks_a, kept), model_blocks(B), precision, kept, spec, source=blocks_a)
+    res = tensor_residuals(apply_steps(spec, blocks_a, kept), model_blocks(B), precision, kept, spec, source=blocks_a,
+                           slices=True)
     bad = [r for r in res if not r["ok"]]
     if not bad:
         return kept, None, res
@@ -3373,7 +3593,7 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         steps = in_group(spec, steps)
         blocks_a, blocks_b = model_blocks(A), model_blocks(B)
         moved = apply_steps(spec, blocks_a, steps)
-        res = tensor_residuals(moved, blocks_b, _precision(B), steps, spec, source=blocks_a)
+        res = tensor_residuals(moved, blocks_b, _precision(B), steps, spec, source=blocks_a, slices=True)
         # and from A's side: what g shrinks beside the rest of a tensor is measured at A's scale
         back = pulled_back_residuals(spec, blocks_a, blocks_b, _precision(B), steps)
         bad = [r for r in res + back if not r["ok"]]
@@ -3386,6 +3606,9 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
                            + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
                            + (f"; the element's condition number {r['kappa']:.3g} exceeds {limit:.3g}"
                               if r["kappa"] > limit else "") + ")")
+        slice_bad = slice_failure(res)
+        if slice_bad is not None:  # a tensor's residual cannot vouch for a slice that small beside the rest
+            return False, f"g . A reproduces every tensor of B as a whole, but not {slice_bad}"
         worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
         unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
                             for f, t in unchecked_tensors(spec, steps, A))
