@@ -2488,7 +2488,7 @@ def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any) -> dict
     """Per tensor of ``names`` with at least two axes, the axes (positions in its axes, ``head`` first for a
     per-head tensor) along which ``steps`` move every slice by itself: no step mixes them (a permutation, monomial
     scalings and translations do not; a dense gauge or rotation does). Along such an axis each slice of g . A is
-    reproduced to the rounding of that slice, whatever the rest of the tensor holds (:func:`slice_residuals`).
+    reproduced to the rounding of that slice, whatever the rest of the tensor holds (:func:`worst_slice`).
 
     Examples
     --------
