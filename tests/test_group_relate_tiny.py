@@ -1910,3 +1910,29 @@ def test_units_bfloat16_cannot_tell_apart_make_a_refusal_undecided(family, seed,
         assert rel.related, rel.summary()
     except SymtransError as err:
         assert "cannot decide" in str(err) and "other than their nearest" in str(err), err
+
+
+@pytest.mark.parametrize("factors", [["residual-permutation"], None])
+def test_a_word_row_far_larger_than_the_rest_is_read_past(factors, tmp_path):
+    """A random BERT whose word row 3 is 1e10 times the rest, moved by a random element (the residual permutation
+    alone, or every factor of G), is related both ways. Before, the residual map's match centred the word table
+    on its column means, which that row sets, so every row held it, every column cosine was +-1 and the match
+    read a rotation ("not related: residual-rotation"); and the embedding translation, a plain column mean,
+    carried that row's rounding into the position table (0.5% off, "not related" there). The match now centres on
+    the column medians and scales each row to norm 1; the translation weights each row by its rounding scale
+    (:meth:`_Solver.row_weights`). The false case: the same B with two word columns swapped and nothing else is
+    still refused."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "bert")
+    a = load_model(tmp_path / "a0")
+    a.tensors["word"][3] *= 1e10
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    moved = _moved(a, random_element(spec, a.n_layers, 0, factors=factors))
+    save_weights(moved, tmp_path / "b")
+    b = load_model(tmp_path / "b")
+    assert relate(a, b).related and relate(b, a).related
+    b.tensors["word"][:, [0, 1]] = b.tensors["word"][:, [1, 0]].clone()
+    assert not relate(a, b).related
