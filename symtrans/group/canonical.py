@@ -273,6 +273,7 @@ class _Canon:
             el = s.translation(f)
             self.apply(name, el)
         s.tgt, s.tgt_means = s.cur, {}
+        s.prescribed.clear()
 
     def heads(self) -> None:
         import torch
@@ -783,6 +784,7 @@ def _zeroed_target(s: Any, f: Any) -> dict[str, Any]:
                 if l is None and t.tensor in cur:  # a model table: only its column means are read, and the centred
                     v = cur[t.tensor]  # table's are 0 (no centred copy of the word table is built)
                     s.tgt_means[(t.tensor, 0)] = v.new_zeros(1, v.shape[1])
+                    s.prescribed.add(t.tensor)
                 else:
                     put(t.tensor, l, lambda b, h: b - b.mean(0, keepdim=True), False)
     return tgt

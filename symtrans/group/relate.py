@@ -418,6 +418,29 @@ def _rel(x: Any, target: Any) -> float:
     return _rel_chunks((x[i:i + _CHUNK_ROWS], target[i:i + _CHUNK_ROWS]) for i in range(0, x.shape[0], _CHUNK_ROWS))
 
 
+def rounding_weights(a: Any, b: Any, *, uneven: float = 0.0) -> Any:
+    """Weights (summing to 1) over the rows of two tables of one shape, ``1 / scale^2`` with a row's scale the larger
+    of its norms in ``a`` and ``b``, at least the median row's: the least-squares weights of rounding of about ``u``
+    times each row's scale, which let no row's rounding outweigh the rest. With ``uneven``: None unless the rows'
+    mean scale is more than that many times the median's (where a plain mean would carry one row's rounding).
+
+    Examples
+    --------
+    >>> import torch
+    >>> a = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1e10, 0.0]], dtype=torch.float64)
+    >>> w = rounding_weights(a, a)
+    >>> [round(float(x), 3) for x in w], rounding_weights(a[:2], a[:2], uneven=2.0) is None
+    ([0.5, 0.5, 0.0], True)
+    """
+    torch = _torch()
+    s = torch.maximum(_slice_norms(a, (0,))[0], _slice_norms(b, (0,))[0])
+    med = s.median()
+    if uneven and not (float(s.mean()) > uneven * float(med) and float(med) > 0):
+        return None
+    w = s.clamp_min(med if float(med) > 0 else 1e-300).square().reciprocal()
+    return w / w.sum()
+
+
 def _weighted_rows(x: Any, w: Any) -> Any:
     """``sum_i w_i x_i`` over the rows of ``x`` (1 x n), row chunk by row chunk, each chunk's rows summed by torch's
     cascade sum (a plain ``w @ x`` loses accuracy over 30522 rows, as a mean does).
@@ -832,6 +855,8 @@ class _Solver:
         # the target's means of a model table where the caller knows them (canonical's centred targets: exactly 0),
         # read by the translation solve instead of a pass over a target table built for the purpose
         self.tgt_means: dict[tuple[str, int], Any] = {}
+        # the model tables whose target is only those means (canonical's): no target table to weight rows by
+        self.prescribed: set[str] = set()
         a = spec.arch
         self.group = int(a.H) // int(a.H_kv)
         # off (the default): every pivot fit measured where it is solved. On (relate's first try, :func:`relate`):
@@ -1069,22 +1094,14 @@ class _Solver:
         return x
 
     def row_weights(self, name: str) -> Any:
-        """Weights (summing to 1) for a shift read from model table ``name``'s rows where a plain mean would carry
-        one row's rounding into it; None where it would not.
+        """:func:`rounding_weights` of model table ``name``'s rows (A's stored table and B's) for a shift read from
+        them, where a plain mean would carry one row's rounding into it; None where it would not.
 
-        Each row of B - A holds the shift plus rounding of about ``u`` times the row's scale (the larger of its norm
-        in A and B), so the mean carries the rows' mean scale. Where that is more than twice the median row's (with one
-        word row at 1e5 times the rest it is 2.35 times it on the bundled model; at 1e3, 0.97 as without), the
-        rows are weighted by ``1 / scale^2`` (the least-squares weights of that rounding), each scale at least the
-        median's: every row of B - A holds the same shift, so any weights read it, and these let no row's rounding
-        outweigh the rest."""
-        base, tgt = self.cur[name], self.tgt[name]
-        s = _torch().maximum(_slice_norms(base, (0,))[0], _slice_norms(tgt, (0,))[0])
-        med = s.median()
-        if not float(s.mean()) > 2 * float(med) or not float(med) > 0:
-            return None
-        w = s.clamp_min(med).square().reciprocal()
-        return w / w.sum()
+        Each row of B - A holds the shift plus rounding of about ``u`` times the row's scale, so the mean carries the
+        rows' mean scale. Where that is more than twice the median row's (with one word row at 1e5 times the rest it
+        is 2.35 times it on the bundled model; at 1e3, 0.97 as without) the rows are weighted: every row of B - A
+        holds the same shift, so any weights read it."""
+        return rounding_weights(self.cur[name], self.tgt[name], uneven=2.0)
 
     def row_means(self, name: str) -> Any:
         """The row means (m x 1) of the current model table ``name`` (pending steps: from the stored table's)."""
@@ -1233,12 +1250,16 @@ class _Solver:
         rows_used = torch.linspace(0, A.shape[0] - 1, min(A.shape[0], 4 * d)).long()
         As, Bs = centre(A[rows_used], cmA), centre(B[rows_used], cmB)
         # for the match only, a row far larger than the rest (a word row at 1e10) must not make every column a copy
-        # of its entry: the subset's rows are centred on their column medians, not on the column means (which that
-        # row sets, and every row would then hold), then each scaled to norm 1. Both commute with a signed
-        # permutation and the translations as the means do (the median of x + c is median(x) + c, of -x, -median(x))
-        Ms, Ns = (X / X.norm(dim=1, keepdim=True).clamp_min(1e-300) for X in (
-            centre(X - X.quantile(0.5, dim=0, keepdim=True), None) if rows else X
-            for X in ((A[rows_used], B[rows_used]) if rows else (As, Bs))))
+        # of its entry: the subset's rows are centred on their weighted column means (:func:`rounding_weights`, the
+        # same weights on both sides), not on the plain means (which that row sets, and every row would then hold),
+        # then each scaled to norm 1. Both commute with a signed permutation and the translations as the means do
+        if rows:
+            Ar, Br = A[rows_used], B[rows_used]
+            w = rounding_weights(Ar, Br)
+            Ar, Br = (centre(X - _weighted_rows(X, w), None) for X in (Ar, Br))
+        else:
+            Ar, Br = As, Bs
+        Ms, Ns = (X / X.norm(dim=1, keepdim=True).clamp_min(1e-300) for X in (Ar, Br))
         na, nb = Ms.norm(dim=0), Ns.norm(dim=0)
         cos = (Ms.T @ Ns) / (na[:, None] * nb[None, :]).clamp_min(1e-300)
         best = cos.abs().argmax(0)
@@ -2432,7 +2453,7 @@ class _Solver:
         centring = any(u.how == "translate_ones" for x in self.present.values() if x.scope == "model" for u in x.tags)
         for t in f.tags:  # means of B minus means of A: the mean is linear, no whole-table difference is formed
             if t.how == "translate_rows":
-                w = self.row_weights(t.tensor)
+                w = None if t.tensor in self.prescribed else self.row_weights(t.tensor)
                 m = (self.target_mean(t.tensor, 0) - self.col_means(t.tensor)) if w is None else \
                     _weighted_rows(self.tgt[t.tensor], w) - self.col_means(t.tensor, w)
                 if centring:  # m (I - 11^T/d): the row mean removed (not a dense d x d product on the table)
