@@ -1919,7 +1919,7 @@ def test_a_word_row_far_larger_than_the_rest_is_read_past(factors, tmp_path):
     on its column means, which that row sets, so every row held it, every column cosine was +-1 and the match
     read a rotation ("not related: residual-rotation"); and the embedding translation, a plain column mean,
     carried that row's rounding into the position table (0.5% off, "not related" there). The match now centres on
-    the column medians and scales each row to norm 1; the translation weights each row by its rounding scale
+    the rows' rounding-weighted column means and scales each row to norm 1; the translation weights each row by its rounding scale
     (:meth:`_Solver.row_weights`), not where the target is a prescribed mean (the canonical form's). The false case:
     the same B with two word columns swapped and nothing else is still refused."""
     from symtrans.numeric.fixtures import random_checkpoint
