@@ -285,13 +285,15 @@ def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
     assert relate(a, load_model(tmp_path / "genuine")).related
 
 
-@pytest.mark.parametrize("case", ["minilm word row", "llama head column", "gpt2 head row"])
+@pytest.mark.parametrize("case", ["minilm word row", "minilm word rows, most of them", "llama head column",
+                                  "gpt2 head row"])
 def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path):
-    """A pathological A (one word row at 1e10 times the rest, or one column or row of an untied head at 1e9) and a
-    B that keeps that slice and rewrites the others (the word rows swapped in pairs; the head's entries moved by about
-    half, no column mean left for a translation to absorb). One relative Frobenius residual
-    per tensor is dominated by the large slice, so relate answered related (with the embedding translations only)
-    and verify accepted a file claiming B = A. Each slice along an axis the element moves slice by slice is now
+    """A pathological A (one word row at 1e10 times the rest, or most of them: 15522 of 30522, the median then one
+    of them, which a first version took for a small slice's scale; or one column or row of an untied head at 1e9)
+    and a B that keeps those slices and rewrites the others (the word rows swapped in pairs; the head's entries
+    moved by about half, no column mean left for a translation to absorb). One relative Frobenius residual per
+    tensor is dominated by the large slices, so relate answered related (with the embedding translations only) and
+    verify accepted a file claiming B = A. Each slice along an axis the element moves slice by slice is now
     measured against its own scale (:func:`symtrans.group.relate.worst_slice`): relate cannot decide, verify
     refuses the file. Controls: B = A itself, and B = g . A for a random element, stay related."""
     from symtrans.errors import SymtransError
@@ -305,15 +307,16 @@ def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path
         random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False)
         a = load_model(tmp_path / "a0")
     name = "word" if family == "minilm" else "lm_head"
-    big = (3,) if case.endswith("row") else (slice(None), 3)
+    big = (slice(15000, None),) if case.endswith("most of them") else (3,) if case.endswith("row") else (slice(None), 3)
     a.tensors[name][big] *= 1e10 if family == "minilm" else 1e9
     save_weights(a, tmp_path / "a")
     a = load_model(tmp_path / "a")
     spec = GroupSpec.from_arch(a.arch)
     b = a.copy()
     T = b.tensors[name]
-    if family == "minilm":  # word rows 1000-29999 swapped in pairs: every row moved, every (weighted) mean kept
-        T[1000:30000] = T[1000:30000].reshape(-1, 2, T.shape[1]).flip(1).reshape(-1, T.shape[1]).clone()
+    if family == "minilm":  # word rows from 1000 on swapped in pairs: every row moved, every (weighted) mean kept
+        end = 15000 if case.endswith("most of them") else 30000
+        T[1000:end] = T[1000:end].reshape(-1, 2, T.shape[1]).flip(1).reshape(-1, T.shape[1]).clone()
     else:  # about half of each entry, no column mean left for a translation to absorb
         noise = T.abs() * torch.randn(T.shape, generator=torch.Generator().manual_seed(0), dtype=T.dtype)
         noise[big] = 0
