@@ -2623,10 +2623,12 @@ def _stacked_dims(name: str, v: Any, keep: tuple[int, ...]) -> tuple[Any, tuple[
     axes = _axes(name)
     if isinstance(v, (list, tuple)):
         x = _torch().stack(list(v))
-        if x.dim() != len(axes) + (x.dim() > len(axes)) or not 0 < x.dim() - 1 <= 2:
+        block = x.dim() - 1  # each head's block: its axes, or a per-head vector stored as a 1 x m row
+        row = len(axes) == 2 and block == 2 and x.shape[1] == 1
+        if block != len(axes) - 1 and not row:
             return None
-        # a per-head vector is a 1 x m row (or an m-vector): its one inner axis is the block's last
-        return x, tuple(0 if p == 0 else (x.dim() - 1 if len(axes) == 2 else p) for p in keep)
+        # a per-head vector's one inner axis is the block's last
+        return x, tuple(0 if p == 0 else (block if len(axes) == 2 else p) for p in keep)
     if len(axes) < 2 or v.dim() != len(axes):
         return None
     return v, keep
@@ -2760,6 +2762,15 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
     linear: dict[tuple[str, int | None], Any] = {}
+
+    def linear_of(name: str, l: int | None) -> Any:
+        """A's tensor moved by the element's linear steps alone (all of them, once): the scale of what a translation
+        cancels (a shrinking or inflating gauge or scaling is no cancellation: entrywise storage keeps it)."""
+        if not linear:
+            linear.update({(nm, li): x for nm, li, x in _iter_tensors(
+                apply_steps(spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
+        return linear[(name, l)]
+
     axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
@@ -2779,11 +2790,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             _stats_residual(stats) if stats else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
-            if not linear:  # A moved by the element's linear steps alone, once: the scale of what a translation
-                # cancels (a shrinking or inflating gauge or scaling is no cancellation: entrywise storage keeps it)
-                linear.update({(nm, li): x for nm, li, x in _iter_tensors(
-                    apply_steps(spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
-            na, nb = _norm_any(linear[(name, l)]), _norm_any(target_tensors[(name, l)])
+            na, nb = _norm_any(linear_of(name, l)), _norm_any(target_tensors[(name, l)])
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
             sides = [x if l is None else x["layers"][l] for x in (target, source)]
@@ -2802,15 +2809,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 # the linear steps: the scale of what a translation cancels
                 scales = [_stacked_dims(name, v, axes[name])]
                 if (name, l) in sources:
-                    if not linear:
-                        linear.update({(nm, li): x for nm, li, x in _iter_tensors(apply_steps(
-                            spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
-                    scales.append(_stacked_dims(name, linear[(name, l)], axes[name]))
+                    scales.append(_stacked_dims(name, linear_of(name, l), axes[name]))
                 norms = [_slice_norms(*got) for got in scales]
                 worst = worst_slice(name, stats, {p: _torch().stack([ns[i] for ns in norms]).amax(0)
                                                   for i, p in enumerate(axes[name])})
-            if worst is not None:
-                rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
+            rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         out.append(rec)
     return out
 
