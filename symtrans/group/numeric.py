@@ -384,13 +384,15 @@ def weights_from_blocks(weights: Any, blocks: dict[str, Any], weights_hash: str 
     """
     import torch
 
+    from symtrans.numeric.linalg import new_table
     from symtrans.numeric.weights import _PER_LAYER
 
     tensors = dict(weights.tensors)
     per_layer = [from_blocks(lp) for lp in blocks["layers"]]
     for name in _PER_LAYER:
         if name in per_layer[0]:
-            tensors[name] = torch.stack([lp[name] for lp in per_layer])
+            parts = [lp[name] for lp in per_layer]
+            tensors[name] = torch.stack(parts, out=new_table((len(parts), *parts[0].shape), parts[0]))
     for t in _MODEL_TENSORS:
         if t in blocks and weights.tensors.get(t) is not None:
             tensors[t] = blocks[t].reshape(weights.tensors[t].shape)
