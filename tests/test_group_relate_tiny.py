@@ -1942,3 +1942,27 @@ def test_a_word_row_far_larger_than_the_rest_is_read_past(factors, tmp_path):
     assert per[("pos", None)] < 1e-6 and per[("type", None)] < 1e-6, per
     b.tensors["word"][:, [0, 1]] = b.tensors["word"][:, [1, 0]].clone()
     assert not relate(a, b).related
+
+
+def test_a_norm_bias_read_by_a_hyperplane_scalar_that_cancels_is_undecided_not_refused(tmp_path):
+    """A random GPT-2 (its head tied) moved by a random element of every factor (seed 4), written in float32, was
+    "not related" at ``ffn-input-hyperplane``, layer 1, ``b_in``: 6.99e-7 against a tolerance of 6.74e-7. The
+    hyperplane subtracts ``(beta . 1/gamma) v`` from ``b_in``; after the bias transfer ``beta`` has norm 2.6 but the
+    scalar is 0.0068 ``|1/gamma|``, a sum of far larger terms, so ``beta``'s rounding moves it, and the difference
+    lay along ``v`` (removing that direction left B's own rounding). What the norm's bias carries there
+    (:func:`symtrans.group.relate.hyperplane_carried`) now widens the band in which relate cannot decide. The false
+    case: the same B with ``b_in`` moved by 1e-4 of itself is still not related, at ``b_in``."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a", "gpt2", head=True)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 4)))
+    save_weights(b, tmp_path / "b")
+    with pytest.raises(SymtransError, match=r"b_in at layer 1 .* within the rounding of ln2_b through the input "
+                                            r"hyperplane: relate cannot decide"):
+        relate(a, load_model(tmp_path / "b"))
+    b.tensors["b_in"][1] *= 1 + 1e-4
+    save_weights(b, tmp_path / "b2")
+    rel = relate(a, load_model(tmp_path / "b2"))
+    assert not rel.related and rel.stop.tensor == "b_in" and rel.stop.layer == 1, rel.summary()
