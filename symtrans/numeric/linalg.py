@@ -124,8 +124,8 @@ def new_table(shape: tuple[int, ...], like: Any) -> Any:
     import torch
 
     dt = like.dtype
-    nbytes = math.prod(shape) * (torch.finfo(dt).bits // 8 if dt.is_floating_point else 8)
-    if like.device.type != "cpu" or dt not in (torch.float64, torch.float32) or nbytes < _HUGE_PAGED_BYTES:
+    if like.device.type != "cpu" or dt not in (torch.float64, torch.float32) \
+            or math.prod(shape) * like.element_size() < _HUGE_PAGED_BYTES:
         return torch.empty(shape, dtype=dt, device=like.device)
     import numpy as np
 
