@@ -1966,3 +1966,31 @@ def test_a_norm_bias_read_by_a_hyperplane_scalar_that_cancels_is_undecided_not_r
     save_weights(b, tmp_path / "b2")
     rel = relate(a, load_model(tmp_path / "b2"))
     assert not rel.related and rel.stop.tensor == "b_in" and rel.stop.layer == 1, rel.summary()
+
+
+def test_hyperplane_carried_reads_the_norm_before_each_layer_on_an_encoder():
+    """BERT's attention input hyperplane acts across a boundary: layer l's ``b_Q`` reads the closing norm of layer
+    l - 1, layer 0's the embedding norm. The bound each reads, against its own computation from those tensors; a
+    reading of the layer's own norm (the false case) differs."""
+    from symtrans.group.relate import hyperplane_carried
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model("bert"))
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    gen = torch.Generator().manual_seed(0)
+    A["emb_ln_b"] = torch.randn(A["emb_ln_b"].shape, generator=gen, dtype=torch.float64)
+    for lp in A["layers"]:  # transformers initialises the biases to 0: give the norms some
+        lp["ln1_b"], lp["ln2_b"] = (torch.randn(lp[n].shape, generator=gen, dtype=torch.float64) for n in ("ln1_b", "ln2_b"))
+    steps = random_element(spec, a.n_layers, 0, factors=["attention-input-hyperplane"])
+    v = steps[0]["element"]
+    assert len(v) == a.n_layers  # one per boundary, the embedding norm's first
+    out = hyperplane_carried(spec, A, steps)
+    for l in range(a.n_layers):
+        gain, bias = (A["emb_ln_w"], A["emb_ln_b"]) if l == 0 else (A["layers"][l - 1]["ln2_w"], A["layers"][l - 1]["ln2_b"])
+        vq = math.sqrt(sum(float(x.norm()) ** 2 for x in v[l]["v_W_Q"]))  # one row per head
+        want = float((bias / gain).abs().sum()) * vq
+        size, name, at = out[("b_Q", l)]
+        assert abs(size - want) <= 1e-12 * want and (name, at) == (("emb_ln_b", None) if l == 0 else ("ln2_b", l - 1))
+        own = float((A["layers"][l]["ln2_b"] / A["layers"][l]["ln2_w"]).abs().sum()) * vq
+        assert abs(size - own) > 1e-6 * want

@@ -2849,13 +2849,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 apply_steps(spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
         return linear[(name, l)]
 
-    hyperplanes: list[dict[tuple[str, int | None], tuple[float, str]]] = []
+    hyperplanes: list[dict[tuple[str, int | None], tuple[float, str, int | None]]] = []
 
-    def hyperplane_of(name: str, l: int | None) -> tuple[float, str]:
+    def hyperplane_of(name: str, l: int | None) -> tuple[float, str, int | None]:
         """:func:`hyperplane_carried` at ``(name, l)``, walked once (only where a tensor fails)."""
         if not hyperplanes:
             hyperplanes.append(hyperplane_carried(spec, source, steps))
-        return hyperplanes[0].get((name, l), (0.0, ""))
+        return hyperplanes[0].get((name, l), (0.0, "", None))
 
     axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
     out = []
@@ -2886,9 +2886,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 # tolerance's own headroom on stored rounding (kappa 0: no element amplifies it, Z is only read)
                 through = f"{pair[0]} through {pair[1]}"
                 undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
-            hsize, hbias = hyperplane_of(name, l)
+            hsize, hbias, hlayer = hyperplane_of(name, l)
             if hsize > 0 and ref > 0:  # a norm's bias read by an input hyperplane's scalar (:func:`hyperplane_carried`)
-                h_to = relation_tolerance(precision(hbias, l), 0.0)[0] * hsize / ref
+                h_to = relation_tolerance(precision(hbias, hlayer), 0.0)[0] * hsize / ref
                 if h_to > undecided_to:
                     undecided_to, through = h_to, f"{hbias} through the input hyperplane"
         rec = {"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
@@ -2958,15 +2958,15 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
 
 
 def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]]
-                       ) -> dict[tuple[str, int | None], tuple[float, str]]:
-    """Per ``(tensor, layer)`` a ``hyperplane_bias`` tag moves, what its norm's bias carries into it: ``|beta|_F
-    |1/gamma| |v|`` with the norm's gain and bias as the step met them (one walk of ``steps`` over A), and the bias's
-    name.
+                       ) -> dict[tuple[str, int | None], tuple[float, str, int | None]]:
+    """Per ``(tensor, layer)`` a ``hyperplane_bias`` tag moves, what its norm's bias carries into it: ``sum_i
+    |beta_i / gamma_i| |v|``, with the norm's gain and bias as the step met them (one walk of ``steps`` over A), and
+    the bias's name and layer (the layer's own norm, the closing norm of the layer before, or the embedding norm).
 
     The tag subtracts ``(beta . 1/gamma) v``. Where ``beta`` is nearly orthogonal to ``1/gamma`` the scalar is a
-    sum of terms far larger than itself, so the rounding of ``beta`` (B's, ``u |beta|`` per entry, which a bias
-    transfer before the hyperplane brings in) moves it by up to ``u |beta| |1/gamma|``, and the tensor by that
-    times ``|v|``. A random GPT-2's genuine pair was refused at ``b_in``, 4% past its tolerance: the scalar was
+    sum of terms far larger than itself, so the rounding of ``beta`` (B's, ``u |beta_i|`` per entry, which a bias
+    transfer before the hyperplane brings in) moves it by up to ``u sum_i |beta_i / gamma_i|``, and the tensor by
+    that times ``|v|``. A random GPT-2's genuine pair was refused at ``b_in``, 4% past its tolerance: the scalar was
     0.0068 |1/gamma| against a ``beta`` of norm 2.6, and the error lay along ``v`` (removing that direction left
     B's own rounding).
 
@@ -2980,27 +2980,38 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     >>> v = torch.full((1, a.W_in.shape[-1]), 3.0, dtype=torch.float64)
     >>> A = model_blocks(a)
     >>> out = hyperplane_carried(spec, A, [{"factor": "ffn-input-hyperplane", "element": [{"v_W_in": v}] * a.n_layers}])
-    >>> size, bias = out[("b_in", 0)]
+    >>> size, bias, layer = out[("b_in", 0)]
     >>> lp = A["layers"][0]
-    >>> bias, abs(size - float(lp["ln2_b"].norm() * (1 / lp["ln2_w"]).norm() * v.norm())) < 1e-9 * size
-    ('ln2_b', True)
+    >>> bias, layer, abs(size - float((lp["ln2_b"] / lp["ln2_w"]).abs().sum() * v.norm())) < 1e-9 * size
+    ('ln2_b', 0, True)
     """
-    out: dict[tuple[str, int | None], tuple[float, str]] = {}
+    from symtrans.group.action import BOUNDARY_NORM
+
+    out: dict[tuple[str, int | None], tuple[float, str, int | None]] = {}
     last = max((i for i, st in enumerate(steps) if any(t.how == "hyperplane_bias" for t in
                                                          spec.factor(st["factor"]).tags)), default=-1)
     cur = source
+    L = len(cur["layers"])
     for st in steps[:last + 1]:  # the steps up to the last hyperplane: what each met
-        tags = [t for t in spec.factor(st["factor"]).tags if t.how == "hyperplane_bias" and t.scope == "layer"]
-        for t in tags:
+        f = spec.factor(st["factor"])
+        els = st["element"] if isinstance(st["element"], list) else [st["element"]] * L
+        for t in (t for t in f.tags if t.how == "hyperplane_bias" and t.scope in ("layer", "next")):
             gain, bias = t.via.split(",")
-            per_layer = st["element"] if isinstance(st["element"], list) else [st["element"]] * len(cur["layers"])
-            for l, (lp, el) in enumerate(zip(cur["layers"], per_layer)):
-                g, b, v = lp.get(gain), lp.get(bias), el.get(t.component)
+            first = L - len(els) if t.scope == "next" else 0  # a boundary's element: the layer after it
+            for k, el in enumerate(els):
+                l = first + k
+                if t.scope == "layer":
+                    norm, at = cur["layers"][l], l
+                elif l == 0:  # the embedding norm plays the closing norm of the layer before
+                    norm, at = {n: cur.get(e) for n, e in zip(BOUNDARY_NORM, ("emb_ln_w", "emb_ln_b"))}, None
+                else:
+                    norm, at = cur["layers"][l - 1], l - 1
+                g, b, v = norm.get(gain), norm.get(bias), el.get(t.component)
                 if g is None or b is None or v is None or not bool((g != 0).all()):
                     continue
-                size = float(b.norm() * g.reciprocal().norm() * _norm_any(v))
-                if size > out.get((t.tensor, l), (0.0, ""))[0]:
-                    out[(t.tensor, l)] = (size, bias)
+                size = float((b / g).abs().sum()) * _norm_any(v)  # |beta_i| u in each term of the scalar
+                if size > out.get((t.tensor, l), (0.0,))[0]:
+                    out[(t.tensor, l)] = (size, bias if at is not None else "emb_ln_b", at)
         cur = apply_steps(spec, cur, [st])
     return out
 
