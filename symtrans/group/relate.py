@@ -3449,10 +3449,10 @@ def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
     sl = r["slice"]
     where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
     if sl.get("measure") == "rms":  # a vector's entries (:func:`worst_entries`)
-        return (f"{where}, its entries: off by {sl['residual']:.3g} (root mean square over the entries, each relative to "
-                f"the larger of its own scale and the typical entry's), more than the tolerance {r['tolerance']:.3g} ({r['dtype']}), though the whole tensor's "
-                f"residual is {r['residual']:.3g}: the worst, entry {sl['index']}, holds {sl['share']:.3g} of the "
-                "tensor's norm")
+        return (f"{where}, its entries: off by {sl['residual']:.3g} (root mean square over the entries, each "
+                "relative to the larger of its own scale and the typical entry's), more than the tolerance "
+                f"{r['tolerance']:.3g} ({r['dtype']}), though the whole tensor's residual is {r['residual']:.3g}: the "
+                f"worst, entry {sl['index']}, holds {sl['share']:.3g} of the tensor's norm")
     return (f"{where}, {sl['axis']} slice {sl['index']}: off by {sl['residual']:.3g} relative to the slice, more than "
             f"the tolerance {r['tolerance']:.3g} ({r['dtype']}), though the whole tensor's residual is "
             f"{r['residual']:.3g}: that slice holds {sl['share']:.3g} of the tensor's norm")

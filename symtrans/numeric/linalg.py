@@ -108,7 +108,7 @@ def new_table(shape: tuple[int, ...], like: Any) -> Any:
     On the CPU, a result of 4 MiB or more is allocated by NumPy. NumPy asks the kernel for transparent huge pages
     (``madvise``), where torch's allocator leaves the pages at 4 KiB. Writing a fresh 94 MB table (the bundled
     model's float64 word table) then costs 15 ms, not 48 ms: the rest was page faults, 23,000 of them. Nothing
-    process-wide changes; other devices, dtypes NumPy lacks and small tensors use ``torch.empty``. NumPy keeps
+    process-wide changes; other devices, other dtypes and small tensors use ``torch.empty``. NumPy keeps
     the buffer alive as long as the tensor, which cannot be resized (write into it with ``out=`` at its shape).
 
     Examples
