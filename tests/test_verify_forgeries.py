@@ -286,7 +286,8 @@ def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["minilm word row", "minilm word rows, most of them", "llama head column",
-                                  "gpt2 head row", "gpt2 b_in entry", "gpt2 b_O entry"])
+                                  "gpt2 head row", "gpt2 b_in entry", "gpt2 b_O entry",
+                                  "gpt2 b_in entry, the rest zeroed"])
 def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path):
     """A pathological A (one word row at 1e10 times the rest, or most of them: 15522 of 30522, the median then one
     of them, which a first version took for a small slice's scale; or one column or row of an untied head at 1e9)
@@ -296,9 +297,10 @@ def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path
     verify accepted a file claiming B = A. Each slice along an axis the element moves slice by slice is now
     measured against its own scale (:func:`symtrans.group.relate.worst_slice`): relate cannot decide, verify
     refuses the file. The same for a vector: one bias entry of layer 0 at 1e9 and the rest of that bias moved by
-    about half (related until 2026-12-06); its entries are measured as one root mean square, each relative to its
-    own scale (:func:`symtrans.group.relate.worst_entries`). Controls: B = A itself, and B = g . A for a random
-    element, stay related."""
+    about half (related until 2026-12-06), or set to 0 (a probe of the first version, which read the outlier from
+    B's entries alone: B's only non-zero entry was the outlier, so none was found); its entries are measured as one
+    root mean square, each relative to its own scale (:func:`symtrans.group.relate.worst_entries`). Controls: B = A
+    itself, and B = g . A for a random element, stay related."""
     from symtrans.errors import SymtransError
     from symtrans.group.relate import random_element
     from symtrans.numeric.fixtures import random_checkpoint
@@ -309,9 +311,9 @@ def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path
     else:
         random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False)
         a = load_model(tmp_path / "a0")
-    name = "word" if family == "minilm" else case.split()[1] if case.endswith("entry") else "lm_head"
+    name = "word" if family == "minilm" else case.split()[1] if "entry" in case else "lm_head"
     big = (slice(15000, None),) if case.endswith("most of them") else (3,) if case.endswith("row") else \
-        (0, 0) if case.endswith("entry") else (slice(None), 3)
+        (0, 0) if "entry" in case else (slice(None), 3)
     a.tensors[name][big] *= 1e10 if family == "minilm" else 1e9
     save_weights(a, tmp_path / "a")
     a = load_model(tmp_path / "a")
@@ -324,8 +326,11 @@ def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path
     else:  # about half of each entry, no column mean left for a translation to absorb
         noise = T.abs() * torch.randn(T.shape, generator=torch.Generator().manual_seed(0), dtype=T.dtype)
         noise[big] = 0
-        if case.endswith("entry"):  # layer 0's bias alone (any other layer's would fail as a whole)
+        if "entry" in case:  # layer 0's bias alone (any other layer's would fail as a whole)
             noise[1:] = 0
+            if case.endswith("zeroed"):  # B zero but for the outlier: B's own scales hold no typical entry
+                noise[0] = -2 * T[0]
+                noise[big] = 0
         else:
             noise -= noise.sum(0, keepdim=True) / (noise.shape[0] - 1)
             noise[big] = 0
