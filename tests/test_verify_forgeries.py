@@ -351,3 +351,39 @@ def test_one_slice_far_larger_than_the_rest_cannot_vouch_for_them(case, tmp_path
                  tmp_path / "genuine")
     g = load_model(tmp_path / "genuine")
     assert relate(a, g).related and relate(g, a).related
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_an_outlier_the_element_cancels_still_counts_among_the_entries(family, tmp_path):
+    """A helper's probe of the vector check: A's layer-0 ``b_O`` entry 0 at 1e9, cancelled inside A by head 0's value
+    bias (``b_V`` -1.6e10 through a ``W_O`` row of 0.0625 e_0, exact in float32, so A computes as usual). The value
+    bias shift moves both to 0, and B then rewrites every other entry of ``b_O`` (+0.5: the last hidden state 39% off
+    on GPT-2, 8.6% on BERT). g . A and B hold no outlier; only A moved by the linear steps does, and the tensor's
+    residual, failing against B, passed when read against that scale. The vector check read its outliers from B and
+    g . A alone, found none, and relate answered related; verify accepted the file. The entries are now read at A's
+    scale wherever the tensor's residual was. Control: the same element with nothing rewritten is related."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family)
+    a = load_model(tmp_path / "a0")
+    T = a.tensors
+    T["W_O"][0, 0, 0, :] = 0.0
+    T["W_O"][0, 0, 0, 0] = 0.0625
+    T["b_V"][0, 0, 0] = -1.6e10
+    T["b_O"][0, 0] = 1e9
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    genuine = a.copy()
+    genuine.tensors["b_V"][0, 0, 0] = 0.0
+    genuine.tensors["b_O"][0, 0] = 0.0
+    save_weights(genuine, tmp_path / "g")
+    rel = relate(a, load_model(tmp_path / "g"))
+    assert rel.related, rel.summary()
+    forged = genuine.copy()
+    forged.tensors["b_O"][0, 1:] += 0.5
+    save_weights(forged, tmp_path / "f")
+    with pytest.raises(SymtransError, match=r"as a whole, but not b_O \(layer 0\), its entries"):
+        relate(a, load_model(tmp_path / "f"))
+    ok, why = _verdict(_claim(tmp_path / "a", a, rel.steps, model_blocks(load_model(tmp_path / "f")), tmp_path))
+    assert not ok and "as a whole, but not b_O" in why, why

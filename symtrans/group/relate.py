@@ -2912,11 +2912,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         elif name in axes and len(_axes(name)) == 1 and not isinstance(v, (list, tuple)) and res <= tol:
             # a vector with an outlier entry (its one axis not mixed): the other entries at B's and g . A's scales
-            # (B's alone can hide them: a B of zeros but for the outlier has no typical entry), then also at A's moved
-            # by the linear steps
-            worst = worst_entries(v, target_tensors[(name, l)], (v,))
-            if worst is not None and worst["residual"] > tol and (name, l) in sources:
-                worst = worst_entries(v, target_tensors[(name, l)], (v, linear_of(name, l)))
+            # (B's alone can hide them: a B of zeros but for the outlier has no typical entry), and at A's moved by
+            # the linear steps wherever the tensor's own residual was read at that scale (an outlier there, which
+            # g cancels, inflated it); else only where the first reading fails
+            lin = (linear_of(name, l),) if (name, l) in sources else ()
+            worst = worst_entries(v, target_tensors[(name, l)], (v, *(lin if relative_to == "A" else ())))
+            if worst is not None and worst["residual"] > tol and lin and relative_to != "A":
+                worst = worst_entries(v, target_tensors[(name, l)], (v, *lin))
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         out.append(rec)
