@@ -387,3 +387,39 @@ def test_an_outlier_the_element_cancels_still_counts_among_the_entries(family, t
         relate(a, load_model(tmp_path / "f"))
     ok, why = _verdict(_claim(tmp_path / "a", a, rel.steps, model_blocks(load_model(tmp_path / "f")), tmp_path))
     assert not ok and "as a whole, but not b_O" in why, why
+
+
+@pytest.mark.parametrize("family,name", [("gpt2", "b_Q"), ("bert", "b_V")])
+def test_a_per_head_bias_entry_covered_by_dead_entries_in_its_slices_is_seen(family, name, tmp_path):
+    """A third helper probe: A's layer-0 per-head bias holds dead entries ``[h, h]`` at 1e9 for heads 0 and 1 (their
+    key column or W_O row zeroed, so nothing reads them and A computes as usual). Entry ``[0, 1]`` lies in head slice
+    0, which ``[0, 0]`` dominates, and in column slice 1, which ``[1, 1]`` dominates: each slice passed, and so did
+    the tensor. B moved that entry by 100. For ``b_Q`` relate answered related (GPT-2's last hidden state 1.07% off);
+    for ``b_V`` relate refuses through the value bias shift, but verify accepted a file claiming B = A (96-108% off).
+    A per-head bias whose axes no step mixes is now also measured entry by entry
+    (:func:`symtrans.group.relate.worst_entries`). Control: the same A against itself is related."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family)
+    a = load_model(tmp_path / "a0")
+    T = a.tensors
+    for h in (0, 1):
+        T[name][0, h, h] = 1e9
+        if name == "b_V":
+            T["W_O"][0, h, h, :] = 0.0
+        else:
+            T["W_K"][0, h, :, h] = 0.0
+            T["b_K"][0, h, h] = 0.0
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    assert relate(a, a).related
+    b = a.copy()
+    b.tensors[name][0, 0, 1] += 100.0
+    save_weights(b, tmp_path / "b")
+    b = load_model(tmp_path / "b")
+    if name == "b_Q":
+        with pytest.raises(SymtransError, match=r"as a whole, but not b_Q \(layer 0\), its entries"):
+            relate(a, b)
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(b), tmp_path))
+    assert not ok and f"as a whole, but not {name} (layer 0), its entries" in why, why

@@ -2748,8 +2748,8 @@ def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, A
     return best
 
 
-#: an entry of a vector more than this many times :func:`_floor_scale`'s (of its non-zero entries) is an outlier:
-#: left out of the typical entry's scale (:func:`worst_entries`)
+#: an entry of a vector more than this many times :func:`_floor_scale`'s is an outlier: left out of the typical
+#: entry's scale (:func:`worst_entries`)
 ENTRY_OUTLIER = 16.0
 
 
@@ -2760,9 +2760,10 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
 
     An entry's scale ``s_j`` is the larger of B's entry and those of ``extra`` (g . A, and A moved by the element's
     linear steps: the scale of what a translation cancels). An outlier's is more than :data:`ENTRY_OUTLIER` times
-    :func:`_floor_scale`'s of the non-zero scales. (B's scale alone cannot decide that: B = A with every entry but
-    the outlier set to 0 has no other non-zero entry, and with a dead GELU unit's bias at -1e9 it passed as A,
-    13-17% off. g . A's entries are the typical ones then.) The typical scale ``F`` is the root mean square of the other
+    :func:`_floor_scale`'s of all the scales, zeros among them. (B's scale alone cannot decide that: B = A with
+    every entry but the outlier set to 0 passed as A with a dead GELU unit's bias at -1e9, 13-17% off. g . A's
+    entries are the typical ones then. And with the zeros left out, a B that set one zero entry of a per-head
+    bias to 100 beside two dead entries at 1e9 had no typical entry but itself.) The typical scale ``F`` is the root mean square of the other
     entries' scales, and the measure the root mean square of ``|g.A - B|_j / max(s_j, F)``: what the tensor's
     residual would be without its outliers. A bias entry of A at 1e9 let B rewrite every other entry of that bias
     unseen by the tensor's residual. A mean, not the worst entry: a translation fitted from another tensor
@@ -2778,8 +2779,8 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     >>> round(w["residual"], 3), w["index"], w["share"] < 1e-8
     (0.316, 1, True)
     >>> zeroed = b.clone(); zeroed[0, 1:] = 0  # B zero but for the outlier: g . A's scale finds the typical entry
-    >>> worst_entries(b, zeroed) is None, worst_entries(b, zeroed, (b,))["residual"]
-    (True, 0.9486832980505138)
+    >>> worst_entries(b, zeroed, (b,))["residual"]
+    0.9486832980505138
     >>> plain = torch.tensor([[3.0, 1.0, 2.0]], dtype=torch.float64)  # no outlier: the tensor's residual covers it
     >>> worst_entries(plain + 0.1, plain) is None
     True
@@ -2788,10 +2789,11 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     scale = target.abs().reshape(-1)
     for x in extra:
         scale = torch.maximum(scale, x.abs().reshape(-1))
-    positive = scale[scale > 0]
-    if positive.numel() == 0:
+    if scale.numel() == 0 or not bool((scale > 0).any()):
         return None
-    typical = scale[scale <= ENTRY_OUTLIER * _floor_scale(positive)]
+    # zeros count: where most of A's and B's entries are exactly 0 (a bias transformers initialised), the typical
+    # entry is 0 and every other entry is measured at its own scale
+    typical = scale[scale <= ENTRY_OUTLIER * _floor_scale(scale)]
     if typical.numel() == scale.numel():
         return None
     d = (moved - target).abs().reshape(-1)
@@ -2862,6 +2864,20 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             hyperplanes.append(hyperplane_carried(spec, source, steps))
         return hyperplanes[0].get((name, l), (0.0, "", None))
 
+    def entries_of(name: str, l: int | None, v: Any, t: Any, tol: float, relative_to: str) -> dict[str, Any] | None:
+        """:func:`worst_entries` of a vector or of per-head vector blocks (stacked): at B's and g . A's scales, and
+        at A's moved by the linear steps wherever the tensor's own residual was read at that scale (an outlier
+        there, which g cancels, inflated it); else that scale only where the first reading fails."""
+        def whole(x: Any) -> Any:
+            return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
+
+        v, t = whole(v), whole(t)
+        lin = (whole(linear_of(name, l)),) if (name, l) in sources else ()
+        worst = worst_entries(v, t, (v, *(lin if relative_to == "A" else ())))
+        if worst is not None and worst["residual"] > tol and lin and relative_to != "A":
+            worst = worst_entries(v, t, (v, *lin))
+        return worst
+
     axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
@@ -2909,16 +2925,17 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 norms = [_slice_norms(*got) for got in scales]
                 worst = worst_slice(name, stats, {p: _torch().stack([ns[i] for ns in norms]).amax(0)
                                                   for i, p in enumerate(axes[name])})
+            if worst["residual"] <= tol and isinstance(v, (list, tuple)) and len(axes[name]) == len(_axes(name)) \
+                    and all(b.dim() == 2 and b.shape[0] == 1 for b in v):
+                # a per-head bias, no axis mixed: its entries too. An entry whose head slice and column slice
+                # each hold a large (dead) entry is hidden by both; B moved such entries of b_V unseen
+                ent = entries_of(name, l, v, target_tensors[(name, l)], tol, relative_to)
+                worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         elif name in axes and len(_axes(name)) == 1 and not isinstance(v, (list, tuple)) and res <= tol:
             # a vector with an outlier entry (its one axis not mixed): the other entries at B's and g . A's scales
-            # (B's alone can hide them: a B of zeros but for the outlier has no typical entry), and at A's moved by
-            # the linear steps wherever the tensor's own residual was read at that scale (an outlier there, which
-            # g cancels, inflated it); else only where the first reading fails
-            lin = (linear_of(name, l),) if (name, l) in sources else ()
-            worst = worst_entries(v, target_tensors[(name, l)], (v, *(lin if relative_to == "A" else ())))
-            if worst is not None and worst["residual"] > tol and lin and relative_to != "A":
-                worst = worst_entries(v, target_tensors[(name, l)], (v, *lin))
+            # (B's alone can hide them: a B of zeros but for the outlier has no typical entry)
+            worst = entries_of(name, l, v, target_tensors[(name, l)], tol, relative_to)
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         out.append(rec)
