@@ -2763,12 +2763,12 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     :func:`_floor_scale`'s of all the scales, zeros among them. (B's scale alone cannot decide that: B = A with
     every entry but the outlier set to 0 passed as A with a dead GELU unit's bias at -1e9, 13-17% off. g . A's
     entries are the typical ones then. And with the zeros left out, a B that set one zero entry of a per-head
-    bias to 100 beside two dead entries at 1e9 had no typical entry but itself.) The typical scale ``F`` is the root mean square of the other
-    entries' scales, and the measure the root mean square of ``|g.A - B|_j / max(s_j, F)``: what the tensor's
-    residual would be without its outliers. A bias entry of A at 1e9 let B rewrite every other entry of that bias
-    unseen by the tensor's residual. A mean, not the worst entry: a translation fitted from another tensor
-    (``W_in``'s hyperplane, ``W_V``'s value bias) lands on each entry at that tensor's scale, which put single
-    entries of genuine pairs past their own rounding by up to 3.8x.
+    bias to 100 beside two dead entries at 1e9 had no typical entry but itself.) The typical scale ``F`` is the
+    root mean square of the other entries' scales, and the measure the root mean square of
+    ``|g.A - B|_j / max(s_j, F)``: what the tensor's residual would be without its outliers. A bias entry of A at
+    1e9 let B rewrite every other entry of that bias unseen by the tensor's residual. A mean, not the worst entry:
+    a translation fitted from another tensor (``W_in``'s hyperplane, ``W_V``'s value bias) lands on each entry at
+    that tensor's scale, which put single entries of genuine pairs past their own rounding by up to 3.8x.
 
     Examples
     --------
@@ -2872,10 +2872,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
 
         v, t = whole(v), whole(t)
-        lin = (whole(linear_of(name, l)),) if (name, l) in sources else ()
-        worst = worst_entries(v, t, (v, *(lin if relative_to == "A" else ())))
-        if worst is not None and worst["residual"] > tol and lin and relative_to != "A":
-            worst = worst_entries(v, t, (v, *lin))
+        has_lin = (name, l) in sources  # linear_of builds A moved by the linear steps: only where it is read
+        worst = worst_entries(v, t, (v, whole(linear_of(name, l))) if has_lin and relative_to == "A" else (v,))
+        if worst is not None and worst["residual"] > tol and has_lin and relative_to != "A":
+            worst = worst_entries(v, t, (v, whole(linear_of(name, l))))
         return worst
 
     axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
