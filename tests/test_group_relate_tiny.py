@@ -1994,3 +1994,24 @@ def test_hyperplane_carried_reads_the_norm_before_each_layer_on_an_encoder():
         assert abs(size - want) <= 1e-12 * want and (name, at) == (("emb_ln_b", None) if l == 0 else ("ln2_b", l - 1))
         own = float((A["layers"][l]["ln2_b"] / A["layers"][l]["ln2_w"]).abs().sum()) * vq
         assert abs(size - own) > 1e-6 * want
+
+
+def test_a_rotary_commutator_within_what_an_ill_conditioned_gauge_carries_is_undecided_not_refused(tmp_path):
+    """A helper's probe: a random Llama with one entry of layer 0's ``ln1_w`` at 1e6 times the others, moved by a
+    random element of every factor (seed 0) and written in float32, was "not related" at qk-gauge, naming rotary
+    positions (the fitted gauge's commutator with the rotations 0.0023 against 4.8e-4), though that gauge's
+    condition number is 3.8e12, past the limit of 100, and its fit five lines before is judged by that rule. The
+    commutator is now judged by it too: the pair is undecided. The rule's false case, a well-conditioned gauge
+    that ignores the rotary planes, is still refused
+    (``test_a_query_key_gauge_that_ignores_the_rotary_planes_is_refused_by_rotary_positions``)."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a0", "llama", head=True)
+    a = load_model(tmp_path / "a0")
+    a.tensors["ln1_w"][0, 3] *= 1e6
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(_moved(a, random_element(spec, a.n_layers, 0), spec), tmp_path / "b")
+    with pytest.raises(SymtransError, match=r"condition number .* past 100, and what qk-gauge leaves at W_Q"):
+        relate(a, load_model(tmp_path / "b"))

@@ -2255,10 +2255,11 @@ class _Solver:
                         J = torch.zeros_like(M)
                         J[i, j], J[j, i] = -1.0, 1.0
                         comm = _fro(M @ J - J @ M) / _fro(M)
-                        if comm > 1e3 * tol:
+                        if comm > 1e3 * tol:  # M fitted to ``tol`` carries it by its condition number (as above)
                             self.refuse(name, l, pivot.tensor, comm, 1e3 * tol,
                                         self.features_violated([f], {"commutes-rotary": False}),
-                                        "the needed GL(d_k) element does not commute with the rotary rotations")
+                                        "the needed GL(d_k) element does not commute with the rotary rotations",
+                                        rounding=tol, kappa=conds[g])
                     mats.append(M)
                 els.append({"g": mats})
                 self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
