@@ -2015,3 +2015,32 @@ def test_a_rotary_commutator_within_what_an_ill_conditioned_gauge_carries_is_und
     save_weights(_moved(a, random_element(spec, a.n_layers, 0), spec), tmp_path / "b")
     with pytest.raises(SymtransError, match=r"condition number .* past 100, and what qk-gauge leaves at W_Q"):
         relate(a, load_model(tmp_path / "b"))
+
+
+def test_a_bias_transfer_read_from_a_huge_norm_bias_is_undecided_at_b_out_not_refused(tmp_path):
+    """A helper's probe: a random BERT (its biases drawn, transformers sets them to 0) with one entry of layer 0's
+    ``ln1_b`` at 5e4, moved by a random element of every factor (seed 0) and written in float32, was "not related"
+    at ``b_out`` (3.9e-4 against 1.6e-6). The FFN bias transfer reads ``t`` from ``ln1_b``'s difference and
+    subtracts it from ``b_out`` itself, so ``ln1_b``'s rounding (3e-3 there) is carried straight in; the carried
+    pairs knew only a transfer through a weight (``translate_image``). The false case: the same B with ``b_out``
+    doubled is still not related, at ``b_out``."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a0", "bert")
+    a = load_model(tmp_path / "a0")
+    gen = torch.Generator().manual_seed(3)
+    for name, v in a.tensors.items():
+        if v is not None and (name.startswith("b_") or name.endswith("_b") or name == "pooler_b"):
+            v.copy_(0.05 * torch.randn(v.shape, generator=gen, dtype=v.dtype))
+    a.tensors["ln1_b"][0, 3] = 5e4
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 0), spec)
+    save_weights(b, tmp_path / "b")
+    with pytest.raises(SymtransError, match=r"b_out at layer 0 .* within the rounding of ln1_b, read into it directly"):
+        relate(a, load_model(tmp_path / "b"))
+    b.tensors["b_out"][0] *= 2
+    save_weights(b, tmp_path / "b2")
+    rel = relate(a, load_model(tmp_path / "b2"))
+    assert not rel.related and (rel.stop.tensor, rel.stop.layer) == ("b_out", 0), rel.summary()

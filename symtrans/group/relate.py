@@ -2906,7 +2906,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             ref = max(na, nb)
             if pair is not None and ref > 0:  # what the solve carried in: Z's rounding through Y, with the
                 # tolerance's own headroom on stored rounding (kappa 0: no element amplifies it, Z is only read)
-                through = f"{pair[0]} through {pair[1]}"
+                through = f"{pair[0]} through {pair[1]}" if pair[1] != "itself" else f"{pair[0]}, read into it directly"
                 undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
             hsize, hbias, hlayer = hyperplane_of(name, l)
             if hsize > 0 and ref > 0:  # a norm's bias read by an input hyperplane's scalar (:func:`hyperplane_carried`)
@@ -3044,7 +3044,11 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
 def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """Per tensor X a translation of ``steps`` moves by the image of a component read from another tensor Z's
     difference (a ``translate_image`` tag ``X += c Y``, ``c`` read from Z by a ``translate`` tag of the same
-    factor): the pairs ``(Z, Y)``. The rounding of Z enters X through Y however small X is (:func:`carried_size`).
+    factor): the pairs ``(Z, Y)``; ``(Z, "")`` where X is moved by the component itself (a ``translate`` or
+    ``translate_neg`` tag: Y the identity). The rounding of Z enters X through Y however small X is
+    (:func:`carried_size`). A post-LN encoder's FFN bias transfer reads ``t`` from ``ln1_b`` and subtracts it from
+    ``b_out``: with one ``ln1_b`` entry of A at 5e4, a genuine BERT pair was "not related" at ``b_out`` (3.9e-4
+    against 1.6e-6), ``ln1_b``'s rounding carried straight in.
 
     Examples
     --------
@@ -3052,6 +3056,8 @@ def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tup
     >>> spec = GroupSpec.from_arch(tiny_decoder("gpt2").arch)
     >>> _carried(spec, [{"factor": "value-bias-shift"}])
     {'b_O': [('b_V', 'W_O')]}
+    >>> _carried(GroupSpec.from_arch("bert-base"), [{"factor": "ffn-bias-transfer"}])
+    {'b_in': [('ln1_b', 'W_in')], 'b_out': [('ln1_b', '')]}
     """
     out: dict[str, list[tuple[str, str]]] = {}
     for st in steps:
@@ -3059,9 +3065,16 @@ def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tup
         read = {t.component: t.tensor for t in f.tags if t.how == "translate"}
         for t in f.tags:
             z = read.get(t.component)
-            if t.how == "translate_image" and t.via and z not in (None, t.tensor) \
-                    and (z, t.via) not in out.setdefault(t.tensor, []):
-                out[t.tensor].append((z, t.via))
+            if z in (None, t.tensor):
+                continue
+            if t.how == "translate_image" and t.via:
+                pair = (z, t.via)
+            elif t.how in ("translate", "translate_neg"):
+                pair = (z, "")  # the component itself: Y the identity
+            else:
+                continue
+            if pair not in out.setdefault(t.tensor, []):
+                out[t.tensor].append(pair)
     return out
 
 
@@ -3090,6 +3103,10 @@ def carried_size(pairs: list[tuple[str, str]],
     best, which = 0.0, None
     for z, via in pairs:
         Zs = [_norm_any(p[z]) for p in sides if p.get(z) is not None]
+        if not via:  # the component itself moves the tensor: |Y|_2 = 1
+            if Zs and max(Zs) > best:
+                best, which = max(Zs), (z, "itself")
+            continue
         Ys = [p[via] for p in sides if p.get(via) is not None]
         if not Zs or not Ys:
             continue
