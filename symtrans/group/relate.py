@@ -1032,21 +1032,23 @@ class _Solver:
                 out[name] = tags
         return out
 
-    def chunks(self, name: str) -> Any:
+    def chunks(self, name: str, into: Any = None) -> Any:
         """(first row, rows of g . A) of model table ``name`` over row chunks, the pending steps applied to each
         chunk (through :func:`act` and the factor's tag rows for this table; per-row components sliced).
 
         With steps pending, every chunk is written into one buffer: a chunk holds its rows only until the next is
         drawn (the caller reads it, or subtracts in it, first). A fresh chunk per step cost the check 30 ms on the
         bundled model's word table, in page faults alone (the allocator hands each freed chunk back to the system).
+        ``into``: a table of the same shape, each chunk written into its own rows there instead (:meth:`materialise`).
         """
         base = self.cur[name]
         adds = self._adds(name)
-        buf = base.new_empty((min(_CHUNK_ROWS, base.shape[0]), *base.shape[1:])) if adds else None
+        buf = None if not adds or into is not None else base.new_empty((min(_CHUNK_ROWS, base.shape[0]),
+                                                                          *base.shape[1:]))
         for i in range(0, base.shape[0], _CHUNK_ROWS):
             x = base[i:i + _CHUNK_ROWS]
-            if buf is not None:
-                out = buf[:x.shape[0]]
+            if adds:
+                out = into[i:i + x.shape[0]] if into is not None else buf[:x.shape[0]]
                 for k, (per_row, sign, g) in enumerate(adds):
                     term = sign * (g[i:i + x.shape[0]] if per_row else g)  # per-row components: this chunk's rows
                     if k == 0:  # the first sum written into the buffer, the rest added into it
@@ -1069,12 +1071,8 @@ class _Solver:
             return
         base = self.cur[name]
         out = new_table(tuple(base.shape), base)  # huge pages: a fresh table, not paged in 4 KiB at a time
-        adds = self._adds(name)
-        for i in range(0, base.shape[0], _CHUNK_ROWS):  # :meth:`chunks`' sums, written into the new table in place
-            o = out[i:i + _CHUNK_ROWS]
-            o.copy_(base[i:i + _CHUNK_ROWS])
-            for per_row, sign, g in adds:
-                o.add_(sign * (g[i:i + o.shape[0]] if per_row else g))
+        for _ in self.chunks(name, into=out):  # :meth:`chunks`' sums, each written into its rows of the new table
+            pass
         self.cur = {**self.cur, name: out}
         del self.pending[name]
 
@@ -2628,6 +2626,13 @@ def _slice_norms(x: Any, dims: tuple[int, ...]) -> list[Any]:
     return [sq.sum([d for d in range(x.dim()) if d != k]).sqrt() for k in dims]
 
 
+def _head_vector(name: str, v: Any) -> bool:
+    """Whether ``v`` is a per-head vector (``b_Q``, ``b_K``, ``b_V``): two axes, each head's block a 1 x m row."""
+    from symtrans.catalogue.model import _axes
+
+    return isinstance(v, (list, tuple)) and len(_axes(name)) == 2 and all(b.dim() == 2 and b.shape[0] == 1 for b in v)
+
+
 def _stacked_dims(name: str, v: Any, keep: tuple[int, ...]) -> tuple[Any, tuple[int, ...]] | None:
     """``(tensor, dims)``: a block-form tensor as one tensor (per-head blocks stacked, the head axis first) and
     the dims that axes ``keep`` of :func:`slice_axes` are in it; None for a vector (a 1 x m row, no slices)."""
@@ -2637,8 +2642,7 @@ def _stacked_dims(name: str, v: Any, keep: tuple[int, ...]) -> tuple[Any, tuple[
     if isinstance(v, (list, tuple)):
         x = _torch().stack(list(v))
         block = x.dim() - 1  # each head's block: its axes, or a per-head vector stored as a 1 x m row
-        row = len(axes) == 2 and block == 2 and x.shape[1] == 1
-        if block != len(axes) - 1 and not row:
+        if block != len(axes) - 1 and not _head_vector(name, v):
             return None
         # a per-head vector's one inner axis is the block's last
         return x, tuple(0 if p == 0 else (block if len(axes) == 2 else p) for p in keep)
@@ -2906,7 +2910,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             ref = max(na, nb)
             if pair is not None and ref > 0:  # what the solve carried in: Z's rounding through Y, with the
                 # tolerance's own headroom on stored rounding (kappa 0: no element amplifies it, Z is only read)
-                through = f"{pair[0]} through {pair[1]}" if pair[1] != "itself" else f"{pair[0]}, read into it directly"
+                through = f"{pair[0]} through {pair[1]}" if pair[1] else f"{pair[0]}, read into it directly"
                 undecided_to = max(undecided_to, relation_tolerance(precision(pair[0], l), 0.0)[0] * size / ref)
             hsize, hbias, hlayer = hyperplane_of(name, l)
             if hsize > 0 and ref > 0:  # a norm's bias read by an input hyperplane's scalar (:func:`hyperplane_carried`)
@@ -2926,8 +2930,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 norms = [_slice_norms(*got) for got in scales]
                 worst = worst_slice(name, stats, {p: _torch().stack([ns[i] for ns in norms]).amax(0)
                                                   for i, p in enumerate(axes[name])})
-            if worst["residual"] <= tol and isinstance(v, (list, tuple)) and len(axes[name]) == len(_axes(name)) \
-                    and all(b.dim() == 2 and b.shape[0] == 1 for b in v):
+            if worst["residual"] <= tol and _head_vector(name, v) and len(axes[name]) == len(_axes(name)):
                 # a per-head bias, no axis mixed: its entries too. An entry whose head slice and column slice
                 # each hold a large (dead) entry is hidden by both; B moved such entries of b_V unseen
                 ent = entries_of(name, l, v, target_tensors[(name, l)], tol, relative_to)
@@ -3105,7 +3108,7 @@ def carried_size(pairs: list[tuple[str, str]],
         Zs = [_norm_any(p[z]) for p in sides if p.get(z) is not None]
         if not via:  # the component itself moves the tensor: |Y|_2 = 1
             if Zs and max(Zs) > best:
-                best, which = max(Zs), (z, "itself")
+                best, which = max(Zs), (z, via)
             continue
         Ys = [p[via] for p in sides if p.get(via) is not None]
         if not Zs or not Ys:
