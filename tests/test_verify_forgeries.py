@@ -29,8 +29,8 @@ import pytest
 import torch
 
 from symtrans.group.numeric import MonomialMatrix, model_blocks, weights_from_blocks
-from symtrans.group.relate import (_precision, apply_steps, check_relation, relate, relation_tolerance,
-                                   tensor_residuals, write_relation)
+from symtrans.group.relate import (Relation, _describe, _precision, apply_steps, check_relation, relate,
+                                   relation_tolerance, tensor_residuals, write_relation)
 from symtrans.group.spec import GroupSpec
 from symtrans.numeric.fixtures import tiny_decoder
 from symtrans.numeric.save import save_weights
@@ -54,8 +54,7 @@ def _claim(pa: Path, a: Any, steps: list[dict[str, Any]], blocks: dict[str, Any]
 
         f = tmp / "b" / "model.safetensors"
         save_file({k: v.to(dtype) for k, v in load_file(str(f)).items()}, str(f))
-    claim = copy.copy(relate(str(pa), str(pa)))  # a genuine file's metadata, the claimed steps
-    claim.steps, claim.b = steps, relate(str(tmp / "b"), str(tmp / "b")).b
+    claim = Relation(True, steps, [], [], None, _describe(a), _describe(load_model(tmp / "b")))  # what a file names
     return write_relation(claim, tmp / "g.json")
 
 
@@ -423,3 +422,78 @@ def test_a_per_head_bias_entry_covered_by_dead_entries_in_its_slices_is_seen(fam
             relate(a, b)
     ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(b), tmp_path))
     assert not ok and f"as a whole, but not {name} (layer 0), its entries" in why, why
+
+
+@pytest.mark.parametrize("name", ["W_in", "W_Q"])
+def test_a_weight_entry_covered_by_inert_entries_in_every_slice_is_seen(name, tmp_path):
+    """A weight matrix's entry hidden between two inert entries at 1e9: one in a channel the norm silences (its
+    gain 1e-30: 1e9 times it is 1e-21), one in a unit no ``W_out`` row reads (``W_in``) or a query column whose key
+    column is 0 (``W_Q``). A computes as usual. Entry ``[i, j]`` then lies in a row and a column (for ``W_Q``, and a
+    head) that each hold a 1e9 entry, and B moved it by 100: GPT-2's last hidden state 5.3% off (``W_in``), 0.96%
+    off (``W_Q``). Each slice and the tensor passed, and verify accepted a file claiming B = A. A tensor whose axes
+    no step mixes, with a large slice along each (:func:`symtrans.group.relate.slices_can_hide`), is now also
+    measured entry by entry. relate itself never answered related (the unit or head keys differ). Control: the
+    same file for B = A is valid."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2")
+    a = load_model(tmp_path / "a0")
+    T = a.tensors
+    silent, i, j, inert = 3, 5, 1, 7  # a silenced input channel, the hidden entry [i, j], an unread unit/column
+    norm = "ln2" if name == "W_in" else "ln1"
+    T[f"{norm}_w"][0, silent], T[f"{norm}_b"][0, silent] = 1e-30, 0.0
+    if name == "W_in":
+        T["W_out"][0, inert, :] = 0.0
+        T["W_in"][0, silent, j], T["W_in"][0, i, inert] = 1e9, 1e9
+    else:
+        T["W_K"][0, 0, :, inert], T["b_K"][0, 0, inert] = 0.0, 0.0
+        T["W_Q"][0, 0, silent, j], T["W_Q"][0, 0, i, inert] = 1e9, 1e9
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(a), tmp_path))
+    assert ok, why
+    b = a.copy()
+    b.tensors[name][(0, i, j) if name == "W_in" else (0, 0, i, j)] += 100.0
+    save_weights(b, tmp_path / "b")
+    b = load_model(tmp_path / "b")
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(b), tmp_path))
+    assert not ok and f"as a whole, but not {name} (layer 0), its entries" in why, why
+    assert f"entry {(i, j) if name == 'W_in' else (0, i, j)}" in why, why
+    try:  # relate: not related, or (two of A's units within the keys' rounding of one of B's) cannot decide
+        assert not relate(a, b).related
+    except SymtransError as err:
+        assert "cannot decide" in str(err), err
+
+
+def test_a_part_a_spread_element_shrinks_is_seen_in_its_slice_of_a(tmp_path):
+    """verify's second side (g^-1 . B against A) measured whole tensors only. A's layer-0 ``W_Q`` column c of head
+    0 at 1e9 in every row (its key column 0, so inert), and a query/key gauge of 1e-8 on head 1's column c: B set
+    that column of head 1 to 0 (its keys' column 1e8 times A's, as g . A's). B's side sees nothing at 1e-8 of the
+    rest of each slice; A's whole ``W_Q`` is the 1e9 column's, so the pulled-back residual passed too, and verify
+    accepted the file (head 1's attention pattern in layer 0 moved by 1.3e-3). A's side now measures slices and
+    entries as B's does. Control: the same element with B = g . A is valid."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2")
+    a = load_model(tmp_path / "a0")
+    T = a.tensors
+    H, dk = T["W_Q"].shape[1], T["W_Q"].shape[-1]
+    c = dk - 1
+    T["W_K"][0, 0, :, c], T["b_K"][0, 0, c] = 0.0, 0.0
+    T["W_Q"][0, 0, :, c] = 1e9
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    eye = torch.eye(dk, dtype=torch.float64)
+    shrink = eye.clone()
+    shrink[c, c] = 1e-8
+    steps = [{"factor": "qk-gauge", "element": [{"g": [eye, shrink] + [eye] * (H - 2)}]
+              + [{"g": [eye] * H} for _ in range(a.n_layers - 1)]}]
+    blocks = apply_steps(GroupSpec.from_arch(a.arch), model_blocks(a), steps)
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
+    assert ok, why
+    blocks["layers"][0]["W_Q"][1] = blocks["layers"][0]["W_Q"][1].clone()
+    blocks["layers"][0]["W_Q"][1][:, c] = 0.0
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
+    assert not ok and why.startswith("g^-1 . B reproduces every tensor of A as a whole, but not W_Q (layer 0)"), why
+    assert "head slice 1" in why, why

@@ -2758,6 +2758,34 @@ def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, A
 ENTRY_OUTLIER = 16.0
 
 
+def slices_can_hide(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None) -> bool:
+    """Whether an entry of a tensor can lie in a large slice along every axis :func:`worst_slice` measured: each
+    axis has a slice whose scale (as worst_slice reads it: B's slice, or with ``extra`` the larger of it and
+    those) is more than :data:`ENTRY_OUTLIER` times :func:`_floor_scale`'s. Only then can one entry be moved
+    beside larger ones in every slice that holds it (:func:`worst_entries` then measures the entries). A GPT-2
+    whose layer-0 ``W_in`` held two inert entries at 1e9 (one in a unit no ``W_out`` row reads, one in a channel
+    its norm's gain of 1e-30 silences) hid entry ``[i, j]`` between them: verify accepted a file claiming B = A
+    with that entry moved by 100. Where some axis has no large slice, each entry's slice along it bounds the entry.
+
+    Examples
+    --------
+    >>> import torch
+    >>> big = torch.tensor([1e9, 1.0, 1.0, 1.0], dtype=torch.float64)
+    >>> flat = torch.ones(4, dtype=torch.float64)
+    >>> zero = torch.zeros(4, dtype=torch.float64)
+    >>> slices_can_hide({0: (zero, big), 1: (zero, big)}), slices_can_hide({0: (zero, big), 1: (zero, flat)})
+    (True, False)
+    >>> slices_can_hide({0: (zero, flat), 1: (zero, flat)}, {0: big, 1: big})  # large in g . A's slices
+    True
+    """
+    torch = _torch()
+    for p, (_, tn) in stats.items():
+        scale = tn if extra is None or p not in extra else torch.maximum(tn, extra[p])
+        if scale.numel() < 2 or not bool((scale > ENTRY_OUTLIER * _floor_scale(scale)).any()):
+            return False
+    return True
+
+
 def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[str, Any] | None:
     """A vector with an outlier entry, its other entries as one measure: its relative residual with each entry at
     least at the typical entry's scale, the outliers left out of that scale; with the entry reproduced worst (its
@@ -2806,14 +2834,24 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     ratio = torch.where(s > 0, d / torch.where(s > 0, s, 1), torch.where(d > 0, math.inf, 0.0))
     i = int(ratio.argmax())
     total = float(scale.square().sum().sqrt())
-    return {"axis": "entries", "index": i, "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
+    shape = [n for n in target.shape if n > 1]  # a vector (a 1 x m row too): the entry's index; else its position
+    index: Any = i if len(shape) <= 1 else tuple(int(k) for k in _np_unravel(i, tuple(target.shape)))
+    return {"axis": "entries", "index": index, "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
             "share": float(scale[i]) / total if total > 0 else 0.0}
+
+
+def _np_unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's ``unravel_index``: a flat index as a position in ``shape``."""
+    import numpy as np
+
+    return tuple(np.unravel_index(i, shape))
 
 
 def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
                      spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
                      source: dict[str, Any] | None = None, slices: bool = False,
-                     measured_slices: dict[tuple[str, int | None], Any] | None = None) -> list[dict[str, Any]]:
+                     measured_slices: dict[tuple[str, int | None], Any] | None = None,
+                     acted: Any = None) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
@@ -2832,7 +2870,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     ``slices``: also each tensor's slices along the axes the element moves slice by slice (:func:`slice_axes`),
     each against the same tolerance relative to its own norm (``measured_slices``: :func:`slice_stats` of the
     lazily acted tables); the worst is the record's ``slice``, with ``slice_ok``. One tensor's Frobenius residual
-    cannot see a slice beside a much larger one: a word row of A at 1e10 let B rewrite every other row.
+    cannot see a slice beside a much larger one: a word row of A at 1e10 let B rewrite every other row. Where no
+    axis is mixed and every axis has a large slice (:func:`slices_can_hide`), also its entries
+    (:func:`worst_entries`); a vector's entries wherever it has an outlier. ``acted(name)``: g . A's table for a
+    tensor of ``measured`` (read only where a slice or its entries must be measured again).
 
     Examples
     --------
@@ -2883,6 +2924,12 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             worst = worst_entries(v, t, (v, whole(linear_of(name, l))))
         return worst
 
+    def acted_of(name: str, l: int | None, v: Any) -> Any:
+        """g . A's tensor: ``v``, or for a table measured lazily (``measured``), ``acted(name)``."""
+        if measured and (name, l) in measured and acted is not None:
+            return acted(name)
+        return v
+
     axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
@@ -2921,19 +2968,19 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                "relative_to": relative_to, **({"carried": through} if through is not None else {})}
         if stats and res <= tol:
-            worst = worst_slice(name, stats)
+            worst, extra = worst_slice(name, stats), None
             if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by
                 # the linear steps: the scale of what a translation cancels
-                scales = [_stacked_dims(name, v, axes[name])]
+                scales = [_stacked_dims(name, acted_of(name, l, v), axes[name])]
                 if (name, l) in sources:
                     scales.append(_stacked_dims(name, linear_of(name, l), axes[name]))
                 norms = [_slice_norms(*got) for got in scales]
-                worst = worst_slice(name, stats, {p: _torch().stack([ns[i] for ns in norms]).amax(0)
-                                                  for i, p in enumerate(axes[name])})
-            if worst["residual"] <= tol and _head_vector(name, v) and len(axes[name]) == len(_axes(name)):
-                # a per-head bias, no axis mixed: its entries too. An entry whose head slice and column slice
-                # each hold a large (dead) entry is hidden by both; B moved such entries of b_V unseen
-                ent = entries_of(name, l, v, target_tensors[(name, l)], tol, relative_to)
+                extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(axes[name])}
+                worst = worst_slice(name, stats, extra)
+            if worst["residual"] <= tol and len(axes[name]) == len(_axes(name)) and slices_can_hide(stats, extra):
+                # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
+                # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
+                ent = entries_of(name, l, acted_of(name, l, v), target_tensors[(name, l)], tol, relative_to)
                 worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         elif name in axes and len(_axes(name)) == 1 and not isinstance(v, (list, tuple)) and res <= tol:
@@ -2949,13 +2996,17 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
 def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any], precision: Any,
                           steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The check from A's side: ``g^-1 . B`` against A, tensor by tensor (:func:`tensor_residuals` with the roles
-    swapped; g^-1 from :func:`~symtrans.group.action.inverse_steps`), each record marked ``"side": "A"``.
+    swapped, slices and entries included; g^-1 from :func:`~symtrans.group.action.inverse_steps`), each record
+    marked ``"side": "A"``.
 
     ``|g.A - B|_F`` relative to ``|B|_F`` cannot see a part of a tensor that g shrinks beside the rest: a per-head
     gauge of 1e-8 on some heads (their queries then 1e-8 of the others, their keys 1e8) leaves those heads'
     queries below the rounding of the other heads', so a B with them set to 0 (uniform attention in every such
     head) passed. Pulled back to A's scale, that part is as large as in A. Both sides are measured against B's
-    storage precision (``precision``): what ``g^-1`` carries back is B's rounding.
+    storage precision (``precision``): what ``g^-1`` carries back is B's rounding. Slices too: with A's ``W_Q``
+    column c at 1e9 in head 0 (its key column 0, so inert) and a gauge of 1e-8 on head 1's column c, B set that
+    column to 0. B's side cannot see a part at 1e-8 of the rest, and A's whole ``W_Q`` is the 1e9 column's; head
+    1's slice of A is not (its attention pattern 1.3e-3 off, and verify accepted the file).
 
     Examples
     --------
@@ -2979,7 +3030,7 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     from symtrans.group.action import inverse_steps
 
     inv = inverse_steps(spec, steps)
-    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b)
+    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True)
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
         r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
@@ -3387,7 +3438,8 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                 lazy = {(name, None): s.lazy_residual(name, keep.get(name, ())) for name in s.pending}
                 residuals.extend(tensor_residuals(s.cur, s.tgt, precision, s.steps, spec,
                                                   measured={k: v[0] for k, v in lazy.items()}, source=blocks_a,
-                                                  slices=True, measured_slices={k: v[1] for k, v in lazy.items()}))
+                                                  slices=True, measured_slices={k: v[1] for k, v in lazy.items()},
+                                                  acted=s.table))
 
             with single_threaded():
                 _timed(phases, "check", check)
@@ -3438,6 +3490,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
             _raise_if_undecided(residuals, s.fit_kappa)
     limit = min(kappa_limit(r["dtype"]) for r in residuals) if residuals else KAPPA_MAX
+    back: list[dict[str, Any]] = []  # A's side, where it is measured (below)
     if stop is None and (any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals)
                          or any(element_spread(st["element"]) > limit for st in steps)):
         # an element past the limit buys no slack from A's side either (verify's second side): B's rounding pulled
@@ -3445,7 +3498,6 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         # a part of a tensor from B's side. Elsewhere the two sides do not part on relate's own element (its solve
         # compares G-invariant keys), and the pull-back (a second application of the element) is left to verify
         with single_threaded():
-            back: list[dict[str, Any]] = []
             _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
                                                                              steps)))
         failed = [r for r in back if not r["ok"]]
@@ -3471,7 +3523,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                                 f"differs from A at {worst['tensor']}{where} by {worst['residual']:.3g}, more than "
                                 f"{worst['tolerance']:.3g} ({worst['dtype']}; {why}): relate cannot decide this pair")
     if stop is None:
-        _raise_if_slice_unreproduced(residuals)
+        _raise_if_slice_unreproduced(residuals + back)
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
 
@@ -3493,6 +3545,8 @@ def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
     r = max(bad, key=lambda r: r["slice"]["residual"] / r["tolerance"])
     sl = r["slice"]
     where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
+    if r.get("side") == "A":  # :func:`pulled_back_residuals`
+        where += " pulled back (g^-1 . B against A)"
     if sl.get("measure") == "rms":  # a vector's entries (:func:`worst_entries`)
         return (f"{where}, its entries: off by {sl['residual']:.3g} (root mean square over the entries, each "
                 "relative to the larger of its own scale and the typical entry's), more than the tolerance "
@@ -3931,9 +3985,10 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
                            + f": residual {r['residual']:.3g} > tolerance {r['tolerance']:.3g} ({r['dtype']}"
                            + (f"; the element's condition number {r['kappa']:.3g} exceeds {limit:.3g}"
                               if r["kappa"] > limit else "") + ")")
-        slice_bad = slice_failure(res)
-        if slice_bad is not None:  # a tensor's residual cannot vouch for a slice that small beside the rest
-            return False, f"g . A reproduces every tensor of B as a whole, but not {slice_bad}"
+        for side, recs in (("g . A reproduces every tensor of B", res), ("g^-1 . B reproduces every tensor of A", back)):
+            slice_bad = slice_failure(recs)
+            if slice_bad is not None:  # a tensor's residual cannot vouch for a slice that small beside the rest
+                return False, f"{side} as a whole, but not {slice_bad}"
         worst = max(res, key=lambda r: r["residual"] / r["tolerance"])
         unchecked = "".join(f"; not checked: {t} (moved by {f}; not among the loaded weights)"
                             for f, t in unchecked_tensors(spec, steps, A))
