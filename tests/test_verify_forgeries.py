@@ -424,6 +424,20 @@ def test_a_per_head_bias_entry_covered_by_dead_entries_in_its_slices_is_seen(fam
     assert not ok and f"as a whole, but not {name} (layer 0), its entries" in why, why
 
 
+def _inert_entries(a: Any, name: str, silent: int, i: int, j: int, inert: int) -> None:
+    """Two inert entries at 1e9 in layer 0's ``name`` (``W_in``, or head 0 of ``W_Q``) around entry ``[i, j]``: one
+    in input channel ``silent`` (its norm's gain 1e-30), one in unit or query column ``inert`` (nothing reads it)."""
+    T = a.tensors
+    norm = "ln2" if name == "W_in" else "ln1"
+    T[f"{norm}_w"][0, silent], T[f"{norm}_b"][0, silent] = 1e-30, 0.0
+    if name == "W_in":
+        T["W_out"][0, inert, :] = 0.0
+        T["W_in"][0, silent, j], T["W_in"][0, i, inert] = 1e9, 1e9
+    else:
+        T["W_K"][0, 0, :, inert], T["b_K"][0, 0, inert] = 0.0, 0.0
+        T["W_Q"][0, 0, silent, j], T["W_Q"][0, 0, i, inert] = 1e9, 1e9
+
+
 @pytest.mark.parametrize("name", ["W_in", "W_Q"])
 def test_a_weight_entry_covered_by_inert_entries_in_every_slice_is_seen(name, tmp_path):
     """A weight matrix's entry hidden between two inert entries at 1e9: one in a channel the norm silences (its
@@ -439,16 +453,8 @@ def test_a_weight_entry_covered_by_inert_entries_in_every_slice_is_seen(name, tm
 
     random_checkpoint(tmp_path / "a0", "gpt2")
     a = load_model(tmp_path / "a0")
-    T = a.tensors
-    silent, i, j, inert = 3, 5, 1, 7  # a silenced input channel, the hidden entry [i, j], an unread unit/column
-    norm = "ln2" if name == "W_in" else "ln1"
-    T[f"{norm}_w"][0, silent], T[f"{norm}_b"][0, silent] = 1e-30, 0.0
-    if name == "W_in":
-        T["W_out"][0, inert, :] = 0.0
-        T["W_in"][0, silent, j], T["W_in"][0, i, inert] = 1e9, 1e9
-    else:
-        T["W_K"][0, 0, :, inert], T["b_K"][0, 0, inert] = 0.0, 0.0
-        T["W_Q"][0, 0, silent, j], T["W_Q"][0, 0, i, inert] = 1e9, 1e9
+    i, j = 5, 1  # the hidden entry
+    _inert_entries(a, name, 3, i, j, 7)
     save_weights(a, tmp_path / "a")
     a = load_model(tmp_path / "a")
     ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(a), tmp_path))
@@ -497,3 +503,33 @@ def test_a_part_a_spread_element_shrinks_is_seen_in_its_slice_of_a(tmp_path):
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
     assert not ok and why.startswith("g^-1 . B reproduces every tensor of A as a whole, but not W_Q (layer 0)"), why
     assert "head slice 1" in why, why
+
+
+@pytest.mark.parametrize("where", ["another layer", "another head"])
+def test_a_dense_gauge_elsewhere_does_not_switch_a_heads_slices_off(where, tmp_path):
+    """The previous test's ``W_Q`` forgery, with a dense query/key gauge added on head 3 of layer 1 (or of layer 0)
+    and the identity elsewhere. Which axes are sliced was read per tensor: one dense component anywhere marked the
+    qk columns of ``W_Q`` mixed in every layer and head, so the columns, and with them the entries, went unmeasured,
+    and verify accepted the file again. Mixing is now read per layer and per head (:func:`symtrans.group.relate.
+    mixing`): the heads a step does not mix are measured as a tensor of their own. Control: B = g . A is valid."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2")
+    a = load_model(tmp_path / "a0")
+    i, j = 5, 1
+    _inert_entries(a, "W_Q", 3, i, j, 7)
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    H, dk = a.tensors["W_Q"].shape[1], a.tensors["W_Q"].shape[-1]
+    eye = torch.eye(dk, dtype=torch.float64)
+    dense = eye + 0.3 * torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    element = [{"g": [eye] * H} for _ in range(a.n_layers)]
+    element[1 if where == "another layer" else 0] = {"g": [eye] * 3 + [dense] + [eye] * (H - 4)}
+    steps = [{"factor": "qk-gauge", "element": element}]
+    blocks = apply_steps(GroupSpec.from_arch(a.arch), model_blocks(a), steps)
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
+    assert ok, why
+    blocks["layers"][0]["W_Q"][0] = blocks["layers"][0]["W_Q"][0].clone()
+    blocks["layers"][0]["W_Q"][0][i, j] += 100.0
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
+    assert not ok and "as a whole, but not W_Q (layer 0), its entries" in why and f"entry {(0, i, j)}" in why, why

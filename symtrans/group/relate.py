@@ -2557,21 +2557,79 @@ def _norm_any(x: Any) -> float:
 _SLICE_KEEPING = ("element", "inverse", "inverse_transpose", "permutation")
 
 
-def _mixes(x: Any) -> bool:
-    """Whether a component of an element mixes the slices of the axis it acts on: a dense square matrix that is
-    not monomial (a list of per-head ones: any of them); a permutation, scalings or a vector mix nothing."""
-    if isinstance(x, (list, tuple)):
-        mats = [m for m in x if hasattr(m, "shape")]
-        return bool(mats) and _largest(mats, element_length) > 1
-    return hasattr(x, "shape") and element_length(x) > 1
+#: :func:`mixing`'s key for a tag that acts on a tensor in every layer
+EVERY_LAYER = "*"
 
 
-def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any) -> dict[str, tuple[int, ...]]:
+def mixing(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[tuple[str, Any], dict[int, frozenset[int] | None]]:
+    """Per ``(tensor, layer)`` (:data:`EVERY_LAYER` for a step that acts on it in every layer alike), the axes
+    (positions in its axes, ``head`` first for a per-head tensor) that a step of ``steps`` mixes, each with the
+    per-head blocks whose component mixes it (None: every block, or a tensor not in blocks). A permutation,
+    monomial scalings and translations mix nothing; a dense gauge or rotation mixes its axis, in the layer and
+    block it acts on. (Read per tensor alone, one dense gauge on one head of one layer switched the slices of that
+    axis off in every layer and head: a forger added one to hide a ``W_Q`` entry of another layer.)
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> eye, dense = torch.eye(2), torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+    >>> steps = [{"factor": "qk-gauge", "element": [{"g": [eye, eye]}, {"g": [eye, dense]}]}]
+    >>> m = mixing(spec, steps)
+    >>> m[("W_Q", 1)], ("W_Q", 0) in m  # layer 1's head 1 only: its qk columns
+    ({2: frozenset({1})}, False)
+    """
+    out: dict[tuple[str, Any], dict[int, frozenset[int] | None]] = {}
+
+    def mark(key: tuple[str, Any], axis: int, blocks: frozenset[int] | None) -> None:
+        axes = out.setdefault(key, {})
+        old = axes.get(axis, frozenset())
+        axes[axis] = None if blocks is None or old is None else old | blocks
+
+    def mixed_blocks(x: Any) -> frozenset[int] | None:
+        """The blocks a component mixes (empty: none); None where a single matrix mixes every block."""
+        if isinstance(x, (list, tuple)):
+            return frozenset(i for i, m in enumerate(x) if hasattr(m, "shape") and element_length(m) > 1)
+        return None if hasattr(x, "shape") and element_length(x) > 1 else frozenset()
+
+    for st in steps:
+        f = spec.factor(st["factor"])
+        el = st["element"]
+        for t in f.tags:
+            if t.side not in ("left", "right"):
+                continue  # a head permutation or a translation: each slice moved by itself
+            if f.scope == "layer" and isinstance(el, list) and t.scope == "layer":
+                targets = [((t.tensor, l), e) for l, e in enumerate(el)]
+            elif f.scope == "model" and isinstance(el, dict):
+                targets = [((t.tensor, None if t.scope == "model" else EVERY_LAYER), el)]
+            else:  # between layers, or any other placement: every layer alike, by any of its elements
+                targets = [((t.tensor, EVERY_LAYER), e) for e in (el if isinstance(el, list) else [el])]
+            for key, e in targets:
+                blocks = None if t.how not in _SLICE_KEEPING else mixed_blocks(e.get(t.component))
+                if blocks is None or blocks:
+                    mark(key, t.axis, blocks)
+    return out
+
+
+def _mixed_at(mixed: dict[tuple[str, Any], dict[int, frozenset[int] | None]], name: str, layer: Any
+              ) -> dict[int, frozenset[int] | None]:
+    """:func:`mixing`'s axes of ``name`` at ``layer``, its every-layer steps included."""
+    out: dict[int, frozenset[int] | None] = {}
+    for key in ((name, layer), (name, EVERY_LAYER)):
+        for axis, blocks in mixed.get(key, {}).items():
+            old = out.get(axis, frozenset())
+            out[axis] = None if blocks is None or old is None else old | blocks
+    return out
+
+
+def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any, layer: Any = EVERY_LAYER,
+               mixed: dict[tuple[str, Any], dict[int, frozenset[int] | None]] | None = None
+               ) -> dict[str, tuple[int, ...]]:
     """Per tensor of ``names``, the axes (positions in its axes, ``head`` first for a per-head tensor) along which
-    ``steps`` move every slice by itself: no step mixes them (a permutation, monomial scalings and translations do
-    not; a dense gauge or rotation does). Along such an axis each slice of g . A is reproduced to the rounding of
-    that slice, whatever the rest of the tensor holds (:func:`worst_slice`); a vector's one axis, entry by entry
-    (:func:`worst_entries`).
+    ``steps`` move every slice by itself at ``layer`` (:func:`mixing`: no step mixes them there, in any block;
+    :data:`EVERY_LAYER`, the default: in no layer). Along such an axis each slice of g . A is reproduced to the
+    rounding of that slice, whatever the rest of the tensor holds (:func:`worst_slice`); a vector's one axis,
+    entry by entry (:func:`worst_entries`).
 
     Examples
     --------
@@ -2583,17 +2641,14 @@ def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any) -> dict
     """
     from symtrans.catalogue.model import _axes
 
-    mixed: dict[str, set[int]] = {}
-    for st in steps:
-        layers = st["element"] if isinstance(st["element"], list) else [st["element"]]
-        for t in spec.factor(st["factor"]).tags:
-            if t.side not in ("left", "right"):
-                continue  # a head permutation or a translation: each slice moved by itself
-            if t.how not in _SLICE_KEEPING or any(_mixes(e.get(t.component)) for e in layers):
-                mixed.setdefault(t.tensor, set()).add(t.axis)
+    mixed = mixing(spec, steps) if mixed is None else mixed
     out = {}
     for name in names:
-        keep = tuple(p for p in range(len(_axes(name))) if p not in mixed.get(name, ()))
+        if layer == EVERY_LAYER:  # mixed in any layer
+            gone = {a for (n, _), axes in mixed.items() if n == name for a in axes}
+        else:
+            gone = set(_mixed_at(mixed, name, layer))
+        keep = tuple(p for p in range(len(_axes(name))) if p not in gone)
         if keep:
             out[name] = keep
     return out
@@ -2910,18 +2965,37 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             hyperplanes.append(hyperplane_carried(spec, source, steps))
         return hyperplanes[0].get((name, l), (0.0, "", None))
 
-    def entries_of(name: str, l: int | None, v: Any, t: Any, tol: float, relative_to: str) -> dict[str, Any] | None:
-        """:func:`worst_entries` of a vector or of per-head vector blocks (stacked): at B's and g . A's scales, and
-        at A's moved by the linear steps wherever the tensor's own residual was read at that scale (an outlier
-        there, which g cancels, inflated it); else that scale only where the first reading fails."""
+    def entries_of(v: Any, t: Any, lin: Any, tol: float, relative_to: str) -> dict[str, Any] | None:
+        """:func:`worst_entries` of a tensor (per-head blocks stacked): at B's and g . A's scales, and at A's moved
+        by the linear steps (``lin()``; None where A is not given) wherever the tensor's own residual was read at
+        that scale (an outlier there, which g cancels, inflated it); else that scale only where the first reading
+        fails."""
         def whole(x: Any) -> Any:
             return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
 
         v, t = whole(v), whole(t)
-        has_lin = (name, l) in sources  # linear_of builds A moved by the linear steps: only where it is read
-        worst = worst_entries(v, t, (v, whole(linear_of(name, l))) if has_lin and relative_to == "A" else (v,))
-        if worst is not None and worst["residual"] > tol and has_lin and relative_to != "A":
-            worst = worst_entries(v, t, (v, whole(linear_of(name, l))))
+        worst = worst_entries(v, t, (v, whole(lin())) if lin is not None and relative_to == "A" else (v,))
+        if worst is not None and worst["residual"] > tol and lin is not None and relative_to != "A":
+            worst = worst_entries(v, t, (v, whole(lin())))
+        return worst
+
+    def slices_of(name: str, v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
+                  relative_to: str) -> dict[str, Any]:
+        """The worst slice of ``v`` against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read
+        at g . A's and (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left
+        out and each has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
+        worst, extra = worst_slice(name, stats), None
+        if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by the
+            # linear steps: the scale of what a translation cancels
+            scales = [_stacked_dims(name, v, keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
+            norms = [_slice_norms(*got) for got in scales]
+            extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(keep)}
+            worst = worst_slice(name, stats, extra)
+        if worst["residual"] <= tol and len(keep) == len(_axes(name)) and slices_can_hide(stats, extra):
+            # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
+            # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
+            ent = entries_of(v, t, lin, tol, relative_to)
+            worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
         return worst
 
     def acted_of(name: str, l: int | None, v: Any) -> Any:
@@ -2930,7 +3004,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             return acted(name)
         return v
 
-    axes = slice_axes(spec, steps, {n for n, _, _ in _iter_tensors(moved, blocks=True)}) if slices else {}
+    mixed = mixing(spec, steps) if slices else {}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -2942,9 +3016,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         m = chain.fitted(name)
         n = int(chain.on(name, l, length))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
+        at = _mixed_at(mixed, name, l) if slices else {}
+        keep = tuple(p for p in range(len(_axes(name))) if p not in at) if slices else ()
         stats = (measured_slices or {}).get((name, l))
-        if stats is None and name in axes:  # the slices' norms, and the tensor's residual from them
-            stats = slice_stats(name, v, target_tensors[(name, l)], axes[name])
+        if stats is not None:
+            keep = tuple(stats)
+        elif keep:  # the slices' norms, and the tensor's residual from them
+            stats = slice_stats(name, v, target_tensors[(name, l)], keep)
         res = measured[(name, l)] if measured and (name, l) in measured else \
             _stats_residual(stats) if stats else _rel_any(v, target_tensors[(name, l)])
         relative_to, through = "B", None
@@ -2967,30 +3045,41 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         rec = {"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                "relative_to": relative_to, **({"carried": through} if through is not None else {})}
+        lin = (lambda name=name, l=l: linear_of(name, l)) if (name, l) in sources else None
+        t = target_tensors[(name, l)]
         if stats and res <= tol:
-            worst, extra = worst_slice(name, stats), None
-            if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by
-                # the linear steps: the scale of what a translation cancels
-                scales = [_stacked_dims(name, acted_of(name, l, v), axes[name])]
-                if (name, l) in sources:
-                    scales.append(_stacked_dims(name, linear_of(name, l), axes[name]))
-                norms = [_slice_norms(*got) for got in scales]
-                extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(axes[name])}
-                worst = worst_slice(name, stats, extra)
-            if worst["residual"] <= tol and len(axes[name]) == len(_axes(name)) and slices_can_hide(stats, extra):
-                # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
-                # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
-                ent = entries_of(name, l, acted_of(name, l, v), target_tensors[(name, l)], tol, relative_to)
-                worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
+            worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to)
+            partial = {p: b for p, b in at.items() if b is not None}
+            rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
+                if partial and isinstance(v, (list, tuple)) else []
+            if worst["residual"] <= tol and rest:
+                # an axis some heads' components mix and others' do not: the other heads as a tensor of their
+                # own, measured along it too (a dense gauge on one head hid another head's W_Q entry)
+                sub_keep = tuple(sorted(set(keep) | set(partial)))
+                sub = [v[i] for i in rest], [t[i] for i in rest]
+                sub_lin = (lambda: [x[i] for x in [linear_of(name, l)] for i in rest]) if lin is not None else None
+                got = slices_of(name, *sub, sub_keep, slice_stats(name, *sub, sub_keep), sub_lin, tol, relative_to)
+                if got["residual"] > worst["residual"]:
+                    worst = _renumber_heads(got, rest)
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
-        elif name in axes and len(_axes(name)) == 1 and not isinstance(v, (list, tuple)) and res <= tol:
+        elif slices and len(_axes(name)) == 1 and not at and not isinstance(v, (list, tuple)) and res <= tol:
             # a vector with an outlier entry (its one axis not mixed): the other entries at B's and g . A's scales
             # (B's alone can hide them: a B of zeros but for the outlier has no typical entry)
-            worst = entries_of(name, l, v, target_tensors[(name, l)], tol, relative_to)
+            worst = entries_of(v, t, lin, tol, relative_to)
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         out.append(rec)
     return out
+
+
+def _renumber_heads(worst: dict[str, Any], heads: list[int]) -> dict[str, Any]:
+    """A worst slice or entry of a tensor of some heads only (``heads``: their indices), with the head numbered as
+    in the whole tensor."""
+    if worst["axis"] == "head":
+        return {**worst, "index": heads[worst["index"]]}
+    if worst["axis"] == "entries" and isinstance(worst["index"], tuple):
+        return {**worst, "index": (heads[worst["index"][0]], *worst["index"][1:])}
+    return worst
 
 
 def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any], precision: Any,
