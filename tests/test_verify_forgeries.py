@@ -474,8 +474,8 @@ def test_a_weight_entry_covered_by_inert_entries_in_every_slice_is_seen(name, tm
 
 def test_a_part_a_spread_element_shrinks_is_seen_in_its_slice_of_a(tmp_path):
     """verify's second side (g^-1 . B against A) measured whole tensors only. A's layer-0 ``W_Q`` column c of head
-    0 at 1e9 in every row (its key column 0, so inert), and a query/key gauge of 1e-8 on head 1's column c: B set
-    that column of head 1 to 0 (its keys' column 1e8 times A's, as g . A's). B's side sees nothing at 1e-8 of the
+    0 at 1e9 in every row (its key column 0, so inert), and a query/key gauge on head 1 that rotates its columns
+    and shrinks column c by 1e-8: B set that column of head 1 to 0 (its keys' column 1e8 times A's, as g . A's). B's side sees nothing at 1e-8 of the
     rest of each slice; A's whole ``W_Q`` is the 1e9 column's, so the pulled-back residual passed too, and verify
     accepted the file (head 1's attention pattern in layer 0 moved by 1.3e-3). A's side now measures slices and
     entries as B's does. Control: the same element with B = g . A is valid."""
@@ -493,13 +493,15 @@ def test_a_part_a_spread_element_shrinks_is_seen_in_its_slice_of_a(tmp_path):
     eye = torch.eye(dk, dtype=torch.float64)
     shrink = eye.clone()
     shrink[c, c] = 1e-8
-    steps = [{"factor": "qk-gauge", "element": [{"g": [eye, shrink] + [eye] * (H - 2)}]
+    # dense on head 1 (a rotation, then the shrink), so B's side measures that head's block only as a whole
+    rotation = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))[0]
+    steps = [{"factor": "qk-gauge", "element": [{"g": [eye, rotation @ shrink] + [eye] * (H - 2)}]
               + [{"g": [eye] * H} for _ in range(a.n_layers - 1)]}]
     blocks = apply_steps(GroupSpec.from_arch(a.arch), model_blocks(a), steps)
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
     assert ok, why
     blocks["layers"][0]["W_Q"][1] = blocks["layers"][0]["W_Q"][1].clone()
-    blocks["layers"][0]["W_Q"][1][:, c] = 0.0
+    blocks["layers"][0]["W_Q"][1][:, c] = 0.0  # the shrunk column of g . A's head 1
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
     assert not ok and why.startswith("g^-1 . B reproduces every tensor of A as a whole, but not W_Q (layer 0)"), why
     assert "head slice 1" in why, why
@@ -533,3 +535,65 @@ def test_a_dense_gauge_elsewhere_does_not_switch_a_heads_slices_off(where, tmp_p
     blocks["layers"][0]["W_Q"][0][i, j] += 100.0
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, blocks, tmp_path))
     assert not ok and "as a whole, but not W_Q (layer 0), its entries" in why and f"entry {(0, i, j)}" in why, why
+
+
+@pytest.mark.parametrize("case", ["bfloat16 final gain", "float32 query head", "bfloat16 every entry"])
+def test_a_part_g_shrank_inside_a_is_measured_at_its_own_scale(case, tmp_path):
+    """A helper's probe: A on the orbit of an ordinary model, but with a part some element of G shrank (a final norm
+    gain channel at 1e-2, its head row x100; head 0's queries at 1e-6, its keys x1e6). That part weighs in the
+    function as any other, yet a tensor's (or a slice's) residual allowed it to move by the rest's rounding, and
+    verify accepted files claiming B = A: the gain entry 0.0106 -> -0.15 at bfloat16 (logits 349% off); head 0's
+    queries moved by 40% of their own norm at float32 (1.1% off). And where nothing fitted acts on a tensor, every
+    entry moved by 6.7 u in the direction that most changes the output passed the 8 u tolerance (logits 4.2% off
+    against 0.29% for a plain bfloat16 copy; here the directions are random). A tensor the element moves entry by
+    entry is now measured entry by entry, each at its own scale (:func:`symtrans.group.relate.worst_each`), and
+    where no fitted step acts on it at B's rounding with the tolerance's headroom. Control: B = A rounded the same
+    way is valid."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    family = "llama" if case == "bfloat16 final gain" else "gpt2"
+    random_checkpoint(tmp_path / "a0", family, **({"head": True, "tie_word_embeddings": False}
+                                                   if family == "llama" else {}))
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    if case == "bfloat16 final gain":
+        D = torch.eye(a0.d_model, dtype=torch.float64)
+        D[2, 2] = 1e-2
+        steps = [{"factor": "final-norm-scaling", "element": {"D": D}}]
+    else:
+        H, dk = a0.tensors["W_Q"].shape[1], a0.tensors["W_Q"].shape[-1]
+        eye = torch.eye(dk, dtype=torch.float64)
+        steps = [{"factor": "qk-gauge", "element": [{"g": [1e-6 * eye] + [eye] * (H - 1)}]
+                  + [{"g": [eye] * H} for _ in range(a0.n_layers - 1)]}]
+    if case != "bfloat16 every entry":  # A: the ordinary model moved by that element (the same function)
+        save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), steps)), tmp_path / "a")
+    else:
+        save_weights(a0, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    dtype = None if case == "float32 query head" else torch.bfloat16
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], model_blocks(a), tmp_path / "control", dtype))
+    assert ok, why
+    forged = model_blocks(a)
+    if case == "bfloat16 final gain":
+        w = forged["final_ln_w"].clone()
+        w.reshape(-1)[2] = -0.15
+        forged["final_ln_w"] = w
+        where = "final_ln_w, entry 2"
+    elif case == "float32 query head":
+        forged["layers"][0]["W_Q"][0] = 1.4 * forged["layers"][0]["W_Q"][0]
+        where = "W_Q (layer 0), entry (0, "
+    else:
+        sign = torch.randint(0, 2, a.tensors["W_in"].shape[1:], generator=torch.Generator().manual_seed(0)) * 2 - 1
+        forged["layers"][0]["W_in"] = forged["layers"][0]["W_in"] * (1 + 6.7 * 2.0 ** -8 * sign)
+        where = "W_in (layer 0), entry ("
+    ok, why = _verdict(_claim(tmp_path / "a", a, [], forged, tmp_path / "forged", dtype))
+    assert not ok and f"as a whole, but not {where}" in why, why
+    if case == "float32 query head":  # relate: the pair is no g . A its solve can vouch for
+        b = load_model(tmp_path / "forged" / "b")
+        try:
+            assert not relate(a, b).related
+        except SymtransError as err:
+            assert "cannot decide" in str(err), err

@@ -69,7 +69,7 @@ from symtrans.group.action import BOUNDARY_NORM, linear_factor
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
-from symtrans.precision import EPS64
+from symtrans.precision import EPS64, smallest_normal
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
            "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "kappa_limit", "random_element", "tensor_residuals",
@@ -300,6 +300,11 @@ class Relation:
                          + f": {res['dtype']} storage, condition number {res['kappa']:.3g}, {res['factors']} "
                          f"factor{'s' if res['factors'] != 1 else ''} (what rounding at that precision, of A and of B, "
                          "carried through g, can produce)")
+            each = [r for r in self.residuals if "entrywise" in r]
+            if each:  # :func:`worst_each`: tensors g moves entry by entry
+                lines.append(f"entry by entry: in the {len(each)} tensors g moves entry by entry (no step mixes or "
+                             "translates them), each entry is held to within "
+                             f"{max(r['entrywise'] for r in each):.3g} of its own scale at most")
         for factor, tensor in self.unchecked:
             lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
                          "output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and "
@@ -2902,6 +2907,42 @@ def _np_unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(np.unravel_index(i, shape))
 
 
+def worst_each(moved: Any, target: Any, floor: float) -> dict[str, Any]:
+    """The entry of a tensor (per-head blocks stacked) reproduced worst relative to its own scale: ``|g.A - B|_j /
+    max(|g.A|_j, |B|_j, floor)``, with its index (a vector's entry, else its position) and its share of the
+    norm. For a tensor the element moves entry by entry (no step mixes an axis of it, none translates it: each
+    entry of g . A is A's times a product of scalars), each entry of B holds its own storage rounding and
+    nothing else, so each is measured at its own scale; ``floor``, the smallest normal number of B's dtype,
+    covers subnormals. A Frobenius residual, or a slice's, lets an entry far below the rest move by the rest's
+    rounding: a helper's probe kept A on the orbit of an ordinary model but with parts g had shrunk (a norm gain
+    channel at 1e-6 or 1e-2, its head row inflated; a head's queries shrunk by 1e-6), and B rewrote those parts
+    (logits 46% off at float32, 349% at bfloat16) inside the tensor's tolerance.
+
+    Examples
+    --------
+    >>> import torch
+    >>> b = torch.tensor([[1.0, 1.0, 1e-2]], dtype=torch.float64)
+    >>> forged = b.clone(); forged[0, 2] = -0.15  # a small gain entry rewritten: 3% of the vector's norm
+    >>> w = worst_each(forged, b, 2.0 ** -126)
+    >>> w["index"], round(w["residual"], 3)
+    (2, 1.067)
+    """
+    torch = _torch()
+
+    def whole(x: Any) -> Any:
+        return torch.stack(list(x)) if isinstance(x, (list, tuple)) else x
+
+    v, t = whole(moved), whole(target)
+    scale = torch.maximum(v.abs(), t.abs()).clamp_min(floor).reshape(-1)
+    ratio = (v - t).abs().reshape(-1) / scale
+    i = int(ratio.argmax())
+    total = float(scale.square().sum().sqrt())
+    shape = [n for n in t.shape if n > 1]
+    index: Any = i if len(shape) <= 1 else tuple(int(k) for k in _np_unravel(i, tuple(t.shape)))
+    return {"axis": "entries", "index": index, "residual": float(ratio[i]), "measure": "each",
+            "share": float(scale[i]) / total if total > 0 else 0.0}
+
+
 def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: Any, steps: list[dict[str, Any]],
                      spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
                      source: dict[str, Any] | None = None, slices: bool = False,
@@ -3005,6 +3046,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         return v
 
     mixed = mixing(spec, steps) if slices else {}
+    translated = chain.translated(spec)
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -3068,6 +3110,15 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             worst = entries_of(v, t, lin, tol, relative_to)
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
+        if slices and res <= tol and not at and name not in translated and not (measured and (name, l) in measured):
+            # moved entry by entry: each entry at its own scale (:func:`worst_each`). Where no step that acts on
+            # it is fitted (a permutation, the identity), each entry of B is A's in B's storage, and no fit's error
+            # is allowed for: B's rounding with the tolerance's headroom (kappa 0), the tolerance of what is only read
+            each_tol = tol if m > 0 else min(tol, relation_tolerance(dt, 0.0)[0])
+            each = worst_each(v, t, smallest_normal(dt))
+            rec["entrywise"] = each_tol
+            if each["residual"] > each_tol and rec.get("slice_ok", True):  # a slice's or the entries' failure first
+                rec["slice"], rec["slice_ok"] = {**each, "tolerance": each_tol}, False
         out.append(rec)
     return out
 
@@ -3631,11 +3682,17 @@ def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
     bad = [r for r in residuals if r.get("slice_ok") is False]
     if not bad:
         return None
-    r = max(bad, key=lambda r: r["slice"]["residual"] / r["tolerance"])
+    r = max(bad, key=lambda r: r["slice"]["residual"] / r["slice"].get("tolerance", r["tolerance"]))
     sl = r["slice"]
     where = r["tensor"] + (f" (layer {r['layer']})" if r["layer"] is not None else "")
     if r.get("side") == "A":  # :func:`pulled_back_residuals`
         where += " pulled back (g^-1 . B against A)"
+    if sl.get("measure") == "each":  # each entry at its own scale (:func:`worst_each`)
+        return (f"{where}, entry {sl['index']}: off by {sl['residual']:.3g} relative to the entry, more than the "
+                f"tolerance {sl.get('tolerance', r['tolerance']):.3g} ({r['dtype']}), though the whole tensor's "
+                "residual is "
+                f"{r['residual']:.3g}: the element moves this tensor entry by entry, so each entry holds its own "
+                f"rounding only (that entry holds {sl['share']:.3g} of the tensor's norm)")
     if sl.get("measure") == "rms":  # a vector's entries (:func:`worst_entries`)
         return (f"{where}, its entries: off by {sl['residual']:.3g} (root mean square over the entries, each "
                 "relative to the larger of its own scale and the typical entry's), more than the tolerance "
