@@ -2591,11 +2591,26 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[tuple[str, Any]
         old = axes.get(axis, frozenset())
         axes[axis] = None if blocks is None or old is None else old | blocks
 
+    seen: dict[int, tuple[Any, frozenset[int] | None]] = {}
+
     def mixed_blocks(x: Any) -> frozenset[int] | None:
-        """The blocks a component mixes (empty: none); None where a single matrix mixes every block."""
-        if isinstance(x, (list, tuple)):
-            return frozenset(i for i, m in enumerate(x) if hasattr(m, "shape") and element_length(m) > 1)
-        return None if hasattr(x, "shape") and element_length(x) > 1 else frozenset()
+        """The blocks a component mixes (empty: none); None where a single matrix mixes every block. A component
+        read by several tags is judged once; a list of dense squares of one shape, in one batched test."""
+        if id(x) in seen:
+            return seen[id(x)][1]
+        if not isinstance(x, (list, tuple)):
+            out = None if hasattr(x, "shape") and element_length(x) > 1 else frozenset()
+        else:
+            dense = [i for i, m in enumerate(x) if _square(m) and not _is_monomial_matrix(m)]
+            if dense and all(x[i].shape == x[dense[0]].shape and x[i].dtype == x[dense[0]].dtype for i in dense):
+                X = _torch().stack([x[i] for i in dense])
+                nz = X != 0
+                mono = ((nz.sum(1) == 1).all(-1) & (nz.sum(2) == 1).all(-1)).tolist()  # :func:`_monomial`, at once
+                out = frozenset(i for i, m in zip(dense, mono) if not m)
+            else:
+                out = frozenset(i for i in dense if element_length(x[i]) > 1)
+        seen[id(x)] = (x, out)  # x kept alive: its id is not reused within this call
+        return out
 
     for st in steps:
         f = spec.factor(st["factor"])
@@ -4222,6 +4237,13 @@ def element_length(x: Any) -> float:
     (1.0, 3.0)
     """
     return float(x.shape[0]) if _square(x) and not _monomial(x) else 1.0
+
+
+def _is_monomial_matrix(x: Any) -> bool:
+    """Whether ``x`` is a stored :class:`~symtrans.group.numeric.MonomialMatrix`."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    return isinstance(x, MonomialMatrix)
 
 
 def _square(x: Any) -> bool:
