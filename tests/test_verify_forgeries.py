@@ -597,3 +597,113 @@ def test_a_part_g_shrank_inside_a_is_measured_at_its_own_scale(case, tmp_path):
             assert not relate(a, b).related
         except SymtransError as err:
             assert "cannot decide" in str(err), err
+
+
+def _zeroed(x: Any) -> Any:
+    """An element's components, every tensor times 0 (the identity of a translation)."""
+    if isinstance(x, list):
+        return [_zeroed(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _zeroed(v) for k, v in x.items()}
+    return 0 * x if hasattr(x, "shape") else x
+
+
+@pytest.mark.parametrize("case", ["a translation in another layer", "a translation of 1e-10",
+                                  "a rotation on the shrunk head", "a rotation on another key/value group"])
+def test_a_step_that_moves_nothing_there_does_not_switch_the_entries_off(case, tmp_path):
+    """A second probe of the entry-by-entry measure: A on the orbit of an ordinary model with a part g shrank by
+    1e-7 (W_in row 3 of layer 0, lm_head row 3, head 0's values, or one value column of a key/value group under
+    grouped-query attention), and a claim whose extra step switched the measure off for that tensor without moving
+    the part: a translation in layer 1 only, or of 1e-10; a rotation (condition number 1) as the gauge of the
+    shrunk head itself, or of another key/value group. B rewrote the part and verify accepted the file: logits 5.3%,
+    108%, 2.2% and 24.7% off (GPT-2, GPT-2, GPT-2, Llama with H 4 and H_kv 2); relate also answered related on the
+    first. A translation now widens an entry's scale only by what it adds there, a dense map measures each fibre it
+    moves as a whole at its own scale, the blocks no step mixes are measured entry by entry, and under
+    grouped-query attention a gauge's component marks the query heads it acts on. Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    family = "llama" if case.endswith("group") else "gpt2"
+    random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, Hkv, dm = a0.n_layers, a0.arch.H_kv, a0.d_model
+    dk = a0.tensors["W_V"].shape[-1]
+    eye_m, eye_k = torch.eye(dm, dtype=torch.float64), torch.eye(dk, dtype=torch.float64)
+    rotation = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
+    if case.startswith("a translation"):
+        D = eye_m.clone()
+        D[3, 3] = 1e7  # the gain x1e7: the rows it feeds x1e-7
+        other = case.endswith("layer")
+        shrink = [{"factor": "ln2-scaling", "element": [{"D": D}] + [{"D": eye_m}] * (L - 1)}] if other else \
+            [{"factor": "final-norm-scaling", "element": {"D": D}}]
+        factor = "ffn-input-hyperplane" if other else "final-norm-bias-transfer"
+        el = random_element(spec, L, 5, factors=[factor])[0]["element"]
+        el = [_zeroed(e) if l != 1 else e for l, e in enumerate(el)] if other else \
+            {k: 1e-10 * v for k, v in el.items()}
+        claim, where = [{"factor": factor, "element": el}], (0, "W_in") if other else (None, "lm_head")
+    else:
+        shrunk = eye_k.clone()
+        if case.endswith("group"):
+            shrunk[0, 0] = 1e-7  # value column 0 of key/value group 0
+        else:
+            shrunk = 1e-7 * eye_k  # every value of head 0
+        on = 1 if case.endswith("group") else 0
+        shrink = [{"factor": "vo-gauge", "element": [{"g": [shrunk] + [eye_k] * (Hkv - 1)}]
+                   + [{"g": [eye_k] * Hkv}] * (L - 1)}]
+        claim = [{"factor": "vo-gauge", "element": [{"g": [rotation if h == on else eye_k for h in range(Hkv)]}]
+                  + [{"g": [eye_k] * Hkv}] * (L - 1)}]
+        where = (0, "W_V")
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    claim = in_group(spec, claim)
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, model_blocks(a), claim), tmp_path / "control"))
+    assert ok, why
+    part = model_blocks(a)  # A with its shrunk part rewritten, then moved by the claimed element
+    l, name = where
+    lp = part if l is None else part["layers"][l]
+    if name == "W_V":
+        lp["W_V"] = [x.clone() for x in lp["W_V"]]
+        if case.endswith("group"):
+            lp["W_V"][0][:, 0] *= -3
+        else:
+            lp["W_V"][0] = -lp["W_V"][0]
+            lp["b_V"] = [-x if h == 0 else x for h, x in enumerate(lp["b_V"])]
+    else:
+        lp[name] = lp[name].clone()
+        lp[name][3, :] *= -3
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, part, claim), tmp_path / "forged"))
+    assert not ok and f"as a whole, but not {name}" in why, why
+
+
+def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
+    """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
+    random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,
+    verify refused relate's own file (``b_O`` of layer 1 pulled back, 1.6e-2 against its tolerance): a
+    translation's component pulled back reads other tensors at B's rounding, which no scale of the tensor itself
+    bounds. A's side now measures entry by entry only what no translation moves."""
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    def half(path: Path) -> None:
+        f = path / "model.safetensors"
+        save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(str(f)).items()}, str(f))
+
+    random_checkpoint(tmp_path / "a0", "bert", seed=0)
+    half(tmp_path / "a0")
+    save_weights(load_model(tmp_path / "a0"), tmp_path / "a")
+    half(tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0))),
+                 tmp_path / "b")
+    half(tmp_path / "b")
+    rel = relate(a, load_model(tmp_path / "b"))
+    assert rel.related, rel.summary()
+    ok, why = _verdict(write_relation(rel, tmp_path / "g.json"))
+    assert ok, why
