@@ -200,3 +200,28 @@ def test_a_unit_the_window_matches_beyond_its_key_tolerance_is_measured_and_refu
     assert not rel.related and (rel.stop.factor, rel.stop.layer) == ("S_dff", l)
     assert 2 * key_tol < rel.stop.unexplained <= 100 * key_tol  # measured: beyond the tolerance, at most |delta|
     assert "deferred try" in rel.phases  # the first try's answer not taken: the distance measured where made
+
+
+def test_the_chunked_entry_measure_agrees_with_the_whole_array_form():
+    """``worst_each`` entry by entry reads NumPy arrays chunk by chunk (``_worst_each_chunked``); its worst ratio,
+    index and share equal those of the whole-array formula, over sizes that end mid-chunk and a NaN (read as
+    infinitely far off)."""
+    import math
+
+    import numpy as np
+
+    from symtrans.group.relate import _EACH_CHUNK, worst_each
+
+    rng = np.random.default_rng(0)
+    for n in (7, _EACH_CHUNK, 3 * _EACH_CHUNK + 5):
+        b = rng.standard_normal((n,))
+        b[rng.integers(0, n, 5)] *= 1e-9  # entries far below the rest
+        a = b * (1 + 1e-7 * rng.standard_normal(n))
+        a[n // 2] = -b[n // 2]
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 2.0 ** -126)
+        ratio = np.abs(a - b) / scale
+        got = worst_each(torch.from_numpy(a), torch.from_numpy(b), 2.0 ** -126)
+        assert got["index"] == int(ratio.argmax()) and got["residual"] == float(ratio.max())
+        assert math.isclose(got["share"], scale[ratio.argmax()] / math.sqrt(float(scale @ scale)))
+        a[-1] = math.nan
+        assert worst_each(torch.from_numpy(a), torch.from_numpy(b), 2.0 ** -126)["residual"] == math.inf
