@@ -2653,14 +2653,12 @@ def _mixed_at(mixed: dict[tuple[str, Any], dict[int, Any]], name: str, layer: An
     return out
 
 
-def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any, layer: Any = EVERY_LAYER,
-               mixed: dict[tuple[str, Any], dict[int, frozenset[int] | None]] | None = None
-               ) -> dict[str, tuple[int, ...]]:
+def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any) -> dict[str, tuple[int, ...]]:
     """Per tensor of ``names``, the axes (positions in its axes, ``head`` first for a per-head tensor) along which
-    ``steps`` move every slice by itself at ``layer`` (:func:`mixing`: no step mixes them there, in any block;
-    :data:`EVERY_LAYER`, the default: in no layer). Along such an axis each slice of g . A is reproduced to the
-    rounding of that slice, whatever the rest of the tensor holds (:func:`worst_slice`); a vector's one axis,
-    entry by entry (:func:`worst_entries`).
+    ``steps`` move every slice by itself in every layer (:func:`mixing`: no step mixes them, in any layer or
+    block; :func:`tensor_residuals` reads it per layer and block). Along such an axis each slice of g . A is
+    reproduced to the rounding of that slice, whatever the rest of the tensor holds (:func:`worst_slice`); a
+    vector's one axis, entry by entry (:func:`worst_entries`).
 
     Examples
     --------
@@ -2672,13 +2670,10 @@ def slice_axes(spec: GroupSpec, steps: list[dict[str, Any]], names: Any, layer: 
     """
     from symtrans.catalogue.model import _axes
 
-    mixed = mixing(spec, steps) if mixed is None else mixed
+    mixed = mixing(spec, steps)
     out = {}
     for name in names:
-        if layer == EVERY_LAYER:  # mixed in any layer
-            gone = {a for (n, _), axes in mixed.items() if n == name for a in axes}
-        else:
-            gone = set(_mixed_at(mixed, name, layer))
+        gone = {a for (n, _), axes in mixed.items() if n == name for a in axes}  # mixed in any layer
         keep = tuple(p for p in range(len(_axes(name))) if p not in gone)
         if keep:
             out[name] = keep
@@ -2920,17 +2915,24 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     ratio = torch.where(s > 0, d / torch.where(s > 0, s, 1), torch.where(d > 0, math.inf, 0.0))
     i = int(ratio.argmax())
     total = float(scale.square().sum().sqrt())
-    shape = [n for n in target.shape if n > 1]  # a vector (a 1 x m row too): the entry's index; else its position
-    index: Any = i if len(shape) <= 1 else tuple(int(k) for k in _np_unravel(i, tuple(target.shape)))
-    return {"axis": "entries", "index": index, "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
+    return {"axis": "entries", "index": _entry_index(i, tuple(target.shape)),
+            "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
             "share": float(scale[i]) / total if total > 0 else 0.0}
 
 
-def _np_unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's ``unravel_index``: a flat index as a position in ``shape``."""
+def _entry_index(i: int, shape: tuple[int, ...]) -> Any:
+    """A flat index as an entry's name: itself for a vector (a 1 x m row too), else its position in ``shape``
+    (NumPy's ``unravel_index``)."""
     import numpy as np
 
-    return tuple(np.unravel_index(i, shape))
+    if len([n for n in shape if n > 1]) <= 1:
+        return i
+    return tuple(int(k) for k in np.unravel_index(i, shape))
+
+
+def _stacked(x: Any) -> Any:
+    """A tensor in block form as one tensor: per-head blocks stacked, the head axis first."""
+    return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
 
 
 def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] = (), term: Any = None,
@@ -2968,27 +2970,22 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     """
     torch = _torch()
 
-    def whole(x: Any) -> Any:
-        return torch.stack(list(x)) if isinstance(x, (list, tuple)) else x
-
     def size(x: Any) -> Any:
         return x.abs() if not over else x.square().sum(over).sqrt()
 
-    v, t = whole(moved), whole(target)
+    v, t = _stacked(moved), _stacked(target)
     if not over and term is None and v.device.type == "cpu" and v.dtype == t.dtype and not v.requires_grad:
         return _worst_each_chunked(v.detach().numpy(), t.detach().numpy(), floor)
-    else:
-        scale = torch.maximum(size(v), size(t))
-        if term is not None:
-            scale = torch.maximum(scale, size(whole(term)) * (2.0 / tol))
-        scale = scale.clamp_min(floor)
-        shape = tuple(scale.shape)
-        scale = scale.reshape(-1)
-        ratio = size(v - t).reshape(-1) / scale
+    scale = torch.maximum(size(v), size(t))
+    if term is not None:
+        scale = torch.maximum(scale, size(_stacked(term)) * (2.0 / tol))
+    scale = scale.clamp_min(floor)
+    shape = tuple(scale.shape)
+    scale = scale.reshape(-1)
+    ratio = size(v - t).reshape(-1) / scale
     i = int(ratio.argmax())
     total = float(scale.square().sum().sqrt())
-    index: Any = i if len([n for n in shape if n > 1]) <= 1 else tuple(int(k) for k in _np_unravel(i, shape))
-    return {"axis": "entries", "index": index, "residual": float(ratio[i]), "measure": "each",
+    return {"axis": "entries", "index": _entry_index(i, shape), "residual": float(ratio[i]), "measure": "each",
             "over": bool(over), "share": float(scale[i]) / total if total > 0 else 0.0}
 
 
@@ -3022,10 +3019,8 @@ def _worst_each_chunked(a: Any, b: Any, floor: float) -> dict[str, Any]:
         r = float(dk[j]) if dk[j] == dk[j] else math.inf
         if r > best:
             best, at, at_scale = r, k + j, float(sk[j])
-    shape = a.shape
-    index: Any = at if len([m for m in shape if m > 1]) <= 1 else tuple(int(q) for q in _np_unravel(at, shape))
     total = math.sqrt(sumsq)
-    return {"axis": "entries", "index": index, "residual": best, "measure": "each", "over": False,
+    return {"axis": "entries", "index": _entry_index(at, a.shape), "residual": best, "measure": "each", "over": False,
             "share": at_scale / total if total > 0 else 0.0}
 
 
@@ -3111,13 +3106,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         by the linear steps (``lin()``; None where A is not given) wherever the tensor's own residual was read at
         that scale (an outlier there, which g cancels, inflated it); else that scale only where the first reading
         fails."""
-        def whole(x: Any) -> Any:
-            return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
-
-        v, t = whole(v), whole(t)
-        worst = worst_entries(v, t, (v, whole(lin())) if lin is not None and relative_to == "A" else (v,))
+        v, t = _stacked(v), _stacked(t)
+        worst = worst_entries(v, t, (v, _stacked(lin())) if lin is not None and relative_to == "A" else (v,))
         if worst is not None and worst["residual"] > tol and lin is not None and relative_to != "A":
-            worst = worst_entries(v, t, (v, whole(lin())))
+            worst = worst_entries(v, t, (v, _stacked(lin())))
         return worst
 
     def slices_of(name: str, v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
@@ -3189,11 +3181,12 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                "relative_to": relative_to, **({"carried": through} if through is not None else {})}
         lin = (lambda name=name, l=l: linear_of(name, l)) if (name, l) in sources else None
         t = target_tensors[(name, l)]
+        # the axes some blocks' components mix and others' do not, and the blocks none of them mixes
+        partial = {p: b for p, b in at.items() if b is not None}
+        rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
+            if partial and isinstance(v, (list, tuple)) else []
         if stats and res <= tol:
             worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to)
-            partial = {p: b for p, b in at.items() if b is not None}
-            rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
-                if partial and isinstance(v, (list, tuple)) else []
             if worst["residual"] <= tol and rest:
                 # an axis some heads' components mix and others' do not: the other heads as a tensor of their
                 # own, measured along it too (a dense gauge on one head hid another head's W_Q entry)
@@ -3218,10 +3211,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             each_tol = tol if m > 0 else min(tol, relation_tolerance(dt, 0.0)[0])
             dims = _dims_of(name, v)
             over = tuple(dims[p] for p in at)
-            rest = [i for i in range(len(v)) if not any(b is None or i in b for b in at.values())] \
-                if at and isinstance(v, (list, tuple)) else []
+            # an axis every block mixes leaves no block moved entry by entry
+            each_rest = rest if len(partial) == len(at) else []
 
-            def measure(term: Any, v: Any = v, t: Any = t, over: tuple[int, ...] = over, rest: list[int] = rest,
+            def measure(term: Any, v: Any = v, t: Any = t, over: tuple[int, ...] = over, rest: list[int] = each_rest,
                         each_tol: float = each_tol) -> dict[str, Any]:
                 """:func:`worst_each` of the tensor (fibres along its mixed axes), and of its unmixed blocks."""
                 each = worst_each(v, t, smallest_normal(dt), over=over, term=term, tol=each_tol)
