@@ -679,6 +679,45 @@ def test_a_step_that_moves_nothing_there_does_not_switch_the_entries_off(case, t
     assert not ok and f"as a whole, but not {name}" in why, why
 
 
+
+def test_an_ordinary_translation_beside_a_shrunk_part_widens_it_only_by_its_rounding(tmp_path):
+    """A third probe: A on the orbit of a random GPT-2 with ``W_in`` row 3 of layer 0 shrunk by 1e-7 (its norm
+    gain channel x1e7), and a claim of an ordinary input hyperplane on that layer, which adds ``u_3 v`` to the row:
+    1e-7 of what it adds to the others, but far more than the row itself. An entry's scale was widened by ``2 |T| /
+    tol``, what the translation adds there over the tolerance, so B could move each entry of the row by up to 2 |T|:
+    with 1.9 |T| verify accepted the file, and logits were 28% off. The scale is now widened only by the rounding
+    the translation's component carries in from the tensor it was read from
+    (:func:`symtrans.group.relate.translation_allowance`). Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, dm = a0.n_layers, a0.d_model
+    D = torch.eye(dm, dtype=torch.float64)
+    D[3, 3] = 1e7
+    shrink = [{"factor": "ln2-scaling", "element": [{"D": D}] + [{"D": torch.eye(dm, dtype=torch.float64)}] * (L - 1)}]
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    el = random_element(spec, L, 5, factors=["ffn-input-hyperplane"])[0]["element"]
+    claim = in_group(spec, [{"factor": "ffn-input-hyperplane",
+                             "element": [e if l == 0 else _zeroed(e) for l, e in enumerate(el)]}])
+    A = model_blocks(a)
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    T = forged["layers"][0]["W_in"] - A["layers"][0]["W_in"]  # what the translation adds
+    assert float(T[3].abs().max()) > 10 * float(A["layers"][0]["W_in"][3].abs().max())  # far more than the row
+    sign = torch.randint(0, 2, T.shape[1:], generator=torch.Generator().manual_seed(1)) * 2 - 1
+    forged["layers"][0]["W_in"] = forged["layers"][0]["W_in"].clone()
+    forged["layers"][0]["W_in"][3] += 1.9 * T[3].abs() * sign
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "as a whole, but not W_in (layer 0), entry (3, " in why, why
+
 def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
     random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,

@@ -62,7 +62,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from symtrans.errors import SymtransError
 from symtrans.group.action import BOUNDARY_NORM, linear_factor
@@ -304,7 +304,8 @@ class Relation:
             if each:  # :func:`worst_each`: tensors g moves entry by entry
                 lines.append(f"entry by entry: in {len(each)} tensors each entry is held to within "
                              f"{max(r['entrywise'] for r in each):.3g} of its own scale at most (a fibre along an "
-                             "axis a map mixes as one; widened by what a fitted translation adds there)")
+                             "axis a map mixes as one; widened by the rounding a fitted translation carries in from the tensor "
+                             "it was read from)")
         for factor, tensor in self.unchecked:
             lines.append(f"not checked: {tensor}, which {factor} moves, is not among the loaded weights (an untied "
                          "output head the checkpoint does not hold): B = g . A holds for every loaded tensor, and "
@@ -2935,19 +2936,19 @@ def _stacked(x: Any) -> Any:
     return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
 
 
-def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] = (), term: Any = None,
-               tol: float = 1.0) -> dict[str, Any]:
+def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] = (), widen: Any = None
+               ) -> dict[str, Any]:
     """The entry of a tensor (per-head blocks stacked; with ``over``, the fibre along those dims: what a dense
     map moves as a whole) reproduced worst relative to its own scale: ``|g.A - B|_j / s_j`` with ``s_j`` the
-    largest of ``|g.A|_j``, ``|B|_j``, ``2 |term|_j / tol`` and ``floor``; its index (a vector's entry, else its
+    largest of ``|g.A|_j``, ``|B|_j``, ``|widen|_j`` and ``floor``; its index (a vector's entry, else its
     position) and its share of the norm.
 
     Each entry of g . A is A's moved by scalars (a permutation, monomial scalings), or each fibre by a dense map
     that keeps its norm within its condition number; so each entry (fibre) of B holds its own rounding, and the
-    error of a fitted map, relative to its own scale, and nothing else. ``term``: what the element's
-    translations add to the tensor (g . A less A moved by its linear steps); a fitted translation carries its
-    fit's error into each entry at the scale of what it adds there, which ``2 |term| / tol`` covers (a fit of
-    noise adds only its error). ``floor``, the smallest normal number of B's dtype, covers subnormals. A
+    error of a fitted map, relative to its own scale, and nothing else. ``widen``: a fitted translation carries
+    the rounding of the tensor it was read from into each entry it moves, at that tensor's scale, not the entry's
+    (:func:`translation_allowance`; in units of the entry's rounding, as the scale is). ``floor``, the smallest
+    normal number of B's dtype, covers subnormals. A
     Frobenius residual, or a slice's, lets an entry far below the rest move by the rest's rounding: a helper's
     probe kept A on the orbit of an ordinary model but with parts g had shrunk (a norm gain channel at 1e-6 or
     1e-2, its head row inflated; a head's queries shrunk by 1e-6), and B rewrote those parts (logits 46% off at
@@ -2962,8 +2963,8 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     >>> w = worst_each(forged, b, 2.0 ** -126)
     >>> w["index"], round(w["residual"], 3)
     (2, 1.067)
-    >>> tiny = torch.full_like(b, 1e-10)  # a translation adding 1e-10 everywhere covers nothing at 1e-2
-    >>> round(worst_each(forged, b, 2.0 ** -126, term=tiny, tol=0.03)["residual"], 3)
+    >>> tiny = torch.full_like(b, 1e-10)  # a widening of 1e-10 everywhere covers nothing at 1e-2
+    >>> round(worst_each(forged, b, 2.0 ** -126, widen=tiny)["residual"], 3)
     1.067
     >>> round(worst_each(forged, b, 2.0 ** -126, over=(1,))["residual"], 3)  # the row as one fibre
     0.113
@@ -2974,11 +2975,11 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
         return x.abs() if not over else x.square().sum(over).sqrt()
 
     v, t = _stacked(moved), _stacked(target)
-    if not over and term is None and v.device.type == "cpu" and v.dtype == t.dtype and not v.requires_grad:
+    if not over and widen is None and v.device.type == "cpu" and v.dtype == t.dtype and not v.requires_grad:
         return _worst_each_chunked(v.detach().numpy(), t.detach().numpy(), floor)
     scale = torch.maximum(size(v), size(t))
-    if term is not None:
-        scale = torch.maximum(scale, size(_stacked(term)) * (2.0 / tol))
+    if widen is not None:
+        scale = torch.maximum(scale, size(_stacked(widen)))
     scale = scale.clamp_min(floor)
     shape = tuple(scale.shape)
     scale = scale.reshape(-1)
@@ -3040,7 +3041,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                      spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
                      source: dict[str, Any] | None = None, slices: bool = False,
                      measured_slices: dict[tuple[str, int | None], Any] | None = None,
-                     acted: Any = None, translated_entries: bool = True) -> list[dict[str, Any]]:
+                     acted: Any = None) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
@@ -3062,9 +3063,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     cannot see a slice beside a much larger one: a word row of A at 1e10 let B rewrite every other row. Where no
     axis is mixed and every axis has a large slice (:func:`slices_can_hide`), also its entries
     (:func:`worst_entries`); a vector's entries wherever it has an outlier. ``acted(name)``: g . A's table for a
-    tensor of ``measured`` (read only where a slice or its entries must be measured again). ``translated_entries``:
-    False leaves a tensor a translation moves out of the entry-by-entry measure (A's side: a translation's
-    component, pulled back, reads other tensors at B's rounding, which no scale of the tensor itself bounds).
+    tensor of ``measured`` (read only where a slice or its entries must be measured again). An entry a translation
+    moves has its scale widened by the rounding the translation carries in (:func:`translation_allowance`; where
+    that is not followed through the element's steps, nothing is widened).
 
     Examples
     --------
@@ -3094,6 +3095,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         return linear[(name, l)]
 
     hyperplanes: list[dict[tuple[str, int | None], tuple[float, str, int | None]]] = []
+    allowances: list[dict[tuple[str, int | None], Any]] = []
+
+    def allowance_of(name: str, l: int | None) -> Any:
+        """:func:`translation_allowance` at ``(name, l)``, walked once (only where a tensor's entries fail)."""
+        if not allowances:
+            allowances.append(translation_allowance(spec, source, target, steps, precision))
+        return allowances[0].get((name, l))
 
     def hyperplane_of(name: str, l: int | None) -> tuple[float, str, int | None]:
         """:func:`hyperplane_carried` at ``(name, l)``, walked once (only where a tensor fails)."""
@@ -3214,26 +3222,27 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             # an axis every block mixes leaves no block moved entry by entry
             each_rest = rest if len(partial) == len(at) else []
 
-            def measure(term: Any, v: Any = v, t: Any = t, over: tuple[int, ...] = over, rest: list[int] = each_rest,
-                        each_tol: float = each_tol) -> dict[str, Any]:
+            def measure(widen: Any, v: Any = v, t: Any = t, over: tuple[int, ...] = over,
+                        rest: list[int] = each_rest) -> dict[str, Any]:
                 """:func:`worst_each` of the tensor (fibres along its mixed axes), and of its unmixed blocks."""
-                each = worst_each(v, t, smallest_normal(dt), over=over, term=term, tol=each_tol)
+                each = worst_each(v, t, smallest_normal(dt), over=over, widen=widen)
                 if rest:  # the blocks no step mixes: entry by entry
                     sub = worst_each([v[i] for i in rest], [t[i] for i in rest], smallest_normal(dt),
-                                     term=None if term is None else [term[i] for i in rest], tol=each_tol)
+                                     widen=None if widen is None else [widen[i] for i in rest])
                     if sub["residual"] > each["residual"]:
                         each = _renumber_heads(sub, rest)
                 return each
 
-            # what the translations add widens an entry's scale (read only where the entries fail without it)
+            # the rounding a translation carries in from the tensor it was read from widens an entry's scale
+            # (read only where the entries fail without it); where that is not followed, nothing is widened
             each = measure(None)
             if each["residual"] > each_tol and name in translated:
-                if lin is None or not translated_entries:  # what the translations add is unknown: not measured
+                if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
                     each = None
                 else:
-                    acted_v = acted_of(name, l, v)
-                    each = measure([x - y for x, y in zip(acted_v, lin())] if isinstance(acted_v, (list, tuple))
-                                   else acted_v - lin())
+                    widen = allowance_of(name, l)
+                    if widen is not None:
+                        each = measure(widen)
             if each is not None:
                 rec["entrywise"] = each_tol
                 if each["residual"] > each_tol and rec.get("slice_ok", True):  # a slice's or entries' failure first
@@ -3289,8 +3298,7 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     from symtrans.group.action import inverse_steps
 
     inv = inverse_steps(spec, steps)
-    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True,
-                           translated_entries=False)
+    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True)
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
         r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
@@ -3353,6 +3361,194 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
                     out[(t.tensor, l)] = (size, bias if at is not None else "emb_ln_b", at)
         cur = apply_steps(spec, cur, [st])
     return out
+
+
+#: Per kind of tag a translation's component is read through (relate's solve: :meth:`_Solve.layer_translation`,
+#: :meth:`_Solve.model_translation`), a bound on what the rounding of that tensor puts into the component, from the
+#: tensor's entrywise scale ``S`` (a block) and, for a hyperplane, its norm's gain. A difference carries each entry's
+#: own; a mean over an axis the mean of the scales; a read along ``1/gamma`` its least-squares weights, ``|u|^T S /
+#: |u|^2``; the rows' weighted mean (weights that sum to 1), with the centring's mean removed, at most twice the
+#: largest row; the leading rows of a table their own.
+_FIT_BOUND: dict[str, Callable[..., Any]] = {
+    "translate": lambda S, gain, c: S,
+    "translate_leading_rows": lambda S, gain, c: S[: c.shape[0]],
+    "translate_ones": lambda S, gain, c: S.mean(1, keepdim=True),
+    "translate_rows": lambda S, gain, c: 2 * S.amax(0, keepdim=True),
+    "hyperplane_weight": lambda S, gain, c: (1 / gain).abs().reshape(1, -1) @ S / (1 / gain).square().sum(),
+}
+
+
+def _map_blocks(fn: Callable[..., Any], *xs: Any) -> Any:
+    """``fn`` on each block of tensors in block form (a tensor, or a list of per-head blocks)."""
+    if isinstance(xs[0], (list, tuple)):
+        return [fn(*ys) for ys in zip(*xs)]
+    return fn(*xs)
+
+
+def _abs_params(params: dict[str, Any], zero: set[str]) -> dict[str, Any]:
+    """Block-form parameters with every value's magnitude, and the tensors named in ``zero`` at 0."""
+    def one(name: str, v: Any) -> Any:
+        if v is None or not hasattr(v, "abs") and not isinstance(v, (list, tuple)):
+            return v
+        return _map_blocks(lambda x: _torch().zeros_like(x) if name in zero else x.abs(), v)
+
+    out = {n: one(n, v) for n, v in params.items() if n != "layers"}
+    out["layers"] = [{n: one(n, v) for n, v in lp.items()} for lp in params["layers"]]
+    return out
+
+
+def _abs_element(x: Any) -> Any:
+    """An element's components by magnitude, each dense square one with its inverse's magnitude beside it
+    (``name_inv``, which an action uses as the inverse): acting with it bounds, entry by entry, what the element does
+    to an error of given magnitudes (``|g x| <= |g| |x|``; ``|g^-1|`` is not ``|g|^-1``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> el = _abs_element({"g": torch.tensor([[1.0, -1.0], [1.0, 1.0]])})
+    >>> el["g"].tolist(), el["g_inv"].tolist()
+    ([[1.0, 1.0], [1.0, 1.0]], [[0.5, 0.5], [0.5, 0.5]])
+    """
+    from symtrans.group.numeric import MonomialMatrix
+
+    if isinstance(x, MonomialMatrix):
+        return MonomialMatrix(x.perm.tolist(), x.vals.abs())
+    if isinstance(x, (list, tuple)):
+        return [_abs_element(v) for v in x]
+    if isinstance(x, dict):
+        out = {k: _abs_element(v) for k, v in x.items()}
+        for k, v in x.items():
+            square = [b for b in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(b, "shape")
+                      and not isinstance(b, MonomialMatrix) and b.dim() == 2 and b.shape[0] == b.shape[1] > 1]
+            if square and not k.endswith("_inv") and k + "_inv" not in x:
+                inv = [b.inverse().abs() if hasattr(b, "shape") and not isinstance(b, MonomialMatrix) else _abs_element(b)
+                       for b in (v if isinstance(v, (list, tuple)) else [v])]
+                out[k + "_inv"] = inv if isinstance(v, (list, tuple)) else inv[0]
+        return out
+    return x.abs() if hasattr(x, "abs") and hasattr(x, "shape") else x
+
+
+def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[str, Any], steps: list[dict[str, Any]],
+                          precision: Any) -> dict[tuple[str, int | None], Any]:
+    """Per ``(tensor, layer)`` the element's translations move, a bound on what rounding can put into each entry
+    through them: the scale :func:`tensor_residuals` widens an entry's by, in units of that tensor's unit roundoff
+    (None: a step this bound does not follow moved the tensor; nothing is widened there).
+
+    A translation's component is read from B's rounded tensors (its pivot: the tag :data:`_FIT_BOUND` names), so it
+    carries up to ``u_p`` times :data:`_FIT_BOUND` of the pivot's scale (the largest of B's, and A's moved by the
+    steps before and with it); its tags add that through their action taken on magnitudes: ``|c| |W|`` for ``c W``,
+    with no cancellation (a sum far smaller than its terms carries its terms' rounding). It is given in units of
+    the tensor's own ``u``, as an entry's scale is: the tolerance's headroom (``4 (1 + kappa)``) applies on top.
+    It is not what the translation adds: with the entry's scale widened by ``2 |T| / tol``,
+    a part of A some element shrank (a ``W_in`` row at 1e-7) beside an ordinary input hyperplane, which adds ``|T|``
+    there at the part's own scale, could be rewritten by up to ``2 |T|`` (logits 28% off, and verify accepted).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> from symtrans.group.numeric import model_blocks
+    >>> a = tiny_decoder("gpt2")
+    >>> spec = GroupSpec.from_arch(a.arch)
+    >>> A = model_blocks(a)
+    >>> v = [{"v_W_in": torch.full((1, a.W_in.shape[-1]), 3.0, dtype=torch.float64)}] * a.n_layers
+    >>> steps = [{"factor": "ffn-input-hyperplane", "element": v}]
+    >>> allow = translation_allowance(spec, A, apply_steps(spec, A, steps), steps, _precision(a))
+    >>> lp, W = A["layers"][0], allow[("W_in", 0)]
+    >>> u = (1 / lp["ln2_w"]).abs().reshape(-1, 1)  # each entry: |u_i| (|u|^T S_j) / |u|^2, S W_in's scale
+    >>> S = torch.maximum(lp["W_in"].abs(), apply_steps(spec, A, steps)["layers"][0]["W_in"].abs())
+    >>> bool(torch.allclose(W, u @ (u.T @ S) / u.square().sum()))
+    True
+    """
+    from symtrans.precision import unit_roundoff
+
+    torch = _torch()
+    L = len(source["layers"])
+    allow: dict[tuple[str, int | None], Any] = {}
+    unknown: set[tuple[str, int | None]] = set()
+    cur = source
+
+    def at(params: dict[str, Any], tensor: str, l: int | None) -> Any:
+        return params.get(tensor) if l is None else params["layers"][l].get(tensor)
+
+    def pivot(t: Any, l: int | None) -> tuple[str, int | None, str | None, int | None]:
+        """Where tag ``t`` reads its component at layer (or boundary's next layer) ``l``, and its gain (if any)."""
+        gain = t.via.split(",")[0] if t.via else None
+        if l is None or t.scope == "layer":
+            return t.tensor, l, gain, l
+        if t.scope == "prev":  # a boundary's closing norm: the embedding norm before layer 0
+            return (("emb_ln_b" if t.tensor == "ln2_b" else "emb_ln_w"), None, None, None) if l == 0 else \
+                (t.tensor, l - 1, None, None)
+        # "next": the layer after the boundary; its norm (a hyperplane's gain) the layer before's
+        g = None if gain is None else (("emb_ln_w", None) if l == 0 else (gain, l - 1))
+        return t.tensor, l, *(g if g is not None else (None, None))
+
+    for st in steps:
+        f = spec.factor(st["factor"])
+        acted = {t.tensor for t in f.tags}
+        after = apply_steps(spec, cur, [st])
+        if linear_factor(spec, f.name):  # a linear step moves what is widened: on magnitudes, as it moves entries
+            held = {k for k in allow if k[0] in acted and k not in unknown}
+            vias = {n for t in f.tags if t.via for n in t.via.split(",")}
+            if held and not {k[0] for k in held} & vias:
+                P = _abs_params(cur, acted)
+                for n, l in held:
+                    (P if l is None else P["layers"][l])[n] = allow[(n, l)]
+                moved = act(spec, P, f.name, _abs_element(st["element"]))
+                for n, l, v in _iter_tensors(moved, blocks=True):
+                    if (n, l) in held:
+                        allow[(n, l)] = v
+            else:
+                unknown |= held
+            cur = after
+            continue
+        if any(t.how == "hyperplane_head" for t in f.tags):  # its scalar reads the block: not followed here
+            unknown |= {(t.tensor, None) for t in f.tags}
+            cur = after
+            continue
+        els = st["element"] if isinstance(st["element"], list) else None
+        first = L - len(els) if els is not None else 0
+        readers = {}
+        for t in f.tags:
+            if t.how in _FIT_BOUND:
+                readers.setdefault(t.component, t)
+
+        def bound(el: dict[str, Any], l: int | None) -> dict[str, Any] | None:
+            out = {}
+            for c, comp in el.items():
+                t = readers.get(c)
+                if t is None:
+                    return None
+                name, pl, gname, gl = pivot(t, l)
+                sides = [at(p, name, pl) for p in (target, cur, after)]
+                if any(s is None for s in sides):
+                    return None
+                gain = at(cur, gname, gl) if gname is not None else None
+                S = _map_blocks(lambda *x: torch.stack([y.abs() for y in x]).amax(0), *sides)
+                u = unit_roundoff(precision(name, pl))
+                out[c] = _map_blocks(lambda s, cc: u * _FIT_BOUND[t.how](s, gain, cc), S, comp)
+            return out
+
+        if els is None:
+            E = bound(st["element"], None)
+        else:
+            E = [bound(el, first + k) for k, el in enumerate(els)]
+            E = None if any(e is None for e in E) else E
+        if E is None:
+            unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
+            cur = after
+            continue
+        vias = {n for t in f.tags if t.via for n in t.via.split(",")} | set(BOUNDARY_NORM)
+        P = _abs_params(cur, acted - vias)
+        moved = act(spec, P, f.name, E)
+        before = {(n, l): v for n, l, v in _iter_tensors(P, blocks=True)}
+        for n, l, v in _iter_tensors(moved, blocks=True):
+            if n in acted and v is not before.get((n, l)):
+                d = _map_blocks(lambda x, y: (x - y).abs(), v, before[(n, l)])
+                allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
+        cur = after
+    return {k: (None if k in unknown else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
+            for k, v in allow.items()} | {k: None for k in unknown}
 
 
 def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
@@ -3812,8 +4008,9 @@ def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
         return (f"{where}, {what} {sl['index']}: off by {sl['residual']:.3g} relative to it, more than the "
                 f"tolerance {sl.get('tolerance', r['tolerance']):.3g} ({r['dtype']}), though the whole tensor's "
                 "residual is "
-                f"{r['residual']:.3g}: each entry (fibre) of B holds its own rounding, a fitted map's error and what "
-                f"a fitted translation adds there, no more (it holds {sl['share']:.3g} of the tensor's norm)")
+                f"{r['residual']:.3g}: each entry (fibre) of B holds its own rounding, a fitted map's error and the "
+                "rounding a fitted translation carries in from the tensor it was read from, no more "
+                f"(it holds {sl['share']:.3g} of the tensor's norm)")
     if sl.get("measure") == "rms":  # a vector's entries (:func:`worst_entries`)
         return (f"{where}, its entries: off by {sl['residual']:.3g} (root mean square over the entries, each "
                 "relative to the larger of its own scale and the typical entry's), more than the tolerance "
