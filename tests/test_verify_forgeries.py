@@ -718,6 +718,106 @@ def test_an_ordinary_translation_beside_a_shrunk_part_widens_it_only_by_its_roun
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
     assert not ok and "as a whole, but not W_in (layer 0), entry (3, " in why, why
 
+
+def test_the_output_heads_hyperplane_carries_its_bias_rounding_into_each_vocab_slice(tmp_path):
+    """A genuine pair: a random untied GPT-2 (seed 1) and g . A for a random element of G. relate called it
+    related, and verify refused relate's own file: ``lm_head`` pulled back, vocab slice 83 off by 1.96e-6 against
+    1.83e-6, 98.5% of that along ``1/gamma``. The final norm's bias transfer moves the head through its hyperplane,
+    ``W + (1/gamma)^T v`` with ``v = -(t W) / <beta + t, 1/gamma>``: the rounding of ``t`` (read from ``final_ln_b``)
+    reaches every vocab slice in proportion to the slice, amplified where the scalar cancels (6.4 here). A slice's
+    scale now counts that (:func:`symtrans.group.relate.translation_allowance`). A vocab slice moved along
+    ``1/gamma`` by a hundred times B's rounding is still refused."""
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=1, head=True, tie_word_embeddings=False)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    steps = random_element(spec, a.n_layers, 1)
+    save_weights(weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps)), tmp_path / "b")
+    rel = relate(a, load_model(tmp_path / "b"))
+    assert rel.related, rel.summary()
+    ok, why = _verdict(write_relation(rel, tmp_path / "g.json"))
+    assert ok, why
+    forged = apply_steps(spec, model_blocks(a), rel.steps)
+    head = forged["lm_head"].clone()
+    inv = (1 / forged["final_ln_w"]).reshape(-1)
+    col = head[:, 83]
+    head[:, 83] = col + 100 * 2.0 ** -24 * float(col.norm()) * inv / inv.norm()
+    forged["lm_head"] = head
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, rel.steps, forged, tmp_path / "forged"))
+    assert not ok and "lm_head" in why, why
+
+
+def test_a_scaling_around_a_bias_transfer_does_not_widen_what_it_shrank(tmp_path):
+    """A fourth probe: A a random GPT-2 with value channel 2 of head 0 (layer 0) shrunk by 1e-10 (a vo-gauge; its
+    ``W_O`` row x1e10, so it still counts), and a claim of three steps of G: ln1 gain channel 3 scaled by 1e-14, a
+    bias transfer of 1e-6, the channel scaled back. The transfer's rounding was read from B's ``ln1_b`` (restored
+    by the last step) but carried through ``|W_V|`` as the step met it (row 3 at 1e14): every ``b_V`` entry was
+    widened by 1e14, and a B with the shrunk entry x101 was accepted (logits 89% off). The pivot is now read in
+    the step's own frame (B's only where no later step moves it). Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, dm, H = a0.n_layers, a0.d_model, a0.arch.H
+    dk = a0.tensors["W_V"].shape[-1]
+    shrunk = torch.eye(dk, dtype=torch.float64)
+    shrunk[2, 2] = 1e-10
+    eye_k, eye_m = torch.eye(dk, dtype=torch.float64), torch.eye(dm, dtype=torch.float64)
+    shrink = [{"factor": "vo-gauge", "element": [{"g": [shrunk] + [eye_k] * (H - 1)}] + [{"g": [eye_k] * H}] * (L - 1)}]
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    down, up = eye_m.clone(), eye_m.clone()
+    down[3, 3], up[3, 3] = 1e-14, 1e14
+    t = [{k: 1e-6 * v for k, v in e.items()} if l == 0 else _zeroed(e)
+         for l, e in enumerate(random_element(spec, L, 5, factors=["ln1-bias-transfer"])[0]["element"])]
+    t[0]["t"][..., 3] = 0
+    claim = in_group(spec, [{"factor": "ln1-scaling", "element": [{"D": down}] + [{"D": eye_m}] * (L - 1)},
+                            {"factor": "ln1-bias-transfer", "element": t},
+                            {"factor": "ln1-scaling", "element": [{"D": up}] + [{"D": eye_m}] * (L - 1)}])
+    A = model_blocks(a)
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    forged["layers"][0]["b_V"] = [x.clone() for x in forged["layers"][0]["b_V"]]
+    forged["layers"][0]["b_V"][0][0, 2] *= 101
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "but not b_V (layer 0), entry (0, 0, 2)" in why, why
+
+
+@pytest.mark.parametrize("bias", ["zero", "1e-3"])
+def test_a_bias_transfer_at_the_embedding_norm_is_a_translation_of_it(bias, tmp_path):
+    """A genuine BERT pair, B = g . A for a random attention bias transfer, was refused at ``emb_ln_b`` pulled back
+    (off by 1 where A's is 0, as ``transformers`` initialises it; by 1.4e-4 against 2.4e-7 at 1e-3): before layer 0
+    the embedding norm plays the closing norm the transfer moves, but only the tags' own tensors counted as moved,
+    so ``emb_ln_b`` was held entry by entry to A's values with nothing widened for the transfer's rounding.
+    ``_acts_on`` now names it (:data:`symtrans.group.action.EMBEDDING_NORM`)."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "bert", seed=0)
+    a0 = load_model(tmp_path / "a0")
+    A = model_blocks(a0)
+    if bias != "zero":
+        A["emb_ln_b"] = 1e-3 * torch.randn(A["emb_ln_b"].shape, generator=torch.Generator().manual_seed(3),
+                                           dtype=torch.float64)
+    save_weights(weights_from_blocks(a0, A), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    el = in_group(spec, random_element(spec, a.n_layers, 10, factors=["attention-bias-transfer"]))
+    assert len(el[0]["element"]) == a.n_layers  # boundary 0 is among them: emb_ln_b moves
+    (tmp_path / "b").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, el, apply_steps(spec, model_blocks(a), el), tmp_path / "b"))
+    assert ok, why
+
 def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
     random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,

@@ -481,6 +481,8 @@ def inverse_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[str
 #: the tensors a between-layer factor's ``next`` tags read from the layer before the boundary (its closing norm;
 #: the embedding norm before layer 0), every other tensor from the layer after it
 BOUNDARY_NORM = ("ln2_w", "ln2_b")
+#: before layer 0 the embedding norm plays that closing norm: its tensor for each of :data:`BOUNDARY_NORM`
+EMBEDDING_NORM = {"ln2_w": "emb_ln_w", "ln2_b": "emb_ln_b"}
 
 
 def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list[Any],
@@ -499,7 +501,7 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
     for k, el in enumerate(element):
         nxt = first + k
         if nxt == 0:  # the embedding norm plays LN2 of the layer before
-            prev_orig = dict(zip(BOUNDARY_NORM, (params.get("emb_ln_w"), params.get("emb_ln_b"))))
+            prev_orig = {n: params.get(EMBEDDING_NORM[n]) for n in BOUNDARY_NORM}
         else:
             prev_orig = params["layers"][nxt - 1]
         next_orig = dict(layers[nxt])
@@ -508,7 +510,7 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
                 target = dict(prev_orig)
                 _apply_tag(target, dataclasses.replace(t, scope="layer"), el, dict(prev_orig), {}, group)
                 if nxt == 0:
-                    out["emb_ln_b" if t.tensor == "ln2_b" else "emb_ln_w"] = target[t.tensor]
+                    out[EMBEDDING_NORM[t.tensor]] = target[t.tensor]
                 else:
                     layers[nxt - 1] = {**layers[nxt - 1], t.tensor: target[t.tensor]}
             elif t.scope == "next":

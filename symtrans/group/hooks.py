@@ -40,6 +40,7 @@ from typing import Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 from symtrans.group.spec import AxisTag, GroupSpec
+from symtrans.group.action import EMBEDDING_NORM
 from symtrans.names import ACTIVATIONS, PRODUCTS, PROJECTIONS, WEIGHTS
 
 __all__ = ["HOOKS", "hook_rows", "Move", "Effect", "Cell", "gauge_table", "markdown_table", "predict", "hook_values"]
@@ -252,7 +253,7 @@ def _layer_tags(spec: GroupSpec, factor: str, L: int) -> tuple[list[_Tags], _Tag
                 if t.scope == "next":
                     layers[nxt].add(t.tensor, t, k)
                 elif nxt == 0:  # the embedding norm plays the LN2 of the layer before
-                    model.add({"ln2_b": "emb_ln_b", "ln2_w": "emb_ln_w"}[t.tensor], t, k)
+                    model.add(EMBEDDING_NORM[t.tensor], t, k)
                 else:
                     layers[nxt - 1].add(t.tensor, t, k)
         elif t.scope == "layer":

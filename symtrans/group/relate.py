@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symtrans.errors import SymtransError
-from symtrans.group.action import BOUNDARY_NORM, linear_factor
+from symtrans.group.action import BOUNDARY_NORM, EMBEDDING_NORM, linear_factor
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
@@ -927,7 +927,7 @@ class _Solver:
         via = tag.via.split(",")[0]
         if tag.scope == "next":  # the norm of the layer before (or the embedding norm) feeds this layer
             if layer == 0:
-                return params.get("emb_ln_w")
+                return params.get(EMBEDDING_NORM["ln2_w"])
             return params["layers"][layer - 1].get(via)
         return params["layers"][layer].get(via)
 
@@ -3121,7 +3121,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         return worst
 
     def slices_of(name: str, v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
-                  relative_to: str) -> dict[str, Any]:
+                  relative_to: str, carried_in: Any = None) -> dict[str, Any]:
         """The worst slice of ``v`` against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read
         at g . A's and (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left
         out and each has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
@@ -3131,6 +3131,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             scales = [_stacked_dims(name, v, keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
             norms = [_slice_norms(*got) for got in scales]
             extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(keep)}
+            worst = worst_slice(name, stats, extra)
+        widen = carried_in() if worst["residual"] > tol and carried_in is not None else None
+        if widen is not None:  # and to the rounding the translations carry in (:func:`translation_allowance`)
+            carried = _slice_norms(*_stacked_dims(name, widen, keep))
+            extra = {p: _torch().maximum(extra[p], carried[i]) for i, p in enumerate(keep)}
             worst = worst_slice(name, stats, extra)
         if worst["residual"] <= tol and len(keep) == len(_axes(name)) and slices_can_hide(stats, extra):
             # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
@@ -3194,14 +3199,19 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
             if partial and isinstance(v, (list, tuple)) else []
         if stats and res <= tol:
-            worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to)
+            carried_in = (lambda name=name, l=l: allowance_of(name, l)) if lin is not None and name in translated \
+                else None
+            worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in)
             if worst["residual"] <= tol and rest:
                 # an axis some heads' components mix and others' do not: the other heads as a tensor of their
                 # own, measured along it too (a dense gauge on one head hid another head's W_Q entry)
                 sub_keep = tuple(sorted(set(keep) | set(partial)))
                 sub = [v[i] for i in rest], [t[i] for i in rest]
                 sub_lin = (lambda: [x[i] for x in [linear_of(name, l)] for i in rest]) if lin is not None else None
-                got = slices_of(name, *sub, sub_keep, slice_stats(name, *sub, sub_keep), sub_lin, tol, relative_to)
+                sub_in = (lambda: None if carried_in() is None else [carried_in()[i] for i in rest]) \
+                    if carried_in is not None else None
+                got = slices_of(name, *sub, sub_keep, slice_stats(name, *sub, sub_keep), sub_lin, tol, relative_to,
+                                sub_in)
                 if got["residual"] > worst["residual"]:
                     worst = _renumber_heads(got, rest)
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
@@ -3332,7 +3342,7 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     >>> bias, layer, abs(size - float((lp["ln2_b"] / lp["ln2_w"]).abs().sum() * v.norm())) < 1e-9 * size
     ('ln2_b', 0, True)
     """
-    from symtrans.group.action import BOUNDARY_NORM
+    from symtrans.group.action import EMBEDDING_NORM
 
     out: dict[tuple[str, int | None], tuple[float, str, int | None]] = {}
     last = max((i for i, st in enumerate(steps) if any(t.how == "hyperplane_bias" for t in
@@ -3350,7 +3360,7 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
                 if t.scope == "layer":
                     norm, at = cur["layers"][l], l
                 elif l == 0:  # the embedding norm plays the closing norm of the layer before
-                    norm, at = {n: cur.get(e) for n, e in zip(BOUNDARY_NORM, ("emb_ln_w", "emb_ln_b"))}, None
+                    norm, at = {n: cur.get(EMBEDDING_NORM[n]) for n in BOUNDARY_NORM}, None
                 else:
                     norm, at = cur["layers"][l - 1], l - 1
                 g, b, v = norm.get(gain), norm.get(bias), el.get(t.component)
@@ -3428,6 +3438,38 @@ def _abs_element(x: Any) -> Any:
     return x.abs() if hasattr(x, "abs") and hasattr(x, "shape") else x
 
 
+def _head_hyperplane_bound(params: dict[str, Any], tag: Any, c: Any, e: Any, held: Any) -> Any:
+    """What an error ``e`` (magnitudes) of a final norm's bias shift ``c`` carries into the output head through its
+    hyperplane (a ``hyperplane_head`` tag: ``W + (1/gamma)^T v`` with ``v = -(c W) / <beta + c, 1/gamma>``), and an
+    error ``held`` already in ``W``: ``|1/gamma|^T |dv|`` with ``|dv_j| <= (min(e |W_j|, |e|_2 |W_j|_2) + |c| held_j)
+    / |s| + |v_j| <e, |1/gamma|> / |s|``, ``s`` the scalar (its own error first order).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.catalogue.model import AxisTag
+    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
+    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> p = {"lm_head": torch.eye(2, dtype=torch.float64), "final_ln_w": torch.ones(1, 2, dtype=torch.float64),
+    ...      "final_ln_b": torch.tensor([[1.0, -1.0]], dtype=torch.float64)}
+    >>> c, e = torch.tensor([[0.5, 0.0]], dtype=torch.float64), torch.full((1, 2), 1e-3, dtype=torch.float64)
+    >>> b = _head_hyperplane_bound(p, tag, c, e, None)  # s = 0.5, |v| = (1, 0): |dv| = (2e-3 + 4e-3, 2e-3)
+    >>> [[round(x, 6) for x in row] for row in b.tolist()]
+    [[0.006, 0.002], [0.006, 0.002]]
+    """
+    gain, bias = tag.via.split(",")
+    inv = 1 / params[gain].reshape(1, -1)
+    W = params[tag.tensor]
+    s = float(((params[bias].reshape(1, -1) + c) * inv).sum())
+    if s == 0:
+        return _torch().full_like(W, math.inf)  # no hyperplane: nothing bounded
+    v = (c @ W) / s
+    # |e W_j| at most the smaller of |e| |W_j| and |e|_2 |W_j|_2 (a sum of many terms: the norms are the tighter)
+    ew = _torch().minimum(e @ W.abs(), e.norm() * W.norm(dim=0, keepdim=True))
+    dv = (ew + (0 if held is None else c.abs() @ held)) / abs(s) + v.abs() * float((e * inv.abs()).sum()) / abs(s)
+    return inv.abs().T @ dv
+
+
 def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[str, Any], steps: list[dict[str, Any]],
                           precision: Any) -> dict[tuple[str, int | None], Any]:
     """Per ``(tensor, layer)`` the element's translations move, a bound on what rounding can put into each entry
@@ -3477,15 +3519,16 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         if l is None or t.scope == "layer":
             return t.tensor, l, gain, l
         if t.scope == "prev":  # a boundary's closing norm: the embedding norm before layer 0
-            return (("emb_ln_b" if t.tensor == "ln2_b" else "emb_ln_w"), None, None, None) if l == 0 else \
+            return (EMBEDDING_NORM[t.tensor], None, None, None) if l == 0 else \
                 (t.tensor, l - 1, None, None)
         # "next": the layer after the boundary; its norm (a hyperplane's gain) the layer before's
         g = None if gain is None else (("emb_ln_w", None) if l == 0 else (gain, l - 1))
         return t.tensor, l, *(g if g is not None else (None, None))
 
-    for st in steps:
+    later = [frozenset().union(*(_acts_on(spec, s["factor"]) for s in steps[i + 1:])) for i in range(len(steps))]
+    for i, st in enumerate(steps):
         f = spec.factor(st["factor"])
-        acted = {t.tensor for t in f.tags}
+        acted = set(_acts_on(spec, f.name))
         after = apply_steps(spec, cur, [st])
         if linear_factor(spec, f.name):  # a linear step moves what is widened: on magnitudes, as it moves entries
             held = {k for k in allow if k[0] in acted and k not in unknown}
@@ -3502,10 +3545,6 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 unknown |= held
             cur = after
             continue
-        if any(t.how == "hyperplane_head" for t in f.tags):  # its scalar reads the block: not followed here
-            unknown |= {(t.tensor, None) for t in f.tags}
-            cur = after
-            continue
         els = st["element"] if isinstance(st["element"], list) else None
         first = L - len(els) if els is not None else 0
         readers = {}
@@ -3520,7 +3559,10 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 if t is None:
                     return None
                 name, pl, gname, gl = pivot(t, l)
-                sides = [at(p, name, pl) for p in (target, cur, after)]
+                # the pivot in this step's frame: A moved up to it, and B's own where no later step moves it (a
+                # later scaling would put B's pivot in another frame: a probe scaled a norm channel by 1e-14 around
+                # a bias transfer, and B's restored channel widened every b_V entry by 1e14)
+                sides = [at(p, name, pl) for p in ((cur, after) if name in later[i] else (target, cur, after))]
                 if any(s is None for s in sides):
                     return None
                 gain = at(cur, gname, gl) if gname is not None else None
@@ -3538,16 +3580,28 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
             cur = after
             continue
-        vias = {n for t in f.tags if t.via for n in t.via.split(",")} | set(BOUNDARY_NORM)
+        # what a tag may read as it acts (a via, a boundary's closing norm) keeps its magnitude; the rest starts at 0
+        vias = {n for t in f.tags if t.via for n in t.via.split(",")} | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
         P = _abs_params(cur, acted - vias)
-        moved = act(spec, P, f.name, E)
+        heads = tuple(t for t in f.tags if t.how == "hyperplane_head")
+        moved = act(spec, P, f.name, E, tags=tuple(t for t in f.tags if t not in heads))
         before = {(n, l): v for n, l, v in _iter_tensors(P, blocks=True)}
-        for n, l, v in _iter_tensors(moved, blocks=True):
-            if n in acted and v is not before.get((n, l)):
-                d = _map_blocks(lambda x, y: (x - y).abs(), v, before[(n, l)])
-                allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
+        fresh = [(n, l, _map_blocks(lambda x, y: (x - y).abs(), v, before[(n, l)]))
+                 for n, l, v in _iter_tensors(moved, blocks=True) if n in acted and v is not before.get((n, l))]
+        for t in heads:  # its scalar reads the head itself and the component: not a sum of magnitudes (below)
+            if els is not None or cur.get(t.tensor) is None:
+                unknown.add((t.tensor, None))
+                continue
+            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, t, st["element"][t.component], E[t.component],
+                                                                  allow.get((t.tensor, None)))))
+        for n, l, d in fresh:
+            allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
         cur = after
-    return {k: (None if k in unknown else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
+    def finite(x: Any) -> bool:
+        return all(bool(torch.isfinite(b).all()) for b in (x if isinstance(x, (list, tuple)) else [x]))
+
+    # a bound that is not finite (a scalar of 0) bounds nothing: as if not followed
+    return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
             for k, v in allow.items()} | {k: None for k in unknown}
 
 
@@ -4629,6 +4683,20 @@ def solve_rank(spec: GroupSpec) -> dict[str, int]:
     return {f.name: rank.get(f.name, last) for f in spec.factors}
 
 
+def _acts_on(spec: GroupSpec, factor: str) -> frozenset[str]:
+    """The tensors ``factor`` moves: its tags', and for a between-layer factor's closing-norm tag the embedding
+    norm's too (it plays that norm before layer 0: a BERT attention bias transfer moves ``emb_ln_b``).
+
+    Examples
+    --------
+    >>> sorted(_acts_on(GroupSpec.from_arch("bert-base"), "attention-bias-transfer"))
+    ['b_K', 'b_O', 'b_Q', 'b_V', 'emb_ln_b', 'ln2_b']
+    """
+    tags = spec.factor(factor).tags
+    return frozenset(t.tensor for t in tags) | {EMBEDDING_NORM[t.tensor] for t in tags
+                                                 if t.scope == "prev" and t.tensor in EMBEDDING_NORM}
+
+
 @dataclass(frozen=True)
 class _Chain:
     """An element's steps as the tolerances read them, built once per element (:meth:`of`): the tensors each step
@@ -4645,7 +4713,7 @@ class _Chain:
     def of(cls, spec: GroupSpec, steps: list[dict[str, Any]]) -> _Chain:
         rank = solve_rank(spec)
         return cls(tuple(s["factor"] for s in steps),
-                   tuple(frozenset(t.tensor for t in spec.factor(s["factor"]).tags) for s in steps),
+                   tuple(_acts_on(spec, s["factor"]) for s in steps),
                    tuple(frozenset(_reads(spec, s["factor"])) for s in steps),
                    tuple(_inert_step(s) for s in steps),  # nothing fitted: no error of its own, none carried on
                    tuple(sorted(range(len(steps)), key=lambda i: (rank[steps[i]["factor"]], i))))
