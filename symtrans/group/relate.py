@@ -3395,10 +3395,11 @@ def _map_blocks(fn: Callable[..., Any], *xs: Any) -> Any:
     return fn(*xs)
 
 
-def _abs_params(params: dict[str, Any], zero: set[str]) -> dict[str, Any]:
-    """Block-form parameters with every value's magnitude, and the tensors named in ``zero`` at 0."""
+def _abs_params(params: dict[str, Any], zero: set[str], read: set[str]) -> dict[str, Any]:
+    """Block-form parameters with the tensors named in ``zero`` at 0 and those in ``read`` by magnitude (the rest as
+    they are: what a step neither moves nor reads is not copied)."""
     def one(name: str, v: Any) -> Any:
-        if v is None or not hasattr(v, "abs") and not isinstance(v, (list, tuple)):
+        if v is None or name not in zero | read or not hasattr(v, "abs") and not isinstance(v, (list, tuple)):
             return v
         return _map_blocks(lambda x: _torch().zeros_like(x) if name in zero else x.abs(), v)
 
@@ -3534,7 +3535,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             held = {k for k in allow if k[0] in acted and k not in unknown}
             vias = {n for t in f.tags if t.via for n in t.via.split(",")}
             if held and not {k[0] for k in held} & vias:
-                P = _abs_params(cur, acted)
+                P = _abs_params(cur, acted - vias, vias)
                 for n, l in held:
                     (P if l is None else P["layers"][l])[n] = allow[(n, l)]
                 moved = act(spec, P, f.name, _abs_element(st["element"]))
@@ -3582,7 +3583,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             continue
         # what a tag may read as it acts (a via, a boundary's closing norm) keeps its magnitude; the rest starts at 0
         vias = {n for t in f.tags if t.via for n in t.via.split(",")} | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
-        P = _abs_params(cur, acted - vias)
+        P = _abs_params(cur, acted - vias, vias)
         heads = tuple(t for t in f.tags if t.how == "hyperplane_head")
         moved = act(spec, P, f.name, E, tags=tuple(t for t in f.tags if t not in heads))
         before = {(n, l): v for n, l, v in _iter_tensors(P, blocks=True)}
