@@ -818,6 +818,104 @@ def test_a_bias_transfer_at_the_embedding_norm_is_a_translation_of_it(bias, tmp_
     ok, why = _verdict(_claim(tmp_path / "a", a, el, apply_steps(spec, model_blocks(a), el), tmp_path / "b"))
     assert ok, why
 
+
+@pytest.mark.parametrize("case", ["a value bias shift", "the output head's hyperplane"])
+def test_a_translation_and_its_negation_carry_no_rounding_of_their_own(case, tmp_path):
+    """A fifth probe: a claim of one translation and then its negation (together the identity, each in G). The
+    first step's pivot was read after the step, where it held the claim's own intermediate value: a value bias
+    shift of 1e9 times a ``b_V`` entry that a vo-gauge had shrunk by 1e-10 (its ``W_O`` row x1e10) widened that
+    entry by 1e9, and a B with it x301 was accepted (logits 127% off); a final-norm bias transfer whose
+    intermediate scalar ``<beta + c, 1/gamma>`` was 1e-7 widened every ``lm_head`` entry by its reciprocal, and a
+    B with a shrunk head row x11 was accepted (122% off). A tensor's size is now A's moved by the linear steps
+    alone and B's (a translation adds no rounding), and the head's scalar the larger of its values before and
+    after the step. Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, dm, H = a0.n_layers, a0.d_model, a0.arch.H
+    dk = a0.tensors["W_V"].shape[-1]
+    if case == "a value bias shift":
+        g0 = torch.eye(dk, dtype=torch.float64)
+        g0[2, 2] = 1e-10
+        shrink = [{"factor": "vo-gauge", "element": [{"g": [g0] + [torch.eye(dk, dtype=torch.float64)] * (H - 1)}]
+                   + [{"g": [torch.eye(dk, dtype=torch.float64)] * H}] * (L - 1)}]
+    else:
+        D = torch.eye(dm, dtype=torch.float64)
+        D[3, 3] = 1e7  # the final gain channel x1e7: lm_head row 3 x1e-7
+        shrink = [{"factor": "final-norm-scaling", "element": {"D": D}}]
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    if case == "a value bias shift":
+        v = _zeroed(random_element(spec, L, 5, factors=["value-bias-shift"])[0]["element"])
+        v[0]["v"] = [x.clone() for x in v[0]["v"]]
+        v[0]["v"][0].reshape(-1)[2] = 1e9 * abs(float(A["layers"][0]["b_V"][0].reshape(-1)[2]))
+        steps = [{"factor": "value-bias-shift", "element": v},
+                 {"factor": "value-bias-shift", "element": [{k: [-x for x in e[k]] for k in e} for e in v]}]
+    else:
+        inv = 1 / A["final_ln_w"]
+        c = -(float((A["final_ln_b"] * inv).sum()) - 1e-7) * inv / float(inv.square().sum())  # the scalar 1e-7
+        steps = [{"factor": "final-norm-bias-transfer", "element": {"t": c}},
+                 {"factor": "final-norm-bias-transfer", "element": {"t": -c}}]
+    claim = in_group(spec, steps)
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    if case == "a value bias shift":
+        forged["layers"][0]["b_V"] = [x.clone() for x in forged["layers"][0]["b_V"]]
+        forged["layers"][0]["b_V"][0].reshape(-1)[2] *= 301
+        where = "b_V (layer 0)"
+    else:
+        forged["lm_head"] = forged["lm_head"].clone()
+        forged["lm_head"][3] *= 11
+        where = "lm_head"
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and f"but not {where}" in why, why
+
+
+@pytest.mark.parametrize("family,table", [("gpt2", "word"), ("bert", "type")])
+def test_one_large_row_does_not_widen_the_rows_an_embedding_translation_moves(family, table, tmp_path):
+    """A fifth probe: a table with one row at 1e6 (a token, or BERT's token type 1, sent far out) and a claimed
+    embedding translation of 1e-10. The translation's rounding was bounded by twice the largest row, per column,
+    for every row: B with every other word row replaced at random (logits 13% off), or BERT's type row 0 rewritten
+    (the last hidden state 109% off), was accepted. relate reads that translation with the rows weighted by their
+    rounding (:func:`symtrans.group.relate.rounding_weights`); the bound now does too. Control: B = g . A."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family, **({"head": True, "tie_word_embeddings": False}
+                                                   if family == "gpt2" else {}))
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    A = model_blocks(a0)
+    big = 7 if table == "word" else 1
+    A[table] = A[table].clone()
+    A[table][big] = 1e6 * torch.sign(A[table][big])
+    save_weights(weights_from_blocks(a0, A), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    el = random_element(spec, a.n_layers, 5, factors=["embedding-translation"])[0]["element"]
+    claim = in_group(spec, [{"factor": "embedding-translation", "element": {k: 1e-10 * v for k, v in el.items()}}])
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    rows = forged[table].clone()
+    other = torch.arange(len(rows)) != big
+    rows[other] = torch.randn(rows[other].shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9)) \
+        * float(rows[other].std())
+    forged[table] = rows
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and f"but not {table}" in why, why
+
 def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
     random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,

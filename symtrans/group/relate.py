@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -3373,18 +3374,19 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     return out
 
 
-#: Per kind of tag a translation's component is read through (relate's solve: :meth:`_Solve.layer_translation`,
-#: :meth:`_Solve.model_translation`), a bound on what the rounding of that tensor puts into the component, from the
-#: tensor's entrywise scale ``S`` (a block) and, for a hyperplane, its norm's gain. A difference carries each entry's
-#: own; a mean over an axis the mean of the scales; a read along ``1/gamma`` its least-squares weights, ``|u|^T S /
-#: |u|^2``; the rows' weighted mean (weights that sum to 1), with the centring's mean removed, at most twice the
-#: largest row; the leading rows of a table their own.
+#: Per kind of tag a translation's component is read through (relate's solve: :meth:`_Solver.layer_translation`,
+#: :meth:`_Solver.model_translation`), a bound on what the rounding of that tensor puts into the component, from the
+#: rounding's entrywise size ``R`` (a block), the gain of a hyperplane's norm and the rows' weights
+#: (:func:`rounding_weights`, None for a plain mean). A difference carries each entry's own; a mean over an axis the
+#: mean of ``R``; a read along ``1/gamma`` its least-squares weights, ``|u|^T R / |u|^2``; the rows' weighted mean
+#: (weights that sum to 1), with the centring's mean removed, at most twice the weighted mean of ``R``; the leading
+#: rows of a table their own.
 _FIT_BOUND: dict[str, Callable[..., Any]] = {
-    "translate": lambda S, gain, c: S,
-    "translate_leading_rows": lambda S, gain, c: S[: c.shape[0]],
-    "translate_ones": lambda S, gain, c: S.mean(1, keepdim=True),
-    "translate_rows": lambda S, gain, c: 2 * S.amax(0, keepdim=True),
-    "hyperplane_weight": lambda S, gain, c: (1 / gain).abs().reshape(1, -1) @ S / (1 / gain).square().sum(),
+    "translate": lambda R, gain, w, c: R,
+    "translate_leading_rows": lambda R, gain, w, c: R[: c.shape[0]],
+    "translate_ones": lambda R, gain, w, c: R.mean(1, keepdim=True),
+    "translate_rows": lambda R, gain, w, c: 2 * (R.mean(0, keepdim=True) if w is None else _weighted_rows(R, w)),
+    "hyperplane_weight": lambda R, gain, w, c: (1 / gain).abs().reshape(1, -1) @ R / (1 / gain).square().sum(),
 }
 
 
@@ -3393,19 +3395,6 @@ def _map_blocks(fn: Callable[..., Any], *xs: Any) -> Any:
     if isinstance(xs[0], (list, tuple)):
         return [fn(*ys) for ys in zip(*xs)]
     return fn(*xs)
-
-
-def _abs_params(params: dict[str, Any], zero: set[str], read: set[str]) -> dict[str, Any]:
-    """Block-form parameters with the tensors named in ``zero`` at 0 and those in ``read`` by magnitude (the rest as
-    they are: what a step neither moves nor reads is not copied)."""
-    def one(name: str, v: Any) -> Any:
-        if v is None or name not in zero | read or not hasattr(v, "abs") and not isinstance(v, (list, tuple)):
-            return v
-        return _map_blocks(lambda x: _torch().zeros_like(x) if name in zero else x.abs(), v)
-
-    out = {n: one(n, v) for n, v in params.items() if n != "layers"}
-    out["layers"] = [{n: one(n, v) for n, v in lp.items()} for lp in params["layers"]]
-    return out
 
 
 def _abs_element(x: Any) -> Any:
@@ -3439,11 +3428,15 @@ def _abs_element(x: Any) -> Any:
     return x.abs() if hasattr(x, "abs") and hasattr(x, "shape") else x
 
 
-def _head_hyperplane_bound(params: dict[str, Any], tag: Any, c: Any, e: Any, held: Any) -> Any:
+def _head_hyperplane_bound(before: dict[str, Any], after: dict[str, Any], tag: Any, c: Any, W: Any, e: Any,
+                           held: Any) -> Any:
     """What an error ``e`` (magnitudes) of a final norm's bias shift ``c`` carries into the output head through its
-    hyperplane (a ``hyperplane_head`` tag: ``W + (1/gamma)^T v`` with ``v = -(c W) / <beta + c, 1/gamma>``), and an
-    error ``held`` already in ``W``: ``|1/gamma|^T |dv|`` with ``|dv_j| <= (min(e |W_j|, |e|_2 |W_j|_2) + |c| held_j)
-    / |s| + |v_j| <e, |1/gamma|> / |s|``, ``s`` the scalar (its own error first order).
+    hyperplane (a ``hyperplane_head`` tag: ``W + (1/gamma)^T v`` with ``v = -(c W) / s``, ``s = <beta + c,
+    1/gamma>``), and an error ``held`` already in the head: ``|1/gamma|^T |dv|`` with ``|dv_j| <= (min(e |W_j|,
+    |e|_2 |W_j|_2) + |c| held_j) / |s| + |c W_j| <e, |1/gamma|> / s^2`` (the scalar's own error first order).
+    ``W``: the head's entrywise size; ``s`` the larger of the scalar before and after the step (``before``,
+    ``after``: the model then): a step whose scalar passes near 0 is no genuine fit's (one there is undecided), and
+    a claim of c then -c through such a point would pass off the division as rounding.
 
     Examples
     --------
@@ -3451,23 +3444,23 @@ def _head_hyperplane_bound(params: dict[str, Any], tag: Any, c: Any, e: Any, hel
     >>> from symtrans.catalogue.model import AxisTag
     >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
     ...               via="final_ln_w,final_ln_b", scope="model")
-    >>> p = {"lm_head": torch.eye(2, dtype=torch.float64), "final_ln_w": torch.ones(1, 2, dtype=torch.float64),
-    ...      "final_ln_b": torch.tensor([[1.0, -1.0]], dtype=torch.float64)}
+    >>> p = {"final_ln_w": torch.ones(1, 2, dtype=torch.float64), "final_ln_b": torch.tensor([[1.0, -1.0]],
+    ...      dtype=torch.float64)}
+    >>> q = {**p, "final_ln_b": torch.tensor([[1.5, -1.0]], dtype=torch.float64)}  # after c = (0.5, 0): s 0 -> 0.5
     >>> c, e = torch.tensor([[0.5, 0.0]], dtype=torch.float64), torch.full((1, 2), 1e-3, dtype=torch.float64)
-    >>> b = _head_hyperplane_bound(p, tag, c, e, None)  # s = 0.5, |v| = (1, 0): |dv| = (2e-3 + 4e-3, 2e-3)
-    >>> [[round(x, 6) for x in row] for row in b.tolist()]
+    >>> b = _head_hyperplane_bound(p, q, tag, c, torch.eye(2, dtype=torch.float64), e, None)
+    >>> [[round(x, 6) for x in row] for row in b.tolist()]  # |dv| = (2e-3 + 0.5 * 2e-3 / 0.25, 2e-3)
     [[0.006, 0.002], [0.006, 0.002]]
     """
+    torch = _torch()
     gain, bias = tag.via.split(",")
-    inv = 1 / params[gain].reshape(1, -1)
-    W = params[tag.tensor]
-    s = float(((params[bias].reshape(1, -1) + c) * inv).sum())
+    inv = 1 / before[gain].reshape(1, -1)
+    s = max(abs(float((p[bias].reshape(1, -1) * (1 / p[gain].reshape(1, -1))).sum())) for p in (before, after))
     if s == 0:
-        return _torch().full_like(W, math.inf)  # no hyperplane: nothing bounded
-    v = (c @ W) / s
+        return torch.full_like(W, math.inf)  # no hyperplane: nothing bounded
     # |e W_j| at most the smaller of |e| |W_j| and |e|_2 |W_j|_2 (a sum of many terms: the norms are the tighter)
-    ew = _torch().minimum(e @ W.abs(), e.norm() * W.norm(dim=0, keepdim=True))
-    dv = (ew + (0 if held is None else c.abs() @ held)) / abs(s) + v.abs() * float((e * inv.abs()).sum()) / abs(s)
+    ew = torch.minimum(e @ W, e.norm() * W.norm(dim=0, keepdim=True))
+    dv = (ew + (0 if held is None else c.abs() @ held)) / s + (c.abs() @ W) * float((e * inv.abs()).sum()) / s ** 2
     return inv.abs().T @ dv
 
 
@@ -3478,8 +3471,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     (None: a step this bound does not follow moved the tensor; nothing is widened there).
 
     A translation's component is read from B's rounded tensors (its pivot: the tag :data:`_FIT_BOUND` names), so it
-    carries up to ``u_p`` times :data:`_FIT_BOUND` of the pivot's scale (the largest of B's, and A's moved by the
-    steps before and with it); its tags add that through their action taken on magnitudes: ``|c| |W|`` for ``c W``,
+    carries up to ``u_p`` times :data:`_FIT_BOUND` of the pivot's scale, read in the step's own frame (the largest
+    of A's moved by the steps before it and with it, and of B's where no later step moves the pivot); its tags add
+    that through their action taken on magnitudes: ``|c| |W|`` for ``c W``,
     with no cancellation (a sum far smaller than its terms carries its terms' rounding). It is given in units of
     the tensor's own ``u``, as an entry's scale is: the tolerance's headroom (``4 (1 + kappa)``) applies on top.
     It is not what the translation adds: with the entry's scale widened by ``2 |T| / tol``,
@@ -3509,7 +3503,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     L = len(source["layers"])
     allow: dict[tuple[str, int | None], Any] = {}
     unknown: set[tuple[str, int | None]] = set()
-    cur = source
+    cur, lin = source, source  # A moved by the steps so far; by the linear steps alone
 
     def at(params: dict[str, Any], tensor: str, l: int | None) -> Any:
         return params.get(tensor) if l is None else params["layers"][l].get(tensor)
@@ -3520,22 +3514,42 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         if l is None or t.scope == "layer":
             return t.tensor, l, gain, l
         if t.scope == "prev":  # a boundary's closing norm: the embedding norm before layer 0
-            return (EMBEDDING_NORM[t.tensor], None, None, None) if l == 0 else \
-                (t.tensor, l - 1, None, None)
+            return (EMBEDDING_NORM[t.tensor], None, None, None) if l == 0 else (t.tensor, l - 1, None, None)
         # "next": the layer after the boundary; its norm (a hyperplane's gain) the layer before's
-        g = None if gain is None else (("emb_ln_w", None) if l == 0 else (gain, l - 1))
+        g = None if gain is None else ((EMBEDDING_NORM["ln2_w"], None) if l == 0 else (gain, l - 1))
         return t.tensor, l, *(g if g is not None else (None, None))
 
-    later = [frozenset().union(*(_acts_on(spec, s["factor"]) for s in steps[i + 1:])) for i in range(len(steps))]
+    def size(name: str, l: int | None, i: int) -> Any:
+        """A tensor's entrywise size in step ``i``'s frame: A's moved by the linear steps before it (a translation
+        adds no rounding, and an intermediate one is no size: a claim of t then -t, or of a scaling around a
+        transfer, would pass off its own values as rounding) and B's, where no later linear step moves it."""
+        sides = [at(lin, name, l)] + ([at(target, name, l)] if name not in later[i] else [])
+        if any(x is None for x in sides):
+            return None
+        return _map_blocks(lambda *x: functools.reduce(lambda m, y: torch.maximum(m, y.abs()), x[1:], x[0].abs()),
+                           *sides)
+
+    def sizes(zero: set[str], read: set[str], i: int) -> dict[str, Any]:
+        """The model for acting on magnitudes: ``zero`` at 0, ``read`` at their sizes in step ``i``'s frame."""
+        out = {n: v for n, v in cur.items() if n != "layers"}
+        out["layers"] = [dict(lp) for lp in cur["layers"]]
+        for n, l, v in _iter_tensors(cur, blocks=True):
+            if n in zero or n in read:
+                x = _map_blocks(torch.zeros_like, v) if n in zero else size(n, l, i)
+                (out if l is None else out["layers"][l])[n] = v if x is None else x
+        return out
+
+    later = [frozenset().union(*(_acts_on(spec, s["factor"]) for s in steps[i + 1:]
+                                 if linear_factor(spec, s["factor"]))) for i in range(len(steps))]
     for i, st in enumerate(steps):
         f = spec.factor(st["factor"])
         acted = set(_acts_on(spec, f.name))
         after = apply_steps(spec, cur, [st])
+        vias = {n for t in f.tags if t.via for n in t.via.split(",")}
         if linear_factor(spec, f.name):  # a linear step moves what is widened: on magnitudes, as it moves entries
             held = {k for k in allow if k[0] in acted and k not in unknown}
-            vias = {n for t in f.tags if t.via for n in t.via.split(",")}
             if held and not {k[0] for k in held} & vias:
-                P = _abs_params(cur, acted - vias, vias)
+                P = sizes(acted - vias, vias, i)
                 for n, l in held:
                     (P if l is None else P["layers"][l])[n] = allow[(n, l)]
                 moved = act(spec, P, f.name, _abs_element(st["element"]))
@@ -3544,7 +3558,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                         allow[(n, l)] = v
             else:
                 unknown |= held
-            cur = after
+            cur, lin = after, apply_steps(spec, lin, [st])
             continue
         els = st["element"] if isinstance(st["element"], list) else None
         first = L - len(els) if els is not None else 0
@@ -3560,16 +3574,17 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 if t is None:
                     return None
                 name, pl, gname, gl = pivot(t, l)
-                # the pivot in this step's frame: A moved up to it, and B's own where no later step moves it (a
-                # later scaling would put B's pivot in another frame: a probe scaled a norm channel by 1e-14 around
-                # a bias transfer, and B's restored channel widened every b_V entry by 1e14)
-                sides = [at(p, name, pl) for p in ((cur, after) if name in later[i] else (target, cur, after))]
-                if any(s is None for s in sides):
+                S = size(name, pl, i)
+                if S is None:
                     return None
-                gain = at(cur, gname, gl) if gname is not None else None
-                S = _map_blocks(lambda *x: torch.stack([y.abs() for y in x]).amax(0), *sides)
                 u = unit_roundoff(precision(name, pl))
-                out[c] = _map_blocks(lambda s, cc: u * _FIT_BOUND[t.how](s, gain, cc), S, comp)
+                held = allow.get((name, pl))  # what earlier translations carried into the pivot
+                R = _map_blocks(lambda x, h=None: u * x if h is None else u * x + h, S, *([held] if held is not None
+                                                                                         else []))
+                gain = at(cur, gname, gl) if gname is not None else None
+                w = rounding_weights(at(lin, name, pl), at(target, name, pl), uneven=2.0) \
+                    if t.how == "translate_rows" else None
+                out[c] = _map_blocks(lambda r, cc: _FIT_BOUND[t.how](r, gain, w, cc), R, comp)
             return out
 
         if els is None:
@@ -3581,30 +3596,31 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
             cur = after
             continue
-        # what a tag may read as it acts (a via, a boundary's closing norm) keeps its magnitude; the rest starts at 0
-        vias = {n for t in f.tags if t.via for n in t.via.split(",")} | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
-        P = _abs_params(cur, acted - vias, vias)
+        # what a tag may read as it acts (a via, a boundary's closing norm) at its size; what it moves from 0
+        reads = vias | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
+        P = sizes(acted - reads, reads, i)
         heads = tuple(t for t in f.tags if t.how == "hyperplane_head")
         moved = act(spec, P, f.name, E, tags=tuple(t for t in f.tags if t not in heads))
         before = {(n, l): v for n, l, v in _iter_tensors(P, blocks=True)}
         fresh = [(n, l, _map_blocks(lambda x, y: (x - y).abs(), v, before[(n, l)]))
                  for n, l, v in _iter_tensors(moved, blocks=True) if n in acted and v is not before.get((n, l))]
         for t in heads:  # its scalar reads the head itself and the component: not a sum of magnitudes (below)
-            if els is not None or cur.get(t.tensor) is None:
+            W = size(t.tensor, None, i) if els is None else None
+            if W is None:
                 unknown.add((t.tensor, None))
                 continue
-            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, t, st["element"][t.component], E[t.component],
-                                                                  allow.get((t.tensor, None)))))
+            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, after, t, st["element"][t.component], W,
+                                                                  E[t.component], allow.get((t.tensor, None)))))
         for n, l, d in fresh:
             allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
         cur = after
+
     def finite(x: Any) -> bool:
         return all(bool(torch.isfinite(b).all()) for b in (x if isinstance(x, (list, tuple)) else [x]))
 
     # a bound that is not finite (a scalar of 0) bounds nothing: as if not followed
     return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
             for k, v in allow.items()} | {k: None for k in unknown}
-
 
 def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """Per tensor X a translation of ``steps`` moves by the image of a component read from another tensor Z's
