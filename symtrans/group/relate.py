@@ -3405,9 +3405,13 @@ def _abs_element(x: Any) -> Any:
     Examples
     --------
     >>> import torch
+    >>> from symtrans.group.numeric import MonomialMatrix
     >>> el = _abs_element({"g": torch.tensor([[1.0, -1.0], [1.0, 1.0]])})
     >>> el["g"].tolist(), el["g_inv"].tolist()
     ([[1.0, 1.0], [1.0, 1.0]], [[0.5, 0.5], [0.5, 0.5]])
+    >>> mixed = _abs_element({"g": [torch.eye(2), MonomialMatrix([1, 0], torch.tensor([-2.0, 4.0]))]})
+    >>> mixed["g_inv"][1].dense().tolist()  # the monomial's inverse, by magnitude: not its magnitude
+    [[0.0, 0.5], [0.25, 0.0]]
     """
     from symtrans.group.numeric import MonomialMatrix
 
@@ -3421,7 +3425,7 @@ def _abs_element(x: Any) -> Any:
             square = [b for b in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(b, "shape")
                       and not isinstance(b, MonomialMatrix) and b.dim() == 2 and b.shape[0] == b.shape[1] > 1]
             if square and not k.endswith("_inv") and k + "_inv" not in x:
-                inv = [b.inverse().abs() if hasattr(b, "shape") and not isinstance(b, MonomialMatrix) else _abs_element(b)
+                inv = [_abs_element(b.inverse()) if isinstance(b, MonomialMatrix) or hasattr(b, "inverse") else b
                        for b in (v if isinstance(v, (list, tuple)) else [v])]
                 out[k + "_inv"] = inv if isinstance(v, (list, tuple)) else inv[0]
         return out
