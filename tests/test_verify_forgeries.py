@@ -916,6 +916,48 @@ def test_one_large_row_does_not_widen_the_rows_an_embedding_translation_moves(fa
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
     assert not ok and f"but not {table}" in why, why
 
+
+def test_a_rotation_and_its_inverse_mix_nothing(tmp_path):
+    """A sixth probe: A a random GPT-2 with value channel 2 of head 0 (layer 0) shrunk by 1e-10 (a vo-gauge; its
+    ``W_O`` row x1e10), and a claim of a vo-gauge rotation Q on that head and then Q^T: the identity. Each step read
+    alone mixed the head's value columns, so the channel was measured inside its head's fibre, and a B with its
+    ``W_V`` column and ``b_V`` entry x1001 was accepted (logits 141% off). :func:`symtrans.group.relate.mixing` now
+    reads a factor's steps together (:func:`symtrans.group.relate._composed_steps`), and where a step alone mixes
+    an axis the product does not, an entry's (or slice's) scale counts float64's rounding of the dense products
+    along it (the control, pulled back through Q and Q^T, moves the inflated ``W_O`` row's rounding into the other
+    rows at ``u64`` of it). Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H = a0.n_layers, a0.arch.H
+    dk = a0.tensors["W_V"].shape[-1]
+    eye = torch.eye(dk, dtype=torch.float64)
+    g0 = eye.clone()
+    g0[2, 2] = 1e-10
+
+    def vo(m: Any) -> dict[str, Any]:
+        return {"factor": "vo-gauge", "element": [{"g": [m] + [eye] * (H - 1)}] + [{"g": [eye] * H}] * (L - 1)}
+
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, [vo(g0)]))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    Q = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
+    claim = in_group(spec, [vo(Q), vo(Q.T.contiguous())])
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    lp = forged["layers"][0]
+    lp["W_V"], lp["b_V"] = [x.clone() for x in lp["W_V"]], [x.clone() for x in lp["b_V"]]
+    lp["W_V"][0][:, 2] *= 1001
+    lp["b_V"][0].reshape(-1)[2] *= 1001
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "but not W_V (layer 0), entry (0, " in why, why
+
 def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
     random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,

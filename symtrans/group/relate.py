@@ -70,7 +70,7 @@ from symtrans.group.action import BOUNDARY_NORM, EMBEDDING_NORM, linear_factor
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
-from symtrans.precision import EPS64, smallest_normal
+from symtrans.precision import EPS64, smallest_normal, unit_roundoff
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
            "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "kappa_limit", "random_element", "tensor_residuals",
@@ -2568,13 +2568,16 @@ _SLICE_KEEPING = ("element", "inverse", "inverse_transpose", "permutation")
 EVERY_LAYER = "*"
 
 
-def mixing(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[tuple[str, Any], dict[int, frozenset[int] | None]]:
+def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = True
+           ) -> dict[tuple[str, Any], dict[int, frozenset[int] | None]]:
     """Per ``(tensor, layer)`` (:data:`EVERY_LAYER` for a step that acts on it in every layer alike), the axes
     (positions in its axes, ``head`` first for a per-head tensor) that a step of ``steps`` mixes, each with the
     per-head blocks whose component mixes it (None: every block, or a tensor not in blocks). A permutation,
     monomial scalings and translations mix nothing; a dense gauge or rotation mixes its axis, in the layer and
     block it acts on. (Read per tensor alone, one dense gauge on one head of one layer switched the slices of that
-    axis off in every layer and head: a forger added one to hide a ``W_Q`` entry of another layer.)
+    axis off in every layer and head: a forger added one to hide a ``W_Q`` entry of another layer.) A factor's
+    steps are read together (:func:`_composed_steps`: a rotation and its inverse mix nothing); ``composed=False``
+    reads each step alone (where float64 rounding of a dense product reaches).
 
     Examples
     --------
@@ -2619,7 +2622,7 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[tuple[str, Any]
         seen[id(x)] = (x, out)  # x kept alive: its id is not reused within this call
         return out
 
-    for st in steps:
+    for st in _composed_steps(spec, steps) if composed else steps:
         f = spec.factor(st["factor"])
         el = st["element"]
         for t in f.tags:
@@ -2632,9 +2635,106 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[tuple[str, Any]
             else:  # between layers, or any other placement: every layer alike, by any of its elements
                 targets = [((t.tensor, EVERY_LAYER), e) for e in (el if isinstance(el, list) else [el])]
             for key, e in targets:
-                blocks = None if t.how not in _SLICE_KEEPING else mixed_blocks(e.get(t.component))
+                comp = t.component + _REVERSED if t.component + _REVERSED in e and _composes_reversed(t) else t.component
+                blocks = None if t.how not in _SLICE_KEEPING else mixed_blocks(e.get(comp))
                 if blocks is None or blocks:
                     mark(key, t.axis, blocks)
+    return out
+
+
+#: :func:`_composed_steps`'s suffix of a component's product taken in reverse order
+_REVERSED = "\0reversed"
+
+
+def _composes_reversed(tag: Any) -> bool:
+    """Whether a tag's actions compose in reverse order of the steps: ``W g1 g2`` (on the right by the element),
+    ``(g1 g2)^-1 W`` (on the left by the inverse) and ``W g1^-T g2^-T = W ((g1 g2)^-1)^T`` read ``g1 g2``; ``g2 g1
+    W``, ``W g1^-1 g2^-1 = W (g2 g1)^-1`` and ``g2^-T g1^-T W = ((g2 g1)^-1)^T W`` read ``g2 g1``.
+
+    Examples
+    --------
+    >>> from symtrans.catalogue.model import AxisTag
+    >>> _composes_reversed(AxisTag("W_O", 1, "vo-gauge", "left", "inverse")), _composes_reversed(AxisTag("W_V", 2, "vo-gauge", "left", "element"))
+    (False, True)
+    """
+    return tag.how == "inverse" if tag.side == "right" else tag.how in ("element", "inverse_transpose")
+
+
+def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` with each linear factor that occurs more than once given as one step: its components multiplied in
+    order, per layer and per head (a product monomial within float64 rounding made exactly monomial), and beside
+    each the product in reverse order (``component + _REVERSED``: the composite of a tag acting on the left by the
+    element, or on the right by its inverse, :func:`_composes_reversed`). What the steps move together is what
+    mixes an axis: a probe claimed a vo-gauge rotation and then its transpose (the identity) beside
+    a value channel a gauge had shrunk by 1e-10, and the rotation, read alone, let that channel be measured as part
+    of its head's fibre (rewritten x1001, logits 141% off). Components that do not line up (not square matrices of
+    one shape, lists of other lengths) leave the steps as they are.
+
+    Examples
+    --------
+    >>> import torch
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> Q = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))[0]
+    >>> eye = torch.eye(4, dtype=torch.float64)
+    >>> steps = [{"factor": "vo-gauge", "element": [{"g": [Q, eye]}]}, {"factor": "vo-gauge", "element": [{"g": [Q.T, eye]}]}]
+    >>> [s["factor"] for s in _composed_steps(spec, steps)], mixing(spec, steps)
+    (['vo-gauge'], {})
+    >>> mixing(spec, steps[:1])[("W_V", 0)]  # the rotation alone mixes head 0's value columns
+    {2: frozenset({(0, 2)})}
+    """
+    from symtrans.group.numeric import MonomialMatrix
+
+    counts: dict[str, int] = {}
+    for st in steps:
+        if linear_factor(spec, st["factor"]):
+            counts[st["factor"]] = counts.get(st["factor"], 0) + 1
+
+    def product(xs: list[Any], reverse: bool) -> Any:
+        """The components ``xs`` (one per step) multiplied in order (``reverse``: the other way); None where they
+        are not square matrices of one shape (or lists of them) that multiply to a near-monomial."""
+        if all(isinstance(x, (list, tuple)) for x in xs):
+            if len({len(x) for x in xs}) != 1:
+                return None
+            out = [product([x[i] for x in xs], reverse) for i in range(len(xs[0]))]
+            return None if any(o is None for o in out) else out
+        mats = [x.dense() if isinstance(x, MonomialMatrix) else x for x in xs]
+        if not all(_square(m) and m.shape == mats[0].shape for m in mats):
+            return None
+        p = functools.reduce(lambda a, b: a @ b, reversed(mats) if reverse else mats)
+        top = p.abs().amax(1, keepdim=True)
+        keep = p.abs() > 1e-12 * top  # off a single entry per row by no more than float64 rounding of the product
+        return p * keep if bool((keep.sum(1) == 1).all() and (keep.sum(0) == 1).all()) else p
+
+    def merge(els: list[Any]) -> Any:
+        if all(isinstance(e, dict) for e in els):
+            if len({frozenset(e) for e in els}) != 1:
+                return None
+            out = {}
+            for c in els[0]:
+                xs = [e[c] for e in els]
+                if not all(hasattr(x, "shape") or isinstance(x, (list, tuple)) for x in xs):
+                    return None
+                fwd, rev = product(xs, False), product(xs, True)
+                if fwd is None or rev is None:
+                    return None
+                out[c], out[c + _REVERSED] = fwd, rev
+            return out
+        if all(isinstance(e, list) for e in els) and len({len(e) for e in els}) == 1:
+            out = [merge([e[i] for e in els]) for i in range(len(els[0]))]
+            return None if any(o is None for o in out) else out
+        return None
+
+    out: list[dict[str, Any]] = []
+    done: set[str] = set()
+    for st in steps:
+        name = st["factor"]
+        if counts.get(name, 0) < 2:
+            out.append(st)
+        elif name not in done:
+            done.add(name)
+            group = [s for s in steps if s["factor"] == name]
+            merged = merge([s["element"] for s in group])
+            out.extend([{"factor": name, "element": merged}] if merged is not None else group)
     return out
 
 
@@ -3153,6 +3253,25 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
 
     mixed = mixing(spec, steps) if slices else {}
     translated = chain.translated(spec)
+    raw: list[dict[tuple[str, Any], dict[int, Any]]] = []
+
+    def dense_rounding(name: str, l: int | None, v: Any, dims: tuple[int, ...], at: dict[int, Any], n: int,
+                       dt: Any) -> Any:
+        """Where a step mixes an axis that the element's steps together do not (:func:`_composed_steps`: a rotation
+        and its inverse), float64's rounding of the dense products, ``gamma_n`` per step of each fibre along it, in
+        units of B's ``u`` (as an entry's scale is); None where there is no such axis."""
+        if not raw:
+            raw.append(mixing(spec, steps, composed=False))
+        extra = [p for p in _mixed_at(raw[0], name, l, len(v) if isinstance(v, (list, tuple)) else None) if p not in at]
+        if not extra:
+            return None
+        u64 = unit_roundoff("float64")
+        k = sum(name in a for a in chain.acts)
+        x = _stacked(v)
+        size = x.square().sum(tuple(dims[p] for p in extra), keepdim=True).sqrt().expand_as(x)
+        out = size * (k * max(n, 2) * u64 / unit_roundoff(dt))
+        return list(out) if isinstance(v, (list, tuple)) else out
+
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -3200,8 +3319,16 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
             if partial and isinstance(v, (list, tuple)) else []
         if stats and res <= tol:
-            carried_in = (lambda name=name, l=l: allowance_of(name, l)) if lin is not None and name in translated \
-                else None
+            def carried_in(name: str = name, l: int | None = l, v: Any = v, at: dict[int, Any] = at, n: int = n,
+                           dt: Any = dt) -> Any:
+                """What a slice's scale counts beside its own: the rounding translations carry in, and float64's
+                along an axis a step mixes that the steps together do not."""
+                parts = [dense_rounding(name, l, v, _dims_of(name, v), at, n, dt)]
+                if lin is not None and name in translated:
+                    parts.append(allowance_of(name, l))
+                parts = [x for x in parts if x is not None]
+                return functools.reduce(lambda a, b: _map_blocks(_torch().add, a, b), parts) if parts else None
+
             worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in)
             if worst["residual"] <= tol and rest:
                 # an axis some heads' components mix and others' do not: the other heads as a tensor of their
@@ -3244,16 +3371,20 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                         each = _renumber_heads(sub, rest)
                 return each
 
-            # the rounding a translation carries in from the tensor it was read from widens an entry's scale
-            # (read only where the entries fail without it); where that is not followed, nothing is widened
+            # the rounding a translation carries in from the tensor it was read from widens an entry's scale, and
+            # so does float64's along an axis a step mixes that the steps together do not (read only where the
+            # entries fail without them); where a translation's is not followed, nothing is widened
             each = measure(None)
-            if each["residual"] > each_tol and name in translated:
-                if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
-                    each = None
-                else:
-                    widen = allowance_of(name, l)
-                    if widen is not None:
-                        each = measure(widen)
+            if each["residual"] > each_tol:
+                widen = dense_rounding(name, l, v, dims, at, n, dt)
+                if name in translated:
+                    brought = allowance_of(name, l) if lin is not None else None
+                    widen = None if brought is None else brought if widen is None else \
+                        _map_blocks(_torch().add, brought, widen)
+                    if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
+                        each = None
+                if widen is not None and each is not None:
+                    each = measure(widen)
             if each is not None:
                 rec["entrywise"] = each_tol
                 if each["residual"] > each_tol and rec.get("slice_ok", True):  # a slice's or entries' failure first
