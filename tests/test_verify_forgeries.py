@@ -958,6 +958,85 @@ def test_a_rotation_and_its_inverse_mix_nothing(tmp_path):
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
     assert not ok and "but not W_V (layer 0), entry (0, " in why, why
 
+
+@pytest.mark.parametrize("case", ["a head permutation between a rotation and its inverse", "an identity residual map",
+                                  "a gauge one entry of 1e-30 off the identity", "an identity residual permutation"])
+def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale(case, tmp_path):
+    """A seventh probe: claims whose linear steps were read as mixing an axis they do not mix, beside a part a gauge
+    or scaling of A shrank by 1e-10; B rewrote the part x1001 and verify accepted it (logits 89-141% off): a rotation
+    on head 0, a head swap, its inverse on head 1, the swap back (per-index products read two rotations); a residual
+    rotation, or permutation, of the identity (a conjugation through a gain counted as mixing whatever its
+    component); a gauge of the identity but one entry of 1e-30 (any non-zero off the pattern counted). A linear
+    action now mixes an axis only where its component is monomial no closer than float64 rounding
+    (:func:`symtrans.group.relate._near_pattern`), and a factor's steps whose product cannot be followed mark
+    nothing mixed. Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.numeric import MonomialMatrix
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    family = "llama" if case.startswith("an identity") else "gpt2"
+    random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H, dm = a0.n_layers, a0.arch.H_kv, a0.d_model
+    dk = a0.tensors["W_V"].shape[-1]
+    eye_k, eye_m = torch.eye(dk, dtype=torch.float64), torch.eye(dm, dtype=torch.float64)
+
+    def vo(heads: dict[int, Any]) -> dict[str, Any]:
+        return {"factor": "vo-gauge", "element": [{"g": [heads.get(h, eye_k) for h in range(H)]}]
+                + [{"g": [eye_k] * H}] * (L - 1)}
+
+    if family == "gpt2":  # value channel 2 of head 0 at 1e-10 (its W_O row x1e10)
+        g0 = eye_k.clone()
+        g0[2, 2] = 1e-10
+        shrink = [vo({0: g0})]
+    else:  # ln1 gain channel 3 at 1e-10; or ln2's at 1e10, the W_in and W_gate rows it feeds at 1e-10
+        D = eye_m.clone()
+        D[3, 3] = 1e10 if case == "an identity residual map" else 1e-10
+        norm = "ln2-scaling" if case == "an identity residual map" else "ln1-scaling"
+        shrink = [{"factor": norm, "element": [{"D": D}] + [{"D": eye_m}] * (L - 1)}]
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    if case.startswith("a head permutation"):
+        Q = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
+        p = [1, 0] + list(range(2, a0.arch.H))
+        swap = {"factor": "S_H", "element": [{"pi": p, "kappa": p}]
+                + [{"pi": list(range(a0.arch.H)), "kappa": list(range(a0.arch.H))}] * (L - 1)}
+        steps = [vo({0: Q}), swap, vo({1: Q.T.contiguous()}), swap]
+    elif case.startswith("a gauge"):
+        g = eye_k.clone()
+        g[0, 2] = 1e-30
+        steps = [vo({0: g})]
+    elif case == "an identity residual map":
+        steps = [{"factor": "residual-rotation", "element": {"Q": eye_m}}]
+    else:
+        steps = [{"factor": "residual-permutation",
+                  "element": {"Q": MonomialMatrix(list(range(dm)), torch.ones(dm, dtype=torch.float64))}}]
+    claim = in_group(spec, steps)
+    (tmp_path / "control").mkdir()
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
+    assert ok, why
+    forged = apply_steps(spec, A, claim)
+    lp = forged["layers"][0]
+    if family == "gpt2":
+        lp["W_V"], lp["b_V"] = [x.clone() for x in lp["W_V"]], [x.clone() for x in lp["b_V"]]
+        lp["W_V"][0][:, 2] *= 1001
+        lp["b_V"][0].reshape(-1)[2] *= 1001
+        where = "W_V (layer 0), entry"
+    elif case == "an identity residual map":
+        for name in ("W_in", "W_gate"):
+            lp[name] = lp[name].clone()
+            lp[name][3, :] *= 1001
+        where = "(layer 0), entry (3, "
+    else:
+        lp["ln1_w"] = lp["ln1_w"].clone()
+        lp["ln1_w"].reshape(-1)[3] *= 1001
+        where = "ln1_w (layer 0), entry 3"
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and where in why, why
+
 def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     """relate's related answer and verify agree on a genuine pair: a random BERT stored in float16 and g . A (a
     random element, stored in float16). With A's side measured entry by entry on tensors a translation moves,

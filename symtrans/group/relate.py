@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symtrans.errors import SymtransError
-from symtrans.group.action import BOUNDARY_NORM, EMBEDDING_NORM, linear_factor
+from symtrans.group.action import BOUNDARY_NORM, EMBEDDING_NORM, LINEAR_ACTIONS, linear_factor
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
@@ -2558,11 +2558,6 @@ def _norm_any(x: Any) -> float:
     return _fro(x)
 
 
-#: the actions that move each slice of the axis they act on by itself where their component is monomial (a
-#: permutation with scalings): a dense component (a gauge, a rotation) mixes the axis's slices, and so does every
-#: other kind acting on an axis (a conjugation through a gain)
-_SLICE_KEEPING = ("element", "inverse", "inverse_transpose", "permutation")
-
 
 #: :func:`mixing`'s key for a tag that acts on a tensor in every layer
 EVERY_LAYER = "*"
@@ -2609,16 +2604,16 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
         if id(x) in seen:
             return seen[id(x)][1]
         if not isinstance(x, (list, tuple)):
-            out = None if hasattr(x, "shape") and element_length(x) > 1 else frozenset()
+            out = None if _square(x) and not _monomial(_near_pattern(x)) else frozenset()
         else:
             dense = [i for i, m in enumerate(x) if _square(m) and not _is_monomial_matrix(m)]
             if dense and all(x[i].shape == x[dense[0]].shape and x[i].dtype == x[dense[0]].dtype for i in dense):
-                X = _torch().stack([x[i] for i in dense])
+                X = _near_pattern(_torch().stack([x[i] for i in dense]))
                 nz = X != 0
                 mono = ((nz.sum(1) == 1).all(-1) & (nz.sum(2) == 1).all(-1)).tolist()  # :func:`_monomial`, at once
                 out = frozenset((i, len(x)) for i, m in zip(dense, mono) if not m)
             else:
-                out = frozenset((i, len(x)) for i in dense if element_length(x[i]) > 1)
+                out = frozenset((i, len(x)) for i in dense if not _monomial(_near_pattern(x[i])))
         seen[id(x)] = (x, out)  # x kept alive: its id is not reused within this call
         return out
 
@@ -2636,7 +2631,10 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
                 targets = [((t.tensor, EVERY_LAYER), e) for e in (el if isinstance(el, list) else [el])]
             for key, e in targets:
                 comp = t.component + _REVERSED if t.component + _REVERSED in e and _composes_reversed(t) else t.component
-                blocks = None if t.how not in _SLICE_KEEPING else mixed_blocks(e.get(comp))
+                # a linear action mixes an axis where its component is not monomial (a gain's conjugation by a
+                # permutation moves each entry by itself: read as mixing, an identity residual map or a residual
+                # permutation let a shrunk gain entry be rewritten inside the whole vector, logits 132% off)
+                blocks = mixed_blocks(e.get(comp)) if t.how in LINEAR_ACTIONS else None
                 if blocks is None or blocks:
                     mark(key, t.axis, blocks)
     return out
@@ -2644,6 +2642,24 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
 
 #: :func:`_composed_steps`'s suffix of a component's product taken in reverse order
 _REVERSED = "\0reversed"
+
+
+def _near_pattern(x: Any) -> Any:
+    """A dense matrix (or a stack of them) with every entry at most 1e-12 of its row's largest set to 0: what float64
+    rounding of a product leaves off a monomial's pattern, and what moves nothing at any scale a check resolves (a
+    claimed gauge of the identity but one entry of 1e-30 marked its head's value columns mixed, and a shrunk channel
+    was measured inside their fibre, logits 141% off).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.eye(3, dtype=torch.float64)
+    >>> g[0, 2] = 1e-30
+    >>> _monomial(g), _monomial(_near_pattern(g))
+    (False, True)
+    """
+    top = x.abs().amax(-1, keepdim=True)
+    return x * (x.abs() > 1e-12 * top)
 
 
 def _composes_reversed(tag: Any) -> bool:
@@ -2667,8 +2683,9 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
     element, or on the right by its inverse, :func:`_composes_reversed`). What the steps move together is what
     mixes an axis: a probe claimed a vo-gauge rotation and then its transpose (the identity) beside
     a value channel a gauge had shrunk by 1e-10, and the rotation, read alone, let that channel be measured as part
-    of its head's fibre (rewritten x1001, logits 141% off). Components that do not line up (not square matrices of
-    one shape, lists of other lengths) leave the steps as they are.
+    of its head's fibre (rewritten x1001, logits 141% off). Steps whose product this cannot follow (another linear
+    step acting on the same tensors between them, components that do not line up) mark nothing mixed: with a head
+    permutation between Q on head 0 and Q^T on head 1 (the identity), per-index products read two rotations.
 
     Examples
     --------
@@ -2700,10 +2717,7 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
         mats = [x.dense() if isinstance(x, MonomialMatrix) else x for x in xs]
         if not all(_square(m) and m.shape == mats[0].shape for m in mats):
             return None
-        p = functools.reduce(lambda a, b: a @ b, reversed(mats) if reverse else mats)
-        top = p.abs().amax(1, keepdim=True)
-        keep = p.abs() > 1e-12 * top  # off a single entry per row by no more than float64 rounding of the product
-        return p * keep if bool((keep.sum(1) == 1).all() and (keep.sum(0) == 1).all()) else p
+        return _near_pattern(functools.reduce(lambda a, b: a @ b, reversed(mats) if reverse else mats))
 
     def merge(els: list[Any]) -> Any:
         if all(isinstance(e, dict) for e in els):
@@ -2732,9 +2746,17 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
             out.append(st)
         elif name not in done:
             done.add(name)
-            group = [s for s in steps if s["factor"] == name]
-            merged = merge([s["element"] for s in group])
-            out.extend([{"factor": name, "element": merged}] if merged is not None else group)
+            at = [i for i, s in enumerate(steps) if s["factor"] == name]
+            moves = _acts_on(spec, name)
+            between = any(linear_factor(spec, steps[i]["factor"]) and _acts_on(spec, steps[i]["factor"]) & moves
+                          for i in range(at[0], at[-1] + 1) if steps[i]["factor"] != name)
+            merged = None if between else merge([steps[i]["element"] for i in at])
+            if merged is not None:
+                out.append({"factor": name, "element": merged})
+            # else: steps whose product this cannot follow (another linear step between them, a head permutation
+            # that carries a rotation to another head and its inverse back; components that do not line up) mix
+            # nothing here, and each entry is held to its own scale: a genuine B of such a claim still carries
+            # float64's rounding of the dense products, which ``dense_rounding`` allows for
     return out
 
 
@@ -3254,6 +3276,17 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     mixed = mixing(spec, steps) if slices else {}
     translated = chain.translated(spec)
     raw: list[dict[tuple[str, Any], dict[int, Any]]] = []
+    from symtrans.numeric.weights import GAIN_OFFSET_TENSORS
+
+    offset = getattr(spec.arch, "gain_offset", 0) or 0
+
+    def stored_offset(name: str, v: Any, t: Any) -> Any:
+        """A gain stored as ``w = gain - offset`` (Gemma's ``1 + w``) is rounded at ``|w|``, not at the gain: each
+        entry's stored magnitude (the larger of g . A's and B's), as a scale; None for any other tensor. A gain of
+        1e-6 of the rest, stored as ``w`` near -1, is 2^-24 of ``|w|`` off itself: 4% of the gain."""
+        if not offset or name not in GAIN_OFFSET_TENSORS:
+            return None
+        return _map_blocks(lambda x, y: _torch().maximum((x - offset).abs(), (y - offset).abs()), v, t)
 
     def dense_rounding(name: str, l: int | None, v: Any, dims: tuple[int, ...], at: dict[int, Any], n: int,
                        dt: Any) -> Any:
@@ -3326,8 +3359,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 parts = [dense_rounding(name, l, v, _dims_of(name, v), at, n, dt)]
                 if lin is not None and name in translated:
                     parts.append(allowance_of(name, l))
-                parts = [x for x in parts if x is not None]
-                return functools.reduce(lambda a, b: _map_blocks(_torch().add, a, b), parts) if parts else None
+                return _summed(parts)
 
             worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in)
             if worst["residual"] <= tol and rest:
@@ -3376,11 +3408,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             # entries fail without them); where a translation's is not followed, nothing is widened
             each = measure(None)
             if each["residual"] > each_tol:
-                widen = dense_rounding(name, l, v, dims, at, n, dt)
+                widen = _summed([dense_rounding(name, l, v, dims, at, n, dt), stored_offset(name, v, t)])
                 if name in translated:
                     brought = allowance_of(name, l) if lin is not None else None
-                    widen = None if brought is None else brought if widen is None else \
-                        _map_blocks(_torch().add, brought, widen)
+                    widen = None if brought is None else _summed([brought, widen])
                     if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
                         each = None
                 if widen is not None and each is not None:
@@ -3519,6 +3550,19 @@ _FIT_BOUND: dict[str, Callable[..., Any]] = {
     "translate_rows": lambda R, gain, w, c: 2 * (R.mean(0, keepdim=True) if w is None else _weighted_rows(R, w)),
     "hyperplane_weight": lambda R, gain, w, c: (1 / gain).abs().reshape(1, -1) @ R / (1 / gain).square().sum(),
 }
+
+
+def _summed(parts: list[Any]) -> Any:
+    """The sum of the widenings in ``parts`` that are not None (block form), or None if none is.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _summed([None, torch.ones(2), 2 * torch.ones(2)]).tolist(), _summed([None])
+    ([3.0, 3.0], None)
+    """
+    given = [x for x in parts if x is not None]
+    return functools.reduce(lambda a, b: _map_blocks(_torch().add, a, b), given) if given else None
 
 
 def _map_blocks(fn: Callable[..., Any], *xs: Any) -> Any:
