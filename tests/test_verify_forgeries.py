@@ -62,6 +62,15 @@ def _verdict(path: Path) -> tuple[bool, str]:
     return check_relation(json.loads(path.read_text()), path)
 
 
+def _control_is_valid(tmp: Path, a: Any, claim: list[dict[str, Any]], blocks: dict[str, Any]) -> None:
+    """The control of a forgery: B = g . A written with its claim under ``tmp/control``, which verify accepts (and
+    ``tmp/forged`` made ready for the forged B)."""
+    (tmp / "control").mkdir()
+    (tmp / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp / "a", a, claim, apply_steps(GroupSpec.from_arch(a.arch), blocks, claim), tmp / "control"))
+    assert ok, why
+
+
 def _gauge(a: Any, head: Any) -> list[dict[str, Any]]:
     """One qk-gauge element per layer: ``head(l, h)`` the matrix of head h in layer l."""
     return [{"g": [head(l, h) for h in range(a.arch.H_kv)]} for l in range(a.n_layers)]
@@ -705,10 +714,7 @@ def test_an_ordinary_translation_beside_a_shrunk_part_widens_it_only_by_its_roun
     claim = in_group(spec, [{"factor": "ffn-input-hyperplane",
                              "element": [e if l == 0 else _zeroed(e) for l, e in enumerate(el)]}])
     A = model_blocks(a)
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     T = forged["layers"][0]["W_in"] - A["layers"][0]["W_in"]  # what the translation adds
     assert float(T[3].abs().max()) > 10 * float(A["layers"][0]["W_in"][3].abs().max())  # far more than the row
@@ -781,10 +787,7 @@ def test_a_scaling_around_a_bias_transfer_does_not_widen_what_it_shrank(tmp_path
                             {"factor": "ln1-bias-transfer", "element": t},
                             {"factor": "ln1-scaling", "element": [{"D": up}] + [{"D": eye_m}] * (L - 1)}])
     A = model_blocks(a)
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     forged["layers"][0]["b_V"] = [x.clone() for x in forged["layers"][0]["b_V"]]
     forged["layers"][0]["b_V"][0][0, 2] *= 101
@@ -862,10 +865,7 @@ def test_a_translation_and_its_negation_carry_no_rounding_of_their_own(case, tmp
         steps = [{"factor": "final-norm-bias-transfer", "element": {"t": c}},
                  {"factor": "final-norm-bias-transfer", "element": {"t": -c}}]
     claim = in_group(spec, steps)
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     if case == "a value bias shift":
         forged["layers"][0]["b_V"] = [x.clone() for x in forged["layers"][0]["b_V"]]
@@ -903,10 +903,7 @@ def test_one_large_row_does_not_widen_the_rows_an_embedding_translation_moves(fa
     A = model_blocks(a)
     el = random_element(spec, a.n_layers, 5, factors=["embedding-translation"])[0]["element"]
     claim = in_group(spec, [{"factor": "embedding-translation", "element": {k: 1e-10 * v for k, v in el.items()}}])
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     rows = forged[table].clone()
     other = torch.arange(len(rows)) != big
@@ -946,10 +943,7 @@ def test_a_rotation_and_its_inverse_mix_nothing(tmp_path):
     A = model_blocks(a)
     Q = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
     claim = in_group(spec, [vo(Q), vo(Q.T.contiguous())])
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     lp = forged["layers"][0]
     lp["W_V"], lp["b_V"] = [x.clone() for x in lp["W_V"]], [x.clone() for x in lp["b_V"]]
@@ -1014,10 +1008,7 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         steps = [{"factor": "residual-permutation",
                   "element": {"Q": MonomialMatrix(list(range(dm)), torch.ones(dm, dtype=torch.float64))}}]
     claim = in_group(spec, steps)
-    (tmp_path / "control").mkdir()
-    (tmp_path / "forged").mkdir()
-    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, A, claim), tmp_path / "control"))
-    assert ok, why
+    _control_is_valid(tmp_path, a, claim, A)
     forged = apply_steps(spec, A, claim)
     lp = forged["layers"][0]
     if family == "gpt2":
