@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -954,7 +955,8 @@ def test_a_rotation_and_its_inverse_mix_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["a head permutation between a rotation and its inverse", "an identity residual map",
-                                  "a gauge one entry of 1e-30 off the identity", "an identity residual permutation"])
+                                  "a gauge one entry of 1e-30 off the identity", "an identity residual permutation",
+                                  "a residual map rotating two other channels"])
 def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale(case, tmp_path):
     """A seventh probe: claims whose linear steps were read as mixing an axis they do not mix, beside a part a gauge
     or scaling of A shrank by 1e-10; B rewrote the part x1001 and verify accepted it (logits 89-141% off): a rotation
@@ -963,12 +965,14 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
     component); a gauge of the identity but one entry of 1e-30 (any non-zero off the pattern counted). A linear
     action now mixes an axis only where its component is monomial no closer than float64 rounding
     (:func:`symtrans.group.relate._near_pattern`), and a factor's steps whose product cannot be followed mark
-    nothing mixed. Control: B = g . A is valid."""
+    nothing mixed. And a residual rotation in the plane of channels 5 and 6 measured channel 3's rows inside the
+    whole axis's fibre (141% off): a fibre is now only the indices the map couples
+    (:func:`symtrans.group.relate.coupled_groups`). Control: B = g . A is valid."""
     from symtrans.group.elements import in_group
     from symtrans.group.numeric import MonomialMatrix
     from symtrans.numeric.fixtures import random_checkpoint
 
-    family = "llama" if case.startswith("an identity") else "gpt2"
+    family = "llama" if case.startswith(("an identity", "a residual map")) else "gpt2"
     random_checkpoint(tmp_path / "a0", family, head=True, tie_word_embeddings=False, seed=1)
     a0 = load_model(tmp_path / "a0")
     spec = GroupSpec.from_arch(a0.arch)
@@ -986,8 +990,9 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         shrink = [vo({0: g0})]
     else:  # ln1 gain channel 3 at 1e-10; or ln2's at 1e10, the W_in and W_gate rows it feeds at 1e-10
         D = eye_m.clone()
-        D[3, 3] = 1e10 if case == "an identity residual map" else 1e-10
-        norm = "ln2-scaling" if case == "an identity residual map" else "ln1-scaling"
+        rows = case != "an identity residual permutation"
+        D[3, 3] = 1e10 if rows else 1e-10
+        norm = "ln2-scaling" if rows else "ln1-scaling"
         shrink = [{"factor": norm, "element": [{"D": D}] + [{"D": eye_m}] * (L - 1)}]
     save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, shrink))), tmp_path / "a")
     a = load_model(tmp_path / "a")
@@ -1004,6 +1009,11 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         steps = [vo({0: g})]
     elif case == "an identity residual map":
         steps = [{"factor": "residual-rotation", "element": {"Q": eye_m}}]
+    elif case.startswith("a residual map"):
+        Q = eye_m.clone()
+        c, s = math.cos(0.3), math.sin(0.3)
+        Q[5, 5], Q[5, 6], Q[6, 5], Q[6, 6] = c, -s, s, c
+        steps = [{"factor": "residual-rotation", "element": {"Q": Q}}]
     else:
         steps = [{"factor": "residual-permutation",
                   "element": {"Q": MonomialMatrix(list(range(dm)), torch.ones(dm, dtype=torch.float64))}}]
@@ -1016,11 +1026,11 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         lp["W_V"][0][:, 2] *= 1001
         lp["b_V"][0].reshape(-1)[2] *= 1001
         where = "W_V (layer 0), entry"
-    elif case == "an identity residual map":
+    elif case != "an identity residual permutation":
         for name in ("W_in", "W_gate"):
             lp[name] = lp[name].clone()
             lp[name][3, :] *= 1001
-        where = "(layer 0), entry (3, "
+        where = "(layer 0), "
     else:
         lp["ln1_w"] = lp["ln1_w"].clone()
         lp["ln1_w"].reshape(-1)[3] *= 1001

@@ -2563,7 +2563,8 @@ def _norm_any(x: Any) -> float:
 EVERY_LAYER = "*"
 
 
-def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = True
+def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = True,
+           couplings: dict[tuple[tuple[str, Any], int], Any] | None = None
            ) -> dict[tuple[str, Any], dict[int, frozenset[int] | None]]:
     """Per ``(tensor, layer)`` (:data:`EVERY_LAYER` for a step that acts on it in every layer alike), the axes
     (positions in its axes, ``head`` first for a per-head tensor) that a step of ``steps`` mixes, each with the
@@ -2572,7 +2573,9 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
     block it acts on. (Read per tensor alone, one dense gauge on one head of one layer switched the slices of that
     axis off in every layer and head: a forger added one to hide a ``W_Q`` entry of another layer.) A factor's
     steps are read together (:func:`_composed_steps`: a rotation and its inverse mix nothing); ``composed=False``
-    reads each step alone (where float64 rounding of a dense product reaches).
+    reads each step alone (where float64 rounding of a dense product reaches). ``couplings``, where given, gets per
+    ``(key, axis)`` which indices of the axis the mixing components couple (a boolean matrix, their patterns OR-ed:
+    :func:`coupled_groups` reads it).
 
     Examples
     --------
@@ -2597,6 +2600,23 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
         axes[axis] = None if blocks is None or old is None else old | blocks
 
     seen: dict[int, tuple[Any, frozenset[int] | None]] = {}
+
+    def couple(into: dict[tuple[tuple[str, Any], int], Any], where: tuple[tuple[str, Any], int], x: Any,
+               blocks: frozenset[int] | None, linear: bool) -> None:
+        """OR into ``into[where]`` the pattern of each mixing component of ``x`` (every index, where it has none:
+        a translation, or a component that is not a square matrix)."""
+        mats = [x] if not isinstance(x, (list, tuple)) else \
+            [x[i] for i, _ in sorted(blocks)] if blocks is not None else list(x)
+        for m in mats:
+            m = m.dense() if _is_monomial_matrix(m) else m
+            if not (linear and _square(m)):
+                into[where] = True  # couples every index (its size unknown here)
+                return
+            pattern = _near_pattern(m.to(_torch().float64)) != 0
+            old = into.get(where)
+            if old is True:
+                return
+            into[where] = pattern | pattern.T if old is None else old | pattern | pattern.T
 
     def mixed_blocks(x: Any) -> frozenset[int] | None:
         """The blocks a component mixes (empty: none); None where a single matrix mixes every block. A component
@@ -2637,6 +2657,8 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
                 blocks = mixed_blocks(e.get(comp)) if t.how in LINEAR_ACTIONS else None
                 if blocks is None or blocks:
                     mark(key, t.axis, blocks)
+                    if couplings is not None:
+                        couple(couplings, (key, t.axis), e.get(comp), blocks, t.how in LINEAR_ACTIONS)
     return out
 
 
@@ -2758,6 +2780,43 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
             # nothing here, and each entry is held to its own scale: a genuine B of such a claim still carries
             # float64's rounding of the dense products, which ``dense_rounding`` allows for
     return out
+
+
+def coupled_groups(couplings: dict[tuple[tuple[str, Any], int], Any], name: str, layer: Any, axis: int) -> Any:
+    """The groups of indices of axis ``axis`` of ``name`` at ``layer`` that :func:`mixing`'s components couple (their
+    every-layer steps included): a label per index, the smallest index of its connected component; None where every
+    index is coupled with every other (one group: the whole axis) or nothing is recorded.
+
+    Examples
+    --------
+    >>> import torch, math
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> Q = torch.eye(4, dtype=torch.float64)
+    >>> Q[1:3, 1:3] = torch.tensor([[math.cos(0.3), -math.sin(0.3)], [math.sin(0.3), math.cos(0.3)]])
+    >>> c = {}
+    >>> _ = mixing(spec, [{"factor": "vo-gauge", "element": [{"g": [Q]}]}], couplings=c)
+    >>> coupled_groups(c, "W_V", 0, 2).tolist()  # a rotation in the plane of indices 1 and 2
+    [0, 1, 1, 3]
+    """
+    torch = _torch()
+    adj = None
+    for key in ((name, layer), (name, EVERY_LAYER)):
+        got = couplings.get((key, axis))
+        if got is True:
+            return None
+        if got is not None:
+            adj = got if adj is None else adj | got
+    if adj is None:
+        return None
+    n = adj.shape[0]
+    labels = torch.arange(n)
+    big = torch.full((n, n), n, dtype=labels.dtype)
+    while True:  # each index takes the smallest label among its neighbours until none changes
+        new = torch.minimum(labels, torch.where(adj, labels[None, :].expand(n, n), big).amin(1))
+        if bool((new == labels).all()):
+            break
+        labels = new
+    return None if bool((labels == 0).all()) else labels
 
 
 def _mixed_at(mixed: dict[tuple[str, Any], dict[int, Any]], name: str, layer: Any, blocks: int | None = None
@@ -3059,8 +3118,8 @@ def _stacked(x: Any) -> Any:
     return _torch().stack(list(x)) if isinstance(x, (list, tuple)) else x
 
 
-def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] = (), widen: Any = None
-               ) -> dict[str, Any]:
+def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] = (), widen: Any = None,
+               groups: dict[int, Any] | None = None) -> dict[str, Any]:
     """The entry of a tensor (per-head blocks stacked; with ``over``, the fibre along those dims: what a dense
     map moves as a whole) reproduced worst relative to its own scale: ``|g.A - B|_j / s_j`` with ``s_j`` the
     largest of ``|g.A|_j``, ``|B|_j``, ``|widen|_j`` and ``floor``; its index (a vector's entry, else its
@@ -3070,8 +3129,11 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     that keeps its norm within its condition number; so each entry (fibre) of B holds its own rounding, and the
     error of a fitted map, relative to its own scale, and nothing else. ``widen``: a fitted translation carries
     the rounding of the tensor it was read from into each entry it moves, at that tensor's scale, not the entry's
-    (:func:`translation_allowance`; in units of the entry's rounding, as the scale is). ``floor``, the smallest
-    normal number of B's dtype, covers subnormals. A
+    (:func:`translation_allowance`; in units of the entry's rounding, as the scale is). ``groups``: per dim of
+    ``over``, a label per index (:func:`coupled_groups`): the fibre along it is only the indices the map couples (a
+    rotation in the plane of two channels moves a third by itself; read as one fibre, a shrunk third channel was
+    rewritten at the fibre's scale, logits 141% off). ``floor``, the smallest normal number of B's dtype, covers
+    subnormals. A
     Frobenius residual, or a slice's, lets an entry far below the rest move by the rest's rounding: a helper's
     probe kept A on the orbit of an ordinary model but with parts g had shrunk (a norm gain channel at 1e-6 or
     1e-2, its head row inflated; a head's queries shrunk by 1e-6), and B rewrote those parts (logits 46% off at
@@ -3091,11 +3153,25 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     1.067
     >>> round(worst_each(forged, b, 2.0 ** -126, over=(1,))["residual"], 3)  # the row as one fibre
     0.113
+    >>> round(worst_each(forged, b, 2.0 ** -126, over=(1,), groups={1: torch.tensor([0, 0, 2])})["residual"], 3)
+    1.067
     """
     torch = _torch()
 
     def size(x: Any) -> Any:
-        return x.abs() if not over else x.square().sum(over).sqrt()
+        if not over:
+            return x.abs()
+        if not groups:
+            return x.square().sum(over).sqrt()
+        s2 = x.square()
+        for d in over:  # the sum over each index's group along d (the whole dim where none is given), kept in place
+            lab = groups.get(d)
+            if lab is None:
+                s2 = s2.sum(d, keepdim=True).expand_as(x)
+            else:
+                onehot = torch.nn.functional.one_hot(lab, int(lab.max()) + 1).to(s2.dtype)
+                s2 = torch.movedim(torch.movedim(s2, d, -1) @ onehot @ onehot.T, -1, d)
+        return s2.sqrt()
 
     v, t = _stacked(moved), _stacked(target)
     if not over and widen is None and v.device.type == "cpu" and v.dtype == t.dtype and not v.requires_grad:
@@ -3273,7 +3349,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             return acted(name)
         return v
 
-    mixed = mixing(spec, steps) if slices else {}
+    couplings: dict[tuple[tuple[str, Any], int], Any] = {}
+    mixed = mixing(spec, steps, couplings=couplings) if slices else {}
     translated = chain.translated(spec)
     raw: list[dict[tuple[str, Any], dict[int, Any]]] = []
     from symtrans.numeric.weights import GAIN_OFFSET_TENSORS
@@ -3389,13 +3466,15 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             each_tol = tol if m > 0 else min(tol, relation_tolerance(dt, 0.0)[0])
             dims = _dims_of(name, v)
             over = tuple(dims[p] for p in at)
+            # along a mixed axis, the fibre is the indices the maps couple (None: the whole axis)
+            groups = {dims[p]: g for p in at if (g := coupled_groups(couplings, name, l, p)) is not None}
             # an axis every block mixes leaves no block moved entry by entry
             each_rest = rest if len(partial) == len(at) else []
 
             def measure(widen: Any, v: Any = v, t: Any = t, over: tuple[int, ...] = over,
                         rest: list[int] = each_rest) -> dict[str, Any]:
                 """:func:`worst_each` of the tensor (fibres along its mixed axes), and of its unmixed blocks."""
-                each = worst_each(v, t, smallest_normal(dt), over=over, widen=widen)
+                each = worst_each(v, t, smallest_normal(dt), over=over, widen=widen, groups=groups)
                 if rest:  # the blocks no step mixes: entry by entry
                     sub = worst_each([v[i] for i in rest], [t[i] for i in rest], smallest_normal(dt),
                                      widen=None if widen is None else [widen[i] for i in rest])
