@@ -956,7 +956,8 @@ def test_a_rotation_and_its_inverse_mix_nothing(tmp_path):
 
 @pytest.mark.parametrize("case", ["a head permutation between a rotation and its inverse", "an identity residual map",
                                   "a gauge one entry of 1e-30 off the identity", "an identity residual permutation",
-                                  "a residual map rotating two other channels"])
+                                  "a residual map rotating two other channels",
+                                  "a rotation of two other channels beside a dense gauge on another head"])
 def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale(case, tmp_path):
     """A seventh probe: claims whose linear steps were read as mixing an axis they do not mix, beside a part a gauge
     or scaling of A shrank by 1e-10; B rewrote the part x1001 and verify accepted it (logits 89-141% off): a rotation
@@ -967,7 +968,8 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
     (:func:`symtrans.group.relate._near_pattern`), and a factor's steps whose product cannot be followed mark
     nothing mixed. And a residual rotation in the plane of channels 5 and 6 measured channel 3's rows inside the
     whole axis's fibre (141% off): a fibre is now only the indices the map couples
-    (:func:`symtrans.group.relate.coupled_groups`). Control: B = g . A is valid."""
+    (:func:`symtrans.group.relate.coupled_groups`), head by head (a dense gauge on head 1, merged into head 0's
+    rotation of value channels 0 and 1, let head 0's channel 2 be rewritten: 141% off). Control: B = g . A."""
     from symtrans.group.elements import in_group
     from symtrans.group.numeric import MonomialMatrix
     from symtrans.numeric.fixtures import random_checkpoint
@@ -1003,6 +1005,12 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         swap = {"factor": "S_H", "element": [{"pi": p, "kappa": p}]
                 + [{"pi": list(range(a0.arch.H)), "kappa": list(range(a0.arch.H))}] * (L - 1)}
         steps = [vo({0: Q}), swap, vo({1: Q.T.contiguous()}), swap]
+    elif case.startswith("a rotation of two other channels"):
+        G = eye_k.clone()
+        c, s = math.cos(0.3), math.sin(0.3)
+        G[0, 0], G[0, 1], G[1, 0], G[1, 1] = c, -s, s, c
+        Q = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
+        steps = [vo({0: G, 1: Q})]
     elif case.startswith("a gauge"):
         g = eye_k.clone()
         g[0, 2] = 1e-30
@@ -1025,7 +1033,7 @@ def test_a_step_whose_component_mixes_nothing_leaves_each_entry_at_its_own_scale
         lp["W_V"], lp["b_V"] = [x.clone() for x in lp["W_V"]], [x.clone() for x in lp["b_V"]]
         lp["W_V"][0][:, 2] *= 1001
         lp["b_V"][0].reshape(-1)[2] *= 1001
-        where = "W_V (layer 0), entry"
+        where = "but not W_V (layer 0), "
     elif case != "an identity residual permutation":
         for name in ("W_in", "W_gate"):
             lp[name] = lp[name].clone()

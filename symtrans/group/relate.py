@@ -2574,8 +2574,9 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
     axis off in every layer and head: a forger added one to hide a ``W_Q`` entry of another layer.) A factor's
     steps are read together (:func:`_composed_steps`: a rotation and its inverse mix nothing); ``composed=False``
     reads each step alone (where float64 rounding of a dense product reaches). ``couplings``, where given, gets per
-    ``(key, axis)`` which indices of the axis the mixing components couple (a boolean matrix, their patterns OR-ed:
-    :func:`coupled_groups` reads it).
+    ``(key, axis)`` and per block (``(index, count)`` of a component list; None for one matrix acting on every
+    block) which indices of the axis the mixing components couple (a boolean matrix, their patterns OR-ed; True for
+    all): :func:`coupled_groups` reads it.
 
     Examples
     --------
@@ -2602,21 +2603,30 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
     seen: dict[int, tuple[Any, frozenset[int] | None]] = {}
 
     def couple(into: dict[tuple[tuple[str, Any], int], Any], where: tuple[tuple[str, Any], int], x: Any,
-               blocks: frozenset[int] | None, linear: bool) -> None:
-        """OR into ``into[where]`` the pattern of each mixing component of ``x`` (every index, where it has none:
-        a translation, or a component that is not a square matrix)."""
-        mats = [x] if not isinstance(x, (list, tuple)) else \
-            [x[i] for i, _ in sorted(blocks)] if blocks is not None else list(x)
-        for m in mats:
+               blocks: frozenset[int] | None, how: str) -> None:
+        """OR into ``into[where]`` the pattern of the matrix each mixing component of ``x`` acts by (the component,
+        or its inverse where the tag acts by that; for a gain's conjugation, where both reach), symmetrised; every
+        index where that is not a square matrix (a translation)."""
+        if not isinstance(x, (list, tuple)):
+            mats = [(None, x)]  # one matrix for every block
+        else:
+            mats = [((i, n), x[i]) for i, n in sorted(blocks)] if blocks is not None else \
+                [((i, len(x)), m) for i, m in enumerate(x)]
+        per = into.setdefault(where, {})
+        for block, m in mats:
             m = m.dense() if _is_monomial_matrix(m) else m
-            if not (linear and _square(m)):
-                into[where] = True  # couples every index (its size unknown here)
-                return
-            pattern = _near_pattern(m.to(_torch().float64)) != 0
-            old = into.get(where)
-            if old is True:
-                return
-            into[where] = pattern | pattern.T if old is None else old | pattern | pattern.T
+            if how not in LINEAR_ACTIONS or not _square(m):
+                per[block] = True  # couples every index (its size unknown here)
+                continue
+            m = m.to(_torch().float64)
+            pattern = _near_pattern(m) != 0
+            if how in ("inverse", "inverse_transpose", "conjugate_gain", "conjugate_diagonal"):
+                inverse = _near_pattern(_torch().linalg.inv(m)) != 0
+                # diag(g^-1 diag(x) g)_i sums (g^-1)_ik x_k g_ki: k reaches i where both are non-zero
+                pattern = inverse & pattern.T if how == "conjugate_diagonal" else inverse
+            old = per.get(block)
+            if old is not True:
+                per[block] = pattern | pattern.T if old is None else old | pattern | pattern.T
 
     def mixed_blocks(x: Any) -> frozenset[int] | None:
         """The blocks a component mixes (empty: none); None where a single matrix mixes every block. A component
@@ -2658,7 +2668,7 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
                 if blocks is None or blocks:
                     mark(key, t.axis, blocks)
                     if couplings is not None:
-                        couple(couplings, (key, t.axis), e.get(comp), blocks, t.how in LINEAR_ACTIONS)
+                        couple(couplings, (key, t.axis), e.get(comp), blocks, t.how)
     return out
 
 
@@ -2782,41 +2792,66 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
     return out
 
 
-def coupled_groups(couplings: dict[tuple[tuple[str, Any], int], Any], name: str, layer: Any, axis: int) -> Any:
-    """The groups of indices of axis ``axis`` of ``name`` at ``layer`` that :func:`mixing`'s components couple (their
-    every-layer steps included): a label per index, the smallest index of its connected component; None where every
-    index is coupled with every other (one group: the whole axis) or nothing is recorded.
+def coupled_groups(couplings: dict[tuple[tuple[str, Any], int], Any], name: str, layer: Any, axis: int,
+                   blocks: int | None = None) -> Any:
+    """The groups of indices of axis ``axis`` of ``name`` at ``layer`` that :func:`mixing`'s components couple (its
+    every-layer steps included): a label per index, the smallest index of its connected component, as one row
+    (every block alike) or, for a tensor of ``blocks`` per-head blocks, one row per block (a head's own maps only:
+    one head's dense gauge merged into another's sparse one let a value channel the sparse one leaves alone be
+    rewritten inside that head's whole fibre, logits 141% off); None where one group spans the whole axis in every
+    block, or nothing is recorded.
 
     Examples
     --------
     >>> import torch, math
     >>> spec = GroupSpec.from_arch("bert-base")
-    >>> Q = torch.eye(4, dtype=torch.float64)
-    >>> Q[1:3, 1:3] = torch.tensor([[math.cos(0.3), -math.sin(0.3)], [math.sin(0.3), math.cos(0.3)]])
+    >>> G = torch.eye(4, dtype=torch.float64)
+    >>> G[1:3, 1:3] = torch.tensor([[math.cos(0.3), -math.sin(0.3)], [math.sin(0.3), math.cos(0.3)]])
+    >>> Q = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))[0]
     >>> c = {}
-    >>> _ = mixing(spec, [{"factor": "vo-gauge", "element": [{"g": [Q]}]}], couplings=c)
-    >>> coupled_groups(c, "W_V", 0, 2).tolist()  # a rotation in the plane of indices 1 and 2
-    [0, 1, 1, 3]
+    >>> _ = mixing(spec, [{"factor": "vo-gauge", "element": [{"g": [G, Q]}]}], couplings=c)
+    >>> coupled_groups(c, "W_V", 0, 2, blocks=2).tolist()  # head 0: a rotation of indices 1 and 2; head 1: dense
+    [[0, 1, 1, 3], [0, 0, 0, 0]]
     """
     torch = _torch()
-    adj = None
+    per: dict[Any, Any] = {}
     for key in ((name, layer), (name, EVERY_LAYER)):
-        got = couplings.get((key, axis))
-        if got is True:
-            return None
-        if got is not None:
-            adj = got if adj is None else adj | got
-    if adj is None:
+        for block, adj in couplings.get((key, axis), {}).items():
+            old = per.get(block)
+            per[block] = True if adj is True or old is True else adj if old is None else old | adj
+    if not per:
         return None
-    n = adj.shape[0]
-    labels = torch.arange(n)
-    big = torch.full((n, n), n, dtype=labels.dtype)
-    while True:  # each index takes the smallest label among its neighbours until none changes
-        new = torch.minimum(labels, torch.where(adj, labels[None, :].expand(n, n), big).amin(1))
-        if bool((new == labels).all()):
-            break
-        labels = new
-    return None if bool((labels == 0).all()) else labels
+
+    def components(adj: Any) -> Any:
+        n = adj.shape[0]
+        labels = torch.arange(n)
+        big = torch.full((n, n), n, dtype=labels.dtype)
+        while True:  # each index takes the smallest label among its neighbours until none changes
+            new = torch.minimum(labels, torch.where(adj, labels[None, :].expand(n, n), big).amin(1))
+            if bool((new == labels).all()):
+                return labels
+            labels = new
+
+    size = next(a.shape[0] for a in per.values() if a is not True) if any(a is not True for a in per.values()) \
+        else None
+    if size is None:
+        return None
+    whole, alone = torch.zeros(size, dtype=torch.long), torch.arange(size)
+    shared = per.get(None)
+    if blocks is None:  # not in blocks: every block's coupling acts on the one tensor
+        adj = functools.reduce(lambda a, b: True if a is True or b is True else a | b, per.values())
+        rows = [whole if adj is True else components(adj)]
+    else:
+        rows = []
+        for h in range(blocks):
+            mine = [a for blk, a in per.items() if blk is not None and h * blk[1] // blocks == blk[0]]
+            mine += [shared] if shared is not None else []
+            adj = functools.reduce(lambda a, b: True if a is True or b is True else a | b, mine) if mine else None
+            rows.append(alone if adj is None else whole if adj is True else components(adj))
+    out = torch.stack(rows)
+    if bool((out == 0).all()):
+        return None
+    return out[0] if blocks is None else out
 
 
 def _mixed_at(mixed: dict[tuple[str, Any], dict[int, Any]], name: str, layer: Any, blocks: int | None = None
@@ -3168,9 +3203,15 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
             lab = groups.get(d)
             if lab is None:
                 s2 = s2.sum(d, keepdim=True).expand_as(x)
-            else:
+            elif lab.dim() == 1:
                 onehot = torch.nn.functional.one_hot(lab, int(lab.max()) + 1).to(s2.dtype)
                 s2 = torch.movedim(torch.movedim(s2, d, -1) @ onehot @ onehot.T, -1, d)
+            else:  # per block (dim 0 of the stacked blocks), each block's own groups
+                rows = []
+                for h in range(lab.shape[0]):
+                    onehot = torch.nn.functional.one_hot(lab[h], int(lab[h].max()) + 1).to(s2.dtype)
+                    rows.append(torch.movedim(torch.movedim(s2[h], d - 1, -1) @ onehot @ onehot.T, -1, d - 1))
+                s2 = torch.stack(rows)
         return s2.sqrt()
 
     v, t = _stacked(moved), _stacked(target)
@@ -3467,7 +3508,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             dims = _dims_of(name, v)
             over = tuple(dims[p] for p in at)
             # along a mixed axis, the fibre is the indices the maps couple (None: the whole axis)
-            groups = {dims[p]: g for p in at if (g := coupled_groups(couplings, name, l, p)) is not None}
+            nb = len(v) if isinstance(v, (list, tuple)) else None
+            groups = {dims[p]: g for p in at if (g := coupled_groups(couplings, name, l, p, nb)) is not None}
             # an axis every block mixes leaves no block moved entry by entry
             each_rest = rest if len(partial) == len(at) else []
 
