@@ -3162,18 +3162,17 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
 
     Each entry of g . A is A's moved by scalars (a permutation, monomial scalings), or each fibre by a dense map
     that keeps its norm within its condition number; so each entry (fibre) of B holds its own rounding, and the
-    error of a fitted map, relative to its own scale, and nothing else. ``widen``: a fitted translation carries
-    the rounding of the tensor it was read from into each entry it moves, at that tensor's scale, not the entry's
+    error of a fitted map, relative to its own scale, and nothing else. ``widen``: a fitted translation carries the
+    rounding of the tensor it was read from into each entry it moves, at that tensor's scale, not the entry's
     (:func:`translation_allowance`; in units of the entry's rounding, as the scale is). ``groups``: per dim of
-    ``over``, a label per index (:func:`coupled_groups`): the fibre along it is only the indices the map couples (a
-    rotation in the plane of two channels moves a third by itself; read as one fibre, a shrunk third channel was
-    rewritten at the fibre's scale, logits 141% off). ``floor``, the smallest normal number of B's dtype, covers
-    subnormals. A
-    Frobenius residual, or a slice's, lets an entry far below the rest move by the rest's rounding: a helper's
-    probe kept A on the orbit of an ordinary model but with parts g had shrunk (a norm gain channel at 1e-6 or
-    1e-2, its head row inflated; a head's queries shrunk by 1e-6), and B rewrote those parts (logits 46% off at
-    float32, 349% at bfloat16) inside the tensor's tolerance; a later probe switched the measure off with a
-    translation of 1e-10 in the claim (108% off), which adds nothing at that scale.
+    ``over``, a label per index, or a row of them per stacked block (:func:`coupled_groups`): the fibre along it is
+    only the indices the map couples (a rotation in the plane of two channels moves a third by itself; read as one
+    fibre, a shrunk third channel was rewritten at the fibre's scale, logits 141% off). ``floor``, the smallest
+    normal number of B's dtype, covers subnormals. A Frobenius residual, or a slice's, lets an entry far below the
+    rest move by the rest's rounding: a helper's probe kept A on the orbit of an ordinary model but with parts g had
+    shrunk (a norm gain channel at 1e-6 or 1e-2, its head row inflated; a head's queries shrunk by 1e-6), and B
+    rewrote those parts (logits 46% off at float32, 349% at bfloat16) inside the tensor's tolerance; a later probe
+    switched the measure off with a translation of 1e-10 in the claim (108% off), which adds nothing at that scale.
 
     Examples
     --------
