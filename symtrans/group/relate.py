@@ -3857,7 +3857,8 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                         allow[(n, l)] = v
             else:
                 unknown |= held
-            cur, lin = after, apply_steps(spec, lin, [st])
+            # before any translation the linear-only copy is the same model: the step applied once
+            cur, lin = after, after if lin is cur else apply_steps(spec, lin, [st])
             continue
         els = st["element"] if isinstance(st["element"], list) else None
         first = L - len(els) if els is not None else 0
@@ -3914,8 +3915,10 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
         cur = after
 
+    from symtrans.numeric.weights import all_finite
+
     def finite(x: Any) -> bool:
-        return all(bool(torch.isfinite(b).all()) for b in (x if isinstance(x, (list, tuple)) else [x]))
+        return all(all_finite(b) for b in (x if isinstance(x, (list, tuple)) else [x]))
 
     # a bound that is not finite (a scalar of 0) bounds nothing: as if not followed
     return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
