@@ -2559,6 +2559,21 @@ def _norm_any(x: Any) -> float:
 
 
 
+def _same_shape_groups(mats: list[Any]) -> list[list[int]]:
+    """The indices of ``mats`` grouped by shape and dtype, in order of first appearance (each group one stack).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _same_shape_groups([torch.eye(2), torch.eye(3), torch.zeros(2, 2)])
+    [[0, 2], [1]]
+    """
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, m in enumerate(mats):
+        groups.setdefault((tuple(m.shape), m.dtype), []).append(i)
+    return list(groups.values())
+
+
 #: :func:`mixing`'s key for a tag that acts on a tensor in every layer
 EVERY_LAYER = "*"
 
@@ -2613,20 +2628,36 @@ def mixing(spec: GroupSpec, steps: list[dict[str, Any]], *, composed: bool = Tru
             mats = [((i, n), x[i]) for i, n in sorted(blocks)] if blocks is not None else \
                 [((i, len(x)), m) for i, m in enumerate(x)]
         per = into.setdefault(where, {})
-        for block, m in mats:
-            m = m.dense() if _is_monomial_matrix(m) else m
-            if how not in LINEAR_ACTIONS or not _square(m):
-                per[block] = True  # couples every index (its size unknown here)
-                continue
-            m = m.to(_torch().float64)
-            pattern = _near_pattern(m) != 0
-            if how in ("inverse", "inverse_transpose", "conjugate_gain", "conjugate_diagonal"):
-                inverse = _near_pattern(_torch().linalg.inv(m)) != 0
-                # diag(g^-1 diag(x) g)_i sums (g^-1)_ik x_k g_ki: k reaches i where both are non-zero
-                pattern = inverse & pattern.T if how == "conjugate_diagonal" else inverse
+        for (block, _), pattern in zip(mats, patterns(x, [m for _, m in mats], how)):
             old = per.get(block)
             if old is not True:
-                per[block] = pattern | pattern.T if old is None else old | pattern | pattern.T
+                per[block] = True if pattern is True else pattern | pattern.T if old is None \
+                    else old | pattern | pattern.T
+
+    made: dict[tuple[int, str], tuple[Any, dict[int, Any]]] = {}
+
+    def patterns(x: Any, mats: list[Any], how: str) -> list[Any]:
+        """Per matrix of ``mats`` (of component ``x``), the pattern of what the tag acts by (True where that is not
+        a square matrix: a translation couples every index, its size unknown here). Square matrices of one shape
+        are read as one stack (one near-pattern, one batched inverse), and each (component, kind) once: a
+        gauge's inverse is read by two tags."""
+        kind = "conjugate" if how == "conjugate_diagonal" else "inverse" if how in (
+            "inverse", "inverse_transpose", "conjugate_gain") else "element"
+        cache = made.setdefault((id(x), kind), (x, {}))[1]  # x kept alive: its id is not reused within this call
+        dense = [m.dense() if _is_monomial_matrix(m) else m for m in mats]
+        todo = [i for i, m in enumerate(dense) if id(mats[i]) not in cache and how in LINEAR_ACTIONS and _square(m)]
+        torch = _torch()
+        for group in _same_shape_groups([dense[i] for i in todo]):
+            idx = [todo[i] for i in group]
+            M = torch.stack([dense[i] for i in idx]).to(torch.float64)
+            pattern = _near_pattern(M) != 0
+            if kind != "element":
+                inverse = _near_pattern(torch.linalg.inv(M)) != 0
+                # diag(g^-1 diag(x) g)_i sums (g^-1)_ik x_k g_ki: k reaches i where both are non-zero
+                pattern = inverse & pattern.transpose(-1, -2) if kind == "conjugate" else inverse
+            for i, pat in zip(idx, pattern):
+                cache[id(mats[i])] = (mats[i], pat)
+        return [cache[id(m)][1] if id(m) in cache and how in LINEAR_ACTIONS else True for m in mats]
 
     def mixed_blocks(x: Any) -> frozenset[int] | None:
         """The blocks a component mixes (empty: none); None where a single matrix mixes every block. A component
@@ -2824,6 +2855,8 @@ def coupled_groups(couplings: dict[tuple[tuple[str, Any], int], Any], name: str,
 
     def components(adj: Any) -> Any:
         n = adj.shape[0]
+        if bool(adj.all()):  # a dense map's: one group (no propagation to run)
+            return torch.zeros(n, dtype=torch.long)
         labels = torch.arange(n)
         big = torch.full((n, n), n, dtype=labels.dtype)
         while True:  # each index takes the smallest label among its neighbours until none changes
@@ -3359,15 +3392,16 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             worst = worst_entries(v, t, (v, _stacked(lin())))
         return worst
 
-    def slices_of(name: str, v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
+    def slices_of(name: str, get_v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
                   relative_to: str, carried_in: Any = None) -> dict[str, Any]:
-        """The worst slice of ``v`` against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read
-        at g . A's and (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left
-        out and each has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
+        """The worst slice of g . A (``get_v()``, read only where needed: a lazily acted table is written out
+        then) against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read at g . A's and
+        (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left out and each
+        has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
         worst, extra = worst_slice(name, stats), None
         if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by the
             # linear steps: the scale of what a translation cancels
-            scales = [_stacked_dims(name, v, keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
+            scales = [_stacked_dims(name, get_v(), keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
             norms = [_slice_norms(*got) for got in scales]
             extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(keep)}
             worst = worst_slice(name, stats, extra)
@@ -3379,15 +3413,16 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         if worst["residual"] <= tol and len(keep) == len(_axes(name)) and slices_can_hide(stats, extra):
             # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
             # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
-            ent = entries_of(v, t, lin, tol, relative_to)
+            ent = entries_of(get_v(), t, lin, tol, relative_to)
             worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
         return worst
 
     def acted_of(name: str, l: int | None, v: Any) -> Any:
-        """g . A's tensor: ``v``, or for a table measured lazily (``measured``), ``acted(name)``."""
+        """g . A's tensor, as a thunk: ``v``, or for a table measured lazily (``measured``), ``acted(name)`` (its
+        slices' norms came from the lazy pass; the table is written out only where a slice is read again)."""
         if measured and (name, l) in measured and acted is not None:
-            return acted(name)
-        return v
+            return lambda: acted(name)
+        return lambda: v
 
     couplings: dict[tuple[tuple[str, Any], int], Any] = {}
     mixed = mixing(spec, steps, couplings=couplings) if slices else {}
@@ -3487,8 +3522,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 sub_lin = (lambda: [x[i] for x in [linear_of(name, l)] for i in rest]) if lin is not None else None
                 sub_in = (lambda: None if carried_in() is None else [carried_in()[i] for i in rest]) \
                     if carried_in is not None else None
-                got = slices_of(name, *sub, sub_keep, slice_stats(name, *sub, sub_keep), sub_lin, tol, relative_to,
-                                sub_in)
+                got = slices_of(name, lambda sub=sub: sub[0], sub[1], sub_keep, slice_stats(name, *sub, sub_keep),
+                                sub_lin, tol, relative_to, sub_in)
                 if got["residual"] > worst["residual"]:
                     worst = _renumber_heads(got, rest)
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
