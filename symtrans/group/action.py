@@ -485,6 +485,34 @@ BOUNDARY_NORM = ("ln2_w", "ln2_b")
 EMBEDDING_NORM = {"ln2_w": "emb_ln_w", "ln2_b": "emb_ln_b"}
 
 
+def boundary_norm(name: str, nxt: int) -> tuple[str, int | None]:
+    """Where the closing-norm tensor ``name`` (of :data:`BOUNDARY_NORM`) that a between-layer tag reads at the
+    boundary before layer ``nxt`` is stored: ``(stored name, layer)``, the layer None for a model tensor (the
+    embedding norm, which plays that norm before layer 0). The one rule every reader of a boundary's norm calls.
+
+    Examples
+    --------
+    >>> boundary_norm("ln2_b", 0), boundary_norm("ln2_w", 3)
+    (('emb_ln_b', None), ('ln2_w', 2))
+    """
+    if name not in BOUNDARY_NORM:
+        raise SymtransError(f"{name!r} is no closing norm's tensor (those are {BOUNDARY_NORM})")
+    return (EMBEDDING_NORM[name], None) if nxt == 0 else (name, nxt - 1)
+
+
+def tensor_at(params: dict[str, Any], name: str, layer: int | None) -> Any:
+    """Tensor ``name`` of ``params`` (a model in block form): a model tensor where ``layer`` is None, else that
+    layer's; None where it is not held.
+
+    Examples
+    --------
+    >>> p = {"emb_ln_b": 1, "layers": [{"ln2_b": 2}]}
+    >>> tensor_at(p, *boundary_norm("ln2_b", 0)), tensor_at(p, *boundary_norm("ln2_b", 1))
+    (1, 2)
+    """
+    return params.get(name) if layer is None else params["layers"][layer].get(name)
+
+
 def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list[Any],
                tags: tuple[AxisTag, ...]) -> dict[str, Any]:
     """A between-layer factor: one element per boundary (L - 1, or L with the embedding norm first)."""
@@ -501,7 +529,7 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
     for k, el in enumerate(element):
         nxt = first + k
         if nxt == 0:  # the embedding norm plays LN2 of the layer before
-            prev_orig = {n: params.get(EMBEDDING_NORM[n]) for n in BOUNDARY_NORM}
+            prev_orig = {n: tensor_at(params, *boundary_norm(n, nxt)) for n in BOUNDARY_NORM}
         else:
             prev_orig = params["layers"][nxt - 1]
         next_orig = dict(layers[nxt])
@@ -509,10 +537,11 @@ def _act_stack(spec: GroupSpec, params: dict[str, Any], f: Factor, element: list
             if t.scope == "prev":
                 target = dict(prev_orig)
                 _apply_tag(target, dataclasses.replace(t, scope="layer"), el, dict(prev_orig), {}, group)
-                if nxt == 0:
-                    out[EMBEDDING_NORM[t.tensor]] = target[t.tensor]
+                name, at = boundary_norm(t.tensor, nxt)
+                if at is None:
+                    out[name] = target[t.tensor]
                 else:
-                    layers[nxt - 1] = {**layers[nxt - 1], t.tensor: target[t.tensor]}
+                    layers[at] = {**layers[at], name: target[t.tensor]}
             elif t.scope == "next":
                 original = {**next_orig, **{n: v for n, v in prev_orig.items() if n in BOUNDARY_NORM}}
                 target = dict(layers[nxt])

@@ -40,7 +40,7 @@ from typing import Any
 from symtrans.arch import Architecture, get_arch
 from symtrans.errors import SymtransError
 from symtrans.group.spec import AxisTag, GroupSpec
-from symtrans.group.action import EMBEDDING_NORM
+from symtrans.group.action import boundary_norm
 from symtrans.names import ACTIVATIONS, PRODUCTS, PROJECTIONS, WEIGHTS
 
 __all__ = ["HOOKS", "hook_rows", "Move", "Effect", "Cell", "gauge_table", "markdown_table", "predict", "hook_values"]
@@ -252,10 +252,9 @@ def _layer_tags(spec: GroupSpec, factor: str, L: int) -> tuple[list[_Tags], _Tag
                 nxt = first + k
                 if t.scope == "next":
                     layers[nxt].add(t.tensor, t, k)
-                elif nxt == 0:  # the embedding norm plays the LN2 of the layer before
-                    model.add(EMBEDDING_NORM[t.tensor], t, k)
-                else:
-                    layers[nxt - 1].add(t.tensor, t, k)
+                else:  # the closing norm of the layer before (the embedding norm before layer 0)
+                    name, at = boundary_norm(t.tensor, nxt)
+                    (model if at is None else layers[at]).add(name, t, k)
         elif t.scope == "layer":
             for i in range(L):
                 layers[i].add(t.tensor, t, None)

@@ -66,7 +66,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symtrans.errors import SymtransError
-from symtrans.group.action import BOUNDARY_NORM, EMBEDDING_NORM, LINEAR_ACTIONS, linear_factor
+from symtrans.group.action import (BOUNDARY_NORM, EMBEDDING_NORM, LINEAR_ACTIONS, boundary_norm, linear_factor,
+                                   tensor_at)
 from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
@@ -927,9 +928,7 @@ class _Solver:
     def gain_for(self, tag: Any, layer: int, params: dict[str, Any]) -> Any:
         via = tag.via.split(",")[0]
         if tag.scope == "next":  # the norm of the layer before (or the embedding norm) feeds this layer
-            if layer == 0:
-                return params.get(EMBEDDING_NORM["ln2_w"])
-            return params["layers"][layer - 1].get(via)
+            return tensor_at(params, *boundary_norm(via, layer))
         return params["layers"][layer].get(via)
 
     def invariant(self, tensor: str, block: Any, layer: int | None, params: dict[str, Any]) -> Any:
@@ -2441,8 +2440,7 @@ class _Solver:
         for t in f.tags:
             if t.how == "translate":
                 if t.scope == "prev":
-                    prev = ("emb_ln_b", None) if l == 0 else (t.tensor, l - 1)
-                    el[t.component] = self._diff(prev[0], prev[1])
+                    el[t.component] = self._diff(*boundary_norm(t.tensor, l))
                 elif t.index:
                     el[t.component] = [self._diff(t.tensor, l, h) for h in range(len(self.cur["layers"][l][t.tensor]))]
                 else:
@@ -3660,8 +3658,6 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     >>> bias, layer, abs(size - float((lp["ln2_b"] / lp["ln2_w"]).abs().sum() * v.norm())) < 1e-9 * size
     ('ln2_b', 0, True)
     """
-    from symtrans.group.action import EMBEDDING_NORM
-
     out: dict[tuple[str, int | None], tuple[float, str, int | None]] = {}
     last = max((i for i, st in enumerate(steps) if any(t.how == "hyperplane_bias" for t in
                                                          spec.factor(st["factor"]).tags)), default=-1)
@@ -3675,18 +3671,15 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
             first = L - len(els) if t.scope == "next" else 0  # a boundary's element: the layer after it
             for k, el in enumerate(els):
                 l = first + k
-                if t.scope == "layer":
-                    norm, at = cur["layers"][l], l
-                elif l == 0:  # the embedding norm plays the closing norm of the layer before
-                    norm, at = {n: cur.get(EMBEDDING_NORM[n]) for n in BOUNDARY_NORM}, None
-                else:
-                    norm, at = cur["layers"][l - 1], l - 1
-                g, b, v = norm.get(gain), norm.get(bias), el.get(t.component)
+                # the layer's own norm, or the closing norm of the layer before (the embedding norm before layer 0)
+                (gname, at), (bname, _) = ((gain, l), (bias, l)) if t.scope == "layer" else \
+                    (boundary_norm(gain, l), boundary_norm(bias, l))
+                g, b, v = tensor_at(cur, gname, at), tensor_at(cur, bname, at), el.get(t.component)
                 if g is None or b is None or v is None or not bool((g != 0).all()):
                     continue
                 size = float((b / g).abs().sum()) * _norm_any(v)  # |beta_i| u in each term of the scalar
                 if size > out.get((t.tensor, l), (0.0,))[0]:
-                    out[(t.tensor, l)] = (size, bias if at is not None else "emb_ln_b", at)
+                    out[(t.tensor, l)] = (size, bname, at)
         cur = apply_steps(spec, cur, [st])
     return out
 
@@ -3848,10 +3841,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         if l is None or t.scope == "layer":
             return t.tensor, l, gain, l
         if t.scope == "prev":  # a boundary's closing norm: the embedding norm before layer 0
-            return (EMBEDDING_NORM[t.tensor], None, None, None) if l == 0 else (t.tensor, l - 1, None, None)
+            return (*boundary_norm(t.tensor, l), None, None)
         # "next": the layer after the boundary; its norm (a hyperplane's gain) the layer before's
-        g = None if gain is None else ((EMBEDDING_NORM["ln2_w"], None) if l == 0 else (gain, l - 1))
-        return t.tensor, l, *(g if g is not None else (None, None))
+        return t.tensor, l, *(boundary_norm(gain, l) if gain is not None else (None, None))
 
     def size(name: str, l: int | None, i: int) -> Any:
         """A tensor's entrywise size in step ``i``'s frame: A's moved by the linear steps before it (a translation
@@ -5047,8 +5039,8 @@ def _acts_on(spec: GroupSpec, factor: str) -> frozenset[str]:
     ['b_K', 'b_O', 'b_Q', 'b_V', 'emb_ln_b', 'ln2_b']
     """
     tags = spec.factor(factor).tags
-    return frozenset(t.tensor for t in tags) | {EMBEDDING_NORM[t.tensor] for t in tags
-                                                 if t.scope == "prev" and t.tensor in EMBEDDING_NORM}
+    return frozenset(t.tensor for t in tags) | {boundary_norm(t.tensor, 0)[0] for t in tags
+                                                 if t.scope == "prev" and t.tensor in BOUNDARY_NORM}
 
 
 @dataclass(frozen=True)
