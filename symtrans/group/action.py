@@ -184,12 +184,25 @@ def _translate_ones(block: Any, tag: AxisTag, g: Any, *_: Any) -> Any:
 
 def _conjugate_gain(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
     gain = original[tag.via]
-    return _diag(_reciprocal(gain)) @ inverse() @ _diag(gain) @ block
+    R = inverse()
+    if _is_sympy(block) or _is_sympy(gain) or not _is_tensor(R):
+        return _diag(_reciprocal(gain)) @ R @ _diag(gain) @ block
+    # diag(1/gain) R diag(gain) as two scalings of R's entries (each entry the one product the diagonal products
+    # compute, the same values without two d x d x d products), then the same product with the block
+    return (_reciprocal(gain).reshape(-1, 1) * R * gain.reshape(1, -1)) @ block
 
 
 def _conjugate_gain_row(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
     gain = original[tag.via]
-    return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
+    if _is_sympy(block) or _is_sympy(gain) or not _is_tensor(g):
+        return block @ _diag(_reciprocal(gain)) @ g @ _diag(gain)
+    return ((block * _reciprocal(gain).reshape(1, -1)) @ g) * gain.reshape(1, -1)  # the scalings entrywise: the same values
+
+
+def _is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor (not a SymPy matrix, nor a stored monomial matrix)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _hyperplane_head(block: Any, tag: AxisTag, g: Any, inverse: Any, original: dict[str, Any], *_: Any) -> Any:
