@@ -1258,11 +1258,11 @@ def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path, caps
     needs none: every tensor is within a perfectly conditioned element's tolerance from both sides, so the form is
     related. Written in float64 and read back, B's side still is, but from A's side (B pulled back through g, as
     verify checks) the form's float64 arithmetic comes back amplified by that number (W_O: 1.3e-12 against
-    1.1e-14): relate cannot decide, and never refuses. Noise on W_O between a perfectly conditioned element's
+    1.1e-14): relate could not decide; its own solve now finds an element that relates them, and it never
+    refuses. Noise on W_O between a perfectly conditioned element's
     tolerance and what the condition number carries is undecided (one line, exit 2); ten times that carried size is
     refused (exit 1)."""
     from symtrans.cli import main
-    from symtrans.errors import SymtransError
     from symtrans.group.canonical import canonical
     from symtrans.group.relate import _precision, tensor_residuals
 
@@ -1276,8 +1276,10 @@ def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path, caps
     assert relate(a, form).related
     save_weights(form, tmp_path / "form", dtype="float64")
     form64 = load_model(tmp_path / "form")
-    with pytest.raises(SymtransError, match=r"exceeds 100.* cannot decide"):
-        relate(a, form64)
+    # relate's own solve (each row of a gauge's pivot weighted by its own size) finds an element that reproduces the
+    # form from both sides: related (it could not decide while its solve read the weak direction through the normal
+    # equations)
+    assert relate(a, form64).related
     capsys.readouterr()
     assert main(["relate", str(tmp_path / "soft"), str(tmp_path / "form"), "--out", str(tmp_path / "f.json")]) \
         in (0, 2)  # related or undecided: never refused
@@ -2050,3 +2052,39 @@ def test_a_bias_transfer_read_from_a_huge_norm_bias_is_undecided_at_b_out_not_re
     save_weights(b, tmp_path / "b2")
     rel = relate(a, load_model(tmp_path / "b2"))
     assert not rel.related and (rel.stop.tensor, rel.stop.layer) == ("b_out", 0), rel.summary()
+
+
+def test_a_row_far_above_the_rest_of_a_gauge_pivot_is_related_in_float64(tmp_path):
+    """A Llama whose layer-0 ln1 gain channel is shrunk by 1e-6 (the rows of W_Q, W_K, W_V it feeds x 1e6: the
+    same function), stored in float64, and g . A for a random element of G without the residual rotation. The
+    qk-gauge's pivot W_Q then holds one row 1e6 times the rest (condition number 5e5): solved through the normal
+    equations of ``_two_sided_gauge``, the gauge fitted B's W_Q to 9e-11 where the tolerance is 3e-15, and relate
+    answered "not related" for B = g . A. Each row is now weighted by its own size (``_row_weights``) and the joint
+    solve works in the singular bases. The false case: the same B with one ordinary W_Q row of head 0 moved by
+    1e-9 of itself (1e5 times float64's rounding) is refused."""
+    from symtrans.group.elements import in_group
+
+    random_checkpoint(tmp_path / "a0", "llama", seed=1, head=True, tie_word_embeddings=False)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, dm = a0.n_layers, a0.d_model
+    eye = torch.eye(dm, dtype=torch.float64)
+    D = eye.clone()
+    D[3, 3] = 1e-6
+    shrink = in_group(spec, [{"factor": "ln1-scaling", "element": [{"D": D}] + [{"D": eye}] * (L - 1)}])
+    save_weights(_moved(a0, shrink, spec), tmp_path / "a", dtype="float64")
+    a = load_model(tmp_path / "a")
+    assert float(a.tensors["W_Q"][0].abs().amax(dim=(0, 2))[3]) > 1e4 * float(a.tensors["W_Q"][0].abs().median())
+    factors = [s["factor"] for s in random_element(spec, L, 3) if s["factor"] != "residual-rotation"]
+    b = _moved(a, random_element(spec, L, 3, factors=factors), spec)
+    save_weights(b, tmp_path / "b", dtype="float64")
+    b = load_model(tmp_path / "b")
+    r = relate(a, b)
+    assert r.related, r.summary()
+    assert "qk-gauge" in [s["factor"] for s in r.steps]
+    forged = b.copy()
+    row = forged.tensors["W_Q"][0, 0]
+    i = int(row.norm(dim=1).argmin())  # an ordinary row (not the inflated one)
+    row[i] += 1e-9 * row[i].norm() * torch.randn(row.shape[1], generator=torch.Generator().manual_seed(0),
+                                                 dtype=torch.float64)
+    assert not relate(a, forged).related

@@ -264,6 +264,7 @@ def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
     scaled row dominates, could not see them: relate answered related with the function 29% (the logits 97%) off.
     An element whose spread passes the limit is now also checked from A's side (:func:`element_spread`), where
     those rows are as large as in A; where only linear steps move the tensor, the difference is refused there.
+    (W_V is now refused by the vo-gauge's solve already: its pivot's rows are weighted each by its own size.)
     The control: the same element with B = g . A is related."""
     from symtrans.numeric.fixtures import random_checkpoint
 
@@ -289,7 +290,9 @@ def test_relate_refuses_what_a_spread_element_hid_from_b_side(case, tmp_path):
     save_weights(weights_from_blocks(a, forged), tmp_path / "forged")
     rel = relate(a, load_model(tmp_path / "forged"))
     assert not rel.related and rel.stop.tensor == ("W_V" if case.startswith("ln1") else "lm_head"), rel.summary()
-    assert "B pulled back through the element differs from A there" in rel.stop.detail
+    # from A's side, or (W_V: the gauge's pivot weighted row by row, :func:`_row_weights`) by the solve itself
+    assert "B pulled back through the element differs from A there" in rel.stop.detail \
+        or "element maps A's W_V to B's" in rel.stop.detail, rel.stop.detail
     save_weights(weights_from_blocks(a, genuine), tmp_path / "genuine")
     assert relate(a, load_model(tmp_path / "genuine")).related
 

@@ -668,6 +668,30 @@ def _lstsq(A: Any, B: Any, *, singular_values: bool = False) -> Any:
 JOINT_COND = 10.0
 
 
+def _row_weights(A: Any, B: Any, level: float) -> Any:
+    """Per row of the stacked systems ``A M = B`` (groups x rows x k), the weight ``1 / max(|A_r|, |B_r|, f)``,
+    with ``f`` ``level`` times the group's norm (a row below it is rounding, not data, and is not raised to the
+    others' size), shaped to multiply both sides.
+
+    Row by row, B's rounding is relative to each row (storage rounds each entry by u of itself), while a
+    least-squares solve is stable relative to the whole block: a row far larger than the rest leaves the rest
+    fitted only to its rounding. Weighted, every row holds the same share, and where B is A's image the solution
+    is the same element.
+
+    Examples
+    --------
+    >>> import torch
+    >>> A = torch.tensor([[[1e6, 0.0], [0.0, 1.0]]], dtype=torch.float64)
+    >>> _row_weights(A, 2 * A, 1e-14).reshape(-1).tolist()
+    [5e-07, 0.5]
+    """
+    torch = _torch()
+    rows = torch.maximum(A.norm(dim=-1, keepdim=True), B.norm(dim=-1, keepdim=True))
+    floor = level * torch.maximum(A.norm(dim=(-2, -1)), B.norm(dim=(-2, -1)))
+    floor = floor.clamp_min(torch.finfo(A.dtype).tiny)
+    return 1 / torch.maximum(rows, floor[..., None, None])
+
+
 def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any) -> Any:
     """The ``M`` that best fits ``A M = B`` and ``XB M^T = XA`` together, each relative to its own size; None
     where some direction is fixed by neither (the caller keeps its own solution).
@@ -699,13 +723,28 @@ def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any) -> Any:
     if not (s1 > 0 and s2 > 0):
         return None
     A, B, XA, XB = A / s1, B / s1, XA / s2, XB / s2  # the weights: each side relative to its own size
-    lam, U = torch.linalg.eigh(A.T @ A)
-    mu, V = torch.linalg.eigh(XB.T @ XB)
-    den = lam.clamp_min(0)[:, None] + mu.clamp_min(0)[None, :]
+    k = A.shape[1]
+
+    def basis(X: Any) -> tuple[Any, Any, Any]:
+        """``X = U diag(s) V^T``: ``U`` (rows x r), ``s`` padded with zeros to k, ``V`` (k x k, completed by X's
+        null space where X has fewer rows than k)."""
+        U, s, Vh = torch.linalg.svd(X, full_matrices=X.shape[0] < k)
+        return U[:, :s.shape[0]], torch.cat([s, s.new_zeros(k - s.shape[0])]), Vh.mT
+
+    # in the singular bases of A and XB, not through A^T A and XB^T XB: the normal equations square the
+    # condition number, and a pivot of condition 5e5 (a gain channel shrunk by 1e-6 inflates one row) was fitted
+    # to 9e-11 of B where the pivot alone fits it to 6e-16 (a genuine float64 pair refused). With M = Va Y Vx^T:
+    # diag(sa^2) Y + Y diag(sx^2) = diag(sa) Ua^T B Vx + Va^T XA^T Ux diag(sx)
+    Ua, sa, Va = basis(A)
+    Ux, sx, Vx = basis(XB)
+    den = sa.square()[:, None] + sx.square()[None, :]
     if float(den.min()) <= 1e3 * EPS64 * float(den.max()):
         return None
-    C = A.T @ B + XA.T @ XB
-    return U @ ((U.T @ C @ V) / den) @ V.T
+    C = torch.zeros(k, k, dtype=A.dtype)
+    ra, rx = Ua.shape[1], Ux.shape[1]
+    C[:ra] += sa[:ra, None] * (Ua.T @ B @ Vx)
+    C[:, :rx] += (Va.T @ XA.T @ Ux) * sx[None, :rx]
+    return Va @ (C / den) @ Vx.T
 
 
 def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float) -> Any:
@@ -2213,21 +2252,26 @@ class _Solver:
                 A3, B3 = self.stacked(pivot.tensor, l, self.cur), self.stacked(pivot.tensor, l, self.tgt)
                 A = A3.reshape(per_kv, -1, A3.shape[-1])
                 B = B3.reshape(per_kv, -1, B3.shape[-1])
+                # each row of both sides weighted by its own size (:func:`_row_weights`): the same element where B
+                # is A's image, each row then fitted to its own rounding (a row 1e6 times the rest put the rest 1e-10
+                # off their own size, and a genuine float64 pair was refused)
+                w = _row_weights(A, B, self.null_level(pivot.tensor, l, A3.shape[1], arithmetic=True))
+                Aw, Bw = A * w, B * w
                 # QR (LAPACK gels: full column rank assumed, 2x faster) in the deferred try, whose answer the check
                 # decides (a rank-deficient block gives a non-finite or ill-conditioned element: refused there, so
                 # solved again by gelsd); the SVD-based gelsd otherwise
-                sv_pivot = None  # the pivot blocks' singular values (gelsd's by-product): where solved by SVD
+                sv_pivot = None  # the weighted pivot blocks' singular values (gelsd's by-product): where solved by SVD
                 try:
                     if self.defer:
-                        Ms = _torch().linalg.lstsq(A, B, driver="gels").solution
+                        Ms = _torch().linalg.lstsq(Aw, Bw, driver="gels").solution
                     else:
-                        Ms, sv_pivot = _lstsq(A, B, singular_values=True)
+                        Ms, sv_pivot = _lstsq(Aw, Bw, singular_values=True)
                 except _torch().linalg.LinAlgError:  # gels refuses a block without full column rank: gelsd
-                    Ms, sv_pivot = _lstsq(A, B, singular_values=True)
+                    Ms, sv_pivot = _lstsq(Aw, Bw, singular_values=True)
                 if self.defer and "gauges by QR" not in self.skipped:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
-                    Ms, sv_pivot = _lstsq(A, B, singular_values=True)
+                    Ms, sv_pivot = _lstsq(Aw, Bw, singular_values=True)
                 Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B, sv_pivot)
                 # the rounding is relative to the stored blocks: the norm of each group's stored blocks, B's or A's
                 # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
@@ -2316,8 +2360,10 @@ class _Solver:
                 xa, xb = xa.mT, xb.mT
             # the right side (X -> X M^-T): X_A = X_B M^T
             xa, xb = xa.reshape(-1, k), xb.reshape(-1, k)
-            if g in ill:
-                both = _two_sided_gauge(A[g], B[g], xa, xb)
+            if g in ill:  # each side's rows weighted by their own size (:func:`_row_weights`), as the pivot's solve
+                wa = _row_weights(A[g], B[g], self.null_level(pivot.tensor, l, int(A.shape[1]), arithmetic=True))
+                wx = _row_weights(xa, xb, self.null_level(inv.tensor, l, int(A.shape[1]), arithmetic=True))
+                both = _two_sided_gauge(A[g] * wa, B[g] * wa, xa * wx, xb * wx)
                 if both is not None:
                     Ms[g] = both
                 continue
