@@ -4937,16 +4937,18 @@ def element_spread(element: Any) -> float:
 
     torch = _torch()
     lo, hi = math.inf, 0.0
+    dense = []
     for v in (element if isinstance(element, list) else [element]):
         for x in v.values():
             for m in (x if isinstance(x, (list, tuple)) else [x]):
                 if isinstance(m, MonomialMatrix):
                     a = m.vals.abs()
+                    lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
                 elif _square(m):
-                    a = torch.linalg.svdvals(m)
-                else:
-                    continue
-                lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
+                    dense.append(m)
+    for group in _same_shape_groups(dense):  # the dense squares of one shape: one batched SVD
+        a = torch.linalg.svdvals(torch.stack([dense[i] for i in group]))
+        lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
     return hi / lo if hi > 0 and lo > 0 else (1.0 if hi == 0 else math.inf)
 
 
