@@ -2088,3 +2088,46 @@ def test_a_row_far_above_the_rest_of_a_gauge_pivot_is_related_in_float64(tmp_pat
     row[i] += 1e-9 * row[i].norm() * torch.randn(row.shape[1], generator=torch.Generator().manual_seed(0),
                                                  dtype=torch.float64)
     assert not relate(a, forged).related
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_value_channel_beneath_a_centring_shift_is_related_where_storage_resolves_it(dtype, tmp_path):
+    """A GPT-2 whose head-0 value channel 2 in layer 0 is scaled by 1e7 (W_V column x1e7, W_O row x1e-7: a vo-gauge,
+    the same function), and g . A for a random element of G whose centring shift adds to that W_O row about 1e7
+    times its values. In float64, B keeps the row to 1e-9 of itself: the heads' keys were 9e-9 apart against a
+    tolerance of 9e-13, and relate answered "not related" for B = g . A. The keys are now held to their rounding
+    bound (``head_key_noise``, as ties already were), and the per-tensor check decides: related. In float32 the
+    shifted row keeps the channel to about 60%, the two models' functions differ by 1.3%, and a forged A (that row
+    negated) stored the same way is the same file to within its rounding: relate cannot decide either (the bound
+    resolves nothing), where it said "not related". The false case (float64): the forged A is refused."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a0", "gpt2", seed=1, head=True, tie_word_embeddings=False)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H, dk = a0.n_layers, a0.arch.H, a0.tensors["W_V"].shape[-1]
+    eye = torch.eye(dk, dtype=torch.float64)
+    g0 = eye.clone()
+    g0[2, 2] = 1e7
+    shrink = [{"factor": "vo-gauge", "element": [{"g": [g0] + [eye] * (H - 1)}] + [{"g": [eye] * H}] * (L - 1)}]
+    save_weights(_moved(a0, shrink, spec), tmp_path / "a", dtype=dtype)
+    a = load_model(tmp_path / "a")
+    factors = [s["factor"] for s in random_element(spec, L, 3) if s["factor"] not in ("vo-gauge", "residual-rotation")]
+    assert "centring-shift" in factors
+    g = random_element(spec, L, 3, factors=factors)
+    forged_a = a.copy()
+    forged_a.tensors["W_O"][0, 0, 2, :] *= -1
+    for name, w in (("b", a), ("f", forged_a)):
+        save_weights(_moved(w, g, spec), tmp_path / name, dtype=dtype)
+    b, f = load_model(tmp_path / "b"), load_model(tmp_path / "f")
+    if dtype == "float64":
+        rel = relate(a, b)
+        assert rel.related, rel.summary()
+        path = write_relation(rel, tmp_path / "g.json")
+        ok, why = check_relation(json.loads(path.read_text()), path)  # verify re-checks the element written
+        assert ok, why
+        assert not relate(a, f).related
+    else:
+        for x in (b, f):
+            with pytest.raises(SymtransError, match="cannot resolve .* cannot decide"):
+                relate(a, x)

@@ -143,6 +143,10 @@ LAYER_KEYS: dict[str, tuple[str, str]] = {
     "W_in W_out": ("W_in", "W_out"),
 }
 
+#: the layer keys that sum the heads' products (:meth:`_Solver.head_keys`): their rounding is the heads' bounds
+#: summed (:meth:`_Solver.head_key_noise`)
+HEAD_KEYS = frozenset({"W_Q W_K^T (summed over heads)", "W_V W_O (summed over heads)"})
+
 
 def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1, *,
                        cap: bool = True) -> tuple[float, str]:
@@ -1501,9 +1505,19 @@ class _Solver:
         fails = []  # (layer, key, size, tolerance, B's key): every layer's, so a refusal can say which agree
         for l in range(self.L):
             mine, theirs = self.layer_keys(self.cur, l), self.layer_keys(self.tgt, l)
+            noise = None
             for name in mine:
                 size = _rel(mine[name], theirs[name])
                 tol = 1e3 * relation_tolerance(self.precision("W_Q", l), self.layer_kappa(l))[0]
+                if size > tol and name in HEAD_KEYS:  # a sum of the heads' keys: within their rounding bounds, summed
+                    noise = float(self.head_key_noise(l, b_only=True).sum()) if noise is None else noise
+                    bound = noise / max(float(theirs[name].norm()), 1e-300)
+                    if size <= bound <= KEY_NOISE_LIMIT:
+                        continue
+                    if size <= bound:  # within a bound that resolves nothing: no refusal it reaches is an answer
+                        self.unresolved.append(f"layer {l}: B's storage cannot resolve {name} (its rounding bound is "
+                                               f"{bound:.2g} of it, past {KEY_NOISE_LIMIT:g}: a part far below a "
+                                               "translation G cancels there)")
                 if size > tol:
                     fails.append((l, name, size, tol, theirs[name]))
         if not fails:
@@ -1839,7 +1853,7 @@ class _Solver:
                                    tie=lambda scale, l=l: self.head_key_noise(l) / scale)
             if l in self.tied_heads:
                 pi = self.break_head_ties(l, keys[0], keys[1], pi, tol)
-            if dist > tol:
+            if dist > tol and not self.within_key_noise(l, keys[0], keys[1], pi, tol):
                 self.refuse("S_H", l, "W_Q W_K^T, W_V W_O (per head)", dist, tol, [],
                             "a head of B has no head of A with the same products: no head relabelling explains it",
                             rounding=tol / 1e3)
@@ -1855,7 +1869,35 @@ class _Solver:
         if any(e["pi"] != sorted(e["pi"]) for e in els):
             self.apply("S_H", els)
 
-    def head_key_noise(self, l: int) -> Any:
+    def within_key_noise(self, l: int, KA: Any, KB: Any, pi: list[int], tol: float) -> bool:
+        """Whether every head of B lies within the larger of ``tol`` and the rounding bound of B's stored keys
+        (:meth:`head_key_noise`, B's side) of its matched head of A (``pi``), relative to A's largest key as
+        :meth:`_match` measures, and that bound resolves each such head's keys to :data:`KEY_NOISE_LIMIT` of
+        themselves. (A's side, carried by the element's condition number, is a normwise bound far looser than
+        what it bounds; it is not used here: where A's storage blurs a head, the refusal stands.)
+
+        A translation G cancels in the projections leaves its stored rounding behind: a value channel 1e7 times the
+        rest, beside a centring shift of the output rows 1e7 times the channel's, put a genuine float64 pair's keys
+        9e-9 apart against a tolerance of 9e-13 (refused). Within the bound the match stands and the per-tensor
+        check decides. Where the bound passes the limit (the same pair in float32: the shifted rows keep the
+        channel's values to 60%), B's storage does not fix what the head computes: :attr:`unresolved` says so, and
+        the refusal the caller then makes is no answer (relate cannot decide)."""
+        scale = max(float(KA.norm(dim=1).max()), 1e-300)
+        apart = (KB - KA[pi]).norm(dim=1) / scale
+        noise = self.head_key_noise(l, b_only=True) / scale
+        if not bool((apart <= noise.clamp_min(tol)).all()):
+            return False
+        own = noise * scale / KB.norm(dim=1).clamp_min(1e-300)  # each head's bound relative to its own keys
+        coarse = [h for h in range(len(pi)) if float(apart[h]) > tol and float(own[h]) > KEY_NOISE_LIMIT]
+        if coarse:
+            h = coarse[0]
+            self.unresolved.append(f"layer {l}: B's storage cannot resolve head {h}'s products W_Q W_K^T, W_V W_O "
+                                   f"(their rounding bound is {float(own[h]):.2g} of themselves, past "
+                                   f"{KEY_NOISE_LIMIT:g}: a part far below a translation G cancels there)")
+            return False
+        return True
+
+    def head_key_noise(self, l: int, *, b_only: bool = False) -> Any:
         """Per head of B in layer ``l``: a bound on how far its keys (:meth:`head_keys`) can lie from those of
         g . A when B is g . A up to storage rounding, on either side (A's carried by the steps so far).
 
@@ -1866,7 +1908,7 @@ class _Solver:
         so far; the largest of its heads', as the partner is not known yet), doubled for the gains and with
         relation_tolerance's headroom (4x), with the float64 rounding of the products (gamma_n, n the longest
         sum): two A heads both within it of a B head's keys tie, and where only one is, the nearest is the one
-        B's rounding allows.
+        B's rounding allows. ``b_only``: B's side alone (what B's storage blurs, :meth:`within_key_noise`).
 
         Examples
         --------
@@ -1897,6 +1939,8 @@ class _Solver:
             vo = fro["W_V"][kv] * (orr + fro["W_O"] * r2)
             return (qk * qk + vo * vo).sqrt()
 
+        if b_only:  # B's storage alone
+            return 2 * 4 * u * side(lp_b)
         return 2 * 4 * u * (side(lp_b) + self.layer_kappa(l) * side(lp_a).max())  # A's partner: any of its heads
 
     def head_spaces(self, params: dict[str, Any], l: int) -> Any:
