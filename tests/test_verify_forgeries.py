@@ -1077,3 +1077,50 @@ def test_a_genuine_float16_pair_relate_calls_related_verifies(tmp_path):
     assert rel.related, rel.summary()
     ok, why = _verdict(write_relation(rel, tmp_path / "g.json"))
     assert ok, why
+
+
+@pytest.mark.parametrize("case", ["qk-gauge around a bias transfer", "vo-gauge around a value-bias shift"])
+def test_a_translation_between_a_rotation_and_its_inverse_carries_no_rounding_across_channels(case, tmp_path):
+    """A probe: a GPT-2 whose head-0 query (value) channel 2 in layer 0 is shrunk by 1e-10 by a gauge (its key
+    column, or its W_O row, inflated: the same function), and a claim of a rotation Q on that head, a bias
+    translation, then Q^T (together: the translation). The translation's bound was read in the rotated frame,
+    where the shrunk channel is mixed with ordinary ones, and carried back through |Q^T| onto it, while the steps
+    read together mix nothing there, so the entry was held to its own scale widened by an ordinary channel's
+    rounding: verify accepted B with that b_Q entry x-1e4 (logits 1.1% off) or that b_V entry x1e3 (141% off).
+    Such a bound is no longer followed (``translation_allowance``), the entry is held to its own rounding and
+    float64's of the dense products. The control, the same claim with B = g . A, is accepted."""
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H, dk, c = a0.n_layers, a0.arch.H, a0.tensors["W_Q"].shape[-1], 2
+    eye = torch.eye(dk, dtype=torch.float64)
+    gauge, bias, shift, factor = ("qk-gauge", "b_Q", "ln1-bias-transfer", -1e4) if case.startswith("qk") \
+        else ("vo-gauge", "b_V", "value-bias-shift", 1e3)
+
+    def on_head0(m: Any) -> dict[str, Any]:
+        return {"factor": gauge, "element": [{"g": [m] + [eye] * (H - 1)}] + [{"g": [eye] * H}] * (L - 1)}
+
+    shrink = eye.clone()
+    shrink[c, c] = 1e-10
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, [on_head0(shrink)]))),
+                 tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    t = random_element(spec, L, 5, factors=[shift])[0]["element"]
+    scale = 1.0 if shift == "ln1-bias-transfer" else 1e-12
+
+    def scaled(x: Any, by: float) -> Any:  # a component, or per-head components, times ``by``
+        return [scaled(v, by) for v in x] if isinstance(x, list) else by * x
+
+    t = [{k: scaled(v, scale if l == 0 else 0.0) for k, v in e.items()} for l, e in enumerate(t)]
+    Q = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=torch.Generator().manual_seed(7)))[0]
+    claim = in_group(spec, [on_head0(Q), {"factor": shift, "element": t}, on_head0(Q.T.contiguous())])
+    _control_is_valid(tmp_path, a, claim, A)
+    forged = copy.deepcopy(A)
+    forged["layers"][0][bias][0].reshape(-1)[c] *= factor
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
+    assert not ok and bias in why and "entry" in why, why

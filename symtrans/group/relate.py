@@ -692,7 +692,7 @@ def _row_weights(A: Any, B: Any, level: float) -> Any:
     torch = _torch()
     rows = torch.maximum(A.norm(dim=-1, keepdim=True), B.norm(dim=-1, keepdim=True))
     floor = level * torch.maximum(A.norm(dim=(-2, -1)), B.norm(dim=(-2, -1)))
-    floor = floor.clamp_min(torch.finfo(A.dtype).tiny)
+    floor = floor.clamp_min(smallest_normal(A.dtype))
     return 1 / torch.maximum(rows, floor[..., None, None])
 
 
@@ -1639,7 +1639,7 @@ class _Solver:
         for t in f.tags:
             if t.how != "inverse" or t.scope != f.scope:
                 continue
-            X = params.get(t.tensor) if l is None else params["layers"][l].get(t.tensor)
+            X = tensor_at(params, t.tensor, l)
             if X is None:  # not held (a base model's untied output head): nothing of it to read
                 continue
             for x in X if isinstance(X, list) else (X,):
@@ -3653,8 +3653,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if each["residual"] > each_tol:
                 widen = _summed([dense_rounding(name, l, v, dims, at, n, dt), stored_offset(name, v, t)])
                 if name in translated:
+                    # where the translations' bound is not followed, nothing is widened by it; float64's rounding
+                    # of dense products (and a gain's stored offset) still is
                     brought = allowance_of(name, l) if lin is not None else None
-                    widen = None if brought is None else _summed([brought, widen])
+                    widen = widen if brought is None else _summed([brought, widen])
                     if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
                         each = None
                 if widen is not None and each is not None:
@@ -3922,9 +3924,6 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     unknown: set[tuple[str, int | None]] = set()
     cur, lin = source, source  # A moved by the steps so far; by the linear steps alone
 
-    def at(params: dict[str, Any], tensor: str, l: int | None) -> Any:
-        return params.get(tensor) if l is None else params["layers"][l].get(tensor)
-
     def pivot(t: Any, l: int | None) -> tuple[str, int | None, str | None, int | None]:
         """Where tag ``t`` reads its component at layer (or boundary's next layer) ``l``, and its gain (if any)."""
         gain = t.via.split(",")[0] if t.via else None
@@ -3939,7 +3938,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         """A tensor's entrywise size in step ``i``'s frame: A's moved by the linear steps before it (a translation
         adds no rounding, and an intermediate one is no size: a claim of t then -t, or of a scaling around a
         transfer, would pass off its own values as rounding) and B's, where no later linear step moves it."""
-        sides = [at(lin, name, l)] + ([at(target, name, l)] if name not in later[i] else [])
+        sides = [tensor_at(lin, name, l)] + ([tensor_at(target, name, l)] if name not in later[i] else [])
         if any(x is None for x in sides):
             return None
         return _map_blocks(lambda *x: functools.reduce(lambda m, y: torch.maximum(m, y.abs()), x[1:], x[0].abs()),
@@ -3957,6 +3956,19 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
 
     later = [frozenset().union(*(_acts_on(spec, s["factor"]) for s in steps[i + 1:]
                                  if linear_factor(spec, s["factor"]))) for i in range(len(steps))]
+    composed: list[Any] = []  # :func:`mixing` of the steps read together, once a linear step meets an allowance
+
+    def unmixed_spread(st: dict[str, Any], name: str, l: int | None) -> bool:
+        """Whether linear step ``st`` mixes an axis of ``name`` that the steps together leave unmixed (a rotation
+        and, later, its inverse): carried through it on magnitudes, a translation's bound would spread one
+        channel's rounding onto another that the check then holds to its own scale."""
+        if not composed:
+            composed.append(mixing(spec, steps))
+        v = tensor_at(cur, name, l)
+        blocks = len(v) if isinstance(v, (list, tuple)) else None
+        return bool(set(_mixed_at(mixing(spec, [st], composed=False), name, l, blocks))
+                    - set(_mixed_at(composed[0], name, l, blocks)))
+
     for i, st in enumerate(steps):
         f = spec.factor(st["factor"])
         acted = set(_acts_on(spec, f.name))
@@ -3964,6 +3976,12 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         vias = {n for t in f.tags if t.via for n in t.via.split(",")}
         if linear_factor(spec, f.name):  # a linear step moves what is widened: on magnitudes, as it moves entries
             held = {k for k in allow if k[0] in acted and k not in unknown}
+            # a rotation undone later (the steps together mix nothing there): a translation between them, read in
+            # the rotated frame where a shrunk channel is mixed with ordinary ones, is not followed (a b_Q entry
+            # shrunk by 1e-10 was rewritten x1e4 under a qk-gauge Q, a bias transfer, then Q^T; logits 1.1% off)
+            spread = {k for k in held if unmixed_spread(st, *k)}
+            unknown |= spread
+            held -= spread
             if held and not {k[0] for k in held} & vias:
                 P = sizes(acted - vias, vias, i)
                 for n, l in held:
@@ -3998,8 +4016,8 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 held = allow.get((name, pl))  # what earlier translations carried into the pivot
                 R = _map_blocks(lambda x, h=None: u * x if h is None else u * x + h, S, *([held] if held is not None
                                                                                          else []))
-                gain = at(cur, gname, gl) if gname is not None else None
-                w = rounding_weights(at(lin, name, pl), at(target, name, pl), uneven=2.0) \
+                gain = tensor_at(cur, gname, gl) if gname is not None else None
+                w = rounding_weights(tensor_at(lin, name, pl), tensor_at(target, name, pl), uneven=2.0) \
                     if t.how == "translate_rows" else None
                 out[c] = _map_blocks(lambda r, cc: _FIT_BOUND[t.how](r, gain, w, cc), R, comp)
             return out
