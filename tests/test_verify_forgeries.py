@@ -1124,3 +1124,49 @@ def test_a_translation_between_a_rotation_and_its_inverse_carries_no_rounding_ac
     forged["layers"][0][bias][0].reshape(-1)[c] *= factor
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
     assert not ok and bias in why and "entry" in why, why
+
+
+@pytest.mark.parametrize("case,dtype", [("another head", "float32"), ("another head", "float64"),
+                                        ("other channels of this head", "float64")])
+def test_a_dense_gauge_and_its_inverse_widen_no_entry_they_do_not_move(case, dtype, tmp_path):
+    """A probe: a GPT-2 whose head-0 query channel 2 in layer 0 is shrunk by 1e-16 by a gauge (its key channel
+    inflated: the same function), and a claim of a dense qk-gauge M (condition number 100) and then M^-1 (together:
+    the identity) on another head, or on channels 0 and 1 of head 0 (about 99). float64's rounding of the dense products
+    (``dense_rounding``) widened every entry of every head by the whole fibre's rounding, so verify accepted B with
+    that channel's W_Q column and b_Q entry x3000 (logits 1% off) though no step moves it. The widening now covers
+    only the blocks a step mixes and, within them, the indices its maps couple (``coupled_groups``). The control,
+    the same claim with B = g . A, is accepted."""
+    from symtrans.group.elements import in_group
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H, dk, c = a0.n_layers, a0.arch.H, a0.tensors["W_Q"].shape[-1], 2
+    eye = torch.eye(dk, dtype=torch.float64)
+
+    def qk(ms: dict[int, Any]) -> dict[str, Any]:
+        return {"factor": "qk-gauge",
+                "element": [{"g": [ms.get(h, eye) for h in range(H)]}] + [{"g": [eye] * H}] * (L - 1)}
+
+    shrink = eye.clone()
+    shrink[c, c] = 1e-16
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, [qk({0: shrink})]))),
+                 tmp_path / "a", dtype=dtype)
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    gen = torch.Generator().manual_seed(7)
+    if case == "another head":
+        Q1, Q2 = (torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64, generator=gen))[0] for _ in range(2))
+        M, head = Q1 @ torch.diag(torch.logspace(0, 2, dk, dtype=torch.float64)) @ Q2.T, 1
+    else:  # dense on channels 0 and 1 only: channel 2 untouched
+        M, head = eye.clone(), 0
+        M[:2, :2] = torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=torch.float64) @ torch.diag(
+            torch.tensor([1.0, 1 / 99], dtype=torch.float64))  # condition number below KAPPA_MAX
+    claim = in_group(spec, [qk({head: M}), qk({head: torch.linalg.inv(M)})])
+    _control_is_valid(tmp_path, a, claim, A)
+    forged = copy.deepcopy(A)
+    forged["layers"][0]["b_Q"][0].reshape(-1)[c] *= 3000
+    forged["layers"][0]["W_Q"][0][:, c] *= 3000
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
+    assert not ok and "W_Q" in why and "entry" in why, why

@@ -3314,25 +3314,7 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     torch = _torch()
 
     def size(x: Any) -> Any:
-        if not over:
-            return x.abs()
-        if not groups:
-            return x.square().sum(over).sqrt()
-        s2 = x.square()
-        for d in over:  # the sum over each index's group along d (the whole dim where none is given), kept in place
-            lab = groups.get(d)
-            if lab is None:
-                s2 = s2.sum(d, keepdim=True).expand_as(x)
-            elif lab.dim() == 1:
-                onehot = torch.nn.functional.one_hot(lab, int(lab.max()) + 1).to(s2.dtype)
-                s2 = torch.movedim(torch.movedim(s2, d, -1) @ onehot @ onehot.T, -1, d)
-            else:  # per block (dim 0 of the stacked blocks), each block's own groups
-                rows = []
-                for h in range(lab.shape[0]):
-                    onehot = torch.nn.functional.one_hot(lab[h], int(lab[h].max()) + 1).to(s2.dtype)
-                    rows.append(torch.movedim(torch.movedim(s2[h], d - 1, -1) @ onehot @ onehot.T, -1, d - 1))
-                s2 = torch.stack(rows)
-        return s2.sqrt()
+        return _fibre_size(x, over, groups)
 
     v, t = _stacked(moved), _stacked(target)
     if not over and widen is None and v.device.type == "cpu" and v.dtype == t.dtype and not v.requires_grad:
@@ -3348,6 +3330,43 @@ def worst_each(moved: Any, target: Any, floor: float, *, over: tuple[int, ...] =
     total = float(scale.square().sum().sqrt())
     return {"axis": "entries", "index": _entry_index(i, shape), "residual": float(ratio[i]), "measure": "each",
             "over": bool(over), "share": float(scale[i]) / total if total > 0 else 0.0}
+
+
+def _fibre_size(x: Any, over: tuple[int, ...], groups: dict[int, Any] | None = None, *, entries: bool = False) -> Any:
+    """Each fibre's size along dims ``over``: its norm there, summed over the indices of its group along each dim
+    (``groups``: a label per index, or a row of them per block along dim 0; the whole dim where none is given);
+    ``|x|`` where ``over`` is empty. With groups (or ``entries``) each entry holds its fibre's size, in ``x``'s
+    shape; else one value per fibre (``over`` summed away).
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([[3.0, 4.0, 1.0]], dtype=torch.float64)
+    >>> _fibre_size(x, (1,)).tolist(), _fibre_size(x, (1,), entries=True).shape
+    ([5.0990195135927845], torch.Size([1, 3]))
+    >>> _fibre_size(x, (1,), {1: torch.tensor([0, 0, 2])}).tolist()
+    [[5.0, 5.0, 1.0]]
+    """
+    torch = _torch()
+    if not over:
+        return x.abs()
+    if not groups:
+        return x.square().sum(over, keepdim=True).sqrt().expand_as(x) if entries else x.square().sum(over).sqrt()
+    s2 = x.square()
+    for d in over:  # the sum over each index's group along d (the whole dim where none is given), kept in place
+        lab = groups.get(d)
+        if lab is None:
+            s2 = s2.sum(d, keepdim=True).expand_as(x)
+        elif lab.dim() == 1:
+            onehot = torch.nn.functional.one_hot(lab, int(lab.max()) + 1).to(s2.dtype)
+            s2 = torch.movedim(torch.movedim(s2, d, -1) @ onehot @ onehot.T, -1, d)
+        else:  # per block (dim 0 of the stacked blocks), each block's own groups
+            rows = []
+            for h in range(lab.shape[0]):
+                onehot = torch.nn.functional.one_hot(lab[h], int(lab[h].max()) + 1).to(s2.dtype)
+                rows.append(torch.movedim(torch.movedim(s2[h], d - 1, -1) @ onehot @ onehot.T, -1, d - 1))
+            s2 = torch.stack(rows)
+    return s2.sqrt()
 
 
 #: :func:`_worst_each_chunked`'s chunk: two float64 buffers of it stay in a core's L2 cache
@@ -3534,14 +3553,24 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         and its inverse), float64's rounding of the dense products, ``gamma_n`` per step of each fibre along it, in
         units of B's ``u`` (as an entry's scale is); None where there is no such axis."""
         if not raw:
-            raw.append(mixing(spec, steps, composed=False))
-        extra = [p for p in _mixed_at(raw[0], name, l, len(v) if isinstance(v, (list, tuple)) else None) if p not in at]
+            alone: dict[tuple[tuple[str, Any], int], Any] = {}
+            raw.append((mixing(spec, steps, composed=False, couplings=alone), alone))
+        nb = len(v) if isinstance(v, (list, tuple)) else None
+        extra = {p: b for p, b in _mixed_at(raw[0][0], name, l, nb).items() if p not in at}
         if not extra:
             return None
         u64 = unit_roundoff("float64")
         k = sum(name in a for a in chain.acts)
         x = _stacked(v)
-        size = x.square().sum(tuple(dims[p] for p in extra), keepdim=True).sqrt().expand_as(x)
+        # each fibre only over the indices a step's maps couple, and only in the blocks a step mixes: an entry no
+        # step moves carries no rounding of theirs (a gauge on another head, or on other channels of this one, and
+        # then its inverse let a channel shrunk by 1e-16 be rewritten x3000 at its fibre's scale, logits 1% off)
+        groups = {dims[p]: g for p in extra if (g := coupled_groups(raw[0][1], name, l, p, nb)) is not None}
+        size = _fibre_size(x, tuple(dims[p] for p in extra), groups, entries=True)
+        if nb is not None and all(b is not None for b in extra.values()):  # the blocks no step mixes: none of it
+            mask = _torch().zeros(nb, dtype=x.dtype)
+            mask[sorted(set().union(*extra.values()))] = 1.0
+            size = size * mask.reshape(-1, *([1] * (x.dim() - 1)))
         out = size * (k * max(n, 2) * u64 / unit_roundoff(dt))
         return list(out) if isinstance(v, (list, tuple)) else out
 
