@@ -1170,3 +1170,43 @@ def test_a_dense_gauge_and_its_inverse_widen_no_entry_they_do_not_move(case, dty
     forged["layers"][0]["W_Q"][0][:, c] *= 3000
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
     assert not ok and "W_Q" in why and "entry" in why, why
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_weak_coupling_and_its_inverse_widen_a_shrunk_channel_only_by_the_coupling(dtype, tmp_path):
+    """A fourth probe: a GPT-2 whose value channel 2 of every head is shrunk by 1e-20 by a vo-gauge (W_O rows
+    inflated: the same function), and a claim of M = I + 1e-11 (e_2 e_5^T + e_5 e_2^T) on every head, then M^-1.
+    The pattern of M couples channel 2 with channel 5, so float64's rounding of the dense products
+    (``dense_rounding``) widened channel 2's entries by channel 5's fibre: verify accepted its W_V columns and
+    b_V entries x-1000 (logits 131% off). The widening is now ``k gamma_n |g_k| ... |g_1| |A|``, the steps'
+    magnitudes acting on A's: the coupling reaches channel 2 by 1e-11 of channel 5, which hides nothing. The
+    control, the same claim with B = g . A, is accepted."""
+    from symtrans.group.elements import in_group
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    L, H, dk, c, j = a0.n_layers, a0.arch.H, a0.tensors["W_V"].shape[-1], 2, 5
+    eye = torch.eye(dk, dtype=torch.float64)
+
+    def vo(m: Any) -> dict[str, Any]:
+        return {"factor": "vo-gauge", "element": [{"g": [m] * H}] * L}
+
+    shrink = eye.clone()
+    shrink[c, c] = 1e-20
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), in_group(spec, [vo(shrink)]))),
+                 tmp_path / "a", dtype=dtype)
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    M = eye.clone()
+    M[c, j] = M[j, c] = 1e-11
+    claim = in_group(spec, [vo(M), vo(torch.linalg.inv(M))])
+    _control_is_valid(tmp_path, a, claim, A)
+    forged = copy.deepcopy(A)
+    for lp in forged["layers"]:
+        for h in range(H):
+            lp["b_V"][h].reshape(-1)[c] *= -1000
+            lp["W_V"][h][:, c] *= -1000
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
+    assert not ok and "entry" in why, why

@@ -3561,18 +3561,34 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             return None
         u64 = unit_roundoff("float64")
         k = sum(name in a for a in chain.acts)
+        per = k * max(n, 2) * u64 / unit_roundoff(dt)
+        mag = magnitude_of(name, l) if source is not None else None
+        if mag is not None:  # k gamma_n |g_k| ... |g_1| |A|: each product's rounding, carried by the later ones
+            return _map_blocks(lambda m: m * per, mag)
         x = _stacked(v)
-        # each fibre only over the indices a step's maps couple, and only in the blocks a step mixes: an entry no
-        # step moves carries no rounding of theirs (a gauge on another head, or on other channels of this one, and
-        # then its inverse let a channel shrunk by 1e-16 be rewritten x3000 at its fibre's scale, logits 1% off)
+        # (no A given) each fibre only over the indices a step's maps couple, and only in the blocks a step mixes
         groups = {dims[p]: g for p in extra if (g := coupled_groups(raw[0][1], name, l, p, nb)) is not None}
         size = _fibre_size(x, tuple(dims[p] for p in extra), groups, entries=True)
         if nb is not None and all(b is not None for b in extra.values()):  # the blocks no step mixes: none of it
             mask = _torch().zeros(nb, dtype=x.dtype)
             mask[sorted(set().union(*extra.values()))] = 1.0
             size = size * mask.reshape(-1, *([1] * (x.dim() - 1)))
-        out = size * (k * max(n, 2) * u64 / unit_roundoff(dt))
+        out = size * per
         return list(out) if isinstance(v, (list, tuple)) else out
+
+    magnitudes: list[dict[tuple[str, int | None], Any]] = []
+
+    def magnitude_of(name: str, l: int | None) -> Any:
+        """``|A|`` moved by the element's linear steps on magnitudes (``|g| |x|``, :func:`_abs_element`), once:
+        where float64's rounding of each dense product can reach, and how far. A gauge that couples a shrunk channel
+        to an ordinary one by 1e-11, and then its inverse, reach it by 1e-11 of the ordinary one (its fibre's scale
+        let the channel, shrunk by 1e-20, be rewritten x2000, logits 131% off)."""
+        if not magnitudes:
+            lin_steps = [{"factor": st["factor"], "element": _abs_element(st["element"])} for st in steps
+                         if linear_factor(spec, st["factor"])]
+            magnitudes.append({(nm, li): x for nm, li, x in
+                               _iter_tensors(apply_steps(spec, _abs_model(source), lin_steps), blocks=True)})
+        return magnitudes[0].get((name, l))
 
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
@@ -3839,6 +3855,24 @@ def _map_blocks(fn: Callable[..., Any], *xs: Any) -> Any:
     if isinstance(xs[0], (list, tuple)):
         return [fn(*ys) for ys in zip(*xs)]
     return fn(*xs)
+
+
+def _abs_model(params: dict[str, Any]) -> dict[str, Any]:
+    """A model in block form with every tensor by magnitude (entrywise ``|x|``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = _abs_model({"word": torch.tensor([[-1.0, 2.0]]), "layers": [{"W_Q": [torch.tensor([[-3.0]])]}]})
+    >>> m["word"].tolist(), m["layers"][0]["W_Q"][0].tolist()
+    ([[1.0, 2.0]], [[3.0]])
+    """
+    def mag(v: Any) -> Any:
+        return _map_blocks(lambda x: x.abs() if hasattr(x, "abs") else x, v) if v is not None else None
+
+    out = {k: mag(v) for k, v in params.items() if k != "layers"}
+    out["layers"] = [{k: mag(v) for k, v in lp.items()} for lp in params["layers"]]
+    return out
 
 
 def _abs_element(x: Any) -> Any:
