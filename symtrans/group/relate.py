@@ -1512,12 +1512,8 @@ class _Solver:
                 if size > tol and name in HEAD_KEYS:  # a sum of the heads' keys: within their rounding bounds, summed
                     noise = float(self.head_key_noise(l, b_only=True).sum()) if noise is None else noise
                     bound = noise / max(float(theirs[name].norm()), 1e-300)
-                    if size <= bound <= KEY_NOISE_LIMIT:
+                    if size <= bound and self.key_resolved(l, name, bound):
                         continue
-                    if size <= bound:  # within a bound that resolves nothing: no refusal it reaches is an answer
-                        self.unresolved.append(f"layer {l}: B's storage cannot resolve {name} (its rounding bound is "
-                                               f"{bound:.2g} of it, past {KEY_NOISE_LIMIT:g}: a part far below a "
-                                               "translation G cancels there)")
                 if size > tol:
                     fails.append((l, name, size, tol, theirs[name]))
         if not fails:
@@ -1887,15 +1883,19 @@ class _Solver:
         noise = self.head_key_noise(l, b_only=True) / scale
         if not bool((apart <= noise.clamp_min(tol)).all()):
             return False
-        own = noise * scale / KB.norm(dim=1).clamp_min(1e-300)  # each head's bound relative to its own keys
-        coarse = [h for h in range(len(pi)) if float(apart[h]) > tol and float(own[h]) > KEY_NOISE_LIMIT]
-        if coarse:
-            h = coarse[0]
-            self.unresolved.append(f"layer {l}: B's storage cannot resolve head {h}'s products W_Q W_K^T, W_V W_O "
-                                   f"(their rounding bound is {float(own[h]):.2g} of themselves, past "
-                                   f"{KEY_NOISE_LIMIT:g}: a part far below a translation G cancels there)")
-            return False
-        return True
+        own = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()  # each head's bound against its own keys
+        return all(self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own[h])
+                   for h in range(len(pi)) if float(apart[h]) > tol)
+
+    def key_resolved(self, l: int, what: str, bound: float) -> bool:
+        """Whether a key's rounding bound (relative to the key) resolves it to :data:`KEY_NOISE_LIMIT`; where it
+        does not, B's storage does not fix what the key reads, and :attr:`unresolved` says so (a refusal the solve
+        then reaches is no answer)."""
+        if bound <= KEY_NOISE_LIMIT:
+            return True
+        self.unresolved.append(f"layer {l}: B's storage cannot resolve {what} (its rounding bound is {bound:.2g} of "
+                               f"it, past {KEY_NOISE_LIMIT:g}: a part far below a translation G cancels there)")
+        return False
 
     def head_key_noise(self, l: int, *, b_only: bool = False) -> Any:
         """Per head of B in layer ``l``: a bound on how far its keys (:meth:`head_keys`) can lie from those of
@@ -2299,7 +2299,8 @@ class _Solver:
                 # each row of both sides weighted by its own size (:func:`_row_weights`): the same element where B
                 # is A's image, each row then fitted to its own rounding (a row 1e6 times the rest put the rest 1e-10
                 # off their own size, and a genuine float64 pair was refused)
-                w = _row_weights(A, B, self.null_level(pivot.tensor, l, A3.shape[1], arithmetic=True))
+                length = int(A3.shape[1])  # the projections' sums: one block's rows
+                w = _row_weights(A, B, self.null_level(pivot.tensor, l, length, arithmetic=True))
                 Aw, Bw = A * w, B * w
                 # QR (LAPACK gels: full column rank assumed, 2x faster) in the deferred try, whose answer the check
                 # decides (a rank-deficient block gives a non-finite or ill-conditioned element: refused there, so
@@ -2316,7 +2317,7 @@ class _Solver:
                     self.skipped.append("gauges by QR")
                 if not bool(torch.isfinite(Ms).all()):
                     Ms, sv_pivot = _lstsq(Aw, Bw, singular_values=True)
-                Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B, sv_pivot)
+                Ms, sv = self.gauge_from_inverse(f, pivot, l, A, Ms, B, sv_pivot, w, length)
                 # the rounding is relative to the stored blocks: the norm of each group's stored blocks, B's or A's
                 # where larger (the scale of the values the element moves, as the check's, :func:`tensor_residuals`)
                 raw = torch.maximum(self._group_norms(self.tgt, pivot.tensor, l, per_kv),
@@ -2359,12 +2360,13 @@ class _Solver:
             self.apply(name, els)
 
     def gauge_from_inverse(self, f: Any, pivot: Any, l: int, A: Any, Ms: Any, B: Any,
-                           sv_pivot: Any = None) -> tuple[Any, Any]:
+                           sv_pivot: Any = None, w: Any = None, length: int | None = None) -> tuple[Any, Any]:
         """``(Ms, its singular values)``, each group's element solved on the gauge's inverse side where the pivot
         (tag ``pivot``, stacked invariant blocks ``A``) cannot fix it, and on both sides at once where the pivot
         fixes it badly.
 
-        ``sv_pivot``: the pivot blocks' singular values (per group, descending), where the solve has them. A
+        ``sv_pivot``: the pivot blocks' singular values (per group, descending), where the solve has them; ``w`` and
+        ``length``: the pivot's row weights (:func:`_row_weights`) and the projections' length it solved with. A
         group whose pivot block is ill-conditioned (:data:`JOINT_COND`) but not deficient is solved on both
         tensors the gauge acts on (:func:`_two_sided_gauge`): from the pivot alone, B's rounding along the
         block's weak directions is amplified by its condition number and carried into the inverse side (a value
@@ -2404,9 +2406,11 @@ class _Solver:
                 xa, xb = xa.mT, xb.mT
             # the right side (X -> X M^-T): X_A = X_B M^T
             xa, xb = xa.reshape(-1, k), xb.reshape(-1, k)
-            if g in ill:  # each side's rows weighted by their own size (:func:`_row_weights`), as the pivot's solve
-                wa = _row_weights(A[g], B[g], self.null_level(pivot.tensor, l, int(A.shape[1]), arithmetic=True))
-                wx = _row_weights(xa, xb, self.null_level(inv.tensor, l, int(A.shape[1]), arithmetic=True))
+            if g in ill:  # each side's rows weighted by their own size (:func:`_row_weights`; the pivot's as solved)
+                n = length if length is not None else int(A.shape[1])
+                wa = w[g] if w is not None else _row_weights(A[g], B[g], self.null_level(pivot.tensor, l, n,
+                                                                                         arithmetic=True))
+                wx = _row_weights(xa, xb, self.null_level(inv.tensor, l, n, arithmetic=True))
                 both = _two_sided_gauge(A[g] * wa, B[g] * wa, xa * wx, xb * wx)
                 if both is not None:
                     Ms[g] = both
@@ -3552,9 +3556,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         """Where a step mixes an axis that the element's steps together do not (:func:`_composed_steps`: a rotation
         and its inverse), float64's rounding of the dense products, ``gamma_n`` per step of each fibre along it, in
         units of B's ``u`` (as an entry's scale is); None where there is no such axis."""
-        if not raw:
+        if not raw:  # the couplings are read only where no A is given (below)
             alone: dict[tuple[tuple[str, Any], int], Any] = {}
-            raw.append((mixing(spec, steps, composed=False, couplings=alone), alone))
+            raw.append((mixing(spec, steps, composed=False, couplings=alone if source is None else None), alone))
         nb = len(v) if isinstance(v, (list, tuple)) else None
         extra = {p: b for p, b in _mixed_at(raw[0][0], name, l, nb).items() if p not in at}
         if not extra:
@@ -4021,16 +4025,15 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                                  if linear_factor(spec, s["factor"]))) for i in range(len(steps))]
     composed: list[Any] = []  # :func:`mixing` of the steps read together, once a linear step meets an allowance
 
-    def unmixed_spread(st: dict[str, Any], name: str, l: int | None) -> bool:
-        """Whether linear step ``st`` mixes an axis of ``name`` that the steps together leave unmixed (a rotation
-        and, later, its inverse): carried through it on magnitudes, a translation's bound would spread one
-        channel's rounding onto another that the check then holds to its own scale."""
+    def unmixed_spread(alone: Any, name: str, l: int | None) -> bool:
+        """Whether a linear step (``alone``: its :func:`mixing`) mixes an axis of ``name`` that the steps together
+        leave unmixed (a rotation and, later, its inverse): carried through it on magnitudes, a translation's bound
+        would spread one channel's rounding onto another that the check then holds to its own scale."""
         if not composed:
             composed.append(mixing(spec, steps))
         v = tensor_at(cur, name, l)
         blocks = len(v) if isinstance(v, (list, tuple)) else None
-        return bool(set(_mixed_at(mixing(spec, [st], composed=False), name, l, blocks))
-                    - set(_mixed_at(composed[0], name, l, blocks)))
+        return bool(set(_mixed_at(alone, name, l, blocks)) - set(_mixed_at(composed[0], name, l, blocks)))
 
     for i, st in enumerate(steps):
         f = spec.factor(st["factor"])
@@ -4042,7 +4045,8 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             # a rotation undone later (the steps together mix nothing there): a translation between them, read in
             # the rotated frame where a shrunk channel is mixed with ordinary ones, is not followed (a b_Q entry
             # shrunk by 1e-10 was rewritten x1e4 under a qk-gauge Q, a bias transfer, then Q^T; logits 1.1% off)
-            spread = {k for k in held if unmixed_spread(st, *k)}
+            alone = mixing(spec, [st], composed=False) if held else {}
+            spread = {k for k in held if unmixed_spread(alone, *k)}
             unknown |= spread
             held -= spread
             if held and not {k[0] for k in held} & vias:
