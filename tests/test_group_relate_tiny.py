@@ -1748,9 +1748,10 @@ def test_an_untied_output_head_is_loaded_checked_by_relate_and_moved_by_canonica
 def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_answer(tiny):
     """An untied head absorbs a shift t of the final LayerNorm's bias through ``v = -t W / <beta + t, 1/gamma>``:
     undefined where B's ``<beta, 1/gamma>`` is 0, and where A's is, the head has a free direction G lacks. A GPT-2
-    with its final bias 0 (as transformers initialises it) moved by a random element of G computes A's function
-    and is related; from the moved copy back to it the element is undefined, and relate refused "unexplained
-    part inf" there, a false refusal. It now cannot decide. The singular point reaches only the head and the
+    with its final bias 0 (as transformers initialises it) moved by a random element of G computes A's function;
+    from the moved copy back to it the element is undefined, and relate refused "unexplained part inf" there, a
+    false refusal. It now cannot decide; nor from A to the moved copy, whose element relate found and wrote while
+    verify refused the file (B pulled back divides by A's scalar, 0). The singular point reaches only the head and the
     final norm: a layer moved off the orbit is still refused, and so is a head moved off the orbit of a model off
     the hyperplane (the false cases)."""
     import torch
@@ -1769,7 +1770,11 @@ def test_a_final_bias_on_the_heads_hyperplane_makes_a_refusal_undecided_not_an_a
     ids = random_ids(a, 8, 0)
     want = model_output(a, input_ids=ids) @ a.tensors["lm_head"]
     assert float((model_output(b, input_ids=ids) @ b.tensors["lm_head"] - want).norm() / want.norm()) < 1e-12
-    assert relate(a, b).related
+    # the element reaches B, but pulled back it divides by A's scalar, 0: verify's second side could not re-check
+    # a file of it (it read NaN there, and refused the file relate wrote)
+    with pytest.raises(SymtransError, match=r"^relate: in A, final-norm-bias-transfer .* moves lm_head through "
+                                            r"that hyperplane, .* cannot decide this pair$"):
+        relate(a, b)
     with pytest.raises(SymtransError, match=r"^relate: in B, final-norm-bias-transfer .* cannot decide this pair$"):
         relate(b, a)
     # the singular point reaches only the head, the final gain and bias: a difference elsewhere is still refused
@@ -2131,3 +2136,42 @@ def test_a_value_channel_beneath_a_centring_shift_is_related_where_storage_resol
         for x in (b, f):
             with pytest.raises(SymtransError, match="cannot resolve .* cannot decide"):
                 relate(a, x)
+
+
+@pytest.mark.parametrize("case", ["a random element", "a final-norm scaling alone"])
+def test_a_head_hyperplane_whose_scalar_nearly_cancels_is_undecided_not_answered(case, tmp_path):
+    """A random untied GPT-2 (seed 9, float32 on disk) whose final norm has ``<beta, 1/gamma>`` = 0.0094 against a
+    sum of magnitudes of 2.5: its head moves through the hyperplane by ``-(1/gamma)^T (c W) / s'``.
+
+    - Moved by a random element of G (the scalar -2.7 after it), relate related it and wrote the element, and
+      verify refused relate's own file: B's head pulled back divides by A's scalar, and B's rounding came back at
+      870 u. relate now checks A's side wherever an element moves a head through its hyperplane: cannot decide.
+    - Moved by a final-norm scaling alone, relate read a bias shift of B's rounding (1.09 u of the bias), which
+      the division carried into the head: "not related" at ``lm_head``, a false refusal. The head's hyperplane now
+      counts the bias's rounding it carries (:func:`symtrans.group.relate._head_scalar_carried`): cannot decide.
+
+    The false case: the same pair with one vocab column of B's head x1.01 is still refused at ``lm_head``."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=9, head=True, tie_word_embeddings=False)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    s = float((A["final_ln_b"] / A["final_ln_w"]).sum())
+    assert 0 < s < 0.01 * float((A["final_ln_b"] / A["final_ln_w"]).abs().sum())  # the scalar nearly cancels
+    steps = random_element(spec, a.n_layers, 0,
+                           factors=None if case == "a random element" else ["final-norm-scaling"])
+    B = apply_steps(spec, A, steps)
+    save_weights(weights_from_blocks(a, B), tmp_path / "b")
+    b = load_model(tmp_path / "b")
+    why = "pulled back through the element" if case == "a random element" else "lm_head differs"
+    with pytest.raises(SymtransError, match=rf"^relate: .*{why}.* within the rounding of final_ln_b through the "
+                                            r"output head's hyperplane: relate cannot decide this pair$"):
+        relate(a, b)
+    B["lm_head"] = B["lm_head"].clone()
+    B["lm_head"][:, 7] *= 1.01
+    save_weights(weights_from_blocks(a, B), tmp_path / "forged")
+    rel = relate(a, load_model(tmp_path / "forged"))
+    assert not rel.related and rel.stop.tensor == "lm_head", rel.summary()

@@ -3594,6 +3594,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                                _iter_tensors(apply_steps(spec, _abs_model(source), lin_steps), blocks=True)})
         return magnitudes[0].get((name, l))
 
+    head_tensors = {t.tensor for _, t in _head_hyperplanes(spec)}
     out = []
     for name, l, v in _iter_tensors(moved, blocks=True):
         if (name, l) not in target_tensors:
@@ -3630,7 +3631,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if hsize > 0 and ref > 0:  # a norm's bias read by an input hyperplane's scalar (:func:`hyperplane_carried`)
                 h_to = relation_tolerance(precision(hbias, hlayer), 0.0)[0] * hsize / ref
                 if h_to > undecided_to:
-                    undecided_to, through = h_to, f"{hbias} through the input hyperplane"
+                    undecided_to, through = h_to, f"{hbias} through the " + \
+                        ("output head's hyperplane" if hlayer is None and name in head_tensors else "input hyperplane")
         rec = {"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                "relative_to": relative_to, **({"carried": through} if through is not None else {})}
@@ -3775,7 +3777,8 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
                        ) -> dict[tuple[str, int | None], tuple[float, str, int | None]]:
     """Per ``(tensor, layer)`` a ``hyperplane_bias`` tag moves, what its norm's bias carries into it: ``sum_i
     |beta_i / gamma_i| |v|``, with the norm's gain and bias as the step met them (one walk of ``steps`` over A), and
-    the bias's name and layer (the layer's own norm, the closing norm of the layer before, or the embedding norm).
+    the bias's name and layer (the layer's own norm, the closing norm of the layer before, or the embedding norm);
+    likewise an untied head a ``hyperplane_head`` tag moves (:func:`_head_scalar_carried`; layer None).
 
     The tag subtracts ``(beta . 1/gamma) v``. Where ``beta`` is nearly orthogonal to ``1/gamma`` the scalar is a
     sum of terms far larger than itself, so the rounding of ``beta`` (B's, ``u |beta_i|`` per entry, which a bias
@@ -3800,12 +3803,16 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     ('ln2_b', 0, True)
     """
     out: dict[tuple[str, int | None], tuple[float, str, int | None]] = {}
-    last = max((i for i, st in enumerate(steps) if any(t.how == "hyperplane_bias" for t in
+    last = max((i for i, st in enumerate(steps) if any(t.how in ("hyperplane_bias", "hyperplane_head") for t in
                                                          spec.factor(st["factor"]).tags)), default=-1)
     cur = source
     L = len(cur["layers"])
     for st in steps[:last + 1]:  # the steps up to the last hyperplane: what each met
         f = spec.factor(st["factor"])
+        for t in (t for t in f.tags if t.how == "hyperplane_head" and not isinstance(st["element"], list)):
+            size = _head_scalar_carried(cur, t, st["element"].get(t.component))
+            if size > out.get((t.tensor, None), (0.0,))[0]:
+                out[(t.tensor, None)] = (size, t.via.split(",")[1], None)
         els = st["element"] if isinstance(st["element"], list) else [st["element"]] * L
         for t in (t for t in f.tags if t.how == "hyperplane_bias" and t.scope in ("layer", "next")):
             gain, bias = t.via.split(",")
@@ -3823,6 +3830,45 @@ def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict
                     out[(t.tensor, l)] = (size, bname, at)
         cur = apply_steps(spec, cur, [st])
     return out
+
+
+def _head_scalar_carried(params: dict[str, Any], tag: Any, c: Any) -> float:
+    """What the rounding of a norm's bias carries into an untied head moved through its hyperplane by a shift ``c``
+    of that bias (a ``hyperplane_head`` tag: ``W - (1/gamma)^T (c W) / s'``, ``s' = <beta + c, 1/gamma>``), in
+    units of the bias's unit roundoff: ``c`` is read from the bias, so each of its entries is off by up to
+    ``u |beta_i|`` (the larger of beta before and after the shift), which moves the head by at most ``|1/gamma|
+    (|beta| |W| / |s'| + |c W| sum_i |beta_i / gamma_i| / s'^2)`` (Frobenius norms; first order). 0 where nothing
+    is read or ``s'`` is 0 (the step is undefined: :func:`singular_head_biases` names it).
+
+    Where ``<beta, 1/gamma>`` nearly cancels, that is far more than the head's own rounding: a random untied GPT-2
+    (float32, scalar 0.0094 against a sum of magnitudes of 2.5) moved by a final-norm scaling alone was "not
+    related" at ``lm_head`` (1.5e-6 against 6.7e-7), the bias shift relate read being B's rounding of the bias.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.catalogue.model import AxisTag
+    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
+    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> p = {"final_ln_w": torch.ones(1, 2, dtype=torch.float64), "final_ln_b": torch.tensor([[1.0, 0.0]],
+    ...      dtype=torch.float64), "lm_head": torch.eye(2, dtype=torch.float64)}
+    >>> c = torch.tensor([[0.0, 1.0]], dtype=torch.float64)  # s' = 2; |beta| = (1, 1); |1/gamma| = sqrt 2
+    >>> round(_head_scalar_carried(p, tag, c), 12) == round(2 ** 0.5 * (2 ** 0.5 * 2 ** 0.5 / 2 + 1 * 2 / 4), 12)
+    True
+    """
+    torch = _torch()
+    gain, bias = tag.via.split(",")
+    g, b, W = params.get(gain), params.get(bias), params.get(tag.tensor)
+    if c is None or g is None or b is None or W is None or not bool((g != 0).all()):
+        return 0.0
+    a, c, b = (1 / g).reshape(-1), c.reshape(-1).to(g.dtype), b.reshape(-1)
+    s_after = float((b + c) @ a)
+    if s_after == 0:  # the step is undefined there: no rounding bounds it (relate names the singular scalar)
+        return 0.0
+    beta = torch.maximum(b.abs(), (b + c).abs())
+    cw = float((c.reshape(1, -1) @ W).norm())
+    return float(a.norm()) * (float(beta.norm()) * float(W.norm()) / abs(s_after)
+                              + cw * float((beta * a.abs()).sum()) / s_after ** 2)
 
 
 #: Per kind of tag a translation's component is read through (relate's solve: :meth:`_Solver.layer_translation`,
@@ -4410,9 +4456,9 @@ def relate(a: Any, b: Any) -> Relation:
             raise SymtransError(f"relate: in {name}, {dead[0]}: G as modelled assumes that gain non-zero, so "
                                 "relate cannot decide this pair")
     # a bias an untied head absorbs, on the hyperplane its action divides by: in B, the element reaching it is
-    # undefined; in A, the head has a free direction G lacks. Both touch only the tensors of that absorption (the
-    # head, the norm's gain and bias): a related answer stands (g found and checked), and so does a refusal at any
-    # other tensor (no solve of another tensor reads the head)
+    # undefined; in A, the head has a free direction G lacks, and an element that moves the bias cannot be pulled
+    # back (_relate: cannot decide). Both touch only the tensors of that absorption (the head, the norm's gain and
+    # bias): a refusal at any other tensor stands (no solve of another tensor reads the head)
     singular = [f"in {name}, {line}" for name, w in (("A", A), ("B", B)) for line in singular_head_biases(spec, w)]
     with finite_or_named("relate", A=A, B=B):
         rel = _relate(A, B, spec, t0)
@@ -4522,12 +4568,18 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             _raise_if_undecided(residuals, s.fit_kappa)
     limit = min(kappa_limit(r["dtype"]) for r in residuals) if residuals else KAPPA_MAX
     back: list[dict[str, Any]] = []  # A's side, where it is measured (below)
+    heads = {f.name for f, _ in _head_hyperplanes(spec)}
     if stop is None and (any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals)
-                         or any(element_spread(st["element"]) > limit for st in steps)):
+                         or any(element_spread(st["element"]) > limit for st in steps)
+                         or any(st["factor"] in heads and not _inert_step(st) for st in steps)):
         # an element past the limit buys no slack from A's side either (verify's second side): B's rounding pulled
         # back through it is what it carries; and an element whose spread passes it (:func:`element_spread`) may hide
-        # a part of a tensor from B's side. Elsewhere the two sides do not part on relate's own element (its solve
-        # compares G-invariant keys), and the pull-back (a second application of the element) is left to verify
+        # a part of a tensor from B's side. A shift through an untied head's hyperplane divides by the scalar after
+        # it, which differs on the two sides: B's rounding of the head's part along the shift comes back divided by
+        # A's scalar (870 u, where A's was 0.0094 against a sum of magnitudes of 2.5 and B's -2.7), which B's side
+        # does not carry; uncounted, relate wrote such a random untied GPT-2's element and verify refused the file.
+        # Elsewhere the two sides do not part on relate's own element (its solve compares G-invariant keys), and
+        # the pull-back (a second application of the element) is left to verify
         with single_threaded():
             _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
                                                                              steps)))
@@ -4544,6 +4596,12 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                                        f"A there (the element's spread {max(element_spread(st['element']) for st in steps):.3g} "
                                        "hides that part of the tensor from g . A against B)")
         elif failed:
+            lost = [r for r in failed if not math.isfinite(r["residual"]) and r["tensor"] in head_hyperplane_tensors(spec)]
+            on_plane = singular_head_biases(spec, A) if lost else []
+            if on_plane:  # the element reaches B; its inverse divides by A's scalar, 0: no file of it re-checks
+                raise SymtransError(f"relate: in A, {on_plane[0]}; the element found moves {lost[0]['tensor']} through "
+                                    "that hyperplane, and pulled back through it divides by that product, so no file "
+                                    "of it can be re-checked: relate cannot decide this pair")
             _raise_if_undecided(back, s.fit_kappa)
             worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
             where = "" if worst["layer"] is None else f" (layer {worst['layer']})"
@@ -4665,8 +4723,9 @@ def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0)
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
     limit = kappa_limit(worst["dtype"])
     if worst["kappa"] <= limit:  # within what the solve carried into it from another tensor
+        side = " pulled back through the element (g^-1 . B against A)" if worst.get("side") == "A" else ""
         raise SymtransError(f"relate: the element found reproduces every tensor of B within the rounding its solve "
-                            f"carries in: {worst['tensor']}{where} differs by {worst['residual']:.3g}, more than its "
+                            f"carries in: {worst['tensor']}{where}{side} differs by {worst['residual']:.3g}, more than its "
                             f"tolerance {worst['tolerance']:.3g} but within the rounding of "
                             f"{worst.get('carried', 'the tensors')}: relate cannot decide this pair")
     raise SymtransError(f"relate: the element found reproduces every tensor of B within what its condition number "
