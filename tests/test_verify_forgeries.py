@@ -1210,3 +1210,40 @@ def test_a_weak_coupling_and_its_inverse_widen_a_shrunk_channel_only_by_the_coup
             lp["W_V"][h][:, c] *= -1000
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, apply_steps(spec, forged, claim), tmp_path / "forged"))
     assert not ok and "entry" in why, why
+
+
+@pytest.mark.parametrize("path", ["through 0", "on one side of 0"])
+def test_a_chain_of_head_bias_transfers_near_the_singular_scalar_buys_no_slack(path, tmp_path):
+    """A probe: A a random untied GPT-2 (seed 1) with its final gain channel 3 x1e7 (``lm_head`` row 3 x1e-7, the
+    same function), and a claim of three final-norm bias transfers that compose to the identity, the head's scalar
+    ``<beta + c, 1/gamma>`` going from A's (-0.36) to S, then to -S (or 2 S), then back; S = 1e-5. The middle
+    step's scalar is small before and after it, so its bound divided by S^2 (the larger of the two) and widened
+    every ``lm_head`` entry: a B with row 3 x11 was accepted (logits 120% off). The bound now divides by the
+    largest scalar of the whole element's frames (:func:`symtrans.group.relate._head_scalar_scale`).
+    Control: B = g . A is valid."""
+    from symtrans.group.elements import in_group
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", head=True, tie_word_embeddings=False, seed=1)
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    D = torch.eye(a0.d_model, dtype=torch.float64)
+    D[3, 3] = 1e7
+    shrink = in_group(spec, [{"factor": "final-norm-scaling", "element": {"D": D}}])
+    save_weights(weights_from_blocks(a0, apply_steps(spec, model_blocks(a0), shrink)), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    inv = 1 / A["final_ln_w"]
+    n2 = float(inv.square().sum())
+    s0, S = float((A["final_ln_b"] * inv).sum()), 1e-5
+    off = torch.randn(inv.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    off = off - float((off * inv).sum()) / n2 * inv  # a part the scalar does not see
+    mid = -S if path == "through 0" else 2 * S
+    c1, c2 = (S - s0) * inv / n2, (mid - S) * inv / n2 + off
+    claim = in_group(spec, [{"factor": "final-norm-bias-transfer", "element": {"t": c}} for c in (c1, c2, -(c1 + c2))])
+    _control_is_valid(tmp_path, a, claim, A)
+    forged = apply_steps(spec, A, claim)
+    forged["lm_head"] = forged["lm_head"].clone()
+    forged["lm_head"][3] *= 11
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "lm_head" in why, why

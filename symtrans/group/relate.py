@@ -3960,15 +3960,17 @@ def _abs_element(x: Any) -> Any:
     return x.abs() if hasattr(x, "abs") and hasattr(x, "shape") else x
 
 
-def _head_hyperplane_bound(before: dict[str, Any], after: dict[str, Any], tag: Any, c: Any, W: Any, e: Any,
-                           held: Any) -> Any:
+def _head_hyperplane_bound(before: dict[str, Any], s: float, tag: Any, c: Any, W: Any, e: Any, held: Any) -> Any:
     """What an error ``e`` (magnitudes) of a final norm's bias shift ``c`` carries into the output head through its
-    hyperplane (a ``hyperplane_head`` tag: ``W + (1/gamma)^T v`` with ``v = -(c W) / s``, ``s = <beta + c,
+    hyperplane (a ``hyperplane_head`` tag: ``W + (1/gamma)^T v`` with ``v = -(c W) / s'``, ``s' = <beta + c,
     1/gamma>``), and an error ``held`` already in the head: ``|1/gamma|^T |dv|`` with ``|dv_j| <= (min(e |W_j|,
     |e|_2 |W_j|_2) + |c| held_j) / |s| + |c W_j| <e, |1/gamma|> / s^2`` (the scalar's own error first order).
-    ``W``: the head's entrywise size; ``s`` the larger of the scalar before and after the step (``before``,
-    ``after``: the model then): a step whose scalar passes near 0 is no genuine fit's (one there is undecided), and
-    a claim of c then -c through such a point would pass off the division as rounding.
+    ``W``: the head's entrywise size; ``before``: the model as the step meets it (its gain); ``s`` the largest
+    ``|<beta, 1/gamma>|`` of the whole element's frames (:func:`_head_scalar_scale`), not the step's own ``s'``: a
+    step whose scalar passes near 0 is no genuine fit's (one there is undecided), and a claim of steps through
+    such a point would pass off the division as rounding (c then -c; or three steps that compose to the identity,
+    the middle one from +1e-5 to -1e-5, which widened a shrunk ``lm_head`` row enough to hide it x11, logits 120%
+    off).
 
     Examples
     --------
@@ -3978,22 +3980,59 @@ def _head_hyperplane_bound(before: dict[str, Any], after: dict[str, Any], tag: A
     ...               via="final_ln_w,final_ln_b", scope="model")
     >>> p = {"final_ln_w": torch.ones(1, 2, dtype=torch.float64), "final_ln_b": torch.tensor([[1.0, -1.0]],
     ...      dtype=torch.float64)}
-    >>> q = {**p, "final_ln_b": torch.tensor([[1.5, -1.0]], dtype=torch.float64)}  # after c = (0.5, 0): s 0 -> 0.5
     >>> c, e = torch.tensor([[0.5, 0.0]], dtype=torch.float64), torch.full((1, 2), 1e-3, dtype=torch.float64)
-    >>> b = _head_hyperplane_bound(p, q, tag, c, torch.eye(2, dtype=torch.float64), e, None)
+    >>> b = _head_hyperplane_bound(p, 0.5, tag, c, torch.eye(2, dtype=torch.float64), e, None)  # s 0 -> 0.5
     >>> [[round(x, 6) for x in row] for row in b.tolist()]  # |dv| = (2e-3 + 0.5 * 2e-3 / 0.25, 2e-3)
     [[0.006, 0.002], [0.006, 0.002]]
     """
     torch = _torch()
-    gain, bias = tag.via.split(",")
+    gain, _ = tag.via.split(",")
     inv = 1 / before[gain].reshape(1, -1)
-    s = max(abs(float((p[bias].reshape(1, -1) * (1 / p[gain].reshape(1, -1))).sum())) for p in (before, after))
     if s == 0:
         return torch.full_like(W, math.inf)  # no hyperplane: nothing bounded
     # |e W_j| at most the smaller of |e| |W_j| and |e|_2 |W_j|_2 (a sum of many terms: the norms are the tighter)
     ew = torch.minimum(e @ W, e.norm() * W.norm(dim=0, keepdim=True))
     dv = (ew + (0 if held is None else c.abs() @ held)) / s + (c.abs() @ W) * float((e * inv.abs()).sum()) / s ** 2
     return inv.abs().T @ dv
+
+
+def _head_scalar_scale(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]]) -> dict[Any, float]:
+    """Per ``hyperplane_head`` tag, the largest ``|<beta, 1/gamma>|`` of its norm over the frames of ``steps``: A's
+    (``source``) and after each step, walked on the norm's gain and bias alone (the tags that act on them read
+    nothing else). The scale :func:`_head_hyperplane_bound` divides by.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> from symtrans.group.numeric import model_blocks
+    >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(dataclasses.replace(w.arch, tied_lm_head=False))
+    >>> A = model_blocks(w); inv = 1 / A["final_ln_w"]
+    >>> s0 = float((A["final_ln_b"] * inv).sum())
+    >>> up = {"factor": "final-norm-bias-transfer", "element": {"t": 5 * inv / float(inv.square().sum())}}
+    >>> down = {"factor": "final-norm-bias-transfer", "element": {"t": -5 * inv / float(inv.square().sum())}}
+    >>> [round(v - abs(s0), 9) for v in _head_scalar_scale(spec, A, [up, down]).values()] == [round(abs(s0 + 5) - abs(s0), 9)]
+    True
+    """
+    heads = [t for _, t in _head_hyperplanes(spec)]
+    names = {n for t in heads for n in t.via.split(",")}
+    sub: dict[str, Any] = {"layers": [{} for _ in source["layers"]], **{n: source[n] for n in names if n in source}}
+
+    def scalars(p: dict[str, Any]) -> dict[Any, float]:
+        out = {}
+        for t in heads:
+            gain, bias = t.via.split(",")
+            if p.get(gain) is not None and p.get(bias) is not None and bool((p[gain] != 0).all()):
+                out[t] = abs(float((p[bias].reshape(-1) / p[gain].reshape(-1)).sum()))
+        return out
+
+    best = scalars(sub)
+    for st in steps:
+        tags = tuple(t for t in spec.factor(st["factor"]).tags if t.tensor in names)
+        if tags:
+            sub = act(spec, sub, st["factor"], st["element"], tags=tags)
+            best = {t: max(best.get(t, 0.0), v) for t, v in scalars(sub).items()}
+    return best
 
 
 def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[str, Any], steps: list[dict[str, Any]],
@@ -4070,6 +4109,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     later = [frozenset().union(*(_acts_on(spec, s["factor"]) for s in steps[i + 1:]
                                  if linear_factor(spec, s["factor"]))) for i in range(len(steps))]
     composed: list[Any] = []  # :func:`mixing` of the steps read together, once a linear step meets an allowance
+    scales: list[dict[Any, float]] = []  # :func:`_head_scalar_scale`, once a step moves a head through its hyperplane
 
     def unmixed_spread(alone: Any, name: str, l: int | None) -> bool:
         """Whether a linear step (``alone``: its :func:`mixing`) mixes an axis of ``name`` that the steps together
@@ -4157,7 +4197,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             if W is None:
                 unknown.add((t.tensor, None))
                 continue
-            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, after, t, st["element"][t.component], W,
+            if not scales:
+                scales.append(_head_scalar_scale(spec, source, steps))
+            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, scales[0].get(t, 0.0), t, st["element"][t.component], W,
                                                                   E[t.component], allow.get((t.tensor, None)))))
         for n, l, d in fresh:
             allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
