@@ -2175,3 +2175,32 @@ def test_a_head_hyperplane_whose_scalar_nearly_cancels_is_undecided_not_answered
     save_weights(weights_from_blocks(a, B), tmp_path / "forged")
     rel = relate(a, load_model(tmp_path / "forged"))
     assert not rel.related and rel.stop.tensor == "lm_head", rel.summary()
+
+
+def test_a_gauge_no_invertible_element_fits_is_undecided_not_a_crash(tmp_path):
+    """A probe: a random BERT (seed 0, float32) whose head 1 in layer 0 has ``W_Q`` and ``W_K`` scaled by 1e-6
+    (biases kept), moved by a random element of G. The query/key gauge solved for it was singular (both sides'
+    solves deficient within B's rounding), and applying it raised torch's ``LinAlgError`` out of relate. G holds
+    only invertible elements: relate now cannot decide. The false case: the same A against a B whose other head
+    in that layer is moved off the orbit is still refused."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "bert", seed=0)
+    a0 = load_model(tmp_path / "a0")
+    A = model_blocks(a0)
+    for name in ("W_Q", "W_K"):
+        A["layers"][0][name] = [x * (1e-6 if h == 1 else 1.0) for h, x in enumerate(A["layers"][0][name])]
+    save_weights(weights_from_blocks(a0, A), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    B = apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0))
+    save_weights(weights_from_blocks(a, B), tmp_path / "b")
+    with pytest.raises(SymtransError, match=r"^relate: the solve cannot tell this pair apart \(layer 0: the "
+                                            r"qk-gauge element that fits group \d+ is singular"):
+        relate(a, load_model(tmp_path / "b"))
+    far = model_blocks(a)
+    far["layers"][1]["W_V"] = [x * (1.01 if h == 0 else 1.0) for h, x in enumerate(far["layers"][1]["W_V"])]
+    save_weights(weights_from_blocks(a, far), tmp_path / "far")
+    rel = relate(a, load_model(tmp_path / "far"))
+    assert not rel.related and rel.stop.layer == 1, rel.summary()

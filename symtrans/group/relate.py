@@ -2354,6 +2354,16 @@ class _Solver:
                                         "the needed GL(d_k) element does not commute with the rotary rotations",
                                         rounding=tol, kappa=conds[g])
                     mats.append(M)
+                singular = [g for g in range(per_kv) if not math.isfinite(conds[g])]
+                if singular:
+                    # no invertible element fits (a head whose W_Q and W_K are near 0 on both sides, where the
+                    # solves on either side are deficient): G holds only invertible ones, and none was found, nor is
+                    # a refusal within the rounding an answer (applied, its inverse raised torch's LinAlgError)
+                    g = singular[0]
+                    self.unresolved.append(f"layer {l}: the {name} element that fits group {g} is singular (its "
+                                           f"{pivot.tensor} fixes it only on a subspace, within B's rounding)")
+                    self.refuse(name, l, pivot.tensor, fits[g], tol, [],
+                                f"no invertible {f.group} element maps A's {pivot.tensor} to B's")
                 els.append({"g": mats})
                 self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
