@@ -2204,3 +2204,47 @@ def test_a_gauge_no_invertible_element_fits_is_undecided_not_a_crash(tmp_path):
     save_weights(weights_from_blocks(a, far), tmp_path / "far")
     rel = relate(a, load_model(tmp_path / "far"))
     assert not rel.related and rel.stop.layer == 1, rel.summary()
+
+
+@pytest.mark.parametrize("family,dtype", [("gpt2", torch.float32), ("gpt2-head", torch.float64), ("bert", torch.float32)])
+def test_a_weak_query_head_beneath_an_input_hyperplane_is_related(family, dtype, tmp_path):
+    """A probe: a random GPT-2 or BERT (seed 0) whose head 2 in layer 0 has ``W_Q`` at 1e-3 of the rest (1e-6 in
+    float64), and B = g . A for G's attention input hyperplane alone, which adds ``(1/gamma)^T v`` to ``W_Q``. B
+    then holds that head's queries only to the rounding of the sum, 1e3 u of themselves, and the query/key gauge
+    fitted from them alone carried that into every ``W_K``: "not related" at ``W_K`` (6.5e-6 against 6.8e-7), a
+    false refusal. A gauge whose pivot is far noisier than the other side (its stored blocks over its invariant
+    ones, past :data:`~symtrans.group.relate.JOINT_COND` times the other side's) is now solved on both, each
+    weighted by its rounding. The false case: the same B with head 0's ``W_K`` x1.001 is refused (head 2's is
+    nearly free: its queries are at B's rounding, and the gauge takes up what they lose)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family.removesuffix("-head"), seed=0,
+                      **({"head": True, "tie_word_embeddings": False} if family.endswith("-head") else {}))
+    a0 = load_model(tmp_path / "a0")
+    A = model_blocks(a0)
+    scale = 1e-3 if dtype == torch.float32 else 1e-6
+    A["layers"][0]["W_Q"] = [x * (scale if h == 2 else 1.0) for h, x in enumerate(A["layers"][0]["W_Q"])]
+    spec = GroupSpec.from_arch(a0.arch)
+    save_weights(weights_from_blocks(a0, A), tmp_path / "a")
+    if dtype != torch.float32:  # A stored in float64: B, written from it, is stored so too
+        from safetensors.torch import load_file, save_file
+
+        f = tmp_path / "a" / "model.safetensors"
+        save_file({k: v.to(dtype) for k, v in load_file(str(f)).items()}, str(f))
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    B = apply_steps(spec, A, random_element(spec, a.n_layers, 0, factors=["attention-input-hyperplane"]))
+
+    def stored(blocks: dict[str, Any], path: Path) -> Any:
+        save_weights(weights_from_blocks(a, blocks), path)
+        return load_model(path)
+
+    b = stored(B, tmp_path / "b")
+    rel = relate(a, b)
+    assert rel.related, rel.summary()
+    path = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    B["layers"][0]["W_K"] = [x * (1.001 if h == 0 else 1.0) for h, x in enumerate(B["layers"][0]["W_K"])]
+    rel = relate(a, stored(B, tmp_path / "forged"))
+    assert not rel.related and rel.stop.layer == 0, rel.summary()

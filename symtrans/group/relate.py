@@ -696,9 +696,11 @@ def _row_weights(A: Any, B: Any, level: float) -> Any:
     return 1 / torch.maximum(rows, floor[..., None, None])
 
 
-def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any) -> Any:
-    """The ``M`` that best fits ``A M = B`` and ``XB M^T = XA`` together, each relative to its own size; None
-    where some direction is fixed by neither (the caller keeps its own solution).
+def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any, noise: tuple[float, float] = (1.0, 1.0)) -> Any:
+    """The ``M`` that best fits ``A M = B`` and ``XB M^T = XA`` together, each relative to its own size times its
+    relative ``noise`` (how much more rounding than its own size's each side carries: 1 for a stored block, more
+    for a block projected off a large translation); None where some direction is fixed by neither (the caller
+    keeps its own solution).
 
     The two least-squares problems, each divided by its size (``max(|A|, |B|)``, ``max(|XA|, |XB|)``), have
     the normal equations ``P M + M Q = C`` (a Sylvester equation) with ``P = A^T A``, ``Q = XB^T XB`` and
@@ -723,10 +725,10 @@ def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any) -> Any:
     True
     """
     torch = _torch()
-    s1, s2 = max(_fro(A), _fro(B)), max(_fro(XA), _fro(XB))
+    s1, s2 = max(_fro(A), _fro(B)) * noise[0], max(_fro(XA), _fro(XB)) * noise[1]
     if not (s1 > 0 and s2 > 0):
         return None
-    A, B, XA, XB = A / s1, B / s1, XA / s2, XB / s2  # the weights: each side relative to its own size
+    A, B, XA, XB = A / s1, B / s1, XA / s2, XB / s2  # the weights: each side relative to its own rounding
     k = A.shape[1]
 
     def basis(X: Any) -> tuple[Any, Any, Any]:
@@ -2404,11 +2406,18 @@ class _Solver:
                  or zero[g]]
         ill = [] if sv_pivot is None else \
             [g for g in range(len(A)) if g not in short and float(sv_pivot[g, 0]) > JOINT_COND * float(sv_pivot[g, -1])]
-        if not short and not ill:
-            return Ms, sv
         inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
         XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
         per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
+        # each side's rounding relative to its invariant blocks: the stored blocks' norm over the projected ones'
+        # (1 where no translation moved them). A head whose W_Q is 1e-3 of what G's input hyperplane adds to it is
+        # held in B's storage to u of the sum: 1e3 u of itself, which the pivot alone carried into the gauge and
+        # every W_K ("not related" at 6.5e-6 against 6.8e-7). Past JOINT_COND times the other side's, solved on both
+        noise = [self._relative_noise(pivot, l, A, B, len(A)), self._relative_noise(inv, l, XA, XB, len(A))]
+        ill += [g for g in range(len(A)) if g not in short and g not in ill
+                and float(noise[0][g]) > JOINT_COND * float(noise[1][g])]
+        if not short and not ill:
+            return Ms, sv
         Ms = Ms.clone()
         for g in short + ill:
             xa, xb = XA[g * per:(g + 1) * per], XB[g * per:(g + 1) * per]
@@ -2421,7 +2430,8 @@ class _Solver:
                 wa = w[g] if w is not None else _row_weights(A[g], B[g], self.null_level(pivot.tensor, l, n,
                                                                                          arithmetic=True))
                 wx = _row_weights(xa, xb, self.null_level(inv.tensor, l, n, arithmetic=True))
-                both = _two_sided_gauge(A[g] * wa, B[g] * wa, xa * wx, xb * wx)
+                both = _two_sided_gauge(A[g] * wa, B[g] * wa, xa * wx, xb * wx,
+                                        (float(noise[0][g]), float(noise[1][g])))
                 if both is not None:
                     Ms[g] = both
                 continue
@@ -2436,6 +2446,16 @@ class _Solver:
                 Ms[g] = _joint_gauge(A[g], B[g], xa.mT, xb.mT, self._null_cut(self.cur, pivot, l, g, len(A)),
                                      cut_y)
         return Ms, torch.linalg.svdvals(Ms)
+
+    def _relative_noise(self, tag: Any, l: int, XA: Any, XB: Any, groups: int) -> Any:
+        """Per group, how many times its own size the rounding of ``tag``'s invariant blocks (``XA``, ``XB``: A's
+        and B's, stacked) is: the larger stored norm of the group's blocks over the larger invariant norm (at
+        least 1; infinite where the invariant blocks are 0)."""
+        torch = _torch()
+        stored = torch.maximum(self._group_norms(self.cur, tag.tensor, l, groups),
+                               self._group_norms(self.tgt, tag.tensor, l, groups))
+        inv = torch.maximum(XA.reshape(groups, -1).norm(dim=1), XB.reshape(groups, -1).norm(dim=1))
+        return torch.where(inv > 0, stored / torch.where(inv > 0, inv, 1.0), math.inf).clamp_min(1.0)
 
     def _zero_block(self, params: dict[str, Any], tag: Any, l: int, invariant: Any, g: int, groups: int) -> bool:
         """Whether a group's invariant blocks of ``tag``'s tensor are 0 up to rounding (:meth:`_zero_cuts`)."""
