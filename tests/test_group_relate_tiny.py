@@ -2248,3 +2248,33 @@ def test_a_weak_query_head_beneath_an_input_hyperplane_is_related(family, dtype,
     B["layers"][0]["W_K"] = [x * (1.001 if h == 0 else 1.0) for h, x in enumerate(B["layers"][0]["W_K"])]
     rel = relate(a, stored(B, tmp_path / "forged"))
     assert not rel.related and rel.stop.layer == 0, rel.summary()
+
+
+def test_a_float64_untied_head_moved_through_its_hyperplane_is_related(tmp_path):
+    """A random untied GPT-2 (seed 4) stored in float64, and B = g . A for a random element of G (float64 too).
+    relate said "not related" at ``lm_head`` (4.8e-14 against 3.2e-14): the head's bias transfer adds the
+    rank-one term ``(1/gamma)^T (c W) / s'``, each entry of ``c W`` a sum of ``d`` products, and that term is
+    several times the head it is added to, so float64's rounding of it passes the tolerance of a length-1 step.
+    The step's length is now ``d`` times that growth (:func:`symtrans.group.relate._head_hyperplane_lengths`).
+    The false case: B with one ``lm_head`` entry moved by 1e-12 of the tensor is refused there."""
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", seed=4, head=True, tie_word_embeddings=False)
+    f = tmp_path / "a0" / "model.safetensors"
+    save_file({k: v.to(torch.float64) for k, v in load_file(str(f)).items()}, str(f))
+    a = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a.arch)
+    B = apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0))
+    save_weights(weights_from_blocks(a, B), tmp_path / "b")
+    rel = relate(a, load_model(tmp_path / "b"))
+    assert rel.related, rel.summary()
+    path = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    B["lm_head"] = B["lm_head"].clone()
+    B["lm_head"][4, 9] += 1e-12 * float(B["lm_head"].norm())
+    save_weights(weights_from_blocks(a, B), tmp_path / "forged")
+    rel = relate(a, load_model(tmp_path / "forged"))
+    assert not rel.related and rel.stop.tensor == "lm_head", rel.summary()
