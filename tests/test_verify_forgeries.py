@@ -1219,8 +1219,9 @@ def test_a_chain_of_head_bias_transfers_near_the_singular_scalar_buys_no_slack(p
     ``<beta + c, 1/gamma>`` going from A's (-0.36) to S, then to -S (or 2 S), then back; S = 1e-5. The middle
     step's scalar is small before and after it, so its bound divided by S^2 (the larger of the two) and widened
     every ``lm_head`` entry: a B with row 3 x11 was accepted (logits 120% off). The bound now divides by the
-    largest scalar of the whole element's frames (:func:`symtrans.group.relate._head_scalar_scale`).
-    Control: B = g . A is valid."""
+    largest scalar of the whole element's frames (:func:`symtrans.group.relate._head_scalar_scale`), and so does
+    the length of the float64 sums a float64 tolerance allows for (:func:`symtrans.group.relate.
+    _head_hyperplane_lengths`), which the middle step would otherwise inflate. Control: B = g . A is valid."""
     from symtrans.group.elements import in_group
     from symtrans.numeric.fixtures import random_checkpoint
 
@@ -1247,3 +1248,15 @@ def test_a_chain_of_head_bias_transfers_near_the_singular_scalar_buys_no_slack(p
     forged["lm_head"][3] *= 11
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
     assert not ok and "lm_head" in why, why
+    # nor does the float64 sums' length a float64 B's tolerance counts: on A before the shrink, the last step
+    # meets the head the middle one blew up (a growth of about 7e3, past KAPPA_MAX), which counts as none
+    from symtrans.group.relate import _head_hyperplane_lengths
+
+    A0 = model_blocks(a0)
+    inv0 = 1 / A0["final_ln_w"]
+    c1 = (S - float((A0["final_ln_b"] * inv0).sum())) * inv0 / float(inv0.square().sum())
+    c2 = (-2 * S) * inv0 / float(inv0.square().sum())
+    chain = in_group(spec, [{"factor": "final-norm-bias-transfer", "element": {"t": c}}
+                            for c in (c1, c2, -(c1 + c2))])
+    lengths = _head_hyperplane_lengths(spec, A0, chain)
+    assert sorted(lengths) == [0, 1, 2] and max(lengths.values()) < 2 * a.d_model, lengths

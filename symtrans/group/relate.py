@@ -4033,9 +4033,11 @@ def _head_hyperplane_bound(before: dict[str, Any], s: float, tag: Any, c: Any, W
 def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]]) -> dict[int, float]:
     """Per step that moves an untied head through its hyperplane (``W' = W - (1/gamma)^T (c W) / s'``), the length
     of sums whose float64 rounding (``gamma_n``, :func:`relation_tolerance`) bounds what the step's arithmetic
-    puts into the head relative to ``|W'|``: ``d (1 + |1/gamma| | |c| |W| | / (|s'| |W'|))`` (Frobenius norms,
-    ``|c| |W|`` on magnitudes; ``d`` the sum ``c W``'s length), with the norm and the head as the step meets them
-    (walked on those tensors alone). Each entry of ``c W`` is a sum of ``d`` products, and the rank-one term it
+    puts into the head relative to ``|W'|``: ``d (1 + |1/gamma| | |c| |W| | / (S |W'|))`` (Frobenius norms,
+    ``|c| |W|`` on magnitudes; ``d`` the sum ``c W``'s length; ``S`` the larger of ``|s'|`` and the largest scalar
+    of the element's frames, :func:`_head_scalar_scale`, so that a claim through a scalar near 0 buys no
+    tolerance of its own; a growth past :data:`KAPPA_MAX` counts as none), with the norm and the head as the step
+    meets them (walked on those tensors alone). Each entry of ``c W`` is a sum of ``d`` products, and the rank-one term it
     makes is up to that factor larger than the head it is added to. Uncounted, random float64 GPT-2s with an
     untied head were "not related" at ``lm_head`` on 9 of 18 random elements (4.2e-14 against 3.1e-14).
 
@@ -4050,7 +4052,8 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
     >>> n = _head_hyperplane_lengths(spec, A, [{"factor": "final-norm-bias-transfer", "element": {"t": c}}])[0]
     >>> a, W = (1 / A["final_ln_w"]).reshape(-1, 1), A["lm_head"]
     >>> moved = W - a @ (c @ W) / float((A["final_ln_b"] + c) @ a)
-    >>> grown = 1 + float(a.norm() * (c.abs() @ W.abs()).norm() / abs(float((A["final_ln_b"] + c) @ a)) / moved.norm())
+    >>> S = max(abs(float(A["final_ln_b"] @ a)), abs(float((A["final_ln_b"] + c) @ a)))  # before and after it
+    >>> grown = 1 + float(a.norm() * (c.abs() @ W.abs()).norm() / S / moved.norm())
     >>> abs(n - w.arch.d_model * grown) < 1e-9 * n
     True
     >>> _head_hyperplane_lengths(spec, A, [{"factor": "final-norm-scaling", "element": {"D": torch.eye(32)}}])
@@ -4064,6 +4067,7 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
     names = {n for t in heads for n in (t.tensor, *t.via.split(","))}
     sub: dict[str, Any] = {"layers": [{} for _ in source["layers"]], **{n: source[n] for n in names if n in source}}
     out: dict[int, float] = {}
+    scale: dict[Any, float] = {}  # :func:`_head_scalar_scale`, once
     for i, st in enumerate(steps):
         for t in (t for t in heads if t.factor == st["factor"] and not isinstance(st["element"], list)):
             c = st["element"].get(t.component)
@@ -4075,9 +4079,15 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
             s_after = float((bias.reshape(-1) + c) @ a)
             moved = torch.addr(W, a, c @ W, alpha=-1 / s_after) if s_after != 0 else None
             size = float(moved.norm()) if moved is not None else 0.0
-            if size > 0:
-                grown = float(a.norm()) * float((c.abs() @ W.abs()).norm()) / abs(s_after) / size
-                out[i] = max(out.get(i, 1.0), float(c.numel()) * (1 + grown))
+            if size > 0:  # over the largest scalar of the element's frames, as the head's bound divides by
+                # (_head_hyperplane_bound): a claim through a scalar near 0 would buy its own tolerance
+                if not scale:
+                    scale.update(_head_scalar_scale(spec, source, steps))
+                grown = float(a.norm()) * float((c.abs() @ W.abs()).norm()) / max(scale.get(t, 0.0), abs(s_after)) \
+                    / size if scale.get(t, 0.0) > 0 else math.inf
+                # past KAPPA_MAX the growth buys no slack, as a condition number does not (accepted_tolerance): a
+                # chain through a scalar near 0 meets a head it blew up itself (one step's growth 7e3)
+                out[i] = max(out.get(i, 1.0), float(c.numel()) * (1 + (grown if grown <= KAPPA_MAX else 0.0)))
         tags = tuple(t for t in spec.factor(st["factor"]).tags if t.tensor in names)
         if tags:
             sub = act(spec, sub, st["factor"], st["element"], tags=tags)
