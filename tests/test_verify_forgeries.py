@@ -1260,3 +1260,59 @@ def test_a_chain_of_head_bias_transfers_near_the_singular_scalar_buys_no_slack(p
                             for c in (c1, c2, -(c1 + c2))])
     lengths = _head_hyperplane_lengths(spec, A0, chain)
     assert sorted(lengths) == [0, 1, 2] and max(lengths.values()) < 2 * a.d_model, lengths
+
+
+def test_the_float64_sums_of_a_head_bias_transfer_buy_no_tolerance(tmp_path):
+    """A probe: A a random untied GPT-2 (seed 1) in float64 whose final bias is x1e4 and whose head nearly
+    annihilates it (its logits sensitive to ``lm_head`` along the bias), and a claim of two final-norm bias
+    transfers c then -c (the identity), c orthogonal to ``1/gamma`` and sized so that the second step's head grows
+    by just under 100 (:func:`symtrans.group.relate._head_hyperplane_lengths`). Counted as a float64 tolerance,
+    that length let a B with ``lm_head`` moved by 6e-13 of itself along the bias pass (logits 2.9e-9 off). It
+    now only widens what is undecided: verify refuses it, and the genuine B under the claim too, whose pull-back
+    through the claim's own float64 sums is off by more than B's precision but within what they reach."""
+    from safetensors.torch import load_file, save_file
+
+    from symtrans.group.elements import in_group
+    from symtrans.group.relate import _head_hyperplane_lengths
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", seed=1, head=True, tie_word_embeddings=False)
+    f = tmp_path / "a0" / "model.safetensors"
+    save_file({k: v.to(torch.float64) for k, v in load_file(str(f)).items()}, str(f))
+    a0 = load_model(tmp_path / "a0")
+    spec = GroupSpec.from_arch(a0.arch)
+    A0 = model_blocks(a0)
+    bh = (A0["final_ln_b"] / A0["final_ln_b"].norm()).reshape(-1)
+    A0["final_ln_b"] = 1e4 * A0["final_ln_b"]
+    A0["lm_head"] = A0["lm_head"] - (1 - 1e-5) * torch.outer(bh, bh @ A0["lm_head"])
+    save_weights(weights_from_blocks(a0, A0), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    A = model_blocks(a)
+    inv = 1 / A["final_ln_w"]
+    off = torch.randn(inv.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    off = off - float((off * inv).sum()) / float(inv.square().sum()) * inv
+    off = off / off.norm()  # <beta + c, 1/gamma> unchanged
+
+    def chain(size: float) -> list[dict[str, Any]]:
+        return in_group(spec, [{"factor": "final-norm-bias-transfer", "element": {"t": s * size * off}}
+                               for s in (1, -1)])
+
+    lo, hi = 1e-3, 1e8  # the largest c whose second step's growth is still within KAPPA_MAX
+    for _ in range(80):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if _head_hyperplane_lengths(spec, A, chain(mid))[1] > a.d_model else (lo, mid)
+    claim = chain(lo)
+    assert _head_hyperplane_lengths(spec, A, claim)[1] > 50 * a.d_model  # near the cap: the most it could buy
+    genuine = apply_steps(spec, A, claim)
+    # the genuine B under this claim: its own float64 sums pulled back pass B's precision, within what they reach
+    from symtrans.group.relate import pulled_back_residuals
+
+    back = [r for r in pulled_back_residuals(spec, A, genuine, _precision(a), claim) if r["tensor"] == "lm_head"]
+    assert not back[0]["ok"] and back[0]["residual"] <= back[0]["undecided_to"], back[0]
+    forged = dict(genuine)
+    W = genuine["lm_head"]
+    v = torch.randn(W.shape[1], generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    forged["lm_head"] = W + 6e-13 * W.norm() * torch.outer(bh, v / v.norm())
+    (tmp_path / "forged").mkdir()
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "lm_head" in why, why

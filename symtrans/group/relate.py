@@ -3494,10 +3494,16 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     chain = _Chain.of(spec, steps)
     kappa = chain.inherit(_element_kappa(steps, len(moved["layers"]), spec=spec, source=source))
     per_length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
-    if source is not None:  # a head moved through its hyperplane: the float64 sums of its product, amplified
-        for i, n in _head_hyperplane_lengths(spec, source, steps).items():
-            per_length[i][None] = max(per_length[i].get(None, 1.0), n)
     length = chain.inherit(per_length)
+    # a head moved through its hyperplane: the float64 sums of its product, amplified by the term it adds. What
+    # they can reach is undecided, not accepted: as a tolerance, a claim of c then -c grew it to 100 d u in every
+    # direction of the head, and a float64 head moved along the hidden state passed (logits 1.5e-9 off)
+    heads = _head_hyperplane_lengths(spec, source, steps) if source is not None else {}
+    if heads:
+        per_length = [dict(x) for x in per_length]
+        for i, n in heads.items():
+            per_length[i][None] = max(per_length[i].get(None, 1.0), n)
+    head_length = chain.inherit(per_length) if heads else length
     carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
@@ -3640,6 +3646,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         m = chain.fitted(name)
         n = int(chain.on(name, l, length))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
+        n_head = int(chain.on(name, l, head_length)) if heads else n
+        through = None
+        if n_head > n and accepted_tolerance(dt, k, m, n_head)[1] > undecided_to:
+            undecided_to = accepted_tolerance(dt, k, m, n_head)[1]
+            through = "the float64 sums of the head's hyperplane step"
         at = _mixed_at(mixed, name, l, len(v) if isinstance(v, (list, tuple)) else None) if slices else {}
         keep = tuple(p for p in range(len(_axes(name))) if p not in at) if slices else ()
         stats = (measured_slices or {}).get((name, l))
@@ -3649,7 +3660,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             stats = slice_stats(name, v, target_tensors[(name, l)], keep)
         res = measured[(name, l)] if measured and (name, l) in measured else \
             _stats_residual(stats) if stats else _rel_any(v, target_tensors[(name, l)])
-        relative_to, through = "B", None
+        relative_to = "B"
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
             na, nb = _norm_any(linear_of(name, l)), _norm_any(target_tensors[(name, l)])
             if na > nb:
