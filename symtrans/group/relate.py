@@ -2406,14 +2406,18 @@ class _Solver:
                  or zero[g]]
         ill = [] if sv_pivot is None else \
             [g for g in range(len(A)) if g not in short and float(sv_pivot[g, 0]) > JOINT_COND * float(sv_pivot[g, -1])]
-        inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
-        XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
-        per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
         # each side's rounding relative to its invariant blocks: the stored blocks' norm over the projected ones'
         # (1 where no translation moved them). A head whose W_Q is 1e-3 of what G's input hyperplane adds to it is
         # held in B's storage to u of the sum: 1e3 u of itself, which the pivot alone carried into the gauge and
         # every W_K ("not related" at 6.5e-6 against 6.8e-7). Past JOINT_COND times the other side's, solved on both
-        noise = [self._relative_noise(pivot, l, A, B, len(A)), self._relative_noise(inv, l, XA, XB, len(A))]
+        # (the other side's is at least 1: read only where the pivot's passes JOINT_COND)
+        noise = [self._relative_noise(pivot, l, A, B, len(A))]
+        if not short and not ill and float(noise[0].max()) <= JOINT_COND:
+            return Ms, sv
+        inv = next(t for t in f.tags if t.how != "element" and t.tensor.startswith("W_"))
+        XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
+        per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
+        noise.append(self._relative_noise(inv, l, XA, XB, len(A)))
         ill += [g for g in range(len(A)) if g not in short and g not in ill
                 and float(noise[0][g]) > JOINT_COND * float(noise[1][g])]
         if not short and not ill:
