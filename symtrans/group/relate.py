@@ -3624,6 +3624,19 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         out = size * per
         return list(out) if isinstance(v, (list, tuple)) else out
 
+    def translation_sums(name: str, l: int | None, dt: Any) -> Any:
+        """float64's rounding of the translations added to a tensor, in units of B's ``u`` (as an entry's scale
+        is): two operations (a product and a sum) per translation step that acts on it, on the magnitude of the
+        source moved by the linear steps alone, what each such sum is added to. From A's side the source is B,
+        whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry pulled back through G's input
+        hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past its 8 u, and verify refused
+        relate's own file. A chain that adds and removes a translation is no larger here: the source is moved by
+        the linear steps alone."""
+        k = sum(1 for f, acts, inert in zip(chain.factors, chain.acts, chain.inert)
+                if name in acts and not inert and not linear_factor(spec, f))
+        per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt)
+        return _map_blocks(lambda x: x.abs() * per, linear_of(name, l)) if k else None
+
     magnitudes: list[dict[tuple[str, int | None], Any]] = []
 
     def magnitude_of(name: str, l: int | None) -> Any:
@@ -3759,6 +3772,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                     widen = widen if brought is None else _summed([brought, widen])
                     if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
                         each = None
+                    else:  # float64's own sums of each translation onto what the linear steps moved (its source)
+                        widen = _summed([widen, translation_sums(name, l, dt)])
                 if widen is not None and each is not None:
                     each = measure(widen)
             if each is not None:
