@@ -3624,10 +3624,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         out = size * per
         return list(out) if isinstance(v, (list, tuple)) else out
 
-    def translation_sums(name: str, l: int | None, dt: Any) -> Any:
+    def translation_sums(name: str, l: int | None, v: Any, dt: Any) -> Any:
         """float64's rounding of the translations added to a tensor, in units of B's ``u`` (as an entry's scale
-        is): two operations (a product and a sum) per translation step that acts on it, on the magnitude of the
-        source moved by the linear steps alone, what each such sum is added to. From A's side the source is B,
+        is): two operations (a product and a sum) per translation step that acts on it, on the larger magnitude of
+        the source moved by the linear steps alone, what each such sum is added to, and of the result ``v``. From A's side the source is B,
         whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry pulled back through G's input
         hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past its 8 u, and verify refused
         relate's own file. A chain that adds and removes a translation is no larger here: the source is moved by
@@ -3635,7 +3635,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         k = sum(1 for f, acts, inert in zip(chain.factors, chain.acts, chain.inert)
                 if name in acts and not inert and not linear_factor(spec, f))
         per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt)
-        return _map_blocks(lambda x: x.abs() * per, linear_of(name, l)) if k else None
+        return _map_blocks(lambda x, y: _torch().maximum(x.abs(), y.abs()) * per, linear_of(name, l), v) if k \
+            else None
 
     magnitudes: list[dict[tuple[str, int | None], Any]] = []
 
@@ -3707,11 +3708,12 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         if stats and res <= tol:
             def carried_in(name: str = name, l: int | None = l, v: Any = v, at: dict[int, Any] = at, n: int = n,
                            dt: Any = dt) -> Any:
-                """What a slice's scale counts beside its own: the rounding translations carry in, and float64's
-                along an axis a step mixes that the steps together do not."""
+                """What a slice's scale counts beside its own: the rounding translations carry in, float64's sums
+                of them on the source (:func:`translation_sums`), and float64's along an axis a step mixes that the
+                steps together do not."""
                 parts = [dense_rounding(name, l, v, _dims_of(name, v), at, n, dt)]
                 if lin is not None and name in translated:
-                    parts.append(allowance_of(name, l))
+                    parts += [allowance_of(name, l), translation_sums(name, l, v, dt)]
                 return _summed(parts)
 
             worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in)
@@ -3773,7 +3775,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                     if lin is None:  # no A given: what the translations carry in is unknown, the entries not measured
                         each = None
                     else:  # float64's own sums of each translation onto what the linear steps moved (its source)
-                        widen = _summed([widen, translation_sums(name, l, dt)])
+                        widen = _summed([widen, translation_sums(name, l, v, dt)])
                 if widen is not None and each is not None:
                     each = measure(widen)
             if each is not None:
