@@ -3626,14 +3626,15 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
 
     def translation_sums(name: str, l: int | None, v: Any, dt: Any) -> Any:
         """float64's rounding of the translations added to a tensor, in units of B's ``u`` (as an entry's scale
-        is): two operations (a product and a sum) per translation step that acts on it, on the larger magnitude of
+        is): two operations (a product and a sum) per translation factor that acts on it, on the larger magnitude of
         the source moved by the linear steps alone, what each such sum is added to, and of the result ``v``. From A's side the source is B,
         whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry pulled back through G's input
         hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past its 8 u, and verify refused
         relate's own file. A chain that adds and removes a translation is no larger here: the source is moved by
         the linear steps alone."""
-        k = sum(1 for f, acts, inert in zip(chain.factors, chain.acts, chain.inert)
-                if name in acts and not inert and not linear_factor(spec, f))
+        # per factor, not per step (as the tolerance's m): a claim cannot buy slack by splitting a translation
+        k = len({f for f, acts, inert in zip(chain.factors, chain.acts, chain.inert)
+                 if name in acts and not inert and not linear_factor(spec, f)})
         per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt)
         return _map_blocks(lambda x, y: _torch().maximum(x.abs(), y.abs()) * per, linear_of(name, l), v) if k \
             else None
