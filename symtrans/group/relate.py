@@ -3502,12 +3502,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     # a head moved through its hyperplane: the float64 sums of its product, amplified by the term it adds. What
     # they can reach is undecided, not accepted: as a tolerance, a claim of c then -c grew it to 100 d u in every
     # direction of the head, and a float64 head moved along the hidden state passed (logits 1.5e-9 off)
-    heads = _head_hyperplane_lengths(spec, source, steps) if source is not None else {}
-    if heads:
-        per_length = [dict(x) for x in per_length]
-        for i, n in heads.items():
+    head_lengths = _head_hyperplane_lengths(spec, source, steps) if source is not None else {}
+    if head_lengths:  # (inherit copied what length holds)
+        for i, n in head_lengths.items():
             per_length[i][None] = max(per_length[i].get(None, 1.0), n)
-    head_length = chain.inherit(per_length) if heads else length
+    head_length = chain.inherit(per_length) if head_lengths else length
     carried = _carried(spec, steps)
     target_tensors = {(n, l): v for n, l, v in _iter_tensors(target, blocks=True)}
     sources = {(n, l): v for n, l, v in _iter_tensors(source, blocks=True)} if source is not None else {}
@@ -3626,15 +3625,14 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
 
     def translation_sums(name: str, l: int | None, v: Any, dt: Any) -> Any:
         """float64's rounding of the translations added to a tensor, in units of B's ``u`` (as an entry's scale
-        is): two operations (a product and a sum) per translation factor that acts on it, on the larger magnitude of
-        the source moved by the linear steps alone, what each such sum is added to, and of the result ``v``. From A's side the source is B,
-        whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry pulled back through G's input
-        hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past its 8 u, and verify refused
-        relate's own file. A chain that adds and removes a translation is no larger here: the source is moved by
-        the linear steps alone."""
+        is): two operations (a product and a sum) per translation factor that acts on it, on the larger magnitude
+        of the source moved by the linear steps alone (what each such sum is added to) and of the result ``v``.
+        From A's side the source is B, whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry
+        pulled back through G's input hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past
+        its 8 u, and verify refused relate's own file. A chain that adds and removes a translation is no larger
+        here: the source is moved by the linear steps alone."""
         # per factor, not per step (as the tolerance's m): a claim cannot buy slack by splitting a translation
-        k = len({f for f, acts, inert in zip(chain.factors, chain.acts, chain.inert)
-                 if name in acts and not inert and not linear_factor(spec, f)})
+        k = chain.translating(spec, name)
         per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt)
         return _map_blocks(lambda x, y: _torch().maximum(x.abs(), y.abs()) * per, linear_of(name, l), v) if k \
             else None
@@ -3665,11 +3663,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         m = chain.fitted(name)
         n = int(chain.on(name, l, length))
         tol, undecided_to = accepted_tolerance(dt, k, m, n)
-        n_head = int(chain.on(name, l, head_length)) if heads else n
+        n_head = int(chain.on(name, l, head_length)) if head_lengths else n
+        head_to = accepted_tolerance(dt, k, m, n_head)[1] if n_head > n else 0.0
         through = None
-        if n_head > n and accepted_tolerance(dt, k, m, n_head)[1] > undecided_to:
-            undecided_to = accepted_tolerance(dt, k, m, n_head)[1]
-            through = "the float64 sums of the head's hyperplane step"
+        if head_to > undecided_to:
+            undecided_to, through = head_to, "the float64 sums of the head's hyperplane step"
         at = _mixed_at(mixed, name, l, len(v) if isinstance(v, (list, tuple)) else None) if slices else {}
         keep = tuple(p for p in range(len(_axes(name))) if p not in at) if slices else ()
         stats = (measured_slices or {}).get((name, l))
@@ -3924,14 +3922,12 @@ def _head_scalar_carried(params: dict[str, Any], tag: Any, c: Any) -> float:
     True
     """
     torch = _torch()
+    s_after = _head_scalar(params, tag, {tag.component: c}) if c is not None else None
+    W = params.get(tag.tensor)
+    if not s_after or W is None:  # nothing read; or s' = 0, where the step is undefined (relate names it)
+        return 0.0
     gain, bias = tag.via.split(",")
-    g, b, W = params.get(gain), params.get(bias), params.get(tag.tensor)
-    if c is None or g is None or b is None or W is None or not bool((g != 0).all()):
-        return 0.0
-    a, c, b = (1 / g).reshape(-1), c.reshape(-1).to(g.dtype), b.reshape(-1)
-    s_after = float((b + c) @ a)
-    if s_after == 0:  # the step is undefined there: no rounding bounds it (relate names the singular scalar)
-        return 0.0
+    a, c, b = (1 / params[gain]).reshape(-1), c.reshape(-1).to(W.dtype), params[bias].reshape(-1)
     beta = torch.maximum(b.abs(), (b + c).abs())
     cw = float((c.reshape(1, -1) @ W).norm())
     return float(a.norm()) * (float(beta.norm()) * float(W.norm()) / abs(s_after)
@@ -4092,38 +4088,29 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
     >>> _head_hyperplane_lengths(spec, A, [{"factor": "final-norm-scaling", "element": {"D": torch.eye(32)}}])
     {}
     """
-    torch = _torch()
     heads = [t for _, t in _head_hyperplanes(spec)]
-    movers = {t.factor for t in heads}
-    if not any(st["factor"] in movers and not _inert_step(st) for st in steps):
+    if not any(st["factor"] in {t.factor for t in heads} and not _inert_step(st) for st in steps):
         return {}
-    names = {n for t in heads for n in (t.tensor, *t.via.split(","))}
-    sub: dict[str, Any] = {"layers": [{} for _ in source["layers"]], **{n: source[n] for n in names if n in source}}
     out: dict[int, float] = {}
     scale: dict[Any, float] = {}  # :func:`_head_scalar_scale`, once
-    for i, st in enumerate(steps):
+    frames = _head_frames(spec, source, steps, with_head=True)
+    before = next(frames)
+    for i, (st, after) in enumerate(zip(steps, frames)):
         for t in (t for t in heads if t.factor == st["factor"] and not isinstance(st["element"], list)):
-            c = st["element"].get(t.component)
-            gain, bias = (sub.get(n) for n in t.via.split(","))
-            W = sub.get(t.tensor)
-            if c is None or gain is None or bias is None or W is None or not bool((gain != 0).all()):
-                continue
-            a, c = (1 / gain).reshape(-1), c.reshape(-1).to(gain.dtype)
-            s_after = float((bias.reshape(-1) + c) @ a)
-            moved = torch.addr(W, a, c @ W, alpha=-1 / s_after) if s_after != 0 else None
-            size = float(moved.norm()) if moved is not None else 0.0
+            c, W, s_after = st["element"].get(t.component), before.get(t.tensor), _head_scalar(before, t,
+                                                                                                st["element"])
+            size = float(after[t.tensor].norm()) if s_after and c is not None and W is not None else 0.0
             if size > 0:  # over the largest scalar of the element's frames, as the head's bound divides by
                 # (_head_hyperplane_bound): a claim through a scalar near 0 would buy its own tolerance
                 if not scale:
                     scale.update(_head_scalar_scale(spec, source, steps))
+                a, c = 1 / before[t.via.split(",")[0]].reshape(-1), c.reshape(-1).to(W.dtype)
                 grown = float(a.norm()) * float((c.abs() @ W.abs()).norm()) / max(scale.get(t, 0.0), abs(s_after)) \
                     / size if scale.get(t, 0.0) > 0 else math.inf
                 # past KAPPA_MAX the growth buys no slack, as a condition number does not (accepted_tolerance): a
                 # chain through a scalar near 0 meets a head it blew up itself (one step's growth 7e3)
                 out[i] = max(out.get(i, 1.0), float(c.numel()) * (1 + (grown if grown <= KAPPA_MAX else 0.0)))
-        tags = tuple(t for t in spec.factor(st["factor"]).tags if t.tensor in names)
-        if tags:
-            sub = act(spec, sub, st["factor"], st["element"], tags=tags)
+        before = after
     return out
 
 
@@ -4145,25 +4132,64 @@ def _head_scalar_scale(spec: GroupSpec, source: dict[str, Any], steps: list[dict
     >>> [round(v - abs(s0), 9) for v in _head_scalar_scale(spec, A, [up, down]).values()] == [round(abs(s0 + 5) - abs(s0), 9)]
     True
     """
-    heads = [t for _, t in _head_hyperplanes(spec)]
-    names = {n for t in heads for n in t.via.split(",")}
+    best: dict[Any, float] = {}
+    for frame in _head_frames(spec, source, steps):
+        for _, t in _head_hyperplanes(spec):
+            v = _head_scalar(frame, t)
+            if v is not None:
+                best[t] = max(best.get(t, 0.0), abs(v))
+    return best
+
+
+def _head_frames(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]], *,
+                 with_head: bool = False) -> Any:
+    """The frames of ``steps`` on the norms an untied head absorbs through its hyperplane: their gain and bias
+    (and, ``with_head``, the head) in A (``source``), then after each step; acted on by the tags on those tensors
+    alone (which read nothing else). The one walk :func:`_head_scalar_scale` and :func:`_head_hyperplane_lengths`
+    read.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> from symtrans.group.numeric import model_blocks
+    >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(dataclasses.replace(w.arch, tied_lm_head=False))
+    >>> A = model_blocks(w); t = torch.ones(1, w.arch.d_model, dtype=torch.float64)
+    >>> frames = list(_head_frames(spec, A, [{"factor": "final-norm-bias-transfer", "element": {"t": t}}]))
+    >>> len(frames), sorted(frames[0]), bool((frames[1]["final_ln_b"] == A["final_ln_b"] + t).all())
+    (2, ['final_ln_b', 'final_ln_w', 'layers'], True)
+    """
+    names = {n for _, t in _head_hyperplanes(spec) for n in ((t.tensor,) if with_head else ()) + tuple(t.via.split(","))}
     sub: dict[str, Any] = {"layers": [{} for _ in source["layers"]], **{n: source[n] for n in names if n in source}}
-
-    def scalars(p: dict[str, Any]) -> dict[Any, float]:
-        out = {}
-        for t in heads:
-            gain, bias = t.via.split(",")
-            if p.get(gain) is not None and p.get(bias) is not None and bool((p[gain] != 0).all()):
-                out[t] = abs(float((p[bias].reshape(-1) / p[gain].reshape(-1)).sum()))
-        return out
-
-    best = scalars(sub)
+    yield sub
     for st in steps:
         tags = tuple(t for t in spec.factor(st["factor"]).tags if t.tensor in names)
         if tags:
             sub = act(spec, sub, st["factor"], st["element"], tags=tags)
-            best = {t: max(best.get(t, 0.0), v) for t, v in scalars(sub).items()}
-    return best
+        yield sub
+
+
+def _head_scalar(params: dict[str, Any], tag: Any, element: dict[str, Any] | None = None) -> float | None:
+    """``<beta, 1/gamma>`` of the norm a ``hyperplane_head`` tag absorbs into the head (its gain and bias in
+    ``params``), after the tag's factor's ``element`` where given (``<beta + c, 1/gamma>``, the scalar the step
+    divides by); None where the gain or bias is not held, or a gain entry is 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.catalogue.model import AxisTag
+    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
+    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> p = {"final_ln_w": torch.tensor([[1.0, 2.0]]), "final_ln_b": torch.tensor([[1.0, 4.0]])}
+    >>> _head_scalar(p, tag), _head_scalar(p, tag, {"t": torch.tensor([[1.0, 0.0]])}), _head_scalar({}, tag)
+    (3.0, 4.0, None)
+    """
+    gain, bias = (params.get(n) for n in tag.via.split(","))
+    if gain is None or bias is None or not bool((gain != 0).all()):
+        return None
+    c = (element or {}).get(tag.component)
+    b = bias.reshape(-1) if c is None else bias.reshape(-1) + c.reshape(-1).to(bias.dtype)
+    return float((b / gain.reshape(-1)).sum())
 
 
 def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[str, Any], steps: list[dict[str, Any]],
@@ -5508,6 +5534,12 @@ class _Chain:
         """The tensors a step that fits something moves by a translation (a factor not linear in its components)."""
         return {n for f, t, x in zip(self.factors, self.acts, self.inert) if not x and not linear_factor(spec, f)
                 for n in t}
+
+    def translating(self, spec: GroupSpec, name: str) -> int:
+        """How many factors that fit something move tensor ``name`` by a translation (counted as :meth:`fitted`
+        counts: per factor, not per step)."""
+        return len({f for f, t, x in zip(self.factors, self.acts, self.inert)
+                    if name in t and not x and not linear_factor(spec, f)})
 
 
 def _exact_component(x: Any) -> bool:
