@@ -3912,9 +3912,8 @@ def _head_scalar_carried(params: dict[str, Any], tag: Any, c: Any) -> float:
     Examples
     --------
     >>> import torch
-    >>> from symtrans.catalogue.model import AxisTag
-    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
-    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> from symtrans.arch import get_arch  # G's own tag: an untied GPT-2's head absorbing the final norm's bias
+    >>> (_, tag), = _head_hyperplanes(GroupSpec.from_arch(dataclasses.replace(get_arch("gpt2"), tied_lm_head=False)))
     >>> p = {"final_ln_w": torch.ones(1, 2, dtype=torch.float64), "final_ln_b": torch.tensor([[1.0, 0.0]],
     ...      dtype=torch.float64), "lm_head": torch.eye(2, dtype=torch.float64)}
     >>> c = torch.tensor([[0.0, 1.0]], dtype=torch.float64)  # s' = 2; |beta| = (1, 1); |1/gamma| = sqrt 2
@@ -4038,9 +4037,8 @@ def _head_hyperplane_bound(before: dict[str, Any], s: float, tag: Any, c: Any, W
     Examples
     --------
     >>> import torch
-    >>> from symtrans.catalogue.model import AxisTag
-    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
-    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> from symtrans.arch import get_arch  # G's own tag: an untied GPT-2's head absorbing the final norm's bias
+    >>> (_, tag), = _head_hyperplanes(GroupSpec.from_arch(dataclasses.replace(get_arch("gpt2"), tied_lm_head=False)))
     >>> p = {"final_ln_w": torch.ones(1, 2, dtype=torch.float64), "final_ln_b": torch.tensor([[1.0, -1.0]],
     ...      dtype=torch.float64)}
     >>> c, e = torch.tensor([[0.5, 0.0]], dtype=torch.float64), torch.full((1, 2), 1e-3, dtype=torch.float64)
@@ -4066,7 +4064,7 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
     ``|c| |W|`` on magnitudes; ``d`` the sum ``c W``'s length; ``S`` the larger of ``|s'|`` and the largest scalar
     of the element's frames, :func:`_head_scalar_scale`, so that a claim through a scalar near 0 buys no
     tolerance of its own; a growth past :data:`KAPPA_MAX` counts as none), with the norm and the head as the step
-    meets them (walked on those tensors alone). Each entry of ``c W`` is a sum of ``d`` products, and the rank-one term it
+    meets them (:func:`_head_frames`). Each entry of ``c W`` is a sum of ``d`` products, and the rank-one term it
     makes is up to that factor larger than the head it is added to. Uncounted, random float64 GPT-2s with an
     untied head were "not related" at ``lm_head`` on 9 of 18 random elements (4.2e-14 against 3.1e-14).
 
@@ -4116,8 +4114,7 @@ def _head_hyperplane_lengths(spec: GroupSpec, source: dict[str, Any], steps: lis
 
 def _head_scalar_scale(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]]) -> dict[Any, float]:
     """Per ``hyperplane_head`` tag, the largest ``|<beta, 1/gamma>|`` of its norm over the frames of ``steps``: A's
-    (``source``) and after each step, walked on the norm's gain and bias alone (the tags that act on them read
-    nothing else). The scale :func:`_head_hyperplane_bound` divides by.
+    (``source``) and after each step (:func:`_head_frames`). The scale :func:`_head_hyperplane_bound` divides by.
 
     Examples
     --------
@@ -4177,9 +4174,8 @@ def _head_scalar(params: dict[str, Any], tag: Any, element: dict[str, Any] | Non
     Examples
     --------
     >>> import torch
-    >>> from symtrans.catalogue.model import AxisTag
-    >>> tag = AxisTag("lm_head", 0, "final-norm-bias-transfer", "add", "hyperplane_head", "t",
-    ...               via="final_ln_w,final_ln_b", scope="model")
+    >>> from symtrans.arch import get_arch  # G's own tag: an untied GPT-2's head absorbing the final norm's bias
+    >>> (_, tag), = _head_hyperplanes(GroupSpec.from_arch(dataclasses.replace(get_arch("gpt2"), tied_lm_head=False)))
     >>> p = {"final_ln_w": torch.tensor([[1.0, 2.0]]), "final_ln_b": torch.tensor([[1.0, 4.0]])}
     >>> _head_scalar(p, tag), _head_scalar(p, tag, {"t": torch.tensor([[1.0, 0.0]])}), _head_scalar({}, tag)
     (3.0, 4.0, None)
