@@ -1350,3 +1350,44 @@ def test_a_float64_entry_pulled_back_counts_the_translation_sums_of_its_source(s
     (tmp_path / "forged").mkdir()
     ok, why = _verdict(_claim(tmp_path / "a", a, rel.steps, forged, tmp_path / "forged"))
     assert not ok and "W_in" in why, why
+
+
+@pytest.mark.parametrize("family,factor,tensor,k", [("bert", "ffn-input-hyperplane", "W_in", 400),
+                                                     ("gpt2", "value-bias-shift", "b_O", 100)])
+def test_a_translation_split_into_many_steps_buys_no_slack(family, factor, tensor, k, tmp_path):
+    """A claim may write one translation as many steps of the same factor. Each step read its pivot with the
+    bound that the earlier steps had put there, and added its own bound on top. So the bound compounded about
+    twofold per step. A float32 BERT (seed 2) with G's FFN input hyperplane (a random element) claimed as 50 steps
+    of a fiftieth had a W_in bound of 1e15 u (one step: 1.1 u), and a B with W_in[0][3, 5] x(1 + 400 u) was
+    accepted; the one-step claim refuses 20 u. On a GPT-2 the 50 steps of a value bias shift let b_O entry 5 move
+    by 100 u, which the one-step claim refuses. A genuine file's translation is one fit, so a factor's fit now
+    counts once. Control: B = g . A is valid under the split claim."""
+    from symtrans.group.relate import random_element, translation_allowance
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", family, seed=2, **({"head": True, "tie_word_embeddings": False}
+                                                          if family == "gpt2" else {}))
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    (v,) = random_element(spec, a.n_layers, 2, factors=[factor])
+
+    def part(x: Any) -> Any:
+        if isinstance(x, list):
+            return [part(y) for y in x]
+        return {n: part(y) for n, y in x.items()} if isinstance(x, dict) else x / 50
+
+    one = [{"factor": factor, "element": v["element"]}]
+    split = [{"factor": factor, "element": part(v["element"])}] * 50
+    # the bound is a fit's: the split claim's is the one step's, within the split's own float64 sums
+    bounds = [translation_allowance(spec, A, apply_steps(spec, A, c), c, _precision(a))[(tensor, 0)] for c in (one, split)]
+    top = [max(float(b.max()) for b in (x if isinstance(x, list) else [x])) for x in bounds]
+    assert top[1] <= 1.01 * top[0], top
+    _control_is_valid(tmp_path, a, split, A)
+    forged = apply_steps(spec, A, split)
+    forged["layers"] = [dict(lp) for lp in forged["layers"]]
+    W = forged["layers"][0][tensor].clone()
+    W.reshape(-1)[5 if tensor == "b_O" else 3 * W.shape[1] + 5] *= 1 + k * 2.0 ** -24
+    forged["layers"][0][tensor] = W
+    ok, why = _verdict(_claim(tmp_path / "a", a, split, forged, tmp_path / "forged"))
+    assert not ok and tensor in why, why

@@ -55,6 +55,7 @@ Examples
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -4203,6 +4204,8 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     It is not what the translation adds: with the entry's scale widened by ``2 |T| / tol``,
     a part of A some element shrank (a ``W_in`` row at 1e-7) beside an ordinary input hyperplane, which adds ``|T|``
     there at the part's own scale, could be rewritten by up to ``2 |T|`` (logits 28% off, and verify accepted).
+    A factor's fit counts once however many steps a claim splits it into: its largest step's, each read without
+    what the factor's own earlier steps put into the pivot.
 
     Examples
     --------
@@ -4225,7 +4228,14 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
 
     torch = _torch()
     L = len(source["layers"])
-    allow: dict[tuple[str, int | None], Any] = {}
+    # per (tensor, layer), per origin: a factor with several translation steps (a claim may split one translation
+    # into many) its own, every other factor "" together. A genuine file's translation is one fit from B's rounded
+    # pivot, so a factor's steps count its fit once (the largest), and a step reads its pivot without what the
+    # same factor's earlier steps put there: read with it, a claim of 50 steps of a fiftieth compounded the bound
+    # about twofold per step (1e15 u in W_in) and a B with a W_in entry x(1 + 400 u) passed where one step refuses 20 u
+    counts = collections.Counter(s["factor"] for s in steps if not linear_factor(spec, s["factor"]))
+    split = {n for n, k in counts.items() if k > 1}
+    allow: dict[tuple[str, int | None], dict[str, Any]] = {}
     unknown: set[tuple[str, int | None]] = set()
     cur, lin = source, source  # A moved by the steps so far; by the linear steps alone
 
@@ -4289,18 +4299,27 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             unknown |= spread
             held -= spread
             if held and not {k[0] for k in held} & vias:
-                P = sizes(acted - vias, vias, i)
-                for n, l in held:
-                    (P if l is None else P["layers"][l])[n] = allow[(n, l)]
-                moved = act(spec, P, f.name, _abs_element(st["element"]))
-                for n, l, v in _iter_tensors(moved, blocks=True):
-                    if (n, l) in held:
-                        allow[(n, l)] = v
+                mag = _abs_element(st["element"])
+                for o in {o for k in held for o in allow[k]}:  # on magnitudes the action is linear: each origin alone
+                    P = sizes(acted - vias, vias, i)
+                    for n, l in held:
+                        if o in allow[(n, l)]:
+                            (P if l is None else P["layers"][l])[n] = allow[(n, l)][o]
+                    moved = act(spec, P, f.name, mag)
+                    for n, l, v in _iter_tensors(moved, blocks=True):
+                        if (n, l) in held and o in allow[(n, l)]:
+                            allow[(n, l)][o] = v
             else:
                 unknown |= held
             # before any translation the linear-only copy is the same model: the step applied once
             cur, lin = after, after if lin is cur else apply_steps(spec, lin, [st])
             continue
+        origin = f.name if f.name in split else ""
+
+        def others(k: tuple[str, int | None]) -> Any:
+            """What earlier translations of factors other than this step's own carried into ``k``."""
+            return _summed([v for o, v in allow.get(k, {}).items() if o != origin or not origin])
+
         els = st["element"] if isinstance(st["element"], list) else None
         first = L - len(els) if els is not None else 0
         readers = {}
@@ -4319,7 +4338,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 if S is None:
                     return None
                 u = unit_roundoff(precision(name, pl))
-                held = allow.get((name, pl))  # what earlier translations carried into the pivot
+                held = others((name, pl))  # what earlier translations of other factors carried into the pivot
                 R = _map_blocks(lambda x, h=None: u * x if h is None else u * x + h, S, *([held] if held is not None
                                                                                          else []))
                 gain = tensor_at(cur, gname, gl) if gname is not None else None
@@ -4353,9 +4372,11 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             if not scales:
                 scales.append(_head_scalar_scale(spec, source, steps))
             fresh.append((t.tensor, None, _head_hyperplane_bound(cur, scales[0].get(t, 0.0), t, st["element"][t.component], W,
-                                                                  E[t.component], allow.get((t.tensor, None)))))
+                                                                  E[t.component], others((t.tensor, None)))))
         for n, l, d in fresh:
-            allow[(n, l)] = d if (n, l) not in allow else _map_blocks(torch.add, allow[(n, l)], d)
+            parts = allow.setdefault((n, l), {})
+            merge = torch.maximum if origin in split else torch.add  # a split factor's fit once: its largest step's
+            parts[origin] = d if origin not in parts else _map_blocks(merge, parts[origin], d)
         cur = after
 
     from symtrans.numeric.weights import all_finite
@@ -4364,8 +4385,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         return all(all_finite(b) for b in (x if isinstance(x, (list, tuple)) else [x]))
 
     # a bound that is not finite (a scalar of 0) bounds nothing: as if not followed
+    total = {k: _summed(list(v.values())) for k, v in allow.items()}
     return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
-            for k, v in allow.items()} | {k: None for k in unknown}
+            for k, v in total.items()} | {k: None for k in unknown}
 
 def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """Per tensor X a translation of ``steps`` moves by the image of a component read from another tensor Z's
