@@ -10,6 +10,7 @@ Precision of a dtype (no torch needed: the values are exact powers of two):
 * :func:`dtype_name`: the one way a dtype (``torch.float32``, ``"F32"``, ``"float32"``)
   is written in records (``"float32"``);
 * :func:`machine_eps`, :func:`unit_roundoff` (``u = eps / 2``), :func:`smallest_normal`, :func:`underflow_floor`;
+  :func:`sum_rounding` (float64's ``gamma_n`` for a sum of n products);
   :data:`EPS64` and :data:`U64` for float64;
 * :func:`rank_rtol`: the rank cut ``max(m, n) eps`` relative to sigma_max, with its reason.
 
@@ -57,7 +58,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "smallest_normal", "underflow_floor",
+__all__ = ["EPS64", "U64", "STORAGE_DTYPES", "dtype_name", "float_dtype_name", "machine_eps", "unit_roundoff", "sum_rounding", "smallest_normal", "underflow_floor",
            "offset_loss", "torch_dtype", "rank_rtol", "RankRecord",
            "DECISIVE_MARGIN", "hypothesis_state", "decided", "margin", "finite",
            "TOLERANCE_DECADES", "tolerance_state", "GAP_DECADES", "ROUNDING_FLOOR", "gap_rank"]
@@ -133,6 +134,19 @@ def unit_roundoff(dtype: Any) -> float:
     (True, True, True)
     """
     return machine_eps(dtype) / 2
+
+
+def sum_rounding(n: int) -> float:
+    """Higham's ``gamma_n = n u / (1 - n u)`` at float64: the relative rounding a float64 sum of ``n`` products
+    can carry (0 for ``n <= 1``: one product rounds once, within ``u``, which a storage rounding already counts).
+
+    Examples
+    --------
+    >>> sum_rounding(1), round(sum_rounding(64) / U64, 6)
+    (0.0, 64.0)
+    """
+    n = int(n)
+    return n * U64 / (1 - n * U64) if n > 1 else 0.0
 
 
 def smallest_normal(dtype: Any) -> float:

@@ -115,6 +115,9 @@ LAZY_VALUES = 2 ** 20
 #: scalings brings 1): beyond it a file is refused rather than given a looser tolerance (an ill-conditioned
 #: element would otherwise buy its own slack)
 KAPPA_MAX = 100.0
+# the headroom a tolerance keeps on B's rounding (``4 u``, :func:`relation_tolerance`): a fit whose data is read at
+# more than this times its own rounding (a stored table far larger than the part a map is fitted on) is past it
+ROUNDING_HEADROOM = 4.0
 
 
 def kappa_limit(storage_dtype: Any) -> float:
@@ -175,16 +178,15 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
     >>> round(t64 / unit_roundoff("float64"), 1), why.split(";")[0]
     (136.0, '(4 u + gamma_n) (1 + kappa) sqrt(m) with u = 1.11e-16 (float64), kappa = 1, m = 1 factors, n = 64')
     """
-    from symtrans.precision import dtype_name, unit_roundoff
+    from symtrans.precision import dtype_name, sum_rounding, unit_roundoff
 
     u = unit_roundoff(storage_dtype)
     name = dtype_name(storage_dtype)
     k = min(float(kappa), kappa_limit(storage_dtype)) if cap else float(kappa)
     m = max(int(factors), 1)
     n = max(int(length), 1)
-    u64 = unit_roundoff("float64")
-    gamma = n * u64 / (1 - n * u64) if n > 1 else 0.0
-    tol = (4 * u + gamma) * (1 + k) * math.sqrt(m)
+    gamma = sum_rounding(n)
+    tol = (ROUNDING_HEADROOM * u + gamma) * (1 + k) * math.sqrt(m)
     if n == 1:
         return tol, (f"4 u (1 + kappa) sqrt(m) with u = {u:.3g} ({name}), kappa = {k:.3g}, m = {m} factors: B's "
                      "rounding is at most u |B|_F, each factor's element is fitted to rounded data and carries that "
@@ -886,9 +888,10 @@ class _Solver:
         self.ties: list[str] = []
         self.tied_heads: set[int] = set()  # layers where two heads of A match one of B (:meth:`_match`)
         self.kappa: dict[int | None, float] = {}
-        # the condition number of the embedding table a dense residual map was fitted on: B's rounding enters that
-        # map (and every tensor it moves) amplified by it; the element's own condition number does not show it
-        self.fit_kappa = 1.0
+        # how much a dense residual map's fit amplifies B's rounding (and every tensor it moves carries): the
+        # element's own condition number does not show it (:class:`_Fit`)
+        self.fit = _Fit()
+        self.unrounded = False  # the last refusal gave no rounding of its own (:meth:`refuse`)
         # the longest sum of products a dense step has applied (per layer; None: the model-wide residual map):
         # its float64 rounding enters every later pivot fit (relation_tolerance's ``length``)
         self.length: dict[int | None, int] = {}
@@ -1207,7 +1210,7 @@ class _Solver:
 
     def refuse(self, factor: str, layer: int | None, tensor: str, size: float, tol: float,
                features: list[str], detail: str = "", *, rounding: float | None = None,
-               kappa: float = 1.0) -> None:
+               kappa: float = 1.0, through_map: bool = True) -> None:
         """Stop the solve: no element of ``factor`` explains B at ``layer``, ``tensor`` (``size`` against ``tol``).
 
         ``rounding``: where given, the rounding of the compared values under a perfectly conditioned element
@@ -1215,28 +1218,31 @@ class _Solver:
         ``kappa``: the one being fitted) has a condition number ``k`` past :data:`KAPPA_MAX` and ``size`` is
         within ``k rounding``, what is unexplained is within what such an element carries of the rounding (a
         rotation conjugating through a gain with an outlier channel): the refusal is then no answer
-        (:attr:`unresolved`: relate cannot decide). Likewise within :attr:`fit_kappa` times it, past KAPPA_MAX
-        (a residual map fitted on an ill-conditioned embedding table)."""
+        (:attr:`unresolved`: relate cannot decide). Likewise within :attr:`fit` times it, past what a tolerance allows for
+        (a residual map fitted on an ill-conditioned embedding table). A refusal that gives no rounding is read
+        against the fit alone once the solve stops (:func:`_relate`, ``tol`` as the rounding), unless
+        ``through_map`` is False: the fit's own residual on the table it is fitted on, which the fit's
+        amplification does not reach (a least-squares residual is at most what B's rounding leaves)."""
         why = self.undecided_why(factor, layer, tensor, size, rounding, kappa) if rounding is not None else None
         if why is not None:
             self.unresolved.append(why)
+        self.unrounded = rounding is None and through_map
         raise _Refused(Stop(factor, layer, tensor, size, tol, features, detail))
 
     def undecided_why(self, factor: str, layer: int | None, tensor: str, size: float, rounding: float,
                       kappa: float = 1.0) -> str | None:
         """Why a refusal of ``size`` against ``rounding`` is no answer (:meth:`refuse`'s rule), or None where it is
         one: within the rounding times a condition number past :data:`KAPPA_MAX`, the element's on ``layer`` (the
-        steps so far, and ``kappa``) or the residual map's fit (:attr:`fit_kappa`)."""
+        steps so far, and ``kappa``) or the residual map's fit (:attr:`fit`, :class:`_Fit`)."""
         k = max(float(kappa), self.layer_kappa(layer))
-        where = "" if layer is None else f"layer {layer}: "
+        limit = kappa_limit(self.precision(tensor, layer))  # a key (a product) names no tensor: the coarsest dtype
         left = f"what {factor} leaves at {tensor} ({size:.3g}; rounding {rounding:.3g}) is within what that number " \
             "carries"
-        limit = kappa_limit(self.precision(tensor, layer))  # a key (a product) names no tensor: the coarsest dtype
+        where = "" if layer is None else f"layer {layer}: "
         if limit < k < math.inf and size <= rounding * k:
             return f"{where}the element needed there has condition number {k:.3g}, past {limit:.3g}, and {left}"
-        if KAPPA_MAX < self.fit_kappa < math.inf and size <= rounding * self.fit_kappa:
-            return (f"{where}the residual map was fitted on an embedding table of condition number "
-                    f"{self.fit_kappa:.3g}, past {KAPPA_MAX:g}, and {left}")
+        if self.fit.past and size <= rounding * self.fit.kappa:
+            return f"{where}the residual map was fitted on {self.fit.text()}, and {left}"
         return None
 
     def features_breaking(self, f: Factor) -> list[str]:
@@ -1383,19 +1389,20 @@ class _Solver:
                 fit2 = _fro_diff(Ar @ X2, Br) / nB
                 if fit2 < fit:
                     X, sv, fit, Q, centred = X2, sv2, fit2, X2, False
+                    Ac, Bc = Ar, Br  # the tables the map is fitted on
             # the table's condition number (its singular values on the centred columns: the last is 0 there)
             live = sv[:-1] if centred else sv
-            self.fit_kappa = float(live[0] / live[-1]) if float(live[-1]) > 0 else math.inf
+            cond = float(live[0] / live[-1]) if float(live[-1]) > 0 else math.inf
+            self.fit = _Fit.of(cond, (A, B), (Ac, Bc))
         gram = Q.T @ Q
         ones = torch.ones(d, 1, dtype=A.dtype)
         off = _fro(gram - torch.eye(d, dtype=A.dtype))
         ok = {"monomial": mono is not None, "orthogonal": off <= 1e3 * tol * d ** 0.5, "fixes-ones": True}
-        if not ok["orthogonal"] and KAPPA_MAX < self.fit_kappa and off <= 1e3 * tol * d ** 0.5 * self.fit_kappa:
+        if not ok["orthogonal"] and self.fit.past and off <= 1e3 * tol * d ** 0.5 * self.fit.kappa:
             # a table too ill-conditioned to fix the map to its rounding: a map off orthogonal by no more than
             # that carries is no evidence of one G lacks
-            self.unresolved.append(f"the embedding table's condition number {self.fit_kappa:.3g}, past "
-                                   f"{KAPPA_MAX:g}, does not fix the residual map to B's rounding (the map fitted "
-                                   f"on it is {off:.3g} off orthogonal, within what that number carries)")
+            self.unresolved.append(f"the residual map was fitted on {self.fit.text()}, which does not fix the map to "
+                                   f"B's rounding (it is {off:.3g} off orthogonal, within what that number carries)")
         if mono is not None:
             ok["fixes-ones"] = bool((signs == signs[0]).all())
         elif centred:  # only Q restricted to 1^perp is seen: it must be an isometry of 1^perp
@@ -1409,7 +1416,7 @@ class _Solver:
             tol = self.u_pivot("word", None, d)
         if fit > tol:
             self.refuse(cands[0].name, None, "word", fit, tol, [],
-                        "the embedding table is not a linear map of A's: no residual map explains it")
+                        "the embedding table is not a linear map of A's: no residual map explains it", through_map=False)
         perm_f = next((f for f in with_role(self.spec, "residual", cands) if f.kind == "discrete" and f.tags), None)
         rot_f = next((f for f in with_role(self.spec, "residual", cands) if f.kind == "continuous" and f.tags), None)
         if mono is not None and perm_f is not None and ok["fixes-ones"]:
@@ -4760,8 +4767,16 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             s, stop, residuals, phases = attempt(False)
             phases["deferred try"] = first_try
     s.deferred.clear()
+    if stop is not None and not residuals and s.unrounded and s.fit.past and \
+            stop.unexplained <= stop.tolerance * s.fit.kappa:
+        # a refusal of the solve (the check's are read below), whether or not it gave its rounding: the residual
+        # map moves every tensor of the residual stream
+        where = "" if stop.layer is None else f"layer {stop.layer}: "
+        s.unresolved.append(f"{where}the residual map was fitted on {s.fit.text()}, and what {stop.factor} leaves at "
+                            f"{stop.tensor} ({stop.unexplained:.3g}; tolerance {stop.tolerance:.3g}) is within what "
+                            "that number carries")
     if stop is not None:
-        _raise_if_undecided(residuals, s.fit_kappa)
+        _raise_if_undecided(residuals, s.fit)
     if stop is not None:
         # equal products fix the heads only up to their gauge; a key/value head shared by query heads whose
         # keys are 0 (a pruned key head) leaves W_Q free, and the match's choice among tied heads may be one
@@ -4782,7 +4797,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
             _timed(phases, "in G", lambda: kept.append(_kept_in_group(spec, A, B, precision, steps, residuals)))
         steps, stop, residuals = kept[0]
         if stop is not None:  # the element brought onto G, re-applied: judged as the check's
-            _raise_if_undecided(residuals, s.fit_kappa)
+            _raise_if_undecided(residuals, s.fit)
     limit = min(kappa_limit(r["dtype"]) for r in residuals) if residuals else KAPPA_MAX
     back: list[dict[str, Any]] = []  # A's side, where it is measured (below)
     heads = {f.name for f, _ in _head_hyperplanes(spec)}
@@ -4819,7 +4834,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                 raise SymtransError(f"relate: in A, {on_plane[0]}; the element found moves {lost[0]['tensor']} through "
                                     "that hyperplane, and pulled back through it divides by that product, so no file "
                                     "of it can be re-checked: relate cannot decide this pair")
-            _raise_if_undecided(back, s.fit_kappa)
+            _raise_if_undecided(back, s.fit)
             worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
             where = "" if worst["layer"] is None else f" (layer {worst['layer']})"
             why = (f"the element's condition number {worst['kappa']:.3g} is past {kappa_limit(worst['dtype']):.3g}, "
@@ -4917,24 +4932,70 @@ def unchecked_tensors(spec: GroupSpec, steps: list[dict[str, Any]], w: Any) -> l
     return out
 
 
-def _raise_if_undecided(residuals: list[dict[str, Any]], fit_kappa: float = 1.0) -> None:
+@dataclass(frozen=True)
+class _Fit:
+    """How much a dense residual map, least-squares fitted on the embedding tables, amplifies B's rounding (and
+    every tensor it moves carries it): the tables' condition number ``cond`` times ``noise``, the larger side's
+    stored norm over the norm of the part the map is fitted on (projected off what the translations move), since
+    each entry is rounded at its stored size. A per-token centring shift 10 times a random element's (the stored
+    table 264 times its centred part) made a float32 B = g . A "not related" at ``W_Q``, and at 1000 times at the
+    word table, naming LayerNorm's centring as the breaking feature; in float64 a shift 26 times did (its map off
+    by 2700 u). It is :attr:`past` what the tolerance allows for where the number passes :data:`KAPPA_MAX` or the
+    noise alone passes :data:`ROUNDING_HEADROOM`; a refusal within it times the rounding is then no answer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.eye(4, dtype=torch.float64)
+    >>> _Fit.of(3.0, (X, X), (X, X)).past  # nothing translated: the condition number alone, within KAPPA_MAX
+    False
+    >>> f = _Fit.of(3.0, (X, 10 * X), (X, X))  # B's stored table ten times the part the map is fitted on
+    >>> round(f.kappa, 6), f.past, f.text()
+    (30.0, True, 'an embedding table of condition number 30, past what a tolerance allows for (the table itself 3, times 10: its stored values over the part the map is fitted on)')
+    """
+
+    cond: float = 1.0
+    noise: float = 1.0
+
+    @classmethod
+    def of(cls, cond: float, stored: tuple[Any, Any], fitted: tuple[Any, Any]) -> _Fit:
+        """The fit of a map on the tables ``fitted`` (A's, B's), stored as ``stored``, of condition number ``cond``."""
+        return cls(cond, max(1.0, *(_fro(x) / max(_fro(y), 1e-300) for x, y in zip(stored, fitted))))
+
+    @property
+    def kappa(self) -> float:
+        return self.cond * self.noise
+
+    @property
+    def past(self) -> bool:
+        return math.isfinite(self.kappa) and (self.kappa > KAPPA_MAX or self.noise > ROUNDING_HEADROOM)
+
+    def text(self) -> str:
+        """The fit in words, for a "cannot decide" answer."""
+        why = f" (the table itself {self.cond:.3g}, times {self.noise:.3g}: its stored values over the part the map " \
+            "is fitted on)" if self.noise > 1.01 else ""
+        return f"an embedding table of condition number {self.kappa:.3g}, past " + \
+            (f"{KAPPA_MAX:g}" if self.kappa > KAPPA_MAX else "what a tolerance allows for") + why
+
+
+def _raise_if_undecided(residuals: list[dict[str, Any]], fit: _Fit | None = None) -> None:
     """Raise "cannot decide" where every tensor the check failed is within what the element's condition number
     carries (:func:`accepted_tolerance`), that number being past :data:`KAPPA_MAX`: not evidence that B is off
     A's orbit (a head whose value or query block is nearly singular and the canonical form that balances it; a
-    rotation conjugating through a gain with an outlier channel). ``fit_kappa``: the condition number of the
-    table a dense residual map was fitted on (:attr:`_Solver.fit_kappa`), past KAPPA_MAX, likewise."""
+    rotation conjugating through a gain with an outlier channel). ``fit``: how much a dense residual map's fit
+    amplifies B's rounding (:class:`_Fit`), past what the tolerance allows for, likewise."""
     failed = [r for r in residuals if not r["ok"]]
     if not failed:
         return
     by_kappa = all(r["residual"] <= r["undecided_to"] for r in failed)
-    by_fit = fit_kappa > KAPPA_MAX and all(r["residual"] <= max(r["undecided_to"], r["tolerance"] * fit_kappa)
+    fit = fit if fit is not None else _Fit()
+    by_fit = fit.past and all(r["residual"] <= max(r["undecided_to"], r["tolerance"] * fit.kappa)
                                            for r in failed)
     if not (by_kappa or by_fit):
         return
     worst = max(failed, key=lambda r: r["residual"] / r["tolerance"])
     if not by_kappa:
-        raise SymtransError(f"relate: the residual map was fitted on an embedding table of condition number "
-                            f"{fit_kappa:.3g}, past {KAPPA_MAX:g}, and every tensor of B is reproduced within what "
+        raise SymtransError(f"relate: the residual map was fitted on {fit.text()}, and every tensor of B is reproduced within what "
                             f"that number carries ({worst['tensor']}: {worst['residual']:.3g} against "
                             f"{worst['tolerance']:.3g}): relate cannot decide this pair")
     where = "" if worst["layer"] is None else f" at layer {worst['layer']}"
