@@ -1391,3 +1391,51 @@ def test_a_translation_split_into_many_steps_buys_no_slack(family, factor, tenso
     forged["layers"][0][tensor] = W
     ok, why = _verdict(_claim(tmp_path / "a", a, split, forged, tmp_path / "forged"))
     assert not ok and tensor in why, why
+
+
+@pytest.mark.parametrize("factor,scaling,tensor", [("ffn-input-hyperplane", "ln2-scaling", "W_in"),
+                                                   ("attention-input-hyperplane", "ln1-scaling", "W_V")])
+def test_a_hyperplane_read_in_a_frame_the_claim_chose_buys_no_slack(factor, scaling, tensor, tmp_path):
+    """A probe: a GPT-2 (seed 2) whose layer-0 W_in[5, 7] (or W_V head 0 [5, 3]) A holds at -1000 times itself, and
+    the claim "norm scaling D, G's input hyperplane v, then D^-1" (D 1e-3 at row 5 of layer 0), the same element
+    as the hyperplane alone. The hyperplane's fit weights the pivot's rows by the gain, and the claim chose the
+    gain of that frame: all the weight on row 5, whose entry is 1000 times the column's rest. The bound on the
+    column became 43 u against 1.8 u in B's frame, and a B with an entry of that column x(1 + 400 u) passed (logits
+    8e-7 off, 50 times the gap between A and B); the honest claim refuses it. A hyperplane read in a frame a
+    later step scales unevenly is no longer followed (nothing is widened there)."""
+    from symtrans.group.relate import random_element, translation_allowance
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", seed=2)
+    a0 = load_model(tmp_path / "a0")
+    A0 = model_blocks(a0)
+    if tensor == "W_in":
+        A0["layers"][0]["W_in"][5, 7] *= -1000.0
+        entry = (0, 7)
+    else:
+        A0["layers"][0]["W_V"][0][5, 3] *= -1000.0
+        entry = (0, 0, 3)
+    save_weights(weights_from_blocks(a0, A0), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    (v,) = random_element(spec, a.n_layers, 1, factors=[factor])
+    d = A["layers"][0]["ln2_w" if scaling == "ln2-scaling" else "ln1_w"].shape[-1]
+    D = [torch.ones(d, dtype=torch.float64) for _ in range(a.n_layers)]
+    D[0][5] = 1e-3
+    odd = [{"factor": scaling, "element": [{"D": torch.diag(x)} for x in D]}, {"factor": factor, "element": v["element"]},
+           {"factor": scaling, "element": [{"D": torch.diag(1 / x)} for x in D]}]
+    honest = [{"factor": factor, "element": v["element"]}]
+    layer0 = translation_allowance(spec, A, apply_steps(spec, A, odd), odd, _precision(a)).get((tensor, 0))
+    assert layer0 is None  # a hyperplane read in a frame the claim chose is not followed
+    _control_is_valid(tmp_path, a, honest, A)
+    for claim, where in ((odd, "odd"), (honest, "honest")):
+        forged = apply_steps(spec, A, claim)
+        forged["layers"] = [dict(lp) for lp in forged["layers"]]
+        W = forged["layers"][0][tensor]
+        W = [w.clone() for w in W] if isinstance(W, list) else W.clone()
+        (W[entry[0]][entry[1:]] if isinstance(W, list) else W[entry]).mul_(1 + 400 * 2.0 ** -24)
+        forged["layers"][0][tensor] = W
+        (tmp_path / where).mkdir()
+        ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
+        assert not ok and tensor in why, (where, why)

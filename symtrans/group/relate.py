@@ -3466,7 +3466,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                      spec: GroupSpec, *, measured: dict[tuple[str, int | None], float] | None = None,
                      source: dict[str, Any] | None = None, slices: bool = False,
                      measured_slices: dict[tuple[str, int | None], Any] | None = None,
-                     acted: Any = None) -> list[dict[str, Any]]:
+                     acted: Any = None, b_first: bool = False) -> list[dict[str, Any]]:
     """Per tensor (and layer): relative Frobenius residual of g . A against B, its tolerance and dtype.
 
     ``precision(name, layer)`` is B's storage dtype of that tensor; the condition number and the number of
@@ -3534,7 +3534,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     def allowance_of(name: str, l: int | None) -> Any:
         """:func:`translation_allowance` at ``(name, l)``, walked once (only where a tensor's entries fail)."""
         if not allowances:
-            allowances.append(translation_allowance(spec, source, target, steps, precision))
+            allowances.append(translation_allowance(spec, source, target, steps, precision, b_first=b_first))
         return allowances[0].get((name, l))
 
     def hyperplane_of(name: str, l: int | None) -> tuple[float, str, int | None]:
@@ -3840,7 +3840,7 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     from symtrans.group.action import inverse_steps
 
     inv = inverse_steps(spec, steps)
-    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True)
+    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True, b_first=True)
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
         r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
@@ -4197,7 +4197,7 @@ def _head_scalar(params: dict[str, Any], tag: Any, element: dict[str, Any] | Non
 
 
 def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[str, Any], steps: list[dict[str, Any]],
-                          precision: Any) -> dict[tuple[str, int | None], Any]:
+                          precision: Any, *, b_first: bool = False) -> dict[tuple[str, int | None], Any]:
     """Per ``(tensor, layer)`` the element's translations move, a bound on what rounding can put into each entry
     through them: the scale :func:`tensor_residuals` widens an entry's by, in units of that tensor's unit roundoff
     (None: a step this bound does not follow moved the tensor; nothing is widened there).
@@ -4212,7 +4212,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     a part of A some element shrank (a ``W_in`` row at 1e-7) beside an ordinary input hyperplane, which adds ``|T|``
     there at the part's own scale, could be rewritten by up to ``2 |T|`` (logits 28% off, and verify accepted).
     A factor's fit counts once however many steps a claim splits it into: its largest step's, each read without
-    what the factor's own earlier steps put into the pivot.
+    what the factor's own earlier steps put into the pivot. A hyperplane's fit is followed only in B's frame (no
+    step between it and B scales its gain unevenly: after it, or before it where ``b_first``, B being the source
+    as verify's pull-back has it).
 
     Examples
     --------
@@ -4333,6 +4335,16 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         for t in f.tags:
             if t.how in _FIT_BOUND:
                 readers.setdefault(t.component, t)
+        weights = {t.via.split(",")[0] for t in readers.values() if t.how == "hyperplane_weight"}
+        if weights and _scales_unevenly(spec, steps[:i] if b_first else steps[i + 1:], weights):
+            # a hyperplane's fit weights the pivot's rows by the gain, and a later linear step scales the gain
+            # unevenly: the claim chose the frame of the weights (a norm scaling D, the hyperplane, then D^-1 put
+            # all the weight on one row of W_in, 43 u on a column whose one entry A holds at 1000 times the rest
+            # against 1.8 u in B's frame, and an entry x(1 + 400 u) passed). relate fits it in B's frame (a
+            # permutation after it, as verify's pull-back has, moves rows and weights together): not followed
+            unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
+            cur = after
+            continue
 
         def bound(el: dict[str, Any], l: int | None) -> dict[str, Any] | None:
             out = {}
@@ -4395,6 +4407,50 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     total = {k: _summed(list(v.values())) for k, v in allow.items()}
     return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
             for k, v in total.items()} | {k: None for k in unknown}
+
+def _scales_unevenly(spec: GroupSpec, steps: list[dict[str, Any]], tensors: set[str]) -> bool:
+    """Whether a linear step of ``steps`` scales an entry of one of ``tensors`` (a norm's gain) by a magnitude
+    that differs from another's, or mixes its entries: anything but a signed permutation times one scale.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.group.numeric import MonomialMatrix
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> spec = GroupSpec.from_arch(tiny_decoder("gpt2").arch)
+    >>> D = [{"D": torch.diag(torch.tensor([2.0, 2.0, 0.5]))}]
+    >>> _scales_unevenly(spec, [{"factor": "ln2-scaling", "element": D}], {"ln2_w"})
+    True
+    >>> P = {"Q": MonomialMatrix([2, 0, 1], torch.tensor([1.0, -1.0, 1.0]))}
+    >>> _scales_unevenly(spec, [{"factor": "residual-permutation", "element": P}], {"ln2_w"})
+    False
+    """
+    from symtrans.group.numeric import MonomialMatrix
+
+    def uneven(x: Any) -> bool:
+        if isinstance(x, (list, tuple)):
+            return any(uneven(y) for y in x)
+        if isinstance(x, MonomialMatrix):
+            m = x.vals.abs()
+        elif not hasattr(x, "dim"):
+            return False
+        elif x.dim() == 2:
+            if bool((x - _torch().diag(x.diagonal())).any()):
+                return True
+            m = x.diagonal().abs()
+        else:
+            m = x.abs().reshape(-1)
+        return bool((m != m[0]).any()) if m.numel() else False
+
+    for st in steps:
+        if not linear_factor(spec, st["factor"]):
+            continue
+        comps = {t.component for t in spec.factor(st["factor"]).tags if t.tensor in tensors}
+        els = st["element"] if isinstance(st["element"], list) else [st["element"]]
+        if any(uneven(el[c]) for el in els for c in comps if c in el):
+            return True
+    return False
+
 
 def _carried(spec: GroupSpec, steps: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """Per tensor X a translation of ``steps`` moves by the image of a component read from another tensor Z's
