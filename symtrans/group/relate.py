@@ -1524,6 +1524,15 @@ class _Solver:
                     bound = noise / max(float(theirs[name].norm()), 1e-300)
                     if size <= bound and self.key_resolved(l, name, bound):
                         continue
+                elif size > tol and LAYER_KEYS.get(name) == ("W_in", "W_out"):  # the units' keys, likewise
+                    bound = self.ffn_key_noise(l) / max(float(theirs[name].norm()), 1e-300)
+                    if size <= bound:
+                        if bound > KEY_NOISE_LIMIT:  # this layer's units only, as the units' match says it
+                            self.local_unresolved.append((l, "units", (
+                                f"B's storage cannot resolve it: layer {l}: the FFN layer key {name} carries "
+                                f"{bound:.2g} relative rounding noise, past {KEY_NOISE_LIMIT:g} (a part far below a "
+                                "translation G cancels there)")))
+                        continue
                 if size > tol:
                     fails.append((l, name, size, tol, theirs[name]))
         if not fails:
@@ -1952,6 +1961,41 @@ class _Solver:
         if b_only:  # B's storage alone
             return 2 * 4 * u * side(lp_b)
         return 2 * 4 * u * (side(lp_b) + self.layer_kappa(l) * side(lp_a).max())  # A's partner: any of its heads
+
+    def ffn_key_noise(self, l: int) -> float:
+        """A bound on how far B's FFN layer key (``W_in W_out``, :meth:`layer_keys`) can lie from that of g . A when
+        B is g . A up to storage rounding, on either side. Each unit's stored input column rounds at ``u |w_j|``,
+        and that survives the projection off the input translations whole; its key part is that times its
+        projected output row (and likewise the row's rounding times the projected column), so the sum over units
+        is a bound. Where an FFN input hyperplane makes a unit's stored column far larger than the column itself (A's
+        unit scaled by 1e-5 on its input, 1e5 on its output: the key's part unchanged, its rounding 1e5 times
+        larger), B's key is only that close: a genuine GPT-2 pair was "not related" at ``W_in W_out`` (5e-3 against
+        4.8e-4). Doubled for the gains the projections read, with relation_tolerance's 4x headroom, as
+        :meth:`head_key_noise`.
+
+        Examples
+        --------
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(w.arch)
+        >>> s = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "bfloat16")
+        >>> t = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "float32")
+        >>> round(s.ffn_key_noise(0) / t.ffn_key_noise(0))  # bfloat16 rounds 2^16 times coarser
+        65536
+        """
+        torch = _torch()
+        d = int(self.tgt["layers"][l]["W_in"].shape[0])
+        R = self.sketch(d, self.tgt["layers"][l]["W_in"].dtype)
+        r2 = float(torch.linalg.matrix_norm(R, ord=2))
+        u_in, u_out = (relation_tolerance(self.precision(n, l), 1.0)[0] / 8 for n in ("W_in", "W_out"))
+
+        def side(params: dict[str, Any]) -> float:
+            lp = params["layers"][l]
+            W, O = lp["W_in"], lp["W_out"]
+            iW, iO = self.invariant("W_in", W, l, params), self.invariant("W_out", O, l, params)
+            return float((u_in * W.norm(dim=0) * iO.norm(dim=1) + u_out * iW.norm(dim=0) * O.norm(dim=1)).sum())
+
+        return 2 * 4 * r2 * (side(self.tgt) + self.layer_kappa(l) * side(self.cur))
 
     def head_spaces(self, params: dict[str, Any], l: int) -> Any:
         """Per head of layer ``l``: sketches of the projectors onto W_Q^h's column space and W_O^h's row space.
