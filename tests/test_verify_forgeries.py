@@ -1439,3 +1439,43 @@ def test_a_hyperplane_read_in_a_frame_the_claim_chose_buys_no_slack(factor, scal
         (tmp_path / where).mkdir()
         ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
         assert not ok and tensor in why, (where, why)
+
+
+def test_a_value_gauge_shear_around_a_value_bias_shift_buys_no_slack(tmp_path):
+    """A probe: a GPT-2 (d_model 256, 4 heads, seed 2) and the claim "value gauge G (a shear I + 1e7 e0 e1^T on
+    layer 0's head 0), value bias shift v (a random element x1e-12), G^-1", the same element as the shift v G^-1
+    alone. The shift's bound read b_V and W_O in the frame G chose (|b_V G| times |G^-1 W_O|): b_O's bound was 5e4
+    against 0.18 in B's frame, and a B with b_O entry 43 x(1 + 100 u) passed; the honest claim refuses it. A tag
+    whose pivot or via a step between it and B moves other than by a signed permutation times one scale is no
+    longer followed."""
+    from symtrans.group.relate import random_element, translation_allowance
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=2, d_model=256, n_heads=4, d_ff=512)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    L, H, dh = a.n_layers, 4, 64
+    eye = torch.eye(dh, dtype=torch.float64)
+    g = eye.clone()
+    g[0, 1] = 1e7
+
+    def on_head0(m: Any) -> list[dict[str, Any]]:
+        return [{"g": [m if l == 0 and h == 0 else eye for h in range(H)]} for l in range(L)]
+
+    v = [{"v": [1e-12 * x for x in e["v"]]} for e in random_element(spec, L, 1, factors=["value-bias-shift"])[0]["element"]]
+    gi = torch.linalg.inv(g)
+    odd = [{"factor": "vo-gauge", "element": on_head0(g)}, {"factor": "value-bias-shift", "element": v},
+           {"factor": "vo-gauge", "element": on_head0(gi)}]
+    honest = [{"factor": "value-bias-shift", "element": [{"v": [x @ gi if l == 0 and h == 0 else x
+                                                                for h, x in enumerate(e["v"])]} for l, e in enumerate(v)]}]
+    assert translation_allowance(spec, A, apply_steps(spec, A, odd), odd, _precision(a)).get(("b_O", 0)) is None
+    _control_is_valid(tmp_path, a, honest, A)
+    for claim, where in ((odd, "odd"), (honest, "honest")):
+        forged = apply_steps(spec, A, claim)
+        forged["layers"] = [dict(lp) for lp in forged["layers"]]
+        forged["layers"][0]["b_O"] = forged["layers"][0]["b_O"].clone()
+        forged["layers"][0]["b_O"][0, 43] *= 1 + 100 * 2.0 ** -24
+        (tmp_path / where).mkdir()
+        ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
+        assert not ok and "b_O" in why, (where, why)
