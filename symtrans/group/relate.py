@@ -1990,7 +1990,8 @@ class _Solver:
         d = int(self.tgt["layers"][l]["W_in"].shape[0])
         R = self.sketch(d, self.tgt["layers"][l]["W_in"].dtype)
         r2 = float(torch.linalg.matrix_norm(R, ord=2))
-        u_in, u_out = (relation_tolerance(self.precision(n, l), 1.0)[0] / 8 for n in ("W_in", "W_out"))
+        n = max(self.applied_length(l), *self.tgt["layers"][l]["W_in"].shape)  # the products' longest sum
+        u_in, u_out = (relation_tolerance(self.precision(x, l), 1.0, length=n)[0] / 8 for x in ("W_in", "W_out"))
 
         def side(params: dict[str, Any]) -> float:
             lp = params["layers"][l]
