@@ -1479,3 +1479,45 @@ def test_a_value_gauge_shear_around_a_value_bias_shift_buys_no_slack(tmp_path):
         (tmp_path / where).mkdir()
         ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
         assert not ok and "b_O" in why, (where, why)
+
+
+def test_a_head_bias_transfer_split_around_a_large_orthogonal_part_buys_no_slack(tmp_path):
+    """A probe: an untied GPT-2 (d_model 32, vocab 500, seed 2) whose final bias lies along 1/gamma (a well
+    conditioned head scalar), and the claim of two final-norm bias transfers t + r then -r (together t), r
+    orthogonal to 1/gamma and 3e3 in norm. The head's bound carries the scalar's error times each step's own
+    component, and r never moves the scalar, so each step widened every lm_head entry about 1e3 times (34 against
+    0.036 in units of u), and a B with lm_head[12, 412] x(1 + 1600 u) passed, through ``symtrans verify`` too. A
+    split factor's head bound now reads its net component (``_net_component``). Control: the honest claim."""
+    from symtrans.group.relate import random_element, translation_allowance
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", "gpt2", seed=2, head=True, tie_word_embeddings=False, d_model=32, n_heads=4,
+                      d_ff=64, vocab=500)
+    a0 = load_model(tmp_path / "a0")
+    A0 = model_blocks(a0)
+    inv = 1 / A0["final_ln_w"]
+    A0["final_ln_b"] = (inv / inv.norm() * 3.0).to(A0["final_ln_b"].dtype)
+    save_weights(weights_from_blocks(a0, A0), tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    inv = (1 / A["final_ln_w"]).reshape(1, -1)
+    (c,) = random_element(spec, a.n_layers, 1, factors=["final-norm-bias-transfer"])
+    t = c["element"]["t"] / c["element"]["t"].norm() * 0.01
+    r = torch.randn(t.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    r = r - (r @ inv.T) / (inv @ inv.T) * inv
+    r = r / r.norm() * 3e3
+    odd = [{"factor": "final-norm-bias-transfer", "element": {"t": t + r}},
+           {"factor": "final-norm-bias-transfer", "element": {"t": -r}}]
+    honest = [{"factor": "final-norm-bias-transfer", "element": {"t": t}}]
+    bounds = [translation_allowance(spec, A, apply_steps(spec, A, x), x, _precision(a))[("lm_head", None)]
+              for x in (odd, honest)]
+    assert float(bounds[0].max()) <= 1.01 * float(bounds[1].max()), [float(b.max()) for b in bounds]
+    _control_is_valid(tmp_path, a, honest, A)
+    for claim, where in ((odd, "odd"), (honest, "honest")):
+        forged = apply_steps(spec, A, claim)
+        forged["lm_head"] = forged["lm_head"].clone()
+        forged["lm_head"][12, 412] *= 1 + 1600 * 2.0 ** -24
+        (tmp_path / where).mkdir()
+        ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
+        assert not ok and "lm_head" in why, (where, why)

@@ -4292,6 +4292,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     # about twofold per step (1e15 u in W_in) and a B with a W_in entry x(1 + 400 u) passed where one step refuses 20 u
     counts = collections.Counter(s["factor"] for s in steps if not linear_factor(spec, s["factor"]))
     split = {n for n, k in counts.items() if k > 1}
+    net = {n: _net_component(spec, steps, n) for n in split}
     allow: dict[tuple[str, int | None], dict[str, Any]] = {}
     unknown: set[tuple[str, int | None]] = set()
     cur, lin = source, source  # A moved by the steps so far; by the linear steps alone
@@ -4441,13 +4442,17 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                  for n, l, v in _iter_tensors(moved, blocks=True) if n in acted and v is not before.get((n, l))]
         for t in (t for t in heads if t not in skipped):  # its scalar reads the head and the component (below)
             W = size(t.tensor, None, i) if els is None else None
-            if W is None:
+            # the scalar's error carries the component itself: a split factor's is its net one (each step's own
+            # grew the head's bound with it: t + r then -r, r orthogonal to 1/gamma and 1e3 times t, widened it 1e3
+            # times, and an entry x(1 + 1600 u) passed); none where a step between its steps moves what it acts on
+            c = st["element"][t.component] if origin not in split else (net[origin] or {}).get(t.component)
+            if W is None or c is None:
                 unknown.add((t.tensor, None))
                 continue
             if not scales:
                 scales.append(_head_scalar_scale(spec, source, steps))
-            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, scales[0].get(t, 0.0), t, st["element"][t.component], W,
-                                                                  E[t.component], others((t.tensor, None)))))
+            fresh.append((t.tensor, None, _head_hyperplane_bound(cur, scales[0].get(t, 0.0), t, c, W, E[t.component],
+                                                                  others((t.tensor, None)))))
         for n, l, d in fresh:
             parts = allow.setdefault((n, l), {})
             merge = torch.maximum if origin in split else torch.add  # a split factor's fit once: its largest step's
@@ -4463,6 +4468,35 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     total = {k: _summed(list(v.values())) for k, v in allow.items()}
     return {k: (None if k in unknown or not finite(v) else _map_blocks(lambda x: x / unit_roundoff(precision(*k)), v))
             for k, v in total.items()} | {k: None for k in unknown}
+
+def _net_component(spec: GroupSpec, steps: list[dict[str, Any]], factor: str) -> dict[str, Any] | None:
+    """The components of a model-wide translation ``factor``'s steps summed (one element: what they compose to),
+    or None where a linear step between its first and last step acts on a tensor the factor moves or reads (their
+    frames differ) or an element is per layer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.arch import get_arch  # an untied GPT-2: its head absorbs the final norm's bias
+    >>> spec = GroupSpec.from_arch(dataclasses.replace(get_arch("gpt2"), tied_lm_head=False))
+    >>> t = torch.ones(1, 3, dtype=torch.float64)
+    >>> st = [{"factor": "final-norm-bias-transfer", "element": {"t": x * t}} for x in (5.0, -4.0)]
+    >>> _net_component(spec, st, "final-norm-bias-transfer")["t"].tolist()
+    [[1.0, 1.0, 1.0]]
+    >>> from symtrans.group.numeric import MonomialMatrix
+    >>> P = {"factor": "residual-permutation", "element": {"Q": MonomialMatrix([1, 2, 0], torch.ones(3))}}
+    >>> _net_component(spec, [st[0], P, st[1]], "final-norm-bias-transfer") is None  # two frames: no sum
+    True
+    """
+    at = [k for k, st in enumerate(steps) if st["factor"] == factor]
+    tags = spec.factor(factor).tags
+    touched = {t.tensor for t in tags} | {v for t in tags if t.via for v in t.via.split(",")}
+    if any(linear_factor(spec, st["factor"]) and set(_acts_on(spec, st["factor"])) & touched
+           for st in steps[at[0]:at[-1]]) or not all(isinstance(steps[k]["element"], dict) for k in at):
+        return None
+    return {c: functools.reduce(lambda x, y: x + y, (steps[k]["element"][c] for k in at))
+            for c in steps[at[0]]["element"]}
+
 
 def _scales_unevenly(spec: GroupSpec, steps: list[dict[str, Any]], tensors: set[str]) -> bool:
     """Whether a linear step of ``steps`` scales an entry of one of ``tensors`` (a norm's gain) by a magnitude
