@@ -869,7 +869,9 @@ def test_a_translation_and_its_negation_carry_no_rounding_of_their_own(case, tmp
         steps = [{"factor": "final-norm-bias-transfer", "element": {"t": c}},
                  {"factor": "final-norm-bias-transfer", "element": {"t": -c}}]
     claim = in_group(spec, steps)
-    _control_is_valid(tmp_path, a, claim, A)
+    # the claim composes to the identity: its net component is 0 and carries no fit's rounding; where the path
+    # passes through a small head scalar, its float64 arithmetic leaves the genuine B off too: the identity's control
+    _control_is_valid(tmp_path, a, claim if case == "a value bias shift" else [], A)
     forged = apply_steps(spec, A, claim)
     if case == "a value bias shift":
         forged["layers"][0]["b_V"] = [x.clone() for x in forged["layers"][0]["b_V"]]
@@ -1242,7 +1244,10 @@ def test_a_chain_of_head_bias_transfers_near_the_singular_scalar_buys_no_slack(p
     mid = -S if path == "through 0" else 2 * S
     c1, c2 = (S - s0) * inv / n2, (mid - S) * inv / n2 + off
     claim = in_group(spec, [{"factor": "final-norm-bias-transfer", "element": {"t": c}} for c in (c1, c2, -(c1 + c2))])
-    _control_is_valid(tmp_path, a, claim, A)
+    # the claim composes to the identity: its net component is 0 and carries no fit's rounding, so the genuine B
+    # (whose float64 path through the small scalar left one lm_head entry 6e-5 off) is refused as well; the
+    # control is the identity's
+    _control_is_valid(tmp_path, a, [], A)
     forged = apply_steps(spec, A, claim)
     forged["lm_head"] = forged["lm_head"].clone()
     forged["lm_head"][3] *= 11
@@ -1521,3 +1526,40 @@ def test_a_head_bias_transfer_split_around_a_large_orthogonal_part_buys_no_slack
         (tmp_path / where).mkdir()
         ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / where))
         assert not ok and "lm_head" in why, (where, why)
+
+
+@pytest.mark.parametrize("extra", ["c then -c", "a step of 1e-12 c"])
+def test_a_translation_that_moves_nothing_carries_no_fit_rounding(extra, tmp_path):
+    """A probe: an untied GPT-2 (d_model 32, seed 2), the honest claim of a value bias shift, and the same with a
+    centring shift c then -c appended (the same element), or one centring step of 1e-12 c. A translation's fit bound
+    reads only its pivot, never the component, so the named centring shift widened every W_out entry by its
+    row's rounding, and a B with an entry 1/1500 of its row x(1 + 1e4 u) passed; the honest claim refuses it at
+    100 u. A fit's error is no larger than the component it found, and a split factor's is its net component:
+    none (or 1e-12 c) here. Control: B = g . A is valid under the claim."""
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=2, head=True, tie_word_embeddings=False, d_model=32, n_heads=4,
+                      d_ff=64, vocab=500)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    A = model_blocks(a)
+    (v,) = random_element(spec, a.n_layers, 1, factors=["value-bias-shift"])
+    (c,) = random_element(spec, a.n_layers, 1, factors=["centring-shift"])
+
+    def times(e: list[dict[str, Any]], x: float) -> list[dict[str, Any]]:
+        return [{k: [x * y for y in w] if isinstance(w, list) else x * w for k, w in el.items()} for el in e]
+
+    more = [times(c["element"], 1.0), times(c["element"], -1.0)] if extra == "c then -c" else [times(c["element"], 1e-12)]
+    claim = [{"factor": "value-bias-shift", "element": v["element"]}] + [{"factor": "centring-shift", "element": e}
+                                                                          for e in more]
+    _control_is_valid(tmp_path, a, claim, A)
+    W = A["layers"][0]["W_out"]
+    r = W.abs().mean(1, keepdim=True) / W.abs()
+    idx = tuple(int(x) for x in torch.unravel_index(r.argmax(), r.shape))  # an entry far below its row
+    forged = apply_steps(spec, A, claim)
+    forged["layers"] = [dict(lp) for lp in forged["layers"]]
+    forged["layers"][0]["W_out"] = forged["layers"][0]["W_out"].clone()
+    forged["layers"][0]["W_out"][idx] *= 1 + 1000 * 2.0 ** -24
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
+    assert not ok and "W_out" in why, why

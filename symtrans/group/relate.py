@@ -4403,7 +4403,20 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             cur = after
             continue
 
-        def bound(el: dict[str, Any], l: int | None) -> dict[str, Any] | None:
+        # a fit's error is no larger than the component it found: a component of 0 (a step named and zeroed) or
+        # one whose steps cancel (a split factor's net component) carries no fit's rounding (a centring shift c then
+        # -c beside a value bias shift widened every W_out entry by a row's rounding, and an entry 1/1500 of its row
+        # passed x(1 + 1e4 u)); a split factor whose steps' frames differ is not followed
+        if origin in split and net[origin] is None:
+            unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
+            cur = after
+            continue
+        own = net[origin] if origin in split else st["element"]
+
+        def capped(b: Any, comp: Any) -> Any:
+            return _torch().minimum(b, comp.abs()) if hasattr(comp, "shape") and comp.shape == b.shape else b
+
+        def bound(el: dict[str, Any], l: int | None, mine: dict[str, Any]) -> dict[str, Any] | None:
             out = {}
             for c, comp in el.items():
                 t = readers.get(c)
@@ -4420,13 +4433,13 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                 gain = tensor_at(cur, gname, gl) if gname is not None else None
                 w = rounding_weights(tensor_at(lin, name, pl), tensor_at(target, name, pl), uneven=2.0) \
                     if t.how == "translate_rows" else None
-                out[c] = _map_blocks(lambda r, cc: _FIT_BOUND[t.how](r, gain, w, cc), R, comp)
+                out[c] = _map_blocks(lambda r, cc, m: capped(_FIT_BOUND[t.how](r, gain, w, cc), m), R, comp, mine[c])
             return out
 
         if els is None:
-            E = bound(st["element"], None)
+            E = bound(st["element"], None, own)
         else:
-            E = [bound(el, first + k) for k, el in enumerate(els)]
+            E = [bound(el, first + k, own[k]) for k, el in enumerate(els)]
             E = None if any(e is None for e in E) else E
         if E is None:
             unknown |= {(t.tensor, l) for t in f.tags for l in [None, *range(L)]}
@@ -4470,9 +4483,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             for k, v in total.items()} | {k: None for k in unknown}
 
 def _net_component(spec: GroupSpec, steps: list[dict[str, Any]], factor: str) -> dict[str, Any] | None:
-    """The components of a model-wide translation ``factor``'s steps summed (one element: what they compose to),
-    or None where a linear step between its first and last step acts on a tensor the factor moves or reads (their
-    frames differ) or an element is per layer.
+    """The components of a translation ``factor``'s steps summed (one element: what they compose to; per layer for a
+    per-layer factor), or None where a linear step between its first and last step acts on a tensor the factor
+    moves or reads (their frames differ).
 
     Examples
     --------
@@ -4492,10 +4505,18 @@ def _net_component(spec: GroupSpec, steps: list[dict[str, Any]], factor: str) ->
     tags = spec.factor(factor).tags
     touched = {t.tensor for t in tags} | {v for t in tags if t.via for v in t.via.split(",")}
     if any(linear_factor(spec, st["factor"]) and set(_acts_on(spec, st["factor"])) & touched
-           for st in steps[at[0]:at[-1]]) or not all(isinstance(steps[k]["element"], dict) for k in at):
+           for st in steps[at[0]:at[-1]]):
         return None
-    return {c: functools.reduce(lambda x, y: x + y, (steps[k]["element"][c] for k in at))
-            for c in steps[at[0]]["element"]}
+
+    def add(x: Any, y: Any) -> Any:  # per-head blocks blockwise
+        return [add(a, b) for a, b in zip(x, y)] if isinstance(x, (list, tuple)) else x + y
+
+    els = [steps[k]["element"] for k in at]
+    if all(isinstance(e, dict) for e in els):
+        return {c: functools.reduce(add, (e[c] for e in els)) for c in els[0]}
+    if all(isinstance(e, list) and len(e) == len(els[0]) for e in els):  # per layer
+        return [{c: functools.reduce(add, (e[l][c] for e in els)) for c in els[0][l]} for l in range(len(els[0]))]
+    return None
 
 
 def _scales_unevenly(spec: GroupSpec, steps: list[dict[str, Any]], tensors: set[str]) -> bool:
