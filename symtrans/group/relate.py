@@ -4259,10 +4259,12 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     It is not what the translation adds: with the entry's scale widened by ``2 |T| / tol``,
     a part of A some element shrank (a ``W_in`` row at 1e-7) beside an ordinary input hyperplane, which adds ``|T|``
     there at the part's own scale, could be rewritten by up to ``2 |T|`` (logits 28% off, and verify accepted).
-    A factor's fit counts once however many steps a claim splits it into: its largest step's, each read without
-    what the factor's own earlier steps put into the pivot. A hyperplane's fit is followed only in B's frame (no
-    step between it and B scales its gain unevenly: after it, or before it where ``b_first``, B being the source
-    as verify's pull-back has it).
+    A fit's error is capped by the component it found. A factor's fit counts once however many steps a claim splits
+    it into: its largest step's, each read without what the factor's own earlier steps put into the pivot, and
+    capped by the factor's net component (:func:`_net_component`). A tag is followed only in B's frame: not where a
+    step between it and B (after it, or before it where ``b_first``, B being the source as verify's pull-back has
+    it) moves its component's pivot, that pivot's gain or its own via other than by a signed permutation times one
+    scale (:func:`_scales_unevenly`).
 
     Examples
     --------
@@ -4414,7 +4416,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         own = net[origin] if origin in split else st["element"]
 
         def capped(b: Any, comp: Any) -> Any:
-            return _torch().minimum(b, comp.abs()) if hasattr(comp, "shape") and comp.shape == b.shape else b
+            return torch.minimum(b, comp.abs()) if hasattr(comp, "shape") and comp.shape == b.shape else b
 
         def bound(el: dict[str, Any], l: int | None, mine: dict[str, Any]) -> dict[str, Any] | None:
             out = {}
@@ -4455,11 +4457,11 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
                  for n, l, v in _iter_tensors(moved, blocks=True) if n in acted and v is not before.get((n, l))]
         for t in (t for t in heads if t not in skipped):  # its scalar reads the head and the component (below)
             W = size(t.tensor, None, i) if els is None else None
-            # the scalar's error carries the component itself: a split factor's is its net one (each step's own
-            # grew the head's bound with it: t + r then -r, r orthogonal to 1/gamma and 1e3 times t, widened it 1e3
-            # times, and an entry x(1 + 1600 u) passed); none where a step between its steps moves what it acts on
-            c = st["element"][t.component] if origin not in split else (net[origin] or {}).get(t.component)
-            if W is None or c is None:
+            # the scalar's error carries the component itself: a split factor's is its net one, ``own`` (each
+            # step's own grew the head's bound with it: t + r then -r, r orthogonal to 1/gamma and 1e3 times t,
+            # widened it 1e3 times, and an entry x(1 + 1600 u) passed)
+            c = own[t.component]
+            if W is None:
                 unknown.add((t.tensor, None))
                 continue
             if not scales:
