@@ -2371,3 +2371,29 @@ def test_a_word_column_scaled_beneath_a_large_centring_shift_is_still_refused(tm
                                                                         factors=["embedding-centring-shift"]))), tmp_path / "b")
     rel = relate(a, load_model(tmp_path / "b"))
     assert not rel.related and rel.stop.tensor == "word", rel.summary()
+
+
+@pytest.mark.parametrize("es", [0, 1])
+def test_a_key_entry_a_dense_gauge_hides_from_b_is_not_called_related(es, tmp_path):
+    """A probe: a random Llama-style checkpoint (seed 3, RMSNorm, no biases: G moves nothing by a translation), A'
+    = A with one layer-0 ``W_K`` entry x(1 + 1000 u), and B = g . A' for a random element of G, stored in float32.
+    B is not in A's orbit. B's side sees that entry, mixed by the query/key gauge into its fibre, up to the gauge's
+    condition number more weakly than A's side, so relate called the pair related and verify refused its file
+    (the fibre pulled back 4.4e-6 off against 3.15e-6). Without a translation A's side is as cheap as B's, and
+    relate now measures it: undecided at that fibre. The control, B = g . A, is related, and its file re-checks."""
+    from symtrans.errors import SymtransError
+
+    random_checkpoint(tmp_path / "a", "llama", seed=3)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    steps = random_element(spec, a.n_layers, es)
+    _, path = _related_on_disk(a, _moved(a, steps, spec), tmp_path / "genuine")
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    A = model_blocks(a)
+    A["layers"][0]["W_K"] = [k.clone() for k in A["layers"][0]["W_K"]]
+    A["layers"][0]["W_K"][1][3, 2] *= 1 + 1000 * 2.0 ** -24
+    save_weights(weights_from_blocks(a, apply_steps(spec, A, steps)), tmp_path / "b")
+    with pytest.raises(SymtransError, match=r"but not W_K \(layer 0\) pulled back \(g\^-1 \. B against A\), the "
+                                            r"fibre.*relate cannot decide"):
+        relate(a, load_model(tmp_path / "b"))
