@@ -2397,3 +2397,34 @@ def test_a_key_entry_a_dense_gauge_hides_from_b_is_not_called_related(es, tmp_pa
     with pytest.raises(SymtransError, match=r"but not W_K \(layer 0\) pulled back \(g\^-1 \. B against A\), the "
                                             r"fibre.*relate cannot decide"):
         relate(a, load_model(tmp_path / "b"))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_layernorm_model_with_one_head_per_layer_is_related_to_itself(family, tmp_path):
+    """A probe: with one head per layer (d_k = d_model), LayerNorm's hyperplane leaves each head's W_Q and W_K,
+    projected off G's translations, one rank short, so the gauge solved from them was one of a family the stored
+    biases fix, chosen with no regard to them: ``relate(A, A)`` said "not related" at ``b_Q``; and the solve wrote
+    the input hyperplane's one-head component as a list of one, which G's element holds bare, so canonical and
+    other pairs raised "not in the factor's group". Now A is related to itself, and to g . A where the gauge found
+    reproduces it (else relate cannot decide, never "not related"); a B with one FFN unit changed in layer 1 is
+    refused there, and the canonical form is built."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+
+    random_checkpoint(tmp_path / "a", family, seed=0, n_heads=1, **({"head": True} if family == "gpt2" else {}))
+    a = load_model(tmp_path / "a")
+    assert relate(a, a).related
+    assert canonical(a).weights is not None
+    spec = GroupSpec.from_arch(a.arch)
+    for es in range(3):
+        B = apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, es))
+        try:
+            rel = relate(a, _moved(a, random_element(spec, a.n_layers, es), spec))
+            assert rel.related, rel.summary()
+        except SymtransError as err:
+            assert "cannot decide" in str(err) and "projected off G's translations" in str(err)
+        B["layers"][1]["W_in"] = B["layers"][1]["W_in"].clone()
+        B["layers"][1]["W_in"][:, 3] *= 1.01
+        save_weights(weights_from_blocks(a, B), tmp_path / f"x{es}")
+        rel = relate(a, load_model(tmp_path / f"x{es}"))
+        assert not rel.related and rel.stop.layer == 1, rel.summary()

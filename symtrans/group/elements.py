@@ -1306,7 +1306,9 @@ def in_factor(spec: GroupSpec, factor: str, element: Any, rotary_pairs: str = "h
         by = [b.feature for b in f.broken_by if b.present and b.effect == "breaks"]
         raise SymtransError(f"{factor}: broken in this architecture (by {', '.join(by) or 'its features'}): no "
                             "element but the identity is a symmetry")
-    _same_structure(factor, _signature(spec.arch, factor, rotary_pairs), element, "")
+    sig = _signature(spec.arch, factor, rotary_pairs)
+    element = _one_block_as_held(sig, element)
+    _same_structure(factor, sig, element, "")
     entry = elements_of(spec, factor)
     return entry.member(spec, factor, element, rotary_pairs) if entry.member is not None else element
 
@@ -1336,6 +1338,36 @@ def _signature(arch: Architecture, factor: str, rotary_pairs: str) -> tuple:
         raise SymtransError(f"{factor}: cannot describe an element part of type {type(x).__name__}")
 
     return sig(ref)
+
+
+def _one_block_as_held(sig: tuple, el: Any) -> Any:
+    """``el`` with each component of one head's block written as ``sig`` holds it: a list of that one block, or
+    the block bare. The action reads both alike (a bare block acts on every head, of which there is one), and the
+    factors differ (a coordinate factor's sample holds one block bare, a bias shift's in a list), so a solve that
+    writes one head's component as a list of one (relate's, on a single key/value head) is not refused for it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.zeros(1, 3)
+    >>> _one_block_as_held(("dict", (("v", ("tensor", (1, 3))),), frozenset({"v"})), {"v": [x]})["v"].shape
+    torch.Size([1, 3])
+    >>> len(_one_block_as_held(("list", (("tensor", (1, 3)),)), x))
+    1
+    """
+    kind = sig[0]
+    if kind == "dict" and isinstance(el, dict):
+        subs = dict(sig[1])
+        return {k: _one_block_as_held(subs[k], v) if k in subs else v for k, v in el.items()}
+    if kind == "list":
+        if len(sig[1]) == 1 and not isinstance(el, list):
+            return [_one_block_as_held(sig[1][0], el)]
+        if isinstance(el, list) and len(el) == len(sig[1]):
+            return [_one_block_as_held(sub, e) for sub, e in zip(sig[1], el)]
+        return el
+    if kind in ("square", "tensor") and isinstance(el, list) and len(el) == 1:
+        return el[0]
+    return el
 
 
 def _same_structure(factor: str, sig: tuple, el: Any, where: str) -> None:

@@ -756,14 +756,17 @@ def _two_sided_gauge(A: Any, B: Any, XA: Any, XB: Any, noise: tuple[float, float
     return Va @ (C / den) @ Vx.T
 
 
-def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float) -> Any:
+def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float, nearest_identity: bool = False
+                 ) -> Any:
     """An invertible ``M`` with ``A M = B`` and ``M YB = YA`` where neither ``A`` nor ``YB`` has full rank k.
 
     ``M0 = A^+ B`` solves the first on A's row space; the null space ``N`` of A (singular values of A at or
     below ``cut_a``) takes ``N N^T (YA - M0 YB) YB^+`` for the second; what both leave free (``N`` against the
     left null space ``L`` of YB, singular values at or below ``cut_y``) is filled with ``N L^T`` when the two
     have one dimension, so M is invertible where the data allow. (A value channel pruned on both sides:
-    ``A = [V 0]``, ``YA = [O; 0]`` give ``M = [M_top; T M_bottom]``.) The caller's check decides.
+    ``A = [V 0]``, ``YA = [O; 0]`` give ``M = [M_top; T M_bottom]``.) ``nearest_identity``: that part is filled
+    to bring M nearest the identity instead (``N N^T (I - M) L L^T``), where the free direction is no symmetry
+    (the caller reads it as undecided). The caller's check decides.
 
     Examples
     --------
@@ -789,7 +792,8 @@ def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float) -
     M = M + N @ (N.mT @ (YA - M @ YB)) @ pinv_y
     Ly = Uy[:, ry:]  # left null space of YB
     if N.shape[1] == Ly.shape[1] and N.shape[1]:
-        M = M + N @ Ly.mT
+        M = M + (N @ (N.mT @ (torch.eye(M.shape[0], dtype=M.dtype) - M) @ Ly) @ Ly.mT if nearest_identity else
+                 N @ Ly.mT)
     return M
 
 
@@ -2503,9 +2507,30 @@ class _Solver:
             if bool((torch.linalg.svdvals(xb) > cut_y).all()):
                 Ms[g] = _lstsq(xb, xa).mT
             else:  # A M = B and M Y_B = Y_A (Y = the inverse side's blocks, gauge axis first), both deficient
+                # deficient only as projected off a translation (a head as wide as the residual stream, d_k =
+                # d_model, read through LayerNorm's hyperplane): the direction both leave free is then no symmetry
+                # but one the stored blocks (the biases) fix, which the solve does not read. The element nearest
+                # the identity there (A against itself: the identity), and a refusal it reaches is no answer
+                projected = self._projection_deficient(pivot, l, g, len(A))
+                if projected:
+                    self.local_unresolved.append((l, "heads", f"layer {l}: the {f.name} element of group {g} is "
+                                                  f"fixed by {pivot.tensor} and {inv.tensor}, projected off G's "
+                                                  "translations, only up to a direction their stored values fix "
+                                                  "(a head as wide as the residual stream)"))
                 Ms[g] = _joint_gauge(A[g], B[g], xa.mT, xb.mT, self._null_cut(self.cur, pivot, l, g, len(A)),
-                                     cut_y)
+                                     cut_y, nearest_identity=projected)
         return Ms, torch.linalg.svdvals(Ms)
+
+    def _projection_deficient(self, tag: Any, l: int, g: int, groups: int) -> bool:
+        """Whether group ``g``'s stored blocks of ``tag``'s tensor in A have full column rank (at their
+        :meth:`_null_cut`) though their invariant blocks, projected off G's translations, do not."""
+        torch = _torch()
+        blocks = self.cur["layers"][l][tag.tensor]
+        per = len(blocks) // groups
+        X = torch.cat(list(blocks[g * per:(g + 1) * per]), 0)
+        X = X if tag.side != "left" else X.mT  # the gauge's axis last
+        sv = torch.linalg.svdvals(X)
+        return X.shape[0] >= X.shape[1] and bool((sv > self._null_cut(self.cur, tag, l, g, groups)).all())
 
     def _relative_noise(self, tag: Any, l: int, XA: Any, XB: Any, groups: int) -> Any:
         """Per group, how many times its own size the rounding of ``tag``'s invariant blocks (``XA``, ``XB``: A's
@@ -3852,7 +3877,8 @@ def _renumber_heads(worst: dict[str, Any], heads: list[int]) -> dict[str, Any]:
 
 
 def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any], precision: Any,
-                          steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                          steps: list[dict[str, Any]], only: set[tuple[str, int | None]] | None = None
+                          ) -> list[dict[str, Any]]:
     """The check from A's side: ``g^-1 . B`` against A, tensor by tensor (:func:`tensor_residuals` with the roles
     swapped, slices and entries included; g^-1 from :func:`~symtrans.group.action.inverse_steps`), each record
     marked ``"side": "A"``.
@@ -3861,7 +3887,9 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     gauge of 1e-8 on some heads (their queries then 1e-8 of the others, their keys 1e8) leaves those heads'
     queries below the rounding of the other heads', so a B with them set to 0 (uniform attention in every such
     head) passed. Pulled back to A's scale, that part is as large as in A. Both sides are measured against B's
-    storage precision (``precision``): what ``g^-1`` carries back is B's rounding. Slices too: with A's ``W_Q``
+    storage precision (``precision``): what ``g^-1`` carries back is B's rounding. ``only``: the ``(tensor,
+    layer)`` pairs pulled back and measured (the tolerances still read every tensor of B they read, so each record
+    is the one the whole check gives); None: all. Slices too: with A's ``W_Q``
     column c at 1e9 in head 0 (its key column 0, so inert) and a gauge of 1e-8 on head 1's column c, B set that
     column to 0. B's side cannot see a part at 1e-8 of the rest, and A's whole ``W_Q`` is the 1e9 column's; head
     1's slice of A is not (its attention pattern 1.3e-3 off, and verify accepted the file).
@@ -3888,7 +3916,15 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     from symtrans.group.action import inverse_steps
 
     inv = inverse_steps(spec, steps)
-    out = tensor_residuals(apply_steps(spec, b, inv), a, precision, inv, spec, source=b, slices=True, b_first=True)
+    moved = b
+    if only is not None:  # with every tensor a step acts through (a gain, a bias): the actions read them
+        keep = {n for n, _ in only}.union(*(_read_through(spec, st["factor"]) for st in steps))
+        moved = {k: [{t: x for t, x in lp.items() if t in keep} for lp in v] if k == "layers" else
+                 (v if k in keep else None) for k, v in b.items()}
+    out = tensor_residuals(apply_steps(spec, moved, inv), a, precision, inv, spec, source=b, slices=True,
+                           b_first=True)
+    if only is not None:
+        out = [r for r in out if (r["tensor"], r["layer"]) in only]
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
         r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
@@ -4448,7 +4484,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
             cur = after
             continue
         # what a tag may read as it acts (a via, a boundary's closing norm) at its size; what it moves from 0
-        reads = vias | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
+        reads = _read_through(spec, f.name)
         P = sizes(acted - reads, reads, i)
         heads = tuple(t for t in f.tags if t.how == "hyperplane_head")
         moved = act(spec, P, f.name, E, tags=tuple(t for t in f.tags if t not in heads and t not in skipped))
@@ -4970,10 +5006,11 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
     limit = min(kappa_limit(r["dtype"]) for r in residuals) if residuals else KAPPA_MAX
     back: list[dict[str, Any]] = []  # A's side, where it is measured (below)
     heads = {f.name for f, _ in _head_hyperplanes(spec)}
-    if stop is None and (any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals)
-                         or any(element_spread(st["element"]) > limit for st in steps)
-                         or any(st["factor"] in heads and not _inert_step(st) for st in steps)
-                         or _sides_part_cheaply(spec, steps, residuals)):
+    whole = stop is None and (any(r["kappa"] > kappa_limit(r["dtype"]) for r in residuals)
+                              or any(element_spread(st["element"]) > limit for st in steps)
+                              or any(st["factor"] in heads and not _inert_step(st) for st in steps))
+    parting = _sides_part_cheaply(spec, steps, residuals) if stop is None and not whole else set()
+    if whole or parting:
         # an element past the limit buys no slack from A's side either (verify's second side): B's rounding pulled
         # back through it is what it carries; and an element whose spread passes it (:func:`element_spread`) may hide
         # a part of a tensor from B's side. A shift through an untied head's hyperplane divides by the scalar after
@@ -4984,7 +5021,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         # the pull-back (a second application of the element) is left to verify
         with single_threaded():
             _timed(phases, "A side", lambda: back.extend(pulled_back_residuals(spec, blocks_a, blocks_b, precision,
-                                                                             steps)))
+                                                                             steps, only=parting or None)))
         failed = [r for r in back if not r["ok"]]
         # B's side reproduced, A's not. Where only linear steps move the tensor and its condition number is within
         # the limit, B's rounding comes back as the tolerance allows: a difference beyond it is B's own, refused
@@ -5056,32 +5093,36 @@ def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
             f"{r['residual']:.3g}: that slice holds {sl['share']:.3g} of the tensor's norm")
 
 
-def _sides_part_cheaply(spec: GroupSpec, steps: list[dict[str, Any]], residuals: list[dict[str, Any]]) -> bool:
-    """Whether relate measures A's side of an element that moves no tensor by a translation but moves one by a map
-    whose condition number passes 1 (a dense gauge that is not orthogonal): the two sides then part, and A's is
-    as cheap as B's (no translation's rounding to follow).
+def _sides_part_cheaply(spec: GroupSpec, steps: list[dict[str, Any]], residuals: list[dict[str, Any]]
+                        ) -> set[tuple[str, int | None]]:
+    """The ``(tensor, layer)`` pairs whose A side relate measures where the element moves no tensor by a
+    translation: those a map whose condition number passes 1 moves (a dense gauge that is not orthogonal); empty
+    where a translation moves some tensor.
 
     B's side sees a difference a map ``M`` mixes into a fibre up to ``cond(M)`` times more weakly than A's side
     does, so below :func:`kappa_limit` they still part. A random Llama-style checkpoint (seed 3) with one ``W_K``
     entry x(1 + 1000 u), then moved by a random element of G, was called related, and verify refused the file:
-    that fibre pulled back was 4.4e-6 off against 3.15e-6. With translations in the element (LayerNorm's models),
-    A's side costs several times relate itself (the rounding each translation carries, followed step by step), and
-    it is left to verify there, as before.
+    that fibre pulled back was 4.4e-6 off against 3.15e-6. Where only orthogonal and monomial maps move a tensor
+    the sides agree (a monomial's spread is :func:`element_spread`'s). Without translations A's side of those
+    tensors costs what B's does (on the bundled Gemma 3, its 1.3 GB float64 embedding, moved by a permutation, is
+    not pulled back). With translations (LayerNorm's models) it costs several times relate, the rounding each
+    translation carries being followed step by step, and it is left to verify there, as before.
 
     Examples
     --------
     >>> import torch
     >>> spec = GroupSpec.from_arch("llama2-7b")
     >>> g = {"factor": "qk-gauge", "element": [{"g": [torch.eye(2, dtype=torch.float64)]}]}
-    >>> _sides_part_cheaply(spec, [g], [{"kappa": 1.0}]), _sides_part_cheaply(spec, [g], [{"kappa": 4.0}])
-    (False, True)
+    >>> recs = [{"tensor": "W_Q", "layer": 0, "kappa": 4.0}, {"tensor": "word", "layer": None, "kappa": 1.0}]
+    >>> _sides_part_cheaply(spec, [g], recs)
+    {('W_Q', 0)}
     >>> shift = {"factor": "key-bias-shift", "element": [{"c": torch.ones(2, dtype=torch.float64)}]}
-    >>> _sides_part_cheaply(GroupSpec.from_arch("bert-base"), [g, shift], [{"kappa": 4.0}])  # a translation fits
-    False
+    >>> _sides_part_cheaply(GroupSpec.from_arch("bert-base"), [g, shift], recs)  # a translation fits something
+    set()
     """
     if _Chain.of(spec, steps).translated(spec):
-        return False
-    return any(r["kappa"] > 1.0 + KAPPA_UNIT_SLACK for r in residuals)
+        return set()
+    return {(r["tensor"], r["layer"]) for r in residuals if r["kappa"] > 1.0 + KAPPA_UNIT_SLACK}
 
 
 #: how far past 1 a computed condition number may lie and still be that of an orthogonal map (cond_2 from float64
@@ -5415,6 +5456,8 @@ def _within_rounding(x: Any, y: Any) -> bool:
 
     if x is y:  # a part the projection kept as it was (a translation, a gauge without rotary positions)
         return True
+    if isinstance(x, list) != isinstance(y, list) and len(x if isinstance(x, list) else y) == 1:
+        x, y = (x[0], y) if isinstance(x, list) else (x, y[0])  # one head's block, as G holds it (in_factor)
     if isinstance(y, dict):
         return all(_within_rounding(x[k], v) for k, v in y.items())
     if isinstance(y, list):
@@ -5716,6 +5759,19 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
                 gains = act(spec, gains, s["factor"], el, tags=tags)
         per_step.append(out)
     return per_step
+
+
+def _read_through(spec: GroupSpec, factor: str) -> set[str]:
+    """The tensors a step of ``factor`` may read as it acts, besides those it moves: its tags' vias (a gain, a
+    bias), and a boundary's closing norm (the layer before's, or the embedding norm).
+
+    Examples
+    --------
+    >>> sorted(_read_through(GroupSpec.from_arch("bert-base"), "ffn-input-hyperplane"))
+    ['emb_ln_b', 'emb_ln_w', 'ln1_b', 'ln1_w', 'ln2_b', 'ln2_w']
+    """
+    vias = {n for t in spec.factor(factor).tags if t.via for n in t.via.split(",")}
+    return vias | set(BOUNDARY_NORM) | set(EMBEDDING_NORM.values())
 
 
 def _reads(spec: GroupSpec, factor: str) -> set[str]:
