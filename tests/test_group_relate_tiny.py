@@ -2428,3 +2428,91 @@ def test_a_layernorm_model_with_one_head_per_layer_is_related_to_itself(family, 
         save_weights(weights_from_blocks(a, B), tmp_path / f"x{es}")
         rel = relate(a, load_model(tmp_path / f"x{es}"))
         assert not rel.related and rel.stop.layer == 1, rel.summary()
+
+
+def _llama_with_word_table(tmp: Path, edit: Any, tied: bool) -> Any:
+    """A random Llama-style checkpoint (seed 0) whose word table ``edit`` changes in place, written and read back."""
+    from symtrans.numeric.fixtures import random_model
+
+    m = random_model("llama", seed=0, head=True, tie_word_embeddings=tied)
+    with torch.no_grad():
+        edit(m.model.embed_tokens.weight)
+    m.save_pretrained(tmp)
+    return load_model(tmp)
+
+
+@pytest.mark.parametrize("case", ["sign-symmetric, tied", "rank d-1, untied"])
+def test_a_word_table_that_leaves_the_residual_map_free_is_reported(case, tmp_path):
+    """A probe: canonical fixes the residual map from the word table, each axis's sign by its third moment and,
+    under a rotation, each axis by the table's singular vectors. A table symmetric under x -> -x ([X; -X]: every
+    third moment exactly 0) left the signs to the order of a sum, and one with two equal columns (rank d - 1) left
+    the null axis free; canonical(g . A) then differed from canonical(A) by 70% (35% at W_K) with no ambiguity
+    reported, and the orbit distance of two points of one orbit was 0.5. Those ambiguities are now reported; the
+    unedited table (the control) reports none of them."""
+    from symtrans.group.canonical import canonical
+
+    tied = case.endswith("tied") and not case.endswith("untied")
+
+    def edit(E: Any) -> None:
+        if tied:
+            E[E.shape[0] // 2: 2 * (E.shape[0] // 2)] = -E[:E.shape[0] // 2]
+        else:
+            E[:, 5] = E[:, 2]
+
+    said = "third moment is 0" if tied else "embedding table has rank"
+    a = _llama_with_word_table(tmp_path / "a", edit, tied)
+    assert any(said in x for x in canonical(a).ambiguities), canonical(a).ambiguities
+    control = _llama_with_word_table(tmp_path / "c", lambda E: None, tied)
+    assert not any(said in x for x in canonical(control).ambiguities)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_a_vocabulary_smaller_than_the_residual_stream_gets_a_canonical_form(family, tmp_path):
+    """A probe: an untied model with 16 word rows and d_model 32 under a residual rotation. The SVD gives only
+    16 axes, and canonical indexed 32 (or 31): a torch RuntimeError. The rest of the rotation (in 1^perp under
+    LayerNorm) is now completed from the table's null space and reported as not fixed; the form is A's function
+    (the same logits, through transformers)."""
+    from transformers import AutoModelForCausalLM
+
+    from symtrans.group.canonical import canonical
+
+    random_checkpoint(tmp_path / "a", family, seed=0, vocab=16, head=True, tie_word_embeddings=False)
+    a = load_model(tmp_path / "a")
+    c = canonical(a)
+    # 16 rows: rank 16 of 32 axes (Llama), 15 of 31 once centred (LayerNorm moves 1^perp)
+    rank = {"llama": "rank 16 of the 32 axes", "gpt2": "rank 15 of the 31 axes"}[family]
+    assert any(f"embedding table has {rank}" in x for x in c.ambiguities), c.ambiguities
+    ids = torch.arange(8)[None]
+    ref = _written_output(a, tmp_path / "a64", AutoModelForCausalLM, ids, "logits")
+    got = _written_output(c.weights, tmp_path / "c64", AutoModelForCausalLM, ids, "logits")
+    # transformers' RMSNorm computes in float32 whatever the model's dtype: float32 rounding, not float64's
+    assert float((got - ref).norm() / ref.norm()) < 1e-6
+    stale = c.weights.copy()  # the false case: the form with A's own word table is another function
+    stale.tensors["word"] = a.tensors["word"].clone()
+    bad = _written_output(stale, tmp_path / "s64", AutoModelForCausalLM, ids, "logits")
+    assert float((bad - ref).norm() / ref.norm()) > 1e-2
+
+
+def test_an_ffn_unit_whose_largest_entries_tie_reports_its_free_sign(tmp_path):
+    """A probe: canonical fixes a SwiGLU unit's sign (its scaling may be negative) by the sign of its ``W_in``
+    column's largest entry. A Llama-style unit with two largest entries of equal magnitude and opposite roles left
+    that sign to the rounding of g . A: canonical(g . A) differed from canonical(A) by 135% at ``W_out`` for 3 of
+    6 random elements, with no ambiguity reported. It is now reported; the unedited model (the control) reports
+    none."""
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import random_model
+
+    def written(edit: bool, where: Path) -> Any:
+        m = random_model("llama", seed=0, head=True, tie_word_embeddings=True)
+        if edit:
+            with torch.no_grad():  # the gain 1: canonical reads W_in's rows at the norm's scale
+                m.model.layers[0].post_attention_layernorm.weight.fill_(1.0)
+                up = m.model.layers[0].mlp.up_proj.weight
+                up[5] = 0.1 * up[5] / up[5].abs().max()
+                up[5, 3], up[5, 10] = 0.5, -0.5
+        m.save_pretrained(where)
+        return load_model(where)
+
+    said = "two entries of equal magnitude"
+    assert any(said in x and "ffn-scaling layer 0" in x for x in canonical(written(True, tmp_path / "a")).ambiguities)
+    assert not any(said in x for x in canonical(written(False, tmp_path / "c")).ambiguities)

@@ -50,6 +50,23 @@ from symtrans.numeric.linalg import matmul
 __all__ = ["Canonical", "canonical", "orbit_distance"]
 
 
+def _lead_tied(X: Any, dim: int, tie: float) -> Any:
+    """Per slice of ``X`` along ``dim``: whether its two entries of largest magnitude are equal within ``tie``
+    (relative to the largest), so that the sign read off its largest entry is not fixed by the data.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _lead_tied(torch.tensor([[0.5, 0.1], [-0.5, 0.9]]), 0, 1e-6).tolist()
+    [True, False]
+    """
+    if X.shape[dim] < 2:
+        return X.abs().amax(dim) < 0  # all False: one entry
+    top2 = X.abs().topk(2, dim=dim).values
+    first, second = top2.select(dim, 0), top2.select(dim, 1)
+    return (first - second <= tie * first) & (first > 0)
+
+
 @dataclass
 class Canonical:
     """A gauge-fixed copy of a model: its weights, the element g* with canonical = g* . A, what stays ambiguous.
@@ -121,16 +138,34 @@ class _Canon:
                 if ones:
                     W.sub_(W.mean(1, keepdim=True))
             rms = self.spec.arch.norm == "rmsnorm"
-            U, S, Vh = torch.linalg.svd(W, full_matrices=False)
             k = d if rms else d - 1  # LayerNorm: the table is centred, its axes span 1^perp
-            U, S, V = U[:, :k], S[:k], Vh[:k].T
+            # fewer rows than axes (a small vocabulary): every right singular vector, the table's null space too,
+            # within 1^perp under LayerNorm (the table in the basis of 1^perp; 1 itself stays fixed)
+            from symtrans.numeric.linalg import ones_complement
+
+            basis = None if rms or W.shape[0] >= k else ones_complement(d, W.dtype)
+            U, S, Vh = torch.linalg.svd(W if basis is None else W @ basis, full_matrices=W.shape[0] < k)
+            S = torch.cat([S, S.new_zeros(max(0, k - S.numel()))])[:k]
+            U, V = U[:, :k], (Vh[:k].T if basis is None else basis @ Vh[:k].T)
+            if U.shape[1] < k:
+                U = torch.cat([U, U.new_zeros(U.shape[0], k - U.shape[1])], 1)
             third = (U ** 3).sum(0)
             V = V * torch.where(third < 0, -1.0, 1.0).to(W.dtype)[None, :]
+            # an axis the table does not fix: one beyond its rank (its direction within that null space is free),
+            # or one whose third moment is 0 up to the tie tolerance (a table symmetric under x -> -x along it:
+            # its sign is free). Reported, not fixed: the form of g . A may differ there
+            null = S <= self.tie * S[0] if float(S[0]) > 0 else torch.ones_like(S, dtype=torch.bool)
+            if int(null.sum()) > 0:
+                self.amb.append(f"residual-rotation: the embedding table has rank {k - int(null.sum())} of the {k} "
+                                "axes the rotation moves; the rotation on the rest is not fixed")
+            flat = (third.abs() <= self.tie * (U.abs() ** 3).sum(0)) & ~null
+            if bool(flat.any()):
+                self.amb.append(f"residual-rotation: {int(flat.sum())} axes of the embedding table whose third "
+                                f"moment is 0 within {self.tie:g} relative (the table is symmetric along them); "
+                                "their signs are not fixed")
             if rms:
                 Q = V
             else:  # map the axes onto a fixed basis of 1^perp, and 1 to itself (Q 1 = 1)
-                from symtrans.numeric.linalg import ones_complement
-
                 Q = V @ ones_complement(d, W.dtype).T + torch.full((d, d), 1.0 / d, dtype=W.dtype)
             self.apply(rot_f.name, {"Q": Q})
             gaps = (S[:-1] - S[1:]) / S[0]
@@ -144,7 +179,7 @@ class _Canon:
 
         # the centred table's column norms and third moments, row chunk by row chunk (each chunk centred as the
         # whole table would be: column means once, row means per row), without a centred copy of the table
-        sq, cube, quart = W.new_zeros(d), W.new_zeros(d), W.new_zeros(d)
+        sq, cube, quart, abscube = W.new_zeros(d), W.new_zeros(d), W.new_zeros(d), W.new_zeros(d)
         for i in range(0, W.shape[0], _CHUNK_ROWS):
             c = W[i:i + _CHUNK_ROWS]
             if cm is not None:
@@ -154,7 +189,9 @@ class _Canon:
             c2 = c * c
             sq += c2.sum(0)
             quart += (c2 * c2).sum(0)
-            cube += (c2.mul_(c)).sum(0)
+            c3 = c2.mul_(c)
+            cube += c3.sum(0)
+            abscube += c3.abs_().sum(0)
         norms = sq.sqrt()
         # near-equal norms by the columns' fourth moments (unchanged by the signs fixed below)
         order_list, close = _lex_order([norms, _moment_ratio(quart, sq)], self.tie)
@@ -164,9 +201,14 @@ class _Canon:
                             f"norms differ by less than {self.tie:g} relative (their order may change with rounding)")
         if self.spec.arch.norm == "rmsnorm":
             signs = torch.where(cube[order] < 0, -1.0, 1.0).to(W.dtype)
+            flat = int((cube.abs() <= self.tie * abscube).sum())
         else:
             sign = -1.0 if float(cube.sum()) < 0 else 1.0
             signs = torch.full((d,), sign, dtype=W.dtype)
+            flat = int(abs(float(cube.sum())) <= self.tie * float(abscube.sum()))
+        if flat:  # a table symmetric under x -> -x along a coordinate (or as a whole): that sign is free
+            self.amb.append(f"residual-permutation: {flat} sign{'s' if flat > 1 else ''} of the residual coordinates "
+                            f"whose table's third moment is 0 within {self.tie:g} relative; not fixed")
         self.apply(perm_f.name, {"Q": MonomialMatrix(order.tolist(), signs)})
 
     def scalings(self) -> None:
@@ -239,8 +281,7 @@ class _Canon:
         live = (~dead) & (norm > 0)
         rho = float((norm[live] * g[live]).square().mean().sqrt()) if bool(live.any()) else 1.0
         fixed = torch.where(norm > 0, norm / rho * torch.where(big < 0, -1.0, 1.0).to(norm.dtype), 1.0)
-        top2 = rows.abs().topk(min(2, rows.shape[1]), dim=1).values
-        if rows.shape[1] > 1 and bool((dead & (norm > 0) & (top2[:, 0] - top2[:, 1] <= self.tie * top2[:, 0])).any()):
+        if bool((dead & (norm > 0) & _lead_tied(rows, 1, self.tie)).any()):
             self.amb.append(f"{f.name}{'' if l is None else f' layer {l}'}: a dead channel's rows have two entries "
                             "of equal magnitude at their largest (their sign is not fixed)")
         return pair_signed_rms(torch.where(dead, fixed, v), pairs, ((~dead) | (norm > 0)).to(v.dtype))
@@ -394,6 +435,11 @@ class _Canon:
                 if signed:
                     lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
                     d = d * torch.where(lead < 0, -1.0, 1.0).to(W.dtype)
+                    tied = int((_lead_tied(W, 0, self.tie) & ~dead).sum())
+                    if tied:
+                        self.amb.append(f"{name} layer {l}: {tied} FFN units whose {pivot.tensor} column has two "
+                                        f"entries of equal magnitude (within {self.tie:g}) at its largest: their "
+                                        "sign is not fixed")
                 els.append({"D": MonomialMatrix(list(range(d.numel())), d)})
             self.apply(name, els)
 
@@ -449,6 +495,7 @@ class _Canon:
                 U = matmul(Qa, Uc)
                 lead = U.gather(1, U.abs().argmax(1, keepdim=True))  # each column's entry of largest magnitude
                 sign = torch.where(lead < 0, -1.0, 1.0).to(U.dtype)
+                tied_lead = _lead_tied(U, 1, self.tie).any(1).tolist()
                 Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
@@ -487,6 +534,10 @@ class _Canon:
                     elif gaps[g] and a_ok and b_ok:
                         self.amb.append(f"{f.name} layer {l} head group {g}: near-equal singular values of "
                                         f"{left.tensor} {right.tensor}: their singular vectors are not fixed")
+                    elif tied_lead[g] and a_ok and b_ok:
+                        self.amb.append(f"{f.name} layer {l} head group {g}: a singular vector of {left.tensor} "
+                                        f"{right.tensor} has two entries of equal magnitude (within {self.tie:g}) at "
+                                        "its largest: its sign is not fixed")
                     mats.append(M)
                 els.append({"g": mats})
             self.apply(f.name, els)
