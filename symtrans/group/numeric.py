@@ -353,14 +353,19 @@ def model_blocks(weights: Any) -> dict[str, Any]:
     """The whole model in block form (what :func:`symtrans.group.spec.act` acts on): layers and model tensors.
 
     ``{"layers": [layer_blocks(layer i, key/value heads as stored)], "word": ..., ...}``; vectors are
-    1 x m rows. :func:`weights_from_blocks` is its inverse.
+    1 x m rows. :func:`weights_from_blocks` is its inverse. The blocks are views of ``weights``' tensors, and
+    an action may hand a block back unchanged (a permutation of heads moves the same tensors): clone a block
+    before editing it in place, or ``weights`` changes with it.
 
     Examples
     --------
     >>> from symtrans.numeric import load_model
-    >>> m = model_blocks(load_model("default"))
+    >>> w = load_model("default")
+    >>> m = model_blocks(w)
     >>> len(m["layers"]), tuple(m["word"].shape), tuple(m["emb_ln_w"].shape)
     (6, (30522, 384), (1, 384))
+    >>> m["word"].data_ptr() == w.tensors["word"].data_ptr()  # a view: an edit in place edits w
+    True
     """
     layers = [layer_blocks(weights.layer(i, shared_kv=True)) for i in range(weights.n_layers)]
     model: dict[str, Any] = {"layers": layers}
