@@ -1563,3 +1563,47 @@ def test_a_translation_that_moves_nothing_carries_no_fit_rounding(extra, tmp_pat
     forged["layers"][0]["W_out"][idx] *= 1 + 1000 * 2.0 ** -24
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, forged, tmp_path / "forged"))
     assert not ok and "W_out" in why, why
+
+
+@pytest.mark.parametrize("claim", ["vo-gauge g then g^-1", "norm scalings around a rotation and its transpose"])
+def test_an_element_that_composes_to_the_identity_buys_no_condition_number(claim, tmp_path):
+    """A probe: the tolerance grows with the condition number of each step that acts on a tensor, and a claim
+    chooses its steps. On a random Llama-style checkpoint (seed 3), a value gauge of condition number 99 and then
+    its inverse (the identity) widened every ``W_V`` and ``W_O`` tolerance about 50 times: verify accepted a B with
+    every entry of those tensors x(1 +- 2e-5), its last hidden state 1.6e-5 off (a genuine B, 2e-9). Norm scalings
+    of spread 10^0.6 around a residual rotation and its transpose (the rotation conjugating through the spread
+    gains, condition number about 100) did the same on every weight matrix (x(1 +- 1e-5) passed). A factor whose steps
+    compose counts the product's condition number (here 1): both are refused. Control: B = A (the element) is
+    valid under each claim."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "llama", seed=3)
+    a = load_model(tmp_path / "a")
+    L, d = a.n_layers, a.arch.d_model
+    gen = torch.Generator().manual_seed(0)
+    if claim.startswith("vo-gauge"):
+        G = [[_conditioned(a.arch.d_k, 99.0, 10 * l + h) for h in range(a.arch.H_kv)] for l in range(L)]
+        steps = [{"factor": "vo-gauge", "element": [{"g": G[l]} for l in range(L)]},
+                 {"factor": "vo-gauge", "element": [{"g": [torch.linalg.inv(M) for M in G[l]]} for l in range(L)]}]
+        names, eps = ("W_V", "W_O"), 2e-5
+    else:
+        D = torch.diag(torch.logspace(0, 0.6, d, dtype=torch.float64))
+        Q = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))[0]
+
+        def scalings(M: Any) -> list[dict[str, Any]]:
+            return [{"factor": f, "element": {"D": M} if f == "final-norm-scaling" else [{"D": M}] * L}
+                    for f in ("ln1-scaling", "ln2-scaling", "final-norm-scaling")]
+
+        steps = scalings(D) + [{"factor": "residual-rotation", "element": {"Q": Q}},
+                               {"factor": "residual-rotation", "element": {"Q": Q.T.contiguous()}}] + \
+            scalings(torch.linalg.inv(D))
+        names, eps = ("W_Q", "W_K", "W_V", "W_O", "W_gate", "W_in", "W_out"), 1e-5
+    A = model_blocks(a)
+    _control_is_valid(tmp_path, a, steps, A)
+    forged = {**A, "layers": [dict(lp) for lp in A["layers"]]}  # new dicts: A's tensors are not edited
+    for lp in forged["layers"]:
+        for nm in names:
+            noise = lambda x: x * (1 + eps * torch.sign(torch.randn(x.shape, generator=gen, dtype=x.dtype)))  # noqa: E731
+            lp[nm] = [noise(x) for x in lp[nm]] if isinstance(lp[nm], list) else noise(lp[nm])
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, forged, tmp_path / "forged"))
+    assert not ok and any(nm in why for nm in names), why
