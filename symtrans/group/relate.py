@@ -201,7 +201,9 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
                  f"n = {n}; gamma_n = n u64 / (1 - n u64) = {gamma:.3g}: B's rounding is at most u |B|_F and the "
                  "float64 sums of n products that apply the element carry at most gamma_n; each factor's element "
                  "is fitted to rounded data and carries that error into the tensors it moves, amplified by at "
-                 "most kappa; m such errors add in quadrature; x4 headroom on B's rounding")
+                 "most kappa; m such errors add in quadrature; x4 headroom on B's rounding"
+                 + (f"; the sums amplified by {ka:.3g}, the condition number of the steps applied one after another "
+                    "(4 u (1 + kappa) + gamma_n (1 + that))" if ka != k else ""))
 
 
 def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1,
