@@ -1565,7 +1565,8 @@ def test_a_translation_that_moves_nothing_carries_no_fit_rounding(extra, tmp_pat
     assert not ok and "W_out" in why, why
 
 
-@pytest.mark.parametrize("claim", ["vo-gauge g then g^-1", "norm scalings around a rotation and its transpose"])
+@pytest.mark.parametrize("claim", ["vo-gauge g then g^-1", "vo-gauge g, the identity of S_H, g^-1",
+                                   "norm scalings around a rotation and its transpose"])
 def test_an_element_that_composes_to_the_identity_buys_no_condition_number(claim, tmp_path):
     """A probe: the tolerance grows with the condition number of each step that acts on a tensor, and a claim
     chooses its steps. On a random Llama-style checkpoint (seed 3), a value gauge of condition number 99 and then
@@ -1573,8 +1574,9 @@ def test_an_element_that_composes_to_the_identity_buys_no_condition_number(claim
     every entry of those tensors x(1 +- 2e-5), its last hidden state 1.6e-5 off (a genuine B, 2e-9). Norm scalings
     of spread 10^0.6 around a residual rotation and its transpose (the rotation conjugating through the spread
     gains, condition number about 100) did the same on every weight matrix (x(1 +- 1e-5) passed). A factor whose steps
-    compose counts the product's condition number (here 1): both are refused. Control: B = A (the element) is
-    valid under each claim."""
+    compose counts the product's condition number (here 1): both are refused. A second probe put the identity of
+    the head permutation between the gauge and its inverse, which kept them apart: the identity of another factor
+    between them no longer does. Control: B = A (the element) is valid under each claim."""
     from symtrans.numeric.fixtures import random_checkpoint
 
     random_checkpoint(tmp_path / "a", "llama", seed=3)
@@ -1585,6 +1587,9 @@ def test_an_element_that_composes_to_the_identity_buys_no_condition_number(claim
         G = [[_conditioned(a.arch.d_k, 99.0, 10 * l + h) for h in range(a.arch.H_kv)] for l in range(L)]
         steps = [{"factor": "vo-gauge", "element": [{"g": G[l]} for l in range(L)]},
                  {"factor": "vo-gauge", "element": [{"g": [torch.linalg.inv(M) for M in G[l]]} for l in range(L)]}]
+        if "S_H" in claim:
+            steps.insert(1, {"factor": "S_H", "element": [{"pi": list(range(a.arch.H)),
+                                                           "kappa": list(range(a.arch.H_kv))}] * L})
         names, eps = ("W_V", "W_O"), 2e-5
     else:
         D = torch.diag(torch.logspace(0, 0.6, d, dtype=torch.float64))
@@ -1607,3 +1612,34 @@ def test_an_element_that_composes_to_the_identity_buys_no_condition_number(claim
             lp[nm] = [noise(x) for x in lp[nm]] if isinstance(lp[nm], list) else noise(lp[nm])
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, forged, tmp_path / "forged"))
     assert not ok and any(nm in why for nm in names), why
+
+
+def test_a_translation_and_its_negation_pass_no_condition_number_on(tmp_path):
+    """A probe: a GPT-2 (seed 5) and B = g . A for a value gauge of condition number 99 with every ``W_out`` entry
+    x(1 +- 2e-5) besides. The claim [vo-gauge] refuses it at ``W_out`` (4.77e-7). Appending a centring shift c and
+    then -c (the same element) made the shift a fit that reads the gauge-moved ``W_O`` and moves ``W_out``, so it
+    carried the gauge's 99 there (2.38e-5), and verify accepted the file. A translation factor whose steps sum to
+    0 fits nothing: refused again. Control: B = g . A itself is valid under the longer claim."""
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "gpt2", seed=5)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    (shift,) = random_element(spec, a.n_layers, 0, factors=["centring-shift"])
+
+    def negated(x: Any) -> Any:
+        return [negated(v) for v in x] if isinstance(x, list) else -x
+
+    vo = {"factor": "vo-gauge", "element": [{"g": [_conditioned(a.arch.d_k, 99.0, 10 * l + h)
+                                                   for h in range(a.arch.H_kv)]} for l in range(a.n_layers)]}
+    claim = [vo, shift, {"factor": "centring-shift",
+                         "element": [{k: negated(v) for k, v in e.items()} for e in shift["element"]]}]
+    A = model_blocks(a)
+    _control_is_valid(tmp_path, a, claim, A)
+    moved = apply_steps(spec, A, [vo])
+    gen = torch.Generator().manual_seed(7)
+    moved["layers"] = [{**lp, "W_out": lp["W_out"] * (1 + 2e-5 * torch.sign(torch.randn(
+        lp["W_out"].shape, generator=gen, dtype=lp["W_out"].dtype)))} for lp in moved["layers"]]
+    ok, why = _verdict(_claim(tmp_path / "a", a, claim, moved, tmp_path / "forged"))
+    assert not ok and "W_out" in why, why

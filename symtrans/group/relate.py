@@ -3029,7 +3029,10 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
             done.add(name)
             at = [i for i, s in enumerate(steps) if s["factor"] == name]
             moves = _acts_on(spec, name)
+            # (the identity of another factor between them moves nothing: a claim that put an identity head
+            # permutation between a gauge and its inverse kept each step's condition number, 99, on W_V and W_O)
             between = any(linear_factor(spec, steps[i]["factor"]) and _acts_on(spec, steps[i]["factor"]) & moves
+                          and not _is_identity(steps[i]["element"])
                           for i in range(at[0], at[-1] + 1) if steps[i]["factor"] != name)
             merged = None if between else merge([steps[i]["element"] for i in at])
             if merged is not None:
@@ -5859,10 +5862,15 @@ class _Chain:
     @classmethod
     def of(cls, spec: GroupSpec, steps: list[dict[str, Any]]) -> _Chain:
         rank = solve_rank(spec)
+        # a translation factor whose steps sum to 0 (c, then -c) fits nothing either: named, it carried a gauge's
+        # condition number, 99, from W_O into W_out and b_out
+        counts = collections.Counter(s["factor"] for s in steps if not linear_factor(spec, s["factor"]))
+        cancelled = {n for n, k in counts.items() if k > 1 and _is_identity(_net_component(spec, steps, n) or {"x": 1.0})}
         return cls(tuple(s["factor"] for s in steps),
                    tuple(_acts_on(spec, s["factor"]) for s in steps),
                    tuple(frozenset(_reads(spec, s["factor"])) for s in steps),
-                   tuple(_inert_step(s) for s in steps),  # nothing fitted: no error of its own, none carried on
+                   # nothing fitted: no error of its own, none carried on
+                   tuple(_inert_step(s) or s["factor"] in cancelled for s in steps),
                    tuple(sorted(range(len(steps)), key=lambda i: (rank[steps[i]["factor"]], i))))
 
     def inherit(self, per_step: list[dict[int | None, float]]) -> list[dict[int | None, float]]:
