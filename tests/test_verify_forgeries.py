@@ -1643,3 +1643,34 @@ def test_a_translation_and_its_negation_pass_no_condition_number_on(tmp_path):
         lp["W_out"].shape, generator=gen, dtype=lp["W_out"].dtype)))} for lp in moved["layers"]]
     ok, why = _verdict(_claim(tmp_path / "a", a, claim, moved, tmp_path / "forged"))
     assert not ok and "W_out" in why, why
+
+
+def test_a_gauge_carried_to_another_head_and_undone_there_buys_no_condition_number(tmp_path):
+    """The class behind the probes above: a claim that keeps a gauge and its inverse apart with a step that does
+    move the tensors. On a Llama-style checkpoint (seed 3): a value gauge of condition number 99 on key/value head
+    0, the head permutation swapping heads 0 and 1 (queries with them), the inverse gauge on head 1 (the old head
+    0), and the swap again: the identity. Each gauge step counted its own 99 (every W_V and W_O tolerance about
+    50 times the honest one), so B with those entries x(1 +- 2e-5) would pass. A linear factor in several steps
+    that do not multiply into one buys no condition number: refused. Control: B = A is valid under the claim."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a", "llama", seed=3)
+    a = load_model(tmp_path / "a")
+    L, H, kv = a.n_layers, a.arch.H, a.arch.H_kv
+    assert kv >= 2
+    per = H // kv
+    eye = torch.eye(a.arch.d_k, dtype=torch.float64)
+    G = _conditioned(a.arch.d_k, 99.0, 0)
+    pi = list(range(per, 2 * per)) + list(range(per)) + list(range(2 * per, H))  # swap kv groups 0 and 1
+    swap = {"factor": "S_H", "element": [{"pi": pi, "kappa": [1, 0] + list(range(2, kv))}] * L}
+    steps = [{"factor": "vo-gauge", "element": [{"g": [G] + [eye] * (kv - 1)}] * L}, swap,
+             {"factor": "vo-gauge", "element": [{"g": [eye, torch.linalg.inv(G)] + [eye] * (kv - 2)}] * L}, swap]
+    A = model_blocks(a)
+    _control_is_valid(tmp_path, a, steps, A)
+    gen = torch.Generator().manual_seed(0)
+    forged = {**A, "layers": [dict(lp) for lp in A["layers"]]}
+    for lp in forged["layers"]:
+        for nm in ("W_V", "W_O"):
+            lp[nm] = [x * (1 + 2e-5 * torch.sign(torch.randn(x.shape, generator=gen, dtype=x.dtype))) for x in lp[nm]]
+    ok, why = _verdict(_claim(tmp_path / "a", a, steps, forged, tmp_path / "forged"))
+    assert not ok and ("W_V" in why or "W_O" in why), why

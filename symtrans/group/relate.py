@@ -5769,11 +5769,19 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
     names = _conjugating_gains(spec) if gains is not None else set()
     products = {} if measure is not None or spec is None or not composed else \
         {st["factor"]: st["element"] for st in _composed_steps(spec, steps) if not any(st is x for x in steps)}
+    # a linear factor in several steps that do not multiply into one (another step between them moves its tensors:
+    # a head permutation that carries a gauge on head 0 to head 1, where its inverse undoes it) buys no condition
+    # number at all: what they compose to is not read here, and each step's own is what a claim chooses
+    if products is not None and measure is None and spec is not None and composed:
+        repeated = collections.Counter(st["factor"] for st in steps if linear_factor(spec, st["factor"]))
+        products.update({n: None for n, k in repeated.items() if k > 1 and n not in products})
 
     for s in steps:
         out: dict[int | None, float] = {}
         el = products.get(s["factor"], s["element"])
-        if isinstance(el, list):
+        if el is None:  # (above) nothing read: each layer 1
+            pass
+        elif isinstance(el, list):
             for l, e in enumerate(el):
                 k = max([cond(v) for v in e.values() if not isinstance(v, list)]
                         + [_largest([m for m in v if hasattr(m, "shape")], cond) for v in e.values()
@@ -5783,7 +5791,7 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
             k = max([cond(v) for v in el.values() if not isinstance(v, list)] + [1.0])
             out[None] = max(out.get(None, 1.0), k)
         if gains is not None:
-            for l, k in conjugation_kappa(spec, s["factor"], el, gains).items():
+            for l, k in ({} if el is None else conjugation_kappa(spec, s["factor"], el, gains)).items():
                 out[l] = max(out.get(l, 1.0), k)
             tags = tuple(t for t in spec.factor(s["factor"]).tags if t.tensor in names)
             if tags:  # the gains as this step leaves them: its own element
