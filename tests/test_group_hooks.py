@@ -183,3 +183,20 @@ def test_every_cell_on_tiny_decoders(family, extra, tmp_path):
                                     "olmo2", "smollm3"])
 def test_every_cell_on_every_other_family(family, tmp_path):
     _every_cell_on(family, {}, tmp_path)
+
+
+def test_a_map_on_both_sides_of_a_product_reads_as_one_map_and_a_tied_head_as_the_word_table():
+    """A probe read the table's two-sided cells, ``W_Q W_K^T[h] -> Q^-1 W_Q W_K^T[h] (left ...); W_Q W_K^T[h] ->
+    W_Q W_K^T[h] (Q^-1)^T (right ...)``, as two maps, each 1.4-1.8 off alone; only both at once are right. They
+    are now written as one map. And a tied causal LM's W_U said only "no untied output head", though W_U = W_E^T
+    moves with the word table (GPT-2's moved 1.39 under the residual permutation). (``layers=2`` on the 12-layer
+    GPT-2 preset raised an IndexError: a between-layer factor's boundaries were counted at the preset's depth.)"""
+    rows = {(c.hook, c.factor): c for c in gauge_table("gpt2", layers=2)}
+    qk = rows["W_Q W_K^T", "residual-permutation"].how
+    assert qk.count("->") == 1 and "left by Q^-1, right by (Q^-1)^T" in qk, qk
+    vo = rows["W_V W_O", "residual-permutation"].how
+    assert vo.count("->") == 1 and vo.startswith("W_V W_O[h] -> Q^-1 W_V W_O[h] Q"), vo
+    assert rows["W_U", "residual-permutation"].how.startswith("tied: W_U = W_E^T")
+    assert rows["W_E", "residual-permutation"].verdict == "covariant"
+    encoder = {(c.hook, c.factor): c for c in gauge_table("minilm-l6-h384", layers=2)}
+    assert encoder["W_U", "S_H"].how == "this architecture has no untied output head"

@@ -124,6 +124,29 @@ class Move:
     part: int | None
     through: str | None = None
 
+    def map_part(self, hook: str) -> tuple[str, str, str, bool] | None:
+        """A linear map's parts, ``(hook as written, the map, its side, per head)``; None for a shift or a
+        reordering of heads.
+
+        Examples
+        --------
+        >>> t = AxisTag("W_V", 1, "vo-gauge", "right", "element", "g", index="kv")
+        >>> Move("lin", "v", t, 0).map_part("hook_z")
+        ('hook_z[h]', 'g', 'right', True)
+        """
+        t = self.tag
+        if self.kind != "lin" or t.how == "permutation":
+            return None
+        from symtrans.group.spec import ACTIONS
+
+        per_head = self.axis in ("qk", "v") or t.index is not None or self.through == "W_O"
+        h = f"{hook}[h]" if per_head and self.axis != "head" else hook
+        what = ACTIONS[t.how].describe(t)
+        side = "right" if t.side == "right" else "left"
+        if " " in hook and t.tensor in ("W_K", "W_O") and t.side == "left" and self.axis == "model":
+            what, side = f"({what})^T", "right"  # the product's second factor: its rows are the columns
+        return h, what, side, per_head
+
     def text(self, hook: str) -> str:
         """The move in words, e.g. ``hook_z[h] -> hook_z[h] g``."""
         t = self.tag
@@ -132,12 +155,7 @@ class Move:
         if self.kind == "lin" and t.how == "permutation":
             return f"{hook}[h] -> {hook}[{t.component}(h)] (heads reordered)"
         if self.kind == "lin":
-            from symtrans.group.spec import ACTIONS
-
-            what = ACTIONS[t.how].describe(t)
-            side = "right" if t.side == "right" else "left"
-            if " " in hook and t.tensor in ("W_K", "W_O") and t.side == "left" and self.axis == "model":
-                what, side = f"({what})^T", "right"  # the product's second factor: its rows are the columns
+            h, what, side, per_head = self.map_part(hook)  # type: ignore[misc]
             form = f"{h} {what}" if side == "right" else f"{what} {h}"
             return f"{h} -> {form} ({side} by {what}{', per head' if per_head else ''})"
         if self.through:
@@ -241,7 +259,10 @@ def _layer_tags(spec: GroupSpec, factor: str, L: int) -> tuple[list[_Tags], _Tag
     f = spec.factor(factor)
     layers = [_Tags() for _ in range(L)]
     model = _Tags()
-    n_b = int(spec.boundaries("model").subs(spec.arch.substitutions()).subs("L", L)) if f.scope == "stack" else 0
+    # the boundaries among these L layers: the architecture's (L - 1, or L with an embedding norm) for its own
+    # depth, one fewer per layer left out (``gauge_table(..., layers=2)`` on a 12-layer GPT-2 indexed layer 11)
+    n_b = max(0, int(spec.boundaries("model").subs(spec.arch.substitutions())) - (int(spec.arch.L) - L)) \
+        if f.scope == "stack" else 0
     first = L - n_b
     for t in f.tags:
         if f.scope == "layer":
@@ -619,14 +640,31 @@ def gauge_table(arch: Architecture | str | Any, layers: int | None = None) -> li
 
 
 def _one(tl: str, e: Effect) -> str:
+    """An effect in words; a map on both sides of a product (``L W R``) as one map, not as two.
+
+    Examples
+    --------
+    >>> c = next(c for c in gauge_table("llama2-7b", layers=2) if c.hook == "W_Q W_K^T" and c.factor == "ln1-scaling")
+    >>> c.how
+    'W_Q W_K^T[h] -> D^-1 W_Q W_K^T[h] (D^-1)^T (left by D^-1, right by (D^-1)^T, per head)'
+    """
     if e.data:
         return _WHY.get(e.data, e.data)
+    parts = [m.map_part(tl) for m in e.moves]
+    sides = {p[2]: p for p in parts if p is not None}
+    if len(parts) == 2 and None not in parts and set(sides) == {"left", "right"} and \
+            sides["left"][0] == sides["right"][0]:
+        (h, left, _, per), (_, right, _, per2) = sides["left"], sides["right"]
+        return (f"{h} -> {left} {h} {right} (left by {left}, right by {right}"
+                f"{', per head' if per or per2 else ''})")
     return "; ".join(dict.fromkeys(m.text(tl) for m in e.moves))
 
 
 def _summary(tl: str, effects: tuple[Effect, ...], spec: GroupSpec, name: str) -> tuple[str, str]:
     if name == "lm_head" and name not in _model_names(spec):
-        return "absent", "this architecture has no untied output head"
+        tied = spec.arch.attention == "causal" and spec.arch.tied_lm_head  # a causal LM's head is the word table
+        return "absent", ("tied: W_U = W_E^T, moved as the W_E row says" if tied else
+                          "this architecture has no untied output head")
     texts = [(e.verdict, _one(tl, e)) for e in effects]
     first = texts[min(1, len(texts) - 1)]  # a middle layer (layer 1) speaks for the rest
     others = [f"layer {i}: {v}{(' (' + h + ')') if h else ''}" for i, (v, h) in enumerate(texts) if (v, h) != first]
