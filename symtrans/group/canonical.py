@@ -67,6 +67,20 @@ def _lead_tied(X: Any, dim: int, tie: float) -> Any:
     return (first - second <= tie * first) & (first > 0)
 
 
+def _third_moment_tie(tie: float, n: int) -> float:
+    """How small a third moment ``sum x_i^3`` of ``n`` values, relative to ``sum |x_i|^3``, is 0 as far as their
+    rounding can tell: each value's relative rounding (at most ``tie``) moves the sum by terms of random sign, about
+    ``tie / sqrt(n)`` of it, while a table's third moment is typically ``1 / sqrt(n)`` of it. ``tie`` alone (8 u at
+    bfloat16: 0.031) would call most axes of a 32,000-row table sign-free.
+
+    Examples
+    --------
+    >>> _third_moment_tie(1e-6, 10_000)
+    1e-08
+    """
+    return tie / math.sqrt(max(n, 1))
+
+
 @dataclass
 class Canonical:
     """A gauge-fixed copy of a model: its weights, the element g* with canonical = g* . A, what stays ambiguous.
@@ -158,11 +172,12 @@ class _Canon:
             if int(null.sum()) > 0:
                 self.amb.append(f"residual-rotation: the embedding table has rank {k - int(null.sum())} of the {k} "
                                 "axes the rotation moves; the rotation on the rest is not fixed")
-            flat = (third.abs() <= self.tie * (U.abs() ** 3).sum(0)) & ~null
+            cut = _third_moment_tie(self.tie, U.shape[0])
+            flat = (third.abs() <= cut * (U.abs() ** 3).sum(0)) & ~null
             if bool(flat.any()):
                 self.amb.append(f"residual-rotation: {int(flat.sum())} axes of the embedding table whose third "
-                                f"moment is 0 within {self.tie:g} relative (the table is symmetric along them); "
-                                "their signs are not fixed")
+                                f"moment is 0 within {cut:.3g} of its absolute one (the table is symmetric along "
+                                "them, as far as its rounding tells); their signs are not fixed")
             if rms:
                 Q = V
             else:  # map the axes onto a fixed basis of 1^perp, and 1 to itself (Q 1 = 1)
@@ -201,14 +216,16 @@ class _Canon:
                             f"norms differ by less than {self.tie:g} relative (their order may change with rounding)")
         if self.spec.arch.norm == "rmsnorm":
             signs = torch.where(cube[order] < 0, -1.0, 1.0).to(W.dtype)
-            flat = int((cube.abs() <= self.tie * abscube).sum())
+            cut = _third_moment_tie(self.tie, W.shape[0])
+            flat = int((cube.abs() <= cut * abscube).sum())
         else:
             sign = -1.0 if float(cube.sum()) < 0 else 1.0
             signs = torch.full((d,), sign, dtype=W.dtype)
-            flat = int(abs(float(cube.sum())) <= self.tie * float(abscube.sum()))
+            cut = _third_moment_tie(self.tie, W.shape[0] * d)
+            flat = int(abs(float(cube.sum())) <= cut * float(abscube.sum()))
         if flat:  # a table symmetric under x -> -x along a coordinate (or as a whole): that sign is free
             self.amb.append(f"residual-permutation: {flat} sign{'s' if flat > 1 else ''} of the residual coordinates "
-                            f"whose table's third moment is 0 within {self.tie:g} relative; not fixed")
+                            f"whose table's third moment is 0 within {cut:.3g} of its absolute one; not fixed")
         self.apply(perm_f.name, {"Q": MonomialMatrix(order.tolist(), signs)})
 
     def scalings(self) -> None:
