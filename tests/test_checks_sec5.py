@@ -174,6 +174,45 @@ def test_mlp_span_reading_fails_on_real_weights_holds_when_attention_adds_nothin
     assert still.verdict is Verdict.SUPPORTED and still.details["new_directions"] == 0
 
 
+def test_mlp_span_is_not_decided_by_a_cut_the_tested_states_set(w):
+    """A probe: the bundled model moved by a random element of G (seed 1; the same function) makes X_L, through the
+    paper's attention and residual without LayerNorm, 2.7e18 against X0's 80. rank [X0; X_L] cut relative to the
+    joint matrix put every direction of X0 below the cut, X_L alone gave the same rank as X0, and the reading said
+    "supported" with 99.7% of X_L outside the span. The part of X_L outside X0's row space, cut relative to X_L, is
+    decided: it fails, as on the unmoved model. (The false case, attention adding nothing, is supported above.)"""
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, random_element
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(w.arch)
+    moved = weights_from_blocks(w, apply_steps(spec, model_blocks(w), random_element(spec, w.n_layers, 1)))
+    ev = sec5.check_mlp_span(context(moved, n=16))[0]
+    assert ev.verdict is Verdict.FAILS and ev.details["energy_outside_span"] > 0.5, ev.summary
+    assert ev.details["new_directions"] > 0
+    _well_formed(ev)
+
+
+def test_the_residual_sweeps_can_fail_so_they_are_counted(w):
+    """A probe: both residual depth sweeps (thm-5.3's consequence, cor-mlp-role's 'not necessary') were sanity
+    checks, "it cannot fail on any legal input", and so counted as not-run. On the bundled model moved by G's
+    attention input hyperplane (the same function through LayerNorm and the biases, which the paper's form drops)
+    both collapse: a legal input on which they fail. They are counted now; the readings are about the stored
+    parametrisation and generic, so that instance does not refute them. The unmoved model: supported."""
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, random_element
+    from symtrans.group.spec import GroupSpec
+
+    spec = GroupSpec.from_arch(w.arch)
+    steps = random_element(spec, w.n_layers, 2, factors=["attention-input-hyperplane"])
+    moved = weights_from_blocks(w, apply_steps(spec, model_blocks(w), steps))
+    for check in (sec5.check_mlp_not_necessary, sec5.check_sweep_residual):
+        real, off = check(context(w, n=32))[0], check(context(moved, n=32))[0]
+        assert real.counted and off.counted
+        assert real.verdict is Verdict.SUPPORTED, real.summary
+        assert off.verdict is Verdict.FAILS, off.summary
+        assert counted_verdict(off, "generic")[0] is not Verdict.FAILS  # an instance does not refute it
+
+
 def test_mlp_collapse_readings_on_real_weights_and_false_cases(w):
     ctx = context(w, n=12)
     nn_ev = sec5.check_mlp_not_necessary(ctx)[0]
