@@ -1934,6 +1934,23 @@ class _Solver:
                                f"it, past {KEY_NOISE_LIMIT:g}: a part far below a translation G cancels there)")
         return False
 
+    def key_unit(self, name: str, l: int, n: int) -> float:
+        """The per-entry rounding a key bound scales (:meth:`head_key_noise`, :meth:`ffn_key_noise`): ``u +
+        gamma_n / 4`` of tensor ``name``'s storage at layer ``l``, sums of ``n`` products, i.e. relation_tolerance
+        at kappa 1 without its 4x headroom and its (1 + kappa) = 2 (each bound puts the headroom back).
+
+        Examples
+        --------
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(w.arch)
+        >>> s = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "float32")
+        >>> from symtrans.precision import unit_roundoff
+        >>> s.key_unit("W_in", 0, 1) == unit_roundoff("float32")  # one product: no sum's rounding
+        True
+        """
+        return relation_tolerance(self.precision(name, l), 1.0, length=n)[0] / 8
+
     def head_key_noise(self, l: int, *, b_only: bool = False) -> Any:
         """Per head of B in layer ``l``: a bound on how far its keys (:meth:`head_keys`) can lie from those of
         g . A when B is g . A up to storage rounding, on either side (A's carried by the steps so far).
@@ -1964,7 +1981,7 @@ class _Solver:
         R = self.sketch(d, lp_b["W_Q"][0].dtype)
         r2 = float(torch.linalg.matrix_norm(R, ord=2))
         n = max(self.applied_length(l), d, int(lp_b["W_Q"][0].shape[1]))
-        u = relation_tolerance(self.precision("W_Q", l), 1.0, length=n)[0] / 8  # u + gamma_n / 4 at kappa 1
+        u = self.key_unit("W_Q", l, n)
         kv = torch.arange(len(lp_b["W_Q"])) // self.group
 
         def side(lp: dict[str, Any]) -> Any:
@@ -2006,7 +2023,7 @@ class _Solver:
         R = self.sketch(d, self.tgt["layers"][l]["W_in"].dtype)
         r2 = float(torch.linalg.matrix_norm(R, ord=2))
         n = max(self.applied_length(l), *self.tgt["layers"][l]["W_in"].shape)  # the products' longest sum
-        u_in, u_out = (relation_tolerance(self.precision(x, l), 1.0, length=n)[0] / 8 for x in ("W_in", "W_out"))
+        u_in, u_out = (self.key_unit(x, l, n) for x in ("W_in", "W_out"))
 
         def side(params: dict[str, Any]) -> float:
             lp = params["layers"][l]
@@ -2943,6 +2960,21 @@ def _near_pattern(x: Any) -> Any:
     return x * (x.abs() > 1e-12 * top)
 
 
+def _repeated_factors(spec: GroupSpec, steps: list[dict[str, Any]], *, linear: bool) -> set[str]:
+    """The factors, linear ones or translations (``linear``), that occur in more than one step of ``steps``: what a
+    claim may split or cancel, whose steps the tolerances read as one element.
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> st = [{"factor": f, "element": {}} for f in ("qk-gauge", "key-bias-shift", "qk-gauge", "key-bias-shift")]
+    >>> _repeated_factors(spec, st, linear=True), _repeated_factors(spec, st[:3], linear=False)
+    ({'qk-gauge'}, set())
+    """
+    counts = collections.Counter(st["factor"] for st in steps if linear_factor(spec, st["factor"]) == linear)
+    return {n for n, k in counts.items() if k > 1}
+
+
 def _composes_reversed(tag: Any) -> bool:
     """Whether a tag's actions compose in reverse order of the steps: ``W g1 g2`` (on the right by the element),
     ``(g1 g2)^-1 W`` (on the left by the inverse) and ``W g1^-T g2^-T = W ((g1 g2)^-1)^T`` read ``g1 g2``; ``g2 g1
@@ -2982,10 +3014,7 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
     """
     from symtrans.group.numeric import MonomialMatrix
 
-    counts: dict[str, int] = {}
-    for st in steps:
-        if linear_factor(spec, st["factor"]):
-            counts[st["factor"]] = counts.get(st["factor"], 0) + 1
+    repeated = _repeated_factors(spec, steps, linear=True)
 
     def product(xs: list[Any], reverse: bool) -> Any:
         """The components ``xs`` (one per step) multiplied in order (``reverse``: the other way); None where they
@@ -3023,7 +3052,7 @@ def _composed_steps(spec: GroupSpec, steps: list[dict[str, Any]]) -> list[dict[s
     done: set[str] = set()
     for st in steps:
         name = st["factor"]
-        if counts.get(name, 0) < 2:
+        if name not in repeated:
             out.append(st)
         elif name not in done:
             done.add(name)
@@ -3593,10 +3622,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     chain = _Chain.of(spec, steps)
     kappa = chain.inherit(_element_kappa(steps, len(moved["layers"]), spec=spec, source=source))
     # each step's own (a factor whose steps compose counts their product in ``kappa``): float64's sums of them
-    repeated = any(n > 1 for n in collections.Counter(st["factor"] for st in steps
-                                                       if linear_factor(spec, st["factor"])).values())
     arithmetic = chain.inherit(_element_kappa(steps, len(moved["layers"]), spec=spec, source=source,
-                                              composed=False)) if repeated else kappa
+                                              composed=False)) if _repeated_factors(spec, steps, linear=True) else kappa
     per_length = _element_kappa(steps, len(moved["layers"]), measure=element_length)
     length = chain.inherit(per_length)
     # a head moved through its hyperplane: the float64 sums of its product, amplified by the term it adds. What
@@ -4348,8 +4375,7 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     # pivot, so a factor's steps count its fit once (the largest), and a step reads its pivot without what the
     # same factor's earlier steps put there: read with it, a claim of 50 steps of a fiftieth compounded the bound
     # about twofold per step (1e15 u in W_in) and a B with a W_in entry x(1 + 400 u) passed where one step refuses 20 u
-    counts = collections.Counter(s["factor"] for s in steps if not linear_factor(spec, s["factor"]))
-    split = {n for n, k in counts.items() if k > 1}
+    split = _repeated_factors(spec, steps, linear=False)
     net = {n: _net_component(spec, steps, n) for n in split}
     allow: dict[tuple[str, int | None], dict[str, Any]] = {}
     unknown: set[tuple[str, int | None]] = set()
@@ -5772,9 +5798,8 @@ def _element_kappa(steps: list[dict[str, Any]], L: int, measure: Any = None, *, 
     # a linear factor in several steps that do not multiply into one (another step between them moves its tensors:
     # a head permutation that carries a gauge on head 0 to head 1, where its inverse undoes it) buys no condition
     # number at all: what they compose to is not read here, and each step's own is what a claim chooses
-    if products is not None and measure is None and spec is not None and composed:
-        repeated = collections.Counter(st["factor"] for st in steps if linear_factor(spec, st["factor"]))
-        products.update({n: None for n, k in repeated.items() if k > 1 and n not in products})
+    if measure is None and spec is not None and composed:
+        products.update({n: None for n in _repeated_factors(spec, steps, linear=True) if n not in products})
 
     for s in steps:
         out: dict[int | None, float] = {}
@@ -5872,8 +5897,8 @@ class _Chain:
         rank = solve_rank(spec)
         # a translation factor whose steps sum to 0 (c, then -c) fits nothing either: named, it carried a gauge's
         # condition number, 99, from W_O into W_out and b_out
-        counts = collections.Counter(s["factor"] for s in steps if not linear_factor(spec, s["factor"]))
-        cancelled = {n for n, k in counts.items() if k > 1 and _is_identity(_net_component(spec, steps, n) or {"x": 1.0})}
+        cancelled = {n for n in _repeated_factors(spec, steps, linear=False)
+                     if (net := _net_component(spec, steps, n)) is not None and _is_identity(net)}
         return cls(tuple(s["factor"] for s in steps),
                    tuple(_acts_on(spec, s["factor"]) for s in steps),
                    tuple(frozenset(_reads(spec, s["factor"])) for s in steps),
