@@ -318,7 +318,6 @@ class _Canon:
         s.prescribed.clear()
 
     def heads(self) -> None:
-        import torch
 
         s = self.s
         f = s.present.get("S_H")  # the factor this step canonicalises
@@ -328,8 +327,7 @@ class _Canon:
         for l in range(s.L):
             lp = self.cur["layers"][l]
             H = len(lp["W_Q"])
-            vo = [float(torch.linalg.norm(matmul(lp["W_V"][h // self.group], lp["W_O"][h]))) for h in range(H)]
-            qk = [float(torch.linalg.norm(matmul(lp["W_Q"][h], lp["W_K"][h // self.group].T))) for h in range(H)]
+            vo, qk = _head_product_norms(lp, self.group)
             top = max(max(vo), 1e-300)
             space = None
             if len(self._runs(list(range(H)), vo, top)) < H:
@@ -596,6 +594,37 @@ def _centred_moments(W: Any, cols: bool, ones: bool) -> tuple[Any, Any, Any, Any
     return sq, cube, quart, abscube
 
 
+def _head_product_norms(lp: dict[str, Any], group: int) -> tuple[list[float], list[float]]:
+    """Per query head h of one layer's blocks: ``|W_V^kv W_O^h|_F`` and ``|W_Q^h W_K^kv^T|_F`` (kv = h // group),
+    from the heads' k x k Gram matrices, batched: ``|A B^T|_F^2 = sum((A^T A) * (B^T B))``.
+
+    Not the d x d products: 12 times fewer flops on the bundled MiniLM's heads (d_model 384, d_k 32), one batched
+    product per tensor. Both Grams are positive semi-definite, so the sum is at least 0 up to rounding (clamped
+    there); its rounding, about ``k u |A|^2 |B|^2``, is far below the tie the canonical form orders by.
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> lp = {n: [torch.randn(*s, dtype=torch.float64, generator=g) for _ in range(k)]
+    ...       for n, s, k in (("W_Q", (8, 2), 4), ("W_K", (8, 2), 2), ("W_V", (8, 2), 2), ("W_O", (2, 8), 4))}
+    >>> vo, qk = _head_product_norms(lp, 2)
+    >>> want = [float(torch.linalg.norm(lp["W_Q"][h] @ lp["W_K"][h // 2].T)) for h in range(4)]
+    >>> max(abs(a - b) for a, b in zip(qk, want)) < 1e-12
+    True
+    """
+    import torch
+
+    def gram(blocks: list[Any], rows: bool) -> Any:  # A^T A per block (rows: A A^T, for W_O's row space)
+        X = torch.stack(blocks)
+        return matmul(X, X.mT) if rows else matmul(X.mT, X)
+
+    kv = torch.arange(len(lp["W_Q"])) // group
+    sq_vo = (gram(lp["W_V"], False)[kv] * gram(lp["W_O"], True)).sum((1, 2)).clamp_min(0)
+    sq_qk = (gram(lp["W_Q"], False) * gram(lp["W_K"], False)[kv]).sum((1, 2)).clamp_min(0)
+    return sq_vo.sqrt().tolist(), sq_qk.sqrt().tolist()
+
+
 def _lex_order(keys: list[Any], tie: float) -> tuple[list[int], int]:
     """Indices by the first key, largest first; each run of neighbours within ``tie`` of that key's largest
     magnitude by the next key, and so on. Returns the order and how many neighbouring pairs are equal (within the
@@ -631,8 +660,12 @@ def _lex_order(keys: list[Any], tie: float) -> tuple[list[int], int]:
         if not close.any():  # no neighbours within the tie: the order is final (most runs, one sort)
             out.extend(order.tolist())
             return
-        for r in np.split(order, np.flatnonzero(~close) + 1):
-            place(r, depth + 1)
+        cuts = [0, *(np.flatnonzero(~close) + 1).tolist(), len(order)]
+        for a, b in zip(cuts[:-1], cuts[1:]):  # a run of one is placed here, not by a call per unit
+            if b - a == 1:
+                out.append(int(order[a]))
+            else:
+                place(order[a:b], depth + 1)
 
     place(np.arange(len(vals[0])), 0)
     return out, tied
