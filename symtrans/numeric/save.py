@@ -198,7 +198,7 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
     from symtrans.numeric.weights import _LAYOUTS, GAIN_OFFSET_TENSORS, HEAD_KEY, LLAMA_LIKE
 
     lay = _LAYOUTS.get(family)
-    if lay is None or family == "gpt_neox":  # GPT-NeoX: its fused query_key_value layout is not written yet
+    if lay is None:
         raise SymtransError(f"{family}: writing this family is not supported")
     prefix = next((p for p in lay["prefixes"] if p + lay["word"] in out), None)
     if prefix is None:
@@ -220,6 +220,8 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
                 _put(out, lp + key, q[name])
         elif family in LLAMA_LIKE:
             _put_llama_layer(out, f"{prefix}layers.{i}.", q, weights.arch)
+        elif family == "gpt_neox":
+            _put_neox_layer(out, f"{prefix}layers.{i}.", q, D)
         else:
             k = _layer_keys(family, prefix, i)
             for tag, w, b in (("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"), ("v", "W_V", "b_V")):
@@ -271,6 +273,38 @@ def save_weights(weights: Any, directory: str | Path, *, dtype: str | None = Non
         elif (target / extra).is_file():
             (target / extra).unlink()
     return target
+
+
+def _put_neox_layer(out: dict[str, Any], lp: str, q: dict[str, Any], D: int) -> None:
+    """One GPT-NeoX layer written under ``lp``: the inverse of the loader's ``_neox_layer``. ``query_key_value``
+    holds ``H`` blocks of ``3 d_k`` output rows (each head's q, k, v in turn), not three blocks of ``H d_k``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from symtrans.numeric.fixtures import random_checkpoint
+    >>> from symtrans.numeric.weights import load_model
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = random_checkpoint(d + "/a", "gpt_neox", seed=0)
+    ...     w = load_model(d + "/a"); w.tensors["W_K"][0, 1, 2, 0] += 0.5; w.tensors["b_V"][0, 1, 0] += 0.5
+    ...     back = load_model(save_weights(w, d + "/b"))
+    ...     max(float((back.tensors[k] - w.tensors[k]).abs().max()) for k in w.tensors if w.tensors[k] is not None) < 1e-6
+    True
+    """
+    import torch
+
+    qkv = torch.stack([q[n].transpose(1, 2) for n in ("W_Q", "W_K", "W_V")], 1)  # H x 3 x d_k x D
+    _put(out, lp + "attention.query_key_value.weight", qkv.reshape(-1, D))
+    _put(out, lp + "attention.query_key_value.bias", torch.stack([q[n] for n in ("b_Q", "b_K", "b_V")], 1).reshape(-1))
+    _put(out, lp + "attention.dense.weight", q["W_O"].reshape(-1, D).T)
+    _put(out, lp + "attention.dense.bias", q["b_O"])
+    for ln, key in (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")):
+        _put(out, f"{lp}{key}.weight", q[f"{ln}_w"])
+        _put(out, f"{lp}{key}.bias", q[f"{ln}_b"])
+    _put(out, lp + "mlp.dense_h_to_4h.weight", q["W_in"].T)
+    _put(out, lp + "mlp.dense_h_to_4h.bias", q["b_in"])
+    _put(out, lp + "mlp.dense_4h_to_h.weight", q["W_out"].T)
+    _put(out, lp + "mlp.dense_4h_to_h.bias", q["b_out"])
 
 
 def _put_llama_layer(out: dict[str, Any], lp: str, q: dict[str, Any], arch: Any) -> None:
