@@ -680,6 +680,48 @@ def _lstsq(A: Any, B: Any, *, singular_values: bool = False) -> Any:
     return (out.solution, out.singular_values) if singular_values else out.solution
 
 
+def _two_nearest(KB: Any, KA: Any) -> Any:
+    """Per row of ``KB``, the indices of its nearest and second-nearest rows of ``KA`` in that order, exactly as
+    ``torch.cdist(KB, KA).topk(2, largest=False)`` orders them, or None where that is not certain (the caller then
+    forms the distances).
+
+    Why: :meth:`_Solver._match` on the heads' keys (a dozen rows of 24,576 values on the bundled model) spent
+    18 ms per relate in ``cdist``, which streams every pair's difference; the squared distances read off one
+    Gram product cost a tenth of that. They carry the Gram's rounding (the norms' and the dot products': at most
+    ``4 gamma_(n+2) (|a|^2 + |b|^2)`` each), and cdist's own distances carry ``gamma_n`` of theirs; where every
+    row's nearest, second and the rest lie apart by more than both, cdist's order is that one, and otherwise
+    (near-ties, values that are not finite, more than 25 rows, where cdist itself goes through a Gram product)
+    None: the answer is cdist's in every case.
+
+    Examples
+    --------
+    >>> import torch
+    >>> KA = torch.randn(12, 300, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> p = torch.randperm(12, generator=torch.Generator().manual_seed(1))
+    >>> KB = KA[p] + 1e-9
+    >>> bool((_two_nearest(KB, KA) == torch.cdist(KB, KA).topk(2, largest=False).indices).all())
+    True
+    >>> _two_nearest(torch.cat([KB[:1], KB[:1]]), torch.cat([KA[:1], KA[:1]])) is None  # a tie: cdist decides
+    True
+    """
+    from symtrans.precision import sum_rounding
+
+    n, m = int(KA.shape[0]), int(KA.shape[1])
+    if n < 2 or n > 25 or KB.shape[0] > 25:
+        return None
+    na, nb = (KA * KA).sum(1), (KB * KB).sum(1)
+    size = nb[:, None] + na[None, :]
+    D2 = size - 2 * matmul(KB, KA.T)
+    err = 4 * sum_rounding(m + 2) * size  # the Gram's rounding, then cdist's own (relative) and its square root's
+    err = err + 2 * sum_rounding(m + 8) * (D2.abs() + err)
+    order = D2.argsort(dim=1)
+    d, e = D2.gather(1, order), err.gather(1, order)
+    apart = d[:, 0] + e[:, 0] < d[:, 1] - e[:, 1]
+    if n > 2:
+        apart &= d[:, 1] + e[:, 1] < (d[:, 2:] - e[:, 2:]).min(1).values
+    return order[:, :2] if bool(apart.all()) else None
+
+
 #: a pivot block whose condition number exceeds this has its gauge solved on both tensors the gauge acts on
 #: (:func:`_two_sided_gauge`) where the solve is by SVD; below it the pivot alone fixes the gauge to within its
 #: rounding times this number, well inside the check's tolerance
@@ -1733,11 +1775,15 @@ class _Solver:
             R = self._sketches[key]
             D = torch.cdist(matmul(KB, R), matmul(KA, R))
         else:
-            D = torch.cdist(KB, KA)
-        near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
+            D = None  # the exact distances only where the Gram matrix leaves the two nearest open
+            near = _two_nearest(KB, KA)
+            if near is None:
+                D = torch.cdist(KB, KA)
+        if D is not None:
+            near = D.topk(min(2, D.shape[1]), dim=1, largest=False).indices
         best = near[:, 0]
         dist = (KB - KA[best]).norm(dim=1) / scale
-        if D.shape[1] > 1:  # a second A key as close (in full) is a tie
+        if KA.shape[0] > 1:  # a second A key as close (in full) is a tie
             second = (KB - KA[near[:, 1]]).norm(dim=1) / scale
             close = second <= tol
             if tie is not None and bool(close.any()):
@@ -2317,14 +2363,9 @@ class _Solver:
                 dev = float(((s - 1).abs() / amp).max())
                 if dev > worst:
                     worst, where = dev, l
-                # the pivot's fit, as the gauges measure theirs: what no scaling of A's columns gives of B's, relative
-                # to the stored tensors (the larger of A's and B's: the scale of the values the element moves). A
-                # perturbed W_in is refused here, at its own tensor, not where the scalings it moved land (W_out).
-                # Each column is fitted alone (its rounding u |w_j| on each side, whatever the other scalings): the
-                # spread of the scalings amplifies nothing here, and one fitted to a perturbation would be read
-                # from what it tests
-                fit = _fro(b - a * s) / max(float(raw_a.sum()), float(raw_b.sum()), 1e-300) ** 0.5
-                fits.append((fit, l))
+                # the pivot's fit: measured below, only where no earlier answer makes it moot (the identity, a
+                # broken factor)
+                fits.append((a, b, s, raw_a, raw_b, l))
                 els.append((s, l))
             tol = self.u_pivot(pivot.tensor, where) * 10
             if worst <= tol:
@@ -2349,7 +2390,14 @@ class _Solver:
                                 f"B's units are not A's scaled: the scalings that fit them best carry {share:.0%} of "
                                 "the projected columns' squared difference, and no element of G the rest")
                 continue  # the projected columns agree within their rounding: the check decides
-            for fit, l in fits:
+            for a, b, s, raw_a, raw_b, l in fits:
+                # the pivot's fit, as the gauges measure theirs: what no scaling of A's columns gives of B's,
+                # relative to the stored tensors (the larger of A's and B's: the scale of the values the element
+                # moves). A perturbed W_in is refused here, at its own tensor, not where the scalings it moved land
+                # (W_out). Each column is fitted alone (its rounding u |w_j| on each side, whatever the other
+                # scalings): the spread of the scalings amplifies nothing here, and one fitted to a perturbation
+                # would be read from what it tests
+                fit = _fro(b - a * s) / max(float(raw_a.sum()), float(raw_b.sum()), 1e-300) ** 0.5
                 # refused here only beyond what the check itself leaves undecided (accepted_tolerance's upper end:
                 # 4 u (1 + kappa) of the steps so far, uncapped) and where refuse would give an answer; else the
                 # check decides: a fit within them is no evidence, and the check's answer is no weaker
@@ -2591,11 +2639,22 @@ class _Solver:
         length = int(params["layers"][l][tag.tensor][0].shape[0])
         return self.null_level(tag.tensor, l, length) * float(self._group_norms(params, tag.tensor, l, groups)[g])
 
-    @staticmethod
-    def _group_norms(params: dict[str, Any], tensor: str, l: int, groups: int) -> Any:
+    def _group_norms(self, params: dict[str, Any], tensor: str, l: int, groups: int) -> Any:
         """The Frobenius norm of each group's stored blocks of ``tensor`` in layer ``l`` (the blocks of a group are
-        consecutive: a key/value head's query heads), as one tensor (groups,)."""
-        return _torch().stack(params["layers"][l][tensor]).reshape(groups, -1).norm(dim=1)
+        consecutive: a key/value head's query heads), as one tensor (groups,).
+
+        Cached by the identity of the block list and of each block (the solver never changes a block in place;
+        every step builds new ones): the gauges read each side's norms of a layer's pivot and inverse tensors
+        several times (the fits' scale, :meth:`_zero_cuts`, :meth:`_relative_noise`), and B's never change."""
+        blocks = params["layers"][l][tensor]
+        key = ("group norms", tensor, id(blocks), groups)
+        hit = self._invariants.get(key)
+        if hit is not None and hit[0] is blocks and len(hit[1]) == len(blocks) \
+                and all(a is b for a, b in zip(hit[1], blocks)):
+            return hit[2]
+        out = _torch().stack(blocks).reshape(groups, -1).norm(dim=1)
+        self._invariants[key] = (blocks, tuple(blocks), out)
+        return out
 
     def cancelled(self, tensor: str, l: int, sq: Any) -> Any:
         """Which FFN units' invariant columns (squared norms ``sq`` of ``tensor`` in layer ``l``) are 0 within the
