@@ -1073,14 +1073,34 @@ class _Solver:
         hit = self._invariants.get(key)
         if hit is not None and hit[0] is blocks and all(a is b for a, b in zip(hit[1], gains)):
             return hit[2]
-        out = torch.stack(blocks)
-        for g in gains:
-            u = (1 / g).reshape(-1, 1)
-            out = _torch().baddbmm(out, u.expand(out.shape[0], -1, -1), (u.T @ out) / float((u * u).sum()), alpha=-1)
-        if self.tags_on(tensor, "translate_ones"):
-            out = out - out.mean(-1, keepdim=True)
+        out = self._restacked(tensor, layer, blocks, gains)
+        if out is None:
+            out = torch.stack(blocks)
+            for g in gains:
+                u = (1 / g).reshape(-1, 1)
+                out = _torch().baddbmm(out, u.expand(out.shape[0], -1, -1), (u.T @ out) / float((u * u).sum()),
+                                       alpha=-1)
+            if self.tags_on(tensor, "translate_ones"):
+                out = out - out.mean(-1, keepdim=True)
         self._invariants[key] = (blocks, gains, out)
+        recent = self._invariants.setdefault(("stacks", tensor, layer), [])
+        recent.insert(0, ({id(b): (i, b) for i, b in enumerate(blocks)}, gains, out))
+        del recent[2:]  # A's and B's latest
         return out
+
+    def _restacked(self, tensor: str, layer: int, blocks: list[Any], gains: list[Any]) -> Any:
+        """:meth:`stacked` of ``blocks`` read off a stack of the same block objects in another order, or None.
+
+        Why: a head permutation (S_H) keeps each block as it was and only reorders the list, and every block's
+        projection is its own (its rows' or columns' own rank-one term or mean), so the gauges' stacks of A's
+        permuted heads are the heads' stacks taken in the new order: the same values, without the projections."""
+        for where, was, out in self._invariants.get(("stacks", tensor, layer), ()):
+            if len(was) != len(gains) or any(a is not b for a, b in zip(was, gains)):
+                continue
+            idx = [where.get(id(b), (None, None)) for b in blocks]
+            if all(i is not None and b0 is b for (i, b0), b in zip(idx, blocks)):
+                return out[[i for i, _ in idx]]
+        return None
 
     def head_keys(self, params: dict[str, Any], layer: int) -> tuple[Any, Any]:
         """Per head h of ``layer``: the sketches ``P R`` of its invariant products (heads x d_model x k): W_Q W_K^T
