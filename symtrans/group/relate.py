@@ -1871,21 +1871,22 @@ class _Solver:
         w = radius * (1 + 1e-6)  # headroom for the projections' rounding (~1e-16 of the keys' norms)
         A, B = pA.detach().cpu().numpy(), pB.detach().cpu().numpy()
         order = np.argsort(A[0], kind="stable")
-        s0 = A[0][order]
+        A = A[:, order]  # every direction in the first one's sorted order: a B key's window is a slice of each row
+        s0 = A[0]
         lo = np.searchsorted(s0, B[0] - w, side="left")
         cnt = np.searchsorted(s0, B[0] + w, side="right") - lo
         if int(cnt.min()) < 1:
             return None
-        # the (B key, candidate) pairs of the windows, flat and in B's order, thinned one direction at a time
+        # the (B key, candidate) pairs of the windows, flat and in B's order, thinned one direction at a time; a
+        # candidate as its place in the sorted order (read in runs, not scattered), its index in A at the end
         rows = np.repeat(np.arange(B.shape[1]), cnt)
-        starts = np.cumsum(cnt) - cnt
-        cand = order[lo[rows] + np.arange(rows.size) - starts[rows]]
+        pos = np.arange(rows.size) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
         for k in range(1, A.shape[0]):
-            keep = np.abs(A[k][cand] - B[k][rows]) <= w
-            rows, cand = rows[keep], cand[keep]
+            keep = np.abs(A[k][pos] - B[k][rows]) <= w
+            rows, pos = rows[keep], pos[keep]
         if rows.size != B.shape[1] or bool((np.bincount(rows, minlength=B.shape[1]) != 1).any()):
             return None
-        perm = cand.tolist()  # one candidate per B key, in B's order
+        perm = order[pos].tolist()  # one candidate per B key, in B's order
         return perm if len(set(perm)) == len(perm) else None
 
     def _match_parts(self, A: list[Any], B: list[Any], tol: float, *,
@@ -2225,7 +2226,7 @@ class _Solver:
                     p = M[:-1] - (Ri.T @ u) * (c / uu)
                 else:
                     p = matmul(Ri.T, w)
-                raw = (w * w).sum(0)  # the columns' squared norms (vector_norm(dim=0) on rows: 4-6x slower)
+                raw = self._column_squares(w)  # the columns' squared norms
                 sq = raw - c * c / uu if gains else raw
                 if gains and float((raw / sq.clamp_min(1e-300)).max()) * machine_eps(w.dtype) > tol / 100:
                     p = sq = None  # the cancellation could cost digits the match needs: formed below
@@ -2234,7 +2235,7 @@ class _Solver:
                 p = matmul(Ri.T, x)
                 sq = (x * x).sum(0)
                 if raw is None:  # the projected block was formed at once: the columns' own norms read here
-                    raw = (w * w).sum(0)
+                    raw = self._column_squares(w)
             u = unit_roundoff(self.precision(name, l))
             # a column whose invariant is within its own rounding of 0 (:meth:`null_level`): a dead unit, whose
             # key part is that invariant as it is, not divided by its norm (noise over noise)
@@ -2279,6 +2280,18 @@ class _Solver:
             return keys + [rows if factor is None else rows * factor[:, None]]
 
         return proj, n2, parts, noise, dead
+
+    def _column_squares(self, w: Any) -> Any:
+        """The squared norms of ``w``'s columns, ``(w * w).sum(0)`` (vector_norm(dim=0) on rows: 4-6x slower),
+        cached by the tensor's identity (the solver never changes a tensor in place): B's stored W_in is read by
+        the units' keys (:meth:`unit_keys`) and again by :meth:`unit_scalings`, a pass over the tensor each."""
+        key = ("column squares", id(w))
+        hit = self._invariants.get(key)
+        if hit is not None and hit[0] is w:
+            return hit[1]
+        out = (w * w).sum(0)
+        self._invariants[key] = (w, out)
+        return out
 
     def units(self) -> None:
         f = self.present.get("S_dff")
@@ -2372,7 +2385,7 @@ class _Solver:
                 # invariant it is amplified by |w_j| / |inv w_j| (a weak unit under a large hyperplane element: a
                 # W_in column scaled by 1e-3 read its scaling 2e-4 off 1, and GELU's "B scales FFN units" refused
                 # B = g . A); the scaling's deviation is measured in units of that amplification
-                raw_a, raw_b = (wa * wa).sum(0), (wb * wb).sum(0)
+                raw_a, raw_b = self._column_squares(wa), self._column_squares(wb)
                 amp = (torch.maximum(raw_a, raw_b) / torch.minimum(aa, bb).clamp_min(1e-300)).sqrt().clamp_min(1.0)
                 # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
                 # (or one a computation cancelled, :meth:`cancelled`)
@@ -2758,7 +2771,7 @@ class _Solver:
                 if t.scope == "prev":
                     el[t.component] = self._diff(*boundary_norm(t.tensor, l))
                 elif t.index:
-                    el[t.component] = [self._diff(t.tensor, l, h) for h in range(len(self.cur["layers"][l][t.tensor]))]
+                    el[t.component] = self._head_diffs(t.tensor, l)
                 else:
                     el[t.component] = self._diff(t.tensor, l)
             elif t.how == "hyperplane_weight":
@@ -2766,17 +2779,20 @@ class _Solver:
                 u = (1 / gain).reshape(-1, 1)
                 n2 = float((u * u).sum())
                 if t.index:
-                    el[t.component] = [u.T @ self._diff(t.tensor, l, h) / n2
-                                       for h in range(len(self.cur["layers"][l][t.tensor]))]
+                    el[t.component] = [u.T @ d / n2 for d in self._head_diffs(t.tensor, l)]
                 else:
                     el[t.component] = u.T @ self._diff(t.tensor, l) / n2
             elif t.how == "translate_ones" and t.component not in el:
                 if t.index:
-                    el[t.component] = [self._diff(t.tensor, l, h).mean(1, keepdim=True)
-                                       for h in range(len(self.cur["layers"][l][t.tensor]))]
+                    el[t.component] = [d.mean(1, keepdim=True) for d in self._head_diffs(t.tensor, l)]
                 else:
                     el[t.component] = self._diff(t.tensor, l).mean(1, keepdim=True)
         return el
+
+    def _head_diffs(self, tensor: str, l: int) -> list[Any]:
+        """Every head block's ``B - A`` of ``tensor`` in layer ``l`` (:meth:`_diff` of each index, in one pass over
+        the two lists: a per-layer translation reads three or four such tensors a layer, a dozen blocks each)."""
+        return [b - a for a, b in zip(self.cur["layers"][l][tensor], self.tgt["layers"][l][tensor])]
 
     def model_translation(self, f: Factor) -> dict[str, Any]:
         torch = _torch()
