@@ -1114,8 +1114,10 @@ class _Solver:
             return hit[1]
         R = self.sketch(Q3.shape[1], Q3.dtype)
         kv = torch.arange(Q3.shape[0]) // self.group
-        qk = matmul(Q3, matmul(K3.transpose(1, 2), R)[kv])  # W_Q^h (W_K^(kv h)T R)
-        vo = matmul(V3[kv], matmul(O3, R))  # W_V^(kv h) (W_O^h R)
+        KR = matmul(K3.transpose(1, 2), R)
+        # a key/value head per query head (no grouped-query attention): the heads' own blocks, no gathered copies
+        qk = matmul(Q3, KR if self.group == 1 else KR[kv])  # W_Q^h (W_K^(kv h)T R)
+        vo = matmul(V3 if self.group == 1 else V3[kv], matmul(O3, R))  # W_V^(kv h) (W_O^h R)
         self._invariants[key] = ((Q3, K3, V3, O3), (qk, vo))
         return qk, vo
 
@@ -2571,8 +2573,8 @@ class _Solver:
         # a pivot block 0 up to its rounding (:meth:`_zero_cuts`: a head whose W_V^h only G's hyperplane translation
         # made non-zero, projected off it, is rounding, and a solve on rounding is a full-rank element of noise)
         zero = (A.norm(dim=(1, 2)) <= self._zero_cuts(self.cur, pivot, l, len(A))).tolist()
-        short = [g for g in range(len(A)) if not bool(torch.isfinite(sv[g]).all()) or bool((sv[g] <= cut[g]).any())
-                 or zero[g]]
+        finite, low = torch.isfinite(sv).all(1).tolist(), (sv <= cut).any(1).tolist()  # every group's at once
+        short = [g for g in range(len(A)) if not finite[g] or low[g] or zero[g]]
         ill = [] if sv_pivot is None else \
             [g for g in range(len(A)) if g not in short and float(sv_pivot[g, 0]) > JOINT_COND * float(sv_pivot[g, -1])]
         # each side's rounding relative to its invariant blocks: the stored blocks' norm over the projected ones'
@@ -2587,8 +2589,8 @@ class _Solver:
         XA, XB = self.stacked(inv.tensor, l, self.cur), self.stacked(inv.tensor, l, self.tgt)
         per = len(XA) // len(A)  # blocks of the inverse side per group (W_O: the group's query heads)
         noise.append(self._relative_noise(inv, l, XA, XB, len(A)))
-        ill += [g for g in range(len(A)) if g not in short and g not in ill
-                and float(noise[0][g]) > JOINT_COND * float(noise[1][g])]
+        n0, n1 = noise[0].tolist(), noise[1].tolist()
+        ill += [g for g in range(len(A)) if g not in short and g not in ill and n0[g] > JOINT_COND * n1[g]]
         if not short and not ill:
             return Ms, sv
         Ms = Ms.clone()
