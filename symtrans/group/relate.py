@@ -3436,6 +3436,49 @@ def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, A
     return best
 
 
+def _worst_slice_np(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None
+                    ) -> tuple[dict[str, Any], dict[int, tuple[Any, float]]] | None:
+    """:func:`worst_slice`'s answer, each axis's ratios formed in NumPy (the same operations on the same values:
+    a dozen torch calls on a vector of 12 or 384 per axis cost the check 10 ms a relate), and per axis the scale
+    before its floor and the floor (:func:`_floor_scale`), which :func:`slices_can_hide` reads with the same
+    ``extra`` (:func:`_can_hide_np`). None (measure it with worst_slice) for anything but float64 CPU vectors
+    without a NaN."""
+    import numpy as np
+
+    from symtrans.catalogue.model import _axes
+
+    torch = _torch()
+    best: dict[str, Any] | None = None
+    scales: dict[int, tuple[Any, float]] = {}
+    for p, (dn, tn) in stats.items():
+        parts = [dn, tn] + ([extra[p]] if extra is not None and p in extra else [])
+        if any(x.dtype != torch.float64 or x.device.type != "cpu" or x.requires_grad or x.dim() != 1
+               or x.shape != tn.shape for x in parts):
+            return None
+        dd, scale = dn.detach().numpy(), tn.detach().numpy()
+        if len(parts) == 3:
+            scale = np.maximum(scale, parts[2].detach().numpy())
+        if bool(np.isnan(scale).any()) or bool(np.isnan(dd).any()):
+            return None
+        floor = _floor_scale(torch.from_numpy(scale))
+        scales[p] = (scale, floor)
+        scale = np.maximum(scale, floor)
+        pos = scale > 0
+        ratio = np.where(pos, dd / np.where(pos, scale, 1.0), np.where(dd > 0, math.inf, 0.0))
+        i = int(ratio.argmax())
+        r = float(ratio[i])
+        if best is None or r > best["residual"]:
+            total = float(torch.from_numpy(scale).square().sum().sqrt())
+            best = {"axis": _axes(name)[p], "index": i, "residual": r,
+                    "share": float(scale[i]) / total if total > 0 else 0.0}
+    return (best, scales) if best is not None else None
+
+
+def _can_hide_np(scales: dict[int, tuple[Any, float]]) -> bool:
+    """:func:`slices_can_hide` from :func:`_worst_slice_np`'s scales and floors (read with the same ``extra``)."""
+    return all(a.size >= 2 and bool((a > ENTRY_OUTLIER * f).any()) for a, f in scales.values())
+
+
 #: an entry of a vector more than this many times :func:`_floor_scale`'s is an outlier: left out of the typical
 #: entry's scale (:func:`worst_entries`)
 ENTRY_OUTLIER = 16.0
@@ -3911,19 +3954,26 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         then) against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read at g . A's and
         (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left out and each
         has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
-        worst, extra = worst_slice(name, stats), None
+        def worst_of(extra: Any) -> tuple[dict[str, Any], Any]:
+            """:func:`worst_slice` with ``extra`` (in NumPy where it can be: :func:`_worst_slice_np`), and the
+            scales :func:`slices_can_hide` reads (None: read them there)."""
+            got = _worst_slice_np(name, stats, extra)
+            return got if got is not None else (worst_slice(name, stats, extra), None)
+
+        (worst, floors), extra = worst_of(None), None
         if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by the
             # linear steps: the scale of what a translation cancels
             scales = [_stacked_dims(name, get_v(), keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
             norms = [_slice_norms(*got) for got in scales]
             extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(keep)}
-            worst = worst_slice(name, stats, extra)
+            worst, floors = worst_of(extra)
         widen = carried_in() if worst["residual"] > tol and carried_in is not None else None
         if widen is not None:  # and to the rounding the translations carry in (:func:`translation_allowance`)
             carried = _slice_norms(*_stacked_dims(name, widen, keep))
             extra = {p: _torch().maximum(extra[p], carried[i]) for i, p in enumerate(keep)}
-            worst = worst_slice(name, stats, extra)
-        if worst["residual"] <= tol and len(keep) == len(_axes(name)) and slices_can_hide(stats, extra):
+            worst, floors = worst_of(extra)
+        if worst["residual"] <= tol and len(keep) == len(_axes(name)) and \
+                (slices_can_hide(stats, extra) if floors is None else _can_hide_np(floors)):
             # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
             # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
             ent = entries_of(get_v(), t, lin, tol, relative_to)
