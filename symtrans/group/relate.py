@@ -3790,7 +3790,41 @@ def _slice_stats_pair(name: str, pair: _Pair, keep: tuple[int, ...]) -> dict[int
     return {p: ns for p, ns in zip(keep, zip(_slice_norms(pair.d, dims), _slice_norms(pair.t, dims)))}
 
 
-def _each_within(pair: _Pair, over: tuple[int, ...], floor: float, tol: float) -> bool:
+def _each_bounded(t: Any, slices: tuple[int, Any], over: tuple[int, ...], floor: float, tol: float) -> bool:
+    """Whether every entry's (fibre's) ratio of :func:`worst_each` is surely within ``tol`` by a bound read from
+    one axis's slices: an entry of g . A - B (a fibre along ``over``) is at most its slice's norm (``slices``:
+    the slices' dim in ``t`` and their norms of g . A - B, :func:`slice_stats`'), and its scale at least the
+    smallest of B's entries (fibres) in that slice, or ``floor``. Two passes over B where the ratios take seven
+    over three tensors; where some slice's bound is not within (an entry of B at 0 there), False: measure them.
+    The norms carry twice a sum of their squares' rounding (:func:`~symtrans.precision.sum_rounding`), both
+    ways, and what squares below float64's normal range lose (each at most its smallest normal)."""
+    import numpy as np
+
+    from symtrans.precision import sum_rounding
+
+    dim, dn = slices
+    if dim in over or dn.device.type != "cpu" or dn.dtype != _torch().float64 or t.ndim < 2:
+        return False
+    rest = tuple(k for k in range(t.ndim) if k != dim)
+    if over:  # each fibre's norm of B, then the smallest in each slice
+        ix = "ijklmn"[:t.ndim]
+        size = np.sqrt(np.einsum(f"{ix},{ix}->" + "".join(c for k, c in enumerate(ix) if k not in over), t, t))
+        keep = tuple(k for k in range(t.ndim) if k not in over)
+        low = size.min(axis=tuple(i for i, k in enumerate(keep) if k != dim)) if size.ndim > 1 else size
+        low = low * (1 - 2 * sum_rounding(math.prod(t.shape[k] for k in over) + 4))
+    else:
+        low = np.abs(t).min(axis=rest)
+    n = math.prod(t.shape[k] for k in rest)
+    tiny = smallest_normal("float64")
+    top = np.sqrt(dn.detach().numpy() ** 2 * (1 + 2 * sum_rounding(n + 4)) + n * tiny)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = top / np.maximum(low, floor)
+    worst = float(bound.max()) if bound.size else math.inf
+    return worst * (1 + 4 * sum_rounding(n + 4)) <= tol
+
+
+def _each_within(pair: _Pair, over: tuple[int, ...], floor: float, tol: float,
+                 slices: tuple[int, Any] | None = None) -> bool:
     """Whether :func:`worst_each` of ``pair`` (no widening, no groups) surely has a residual within ``tol``: the
     check reads its record only where it does not (then worst_each measures it again, index and share with it).
     Entry by entry it is worst_each's own ratio, each entry's value as there (NaN: not within); along ``over``
@@ -3808,6 +3842,8 @@ def _each_within(pair: _Pair, over: tuple[int, ...], floor: float, tol: float) -
         return False
     d = pair.d.detach().numpy()
     a, b = x.detach().numpy(), y.detach().numpy()
+    if slices is not None and _each_bounded(b, slices, over, floor, tol):
+        return True
     if not over:  # :func:`_worst_each_chunked`'s ratios (float64 buffers), chunk by chunk in two cached buffers
         xs, ys, ds = np.ravel(a), np.ravel(b), np.ravel(d)
         n = xs.size
@@ -4176,7 +4212,9 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             # so does float64's along an axis a step mixes that the steps together do not (read only where the
             # entries fail without them); where a translation's is not followed, nothing is widened. Where they
             # surely pass (:func:`_each_within`), only that is recorded: their worst is read only where they fail
-            within = not each_rest and not groups and _each_within(sides_of, over, smallest_normal(dt), each_tol)
+            axis = next(((dims[p], stats[p][0]) for p in (stats or {}) if dims[p] not in over), None)
+            within = not each_rest and not groups and _each_within(sides_of, over, smallest_normal(dt), each_tol,
+                                                                   axis)
             each = measure(None) if not within else None
             if within:
                 rec["entrywise"] = each_tol
