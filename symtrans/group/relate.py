@@ -3465,6 +3465,8 @@ def _worst_slice_np(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[in
         scale = np.maximum(scale, floor)
         pos = scale > 0
         ratio = np.where(pos, dd / np.where(pos, scale, 1.0), np.where(dd > 0, math.inf, 0.0))
+        if bool(np.isnan(ratio).any()):  # (inf / inf): which NaN torch's argmax names is worst_slice's to say
+            return None
         i = int(ratio.argmax())
         r = float(ratio[i])
         if best is None or r > best["residual"]:
@@ -3563,6 +3565,24 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     return {"axis": "entries", "index": _entry_index(i, tuple(target.shape)),
             "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
             "share": float(scale[i]) / total if total > 0 else 0.0}
+
+
+def _no_outlier(target: Any, extra: tuple[Any, ...] = ()) -> bool:
+    """Whether :func:`worst_entries` of ``target`` with ``extra`` is None (no entry is an outlier, or every scale
+    is 0), read in NumPy with its own operations (its torch calls on a vector of 384 cost the check 4 ms a
+    relate, and on most vectors it ends there). False (measure it there) for anything but float64 CPU tensors."""
+    import numpy as np
+
+    torch = _torch()
+    if any(x.dtype != torch.float64 or x.device.type != "cpu" or x.requires_grad or x.numel() != target.numel()
+           for x in (target, *extra)):
+        return False
+    scale = np.abs(target.detach().numpy()).reshape(-1)
+    for x in extra:
+        scale = np.maximum(scale, np.abs(x.detach().numpy()).reshape(-1))
+    if scale.size == 0 or not bool((scale > 0).any()):
+        return True
+    return bool((scale <= ENTRY_OUTLIER * _floor_scale(torch.from_numpy(scale))).all())
 
 
 def _entry_index(i: int, shape: tuple[int, ...]) -> Any:
@@ -3790,7 +3810,8 @@ def _slice_stats_pair(name: str, pair: _Pair, keep: tuple[int, ...]) -> dict[int
     return {p: ns for p, ns in zip(keep, zip(_slice_norms(pair.d, dims), _slice_norms(pair.t, dims)))}
 
 
-def _each_bounded(t: Any, slices: tuple[int, Any], over: tuple[int, ...], floor: float, tol: float) -> bool:
+def _each_bounded(t: Any, slices: tuple[int, Any], over: tuple[int, ...], floor: float, tol: float,
+                  scratch: Any = None) -> bool:
     """Whether every entry's (fibre's) ratio of :func:`worst_each` is surely within ``tol`` by a bound read from
     one axis's slices: an entry of g . A - B (a fibre along ``over``) is at most its slice's norm (``slices``:
     the slices' dim in ``t`` and their norms of g . A - B, :func:`slice_stats`'), and its scale at least the
@@ -3812,8 +3833,8 @@ def _each_bounded(t: Any, slices: tuple[int, Any], over: tuple[int, ...], floor:
         keep = tuple(k for k in range(t.ndim) if k not in over)
         low = size.min(axis=tuple(i for i, k in enumerate(keep) if k != dim)) if size.ndim > 1 else size
         low = low * (1 - 2 * sum_rounding(math.prod(t.shape[k] for k in over) + 4))
-    else:
-        low = np.abs(t).min(axis=rest)
+    else:  # (``scratch``: a buffer of t's shape for |t|, reused tensor after tensor)
+        low = np.abs(t, out=scratch).min(axis=rest)
     n = math.prod(t.shape[k] for k in rest)
     tiny = smallest_normal("float64")
     top = np.sqrt(dn.detach().numpy() ** 2 * (1 + 2 * sum_rounding(n + 4)) + n * tiny)
@@ -3842,7 +3863,9 @@ def _each_within(pair: _Pair, over: tuple[int, ...], floor: float, tol: float,
         return False
     d = pair.d.detach().numpy()
     a, b = x.detach().numpy(), y.detach().numpy()
-    if slices is not None and _each_bounded(b, slices, over, floor, tol):
+    scratch = None if over else pair._into(3, b.shape)
+    if slices is not None and _each_bounded(b, slices, over, floor, tol,
+                                            None if scratch is None else scratch.numpy()):
         return True
     if not over:  # :func:`_worst_each_chunked`'s ratios (float64 buffers), chunk by chunk in two cached buffers
         xs, ys, ds = np.ravel(a), np.ravel(b), np.ravel(d)
@@ -3979,7 +4002,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         that scale (an outlier there, which g cancels, inflated it); else that scale only where the first reading
         fails."""
         v, t = _stacked(v), _stacked(t)
-        worst = worst_entries(v, t, (v, _stacked(lin())) if lin is not None and relative_to == "A" else (v,))
+        extra = (v, _stacked(lin())) if lin is not None and relative_to == "A" else (v,)
+        worst = None if _no_outlier(t, extra) else worst_entries(v, t, extra)  # (most vectors: no outlier)
         if worst is not None and worst["residual"] > tol and lin is not None and relative_to != "A":
             worst = worst_entries(v, t, (v, _stacked(lin())))
         return worst
