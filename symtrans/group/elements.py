@@ -214,9 +214,10 @@ def _take_columns(X: Any, perm: Any) -> Any:
 
 
 def _take_rows(Y: Any, perm: Any) -> Any:
-    """``Y[perm]`` as a new tensor; a CPU float block of 4096 values or more through NumPy's ``take`` along the
-    first axis (4x faster than ``index_select`` on a 384 x 1536 block, 3x on a 30522 x 384 table; one thread), the
-    same values. :func:`_take_columns`' rule for rows.
+    """``Y[perm]`` as a new tensor (``Y[..., perm, :]`` for a stack of blocks, so that one call acts on every head's
+    block); a CPU float block of 4096 values or more through NumPy's ``take`` along the row axis (4x faster than
+    ``index_select`` on a 384 x 1536 block, 3x on a 30522 x 384 table; one thread), the same values.
+    :func:`_take_columns`' rule for rows.
 
     Examples
     --------
@@ -224,15 +225,18 @@ def _take_rows(Y: Any, perm: Any) -> Any:
     >>> Y = torch.arange(4 * 2 ** 12, dtype=torch.float64).reshape(4, -1)
     >>> bool((_take_rows(Y, torch.tensor([2, 0, 3, 1])) == Y[[2, 0, 3, 1]]).all())
     True
+    >>> bool((_take_rows(Y.reshape(2, 4, -1), torch.tensor([1, 0, 3, 2])) == Y.reshape(2, 4, -1)[:, [1, 0, 3, 2]]).all())
+    True
     """
     import torch
 
+    axis = max(Y.dim() - 2, 0)
     if Y.numel() >= 4096 and Y.device.type == "cpu" and Y.dtype in (torch.float32, torch.float64) \
             and not Y.requires_grad:
         import numpy as np
 
-        return torch.from_numpy(np.take(Y.numpy(), perm.numpy(), axis=0))
-    return Y.index_select(0, perm)
+        return torch.from_numpy(np.take(Y.numpy(), perm.numpy(), axis=axis))
+    return Y.index_select(axis, perm)
 
 
 def _perm(k: int, gen: Any) -> list[int]:
