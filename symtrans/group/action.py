@@ -382,13 +382,14 @@ def _stack(blocks: list[Any]) -> Any:
     return None
 
 
-def _apply_heads(value: list[Any], tag: AxisTag, g: Any, ginv: Any, cache: dict[int, Any],
+def _apply_heads(value: list[Any], tag: AxisTag, g: Any, ginv: Any, cache: dict[Any, Any],
                  original: dict[str, Any], index: Callable[[int], int]) -> list[Any] | None:
     """A per-head tensor's blocks acted on all at once: stacked (heads x rows x cols), with the heads' components
     (``g[index(h)]`` for block h where ``g`` is a list) stacked likewise, one product or sum for every head, the
     stack's heads handed back as the blocks. The same values as block by block: NumPy's batched product makes the
-    same BLAS call for each head as for its block alone (the inverse transposes stacked untransposed, then viewed
-    transposed, so each keeps its layout), a monomial matrix's gather and a sum act entry by entry. The solver acts
+    same BLAS call for each head as for its block alone (each stacked head laid out as its block), the heads'
+    inverses are one batched inverse (LAPACK per head, as each head's own: the same values and layout, once per
+    element for the tags that share it), a monomial matrix's gather and a sum act entry by entry. The solver acts
     on 12 heads x 6 layers x 4 tensors per factor, where each block's call cost more than its arithmetic.
 
     None where the blocks or the heads' components are not torch tensors of one shape and layout, or for a kind
@@ -410,10 +411,18 @@ def _apply_heads(value: list[Any], tag: AxisTag, g: Any, ginv: Any, cache: dict[
         return None
     if tag.how in ("element", "inverse", "inverse_transpose"):
         if per_head and tag.how != "element":
-            R = _stack([ginv[index(h)] if ginv is not None else _cached_inverse(g[index(h)], cache)
-                        for h in range(len(value))])
-            if R is None:
-                return None
+            if ginv is not None:
+                R = _stack([ginv[index(h)] for h in range(len(value))])
+                if R is None:
+                    return None
+            else:  # one batched inverse (LAPACK per head, as each head's own: the same values and layout)
+                key = ("heads", id(g), len(value), tag.index)
+                if key not in cache:
+                    try:
+                        cache[key] = (g, gs.inverse())  # g kept alive so that its id is not reused
+                    except RuntimeError:  # a singular head: block by block, as that raises it
+                        return None
+                R = cache[key][1]
             if tag.how == "inverse_transpose":
                 R = R.mT
             out = _linear(False, True)(blocks, tag, R, lambda: R, original, None, None)
