@@ -143,8 +143,8 @@ class _Canon:
         W = self.cur["word"]
         rows, ones = bool(s.tags_on("word", "translate_rows")), bool(s.tags_on("word", "translate_ones"))
         d = W.shape[1]
+        cm = s.col_means("word") if rows else None  # (the solver's, cached: torch's cascade sum over the rows)
         if rot_f is not None:
-            cm = W.mean(0, keepdim=True) if rows else None
             if rows or ones:  # one copy, centred in place (the SVD reads the whole table)
                 W = W.clone()
                 if rows:
@@ -190,7 +190,7 @@ class _Canon:
             return
         if perm_f is None:
             return
-        sq, cube, quart, abscube = _centred_moments(W, rows, ones)
+        sq, cube, quart, abscube = _centred_moments(W, cm, ones)
         norms = sq.sqrt()
         # near-equal norms by the columns' fourth moments (unchanged by the signs fixed below)
         order_list, close = _lex_order([norms, _moment_ratio(quart, sq)], self.tie)
@@ -210,7 +210,10 @@ class _Canon:
         if flat:  # a table symmetric under x -> -x along a coordinate (or as a whole): that sign is free
             self.amb.append(f"residual-permutation: {flat} sign{'s' if flat > 1 else ''} of the residual coordinates "
                             f"whose table's third moment is 0 within {cut:.3g} of its absolute one; not fixed")
-        self.apply(perm_f.name, {"Q": MonomialMatrix(order.tolist(), signs)})
+        mono = MonomialMatrix(order.tolist(), signs)
+        self.apply(perm_f.name, {"Q": mono})
+        if cm is not None and not s.pending.get("word"):  # the acted table's column means: A's, moved (exactly)
+            s._base_means[("word", 0)] = (self.cur["word"], cm @ mono)
 
     def scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix
@@ -542,16 +545,15 @@ class _Canon:
             self.apply(f.name, els)
 
 
-def _centred_moments(W: Any, cols: bool, ones: bool) -> tuple[Any, Any, Any, Any]:
-    """Column sums of ``c^2``, ``c^3``, ``c^4`` and ``|c|^3`` of the centred table ``c`` (``W`` less its column
-    means where ``cols``, then each row less its own mean where ``ones``), row chunk by row chunk, without a
-    centred copy.
+def _centred_moments(W: Any, col_mean: Any, ones: bool) -> tuple[Any, Any, Any, Any]:
+    """Column sums of ``c^2``, ``c^3``, ``c^4`` and ``|c|^3`` of the centred table ``c`` (``W`` less ``col_mean``
+    where given, then each row less its own mean where ``ones``), row chunk by row chunk, without a centred copy.
 
     The canonical residual permutation's keys (column norms, fourth moments, third-moment signs) read the word
     table once. NumPy, into four reused chunk buffers, and column sums as products with a vector of ones (BLAS):
     torch's reduction over the first axis of a row-major chunk and its fresh temporaries made this pass about
-    twice as slow on the bundled table (66 ms against 34, one thread; its column means 12.5 ms against 5.6). The
-    same sums, in another order of addition.
+    twice as slow on the bundled table (66 ms against 34, one thread). The same sums, in another order of
+    addition.
 
     Examples
     --------
@@ -559,7 +561,7 @@ def _centred_moments(W: Any, cols: bool, ones: bool) -> tuple[Any, Any, Any, Any
     >>> W = torch.randn(3000, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     >>> cm = W.mean(0, keepdim=True)
     >>> c = (W - cm) - (W - cm).mean(1, keepdim=True)
-    >>> got = _centred_moments(W, True, True)
+    >>> got = _centred_moments(W, cm, True)
     >>> want = ((c ** 2).sum(0), (c ** 3).sum(0), (c ** 4).sum(0), c.abs().pow(3).sum(0))
     >>> all(bool(torch.allclose(g, x, rtol=1e-12, atol=1e-12)) for g, x in zip(got, want))
     True
@@ -570,7 +572,7 @@ def _centred_moments(W: Any, cols: bool, ones: bool) -> tuple[Any, Any, Any, Any
     from symtrans.group.relate import _CHUNK_ROWS
 
     Wn = W.detach().cpu().numpy()
-    cm = Wn.mean(0) if cols else None
+    cm = None if col_mean is None else col_mean.detach().cpu().numpy().reshape(-1)
     rows = min(_CHUNK_ROWS, Wn.shape[0])
     acc = np.zeros((4, Wn.shape[1]), dtype=Wn.dtype)
     buf = np.empty((4, rows, Wn.shape[1]), dtype=Wn.dtype)
