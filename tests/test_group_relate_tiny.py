@@ -1038,6 +1038,42 @@ def test_a_silenced_head_and_a_dead_unit_are_related_and_have_one_canonical_form
             assert float((x - y).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
+def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
+    """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its
+    output row alone. relate keyed the unit by that row as it stood and read its scaling as 1: a genuine g . A was
+    "not related" at S_dff (probe, every gated family), and canonical reported the scaling as not fixed (forms
+    0.9-1.7 apart). Both now read the unit's scaling off its output row. False cases: that row turned (not scaled)
+    is not g . A, nor a live unit's row scaled."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family, seed=0)).copy()
+    for l in range(a.n_layers):
+        a.tensors["W_in"][l, :, 3] = 0
+        if a.tensors.get("b_in") is not None:
+            a.tensors["b_in"][l, 3] = 0
+    spec = GroupSpec.from_arch(a.arch)
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, 0)))
+    rel = relate(a, b)
+    assert rel.related, rel.summary()
+    ca, cb = canonical(a), canonical(b)
+    assert not ca.ambiguities and not cb.ambiguities, (ca.ambiguities, cb.ambiguities)
+    for k, x in ca.weights.tensors.items():
+        if x is not None:
+            assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
+    j = int((b.tensors["W_in"][0].abs().sum(0) == 0).nonzero()[0])  # the dead unit in B's order
+    turned, scaled = b.copy(), b.copy()
+    turned.tensors["W_out"][0, j] = turned.tensors["W_out"][0, j].roll(1)
+    scaled.tensors["W_out"][0, (j + 1) % b.tensors["W_out"].shape[1]] *= 1.01
+    for forged in (turned, scaled):
+        try:
+            assert not relate(a, forged).related
+        except SymtransError:
+            pass  # undecided is no false answer; "related" would be
+
+
 @pytest.mark.parametrize("case", ["gpt2", "llama"])
 @pytest.mark.parametrize("pruned", ["W_V", "head", "half"])
 def test_a_head_with_w_v_zero_or_pruned_whole_is_related_and_has_one_canonical_form(tiny, case, pruned, tmp_path):

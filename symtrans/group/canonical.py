@@ -424,20 +424,27 @@ class _Canon:
             if f is None:
                 continue
             pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
+            out = next(t for t in f.tags if t.how == "inverse" and t.tensor.startswith("W_"))
             signed = "d_j > 0" not in f.element
             els = []
             for l in range(self.s.L):
                 W = self.cur["layers"][l][pivot.tensor]
                 norm = W.norm(dim=0)
-                dead = norm <= self.tie * norm.max()  # a unit 0 in the pivot (a dead unit): no scale to fix
-                if bool(dead.any()):
-                    self.amb.append(f"{name} layer {l}: {int(dead.sum())} FFN units with {pivot.tensor} = 0 (below "
-                                    f"{self.tie:g} of the largest column): their scaling is not fixed")
-                d = torch.where(dead, 1.0, 1 / norm.clamp_min(1e-300))
+                dead = norm <= self.tie * norm.max()  # a unit 0 in the pivot (a dead unit): no scale there
+                # a dead unit writes nothing, and the factor moves its output row alone (by 1 / d): that row's norm
+                # is fixed to 1 instead (relate reads such a unit's scaling there too); a row 0 as well fixes nothing
+                R = self.cur["layers"][l][out.tensor]
+                rows = R.norm(dim=1)
+                free = dead & (rows <= self.tie * rows.max())
+                if bool(free.any()):
+                    self.amb.append(f"{name} layer {l}: {int(free.sum())} FFN units with {pivot.tensor} = 0 and "
+                                    f"{out.tensor} = 0 (below {self.tie:g} of the largest): their scaling is not fixed")
+                d = torch.where(free, 1.0, torch.where(dead, rows, 1 / norm.clamp_min(1e-300)))
                 if signed:
                     lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
-                    d = d * torch.where(lead < 0, -1.0, 1.0).to(W.dtype)
-                    tied = int((_lead_tied(W, 0, self.tie) & ~dead).sum())
+                    lead_row = R.gather(1, R.abs().argmax(1, keepdim=True)).reshape(-1)
+                    d = d * torch.where(torch.where(dead, lead_row, lead) < 0, -1.0, 1.0).to(W.dtype)
+                    tied = int((torch.where(dead, _lead_tied(R, 1, self.tie) & ~free, _lead_tied(W, 0, self.tie))).sum())
                     if tied:
                         self.amb.append(f"{name} layer {l}: {tied} FFN units whose {pivot.tensor} column has two "
                                         f"entries of equal magnitude (within {self.tie:g}) at its largest: their "

@@ -2197,6 +2197,7 @@ class _Solver:
         proj = n2 = factor = None
         divisors: list[Any] = []
         dead = 0  # the most units any scaled input part reads as null (dead): :meth:`units` compares the sides
+        null_any = None  # the units null on some scaled input: their output rows are scaled alone (below)
         # the output rows first: a dead unit's key takes its sign from its output row (its input part is noise)
         out, Ro = lp["W_out"], R[sum(dims[:-1]):]
         hyper = [g for g in (self.gain_for(t, l, params) for _, t in self.tags_on("W_out", "hyperplane_weight"))
@@ -2264,12 +2265,21 @@ class _Solver:
                 factor = ns if factor is None else factor * ns
                 divisors.append(ns)
                 dead = max(dead, int(null.sum()))
+                null_any = null if null_any is None else null_any | null
                 part2 = torch.where(null, sq.clamp_min(0), 1.0)
             else:
                 divisors.append(None)
                 part2 = sq.clamp_min(0)
             proj = p if proj is None else proj + p
             n2 = part2 if n2 is None else n2 + part2
+        if factor is not None and null_any is not None and bool(null_any.any()):
+            # a unit null on a scaled input (a gated unit whose up-projection column is 0) writes nothing, and
+            # that input's scaling moves its output row alone (by the inverse): the row's own norm, not the null
+            # column's, is what the key divides out (a row itself null is taken as it is: noise over noise)
+            raw_out = torch.linalg.vector_norm(out, dim=1).square_()
+            live = so > self.null_level("W_out", l, int(out.shape[1])) ** 2 * raw_out
+            alone = null_any & live
+            factor = torch.where(alone, out_sign / so.clamp_min(1e-300).sqrt(), factor)
         if factor is not None:
             po, so = po * factor[:, None], so * factor * factor
         proj = po.T if proj is None else proj + po.T
@@ -2394,7 +2404,7 @@ class _Solver:
                 t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
                 dead = (((aa <= t2 * raw_a) | self.cancelled(pivot.tensor, l, aa))
                         & ((bb <= t2 * raw_b) | self.cancelled(pivot.tensor, l, bb)))
-                s = torch.where(dead, torch.ones_like(s), s)
+                s = torch.where(dead, self.dead_unit_scalings(f, l) if bool(dead.any()) else 1.0, s)
                 dev = float(((s - 1).abs() / amp).max())
                 if dev > worst:
                     worst, where = dev, l
@@ -2448,6 +2458,23 @@ class _Solver:
                     self.refuse(name, l, pivot.tensor, float((s.clamp(max=0)).abs().max()), 0.0, [],
                                 f"a unit is scaled by a negative number; G: {f.element}")
             self.apply(name, [{"D": MonomialMatrix(list(range(s.numel())), s)} for s, _ in els])
+
+    def dead_unit_scalings(self, f: Factor, l: int) -> Any:
+        """Per FFN unit of layer ``l``: the scaling of hidden-scaling factor ``f`` read off the output rows (the
+        tensor ``f`` acts on by its inverse), for units whose scaled input column is 0 on both sides.
+
+        Such a unit writes nothing (a gated unit whose up-projection column is 0), and ``f`` moves its output row
+        alone, by ``1 / s``: B's row is A's over ``s``, so ``s = |a|^2 / <a, b>`` of the rows' invariants. Where
+        either row is 0 within its rounding (:meth:`null_level`), or they are orthogonal, nothing fixes ``s``: 1.
+        """
+        torch = _torch()
+        out = next(t for t in f.tags if t.how == "inverse" and t.tensor.startswith("W_"))
+        wa, wb = self.cur["layers"][l][out.tensor], self.tgt["layers"][l][out.tensor]
+        ra, rb = self.invariant(out.tensor, wa, l, self.cur), self.invariant(out.tensor, wb, l, self.tgt)
+        aa, bb, ab = (ra * ra).sum(1), (rb * rb).sum(1), (ra * rb).sum(1)
+        t2 = self.null_level(out.tensor, l, int(ra.shape[1])) ** 2
+        live = (aa > t2 * (wa * wa).sum(1)) & (bb > t2 * (wb * wb).sum(1)) & (ab != 0)
+        return torch.where(live, aa / torch.where(live, ab, 1.0), 1.0)
 
     # ---- 5. GL gauges
     def gauges(self) -> None:
