@@ -1038,6 +1038,28 @@ def test_a_silenced_head_and_a_dead_unit_are_related_and_have_one_canonical_form
             assert float((x - y).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
 
 
+@pytest.mark.parametrize("factor", ["vo-gauge", "qk-gauge"])
+def test_a_gauge_that_spreads_the_heads_scales_leaves_the_canonical_form(factor):
+    """A per-head gauge scaling layer by layer head h's one side by 10^(h - 1) and the other by its inverse (0.1 to
+    1e10 across the bundled model's 12 heads) is an element of G. canonical judged a side 0 against the layer's
+    largest head, so head 0's W_V (x 0.1 against 1e10) was read as silenced and its gauge fixed another way: the
+    forms of A and g . A lay 1.36 apart at W_V, no ambiguity reported (probe). A side is 0 now only where the
+    head's product is negligible too; a silenced head still is (the planted-degeneracy tests)."""
+    from symtrans.group.canonical import canonical
+
+    a = load_model("default")
+    spec = GroupSpec.from_arch(a.arch)
+    dk = a.d_model // a.arch.H
+    el = [{"g": [10.0 ** (h - 1) * torch.eye(dk, dtype=torch.float64) for h in range(a.arch.H_kv)]}
+          for _ in range(a.n_layers)]
+    b = _moved(a, [{"factor": factor, "element": el}], spec)
+    ca, cb = canonical(a), canonical(b)
+    assert ca.ambiguities == cb.ambiguities == []
+    for k, x in ca.weights.tensors.items():
+        if x is not None:
+            assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
 def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
     """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its

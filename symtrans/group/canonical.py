@@ -508,7 +508,11 @@ class _Canon:
                 Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
-                (oks, small) = zip(*(_full_column_rank(X, R, self.tie) for X, R in ((A, Ra), (B, Rb))))
+                # a group is 0 only where its product is negligible too: a per-head gauge scales one side up and
+                # the other down (10^-1 to 10^10 across a layer's heads), which no G-invariant reading calls 0
+                prod = S.norm(dim=-1)
+                negligible = prod <= self.tie * prod.max()
+                (oks, small) = zip(*(_full_column_rank(X, R, self.tie, negligible) for X, R in ((A, Ra), (B, Rb))))
                 for g in range(kv):
                     M = Ms[g]
                     # one side without full column rank (a silenced head: W_V^h or W_O^h = 0; in g . A the rounding a
@@ -786,11 +790,13 @@ def _span_gauge(Q: Any, R: Any, sketch: Any) -> tuple[Any, float]:
     return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True), cond
 
 
-def _full_column_rank(X: Any, R: Any, tie: float) -> tuple[list[bool], list[bool]]:
+def _full_column_rank(X: Any, R: Any, tie: float, negligible: Any = None) -> tuple[list[bool], list[bool]]:
     """For each group of a stack ``X`` (groups x rows x d_k) with QR factors ``R``: (full column rank, 0).
 
     Full column rank: every diagonal entry of R above ``tie`` times the group's largest, and the group not 0; 0:
-    the group's norm below ``tie`` times the largest group's (in g . A, what a translation left of a zero block).
+    the group's norm below ``tie`` times the largest group's (in g . A, what a translation left of a zero block),
+    and, where ``negligible`` is given (a bool per group), the group's product with the gauge's other side
+    negligible too: a block scaled down by the gauge, its partner up, is not 0.
 
     Examples
     --------
@@ -803,6 +809,8 @@ def _full_column_rank(X: Any, R: Any, tie: float) -> tuple[list[bool], list[bool
     top = d.max(-1, keepdim=True).values
     norms = X.norm(dim=(-2, -1))
     small = norms <= tie * norms.max()
+    if negligible is not None:
+        small = small & negligible
     full = (top[:, 0] > 0) & (d > tie * top).all(-1) & ~small
     return full.tolist(), small.tolist()
 
