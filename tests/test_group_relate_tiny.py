@@ -1060,6 +1060,49 @@ def test_a_gauge_that_spreads_the_heads_scales_leaves_the_canonical_form(factor)
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
 
 
+def _spread(n: int, c: float, seed: int) -> Any:
+    """n positive scales spread log-uniformly over [c^-1/2, c^1/2], in a random order."""
+    s = torch.logspace(-math.log10(c) / 2, math.log10(c) / 2, n, dtype=torch.float64)
+    return s[torch.randperm(n, generator=torch.Generator().manual_seed(seed))]
+
+
+@pytest.mark.parametrize("case", ["ffn-scaling", "rotary qk-gauge", "ill-conditioned vo-gauge"])
+def test_elements_that_spread_scales_within_a_layer_or_head_leave_the_canonical_form(case):
+    """Elements of G that spread scales over 1e6-1e7 within one layer or head (probe): ffn-scaling across a
+    gated layer's units, a rotary qk-gauge across a head's planes, a generic vo-gauge of condition number 1e7.
+    canonical judged a unit, a plane, or a head's side 0 or rank-deficient against the largest one, and took
+    another branch on g . A than on A: forms 1-4 apart, no ambiguity reported. A unit (plane) is 0 now only where
+    its product with the other side is negligible too, and a head whose product has full rank has both sides of
+    full column rank. What is left is rounding amplified by the element (about its condition number x u)."""
+    from symtrans.group.canonical import canonical
+    from symtrans.group.elements import MonomialMatrix
+    from symtrans.numeric.fixtures import random_model
+
+    if case == "ill-conditioned vo-gauge":
+        a, c = load_model("default"), 1e7
+    else:
+        a, c = load_model(random_model("llama", seed=0)), 1e7
+    spec = GroupSpec.from_arch(a.arch)
+    dk = a.d_model // a.arch.H
+    if case == "ffn-scaling":
+        n = a.tensors["W_in"].shape[-1]
+        el = [{"D": MonomialMatrix(list(range(n)), _spread(n, c, l))} for l in range(a.n_layers)]
+    elif case == "rotary qk-gauge":  # one scale per rotary plane (b, b + dk/2): commutes with the rotations
+        el = [{"g": [torch.diag(_spread(dk // 2, c, 10 * l + h).repeat(2)) for h in range(a.arch.H_kv)]}
+              for l in range(a.n_layers)]
+    else:
+        el = [{"g": [_haar(dk, 2 * h) @ torch.diag(_spread(dk, c, h)) @ _haar(dk, 2 * h + 1).T
+                     for h in range(a.arch.H_kv)]} for _ in range(a.n_layers)]
+    factor = {"ffn-scaling": "ffn-scaling", "rotary qk-gauge": "qk-gauge"}.get(case, "vo-gauge")
+    b = _moved(a, [{"factor": factor, "element": el}], spec)
+    assert relate(a, b).related
+    ca, cb = canonical(a), canonical(b)
+    assert ca.ambiguities == cb.ambiguities == []
+    for k, x in ca.weights.tensors.items():
+        if x is not None:  # within the rounding the element's condition number amplifies (c u = 1e-9)
+            assert float((x - cb.weights.tensors[k]).norm()) <= 1e-7 * max(float(x.norm()), 1.0), k
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
 def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
     """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its

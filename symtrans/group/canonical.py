@@ -430,15 +430,21 @@ class _Canon:
             for l in range(self.s.L):
                 W = self.cur["layers"][l][pivot.tensor]
                 norm = W.norm(dim=0)
-                dead = norm <= self.tie * norm.max()  # a unit 0 in the pivot (a dead unit): no scale there
-                # a dead unit writes nothing, and the factor moves its output row alone (by 1 / d): that row's norm
-                # is fixed to 1 instead (relate reads such a unit's scaling there too); a row 0 as well fixes nothing
                 R = self.cur["layers"][l][out.tensor]
                 rows = R.norm(dim=1)
-                free = dead & (rows <= self.tie * rows.max())
+                # a unit 0 in the pivot (a dead unit): no scale there. Judged against the layer's largest column
+                # only where the unit's product |column| |row| (what the scaling leaves) is negligible too: a
+                # scaling spread over 1e6 across a layer's units is no dead unit
+                prod = norm * rows
+                dead = (norm <= self.tie * norm.max()) & (prod <= self.tie * prod.max())
+                # a dead unit writes nothing, and the factor moves its output row alone (by 1 / d), to any scale:
+                # that row's norm is fixed to 1 instead (relate reads such a unit's scaling there too); a row that
+                # is 0 as well fixes nothing
+                free = dead & (rows == 0)
                 if bool(free.any()):
-                    self.amb.append(f"{name} layer {l}: {int(free.sum())} FFN units with {pivot.tensor} = 0 and "
-                                    f"{out.tensor} = 0 (below {self.tie:g} of the largest): their scaling is not fixed")
+                    self.amb.append(f"{name} layer {l}: {int(free.sum())} FFN units with {pivot.tensor} = 0 (below "
+                                    f"{self.tie:g} of the largest column) and {out.tensor} = 0: their scaling is not "
+                                    "fixed")
                 d = torch.where(free, 1.0, torch.where(dead, rows, 1 / norm.clamp_min(1e-300)))
                 if signed:
                     lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
@@ -513,6 +519,11 @@ class _Canon:
                 prod = S.norm(dim=-1)
                 negligible = prod <= self.tie * prod.max()
                 (oks, small) = zip(*(_full_column_rank(X, R, self.tie, negligible) for X, R in ((A, Ra), (B, Rb))))
+                # a product of full rank (beyond the tie of its own largest singular value: what the gauge leaves)
+                # and not negligible (a silenced head's product is the rounding a translation left on one side) has
+                # both sides of full column rank, however ill-conditioned the gauge makes either side
+                full = ((S > self.tie * S[:, :1]).all(1) & ~negligible).tolist()
+                oks = tuple([ok or f for ok, f in zip(side, full)] for side in oks)
                 for g in range(kv):
                     M = Ms[g]
                     # one side without full column rank (a silenced head: W_V^h or W_O^h = 0; in g . A the rounding a
@@ -842,7 +853,8 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
     On plane b the element multiplies the complex column ``w_q = A[:, b] + i A[:, b+k]`` by z and the key's by
     1/conj(z); z balances the two norms and makes the largest entry of ``z w_q`` real and positive. Where one
     side of a plane is 0 (below ``tie`` of that side's largest plane: a pruned key head), z sets the other
-    side's norm to 1 and its largest entry real and positive; where both are, z = 1.
+    side's norm to 1 and its largest entry real and positive; where both are, z = 1. A plane whose product
+    ``|w_q| |w_k|`` is not negligible (beyond ``tie`` of the head's largest) is live on both sides.
 
     Examples
     --------
@@ -861,9 +873,13 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
     tied = False
     planes = [(torch.complex(A[:, b], A[:, b + k]), torch.complex(K[:, b], K[:, b + k])) for b in range(k)]
     nq, nk = ([float(w.abs().norm()) for w in side] for side in zip(*planes))
+    prod = [q * x for q, x in zip(nq, nk)]  # what z leaves of a plane: |z w_q| |w_k / conj(z)|
     for b, (wq, wk) in enumerate(planes):
-        # a plane 0 on one side (a pruned key or query head) is balanced on the other alone: its norm set to 1
-        q_live, k_live = nq[b] > tie * max(nq), nk[b] > tie * max(nk)
+        # a plane 0 on one side (a pruned key or query head) is balanced on the other alone: its norm set to 1.
+        # A side is 0 only where the plane's product is negligible too: the gauge scales one side of a plane up
+        # and the other down (a spread of 1e6 across a head's planes), which no G-invariant reading calls 0
+        both = prod[b] > tie * max(prod)
+        q_live, k_live = both or nq[b] > tie * max(nq), both or nk[b] > tie * max(nk)
         r = (math.sqrt(nk[b] / nq[b]) if q_live and k_live else 1 / nq[b] if q_live else nk[b] if k_live else 1.0)
         if not q_live:  # the phase from the key's largest entry (the key is multiplied by 1/conj(z))
             wq = wk
