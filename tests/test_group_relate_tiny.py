@@ -1103,6 +1103,29 @@ def test_elements_that_spread_scales_within_a_layer_or_head_leave_the_canonical_
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-7 * max(float(x.norm()), 1.0), k
 
 
+@pytest.mark.parametrize("v", [1e-6, 1e8])
+def test_every_unit_scaled_alike_far_from_1_is_related_and_refused_where_the_activation_breaks_it(v):
+    """ffn-scaling with every unit scaled by one factor v (W_in x v, W_out / v). The scaling's deviation from 1 was
+    measured against an amplification read across the two sides (A's stored column over B's invariant), which
+    is v itself: at v = 1e-6 every scaling read as the identity, W_out stayed 1e6 apart, and a genuine g . A of a
+    gated model was "not related" (probe; g . A against A failed at v = 1e8 the same way). Each side's own
+    amplification now. False case: the same scaling of a GELU model's units (not in G) is refused, naming GELU."""
+    from symtrans.group.elements import MonomialMatrix
+    from symtrans.numeric.fixtures import random_model
+
+    for family, in_g in (("llama", True), ("gpt2", False)):
+        a = load_model(random_model(family, seed=0))
+        n = a.tensors["W_in"].shape[-1]
+        el = [{"D": MonomialMatrix(list(range(n)), torch.full((n,), v, dtype=torch.float64))}
+              for _ in range(a.n_layers)]
+        b = _with_tags(a, "ffn-scaling", el)  # through the factor's tags: GELU breaks it, the action is the same
+        if in_g:
+            assert relate(a, b).related and relate(b, a).related
+        else:
+            rel = relate(a, b)
+            assert not rel.related and any("gelu" in x.lower() for x in rel.stop.features), rel.summary()
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
 def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
     """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its

@@ -2398,7 +2398,10 @@ class _Solver:
                 # W_in column scaled by 1e-3 read its scaling 2e-4 off 1, and GELU's "B scales FFN units" refused
                 # B = g . A); the scaling's deviation is measured in units of that amplification
                 raw_a, raw_b = self._column_squares(wa), self._column_squares(wb)
-                amp = (torch.maximum(raw_a, raw_b) / torch.minimum(aa, bb).clamp_min(1e-300)).sqrt().clamp_min(1.0)
+                # each side's own amplification (its stored column over its invariant): a ratio across the sides
+                # is the scaling itself, and read every unit scaled by 1e-6 as the identity (its scaling "within
+                # rounding" of 1), which left W_out 1e6 apart and B "not related"
+                amp = torch.maximum(raw_a / aa.clamp_min(1e-300), raw_b / bb.clamp_min(1e-300)).sqrt().clamp_min(1.0)
                 # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
                 # (or one a computation cancelled, :meth:`cancelled`)
                 t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
