@@ -707,7 +707,7 @@ def _two_nearest(KB: Any, KA: Any) -> Any:
     from symtrans.precision import sum_rounding
 
     n, m = int(KA.shape[0]), int(KA.shape[1])
-    if n < 2 or n > 25 or KB.shape[0] > 25:
+    if n < 2 or n > 25 or KB.shape[0] > 25 or not (bool(KA.isfinite().all()) and bool(KB.isfinite().all())):
         return None
     na, nb = (KA * KA).sum(1), (KB * KB).sum(1)
     size = nb[:, None] + na[None, :]
@@ -2310,35 +2310,31 @@ class _Solver:
         if f is None:
             return
         torch = _torch()
-        scaled_in = [t.tensor for x in with_role(self.spec, "hidden-scaling") for t in x.tags if t.side == "right"]
+        right = {x.name: [t.tensor for t in x.tags if t.side == "right"] for x in with_role(self.spec, "hidden-scaling")}
+        scaled_in = [t for ts in right.values() for t in ts]
+        # where the activation breaks a unit scaling (GELU), units whose scale-free keys tie (two units with parallel
+        # input columns: distinct functions, not G-related) are matched again on keys that keep their scale; a
+        # match that swapped them was refused as "B scales FFN units" (probe). Only where the keys' storage
+        # resolves them (their noise within KEY_NOISE_LIMIT): a noisy pair stays as it was read
+        kept = [t for name, ts in right.items() if name in self.present for t in ts]
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
             # each side's keys (:meth:`unit_keys`): their projections decide the match where every unit of B has
             # exactly one unit of A within the tolerance on them (:meth:`_window`); the keys in full measure it
             tol = 1e3 * relation_tolerance(self.precision("W_in", l))[0]
-            (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled_in, tol)
-                                                                 for p in (self.cur, self.tgt))
-            if max(noiseA, noiseB) > KEY_NOISE_LIMIT:
+            P, dist, noise, da, db, ambiguous = self._unit_match(l, ins, scaled_in, tol)
+            if ambiguous is not None and kept != scaled_in and noise <= KEY_NOISE_LIMIT:
+                again = self._unit_match(l, ins, kept, tol)  # the window left a tie: the keys with their scale
+                if again[1] <= tol:
+                    P, dist, noise, da, db, ambiguous = again
+            if noise > KEY_NOISE_LIMIT:
                 why = (f"B's storage cannot resolve it: layer {l}: the FFN units' keys carry "
-                       f"{max(noiseA, noiseB):.2g} relative rounding noise ({self.precision('W_in', l)} storage "
+                       f"{noise:.2g} relative rounding noise ({self.precision('W_in', l)} storage "
                        "times the projection off the FFN input translations)")
                 self.local_unresolved.append((l, "units", why))
-            scale = max(float(nA.max()) ** 0.5, 1e-300)
-            P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
-            if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
-                self.deferred.append(("W_in", l, tol, lambda P=P, a=partsA, b=partsB: self._match_parts(
-                    a(), b(), tol, perm=P)[1]))
-                dist = 0.0
-            else:
-                keys = [partsA(), partsB()]
-                dist = math.inf
-                if P is not None:
-                    P, dist = self._match_parts(keys[0], keys[1], tol, perm=P)
-                if P is None:  # a unit with no or several candidates, or beyond the tolerance: the full keys
-                    full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
-                    P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
-                    self.ambiguous_units(full[0], full[1], P, max(noiseA, noiseB), l)
+            if ambiguous is not None:
+                ambiguous()
             if dist > tol:
                 if da != db:  # a unit near its rounding on one side only (G's translations move the stored
                     # columns, so the rounding a unit is read against differs between A and B)
@@ -2355,6 +2351,34 @@ class _Solver:
             dt = self.cur["layers"][0]["W_in"].dtype
             # act's right action X @ P with column j of P in row perm[j]: new unit j = old unit perm[j]
             self.apply("S_dff", [{"P": MonomialMatrix(P, torch.ones(len(P), dtype=dt))} for P in els])
+
+    def _unit_match(self, l: int, ins: list[str], scaled: list[str], tol: float
+                    ) -> tuple[list[int] | None, float, float, int, int, Any]:
+        """Layer ``l``'s FFN units matched on keys with the inputs ``scaled`` divided by their norms
+        (:meth:`unit_keys`): ``(P, dist, noise, dead A, dead B, ambiguous)``, ``ambiguous`` a call marking the
+        match (:meth:`ambiguous_units`) or None, made by :meth:`units` only for the match it keeps; None also says
+        that the window decided the match (one candidate per unit), else the full keys' nearest did. A window's
+        match is measured later (:attr:`deferred`, ``dist`` 0) where relate defers."""
+        torch = _torch()
+        (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled, tol)
+                                                             for p in (self.cur, self.tgt))
+        noise = max(noiseA, noiseB)
+        scale = max(float(nA.max()) ** 0.5, 1e-300)
+        P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
+        if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
+            self.deferred.append(("W_in", l, tol, lambda P=P, a=partsA, b=partsB: self._match_parts(
+                a(), b(), tol, perm=P)[1]))
+            return P, 0.0, noise, da, db, None
+        keys = [partsA(), partsB()]
+        dist = math.inf
+        if P is not None:
+            P, dist = self._match_parts(keys[0], keys[1], tol, perm=P)
+        if P is not None:
+            return P, dist, noise, da, db, None
+        # a unit with no or several candidates, or beyond the tolerance: the full keys
+        full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
+        P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
+        return P, dist, noise, da, db, lambda: self.ambiguous_units(full[0], full[1], P, noise, l)
 
     def ambiguous_units(self, KA: Any, KB: Any, P: list[int], noise: float, l: int) -> None:
         """Mark layer ``l``'s unit match as one B's storage cannot fix (:attr:`local_unresolved`) where a unit of B

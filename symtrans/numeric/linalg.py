@@ -162,7 +162,8 @@ def matmul(a: Any, b: Any) -> Any:
         return a @ b
     import numpy as np
 
-    return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    with np.errstate(all="ignore"):  # as torch's @: a NaN or Inf product is a value, not a warning (callers check)
+        return torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
 
 
 def rank_from_singular_values(s: Any, shape: tuple[int, int], dtype: Any, rtol: float | None = None,
