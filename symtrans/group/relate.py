@@ -2244,7 +2244,7 @@ class _Solver:
             # key part is that invariant as it is, not divided by its norm (noise over noise)
             # (or one a computation cancelled, :meth:`cancelled`: a canonical form's dead unit is not noise over
             # noise either)
-            null = ((sq <= self.null_level(name, l, int(w.shape[0])) ** 2 * raw) | self.cancelled(name, l, sq)
+            null = (self.below_rounding(name, l, sq, raw, int(w.shape[0])) | self.cancelled(name, l, sq)
                     if name in scaled else None)
             if raw is sq:
                 amp2 = 1.0
@@ -2277,7 +2277,7 @@ class _Solver:
             # that input's scaling moves its output row alone (by the inverse): the row's own norm, not the null
             # column's, is what the key divides out (a row itself null is taken as it is: noise over noise)
             raw_out = torch.linalg.vector_norm(out, dim=1).square_()
-            live = so > self.null_level("W_out", l, int(out.shape[1])) ** 2 * raw_out
+            live = ~self.below_rounding("W_out", l, so, raw_out, int(out.shape[1]))
             alone = null_any & live
             factor = torch.where(alone, out_sign / so.clamp_min(1e-300).sqrt(), factor)
         if factor is not None:
@@ -2428,9 +2428,9 @@ class _Solver:
                 amp = torch.maximum(raw_a / aa.clamp_min(1e-300), raw_b / bb.clamp_min(1e-300)).sqrt().clamp_min(1.0)
                 # a unit 0 on both sides (a dead unit, within its rounding: :meth:`null_level`) keeps any scaling: 1
                 # (or one a computation cancelled, :meth:`cancelled`)
-                t2 = self.null_level(pivot.tensor, l, int(a.shape[0])) ** 2
-                dead = (((aa <= t2 * raw_a) | self.cancelled(pivot.tensor, l, aa))
-                        & ((bb <= t2 * raw_b) | self.cancelled(pivot.tensor, l, bb)))
+                n = int(a.shape[0])
+                dead = ((self.below_rounding(pivot.tensor, l, aa, raw_a, n) | self.cancelled(pivot.tensor, l, aa))
+                        & (self.below_rounding(pivot.tensor, l, bb, raw_b, n) | self.cancelled(pivot.tensor, l, bb)))
                 s = torch.where(dead, self.dead_unit_scalings(f, l) if bool(dead.any()) else 1.0, s)
                 dev = float(((s - 1).abs() / amp).max())
                 if dev > worst:
@@ -2499,8 +2499,9 @@ class _Solver:
         wa, wb = self.cur["layers"][l][out.tensor], self.tgt["layers"][l][out.tensor]
         ra, rb = self.invariant(out.tensor, wa, l, self.cur), self.invariant(out.tensor, wb, l, self.tgt)
         aa, bb, ab = (ra * ra).sum(1), (rb * rb).sum(1), (ra * rb).sum(1)
-        t2 = self.null_level(out.tensor, l, int(ra.shape[1])) ** 2
-        live = (aa > t2 * (wa * wa).sum(1)) & (bb > t2 * (wb * wb).sum(1)) & (ab != 0)
+        n = int(ra.shape[1])
+        live = ~self.below_rounding(out.tensor, l, aa, (wa * wa).sum(1), n) \
+            & ~self.below_rounding(out.tensor, l, bb, (wb * wb).sum(1), n) & (ab != 0)
         return torch.where(live, aa / torch.where(live, ab, 1.0), 1.0)
 
     # ---- 5. GL gauges
@@ -2755,6 +2756,13 @@ class _Solver:
         as a canonical form's dead unit (about 1e-16 of its tensor), whose own norm is that rounding."""
         return sq <= self.null_level(tensor, l, int(self.cur["layers"][l][tensor].shape[0]), arithmetic=True) ** 2 \
             * sq.max()
+
+    def below_rounding(self, tensor: str, l: int, sq: Any, raw: Any, length: int) -> Any:
+        """Which parts of ``tensor`` in layer ``l`` (FFN columns or rows: squared norms ``sq`` of their invariant,
+        ``raw`` of the stored parts, sums of ``length`` products) are 0 within their own rounding
+        (:meth:`null_level`): a dead unit's column, or its output row. One rule for the units' keys, their
+        scalings and a dead unit's scaling read off its row."""
+        return sq <= self.null_level(tensor, l, length) ** 2 * raw
 
     def null_level(self, tensor: str, l: int, length: int, *, arithmetic: bool = False) -> float:
         """The relative size below which a stored part G sends to 0 is 0 (a dead unit, a silenced head).
@@ -3532,7 +3540,7 @@ def _worst_slice_np(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[in
 
 def _can_hide_np(scales: dict[int, tuple[Any, float]]) -> bool:
     """:func:`slices_can_hide` from :func:`_worst_slice_np`'s scales and floors (read with the same ``extra``)."""
-    return all(a.size >= 2 and bool((a > ENTRY_OUTLIER * f).any()) for a, f in scales.values())
+    return all(_has_large_slice(a, f) for a, f in scales.values())
 
 
 #: an entry of a vector more than this many times :func:`_floor_scale`'s is an outlier: left out of the typical
@@ -3561,11 +3569,16 @@ def slices_can_hide(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | N
     True
     """
     torch = _torch()
-    for p, (_, tn) in stats.items():
-        scale = tn if extra is None or p not in extra else torch.maximum(tn, extra[p])
-        if scale.numel() < 2 or not bool((scale > ENTRY_OUTLIER * _floor_scale(scale)).any()):
-            return False
-    return True
+    return all(_has_large_slice(scale, _floor_scale(scale)) for scale in
+               (tn if extra is None or p not in extra else torch.maximum(tn, extra[p]) for p, (_, tn) in stats.items()))
+
+
+def _has_large_slice(scale: Any, floor: float) -> bool:
+    """Whether one axis's slice scales (a torch or NumPy vector) hold a large slice: two or more, one of them
+    past :data:`ENTRY_OUTLIER` times ``floor`` (:func:`_floor_scale`'s). :func:`slices_can_hide`'s rule, and
+    :func:`_can_hide_np`'s on the scales :func:`_worst_slice_np` kept."""
+    count = scale.numel() if hasattr(scale, "numel") else scale.size  # torch, NumPy
+    return count >= 2 and bool((scale > ENTRY_OUTLIER * floor).any())
 
 
 def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[str, Any] | None:
