@@ -212,8 +212,7 @@ class _Canon:
                             f"whose table's third moment is 0 within {cut:.3g} of its absolute one; not fixed")
         mono = MonomialMatrix(order.tolist(), signs)
         self.apply(perm_f.name, {"Q": mono})
-        if cm is not None and not s.pending.get("word"):  # the acted table's column means: A's, moved (exactly)
-            s._base_means[("word", 0)] = (self.cur["word"], cm @ mono)
+        s.carry_col_means("word", cm, mono)  # the acted table's column means: A's, moved (as relate's)
 
     def scalings(self) -> None:
         from symtrans.group.numeric import MonomialMatrix

@@ -1237,6 +1237,14 @@ class _Solver:
             x = act(self.spec, {**before, "layers": [], name: x}, factor, el, tags=tags)[name]
         return x
 
+    def carry_col_means(self, name: str, means: Any, mono: Any) -> None:
+        """After the residual factor's monomial ``mono`` acted on model table ``name``, its column means are
+        ``means`` (the table's before, 1 x n, or None: nothing known) moved by ``mono``, exactly (a signed
+        permutation of the columns): kept for :meth:`col_means`, which would read the whole table again. Only where
+        no step is pending on the table (its stored values are the acted ones)."""
+        if means is not None and not self.pending.get(name):
+            self._base_means[(name, 0)] = (self.cur[name], means @ mono)
+
     def row_weights(self, name: str) -> Any:
         """:func:`rounding_weights` of model table ``name``'s rows (A's stored table and B's) for a shift read from
         them, where a plain mean would carry one row's rounding into it; None where it would not.
@@ -1503,8 +1511,7 @@ class _Solver:
         rot_f = next((f for f in with_role(self.spec, "residual", cands) if f.kind == "continuous" and f.tags), None)
         if mono is not None and perm_f is not None and ok["fixes-ones"]:
             self.apply(perm_f.name, {"Q": mono})
-            if cmA is not None and not self.pending.get("word"):  # the acted table's column means: A's, moved
-                self._base_means[("word", 0)] = (self.cur["word"], cmA @ mono)
+            self.carry_col_means("word", cmA, mono)
             self.kappa[None] = 1.0
             self.residual_keys(perm_f, ok)
             return
