@@ -1,11 +1,13 @@
 """The check's and the match's shortcuts never say more than the measure they stand in for.
 
 Issue 35's speed work added paths that skip a measure where a cheaper reading settles it: ``_each_within`` (and
-its slice bound ``_each_bounded``) lets a tensor's entries pass without :func:`worst_each`, ``_no_outlier``
-stands in for :func:`worst_entries` returning None, and ``_two_nearest`` for ``cdist``'s order. Each is fed
+its slice bound ``_each_bounded``) lets a tensor's entries pass without :func:`worst_each`, and ``_two_nearest``
+stands in for ``cdist``'s order. Each is fed
 forged cases here (an entry rewritten by a few rounding units up to many, B's entry at 0 in a slice of large
 ones, near-tied keys), and must agree with the full measure or defer to it: a shortcut that passes what the
-measure refuses would be a check that cannot fail.
+measure refuses would be a check that cannot fail. The slice and entry measures read their order statistics in
+NumPy (``_floor_scale``): they are checked here against torch's median and quantile, and the outlier rule of
+:func:`worst_entries` against a count written out by hand.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symtrans.group.relate import (_each_within, _no_outlier, _Pair, _slice_norms, _two_nearest, worst_each,
-                                   worst_entries)
+from symtrans.group.relate import (ENTRY_OUTLIER, _each_within, _floor_scale, _Pair, _slice_norms, _two_nearest,
+                                   worst_each, worst_entries)
 from symtrans.precision import smallest_normal, unit_roundoff
 
 FLOOR = smallest_normal("float64")
@@ -71,14 +73,35 @@ def test_the_shortcut_is_not_vacuous():
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 50), spike=st.sampled_from([0.0, 1.0, 15.0, 16.0, 17.0, 1e3]),
        zeros=st.integers(0, 5))
-def test_no_outlier_is_worst_entries_finding_none(seed, n, spike, zeros):
+def test_worst_entries_finds_an_outlier_exactly_where_one_lies(seed, n, spike, zeros):
+    """None exactly where no entry's scale passes ENTRY_OUTLIER times the floor, the floor written out by hand:
+    the lower median, or four times the 10th percentile (linear between its neighbours) where that is smaller."""
     g = torch.Generator().manual_seed(seed)
     t = torch.randn(n, generator=g, dtype=torch.float64)
     t[: min(zeros, n)] = 0.0
     if spike and n > 1:
         t[-1] = spike * float(t.abs().median())
     v = t + 1e-9 * torch.randn(n, generator=g, dtype=torch.float64)
-    assert _no_outlier(t, (v,)) == (worst_entries(v, t, (v,)) is None)
+    scale = sorted(max(abs(x), abs(y)) for x, y in zip(t.tolist(), v.tolist()))
+    pos = 0.1 * (n - 1)
+    lo = math.floor(pos)
+    q10 = scale[lo] + (pos - lo) * (scale[min(lo + 1, n - 1)] - scale[lo])
+    floor = scale[0] if n < 2 else min(scale[(n - 1) // 2], 4 * q10)
+    outlier = any(x > ENTRY_OUTLIER * floor for x in scale) and max(scale) > 0
+    assert (worst_entries(v, t, (v,)) is not None) == outlier
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), n=st.integers(2, 400), dtype=st.sampled_from([torch.float64, torch.float32]),
+       heavy=st.floats(0.0, 0.95))
+def test_floor_scale_is_torchs_median_and_quantile(seed, n, dtype, heavy):
+    """The floor from one NumPy partition is torch's median or four times torch's 10th percentile (to the last
+    bits of the interpolation), with a share ``heavy`` of the slices at 1e10."""
+    g = torch.Generator().manual_seed(seed)
+    s = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
+    s[: int(heavy * n)] = 1e10
+    want = min(float(s.median()), 4 * float(s.quantile(0.1)))
+    assert _floor_scale(s) == pytest.approx(want, rel=4 * float(torch.finfo(dtype).eps), abs=0.0)
 
 
 @settings(max_examples=150, deadline=None)

@@ -3448,31 +3448,53 @@ def _floor_scale(scale: Any) -> float:
     >>> _floor_scale(torch.tensor([1.0, 1.5, 2.0, 2.5, 3.0], dtype=torch.float64))  # the median
     2.0
     """
-    n = scale.numel()
-    if n < 2:
-        return float(scale.max()) if n else 0.0
-    if scale.device.type != "cpu" or bool(scale.isnan().any()):
-        return min(float(scale.median()), 4 * float(scale.quantile(0.1)))
-    # torch's two order statistics from one NumPy partition (torch's quantile sorts the whole tensor: 2 ms on the
-    # word table's 30522 rows): the median is the lower middle value, as torch.median's; the 10th percentile is
-    # interpolated linearly between its two neighbours, as torch.quantile's (to the last bit or so: torch may fuse)
     import numpy as np
 
+    v = _as_numpy(scale).reshape(-1)
+    n = v.size
+    if n < 2:
+        return float(v.max()) if n else 0.0
+    if bool(np.isnan(v).any()):
+        return math.nan  # as a median and a quantile of a vector holding a NaN: every scale then reads NaN
+    # two order statistics from one partition (a full sort of the word table's 30522 rows cost 2 ms): the median
+    # is the lower middle value (torch.median's); the 10th percentile is interpolated linearly between its two
+    # neighbours (torch.quantile's, in its two forms of the interpolation)
     pos = 0.1 * (n - 1)
     lo, mid = math.floor(pos), (n - 1) // 2
     hi = min(lo + 1, n - 1)
-    s = np.partition(scale.detach().reshape(-1).numpy(), sorted({lo, hi, mid}))
+    s = np.partition(v, sorted({lo, hi, mid}))
     w = pos - lo
-    q10 = s[lo] + w * (s[hi] - s[lo]) if w < 0.5 else s[hi] - (s[hi] - s[lo]) * (1 - w)  # torch.lerp's two forms
+    q10 = s[lo] + w * (s[hi] - s[lo]) if w < 0.5 else s[hi] - (s[hi] - s[lo]) * (1 - w)
     return min(float(s[mid]), 4 * float(q10))
 
 
-def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None
-                ) -> dict[str, Any] | None:
+def _as_numpy(x: Any) -> Any:
+    """A torch tensor (or a NumPy array, returned as it is) as a NumPy array on the CPU: float32 and float64 as
+    they are, any other dtype widened to float64 (NumPy has no bfloat16).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _as_numpy(torch.tensor([1.5], dtype=torch.bfloat16)).dtype, _as_numpy(torch.ones(2)).dtype
+    (dtype('float64'), dtype('float32'))
+    """
+    if not hasattr(x, "detach"):
+        return x
+    torch = _torch()
+    x = x.detach()
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.double()
+    return x.cpu().numpy()
+
+
+def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None, *,
+                scales: dict[int, tuple[Any, float]] | None = None) -> dict[str, Any] | None:
     """The slice of a tensor (its axis, index, residual relative to its scale, and the slice's share of the tensor's
     norm) reproduced worst. A slice's scale is the larger of B's slice (``extra``: per axis, also those of g . A
     and of A moved by the element's linear steps, the scale of what a translation cancels) and :func:`_floor_scale`
-    along that axis: one beside much larger ones (a word row of 1e10) is measured at its own.
+    along that axis: one beside much larger ones (a word row of 1e10) is measured at its own. ``scales``:
+    :func:`_slice_scales` of ``stats`` and ``extra``, where the caller has them (:func:`slices_can_hide` reads
+    the same). In NumPy: a dozen torch calls on a vector of 12 or 384 per axis cost the check 10 ms a relate.
 
     Examples
     --------
@@ -3486,68 +3508,49 @@ def worst_slice(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, A
     >>> worst_slice("word", {0: (dn * 1e-3, tn)})["residual"]
     0.0005
     """
+    import numpy as np
+
     from symtrans.catalogue.model import _axes
 
-    torch = _torch()
+    scales = _slice_scales(stats, extra) if scales is None else scales
     best: dict[str, Any] | None = None
-    for p, (dn, tn) in stats.items():
-        scale = tn
-        if extra is not None and p in extra:
-            scale = torch.maximum(scale, extra[p])
-        scale = scale.clamp_min(_floor_scale(scale))
-        ratio = torch.where(scale > 0, dn / torch.where(scale > 0, scale, 1), torch.where(dn > 0, math.inf, 0.0))
-        i = int(ratio.argmax())
+    for p, (dn, _) in stats.items():
+        raw, floor = scales[p]
+        scale, dd = np.maximum(raw, floor), _as_numpy(dn)
+        pos = scale > 0
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 and inf/inf read NaN, as torch's do
+            ratio = np.where(pos, dd / np.where(pos, scale, 1.0), np.where(dd > 0, math.inf, 0.0))
+        i = int(ratio.argmax())  # the first NaN where there is one, as torch's argmax
         r = float(ratio[i])
         if best is None or r > best["residual"]:
-            total = float(scale.square().sum().sqrt())
+            total = float(np.sqrt(np.square(scale).sum()))
             best = {"axis": _axes(name)[p], "index": i, "residual": r,
                     "share": float(scale[i]) / total if total > 0 else 0.0}
     return best
 
 
-def _worst_slice_np(name: str, stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None
-                    ) -> tuple[dict[str, Any], dict[int, tuple[Any, float]]] | None:
-    """:func:`worst_slice`'s answer, each axis's ratios formed in NumPy (the same operations on the same values:
-    a dozen torch calls on a vector of 12 or 384 per axis cost the check 10 ms a relate), and per axis the scale
-    before its floor and the floor (:func:`_floor_scale`), which :func:`slices_can_hide` reads with the same
-    ``extra`` (:func:`_can_hide_np`). None (measure it with worst_slice) for anything but float64 CPU vectors
-    without a NaN."""
+def _slice_scales(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None
+                  ) -> dict[int, tuple[Any, float]]:
+    """Per axis of ``stats`` (:func:`slice_stats`): each slice's scale as :func:`worst_slice` reads it (B's slice,
+    with ``extra`` the larger of it and extra's), in NumPy and before its floor, and :func:`_floor_scale`'s floor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> tn = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    >>> (scale, floor), = _slice_scales({0: (tn * 0, tn)}, {0: tn.flip(0)}).values()
+    >>> scale.tolist(), floor
+    ([3.0, 2.0, 3.0], 3.0)
+    """
     import numpy as np
 
-    from symtrans.catalogue.model import _axes
-
-    torch = _torch()
-    best: dict[str, Any] | None = None
-    scales: dict[int, tuple[Any, float]] = {}
-    for p, (dn, tn) in stats.items():
-        parts = [dn, tn] + ([extra[p]] if extra is not None and p in extra else [])
-        if any(x.dtype != torch.float64 or x.device.type != "cpu" or x.requires_grad or x.dim() != 1
-               or x.shape != tn.shape for x in parts):
-            return None
-        dd, scale = dn.detach().numpy(), tn.detach().numpy()
-        if len(parts) == 3:
-            scale = np.maximum(scale, parts[2].detach().numpy())
-        if bool(np.isnan(scale).any()) or bool(np.isnan(dd).any()):
-            return None
-        floor = _floor_scale(torch.from_numpy(scale))
-        scales[p] = (scale, floor)
-        scale = np.maximum(scale, floor)
-        pos = scale > 0
-        ratio = np.where(pos, dd / np.where(pos, scale, 1.0), np.where(dd > 0, math.inf, 0.0))
-        if bool(np.isnan(ratio).any()):  # (inf / inf): which NaN torch's argmax names is worst_slice's to say
-            return None
-        i = int(ratio.argmax())
-        r = float(ratio[i])
-        if best is None or r > best["residual"]:
-            total = float(torch.from_numpy(scale).square().sum().sqrt())
-            best = {"axis": _axes(name)[p], "index": i, "residual": r,
-                    "share": float(scale[i]) / total if total > 0 else 0.0}
-    return (best, scales) if best is not None else None
-
-
-def _can_hide_np(scales: dict[int, tuple[Any, float]]) -> bool:
-    """:func:`slices_can_hide` from :func:`_worst_slice_np`'s scales and floors (read with the same ``extra``)."""
-    return all(_has_large_slice(a, f) for a, f in scales.values())
+    out = {}
+    for p, (_, tn) in stats.items():
+        scale = _as_numpy(tn)
+        if extra is not None and p in extra:
+            scale = np.maximum(scale, _as_numpy(extra[p]))
+        out[p] = (scale, _floor_scale(scale))
+    return out
 
 
 #: an entry of a vector more than this many times :func:`_floor_scale`'s is an outlier: left out of the typical
@@ -3555,10 +3558,12 @@ def _can_hide_np(scales: dict[int, tuple[Any, float]]) -> bool:
 ENTRY_OUTLIER = 16.0
 
 
-def slices_can_hide(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None) -> bool:
+def slices_can_hide(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | None = None, *,
+                    scales: dict[int, tuple[Any, float]] | None = None) -> bool:
     """Whether an entry of a tensor can lie in a large slice along every axis :func:`worst_slice` measured: each
     axis has a slice whose scale (as worst_slice reads it: B's slice, or with ``extra`` the larger of it and
-    those) is more than :data:`ENTRY_OUTLIER` times :func:`_floor_scale`'s. Only then can one entry be moved
+    those) is more than :data:`ENTRY_OUTLIER` times :func:`_floor_scale`'s (``scales``: :func:`_slice_scales`'s,
+    where the caller has them). Only then can one entry be moved
     beside larger ones in every slice that holds it (:func:`worst_entries` then measures the entries). A GPT-2
     whose layer-0 ``W_in`` held two inert entries at 1e9 (one in a unit no ``W_out`` row reads, one in a channel
     its norm's gain of 1e-30 silences) hid entry ``[i, j]`` between them: verify accepted a file claiming B = A
@@ -3575,17 +3580,14 @@ def slices_can_hide(stats: dict[int, tuple[Any, Any]], extra: dict[int, Any] | N
     >>> slices_can_hide({0: (zero, flat), 1: (zero, flat)}, {0: big, 1: big})  # large in g . A's slices
     True
     """
-    torch = _torch()
-    return all(_has_large_slice(scale, _floor_scale(scale)) for scale in
-               (tn if extra is None or p not in extra else torch.maximum(tn, extra[p]) for p, (_, tn) in stats.items()))
+    return all(_has_large_slice(scale, floor)
+               for scale, floor in (_slice_scales(stats, extra) if scales is None else scales).values())
 
 
 def _has_large_slice(scale: Any, floor: float) -> bool:
-    """Whether one axis's slice scales (a torch or NumPy vector) hold a large slice: two or more, one of them
-    past :data:`ENTRY_OUTLIER` times ``floor`` (:func:`_floor_scale`'s). :func:`slices_can_hide`'s rule, and
-    :func:`_can_hide_np`'s on the scales :func:`_worst_slice_np` kept."""
-    count = scale.numel() if hasattr(scale, "numel") else scale.size  # torch, NumPy
-    return count >= 2 and bool((scale > ENTRY_OUTLIER * floor).any())
+    """Whether one axis's slice scales (a NumPy vector, :func:`_slice_scales`'s) hold a large slice: two or more,
+    one of them past :data:`ENTRY_OUTLIER` times ``floor`` (:func:`_floor_scale`'s). :func:`slices_can_hide`'s rule."""
+    return scale.size >= 2 and bool((scale > ENTRY_OUTLIER * floor).any())
 
 
 def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[str, Any] | None:
@@ -3620,43 +3622,27 @@ def worst_entries(moved: Any, target: Any, extra: tuple[Any, ...] = ()) -> dict[
     >>> worst_entries(plain + 0.1, plain) is None
     True
     """
-    torch = _torch()
-    scale = target.abs().reshape(-1)
-    for x in extra:
-        scale = torch.maximum(scale, x.abs().reshape(-1))
-    if scale.numel() == 0 or not bool((scale > 0).any()):
+    import numpy as np
+
+    scale = np.abs(_as_numpy(target)).reshape(-1)  # in NumPy: torch's calls on a vector of 384 cost the check
+    for x in extra:  # 4 ms a relate, and on most vectors it ends at the outliers' test
+        scale = np.maximum(scale, np.abs(_as_numpy(x)).reshape(-1))
+    if scale.size == 0 or not bool((scale > 0).any()):
         return None
     # zeros count: where most of A's and B's entries are exactly 0 (a bias transformers initialised), the typical
     # entry is 0 and every other entry is measured at its own scale
     typical = scale[scale <= ENTRY_OUTLIER * _floor_scale(scale)]
-    if typical.numel() == scale.numel():
+    if typical.size == scale.size:
         return None
-    d = (moved - target).abs().reshape(-1)
-    s = scale.clamp_min(float(typical.square().mean().sqrt()) if typical.numel() else 0.0)
-    ratio = torch.where(s > 0, d / torch.where(s > 0, s, 1), torch.where(d > 0, math.inf, 0.0))
+    d = np.abs(_as_numpy(moved) - _as_numpy(target)).reshape(-1)
+    s = np.maximum(scale, float(np.sqrt(np.square(typical).mean())) if typical.size else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(s > 0, d / np.where(s > 0, s, 1.0), np.where(d > 0, math.inf, 0.0))
     i = int(ratio.argmax())
-    total = float(scale.square().sum().sqrt())
+    total = float(np.sqrt(np.square(scale).sum()))
     return {"axis": "entries", "index": _entry_index(i, tuple(target.shape)),
-            "residual": float(ratio.square().mean().sqrt()), "measure": "rms",
+            "residual": float(np.sqrt(np.square(ratio).mean())), "measure": "rms",
             "share": float(scale[i]) / total if total > 0 else 0.0}
-
-
-def _no_outlier(target: Any, extra: tuple[Any, ...] = ()) -> bool:
-    """Whether :func:`worst_entries` of ``target`` with ``extra`` is None (no entry is an outlier, or every scale
-    is 0), read in NumPy with its own operations (its torch calls on a vector of 384 cost the check 4 ms a
-    relate, and on most vectors it ends there). False (measure it there) for anything but float64 CPU tensors."""
-    import numpy as np
-
-    torch = _torch()
-    if any(x.dtype != torch.float64 or x.device.type != "cpu" or x.requires_grad or x.numel() != target.numel()
-           for x in (target, *extra)):
-        return False
-    scale = np.abs(target.detach().numpy()).reshape(-1)
-    for x in extra:
-        scale = np.maximum(scale, np.abs(x.detach().numpy()).reshape(-1))
-    if scale.size == 0 or not bool((scale > 0).any()):
-        return True
-    return bool((scale <= ENTRY_OUTLIER * _floor_scale(torch.from_numpy(scale))).all())
 
 
 def _entry_index(i: int, shape: tuple[int, ...]) -> Any:
@@ -4077,7 +4063,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         fails."""
         v, t = _stacked(v), _stacked(t)
         extra = (v, _stacked(lin())) if lin is not None and relative_to == "A" else (v,)
-        worst = None if _no_outlier(t, extra) else worst_entries(v, t, extra)  # (most vectors: no outlier)
+        worst = worst_entries(v, t, extra)
         if worst is not None and worst["residual"] > tol and lin is not None and relative_to != "A":
             worst = worst_entries(v, t, (v, _stacked(lin())))
         return worst
@@ -4089,25 +4075,24 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left out and each
         has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
         def worst_of(extra: Any) -> tuple[dict[str, Any], Any]:
-            """:func:`worst_slice` with ``extra`` (in NumPy where it can be: :func:`_worst_slice_np`), and the
-            scales :func:`slices_can_hide` reads (None: read them there)."""
-            got = _worst_slice_np(name, stats, extra)
-            return got if got is not None else (worst_slice(name, stats, extra), None)
+            """:func:`worst_slice` with ``extra``, and the scales it read (:func:`slices_can_hide` reads them)."""
+            scales = _slice_scales(stats, extra)
+            return worst_slice(name, stats, extra, scales=scales), scales
 
-        (worst, floors), extra = worst_of(None), None
+        (worst, scales), extra = worst_of(None), None
         if worst["residual"] > tol:  # relative to g . A's slices too, and (as the tensor's) to A moved by the
             # linear steps: the scale of what a translation cancels
-            scales = [_stacked_dims(name, get_v(), keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
-            norms = [_slice_norms(*got) for got in scales]
+            moved = [_stacked_dims(name, get_v(), keep)] + ([_stacked_dims(name, lin(), keep)] if lin is not None else [])
+            norms = [_slice_norms(*got) for got in moved]
             extra = {p: _torch().stack([ns[i] for ns in norms]).amax(0) for i, p in enumerate(keep)}
-            worst, floors = worst_of(extra)
+            worst, scales = worst_of(extra)
         widen = carried_in() if worst["residual"] > tol and carried_in is not None else None
         if widen is not None:  # and to the rounding the translations carry in (:func:`translation_allowance`)
             carried = _slice_norms(*_stacked_dims(name, widen, keep))
             extra = {p: _torch().maximum(extra[p], carried[i]) for i, p in enumerate(keep)}
-            worst, floors = worst_of(extra)
+            worst, scales = worst_of(extra)
         if worst["residual"] <= tol and len(keep) == len(_axes(name)) and \
-                (slices_can_hide(stats, extra) if floors is None else _can_hide_np(floors)):
+                slices_can_hide(stats, extra, scales=scales):
             # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
             # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
             ent = entries_of(get_v(), t, lin, tol, relative_to)
