@@ -297,6 +297,36 @@ def test_canonical_form_is_on_the_orbit_and_the_same_for_every_element(tiny, cas
     assert _max_distance(ca.weights, canonical(b).weights) > 1e-5
 
 
+
+def _conditioned(d: int, kappa: float, seed: int) -> Any:
+    """A d x d float64 matrix with condition number ``kappa``, singular values spread geometrically about 1."""
+    g = torch.Generator().manual_seed(seed)
+    Q1, Q2 = (torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0] for _ in range(2))
+    s = torch.logspace(0, -math.log10(kappa), d, dtype=torch.float64)
+    return Q1 @ torch.diag(s / s.prod() ** (1 / d)) @ Q2.T
+
+
+@pytest.mark.parametrize("family,factor,seed", [("distilbert", "vo-gauge", 2), ("bert", "vo-gauge", 0),
+                                                ("gpt2", "vo-gauge", 0)])
+def test_the_canonical_form_is_the_same_after_an_ill_conditioned_per_head_gauge(family, factor, seed):
+    """A per-head gauge of condition number 1e8 moves the head products W_V W_O (W_Q W_K^T) of g . A, held in float64,
+    by about u64 kappa = 1e-8 relative, below the float32 storage precision of A: the canonical form must be the
+    same. The heads' sort keys |W_V W_O|_F, |W_Q W_K^T|_F were read as sum((A^T A) * (B^T B)) of the k x k Grams,
+    whose cancellation carries u kappa^2 (0.5% here): heads were reordered and W_K moved by about 1, unreported."""
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import random_model
+
+    w = load_model(random_model(family, n_layers=2, d_model=32, n_heads=4, d_ff=64))
+    spec = GroupSpec.from_arch(w.arch)
+    blocks = model_blocks(w)
+    side = "W_V" if factor == "vo-gauge" else "W_K"
+    heads, dk = len(blocks["layers"][0][side]), blocks["layers"][0][side][0].shape[1]
+    el = [{"g": [_conditioned(dk, 1e8, 1000 * seed + 100 * l + h) for h in range(heads)]} for l in range(w.n_layers)]
+    b = _moved(w, [{"factor": factor, "element": el}], spec)
+    ca, cb = canonical(w), canonical(b)
+    assert ca.ambiguities == cb.ambiguities == []
+    assert _max_distance(ca.weights, cb.weights) < relation_tolerance(w.storage_dtype)[0]
+
 def test_orbit_distance_is_zero_on_one_orbit_and_positive_between_two_initialisations(tiny, tmp_path):
     from symtrans.group.canonical import orbit_distance
 
