@@ -1180,6 +1180,39 @@ def test_gelu_units_with_parallel_input_columns_are_matched_by_their_scale(famil
     assert not rel.related and any("gelu" in x.lower() for x in rel.stop.features), rel.summary()
 
 
+@pytest.mark.parametrize("family,f", [("gpt2", 2.0), ("bert", -1.0), ("gpt2", 1.001), ("llama", -1.0),
+                                      ("llama", 2.0)])
+def test_units_with_parallel_inputs_an_activation_tells_apart_have_one_canonical_form(family, f):
+    """Layer 1's unit 6 is unit 5 with its input scaled by f where no unit scaling of G acts (GELU's W_in and b_in;
+    a gated unit's W_gate) and W_out / f: two distinct functions, not related by G. Their scale-free keys (the
+    product of norms, the fourth moments) tie, and canonical called them tied (their order "may change with
+    rounding") and ordered them as g . A happened to hold them: forms 0.13-0.37 apart for some elements (f = -1,
+    2), 3e-4 (f = 1.001). The inputs no unit scaling of G moves keep their scale and sign, and order them. False
+    case: unit 6 scaled once more by 1.5 is another model, whose form is not A's."""
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family, seed=0)).copy()
+    t = a.tensors
+    side = "W_gate" if t.get("W_gate") is not None else "W_in"
+    for name in (side, "b_in" if side == "W_in" else "b_gate"):
+        if t.get(name) is not None:
+            t[name][1, ..., 6] = f * t[name][1, ..., 5]
+    if side == "W_gate":
+        t["W_in"][1, :, 6] = t["W_in"][1, :, 5]
+    t["W_out"][1, 6] = t["W_out"][1, 5] / f
+    spec = GroupSpec.from_arch(a.arch)
+    ca = canonical(a)
+    assert ca.ambiguities == []
+    for seed in range(4):
+        cb = canonical(_moved(a, random_element(spec, a.n_layers, seed), spec))
+        assert cb.ambiguities == [] and _max_distance(ca.weights, cb.weights) < 1e-10, seed
+    scaled = a.copy()
+    scaled.tensors[side][1, :, 6] *= 1.5
+    scaled.tensors["W_out"][1, 6] /= 1.5
+    other = canonical(_moved(scaled, random_element(spec, a.n_layers, 1), spec))
+    assert _max_distance(ca.weights, other.weights) > 1e-3
+
 @pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
 def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
     """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its

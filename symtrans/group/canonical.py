@@ -15,8 +15,9 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
   projects its weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
   means, the embedding translations and centring shifts centre the tables;
 * heads sorted by ``|W_V W_O|_F``, then ``|W_Q W_K^T|_F``; FFN units by ``|W_in[:, j]| |W_out[j]|``
-  (then the bias); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of the largest entry positive
-  where the scaling may be negative);
+  (then the columns' and rows' fourth moments, and the columns no unit scaling of G moves, GELU's ``W_in``
+  or a gate's, by their norms and signed projections); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of
+  the largest entry positive where the scaling may be negative);
 * per-head gauges: from the SVD of the invariant products, W_Q W_K^T = U S V^T gives
   W_Q* = U S^(1/2), W_K* = V S^(1/2) (signs: the largest entry of each u positive), and W_V W_O likewise.
 
@@ -392,21 +393,30 @@ class _Canon:
         import torch
 
         from symtrans.group.numeric import MonomialMatrix
+        from symtrans.group.relate import unit_scaled_inputs
 
         s = self.s
         f = s.present.get("S_dff")  # the factor this step canonicalises
         if f is None:
             return
+        # the inputs no unit scaling of G moves (GELU's W_in, a gate's W_gate) keep their scale and sign:
+        # they tell apart units whose scale-free keys tie (an input column parallel to another unit's: f w, W_out / f)
+        moved = set(unit_scaled_inputs(self.spec, s.present.values()))
+        kept = [t.tensor for t in f.tags if t.side == "right" and t.tensor not in moved]
         els = []
         for l in range(s.L):
             lp = self.cur["layers"][l]
             key = lp["W_in"].norm(dim=0) * lp["W_out"].norm(dim=1)
             if "W_gate" in lp:
                 key = key * lp["W_gate"].norm(dim=0)
+            # their columns' norms, then each column's projection on a fixed direction (its sign). Not a bias: one
+            # a translation set to 0 (a random BERT's b_in) is rounding, and would order the pair by it
+            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None]
             # near-equal products of norms by their columns' and rows' shapes (unchanged by the unit scalings
             # fixed after this step)
-            order, close = _lex_order([key, _fourth_moment(lp["W_in"], 0), _fourth_moment(lp["W_out"], 1)],
-                                      self.tie)
+            order, close = _lex_order([key, _fourth_moment(lp["W_in"], 0), _fourth_moment(lp["W_out"], 1),
+                                       *(x.norm(dim=0) for x in fixed),
+                                       *(s.sketch(x.shape[0], x.dtype, 1)[:, 0] @ x for x in fixed)], self.tie)
             if close:
                 self.amb.append(f"S_dff layer {l}: {close} pairs of FFN units whose keys differ by less "
                                 f"than {self.tie:g} relative (their order may change with rounding)")

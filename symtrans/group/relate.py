@@ -521,6 +521,21 @@ def gain_pivot(f: Factor) -> Any:
     return next(t for t in f.tags if t.how == "element" and t.tensor.endswith("_w"))
 
 
+def unit_scaled_inputs(spec: GroupSpec, factors: Any = None) -> list[str]:
+    """The FFN unit inputs a unit scaling moves: the right-side tensors of the hidden-scaling factors of ``spec``
+    (of ``factors`` only, where given: those present in G). Where the activation breaks a scaling (GELU's on
+    ``W_in``, SiLU's on a gate), the inputs it would move keep their scale and sign under G, and tell apart units
+    whose scale-free keys tie (parallel input columns: distinct functions).
+
+    Examples
+    --------
+    >>> spec = GroupSpec.from_arch("bert-base")
+    >>> unit_scaled_inputs(spec), unit_scaled_inputs(spec, [f for f in spec.factors if f.status != "broken"])
+    (['W_in', 'b_in'], [])
+    """
+    return [t.tensor for x in with_role(spec, "hidden-scaling", factors) for t in x.tags if t.side == "right"]
+
+
 #: the kinds of action that divide by a norm gain (``1/gain``, named by the tag's ``via``): undefined where the gain
 #: holds an exact 0, and the symmetry they model is not one there (a dead channel's rows are free instead). The
 #: hyperplanes act on every key relate reads; the conjugations only where a residual rotation is applied
@@ -2317,13 +2332,12 @@ class _Solver:
         if f is None:
             return
         torch = _torch()
-        right = {x.name: [t.tensor for t in x.tags if t.side == "right"] for x in with_role(self.spec, "hidden-scaling")}
-        scaled_in = [t for ts in right.values() for t in ts]
+        scaled_in = unit_scaled_inputs(self.spec)
         # where the activation breaks a unit scaling (GELU), units whose scale-free keys tie (two units with parallel
         # input columns: distinct functions, not G-related) are matched again on keys that keep their scale; a
         # match that swapped them was refused as "B scales FFN units" (probe). Only where the keys' storage
         # resolves them (their noise within KEY_NOISE_LIMIT): a noisy pair stays as it was read
-        kept = [t for name, ts in right.items() if name in self.present for t in ts]
+        kept = unit_scaled_inputs(self.spec, self.present.values())
         ins = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")]
         els = []
         for l in range(self.L):
