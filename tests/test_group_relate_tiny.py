@@ -1213,6 +1213,74 @@ def test_units_with_parallel_inputs_an_activation_tells_apart_have_one_canonical
     other = canonical(_moved(scaled, random_element(spec, a.n_layers, 1), spec))
     assert _max_distance(ca.weights, other.weights) > 1e-3
 
+
+def _relu_pair(family: str, seed: int, f: float) -> Any:
+    """A random ``family`` model with ReLU units whose layer-1 unit 6 is unit 5 with its input (W_in and b_in; a
+    gated unit's W_gate and b_gate) times ``f`` and W_out / f."""
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family, seed=seed, hidden_act="relu")).copy()
+    t = a.tensors
+    side = "W_gate" if t.get("W_gate") is not None else "W_in"
+    for name in (side, "b_in" if side == "W_in" else "b_gate"):
+        if t.get(name) is not None:
+            t[name][1, ..., 6] = f * t[name][1, ..., 5]
+    if side == "W_gate":
+        t["W_in"][1, :, 6] = t["W_in"][1, :, 5]
+    t["W_out"][1, 6] = t["W_out"][1, 5] / f
+    return a
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_relu_units_with_opposite_inputs_are_told_apart_and_equal_ones_tied(family):
+    """ReLU's unit scalings are positive only, so a unit's input column over its norm keeps its sign under G. With
+    unit 6 = unit 5 times f < 0 (relu(-t) != -relu(t): distinct functions), relate's keys flipped each column's
+    sign, tied the two units and swapped them: a genuine g . A was "not related: ffn-scaling" (a BERT, seed 2, f =
+    -1 and -2), and canonical reported a tie that is none. f = 2 is a true tie (unit 6 computes unit 5's output:
+    the pair swaps under G), which both report. False case: unit 6 scaled by 1.5 more is not g . A."""
+    from symtrans.group.canonical import canonical
+
+    for f in (-1.0, -2.0):
+        a = _relu_pair(family, 2, f)
+        spec = GroupSpec.from_arch(a.arch)
+        ca = canonical(a)
+        assert ca.ambiguities == [], ca.ambiguities
+        for seed in range(3):
+            b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+            rel = relate(a, b)
+            assert rel.related and not rel.ties, (f, seed, rel.summary())
+            cb = canonical(b)
+            assert cb.ambiguities == [] and _max_distance(ca.weights, cb.weights) < 1e-10, (f, seed)
+        forged = a.copy()
+        forged.tensors["W_out"][1, 6] *= 1.5
+        assert not relate(a, _moved(forged, random_element(spec, a.n_layers, 0), spec)).related
+    a = _relu_pair(family, 2, 2.0)
+    spec = GroupSpec.from_arch(a.arch)
+    assert any("S_dff layer 1" in x for x in canonical(a).ambiguities)
+    rel = relate(a, _moved(a, random_element(spec, a.n_layers, 0), spec))
+    assert rel.related and any("layer 1" in x for x in rel.ties), rel.ties
+
+
+def test_values_rule_is_the_catalogues_element():
+    """The values each unit scaling's membership test admits (:func:`values_rule`, the rule relate's and
+    canonical's sign keys read) against the catalogue's own statement of the element (``d_j > 0`` or ``!= 0``),
+    over activations and FFN kinds."""
+    import dataclasses
+
+    from symtrans.arch import get_arch
+    from symtrans.group.elements import values_rule, with_role
+
+    seen = set()
+    for base in ("bert-base", "gpt2", "llama2-7b"):
+        for activation in ("gelu", "relu", "silu"):
+            spec = GroupSpec.from_arch(dataclasses.replace(get_arch(base), activation=activation))
+            for f in with_role(spec, "hidden-scaling"):
+                want = "positive" if "d_j > 0" in f.element else "non-zero" if "d_j != 0" in f.element else None
+                assert want is not None and values_rule(spec, f.name) == want, (base, activation, f.name, f.element)
+                seen.add(want)
+    assert seen == {"positive", "non-zero"}
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3", "phi3", "qwen2"])
 def test_a_gated_unit_whose_up_column_is_zero_is_related_and_has_one_canonical_form(family):
     """A gated unit whose up-projection column is 0 writes nothing, and the up-projection's scaling moves its

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symtrans.errors import SymtransError
-from symtrans.group.elements import equal_pairs, in_group, pair_signed_rms, translation_order, with_role
+from symtrans.group.elements import (equal_pairs, in_group, pair_signed_rms, translation_order, values_rule,
+                                     with_role)
 from symtrans.group.spec import GroupSpec
 from symtrans.numeric.linalg import matmul
 
@@ -393,7 +394,7 @@ class _Canon:
         import torch
 
         from symtrans.group.numeric import MonomialMatrix
-        from symtrans.group.relate import unit_scaled_inputs
+        from symtrans.group.relate import unit_scaled_inputs, unit_sign_kept
 
         s = self.s
         f = s.present.get("S_dff")  # the factor this step canonicalises
@@ -403,6 +404,8 @@ class _Canon:
         # they tell apart units whose scale-free keys tie (an input column parallel to another unit's: f w, W_out / f)
         moved = set(unit_scaled_inputs(self.spec, s.present.values()))
         kept = [t.tensor for t in f.tags if t.side == "right" and t.tensor not in moved]
+        signed_inputs = [t.tensor for t in f.tags if t.side == "right" and t.tensor.startswith("W_")
+                         and t.tensor in moved and unit_sign_kept(self.spec, t.tensor, s.present.values())]
         els = []
         for l in range(s.L):
             lp = self.cur["layers"][l]
@@ -410,8 +413,10 @@ class _Canon:
             if "W_gate" in lp:
                 key = key * lp["W_gate"].norm(dim=0)
             # their columns' norms, then each column's projection on a fixed direction (its sign). Not a bias: one
-            # a translation set to 0 (a random BERT's b_in) is rounding, and would order the pair by it
-            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None]
+            # a translation set to 0 (a random BERT's b_in) is rounding, and would order the pair by it. An input
+            # only positive scalings move (ReLU's): its column over its norm, whose sign no element of G flips
+            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None] \
+                + [lp[t] / lp[t].norm(dim=0).clamp_min(1e-300) for t in signed_inputs if lp.get(t) is not None]
             # near-equal products of norms by their columns' and rows' shapes (unchanged by the unit scalings
             # fixed after this step)
             order, close = _lex_order([key, _fourth_moment(lp["W_in"], 0), _fourth_moment(lp["W_out"], 1),
@@ -434,7 +439,7 @@ class _Canon:
                 continue
             pivot = next(t for t in f.tags if t.side == "right" and t.tensor.startswith("W_"))
             out = next(t for t in f.tags if t.how == "inverse" and t.tensor.startswith("W_"))
-            signed = "d_j > 0" not in f.element
+            signed = values_rule(self.s.spec, name) != "positive"
             els = []
             for l in range(self.s.L):
                 W = self.cur["layers"][l][pivot.tensor]

@@ -1066,11 +1066,7 @@ def _monomial_member(component: str, *, perm: bool, values: str) -> Callable[...
         if not perm:
             _not_reordering(factor, M)
         v = M.vals
-        rule = values
-        if rule == "positive-unless-gated":
-            rule = "non-zero" if spec.arch.ffn == "gated" else "positive"
-        if rule == "one-sign" and spec.arch.norm == "rmsnorm":
-            rule = "sign"  # RMSNorm commutes with every signed permutation, LayerNorm with +-P only
+        rule = _resolved_values(spec, values)
         bad = {"one": v != 1, "sign": v.abs() != 1, "positive": ~(v > 0), "non-zero": ~(v != 0) | ~v.isfinite(),
                "one-sign": (v.abs() != 1) | (v != v[:1])}[rule]
         if bool(bad.any()):
@@ -1081,7 +1077,34 @@ def _monomial_member(component: str, *, perm: bool, values: str) -> Callable[...
                              "one-sign": "values all +1 or all -1"}[rule])
         return {component: M}
 
+    member.values = values  # type: ignore[attr-defined]  # read by :func:`values_rule`
     return member
+
+
+def _resolved_values(spec: GroupSpec, values: str) -> str:
+    """A :func:`_monomial_member` rule for ``spec``'s architecture: ``positive-unless-gated`` and ``one-sign``
+    resolved (one of ``one``, ``sign``, ``one-sign``, ``positive``, ``non-zero``)."""
+    if values == "positive-unless-gated":
+        return "non-zero" if spec.arch.ffn == "gated" else "positive"
+    if values == "one-sign" and spec.arch.norm == "rmsnorm":
+        return "sign"  # RMSNorm commutes with every signed permutation, LayerNorm with +-P only
+    return values
+
+
+def values_rule(spec: GroupSpec, factor: str) -> str | None:
+    """The values a permutation-with-values factor's element may take on ``spec``'s architecture (``one``,
+    ``sign``, ``one-sign``, ``positive``, ``non-zero``), as its membership test reads them; None for a factor
+    whose element is not a permutation with values. A unit scaling that is ``positive`` (ReLU's) fixes each
+    unit's sign: keys that read a unit's inputs up to that scaling keep the sign.
+
+    Examples
+    --------
+    >>> bert, llama = GroupSpec.from_arch("bert-base"), GroupSpec.from_arch("llama2-7b")
+    >>> values_rule(bert, "ffn-scaling"), values_rule(llama, "ffn-scaling"), values_rule(llama, "qk-gauge")
+    ('positive', 'non-zero', None)
+    """
+    rule = getattr(elements_of(spec, factor).member, "values", None)
+    return None if rule is None else _resolved_values(spec, rule)
 
 
 def _onto_diagonal(factor: str, D: Any, pairs: Any = None) -> Any:

@@ -536,6 +536,29 @@ def unit_scaled_inputs(spec: GroupSpec, factors: Any = None) -> list[str]:
     return [t.tensor for x in with_role(spec, "hidden-scaling", factors) for t in x.tags if t.side == "right"]
 
 
+def unit_sign_kept(spec: GroupSpec, name: str, factors: Any = None) -> bool:
+    """Whether G fixes the sign of each FFN unit's ``name`` column: no unit scaling among ``factors`` (G's present
+    factors; by default those of ``spec`` not broken) that moves ``name`` may be negative
+    (:func:`~symtrans.group.elements.values_rule`). A key read up to the scaling then keeps that sign: units whose
+    columns are opposite are distinct functions (ReLU's, whose scalings are positive; GELU's, which has none).
+    False where a scaling may flip it (a gated up-projection's).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from symtrans.arch import get_arch
+    >>> relu = GroupSpec.from_arch(dataclasses.replace(get_arch("llama2-7b"), activation="relu"))
+    >>> unit_sign_kept(relu, "W_in"), unit_sign_kept(relu, "W_gate"), unit_sign_kept(GroupSpec.from_arch("gpt2"), "W_in")
+    (False, True, True)
+    """
+    from symtrans.group.elements import values_rule
+
+    if factors is None:
+        factors = [f for f in spec.factors if f.status != "broken"]
+    return all(values_rule(spec, x.name) == "positive" for x in with_role(spec, "hidden-scaling", factors)
+               if any(t.tensor == name and t.side == "right" for t in x.tags))
+
+
 #: the kinds of action that divide by a norm gain (``1/gain``, named by the tag's ``via``): undefined where the gain
 #: holds an exact 0, and the symmetry they model is not one there (a dead channel's rows are free instead). The
 #: hyperplanes act on every key relate reads; the conjugations only where a residual rotation is applied
@@ -2173,8 +2196,8 @@ class _Solver:
         """One side's FFN unit keys in layer ``l`` as the window sees them: ``(proj, norms2, parts, noise, dead)``.
 
         A unit's key is its input columns (each tensor of ``ins``, projected by :meth:`invariant`; one of
-        ``scaled`` divided by its norm times a sign) followed by its output row of ``W_out`` (projected, times the
-        product of those divisors). ``proj`` (8 x units) is the keys' projections on :meth:`_window_dirs`,
+        ``scaled`` divided by its norm times a sign, unless :func:`unit_sign_kept`) followed by its output row of
+        ``W_out`` (projected, times the product of those divisors). ``proj`` (8 x units) is the keys' projections on :meth:`_window_dirs`,
         ``norms2`` their squared norms and ``parts()`` the keys written out in their parts (as
         :meth:`_match_parts` takes them). The sign is that of the projection of largest magnitude: one rule on
         both sides, so a unit scaled by any non-zero number keeps its key; a dead unit's (its input part is noise)
@@ -2281,7 +2304,10 @@ class _Solver:
                 big = p.gather(0, p.abs().argmax(0, keepdim=True))[0]
                 # a dead unit's projection is noise, its sign too: the output row's sign stands in (it moves with
                 # the unit's scaling by the inverse, so the product of the two parts' signs is what the key keeps)
-                sign = torch.where(big < 0, -1.0, 1.0).to(n.dtype)
+                # (a unit scaling that is positive only, ReLU's, fixes the sign: kept, or units whose input columns
+                # are opposite, distinct functions, would tie)
+                sign = torch.ones_like(n) if unit_sign_kept(self.spec, name, self.present.values()) else \
+                    torch.where(big < 0, -1.0, 1.0).to(n.dtype)
                 ns = n * torch.where(null, out_sign, sign)
                 p = p / ns
                 factor = ns if factor is None else factor * ns
