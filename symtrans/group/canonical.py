@@ -331,7 +331,7 @@ class _Canon:
         for l in range(s.L):
             lp = self.cur["layers"][l]
             H = len(lp["W_Q"])
-            vo, qk = _head_product_norms(lp, self.group)
+            vo, qk = _head_product_norms(lp, self.group, self.tie)
             top = max(max(vo), 1e-300)
             space = None
             if len(self._runs(list(range(H)), vo, top)) < H:
@@ -632,14 +632,16 @@ def _centred_moments(W: Any, col_mean: Any, ones: bool) -> tuple[Any, Any, Any, 
     return sq, cube, quart, abscube
 
 
-def _head_product_norms(lp: dict[str, Any], group: int) -> tuple[list[float], list[float]]:
+def _head_product_norms(lp: dict[str, Any], group: int, tie: float) -> tuple[list[float], list[float]]:
     """Per query head h of one layer's blocks: ``|W_V^kv W_O^h|_F`` and ``|W_Q^h W_K^kv^T|_F`` (kv = h // group),
-    from the heads' k x k QR factors, batched: ``A = Q_A R_A``, ``B = Q_B R_B`` give ``|A B^T|_F = |R_A R_B^T|_F``.
+    to well within ``tie`` (the relative difference below which canonical calls two keys tied), batched.
 
-    Not the d x d products: one batched QR per tensor on the bundled MiniLM's heads (d_model 384, d_k 32). Not the
-    Grams' ``sum((A^T A) * (B^T B))`` either: a per-head gauge g of condition number kappa scales A^T A up and
-    B^T B down along the same axes, and that sum cancels to ``u kappa^2`` of the key (0.5% at kappa = 1e8, heads
-    reordered). QR is column-wise backward stable, so ``R_A R_B^T`` carries ``u kappa``, as the product itself does.
+    Not the d x d products. From the heads' k x k Gram matrices, ``|A B^T|_F^2 = sum((A^T A) * (B^T B))``, where
+    that sum's rounding bound, ``(2 gamma_d + gamma_(k^2)) |A|_F^2 |B|_F^2`` (float64), puts each key within
+    ``tie / 1000`` of its value; else (a layer with a per-head gauge of large condition number kappa, which scales
+    A^T A up and B^T B down along the same axes: the sum cancels to ``u kappa^2``, 0.5% of the key at kappa = 1e8,
+    and heads were reordered) from the heads' QR factors, ``A = Q_A R_A``: ``|A B^T|_F = |R_A R_B^T|_F``, which
+    carries ``u kappa``, as the product itself does. The Grams cost half the QRs on the bundled MiniLM.
 
     Examples
     --------
@@ -647,21 +649,45 @@ def _head_product_norms(lp: dict[str, Any], group: int) -> tuple[list[float], li
     >>> g = torch.Generator().manual_seed(0)
     >>> lp = {n: [torch.randn(*s, dtype=torch.float64, generator=g) for _ in range(k)]
     ...       for n, s, k in (("W_Q", (8, 2), 4), ("W_K", (8, 2), 2), ("W_V", (8, 2), 2), ("W_O", (2, 8), 4))}
-    >>> vo, qk = _head_product_norms(lp, 2)
-    >>> want = [float(torch.linalg.norm(lp["W_Q"][h] @ lp["W_K"][h // 2].T)) for h in range(4)]
-    >>> max(abs(a - b) for a, b in zip(qk, want)) < 1e-12
+    >>> def worst(lp):
+    ...     vo, qk = _head_product_norms(lp, 2, 1e-6)
+    ...     want = [float(torch.linalg.norm(lp["W_V"][h // 2] @ lp["W_O"][h])) for h in range(4)]
+    ...     return max(abs(a / b - 1) for a, b in zip(vo, want))
+    >>> worst(lp) < 1e-12
+    True
+    >>> R = torch.tensor([[0.6, -0.8], [0.8, 0.6]], dtype=torch.float64)  # a value gauge of condition number 1e8:
+    >>> M = R @ torch.diag(torch.tensor([1e8, 1.0], dtype=torch.float64)) @ R.T
+    >>> lp["W_V"] = [v @ M for v in lp["W_V"]]; lp["W_O"] = [torch.linalg.solve(M, o) for o in lp["W_O"]]
+    >>> v, o = lp["W_V"][0], lp["W_O"][0]  # the Grams' sum is far off there
+    >>> abs(float(((v.T @ v) * (o @ o.T)).sum().clamp_min(0).sqrt() / torch.linalg.norm(v @ o)) - 1) > 1e-3
+    True
+    >>> worst(lp) < 1e-8
     True
     """
     import torch
 
-    def r(blocks: list[Any], rows: bool) -> Any:  # R of A = Q R per block, the gauge's axis last (rows: W_O's)
-        X = torch.stack(blocks)
-        return torch.linalg.qr(X.mT if rows else X, mode="r")[1]
+    from symtrans.precision import sum_rounding
+
+    def stacked(name: str, rows: bool) -> Any:  # the gauge's axis last (rows: W_O's)
+        X = torch.stack(lp[name])
+        return X.mT if rows else X
 
     kv = torch.arange(len(lp["W_Q"])) // group
-    vo = torch.linalg.matrix_norm(matmul(r(lp["W_V"], False)[kv], r(lp["W_O"], True).mT))
-    qk = torch.linalg.matrix_norm(matmul(r(lp["W_Q"], False), r(lp["W_K"], False)[kv].mT))
-    return vo.tolist(), qk.tolist()
+    pairs = ((stacked("W_V", False), stacked("W_O", True), True), (stacked("W_Q", False), stacked("W_K", False), False))
+    out = []
+    for A, B, kv_first in pairs:
+        GA, GB = matmul(A.mT, A), matmul(B.mT, B)
+        GA, GB = (GA[kv], GB) if kv_first else (GA, GB[kv])
+        sq = (GA * GB).sum((1, 2))
+        d, k = A.shape[-2], A.shape[-1]
+        bound = (2 * sum_rounding(d) + sum_rounding(k * k)) * GA.diagonal(0, 1, 2).sum(1) * GB.diagonal(0, 1, 2).sum(1)
+        if A.dtype == torch.float64 and bool((bound <= 2e-3 * tie * sq).all()):
+            out.append(sq.sqrt().tolist())
+            continue
+        RA, RB = (torch.linalg.qr(X, mode="r")[1] for X in (A, B))
+        RA, RB = (RA[kv], RB) if kv_first else (RA, RB[kv])
+        out.append(torch.linalg.matrix_norm(matmul(RA, RB.mT)).tolist())
+    return out[0], out[1]
 
 
 def _lex_order(keys: list[Any], tie: float) -> tuple[list[int], int]:
