@@ -1551,7 +1551,7 @@ class _Solver:
             self.apply(perm_f.name, {"Q": mono})
             self.carry_col_means("word", cmA, mono)
             self.kappa[None] = 1.0
-            self.residual_keys(perm_f, ok)
+            self.residual_keys(perm_f, ok, {"Q": mono})
             return
         if rot_f is not None and ok["orthogonal"] and ok["fixes-ones"]:
             if self.dead_conjugation:  # the rotation's action divides by a gain of 0 (:func:`dead_gain_actions`)
@@ -1561,7 +1561,7 @@ class _Solver:
             self.apply(rot_f.name, {"Q": Q})
             self.kappa[None] = max(self.kappa.get(None, 1.0), _cond(Q))
             self.length[None] = int(element_length(Q))
-            self.residual_keys(rot_f, ok)
+            self.residual_keys(rot_f, ok, {"Q": Q})
             return
         # no factor of G has this element: name what breaks it
         feats: list[str] = []
@@ -1632,9 +1632,12 @@ class _Solver:
             self._sketches[key] = torch.randn(d, k, generator=g, dtype=torch.float64).to(dtype) / math.sqrt(k)
         return self._sketches[key]
 
-    def residual_keys(self, f: Factor, ok: dict[str, bool]) -> None:
-        """After the residual map: every layer's keys must agree; else say which factor's action would."""
-        self.residual_element = self.steps[-1]["element"]
+    def residual_keys(self, f: Factor, ok: dict[str, bool], element: dict[str, Any]) -> None:
+        """After the residual map ``element``: every layer's keys must agree; else say which factor's action would.
+
+        The element is passed, not read off the last step: an identity map applies no step (a B that differs from
+        A by a word-table translation alone), and the last step was then another factor's, or none (IndexError)."""
+        self.residual_element = element
         self.scalings()
         if self.defer:  # a diagnostic of a refusal: the per-tensor check decides; a refusal re-solves without defer
             self.skipped.append("the per-layer key check after the residual map")
