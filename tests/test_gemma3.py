@@ -234,3 +234,110 @@ def test_smollm3_nope_layers_are_read_not_mapped_as_plain_llama(tmp_path: Path) 
     cfg.no_rope_layers = [1, 1, 1, 1]  # rotary on every layer: Llama's structure, no per-layer list
     cfg.save_pretrained(tmp_path / "rope")
     assert from_config(tmp_path / "rope").positional == "rotary" and from_config(tmp_path / "rope").rope_layers == ()
+
+
+def _scaled_gain(a: Any, d: float) -> list[dict[str, Any]]:
+    """ln1-scaling scaling channel 5 of layer 0's gain by ``d`` (its reading rows by 1 / d), the rest 1."""
+    D = [torch.eye(a.d_model, dtype=torch.float64) for _ in range(a.n_layers)]
+    D[0][5, 5] = d
+    return [{"factor": "ln1-scaling", "element": [{"D": x} for x in D]}]
+
+
+def _relation_checked(a_path: Path, b_path: Path, steps: Any, tmp_path: Path, name: str) -> tuple[bool, str]:
+    """verify's answer on a file claiming B = steps . A."""
+    import json
+
+    from symtrans.group.relate import Relation, check_relation, write_relation
+    from symtrans.numeric import load_model
+
+    ids = [{"model": str(p), "weights_hash": load_model(p).weights_hash} for p in (a_path, b_path)]
+    path = write_relation(Relation(True, steps, [], [], None, a=ids[0], b=ids[1]), tmp_path / name)
+    return check_relation(json.loads(path.read_text()), path)
+
+
+@pytest.mark.parametrize("d", [1e-2, 1e-3, 1e-5])
+def test_a_gain_scaled_toward_0_is_related_at_its_stored_offset(tiny: tuple[Path, Any], tmp_path: Path,
+                                                                d: float) -> None:
+    """B = g . A rounded once to float32, with g scaling one gain channel by d: its applied gain (1 + w) d near 0
+    is stored as w near -1, rounded at u |w| (a relative u / d of the gain), and g^-1 . B carries that back x 1/d.
+    Counted at the stored w carried through the element (stored_offset), not at the gain read off either side:
+    relate gave "not related" at ln1_w (d <= 1e-3) and verify refused the true element's file (d = 1e-2).
+    Forgeries stay refused: the gain scaled with no matching change of its reading rows, the gain's stored w moved
+    by 100 times its float32 rounding, and another channel's gain moved by 100 of its own."""
+    import json
+
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, check_relation, relate, write_relation
+    from symtrans.group.spec import GroupSpec
+    from symtrans.numeric import load_model
+    from symtrans.numeric.save import save_weights
+    from symtrans.precision import unit_roundoff
+
+    path, _ = tiny
+    a = load_model(path)
+    spec, steps = GroupSpec.from_arch(a.arch), _scaled_gain(a, d)
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
+    pb = save_weights(b, tmp_path / "b", dtype="float32")
+    rel = relate(str(path), str(pb))
+    assert rel.related, rel.summary()
+    written = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(written.read_text()), written)
+    assert ok, why
+    ok, why = _relation_checked(path, pb, steps, tmp_path, "true.json")
+    assert ok, why
+    # the gain alone scaled (its reading rows as A's): refused, by relate and by verify on the claim
+    alone = a.copy()
+    alone.tensors["ln1_w"][0][5] *= d
+    pf = save_weights(alone, tmp_path / "alone", dtype="float32")
+    assert not relate(str(path), str(pf)).related
+    assert not _relation_checked(path, pf, steps, tmp_path, "alone.json")[0]
+    # g . A with the gain's stored w then moved by 100 of its float32 roundings: refused both ways
+    moved = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
+    w = moved.tensors["ln1_w"][0][5] - a.arch.gain_offset
+    moved.tensors["ln1_w"][0][5] = a.arch.gain_offset + w * (1 + 100 * unit_roundoff("float32"))
+    pm = save_weights(moved, tmp_path / "moved", dtype="float32")
+    assert not relate(str(path), str(pm)).related
+    assert not _relation_checked(path, pm, steps, tmp_path, "moved.json")[0]
+    # and another channel's gain (near 1, not coarse) moved by 100 of its roundings: the carried |w| of channel 5
+    # widens the tensor's residual on A's side, not that entry's
+    other = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
+    other.tensors["ln1_w"][0][7] *= 1 + 100 * unit_roundoff("float32")
+    po = save_weights(other, tmp_path / "other", dtype="float32")
+    assert not relate(str(path), str(po)).related
+    assert not _relation_checked(path, po, steps, tmp_path, "other.json")[0]
+
+
+@pytest.mark.parametrize("factor", ["ln1-scaling", "ln2-scaling", "qk-norm-gain-trade"])
+def test_gains_spread_over_1e_4_to_1e4_are_related_at_their_stored_offset(tiny: tuple[Path, Any], tmp_path: Path,
+                                                                          factor: str) -> None:
+    """Every gain channel scaled by its own factor in 1e-4..1e4 (one per rotated pair for the QK-norm trade), B
+    written in float32: the gains near 0 are stored as w near -1, each entry rounded at u |w|, and so are their
+    entries measured (as a vector with outliers, :func:`worst_entries`, and one by one). relate said "not related"
+    at the gains' Frobenius residual, then "cannot decide" at their entries; now related, and verify accepts the
+    file it writes."""
+    import json
+
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, check_relation, relate, write_relation
+    from symtrans.group.spec import GroupSpec
+    from symtrans.numeric import load_model
+    from symtrans.numeric.save import save_weights
+
+    path, _ = tiny
+    a = load_model(path)
+    spec = GroupSpec.from_arch(a.arch)
+    gen = torch.Generator().manual_seed(0)
+    n = a.tensors["q_norm_w"].shape[-1] // 2 if factor == "qk-norm-gain-trade" else a.d_model
+
+    def scales() -> Any:
+        v = 10.0 ** (8 * torch.rand(n, generator=gen, dtype=torch.float64) - 4)
+        return torch.diag(torch.cat([v, v]) if factor == "qk-norm-gain-trade" else v)
+
+    steps = [{"factor": factor, "element": [{"D": scales()} for _ in range(a.n_layers)]}]
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
+    pb = save_weights(b, tmp_path / "b", dtype="float32")
+    rel = relate(str(path), str(pb))
+    assert rel.related, rel.summary()
+    written = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(written.read_text()), written)
+    assert ok, why

@@ -4043,7 +4043,10 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     (:func:`worst_entries`); a vector's entries wherever it has an outlier. ``acted(name)``: g . A's table for a
     tensor of ``measured`` (read only where a slice or its entries must be measured again). An entry a translation
     moves has its scale widened by the rounding the translation carries in (:func:`translation_allowance`; where
-    that is not followed through the element's steps, nothing is widened).
+    that is not followed through the element's steps, nothing is widened). A gain stored as ``w = gain - offset``
+    (Gemma's ``1 + w``) is rounded at its stored ``|w|`` (``stored_offset``; from A's side, B's carried back through
+    the element): its residual where it fails at the gain's scale, its entries and each entry are read at that
+    scale too.
 
     Examples
     --------
@@ -4099,24 +4102,29 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             hyperplanes.append(hyperplane_carried(spec, source, steps))
         return hyperplanes[0].get((name, l), (0.0, "", None))
 
-    def entries_of(v: Any, t: Any, lin: Any, tol: float, relative_to: str) -> dict[str, Any] | None:
+    def entries_of(v: Any, t: Any, lin: Any, tol: float, relative_to: str, stored: Any = None
+                   ) -> dict[str, Any] | None:
         """:func:`worst_entries` of a tensor (per-head blocks stacked): at B's and g . A's scales, and at A's moved
         by the linear steps (``lin()``; None where A is not given) wherever the tensor's own residual was read at
         that scale (an outlier there, which g cancels, inflated it); else that scale only where the first reading
-        fails."""
+        fails. ``stored()``: a gain's stored magnitude (:func:`stored_offset`; None for any other tensor), its
+        entries' scale too."""
         v, t = _stacked(v), _stacked(t)
+        w = stored() if stored is not None else None
+        at_w = (_stacked(w),) if w is not None else ()
         extra = (v, _stacked(lin())) if lin is not None and relative_to == "A" else (v,)
-        worst = worst_entries(v, t, extra)
+        worst = worst_entries(v, t, extra + at_w)
         if worst is not None and worst["residual"] > tol and lin is not None and relative_to != "A":
-            worst = worst_entries(v, t, (v, _stacked(lin())))
+            worst = worst_entries(v, t, (v, _stacked(lin())) + at_w)
         return worst
 
     def slices_of(name: str, get_v: Any, t: Any, keep: tuple[int, ...], stats: Any, lin: Any, tol: float,
-                  relative_to: str, carried_in: Any = None) -> dict[str, Any]:
+                  relative_to: str, carried_in: Any = None, stored: Any = None) -> dict[str, Any]:
         """The worst slice of g . A (``get_v()``, read only where needed: a lazily acted table is written out
         then) against ``t`` along ``keep`` (``stats``: their :func:`slice_stats`), re-read at g . A's and
         (``lin()``) A's moved by the linear steps where it fails at B's; and, where no axis is left out and each
-        has a large slice (:func:`slices_can_hide`), its entries if they are worse."""
+        has a large slice (:func:`slices_can_hide`), its entries if they are worse (``stored``: as
+        :func:`entries_of`)."""
         def worst_of(extra: Any) -> tuple[dict[str, Any], Any]:
             """:func:`worst_slice` with ``extra``, and the scales it read (:func:`slices_can_hide` reads them)."""
             scales = _slice_scales(stats, extra)
@@ -4138,7 +4146,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 slices_can_hide(stats, extra, scales=scales):
             # no axis mixed, and a large slice along each: its entries too. An entry whose every slice holds
             # a large (inert) entry is hidden by them all; B moved such an entry of W_in, or of b_V, unseen
-            ent = entries_of(get_v(), t, lin, tol, relative_to)
+            ent = entries_of(get_v(), t, lin, tol, relative_to, stored)
             worst = ent if ent is not None and ent["residual"] > worst["residual"] else worst
         return worst
 
@@ -4157,13 +4165,36 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
 
     offset = getattr(spec.arch, "gain_offset", 0) or 0
 
-    def stored_offset(name: str, v: Any, t: Any) -> Any:
+    carried_w: list[dict[tuple[str, int | None], Any]] = []
+
+    def stored_offset(name: str, l: int | None, v: Any, t: Any) -> Any:
         """A gain stored as ``w = gain - offset`` (Gemma's ``1 + w``) is rounded at ``|w|``, not at the gain: each
         entry's stored magnitude (the larger of g . A's and B's), as a scale; None for any other tensor. A gain of
-        1e-6 of the rest, stored as ``w`` near -1, is 2^-24 of ``|w|`` off itself: 4% of the gain."""
+        1e-6 of the rest, stored as ``w`` near -1, is 2^-24 of ``|w|`` off itself: 4% of the gain. From A's side
+        (``b_first``: ``source`` is B, ``steps`` g^-1) the stored ``w`` is B's, carried to A's frame by the
+        element: ``|g^-1| |w_B|`` (:func:`_abs_element`), not the offset read off g^-1 . B or A. A gain that g
+        scaled by 1e-3 to 8e-4 is stored as ``w`` near -1, ``u`` off; pulled back by 1e3 that is ``1e3 u`` on A's
+        gain of 0.8, and a Gemma 3 that was g . A rounded once was "not related" at ``ln1_w``."""
         if not offset or name not in GAIN_OFFSET_TENSORS:
             return None
-        return _map_blocks(lambda x, y: _torch().maximum((x - offset).abs(), (y - offset).abs()), v, t)
+        here = _map_blocks(lambda x, y: _torch().maximum((x - offset).abs(), (y - offset).abs()), v, t)
+        if not b_first or source is None:  # B's side: B's own stored w is compared in its own frame
+            return here
+        if not carried_w:  # B's stored |w| (every other tensor by magnitude) moved by |g^-1|'s linear steps, once
+            lin_steps = [{"factor": st["factor"], "element": _abs_element(st["element"])} for st in steps
+                         if linear_factor(spec, st["factor"])]
+            kept = _keeping(spec, source, set(GAIN_OFFSET_TENSORS), lin_steps)
+            w = {k: stored_w(k, x) for k, x in kept.items() if k != "layers"}
+            w["layers"] = [{k: stored_w(k, x) for k, x in lp.items()} for lp in kept["layers"]]
+            w = _abs_model(w)
+            carried_w.append({(nm, li): x for nm, li, x in _iter_tensors(apply_steps(spec, w, lin_steps), blocks=True)
+                              if nm in GAIN_OFFSET_TENSORS})
+        back = carried_w[0].get((name, l))
+        return here if back is None else _map_blocks(_torch().maximum, here, back)
+
+    def stored_w(name: str, x: Any) -> Any:
+        """A gain tensor's stored ``w`` (the applied gain less the offset); any other tensor as it is."""
+        return _map_blocks(lambda y: y - offset, x) if x is not None and name in GAIN_OFFSET_TENSORS else x
 
     def dense_rounding(name: str, l: int | None, v: Any, dims: tuple[int, ...], at: dict[int, Any], n: int,
                        dt: Any) -> Any:
@@ -4269,6 +4300,12 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 if h_to > undecided_to:
                     undecided_to, through = h_to, f"{hbias} through the " + \
                         ("output head's hyperplane" if hlayer is None and name in head_tensors else "input hyperplane")
+        stored = stored_offset(name, l, v, target_tensors[(name, l)]) if res > tol else None
+        if stored is not None:  # a gain rounded at its stored |w| (:func:`stored_offset`): relative to that too
+            ref = _norm_any(target_tensors[(name, l)]) if relative_to == "B" else \
+                max(_norm_any(linear_of(name, l)), _norm_any(target_tensors[(name, l)]))
+            ref, ns = (ref if ref > 0 else 1.0), _norm_any(stored)
+            res = res * ref / ns if ns > ref else res
         rec = {"tensor": name, "layer": l, "residual": res, "tolerance": tol, "dtype": str(dt),
                "kappa": k, "factors": m, "length": n, "ok": res <= tol, "undecided_to": undecided_to,
                "relative_to": relative_to, **({"carried": through} if through is not None else {})}
@@ -4278,6 +4315,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         partial = {p: b for p, b in at.items() if b is not None}
         rest = [i for i in range(len(v)) if not any(i in b for b in partial.values())] \
             if partial and isinstance(v, (list, tuple)) else []
+        stored_in = (lambda name=name, l=l, v=v, t=t: stored_offset(name, l, v, t)) \
+            if offset and name in GAIN_OFFSET_TENSORS else None
         if stats and res <= tol:
             def carried_in(name: str = name, l: int | None = l, v: Any = v, at: dict[int, Any] = at, n: int = n,
                            dt: Any = dt) -> Any:
@@ -4289,7 +4328,8 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                     parts += [allowance_of(name, l), translation_sums(name, l, v, dt)]
                 return _summed(parts)
 
-            worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in)
+            worst = slices_of(name, acted_of(name, l, v), t, keep, stats, lin, tol, relative_to, carried_in,
+                              stored_in)
             if worst["residual"] <= tol and rest:
                 # an axis some heads' components mix and others' do not: the other heads as a tensor of their
                 # own, measured along it too (a dense gauge on one head hid another head's W_Q entry)
@@ -4306,7 +4346,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         elif slices and len(_axes(name)) == 1 and not at and not isinstance(v, (list, tuple)) and res <= tol:
             # a vector with an outlier entry (its one axis not mixed): the other entries at B's and g . A's scales
             # (B's alone can hide them: a B of zeros but for the outlier has no typical entry)
-            worst = entries_of(v, t, lin, tol, relative_to)
+            worst = entries_of(v, t, lin, tol, relative_to, stored_in)
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
         if slices and res <= tol and not (measured and (name, l) in measured):
@@ -4345,7 +4385,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if within:
                 rec["entrywise"] = each_tol
             elif each["residual"] > each_tol:
-                widen = _summed([dense_rounding(name, l, v, dims, at, n, dt), stored_offset(name, v, t)])
+                widen = _summed([dense_rounding(name, l, v, dims, at, n, dt), stored_offset(name, l, v, t)])
                 if name in translated:
                     # where the translations' bound is not followed, nothing is widened by it; float64's rounding
                     # of dense products (and a gain's stored offset) still is
@@ -4415,11 +4455,7 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     from symtrans.group.action import inverse_steps
 
     inv = inverse_steps(spec, steps)
-    moved = b
-    if only is not None:  # with every tensor a step acts through (a gain, a bias): the actions read them
-        keep = {n for n, _ in only}.union(*(_read_through(spec, st["factor"]) for st in steps))
-        moved = {k: [{t: x for t, x in lp.items() if t in keep} for lp in v] if k == "layers" else
-                 (v if k in keep else None) for k, v in b.items()}
+    moved = b if only is None else _keeping(spec, b, {n for n, _ in only}, steps)
     out = tensor_residuals(apply_steps(spec, moved, inv), a, precision, inv, spec, source=b, slices=True,
                            b_first=True)
     if only is not None:
@@ -4427,6 +4463,25 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
         r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
+
+
+def _keeping(spec: GroupSpec, params: dict[str, Any], names: set[str], steps: list[dict[str, Any]]
+             ) -> dict[str, Any]:
+    """``params`` with only the tensors ``names`` and those ``steps`` act through (a gain, a bias: the actions read
+    them, :func:`_read_through`), the rest of the model's None and the layers' left out: what acting ``steps`` on
+    ``names`` alone needs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = {"word": torch.ones(2, 2), "layers": [{"W_Q": [torch.ones(2, 1)], "ln1_w": torch.ones(2)}]}
+    >>> k = _keeping(GroupSpec.from_arch("bert-base"), p, {"W_Q"}, [])
+    >>> k["word"], sorted(k["layers"][0])
+    (None, ['W_Q'])
+    """
+    keep = set(names).union(*(_read_through(spec, st["factor"]) for st in steps))
+    return {k: [{t: x for t, x in lp.items() if t in keep} for lp in v] if k == "layers" else
+            (v if k in keep else None) for k, v in params.items()}
 
 
 def hyperplane_carried(spec: GroupSpec, source: dict[str, Any], steps: list[dict[str, Any]]
