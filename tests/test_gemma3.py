@@ -341,3 +341,38 @@ def test_gains_spread_over_1e_4_to_1e4_are_related_at_their_stored_offset(tiny: 
     written = write_relation(rel, tmp_path / "g.json")
     ok, why = check_relation(json.loads(written.read_text()), written)
     assert ok, why
+
+
+def test_a_gain_its_offset_storage_loses_is_reported_beside_a_related_answer(tiny: tuple[Path, Any],
+                                                                             tmp_path: Path) -> None:
+    """A gain channel scaled by 1e-8 is stored as w = -1 (float32): its value is lost, so B computes another
+    function (logits a few % off), though B is g . A at its storage. relate says related (the question it answers)
+    and says that B's gain is rounded to 0 there; a gain scaled by 1e-3 is held to u |w| / |gain| of itself,
+    computed here by hand. False case: a scaling of 10 gives no such line."""
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, offset_gain_resolution, relate
+    from symtrans.group.spec import GroupSpec
+    from symtrans.numeric import load_model
+    from symtrans.numeric.save import save_weights
+    from symtrans.precision import unit_roundoff
+
+    path, _ = tiny
+    a = load_model(path)
+    spec = GroupSpec.from_arch(a.arch)
+    out = {}
+    for d in (1e-8, 1e-3, 10.0):
+        D = [torch.eye(a.d_model, dtype=torch.float64) for _ in range(a.n_layers)]
+        D[0][5, 5] = d
+        b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), [{"factor": "ln1-scaling",
+                                                                         "element": [{"D": x} for x in D]}]))
+        bl = load_model(save_weights(b, tmp_path / f"b{d:g}", dtype="float32"))
+        rel = relate(a, bl)
+        assert rel.related, rel.summary()
+        out[d] = (rel.summary(), offset_gain_resolution(bl), bl)
+    assert "stored gains: B's ln1_w (layer 0), entry 5" in out[1e-8][0] and "rounded to 0" in out[1e-8][0]
+    text, worst, bl = out[1e-3]
+    gain = float(bl.tensors["ln1_w"][0, 5])
+    want = unit_roundoff("float32") * abs(gain - 1) / abs(gain)
+    assert (worst["tensor"], worst["layer"], worst["index"]) == ("ln1_w", 0, 5)
+    assert worst["resolved_to"] == pytest.approx(want, rel=1e-12) and "stored gains: B's" in text
+    assert "stored gains" not in out[10.0][0]

@@ -320,6 +320,16 @@ class Relation:
                          + f": {res['dtype']} storage, condition number {res['kappa']:.3g}, {res['factors']} "
                          f"factor{'s' if res['factors'] != 1 else ''} (what rounding at that precision, of A and of B, "
                          "carried through g, can produce)")
+            for side in ("A", "B"):  # a gain its offset storage resolves worse than the tolerances' scale
+                g = (self.a if side == "A" else self.b).get("offset_gain")
+                if g is not None and g["resolved_to"] > res["tolerance"]:
+                    lines.append(f"stored gains: {side}'s {g['tensor']}" + (f" (layer {g['layer']})" if g["layer"]
+                                 is not None else "") + f", entry {g['index']}, a gain stored as its difference from "
+                                 "the offset, " + (f"is {g['gain']:.3g}, held only to {g['resolved_to']:.3g} of "
+                                                   "itself" if math.isfinite(g["resolved_to"]) else
+                                                   "rounded to 0 (its value lost)")
+                                 + f" ({g['dtype']}): B = g . A holds at that storage, and the function through "
+                                 "that channel is resolved no better")
             each = [r for r in self.residuals if "entrywise" in r]
             if each:  # :func:`worst_each`: tensors g moves entry by entry
                 lines.append(f"entry by entry: in {len(each)} tensors each entry is held to within "
@@ -5332,7 +5342,45 @@ def _precision(w: Any) -> Any:
 
 
 def _describe(w: Any) -> dict[str, Any]:
-    return {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name}
+    out = {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name}
+    worst = offset_gain_resolution(w)
+    return {**out, "offset_gain": worst} if worst is not None else out
+
+
+def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
+    """The gain entry that ``w``'s storage resolves worst, where gains are stored as ``w = gain - offset`` (Gemma's
+    ``1 + w``): the largest ``u |w| / |gain|`` (``u`` the tensor's storage unit roundoff), with its tensor, layer,
+    index, gain and dtype; None for plain gains. A gain scaled toward 0 is stored as ``w`` near ``-1``, held to
+    ``u``, not to ``u`` of itself: a related answer's tolerances read it at its stored ``|w|`` (B is g . A there), but
+    the function through that channel is resolved no better than this.
+
+    Examples
+    --------
+    >>> from symtrans.numeric.weights import load_model
+    >>> offset_gain_resolution(load_model("default")) is None  # BERT: plain gains
+    True
+    """
+    from symtrans.numeric.weights import GAIN_OFFSET_TENSORS, storage_precision
+    from symtrans.precision import unit_roundoff
+
+    offset = getattr(w.arch, "gain_offset", 0) or 0
+    if not offset:
+        return None
+    best: dict[str, Any] | None = None
+    for name in GAIN_OFFSET_TENSORS:
+        t = w.tensors.get(name)
+        if t is None or not hasattr(t, "dim"):
+            continue
+        rows = [(l, t[l]) for l in range(t.shape[0])] if t.dim() == 2 else [(None, t)]
+        for l, g in rows:
+            dt = storage_precision(w, name, l)[0]
+            g = g.detach().double().cpu()
+            ratio = unit_roundoff(dt) * (g - offset).abs() / g.abs()  # inf at a gain of exactly 0
+            i = int(ratio.nan_to_num(nan=0.0).argmax())
+            r = float(ratio[i])
+            if best is None or r > best["resolved_to"]:
+                best = {"tensor": name, "layer": l, "index": i, "gain": float(g[i]), "dtype": dt, "resolved_to": r}
+    return best
 
 
 def _same_shape(a: Any, b: Any) -> None:
