@@ -372,7 +372,7 @@ def test_a_gain_its_offset_storage_loses_is_reported_beside_a_related_answer(tin
     assert "stored gains: B's ln1_w (layer 0), entry 5" in out[1e-8][0] and "rounded to 0" in out[1e-8][0]
     text, worst, bl = out[1e-3]
     gain = float(bl.tensors["ln1_w"][0, 5])
-    want = unit_roundoff("float32") * abs(gain - 1) / abs(gain)
+    want = unit_roundoff("float32") * abs(gain - 1) / abs(gain)  # by hand, not offset_loss
     assert (worst["tensor"], worst["layer"], worst["index"]) == ("ln1_w", 0, 5)
     assert worst["resolved_to"] == pytest.approx(want, rel=1e-12) and "stored gains: B's" in text
     assert "stored gains" not in out[10.0][0]

@@ -5349,7 +5349,8 @@ def _describe(w: Any) -> dict[str, Any]:
 
 def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
     """The gain entry that ``w``'s storage resolves worst, where gains are stored as ``w = gain - offset`` (Gemma's
-    ``1 + w``): the largest ``u |w| / |gain|`` (``u`` the tensor's storage unit roundoff), with its tensor, layer,
+    ``1 + w``): the largest ``u`` times :func:`~symtrans.precision.offset_loss` (``u`` the tensor's storage unit
+    roundoff: ``u |w| / |gain|``, at least ``u``), with its tensor, layer,
     index, gain and dtype; None for plain gains. A gain scaled toward 0 is stored as ``w`` near ``-1``, held to
     ``u``, not to ``u`` of itself: a related answer's tolerances read it at its stored ``|w|`` (B is g . A there), but
     the function through that channel is resolved no better than this.
@@ -5361,7 +5362,7 @@ def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
     True
     """
     from symtrans.numeric.weights import GAIN_OFFSET_TENSORS, storage_precision
-    from symtrans.precision import unit_roundoff
+    from symtrans.precision import offset_loss, unit_roundoff
 
     offset = getattr(w.arch, "gain_offset", 0) or 0
     if not offset:
@@ -5375,7 +5376,7 @@ def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
         for l, g in rows:
             dt = storage_precision(w, name, l)[0]
             g = g.detach().double().cpu()
-            ratio = unit_roundoff(dt) * (g - offset).abs() / g.abs()  # inf at a gain of exactly 0
+            ratio = unit_roundoff(dt) * offset_loss(g, offset)  # inf at a gain of exactly 0
             i = int(ratio.nan_to_num(nan=0.0).argmax())
             r = float(ratio[i])
             if best is None or r > best["resolved_to"]:
