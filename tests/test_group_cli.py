@@ -43,3 +43,19 @@ def test_pre_ln_and_llama_style_groups_print_both_scopes(capsys):
         spec = GroupSpec.from_arch(arch)
         assert f"(scope layers): {int(spec.total_dimension()):,}" in out
         assert f"= {int(spec.scope_dimension('model')):,}" in out and "token ids in" in out
+
+
+def test_a_crash_in_relate_is_exit_70_not_1(capsys, monkeypatch):
+    """An error symtrans did not anticipate (a bug) left Python's traceback and exit status 1, which relate gives
+    for "not related": a script reading the status took relate's IndexError (probe) for a refusal. It is 70 now,
+    with the traceback and a line that says it is no answer. Fault injected into the real CLI: relate raises."""
+    import symtrans.group.relate as rel
+
+    def broken(a, b):  # noqa: ANN001, ANN202
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(rel, "relate", broken)
+    status = main(["relate", "default", "default"])
+    out, err = capsys.readouterr()
+    assert status == 70 and "not related" not in out
+    assert "Traceback" in err and "internal error (a bug, not an answer): IndexError" in err

@@ -344,15 +344,46 @@ def _main(argv: list[str], command: str | None) -> int:
         return _stopped(isinstance(err, Terminated))
     except BrokenPipeError:
         return 0
-    except Exception:
+    except Exception as err:
         if (interrupted := _signalled()) is not None:  # a library made its own error of the Ctrl-C
             return interrupted
-        raise
+        return _internal_error(err)
     finally:
         from symtrans import progress
 
         progress.finish()
         sys.stdout = stdout
+
+
+#: the exit status of an error symtrans did not anticipate (a bug): sysexits' EX_SOFTWARE. Not 1, which
+#: ``relate``, ``verify`` and the checks give as an answer ("not related", "invalid"): a crash read as a refusal
+#: would be a wrong answer; not 2, bad input or "cannot decide"
+INTERNAL_ERROR = 70
+
+
+def _internal_error(err: BaseException) -> int:
+    """Print the traceback and one line saying this is a bug, not an answer; return :data:`INTERNAL_ERROR`.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> buf = io.StringIO()
+    >>> with contextlib.redirect_stderr(buf):
+    ...     status = _internal_error(IndexError("list index out of range"))
+    >>> status, buf.getvalue().splitlines()[-1][:60]
+    (70, 'symtrans: internal error (a bug, not an answer): IndexError:')
+    """
+    import traceback
+
+    from symtrans import progress
+    from symtrans.validate import terminal_safe
+
+    progress.finish(discard=True)
+    traceback.print_exception(err, file=sys.stderr)
+    line = f"symtrans: internal error (a bug, not an answer): {type(err).__name__}: {err}".splitlines()[0]
+    print(terminal_safe(line[:2000]) + f" (exit {INTERNAL_ERROR}; please report it with the traceback above)",
+          file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 def _stopped(terminated: bool) -> int:
