@@ -2820,3 +2820,56 @@ def test_a_word_table_translation_alone_is_related_both_ways(family, factor):
     forged = b.copy()
     forged.tensors["word"][3, 5] *= 1.01
     assert not relate(forged, a).related
+
+
+def _value_gauged(a: Any, kappa: float, seed: int, heads: str) -> Any:
+    """B = g . A stored as A is (float32), g a value gauge of condition number ``kappa`` (:func:`_conditioned`):
+    on key/value head 0 of layer 0 only (``heads="one"``), or on every key/value head of every layer."""
+    spec = GroupSpec.from_arch(a.arch)
+    kv, dv = a.tensors["W_V"].shape[1], a.tensors["W_V"].shape[-1]
+    eye = torch.eye(dv, dtype=torch.float64)
+    gs = [[_conditioned(dv, kappa, 100 * seed + 10 * l + h) if heads == "all" or (l, h) == (0, 0) else eye
+           for h in range(kv)] for l in range(a.n_layers)]
+    b = _moved(a, [{"factor": "vo-gauge", "element": [{"g": g, "g_inv": [torch.linalg.inv(x) for x in g]}
+                                                      for g in gs]}], spec)
+    for v in b.tensors.values():
+        if v is not None and v.is_floating_point():
+            v.copy_(v.float().double())
+    return b
+
+
+def test_a_value_gauge_under_a_broken_translation_is_judged_by_its_condition_number():
+    """A probe: B = g . A in float32, g a value gauge. On a Llama, G's centring shift is broken (RMSNorm), and its
+    needed element, the row means of what the gauge leaves of B's W_O (B's rounding, carried by the gauge's
+    condition number), was refused at the 8 u of a perfectly conditioned element: with a gauge of condition number
+    1e4 on one head, relate(A, B) said "not related" at W_O (1.6e-6 against 4.8e-7), where a GPT-2 (whose centring
+    shift is in G) is undecided. On a Qwen2 (value biases, no b_O: G's value bias shift broken) with a gauge of
+    condition number 99 on every head, within KAPPA_MAX, relate(B, A) said "not related" at b_V (7.3e-7 against
+    4.8e-7), within the check's own tolerance. Such a refusal is now left to the check (``left_to_check``).
+    False cases: one W_O entry moved by 100 u, and one head's W_O x1.01 (no W_V change), are never related."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model("llama", seed=0, head=True))
+    b = _value_gauged(a, 1e4, 0, "one")
+    for x, y in ((a, b), (b, a)):  # past KAPPA_MAX: no tolerance honestly holds that rounding, nor is it a refusal
+        with pytest.raises(SymtransError, match="cannot decide"):
+            relate(x, y)
+    q = load_model(random_model("qwen2", seed=0, head=True))
+    assert GroupSpec.from_arch(q.arch).factor("value-bias-shift").status == "broken"
+    for seed in (0, 5):  # "not related" in 7 of seeds 0-9 before
+        qb = _value_gauged(q, 99.0, seed, "all")
+        rel = relate(qb, q)
+        assert rel.related, rel.summary()
+    forged = b.copy()
+    forged.tensors["W_O"][0, 0, 2, 3] *= 1 + 100 * 2.0 ** -24
+    for x, y in ((a, forged), (forged, a)):
+        try:
+            assert not relate(x, y).related
+        except SymtransError as err:
+            assert "cannot decide" in str(err)
+    scaled = b.copy()
+    scaled.tensors["W_O"][0, 1] *= 1.01
+    for x, y in ((a, scaled), (scaled, a)):
+        rel = relate(x, y)
+        assert not rel.related and rel.stop is not None, rel.summary()
