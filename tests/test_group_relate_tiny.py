@@ -1523,11 +1523,21 @@ def test_a_value_head_with_one_weak_direction_is_related_both_ways(tiny, case, s
         b = _moved(a, random_element(spec, a.n_layers, seed), spec)
         _related_on_disk(a, b, tmp_path)
         assert relate(tmp_path / "b", a.source).related  # back
-    # the false case: the weak head's W_O moved by 10x the storage precision on top of g . A is refused
-    c = b.copy()
-    c.tensors["W_O"][0, 0] += 10 * 2.0**-24 * float(c.tensors["W_O"][0, 0].norm()) * torch.randn(
-        c.tensors["W_O"][0, 0].shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    assert not relate(a, c).related
+    # the false case: the weak head's W_O moved by 10x the storage precision on top of g . A is refused; on the
+    # Llama (W_O off by 72 u, within the 4 u (1 + kappa) = 85 u that the layer's gauge, of condition number 20,
+    # carries) it is never related, refused or undecided (it was refused at the broken centring shift's 8 u, which
+    # a genuine pair's rounding also reaches: test_a_value_gauge_under_a_broken_translation_is_judged_by_its_...),
+    # and by 30x refused
+    from symtrans.errors import SymtransError
+
+    for times, refused in ((30, True), (10, False)) if case == "llama" else ((10, True),):
+        c = b.copy()
+        c.tensors["W_O"][0, 0] += times * 2.0**-24 * float(c.tensors["W_O"][0, 0].norm()) * torch.randn(
+            c.tensors["W_O"][0, 0].shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+        try:
+            assert not relate(a, c).related
+        except SymtransError as err:
+            assert not refused and "cannot decide" in str(err), err
 
 
 def test_an_element_past_kappa_max_is_undecided_not_refused(tiny, tmp_path, capsys):
