@@ -2883,3 +2883,40 @@ def test_a_value_gauge_under_a_broken_translation_is_judged_by_its_condition_num
     for x, y in ((a, scaled), (scaled, a)):
         rel = relate(x, y)
         assert not rel.related and rel.stop is not None, rel.summary()
+
+
+def _conditioned(n: int, cond: float, seed: int) -> Any:
+    """A dense n x n matrix of condition number ``cond``: two random orthogonal maps around log-spaced values."""
+    g = torch.Generator().manual_seed(seed)
+    q1, q2 = (torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0] for _ in range(2))
+    return q1 @ torch.diag(torch.logspace(-0.5, 0.5, n, dtype=torch.float64) ** math.log10(cond)) @ q2
+
+
+@pytest.mark.parametrize("factor,cond", [("vo-gauge", 1e6), ("vo-gauge", 1e8), ("qk-gauge", 1e10)])
+def test_heads_a_sides_storage_blurs_are_undecided_not_refused(factor, cond):
+    """B = g . A stored in float32, g a gauge of large condition number on one key/value head of a Llama: B's
+    stored heads carry u kappa of their products. relate(A, B) could not decide, but relate(B, A) was "not related"
+    at S_H (the match's bound read the second side's rounding only; probe: 27 such answers), and at 1e10 the
+    blurred head was paired with a clean one and relate(A, B) refused at 1.3 too. Both ways are undecided now.
+    False case: one clean head's W_Q scaled by 1.01 beside no gauge is "not related" at S_H."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model("llama", seed=0))
+    spec = GroupSpec.from_arch(a.arch)
+    kv, dv = a.tensors["W_V"].shape[1], a.tensors["W_V"].shape[-1]
+    eye = torch.eye(dv, dtype=torch.float64)
+    g = _conditioned(dv, cond, 0)
+    el = [{"g": [g] + [eye] * (kv - 1), "g_inv": [torch.linalg.inv(g)] + [eye] * (kv - 1)}] + \
+        [{"g": [eye] * kv, "g_inv": [eye] * kv} for _ in range(a.n_layers - 1)]
+    b = _moved(a, [{"factor": factor, "element": el}], spec)
+    for v in b.tensors.values():  # stored as A is: float32
+        if v is not None and v.is_floating_point():
+            v.copy_(v.float().double())
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(SymtransError, match="cannot decide"):
+            relate(x, y)
+    forged = a.copy()
+    forged.tensors["W_Q"][0, 2] *= 1.01
+    rel = relate(a, forged)
+    assert not rel.related and rel.stop.factor == "S_H", rel.summary()

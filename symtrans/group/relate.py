@@ -324,12 +324,18 @@ class Relation:
                 g = (self.a if side == "A" else self.b).get("offset_gain")
                 if g is not None and g["resolved_to"] > res["tolerance"]:
                     lines.append(f"stored gains: {side}'s {g['tensor']}" + (f" (layer {g['layer']})" if g["layer"]
-                                 is not None else "") + f", entry {g['index']}, a gain stored as its difference from "
-                                 "the offset, " + (f"is {g['gain']:.3g}, held only to {g['resolved_to']:.3g} of "
-                                                   "itself" if math.isfinite(g["resolved_to"]) else
-                                                   "rounded to 0 (its value lost)")
-                                 + f" ({g['dtype']}): B = g . A holds at that storage, and the function through "
-                                 "that channel is resolved no better")
+                                 is not None else "") + f", entry {g['index']}, a gain of {g['gain']:.3g} stored as "
+                                 f"its difference from the offset, is held only to {g['resolved_to']:.3g} of itself "
+                                 f"({g['dtype']}): B = g . A holds at that storage, and the function through that "
+                                 "channel is resolved no better")
+            za, zb = ((x.get("offset_gain") or {}).get("zeros", {}) for x in (self.a, self.b))
+            lost = sorted(k for k in set(za) | set(zb) if za.get(k, 0) != zb.get(k, 0))
+            if lost:  # no element of G makes a non-zero gain 0: the storage rounded gains to 0 on one side
+                lines.append("stored gains: " + ", ".join(f"{k} holds {za.get(k, 0)} gains of exactly 0 in A and "
+                                                          f"{zb.get(k, 0)} in B" for k in lost[:3])
+                             + ": no element of G makes a non-zero gain 0, so one side's storage (a gain stored as its "
+                             "difference from the offset, near -1) rounded them to 0, and the function through those "
+                             "channels is lost there")
             each = [r for r in self.residuals if "entrywise" in r]
             if each:  # :func:`worst_each`: tensors g moves entry by entry
                 lines.append(f"entry by entry: in {len(each)} tensors each entry is held to within "
@@ -2055,7 +2061,8 @@ class _Solver:
         (:meth:`head_key_noise`, B's side) of its matched head of A (``pi``), relative to A's largest key as
         :meth:`_match` measures, and that bound resolves each such head's keys to :data:`KEY_NOISE_LIMIT` of
         themselves. (A's side, carried by the element's condition number, is a normwise bound far looser than
-        what it bounds; it is not used here: where A's storage blurs a head, the refusal stands.)
+        what it bounds; it is not used here: where A's storage blurs a head, the refusal stands, unless A's own
+        storage, without a condition number, cannot resolve that head to :data:`KEY_NOISE_LIMIT` either.)
 
         A translation G cancels in the projections leaves its stored rounding behind: a value channel 1e7 times the
         rest, beside a centring shift of the output rows 1e7 times the channel's, put a genuine float64 pair's keys
@@ -2067,19 +2074,30 @@ class _Solver:
         apart = (KB - KA[pi]).norm(dim=1) / scale
         noise = self.head_key_noise(l, b_only=True) / scale
         if not bool((apart <= noise.clamp_min(tol)).all()):
+            # a head either side's own storage cannot resolve (its rounding bound, without any condition number,
+            # past KEY_NOISE_LIMIT of its keys) matches nothing for certain, and the others were matched around it:
+            # the refusal the caller makes is no answer. B = g . A stored in float32 with a gauge of condition number
+            # 1e6-1e10 on one key/value head was "not related" at S_H from B to A, and at 1e10 from A to B too (a
+            # clean head paired with the blurred one, 1.3 off)
+            own_b = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()
+            own_a = (self.head_key_noise(l, a_only=True) / KA.norm(dim=1).clamp_min(1e-300)).tolist()
+            for h in range(len(pi)):
+                self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own_b[h])
+                self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own_a[h], side="A")
             return False
         own = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()  # each head's bound against its own keys
         return all(self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own[h])
                    for h in range(len(pi)) if float(apart[h]) > tol)
 
-    def key_resolved(self, l: int, what: str, bound: float) -> bool:
+    def key_resolved(self, l: int, what: str, bound: float, side: str = "B") -> bool:
         """Whether a key's rounding bound (relative to the key) resolves it to :data:`KEY_NOISE_LIMIT`; where it
-        does not, B's storage does not fix what the key reads, and :attr:`unresolved` says so (a refusal the solve
-        then reaches is no answer)."""
+        does not, ``side``'s storage does not fix what the key reads, and :attr:`unresolved` says so (a refusal the
+        solve then reaches is no answer)."""
         if bound <= KEY_NOISE_LIMIT:
             return True
-        self.unresolved.append(f"layer {l}: B's storage cannot resolve {what} (its rounding bound is {bound:.2g} of "
-                               f"it, past {KEY_NOISE_LIMIT:g}: a part far below a translation G cancels there)")
+        self.unresolved.append(f"layer {l}: {side}'s storage cannot resolve {what} (its rounding bound is {bound:.2g} of "
+                               f"it, past {KEY_NOISE_LIMIT:g}: stored entries far larger than what they compute, as "
+                               "a part far below a translation G cancels, or a gauge of large condition number, leaves)")
         return False
 
     def key_unit(self, name: str, l: int, n: int) -> float:
@@ -2099,7 +2117,7 @@ class _Solver:
         """
         return relation_tolerance(self.precision(name, l), 1.0, length=n)[0] / 8
 
-    def head_key_noise(self, l: int, *, b_only: bool = False) -> Any:
+    def head_key_noise(self, l: int, *, b_only: bool = False, a_only: bool = False) -> Any:
         """Per head of B in layer ``l``: a bound on how far its keys (:meth:`head_keys`) can lie from those of
         g . A when B is g . A up to storage rounding, on either side (A's carried by the steps so far).
 
@@ -2110,7 +2128,8 @@ class _Solver:
         so far; the largest of its heads', as the partner is not known yet), doubled for the gains and with
         relation_tolerance's headroom (4x), with the float64 rounding of the products (gamma_n, n the longest
         sum): two A heads both within it of a B head's keys tie, and where only one is, the nearest is the one
-        B's rounding allows. ``b_only``: B's side alone (what B's storage blurs, :meth:`within_key_noise`).
+        B's rounding allows. ``b_only``: B's side alone (what B's storage blurs, :meth:`within_key_noise`);
+        ``a_only``: A's, per head of A, without the condition number (what A's stored heads blur by themselves).
 
         Examples
         --------
@@ -2143,6 +2162,8 @@ class _Solver:
 
         if b_only:  # B's storage alone
             return 2 * 4 * u * side(lp_b)
+        if a_only:  # A's storage alone, per head of A, no condition number: what A's stored heads blur by themselves
+            return 2 * 4 * u * side(lp_a)
         return 2 * 4 * u * (side(lp_b) + self.layer_kappa(l) * side(lp_a).max())  # A's partner: any of its heads
 
     def ffn_key_noise(self, l: int) -> float:
@@ -5371,11 +5392,13 @@ def _describe(w: Any) -> dict[str, Any]:
 
 def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
     """The gain entry that ``w``'s storage resolves worst, where gains are stored as ``w = gain - offset`` (Gemma's
-    ``1 + w``): the largest ``u`` times :func:`~symtrans.precision.offset_loss` (``u`` the tensor's storage unit
-    roundoff: ``u |w| / |gain|``, at least ``u``), with its tensor, layer,
-    index, gain and dtype; None for plain gains. A gain scaled toward 0 is stored as ``w`` near ``-1``, held to
-    ``u``, not to ``u`` of itself: a related answer's tolerances read it at its stored ``|w|`` (B is g . A there), but
-    the function through that channel is resolved no better than this.
+    ``1 + w``): the largest ``u`` times :func:`~symtrans.precision.offset_loss` over the non-zero gains (``u`` the
+    tensor's storage unit roundoff: ``u |w| / |gain|``, at least ``u``), with its tensor, layer, index, gain and
+    dtype; and ``zeros``, the count of gains exactly 0 per tensor (``name`` or ``name[layer]``). None for plain gains.
+    A gain scaled toward 0 is stored as ``w`` near ``-1``, held to ``u``, not to ``u`` of itself: a related answer's
+    tolerances read it at its stored ``|w|`` (B is g . A there), but the function through that channel is resolved
+    no better. A gain of exactly 0 is a dead channel, or one the storage rounded to 0: no element of G makes a
+    non-zero gain 0, so two sides whose counts differ lost gains to their storage.
 
     Examples
     --------
@@ -5389,21 +5412,37 @@ def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
     offset = getattr(w.arch, "gain_offset", 0) or 0
     if not offset:
         return None
-    best: dict[str, Any] | None = None
+    best: dict[str, Any] = {"resolved_to": 0.0}
+    zeros: dict[str, int] = {}
     for name in GAIN_OFFSET_TENSORS:
         t = w.tensors.get(name)
         if t is None or not hasattr(t, "dim"):
             continue
         rows = [(l, t[l]) for l in range(t.shape[0])] if t.dim() == 2 else [(None, t)]
         for l, g in rows:
-            dt = storage_precision(w, name, l)[0]
             g = g.detach().double().cpu()
-            ratio = unit_roundoff(dt) * offset_loss(g, offset)  # inf at a gain of exactly 0
-            i = int(ratio.nan_to_num(nan=0.0).argmax())
-            r = float(ratio[i])
-            if best is None or r > best["resolved_to"]:
-                best = {"tensor": name, "layer": l, "index": i, "gain": float(g[i]), "dtype": dt, "resolved_to": r}
-    return best
+            dead = int((g == 0).sum())
+            if dead:
+                zeros[name if l is None else f"{name}[{l}]"] = dead
+            dt = storage_precision(w, name, l)[0]
+            ratio = _finite_or_zero(unit_roundoff(dt) * offset_loss(g, offset))
+            i = int(ratio.argmax())
+            if float(ratio[i]) > best["resolved_to"]:
+                best = {"tensor": name, "layer": l, "index": i, "gain": float(g[i]), "dtype": dt,
+                        "resolved_to": float(ratio[i])}
+    return {**best, "zeros": zeros}
+
+
+def _finite_or_zero(x: Any) -> Any:
+    """``x`` with its non-finite entries (a gain of exactly 0's infinite loss) set to 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _finite_or_zero(torch.tensor([1.0, float("inf")])).tolist()
+    [1.0, 0.0]
+    """
+    return x.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _same_shape(a: Any, b: Any) -> None:
