@@ -335,3 +335,60 @@ def test_tools_that_do_not_model_it_refuse_by_name(tmp_path: Path, neox_tiny: tu
             mlp_norm(w)
     else:
         assert mlp_norm(w)["gain"] == "ln2_w"  # the sequential form is GPT-2's: N2 reads X + MHA(X) + b_O
+
+
+# --------------------------------------------------------------------------- relate and verify on genuine pairs
+def _neox_pair(tmp_path: Path, seed: int, factors: tuple[str, ...]) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """A random float32 GPT-NeoX A (parallel residual, half of each head rotated) and B = g . A written in float32,
+    g the steps of ``factors`` of :func:`random_element` at ``seed``: (A, B, g)."""
+    from symtrans.group.numeric import model_blocks, weights_from_blocks
+    from symtrans.group.relate import apply_steps, random_element
+    from symtrans.group.spec import GroupSpec
+    from symtrans.numeric import load_model
+    from symtrans.numeric.fixtures import random_model
+    from symtrans.numeric.save import save_weights
+
+    random_model("gpt_neox", seed=0, head=True, n_layers=2, n_heads=4, d_model=32, d_ff=64).save_pretrained(
+        tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    steps = [s for s in random_element(spec, a.n_layers, seed) if s["factor"] in factors]
+    assert [s["factor"] for s in steps] == list(factors)
+    b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
+    return a, load_model(save_weights(b, tmp_path / "b", dtype="float32")), steps
+
+
+def _entry_moved(w: Any, name: str, index: int, by: float) -> Any:
+    """``w`` with entry ``index`` of layer 0's ``name`` multiplied by ``1 + by`` (float32 keeps it)."""
+    c = w.copy()
+    x = c.tensors[name][0].reshape(-1)
+    x[index] = float(torch.tensor(float(x[index]) * (1 + by), dtype=torch.float32))
+    return c
+
+
+def test_relate_pulls_a_key_hyperplane_back_to_a(tmp_path: Path) -> None:
+    """relate(B, A) with B = g . A, g the attention-input hyperplane alone (W_Q/W_K/W_V rows moved along LN1's
+    1/gamma): related both ways. The partial rotary's Q/K gauge is fitted before the translations; brought onto
+    the rotary commutant only after them, its part off the commutant (B's rounding) came back through the key
+    translation's rows, 6 times W_K's entry tolerance ("cannot decide" on every genuine reverse pair). The false
+    cases: a W_K entry of B moved by 100 float32 roundings, and a Q/K map the partial rotary breaks, are not
+    related either way (refused, or undecided)."""
+    from symtrans.group.relate import relate
+    from symtrans.precision import unit_roundoff
+
+    a, b, _ = _neox_pair(tmp_path, 0, ("attention-input-hyperplane",))
+    assert relate(a, b).related and relate(b, a).related
+    big = int(b.tensors["W_K"][0].reshape(-1).abs().argmax())
+    forged = _entry_moved(b, "W_K", big, 100 * unit_roundoff("float32"))
+    broken = b.copy()  # head 0's keys through a shear of two rotated coordinates, its queries through the inverse
+    M = torch.eye(8, dtype=torch.float64)
+    M[0, 1] = 1e-4
+    for name, m in (("W_K", M), ("W_Q", torch.linalg.inv(M).T)):
+        broken.tensors[name][0, 0] = (broken.tensors[name][0, 0].double() @ m).float()
+    for c in (forged, broken):
+        for x, y in ((a, c), (c, a)):  # refused, or undecided: never related
+            try:
+                assert not relate(x, y).related
+            except SymtransError as err:
+                assert "cannot decide" in str(err)
+

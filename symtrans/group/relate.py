@@ -69,7 +69,8 @@ from typing import Any, Callable
 from symtrans.errors import SymtransError
 from symtrans.group.action import (BOUNDARY_NORM, EMBEDDING_NORM, LINEAR_ACTIONS, boundary_norm, linear_factor,
                                    tensor_at)
-from symtrans.group.elements import equal_pairs, in_group, pair_mean, rotary_planes, translation_order, with_role
+from symtrans.group.elements import (equal_pairs, in_factor, in_group, pair_mean, rotary_planes, translation_order,
+                                     with_role)
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
 from symtrans.precision import EPS64, smallest_normal, unit_roundoff
@@ -2691,7 +2692,11 @@ class _Solver:
                                            f"{pivot.tensor} fixes it only on a subspace, within B's rounding)")
                     self.refuse(name, l, pivot.tensor, fits[g], tol, [],
                                 f"no invertible {f.group} element maps A's {pivot.tensor} to B's")
-                els.append({"g": mats})
+                # brought onto G here (the rotary commutant: :func:`in_factor`, as :func:`_kept_in_group` and verify
+                # bring it), before the translations after it are fitted to what it leaves. Projected only later,
+                # the fit's part off the commutant (B's rounding, ~u) came back through the key translation's rows:
+                # a GPT-NeoX B with a large input hyperplane pulled back to A was off by 6 times its W_K tolerance
+                els.append(in_factor(self.spec, name, {"g": mats}))
                 self.length[l] = max(self.length.get(l, 1), int(A.shape[-1]))
                 self.kappa[l] = max([self.kappa.get(l, 1.0)] + conds)
             self.apply(name, els)
