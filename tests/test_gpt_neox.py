@@ -392,3 +392,30 @@ def test_relate_pulls_a_key_hyperplane_back_to_a(tmp_path: Path) -> None:
             except SymtransError as err:
                 assert "cannot decide" in str(err)
 
+
+def test_verify_takes_the_true_element_through_a_rotation_and_an_input_hyperplane(tmp_path: Path) -> None:
+    """verify re-checks the element that made B (the FFN input hyperplane, then a residual rotation; B in float32):
+    pulled back, B's b_in entries (150 times A's, the translation's) bring their own float32 rounding into A's,
+    which the rotation's conjugated gain left unbounded, and the true element was refused at b_in (3 times the
+    entry's tolerance). The false cases: a b_in entry of B moved by 100 float32 roundings is refused."""
+    import json
+
+    from symtrans.group.relate import Relation, check_relation, write_relation
+    from symtrans.precision import unit_roundoff
+
+    a, b, steps = _neox_pair(tmp_path, 3, ("ffn-input-hyperplane", "residual-rotation"))
+
+    def verify(c: Any, name: str) -> bool:
+        """check_relation of a file claiming ``c = g . A`` (``c`` written in float32)."""
+        from symtrans.numeric import load_model
+        from symtrans.numeric.save import save_weights
+
+        ids = [{"model": str(p), "weights_hash": load_model(p).weights_hash}
+               for p in (tmp_path / "a", save_weights(c, tmp_path / name, dtype="float32"))]
+        file = write_relation(Relation(True, steps, [], [], None, a=ids[0], b=ids[1]), tmp_path / f"{name}.json")
+        return check_relation(json.loads(file.read_text()), file)[0]
+
+    assert verify(b, "genuine")
+    for index in (48, int(b.tensors["b_in"][0].abs().argmax())):
+        assert not verify(_entry_moved(b, "b_in", index, 100 * unit_roundoff("float32")), f"b_in{index}")
+

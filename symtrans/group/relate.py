@@ -4290,10 +4290,15 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
         From A's side the source is B, whose tensor holds what a translation added: a float64 BERT's ``W_in`` entry
         pulled back through G's input hyperplane (B's entries up to 20 times A's) was off by 3 to 4 ``u |B|``, past
         its 8 u, and verify refused relate's own file. A chain that adds and removes a translation is no larger
-        here: the source is moved by the linear steps alone."""
+        here: the source is moved by the linear steps alone. Where the source is B (``b_first``: verify's
+        pull-back), it also holds B's own storage rounding, ``u |B|`` in B's dtype (``dt``), which the translation
+        pulled back cancels onto A's entry: one more ``u`` of the source. A float32 GPT-NeoX B moved through the FFN
+        input hyperplane and a residual rotation (``b_in`` entries 150 times A's) came back 3 times past the entry's
+        tolerance, and verify refused the true element; without the rotation the translation's fit bound
+        (:func:`translation_allowance`, not followed through the rotation's conjugated gain) happened to cover it."""
         # per factor, not per step (as the tolerance's m): a claim cannot buy slack by splitting a translation
         k = chain.translating(spec, name)
-        per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt)
+        per = 2 * k * unit_roundoff("float64") / unit_roundoff(dt) + (1 if b_first else 0)
         return _map_blocks(lambda x, y: _torch().maximum(x.abs(), y.abs()) * per, linear_of(name, l), v) if k \
             else None
 
