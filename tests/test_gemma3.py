@@ -255,6 +255,20 @@ def _relation_checked(a_path: Path, b_path: Path, steps: Any, tmp_path: Path, na
     return check_relation(json.loads(path.read_text()), path)
 
 
+def _related_and_verified(a_path: Path, b_path: Path, tmp_path: Path) -> Any:
+    """relate(A, B) from disk, asserted related, and verify's acceptance of the file it writes: the relation."""
+    import json
+
+    from symtrans.group.relate import check_relation, relate, write_relation
+
+    rel = relate(str(a_path), str(b_path))
+    assert rel.related, rel.summary()
+    written = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(written.read_text()), written)
+    assert ok, why
+    return rel
+
+
 @pytest.mark.parametrize("d", [1e-2, 1e-3, 1e-5])
 def test_a_gain_scaled_toward_0_is_related_at_its_stored_offset(tiny: tuple[Path, Any], tmp_path: Path,
                                                                 d: float) -> None:
@@ -264,10 +278,9 @@ def test_a_gain_scaled_toward_0_is_related_at_its_stored_offset(tiny: tuple[Path
     relate gave "not related" at ln1_w (d <= 1e-3) and verify refused the true element's file (d = 1e-2).
     Forgeries stay refused: the gain scaled with no matching change of its reading rows, the gain's stored w moved
     by 100 times its float32 rounding, and another channel's gain moved by 100 of its own."""
-    import json
 
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import apply_steps, check_relation, relate, write_relation
+    from symtrans.group.relate import apply_steps, relate
     from symtrans.group.spec import GroupSpec
     from symtrans.numeric import load_model
     from symtrans.numeric.save import save_weights
@@ -278,11 +291,7 @@ def test_a_gain_scaled_toward_0_is_related_at_its_stored_offset(tiny: tuple[Path
     spec, steps = GroupSpec.from_arch(a.arch), _scaled_gain(a, d)
     b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
     pb = save_weights(b, tmp_path / "b", dtype="float32")
-    rel = relate(str(path), str(pb))
-    assert rel.related, rel.summary()
-    written = write_relation(rel, tmp_path / "g.json")
-    ok, why = check_relation(json.loads(written.read_text()), written)
-    assert ok, why
+    _related_and_verified(path, pb, tmp_path)
     ok, why = _relation_checked(path, pb, steps, tmp_path, "true.json")
     assert ok, why
     # the gain alone scaled (its reading rows as A's): refused, by relate and by verify on the claim
@@ -315,10 +324,9 @@ def test_gains_spread_over_1e_4_to_1e4_are_related_at_their_stored_offset(tiny: 
     entries measured (as a vector with outliers, :func:`worst_entries`, and one by one). relate said "not related"
     at the gains' Frobenius residual, then "cannot decide" at their entries; now related, and verify accepts the
     file it writes."""
-    import json
 
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import apply_steps, check_relation, relate, write_relation
+    from symtrans.group.relate import apply_steps
     from symtrans.group.spec import GroupSpec
     from symtrans.numeric import load_model
     from symtrans.numeric.save import save_weights
@@ -336,11 +344,7 @@ def test_gains_spread_over_1e_4_to_1e4_are_related_at_their_stored_offset(tiny: 
     steps = [{"factor": factor, "element": [{"D": scales()} for _ in range(a.n_layers)]}]
     b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), steps))
     pb = save_weights(b, tmp_path / "b", dtype="float32")
-    rel = relate(str(path), str(pb))
-    assert rel.related, rel.summary()
-    written = write_relation(rel, tmp_path / "g.json")
-    ok, why = check_relation(json.loads(written.read_text()), written)
-    assert ok, why
+    _related_and_verified(path, pb, tmp_path)
 
 
 def test_a_gain_its_offset_storage_loses_is_reported_beside_a_related_answer(tiny: tuple[Path, Any],
@@ -361,10 +365,7 @@ def test_a_gain_its_offset_storage_loses_is_reported_beside_a_related_answer(tin
     spec = GroupSpec.from_arch(a.arch)
     out = {}
     for d in (1e-8, 1e-3, 10.0):
-        D = [torch.eye(a.d_model, dtype=torch.float64) for _ in range(a.n_layers)]
-        D[0][5, 5] = d
-        b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), [{"factor": "ln1-scaling",
-                                                                         "element": [{"D": x} for x in D]}]))
+        b = weights_from_blocks(a, apply_steps(spec, model_blocks(a), _scaled_gain(a, d)))
         bl = load_model(save_weights(b, tmp_path / f"b{d:g}", dtype="float32"))
         rel = relate(a, bl)
         assert rel.related, rel.summary()

@@ -1190,17 +1190,9 @@ def test_units_with_parallel_inputs_an_activation_tells_apart_have_one_canonical
     2), 3e-4 (f = 1.001). The inputs no unit scaling of G moves keep their scale and sign, and order them. False
     case: unit 6 scaled once more by 1.5 is another model, whose form is not A's."""
     from symtrans.group.canonical import canonical
-    from symtrans.numeric.fixtures import random_model
 
-    a = load_model(random_model(family, seed=0)).copy()
-    t = a.tensors
-    side = "W_gate" if t.get("W_gate") is not None else "W_in"
-    for name in (side, "b_in" if side == "W_in" else "b_gate"):
-        if t.get(name) is not None:
-            t[name][1, ..., 6] = f * t[name][1, ..., 5]
-    if side == "W_gate":
-        t["W_in"][1, :, 6] = t["W_in"][1, :, 5]
-    t["W_out"][1, 6] = t["W_out"][1, 5] / f
+    a = _parallel_units(family, 0, f)
+    side = "W_gate" if a.tensors.get("W_gate") is not None else "W_in"
     spec = GroupSpec.from_arch(a.arch)
     ca = canonical(a)
     assert ca.ambiguities == []
@@ -1214,12 +1206,12 @@ def test_units_with_parallel_inputs_an_activation_tells_apart_have_one_canonical
     assert _max_distance(ca.weights, other.weights) > 1e-3
 
 
-def _relu_pair(family: str, seed: int, f: float) -> Any:
-    """A random ``family`` model with ReLU units whose layer-1 unit 6 is unit 5 with its input (W_in and b_in; a
-    gated unit's W_gate and b_gate) times ``f`` and W_out / f."""
+def _parallel_units(family: str, seed: int, f: float, **config: Any) -> Any:
+    """A random ``family`` model (``config``: its config's fields, e.g. ``hidden_act``) whose layer-1 unit 6 is
+    unit 5 with its input (W_in and b_in; a gated unit's W_gate and b_gate) times ``f`` and W_out / f."""
     from symtrans.numeric.fixtures import random_model
 
-    a = load_model(random_model(family, seed=seed, hidden_act="relu")).copy()
+    a = load_model(random_model(family, seed=seed, **config)).copy()
     t = a.tensors
     side = "W_gate" if t.get("W_gate") is not None else "W_in"
     for name in (side, "b_in" if side == "W_in" else "b_gate"):
@@ -1241,7 +1233,7 @@ def test_relu_units_with_opposite_inputs_are_told_apart_and_equal_ones_tied(fami
     from symtrans.group.canonical import canonical
 
     for f in (-1.0, -2.0):
-        a = _relu_pair(family, 2, f)
+        a = _parallel_units(family, 2, f, hidden_act="relu")
         spec = GroupSpec.from_arch(a.arch)
         ca = canonical(a)
         assert ca.ambiguities == [], ca.ambiguities
@@ -1254,7 +1246,7 @@ def test_relu_units_with_opposite_inputs_are_told_apart_and_equal_ones_tied(fami
         forged = a.copy()
         forged.tensors["W_out"][1, 6] *= 1.5
         assert not relate(a, _moved(forged, random_element(spec, a.n_layers, 0), spec)).related
-    a = _relu_pair(family, 2, 2.0)
+    a = _parallel_units(family, 2, 2.0, hidden_act="relu")
     spec = GroupSpec.from_arch(a.arch)
     assert any("S_dff layer 1" in x for x in canonical(a).ambiguities)
     rel = relate(a, _moved(a, random_element(spec, a.n_layers, 0), spec))
