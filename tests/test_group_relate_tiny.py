@@ -2912,3 +2912,40 @@ def test_heads_a_sides_storage_blurs_are_undecided_not_refused(factor, cond):
     forged.tensors["W_Q"][0, 2] *= 1.01
     rel = relate(a, forged)
     assert not rel.related and rel.stop.factor == "S_H", rel.summary()
+
+
+@pytest.mark.parametrize("family,where", [("llama", "W_O"), ("qwen2", "b_V")])
+def test_a_broken_factors_move_within_the_elements_condition_number_is_undecided_not_related(family, where,
+                                                                                            tmp_path):
+    """B = g . A with g a value gauge of condition number 10 on one key/value head (and a random element), then
+    forged along a factor RMSNorm breaks: W_O's all-ones row shifted by 1e-6 of its mean entry (the centring shift),
+    or Qwen2's b_V by 1e-6 of its norm along the ones (the value bias shift, Qwen2 has no b_O). The broken factor's
+    trial left a move within 4 u (1 + kappa) to the check, whose tolerance that number widens, and relate said
+    related, its file verified (probe). Such a move is no refusal (it may be the gauge's rounding: a genuine Llama
+    with a gauge of condition number 1e4 was "not related" at W_O) and no related answer: relate cannot decide.
+    The genuine pair is still related."""
+    from symtrans.errors import SymtransError
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.save import save_weights
+
+    path, _ = random_checkpoint(tmp_path / "a", family, seed=0, head=True)
+    a = load_model(path)
+    spec = GroupSpec.from_arch(a.arch)
+    kv, dv = a.tensors["W_V"].shape[1], a.tensors["W_V"].shape[-1]
+    eye = torch.eye(dv, dtype=torch.float64)
+    g = _conditioned(dv, 10.0, 1)
+    steps = [{"factor": "vo-gauge", "element": [{"g": [g] + [eye] * (kv - 1), "g_inv": [torch.linalg.inv(g)] +
+                                                 [eye] * (kv - 1)}, {"g": [eye] * kv, "g_inv": [eye] * kv}]}] + \
+        random_element(spec, a.n_layers, 5)
+    b = _moved(a, steps, spec)
+    assert relate(a, load_model(save_weights(b, tmp_path / "genuine", dtype="float32"))).related
+    forged = b.copy()
+    if where == "W_O":
+        w = forged.tensors["W_O"][0, 0]
+        r = torch.randn(w.shape[0], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        w += 1e-6 * float(w.abs().mean()) * r[:, None]
+    else:
+        v = forged.tensors["b_V"][0, 1]
+        v += 1e-6 * float(v.norm())
+    with pytest.raises(SymtransError, match="cannot decide"):
+        relate(a, load_model(save_weights(forged, tmp_path / "forged", dtype="float32")))

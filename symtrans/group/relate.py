@@ -1046,6 +1046,9 @@ class _Solver:
         # resolve, :meth:`unit_keys` noise above KEY_NOISE_LIMIT; relate adds "heads" for :attr:`tied_heads`): a
         # refusal then is no answer only where that match can reach (:func:`match_scope`)
         self.local_unresolved: list[tuple[int, str, str]] = []
+        # where a broken factor's needed move lies within what the element's condition number carries
+        # (:meth:`must_be_identity`): no refusal there, and no related answer either (relate cannot decide)
+        self.broken_moves: list[str] = []
 
     def solve_unread(self, a: dict[str, Any], b: dict[str, Any] | None) -> None:
         """After a solve on :func:`fill_unread`'s tables: the steps applied to the true ``a``, then each
@@ -2912,10 +2915,18 @@ class _Solver:
             tol = relation_tolerance(self.precision(name, l), length=self.applied_length(l))[0]
             after, size = _rel(v, target), _rel(before, target)
             # what the steps so far leave of B here may be their own element's rounding, carried by its condition
-            # number: within that (:meth:`left_to_check`) the check decides, as for any other tensor. Refused at
-            # the 8 u above, a float32 Llama B = g . A with a value gauge of condition number 1e4 on one head was
-            # "not related" at W_O (1.6e-6; the broken centring shift carried 9% of that rounding)
-            if moved > tol and after < size and not self.left_to_check(f.name, l, name, size, tol):
+            # number: within that (:meth:`left_to_check`) no refusal (at the 8 u above, a float32 Llama B = g . A
+            # with a value gauge of condition number 1e4 on one head was "not related" at W_O: the broken centring
+            # shift carried 9% of that rounding), and no related answer either: the check, widened by that number,
+            # took a forged move of the broken factor there (W_O's all-ones row, or b_V, moved by 30 u beside a
+            # value gauge of condition number 10: related, its file verified; probe)
+            if moved > tol and after < size and self.left_to_check(f.name, l, name, size, tol):
+                self.broken_moves.append(f"{name}" + (f" (layer {l})" if l is not None else "") + f" differs from A "
+                                         f"by {size:.3g}, and a move of {f.name} ({f.group}), which this architecture "
+                                         f"breaks, carries part of it: past a perfectly conditioned element's "
+                                         f"{tol:.3g}, within what the element's condition number carries")
+                continue
+            if moved > tol and after < size:
                 explains, share = _move_explains(size, after)
                 if explains:
                     self.refuse(f.name, l, name, size, tol, self.features_breaking(f),
@@ -5725,6 +5736,9 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                                 f"{worst['tolerance']:.3g} ({worst['dtype']}; {why}): relate cannot decide this pair")
     if stop is None:
         _raise_if_slice_unreproduced(residuals + back)
+        if s.broken_moves:
+            raise SymtransError(f"relate: {s.broken_moves[0]}: neither B's rounding nor a forged move of that factor "
+                                "is excluded there, so relate cannot decide this pair")
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
 
