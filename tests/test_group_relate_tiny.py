@@ -1251,6 +1251,18 @@ def test_relu_units_with_opposite_inputs_are_told_apart_and_equal_ones_tied(fami
     assert any("S_dff layer 1" in x for x in canonical(a).ambiguities)
     rel = relate(a, _moved(a, random_element(spec, a.n_layers, 0), spec))
     assert rel.related and any("layer 1" in x for x in rel.ties), rel.ties
+    # a unit negated (its input and output: relu(-t) != -relu(t)) is no element of G, and is refused at S_dff. With
+    # the sign kept its key had no partner, and the match's clash resolution, in index order, handed its nearest
+    # unit's partner to it: that unit was left a guess, and the refusal "cannot decide" (probe: 12 of 18)
+    flipped = _parallel_units(family, 2, -1.0, hidden_act="relu")
+    side = "W_gate" if flipped.tensors.get("W_gate") is not None else "W_in"
+    for name in (side, "b_in" if side == "W_in" else "b_gate"):  # unit 9's input column (and bias) of layer 1
+        if flipped.tensors.get(name) is not None:
+            flipped.tensors[name][1, ..., 9] *= -1
+    flipped.tensors["W_out"][1, 9] *= -1  # and its output row
+    base = _parallel_units(family, 2, -1.0, hidden_act="relu")
+    rel = relate(base, _moved(flipped, random_element(spec, a.n_layers, 1), spec))
+    assert not rel.related and rel.stop.factor == "S_dff", rel.summary()
 
 
 def test_values_rule_is_the_catalogues_element():

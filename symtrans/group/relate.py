@@ -1914,7 +1914,11 @@ class _Solver:
             clash = [j for j, i in enumerate(perm) if counts[i] > 1]
             taken = {i for i in perm if counts[i] == 1}  # a unique nearest match keeps its column
             full = torch.cdist(KB[clash], KA) / scale  # only the clashing rows: not the whole distance matrix
-            for r, j in enumerate(clash):
+            # the nearest pairs first: a B key within rounding of its A key keeps it against one far from every A
+            # key (a ReLU unit of B negated, whose nearest A unit was another's exact match: taken first in index
+            # order, it left that unit a guess, and the refusal was "cannot decide")
+            for r in sorted(range(len(clash)), key=lambda r: float(full[r].min())):
+                j = clash[r]
                 i = next(int(i) for i in full[r].argsort() if int(i) not in taken)
                 perm[j] = i
                 taken.add(i)
