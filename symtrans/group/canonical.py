@@ -414,14 +414,16 @@ class _Canon:
                 key = key * lp["W_gate"].norm(dim=0)
             # their columns' norms, then each column's projection on a fixed direction (its sign). Not a bias: one
             # a translation set to 0 (a random BERT's b_in) is rounding, and would order the pair by it. An input
-            # only positive scalings move (ReLU's): its column over its norm, whose sign no element of G flips
-            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None] \
-                + [lp[t] / lp[t].norm(dim=0).clamp_min(1e-300) for t in signed_inputs if lp.get(t) is not None]
+            # only positive scalings move (ReLU's): the projection of its column over its norm (norm 1: no norm
+            # key), whose sign no element of G flips
+            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None]
+            unit = [lp[t] / lp[t].norm(dim=0).clamp_min(1e-300) for t in signed_inputs if lp.get(t) is not None]
             # near-equal products of norms by their columns' and rows' shapes (unchanged by the unit scalings
             # fixed after this step)
             order, close = _lex_order([key, _fourth_moment(lp["W_in"], 0), _fourth_moment(lp["W_out"], 1),
                                        *(x.norm(dim=0) for x in fixed),
-                                       *(s.sketch(x.shape[0], x.dtype, 1)[:, 0] @ x for x in fixed)], self.tie)
+                                       *(s.sketch(x.shape[0], x.dtype, 1)[:, 0] @ x for x in fixed + unit)],
+                                      self.tie)
             if close:
                 self.amb.append(f"S_dff layer {l}: {close} pairs of FFN units whose keys differ by less "
                                 f"than {self.tie:g} relative (their order may change with rounding)")

@@ -2081,19 +2081,18 @@ class _Solver:
         scale = max(float(KA.norm(dim=1).max()), 1e-300)
         apart = (KB - KA[pi]).norm(dim=1) / scale
         noise = self.head_key_noise(l, b_only=True) / scale
+        own = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()  # each head's bound against its own keys
         if not bool((apart <= noise.clamp_min(tol)).all()):
             # a head either side's own storage cannot resolve (its rounding bound, without any condition number,
             # past KEY_NOISE_LIMIT of its keys) matches nothing for certain, and the others were matched around it:
             # the refusal the caller makes is no answer. B = g . A stored in float32 with a gauge of condition number
             # 1e6-1e10 on one key/value head was "not related" at S_H from B to A, and at 1e10 from A to B too (a
             # clean head paired with the blurred one, 1.3 off)
-            own_b = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()
             own_a = (self.head_key_noise(l, a_only=True) / KA.norm(dim=1).clamp_min(1e-300)).tolist()
             for h in range(len(pi)):
-                self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own_b[h])
+                self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own[h])
                 self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own_a[h], side="A")
             return False
-        own = (noise * scale / KB.norm(dim=1).clamp_min(1e-300)).tolist()  # each head's bound against its own keys
         return all(self.key_resolved(l, f"head {h}'s products W_Q W_K^T, W_V W_O", own[h])
                    for h in range(len(pi)) if float(apart[h]) > tol)
 
@@ -5450,24 +5449,13 @@ def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
             if dead:
                 zeros[name if l is None else f"{name}[{l}]"] = dead
             dt = storage_precision(w, name, l)[0]
-            ratio = _finite_or_zero(unit_roundoff(dt) * offset_loss(g, offset))
+            # a gain of exactly 0 (infinite loss) is counted in ``zeros``, not here
+            ratio = (unit_roundoff(dt) * offset_loss(g, offset)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
             i = int(ratio.argmax())
             if float(ratio[i]) > best["resolved_to"]:
                 best = {"tensor": name, "layer": l, "index": i, "gain": float(g[i]), "dtype": dt,
                         "resolved_to": float(ratio[i])}
     return {**best, "zeros": zeros}
-
-
-def _finite_or_zero(x: Any) -> Any:
-    """``x`` with its non-finite entries (a gain of exactly 0's infinite loss) set to 0.
-
-    Examples
-    --------
-    >>> import torch
-    >>> _finite_or_zero(torch.tensor([1.0, float("inf")])).tolist()
-    [1.0, 0.0]
-    """
-    return x.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _same_shape(a: Any, b: Any) -> None:
