@@ -59,3 +59,62 @@ def test_a_crash_in_relate_is_exit_70_not_1(capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert status == 70 and "not related" not in out
     assert "Traceback" in err and "internal error (a bug, not an answer): IndexError" in err
+
+
+def _one_line_error(capsys) -> str:  # noqa: ANN001
+    out, err = capsys.readouterr()
+    assert err.startswith("symtrans: error:") and err.count("\n") == 1, err
+    return err
+
+
+def test_relate_refuses_where_it_cannot_write_before_it_solves(tmp_path, capsys, monkeypatch):
+    """``--out ''`` was an internal error (exit 70) after the solve; a missing directory, a directory in the way or a
+    place nothing can be written was found only after the solve (minutes on a large model). Each is one line and
+    exit 2 now, before relate runs: relate is replaced by a function that fails the test if it is reached."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    import symtrans.group.relate as rel
+
+    random_checkpoint(tmp_path / "a", "bert", seed=0)
+    a = str(tmp_path / "a")
+
+    def reached(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("relate ran before --out was checked")
+
+    monkeypatch.setattr(rel, "relate", reached)
+    for out, says in (("", "expected a file name"), (str(tmp_path / "no" / "g.json"), "does not exist"),
+                      (a, "a directory is in the way"), ("/proc/g.json", "cannot write there")):
+        assert main(["relate", a, a, "--out", out, "--quiet"]) == 2
+        assert says in _one_line_error(capsys)
+    monkeypatch.undo()  # the false case: a writable place, relate runs and writes both files
+    assert main(["relate", a, a, "--out", str(tmp_path / "g.json"), "--quiet"]) == 0
+    assert (tmp_path / "g.json").is_file() and (tmp_path / "g.json.safetensors").is_file()
+
+
+def test_canonical_refuses_two_architectures_before_it_writes(tmp_path, capsys):
+    """``canonical A --out DIR --distance B`` with B of another architecture wrote A's canonical form, then said
+    that A and B are not one architecture. The pair is refused first now, and nothing is written; the message names
+    both families (it named a tensor one of them lacks)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "bert", "bert", seed=0)
+    random_checkpoint(tmp_path / "gpt2", "gpt2", seed=0)
+    capsys.readouterr()  # transformers' notes on the fixture's config, not the command's
+    assert main(["canonical", str(tmp_path / "bert"), "--out", str(tmp_path / "can"), "--distance",
+                 str(tmp_path / "gpt2"), "--quiet"]) == 2
+    assert "A is a bert model and B a gpt2 model" in _one_line_error(capsys)
+    assert not (tmp_path / "can").exists()
+    assert main(["relate", str(tmp_path / "gpt2"), str(tmp_path / "bert"), "--quiet"]) == 2
+    assert "A is a gpt2 model and B a bert model" in _one_line_error(capsys)
+
+
+def test_verify_refuses_an_empty_path(tmp_path, capsys, monkeypatch):
+    """``verify ''`` read the working directory as a certificate directory and printed INVALID (exit 1, which says
+    a certificate is wrong); an empty name is bad input: exit 2 in one line. A directory that holds a certificate is
+    still read (the false case)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", ""]) == 2
+    assert "expected a certificate file or directory" in _one_line_error(capsys)
+    (tmp_path / "x.json").write_text("{}")
+    assert main(["verify", str(tmp_path)]) == 1  # read, and invalid: no manifest
+    assert "INVALID" in capsys.readouterr().out

@@ -43,7 +43,13 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
 
     local = args.model in BUNDLED_MODELS or Path(args.model).exists()  # a hub id: resolved (fetched) by the load
     check_checkpoint_out(args.out, _resolve_directory(args.model) if local else None)  # before the solve
-    c = canonical(args.model)
+    model, other = args.model, args.distance
+    if other is not None:  # both read once, and two architectures refused before anything is solved or written
+        from symtrans.group.relate import _load, _same_shape
+
+        model, other = _load(model), _load(other)
+        _same_shape(model, other)
+    c = canonical(model)
     save_weights(c.weights, args.out)
     print(f"wrote the canonical form of {args.model} to {args.out} (gauge fixed: "
           + ", ".join(dict.fromkeys(s["factor"] for s in c.steps)) + ")")
@@ -54,7 +60,7 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
               "the rest; where the form moves the last hidden state (a residual permutation), their output is not "
               f"{args.model}'s")
     if args.distance:
-        d = orbit_distance(args.model, args.distance)
+        d = orbit_distance(model, other)
         worst = sorted(d["per_tensor"], key=lambda r: -r["distance"])[:5]
         print(f"orbit distance {d['total']:.3g} (relative Frobenius of the canonical forms: {d['absolute']:.3g} "
               f"absolute over their size {d['scale']:.3g}; {d['bound']})")

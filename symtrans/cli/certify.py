@@ -138,6 +138,10 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     Traceback (most recent call last):
     ...
     symtrans.errors.SymtransError: /no/such/certificate.json: no such file or directory
+    >>> verify_paths([""])
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: verify: expected a certificate file or directory, got ''
     """
     from pathlib import Path
 
@@ -150,6 +154,8 @@ def verify_paths(paths: list[str], model: str = "default", *, n: int = DEFAULT_N
     files: list[Path] = []
     problems: list[tuple[str, bool, str]] = []
     for spec in paths:
+        if not isinstance(spec, str) or not spec.strip():  # Path("") is ".": the working directory, not a name
+            raise SymtransError(f"verify: expected a certificate file or directory, got {spec!r}")
         p = Path(spec)
         if p.is_dir():
             found = sorted(f for f in p.glob("*.json") if f.name != MANIFEST)

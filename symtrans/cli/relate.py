@@ -38,11 +38,12 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
 
 
 def _cmd_relate(args: argparse.Namespace) -> int:
-    from symtrans.group.relate import relate, write_relation
+    from symtrans.group.relate import check_relation_out, relate, write_relation
     from symtrans.validate import check_model_dir, dumps_strict
 
     for spec, name in ((args.a, "A"), (args.b, "B")):  # as report reads --model: one line, exit 2, before torch
         check_model_dir(spec, name=name)
+    check_relation_out(args.out)  # where g goes: refused before the solve, not after it
     rel = relate(args.a, args.b)
     written = write_relation(rel, args.out) if rel.related else None
     if args.format == "json":

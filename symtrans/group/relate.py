@@ -76,8 +76,8 @@ from symtrans.numeric.linalg import matmul, new_table
 from symtrans.precision import EPS64, smallest_normal, unit_roundoff
 
 __all__ = ["Relation", "Stop", "relate", "relation_tolerance", "KEEPS", "apply_steps", "write_relation",
-           "check_relation", "RELATION_SCHEMA", "KAPPA_MAX", "kappa_limit", "random_element", "tensor_residuals",
-           "pulled_back_residuals"]
+           "check_relation", "check_relation_out", "RELATION_SCHEMA", "KAPPA_MAX", "kappa_limit", "random_element",
+           "tensor_residuals", "pulled_back_residuals"]
 
 RELATION_SCHEMA = "symtrans-relation/1"
 
@@ -5459,6 +5459,19 @@ def offset_gain_resolution(w: Any) -> dict[str, Any] | None:
 
 
 def _same_shape(a: Any, b: Any) -> None:
+    """Refuse, in one line, a pair of models that are not of one architecture and config (no orbit of G holds both).
+
+    Examples
+    --------
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> _same_shape(tiny_decoder("gpt2"), tiny_decoder("llama"))
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: A and B are not one architecture: A is a gpt2 model and B a llama model
+    """
+    if a.arch.family != b.arch.family:  # named first: a tensor one family lacks says less
+        raise SymtransError(f"A and B are not one architecture: A is a {a.arch.family} model and B a {b.arch.family} "
+                            "model")
     heads = [side for side, w in (("A", a), ("B", b)) if w.tensors.get("lm_head") is not None]
     if len(heads) == 1:  # a causal-LM checkpoint beside its base model: G moves the head, only one side has it
         other = "B" if heads == ["A"] else "A"
@@ -6198,6 +6211,34 @@ def _digest(body: dict[str, Any]) -> str:
                                      separators=(",", ":")).encode()).hexdigest()
 
 
+def check_relation_out(path: Any, option: str = "--out") -> Path:
+    """Refuse, before any work, a place :func:`write_relation` cannot write a relation file; return its absolute path.
+
+    The file and its tensors beside it (``PATH.safetensors``) must both be writable (:func:`check_output_file`: a
+    name, no directory in the way, a place where a file can be written), in a directory that exists.
+
+    Examples
+    --------
+    >>> check_relation_out("")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --out '': expected a file name
+    >>> check_relation_out("/no/such/dir/g.json")
+    Traceback (most recent call last):
+    ...
+    symtrans.errors.SymtransError: --out /no/such/dir/g.json: the directory /no/such/dir does not exist
+    """
+    from symtrans.outdir import check_output_file
+    from symtrans.validate import terminal_safe
+
+    p = check_output_file(path, option, "relation file")
+    if not p.parent.is_dir():
+        raise SymtransError(f"{option} {terminal_safe(str(p))}: the directory {terminal_safe(str(p.parent))} does not "
+                            "exist")
+    check_output_file(str(p) + ".safetensors", option, "element's tensors")
+    return p
+
+
 def write_relation(rel: Relation, path: str | Path) -> Path:
     """Write the element found as ``PATH`` (JSON) and ``PATH.safetensors`` (its tensors); return PATH.
 
@@ -6210,7 +6251,7 @@ def write_relation(rel: Relation, path: str | Path) -> Path:
     """
     if not rel.related:
         raise SymtransError(f"no element to write: B is not g . A ({rel.stop.line() if rel.stop else ''})")
-    p = Path(path)
+    p = check_relation_out(path)
     store: dict[str, Any] = {}
     steps = [{"factor": s["factor"], "element": _flatten(s["element"], f"s{i}", store)} for i, s in enumerate(rel.steps)]
     from safetensors.torch import save as save_bytes
@@ -6218,8 +6259,6 @@ def write_relation(rel: Relation, path: str | Path) -> Path:
     from symtrans.outdir import write_file
 
     side = p.with_name(p.name + ".safetensors")
-    if not p.parent.is_dir():
-        raise SymtransError(f"{p}: the directory {p.parent} does not exist")
     write_file(p.parent, side.name, save_bytes(store), "element tensors")
     body = {"schema": RELATION_SCHEMA, "a": rel.a, "b": rel.b, "steps": steps, "tensors": side.name,
             "tensors_sha256": hashlib.sha256(side.read_bytes()).hexdigest(),
