@@ -363,8 +363,10 @@ def relate(a: Any, b: Any, *, out: str | os.PathLike[str] | None = None) -> Any:
     >>> r.related, r.stop
     (True, None)
     """
-    from symtrans.group.relate import relate as _relate, write_relation
+    from symtrans.group.relate import check_relation_out, relate as _relate, write_relation
 
+    if out is not None:
+        check_relation_out(out, "out")  # where g goes: refused before the solve, not after it
     rel = _relate(_as_weights(a, "float64", "cpu"), _as_weights(b, "float64", "cpu"))
     if out is not None and rel.related:
         write_relation(rel, out)
