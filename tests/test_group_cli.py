@@ -118,3 +118,26 @@ def test_verify_refuses_an_empty_path(tmp_path, capsys, monkeypatch):
     (tmp_path / "x.json").write_text("{}")
     assert main(["verify", str(tmp_path)]) == 1  # read, and invalid: no manifest
     assert "INVALID" in capsys.readouterr().out
+
+
+def test_a_refusal_says_when_a_is_stored_coarser_than_b(tmp_path, capsys):
+    """relate asks whether B = g . A at B's storage precision, so relate(A16, B32), A a float16 rounding of B, is
+    refused: right, but the refusal named only the embedding table and an unexplained part at A's rounding. It says
+    now that A is stored coarser than B and that ``relate B A`` asks the converse, which is related (at A's
+    precision: the false case). A refusal between equal storages says nothing of it."""
+    import torch
+
+    from symtrans.numeric.fixtures import random_model
+
+    m = random_model("bert", seed=0, n_layers=2, n_heads=4, d_model=16, d_ff=32)
+    m.save_pretrained(tmp_path / "b32")
+    m.to(torch.float16).save_pretrained(tmp_path / "a16")
+    random_model("bert", seed=1, n_layers=2, n_heads=4, d_model=16, d_ff=32).save_pretrained(tmp_path / "other")
+    a16, b32, other = (str(tmp_path / x) for x in ("a16", "b32", "other"))
+    capsys.readouterr()
+    assert main(["relate", a16, b32, "--quiet", "--out", str(tmp_path / "g.json")]) == 1
+    out = capsys.readouterr().out
+    assert "A is stored in float16, coarser than B's float32" in out and "`relate B A`" in out
+    assert main(["relate", b32, a16, "--quiet", "--out", str(tmp_path / "g.json")]) == 0
+    assert main(["relate", b32, other, "--quiet", "--out", str(tmp_path / "g.json")]) == 1
+    assert "stored in" not in capsys.readouterr().out

@@ -302,7 +302,13 @@ class Relation:
         True
         """
         if not self.related:
-            return self.stop.line() if self.stop else "not related"
+            lines = [self.stop.line() if self.stop else "not related"]
+            sa, sb = self.a.get("storage"), self.b.get("storage")
+            if sa and sb and unit_roundoff(sa) > unit_roundoff(sb):  # B may be what A was rounded from
+                lines.append(f"storage: A is stored in {sa}, coarser than B's {sb}. relate asks whether B = g . A at "
+                             f"B's precision, so a B that A was rounded from is off by A's rounding and refused; "
+                             f"`relate B A` asks whether A = g . B at A's precision")
+            return "\n".join(lines)
         moved = sorted({s["factor"] for s in self.steps})
         lines = ["related: B = g . A with g " + ("the identity (no factor moved)" if not moved else
                                                   "moving " + ", ".join(moved))]
@@ -903,6 +909,19 @@ def _joint_gauge(A: Any, B: Any, YA: Any, YB: Any, cut_a: float, cut_y: float, n
         M = M + (N @ (N.mT @ (torch.eye(M.shape[0], dtype=M.dtype) - M) @ Ly) @ Ly.mT if nearest_identity else
                  N @ Ly.mT)
     return M
+
+
+def _unit_radius(noise: float, KB: Any, KA: Any) -> Any:
+    """Per row: how far apart two FFN unit keys (rows of ``KB`` and ``KA``) can lie by the keys' relative rounding
+    ``noise`` alone (:meth:`_Solver.unit_keys`), each key's rounding bounded by ``noise`` times twice its norm.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _unit_radius(1e-3, torch.tensor([[3.0, 4.0]], dtype=torch.float64), torch.tensor([[0.0, 5.0]], dtype=torch.float64))
+    tensor([0.0200], dtype=torch.float64)
+    """
+    return 2 * noise * (KB.norm(dim=1) + KA.norm(dim=1))
 
 
 def _cond(M: Any) -> float:
@@ -1900,10 +1919,11 @@ class _Solver:
             if tie is not None and bool(close.any()):
                 close = second <= torch.clamp(tie(scale), max=tol)
             for j in torch.nonzero(close).reshape(-1).tolist():
-                self.ties.append(f"layer {l}: {what} {j} of B matches two or more of A's exactly "
-                                 "(any of them gives the same weights)" if what != "head" else
-                                 f"layer {l}: head {j} of B matches two or more of A's heads' products exactly "
-                                 "(equal W_Q W_K^T and W_V W_O)")
+                line = (f"layer {l}: {what} {j} of B matches two or more of A's exactly (any of them gives the same "
+                        "weights)" if what != "head" else f"layer {l}: head {j} of B matches two or more of A's "
+                        "heads' products exactly (equal W_Q W_K^T and W_V W_O)")
+                if line not in self.ties:  # a layer's units matched again on their scaled keys: said once
+                    self.ties.append(line)
                 if what == "head":
                     self.tied_heads.add(l)
         perm = best.tolist()
@@ -2486,7 +2506,11 @@ class _Solver:
             return P, dist, noise, da, db, None
         # a unit with no or several candidates, or beyond the tolerance: the full keys
         full = [torch.cat([x.T for x in k[:-1]] + [k[-1]], 1) for k in keys]
-        P, dist = self._match(full[0], full[1], tol, "FFN unit", l)
+        # a second unit of A is a tie only within the keys' rounding, as :meth:`ambiguous_units` reads it (the match
+        # tolerance, 1e3 times the tensor's, is 3.9 relative at float16: every unit of a float16 BERT was reported
+        # as matching two or more of A's "exactly"); the second unit's norm is taken as B's (within that rounding)
+        P, dist = self._match(full[0], full[1], tol, "FFN unit", l,
+                              tie=lambda scale: _unit_radius(noise, full[1], full[1]) / scale)
         return P, dist, noise, da, db, lambda: self.ambiguous_units(full[0], full[1], P, noise, l)
 
     def ambiguous_units(self, KA: Any, KB: Any, P: list[int], noise: float, l: int) -> None:
@@ -2501,7 +2525,7 @@ class _Solver:
         rows, cols = torch.arange(len(P)), torch.tensor(P)
         D = torch.cdist(KB, KA)
         near = D.argmin(1)
-        radius = 2 * noise * (KB.norm(dim=1) + KA[near].norm(dim=1))
+        radius = _unit_radius(noise, KB, KA[near])
         moved = (near != cols) & (D[rows, near] < D[rows, cols]) & (D[rows, near] <= radius)
         apart = (KA[near] - KA[cols]).norm(dim=1) > 1e3 * EPS64 * (KA[near].norm(dim=1) + KA[cols].norm(dim=1))
         n = int((moved & apart).sum())
@@ -5409,7 +5433,10 @@ def _precision(w: Any) -> Any:
 
 
 def _describe(w: Any) -> dict[str, Any]:
-    out = {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name}
+    from symtrans.numeric.weights import storage_precision
+
+    out = {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name,
+           "storage": storage_precision(w)[0]}  # the coarsest stored dtype
     worst = offset_gain_resolution(w)
     return {**out, "offset_gain": worst} if worst is not None else out
 
