@@ -141,3 +141,32 @@ def test_a_refusal_says_when_a_is_stored_coarser_than_b(tmp_path, capsys):
     assert main(["relate", b32, a16, "--quiet", "--out", str(tmp_path / "g.json")]) == 0
     assert main(["relate", b32, other, "--quiet", "--out", str(tmp_path / "g.json")]) == 1
     assert "stored in" not in capsys.readouterr().out
+
+
+def test_a_relation_file_verifies_from_another_working_directory(tmp_path, capsys, monkeypatch):
+    """relate wrote the models' paths as given: ``relate a b`` in one folder, ``verify DIR/relation.json`` from
+    another, and verify looked for ``a`` there (INVALID: "not a local directory, and fetching it from the hub
+    failed"). A local checkpoint's path is written absolute now, and a relative one (a file written before) is read
+    beside the file. A relative name that is nothing beside the file is read as given: INVALID from elsewhere (the
+    false case)."""
+    import json
+
+    from symtrans.group.relate import _digest
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    random_checkpoint(work / "a", "bert", seed=0)
+    monkeypatch.chdir(work)
+    assert main(["relate", "a", "a", "--quiet"]) == 0
+    data = json.loads((work / "relation.json").read_text())
+    assert data["a"]["model"] == str(work / "a")
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["verify", str(work / "relation.json"), "--quiet"]) == 0
+    for ref, code in (("a", 0), ("no-such-model", 1)):  # a file written with relative paths
+        data["a"]["model"] = data["b"]["model"] = ref
+        data["digest"] = _digest(data)
+        (work / "relation.json").write_text(json.dumps(data))
+        assert main(["verify", str(work / "relation.json"), "--quiet"]) == code
+        assert ("valid:" if code == 0 else "INVALID") in capsys.readouterr().out

@@ -62,6 +62,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -5435,7 +5436,10 @@ def _precision(w: Any) -> Any:
 def _describe(w: Any) -> dict[str, Any]:
     from symtrans.numeric.weights import storage_precision
 
-    out = {"model": str(w.source), "weights_hash": w.weights_hash, "arch": w.arch.name,
+    source = str(w.source)
+    if Path(source).exists():  # a local checkpoint: its absolute path, so a verify run elsewhere finds it
+        source = os.path.abspath(source)
+    out = {"model": source, "weights_hash": w.weights_hash, "arch": w.arch.name,
            "storage": storage_precision(w)[0]}  # the coarsest stored dtype
     worst = offset_gain_resolution(w)
     return {**out, "offset_gain": worst} if worst is not None else out
@@ -6295,6 +6299,25 @@ def write_relation(rel: Relation, path: str | Path) -> Path:
     return p
 
 
+def _model_beside(ref: Any, path: str | Path) -> Any:
+    """A relation file's model ``ref`` as :func:`check_relation` loads it: a relative path that names a checkpoint
+    beside the file (``path``) is read there, wherever verify runs; anything else (an absolute path, as
+    :func:`relate` writes a local checkpoint's, a hub id, ``default``) as it is.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
+    >>> _model_beside("a", d / "g.json") == str(d / "a"), _model_beside("org/name", d / "g.json")
+    (True, 'org/name')
+    """
+    if isinstance(ref, str) and ref and not Path(ref).is_absolute():
+        beside = Path(path).parent / ref
+        if beside.exists():
+            return str(beside)
+    return ref
+
+
 def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
     """Re-check a relation file: load A and B, apply its element to A through the tag tables, compare with B.
 
@@ -6327,7 +6350,7 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         if hashlib.sha256(side.read_bytes()).hexdigest() != data["tensors_sha256"]:
             return False, "the element's tensors differ from the file's hash"
         store = load_file(str(side))
-        A, B = _load(data["a"]["model"]), _load(data["b"]["model"])
+        A, B = (_load(_model_beside(data[side]["model"], path)) for side in ("a", "b"))
         for which, w in (("a", A), ("b", B)):
             if w.weights_hash != data[which]["weights_hash"]:
                 return False, f"model {which.upper()} at {data[which]['model']} is not the one related (weights hash)"
