@@ -1674,3 +1674,42 @@ def test_a_gauge_carried_to_another_head_and_undone_there_buys_no_condition_numb
             lp[nm] = [x * (1 + 2e-5 * torch.sign(torch.randn(x.shape, generator=gen, dtype=x.dtype))) for x in lp[nm]]
     ok, why = _verdict(_claim(tmp_path / "a", a, steps, forged, tmp_path / "forged"))
     assert not ok and ("W_V" in why or "W_O" in why), why
+
+
+@pytest.mark.parametrize("family,dtype,seed", [("bert", "float32", 0), ("distilbert", "float32", 2),
+                                               ("bert", "float64", 0)])
+def test_relate_from_g_a_back_to_a_writes_a_file_verify_rechecks(family, dtype, seed, tmp_path):
+    """A helper's probe: a random BERT A (its biases 0, as ``transformers`` initialises them) and g . A for a random
+    element, stored; relate(g . A, A) answered related, and verify refused its own file from A's side at a ``b_O``
+    (or ``b_in``, ``word``) entry g . A's translations cancel (1e-4 of the tensor), off by 0.2 of the tensor's
+    ``u`` (3e-5 of the entry). The element's value bias shift was fitted from g . A's rounded ``b_V``; the
+    pull-back's bound on that fit read the pivot in B (the original A: 0) and never in g . A, whose inverse's linear
+    steps all follow its translations (:func:`symtrans.group.relate.translation_allowance`, ``b_first``). It now
+    reads g . A brought back to the translation's frame. False case: the same file's claim against a g . A whose
+    ``b_O`` entry there is moved by 10 times that tensor's tolerance is refused at ``b_O``."""
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family, n_layers=2, d_model=32, n_heads=4, d_ff=64)
+    save_weights(load_model(tmp_path / "a0"), tmp_path / "a", dtype=dtype)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, seed))),
+                 tmp_path / "ga")
+    ga = load_model(tmp_path / "ga")
+    rel = relate(ga, a)
+    assert rel.related, rel.summary()
+    ok, why = _verdict(write_relation(rel, tmp_path / "g.json"))
+    assert ok, why
+    if (family, dtype) != ("bert", "float32"):
+        return
+    (tol,) = [r["tolerance"] for r in rel.residuals if (r["tensor"], r["layer"]) == ("b_O", 1)]
+    forged = ga.copy()
+    b_o = forged.tensors["b_O"][1]
+    i = int(b_o.abs().argmin())  # an entry the translations cancel, where the true element's file was refused
+    b_o[i] += 10 * tol * float(b_o.norm())
+    save_weights(forged, tmp_path / "forged")
+    forged = load_model(tmp_path / "forged")
+    claim = Relation(True, rel.steps, [], [], None, _describe(forged), _describe(a))
+    ok, why = _verdict(write_relation(claim, tmp_path / "forged.json"))
+    assert not ok and "b_O (layer 1)" in why, why

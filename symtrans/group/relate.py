@@ -4944,7 +4944,9 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
 
     A translation's component is read from B's rounded tensors (its pivot: the tag :data:`_FIT_BOUND` names), so it
     carries up to ``u_p`` times :data:`_FIT_BOUND` of the pivot's scale, read in the step's own frame (the largest
-    of A's moved by the steps before it and with it, and of B's where no later step moves the pivot); its tags add
+    of A's moved by the steps before it and with it, and of B's where no later step moves the pivot; where the
+    source is B, ``b_first``, of B's moved by the steps before it and of A's brought back through the inverse of
+    the linear steps after it, the frame relate read that pivot in); its tags add
     that through their action taken on magnitudes: ``|c| |W|`` for ``c W``,
     with no cancellation (a sum far smaller than its terms carries its terms' rounding). It is given in units of
     the tensor's own ``u``, as an entry's scale is: the tolerance's headroom (``4 (1 + kappa)``) applies on top.
@@ -5000,11 +5002,36 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
         # "next": the layer after the boundary; its norm (a hyperplane's gain) the layer before's
         return t.tensor, l, *(boundary_norm(gain, l) if gain is not None else (None, None))
 
+    backs: dict[tuple[tuple[int, ...], str], Any] = {}  # the target brought back to a step's frame (b_first)
+
+    def target_at(name: str, l: int | None, i: int) -> list[Any]:
+        """The target's tensor in step ``i``'s frame, as a list of one, or none where it is not read there. Where the source is A
+        (relate's check) only B's own, where no later linear step moves it. Where it is B (``b_first``: verify's
+        pull-back, the steps g^-1) the target is A, moved back through the inverse of the linear steps after
+        ``i``: A moved by g's linear steps before the translation g^-1's step ``i`` undoes, the frame relate read
+        that translation's pivot in, as ``lin`` reads A where the source is A (the translations between add no
+        rounding and are left out, as there). Read only where B is: a relate(g . A, A) of a random BERT, whose A
+        (the file's B) has biases of 0, found the value bias shift from g . A's rounded ``b_V``; the pull-back,
+        which read B's 0 there and A's not at all (the linear steps of g^-1 all come after its translations),
+        widened nothing, and verify refused relate's own file at a ``b_O`` entry g . A cancels to 1e-4 of the
+        tensor, off by 0.2 of its ``u |b_O|`` (3e-5 of the entry)."""
+        if name not in later[i]:
+            return [tensor_at(target, name, l)]
+        if not b_first:
+            return []
+        back = tuple(k for k in range(i + 1, len(steps)) if linear_factor(spec, steps[k]["factor"]))
+        if (back, name) not in backs:
+            from symtrans.group.action import inverse_steps
+
+            undo = inverse_steps(spec, [steps[k] for k in back])
+            backs[(back, name)] = apply_steps(spec, _keeping(spec, target, {name}, undo), undo)
+        return [tensor_at(backs[(back, name)], name, l)]
+
     def size(name: str, l: int | None, i: int) -> Any:
         """A tensor's entrywise size in step ``i``'s frame: A's moved by the linear steps before it (a translation
         adds no rounding, and an intermediate one is no size: a claim of t then -t, or of a scaling around a
-        transfer, would pass off its own values as rounding) and B's, where no later linear step moves it."""
-        sides = [tensor_at(lin, name, l)] + ([tensor_at(target, name, l)] if name not in later[i] else [])
+        transfer, would pass off its own values as rounding) and the target's in that frame (:func:`target_at`)."""
+        sides = [tensor_at(lin, name, l)] + target_at(name, l, i)
         if any(x is None for x in sides):
             return None
         return _map_blocks(lambda *x: functools.reduce(lambda m, y: torch.maximum(m, y.abs()), x[1:], x[0].abs()),
