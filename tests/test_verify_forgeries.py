@@ -1713,3 +1713,39 @@ def test_relate_from_g_a_back_to_a_writes_a_file_verify_rechecks(family, dtype, 
     claim = Relation(True, rel.steps, [], [], None, _describe(forged), _describe(a))
     ok, why = _verdict(write_relation(claim, tmp_path / "forged.json"))
     assert not ok and "b_O (layer 1)" in why, why
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_a_float64_pair_whose_sides_part_is_undecided_not_a_file_verify_refuses(family, tmp_path):
+    """Stored in float64, B's rounding is as fine as the float64 arithmetic that applies the element, and the two
+    sides carry that arithmetic apart. relate(g . A, A) (element seed 5, BERT, RoBERTa and DistilBERT alike) was
+    related, having left A's side to verify on a LayerNorm model, and verify refused its file at b_in from A's side
+    (1.98e-15 against 1.26e-15); relate(A, g . A) already said "cannot decide". relate now measures A's side
+    wherever B holds a float64 tensor: seed 5 is "cannot decide" both ways, and every file it writes re-checks.
+    False case: element seed 1, related both ways, each file valid."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.relate import random_element
+    from symtrans.numeric.fixtures import random_checkpoint
+
+    random_checkpoint(tmp_path / "a0", family, n_layers=2, d_model=32, n_heads=4, d_ff=64)
+    save_weights(load_model(tmp_path / "a0"), tmp_path / "a", dtype="float64")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    answers = {}
+    for seed in (1, 5):
+        ga = weights_from_blocks(a, apply_steps(spec, model_blocks(a), random_element(spec, a.n_layers, seed)))
+        save_weights(ga, tmp_path / f"ga{seed}", dtype="float64")
+        ga = load_model(tmp_path / f"ga{seed}")
+        for name, (x, y) in (("back", (ga, a)), ("forth", (a, ga))):
+            try:
+                rel = relate(x, y)
+            except SymtransError as err:
+                assert "cannot decide" in str(err), err
+                answers[seed, name] = "undecided"
+                continue
+            assert rel.related, rel.summary()
+            ok, why = _verdict(write_relation(rel, tmp_path / f"g{seed}{name}.json"))
+            assert ok, why
+            answers[seed, name] = "related"
+    assert answers[1, "back"] == answers[1, "forth"] == "related"
+    assert answers[5, "back"] == answers[5, "forth"] == "undecided"
