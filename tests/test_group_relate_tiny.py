@@ -1000,12 +1000,12 @@ def test_a_float32_moved_copy_of_the_bundled_model_has_the_same_canonical_form(t
     from symtrans.precision import unit_roundoff
 
     a = load_model("default")
-    assert canonical(a).ambiguities == []
+    assert _ties(canonical(a).ambiguities) == []  # (units on the tie's edge are reported: their rounding can flip them)
     spec = GroupSpec.from_arch(a.arch)
     b = _moved(a, random_element(spec, a.n_layers, 0), spec)
     save_weights(b, tmp_path / "b")
     d = orbit_distance(a, load_model(tmp_path / "b"))
-    assert d["ambiguities"] == {"a": [], "b": []}
+    assert _ties(d["ambiguities"]["a"]) == _ties(d["ambiguities"]["b"]) == []
     assert d["total"] < 1e3 * 8 * unit_roundoff("float32"), d["total"]  # was 0.011
     c = b.copy()
     t = c.tensors["W_in"][2]
@@ -1084,7 +1084,7 @@ def test_a_gauge_that_spreads_the_heads_scales_leaves_the_canonical_form(factor)
           for _ in range(a.n_layers)]
     b = _moved(a, [{"factor": factor, "element": el}], spec)
     ca, cb = canonical(a), canonical(b)
-    assert ca.ambiguities == cb.ambiguities == []
+    assert _ties(ca.ambiguities) == _ties(cb.ambiguities) == []
     for k, x in ca.weights.tensors.items():
         if x is not None:
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-10 * max(float(x.norm()), 1.0), k
@@ -1127,7 +1127,7 @@ def test_elements_that_spread_scales_within_a_layer_or_head_leave_the_canonical_
     b = _moved(a, [{"factor": factor, "element": el}], spec)
     assert relate(a, b).related
     ca, cb = canonical(a), canonical(b)
-    assert ca.ambiguities == cb.ambiguities == []
+    assert _ties(ca.ambiguities) == _ties(cb.ambiguities) == []
     for k, x in ca.weights.tensors.items():
         if x is not None:  # within the rounding the element's condition number amplifies (c u = 1e-9)
             assert float((x - cb.weights.tensors[k]).norm()) <= 1e-7 * max(float(x.norm()), 1.0), k
@@ -2993,3 +2993,49 @@ def test_unit_ties_are_read_at_the_keys_rounding_not_at_the_match_tolerance(tmp_
     rel = relate(d, d)
     tied = sorted(t for t in rel.ties if t.startswith("layer 1: FFN unit"))
     assert rel.related and [t.split(" of B")[0] for t in tied] == ["layer 1: FFN unit 0", "layer 1: FFN unit 1"]
+
+
+def _unit_places(c: Any) -> list[Any]:
+    """Per layer, the canonical form's units as its W_out rows' norms read them (no residual permutation moves
+    them; the unit scalings fixed |W_in column| = 1)."""
+    return [c.weights.tensors["W_out"][l].norm(dim=1) for l in range(c.weights.tensors["W_out"].shape[0])]
+
+
+def _on_the_edge(line: str) -> bool:
+    """Whether an ambiguity line is about keys on the tie's edge (``_lex_order``), not about keys that tie."""
+    return "within their rounding" in line
+
+
+def _ties(lines: list[str]) -> list[str]:
+    return [t for t in lines if not _on_the_edge(t)]
+
+
+def test_units_that_rounding_can_order_either_way_are_reported(tmp_path):
+    """At float16 the canonical forms of a random BERT A and of g . A (stored in float16) placed the units of a
+    layer apart (3 pairs swapped in layer 1 for seed 0) and reported no ambiguity about units: their first keys
+    differ by about the tie (8 u = 0.0039 relative), so one form ordered a pair by that key and the other by the
+    next, which disagrees. Neighbours on the tie's edge, within their keys' rounding of it, are reported now: every
+    layer whose units the two forms place apart is named on one side. False case: the same model in float32, whose
+    forms place every unit alike, reports nothing about its units."""
+    from symtrans.group.canonical import canonical
+    from symtrans.numeric.fixtures import random_model
+
+    apart_seen = 0
+    for dtype in (torch.float16, torch.float32):
+        random_model("bert", seed=0, n_layers=2, n_heads=4, d_model=16, d_ff=32).to(dtype).save_pretrained(
+            tmp_path / "a")
+        a = load_model(tmp_path / "a")
+        spec = GroupSpec.from_arch(a.arch)
+        ca = canonical(a)
+        for seed in range(3):
+            save_weights(_moved(a, random_element(spec, a.n_layers, seed), spec), tmp_path / "b")
+            cb = canonical(load_model(tmp_path / "b"))
+            for l, (x, y) in enumerate(zip(_unit_places(ca), _unit_places(cb))):
+                apart = int(((x - y).abs() > 1e-2 * x.abs()).sum())
+                said = [t for t in ca.ambiguities + cb.ambiguities if t.startswith(f"S_dff layer {l}:")]
+                if dtype == torch.float32:
+                    assert apart == 0 and said == [], (seed, l, said)
+                elif apart:
+                    apart_seen += 1
+                    assert any(_on_the_edge(t) for t in said), (seed, l, apart, ca.ambiguities, cb.ambiguities)
+    assert apart_seen  # the float16 forms do place some layer's units apart: the case is exercised
