@@ -70,8 +70,8 @@ from typing import Any, Callable
 from symtrans.errors import SymtransError
 from symtrans.group.action import (BOUNDARY_NORM, EMBEDDING_NORM, LINEAR_ACTIONS, boundary_norm, linear_factor,
                                    tensor_at)
-from symtrans.group.elements import (equal_pairs, in_factor, in_group, pair_mean, rotary_planes, translation_order,
-                                     with_role)
+from symtrans.group.elements import (elements_of, equal_pairs, in_factor, in_group, pair_mean, rotary_planes,
+                                     translation_order, with_role)
 from symtrans.group.spec import Factor, GroupSpec, act
 from symtrans.numeric.linalg import matmul, new_table
 from symtrans.precision import EPS64, smallest_normal, unit_roundoff
@@ -6392,6 +6392,9 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         # is projected onto the group first, so what is compared with B below is the action of an element of G
         steps = in_group(spec, steps)
         blocks_a, blocks_b = model_blocks(A), model_blocks(B)
+        # the same element in the order relate's solve reads it: a translation listed before a linear step the
+        # solve fits first is accounted in B's frame, as relate's own file has it (one element, one verdict)
+        steps = in_solve_order(spec, steps, blocks_a)
         moved = apply_steps(spec, blocks_a, steps)
         res = tensor_residuals(moved, blocks_b, _precision(B), steps, spec, source=blocks_a, slices=True)
         # and from A's side: what g shrinks beside the rest of a tensor is measured at A's scale
@@ -6617,6 +6620,139 @@ def solve_rank(spec: GroupSpec) -> dict[str, int]:
         rank.setdefault(f.name, 2 + i)
     last = 2 + len(rank) + len(spec.factors)
     return {f.name: rank.get(f.name, last) for f in spec.factors}
+
+
+def in_solve_order(spec: GroupSpec, steps: list[dict[str, Any]], source: dict[str, Any]) -> list[dict[str, Any]]:
+    """A claim's steps as relate's solve orders the same element: each translation moved after the linear steps
+    listed after it that the solve fits before it (:func:`solve_rank`), its components carried through them.
+
+    The tolerances read a translation in the frame its step meets: :func:`translation_allowance` follows a tag only
+    in B's frame, where no linear step between it and B moves its pivot or the gain it reads unevenly, and relate
+    writes every translation after the linear steps (B's frame). A claim in G's own order lists the residual
+    rotation last, after every translation: the true element of a float32 GPT-NeoX (a final-norm scaling, the final
+    norm's bias transfer, a residual rotation) was refused at ``lm_head`` pulled back (a vocab slice up to 1.9
+    times its tolerance), and the same element with the rotation first was verified. One element, one verdict:
+    ``T_c`` then ``L`` is ``L`` then ``T_c'``, ``c'`` read off what ``T_c`` then ``L`` adds to the tensor each
+    component is read from, as relate reads it (:data:`_COMPONENT_READ`; a component read from no such tensor as
+    it is). A swap is made only where ``T_c'`` then reproduces ``T_c`` then ``L`` on every tensor ``T`` moves
+    within float64's rounding of ``L``'s products (:func:`relation_tolerance` at float64, with ``L``'s condition
+    number and length), in the frame the two steps meet (``source``: A, block form); elsewhere the translation
+    stays where the claim put it. Relate's own files are returned as they are: their translations already follow
+    every linear step.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from symtrans.numeric.fixtures import tiny_decoder
+    >>> from symtrans.group.numeric import model_blocks
+    >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(dataclasses.replace(w.arch, tied_lm_head=False))
+    >>> A = model_blocks(w); A["lm_head"] = A["word"].T.clone()
+    >>> D = torch.linspace(0.5, 2.0, w.arch.d_model, dtype=torch.float64)
+    >>> t = 0.1 * torch.ones(1, w.arch.d_model, dtype=torch.float64)
+    >>> steps = [{"factor": "final-norm-bias-transfer", "element": {"t": t}},
+    ...          {"factor": "final-norm-scaling", "element": {"D": torch.diag(D)}}]
+    >>> out = in_solve_order(spec, steps, A)
+    >>> [s["factor"] for s in out], bool(torch.allclose(out[1]["element"]["t"], t * D))
+    (['final-norm-scaling', 'final-norm-bias-transfer'], True)
+    >>> _rel(apply_steps(spec, A, out)["lm_head"], apply_steps(spec, A, steps)["lm_head"]) < 1e-14
+    True
+    """
+    rank = solve_rank(spec)
+    out = list(steps)
+    L = len(source["layers"])
+    for i in range(len(out) - 1, -1, -1):  # the last translation first: each moves right until one stays
+        t = out[i]
+        if linear_factor(spec, t["factor"]):
+            continue
+        ahead = []  # the linear steps right after it that the solve fits before it
+        for st in out[i + 1:]:
+            if not linear_factor(spec, st["factor"]) or rank[st["factor"]] >= rank[t["factor"]]:
+                break
+            ahead.append(st)
+        if not ahead:
+            continue
+        # the frame the swaps meet: the tensors t reads, and what the steps before it and those it passes read
+        # through on them, each step acting through its tags on them alone
+        names = set(_reads(spec, t["factor"]))
+        while more := {n for st in out[:i] + ahead for x in spec.factor(st["factor"]).tags
+                       if x.tensor in names and x.via for n in x.via.split(",")} - names:
+            names |= more
+        frame: dict[str, Any] = {"layers": [{n: lp[n] for n in names if n in lp} for lp in source["layers"]],
+                                 **{n: source[n] for n in names if n in source}}
+        try:
+            for st in out[:i]:
+                tags = tuple(x for x in spec.factor(st["factor"]).tags if x.tensor in names)
+                frame = act(spec, frame, st["factor"], st["element"], tags=tags) if tags else frame
+        except (SymtransError, KeyError, IndexError, RuntimeError, TypeError, ValueError):
+            continue  # a frame this does not follow: the claim's order kept
+        for pos in range(i, i + len(ahead)):
+            s = out[pos + 1]
+            got = _commuted(spec, out[pos], s, frame, names, L)
+            if got is None:
+                break
+            out[pos], out[pos + 1] = s, got[0]
+            frame = got[1]
+    return out
+
+
+#: how a translation's component is read off what its step adds to the tensor a tag of this kind moves (``d``;
+#: ``gain``: the tag's via, as the frame holds it), as relate's fit reads it (:data:`_FIT_BOUND`'s kinds): a
+#: difference itself; along the all-ones direction its mean over that axis; along ``1/gamma`` its least-squares
+#: coefficient
+_COMPONENT_READ: dict[str, Callable[..., Any]] = {
+    "translate": lambda d, gain: d,
+    "translate_neg": lambda d, gain: -d,
+    "translate_ones": lambda d, gain: d.mean(-1, keepdim=True),
+    "hyperplane_weight": lambda d, gain: (1 / gain).reshape(1, -1) @ d / (1 / gain).square().sum(),
+}
+
+
+def _commuted(spec: GroupSpec, t: dict[str, Any], s: dict[str, Any], frame: dict[str, Any], names: set[str],
+              L: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The translation step ``t`` as it follows the linear step ``s`` (``t`` then ``s`` is ``s`` then it), both met
+    in ``frame`` (the tensors ``names``, block form), and the frame after ``s``; None where the components read off
+    (:func:`in_solve_order`) do not reproduce ``t`` then ``s`` within float64's rounding of ``s``, or a tag is not
+    the plain per-layer or model-wide one this follows."""
+    f, g = spec.factor(t["factor"]), spec.factor(s["factor"])
+    acts_t = _acts_on(spec, f.name)
+    on = tuple(y for y in g.tags if y.tensor in names)  # s on what t reads (and what they read through)
+    try:
+        after = act(spec, frame, g.name, s["element"], tags=on) if on else frame
+        if not acts_t & {y.tensor for y in on} and not acts_t & set(_reads(spec, g.name)):
+            return t, after  # s moves nothing t reads, t nothing s reads: they commute
+        if any(x.scope not in ("layer", "model") for x in f.tags) or elements_of(spec, f.name).place is not None:
+            return None  # a boundary's or a placed component: not followed
+        el = t["element"]
+        each = isinstance(el, list)
+        one = act(spec, act(spec, frame, f.name, el), g.name, s["element"], tags=on)
+        new = [dict(e) for e in (el if each else [el])]
+        read: set[str] = set()
+        for x in f.tags:  # each component off the first tensor a readable tag of it moves
+            if x.component in read or x.how not in _COMPONENT_READ:
+                continue
+            if (x.scope == "layer") != each:
+                return None
+            read.add(x.component)
+            for k, e in enumerate(new):
+                here, base = (one["layers"][k], after["layers"][k]) if each else (one, after)
+                gain = base[x.via.split(",")[0]] if x.via else None
+                e[x.component] = _map_blocks(lambda y, z: _COMPONENT_READ[x.how](y - z, gain), here[x.tensor],
+                                             base[x.tensor])
+        swapped = {"factor": f.name, "element": new if each else new[0]}
+        other = act(spec, after, f.name, swapped["element"])
+    except (SymtransError, KeyError, IndexError, RuntimeError, TypeError, ValueError):
+        return None
+    # within float64's rounding of the two routes: s's products (its condition number, through the gains it
+    # conjugates, and length) and t's sums along the residual width (c W, a read along 1/gamma: d_model products)
+    kappa = max([1.0] + list(_element_kappa([s], L, spec=spec, source=frame)[0].values()))
+    length = max([1.0] + list(_element_kappa([s], L, measure=element_length)[0].values()))
+    width = spec.arch.d_model if isinstance(spec.arch.d_model, int) else 1
+    tol = relation_tolerance("float64", kappa, 1, max(int(length), width))[0]
+    theirs = {(n, l): v for n, l, v in _iter_tensors(other, blocks=True)}
+    for n, l, v in _iter_tensors(one, blocks=True):
+        if n in acts_t and ((n, l) not in theirs or _rel_any(theirs[(n, l)], v) > tol):
+            return None
+    return swapped, after
 
 
 def _acts_on(spec: GroupSpec, factor: str) -> frozenset[str]:
