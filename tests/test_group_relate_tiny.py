@@ -3039,3 +3039,34 @@ def test_units_that_rounding_can_order_either_way_are_reported(tmp_path):
                     apart_seen += 1
                     assert any(_on_the_edge(t) for t in said), (seed, l, apart, ca.ambiguities, cb.ambiguities)
     assert apart_seen  # the float16 forms do place some layer's units apart: the case is exercised
+
+
+def test_heads_that_rounding_can_order_either_way_are_reported(tmp_path):
+    """The heads' order is a tie's lexicographic order too (|W_V W_O|, then |W_Q W_K^T|): a float16 Llama whose head 1
+    has |W_V W_O| one tie (8 u of the largest) below head 0's and a larger |W_Q W_K^T| is ordered by the first key
+    on one rounding and by the second on another. That pair is reported now (heads go through `_lex_order`, as units
+    do). False case: three ties below, the first key orders them whatever the rounding, and nothing is said."""
+    from symtrans.group.canonical import canonical
+    from symtrans.group.relate import relation_tolerance
+    from symtrans.numeric.fixtures import random_model
+
+    tie = relation_tolerance("float16")[0]
+    said = {}
+    for gaps in (1.0, 3.0):
+        m = random_model("llama", seed=0, n_layers=1, n_heads=4, d_model=16, d_ff=32).to(torch.float16)
+        attn, dk = m.layers[0].self_attn, 4
+        with torch.no_grad():
+            m.layers[0].input_layernorm.weight.fill_(1.0)  # no gain for the canonical form to move into the heads
+            o = [attn.o_proj.weight[:, h * dk:(h + 1) * dk].double() for h in range(4)]
+            v = [attn.v_proj.weight[g * dk:(g + 1) * dk].double() for g in range(2)]
+            q = [attn.q_proj.weight[h * dk:(h + 1) * dk].double() for h in range(4)]
+            k0 = attn.k_proj.weight[:dk].double()
+            vo = [float((o[h] @ v[h // 2]).norm()) for h in range(4)]
+            top = max(vo)
+            attn.o_proj.weight[:, dk:2 * dk] *= (vo[0] - gaps * tie * top) / vo[1]  # head 1 below head 0 by `gaps` ties
+            qk = [float((q[h].T @ k0).norm()) for h in (0, 1)]
+            attn.q_proj.weight[dk:2 * dk] *= 2 * qk[0] / qk[1]  # and above it on the second key
+        m.save_pretrained(tmp_path / f"m{gaps}")
+        said[gaps] = [x for x in canonical(load_model(tmp_path / f"m{gaps}")).ambiguities if x.startswith("S_H layer 0")]
+    assert any("1 pairs of heads" in x and _on_the_edge(x) for x in said[1.0]), said
+    assert said[3.0] == [], said

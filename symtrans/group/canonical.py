@@ -350,45 +350,27 @@ class _Canon:
                 # 0) are ordered by what the per-head gauges leave of W_Q and W_O: their column and row spaces
                 S = s.head_spaces(self.cur, l)
                 space = [float(x) for x in (S * S).sum(1)]
+            # by |W_V W_O|, a run of equal ones (within the tie) by |W_Q W_K^T|, a run of those by their spaces
+            keys = [vo, qk] + ([space] if space is not None else [])
             if self.group == 1:  # every head its own key/value group: the group order is the heads' order
-                pi, fixed = self._tie_order(list(range(H)), vo, qk, space, top)
+                pi, tied, edge = _lex_order(keys, self.tie, self.noise)
                 korder = list(pi)
             else:
                 groups = H // self.group
                 gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
                 korder = sorted(range(groups), key=lambda g: -gkey[g])
-                fixed = len(self._runs(list(range(groups)), gkey, max(max(gkey), 1e-300))) == groups
-                pi = []
+                tied = groups - len(self._runs(list(range(groups)), gkey, max(max(gkey), 1e-300)))
+                pi, edge = [], 0
                 for g in korder:
-                    inner, ok = self._tie_order(list(range(g * self.group, (g + 1) * self.group)), vo, qk, space, top)
+                    inner, t, e = _lex_order(keys, self.tie, self.noise, list(range(g * self.group, (g + 1) * self.group)))
                     pi += inner
-                    fixed = fixed and ok
-            if not fixed:
+                    tied, edge = tied + t, edge + e
+            if tied:
                 self.amb.append(f"S_H layer {l}: heads with equal |W_V W_O| (their order is not fixed)")
+            if edge:
+                self.amb.append(self._edge_line(f"S_H layer {l}", edge, "heads"))
             els.append({"pi": pi, "kappa": korder})
         self.apply(f.name, els)
-
-    def _tie_order(self, heads: list[int], vo: list[float], qk: list[float], space: list[float] | None,
-                   top: float) -> tuple[list[int], bool]:
-        """``heads`` by |W_V W_O| (largest first); a run of equal ones (within the tie) by |W_Q W_K^T|, a run of
-        those by ``space`` (:meth:`~symtrans.group.relate._Solver.head_spaces`' squared norm). Returns the order
-        and whether it is fixed: no two heads equal (within the tie) on every key that reads them.
-
-        Examples
-        --------
-        >>> c = _Canon.__new__(_Canon); c.tie = 1e-6
-        >>> c._tie_order([0, 1, 2], [1.0, 0.0, 1e-16], [0.5, 1e-16, 0.0], [1.0, 2.0, 3.0], 1.0)  # rounding-level ties
-        ([0, 2, 1], True)
-        >>> c._tie_order([0, 1], [0.0, 0.0], [0.0, 0.0], None, 1.0)
-        ([0, 1], False)
-        """
-        out, fixed = [], True
-        for run in self._runs(heads, vo, top):
-            for r in self._runs(run, qk, max(max(qk), 1e-300)):
-                last = self._runs(r, space, max(max(space), 1e-300)) if space is not None else [r]
-                fixed = fixed and all(len(x) == 1 for x in last)
-                out += [h for x in last for h in x]
-        return out, fixed
 
     def _runs(self, heads: list[int], key: list[float], top: float) -> list[list[int]]:
         """``heads`` by ``key``, largest first, cut into runs whose neighbours are within the tie (``tie * top``)."""
@@ -705,7 +687,8 @@ def _head_product_norms(lp: dict[str, Any], group: int, tie: float) -> tuple[lis
     return out[0], out[1]
 
 
-def _lex_order(keys: list[Any], tie: float, noise: float = 0.0) -> tuple[list[int], int, int]:
+def _lex_order(keys: list[Any], tie: float, noise: float = 0.0, among: list[int] | None = None
+               ) -> tuple[list[int], int, int]:
     """Indices by the first key, largest first; each run of neighbours within ``tie`` of that key's largest
     magnitude by the next key, and so on. Returns the order, how many neighbouring pairs are equal (within the
     tie) on every key (those the order leaves to rounding), and how many sit on the tie's edge: neighbours whose
@@ -713,6 +696,7 @@ def _lex_order(keys: list[Any], tie: float, noise: float = 0.0) -> tuple[list[in
     of the tie, so that another rounding of the same orbit can take the other branch, and the two branches order
     them apart (the next key, or the input order past the last, disagrees with that key's). The rounding of a key
     is relative to the key itself (a norm read from rounded entries is off by at most their relative rounding).
+    ``among``: order only these indices (a key/value group's heads), the tie still relative to every index's key.
 
     One scalar key leaves many near-ties among 1536 FFN units (21 pairs within 1e-6 in a layer of the bundled
     MiniLM), which float32 rounding of a moved copy swaps; a second key breaks almost all of them. At bfloat16 the
@@ -726,6 +710,10 @@ def _lex_order(keys: list[Any], tie: float, noise: float = 0.0) -> tuple[list[in
     ([1, 2, 0], 0, 0)
     >>> _lex_order([torch.tensor([1.0, 1.0]), torch.tensor([3.0, 3.0])], 1e-6)  # equal on every key
     ([0, 1], 1, 0)
+    >>> _lex_order([[1.0, 0.0, 1e-16], [0.5, 1e-16, 0.0], [1.0, 2.0, 3.0]], 1e-6)  # rounding-level ties: next key
+    ([0, 2, 1], 0, 0)
+    >>> _lex_order([[1.0, 5.0, 0.5, 0.5 + 1e-7]], 0.01, among=[2, 3])  # two of them, the tie relative to 5
+    ([3, 2], 1, 0)
     >>> k = [torch.tensor([1.0, 0.9]), torch.tensor([0.0, 1.0])]  # 10% apart on the first key, reversed on the next
     >>> _lex_order(k, 0.09, 0.02), _lex_order(k, 0.09, 0.005), _lex_order(k, 0.12, 0.01)
     (([0, 1], 0, 1), ([0, 1], 0, 0), ([1, 0], 0, 0))
@@ -769,7 +757,7 @@ def _lex_order(keys: list[Any], tie: float, noise: float = 0.0) -> tuple[list[in
             else:
                 place(order[a:b], depth + 1)
 
-    place(np.arange(len(vals[0])), 0)
+    place(np.arange(len(vals[0])) if among is None else np.asarray(among, dtype=np.int64), 0)
     return out, tied, edge
 
 
