@@ -3070,3 +3070,27 @@ def test_heads_that_rounding_can_order_either_way_are_reported(tmp_path):
         said[gaps] = [x for x in canonical(load_model(tmp_path / f"m{gaps}")).ambiguities if x.startswith("S_H layer 0")]
     assert any("1 pairs of heads" in x and _on_the_edge(x) for x in said[1.0]), said
     assert said[3.0] == [], said
+
+
+def test_per_tensor_distances_of_one_orbit_read_rounding_residues_as_zero(tmp_path):
+    """orbit_distance of a random float32 BERT and g . A (stored) was 2.4e-7 in all, and its per-tensor rows put
+    b_Q, b_O, b_in and b_out at distance 1 (100%): the form sets them to 0 from the layer's other tensors, which
+    leaves residues of their rounding (1e-7), and the floor under which a tensor counts as 0 was float64's (1e-12 of
+    the largest tensor). It is the storage's now (8 u of the layer's largest tensor). False case: a b_Q that is not
+    0 (A's, moved by 0.05) is far apart."""
+    from symtrans.group.canonical import orbit_distance
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.precision import unit_roundoff
+
+    random_checkpoint(tmp_path / "a", "bert", seed=0, n_layers=2, d_model=32, n_heads=4, d_ff=64)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    save_weights(_moved(a, random_element(spec, a.n_layers, 0), spec), tmp_path / "b")
+    d = orbit_distance(a, load_model(tmp_path / "b"))
+    worst = max(d["per_tensor"], key=lambda r: r["distance"])
+    assert worst["distance"] < 1e3 * 8 * unit_roundoff("float32"), worst
+    c = a.copy()
+    c.tensors["b_Q"][1] += 0.05 * torch.randn(c.tensors["b_Q"][1].shape, generator=torch.Generator().manual_seed(0),
+                                              dtype=c.tensors["b_Q"].dtype)
+    far = {(r["tensor"], r["layer"]): r["distance"] for r in orbit_distance(a, c)["per_tensor"]}
+    assert far[("b_Q", 1)] > 0.1, far[("b_Q", 1)]

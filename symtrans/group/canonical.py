@@ -1164,8 +1164,19 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     options = [blocks_a, *_paired(spec, blocks_a, blocks_b)]
     tas = [dict(((n, l), v) for n, l, v in _iter_tensors(x)) for x in options]
     tb = [(n, l, v) for n, l, v in _iter_tensors(blocks_b) if (n, l) in tas[0]]
-    # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0
-    floor = 1e-12 * max(float(torch.linalg.norm(v)) for _, _, v in tb)
+    # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0:
+    # up to what the coarser storage rounds at its layer's scale (relation_tolerance: 8 u; the form computes such a
+    # tensor from the layer's others, and carries their rounding). A float64 floor (1e-12 of the largest tensor)
+    # showed the b_Q, b_O, b_in and b_out of two float32 forms of one orbit 100% apart (residues of 1e-7 beside
+    # a total distance of 2.4e-7)
+    from symtrans.group.relate import relation_tolerance
+    from symtrans.precision import unit_roundoff
+
+    coarse = max((A.storage_dtype, B.storage_dtype), key=unit_roundoff)
+    scale: dict[Any, float] = {}
+    for n, l, v in tb:
+        scale[l] = max(scale.get(l, 0.0), float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[0][(n, l)])))
+    floor = {l: relation_tolerance(coarse)[0] * x for l, x in scale.items()}
     diffs = [{(n, l): float(torch.linalg.norm(ta[(n, l)] - v)) for n, l, v in tb} for ta in tas]
     # per layer the option (as it is, heads paired, units paired, both) nearest can(B): each acts on that layer only
     layer_sq = [{} for _ in diffs]
@@ -1180,7 +1191,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
         diff = diffs[i][(n, l)]
         size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[i][(n, l)])))
         num, den = num + diff ** 2, den + size ** 2
-        rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor else diff / size})
+        rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor[l] else diff / size})
     paired = [f"layer {l}: {labels[i]}" for l, i in sorted(pick.items(), key=lambda x: (x[0] is None, x[0] or 0))
               if l is not None and i]
     return {"total": math.sqrt(num / den) if den else 0.0, "absolute": math.sqrt(num), "scale": math.sqrt(den),
