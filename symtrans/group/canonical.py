@@ -362,7 +362,8 @@ class _Canon:
                 tied = groups - len(self._runs(list(range(groups)), gkey, max(max(gkey), 1e-300)))
                 pi, edge = [], 0
                 for g in korder:
-                    inner, t, e = _lex_order(keys, self.tie, self.noise, list(range(g * self.group, (g + 1) * self.group)))
+                    heads = list(range(g * self.group, (g + 1) * self.group))
+                    inner, t, e = _lex_order(keys, self.tie, self.noise, heads)
                     pi += inner
                     tied, edge = tied + t, edge + e
             if tied:

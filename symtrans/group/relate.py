@@ -6339,10 +6339,14 @@ def _model_beside(ref: Any, path: str | Path) -> Any:
     --------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
-    >>> _model_beside("a", d / "g.json") == str(d / "a"), _model_beside("org/name", d / "g.json")
-    (True, 'org/name')
+    >>> (d / "default").mkdir()  # a bundled model's name is that model's, whatever lies beside the file
+    >>> _model_beside("a", d / "g.json") == str(d / "a"), _model_beside("org/name", d / "g.json"), \
+    ...     _model_beside("default", d / "g.json")
+    (True, 'org/name', 'default')
     """
-    if isinstance(ref, str) and ref and not Path(ref).is_absolute():
+    from symtrans.validate import BUNDLED_MODELS
+
+    if isinstance(ref, str) and ref and ref not in BUNDLED_MODELS and not Path(ref).is_absolute():
         beside = Path(path).parent / ref
         if beside.exists():
             return str(beside)
