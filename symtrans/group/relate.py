@@ -6340,9 +6340,8 @@ def _model_beside(ref: Any, path: str | Path) -> Any:
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
     >>> (d / "default").mkdir()  # a bundled model's name is that model's, whatever lies beside the file
-    >>> _model_beside("a", d / "g.json") == str(d / "a"), _model_beside("org/name", d / "g.json"), \
-    ...     _model_beside("default", d / "g.json")
-    (True, 'org/name', 'default')
+    >>> [_model_beside(x, d / "g.json") for x in ("a", "org/name", "default")] == [str(d / "a"), "org/name", "default"]
+    True
     """
     from symtrans.validate import BUNDLED_MODELS
 
