@@ -343,9 +343,8 @@ class _Canon:
             lp = self.cur["layers"][l]
             H = len(lp["W_Q"])
             vo, qk = _head_product_norms(lp, self.group, self.tie)
-            top = max(max(vo), 1e-300)
             space = None
-            if len(self._runs(list(range(H)), vo, top)) < H:
+            if _lex_order([vo], self.tie)[1]:
                 # heads with equal |W_V W_O| (a pruned key/value head: every query head reading it has products
                 # 0) are ordered by what the per-head gauges leave of W_Q and W_O: their column and row spaces
                 S = s.head_spaces(self.cur, l)
@@ -358,9 +357,8 @@ class _Canon:
             else:
                 groups = H // self.group
                 gkey = [sum(vo[g * self.group:(g + 1) * self.group]) for g in range(groups)]
-                korder = sorted(range(groups), key=lambda g: -gkey[g])
-                tied = groups - len(self._runs(list(range(groups)), gkey, max(max(gkey), 1e-300)))
-                pi, edge = [], 0
+                korder, tied, edge = _lex_order([gkey], self.tie, self.noise)  # the groups by their heads' sum
+                pi = []
                 for g in korder:
                     heads = list(range(g * self.group, (g + 1) * self.group))
                     inner, t, e = _lex_order(keys, self.tie, self.noise, heads)
@@ -372,17 +370,6 @@ class _Canon:
                 self.amb.append(self._edge_line(f"S_H layer {l}", edge, "heads"))
             els.append({"pi": pi, "kappa": korder})
         self.apply(f.name, els)
-
-    def _runs(self, heads: list[int], key: list[float], top: float) -> list[list[int]]:
-        """``heads`` by ``key``, largest first, cut into runs whose neighbours are within the tie (``tie * top``)."""
-        order = sorted(heads, key=lambda h: -key[h])
-        runs: list[list[int]] = []
-        for h in order:
-            if runs and key[runs[-1][-1]] - key[h] <= self.tie * top:
-                runs[-1].append(h)
-            else:
-                runs.append([h])
-        return runs
 
     def units(self) -> None:
         import torch
