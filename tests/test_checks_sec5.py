@@ -358,3 +358,25 @@ def test_a_vanishing_state_is_not_a_collapse():
     h = X * 1e-200
     assert residual_ratio(h).ratio == pytest.approx(residual_ratio(X).ratio, rel=1e-14) and residual_ratio(X).ratio > 0.1
     assert float((h - h.mean(0)).norm()) == 0.0 == float(h.norm())
+
+
+def test_sweep_records_name_the_dtype_they_ran_in_and_print_no_nan(w):
+    """With ``--dtype float32`` the sweeps run in float32, and their records said float64 ("pure attention left
+    float64's range"); where pure attention overflowed and the residual variants did not, the supported records read
+    "pure attention ends at nan" in report.md (probe, random BERT). The records carry the weights' dtype now, and a
+    non-finite ratio is said in words. False case: in float64 the records say float64 and print the finite ratio."""
+    w32 = w.to(dtype="float32")
+    nan = [0.9, 0.5] + [math.nan] * (sec5.SWEEP_DEPTH - 1)
+    for weights, dt in ((w32, "float32"), (w, "float64")):
+        ctx = _series(context(weights, n=12), **{"pure-attention": nan if dt == "float32" else "falling"})
+        evs = sec5.check_dong(ctx) + sec5.check_sweep_residual(ctx) + sec5.check_mlp_not_necessary(ctx)
+        assert [ev.dtype for ev in evs] == [dt] * 3
+        assert all("nan" not in ev.summary for ev in evs), [ev.summary for ev in evs]
+        dong, resid, mlp = evs
+        if dt == "float32":
+            assert "left float32's range" in dong.summary and dong.verdict is Verdict.INCONCLUSIVE
+            for ev in (resid, mlp):
+                assert ev.verdict is Verdict.SUPPORTED and "ends at no number (the stack left float32's range)" \
+                    in ev.summary, ev.summary
+        else:
+            assert "ends at 1e-18" in resid.summary, resid.summary

@@ -79,7 +79,7 @@ SUMMARIES = Summaries({
         "inconclusive": "{name} undecided at every layer",
     },
     "depth-sweep-pure-attention": {
-        "overflow": "pure attention left float64's range before the end of the sweep: a non-finite state (overflow) "
+        "overflow": "pure attention left {dtype}'s range before the end of the sweep: a non-finite state (overflow) "
                     "or one below its normal numbers (underflow), whose ratio has no precision",
         "degenerate": "degenerate instance: pure attention collapses at depth {depth} (ratio {first:.3g} -> "
                       "{second:.3g}), so no decay rate can be observed (fewer than two ratios above the rounding "
@@ -94,11 +94,11 @@ SUMMARIES = Summaries({
         "fails": "pure attention did not collapse within depth {depth}: ratio {final:.3g}",
     },
     "depth-sweep-residual": {
-        "overflow": "a residual variant left float64's range before the end of the sweep: a non-finite state "
+        "overflow": "a residual variant left {dtype}'s range before the end of the sweep: a non-finite state "
                     "(overflow) or one below its normal numbers (underflow), whose ratio has no precision",
         "near-threshold": "smallest residual-variant ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "no collapse with residuals over depth {depth}: smallest ratio {worst:.3g} ({ends}); pure "
-                     "attention ends at {pure:.3g}",
+                     "attention ends at {pure}",
         "end": "{variant} ends at {ratio:.3g}",
         "fails": "residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}",
     },
@@ -133,16 +133,16 @@ SUMMARIES = Summaries({
                      "{rank_X0}, has rank 0)",
     },
     "no-collapse-without-mlp": {
-        "overflow": "the attention + residual stack left float64's range (a non-finite state, or one below its "
+        "overflow": "the attention + residual stack left {dtype}'s range (a non-finite state, or one below its "
                     "normal numbers, whose ratio has no precision)",
         "near-threshold": "smallest ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
-                     "{worst:.3g} (pure attention ends at {pure:.3g}); the MLP is not necessary against collapse",
+                     "{worst:.3g} (pure attention ends at {pure}); the MLP is not necessary against collapse",
         "fails": "attention + residual without MLP collapsed: smallest ratio {worst:.3g}",
     },
     "mlp-prevents-collapse": {
         "not-applicable": "not applicable: {name} is violated ({detail})",
-        "undecided": "pure attention's collapse is undecided, or the attention + MLP stack left float64's range (a "
+        "undecided": "pure attention's collapse is undecided, or the attention + MLP stack left {dtype}'s range (a "
                      "non-finite state, or one below its normal numbers: a vanishing state is not a collapse)",
         "fails": "attention + MLP without residual collapses too: ratio {ratio:.3g} at depth {depth} (pure "
                  "attention: below 1e-9 from depth {pure_depth}); the MLP acts row by row, so equal rows stay equal: "
@@ -798,6 +798,22 @@ SWEEP_DEPTH = 18
 SWEEP_N = 32
 
 
+def _sweep_dtype(ctx: Context) -> str:
+    """The dtype the depth sweeps run in: the weights' (``--dtype``), not float64 whatever the run."""
+    return dtype_name(weights(ctx).dtype)
+
+
+def _ratio_text(x: float, dtype: str) -> str:
+    """A sweep's ratio for a sentence: ``0.796``, or what a non-finite one means (never ``nan`` as a number).
+
+    Examples
+    --------
+    >>> _ratio_text(0.7961, "float32"), _ratio_text(float("nan"), "float32")
+    ('0.796', "no number (the stack left float32's range)")
+    """
+    return f"{x:.3g}" if math.isfinite(x) else f"no number (the stack left {dtype}'s range)"
+
+
 def _sweep(ctx: Context) -> dict[str, list[float]]:
     if "sec5-sweep" not in ctx.cache:
         ctx.cache["sec5-sweep"] = depth_sweep(weights(ctx), trace(ctx).embeddings[:SWEEP_N], SWEEP_DEPTH)
@@ -836,14 +852,15 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     fits = {v: _fit_rate(r) for v, r in ratios.items()}
     inputs = dict(_SWEEP_INPUTS, n=n, input=f"embedding output of the first {n} seeded random tokens")
     details = {"ratios": _clean(ratios), "fits": fits}
-    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs, details=details,
+    dt = _sweep_dtype(ctx)
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype=dt, inputs=inputs, details=details,
                   scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if claim == "lit-dong":
         name = "depth-sweep-pure-attention"
         series = ratios["pure-attention"]
         if any(r != r for r in series):
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          SUMMARIES(name, "overflow"), **common)
+                          SUMMARIES(name, "overflow", dtype=dt), **common)
         first = _collapse_depth(series)
         fit = fits["pure-attention"]
         slope, dslope = fit["log10_slope_per_layer"], fit["loglog_slope_per_layer"]
@@ -871,7 +888,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     resid = {v: ratios[v] for v in RESIDUAL_VARIANTS}
     if any(r != r for s in resid.values() for r in s):
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
-                      SUMMARIES("depth-sweep-residual", "overflow"), **common)
+                      SUMMARIES("depth-sweep-residual", "overflow", dtype=dt), **common)
     worst = min(min(r) for r in resid.values())
     m = _decades(worst, COLLAPSED)
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
@@ -881,7 +898,8 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                       margin=margin_of(m), margin_meaning="decades from the threshold", **common)
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
     S, key = SUMMARIES, "depth-sweep-residual"
-    summary = (S(key, "supported", depth=SWEEP_DEPTH, worst=worst, pure=ratios["pure-attention"][-1],
+    pure = _ratio_text(ratios["pure-attention"][-1], dt)
+    summary = (S(key, "supported", depth=SWEEP_DEPTH, worst=worst, pure=pure,
                  ends=S.each(key, "end", [{"variant": k, "ratio": r[-1]} for k, r in resid.items()], sep=", "))
                if not bad else S(key, "fails", bad=bad, worst=worst))
     return record(ctx, claim, "depth-sweep-residual", v, summary, margin=margin_of(abs(m)),
@@ -1240,13 +1258,14 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
     n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
     series = ratios["attention+residual"]
     inputs = dict(_SWEEP_INPUTS, n=n, variant="attention+residual")
-    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs,
+    dt = _sweep_dtype(ctx)
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype=dt, inputs=inputs,
                   details={"ratios": _clean({"attention+residual": series,
                                              "pure-attention": ratios["pure-attention"]})},
                   scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
-                       SUMMARIES("no-collapse-without-mlp", "overflow"), **common)]
+                       SUMMARIES("no-collapse-without-mlp", "overflow", dtype=dt), **common)]
     worst = min(series)
     m = _decades(worst, COLLAPSED)
     if abs(m) < DECISIVE_MARGIN:
@@ -1256,7 +1275,7 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
     v = Verdict.SUPPORTED if m > 0 else Verdict.FAILS
     return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", v,
                    SUMMARIES("no-collapse-without-mlp", "supported", depth=SWEEP_DEPTH, worst=worst,
-                             pure=ratios["pure-attention"][-1]) if v is Verdict.SUPPORTED else
+                             pure=_ratio_text(ratios["pure-attention"][-1], dt)) if v is Verdict.SUPPORTED else
                    SUMMARIES("no-collapse-without-mlp", "fails", worst=worst),
                    margin=margin_of(abs(m)),
                    margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
@@ -1278,7 +1297,7 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     series, pure = ratios["attention+MLP"], ratios["pure-attention"]
     inputs = dict(_SWEEP_INPUTS, n=n, variant="attention+MLP")
     details = {"ratios": _clean({"attention+MLP": series, "pure-attention": pure})}
-    common = dict(tolerance=SWEEP_TOLERANCE, dtype="float64", inputs=inputs, details=details)
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype=_sweep_dtype(ctx), inputs=inputs, details=details)
     inst = Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens")
     mlp = mlp_nonzero_hypothesis(w)
     k_pure = _collapse_depth(pure)
@@ -1302,7 +1321,7 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
                            hypothesis_checks=checks, scope=inst, **common)]
     if collapse.holds is None or any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
-                       SUMMARIES("mlp-prevents-collapse", "undecided"),
+                       SUMMARIES("mlp-prevents-collapse", "undecided", dtype=common["dtype"]),
                        hypothesis_checks=checks, scope=inst, **common)]
     k = _collapse_depth(series)
     worst = min(series)
