@@ -183,3 +183,24 @@ def test_eps_in_the_api():
     assert {e.context["eps"] for e in ev if e.context} == {0.0}
     with pytest.raises(symtrans.SymtransError, match="^eps -1: must be a finite number"):
         symtrans.check_claims(claims=["thm-7.3"], n=8, eps=-1)
+
+
+def test_a_sweep_stack_that_reaches_a_zero_row_at_eps_0_ends_and_the_rest_runs(tmp_path):
+    """With ``--eps 0`` a random Qwen3's depth sweep raised: its attention + MLP stack (no residual) takes rows to 0,
+    and the per-head QK norm at eps 0 divides 0 by 0 there. The sweep steps its variants together, so three report
+    producers (thm-5.3's residual sweep, cor-mlp-role's two) were errors saying "the model has no value at eps 0 for
+    this input" though the model's forward is defined, and ``check`` refused the whole run. That stack now ends
+    there, as an underflowed one does, and the others go on. False case: the planted zero-query Qwen3's own forward
+    at eps 0 still refuses (the test above)."""
+    from symtrans.numeric.fixtures import random_checkpoint
+    from symtrans.numeric.weights import load_model
+    from symtrans.runner import producers_for, run_producer
+
+    random_checkpoint(tmp_path / "q", "qwen3", seed=0)
+    w = load_model(tmp_path / "q")
+    p = next(p for p in producers_for("thm-5.3") if p.name == "depth-sweep-residual")
+    (rec,) = run_producer(p, Context(model="default", n=16, eps=0.0).preload(w))
+    assert rec.verdict is Verdict.SUPPORTED and rec.context["eps"] == 0.0, rec.summary
+    ratios = rec.details["ratios"]
+    assert "nan" in ratios["attention+MLP"]  # the stack that reached the zero row ended
+    assert all(r != "nan" for v in ("attention+residual", "attention+residual+LN", "full-block") for r in ratios[v])

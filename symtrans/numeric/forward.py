@@ -121,6 +121,19 @@ class Trace:
         return states
 
 
+class UndefinedAtEpsZero(SymtransError):
+    """An eps-free norm (eps = 0) met a row it divides 0 by 0 at: the map has no value there.
+
+    A derived stack that reaches such a row (the depth sweep's variants without a residual) ends there; the model's
+    own forward pass raising it is the input's problem, said in one line (a :class:`SymtransError`).
+
+    Examples
+    --------
+    >>> issubclass(UndefinedAtEpsZero, SymtransError)
+    True
+    """
+
+
 def _eps_free_defined(scale_sq: Any, name: str, row: str) -> None:
     """Refuse an eps-free norm at a row it divides by a zero scale (0/0: the model is not defined there).
 
@@ -130,12 +143,10 @@ def _eps_free_defined(scale_sq: Any, name: str, row: str) -> None:
     >>> layer_norm(torch.zeros(2, 3, dtype=torch.float64), None, None, 0.0)
     Traceback (most recent call last):
     ...
-    symtrans.errors.SymtransError: the eps-free LayerNorm (eps = 0) is not defined at a row whose entries are all equal (its centred row is 0): it divides 0 by 0 there (a pruned head's queries or keys under a per-head norm, or a constant row); the model has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)
+    symtrans.numeric.forward.UndefinedAtEpsZero: the eps-free LayerNorm (eps = 0) is not defined at a row whose entries are all equal (its centred row is 0): it divides 0 by 0 there (a pruned head's queries or keys under a per-head norm, or a constant row); the model has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)
     """
     if bool((scale_sq == 0).any()):
-        from symtrans.errors import SymtransError
-
-        raise SymtransError(f"the eps-free {name} (eps = 0) is not defined at a row {row}: it divides 0 by 0 there "
+        raise UndefinedAtEpsZero(f"the eps-free {name} (eps = 0) is not defined at a row {row}: it divides 0 by 0 there "
                             "(a pruned head's queries or keys under a per-head norm, or a constant row); the model "
                             "has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)")
 

@@ -55,8 +55,8 @@ from collections.abc import Callable
 from typing import Any
 
 from symtrans.errors import SymtransError, suggest
-from symtrans.numeric.forward import (Structure, attention, encode, encoder_layer, ffn, layer_norm,  # noqa: F401
-                                      norm, structure)
+from symtrans.numeric.forward import (  # noqa: F401
+    Structure, UndefinedAtEpsZero, attention, encode, encoder_layer, ffn, layer_norm, norm, structure)
 from symtrans.numeric.weights import load_model  # noqa: F401 (doctests)
 
 __all__ = ["pure_attention", "attention_residual", "attention_mlp", "full_block", "run_stack", "run_stacks",
@@ -352,16 +352,31 @@ def run_stacks(weights: Any, X: Any, variants: dict[str, tuple[str, bool | None]
                 cached.clear()
                 cached[i] = (weights.layer(i, shared_kv=True), st.at(i) if st.form == "pre-ln" else None)
             layer, sti = cached[i]
-            cur = {name: states[name][-1] for name in specs}
-            YO = attention(torch.stack([_attention_input(cur[name], layer, sti, ln) for name, (_, ln) in specs.items()]),
-                           layer, sti)[2]  # [V, H, n, d]
-            parts = {name: _parts(v, cur[name], layer, eps, ln, sti, mha=YO[j].sum(0))
-                     for j, (name, (v, ln)) in enumerate(specs.items())}
-            fed = [name for name in specs if parts[name][0] is not None]
-            F = ffn(torch.stack([parts[name][0] for name in fed]), layer, activation) if fed else None
-            for name in specs:
-                inp, finish = parts[name]
-                states[name].append(finish(None if inp is None else F[fed.index(name)]))
-                if stop is not None and stop(states[name][-1]):
+
+            def step(some: dict[str, Any]) -> dict[str, Any]:  # the variants in ``some``, one step, stacked
+                cur = {name: states[name][-1] for name in some}
+                YO = attention(torch.stack([_attention_input(cur[name], layer, sti, ln)
+                                            for name, (_, ln) in some.items()]), layer, sti)[2]  # [V, H, n, d]
+                parts = {name: _parts(v, cur[name], layer, eps, ln, sti, mha=YO[j].sum(0))
+                         for j, (name, (v, ln)) in enumerate(some.items())}
+                fed = [name for name in some if parts[name][0] is not None]
+                F = ffn(torch.stack([parts[name][0] for name in fed]), layer, activation) if fed else None
+                return {name: parts[name][1](None if parts[name][0] is None else F[fed.index(name)]) for name in some}
+
+            try:
+                new = step(specs)
+            except UndefinedAtEpsZero:
+                # a variant reached a row an eps-free norm is not defined at (a stack without a residual whose
+                # rows went to 0, under a per-head QK norm at eps 0): each stepped alone, and the ones that have no
+                # value there end, as an underflowed one does; the others go on
+                new = {}
+                for name, spec in specs.items():
+                    try:
+                        new.update(step({name: spec}))
+                    except UndefinedAtEpsZero:
+                        ended.add(name)
+            for name, x in new.items():
+                states[name].append(x)
+                if stop is not None and stop(x):
                     ended.add(name)
     return states

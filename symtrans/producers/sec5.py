@@ -80,7 +80,7 @@ SUMMARIES = Summaries({
     },
     "depth-sweep-pure-attention": {
         "overflow": "pure attention left {dtype}'s range before the end of the sweep: a non-finite state (overflow) "
-                    "or one below its normal numbers (underflow), whose ratio has no precision",
+                    "or one below its normal numbers (underflow), whose ratio has no precision{undefined}",
         "degenerate": "degenerate instance: pure attention collapses at depth {depth} (ratio {first:.3g} -> "
                       "{second:.3g}), so no decay rate can be observed (fewer than two ratios above the rounding "
                       "floor); e.g. uniform attention (A = 11^T/n) collapses in one step. Dong's claim is about the "
@@ -95,7 +95,7 @@ SUMMARIES = Summaries({
     },
     "depth-sweep-residual": {
         "overflow": "a residual variant left {dtype}'s range before the end of the sweep: a non-finite state "
-                    "(overflow) or one below its normal numbers (underflow), whose ratio has no precision",
+                    "(overflow) or one below its normal numbers (underflow), whose ratio has no precision{undefined}",
         "near-threshold": "smallest residual-variant ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "no collapse with residuals over depth {depth}: smallest ratio {worst:.3g} ({ends}); pure "
                      "attention ends at {pure}",
@@ -134,7 +134,7 @@ SUMMARIES = Summaries({
     },
     "no-collapse-without-mlp": {
         "overflow": "the attention + residual stack left {dtype}'s range (a non-finite state, or one below its "
-                    "normal numbers, whose ratio has no precision)",
+                    "normal numbers, whose ratio has no precision){undefined}",
         "near-threshold": "smallest ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
                      "{worst:.3g} (pure attention ends at {pure}); the MLP is not necessary against collapse",
@@ -143,7 +143,8 @@ SUMMARIES = Summaries({
     "mlp-prevents-collapse": {
         "not-applicable": "not applicable: {name} is violated ({detail})",
         "undecided": "pure attention's collapse is undecided, or the attention + MLP stack left {dtype}'s range (a "
-                     "non-finite state, or one below its normal numbers: a vanishing state is not a collapse)",
+                     "non-finite state, or one below its normal numbers: a vanishing state is not a collapse)"
+                     "{undefined}",
         "fails": "attention + MLP without residual collapses too: ratio {ratio:.3g} at depth {depth} (pure "
                  "attention: below 1e-9 from depth {pure_depth}); the MLP acts row by row, so equal rows stay equal: "
                  "it can slow the collapse, not undo it",
@@ -803,7 +804,7 @@ def _sweep_dtype(ctx: Context) -> str:
     return dtype_name(weights(ctx).dtype)
 
 
-def _ratio_text(x: float, dtype: str) -> str:
+def _ratio_text(x: float, dtype: str, eps_zero: bool = False) -> str:
     """A sweep's ratio for a sentence: ``0.796``, or what a non-finite one means (never ``nan`` as a number).
 
     Examples
@@ -811,7 +812,23 @@ def _ratio_text(x: float, dtype: str) -> str:
     >>> _ratio_text(0.7961, "float32"), _ratio_text(float("nan"), "float32")
     ('0.796', "no number (the stack left float32's range)")
     """
-    return f"{x:.3g}" if math.isfinite(x) else f"no number (the stack left {dtype}'s range)"
+    if math.isfinite(x):
+        return f"{x:.3g}"
+    also = ", or reached a row an eps-free norm is 0/0 at" if eps_zero else ""
+    return f"no number (the stack left {dtype}'s range{also})"
+
+
+def _eps_zero(ctx: Context) -> bool:
+    """Whether the sweeps run the eps-free norms (``--eps 0``), under which a stack can end at a row one of them
+    divides 0 by 0 at (:class:`~symtrans.numeric.forward.UndefinedAtEpsZero`, ended as an underflow is)."""
+    return float(weights(ctx).arch.ln_eps) == 0.0
+
+
+def _undefined(ctx: Context) -> str:
+    """The clause a sweep's non-finite case adds at eps 0 (empty otherwise)."""
+    return ("; or, with the eps-free norms (eps = 0), a state with a row one of them divides 0 by 0 at (a stack "
+            "without a residual whose rows went to 0, under a per-head QK norm): it has no value there and its series "
+            "ends" if _eps_zero(ctx) else "")
 
 
 def _sweep(ctx: Context) -> dict[str, list[float]]:
@@ -860,7 +877,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
         series = ratios["pure-attention"]
         if any(r != r for r in series):
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
-                          SUMMARIES(name, "overflow", dtype=dt), **common)
+                          SUMMARIES(name, "overflow", dtype=dt, undefined=_undefined(ctx)), **common)
         first = _collapse_depth(series)
         fit = fits["pure-attention"]
         slope, dslope = fit["log10_slope_per_layer"], fit["loglog_slope_per_layer"]
@@ -888,7 +905,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     resid = {v: ratios[v] for v in RESIDUAL_VARIANTS}
     if any(r != r for s in resid.values() for r in s):
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
-                      SUMMARIES("depth-sweep-residual", "overflow", dtype=dt), **common)
+                      SUMMARIES("depth-sweep-residual", "overflow", dtype=dt, undefined=_undefined(ctx)), **common)
     worst = min(min(r) for r in resid.values())
     m = _decades(worst, COLLAPSED)
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
@@ -898,7 +915,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                       margin=margin_of(m), margin_meaning="decades from the threshold", **common)
     v = Verdict.FAILS if bad else Verdict.SUPPORTED
     S, key = SUMMARIES, "depth-sweep-residual"
-    pure = _ratio_text(ratios["pure-attention"][-1], dt)
+    pure = _ratio_text(ratios["pure-attention"][-1], dt, _eps_zero(ctx))
     summary = (S(key, "supported", depth=SWEEP_DEPTH, worst=worst, pure=pure,
                  ends=S.each(key, "end", [{"variant": k, "ratio": r[-1]} for k, r in resid.items()], sep=", "))
                if not bad else S(key, "fails", bad=bad, worst=worst))
@@ -1265,7 +1282,8 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
                   scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
-                       SUMMARIES("no-collapse-without-mlp", "overflow", dtype=dt), **common)]
+                       SUMMARIES("no-collapse-without-mlp", "overflow", dtype=dt, undefined=_undefined(ctx)),
+                       **common)]
     worst = min(series)
     m = _decades(worst, COLLAPSED)
     if abs(m) < DECISIVE_MARGIN:
@@ -1275,7 +1293,8 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
     v = Verdict.SUPPORTED if m > 0 else Verdict.FAILS
     return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", v,
                    SUMMARIES("no-collapse-without-mlp", "supported", depth=SWEEP_DEPTH, worst=worst,
-                             pure=_ratio_text(ratios["pure-attention"][-1], dt)) if v is Verdict.SUPPORTED else
+                             pure=_ratio_text(ratios["pure-attention"][-1], dt, _eps_zero(ctx)))
+                   if v is Verdict.SUPPORTED else
                    SUMMARIES("no-collapse-without-mlp", "fails", worst=worst),
                    margin=margin_of(abs(m)),
                    margin_meaning="decades of the smallest ratio from the collapse threshold", **common)]
@@ -1321,7 +1340,8 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
                            hypothesis_checks=checks, scope=inst, **common)]
     if collapse.holds is None or any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
-                       SUMMARIES("mlp-prevents-collapse", "undecided", dtype=common["dtype"]),
+                       SUMMARIES("mlp-prevents-collapse", "undecided", dtype=common["dtype"],
+                                 undefined=_undefined(ctx)),
                        hypothesis_checks=checks, scope=inst, **common)]
     k = _collapse_depth(series)
     worst = min(series)
