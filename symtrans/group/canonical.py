@@ -1161,10 +1161,6 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     from symtrans.precision import unit_roundoff
 
     coarse = max((A.storage_dtype, B.storage_dtype), key=unit_roundoff)
-    scale: dict[Any, float] = {}
-    for n, l, v in tb:
-        scale[l] = max(scale.get(l, 0.0), float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[0][(n, l)])))
-    floor = {l: relation_tolerance(coarse)[0] * x for l, x in scale.items()}
     diffs = [{(n, l): float(torch.linalg.norm(ta[(n, l)] - v)) for n, l, v in tb} for ta in tas]
     # per layer the option (as it is, heads paired, units paired, both) nearest can(B): each acts on that layer only
     layer_sq = [{} for _ in diffs]
@@ -1172,14 +1168,20 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
         for (n, l), x in dd.items():
             layer_sq[i][l] = layer_sq[i].get(l, 0.0) + x * x
     pick = {l: min(range(len(diffs)), key=lambda i: (layer_sq[i][l], i)) for l in layer_sq[0]}
+    used = {l: i if l is not None else 0 for l, i in pick.items()}  # model tensors: as they are (no pairing)
+    # each tensor's size (the larger of the two forms'), read once: the rows' scale, and the layer's largest
+    size = {(n, l): max(float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[used[l]][(n, l)]))) for n, l, v in tb}
+    scale: dict[Any, float] = {}
+    for (_, l), x in size.items():
+        scale[l] = max(scale.get(l, 0.0), x)
+    floor = {l: relation_tolerance(coarse)[0] * x for l, x in scale.items()}
     labels = ["", "heads", "FFN units", "heads and FFN units"]
     rows, num, den = [], 0.0, 0.0
     for n, l, v in tb:
-        i = pick[l] if l is not None else 0
-        diff = diffs[i][(n, l)]
-        size = max(float(torch.linalg.norm(v)), float(torch.linalg.norm(tas[i][(n, l)])))
-        num, den = num + diff ** 2, den + size ** 2
-        rows.append({"tensor": n, "layer": l, "distance": 0.0 if size <= floor[l] else diff / size})
+        diff = diffs[used[l]][(n, l)]
+        x = size[(n, l)]
+        num, den = num + diff ** 2, den + x ** 2
+        rows.append({"tensor": n, "layer": l, "distance": 0.0 if x <= floor[l] else diff / x})
     paired = [f"layer {l}: {labels[i]}" for l, i in sorted(pick.items(), key=lambda x: (x[0] is None, x[0] or 0))
               if l is not None and i]
     return {"total": math.sqrt(num / den) if den else 0.0, "absolute": math.sqrt(num), "scale": math.sqrt(den),

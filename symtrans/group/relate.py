@@ -5005,8 +5005,8 @@ def translation_allowance(spec: GroupSpec, source: dict[str, Any], target: dict[
     backs: dict[tuple[tuple[int, ...], str], Any] = {}  # the target brought back to a step's frame (b_first)
 
     def target_at(name: str, l: int | None, i: int) -> list[Any]:
-        """The target's tensor in step ``i``'s frame, as a list of one, or none where it is not read there. Where the source is A
-        (relate's check) only B's own, where no later linear step moves it. Where it is B (``b_first``: verify's
+        """The target's tensor in step ``i``'s frame, as a list of one, or none where it is not read there. Where
+        the source is A (relate's check) only B's own, where no later linear step moves it. Where it is B (``b_first``: verify's
         pull-back, the steps g^-1) the target is A, moved back through the inverse of the linear steps after
         ``i``: A moved by g's linear steps before the translation g^-1's step ``i`` undoes, the frame relate read
         that translation's pivot in, as ``lin`` reads A where the source is A (the translations between add no
@@ -6384,7 +6384,7 @@ def check_relation(data: dict[str, Any], path: str | Path) -> tuple[bool, str]:
         if hashlib.sha256(side.read_bytes()).hexdigest() != data["tensors_sha256"]:
             return False, "the element's tensors differ from the file's hash"
         store = load_file(str(side))
-        A, B = (_load(_model_beside(data[side]["model"], path)) for side in ("a", "b"))
+        A, B = (_load(_model_beside(data[which]["model"], path)) for which in ("a", "b"))
         for which, w in (("a", A), ("b", B)):
             if w.weights_hash != data[which]["weights_hash"]:
                 return False, f"model {which.upper()} at {data[which]['model']} is not the one related (weights hash)"
