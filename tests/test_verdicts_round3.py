@@ -204,3 +204,35 @@ def test_a_sweep_stack_that_reaches_a_zero_row_at_eps_0_ends_and_the_rest_runs(t
     ratios = rec.details["ratios"]
     assert "nan" in ratios["attention+MLP"]  # the stack that reached the zero row ended
     assert all(r != "nan" for v in ("attention+residual", "attention+residual+LN", "full-block") for r in ratios[v])
+
+
+def test_an_encoder_sweep_stack_that_reaches_a_constant_row_at_eps_0_ends_and_the_rest_runs(tmp_path):
+    """The post-LN encoders' sweep (``_lockstep``, which steps the variants together) raised where one variant's
+    LayerNorm input was a constant row at eps 0, though the model's own forward is defined there: a 2-layer BERT
+    whose layer-0 attention norm has gain 0 and a constant bias (its rows leave that norm constant) and whose
+    layer-1 W_O is 0 with a constant b_O. The attention + residual + LN stack (no FFN to make the row vary again)
+    reaches a constant row at its second step; the producer was an error, and ``check`` refused the run. That
+    stack now ends there, as the decoders' stacks do, and the others go on. False case: the model's own forward at
+    eps 0 is checked defined, and the stacks that never meet such a row keep every depth."""
+    import torch
+
+    from symtrans.numeric import encode
+    from symtrans.numeric.fixtures import random_model
+    from symtrans.numeric.weights import load_model
+    from symtrans.runner import producers_for, run_producer
+
+    m = random_model("bert", n_layers=2, seed=0)
+    with torch.no_grad():
+        m.encoder.layer[0].attention.output.LayerNorm.weight.zero_()
+        m.encoder.layer[0].attention.output.LayerNorm.bias.fill_(0.5)
+        m.encoder.layer[1].attention.output.dense.weight.zero_()
+        m.encoder.layer[1].attention.output.dense.bias.fill_(0.25)
+    m.save_pretrained(tmp_path / "b")
+    w = load_model(tmp_path / "b")
+    assert torch.isfinite(encode(Context(model=None, eps=0.0).with_eps(w), n=16).layers[-1].out).all()
+    p = next(p for p in producers_for("thm-5.3") if p.name == "depth-sweep-residual")
+    (rec,) = run_producer(p, Context(model="default", n=16, eps=0.0).preload(w))
+    assert rec.context["eps"] == 0.0 and "divides 0 by 0" in rec.summary, rec.summary
+    ratios = rec.details["ratios"]
+    assert ratios["attention+residual+LN"][2:] == ["nan"] * (len(ratios["attention+residual+LN"]) - 2)
+    assert all(r != "nan" for v in ("attention+residual", "full-block", "attention+MLP") for r in ratios[v])

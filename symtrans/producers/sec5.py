@@ -685,18 +685,31 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...],
     step instead of once per variant. The maps are those of
     :func:`symtrans.numeric.variants.run_stack` (biases kept); the head sum is
     one GEMM with the stacked W_O, so values agree with it to rounding. A
-    variant whose state meets ``stop`` is not stepped further (its list ends).
+    variant whose state meets ``stop`` is not stepped further (its list ends),
+    nor one that reaches a row an eps-free LayerNorm divides 0 by 0 at
+    (:class:`~symtrans.numeric.forward.UndefinedAtEpsZero`, as
+    :func:`~symtrans.numeric.variants.run_stacks` ends it): the others go on.
     """
     import torch
 
-    from symtrans.numeric.forward import _gelu, layer_norm
+    from symtrans.numeric.forward import UndefinedAtEpsZero, _gelu, layer_norm
 
     eps, act = w.arch.ln_eps, w.arch.activation
     states = {v: [X] for v in variants}
     every = variants
+    ended: set[str] = set()
+
+    def normed(v: str, y: Any, gain: Any, bias: Any) -> Any:
+        """``layer_norm(y)`` for variant ``v``, or None (``v`` ended) where it is not defined (eps 0, 0/0)."""
+        try:
+            return layer_norm(y, gain, bias, eps)
+        except UndefinedAtEpsZero:
+            ended.add(v)
+            return None
+
     with torch.no_grad():
         for k in range(depth):
-            variants = tuple(v for v in every if stop is None or not stop(states[v][-1]))
+            variants = tuple(v for v in every if v not in ended and (stop is None or not stop(states[v][-1])))
             if not variants:
                 break
             lay = w.layer(k % w.n_layers)
@@ -716,7 +729,9 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...],
                 kind, ln = VARIANTS[v]
                 z = Z[j] if kind in ("pure-attention", "mlp") else S[j] + Z[j]
                 if ln:
-                    z = layer_norm(z, lay["ln1_w"], lay["ln1_b"], eps)
+                    z = normed(v, z, lay["ln1_w"], lay["ln1_b"])
+                    if z is None:
+                        continue
                 out[v] = z
                 if kind in ("mlp", "full"):
                     mlp.append(v)
@@ -726,9 +741,10 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...],
                 for j, v in enumerate(mlp):
                     kind, ln = VARIANTS[v]
                     y = F[j] if kind == "mlp" else out[v] + F[j]
-                    out[v] = layer_norm(y, lay["ln2_w"], lay["ln2_b"], eps) if ln else y
+                    out[v] = normed(v, y, lay["ln2_w"], lay["ln2_b"]) if ln else y
             for v in variants:
-                states[v].append(out[v])
+                if v not in ended:
+                    states[v].append(out[v])
     return states
 
 
@@ -826,8 +842,8 @@ def _eps_zero(ctx: Context) -> bool:
 
 def _undefined(ctx: Context) -> str:
     """The clause a sweep's non-finite case adds at eps 0 (empty otherwise)."""
-    return ("; or, with the eps-free norms (eps = 0), a state with a row one of them divides 0 by 0 at (a stack "
-            "without a residual whose rows went to 0, under a per-head QK norm): it has no value there and its series "
+    return ("; or, with the eps-free norms (eps = 0), a state with a row one of them divides 0 by 0 at (a row "
+            "LayerNorm sees constant, or RMSNorm or a per-head QK norm sees 0): it has no value there and its series "
             "ends" if _eps_zero(ctx) else "")
 
 
