@@ -104,7 +104,11 @@ class GaugeCheck:
     group: str | None = None
 
     def judge(self, declarations: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-        """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``."""
+        """Rows (per statement: declaration, verdict, where it moved) and defects, under ``declarations``.
+
+        A row's verdict is :attr:`base`'s: counted from the records of the producers that read the weights (the
+        ones re-run on each g . W), not the claim's verdict over every record (a proof certifies prop-5.1, and its
+        row is ``not-run``: its one weight-reading check is a sanity check, not counted)."""
         from proofs._claim import declared_items
 
         items = {i.id: i for i in declared_items()}
