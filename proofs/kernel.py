@@ -33,7 +33,7 @@ COQ_ROOT = "Symtrans"
 #: the trusted statements file, relative to :data:`COQ_DIR`
 COQ_STATEMENTS = "Statements.v"
 #: SHA-256 of the trusted statements file: any other text is refused
-COQ_STATEMENTS_SHA256 = "2d77e5cbe5041e3a0bfaaed2c28f866a1b4fef9ea71e71dc8e8a35b831256a3b"
+COQ_STATEMENTS_SHA256 = "626f89c13af9144d48978051a02b3ffc3841efc75f8006fe37141f104520aa88"
 #: assumptions a linked theorem may rest on (``Print Assumptions``): none
 ALLOWED_ASSUMPTIONS: tuple[str, ...] = ()
 #: how to install the kernel (Debian 12: Coq 8.16, MathComp 1.15)
@@ -96,6 +96,10 @@ COQ_LINKS: tuple[CoqLink, ...] = (
     CoqLink("prop-5.1", "prop51-witness", "Symtrans.Linear.prop51_witness",
             "for every A of rank r < min(n, d) some B has rank(A + B) = r + 1, so the bad set {B : rank(A + B) <= r} "
             "is a proper algebraic set (null by lem-variety, external)"),
+    CoqLink("prop-6.2/bound", "mha-rank-bound", "Symtrans.Linear.prop62_bound",
+            "rank MHA(X) <= min(n, H d_k, d_model) and rank MHA(X) <= dim(R_1 + ... + R_H) for every X, every n x n "
+            "A^h and all weights, over every field, every size (the row space of a sum lies in the sum of the row "
+            "spaces; a sum's rank is at most the sum of the ranks, lem-rank-sum term by term)"),
     CoqLink("prop-6.3", "prop63-witness", "Symtrans.Linear.prop63_witness",
             "for every X and d_k <= d_model some W_V, W_O (rank W_O = d_k) give rank(A X W_V W_O) = min(rank X, d_k) "
             "for every invertible A, so the bad set of (W_V, W_O) is a proper algebraic set"),

@@ -96,6 +96,7 @@ PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in
     # the Coq kernel's records (symtrans.producers.symbolic.kernel_record; proofs/kernel.py links each to its theorem)
     ('lem-rank-sum', 'coq-lem-rank-sum', 'symbolic', 'symtrans.producers.sec5:coq_rank_sum'),
     ('prop-5.1', 'coq-prop51-witness', 'symbolic', 'symtrans.producers.sec5:coq_prop51'),
+    ('prop-6.2/bound', 'coq-prop62-bound', 'symbolic', 'symtrans.producers.sec6:coq_prop62_bound'),
     ('prop-6.3', 'coq-prop63-witness', 'symbolic', 'symtrans.producers.sec6:coq_prop63'),
     ('thm-recovery/sum', 'coq-recovery-sum-fibre', 'symbolic', 'symtrans.producers.sec7:coq_recovery_sum'),
     ('thm-4.2', 'coq-ln-zero-beta', 'symbolic', 'symtrans.producers.sec4:coq_ln_zero_beta'),

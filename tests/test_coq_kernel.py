@@ -234,6 +234,10 @@ def test_report_on_the_bundled_model_certifies_the_kernel_checked_results(exampl
     reading = next(r for r in claims["thm-recovery"]["readings"] if r["id"] == "thm-recovery/sum")
     assert reading["verdict"] == "certified"
     assert claims["lem-rank-sum"]["verdict"] == "certified"
+    # prop-6.2: its bound proved for every size, its identity refuted: reading-dependent, not "fails"
+    bound = next(r for r in claims["prop-6.2"]["readings"] if r["id"] == "prop-6.2/bound")
+    assert bound["verdict"] == "certified" and bound["standing"] == "fully-certified", bound["standing"]
+    assert claims["prop-6.2"]["verdict"] == "reading-dependent"
 
 
 def test_docs_quote_the_statements_verbatim() -> None:
@@ -261,6 +265,10 @@ def test_declared_against_used_dependencies() -> None:
     assert res.ok, res.reason
     prop51 = next(link for link in COQ_LINKS if link.claim == "prop-5.1")
     assert dependencies(prop51, res.uses[prop51.theorem])["declared_not_used"] == ["lem-rank-sum"]
+    # prop-6.2's bound declares lem-rank-sum and its proof uses it (term by term over the heads)
+    bound = next(link for link in COQ_LINKS if link.target == "prop-6.2/bound")
+    deps = dependencies(bound, res.uses[bound.theorem])
+    assert deps["used"] == ["lem-rank-sum"] and deps["declared_not_used"] == deps["used_not_declared"] == []
 
 
 @pytest.mark.slow  # a full compile of an edited copy

@@ -1,5 +1,5 @@
 (** * Proofs of the linear-algebra statements (lem-rank-sum, prop-5.1's and
-    prop-6.3's witness families, the recovery fibres). *)
+    prop-6.3's witness families, prop-6.2's bound). *)
 
 From mathcomp Require Import all_ssreflect all_algebra.
 From Symtrans Require Statements.
@@ -57,6 +57,30 @@ have -> : (A + col_ebase A *m delta_mx i0 j0 *m row_ebase A =
            col_ebase A *m pid_mx (\rank A).+1 *m row_ebase A)%R.
   by rewrite -(@pid_mx_succ F n d (\rank A) i0 j0) // mulmxDr mulmxDl mulmx_ebase.
 by rewrite mxrank_unitMr ?row_ebase_unit // mxrank_unitMl ?col_ebase_unit // rank_pid_mx.
+Qed.
+
+(** The rank of a sum of matrices is at most the sum of their ranks (lem-rank-sum, term by term). *)
+Lemma mxrank_sum_le (F : fieldType) (m n : nat) (I : finType) (M : I -> 'M[F]_(m, n)) :
+  (\rank (\sum_i M i)%R <= \sum_i \rank (M i))%N.
+Proof.
+elim/big_rec2: _ => [|i s S _ IH]; first by rewrite mxrank0.
+have /andP [_ h] := lem_rank_sum (M i) S.
+exact: leq_trans h (leq_add (leqnn _) IH).
+Qed.
+
+Theorem prop62_bound : Statements.prop62_bound.
+Proof.
+move=> F n d H k A X WV WO.
+have sub : (Statements.mha A X WV WO <= \sum_(h < H) <<A h *m X *m WV h *m WO h>>)%MS.
+  apply: summx_sub => h _; apply: (sumsmx_sup h) => //.
+  by rewrite genmxE.
+have rk : (\rank (Statements.mha A X WV WO) <= H * k)%N.
+  apply: leq_trans (mxrank_sum_le _) _.
+  have -> : (H * k = \sum_(h < H) k)%N by rewrite sum_nat_const card_ord.
+  apply: leq_sum => h _.
+  exact: leq_trans (mxrankM_maxr _ _) (rank_leq_row _).
+split; last exact: mxrankS.
+by rewrite !leq_min rank_leq_row rank_leq_col rk.
 Qed.
 
 Theorem prop63_witness : Statements.prop63_witness.

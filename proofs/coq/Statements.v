@@ -35,6 +35,21 @@ Definition prop51_witness : Prop :=
     (\rank A < minn n d)%N ->
     exists B : 'M[F]_(n, d), \rank (A + B)%R = (\rank A).+1.
 
+(** ** prop-6.2/bound: multi-head attention (def-notation) with H heads of
+    width d_k = k, MHA(X) = sum_h Y^h W_O^h with Y^h = A^h X W_V^h, and R_h the
+    row space of Y^h W_O^h (def-Rh).  For every X (n x d_model), every n x n
+    A^h (the softmax's row-stochastic matrices among them) and all weights:
+    rank MHA(X) <= min(n, H d_k, d_model) and rank MHA(X) <= dim(R_1 + ... + R_H). *)
+Definition mha (F : fieldType) (n d H k : nat) (A : 'I_H -> 'M[F]_n) (X : 'M[F]_(n, d))
+    (WV : 'I_H -> 'M[F]_(d, k)) (WO : 'I_H -> 'M[F]_(k, d)) : 'M[F]_(n, d) :=
+  \sum_(h < H) A h *m X *m WV h *m WO h.
+
+Definition prop62_bound : Prop :=
+  forall (F : fieldType) (n d H k : nat) (A : 'I_H -> 'M[F]_n) (X : 'M[F]_(n, d))
+         (WV : 'I_H -> 'M[F]_(d, k)) (WO : 'I_H -> 'M[F]_(k, d)),
+    (\rank (mha A X WV WO) <= minn n (minn (H * k) d))%N /\
+    (\rank (mha A X WV WO) <= \rank (\sum_(h < H) <<A h *m X *m WV h *m WO h>>)%MS)%N.
+
 (** ** prop-6.3, its all-sizes witness family: for every X (n x d_model) and
     d_k <= d_model there are W_V (d_model x d_k) and W_O (d_k x d_model) with
     W_O of rank d_k such that, for every invertible A (n x n: the attention

@@ -1693,6 +1693,13 @@ def _attention_sign(X: Any, head: Any) -> int:
     return 0 if 0 in det else (1 if det > 0 else -1)
 
 
+@producer("prop-6.2/bound", kind="symbolic", name="coq-prop62-bound",
+          description="Coq/MathComp proof of prop-6.2's rank bound for every size, kernel-checked (coqc, coqchk)")
+def coq_prop62_bound(ctx: Context) -> list[Evidence]:
+    """prop-6.2's bound (rank MHA(X) <= min(n, H d_k, d_model) and <= dim(R_1 + ... + R_H)), proved in Coq."""
+    return [kernel_record(coq_link("coq-prop62-bound"))]
+
+
 @producer("prop-6.3", kind="symbolic", name="coq-prop63-witness",
           description="Coq/MathComp proof of prop-6.3's witness family, kernel-checked (coqc, coqchk)")
 def coq_prop63(ctx: Context) -> list[Evidence]:

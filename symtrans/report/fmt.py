@@ -248,7 +248,7 @@ def overview_rows(report: Any) -> list[dict[str, str]]:
     >>> any(r["level"] == 1 for r in rows)  # readings under their claims
     True
     >>> sane = build_report(Context(model="default", n=8))
-    >>> row = next(r for r in overview_rows(sane) if r["item"] == "prop-6.2/bound")
+    >>> row = next(r for r in overview_rows(sane) if r["item"] == "cor-dff/share-formula")
     >>> row["shown"], row["reason"][:26]
     ('sanity check', 'sanity check, not counted ')
     """
