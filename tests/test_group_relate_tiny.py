@@ -1032,6 +1032,24 @@ def test_the_canonical_form_reports_the_ties_its_storage_cannot_resolve(tiny):
     assert not [x for x in canonical(f32).ambiguities if "S_dff" in x]  # float32 resolves these units
 
 
+
+@pytest.mark.parametrize("case", ["gpt2", "llama"])
+def test_the_orbit_distance_reads_both_forms_at_one_tie(tiny, case):
+    """canonical raises its tie to its own storage's resolution (8 u: 0.0039 at float16), so the orbit distance,
+    which took each form at its own tie, ordered a float16 checkpoint's keys by 0.0039 and the same weights stored
+    in float32 by 1e-6: 0.19 apart on this GPT-2, its residual coordinates and units ordered apart, for one and the
+    same point. Both forms are now read at the coarser storage's tie. False case: A against the float32 original
+    it was rounded from is apart by about that rounding, not 0."""
+    from symtrans.group.canonical import orbit_distance
+
+    a = _stored(tiny[case], torch.float16, "float16")
+    same = _stored(a, torch.float32, "float32")  # the float16 values, exact in float32, recorded as float32
+    assert all(torch.equal(x, same.tensors[k]) for k, x in a.tensors.items() if x is not None)
+    d = orbit_distance(a, same)
+    assert d["total"] == 0.0, (d["total"], d["ambiguities"])
+    assert orbit_distance(same, a)["total"] == 0.0
+    assert 0 < orbit_distance(a, tiny[case])["total"] < 0.01
+
 # ------------------------------------------------------------------ planted degeneracies
 def _planted(w: Any, tmp: Path, store: str | None = None) -> Any:
     """``w`` with layer 1's head 2 silenced (W_O^h = 0) and layer 0's FFN unit 3 dead (0 in every tensor), on disk

@@ -1039,7 +1039,11 @@ def _refuse_dead_gain_actions(spec: GroupSpec, w: Any) -> None:
                             "modulo it is")
 
 
-def canonical(model: Any, *, tie: float = 1e-6) -> Canonical:
+#: canonical's default tie: keys closer than this, relative to the largest, are ties (raised to the storage's resolution)
+_TIE = 1e-6
+
+
+def canonical(model: Any, *, tie: float = _TIE) -> Canonical:
     """The canonical form of ``model`` modulo G (weights, the gauge-fixing element, the remaining ambiguities).
 
     ``tie``: keys (head and unit norms, singular values) closer than this, relative to the largest, are reported
@@ -1129,7 +1133,8 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     same ``scale``. Both are 0 within rounding when B = g . A. ``p`` pairs each layer's heads and FFN units of
     can(A) with can(B)'s nearest (:func:`_paired`), in the layers where that brings the forms closer (``paired``
     lists them): a canonical form orders units by their keys, and two models off one orbit order them apart
-    wherever keys cross, so without the pairing one layer moved by 0.1% puts its units 95% apart.
+    wherever keys cross, so without the pairing one layer moved by 0.1% puts its units 95% apart. Both forms are
+    computed with one tie, the coarser storage's (:func:`canonical`'s ``tie``), so ``ambiguities`` are read at it.
 
     Examples
     --------
@@ -1144,9 +1149,16 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     from symtrans.group.numeric import model_blocks
     from symtrans.group.relate import _iter_tensors, _load, _same_shape, outside_tensors
 
+    from symtrans.group.relate import relation_tolerance
+    from symtrans.precision import unit_roundoff
+
     A, B = _load(a), _load(b)
     _same_shape(A, B)  # G acts on one architecture and config: across two, no orbit holds both (as relate refuses)
-    ca, cb = canonical(A), canonical(B)
+    coarse = max((A.storage_dtype, B.storage_dtype), key=unit_roundoff)
+    # both forms by one rule: the tie of the coarser storage (canonical raises its tie to its own storage's floor, so
+    # a float16 checkpoint and its float32 copy, the same weights, ordered their keys by two ties, and were 0.22 apart)
+    tie = max(_TIE, relation_tolerance(coarse)[0])
+    ca, cb = canonical(A, tie=tie), canonical(B, tie=tie)
     blocks_a, blocks_b = model_blocks(ca.weights), model_blocks(cb.weights)
     spec = GroupSpec.from_arch(ca.weights.arch)
     options = [blocks_a, *_paired(spec, blocks_a, blocks_b)]
@@ -1157,10 +1169,6 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     # tensor from the layer's others, and carries their rounding). A float64 floor (1e-12 of the largest tensor)
     # showed the b_Q, b_O, b_in and b_out of two float32 forms of one orbit 100% apart (residues of 1e-7 beside
     # a total distance of 2.4e-7)
-    from symtrans.group.relate import relation_tolerance
-    from symtrans.precision import unit_roundoff
-
-    coarse = max((A.storage_dtype, B.storage_dtype), key=unit_roundoff)
     diffs = [{(n, l): float(torch.linalg.norm(ta[(n, l)] - v)) for n, l, v in tb} for ta in tas]
     # per layer the option (as it is, heads paired, units paired, both) nearest can(B): each acts on that layer only
     layer_sq = [{} for _ in diffs]
