@@ -371,6 +371,22 @@ def test_cli_canonical_prints_the_orbit_distance_and_what_it_paired(tiny, tmp_pa
     assert "orbit distance 0 " in out and "paired with the other form's nearest" not in out
 
 
+def test_cli_canonical_prints_what_the_other_form_leaves_ambiguous(tiny, tmp_path, capsys):
+    """``--distance OTHER`` printed MODEL's ambiguities only: against a copy with two equal FFN units (their order
+    free, so its form is apart from A's) the distance came with nothing said of OTHER's tie. Its lines are printed
+    now; against A itself there are none (the false case)."""
+    from _degenerate import planted
+
+    from symtrans.cli import main
+
+    a = str(tiny["gpt2"].source)
+    other = planted(a, ("dup-unit",), tmp_path / "dup")
+    assert main(["canonical", a, "--out", str(tmp_path / "can"), "--distance", str(other.source)]) == 0
+    out = capsys.readouterr().out
+    assert f"ambiguous in {other.source}'s form: S_dff layer 1: 1 pairs of FFN units" in out, out
+    assert main(["canonical", a, "--out", str(tmp_path / "can2"), "--distance", a]) == 0
+    assert "ambiguous in" not in capsys.readouterr().out
+
 def test_orbit_distance_pairs_units_a_small_move_reordered(tiny):
     """A canonical form orders FFN units by their keys; B = g . A with layer 1's W_in moved by 0.1% reorders them,
     and |can(A) - can(B)| was 1.27 absolute (the units of layer 1 apart) for a move of 1e-3. Each layer's heads

@@ -3,7 +3,8 @@
 ``symtrans canonical MODEL --out DIR [--distance OTHER]`` writes the canonical form of MODEL (same function,
 one representative per orbit of G; :mod:`symtrans.group.canonical`) as a checkpoint directory and prints
 what stays ambiguous (ties, unfixed factors). ``--distance OTHER`` also prints the relative Frobenius distance
-of the two canonical forms, an upper bound of the distance between the orbits, per tensor and in all.
+of the two canonical forms, an upper bound of the distance between the orbits, per tensor and in all, and what
+OTHER's form leaves ambiguous.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def _cmd_canonical(args: argparse.Namespace) -> int:
               f"absolute over their size {d['scale']:.3g}; {d['bound']})")
         if d["paired"]:
             print("  paired with the other form's nearest: " + "; ".join(d["paired"]))
+        # what the compared forms leave free: OTHER's (never printed above), and MODEL's where the distance's tie
+        # (the coarser storage's) differs from the written form's
+        for side, name in (("a", args.model), ("b", args.distance)):
+            if side == "b" or d["ambiguities"]["a"] != c.ambiguities:
+                for line in d["ambiguities"][side]:
+                    print(f"  ambiguous in {name}'s form: {line}")
         if d["outside"]:
             print(f"  not compared: {', '.join(d['outside'])} (outside the modelled function)")
         for r in worst:
