@@ -3128,3 +3128,53 @@ def test_per_tensor_distances_of_one_orbit_read_rounding_residues_as_zero(tmp_pa
                                               dtype=c.tensors["b_Q"].dtype)
     far = {(r["tensor"], r["layer"]): r["distance"] for r in orbit_distance(a, c)["per_tensor"]}
     assert far[("b_Q", 1)] > 0.1, far[("b_Q", 1)]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_units_with_equal_weights_are_paired_by_their_biases(family, tmp_path):
+    """A layer whose W_in and W_out are 0 (every unit pruned, its bias kept) makes every unit's key 0: the keys hold
+    a unit's weights only, so the match took the units in order, and B = A with those units permuted (an element of
+    G: S_dff) was "not related" at b_in, as was relate(A, canonical(A)) on that model. Units whose stored weights
+    are equal are now paired by their biases as the function sees them (b_in + beta W_in, which G's translations
+    leave alone). False case: one unit's bias moved (no permutation gives it) is still refused at b_in."""
+    from symtrans.group.numeric import MonomialMatrix
+
+    random_checkpoint(tmp_path / "a0", family, n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=1)
+    a = load_model(tmp_path / "a0")
+    a.tensors["b_in"][0].normal_(generator=torch.Generator().manual_seed(0))  # BERT's biases start at 0
+    a.tensors["W_in"][0].zero_()
+    a.tensors["W_out"][0].zero_()
+    save_weights(a, tmp_path / "a")
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    one = torch.ones(64, dtype=torch.float64)
+    el = [{"P": MonomialMatrix(list(range(1, 64)) + [0], one)}, {"P": MonomialMatrix(list(range(64)), one)}]
+    b = weights_from_blocks(a, act(spec, model_blocks(a), "S_dff", el))
+    rel, path = _related_on_disk(a, b, tmp_path)
+    assert [s["factor"] for s in rel.steps] == ["S_dff"]
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    forged = b.copy()
+    forged.tensors["b_in"][0][5] += 0.5
+    stop = relate(a, forged).stop
+    assert stop is not None and (stop.factor, stop.layer, stop.tensor) == ("S_dff", 0, "b_in"), stop
+
+
+def test_equal_weight_units_under_a_unit_scaling_are_undecided_not_refused():
+    """With ReLU a positive unit scaling moves a unit's bias too, so units with equal (zero) weights are paired only
+    up to it: relate says it cannot decide, where it answered "not related" to a permutation of them."""
+    from symtrans.group.numeric import MonomialMatrix
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model("bert", n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=1, hidden_act="relu"))
+    a.tensors["b_in"][0].normal_(generator=torch.Generator().manual_seed(0))
+    a.tensors["W_in"][0].zero_()
+    a.tensors["W_out"][0].zero_()
+    spec = GroupSpec.from_arch(a.arch)
+    one = torch.ones(64, dtype=torch.float64)
+    el = [{"P": MonomialMatrix(list(range(1, 64)) + [0], one)}, {"P": MonomialMatrix(list(range(64)), one)}]
+    b = weights_from_blocks(a, act(spec, model_blocks(a), "S_dff", el))
+    from symtrans.errors import SymtransError
+
+    with pytest.raises(SymtransError, match="FFN units of A have equal weights and differ in b_in"):
+        relate(a, b)

@@ -2474,7 +2474,8 @@ class _Solver:
                 self.refuse("S_dff", l, "(W_in column, W_out row) per unit", dist, tol, [],
                             f"a unit of B has no unit of A with the same input and output weights; G moves a unit "
                             f"only as a whole ({tags})", rounding=tol / 1e3)
-            els.append(P)
+            els.append(self.bias_ties(l, P, self._unit_proj))
+        self._unit_proj = None
         if any(P != sorted(P) for P in els):
             from symtrans.group.numeric import MonomialMatrix
 
@@ -2492,6 +2493,7 @@ class _Solver:
         torch = _torch()
         (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled, tol)
                                                              for p in (self.cur, self.tgt))
+        self._unit_proj = pA  # A's keys' projections, read by :meth:`bias_ties` (the match kept is the last made)
         noise = max(noiseA, noiseB)
         scale = max(float(nA.max()) ** 0.5, 1e-300)
         P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
@@ -2513,6 +2515,117 @@ class _Solver:
         P, dist = self._match(full[0], full[1], tol, "FFN unit", l,
                               tie=lambda scale: _unit_radius(noise, full[1], full[1]) / scale)
         return P, dist, noise, da, db, lambda: self.ambiguous_units(full[0], full[1], P, noise, l)
+
+    def unit_bias(self, params: dict[str, Any], l: int, name: str) -> Any:
+        """Each FFN unit's bias ``name`` (``b_in``) of layer ``l`` as the function sees it, or None where no such
+        form is known: the stored bias plus, for each factor that moves a norm's bias ``beta`` into it (a
+        ``translate_image`` through ``W``: ``beta -> beta + t``, ``b -> b - t W``), ``beta W``. That sum is what
+        the unit adds before its activation on a centred input, and no translation of G moves it (the input
+        hyperplane adds ``u v^T`` to ``W`` and takes ``(beta . u) v`` off the bias); a unit permutation permutes it.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("gpt2"); spec = GroupSpec.from_arch(w.arch)
+        >>> s = _Solver(spec, model_blocks(w), model_blocks(w), lambda n, l: "float32")
+        >>> lp = s.cur["layers"][0]
+        >>> bool(torch.allclose(s.unit_bias(s.cur, 0, "b_in"), (lp["b_in"] + lp["ln2_b"] @ lp["W_in"]).reshape(-1)))
+        True
+        """
+        lp = params["layers"][l]
+        e = lp.get(name)
+        if e is None:
+            return None
+        e = e.reshape(-1)
+        added, hyperplanes = set(), []
+        for f in self.present.values():
+            for t in f.tags:
+                if t.tensor != name or t.how == "element":
+                    continue
+                if t.how == "hyperplane_bias":  # undone by the term of its bias (below, checked once all are read)
+                    hyperplanes.append(t.via.split(",")[1])
+                    continue
+                src = next((x for x in f.tags if x.how == "translate" and x.component == t.component), None)
+                if t.how != "translate_image" or not t.via or src is None or t.via not in lp:
+                    return None  # a move of the bias this form does not undo
+                beta = tensor_at(params, *boundary_norm(src.tensor, l)) if src.scope == "next" else \
+                    tensor_at(params, src.tensor, l if src.scope == "layer" else None)
+                if beta is None:
+                    return None
+                e = e + (beta.reshape(1, -1) @ lp[t.via]).reshape(-1)
+                added.add(src.tensor)
+        return e if all(b in added for b in hyperplanes) else None
+
+    def bias_ties(self, l: int, P: list[int], proj: Any) -> list[int]:
+        """``P`` (B's FFN unit i is A's ``P[i]``) with B's units re-paired, within each group of A's units whose keys
+        are equal (``proj``: A's keys' projections, :meth:`unit_keys`), by their biases as the function sees them
+        (:meth:`unit_bias`).
+
+        Why: the keys hold a unit's weights only, so units whose stored weights are equal (a layer whose W_in and
+        W_out are 0, pruned units whose biases were kept) tie exactly and the match took them in order. They differ in
+        their biases, and B with such units permuted (an element of G) was refused at ``b_in``. Where a unit
+        scaling acts on the bias (ReLU), the biases within a group are known only up to it: the match is then
+        marked as one relate cannot fix (:attr:`local_unresolved`), so a refusal there is no answer.
+        """
+        f = self.present.get("S_dff")
+        biases = [t.tensor for t in f.tags if t.side == "right" and not t.tensor.startswith("W_")] if f else []
+        if proj is None or not biases or proj.shape[1] < 2:
+            return P
+        torch = _torch()
+        scale = float(proj.abs().max()) if proj.numel() else 0.0
+        order = torch.argsort(proj[0])
+        q = proj[:, order]
+        same = ((q[:, 1:] - q[:, :-1]).abs() <= 1e3 * EPS64 * max(scale, 1e-300)).all(0).tolist()
+        groups, run = [], [int(order[0])]
+        for k, eq in enumerate(same):
+            if eq:
+                run.append(int(order[k + 1]))
+            else:
+                if len(run) > 1:
+                    groups.append(run)
+                run = [int(order[k + 1])]
+        if len(run) > 1:
+            groups.append(run)
+        # equal keys, then equal stored weights (a unit parallel to another at another scale has the same scale-free
+        # key and is another function): each candidate split into its units whose columns and rows are equal
+        lp = self.cur["layers"][l]
+        weights = [lp[t.tensor] for t in f.tags if t.tensor.startswith("W_") and t.tensor in lp]
+
+        def unit(j: int) -> list[Any]:
+            return [w[:, j] if t.side == "right" else w[j] for w, t in
+                    zip(weights, [t for t in f.tags if t.tensor.startswith("W_") and t.tensor in lp])]
+
+        exact = []
+        for g in groups:
+            while g:
+                first = unit(g[0])
+                same = [j for j in g if all(torch.equal(x, y) for x, y in zip(unit(j), first))]
+                if len(same) > 1:
+                    exact.append(same)
+                g = [j for j in g if j not in same]
+        groups = exact
+        if not groups:
+            return P
+        out = list(P)
+        for name in biases:
+            ea, eb = self.unit_bias(self.cur, l, name), self.unit_bias(self.tgt, l, name)
+            scaled = any(t.tensor == name and t.how == "element" and x.name != "S_dff"
+                         for x in self.present.values() for t in x.tags)
+            for g in groups:
+                members = [i for i, a in enumerate(out) if a in g]
+                if ea is None or eb is None or scaled:
+                    if ea is None or eb is None or float((ea[g].max() - ea[g].min()).abs()) > 0:
+                        self.local_unresolved.append((l, "units", (
+                            f"layer {l}: {len(g)} FFN units of A have equal weights and differ in {name}, which "
+                            "the match cannot read" + (" up to their scaling" if scaled else ""))))
+                    continue
+                a_sorted = sorted(g, key=lambda j: float(ea[j]))
+                b_sorted = sorted(members, key=lambda i: float(eb[i]))
+                for i, j in zip(b_sorted, a_sorted):
+                    out[i] = j
+        return out
 
     def ambiguous_units(self, KA: Any, KB: Any, P: list[int], noise: float, l: int) -> None:
         """Mark layer ``l``'s unit match as one B's storage cannot fix (:attr:`local_unresolved`) where a unit of B
