@@ -3012,11 +3012,20 @@ def test_unit_ties_are_read_at_the_keys_rounding_not_at_the_match_tolerance(tmp_
 
     from symtrans.numeric.fixtures import random_model
 
+    from symtrans.group.numeric import MonomialMatrix
+
+    def swapped(w: Any) -> Any:  # layer 0's units 2 and 3 swapped: an element of G, so the match runs (relate(A, A)
+        spec = GroupSpec.from_arch(w.arch)  # is the identity, which no match reads)
+        one = torch.ones(32, dtype=torch.float64)
+        perm = [0, 1, 3, 2] + list(range(4, 32))
+        el = [{"P": MonomialMatrix(perm, one)}, {"P": MonomialMatrix(list(range(32)), one)}]
+        return weights_from_blocks(w, act(spec, model_blocks(w), "S_dff", el))
+
     m = random_model("bert", seed=0, n_layers=2, n_heads=4, d_model=16, d_ff=32).to(torch.float16)
     m.save_pretrained(tmp_path / "a")
     a = load_model(tmp_path / "a")
-    rel = relate(a, a)
-    assert rel.related and rel.ties == []
+    rel = relate(a, swapped(a))
+    assert rel.related and [s["factor"] for s in rel.steps] == ["S_dff"] and rel.ties == []
     with torch.no_grad():  # unit 1 of layer 1 a copy of unit 0: the two are interchangeable
         layer = m.encoder.layer[1]
         layer.intermediate.dense.weight[1] = layer.intermediate.dense.weight[0]
@@ -3024,7 +3033,7 @@ def test_unit_ties_are_read_at_the_keys_rounding_not_at_the_match_tolerance(tmp_
         layer.output.dense.weight[:, 1] = layer.output.dense.weight[:, 0]
     m.save_pretrained(tmp_path / "dup")
     d = load_model(tmp_path / "dup")
-    rel = relate(d, d)
+    rel = relate(d, swapped(d))
     tied = sorted(t for t in rel.ties if t.startswith("layer 1: FFN unit"))
     assert rel.related and [t.split(" of B")[0] for t in tied] == ["layer 1: FFN unit 0", "layer 1: FFN unit 1"]
 
@@ -3178,3 +3187,30 @@ def test_equal_weight_units_under_a_unit_scaling_are_undecided_not_refused():
 
     with pytest.raises(SymtransError, match="FFN units of A have equal weights and differ in b_in"):
         relate(a, b)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bert"])
+def test_a_copy_stored_more_coarsely_is_related_by_the_identity(family, tmp_path):
+    """relate(A, B) with B a float16 copy of a float32 A answered "related, g moving" 5 to 9 factors, each element
+    fitted to the rounding (a reader would take B for a transformed A). B within its own rounding of A is now
+    related by the identity, which the check accepts as it accepts any element, and the file re-checks. False case:
+    the float16 copy with one W_in entry moved by a tenth of the tensor's largest is not the identity, and is
+    refused."""
+    import transformers
+
+    random_checkpoint(tmp_path / "a", family, n_layers=2, seed=0)
+    m = transformers.AutoModel.from_pretrained(tmp_path / "a").to(torch.float16)
+    m.save_pretrained(tmp_path / "b")
+    a, b = load_model(tmp_path / "a"), load_model(tmp_path / "b")
+    assert (a.storage_dtype, b.storage_dtype) == ("float32", "float16")
+    rel = relate(a, b)
+    assert rel.related and rel.steps == [], rel.summary()
+    assert "the identity" in rel.summary().splitlines()[0]
+    path = write_relation(rel, tmp_path / "g.json")
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
+    forged = b.copy()
+    x = forged.tensors["W_in"][1]
+    x[3, 5] = float(x[3, 5]) + 0.1 * float(x.abs().max())
+    rel = relate(a, forged)
+    assert not rel.related and rel.stop.layer == 1, rel.summary()

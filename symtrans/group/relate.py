@@ -5783,7 +5783,8 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
     blocks_a, blocks_b = model_blocks(A), model_blocks(B)
     filled_a, filled_b = fill_unread(spec, blocks_a), fill_unread(spec, blocks_b)  # rows no input reads
 
-    def attempt(defer: bool) -> tuple[_Solver, Stop | None, list[dict[str, Any]], dict[str, float]]:
+    def attempt(defer: bool, identity: bool = False
+                ) -> tuple[_Solver, Stop | None, list[dict[str, Any]], dict[str, float]]:
         s = _Solver(spec, filled_a, filled_b, precision)
         s.lazy_values = LAZY_VALUES  # the word table: acted on row chunk by row chunk where it is read, never copied
         s.defer = defer
@@ -5792,7 +5793,8 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
         phases: dict[str, float] = {}
         try:
             with single_threaded():  # small products and solves: one thread (oversubscribed cores cost ~100x)
-                _solve(s, phases)
+                if not identity:  # the identity: no phase, only the rows no input reads (below) and the check
+                    _solve(s, phases)
                 if filled_a is not blocks_a:
                     _timed(phases, "unread rows", lambda: s.solve_unread(blocks_a, blocks_b))
         except _Refused as err:
@@ -5814,11 +5816,20 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                 stop = _check_stop(spec, s.steps, bad)
         return s, stop, residuals, phases
 
+    # B within its own rounding of A, tensor by tensor (a float16 copy of a float32 A): the identity, if the check
+    # accepts it, not an element whose every factor fitted the rounding (a float16 copy of a random GPT-2 was
+    # "related with g moving" nine factors). A moved copy differs at its first tensor, so this costs nothing there
+    identity = None
+    if _near_identity(blocks_a, blocks_b, precision):
+        with single_threaded():
+            tried = attempt(False, identity=True)
+        if tried[1] is None:
+            identity = tried
     # first with the residual map's fit deferred to the check. Its answer stands where the check bounds every
     # deferred fit and B is related; else where the deferred fits, measured now, are within their tolerance (the
     # solve without defer would have chosen the same map) and, for a refusal, the try did nothing else
     # otherwise before it (``skipped``); else the answer is the solve that measures every fit where it is made
-    s, stop, residuals, phases = attempt(True)
+    s, stop, residuals, phases = identity if identity is not None else attempt(True)
     res = {(r["tensor"], r["layer"]): r["residual"] for r in residuals}
     if stop is not None or any(res.get((name, l), math.inf) > bound for name, l, bound, _ in s.deferred):
         fits: list[bool] = []  # not measured where the answer is solved again anyway; else until one fails
@@ -5921,6 +5932,30 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
                                 "is excluded there, so relate cannot decide this pair")
     return Relation(stop is None, steps, residuals, s.ties, stop, _describe(A), _describe(B),
                     time.perf_counter() - t0, phases, unchecked_tensors(spec, steps, A), outside_tensors(A, B))
+
+
+def _near_identity(a: dict[str, Any], b: dict[str, Any], precision: Any) -> bool:
+    """Whether every tensor of B is within the check's tolerance for the identity (:func:`relation_tolerance` at
+    B's storage dtype of it) of A's, relative Frobenius; the smallest tensors first, stopping at the first that is
+    not (where B is a moved copy, that is the first one read).
+
+    Examples
+    --------
+    >>> import torch
+    >>> a = {"layers": [{"W_O": [torch.eye(2, dtype=torch.float64)]}], "word": torch.ones(3, 2, dtype=torch.float64)}
+    >>> b = {"layers": [{"W_O": [torch.eye(2, dtype=torch.float64) * (1 + 1e-8)]}], "word": a["word"]}
+    >>> _near_identity(a, b, lambda n, l: "float32"), _near_identity(a, b, lambda n, l: "float64")
+    (True, False)
+    """
+    other = {(n, l): v for n, l, v in _iter_tensors(b, blocks=True)}
+    mine = list(_iter_tensors(a, blocks=True))
+    if {(n, l) for n, l, _ in mine} != set(other):
+        return False
+    size = (lambda v: sum(x.numel() for x in v) if isinstance(v, (list, tuple)) else v.numel())
+    for n, l, v in sorted(mine, key=lambda t: size(t[2])):
+        if _rel_any(v, other[(n, l)]) > relation_tolerance(precision(n, l))[0]:
+            return False
+    return True
 
 
 def slice_failure(residuals: list[dict[str, Any]]) -> str | None:
