@@ -380,3 +380,29 @@ def test_sweep_records_name_the_dtype_they_ran_in_and_print_no_nan(w):
                     in ev.summary, ev.summary
         else:
             assert "ends at 1e-18" in resid.summary, resid.summary
+
+
+def test_a_float32_sweep_at_its_rounding_floor_decides_no_collapse_either_way(w):
+    """``--dtype float32`` runs the sweeps in float32, whose ratio floor (rows equal up to rounding: a few 1e-7) is
+    above the collapse threshold 1e-8. On the bundled model pure attention reaches that floor (1.3e-7; 3e-16 in
+    float64) and the report said lit-dong fails ("did not collapse") and mlp-prevents-collapse not-applicable ("pure
+    attention collapses" violated), a false disagreement with the paper. A ratio at the dtype's floor now decides
+    nothing; ratios well above it still do. False case: float64, whose floor is far below 1e-8, keeps its verdicts."""
+    w32 = w.to(dtype="float32")
+    ctx = context(w32, n=12)
+    assert 1e-8 < sec5._sweep(ctx)["pure-attention"][-1] < 1e-6  # the real float32 floor, not a constructed series
+    dong, mlp = sec5.check_dong(ctx)[0], sec5.check_mlp_sufficient(ctx)[0]
+    for ev in (dong, mlp):
+        assert ev.verdict is Verdict.INCONCLUSIVE and "float32's rounding floor" in ev.summary, ev.summary
+        _well_formed(ev)
+    for ev in (sec5.check_sweep_residual(ctx)[0], sec5.check_mlp_not_necessary(ctx)[0]):  # ratios near 0.1: decided
+        assert ev.verdict is Verdict.SUPPORTED, ev.summary
+    floor = [0.9, 0.5] + [1.3e-7] * (sec5.SWEEP_DEPTH - 1)  # a residual variant at float32's floor is no "no collapse"
+    ctx = _series(context(w32, n=12), **{"attention+residual": floor})
+    for ev in (sec5.check_sweep_residual(ctx)[0], sec5.check_mlp_not_necessary(ctx)[0]):
+        assert ev.verdict is Verdict.INCONCLUSIVE and "float32's rounding floor" in ev.summary, ev.summary
+    ctx = context(w, n=12)
+    assert sec5.check_dong(ctx)[0].verdict is Verdict.SUPPORTED
+    assert sec5.check_mlp_sufficient(ctx)[0].verdict is Verdict.FAILS
+    ctx = _series(context(w, n=12), **{"attention+residual": [0.9, 0.5] + [1.3e-7] * (sec5.SWEEP_DEPTH - 1)})
+    assert sec5.check_sweep_residual(ctx)[0].verdict is Verdict.SUPPORTED  # float64 resolves 1.3e-7 > 1e-8

@@ -92,6 +92,9 @@ SUMMARIES = Summaries({
         "supported": "pure attention collapses: ratio {first:.3g} -> {final:.3g} (below 1e-8 from depth {depth}); "
                      "{rate}",
         "fails": "pure attention did not collapse within depth {depth}: ratio {final:.3g}",
+        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
+                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
+                 "float64 can)",
     },
     "depth-sweep-residual": {
         "overflow": "a residual variant left {dtype}'s range before the end of the sweep: a non-finite state "
@@ -101,6 +104,9 @@ SUMMARIES = Summaries({
                      "attention ends at {pure}",
         "end": "{variant} ends at {ratio:.3g}",
         "fails": "residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}",
+        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
+                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
+                 "float64 can)",
     },
     "residual-jacobian": {
         "compared": "chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error {error:.2g} "
@@ -139,6 +145,9 @@ SUMMARIES = Summaries({
         "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
                      "{worst:.3g} (pure attention ends at {pure}); the MLP is not necessary against collapse",
         "fails": "attention + residual without MLP collapsed: smallest ratio {worst:.3g}",
+        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
+                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
+                 "float64 can)",
     },
     "mlp-prevents-collapse": {
         "not-applicable": "not applicable: {name} is violated ({detail})",
@@ -151,6 +160,9 @@ SUMMARIES = Summaries({
         "near-threshold": "smallest attention + MLP ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "attention + MLP without residual does not collapse over depth {depth} (smallest ratio "
                      "{worst:.3g}) where pure attention does (from depth {pure_depth})",
+        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
+                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
+                 "float64 can)",
     },
 })
 
@@ -752,6 +764,36 @@ def _lockstep(w: Any, X: Any, depth: int, variants: tuple[str, ...],
 RATIO_FLOOR = 1e-13
 
 
+def ratio_floor(dtype: Any) -> float:
+    """The rounding floor of a sweep's ratio computed in ``dtype``: :data:`RATIO_FLOOR` (float64's) scaled by the
+    dtype's unit roundoff (about 5e-5 in float32, where rows equal up to rounding measure a ratio of a few 1e-7).
+
+    Examples
+    --------
+    >>> ratio_floor("float64") == RATIO_FLOOR, f"{ratio_floor('float32'):.2g}"
+    (True, '5.4e-05')
+    """
+    from symtrans.precision import U64, unit_roundoff
+
+    return RATIO_FLOOR * unit_roundoff(dtype) / U64
+
+
+def below_precision(ratio: float, dtype: Any) -> bool:
+    """Whether ``ratio`` (computed in ``dtype``) cannot be told apart from the collapse threshold: it sits at or below
+    the dtype's rounding floor, and that floor is not a decade below 1e-8 (float32: whether the rows agree to 8
+    digits cannot be measured with 7). Never in float64, whose floor is 5 decades below the threshold.
+
+    Examples
+    --------
+    >>> below_precision(1.3e-7, "float32"), below_precision(0.1, "float32"), below_precision(2.6e-16, "float64")
+    (True, False, False)
+    >>> below_precision(float("nan"), "float32")  # a non-finite ratio is the sweeps' overflow case, not this one
+    False
+    """
+    floor = ratio_floor(dtype)
+    return floor >= COLLAPSED / 10 ** DECISIVE_MARGIN and ratio == ratio and ratio <= floor
+
+
 def _fit_rate(ratios: list[float]) -> dict[str, Any]:
     """Least-squares slope of log10(ratio) per layer over the points above the rounding floor.
 
@@ -874,9 +916,11 @@ def _clean(ratios: dict[str, list[float]]) -> dict[str, list[Any]]:
     return {k: [strict_float(x) for x in v] for k, v in ratios.items()}
 
 
-def _collapse_depth(series: list[float]) -> int | None:
-    """First depth whose ratio is decisively collapsed (a decade below 1e-8), else None."""
-    return next((k for k, r in enumerate(series) if r == r and r < COLLAPSED / 10 ** DECISIVE_MARGIN), None)
+def _collapse_depth(series: list[float], dtype: Any = "float64") -> int | None:
+    """First depth whose ratio is decisively collapsed (a decade below 1e-8), else None (always None where ``dtype``
+    cannot resolve that band: :func:`below_precision`)."""
+    return next((k for k, r in enumerate(series)
+                 if r == r and r < COLLAPSED / 10 ** DECISIVE_MARGIN and not below_precision(r, dtype)), None)
 
 
 def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
@@ -894,7 +938,7 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
         if any(r != r for r in series):
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
                           SUMMARIES(name, "overflow", dtype=dt, undefined=_undefined(ctx)), **common)
-        first = _collapse_depth(series)
+        first = _collapse_depth(series, dt)
         fit = fits["pure-attention"]
         slope, dslope = fit["log10_slope_per_layer"], fit["loglog_slope_per_layer"]
         final = series[-1]
@@ -905,6 +949,10 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
                           margin=margin_of(margin),
                           margin_meaning="decades of the final pure-attention ratio below the collapse threshold",
                           **common)
+        if below_precision(final, dt):  # float32: a ratio at its floor (a few 1e-7) is no evidence either way
+            return record(ctx, claim, name, Verdict.INCONCLUSIVE,
+                          SUMMARIES(name, "floor", what="pure attention's final ratio", ratio=final, dtype=dt,
+                                    floor=ratio_floor(dt)), **common)
         if abs(_decades(final, COLLAPSED)) < DECISIVE_MARGIN:
             return record(ctx, claim, name, Verdict.INCONCLUSIVE,
                           SUMMARIES(name, "near-threshold", final=final, band=DECISIVE_MARGIN),
@@ -923,6 +971,10 @@ def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
         return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
                       SUMMARIES("depth-sweep-residual", "overflow", dtype=dt, undefined=_undefined(ctx)), **common)
     worst = min(min(r) for r in resid.values())
+    if below_precision(worst, dt):
+        return record(ctx, claim, "depth-sweep-residual", Verdict.INCONCLUSIVE,
+                      SUMMARIES("depth-sweep-residual", "floor", what="the smallest residual-variant ratio", ratio=worst,
+                                dtype=dt, floor=ratio_floor(dt)), **common)
     m = _decades(worst, COLLAPSED)
     bad = [v for v, r in resid.items() if min(r) < COLLAPSED]
     if abs(m) < DECISIVE_MARGIN:
@@ -1301,6 +1353,10 @@ def _mlp_not_necessary(ctx: Context) -> list[Evidence]:
                        SUMMARIES("no-collapse-without-mlp", "overflow", dtype=dt, undefined=_undefined(ctx)),
                        **common)]
     worst = min(series)
+    if below_precision(worst, dt):
+        return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
+                       SUMMARIES("no-collapse-without-mlp", "floor", what="the smallest attention + residual ratio",
+                                 ratio=worst, dtype=dt, floor=ratio_floor(dt)), **common)]
     m = _decades(worst, COLLAPSED)
     if abs(m) < DECISIVE_MARGIN:
         return [record(ctx, "cor-mlp-role", "no-collapse-without-mlp", Verdict.INCONCLUSIVE,
@@ -1332,13 +1388,15 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
     series, pure = ratios["attention+MLP"], ratios["pure-attention"]
     inputs = dict(_SWEEP_INPUTS, n=n, variant="attention+MLP")
     details = {"ratios": _clean({"attention+MLP": series, "pure-attention": pure})}
-    common = dict(tolerance=SWEEP_TOLERANCE, dtype=_sweep_dtype(ctx), inputs=inputs, details=details)
+    dt = _sweep_dtype(ctx)
+    common = dict(tolerance=SWEEP_TOLERANCE, dtype=dt, inputs=inputs, details=details)
     inst = Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens")
     mlp = mlp_nonzero_hypothesis(w)
-    k_pure = _collapse_depth(pure)
+    k_pure = _collapse_depth(pure, dt)
     pure_final = pure[-1]
-    pm = _decades(COLLAPSED, pure_final) if pure_final == pure_final and pure_final > 0 else (
-        1e300 if pure_final == 0 else math.nan)
+    pm = math.nan if below_precision(pure_final, dt) else (  # at the dtype's floor: undecided, never "violated"
+        _decades(COLLAPSED, pure_final) if pure_final == pure_final and pure_final > 0 else (
+            1e300 if pure_final == 0 else math.nan))
     collapse = HypothesisCheck("pure attention collapses on this model (a collapse to prevent)",
                                hypothesis_state(pm) if pm == pm else None, margin_of(pm) if pm == pm else None,
                                f"pure attention's final ratio {pure_final:.3g}; margin: decades below 1e-8")
@@ -1354,12 +1412,20 @@ def check_mlp_sufficient(ctx: Context) -> list[Evidence]:
                            SUMMARIES("mlp-prevents-collapse", "not-applicable", name=h.name, detail=h.detail),
                            violated_hypothesis=h.name,
                            hypothesis_checks=checks, scope=inst, **common)]
+    floored = [(what, r) for what, r in (("pure attention's final ratio", pure_final),
+                                         ("the smallest attention + MLP ratio",
+                                          min((r for r in series if r == r), default=math.nan)))
+               if below_precision(r, dt)]
+    if floored:
+        return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
+                       SUMMARIES("mlp-prevents-collapse", "floor", what=floored[0][0], ratio=floored[0][1], dtype=dt,
+                                 floor=ratio_floor(dt)), hypothesis_checks=checks, scope=inst, **common)]
     if collapse.holds is None or any(r != r for r in series):
         return [record(ctx, "cor-mlp-role", "mlp-prevents-collapse", Verdict.INCONCLUSIVE,
                        SUMMARIES("mlp-prevents-collapse", "undecided", dtype=common["dtype"],
                                  undefined=_undefined(ctx)),
                        hypothesis_checks=checks, scope=inst, **common)]
-    k = _collapse_depth(series)
+    k = _collapse_depth(series, dt)
     worst = min(series)
     if k is not None:
         m = _decades(COLLAPSED, series[k]) if series[k] > 0 else 1e300
