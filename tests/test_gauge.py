@@ -8,6 +8,8 @@ declaration naming the wrong factor, and a transform that is not a symmetry.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import planted
@@ -71,6 +73,33 @@ def test_a_mislabelled_reading_is_caught(bundled):
                     invariant="a counterpart").with_claim("thm-7.3")
     _, defects = bundled.judge({"thm-7.3/wo": wrong})
     assert any("thm-7.3/wo" in d and "none of its declared factors" in d for d in defects), defects
+
+
+def test_a_restricted_element_judges_every_statement():
+    # an element drawn without one declaration's factors is an element of G: a function-reading it moves is a defect,
+    # and so is a parametrisation-reading it moves while holding none of that reading's factors. The judge compared a
+    # restricted run against the one declaration it was drawn for and skipped every other statement, so
+    # gauge_check(elements=0, restricted=1) on a float16 random Llama said "no defect" while the run moved the
+    # function-readings thm-7.3/mlp-input and thm-recovery/mlp-input (fails -> inconclusive), and listed no move.
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check("default", n=N, elements=0, restricted=1, centring=False, sets=[STORED_WO_RANK])
+    label = gc.elements[0]["label"]
+    assert gc.elements[0]["without"] == STORED_WO_RANK and gc.defects == [], gc.defects
+    moved = [r for r in gc.rows if label in r["moved_under"]]  # declared: moved by a factor the element holds
+    assert moved and all(r["about"] == "parametrisation" for r in moved), gc.rows
+    row = moved[0]
+    claim, name = row["id"].split("/") if "/" in row["id"] else (row["id"], None)
+    as_function = (Reading(name, "s", "w", "n", about="function").with_claim(claim) if name else
+                   dataclasses.replace(get_claim(claim), about="function", moved_by=(), invariant=""))
+    _, defects = gc.judge({row["id"]: as_function})
+    assert any(d.startswith(f"function-reading {row['id']} moved") and label in d for d in defects), defects
+    lacking = [f for f in STORED_WO_RANK if f not in gc.elements[0]["factors"]][-1:]  # one factor it lacks (vo-gauge)
+    undeclared = (Reading(name, "s", "w", "n", about="parametrisation", moved_by=tuple(lacking), invariant="c")
+                  .with_claim(claim) if name else
+                  dataclasses.replace(get_claim(claim), moved_by=tuple(lacking)))
+    _, defects = gc.judge({row["id"]: undeclared})
+    assert any(row["id"] in d and "none of its declared factors" in d for d in defects), defects
 
 
 def test_a_transform_that_is_not_a_symmetry_is_caught():

@@ -17,6 +17,11 @@ counting function):
   G *without* its declared factors (one restricted run per distinct
   declaration): a move there is a defect too (a factor it does not name moved it).
 
+Every element drawn, restricted ones included, judges every statement: a
+function-reading moved by a restricted element is a defect as under a full
+one, and a parametrisation-reading moved by an element holding none of its
+declared factors is one whichever declaration the element was drawn for.
+
 Producers that read no weights (symbolic certificates, exact searches) are
 run once: no element of G can reach them. The element ``centring`` (on
 LayerNorm models) is TransformerLens's ``centre_writing_weights``
@@ -127,20 +132,21 @@ class GaugeCheck:
                     continue
                 it = items.get(i)
                 about = getattr(it, "about", "")
-                if run["without"] is not None:  # a restricted run: only the statements declaring that set here
-                    if about != "parametrisation" or declared_here(it.moved_by, self.present) != tuple(run["without"]):
-                        continue
+                # every element judges every statement: a restricted run (drawn without one declaration's factors) is
+                # an element of G like any other, so a function-reading it moves is a defect, and so is a
+                # parametrisation-reading it moves without holding any factor that reading declares
                 moved_under[i][label] = f"{v} to {after.get(i)}"
                 if about == "function":
                     defects.append(f"function-reading {i} moved from {v} to {after.get(i)} under the element {label} "
                                    f"of G (factors {', '.join(factors)})")
-                elif about == "parametrisation" and run["without"] is not None:
-                    defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}: an "
-                                   f"element of G without its declared factors ({', '.join(it.moved_by)}); a factor "
-                                   "it does not name moves it")
                 elif about == "parametrisation" and not set(it.moved_by) & set(factors):
-                    defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}, "
-                                   f"which has none of its declared factors ({', '.join(it.moved_by)})")
+                    if run["without"] is not None and declared_here(it.moved_by, self.present) == tuple(run["without"]):
+                        defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}: "
+                                       f"an element of G without its declared factors ({', '.join(it.moved_by)}); a "
+                                       "factor it does not name moves it")
+                    else:
+                        defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}, "
+                                       f"which has none of its declared factors ({', '.join(it.moved_by)})")
                 elif about not in ("function", "parametrisation"):
                     defects.append(f"{i} moved under {label} and declares nothing")
         rows = []
