@@ -2577,15 +2577,18 @@ class _Solver:
         scale = float(proj.abs().max()) if proj.numel() else 0.0
         order = torch.argsort(proj[0])
         q = proj[:, order]
-        same = ((q[:, 1:] - q[:, :-1]).abs() <= 1e3 * EPS64 * max(scale, 1e-300)).all(0).tolist()
-        groups, run = [], [int(order[0])]
+        same = ((q[:, 1:] - q[:, :-1]).abs() <= 1e3 * EPS64 * max(scale, 1e-300)).all(0)
+        if not bool(same.any()):  # no two keys equal (a trained model's units): nothing to pair
+            return P
+        same, order = same.tolist(), order.tolist()
+        groups, run = [], [order[0]]
         for k, eq in enumerate(same):
             if eq:
-                run.append(int(order[k + 1]))
+                run.append(order[k + 1])
             else:
                 if len(run) > 1:
                     groups.append(run)
-                run = [int(order[k + 1])]
+                run = [order[k + 1]]
         if len(run) > 1:
             groups.append(run)
         # equal keys, then equal stored weights (a unit parallel to another at another scale has the same scale-free
