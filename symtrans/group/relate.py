@@ -2614,7 +2614,7 @@ class _Solver:
         out = list(P)
         for name in biases:
             ea, eb = self.unit_bias(self.cur, l, name), self.unit_bias(self.tgt, l, name)
-            scaled = any(t.tensor == name and t.how == "element" and x.name != "S_dff"
+            scaled = any(t.tensor == name and t.how == "element" and x is not f
                          for x in self.present.values() for t in x.tags)
             for g in groups:
                 members = [i for i, a in enumerate(out) if a in g]
