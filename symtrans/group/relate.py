@@ -208,6 +208,47 @@ def relation_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1,
                     "(4 u (1 + kappa) + gamma_n (1 + that))" if ka != k else ""))
 
 
+def null_level(storage_dtype: Any, length: int, *, arithmetic: bool = False) -> float:
+    """The relative size below which a stored part that G sends to 0 is 0 (a dead unit, a silenced head).
+
+    Storage rounds each entry by at most u of itself and the float64 projections off the translations add a sum
+    of ``length`` products: the check's own tolerance at condition number 1 with that length
+    (:func:`relation_tolerance`, 8 u + 2 gamma_length). At float32 it is 8 u; at float64 the arithmetic dominates
+    (4 u alone left a float64 dead unit noisy, and a pruned head's element singular). ``arithmetic``: the float64
+    level alone, against the whole tensor's scale (:func:`zero_cuts`): what a float64 computation leaves of values
+    it cancelled (a canonical form's silenced head, a dead unit). The one home of that level: relate's solver
+    (:meth:`_Solver.null_level`, at B's storage) and the canonical form read it.
+
+    Examples
+    --------
+    >>> round(null_level("float32", 1) / 5.96e-08, 2)
+    8.0
+    >>> null_level("float32", 64, arithmetic=True) == relation_tolerance("float64", length=64)[0]
+    True
+    """
+    return relation_tolerance("float64" if arithmetic else storage_dtype, length=length)[0]
+
+
+def zero_cuts(stored: Any, storage_dtype: Any, length: int) -> Any:
+    """Per part of one tensor (a head group's blocks, an FFN unit's column or row), the size at or below which the
+    part's invariant (what the translations leave of it) is 0: the rounding of the stored part it was projected from
+    (:func:`null_level` of its norm, ``stored``: the parts' stored norms, sums of ``length`` products), or the
+    float64 arithmetic of the whole stored tensor (a part a computation cancelled to about 1e-16 of its tensor, as
+    in a canonical form, is not made live by its own norm). Both sides of a cut move with the part under a scaling
+    or a gauge of G (up to its condition number): unlike a cut against the tensor's largest part, no element of G
+    of small condition number carries a part across it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cuts = zero_cuts(torch.tensor([1.0, 1.0, 1e-9], dtype=torch.float64), "float32", 1)
+    >>> [bool(x <= c) for x, c in zip([1e-8, 0.5, 1e-9], cuts)]  # cancelled to its rounding; live; small but whole
+    [True, False, False]
+    """
+    return (null_level(storage_dtype, length) * stored).clamp_min(
+        null_level(storage_dtype, length, arithmetic=True) * float(stored.norm()))
+
+
 def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1,
                        arithmetic: float | None = None) -> tuple[float, float]:
     """``(tolerance, undecided up to)``: the residual up to which a reproduced tensor is accepted, and up to which a
@@ -2971,8 +3012,7 @@ class _Solver:
         norm)."""
         norms = self._group_norms(params, tag.tensor, l, groups)
         length = int(params["layers"][l][tag.tensor][0].shape[0])
-        return (self.null_level(tag.tensor, l, length) * norms).clamp_min(
-            self.null_level(tag.tensor, l, length, arithmetic=True) * float(norms.norm()))
+        return zero_cuts(norms, self.precision(tag.tensor, l), length)
 
     def _null_cut(self, params: dict[str, Any], tag: Any, l: int, g: int, groups: int) -> float:
         """:meth:`null_level` times the Frobenius norm of a group's stored blocks of ``tag``'s tensor: what
@@ -3016,16 +3056,9 @@ class _Solver:
         return sq <= self.null_level(tensor, l, length) ** 2 * raw
 
     def null_level(self, tensor: str, l: int, length: int, *, arithmetic: bool = False) -> float:
-        """The relative size below which a stored part G sends to 0 is 0 (a dead unit, a silenced head).
-
-        Storage rounds each entry by at most u of itself and the float64 projections off the translations add
-        a sum of ``length`` products: the check's own tolerance at condition number 1 with that length
-        (:func:`relation_tolerance`, 8 u + 2 gamma_length). At float32 it is 8 u; at float64 the arithmetic
-        dominates (4 u alone left a float64 dead unit noisy, and a pruned head's element singular).
-        ``arithmetic``: the float64 level alone, against the whole tensor's scale (:meth:`_zero_cuts`): what a
-        float64 computation leaves of values it cancelled (a canonical form's silenced head, a dead unit).
-        """
-        return relation_tolerance("float64" if arithmetic else self.precision(tensor, l), length=length)[0]
+        """:func:`null_level` at B's storage of ``tensor`` in layer ``l``: the relative size below which a stored
+        part G sends to 0 is 0 (a dead unit, a silenced head); ``arithmetic``: the float64 level alone."""
+        return null_level(self.precision(tensor, l), length, arithmetic=arithmetic)
 
     # ---- 6. translations
     def translations(self) -> None:
