@@ -3214,3 +3214,135 @@ def test_a_copy_stored_more_coarsely_is_related_by_the_identity(family, tmp_path
     x[3, 5] = float(x[3, 5]) + 0.1 * float(x.abs().max())
     rel = relate(a, forged)
     assert not rel.related and rel.stop.layer == 1, rel.summary()
+
+
+def _form_distances(ca: Any, cb: Any) -> dict[tuple[str, Any], float]:
+    """Per tensor and layer, the relative distance of two canonical forms (no pairing of heads or units); 0 for a
+    tensor 0 up to the storage's rounding (8 u) of its layer's largest tensor in both (a bias the form sets to 0 from
+    the layer's other tensors), as :func:`~symtrans.group.canonical.orbit_distance` reads them."""
+    from symtrans.group.relate import _iter_tensors
+
+    tol = relation_tolerance(ca.weights.storage_dtype)[0]
+    xa = {(n, l): v for n, l, v in _iter_tensors(model_blocks(ca.weights))}
+    rows = [(n, l, float((v - xa[(n, l)]).norm()), max(float(v.norm()), float(xa[(n, l)].norm())))
+            for n, l, v in _iter_tensors(model_blocks(cb.weights))]
+    scale: dict[Any, float] = {}
+    for _, l, _, m in rows:
+        scale[l] = max(scale.get(l, 0.0), m)
+    return {(n, l): d / m if m > tol * scale[l] else 0.0 for n, l, d, m in rows}
+
+
+def _near_zero_case(case: str) -> tuple[Any, Any, str, int]:
+    """A random float32 model with one part 3e-7 of its size (its product with the other side negligible, the
+    unit or head not 0), g . A for an element g of condition number 10 that scales that part alone, and where."""
+    from symtrans.group.elements import MonomialMatrix
+    from symtrans.numeric.fixtures import random_model
+
+    family = {"near-dead unit": "llama", "near-silenced head": "bert", "near-silenced rotary plane": "llama"}[case]
+    a = load_model(random_model(family, n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=0))
+    spec = GroupSpec.from_arch(a.arch)
+    dk = a.d_model // a.arch.H
+    if case == "near-dead unit":  # layer 0's unit 3: its up-projection column x 3e-7; g scales that unit by 10
+        a.tensors["W_in"][0][:, 3] *= 3e-7
+        d = [torch.ones(64, dtype=torch.float64) for _ in range(2)]
+        d[0][3] = 10.0
+        factor, el, l = "ffn-scaling", [{"D": MonomialMatrix(list(range(64)), x)} for x in d], 0
+    elif case == "near-silenced head":  # layer 1's head 2: W_O^h x 3e-7; g = the value gauge 0.1 I on that head
+        a.tensors["W_O"][1][2] *= 3e-7
+        eye = torch.eye(dk, dtype=torch.float64)
+        factor, el, l = "vo-gauge", [{"g": [eye] * 4}, {"g": [eye, eye, 0.1 * eye, eye]}], 1
+    else:  # layer 1's key head 1: its rotary plane (1, 1 + dk/2) x 3e-7; g scales that plane's q by 0.1, k by 10
+        a.tensors["W_K"][1][1][:, [1, 1 + dk // 2]] *= 3e-7
+        eye, M = torch.eye(dk, dtype=torch.float64), torch.eye(dk, dtype=torch.float64)
+        M[1, 1] = M[1 + dk // 2, 1 + dk // 2] = 0.1
+        factor, el, l = "qk-gauge", [{"g": [eye] * a.arch.H_kv}, {"g": [eye, M][:a.arch.H_kv]}], 1
+    return a, _moved(a, [{"factor": factor, "element": el}], spec), family, l
+
+
+@pytest.mark.parametrize("case", ["near-dead unit", "near-silenced head", "near-silenced rotary plane"])
+def test_a_part_near_zero_is_fixed_alike_on_its_whole_orbit(case):
+    """A unit whose W_in column is 3e-7 of its layer's largest (a Llama), a head whose W_O^h is (a BERT), a key plane
+    of a rotary head (a Llama), each with its product negligible: whether that part was 0 was judged against the
+    layer's (head's) largest part, which G moves. An element of condition number 10 that scales the part alone
+    (the unit's scaling by 10, the value gauge 0.1 I, the plane's q by 0.1 and k by 10) carried it across, and the
+    two forms took different rules: 0.99 apart at W_out (the unit), 0.98 at W_V with orbit_distance 0.21 (the head),
+    0.89 at W_Q (the plane), nothing reported (probe). A part is 0 now only up to the rounding the translations left
+    of what it was stored as, a reading no scaling or gauge moves. False case: A with that part's direction changed
+    (not an element of G) keeps its forms apart."""
+    from symtrans.group.canonical import canonical, orbit_distance
+
+    a, b, family, l = _near_zero_case(case)
+    assert relate(a, b).related
+    ca, cb = canonical(a), canonical(b)
+    assert _ties(ca.ambiguities) == _ties(cb.ambiguities) == [], (ca.ambiguities, cb.ambiguities)
+    apart = _form_distances(ca, cb)
+    assert max(apart.values()) < 1e-12, max(apart.items(), key=lambda x: x[1])
+    assert orbit_distance(a, b)["total"] < 1e-12
+    c = a.copy()  # the near-zero part turned to another direction, of the same norm
+    if case == "near-dead unit":
+        c.tensors["W_in"][0][:, 3] = c.tensors["W_in"][0][:, 3].roll(1)
+        where = ("W_in", 0)
+    elif case == "near-silenced head":
+        c.tensors["W_O"][1][2] = c.tensors["W_O"][1][2].roll(1, 1)
+        where = ("W_O", 1)
+    else:
+        plane = [1, 1 + c.d_model // c.arch.H // 2]
+        c.tensors["W_K"][1][1][:, plane] = c.tensors["W_K"][1][1][:, plane].roll(1, 0)
+        where = ("W_K", 1)
+    # apart by the part's own size in the forms (a unit's column: 1; a head's or a plane's balanced sides, about
+    # the square root of their product: 3e-4 of the tensor), far above the 1e-12 of g . A
+    assert _form_distances(ca, canonical(c))[where] > 1e-5
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_a_layer_whose_w_in_is_zero_has_one_canonical_form(family):
+    """A random model whose layer-0 W_in is 0 and g . A for a random element g: every unit key of A is 0 and A's
+    units were ordered by the next key, while g . A's keys were the rounding g's translations left (1e-14), ordered
+    against the largest of them, itself rounding: the forms of a BERT and a GPT-2 lay 1.40 apart at W_out, nothing
+    reported (orbit_distance, 3e-15, pairs the units and hid it). A column 0 up to the rounding of what it was
+    stored as is keyed as 0 now. With W_out 0 too (the layer pruned, its bias kept) the units tie on every key and
+    both forms say so (only A's did). False case: A with one W_out row moved keeps its forms apart."""
+    from symtrans.group.canonical import canonical
+
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family, n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=1))
+    a.tensors["W_in"][0].zero_()
+    spec = GroupSpec.from_arch(a.arch)
+    b = _moved(a, random_element(spec, a.n_layers, 300), spec)
+    ca, cb = canonical(a), canonical(b)
+    assert _ties(ca.ambiguities) == _ties(cb.ambiguities) == [], (ca.ambiguities, cb.ambiguities)
+    apart = _form_distances(ca, cb)
+    assert max(apart.values()) < 1e-10, max(apart.items(), key=lambda x: x[1])
+    c = a.copy()
+    c.tensors["W_out"][0][5] = c.tensors["W_out"][0][5].roll(1)
+    assert _form_distances(ca, canonical(c))[("W_out", 0)] > 1e-3
+    a.tensors["W_out"][0].zero_()
+    if a.tensors.get("W_gate") is not None:
+        a.tensors["W_gate"][0].zero_()
+    b = _moved(a, random_element(spec, a.n_layers, 300), spec)
+    for c in (canonical(a), canonical(b)):
+        assert any(t.startswith("S_dff layer 0: 63 pairs of FFN units") for t in c.ambiguities), c.ambiguities
+
+
+def test_a_near_silenced_head_a_stored_translation_hides_is_reported():
+    """g . A rounded to float32 for a random element g, whose translations dwarf a head's W_O^h of 3e-7 (a BERT):
+    stored, that block is known to float32's rounding of the translation only, so g . A reads it as 0 where A reads
+    it live, and the two forms fix its gauge apart. That form says so, naming the layer, the tensor and where the
+    head group lies in it. False case: the same A and g . A with that head's W_O^h whole, nothing is reported."""
+    from symtrans.group.canonical import canonical
+
+    for scale in (3e-7, 1.0):
+        a, _, _, _ = _near_zero_case("near-silenced head")
+        a.tensors["W_O"][1][2] *= scale / 3e-7
+        a = _stored(a, torch.float32, "float32")
+        spec = GroupSpec.from_arch(a.arch)
+        b = _stored(_moved(a, random_element(spec, a.n_layers, 300), spec), torch.float32, "float32")
+        ca, cb = canonical(a), canonical(b)
+        apart = _form_distances(ca, cb)
+        said = [t for t in ca.ambiguities + cb.ambiguities if "0 only within the float32 rounding" in t]
+        if scale == 1.0:
+            assert said == [] and max(apart.values()) < 1e-4, (said, max(apart.values()))
+        else:  # the forms are apart there, and g . A's says where
+            assert max(apart.values()) > 1e-3
+            assert [t.split(": W_O is")[0] for t in said] == ["vo-gauge layer 1: head groups 3"], said

@@ -17,7 +17,9 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
 * heads sorted by ``|W_V W_O|_F``, then ``|W_Q W_K^T|_F``; FFN units by ``|W_in[:, j]| |W_out[j]|``
   (then the columns' and rows' fourth moments, and the columns no unit scaling of G moves, GELU's ``W_in``
   or a gate's, by their norms and signed projections); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of
-  the largest entry positive where the scaling may be negative);
+  the largest entry positive where the scaling may be negative), or ``|W_out[j]| = 1`` for a dead unit, whose
+  ``W_in`` column is 0 up to the rounding of what the translations moved (a reading G does not move: such
+  columns, rows and head blocks are keyed as 0; where only the storage's rounding makes them 0, it is reported);
 * per-head gauges: from the SVD of the invariant products, W_Q W_K^T = U S V^T gives
   W_Q* = U S^(1/2), W_K* = V S^(1/2) (signs: the largest entry of each u positive), and W_V W_O likewise.
 
@@ -114,7 +116,8 @@ class Canonical:
 
 
 class _Canon:
-    def __init__(self, spec: GroupSpec, cur: dict[str, Any], tie: float, noise: float = 0.0) -> None:
+    def __init__(self, spec: GroupSpec, cur: dict[str, Any], tie: float, noise: float = 0.0,
+                 precision: Any = None) -> None:
         from symtrans.group.relate import _Solver
 
         self.s = _Solver(spec, cur, cur, lambda n, l: "float64")
@@ -122,6 +125,11 @@ class _Canon:
         # the keys' own rounding, relative (half the tie's floor, relation_tolerance's 8 u: 4 u, two stored norms'
         # rounding with headroom): a gap within it of the tie may fall on either side of it (:func:`_lex_order`)
         self.noise = noise
+        # the storage dtype of each tensor (name, layer): the rounding a part that G sends to 0 keeps (:meth:`zero`)
+        self.precision = precision or (lambda n, l: "float64")
+        # per layer, the squared norms of the FFN units' columns and rows and of the heads' blocks as they were
+        # before the translations (:meth:`keep_stored`), in the current order of the units and heads
+        self.stored: dict[tuple[str, int], Any] = {}
         self.amb: list[str] = []
         a = spec.arch
         self.group = int(a.H) // int(a.H_kv)
@@ -129,6 +137,84 @@ class _Canon:
     @property
     def cur(self) -> dict[str, Any]:
         return self.s.cur
+
+    def keep_stored(self) -> None:
+        """Record the parts' squared norms before the translations move them (:attr:`stored`): each FFN unit's
+        columns of ``W_in`` and ``W_gate`` and its row of ``W_out``, and each head's block of ``W_Q``, ``W_K``,
+        ``W_V`` and ``W_O`` along the per-head gauge's axis (heads x d_k: a column of the first three, a row of
+        ``W_O``; a rotary plane is two of them). What the translations leave of a part that is 0 on the orbit is the
+        rounding of these."""
+        import torch
+
+        for l, lp in enumerate(self.cur["layers"]):
+            for name, dim in (("W_in", 0), ("W_gate", 0), ("W_out", 1)):
+                x = lp.get(name)
+                if isinstance(x, torch.Tensor) and x.dim() == 2:
+                    self.stored[(name, l)] = (x * x).sum(dim)
+            for name in ("W_Q", "W_K", "W_V", "W_O"):
+                x = lp.get(name)
+                if isinstance(x, list) and x:
+                    self.stored[(name, l)] = torch.stack([(b * b).sum(1 if name == "W_O" else 0) for b in x])
+
+    def stored_groups(self, tensor: str, l: int, groups: int) -> Any:
+        """The recorded squared norms of head tensor ``tensor`` in layer ``l`` per group of consecutive blocks
+        (a key/value head's query heads), or None."""
+        x = self.stored.get((tensor, l))
+        return None if x is None else x.sum(1).reshape(groups, -1).sum(1)
+
+    def carry_stored(self, l: int, names: tuple[str, ...], order: list[int]) -> None:
+        """Move the recorded norms of ``names`` in layer ``l`` with a permutation (new part i: old ``order[i]``)."""
+        for name in names:
+            if (name, l) in self.stored:
+                self.stored[(name, l)] = self.stored[(name, l)][list(order)]
+
+    def zero(self, tensor: str, l: int, sq: Any, length: int, stored: Any = None) -> tuple[Any, Any]:
+        """Which parts of ``tensor`` in layer ``l`` (squared norms ``sq`` of what the translations left: FFN columns
+        or rows, a head group's blocks, a rotary plane) are 0 up to their rounding, and which of those the storage
+        alone makes 0 (``unsure``).
+
+        0: relate's cut (:func:`~symtrans.group.relate.zero_cuts`, at the tensor's storage; ``length``: the sums'
+        length) against the parts' squared norms as they were stored (``stored``; by default :attr:`stored`'s
+        FFN columns or rows, :meth:`keep_stored`; where nothing was recorded, the parts as they are). A decision
+        that G does not move, up to rounding: a unit scaling or a per-head gauge moves a part and its stored value
+        alike. A cut against the layer's largest part did: a unit whose column was 3e-7 of the largest was 0 in A and live in g . A (g scaling it by 10),
+        and the two forms normalised it by different rules, 99% apart with nothing reported.
+
+        Unsure: 0 at the storage's cut but not at float64's (the same cut at
+        :func:`~symtrans.group.relate.null_level`'s arithmetic level). A part that a translation of g . A dwarfs
+        is known only to the storage's rounding of that translation: within it, it may be a live part of A (where
+        A, stored as it is, reads it live), and the two forms then differ there. The callers report those; at
+        float64 storage there are none.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("llama"); c = _Canon(GroupSpec.from_arch(w.arch), model_blocks(w), 1e-6)
+        >>> c.stored[("W_in", 0)] = torch.tensor([1.0, 1.0, 1e-12], dtype=torch.float64)
+        >>> [x.tolist() for x in c.zero("W_in", 0, torch.tensor([1e-32, 1.0, 1e-12], dtype=torch.float64), 8)]
+        [[True, False, False], [False, False, False]]
+        >>> c.precision = lambda n, l: "float32"  # a part 1e-8 of its stored value: 0 within float32, not float64
+        >>> [x.tolist() for x in c.zero("W_in", 0, torch.tensor([1e-32, 1e-16, 1e-12], dtype=torch.float64), 8)]
+        [[True, True, False], [False, True, False]]
+        """
+        from symtrans.group.relate import zero_cuts
+
+        if stored is None:
+            stored = self.stored.get((tensor, l))
+        if stored is None or stored.shape != sq.shape:
+            stored = sq
+        norms, stored = sq.clamp_min(0).sqrt(), stored.clamp_min(0).sqrt()
+        zero = norms <= zero_cuts(stored, self.precision(tensor, l), length)
+        return zero, zero & (norms > zero_cuts(stored, "float64", length))
+
+    def _unsure_line(self, where: str, what: str, tensor: str, l: int, parts: list[int]) -> str:
+        """The ambiguity of ``parts`` (their positions in the form) that :meth:`zero` is unsure of."""
+        shown = ", ".join(map(str, parts[:8])) + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
+        return (f"{where}: {what} {shown}: {tensor} is 0 only within the {self.precision(tensor, l)} rounding of its "
+                "stored value (what a translation moved): read as 0, it may be a live part below that rounding, "
+                "which A's form fixes otherwise (its order, scaling or gauge is not fixed)")
 
     def _edge_line(self, where: str, n: int, what: str) -> str:
         """The ambiguity of ``n`` pairs of ``what`` on the tie's edge (:func:`_lex_order`)."""
@@ -322,6 +408,7 @@ class _Canon:
     def translations(self) -> None:
         """Every translation factor moves its pivot to 0 (the target B is the pivot with that part removed)."""
         s = self.s
+        self.keep_stored()
         for name in translation_order(s.spec, canonical=True):
             f = s.present.get(name)
             if f is None:
@@ -369,6 +456,8 @@ class _Canon:
             if edge:
                 self.amb.append(self._edge_line(f"S_H layer {l}", edge, "heads"))
             els.append({"pi": pi, "kappa": korder})
+            self.carry_stored(l, ("W_Q", "W_O"), pi)
+            self.carry_stored(l, ("W_K", "W_V"), korder)
         self.apply(f.name, els)
 
     def units(self) -> None:
@@ -390,20 +479,35 @@ class _Canon:
         els = []
         for l in range(s.L):
             lp = self.cur["layers"][l]
-            key = lp["W_in"].norm(dim=0) * lp["W_out"].norm(dim=1)
+            # each unit's columns and row that are 0 up to the rounding the translations left of them (:meth:`zero`)
+            # give keys of 0, as they are in a model where they are exactly 0: read as they are, that rounding
+            # ordered the units of a layer whose W_in is 0 (every key 1e-14, the tie relative to the largest of
+            # them), and canonical(g . A) put them 140% away from canonical(A) with no tie reported
+            norms = {t: lp[t].norm(dim=1 if t == "W_out" else 0) for t in {"W_in", "W_out", "W_gate", *kept,
+                                                                         *signed_inputs}
+                     if t.startswith("W_") and lp.get(t) is not None}
+            both = {t: self.zero(t, l, n * n, int(lp[t].shape[1 if t == "W_out" else 0])) for t, n in norms.items()}
+            zero = {t: z for t, (z, _) in both.items()}
+
+            def live(t: str, x: Any) -> Any:
+                return torch.where(zero[t], 0.0, x)
+
+            key = live("W_in", norms["W_in"]) * live("W_out", norms["W_out"])
             if "W_gate" in lp:
-                key = key * lp["W_gate"].norm(dim=0)
+                key = key * live("W_gate", norms["W_gate"])
             # their columns' norms, then each column's projection on a fixed direction (its sign). Not a bias: one
             # a translation set to 0 (a random BERT's b_in) is rounding, and would order the pair by it. An input
             # only positive scalings move (ReLU's): the projection of its column over its norm (norm 1: no norm
             # key), whose sign no element of G flips
-            fixed = [lp[t] for t in kept if t.startswith("W_") and lp.get(t) is not None]
-            unit = [lp[t] / lp[t].norm(dim=0).clamp_min(1e-300) for t in signed_inputs if lp.get(t) is not None]
+            fixed = [t for t in kept if t.startswith("W_") and lp.get(t) is not None]
+            unit = [(t, lp[t] / norms[t].clamp_min(1e-300)) for t in signed_inputs if lp.get(t) is not None]
             # near-equal products of norms by their columns' and rows' shapes (unchanged by the unit scalings
             # fixed after this step)
-            order, close, edge = _lex_order([key, _fourth_moment(lp["W_in"], 0), _fourth_moment(lp["W_out"], 1),
-                                             *(x.norm(dim=0) for x in fixed),
-                                             *(s.sketch(x.shape[0], x.dtype, 1)[:, 0] @ x for x in fixed + unit)],
+            order, close, edge = _lex_order([key, live("W_in", _fourth_moment(lp["W_in"], 0)),
+                                             live("W_out", _fourth_moment(lp["W_out"], 1)),
+                                             *(live(t, norms[t]) for t in fixed),
+                                             *(live(t, s.sketch(x.shape[0], x.dtype, 1)[:, 0] @ x)
+                                               for t, x in [(t, lp[t]) for t in fixed] + unit)],
                                             self.tie, self.noise)
             if close:
                 self.amb.append(f"S_dff layer {l}: {close} pairs of FFN units whose keys differ by less "
@@ -411,6 +515,11 @@ class _Canon:
             if edge:
                 self.amb.append(self._edge_line(f"S_dff layer {l}", edge, "FFN units"))
             els.append({"P": MonomialMatrix(order, torch.ones(len(order), dtype=key.dtype))})
+            self.carry_stored(l, ("W_in", "W_gate", "W_out"), order)
+            for t in sorted(both):  # keys read as 0 that may be live (:meth:`zero`), named where the form puts them
+                unsure = both[t][1][order].nonzero().flatten().tolist()
+                if unsure:
+                    self.amb.append(self._unsure_line(f"S_dff layer {l}", "FFN units", t, l, unsure))
         self.apply(f.name, els)
 
     def unit_scalings(self) -> None:
@@ -431,19 +540,19 @@ class _Canon:
                 norm = W.norm(dim=0)
                 R = self.cur["layers"][l][out.tensor]
                 rows = R.norm(dim=1)
-                # a unit 0 in the pivot (a dead unit): no scale there. Judged against the layer's largest column
-                # only where the unit's product |column| |row| (what the scaling leaves) is negligible too: a
-                # scaling spread over 1e6 across a layer's units is no dead unit
-                prod = norm * rows
-                dead = (norm <= self.tie * norm.max()) & (prod <= self.tie * prod.max())
+                # a unit 0 in the pivot (a dead unit): no scale there. 0 up to the rounding the translations left
+                # of its stored column (:meth:`zero`), a decision the scalings do not move: judged against the
+                # layer's largest column (with the product |column| |row| negligible too), a unit whose column was
+                # 3e-7 of the largest was dead in A, its row normalised, and live in g . A (scaled by 10), its
+                # column normalised: the two forms 99% apart in W_out, nothing reported
+                dead = self.zero(pivot.tensor, l, norm * norm, int(W.shape[0]))[0]  # (unsure ones: units())
                 # a dead unit writes nothing, and the factor moves its output row alone (by 1 / d), to any scale:
                 # that row's norm is fixed to 1 instead (relate reads such a unit's scaling there too); a row that
-                # is 0 as well fixes nothing
-                free = dead & (rows == 0)
+                # is 0 as well (up to its rounding) fixes nothing
+                free = dead & self.zero(out.tensor, l, rows * rows, int(R.shape[1]))[0]
                 if bool(free.any()):
-                    self.amb.append(f"{name} layer {l}: {int(free.sum())} FFN units with {pivot.tensor} = 0 (below "
-                                    f"{self.tie:g} of the largest column) and {out.tensor} = 0: their scaling is not "
-                                    "fixed")
+                    self.amb.append(f"{name} layer {l}: {int(free.sum())} FFN units with {pivot.tensor} = 0 and "
+                                    f"{out.tensor} = 0 (within their rounding): their scaling is not fixed")
                 d = torch.where(free, 1.0, torch.where(dead, rows, 1 / norm.clamp_min(1e-300)))
                 if signed:
                     lead = W.gather(0, W.abs().argmax(0, keepdim=True)).reshape(-1)
@@ -470,14 +579,33 @@ class _Canon:
             lp = self.cur["layers"][l]
             mats = []
             for g in range(len(lp["W_K"])):
-                A = torch.cat([lp["W_Q"][h] for h in range(g * self.group, (g + 1) * self.group)])
-                M, tied = _rotary_block(A, lp["W_K"][g], self.tie)
+                heads = range(g * self.group, (g + 1) * self.group)
+                A = torch.cat([lp["W_Q"][h] for h in heads])
+                # each plane's side 0 up to the rounding the translations left of it (:meth:`zero`)
+                zq, zk = (self.plane_zero(name, l, X, rows) for name, X, rows in
+                          (("W_Q", A, list(heads)), ("W_K", lp["W_K"][g], [g])))
+                M, tied = _rotary_block(A, lp["W_K"][g], self.tie, zq, zk)
                 if tied:
                     self.amb.append(f"qk-gauge layer {l} head group {g}: the phase of a rotary plane is not fixed "
                                     "(two entries of equal modulus)")
                 mats.append(M)
             els.append({"g": mats})
         self.apply(f.name, els)
+
+    def plane_zero(self, tensor: str, l: int, X: Any, blocks: list[int]) -> Any:
+        """Per rotary plane (b, b + k) of ``X`` (``tensor``'s blocks ``blocks`` of layer ``l`` stacked): whether that
+        side of the plane is 0 up to its rounding (:meth:`zero`; one whose decision only the storage makes is
+        reported here)."""
+        k = X.shape[1] // 2
+        sq = (X * X).sum(0)
+        rec = self.stored.get((tensor, l))
+        stored = None if rec is None else rec[blocks].sum(0)
+        zero, unsure = self.zero(tensor, l, sq[:k] + sq[k:], int(X.shape[0]) // len(blocks),
+                                 None if stored is None else stored[:k] + stored[k:])
+        if bool(unsure.any()):
+            self.amb.append(self._unsure_line(f"qk-gauge layer {l} blocks {blocks}", "rotary planes", tensor, l,
+                                              unsure.nonzero().flatten().tolist()))
+        return zero
 
     def gauges(self) -> None:
         import torch
@@ -513,20 +641,30 @@ class _Canon:
                 Ms = torch.linalg.solve_triangular(Ra, Uc * (sign * S.sqrt()[:, None, :]), upper=True)
                 gaps = ((S[:, :-1] - S[:, 1:]) / S[:, :1] < self.tie).any(1).tolist()
                 mats = []
-                # a group is 0 only where its product is negligible too: a per-head gauge scales one side up and
-                # the other down (10^-1 to 10^10 across a layer's heads), which no G-invariant reading calls 0
+                # a group's side is 0 where it is 0 up to the rounding the translations left of its stored blocks
+                # (:meth:`zero`), which a per-head gauge moves alike: a reading G does not move. Judged against the
+                # layer's largest side, a head whose W_O was 3e-7 of the layer's was 0 in A (W_V's column space
+                # fixed the gauge) and live in g . A (a gauge 0.1 I: the product's SVD did), 98% apart in W_V
+                zs, unsure = zip(*(self.zero(t.tensor, l, (X * X).sum((1, 2)), int(lp[t.tensor][0].shape[0]),
+                                             self.stored_groups(t.tensor, l, kv)) for t, X in ((left, A), (right, B))))
+                for t, u in zip((left, right), unsure):
+                    if bool(u.any()):
+                        self.amb.append(self._unsure_line(f"{f.name} layer {l}", "head groups", t.tensor, l,
+                                                          u.nonzero().flatten().tolist()))
                 prod = S.norm(dim=-1)
-                negligible = prod <= self.tie * prod.max()
-                (oks, small) = zip(*(_full_column_rank(X, R, self.tie, negligible) for X, R in ((A, Ra), (B, Rb))))
+                negligible = (prod <= self.tie * prod.max()) | zs[0] | zs[1]
+                oks = tuple(_full_column_rank(R, self.tie, z) for R, z in ((Ra, zs[0]), (Rb, zs[1])))
+                small = tuple(z.tolist() for z in zs)
                 # a product of full rank (beyond the tie of its own largest singular value: what the gauge leaves)
                 # and not negligible (a silenced head's product is the rounding a translation left on one side) has
                 # both sides of full column rank, however ill-conditioned the gauge makes either side
                 full = ((S > self.tie * S[:, :1]).all(1) & ~negligible).tolist()
                 oks = tuple([ok or f for ok, f in zip(side, full)] for side in oks)
+                S0 = torch.where((zs[0] | zs[1])[:, None], 0.0, S)  # a product with a side 0: 0
                 for g in range(kv):
                     M = Ms[g]
                     # one side without full column rank (a silenced head: W_V^h or W_O^h = 0; in g . A the rounding a
-                    # translation left of it, judged against the layer's largest head): the product fixes nothing
+                    # translation left of it): the product fixes nothing
                     # there, the other side's column space does; with both sides of full column rank so has the
                     # product, and M above is the element
                     a_ok, b_ok = oks[0][g], oks[1][g]
@@ -550,7 +688,7 @@ class _Canon:
                                     f"{right.tensor} lack full column rank and their ranks differ from their "
                                     "product's: the canonical form of such a head is not defined (relate solves it)")
                     if not (a_ok or b_ok):  # the rank against the layer's largest product (0 in a pruned head)
-                        rank = int((S[g] > self.tie * S[:, :1].max()).sum())
+                        rank = int((S0[g] > self.tie * S0[:, :1].max()).sum())
                         self.amb.append(f"{f.name} layer {l} head group {g}: {left.tensor} {right.tensor} has rank "
                                         f"{rank} < {S.shape[-1]} (below {self.tie:g} of the layer's largest "
                                         "singular value): the gauge on its null space is not fixed")
@@ -855,29 +993,25 @@ def _span_gauge(Q: Any, R: Any, sketch: Any) -> tuple[Any, float]:
     return torch.linalg.solve_triangular(R, Q.mT @ C, upper=True), cond
 
 
-def _full_column_rank(X: Any, R: Any, tie: float, negligible: Any = None) -> tuple[list[bool], list[bool]]:
-    """For each group of a stack ``X`` (groups x rows x d_k) with QR factors ``R``: (full column rank, 0).
-
-    Full column rank: every diagonal entry of R above ``tie`` times the group's largest, and the group not 0; 0:
-    the group's norm below ``tie`` times the largest group's (in g . A, what a translation left of a zero block),
-    and, where ``negligible`` is given (a bool per group), the group's product with the gauge's other side
-    negligible too: a block scaled down by the gauge, its partner up, is not 0.
+def _full_column_rank(R: Any, tie: float, zero: Any) -> list[bool]:
+    """For each group of a stack with QR factors ``R`` (groups x d_k x d_k): whether it has full column rank, every
+    diagonal entry of R above ``tie`` times the group's largest, and the group is not 0 (``zero``, a bool per group:
+    :meth:`_Canon.zero`, in g . A what a translation left of a zero block).
 
     Examples
     --------
     >>> import torch
     >>> X = torch.stack([torch.eye(2), torch.tensor([[1.0, 1.0], [1.0, 1.0]]), 1e-12 * torch.eye(2)])
-    >>> _full_column_rank(X, torch.linalg.qr(X)[1], 1e-6)
-    ([True, False, False], [False, False, True])
+    >>> R = torch.linalg.qr(X)[1]
+    >>> _full_column_rank(R, 1e-6, torch.tensor([False, False, False]))  # small is not 0: a gauge's scale is free
+    [True, False, True]
+    >>> _full_column_rank(R, 1e-6, torch.tensor([False, False, True]))
+    [True, False, False]
     """
     d = R.diagonal(dim1=-2, dim2=-1).abs()
     top = d.max(-1, keepdim=True).values
-    norms = X.norm(dim=(-2, -1))
-    small = norms <= tie * norms.max()
-    if negligible is not None:
-        small = small & negligible
-    full = (top[:, 0] > 0) & (d > tie * top).all(-1) & ~small
-    return full.tolist(), small.tolist()
+    full = (top[:, 0] > 0) & (d > tie * top).all(-1) & ~zero
+    return full.tolist()
 
 
 def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
@@ -901,14 +1035,16 @@ def _gauge_stack(lp: dict[str, Any], tag: Any, kv: int) -> Any:
     return x.reshape(kv, -1, x.shape[-1]) if tag.index == "head" else x
 
 
-def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
+def _rotary_block(A: Any, K: Any, tie: float, q_zero: Any = None, k_zero: Any = None) -> tuple[Any, bool]:
     """The canonical element of the rotary commutant for one key/value head (``rotate_half`` planes (b, b + k)).
 
     On plane b the element multiplies the complex column ``w_q = A[:, b] + i A[:, b+k]`` by z and the key's by
     1/conj(z); z balances the two norms and makes the largest entry of ``z w_q`` real and positive. Where one
-    side of a plane is 0 (below ``tie`` of that side's largest plane: a pruned key head), z sets the other
-    side's norm to 1 and its largest entry real and positive; where both are, z = 1. A plane whose product
-    ``|w_q| |w_k|`` is not negligible (beyond ``tie`` of the head's largest) is live on both sides.
+    side of a plane is 0 (a pruned key head), z sets the other side's norm to 1 and its largest entry real and
+    positive; where both are, z = 1. A side is 0 where ``q_zero`` or ``k_zero`` (a bool per plane,
+    :meth:`_Canon.plane_zero`) says so; by default where it is 0 within the float64 arithmetic of its head
+    (:func:`~symtrans.group.relate.zero_cuts`, the planes as they are). A plane whose product ``|w_q| |w_k|`` is
+    not negligible (beyond ``tie`` of the head's largest) is live on both sides.
 
     Examples
     --------
@@ -921,19 +1057,29 @@ def _rotary_block(A: Any, K: Any, tie: float) -> tuple[Any, bool]:
     """
     import torch
 
+    from symtrans.group.relate import zero_cuts
+
     d = A.shape[1]
     k = d // 2
     M = torch.zeros(d, d, dtype=A.dtype)
     tied = False
     planes = [(torch.complex(A[:, b], A[:, b + k]), torch.complex(K[:, b], K[:, b + k])) for b in range(k)]
     nq, nk = ([float(w.abs().norm()) for w in side] for side in zip(*planes))
+    sides = []
+    for z, ns, X in ((q_zero, nq, A), (k_zero, nk, K)):
+        if z is None:  # the planes as they are: 0 within the float64 arithmetic of the head
+            n = torch.tensor(ns, dtype=torch.float64)
+            z = n <= zero_cuts(n, "float64", int(X.shape[0]))
+        sides.append(z.tolist())
+    q_zero, k_zero = sides
     prod = [q * x for q, x in zip(nq, nk)]  # what z leaves of a plane: |z w_q| |w_k / conj(z)|
     for b, (wq, wk) in enumerate(planes):
         # a plane 0 on one side (a pruned key or query head) is balanced on the other alone: its norm set to 1.
-        # A side is 0 only where the plane's product is negligible too: the gauge scales one side of a plane up
-        # and the other down (a spread of 1e6 across a head's planes), which no G-invariant reading calls 0
+        # A side is 0 up to the rounding of what it was stored as, which the gauge moves alike: judged against the
+        # head's largest plane on that side (with the product negligible), a key plane 3e-7 of the largest was 0
+        # in A and live in g . A (the plane's q scaled by 0.1, its k by 10), and the forms were 89% apart
         both = prod[b] > tie * max(prod)
-        q_live, k_live = both or nq[b] > tie * max(nq), both or nk[b] > tie * max(nk)
+        q_live, k_live = both or not q_zero[b], both or not k_zero[b]
         r = (math.sqrt(nk[b] / nq[b]) if q_live and k_live else 1 / nq[b] if q_live else nk[b] if k_live else 1.0)
         if not q_live:  # the phase from the key's largest entry (the key is multiplied by 1/conj(z))
             wq = wk
@@ -1080,14 +1226,14 @@ def canonical(model: Any, *, tie: float = _TIE) -> Canonical:
 def _canonical(w: Any, spec: GroupSpec, tie: float) -> Canonical:
     """:func:`canonical` on loaded float64 weights on which every factor of ``spec`` is defined."""
     from symtrans.group.numeric import model_blocks, weights_from_blocks
-    from symtrans.group.relate import LAZY_VALUES, _timed, fill_unread, relation_tolerance
+    from symtrans.group.relate import LAZY_VALUES, _precision, _timed, fill_unread, relation_tolerance
     from symtrans.threads import single_threaded
 
     floor = relation_tolerance(w.storage_dtype)[0]
     tie = max(tie, floor)  # closer keys than the storage resolves: a tie
     blocks = model_blocks(w)
     filled = fill_unread(spec, blocks)  # rows no input reads: every gauge fixed from the read rows
-    c = _Canon(spec, filled, tie, floor / 2)
+    c = _Canon(spec, filled, tie, floor / 2, _precision(w))
     # the word table's translations kept pending (relate's lazy tables: the solve reads its means from the stored
     # table's) and written out once with the weights, not one translated copy per factor
     c.s.lazy_values = LAZY_VALUES
