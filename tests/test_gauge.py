@@ -803,3 +803,23 @@ def test_the_canonical_form_keeps_every_function_verdict(model, tmp_path):
         assert about["thm-7.3/mlp-input"] == "function"
     else:  # the stored W_O is centred by the form: thm-7.3/wo (a parametrisation reading) moves, as declared
         assert moved.get("thm-7.3/wo") == ("fails", "supported"), moved
+
+
+def test_report_md_lists_each_defect_as_its_own_item():
+    """report.md wrote the defects as consecutive "**DEFECT:** ..." lines, which Markdown joins into one paragraph;
+    each is a list item now. A GaugeCheck whose two function-readings moved under one element gives two items."""
+    import types
+
+    from proofs._claim import Reading
+    from symtrans.report.gauge import GaugeCheck
+    from symtrans.report.markdown import _gauge
+
+    gc = GaugeCheck("m", 4, 0, {"thm-7.3/wo": "fails", "thm-7.3/sum": "supported"},
+                    [{"label": "c", "factors": ["centring-shift"], "kappa": 1.0, "without": None,
+                      "verdicts": {"thm-7.3/wo": "supported", "thm-7.3/sum": "inconclusive"}}])
+    decl = {i: Reading(i.split("/")[1], "s", "w", "n", about="function").with_claim("thm-7.3")
+            for i in ("thm-7.3/wo", "thm-7.3/sum")}
+    gc.judge = lambda declarations=None, _judge=gc.judge: _judge(decl)  # both declared function-readings
+    lines = _gauge(types.SimpleNamespace(gauge=gc))
+    items = [x for x in lines if "DEFECT" in x]
+    assert len(items) == 2 and all(x.startswith("- **DEFECT:** function-reading thm-7.3/") for x in items), items

@@ -219,18 +219,19 @@ def _gauge(report: Report) -> list[str]:
     out = ["", "## Gauge check", "",
            f"Every statement's verdict on W compared with its verdict on {len(gc.runs)} exact elements g of the "
            f"invariance group G applied to the weights (n = {gc.n}, seed {gc.seed}); a function-reading must not "
-           "move, a parametrisation-reading may move only under the factors it declares.", ""]
+           "move, a parametrisation-reading may move only under the factors it declares. The verdicts compared are "
+           "those of the checks that read the weights (the ones re-run on each g . W).", ""]
     group = getattr(gc, "group", None)
     if group:  # --eps 0: the elements are G's as modelled at the checkpoint's eps (a subgroup), and it says so
         out += [f"Elements sampled from {_md(group)}.", ""]
     if defects:
-        out += [f"**DEFECT:** {_md(d)}" for d in defects] + [""]
+        out += [f"- **DEFECT:** {_md(d)}" for d in defects] + [""]  # a list: consecutive lines would be one paragraph
     else:
         out += ["No defect: no element of G moved a verdict it may not move.", ""]
     moved = [r for r in rows if r["moved_under"]]
     if moved:
         out += _table(["statement", "about", "verdict on W", "moved under", "declared factors"],
-                      [[_code(r["id"]), r["about"], r["verdict"],
+                      [[_code(r["id"]), r["about"], r["verdict"],  # counted from the checks that read the weights
                         "; ".join(f"{k}: {v}" for k, v in r["moved_under"].items()), ", ".join(r["moved_by"])]
                        for r in moved])
     return out
