@@ -23,7 +23,9 @@ one, and a parametrisation-reading moved by an element holding none of its
 declared factors is one whichever declaration the element was drawn for.
 
 Producers that read no weights (symbolic certificates, exact searches) are
-run once: no element of G can reach them. The element ``centring`` (on
+run once: no element of G can reach them. The exact certificates that do read
+the weights (``needs_model`` among the symbolic producers) are not re-run on
+g . W, and their records are not held to G: a known gap (docs/report.md). The element ``centring`` (on
 LayerNorm models) is TransformerLens's ``centre_writing_weights``
 (:func:`symtrans.group.gauge.centring_element`), the processed checkpoint a
 TransformerLens user loads. An example run is :func:`gauge_check`'s (one check, run once by the doctests).
