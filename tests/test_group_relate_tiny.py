@@ -3167,6 +3167,15 @@ def test_units_with_equal_weights_are_paired_by_their_biases(family, tmp_path):
     forged.tensors["b_in"][0][5] += 0.5
     stop = relate(a, forged).stop
     assert stop is not None and (stop.factor, stop.layer, stop.tensor) == ("S_dff", 0, "b_in"), stop
+    # with every factor of G moved too: the input hyperplane gives the zeroed W_in a rank-one part the keys project
+    # off, so every key of the layer is rounding on both sides; measured against A's largest key (0), such a B was
+    # "not related" at the unit match by 1e293. All keys within their rounding tie, and the biases order them
+    moved = weights_from_blocks(a, apply_steps(spec, model_blocks(b), random_element(spec, a.n_layers, 0)))
+    (tmp_path / "full").mkdir()
+    rel, path = _related_on_disk(a, moved, tmp_path / "full")
+    assert {"S_dff", "ffn-input-hyperplane"} <= {s["factor"] for s in rel.steps}
+    ok, why = check_relation(json.loads(path.read_text()), path)
+    assert ok, why
 
 
 def test_equal_weight_units_under_a_unit_scaling_are_undecided_not_refused():

@@ -2532,10 +2532,17 @@ class _Solver:
         that the window decided the match (one candidate per unit), else the full keys' nearest did. A window's
         match is measured later (:attr:`deferred`, ``dist`` 0) where relate defers."""
         torch = _torch()
-        (pA, nA, partsA, noiseA, da), (pB, _, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled, tol)
-                                                             for p in (self.cur, self.tgt))
+        (pA, nA, partsA, noiseA, da), (pB, nB, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled, tol)
+                                                              for p in (self.cur, self.tgt))
         self._unit_proj = pA  # A's keys' projections, read by :meth:`bias_ties` (the match kept is the last made)
         noise = max(noiseA, noiseB)
+        if da == db == pA.shape[1] and all(self._keys_within_rounding(p, l, ins, n2) for p, n2 in
+                                           ((self.cur, nA), (self.tgt, nB))):
+            # every unit of the layer is 0 up to its storage rounding on both sides (a zeroed FFN layer, which G's
+            # input hyperplane may have moved along its gain): the keys are rounding, all tie, and measured against
+            # A's largest key (0) a B of G's orbit was "not related" by 1e293. The order is the bias's
+            # (:meth:`bias_ties`) and the check decides
+            return list(range(pA.shape[1])), 0.0, noise, da, db, None
         scale = max(float(nA.max()) ** 0.5, 1e-300)
         P = self._window(pA.contiguous(), pB.contiguous(), tol * scale)
         if P is not None and self.defer:  # measured only where relate needs it (a refusal, a failed check)
@@ -2556,6 +2563,15 @@ class _Solver:
         P, dist = self._match(full[0], full[1], tol, "FFN unit", l,
                               tie=lambda scale: _unit_radius(noise, full[1], full[1]) / scale)
         return P, dist, noise, da, db, lambda: self.ambiguous_units(full[0], full[1], P, noise, l)
+
+    def _keys_within_rounding(self, params: dict[str, Any], l: int, ins: list[str], n2: Any) -> bool:
+        """Whether every FFN unit key of layer ``l`` (squared norms ``n2``, :meth:`unit_keys`) is within the
+        storage rounding (:meth:`null_level`) of the largest stored input column or output row it was read from:
+        keys that are rounding, whatever the stored values (0, or moved along a direction the keys project off)."""
+        lp = params["layers"][l]
+        stored = max([float(self._column_squares(lp[name]).max()) for name in ins]
+                     + [float(lp["W_out"].square().sum(1).max())]) ** 0.5
+        return float(n2.max()) ** 0.5 <= self.null_level("W_in", l, int(lp["W_in"].shape[0])) * stored
 
     def unit_bias(self, params: dict[str, Any], l: int, name: str) -> Any:
         """Each FFN unit's bias ``name`` (``b_in``) of layer ``l`` as the function sees it, or None where no such
