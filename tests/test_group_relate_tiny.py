@@ -3355,3 +3355,26 @@ def test_a_near_silenced_head_a_stored_translation_hides_is_reported():
         else:  # the forms are apart there, and g . A's says where
             assert max(apart.values()) > 1e-3
             assert [t.split(": W_O is")[0] for t in said] == ["vo-gauge layer 1: head groups 3"], said
+
+
+def test_the_identity_path_reads_each_storage_dtype_as_stored(tmp_path):
+    """The identity is tried where B is within its own storage rounding of A: a bfloat16 copy and a float64 upcast of a
+    float32 A (exactly A's values), and a float32 upcast of a float16 A, are related by the identity. False cases: A
+    stored coarser than B (a float16 A against the float32 original) is not related, and a float64 B with one entry
+    moved by 1e-12 of itself (far below float32's rounding, far above float64's) is not related either."""
+    import transformers
+
+    random_checkpoint(tmp_path / "a", "gpt2", n_layers=2, seed=0)
+    for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16), ("f64", torch.float64)):
+        transformers.AutoModel.from_pretrained(tmp_path / "a").to(dt).save_pretrained(tmp_path / name)
+    transformers.AutoModel.from_pretrained(tmp_path / "f16").to(torch.float32).save_pretrained(tmp_path / "f16up")
+    a, f16 = load_model(tmp_path / "a"), load_model(tmp_path / "f16")
+    for x, y in ((a, load_model(tmp_path / "bf16")), (a, load_model(tmp_path / "f64")),
+                 (f16, load_model(tmp_path / "f16up"))):
+        rel = relate(x, y)
+        assert rel.related and rel.steps == [], (y.storage_dtype, rel.summary())
+    assert not relate(f16, a).related
+    b = load_model(tmp_path / "f64")
+    b.tensors["W_in"][1][3, 5] *= 1 + 1e-12
+    rel = relate(a, b)
+    assert not rel.related and rel.stop.tensor == "W_in" and rel.stop.layer == 1, rel.summary()
