@@ -2534,7 +2534,9 @@ class _Solver:
         torch = _torch()
         (pA, nA, partsA, noiseA, da), (pB, nB, partsB, noiseB, db) = (self.unit_keys(p, l, ins, scaled, tol)
                                                               for p in (self.cur, self.tgt))
-        self._unit_proj = pA  # A's keys' projections, read by :meth:`bias_ties` (the match kept is the last made)
+        # A's keys' projections, read by :meth:`bias_ties`: units with equal stored weights have equal keys in
+        # either match's (scale-free or kept), and the groups are confirmed on the stored weights there
+        self._unit_proj = pA
         noise = max(noiseA, noiseB)
         if da == db == pA.shape[1] and all(self._keys_within_rounding(p, l, ins, n2) for p, n2 in
                                            ((self.cur, nA), (self.tgt, nB))):
@@ -2651,11 +2653,10 @@ class _Solver:
         # equal keys, then equal stored weights (a unit parallel to another at another scale has the same scale-free
         # key and is another function): each candidate split into its units whose columns and rows are equal
         lp = self.cur["layers"][l]
-        weights = [lp[t.tensor] for t in f.tags if t.tensor.startswith("W_") and t.tensor in lp]
+        held = [t for t in f.tags if t.tensor.startswith("W_") and t.tensor in lp]
 
-        def unit(j: int) -> list[Any]:
-            return [w[:, j] if t.side == "right" else w[j] for w, t in
-                    zip(weights, [t for t in f.tags if t.tensor.startswith("W_") and t.tensor in lp])]
+        def unit(j: int) -> list[Any]:  # unit j's columns (right actions) and row (left) of the stored weights
+            return [lp[t.tensor][:, j] if t.side == "right" else lp[t.tensor][j] for t in held]
 
         exact = []
         for g in groups:
@@ -5873,8 +5874,7 @@ def _relate(A: Any, B: Any, spec: GroupSpec, t0: float) -> Relation:
     # "related with g moving" nine factors). A moved copy differs at its first tensor, so this costs nothing there
     identity = None
     if _near_identity(blocks_a, blocks_b, precision):
-        with single_threaded():
-            tried = attempt(False, identity=True)
+        tried = attempt(False, identity=True)  # (single-threaded inside, as every attempt)
         if tried[1] is None:
             identity = tried
     # first with the residual map's fit deferred to the check. Its answer stands where the check bounds every

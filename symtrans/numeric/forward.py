@@ -146,9 +146,10 @@ def _eps_free_defined(scale_sq: Any, name: str, row: str) -> None:
     symtrans.numeric.forward.UndefinedAtEpsZero: the eps-free LayerNorm (eps = 0) is not defined at a row whose entries are all equal (its centred row is 0): it divides 0 by 0 there (a pruned head's queries or keys under a per-head norm, or a constant row); the model has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)
     """
     if bool((scale_sq == 0).any()):
-        raise UndefinedAtEpsZero(f"the eps-free {name} (eps = 0) is not defined at a row {row}: it divides 0 by 0 there "
-                            "(a pruned head's queries or keys under a per-head norm, or a constant row); the model "
-                            "has no value at eps 0 for this input: run with the checkpoint's eps (or --eps > 0)")
+        raise UndefinedAtEpsZero(f"the eps-free {name} (eps = 0) is not defined at a row {row}: it divides 0 by 0 "
+                                 "there (a pruned head's queries or keys under a per-head norm, or a constant row); "
+                                 "the model has no value at eps 0 for this input: run with the checkpoint's eps (or "
+                                 "--eps > 0)")
 
 
 def layer_norm(x: Any, weight: Any | None, bias: Any | None, eps: float) -> Any:

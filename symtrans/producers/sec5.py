@@ -60,6 +60,11 @@ MEASURE = ("rank-r stratum: X = U V^T, U (n x r) and V (d x r) i.i.d. standard G
 COLLAPSED = 1e-8
 
 
+#: a depth sweep's ratio at its dtype's rounding floor (:func:`below_precision`), said by each sweep record alike
+_AT_FLOOR = ("{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade "
+             "below the collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} "
+             "(--dtype float64 can)")
+
 #: the describe step: each record's sentence per verdict and its optional clauses ("rank": every rank-increase
 #: record, "sweep": the depth sweeps' shared sentences)
 SUMMARIES = Summaries({
@@ -92,9 +97,7 @@ SUMMARIES = Summaries({
         "supported": "pure attention collapses: ratio {first:.3g} -> {final:.3g} (below 1e-8 from depth {depth}); "
                      "{rate}",
         "fails": "pure attention did not collapse within depth {depth}: ratio {final:.3g}",
-        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
-                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
-                 "float64 can)",
+        "floor": _AT_FLOOR,
     },
     "depth-sweep-residual": {
         "overflow": "a residual variant left {dtype}'s range before the end of the sweep: a non-finite state "
@@ -104,9 +107,7 @@ SUMMARIES = Summaries({
                      "attention ends at {pure}",
         "end": "{variant} ends at {ratio:.3g}",
         "fails": "residual variant(s) {bad} collapsed: smallest ratio {worst:.3g}",
-        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
-                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
-                 "float64 can)",
+        "floor": _AT_FLOOR,
     },
     "residual-jacobian": {
         "compared": "chained (I + D[MHA]) with the paper's head formula vs autograd: max relative error {error:.2g} "
@@ -145,9 +146,7 @@ SUMMARIES = Summaries({
         "supported": "attention + residual without any MLP does not collapse over depth {depth}: smallest ratio "
                      "{worst:.3g} (pure attention ends at {pure}); the MLP is not necessary against collapse",
         "fails": "attention + residual without MLP collapsed: smallest ratio {worst:.3g}",
-        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
-                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
-                 "float64 can)",
+        "floor": _AT_FLOOR,
     },
     "mlp-prevents-collapse": {
         "not-applicable": "not applicable: {name} is violated ({detail})",
@@ -160,9 +159,7 @@ SUMMARIES = Summaries({
         "near-threshold": "smallest attention + MLP ratio {worst:.3g} within {band:g} decade of 1e-8",
         "supported": "attention + MLP without residual does not collapse over depth {depth} (smallest ratio "
                      "{worst:.3g}) where pure attention does (from depth {pure_depth})",
-        "floor": "{what} {ratio:.3g} is at or below {dtype}'s rounding floor of the ratio ({floor:.2g}), not a decade below the "
-                 "collapse threshold 1e-8: whether the rows agree to 8 digits cannot be measured in {dtype} (--dtype "
-                 "float64 can)",
+        "floor": _AT_FLOOR,
     },
 })
 
