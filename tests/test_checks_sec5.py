@@ -406,3 +406,18 @@ def test_a_float32_sweep_at_its_rounding_floor_decides_no_collapse_either_way(w)
     assert sec5.check_mlp_sufficient(ctx)[0].verdict is Verdict.FAILS
     ctx = _series(context(w, n=12), **{"attention+residual": [0.9, 0.5] + [1.3e-7] * (sec5.SWEEP_DEPTH - 1)})
     assert sec5.check_sweep_residual(ctx)[0].verdict is Verdict.SUPPORTED  # float64 resolves 1.3e-7 > 1e-8
+
+
+def test_a_float32_sweep_fits_its_rate_above_its_own_floor(w):
+    """The sweeps' rate fit (the slope in a supported lit-dong summary) kept every point above float64's floor 1e-13,
+    so a float32 sweep fitted its rounding plateau (ratios of a few 1e-7) as if it were decay. It now drops the points
+    at the float32 floor. False case: the same series in float64 keeps them (float64 resolves 1e-7)."""
+    series = [1.0, 1e-1, 1e-2, 1e-3] + [2e-7] * (sec5.SWEEP_DEPTH - 3)  # falls a decade a layer, then the floor
+    w32 = w.to(dtype="float32")
+    fit32 = sec5._sweep_evidence(_series(context(w32, n=12), **{"pure-attention": series}), "lit-dong") \
+        .details["fits"]["pure-attention"]
+    fit64 = sec5._sweep_evidence(_series(context(w, n=12), **{"pure-attention": series}), "lit-dong") \
+        .details["fits"]["pure-attention"]
+    assert fit32["points"] == 4 and abs(fit32["log10_slope_per_layer"] + 1.0) < 1e-12, fit32
+    assert "float32" in fit32["floor"]
+    assert fit64["points"] == len(series) and fit64["log10_slope_per_layer"] > -0.9, fit64  # the plateau flattens it

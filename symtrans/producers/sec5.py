@@ -791,11 +791,12 @@ def below_precision(ratio: float, dtype: Any) -> bool:
     return floor >= COLLAPSED / 10 ** DECISIVE_MARGIN and ratio == ratio and ratio <= floor
 
 
-def _fit_rate(ratios: list[float]) -> dict[str, Any]:
-    """Least-squares slope of log10(ratio) per layer over the points above the rounding floor.
+def _fit_rate(ratios: list[float], dtype: Any = "float64") -> dict[str, Any]:
+    """Least-squares slope of log10(ratio) per layer over the points above the rounding floor of ``dtype``.
 
     Always returns the same keys; a slope that cannot be fitted (fewer than two
-    points above the floor) is ``None``.
+    points above the floor) is ``None``. The floor is :func:`ratio_floor` of the dtype the sweep computed in: a
+    float32 sweep's ratios at a few 1e-7 are rounding, not a rate.
 
     Examples
     --------
@@ -803,11 +804,14 @@ def _fit_rate(ratios: list[float]) -> dict[str, Any]:
     True
     >>> round(_fit_rate([1.0, 0.1, 0.01])["log10_slope_per_layer"], 6)
     -1.0
+    >>> _fit_rate([1.0, 1e-2, 3e-7, 1e-7], "float32")["points"], _fit_rate([1.0, 1e-2, 3e-7, 1e-7])["points"]
+    (2, 4)
     """
-    pts = [(k, math.log10(r)) for k, r in enumerate(ratios) if r == r and r > RATIO_FLOOR]
+    floor = ratio_floor(dtype)
+    pts = [(k, math.log10(r)) for k, r in enumerate(ratios) if r == r and r > floor]
     out: dict[str, Any] = {"points": len(pts), "log10_slope_per_layer": None, "loglog_slope_per_layer": None,
-                           "floor": f"points at or below {RATIO_FLOOR:g} (float64 rounding floor of the ratio) "
-                                    "and non-finite points are excluded"}
+                           "floor": f"points at or below {floor:.2g} (the {dtype_name(dtype)} rounding floor of the "
+                                    "ratio) and non-finite points are excluded"}
     if len(pts) < 2:
         return out
     mx = sum(k for k, _ in pts) / len(pts)
@@ -923,10 +927,10 @@ def _collapse_depth(series: list[float], dtype: Any = "float64") -> int | None:
 def _sweep_evidence(ctx: Context, claim: str) -> Evidence:
     ratios = _sweep(ctx)
     n = min(SWEEP_N, int(trace(ctx).embeddings.shape[0]))
-    fits = {v: _fit_rate(r) for v, r in ratios.items()}
+    dt = _sweep_dtype(ctx)
+    fits = {v: _fit_rate(r, dt) for v, r in ratios.items()}
     inputs = dict(_SWEEP_INPUTS, n=n, input=f"embedding output of the first {n} seeded random tokens")
     details = {"ratios": _clean(ratios), "fits": fits}
-    dt = _sweep_dtype(ctx)
     common = dict(tolerance=SWEEP_TOLERANCE, dtype=dt, inputs=inputs, details=details,
                   scope=Scope("instances", f"one depth-{SWEEP_DEPTH} sweep from {n} seeded tokens"))
     if claim == "lit-dong":
