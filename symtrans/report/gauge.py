@@ -142,13 +142,11 @@ class GaugeCheck:
                     defects.append(f"function-reading {i} moved from {v} to {after.get(i)} under the element {label} "
                                    f"of G (factors {', '.join(factors)})")
                 elif about == "parametrisation" and not set(it.moved_by) & set(factors):
-                    if run["without"] is not None and declared_here(it.moved_by, self.present) == tuple(run["without"]):
-                        defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}: "
-                                       f"an element of G without its declared factors ({', '.join(it.moved_by)}); a "
-                                       "factor it does not name moves it")
-                    else:
-                        defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under {label}, "
-                                       f"which has none of its declared factors ({', '.join(it.moved_by)})")
+                    # one condition, one message: the element (drawn without this declaration or not) holds none of
+                    # the factors the reading names, so a factor it does not name moved it
+                    defects.append(f"parametrisation-reading {i} moved from {v} to {after.get(i)} under the element "
+                                   f"{label} of G, which has none of its declared factors "
+                                   f"({', '.join(it.moved_by)}): a factor it does not name moves it")
                 elif about not in ("function", "parametrisation"):
                     defects.append(f"{i} moved under {label} and declares nothing")
         rows = []
