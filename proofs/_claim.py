@@ -32,7 +32,7 @@ from typing import Any
 from symtrans.errors import SymtransError, suggest
 
 __all__ = ["Claim", "Reading", "PaperStatus", "QUANTIFIERS", "ABOUT", "KINDS", "GIVEN_KINDS", "register", "get_claim", "all_claims",
-           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_WO_RANK", "STORED_HEAD_RANKS", "STORED_RANKS_COUNTERPART", "STORED_HEAD_OUTPUTS", "STORED_OUTPUTS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
+           "about_dict", "about_text", "undeclared", "declared_items", "CENTRING", "STORED_WO_RANK", "STORED_HEAD_RANKS", "STORED_HEAD_RANKS_AT_EMBEDDINGS", "STORED_RANKS_COUNTERPART", "EMBEDDING_RANKS_COUNTERPART", "STORED_HEAD_OUTPUTS", "STORED_OUTPUTS_COUNTERPART", "NORM_FACTORS", "CENTRED_COUNTERPART", "NORMED_COUNTERPART",
            "claim_ids", "CLAIM_MODULES", "REGISTRY"]
 
 
@@ -97,6 +97,12 @@ STORED_WO_RANK: tuple[str, ...] = ("centring-shift", "vo-gauge")
 #: gives the values a constant part: a head with W_V^h = 0 then writes a rank-one R_h; measured on planted BERT and
 #: GPT-2 checkpoints: claim-align, prop-6.2)
 STORED_HEAD_RANKS: tuple[str, ...] = STORED_WO_RANK + ("attention-input-hyperplane", "value-bias-shift")
+#: What moves a statement decided on the stored head ranks and certified at the stored embedding sum before its
+#: LayerNorm (prop-6.3: A^h invertible at X = word[ids] + pos + type, the witness input of every layer): those of
+#: :data:`STORED_HEAD_RANKS` and the embedding centring shift, which adds a multiple of the all-ones vector to every
+#: embedding row (the LayerNorm removes it; the scores at the pre-LayerNorm sum grow a common part). On the bundled
+#: model it left the determinant sign of most heads of layers 1-5 undecided at the certificate's precision.
+STORED_HEAD_RANKS_AT_EMBEDDINGS: tuple[str, ...] = STORED_HEAD_RANKS + ("embedding-centring-shift",)
 #: What moves a statement decided on the span of the heads' outputs: those of :data:`STORED_HEAD_RANKS` and the factors
 #: that re-round the scores, the query/key gauge and the key-bias shift (exact on the scores, not on their stored
 #: rounding): two equal heads moved by different elements write outputs equal only up to that rounding, which a
@@ -117,6 +123,10 @@ STORED_RANKS_COUNTERPART = (CENTRED_COUNTERPART + "; the value gauge re-conditio
                             "value-bias shift gives them a constant part: each can move a decision at the storage "
                             "cut (a low-precision dtype shows it) or the rank of a degenerate head's R_h (a head "
                             "with W_V^h = 0 or half its value channel pruned)")
+#: The counterpart of a statement moved by :data:`STORED_HEAD_RANKS_AT_EMBEDDINGS`.
+EMBEDDING_RANKS_COUNTERPART = (STORED_RANKS_COUNTERPART + "; A^h's invertibility at a normalised input (layer 0's "
+                               "real input, LayerNorm(word + pos + type)), which the embedding centring shift does "
+                               "not move: the certificate's second statement, prop-6.3/attention-invertible-ln")
 #: The counterpart of a statement moved by :data:`STORED_HEAD_OUTPUTS`.
 STORED_OUTPUTS_COUNTERPART = (STORED_RANKS_COUNTERPART + "; the query/key gauge and the key-bias shift re-round the "
                               "scores, so heads equal in the function (two equal heads) write outputs equal only up "

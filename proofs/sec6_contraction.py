@@ -7,8 +7,9 @@ Examples
 ('head-subspace-dim',)
 """
 
-from proofs._claim import (CENTRED_COUNTERPART, CENTRING, STORED_HEAD_OUTPUTS, STORED_HEAD_RANKS,
-                           STORED_OUTPUTS_COUNTERPART, STORED_RANKS_COUNTERPART, Claim, Reading, register)
+from proofs._claim import (CENTRED_COUNTERPART, CENTRING, EMBEDDING_RANKS_COUNTERPART, STORED_HEAD_OUTPUTS,
+                           STORED_HEAD_RANKS, STORED_HEAD_RANKS_AT_EMBEDDINGS, STORED_OUTPUTS_COUNTERPART,
+                           STORED_RANKS_COUNTERPART, Claim, Reading, register)
 
 ALPHA_MHA = register(Claim(
     id="def-alpha-mha",
@@ -67,7 +68,7 @@ MHA_RANK = register(Claim(
 
 HEAD_DIM = register(Claim(
     id="prop-6.3",
-    about="parametrisation", moved_by=STORED_HEAD_RANKS, invariant=STORED_RANKS_COUNTERPART,
+    about="parametrisation", moved_by=STORED_HEAD_RANKS_AT_EMBEDDINGS, invariant=EMBEDDING_RANKS_COUNTERPART,
     kind="proposition", section="§6.1", paper_ref="Proposition 6.3",
     title="head subspaces keep their dimension",
     statement=("For generic W_V^h, W_O^h (W_O^h of rank d_k) and n > d_k: dim R_h = min(rank X, d_k), "

@@ -387,7 +387,7 @@ def test_an_element_that_moves_the_untied_head_is_judged_on_the_logits(llama_che
 def test_declarations_that_differ_only_in_absent_factors_share_one_restricted_run(llama_checkpoint):
     # on a Llama the centring shift and the attention input hyperplane do not act: both stored-rank declarations
     # leave out the value gauge alone, so one element serves both (it was drawn twice, the same element)
-    from proofs._claim import STORED_HEAD_RANKS
+    from proofs._claim import STORED_HEAD_RANKS, STORED_HEAD_RANKS_AT_EMBEDDINGS
     from symtrans.report.gauge import gauge_check
 
     gc = gauge_check(llama_checkpoint, n=N, elements=0, restricted=1, centring=False,
@@ -395,7 +395,7 @@ def test_declarations_that_differ_only_in_absent_factors_share_one_restricted_ru
     assert [e["without"] for e in gc.elements] == [("vo-gauge",)], gc.elements
     assert gc.elements[0]["label"].startswith("random without vo-gauge (seed")
     rows = {r["id"]: r for r in gc.rows}
-    assert rows["thm-7.3/wo"]["moved_by"] == list(STORED_WO_RANK) and rows["prop-6.3"]["moved_by"] == list(STORED_HEAD_RANKS)
+    assert rows["thm-7.3/wo"]["moved_by"] == list(STORED_WO_RANK) and rows["prop-6.3"]["moved_by"] == list(STORED_HEAD_RANKS_AT_EMBEDDINGS)
     assert gc.defects == [], gc.defects
 
 
@@ -827,3 +827,23 @@ def test_report_md_lists_each_defect_as_its_own_item():
     lines = _gauge(types.SimpleNamespace(gauge=gc))
     items = [x for x in lines if "DEFECT" in x]
     assert len(items) == 2 and all(x.startswith("- **DEFECT:** function-reading thm-7.3/") for x in items), items
+
+
+def test_the_weight_reading_certificates_are_held_to_g():
+    # the exact certificates that read the weights were not re-run on g . W, so no element of G judged them: prop-6.3
+    # declared the factors that move its stored head ranks, and prop63-real-weights, which certifies A^h invertible at
+    # the embedding sum before its LayerNorm, is also moved by the embedding centring shift (on the bundled model it
+    # leaves heads undecided: -> inconclusive). An element of G without prop-6.3's other
+    # factors moves it; the declaration names the shift, so that is reported, not a defect. The false case: the same
+    # run judged with the declaration before (without the shift) is a defect.
+    from proofs._claim import STORED_HEAD_RANKS
+    from symtrans.report.gauge import gauge_check
+
+    gc = gauge_check("default", n=N, elements=0, restricted=1, centring=False, sets=[STORED_HEAD_RANKS])
+    label = gc.elements[0]["label"]
+    assert "embedding-centring-shift" in gc.elements[0]["factors"] and gc.defects == [], gc.defects
+    row = next(r for r in gc.rows if r["id"] == "prop-6.3")
+    assert row["moved_under"] == {label: f"{row['verdict']} to inconclusive"}, row  # heads left undecided
+    before = dataclasses.replace(get_claim("prop-6.3"), moved_by=STORED_HEAD_RANKS)
+    _, defects = gc.judge({"prop-6.3": before})
+    assert any(d.startswith("parametrisation-reading prop-6.3 moved") and label in d for d in defects), defects

@@ -24,8 +24,8 @@ declared factors is one whichever declaration the element was drawn for.
 
 Producers that read no weights (symbolic certificates, exact searches) are
 run once: no element of G can reach them. The exact certificates that do read
-the weights (``needs_model`` among the symbolic producers) are not re-run on
-g . W, and their records are not held to G: a known gap (docs/report.md). The element ``centring`` (on
+the weights (``prop63-real-weights``, ``recovery-wo-real``,
+``thm53-real-weights``) are re-run on every g . W like the numeric checks. The element ``centring`` (on
 LayerNorm models) is TransformerLens's ``centre_writing_weights``
 (:func:`symtrans.group.gauge.centring_element`), the processed checkpoint a
 TransformerLens user loads. An example run is :func:`gauge_check`'s (one check, run once by the doctests).
@@ -261,9 +261,10 @@ def same_function(w: Any, moved: Any, g: Any, *, n: int, seed: int, head: Any = 
 
 
 def _model_producers() -> list[Any]:
-    from symtrans.runner import check_producers
+    """Every producer that reads the weights: the numeric checks and the exact certificates of the real weights."""
+    from symtrans.runner import certificate_producers, check_producers
 
-    return [p for p in check_producers() if p.needs_model]
+    return [p for p in check_producers() + certificate_producers() if p.needs_model]
 
 
 def _records(ctx: Any, producers: list[Any]) -> list[Any]:
