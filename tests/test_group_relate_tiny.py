@@ -3334,6 +3334,40 @@ def test_a_layer_whose_w_in_is_zero_has_one_canonical_form(family):
         assert any(t.startswith("S_dff layer 0: 63 pairs of FFN units") for t in c.ambiguities), c.ambiguities
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+@pytest.mark.parametrize("zeroed", ["W_in", "W_V"])
+def test_a_form_read_again_keeps_a_zeroed_layer_where_it_was(family, zeroed):
+    """A random model whose layer-0 W_in (or W_V) is 0, and g . A for a random element g. canonical(g . A) keyed what
+    the input hyperplane's projection left of that tensor (1e-14 of the layer) as 0 but wrote it as it was: read
+    again, that rounding was the tensor's whole stored value, nothing larger to cut it against, and ordered the
+    units (heads) of canonical(canonical(g . A)), 1.4 from canonical(A) at W_out, nothing reported (W_V: the heads
+    of canonical(g . A) itself, 1.46 apart at W_K). The form writes a part 0 up to its own rounding as 0 now.
+    False case: A with that layer's other side moved (a W_out row, a W_O block) keeps its forms apart."""
+    from symtrans.group.canonical import canonical, orbit_distance
+    from symtrans.numeric.fixtures import random_model
+
+    a = load_model(random_model(family, n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=1))
+    a.tensors[zeroed][0].zero_()
+    spec = GroupSpec.from_arch(a.arch)
+    ca = canonical(a)
+    for seed in (0, 1):
+        b = _moved(a, random_element(spec, a.n_layers, seed), spec)
+        assert relate(a, b).related
+        cb = canonical(b)
+        for form in (cb, canonical(cb.weights)):
+            assert _ties(ca.ambiguities) == _ties(form.ambiguities) == [], (ca.ambiguities, form.ambiguities)
+            apart = _form_distances(ca, form)
+            assert max(apart.values()) < 1e-10, max(apart.items(), key=lambda x: x[1])
+        assert orbit_distance(a, cb.weights)["total"] < 1e-12
+    c = a.copy()
+    if zeroed == "W_in":
+        c.tensors["W_out"][0][5] = c.tensors["W_out"][0][5].roll(1)
+    else:
+        c.tensors["W_O"][0][1] = c.tensors["W_O"][0][1].roll(1, 1)
+    where = ("W_out", 0) if zeroed == "W_in" else ("W_O", 0)
+    assert _form_distances(ca, canonical(c))[where] > 1e-3
+
+
 def test_a_near_silenced_head_a_stored_translation_hides_is_reported():
     """g . A rounded to float32 for a random element g, whose translations dwarf a head's W_O^h of 3e-7 (a BERT):
     stored, that block is known to float32's rounding of the translation only, so g . A reads it as 0 where A reads

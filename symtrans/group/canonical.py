@@ -19,7 +19,8 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
   or a gate's, by their norms and signed projections); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of
   the largest entry positive where the scaling may be negative), or ``|W_out[j]| = 1`` for a dead unit, whose
   ``W_in`` column is 0 up to the rounding of what the translations moved (a reading G does not move: such
-  columns, rows and head blocks are keyed as 0; where only the storage's rounding makes them 0, it is reported);
+  columns, rows and head blocks are keyed as 0, and written as exactly 0 where their own rounding is all they hold;
+  where only the storage's rounding makes them 0, it is reported);
 * per-head gauges: from the SVD of the invariant products, W_Q W_K^T = U S V^T gives
   W_Q* = U S^(1/2), W_K* = V S^(1/2) (signs: the largest entry of each u positive), and W_V W_O likewise.
 
@@ -131,6 +132,9 @@ class _Canon:
         # before the translations (:meth:`keep_stored`), in the current order of the units and heads
         self.stored: dict[tuple[str, int], Any] = {}
         self.amb: list[str] = []
+        # per (tensor, layer), the parts 0 up to their own rounding (:meth:`zero`, whole=False), at their places in
+        # the form: written as exactly 0 with the weights (:meth:`write_zeros`)
+        self.zeroed: dict[tuple[str, int], Any] = {}
         a = spec.arch
         self.group = int(a.H) // int(a.H_kv)
 
@@ -168,7 +172,8 @@ class _Canon:
             if (name, l) in self.stored:
                 self.stored[(name, l)] = self.stored[(name, l)][list(order)]
 
-    def zero(self, tensor: str, l: int, sq: Any, length: int, stored: Any = None) -> tuple[Any, Any]:
+    def zero(self, tensor: str, l: int, sq: Any, length: int, stored: Any = None, *,
+             whole: bool = True) -> tuple[Any, Any]:
         """Which parts of ``tensor`` in layer ``l`` (squared norms ``sq`` of what the translations left: FFN columns
         or rows, a head group's blocks, a rotary plane) are 0 up to their rounding, and which of those the storage
         alone makes 0 (``unsure``).
@@ -177,7 +182,8 @@ class _Canon:
         length) against the parts' squared norms as they were stored (``stored``; by default :attr:`stored`'s
         FFN columns or rows, :meth:`keep_stored`; where nothing was recorded, the parts as they are). A decision
         that G does not move, up to rounding: a unit scaling or a per-head gauge moves a part and its stored value
-        alike. A cut against the layer's largest part did: a unit whose column was 3e-7 of the largest was 0 in A and live in g . A (g scaling it by 10),
+        alike (``whole=False``: the parts' own rounding alone, :func:`~symtrans.group.relate.zero_cuts`; those the
+        form writes as 0, :meth:`write_zeros`). A cut against the layer's largest part did: a unit whose column was 3e-7 of the largest was 0 in A and live in g . A (g scaling it by 10),
         and the two forms normalised it by different rules, 99% apart with nothing reported.
 
         Unsure: 0 at the storage's cut but not at float64's (the same cut at
@@ -199,6 +205,8 @@ class _Canon:
         >>> [x.tolist() for x in c.zero("W_in", 0, torch.tensor([1e-32, 1e-16, 1e-12], dtype=torch.float64), 8)]
         [[True, True, False], [False, True, False]]
         """
+        import torch
+
         from symtrans.group.relate import zero_cuts
 
         if stored is None:
@@ -206,8 +214,59 @@ class _Canon:
         if stored is None or stored.shape != sq.shape:
             stored = sq
         norms, stored = sq.clamp_min(0).sqrt(), stored.clamp_min(0).sqrt()
-        zero = norms <= zero_cuts(stored, self.precision(tensor, l), length)
-        return zero, zero & (norms > zero_cuts(stored, "float64", length))
+        zero = norms <= zero_cuts(stored, self.precision(tensor, l), length, whole=whole)
+        if not whole:  # an overflowed norm (inf against inf) tells nothing of what the part is made of
+            zero &= torch.isfinite(norms)
+        return zero, zero & (norms > zero_cuts(stored, "float64", length, whole=whole))
+
+    def head_zero(self, tensor: str, l: int, *, whole: bool = True) -> Any:
+        """Per block of head tensor ``tensor`` in layer ``l`` (a query head's ``W_Q^h`` or ``W_O^h``, a key/value
+        head's ``W_K`` or ``W_V`` block): whether it is 0 up to its rounding (:meth:`zero`, against its stored norm;
+        the ones only the storage makes 0 are reported by :meth:`gauges` and :meth:`plane_zero`)."""
+        import torch
+
+        blocks = self.cur["layers"][l][tensor]
+        sq = torch.stack([(b * b).sum() for b in blocks])
+        rec = self.stored.get((tensor, l))
+        return self.zero(tensor, l, sq, int(blocks[0].shape[0]), None if rec is None else rec.sum(1), whole=whole)[0]
+
+    def write_zeros(self) -> None:
+        """Write the parts the form read as 0 by their own rounding (:attr:`zeroed`: FFN units' columns, ``W_out``'s
+        rows, heads' blocks; :meth:`zero` with ``whole=False``) as exactly 0.
+
+        What the translations leave of a part G sends to 0 is the float64 rounding of what they removed (1e-14 of
+        the layer), or the storage's (reported by :meth:`zero`'s callers); the form keys it as 0, and is written as
+        it read it. Left as it was, that rounding is the whole part of a form read again: canonical(canonical(g .
+        A)) of a layer whose W_in is 0 keyed its units by that rounding (their stored value, nothing larger to cut
+        against) and ordered them by it, 1.4 from canonical(A) at W_out with nothing reported. The parts are the
+        form's own rounding, so the form stays on A's orbit (as relate checks it).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("llama"); c = _Canon(GroupSpec.from_arch(w.arch), model_blocks(w), 1e-6)
+        >>> c.zeroed[("W_out", 0)] = torch.arange(w.tensors["W_out"].shape[1]) == 2
+        >>> c.write_zeros()
+        >>> [float(x.abs().sum()) == 0 for x in c.cur["layers"][0]["W_out"][1:3]]
+        [False, True]
+        """
+        import torch
+
+        if not self.zeroed:
+            return
+        layers = list(self.cur["layers"])
+        for (t, l), mask in self.zeroed.items():
+            x = layers[l].get(t)
+            if x is None or not bool(mask.any()):
+                continue
+            if isinstance(x, list):  # heads' blocks
+                y = [torch.zeros_like(b) if z else b for b, z in zip(x, mask.tolist())]
+            else:
+                y = torch.where(mask[:, None] if t == "W_out" else mask[None, :], 0.0, x)
+            layers[l] = {**layers[l], t: y}
+        self.s.cur = {**self.cur, "layers": layers}
 
     def _unsure_line(self, where: str, what: str, tensor: str, l: int, parts: list[int]) -> str:
         """The ambiguity of ``parts`` (their positions in the form) that :meth:`zero` is unsure of."""
@@ -430,6 +489,14 @@ class _Canon:
             lp = self.cur["layers"][l]
             H = len(lp["W_Q"])
             vo, qk = _head_product_norms(lp, self.group, self.tie)
+            # a block 0 up to the rounding the translations left of it (:meth:`zero`) keys its products as 0: read
+            # as they are, the rounding the input hyperplane's projection left of a layer's W_V (0 in A) ordered
+            # the heads of g . A (1.46 from canonical(A) at W_K, nothing reported)
+            zero = {t: self.head_zero(t, l) for t in ("W_Q", "W_K", "W_V", "W_O")}
+            own = {t: self.head_zero(t, l, whole=False) for t in zero}
+            kv_of = [h // self.group for h in range(H)]
+            vo = [0.0 if bool(zero["W_V"][kv_of[h]] | zero["W_O"][h]) else x for h, x in enumerate(vo)]
+            qk = [0.0 if bool(zero["W_Q"][h] | zero["W_K"][kv_of[h]]) else x for h, x in enumerate(qk)]
             space = None
             if _lex_order([vo], self.tie)[1]:
                 # heads with equal |W_V W_O| (a pruned key/value head: every query head reading it has products
@@ -456,6 +523,7 @@ class _Canon:
             if edge:
                 self.amb.append(self._edge_line(f"S_H layer {l}", edge, "heads"))
             els.append({"pi": pi, "kappa": korder})
+            self.zeroed.update({(t, l): own[t][pi if t in ("W_Q", "W_O") else korder] for t in own})
             self.carry_stored(l, ("W_Q", "W_O"), pi)
             self.carry_stored(l, ("W_K", "W_V"), korder)
         self.apply(f.name, els)
@@ -515,6 +583,8 @@ class _Canon:
             if edge:
                 self.amb.append(self._edge_line(f"S_dff layer {l}", edge, "FFN units"))
             els.append({"P": MonomialMatrix(order, torch.ones(len(order), dtype=key.dtype))})
+            self.zeroed.update({(t, l): self.zero(t, l, n * n, int(lp[t].shape[1 if t == "W_out" else 0]),
+                                                  whole=False)[0][order] for t, n in norms.items()})
             self.carry_stored(l, ("W_in", "W_gate", "W_out"), order)
             for t in sorted(both):  # keys read as 0 that may be live (:meth:`zero`), named where the form puts them
                 unsure = both[t][1][order].nonzero().flatten().tolist()
@@ -1243,6 +1313,7 @@ def _canonical(w: Any, spec: GroupSpec, tie: float) -> Canonical:
     def weights() -> None:
         for name in list(c.s.pending):
             c.s.materialise(name)
+        c.write_zeros()
         out.append(weights_from_blocks(w, c.cur, w.weights_hash + "+canonical"))
 
     with single_threaded():

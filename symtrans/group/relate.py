@@ -229,14 +229,16 @@ def null_level(storage_dtype: Any, length: int, *, arithmetic: bool = False) -> 
     return relation_tolerance("float64" if arithmetic else storage_dtype, length=length)[0]
 
 
-def zero_cuts(stored: Any, storage_dtype: Any, length: int) -> Any:
+def zero_cuts(stored: Any, storage_dtype: Any, length: int, *, whole: bool = True) -> Any:
     """Per part of one tensor (a head group's blocks, an FFN unit's column or row), the size at or below which the
     part's invariant (what the translations leave of it) is 0: the rounding of the stored part it was projected from
     (:func:`null_level` of its norm, ``stored``: the parts' stored norms, sums of ``length`` products), or the
     float64 arithmetic of the whole stored tensor (a part a computation cancelled to about 1e-16 of its tensor, as
     in a canonical form, is not made live by its own norm). Both sides of a cut move with the part under a scaling
     or a gauge of G (up to its condition number): unlike a cut against the tensor's largest part, no element of G
-    of small condition number carries a part across it.
+    of small condition number carries a part across it. ``whole=False``: the part's own rounding alone (what a
+    part below it is certainly made of: the canonical form writes those parts as 0, and no others, since a part
+    below the whole tensor's arithmetic alone may be a live part beside a huge one).
 
     Examples
     --------
@@ -244,9 +246,12 @@ def zero_cuts(stored: Any, storage_dtype: Any, length: int) -> Any:
     >>> cuts = zero_cuts(torch.tensor([1.0, 1.0, 1e-9], dtype=torch.float64), "float32", 1)
     >>> [bool(x <= c) for x, c in zip([1e-8, 0.5, 1e-9], cuts)]  # cancelled to its rounding; live; small but whole
     [True, False, False]
+    >>> stored = torch.tensor([1e30, 1.0], dtype=torch.float64)  # a part of 1 beside one of 1e30
+    >>> [(zero_cuts(stored, "float32", 1, whole=w)[1] >= 1).item() for w in (True, False)]
+    [True, False]
     """
-    return (null_level(storage_dtype, length) * stored).clamp_min(
-        null_level(storage_dtype, length, arithmetic=True) * float(stored.norm()))
+    own = null_level(storage_dtype, length) * stored
+    return own.clamp_min(null_level(storage_dtype, length, arithmetic=True) * float(stored.norm())) if whole else own
 
 
 def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1,
