@@ -18,6 +18,16 @@ _MAPS = ("(a) the summation map (Y^1, ..., Y^H) -> sum_h Y^h on (R^{n x d_v})^H 
          "N is LN1 in a post-LN layer and the second norm (LayerNorm or RMSNorm) in a pre-LN layer, with its "
          "gain and the checkpoint's eps")
 
+#: The gauge-invariant counterpart of the MLP-input readings, whose verdicts decide a rank of the stored W_O at its
+#: storage cut (thm-7.3/mlp-input, thm-recovery/mlp-input).
+_MLP_INPUT_COUNTERPART = (
+    "the exact per-token fibre of the map the MLP sees, H d_v - rank W_O P (W_O P: W_O modulo the centring shift, "
+    "for LayerNorm; rank W_O for RMSNorm) plus what the norm itself forgets: no element of G moves it (the value "
+    "gauge re-coordinatises the Y^h, the centring shift lies in the norm's kernel). The verdict decides that rank at "
+    "W_O's storage cut u ||W_O||_F, which the centring shift (it grows W_O along the all-ones direction the norm "
+    "discards) and the value gauge (it re-conditions the heads) move: near the cut, or at a low-precision dtype "
+    "(float16 with small weights), the decision moves while the exact fibre does not")
+
 NON_IDENTIFIABILITY = register(Claim(
     id="thm-7.3", kind="theorem", section="§7", paper_ref="Theorem 7.3, Head-Channel Non-Identifiability",
     title="head-channel non-identifiability", source="abstract",
@@ -57,8 +67,10 @@ NON_IDENTIFIABILITY = register(Claim(
                 "the MLP, which sees only the mixed signal, cannot undo it",
                 "reads 'the mixed signal' as the normalised input of the FFN, with the norm's real gain and the "
                 "checkpoint's eps (LayerNorm with eps > 0 forgets the all-ones shift only; RMSNorm with eps > 0 "
-                "is injective); tangent fibre dimension at sampled rows",
-                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every", about="function"),
+                "is injective); tangent fibre dimension at sampled rows, its rank decided at W_O's storage "
+                "precision",
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every",
+                about="parametrisation", moved_by=STORED_WO_RANK, invariant=_MLP_INPUT_COUNTERPART),
     ),
 ))
 
@@ -97,7 +109,8 @@ RECOVERY = register(Claim(
         Reading("mlp-input", "the fibre of (Y^1..Y^H) -> N(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
                 "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the tangent fibre of the map the MLP sees (N: the norm in front of the MLP, real gain, "
-                "the checkpoint's eps)",
-                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every", about="function"),
+                "the checkpoint's eps), its rank decided at W_O's storage precision",
+                hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every",
+                about="parametrisation", moved_by=STORED_WO_RANK, invariant=_MLP_INPUT_COUNTERPART),
     ),
 ))

@@ -519,6 +519,72 @@ def test_the_mlp_input_fibre_is_decided_on_every_element_of_g(tmp_path):
         assert min(r["margin_decades"] for r in rows) > 5
 
 
+def _small_float16_checkpoint(directory, family: str, seed: int):
+    """A random 2-layer checkpoint (d_model 32, 4 heads) with small weights (initializer_range 0.002), saved as float16."""
+    from symtrans.numeric.fixtures import random_model
+
+    random_model(family, seed=seed, n_layers=2, d_model=32, n_heads=4, d_ff=64,
+                 initializer_range=0.002).half().save_pretrained(str(directory))
+    return str(directory)
+
+
+@pytest.mark.parametrize("family, seed, reading", [("bert", 1, "thm-recovery/mlp-input"),
+                                                   ("llama", 0, "thm-7.3/mlp-input")])
+def test_the_mlp_input_readings_declare_the_factors_that_move_their_storage_cut(tmp_path, family, seed, reading):
+    # The MLP-input readings decide rank W_O P (RMSNorm: rank W_O) at W_O's storage cut u ||W_O||_F. The exact rank
+    # is G-invariant; its decision is not: the centring shift grows W_O along the all-ones direction the norm
+    # discards (the cut grows, W_O P does not) and the value gauge re-conditions the heads. On float16 checkpoints
+    # with small weights a layer sat 1.07 decades from the cut, and random elements of G took
+    # thm-recovery/mlp-input (BERT) and thm-7.3/mlp-input (Llama), then function-readings, from fails to
+    # inconclusive: report --gauge-check flagged a defect. No honest cut is G-invariant here (after the shift,
+    # rounding to float16 puts noise of u |shift| into W_O P itself), so both declare the factors.
+    from symtrans.report.gauge import gauge_check
+
+    path = _small_float16_checkpoint(tmp_path, family, seed)
+    gc = gauge_check(path, n=16, elements=1, restricted=1, centring=False, sets=[STORED_WO_RANK])
+    assert gc.defects == [], "\n".join(gc.lines())
+    row = next(r for r in gc.rows if r["id"] == reading)
+    assert row["about"] == "parametrisation" and row["moved_by"] == list(STORED_WO_RANK)
+    # the false case the declaration answers: an element of G moves the decision on this checkpoint ...
+    assert row["verdict"] == "fails" and row["moved_under"] == {"random (seed 0)": "fails to inconclusive"}, row
+    # ... and one without the declared factors (it holds every other factor of G) does not
+    assert any(e["without"] for e in gc.elements)
+    # declared a function-reading, as it was, the same runs are a defect
+    claim, name = reading.split("/")
+    _, defects = gc.judge({reading: Reading(name, "s", "w", "n", about="function").with_claim(claim)})
+    assert any(d.startswith(f"function-reading {reading} moved from fails to inconclusive") for d in defects), defects
+
+
+def test_each_factor_that_moves_the_mlp_input_decision_at_float16_is_declared(tmp_path):
+    # measured per factor on the MLP-input records' own producer (the small float16 BERT above): the factors that
+    # move thm-recovery/mlp-input are those its declaration names; a declaration of the centring shift alone
+    # (thm-7.3/wo's before the value gauge was added) would miss one of them
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, gauge_factors, sample_gauge
+    from symtrans.group.spec import GroupSpec
+    from symtrans.report.gauge import _records, verdicts_of
+    from symtrans.runner import check_producers
+
+    path = _small_float16_checkpoint(tmp_path, "bert", 1)
+    w = Context(model=path, n=16, seed=0).weights()
+    assert w.storage_dtype == "float16"
+    producers = [p for p in check_producers() if p.name == "recovery-fibres-measured"]
+    ids = ("thm-recovery/mlp-input", "thm-7.3/mlp-input")
+    base = verdicts_of(_records(Context(model=path, n=16, seed=0).preload(w), producers))
+    assert base["thm-recovery/mlp-input"] == "fails"
+    moving: dict[str, set[str]] = {i: set() for i in ids}
+    for f in gauge_factors(GroupSpec.from_arch(w.arch)):
+        for s in range(3):
+            moved = Context(model=path, n=16, seed=0).preload(apply_gauge(w, sample_gauge(w, seed=s, factors=[f])))
+            after = verdicts_of(_records(moved, producers))
+            for i in ids:
+                if after.get(i) != base.get(i):
+                    moving[i].add(f)
+    assert moving["thm-recovery/mlp-input"] == set(STORED_WO_RANK), moving
+    for i in ids:
+        assert moving[i] <= set(get_claim(i.split("/")[0]).reading(i).moved_by), (i, moving[i])
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_every_factor_that_moves_a_stored_head_rank_decision_at_bfloat16_is_declared(tmp_path, family):
     # prop-6.3 and thm-rank-contraction decide ranks of the stored W_O^h at their storage cut. At bfloat16 that cut
@@ -776,7 +842,8 @@ def test_the_canonical_form_keeps_every_function_verdict(model, tmp_path):
     The real MiniLM with layer 1 head 2 half pruned, and a random Llama; every model producer at n = 16, with the
     model-free records as the gauge check counts them. The false case: one head's W_O zeroed at every layer (no
     element of G) moves the Llama's thm-7.3/mlp-input (RMSNorm with W_O injective: fibre 0, fails; with the head
-    silenced: fibre d_v, supported)."""
+    silenced: fibre d_v, supported), which this check catches when the reading is held to the function (it declares
+    the factors that move its storage-cut decision, and the canonical form keeps it here at float32)."""
     from symtrans.context import Context
     from symtrans.group.canonical import canonical
     from symtrans.numeric import load_model
@@ -803,8 +870,12 @@ def test_the_canonical_form_keeps_every_function_verdict(model, tmp_path):
     if model == "llama":
         off = w.copy()
         off.W_O[:, 0].zero_()  # head 0 silenced at every layer: not an element of G
-        assert (base["thm-7.3/mlp-input"], verdicts(off)["thm-7.3/mlp-input"]) == ("fails", "supported")
-        assert about["thm-7.3/mlp-input"] == "function"
+        after = verdicts(off)
+        moved_off = {k for k, v in after.items() if base.get(k) != v}
+        assert (base["thm-7.3/mlp-input"], after["thm-7.3/mlp-input"]) == ("fails", "supported")
+        held = dict(about, **{"thm-7.3/mlp-input": "function"})
+        assert "thm-7.3/mlp-input" in {k for k in moved_off if held.get(k) != "parametrisation"}
+        assert canon["thm-7.3/mlp-input"] == base["thm-7.3/mlp-input"]
     else:  # the stored W_O is centred by the form: thm-7.3/wo (a parametrisation reading) moves, as declared
         assert moved.get("thm-7.3/wo") == ("fails", "supported"), moved
 

@@ -88,7 +88,7 @@ SUMMARIES = Summaries({
                         "({ranks}: a singular value within 1 decade of the cut)",
         "supported": "per-head outputs are not recoverable from MHA(X) with W_O known at layers {layers}: Z -> Z W_O "
                      "has fibre {fibres} > 0 at n = {n} (rank W_O at {sd} storage precision {ranks} < H d_v = {HdV})",
-        "quotient": ". Invariant counterpart (what the centring norm sees; no element of G moves it): rank W_O P on "
+        "quotient": ". Invariant counterpart (what the centring norm sees; no element of G moves its exact rank): rank W_O P on "
                     "the quotient by the centring shift at {sd} storage precision {ranks} < H d_v = {HdV}, fibre "
                     "{fibres} at n = {n}: the heads are not recoverable from what the function passes on",
     },
