@@ -33,7 +33,7 @@ COQ_ROOT = "Symtrans"
 #: the trusted statements file, relative to :data:`COQ_DIR`
 COQ_STATEMENTS = "Statements.v"
 #: SHA-256 of the trusted statements file: any other text is refused
-COQ_STATEMENTS_SHA256 = "626f89c13af9144d48978051a02b3ffc3841efc75f8006fe37141f104520aa88"
+COQ_STATEMENTS_SHA256 = "d48020ebdfd546cc4bc844450722a71b67df7accb8e8c3ff264c8858f71c4c39"
 #: assumptions a linked theorem may rest on (``Print Assumptions``): none
 ALLOWED_ASSUMPTIONS: tuple[str, ...] = ()
 #: how to install the kernel (Debian 12: Coq 8.16, MathComp 1.15)
@@ -106,6 +106,10 @@ COQ_LINKS: tuple[CoqLink, ...] = (
     CoqLink("thm-recovery/sum", "recovery-fibres", "Symtrans.Recovery.recovery_sum_fibre",
             "the kernel of the head-summation map (Y^1, ..., Y^H) -> sum_h Y^h on (F^{n x d_v})^H is exactly its zero "
             "set and has dimension n (H-1) d_v, every n, H, d_v"),
+    CoqLink("thm-7.3/sum", "head-identifiability", "Symtrans.Recovery.thm73_sum_fibre",
+            "the fibre of the head-summation map (Y^1, ..., Y^H) -> sum_h Y^h through any point Y is Y plus its "
+            "kernel, of dimension n (H-1) d_v, positive for n, d_v >= 1 and H >= 2: the heads cannot be told apart "
+            "from their sum, every n, H, d_v, over every field"),
     CoqLink("thm-recovery/wo", "recovery-wo-real", "Symtrans.Recovery.recovery_wo_fibre",
             "the kernel of Z -> Z W_O on F^{n x H d_v} has dimension n (H d_v - rank W_O): the rule by which the "
             "certified rank of each layer's W_O refutes the reading", record=False),

@@ -99,6 +99,7 @@ PRODUCER_TABLE: tuple[ProducerEntry, ...] = tuple(ProducerEntry(*row) for row in
     ('prop-6.2/bound', 'coq-prop62-bound', 'symbolic', 'symtrans.producers.sec6:coq_prop62_bound'),
     ('prop-6.3', 'coq-prop63-witness', 'symbolic', 'symtrans.producers.sec6:coq_prop63'),
     ('thm-recovery/sum', 'coq-recovery-sum-fibre', 'symbolic', 'symtrans.producers.sec7:coq_recovery_sum'),
+    ('thm-7.3/sum', 'coq-thm73-sum-fibre', 'symbolic', 'symtrans.producers.sec7:coq_thm73_sum'),
     ('thm-4.2', 'coq-ln-zero-beta', 'symbolic', 'symtrans.producers.sec4:coq_ln_zero_beta'),
     ('thm-4.2', 'coq-ln-remark', 'symbolic', 'symtrans.producers.sec4:coq_ln_remark'),
     ('thm-4.2', 'coq-ln-counterexample', 'symbolic', 'symtrans.producers.sec4:coq_ln_counterexample'),

@@ -238,6 +238,9 @@ def test_report_on_the_bundled_model_certifies_the_kernel_checked_results(exampl
     bound = next(r for r in claims["prop-6.2"]["readings"] if r["id"] == "prop-6.2/bound")
     assert bound["verdict"] == "certified" and bound["standing"] == "fully-certified", bound["standing"]
     assert claims["prop-6.2"]["verdict"] == "reading-dependent"
+    # thm-7.3/sum: the heads cannot be told apart from their sum, proved for every size; it had only a numeric check
+    heads = next(r for r in claims["thm-7.3"]["readings"] if r["id"] == "thm-7.3/sum")
+    assert heads["verdict"] == "certified" and heads["standing"] == "fully-certified", heads["standing"]
 
 
 def test_docs_quote_the_statements_verbatim() -> None:
@@ -269,6 +272,12 @@ def test_declared_against_used_dependencies() -> None:
     bound = next(link for link in COQ_LINKS if link.target == "prop-6.2/bound")
     deps = dependencies(bound, res.uses[bound.theorem])
     assert deps["used"] == ["lem-rank-sum"] and deps["declared_not_used"] == deps["used_not_declared"] == []
+    # thm-7.3/sum and thm-recovery/sum share their kernel lemmas; neither proof uses the other's theorem (the registry
+    # derives thm-recovery from thm-7.3: a proof of thm-7.3 through thm-recovery's would be circular)
+    heads = next(link for link in COQ_LINKS if link.target == "thm-7.3/sum")
+    count = next(link for link in COQ_LINKS if link.target == "thm-recovery/sum")
+    assert res.uses[heads.theorem] == [] and dependencies(heads, [])["used_not_declared"] == []
+    assert dependencies(count, res.uses[count.theorem])["declared_not_used"] == ["thm-7.3"]
 
 
 @pytest.mark.slow  # a full compile of an edited copy

@@ -116,11 +116,17 @@ Qed.
 
 End HeadSum.
 
-Theorem recovery_sum_fibre : Statements.recovery_sum_fibre.
+(** The kernel of the head-summation map and its dimension, shared by the two
+    linked theorems below (neither uses the other: the registry derives
+    thm-recovery from thm-7.3, not the reverse). *)
+Lemma head_sum_kerP (F : fieldType) n H dv (Z : 'M[F]_(H, n * dv)) :
+  (mxvec Z <= kernel (@head_sum F n H dv))%MS <-> head_sum Z = 0.
+Proof. by rewrite /kernel (ker_lin_mxP (head_sum_linear F n H dv)). Qed.
+
+Lemma head_sum_ker_rank (F : fieldType) n H dv :
+  \rank (kernel (@head_sum F n H dv)) = (n * (H - 1) * dv)%N.
 Proof.
-move=> F n H dv; rewrite /kernel; split.
-  by move=> Z; rewrite (ker_lin_mxP (head_sum_linear F n H dv)).
-rewrite mxrank_ker; case: H => [|H'].
+rewrite /kernel mxrank_ker; case: H => [|H'].
   have -> : \rank (lin_mx (@head_sum F n 0 dv)) = 0%N.
     by apply/eqP; rewrite -leqn0 (leq_trans (rank_leq_row _)) // mul0n.
   by rewrite mul0n !sub0n muln0 mul0n.
@@ -131,4 +137,16 @@ have r : \rank (lin_mx (@head_sum F n H'.+1 dv)) = (n * dv)%N.
   have := mxrankM_maxr (lin_mx (@place0 F H' n dv)) (lin_mx (@head_sum F n H'.+1 dv)).
   by rewrite e mxrank1.
 by rewrite r mulSn addKn subn1 /= mulnCA mulnA.
+Qed.
+
+Theorem recovery_sum_fibre : Statements.recovery_sum_fibre.
+Proof. by move=> F n H dv; split; [exact: head_sum_kerP | exact: head_sum_ker_rank]. Qed.
+
+Theorem thm73_sum_fibre : Statements.thm73_sum_fibre.
+Proof.
+move=> F n H dv Y; split; last split; first 2 last.
+- by move=> n0 d0 H1; rewrite head_sum_ker_rank !muln_gt0 n0 d0 subn_gt0 H1.
+- move=> Z; rewrite head_sum_kerP linearB /=.
+  by split => [->|/eqP]; [rewrite subrr | rewrite subr_eq0 => /eqP].
+- exact: head_sum_ker_rank.
 Qed.

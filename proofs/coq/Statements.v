@@ -82,6 +82,18 @@ Definition recovery_sum_fibre : Prop :=
         (mxvec Z <= kernel (@head_sum F n H dv))%MS <-> head_sum Z = 0) /\
     \rank (kernel (@head_sum F n H dv)) = (n * (H - 1) * dv)%N.
 
+(** ** thm-7.3/sum: the per-head outputs cannot be told apart from their sum.
+
+    The fibre of the head-summation map through any point Y is Y plus its
+    kernel (Z is in it exactly when Z - Y is in the kernel), of dimension
+    n (H - 1) d_v, which is positive as soon as n >= 1, d_v >= 1 and H >= 2. *)
+Definition thm73_sum_fibre : Prop :=
+  forall (F : fieldType) (n H dv : nat) (Y : 'M[F]_(H, n * dv)),
+    (forall Z : 'M[F]_(H, n * dv),
+        head_sum Z = head_sum Y <-> (mxvec (Z - Y) <= kernel (@head_sum F n H dv))%MS) /\
+    \rank (kernel (@head_sum F n H dv)) = (n * (H - 1) * dv)%N /\
+    (0 < n -> 0 < dv -> 1 < H -> 0 < \rank (kernel (@head_sum F n H dv)))%N.
+
 (** ** thm-recovery (the W_O map, as the registry states it): the fibre of
     Z -> Z W_O on Z in F^{n x H d_v}, W_O the stacked output projection
     (H d_v x d_model), has dimension n (H d_v - rank W_O). *)

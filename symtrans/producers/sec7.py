@@ -903,3 +903,11 @@ def _deficient_wo_verdict(rows: list[dict[str, Any]], paper: int, n: int, H_dv: 
 def coq_recovery_sum(ctx: Context) -> list[Evidence]:
     """thm-recovery/sum, proved in Coq."""
     return [kernel_record(coq_link("coq-recovery-sum-fibre"))]
+
+
+@producer("thm-7.3/sum", kind="symbolic", name="coq-thm73-sum-fibre",
+          description="Coq/MathComp proof that the heads cannot be told apart from their sum (the fibre through every "
+                      "point is positive-dimensional, n (H-1) d_v), kernel-checked (coqc, coqchk)")
+def coq_thm73_sum(ctx: Context) -> list[Evidence]:
+    """thm-7.3/sum (the head-summation map's fibre through every point has dimension n (H-1) d_v > 0), proved in Coq."""
+    return [kernel_record(coq_link("coq-thm73-sum-fibre"))]
