@@ -89,7 +89,8 @@ CENTRING: tuple[str, ...] = ("centring-shift",)
 #: What moves a statement decided on the stored W_O's rank at its storage precision: the centring shift (W_O 1 = 0
 #: makes it singular) and, in the decision though not in the exact rank, the value gauge (W_O^h -> g^-1 W_O^h
 #: re-conditions the blocks); measured at float16 storage on random Llama, Mistral, Qwen3, Gemma 2, OLMo 2 and
-#: SmolLM3 checkpoints (thm-7.3/wo, thm-recovery/wo)
+#: SmolLM3 checkpoints (thm-7.3/wo, thm-recovery/wo; pgop/remedy reads the same record at layer 0, and the value
+#: gauge alone took it from fails to inconclusive on a random float16 BERT)
 STORED_WO_RANK: tuple[str, ...] = ("centring-shift", "vo-gauge")
 #: What moves a statement decided on the stored per-head W_O blocks' ranks and the values the heads write: those
 #: of :data:`STORED_WO_RANK`, the attention input hyperplane (it shifts the values; measured at bfloat16 on random

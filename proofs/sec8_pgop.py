@@ -7,7 +7,10 @@ Examples
 ('params-wo', 'pgop-params', 'pgop-overhead')
 """
 
-from proofs._claim import Claim, Reading, register
+from proofs._claim import STORED_WO_RANK, Claim, Reading, register
+
+#: The factors of G that move the stored position embeddings the gates read (u . p_i, u drawn in fixed coordinates).
+_GATE_INPUTS = ("embedding-centring-shift", "embedding-translation", "residual-permutation")
 
 PGOP = register(Claim(
     id="pgop", kind="construction", section="§8", paper_ref="§8, PG-OP",
@@ -36,9 +39,13 @@ PGOP = register(Claim(
                 "a position-gated output projection that partially addresses head-channel non-identifiability",
                 "reads 'partially addresses' as a smaller fibre of the head-channel map; a verdict on the "
                 "reconstruction only (positive scalar gates), not on the paper's construction, which is not in the "
-                "text we hold", hypotheses=("gates positive",), quantifier="generic",
-                about="parametrisation", moved_by=("centring-shift", "embedding-centring-shift", "embedding-translation", "residual-permutation"),
+                "text we hold; W_O's rank decided at its storage precision", hypotheses=("gates positive",),
+                quantifier="generic", about="parametrisation", moved_by=STORED_WO_RANK + _GATE_INPUTS,
                 invariant=("the fibre of the gated map on the centred W_O P with gates read from the "
-                           "centred, untranslated position embeddings (the reconstruction reads p_i and W_O as stored)")),
+                           "centred, untranslated position embeddings (the reconstruction reads p_i and W_O as stored); "
+                           "no element of G moves its exact rank, but the verdict decides rank W_O at W_O's storage "
+                           "cut u ||W_O||_F (thm-7.3/wo's record, layer 0), which the centring shift and the value "
+                           "gauge (it re-conditions the heads) move: near the cut, or at a low-precision dtype "
+                           "(float16 with small weights), the decision moves while the exact rank does not")),
     ),
 ))

@@ -585,6 +585,63 @@ def test_each_factor_that_moves_the_mlp_input_decision_at_float16_is_declared(tm
         assert moving[i] <= set(get_claim(i.split("/")[0]).reading(i).moved_by), (i, moving[i])
 
 
+def _pgop_remedy_moved_by() -> tuple[str, ...]:
+    """pgop/remedy's declared factors, and the declaration it had before the value gauge was added (the false case)."""
+    return get_claim("pgop").reading("pgop/remedy").moved_by
+
+
+def test_pgop_remedy_declares_the_value_gauge_that_moves_its_storage_cut(tmp_path):
+    # pgop/remedy reads layer 0's stacked W_O rank at its storage cut u ||W_O||_F (thm-7.3/wo's record). On the small
+    # float16 BERT (seed 0) a singular value sat 1.06 decades from the cut; the value gauge re-conditions the heads
+    # (0.90 and 1.00 decades under two elements) and took the verdict from fails to inconclusive under elements
+    # drawn without the old declaration (centring shift and the gate inputs): report --gauge-check flagged a defect.
+    from symtrans.report.gauge import gauge_check
+
+    declared = _pgop_remedy_moved_by()
+    old = tuple(f for f in declared if f != "vo-gauge")  # the declaration before: the value gauge missing
+    path = _small_float16_checkpoint(tmp_path, "bert", 0)
+    gc = gauge_check(path, n=16, elements=1, restricted=1, centring=False, sets=[declared, old])
+    row = next(r for r in gc.rows if r["id"] == "pgop/remedy")
+    assert row["verdict"] == "fails", row
+    assert gc.defects == [], "\n".join(gc.lines())
+    assert row["about"] == "parametrisation" and set(STORED_WO_RANK) <= set(row["moved_by"])
+    # the false case the declaration answers: the element without the old declaration's factors (it holds the value
+    # gauge) moves it, so the old declaration is a defect on the same runs
+    without_old = [e["label"] for e in gc.elements if e["without"] and "vo-gauge" not in e["without"]]
+    assert without_old and all(row["moved_under"].get(lab) == "fails to inconclusive" for lab in without_old), row
+    was = Reading("remedy", "s", "w", "n", about="parametrisation", moved_by=old, invariant="i").with_claim("pgop")
+    _, defects = gc.judge({"pgop/remedy": was})
+    assert any(d.startswith("parametrisation-reading pgop/remedy moved from fails to inconclusive") for d in defects)
+
+
+@pytest.mark.parametrize("family, seed", [("bert", 0), ("gpt2", 3)])
+def test_each_factor_that_moves_the_pgop_remedy_decision_at_float16_is_declared(tmp_path, family, seed):
+    # measured per factor on pgop/remedy's own producer (small float16 checkpoints, the verdict fails on both): every
+    # factor that moves it is declared; on the BERT the value gauge is one of them (the old declaration missed it),
+    # on the GPT-2 it moves the margin (1.19 -> 1.03 decades) but not across the decisive band
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, gauge_factors, sample_gauge
+    from symtrans.group.spec import GroupSpec
+    from symtrans.report.gauge import _records, verdicts_of
+    from symtrans.runner import check_producers
+
+    path = _small_float16_checkpoint(tmp_path, family, seed)
+    w = Context(model=path, n=16, seed=0).weights()
+    assert w.storage_dtype == "float16"
+    producers = [p for p in check_producers() if p.name == "pgop-fibre"]
+    base = verdicts_of(_records(Context(model=path, n=16, seed=0).preload(w), producers))["pgop/remedy"]
+    assert base == "fails"
+    moving: set[str] = set()
+    for f in gauge_factors(GroupSpec.from_arch(w.arch)):
+        for s in range(2):
+            moved = Context(model=path, n=16, seed=0).preload(apply_gauge(w, sample_gauge(w, seed=s, factors=[f])))
+            if verdicts_of(_records(moved, producers)).get("pgop/remedy") != base:
+                moving.add(f)
+    assert "centring-shift" in moving and moving <= set(_pgop_remedy_moved_by()), moving
+    if family == "bert":
+        assert "vo-gauge" in moving, moving
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_every_factor_that_moves_a_stored_head_rank_decision_at_bfloat16_is_declared(tmp_path, family):
     # prop-6.3 and thm-rank-contraction decide ranks of the stored W_O^h at their storage cut. At bfloat16 that cut
