@@ -174,7 +174,7 @@ def test_claim_formula_and_group_queries_import_no_producer_and_no_torch(argv: l
     last = run.stdout.strip().splitlines()[-1]
     assert last == "LOADED [] RC 0", last
     if argv[1:2] == ["thm-7.3"]:  # the listing still names the claim's producers (read from their source)
-        assert "  producers:     head-identifiability (numeric)" in run.stdout
+        assert "  producers:     coq-thm73-sum-fibre (symbolic), head-identifiability (numeric)" in run.stdout
 
 
 def test_the_probe_sees_producer_modules_when_a_query_runs_producers() -> None:
