@@ -194,10 +194,18 @@ class Reading:
     about: str = ""  # "function" | "parametrisation" (ABOUT); "" = undeclared (tests/test_gauge.py refuses it)
     moved_by: tuple[str, ...] = ()  # the factors of G that can move the verdict (parametrisation only)
     invariant: str = ""  # the gauge-invariant counterpart (parametrisation only)
+    #: what this reading's standing rests on, finer than its claim's dependencies: claims or readings
+    #: (``claim/reading``) among the claim's ancestors (:class:`symtrans.graph.ClaimGraph` checks it); None: the
+    #: claim's ancestors, all of them. ``()``: nothing (a count that needs no other result).
+    rests_on: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not _ID.match(self.name):
             raise SymtransError(f"reading name {self.name!r}: use letters, digits, '.' and '-'")
+        if isinstance(self.rests_on, str):
+            raise SymtransError(f"reading {self.name!r}: rests_on must be a tuple of ids, not a string")
+        if self.rests_on is not None:
+            object.__setattr__(self, "rests_on", tuple(self.rests_on))
         if self.quantifier not in QUANTIFIERS:
             raise SymtransError(f"reading {self.name!r}: " + suggest(self.quantifier, QUANTIFIERS, "quantifier"))
         if isinstance(self.hypotheses, str):
@@ -239,7 +247,8 @@ class Reading:
         """
         return {"id": self.id, "name": self.name, "statement": self.statement, "paper_wording": self.paper_wording,
                 "formalisation_note": self.formalisation_note, "hypotheses": list(self.hypotheses),
-                "quantifier": self.quantifier, "about": about_dict(self)}
+                "quantifier": self.quantifier, "about": about_dict(self),
+                "rests_on": None if self.rests_on is None else list(self.rests_on)}
 
 
 @dataclass(frozen=True)

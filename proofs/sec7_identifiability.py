@@ -97,7 +97,7 @@ RECOVERY = register(Claim(
         Reading("sum", "the fibre of the head-summation map on (R^{n x d_v})^H has dimension exactly n (H-1) d_v",
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the summation map in one shared channel (d_v, the head output width)",
-                quantifier="universal", about="function"),
+                quantifier="universal", about="function", rests_on=("thm-7.3/sum",)),
         Reading("wo", "the fibre of Z -> Z W_O (real stacked W_O, every layer) has dimension n (H-1) d_k",
                 "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the fibre of the recovery map with W_O known: n (H d_v - rank W_O)",
@@ -105,12 +105,14 @@ RECOVERY = register(Claim(
                 about="parametrisation", moved_by=STORED_WO_RANK,
                 invariant=("the fibre n (H d_v - rank W_O P) of Z -> Z W_O P, with W_O P the stacked W_O on "
                            "the quotient by the centring shift (what the norm after the residual sum sees); the value "
-                           "gauge re-conditions W_O, which can move the decision at a low-precision cut")),
+                           "gauge re-conditions W_O, which can move the decision at a low-precision cut"),
+                rests_on=("thm-7.3/wo",)),
         Reading("mlp-input", "the fibre of (Y^1..Y^H) -> N(X + sum_h Y^h W_O^h + b_O) has dimension n (H-1) d_k "
                 "at every layer", "the recovery ambiguity has exactly n (H-1) d_k degrees of freedom per layer",
                 "counts the tangent fibre of the map the MLP sees (N: the norm in front of the MLP, real gain, "
                 "the checkpoint's eps), its rank decided at W_O's storage precision",
                 hypotheses=("MLP reads norm(X + MHA(X) + b_O)",), quantifier="model-every",
-                about="parametrisation", moved_by=STORED_WO_RANK, invariant=_MLP_INPUT_COUNTERPART),
+                about="parametrisation", moved_by=STORED_WO_RANK, invariant=_MLP_INPUT_COUNTERPART,
+                rests_on=("thm-7.3/mlp-input",)),
     ),
 ))

@@ -33,7 +33,8 @@ PGOP = register(Claim(
                 "at less than 1.6% of W_O's parameter count",
                 "counts the parameters of the reconstruction (formulas pgop-params, pgop-overhead); the paper states "
                 "the bound for BertBase, so a model with other head widths is outside its hypotheses",
-                hypotheses=("BertBase sizes",), quantifier="universal", about="function"),
+                hypotheses=("BertBase sizes",), quantifier="universal", about="function",
+                rests_on=()),  # a parameter count: it needs no result about the heads
         Reading("remedy", "for generic gate parameters, the reconstruction's position gates shrink the fibre of the "
                 "head-channel map (per-position gated summation, and Z -> (Z G_i) W_O)",
                 "a position-gated output projection that partially addresses head-channel non-identifiability",
@@ -46,6 +47,7 @@ PGOP = register(Claim(
                            "no element of G moves its exact rank, but the verdict decides rank W_O at W_O's storage "
                            "cut u ||W_O||_F (thm-7.3/wo's record, layer 0), which the centring shift and the value "
                            "gauge (it re-conditions the heads) move: near the cut, or at a low-precision dtype "
-                           "(float16 with small weights), the decision moves while the exact rank does not")),
+                           "(float16 with small weights), the decision moves while the exact rank does not"),
+                rests_on=("thm-7.3/sum", "thm-7.3/wo")),
     ),
 ))

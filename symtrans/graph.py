@@ -175,6 +175,17 @@ class ClaimGraph:
             raise SymtransError(f"dependency cycle: {path} (each rests on the next one's claim)")
         self.graph: nx.DiGraph = g
         self._topo = list(nx.lexicographical_topological_sort(g, key=self._index.__getitem__))
+        for cid, claim in self.claims.items():  # a reading's rests_on refines its claim's dependencies, never adds
+            ancestors = set(self.rests_on(cid))
+            for r in claim.readings:
+                for dep in r.rests_on or ():
+                    owner, _, name = dep.partition("/")
+                    if owner not in ancestors:
+                        raise SymtransError(f"reading {r.id!r} rests on {dep!r}, which is not among what its claim "
+                                            f"rests on ({', '.join(sorted(ancestors)) or 'nothing'})")
+                    if name and dep not in {x.id for x in self.claims[owner].readings}:
+                        raise SymtransError(f"reading {r.id!r} rests on {dep!r}: "
+                                            + suggest(dep, [x.id for x in self.claims[owner].readings], "reading"))
 
     def __len__(self) -> int:
         return len(self.claims)
@@ -236,6 +247,27 @@ class ClaimGraph:
         ['lem-rank-sum', 'lem-variety']
         """
         return self._walk(claim_id, depth, self.graph.predecessors)
+
+    def reading_rests_on(self, reading: Any) -> list[str] | None:
+        """What a reading's standing rests on where it names that (``rests_on``): those claims and readings and what
+        they rest on in turn, dependencies first; None where it names nothing (its claim's ancestors hold).
+
+        Examples
+        --------
+        >>> g = ClaimGraph()
+        >>> g.reading_rests_on(g.claims["thm-recovery"].reading("thm-recovery/sum"))
+        ['def-notation', 'thm-7.3/sum']
+        >>> g.reading_rests_on(g.claims["thm-7.3"].reading("thm-7.3/sum")) is None
+        True
+        """
+        if reading.rests_on is None:
+            return None
+        out: list[str] = []
+        for dep in reading.rests_on:
+            owner, _, name = dep.partition("/")
+            inner = self.reading_rests_on(self.claims[owner].reading(dep)) if name else None
+            out += [*(self.rests_on(owner) if inner is None else inner), dep]
+        return list(dict.fromkeys(out))
 
     def impact(self, claim_id: str, depth: int | None = None) -> list[str]:
         """What rests on ``claim_id``: its descendants (up to ``depth`` edges), in topological order.
@@ -686,16 +718,24 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
                                                                  claim.quantifier), wrapped)
             if why:
                 missing[cid] = [why]
+    every = {**verdicts, **{rid: v for per in reading_verdicts.values() for rid, v, _ in per}}  # claims and readings
+
+    def against(ancestors: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """(failed, blocking, not certified though stating something) among ``ancestors``: claims or readings."""
+        owner = {a: graph.claims[a.partition("/")[0]] for a in ancestors}
+        return (tuple(a for a in ancestors if every[a] is Verdict.FAILS),
+                tuple(a for a in ancestors if _blocking(owner[a], every[a])),
+                tuple(a for a in ancestors if _states(owner[a]) and every[a] is not Verdict.CERTIFIED))
+
     out: dict[str, ClaimStatus] = {}
     for cid in graph.topological_order():
         claim, verdict = graph.claims[cid], verdicts[cid]
         ancestors = graph.rests_on(cid)
-        failed = tuple(a for a in ancestors if verdicts[a] is Verdict.FAILS)
-        blockers = tuple(a for a in ancestors if _blocking(graph.claims[a], verdicts[a]))
+        failed, blockers, inexact = against(ancestors)
         external = tuple(a for a in ancestors if graph.claims[a].external)
-        inexact = tuple(a for a in ancestors if _states(graph.claims[a]) and verdicts[a] is not Verdict.CERTIFIED)
 
-        def standing_of(v: Verdict) -> Standing:
+        def standing_of(v: Verdict, failed: tuple[str, ...] = failed, blockers: tuple[str, ...] = blockers,
+                        inexact: tuple[str, ...] = inexact) -> Standing:
             if v is Verdict.FAILS:
                 return Standing.FAILS
             if failed:
@@ -711,7 +751,12 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
                 return Standing.FULLY_CERTIFIED if exact else Standing.SUPPORTED
             return Standing.GIVEN if claim.given else Standing.OPEN
 
-        readings = tuple(ReadingStatus(rid, v, standing_of(v), mine, claim.reading(rid))
+        def reading_standing(rid: str, v: Verdict) -> Standing:
+            """A reading's standing: against what it names (``rests_on``) where it names that, else its claim's."""
+            own = graph.reading_rests_on(claim.reading(rid))
+            return standing_of(v) if own is None else standing_of(v, *against(own))
+
+        readings = tuple(ReadingStatus(rid, v, reading_standing(rid, v), mine, claim.reading(rid))
                          for rid, v, mine in reading_verdicts.get(cid, ()))
         standing = standing_of(verdict)
         if standing is Standing.FULLY_CERTIFIED and any(r.verdict is not Verdict.CERTIFIED for r in readings):

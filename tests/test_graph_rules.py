@@ -279,3 +279,50 @@ def test_combination_order_in_assess_and_in_the_docs() -> None:
     every = clause[:clause.index("inconclusive before support")]
     assert all(f"`{q}`" in every for q in EVERY_QUANTIFIERS)
     assert "support before inconclusive" in clause[len(every):]
+
+
+def _readings_graph(u_rests: dict[str, tuple | None], *extra: Claim) -> ClaimGraph:
+    """t has two readings, one that holds (t/s) and one that fails (t/w); u rests on t and refines that per reading."""
+    from proofs._claim import Reading
+
+    def r(name: str, rests: tuple | None = None) -> Reading:
+        return Reading(name, f"{name} holds", "w", "n", rests_on=rests)
+
+    t = Claim(id="t", kind="theorem", title="t", paper_ref="t", section="§0", statement="t", latex="t",
+              paper_status="proved", statement_deps=("d",), readings=(r("s"), r("w")))
+    u = Claim(id="u", kind="theorem", title="u", paper_ref="u", section="§0", statement="u", latex="u",
+              paper_status="proved", statement_deps=("d",), proof_deps=("t",),
+              readings=tuple(r(n, rests) for n, rests in u_rests.items()))
+    return ClaimGraph([C("d", "definition", "definition"), *extra, t, u])
+
+
+def _reading_evidence() -> dict[str, list[Evidence]]:
+    def R(cid: str, rid: str, v: Verdict) -> Evidence:
+        return E(cid, v, reading=rid)
+    return {"t": [R("t", "t/s", Verdict.CERTIFIED), R("t", "t/w", Verdict.FAILS)],
+            "u": [R("u", "u/s", Verdict.CERTIFIED), R("u", "u/w", Verdict.CERTIFIED), R("u", "u/n", Verdict.SUPPORTED)]}
+
+
+def test_a_reading_rests_on_the_readings_it_names_not_its_whole_claim() -> None:
+    # thm-recovery/sum is proved for every size and rests on thm-7.3/sum (also proved); its claim rests on thm-7.3,
+    # which is reading-dependent (its W_O reading fails), so the count read "blocked". A reading names what it rests on
+    # (rests_on): against those, u/s is fully certified, u/w rests on a failed reading, u/n (a count) on nothing.
+    g = _readings_graph({"s": ("t/s",), "w": ("t/w",), "n": ()})
+    st = assess(g, _reading_evidence())
+    assert st["t"].verdict is Verdict.READING_DEPENDENT
+    got = {r.id: r.standing for r in st["u"].readings}
+    assert got == {"u/s": Standing.FULLY_CERTIFIED, "u/w": Standing.RESTS_ON_FAILED, "u/n": Standing.SUPPORTED}, got
+    assert g.reading_rests_on(g.claims["u"].reading("u/s")) == ["d", "t/s"]
+    # the false case: the same readings without rests_on stand on the whole claim t, which blocks them all
+    g = _readings_graph({"s": None, "w": None, "n": None})
+    got = {r.id: r.standing for r in assess(g, _reading_evidence())["u"].readings}
+    assert set(got.values()) == {Standing.BLOCKED}, got
+
+
+@pytest.mark.parametrize("rests, message", [
+    (("x",), "not among what its claim rests on"),       # not a dependency of u at all
+    (("t/q",), "did you mean"),                          # a reading t does not have
+])
+def test_a_reading_can_only_refine_its_claims_dependencies(rests, message) -> None:
+    with pytest.raises(SymtransError, match=message):
+        _readings_graph({"s": rests, "n": ()}, C("x", "lemma"))
