@@ -3412,3 +3412,42 @@ def test_the_identity_path_reads_each_storage_dtype_as_stored(tmp_path):
     b.tensors["W_in"][1][3, 5] *= 1 + 1e-12
     rel = relate(a, b)
     assert not rel.related and rel.stop.tensor == "W_in" and rel.stop.layer == 1, rel.summary()
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_a_bias_0_in_a_is_related_to_what_canonical_g_a_leaves_of_it(family, tmp_path):
+    """A random post-LN encoder as ``transformers`` initialises it, every bias exactly 0, and c = canonical(g . A) for
+    a random element g of G, written in float32: c's biases are about 1e-15, what the form's translations left of the
+    values of order 1 that g's added (computed from the layer's other tensors). relate(A, c) measured b_O against its
+    own norm, 0 in A and 1e-15 in c, and answered "not related" (b_O: unexplained part 1); relate(c, A) could not
+    decide (b_in's entries, each off by 100% of itself). Both are related now, and verify re-checks each file.
+    False case: c with one b_O entry moved by 10 u of its layer's largest tensor, or by 1e-3, is refused at b_O."""
+    from symtrans.group.canonical import canonical
+    from symtrans.precision import unit_roundoff
+
+    random_checkpoint(tmp_path / "a", family, n_layers=2, d_model=32, n_heads=4, d_ff=64, seed=1)
+    a = load_model(tmp_path / "a")
+    assert all(float(b.abs().max()) == 0 for b in a.tensors["b_O"])
+    spec = GroupSpec.from_arch(a.arch)
+    c = canonical(_moved(a, random_element(spec, a.n_layers, 0), spec)).weights
+    assert 0 < max(float(b.norm()) for b in c.tensors["b_O"]) < 1e-12  # the form's rounding, not 0
+    save_weights(c, tmp_path / "c")
+    for x, y in (("a", "c"), ("c", "a")):
+        rel = relate(str(tmp_path / x), str(tmp_path / y))
+        assert rel.related, rel.summary()
+        path = write_relation(rel, tmp_path / f"{x}{y}.json")
+        ok, why = check_relation(json.loads(path.read_text()), path)
+        assert ok, why
+    c = load_model(tmp_path / "c")
+    # layer 0's largest tensor on either side: the scale b_O's rounding is measured against
+    scale = max(float(torch.stack(list(v)).norm() if isinstance(v, list) else v.norm())
+                for w in (a, c) for v in model_blocks(w)["layers"][0].values() if v is not None)
+    from symtrans.group.relate import layer_zero_level
+
+    assert 10 * unit_roundoff("float32") * scale > layer_zero_level("float32", scale)  # past the cut
+    for moved in (10 * unit_roundoff("float32") * scale, 1e-3):
+        f = c.copy()
+        f.tensors["b_O"][0][3] += moved
+        save_weights(f, tmp_path / "f")
+        rel = relate(str(tmp_path / "a"), str(tmp_path / "f"))
+        assert not rel.related and rel.stop.tensor == "b_O" and rel.stop.layer == 0, rel.summary()
