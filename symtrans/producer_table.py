@@ -26,7 +26,7 @@ This module imports nothing but :mod:`symtrans.errors`.
 Examples
 --------
 >>> declared("thm-7.3")
-[('head-identifiability', 'numeric')]
+[('coq-thm73-sum-fibre', 'symbolic'), ('head-identifiability', 'numeric')]
 >>> "prop-5.1" in certified_claims() and "prop-5.4" in checked_claims()
 True
 """

@@ -151,7 +151,7 @@ def declared_producers(claim: str) -> list[tuple[str, str]]:
     Examples
     --------
     >>> declared_producers("thm-7.3")
-    [('head-identifiability', 'numeric')]
+    [('coq-thm73-sum-fibre', 'symbolic'), ('head-identifiability', 'numeric')]
     >>> declared_producers("no-such-claim")
     []
     """
