@@ -3451,3 +3451,38 @@ def test_a_bias_0_in_a_is_related_to_what_canonical_g_a_leaves_of_it(family, tmp
         save_weights(f, tmp_path / "f")
         rel = relate(str(tmp_path / "a"), str(tmp_path / "f"))
         assert not rel.related and rel.stop.tensor == "b_O" and rel.stop.layer == 0, rel.summary()
+
+
+def test_a_gauge_that_inflates_the_layer_lets_no_b_o_forgery_through(tmp_path):
+    """The level a tensor 0 on one side is measured at (:func:`layer_zero_level`) is 8 u of its layer's largest
+    tensor, which G can inflate: the value gauge x1e4 makes W_O 1e4 times larger, and the level with it. A b_O
+    entry of A (exactly 0) moved by 3e-3 or 3e-4 in B = g . A (the output moves by 5e-5 and 5e-6 relative, 90 u
+    and more of float32) is within that level. relate never calls such a B related: where the
+    check lets b_O pass, the pull-back of B through the element found differs from A at b_O and relate cannot
+    decide; where it does not, it is refused at b_O. Control: B = g . A unforged is related."""
+    from symtrans.errors import SymtransError
+    from symtrans.group.elements import in_group
+    from symtrans.group.numeric import model_output
+    from symtrans.precision import unit_roundoff
+
+    random_checkpoint(tmp_path / "a", "bert", seed=1)
+    a = load_model(tmp_path / "a")
+    spec = GroupSpec.from_arch(a.arch)
+    L, H, dk = a.n_layers, a.arch.H, a.tensors["W_V"].shape[-1]
+    eye = torch.eye(dk, dtype=torch.float64)
+    g = in_group(spec, [{"factor": "vo-gauge", "element": [{"g": [eye / 1e4] * H}] + [{"g": [eye] * H}] * (L - 1)}])
+    assert relate(a, weights_from_blocks(a, apply_steps(spec, model_blocks(a), g))).related
+    ids = torch.arange(16).reshape(1, -1) % int(a.arch.vocab_size)
+    for moved in (3e-3, 3e-4):
+        F = apply_steps(spec, model_blocks(a), g)
+        F["layers"][0]["b_O"] = F["layers"][0]["b_O"].clone()
+        F["layers"][0]["b_O"].view(-1)[0] += moved
+        f = weights_from_blocks(a, F)
+        out_a, out_f = model_output(a, input_ids=ids), model_output(f, input_ids=ids)
+        assert float((out_a - out_f).norm() / out_a.norm()) > 30 * unit_roundoff("float32")  # a real change
+        try:
+            rel = relate(a, f)
+        except SymtransError as e:  # undecided, never related
+            assert "cannot decide" in str(e) and "b_O" in str(e), e
+        else:
+            assert not rel.related and rel.stop.tensor == "b_O" and rel.stop.layer == 0, rel.summary()
