@@ -1670,6 +1670,7 @@ class _Solver:
             ok["fixes-ones"] = min(_fro(Q @ ones - ones), _fro(Q @ ones + ones)) <= 1e3 * tol * d ** 0.5
         if self.spec.arch.norm == "rmsnorm":
             ok["fixes-ones"] = True  # no centring: nothing asks Q to fix the all-ones direction
+        map_tol = tol  # what the identity's and the candidate's fits were held to (the refusal below reports them)
         if mono is None:  # a dense d x d map: its float64 products carry their own rounding (relation_tolerance)
             tol = self.u_pivot("word", None, d)
         if fit > tol:
@@ -1699,8 +1700,10 @@ class _Solver:
         if rot is not None and not rot.tags:
             feats += [f"{rot.name} {s}" for s in self.features_breaking(rot)]
         feats += self.features_violated(cands, ok)
-        size = (rest[0] if Qm is not None else id_fit) / nB  # measured in the one pass above, on every value
-        self.refuse(rot.name if rot is not None else cands[0].name, None, "word", size, tol, feats,
+        # measured in the one pass above, on every value, and held to the pivot's tolerance there, not to the dense
+        # map's (a signed permutation 2.05e-15 off a float64 word table was refused "within" 7.99e-15)
+        size = (rest[0] if Qm is not None else id_fit) / nB
+        self.refuse(rot.name if rot is not None else cands[0].name, None, "word", size, map_tol, feats,
                     "the residual map B needs (from the embedding table) is "
                     + ("orthogonal" if ok["orthogonal"] else "not orthogonal")
                     + ("" if ok["fixes-ones"] else " and does not fix the all-ones direction")
