@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction, name: str, help_text: str) -> None
                    help="also draw 5 random exact elements of the invariance group G (and, for LayerNorm models, "
                         "TransformerLens's centring of the writers), apply each to the weights, re-run the producers "
                         "and compare every verdict: a function-reading that moves is a defect (exit status 1); "
-                        "about six times the report's numeric checks")
+                        "about fourteen times the report's numeric checks")
     p.add_argument("--serial", action="store_true",
                    help="run every producer in this process (default: with 2+ CPUs, this process and one forked "
                         "worker share the producers, most expensive first, after a worker forked before the model "
