@@ -642,6 +642,43 @@ def test_each_factor_that_moves_the_pgop_remedy_decision_at_float16_is_declared(
         assert "vo-gauge" in moving, moving
 
 
+def test_prop54_non_affinity_probes_move_with_the_residual_basis_and_its_declaration_holds(tmp_path):
+    # prop-5.4's global-non-affine record decides a second difference against the forward pass's rounding. On a
+    # float16 GPT-NeoX with small weights (seed 0) it sat 1.07 decades above the bound, and report --gauge-check
+    # flagged it moved from supported to inconclusive under elements without its declared (norm) factors. Two causes:
+    # the probe directions were Gaussians drawn in fixed residual coordinates, so a residual permutation (an exact
+    # symmetry of the no-norm, no-MLP variant) probed other lines; and the residual rotation (it reaches W_Q, W_K, W_V
+    # through the norm gains) and the parallel bias trade (b_O against the dropped MLP's b_out) are not symmetries
+    # of the variant. The probes are now the model's own embeddings; the two factors are declared (NORM_READERS).
+    import torch
+
+    from proofs._claim import NORM_READERS
+    from symtrans.context import Context
+    from symtrans.group.gauge import apply_gauge, sample_gauge
+    from symtrans.numeric.forward import embed, random_ids
+    from symtrans.producers.sec5 import second_differences
+    from symtrans.report.gauge import gauge_check
+
+    path = _small_float16_checkpoint(tmp_path, "gpt_neox", 0)
+    gc = gauge_check(path, n=16, elements=2)
+    row = next(r for r in gc.rows if r["id"] == "prop-5.4")
+    assert row["verdict"] == "supported" and set(NORM_READERS) <= set(row["moved_by"]), row
+    assert gc.defects == [], "\n".join(gc.lines())
+    w = Context(model=path, n=16, seed=0).weights()
+
+    def diffs(weights):
+        return second_differences(weights, embed(weights, random_ids(weights, 8, 0)), int(weights.n_layers))
+
+    base = torch.tensor(diffs(w))
+    for s in range(3):  # exact on float16 storage: the same lines probed, the same second differences
+        moved = torch.tensor(diffs(apply_gauge(w, sample_gauge(w, seed=s, factors=["residual-permutation"]))))
+        assert torch.allclose(moved, base, rtol=1e-9, atol=0), (s, moved, base)
+    # the false case: the declared factors do change the variant (not a probe artefact): its second differences move
+    for f in NORM_READERS:
+        moved = torch.tensor(diffs(apply_gauge(w, sample_gauge(w, seed=0, factors=[f]))))
+        assert not torch.allclose(moved, base, rtol=1e-2, atol=0), (f, moved, base)
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_every_factor_that_moves_a_stored_head_rank_decision_at_bfloat16_is_declared(tmp_path, family):
     # prop-6.3 and thm-rank-contraction decide ranks of the stored W_O^h at their storage cut. At bfloat16 that cut

@@ -17,9 +17,15 @@ pytestmark = pytest.mark.quick
 def _factor_names() -> set[str]:
     from symtrans.group import GroupSpec
 
+    import dataclasses
+
+    from symtrans.arch import get_arch
+
     names: set[str] = set()
     for preset in ("bert-base", "gpt2", "llama2-7b", "qwen2-7b", "minilm-l6-h384"):
         names |= {f.name for f in GroupSpec.from_arch(preset).factors}
+    # a parallel residual with biases (GPT-NeoX/Pythia, no preset): its bias trade between b_O and b_out
+    names |= {f.name for f in GroupSpec.from_arch(dataclasses.replace(get_arch("gpt2"), parallel_residual=True)).factors}
     return names
 
 

@@ -61,21 +61,17 @@ def test_lem_variety_refuses_witnesses_inside_the_variety():
 
 def test_prop54_second_differences_batch_equals_one_pass_per_input():
     """The batched stack (every probe in one pass) against each probe through the stack on its own."""
-    import torch
 
     from symtrans.numeric import load_model
     from symtrans.numeric.forward import embed, random_ids
-    from symtrans.producers.sec5 import NONAFFINE_STEP, _stack, second_differences
+    from symtrans.producers.sec5 import _stack, nonaffine_directions, second_differences
 
     w = load_model("default")
     X = embed(w, random_ids(w, 8, 0))
     got = second_differences(w, X, 3, directions=2, seed=5)
-    g = torch.Generator().manual_seed(5)
     F0 = _stack(w, X, 3, False)
     want = []
-    for _ in range(2):  # the same draws, each input through the 2-D (one sequence) path
-        D = torch.randn(X.shape, generator=g, dtype=X.dtype)
-        D = D * (NONAFFINE_STEP * float(X.norm()) / float(D.norm()))
+    for D in nonaffine_directions(w, X, 2, seed=5):  # the same probes, each input through the 2-D (one sequence) path
         second = _stack(w, X + D, 3, False) + _stack(w, X - D, 3, False) - 2 * F0
         want.append(float(second.abs().max()) / float(F0.abs().max()))
     assert got == [pytest.approx(x, rel=1e-9) for x in want] and min(want) > 1e-3

@@ -1156,19 +1156,48 @@ def check_prop_5_4(ctx: Context) -> list[Evidence]:
                    scope=Scope("instances", f"{n} seeded tokens, {JACOBIAN_DIRECTIONS} directions, layers 0-{depth - 1}"))])
 
 
-#: probes of the non-affinity check: random directions, and the step relative to ||X||_F
+#: probes of the non-affinity check: directions, and the step relative to ||X||_F
 NONAFFINE_DIRECTIONS = 4
 NONAFFINE_STEP = 0.25
+
+
+def nonaffine_directions(w: Any, X: Any, directions: int = NONAFFINE_DIRECTIONS, step: float = NONAFFINE_STEP,
+                         seed: int = 0) -> list[Any]:
+    """The probe directions of :func:`second_differences`: embedding outputs of other seeded tokens, scaled.
+
+    Direction ``k`` is the embedding output of ``random_ids(w, n, seed + 1 + k)``
+    scaled to ``step * ||X||_F``. Built from the model's own embeddings, the
+    probes move with the residual basis: a residual permutation of the weights
+    permutes them as it permutes ``X`` (a Gaussian drawn in fixed coordinates
+    probed a different line after the element, which moved a near-threshold
+    verdict).
+
+    Examples
+    --------
+    >>> from symtrans.numeric import load_model, encode
+    >>> w = load_model("default")
+    >>> X = encode(w, n=4, layers=0).embeddings
+    >>> [round(float(D.norm() / X.norm()), 6) for D in nonaffine_directions(w, X, directions=2)]
+    [0.25, 0.25]
+    """
+    from symtrans.numeric.forward import embed, random_ids
+
+    out = []
+    for k in range(directions):
+        D = embed(w, random_ids(w, int(X.shape[-2]), seed + 1 + k)).to(X.dtype)
+        out.append(D * (step * float(X.norm()) / float(D.norm())))
+    return out
 
 
 def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_DIRECTIONS,
                        step: float = NONAFFINE_STEP, seed: int = 0) -> list[float]:
     """Relative second differences ``|F(X + D) + F(X - D) - 2 F(X)| / |F(X)|`` (max norms) of the no-MLP, no-LN stack.
 
-    An affine map has them zero up to rounding; ``D`` is a random direction
-    scaled to ``step * ||X||_F``. The ``2 directions + 1`` inputs run through
-    the stack as one batch (each layer's weights read once for all of them,
-    :func:`symtrans.numeric.forward.attention`), not one pass each.
+    An affine map has them zero up to rounding; the directions ``D`` are
+    :func:`nonaffine_directions` (the model's own embeddings, so a residual
+    permutation of the weights moves them with ``X``). The ``2 directions + 1``
+    inputs run through the stack as one batch (each layer's weights read once
+    for all of them, :func:`symtrans.numeric.forward.attention`), not one pass each.
 
     Examples
     --------
@@ -1179,11 +1208,8 @@ def second_differences(w: Any, X: Any, layers: int, directions: int = NONAFFINE_
     """
     import torch
 
-    g = torch.Generator().manual_seed(seed)
     inputs = [X]
-    for _ in range(directions):
-        D = torch.randn(X.shape, generator=g, dtype=X.dtype)
-        D = D * (step * float(X.norm()) / float(D.norm()))
+    for D in nonaffine_directions(w, X, directions, step, seed):
         inputs += [X + D, X - D]
     with torch.no_grad():
         F = _stack(w, torch.stack(inputs), layers, False)
@@ -1207,7 +1233,7 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
     n = min(ctx.n, 8)
     L = int(w.n_layers)
     X = embed(w, random_ids(w, n, ctx.seed))
-    diffs = second_differences(w, X, L)
+    diffs = second_differences(w, X, L, seed=ctx.seed)  # probes: other seeded tokens' embeddings
     tol, why = tolerance(X.dtype, int(w.d_model), L, 1.0)  # the forward pass's own rounding, as group --verify
     worst = max(diffs)
     m = _decades(worst, tol)
@@ -1224,6 +1250,7 @@ def check_prop_5_4_nonaffine(ctx: Context) -> list[Evidence]:
         v, summ = Verdict.INCONCLUSIVE, SUMMARIES("global-non-affine", "inconclusive", worst=worst, tol=tol)
     inputs = {"n": n, "layers": L, "directions": NONAFFINE_DIRECTIONS, "step": f"{NONAFFINE_STEP} ||X||_F",
               "input": "embedding output of seeded random tokens",
+              "probes": "embedding outputs of other seeded random tokens (they move with the residual basis)",
               "form": "X <- X + MHA(X) + b_O with the real Q/K/V biases, no LN, no MLP" + unmasked_note(w)}
     return [record(ctx, "prop-5.4", "global-non-affine", v, summ, margin=margin_of(m),
                    margin_meaning="decades between the largest relative second difference and the rounding bound "
