@@ -120,7 +120,8 @@ SUMMARIES = Summaries({
     },
     "global-non-affine": {
         "non-finite": "non-finite states: nothing to compare",
-        "supported": "the global map X^(0) -> X^({L}) is not affine: its second difference along random directions "
+        "supported": "the global map X^(0) -> X^({L}) is not affine: its second difference along seeded token "
+                     "embeddings "
                      "reaches {worst:.3g} of max|F(X)|, {margin:.1f} decades above the {dtype} rounding of the "
                      "forward pass ({tol:.2g})",
         "fails": "the global map X^(0) -> X^({L}) is affine along every probed line to {dtype} rounding: second "
