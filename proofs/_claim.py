@@ -109,15 +109,17 @@ STORED_HEAD_RANKS_AT_EMBEDDINGS: tuple[str, ...] = STORED_HEAD_RANKS + ("embeddi
 #: rounding): two equal heads moved by different elements write outputs equal only up to that rounding, which a
 #: float64 rank reads (measured on planted BERT with two equal heads, n = 40: prop-6.2/identity)
 STORED_HEAD_OUTPUTS: tuple[str, ...] = STORED_HEAD_RANKS + ("qk-gauge", "key-bias-shift")
-#: The factors of G whose identity rests on a norm: a variant built from the stored weights without the norm (or
-#: without the residual or MLP beside it) does not have them as symmetries.
+#: The factors of G that reach a variant without the norms and the MLP other than through a norm's own tensors: the
+#: residual rotation reaches W_Q, W_K, W_V through the norm gains (diag(1/g) Q diag(g), not Q: a symmetry of the
+#: variant only where the gains are uniform) and the parallel bias trade moves bias between b_O and the dropped MLP's
+#: output (measured: prop-5.4 on float16 GPT-NeoX)
+NORM_READERS: tuple[str, ...] = ("residual-rotation", "parallel-bias-trade")
+#: The factors of G whose identity rests on a norm (or on the residual or MLP beside it): a variant built from the
+#: stored weights without the norm (or without the residual or MLP beside it) does not have them as symmetries.
+#: :data:`NORM_READERS` among them: every reading of such a variant declares all of them, one set.
 NORM_FACTORS: tuple[str, ...] = ("centring-shift", "ffn-bias-transfer", "ffn-input-hyperplane", "attention-bias-transfer",
                                  "attention-input-hyperplane", "embedding-centring-shift", "ln1-scaling", "ln2-scaling",
-                                 "ln1-bias-transfer", "ln2-bias-transfer")
-#: What else moves a variant that drops the norms and the MLP: the residual rotation reaches W_Q, W_K, W_V through
-#: the norm gains (diag(1/g) Q diag(g), not Q: a symmetry of the variant only where the gains are uniform) and the
-#: parallel bias trade moves bias between b_O and the dropped MLP's output (measured: prop-5.4 on float16 GPT-NeoX)
-NORM_READERS: tuple[str, ...] = ("residual-rotation", "parallel-bias-trade")
+                                 "ln1-bias-transfer", "ln2-bias-transfer") + NORM_READERS
 
 #: The gauge-invariant counterpart of a statement about head outputs or W_O as written before a centring norm.
 CENTRED_COUNTERPART = ('the same ranks on the centred head outputs Y^h W_O^h P (P = I - 1 1^T / d_model: what the '
