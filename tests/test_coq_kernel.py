@@ -233,6 +233,9 @@ def test_report_on_the_bundled_model_certifies_the_kernel_checked_results(exampl
         assert claims[cid]["standing"] == "fully-certified", (cid, claims[cid]["standing"])
     reading = next(r for r in claims["thm-recovery"]["readings"] if r["id"] == "thm-recovery/sum")
     assert reading["verdict"] == "certified"
+    # it rests on thm-7.3/sum (rests_on), not on the whole of thm-7.3, whose W_O reading fails: fully certified
+    assert reading["rests_on"] == ["thm-7.3/sum"] and reading["standing"] == "fully-certified", reading["standing"]
+    assert claims["thm-recovery"]["standing"] == "reading-dependent"
     assert claims["lem-rank-sum"]["verdict"] == "certified"
     # prop-6.2: its bound proved for every size, its identity refuted: reading-dependent, not "fails"
     bound = next(r for r in claims["prop-6.2"]["readings"] if r["id"] == "prop-6.2/bound")
