@@ -1366,7 +1366,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     from symtrans.group.numeric import model_blocks
     from symtrans.group.relate import _iter_tensors, _load, _same_shape, outside_tensors
 
-    from symtrans.group.relate import layer_zero_level, relation_tolerance
+    from symtrans.group.relate import relation_tolerance
     from symtrans.precision import unit_roundoff
 
     A, B = _load(a), _load(b)
@@ -1382,7 +1382,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     tas = [dict(((n, l), v) for n, l, v in _iter_tensors(x)) for x in options]
     tb = [(n, l, v) for n, l, v in _iter_tensors(blocks_b) if (n, l) in tas[0]]
     # a tensor that is zero up to rounding in both forms (e.g. biases the gauge fixing sets to 0) is at distance 0:
-    # up to what the coarser storage rounds at its layer's scale (layer_zero_level: 8 u; the form computes such a
+    # up to what the coarser storage rounds at its layer's scale (relation_tolerance: 8 u; the form computes such a
     # tensor from the layer's others, and carries their rounding). A float64 floor (1e-12 of the largest tensor)
     # showed the b_Q, b_O, b_in and b_out of two float32 forms of one orbit 100% apart (residues of 1e-7 beside
     # a total distance of 2.4e-7)
@@ -1399,7 +1399,7 @@ def orbit_distance(a: Any, b: Any) -> dict[str, Any]:
     scale: dict[Any, float] = {}
     for (_, l), x in size.items():
         scale[l] = max(scale.get(l, 0.0), x)
-    floor = {l: layer_zero_level(coarse, x) for l, x in scale.items()}
+    floor = {l: relation_tolerance(coarse)[0] * x for l, x in scale.items()}
     labels = ["", "heads", "FFN units", "heads and FFN units"]
     rows, num, den = [], 0.0, 0.0
     for n, l, v in tb:

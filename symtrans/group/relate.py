@@ -254,29 +254,6 @@ def zero_cuts(stored: Any, storage_dtype: Any, length: int, *, whole: bool = Tru
     return own.clamp_min(null_level(storage_dtype, length, arithmetic=True) * float(stored.norm())) if whole else own
 
 
-def layer_zero_level(storage_dtype: Any, scale: float) -> float:
-    """The size at or below which a tensor is 0 up to the rounding of its layer's others: a tensor a computation
-    (a canonical form's gauge fixing, g and then g^-1 applied in float64) derives from them, where G's translations
-    cancel to 0 what they added, carries their rounding, not a rounding of its own.
-
-    ``scale``: the largest tensor of the layer (Frobenius; the model's own tensors together), on either side
-    compared; the level is the check's own tolerance at condition number 1 (:func:`relation_tolerance`, 8 u) of
-    it. A bias 0 in A is about 1e-15 in canonical(g . A), all of it the rounding of the translations g added and
-    the form removed (values of order 1): against its own norm that is 100% off. The one home of that level:
-    relate's check (:func:`tensor_residuals`, a tensor at or below it on both sides measured against the layer's
-    scale) and :func:`~symtrans.group.canonical.orbit_distance` (such a tensor at distance 0).
-
-    Examples
-    --------
-    >>> from symtrans.precision import unit_roundoff
-    >>> round(layer_zero_level("float32", 2.0) / unit_roundoff("float32"), 1)  # 8 u of a layer of norm 2
-    16.0
-    >>> layer_zero_level("float64", 2.0) < layer_zero_level("float32", 1.0)
-    True
-    """
-    return relation_tolerance(storage_dtype)[0] * float(scale)
-
-
 def accepted_tolerance(storage_dtype: Any, kappa: float = 1.0, factors: int = 1, length: int = 1,
                        arithmetic: float | None = None) -> tuple[float, float]:
     """``(tolerance, undecided up to)``: the residual up to which a reproduced tensor is accepted, and up to which a
@@ -4327,11 +4304,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
     cancelled, which relative to B's own near-0 norm is unbounded. Not A's own tensor: a gauge that shrinks a
     tensor by 1e-8 cancels nothing, and relative to A's tensor a B with random values there passed. (Where the
     residual relative to B passes, so does the other, which is never larger: the linear steps are applied only
-    for a tensor that would otherwise fail.) Where one of those is exactly 0 and the other 0 up to the rounding of their layer's others
-    (:func:`layer_zero_level` of its largest tensor, either side), relative to that largest tensor (``relative_to``
-    "layer"), and so are its slices and entries (none is read where the tensor is measured so; one that fails at
-    its own scale is no failure): a bias 0 in A is 0 in canonical(g . A) only up to what the form's translations
-    left of g's, computed from the layer's others.
+    for a tensor that would otherwise fail.)
 
     ``slices``: also each tensor's slices along the axes the element moves slice by slice (:func:`slice_axes`),
     each against the same tolerance relative to its own norm (``measured_slices``: :func:`slice_stats` of the
@@ -4384,32 +4357,6 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             linear.update({(nm, li): x for nm, li, x in _iter_tensors(
                 apply_steps(spec, source, [s for s in steps if linear_factor(spec, s["factor"])]), blocks=True)})
         return linear[(name, l)]
-
-    layer_scales: dict[int | None, float] = {}
-
-    def layer_scale(l: int | None) -> float:
-        """The largest tensor of layer ``l`` (None: the model's own tensors), A's moved by the linear steps or B's:
-        what a tensor 0 on both sides is computed from (:func:`layer_zero_level`), read once per layer."""
-        if l not in layer_scales:
-            layer_scales[l] = max((max(_norm_any(linear_of(n, li)), _norm_any(t)) for (n, li), t in
-                                   target_tensors.items() if li == l and (n, li) in sources), default=0.0)
-        return layer_scales[l]
-
-    def zero_in_layer(name: str, l: int | None, res: float) -> float | None:
-        """``res`` (relative to B's tensor; absolute where that is 0) relative to the layer's largest tensor, where
-        one side's tensor (A's moved by the linear steps, or B's) is exactly 0 and the other's 0 up to the rounding of
-        the layer's others it is computed from (:func:`layer_zero_level`): a bias 0 in A is 1e-15 in canonical(g .
-        A), what the form's translations left of the values of order 1 that g's added, 100% off its own norm. None
-        elsewhere, and where A is not given. Not where neither is 0: a tensor some scaling or gauge of G shrank
-        below its layer's rounding is live at its own scale (an entry of it moved is refused there), and only a
-        translation moves a tensor off an exact 0."""
-        if (name, l) not in sources:
-            return None
-        na, nb = _norm_any(linear_of(name, l)), _norm_any(target_tensors[(name, l)])
-        scale = layer_scale(l)
-        if scale <= 0 or min(na, nb) > 0 or max(na, nb) > layer_zero_level(precision(name, l), scale):
-            return None
-        return res * (nb if nb > 0 else 1.0) / scale
 
     hyperplanes: list[dict[tuple[str, int | None], tuple[float, str, int | None]]] = []
     allowances: list[dict[tuple[str, int | None], Any]] = []
@@ -4611,13 +4558,11 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             stats = _slice_stats_pair(name, sides_of, keep)
         res = measured[(name, l)] if measured and (name, l) in measured else \
             _stats_residual(stats) if stats else _rel_any(v, target_tensors[(name, l)])
-        relative_to, res_b = "B", res
+        relative_to = "B"
         if res > tol and (name, l) in sources:  # relative to max(|A|, |B|): |g.A - B| = res |B| (res where B = 0)
             na, nb = _norm_any(linear_of(name, l)), _norm_any(target_tensors[(name, l)])
             if na > nb:
                 res, relative_to = res * (nb if nb > 0 else 1.0) / na, "A"
-            if res > tol and (at_layer := zero_in_layer(name, l, res_b)) is not None:
-                res, relative_to = at_layer, "layer"
             sides = [x if l is None else x["layers"][l] for x in (target, source)]
             size, pair = carried_size(carried.get(name, []), sides)
             ref = max(na, nb)
@@ -4648,10 +4593,7 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
             if partial and isinstance(v, (list, tuple)) else []
         stored_in = (lambda name=name, l=l, v=v, t=t: stored_offset(name, l, v, t)) \
             if offset and name in GAIN_OFFSET_TENSORS else None
-        # a tensor 0 on both sides up to its layer's rounding (``relative_to`` "layer"): so is every slice and entry
-        # of it, which their own scales would read as 100% off
-        at_zero = relative_to == "layer"
-        if stats and res <= tol and not at_zero:
+        if stats and res <= tol:
             def carried_in(name: str = name, l: int | None = l, v: Any = v, at: dict[int, Any] = at, n: int = n,
                            dt: Any = dt) -> Any:
                 """What a slice's scale counts beside its own: the rounding translations carry in, float64's sums
@@ -4677,14 +4619,13 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 if got["residual"] > worst["residual"]:
                     worst = _renumber_heads(got, rest)
             rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
-        elif slices and len(_axes(name)) == 1 and not at and not isinstance(v, (list, tuple)) and res <= tol \
-                and not at_zero:
+        elif slices and len(_axes(name)) == 1 and not at and not isinstance(v, (list, tuple)) and res <= tol:
             # a vector with an outlier entry (its one axis not mixed): the other entries at B's and g . A's scales
             # (B's alone can hide them: a B of zeros but for the outlier has no typical entry)
             worst = entries_of(v, t, lin, tol, relative_to, stored_in)
             if worst is not None:
                 rec["slice"], rec["slice_ok"] = worst, worst["residual"] <= tol
-        if slices and res <= tol and not at_zero and not (measured and (name, l) in measured):
+        if slices and res <= tol and not (measured and (name, l) in measured):
             # each entry at its own scale (:func:`worst_each`); each fibre along the axes a step mixes, and the
             # blocks no step mixes entry by entry as well. Where no step that acts on it is fitted (a permutation,
             # the identity), each entry of B is A's in B's storage and no fit's error is allowed for: B's rounding
@@ -4736,14 +4677,6 @@ def tensor_residuals(moved: dict[str, Any], target: dict[str, Any], precision: A
                 rec["entrywise"] = each_tol
                 if each["residual"] > each_tol and rec.get("slice_ok", True):  # a slice's or entries' failure first
                     rec["slice"], rec["slice_ok"] = {**each, "tolerance": each_tol}, False
-        if rec.get("slice_ok") is False and not at_zero:
-            # a slice or an entry off its own scale, of a tensor 0 on both sides up to its layer's rounding: so is
-            # each of its parts (measured against the layer, as the whole)
-            at_layer = zero_in_layer(name, l, res_b)
-            if at_layer is not None and at_layer <= tol:
-                for k in ("slice", "slice_ok", "entrywise"):
-                    rec.pop(k, None)
-                rec["residual"], rec["relative_to"], rec["ok"] = at_layer, "layer", True
         out.append(rec)
     return out
 
@@ -4804,7 +4737,7 @@ def pulled_back_residuals(spec: GroupSpec, a: dict[str, Any], b: dict[str, Any],
     if only is not None:
         out = [r for r in out if (r["tensor"], r["layer"]) in only]
     for r in out:  # the roles swapped back: measured relative to A's tensor, or re-read relative to B's
-        r["side"], r["relative_to"] = "A", {"A": "B", "B": "A", "layer": "layer"}[r["relative_to"]]
+        r["side"], r["relative_to"] = "A", {"A": "B", "B": "A"}[r["relative_to"]]
     return out
 
 
