@@ -212,6 +212,11 @@ class Reading:
             raise SymtransError(f"reading {self.name!r}: rests_on must be a tuple of ids, not a string")
         if self.rests_on is not None:
             object.__setattr__(self, "rests_on", tuple(self.rests_on))
+            bad = [d for d in self.rests_on if not all(_ID.match(part) for part in str(d).split("/"))
+                   or str(d).count("/") > 1]
+            if bad:
+                raise SymtransError(f"reading {self.name!r}: rests_on names {bad}: give claim ids or "
+                                    "'claim/reading' ids")
         if self.quantifier not in QUANTIFIERS:
             raise SymtransError(f"reading {self.name!r}: " + suggest(self.quantifier, QUANTIFIERS, "quantifier"))
         if isinstance(self.hypotheses, str):

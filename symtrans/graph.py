@@ -570,6 +570,8 @@ class ReadingStatus:
     standing: Standing
     evidence: tuple[EvidenceEntry, ...] = ()
     reading: Any = None  # the proofs.Reading described
+    blocked_by: tuple[str, ...] = ()  # what it rests on (claims or readings) without a positive verdict
+    failed_ancestors: tuple[str, ...] = ()  # what it rests on that fails
 
     def to_dict(self) -> dict[str, Any]:
         """Return the reading's description and status as JSON-ready data.
@@ -580,7 +582,8 @@ class ReadingStatus:
         'thm-7.3/wo'
         """
         out = self.reading.to_dict() if self.reading is not None else {"id": self.id}
-        out.update({"verdict": self.verdict.value, "standing": self.standing.value,
+        out.update({"verdict": self.verdict.value, "standing": self.standing.value, "blocked_by": list(self.blocked_by),
+                    "rests_on_failed": list(self.failed_ancestors),
                     "evidence": [e.to_dict() for e in self.evidence]})
         return out
 
@@ -751,13 +754,14 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
                 return Standing.FULLY_CERTIFIED if exact else Standing.SUPPORTED
             return Standing.GIVEN if claim.given else Standing.OPEN
 
-        def reading_standing(rid: str, v: Verdict) -> Standing:
-            """A reading's standing: against what it names (``rests_on``) where it names that, else its claim's."""
+        def reading_status(rid: str, v: Verdict, mine: tuple[EvidenceEntry, ...]) -> ReadingStatus:
+            """A reading's status: its standing against what it names (``rests_on``) where it names that, else
+            against its claim's ancestors; with what of those fails or blocks it."""
             own = graph.reading_rests_on(claim.reading(rid))
-            return standing_of(v) if own is None else standing_of(v, *against(own))
+            f, b, i = (failed, blockers, inexact) if own is None else against(own)
+            return ReadingStatus(rid, v, standing_of(v, f, b, i), mine, claim.reading(rid), b, f)
 
-        readings = tuple(ReadingStatus(rid, v, reading_standing(rid, v), mine, claim.reading(rid))
-                         for rid, v, mine in reading_verdicts.get(cid, ()))
+        readings = tuple(reading_status(rid, v, mine) for rid, v, mine in reading_verdicts.get(cid, ()))
         standing = standing_of(verdict)
         if standing is Standing.FULLY_CERTIFIED and any(r.verdict is not Verdict.CERTIFIED for r in readings):
             standing = Standing.SUPPORTED  # a claim is fully certified only in every reading

@@ -312,6 +312,8 @@ def test_a_reading_rests_on_the_readings_it_names_not_its_whole_claim() -> None:
     assert st["t"].verdict is Verdict.READING_DEPENDENT
     got = {r.id: r.standing for r in st["u"].readings}
     assert got == {"u/s": Standing.FULLY_CERTIFIED, "u/w": Standing.RESTS_ON_FAILED, "u/n": Standing.SUPPORTED}, got
+    w = next(r for r in st["u"].readings if r.id == "u/w")  # the reading names what it rests on that fails
+    assert w.failed_ancestors == ("t/w",) and w.to_dict()["rests_on_failed"] == ["t/w"]
     assert g.reading_rests_on(g.claims["u"].reading("u/s")) == ["d", "t/s"]
     # the false case: the same readings without rests_on stand on the whole claim t, which blocks them all
     g = _readings_graph({"s": None, "w": None, "n": None})
@@ -322,6 +324,8 @@ def test_a_reading_rests_on_the_readings_it_names_not_its_whole_claim() -> None:
 @pytest.mark.parametrize("rests, message", [
     (("x",), "not among what its claim rests on"),       # not a dependency of u at all
     (("t/q",), "did you mean"),                          # a reading t does not have
+    (("t/",), "give claim ids or 'claim/reading' ids"),  # malformed: an empty reading name
+    (("t/s/x",), "give claim ids or 'claim/reading' ids"),
 ])
 def test_a_reading_can_only_refine_its_claims_dependencies(rests, message) -> None:
     with pytest.raises(SymtransError, match=message):

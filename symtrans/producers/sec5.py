@@ -792,7 +792,7 @@ def below_precision(ratio: float, dtype: Any) -> bool:
     return floor >= COLLAPSED / 10 ** DECISIVE_MARGIN and ratio == ratio and ratio <= floor
 
 
-def _fit_rate(ratios: list[float], dtype: Any = "float64") -> dict[str, Any]:
+def _fit_rate(ratios: list[float], dtype: Any) -> dict[str, Any]:
     """Least-squares slope of log10(ratio) per layer over the points above the rounding floor of ``dtype``.
 
     Always returns the same keys; a slope that cannot be fitted (fewer than two
@@ -801,11 +801,11 @@ def _fit_rate(ratios: list[float], dtype: Any = "float64") -> dict[str, Any]:
 
     Examples
     --------
-    >>> _fit_rate([1.0, 1e-20])["log10_slope_per_layer"] is None
+    >>> _fit_rate([1.0, 1e-20], "float64")["log10_slope_per_layer"] is None
     True
-    >>> round(_fit_rate([1.0, 0.1, 0.01])["log10_slope_per_layer"], 6)
+    >>> round(_fit_rate([1.0, 0.1, 0.01], "float64")["log10_slope_per_layer"], 6)
     -1.0
-    >>> _fit_rate([1.0, 1e-2, 3e-7, 1e-7], "float32")["points"], _fit_rate([1.0, 1e-2, 3e-7, 1e-7])["points"]
+    >>> _fit_rate([1.0, 1e-2, 3e-7, 1e-7], "float32")["points"], _fit_rate([1.0, 1e-2, 3e-7, 1e-7], "float64")["points"]
     (2, 4)
     """
     floor = ratio_floor(dtype)

@@ -22,8 +22,11 @@ function-reading moved by a restricted element is a defect as under a full
 one, and a parametrisation-reading moved by an element holding none of its
 declared factors is one whichever declaration the element was drawn for.
 
-Producers that read no weights (symbolic certificates, exact searches) are
-run once: no element of G can reach them. The exact certificates that do read
+Producers that read no weights (symbolic certificates, exact searches, the
+Coq kernel's records) are not run by the check: no element of G can reach
+them, and the rows count the weight-reading evidence only (a claim certified
+by a proof that reads no weights shows the verdict of its weight-reading checks
+here). The numeric checks that read no weights run once. The exact certificates that do read
 the weights (``prop63-real-weights``, ``recovery-wo-real``,
 ``thm53-real-weights``) are re-run on every g . W like the numeric checks. The element ``centring`` (on
 LayerNorm models) is TransformerLens's ``centre_writing_weights``
