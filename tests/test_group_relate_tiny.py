@@ -1460,6 +1460,37 @@ def test_relate_is_symmetric_and_relates_a_moved_model_to_its_canonical_form(fam
     assert not relate(b, c).related
 
 
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_the_canonical_form_of_g_a_writes_the_biases_its_translations_left_as_rounding_as_0(family, tmp_path):
+    """A random BERT or DistilBERT has every bias exactly 0; g . A adds translations of order 1, and canonical's
+    translations leave 1e-15 of them in b_Q, b_O, b_in, b_out. Saved in float32, relate(A, canonical(g . A)) read
+    b_O's 1e-15 against A's 0 ("not related" at b_O, unexplained part 1; backwards, relate could not decide at b_in).
+    Those biases are written as exactly 0: related both ways, the files re-checked, one form for A and g . A and for
+    the form read again. The false case (one b_O entry of the form moved by 1e-3) is refused at b_O."""
+    from symtrans.group.canonical import canonical
+
+    src, _ = random_checkpoint(tmp_path / "src", family)
+    a = load_model(src)
+    spec = GroupSpec.from_arch(a.arch)
+    ca = canonical(a).weights
+    for seed in (0, 1):
+        c = canonical(_moved(a, random_element(spec, a.n_layers, seed), spec)).weights
+        assert all(float(c.tensors[b].abs().max()) == 0.0 for b in ("b_Q", "b_O", "b_in", "b_out"))
+        save_weights(c, tmp_path / "c")
+        for x, y in ((src, tmp_path / "c"), (tmp_path / "c", src)):
+            rel = relate(str(x), str(y))
+            assert rel.related, rel.summary()
+            path = write_relation(rel, tmp_path / "g.json")
+            assert check_relation(json.loads(path.read_text()), path)[0]
+        assert _max_distance(ca, c) <= 1e-10
+        assert _max_distance(ca, canonical(c).weights) <= 1e-10
+    forged = load_model(tmp_path / "c").copy()
+    forged.tensors["b_O"][0][3] += 1e-3
+    save_weights(forged, tmp_path / "forged")
+    rel = relate(str(src), str(tmp_path / "forged"))
+    assert not rel.related and rel.stop.tensor == "b_O", rel.summary()
+
+
 def test_canonical_orders_two_heads_pruned_on_the_key_value_side_of_a_multi_head_model(tiny, tmp_path):
     # GPT-2 (one key/value head per head): heads 1 and 2 of layer 1 with W_K, b_K, W_V, b_V = 0 have products 0.
     # In g . A those products are 0 only up to rounding (1e-16), so ordering by the raw values followed the
@@ -3384,6 +3415,11 @@ def test_a_near_silenced_head_a_stored_translation_hides_is_reported():
         ca, cb = canonical(a), canonical(b)
         apart = _form_distances(ca, cb)
         said = [t for t in ca.ambiguities + cb.ambiguities if "0 only within the float32 rounding" in t]
+        # A's biases are 0, g . A's translations of them are known to float32's rounding only: g . A's form writes
+        # them as 0 (as A's) and says that a live bias below that rounding would be lost; A's form has nothing to say
+        biases = [t for t in said if t.startswith("translations layer")]
+        assert biases and all(t in cb.ambiguities for t in biases) and any(": b_O is 0" in t for t in biases)
+        said = [t for t in said if t not in biases]
         if scale == 1.0:
             assert said == [] and max(apart.values()) < 1e-4, (said, max(apart.values()))
         else:  # the forms are apart there, and g . A's says where

@@ -13,7 +13,8 @@ fixed by a rule that reads only G-invariant data, in the order of :mod:`symtrans
 * translations: every bias transfer moves the norm bias to 0 (but the final LayerNorm's bias an untied head
   absorbs, to u/|u|^2 with u = 1/gamma: that action is undefined at <beta, u> = 0), every reader hyperplane
   projects its weight off 1/gamma, key and value bias shifts set b_K, b_V to 0, centring shifts remove the row
-  means, the embedding translations and centring shifts centre the tables;
+  means, the embedding translations and centring shifts centre the tables; a bias they leave 0 up to the rounding
+  of its stored value is written as exactly 0 (where only the storage's rounding makes it 0, it is reported);
 * heads sorted by ``|W_V W_O|_F``, then ``|W_Q W_K^T|_F``; FFN units by ``|W_in[:, j]| |W_out[j]|``
   (then the columns' and rows' fourth moments, and the columns no unit scaling of G moves, GELU's ``W_in``
   or a gate's, by their norms and signed projections); unit scalings normalise ``|W_in[:, j]| = 1`` (sign of
@@ -135,6 +136,9 @@ class _Canon:
         # per (tensor, layer), the parts 0 up to their own rounding (:meth:`zero`, whole=False), at their places in
         # the form: written as exactly 0 with the weights (:meth:`write_zeros`)
         self.zeroed: dict[tuple[str, int], Any] = {}
+        # per (bias, layer) a translation moves, its squared norm as it was stored (:meth:`keep_stored`): what the
+        # translations leave of it is 0 up to the rounding of that (:meth:`bias_zeros`)
+        self.stored_biases: dict[tuple[str, int], Any] = {}
         a = spec.arch
         self.group = int(a.H) // int(a.H_kv)
 
@@ -146,8 +150,8 @@ class _Canon:
         """Record the parts' squared norms before the translations move them (:attr:`stored`): each FFN unit's
         columns of ``W_in`` and ``W_gate`` and its row of ``W_out``, and each head's block of ``W_Q``, ``W_K``,
         ``W_V`` and ``W_O`` along the per-head gauge's axis (heads x d_k: a column of the first three, a row of
-        ``W_O``; a rotary plane is two of them). What the translations leave of a part that is 0 on the orbit is the
-        rounding of these."""
+        ``W_O``; a rotary plane is two of them), and each bias a translation moves, whole (:attr:`stored_biases`). What
+        the translations leave of a part that is 0 on the orbit is the rounding of these."""
         import torch
 
         for l, lp in enumerate(self.cur["layers"]):
@@ -159,6 +163,12 @@ class _Canon:
                 x = lp.get(name)
                 if isinstance(x, list) and x:
                     self.stored[(name, l)] = torch.stack([(b * b).sum(1 if name == "W_O" else 0) for b in x])
+        moved = {t.tensor for name in translation_order(self.spec, canonical=True) if name in self.s.present
+                 for t in self.s.present[name].tags if t.tensor.startswith("b_") and t.scope != "model"}
+        for l, lp in enumerate(self.cur["layers"]):
+            for name in sorted(moved):
+                if lp.get(name) is not None:
+                    self.stored_biases[(name, l)] = _sum_squares(lp[name])
 
     def stored_groups(self, tensor: str, l: int, groups: int) -> Any:
         """The recorded squared norms of head tensor ``tensor`` in layer ``l`` per group of consecutive blocks
@@ -232,7 +242,7 @@ class _Canon:
 
     def write_zeros(self) -> None:
         """Write the parts the form read as 0 by their own rounding (:attr:`zeroed`: FFN units' columns, ``W_out``'s
-        rows, heads' blocks; :meth:`zero` with ``whole=False``) as exactly 0.
+        rows, heads' blocks, biases (:meth:`bias_zeros`); :meth:`zero` with ``whole=False``) as exactly 0.
 
         What the translations leave of a part G sends to 0 is the float64 rounding of what they removed (1e-14 of
         the layer), or the storage's (reported by :meth:`zero`'s callers); the form keys it as 0, and is written as
@@ -268,12 +278,57 @@ class _Canon:
             layers[l] = {**layers[l], t: y}
         self.s.cur = {**self.cur, "layers": layers}
 
-    def _unsure_line(self, where: str, what: str, tensor: str, l: int, parts: list[int]) -> str:
-        """The ambiguity of ``parts`` (their positions in the form) that :meth:`zero` is unsure of."""
+    def bias_zeros(self) -> None:
+        """Write each bias the translations moved (:attr:`stored_biases`: ``b_Q``, ``b_K``, ``b_V``, ``b_O``,
+        ``b_in``, ``b_out``, one part per layer) that they left 0 up to the rounding of its stored value
+        (:meth:`zero`, ``whole=False``) as exactly 0; report the ones only the storage makes 0.
+
+        A random BERT has every bias 0; g . A adds translations of order 1, and what canonical's translations leave
+        of them is their rounding (1e-15). Left as it was, relate(A, canonical(g . A)) read B's b_O of 1e-15 against
+        A's 0 as a whole unexplained part ("not related" at b_O, both ways). Written at once, after the translations,
+        so every later step (orders, scalings, gauges) reads and keeps the exact 0 (a linear map of 0).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from symtrans.numeric.fixtures import tiny_decoder
+        >>> from symtrans.group.numeric import model_blocks
+        >>> w = tiny_decoder("gpt2"); c = _Canon(GroupSpec.from_arch(w.arch), model_blocks(w), 1e-6)
+        >>> c.keep_stored()
+        >>> _ = c.cur["layers"][0]["b_O"].mul_(1e-17)  # what a translation of the stored b_O left: its rounding
+        >>> c.bias_zeros()
+        >>> float(c.cur["layers"][0]["b_O"].abs().max()), float(c.cur["layers"][0]["b_in"].abs().max()) > 0
+        (0.0, True)
+        """
+        import torch
+
+        layers = list(self.cur["layers"])
+        length = int(self.spec.arch.d_model)  # the translations write sums over the residual (t W: d_model products)
+        for (t, l), stored in self.stored_biases.items():
+            x = layers[l].get(t)
+            if x is None:
+                continue
+            zero, unsure = self.zero(t, l, _sum_squares(x), length, stored, whole=False)
+            if bool(unsure.any()):
+                self.amb.append(self._unsure_line(f"translations layer {l}", "", t, l, [],
+                                                  "keeps (this form writes it as exactly 0)"))
+            if bool(zero.any()):
+                layers[l] = {**layers[l], t: [torch.zeros_like(b) for b in x] if isinstance(x, list)
+                             else torch.zeros_like(x)}
+                # and again with the weights (:meth:`write_zeros`): the steps re-applied to the true tables (rows
+                # no input reads, RoBERTa's) bring the rounding back
+                self.zeroed[(t, l)] = torch.ones(len(x) if isinstance(x, list) else x.shape[-1], dtype=torch.bool)
+        self.s.cur = {**self.cur, "layers": layers}
+
+    def _unsure_line(self, where: str, what: str, tensor: str, l: int, parts: list[int],
+                     fixed: str = "fixes otherwise (its order, scaling or gauge is not fixed)") -> str:
+        """The ambiguity of ``parts`` (their positions in the form; none: the whole tensor, ``what`` empty) that
+        :meth:`zero` is unsure of; ``fixed``: what A's form does with such a part where it is live."""
         shown = ", ".join(map(str, parts[:8])) + (f" and {len(parts) - 8} more" if len(parts) > 8 else "")
-        return (f"{where}: {what} {shown}: {tensor} is 0 only within the {self.precision(tensor, l)} rounding of its "
+        head = f"{where}: {what} {shown}: " if parts else f"{where}: "
+        return (f"{head}{tensor} is 0 only within the {self.precision(tensor, l)} rounding of its "
                 "stored value (what a translation moved): read as 0, it may be a live part below that rounding, "
-                "which A's form fixes otherwise (its order, scaling or gauge is not fixed)")
+                f"which A's form {fixed}")
 
     def _edge_line(self, where: str, n: int, what: str) -> str:
         """The ambiguity of ``n`` pairs of ``what`` on the tie's edge (:func:`_lex_order`)."""
@@ -475,6 +530,7 @@ class _Canon:
             s.tgt = _zeroed_target(s, f)
             el = s.translation(f)
             self.apply(name, el)
+        self.bias_zeros()
         s.tgt, s.tgt_means = s.cur, {}
         s.prescribed.clear()
 
@@ -772,6 +828,21 @@ class _Canon:
                     mats.append(M)
                 els.append({"g": mats})
             self.apply(f.name, els)
+
+
+def _sum_squares(x: Any) -> Any:
+    """The squared norm of a tensor, or of a list of blocks as one, as a one-entry float64 tensor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _sum_squares([torch.ones(2), torch.ones(3)]).tolist()
+    [5.0]
+    """
+    import torch
+
+    blocks = x if isinstance(x, list) else [x]
+    return torch.stack([(b.double() * b.double()).sum() for b in blocks]).sum().reshape(1)
 
 
 def _centred_moments(W: Any, col_mean: Any, ones: bool) -> tuple[Any, Any, Any, Any]:
