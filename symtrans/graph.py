@@ -74,7 +74,7 @@ import networkx as nx
 
 from symtrans.errors import SymtransError, suggest
 from symtrans.evidence import (Evidence, PaperStatus, Scope, Verdict, combine_verdicts,  # noqa: F401  (Scope: doctests)
-                               record_certificates)
+                               record_certificates, split_reading)
 
 if TYPE_CHECKING:
     from proofs import Claim
@@ -179,11 +179,11 @@ class ClaimGraph:
             ancestors = set(self.rests_on(cid))
             for r in claim.readings:
                 for dep in r.rests_on or ():
-                    owner, _, name = dep.partition("/")
+                    owner, reading = split_reading(dep)
                     if owner not in ancestors:
                         raise SymtransError(f"reading {r.id!r} rests on {dep!r}, which is not among what its claim "
                                             f"rests on ({', '.join(sorted(ancestors)) or 'nothing'})")
-                    if name and dep not in {x.id for x in self.claims[owner].readings}:
+                    if reading and dep not in {x.id for x in self.claims[owner].readings}:
                         raise SymtransError(f"reading {r.id!r} rests on {dep!r}: "
                                             + suggest(dep, [x.id for x in self.claims[owner].readings], "reading"))
 
@@ -264,7 +264,7 @@ class ClaimGraph:
             return None
         out: list[str] = []
         for dep in reading.rests_on:
-            owner, _, name = dep.partition("/")
+            owner, name = split_reading(dep)
             inner = self.reading_rests_on(self.claims[owner].reading(dep)) if name else None
             out += [*(self.rests_on(owner) if inner is None else inner), dep]
         return list(dict.fromkeys(out))
@@ -725,7 +725,7 @@ def assess(graph: ClaimGraph, evidence: Mapping[str, Sequence[Evidence | Evidenc
 
     def against(ancestors: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         """(failed, blocking, not certified though stating something) among ``ancestors``: claims or readings."""
-        owner = {a: graph.claims[a.partition("/")[0]] for a in ancestors}
+        owner = {a: graph.claims[split_reading(a)[0]] for a in ancestors}
         return (tuple(a for a in ancestors if every[a] is Verdict.FAILS),
                 tuple(a for a in ancestors if _blocking(owner[a], every[a])),
                 tuple(a for a in ancestors if _states(owner[a]) and every[a] is not Verdict.CERTIFIED))
