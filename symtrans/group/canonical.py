@@ -237,8 +237,8 @@ class _Canon:
 
         blocks = self.cur["layers"][l][tensor]
         sq = torch.stack([(b * b).sum() for b in blocks])
-        rec = self.stored.get((tensor, l))
-        return self.zero(tensor, l, sq, int(blocks[0].shape[0]), None if rec is None else rec.sum(1), whole=whole)[0]
+        return self.zero(tensor, l, sq, int(blocks[0].shape[0]), self.stored_groups(tensor, l, len(blocks)),
+                         whole=whole)[0]
 
     def write_zeros(self) -> None:
         """Write the parts the form read as 0 by their own rounding (:attr:`zeroed`: FFN units' columns, ``W_out``'s
