@@ -610,7 +610,8 @@ class _Canon:
             norms = {t: lp[t].norm(dim=1 if t == "W_out" else 0) for t in {"W_in", "W_out", "W_gate", *kept,
                                                                          *signed_inputs}
                      if t.startswith("W_") and lp.get(t) is not None}
-            both = {t: self.zero(t, l, n * n, int(lp[t].shape[1 if t == "W_out" else 0])) for t, n in norms.items()}
+            length = {t: int(lp[t].shape[1 if t == "W_out" else 0]) for t in norms}  # each norm's sum of squares
+            both = {t: self.zero(t, l, n * n, length[t]) for t, n in norms.items()}
             zero = {t: z for t, (z, _) in both.items()}
 
             def live(t: str, x: Any) -> Any:
@@ -639,8 +640,8 @@ class _Canon:
             if edge:
                 self.amb.append(self._edge_line(f"S_dff layer {l}", edge, "FFN units"))
             els.append({"P": MonomialMatrix(order, torch.ones(len(order), dtype=key.dtype))})
-            self.zeroed.update({(t, l): self.zero(t, l, n * n, int(lp[t].shape[1 if t == "W_out" else 0]),
-                                                  whole=False)[0][order] for t, n in norms.items()})
+            self.zeroed.update({(t, l): self.zero(t, l, n * n, length[t], whole=False)[0][order]
+                                for t, n in norms.items()})
             self.carry_stored(l, ("W_in", "W_gate", "W_out"), order)
             for t in sorted(both):  # keys read as 0 that may be live (:meth:`zero`), named where the form puts them
                 unsure = both[t][1][order].nonzero().flatten().tolist()
