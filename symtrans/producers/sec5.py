@@ -918,7 +918,7 @@ def _clean(ratios: dict[str, list[float]]) -> dict[str, list[Any]]:
     return {k: [strict_float(x) for x in v] for k, v in ratios.items()}
 
 
-def _collapse_depth(series: list[float], dtype: Any = "float64") -> int | None:
+def _collapse_depth(series: list[float], dtype: Any) -> int | None:
     """First depth whose ratio is decisively collapsed (a decade below 1e-8), else None (always None where ``dtype``
     cannot resolve that band: :func:`below_precision`)."""
     return next((k for k, r in enumerate(series)
